@@ -1,0 +1,70 @@
+// buildGateway(config): the app as a Fastify instance with its plugins in order (cookie, error
+// handler, probes, sign-in routes, proxy routes). It never listens: main.ts does, and tests build it.
+import cookie from '@fastify/cookie'
+import Fastify, { LogController, type FastifyInstance } from 'fastify'
+import type { DestinationStream } from 'pino'
+import type { GatewayConfig, StoreConfig } from './config.js'
+import { registerErrorHandler } from './error-handler.js'
+import { loggableUrl, loggerOptions } from './logger.js'
+import { oauthRoutes } from './oauth/routes.js'
+import { Flows } from './oauth/state.js'
+import { probes } from './probes.js'
+import { proxyRoutes } from './proxy.js'
+import { Sealer, deriveKey, randomToken } from './seal.js'
+import { Sessions } from './session.js'
+import { MemoryStore } from './store/memory.js'
+import { RedisStore } from './store/redis.js'
+import type { SessionStore } from './store/store.js'
+
+export interface GatewayDeps {
+  /** Where log lines go (default: stdout). Tests capture them here. */
+  logStream?: DestinationStream
+  logLevel?: string
+}
+
+function createStore (config: StoreConfig, app: FastifyInstance): SessionStore {
+  if (config.type === 'memory') {
+    app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
+    return new MemoryStore()
+  }
+  return new RedisStore(config, app.log)
+}
+
+export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
+  const app = Fastify({
+    logger: { ...loggerOptions(deps.logLevel), ...(deps.logStream ? { stream: deps.logStream } : {}) },
+    // One line per request, written by the onResponse hook below.
+    logController: new LogController({ disableRequestLogging: true }),
+    trustProxy: config.server.trustProxy,
+    routerOptions: { ignoreTrailingSlash: true },
+    requestTimeout: 120_000,
+  })
+
+  let secret = config.session.secret
+  if (!secret) {
+    secret = randomToken()
+    app.log.warn('session.secret is not set: using a random one, so sessions will not survive a restart and cannot be shared between instances')
+  }
+
+  const store = createStore(config.store, app)
+  const sealer = new Sealer(secret)
+  const sessions = new Sessions(store, sealer, config.session)
+  const flows = new Flows(store, sealer, deriveKey(secret, 'state'), config.state.ttlMs)
+
+  app.addHook('onResponse', async (request, reply) => {
+    request.log.info({ method: request.method, url: loggableUrl(request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }, 'request completed')
+  })
+  app.addHook('onReady', async () => {
+    if (store instanceof RedisStore && !(await store.waitUntilReady(2000))) {
+      app.log.warn('session store not reachable at start; /readyz answers 503 until it is')
+    }
+  })
+  app.addHook('onClose', async () => store.close())
+
+  await app.register(cookie)
+  registerErrorHandler(app)
+  await app.register(probes, { store })
+  await app.register(oauthRoutes, { config, sessions, flows })
+  await app.register(proxyRoutes, { config, sessions })
+  return app
+}

@@ -1,0 +1,60 @@
+#!/usr/bin/env node
+// CLI entry: `--config PATH` / GATEWAY_CONFIG, `--check` (or `check`) to validate and exit 0/1,
+// otherwise build the gateway, listen, and close gracefully on SIGTERM/SIGINT.
+import { parseArgs } from 'node:util'
+import { pathToFileURL } from 'node:url'
+import { ConfigError, loadConfig } from './config.js'
+import { buildGateway } from './gateway.js'
+
+const USAGE = `usage: gateway [check] [--config PATH] [--check]
+  --config PATH  config file (default: $GATEWAY_CONFIG or ./gateway.yaml)
+  --check        validate the config and exit 0 (valid) or 1 (problems listed)`
+
+export async function main (argv: string[]): Promise<number> {
+  let args
+  try {
+    args = parseArgs({ args: argv, allowPositionals: true, options: { config: { type: 'string' }, check: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } })
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n${USAGE}\n`)
+    return 2
+  }
+  if (args.values.help) {
+    process.stdout.write(`${USAGE}\n`)
+    return 0
+  }
+  const check = args.values.check === true || args.positionals[0] === 'check'
+  const file = args.values.config ?? process.env.GATEWAY_CONFIG ?? 'gateway.yaml'
+
+  let config
+  try {
+    config = await loadConfig(file)
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error
+    process.stderr.write(`${error.message}\n`)
+    return 1
+  }
+  if (check) {
+    process.stdout.write(`${file}: OK (${Object.keys(config.providers).length} providers, ${config.routes.length} routes)\n`)
+    return 0
+  }
+
+  const app = await buildGateway(config)
+  await app.listen({ host: config.server.host, port: config.server.port })
+  const stop = async (signal: string) => {
+    app.log.info({ signal }, 'shutting down')
+    await app.close()
+    process.exit(0)
+  }
+  process.once('SIGTERM', () => void stop('SIGTERM'))
+  process.once('SIGINT', () => void stop('SIGINT'))
+  return -1
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main(process.argv.slice(2)).then((code) => {
+    if (code >= 0) process.exit(code)
+  }, (error: unknown) => {
+    process.stderr.write(`gateway: failed to start: ${error instanceof Error ? error.message : String(error)}\n`)
+    process.exit(1)
+  })
+}

@@ -1,0 +1,101 @@
+// One encapsulated scope per route: an auth gate (protected routes only) and @fastify/http-proxy
+// with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set).
+// Upstream failures are translated here: timeouts to gateway_timeout, the rest to bad_gateway.
+import httpProxy from '@fastify/http-proxy'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { IncomingHttpHeaders } from 'node:http'
+import type { GatewayConfig, RouteConfig } from './config.js'
+import { wantsHtml } from './error-handler.js'
+import { GatewayError } from './errors.js'
+import { loginUrl } from './oauth/routes.js'
+import type { Sessions, TokenSet } from './session.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The provider's access token for this request, set by the auth gate of a protected route. */
+    accessToken: string | undefined
+  }
+}
+
+export interface ProxyDeps {
+  config: GatewayConfig
+  sessions: Sessions
+}
+
+/** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
+type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'accessToken'> & { socket: { remoteAddress?: string } }
+
+/** Treat a token as expired slightly early, so it does not expire on its way to the upstream. */
+const EXPIRY_SKEW_S = 30
+
+function usable (token: TokenSet | undefined): token is TokenSet {
+  return token !== undefined && (token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > Date.now() / 1000)
+}
+
+/** Removes the named cookies from a Cookie header; undefined when none is left. */
+export function stripCookies (header: string | undefined, names: ReadonlySet<string>): string | undefined {
+  if (!header) return undefined
+  const kept = header.split(';').filter((part) => {
+    const name = part.slice(0, part.indexOf('=') === -1 ? undefined : part.indexOf('=')).trim()
+    return name !== '' && !names.has(name)
+  })
+  return kept.length > 0 ? kept.map((part) => part.trim()).join('; ') : undefined
+}
+
+function upstreamError (error: Error & { code?: string }): GatewayError {
+  if (error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT') {
+    return new GatewayError('gateway_timeout', 'The application did not answer in time.', { cause: error })
+  }
+  return new GatewayError('bad_gateway', 'The application could not be reached.', { cause: error })
+}
+
+export async function proxyRoutes (app: FastifyInstance, { config, sessions }: ProxyDeps): Promise<void> {
+  app.decorateRequest('accessToken', undefined)
+  const gatewayCookies = new Set([sessions.cookieName, `${sessions.cookieName}_flow`])
+
+  function rewriteHeaders (route: RouteConfig, request: ForwardedRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
+    const out: IncomingHttpHeaders = { ...headers }
+    const cookie = stripCookies(headers.cookie, gatewayCookies)
+    if (cookie === undefined) delete out.cookie
+    else out.cookie = cookie
+    if (route.auth === 'required') out.authorization = `Bearer ${request.accessToken}`
+    const peer = request.socket.remoteAddress ?? ''
+    const chain = config.server.trustProxy ? headers['x-forwarded-for'] : undefined
+    out['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer
+    out['x-forwarded-proto'] = request.protocol
+    out['x-forwarded-host'] = request.host
+    return out
+  }
+
+  for (const route of config.routes) {
+    await app.register(async (scope) => {
+      if (route.auth === 'required') {
+        const provider = route.provider!
+        scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+          const token = (await sessions.load(request))?.tokens[provider]
+          if (usable(token)) {
+            request.accessToken = token.access_token
+            return
+          }
+          const login = loginUrl(config, provider, request.url)
+          if (wantsHtml(request)) return reply.redirect(login, 302)
+          throw new GatewayError('unauthenticated', 'Sign in first: there is no access token for this route.', {
+            details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider}"` } },
+          })
+        })
+      }
+      await scope.register(httpProxy, {
+        upstream: route.upstream,
+        prefix: route.path,
+        // SPEC: without rewritePrefix the path is forwarded unchanged.
+        rewritePrefix: route.rewritePrefix ?? route.path,
+        undici: { headersTimeout: route.timeoutMs, bodyTimeout: route.timeoutMs, connections: 128, pipelining: 1 },
+        disableRequestLogging: true,
+        replyOptions: {
+          rewriteRequestHeaders: (request, headers) => rewriteHeaders(route, request, headers),
+          onError: (reply, { error }) => reply.send(upstreamError(error)),
+        },
+      })
+    })
+  }
+}

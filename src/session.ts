@@ -1,0 +1,79 @@
+// Session cookie <-> store record: load, start (always a new id), end. The cookie is 256 random
+// bits; the store key is a keyed hash of it and the record is sealed with a key derived from it.
+import type { CookieSerializeOptions } from '@fastify/cookie'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { SessionConfig } from './config.js'
+import type { Sealer } from './seal.js'
+import { randomToken } from './seal.js'
+import { storeKeys, type SessionStore } from './store/store.js'
+
+/** A token endpoint response as kept for one provider (RFC 6749 §5.1). */
+export interface TokenSet {
+  access_token: string
+  token_type: string
+  /** Seconds since the epoch, from `expires_in`. */
+  expires_at?: number
+  refresh_token?: string
+  scope?: string
+}
+
+/** What one session holds: a token set per provider. */
+export interface SessionRecord {
+  createdAt: number
+  tokens: Record<string, TokenSet>
+}
+
+const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
+const PURPOSE = 'session'
+
+export class Sessions {
+  readonly cookieOptions: CookieSerializeOptions
+
+  constructor (
+    private readonly store: SessionStore,
+    private readonly sealer: Sealer,
+    private readonly config: SessionConfig,
+  ) {
+    this.cookieOptions = { path: '/', httpOnly: true, sameSite: 'lax', secure: config.cookieSecure }
+  }
+
+  get cookieName (): string {
+    return this.config.cookieName
+  }
+
+  private cookie (request: FastifyRequest): string | undefined {
+    const value = request.cookies[this.config.cookieName]
+    return value !== undefined && COOKIE_VALUE.test(value) ? value : undefined
+  }
+
+  private key (cookie: string): string {
+    return storeKeys.session(this.sealer.idFor(PURPOSE, cookie))
+  }
+
+  /** The request's session, its idle timeout renewed; null when there is none (or it cannot be opened). */
+  async load (request: FastifyRequest): Promise<SessionRecord | null> {
+    const cookie = this.cookie(request)
+    if (!cookie) return null
+    const sealed = await this.store.getAndTouch(this.key(cookie), this.config.ttlMs)
+    if (!sealed) return null
+    const json = this.sealer.open(PURPOSE, cookie, sealed)
+    if (!json) return null
+    return JSON.parse(json) as SessionRecord
+  }
+
+  /** Stores the record under a brand-new id (no fixation) and drops the request's old session. */
+  async start (request: FastifyRequest, reply: FastifyReply, record: SessionRecord): Promise<void> {
+    const old = this.cookie(request)
+    const cookie = randomToken()
+    await this.store.set(this.key(cookie), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
+    if (old) await this.store.delete(this.key(old))
+    reply.setCookie(this.config.cookieName, cookie, this.cookieOptions)
+  }
+
+  /** Deletes the session in the store and clears the cookie. */
+  async end (request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const cookie = this.cookie(request)
+    if (cookie) await this.store.delete(this.key(cookie))
+    reply.clearCookie(this.config.cookieName, this.cookieOptions)
+  }
+}

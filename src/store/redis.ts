@@ -1,0 +1,103 @@
+// ioredis implementation of SessionStore: one Redis command per method. Redis errors become
+// `session_store_unavailable` here, once; an outage is logged once, not once per retry.
+import { Redis, Cluster, type RedisOptions } from 'ioredis'
+import type { FastifyBaseLogger } from 'fastify'
+import type { StoreConfig } from '../config.js'
+import { GatewayError } from '../errors.js'
+import type { SessionStore } from './store.js'
+
+/** Short timeouts and no offline queue: during an outage a request fails fast instead of queueing. */
+const CLIENT_OPTIONS = {
+  enableOfflineQueue: false,
+  connectTimeout: 1000,
+  commandTimeout: 500,
+  maxRetriesPerRequest: 1,
+  retryStrategy: (attempt: number) => Math.min(100 * attempt, 1000),
+} satisfies RedisOptions
+
+function hostPort (address: string): { host: string, port: number } {
+  const url = new URL(address.includes('://') ? address : `redis://${address}`)
+  return { host: url.hostname, port: Number(url.port || 6379) }
+}
+
+function createClient (config: StoreConfig): Redis | Cluster {
+  const keyPrefix = config.keyPrefix
+  if (config.cluster) {
+    const first = new URL(config.cluster[0]!)
+    return new Cluster(config.cluster.map(hostPort), {
+      keyPrefix,
+      enableOfflineQueue: false,
+      clusterRetryStrategy: CLIENT_OPTIONS.retryStrategy,
+      redisOptions: {
+        ...CLIENT_OPTIONS,
+        username: decodeURIComponent(first.username) || undefined,
+        password: decodeURIComponent(first.password) || undefined,
+        tls: first.protocol === 'rediss:' ? {} : undefined,
+      },
+    })
+  }
+  if (config.sentinel) {
+    return new Redis({ ...CLIENT_OPTIONS, keyPrefix, name: config.sentinel.name, sentinels: config.sentinel.nodes.map(hostPort) })
+  }
+  return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...CLIENT_OPTIONS, keyPrefix })
+}
+
+export class RedisStore implements SessionStore {
+  private readonly client: Redis | Cluster
+  private down = false
+
+  constructor (config: StoreConfig, private readonly log: FastifyBaseLogger) {
+    this.client = createClient(config)
+    this.client.on('error', (error: Error) => {
+      if (this.down) return
+      this.down = true
+      this.log.warn({ reason: error.message }, 'session store unreachable; requests that need it get 503 until it is back')
+    })
+    this.client.on('ready', () => {
+      if (this.down) this.log.info('session store reachable again')
+      this.down = false
+    })
+  }
+
+  /** Waits (bounded) for the first connection, so the first requests after start do not fail. */
+  async waitUntilReady (timeoutMs: number): Promise<boolean> {
+    if (this.client.status === 'ready') return true
+    return await new Promise((resolve) => {
+      const done = (ready: boolean) => {
+        clearTimeout(timer)
+        this.client.off('ready', onReady)
+        resolve(ready)
+      }
+      const onReady = () => done(true)
+      const timer = setTimeout(() => done(false), timeoutMs)
+      this.client.once('ready', onReady)
+    })
+  }
+
+  private async run<T> (command: () => Promise<T>): Promise<T> {
+    try {
+      return await command()
+    } catch (error) {
+      throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
+    }
+  }
+
+  get (key: string) { return this.run(() => this.client.get(key)) }
+  getAndTouch (key: string, ttlMs: number) { return this.run(() => this.client.getex(key, 'PX', ttlMs)) }
+  async set (key: string, value: string, ttlMs: number) { await this.run(() => this.client.set(key, value, 'PX', ttlMs)) }
+  take (key: string) { return this.run(() => this.client.getdel(key)) }
+  async delete (key: string) { await this.run(() => this.client.del(key)) }
+  async claim (key: string, value: string, ttlMs: number) {
+    return (await this.run(() => this.client.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
+  }
+
+  async ping () { await this.run(() => this.client.ping()) }
+
+  async close (): Promise<void> {
+    try {
+      await this.client.quit()
+    } catch {
+      this.client.disconnect()
+    }
+  }
+}

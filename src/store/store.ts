@@ -1,0 +1,26 @@
+// The session store contract every other module sees: a small key-value interface with one
+// meaning per method. Values are opaque strings (already encrypted by the caller).
+
+/** A key-value store with per-key expiry. Implementations: Redis (shared) and memory (one process). */
+export interface SessionStore {
+  /** The value, or null when absent or expired. */
+  get (key: string): Promise<string | null>
+  /** The value, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
+  getAndTouch (key: string, ttlMs: number): Promise<string | null>
+  /** Stores a value for `ttlMs`. */
+  set (key: string, value: string, ttlMs: number): Promise<void>
+  /** Reads and deletes atomically: only one caller ever gets the value (one-time login flows). */
+  take (key: string): Promise<string | null>
+  delete (key: string): Promise<void>
+  /** Sets only if absent, for `ttlMs`; true when this caller set it (a lock). */
+  claim (key: string, value: string, ttlMs: number): Promise<boolean>
+  /** Resolves when the store answers; rejects with `session_store_unavailable` otherwise. */
+  ping (): Promise<void>
+  close (): Promise<void>
+}
+
+/** Key names, in one place. The caller-supplied id is always a hash, never a cookie value. */
+export const storeKeys = {
+  session: (id: string) => `session:${id}`,
+  flow: (nonce: string) => `flow:${nonce}`,
+} as const

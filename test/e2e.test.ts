@@ -1,0 +1,79 @@
+// The whole flow over real sockets: a browser-like client opens a protected route, signs in at a
+// real oidc-provider (login and consent), comes back through the callback, and reaches the
+// upstream with a bearer token that the provider's userinfo endpoint accepts.
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from './helpers/browser.js'
+import { startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'
+import { freePort } from './helpers/net.js'
+import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
+import { startRedis, type TestRedis } from './helpers/redis.js'
+import { startUpstream, type Upstream } from './helpers/upstream.js'
+
+const CLIENT_SECRET = 'e2e-client-secret-value-9f8e7d6c5b4a'
+
+describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-injecting proxy', () => {
+  let redis: TestRedis
+  let op: TestProvider
+  let upstream: Upstream
+  let gateway: TestGateway
+
+  beforeAll(async () => {
+    redis = await startRedis()
+    upstream = await startUpstream()
+    const port = await freePort()
+    const baseUrl = `http://127.0.0.1:${port}`
+    op = await startOidcProvider([{ client_id: 'e2e', client_secret: CLIENT_SECRET, redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+    gateway = await startGateway({
+      server: { port, baseUrl },
+      store: { type: 'redis', url: redis.url },
+      providers: {
+        demo: { clientId: 'e2e', clientSecret: CLIENT_SECRET, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid profile email' },
+      },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', rewritePrefix: '/' }],
+    })
+  })
+
+  afterAll(async () => {
+    await gateway?.close()
+    await op?.close()
+    await upstream?.close()
+    await redis?.stop()
+  })
+
+  it('signs in and proxies with a bearer token the provider accepts, and logs no secret', async () => {
+    const browser = new Browser()
+    const response = await browser.navigate(`${gateway.url}/app/hello?x=1`, { login: 'alice' })
+    expect(response.status).toBe(200)
+    const seen = await response.json() as { url: string, headers: Record<string, string> }
+    expect(seen.url).toBe('/hello?x=1')
+
+    // The path went: protected route -> gateway login -> provider -> ... -> callback -> next.
+    const hops = browser.hops.map((hop) => new URL(hop.url).pathname)
+    expect(hops[0]).toBe('/app/hello')
+    expect(hops[1]).toBe('/oauth/login/demo/')
+    expect(hops).toContain('/oauth/authorized/demo/')
+
+    const authorization = seen.headers.authorization!
+    expect(authorization).toMatch(/^Bearer \S+$/)
+    const userinfo = await fetch(`${op.issuer}/me`, { headers: { authorization } })
+    expect(userinfo.status).toBe(200)
+    expect(await userinfo.json()).toMatchObject({ sub: 'alice' })
+
+    // Nothing secret in the logs: client secret, code, state, tokens, cookie values.
+    const callback = browser.hops.find((hop) => hop.url.includes('/oauth/authorized/'))!
+    const params = new URL(callback.url).searchParams
+    const secrets = [CLIENT_SECRET, TEST_SECRET, params.get('code')!, params.get('state')!, authorization.slice(7),
+      ...[...browser.cookies.values()].map((cookie) => cookie.value)]
+    const logs = gateway.logs.join('\n')
+    for (const secret of secrets) expect(logs).not.toContain(secret)
+    expect(logs).toContain('sign-in succeeded')
+
+    // The token is not readable from the raw Redis values.
+    const client = new Redis(redis.url)
+    const keys = await client.keys('gw:*')
+    expect(keys.length).toBeGreaterThan(0)
+    for (const key of keys) expect(await client.get(key)).not.toContain(authorization.slice(7))
+    await client.quit()
+  })
+})

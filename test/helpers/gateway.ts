@@ -1,0 +1,44 @@
+// Starts the gateway for a test: config built as YAML (so the real config path is exercised),
+// listening on a loopback port from the OS, log lines captured.
+import type { FastifyInstance } from 'fastify'
+import { Writable } from 'node:stream'
+import { stringify } from 'yaml'
+import { parseConfig, type GatewayConfig } from '../../src/config.js'
+import { buildGateway } from '../../src/gateway.js'
+import { freePort } from './net.js'
+
+export const TEST_SECRET = 'test-session-secret-0123456789-abcdefghij'
+
+export interface TestGateway {
+  url: string
+  app: FastifyInstance
+  config: GatewayConfig
+  /** Every log line written, as text. */
+  logs: string[]
+  close (): Promise<void>
+}
+
+/** Collects pino's output lines. */
+export function logCollector (): { stream: Writable, lines: string[] } {
+  const lines: string[] = []
+  const stream = new Writable({
+    write (chunk: Buffer, _encoding, callback) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean))
+      callback()
+    },
+  })
+  return { stream, lines }
+}
+
+/** `raw` is gateway.yaml as an object; server.port/baseUrl are filled in unless given. */
+export async function startGateway (raw: Record<string, unknown>, options: { listen?: boolean } = {}): Promise<TestGateway> {
+  const port = await freePort()
+  const server = { host: '127.0.0.1', port, baseUrl: `http://127.0.0.1:${port}`, ...(raw.server as object | undefined) }
+  const session = { secret: TEST_SECRET, ...(raw.session as object | undefined) }
+  const config = parseConfig(stringify({ ...raw, server, session }), {}, 'test.yaml')
+  const { stream, lines } = logCollector()
+  const app = await buildGateway(config, { logStream: stream, logLevel: 'debug' })
+  if (options.listen !== false) await app.listen({ host: '127.0.0.1', port: config.server.port })
+  else await app.ready()
+  return { url: config.server.baseUrl, app, config, logs: lines, close: () => app.close() }
+}

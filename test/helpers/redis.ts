@@ -1,0 +1,97 @@
+// A real Redis for a test file: testcontainers when a Docker engine answers (and the local test
+// image exists), else a spawned `redis-server` on a free port, else REDIS_URL. Never a fake.
+// TEST_REDIS=container|spawn|url forces one path.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { Socket } from 'node:net'
+import { freePort, waitFor } from './net.js'
+
+export type RedisKind = 'container' | 'spawn' | 'url'
+
+export interface TestRedis {
+  url: string
+  kind: RedisKind
+  /** Stops the server (an outage, for fault tests, or cleanup). */
+  stop (): Promise<void>
+}
+
+/** The image `scripts/docker-redis-image.sh` builds (no registry is needed). */
+export const REDIS_IMAGE = process.env.REDIS_TEST_IMAGE ?? 'gateway-test/redis:7'
+
+process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true'
+
+function dockerConfigured (): boolean {
+  return Boolean(process.env.DOCKER_HOST) || existsSync('/var/run/docker.sock')
+}
+
+/** True when a Docker engine answers and has the test image (checked once per process). */
+let containerCheck: Promise<boolean> | undefined
+export function containersAvailable (): Promise<boolean> {
+  containerCheck ??= (async () => {
+    if (!dockerConfigured()) return false
+    try {
+      const { getContainerRuntimeClient, ImageName } = await import('testcontainers')
+      const client = await getContainerRuntimeClient()
+      return await client.image.exists(ImageName.fromString(REDIS_IMAGE))
+    } catch {
+      return false
+    }
+  })()
+  return containerCheck
+}
+
+async function redisAnswers (host: string, port: number): Promise<boolean> {
+  return await new Promise((resolve) => {
+    const socket = new Socket()
+    const done = (ok: boolean) => { socket.destroy(); resolve(ok) }
+    socket.setTimeout(500, () => done(false))
+    socket.once('error', () => done(false))
+    socket.connect(port, host, () => socket.write('PING\r\n'))
+    socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
+  })
+}
+
+async function startContainer (): Promise<TestRedis> {
+  process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost'
+  const { GenericContainer, Wait } = await import('testcontainers')
+  const container = await new GenericContainer(REDIS_IMAGE)
+    .withExposedPorts(6379)
+    .withWaitStrategy(Wait.forLogMessage('Ready to accept connections'))
+    .start()
+  const url = `redis://${container.getHost()}:${container.getMappedPort(6379)}`
+  return { url, kind: 'container', stop: async () => { await container.stop({ timeout: 1000 }) } }
+}
+
+export function redisServerPath (): string | undefined {
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    if (dir && existsSync(`${dir}/redis-server`)) return `${dir}/redis-server`
+  }
+  return undefined
+}
+
+async function startSpawned (binary: string): Promise<TestRedis> {
+  const port = await freePort()
+  const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  await waitFor(() => redisAnswers('127.0.0.1', port), 10_000, `redis-server on port ${port}`)
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    kind: 'spawn',
+    stop: async () => {
+      if (child.exitCode === null) child.kill('SIGKILL')
+      await exited
+    },
+  }
+}
+
+export async function startRedis (forced = process.env.TEST_REDIS as RedisKind | undefined): Promise<TestRedis> {
+  if (forced === 'container' || (forced === undefined && await containersAvailable())) return await startContainer()
+  const binary = redisServerPath()
+  if (forced === 'spawn' || (forced === undefined && binary)) {
+    if (!binary) throw new Error('TEST_REDIS=spawn, but redis-server is not on PATH (apt-get install -y redis-server)')
+    return await startSpawned(binary)
+  }
+  if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, kind: 'url', stop: async () => {} }
+  throw new Error('No Redis for the tests: start a Docker engine with the test image (bash scripts/docker-test-env.sh), ' +
+    'install redis-server (apt-get install -y redis-server), or set REDIS_URL')
+}
