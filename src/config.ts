@@ -85,10 +85,11 @@ class Issues {
   readonly list: string[] = []
   constructor (private readonly lines: Map<string, number>) {}
 
+  /** The line of the key, or of its nearest ancestor when the key itself is missing. */
   add (path: Path, message: string): void {
-    const key = formatPath(path)
-    const line = this.lines.get(key)
-    this.list.push(`${key}: ${message}${line ? ` (line ${line})` : ''}`)
+    let line: number | undefined
+    for (let n = path.length; n > 0 && line === undefined; n--) line = this.lines.get(formatPath(path.slice(0, n)))
+    this.list.push(`${formatPath(path)}: ${message}${line ? ` (line ${line})` : ''}`)
   }
 }
 
