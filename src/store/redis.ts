@@ -48,15 +48,21 @@ export class RedisStore implements SessionStore {
 
   constructor (config: StoreConfig, private readonly log: FastifyBaseLogger) {
     this.client = createClient(config)
-    this.client.on('error', (error: Error) => {
-      if (this.down) return
-      this.down = true
-      this.log.warn({ reason: error.message }, 'session store unreachable; requests that need it get 503 until it is back')
-    })
-    this.client.on('ready', () => {
-      if (this.down) this.log.info('session store reachable again')
-      this.down = false
-    })
+    this.client.on('error', (error: Error) => this.markDown(error))
+    this.client.on('ready', () => this.markUp())
+  }
+
+  /** An outage is logged once, when it starts, and once when it ends. */
+  private markDown (error: unknown): void {
+    if (this.down) return
+    this.down = true
+    this.log.warn({ reason: error instanceof Error ? error.message : String(error) }, 'session store unreachable; requests that need it get 503 until it is back')
+  }
+
+  private markUp (): void {
+    if (!this.down) return
+    this.down = false
+    this.log.info('session store reachable again')
   }
 
   /** Waits (bounded) for the first connection, so the first requests after start do not fail. */
@@ -76,8 +82,11 @@ export class RedisStore implements SessionStore {
 
   private async run<T> (command: () => Promise<T>): Promise<T> {
     try {
-      return await command()
+      const result = await command()
+      this.markUp()
+      return result
     } catch (error) {
+      this.markDown(error)
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }
   }

@@ -17,7 +17,7 @@ export interface TestProvider {
   close (): Promise<void>
 }
 
-export async function startOidcProvider (clients: TestClient[], options: { accessTokenTtl?: number } = {}): Promise<TestProvider> {
+export async function startOidcProvider (clients: TestClient[], options: { accessTokenTtl?: (clientId: string) => number } = {}): Promise<TestProvider> {
   const server = createServer()
   const issuer = await listen(server)
   const configuration: Configuration = {
@@ -38,7 +38,7 @@ export async function startOidcProvider (clients: TestClient[], options: { acces
     claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'] },
     cookies: { keys: ['test-cookie-key-0123456789abcdef'] },
     features: { devInteractions: { enabled: true } },
-    ttl: { AccessToken: options.accessTokenTtl ?? 3600, IdToken: 3600, RefreshToken: 86400, Interaction: 600, Session: 3600, Grant: 3600 },
+    ttl: { AccessToken: (_ctx, token) => options.accessTokenTtl?.(String(token.clientId)) ?? 3600, IdToken: 3600, RefreshToken: 86400, Interaction: 600, Session: 3600, Grant: 3600 },
     issueRefreshToken: async () => true,
   }
   const provider = new Provider(issuer, configuration)
