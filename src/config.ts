@@ -162,7 +162,7 @@ class Section {
   constructor (
     readonly issues: Issues,
     readonly path: Path,
-    readonly value: Record<string, unknown>,
+    readonly value: Record<string, unknown>
   ) {}
 
   static open (issues: Issues, path: Path, value: unknown, keys: readonly string[]): Section {

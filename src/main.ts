@@ -45,8 +45,8 @@ export async function main (argv: string[]): Promise<number> {
     await app.close()
     process.exit(0)
   }
-  process.once('SIGTERM', () => void stop('SIGTERM'))
-  process.once('SIGINT', () => void stop('SIGINT'))
+  process.once('SIGTERM', () => { stop('SIGTERM').catch(() => process.exit(1)) })
+  process.once('SIGINT', () => { stop('SIGINT').catch(() => process.exit(1)) })
   return -1
 }
 

@@ -32,7 +32,7 @@ export class Sessions {
   constructor (
     private readonly store: SessionStore,
     private readonly sealer: Sealer,
-    private readonly config: SessionConfig,
+    private readonly config: SessionConfig
   ) {
     this.cookieOptions = { path: '/', httpOnly: true, sameSite: 'lax', secure: config.cookieSecure }
   }

@@ -1,3 +1,4 @@
+/* eslint-disable no-template-curly-in-string -- these tests are about ${VAR} text in config values */
 // gateway.yaml loading: substitution, durations, defaults, and every problem reported with its key
 // path and line; the CLI's --check.
 import { execFile } from 'node:child_process'

@@ -69,11 +69,29 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
     for (const secret of secrets) expect(logs).not.toContain(secret)
     expect(logs).toContain('sign-in succeeded')
 
-    // The token is not readable from the raw Redis values.
+    // Neither the token nor the cookie is readable from the raw Redis keys and values.
     const client = new Redis(redis.url)
     const keys = await client.keys('gw:*')
     expect(keys.length).toBeGreaterThan(0)
-    for (const key of keys) expect(await client.get(key)).not.toContain(authorization.slice(7))
+    const cookie = browser.cookies.get('gw_session')!.value
+    for (const key of keys) {
+      expect(key).not.toContain(cookie)
+      expect(await client.get(key)).not.toContain(authorization.slice(7))
+    }
+    await client.quit()
+  })
+
+  it('renews the session\'s idle lifetime on every request', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/app/`, { login: 'bob' })
+    const client = new Redis(redis.url)
+    const sessionKeys = await client.keys('gw:session:*')
+    for (const key of sessionKeys) await client.pexpire(key, 10_000)
+    expect((await browser.fetch(`${gateway.url}/app/`, { headers: { accept: 'application/json' } })).status).toBe(200)
+    const ttls = await Promise.all(sessionKeys.map((key) => client.pttl(key)))
+    // Exactly bob's session went back to the configured 8 h; the others kept their 10 s.
+    expect(ttls.filter((ttl) => ttl > 8 * 3_600_000 - 60_000)).toHaveLength(1)
+    expect(ttls.filter((ttl) => ttl <= 10_000)).toHaveLength(sessionKeys.length - 1)
     await client.quit()
   })
 })

@@ -73,14 +73,14 @@ export async function exchangeCode (
   provider: ProviderConfig,
   callback: URLSearchParams,
   redirectUri: string,
-  verifier: string | undefined,
+  verifier: string | undefined
 ): Promise<TokenSet> {
   const as = authorizationServer(provider)
   const client: oauth.Client = { client_id: provider.clientId }
   try {
     const response = await oauth.authorizationCodeGrantRequest(
       as, client, oauth.ClientSecretPost(provider.clientSecret), callback, redirectUri, verifier ?? oauth.nopkce,
-      { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: provider.tokenUrl.startsWith('http:') },
+      { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: provider.tokenUrl.startsWith('http:') }
     )
     const result = await oauth.processAuthorizationCodeResponse(as, client, response)
     return toTokenSet(result)

@@ -15,6 +15,7 @@ import type { Flows } from './state.js'
 export function safeNext (raw: unknown): string {
   if (typeof raw !== 'string' || !raw.startsWith('/') || raw.startsWith('//')) return '/'
   // Browsers treat `\` as `/` and drop tabs and newlines, so `/\evil` or `/\t/evil` would leave the origin.
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
   if (/[\\\u0000-\u001f\u007f]/.test(raw)) return '/'
   const base = new URL('http://gateway.invalid')
   const url = new URL(raw, base)

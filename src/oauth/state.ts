@@ -30,7 +30,7 @@ export class Flows {
     private readonly store: SessionStore,
     private readonly sealer: Sealer,
     private readonly stateKey: Uint8Array,
-    readonly ttlMs: number,
+    readonly ttlMs: number
   ) {}
 
   /** Keeps the flow's record and returns the signed `state` for the authorize redirect. */
