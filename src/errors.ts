@@ -67,6 +67,8 @@ export type ErrorCode = keyof typeof ERRORS
 export interface ErrorDetails {
   /** Where a person can start the sign-in over (absolute URL). */
   loginUrl?: string
+  /** Where a person can simply try again (the same address), when signing in again would not help. */
+  retryUrl?: string
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
 }

@@ -42,11 +42,11 @@ export function stripCookies (header: string | undefined, names: ReadonlySet<str
   return kept.length > 0 ? kept.map((part) => part.trim()).join('; ') : undefined
 }
 
-function upstreamError (error: Error & { code?: string }): GatewayError {
+function upstreamError (error: Error & { code?: string }, retryUrl: string): GatewayError {
   if (error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT') {
-    return new GatewayError('gateway_timeout', 'The application did not answer in time.', { cause: error })
+    return new GatewayError('gateway_timeout', 'The application did not answer in time.', { cause: error, details: { retryUrl } })
   }
-  return new GatewayError('bad_gateway', 'The application could not be reached.', { cause: error })
+  return new GatewayError('bad_gateway', 'The application could not be reached.', { cause: error, details: { retryUrl } })
 }
 
 export async function proxyRoutes (app: FastifyInstance, { config, sessions }: ProxyDeps): Promise<void> {
@@ -72,7 +72,13 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions }: P
       if (route.auth === 'required') {
         const provider = route.provider!
         scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
-          const token = (await sessions.load(request))?.tokens[provider]
+          let token: TokenSet | undefined
+          try {
+            token = (await sessions.load(request))?.tokens[provider]
+          } catch (error) {
+            if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(config, provider, request.url)
+            throw error
+          }
           if (usable(token)) {
             request.accessToken = token.access_token
             return
@@ -93,7 +99,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions }: P
         disableRequestLogging: true,
         replyOptions: {
           rewriteRequestHeaders: (request, headers) => rewriteHeaders(route, request, headers),
-          onError: (reply, { error }) => reply.send(upstreamError(error)),
+          onError: (reply, { error }) => reply.send(upstreamError(error, reply.request.url)),
         },
       })
     })

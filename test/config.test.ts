@@ -157,10 +157,10 @@ describe('config: the --check command', () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-config-'))
     await writeFile(join(dir, 'good.yaml'), GOOD)
     await writeFile(join(dir, 'bad.yaml'), 'server: { prot: 1 }\n')
-    const ok = await run('node', ['dist/main.js', '--check', '--config', join(dir, 'good.yaml')], { env: { ...process.env, ...ENV } })
+    const ok = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'good.yaml')], { env: { ...process.env, ...ENV } })
     expect(ok.stdout).toContain('good.yaml: OK (1 providers, 2 routes)')
 
-    const bad = await run('node', ['dist/main.js', 'check'], { env: { ...process.env, GATEWAY_CONFIG: join(dir, 'bad.yaml') } }).catch((e: unknown) => e)
+    const bad = await run('node', ['dist/src/main.js', 'check'], { env: { ...process.env, GATEWAY_CONFIG: join(dir, 'bad.yaml') } }).catch((e: unknown) => e)
     expect(bad).toMatchObject({ code: 1 })
     expect((bad as { stderr: string }).stderr).toContain('server.prot: unknown key')
   })

@@ -251,7 +251,7 @@ describe('GET /oauth/authorized/<provider>/: callback and code exchange', () => 
     const browser = new Browser()
     const { state } = await startLogin(browser)
     const page = await (await callback(browser, { code: 'c', state }, 'stub', 'text/html')).text()
-    expect(page).toContain(`href="${gateway.url}/oauth/login/stub/?next=%2F"`)
+    expect(page).toContain(`href="${gateway.url}/oauth/login/stub/?next=%2Fstub%2Fpage"`)
     expect(page).not.toContain('stub-secret')
   })
 
@@ -303,6 +303,20 @@ describe('sessions', () => {
     expect(app.headers.authorization).toMatch(/^Bearer /)
     expect(other.headers.authorization).toMatch(/^Bearer /)
     expect(app.headers.authorization).not.toBe(other.headers.authorization)
+  })
+
+  it('shows a browser the signed-out page, with a sign-in link per provider, when logout has no next', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/app/`)
+    const response = await browser.fetch(`${gateway.url}/oauth/logout/`)
+    expect(response.status).toBe(200)
+    const page = await response.text()
+    expect(page).toContain('You are signed out')
+    expect(page).toContain(`href="${gateway.url}/oauth/login/demo/?next=%2Fapp%2F"`)
+    expect(page).toContain(`href="${gateway.url}/oauth/login/stub/?next=%2Fstub%2F"`)
+    expect(browser.cookies.has('gw_session')).toBe(false)
+    const api = await fetch(`${gateway.url}/oauth/logout/`, { headers: json, redirect: 'manual' })
+    expect([api.status, api.headers.get('location')]).toEqual([302, '/'])
   })
 
   it('GET and POST /oauth/logout/ delete the session and the cookie, then redirect to a safe next', async () => {

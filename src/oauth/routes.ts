@@ -2,6 +2,8 @@
 // /oauth/logout/, plus the one rule for where a browser may be sent afterwards (`safeNext`).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayConfig, ProviderConfig } from '../config.js'
+import { wantsHtml } from '../error-handler.js'
+import { signedOutPage } from '../pages.js'
 import { GatewayError } from '../errors.js'
 import { randomToken } from '../seal.js'
 import type { Sessions } from '../session.js'
@@ -76,8 +78,10 @@ export async function oauthRoutes (app: FastifyInstance, { config, sessions, flo
     const provider = providerOf(request)
     const queryStart = request.url.indexOf('?')
     const query = new URLSearchParams(queryStart === -1 ? '' : request.url.slice(queryStart + 1))
+    let next = '/'
     try {
       const flow = await flows.complete(query.get('state') ?? undefined, provider.name, request.cookies[flowCookie])
+      next = flow.next
       const callback = checkCallback(provider, query)
       const tokens = await exchangeCode(provider, callback, redirectUri(config, provider.name), flow.verifier)
       const record = (await sessions.load(request)) ?? { createdAt: Date.now(), tokens: {} }
@@ -88,14 +92,24 @@ export async function oauthRoutes (app: FastifyInstance, { config, sessions, flo
     } catch (error) {
       if (error instanceof GatewayError) {
         request.log.info({ provider: provider.name, reason: error.code }, 'sign-in failed')
-        error.details.loginUrl ??= loginUrl(config, provider.name, '/')
+        error.details.loginUrl ??= loginUrl(config, provider.name, next)
       }
       throw error
     }
   })
 
+  /** Each provider's login, back to its first route: the links of the signed-out page. */
+  const signInLinks = Object.keys(config.providers).map((name) => {
+    const route = config.routes.find((r) => r.provider === name)
+    return { name, href: loginUrl(config, name, route ? `${route.path.replace(/\/$/, '')}/` : '/') }
+  })
+
+  /** With `next`: 302 there (SPEC). Without, a browser gets the signed-out page; others 302 to /. */
   async function logout (request: FastifyRequest<{ Querystring: { next?: string } }>, reply: FastifyReply) {
     await sessions.end(request, reply)
+    if (request.query.next === undefined && wantsHtml(request)) {
+      return reply.type('text/html; charset=utf-8').send(signedOutPage(signInLinks))
+    }
     return reply.redirect(safeNext(request.query.next), 302)
   }
   app.get('/oauth/logout/', logout)

@@ -1,0 +1,174 @@
+// The demo's authorization server, also the real one the tests sign in at: oidc-provider with one
+// or more confidential clients (client_secret_post), refresh tokens, and small sign-in and consent
+// pages of our own. Any username signs in; every authorization asks for it again, so that signing
+// out of the gateway and coming back shows the sign-in page (no single sign-on in the demo).
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { randomBytes } from 'node:crypto'
+import { exportJWK, generateKeyPair } from 'jose'
+import Provider, { interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
+
+export interface DemoClient {
+  client_id: string
+  client_secret: string
+  redirect_uris: string[]
+}
+
+export interface AuthorizationServerOptions {
+  clients: DemoClient[]
+  /** Port to listen on (0: one from the OS). */
+  port?: number
+  /** Host name in the issuer URL (default 127.0.0.1); the server always listens on loopback. */
+  publicHost?: string
+  /** Access token lifetime in seconds, per client. */
+  accessTokenTtl?: (clientId: string) => number
+}
+
+export interface AuthorizationServer {
+  issuer: string
+  provider: Provider
+  close (): Promise<void>
+}
+
+const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+function page (title: string, body: string): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${escape(title)}</title><style>
+body{font:16px/1.5 system-ui,sans-serif;background:#f4f5f7;margin:0}main{max-width:24rem;margin:5rem auto;background:#fff;padding:2rem;border-radius:8px;box-shadow:0 1px 4px #0002}
+h1{font-size:1.3rem;margin-top:0}input{width:100%;box-sizing:border-box;font-size:1rem;padding:.5rem;margin:.5rem 0 1rem}
+button{font-size:1rem;padding:.5rem 1.2rem;background:#1f6f43;color:#fff;border:0;border-radius:4px;cursor:pointer}a.deny{margin-left:1rem;color:#a33}
+.note{color:#666;font-size:.9rem}</style></head><body><main><p class="note">Demo authorization server</p>${body}</main></body></html>`
+}
+
+function loginPage (uid: string, clientId: string): string {
+  return page('Sign in', `<h1>Sign in to continue to ${escape(clientId)}</h1>
+<form method="post" action="/interaction/${escape(uid)}">
+<input type="hidden" name="prompt" value="login">
+<label for="login">Username (any name signs in)</label>
+<input id="login" name="login" required autofocus autocomplete="off" placeholder="alice">
+<button type="submit">Sign in</button></form>`)
+}
+
+function consentPage (uid: string, clientId: string, account: string, scopes: string[]): string {
+  return page('Allow access', `<h1>Allow ${escape(clientId)} to access your account?</h1>
+<p>Signed in as <strong>${escape(account)}</strong>. It asks for: ${scopes.map((s) => `<code>${escape(s)}</code>`).join(', ') || 'basic access'}.</p>
+<form method="post" action="/interaction/${escape(uid)}">
+<input type="hidden" name="prompt" value="consent">
+<button type="submit">Allow</button><a class="deny" href="/interaction/${escape(uid)}/abort">Deny</a></form>`)
+}
+
+async function readForm (req: IncomingMessage): Promise<URLSearchParams> {
+  let body = ''
+  for await (const chunk of req) {
+    body += String(chunk)
+    if (body.length > 10_000) throw new Error('form too large')
+  }
+  return new URLSearchParams(body)
+}
+
+/** The sign-in and consent pages, driven by oidc-provider's interaction API. */
+async function interaction (provider: Provider, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const details = await provider.interactionDetails(req, res)
+  const { uid, prompt, params, session } = details
+  const clientId = String(params.client_id)
+  if (req.url?.endsWith('/abort')) {
+    await provider.interactionFinished(req, res, { error: 'access_denied', error_description: 'The user denied access.' }, { mergeWithLastSubmission: false })
+    return
+  }
+  if (req.method === 'GET') {
+    res.setHeader('content-type', 'text/html; charset=utf-8')
+    res.setHeader('cache-control', 'no-store')
+    const scopes = String(params.scope ?? '').split(' ').filter((s) => s && s !== 'openid')
+    res.end(prompt.name === 'login' ? loginPage(uid, clientId) : consentPage(uid, clientId, session?.accountId ?? '', scopes))
+    return
+  }
+  const form = await readForm(req)
+  if (prompt.name === 'login' && form.get('prompt') === 'login') {
+    const login = (form.get('login') ?? '').trim().toLowerCase().replace(/[^a-z0-9._-]/g, '').slice(0, 64) || 'anonymous'
+    await provider.interactionFinished(req, res, { login: { accountId: login } }, { mergeWithLastSubmission: false })
+    return
+  }
+  if (prompt.name === 'consent' && form.get('prompt') === 'consent') {
+    const grant = details.grantId ? (await provider.Grant.find(details.grantId))! : new provider.Grant({ accountId: session!.accountId, clientId })
+    const missing = prompt.details as { missingOIDCScope?: string[], missingOIDCClaims?: string[] }
+    if (missing.missingOIDCScope) grant.addOIDCScope(missing.missingOIDCScope.join(' '))
+    if (missing.missingOIDCClaims) grant.addOIDCClaims(missing.missingOIDCClaims)
+    await provider.interactionFinished(req, res, { consent: { grantId: await grant.save() } }, { mergeWithLastSubmission: true })
+    return
+  }
+  res.statusCode = 400
+  res.end('unexpected form')
+}
+
+/** No single sign-on: a sign-in counts only for the authorization request that asked for it. */
+function signInEveryTime (): interactionPolicy.Prompt[] {
+  const policy = interactionPolicy.base()
+  policy.get('login')!.checks.add(new interactionPolicy.Check('demo_sign_in_every_time', 'the demo asks for a sign-in each time',
+    (ctx: KoaContextWithOIDC) => ctx.oidc.result?.login ? interactionPolicy.Check.NO_NEED_TO_PROMPT : interactionPolicy.Check.REQUEST_PROMPT))
+  return policy
+}
+
+export async function startAuthorizationServer (options: AuthorizationServerOptions): Promise<AuthorizationServer> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port ?? 0, '127.0.0.1', resolve)
+  })
+  const { port } = server.address() as AddressInfo
+  const issuer = `http://${options.publicHost ?? '127.0.0.1'}:${port}`
+  const { privateKey } = await generateKeyPair('RS256', { extractable: true })
+
+  const configuration: Configuration = {
+    clients: options.clients.map((client) => ({
+      ...client,
+      token_endpoint_auth_method: 'client_secret_post',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+    })),
+    async findAccount (_ctx, id) {
+      return {
+        accountId: id,
+        async claims () {
+          return { sub: id, name: id.charAt(0).toUpperCase() + id.slice(1), email: `${id}@example.test`, email_verified: true }
+        },
+      }
+    },
+    claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'] },
+    cookies: { keys: [randomBytes(32).toString('base64url')] },
+    jwks: { keys: [{ ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig' }] },
+    features: { devInteractions: { enabled: false } },
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: signInEveryTime() },
+    issueRefreshToken: async () => true,
+    ttl: {
+      AccessToken: (_ctx, token) => options.accessTokenTtl?.(String(token.clientId)) ?? 3600,
+      AuthorizationCode: 60,
+      IdToken: 3600,
+      RefreshToken: 86_400,
+      Interaction: 600,
+      Session: 3600,
+      Grant: 86_400,
+    },
+  }
+  const provider = new Provider(issuer, configuration)
+  const callback = provider.callback()
+  server.on('request', (req, res) => {
+    if (!req.url?.startsWith('/interaction/')) {
+      callback(req, res)
+      return
+    }
+    interaction(provider, req, res).catch((error: unknown) => {
+      res.statusCode = 400
+      res.setHeader('content-type', 'text/html; charset=utf-8')
+      res.end(page('Sign-in problem', `<h1>This sign-in cannot continue</h1><p>${escape(error instanceof Error ? error.message : 'unknown problem')}</p>`))
+    })
+  })
+  return {
+    issuer,
+    provider,
+    close: async () => {
+      server.closeAllConnections()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}

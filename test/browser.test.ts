@@ -1,0 +1,106 @@
+// A real browser (Debian's Chromium through playwright-core) clicks through `npm run demo`: sign
+// in, consent, see the sample app as the signed-in user, sign out, be asked to sign in again; and
+// reject consent to see the access_denied page. Screenshots of each final page go to
+// test/artifacts/ for a person to look at.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
+import { chromium, type Browser, type Page } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const ARTIFACTS = 'test/artifacts'
+
+if (!existsSync(CHROMIUM)) {
+  throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`)
+}
+
+let demo: ChildProcess
+let demoUrl: string
+let demoOutput = ''
+let browser: Browser
+
+beforeAll(async () => {
+  await mkdir(ARTIFACTS, { recursive: true })
+  demo = spawn(process.execPath, ['dist/demo/run.js'], {
+    env: { ...process.env, DEMO_GATEWAY_PORT: '0', DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', REDIS_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  demoUrl = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the demo printed no URL within 20 s:\n${demoOutput}`)), 20_000)
+    const read = (chunk: Buffer) => {
+      demoOutput += chunk.toString()
+      const match = /Open (http\S+) in a browser/.exec(demoOutput)
+      if (match) {
+        clearTimeout(timer)
+        resolve(match[1]!)
+      }
+    }
+    demo.stdout!.on('data', read)
+    demo.stderr!.on('data', read)
+    demo.once('exit', (code) => reject(new Error(`the demo exited (${code}):\n${demoOutput}`)))
+  })
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  })
+})
+
+afterAll(async () => {
+  await browser?.close()
+  if (demo && demo.exitCode === null) {
+    const exited = new Promise<number | null>((resolve) => demo.once('exit', resolve))
+    demo.kill('SIGINT')
+    // Ctrl-C stops every process the demo started and exits 0.
+    expect(await exited).toBe(0)
+  }
+})
+
+async function signInAs (page: Page, name: string): Promise<void> {
+  await page.goto(demoUrl)
+  await expect.poll(() => page.locator('input[name="login"]').count()).toBe(1)
+  await page.fill('input[name="login"]', name)
+  await page.click('button:has-text("Sign in")')
+  await page.waitForSelector('button:has-text("Allow")')
+}
+
+describe('the demo in a real browser', () => {
+  it('signs in, shows the signed-in user, signs out, and asks to sign in again on the next visit', async () => {
+    const context = await browser.newContext()
+    const page = await context.newPage()
+    await signInAs(page, 'alice')
+    await page.click('button:has-text("Allow")')
+
+    await page.waitForSelector('h1:has-text("Hello, Alice")')
+    expect(new URL(page.url()).pathname).toBe('/app/')
+    const body = await page.textContent('body')
+    expect(body).toContain('alice@example.test')
+    expect(body).toMatch(/Bearer \[masked: \d+ characters\]/)
+    await page.screenshot({ path: `${ARTIFACTS}/signed-in.png`, fullPage: true })
+
+    await page.click('a:has-text("Sign out")')
+    await page.waitForSelector('h1:has-text("You are signed out")')
+    expect(await context.cookies()).not.toContainEqual(expect.objectContaining({ name: 'gw_session' }))
+    await page.screenshot({ path: `${ARTIFACTS}/signed-out.png`, fullPage: true })
+
+    await page.goto(demoUrl)
+    await page.waitForSelector('input[name="login"]')
+    expect(new URL(page.url()).origin).not.toBe(new URL(demoUrl).origin)
+    await page.screenshot({ path: `${ARTIFACTS}/sign-in-again.png`, fullPage: true })
+    await context.close()
+  })
+
+  it('shows the access_denied page with a way to sign in again when consent is rejected', async () => {
+    const context = await browser.newContext()
+    const page = await context.newPage()
+    await signInAs(page, 'bob')
+    await page.click('a:has-text("Deny")')
+
+    await page.waitForSelector('h1:has-text("Access was not granted")')
+    const body = await page.textContent('body')
+    expect(body).toContain('access_denied')
+    expect(await page.getAttribute('a.button', 'href')).toMatch(/\/oauth\/login\/demo\/\?next=/)
+    await page.screenshot({ path: `${ARTIFACTS}/access-denied.png`, fullPage: true })
+    await context.close()
+  })
+})
