@@ -18,14 +18,20 @@ export interface AuthorizationServerOptions {
   clients: DemoClient[]
   /** Port to listen on (0: one from the OS). */
   port?: number
-  /** Host name in the issuer URL (default 127.0.0.1); the server always listens on loopback. */
+  /** Listen address (default 127.0.0.1; 0.0.0.0 inside a container). */
+  host?: string
+  /** Host name in the issuer URL (default 127.0.0.1). */
   publicHost?: string
+  /** The whole issuer URL, when the public address differs from the listen port (containers). */
+  issuer?: string
   /** Access token lifetime in seconds, per client. */
   accessTokenTtl?: (clientId: string) => number
 }
 
 export interface AuthorizationServer {
   issuer: string
+  /** The port it listens on (the issuer's port may differ behind a container port mapping). */
+  port: number
   provider: Provider
   close (): Promise<void>
 }
@@ -113,10 +119,10 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   const server = createServer()
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen(options.port ?? 0, '127.0.0.1', resolve)
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve)
   })
   const { port } = server.address() as AddressInfo
-  const issuer = `http://${options.publicHost ?? '127.0.0.1'}:${port}`
+  const issuer = options.issuer ?? `http://${options.publicHost ?? '127.0.0.1'}:${port}`
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
 
   const configuration: Configuration = {
@@ -165,6 +171,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   })
   return {
     issuer,
+    port,
     provider,
     close: async () => {
       server.closeAllConnections()

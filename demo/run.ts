@@ -3,16 +3,22 @@
 // one URL to open, and stops everything on Ctrl-C. With REDIS_URL the gateway keeps sessions in
 // Redis, otherwise in memory. Ports: DEMO_GATEWAY_PORT (8080), DEMO_ISSUER_PORT (9000),
 // DEMO_APP_PORT (9100); 0 takes one from the OS.
+//
+// `--without-gateway` starts only the authorization server and the sample app, for
+// docker-compose.yml, where the gateway is its own container: DEMO_HOST (listen address),
+// DEMO_PUBLIC_ISSUER, DEMO_GATEWAY_URL and DEMO_CLIENT_SECRET then say how the pieces see each other.
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
-import { startAuthorizationServer } from './authorization-server.js'
-import { startSampleApp } from './sample-app.js'
+import { startAuthorizationServer, type AuthorizationServer } from './authorization-server.js'
+import { startSampleApp, type SampleApp } from './sample-app.js'
+
+const env = process.env
 
 function port (name: string, fallback: number): number {
-  const value = Number(process.env[name] ?? fallback)
-  if (!Number.isInteger(value) || value < 0 || value > 65535) throw new Error(`${name} must be a port number, got ${process.env[name]}`)
+  const value = Number(env[name] ?? fallback)
+  if (!Number.isInteger(value) || value < 0 || value > 65535) throw new Error(`${name} must be a port number, got ${env[name]}`)
   return value
 }
 
@@ -33,29 +39,54 @@ async function waitForHealth (url: string, timeoutMs: number): Promise<void> {
   throw new Error(`the gateway did not answer ${url} within ${timeoutMs / 1000}s`)
 }
 
-async function main (): Promise<void> {
+/** The authorization server with the gateway as its one client, and the sample app. */
+async function startServices (gatewayUrl: string, clientSecret: string): Promise<{ as: AuthorizationServer, app: SampleApp }> {
+  const host = env.DEMO_HOST ?? '127.0.0.1'
+  const as = await startAuthorizationServer({
+    port: port('DEMO_ISSUER_PORT', 9000),
+    host,
+    publicHost: 'localhost',
+    issuer: env.DEMO_PUBLIC_ISSUER,
+    clients: [{ client_id: 'demo-client', client_secret: clientSecret, redirect_uris: [`${gatewayUrl}/oauth/authorized/demo/`] }],
+  })
+  // The sample app runs beside the authorization server, so it reaches userinfo on loopback.
+  const app = await startSampleApp({ port: port('DEMO_APP_PORT', 9100), host, userinfoUrl: `http://127.0.0.1:${as.port}/me` })
+  return { as, app }
+}
+
+function onSignals (stop: (code: number) => Promise<void>): void {
+  process.once('SIGINT', () => { stop(0).catch(() => process.exit(1)) })
+  process.once('SIGTERM', () => { stop(0).catch(() => process.exit(1)) })
+}
+
+async function withoutGateway (): Promise<void> {
+  if (!env.DEMO_GATEWAY_URL || !env.DEMO_CLIENT_SECRET) throw new Error('--without-gateway needs DEMO_GATEWAY_URL and DEMO_CLIENT_SECRET')
+  const { as, app } = await startServices(env.DEMO_GATEWAY_URL.replace(/\/+$/, ''), env.DEMO_CLIENT_SECRET)
+  onSignals(async (code) => {
+    await Promise.all([as.close(), app.close()])
+    process.exit(code)
+  })
+  process.stdout.write(`demo authorization server ${as.issuer}, sample app on port ${new URL(app.url).port}\n`)
+}
+
+async function withGateway (): Promise<void> {
   const gatewayPort = port('DEMO_GATEWAY_PORT', 8080) || await freePort()
   const baseUrl = `http://localhost:${gatewayPort}`
   const clientSecret = randomBytes(24).toString('base64url')
-
-  const as = await startAuthorizationServer({
-    port: port('DEMO_ISSUER_PORT', 9000),
-    publicHost: 'localhost',
-    clients: [{ client_id: 'demo-client', client_secret: clientSecret, redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }],
-  })
-  const app = await startSampleApp({ port: port('DEMO_APP_PORT', 9100), userinfoUrl: `${as.issuer.replace('localhost', '127.0.0.1')}/me` })
+  const { as, app } = await startServices(baseUrl, clientSecret)
 
   const gateway = spawn(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url)), '--config', fileURLToPath(new URL('../../gateway.yaml', import.meta.url))], {
     stdio: ['ignore', 'inherit', 'inherit'],
     env: {
-      ...process.env,
-      LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn',
+      ...env,
+      LOG_LEVEL: env.LOG_LEVEL ?? 'warn',
       GATEWAY_HOST: '127.0.0.1',
       GATEWAY_PORT: String(gatewayPort),
       GATEWAY_BASE_URL: baseUrl,
-      GATEWAY_SESSION_SECRET: process.env.GATEWAY_SESSION_SECRET ?? randomBytes(32).toString('base64url'),
-      GATEWAY_STORE: process.env.REDIS_URL ? 'redis' : 'memory',
+      GATEWAY_SESSION_SECRET: env.GATEWAY_SESSION_SECRET ?? randomBytes(32).toString('base64url'),
+      GATEWAY_STORE: env.REDIS_URL ? 'redis' : 'memory',
       DEMO_ISSUER: as.issuer,
+      DEMO_TOKEN_URL: `${as.issuer}/token`,
       DEMO_CLIENT_ID: 'demo-client',
       DEMO_CLIENT_SECRET: clientSecret,
       APP_UPSTREAM: app.url,
@@ -73,8 +104,7 @@ async function main (): Promise<void> {
     await Promise.all([as.close(), app.close()])
     process.exit(code)
   }
-  process.once('SIGINT', () => { stop(0).catch(() => process.exit(1)) })
-  process.once('SIGTERM', () => { stop(0).catch(() => process.exit(1)) })
+  onSignals(stop)
   gateway.once('exit', (code) => {
     if (!stopping) {
       process.stderr.write(`demo: the gateway exited (code ${code}); stopping\n`)
@@ -84,7 +114,7 @@ async function main (): Promise<void> {
 
   await waitForHealth(`http://127.0.0.1:${gatewayPort}/healthz`, 15_000)
   process.stdout.write(`
-  Demo running (sessions in ${process.env.REDIS_URL ? 'Redis' : 'memory'}):
+  Demo running (sessions in ${env.REDIS_URL ? 'Redis' : 'memory'}):
     gateway               ${baseUrl}
     authorization server  ${as.issuer}  (any username signs in)
     sample app            ${app.url}  (behind the gateway at /app/)
@@ -93,7 +123,7 @@ async function main (): Promise<void> {
 \n`)
 }
 
-main().catch((error: unknown) => {
+(process.argv.includes('--without-gateway') ? withoutGateway() : withGateway()).catch((error: unknown) => {
   process.stderr.write(`demo: ${error instanceof Error ? error.message : String(error)}\n`)
   process.exit(1)
 })

@@ -53,7 +53,7 @@ ${who}
 }
 
 /** Listens on loopback; `userinfoUrl` is the provider's userinfo endpoint. */
-export async function startSampleApp (options: { port?: number, userinfoUrl: string }): Promise<SampleApp> {
+export async function startSampleApp (options: { port?: number, host?: string, userinfoUrl: string }): Promise<SampleApp> {
   const server = createServer((req, res) => {
     userinfo(options.userinfoUrl, req.headers.authorization).then((user) => {
       res.setHeader('content-type', 'text/html; charset=utf-8')
@@ -65,7 +65,7 @@ export async function startSampleApp (options: { port?: number, userinfoUrl: str
   })
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
-    server.listen(options.port ?? 0, '127.0.0.1', resolve)
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve)
   })
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Starts a local Docker engine and builds the Redis test image without any image registry, so the
-# tests take their testcontainers path. Usage: bash scripts/docker-test-env.sh [start|stop]
+# Starts a local Docker engine and builds, without any image registry, the Redis test image (for the
+# tests' testcontainers path) and a Node base image (to build the project's Dockerfile against). Usage: bash scripts/docker-test-env.sh [start|stop]
 # Prints what it did; exits non-zero (and says why) when the engine cannot be started.
 set -euo pipefail
 IMAGE=${REDIS_TEST_IMAGE:-gateway-test/redis:7}
+NODE_IMAGE=${NODE_BASE_IMAGE:-gateway-test/node:20}
 STATE=${DOCKER_TEST_STATE:-/tmp/gateway-dockerd}
 mkdir -p "$STATE"
 
@@ -68,8 +69,37 @@ SH
   echo "image $IMAGE built from Debian packages"
 }
 
+# A Node base image from this machine's own Node and npm, with a `node` user (uid 1000) as in the
+# official image, a static busybox for RUN steps, and the machine's CA bundle for npm.
+build_node_image() {
+  if docker image inspect "$NODE_IMAGE" >/dev/null 2>&1; then echo "image $NODE_IMAGE present"; return; fi
+  local work node; work=$(mktemp -d); node=$(readlink -f "$(command -v node)")
+  mkdir -p "$work/rootfs"/{bin,usr/bin,usr/lib/node_modules,etc/ssl/certs,usr/etc,tmp,home/node,root,lib64}
+  chmod 1777 "$work/rootfs/tmp"
+  cp "$node" "$work/rootfs/usr/bin/node"
+  cp -a "$(dirname "$(dirname "$node")")/lib/node_modules/npm" "$work/rootfs/usr/lib/node_modules/npm"
+  ln -s ../lib/node_modules/npm/bin/npm-cli.js "$work/rootfs/usr/bin/npm"
+  ln -s ../lib/node_modules/npm/bin/npx-cli.js "$work/rootfs/usr/bin/npx"
+  apt-get download busybox-static >/dev/null 2>&1 || { apt-get update -qq >/dev/null; apt-get download busybox-static >/dev/null; }
+  mv busybox-static_*.deb "$work/" && dpkg -x "$work"/busybox-static_*.deb "$work/x"
+  cp "$work/x/bin/busybox" "$work/rootfs/bin/busybox"
+  for tool in sh ls cat mkdir rm cp mv ln chmod chown id env wget grep sed sleep; do ln -sf busybox "$work/rootfs/bin/$tool"; done
+  ln -sf ../../bin/busybox "$work/rootfs/usr/bin/env"
+  ldd "$node" | awk '/=> \//{print $3}' | while read -r lib; do mkdir -p "$work/rootfs$(dirname "$lib")"; cp -L "$lib" "$work/rootfs$lib"; done
+  cp -L /lib64/ld-linux-x86-64.so.2 "$work/rootfs/lib64/"
+  cp -L /etc/ssl/certs/ca-certificates.crt "$work/rootfs/etc/ssl/certs/"
+  printf 'cafile=/etc/ssl/certs/ca-certificates.crt\nupdate-notifier=false\nfund=false\naudit=false\n' >"$work/rootfs/usr/etc/npmrc"
+  printf 'root:x:0:0:root:/root:/bin/sh\nnode:x:1000:1000:node:/home/node:/bin/sh\n' >"$work/rootfs/etc/passwd"
+  printf 'root:x:0:\nnode:x:1000:\n' >"$work/rootfs/etc/group"
+  printf 'hosts: files dns\n' >"$work/rootfs/etc/nsswitch.conf"
+  chown 1000:1000 "$work/rootfs/home/node"
+  tar -C "$work/rootfs" -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' -c 'CMD ["node"]' - "$NODE_IMAGE" >/dev/null
+  rm -rf "$work"
+  echo "image $NODE_IMAGE built from this machine's Node $(node --version)"
+}
+
 case "${1:-start}" in
-  start) start_engine; build_redis_image ;;
+  start) start_engine; build_redis_image; build_node_image ;;
   stop) stop ;;
   *) echo "usage: $0 [start|stop]" >&2; exit 2 ;;
 esac

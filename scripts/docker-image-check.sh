@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Builds the project's Dockerfile against a local Node base image (no registry needed; see
+# docker-test-env.sh), runs the image, and checks it: /healthz answers, HEALTHCHECK turns healthy,
+# `--check` passes on the shipped config inside it, it runs as a non-root user, and the final
+# image holds production dependencies only. Exits non-zero on the first failed check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BASE=${NODE_BASE_IMAGE:-gateway-test/node:20}
+TAG=${GATEWAY_IMAGE:-oauth-gateway:ci}
+
+fail() { echo "docker image check FAILED: $*" >&2; exit 1; }
+
+echo "building $TAG from the Dockerfile with NODE_IMAGE=$BASE"
+docker build -q --network host --build-arg NODE_IMAGE="$BASE" -t "$TAG" . >/dev/null
+
+cid=$(docker run -d -p 127.0.0.1::8080 -e GATEWAY_SESSION_SECRET=docker-check-secret-0123456789abcdef "$TAG")
+trap 'docker rm -f "$cid" >/dev/null 2>&1 || true' EXIT
+port=$(docker port "$cid" 8080 | head -1 | sed 's/.*://')
+
+for _ in $(seq 50); do curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break; sleep 0.2; done
+[ "$(curl -fsS "http://127.0.0.1:$port/healthz")" = '{"status":"ok"}' ] || fail "/healthz did not answer on port $port"
+echo "ok: /healthz answers through the published port"
+
+status=''
+for _ in $(seq 40); do
+  status=$(docker inspect -f '{{.State.Health.Status}}' "$cid")
+  [ "$status" = healthy ] && break
+  sleep 1
+done
+[ "$status" = healthy ] || fail "HEALTHCHECK status is '$status'"
+echo "ok: HEALTHCHECK reports healthy"
+
+docker run --rm "$TAG" node dist/src/main.js --check || fail "--check on the shipped config"
+echo "ok: --check passes on /etc/gateway/gateway.yaml inside the image"
+
+user=$(docker inspect -f '{{.Config.User}}' "$TAG")
+[ -n "$user" ] && [ "$user" != root ] && [ "$user" != 0 ] || fail "the image runs as '$user'"
+[ "$(docker run --rm "$TAG" id -u)" != 0 ] || fail "the process runs as root"
+echo "ok: runs as user '$user'"
+
+dev=$(docker run --rm "$TAG" sh -c 'ls node_modules | grep -xE "vitest|typescript|oidc-provider|testcontainers|eslint" || true')
+[ -z "$dev" ] || fail "dev dependencies in the final image: $dev"
+echo "ok: production dependencies only"
+echo "docker image check passed ($TAG, $(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}'))"
