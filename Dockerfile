@@ -1,14 +1,27 @@
-# The gateway image: built in one stage, run from a second with production dependencies only, as
-# the unprivileged `node` user. Config at /etc/gateway/gateway.yaml (mount your own there); secrets
-# come from the environment (GATEWAY_SESSION_SECRET, client secrets through ${VAR} in the config).
+# The gateway image: compiled in a build stage, run from a final stage with production dependencies
+# only, as the unprivileged `node` user. Config at /etc/gateway/gateway.yaml (mount your own there);
+# secrets come from the environment (GATEWAY_SESSION_SECRET, client secrets through ${VAR} in the
+# config). `--target demo` builds the demo's authorization server and sample app instead.
 ARG NODE_IMAGE=node:20-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src
-COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
-RUN npm run build && npm prune --omit=dev
+COPY demo ./demo
+RUN npm run build
+
+# The demo stack's authorization server and sample app (docker-compose.yml); not for production.
+FROM build AS demo
+ENV DEMO_HOST=0.0.0.0
+USER node
+EXPOSE 9000 9100
+CMD ["node", "dist/demo/run.js", "--without-gateway"]
+
+FROM build AS production-dependencies
+RUN npm prune --omit=dev
 
 FROM ${NODE_IMAGE}
 ENV NODE_ENV=production \
@@ -16,9 +29,9 @@ ENV NODE_ENV=production \
     GATEWAY_HOST=0.0.0.0 \
     GATEWAY_PORT=8080
 WORKDIR /app
-COPY --from=build /src/package.json ./
-COPY --from=build /src/node_modules ./node_modules
-COPY --from=build /src/dist ./dist
+COPY --from=production-dependencies /src/package.json ./
+COPY --from=production-dependencies /src/node_modules ./node_modules
+COPY --from=production-dependencies /src/dist/src ./dist/src
 COPY gateway.yaml /etc/gateway/gateway.yaml
 USER node
 EXPOSE 8080

@@ -60,7 +60,8 @@ build_redis_image() {
   mkdir -p "$work/rootfs/lib64"; cp -L /lib64/ld-linux-x86-64.so.2 "$work/rootfs/lib64/"
   cat >"$work/rootfs/usr/bin/docker-entrypoint" <<'SH'
 #!/bin/sh
-# As the official image: accept connections from the bridge network.
+# As the official image: `redis-server ARGS` or just ARGS; accept connections from the bridge network.
+[ "${1:-}" = redis-server ] && shift
 exec /usr/bin/redis-server --protected-mode no --save "" --appendonly no --dir /data "$@"
 SH
   chmod +x "$work/rootfs/usr/bin/docker-entrypoint"

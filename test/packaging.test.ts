@@ -1,0 +1,85 @@
+// What can be checked without a Docker engine: docker-compose.yml parses, and its ports, variable
+// names and config paths agree with gateway.yaml, the Dockerfile and the demo runner. (With an
+// engine, CI also builds and runs both: scripts/docker-image-check.sh, scripts/compose-check.sh.)
+import { readFile } from 'node:fs/promises'
+import { parse } from 'yaml'
+import { beforeAll, describe, expect, it } from 'vitest'
+import { parseConfig } from '../src/config.js'
+
+interface Service {
+  image?: string
+  command?: string[]
+  build?: { context: string, target?: string, network?: string, args?: Record<string, string> }
+  environment?: Record<string, string>
+  ports?: string[]
+  volumes?: string[]
+  depends_on?: string[]
+}
+
+let compose: { services: Record<string, Service> }
+let dockerfile: string
+let gatewayYaml: string
+
+/** Resolves compose's ${VAR:-default} with an empty environment, as `docker compose up` would here. */
+const defaults = (value: string) => value.replace(/\$\{(\w+)(?::-([^}]*))?\}/g, (_m, _name: string, fallback?: string) => fallback ?? '')
+
+beforeAll(async () => {
+  compose = parse(await readFile('docker-compose.yml', 'utf8')) as typeof compose
+  dockerfile = await readFile('Dockerfile', 'utf8')
+  gatewayYaml = await readFile('gateway.yaml', 'utf8')
+})
+
+describe('packaging', () => {
+  it('compose has redis (persistent), the gateway image and the demo image', () => {
+    expect(Object.keys(compose.services).sort()).toEqual(['demo', 'gateway', 'redis'])
+    expect(compose.services.redis!.command).toEqual(expect.arrayContaining(['--appendonly', 'yes']))
+    expect(compose.services.redis!.volumes).toEqual(['redis-data:/data'])
+    expect(compose.services.demo!.build!.target).toBe('demo')
+    expect(dockerfile).toMatch(/^FROM build AS demo$/m)
+    expect(compose.services.gateway!.build!.target).toBeUndefined()
+  })
+
+  it('the gateway service uses the port, config path and health endpoint of the Dockerfile', () => {
+    const gateway = compose.services.gateway!
+    const containerPort = gateway.ports![0]!.split(':').at(-1)
+    expect(dockerfile).toContain(`GATEWAY_PORT=${containerPort}`)
+    expect(dockerfile).toContain(`EXPOSE ${containerPort}`)
+    const configPath = /GATEWAY_CONFIG=(\S+)/.exec(dockerfile)![1]
+    expect(gateway.volumes).toContain(`./gateway.yaml:${configPath}:ro`)
+    expect(dockerfile).toContain(`COPY gateway.yaml ${configPath}`)
+    expect(dockerfile).toMatch(/HEALTHCHECK[\s\S]*\/healthz/)
+  })
+
+  it('every variable compose gives the gateway is one gateway.yaml reads', () => {
+    const read = new Set([...gatewayYaml.matchAll(/\$\{(\w+)/g)].map((m) => m[1]))
+    for (const name of Object.keys(compose.services.gateway!.environment!)) expect(read, name).toContain(name)
+  })
+
+  it('gateway.yaml is valid with the environment compose gives it, wired to the demo service', () => {
+    const env = Object.fromEntries(Object.entries(compose.services.gateway!.environment!).map(([k, v]) => [k, defaults(String(v))]))
+    const config = parseConfig(gatewayYaml, { ...env, GATEWAY_HOST: '0.0.0.0', GATEWAY_PORT: '8080' })
+    expect(config.store).toMatchObject({ type: 'redis', url: 'redis://redis:6379/0' })
+    expect(config.session.secret).toBeDefined()
+    expect(config.server.baseUrl).toBe('http://localhost:8080')
+    const demo = config.providers.demo!
+    expect(new URL(demo.tokenUrl).host).toBe('demo:9000')
+    expect(demo.authorizeUrl).toBe('http://localhost:9000/auth')
+    expect(config.routes[0]!.upstream).toBe('http://demo:9100')
+  })
+
+  it('the demo service and the gateway agree on ports, the client secret and the public URLs', () => {
+    const demo = compose.services.demo!.environment!
+    const gateway = compose.services.gateway!.environment!
+    expect(defaults(demo.DEMO_PUBLIC_ISSUER!)).toBe(defaults(gateway.DEMO_ISSUER!))
+    expect(defaults(demo.DEMO_GATEWAY_URL!)).toBe(defaults(gateway.GATEWAY_BASE_URL!))
+    expect(demo.DEMO_CLIENT_SECRET).toBe(gateway.DEMO_CLIENT_SECRET)
+    expect(compose.services.demo!.ports![0]!.split(':').at(-1)).toBe('9000')
+    expect(dockerfile).toMatch(/EXPOSE 9000 9100/)
+  })
+
+  it('only loopback ports are published', () => {
+    for (const service of Object.values(compose.services)) {
+      for (const port of service.ports ?? []) expect(port).toMatch(/^127\.0\.0\.1:/)
+    }
+  })
+})
