@@ -24,8 +24,8 @@ export interface AuthorizationServerOptions {
   publicHost?: string
   /** The whole issuer URL, when the public address differs from the listen port (containers). */
   issuer?: string
-  /** Access token lifetime in seconds, per client. */
-  accessTokenTtl?: (clientId: string) => number
+  /** Access token lifetime in seconds, per client and grant type (authorization_code, refresh_token). */
+  accessTokenTtl?: (clientId: string, grantType: string) => number
 }
 
 export interface AuthorizationServer {
@@ -147,7 +147,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: signInEveryTime() },
     issueRefreshToken: async () => true,
     ttl: {
-      AccessToken: (_ctx, token) => options.accessTokenTtl?.(String(token.clientId)) ?? 3600,
+      AccessToken: (ctx, token) => options.accessTokenTtl?.(String(token.clientId), String(ctx.oidc.params?.grant_type ?? '')) ?? 3600,
       AuthorizationCode: 60,
       IdToken: 3600,
       RefreshToken: 86_400,

@@ -1,11 +1,13 @@
 // buildGateway(config): the app as a Fastify instance with its plugins in order (cookie, error
-// handler, probes, sign-in routes, proxy routes). It never listens: main.ts does, and tests build it.
+// handler, probes and metrics, sign-in routes, proxy routes). It never listens: main.ts does, and tests build it.
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
 import type { DestinationStream } from 'pino'
 import type { GatewayConfig, StoreConfig } from './config.js'
 import { registerErrorHandler } from './error-handler.js'
 import { loggableUrl, loggerOptions } from './logger.js'
+import { Metrics } from './metrics.js'
+import { TokenRefresher } from './oauth/refresh.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { Flows } from './oauth/state.js'
 import { probes } from './probes.js'
@@ -22,12 +24,12 @@ export interface GatewayDeps {
   logLevel?: string
 }
 
-function createStore (config: StoreConfig, app: FastifyInstance): SessionStore {
+function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics): SessionStore {
   if (config.type === 'memory') {
     app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
     return new MemoryStore()
   }
-  return new RedisStore(config, app.log)
+  return new RedisStore(config, app.log, () => metrics.storeErrors.inc())
 }
 
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
@@ -46,10 +48,12 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     app.log.warn('session.secret is not set: using a random one, so sessions will not survive a restart and cannot be shared between instances')
   }
 
-  const store = createStore(config.store, app)
+  const metrics = new Metrics()
+  const store = createStore(config.store, app, metrics)
   const sealer = new Sealer(secret)
   const sessions = new Sessions(store, sealer, config.session)
   const flows = new Flows(store, sealer, deriveKey(secret, 'state'), config.state.ttlMs)
+  const refresher = new TokenRefresher(store, sessions, metrics, app.log)
 
   app.addHook('onResponse', async (request, reply) => {
     request.log.info({ method: request.method, url: loggableUrl(request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }, 'request completed')
@@ -63,8 +67,8 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
 
   await app.register(cookie)
   registerErrorHandler(app)
-  await app.register(probes, { store })
-  await app.register(oauthRoutes, { config, sessions, flows })
-  await app.register(proxyRoutes, { config, sessions })
+  await app.register(probes, { store, metrics })
+  await app.register(oauthRoutes, { config, sessions, flows, metrics })
+  await app.register(proxyRoutes, { config, sessions, refresher, metrics })
   return app
 }

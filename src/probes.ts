@@ -1,12 +1,14 @@
-// Health endpoints: /healthz (the process serves) and /readyz (the session store answers).
+// Health endpoints: /healthz (the process serves), /readyz (the session store answers), and
+// /metrics (Prometheus text format).
 import type { FastifyInstance } from 'fastify'
 import { GatewayError } from './errors.js'
+import type { Metrics } from './metrics.js'
 import type { SessionStore } from './store/store.js'
 
 /** A probe never waits longer than this for the store. */
 const READY_TIMEOUT_MS = 1000
 
-export async function probes (app: FastifyInstance, { store }: { store: SessionStore }): Promise<void> {
+export async function probes (app: FastifyInstance, { store, metrics }: { store: SessionStore, metrics: Metrics }): Promise<void> {
   app.get('/healthz', async () => ({ status: 'ok' }))
 
   app.get('/readyz', async () => {
@@ -20,5 +22,9 @@ export async function probes (app: FastifyInstance, { store }: { store: SessionS
       clearTimeout(timer)
     }
     return { status: 'ready' }
+  })
+
+  app.get('/metrics', async (_request, reply) => {
+    return reply.type(metrics.registry.contentType).send(await metrics.registry.metrics())
   })
 }

@@ -8,29 +8,28 @@ import type { GatewayConfig, RouteConfig } from './config.js'
 import { wantsHtml } from './error-handler.js'
 import { GatewayError } from './errors.js'
 import { loginUrl } from './oauth/routes.js'
+import type { Metrics } from './metrics.js'
+import type { TokenRefresher } from './oauth/refresh.js'
 import type { Sessions, TokenSet } from './session.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The provider's access token for this request, set by the auth gate of a protected route. */
     accessToken: string | undefined
+    /** When the request was sent upstream (performance.now()), for the latency histogram. */
+    upstreamStart: number | undefined
   }
 }
 
 export interface ProxyDeps {
   config: GatewayConfig
   sessions: Sessions
+  refresher: TokenRefresher
+  metrics: Metrics
 }
 
 /** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
 type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'accessToken'> & { socket: { remoteAddress?: string } }
-
-/** Treat a token as expired slightly early, so it does not expire on its way to the upstream. */
-const EXPIRY_SKEW_S = 30
-
-function usable (token: TokenSet | undefined): token is TokenSet {
-  return token !== undefined && (token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > Date.now() / 1000)
-}
 
 /** Removes the named cookies from a Cookie header; undefined when none is left. */
 export function stripCookies (header: string | undefined, names: ReadonlySet<string>): string | undefined {
@@ -49,8 +48,9 @@ function upstreamError (error: Error & { code?: string }, retryUrl: string): Gat
   return new GatewayError('bad_gateway', 'The application could not be reached.', { cause: error, details: { retryUrl } })
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, sessions }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, sessions, refresher, metrics }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
+  app.decorateRequest('upstreamStart', undefined)
   const gatewayCookies = new Set([sessions.cookieName, `${sessions.cookieName}_flow`])
 
   function rewriteHeaders (route: RouteConfig, request: ForwardedRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
@@ -69,24 +69,31 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions }: P
 
   for (const route of config.routes) {
     await app.register(async (scope) => {
+      scope.addHook('onResponse', async (request, reply) => {
+        metrics.proxiedRequests.inc({ route: route.path, status_class: `${Math.floor(reply.statusCode / 100)}xx` })
+        if (request.upstreamStart !== undefined) {
+          metrics.upstreamDuration.observe({ route: route.path }, (performance.now() - request.upstreamStart) / 1000)
+        }
+      })
       if (route.auth === 'required') {
-        const provider = route.provider!
+        const provider = config.providers[route.provider!]!
         scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
           let token: TokenSet | undefined
           try {
-            token = (await sessions.load(request))?.tokens[provider]
+            const session = await sessions.load(request)
+            token = session ? await refresher.usableToken(session, provider) : undefined
           } catch (error) {
-            if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(config, provider, request.url)
+            if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(config, provider.name, request.url)
             throw error
           }
-          if (usable(token)) {
+          if (token) {
             request.accessToken = token.access_token
             return
           }
-          const login = loginUrl(config, provider, request.url)
+          const login = loginUrl(config, provider.name, request.url)
           if (wantsHtml(request)) return reply.redirect(login, 302)
           throw new GatewayError('unauthenticated', 'Sign in first: there is no access token for this route.', {
-            details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider}"` } },
+            details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider.name}"` } },
           })
         })
       }
@@ -98,7 +105,10 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions }: P
         undici: { headersTimeout: route.timeoutMs, bodyTimeout: route.timeoutMs, connections: 128, pipelining: 1 },
         disableRequestLogging: true,
         replyOptions: {
-          rewriteRequestHeaders: (request, headers) => rewriteHeaders(route, request, headers),
+          rewriteRequestHeaders: (request, headers) => {
+            request.upstreamStart = performance.now()
+            return rewriteHeaders(route, request, headers)
+          },
           onError: (reply, { error }) => reply.send(upstreamError(error, reply.request.url)),
         },
       })

@@ -23,6 +23,13 @@ export interface SessionRecord {
   tokens: Record<string, TokenSet>
 }
 
+/** A loaded session: `id` (a keyed hash of the cookie) names it in the store and in logs; `cookie` opens it. */
+export interface Session {
+  id: string
+  cookie: string
+  record: SessionRecord
+}
+
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 const PURPOSE = 'session'
 
@@ -51,14 +58,27 @@ export class Sessions {
   }
 
   /** The request's session, its idle timeout renewed; null when there is none (or it cannot be opened). */
-  async load (request: FastifyRequest): Promise<SessionRecord | null> {
+  async load (request: FastifyRequest): Promise<Session | null> {
     const cookie = this.cookie(request)
     if (!cookie) return null
-    const sealed = await this.store.getAndTouch(this.key(cookie), this.config.ttlMs)
-    if (!sealed) return null
-    const json = this.sealer.open(PURPOSE, cookie, sealed)
-    if (!json) return null
-    return JSON.parse(json) as SessionRecord
+    const id = this.sealer.idFor(PURPOSE, cookie)
+    const record = this.open(cookie, await this.store.getAndTouch(storeKeys.session(id), this.config.ttlMs))
+    return record ? { id, cookie, record } : null
+  }
+
+  /** The session's record as it is in the store now (another request or instance may have changed it). */
+  async reload (session: Session): Promise<SessionRecord | null> {
+    return this.open(session.cookie, await this.store.get(storeKeys.session(session.id)))
+  }
+
+  /** Writes the session's record back under the same id (token refresh; not a sign-in). */
+  async update (session: Session): Promise<void> {
+    await this.store.set(storeKeys.session(session.id), this.sealer.seal(PURPOSE, session.cookie, JSON.stringify(session.record)), this.config.ttlMs)
+  }
+
+  private open (cookie: string, sealed: string | null): SessionRecord | null {
+    const json = sealed ? this.sealer.open(PURPOSE, cookie, sealed) : null
+    return json ? JSON.parse(json) as SessionRecord : null
   }
 
   /** Stores the record under a brand-new id (no fixation) and drops the request's old session. */

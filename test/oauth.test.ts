@@ -59,6 +59,7 @@ afterAll(async () => {
 
 beforeEach(() => {
   stub.mode = 'ok'
+  stub.extra = {}
   stub.requests.length = 0
 })
 

@@ -89,6 +89,27 @@ export async function exchangeCode (
   }
 }
 
+/**
+ * POSTs grant_type=refresh_token with the client credentials in the form body. Returns 'refused'
+ * when the provider answers with an OAuth error (the refresh token is no good: sign in again);
+ * throws `token_exchange_failed` when it cannot be asked (unreachable, timeout, bad answer).
+ * @see https://www.rfc-editor.org/rfc/rfc6749#section-6
+ */
+export async function refreshTokens (provider: ProviderConfig, refreshToken: string): Promise<TokenSet | 'refused'> {
+  const as = authorizationServer(provider)
+  const client: oauth.Client = { client_id: provider.clientId }
+  try {
+    const response = await oauth.refreshTokenGrantRequest(
+      as, client, oauth.ClientSecretPost(provider.clientSecret), refreshToken,
+      { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: provider.tokenUrl.startsWith('http:') }
+    )
+    return toTokenSet(await oauth.processRefreshTokenResponse(as, client, response))
+  } catch (error) {
+    if (error instanceof oauth.ResponseBodyError) return 'refused'
+    throw tokenExchangeError(provider, error)
+  }
+}
+
 function toTokenSet (result: oauth.TokenEndpointResponse): TokenSet {
   return {
     access_token: result.access_token,

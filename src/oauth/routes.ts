@@ -6,6 +6,7 @@ import { wantsHtml } from '../error-handler.js'
 import { signedOutPage } from '../pages.js'
 import { GatewayError } from '../errors.js'
 import { randomToken } from '../seal.js'
+import type { Metrics } from '../metrics.js'
 import type { Sessions } from '../session.js'
 import { authorizationUrl, checkCallback, exchangeCode, pkcePair } from './client.js'
 import type { Flows } from './state.js'
@@ -29,6 +30,7 @@ export interface OAuthDeps {
   config: GatewayConfig
   sessions: Sessions
   flows: Flows
+  metrics: Metrics
 }
 
 /** redirect_uri is exactly {base_url}/oauth/authorized/<remote_app_name>/. */
@@ -41,7 +43,7 @@ export function loginUrl (config: GatewayConfig, provider: string, next: string)
   return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 }
 
-export async function oauthRoutes (app: FastifyInstance, { config, sessions, flows }: OAuthDeps): Promise<void> {
+export async function oauthRoutes (app: FastifyInstance, { config, sessions, flows, metrics }: OAuthDeps): Promise<void> {
   const flowCookie = `${config.session.cookieName}_flow`
   const flowCookieOptions = {
     path: '/oauth/',
@@ -69,6 +71,7 @@ export async function oauthRoutes (app: FastifyInstance, { config, sessions, flo
     const binding = existing && /^[A-Za-z0-9_-]{43}$/.test(existing) ? existing : randomToken()
     const pkce = provider.pkce ? await pkcePair() : undefined
     const state = await flows.begin(binding, { provider: provider.name, next: safeNext(request.query.next), verifier: pkce?.verifier })
+    metrics.signinsStarted.inc({ provider: provider.name })
     request.log.info({ provider: provider.name }, 'sign-in started')
     reply.setCookie(flowCookie, binding, flowCookieOptions)
     return reply.redirect(authorizationUrl(provider, { redirectUri: redirectUri(config, provider.name), state, codeChallenge: pkce?.challenge }), 302)
@@ -84,15 +87,19 @@ export async function oauthRoutes (app: FastifyInstance, { config, sessions, flo
       next = flow.next
       const callback = checkCallback(provider, query)
       const tokens = await exchangeCode(provider, callback, redirectUri(config, provider.name), flow.verifier)
-      const record = (await sessions.load(request)) ?? { createdAt: Date.now(), tokens: {} }
+      const record = (await sessions.load(request))?.record ?? { createdAt: Date.now(), tokens: {} }
       record.tokens[provider.name] = tokens
       await sessions.start(request, reply, record)
+      metrics.signinsSucceeded.inc({ provider: provider.name })
       request.log.info({ provider: provider.name }, 'sign-in succeeded')
       return reply.redirect(flow.next, 302)
     } catch (error) {
       if (error instanceof GatewayError) {
+        metrics.signinsFailed.inc({ provider: provider.name, reason: error.code })
         request.log.info({ provider: provider.name, reason: error.code }, 'sign-in failed')
         error.details.loginUrl ??= loginUrl(config, provider.name, next)
+      } else {
+        metrics.signinsFailed.inc({ provider: provider.name, reason: 'internal_error' })
       }
       throw error
     }

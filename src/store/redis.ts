@@ -46,7 +46,8 @@ export class RedisStore implements SessionStore {
   private readonly client: Redis | Cluster
   private down = false
 
-  constructor (config: StoreConfig, private readonly log: FastifyBaseLogger) {
+  /** `onCommandError` is told of every failed command (for the store-errors metric). */
+  constructor (config: StoreConfig, private readonly log: FastifyBaseLogger, private readonly onCommandError: () => void = () => {}) {
     this.client = createClient(config)
     this.client.on('error', (error: Error) => this.markDown(error))
     this.client.on('ready', () => this.markUp())
@@ -86,6 +87,7 @@ export class RedisStore implements SessionStore {
       this.markUp()
       return result
     } catch (error) {
+      this.onCommandError()
       this.markDown(error)
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }

@@ -23,4 +23,5 @@ export interface SessionStore {
 export const storeKeys = {
   session: (id: string) => `session:${id}`,
   flow: (nonce: string) => `flow:${nonce}`,
+  refreshLock: (sessionId: string, provider: string) => `refresh:${sessionId}:${provider}`,
 } as const

@@ -4,6 +4,6 @@ import { startAuthorizationServer, type AuthorizationServer, type DemoClient } f
 
 export type TestProvider = AuthorizationServer
 
-export async function startOidcProvider (clients: DemoClient[], options: { accessTokenTtl?: (clientId: string) => number } = {}): Promise<TestProvider> {
+export async function startOidcProvider (clients: DemoClient[], options: { accessTokenTtl?: (clientId: string, grantType: string) => number } = {}): Promise<TestProvider> {
   return await startAuthorizationServer({ clients, ...options })
 }

@@ -8,12 +8,14 @@ export type TokenStubMode = 'ok' | 'error500' | 'hang' | 'not-json' | 'no-access
 export interface TokenStub {
   url: string
   mode: TokenStubMode
+  /** Merged into the 'ok' token response (e.g. a refresh_token, a short expires_in). */
+  extra: Record<string, unknown>
   requests: Array<{ method: string, headers: IncomingHttpHeaders, body: string }>
   close (): Promise<void>
 }
 
 export async function startTokenStub (): Promise<TokenStub> {
-  const stub: TokenStub = { url: '', mode: 'ok', requests: [], close: async () => {} }
+  const stub: TokenStub = { url: '', mode: 'ok', extra: {}, requests: [], close: async () => {} }
   const server = createServer((req, res) => {
     let body = ''
     req.on('data', (chunk: Buffer) => { body += chunk.toString() })
@@ -24,7 +26,7 @@ export async function startTokenStub (): Promise<TokenStub> {
         res.end(JSON.stringify(value))
       }
       switch (stub.mode) {
-        case 'ok': return json(200, { access_token: `stub-token-${stub.requests.length}`, token_type: 'Bearer', expires_in: 3600 })
+        case 'ok': return json(200, { access_token: `stub-token-${stub.requests.length}`, token_type: 'Bearer', expires_in: 3600, ...stub.extra })
         case 'error500': return json(500, { error: 'server_error' })
         case 'hang': return undefined
         case 'not-json': res.writeHead(200, { 'content-type': 'text/html' }); return res.end('<html>oops</html>')

@@ -1,0 +1,99 @@
+// Keeps access tokens usable: an expired one (30 s early) is refreshed with its refresh token
+// before the request is proxied. One refresh per session and provider at a time: in-process
+// callers share one promise; across instances a short store lock (claim) lets one refresh while the
+// others wait for its result in the session record. @see https://www.rfc-editor.org/rfc/rfc6749#section-6
+import type { FastifyBaseLogger } from 'fastify'
+import type { ProviderConfig } from '../config.js'
+import { GatewayError } from '../errors.js'
+import type { Metrics } from '../metrics.js'
+import { randomToken } from '../seal.js'
+import type { Session, Sessions, TokenSet } from '../session.js'
+import { storeKeys, type SessionStore } from '../store/store.js'
+import { refreshTokens } from './client.js'
+
+/** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */
+export const EXPIRY_SKEW_S = 30
+const POLL_MS = 50
+
+export function isFresh (token: TokenSet, nowS = Date.now() / 1000): boolean {
+  return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowS
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+export class TokenRefresher {
+  private readonly inFlight = new Map<string, Promise<TokenSet | undefined>>()
+
+  constructor (
+    private readonly store: SessionStore,
+    private readonly sessions: Sessions,
+    private readonly metrics: Metrics,
+    private readonly log: FastifyBaseLogger
+  ) {}
+
+  /** A usable token of `provider` in `session`, refreshed if needed; undefined: sign in again. */
+  async usableToken (session: Session, provider: ProviderConfig): Promise<TokenSet | undefined> {
+    const token = session.record.tokens[provider.name]
+    if (!token) return undefined
+    if (isFresh(token)) return token
+    if (!token.refresh_token) return undefined
+    const key = `${session.id}:${provider.name}`
+    let pending = this.inFlight.get(key)
+    if (!pending) {
+      pending = this.refreshOnce(session, provider, token).finally(() => this.inFlight.delete(key))
+      this.inFlight.set(key, pending)
+    }
+    return await pending
+  }
+
+  private async refreshOnce (session: Session, provider: ProviderConfig, stale: TokenSet): Promise<TokenSet | undefined> {
+    const lock = storeKeys.refreshLock(session.id, provider.name)
+    const holdMs = provider.timeoutMs + 5000
+    const deadline = Date.now() + holdMs
+    for (;;) {
+      if (await this.store.claim(lock, randomToken(), holdMs)) {
+        try {
+          return await this.refreshHoldingLock(session, provider, stale)
+        } finally {
+          await this.store.delete(lock).catch(() => {})
+        }
+      }
+      // Another instance is refreshing: its result lands in the session record.
+      await sleep(POLL_MS)
+      const current = await this.current(session, provider, stale)
+      if (current !== stale) return current && isFresh(current) ? current : undefined
+      if (Date.now() > deadline) throw new GatewayError('token_exchange_failed', 'The token refresh did not finish in time.')
+    }
+  }
+
+  /** The provider's token as stored now: `stale` itself when unchanged, undefined when gone. */
+  private async current (session: Session, provider: ProviderConfig, stale?: TokenSet): Promise<TokenSet | undefined> {
+    const record = await this.sessions.reload(session)
+    const token = record?.tokens[provider.name]
+    if (!record || !token) return undefined
+    session.record = record
+    return stale && token.access_token === stale.access_token ? stale : token
+  }
+
+  private async refreshHoldingLock (session: Session, provider: ProviderConfig, stale: TokenSet): Promise<TokenSet | undefined> {
+    // The session may have changed between our read and the lock: signed out, or refreshed already.
+    const current = await this.current(session, provider, stale)
+    if (current !== stale) return current && isFresh(current) ? current : undefined
+    const result = await refreshTokens(provider, stale.refresh_token!).catch((error: unknown) => {
+      this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
+      throw error
+    })
+    if (result === 'refused') {
+      delete session.record.tokens[provider.name]
+      await this.sessions.update(session)
+      this.metrics.refreshes.inc({ provider: provider.name, result: 'refused' })
+      this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'token refresh refused; sign-in needed')
+      return undefined
+    }
+    const tokens: TokenSet = { ...result, refresh_token: result.refresh_token ?? stale.refresh_token }
+    session.record.tokens[provider.name] = tokens
+    await this.sessions.update(session)
+    this.metrics.refreshes.inc({ provider: provider.name, result: 'refreshed' })
+    return tokens
+  }
+}
