@@ -9,6 +9,8 @@ export interface ServerConfig {
   /** {base_url} without a trailing slash; redirect_uri is derived from it. */
   baseUrl: string
   trustProxy: boolean
+  /** How long a shutdown waits for in-flight requests. */
+  shutdownTimeoutMs: number
 }
 
 export interface SessionConfig {
@@ -280,7 +282,7 @@ const RESERVED_PATHS = ['/oauth', '/healthz', '/readyz', '/metrics']
 const DAY = 86_400_000
 
 function validateServer (issues: Issues, raw: unknown): ServerConfig {
-  const s = Section.open(issues, ['server'], raw, ['host', 'port', 'baseUrl', 'trustProxy'])
+  const s = Section.open(issues, ['server'], raw, ['host', 'port', 'baseUrl', 'trustProxy', 'shutdownTimeout'])
   const port = s.integer('port', 8080, 0, 65535)
   const baseUrl = s.url('baseUrl', ['http', 'https'], { default: `http://localhost:${port}` }) ?? `http://localhost:${port}`
   if (s.has('baseUrl') && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
@@ -289,6 +291,7 @@ function validateServer (issues: Issues, raw: unknown): ServerConfig {
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),
     trustProxy: s.boolean('trustProxy', false),
+    shutdownTimeoutMs: s.duration('shutdownTimeout', '10s', 0, 300_000),
   }
 }
 

@@ -40,9 +40,16 @@ export async function main (argv: string[]): Promise<number> {
 
   const app = await buildGateway(config)
   await app.listen({ host: config.server.host, port: config.server.port })
+  // Graceful: stop accepting, let in-flight requests finish (bounded), close the store, exit 0.
   const stop = async (signal: string) => {
-    app.log.info({ signal }, 'shutting down')
+    app.log.info({ signal, timeoutMs: config.server.shutdownTimeoutMs }, 'shutting down: no new connections, finishing in-flight requests')
+    const timer = setTimeout(() => {
+      app.log.warn('in-flight requests did not finish within server.shutdownTimeout; exiting anyway')
+      process.exit(1)
+    }, config.server.shutdownTimeoutMs)
+    timer.unref()
     await app.close()
+    app.log.info('shut down')
     process.exit(0)
   }
   process.once('SIGTERM', () => { stop('SIGTERM').catch(() => process.exit(1)) })

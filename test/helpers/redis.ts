@@ -3,6 +3,9 @@
 // TEST_REDIS=container|spawn|url forces one path.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { mkdtemp } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Socket } from 'node:net'
 import { freePort, waitFor } from './net.js'
 
@@ -13,6 +16,13 @@ export interface TestRedis {
   kind: RedisKind
   /** Stops the server (an outage, for fault tests, or cleanup). */
   stop (): Promise<void>
+  /** Starts it again on the same port (spawned servers only). */
+  restart? (): Promise<void>
+}
+
+export interface RedisOptions {
+  /** Keep data across restart() (append-only file, fsync always); spawned servers only. */
+  persistent?: boolean
 }
 
 /** The image `scripts/docker-redis-image.sh` builds (no registry is needed). */
@@ -69,27 +79,32 @@ export function redisServerPath (): string | undefined {
   return undefined
 }
 
-async function startSpawned (binary: string): Promise<TestRedis> {
+async function startSpawned (binary: string, options: RedisOptions): Promise<TestRedis> {
   const port = await freePort()
-  const child: ChildProcess = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' })
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  await waitFor(() => redisAnswers('127.0.0.1', port), 10_000, `redis-server on port ${port}`)
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    kind: 'spawn',
-    stop: async () => {
-      if (child.exitCode === null) child.kill('SIGKILL')
-      await exited
-    },
+  const dir = options.persistent ? await mkdtemp(join(tmpdir(), 'gw-redis-')) : undefined
+  const args = ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+    ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])]
+  let child: ChildProcess
+  let exited: Promise<void>
+  const start = async () => {
+    child = spawn(binary, args, { stdio: 'ignore' })
+    exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    await waitFor(() => redisAnswers('127.0.0.1', port), 10_000, `redis-server on port ${port}`)
   }
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
+    await exited
+  }
+  await start()
+  return { url: `redis://127.0.0.1:${port}`, kind: 'spawn', stop, restart: start }
 }
 
-export async function startRedis (forced = process.env.TEST_REDIS as RedisKind | undefined): Promise<TestRedis> {
+export async function startRedis (forced = process.env.TEST_REDIS as RedisKind | undefined, options: RedisOptions = {}): Promise<TestRedis> {
   if (forced === 'container' || (forced === undefined && await containersAvailable())) return await startContainer()
   const binary = redisServerPath()
   if (forced === 'spawn' || (forced === undefined && binary)) {
     if (!binary) throw new Error('TEST_REDIS=spawn, but redis-server is not on PATH (apt-get install -y redis-server)')
-    return await startSpawned(binary)
+    return await startSpawned(binary, options)
   }
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, kind: 'url', stop: async () => {} }
   throw new Error('No Redis for the tests: start a Docker engine with the test image (bash scripts/docker-test-env.sh), ' +

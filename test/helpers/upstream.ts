@@ -1,5 +1,6 @@
 // An echo upstream on a loopback port: answers JSON with the request it received, and records it.
-// `/slow` never answers (timeouts), `/close` drops the connection (bad gateway).
+// `/slow` never answers (timeouts), `/close` drops the connection (bad gateway), `/delay/<ms>`
+// answers after that long.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import { close, listen } from './net.js'
 
@@ -17,6 +18,11 @@ export async function startUpstream (): Promise<Upstream> {
     const request = { method: req.method ?? '', url: req.url ?? '', headers: req.headers }
     seen.push(request)
     if (req.url?.endsWith('/slow')) return
+    const delay = /\/delay\/(\d+)$/.exec(req.url ?? '')
+    if (delay) {
+      setTimeout(() => res.end(JSON.stringify(request)), Number(delay[1]))
+      return
+    }
     if (req.url?.endsWith('/close')) {
       req.socket.destroy()
       return
