@@ -52,6 +52,8 @@ export interface RouteConfig {
   rewritePrefix: string | undefined
   timeoutMs: number
   auth: 'required' | 'none'
+  /** Proxy WebSocket upgrades too (same authentication and bearer injection). */
+  websocket: boolean
 }
 
 export interface GatewayConfig {
@@ -394,7 +396,6 @@ function validateRoute (issues: Issues, index: number, raw: unknown, providers: 
   }
   const rewritePrefix = s.string('rewritePrefix')
   if (rewritePrefix !== undefined && !rewritePrefix.startsWith('/')) issues.add([...path, 'rewritePrefix'], `must start with /, got ${describe(rewritePrefix)}`)
-  if (s.boolean('websocket', false)) issues.add([...path, 'websocket'], 'WebSocket proxying is not available in this version yet')
   const upstream = s.url('upstream', ['http', 'https'], { required: true })
   if (upstream !== undefined && (new URL(upstream).pathname !== '/' || /[?#]/.test(upstream))) {
     issues.add([...path, 'upstream'], `must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got ${describe(upstream)}`)
@@ -406,6 +407,7 @@ function validateRoute (issues: Issues, index: number, raw: unknown, providers: 
     rewritePrefix,
     timeoutMs: s.duration('timeout', '30s', 100, DAY),
     auth,
+    websocket: s.boolean('websocket', false),
   }
 }
 

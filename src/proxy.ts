@@ -1,7 +1,7 @@
 // One encapsulated scope per route: an auth gate (protected routes only) and @fastify/http-proxy
 // with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set).
 // Upstream failures are translated here: timeouts to gateway_timeout, the rest to bad_gateway.
-import httpProxy from '@fastify/http-proxy'
+import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { GatewayConfig, RouteConfig } from './config.js'
@@ -41,6 +41,12 @@ export function stripCookies (header: string | undefined, names: ReadonlySet<str
   return kept.length > 0 ? kept.map((part) => part.trim()).join('; ') : undefined
 }
 
+type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> & {
+  rewriteRequestHeaders: (headers: Record<string, string>, request: FastifyRequest) => Record<string, string>
+}
+
+const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
+
 function upstreamError (error: Error & { code?: string }, retryUrl: string): GatewayError {
   if (error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT') {
     return new GatewayError('gateway_timeout', 'The application did not answer in time.', { cause: error, details: { retryUrl } })
@@ -64,6 +70,15 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
     out['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer
     out['x-forwarded-proto'] = request.protocol
     out['x-forwarded-host'] = request.host
+    return out
+  }
+
+  /** Headers of the upstream WebSocket handshake: only what the gateway itself vouches for. */
+  function websocketHeaders (route: RouteConfig, request: FastifyRequest): Record<string, string> {
+    const out: Record<string, string> = {}
+    for (const [name, value] of Object.entries(rewriteHeaders(route, request, request.headers))) {
+      if (typeof value === 'string' && FORWARDED_TO_WEBSOCKET.has(name)) out[name] = value
+    }
     return out
   }
 
@@ -97,7 +112,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
           })
         })
       }
-      await scope.register(httpProxy, {
+      const options: FastifyHttpProxyOptions = {
         upstream: route.upstream,
         prefix: route.path,
         // SPEC: without rewritePrefix the path is forwarded unchanged.
@@ -111,7 +126,11 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
           },
           onError: (reply, { error }) => reply.send(upstreamError(error, reply.request.url)),
         },
-      })
+      }
+      // The upgrade request goes through the same gate; the upstream handshake gets the same headers.
+      // (@fastify/http-proxy documents wsClientOptions.rewriteRequestHeaders; its types omit it.)
+      const wsClientOptions: WsClientOptions = { rewriteRequestHeaders: (_headers, request) => websocketHeaders(route, request) }
+      await scope.register(httpProxy, route.websocket ? { ...options, websocket: true, wsClientOptions } : options)
     })
   }
 }

@@ -122,7 +122,7 @@ routes:
   - path: /oauth/x
     upstream: http://127.0.0.1:1/base
     auth: none
-    websocket: true
+    websocket: maybe
 `
     expect(problems(text)).toEqual([
       'providers.bad name: a provider name may only use letters, digits, - and _ (line 3)',
@@ -136,8 +136,8 @@ routes:
       'routes[0].provider: names no configured provider (known: bad name) (line 11)',
       'routes[0].upstream: must be a http or https URL, got "ftp://x" (line 10)',
       "routes[1].path: must not overlap the gateway's own /oauth/ endpoint (line 12)",
-      'routes[1].websocket: WebSocket proxying is not available in this version yet (line 15)',
       'routes[1].upstream: must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got "http://127.0.0.1:1/base" (line 13)',
+      'routes[1].websocket: must be true or false, got "maybe" (line 15)',
     ])
   })
 

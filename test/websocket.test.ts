@@ -1,0 +1,79 @@
+// WebSocket routes (websocket: true): the upgrade passes the same auth gate, and the upstream
+// handshake carries the bearer token (and never the gateway's cookies). Real sockets, `ws` upstream.
+import { createServer, type IncomingHttpHeaders } from 'node:http'
+import { WebSocket, WebSocketServer } from 'ws'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from './helpers/browser.js'
+import { startGateway, type TestGateway } from './helpers/gateway.js'
+import { close, freePort, listen } from './helpers/net.js'
+import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
+import { startRedis, type TestRedis } from './helpers/redis.js'
+
+let redis: TestRedis
+let op: TestProvider
+let gateway: TestGateway
+let wsUpstream: string
+const upstreamServer = createServer((_req, res) => res.end('plain HTTP ok'))
+const handshakes: IncomingHttpHeaders[] = []
+
+beforeAll(async () => {
+  redis = await startRedis()
+  // Echo upstream: answers each message with the message and the Authorization of its handshake.
+  const wss = new WebSocketServer({ server: upstreamServer })
+  wss.on('connection', (socket, request) => {
+    handshakes.push(request.headers)
+    socket.on('message', (data) => socket.send(JSON.stringify({ echo: data.toString(), authorization: request.headers.authorization, path: request.url })))
+  })
+  wsUpstream = await listen(upstreamServer)
+  const port = await freePort()
+  const baseUrl = `http://127.0.0.1:${port}`
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
+    routes: [{ path: '/live/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/' }],
+  })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await op?.close()
+  await close(upstreamServer)
+  await redis?.stop()
+})
+
+function connect (cookie?: string): Promise<WebSocket> {
+  const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/live/feed`, { headers: cookie ? { cookie } : {} })
+  return new Promise((resolve, reject) => {
+    socket.once('open', () => resolve(socket))
+    socket.once('unexpected-response', (_req, res) => reject(new Error(`handshake answered ${res.statusCode}`)))
+    socket.once('error', reject)
+  })
+}
+
+describe('websocket: true', () => {
+  it('round-trips a message to the upstream with the bearer injected', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/live/`)
+    const cookie = `gw_session=${browser.cookies.get('gw_session')!.value}; other=1`
+    const socket = await connect(cookie)
+    const reply = new Promise<string>((resolve) => socket.once('message', (data) => resolve(data.toString())))
+    socket.send('hello')
+    const answer = JSON.parse(await reply) as { echo: string, authorization: string, path: string }
+    socket.close()
+    expect(answer.echo).toBe('hello')
+    expect(answer.path).toBe('/feed')
+    expect(answer.authorization).toMatch(/^Bearer \S+$/)
+    expect((await fetch(`${op.issuer}/me`, { headers: { authorization: answer.authorization } })).status).toBe(200)
+    const handshake = handshakes.at(-1)!
+    expect(handshake.cookie).toBe('other=1')
+    expect(handshake['x-forwarded-for']).toBe('127.0.0.1')
+  })
+
+  it('refuses the upgrade with 401 without a session, and the upstream never sees it', async () => {
+    const before = handshakes.length
+    await expect(connect()).rejects.toThrow('handshake answered 401')
+    expect(handshakes.length).toBe(before)
+  })
+})
