@@ -3,6 +3,8 @@
 // upstream with a bearer token that the provider's userinfo endpoint accepts.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Sealer } from '../src/seal.js'
+import type { SessionRecord } from '../src/session.js'
 import { Browser } from './helpers/browser.js'
 import { startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'
 import { freePort } from './helpers/net.js'
@@ -60,20 +62,28 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
     expect(userinfo.status).toBe(200)
     expect(await userinfo.json()).toMatchObject({ sub: 'alice' })
 
-    // Nothing secret in the logs: client secret, code, state, tokens, cookie values.
+    // Nothing secret in the logs: client secret, code, state, access and refresh tokens, cookie values.
     const callback = browser.hops.find((hop) => hop.url.includes('/oauth/authorized/'))!
     const params = new URL(callback.url).searchParams
-    const secrets = [CLIENT_SECRET, TEST_SECRET, params.get('code')!, params.get('state')!, authorization.slice(7),
-      ...[...browser.cookies.values()].map((cookie) => cookie.value)]
+    const client = new Redis(redis.url)
+    const cookie = browser.cookies.get('gw_session')!.value
+    const sealer = new Sealer(TEST_SECRET)
+    const record = JSON.parse(sealer.open('session', cookie, (await client.get(`gw:session:${sealer.idFor('session', cookie)}`))!)!) as SessionRecord
+    const refreshToken = record.tokens.demo!.refresh_token!
+    expect(refreshToken.length).toBeGreaterThan(10)
+    const secrets = [CLIENT_SECRET, TEST_SECRET, params.get('code')!, params.get('state')!, authorization.slice(7), refreshToken,
+      ...[...browser.cookies.values()].map((c) => c.value)]
     const logs = gateway.logs.join('\n')
     for (const secret of secrets) expect(logs).not.toContain(secret)
     expect(logs).toContain('sign-in succeeded')
+    // Every line about a request carries its request id.
+    const requestLines = gateway.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => 'url' in line || 'provider' in line)
+    expect(requestLines.length).toBeGreaterThan(3)
+    for (const line of requestLines) expect(line.reqId).toMatch(/^req-/)
 
     // Neither the token nor the cookie is readable from the raw Redis keys and values.
-    const client = new Redis(redis.url)
     const keys = await client.keys('gw:*')
     expect(keys.length).toBeGreaterThan(0)
-    const cookie = browser.cookies.get('gw_session')!.value
     for (const key of keys) {
       expect(key).not.toContain(cookie)
       expect(await client.get(key)).not.toContain(authorization.slice(7))
@@ -93,5 +103,24 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
     expect(ttls.filter((ttl) => ttl > 8 * 3_600_000 - 60_000)).toHaveLength(1)
     expect(ttls.filter((ttl) => ttl <= 10_000)).toHaveLength(sessionKeys.length - 1)
     await client.quit()
+  })
+
+  it('counts sign-ins, proxied requests, upstream latency and failures on /metrics', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/app/`, { login: 'erin' })
+    await fetch(`${gateway.url}/oauth/authorized/demo/?code=x&state=forged`, { headers: { accept: 'application/json' } })
+    await fetch(`${gateway.url}/app/`, { headers: { accept: 'application/json' } })
+    const response = await fetch(`${gateway.url}/metrics`)
+    expect(response.headers.get('content-type')).toMatch(/^text\/plain/)
+    const text = await response.text()
+    const value = (pattern: string) => Number(new RegExp(`^${pattern} (\\d+(?:\\.\\d+)?)$`, 'm').exec(text)?.[1] ?? 'NaN')
+    expect(value('gateway_signins_started_total\\{provider="demo"\\}')).toBeGreaterThanOrEqual(3)
+    expect(value('gateway_signins_succeeded_total\\{provider="demo"\\}')).toBeGreaterThanOrEqual(3)
+    expect(value('gateway_signins_failed_total\\{provider="demo",reason="invalid_state"\\}')).toBe(1)
+    expect(value('gateway_proxied_requests_total\\{route="/app",status_class="2xx"\\}')).toBeGreaterThanOrEqual(3)
+    expect(value('gateway_proxied_requests_total\\{route="/app",status_class="4xx"\\}')).toBeGreaterThanOrEqual(1)
+    expect(value('gateway_upstream_duration_seconds_count\\{route="/app"\\}')).toBeGreaterThanOrEqual(3)
+    expect(text).toMatch(/^process_cpu_user_seconds_total /m)
+    expect(text).toContain('gateway_store_errors_total 0')
   })
 })

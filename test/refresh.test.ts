@@ -132,4 +132,10 @@ describe('token refresh', () => {
     expect(ok.status).toBe(200)
     expect((await ok.json() as SeenRequest).headers.authorization).toMatch(/^Bearer stub-token-\d+$/)
   })
+
+  it('logs no token, refresh token or client secret along the way', () => {
+    const logs = [...a.logs, ...b.logs].join('\n')
+    for (const secret of ['refresh-1', 'refresh-2', 'rt-secret', 'stub-secret', 'stub-token-']) expect(logs).not.toContain(secret)
+    expect(logs).toContain('token refresh refused')
+  })
 })
