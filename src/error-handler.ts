@@ -23,13 +23,14 @@ function toGatewayError (error: FastifyError | Error): GatewayError {
 /** The cause's identifying fields only: library errors may carry bodies with tokens in them. */
 function describeCause (cause: unknown): Record<string, unknown> | undefined {
   if (!(cause instanceof Error)) return undefined
+  // `errno`, not `code`: log fields named code or state are redacted (they usually hold OAuth values).
   const { code } = cause as { code?: unknown }
-  return { type: cause.name, message: cause.message, code, cause: describeCause(cause.cause) }
+  return { type: cause.name, message: cause.message, errno: code, cause: describeCause(cause.cause) }
 }
 
 export function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error): FastifyReply {
   const error = toGatewayError(thrown)
-  const fields = { err: { code: error.code, message: error.message, cause: describeCause(error.cause) } }
+  const fields = { error: error.code, message: error.message, cause: describeCause(error.cause) }
   if (error.statusCode >= 500) request.log.error(fields, 'request failed')
   else request.log.info(fields, 'request rejected')
 

@@ -15,12 +15,9 @@ export const REDACT_PATHS = [
   'res.headers["set-cookie"]',
   'headers.authorization',
   'headers.cookie',
-  'client_secret',
-  'access_token',
-  'refresh_token',
-  'id_token',
-  'code',
-  'state',
+  'headers["set-cookie"]',
+  ...['client_secret', 'access_token', 'refresh_token', 'id_token', 'code', 'state', 'authorization', 'cookie']
+    .flatMap((key) => [key, `*.${key}`]),
 ]
 
 export function loggerOptions (level = process.env.LOG_LEVEL ?? 'info'): LoggerOptions {
