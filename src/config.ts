@@ -29,19 +29,52 @@ export interface StoreConfig {
   keyPrefix: string
 }
 
+/** Where each identity field is found in the ID token claims or the userinfo JSON (dotted paths). */
+export interface ClaimsMapping {
+  user: string
+  email: string
+  name: string
+  groups: string
+}
+
 /** One <remote_app_name>: a registered OAuth 2.0 client at one provider. */
 export interface ProviderConfig {
   name: string
   clientId: string
   clientSecret: string
-  authorizeUrl: string
-  tokenUrl: string
+  /** Absent only when `issuer` is given: then discovery supplies it. */
+  authorizeUrl: string | undefined
+  tokenUrl: string | undefined
   scope: string
+  /** The scope includes `openid`: an ID token is required and validated. */
+  openid: boolean
   pkce: boolean
-  /** Expected issuer identifier (checked against `iss` in callbacks and ID tokens). */
+  /** OIDC issuer: discovery at start, and the `iss` that callbacks and ID tokens must carry. */
   issuer: string | undefined
+  /** Identity for plain OAuth 2.0 providers (called once at sign-in with the bearer token). */
+  userinfoUrl: string | undefined
+  claims: ClaimsMapping
   /** Token endpoint timeout. */
   timeoutMs: number
+}
+
+/** Who may pass a route: any match passes. */
+export interface AllowRules {
+  emails: string[]
+  domains: string[]
+  groups: string[]
+}
+
+/** A method and path glob that passes without a session (`*` matches any characters). */
+export interface PublicRule {
+  method: string
+  path: string
+}
+
+export interface IdentityHeaders {
+  user: string
+  email: string
+  groups: string
 }
 
 export interface RouteConfig {
@@ -54,6 +87,9 @@ export interface RouteConfig {
   auth: 'required' | 'none'
   /** Proxy WebSocket upgrades too (same authentication and bearer injection). */
   websocket: boolean
+  allow: AllowRules | undefined
+  public: PublicRule[]
+  identityHeaders: IdentityHeaders
 }
 
 export interface GatewayConfig {
@@ -358,27 +394,82 @@ function validateStore (issues: Issues, raw: unknown): StoreConfig {
   }
 }
 
+const CLAIM_DEFAULTS: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
+
 function validateProvider (issues: Issues, name: string, raw: unknown): ProviderConfig {
   const path = ['providers', name]
   if (!PROVIDER_NAME.test(name)) issues.add(path, 'a provider name may only use letters, digits, - and _')
-  const s = Section.open(issues, path, raw, ['clientId', 'clientSecret', 'authorizeUrl', 'tokenUrl', 'scope', 'pkce', 'issuer', 'timeout'])
-  const authorizeUrl = s.url('authorizeUrl', ['http', 'https'], { required: true }) ?? ''
+  const s = Section.open(issues, path, raw, ['clientId', 'clientSecret', 'authorizeUrl', 'tokenUrl', 'scope', 'pkce', 'issuer', 'userinfoUrl', 'claims', 'timeout'])
+  const issuer = s.url('issuer', ['http', 'https'])
+  const scope = s.string('scope', { required: true }) ?? ''
+  const openid = scope.split(/\s+/).includes('openid')
+  // With an issuer, discovery fills in missing endpoints; without one both URLs are needed.
+  const authorizeUrl = s.url('authorizeUrl', ['http', 'https'], { required: issuer === undefined })
+  const tokenUrl = s.url('tokenUrl', ['http', 'https'], { required: issuer === undefined })
+  if (openid && issuer === undefined && s.has('authorizeUrl')) {
+    issues.add([...path, 'issuer'], 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
+  }
+  const claims = Section.open(issues, [...path, 'claims'], s.value.claims, Object.keys(CLAIM_DEFAULTS))
   return {
     name,
     clientId: s.string('clientId', { required: true, nonEmpty: true }) ?? '',
     clientSecret: s.string('clientSecret', { required: true, nonEmpty: true }) ?? '',
     authorizeUrl,
-    tokenUrl: s.url('tokenUrl', ['http', 'https'], { required: true }) ?? '',
-    scope: s.string('scope', { required: true }) ?? '',
+    tokenUrl,
+    scope,
+    openid,
     pkce: s.boolean('pkce', true),
-    issuer: s.url('issuer', ['http', 'https']),
+    issuer: issuer?.replace(/\/+$/, ''),
+    userinfoUrl: s.url('userinfoUrl', ['http', 'https']),
+    claims: {
+      user: claims.string('user', { default: CLAIM_DEFAULTS.user, nonEmpty: true })!,
+      email: claims.string('email', { default: CLAIM_DEFAULTS.email, nonEmpty: true })!,
+      name: claims.string('name', { default: CLAIM_DEFAULTS.name, nonEmpty: true })!,
+      groups: claims.string('groups', { default: CLAIM_DEFAULTS.groups, nonEmpty: true })!,
+    },
     timeoutMs: s.duration('timeout', '10s', 100, 120_000),
   }
 }
 
+function stringList (issues: Issues, path: Path, value: unknown): string[] {
+  if (value === undefined || value === null) return []
+  if (!Array.isArray(value) || !value.every((item) => typeof item === 'string' && item.trim() !== '')) {
+    issues.add(path, `must be a list of strings, got ${describe(value)}`)
+    return []
+  }
+  return value.map((item: string) => item.trim())
+}
+
+function validateAllow (issues: Issues, path: Path, raw: unknown): AllowRules | undefined {
+  if (raw === undefined || raw === null) return undefined
+  const s = Section.open(issues, path, raw, ['emails', 'domains', 'groups'])
+  const rules = {
+    emails: stringList(issues, [...path, 'emails'], s.value.emails).map((e) => e.toLowerCase()),
+    domains: stringList(issues, [...path, 'domains'], s.value.domains).map((d) => d.toLowerCase().replace(/^@/, '')),
+    groups: stringList(issues, [...path, 'groups'], s.value.groups),
+  }
+  if (rules.emails.length + rules.domains.length + rules.groups.length === 0) {
+    issues.add(path, 'allows nobody: give emails, domains or groups (or remove allow to let any signed-in user in)')
+  }
+  return rules
+}
+
+const HTTP_METHODS = ['*', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+
+function validatePublic (issues: Issues, path: Path, raw: unknown): PublicRule[] {
+  return stringList(issues, path, raw).flatMap((rule, i) => {
+    const [method = '', glob = '', extra] = rule.split(/\s+/)
+    if (!HTTP_METHODS.includes(method.toUpperCase()) || (glob !== '*' && !glob.startsWith('/')) || extra !== undefined) {
+      issues.add([...path, i], `must be "METHOD /path/glob" such as "GET /app/static/*" or "OPTIONS *", got ${describe(rule)}`)
+      return []
+    }
+    return [{ method: method.toUpperCase(), path: glob }]
+  })
+}
+
 function validateRoute (issues: Issues, index: number, raw: unknown, providers: Record<string, unknown>): RouteConfig {
   const path = ['routes', index]
-  const s = Section.open(issues, path, raw, ['path', 'upstream', 'provider', 'rewritePrefix', 'timeout', 'auth', 'websocket'])
+  const s = Section.open(issues, path, raw, ['path', 'upstream', 'provider', 'rewritePrefix', 'timeout', 'auth', 'websocket', 'allow', 'public', 'identityHeaders'])
   let prefix = s.string('path', { required: true }) ?? '/'
   if (!prefix.startsWith('/') || /[*?#:\s]/.test(prefix)) {
     issues.add([...path, 'path'], `must be a path prefix such as /app/, got ${describe(prefix)}`)
@@ -408,7 +499,22 @@ function validateRoute (issues: Issues, index: number, raw: unknown, providers: 
     timeoutMs: s.duration('timeout', '30s', 100, DAY),
     auth,
     websocket: s.boolean('websocket', false),
+    allow: validateAllow(issues, [...path, 'allow'], s.value.allow),
+    public: validatePublic(issues, [...path, 'public'], s.value.public),
+    identityHeaders: validateIdentityHeaders(issues, [...path, 'identityHeaders'], s.value.identityHeaders),
   }
+}
+
+const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
+
+function validateIdentityHeaders (issues: Issues, path: Path, raw: unknown): IdentityHeaders {
+  const s = Section.open(issues, path, raw, ['user', 'email', 'groups'])
+  const header = (key: keyof IdentityHeaders, fallback: string) => {
+    const name = s.string(key, { default: fallback })!
+    if (!HEADER_NAME.test(name)) issues.add([...path, key], `must be a header name, got ${describe(name)}`)
+    return name.toLowerCase()
+  }
+  return { user: header('user', 'X-Forwarded-User'), email: header('email', 'X-Forwarded-Email'), groups: header('groups', 'X-Forwarded-Groups') }
 }
 
 /** Validates a parsed (and substituted) config object. */

@@ -44,6 +44,16 @@ export const ERRORS = {
     title: 'Application timed out',
     explanation: 'The application behind this gateway did not answer in time.',
   },
+  provider_unavailable: {
+    status: 502,
+    title: 'Sign-in provider unavailable',
+    explanation: 'The gateway could not read the sign-in provider\'s configuration. Please try again shortly.',
+  },
+  forbidden: {
+    status: 403,
+    title: 'Not allowed',
+    explanation: 'You are signed in, but this application is not open to your account. Sign in with another account if you have one.',
+  },
   unauthenticated: {
     status: 401,
     title: 'Sign-in required',

@@ -7,6 +7,7 @@ import type { GatewayConfig, StoreConfig } from './config.js'
 import { registerErrorHandler } from './error-handler.js'
 import { loggableUrl, loggerOptions } from './logger.js'
 import { Metrics } from './metrics.js'
+import { Providers } from './oauth/providers.js'
 import { TokenRefresher } from './oauth/refresh.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { Flows } from './oauth/state.js'
@@ -53,12 +54,14 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const sealer = new Sealer(secret)
   const sessions = new Sessions(store, sealer, config.session)
   const flows = new Flows(store, sealer, deriveKey(secret, 'state'), config.state.ttlMs)
-  const refresher = new TokenRefresher(store, sessions, metrics, app.log)
+  const providers = new Providers(config.providers, app.log)
+  const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log)
 
   app.addHook('onResponse', async (request, reply) => {
     request.log.info({ method: request.method, url: loggableUrl(request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }, 'request completed')
   })
   app.addHook('onReady', async () => {
+    providers.warmUp()
     if (store instanceof RedisStore && !(await store.waitUntilReady(2000))) {
       app.log.warn('session store not reachable at start; /readyz answers 503 until it is')
     }
@@ -68,7 +71,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   await app.register(cookie)
   registerErrorHandler(app)
   await app.register(probes, { store, metrics })
-  await app.register(oauthRoutes, { config, sessions, flows, metrics })
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics })
   await app.register(proxyRoutes, { config, sessions, refresher, metrics })
   return app
 }

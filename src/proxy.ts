@@ -4,18 +4,21 @@
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
-import type { GatewayConfig, RouteConfig } from './config.js'
+import type { GatewayConfig, PublicRule, RouteConfig } from './config.js'
 import { wantsHtml } from './error-handler.js'
 import { GatewayError } from './errors.js'
 import { loginUrl } from './oauth/routes.js'
 import type { Metrics } from './metrics.js'
 import type { TokenRefresher } from './oauth/refresh.js'
-import type { Sessions, TokenSet } from './session.js'
+import type { Session, Sessions, TokenSet } from './session.js'
+import { isAllowed, type Identity } from './identity.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
     /** The provider's access token for this request, set by the auth gate of a protected route. */
     accessToken: string | undefined
+    /** Who the user is at the route's provider (identity headers), set by the auth gate. */
+    identity: Identity | undefined
     /** When the request was sent upstream (performance.now()), for the latency histogram. */
     upstreamStart: number | undefined
   }
@@ -29,7 +32,7 @@ export interface ProxyDeps {
 }
 
 /** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
-type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'accessToken'> & { socket: { remoteAddress?: string } }
+type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'accessToken' | 'identity'> & { socket: { remoteAddress?: string } }
 
 /** Removes the named cookies from a Cookie header; undefined when none is left. */
 export function stripCookies (header: string | undefined, names: ReadonlySet<string>): string | undefined {
@@ -54,17 +57,41 @@ function upstreamError (error: Error & { code?: string }, retryUrl: string): Gat
   return new GatewayError('bad_gateway', 'The application could not be reached.', { cause: error, details: { retryUrl } })
 }
 
+/** Compiles a route's `public` rules into one test of method and path (`*` matches anything). */
+export function publicMatcher (rules: PublicRule[]): (method: string, path: string) => boolean {
+  const compiled = rules.map(({ method, path }) => ({
+    method,
+    path: path === '*' ? /^/ : new RegExp(`^${path.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`),
+  }))
+  return (method, path) => compiled.some((rule) => (rule.method === '*' || rule.method === method) && rule.path.test(path))
+}
+
 export async function proxyRoutes (app: FastifyInstance, { config, sessions, refresher, metrics }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
+  app.decorateRequest('identity', undefined)
   app.decorateRequest('upstreamStart', undefined)
   const gatewayCookies = new Set([sessions.cookieName, `${sessions.cookieName}_flow`])
+  // Identity headers a client sends are dropped on every route, whatever names any route uses.
+  const identityHeaderNames = new Set(['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups',
+    ...config.routes.flatMap((route) => Object.values(route.identityHeaders))])
 
   function rewriteHeaders (route: RouteConfig, request: ForwardedRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
     const out: IncomingHttpHeaders = { ...headers }
     const cookie = stripCookies(headers.cookie, gatewayCookies)
     if (cookie === undefined) delete out.cookie
     else out.cookie = cookie
-    if (route.auth === 'required') out.authorization = `Bearer ${request.accessToken}`
+    for (const name of identityHeaderNames) delete out[name]
+    if (route.auth === 'required') {
+      // A protected route never forwards the client's own credentials, even on a public path.
+      if (request.accessToken) out.authorization = `Bearer ${request.accessToken}`
+      else delete out.authorization
+      const identity = request.identity
+      if (identity) {
+        out[route.identityHeaders.user] = identity.sub
+        if (identity.email) out[route.identityHeaders.email] = identity.email
+        if (identity.groups.length > 0) out[route.identityHeaders.groups] = identity.groups.join(',')
+      }
+    }
     const peer = request.socket.remoteAddress ?? ''
     const chain = config.server.trustProxy ? headers['x-forwarded-for'] : undefined
     out['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer
@@ -76,8 +103,9 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
   /** Headers of the upstream WebSocket handshake: only what the gateway itself vouches for. */
   function websocketHeaders (route: RouteConfig, request: FastifyRequest): Record<string, string> {
     const out: Record<string, string> = {}
+    const forwarded = new Set([...FORWARDED_TO_WEBSOCKET, ...Object.values(route.identityHeaders)])
     for (const [name, value] of Object.entries(rewriteHeaders(route, request, request.headers))) {
-      if (typeof value === 'string' && FORWARDED_TO_WEBSOCKET.has(name)) out[name] = value
+      if (typeof value === 'string' && forwarded.has(name)) out[name] = value
     }
     return out
   }
@@ -91,24 +119,34 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
         }
       })
       if (route.auth === 'required') {
-        const provider = config.providers[route.provider!]!
+        const provider = route.provider!
+        const isPublic = publicMatcher(route.public)
         scope.addHook('onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+          if (route.public.length > 0 && isPublic(request.method, request.url.split('?', 1)[0]!)) return
           let token: TokenSet | undefined
+          let session: Session | null = null
           try {
-            const session = await sessions.load(request)
+            session = await sessions.load(request)
             token = session ? await refresher.usableToken(session, provider) : undefined
           } catch (error) {
-            if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(config, provider.name, request.url)
+            if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(config, provider, request.url)
             throw error
           }
           if (token) {
+            const identity = session?.record.identities?.[provider]
+            if (route.allow && !isAllowed(identity, route.allow)) {
+              throw new GatewayError('forbidden', `${identity?.email ?? identity?.sub ?? 'This account'} may not use this application.`, {
+                details: { loginUrl: loginUrl(config, provider, request.url) },
+              })
+            }
             request.accessToken = token.access_token
+            request.identity = identity
             return
           }
-          const login = loginUrl(config, provider.name, request.url)
+          const login = loginUrl(config, provider, request.url)
           if (wantsHtml(request)) return reply.redirect(login, 302)
           throw new GatewayError('unauthenticated', 'Sign in first: there is no access token for this route.', {
-            details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider.name}"` } },
+            details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider}"` } },
           })
         })
       }

@@ -3,6 +3,7 @@
 import type { CookieSerializeOptions } from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { SessionConfig } from './config.js'
+import type { Identity } from './identity.js'
 import type { Sealer } from './seal.js'
 import { randomToken } from './seal.js'
 import { storeKeys, type SessionStore } from './store/store.js'
@@ -17,10 +18,11 @@ export interface TokenSet {
   scope?: string
 }
 
-/** What one session holds: a token set per provider. */
+/** What one session holds: a token set per provider, and who the user is there. */
 export interface SessionRecord {
   createdAt: number
   tokens: Record<string, TokenSet>
+  identities?: Record<string, Identity>
 }
 
 /** A loaded session: `id` (a keyed hash of the cookie) names it in the store and in logs; `cookie` opens it. */

@@ -22,6 +22,7 @@ providers:
   demo:
     clientId: \${CLIENT_ID:-demo}
     clientSecret: "\${CLIENT_SECRET}"
+    issuer: https://op.example.org
     authorizeUrl: https://op.example.org/auth
     tokenUrl: https://op.example.org/token
     scope: openid profile
@@ -126,11 +127,11 @@ routes:
 `
     expect(problems(text)).toEqual([
       'providers.bad name: a provider name may only use letters, digits, - and _ (line 3)',
+      'providers.bad name.scope: is required (line 3)',
       'providers.bad name.authorizeUrl: must be a URL, got "not-a-url" (line 5)',
+      'providers.bad name.tokenUrl: must be a http or https URL, got "ftp://op/token" (line 6)',
       'providers.bad name.clientId: must not be empty (line 4)',
       'providers.bad name.clientSecret: is required (line 3)',
-      'providers.bad name.tokenUrl: must be a http or https URL, got "ftp://op/token" (line 6)',
-      'providers.bad name.scope: is required (line 3)',
       'providers.bad name.pkce: must be true or false, got "maybe" (line 7)',
       'routes[0].path: must be a path prefix such as /app/, got "app" (line 9)',
       'routes[0].provider: names no configured provider (known: bad name) (line 11)',

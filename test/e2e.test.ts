@@ -30,7 +30,7 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
       server: { port, baseUrl },
       store: { type: 'redis', url: redis.url },
       providers: {
-        demo: { clientId: 'e2e', clientSecret: CLIENT_SECRET, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid profile email' },
+        demo: { clientId: 'e2e', clientSecret: CLIENT_SECRET, issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid profile email' },
       },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', rewritePrefix: '/' }],
     })
@@ -77,7 +77,7 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
     for (const secret of secrets) expect(logs).not.toContain(secret)
     expect(logs).toContain('sign-in succeeded')
     // Every line about a request carries its request id.
-    const requestLines = gateway.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => 'url' in line || 'provider' in line)
+    const requestLines = gateway.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => /^(request completed|sign-in)/.test(String(line.msg)))
     expect(requestLines.length).toBeGreaterThan(3)
     for (const line of requestLines) expect(line.reqId).toMatch(/^req-/)
 

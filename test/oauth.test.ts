@@ -31,7 +31,7 @@ beforeAll(async () => {
     { client_id: 'other-client', client_secret: 'other-secret', redirect_uris: [`${baseUrl}/oauth/authorized/other/`] },
   ])
   const fromOp = (clientId: string, secret: string) => ({
-    clientId, clientSecret: secret, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid profile',
+    clientId, clientSecret: secret, issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid profile',
   })
   gateway = await startGateway({
     server: { port, baseUrl },

@@ -62,7 +62,7 @@ describe('packaging', () => {
     expect(config.session.secret).toBeDefined()
     expect(config.server.baseUrl).toBe('http://localhost:8080')
     const demo = config.providers.demo!
-    expect(new URL(demo.tokenUrl).host).toBe('demo:9000')
+    expect(new URL(demo.tokenUrl!).host).toBe('demo:9000')
     expect(demo.authorizeUrl).toBe('http://localhost:9000/auth')
     expect(config.routes[0]!.upstream).toBe('http://demo:9100')
   })

@@ -26,7 +26,7 @@ beforeAll(async () => {
     { client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] },
   ])
   const provider = (clientId: string, secret: string) => ({
-    clientId, clientSecret: secret, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid',
+    clientId, clientSecret: secret, issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid',
   })
   gateway = await startGateway({
     server: { port, baseUrl },

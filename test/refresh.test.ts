@@ -39,7 +39,7 @@ beforeAll(async () => {
     server: { port, baseUrl: url },
     store: { type: 'redis', url: redis.url },
     providers: {
-      demo: { clientId: 'rt-client', clientSecret: 'rt-secret', authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid offline_access' },
+      demo: { clientId: 'rt-client', clientSecret: 'rt-secret', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid offline_access' },
       stub: { clientId: 'stub-client', clientSecret: 'stub-secret', authorizeUrl: `${stub.url}/authorize`, tokenUrl: `${stub.url}/token`, scope: 'read' },
     },
     routes: [

@@ -26,7 +26,7 @@ describe('session store outage', () => {
     gateway = await startGateway({
       server: { port, baseUrl },
       store: { type: 'redis', url: redis.url },
-      providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
+      providers: { demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
       routes: [
         { path: '/app/', upstream: upstream.url, provider: 'demo' },
         { path: '/public/', upstream: upstream.url, auth: 'none' },

@@ -27,7 +27,7 @@ describe('two instances on a Redis Cluster', () => {
     const instance = (i: number) => startGateway({
       server: { port: ports[i], baseUrl: urls[i] },
       store: { type: 'redis', cluster: cluster.urls },
-      providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
+      providers: { demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     })
     a = await instance(0)

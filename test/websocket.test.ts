@@ -31,7 +31,7 @@ beforeAll(async () => {
   gateway = await startGateway({
     server: { port, baseUrl },
     store: { type: 'redis', url: redis.url },
-    providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
+    providers: { demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
     routes: [{ path: '/live/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/' }],
   })
 })

@@ -1,10 +1,13 @@
 // Protocol steps of the authorization code grant, with no Fastify in them: the authorization URL
 // (RFC 6749 §4.1.1), the code exchange (§4.1.3, client_secret_post) and its response checks (§5.1,
-// §5.2) through oauth4webapi. oauth4webapi's errors are translated here, once.
+// §5.2) through oauth4webapi, ID token validation (OIDC Core §3.1.3.7: JWKS signature with jose;
+// iss, aud, exp and nonce), userinfo, and the refresh grant (§6). Library errors are translated
+// here, once.
+import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
 import * as oauth from 'oauth4webapi'
-import type { ProviderConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
 import type { TokenSet } from '../session.js'
+import type { ResolvedProvider } from './providers.js'
 
 /** A PKCE pair (RFC 7636 §4.1-4.2, S256). */
 export async function pkcePair (): Promise<{ verifier: string, challenge: string }> {
@@ -12,8 +15,16 @@ export async function pkcePair (): Promise<{ verifier: string, challenge: string
   return { verifier, challenge: await oauth.calculatePKCECodeChallenge(verifier) }
 }
 
+export interface AuthorizationParams {
+  redirectUri: string
+  state: string
+  codeChallenge?: string
+  /** OIDC nonce, echoed in the ID token. */
+  nonce?: string
+}
+
 /** The {authorize_url} redirect. @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1 */
-export function authorizationUrl (provider: ProviderConfig, params: { redirectUri: string, state: string, codeChallenge?: string }): string {
+export function authorizationUrl (provider: ResolvedProvider, params: AuthorizationParams): string {
   const url = new URL(provider.authorizeUrl)
   url.searchParams.set('response_type', 'code')
   url.searchParams.set('client_id', provider.clientId)
@@ -24,12 +35,16 @@ export function authorizationUrl (provider: ProviderConfig, params: { redirectUr
     url.searchParams.set('code_challenge', params.codeChallenge)
     url.searchParams.set('code_challenge_method', 'S256')
   }
+  if (params.nonce) url.searchParams.set('nonce', params.nonce)
   return url.href
 }
 
-/** The expected issuer: configured, else the authorize URL's origin (what most providers use). */
-function authorizationServer (provider: ProviderConfig): oauth.AuthorizationServer {
-  return { issuer: provider.issuer ?? new URL(provider.authorizeUrl).origin, token_endpoint: provider.tokenUrl }
+function authorizationServer (provider: ResolvedProvider): oauth.AuthorizationServer {
+  return { issuer: provider.expectedIssuer, token_endpoint: provider.tokenUrl }
+}
+
+function requestOptions (provider: ResolvedProvider, url: string) {
+  return { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: url.startsWith('http:') }
 }
 
 const ERROR_CODE = /^[\w.-]{1,64}$/
@@ -39,7 +54,7 @@ const ERROR_CODE = /^[\w.-]{1,64}$/
  * `access_denied`, a missing `code` `invalid_request`, an `iss` from another issuer (RFC 9207)
  * `invalid_request`. @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2
  */
-export function checkCallback (provider: ProviderConfig, query: URLSearchParams): URLSearchParams {
+export function checkCallback (provider: ResolvedProvider, query: URLSearchParams): URLSearchParams {
   const error = query.get('error')
   if (error !== null) {
     const code = ERROR_CODE.test(error) ? error : 'unknown_error'
@@ -53,40 +68,82 @@ export function checkCallback (provider: ProviderConfig, query: URLSearchParams)
   }
 }
 
-function tokenExchangeError (provider: ProviderConfig, error: unknown): GatewayError {
+function tokenExchangeError (provider: ResolvedProvider, error: unknown): GatewayError {
   let message = 'The token endpoint did not return a usable access token.'
   if (error instanceof oauth.ResponseBodyError) {
     message = `The token endpoint refused the request (${ERROR_CODE.test(error.error) ? error.error : 'error'}).`
   } else if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
     message = `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`
+  } else if (error instanceof joseErrors.JOSEError ||
+    (error instanceof oauth.OperationProcessingError && [oauth.JWT_CLAIM_COMPARISON, oauth.JWT_TIMESTAMP_CHECK].includes(error.code ?? '')) ||
+    (error instanceof Error && /ID Token/i.test(error.message))) {
+    message = 'The ID token is invalid.'
   } else if (error instanceof TypeError) {
     message = 'The token endpoint could not be reached.'
   }
   return new GatewayError('token_exchange_failed', message, { cause: error })
 }
 
+export interface CodeExchangeResult {
+  tokens: TokenSet
+  /** The validated ID token's claims (OIDC providers only). */
+  idClaims: JWTPayload | undefined
+}
+
 /**
  * POSTs grant_type=authorization_code with client_id and client_secret in the form body and checks
- * the response. @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.3
+ * the response; for OIDC providers the ID token is required and validated (JWKS signature, iss,
+ * aud, exp, nonce). @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.3
  */
 export async function exchangeCode (
-  provider: ProviderConfig,
+  provider: ResolvedProvider,
   callback: URLSearchParams,
   redirectUri: string,
-  verifier: string | undefined
-): Promise<TokenSet> {
+  verifier: string | undefined,
+  nonce: string | undefined
+): Promise<CodeExchangeResult> {
   const as = authorizationServer(provider)
   const client: oauth.Client = { client_id: provider.clientId }
   try {
     const response = await oauth.authorizationCodeGrantRequest(
       as, client, oauth.ClientSecretPost(provider.clientSecret), callback, redirectUri, verifier ?? oauth.nopkce,
-      { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: provider.tokenUrl.startsWith('http:') }
+      requestOptions(provider, provider.tokenUrl)
     )
-    const result = await oauth.processAuthorizationCodeResponse(as, client, response)
-    return toTokenSet(result)
+    const result = await oauth.processAuthorizationCodeResponse(as, client, response,
+      provider.openid ? { expectedNonce: nonce, requireIdToken: true } : undefined)
+    let idClaims: JWTPayload | undefined
+    if (provider.openid) {
+      // oauth4webapi checked iss, aud, exp and nonce; the signature is checked against the JWKS here.
+      idClaims = (await jwtVerify(result.id_token!, provider.jwks!, { issuer: as.issuer, audience: provider.clientId })).payload
+    }
+    return { tokens: toTokenSet(result), idClaims }
   } catch (error) {
     throw tokenExchangeError(provider, error)
   }
+}
+
+/**
+ * The userinfo JSON for an access token (GET with the bearer), once at sign-in. For OIDC its `sub`
+ * must be the ID token's. @see https://openid.net/specs/openid-connect-core-1_0.html#UserInfo
+ */
+export async function fetchUserinfo (provider: ResolvedProvider, accessToken: string, expectedSub: string | undefined): Promise<Record<string, unknown>> {
+  const url = provider.userinfoUrl!
+  let body: unknown
+  try {
+    const response = await fetch(url, { headers: { authorization: `Bearer ${accessToken}`, accept: 'application/json' }, signal: AbortSignal.timeout(provider.timeoutMs) })
+    if (!response.ok) throw new Error(`userinfo answered ${response.status}`)
+    body = await response.json()
+  } catch (error) {
+    throw new GatewayError('token_exchange_failed', 'The provider\'s userinfo endpoint did not answer as expected.', { cause: error })
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) {
+    throw new GatewayError('token_exchange_failed', 'The provider\'s userinfo endpoint did not answer with a JSON object.')
+  }
+  const claims = body as Record<string, unknown>
+  if (expectedSub !== undefined && claims.sub !== expectedSub) {
+    throw new GatewayError('token_exchange_failed', 'The userinfo subject does not match the ID token.')
+  }
+  return claims
 }
 
 /**
@@ -95,13 +152,12 @@ export async function exchangeCode (
  * throws `token_exchange_failed` when it cannot be asked (unreachable, timeout, bad answer).
  * @see https://www.rfc-editor.org/rfc/rfc6749#section-6
  */
-export async function refreshTokens (provider: ProviderConfig, refreshToken: string): Promise<TokenSet | 'refused'> {
+export async function refreshTokens (provider: ResolvedProvider, refreshToken: string): Promise<TokenSet | 'refused'> {
   const as = authorizationServer(provider)
   const client: oauth.Client = { client_id: provider.clientId }
   try {
     const response = await oauth.refreshTokenGrantRequest(
-      as, client, oauth.ClientSecretPost(provider.clientSecret), refreshToken,
-      { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: provider.tokenUrl.startsWith('http:') }
+      as, client, oauth.ClientSecretPost(provider.clientSecret), refreshToken, requestOptions(provider, provider.tokenUrl)
     )
     return toTokenSet(await oauth.processRefreshTokenResponse(as, client, response))
   } catch (error) {

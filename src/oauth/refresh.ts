@@ -3,13 +3,13 @@
 // callers share one promise; across instances a short store lock (claim) lets one refresh while the
 // others wait for its result in the session record. @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { FastifyBaseLogger } from 'fastify'
-import type { ProviderConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
 import type { Metrics } from '../metrics.js'
 import { randomToken } from '../seal.js'
 import type { Session, Sessions, TokenSet } from '../session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import { refreshTokens } from './client.js'
+import type { Providers, ResolvedProvider } from './providers.js'
 
 /** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */
 export const EXPIRY_SKEW_S = 30
@@ -27,17 +27,18 @@ export class TokenRefresher {
   constructor (
     private readonly store: SessionStore,
     private readonly sessions: Sessions,
+    private readonly providers: Providers,
     private readonly metrics: Metrics,
     private readonly log: FastifyBaseLogger
   ) {}
 
   /** A usable token of `provider` in `session`, refreshed if needed; undefined: sign in again. */
-  async usableToken (session: Session, provider: ProviderConfig): Promise<TokenSet | undefined> {
-    const token = session.record.tokens[provider.name]
+  async usableToken (session: Session, provider: string): Promise<TokenSet | undefined> {
+    const token = session.record.tokens[provider]
     if (!token) return undefined
     if (isFresh(token)) return token
     if (!token.refresh_token) return undefined
-    const key = `${session.id}:${provider.name}`
+    const key = `${session.id}:${provider}`
     let pending = this.inFlight.get(key)
     if (!pending) {
       pending = this.refreshOnce(session, provider, token).finally(() => this.inFlight.delete(key))
@@ -46,8 +47,9 @@ export class TokenRefresher {
     return await pending
   }
 
-  private async refreshOnce (session: Session, provider: ProviderConfig, stale: TokenSet): Promise<TokenSet | undefined> {
-    const lock = storeKeys.refreshLock(session.id, provider.name)
+  private async refreshOnce (session: Session, name: string, stale: TokenSet): Promise<TokenSet | undefined> {
+    const provider = await this.providers.get(name)
+    const lock = storeKeys.refreshLock(session.id, name)
     const holdMs = provider.timeoutMs + 5000
     const deadline = Date.now() + holdMs
     for (;;) {
@@ -67,7 +69,7 @@ export class TokenRefresher {
   }
 
   /** The provider's token as stored now: `stale` itself when unchanged, undefined when gone. */
-  private async current (session: Session, provider: ProviderConfig, stale?: TokenSet): Promise<TokenSet | undefined> {
+  private async current (session: Session, provider: ResolvedProvider, stale?: TokenSet): Promise<TokenSet | undefined> {
     const record = await this.sessions.reload(session)
     const token = record?.tokens[provider.name]
     if (!record || !token) return undefined
@@ -75,7 +77,7 @@ export class TokenRefresher {
     return stale && token.access_token === stale.access_token ? stale : token
   }
 
-  private async refreshHoldingLock (session: Session, provider: ProviderConfig, stale: TokenSet): Promise<TokenSet | undefined> {
+  private async refreshHoldingLock (session: Session, provider: ResolvedProvider, stale: TokenSet): Promise<TokenSet | undefined> {
     // The session may have changed between our read and the lock: signed out, or refreshed already.
     const current = await this.current(session, provider, stale)
     if (current !== stale) return current && isFresh(current) ? current : undefined

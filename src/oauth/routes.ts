@@ -1,14 +1,16 @@
-// The sign-in endpoints: /oauth/login/<provider>/, /oauth/authorized/<provider>/ and
-// /oauth/logout/, plus the one rule for where a browser may be sent afterwards (`safeNext`).
+// The sign-in endpoints: /oauth/login/<provider>/, /oauth/authorized/<provider>/, /oauth/logout/
+// and /oauth/userinfo/, plus the one rule for where a browser may be sent afterwards (`safeNext`).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import type { GatewayConfig, ProviderConfig } from '../config.js'
+import type { GatewayConfig } from '../config.js'
 import { wantsHtml } from '../error-handler.js'
 import { signedOutPage } from '../pages.js'
 import { GatewayError } from '../errors.js'
 import { randomToken } from '../seal.js'
 import type { Metrics } from '../metrics.js'
 import type { Sessions } from '../session.js'
-import { authorizationUrl, checkCallback, exchangeCode, pkcePair } from './client.js'
+import { identityFrom } from '../identity.js'
+import { authorizationUrl, checkCallback, exchangeCode, fetchUserinfo, pkcePair } from './client.js'
+import type { Providers } from './providers.js'
 import type { Flows } from './state.js'
 
 /**
@@ -28,6 +30,7 @@ export function safeNext (raw: unknown): string {
 
 export interface OAuthDeps {
   config: GatewayConfig
+  providers: Providers
   sessions: Sessions
   flows: Flows
   metrics: Metrics
@@ -43,7 +46,7 @@ export function loginUrl (config: GatewayConfig, provider: string, next: string)
   return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 }
 
-export async function oauthRoutes (app: FastifyInstance, { config, sessions, flows, metrics }: OAuthDeps): Promise<void> {
+export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics }: OAuthDeps): Promise<void> {
   const flowCookie = `${config.session.cookieName}_flow`
   const flowCookieOptions = {
     path: '/oauth/',
@@ -53,11 +56,11 @@ export async function oauthRoutes (app: FastifyInstance, { config, sessions, flo
     maxAge: Math.ceil(flows.ttlMs / 1000),
   }
 
-  function providerOf (request: FastifyRequest<{ Params: { provider: string } }>): ProviderConfig {
+  /** The provider named in the path; unknown names answer 404 before anything else. */
+  function providerName (request: FastifyRequest<{ Params: { provider: string } }>): string {
     const name = request.params.provider
-    const provider = Object.hasOwn(config.providers, name) ? config.providers[name] : undefined
-    if (!provider) throw new GatewayError('unknown_provider', `No provider named "${name.slice(0, 64)}" is configured.`)
-    return provider
+    if (!providers.has(name)) throw new GatewayError('unknown_provider', `No provider named "${name.slice(0, 64)}" is configured.`)
+    return name
   }
 
   app.addHook('onSend', async (_request, reply) => {
@@ -65,44 +68,59 @@ export async function oauthRoutes (app: FastifyInstance, { config, sessions, flo
   })
 
   app.get<{ Params: { provider: string }, Querystring: { next?: string } }>('/oauth/login/:provider/', async (request, reply) => {
-    const provider = providerOf(request)
+    const provider = await providers.get(providerName(request))
     // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
     const existing = request.cookies[flowCookie]
     const binding = existing && /^[A-Za-z0-9_-]{43}$/.test(existing) ? existing : randomToken()
     const pkce = provider.pkce ? await pkcePair() : undefined
-    const state = await flows.begin(binding, { provider: provider.name, next: safeNext(request.query.next), verifier: pkce?.verifier })
+    const nonce = provider.openid ? randomToken() : undefined
+    const state = await flows.begin(binding, { provider: provider.name, next: safeNext(request.query.next), verifier: pkce?.verifier, nonce })
     metrics.signinsStarted.inc({ provider: provider.name })
     request.log.info({ provider: provider.name }, 'sign-in started')
     reply.setCookie(flowCookie, binding, flowCookieOptions)
-    return reply.redirect(authorizationUrl(provider, { redirectUri: redirectUri(config, provider.name), state, codeChallenge: pkce?.challenge }), 302)
+    return reply.redirect(authorizationUrl(provider, { redirectUri: redirectUri(config, provider.name), state, codeChallenge: pkce?.challenge, nonce }), 302)
   })
 
   app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', async (request, reply) => {
-    const provider = providerOf(request)
+    const name = providerName(request)
     const queryStart = request.url.indexOf('?')
     const query = new URLSearchParams(queryStart === -1 ? '' : request.url.slice(queryStart + 1))
     let next = '/'
     try {
-      const flow = await flows.complete(query.get('state') ?? undefined, provider.name, request.cookies[flowCookie])
+      const flow = await flows.complete(query.get('state') ?? undefined, name, request.cookies[flowCookie])
       next = flow.next
+      const provider = await providers.get(name)
       const callback = checkCallback(provider, query)
-      const tokens = await exchangeCode(provider, callback, redirectUri(config, provider.name), flow.verifier)
+      const { tokens, idClaims } = await exchangeCode(provider, callback, redirectUri(config, name), flow.verifier, flow.nonce)
+      const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
+      const identity = identityFrom({ ...idClaims, ...userinfo }, provider.claims)
       const record = (await sessions.load(request))?.record ?? { createdAt: Date.now(), tokens: {} }
-      record.tokens[provider.name] = tokens
+      record.tokens[name] = tokens
+      record.identities = { ...record.identities }
+      if (identity) record.identities[name] = identity
+      else delete record.identities[name]
       await sessions.start(request, reply, record)
-      metrics.signinsSucceeded.inc({ provider: provider.name })
-      request.log.info({ provider: provider.name }, 'sign-in succeeded')
+      metrics.signinsSucceeded.inc({ provider: name })
+      request.log.info({ provider: name }, 'sign-in succeeded')
       return reply.redirect(flow.next, 302)
     } catch (error) {
       if (error instanceof GatewayError) {
-        metrics.signinsFailed.inc({ provider: provider.name, reason: error.code })
-        request.log.info({ provider: provider.name, reason: error.code }, 'sign-in failed')
-        error.details.loginUrl ??= loginUrl(config, provider.name, next)
+        metrics.signinsFailed.inc({ provider: name, reason: error.code })
+        request.log.info({ provider: name, reason: error.code }, 'sign-in failed')
+        error.details.loginUrl ??= loginUrl(config, name, next)
       } else {
-        metrics.signinsFailed.inc({ provider: provider.name, reason: 'internal_error' })
+        metrics.signinsFailed.inc({ provider: name, reason: 'internal_error' })
       }
       throw error
     }
+  })
+
+  app.get('/oauth/userinfo/', async (request) => {
+    const identities = (await sessions.load(request))?.record.identities ?? {}
+    if (Object.keys(identities).length === 0) {
+      throw new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', { details: { headers: { 'www-authenticate': 'Bearer' } } })
+    }
+    return { identities }
   })
 
   /** Each provider's login, back to its first route: the links of the signed-out page. */

@@ -13,6 +13,8 @@ export interface FlowRecord {
   next: string
   /** PKCE code_verifier (RFC 7636); absent when the provider has pkce: false. */
   verifier?: string
+  /** OIDC nonce sent in the authorize request, expected in the ID token. */
+  nonce?: string
 }
 
 interface StatePayload {

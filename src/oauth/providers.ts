@@ -1,0 +1,98 @@
+// The configured providers, resolved for use: OIDC discovery (<issuer>/.well-known/openid-configuration)
+// fills in endpoints the config leaves out (explicit URLs win) and gives the JWKS that ID tokens are
+// checked against. Discovery starts with the gateway and is retried; until it succeeds, sign-ins with
+// that provider answer 502 provider_unavailable instead of the gateway refusing to start.
+// @see https://openid.net/specs/openid-connect-discovery-1_0.html
+import type { FastifyBaseLogger } from 'fastify'
+import { createRemoteJWKSet, type JWTVerifyGetKey } from 'jose'
+import * as oauth from 'oauth4webapi'
+import type { ProviderConfig } from '../config.js'
+import { GatewayError } from '../errors.js'
+
+/** A provider with every endpoint known. */
+export interface ResolvedProvider extends ProviderConfig {
+  authorizeUrl: string
+  tokenUrl: string
+  /** The identifier `iss` must carry: the configured issuer, else the authorize URL's origin. */
+  expectedIssuer: string
+  /** The provider's signing keys, when it is an OIDC provider. */
+  jwks: JWTVerifyGetKey | undefined
+}
+
+const DISCOVERY_TIMEOUT_MS = 5000
+/** After a failed discovery, requests answer at once for this long before it is tried again. */
+const RETRY_AFTER_MS = 5000
+
+export class Providers {
+  private readonly resolved = new Map<string, Promise<ResolvedProvider>>()
+
+  constructor (
+    private readonly configs: Record<string, ProviderConfig>,
+    private readonly log: FastifyBaseLogger
+  ) {}
+
+  has (name: string): boolean {
+    return Object.hasOwn(this.configs, name)
+  }
+
+  /** Resolves every provider in the background (a few attempts each), logging what fails. */
+  warmUp (attempts = 4): void {
+    for (const name of Object.keys(this.configs)) this.get(name, attempts).catch(() => {})
+  }
+
+  /** The resolved provider; throws unknown_provider or provider_unavailable. */
+  get (name: string, attempts = 1): Promise<ResolvedProvider> {
+    const config = this.has(name) ? this.configs[name] : undefined
+    if (!config) return Promise.reject(new GatewayError('unknown_provider', `No provider named "${name.slice(0, 64)}" is configured.`))
+    let pending = this.resolved.get(name)
+    if (!pending) {
+      pending = this.resolve(config, attempts)
+      this.resolved.set(name, pending)
+      pending.catch(() => setTimeout(() => this.resolved.delete(name), RETRY_AFTER_MS).unref())
+    }
+    return pending
+  }
+
+  private async resolve (config: ProviderConfig, attempts: number): Promise<ResolvedProvider> {
+    const needsDiscovery = config.issuer !== undefined && (!config.authorizeUrl || !config.tokenUrl || config.openid)
+    if (!needsDiscovery) {
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined }
+    }
+    let lastError: unknown
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      try {
+        return await this.discover(config)
+      } catch (error) {
+        lastError = error
+        if (attempt < attempts) await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)))
+      }
+    }
+    const url = `${config.issuer}/.well-known/openid-configuration`
+    const reason = lastError instanceof Error ? lastError.message : String(lastError)
+    this.log.error({ provider: config.name, url, reason }, `OIDC discovery failed for provider ${config.name}; its sign-ins answer 502 provider_unavailable until it succeeds`)
+    throw new GatewayError('provider_unavailable', `The configuration of provider "${config.name}" could not be read.`, { cause: lastError })
+  }
+
+  private async discover (config: ProviderConfig): Promise<ResolvedProvider> {
+    const issuer = new URL(config.issuer!)
+    const response = await oauth.discoveryRequest(issuer, {
+      algorithm: 'oidc',
+      signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
+      [oauth.allowInsecureRequests]: issuer.protocol === 'http:',
+    })
+    const metadata = await oauth.processDiscoveryResponse(issuer, response)
+    const authorizeUrl = config.authorizeUrl ?? metadata.authorization_endpoint
+    const tokenUrl = config.tokenUrl ?? metadata.token_endpoint
+    if (!authorizeUrl || !tokenUrl) throw new Error('the discovery document has no authorization_endpoint or token_endpoint')
+    if (config.openid && !metadata.jwks_uri) throw new Error('the discovery document has no jwks_uri')
+    this.log.info({ provider: config.name, issuer: metadata.issuer }, 'OIDC discovery done')
+    return {
+      ...config,
+      authorizeUrl,
+      tokenUrl,
+      userinfoUrl: config.userinfoUrl ?? metadata.userinfo_endpoint,
+      expectedIssuer: metadata.issuer,
+      jwks: metadata.jwks_uri ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS }) : undefined,
+    }
+  }
+}
