@@ -2,6 +2,7 @@
 // or more confidential clients (client_secret_post), refresh tokens, and small sign-in and consent
 // pages of our own. Any username signs in; every authorization asks for it again, so that signing
 // out of the gateway and coming back shows the sign-in page (no single sign-on in the demo).
+// alice (groups admins, staff), bob (staff) and mallory (mallory@evil.test) have set claims.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
@@ -34,6 +35,24 @@ export interface AuthorizationServer {
   port: number
   provider: Provider
   close (): Promise<void>
+}
+
+/** A few accounts with their own e-mail and groups (for allow rules); any other name signs in too. */
+const ACCOUNTS: Record<string, { email?: string, groups: string[] }> = {
+  alice: { groups: ['admins', 'staff'] },
+  bob: { groups: ['staff'] },
+  mallory: { email: 'mallory@evil.test', groups: [] },
+}
+
+export function accountClaims (id: string): { sub: string, [claim: string]: unknown } {
+  const account = ACCOUNTS[id]
+  return {
+    sub: id,
+    name: id.charAt(0).toUpperCase() + id.slice(1),
+    email: account?.email ?? `${id}@example.test`,
+    email_verified: true,
+    groups: account?.groups ?? [],
+  }
 }
 
 const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
@@ -133,14 +152,9 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
       response_types: ['code'],
     })),
     async findAccount (_ctx, id) {
-      return {
-        accountId: id,
-        async claims () {
-          return { sub: id, name: id.charAt(0).toUpperCase() + id.slice(1), email: `${id}@example.test`, email_verified: true }
-        },
-      }
+      return { accountId: id, claims: async () => accountClaims(id) }
     },
-    claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'] },
+    claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'], groups: ['groups'] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     jwks: { keys: [{ ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig' }] },
     features: { devInteractions: { enabled: false } },

@@ -86,7 +86,6 @@ async function withGateway (): Promise<void> {
       GATEWAY_SESSION_SECRET: env.GATEWAY_SESSION_SECRET ?? randomBytes(32).toString('base64url'),
       GATEWAY_STORE: env.REDIS_URL ? 'redis' : 'memory',
       DEMO_ISSUER: as.issuer,
-      DEMO_TOKEN_URL: `${as.issuer}/token`,
       DEMO_CLIENT_ID: 'demo-client',
       DEMO_CLIENT_SECRET: clientSecret,
       APP_UPSTREAM: app.url,

@@ -13,6 +13,7 @@ interface Service {
   environment?: Record<string, string>
   ports?: string[]
   volumes?: string[]
+  network_mode?: string
   depends_on?: string[]
 }
 
@@ -39,32 +40,32 @@ describe('packaging', () => {
     expect(compose.services.gateway!.build!.target).toBeUndefined()
   })
 
-  it('the gateway service uses the port, config path and health endpoint of the Dockerfile', () => {
+  it('the gateway listens where the demo service publishes it, with the Dockerfile config path and health check', () => {
     const gateway = compose.services.gateway!
-    const containerPort = gateway.ports![0]!.split(':').at(-1)
-    expect(dockerfile).toContain(`GATEWAY_PORT=${containerPort}`)
-    expect(dockerfile).toContain(`EXPOSE ${containerPort}`)
+    expect(gateway.network_mode).toBe('service:demo')
+    const port = defaults(gateway.environment!.GATEWAY_PORT!)
+    expect(compose.services.demo!.ports!.map(defaults)).toContain(`127.0.0.1:${port}:${port}`)
+    expect(dockerfile).toContain('GATEWAY_PORT=8080')
+    expect(dockerfile).toContain('EXPOSE 8080')
     const configPath = /GATEWAY_CONFIG=(\S+)/.exec(dockerfile)![1]
     expect(gateway.volumes).toContain(`./gateway.yaml:${configPath}:ro`)
     expect(dockerfile).toContain(`COPY gateway.yaml ${configPath}`)
     expect(dockerfile).toMatch(/HEALTHCHECK[\s\S]*\/healthz/)
   })
 
-  it('every variable compose gives the gateway is one gateway.yaml reads', () => {
+  it('every variable compose gives the gateway is one gateway.yaml reads (or the port it listens on)', () => {
     const read = new Set([...gatewayYaml.matchAll(/\$\{(\w+)/g)].map((m) => m[1]))
     for (const name of Object.keys(compose.services.gateway!.environment!)) expect(read, name).toContain(name)
   })
 
   it('gateway.yaml is valid with the environment compose gives it, wired to the demo service', () => {
     const env = Object.fromEntries(Object.entries(compose.services.gateway!.environment!).map(([k, v]) => [k, defaults(String(v))]))
-    const config = parseConfig(gatewayYaml, { ...env, GATEWAY_HOST: '0.0.0.0', GATEWAY_PORT: '8080' })
+    const config = parseConfig(gatewayYaml, { ...env, GATEWAY_HOST: '0.0.0.0' })
     expect(config.store).toMatchObject({ type: 'redis', url: 'redis://redis:6379/0' })
     expect(config.session.secret).toBeDefined()
-    expect(config.server.baseUrl).toBe('http://localhost:8080')
-    const demo = config.providers.demo!
-    expect(new URL(demo.tokenUrl!).host).toBe('demo:9000')
-    expect(demo.authorizeUrl).toBe('http://localhost:9000/auth')
-    expect(config.routes[0]!.upstream).toBe('http://demo:9100')
+    expect(config.server.baseUrl).toBe(`http://localhost:${config.server.port}`)
+    expect(config.providers.demo!.issuer).toBe('http://localhost:9000')
+    expect(config.routes[0]!.upstream).toBe('http://127.0.0.1:9100')
   })
 
   it('the demo service and the gateway agree on ports, the client secret and the public URLs', () => {
@@ -73,7 +74,8 @@ describe('packaging', () => {
     expect(defaults(demo.DEMO_PUBLIC_ISSUER!)).toBe(defaults(gateway.DEMO_ISSUER!))
     expect(defaults(demo.DEMO_GATEWAY_URL!)).toBe(defaults(gateway.GATEWAY_BASE_URL!))
     expect(demo.DEMO_CLIENT_SECRET).toBe(gateway.DEMO_CLIENT_SECRET)
-    expect(compose.services.demo!.ports![0]!.split(':').at(-1)).toBe('9000')
+    const issuerPort = defaults(demo.DEMO_ISSUER_PORT!)
+    expect(compose.services.demo!.ports!.map(defaults)).toContain(`127.0.0.1:${issuerPort}:${issuerPort}`)
     expect(dockerfile).toMatch(/EXPOSE 9000 9100/)
   })
 

@@ -35,42 +35,54 @@ export class Providers {
     return Object.hasOwn(this.configs, name)
   }
 
-  /** Resolves every provider in the background (a few attempts each), logging what fails. */
+  /** Resolves every provider in the background, retrying with backoff, and logs what still fails. */
   warmUp (attempts = 4): void {
-    for (const name of Object.keys(this.configs)) this.get(name, attempts).catch(() => {})
+    for (const name of Object.keys(this.configs)) this.warmUpOne(name, attempts).catch(() => {})
   }
 
-  /** The resolved provider; throws unknown_provider or provider_unavailable. */
-  get (name: string, attempts = 1): Promise<ResolvedProvider> {
+  private async warmUpOne (name: string, attempts: number): Promise<void> {
+    for (let attempt = 1; attempt <= attempts; attempt++) {
+      try {
+        await this.get(name)
+        return
+      } catch (error) {
+        if (attempt === attempts) {
+          const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error)
+          this.log.error({ provider: name, url: `${this.configs[name]!.issuer}/.well-known/openid-configuration`, reason },
+            `OIDC discovery failed for provider ${name}; its sign-ins answer 502 provider_unavailable until it succeeds`)
+          return
+        }
+        this.resolved.delete(name)
+        await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)))
+      }
+    }
+  }
+
+  /** The resolved provider; throws unknown_provider or provider_unavailable. One attempt at a time. */
+  get (name: string): Promise<ResolvedProvider> {
     const config = this.has(name) ? this.configs[name] : undefined
     if (!config) return Promise.reject(new GatewayError('unknown_provider', `No provider named "${name.slice(0, 64)}" is configured.`))
     let pending = this.resolved.get(name)
     if (!pending) {
-      pending = this.resolve(config, attempts)
-      this.resolved.set(name, pending)
-      pending.catch(() => setTimeout(() => this.resolved.delete(name), RETRY_AFTER_MS).unref())
+      const attempt = this.resolve(config)
+      this.resolved.set(name, attempt)
+      // A failure is answered from the cache for a few seconds, then tried again.
+      attempt.catch(() => setTimeout(() => { if (this.resolved.get(name) === attempt) this.resolved.delete(name) }, RETRY_AFTER_MS).unref())
+      pending = attempt
     }
     return pending
   }
 
-  private async resolve (config: ProviderConfig, attempts: number): Promise<ResolvedProvider> {
+  private async resolve (config: ProviderConfig): Promise<ResolvedProvider> {
     const needsDiscovery = config.issuer !== undefined && (!config.authorizeUrl || !config.tokenUrl || config.openid)
     if (!needsDiscovery) {
       return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined }
     }
-    let lastError: unknown
-    for (let attempt = 1; attempt <= attempts; attempt++) {
-      try {
-        return await this.discover(config)
-      } catch (error) {
-        lastError = error
-        if (attempt < attempts) await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)))
-      }
+    try {
+      return await this.discover(config)
+    } catch (error) {
+      throw new GatewayError('provider_unavailable', `The configuration of provider "${config.name}" could not be read.`, { cause: error })
     }
-    const url = `${config.issuer}/.well-known/openid-configuration`
-    const reason = lastError instanceof Error ? lastError.message : String(lastError)
-    this.log.error({ provider: config.name, url, reason }, `OIDC discovery failed for provider ${config.name}; its sign-ins answer 502 provider_unavailable until it succeeds`)
-    throw new GatewayError('provider_unavailable', `The configuration of provider "${config.name}" could not be read.`, { cause: lastError })
   }
 
   private async discover (config: ProviderConfig): Promise<ResolvedProvider> {
