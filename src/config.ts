@@ -19,6 +19,8 @@ export interface SessionConfig {
   secret: string | undefined
   ttlMs: number
   cookieSecure: boolean
+  /** How long an instance may serve a session from memory before reading the store again (0: never). */
+  cacheTtlMs: number
 }
 
 export interface StoreConfig {
@@ -334,7 +336,7 @@ function validateServer (issues: Issues, raw: unknown): ServerConfig {
 }
 
 function validateSession (issues: Issues, raw: unknown, baseUrl: string): SessionConfig {
-  const s = Section.open(issues, ['session'], raw, ['cookieName', 'secret', 'ttl', 'cookieSecure'])
+  const s = Section.open(issues, ['session'], raw, ['cookieName', 'secret', 'ttl', 'cookieSecure', 'cacheTtl'])
   const cookieName = s.string('cookieName', { default: 'gw_session' })!
   if (!COOKIE_NAME.test(cookieName)) issues.add(['session', 'cookieName'], `must be a cookie name (letters, digits, - and _), got ${describe(cookieName)}`)
   const secret = s.string('secret')
@@ -353,6 +355,7 @@ function validateSession (issues: Issues, raw: unknown, baseUrl: string): Sessio
     secret: secret || undefined,
     ttlMs: s.duration('ttl', '8h', 60_000, 30 * DAY),
     cookieSecure,
+    cacheTtlMs: s.duration('cacheTtl', '1s', 0, 10_000),
   }
 }
 

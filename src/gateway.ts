@@ -62,6 +62,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   })
   app.addHook('onReady', async () => {
     providers.warmUp()
+    await sessions.listen()
     if (store instanceof RedisStore && !(await store.waitUntilReady(2000))) {
       app.log.warn('session store not reachable at start; /readyz answers 503 until it is')
     }

@@ -35,8 +35,52 @@ export interface Session {
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 const PURPOSE = 'session'
 
+const INVALIDATIONS = 'session-invalidated'
+
+/**
+ * Recently read sessions, so a busy session costs no store round trip per request. Bounded, and
+ * short-lived: an entry lives `ttlMs` (1 s by default). Logout and refresh drop the entry in every
+ * instance at once through the store's pub/sub; the short life bounds it if a message is lost.
+ */
+class SessionCache {
+  private readonly byCookie = new Map<string, { session: Session, expiresAt: number }>()
+  private readonly cookieById = new Map<string, string>()
+
+  constructor (private readonly ttlMs: number, private readonly maxEntries = 10_000) {}
+
+  get (cookie: string): Session | undefined {
+    const entry = this.byCookie.get(cookie)
+    if (!entry) return undefined
+    if (entry.expiresAt > Date.now()) return entry.session
+    this.dropCookie(cookie)
+    return undefined
+  }
+
+  set (session: Session): void {
+    if (this.ttlMs <= 0) return
+    if (this.byCookie.size >= this.maxEntries && !this.byCookie.has(session.cookie)) {
+      // Maps iterate in insertion order: the first entry is the oldest.
+      this.dropCookie(this.byCookie.keys().next().value!)
+    }
+    this.byCookie.set(session.cookie, { session, expiresAt: Date.now() + this.ttlMs })
+    this.cookieById.set(session.id, session.cookie)
+  }
+
+  dropId (id: string): void {
+    const cookie = this.cookieById.get(id)
+    if (cookie !== undefined) this.dropCookie(cookie)
+  }
+
+  private dropCookie (cookie: string): void {
+    const entry = this.byCookie.get(cookie)
+    this.byCookie.delete(cookie)
+    if (entry) this.cookieById.delete(entry.session.id)
+  }
+}
+
 export class Sessions {
   readonly cookieOptions: CookieSerializeOptions
+  private readonly cache: SessionCache
 
   constructor (
     private readonly store: SessionStore,
@@ -44,6 +88,18 @@ export class Sessions {
     private readonly config: SessionConfig
   ) {
     this.cookieOptions = { path: '/', httpOnly: true, sameSite: 'lax', secure: config.cookieSecure }
+    this.cache = new SessionCache(config.cacheTtlMs)
+  }
+
+  /** Listens for other instances' logouts and refreshes (call once, before serving). */
+  async listen (): Promise<void> {
+    await this.store.subscribe(INVALIDATIONS, (id) => this.cache.dropId(id))
+  }
+
+  /** Drops the session from every instance's cache (this one at once). */
+  private async invalidate (id: string): Promise<void> {
+    this.cache.dropId(id)
+    await this.store.publish(INVALIDATIONS, id)
   }
 
   get cookieName (): string {
@@ -55,17 +111,18 @@ export class Sessions {
     return value !== undefined && COOKIE_VALUE.test(value) ? value : undefined
   }
 
-  private key (cookie: string): string {
-    return storeKeys.session(this.sealer.idFor(PURPOSE, cookie))
-  }
-
   /** The request's session, its idle timeout renewed; null when there is none (or it cannot be opened). */
   async load (request: FastifyRequest): Promise<Session | null> {
     const cookie = this.cookie(request)
     if (!cookie) return null
+    const cached = this.cache.get(cookie)
+    if (cached) return cached
     const id = this.sealer.idFor(PURPOSE, cookie)
     const record = this.open(cookie, await this.store.getAndTouch(storeKeys.session(id), this.config.ttlMs))
-    return record ? { id, cookie, record } : null
+    if (!record) return null
+    const session = { id, cookie, record }
+    this.cache.set(session)
+    return session
   }
 
   /** The session's record as it is in the store now (another request or instance may have changed it). */
@@ -76,6 +133,7 @@ export class Sessions {
   /** Writes the session's record back under the same id (token refresh; not a sign-in). */
   async update (session: Session): Promise<void> {
     await this.store.set(storeKeys.session(session.id), this.sealer.seal(PURPOSE, session.cookie, JSON.stringify(session.record)), this.config.ttlMs)
+    await this.invalidate(session.id)
   }
 
   private open (cookie: string, sealed: string | null): SessionRecord | null {
@@ -87,15 +145,21 @@ export class Sessions {
   async start (request: FastifyRequest, reply: FastifyReply, record: SessionRecord): Promise<void> {
     const old = this.cookie(request)
     const cookie = randomToken()
-    await this.store.set(this.key(cookie), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
-    if (old) await this.store.delete(this.key(old))
+    await this.store.set(storeKeys.session(this.sealer.idFor(PURPOSE, cookie)), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
+    if (old) await this.drop(old)
     reply.setCookie(this.config.cookieName, cookie, this.cookieOptions)
   }
 
   /** Deletes the session in the store and clears the cookie. */
   async end (request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const cookie = this.cookie(request)
-    if (cookie) await this.store.delete(this.key(cookie))
+    if (cookie) await this.drop(cookie)
     reply.clearCookie(this.config.cookieName, this.cookieOptions)
+  }
+
+  private async drop (cookie: string): Promise<void> {
+    const id = this.sealer.idFor(PURPOSE, cookie)
+    await this.store.delete(storeKeys.session(id))
+    await this.invalidate(id)
   }
 }

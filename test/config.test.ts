@@ -51,7 +51,7 @@ describe('config: a good file', () => {
   it('loads with substitution, defaults and normalised values', () => {
     const config = parseConfig(GOOD, ENV)
     expect(config.server).toEqual({ host: '0.0.0.0', port: 8081, baseUrl: 'https://gw.example.org', trustProxy: false, shutdownTimeoutMs: 10_000 })
-    expect(config.session).toEqual({ cookieName: 'gw_session', secret: 'x'.repeat(32), ttlMs: 8 * 3_600_000, cookieSecure: true })
+    expect(config.session).toEqual({ cookieName: 'gw_session', secret: 'x'.repeat(32), ttlMs: 8 * 3_600_000, cookieSecure: true, cacheTtlMs: 1000 })
     expect(config.state.ttlMs).toBe(300_000)
     expect(config.providers.demo).toMatchObject({ name: 'demo', clientId: 'demo', clientSecret: 'has # and : inside', pkce: true, timeoutMs: 10_000 })
     expect(config.routes[0]).toMatchObject({ path: '/app', timeoutMs: 300_000, auth: 'required', provider: 'demo' })

@@ -91,17 +91,29 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
     await client.quit()
   })
 
-  it('renews the session\'s idle lifetime on every request', async () => {
+  it('renews the session\'s idle lifetime whenever it reads the store (at least once a second in use)', async () => {
     const browser = new Browser()
     await browser.navigate(`${gateway.url}/app/`, { login: 'bob' })
     const client = new Redis(redis.url)
     const sessionKeys = await client.keys('gw:session:*')
     for (const key of sessionKeys) await client.pexpire(key, 10_000)
+    await new Promise((resolve) => setTimeout(resolve, 1100))
     expect((await browser.fetch(`${gateway.url}/app/`, { headers: { accept: 'application/json' } })).status).toBe(200)
     const ttls = await Promise.all(sessionKeys.map((key) => client.pttl(key)))
     // Exactly bob's session went back to the configured 8 h; the others kept their 10 s.
     expect(ttls.filter((ttl) => ttl > 8 * 3_600_000 - 60_000)).toHaveLength(1)
     expect(ttls.filter((ttl) => ttl <= 10_000)).toHaveLength(sessionKeys.length - 1)
+    await client.quit()
+  })
+
+  it('serves a busy session from memory: the store is read about once a second, not per request', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/app/`, { login: 'frank' })
+    const client = new Redis(redis.url)
+    const reads = async () => Number(/cmdstat_getex:calls=(\d+)/.exec(await client.info('commandstats'))?.[1] ?? 0)
+    const before = await reads()
+    for (let i = 0; i < 30; i++) expect((await browser.fetch(`${gateway.url}/app/`, { headers: { accept: 'application/json' } })).status).toBe(200)
+    expect(await reads() - before).toBeLessThanOrEqual(2)
     await client.quit()
   })
 

@@ -6,6 +6,7 @@ interface Entry { value: string, expiresAt: number }
 
 export class MemoryStore implements SessionStore {
   private readonly entries = new Map<string, Entry>()
+  private readonly listeners = new Map<string, Array<(message: string) => void>>()
   private readonly sweeper: NodeJS.Timeout
 
   constructor (sweepEveryMs = 60_000) {
@@ -58,10 +59,19 @@ export class MemoryStore implements SessionStore {
     return true
   }
 
+  async publish (channel: string, message: string): Promise<void> {
+    for (const listener of this.listeners.get(channel) ?? []) listener(message)
+  }
+
+  async subscribe (channel: string, onMessage: (message: string) => void): Promise<void> {
+    this.listeners.set(channel, [...(this.listeners.get(channel) ?? []), onMessage])
+  }
+
   async ping (): Promise<void> {}
 
   async close (): Promise<void> {
     clearInterval(this.sweeper)
     this.entries.clear()
+    this.listeners.clear()
   }
 }

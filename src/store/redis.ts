@@ -44,11 +44,16 @@ function createClient (config: StoreConfig): Redis | Cluster {
 
 export class RedisStore implements SessionStore {
   private readonly client: Redis | Cluster
+  /** A second connection in subscriber mode, made on the first subscribe. */
+  private subscriber: Redis | Cluster | undefined
+  private readonly listeners = new Map<string, (message: string) => void>()
+  private readonly channelPrefix: string
   private down = false
 
   /** `onCommandError` is told of every failed command (for the store-errors metric). */
   constructor (config: StoreConfig, private readonly log: FastifyBaseLogger, private readonly onCommandError: () => void = () => {}) {
     this.client = createClient(config)
+    this.channelPrefix = config.keyPrefix
     this.client.on('error', (error: Error) => this.markDown(error))
     this.client.on('ready', () => this.markUp())
   }
@@ -102,13 +107,37 @@ export class RedisStore implements SessionStore {
     return (await this.run(() => this.client.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
   }
 
+  async publish (channel: string, message: string): Promise<void> {
+    await this.client.publish(this.channelPrefix + channel, message).catch(() => {})
+  }
+
+  async subscribe (channel: string, onMessage: (message: string) => void): Promise<void> {
+    if (!this.subscriber) {
+      // Queued while disconnected, and re-subscribed by ioredis after each reconnect.
+      const subscriber = this.client instanceof Cluster
+        ? this.client.duplicate(undefined, { enableOfflineQueue: true, redisOptions: { ...this.client.options.redisOptions, enableOfflineQueue: true, commandTimeout: undefined } })
+        : this.client.duplicate({ enableOfflineQueue: true, commandTimeout: undefined })
+      subscriber.on('error', () => {})
+      subscriber.on('message', (name: string, message: string) => this.listeners.get(name)?.(message))
+      this.subscriber = subscriber
+    }
+    this.listeners.set(this.channelPrefix + channel, onMessage)
+    // Not awaited: with Redis down at start this would wait for it; ioredis subscribes once connected.
+    this.subscriber.subscribe(this.channelPrefix + channel).catch((error: unknown) => {
+      this.log.warn({ reason: error instanceof Error ? error.message : String(error) }, 'could not subscribe to session invalidations yet; ioredis retries on reconnect')
+    })
+  }
+
   async ping () { await this.run(() => this.client.ping()) }
 
   async close (): Promise<void> {
-    try {
-      await this.client.quit()
-    } catch {
-      this.client.disconnect()
-    }
+    await Promise.all([this.client, this.subscriber].map(async (connection) => {
+      if (!connection) return
+      try {
+        await connection.quit()
+      } catch {
+        connection.disconnect()
+      }
+    }))
   }
 }

@@ -14,6 +14,10 @@ export interface SessionStore {
   delete (key: string): Promise<void>
   /** Sets only if absent, for `ttlMs`; true when this caller set it (a lock). */
   claim (key: string, value: string, ttlMs: number): Promise<boolean>
+  /** Tells every instance sharing the store (itself included); best effort. */
+  publish (channel: string, message: string): Promise<void>
+  /** Calls `onMessage` for each message published on `channel` by any instance. */
+  subscribe (channel: string, onMessage: (message: string) => void): Promise<void>
   /** Resolves when the store answers; rejects with `session_store_unavailable` otherwise. */
   ping (): Promise<void>
   close (): Promise<void>
