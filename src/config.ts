@@ -1,6 +1,7 @@
 // gateway.yaml: types, defaults, ${VAR} substitution and validation that collects every problem
 // with its key path and line. Loading a config has no side effects (no network, no store).
 import { readFile } from 'node:fs/promises'
+import { availableParallelism } from 'node:os'
 import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, type Document, type Node } from 'yaml'
 
 export interface ServerConfig {
@@ -11,6 +12,8 @@ export interface ServerConfig {
   trustProxy: boolean
   /** How long a shutdown waits for in-flight requests. */
   shutdownTimeoutMs: number
+  /** Worker processes sharing the port (node:cluster); 1 = this process serves. */
+  workers: number
 }
 
 export interface SessionConfig {
@@ -322,7 +325,7 @@ const RESERVED_PATHS = ['/oauth', '/healthz', '/readyz', '/metrics']
 const DAY = 86_400_000
 
 function validateServer (issues: Issues, raw: unknown): ServerConfig {
-  const s = Section.open(issues, ['server'], raw, ['host', 'port', 'baseUrl', 'trustProxy', 'shutdownTimeout'])
+  const s = Section.open(issues, ['server'], raw, ['host', 'port', 'baseUrl', 'trustProxy', 'shutdownTimeout', 'workers'])
   const port = s.integer('port', 8080, 0, 65535)
   const baseUrl = s.url('baseUrl', ['http', 'https'], { default: `http://localhost:${port}` }) ?? `http://localhost:${port}`
   if (s.has('baseUrl') && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
@@ -332,6 +335,7 @@ function validateServer (issues: Issues, raw: unknown): ServerConfig {
     baseUrl: baseUrl.replace(/\/+$/, ''),
     trustProxy: s.boolean('trustProxy', false),
     shutdownTimeoutMs: s.duration('shutdownTimeout', '10s', 0, 300_000),
+    workers: s.value.workers === 'auto' ? availableParallelism() : s.integer('workers', 1, 1, 64),
   }
 }
 
@@ -546,10 +550,14 @@ function validate (issues: Issues, raw: unknown): GatewayConfig {
     })
   }
 
+  const store = validateStore(issues, top.value.store)
+  if (store.type === 'memory' && server.workers > 1) {
+    issues.add(['server', 'workers'], 'several workers need a shared store: set store.type to redis (the memory store lives in one process)')
+  }
   return {
     server,
     session: validateSession(issues, top.value.session, server.baseUrl),
-    store: validateStore(issues, top.value.store),
+    store,
     state: { ttlMs: stateSection.duration('ttl', '5m', 10_000, 3_600_000) },
     providers,
     routes,

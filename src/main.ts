@@ -1,10 +1,13 @@
 #!/usr/bin/env node
 // CLI entry: `--config PATH` / GATEWAY_CONFIG, `--check` (or `check`) to validate and exit 0/1,
-// otherwise build the gateway, listen, and close gracefully on SIGTERM/SIGINT.
+// otherwise build the gateway, listen, and close gracefully on SIGTERM/SIGINT; with
+// server.workers > 1 this process is the primary of that many workers (src/workers.ts).
+import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { pathToFileURL } from 'node:url'
 import { ConfigError, loadConfig } from './config.js'
 import { buildGateway } from './gateway.js'
+import { WORKER_SECRET_ENV, runPrimary } from './workers.js'
 
 const USAGE = `usage: gateway [check] [--config PATH] [--check]
   --config PATH  config file (default: $GATEWAY_CONFIG or ./gateway.yaml)
@@ -37,6 +40,13 @@ export async function main (argv: string[]): Promise<number> {
     process.stdout.write(`${file}: OK (${Object.keys(config.providers).length} providers, ${config.routes.length} routes)\n`)
     return 0
   }
+
+  if (config.server.workers > 1 && cluster.isPrimary) {
+    runPrimary(config)
+    return -1
+  }
+  const sharedSecret = process.env[WORKER_SECRET_ENV]
+  if (!config.session.secret && sharedSecret) config = { ...config, session: { ...config.session, secret: sharedSecret } }
 
   const app = await buildGateway(config)
   await app.listen({ host: config.server.host, port: config.server.port })

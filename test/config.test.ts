@@ -50,7 +50,7 @@ function problems (text: string, env: Record<string, string> = ENV): string[] {
 describe('config: a good file', () => {
   it('loads with substitution, defaults and normalised values', () => {
     const config = parseConfig(GOOD, ENV)
-    expect(config.server).toEqual({ host: '0.0.0.0', port: 8081, baseUrl: 'https://gw.example.org', trustProxy: false, shutdownTimeoutMs: 10_000 })
+    expect(config.server).toEqual({ host: '0.0.0.0', port: 8081, baseUrl: 'https://gw.example.org', trustProxy: false, shutdownTimeoutMs: 10_000, workers: 1 })
     expect(config.session).toEqual({ cookieName: 'gw_session', secret: 'x'.repeat(32), ttlMs: 8 * 3_600_000, cookieSecure: true, cacheTtlMs: 1000 })
     expect(config.state.ttlMs).toBe(300_000)
     expect(config.providers.demo).toMatchObject({ name: 'demo', clientId: 'demo', clientSecret: 'has # and : inside', pkce: true, timeoutMs: 10_000 })
@@ -92,7 +92,7 @@ describe('config: a good file', () => {
 
 describe('config: every problem names its key path', () => {
   it.each([
-    ['an unknown key (a typo)', 'server:\n  prot: 80\n', ['server.prot: unknown key (expected one of: host, port, baseUrl, trustProxy, shutdownTimeout) (line 2)']],
+    ['an unknown key (a typo)', 'server:\n  prot: 80\n', ['server.prot: unknown key (expected one of: host, port, baseUrl, trustProxy, shutdownTimeout, workers) (line 2)']],
     ['a missing variable', 'session:\n  secret: ${NOPE}\n', ['session.secret: environment variable NOPE is not set (use ${NOPE:-default} for a default) (line 2)']],
     ['a port out of range', 'server: { port: 70000 }', ['server.port: must be an integer from 0 to 65535, got 70000 (line 1)']],
     ['a short secret', 'session: { secret: short }', ['session.secret: must be at least 32 characters, got 5 (line 1)']],
