@@ -2,7 +2,7 @@
 // handler, probes and metrics, sign-in routes, proxy routes). It never listens: main.ts does, and tests build it.
 import cookie from '@fastify/cookie'
 import Fastify, { LogController, type FastifyInstance } from 'fastify'
-import type { DestinationStream } from 'pino'
+import pino, { type DestinationStream } from 'pino'
 import type { GatewayConfig, StoreConfig } from './config.js'
 import { registerErrorHandler } from './error-handler.js'
 import { loggableUrl, loggerOptions } from './logger.js'
@@ -35,7 +35,9 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
 
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
   const app = Fastify({
-    logger: { ...loggerOptions(deps.logLevel), ...(deps.logStream ? { stream: deps.logStream } : {}) },
+    // Buffered, asynchronous writes to stdout (flushed on exit): a synchronous write per line costs
+    // more than the request it describes.
+    logger: { ...loggerOptions(deps.logLevel), stream: deps.logStream ?? pino.destination({ dest: 1, sync: false }) },
     // One line per request, written by the onResponse hook below.
     logController: new LogController({ disableRequestLogging: true }),
     trustProxy: config.server.trustProxy,

@@ -16,8 +16,12 @@ export const REDACT_PATHS = [
   'headers.authorization',
   'headers.cookie',
   'headers["set-cookie"]',
-  ...['client_secret', 'access_token', 'refresh_token', 'id_token', 'code', 'state', 'authorization', 'cookie']
-    .flatMap((key) => [key, `*.${key}`]),
+  'client_secret',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'code',
+  'state',
 ]
 
 export function loggerOptions (level = process.env.LOG_LEVEL ?? 'info'): LoggerOptions {

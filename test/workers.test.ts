@@ -61,12 +61,12 @@ describe('server.workers', () => {
       const response = await fetch(`${url}/app/${i}`, { headers: { accept: 'application/json', cookie, connection: 'close' } })
       expect(response.status).toBe(200)
     }
+    child.kill('SIGTERM')
+    expect(await exited).toBe(0)
+    // Log lines are buffered and flushed at exit: read them now. Two workers served, not the primary.
     const pids = new Set(output.split('\n').filter((line) => line.includes('request completed')).map((line) => (JSON.parse(line) as { pid: number }).pid))
     expect(pids.size).toBe(2)
     expect(pids.has(child.pid!)).toBe(false)
-
-    child.kill('SIGTERM')
-    expect(await exited).toBe(0)
     for (const pid of pids) expect(() => process.kill(pid, 0)).toThrow()
   })
 })

@@ -1,0 +1,184 @@
+// `npm run bench`: one command, no manual steps. Starts a real Redis, a fixed-body upstream, the
+// bare @fastify/http-proxy baseline (no auth) and the gateway (1 worker, and `workers: auto`) with a
+// real signed-in session obtained through the real flow against oidc-provider, then loads each
+// with autocannon (50 keep-alive connections, small GET), interleaved, and prints a markdown table.
+// Results go to bench/results/latest.md and are appended to bench/results/history.jsonl.
+//   --quick        one short repetition, for a fast look
+//   --soak         5 minutes of load on the 1-worker gateway: RSS at start and end, errors
+//   --reps N, --seconds N, --soak-seconds N   override the defaults
+// This is a benchmark, not a test: it asserts nothing; the figures are for reading.
+import autocannon from 'autocannon'
+import { appendFile, mkdir, writeFile } from 'node:fs/promises'
+import { availableParallelism } from 'node:os'
+import { parseArgs } from 'node:util'
+import { startAuthorizationServer } from '../demo/authorization-server.js'
+import { Browser } from '../test/helpers/browser.js'
+import { freePort } from '../test/helpers/net.js'
+import { startRedis } from '../test/helpers/redis.js'
+import { rssOfTree, startBareProxy, startGateway, startUpstream, type Target } from './targets.js'
+
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean' },
+    soak: { type: 'boolean' },
+    reps: { type: 'string' },
+    seconds: { type: 'string' },
+    'soak-seconds': { type: 'string' },
+    connections: { type: 'string' },
+  },
+})
+const reps = Number(args.reps ?? (args.quick ? 1 : 3))
+const seconds = Number(args.seconds ?? (args.quick ? 3 : 10))
+const connections = Number(args.connections ?? 50)
+
+interface Run {
+  target: string
+  rep: number
+  rps: number
+  p50: number
+  p99: number
+  errors: number
+  non2xx: number
+  /** Peak resident memory of the largest process (the worker) during the run, MB. */
+  peakRssMb: number
+  processes: number
+}
+
+const median = (values: number[]) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+const mb = (bytes: number) => Math.round(bytes / 1e5) / 10
+
+async function load (target: Target, durationS: number, headers: Record<string, string>): Promise<Omit<Run, 'target' | 'rep'>> {
+  let peak = 0
+  let processes = 1
+  const sampler = setInterval(() => {
+    rssOfTree(target.pid).then((sizes) => {
+      peak = Math.max(peak, ...sizes)
+      processes = sizes.length
+    }, () => {})
+  }, 250)
+  const result = await autocannon({ url: `${target.url}/app/bench`, connections, duration: durationS, headers })
+  clearInterval(sampler)
+  return {
+    rps: Math.round(result.requests.average),
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    errors: result.errors + result.timeouts,
+    non2xx: result.non2xx,
+    peakRssMb: mb(peak),
+    processes,
+  }
+}
+
+async function main (): Promise<void> {
+  const cores = availableParallelism()
+  process.stdout.write(`bench: ${cores} cores, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target\n`)
+  const redis = await startRedis(process.env.TEST_REDIS === undefined ? 'spawn' : undefined)
+  const upstream = await startUpstream()
+  const bare = await startBareProxy(upstream.url)
+  const ports = [await freePort(), await freePort()]
+  const clientSecret = 'bench-client-secret'
+  const as = await startAuthorizationServer({
+    clients: [{ client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) }],
+  })
+  const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret }
+  const gateway = await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1 })
+  const gatewayAuto = await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' })
+  const targets: Target[] = args.soak ? [gateway] : [bare, gateway, gatewayAuto]
+
+  // A real signed-in session, through the real flow. Both gateways share Redis and the secret.
+  const browser = new Browser()
+  const landed = await browser.navigate(`${gateway.url}/app/`, { login: 'bench' })
+  if (landed.status !== 200) throw new Error(`sign-in for the benchmark failed: ${landed.status}`)
+  const headers = { accept: 'application/json', cookie: `gw_session=${browser.cookies.get('gw_session')!.value}` }
+  const check = await fetch(`${gatewayAuto.url}/app/bench`, { headers })
+  if (check.status !== 200) throw new Error(`the session does not work on the workers gateway: ${check.status}`)
+
+  const stopAll = async () => {
+    await Promise.all([bare, gateway, gatewayAuto, upstream].map((t) => t.stop()))
+    await as.close()
+    await redis.stop()
+  }
+  try {
+    if (args.soak) await soak(gateway, headers, upstream.kind)
+    else await compare(targets, headers, upstream.kind, cores)
+  } finally {
+    await stopAll()
+  }
+}
+
+async function compare (targets: Target[], headers: Record<string, string>, upstreamKind: string, cores: number): Promise<void> {
+  for (const target of targets) await load(target, 2, headers) // warm-up (JIT, connection pools)
+  const runs: Run[] = []
+  for (let rep = 1; rep <= reps; rep++) {
+    for (const target of targets) {
+      const run = { target: target.name, rep, ...(await load(target, seconds, headers)) }
+      runs.push(run)
+      process.stdout.write(`  ${target.name} #${rep}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.errors} errors, ${run.non2xx} non-2xx\n`)
+    }
+  }
+  const [bare, one, auto] = targets.map((t) => runs.filter((r) => r.target === t.name))
+  const ratio = (a: Run[], b: Run[]) => median(a.map((run, i) => run.rps / b[i]!.rps))
+  const summary = {
+    date: new Date().toISOString(),
+    cores,
+    upstream: upstreamKind,
+    connections,
+    seconds,
+    reps,
+    gatewayVsBare: ratio(one!, bare!),
+    workersVsOne: ratio(auto!, one!),
+    p99AboveBareMs: median(one!.map((run, i) => run.p99 - bare![i]!.p99)),
+    runs,
+  }
+  const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.peakRssMb} (${r.processes} proc.) |`)
+  const medians = targets.map((t) => {
+    const own = runs.filter((r) => r.target === t.name)
+    return `| ${t.name} | median | ${median(own.map((r) => r.rps))} | ${median(own.map((r) => r.p50))} | ${median(own.map((r) => r.p99))} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} |`
+  })
+  const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, autocannon ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved.
+
+| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | peak RSS MB (largest process) |
+|---|---|---|---|---|---|---|---|
+${[...rows, ...medians].join('\n')}
+
+- gateway (1 worker) / bare proxy, req/s: **${summary.gatewayVsBare.toFixed(2)}x** (ratio per repetition, median)
+- gateway p99 minus bare p99: **${summary.p99AboveBareMs.toFixed(1)} ms** (median)
+- workers: auto / 1 worker, req/s: **${summary.workersVsOne.toFixed(2)}x**
+`
+  process.stdout.write(`\n${table}`)
+  await mkdir('bench/results', { recursive: true })
+  await writeFile('bench/results/latest.md', `${table}\nCommand: \`npm run bench${args.quick ? ' -- --quick' : ''}\`\n`)
+  await appendFile('bench/results/history.jsonl', `${JSON.stringify(summary)}\n`)
+  process.stdout.write('\nwritten: bench/results/latest.md, bench/results/history.jsonl\n')
+}
+
+async function soak (target: Target, headers: Record<string, string>, upstreamKind: string): Promise<void> {
+  const total = Number(args['soak-seconds'] ?? 300)
+  const slice = Math.min(30, total)
+  process.stdout.write(`soak: ${total}s of load on ${target.name} (upstream ${upstreamKind}), in ${slice}s slices\n`)
+  const slices: Array<Awaited<ReturnType<typeof load>> & { rssMb: number }> = []
+  for (let elapsed = 0; elapsed < total; elapsed += slice) {
+    const result = await load(target, Math.min(slice, total - elapsed), headers)
+    const rssMb = mb(Math.max(...await rssOfTree(target.pid)))
+    slices.push({ ...result, rssMb })
+    process.stdout.write(`  ${elapsed + slice}s: ${result.rps} req/s, p99 ${result.p99} ms, RSS ${rssMb} MB, ${result.errors} errors, ${result.non2xx} non-2xx\n`)
+  }
+  const first = slices[0]!
+  const last = slices.at(-1)!
+  const errors = slices.reduce((n, s) => n + s.errors + s.non2xx, 0)
+  const report = `Soak ${new Date().toISOString()}: ${total}s on ${target.name}. RSS after the first slice ${first.rssMb} MB, at the end ${last.rssMb} MB ` +
+    `(peak ${Math.max(...slices.map((s) => s.peakRssMb))} MB); errors and non-2xx: ${errors}; req/s first ${first.rps}, last ${last.rps}.\n`
+  process.stdout.write(`\n${report}`)
+  await mkdir('bench/results', { recursive: true })
+  await writeFile('bench/results/soak.md', `${report}\nCommand: \`npm run bench -- --soak\`\n`)
+  await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date: new Date().toISOString(), soak: true, seconds: total, slices })}\n`)
+}
+
+main().catch((error: unknown) => {
+  process.stderr.write(`bench: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
+  process.exit(1)
+})

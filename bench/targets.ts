@@ -1,0 +1,113 @@
+// The processes a benchmark run measures, each on a loopback port from the OS: a fixed-body
+// upstream (nginx when installed, else a minimal node:http server), the bare @fastify/http-proxy
+// baseline with no auth, and the gateway itself (the real CLI) with a Redis store.
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { stringify } from 'yaml'
+import { freePort, waitFor } from '../test/helpers/net.js'
+
+export interface Target {
+  name: string
+  url: string
+  pid: number
+  stop (): Promise<void>
+}
+
+const BODY = '{"status":"ok","payload":"0123456789abcdef0123456789abcdef"}\n'
+
+function which (binary: string): string | undefined {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${binary}`], { encoding: 'utf8' }).trim() || undefined
+  } catch {
+    return undefined
+  }
+}
+
+async function started (name: string, child: ChildProcess, url: string, path = '/'): Promise<Target> {
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  await waitFor(async () => (await fetch(`${url}${path}`)).status < 500, 20_000, `${name} at ${url}`)
+  return {
+    name,
+    url,
+    pid: child.pid!,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+      await exited
+    },
+  }
+}
+
+/** nginx when installed (say which), else a node:http server; both answer every path with BODY. */
+export async function startUpstream (): Promise<Target & { kind: string }> {
+  const port = await freePort()
+  const nginx = which('nginx')
+  if (nginx) {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-bench-nginx-'))
+    await writeFile(join(dir, 'nginx.conf'), `daemon off; worker_processes 1; pid ${dir}/nginx.pid; error_log ${dir}/error.log;
+events { worker_connections 1024; }
+http { access_log off; keepalive_requests 100000;
+  server { listen 127.0.0.1:${port}; location / { default_type application/json; return 200 '${BODY.trim()}'; } } }`)
+    const child = spawn(nginx, ['-c', join(dir, 'nginx.conf'), '-p', dir], { stdio: 'ignore' })
+    return { ...(await started('upstream', child, `http://127.0.0.1:${port}`)), kind: 'nginx' }
+  }
+  const source = `require('node:http').createServer((q, s) => { s.setHeader('content-type', 'application/json'); s.end(${JSON.stringify(BODY)}) })
+    .listen(${port}, '127.0.0.1')`
+  const child = spawn(process.execPath, ['-e', source], { stdio: 'ignore' })
+  return { ...(await started('upstream', child, `http://127.0.0.1:${port}`)), kind: 'node:http' }
+}
+
+/** Fastify 5 + @fastify/http-proxy, no auth, no logging: the floor the gateway is compared with. */
+export async function startBareProxy (upstream: string): Promise<Target> {
+  const port = await freePort()
+  const source = `const app = require('fastify')({ logger: false })
+    app.register(require('@fastify/http-proxy'), { upstream: ${JSON.stringify(upstream)}, prefix: '/app', rewritePrefix: '/app' })
+    app.listen({ host: '127.0.0.1', port: ${port} })`
+  const child = spawn(process.execPath, ['-e', source], { stdio: 'ignore' })
+  return await started('bare proxy', child, `http://127.0.0.1:${port}`, '/app/')
+}
+
+export interface GatewayOptions {
+  name: string
+  upstream: string
+  redisUrl: string
+  issuer: string
+  clientId: string
+  clientSecret: string
+  workers: number | 'auto'
+}
+
+/** The real CLI on a config of its own (Redis store, one protected route, info logging to nowhere). */
+export async function startGateway (options: GatewayOptions & { port: number }): Promise<Target> {
+  const dir = await mkdtemp(join(tmpdir(), 'gw-bench-'))
+  const file = join(dir, 'gateway.yaml')
+  const url = `http://127.0.0.1:${options.port}`
+  await writeFile(file, stringify({
+    server: { host: '127.0.0.1', port: options.port, baseUrl: url, workers: options.workers },
+    session: { secret: 'bench-session-secret-0123456789-abcdefghij' },
+    store: { type: 'redis', url: options.redisUrl },
+    providers: { demo: { clientId: options.clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' } },
+    routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo' }],
+  }))
+  const child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: 'info' } })
+  return await started(options.name, child, url, '/readyz')
+}
+
+/** Resident memory (bytes) of a process and each of its child processes (cluster workers). */
+export async function rssOfTree (pid: number): Promise<number[]> {
+  const pids = [pid]
+  try {
+    const children = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8')
+    pids.push(...children.trim().split(/\s+/).filter(Boolean).map(Number))
+  } catch {}
+  const sizes = await Promise.all(pids.map(async (p) => {
+    try {
+      const status = await readFile(`/proc/${p}/status`, 'utf8')
+      return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1] ?? 0) * 1024
+    } catch {
+      return 0
+    }
+  }))
+  return sizes.filter((size) => size > 0)
+}
