@@ -5,7 +5,7 @@
 // the GitHub-like userinfo.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { startGateway, type TestGateway } from './helpers/gateway.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
 import { freePort, waitFor } from './helpers/net.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
@@ -24,8 +24,7 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   stub = await startTokenStub()
-  const port = await freePort()
-  const baseUrl = `http://127.0.0.1:${port}`
+  const { port, baseUrl } = await reserveBaseUrl()
   deadIssuer = `http://127.0.0.1:${await freePort()}`
   op = await startOidcProvider([{ client_id: 'id-client', client_secret: 'id-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
   gateway = await startGateway({
@@ -33,7 +32,7 @@ beforeAll(async () => {
     store: { type: 'redis', url: redis.url },
     providers: {
       // Discovery only: no authorizeUrl or tokenUrl.
-      demo: { clientId: 'id-client', clientSecret: 'id-secret', issuer: op.issuer, scope: 'openid profile email groups' },
+      demo: oidcClient(op.issuer, 'id-client', 'id-secret', 'openid profile email groups'),
       down: { clientId: 'x', clientSecret: 'y', issuer: deadIssuer, scope: 'openid' },
       oidcstub: { clientId: 'stub-client', clientSecret: 'stub-secret', issuer: stub.url, scope: 'openid' },
       plain: {

@@ -7,8 +7,7 @@ import { deriveKey } from '../src/seal.js'
 import { issueState } from '../src/oauth/state.js'
 import { safeNext } from '../src/oauth/routes.js'
 import { Browser } from './helpers/browser.js'
-import { startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'
-import { freePort } from './helpers/net.js'
+import { oidcClient, reserveBaseUrl, startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
 import { startTokenStub, type TokenStub } from './helpers/token-stub.js'
@@ -24,14 +23,13 @@ beforeAll(async () => {
   redis = await startRedis()
   stub = await startTokenStub()
   upstream = await startUpstream()
-  const port = await freePort()
-  const baseUrl = `http://127.0.0.1:${port}`
+  const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([
     { client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] },
     { client_id: 'other-client', client_secret: 'other-secret', redirect_uris: [`${baseUrl}/oauth/authorized/other/`] },
   ])
   const fromOp = (clientId: string, secret: string) => ({
-    clientId, clientSecret: secret, issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid profile',
+    ...oidcClient(op.issuer, clientId, secret, 'openid profile'),
   })
   gateway = await startGateway({
     server: { port, baseUrl },

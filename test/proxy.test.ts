@@ -3,7 +3,7 @@
 // X-Forwarded-* are set; auth: none routes pass untouched; upstream failures map to 502/504.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { startGateway, type TestGateway } from './helpers/gateway.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
 import { freePort } from './helpers/net.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
@@ -20,13 +20,12 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   deadPort = await freePort()
-  const port = await freePort()
-  const baseUrl = `http://127.0.0.1:${port}`
+  const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([
     { client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] },
   ])
   const provider = (clientId: string, secret: string) => ({
-    clientId, clientSecret: secret, issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid',
+    ...oidcClient(op.issuer, clientId, secret),
   })
   gateway = await startGateway({
     server: { port, baseUrl },

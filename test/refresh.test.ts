@@ -5,7 +5,7 @@
 // token endpoint only for the refused and failing cases.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { startGateway, type TestGateway } from './helpers/gateway.js'
+import { oidcClient, startGateway, type TestGateway } from './helpers/gateway.js'
 import { freePort } from './helpers/net.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
@@ -39,7 +39,7 @@ beforeAll(async () => {
     server: { port, baseUrl: url },
     store: { type: 'redis', url: redis.url },
     providers: {
-      demo: { clientId: 'rt-client', clientSecret: 'rt-secret', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid offline_access' },
+      demo: oidcClient(op.issuer, 'rt-client', 'rt-secret', 'openid offline_access'),
       stub: { clientId: 'stub-client', clientSecret: 'stub-secret', authorizeUrl: `${stub.url}/authorize`, tokenUrl: `${stub.url}/token`, scope: 'read' },
     },
     routes: [

@@ -4,8 +4,7 @@
 // requests succeed again within 5 s. The test owns its redis-server, so it can stop and restart it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { startGateway, type TestGateway } from './helpers/gateway.js'
-import { freePort } from './helpers/net.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
 import { startUpstream, type Upstream } from './helpers/upstream.js'
@@ -20,13 +19,12 @@ describe('session store outage', () => {
   beforeAll(async () => {
     redis = await startRedis('spawn', { persistent: true })
     upstream = await startUpstream()
-    const port = await freePort()
-    const baseUrl = `http://127.0.0.1:${port}`
+    const { port, baseUrl } = await reserveBaseUrl()
     op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
     gateway = await startGateway({
       server: { port, baseUrl },
       store: { type: 'redis', url: redis.url },
-      providers: { demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
+      providers: { demo: oidcClient(op.issuer, 'c', 's') },
       routes: [
         { path: '/app/', upstream: upstream.url, provider: 'demo' },
         { path: '/public/', upstream: upstream.url, auth: 'none' },

@@ -4,7 +4,7 @@
 // other instance's cached copy).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { startGateway, type TestGateway } from './helpers/gateway.js'
+import { oidcClient, startGateway, type TestGateway } from './helpers/gateway.js'
 import { freePort, waitFor } from './helpers/net.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedisCluster, type TestCluster } from './helpers/redis-cluster.js'
@@ -28,7 +28,7 @@ describe('two instances on a Redis Cluster', () => {
     const instance = (i: number) => startGateway({
       server: { port: ports[i], baseUrl: urls[i] },
       store: { type: 'redis', cluster: cluster.urls },
-      providers: { demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
+      providers: { demo: oidcClient(op.issuer, 'c', 's') },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     })
     a = await instance(0)

@@ -4,8 +4,8 @@ import { createServer, type IncomingHttpHeaders } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { startGateway, type TestGateway } from './helpers/gateway.js'
-import { close, freePort, listen } from './helpers/net.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
+import { close, listen } from './helpers/net.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
 
@@ -25,13 +25,12 @@ beforeAll(async () => {
     socket.on('message', (data) => socket.send(JSON.stringify({ echo: data.toString(), authorization: request.headers.authorization, path: request.url })))
   })
   wsUpstream = await listen(upstreamServer)
-  const port = await freePort()
-  const baseUrl = `http://127.0.0.1:${port}`
+  const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
   gateway = await startGateway({
     server: { port, baseUrl },
     store: { type: 'redis', url: redis.url },
-    providers: { demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, authorizeUrl: `${op.issuer}/auth`, tokenUrl: `${op.issuer}/token`, scope: 'openid' } },
+    providers: { demo: oidcClient(op.issuer, 'c', 's') },
     routes: [{ path: '/live/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/' }],
   })
 })

@@ -8,7 +8,7 @@ import { stringify } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../src/config.js'
 import { Browser } from './helpers/browser.js'
-import { TEST_SECRET } from './helpers/gateway.js'
+import { oidcClient, TEST_SECRET } from './helpers/gateway.js'
 import { freePort, waitFor } from './helpers/net.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
@@ -44,7 +44,7 @@ describe('server.workers', () => {
       server: { host: '127.0.0.1', port, baseUrl: url, workers: 2 },
       session: { secret: TEST_SECRET },
       store: { type: 'redis', url: redis.url },
-      providers: { demo: { clientId: 'w', clientSecret: 'ws', issuer: op.issuer, scope: 'openid' } },
+      providers: { demo: oidcClient(op.issuer, 'w', 'ws') },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     }))
     const child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })

@@ -42,3 +42,14 @@ export async function startGateway (raw: Record<string, unknown>, options: { lis
   else await app.ready()
   return { url: config.server.baseUrl, app, config, logs: lines, close: () => app.close() }
 }
+
+/** A loopback port from the OS for a gateway, and the base URL it will have (needed before it starts). */
+export async function reserveBaseUrl (): Promise<{ port: number, baseUrl: string }> {
+  const port = await freePort()
+  return { port, baseUrl: `http://127.0.0.1:${port}` }
+}
+
+/** A gateway.yaml provider entry for a client of the test authorization server (by discovery). */
+export function oidcClient (issuer: string, clientId: string, clientSecret: string, scope = 'openid'): Record<string, string> {
+  return { clientId, clientSecret, issuer, scope }
+}
