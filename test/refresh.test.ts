@@ -14,6 +14,9 @@ import { startUpstream, type SeenRequest, type Upstream } from './helpers/upstre
 
 const json = { accept: 'application/json' }
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+/** Short-lived tokens: usable for 3 s (a busy CI machine still signs in within that), then expired. */
+const SHORT_S = 33
+const UNTIL_EXPIRED_MS = 3300
 
 let redis: TestRedis
 let op: TestProvider
@@ -29,11 +32,11 @@ beforeAll(async () => {
   stub = await startTokenStub()
   const [portA, portB] = [await freePort(), await freePort()]
   const urls = [`http://127.0.0.1:${portA}`, `http://127.0.0.1:${portB}`]
-  // Tokens from the code exchange live 31 s, so they count as expired (30 s skew) after 1 s;
-  // refreshed ones live an hour.
+  // Tokens from the code exchange live SHORT_S, so they count as expired (30 s skew) after
+  // SHORT_S - 30 s; refreshed ones live an hour.
   op = await startOidcProvider([
     { client_id: 'rt-client', client_secret: 'rt-secret', redirect_uris: urls.map((url) => `${url}/oauth/authorized/demo/`) },
-  ], { accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : 31 })
+  ], { accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : SHORT_S })
   op.provider.on('grant.success', (ctx) => { if (ctx.oidc.params?.grant_type === 'refresh_token') refreshGrants++ })
   const shared = (port: number, url: string) => ({
     server: { port, baseUrl: url },
@@ -74,7 +77,7 @@ describe('token refresh', () => {
     const browser = new Browser()
     const first = await browser.navigate(`${a.url}/app/`)
     const original = (await first.json() as SeenRequest).headers.authorization
-    await sleep(1200)
+    await sleep(UNTIL_EXPIRED_MS)
 
     const before = refreshGrants
     const cookie = browser.cookieHeader(`${a.url}/app/`)!
@@ -94,9 +97,9 @@ describe('token refresh', () => {
   })
 
   it('without a refresh token, an expired token means signing in again', async () => {
-    const browser = await stubSignIn({ expires_in: 31 })
+    const browser = await stubSignIn({ expires_in: SHORT_S })
     expect((await browser.fetch(`${a.url}/stub/`, { headers: json })).status).toBe(200)
-    await sleep(1200)
+    await sleep(UNTIL_EXPIRED_MS)
     const api = await browser.fetch(`${a.url}/stub/`, { headers: json })
     expect(api.status).toBe(401)
     const page = await browser.fetch(`${b.url}/stub/`)
@@ -106,8 +109,8 @@ describe('token refresh', () => {
 
   it('drops the token when the provider refuses the refresh: 401 for API clients, login for browsers', async () => {
     stub.requests.length = 0
-    const browser = await stubSignIn({ expires_in: 31, refresh_token: 'refresh-1' })
-    await sleep(1200)
+    const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-1' })
+    await sleep(UNTIL_EXPIRED_MS)
     stub.mode = 'invalid-grant'
     expect((await browser.fetch(`${a.url}/stub/`, { headers: json })).status).toBe(401)
     const refresh = new URLSearchParams(stub.requests[1]!.body)
@@ -120,8 +123,8 @@ describe('token refresh', () => {
   })
 
   it('answers 502 token_exchange_failed when the refresh fails, keeps the token, and succeeds on a later try', async () => {
-    const browser = await stubSignIn({ expires_in: 31, refresh_token: 'refresh-2' })
-    await sleep(1200)
+    const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-2' })
+    await sleep(UNTIL_EXPIRED_MS)
     stub.mode = 'error500'
     const failed = await browser.fetch(`${a.url}/stub/`, { headers: json })
     expect(failed.status).toBe(502)

@@ -52,12 +52,13 @@ describe.each(backends)('SessionStore contract: %s', (_name, open) => {
   })
 
   it('getAndTouch renews the expiry (sliding idle timeout)', async () => {
-    await store.set('slide', 'v', 300)
-    await sleep(200)
-    expect(await store.getAndTouch('slide', 300)).toBe('v')
-    await sleep(200)
+    // Without the touch at 600 ms the key would be gone at 1000 ms; with it, it lives to 1600 ms.
+    await store.set('slide', 'v', 1000)
+    await sleep(600)
+    expect(await store.getAndTouch('slide', 1000)).toBe('v')
+    await sleep(600)
     expect(await store.get('slide')).toBe('v')
-    expect(await store.getAndTouch('absent', 300)).toBeNull()
+    expect(await store.getAndTouch('absent', 1000)).toBeNull()
   })
 
   it('take returns the value to exactly one of many concurrent callers', async () => {
