@@ -1,0 +1,48 @@
+// The Redis Sentinel form of store:, against a real sentinel (redis-server --sentinel) watching a
+// real Redis: the gateway asks the sentinel for the master and keeps its sessions there.
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from './helpers/browser.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
+import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
+import { startRedis, type TestRedis } from './helpers/redis.js'
+import { startSentinel, type TestSentinel } from './helpers/redis-sentinel.js'
+import { startUpstream, type Upstream } from './helpers/upstream.js'
+
+describe('store.sentinel', () => {
+  let master: TestRedis
+  let sentinel: TestSentinel
+  let op: TestProvider
+  let upstream: Upstream
+  let gateway: TestGateway
+
+  beforeAll(async () => {
+    master = await startRedis('spawn')
+    sentinel = await startSentinel(master.url)
+    upstream = await startUpstream()
+    const { port, baseUrl } = await reserveBaseUrl()
+    op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+    gateway = await startGateway({
+      server: { port, baseUrl },
+      store: { type: 'redis', sentinel: { name: 'mymaster', nodes: [sentinel.node] } },
+      providers: { demo: oidcClient(op.issuer, 'c', 's') },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    })
+  })
+
+  afterAll(async () => {
+    await gateway?.close()
+    await Promise.all([op?.close(), upstream?.close()])
+    await sentinel?.stop()
+    await master?.stop()
+  })
+
+  it('finds the master through the sentinel and keeps sessions there', async () => {
+    const browser = new Browser()
+    expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
+    expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200)
+    const client = new Redis(master.url)
+    expect((await client.keys('gw:session:*')).length).toBe(1)
+    await client.quit()
+  })
+})
