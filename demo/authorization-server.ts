@@ -44,7 +44,7 @@ const ACCOUNTS: Record<string, { email?: string, groups: string[] }> = {
   mallory: { email: 'mallory@evil.test', groups: [] },
 }
 
-export function accountClaims (id: string): { sub: string, [claim: string]: unknown } {
+function accountClaims (id: string): { sub: string, [claim: string]: unknown } {
   const account = ACCOUNTS[id]
   return {
     sub: id,

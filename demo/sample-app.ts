@@ -11,7 +11,7 @@ export interface SampleApp {
 const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
 /** Masks credentials: a person sees that a token arrived, never the token. */
-export function maskHeaders (headers: IncomingHttpHeaders): Array<[string, string]> {
+function maskHeaders (headers: IncomingHttpHeaders): Array<[string, string]> {
   return Object.entries(headers).map(([name, value]) => {
     const text = Array.isArray(value) ? value.join(', ') : String(value ?? '')
     if (name === 'authorization') {

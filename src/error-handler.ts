@@ -28,7 +28,7 @@ function describeCause (cause: unknown): Record<string, unknown> | undefined {
   return { type: cause.name, message: cause.message, errno: code, cause: describeCause(cause.cause) }
 }
 
-export function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error): FastifyReply {
+function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error): FastifyReply {
   const error = toGatewayError(thrown)
   const fields = { error: error.code, message: error.message, cause: describeCause(error.cause) }
   if (error.statusCode >= 500) request.log.error(fields, 'request failed')

@@ -15,7 +15,7 @@ export interface Identity {
  * The value at a dotted path (`a.b.c`) or JSON pointer (`/a/b/c`). Through an array, a non-numeric
  * step maps over its elements: `teams.slug` of `{teams: [{slug: x}, {slug: y}]}` is `[x, y]`.
  */
-export function pick (value: unknown, path: string): unknown {
+function pick (value: unknown, path: string): unknown {
   const steps = path.startsWith('/')
     ? path.slice(1).split('/').map((step) => step.replace(/~1/g, '/').replace(/~0/g, '~'))
     : path.split('.')

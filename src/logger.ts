@@ -9,7 +9,7 @@ export function loggableUrl (url: string): string {
   return url.startsWith('/oauth/') ? url.split('?')[0]! : url
 }
 
-export const REDACT_PATHS = [
+const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
   'res.headers["set-cookie"]',

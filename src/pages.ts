@@ -2,12 +2,12 @@
 // escaped, no framework, never a stack trace, token or code.
 import { ERRORS, type GatewayError } from './errors.js'
 
-export function escapeHtml (text: string): string {
+function escapeHtml (text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }
 
 /** A small self-contained page; every dynamic value is escaped. */
-export function renderPage (title: string, body: string): string {
+function renderPage (title: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>

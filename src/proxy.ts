@@ -35,7 +35,7 @@ export interface ProxyDeps {
 type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'accessToken' | 'identity'> & { socket: { remoteAddress?: string } }
 
 /** Removes the named cookies from a Cookie header; undefined when none is left. */
-export function stripCookies (header: string | undefined, names: ReadonlySet<string>): string | undefined {
+function stripCookies (header: string | undefined, names: ReadonlySet<string>): string | undefined {
   if (!header) return undefined
   const kept = header.split(';').filter((part) => {
     const name = part.slice(0, part.indexOf('=') === -1 ? undefined : part.indexOf('=')).trim()
@@ -58,7 +58,7 @@ function upstreamError (error: Error & { code?: string }, retryUrl: string): Gat
 }
 
 /** Compiles a route's `public` rules into one test of method and path (`*` matches anything). */
-export function publicMatcher (rules: PublicRule[]): (method: string, path: string) => boolean {
+function publicMatcher (rules: PublicRule[]): (method: string, path: string) => boolean {
   const compiled = rules.map(({ method, path }) => ({
     method,
     path: path === '*' ? /^/ : new RegExp(`^${path.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`),

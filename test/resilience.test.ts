@@ -4,14 +4,13 @@
 // requests succeed again within 5 s. The test owns its redis-server, so it can stop and restart it.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
+import { startGatewayWithProvider, type TestGateway } from './helpers/gateway.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
 import { startUpstream, type Upstream } from './helpers/upstream.js'
 
 describe('session store outage', () => {
   let redis: TestRedis
-  let op: TestProvider
+  let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
   let upstream: Upstream
   let gateway: TestGateway
   const json = { accept: 'application/json' }
@@ -19,22 +18,19 @@ describe('session store outage', () => {
   beforeAll(async () => {
     redis = await startRedis('spawn', { persistent: true })
     upstream = await startUpstream()
-    const { port, baseUrl } = await reserveBaseUrl()
-    op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-    gateway = await startGateway({
-      server: { port, baseUrl },
+    stack = await startGatewayWithProvider({
       store: { type: 'redis', url: redis.url },
-      providers: { demo: oidcClient(op.issuer, 'c', 's') },
       routes: [
         { path: '/app/', upstream: upstream.url, provider: 'demo' },
         { path: '/public/', upstream: upstream.url, auth: 'none' },
       ],
     })
+    gateway = stack.gateway
   })
 
   afterAll(async () => {
-    await gateway?.close()
-    await Promise.all([op?.close(), upstream?.close()])
+    await stack?.close()
+    await upstream?.close()
     await redis?.stop()
   })
 

@@ -3,8 +3,7 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
+import { startGatewayWithProvider, type TestGateway } from './helpers/gateway.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
 import { startSentinel, type TestSentinel } from './helpers/redis-sentinel.js'
 import { startUpstream, type Upstream } from './helpers/upstream.js'
@@ -12,7 +11,7 @@ import { startUpstream, type Upstream } from './helpers/upstream.js'
 describe('store.sentinel', () => {
   let master: TestRedis
   let sentinel: TestSentinel
-  let op: TestProvider
+  let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
   let upstream: Upstream
   let gateway: TestGateway
 
@@ -20,19 +19,16 @@ describe('store.sentinel', () => {
     master = await startRedis('spawn')
     sentinel = await startSentinel(master.url)
     upstream = await startUpstream()
-    const { port, baseUrl } = await reserveBaseUrl()
-    op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-    gateway = await startGateway({
-      server: { port, baseUrl },
+    stack = await startGatewayWithProvider({
       store: { type: 'redis', sentinel: { name: 'mymaster', nodes: [sentinel.node] } },
-      providers: { demo: oidcClient(op.issuer, 'c', 's') },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     })
+    gateway = stack.gateway
   })
 
   afterAll(async () => {
-    await gateway?.close()
-    await Promise.all([op?.close(), upstream?.close()])
+    await stack?.close()
+    await upstream?.close()
     await sentinel?.stop()
     await master?.stop()
   })

@@ -4,13 +4,14 @@ import { createServer, type IncomingHttpHeaders } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from './helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './helpers/gateway.js'
+import { startGatewayWithProvider, type TestGateway } from './helpers/gateway.js'
 import { close, listen } from './helpers/net.js'
-import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
+import type { TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
 
 let redis: TestRedis
 let op: TestProvider
+let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 let wsUpstream: string
 const upstreamServer = createServer((_req, res) => res.end('plain HTTP ok'))
@@ -25,19 +26,15 @@ beforeAll(async () => {
     socket.on('message', (data) => socket.send(JSON.stringify({ echo: data.toString(), authorization: request.headers.authorization, path: request.url })))
   })
   wsUpstream = await listen(upstreamServer)
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-  gateway = await startGateway({
-    server: { port, baseUrl },
+  stack = await startGatewayWithProvider({
     store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'c', 's') },
     routes: [{ path: '/live/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/' }],
   })
+  ;({ gateway, op } = stack)
 })
 
 afterAll(async () => {
-  await gateway?.close()
-  await op?.close()
+  await stack?.close()
   await close(upstreamServer)
   await redis?.stop()
 })

@@ -12,10 +12,10 @@ import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
 /** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */
-export const EXPIRY_SKEW_S = 30
+const EXPIRY_SKEW_S = 30
 const POLL_MS = 50
 
-export function isFresh (token: TokenSet, nowS = Date.now() / 1000): boolean {
+function isFresh (token: TokenSet, nowS = Date.now() / 1000): boolean {
   return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowS
 }
 

@@ -6,6 +6,7 @@ import { stringify } from 'yaml'
 import { parseConfig, type GatewayConfig } from '../../src/config.js'
 import { buildGateway } from '../../src/gateway.js'
 import { freePort } from './net.js'
+import { startOidcProvider, type TestProvider } from './oidc.js'
 
 export const TEST_SECRET = 'test-session-secret-0123456789-abcdefghij'
 
@@ -52,4 +53,15 @@ export async function reserveBaseUrl (): Promise<{ port: number, baseUrl: string
 /** A gateway.yaml provider entry for a client of the test authorization server (by discovery). */
 export function oidcClient (issuer: string, clientId: string, clientSecret: string, scope = 'openid'): Record<string, string> {
   return { clientId, clientSecret, issuer, scope }
+}
+
+/**
+ * The common test setup: a real authorization server with one client, and a gateway whose provider
+ * `demo` signs in there. `store` and `routes` are gateway.yaml's; `close` stops both.
+ */
+export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[] }): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
+  const { port, baseUrl } = await reserveBaseUrl()
+  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } })
+  return { gateway, op, close: async () => { await gateway.close(); await op.close() } }
 }
