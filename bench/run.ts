@@ -1,35 +1,46 @@
 // `npm run bench`: one command, no manual steps. Starts a real Redis, a fixed-body upstream, the
 // bare @fastify/http-proxy baseline (no auth) and the gateway (1 worker, and `workers: auto`) with a
 // real signed-in session obtained through the real flow against oidc-provider, then loads each
-// with autocannon (50 keep-alive connections, small GET), interleaved, and prints a markdown table.
+// with the same load generator (wrk when installed, else autocannon; 50 keep-alive connections,
+// small GET), interleaved, and prints a markdown table.
 // Results go to bench/results/latest.md and are appended to bench/results/history.jsonl.
 //   --quick        one short repetition, for a fast look
 //   --soak         5 minutes of load on the 1-worker gateway: RSS at start and end, errors
+//   --profile      load the bare proxy and the 1-worker gateway under `node --cpu-prof` and print
+//                  where the CPU of each goes
+//   --generator wrk|autocannon                which load generator (default: wrk when installed)
 //   --reps N, --seconds N, --soak-seconds N   override the defaults
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import autocannon from 'autocannon'
-import { appendFile, mkdir, writeFile } from 'node:fs/promises'
-import { availableParallelism } from 'node:os'
+import { appendFile, mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises'
+import { availableParallelism, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { parseArgs } from 'node:util'
 import { startAuthorizationServer } from '../demo/authorization-server.js'
 import { Browser } from '../test/helpers/browser.js'
 import { freePort } from '../test/helpers/net.js'
 import { startRedis } from '../test/helpers/redis.js'
-import { rssOfTree, startBareProxy, startGateway, startUpstream, type Target } from './targets.js'
+import { summarizeProfile } from './profile.js'
+import { cpuOfTree, rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
+import { wrk, type LoadResult } from './wrk.js'
 
 const { values: args } = parseArgs({
   options: {
     quick: { type: 'boolean' },
     soak: { type: 'boolean' },
+    profile: { type: 'boolean' },
     reps: { type: 'string' },
     seconds: { type: 'string' },
     'soak-seconds': { type: 'string' },
     connections: { type: 'string' },
+    generator: { type: 'string' },
   },
 })
 const reps = Number(args.reps ?? (args.quick ? 1 : 3))
 const seconds = Number(args.seconds ?? (args.quick ? 3 : 10))
 const connections = Number(args.connections ?? 50)
+const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
+if (generator !== 'wrk' && generator !== 'autocannon') throw new Error(`--generator must be wrk or autocannon, not ${generator}`)
 
 interface Run {
   target: string
@@ -42,6 +53,8 @@ interface Run {
   /** Peak resident memory of the largest process (the worker) during the run, MB. */
   peakRssMb: number
   processes: number
+  /** CPU time (user + system, all of the target's processes) per request, µs: less noisy than req/s. */
+  cpuUsPerRequest: number
 }
 
 const median = (values: number[]) => {
@@ -60,53 +73,70 @@ async function load (target: Target, durationS: number, headers: Record<string, 
       processes = sizes.length
     }, () => {})
   }, 250)
-  const result = await autocannon({ url: `${target.url}/app/bench`, connections, duration: durationS, headers })
+  const url = `${target.url}/app/bench`
+  const cpuBefore = await cpuOfTree(target.pid)
+  const result = generator === 'wrk' ? await wrk(url, connections, durationS, headers) : await autocannonLoad(url, durationS, headers)
   clearInterval(sampler)
+  const cpuMs = await cpuOfTree(target.pid) - cpuBefore
+  return { ...result, peakRssMb: mb(peak), processes, cpuUsPerRequest: Math.round(cpuMs * 1000 / (result.rps * durationS)) }
+}
+
+async function autocannonLoad (url: string, durationS: number, headers: Record<string, string>): Promise<LoadResult> {
+  const result = await autocannon({ url, connections, duration: durationS, headers })
   return {
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
     p99: result.latency.p99,
     errors: result.errors + result.timeouts,
     non2xx: result.non2xx,
-    peakRssMb: mb(peak),
-    processes,
   }
 }
 
 async function main (): Promise<void> {
   const cores = availableParallelism()
-  process.stdout.write(`bench: ${cores} cores, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target\n`)
-  const redis = await startRedis(process.env.TEST_REDIS === undefined ? 'spawn' : undefined)
-  const upstream = await startUpstream()
-  const bare = await startBareProxy(upstream.url)
-  const ports = [await freePort(), await freePort()]
-  const clientSecret = 'bench-client-secret'
-  const as = await startAuthorizationServer({
-    clients: [{ client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) }],
-  })
-  const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret }
-  const gateway = await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1 })
-  const gatewayAuto = await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' })
-  const targets: Target[] = args.soak ? [gateway] : [bare, gateway, gatewayAuto]
-
-  // A real signed-in session, through the real flow. Both gateways share Redis and the secret.
-  const browser = new Browser()
-  const landed = await browser.navigate(`${gateway.url}/app/`, { login: 'bench' })
-  if (landed.status !== 200) throw new Error(`sign-in for the benchmark failed: ${landed.status}`)
-  const headers = { accept: 'application/json', cookie: `gw_session=${browser.cookies.get('gw_session')!.value}` }
-  const check = await fetch(`${gatewayAuto.url}/app/bench`, { headers })
-  if (check.status !== 200) throw new Error(`the session does not work on the workers gateway: ${check.status}`)
-
-  const stopAll = async () => {
-    await Promise.all([bare, gateway, gatewayAuto, upstream].map((t) => t.stop()))
-    await as.close()
-    await redis.stop()
+  process.stdout.write(`bench: ${cores} cores, ${generator}, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target\n`)
+  // Everything started is stopped again, in reverse order, whatever fails on the way.
+  const stops: Array<() => Promise<void>> = []
+  const started = <T extends { stop?: () => Promise<void>, close?: () => Promise<void> }>(thing: T): T => {
+    stops.unshift(async () => { await (thing.stop ?? thing.close)?.call(thing) })
+    return thing
   }
+  const profileDirs = args.profile ? await Promise.all([0, 1].map(async () => await mkdtemp(join(tmpdir(), 'gw-bench-profile-')))) : []
+  const profileArgs = (i: number) => profileDirs[i] ? ['--cpu-prof', '--cpu-prof-dir', profileDirs[i]] : []
   try {
+    const redis = started(await startRedis(process.env.TEST_REDIS === undefined ? 'spawn' : undefined))
+    const upstream = started(await startUpstream())
+    const bare = started(await startBareProxy(upstream.url, profileArgs(0)))
+    const ports = [await freePort(), await freePort()]
+    const clientSecret = 'bench-client-secret'
+    const as = started(await startAuthorizationServer({
+      clients: [{ client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) }],
+    }))
+    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret }
+    const gateway = started(await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
+    const gatewayAuto = started(await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
+
+    // A real signed-in session, through the real flow. Both gateways share Redis and the secret.
+    const browser = new Browser()
+    const landed = await browser.navigate(`${gateway.url}/app/`, { login: 'bench' })
+    if (landed.status !== 200) throw new Error(`sign-in for the benchmark failed: ${landed.status}`)
+    const headers = { accept: 'application/json', cookie: `gw_session=${browser.cookies.get('gw_session')!.value}` }
+    const check = await fetch(`${gatewayAuto.url}/app/bench`, { headers })
+    if (check.status !== 200) throw new Error(`the session does not work on the workers gateway: ${check.status}`)
+
     if (args.soak) await soak(gateway, headers, upstream.kind)
-    else await compare(targets, headers, upstream.kind, cores)
+    else if (args.profile) {
+      for (const target of [bare, gateway]) {
+        const run = await load(target, seconds, headers)
+        process.stdout.write(`  ${target.name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (under the profiler)\n`)
+      }
+    } else await compare([bare, gateway, gatewayAuto], headers, upstream.kind, cores)
   } finally {
-    await stopAll()
+    for (const stop of stops) await stop()
+  }
+  for (const [i, dir] of profileDirs.entries()) {
+    const file = join(dir, (await readdir(dir)).find((name) => name.endsWith('.cpuprofile'))!)
+    process.stdout.write(`\n## ${i === 0 ? 'bare proxy' : 'gateway, 1 worker'}\n\n${await summarizeProfile(file)}\nprofile: ${file} (open it in Chrome DevTools > Performance)\n`)
   }
 }
 
@@ -117,7 +147,7 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
     for (const target of targets) {
       const run = { target: target.name, rep, ...(await load(target, seconds, headers)) }
       runs.push(run)
-      process.stdout.write(`  ${target.name} #${rep}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.errors} errors, ${run.non2xx} non-2xx\n`)
+      process.stdout.write(`  ${target.name} #${rep}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.cpuUsPerRequest} µs CPU/request, ${run.errors} errors, ${run.non2xx} non-2xx\n`)
     }
   }
   const [bare, one, auto] = targets.map((t) => runs.filter((r) => r.target === t.name))
@@ -126,28 +156,31 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
     date: new Date().toISOString(),
     cores,
     upstream: upstreamKind,
+    generator,
     connections,
     seconds,
     reps,
     gatewayVsBare: ratio(one!, bare!),
     workersVsOne: ratio(auto!, one!),
     p99AboveBareMs: median(one!.map((run, i) => run.p99 - bare![i]!.p99)),
+    cpuVsBare: median(one!.map((run, i) => run.cpuUsPerRequest / bare![i]!.cpuUsPerRequest)),
     runs,
   }
-  const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.peakRssMb} (${r.processes} proc.) |`)
+  const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.peakRssMb} (${r.processes} proc.) |`)
   const medians = targets.map((t) => {
     const own = runs.filter((r) => r.target === t.name)
-    return `| ${t.name} | median | ${median(own.map((r) => r.rps))} | ${median(own.map((r) => r.p50))} | ${median(own.map((r) => r.p99))} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} |`
+    return `| ${t.name} | median | ${median(own.map((r) => r.rps))} | ${median(own.map((r) => r.p50))} | ${median(own.map((r) => r.p99))} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${median(own.map((r) => r.cpuUsPerRequest))} | ${Math.max(...own.map((r) => r.peakRssMb))} |`
   })
-  const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, autocannon ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved.
+  const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved.
 
-| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | peak RSS MB (largest process) |
-|---|---|---|---|---|---|---|---|
+| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | CPU µs/request | peak RSS MB (largest process) |
+|---|---|---|---|---|---|---|---|---|
 ${[...rows, ...medians].join('\n')}
 
 - gateway (1 worker) / bare proxy, req/s: **${summary.gatewayVsBare.toFixed(2)}x** (ratio per repetition, median)
 - gateway p99 minus bare p99: **${summary.p99AboveBareMs.toFixed(1)} ms** (median)
 - workers: auto / 1 worker, req/s: **${summary.workersVsOne.toFixed(2)}x**
+- gateway (1 worker) / bare proxy, CPU time per request: **${summary.cpuVsBare.toFixed(2)}x** (what authentication costs on the hot path)
 `
   process.stdout.write(`\n${table}`)
   await mkdir('bench/results', { recursive: true })

@@ -17,7 +17,7 @@ export interface Target {
 
 const BODY = '{"status":"ok","payload":"0123456789abcdef0123456789abcdef"}\n'
 
-function which (binary: string): string | undefined {
+export function which (binary: string): string | undefined {
   try {
     return execFileSync('sh', ['-c', `command -v ${binary}`], { encoding: 'utf8' }).trim() || undefined
   } catch {
@@ -59,12 +59,13 @@ http { access_log off; keepalive_requests 100000;
 }
 
 /** Fastify 5 + @fastify/http-proxy, no auth, no logging: the floor the gateway is compared with. */
-export async function startBareProxy (upstream: string): Promise<Target> {
+export async function startBareProxy (upstream: string, nodeArgs: string[] = []): Promise<Target> {
   const port = await freePort()
   const source = `const app = require('fastify')({ logger: false })
     app.register(require('@fastify/http-proxy'), { upstream: ${JSON.stringify(upstream)}, prefix: '/app', rewritePrefix: '/app' })
-    app.listen({ host: '127.0.0.1', port: ${port} })`
-  const child = spawn(process.execPath, ['-e', source], { stdio: 'ignore' })
+    app.listen({ host: '127.0.0.1', port: ${port} })
+    process.once('SIGTERM', () => process.exit(0))`
+  const child = spawn(process.execPath, [...nodeArgs, '-e', source], { stdio: 'ignore' })
   return await started('bare proxy', child, `http://127.0.0.1:${port}`, '/app/')
 }
 
@@ -76,6 +77,8 @@ export interface GatewayOptions {
   clientId: string
   clientSecret: string
   workers: number | 'auto'
+  /** Extra node options for the gateway process (e.g. --cpu-prof). */
+  nodeArgs?: string[]
 }
 
 /** The real CLI on a config of its own (Redis store, one protected route, info logging to nowhere). */
@@ -90,17 +93,39 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     providers: { demo: { clientId: options.clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' } },
     routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo' }],
   }))
-  const child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: 'info' } })
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: 'info' } })
   return await started(options.name, child, url, '/readyz')
 }
 
-/** Resident memory (bytes) of a process and each of its child processes (cluster workers). */
-export async function rssOfTree (pid: number): Promise<number[]> {
+/** A process and its child processes (cluster workers). */
+async function tree (pid: number): Promise<number[]> {
   const pids = [pid]
   try {
     const children = await readFile(`/proc/${pid}/task/${pid}/children`, 'utf8')
     pids.push(...children.trim().split(/\s+/).filter(Boolean).map(Number))
   } catch {}
+  return pids
+}
+
+/** CPU time (user + system, ms) used so far by a process and its child processes. */
+export async function cpuOfTree (pid: number): Promise<number> {
+  const ticks = await Promise.all((await tree(pid)).map(async (p) => {
+    try {
+      // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
+      const fields = (await readFile(`/proc/${p}/stat`, 'utf8')).split(') ').at(-1)!.split(' ')
+      return Number(fields[11]) + Number(fields[12])
+    } catch {
+      return 0
+    }
+  }))
+  return ticks.reduce((a, b) => a + b, 0) * (1000 / CLOCK_TICKS)
+}
+
+const CLOCK_TICKS = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100
+
+/** Resident memory (bytes) of a process and each of its child processes (cluster workers). */
+export async function rssOfTree (pid: number): Promise<number[]> {
+  const pids = await tree(pid)
   const sizes = await Promise.all(pids.map(async (p) => {
     try {
       const status = await readFile(`/proc/${p}/status`, 'utf8')
