@@ -1,11 +1,11 @@
-// buildGateway(config): the app as a Fastify instance with its plugins in order (cookie, error
+// buildGateway(config): the app as a Fastify instance with its plugins in order (error
 // handler, probes and metrics, sign-in routes, proxy routes). It never listens: main.ts does, and tests build it.
-import cookie from '@fastify/cookie'
-import Fastify, { LogController, type FastifyInstance } from 'fastify'
-import pino, { type DestinationStream } from 'pino'
+import Fastify, { type FastifyInstance } from 'fastify'
+import type { DestinationStream } from 'pino'
 import type { GatewayConfig, StoreConfig } from './config.js'
 import { registerErrorHandler } from './error-handler.js'
-import { loggableUrl, loggerOptions } from './logger.js'
+import { BatchedDestination } from './log-destination.js'
+import { loggerOptions } from './logger.js'
 import { Metrics } from './metrics.js'
 import { Providers } from './oauth/providers.js'
 import { TokenRefresher } from './oauth/refresh.js'
@@ -13,6 +13,7 @@ import { oauthRoutes } from './oauth/routes.js'
 import { Flows } from './oauth/state.js'
 import { probes } from './probes.js'
 import { proxyRoutes } from './proxy.js'
+import { RequestEnd } from './request-end.js'
 import { Sealer, deriveKey, randomToken } from './seal.js'
 import { Sessions } from './session.js'
 import { MemoryStore } from './store/memory.js'
@@ -34,12 +35,12 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
 }
 
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
+  const logStream = deps.logStream ?? new BatchedDestination()
   const app = Fastify({
-    // Buffered, asynchronous writes to stdout (flushed on exit): a synchronous write per line costs
-    // more than the request it describes.
-    logger: { ...loggerOptions(deps.logLevel), stream: deps.logStream ?? pino.destination({ dest: 1, sync: false }) },
-    // One line per request, written by the onResponse hook below.
-    logController: new LogController({ disableRequestLogging: true }),
+    // Buffered, asynchronous writes to stdout, batched per event-loop turn and flushed at exit.
+    logger: { ...loggerOptions(deps.logLevel), stream: logStream },
+    // One log line and the route's metrics per request, when the response has finished.
+    logController: new RequestEnd(),
     trustProxy: config.server.trustProxy,
     routerOptions: { ignoreTrailingSlash: true },
     requestTimeout: 120_000,
@@ -59,9 +60,6 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const providers = new Providers(config.providers, app.log)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log)
 
-  app.addHook('onResponse', async (request, reply) => {
-    request.log.info({ method: request.method, url: loggableUrl(request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }, 'request completed')
-  })
   app.addHook('onReady', async () => {
     providers.warmUp()
     await sessions.listen()
@@ -71,7 +69,6 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   })
   app.addHook('onClose', async () => store.close())
 
-  await app.register(cookie)
   registerErrorHandler(app)
   await app.register(probes, { store, metrics })
   await app.register(oauthRoutes, { config, providers, sessions, flows, metrics })

@@ -2,6 +2,8 @@
 // upstream latency, token refreshes, store errors, and the default process metrics.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
+const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
+
 export class Metrics {
   readonly registry = new Registry()
 
@@ -39,5 +41,23 @@ export class Metrics {
 
   constructor () {
     collectDefaultMetrics({ register: this.registry })
+  }
+}
+
+/** One route's share of the metrics, recorded once per finished response (see RequestEnd). */
+export class RouteMetrics {
+  // Label-bound children, made once: labelling per request would build the label set each time.
+  private readonly byStatusClass
+  private readonly upstreamDuration
+
+  constructor (metrics: Metrics, route: string) {
+    this.byStatusClass = STATUS_CLASSES.map((statusClass) => metrics.proxiedRequests.labels(route, statusClass))
+    this.upstreamDuration = metrics.upstreamDuration.labels(route)
+  }
+
+  /** `upstreamStart`: when the request went upstream (performance.now()), if it did. */
+  record (statusCode: number, upstreamStart: number | undefined): void {
+    this.byStatusClass[Math.floor(statusCode / 100) - 1]?.inc()
+    if (upstreamStart !== undefined) this.upstreamDuration.observe((performance.now() - upstreamStart) / 1000)
   }
 }

@@ -157,11 +157,14 @@ describe('allow rules', () => {
   ] as const)('%s on %s gets %d', async (login, path, status) => {
     const browser = await as(login)
     const before = upstream.seen.length
-    const response = await browser.fetch(`${gateway.url}${path}x`, { headers: json })
-    expect(response.status).toBe(status)
-    if (status === 403) {
-      expect((await response.json() as { error: string }).error).toBe('forbidden')
-      expect(upstream.seen.length).toBe(before)
+    // Twice: the second request finds the session in the in-process cache (the gate's fast path).
+    for (const attempt of [1, 2]) {
+      const response = await browser.fetch(`${gateway.url}${path}x`, { headers: json })
+      expect(response.status, `attempt ${attempt}`).toBe(status)
+      if (status === 403) {
+        expect((await response.json() as { error: string }).error).toBe('forbidden')
+        expect(upstream.seen.length).toBe(before)
+      }
     }
   })
 

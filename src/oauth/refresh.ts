@@ -32,6 +32,12 @@ export class TokenRefresher {
     private readonly log: FastifyBaseLogger
   ) {}
 
+  /** The token of `provider` in `session` if it is usable as it is (no refresh needed). */
+  freshToken (session: Session, provider: string): TokenSet | undefined {
+    const token = session.record.tokens[provider]
+    return token && isFresh(token) ? token : undefined
+  }
+
   /** A usable token of `provider` in `session`, refreshed if needed; undefined: sign in again. */
   async usableToken (session: Session, provider: string): Promise<TokenSet | undefined> {
     const token = session.record.tokens[provider]

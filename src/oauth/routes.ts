@@ -1,5 +1,6 @@
 // The sign-in endpoints: /oauth/login/<provider>/, /oauth/authorized/<provider>/, /oauth/logout/
 // and /oauth/userinfo/, plus the one rule for where a browser may be sent afterwards (`safeNext`).
+import cookie from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { GatewayConfig } from '../config.js'
 import { wantsHtml } from '../error-handler.js'
@@ -47,6 +48,8 @@ export function loginUrl (config: GatewayConfig, provider: string, next: string)
 }
 
 export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics }: OAuthDeps): Promise<void> {
+  // Cookies are parsed and set here only: proxied requests read the session cookie straight from the header.
+  await app.register(cookie)
   const flowCookie = `${config.session.cookieName}_flow`
   const flowCookieOptions = {
     path: '/oauth/',
