@@ -1,8 +1,11 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
 // upstream latency, token refreshes, store errors, and the default process metrics.
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import {
+  Counter, Histogram, Registry, collectDefaultMetrics,
+} from 'prom-client'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
+const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
 
 export class Metrics {
   readonly registry = new Registry()
@@ -19,17 +22,25 @@ export class Metrics {
     name: 'gateway_signins_failed_total', help: 'Sign-ins that failed at the callback, by provider and error code', labelNames: ['provider', 'reason'] as const, registers: [this.registry],
   })
 
+  /** Per-route tallies behind the two per-request metrics below (see RouteMetrics). */
+  private readonly routes: RouteMetrics[] = []
+
   readonly proxiedRequests = new Counter({
-    name: 'gateway_proxied_requests_total', help: 'Requests answered on a route, by route and status class', labelNames: ['route', 'status_class'] as const, registers: [this.registry],
+    name: 'gateway_proxied_requests_total',
+    help: 'Requests answered on a route, by route and status class',
+    labelNames: ['route', 'status_class'] as const,
+    registers: [this.registry],
+    // Read from the routes' tallies at scrape time.
+    collect: () => {
+      this.proxiedRequests.reset()
+      for (const route of this.routes) {
+        route.byStatusClass.forEach((count, i) => { if (count > 0) this.proxiedRequests.inc({ route: route.name, status_class: STATUS_CLASSES[i]! }, count) })
+      }
+    },
   })
 
-  readonly upstreamDuration = new Histogram({
-    name: 'gateway_upstream_duration_seconds',
-    help: 'Time from sending a request upstream to the end of its response, by route',
-    labelNames: ['route'] as const,
-    buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
-    registers: [this.registry],
-  })
+  readonly upstreamDuration = new TalliedHistogram(
+    'gateway_upstream_duration_seconds', 'Time from sending a request upstream to the end of its response, by route', this.registry, () => this.routes)
 
   readonly refreshes = new Counter({
     name: 'gateway_token_refreshes_total', help: 'Access token refreshes, by provider and result (refreshed, refused, failed)', labelNames: ['provider', 'result'] as const, registers: [this.registry],
@@ -42,22 +53,67 @@ export class Metrics {
   constructor () {
     collectDefaultMetrics({ register: this.registry })
   }
+
+  /** Called by each RouteMetrics as it is made. */
+  addRoute (route: RouteMetrics): void {
+    this.routes.push(route)
+  }
 }
 
-/** One route's share of the metrics, recorded once per finished response (see RequestEnd). */
+/** A route's request count per status class and its upstream latency histogram, as plain numbers. */
 export class RouteMetrics {
-  // Label-bound children, made once: labelling per request would build the label set each time.
-  private readonly byStatusClass
-  private readonly upstreamDuration
+  readonly byStatusClass = [0, 0, 0, 0, 0]
+  /** Count per bucket of UPSTREAM_BUCKETS (not cumulative), then the count above the last bound. */
+  readonly upstreamBuckets = new Array<number>(UPSTREAM_BUCKETS.length + 1).fill(0)
+  upstreamSum = 0
+  upstreamCount = 0
 
-  constructor (metrics: Metrics, route: string) {
-    this.byStatusClass = STATUS_CLASSES.map((statusClass) => metrics.proxiedRequests.labels(route, statusClass))
-    this.upstreamDuration = metrics.upstreamDuration.labels(route)
+  constructor (metrics: Metrics, readonly name: string) {
+    metrics.addRoute(this)
   }
 
-  /** `upstreamStart`: when the request went upstream (performance.now()), if it did. */
+  /**
+   * Once per finished response (RequestEnd), on the hot path: arithmetic only. prom-client's own
+   * inc()/observe() build and hash the label set on every call, which measured as several
+   * microseconds a request under load; the registry reads these tallies when /metrics is scraped.
+   * `upstreamStart`: when the request went upstream (performance.now()), if it did.
+   */
   record (statusCode: number, upstreamStart: number | undefined): void {
-    this.byStatusClass[Math.floor(statusCode / 100) - 1]?.inc()
-    if (upstreamStart !== undefined) this.upstreamDuration.observe((performance.now() - upstreamStart) / 1000)
+    const statusClass = Math.floor(statusCode / 100) - 1
+    if (statusClass >= 0 && statusClass < 5) this.byStatusClass[statusClass]!++
+    if (upstreamStart === undefined) return
+    const seconds = (performance.now() - upstreamStart) / 1000
+    let bucket = 0
+    while (bucket < UPSTREAM_BUCKETS.length && seconds > UPSTREAM_BUCKETS[bucket]!) bucket++
+    this.upstreamBuckets[bucket]!++
+    this.upstreamSum += seconds
+    this.upstreamCount++
+  }
+}
+
+/**
+ * A prom-client Histogram whose values come from the routes' tallies when the registry reads it.
+ * The registry reads getForPromString() (Histogram.get(), for JSON, goes through it too), so the
+ * exposition format stays prom-client's own.
+ */
+class TalliedHistogram extends Histogram<'route'> {
+  constructor (private readonly metricName: string, private readonly helpText: string, registry: Registry, private readonly routes: () => RouteMetrics[]) {
+    super({ name: metricName, help: helpText, labelNames: ['route'], buckets: UPSTREAM_BUCKETS, registers: [registry] })
+  }
+
+  async getForPromString () {
+    const values: Array<{ metricName: string, labels: Record<string, string | number>, sharedLabels: Record<string, string>, value: number }> = []
+    const add = (suffix: string, labels: Record<string, string | number>, value: number) => values.push({ metricName: `${this.metricName}${suffix}`, labels, sharedLabels: {}, value })
+    for (const route of this.routes()) {
+      let cumulative = 0
+      UPSTREAM_BUCKETS.forEach((bound, i) => {
+        cumulative += route.upstreamBuckets[i]!
+        add('_bucket', { route: route.name, le: bound }, cumulative)
+      })
+      add('_bucket', { route: route.name, le: '+Inf' }, route.upstreamCount)
+      add('_sum', { route: route.name }, route.upstreamSum)
+      add('_count', { route: route.name }, route.upstreamCount)
+    }
+    return { name: this.metricName, help: this.helpText, type: 'histogram', aggregator: 'sum', values }
   }
 }

@@ -1,12 +1,15 @@
 // The pieces the proxied request's hot path is made of, tested on their own: reading the session
-// cookie straight from the Cookie header, and the batched log destination in front of sonic-boom.
+// cookie straight from the Cookie header, the batched log destination in front of sonic-boom, and
+// the per-route metric tallies that prom-client reads at scrape time.
 import { mkdtemp, readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
 import { BatchedDestination } from '../src/log-destination.js'
+import { Metrics, RouteMetrics } from '../src/metrics.js'
 import { cookieValue } from '../src/session.js'
+import { waitFor } from './helpers/net.js'
 
 describe('cookieValue', () => {
   it('finds the named cookie wherever it is in the header', () => {
@@ -56,10 +59,53 @@ describe('BatchedDestination', () => {
     const destination = new BatchedDestination(target)
     const log = pino({ base: undefined, timestamp: false }, destination)
     for (let i = 0; i < 1000; i++) log.info({ i }, 'line')
-    await new Promise((resolve) => setImmediate(resolve))
-    for (let i = 1000; i < 1500; i++) log.info({ i }, 'line')
+    await new Promise((resolve) => setImmediate(resolve)) // the first batch goes out asynchronously
+    for (let i = 1000; i < 1500; i++) log.info({ i }, 'line') // the second is still pending here
     destination.flushSync()
-    const lines = (await readFile(file, 'utf8')).trim().split('\n').map((line) => (JSON.parse(line) as { i: number }).i)
-    expect(lines).toEqual([...Array(1500).keys()])
+    // sonic-boom's flushSync does not wait for a write already under way, so that one may land after.
+    const read = async () => (await readFile(file, 'utf8')).trim().split('\n').map((line) => (JSON.parse(line) as { i: number }).i)
+    await waitFor(async () => (await read()).length === 1500, 5000, 'all 1500 lines in the file')
+    const lines = await read()
+    expect([...lines].sort((a, b) => a - b)).toEqual([...Array(1500).keys()])
+    expect(lines.filter((i) => i >= 1000)).toEqual([...Array(500).keys()].map((i) => i + 1000))
+  })
+})
+
+describe('RouteMetrics', () => {
+  it('tallies status classes and upstream latency, and /metrics shows them in the Prometheus format', async () => {
+    const metrics = new Metrics()
+    const app = new RouteMetrics(metrics, '/app/')
+    const api = new RouteMetrics(metrics, '/api/')
+    const now = performance.now()
+    app.record(200, now - 3) // about 3 ms upstream: the 0.005 bucket
+    app.record(204, now - 2000) // about 2 s: the 2.5 bucket
+    app.record(302, undefined) // answered by the gate: counted, no upstream time
+    app.record(401, undefined)
+    api.record(502, now - 40)
+    const text = await metrics.registry.metrics()
+    const value = (series: string) => {
+      const line = text.split('\n').find((l) => l.startsWith(`${series} `))
+      return line === undefined ? undefined : Number(line.split(' ')[1])
+    }
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="2xx"}')).toBe(2)
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="3xx"}')).toBe(1)
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="4xx"}')).toBe(1)
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="5xx"}')).toBeUndefined()
+    expect(value('gateway_proxied_requests_total{route="/api/",status_class="5xx"}')).toBe(1)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="0.0025"}')).toBe(0)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="0.005"}')).toBe(1)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="1"}')).toBe(1)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="2.5"}')).toBe(2)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="+Inf"}')).toBe(2)
+    expect(value('gateway_upstream_duration_seconds_count{route="/app/"}')).toBe(2)
+    expect(value('gateway_upstream_duration_seconds_sum{route="/app/"}')).toBeCloseTo(2.003, 2)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/api/",le="0.05"}')).toBe(1)
+    expect(text).toContain('# TYPE gateway_upstream_duration_seconds histogram')
+    // A second scrape counts what happened since, on top (counters never reset).
+    app.record(200, undefined)
+    expect((await metrics.registry.metrics())).toContain('gateway_proxied_requests_total{route="/app/",status_class="2xx"} 3')
+    // The JSON form (what a cluster aggregator reads) has the same series.
+    const json = (await metrics.registry.getMetricsAsJSON()).find((metric) => metric.name === 'gateway_upstream_duration_seconds')!
+    expect(json.values.filter((v) => v.labels.route === '/app/')).toHaveLength(17)
   })
 })
