@@ -36,7 +36,7 @@ const { values: args } = parseArgs({
     generator: { type: 'string' },
   },
 })
-const reps = Number(args.reps ?? (args.quick ? 1 : 3))
+const reps = Number(args.reps ?? (args.quick ? 1 : 5))
 const seconds = Number(args.seconds ?? (args.quick ? 3 : 10))
 const connections = Number(args.connections ?? 50)
 const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
@@ -95,6 +95,9 @@ async function autocannonLoad (url: string, durationS: number, headers: Record<s
 async function main (): Promise<void> {
   const cores = availableParallelism()
   process.stdout.write(`bench: ${cores} cores, ${generator}, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target\n`)
+  if (generator !== 'wrk' || !which('nginx')) {
+    process.stdout.write('bench: for the reference setup (wrk as the load, nginx as the upstream): apt-get install -y wrk nginx-light\n')
+  }
   // Everything started is stopped again, in reverse order, whatever fails on the way.
   const stops: Array<() => Promise<void>> = []
   const started = <T extends { stop?: () => Promise<void>, close?: () => Promise<void> }>(thing: T): T => {
