@@ -20,6 +20,7 @@ import { startAuthorizationServer } from '../demo/authorization-server.js'
 import { Browser } from '../test/helpers/browser.js'
 import { freePort } from '../test/helpers/net.js'
 import { startRedis } from '../test/helpers/redis.js'
+import { APACHE_SESSION_COOKIE, apacheBinary, apacheRedirectUri, startApache } from './apache.js'
 import { summarizeProfile } from './profile.js'
 import { cpuOfTree, rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
 import { wrk, type LoadResult } from './wrk.js'
@@ -62,6 +63,7 @@ const median = (values: number[]) => {
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
+const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits
 const mb = (bytes: number) => Math.round(bytes / 1e5) / 10
 
 async function load (target: Target, durationS: number, headers: Record<string, string>): Promise<Omit<Run, 'target' | 'rep'>> {
@@ -75,7 +77,8 @@ async function load (target: Target, durationS: number, headers: Record<string, 
   }, 250)
   const url = `${target.url}/app/bench`
   const cpuBefore = await cpuOfTree(target.pid)
-  const result = generator === 'wrk' ? await wrk(url, connections, durationS, headers) : await autocannonLoad(url, durationS, headers)
+  const sent = target.headers ?? headers
+  const result = generator === 'wrk' ? await wrk(url, connections, durationS, sent) : await autocannonLoad(url, durationS, sent)
   clearInterval(sampler)
   const cpuMs = await cpuOfTree(target.pid) - cpuBefore
   return { ...result, peakRssMb: mb(peak), processes, cpuUsPerRequest: Math.round(cpuMs * 1000 / (result.rps * durationS)) }
@@ -111,13 +114,22 @@ async function main (): Promise<void> {
     const upstream = started(await startUpstream())
     const bare = started(await startBareProxy(upstream.url, profileArgs(0)))
     const ports = [await freePort(), await freePort()]
+    const httpd = args.soak || args.profile ? undefined : apacheBinary()
+    const apachePort = await freePort()
     const clientSecret = 'bench-client-secret'
     const as = started(await startAuthorizationServer({
-      clients: [{ client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) }],
+      clients: [
+        { client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) },
+        { client_id: 'bench-apache', client_secret: clientSecret, redirect_uris: [apacheRedirectUri(apachePort)] },
+      ],
     }))
     const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret }
     const gateway = started(await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
     const gatewayAuto = started(await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
+    const apache = httpd ? started(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort })) : undefined
+    if (!httpd && !args.soak && !args.profile) {
+      process.stdout.write('bench: Apache + mod_auth_openidc not installed, so not compared (apt-get install -y apache2 libapache2-mod-auth-openidc)\n')
+    }
 
     // A real signed-in session, through the real flow. Both gateways share Redis and the secret.
     const browser = new Browser()
@@ -126,6 +138,16 @@ async function main (): Promise<void> {
     const headers = { accept: 'application/json', cookie: `gw_session=${browser.cookies.get('gw_session')!.value}` }
     const check = await fetch(`${gatewayAuto.url}/app/bench`, { headers })
     if (check.status !== 200) throw new Error(`the session does not work on the workers gateway: ${check.status}`)
+    if (apache) {
+      const apacheBrowser = new Browser()
+      const signedIn = await apacheBrowser.navigate(`${apache.url}/app/`, { login: 'bench' })
+      const session = apacheBrowser.cookies.get(APACHE_SESSION_COOKIE)
+      if (signedIn.status !== 200 || !session) {
+        const hops = apacheBrowser.hops.map((hop) => `${hop.status} ${hop.url.split('?')[0]}`).join('\n  ')
+        throw new Error(`sign-in through Apache + mod_auth_openidc failed: ${signedIn.status}\n  ${hops}`)
+      }
+      apache.headers = { accept: 'application/json', cookie: `${APACHE_SESSION_COOKIE}=${session.value}` }
+    }
 
     if (args.soak) await soak(gateway, headers, upstream.kind)
     else if (args.profile) {
@@ -133,7 +155,7 @@ async function main (): Promise<void> {
         const run = await load(target, seconds, headers)
         process.stdout.write(`  ${target.name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (under the profiler)\n`)
       }
-    } else await compare([bare, gateway, gatewayAuto], headers, upstream.kind, cores)
+    } else await compare([bare, gateway, gatewayAuto, ...(apache ? [apache] : [])], headers, upstream.kind, cores)
   } finally {
     for (const stop of stops) await stop()
   }
@@ -153,7 +175,7 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
       process.stdout.write(`  ${target.name} #${rep}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.cpuUsPerRequest} µs CPU/request, ${run.errors} errors, ${run.non2xx} non-2xx\n`)
     }
   }
-  const [bare, one, auto] = targets.map((t) => runs.filter((r) => r.target === t.name))
+  const [bare, one, auto, apache] = targets.map((t) => runs.filter((r) => r.target === t.name))
   const ratio = (a: Run[], b: Run[]) => median(a.map((run, i) => run.rps / b[i]!.rps))
   const summary = {
     date: new Date().toISOString(),
@@ -167,12 +189,14 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
     workersVsOne: ratio(auto!, one!),
     p99AboveBareMs: median(one!.map((run, i) => run.p99 - bare![i]!.p99)),
     cpuVsBare: median(one!.map((run, i) => run.cpuUsPerRequest / bare![i]!.cpuUsPerRequest)),
+    oneVsApache: apache ? ratio(one!, apache) : undefined,
+    autoVsApache: apache ? ratio(auto!, apache) : undefined,
     runs,
   }
   const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.peakRssMb} (${r.processes} proc.) |`)
   const medians = targets.map((t) => {
     const own = runs.filter((r) => r.target === t.name)
-    return `| ${t.name} | median | ${median(own.map((r) => r.rps))} | ${median(own.map((r) => r.p50))} | ${median(own.map((r) => r.p99))} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${median(own.map((r) => r.cpuUsPerRequest))} | ${Math.max(...own.map((r) => r.peakRssMb))} |`
+    return `| ${t.name} | median | ${round(median(own.map((r) => r.rps)), 0)} | ${round(median(own.map((r) => r.p50)), 2)} | ${round(median(own.map((r) => r.p99)), 2)} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${round(median(own.map((r) => r.cpuUsPerRequest)), 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} |`
   })
   const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved.
 
@@ -184,7 +208,7 @@ ${[...rows, ...medians].join('\n')}
 - gateway p99 minus bare p99: **${summary.p99AboveBareMs.toFixed(1)} ms** (median)
 - workers: auto / 1 worker, req/s: **${summary.workersVsOne.toFixed(2)}x**
 - gateway (1 worker) / bare proxy, CPU time per request: **${summary.cpuVsBare.toFixed(2)}x** (what authentication costs on the hot path)
-`
+${apache ? `- gateway / Apache + mod_auth_openidc, req/s: **${summary.oneVsApache!.toFixed(2)}x** with 1 worker, **${summary.autoVsApache!.toFixed(2)}x** with workers: auto\n` : ''}`
   process.stdout.write(`\n${table}`)
   await mkdir('bench/results', { recursive: true })
   await writeFile('bench/results/latest.md', `${table}\nCommand: \`npm run bench${args.quick ? ' -- --quick' : ''}\`\n`)

@@ -10,6 +10,8 @@ import { freePort, waitFor } from '../test/helpers/net.js'
 
 export interface Target {
   name: string
+  /** Request headers for this target when it needs its own session (Apache), else the gateway's. */
+  headers?: Record<string, string>
   url: string
   pid: number
   stop (): Promise<void>
@@ -25,7 +27,7 @@ export function which (binary: string): string | undefined {
   }
 }
 
-async function started (name: string, child: ChildProcess, url: string, path = '/'): Promise<Target> {
+export async function started (name: string, child: ChildProcess, url: string, path = '/'): Promise<Target> {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   await waitFor(async () => (await fetch(`${url}${path}`)).status < 500, 20_000, `${name} at ${url}`)
   return {
