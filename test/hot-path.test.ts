@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest'
 import { BatchedDestination } from '../src/log-destination.js'
 import { Metrics, RouteMetrics } from '../src/metrics.js'
 import { cookieValue } from '../src/session.js'
+import { metricValue } from './helpers/metrics.js'
 import { waitFor } from './helpers/net.js'
 
 describe('cookieValue', () => {
@@ -83,10 +84,7 @@ describe('RouteMetrics', () => {
     app.record(401, undefined)
     api.record(502, now - 40)
     const text = await metrics.registry.metrics()
-    const value = (series: string) => {
-      const line = text.split('\n').find((l) => l.startsWith(`${series} `))
-      return line === undefined ? undefined : Number(line.split(' ')[1])
-    }
+    const value = (series: string) => metricValue(text, series)
     expect(value('gateway_proxied_requests_total{route="/app/",status_class="2xx"}')).toBe(2)
     expect(value('gateway_proxied_requests_total{route="/app/",status_class="3xx"}')).toBe(1)
     expect(value('gateway_proxied_requests_total{route="/app/",status_class="4xx"}')).toBe(1)
