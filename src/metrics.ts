@@ -1,8 +1,6 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
 // upstream latency, token refreshes, store errors, and the default process metrics.
-import {
-  Counter, Histogram, Registry, collectDefaultMetrics,
-} from 'prom-client'
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
 const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
