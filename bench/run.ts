@@ -8,6 +8,7 @@
 //   --soak         5 minutes of load on the 1-worker gateway: RSS at start and end, errors
 //   --profile      load the bare proxy and the 1-worker gateway under `node --cpu-prof` and print
 //                  where the CPU of each goes
+//   --log-level L  the gateways' LOG_LEVEL (default info); `silent` shows what the request log line costs
 //   --generator wrk|autocannon                which load generator (default: wrk when installed)
 //   --reps N, --seconds N, --soak-seconds N   override the defaults
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
@@ -33,6 +34,7 @@ const { values: args } = parseArgs({
     reps: { type: 'string' },
     seconds: { type: 'string' },
     'soak-seconds': { type: 'string' },
+    'log-level': { type: 'string' },
     connections: { type: 'string' },
     generator: { type: 'string' },
   },
@@ -40,6 +42,7 @@ const { values: args } = parseArgs({
 const reps = Number(args.reps ?? (args.quick ? 1 : 5))
 const seconds = Number(args.seconds ?? (args.quick ? 3 : 10))
 const connections = Number(args.connections ?? 50)
+const logLevel = args['log-level'] ?? 'info'
 const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
 if (generator !== 'wrk' && generator !== 'autocannon') throw new Error(`--generator must be wrk or autocannon, not ${generator}`)
 
@@ -97,7 +100,7 @@ async function autocannonLoad (url: string, durationS: number, headers: Record<s
 
 async function main (): Promise<void> {
   const cores = availableParallelism()
-  process.stdout.write(`bench: ${cores} cores, ${generator}, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target\n`)
+  process.stdout.write(`bench: ${cores} cores, ${generator}, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target, gateway LOG_LEVEL ${logLevel}\n`)
   if (generator !== 'wrk' || !which('nginx')) {
     process.stdout.write('bench: for the reference setup (wrk as the load, nginx as the upstream): apt-get install -y wrk nginx-light\n')
   }
@@ -123,7 +126,7 @@ async function main (): Promise<void> {
         { client_id: 'bench-apache', client_secret: clientSecret, redirect_uris: [apacheRedirectUri(apachePort)] },
       ],
     }))
-    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret }
+    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel }
     const gateway = started(await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
     const gatewayAuto = started(await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
     const apache = httpd ? started(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort })) : undefined
@@ -182,6 +185,7 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
     cores,
     upstream: upstreamKind,
     generator,
+    logLevel,
     connections,
     seconds,
     reps,
@@ -198,7 +202,7 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
     const own = runs.filter((r) => r.target === t.name)
     return `| ${t.name} | median | ${round(median(own.map((r) => r.rps)), 0)} | ${round(median(own.map((r) => r.p50)), 2)} | ${round(median(own.map((r) => r.p99)), 2)} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${round(median(own.map((r) => r.cpuUsPerRequest)), 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} |`
   })
-  const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved.
+  const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}.
 
 | target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | CPU µs/request | peak RSS MB (largest process) |
 |---|---|---|---|---|---|---|---|---|
@@ -211,9 +215,12 @@ ${[...rows, ...medians].join('\n')}
 ${apache ? `- gateway / Apache + mod_auth_openidc, req/s: **${summary.oneVsApache!.toFixed(2)}x** with 1 worker, **${summary.autoVsApache!.toFixed(2)}x** with workers: auto\n` : ''}`
   process.stdout.write(`\n${table}`)
   await mkdir('bench/results', { recursive: true })
-  await writeFile('bench/results/latest.md', `${table}\nCommand: \`npm run bench${args.quick ? ' -- --quick' : ''}\`\n`)
+  // A run with another log level does not replace the reference table.
+  const latest = logLevel === 'info' ? 'bench/results/latest.md' : `bench/results/latest-log-${logLevel}.md`
+  const flags = [args.quick ? '--quick' : '', logLevel === 'info' ? '' : `--log-level ${logLevel}`].filter(Boolean).join(' ')
+  await writeFile(latest, `${table}\nCommand: \`npm run bench${flags ? ` -- ${flags}` : ''}\`\n`)
   await appendFile('bench/results/history.jsonl', `${JSON.stringify(summary)}\n`)
-  process.stdout.write('\nwritten: bench/results/latest.md, bench/results/history.jsonl\n')
+  process.stdout.write(`\nwritten: ${latest}, bench/results/history.jsonl\n`)
 }
 
 async function soak (target: Target, headers: Record<string, string>, upstreamKind: string): Promise<void> {

@@ -81,9 +81,11 @@ export interface GatewayOptions {
   workers: number | 'auto'
   /** Extra node options for the gateway process (e.g. --cpu-prof). */
   nodeArgs?: string[]
+  /** LOG_LEVEL of the gateway (info: one line per request, as in production). */
+  logLevel?: string
 }
 
-/** The real CLI on a config of its own (Redis store, one protected route, info logging to nowhere). */
+/** The real CLI on a config of its own (Redis store, one protected route, logging to nowhere). */
 export async function startGateway (options: GatewayOptions & { port: number }): Promise<Target> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-bench-'))
   const file = join(dir, 'gateway.yaml')
@@ -95,7 +97,7 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     providers: { demo: { clientId: options.clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' } },
     routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo' }],
   }))
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: 'info' } })
+  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: options.logLevel ?? 'info' } })
   return await started(options.name, child, url, '/readyz')
 }
 
