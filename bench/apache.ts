@@ -41,7 +41,7 @@ ServerName 127.0.0.1
 Listen 127.0.0.1:${options.port}
 PidFile ${dir}/httpd.pid
 ErrorLog ${dir}/error.log
-LogLevel ${process.env.BENCH_APACHE_LOGLEVEL ?? 'warn'}
+LogLevel warn
 User nobody
 Group nogroup
 KeepAlive On

@@ -52,9 +52,11 @@ export class Metrics {
     collectDefaultMetrics({ register: this.registry })
   }
 
-  /** Called by each RouteMetrics as it is made. */
-  addRoute (route: RouteMetrics): void {
+  /** The tallies of one route, counted in /metrics from now on. */
+  forRoute (name: string): RouteMetrics {
+    const route = new RouteMetrics(name)
     this.routes.push(route)
+    return route
   }
 }
 
@@ -66,9 +68,7 @@ export class RouteMetrics {
   upstreamSum = 0
   upstreamCount = 0
 
-  constructor (metrics: Metrics, readonly name: string) {
-    metrics.addRoute(this)
-  }
+  constructor (readonly name: string) {}
 
   /**
    * Once per finished response (RequestEnd), on the hot path: arithmetic only. prom-client's own

@@ -8,7 +8,7 @@ import type { GatewayConfig, PublicRule, RouteConfig } from './config.js'
 import { wantsHtml } from './error-handler.js'
 import { GatewayError } from './errors.js'
 import { loginUrl } from './oauth/routes.js'
-import { RouteMetrics, type Metrics } from './metrics.js'
+import type { Metrics } from './metrics.js'
 import type { TokenRefresher } from './oauth/refresh.js'
 import type { Session, Sessions, TokenSet } from './session.js'
 import { isAllowed, type Identity } from './identity.js'
@@ -114,7 +114,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
   for (const route of config.routes) {
     await app.register(async (scope) => {
       // Counted when the response has finished (RequestEnd), by whichever route's scope answered it.
-      const routeMetrics = new RouteMetrics(metrics, route.path)
+      const routeMetrics = metrics.forRoute(route.path)
       scope.decorateRequest('routeMetrics', { getter: () => routeMetrics })
       if (route.auth === 'required') {
         const provider = route.provider!

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
 import { BatchedDestination } from '../src/log-destination.js'
-import { Metrics, RouteMetrics } from '../src/metrics.js'
+import { Metrics } from '../src/metrics.js'
 import { cookieValue } from '../src/session.js'
 import { metricValue } from './helpers/metrics.js'
 import { waitFor } from './helpers/net.js'
@@ -75,8 +75,8 @@ describe('BatchedDestination', () => {
 describe('RouteMetrics', () => {
   it('tallies status classes and upstream latency, and /metrics shows them in the Prometheus format', async () => {
     const metrics = new Metrics()
-    const app = new RouteMetrics(metrics, '/app/')
-    const api = new RouteMetrics(metrics, '/api/')
+    const app = metrics.forRoute('/app/')
+    const api = metrics.forRoute('/api/')
     const now = performance.now()
     app.record(200, now - 3) // about 3 ms upstream: the 0.005 bucket
     app.record(204, now - 2000) // about 2 s: the 2.5 bucket
