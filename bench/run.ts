@@ -13,7 +13,7 @@
 //   --reps N, --seconds N, --soak-seconds N   override the defaults
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import autocannon from 'autocannon'
-import { appendFile, mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -39,8 +39,8 @@ const { values: args } = parseArgs({
     generator: { type: 'string' },
   },
 })
-const reps = Number(args.reps ?? (args.quick ? 1 : 5))
-const seconds = Number(args.seconds ?? (args.quick ? 3 : 10))
+const reps = Number(args.reps ?? (args.quick ? 1 : 9))
+const seconds = Number(args.seconds ?? (args.quick ? 3 : 6))
 const connections = Number(args.connections ?? 50)
 const logLevel = args['log-level'] ?? 'info'
 const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
@@ -59,12 +59,20 @@ interface Run {
   processes: number
   /** CPU time (user + system, all of the target's processes) per request, µs: less noisy than req/s. */
   cpuUsPerRequest: number
+  /** Share of the machine's CPU time the hypervisor gave to others during the run (%): host noise. */
+  stealPct: number
 }
 
 const median = (values: number[]) => {
   const sorted = [...values].sort((a, b) => a - b)
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
+}
+/** The middle half of the values (first and third quartile): how much a per-repetition ratio moved. */
+const middleHalf = (values: number[]): [number, number] => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.round(q * (sorted.length - 1)))]!
+  return [at(0.25), at(0.75)]
 }
 const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits
 const mb = (bytes: number) => Math.round(bytes / 1e5) / 10
@@ -80,11 +88,24 @@ async function load (target: Target, durationS: number, headers: Record<string, 
   }, 250)
   const url = `${target.url}/app/bench`
   const cpuBefore = await cpuOfTree(target.pid)
+  const stealBefore = await machineCpu()
   const sent = target.headers ?? headers
   const result = generator === 'wrk' ? await wrk(url, connections, durationS, sent) : await autocannonLoad(url, durationS, sent)
   clearInterval(sampler)
   const cpuMs = await cpuOfTree(target.pid) - cpuBefore
-  return { ...result, peakRssMb: mb(peak), processes, cpuUsPerRequest: Math.round(cpuMs * 1000 / (result.rps * durationS)) }
+  const stealAfter = await machineCpu()
+  const stealPct = round(100 * (stealAfter.steal - stealBefore.steal) / Math.max(1, stealAfter.total - stealBefore.total), 1)
+  return { ...result, peakRssMb: mb(peak), processes, cpuUsPerRequest: Math.round(cpuMs * 1000 / (result.rps * durationS)), stealPct }
+}
+
+/** The machine's CPU time so far (clock ticks): all of it, and what the hypervisor stole (/proc/stat). */
+async function machineCpu (): Promise<{ total: number, steal: number }> {
+  try {
+    const fields = (await readFile('/proc/stat', 'utf8')).split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
+    return { total: fields.reduce((a, b) => a + b, 0), steal: fields[7] ?? 0 }
+  } catch {
+    return { total: 0, steal: 0 }
+  }
 }
 
 async function autocannonLoad (url: string, durationS: number, headers: Record<string, string>): Promise<LoadResult> {
@@ -175,44 +196,46 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
     for (const target of targets) {
       const run = { target: target.name, rep, ...(await load(target, seconds, headers)) }
       runs.push(run)
-      process.stdout.write(`  ${target.name} #${rep}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.cpuUsPerRequest} µs CPU/request, ${run.errors} errors, ${run.non2xx} non-2xx\n`)
+      process.stdout.write(`  ${target.name} #${rep}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.cpuUsPerRequest} µs CPU/request, ${run.errors} errors, ${run.non2xx} non-2xx, host steal ${run.stealPct}%\n`)
     }
   }
   const [bare, one, auto, apache] = targets.map((t) => runs.filter((r) => r.target === t.name))
-  const ratio = (a: Run[], b: Run[]) => median(a.map((run, i) => run.rps / b[i]!.rps))
-  const summary = {
-    date: new Date().toISOString(),
-    cores,
-    upstream: upstreamKind,
-    generator,
-    logLevel,
-    connections,
-    seconds,
-    reps,
-    gatewayVsBare: ratio(one!, bare!),
-    workersVsOne: ratio(auto!, one!),
-    p99AboveBareMs: median(one!.map((run, i) => run.p99 - bare![i]!.p99)),
-    cpuVsBare: median(one!.map((run, i) => run.cpuUsPerRequest / bare![i]!.cpuUsPerRequest)),
-    oneVsApache: apache ? ratio(one!, apache) : undefined,
-    autoVsApache: apache ? ratio(auto!, apache) : undefined,
-    runs,
+  // Each comparison is taken per repetition (the two runs next to each other in time), then summed
+  // up by its median and by the middle half of the repetitions, which shows how much it moved.
+  const perRep = (a: Run[], b: Run[], f: (x: Run, y: Run) => number) => a.map((run, i) => f(run, b[i]!))
+  const rpsRatio = (x: Run, y: Run) => x.rps / y.rps
+  const series: Record<string, number[]> = {
+    gatewayVsBare: perRep(one!, bare!, rpsRatio),
+    workersVsOne: perRep(auto!, one!, rpsRatio),
+    p99AboveBareMs: perRep(one!, bare!, (x, y) => x.p99 - y.p99),
+    cpuVsBare: perRep(one!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+    ...(apache ? { oneVsApache: perRep(one!, apache, rpsRatio), autoVsApache: perRep(auto!, apache, rpsRatio) } : {}),
   }
-  const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.peakRssMb} (${r.processes} proc.) |`)
-  const medians = targets.map((t) => {
+  const medians = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, median(values)]))
+  const spread = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, middleHalf(values).map((v) => round(v, 2))]))
+  const summary = { date: new Date().toISOString(), cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, ...medians, spread, runs }
+  const figure = (key: string, unit: string, digits = 2) => {
+    const [low, high] = spread[key]!
+    const range = reps >= 3 ? ` (middle half of the repetitions: ${low!.toFixed(digits)} to ${high!.toFixed(digits)}${unit})` : ''
+    return `**${medians[key]!.toFixed(digits)}${unit}**${range}`
+  }
+  const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.peakRssMb} (${r.processes} proc.) | ${r.stealPct} |`)
+  const medianRows = targets.map((t) => {
     const own = runs.filter((r) => r.target === t.name)
-    return `| ${t.name} | median | ${round(median(own.map((r) => r.rps)), 0)} | ${round(median(own.map((r) => r.p50)), 2)} | ${round(median(own.map((r) => r.p99)), 2)} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${round(median(own.map((r) => r.cpuUsPerRequest)), 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} |`
+    const mid = (f: (r: Run) => number, digits: number) => round(median(own.map(f)), digits)
+    return `| ${t.name} | median | ${mid((r) => r.rps, 0)} | ${mid((r) => r.p50, 2)} | ${mid((r) => r.p99, 2)} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${mid((r) => r.cpuUsPerRequest, 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} | ${mid((r) => r.stealPct, 1)} |`
   })
   const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}.
 
-| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | CPU µs/request | peak RSS MB (largest process) |
-|---|---|---|---|---|---|---|---|---|
-${[...rows, ...medians].join('\n')}
+| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | CPU µs/request | peak RSS MB (largest process) | host steal % |
+|---|---|---|---|---|---|---|---|---|---|
+${[...rows, ...medianRows].join('\n')}
 
-- gateway (1 worker) / bare proxy, req/s: **${summary.gatewayVsBare.toFixed(2)}x** (ratio per repetition, median)
-- gateway p99 minus bare p99: **${summary.p99AboveBareMs.toFixed(1)} ms** (median)
-- workers: auto / 1 worker, req/s: **${summary.workersVsOne.toFixed(2)}x**
-- gateway (1 worker) / bare proxy, CPU time per request: **${summary.cpuVsBare.toFixed(2)}x** (what authentication costs on the hot path)
-${apache ? `- gateway / Apache + mod_auth_openidc, req/s: **${summary.oneVsApache!.toFixed(2)}x** with 1 worker, **${summary.autoVsApache!.toFixed(2)}x** with workers: auto\n` : ''}`
+- gateway (1 worker) / bare proxy, req/s: ${figure('gatewayVsBare', 'x')}
+- gateway p99 minus bare p99: ${figure('p99AboveBareMs', ' ms', 1)}
+- workers: auto / 1 worker, req/s: ${figure('workersVsOne', 'x')}
+- gateway (1 worker) / bare proxy, CPU time per request (what authentication costs on the hot path): ${figure('cpuVsBare', 'x')}
+${apache ? `- gateway / Apache + mod_auth_openidc, req/s: ${figure('oneVsApache', 'x')} with 1 worker, ${figure('autoVsApache', 'x')} with workers: auto\n` : ''}`
   process.stdout.write(`\n${table}`)
   await mkdir('bench/results', { recursive: true })
   // A run with another log level does not replace the reference table.
