@@ -59,6 +59,11 @@ export function cookieValue (header: string | undefined, name: string): string |
 class SessionCache {
   private readonly byCookie = new Map<string, { session: Session, expiresAt: number }>()
   private readonly cookieById = new Map<string, string>()
+  /**
+   * Counts invalidations. A store read that was under way when one arrived may hold what the
+   * logout or refresh replaced, so `set` refuses it (the next request reads the store again).
+   */
+  private invalidations = 0
 
   constructor (private readonly ttlMs: number, private readonly maxEntries = 10_000) {}
 
@@ -70,8 +75,13 @@ class SessionCache {
     return undefined
   }
 
-  set (session: Session): void {
-    if (this.ttlMs <= 0) return
+  /** Taken before a store read, and handed back to `set` with what was read. */
+  get generation (): number {
+    return this.invalidations
+  }
+
+  set (session: Session, generation: number): void {
+    if (this.ttlMs <= 0 || generation !== this.invalidations) return
     if (this.byCookie.size >= this.maxEntries && !this.byCookie.has(session.cookie)) {
       // Maps iterate in insertion order: the first entry is the oldest.
       this.dropCookie(this.byCookie.keys().next().value!)
@@ -81,6 +91,7 @@ class SessionCache {
   }
 
   dropId (id: string): void {
+    this.invalidations++
     const cookie = this.cookieById.get(id)
     if (cookie !== undefined) this.dropCookie(cookie)
   }
@@ -142,10 +153,11 @@ export class Sessions {
     const cached = this.cache.get(cookie)
     if (cached) return cached
     const id = this.sealer.idFor(PURPOSE, cookie)
+    const generation = this.cache.generation
     const record = this.open(cookie, await this.store.getAndTouch(storeKeys.session(id), this.config.ttlMs))
     if (!record) return null
     const session = { id, cookie, record }
-    this.cache.set(session)
+    this.cache.set(session, generation)
     return session
   }
 

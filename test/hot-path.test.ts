@@ -1,14 +1,18 @@
 // The pieces the proxied request's hot path is made of, tested on their own: reading the session
-// cookie straight from the Cookie header, the batched log destination in front of sonic-boom, and
-// the per-route metric tallies that prom-client reads at scrape time.
+// cookie straight from the Cookie header, the in-process session cache, the batched log
+// destination in front of sonic-boom, and the per-route metric tallies that prom-client reads at
+// scrape time.
 import { mkdtemp, readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
 import { BatchedDestination } from '../src/log-destination.js'
 import { Metrics } from '../src/metrics.js'
-import { cookieValue } from '../src/session.js'
+import { Sealer } from '../src/seal.js'
+import { cookieValue, Sessions } from '../src/session.js'
+import { MemoryStore } from '../src/store/memory.js'
 import { metricValue } from './helpers/metrics.js'
 import { waitFor } from './helpers/net.js'
 
@@ -35,6 +39,50 @@ describe('cookieValue', () => {
     expect(cookieValue('', 'gw_session')).toBeUndefined()
     expect(cookieValue('gw_session', 'gw_session')).toBeUndefined()
     expect(cookieValue('a=1; b=2', 'gw_session')).toBeUndefined()
+  })
+})
+
+/** A store whose reads take their value at once but answer only when `hold` settles. */
+class HeldReads extends MemoryStore {
+  hold: Promise<void> | undefined
+
+  override async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
+    const value = await super.getAndTouch(key, ttlMs)
+    await this.hold
+    return value
+  }
+}
+
+describe('the session cache', () => {
+  const secret = 's'.repeat(32)
+
+  async function signedIn (sessions: Sessions): Promise<FastifyRequest> {
+    let cookie = ''
+    const reply = { setCookie: (_name: string, value: string) => { cookie = value } } as unknown as FastifyReply
+    await sessions.start({ headers: {} } as FastifyRequest, reply, { createdAt: Date.now(), tokens: {} })
+    return { headers: { cookie: `gw_session=${cookie}` } } as FastifyRequest
+  }
+
+  it('keeps a session it read, but not one whose read was under way when it was signed out', async () => {
+    const store = new HeldReads()
+    const sessions = new Sessions(store, new Sealer(secret), { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 })
+    await sessions.listen()
+
+    const undisturbed = await signedIn(sessions)
+    expect(await sessions.load(undisturbed)).not.toBeNull()
+    expect(sessions.cached(undisturbed)).toBeDefined()
+
+    // The read takes the record before the sign-out deletes it, and answers after the sign-out.
+    const racing = await signedIn(sessions)
+    let answer!: () => void
+    store.hold = new Promise((resolve) => { answer = resolve })
+    const loading = sessions.load(racing)
+    await sessions.end(racing, { clearCookie: () => {} } as unknown as FastifyReply)
+    answer()
+    expect(await loading).not.toBeNull()
+    expect(sessions.cached(racing)).toBeUndefined()
+    expect(await sessions.load(racing)).toBeNull()
+    await store.close()
   })
 })
 
