@@ -2,7 +2,8 @@
 // bare @fastify/http-proxy baseline (no auth) and the gateway (1 worker, and `workers: auto`) with a
 // real signed-in session obtained through the real flow against oidc-provider, then loads each
 // with the same load generator (wrk when installed, else autocannon; 50 keep-alive connections,
-// small GET), interleaved, and prints a markdown table.
+// small GET), interleaved, and prints a markdown table; then loads the bare proxy and the 1-worker
+// gateway again, paced to about half the bare proxy's throughput, to compare latency at equal load.
 // Results go to bench/results/latest.md and are appended to bench/results/history.jsonl.
 //   --quick        one short repetition, for a fast look
 //   --soak         5 minutes of load on the 1-worker gateway: RSS at start and end, errors
@@ -77,7 +78,8 @@ const middleHalf = (values: number[]): [number, number] => {
 const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits
 const mb = (bytes: number) => Math.round(bytes / 1e5) / 10
 
-async function load (target: Target, durationS: number, headers: Record<string, string>): Promise<Omit<Run, 'target' | 'rep'>> {
+/** Load on a target for durationS; with pauseMs, each connection waits that long after every answer. */
+async function load (target: Target, durationS: number, headers: Record<string, string>, pauseMs = 0): Promise<Omit<Run, 'target' | 'rep'>> {
   let peak = 0
   let processes = 1
   const sampler = setInterval(() => {
@@ -90,7 +92,7 @@ async function load (target: Target, durationS: number, headers: Record<string, 
   const cpuBefore = await cpuOfTree(target.pid)
   const stealBefore = await machineCpu()
   const sent = target.headers ?? headers
-  const result = generator === 'wrk' ? await wrk(url, connections, durationS, sent) : await autocannonLoad(url, durationS, sent)
+  const result = generator === 'wrk' ? await wrk(url, connections, durationS, sent, pauseMs) : await autocannonLoad(url, durationS, sent, pauseMs)
   clearInterval(sampler)
   const cpuMs = await cpuOfTree(target.pid) - cpuBefore
   const stealAfter = await machineCpu()
@@ -108,8 +110,8 @@ async function machineCpu (): Promise<{ total: number, steal: number }> {
   }
 }
 
-async function autocannonLoad (url: string, durationS: number, headers: Record<string, string>): Promise<LoadResult> {
-  const result = await autocannon({ url, connections, duration: durationS, headers })
+async function autocannonLoad (url: string, durationS: number, headers: Record<string, string>, pauseMs: number): Promise<LoadResult> {
+  const result = await autocannon({ url, connections, duration: durationS, headers, ...(pauseMs > 0 ? { connectionRate: 1000 / pauseMs } : {}) })
   return {
     rps: Math.round(result.requests.average),
     p50: result.latency.p50,
@@ -189,53 +191,80 @@ async function main (): Promise<void> {
   }
 }
 
-async function compare (targets: Target[], headers: Record<string, string>, upstreamKind: string, cores: number): Promise<void> {
-  for (const target of targets) await load(target, 2, headers) // warm-up (JIT, connection pools)
+/** Every target in turn, `reps` times over (so each repetition sees the same machine conditions). */
+async function interleaved (targets: Target[], headers: Record<string, string>, pauseMs = 0): Promise<Run[]> {
   const runs: Run[] = []
   for (let rep = 1; rep <= reps; rep++) {
     for (const target of targets) {
-      const run = { target: target.name, rep, ...(await load(target, seconds, headers)) }
+      const run = { target: target.name, rep, ...(await load(target, seconds, headers, pauseMs)) }
       runs.push(run)
-      process.stdout.write(`  ${target.name} #${rep}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.cpuUsPerRequest} µs CPU/request, ${run.errors} errors, ${run.non2xx} non-2xx, host steal ${run.stealPct}%\n`)
+      process.stdout.write(`  ${target.name} #${rep}${pauseMs ? ' (paced)' : ''}: ${run.rps} req/s, p99 ${run.p99} ms, ${run.cpuUsPerRequest} µs CPU/request, ${run.errors} errors, ${run.non2xx} non-2xx, host steal ${run.stealPct}%\n`)
     }
   }
-  const [bare, one, auto, apache] = targets.map((t) => runs.filter((r) => r.target === t.name))
-  // Each comparison is taken per repetition (the two runs next to each other in time), then summed
-  // up by its median and by the middle half of the repetitions, which shows how much it moved.
-  const perRep = (a: Run[], b: Run[], f: (x: Run, y: Run) => number) => a.map((run, i) => f(run, b[i]!))
-  const rpsRatio = (x: Run, y: Run) => x.rps / y.rps
-  const series: Record<string, number[]> = {
-    gatewayVsBare: perRep(one!, bare!, rpsRatio),
-    workersVsOne: perRep(auto!, one!, rpsRatio),
-    p99AboveBareMs: perRep(one!, bare!, (x, y) => x.p99 - y.p99),
-    cpuVsBare: perRep(one!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
-    ...(apache ? { oneVsApache: perRep(one!, apache, rpsRatio), autoVsApache: perRep(auto!, apache, rpsRatio) } : {}),
-  }
-  const medians = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, median(values)]))
-  const spread = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, middleHalf(values).map((v) => round(v, 2))]))
-  const summary = { date: new Date().toISOString(), cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, ...medians, spread, runs }
-  const figure = (key: string, unit: string, digits = 2) => {
-    const [low, high] = spread[key]!
-    const range = reps >= 3 ? ` (middle half of the repetitions: ${low!.toFixed(digits)} to ${high!.toFixed(digits)}${unit})` : ''
-    return `**${medians[key]!.toFixed(digits)}${unit}**${range}`
-  }
+  return runs
+}
+
+/** The per-repetition rows and the median row of each target. */
+function tableRows (targets: Target[], runs: Run[]): string {
   const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.peakRssMb} (${r.processes} proc.) | ${r.stealPct} |`)
   const medianRows = targets.map((t) => {
     const own = runs.filter((r) => r.target === t.name)
     const mid = (f: (r: Run) => number, digits: number) => round(median(own.map(f)), digits)
     return `| ${t.name} | median | ${mid((r) => r.rps, 0)} | ${mid((r) => r.p50, 2)} | ${mid((r) => r.p99, 2)} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${mid((r) => r.cpuUsPerRequest, 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} | ${mid((r) => r.stealPct, 1)} |`
   })
+  return `| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | CPU µs/request | peak RSS MB (largest process) | host steal % |
+|---|---|---|---|---|---|---|---|---|---|
+${[...rows, ...medianRows].join('\n')}`
+}
+
+async function compare (targets: Target[], headers: Record<string, string>, upstreamKind: string, cores: number): Promise<void> {
+  for (const target of targets) await load(target, 2, headers) // warm-up (JIT, connection pools)
+  const runs = await interleaved(targets, headers)
+  const [bare, one, auto, apache] = targets.map((t) => runs.filter((r) => r.target === t.name))
+  // At full load the p99 is mostly queueing (latency = connections / throughput), so it follows the
+  // req/s ratio. Paced, each connection waits after every answer so that both proxies are offered
+  // about half what the bare proxy managed: the p99 then shows what a request itself costs.
+  const pauseMs = Math.max(1, Math.round(connections * 1000 / (median(bare!.map((r) => r.rps)) / 2)))
+  const paced = await interleaved(targets.slice(0, 2), headers, pauseMs)
+  const [pacedBare, pacedOne] = targets.slice(0, 2).map((t) => paced.filter((r) => r.target === t.name))
+  // Each comparison is taken per repetition (the two runs next to each other in time), then summed
+  // up by its median and by the middle half of the repetitions, which shows how much it moved.
+  const perRep = (a: Run[], b: Run[], f: (x: Run, y: Run) => number) => a.map((run, i) => f(run, b[i]!))
+  const rpsRatio = (x: Run, y: Run) => x.rps / y.rps
+  const p99Above = (x: Run, y: Run) => x.p99 - y.p99
+  const series: Record<string, number[]> = {
+    gatewayVsBare: perRep(one!, bare!, rpsRatio),
+    workersVsOne: perRep(auto!, one!, rpsRatio),
+    p99AboveBareMs: perRep(one!, bare!, p99Above),
+    cpuVsBare: perRep(one!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+    ...(apache ? { oneVsApache: perRep(one!, apache, rpsRatio), autoVsApache: perRep(auto!, apache, rpsRatio) } : {}),
+    pacedP99AboveBareMs: perRep(pacedOne!, pacedBare!, p99Above),
+  }
+  const medians = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, median(values)]))
+  const spread = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, middleHalf(values).map((v) => round(v, 2))]))
+  const summary = { date: new Date().toISOString(), cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, pauseMs, ...medians, spread, runs, paced }
+  const figure = (key: string, unit: string, digits = 2) => {
+    const [low, high] = spread[key]!
+    const range = reps >= 3 ? ` (middle half of the repetitions: ${low!.toFixed(digits)} to ${high!.toFixed(digits)}${unit})` : ''
+    return `**${medians[key]!.toFixed(digits)}${unit}**${range}`
+  }
   const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}.
 
-| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | CPU µs/request | peak RSS MB (largest process) | host steal % |
-|---|---|---|---|---|---|---|---|---|---|
-${[...rows, ...medianRows].join('\n')}
+Full load (each connection sends its next request as soon as the answer arrives):
+
+${tableRows(targets, runs)}
 
 - gateway (1 worker) / bare proxy, req/s: ${figure('gatewayVsBare', 'x')}
 - gateway p99 minus bare p99: ${figure('p99AboveBareMs', ' ms', 1)}
 - workers: auto / 1 worker, req/s: ${figure('workersVsOne', 'x')}
 - gateway (1 worker) / bare proxy, CPU time per request (what authentication costs on the hot path): ${figure('cpuVsBare', 'x')}
-${apache ? `- gateway / Apache + mod_auth_openidc, req/s: ${figure('oneVsApache', 'x')} with 1 worker, ${figure('autoVsApache', 'x')} with workers: auto\n` : ''}`
+${apache ? `- gateway / Apache + mod_auth_openidc, req/s: ${figure('oneVsApache', 'x')} with 1 worker, ${figure('autoVsApache', 'x')} with workers: auto\n` : ''}
+Paced (each connection waits ${pauseMs} ms after every answer: about half the bare proxy's full-load req/s offered to both):
+
+${tableRows(targets.slice(0, 2), paced)}
+
+- gateway p99 minus bare p99, paced: ${figure('pacedP99AboveBareMs', ' ms', 1)}
+`
   process.stdout.write(`\n${table}`)
   await mkdir('bench/results', { recursive: true })
   // A run with another log level does not replace the reference table.

@@ -29,14 +29,23 @@ function done (summary, latency, requests)
 end
 `
 
-let scriptFile: Promise<string> | undefined
+const scripts = new Map<number, Promise<string>>()
 
-export async function wrk (url: string, connections: number, durationS: number, headers: Record<string, string>): Promise<LoadResult> {
-  scriptFile ??= mkdtemp(join(tmpdir(), 'gw-bench-wrk-')).then(async (dir) => {
-    await writeFile(join(dir, 'report.lua'), SCRIPT)
-    return join(dir, 'report.lua')
-  })
-  const args = ['-t', '1', '-c', String(connections), '-d', `${durationS}s`, '--timeout', '5s', '-s', await scriptFile,
+/** The script file; with a pause, each connection waits that long after every answer (wrk's delay()). */
+function script (pauseMs: number): Promise<string> {
+  let file = scripts.get(pauseMs)
+  if (!file) {
+    file = mkdtemp(join(tmpdir(), 'gw-bench-wrk-')).then(async (dir) => {
+      await writeFile(join(dir, 'report.lua'), pauseMs > 0 ? `${SCRIPT}function delay () return ${pauseMs} end\n` : SCRIPT)
+      return join(dir, 'report.lua')
+    })
+    scripts.set(pauseMs, file)
+  }
+  return file
+}
+
+export async function wrk (url: string, connections: number, durationS: number, headers: Record<string, string>, pauseMs = 0): Promise<LoadResult> {
+  const args = ['-t', '1', '-c', String(connections), '-d', `${durationS}s`, '--timeout', '5s', '-s', await script(pauseMs),
     ...Object.entries(headers).flatMap(([name, value]) => ['-H', `${name}: ${value}`]), url]
   const { stdout } = await promisify(execFile)('wrk', args, { maxBuffer: 1 << 20 })
   const line = stdout.split('\n').find((l) => l.startsWith('WRK_RESULT '))
