@@ -87,18 +87,28 @@ describe('the session cache', () => {
 })
 
 describe('BatchedDestination', () => {
-  it('hands the lines of one event-loop turn to its target in one write, in order', async () => {
+  it('hands the lines of one window to its target in one write, in order', async () => {
     const writes: string[] = []
-    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} })
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 30)
     destination.write('one\n')
     destination.write('two\n')
-    destination.write('three\n')
-    expect(writes).toEqual([])
     await new Promise((resolve) => setImmediate(resolve))
+    destination.write('three\n') // a later turn of the event loop, the same window
+    expect(writes).toEqual([])
+    await waitFor(async () => writes.length > 0, 1000, 'the window to close')
     expect(writes).toEqual(['one\ntwo\nthree\n'])
     destination.write('four\n')
-    await new Promise((resolve) => setImmediate(resolve))
+    await waitFor(async () => writes.length > 1, 1000, 'the next window to close')
     expect(writes).toEqual(['one\ntwo\nthree\n', 'four\n'])
+  })
+
+  it('writes a full batch at once, without waiting for the window', () => {
+    const writes: string[] = []
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 60_000, 3)
+    for (const line of ['a\n', 'b\n', 'c\n', 'd\n']) destination.write(line)
+    expect(writes).toEqual(['a\nb\nc\n'])
+    destination.flushSync()
+    expect(writes).toEqual(['a\nb\nc\n', 'd\n'])
   })
 
   it('loses nothing on flushSync: every line reaches the file through a real pino destination', async () => {
@@ -108,7 +118,7 @@ describe('BatchedDestination', () => {
     const destination = new BatchedDestination(target)
     const log = pino({ base: undefined, timestamp: false }, destination)
     for (let i = 0; i < 1000; i++) log.info({ i }, 'line')
-    await new Promise((resolve) => setImmediate(resolve)) // the first batch goes out asynchronously
+    destination.flush() // the first batch: sonic-boom writes it asynchronously
     for (let i = 1000; i < 1500; i++) log.info({ i }, 'line') // the second is still pending here
     destination.flushSync()
     // sonic-boom's flushSync does not wait for a write already under way, so that one may land after.
