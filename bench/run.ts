@@ -232,13 +232,15 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
   const perRep = (a: Run[], b: Run[], f: (x: Run, y: Run) => number) => a.map((run, i) => f(run, b[i]!))
   const rpsRatio = (x: Run, y: Run) => x.rps / y.rps
   const p99Above = (x: Run, y: Run) => x.p99 - y.p99
+  const cpuRatio = (x: Run, y: Run) => x.cpuUsPerRequest / y.cpuUsPerRequest
   const series: Record<string, number[]> = {
     gatewayVsBare: perRep(one!, bare!, rpsRatio),
     workersVsOne: perRep(auto!, one!, rpsRatio),
     p99AboveBareMs: perRep(one!, bare!, p99Above),
-    cpuVsBare: perRep(one!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+    cpuVsBare: perRep(one!, bare!, cpuRatio),
     ...(apache ? { oneVsApache: perRep(one!, apache, rpsRatio), autoVsApache: perRep(auto!, apache, rpsRatio) } : {}),
     pacedP99AboveBareMs: perRep(pacedOne!, pacedBare!, p99Above),
+    pacedCpuVsBare: perRep(pacedOne!, pacedBare!, cpuRatio),
   }
   const medians = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, median(values)]))
   const spread = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, middleHalf(values).map((v) => round(v, 2))]))
@@ -264,6 +266,7 @@ Paced (each connection waits ${pauseMs} ms after every answer: about half the ba
 ${tableRows(targets.slice(0, 2), paced)}
 
 - gateway p99 minus bare p99, paced: ${figure('pacedP99AboveBareMs', ' ms', 1)}
+- gateway / bare proxy, CPU time per request, paced: ${figure('pacedCpuVsBare', 'x')}
 `
   process.stdout.write(`\n${table}`)
   await mkdir('bench/results', { recursive: true })
