@@ -225,8 +225,9 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
   // req/s ratio. Paced, each connection waits after every answer so that both proxies are offered
   // about half what the bare proxy managed: the p99 then shows what a request itself costs.
   const pauseMs = Math.max(1, Math.round(connections * 1000 / (median(bare!.map((r) => r.rps)) / 2)))
-  const paced = await interleaved(targets.slice(0, 2), headers, pauseMs)
-  const [pacedBare, pacedOne] = targets.slice(0, 2).map((t) => paced.filter((r) => r.target === t.name))
+  const pacedTargets = targets.slice(0, 2) // the bare proxy and the 1-worker gateway
+  const paced = await interleaved(pacedTargets, headers, pauseMs)
+  const [pacedBare, pacedOne] = pacedTargets.map((t) => paced.filter((r) => r.target === t.name))
   // Each comparison is taken per repetition (the two runs next to each other in time), then summed
   // up by its median and by the middle half of the repetitions, which shows how much it moved.
   const perRep = (a: Run[], b: Run[], f: (x: Run, y: Run) => number) => a.map((run, i) => f(run, b[i]!))
@@ -263,7 +264,7 @@ ${tableRows(targets, runs)}
 ${apache ? `- gateway / Apache + mod_auth_openidc, req/s: ${figure('oneVsApache', 'x')} with 1 worker, ${figure('autoVsApache', 'x')} with workers: auto\n` : ''}
 Paced (each connection waits ${pauseMs} ms after every answer: about half the bare proxy's full-load req/s offered to both):
 
-${tableRows(targets.slice(0, 2), paced)}
+${tableRows(pacedTargets, paced)}
 
 - gateway p99 minus bare p99, paced: ${figure('pacedP99AboveBareMs', ' ms', 1)}
 - gateway / bare proxy, CPU time per request, paced: ${figure('pacedCpuVsBare', 'x')}
