@@ -4,6 +4,7 @@
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
+import type { Readable } from 'node:stream'
 import type { GatewayConfig, PublicRule, RouteConfig } from './config.js'
 import { wantsHtml } from './error-handler.js'
 import { GatewayError } from './errors.js'
@@ -50,10 +51,44 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
 const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
 
 function upstreamError (error: Error & { code?: string }, retryUrl: string): GatewayError {
-  if (error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT') {
+  // reply-from's timeout while waiting for the answer; undici's while reading a buffered body.
+  if (error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT' || error.code === 'UND_ERR_BODY_TIMEOUT') {
     return new GatewayError('gateway_timeout', 'The application did not answer in time.', { cause: error, details: { retryUrl } })
   }
   return new GatewayError('bad_gateway', 'The application could not be reached.', { cause: error, details: { retryUrl } })
+}
+
+/** Upstream bodies of declared length up to this size are read whole and sent in one write. */
+const BUFFERED_BODY_MAX = 64 * 1024
+
+/** What @fastify/reply-from hands to onResponse over undici (its types describe the node:http variant). */
+interface UpstreamResponse {
+  headers: IncomingHttpHeaders
+  stream: Readable & { arrayBuffer?: () => Promise<ArrayBuffer> }
+}
+
+type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions']>['onResponse']>
+
+/**
+ * Sends the upstream's answer on. A small body of declared length is read whole, then sent with
+ * the headers in one write: piping it through a stream pipeline instead cost about a sixth of a
+ * proxied request's CPU (measured with `npm run bench`). Everything else streams as it arrives:
+ * no declared length (chunked, server-sent events), larger bodies, HEAD and bodiless statuses, and
+ * answers without a content-type (Fastify would give a buffer one the upstream never sent).
+ */
+function sendUpstreamResponse (request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { headers, stream }: UpstreamResponse): void {
+  const status = reply.statusCode
+  const small = Number(headers['content-length']) <= BUFFERED_BODY_MAX && headers['content-type'] !== undefined &&
+    request.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
+  if (!small || stream.arrayBuffer === undefined) {
+    reply.send(stream)
+    return
+  }
+  stream.arrayBuffer().then((body) => reply.send(Buffer.from(body)), (error: Error) => {
+    // Nothing was sent yet: answer a clean 502/504 without any of the upstream's headers.
+    for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name)
+    reply.send(upstreamError(error, request.url))
+  })
 }
 
 /** Compiles a route's `public` rules into one test of method and path (`*` matches anything). */
@@ -179,6 +214,8 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
             return rewriteHeaders(route, request, headers)
           },
           onError: (reply, { error }) => reply.send(upstreamError(error, reply.request.url)),
+          // reply-from's types describe the node:http response; over undici it is UpstreamResponse.
+          onResponse: (request, reply, response) => sendUpstreamResponse(request, reply, response as unknown as UpstreamResponse),
         },
       }
       // The upgrade request goes through the same gate; the upstream handshake gets the same headers.

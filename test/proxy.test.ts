@@ -126,6 +126,62 @@ describe('a protected route with a token', () => {
   })
 })
 
+describe('upstream answers', () => {
+  const get = async (path: string, init: RequestInit = {}) => await signedIn.fetch(`${gateway.url}/app/${path}`, { headers: { accept: 'application/json' }, ...init })
+
+  it('passes a small answer on unchanged: status, headers and body bytes', async () => {
+    const response = await get('big/1000')
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toBe('application/octet-stream')
+    expect(response.headers.get('content-length')).toBe('1000')
+    expect(Buffer.from(await response.arrayBuffer()).equals(Buffer.alloc(1000, 'x'))).toBe(true)
+  })
+
+  it('passes a large answer on whole', async () => {
+    const response = await get('big/300000')
+    expect(response.headers.get('content-length')).toBe('300000')
+    expect(Buffer.from(await response.arrayBuffer()).equals(Buffer.alloc(300000, 'x'))).toBe(true)
+  })
+
+  it('streams an answer without a declared length as it arrives', async () => {
+    const response = await get('stream')
+    const reader = response.body!.getReader()
+    // The upstream holds the rest until released: a gateway that waited for the whole body would hang here.
+    const first = await reader.read()
+    expect(new TextDecoder().decode(first.value)).toBe('first,')
+    upstream.release()
+    let rest = ''
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) rest += new TextDecoder().decode(chunk.value)
+    expect(rest).toBe('last')
+  })
+
+  it('adds no content-type the upstream did not send', async () => {
+    const response = await get('untyped')
+    expect(response.headers.get('content-type')).toBeNull()
+    expect(await response.text()).toBe('plain')
+  })
+
+  it('keeps the upstream content-length on HEAD', async () => {
+    const response = await get('big/1000', { method: 'HEAD' })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-length')).toBe('1000')
+  })
+
+  it('answers 502 without the upstream headers when the body is cut short', async () => {
+    const response = await get('truncated')
+    expect(response.status).toBe(502)
+    expect(response.headers.get('x-upstream')).toBeNull()
+    expect((await response.json() as { error: string }).error).toBe('bad_gateway')
+  })
+
+  it('answers 504 when the body stalls for longer than the route timeout', async () => {
+    const response = await get('stall')
+    expect(response.status).toBe(504)
+    expect(response.headers.get('x-upstream')).toBeNull()
+    expect((await response.json() as { error: string }).error).toBe('gateway_timeout')
+  })
+})
+
 describe('an auth: none route', () => {
   it('is proxied without a session, the client Authorization untouched and gateway cookies removed', async () => {
     const request = await seen(await fetch(`${gateway.url}/public/x`, {

@@ -1,6 +1,8 @@
 // An echo upstream on a loopback port: answers JSON with the request it received, and records it.
 // `/slow` never answers (timeouts), `/close` drops the connection (bad gateway), `/delay/<ms>`
-// answers after that long.
+// answers after that long. Bodies: `/stream` sends a first chunk and the rest only on release();
+// `/big/<bytes>` a body that large; `/untyped` no content-type; `/truncated` and `/stall` promise
+// 100 bytes, send 10, then drop the connection or go quiet (each with an x-upstream header).
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import { close, listen } from './net.js'
 
@@ -9,11 +11,14 @@ export interface SeenRequest { method: string, url: string, headers: IncomingHtt
 export interface Upstream {
   url: string
   seen: SeenRequest[]
+  /** Lets the pending `/stream` answers finish. */
+  release (): void
   close (): Promise<void>
 }
 
 export async function startUpstream (): Promise<Upstream> {
   const seen: SeenRequest[] = []
+  const held: Array<() => void> = []
   const server: Server = createServer((req, res) => {
     const request = { method: req.method ?? '', url: req.url ?? '', headers: req.headers }
     seen.push(request)
@@ -27,9 +32,33 @@ export async function startUpstream (): Promise<Upstream> {
       req.socket.destroy()
       return
     }
+    if (req.url?.endsWith('/stream')) {
+      res.writeHead(200, { 'content-type': 'text/plain' })
+      res.write('first,')
+      held.push(() => res.end('last'))
+      return
+    }
+    const big = /\/big\/(\d+)$/.exec(req.url ?? '')
+    if (big) {
+      res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': big[1] })
+      res.end(Buffer.alloc(Number(big[1]), 'x'))
+      return
+    }
+    if (req.url?.endsWith('/untyped')) {
+      res.writeHead(200, { 'content-length': '5' })
+      res.end('plain')
+      return
+    }
+    if (req.url?.endsWith('/truncated') || req.url?.endsWith('/stall')) {
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '100', 'x-upstream': 'yes' })
+      res.write('0123456789')
+      if (req.url.endsWith('/truncated')) setTimeout(() => req.socket.destroy(), 20)
+      return
+    }
     res.setHeader('content-type', 'application/json')
     res.end(JSON.stringify(request))
   })
   const url = await listen(server)
-  return { url, seen, close: () => close(server) }
+  const release = () => { for (const end of held.splice(0)) end() }
+  return { url, seen, release, close: async () => { release(); await close(server) } }
 }
