@@ -106,6 +106,8 @@ class SessionCache {
 export class Sessions {
   readonly cookieOptions: CookieSerializeOptions
   private readonly cache: SessionCache
+  /** Store reads under way, by cookie: concurrent requests of one session share one read. */
+  private readonly reading = new Map<string, { generation: number, session: Promise<Session | null> }>()
 
   constructor (
     private readonly store: SessionStore,
@@ -152,8 +154,21 @@ export class Sessions {
     if (!cookie) return null
     const cached = this.cache.get(cookie)
     if (cached) return cached
-    const id = this.sealer.idFor(PURPOSE, cookie)
+    // A read that began before a sign-out or refresh elsewhere is not shared: it may hold the old record.
     const generation = this.cache.generation
+    const under = this.reading.get(cookie)
+    if (under?.generation === generation) return await under.session
+    const session = this.read(cookie, generation)
+    this.reading.set(cookie, { generation, session })
+    try {
+      return await session
+    } finally {
+      if (this.reading.get(cookie)?.session === session) this.reading.delete(cookie)
+    }
+  }
+
+  private async read (cookie: string, generation: number): Promise<Session | null> {
+    const id = this.sealer.idFor(PURPOSE, cookie)
     const record = this.open(cookie, await this.store.getAndTouch(storeKeys.session(id), this.config.ttlMs))
     if (!record) return null
     const session = { id, cookie, record }

@@ -45,8 +45,10 @@ describe('cookieValue', () => {
 /** A store whose reads take their value at once but answer only when `hold` settles. */
 class HeldReads extends MemoryStore {
   hold: Promise<void> | undefined
+  reads = 0
 
   override async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
+    this.reads++
     const value = await super.getAndTouch(key, ttlMs)
     await this.hold
     return value
@@ -82,6 +84,34 @@ describe('the session cache', () => {
     expect(await loading).not.toBeNull()
     expect(sessions.cached(racing)).toBeUndefined()
     expect(await sessions.load(racing)).toBeNull()
+    await store.close()
+  })
+
+  it('reads a session once for concurrent requests, but not for one that came after a sign-out', async () => {
+    const store = new HeldReads()
+    const sessions = new Sessions(store, new Sealer(secret), { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 })
+    await sessions.listen()
+
+    const busy = await signedIn(sessions)
+    let answer!: () => void
+    store.hold = new Promise((resolve) => { answer = resolve })
+    const loads = Array.from({ length: 5 }, async () => await sessions.load(busy))
+    answer()
+    const loaded = await Promise.all(loads)
+    expect(store.reads).toBe(1)
+    expect(loaded.every((session) => session !== null && session === loaded[0])).toBe(true)
+
+    // A request that arrives after the sign-out must not share the read that began before it.
+    const racing = await signedIn(sessions)
+    store.reads = 0
+    store.hold = new Promise((resolve) => { answer = resolve })
+    const before = sessions.load(racing)
+    await sessions.end(racing, { clearCookie: () => {} } as unknown as FastifyReply)
+    const after = sessions.load(racing)
+    answer()
+    expect(await before).not.toBeNull()
+    expect(await after).toBeNull()
+    expect(store.reads).toBe(2)
     await store.close()
   })
 })
