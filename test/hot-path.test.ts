@@ -42,10 +42,17 @@ describe('cookieValue', () => {
   })
 })
 
-/** A store whose reads take their value at once but answer only when `hold` settles. */
+/** A store whose reads take their value at once but answer only when released (see holdReads); it counts them. */
 class HeldReads extends MemoryStore {
-  hold: Promise<void> | undefined
+  private hold: Promise<void> | undefined
   reads = 0
+
+  /** Holds every read from now on; the returned function lets them answer. */
+  holdReads (): () => void {
+    let answer!: () => void
+    this.hold = new Promise((resolve) => { answer = resolve })
+    return answer
+  }
 
   override async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
     this.reads++
@@ -58,6 +65,16 @@ class HeldReads extends MemoryStore {
 describe('the session cache', () => {
   const secret = 's'.repeat(32)
 
+  async function started (): Promise<{ store: HeldReads, sessions: Sessions }> {
+    const store = new HeldReads()
+    const sessions = new Sessions(store, new Sealer(secret), { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 })
+    await sessions.listen()
+    return { store, sessions }
+  }
+
+  const signOut = async (sessions: Sessions, request: FastifyRequest) =>
+    await sessions.end(request, { clearCookie: () => {} } as unknown as FastifyReply)
+
   async function signedIn (sessions: Sessions): Promise<FastifyRequest> {
     let cookie = ''
     const reply = { setCookie: (_name: string, value: string) => { cookie = value } } as unknown as FastifyReply
@@ -66,9 +83,7 @@ describe('the session cache', () => {
   }
 
   it('keeps a session it read, but not one whose read was under way when it was signed out', async () => {
-    const store = new HeldReads()
-    const sessions = new Sessions(store, new Sealer(secret), { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 })
-    await sessions.listen()
+    const { store, sessions } = await started()
 
     const undisturbed = await signedIn(sessions)
     expect(await sessions.load(undisturbed)).not.toBeNull()
@@ -76,10 +91,9 @@ describe('the session cache', () => {
 
     // The read takes the record before the sign-out deletes it, and answers after the sign-out.
     const racing = await signedIn(sessions)
-    let answer!: () => void
-    store.hold = new Promise((resolve) => { answer = resolve })
+    const answer = store.holdReads()
     const loading = sessions.load(racing)
-    await sessions.end(racing, { clearCookie: () => {} } as unknown as FastifyReply)
+    await signOut(sessions, racing)
     answer()
     expect(await loading).not.toBeNull()
     expect(sessions.cached(racing)).toBeUndefined()
@@ -88,15 +102,12 @@ describe('the session cache', () => {
   })
 
   it('reads a session once for concurrent requests, but not for one that came after a sign-out', async () => {
-    const store = new HeldReads()
-    const sessions = new Sessions(store, new Sealer(secret), { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 })
-    await sessions.listen()
+    const { store, sessions } = await started()
 
     const busy = await signedIn(sessions)
-    let answer!: () => void
-    store.hold = new Promise((resolve) => { answer = resolve })
+    const answerAll = store.holdReads()
     const loads = Array.from({ length: 5 }, async () => await sessions.load(busy))
-    answer()
+    answerAll()
     const loaded = await Promise.all(loads)
     expect(store.reads).toBe(1)
     expect(loaded.every((session) => session !== null && session === loaded[0])).toBe(true)
@@ -104,9 +115,9 @@ describe('the session cache', () => {
     // A request that arrives after the sign-out must not share the read that began before it.
     const racing = await signedIn(sessions)
     store.reads = 0
-    store.hold = new Promise((resolve) => { answer = resolve })
+    const answer = store.holdReads()
     const before = sessions.load(racing)
-    await sessions.end(racing, { clearCookie: () => {} } as unknown as FastifyReply)
+    await signOut(sessions, racing)
     const after = sessions.load(racing)
     answer()
     expect(await before).not.toBeNull()
