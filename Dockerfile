@@ -2,7 +2,7 @@
 # only, as the unprivileged `node` user. Config at /etc/gateway/gateway.yaml (mount your own there);
 # secrets come from the environment (GATEWAY_SESSION_SECRET, client secrets through ${VAR} in the
 # config). `--target demo` builds the demo's authorization server and sample app instead.
-ARG NODE_IMAGE=node:20-bookworm-slim
+ARG NODE_IMAGE=node:24-bookworm-slim
 
 FROM ${NODE_IMAGE} AS build
 WORKDIR /src

@@ -10,6 +10,8 @@
 //   --profile      load the bare proxy and the 1-worker gateway under `node --cpu-prof` and print
 //                  where the CPU of each goes
 //   --log-level L  the gateways' LOG_LEVEL (default info); `silent` shows what the request log line costs
+//   --assertion    the gateways' route has `assertion: true` (a signed identity assertion upstream);
+//                  compare its ratios with a run without it (results in latest-assertion.md)
 //   --generator wrk|autocannon                which load generator (default: wrk when installed)
 //   --reps N, --seconds N, --soak-seconds N   override the defaults
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
@@ -38,12 +40,14 @@ const { values: args } = parseArgs({
     'log-level': { type: 'string' },
     connections: { type: 'string' },
     generator: { type: 'string' },
+    assertion: { type: 'boolean' },
   },
 })
 const reps = Number(args.reps ?? (args.quick ? 1 : 9))
 const seconds = Number(args.seconds ?? (args.quick ? 3 : 6))
 const connections = Number(args.connections ?? 50)
 const logLevel = args['log-level'] ?? 'info'
+const assertion = args.assertion === true
 const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
 if (generator !== 'wrk' && generator !== 'autocannon') throw new Error(`--generator must be wrk or autocannon, not ${generator}`)
 
@@ -123,7 +127,7 @@ async function autocannonLoad (url: string, durationS: number, headers: Record<s
 
 async function main (): Promise<void> {
   const cores = availableParallelism()
-  process.stdout.write(`bench: ${cores} cores, ${generator}, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target, gateway LOG_LEVEL ${logLevel}\n`)
+  process.stdout.write(`bench: ${cores} cores, ${generator}, ${connections} connections, ${reps} repetition(s) of ${seconds}s per target, gateway LOG_LEVEL ${logLevel}${assertion ? ', route with assertion: true' : ''}\n`)
   if (generator !== 'wrk' || !which('nginx')) {
     process.stdout.write('bench: for the reference setup (wrk as the load, nginx as the upstream): apt-get install -y wrk nginx-light\n')
   }
@@ -149,7 +153,7 @@ async function main (): Promise<void> {
         { client_id: 'bench-apache', client_secret: clientSecret, redirect_uris: [apacheRedirectUri(apachePort)] },
       ],
     }))
-    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel }
+    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, assertion }
     const gateway = started(await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
     const gatewayAuto = started(await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
     const apache = httpd ? started(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort })) : undefined
@@ -245,13 +249,13 @@ async function compare (targets: Target[], headers: Record<string, string>, upst
   }
   const medians = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, median(values)]))
   const spread = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, middleHalf(values).map((v) => round(v, 2))]))
-  const summary = { date: new Date().toISOString(), cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, pauseMs, ...medians, spread, runs, paced }
+  const summary = { date: new Date().toISOString(), cores, upstream: upstreamKind, generator, logLevel, assertion, connections, seconds, reps, pauseMs, ...medians, spread, runs, paced }
   const figure = (key: string, unit: string, digits = 2) => {
     const [low, high] = spread[key]!
     const range = reps >= 3 ? ` (middle half of the repetitions: ${low!.toFixed(digits)} to ${high!.toFixed(digits)}${unit})` : ''
     return `**${medians[key]!.toFixed(digits)}${unit}**${range}`
   }
-  const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}.
+  const table = `Benchmark ${summary.date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET with a signed-in session cookie, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}${assertion ? ', the gateways\' route with `assertion: true` (a signed identity assertion upstream)' : ''}.
 
 Full load (each connection sends its next request as soon as the answer arrives):
 
@@ -271,9 +275,10 @@ ${tableRows(pacedTargets, paced)}
 `
   process.stdout.write(`\n${table}`)
   await mkdir('bench/results', { recursive: true })
-  // A run with another log level does not replace the reference table.
-  const latest = logLevel === 'info' ? 'bench/results/latest.md' : `bench/results/latest-log-${logLevel}.md`
-  const flags = [args.quick ? '--quick' : '', logLevel === 'info' ? '' : `--log-level ${logLevel}`].filter(Boolean).join(' ')
+  // A run with another log level, or with the assertion, does not replace the reference table.
+  const variant = [logLevel === 'info' ? '' : `log-${logLevel}`, assertion ? 'assertion' : ''].filter(Boolean).join('-')
+  const latest = variant === '' ? 'bench/results/latest.md' : `bench/results/latest-${variant}.md`
+  const flags = [args.quick ? '--quick' : '', logLevel === 'info' ? '' : `--log-level ${logLevel}`, assertion ? '--assertion' : ''].filter(Boolean).join(' ')
   await writeFile(latest, `${table}\nCommand: \`npm run bench${flags ? ` -- ${flags}` : ''}\`\n`)
   await appendFile('bench/results/history.jsonl', `${JSON.stringify(summary)}\n`)
   process.stdout.write(`\nwritten: ${latest}, bench/results/history.jsonl\n`)

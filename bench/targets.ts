@@ -83,6 +83,8 @@ export interface GatewayOptions {
   nodeArgs?: string[]
   /** LOG_LEVEL of the gateway (info: one line per request, as in production). */
   logLevel?: string
+  /** The route sends a signed identity assertion to the upstream (`assertion: true`). */
+  assertion?: boolean
 }
 
 /** The real CLI on a config of its own (Redis store, one protected route, logging to nowhere). */
@@ -95,7 +97,7 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     session: { secret: 'bench-session-secret-0123456789-abcdefghij' },
     store: { type: 'redis', url: options.redisUrl },
     providers: { demo: { clientId: options.clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' } },
-    routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo' }],
+    routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}) }],
   }))
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: options.logLevel ?? 'info' } })
   return await started(options.name, child, url, '/readyz')

@@ -2,7 +2,8 @@
 // or more confidential clients (client_secret_post), refresh tokens, and small sign-in and consent
 // pages of our own. Any username signs in; every authorization asks for it again, so that signing
 // out of the gateway and coming back shows the sign-in page (no single sign-on in the demo).
-// alice (groups admins, staff), bob (staff) and mallory (mallory@evil.test) have set claims.
+// alice (groups admins, staff), bob (staff), mallory (mallory@evil.test) and eve (staff, an e-mail
+// address that is not verified) have set claims.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
@@ -38,10 +39,11 @@ export interface AuthorizationServer {
 }
 
 /** A few accounts with their own e-mail and groups (for allow rules); any other name signs in too. */
-const ACCOUNTS: Record<string, { email?: string, groups: string[] }> = {
+const ACCOUNTS: Record<string, { email?: string, emailVerified?: boolean, groups: string[] }> = {
   alice: { groups: ['admins', 'staff'] },
   bob: { groups: ['staff'] },
   mallory: { email: 'mallory@evil.test', groups: [] },
+  eve: { emailVerified: false, groups: ['staff'] },
 }
 
 function accountClaims (id: string): { sub: string, [claim: string]: unknown } {
@@ -50,7 +52,7 @@ function accountClaims (id: string): { sub: string, [claim: string]: unknown } {
     sub: id,
     name: id.charAt(0).toUpperCase() + id.slice(1),
     email: account?.email ?? `${id}@example.test`,
-    email_verified: true,
+    email_verified: account?.emailVerified ?? true,
     groups: account?.groups ?? [],
   }
 }

@@ -11,7 +11,7 @@ if ! command -v docker-compose >/dev/null 2>&1; then
 fi
 
 free_port() { node -e "const s=require('net').createServer().listen(0,'127.0.0.1',()=>{console.log(s.address().port);s.close()})"; }
-export NODE_IMAGE=${NODE_BASE_IMAGE:-gateway-test/node:20} REDIS_IMAGE=${REDIS_TEST_IMAGE:-gateway-test/redis:7}
+export NODE_IMAGE=${NODE_BASE_IMAGE:-gateway-test/node:$(node -p 'process.versions.node.split(".")[0]')} REDIS_IMAGE=${REDIS_TEST_IMAGE:-gateway-test/redis:7}
 export GATEWAY_PORT; GATEWAY_PORT=$(free_port)
 export DEMO_ISSUER_PORT; DEMO_ISSUER_PORT=$(free_port)
 project="gwci$$"

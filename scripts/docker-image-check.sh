@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the project's Dockerfile against a local Node base image (no registry needed; see
 # docker-test-env.sh), runs the image, and checks it: /healthz answers, HEALTHCHECK turns healthy,
-# `--check` passes on the shipped config inside it, it runs as a non-root user, and the final
-# image holds production dependencies only. Exits non-zero on the first failed check.
+# it runs an LTS release of Node, `--check` passes on the shipped config inside it, it runs as a
+# non-root user, and the final image holds production dependencies only. Exits non-zero on the
+# first failed check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BASE=${NODE_BASE_IMAGE:-gateway-test/node:20}
+BASE=${NODE_BASE_IMAGE:-gateway-test/node:$(node -p 'process.versions.node.split(".")[0]')}
 TAG=${GATEWAY_IMAGE:-oauth-gateway:ci}
 
 fail() { echo "docker image check FAILED: $*" >&2; exit 1; }
@@ -29,6 +30,10 @@ for _ in $(seq 40); do
 done
 [ "$status" = healthy ] || fail "HEALTHCHECK status is '$status'"
 echo "ok: HEALTHCHECK reports healthy"
+
+runtime=$(docker run --rm "$TAG" node -p 'process.version + " " + (process.release.lts ?? "")')
+[ -n "${runtime#* }" ] || fail "the image's Node ${runtime% *} is not an LTS release"
+echo "ok: the image runs Node ${runtime% *} (LTS ${runtime#* })"
 
 docker run --rm "$TAG" node dist/src/main.js --check || fail "--check on the shipped config"
 echo "ok: --check passes on /etc/gateway/gateway.yaml inside the image"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Starts a local Docker engine and builds, without any image registry, the Redis test image (for the
 # tests' testcontainers path) and a Node base image (to build the project's Dockerfile against). Usage: bash scripts/docker-test-env.sh [start|stop]
+# The base image holds the Node binary GATEWAY_NODE (default: the `node` on PATH; CI passes the LTS
+# binary it downloaded from the npm registry) and is tagged gateway-test/node:<its major version>.
 # Prints what it did; exits non-zero (and says why) when the engine cannot be started.
 set -euo pipefail
 IMAGE=${REDIS_TEST_IMAGE:-gateway-test/redis:7}
-NODE_IMAGE=${NODE_BASE_IMAGE:-gateway-test/node:20}
+GATEWAY_NODE=$(readlink -f "${GATEWAY_NODE:-$(command -v node)}")
+NODE_IMAGE=${NODE_BASE_IMAGE:-gateway-test/node:$("$GATEWAY_NODE" -p 'process.versions.node.split(".")[0]')}
 STATE=${DOCKER_TEST_STATE:-/tmp/gateway-dockerd}
 mkdir -p "$STATE"
 
@@ -70,15 +73,22 @@ SH
   echo "image $IMAGE built from Debian packages"
 }
 
-# A Node base image from this machine's own Node and npm, with a `node` user (uid 1000) as in the
-# official image, a static busybox for RUN steps, and the machine's CA bundle for npm.
+# A Node base image from GATEWAY_NODE and this machine's npm (npm is plain JavaScript: one copy runs
+# on every supported line), with a `node` user (uid 1000) as in the official image, a static busybox
+# for RUN steps, and the machine's CA bundle for npm. An image of that tag holding another Node
+# version is rebuilt.
 build_node_image() {
-  if docker image inspect "$NODE_IMAGE" >/dev/null 2>&1; then echo "image $NODE_IMAGE present"; return; fi
-  local work node; work=$(mktemp -d); node=$(readlink -f "$(command -v node)")
+  local node=$GATEWAY_NODE want; want=$("$node" --version)
+  if docker image inspect "$NODE_IMAGE" >/dev/null 2>&1; then
+    if [ "$(docker run --rm "$NODE_IMAGE" node --version 2>/dev/null)" = "$want" ]; then echo "image $NODE_IMAGE present (Node $want)"; return; fi
+    docker image rm -f "$NODE_IMAGE" >/dev/null
+  fi
+  local work npm_dir; work=$(mktemp -d)
+  npm_dir=$(dirname "$(dirname "$(readlink -f "$(command -v npm)")")")
   mkdir -p "$work/rootfs"/{bin,usr/bin,usr/lib/node_modules,etc/ssl/certs,usr/etc,tmp,home/node,root,lib64}
   chmod 1777 "$work/rootfs/tmp"
   cp "$node" "$work/rootfs/usr/bin/node"
-  cp -a "$(dirname "$(dirname "$node")")/lib/node_modules/npm" "$work/rootfs/usr/lib/node_modules/npm"
+  cp -a "$npm_dir" "$work/rootfs/usr/lib/node_modules/npm"
   ln -s ../lib/node_modules/npm/bin/npm-cli.js "$work/rootfs/usr/bin/npm"
   ln -s ../lib/node_modules/npm/bin/npx-cli.js "$work/rootfs/usr/bin/npx"
   apt-get download busybox-static >/dev/null 2>&1 || { apt-get update -qq >/dev/null; apt-get download busybox-static >/dev/null; }
@@ -96,7 +106,7 @@ build_node_image() {
   chown 1000:1000 "$work/rootfs/home/node"
   tar -C "$work/rootfs" -c . | docker import -c 'ENV PATH=/usr/local/bin:/usr/bin:/bin' -c 'CMD ["node"]' - "$NODE_IMAGE" >/dev/null
   rm -rf "$work"
-  echo "image $NODE_IMAGE built from this machine's Node $(node --version)"
+  echo "image $NODE_IMAGE built from Node $want ($node)"
 }
 
 case "${1:-start}" in

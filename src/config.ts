@@ -7,13 +7,18 @@ import { Issues, formatPath, type Path } from './config-reader.js'
 import { validate } from './config-validate.js'
 
 export { parseDuration } from './config-reader.js'
+export { configWarnings } from './config-safety.js'
 
 export interface ServerConfig {
   host: string
   port: number
   /** {base_url} without a trailing slash; redirect_uri is derived from it. */
   baseUrl: string
-  trustProxy: boolean
+  /**
+   * Which peers may set X-Forwarded-*: none (false), every one (true), or these addresses and CIDR
+   * ranges; given as is to Fastify's `trustProxy` (proxy-addr).
+   */
+  trustProxy: boolean | string[]
   /** How long a shutdown waits for in-flight requests. */
   shutdownTimeoutMs: number
   /** Worker processes sharing the port (node:cluster); 1 = this process serves. */
@@ -28,6 +33,12 @@ export interface SessionConfig {
   cookieSecure: boolean
   /** How long an instance may serve a session from memory before reading the store again (0: never). */
   cacheTtlMs: number
+  /**
+   * The session cookie's Domain (lower case, no leading dot): every host under it shares the
+   * sign-in (forward-auth across subdomains). Undefined: a host-only cookie.
+   * @see https://www.rfc-editor.org/rfc/rfc6265#section-5.2.3
+   */
+  cookieDomain?: string
 }
 
 export interface StoreConfig {
@@ -36,6 +47,12 @@ export interface StoreConfig {
   cluster: string[] | undefined
   sentinel: { name: string, nodes: string[] } | undefined
   keyPrefix: string
+  /**
+   * What /readyz makes of the store: `required` (503 when no part of the store answers; a partly
+   * reachable cluster stays ready) or `ignored` (ready whatever the store does; its state is still
+   * reported). See docs/operations.md.
+   */
+  readiness: 'required' | 'ignored'
 }
 
 /** Where each identity field is found in the ID token claims or the userinfo JSON (dotted paths). */
@@ -65,6 +82,8 @@ export interface ProviderConfig {
   claims: ClaimsMapping
   /** Token endpoint timeout. */
   timeoutMs: number
+  /** Plain http to a host that is not loopback is allowed (and warned about at start). */
+  dangerouslyAllowInsecureHttp: boolean
 }
 
 /** Who may pass a route: any match passes. */
@@ -92,13 +111,61 @@ export interface RouteConfig {
   upstream: string
   provider: string | undefined
   rewritePrefix: string | undefined
+  /** The upstream's answer must start within this long of the request being sent, waiting for a connection included. */
   timeoutMs: number
+  /** At most this many connections to the upstream at once; requests beyond wait (within timeoutMs) for one. */
+  maxConnections: number
   auth: 'required' | 'none'
   /** Proxy WebSocket upgrades too (same authentication and bearer injection). */
   websocket: boolean
+  /** Origins whose pages may open this route's websockets, besides the gateway's own. */
+  allowedOrigins: string[]
   allow: AllowRules | undefined
   public: PublicRule[]
   identityHeaders: IdentityHeaders
+  /** Send the signed identity assertion to this route's upstream. */
+  assertion: boolean
+}
+
+/**
+ * The signed identity assertion (an ES256 JWT) sent to the upstreams of routes with `assertion: true`.
+ * @see https://www.rfc-editor.org/rfc/rfc7519
+ */
+export interface AssertionConfig {
+  /** The `assertion` section is present or a route has `assertion: true`: keys are made and published. */
+  enabled: boolean
+  /** The request header that carries it, lower case. */
+  header: string
+  /** Lifetime of one assertion (`exp` - `iat`). */
+  ttlMs: number
+  /** How often the signing key pair is replaced. */
+  rotateEveryMs: number
+}
+
+/** Where /metrics is served instead of the public port (undefined: on the public port). */
+export interface MetricsConfig {
+  listen: { host: string, port: number } | undefined
+}
+
+/** A request budget: at most `max` requests per `windowMs`. */
+export interface RateBudget {
+  max: number
+  windowMs: number
+}
+
+/** Per client address budgets; `undefined` when the operator turned a limit off. */
+export interface RateLimitConfig {
+  /** /oauth/login/* and /oauth/authorized/* together. */
+  login: RateBudget | undefined
+}
+
+/** /oauth/auth/<provider>/ (forward-auth for a proxy in front). */
+export interface ForwardAuthConfig {
+  /**
+   * Hosts an absolute `next` may lead to, lower case: `app.example.org` (that host, default port),
+   * `.example.com` (that domain and its subdomains), `host:8443` (that port only).
+   */
+  allowedRedirectHosts: string[]
 }
 
 export interface GatewayConfig {
@@ -108,6 +175,10 @@ export interface GatewayConfig {
   state: { ttlMs: number }
   providers: Record<string, ProviderConfig>
   routes: RouteConfig[]
+  metrics: MetricsConfig
+  rateLimit: RateLimitConfig
+  assertion: AssertionConfig
+  forwardAuth: ForwardAuthConfig
 }
 
 /** Every problem found in a config file, each naming its key path. */

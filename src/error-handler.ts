@@ -3,7 +3,7 @@
 // to the log only.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError, isGatewayError } from './errors.js'
-import { errorPage } from './pages.js'
+import { errorPage, signInRemedy } from './pages.js'
 
 /** A browser navigation asks for HTML; API clients, `*\/*` and no Accept get JSON. */
 export function wantsHtml (request: FastifyRequest): boolean {
@@ -23,15 +23,21 @@ function toGatewayError (error: FastifyError | Error): GatewayError {
 /** The cause's identifying fields only: library errors may carry bodies with tokens in them. */
 function describeCause (cause: unknown): Record<string, unknown> | undefined {
   if (!(cause instanceof Error)) return undefined
-  // `errno`, not `code`: log fields named code or state are redacted (they usually hold OAuth values).
+  // `errno`: the library's error code (ECONNREFUSED, UND_ERR_...), named apart from OAuth's `code`.
   const { code } = cause as { code?: unknown }
   return { type: cause.name, message: cause.message, errno: code, cause: describeCause(cause.cause) }
 }
 
 function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error): FastifyReply {
   const error = toGatewayError(thrown)
+  const { log } = error.details
   const fields = { error: error.code, message: error.message, cause: describeCause(error.cause) }
-  if (error.statusCode >= 500) request.log.error(fields, 'request failed')
+  // An upstream failure brings its own one line; a store outage is logged once by the store itself
+  // (src/store/outage-log.ts) and counted in gateway_store_errors_total: one error line per failed
+  // request would bury either.
+  if (log) request.log.warn({ error: error.code, ...log.fields }, log.msg)
+  else if (error.code === 'session_store_unavailable') request.log.debug(fields, 'request failed: session store unavailable')
+  else if (error.statusCode >= 500) request.log.error(fields, 'request failed')
   else request.log.info(fields, 'request rejected')
 
   reply.code(error.statusCode).header('cache-control', 'no-store')
@@ -40,7 +46,7 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   return reply.type('application/json; charset=utf-8').send({
     error: error.code,
     message: error.message,
-    ...(error.details.loginUrl ? { login_url: error.details.loginUrl } : {}),
+    ...(signInRemedy(error) ? { login_url: signInRemedy(error) } : {}),
   })
 }
 

@@ -1,5 +1,5 @@
 // The one catalogue of public error codes: wire code, HTTP status and the plain-language text a
-// person sees. The README's error table is checked against this table by test/errors.test.ts.
+// person sees. The error table of docs/errors.md is checked against this table by test/errors.test.ts.
 
 /** Every error the gateway answers with, as in SPEC.md's error table. */
 export const ERRORS = {
@@ -49,6 +49,11 @@ export const ERRORS = {
     title: 'Sign-in provider unavailable',
     explanation: 'The gateway could not read the sign-in provider\'s configuration. Please try again shortly.',
   },
+  rate_limited: {
+    status: 429,
+    title: 'Too many sign-in attempts',
+    explanation: 'This address has started too many sign-ins in a short time. Please wait a moment and try again.',
+  },
   forbidden: {
     status: 403,
     title: 'Not allowed',
@@ -81,6 +86,11 @@ export interface ErrorDetails {
   retryUrl?: string
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
+  /**
+   * A failure outside the gateway that it expects (an upstream down or slow): logged as this one
+   * warn line instead of an error line with the cause.
+   */
+  log?: { msg: string, fields: Record<string, unknown> }
 }
 
 /**

@@ -1,18 +1,27 @@
 // buildGateway(config): the app as a Fastify instance with its plugins in order (error
-// handler, probes and metrics, sign-in routes, proxy routes). It never listens: main.ts does, and tests build it.
-import Fastify, { type FastifyInstance } from 'fastify'
+// handler, probes and metrics, sign-in routes, forward-auth, proxy routes). It never listens: main.ts does, and tests build it.
+import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import type { DestinationStream } from 'pino'
-import type { GatewayConfig, StoreConfig } from './config.js'
+import { Assertions, forwardAuthAssertion } from './assertion/assertions.js'
+import { jwksRoute } from './assertion/jwks.js'
+import { KeyRing } from './assertion/keys.js'
+import { configWarnings, type GatewayConfig, type StoreConfig } from './config.js'
 import { registerErrorHandler } from './error-handler.js'
+import { GatewayError } from './errors.js'
+import { registerEdge, rewriteUrl } from './http/edge.js'
+import { guardUpgrades } from './http/upgrades.js'
 import { BatchedDestination } from './log-destination.js'
 import { loggerOptions } from './logger.js'
 import { Metrics } from './metrics.js'
+import { serveMetricsApart } from './metrics-listener.js'
+import { forwardAuth } from './oauth/forward-auth.js'
 import { Providers } from './oauth/providers.js'
 import { TokenRefresher } from './oauth/refresh.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { Flows } from './oauth/state.js'
 import { probes } from './probes.js'
 import { proxyRoutes } from './proxy.js'
+import { signinRateLimit } from './rate-limit.js'
 import { RequestEnd } from './request-end.js'
 import { Sealer, deriveKey, randomToken } from './seal.js'
 import { Sessions } from './session.js'
@@ -24,6 +33,15 @@ export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
   logStream?: DestinationStream
   logLevel?: string
+  /** The identity assertions' clock, ms since the epoch (default Date.now): tests move it. */
+  clock?: () => number
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The signed identity assertions (undefined when no `assertion` section nor route asks for them). */
+    assertions: Assertions | undefined
+  }
 }
 
 function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics): SessionStore {
@@ -44,7 +62,15 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     trustProxy: config.server.trustProxy,
     routerOptions: { ignoreTrailingSlash: true },
     requestTimeout: 120_000,
+    // One canonical target before routing: see src/http/canonical.ts.
+    rewriteUrl,
+    // What the router itself cannot decode is answered like any other bad target, never with its text.
+    frameworkErrors: (error, _request, reply) => {
+      (reply as FastifyReply).send(new GatewayError('invalid_request', 'The request cannot be served: the target cannot be decoded.', { cause: error }))
+    },
   })
+
+  for (const warning of configWarnings(config)) app.log.warn(warning)
 
   let secret = config.session.secret
   if (!secret) {
@@ -56,22 +82,37 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const store = createStore(config.store, app, metrics)
   const sealer = new Sealer(secret)
   const sessions = new Sessions(store, sealer, config.session)
-  const flows = new Flows(store, sealer, deriveKey(secret, 'state'), config.state.ttlMs)
+  const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs)
   const providers = new Providers(config.providers, app.log)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log)
+  const clock = deps.clock ?? Date.now
+  const assertions = config.assertion.enabled
+    ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock })
+    : undefined
+  app.decorate('assertions', assertions)
 
   app.addHook('onReady', async () => {
     providers.warmUp()
     await sessions.listen()
+    await assertions?.listen()
     if (store instanceof RedisStore && !(await store.waitUntilReady(2000))) {
       app.log.warn('session store not reachable at start; /readyz answers 503 until it is')
     }
+    assertions?.keys.warmUp()
   })
   app.addHook('onClose', async () => store.close())
 
   registerErrorHandler(app)
-  await app.register(probes, { store, metrics })
-  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics })
-  await app.register(proxyRoutes, { config, sessions, refresher, metrics })
+  registerEdge(app)
+  // With metrics.listen, /metrics is served apart (and answers 404 on the public port).
+  if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)
+  await app.register(probes, { store, metrics, servesMetrics: config.metrics.listen === undefined, readiness: config.store.readiness })
+  const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signinLimit })
+  if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
+  await app.register(forwardAuth, { config, providers, sessions, refresher, extraHeaders: assertions && forwardAuthAssertion(config, assertions) })
+  await app.register(proxyRoutes, { config, sessions, refresher, metrics, assertions })
+  // Once every route (and so every websocket proxy's upgrade listener) is registered.
+  app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app
 }

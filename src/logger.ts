@@ -1,14 +1,41 @@
 // Logger options: pino JSON with a request id on every line, one line per request, and nothing
-// secret in it. Headers that carry credentials are redacted by path; `/oauth/` URLs lose their
-// query string, or `code` and `state` would reach the log through `req.url`.
+// secret in it. Headers that carry credentials are redacted by path; logged URLs keep the query's
+// names but not its values, or `code`, `state` and any token a client puts in a URL would reach
+// the log through `req.url`.
 import type { FastifyRequest } from 'fastify'
 import type { LoggerOptions } from 'pino'
 
-/** The request URL as logged: the query of `/oauth/` URLs is dropped. */
+/** A query parameter name worth keeping, when an `=` follows it; a bare name may be a token (`?sk_live_…`). */
+const PARAMETER_NAME = /^[\w.[\]%-]{0,32}$/
+
+/**
+ * The request URL as logged: the path, and of the query only its parameter names
+ * (`/app/x?access_token=abc&b=2` → `/app/x?access_token&b`). Called once per request: a URL
+ * without `?` is returned as is.
+ */
 export function loggableUrl (url: string): string {
-  return url.startsWith('/oauth/') ? url.split('?')[0]! : url
+  const query = url.indexOf('?')
+  if (query === -1) return url
+  let out = url.slice(0, query + 1)
+  let start = query + 1
+  while (start <= url.length) {
+    let end = url.indexOf('&', start)
+    if (end === -1) end = url.length
+    const equals = url.indexOf('=', start)
+    const name = url.slice(start, equals === -1 || equals > end ? end : equals)
+    if (start > query + 1) out += '&'
+    const named = equals !== -1 && equals < end
+    out += named && PARAMETER_NAME.test(name) ? name : (name === '' ? '' : '…')
+    start = end + 1
+  }
+  return out
 }
 
+/**
+ * Redacted by path. OAuth's `code` and `state` are redacted where those values appear (a callback's
+ * query or form body), not as any field named `code`: a worker's exit code or an errno must stay
+ * readable. Token names are specific enough to redact wherever they are top-level fields.
+ */
 const REDACT_PATHS = [
   'req.headers.authorization',
   'req.headers.cookie',
@@ -20,8 +47,12 @@ const REDACT_PATHS = [
   'access_token',
   'refresh_token',
   'id_token',
-  'code',
-  'state',
+  'query.code',
+  'query.state',
+  'body.code',
+  'body.state',
+  'req.query.code',
+  'req.query.state',
 ]
 
 export function loggerOptions (level = process.env.LOG_LEVEL ?? 'info'): LoggerOptions {

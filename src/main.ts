@@ -5,13 +5,21 @@
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { pathToFileURL } from 'node:url'
-import { ConfigError, loadConfig } from './config.js'
+import pino from 'pino'
+import { ConfigError, configWarnings, loadConfig } from './config.js'
 import { buildGateway } from './gateway.js'
+import { loggerOptions } from './logger.js'
+import { clusterMetricsListener } from './metrics-listener.js'
 import { WORKER_SECRET_ENV, runPrimary } from './workers.js'
 
 const USAGE = `usage: gateway [check] [--config PATH] [--check]
   --config PATH  config file (default: $GATEWAY_CONFIG or ./gateway.yaml)
   --check        validate the config and exit 0 (valid) or 1 (problems listed)`
+
+/** `1 route`, `2 routes`. */
+function count (n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? '' : 's'}`
+}
 
 export async function main (argv: string[]): Promise<number> {
   let args
@@ -37,11 +45,15 @@ export async function main (argv: string[]): Promise<number> {
     return 1
   }
   if (check) {
-    process.stdout.write(`${file}: OK (${Object.keys(config.providers).length} providers, ${config.routes.length} routes)\n`)
+    for (const warning of configWarnings(config)) process.stderr.write(`warning: ${warning}\n`)
+    process.stdout.write(`${file}: OK (${count(Object.keys(config.providers).length, 'provider')}, ${count(config.routes.length, 'route')})\n`)
     return 0
   }
 
   if (config.server.workers > 1 && cluster.isPrimary) {
+    // Workers share the public port, so a scrape there reaches one of them: the primary serves
+    // metrics.listen instead, with every worker's metrics summed.
+    if (config.metrics.listen) await clusterMetricsListener(config.metrics.listen, pino(loggerOptions())).start()
     runPrimary(config)
     return -1
   }
@@ -50,6 +62,12 @@ export async function main (argv: string[]): Promise<number> {
 
   const app = await buildGateway(config)
   await app.listen({ host: config.server.host, port: config.server.port })
+  try {
+    await app.metricsListener?.listening
+  } catch (error) {
+    await app.close()
+    throw error
+  }
   // Graceful: stop accepting, let in-flight requests finish (bounded), close the store, exit 0.
   const stop = async (signal: string) => {
     app.log.info({ signal, timeoutMs: config.server.shutdownTimeoutMs }, 'shutting down: no new connections, finishing in-flight requests')
@@ -58,7 +76,12 @@ export async function main (argv: string[]): Promise<number> {
       process.exit(1)
     }, config.server.shutdownTimeoutMs)
     timer.unref()
+    // A keep-alive connection whose last request finishes during the shutdown would otherwise stay
+    // open until the client drops it: close each one as soon as it is idle.
+    const idle = setInterval(() => app.server.closeIdleConnections(), 100)
+    idle.unref()
     await app.close()
+    clearInterval(idle)
     app.log.info('shut down')
     process.exit(0)
   }

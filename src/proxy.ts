@@ -1,10 +1,14 @@
 // One encapsulated scope per route: an auth gate (protected routes only) and @fastify/http-proxy
-// with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set).
-// Upstream failures are translated here: timeouts to gateway_timeout, the rest to bad_gateway.
+// with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set),
+// over the route's own connection pool (proxy/upstream-pool.ts: the timeout covers the wait for a
+// connection). Upstream failures are translated here: timeouts to gateway_timeout, the rest to
+// bad_gateway, each logged as one warn line naming the route.
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { Readable } from 'node:stream'
+import type { Assertions } from './assertion/assertions.js'
+import type { Dispatcher } from 'undici'
 import type { GatewayConfig, PublicRule, RouteConfig } from './config.js'
 import { wantsHtml } from './error-handler.js'
 import { GatewayError } from './errors.js'
@@ -13,6 +17,8 @@ import type { Metrics } from './metrics.js'
 import type { TokenRefresher } from './oauth/refresh.js'
 import type { Session, Sessions, TokenSet } from './session.js'
 import { isAllowed, type Identity } from './identity.js'
+import { ClientHeaderFilter, clientBoundHeaders } from './proxy/headers.js'
+import { UpstreamFailure, UpstreamPool } from './proxy/upstream-pool.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -20,6 +26,8 @@ declare module 'fastify' {
     accessToken: string | undefined
     /** Who the user is at the route's provider (identity headers), set by the auth gate. */
     identity: Identity | undefined
+    /** The signed identity assertion for the route's upstream, set by the gate of a route with `assertion: true`. */
+    assertion: string | undefined
   }
 }
 
@@ -28,10 +36,12 @@ export interface ProxyDeps {
   sessions: Sessions
   refresher: TokenRefresher
   metrics: Metrics
+  /** Present when any route (or the `assertion` section) asks for signed assertions. */
+  assertions?: Assertions | undefined
 }
 
 /** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
-type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'accessToken' | 'identity'> & { socket: { remoteAddress?: string } }
+type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'ips' | 'accessToken' | 'identity' | 'assertion'> & { socket: { remoteAddress?: string } }
 
 /** Removes the named cookies from a Cookie header; undefined when none is left. */
 function stripCookies (header: string | undefined, names: readonly string[]): string | undefined {
@@ -48,14 +58,30 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
   rewriteRequestHeaders: (headers: Record<string, string>, request: FastifyRequest) => Record<string, string>
 }
 
-const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
+const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
 
-function upstreamError (error: Error & { code?: string }, retryUrl: string): GatewayError {
-  // reply-from's timeout while waiting for the answer; undici's while reading a buffered body.
-  if (error.code === 'FST_REPLY_FROM_GATEWAY_TIMEOUT' || error.code === 'UND_ERR_BODY_TIMEOUT') {
-    return new GatewayError('gateway_timeout', 'The application did not answer in time.', { cause: error, details: { retryUrl } })
+/** Error codes of an upstream that took longer than the route's timeout (undici's, and reply-from's for its own). */
+const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'FST_REPLY_FROM_GATEWAY_TIMEOUT'])
+
+/** Where the route's upstream failures are logged from: its path, its origin (never userinfo), its timeout. */
+interface UpstreamTarget { route: string, upstream: string, timeoutMs: number }
+
+/**
+ * An upstream failure as the client sees it (504 for a timeout, 502 for anything else) and as the
+ * operator does: one warn line naming the route, without a stack (the upstream is down, not the
+ * gateway).
+ * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.6.3 (502) and #section-15.6.5 (504)
+ */
+function upstreamError (target: UpstreamTarget, error: Error & { code?: string }, retryUrl: string): GatewayError {
+  if (TIMEOUTS.has(error.code ?? '')) {
+    return new GatewayError('gateway_timeout', 'The application did not answer in time.', {
+      details: { retryUrl, log: { msg: 'upstream timed out', fields: { ...target } } },
+    })
   }
-  return new GatewayError('bad_gateway', 'The application could not be reached.', { cause: error, details: { retryUrl } })
+  // `errno`, not `code`: log fields named code are redacted (they usually hold OAuth values).
+  const fields = { ...target, errno: error.code, reason: error.message }
+  const msg = error.code === 'ECONNREFUSED' ? 'upstream refused the connection' : 'upstream failed'
+  return new GatewayError('bad_gateway', 'The application could not be reached.', { details: { retryUrl, log: { msg, fields } } })
 }
 
 /** Upstream bodies of declared length up to this size are read whole and sent in one write. */
@@ -64,7 +90,8 @@ const BUFFERED_BODY_MAX = 64 * 1024
 /** What @fastify/reply-from hands to onResponse over undici (its types describe the node:http variant). */
 interface UpstreamResponse {
   headers: IncomingHttpHeaders
-  stream: Readable & { arrayBuffer?: () => Promise<ArrayBuffer> }
+  /** The body, or why there is none (the route's pool answers failures this way). */
+  stream: (Readable & { arrayBuffer?: () => Promise<ArrayBuffer> }) | UpstreamFailure
 }
 
 type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions']>['onResponse']>
@@ -76,7 +103,11 @@ type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions'
  * no declared length (chunked, server-sent events), larger bodies, HEAD and bodiless statuses, and
  * answers without a content-type (Fastify would give a buffer one the upstream never sent).
  */
-function sendUpstreamResponse (request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { headers, stream }: UpstreamResponse): void {
+function sendUpstreamResponse (target: UpstreamTarget, request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { headers, stream }: UpstreamResponse): void {
+  if (stream instanceof UpstreamFailure) {
+    reply.send(upstreamError(target, stream.reason, request.url))
+    return
+  }
   const status = reply.statusCode
   const small = Number(headers['content-length']) <= BUFFERED_BODY_MAX && headers['content-type'] !== undefined &&
     request.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
@@ -87,7 +118,7 @@ function sendUpstreamResponse (request: Parameters<OnResponse>[0], reply: Parame
   stream.arrayBuffer().then((body) => reply.send(Buffer.from(body)), (error: Error) => {
     // Nothing was sent yet: answer a clean 502/504 without any of the upstream's headers.
     for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name)
-    reply.send(upstreamError(error, request.url))
+    reply.send(upstreamError(target, error, request.url))
   })
 }
 
@@ -100,22 +131,21 @@ function publicMatcher (rules: PublicRule[]): (method: string, path: string) => 
   return (method, path) => compiled.some((rule) => (rule.method === '*' || rule.method === method) && rule.path.test(path))
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, sessions, refresher, metrics }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, sessions, refresher, metrics, assertions }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('identity', undefined)
+  app.decorateRequest('assertion', undefined)
   app.decorateRequest('upstreamStart', undefined)
   const gatewayCookies = [sessions.cookieName, `${sessions.cookieName}_flow`]
-  // Headers never copied from the client: identity headers (on every route, whatever names any route
-  // uses), the ones rebuilt below, and on protected routes the client's own credentials.
-  const rebuilt = ['cookie', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups',
-    ...config.routes.flatMap((route) => Object.values(route.identityHeaders))]
-  const notCopied = { none: new Set(rebuilt), required: new Set([...rebuilt, 'authorization']) }
+  /** The same names in lower case: what an upstream's Set-Cookie may never set. */
+  const plantable = gatewayCookies.map((name) => name.toLowerCase())
+  // Identity headers are dropped on every route, whatever names any route uses for them.
+  // So is the assertion header, under the configured name as well as the default one.
+  const identityHeaders = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', config.assertion.header, ...config.routes.flatMap((route) => Object.values(route.identityHeaders))]
+  const filters = { none: new ClientHeaderFilter(identityHeaders, false), required: new ClientHeaderFilter(identityHeaders, true) }
 
   function rewriteHeaders (route: RouteConfig, request: ForwardedRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
-    // A new object rather than deletes on a copy: deleting keys makes V8 fall back to a slow object.
-    const out: IncomingHttpHeaders = {}
-    const skip = notCopied[route.auth]
-    for (const name of Object.keys(headers)) if (!skip.has(name)) out[name] = headers[name]
+    const out = filters[route.auth].copy(headers)
     const cookie = stripCookies(headers.cookie, gatewayCookies)
     if (cookie !== undefined) out.cookie = cookie
     if (route.auth === 'required') {
@@ -124,13 +154,15 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       const identity = request.identity
       if (identity) {
         out[route.identityHeaders.user] = identity.sub
-        if (identity.email) out[route.identityHeaders.email] = identity.email
+        // An address the provider did not verify is not vouched for to the upstream.
+        if (identity.email && identity.emailVerified !== false) out[route.identityHeaders.email] = identity.email
         if (identity.groups.length > 0) out[route.identityHeaders.groups] = identity.groups.join(',')
       }
+      if (route.assertion && request.assertion !== undefined) out[config.assertion.header] = request.assertion
     }
-    const peer = request.socket.remoteAddress ?? ''
-    const chain = config.server.trustProxy ? headers['x-forwarded-for'] : undefined
-    out['x-forwarded-for'] = chain ? `${chain}, ${peer}` : peer
+    // With trustProxy, the chain as far back as it runs through trusted hops (Fastify's request.ips,
+    // nearest first), else only the peer: a client cannot plant an address upstreams would trust.
+    out['x-forwarded-for'] = request.ips ? [...request.ips].reverse().join(', ') : (request.socket.remoteAddress ?? '')
     out['x-forwarded-proto'] = request.protocol
     out['x-forwarded-host'] = request.host
     return out
@@ -139,7 +171,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
   /** Headers of the upstream WebSocket handshake: only what the gateway itself vouches for. */
   function websocketHeaders (route: RouteConfig, request: FastifyRequest): Record<string, string> {
     const out: Record<string, string> = {}
-    const forwarded = new Set([...FORWARDED_TO_WEBSOCKET, ...Object.values(route.identityHeaders)])
+    const forwarded = new Set([...FORWARDED_TO_WEBSOCKET, ...Object.values(route.identityHeaders), ...(route.assertion ? [config.assertion.header] : [])])
     for (const [name, value] of Object.entries(rewriteHeaders(route, request, request.headers))) {
       if (typeof value === 'string' && forwarded.has(name)) out[name] = value
     }
@@ -151,9 +183,20 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       // Counted when the response has finished (RequestEnd), by whichever route's scope answered it.
       const routeMetrics = metrics.forRoute(route.path)
       scope.decorateRequest('routeMetrics', { getter: () => routeMetrics })
+      if (route.websocket) {
+        // Browsers let any site open a websocket with the user's cookies (no CORS): only pages of
+        // the gateway's own origin, or of one the route lists, may (cross-site websocket hijacking).
+        const origins = new Set([new URL(config.server.baseUrl).origin, ...route.allowedOrigins])
+        scope.addHook('onRequest', (request, _reply, done) => {
+          if (request.headers.upgrade?.toLowerCase() !== 'websocket' || origins.has(request.headers.origin ?? '')) return done()
+          done(new GatewayError('forbidden', 'This websocket connection was not opened by a page of this site.'))
+        })
+      }
       if (route.auth === 'required') {
         const provider = route.provider!
         const isPublic = publicMatcher(route.public)
+        // Signed once per session and then read from a cache; only when it nears expiry is it signed again.
+        const signer = route.assertion ? assertions?.forAudience(provider, new URL(route.upstream).origin) : undefined
         /** Lets the request through with the session's token and identity, unless an allow rule refuses it. */
         const admit = (request: FastifyRequest, session: Session, token: TokenSet) => {
           const identity = session.record.identities?.[provider]
@@ -173,10 +216,15 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
             session = await sessions.load(request)
             token = session ? await refresher.usableToken(session, provider) : undefined
           } catch (error) {
-            if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(config, provider, request.url)
+            // The store or the provider failed (503, 502): signing in again would not help, trying again may.
+            if (error instanceof GatewayError && !error.details.loginUrl) error.details.retryUrl ??= request.url
             throw error
           }
-          if (session && token) return admit(request, session, token)
+          if (session && token) {
+            admit(request, session, token)
+            if (signer && request.identity) request.assertion = await signer.assertion(session)
+            return
+          }
           const login = loginUrl(config, provider, request.url)
           if (wantsHtml(request)) return reply.redirect(login, 302)
           throw new GatewayError('unauthenticated', 'Sign in first: there is no access token for this route.', {
@@ -198,24 +246,38 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
           } catch (error) {
             return done(error as Error)
           }
+          if (signer && request.identity) {
+            request.assertion = signer.ready(session)
+            if (request.assertion === undefined) {
+              signer.assertion(session).then((assertion) => { request.assertion = assertion; done() }, done)
+              return
+            }
+          }
           done()
         })
       }
+      const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
+      const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
+      // reply-from leaves a pool it was given open; requests in flight have finished by onClose.
+      scope.addHook('onClose', async () => pool.destroy())
       const options: FastifyHttpProxyOptions = {
         upstream: route.upstream,
         prefix: route.path,
         // SPEC: without rewritePrefix the path is forwarded unchanged.
         rewritePrefix: route.rewritePrefix ?? route.path,
-        undici: { headersTimeout: route.timeoutMs, bodyTimeout: route.timeoutMs, connections: 128, pipelining: 1 },
+        // reply-from uses any object with a request method as its undici dispatcher, and calls only
+        // the callback form of request (the one UpstreamPool has).
+        undici: pool as unknown as { request: Dispatcher['request'] },
         disableRequestLogging: true,
         replyOptions: {
           rewriteRequestHeaders: (request, headers) => {
             request.upstreamStart = performance.now()
             return rewriteHeaders(route, request, headers)
           },
-          onError: (reply, { error }) => reply.send(upstreamError(error, reply.request.url)),
+          rewriteHeaders: (headers) => clientBoundHeaders(headers, plantable),
+          onError: (reply, { error }) => reply.send(upstreamError(target, error, reply.request.url)),
           // reply-from's types describe the node:http response; over undici it is UpstreamResponse.
-          onResponse: (request, reply, response) => sendUpstreamResponse(request, reply, response as unknown as UpstreamResponse),
+          onResponse: (request, reply, response) => sendUpstreamResponse(target, request, reply, response as unknown as UpstreamResponse),
         },
       }
       // The upgrade request goes through the same gate; the upstream handshake gets the same headers.

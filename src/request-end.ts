@@ -2,6 +2,7 @@
 // (its LogController): the gateway's log line, and the route's count and upstream latency. Doing
 // it here rather than in onResponse hooks keeps hook machinery off the hot path.
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import { refusedTarget } from './http/edge.js'
 import { loggableUrl } from './logger.js'
 import type { RouteMetrics } from './metrics.js'
 
@@ -22,7 +23,7 @@ export class RequestEnd extends LogController {
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     request.routeMetrics?.record(reply.statusCode, request.upstreamStart)
-    const line = { method: request.method, url: loggableUrl(request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
+    const line = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
     if (error) reply.log.error({ ...line, err: error }, 'request errored')
     else reply.log.info(line, 'request completed')
   }

@@ -114,7 +114,14 @@ export class Sessions {
     private readonly sealer: Sealer,
     private readonly config: SessionConfig
   ) {
-    this.cookieOptions = { path: '/', httpOnly: true, sameSite: 'lax', secure: config.cookieSecure }
+    this.cookieOptions = {
+      path: '/',
+      httpOnly: true,
+      sameSite: 'lax',
+      secure: config.cookieSecure,
+      // session.cookieDomain: hosts under one parent domain share the sign-in (forward-auth).
+      ...(config.cookieDomain ? { domain: config.cookieDomain } : {}),
+    }
     this.cache = new SessionCache(config.cacheTtlMs)
   }
 

@@ -17,13 +17,19 @@ export function runPrimary (config: GatewayConfig): void {
     log.warn('session.secret is not set: the workers share a random one, so sessions will not survive a restart')
   }
   let stopping = false
-  const fork = (): Worker => cluster.fork(env)
+  const fork = (): Worker => {
+    const worker = cluster.fork(env)
+    log.info({ workerPid: worker.process.pid }, 'worker started')
+    return worker
+  }
   for (let i = 0; i < config.server.workers; i++) fork()
   log.info({ workers: config.server.workers, port: config.server.port }, 'started workers')
 
-  cluster.on('exit', (worker, code, signal) => {
+  // `pid` is the primary's own (pino adds it to every line): the worker's is `workerPid`. An exit
+  // has either a code (the worker exited) or a signal (it was killed); the other is null.
+  cluster.on('exit', (worker, exitCode, signal) => {
     if (stopping) return
-    log.error({ pid: worker.process.pid, code, signal }, 'worker died; starting another')
+    log.error({ workerPid: worker.process.pid, exitCode, signal }, 'worker exited; starting another in 1 s')
     setTimeout(fork, 1000).unref()
   })
 
@@ -41,8 +47,10 @@ export function runPrimary (config: GatewayConfig): void {
     }, config.server.shutdownTimeoutMs + 2000)
     timer.unref()
     for (const worker of workers) {
-      worker.once('exit', (code) => {
-        failed ||= code !== 0
+      // A worker still starting has no handler yet, so SIGTERM ends it at once: it served nothing,
+      // which is a clean stop too.
+      worker.once('exit', (code, signal) => {
+        failed ||= code !== 0 && signal !== 'SIGTERM'
         if (--running === 0) {
           log.info('shut down')
           process.exit(failed ? 1 : 0)

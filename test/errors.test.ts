@@ -1,4 +1,4 @@
-// The error catalogue: the README's table matches src/errors.ts, and every error renders as JSON
+// The error catalogue: the table in docs/errors.md matches src/errors.ts, and every error renders as JSON
 // for API clients and as a small HTML page for browsers, never with a stack trace.
 import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -9,9 +9,8 @@ import type { FastifyInstance } from 'fastify'
 import { logCollector } from './helpers/gateway.js'
 
 describe('error catalogue', () => {
-  it('the README error table lists exactly the codes and statuses of src/errors.ts', async () => {
-    const readme = await readFile('README.md', 'utf8')
-    const table = readme.slice(readme.indexOf('## Errors'))
+  it('the error table of docs/errors.md lists exactly the codes and statuses of src/errors.ts', async () => {
+    const table = await readFile('docs/errors.md', 'utf8')
     const rows = [...table.matchAll(/^\|[^|\n]*\|\s*(\d{3})\s*\|\s*`(\w+)`/gm)].map(([, status, code]) => [code, Number(status)])
     const fromTable = Object.fromEntries(rows)
     const expected = Object.fromEntries(Object.entries(ERRORS).map(([code, entry]) => [code, entry.status]))

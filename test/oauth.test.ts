@@ -93,10 +93,11 @@ describe('GET /oauth/login/<provider>/', () => {
     })
     expect(params.code_challenge).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(params.code_verifier).toBeUndefined()
-    // The state is a JWS whose payload carries the provider, next and a nonce, never the verifier.
+    // The state is a JWS whose payload carries the provider, next, its id, a tag of the browser's
+    // binding and a sequence number, never the verifier.
     const [, payload] = state.split('.')
     const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString()) as Record<string, unknown>
-    expect(Object.keys(claims).sort()).toEqual(['exp', 'iat', 'n', 'next', 'p'])
+    expect(Object.keys(claims).sort()).toEqual(['b', 'exp', 'iat', 'n', 'next', 'p', 's'])
     expect((claims.exp as number) - (claims.iat as number)).toBe(300)
   })
 
@@ -104,11 +105,12 @@ describe('GET /oauth/login/<provider>/', () => {
     const browser = new Browser()
     const first = await browser.fetch(`${gateway.url}/oauth/login/stub/`)
     const cookie = first.headers.getSetCookie()[0]!
-    expect(cookie).toMatch(/^gw_session_flow=[A-Za-z0-9_-]{43}; Max-Age=300; Path=\/oauth\/; HttpOnly; Secure; SameSite=Lax$/)
+    expect(cookie).toMatch(/^gw_session_flow=[A-Za-z0-9_-]{43}\.1; Max-Age=300; Path=\/oauth\/; HttpOnly; Secure; SameSite=Lax$/)
     await startLogin(browser)
     await startLogin(browser)
     expect([...browser.cookies.keys()]).toEqual(['gw_session_flow'])
-    expect(browser.cookies.get('gw_session_flow')!.value).toBe(cookie.split(/[=;]/)[1])
+    // The same binding; only the count of sign-ins started moves.
+    expect(browser.cookies.get('gw_session_flow')!.value).toBe(cookie.split(/[=;]/)[1]!.replace(/\.1$/, '.3'))
   })
 
   it('omits PKCE when the provider has pkce: false', async () => {
@@ -129,17 +131,18 @@ describe('safeNext: only same-origin relative paths', () => {
   it.each([
     ['/app/x?y=1#z', '/app/x?y=1#z'],
     ['/', '/'],
-    ['//evil.example', '/'],
-    ['//evil.example/path', '/'],
-    ['/\\evil.example', '/'],
-    ['\\\\evil.example', '/'],
-    ['/\t/evil.example', '/'],
-    ['https://evil.example', '/'],
-    ['http:/evil.example', '/'],
-    ['javascript:alert(1)', '/'],
-    ['evil.example', '/'],
-    ['', '/'],
-    [undefined, '/'],
+    [['/a', '/b'], '/oauth/'],
+    ['//evil.example', '/oauth/'],
+    ['//evil.example/path', '/oauth/'],
+    ['/\\evil.example', '/oauth/'],
+    ['\\\\evil.example', '/oauth/'],
+    ['/\t/evil.example', '/oauth/'],
+    ['https://evil.example', '/oauth/'],
+    ['http:/evil.example', '/oauth/'],
+    ['javascript:alert(1)', '/oauth/'],
+    ['evil.example', '/oauth/'],
+    ['', '/oauth/'],
+    [undefined, '/oauth/'],
   ])('%j -> %j', (input, expected) => {
     expect(safeNext(input)).toBe(expected)
   })
@@ -164,7 +167,7 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
   it('rejects an expired state with 400 invalid_state', async () => {
     const browser = new Browser()
     await startLogin(browser)
-    const expired = await issueState(deriveKey(TEST_SECRET, 'state'), { p: 'stub', next: '/', n: 'x' }, -60_000)
+    const expired = await issueState(deriveKey(TEST_SECRET, 'state'), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, -60_000)
     await expectError(await callback(browser, { code: 'c', state: expired }), 400, 'invalid_state', /expired/)
   })
 
@@ -254,10 +257,10 @@ describe('GET /oauth/authorized/<provider>/: callback and code exchange', () => 
     expect(page).not.toContain('stub-secret')
   })
 
-  it('sends next=//evil.example to / after sign-in', async () => {
+  it('sends next=//evil.example to /oauth/ after sign-in', async () => {
     const browser = new Browser()
     const { state } = await startLogin(browser, 'stub', '//evil.example')
-    expect((await callback(browser, { code: 'c', state })).headers.get('location')).toBe('/')
+    expect((await callback(browser, { code: 'c', state })).headers.get('location')).toBe('/oauth/')
   })
 })
 
@@ -315,7 +318,7 @@ describe('sessions', () => {
     expect(page).toContain(`href="${gateway.url}/oauth/login/stub/?next=%2Fstub%2F"`)
     expect(browser.cookies.has('gw_session')).toBe(false)
     const api = await fetch(`${gateway.url}/oauth/logout/`, { headers: json, redirect: 'manual' })
-    expect([api.status, api.headers.get('location')]).toEqual([302, '/'])
+    expect([api.status, api.headers.get('location')]).toEqual([302, '/oauth/'])
   })
 
   it('GET and POST /oauth/logout/ delete the session and the cookie, then redirect to a safe next', async () => {
@@ -325,7 +328,7 @@ describe('sessions', () => {
       const cookie = browser.cookies.get('gw_session')!.value
       const response = await browser.fetch(`${gateway.url}/oauth/logout/?next=${encodeURIComponent('//evil.example')}`, { method })
       expect(response.status).toBe(302)
-      expect(response.headers.get('location')).toBe('/')
+      expect(response.headers.get('location')).toBe('/oauth/')
       expect(response.headers.getSetCookie()[0]).toMatch(/^gw_session=; Max-Age=0; Path=\/; Expires=Thu, 01 Jan 1970 00:00:00 GMT; HttpOnly; Secure; SameSite=Lax$/)
       await expectError(await fetch(`${gateway.url}/app/`, { headers: { ...json, cookie: `gw_session=${cookie}` } }), 401, 'unauthenticated')
     }

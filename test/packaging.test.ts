@@ -79,6 +79,29 @@ describe('packaging', () => {
     expect(dockerfile).toMatch(/EXPOSE 9000 9100/)
   })
 
+  it('engines admits the maintained LTS lines (22 from 22.22, 24, 26) and not Node 20, past its end of life', async () => {
+    const engines = (JSON.parse(await readFile('package.json', 'utf8')) as { engines: { node: string } }).engines.node
+    const match = /^>=(\d+)\.(\d+)$/.exec(engines)
+    expect(match, `engines.node is a plain lower bound, got ${engines}`).not.toBeNull()
+    const admits = (version: string) => {
+      const [major, minor] = version.split('.').map(Number) as [number, number]
+      return major > Number(match![1]) || (major === Number(match![1]) && minor >= Number(match![2]))
+    }
+    for (const version of ['22.22.0', '24.11.0', '26.0.0']) expect(admits(version), version).toBe(true)
+    for (const version of ['20.19.0', '22.12.0']) expect(admits(version), version).toBe(false)
+  })
+
+  it('the image defaults to the slim image of the LTS line CI tests on, which engines admits', async () => {
+    const base = /^ARG NODE_IMAGE=node:(\d+)-bookworm-slim$/m.exec(dockerfile)
+    expect(base, 'the Dockerfile\'s default NODE_IMAGE').not.toBeNull()
+    const ci = await readFile('.ci/run', 'utf8')
+    expect(ci).toContain(`CI_NODE_LINE=\${CI_NODE_LINE:-${base![1]}}`)
+    expect(Number(base![1])).toBeGreaterThanOrEqual(24)
+    for (const service of Object.values(compose.services)) {
+      if (service.build?.args?.NODE_IMAGE) expect(defaults(service.build.args.NODE_IMAGE)).toBe(`node:${base![1]}-bookworm-slim`)
+    }
+  })
+
   it('only loopback ports are published', () => {
     for (const service of Object.values(compose.services)) {
       for (const port of service.ports ?? []) expect(port).toMatch(/^127\.0\.0\.1:/)

@@ -21,7 +21,7 @@ const backends: Array<[string, () => Promise<{ store: SessionStore, redis?: Test
     `redis (${kind})`,
     async () => {
       const redis = await startRedis(kind)
-      const store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:' }, silent)
+      const store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', readiness: 'required' }, silent)
       await store.waitUntilReady(5000)
       return { store, redis }
     },

@@ -9,12 +9,6 @@ import { GatewayError } from '../errors.js'
 import type { TokenSet } from '../session.js'
 import type { ResolvedProvider } from './providers.js'
 
-/** A PKCE pair (RFC 7636 §4.1-4.2, S256). */
-export async function pkcePair (): Promise<{ verifier: string, challenge: string }> {
-  const verifier = oauth.generateRandomCodeVerifier()
-  return { verifier, challenge: await oauth.calculatePKCECodeChallenge(verifier) }
-}
-
 export interface AuthorizationParams {
   redirectUri: string
   state: string
@@ -40,7 +34,12 @@ export function authorizationUrl (provider: ResolvedProvider, params: Authorizat
 }
 
 function authorizationServer (provider: ResolvedProvider): oauth.AuthorizationServer {
-  return { issuer: provider.expectedIssuer, token_endpoint: provider.tokenUrl }
+  return {
+    issuer: provider.expectedIssuer,
+    token_endpoint: provider.tokenUrl,
+    // With this flag oauth4webapi's validateAuthResponse refuses a callback without `iss` (RFC 9207 §2.4).
+    authorization_response_iss_parameter_supported: provider.issParameterSupported,
+  }
 }
 
 function requestOptions (provider: ResolvedProvider, url: string) {
@@ -49,10 +48,28 @@ function requestOptions (provider: ResolvedProvider, url: string) {
 
 const ERROR_CODE = /^[\w.-]{1,64}$/
 
+/** Callback parameters that must appear at most once; a second copy is refused before any is used. */
+const SINGLE_PARAMETERS = ['code', 'state', 'iss'] as const
+
+/**
+ * The callback's query string, parsed once. A repeated `code`, `state` or `iss` is `invalid_request`:
+ * which copy counts would be a guess, and parts of the flow could read different ones.
+ * @see https://www.rfc-editor.org/rfc/rfc6749#section-3.1 (request and response parameters must not be included more than once)
+ */
+export function callbackParameters (search: string): URLSearchParams {
+  const query = new URLSearchParams(search)
+  for (const name of SINGLE_PARAMETERS) {
+    if (query.getAll(name).length > 1) throw new GatewayError('invalid_request', `The callback has more than one ${name} parameter.`)
+  }
+  return query
+}
+
 /**
  * Checks the callback's parameters after the state: an `error=` from the provider becomes
- * `access_denied`, a missing `code` `invalid_request`, an `iss` from another issuer (RFC 9207)
- * `invalid_request`. @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2
+ * `access_denied`, a missing `code` `invalid_request`; `iss` (RFC 9207) must be the provider's
+ * issuer when present, and present when the provider advertises it, else `invalid_request`.
+ * @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2
+ * @see https://www.rfc-editor.org/rfc/rfc9207#section-2.4
  */
 export function checkCallback (provider: ResolvedProvider, query: URLSearchParams): URLSearchParams {
   const error = query.get('error')
@@ -64,7 +81,10 @@ export function checkCallback (provider: ResolvedProvider, query: URLSearchParam
   try {
     return oauth.validateAuthResponse(authorizationServer(provider), { client_id: provider.clientId }, query, oauth.skipStateCheck)
   } catch (error) {
-    throw new GatewayError('invalid_request', 'The authorization response came from an unexpected issuer.', { cause: error })
+    const message = query.get('iss')
+      ? 'The authorization response came from an unexpected issuer.'
+      : 'The authorization response has no iss parameter, which this provider always sends.'
+    throw new GatewayError('invalid_request', message, { cause: error })
   }
 }
 

@@ -7,6 +7,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { createRemoteJWKSet, type JWTVerifyGetKey } from 'jose'
 import * as oauth from 'oauth4webapi'
 import type { ProviderConfig } from '../config.js'
+import { plainHttpHost } from '../config-safety.js'
 import { GatewayError } from '../errors.js'
 
 /** A provider with every endpoint known. */
@@ -17,7 +18,15 @@ export interface ResolvedProvider extends ProviderConfig {
   expectedIssuer: string
   /** The provider's signing keys, when it is an OIDC provider. */
   jwks: JWTVerifyGetKey | undefined
+  /**
+   * Whether discovery advertised `authorization_response_iss_parameter_supported`: then every
+   * callback must carry `iss`. @see https://www.rfc-editor.org/rfc/rfc9207#section-3
+   */
+  issParameterSupported: boolean
 }
+
+/** A discovered endpoint the config's rules refuse: retrying cannot help, so it is reported at once. */
+class RefusedEndpoint extends Error {}
 
 const DISCOVERY_TIMEOUT_MS = 5000
 /** After a failed discovery, requests answer at once for this long before it is tried again. */
@@ -46,7 +55,7 @@ export class Providers {
         await this.get(name)
         return
       } catch (error) {
-        if (attempt === attempts) {
+        if (attempt === attempts || (error instanceof Error && error.cause instanceof RefusedEndpoint)) {
           const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error)
           this.log.error({ provider: name, url: `${this.configs[name]!.issuer}/.well-known/openid-configuration`, reason },
             `OIDC discovery failed for provider ${name}; its sign-ins answer 502 provider_unavailable until it succeeds`)
@@ -76,7 +85,7 @@ export class Providers {
   private async resolve (config: ProviderConfig): Promise<ResolvedProvider> {
     const needsDiscovery = config.issuer !== undefined && (!config.authorizeUrl || !config.tokenUrl || config.openid)
     if (!needsDiscovery) {
-      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined }
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false }
     }
     try {
       return await this.discover(config)
@@ -97,6 +106,20 @@ export class Providers {
     const tokenUrl = config.tokenUrl ?? metadata.token_endpoint
     if (!authorizeUrl || !tokenUrl) throw new Error('the discovery document has no authorization_endpoint or token_endpoint')
     if (config.openid && !metadata.jwks_uri) throw new Error('the discovery document has no jwks_uri')
+    const discovered = {
+      authorization_endpoint: config.authorizeUrl ? undefined : authorizeUrl,
+      token_endpoint: config.tokenUrl ? undefined : tokenUrl,
+      userinfo_endpoint: config.userinfoUrl ? undefined : metadata.userinfo_endpoint,
+      jwks_uri: metadata.jwks_uri,
+    }
+    for (const [field, url] of Object.entries(discovered)) {
+      // The same rule as for configured endpoints (config-validate.ts): no plain http off this machine.
+      const host = url === undefined || config.dangerouslyAllowInsecureHttp ? undefined : plainHttpHost(url)
+      if (host !== undefined) {
+        throw new RefusedEndpoint(`the discovery document gives ${field} over plain http to ${JSON.stringify(host)}, which is not a loopback host ` +
+          `(set providers.${config.name}.dangerouslyAllowInsecureHttp: true to allow it)`)
+      }
+    }
     this.log.info({ provider: config.name, issuer: metadata.issuer }, 'OIDC discovery done')
     return {
       ...config,
@@ -105,6 +128,7 @@ export class Providers {
       userinfoUrl: config.userinfoUrl ?? metadata.userinfo_endpoint,
       expectedIssuer: metadata.issuer,
       jwks: metadata.jwks_uri ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS }) : undefined,
+      issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
     }
   }
 }

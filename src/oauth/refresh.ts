@@ -1,7 +1,8 @@
 // Keeps access tokens usable: an expired one (30 s early) is refreshed with its refresh token
 // before the request is proxied. One refresh per session and provider at a time: in-process
 // callers share one promise; across instances a short store lock (claim) lets one refresh while the
-// others wait for its result in the session record. @see https://www.rfc-editor.org/rfc/rfc6749#section-6
+// others wait for its result in the session record, and share its failure too (no second attempt).
+// @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { Metrics } from '../metrics.js'
@@ -58,15 +59,17 @@ export class TokenRefresher {
     const lock = storeKeys.refreshLock(session.id, name)
     const holdMs = provider.timeoutMs + 5000
     const deadline = Date.now() + holdMs
+    let waited = false
     for (;;) {
       if (await this.store.claim(lock, randomToken(), holdMs)) {
         try {
-          return await this.refreshHoldingLock(session, provider, stale)
+          return await this.refreshHoldingLock(session, provider, stale, waited)
         } finally {
           await this.store.delete(lock).catch(() => {})
         }
       }
       // Another instance is refreshing: its result lands in the session record.
+      waited = true
       await sleep(POLL_MS)
       const current = await this.current(session, provider, stale)
       if (current !== stale) return current && isFresh(current) ? current : undefined
@@ -83,10 +86,14 @@ export class TokenRefresher {
     return stale && token.access_token === stale.access_token ? stale : token
   }
 
-  private async refreshHoldingLock (session: Session, provider: ResolvedProvider, stale: TokenSet): Promise<TokenSet | undefined> {
+  /** `waited`: another instance held the lock first; it released it, so its refresh has ended. */
+  private async refreshHoldingLock (session: Session, provider: ResolvedProvider, stale: TokenSet, waited: boolean): Promise<TokenSet | undefined> {
     // The session may have changed between our read and the lock: signed out, or refreshed already.
     const current = await this.current(session, provider, stale)
     if (current !== stale) return current && isFresh(current) ? current : undefined
+    // ...and if it has not, the other instance's refresh failed just now. Asking again would make
+    // these requests wait a second timeout and double the load on a provider that is struggling.
+    if (waited) throw new GatewayError('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
     const result = await refreshTokens(provider, stale.refresh_token!).catch((error: unknown) => {
       this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
       throw error

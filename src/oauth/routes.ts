@@ -1,32 +1,90 @@
 // The sign-in endpoints: /oauth/login/<provider>/, /oauth/authorized/<provider>/, /oauth/logout/
-// and /oauth/userinfo/, plus the one rule for where a browser may be sent afterwards (`safeNext`).
+// and /oauth/userinfo/, plus the one rule for where a browser may be sent afterwards (`safeNext`):
+// a plain same-origin path, or an absolute URL on a host in forwardAuth.allowedRedirectHosts.
 import cookie from '@fastify/cookie'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import type { GatewayConfig } from '../config.js'
 import { wantsHtml } from '../error-handler.js'
-import { signedOutPage } from '../pages.js'
+import { homePage, signOutConfirmPage, signedOutPage } from '../pages.js'
 import { GatewayError } from '../errors.js'
-import { randomToken } from '../seal.js'
 import type { Metrics } from '../metrics.js'
 import type { Sessions } from '../session.js'
 import { identityFrom } from '../identity.js'
-import { authorizationUrl, checkCallback, exchangeCode, fetchUserinfo, pkcePair } from './client.js'
+import { authorizationUrl, callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
 import type { Providers } from './providers.js'
-import type { Flows } from './state.js'
+import { RedirectHosts } from './redirect-hosts.js'
+import { formatFlowCookie, parseFlowCookie, type FlowRecord, type Flows } from './state.js'
+
+/** Where a refused `next` sends the browser: the gateway's own home page (SPEC.md, Endpoints). */
+export const NEXT_FALLBACK = '/oauth/'
+const NEXT_MAX_LENGTH = 2048
+
+/** A path segment that climbs or stays (`.`, `..`, `%2e`, `.%2E`, ...), also before a `;` parameter. */
+function isDotSegment (segment: string): boolean {
+  const name = segment.split(';', 1)[0]!.replace(/%2e/gi, '.')
+  return name === '.' || name === '..'
+}
 
 /**
- * `next` only if it is a same-origin relative path; anything else (`//evil.example`,
- * `/\evil.example`, `https://evil.example`, control characters) falls back to `/`.
+ * Whether the path part of a redirect target reads as the same single path however a server
+ * decodes it: valid percent-encoding of valid UTF-8, no encoded `/`, `\` or control character, no
+ * dot segment, and none appearing after Unicode compatibility folding either (`%EF%BC%8F`, U+FF0F,
+ * folds to `/`).
  */
-export function safeNext (raw: unknown): string {
-  if (typeof raw !== 'string' || !raw.startsWith('/') || raw.startsWith('//')) return '/'
-  // Browsers treat `\` as `/` and drop tabs and newlines, so `/\evil` or `/\t/evil` would leave the origin.
-  // eslint-disable-next-line no-control-regex -- control characters are exactly what is refused here
-  if (/[\\\u0000-\u001f\u007f]/.test(raw)) return '/'
-  const base = new URL('http://gateway.invalid')
-  const url = new URL(raw, base)
-  if (url.origin !== base.origin) return '/'
-  return url.pathname + url.search + url.hash
+function isPlainPath (path: string): boolean {
+  if (/%(?![0-9a-f]{2})|%2f|%5c|%[01][0-9a-f]|%7f/i.test(path)) return false
+  if (path.split('/').some(isDotSegment)) return false
+  let decoded: string
+  try {
+    decoded = decodeURIComponent(path)
+  } catch {
+    return false
+  }
+  const folded = decoded.normalize('NFKC')
+  if (folded === decoded) return true
+  return !folded.includes('\\') && !folded.startsWith('//') && !folded.split('/').some(isDotSegment)
+}
+
+/**
+ * An absolute `next` exactly as given when it is on an allowed host, else `/oauth/`. Printable
+ * ASCII only (an IDN host comes as punycode, and so never equals a listed name by accident), no
+ * `\`, and the WHATWG URL parser's own serialisation must be the value itself (a bare origin may
+ * leave out the final `/`): anything the parser would change (case, a default port, dot segments,
+ * IPv4 in another notation, a trailing dot...) is refused rather than normalised. No userinfo; the
+ * path follows the same rules as a relative `next` (one `/` first, then not `/`).
+ */
+function safeAbsoluteNext (raw: string, hosts: RedirectHosts): string {
+  if (hosts.empty || !/^[\x21-\x7e]+$/.test(raw) || raw.includes('\\')) return NEXT_FALLBACK
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return NEXT_FALLBACK
+  }
+  if (url.href !== raw && url.href !== `${raw}/`) return NEXT_FALLBACK
+  if (url.username !== '' || url.password !== '' || !hosts.allows(url)) return NEXT_FALLBACK
+  return !url.pathname.startsWith('//') && isPlainPath(url.pathname) ? raw : NEXT_FALLBACK
+}
+
+/**
+ * `next` exactly as given when it is a plain same-origin path, or (with `hosts`) an http(s) URL on
+ * a host in forwardAuth.allowedRedirectHosts; else `/oauth/`. The value checked is the value
+ * returned, and so the `Location` sent: nothing is normalised. A path is accepted as printable ASCII
+ * (0x21-0x7E; a caller percent-encodes anything else), at most 2048 characters, one `/` then
+ * neither `/` nor `\`, no `\` anywhere, and a path part (before `?` or `#`) without dot segments
+ * or encoded `/`, `\` or control characters. Query and fragment are kept as they are.
+ * @see https://www.rfc-editor.org/rfc/rfc3986#section-4.2 (relative reference, absolute path)
+ * @see https://url.spec.whatwg.org/#url-serializing (the form an absolute URL must already have)
+ * @see https://www.rfc-editor.org/rfc/rfc9700#section-4.11 (open redirection)
+ */
+export function safeNext (raw: unknown, hosts?: RedirectHosts): string {
+  if (typeof raw !== 'string' || raw.length > NEXT_MAX_LENGTH) return NEXT_FALLBACK
+  if (hosts && /^https?:\/\//.test(raw)) return safeAbsoluteNext(raw, hosts)
+  // Browsers read `\` as `/` and drop tabs and newlines, so `/\evil` or `/\t/evil` would leave the origin;
+  // anything outside printable ASCII could be read differently by the browser and the gateway.
+  if (!/^\/[\x21-\x7e]*$/.test(raw) || raw[1] === '/' || raw.includes('\\')) return NEXT_FALLBACK
+  const pathEnd = raw.search(/[?#]/)
+  return isPlainPath(pathEnd === -1 ? raw : raw.slice(0, pathEnd)) ? raw : NEXT_FALLBACK
 }
 
 export interface OAuthDeps {
@@ -35,6 +93,8 @@ export interface OAuthDeps {
   sessions: Sessions
   flows: Flows
   metrics: Metrics
+  /** Charges the sign-in endpoints' budget per client address (absent: no limit). */
+  signinLimit?: onRequestHookHandler
 }
 
 /** redirect_uri is exactly {base_url}/oauth/authorized/<remote_app_name>/. */
@@ -47,12 +107,14 @@ export function loginUrl (config: GatewayConfig, provider: string, next: string)
   return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 }
 
-export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics }: OAuthDeps): Promise<void> {
+export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics, signinLimit }: OAuthDeps): Promise<void> {
   // Cookies are parsed and set here only: proxied requests read the session cookie straight from the header.
   await app.register(cookie)
+  const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
   const flowCookie = `${config.session.cookieName}_flow`
   const flowCookieOptions = {
-    path: '/oauth/',
+    // A `__Host-` name is only kept by browsers with Path=/ (and Secure, no Domain: see config).
+    path: /^__host-/i.test(config.session.cookieName) ? '/' : '/oauth/',
     httpOnly: true,
     sameSite: 'lax' as const,
     secure: config.session.cookieSecure,
@@ -70,27 +132,31 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
     reply.header('cache-control', 'no-store')
   })
 
-  app.get<{ Params: { provider: string }, Querystring: { next?: string } }>('/oauth/login/:provider/', async (request, reply) => {
+  app.get<{ Params: { provider: string }, Querystring: { next?: string } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
     const provider = await providers.get(providerName(request))
     // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
-    const existing = request.cookies[flowCookie]
-    const binding = existing && /^[A-Za-z0-9_-]{43}$/.test(existing) ? existing : randomToken()
-    const pkce = provider.pkce ? await pkcePair() : undefined
-    const nonce = provider.openid ? randomToken() : undefined
-    const state = await flows.begin(binding, { provider: provider.name, next: safeNext(request.query.next), verifier: pkce?.verifier, nonce })
+    const flow = await flows.begin(parseFlowCookie(request.cookies[flowCookie]), {
+      provider: provider.name, next: safeNext(request.query.next, redirectHosts), pkce: provider.pkce, openid: provider.openid,
+    })
     metrics.signinsStarted.inc({ provider: provider.name })
     request.log.info({ provider: provider.name }, 'sign-in started')
-    reply.setCookie(flowCookie, binding, flowCookieOptions)
-    return reply.redirect(authorizationUrl(provider, { redirectUri: redirectUri(config, provider.name), state, codeChallenge: pkce?.challenge, nonce }), 302)
+    reply.setCookie(flowCookie, formatFlowCookie(flow.cookie), flowCookieOptions)
+    return reply.redirect(authorizationUrl(provider, { redirectUri: redirectUri(config, provider.name), state: flow.state, codeChallenge: flow.codeChallenge, nonce: flow.nonce }), 302)
   })
 
-  app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', async (request, reply) => {
+  /** The callback's state, checked against this browser's flow cookie and marked used. */
+  async function completeFlow (request: FastifyRequest, name: string, state: string | undefined): Promise<FlowRecord> {
+    const { pkce, openid } = config.providers[name]!
+    return await flows.complete(state, name, parseFlowCookie(request.cookies[flowCookie]), { pkce, openid })
+  }
+
+  app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', { onRequest: signinLimit }, async (request, reply) => {
     const name = providerName(request)
     const queryStart = request.url.indexOf('?')
-    const query = new URLSearchParams(queryStart === -1 ? '' : request.url.slice(queryStart + 1))
-    let next = '/'
+    let next = NEXT_FALLBACK
     try {
-      const flow = await flows.complete(query.get('state') ?? undefined, name, request.cookies[flowCookie])
+      const query = callbackParameters(queryStart === -1 ? '' : request.url.slice(queryStart + 1))
+      const flow = await completeFlow(request, name, query.get('state') ?? undefined)
       next = flow.next
       const provider = await providers.get(name)
       const callback = checkCallback(provider, query)
@@ -105,7 +171,8 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
       await sessions.start(request, reply, record)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
-      return reply.redirect(flow.next, 302)
+      // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
+      return reply.redirect(safeNext(flow.next, redirectHosts), 302)
     } catch (error) {
       if (error instanceof GatewayError) {
         metrics.signinsFailed.inc({ provider: name, reason: error.code })
@@ -132,13 +199,52 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
     return { name, href: loginUrl(config, name, route ? `${route.path.replace(/\/$/, '')}/` : '/') }
   })
 
-  /** With `next`: 302 there (SPEC). Without, a browser gets the signed-out page; others 302 to /. */
-  async function logout (request: FastifyRequest<{ Querystring: { next?: string } }>, reply: FastifyReply) {
+  // The home page: the userinfo shape for API clients (an empty one when nobody is signed in).
+  app.get('/oauth/', async (request, reply) => {
+    const identities = (await sessions.load(request))?.record.identities ?? {}
+    if (!wantsHtml(request)) return { identities }
+    return reply.type('text/html; charset=utf-8').send(homePage(identities, signInLinks))
+  })
+  // `/` leads there, unless a route serves it.
+  if (!config.routes.some((route) => route.path === '/')) app.get('/', async (_request, reply) => reply.redirect('/oauth/', 302))
+
+  const ownOrigin = new URL(config.server.baseUrl).origin
+
+  /**
+   * A request another site made the browser send (login/logout CSRF): Sec-Fetch-Site other than
+   * same-origin or none, or an Origin that is not {base_url}'s. Neither header counts as our own.
+   * @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-site-header
+   */
+  function fromAnotherSite (request: FastifyRequest): boolean {
+    const site = request.headers['sec-fetch-site']
+    if (site !== undefined && site !== 'same-origin' && site !== 'none') return true
+    const origin = request.headers.origin
+    return origin !== undefined && origin !== ownOrigin
+  }
+
+  // A plain browser form can POST the sign-out; parsed in this scope only, so proxied bodies stream untouched.
+  app.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 8192 }, (_request, body, done) => {
+    done(null, Object.fromEntries(new URLSearchParams(body as string)))
+  })
+
+  /**
+   * From another site: a confirmation page whose button POSTs here. Otherwise the session ends;
+   * with `next` (form field or query): 302 there (SPEC); without, a browser gets the signed-out
+   * page and others 302 to /.
+   */
+  async function logout (request: FastifyRequest<{ Querystring: { next?: unknown }, Body: { next?: unknown } | undefined }>, reply: FastifyReply) {
+    const next = request.body?.next ?? request.query.next
+    if (fromAnotherSite(request)) {
+      return reply.type('text/html; charset=utf-8')
+        .header('content-security-policy', "frame-ancestors 'none'")
+        .header('x-frame-options', 'DENY')
+        .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts)))
+    }
     await sessions.end(request, reply)
-    if (request.query.next === undefined && wantsHtml(request)) {
+    if (next === undefined && wantsHtml(request)) {
       return reply.type('text/html; charset=utf-8').send(signedOutPage(signInLinks))
     }
-    return reply.redirect(safeNext(request.query.next), 302)
+    return reply.redirect(safeNext(next, redirectHosts), 302)
   }
   app.get('/oauth/logout/', logout)
   app.post('/oauth/logout/', logout)

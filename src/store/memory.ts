@@ -1,6 +1,6 @@
 // In-process SessionStore: the zero-setup default for a single gateway instance. Same semantics
 // as the Redis store; entries expire lazily on read and by a periodic sweep.
-import type { SessionStore } from './store.js'
+import type { SessionStore, StoreHealth } from './store.js'
 
 interface Entry { value: string, expiresAt: number }
 
@@ -68,6 +68,10 @@ export class MemoryStore implements SessionStore {
   }
 
   async ping (): Promise<void> {}
+
+  async health (): Promise<StoreHealth> {
+    return { state: 'up', unreachable: [] }
+  }
 
   async close (): Promise<void> {
     clearInterval(this.sweeper)

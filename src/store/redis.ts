@@ -1,10 +1,12 @@
 // ioredis implementation of SessionStore: one Redis command per method. Redis errors become
-// `session_store_unavailable` here, once; an outage is logged once, not once per retry.
+// `session_store_unavailable` here, once; an outage is logged once when it starts and once when it
+// ends (per node on a Redis Cluster), never once per retry or per failed request (outage-log.ts).
 import { Redis, Cluster, type RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { StoreConfig } from '../config.js'
 import { GatewayError } from '../errors.js'
-import type { SessionStore } from './store.js'
+import { DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
+import type { SessionStore, StoreHealth } from './store.js'
 
 /** Short timeouts and no offline queue: during an outage a request fails fast instead of queueing. */
 const CLIENT_OPTIONS = {
@@ -28,6 +30,10 @@ function createClient (config: StoreConfig): Redis | Cluster {
       keyPrefix,
       enableOfflineQueue: false,
       clusterRetryStrategy: CLIENT_OPTIONS.retryStrategy,
+      // ioredis re-reads the slot map only after some errors ("Connection is closed.", MOVED); a
+      // command that times out on a dead master triggers none, so a promoted replica could go
+      // unnoticed. Re-reading it every 2 s bounds that (one CLUSTER SLOTS per 2 s).
+      slotsRefreshInterval: 2000,
       redisOptions: {
         ...CLIENT_OPTIONS,
         username: decodeURIComponent(first.username) || undefined,
@@ -42,33 +48,80 @@ function createClient (config: StoreConfig): Redis | Cluster {
   return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...CLIENT_OPTIONS, keyPrefix })
 }
 
+/** What the outage lines call a store: its address without credentials, or the sentinel group. */
+function storeName (config: StoreConfig): string {
+  if (config.cluster) return 'cluster'
+  if (config.sentinel) return `sentinel:${config.sentinel.name}`
+  const { host, port } = hostPort(config.url ?? 'redis://127.0.0.1:6379')
+  return `${host}:${port}`
+}
+
+function reasonOf (error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
+/** A cluster node's name in ioredis's pool and in the outage lines. */
+function nodeKey (node: Redis): string {
+  return `${node.options.host ?? ''}:${node.options.port ?? ''}`
+}
+
 export class RedisStore implements SessionStore {
-  private readonly client: Redis | Cluster
+  /** The connection, for a library that keeps its own keys beside the sessions (the sign-in rate limiter). */
+  readonly client: Redis | Cluster
   /** A second connection in subscriber mode, made on the first subscribe. */
   private subscriber: Redis | Cluster | undefined
   private readonly listeners = new Map<string, (message: string) => void>()
   private readonly channelPrefix: string
-  private down = false
+  private readonly name: string
+  /** The whole store, as its commands see it. */
+  private readonly outage: OutageLog
+  /** Each node of a Redis Cluster, as its own connection sees it. */
+  private readonly nodes = new Map<string, OutageLog>()
 
   /** `onCommandError` is told of every failed command (for the store-errors metric). */
-  constructor (config: StoreConfig, private readonly log: FastifyBaseLogger, private readonly onCommandError: () => void = () => {}) {
+  constructor (
+    config: StoreConfig,
+    private readonly log: FastifyBaseLogger,
+    private readonly onCommandError: () => void = () => {},
+    private readonly hysteresis: Hysteresis = DEFAULT_HYSTERESIS
+  ) {
     this.client = createClient(config)
     this.channelPrefix = config.keyPrefix
-    this.client.on('error', (error: Error) => this.markDown(error))
-    this.client.on('ready', () => this.markUp())
+    this.name = storeName(config)
+    this.outage = new OutageLog(log, { store: this.name }, hysteresis)
+    // ioredis needs an error listener, or it reports each failed reconnection on stderr.
+    this.client.on('error', (error: Error) => this.outage.failed(reasonOf(error)))
+    this.client.on('ready', () => this.outage.succeeded())
+    if (this.client instanceof Cluster) this.watchNodes(this.client)
+    else this.client.on('close', () => this.outage.failed('connection closed'))
   }
 
-  /** An outage is logged once, when it starts, and once when it ends. */
-  private markDown (error: unknown): void {
-    if (this.down) return
-    this.down = true
-    this.log.warn({ reason: error instanceof Error ? error.message : String(error) }, 'session store unreachable; requests that need it get 503 until it is back')
+  /** One outage log per cluster node, fed by that node's own connection. */
+  private watchNodes (cluster: Cluster): void {
+    const node = (key: string) => this.node(key)
+    cluster.on('node error', (error: unknown, key: string) => node(key).failed(reasonOf(error)))
+    cluster.on('+node', (redis: Redis) => {
+      const key = nodeKey(redis)
+      node(key)
+      redis.on('ready', () => node(key).succeeded())
+    })
+    // After a slot refresh the pool holds the cluster as it is now: a node no longer in it (a dead
+    // master whose replica took over) will not come back as such, so its outage ends here.
+    cluster.on('refresh', () => {
+      const current = new Set(cluster.nodes('all').map(nodeKey))
+      for (const [key, outage] of this.nodes) {
+        if (current.has(key)) continue
+        if (outage.isDown) this.log.info({ node: key }, 'session store node left the cluster; other nodes serve its slots')
+        outage.close()
+        this.nodes.delete(key)
+      }
+    })
   }
 
-  private markUp (): void {
-    if (!this.down) return
-    this.down = false
-    this.log.info('session store reachable again')
+  private node (key: string): OutageLog {
+    let outage = this.nodes.get(key)
+    if (!outage) this.nodes.set(key, outage = new OutageLog(this.log, { node: key }, this.hysteresis))
+    return outage
   }
 
   /** Waits (bounded) for the first connection, so the first requests after start do not fail. */
@@ -87,13 +140,16 @@ export class RedisStore implements SessionStore {
   }
 
   private async run<T> (command: () => Promise<T>): Promise<T> {
+    // On a cluster a command tells of one node, unnamed: the nodes' own connections tell their
+    // state, and the cluster's connection events the whole store's.
+    const outage = this.client instanceof Cluster ? undefined : this.outage
     try {
       const result = await command()
-      this.markUp()
+      outage?.succeeded()
       return result
     } catch (error) {
       this.onCommandError()
-      this.markDown(error)
+      outage?.failed(reasonOf(error))
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }
   }
@@ -130,7 +186,35 @@ export class RedisStore implements SessionStore {
 
   async ping () { await this.run(() => this.client.ping()) }
 
+  /**
+   * A single Redis is up or down. A cluster is asked node by node (every master ioredis knows):
+   * down when none answers, degraded when some do not or are logged unreachable.
+   */
+  async health (): Promise<StoreHealth> {
+    const cluster = this.client
+    if (!(cluster instanceof Cluster)) {
+      return await this.ping().then(() => ({ state: 'up' as const, unreachable: [] }), () => ({ state: 'down' as const, unreachable: [this.name] }))
+    }
+    const masters = cluster.nodes('master')
+    const answers = await Promise.all(masters.map(async (redis) => {
+      const key = nodeKey(redis)
+      try {
+        await redis.ping()
+        this.node(key).succeeded()
+        return { key, ok: true }
+      } catch (error) {
+        this.node(key).failed(reasonOf(error))
+        return { key, ok: false }
+      }
+    }))
+    const unreachable = new Set([...answers.filter((a) => !a.ok).map((a) => a.key), ...[...this.nodes].filter(([, o]) => o.isDown).map(([key]) => key)])
+    const answered = answers.filter((a) => a.ok).length
+    return { state: answered === 0 ? 'down' : unreachable.size > 0 ? 'degraded' : 'up', unreachable: [...unreachable].sort() }
+  }
+
   async close (): Promise<void> {
+    this.outage.close()
+    for (const outage of this.nodes.values()) outage.close()
     await Promise.all([this.client, this.subscriber].map(async (connection) => {
       if (!connection) return
       try {

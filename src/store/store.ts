@@ -20,12 +20,25 @@ export interface SessionStore {
   subscribe (channel: string, onMessage: (message: string) => void): Promise<void>
   /** Resolves when the store answers; rejects with `session_store_unavailable` otherwise. */
   ping (): Promise<void>
+  /** How much of the store answers now, for /readyz (a cluster can be partly down). */
+  health (): Promise<StoreHealth>
   close (): Promise<void>
+}
+
+/**
+ * The store as /readyz reports it: `up`, `down` (nothing answers), or `degraded` (some nodes of a
+ * Redis Cluster answer, others do not: the sessions on those fail, the others work).
+ */
+export interface StoreHealth {
+  state: 'up' | 'degraded' | 'down'
+  /** Nodes (host:port) known unreachable; for a single Redis, the store itself when down. */
+  unreachable: string[]
 }
 
 /** Key names, in one place. The caller-supplied id is always a hash, never a cookie value. */
 export const storeKeys = {
   session: (id: string) => `session:${id}`,
-  flow: (nonce: string) => `flow:${nonce}`,
+  /** A sign-in state that came back once (the state's random id, not a secret). */
+  usedState: (id: string) => `used-state:${id}`,
   refreshLock: (sessionId: string, provider: string) => `refresh:${sessionId}:${provider}`,
 } as const

@@ -39,8 +39,16 @@ export async function startGateway (raw: Record<string, unknown>, options: { lis
   const config = parseConfig(stringify({ ...raw, server, session }), {}, 'test.yaml')
   const { stream, lines } = logCollector()
   const app = await buildGateway(config, { logStream: stream, logLevel: 'debug' })
-  if (options.listen !== false) await app.listen({ host: '127.0.0.1', port: config.server.port })
-  else await app.ready()
+  try {
+    if (options.listen !== false) await app.listen({ host: '127.0.0.1', port: config.server.port })
+    else await app.ready()
+  } catch (error) {
+    await app.close()
+    // A port picked here (not the caller's) that another process took meanwhile: pick again.
+    const ownPort = (raw.server as { port?: number } | undefined)?.port === undefined
+    if (ownPort && (error as NodeJS.ErrnoException).code === 'EADDRINUSE') return await startGateway(raw, options)
+    throw error
+  }
   return { url: config.server.baseUrl, app, config, logs: lines, close: () => app.close() }
 }
 
@@ -59,9 +67,18 @@ export function oidcClient (issuer: string, clientId: string, clientSecret: stri
  * The common test setup: a real authorization server with one client, and a gateway whose provider
  * `demo` signs in there. `store` and `routes` are gateway.yaml's; `close` stops both.
  */
-export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[] }): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
-  const { port, baseUrl } = await reserveBaseUrl()
-  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-  const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } })
-  return { gateway, op, close: async () => { await gateway.close(); await op.close() } }
+export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[], [key: string]: unknown }): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
+  // The port is reserved before the provider starts (its redirect URI names it), so another process
+  // may take it in between: then both start again on a new one.
+  for (let attempt = 1; ; attempt++) {
+    const { port, baseUrl } = await reserveBaseUrl()
+    const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+    try {
+      const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } })
+      return { gateway, op, close: async () => { await gateway.close(); await op.close() } }
+    } catch (error) {
+      await op.close()
+      if (attempt >= 4 || (error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error
+    }
+  }
 }

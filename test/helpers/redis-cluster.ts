@@ -1,5 +1,7 @@
 // A real Redis Cluster for tests: three `redis-server --cluster-enabled yes` on free loopback ports
-// (each also needs port + 10000 free, for the cluster bus), joined with `redis-cli --cluster create`.
+// (each also needs port + 10000 free, for the cluster bus), joined with `redis-cli --cluster create`;
+// optionally with a replica per master and a short node timeout, so that killing a master promotes
+// its replica within seconds (failover tests).
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp } from 'node:fs/promises'
 import { createServer } from 'node:net'
@@ -12,7 +14,23 @@ const run = promisify(execFile)
 
 export interface TestCluster {
   urls: string[]
+  /** Every node's port, masters and replicas. */
+  ports: number[]
+  /** Kills one node (SIGKILL) and waits for it to exit. */
+  kill (port: number): Promise<void>
   stop (): Promise<void>
+}
+
+export interface ClusterOptions {
+  /** Replicas per master (default 0). */
+  replicas?: number
+  /** cluster-node-timeout: how soon a silent master is failed over (default Redis's 15 s). */
+  nodeTimeoutMs?: number
+}
+
+/** Runs redis-cli against one node; its output. */
+export async function redisCli (port: number, ...args: string[]): Promise<string> {
+  return (await run('redis-cli', ['-p', String(port), ...args])).stdout
 }
 
 async function bindable (port: number): Promise<boolean> {
@@ -32,27 +50,28 @@ async function clusterPort (taken: number[]): Promise<number> {
   throw new Error('no free port pair for a Redis Cluster node')
 }
 
-export async function startRedisCluster (): Promise<TestCluster> {
+export async function startRedisCluster (options: ClusterOptions = {}): Promise<TestCluster> {
+  const replicas = options.replicas ?? 0
   const dir = await mkdtemp(join(tmpdir(), 'gw-cluster-'))
   const ports: number[] = []
-  for (let i = 0; i < 3; i++) ports.push(await clusterPort(ports))
+  for (let i = 0; i < 3 * (1 + replicas); i++) ports.push(await clusterPort(ports))
   const children: ChildProcess[] = ports.map((port) => spawn('redis-server', [
     '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`,
     '--dir', dir, '--save', '', '--appendonly', 'no',
+    ...(options.nodeTimeoutMs ? ['--cluster-node-timeout', String(options.nodeTimeoutMs)] : []),
   ], { stdio: 'ignore' }))
-  const stop = async () => {
-    await Promise.all(children.map(async (child) => {
-      if (child.exitCode !== null || child.signalCode !== null) return
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      child.kill('SIGKILL')
-      await exited
-    }))
+  const killChild = async (child: ChildProcess) => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    child.kill('SIGKILL')
+    await exited
   }
+  const stop = async () => { await Promise.all(children.map(killChild)) }
   try {
     for (const port of ports) {
       await waitFor(async () => (await run('redis-cli', ['-p', String(port), 'ping'])).stdout.trim() === 'PONG', 10_000, `cluster node ${port}`)
     }
-    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', '0', '--cluster-yes'])
+    await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'])
     for (const port of ports) {
       await waitFor(async () => (await run('redis-cli', ['-p', String(port), 'cluster', 'info'])).stdout.includes('cluster_state:ok'), 15_000, `cluster state ok on ${port}`)
     }
@@ -60,5 +79,5 @@ export async function startRedisCluster (): Promise<TestCluster> {
     await stop()
     throw error
   }
-  return { urls: ports.map((port) => `redis://127.0.0.1:${port}`), stop }
+  return { urls: ports.map((port) => `redis://127.0.0.1:${port}`), ports, kill: async (port) => killChild(children[ports.indexOf(port)]!), stop }
 }

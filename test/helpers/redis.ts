@@ -30,6 +30,19 @@ export const REDIS_IMAGE = process.env.REDIS_TEST_IMAGE ?? 'gateway-test/redis:7
 
 process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true'
 
+/**
+ * testcontainers 12 needs Node >= 22.22 and crashes on load before that; the machine's Node 20 gets
+ * 11 (installed under the alias `testcontainers-node20`), whose API this file uses the same way.
+ */
+export function testcontainersModule (version = process.versions.node): string {
+  const [major = 0, minor = 0] = version.split('.').map(Number)
+  return major > 22 || (major === 22 && minor >= 22) ? 'testcontainers' : 'testcontainers-node20'
+}
+
+async function loadTestcontainers (): Promise<typeof import('testcontainers')> {
+  return await import(/* @vite-ignore */ testcontainersModule()) as typeof import('testcontainers')
+}
+
 function dockerConfigured (): boolean {
   return Boolean(process.env.DOCKER_HOST) || existsSync('/var/run/docker.sock')
 }
@@ -40,7 +53,7 @@ export function containersAvailable (): Promise<boolean> {
   containerCheck ??= (async () => {
     if (!dockerConfigured()) return false
     try {
-      const { getContainerRuntimeClient, ImageName } = await import('testcontainers')
+      const { getContainerRuntimeClient, ImageName } = await loadTestcontainers()
       const client = await getContainerRuntimeClient()
       return await client.image.exists(ImageName.fromString(REDIS_IMAGE))
     } catch {
@@ -63,7 +76,7 @@ async function redisAnswers (host: string, port: number): Promise<boolean> {
 
 async function startContainer (): Promise<TestRedis> {
   process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost'
-  const { GenericContainer, Wait } = await import('testcontainers')
+  const { GenericContainer, Wait } = await loadTestcontainers()
   const container = await new GenericContainer(REDIS_IMAGE)
     .withExposedPorts(6379)
     .withWaitStrategy(Wait.forLogMessage('Ready to accept connections'))

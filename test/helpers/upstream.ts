@@ -3,6 +3,7 @@
 // answers after that long. Bodies: `/stream` sends a first chunk and the rest only on release();
 // `/big/<bytes>` a body that large; `/untyped` no content-type; `/truncated` and `/stall` promise
 // 100 bytes, send 10, then drop the connection or go quiet (each with an x-upstream header).
+// `/set-cookies` and `/set-cookie` try to set the gateway's own cookies (and one of the app's).
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import { close, listen } from './net.js'
 
@@ -42,6 +43,17 @@ export async function startUpstream (): Promise<Upstream> {
     if (big) {
       res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': big[1] })
       res.end(Buffer.alloc(Number(big[1]), 'x'))
+      return
+    }
+    if (req.url?.endsWith('/set-cookies')) {
+      // What a hostile or careless upstream may try: setting the gateway's own cookies.
+      res.setHeader('set-cookie', ['gw_session=PlantedByTheUpstream0123456789abcdefghijklmno; Path=/', 'GW_SESSION_FLOW=x; Path=/oauth/', 'app=kept; Path=/'])
+      res.end('cookies')
+      return
+    }
+    if (req.url?.endsWith('/set-cookie')) {
+      res.setHeader('set-cookie', 'gw_session=PlantedByTheUpstream0123456789abcdefghijklmno; Path=/app/')
+      res.end('cookie')
       return
     }
     if (req.url?.endsWith('/untyped')) {

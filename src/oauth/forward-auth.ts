@@ -1,0 +1,161 @@
+// Forward-auth for a proxy in front (nginx auth_request, Caddy forward_auth, Traefik ForwardAuth,
+// ingress-nginx auth-url): GET /oauth/auth/<provider>/ answers 200 with the bearer token and the
+// identity headers in the response, 401 `unauthenticated` with the sign-in address, 403 `forbidden`
+// when the allow rules in the query do not match. It never proxies: the proxy in front copies what
+// it needs from this answer onto the request it sends its application.
+// @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
+// @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
+import { createRequire } from 'node:module'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { AllowRules, GatewayConfig } from '../config.js'
+import { GatewayError } from '../errors.js'
+import { isAllowed } from '../identity.js'
+import type { Session, Sessions, TokenSet } from '../session.js'
+import type { Providers } from './providers.js'
+import { RedirectHosts } from './redirect-hosts.js'
+import type { TokenRefresher } from './refresh.js'
+import { NEXT_FALLBACK, loginUrl, safeNext } from './routes.js'
+
+/** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
+export const LOGIN_URL_HEADER = 'x-login-url'
+
+/** The route-independent identity headers of a 200 (a route's `identityHeaders` defaults). */
+const IDENTITY_HEADERS = { user: 'x-forwarded-user', email: 'x-forwarded-email', groups: 'x-forwarded-groups' } as const
+
+/**
+ * Headers added to a 200 besides the token and identity, such as a signed identity assertion.
+ * `audience` is the origin of the original URL when a trusted proxy named it, else undefined.
+ */
+export type ExtraHeaders = (session: Session, provider: string, audience: string | undefined) => Promise<Record<string, string>>
+
+export interface ForwardAuthDeps {
+  config: GatewayConfig
+  providers: Providers
+  sessions: Sessions
+  refresher: TokenRefresher
+  /** Optional: see {@link ExtraHeaders}. */
+  extraHeaders?: ExtraHeaders
+}
+
+type TrustFn = (address: string, hop: number) => boolean
+
+/**
+ * server.trustProxy as the same test Fastify applies before it reads X-Forwarded-Host/-Proto: true
+ * trusts every peer, false none, a list is compiled by the proxy-addr that Fastify itself uses
+ * (loaded from Fastify's own dependencies, so the two can never disagree on who is trusted).
+ */
+function trustTest (trustProxy: boolean | string[]): TrustFn {
+  if (trustProxy === true) return () => true
+  if (trustProxy === false) return () => false
+  const fromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'))
+  const proxyAddr = fromFastify('@fastify/proxy-addr') as { compile (list: string[]): TrustFn }
+  return proxyAddr.compile(trustProxy)
+}
+
+/** The one value of a header sent once; undefined when absent or repeated (which to trust would be a guess). */
+function single (request: FastifyRequest, name: string): string | undefined {
+  const values = request.raw.headersDistinct[name]
+  return values?.length === 1 ? values[0] : undefined
+}
+
+/** A comma-separated list from one or more query parameters of that name; undefined when absent. */
+function listParameter (value: string | string[] | undefined): string[] | undefined {
+  if (value === undefined) return undefined
+  return (Array.isArray(value) ? value : [value]).flatMap((item) => item.split(',')).map((item) => item.trim()).filter(Boolean)
+}
+
+/**
+ * The allow rules given as query parameters (`emails`, `domains`, `groups`, comma-separated), read
+ * as a route's `allow`: undefined when none is given (any signed-in user passes); given but empty,
+ * they allow nobody.
+ */
+function allowRules (query: Record<string, string | string[] | undefined>): AllowRules | undefined {
+  const emails = listParameter(query.emails)
+  const domains = listParameter(query.domains)
+  const groups = listParameter(query.groups)
+  if (emails === undefined && domains === undefined && groups === undefined) return undefined
+  return {
+    emails: (emails ?? []).map((email) => email.toLowerCase()),
+    domains: (domains ?? []).map((domain) => domain.toLowerCase().replace(/^@/, '')),
+    groups: groups ?? [],
+  }
+}
+
+export async function forwardAuth (app: FastifyInstance, { config, providers, sessions, refresher, extraHeaders }: ForwardAuthDeps): Promise<void> {
+  const trusted = trustTest(config.server.trustProxy)
+  const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
+  const ownOrigin = new URL(config.server.baseUrl).origin
+
+  /**
+   * The URL the user asked the proxy in front for, from X-Forwarded-Proto/-Host and X-Forwarded-Uri
+   * (else X-Original-URI), only when the peer is a proxy trustProxy admits; anyone else could send
+   * these headers. `text` is the URL as given (what `next` will be checked as), `url` as parsed.
+   * Undefined when it cannot be told.
+   */
+  function originalUrl (request: FastifyRequest): { text: string, uri: string, url: URL } | undefined {
+    if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
+    const uri = single(request, 'x-forwarded-uri') ?? single(request, 'x-original-uri')
+    if (uri === undefined || !uri.startsWith('/') || (request.protocol !== 'http' && request.protocol !== 'https')) return undefined
+    const text = `${request.protocol}://${request.host}${uri}`
+    try {
+      return { text, uri, url: new URL(text) }
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * Where the sign-in returns: the path itself when the original URL is on the gateway's own
+   * origin, else the absolute URL when its host is allowed; otherwise /oauth/. Either way the
+   * value as sent, checked by safeNext (which refuses what the URL parser would have changed).
+   */
+  function returnTo (original: { text: string, uri: string, url: URL } | undefined): string {
+    if (!original) return NEXT_FALLBACK
+    const { text, uri, url } = original
+    if (url.origin === ownOrigin && url.username === '' && url.password === '') return safeNext(uri)
+    return safeNext(text, redirectHosts)
+  }
+
+  app.addHook('onSend', async (_request, reply) => {
+    reply.header('cache-control', 'no-store')
+  })
+
+  app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>('/oauth/auth/:provider/', async (request, reply) => {
+    const provider = request.params.provider
+    if (!providers.has(provider)) throw new GatewayError('unknown_provider', `No provider named "${provider.slice(0, 64)}" is configured.`)
+    const rules = allowRules(request.query)
+    const original = originalUrl(request)
+    const login = loginUrl(config, provider, returnTo(original))
+    let session: Session | null
+    let token: TokenSet | undefined
+    try {
+      session = await sessions.load(request)
+      token = session ? await refresher.usableToken(session, provider) : undefined
+    } catch (error) {
+      if (error instanceof GatewayError) error.details.loginUrl ??= login
+      throw error
+    }
+    if (!session || !token) {
+      throw new GatewayError('unauthenticated', 'Sign in first: there is no access token for this provider.', {
+        details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider}"`, [LOGIN_URL_HEADER]: login } },
+      })
+    }
+    const identity = session.record.identities?.[provider]
+    if (rules && !isAllowed(identity, rules)) {
+      throw new GatewayError('forbidden', `${identity?.email ?? identity?.sub ?? 'This account'} may not use this application.`, { details: { loginUrl: login } })
+    }
+    reply.header('authorization', `Bearer ${token.access_token}`)
+    if (identity) {
+      reply.header(IDENTITY_HEADERS.user, identity.sub)
+      // An address the provider did not verify is not vouched for (as on proxied requests).
+      if (identity.email && identity.emailVerified !== false) reply.header(IDENTITY_HEADERS.email, identity.email)
+      if (identity.groups.length > 0) reply.header(IDENTITY_HEADERS.groups, identity.groups.join(','))
+    }
+    // EXTRA HEADERS: the one place where headers from an optional callback join a 200 (the signed
+    // identity assertion, when configured, is added here).
+    if (extraHeaders) {
+      for (const [name, value] of Object.entries(await extraHeaders(session, provider, original?.url.origin))) reply.header(name, value)
+    }
+    return reply.code(200).send()
+  })
+}

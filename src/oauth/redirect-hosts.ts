@@ -1,0 +1,41 @@
+// Which hosts outside the gateway a browser may be sent back to (forwardAuth.allowedRedirectHosts):
+// the one test of an absolute redirect target's host and port, used by `safeNext`.
+// @see https://www.rfc-editor.org/rfc/rfc9700#section-4.11 (open redirection)
+
+interface HostRule {
+  /** Lower-case host name or IPv4 address, without a leading dot. */
+  host: string
+  /** A leading dot in the entry: the host and every host under it. */
+  subdomains: boolean
+  /** The port as the URL parser gives it ('' for the scheme's default port). */
+  port: string
+}
+
+/** forwardAuth.allowedRedirectHosts, compiled once (entries are already validated by the config). */
+export class RedirectHosts {
+  private readonly rules: HostRule[]
+
+  constructor (entries: readonly string[]) {
+    this.rules = entries.map((entry) => {
+      const colon = entry.lastIndexOf(':')
+      const name = colon === -1 ? entry : entry.slice(0, colon)
+      return { host: name.replace(/^\./, ''), subdomains: name.startsWith('.'), port: colon === -1 ? '' : entry.slice(colon + 1) }
+    })
+  }
+
+  /** No host is listed: absolute redirect targets are never allowed. */
+  get empty (): boolean {
+    return this.rules.length === 0
+  }
+
+  /**
+   * Whether `url` (already parsed by the WHATWG URL parser, so `hostname` is lower-case ASCII and
+   * `port` is '' for the default port) is on a listed host. A host listed without a port allows
+   * only the scheme's default port; a leading dot allows the domain itself and every subdomain, on
+   * a label boundary (`.example.com` allows `a.example.com`, never `evilexample.com`).
+   */
+  allows (url: URL): boolean {
+    return this.rules.some((rule) => rule.port === url.port &&
+      (url.hostname === rule.host || (rule.subdomains && url.hostname.endsWith(`.${rule.host}`))))
+  }
+}

@@ -1,0 +1,111 @@
+// The headers that cross the gateway. Upstream-bound: the client's headers minus everything the
+// gateway sets or vouches for (identity headers, the assertion header, X-Forwarded-*, Forwarded,
+// X-Real-IP, X-Original-URL and kin, and on protected routes the client's own Authorization), in any
+// spelling an upstream could read as one of those (`_` for `-`: CGI, WSGI and PHP read
+// `X_Forwarded_User` as `X-Forwarded-User`), minus hop-by-hop headers (RFC 9110 §7.6.1); then the
+// gateway's own. Client-bound: the upstream's headers minus hop-by-hop ones, so its keep-alive
+// terms never override the client connection's.
+// @see https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1
+import type { IncomingHttpHeaders } from 'node:http'
+
+/** Hop-by-hop headers: they describe one connection, never the next one (RFC 9110 §7.6.1). */
+const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'http2-settings']
+
+/**
+ * Headers a client may never send upstream, on any route: what the gateway sets, what upstreams
+ * and frameworks read as a trusted client address or original URL, and `expect` (the gateway has
+ * already answered `100-continue` itself; the upstream gets the body as it streams).
+ */
+const CLIENT_NEVER = [
+  'cookie', 'forwarded', 'x-original-url', 'x-original-uri', 'x-rewrite-url', 'x-host', 'x-original-host',
+  // What frameworks and CDNs read as the client's address (Rails' remote_ip reads Client-IP).
+  'x-real-ip', 'x-client-ip', 'client-ip', 'true-client-ip', 'x-cluster-client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-proxyuser-ip',
+  // Identity headers other gateways set, which an application moved behind this one may still trust.
+  'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-remote-user', 'x-remote-email', 'x-remote-groups',
+  'x-gateway-assertion', 'proxy-authorization', 'expect',
+  ...HOP_BY_HOP,
+]
+
+/** Headers that make frameworks treat a request as another method: a public OPTIONS or GET rule must not become a DELETE. */
+const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-method-override']
+
+/** Prefixes of families the gateway owns: X-Forwarded-*, and oauth2-proxy's X-Auth-Request-*. */
+const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-']
+
+/** The names listed in a Connection header (lower case), which are hop-by-hop too. */
+function connectionListed (value: string | string[] | number | undefined): string[] {
+  if (typeof value !== 'string') return []
+  return value.split(',').map((name) => name.trim().toLowerCase()).filter(Boolean)
+}
+
+/** Which client headers a route drops before adding the gateway's own. */
+export class ClientHeaderFilter {
+  private readonly dropped: Set<string>
+
+  /**
+   * @param identityHeaders every identity header name any route uses (lower case): dropped on all routes
+   * @param protectedRoute the route requires a session: the client's Authorization is dropped too
+   */
+  constructor (identityHeaders: Iterable<string>, protectedRoute: boolean) {
+    this.dropped = new Set([...CLIENT_NEVER, ...identityHeaders, ...(protectedRoute ? ['authorization', ...METHOD_OVERRIDES] : [])])
+  }
+
+  /**
+   * True when the client's header `name` (lower case, as Node gives it) must not go upstream, also
+   * when spelled with `_` or `.` for `-` (CGI-style servers map all three to one name).
+   */
+  drops (name: string): boolean {
+    if (this.owned(name)) return true
+    if (!name.includes('_') && !name.includes('.')) return false
+    return this.owned(name.replace(/[_.]/g, '-'))
+  }
+
+  private owned (name: string): boolean {
+    return this.dropped.has(name) || OWNED_PREFIXES.some((prefix) => name.startsWith(prefix))
+  }
+
+  /** The client's headers that may go upstream, as a new object (deleting keys makes V8's objects slow). */
+  copy (headers: IncomingHttpHeaders): IncomingHttpHeaders {
+    const out: IncomingHttpHeaders = {}
+    const listed = headers.connection === undefined ? undefined : connectionListed(headers.connection)
+    for (const name of Object.keys(headers)) {
+      if (this.drops(name) || listed?.includes(name)) continue
+      out[name] = headers[name]
+    }
+    return out
+  }
+}
+
+/** The cookie name a Set-Cookie line sets. */
+function setCookieName (line: string): string {
+  const equals = line.indexOf('=')
+  return (equals === -1 ? line : line.slice(0, equals)).trim().toLowerCase()
+}
+
+/**
+ * The upstream's response headers without hop-by-hop ones, and without any Set-Cookie for the
+ * gateway's own cookies: an upstream must not plant or replace a session (a new object only when
+ * something is removed).
+ * @param gatewayCookies the names of the gateway's cookies
+ */
+export function clientBoundHeaders (headers: IncomingHttpHeaders, gatewayCookies: readonly string[]): IncomingHttpHeaders {
+  // undici gives one Set-Cookie as a string, several as an array.
+  const raw = headers['set-cookie'] as string | string[] | undefined
+  const setCookie = typeof raw === 'string' ? [raw] : raw
+  const planted = setCookie?.some((line) => gatewayCookies.includes(setCookieName(line))) === true
+  if (!planted && headers.connection === undefined && headers['keep-alive'] === undefined && headers['transfer-encoding'] === undefined &&
+    headers['proxy-connection'] === undefined && headers.upgrade === undefined && headers.trailer === undefined && headers.te === undefined) {
+    return headers
+  }
+  const listed = connectionListed(headers.connection as string | undefined)
+  const out: IncomingHttpHeaders = {}
+  for (const name of Object.keys(headers)) {
+    if (!HOP_BY_HOP.includes(name) && !listed.includes(name)) out[name] = headers[name]
+  }
+  if (planted) {
+    const kept = setCookie!.filter((line) => !gatewayCookies.includes(setCookieName(line)))
+    if (kept.length > 0) out['set-cookie'] = kept
+    else delete out['set-cookie']
+  }
+  return out
+}

@@ -1,0 +1,180 @@
+// One route's connections to its upstream, and a deadline on every request sent there. undici
+// starts a request's headersTimeout only once the request is written to a connection, so a request
+// waiting for one of a busy pool's connections was not timed at all: under load it waited several
+// timeouts. Here the route's timeout counts from the moment the request is handed to the pool.
+import type { EventEmitter } from 'node:events'
+import { Pool, errors, type Dispatcher } from 'undici'
+
+type ResponseData = Dispatcher.ResponseData<Pending>
+/** The callback form of `Dispatcher.request`, the one @fastify/reply-from calls. */
+type Callback = (error: Error | null, data: ResponseData) => void
+
+/**
+ * Why a request got no answer from the upstream: what the pool hands back, as the body of a
+ * response, instead of an error. (@fastify/reply-from logs every error it is given at warn, with
+ * its stack, before its onError; the gateway logs each upstream failure once, in proxy.ts.)
+ */
+export class UpstreamFailure {
+  constructor (readonly reason: Error & { code?: string }) {}
+  /** reply-from destroys the body when the client has gone away meanwhile: there is nothing to free. */
+  destroy (): void {}
+}
+
+/**
+ * A request given to the pool and not answered yet. It is also the request's abort signal (undici
+ * accepts an EventEmitter-like one): firing it at the deadline takes the request out of the pool's
+ * queue, or aborts it on its connection.
+ */
+class Pending {
+  prev: Pending | null = null
+  next: Pending | null = null
+  aborted = false
+  reason: Error | undefined = undefined
+  private listener: (() => void) | undefined = undefined
+
+  constructor (readonly deadline: number, public callback: Callback | null) {}
+
+  on (_event: 'abort', listener: () => void): this {
+    this.listener = listener
+    return this
+  }
+
+  once (event: 'abort', listener: () => void): this {
+    return this.on(event, listener)
+  }
+
+  removeListener (): this {
+    this.listener = undefined
+    return this
+  }
+
+  abort (reason: Error): void {
+    this.aborted = true
+    this.reason = reason
+    this.listener?.()
+  }
+}
+
+/** What the pool needs to know of its route. */
+export interface UpstreamPoolOptions {
+  /** The upstream's origin. */
+  origin: string
+  /** The answer's headers must arrive within this long of the request entering the pool; body chunks within this long of each other. */
+  timeoutMs: number
+  /** At most this many connections at once; requests beyond wait for one, within their timeout. */
+  maxConnections: number
+}
+
+/**
+ * An undici Pool behind a deadline per request. The pending requests are kept in a list in the
+ * order they came, which is also the order of their deadlines (one timeout per pool), so a single
+ * timer per pool, set for the oldest, is enough: no timer per request.
+ * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.6.5 (504 Gateway Timeout: what an expired request becomes)
+ */
+export class UpstreamPool {
+  private readonly pool: Pool
+  private readonly timeoutMs: number
+  private head: Pending | null = null
+  private tail: Pending | null = null
+  private timer: NodeJS.Timeout | undefined = undefined
+
+  constructor ({ origin, timeoutMs, maxConnections }: UpstreamPoolOptions) {
+    this.timeoutMs = timeoutMs
+    // headersTimeout stays as a backstop: the deadline here always comes first. Connecting longer
+    // than the route would wait for an answer is pointless.
+    this.pool = new Pool(origin, {
+      connections: maxConnections,
+      pipelining: 1,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+      connectTimeout: Math.min(timeoutMs, 10_000),
+    })
+  }
+
+  /**
+   * Sends a request; `callback` gets the upstream's answer, or at the latest when the route's
+   * timeout is up, a response whose body is an {@link UpstreamFailure}. It is called once.
+   */
+  request (options: Dispatcher.RequestOptions<Pending>, callback: Callback): void {
+    const pending = new Pending(performance.now() + this.timeoutMs, callback)
+    this.append(pending)
+    // The options object is reply-from's own, made for this one request. undici reads a signal's
+    // on/once/removeListener, aborted and reason only: Pending has them without an EventEmitter.
+    options.opaque = pending
+    options.signal = pending as unknown as EventEmitter
+    this.pool.request(options, this.answer)
+  }
+
+  /** Lets the pool go: pending requests fail, open connections are closed. */
+  async destroy (): Promise<void> {
+    clearTimeout(this.timer)
+    await this.pool.destroy()
+  }
+
+  private readonly answer = (error: Error | null, data: ResponseData): void => {
+    const pending = data.opaque
+    const callback = pending.callback
+    if (callback === null) {
+      // Answered already, at its deadline: the late response is not wanted.
+      if (error === null) data.body.destroy()
+      return
+    }
+    pending.callback = null
+    this.remove(pending)
+    callback(null, error === null ? data : failure(error, pending))
+  }
+
+  /** Answers every request whose deadline has passed, then waits for the next oldest one. */
+  private readonly sweep = (): void => {
+    this.timer = undefined
+    // Timers fire on whole milliseconds: a deadline within one of now has come.
+    const now = performance.now() + 1
+    try {
+      while (this.head !== null && this.head.deadline <= now) {
+        const pending = this.head
+        const callback = pending.callback!
+        pending.callback = null
+        this.remove(pending)
+        const error = new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`)
+        pending.abort(error)
+        callback(null, failure(error, pending))
+      }
+    } finally {
+      // Even if a callback threw, the requests behind it still get their deadline.
+      this.schedule()
+    }
+  }
+
+  private schedule (): void {
+    if (this.timer !== undefined || this.head === null) return
+    this.timer = setTimeout(this.sweep, Math.max(0, this.head.deadline - performance.now()))
+    this.timer.unref()
+  }
+
+  private append (pending: Pending): void {
+    if (this.tail === null) {
+      this.head = pending
+    } else {
+      this.tail.next = pending
+      pending.prev = this.tail
+    }
+    this.tail = pending
+    this.schedule()
+  }
+
+  private remove (pending: Pending): void {
+    if (pending.prev === null) this.head = pending.next
+    else pending.prev.next = pending.next
+    if (pending.next === null) this.tail = pending.prev
+    else pending.next.prev = pending.prev
+    pending.prev = null
+    pending.next = null
+  }
+}
+
+/** A response in place of the one that did not come; proxy.ts turns it into 502 or 504. */
+function failure (error: Error, pending: Pending): ResponseData {
+  // Only statusCode, headers and body are read, and the status is replaced by the gateway's own;
+  // not 503, which reply-from would retry for a GET.
+  return { statusCode: 502, statusText: '', headers: {}, body: new UpstreamFailure(error) as unknown as ResponseData['body'], trailers: {}, opaque: pending, context: {} }
+}

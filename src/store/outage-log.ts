@@ -1,0 +1,100 @@
+// Outage lines an operator can read: one line when a store (or one node of a Redis Cluster) becomes
+// unreachable and one when it is back, with hysteresis so that a flapping connection or a mix of
+// failing and succeeding commands does not log a pair per flap.
+import type { FastifyBaseLogger } from 'fastify'
+
+/** How long failures must persist before "unreachable", and answers before "reachable again". */
+export interface Hysteresis {
+  /** Failures with no success in between for this long: the outage is logged. */
+  downAfterMs: number
+  /** Successes with no failure in between for this long: the recovery is logged. */
+  upAfterMs: number
+}
+
+export const DEFAULT_HYSTERESIS: Hysteresis = { downAfterMs: 1000, upAfterMs: 1000 }
+
+/**
+ * The up/down state of one store or node. Feed it every failure and success (connection events and
+ * command results); it logs a warn line when failures have persisted for `downAfterMs` with no
+ * success, and an info line when successes have persisted for `upAfterMs` with no failure.
+ */
+export class OutageLog {
+  private down = false
+  private closed = false
+  /** When the current run of failures (while up) or successes (while down) began. */
+  private runStart: number | undefined
+  private timer: NodeJS.Timeout | undefined
+  private lastReason = ''
+  private downSince = 0
+  private failuresDuringOutage = 0
+
+  constructor (
+    private readonly log: FastifyBaseLogger,
+    /** What the lines name: `store` for the whole store, `node` for one cluster node (host:port). */
+    private readonly subject: { store: string } | { node: string },
+    private readonly hysteresis: Hysteresis = DEFAULT_HYSTERESIS,
+    private readonly now: () => number = Date.now
+  ) {}
+
+  /** True once the outage has been logged, until the recovery has. */
+  get isDown (): boolean {
+    return this.down
+  }
+
+  failed (reason: string): void {
+    if (this.closed) return
+    this.lastReason = reason
+    if (this.down) {
+      this.failuresDuringOutage++
+      // A failure breaks the run of answers that would have ended the outage.
+      this.cancel()
+      return
+    }
+    if (this.runStart === undefined) this.start(this.hysteresis.downAfterMs, () => this.markDown())
+  }
+
+  succeeded (): void {
+    if (this.closed) return
+    if (!this.down) {
+      // A blip shorter than downAfterMs: not an outage.
+      this.cancel()
+      return
+    }
+    if (this.runStart === undefined) this.start(this.hysteresis.upAfterMs, () => this.markUp())
+  }
+
+  /** Stops logging: the store is being closed on purpose. */
+  close (): void {
+    this.closed = true
+    this.cancel()
+  }
+
+  private start (afterMs: number, then: () => void): void {
+    this.runStart = this.now()
+    this.timer = setTimeout(then, afterMs)
+    this.timer.unref()
+  }
+
+  private cancel (): void {
+    clearTimeout(this.timer)
+    this.timer = undefined
+    this.runStart = undefined
+  }
+
+  private markDown (): void {
+    this.down = true
+    this.downSince = this.runStart ?? this.now()
+    this.failuresDuringOutage = 0
+    this.cancel()
+    const target = 'node' in this.subject ? 'session store node' : 'session store'
+    this.log.warn({ ...this.subject, reason: this.lastReason },
+      `${target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each failure is logged at debug level and counted in gateway_store_errors_total)`)
+  }
+
+  private markUp (): void {
+    this.down = false
+    this.cancel()
+    const target = 'node' in this.subject ? 'session store node' : 'session store'
+    this.log.info({ ...this.subject, downForMs: this.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${target} reachable again`)
+  }
+}

@@ -1,0 +1,63 @@
+// A Redis Cluster failover: three masters with a replica each (cluster-node-timeout 1 s); the
+// master holding a signed-in session is killed under steady requests and its replica promoted. The
+// session survives (200 again, on the promoted replica); meanwhile a valid session gets only 200 or
+// 503, never 401 or a sign-in redirect; /readyz stays 200 while part of the cluster is down; the
+// dead master is logged unreachable once, and no failed request is logged at error level.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { hammer, startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
+import { waitFor } from '../helpers/net.js'
+import { redisCli, startRedisCluster, type TestCluster } from '../helpers/redis-cluster.js'
+
+let cluster: TestCluster
+let stack: FaultStack
+
+beforeAll(async () => {
+  cluster = await startRedisCluster({ replicas: 1, nodeTimeoutMs: 1000 })
+  stack = await startFaultStack({ store: { type: 'redis', cluster: cluster.urls }, session: { cacheTtl: '0s' } })
+})
+afterAll(async () => {
+  await stack?.close()
+  await cluster?.stop()
+})
+
+/** The port of the master holding a key under `pattern`, once its replica has the write too. */
+async function masterHolding (pattern: string): Promise<number> {
+  for (const port of cluster.ports) {
+    if (!(await redisCli(port, 'role')).startsWith('master')) continue
+    if ((await redisCli(port, '--scan', '--pattern', pattern)).trim() === '') continue
+    // A replica that has just joined syncs first; WAIT then says the write reached it.
+    await waitFor(async () => (await redisCli(port, 'wait', '1', '500')).trim() === '1', 15_000, `the replica of ${port} to have the session`)
+    return port
+  }
+  throw new Error(`no master holds ${pattern}`)
+}
+
+describe('a Redis Cluster master killed and its replica promoted', () => {
+  it('keeps the session: 200, 503 while the slots have no master, then 200 again; never 401 or a sign-in redirect', async () => {
+    const cookie = await stack.signIn()
+    const master = await masterHolding('gw:session:*')
+    const load = hammer(`${stack.gateway.url}/app/x`, cookie, 4)
+    await waitFor(async () => load.answers.length >= 20, 10_000, 'steady load')
+
+    await cluster.kill(master)
+    await waitFor(async () => load.answers.at(-1)?.status === 503, 10_000, 'requests for that session to fail')
+    const readyWhileDown = await fetch(`${stack.gateway.url}/readyz`)
+    await waitFor(async () => load.answers.at(-1)?.status === 200, 20_000, 'the replica to take over')
+    const answered = load.answers.length
+    await waitFor(async () => load.answers.length >= answered + 20, 10_000, 'requests after the failover')
+    const answers = await load.stop()
+
+    expect(new Set(answers.map((answer) => answer.status))).toEqual(new Set([200, 503]))
+    expect(answers.some((answer) => answer.location !== null)).toBe(false)
+    expect(answers.slice(-10).every((answer) => answer.status === 200)).toBe(true)
+    // Part of the store answers: the instance stays in the load balancer.
+    expect(readyWhileDown.status).toBe(200)
+    expect(await readyWhileDown.json()).toMatchObject({ status: 'ready', store: expect.stringMatching(/^(degraded|up)$/) })
+
+    const lines = stack.gateway.logs.map((line) => JSON.parse(line) as { level: number, msg: string, node?: string })
+    expect(lines.filter((line) => line.level >= 50).map((line) => line.msg)).toEqual([])
+    const down = lines.filter((line) => line.msg.startsWith('session store node unreachable'))
+    expect(down.map((line) => line.node)).toEqual([`127.0.0.1:${master}`])
+    expect(lines.filter((line) => line.msg.startsWith('session store unreachable'))).toEqual([])
+  }, 60_000)
+})

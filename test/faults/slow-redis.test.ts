@@ -1,0 +1,102 @@
+// A slow Redis: a real redis-server behind an order-preserving delaying TCP proxy whose delay is
+// raised to 2 s and dropped back to none while requests are in flight. A session read that fails
+// for any store reason (command timeout, a reply that comes late) is a 503
+// session_store_unavailable, answered within the store's bounds; never "no session": a valid
+// session gets no 401 and no redirect to sign in at any point. The 503 offers a retry, not a sign-in.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startDelayProxy, type DelayProxy } from '../helpers/delay-proxy.js'
+import { waitFor } from '../helpers/net.js'
+import { ask, hammer, startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+
+/** The Redis store's command timeout (src/store/redis.ts); a delay of 2 s each way is far beyond it. */
+const COMMAND_TIMEOUT_MS = 500
+const SLOW_MS = 2000
+
+let redis: TestRedis
+let proxy: DelayProxy
+let stack: FaultStack
+
+beforeAll(async () => {
+  redis = await startRedis('spawn')
+  const { hostname, port } = new URL(redis.url)
+  proxy = await startDelayProxy({ host: hostname, port: Number(port) })
+  // cacheTtl 0: every request reads the store, so none is answered from this instance's memory.
+  stack = await startFaultStack({ store: { type: 'redis', url: `redis://${proxy.host}:${proxy.port}` }, session: { cacheTtl: '0s' } })
+})
+
+afterAll(async () => {
+  await stack?.close()
+  await proxy?.close()
+  await redis?.stop()
+})
+
+const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+/** No delay again, and the replies still held back drained: the store answers in time again. */
+async function recover (): Promise<void> {
+  proxy.setDelay(0)
+  await waitFor(async () => (await fetch(`${stack.gateway.url}/readyz`)).status === 200, 10_000, 'the store to answer in time again')
+}
+
+describe('a slow session store', () => {
+  it('answers a valid session only 200 or 503 while Redis slows to 2 s and recovers, never 401 or a sign-in redirect', async () => {
+    const cookie = await stack.signIn()
+    const load = hammer(`${stack.gateway.url}/app/x`, cookie, 6)
+    for (const delay of [0, 100, 300, 600, 1000, SLOW_MS, 0]) {
+      proxy.setDelay(delay)
+      await pause(delay === SLOW_MS ? 3000 : 600)
+    }
+    // Back to no delay: late replies drain, then the store answers again.
+    const recovered = Date.now()
+    while (Date.now() - recovered < 10_000 && load.answers.at(-1)?.status !== 200) await pause(100)
+    await pause(500)
+    const answers = await load.stop()
+
+    const statuses = new Set(answers.map((answer) => answer.status))
+    expect([...statuses].sort()).toEqual([200, 503])
+    for (const answer of answers) {
+      expect(answer.location).toBeNull()
+      if (answer.status === 503) expect(answer.body).toContain('session_store_unavailable')
+    }
+    // Every answer within the store's bound: an unbounded read would wait 2 s each way.
+    expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(2 * SLOW_MS)
+    expect(answers.at(-1)!.status).toBe(200)
+  })
+
+  it('answers 503 within the command timeout while Redis is slow, for every request of a burst', async () => {
+    const cookie = await stack.signIn()
+    proxy.setDelay(SLOW_MS)
+    try {
+      const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ask(`${stack.gateway.url}/app/burst`, cookie, i % 2 ? 'text/html' : 'application/json')))
+      for (const answer of answers) {
+        expect(answer.status).toBe(503)
+        expect(answer.ms).toBeLessThan(SLOW_MS)
+      }
+      // The bound is the command timeout, not the delay: no answer waited for the late reply.
+      expect(Math.min(...answers.map((answer) => answer.ms))).toBeGreaterThanOrEqual(COMMAND_TIMEOUT_MS - 50)
+    } finally {
+      await recover()
+    }
+  })
+
+  it('offers a retry, not a sign-in, on a 503 session_store_unavailable (no login_url; the page says "Try again")', async () => {
+    const cookie = await stack.signIn()
+    proxy.setDelay(SLOW_MS)
+    try {
+      const json = await ask(`${stack.gateway.url}/app/page?x=1`, cookie, 'application/json')
+      expect(json.status).toBe(503)
+      const body = JSON.parse(json.body) as Record<string, unknown>
+      expect(body.error).toBe('session_store_unavailable')
+      expect(body).not.toHaveProperty('login_url')
+
+      const html = await ask(`${stack.gateway.url}/app/page?x=1`, cookie, 'text/html')
+      expect(html.status).toBe(503)
+      expect(html.body).toContain('Try again')
+      expect(html.body).not.toContain('Sign in again')
+      expect(html.body).toContain('href="/app/page?x=1"')
+    } finally {
+      await recover()
+    }
+  })
+})

@@ -1,0 +1,85 @@
+// A TCP proxy on a loopback port that forwards bytes both ways and can hold them back: a slow
+// network or a slow Redis, for fault tests. The delay can be changed while connections are open;
+// bytes always leave in the order they arrived, so lowering the delay never reorders a stream.
+import { createServer, connect, type Server, type Socket } from 'node:net'
+import type { AddressInfo } from 'node:net'
+
+export interface DelayProxy {
+  /** `host:port` to connect to instead of the target. */
+  host: string
+  port: number
+  /** Holds every chunk received from now on for `ms` (in both directions). */
+  setDelay (ms: number): void
+  close (): Promise<void>
+}
+
+/**
+ * One direction of one connection: each chunk is due `delay` after it arrived, but never before the
+ * chunk ahead of it, so the order is kept when the delay drops.
+ */
+class DelayedPipe {
+  private readonly queue: Array<{ chunk: Buffer, due: number }> = []
+  private timer: NodeJS.Timeout | undefined
+  private lastDue = 0
+
+  constructor (private readonly to: Socket, private readonly delay: () => number) {}
+
+  push (chunk: Buffer): void {
+    const due = Math.max(Date.now() + this.delay(), this.lastDue)
+    this.lastDue = due
+    this.queue.push({ chunk, due })
+    this.pump()
+  }
+
+  private pump (): void {
+    if (this.timer) return
+    while (this.queue.length > 0 && this.queue[0]!.due <= Date.now()) {
+      const { chunk } = this.queue.shift()!
+      if (!this.to.destroyed) this.to.write(chunk)
+    }
+    if (this.queue.length === 0) return
+    this.timer = setTimeout(() => {
+      this.timer = undefined
+      this.pump()
+    }, this.queue[0]!.due - Date.now())
+  }
+
+  stop (): void {
+    clearTimeout(this.timer)
+    this.queue.length = 0
+  }
+}
+
+export async function startDelayProxy (target: { host: string, port: number }): Promise<DelayProxy> {
+  let delay = 0
+  const sockets = new Set<Socket>()
+  const server: Server = createServer((client) => {
+    const upstream = connect(target.port, target.host)
+    sockets.add(client).add(upstream)
+    const toUpstream = new DelayedPipe(upstream, () => delay)
+    const toClient = new DelayedPipe(client, () => delay)
+    client.on('data', (chunk: Buffer) => toUpstream.push(chunk))
+    upstream.on('data', (chunk: Buffer) => toClient.push(chunk))
+    const end = () => {
+      toUpstream.stop()
+      toClient.stop()
+      client.destroy()
+      upstream.destroy()
+      sockets.delete(client)
+      sockets.delete(upstream)
+    }
+    client.on('close', end).on('error', end)
+    upstream.on('close', end).on('error', end)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as AddressInfo
+  return {
+    host: '127.0.0.1',
+    port,
+    setDelay: (ms) => { delay = ms },
+    close: async () => {
+      for (const socket of sockets) socket.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}

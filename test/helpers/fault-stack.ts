@@ -1,0 +1,96 @@
+// The stack a fault test needs: a real authorization server, an echo upstream and a gateway with
+// one protected route `/app/` on the given store; `signIn()` gives a cookie of a valid session, and
+// `hammer()` keeps requests going with it, recording every answer, until told to stop. Clients give
+// up after CLIENT_PATIENCE_MS (status 0), so no test can wait forever on one lost connection.
+import { Browser } from './browser.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './gateway.js'
+import { startOidcProvider, type TestProvider } from './oidc.js'
+import { startUpstream, type Upstream } from './upstream.js'
+
+export interface Answer {
+  status: number
+  /** The body as received (JSON or the HTML page). */
+  body: string
+  location: string | null
+  accept: string
+  ms: number
+}
+
+export interface FaultStack {
+  gateway: TestGateway
+  op: TestProvider
+  upstream: Upstream
+  /** Signs in through the real authorization server; the Cookie header of the new session. */
+  signIn (login?: string): Promise<string>
+  close (): Promise<void>
+}
+
+export async function startFaultStack (raw: { store: Record<string, unknown>, session?: Record<string, unknown> }): Promise<FaultStack> {
+  const { port, baseUrl } = await reserveBaseUrl()
+  const upstream = await startUpstream()
+  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  const gateway = await startGateway({
+    server: { port, baseUrl },
+    store: raw.store,
+    ...(raw.session ? { session: raw.session } : {}),
+    providers: { demo: oidcClient(op.issuer, 'c', 's') },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+  })
+  return {
+    gateway,
+    op,
+    upstream,
+    signIn: async (login = 'alice') => {
+      const browser = new Browser()
+      const response = await browser.navigate(`${gateway.url}/app/`, { login })
+      if (response.status !== 200) throw new Error(`sign-in ended with ${response.status}`)
+      return browser.cookieHeader(`${gateway.url}/app/`)!
+    },
+    close: async () => {
+      await gateway.close()
+      await op.close()
+      await upstream.close()
+    },
+  }
+}
+
+/**
+ * How long a client waits for an answer before giving up, as a real one would. Every test here
+ * expects its answers well within it; a request that reaches it is recorded as unanswered.
+ */
+const CLIENT_PATIENCE_MS = 15_000
+
+/** One request to `url` with the session cookie, as a browser (HTML) or an API client (JSON); status 0 when no answer came. */
+export async function ask (url: string, cookie: string, accept: 'application/json' | 'text/html'): Promise<Answer> {
+  const started = Date.now()
+  try {
+    const response = await fetch(url, { headers: { cookie, accept }, redirect: 'manual', signal: AbortSignal.timeout(CLIENT_PATIENCE_MS) })
+    const body = await response.text()
+    return { status: response.status, body, location: response.headers.get('location'), accept, ms: Date.now() - started }
+  } catch (error) {
+    // No answer at all (the connection was refused or dropped): status 0.
+    return { status: 0, body: String(error), location: null, accept, ms: Date.now() - started }
+  }
+}
+
+/**
+ * `clients` loops each sending one request after another (JSON and HTML in turn) until `stop()`;
+ * `stop()` resolves with every answer, in the order they came.
+ */
+export function hammer (url: string, cookie: string, clients = 4): { answers: Answer[], stop (): Promise<Answer[]> } {
+  const answers: Answer[] = []
+  const state = { running: true }
+  const loops = Array.from({ length: clients }, async (_, i) => {
+    for (let n = 0; state.running; n++) {
+      answers.push(await ask(url, cookie, (i + n) % 2 === 0 ? 'application/json' : 'text/html'))
+    }
+  })
+  return {
+    answers,
+    stop: async () => {
+      state.running = false
+      await Promise.all(loops)
+      return answers
+    },
+  }
+}

@@ -1,0 +1,135 @@
+// A real nginx or Caddy in front of the gateway, for the forward-auth tests: the config is an
+// operator's file from docs/forward-auth/ with only its addresses replaced, wrapped in the few
+// process-level settings a test run needs (no daemon, files in a temporary folder, no admin API).
+// Listens on a loopback port from the OS.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { waitFor } from './net.js'
+
+export type FrontKind = 'nginx' | 'caddy'
+
+/** The operator's files the tests run (docs/forward-auth.md shows them verbatim). */
+export const FRONT_TEMPLATES: Record<FrontKind, string> = {
+  nginx: 'docs/forward-auth/nginx.conf',
+  caddy: 'docs/forward-auth/Caddyfile',
+}
+
+/** The addresses the templates use, and what a test puts in their place. */
+export interface FrontAddresses {
+  /** The port the proxy listens on (127.0.0.1). */
+  port: number
+  /** The gateway's host:port (in place of 127.0.0.1:8080). */
+  gateway: string
+  /** The application's host:port (in place of 127.0.0.1:9100). */
+  upstream: string
+}
+
+export interface FrontProxy {
+  url: string
+  /** The config file as run. */
+  config: string
+  stop (): Promise<void>
+}
+
+/** The binary of `kind`, or undefined when it is not installed. */
+export function frontBinary (kind: FrontKind): string | undefined {
+  const candidates = kind === 'nginx' ? ['/usr/sbin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx'] : ['/usr/bin/caddy', '/usr/local/bin/caddy']
+  const found = candidates.find((path) => existsSync(path))
+  if (found) return found
+  const which = spawnSync('sh', ['-c', `command -v ${kind}`], { encoding: 'utf8' })
+  return which.status === 0 && which.stdout.trim() !== '' ? which.stdout.trim() : undefined
+}
+
+/** The template with only its addresses replaced; throws when one is missing (the docs changed). */
+export async function renderTemplate (kind: FrontKind, addresses: FrontAddresses): Promise<string> {
+  const template = await readFile(FRONT_TEMPLATES[kind], 'utf8')
+  const replacements: Array<[string, string]> = [
+    ['127.0.0.1:8080', addresses.gateway],
+    ['127.0.0.1:9100', addresses.upstream],
+    kind === 'nginx' ? ['listen 80;', `listen 127.0.0.1:${addresses.port};`] : ['app.example.com {', `http://127.0.0.1:${addresses.port} {`],
+  ]
+  let text = template
+  for (const [from, to] of replacements) {
+    if (!text.includes(from)) throw new Error(`${FRONT_TEMPLATES[kind]} no longer contains "${from}"`)
+    text = text.replaceAll(from, to)
+  }
+  return text
+}
+
+function nginxMain (dir: string): string {
+  return `daemon off;
+master_process off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 256; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/client_body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  include ${dir}/site.conf;
+}
+`
+}
+
+function caddyMain (dir: string): string {
+  return `{
+  admin off
+  auto_https off
+  storage file_system ${dir}/data
+}
+import ${dir}/site.Caddyfile
+`
+}
+
+/** Starts `kind` with its docs template; resolves once it answers HTTP. */
+export async function startFrontProxy (kind: FrontKind, addresses: FrontAddresses): Promise<FrontProxy> {
+  const binary = frontBinary(kind)
+  if (!binary) throw new Error(`${kind} is not installed (.ci/run installs it)`)
+  const dir = await mkdtemp(join(tmpdir(), `gw-${kind}-`))
+  const config = await renderTemplate(kind, addresses)
+  let child: ChildProcess
+  if (kind === 'nginx') {
+    await writeFile(join(dir, 'site.conf'), config)
+    await writeFile(join(dir, 'nginx.conf'), nginxMain(dir))
+    child = spawn(binary, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'pipe', 'pipe'] })
+  } else {
+    await writeFile(join(dir, 'site.Caddyfile'), config)
+    await writeFile(join(dir, 'Caddyfile'), caddyMain(dir))
+    child = spawn(binary, ['run', '--config', join(dir, 'Caddyfile'), '--adapter', 'caddyfile'], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, HOME: dir, XDG_DATA_HOME: join(dir, 'data'), XDG_CONFIG_HOME: join(dir, 'config') },
+    })
+  }
+  let output = ''
+  child.stdout?.on('data', (chunk: Buffer) => { output += chunk.toString() })
+  child.stderr?.on('data', (chunk: Buffer) => { output += chunk.toString() })
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  const url = `http://127.0.0.1:${addresses.port}`
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM')
+      await exited
+    }
+    await rm(dir, { recursive: true, force: true })
+  }
+  try {
+    await Promise.race([
+      waitFor(async () => {
+        await (await fetch(`${url}/`, { headers: { accept: 'application/json' } })).arrayBuffer()
+        return true
+      }, 15_000, `${kind} on ${url}`),
+      exited.then(() => { throw new Error(`${kind} exited`) }),
+    ])
+  } catch (error) {
+    const log = kind === 'nginx' ? await readFile(join(dir, 'error.log'), 'utf8').catch(() => '') : ''
+    await stop()
+    throw new Error(`${kind} did not start: ${String(error)}\n${output}\n${log}`)
+  }
+  return { url, config, stop }
+}

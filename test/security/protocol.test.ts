@@ -1,0 +1,176 @@
+// Protocol checks at the callback (SPEC.md, Security floor): RFC 9207 `iss` when the provider
+// advertises it, repeated `code`/`state`/`iss` refused before anything is done with them, and an
+// unverified e-mail address that never satisfies an `emails`/`domains` allow rule. Real Redis, the
+// real oidc-provider (demo/authorization-server.ts), sign-ins walked up to the callback and the
+// callback then sent as it came or altered.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { identityFrom, isAllowed } from '../../src/identity.js'
+import { Browser } from '../helpers/browser.js'
+import { reachCallback } from '../helpers/callback.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+const json = { accept: 'application/json' }
+let redis: TestRedis
+let upstream: Upstream
+let op: TestProvider
+let gateway: TestGateway
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid profile email groups') },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/domain/', upstream: upstream.url, provider: 'demo', allow: { domains: ['example.test'] } },
+      { path: '/email/', upstream: upstream.url, provider: 'demo', allow: { emails: ['eve@example.test', 'carol@example.test'] } },
+      { path: '/staff/', upstream: upstream.url, provider: 'demo', allow: { groups: ['staff'] } },
+    ],
+  })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await Promise.all([op?.close(), upstream?.close()])
+  await redis?.stop()
+})
+
+/** A fresh browser, walked through the provider up to (not into) the gateway's callback. */
+async function atCallback (login = 'alice'): Promise<{ browser: Browser, callback: URL }> {
+  const browser = new Browser()
+  const callback = await reachCallback(browser, `${gateway.url}/oauth/login/demo/?next=/app/`, { login })
+  return { browser, callback }
+}
+
+/** The callback URL with its query replaced by `pairs`, in that order (repeats kept). */
+function withQuery (callback: URL, pairs: Array<[string, string]>): string {
+  const url = new URL(callback)
+  url.search = new URLSearchParams(pairs).toString()
+  return url.href
+}
+
+function pairsOf (callback: URL): Array<[string, string]> {
+  return [...callback.searchParams]
+}
+
+async function expectError (response: Response, status: number, error: string): Promise<void> {
+  expect(response.status).toBe(status)
+  expect((await response.json() as { error: string }).error).toBe(error)
+  expect(response.headers.getSetCookie().some((line) => line.startsWith('gw_session='))).toBe(false)
+}
+
+/** The untouched callback still completes the sign-in: the flow was not used up by the refused one. */
+async function expectStillUsable (browser: Browser, callback: URL): Promise<void> {
+  const response = await browser.fetch(callback.href, { headers: json })
+  expect([response.status, response.headers.get('location')]).toEqual([302, '/app/'])
+}
+
+describe('RFC 9207: iss in the authorization response', () => {
+  it('is advertised by the demo authorization server', async () => {
+    const metadata = await (await fetch(`${op.issuer}/.well-known/openid-configuration`)).json() as Record<string, unknown>
+    expect(metadata.authorization_response_iss_parameter_supported).toBe(true)
+  })
+
+  it('signs in when the callback carries the provider\'s iss, untouched', async () => {
+    const { browser, callback } = await atCallback()
+    expect(callback.searchParams.get('iss')).toBe(op.issuer)
+    const response = await browser.fetch(callback.href, { headers: json })
+    expect([response.status, response.headers.get('location')]).toEqual([302, '/app/'])
+    expect((await browser.fetch(`${gateway.url}/app/x`, { headers: json })).status).toBe(200)
+  })
+
+  it('rejects a callback without iss with 400 invalid_request', async () => {
+    const { browser, callback } = await atCallback()
+    const stripped = pairsOf(callback).filter(([name]) => name !== 'iss')
+    await expectError(await browser.fetch(withQuery(callback, stripped), { headers: json }), 400, 'invalid_request')
+  })
+
+  it.each([
+    ['another issuer', 'https://evil.example'],
+    ['the issuer with a trailing slash', 'ISSUER/'],
+    ['an empty iss', ''],
+  ])('rejects a callback whose iss is %s with 400 invalid_request', async (_name, value) => {
+    const { browser, callback } = await atCallback()
+    const changed = pairsOf(callback).map(([name, v]): [string, string] => [name, name === 'iss' ? value.replace('ISSUER', op.issuer) : v])
+    await expectError(await browser.fetch(withQuery(callback, changed), { headers: json }), 400, 'invalid_request')
+  })
+})
+
+describe('repeated callback parameters', () => {
+  it.each(['code', 'state', 'iss'])('rejects a repeated %s (same value twice) with 400 invalid_request, before using the flow', async (param) => {
+    const { browser, callback } = await atCallback()
+    const pairs = pairsOf(callback)
+    const repeated = [...pairs, pairs.find(([name]) => name === param)!]
+    await expectError(await browser.fetch(withQuery(callback, repeated), { headers: json }), 400, 'invalid_request')
+    await expectStillUsable(browser, callback)
+  })
+
+  it.each([
+    ['code', 'forged-code', 'first'],
+    ['code', 'forged-code', 'last'],
+    ['code', '', 'last'],
+    ['state', 'forged-state', 'first'],
+    ['state', 'forged-state', 'last'],
+    ['iss', 'https://evil.example', 'first'],
+    ['iss', 'https://evil.example', 'last'],
+  ])('rejects a second %s=%j placed %s with 400 invalid_request, never 502 or a session', async (param, value, where) => {
+    const { browser, callback } = await atCallback()
+    const pairs = pairsOf(callback)
+    const extra: [string, string] = [param, value]
+    const repeated = where === 'first' ? [extra, ...pairs] : [...pairs, extra]
+    await expectError(await browser.fetch(withQuery(callback, repeated), { headers: json }), 400, 'invalid_request')
+    await expectStillUsable(browser, callback)
+  })
+})
+
+describe('email_verified: false never satisfies an e-mail rule', () => {
+  const mapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
+  const rules = (over: Partial<{ emails: string[], domains: string[], groups: string[] }>) => ({ emails: [], domains: [], groups: [], ...over })
+
+  it.each([
+    ['false', false, false],
+    ['"false"', false, 'false'],
+    ['"FALSE"', false, 'FALSE'],
+    ['true', true, true],
+    ['"true"', true, 'true'],
+    ['absent', true, undefined],
+  ])('email_verified %s: e-mail and domain rules match: %s; group rules still match', (_name, matches, verified) => {
+    const identity = identityFrom({ sub: 'eve', email: 'Eve@Example.test', groups: ['staff'], ...(verified === undefined ? {} : { email_verified: verified }) }, mapping)
+    expect(identity?.email).toBe('eve@example.test')
+    expect(identity?.emailVerified).toBe(matches ? undefined : false)
+    expect(isAllowed(identity, rules({ emails: ['eve@example.test'] }))).toBe(matches)
+    expect(isAllowed(identity, rules({ domains: ['example.test'] }))).toBe(matches)
+    expect(isAllowed(identity, rules({ groups: ['staff'] }))).toBe(true)
+  })
+
+  it('keeps the unverified fact in the identity and refuses e-mail and domain rules end to end (groups still pass)', async () => {
+    const eve = new Browser()
+    expect((await eve.navigate(`${gateway.url}/app/`, { login: 'eve' })).status).toBe(200)
+    const info = await (await eve.fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })).json() as { identities: Record<string, unknown> }
+    expect(info.identities.demo).toMatchObject({ sub: 'eve', email: 'eve@example.test', emailVerified: false })
+    await expectError(await eve.fetch(`${gateway.url}/domain/x`, { headers: json }), 403, 'forbidden')
+    await expectError(await eve.fetch(`${gateway.url}/email/x`, { headers: json }), 403, 'forbidden')
+    const staff = await eve.fetch(`${gateway.url}/staff/x`, { headers: json })
+    expect(staff.status).toBe(200)
+    // Upstreams that trust X-Forwarded-Email are not handed an address nobody verified.
+    const seen = await staff.json() as { headers: Record<string, string> }
+    expect(seen.headers['x-forwarded-user']).toBe('eve')
+    expect(seen.headers['x-forwarded-email']).toBeUndefined()
+  })
+
+  it('lets a verified address through the same e-mail and domain rules', async () => {
+    const carol = new Browser()
+    expect((await carol.navigate(`${gateway.url}/app/`, { login: 'carol' })).status).toBe(200)
+    const domain = await carol.fetch(`${gateway.url}/domain/x`, { headers: json })
+    expect(domain.status).toBe(200)
+    expect((await domain.json() as { headers: Record<string, string> }).headers['x-forwarded-email']).toBe('carol@example.test')
+    expect((await carol.fetch(`${gateway.url}/email/x`, { headers: json })).status).toBe(200)
+  })
+})

@@ -1,0 +1,182 @@
+// Sign-out and sign-in integrity: a cross-site request cannot end a session (it only gets a
+// confirmation page whose button POSTs), a plain browser form can, proxied bodies stay untouched,
+// and a sign-in retires the browser's previous session id at once on every instance.
+import { createServer } from 'node:http'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { close, listen } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+let redis: TestRedis
+let op: TestProvider
+let upstream: Upstream
+let gateway: TestGateway
+let second: TestGateway
+let bodies: ReturnType<typeof createServer>
+let bodiesUrl: string
+const received: Array<{ type: string | undefined, body: string }> = []
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  bodies = createServer((req, res) => {
+    const chunks: Buffer[] = []
+    req.on('data', (chunk: Buffer) => chunks.push(chunk))
+    req.on('end', () => {
+      received.push({ type: req.headers['content-type'], body: Buffer.concat(chunks).toString() })
+      res.end('ok')
+    })
+  })
+  bodiesUrl = await listen(bodies)
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  const raw = {
+    // A long cache, so a stale cached session would show.
+    session: { cacheTtl: '10s' },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: oidcClient(op.issuer, 'c', 's') },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/form/', upstream: bodiesUrl, auth: 'none' },
+    ],
+  }
+  gateway = await startGateway({ ...raw, server: { port, baseUrl } })
+  second = await startGateway(raw)
+})
+
+afterAll(async () => {
+  await Promise.all([gateway?.close(), second?.close()])
+  await Promise.all([op?.close(), upstream?.close(), bodies && close(bodies)])
+  await redis?.stop()
+})
+
+const json = { accept: 'application/json' }
+
+async function signedIn (): Promise<{ browser: Browser, cookie: string }> {
+  const browser = new Browser()
+  expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
+  return { browser, cookie: browser.cookies.get('gw_session')!.value }
+}
+
+async function sessionWorks (cookie: string, on = gateway): Promise<boolean> {
+  const response = await fetch(`${on.url}/app/x`, { headers: { ...json, cookie: `gw_session=${cookie}` } })
+  await response.arrayBuffer()
+  return response.status === 200
+}
+
+function logout (cookie: string, headers: Record<string, string>, init: RequestInit = {}, query = '?next=%2Fapp%2Fbye') {
+  return fetch(`${gateway.url}/oauth/logout/${query}`, { redirect: 'manual', ...init, headers: { accept: 'text/html', cookie: `gw_session=${cookie}`, ...headers } })
+}
+
+describe('logout from another site only asks', () => {
+  it.each([
+    ['Sec-Fetch-Site: cross-site', { 'sec-fetch-site': 'cross-site' }],
+    ['Sec-Fetch-Site: same-site (a sibling host)', { 'sec-fetch-site': 'same-site' }],
+    ['a foreign Origin', { origin: 'https://evil.example' }],
+    ['Origin: null', { origin: 'null' }],
+    ['a same-origin Sec-Fetch-Site with a foreign Origin', { 'sec-fetch-site': 'same-origin', origin: 'https://evil.example' }],
+  ])('GET with %s answers 200 with a confirmation page and keeps the session', async (_name, headers) => {
+    const { cookie } = await signedIn()
+    const response = await logout(cookie, headers)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toMatch(/^text\/html/)
+    expect(response.headers.getSetCookie()).toEqual([])
+    const page = await response.text()
+    expect(page).toContain('<form method="post" action="/oauth/logout/">')
+    expect(page).toContain('<input type="hidden" name="next" value="/app/bye">')
+    expect(page).toMatch(/<button type="submit"[^>]*>Sign out<\/button>/)
+    // Not to be framed by the site that sent the browser here (clickjacking the button).
+    expect(response.headers.get('content-security-policy')).toBe("frame-ancestors 'none'")
+    expect(response.headers.get('x-frame-options')).toBe('DENY')
+    expect(await sessionWorks(cookie)).toBe(true)
+  })
+
+  it('a cross-site form POST also only gets the confirmation page', async () => {
+    const { cookie } = await signedIn()
+    const response = await logout(cookie, { 'sec-fetch-site': 'cross-site', origin: 'https://evil.example', 'content-type': 'application/x-www-form-urlencoded' }, { method: 'POST', body: 'next=%2Fapp%2F' }, '')
+    expect(response.status).toBe(200)
+    expect(await response.text()).toContain('action="/oauth/logout/"')
+    expect(await sessionWorks(cookie)).toBe(true)
+  })
+
+  it('leaves the hidden next out when there was none, and escapes one that would break the page', async () => {
+    const { cookie } = await signedIn()
+    const bare = await (await logout(cookie, { 'sec-fetch-site': 'cross-site' }, {}, '')).text()
+    expect(bare).toContain('<form method="post" action="/oauth/logout/">')
+    expect(bare).not.toContain('name="next"')
+    const page = await (await logout(cookie, { 'sec-fetch-site': 'cross-site' }, {}, '?next=%2F%22%3E%3Cscript%3E')).text()
+    expect(page).not.toContain('"><script>')
+    expect(page).toMatch(/<input type="hidden" name="next" value="\/[^"<>]*">/)
+  })
+})
+
+describe('logout from the gateway itself signs out', () => {
+  it.each([
+    ['Sec-Fetch-Site: same-origin', { 'sec-fetch-site': 'same-origin' }],
+    ['Sec-Fetch-Site: none (typed or bookmarked)', { 'sec-fetch-site': 'none' }],
+    ['the gateway\'s own Origin', () => ({ origin: new URL(gateway.url).origin })],
+    ['neither header', {}],
+  ])('GET with %s ends the session and redirects to next', async (_name, headers) => {
+    const { cookie } = await signedIn()
+    const response = await logout(cookie, typeof headers === 'function' ? headers() : headers)
+    expect([response.status, response.headers.get('location')]).toEqual([302, '/app/bye'])
+    expect(response.headers.getSetCookie()[0]).toMatch(/^gw_session=; Max-Age=0; Path=\//)
+    expect(await sessionWorks(cookie)).toBe(false)
+  })
+
+  it('the confirmation page\'s button (a same-origin form POST) ends the session and goes to next from the body', async () => {
+    const { cookie } = await signedIn()
+    const page = await (await logout(cookie, { 'sec-fetch-site': 'cross-site' })).text()
+    const next = /name="next" value="([^"]*)"/.exec(page)![1]!
+    const response = await logout(cookie, { 'sec-fetch-site': 'same-origin', origin: new URL(gateway.url).origin, 'content-type': 'application/x-www-form-urlencoded' },
+      { method: 'POST', body: new URLSearchParams({ next }).toString() }, '')
+    expect([response.status, response.headers.get('location')]).toEqual([302, '/app/bye'])
+    expect(await sessionWorks(cookie)).toBe(false)
+  })
+
+  it('a form POST takes next from the query when the body has none, and still refuses an unsafe one', async () => {
+    const { cookie } = await signedIn()
+    const form = { 'sec-fetch-site': 'same-origin', 'content-type': 'application/x-www-form-urlencoded' }
+    const response = await logout(cookie, form, { method: 'POST', body: 'other=1' }, '?next=%2Fapp%2Fq')
+    expect([response.status, response.headers.get('location')]).toEqual([302, '/app/q'])
+    const unsafe = await logout(cookie, form, { method: 'POST', body: 'next=%2F%2Fevil.example' }, '')
+    expect(unsafe.status).toBe(302)
+    expect(unsafe.headers.get('location')).not.toContain('evil.example')
+  })
+
+  it('a form POST without next shows a browser the signed-out page', async () => {
+    const { cookie } = await signedIn()
+    const response = await logout(cookie, { 'content-type': 'application/x-www-form-urlencoded' }, { method: 'POST', body: '' }, '')
+    expect(response.status).toBe(200)
+    expect(await response.text()).toContain('You are signed out')
+    expect(await sessionWorks(cookie)).toBe(false)
+  })
+})
+
+describe('form bodies on proxied routes', () => {
+  it('forwards a urlencoded POST body byte for byte (the logout form parser stays in /oauth/)', async () => {
+    received.length = 0
+    const body = 'next=%2Fapp%2F&a=b+c&a=%ZZ&x'
+    const response = await fetch(`${gateway.url}/form/post`, { method: 'POST', body, headers: { 'content-type': 'application/x-www-form-urlencoded' } })
+    expect(response.status).toBe(200)
+    expect(received).toEqual([{ type: 'application/x-www-form-urlencoded', body }])
+  })
+})
+
+describe('a sign-in retires the previous session id at once', () => {
+  it('on this instance (cache included) and on a second instance sharing the store', async () => {
+    const { browser, cookie: old } = await signedIn()
+    // Both instances have just served (and cached) the old session.
+    expect(await sessionWorks(old, gateway)).toBe(true)
+    expect(await sessionWorks(old, second)).toBe(true)
+    await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/app/`)
+    const fresh = browser.cookies.get('gw_session')!.value
+    expect(fresh).not.toBe(old)
+    const [here, there] = await Promise.all([sessionWorks(old, gateway), sessionWorks(old, second)])
+    expect({ here, there }).toEqual({ here: false, there: false })
+    expect(await sessionWorks(fresh, second)).toBe(true)
+  })
+})
