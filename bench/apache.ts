@@ -7,7 +7,7 @@ import { existsSync } from 'node:fs'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { randomToken } from '../src/seal.js'
+import { randomToken } from '../src/session/seal.js'
 import { started, which, type Target } from './targets.js'
 
 const MODULES = '/usr/lib/apache2/modules'

@@ -1,16 +1,16 @@
 #!/usr/bin/env node
 // CLI entry: `--config PATH` / GATEWAY_CONFIG, `--check` (or `check`) to validate and exit 0/1,
 // otherwise build the gateway, listen, and close gracefully on SIGTERM/SIGINT; with
-// server.workers > 1 this process is the primary of that many workers (src/workers.ts).
+// server.workers > 1 this process is the primary of that many workers (src/ops/workers.ts).
 import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
-import { ConfigError, configWarnings, loadConfig } from './config.js'
+import { ConfigError, configWarnings, loadConfig } from './config/config.js'
 import { buildGateway } from './gateway.js'
-import { loggerOptions } from './logger.js'
-import { clusterMetricsListener } from './metrics-listener.js'
-import { WORKER_SECRET_ENV, runPrimary } from './workers.js'
+import { loggerOptions } from './ops/logger.js'
+import { clusterMetricsListener } from './ops/metrics-listener.js'
+import { WORKER_SECRET_ENV, runPrimary } from './ops/workers.js'
 
 const USAGE = `usage: gateway [check] [--config PATH] [--check]
   --config PATH  config file (default: $GATEWAY_CONFIG or ./gateway.yaml)

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path'
 import { createRequire } from 'node:module'
 import { parseAllDocuments } from 'yaml'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { ConfigError, parseConfig, type GatewayConfig } from '../src/config.js'
+import { ConfigError, parseConfig, type GatewayConfig } from '../src/config/config.js'
 
 /** A rendered Kubernetes object, as much of it as these checks read. */
 interface K8sObject {

@@ -5,7 +5,7 @@ import { existsSync } from 'node:fs'
 import { readFile, readdir } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import { describe, expect, it } from 'vitest'
-import { parseConfig } from '../src/config.js'
+import { parseConfig } from '../src/config/config.js'
 
 const PAGES = ['README.md', 'SECURITY.md', 'CONTRIBUTING.md', 'CHANGELOG.md', ...(await readdir('docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)]
 

@@ -3,8 +3,8 @@
 // upstream with a bearer token that the provider's userinfo endpoint accepts.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Sealer } from '../src/seal.js'
-import type { SessionRecord } from '../src/session.js'
+import { Sealer } from '../src/session/seal.js'
+import type { SessionRecord } from '../src/session/session.js'
 import { Browser } from './helpers/browser.js'
 import { metricValue } from './helpers/metrics.js'
 import { startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'

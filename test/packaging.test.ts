@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises'
 import { parse } from 'yaml'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { parseConfig } from '../src/config.js'
+import { parseConfig } from '../src/config/config.js'
 
 interface Service {
   image?: string

@@ -4,11 +4,11 @@
 // proxy's header rewrite can read without a promise.
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
-import type { GatewayConfig } from '../config.js'
-import type { Identity } from '../identity.js'
+import type { GatewayConfig } from '../config/config.js'
+import type { Identity } from '../access/identity.js'
 import type { ExtraHeaders } from '../oauth/forward-auth.js'
 import { RedirectHosts } from '../oauth/redirect-hosts.js'
-import type { Session } from '../session.js'
+import type { Session } from '../session/session.js'
 import type { KeyRing } from './keys.js'
 
 export interface AssertionOptions {

@@ -7,8 +7,8 @@
 // @see https://www.rfc-editor.org/rfc/rfc7517 (JWK) and https://www.rfc-editor.org/rfc/rfc7518#section-3.4 (ES256)
 import type { FastifyBaseLogger } from 'fastify'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK, type JSONWebKeySet } from 'jose'
-import { GatewayError } from '../errors.js'
-import { randomToken, type Sealer } from '../seal.js'
+import { GatewayError } from '../http/errors.js'
+import { randomToken, type Sealer } from '../session/seal.js'
 import type { SessionStore } from '../store/store.js'
 
 /** A key as stored: the private JWK (its public part is derived from it). Times are the gateway clock's, ms. */

@@ -3,7 +3,7 @@
 // (see canonical.ts). A target that cannot be made canonical, or a request with more than one Host
 // header, is routed nowhere and answered 400 `invalid_request` by the first onRequest hook.
 import type { FastifyInstance, RawRequestDefaultExpression } from 'fastify'
-import { GatewayError } from '../errors.js'
+import { GatewayError } from './errors.js'
 import { canonicalTarget } from './canonical.js'
 
 /** Why the raw request was refused at the edge, kept on it between rewriteUrl and the first hook. */

@@ -6,9 +6,9 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { createRemoteJWKSet, type JWTVerifyGetKey } from 'jose'
 import * as oauth from 'oauth4webapi'
-import type { ProviderConfig } from '../config.js'
-import { plainHttpHost } from '../config-safety.js'
-import { GatewayError } from '../errors.js'
+import type { ProviderConfig } from '../config/config.js'
+import { plainHttpHost } from '../config/safety.js'
+import { GatewayError } from '../http/errors.js'
 
 /** A provider with every endpoint known. */
 export interface ResolvedProvider extends ProviderConfig {

@@ -4,10 +4,10 @@
 // others wait for its result in the session record, and share its failure too (no second attempt).
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { FastifyBaseLogger } from 'fastify'
-import { GatewayError } from '../errors.js'
-import type { Metrics } from '../metrics.js'
-import { randomToken } from '../seal.js'
-import type { Session, Sessions, TokenSet } from '../session.js'
+import { GatewayError } from '../http/errors.js'
+import type { Metrics } from '../ops/metrics.js'
+import { randomToken } from '../session/seal.js'
+import type { Session, Sessions, TokenSet } from '../session/session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'

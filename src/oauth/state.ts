@@ -7,8 +7,8 @@
 import { createHmac, randomBytes } from 'node:crypto'
 import { SignJWT, errors as joseErrors, jwtVerify } from 'jose'
 import * as oauth from 'oauth4webapi'
-import { GatewayError } from '../errors.js'
-import { randomToken } from '../seal.js'
+import { GatewayError } from '../http/errors.js'
+import { randomToken } from '../session/seal.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 
 /** Sign-ins a browser may have in flight; a callback for an older one is `invalid_state`. */

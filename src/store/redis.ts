@@ -3,8 +3,8 @@
 // ends (per node on a Redis Cluster), never once per retry or per failed request (outage-log.ts).
 import { Redis, Cluster, type RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
-import type { StoreConfig } from '../config.js'
-import { GatewayError } from '../errors.js'
+import type { StoreConfig } from '../config/config.js'
+import { GatewayError } from '../http/errors.js'
 import { DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
 import type { SessionStore, StoreHealth } from './store.js'
 

@@ -2,7 +2,7 @@
 // instance is taken out of the load balancer only when no part of the store answers; with `ignored`
 // it stays in whatever the store does, and the body still says how the store is.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { parseConfig } from '../../src/config.js'
+import { parseConfig } from '../../src/config/config.js'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
 import { waitFor } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify'
 import { Writable } from 'node:stream'
 import { stringify } from 'yaml'
-import { parseConfig, type GatewayConfig } from '../../src/config.js'
+import { parseConfig, type GatewayConfig } from '../../src/config/config.js'
 import { buildGateway } from '../../src/gateway.js'
 import { freePort } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'

@@ -3,7 +3,7 @@
 // config refuses `__Host-`/`__Secure-` names that browsers would drop for want of Secure.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
-import { ConfigError, parseConfig } from '../../src/config.js'
+import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'

@@ -2,7 +2,7 @@
 // keeps its path and the query's names, not their values. A real gateway, echo upstream and
 // authorization server; every captured line is searched for the values sent.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { loggableUrl } from '../../src/logger.js'
+import { loggableUrl } from '../../src/ops/logger.js'
 import { Browser } from '../helpers/browser.js'
 import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'

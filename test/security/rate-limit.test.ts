@@ -4,7 +4,7 @@
 // sign-ins into errors. No test waits for a window to pass.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
-import { ConfigError, parseConfig } from '../../src/config.js'
+import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { Browser } from '../helpers/browser.js'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'

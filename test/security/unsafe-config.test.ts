@@ -12,7 +12,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
-import { ConfigError, configWarnings, parseConfig } from '../../src/config.js'
+import { ConfigError, configWarnings, parseConfig } from '../../src/config/config.js'
 import { TEST_SECRET, startGateway } from '../helpers/gateway.js'
 import { close, listen, waitFor } from '../helpers/net.js'
 

@@ -1,0 +1,274 @@
+// gateway.yaml: the config types, ${VAR} substitution on parsed scalars, and loading. Validation
+// (config-validate.ts) collects every problem with its key path and line. Loading a config has no
+// side effects (no network, no store).
+import { readFile } from 'node:fs/promises'
+import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, type Document, type Node } from 'yaml'
+import { Issues, formatPath, type Path } from './reader.js'
+import { validate } from './validate.js'
+
+export { parseDuration } from './reader.js'
+export { configWarnings } from './safety.js'
+
+export interface ServerConfig {
+  host: string
+  port: number
+  /** {base_url} without a trailing slash; redirect_uri is derived from it. */
+  baseUrl: string
+  /**
+   * Which peers may set X-Forwarded-*: none (false), every one (true), or these addresses and CIDR
+   * ranges; given as is to Fastify's `trustProxy` (proxy-addr).
+   */
+  trustProxy: boolean | string[]
+  /** How long a shutdown waits for in-flight requests. */
+  shutdownTimeoutMs: number
+  /** Worker processes sharing the port (node:cluster); 1 = this process serves. */
+  workers: number
+}
+
+export interface SessionConfig {
+  cookieName: string
+  /** Absent: the gateway makes a random one per process (and warns). */
+  secret: string | undefined
+  ttlMs: number
+  cookieSecure: boolean
+  /** How long an instance may serve a session from memory before reading the store again (0: never). */
+  cacheTtlMs: number
+  /**
+   * The session cookie's Domain (lower case, no leading dot): every host under it shares the
+   * sign-in (forward-auth across subdomains). Undefined: a host-only cookie.
+   * @see https://www.rfc-editor.org/rfc/rfc6265#section-5.2.3
+   */
+  cookieDomain?: string
+}
+
+export interface StoreConfig {
+  type: 'redis' | 'memory'
+  url: string | undefined
+  cluster: string[] | undefined
+  sentinel: { name: string, nodes: string[] } | undefined
+  keyPrefix: string
+  /**
+   * What /readyz makes of the store: `required` (503 when no part of the store answers; a partly
+   * reachable cluster stays ready) or `ignored` (ready whatever the store does; its state is still
+   * reported). See docs/operations.md.
+   */
+  readiness: 'required' | 'ignored'
+}
+
+/** Where each identity field is found in the ID token claims or the userinfo JSON (dotted paths). */
+export interface ClaimsMapping {
+  user: string
+  email: string
+  name: string
+  groups: string
+}
+
+/** One <remote_app_name>: a registered OAuth 2.0 client at one provider. */
+export interface ProviderConfig {
+  name: string
+  clientId: string
+  clientSecret: string
+  /** Absent only when `issuer` is given: then discovery supplies it. */
+  authorizeUrl: string | undefined
+  tokenUrl: string | undefined
+  scope: string
+  /** The scope includes `openid`: an ID token is required and validated. */
+  openid: boolean
+  pkce: boolean
+  /** OIDC issuer: discovery at start, and the `iss` that callbacks and ID tokens must carry. */
+  issuer: string | undefined
+  /** Identity for plain OAuth 2.0 providers (called once at sign-in with the bearer token). */
+  userinfoUrl: string | undefined
+  claims: ClaimsMapping
+  /** Token endpoint timeout. */
+  timeoutMs: number
+  /** Plain http to a host that is not loopback is allowed (and warned about at start). */
+  dangerouslyAllowInsecureHttp: boolean
+}
+
+/** Who may pass a route: any match passes. */
+export interface AllowRules {
+  emails: string[]
+  domains: string[]
+  groups: string[]
+}
+
+/** A method and path glob that passes without a session (`*` matches any characters). */
+export interface PublicRule {
+  method: string
+  path: string
+}
+
+export interface IdentityHeaders {
+  user: string
+  email: string
+  groups: string
+}
+
+export interface RouteConfig {
+  /** Path prefix, normalised to start with `/` and to have no trailing slash (`/` stays `/`). */
+  path: string
+  upstream: string
+  provider: string | undefined
+  rewritePrefix: string | undefined
+  /** The upstream's answer must start within this long of the request being sent, waiting for a connection included. */
+  timeoutMs: number
+  /** At most this many connections to the upstream at once; requests beyond wait (within timeoutMs) for one. */
+  maxConnections: number
+  auth: 'required' | 'none'
+  /** Proxy WebSocket upgrades too (same authentication and bearer injection). */
+  websocket: boolean
+  /** Origins whose pages may open this route's websockets, besides the gateway's own. */
+  allowedOrigins: string[]
+  allow: AllowRules | undefined
+  public: PublicRule[]
+  identityHeaders: IdentityHeaders
+  /** Send the signed identity assertion to this route's upstream. */
+  assertion: boolean
+}
+
+/**
+ * The signed identity assertion (an ES256 JWT) sent to the upstreams of routes with `assertion: true`.
+ * @see https://www.rfc-editor.org/rfc/rfc7519
+ */
+export interface AssertionConfig {
+  /** The `assertion` section is present or a route has `assertion: true`: keys are made and published. */
+  enabled: boolean
+  /** The request header that carries it, lower case. */
+  header: string
+  /** Lifetime of one assertion (`exp` - `iat`). */
+  ttlMs: number
+  /** How often the signing key pair is replaced. */
+  rotateEveryMs: number
+}
+
+/** Where /metrics is served instead of the public port (undefined: on the public port). */
+export interface MetricsConfig {
+  listen: { host: string, port: number } | undefined
+}
+
+/** A request budget: at most `max` requests per `windowMs`. */
+export interface RateBudget {
+  max: number
+  windowMs: number
+}
+
+/** Per client address budgets; `undefined` when the operator turned a limit off. */
+export interface RateLimitConfig {
+  /** /oauth/login/* and /oauth/authorized/* together. */
+  login: RateBudget | undefined
+}
+
+/** /oauth/auth/<provider>/ (forward-auth for a proxy in front). */
+export interface ForwardAuthConfig {
+  /**
+   * Hosts an absolute `next` may lead to, lower case: `app.example.org` (that host, default port),
+   * `.example.com` (that domain and its subdomains), `host:8443` (that port only).
+   */
+  allowedRedirectHosts: string[]
+}
+
+export interface GatewayConfig {
+  server: ServerConfig
+  session: SessionConfig
+  store: StoreConfig
+  state: { ttlMs: number }
+  providers: Record<string, ProviderConfig>
+  routes: RouteConfig[]
+  metrics: MetricsConfig
+  rateLimit: RateLimitConfig
+  assertion: AssertionConfig
+  forwardAuth: ForwardAuthConfig
+}
+
+/** Every problem found in a config file, each naming its key path. */
+export class ConfigError extends Error {
+  readonly issues: string[]
+  constructor (source: string, issues: string[]) {
+    super(`${source}: ${issues.length} problem${issues.length === 1 ? '' : 's'}\n  ${issues.join('\n  ')}`)
+    this.name = 'ConfigError'
+    this.issues = issues
+  }
+}
+
+type Env = Record<string, string | undefined>
+
+const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
+
+/**
+ * Replaces `${VAR}` and `${VAR:-default}` inside one scalar. Done on parsed scalars, so a value
+ * containing `#` or `: ` cannot change the file's structure.
+ */
+function substitute (text: string, env: Env, onMissing: (name: string) => void): string {
+  return text.replace(VAR, (_match, name: string, fallback: string | undefined) => {
+    const value = env[name]
+    if (value !== undefined && value !== '') return value
+    if (fallback !== undefined) return fallback
+    onMissing(name)
+    return ''
+  })
+}
+
+/** Turns the YAML tree into plain values, substituting variables and noting each key's line. */
+function toPlain (doc: Document, env: Env, lineCounter: LineCounter, lines: Map<string, number>, missing: Array<[Path, string]>): unknown {
+  const lineOf = (node: Node | null | undefined): number | undefined =>
+    node?.range ? lineCounter.linePos(node.range[0]).line : undefined
+
+  const walk = (node: unknown, path: Path): unknown => {
+    if (isAlias(node)) return walk(node.resolve(doc), path)
+    if (isMap(node)) {
+      const out: Record<string, unknown> = {}
+      for (const pair of node.items) {
+        const key = String(isScalar(pair.key) ? pair.key.value : pair.key)
+        const line = lineOf(pair.key as Node)
+        if (line) lines.set(formatPath([...path, key]), line)
+        out[key] = walk(pair.value, [...path, key])
+      }
+      return out
+    }
+    if (isSeq(node)) {
+      return node.items.map((item, index) => {
+        const line = lineOf(item as Node)
+        if (line) lines.set(formatPath([...path, index]), line)
+        return walk(item, [...path, index])
+      })
+    }
+    if (isScalar(node)) {
+      if (typeof node.value !== 'string') return node.value
+      return substitute(node.value, env, (name) => missing.push([path, name]))
+    }
+    return node ?? null
+  }
+  return walk(doc.contents, [])
+}
+
+/**
+ * Parses and validates config text. Throws a {@link ConfigError} listing every problem.
+ * @param source the file name used in messages
+ */
+export function parseConfig (text: string, env: Env = process.env, source = 'gateway.yaml'): GatewayConfig {
+  const lineCounter = new LineCounter()
+  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true })
+  if (doc.errors.length > 0) {
+    throw new ConfigError(source, doc.errors.map((e) => `YAML syntax: ${e.message.split('\n')[0]}`))
+  }
+  const lines = new Map<string, number>()
+  const missing: Array<[Path, string]> = []
+  const plain = toPlain(doc, env, lineCounter, lines, missing)
+  const issues = new Issues(lines)
+  for (const [path, name] of missing) issues.add(path, `environment variable ${name} is not set (use \${${name}:-default} for a default)`)
+  const config = validate(issues, plain ?? {})
+  if (issues.list.length > 0) throw new ConfigError(source, issues.list)
+  return config
+}
+
+/** Reads and validates a config file. */
+export async function loadConfig (file: string, env: Env = process.env): Promise<GatewayConfig> {
+  let text: string
+  try {
+    text = await readFile(file, 'utf8')
+  } catch (error) {
+    throw new ConfigError(file, [`cannot read the file: ${(error as NodeJS.ErrnoException).code ?? String(error)}`])
+  }
+  return parseConfig(text, env, file)
+}

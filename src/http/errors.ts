@@ -1,0 +1,117 @@
+// The one catalogue of public error codes: wire code, HTTP status and the plain-language text a
+// person sees. The error table of docs/errors.md is checked against this table by test/http/errors.test.ts.
+
+/** Every error the gateway answers with, as in SPEC.md's error table. */
+export const ERRORS = {
+  unknown_provider: {
+    status: 404,
+    title: 'Unknown sign-in provider',
+    explanation: 'This address names a sign-in provider that this gateway does not know.',
+  },
+  invalid_state: {
+    status: 400,
+    title: 'Sign-in could not be verified',
+    explanation:
+      'The sign-in attempt was too old, already used, or started in another browser. Please sign in again.',
+  },
+  access_denied: {
+    status: 403,
+    title: 'Access was not granted',
+    explanation: 'The sign-in provider did not grant access. Sign in again if you want to retry.',
+  },
+  invalid_request: {
+    status: 400,
+    title: 'Invalid request',
+    explanation: 'The request was missing something the gateway needs.',
+  },
+  token_exchange_failed: {
+    status: 502,
+    title: 'Sign-in provider did not answer as expected',
+    explanation: 'The gateway could not obtain an access token from the sign-in provider. Please try again.',
+  },
+  session_store_unavailable: {
+    status: 503,
+    title: 'Service temporarily unavailable',
+    explanation: 'The gateway cannot reach its session store right now. Please try again shortly.',
+  },
+  bad_gateway: {
+    status: 502,
+    title: 'Application unreachable',
+    explanation: 'The application behind this gateway could not be reached.',
+  },
+  gateway_timeout: {
+    status: 504,
+    title: 'Application timed out',
+    explanation: 'The application behind this gateway did not answer in time.',
+  },
+  provider_unavailable: {
+    status: 502,
+    title: 'Sign-in provider unavailable',
+    explanation: 'The gateway could not read the sign-in provider\'s configuration. Please try again shortly.',
+  },
+  rate_limited: {
+    status: 429,
+    title: 'Too many sign-in attempts',
+    explanation: 'This address has started too many sign-ins in a short time. Please wait a moment and try again.',
+  },
+  forbidden: {
+    status: 403,
+    title: 'Not allowed',
+    explanation: 'You are signed in, but this application is not open to your account. Sign in with another account if you have one.',
+  },
+  unauthenticated: {
+    status: 401,
+    title: 'Sign-in required',
+    explanation: 'You need to sign in to reach this page.',
+  },
+  not_found: {
+    status: 404,
+    title: 'Not found',
+    explanation: 'Nothing is served at this address.',
+  },
+  internal_error: {
+    status: 500,
+    title: 'Something went wrong',
+    explanation: 'The gateway hit an unexpected problem. It has been logged.',
+  },
+} as const
+
+export type ErrorCode = keyof typeof ERRORS
+
+/** Extra fields some errors carry into the JSON body and the HTML page. */
+export interface ErrorDetails {
+  /** Where a person can start the sign-in over (absolute URL). */
+  loginUrl?: string
+  /** Where a person can simply try again (the same address), when signing in again would not help. */
+  retryUrl?: string
+  /** Extra response headers (e.g. WWW-Authenticate). */
+  headers?: Record<string, string>
+  /**
+   * A failure outside the gateway that it expects (an upstream down or slow): logged as this one
+   * warn line instead of an error line with the cause.
+   */
+  log?: { msg: string, fields: Record<string, unknown> }
+}
+
+/**
+ * An error with a public code. `message` is safe to show to the client; `cause` goes to the log
+ * only.
+ */
+export class GatewayError extends Error {
+  readonly code: ErrorCode
+  readonly statusCode: number
+  readonly details: ErrorDetails
+
+  /** `status` overrides the catalogue's status (only for Fastify's own 4xx errors). */
+  constructor (code: ErrorCode, message: string, options: { cause?: unknown, details?: ErrorDetails, status?: number } = {}) {
+    super(message, { cause: options.cause })
+    this.name = 'GatewayError'
+    this.code = code
+    this.statusCode = options.status ?? ERRORS[code].status
+    this.details = options.details ?? {}
+  }
+}
+
+export function isGatewayError (error: unknown): error is GatewayError {
+  return error instanceof GatewayError
+}

@@ -1,0 +1,37 @@
+// The sign-in endpoints' request budget per client address (@fastify/rate-limit): one counter
+// shared by /oauth/login/* and /oauth/authorized/*, kept in Redis when the sessions are (so every
+// instance counts together), else in this process. Over the budget: 429 `rate_limited` with
+// Retry-After (RFC 6585 §4). A store outage lets requests through rather than failing them.
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyInstance, onRequestHookHandler } from 'fastify'
+import type { RateBudget } from '../config/config.js'
+import { GatewayError } from './errors.js'
+import { RedisStore } from '../store/redis.js'
+import type { SessionStore } from '../store/store.js'
+
+/**
+ * Registers the limiter and returns the `onRequest` hook that charges the sign-in budget, or
+ * undefined when the budget is off. The key is `request.ip` (so `server.trustProxy` decides which
+ * address counts); IPv6 addresses count per /64, the library's default, as one host holds a /64.
+ * @see https://www.rfc-editor.org/rfc/rfc6585#section-4
+ */
+export async function signinRateLimit (app: FastifyInstance, budget: RateBudget | undefined, store: SessionStore): Promise<onRequestHookHandler | undefined> {
+  if (!budget) return undefined
+  await app.register(rateLimit, {
+    global: false,
+    max: budget.max,
+    timeWindow: budget.windowMs,
+    // The counter is not worth a failed sign-in: when Redis is down the request goes on.
+    skipOnError: true,
+    redis: store instanceof RedisStore ? store.client : undefined,
+    nameSpace: 'rate-limit:signin:',
+    errorResponseBuilder: (_request, context) => {
+      const seconds = Math.max(1, Math.ceil(context.ttl / 1000))
+      return new GatewayError('rate_limited', `Too many sign-in requests from your address. Try again in ${seconds} second${seconds === 1 ? '' : 's'}.`, {
+        details: { headers: { 'retry-after': String(seconds) } },
+      })
+    },
+  })
+  // No per-call options: the library would then derive a per-route key (one budget per route).
+  return app.rateLimit()
+}

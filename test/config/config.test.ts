@@ -1,0 +1,219 @@
+/* eslint-disable no-template-curly-in-string -- these tests are about ${VAR} text in config values */
+// gateway.yaml loading: substitution, durations, defaults, and every problem reported with its key
+// path and line; the CLI's --check.
+import { execFile } from 'node:child_process'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { describe, expect, it } from 'vitest'
+import { ConfigError, loadConfig, parseConfig, parseDuration } from '../../src/config/config.js'
+
+const GOOD = `
+server:
+  port: 8081
+  baseUrl: https://gw.example.org/
+session:
+  secret: \${SECRET}
+store:
+  type: redis
+  url: redis://127.0.0.1:6380/1
+providers:
+  demo:
+    clientId: \${CLIENT_ID:-demo}
+    clientSecret: "\${CLIENT_SECRET}"
+    issuer: https://op.example.org
+    authorizeUrl: https://op.example.org/auth
+    tokenUrl: https://op.example.org/token
+    scope: openid profile
+routes:
+  - path: /app/
+    upstream: http://127.0.0.1:9100
+    provider: demo
+    timeout: 5m
+  - path: /public
+    upstream: http://127.0.0.1:9101
+    auth: none
+`
+const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
+const ENV = { SECRET, CLIENT_SECRET: 'has # and : inside' }
+
+function problems (text: string, env: Record<string, string> = ENV): string[] {
+  try {
+    parseConfig(text, env)
+  } catch (error) {
+    if (error instanceof ConfigError) return error.issues
+    throw error
+  }
+  return []
+}
+
+describe('config: a good file', () => {
+  it('loads with substitution, defaults and normalised values', () => {
+    const config = parseConfig(GOOD, ENV)
+    expect(config.server).toEqual({ host: '0.0.0.0', port: 8081, baseUrl: 'https://gw.example.org', trustProxy: false, shutdownTimeoutMs: 10_000, workers: 1 })
+    expect(config.session).toEqual({ cookieName: 'gw_session', secret: SECRET, ttlMs: 8 * 3_600_000, cookieSecure: true, cacheTtlMs: 1000 })
+    expect(config.state.ttlMs).toBe(300_000)
+    expect(config.providers.demo).toMatchObject({ name: 'demo', clientId: 'demo', clientSecret: 'has # and : inside', pkce: true, timeoutMs: 10_000 })
+    expect(config.routes[0]).toMatchObject({ path: '/app', timeoutMs: 300_000, maxConnections: 128, auth: 'required', provider: 'demo' })
+    expect(config.routes[1]).toMatchObject({ path: '/public', auth: 'none', provider: undefined })
+  })
+
+  it('reads a route\'s pool limit (maxConnections)', () => {
+    const config = parseConfig('routes: [{ path: /a, upstream: "http://127.0.0.1:1", auth: none, maxConnections: 10 }]', ENV)
+    expect(config.routes[0]!.maxConnections).toBe(10)
+  })
+
+  it('a secret containing "#" or ": " cannot change the structure', () => {
+    const config = parseConfig(GOOD, { ...ENV, CLIENT_ID: 'a: b # c\nroutes: []' })
+    expect(config.providers.demo!.clientId).toBe('a: b # c\nroutes: []')
+    expect(config.routes).toHaveLength(2)
+  })
+
+  it('numbers and booleans may come from variables', () => {
+    const config = parseConfig('server: { port: "${P}", trustProxy: "${T}" }', { P: '9000', T: 'true' })
+    expect(config.server.port).toBe(9000)
+    expect(config.server.trustProxy).toBe(true)
+  })
+
+  it('an empty file is the zero-setup default: memory store, random secret, no routes', () => {
+    const config = parseConfig('', {})
+    expect(config.store.type).toBe('memory')
+    expect(config.session.secret).toBeUndefined()
+    expect(config.routes).toEqual([])
+  })
+
+  it('the shipped gateway.yaml is valid with no environment at all', async () => {
+    const config = await loadConfig('gateway.yaml', {})
+    expect(config.routes.map((r) => r.path)).toEqual(['/app'])
+    expect(config.store.type).toBe('memory')
+  })
+
+  it.each([
+    ['300', 300_000], [300, 300_000], ['300s', 300_000], ['5m', 300_000], ['8h', 28_800_000], ['250ms', 250], ['1d', 86_400_000],
+  ])('duration %j is %d ms', (input, ms) => {
+    expect(parseDuration(input)).toBe(ms)
+  })
+})
+
+describe('config: every problem names its key path', () => {
+  it.each([
+    ['an unknown key (a typo)', 'server:\n  prot: 80\n', ['server.prot: unknown key (expected one of: host, port, baseUrl, trustProxy, shutdownTimeout, workers) (line 2)']],
+    ['a missing variable', 'session:\n  secret: ${NOPE}\n', ['session.secret: environment variable NOPE is not set (use ${NOPE:-default} for a default) (line 2)']],
+    ['a port out of range', 'server: { port: 70000 }', ['server.port: must be an integer from 0 to 65535, got 70000 (line 1)']],
+    ['a short secret', 'session: { secret: short }', ['session.secret: must be at least 32 characters, got 5; generate one with "openssl rand -base64 32" (line 1)']],
+    ['a bad duration', 'state: { ttl: soon }', ['state.ttl: must be a duration such as 300, 300s, 5m or 8h, got "soon" (line 1)']],
+    ['a duration out of range', 'state: { ttl: 2h }', ['state.ttl: must be between 10s and 1h, got "2h" (line 1)']],
+    ['a bad store type', 'store: { type: mongo }', ['store.type: must be one of redis, memory, got "mongo" (line 1)']],
+    ['a non-redis store url', 'store: { type: redis, url: "http://x" }', ['store.url: must be a redis or rediss URL, got "http://x" (line 1)']],
+    ['two store forms', 'store: { type: redis, url: "redis://a", cluster: ["redis://b:7000"] }', ['store: give only one of url, cluster or sentinel (line 1)']],
+    ['a bad base URL', 'server: { baseUrl: "ftp://x" }', ['server.baseUrl: must be a http or https URL, got "ftp://x" (line 1)']],
+    ['providers not a mapping', 'providers: [a]', ['providers: must be a mapping of provider name to settings, got a list (line 1)']],
+    ['routes not a list', 'routes: {}', ['routes: must be a list of routes, got a mapping (line 1)']],
+    ['a route pool of no connections', 'routes: [{ path: /a, upstream: "http://127.0.0.1:1", auth: none, maxConnections: 0 }]', ['routes[0].maxConnections: must be an integer from 1 to 10000, got 0 (line 1)']],
+  ])('%s', (_name, text, expected) => {
+    expect(problems(text)).toEqual(expected)
+  })
+
+  it('collects every problem of a provider and a route at once', () => {
+    const text = `
+providers:
+  "bad name":
+    clientId: ""
+    authorizeUrl: not-a-url
+    tokenUrl: ftp://op/token
+    pkce: maybe
+routes:
+  - path: app
+    upstream: ftp://x
+    provider: nope
+  - path: /oauth/x
+    upstream: http://127.0.0.1:1/base
+    auth: none
+    websocket: maybe
+`
+    expect(problems(text)).toEqual([
+      'providers.bad name: a provider name may only use letters, digits, - and _ (line 3)',
+      'providers.bad name.scope: is required (line 3)',
+      'providers.bad name.authorizeUrl: must be a URL, got "not-a-url" (line 5)',
+      'providers.bad name.tokenUrl: must be a http or https URL, got "ftp://op/token" (line 6)',
+      'providers.bad name.clientId: must not be empty (line 4)',
+      'providers.bad name.clientSecret: is required (line 3)',
+      'providers.bad name.pkce: must be true or false, got "maybe" (line 7)',
+      'routes[0].path: must be a path prefix such as /app/, got "app" (line 9)',
+      'routes[0].provider: names no configured provider (known: bad name) (line 11)',
+      'routes[0].upstream: must be a http or https URL, got "ftp://x" (line 10)',
+      "routes[1].path: must not overlap the gateway's own /oauth/ endpoint (line 12)",
+      'routes[1].upstream: must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got "http://127.0.0.1:1/base" (line 13)',
+      'routes[1].websocket: must be true or false, got "maybe" (line 15)',
+    ])
+  })
+
+  it('reports YAML syntax errors', () => {
+    expect(problems('server: [unclosed')[0]).toMatch(/^YAML syntax: /)
+  })
+
+  it('reports an unreadable file', async () => {
+    await expect(loadConfig('/nonexistent/gateway.yaml')).rejects.toThrow('cannot read the file: ENOENT')
+  })
+})
+
+describe('config: server.trustProxy', () => {
+  it.each([
+    ['true', true],
+    ['false', false],
+    ['["127.0.0.1", "10.0.0.0/8", "::1", "fd00::/8", loopback]', ['127.0.0.1', '10.0.0.0/8', '::1', 'fd00::/8', 'loopback']],
+    ['"127.0.0.1, 10.0.0.0/8"', ['127.0.0.1', '10.0.0.0/8']],
+    ['[]', false],
+  ])('trustProxy: %s is passed to Fastify as %j', (value, expected) => {
+    expect(parseConfig(`server: { trustProxy: ${value} }`, {}).server.trustProxy).toEqual(expected)
+  })
+
+  it('names each malformed entry', () => {
+    expect(problems('server:\n  trustProxy: ["10.0.0/8", "10.0.0.0/33", "proxy.example.org", 5, "::1/129"]\n')).toEqual([0, 1, 2, 3, 4].map((i) =>
+      `server.trustProxy[${i}]: must be an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal), got ${['"10.0.0/8"', '"10.0.0.0/33"', '"proxy.example.org"', '5', '"::1/129"'][i]} (line 2)`))
+    expect(problems('server: { trustProxy: 5 }')).toEqual(['server.trustProxy: must be true, false or a list of addresses and CIDR ranges such as ["127.0.0.1", "10.0.0.0/8"], got 5 (line 1)'])
+  })
+})
+
+describe('config: metrics.listen', () => {
+  it.each([
+    ['127.0.0.1:9090', { host: '127.0.0.1', port: 9090 }],
+    ['[::1]:9090', { host: '::1', port: 9090 }],
+    ['localhost:9100', { host: 'localhost', port: 9100 }],
+  ])('%s listens on %j', (listen, expected) => {
+    expect(parseConfig(`metrics: { listen: "${listen}" }`, {}).metrics.listen).toEqual(expected)
+  })
+
+  it('is unset by default: /metrics stays on the public port', () => {
+    expect(parseConfig('', {}).metrics).toEqual({ listen: undefined })
+  })
+
+  it.each([
+    ['9090'], ['127.0.0.1:70000'], ['127.0.0.1:0'], ['[not-v6]:9090'], ['::1:9090'], ['http://127.0.0.1:9090'],
+  ])('refuses %s with the form it wants', (listen) => {
+    expect(problems(`metrics: { listen: "${listen}" }`)).toEqual([`metrics.listen: must be "host:port" such as 127.0.0.1:9090 or [::1]:9090, got "${listen}" (line 1)`])
+  })
+
+  it('refuses the gateway\'s own address', () => {
+    expect(problems('server: { port: 8080 }\nmetrics: { listen: "127.0.0.1:8080" }')).toEqual([
+      "metrics.listen: is the gateway's own address (server.host and server.port); give /metrics another port, such as 127.0.0.1:9090 (line 2)",
+    ])
+  })
+})
+
+describe('config: the --check command', () => {
+  const run = promisify(execFile)
+
+  it('exits 0 on a valid file and 1 with the problems on an invalid one', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-config-'))
+    await writeFile(join(dir, 'good.yaml'), GOOD)
+    await writeFile(join(dir, 'bad.yaml'), 'server: { prot: 1 }\n')
+    const ok = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'good.yaml')], { env: { ...process.env, ...ENV } })
+    expect(ok.stdout).toContain('good.yaml: OK (1 provider, 2 routes)')
+
+    const bad = await run('node', ['dist/src/main.js', 'check'], { env: { ...process.env, GATEWAY_CONFIG: join(dir, 'bad.yaml') } }).catch((e: unknown) => e)
+    expect(bad).toMatchObject({ code: 1 })
+    expect((bad as { stderr: string }).stderr).toContain('server.prot: unknown key')
+  })
+})

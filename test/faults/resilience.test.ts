@@ -1,0 +1,84 @@
+// The session store going away and coming back: requests that need it fail with 503
+// session_store_unavailable within 1 s (never hang, never crash), /readyz says 503, /healthz and
+// public routes keep working; once Redis is back the gateway reconnects by itself and signed-in
+// requests succeed again within 5 s. The test owns its redis-server, so it can stop and restart it.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { waitFor } from '../helpers/net.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+describe('session store outage', () => {
+  let redis: TestRedis
+  let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
+  let upstream: Upstream
+  let gateway: TestGateway
+  const json = { accept: 'application/json' }
+
+  beforeAll(async () => {
+    redis = await startRedis('spawn', { persistent: true })
+    upstream = await startUpstream()
+    stack = await startGatewayWithProvider({
+      store: { type: 'redis', url: redis.url },
+      routes: [
+        { path: '/app/', upstream: upstream.url, provider: 'demo' },
+        { path: '/public/', upstream: upstream.url, auth: 'none' },
+      ],
+    })
+    gateway = stack.gateway
+  })
+
+  afterAll(async () => {
+    await stack?.close()
+    await upstream?.close()
+    await redis?.stop()
+  })
+
+  it('fails fast with 503 while Redis is down, keeps serving, and recovers by itself when it is back', async () => {
+    const browser = new Browser()
+    expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
+    expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200)
+
+    await redis.stop()
+    // A session read in the last second may still be served from memory (session.cacheTtl).
+    await new Promise((resolve) => setTimeout(resolve, 1100))
+    const attempts = [
+      ...Array.from({ length: 10 }, () => ['/app/x', 'application/json']),
+      ['/app/x', 'text/html'],
+    ] as const
+    const results = await Promise.all(attempts.map(async ([path, accept]) => {
+      const started = Date.now()
+      const response = await browser.fetch(`${gateway.url}${path}`, { headers: { accept } })
+      return { ms: Date.now() - started, status: response.status, body: await response.text() }
+    }))
+    for (const result of results) {
+      expect(result.status).toBe(503)
+      expect(result.ms).toBeLessThan(1000)
+      expect(result.body).toContain('session_store_unavailable')
+      expect(result.body).not.toMatch(/ECONNREFUSED|Connection is closed|Stream isn't writeable/)
+    }
+    // Starting a sign-in needs no store (the flow lives in the state and the flow cookie), nor does its rate limit.
+    expect((await browser.fetch(`${gateway.url}/oauth/login/demo/`, { headers: json })).status).toBe(302)
+    const ready = await fetch(`${gateway.url}/readyz`)
+    expect(ready.status).toBe(503)
+    expect(await ready.json()).toMatchObject({ error: 'session_store_unavailable' })
+    expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
+    expect((await fetch(`${gateway.url}/public/x`)).status).toBe(200)
+    expect(gateway.logs.filter((line) => line.includes('session store unreachable'))).toHaveLength(1)
+    expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/gateway_store_errors_total \d*[1-9]/)
+
+    await redis.restart!()
+    const restarted = Date.now()
+    let status = 0
+    while (Date.now() - restarted < 5000) {
+      status = (await browser.fetch(`${gateway.url}/app/x`, { headers: json })).status
+      if (status === 200) break
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+    expect(status).toBe(200)
+    expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200)
+    // Logged once the store has answered steadily for a moment (hysteresis: src/store/outage-log.ts).
+    await waitFor(async () => gateway.logs.some((line) => line.includes('session store reachable again')), 3000, 'the "reachable again" line')
+  })
+})

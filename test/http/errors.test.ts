@@ -1,0 +1,69 @@
+// The error catalogue: the table in docs/errors.md matches src/http/errors.ts, and every error renders as JSON
+// for API clients and as a small HTML page for browsers, never with a stack trace.
+import { readFile } from 'node:fs/promises'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { parseConfig } from '../../src/config/config.js'
+import { ERRORS } from '../../src/http/errors.js'
+import { buildGateway } from '../../src/gateway.js'
+import type { FastifyInstance } from 'fastify'
+import { logCollector } from '../helpers/gateway.js'
+
+describe('error catalogue', () => {
+  it('the error table of docs/errors.md lists exactly the codes and statuses of src/http/errors.ts', async () => {
+    const table = await readFile('docs/errors.md', 'utf8')
+    const rows = [...table.matchAll(/^\|[^|\n]*\|\s*(\d{3})\s*\|\s*`(\w+)`/gm)].map(([, status, code]) => [code, Number(status)])
+    const fromTable = Object.fromEntries(rows)
+    const expected = Object.fromEntries(Object.entries(ERRORS).map(([code, entry]) => [code, entry.status]))
+    expect(fromTable).toEqual(expected)
+  })
+})
+
+describe('error rendering', () => {
+  let app: FastifyInstance
+  const logs = logCollector()
+
+  beforeAll(async () => {
+    app = await buildGateway(parseConfig('', {}), { logStream: logs.stream })
+    app.get('/boom', async () => { throw new Error('secret internals at /srv/app.js:12') })
+    await app.ready()
+  })
+  afterAll(async () => { await app.close() })
+
+  it('renders JSON { error, message } for JSON, */* and no Accept', async () => {
+    for (const accept of ['application/json', '*/*', undefined]) {
+      const response = await app.inject({ url: '/oauth/login/nope/', headers: accept ? { accept } : {} })
+      expect(response.statusCode).toBe(404)
+      expect(response.headers['content-type']).toMatch(/^application\/json/)
+      expect(response.json()).toEqual({ error: 'unknown_provider', message: 'No provider named "nope" is configured.' })
+    }
+  })
+
+  it('renders a small HTML page with the code and a link to start over for browsers', async () => {
+    const response = await app.inject({ url: '/oauth/login/%3Cscript%3E/', headers: { accept: 'text/html,*/*' } })
+    expect(response.statusCode).toBe(404)
+    expect(response.headers['content-type']).toMatch(/^text\/html/)
+    expect(response.body).toContain('<code>unknown_provider</code>')
+    expect(response.body).toContain('href="/"')
+    expect(response.body).not.toContain('<script>')
+  })
+
+  it('answers 500 internal_error with a generic message; the details go to the log only', async () => {
+    const response = await app.inject({ url: '/boom', headers: { accept: 'application/json' } })
+    expect(response.statusCode).toBe(500)
+    expect(response.json()).toEqual({ error: 'internal_error', message: 'An unexpected error occurred.' })
+    const page = await app.inject({ url: '/boom', headers: { accept: 'text/html' } })
+    expect(page.body).not.toContain('secret internals')
+    expect(page.body).not.toMatch(/at .*\.js:\d+/)
+    expect(logs.lines.join('\n')).toContain('secret internals')
+  })
+
+  it('answers 404 not_found for an address nothing serves', async () => {
+    const response = await app.inject({ url: '/nothing-here' })
+    expect(response.statusCode).toBe(404)
+    expect(response.json()).toMatchObject({ error: 'not_found' })
+  })
+
+  it('answers /healthz 200', async () => {
+    expect((await app.inject({ url: '/healthz' })).json()).toEqual({ status: 'ok' })
+  })
+})

@@ -1,0 +1,432 @@
+// Forward-auth at /oauth/auth/<provider>/ (SPEC.md, Endpoints): 200 with the bearer token and the
+// identity headers in the response, 401 `unauthenticated` with login_url (its `next` taken from
+// X-Forwarded-Uri / X-Original-URI only when a trusted proxy sent them), 403 when the allow rules in
+// the query do not match, a refresh as a proxied request would do it; never proxied. Then
+// session.cookieDomain, and the end-to-end runs behind a real nginx (auth_request) and a real Caddy
+// (forward_auth) whose configs are the files in docs/forward-auth/, as docs/forward-auth.md shows them.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { stringify } from 'yaml'
+import { ConfigError, parseConfig } from '../../src/config/config.js'
+import { readFile } from 'node:fs/promises'
+import { Browser } from '../helpers/browser.js'
+import { FRONT_TEMPLATES, frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
+import { oidcClient, reserveBaseUrl, startGateway, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { freePort } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
+import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
+
+const json = { accept: 'application/json' }
+
+let redis: TestRedis
+let op: TestProvider
+let stub: TokenStub
+let upstream: Upstream
+/** Trusts 127.0.0.1 (where the tests connect from) to set X-Forwarded-*. */
+let trusting: TestGateway
+/** Same store and secret, but trusts only 10.1.2.3: the tests' X-Forwarded-* are a stranger's. */
+let untrusting: TestGateway
+const browsers: Record<string, Browser> = {}
+/** The base URL of the gateway behind nginx and Caddy (registered at the provider with the others). */
+let behindFronts: { port: number, baseUrl: string }
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  stub = await startTokenStub()
+  const [a, b] = [await reserveBaseUrl(), await reserveBaseUrl()]
+  behindFronts = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [a, b, behindFronts].map(({ baseUrl }) => `${baseUrl}/oauth/authorized/demo/`) }])
+  const shared = {
+    store: { type: 'redis', url: redis.url },
+    providers: {
+      demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups'),
+      stub: { clientId: 'stub-client', clientSecret: 'stub-secret', authorizeUrl: `${stub.url}/authorize`, tokenUrl: `${stub.url}/token`, scope: 'read' },
+    },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    forwardAuth: { allowedRedirectHosts: ['.example.com', 'app.example.org'] },
+    assertion: {},
+  }
+  trusting = await startGateway({ ...shared, server: { ...a, trustProxy: ['127.0.0.1'] } })
+  untrusting = await startGateway({ ...shared, server: { ...b, trustProxy: ['10.1.2.3'] } })
+  for (const login of ['alice', 'bob', 'eve']) {
+    browsers[login] = new Browser()
+    expect((await browsers[login].navigate(`${trusting.url}/oauth/login/demo/?next=/oauth/`, { login })).status).toBe(200)
+  }
+})
+
+afterAll(async () => {
+  await Promise.all([trusting?.close(), untrusting?.close()])
+  await Promise.all([op?.close(), stub?.close(), upstream?.close()])
+  await redis?.stop()
+})
+
+/** GET /oauth/auth/<provider>/ at `gateway` as `who` (a signed-in browser's cookies, or nobody). */
+async function auth (gateway: TestGateway, who: string | undefined, query = '', headers: Record<string, string> = {}, provider = 'demo'): Promise<Response> {
+  const url = `${gateway.url}/oauth/auth/${provider}/${query}`
+  const cookie = who ? browsers[who]!.cookieHeader(url) : undefined
+  return await fetch(url, { headers: { ...json, ...headers, ...(cookie ? { cookie } : {}) }, redirect: 'manual' })
+}
+
+/** The `next` of a 401's login_url (and the same login URL in X-Login-Url). */
+async function nextOf (response: Response): Promise<string | null> {
+  expect(response.status).toBe(401)
+  const body = await response.json() as { error: string, login_url: string }
+  expect(body.error).toBe('unauthenticated')
+  expect(response.headers.get('x-login-url')).toBe(body.login_url)
+  return new URL(body.login_url).searchParams.get('next')
+}
+
+describe('forward-auth: the signed identity assertion', () => {
+  const from = (host: string) => ({ 'x-forwarded-uri': '/x', 'x-forwarded-host': host, 'x-forwarded-proto': 'https' })
+
+  it('comes with a 200 for the original URL\'s origin, and verifies against the JWKS as an upstream would', async () => {
+    const response = await auth(trusting, 'alice', '', from('app.example.com'))
+    expect(response.status).toBe(200)
+    const assertion = response.headers.get('x-gateway-assertion')
+    expect(assertion).toBeTruthy()
+    const { jwtVerify, createRemoteJWKSet } = await import('jose')
+    const jwks = createRemoteJWKSet(new URL(`${trusting.url}/.well-known/jwks.json`))
+    const { payload } = await jwtVerify(assertion!, jwks, { issuer: trusting.url, audience: 'https://app.example.com' })
+    expect(payload).toMatchObject({ sub: 'alice', provider: 'demo' })
+  })
+
+  it('is not made for an origin the gateway would not redirect to, nor when the caller is not a trusted proxy', async () => {
+    const foreign = await auth(trusting, 'alice', '', from('evil.example.net'))
+    expect(foreign.status).toBe(200)
+    expect(foreign.headers.get('x-gateway-assertion')).toBeNull()
+    const stranger = await auth(untrusting, 'alice', '', from('app.example.com'))
+    expect(stranger.status).toBe(200)
+    expect(stranger.headers.get('x-gateway-assertion')).toBeNull()
+  })
+})
+
+describe('forward-auth: signed in', () => {
+  it('answers 200 with the bearer token and the identity headers in the response, and calls no upstream', async () => {
+    const before = upstream.seen.length
+    const response = await auth(trusting, 'alice')
+    expect(response.status).toBe(200)
+    expect(response.headers.get('authorization')).toMatch(/^Bearer \S+$/)
+    expect(response.headers.get('x-forwarded-user')).toBe('alice')
+    expect(response.headers.get('x-forwarded-email')).toBe('alice@example.test')
+    expect(response.headers.get('x-forwarded-groups')).toBe('admins,staff')
+    expect(response.headers.get('cache-control')).toBe('no-store')
+    expect(await response.text()).toBe('')
+    expect(upstream.seen.length).toBe(before)
+  })
+
+  it('sends the same token the proxy injects on a route of that provider', async () => {
+    const proxied = await browsers.alice!.fetch(`${trusting.url}/app/x`, { headers: json })
+    const seen = await proxied.json() as { headers: Record<string, string> }
+    expect((await auth(trusting, 'alice')).headers.get('authorization')).toBe(seen.headers.authorization)
+  })
+
+  it('leaves out an e-mail address the provider did not verify', async () => {
+    const response = await auth(trusting, 'eve')
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-forwarded-user')).toBe('eve')
+    expect(response.headers.get('x-forwarded-email')).toBeNull()
+    expect(response.headers.get('x-forwarded-groups')).toBe('staff')
+  })
+
+  it('answers HEAD like GET', async () => {
+    const url = `${trusting.url}/oauth/auth/demo/`
+    const response = await fetch(url, { method: 'HEAD', headers: { cookie: browsers.alice!.cookieHeader(url)! } })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-forwarded-user')).toBe('alice')
+  })
+
+  it('answers 404 unknown_provider for a provider that is not configured', async () => {
+    const response = await auth(trusting, 'alice', '', {}, 'nope')
+    expect(response.status).toBe(404)
+    expect((await response.json() as { error: string }).error).toBe('unknown_provider')
+  })
+})
+
+describe('forward-auth: allow rules in the query', () => {
+  it.each([
+    ['groups=admins', 'alice', 200],
+    ['groups=admins', 'bob', 403],
+    ['groups=nobody,staff', 'bob', 200],
+    ['emails=bob@example.test', 'bob', 200],
+    ['emails=Bob@Example.test', 'bob', 200],
+    ['emails=bob@example.test', 'alice', 403],
+    ['domains=example.test', 'alice', 200],
+    ['domains=@example.test', 'bob', 200],
+    ['domains=other.test', 'alice', 403],
+    ['domains=example.test', 'eve', 403],
+    ['emails=eve@example.test', 'eve', 403],
+    ['emails=x@y.test&groups=staff', 'eve', 200],
+    ['groups=admins&groups=staff', 'bob', 200],
+    ['groups=', 'alice', 403],
+    ['groups=,', 'alice', 403],
+  ])('?%s for %s answers %i', async (query, who, status) => {
+    const response = await auth(trusting, who, `?${query}`)
+    expect(response.status).toBe(status)
+    if (status === 403) {
+      expect((await response.json() as { error: string }).error).toBe('forbidden')
+      expect(response.headers.get('authorization')).toBeNull()
+      expect(response.headers.get('x-forwarded-user')).toBeNull()
+    }
+  })
+
+  it('answers 401, not 403, when nobody is signed in', async () => {
+    expect((await auth(trusting, undefined, '?groups=admins')).status).toBe(401)
+  })
+})
+
+describe('forward-auth: not signed in', () => {
+  it('answers 401 unauthenticated with login_url, X-Login-Url and WWW-Authenticate', async () => {
+    const response = await auth(trusting, undefined)
+    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="demo"')
+    expect(response.headers.get('cache-control')).toBe('no-store')
+    expect(await nextOf(response)).toBe('/oauth/')
+    expect(response.headers.get('x-login-url')!.startsWith(`${trusting.url}/oauth/login/demo/?next=`)).toBe(true)
+  })
+
+  it('returns to the original URL a trusted proxy names with X-Forwarded-Proto/-Host/-Uri', async () => {
+    const response = await auth(trusting, undefined, '', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com', 'x-forwarded-uri': '/reports/q?year=2026&a=%2F' })
+    expect(await nextOf(response)).toBe('https://app.example.com/reports/q?year=2026&a=%2F')
+  })
+
+  it('reads X-Original-URI (nginx) when there is no X-Forwarded-Uri', async () => {
+    const response = await auth(trusting, undefined, '', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.org', 'x-original-uri': '/dash/' })
+    expect(await nextOf(response)).toBe('https://app.example.org/dash/')
+  })
+
+  it('keeps a relative next when the original URL is on the gateway\'s own origin', async () => {
+    const own = new URL(trusting.url)
+    const response = await auth(trusting, undefined, '', { 'x-forwarded-proto': 'http', 'x-forwarded-host': own.host, 'x-forwarded-uri': '/app/page?x=1' })
+    expect(await nextOf(response)).toBe('/app/page?x=1')
+  })
+
+  it.each([
+    ['a host not in allowedRedirectHosts', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'evil.net', 'x-forwarded-uri': '/x' }],
+    ['a look-alike host', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'example.com.evil.net', 'x-forwarded-uri': '/x' }],
+    ['userinfo smuggled in the host', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com@evil.net', 'x-forwarded-uri': '/x' }],
+    ['an absolute URI', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com', 'x-forwarded-uri': 'https://evil.net/' }],
+    ['a protocol-relative URI', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com', 'x-forwarded-uri': '//evil.net/' }],
+    ['dot segments in the URI', { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com', 'x-forwarded-uri': '/a/../../b' }],
+    ['a scheme other than http(s)', { 'x-forwarded-proto': 'javascript', 'x-forwarded-host': 'app.example.com', 'x-forwarded-uri': '/x' }],
+  ])('falls back to /oauth/ for %s', async (_name, headers) => {
+    expect(await nextOf(await auth(trusting, undefined, '', headers))).toBe('/oauth/')
+  })
+
+  it('ignores X-Forwarded-Uri, X-Original-URI and X-Forwarded-Host from a caller trustProxy does not admit', async () => {
+    const headers = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com', 'x-forwarded-uri': '/reports/', 'x-original-uri': '/other/' }
+    const response = await auth(untrusting, undefined, '', headers)
+    expect(await nextOf(response)).toBe('/oauth/')
+    expect(response.headers.get('x-login-url')!.startsWith(`${untrusting.url}/oauth/login/demo/`)).toBe(true)
+  })
+
+  it('answers 401 to a session that has no token for that provider', async () => {
+    const response = await auth(trusting, 'alice', '', {}, 'stub')
+    expect(await nextOf(response)).toBe('/oauth/')
+  })
+})
+
+describe('forward-auth: refresh', () => {
+  it('refreshes an expired token with its refresh token, as a proxied request would, and answers with the new one', async () => {
+    stub.mode = 'ok'
+    // Expired on arrival (30 s skew), with a refresh token; the refreshed token lives an hour.
+    stub.extra = { refresh_token: 'stub-refresh', expires_in: 1 }
+    const browser = new Browser()
+    const login = await browser.fetch(`${trusting.url}/oauth/login/stub/?next=/oauth/`)
+    const state = new URL(login.headers.get('location')!).searchParams.get('state')!
+    expect((await browser.fetch(`${trusting.url}/oauth/authorized/stub/?code=c&state=${encodeURIComponent(state)}`)).status).toBe(302)
+    const issued = stub.requests.length
+    stub.extra = { expires_in: 3600 }
+    browsers.stubbed = browser
+    const response = await auth(trusting, 'stubbed', '', {}, 'stub')
+    expect(response.status).toBe(200)
+    expect(stub.requests.length).toBe(issued + 1)
+    expect(stub.requests.at(-1)!.body).toContain('grant_type=refresh_token')
+    expect(response.headers.get('authorization')).toBe(`Bearer stub-token-${issued + 1}`)
+    // The refreshed token was stored: the next call refreshes nothing.
+    expect((await auth(trusting, 'stubbed', '', {}, 'stub')).headers.get('authorization')).toBe(`Bearer stub-token-${issued + 1}`)
+    expect(stub.requests.length).toBe(issued + 1)
+  })
+})
+
+describe('session.cookieDomain', () => {
+  const base = { providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: 'http://127.0.0.1:1/a', tokenUrl: 'http://127.0.0.1:1/t', scope: 'x' } } }
+  const parse = (server: Record<string, unknown>, session: Record<string, unknown>) =>
+    parseConfig(stringify({ ...base, server, session: { secret: TEST_SECRET, ...session } }), {}, 'test.yaml')
+  const problems = (server: Record<string, unknown>, session: Record<string, unknown>): string[] => {
+    try {
+      parse(server, session)
+      return []
+    } catch (error) {
+      if (error instanceof ConfigError) return error.issues.map((issue) => issue.replace(/ \(line \d+\)$/, ''))
+      throw error
+    }
+  }
+
+  it.each([
+    ['.example.com', 'https://auth.example.com', 'example.com'],
+    ['example.com', 'https://auth.example.com', 'example.com'],
+    ['Auth.Example.com', 'https://auth.example.com', 'auth.example.com'],
+  ])('accepts %s with baseUrl %s', (domain, baseUrl, kept) => {
+    expect(parse({ baseUrl }, { cookieDomain: domain }).session.cookieDomain).toBe(kept)
+  })
+
+  it.each([
+    ['a domain the baseUrl is not under', { baseUrl: 'https://auth.example.com' }, { cookieDomain: '.example.org' },
+      'session.cookieDomain: must be server.baseUrl\'s host "auth.example.com" or a parent domain of it, got "example.org"'],
+    ['a look-alike suffix', { baseUrl: 'https://auth.myexample.com' }, { cookieDomain: 'example.com' },
+      'session.cookieDomain: must be server.baseUrl\'s host "auth.myexample.com" or a parent domain of it, got "example.com"'],
+    ['a URL', { baseUrl: 'https://auth.example.com' }, { cookieDomain: 'https://example.com' },
+      'session.cookieDomain: must be a domain name such as .example.com, got "https://example.com"'],
+    ['an IP address', { baseUrl: 'https://10.0.0.1' }, { cookieDomain: '10.0.0.1' },
+      'session.cookieDomain: must be a domain name such as .example.com, got "10.0.0.1"'],
+    ['a __Host- cookie name', { baseUrl: 'https://auth.example.com' }, { cookieDomain: '.example.com', cookieName: '__Host-gw' },
+      'session.cookieDomain: cannot be used with a "__Host-" cookie name, which browsers only keep without a Domain: rename session.cookieName (for example to __Secure-gw) or remove cookieDomain'],
+  ])('refuses %s', (_name, server, session, message) => {
+    expect(problems(server, session)).toContain(message)
+  })
+
+  it('gives the session cookie that Domain at sign-in and when it is cleared at sign-out', async () => {
+    const gateway = await startGateway({
+      server: { baseUrl: 'http://auth.example.test:8080' },
+      session: { cookieDomain: '.example.test' },
+      store: { type: 'redis', url: redis.url },
+      providers: { stub: { clientId: 'stub-client', clientSecret: 'stub-secret', authorizeUrl: `${stub.url}/authorize`, tokenUrl: `${stub.url}/token`, scope: 'read' } },
+      routes: [],
+    })
+    try {
+      stub.mode = 'ok'
+      stub.extra = {}
+      const browser = new Browser()
+      const listening = `http://127.0.0.1:${gateway.config.server.port}`
+      const login = await browser.fetch(`${listening}/oauth/login/stub/?next=/oauth/`)
+      const state = new URL(login.headers.get('location')!).searchParams.get('state')!
+      const callback = await browser.fetch(`${listening}/oauth/authorized/stub/?code=c&state=${encodeURIComponent(state)}`)
+      const session = callback.headers.getSetCookie().find((line) => line.startsWith('gw_session='))
+      expect(session).toMatch(/; Domain=example\.test(;|$)/)
+      // The flow cookie stays on the gateway's own host.
+      expect(login.headers.getSetCookie().find((line) => line.startsWith('gw_session_flow='))).not.toMatch(/Domain=/i)
+      const logout = await browser.fetch(`${listening}/oauth/logout/?next=/`, { method: 'POST' })
+      expect(logout.headers.getSetCookie().find((line) => line.startsWith('gw_session='))).toMatch(/; Domain=example\.test(;|$)/)
+    } finally {
+      await gateway.close()
+    }
+  })
+})
+
+describe('forwardAuth.allowedRedirectHosts', () => {
+  const parse = (hosts: unknown) => parseConfig(stringify({ session: { secret: TEST_SECRET }, forwardAuth: { allowedRedirectHosts: hosts } }), {}, 'test.yaml')
+  const problems = (hosts: unknown): string[] => {
+    try {
+      parse(hosts)
+      return []
+    } catch (error) {
+      if (error instanceof ConfigError) return error.issues.map((issue) => issue.replace(/ \(line \d+\)$/, ''))
+      throw error
+    }
+  }
+
+  it('keeps hosts in lower case, with their port and leading dot', () => {
+    expect(parse(['.Example.com', 'app.example.org', 'x.example.net:8443', '127.0.0.1:9000']).forwardAuth.allowedRedirectHosts)
+      .toEqual(['.example.com', 'app.example.org', 'x.example.net:8443', '127.0.0.1:9000'])
+  })
+
+  it('is empty by default', () => {
+    expect(parseConfig(stringify({ session: { secret: TEST_SECRET } }), {}, 'test.yaml').forwardAuth.allowedRedirectHosts).toEqual([])
+  })
+
+  it.each([
+    ['https://app.example.com', 'forwardAuth.allowedRedirectHosts[0]: must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got "https://app.example.com"'],
+    ['*.example.com', 'forwardAuth.allowedRedirectHosts[0]: must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got "*.example.com"'],
+    ['user@example.com', 'forwardAuth.allowedRedirectHosts[0]: must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got "user@example.com"'],
+    ['example.com/path', 'forwardAuth.allowedRedirectHosts[0]: must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got "example.com/path"'],
+    ['.', 'forwardAuth.allowedRedirectHosts[0]: must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got "."'],
+    ['.com', 'forwardAuth.allowedRedirectHosts[0]: ".com" would allow every host under a top-level domain: name your own domain, such as .example.com'],
+    ['bücher.example', 'forwardAuth.allowedRedirectHosts[0]: must be written in ASCII (punycode, such as xn--bcher-kva.example), got "bücher.example"'],
+    ['example.com:99999', 'forwardAuth.allowedRedirectHosts[0]: must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got "example.com:99999"'],
+  ])('refuses %s', (entry, message) => {
+    expect(problems([entry])).toEqual([message])
+  })
+})
+
+const FRONTS: FrontKind[] = ['nginx', 'caddy']
+const missing = FRONTS.filter((kind) => !frontBinary(kind))
+if (missing.length > 0) {
+  console.warn(`!!! ${missing.join(' and ')} not installed: the forward-auth end-to-end tests behind ${missing.join(' and ')} are SKIPPED (.ci/run installs them) !!!`)
+}
+
+describe.each(FRONTS)('forward-auth behind a real %s', (kind) => {
+  let gateway: TestGateway
+  let front: FrontProxy
+
+  beforeAll(async () => {
+    if (missing.includes(kind)) return
+    const port = await freePort()
+    gateway = await startGateway({
+      server: { ...behindFronts, trustProxy: ['127.0.0.1'] },
+      store: { type: 'redis', url: redis.url },
+      providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
+      routes: [],
+      forwardAuth: { allowedRedirectHosts: [`127.0.0.1:${port}`] },
+    })
+    front = await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(upstream.url).host })
+  })
+
+  afterAll(async () => {
+    await front?.stop()
+    await gateway?.close()
+  })
+
+  it.skipIf(missing.includes(kind))('sends a browser to sign in at the authorization server and back, and the upstream receives the bearer token and identity', async () => {
+    const browser = new Browser()
+    const response = await browser.navigate(`${front.url}/app/page?x=1`)
+    expect(response.status).toBe(200)
+    const seen = await response.json() as SeenRequest
+    expect(seen.url).toBe('/app/page?x=1')
+    expect(seen.headers.authorization).toMatch(/^Bearer \S+$/)
+    expect(seen.headers['x-forwarded-user']).toBe('alice')
+    expect(seen.headers['x-forwarded-email']).toBe('alice@example.test')
+    expect(seen.headers['x-forwarded-groups']).toBe('admins,staff')
+    // The application never sees the gateway's session cookie.
+    expect(seen.headers.cookie ?? '').not.toContain('gw_session')
+    // The way there: the proxy's redirect to the gateway's sign-in, whose next is the original URL.
+    const first = browser.hops[0]!
+    expect(first.status).toBe(302)
+    const login = new URL(first.location!)
+    expect(login.origin + login.pathname).toBe(`${gateway.url}/oauth/login/demo/`)
+    expect(login.searchParams.get('next')).toBe(`${front.url}/app/page?x=1`)
+    expect(browser.hops.some((hop) => hop.url.startsWith(op.issuer))).toBe(true)
+    // And back from the callback to the original URL.
+    const callback = browser.hops.find((hop) => hop.url.startsWith(`${gateway.url}/oauth/authorized/demo/`))!
+    expect(callback.location).toBe(`${front.url}/app/page?x=1`)
+  })
+
+  it.skipIf(missing.includes(kind))('replaces identity headers a client sends with what the gateway vouches for, and sends no unverified e-mail', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${front.url}/app/`, { login: 'eve' })
+    const response = await browser.fetch(`${front.url}/app/spoof`, {
+      headers: { accept: 'application/json', 'x-forwarded-user': 'admin', 'x-forwarded-email': 'ceo@example.test', 'x-forwarded-groups': 'admins', authorization: 'Bearer forged' },
+    })
+    const seen = await response.json() as SeenRequest
+    expect(seen.headers['x-forwarded-user']).toBe('eve')
+    expect(seen.headers['x-forwarded-email']).toBeUndefined()
+    expect(seen.headers['x-forwarded-groups']).toBe('staff')
+    expect(seen.headers.authorization).not.toBe('Bearer forged')
+  })
+
+  it.skipIf(missing.includes(kind))('answers an API client 401 unauthenticated with login_url, and calls no upstream', async () => {
+    const before = upstream.seen.length
+    const response = await fetch(`${front.url}/app/data`, { headers: { accept: 'application/json' }, redirect: 'manual' })
+    expect(response.status).toBe(401)
+    const body = await response.json() as { error: string, login_url: string }
+    expect(body.error).toBe('unauthenticated')
+    expect(new URL(body.login_url).searchParams.get('next')).toBe(`${front.url}/app/data`)
+    expect(upstream.seen.length).toBe(before)
+  })
+
+  it('runs the file docs/forward-auth.md shows, verbatim', async () => {
+    const [doc, file] = await Promise.all([readFile('docs/forward-auth.md', 'utf8'), readFile(FRONT_TEMPLATES[kind], 'utf8')])
+    const blocks = [...doc.matchAll(/^```[a-z]*\n([\s\S]*?)^```$/gm)].map((match) => match[1])
+    expect(blocks).toContain(file)
+  })
+})

@@ -1,0 +1,144 @@
+// Token refresh: an expired access token (30 s early) is refreshed with its refresh token before the
+// request is proxied, exactly once per session and provider even across gateway instances; a
+// refused refresh drops the token (sign in again), a failed one answers 502 and keeps it; without a
+// refresh token an expired token means signing in again. Real Redis, real oidc-provider; the stub
+// token endpoint only for the refused and failing cases.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { oidcClient, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { freePort } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
+import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
+
+const json = { accept: 'application/json' }
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+/** Short-lived tokens: usable for 3 s (a busy CI machine still signs in within that), then expired. */
+const SHORT_S = 33
+const UNTIL_EXPIRED_MS = 3300
+
+let redis: TestRedis
+let op: TestProvider
+let stub: TokenStub
+let upstream: Upstream
+let a: TestGateway
+let b: TestGateway
+let refreshGrants = 0
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  stub = await startTokenStub()
+  const [portA, portB] = [await freePort(), await freePort()]
+  const urls = [`http://127.0.0.1:${portA}`, `http://127.0.0.1:${portB}`]
+  // Tokens from the code exchange live SHORT_S, so they count as expired (30 s skew) after
+  // SHORT_S - 30 s; refreshed ones live an hour.
+  op = await startOidcProvider([
+    { client_id: 'rt-client', client_secret: 'rt-secret', redirect_uris: urls.map((url) => `${url}/oauth/authorized/demo/`) },
+  ], { accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : SHORT_S })
+  op.provider.on('grant.success', (ctx) => { if (ctx.oidc.params?.grant_type === 'refresh_token') refreshGrants++ })
+  const shared = (port: number, url: string) => ({
+    server: { port, baseUrl: url },
+    store: { type: 'redis', url: redis.url },
+    providers: {
+      demo: oidcClient(op.issuer, 'rt-client', 'rt-secret', 'openid offline_access'),
+      stub: { clientId: 'stub-client', clientSecret: 'stub-secret', authorizeUrl: `${stub.url}/authorize`, tokenUrl: `${stub.url}/token`, scope: 'read' },
+    },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/stub/', upstream: upstream.url, provider: 'stub' },
+    ],
+  })
+  a = await startGateway(shared(portA, urls[0]!))
+  b = await startGateway(shared(portB, urls[1]!))
+})
+
+afterAll(async () => {
+  await Promise.all([a?.close(), b?.close()])
+  await Promise.all([op?.close(), stub?.close(), upstream?.close()])
+  await redis?.stop()
+})
+
+/** Signs in at the stub provider (its token response shaped by `extra`). */
+async function stubSignIn (extra: Record<string, unknown>): Promise<Browser> {
+  stub.mode = 'ok'
+  stub.extra = extra
+  const browser = new Browser()
+  const login = await browser.fetch(`${a.url}/oauth/login/stub/?next=/stub/`)
+  const state = new URL(login.headers.get('location')!).searchParams.get('state')!
+  const callback = await browser.fetch(`${a.url}/oauth/authorized/stub/?code=c&state=${encodeURIComponent(state)}`)
+  expect(callback.status).toBe(302)
+  return browser
+}
+
+describe('token refresh', () => {
+  it('refreshes once for 50 concurrent requests over two instances, and every request carries the new token', async () => {
+    const browser = new Browser()
+    const first = await browser.navigate(`${a.url}/app/`)
+    const original = (await first.json() as SeenRequest).headers.authorization
+    await sleep(UNTIL_EXPIRED_MS)
+
+    const before = refreshGrants
+    const cookie = browser.cookieHeader(`${a.url}/app/`)!
+    const responses = await Promise.all(Array.from({ length: 50 }, (_, i) =>
+      fetch(`${(i % 2 === 0 ? a : b).url}/app/r${i}`, { headers: { ...json, cookie } })))
+    expect(responses.map((r) => r.status)).toEqual(Array(50).fill(200))
+    const tokens = new Set(await Promise.all(responses.map(async (r) => (await r.json() as SeenRequest).headers.authorization)))
+    expect(refreshGrants - before).toBe(1)
+    expect(tokens.size).toBe(1)
+    expect([...tokens][0]).not.toBe(original)
+
+    // The refreshed token is one the provider accepts.
+    const userinfo = await fetch(`${op.issuer}/me`, { headers: { authorization: [...tokens][0]! } })
+    expect(userinfo.status).toBe(200)
+    const metrics = await (await fetch(`${a.url}/metrics`)).text() + await (await fetch(`${b.url}/metrics`)).text()
+    expect(metrics).toMatch(/gateway_token_refreshes_total\{provider="demo",result="refreshed"\} 1/)
+  })
+
+  it('without a refresh token, an expired token means signing in again', async () => {
+    const browser = await stubSignIn({ expires_in: SHORT_S })
+    expect((await browser.fetch(`${a.url}/stub/`, { headers: json })).status).toBe(200)
+    await sleep(UNTIL_EXPIRED_MS)
+    const api = await browser.fetch(`${a.url}/stub/`, { headers: json })
+    expect(api.status).toBe(401)
+    const page = await browser.fetch(`${b.url}/stub/`)
+    expect(page.headers.get('location')).toBe(`${b.url}/oauth/login/stub/?next=%2Fstub%2F`)
+    expect(stub.requests).toHaveLength(1)
+  })
+
+  it('drops the token when the provider refuses the refresh: 401 for API clients, login for browsers', async () => {
+    stub.requests.length = 0
+    const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-1' })
+    await sleep(UNTIL_EXPIRED_MS)
+    stub.mode = 'invalid-grant'
+    expect((await browser.fetch(`${a.url}/stub/`, { headers: json })).status).toBe(401)
+    const refresh = new URLSearchParams(stub.requests[1]!.body)
+    expect(Object.fromEntries(refresh)).toMatchObject({ grant_type: 'refresh_token', refresh_token: 'refresh-1', client_id: 'stub-client', client_secret: 'stub-secret' })
+    // The token is gone: no second refresh attempt, the browser is sent to sign in.
+    const page = await browser.fetch(`${b.url}/stub/`)
+    expect(page.status).toBe(302)
+    expect(stub.requests).toHaveLength(2)
+    expect(await (await fetch(`${a.url}/metrics`)).text()).toMatch(/gateway_token_refreshes_total\{provider="stub",result="refused"\} 1/)
+  })
+
+  it('answers 502 token_exchange_failed when the refresh fails, keeps the token, and succeeds on a later try', async () => {
+    const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-2' })
+    await sleep(UNTIL_EXPIRED_MS)
+    stub.mode = 'error500'
+    const failed = await browser.fetch(`${a.url}/stub/`, { headers: json })
+    expect(failed.status).toBe(502)
+    expect((await failed.json() as { error: string }).error).toBe('token_exchange_failed')
+    stub.mode = 'ok'
+    stub.extra = { expires_in: 3600 }
+    const ok = await browser.fetch(`${b.url}/stub/`, { headers: json })
+    expect(ok.status).toBe(200)
+    expect((await ok.json() as SeenRequest).headers.authorization).toMatch(/^Bearer stub-token-\d+$/)
+  })
+
+  it('logs no token, refresh token or client secret along the way', () => {
+    const logs = [...a.logs, ...b.logs].join('\n')
+    for (const secret of ['refresh-1', 'refresh-2', 'rt-secret', 'stub-secret', 'stub-token-']) expect(logs).not.toContain(secret)
+    expect(logs).toContain('token refresh refused')
+  })
+})

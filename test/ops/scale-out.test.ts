@@ -1,0 +1,64 @@
+// Several instances behave as one when they share Redis and session.secret: here two gateways on a
+// real Redis Cluster (three nodes): sign in through one, use the session through the other, sign
+// out through the other, and the session is gone on both within a second (pub/sub drops the
+// other instance's cached copy).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { oidcClient, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { freePort, waitFor } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedisCluster, type TestCluster } from '../helpers/redis-cluster.js'
+import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
+
+const json = { accept: 'application/json' }
+
+describe('two instances on a Redis Cluster', () => {
+  let cluster: TestCluster
+  let op: TestProvider
+  let upstream: Upstream
+  let a: TestGateway
+  let b: TestGateway
+
+  beforeAll(async () => {
+    cluster = await startRedisCluster()
+    upstream = await startUpstream()
+    const ports = [await freePort(), await freePort()]
+    const urls = ports.map((port) => `http://127.0.0.1:${port}`)
+    op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: urls.map((url) => `${url}/oauth/authorized/demo/`) }])
+    const instance = (i: number) => startGateway({
+      server: { port: ports[i], baseUrl: urls[i] },
+      store: { type: 'redis', cluster: cluster.urls },
+      providers: { demo: oidcClient(op.issuer, 'c', 's') },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    })
+    a = await instance(0)
+    b = await instance(1)
+  })
+
+  afterAll(async () => {
+    await Promise.all([a?.close(), b?.close()])
+    await Promise.all([op?.close(), upstream?.close()])
+    await cluster?.stop()
+  })
+
+  it('signs in on one, uses the session and signs out on the other', async () => {
+    const browser = new Browser()
+    expect((await browser.navigate(`${a.url}/app/`, { login: 'dana' })).status).toBe(200)
+    const cookie = `gw_session=${browser.cookies.get('gw_session')!.value}`
+
+    const onB = await fetch(`${b.url}/app/x`, { headers: { ...json, cookie } })
+    expect(onB.status).toBe(200)
+    const bearer = (await onB.json() as SeenRequest).headers.authorization!
+    expect((await fetch(`${op.issuer}/me`, { headers: { authorization: bearer } })).status).toBe(200)
+
+    // A has the session in its memory cache; signing out on B reaches it through pub/sub.
+    expect((await fetch(`${a.url}/app/x`, { headers: { ...json, cookie } })).status).toBe(200)
+    const logout = await fetch(`${b.url}/oauth/logout/?next=/`, { headers: { cookie }, redirect: 'manual' })
+    expect(logout.status).toBe(302)
+    const loggedOut = Date.now()
+    expect((await fetch(`${b.url}/app/x`, { headers: { ...json, cookie } })).status).toBe(401)
+    await waitFor(async () => (await fetch(`${a.url}/app/x`, { headers: { ...json, cookie } })).status === 401, 1000, 'the sign-out to reach A')
+    expect(Date.now() - loggedOut).toBeLessThan(1000)
+    expect((await fetch(`${a.url}/readyz`)).status).toBe(200)
+  })
+})

@@ -1,0 +1,56 @@
+// Graceful shutdown of the real CLI process: on SIGTERM it stops accepting connections, lets an
+// in-flight request finish, closes the store and exits 0.
+import { spawn } from 'node:child_process'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { stringify } from 'yaml'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { TEST_SECRET } from '../helpers/gateway.js'
+import { freePort, waitFor } from '../helpers/net.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+let redis: TestRedis
+let upstream: Upstream
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+})
+afterAll(async () => {
+  await upstream?.close()
+  await redis?.stop()
+})
+
+describe('shutdown', () => {
+  it('lets an in-flight request finish after SIGTERM, refuses new ones, and exits 0', async () => {
+    const port = await freePort()
+    const dir = await mkdtemp(join(tmpdir(), 'gw-shutdown-'))
+    const file = join(dir, 'gateway.yaml')
+    await writeFile(file, stringify({
+      server: { host: '127.0.0.1', port },
+      session: { secret: TEST_SECRET },
+      store: { type: 'redis', url: redis.url },
+      routes: [{ path: '/public/', upstream: upstream.url, auth: 'none' }],
+    }))
+    const child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+    const url = `http://127.0.0.1:${port}`
+    await waitFor(async () => (await fetch(`${url}/readyz`)).ok, 10_000, 'the gateway to be ready')
+
+    const seenBefore = upstream.seen.length
+    const inFlight = fetch(`${url}/public/delay/1000`)
+    await waitFor(async () => upstream.seen.length > seenBefore, 5000, 'the request to reach the upstream')
+    child.kill('SIGTERM')
+    await waitFor(async () => output.includes('shutting down'), 5000, 'the shutdown to begin')
+
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow()
+    const response = await inFlight
+    expect(response.status).toBe(200)
+    expect(await exited).toBe(0)
+    expect(output).toContain('"msg":"shut down"')
+  })
+})

@@ -1,0 +1,208 @@
+// The pieces the proxied request's hot path is made of, tested on their own: reading the session
+// cookie straight from the Cookie header, the in-process session cache, the batched log
+// destination in front of sonic-boom, and the per-route metric tallies that prom-client reads at
+// scrape time.
+import { mkdtemp, readFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import pino from 'pino'
+import { describe, expect, it } from 'vitest'
+import { BatchedDestination } from '../../src/ops/log-destination.js'
+import { Metrics } from '../../src/ops/metrics.js'
+import { Sealer } from '../../src/session/seal.js'
+import { cookieValue, Sessions } from '../../src/session/session.js'
+import { MemoryStore } from '../../src/store/memory.js'
+import { metricValue } from '../helpers/metrics.js'
+import { waitFor } from '../helpers/net.js'
+
+describe('cookieValue', () => {
+  it('finds the named cookie wherever it is in the header', () => {
+    expect(cookieValue('gw_session=abc', 'gw_session')).toBe('abc')
+    expect(cookieValue('theme=dark; gw_session=abc; lang=en', 'gw_session')).toBe('abc')
+    expect(cookieValue('theme=dark;gw_session=abc', 'gw_session')).toBe('abc')
+    expect(cookieValue('  gw_session = abc ; x=1', 'gw_session')).toBe('abc')
+  })
+
+  it('takes the first of two cookies with the name, as a browser sends the most specific path first', () => {
+    expect(cookieValue('gw_session=first; gw_session=second', 'gw_session')).toBe('first')
+  })
+
+  it('does not mistake a cookie whose name merely contains the name', () => {
+    expect(cookieValue('xgw_session=evil; gw_session_flow=flow', 'gw_session')).toBeUndefined()
+    expect(cookieValue('gw_session_flow=flow; gw_session=abc', 'gw_session')).toBe('abc')
+    expect(cookieValue('other=gw_session=abc', 'gw_session')).toBeUndefined()
+  })
+
+  it('answers undefined for no header, no such cookie, or a name without a value', () => {
+    expect(cookieValue(undefined, 'gw_session')).toBeUndefined()
+    expect(cookieValue('', 'gw_session')).toBeUndefined()
+    expect(cookieValue('gw_session', 'gw_session')).toBeUndefined()
+    expect(cookieValue('a=1; b=2', 'gw_session')).toBeUndefined()
+  })
+})
+
+/** A store whose reads take their value at once but answer only when released (see holdReads); it counts them. */
+class HeldReads extends MemoryStore {
+  private hold: Promise<void> | undefined
+  reads = 0
+
+  /** Holds every read from now on; the returned function lets them answer. */
+  holdReads (): () => void {
+    let answer!: () => void
+    this.hold = new Promise((resolve) => { answer = resolve })
+    return answer
+  }
+
+  override async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
+    this.reads++
+    const value = await super.getAndTouch(key, ttlMs)
+    await this.hold
+    return value
+  }
+}
+
+describe('the session cache', () => {
+  const secret = 's'.repeat(32)
+
+  async function started (): Promise<{ store: HeldReads, sessions: Sessions }> {
+    const store = new HeldReads()
+    const sessions = new Sessions(store, new Sealer(secret), { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 })
+    await sessions.listen()
+    return { store, sessions }
+  }
+
+  const signOut = async (sessions: Sessions, request: FastifyRequest) =>
+    await sessions.end(request, { clearCookie: () => {} } as unknown as FastifyReply)
+
+  async function signedIn (sessions: Sessions): Promise<FastifyRequest> {
+    let cookie = ''
+    const reply = { setCookie: (_name: string, value: string) => { cookie = value } } as unknown as FastifyReply
+    await sessions.start({ headers: {} } as FastifyRequest, reply, { createdAt: Date.now(), tokens: {} })
+    return { headers: { cookie: `gw_session=${cookie}` } } as FastifyRequest
+  }
+
+  it('keeps a session it read, but not one whose read was under way when it was signed out', async () => {
+    const { store, sessions } = await started()
+
+    const undisturbed = await signedIn(sessions)
+    expect(await sessions.load(undisturbed)).not.toBeNull()
+    expect(sessions.cached(undisturbed)).toBeDefined()
+
+    // The read takes the record before the sign-out deletes it, and answers after the sign-out.
+    const racing = await signedIn(sessions)
+    const answer = store.holdReads()
+    const loading = sessions.load(racing)
+    await signOut(sessions, racing)
+    answer()
+    expect(await loading).not.toBeNull()
+    expect(sessions.cached(racing)).toBeUndefined()
+    expect(await sessions.load(racing)).toBeNull()
+    await store.close()
+  })
+
+  it('reads a session once for concurrent requests, but not for one that came after a sign-out', async () => {
+    const { store, sessions } = await started()
+
+    const busy = await signedIn(sessions)
+    const answerAll = store.holdReads()
+    const loads = Array.from({ length: 5 }, async () => await sessions.load(busy))
+    answerAll()
+    const loaded = await Promise.all(loads)
+    expect(store.reads).toBe(1)
+    expect(loaded.every((session) => session !== null && session === loaded[0])).toBe(true)
+
+    // A request that arrives after the sign-out must not share the read that began before it.
+    const racing = await signedIn(sessions)
+    store.reads = 0
+    const answer = store.holdReads()
+    const before = sessions.load(racing)
+    await signOut(sessions, racing)
+    const after = sessions.load(racing)
+    answer()
+    expect(await before).not.toBeNull()
+    expect(await after).toBeNull()
+    expect(store.reads).toBe(2)
+    await store.close()
+  })
+})
+
+describe('BatchedDestination', () => {
+  it('hands the lines of one window to its target in one write, in order', async () => {
+    const writes: string[] = []
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 30)
+    destination.write('one\n')
+    destination.write('two\n')
+    await new Promise((resolve) => setImmediate(resolve))
+    destination.write('three\n') // a later turn of the event loop, the same window
+    expect(writes).toEqual([])
+    await waitFor(async () => writes.length > 0, 1000, 'the window to close')
+    expect(writes).toEqual(['one\ntwo\nthree\n'])
+    destination.write('four\n')
+    await waitFor(async () => writes.length > 1, 1000, 'the next window to close')
+    expect(writes).toEqual(['one\ntwo\nthree\n', 'four\n'])
+  })
+
+  it('writes a full batch at once, without waiting for the window', () => {
+    const writes: string[] = []
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 60_000, 3)
+    for (const line of ['a\n', 'b\n', 'c\n', 'd\n']) destination.write(line)
+    expect(writes).toEqual(['a\nb\nc\n'])
+    destination.flushSync()
+    expect(writes).toEqual(['a\nb\nc\n', 'd\n'])
+  })
+
+  it('loses nothing on flushSync: every line reaches the file through a real pino destination', async () => {
+    const file = join(await mkdtemp(join(tmpdir(), 'gw-log-')), 'out.log')
+    const target = pino.destination({ dest: file, sync: false })
+    await new Promise((resolve) => target.once('ready', resolve))
+    const destination = new BatchedDestination(target)
+    const log = pino({ base: undefined, timestamp: false }, destination)
+    for (let i = 0; i < 1000; i++) log.info({ i }, 'line')
+    destination.flush() // the first batch: sonic-boom writes it asynchronously
+    for (let i = 1000; i < 1500; i++) log.info({ i }, 'line') // the second is still pending here
+    destination.flushSync()
+    // sonic-boom's flushSync does not wait for a write already under way, so that one may land after.
+    const read = async () => (await readFile(file, 'utf8')).trim().split('\n').map((line) => (JSON.parse(line) as { i: number }).i)
+    await waitFor(async () => (await read()).length === 1500, 5000, 'all 1500 lines in the file')
+    const lines = await read()
+    expect([...lines].sort((a, b) => a - b)).toEqual([...Array(1500).keys()])
+    expect(lines.filter((i) => i >= 1000)).toEqual([...Array(500).keys()].map((i) => i + 1000))
+  })
+})
+
+describe('RouteMetrics', () => {
+  it('tallies status classes and upstream latency, and /metrics shows them in the Prometheus format', async () => {
+    const metrics = new Metrics()
+    const app = metrics.forRoute('/app/')
+    const api = metrics.forRoute('/api/')
+    const now = performance.now()
+    app.record(200, now - 3) // about 3 ms upstream: the 0.005 bucket
+    app.record(204, now - 2000) // about 2 s: the 2.5 bucket
+    app.record(302, undefined) // answered by the gate: counted, no upstream time
+    app.record(401, undefined)
+    api.record(502, now - 40)
+    const text = await metrics.registry.metrics()
+    const value = (series: string) => metricValue(text, series)
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="2xx"}')).toBe(2)
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="3xx"}')).toBe(1)
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="4xx"}')).toBe(1)
+    expect(value('gateway_proxied_requests_total{route="/app/",status_class="5xx"}')).toBeUndefined()
+    expect(value('gateway_proxied_requests_total{route="/api/",status_class="5xx"}')).toBe(1)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="0.0025"}')).toBe(0)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="0.005"}')).toBe(1)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="1"}')).toBe(1)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="2.5"}')).toBe(2)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/app/",le="+Inf"}')).toBe(2)
+    expect(value('gateway_upstream_duration_seconds_count{route="/app/"}')).toBe(2)
+    expect(value('gateway_upstream_duration_seconds_sum{route="/app/"}')).toBeCloseTo(2.003, 2)
+    expect(value('gateway_upstream_duration_seconds_bucket{route="/api/",le="0.05"}')).toBe(1)
+    expect(text).toContain('# TYPE gateway_upstream_duration_seconds histogram')
+    // A second scrape counts what happened since, on top (counters never reset).
+    app.record(200, undefined)
+    expect((await metrics.registry.metrics())).toContain('gateway_proxied_requests_total{route="/app/",status_class="2xx"} 3')
+    // The JSON form (what a cluster aggregator reads) has the same series.
+    const json = (await metrics.registry.getMetricsAsJSON()).find((metric) => metric.name === 'gateway_upstream_duration_seconds')!
+    expect(json.values.filter((v) => v.labels.route === '/app/')).toHaveLength(17)
+  })
+})

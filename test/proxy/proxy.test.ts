@@ -1,0 +1,205 @@
+// The proxy: browsers without a token go to the login, API clients get 401 with login_url; with a
+// token the bearer replaces the client's Authorization, the gateway's cookies are removed and
+// X-Forwarded-* are set; auth: none routes pass untouched; upstream failures map to 502/504.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { freePort } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
+
+let redis: TestRedis
+let op: TestProvider
+let upstream: Upstream
+let gateway: TestGateway
+let signedIn: Browser
+let deadPort: number
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  deadPort = await freePort()
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([
+    { client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] },
+  ])
+  const provider = (clientId: string, secret: string) => ({
+    ...oidcClient(op.issuer, clientId, secret),
+  })
+  gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: provider('demo-client', 'demo-secret') },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo', rewritePrefix: '/inner/', timeout: '300ms' },
+      { path: '/same', upstream: upstream.url, provider: 'demo' },
+      { path: '/public/', upstream: upstream.url, auth: 'none' },
+      { path: '/down/', upstream: `http://127.0.0.1:${deadPort}`, auth: 'none' },
+    ],
+  })
+  signedIn = new Browser()
+  const landed = await signedIn.navigate(`${gateway.url}/app/`)
+  expect(landed.status).toBe(200)
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await Promise.all([op?.close(), upstream?.close()])
+  await redis?.stop()
+})
+
+async function seen (response: Response): Promise<SeenRequest> {
+  expect(response.status).toBe(200)
+  return await response.json() as SeenRequest
+}
+
+describe('a protected route without a token', () => {
+  it('redirects a browser (Accept: text/html) to the login with next', async () => {
+    const response = await fetch(`${gateway.url}/app/x?y=1`, { headers: { accept: 'text/html' }, redirect: 'manual' })
+    expect(response.status).toBe(302)
+    expect(response.headers.get('location')).toBe(`${gateway.url}/oauth/login/demo/?next=%2Fapp%2Fx%3Fy%3D1`)
+  })
+
+  it.each([['application/json'], ['*/*'], [undefined]])('answers 401 unauthenticated with login_url and WWW-Authenticate (Accept %s)', async (accept) => {
+    const upstreamCalls = upstream.seen.length
+    const response = await fetch(`${gateway.url}/app/x`, { headers: accept ? { accept } : {}, redirect: 'manual' })
+    expect(response.status).toBe(401)
+    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="demo"')
+    expect(await response.json()).toEqual({
+      error: 'unauthenticated', message: expect.any(String), login_url: `${gateway.url}/oauth/login/demo/?next=%2Fapp%2Fx`,
+    })
+    expect(upstream.seen.length).toBe(upstreamCalls)
+  })
+
+  it('treats an unknown or forged session cookie as no session', async () => {
+    const response = await fetch(`${gateway.url}/app/x`, { headers: { accept: 'application/json', cookie: `gw_session=${'A'.repeat(43)}` } })
+    expect(response.status).toBe(401)
+  })
+})
+
+describe('a protected route with a token', () => {
+  it('replaces the client Authorization header with the bearer token', async () => {
+    const request = await seen(await signedIn.fetch(`${gateway.url}/app/a`, { headers: { accept: 'application/json', authorization: 'Bearer client-supplied' } }))
+    expect(request.headers.authorization).toMatch(/^Bearer (?!client-supplied)\S+$/)
+  })
+
+  it('removes the gateway cookies and keeps the others', async () => {
+    const headers = { accept: 'application/json', cookie: `theme=dark; gw_session=${signedIn.cookies.get('gw_session')!.value}; gw_session_flow=${'b'.repeat(43)}; lang=en` }
+    const request = await seen(await fetch(`${gateway.url}/app/a`, { headers }))
+    expect(request.headers.cookie).toBe('theme=dark; lang=en')
+  })
+
+  it('sets X-Forwarded-For, -Proto and -Host, ignoring client values when trustProxy is off', async () => {
+    const request = await seen(await signedIn.fetch(`${gateway.url}/app/a`, {
+      headers: { accept: 'application/json', 'x-forwarded-for': '6.6.6.6', 'x-forwarded-host': 'evil.example', 'x-forwarded-proto': 'https' },
+    }))
+    expect(request.headers['x-forwarded-for']).toBe('127.0.0.1')
+    expect(request.headers['x-forwarded-proto']).toBe('http')
+    expect(request.headers['x-forwarded-host']).toBe(new URL(gateway.url).host)
+  })
+
+  it('rewrites the prefix and keeps the query; without rewritePrefix the path is unchanged', async () => {
+    expect((await seen(await signedIn.fetch(`${gateway.url}/app/a/b?c=1&d=2`, { headers: { accept: 'application/json' } }))).url).toBe('/inner/a/b?c=1&d=2')
+    expect((await seen(await signedIn.fetch(`${gateway.url}/same/a?c=1`, { headers: { accept: 'application/json' } }))).url).toBe('/same/a?c=1')
+    expect((await seen(await signedIn.fetch(`${gateway.url}/same`, { headers: { accept: 'application/json' } }))).url).toBe('/same')
+  })
+
+  it('does not match a longer path that merely starts with the prefix', async () => {
+    const response = await signedIn.fetch(`${gateway.url}/sameish`, { headers: { accept: 'application/json' } })
+    expect(response.status).toBe(404)
+    expect((await response.json() as { error: string }).error).toBe('not_found')
+  })
+
+  it('answers 504 gateway_timeout when the upstream does not answer within the route timeout', async () => {
+    const started = Date.now()
+    const response = await signedIn.fetch(`${gateway.url}/app/slow`, { headers: { accept: 'application/json' } })
+    expect(response.status).toBe(504)
+    expect((await response.json() as { error: string }).error).toBe('gateway_timeout')
+    expect(Date.now() - started).toBeLessThan(2000)
+  })
+
+  it('answers 502 bad_gateway when the upstream drops the connection', async () => {
+    const response = await signedIn.fetch(`${gateway.url}/app/close`, { headers: { accept: 'application/json' } })
+    expect(response.status).toBe(502)
+    expect((await response.json() as { error: string }).error).toBe('bad_gateway')
+  })
+})
+
+describe('upstream answers', () => {
+  const get = async (path: string, init: RequestInit = {}) => await signedIn.fetch(`${gateway.url}/app/${path}`, { headers: { accept: 'application/json' }, ...init })
+
+  it('passes a small answer on unchanged: status, headers and body bytes', async () => {
+    const response = await get('big/1000')
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-type')).toBe('application/octet-stream')
+    expect(response.headers.get('content-length')).toBe('1000')
+    expect(Buffer.from(await response.arrayBuffer()).equals(Buffer.alloc(1000, 'x'))).toBe(true)
+  })
+
+  it('passes a large answer on whole', async () => {
+    const response = await get('big/300000')
+    expect(response.headers.get('content-length')).toBe('300000')
+    expect(Buffer.from(await response.arrayBuffer()).equals(Buffer.alloc(300000, 'x'))).toBe(true)
+  })
+
+  it('streams an answer without a declared length as it arrives', async () => {
+    const response = await get('stream')
+    const reader = response.body!.getReader()
+    // The upstream holds the rest until released: a gateway that waited for the whole body would hang here.
+    const first = await reader.read()
+    expect(new TextDecoder().decode(first.value)).toBe('first,')
+    upstream.release()
+    let rest = ''
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) rest += new TextDecoder().decode(chunk.value)
+    expect(rest).toBe('last')
+  })
+
+  it('adds no content-type the upstream did not send', async () => {
+    const response = await get('untyped')
+    expect(response.headers.get('content-type')).toBeNull()
+    expect(await response.text()).toBe('plain')
+  })
+
+  it('keeps the upstream content-length on HEAD', async () => {
+    const response = await get('big/1000', { method: 'HEAD' })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('content-length')).toBe('1000')
+  })
+
+  it('answers 502 without the upstream headers when the body is cut short', async () => {
+    const response = await get('truncated')
+    expect(response.status).toBe(502)
+    expect(response.headers.get('x-upstream')).toBeNull()
+    expect((await response.json() as { error: string }).error).toBe('bad_gateway')
+  })
+
+  it('answers 504 when the body stalls for longer than the route timeout', async () => {
+    const response = await get('stall')
+    expect(response.status).toBe(504)
+    expect(response.headers.get('x-upstream')).toBeNull()
+    expect((await response.json() as { error: string }).error).toBe('gateway_timeout')
+  })
+})
+
+describe('an auth: none route', () => {
+  it('is proxied without a session, the client Authorization untouched and gateway cookies removed', async () => {
+    const request = await seen(await fetch(`${gateway.url}/public/x`, {
+      headers: { accept: 'text/html', authorization: 'Basic dXNlcjpwdw==', cookie: `gw_session=${signedIn.cookies.get('gw_session')!.value}; keep=1` },
+    }))
+    expect(request.headers.authorization).toBe('Basic dXNlcjpwdw==')
+    expect(request.headers.cookie).toBe('keep=1')
+    expect(request.url).toBe('/public/x')
+  })
+
+  it('answers 502 bad_gateway when the upstream is unreachable (HTML for browsers)', async () => {
+    const json = await fetch(`${gateway.url}/down/x`, { headers: { accept: 'application/json' } })
+    expect(json.status).toBe(502)
+    expect(await json.json()).toEqual({ error: 'bad_gateway', message: 'The application could not be reached.' })
+    const html = await fetch(`${gateway.url}/down/x`, { headers: { accept: 'text/html' } })
+    expect(html.status).toBe(502)
+    const page = await html.text()
+    expect(page).toContain('bad_gateway')
+    expect(page).not.toContain('ECONNREFUSED')
+  })
+})

@@ -1,0 +1,70 @@
+// The outage log's hysteresis, with time injected (fake timers): failures mixed with answers (a
+// flapping connection, a partial cluster outage) log nothing; failures that persist log one
+// "unreachable" line, and only steady answers log the one "reachable again" line.
+import type { FastifyBaseLogger } from 'fastify'
+import pino from 'pino'
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
+import { OutageLog } from '../../src/store/outage-log.js'
+import { logCollector } from '../helpers/gateway.js'
+
+let lines: string[]
+let outage: OutageLog
+
+beforeEach(() => {
+  vi.useFakeTimers()
+  const collector = logCollector()
+  lines = collector.lines
+  const log = pino({ level: 'debug' }, collector.stream) as unknown as FastifyBaseLogger
+  outage = new OutageLog(log, { node: '127.0.0.1:7001' }, { downAfterMs: 1000, upAfterMs: 1000 }, () => Date.now())
+})
+afterEach(() => {
+  outage.close()
+  vi.useRealTimers()
+})
+
+const messages = () => lines.map((line) => (JSON.parse(line) as { msg: string }).msg)
+
+/** Calls `event` every 50 ms for `ms`. */
+function every50 (ms: number, event: (i: number) => void): void {
+  for (let i = 0; i < ms / 50; i++) {
+    event(i)
+    vi.advanceTimersByTime(50)
+  }
+}
+
+describe('OutageLog', () => {
+  it('logs nothing for failures mixed with answers, however long they go on', () => {
+    every50(60_000, (i) => i % 3 === 0 ? outage.succeeded() : outage.failed('Connection is closed.'))
+    expect(messages()).toEqual([])
+    expect(outage.isDown).toBe(false)
+  })
+
+  it('logs a blip shorter than downAfterMs as nothing', () => {
+    every50(900, () => outage.failed('Command timed out'))
+    outage.succeeded()
+    vi.advanceTimersByTime(5000)
+    expect(messages()).toEqual([])
+  })
+
+  it('logs one line when failures persist and one when answers have been steady, not on a single answer', () => {
+    every50(5000, () => outage.failed('connect ECONNREFUSED'))
+    expect(messages()).toHaveLength(1)
+    expect(messages()[0]).toMatch(/^session store node unreachable/)
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, node: '127.0.0.1:7001', reason: 'connect ECONNREFUSED' })
+
+    // Coming back unsteadily (an answer, then failures again) is still the same outage.
+    every50(5000, (i) => i % 4 === 0 ? outage.succeeded() : outage.failed('connect ECONNREFUSED'))
+    expect(messages()).toHaveLength(1)
+
+    every50(2000, () => outage.succeeded())
+    expect(messages()).toEqual([expect.stringMatching(/^session store node unreachable/), 'session store node reachable again'])
+    expect(JSON.parse(lines[1]!)).toMatchObject({ level: 30, node: '127.0.0.1:7001', failedWhileDown: expect.any(Number) })
+    expect(outage.isDown).toBe(false)
+  })
+
+  it('logs nothing after close', () => {
+    outage.close()
+    every50(5000, () => outage.failed('Connection is closed.'))
+    expect(messages()).toEqual([])
+  })
+})
