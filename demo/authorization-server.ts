@@ -176,7 +176,8 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   const callback = provider.callback()
   server.on('request', (req, res) => {
     if (!req.url?.startsWith('/interaction/')) {
-      callback(req, res)
+      // oidc-provider answers every request itself, errors included; its promise carries nothing.
+      void callback(req, res)
       return
     }
     interaction(provider, req, res).catch((error: unknown) => {

@@ -3,7 +3,7 @@
 // instance counts together), else in this process. Over the budget: 429 `rate_limited` with
 // Retry-After (RFC 6585 §4). A store outage lets requests through rather than failing them.
 import rateLimit from '@fastify/rate-limit'
-import type { FastifyInstance, onRequestHookHandler } from 'fastify'
+import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import type { RateBudget } from '../config/config.js'
 import { GatewayError } from './errors.js'
 import { RedisStore } from '../store/redis.js'
@@ -15,7 +15,7 @@ import type { SessionStore } from '../store/store.js'
  * address counts); IPv6 addresses count per /64, the library's default, as one host holds a /64.
  * @see https://www.rfc-editor.org/rfc/rfc6585#section-4
  */
-export async function signinRateLimit (app: FastifyInstance, budget: RateBudget | undefined, store: SessionStore): Promise<onRequestHookHandler | undefined> {
+export async function signinRateLimit (app: FastifyInstance, budget: RateBudget | undefined, store: SessionStore): Promise<onRequestAsyncHookHandler | undefined> {
   if (!budget) return undefined
   await app.register(rateLimit, {
     global: false,

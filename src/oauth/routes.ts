@@ -2,7 +2,7 @@
 // and /oauth/userinfo/, plus the one rule for where a browser may be sent afterwards (`safeNext`):
 // a plain same-origin path, or an absolute URL on a host in forwardAuth.allowedRedirectHosts.
 import cookie from '@fastify/cookie'
-import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import type { GatewayConfig } from '../config/config.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { homePage, signOutConfirmPage, signedOutPage } from '../http/pages.js'
@@ -94,7 +94,7 @@ export interface OAuthDeps {
   flows: Flows
   metrics: Metrics
   /** Charges the sign-in endpoints' budget per client address (absent: no limit). */
-  signinLimit?: onRequestHookHandler
+  signinLimit?: onRequestAsyncHookHandler
 }
 
 /** redirect_uri is exactly {base_url}/oauth/authorized/<remote_app_name>/. */

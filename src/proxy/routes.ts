@@ -275,7 +275,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
             return rewriteHeaders(route, request, headers)
           },
           rewriteHeaders: (headers) => clientBoundHeaders(headers, plantable),
-          onError: (reply, { error }) => reply.send(upstreamError(target, error, reply.request.url)),
+          onError: (reply, { error }) => { reply.send(upstreamError(target, error, reply.request.url)) },
           // reply-from's types describe the node:http response; over undici it is UpstreamResponse.
           onResponse: (request, reply, response) => sendUpstreamResponse(target, request, reply, response as unknown as UpstreamResponse),
         },
