@@ -102,7 +102,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   })
   app.addHook('onClose', async () => store.close())
 
-  registerErrorHandler(app)
+  registerErrorHandler(app, config.server.baseUrl)
   registerEdge(app)
   // With metrics.listen, /metrics is served apart (and answers 404 on the public port).
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)

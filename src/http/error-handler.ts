@@ -3,7 +3,7 @@
 // to the log only.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError, isGatewayError } from './errors.js'
-import { errorPage, signInRemedy } from './pages.js'
+import { HOME, errorPage, signInRemedy } from './pages.js'
 
 /** A browser navigation asks for HTML; API clients, `*\/*` and no Accept get JSON. */
 export function wantsHtml (request: FastifyRequest): boolean {
@@ -28,7 +28,28 @@ function describeCause (cause: unknown): Record<string, unknown> | undefined {
   return { type: cause.name, message: cause.message, errno: code, cause: describeCause(cause.cause) }
 }
 
-function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error): FastifyReply {
+/**
+ * Where a person came from, when going back there is safe: a same-origin Referer (the gateway's own
+ * origin), a plain path, not the page that failed, and none of the sign-in and sign-out endpoints
+ * (their addresses carry one-time codes or end a session). Otherwise undefined: the page then offers
+ * the home page.
+ */
+export function cameFrom (referer: string | undefined, ownOrigin: string, failedUrl: string): string | undefined {
+  if (referer === undefined || referer.length > 2048) return undefined
+  let url: URL
+  try {
+    url = new URL(referer)
+  } catch {
+    return undefined
+  }
+  const back = url.pathname + url.search
+  if (url.origin !== ownOrigin || url.username !== '' || url.password !== '') return undefined
+  if (!/^\/[\x21-\x7e]*$/.test(back) || back.startsWith('//') || back.includes('\\')) return undefined
+  if (back === failedUrl || (back.startsWith('/oauth/') && url.pathname !== HOME)) return undefined
+  return back
+}
+
+function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error, ownOrigin: string): FastifyReply {
   const error = toGatewayError(thrown)
   const { log } = error.details
   const fields = { error: error.code, message: error.message, cause: describeCause(error.cause) }
@@ -42,7 +63,9 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
 
   reply.code(error.statusCode).header('cache-control', 'no-store')
   for (const [name, value] of Object.entries(error.details.headers ?? {})) reply.header(name, value)
-  if (wantsHtml(request)) return reply.type('text/html; charset=utf-8').send(errorPage(error))
+  if (wantsHtml(request)) {
+    return reply.type('text/html; charset=utf-8').send(errorPage(error, cameFrom(request.headers.referer, ownOrigin, request.url) ?? HOME))
+  }
   return reply.type('application/json; charset=utf-8').send({
     error: error.code,
     message: error.message,
@@ -50,8 +73,10 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   })
 }
 
-export function registerErrorHandler (app: FastifyInstance): void {
-  app.setErrorHandler((error: FastifyError, request, reply) => sendError(request, reply, error))
+/** `baseUrl`: the gateway's public address; only its origin's pages count as somewhere to go back to. */
+export function registerErrorHandler (app: FastifyInstance, baseUrl: string): void {
+  const ownOrigin = new URL(baseUrl).origin
+  app.setErrorHandler((error: FastifyError, request, reply) => sendError(request, reply, error, ownOrigin))
   app.setNotFoundHandler(async () => {
     throw new GatewayError('not_found', 'Nothing is served at this address.')
   })

@@ -3,6 +3,9 @@
 import { ERRORS, type GatewayError } from './errors.js'
 import type { Identity } from '../access/identity.js'
 
+/** The gateway's home page: where "start over" leads when there is nowhere safer to go back to. */
+export const HOME = '/oauth/'
+
 function escapeHtml (text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }
@@ -28,12 +31,13 @@ export function signInRemedy (error: GatewayError): string | undefined {
   return error.code === 'session_store_unavailable' ? undefined : error.details.loginUrl
 }
 
-export function errorPage (error: GatewayError): string {
+/** `startOver`: where the page sends a person when neither signing in nor trying again helps. */
+export function errorPage (error: GatewayError, startOver: string): string {
   const entry = ERRORS[error.code]
   const { loginUrl, retryUrl } = error.details
   const signIn = signInRemedy(error)
   // A failed sign-in callback has no address of its own to retry: starting the sign-in over is the retry.
-  const [href, label] = signIn ? [signIn, 'Sign in again'] : retryUrl ? [retryUrl, 'Try again'] : loginUrl ? [loginUrl, 'Try again'] : ['/', 'Start over']
+  const [href, label] = signIn ? [signIn, 'Sign in again'] : retryUrl ? [retryUrl, 'Try again'] : loginUrl ? [loginUrl, 'Try again'] : [startOver, startOver === HOME ? 'Start over' : 'Go back']
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
 <p>${escapeHtml(entry.explanation)}</p>
 <p>${escapeHtml(error.message)}</p>
@@ -73,5 +77,5 @@ export function signOutConfirmPage (next: string | undefined): string {
   return renderPage('Sign out?', `<h1>Sign out?</h1>
 <p>Another site sent you here to end your session at this gateway. Sign out only if you meant to.</p>
 <form method="post" action="/oauth/logout/">${hidden}<button type="submit" class="button">Sign out</button></form>
-<p><a href="/">Stay signed in</a></p>`)
+<p><a href="${HOME}">Stay signed in</a></p>`)
 }

@@ -43,7 +43,7 @@ describe('error rendering', () => {
     expect(response.statusCode).toBe(404)
     expect(response.headers['content-type']).toMatch(/^text\/html/)
     expect(response.body).toContain('<code>unknown_provider</code>')
-    expect(response.body).toContain('href="/"')
+    expect(response.body).toContain('href="/oauth/"')
     expect(response.body).not.toContain('<script>')
   })
 
