@@ -1,6 +1,7 @@
 // `npm run demo`: the whole picture on loopback. Starts the demo authorization server, the sample
 // app, and the gateway (the real CLI, as a child process, on the shipped gateway.yaml), prints the
-// one URL to open, and stops everything on Ctrl-C. With REDIS_URL the gateway keeps sessions in
+// one URL to open, and stops everything on Ctrl-C. The gateway's log shows one line per request
+// (readable on a terminal, JSON when piped: demo/log-view.ts). With REDIS_URL the gateway keeps sessions in
 // Redis, otherwise in memory. Ports: DEMO_GATEWAY_PORT (8080), DEMO_ISSUER_PORT (9000),
 // DEMO_APP_PORT (9100); 0 takes one from the OS.
 //
@@ -12,6 +13,7 @@ import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { startAuthorizationServer, type AuthorizationServer } from './authorization-server.js'
+import { showGatewayLogs } from './log-view.js'
 import { startSampleApp, type SampleApp } from './sample-app.js'
 
 const env = process.env
@@ -45,7 +47,9 @@ async function startServices (gatewayUrl: string, clientSecret: string): Promise
   const as = await startAuthorizationServer({
     port: port('DEMO_ISSUER_PORT', 9000),
     host,
-    publicHost: 'localhost',
+    // Not the gateway's host name (localhost): browsers share cookies across the ports of one host,
+    // and the sample app would show the authorization server's own cookies.
+    publicHost: '127.0.0.1',
     issuer: env.DEMO_PUBLIC_ISSUER,
     clients: [{ client_id: 'demo-client', client_secret: clientSecret, redirect_uris: [`${gatewayUrl}/oauth/authorized/demo/`] }],
   })
@@ -76,10 +80,10 @@ async function withGateway (): Promise<void> {
   const { as, app } = await startServices(baseUrl, clientSecret)
 
   const gateway = spawn(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url)), '--config', fileURLToPath(new URL('../../gateway.yaml', import.meta.url))], {
-    stdio: ['ignore', 'inherit', 'inherit'],
+    stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...env,
-      LOG_LEVEL: env.LOG_LEVEL ?? 'warn',
+      LOG_LEVEL: env.LOG_LEVEL ?? 'info',
       GATEWAY_HOST: '127.0.0.1',
       GATEWAY_PORT: String(gatewayPort),
       GATEWAY_BASE_URL: baseUrl,
@@ -91,6 +95,8 @@ async function withGateway (): Promise<void> {
       APP_UPSTREAM: app.url,
     },
   })
+
+  showGatewayLogs(gateway.stdout, process.stdout)
 
   let stopping = false
   const stop = async (code: number) => {

@@ -76,6 +76,8 @@ describe('the demo in a real browser', () => {
     const body = await page.textContent('body')
     expect(body).toContain('alice@example.test')
     expect(body).toMatch(/Bearer \[masked: \d+ characters\]/)
+    // The authorization server's own cookies (oidc-provider's _session, _interaction) stay on its host.
+    expect(body).not.toMatch(/_session|_interaction/)
     await page.screenshot({ path: `${ARTIFACTS}/signed-in.png`, fullPage: true })
 
     await page.click('a:has-text("Sign out")')

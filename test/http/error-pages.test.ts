@@ -83,7 +83,7 @@ describe('error pages in a real browser', () => {
     const response = await page.goto(`${gateway.url}${path}`, referer ? { referer: `${gateway.url}${referer}` } : {})
     expect(response!.status()).toBeGreaterThanOrEqual(400)
     expect(await page.textContent('body')).toContain(code)
-    return await page.locator('a').evaluateAll((links) => links.map((link) => (link as HTMLAnchorElement).href))
+    return await page.locator('a').evaluateAll((links) => links.map((link) => (link as unknown as { href: string }).href))
   }
 
   /** Clicks the link with that address and returns where the browser ended and with what status. */
@@ -135,7 +135,7 @@ describe('error pages in a real browser', () => {
     await page.setContent(`<a id="out" href="${gateway.url}/oauth/logout/?next=/app/">sign out</a>`)
     await Promise.all([page.waitForNavigation(), page.click('#out')])
     expect(await page.textContent('h1')).toBe('Sign out?')
-    const links = await page.locator('a').evaluateAll((all) => all.map((link) => (link as HTMLAnchorElement).href))
+    const links = await page.locator('a').evaluateAll((all) => all.map((link) => (link as unknown as { href: string }).href))
     expect(links).toEqual([`${gateway.url}/oauth/`])
     const stay = await follow(page, links[0]!)
     expect(stay.status).toBe(200)
