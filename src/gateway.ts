@@ -26,6 +26,7 @@ import { RequestEnd } from './http/request-end.js'
 import { Sealer, deriveKey, randomToken } from './session/seal.js'
 import { Sessions } from './session/session.js'
 import { MemoryStore } from './store/memory.js'
+import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
 import type { SessionStore } from './store/store.js'
 
@@ -35,6 +36,8 @@ export interface GatewayDeps {
   logLevel?: string
   /** The identity assertions' clock, ms since the epoch (default Date.now): tests move it. */
   clock?: () => number
+  /** How long a Redis store's outage (and recovery) must persist before it is logged (default 1 s each). */
+  storeHysteresis?: Hysteresis
 }
 
 declare module 'fastify' {
@@ -44,12 +47,12 @@ declare module 'fastify' {
   }
 }
 
-function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics): SessionStore {
+function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, hysteresis?: Hysteresis): SessionStore {
   if (config.type === 'memory') {
     app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
     return new MemoryStore()
   }
-  return new RedisStore(config, app.log, () => metrics.storeErrors.inc())
+  return new RedisStore(config, app.log, { onCommandError: () => metrics.storeErrors.inc(), hysteresis })
 }
 
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
@@ -79,7 +82,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   }
 
   const metrics = new Metrics()
-  const store = createStore(config.store, app, metrics)
+  const store = createStore(config.store, app, metrics, deps.storeHysteresis)
   const sealer = new Sealer(secret)
   const sessions = new Sessions(store, sealer, config.session)
   const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs)
@@ -95,7 +98,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     providers.warmUp()
     await sessions.listen()
     await assertions?.listen()
-    if (store instanceof RedisStore && !(await store.waitUntilReady(2000))) {
+    if (!(await store.ready(2000))) {
       app.log.warn('session store not reachable at start; /readyz answers 503 until it is')
     }
     assertions?.keys.warmUp()

@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK, type JSONWebKeySet } from 'jose'
 import { GatewayError } from '../http/errors.js'
 import { randomToken, type Sealer } from '../session/seal.js'
-import type { SessionStore } from '../store/store.js'
+import type { Broadcast, KeyValue } from '../store/store.js'
 
 /** A key as stored: the private JWK (its public part is derived from it). Times are the gateway clock's, ms. */
 interface StoredKey {
@@ -57,7 +57,7 @@ export class KeyRing {
   private checkAt = 0
   private readonly changeListeners: Array<() => void> = []
 
-  constructor (private readonly store: SessionStore, private readonly sealer: Sealer, private readonly options: KeyRingOptions) {}
+  constructor (private readonly store: KeyValue & Broadcast, private readonly sealer: Sealer, private readonly options: KeyRingOptions) {}
 
   /** Follows rotations made by other instances (call once, before serving). */
   async listen (): Promise<void> {

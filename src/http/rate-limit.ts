@@ -6,8 +6,7 @@ import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import type { RateBudget } from '../config/config.js'
 import { GatewayError } from './errors.js'
-import { RedisStore } from '../store/redis.js'
-import type { SessionStore } from '../store/store.js'
+import type { SharedConnection } from '../store/store.js'
 
 /**
  * Registers the limiter and returns the `onRequest` hook that charges the sign-in budget, or
@@ -15,7 +14,7 @@ import type { SessionStore } from '../store/store.js'
  * address counts); IPv6 addresses count per /64, the library's default, as one host holds a /64.
  * @see https://www.rfc-editor.org/rfc/rfc6585#section-4
  */
-export async function signinRateLimit (app: FastifyInstance, budget: RateBudget | undefined, store: SessionStore): Promise<onRequestAsyncHookHandler | undefined> {
+export async function signinRateLimit (app: FastifyInstance, budget: RateBudget | undefined, store: SharedConnection): Promise<onRequestAsyncHookHandler | undefined> {
   if (!budget) return undefined
   await app.register(rateLimit, {
     global: false,
@@ -23,7 +22,7 @@ export async function signinRateLimit (app: FastifyInstance, budget: RateBudget 
     timeWindow: budget.windowMs,
     // The counter is not worth a failed sign-in: when Redis is down the request goes on.
     skipOnError: true,
-    redis: store instanceof RedisStore ? store.client : undefined,
+    redis: store.redis,
     nameSpace: 'rate-limit:signin:',
     errorResponseBuilder: (_request, context) => {
       const seconds = Math.max(1, Math.ceil(context.ttl / 1000))

@@ -1,14 +1,14 @@
 // Keeps access tokens usable: an expired one (30 s early) is refreshed with its refresh token
 // before the request is proxied. One refresh per session and provider at a time: in-process
-// callers share one promise; across instances a short store lock (claim) lets one refresh while the
-// others wait for its result in the session record, and share its failure too (no second attempt).
+// callers share one promise; across instances a store lock (owner token, released only by its owner)
+// lets one refresh while the others wait for its result in the session record, and share its failure
+// too (no second attempt).
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../http/errors.js'
 import type { Metrics } from '../ops/metrics.js'
-import { randomToken } from '../session/seal.js'
 import type { Session, Sessions, TokenSet } from '../session/session.js'
-import { storeKeys, type SessionStore } from '../store/store.js'
+import { storeKeys, type Lock } from '../store/store.js'
 import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
@@ -26,7 +26,7 @@ export class TokenRefresher {
   private readonly inFlight = new Map<string, Promise<TokenSet | undefined>>()
 
   constructor (
-    private readonly store: SessionStore,
+    private readonly store: Lock,
     private readonly sessions: Sessions,
     private readonly providers: Providers,
     private readonly metrics: Metrics,
@@ -61,11 +61,13 @@ export class TokenRefresher {
     const deadline = Date.now() + holdMs
     let waited = false
     for (;;) {
-      if (await this.store.claim(lock, randomToken(), holdMs)) {
+      const held = await this.store.acquire(lock, holdMs)
+      if (held) {
         try {
           return await this.refreshHoldingLock(session, provider, stale, waited)
         } finally {
-          await this.store.delete(lock).catch(() => {})
+          // Released only if still ours: had the refresh outlasted holdMs, the lock may be another's by now.
+          await this.store.release(held).catch(() => {})
         }
       }
       // Another instance is refreshing: its result lands in the session record.

@@ -9,7 +9,7 @@ import { SignJWT, errors as joseErrors, jwtVerify } from 'jose'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../http/errors.js'
 import { randomToken } from '../session/seal.js'
-import { storeKeys, type SessionStore } from '../store/store.js'
+import { storeKeys, type KeyValue } from '../store/store.js'
 
 /** Sign-ins a browser may have in flight; a callback for an older one is `invalid_state`. */
 export const MAX_FLOWS_IN_FLIGHT = 8
@@ -60,7 +60,7 @@ export function formatFlowCookie (cookie: FlowCookie): string {
 
 export class Flows {
   constructor (
-    private readonly store: SessionStore,
+    private readonly store: KeyValue,
     private readonly stateKey: Uint8Array,
     private readonly flowKey: Uint8Array,
     readonly ttlMs: number

@@ -5,13 +5,13 @@ import type { FastifyInstance } from 'fastify'
 import type { StoreConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
 import type { Metrics } from './metrics.js'
-import type { SessionStore, StoreHealth } from '../store/store.js'
+import type { Readiness, StoreHealth } from '../store/store.js'
 
 /** A probe never waits longer than this for the store. */
 const READY_TIMEOUT_MS = 1000
 
 /** The store's health, or `down` when it does not say within the probe's time. */
-async function storeHealth (store: SessionStore): Promise<StoreHealth> {
+async function storeHealth (store: Readiness): Promise<StoreHealth> {
   let timer: NodeJS.Timeout | undefined
   const timeout = new Promise<StoreHealth>((resolve) => {
     timer = setTimeout(() => resolve({ state: 'down', unreachable: [] }), READY_TIMEOUT_MS)
@@ -24,7 +24,7 @@ async function storeHealth (store: SessionStore): Promise<StoreHealth> {
 }
 
 export interface ProbeOptions {
-  store: SessionStore
+  store: Readiness
   metrics: Metrics
   servesMetrics: boolean
   /** `store.readiness`: whether a store that does not answer at all makes /readyz 503. */

@@ -6,7 +6,7 @@ import type { SessionConfig } from '../config/config.js'
 import type { Identity } from '../access/identity.js'
 import type { Sealer } from './seal.js'
 import { randomToken } from './seal.js'
-import { storeKeys, type SessionStore } from '../store/store.js'
+import { storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
 
 /** A token endpoint response as kept for one provider (RFC 6749 §5.1). */
 export interface TokenSet {
@@ -110,7 +110,7 @@ export class Sessions {
   private readonly reading = new Map<string, { generation: number, session: Promise<Session | null> }>()
 
   constructor (
-    private readonly store: SessionStore,
+    private readonly store: KeyValue & Broadcast,
     private readonly sealer: Sealer,
     private readonly config: SessionConfig
   ) {

@@ -1,22 +1,34 @@
-// In-process SessionStore: the zero-setup default for a single gateway instance. Same semantics
-// as the Redis store; entries expire lazily on read and by a periodic sweep.
-import type { SessionStore, StoreHealth } from './store.js'
+// The in-process store: the zero-setup default for a single gateway instance. Every role with the
+// Redis store's semantics; entries expire by the injected clock, lazily on read and by a periodic
+// sweep, so tests move the clock instead of sleeping.
+import { systemClock, type Clock } from '../ops/clock.js'
+import { lockOwner, type LockHandle, type SessionStore, type StoreHealth } from './store.js'
 
 interface Entry { value: string, expiresAt: number }
 
+export interface MemoryStoreOptions {
+  /** What "now" is for expiry (default the wall clock). */
+  clock?: Clock
+  /** How often expired entries are dropped even if nobody reads them. */
+  sweepEveryMs?: number
+}
+
 export class MemoryStore implements SessionStore {
+  readonly redis = undefined
   private readonly entries = new Map<string, Entry>()
   private readonly listeners = new Map<string, Array<(message: string) => void>>()
   private readonly sweeper: NodeJS.Timeout
+  private readonly clock: Clock
 
-  constructor (sweepEveryMs = 60_000) {
+  constructor ({ clock = systemClock, sweepEveryMs = 60_000 }: MemoryStoreOptions = {}) {
+    this.clock = clock
     this.sweeper = setInterval(() => this.sweep(), sweepEveryMs)
     this.sweeper.unref()
   }
 
   private live (key: string): Entry | undefined {
     const entry = this.entries.get(key)
-    if (entry && entry.expiresAt <= Date.now()) {
+    if (entry && entry.expiresAt <= this.clock.now()) {
       this.entries.delete(key)
       return undefined
     }
@@ -24,7 +36,7 @@ export class MemoryStore implements SessionStore {
   }
 
   private sweep (): void {
-    const now = Date.now()
+    const now = this.clock.now()
     for (const [key, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(key)
   }
 
@@ -35,12 +47,12 @@ export class MemoryStore implements SessionStore {
   async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
     const entry = this.live(key)
     if (!entry) return null
-    entry.expiresAt = Date.now() + ttlMs
+    entry.expiresAt = this.clock.now() + ttlMs
     return entry.value
   }
 
   async set (key: string, value: string, ttlMs: number): Promise<void> {
-    this.entries.set(key, { value, expiresAt: Date.now() + ttlMs })
+    this.entries.set(key, { value, expiresAt: this.clock.now() + ttlMs })
   }
 
   async take (key: string): Promise<string | null> {
@@ -55,7 +67,18 @@ export class MemoryStore implements SessionStore {
 
   async claim (key: string, value: string, ttlMs: number): Promise<boolean> {
     if (this.live(key)) return false
-    this.entries.set(key, { value, expiresAt: Date.now() + ttlMs })
+    this.entries.set(key, { value, expiresAt: this.clock.now() + ttlMs })
+    return true
+  }
+
+  async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
+    const owner = lockOwner()
+    return await this.claim(key, owner, ttlMs) ? { key, owner } : null
+  }
+
+  async release ({ key, owner }: LockHandle): Promise<boolean> {
+    if (this.live(key)?.value !== owner) return false
+    this.entries.delete(key)
     return true
   }
 
@@ -65,6 +88,10 @@ export class MemoryStore implements SessionStore {
 
   async subscribe (channel: string, onMessage: (message: string) => void): Promise<void> {
     this.listeners.set(channel, [...(this.listeners.get(channel) ?? []), onMessage])
+  }
+
+  async ready (): Promise<boolean> {
+    return true
   }
 
   async ping (): Promise<void> {}

@@ -2,6 +2,7 @@
 // unreachable and one when it is back, with hysteresis so that a flapping connection or a mix of
 // failing and succeeding commands does not log a pair per flap.
 import type { FastifyBaseLogger } from 'fastify'
+import { systemClock, type Clock } from '../ops/clock.js'
 
 /** How long failures must persist before "unreachable", and answers before "reachable again". */
 export interface Hysteresis {
@@ -33,7 +34,8 @@ export class OutageLog {
     /** What the lines name: `store` for the whole store, `node` for one cluster node (host:port). */
     private readonly subject: { store: string } | { node: string },
     private readonly hysteresis: Hysteresis = DEFAULT_HYSTERESIS,
-    private readonly now: () => number = Date.now
+    /** How long an outage lasted; the hysteresis runs on setTimeout (vitest's fake timers move both). */
+    private readonly clock: Clock = systemClock
   ) {}
 
   /** True once the outage has been logged, until the recovery has. */
@@ -70,7 +72,7 @@ export class OutageLog {
   }
 
   private start (afterMs: number, then: () => void): void {
-    this.runStart = this.now()
+    this.runStart = this.clock.now()
     this.timer = setTimeout(then, afterMs)
     this.timer.unref()
   }
@@ -83,7 +85,7 @@ export class OutageLog {
 
   private markDown (): void {
     this.down = true
-    this.downSince = this.runStart ?? this.now()
+    this.downSince = this.runStart ?? this.clock.now()
     this.failuresDuringOutage = 0
     this.cancel()
     const target = 'node' in this.subject ? 'session store node' : 'session store'
@@ -95,6 +97,6 @@ export class OutageLog {
     this.down = false
     this.cancel()
     const target = 'node' in this.subject ? 'session store node' : 'session store'
-    this.log.info({ ...this.subject, downForMs: this.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${target} reachable again`)
+    this.log.info({ ...this.subject, downForMs: this.clock.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${target} reachable again`)
   }
 }

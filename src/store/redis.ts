@@ -1,12 +1,27 @@
-// ioredis implementation of SessionStore: one Redis command per method. Redis errors become
-// `session_store_unavailable` here, once; an outage is logged once when it starts and once when it
-// ends (per node on a Redis Cluster), never once per retry or per failed request (outage-log.ts).
-import { Redis, Cluster, type RedisOptions } from 'ioredis'
+// ioredis implementation of every store role: one Redis command per method, and one Lua script
+// (compare-and-delete) for releasing a lock. Redis errors become `session_store_unavailable` here,
+// once; an outage is logged once when it starts and once when it ends (per node on a Redis Cluster),
+// never once per retry or per failed request (outage-log.ts).
+import { Redis, Cluster, type RedisOptions, type Result } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { StoreConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
+import { systemClock, type Clock } from '../ops/clock.js'
 import { DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
-import type { SessionStore, StoreHealth } from './store.js'
+import { lockOwner, type LockHandle, type SessionStore, type StoreHealth } from './store.js'
+
+/**
+ * Deletes KEYS[1] only while it holds ARGV[1] (the owner's token): 1 when deleted, else 0. One key,
+ * so it runs on the node owning that key's slot in a Redis Cluster too.
+ */
+const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** RELEASE_LOCK, defined on each connection with defineCommand (EVALSHA, EVAL on NOSCRIPT). */
+    releaseLock (key: string, owner: string): Result<number, Context>
+  }
+}
 
 /** Short timeouts and no offline queue: during an outage a request fails fast instead of queueing. */
 const CLIENT_OPTIONS = {
@@ -65,6 +80,15 @@ function nodeKey (node: Redis): string {
   return `${node.options.host ?? ''}:${node.options.port ?? ''}`
 }
 
+export interface RedisStoreOptions {
+  /** Told of every failed command (for the store-errors metric). */
+  onCommandError?: () => void
+  /** How long failures (and then answers) must persist before the outage lines are logged. */
+  hysteresis?: Hysteresis
+  /** The outage lines' clock (how long an outage lasted). Expiry itself is Redis's own. */
+  clock?: Clock
+}
+
 export class RedisStore implements SessionStore {
   /** The connection, for a library that keeps its own keys beside the sessions (the sign-in rate limiter). */
   readonly client: Redis | Cluster
@@ -78,17 +102,19 @@ export class RedisStore implements SessionStore {
   /** Each node of a Redis Cluster, as its own connection sees it. */
   private readonly nodes = new Map<string, OutageLog>()
 
-  /** `onCommandError` is told of every failed command (for the store-errors metric). */
-  constructor (
-    config: StoreConfig,
-    private readonly log: FastifyBaseLogger,
-    private readonly onCommandError: () => void = () => {},
-    private readonly hysteresis: Hysteresis = DEFAULT_HYSTERESIS
-  ) {
+  private readonly onCommandError: () => void
+  private readonly hysteresis: Hysteresis
+  private readonly clock: Clock
+
+  constructor (config: StoreConfig, private readonly log: FastifyBaseLogger, options: RedisStoreOptions = {}) {
+    this.onCommandError = options.onCommandError ?? (() => {})
+    this.hysteresis = options.hysteresis ?? DEFAULT_HYSTERESIS
+    this.clock = options.clock ?? systemClock
     this.client = createClient(config)
+    this.client.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
     this.channelPrefix = config.keyPrefix
     this.name = storeName(config)
-    this.outage = new OutageLog(log, { store: this.name }, hysteresis)
+    this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
     // ioredis needs an error listener, or it reports each failed reconnection on stderr.
     this.client.on('error', (error: Error) => this.outage.failed(reasonOf(error)))
     this.client.on('ready', () => this.outage.succeeded())
@@ -120,12 +146,12 @@ export class RedisStore implements SessionStore {
 
   private node (key: string): OutageLog {
     let outage = this.nodes.get(key)
-    if (!outage) this.nodes.set(key, outage = new OutageLog(this.log, { node: key }, this.hysteresis))
+    if (!outage) this.nodes.set(key, outage = new OutageLog(this.log, { node: key }, this.hysteresis, this.clock))
     return outage
   }
 
   /** Waits (bounded) for the first connection, so the first requests after start do not fail. */
-  async waitUntilReady (timeoutMs: number): Promise<boolean> {
+  async ready (timeoutMs: number): Promise<boolean> {
     if (this.client.status === 'ready') return true
     return await new Promise((resolve) => {
       const done = (ready: boolean) => {
@@ -161,6 +187,19 @@ export class RedisStore implements SessionStore {
   async delete (key: string) { await this.run(() => this.client.del(key)) }
   async claim (key: string, value: string, ttlMs: number) {
     return (await this.run(() => this.client.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
+  }
+
+  async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
+    const owner = lockOwner()
+    return await this.claim(key, owner, ttlMs) ? { key, owner } : null
+  }
+
+  async release ({ key, owner }: LockHandle): Promise<boolean> {
+    return (await this.run(() => this.client.releaseLock(key, owner))) === 1
+  }
+
+  get redis (): Redis | Cluster {
+    return this.client
   }
 
   async publish (channel: string, message: string): Promise<void> {

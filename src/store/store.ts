@@ -1,8 +1,12 @@
-// The session store contract every other module sees: a small key-value interface with one
-// meaning per method. Values are opaque strings (already encrypted by the caller).
+// The session store as its users see it: small roles, each with one meaning per method, so that a
+// caller depends only on what it uses (the refresher on KeyValue and Lock, the probes on Readiness,
+// sign-out on Broadcast). Values are opaque strings (already encrypted by the caller). The memory
+// and Redis stores implement every role; `SessionStore` is all of them together.
+import { randomBytes } from 'node:crypto'
+import type { Cluster, Redis } from 'ioredis'
 
-/** A key-value store with per-key expiry. Implementations: Redis (shared) and memory (one process). */
-export interface SessionStore {
+/** Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL, DEL, SET NX PX). */
+export interface KeyValue {
   /** The value, or null when absent or expired. */
   get (key: string): Promise<string | null>
   /** The value, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
@@ -12,17 +16,43 @@ export interface SessionStore {
   /** Reads and deletes atomically: only one caller ever gets the value (one-time login flows). */
   take (key: string): Promise<string | null>
   delete (key: string): Promise<void>
-  /** Sets only if absent, for `ttlMs`; true when this caller set it (a lock). */
+  /**
+   * Sets only if absent, for `ttlMs`; true when this caller set it. For a marker that only expires
+   * (a used state, the first signing-key set); a lock that is released again is a {@link Lock}.
+   */
   claim (key: string, value: string, ttlMs: number): Promise<boolean>
-  /** Tells every instance sharing the store (itself included); best effort. */
+}
+
+/** A held lock: its key and the random token of the owner that acquired it. */
+export interface LockHandle {
+  readonly key: string
+  readonly owner: string
+}
+
+/** A new lock owner token: 128 random bits, so no two acquisitions share one. */
+export function lockOwner (): string {
+  return randomBytes(16).toString('base64url')
+}
+
+/**
+ * A lock shared by every instance on the store, held until released or until its time runs out.
+ * Acquire is SET key owner NX PX ttl; release deletes the key only while it still holds this
+ * owner's token (one compare-and-delete script on Redis), so a holder that was too slow and lost
+ * the lock to its expiry cannot release the next holder's lock.
+ */
+export interface Lock {
+  /** Acquires `key` for `ttlMs` under a new owner token: the handle, or null when another owner holds it. */
+  acquire (key: string, ttlMs: number): Promise<LockHandle | null>
+  /** Releases the lock if `handle`'s owner still holds it; true when it did, false when it had expired (and maybe passed on). */
+  release (handle: LockHandle): Promise<boolean>
+}
+
+/** Invalidation broadcasts: messages to every instance sharing the store (itself included). */
+export interface Broadcast {
+  /** Tells every instance sharing the store; best effort. */
   publish (channel: string, message: string): Promise<void>
   /** Calls `onMessage` for each message published on `channel` by any instance. */
   subscribe (channel: string, onMessage: (message: string) => void): Promise<void>
-  /** Resolves when the store answers; rejects with `session_store_unavailable` otherwise. */
-  ping (): Promise<void>
-  /** How much of the store answers now, for /readyz (a cluster can be partly down). */
-  health (): Promise<StoreHealth>
-  close (): Promise<void>
 }
 
 /**
@@ -33,6 +63,27 @@ export interface StoreHealth {
   state: 'up' | 'degraded' | 'down'
   /** Nodes (host:port) known unreachable; for a single Redis, the store itself when down. */
   unreachable: string[]
+}
+
+/** Whether the store answers: at start, for /readyz, and for a quick check. */
+export interface Readiness {
+  /** Resolves true once the store is connected (at once for memory), false after `timeoutMs` without. */
+  ready (timeoutMs: number): Promise<boolean>
+  /** Resolves when the store answers; rejects with `session_store_unavailable` otherwise. */
+  ping (): Promise<void>
+  /** How much of the store answers now (a cluster can be partly down). */
+  health (): Promise<StoreHealth>
+}
+
+/** The Redis connection behind a store, for a library that keeps its own keys beside the sessions (the sign-in rate limiter). */
+export interface SharedConnection {
+  /** undefined for the memory store: such a library then keeps its keys in this process. */
+  readonly redis: Redis | Cluster | undefined
+}
+
+/** Every role together: what the composition root creates and closes. */
+export interface SessionStore extends KeyValue, Lock, Broadcast, Readiness, SharedConnection {
+  close (): Promise<void>
 }
 
 /** Key names, in one place. The caller-supplied id is always a hash, never a cookie value. */

@@ -2,6 +2,8 @@
 // session_store_unavailable within 1 s (never hang, never crash), /readyz says 503, /healthz and
 // public routes keep working; once Redis is back the gateway reconnects by itself and signed-in
 // requests succeed again within 5 s. The test owns its redis-server, so it can stop and restart it.
+// Time: the session cache is off (its own tests cover it) and the outage lines' hysteresis is 100 ms
+// (tested with fake timers in test/store/outage-log.test.ts), so nothing here waits a second for them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
@@ -21,11 +23,12 @@ describe('session store outage', () => {
     upstream = await startUpstream()
     stack = await startGatewayWithProvider({
       store: { type: 'redis', url: redis.url },
+      session: { cacheTtl: '0s' },
       routes: [
         { path: '/app/', upstream: upstream.url, provider: 'demo' },
         { path: '/public/', upstream: upstream.url, auth: 'none' },
       ],
-    })
+    }, { deps: { storeHysteresis: { downAfterMs: 100, upAfterMs: 100 } } })
     gateway = stack.gateway
   })
 
@@ -41,8 +44,6 @@ describe('session store outage', () => {
     expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200)
 
     await redis.stop()
-    // A session read in the last second may still be served from memory (session.cacheTtl).
-    await new Promise((resolve) => setTimeout(resolve, 1100))
     const attempts = [
       ...Array.from({ length: 10 }, () => ['/app/x', 'application/json']),
       ['/app/x', 'text/html'],
@@ -65,6 +66,7 @@ describe('session store outage', () => {
     expect(await ready.json()).toMatchObject({ error: 'session_store_unavailable' })
     expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
     expect((await fetch(`${gateway.url}/public/x`)).status).toBe(200)
+    await waitFor(async () => gateway.logs.some((line) => line.includes('session store unreachable')), 3000, 'the "unreachable" line')
     expect(gateway.logs.filter((line) => line.includes('session store unreachable'))).toHaveLength(1)
     expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/gateway_store_errors_total \d*[1-9]/)
 

@@ -4,7 +4,7 @@ import type { FastifyInstance } from 'fastify'
 import { Writable } from 'node:stream'
 import { stringify } from 'yaml'
 import { parseConfig, type GatewayConfig } from '../../src/config/config.js'
-import { buildGateway } from '../../src/gateway.js'
+import { buildGateway, type GatewayDeps } from '../../src/gateway.js'
 import { freePort } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
 
@@ -31,14 +31,20 @@ export function logCollector (): { stream: Writable, lines: string[] } {
   return { stream, lines }
 }
 
+/** What a test may set besides gateway.yaml: whether to listen, and buildGateway's injected parts (not the log stream). */
+export interface StartOptions {
+  listen?: boolean
+  deps?: Omit<GatewayDeps, 'logStream' | 'logLevel'>
+}
+
 /** `raw` is gateway.yaml as an object; server.port/baseUrl are filled in unless given. */
-export async function startGateway (raw: Record<string, unknown>, options: { listen?: boolean } = {}): Promise<TestGateway> {
+export async function startGateway (raw: Record<string, unknown>, options: StartOptions = {}): Promise<TestGateway> {
   const port = await freePort()
   const server = { host: '127.0.0.1', port, baseUrl: `http://127.0.0.1:${port}`, ...(raw.server as object | undefined) }
   const session = { secret: TEST_SECRET, ...(raw.session as object | undefined) }
   const config = parseConfig(stringify({ ...raw, server, session }), {}, 'test.yaml')
   const { stream, lines } = logCollector()
-  const app = await buildGateway(config, { logStream: stream, logLevel: 'debug' })
+  const app = await buildGateway(config, { ...options.deps, logStream: stream, logLevel: 'debug' })
   try {
     if (options.listen !== false) await app.listen({ host: '127.0.0.1', port: config.server.port })
     else await app.ready()
@@ -67,14 +73,14 @@ export function oidcClient (issuer: string, clientId: string, clientSecret: stri
  * The common test setup: a real authorization server with one client, and a gateway whose provider
  * `demo` signs in there. `store` and `routes` are gateway.yaml's; `close` stops both.
  */
-export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[], [key: string]: unknown }): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
+export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[], [key: string]: unknown }, options: StartOptions = {}): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
   // The port is reserved before the provider starts (its redirect URI names it), so another process
   // may take it in between: then both start again on a new one.
   for (let attempt = 1; ; attempt++) {
     const { port, baseUrl } = await reserveBaseUrl()
     const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
     try {
-      const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } })
+      const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } }, options)
       return { gateway, op, close: async () => { await gateway.close(); await op.close() } }
     } catch (error) {
       await op.close()

@@ -15,7 +15,7 @@ beforeEach(() => {
   const collector = logCollector()
   lines = collector.lines
   const log = pino({ level: 'debug' }, collector.stream) as unknown as FastifyBaseLogger
-  outage = new OutageLog(log, { node: '127.0.0.1:7001' }, { downAfterMs: 1000, upAfterMs: 1000 }, () => Date.now())
+  outage = new OutageLog(log, { node: '127.0.0.1:7001' }, { downAfterMs: 1000, upAfterMs: 1000 })
 })
 afterEach(() => {
   outage.close()

@@ -1,13 +1,19 @@
-// The SessionStore contract, run over every store: memory, Redis on the default path
-// (testcontainers when a Docker engine answers), and Redis on a spawned redis-server too whenever
-// the default path was the container one, so both keep working.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+// The store contract, run over every store: memory, Redis on the default path (testcontainers when
+// a Docker engine answers, else a spawned redis-server), a spawned redis-server too whenever the
+// default path was the container one, a three-node Redis Cluster and a Redis behind a Sentinel.
+// Time: the memory store's clock is moved; Redis's expiry is its own, so its tests read PTTL or use
+// expiries of a few tens of milliseconds (no test waits longer than 60 ms for one).
+import { Cluster, Redis } from 'ioredis'
 import pino from 'pino'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import type { StoreConfig } from '../../src/config/config.js'
 import { GatewayError } from '../../src/http/errors.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { RedisStore } from '../../src/store/redis.js'
 import type { SessionStore } from '../../src/store/store.js'
 import { containersAvailable, redisServerPath, startRedis, type RedisKind, type TestRedis } from '../helpers/redis.js'
+import { startRedisCluster } from '../helpers/redis-cluster.js'
+import { startSentinel } from '../helpers/redis-sentinel.js'
 
 const silent = pino({ level: 'silent' })
 
@@ -15,29 +21,87 @@ const defaultPath: RedisKind = (process.env.TEST_REDIS as RedisKind | undefined)
   (await containersAvailable() ? 'container' : redisServerPath() ? 'spawn' : 'url')
 const redisPaths: RedisKind[] = defaultPath === 'container' && redisServerPath() ? ['container', 'spawn'] : [defaultPath]
 
-const backends: Array<[string, () => Promise<{ store: SessionStore, redis?: TestRedis }>]> = [
-  ['memory', async () => ({ store: new MemoryStore() })],
-  ...redisPaths.map((kind): [string, () => Promise<{ store: SessionStore, redis?: TestRedis }>] => [
-    `redis (${kind})`,
-    async () => {
-      const redis = await startRedis(kind)
-      const store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', readiness: 'required' }, silent)
-      await store.waitUntilReady(5000)
-      return { store, redis }
+interface Backend {
+  store: SessionStore
+  /** Moves the store's clock on (memory only; Redis keeps its own time). */
+  advance?: (ms: number) => void
+  /** A client without the key prefix, for PTTL and raw reads (Redis only). */
+  raw?: Redis | Cluster
+  /** The single Redis itself, for the outage case. */
+  redis?: TestRedis
+  stop (): Promise<void>
+}
+
+function redisConfig (form: Partial<StoreConfig>): StoreConfig {
+  return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', readiness: 'required', ...form }
+}
+
+async function redisBackend (config: StoreConfig, raw: Redis | Cluster, stop: () => Promise<void>, redis?: TestRedis): Promise<Backend> {
+  const store = new RedisStore(config, silent)
+  expect(await store.ready(10_000)).toBe(true)
+  return {
+    store,
+    raw,
+    redis,
+    stop: async () => {
+      await store.close()
+      raw.disconnect()
+      // The outage case has stopped a single Redis already.
+      await stop().catch(() => {})
     },
-  ]),
+  }
+}
+
+const backends: Array<[string, () => Promise<Backend>]> = [
+  ['memory', async () => {
+    let now = 1_700_000_000_000
+    const store = new MemoryStore({ clock: { now: () => now } })
+    return { store, advance: (ms) => { now += ms }, stop: () => store.close() }
+  }],
+  ...redisPaths.map((kind): [string, () => Promise<Backend>] => [`redis (${kind})`, async () => {
+    const redis = await startRedis(kind)
+    return await redisBackend(redisConfig({ url: redis.url }), new Redis(redis.url), () => redis.stop(), redis)
+  }]),
+  ...(redisServerPath()
+    ? [
+        ['redis cluster', async () => {
+          const cluster = await startRedisCluster()
+          const raw = new Cluster(cluster.ports.map((port) => ({ host: '127.0.0.1', port })))
+          return await redisBackend(redisConfig({ cluster: cluster.urls }), raw, () => cluster.stop())
+        }] satisfies [string, () => Promise<Backend>],
+        ['redis sentinel', async () => {
+          const master = await startRedis('spawn')
+          const sentinel = await startSentinel(master.url)
+          const config = redisConfig({ sentinel: { name: 'mymaster', nodes: [sentinel.node] } })
+          return await redisBackend(config, new Redis(master.url), async () => { await sentinel.stop(); await master.stop() })
+        }] satisfies [string, () => Promise<Backend>],
+      ]
+    : []),
 ]
 
-describe.each(backends)('SessionStore contract: %s', (_name, open) => {
-  let store: SessionStore
-  let redis: TestRedis | undefined
-  const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-  beforeAll(async () => { ({ store, redis } = await open()) })
-  afterAll(async () => {
-    await store?.close()
-    await redis?.stop()
-  })
+describe.each(backends)('store contract: %s', (name, open) => {
+  let backend: Backend
+  let store: SessionStore
+
+  beforeAll(async () => {
+    backend = await open()
+    store = backend.store
+  }, 30_000)
+  afterAll(async () => { await backend?.stop() })
+
+  /** Lets `ms` pass for the store: the memory clock moves; Redis is given a short real wait. */
+  async function elapse (ms: number): Promise<void> {
+    if (backend.advance) return backend.advance(ms)
+    expect(ms).toBeLessThanOrEqual(200)
+    await sleep(ms)
+  }
+
+  /** The key's remaining time in Redis (PTTL, under the prefix): -2 when absent. */
+  async function pttl (key: string): Promise<number> {
+    return await backend.raw!.pttl(`gw:${key}`)
+  }
 
   it('gets what was set, and null for an absent key', async () => {
     await store.set('a', 'value-a', 10_000)
@@ -46,18 +110,27 @@ describe.each(backends)('SessionStore contract: %s', (_name, open) => {
   })
 
   it('expires a key after its ttl', async () => {
-    await store.set('short', 'v', 100)
-    await sleep(250)
+    await store.set('short', 'v', 30)
+    if (backend.raw) expect(await pttl('short')).toBeGreaterThan(0)
+    await elapse(60)
     expect(await store.get('short')).toBeNull()
   })
 
   it('getAndTouch renews the expiry (sliding idle timeout)', async () => {
-    // Without the touch at 600 ms the key would be gone at 1000 ms; with it, it lives to 1600 ms.
     await store.set('slide', 'v', 1000)
-    await sleep(600)
-    expect(await store.getAndTouch('slide', 1000)).toBe('v')
-    await sleep(600)
-    expect(await store.get('slide')).toBe('v')
+    if (backend.advance) {
+      // Without the touch at 600 ms the key would be gone at 1000 ms; with it, it lives to 1600 ms.
+      backend.advance(600)
+      expect(await store.getAndTouch('slide', 1000)).toBe('v')
+      backend.advance(600)
+      expect(await store.get('slide')).toBe('v')
+      backend.advance(400)
+      expect(await store.get('slide')).toBeNull()
+    } else {
+      expect(await pttl('slide')).toBeLessThanOrEqual(1000)
+      expect(await store.getAndTouch('slide', 60_000)).toBe('v')
+      expect(await pttl('slide')).toBeGreaterThan(1000)
+    }
     expect(await store.getAndTouch('absent', 1000)).toBeNull()
   })
 
@@ -75,31 +148,85 @@ describe.each(backends)('SessionStore contract: %s', (_name, open) => {
   })
 
   it('claim succeeds for one caller only, and again after expiry', async () => {
-    const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => store.claim('lock', `owner-${i}`, 150)))
+    const claims = await Promise.all(Array.from({ length: 10 }, (_, i) => store.claim('marker', `owner-${i}`, 30)))
     expect(claims.filter(Boolean)).toHaveLength(1)
-    await sleep(250)
-    expect(await store.claim('lock', 'later', 150)).toBe(true)
+    await elapse(60)
+    expect(await store.claim('marker', 'later', 10_000)).toBe(true)
   })
 
-  it('ping resolves while the store answers', async () => {
+  it('a lock is acquired by one of many concurrent callers, each with its own owner token', async () => {
+    const handles = await Promise.all(Array.from({ length: 10 }, () => store.acquire('lock:many', 10_000)))
+    const held = handles.filter((handle) => handle !== null)
+    expect(held).toHaveLength(1)
+    expect(held[0]).toMatchObject({ key: 'lock:many', owner: expect.stringMatching(/^[\w-]{20,}$/) })
+    if (backend.raw) {
+      expect(await backend.raw.get('gw:lock:many')).toBe(held[0]!.owner)
+      expect(await pttl('lock:many')).toBeGreaterThan(5000)
+    }
+    expect(await store.release(held[0]!)).toBe(true)
+    expect(await store.get('lock:many')).toBeNull()
+    expect(await store.release(held[0]!)).toBe(false)
+  })
+
+  it("a slow holder whose lock expired cannot release the next holder's lock", async () => {
+    const slow = await store.acquire('lock:slow', 30)
+    expect(slow).not.toBeNull()
+    expect(await store.acquire('lock:slow', 10_000)).toBeNull()
+    // The slow holder outlives its lock; a second holder takes it over.
+    await elapse(60)
+    const next = await store.acquire('lock:slow', 10_000)
+    expect(next).not.toBeNull()
+    // The slow holder finishes and releases: the second holder's lock must survive.
+    expect(await store.release(slow!)).toBe(false)
+    expect(await store.get('lock:slow')).toBe(next!.owner)
+    expect(await store.acquire('lock:slow', 10_000)).toBeNull()
+    // Its own owner can release it, and then it is free.
+    expect(await store.release(next!)).toBe(true)
+    expect(await store.acquire('lock:slow', 10_000)).not.toBeNull()
+  })
+
+  it('releasing with another key or a made-up owner token removes nothing', async () => {
+    const held = await store.acquire('lock:own', 10_000)
+    expect(await store.release({ key: 'lock:own', owner: 'someone-else' })).toBe(false)
+    expect(await store.release({ key: 'lock:other', owner: held!.owner })).toBe(false)
+    expect(await store.get('lock:own')).toBe(held!.owner)
+  })
+
+  it('publishes to every subscriber of a channel', async () => {
+    const received: string[] = []
+    await store.subscribe('contract', (message) => received.push(message))
+    // A Redis subscription is made in the background: publish until it arrives (bounded).
+    for (let i = 0; i < 100 && received.length === 0; i++) {
+      await store.publish('contract', 'hello')
+      if (received.length === 0) await sleep(20)
+    }
+    expect(received[0]).toBe('hello')
+  })
+
+  it('is ready, answers ping and reports itself up', async () => {
+    expect(await store.ready(1000)).toBe(true)
     await expect(store.ping()).resolves.toBeUndefined()
+    expect(await store.health()).toEqual({ state: 'up', unreachable: [] })
   })
 
-  if (_name.startsWith('redis')) {
-    it('keeps keys under the configured prefix, and fails with session_store_unavailable once Redis is gone', async () => {
-      const { Redis } = await import('ioredis')
-      const raw = new Redis(redis!.url)
-      await store.set('prefixed', 'v', 10_000)
-      expect(await raw.get('gw:prefixed')).toBe('v')
-      await raw.quit()
+  it('lends its Redis connection to a library that keeps keys beside the sessions, and only a Redis store does', () => {
+    if (name === 'memory') expect(store.redis).toBeUndefined()
+    else expect(store.redis).toBeDefined()
+  })
 
-      await redis!.stop()
+  if (name.startsWith('redis (')) {
+    it('keeps keys under the configured prefix, and fails with session_store_unavailable once Redis is gone', async () => {
+      await store.set('prefixed', 'v', 10_000)
+      expect(await backend.raw!.get('gw:prefixed')).toBe('v')
+
+      await backend.redis!.stop()
       const started = Date.now()
-      const error = await store.get('prefixed').catch((e: unknown) => e)
-      expect(error).toBeInstanceOf(GatewayError)
-      expect((error as GatewayError).code).toBe('session_store_unavailable')
+      for (const attempt of [store.get('prefixed'), store.acquire('lock:down', 1000), store.release({ key: 'lock:down', owner: 'x' })]) {
+        const error = await attempt.catch((e: unknown) => e)
+        expect(error).toBeInstanceOf(GatewayError)
+        expect((error as GatewayError).code).toBe('session_store_unavailable')
+      }
       expect(Date.now() - started).toBeLessThan(1000)
-      redis = undefined
     })
   }
 })

@@ -1,0 +1,10 @@
+// The one clock: what "now" is, injected wherever expiry or a time window is decided, so that tests
+// move time instead of sleeping on it.
+
+/** Milliseconds since the epoch, as `Date.now()` gives them. */
+export interface Clock {
+  now (): number
+}
+
+/** The wall clock (through `Date.now`, so vitest's fake timers move it too). */
+export const systemClock: Clock = { now: () => Date.now() }
