@@ -29,13 +29,14 @@ import { MemoryStore } from './store/memory.js'
 import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
 import type { SessionStore } from './store/store.js'
+import { systemClock, type Clock } from './ops/clock.js'
 
 export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
   logStream?: DestinationStream
   logLevel?: string
-  /** The identity assertions' clock, ms since the epoch (default Date.now): tests move it. */
-  clock?: () => number
+  /** What "now" is for token expiry, the session cache window and the identity assertions (default: the wall clock): tests move it. */
+  clock?: Clock
   /** How long a Redis store's outage (and recovery) must persist before it is logged (default 1 s each). */
   storeHysteresis?: Hysteresis
 }
@@ -84,13 +85,14 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const metrics = new Metrics()
   const store = createStore(config.store, app, metrics, deps.storeHysteresis)
   const sealer = new Sealer(secret)
-  const sessions = new Sessions(store, sealer, config.session)
+  const clock = deps.clock ?? systemClock
+  const sessions = new Sessions(store, sealer, config.session, clock)
   const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs)
   const providers = new Providers(config.providers, app.log)
-  const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log)
-  const clock = deps.clock ?? Date.now
+  const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
+  const now = () => clock.now()
   const assertions = config.assertion.enabled
-    ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock })
+    ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock: now, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock: now })
     : undefined
   app.decorate('assertions', assertions)
 

@@ -8,6 +8,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../http/errors.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { Session, Sessions, TokenSet } from '../session/session.js'
+import { systemClock, type Clock } from '../ops/clock.js'
 import { storeKeys, type Lock } from '../store/store.js'
 import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
@@ -16,8 +17,8 @@ import type { Providers, ResolvedProvider } from './providers.js'
 const EXPIRY_SKEW_S = 30
 const POLL_MS = 50
 
-function isFresh (token: TokenSet, nowS = Date.now() / 1000): boolean {
-  return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowS
+function isFresh (token: TokenSet, nowMs: number): boolean {
+  return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowMs / 1000
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
@@ -30,20 +31,22 @@ export class TokenRefresher {
     private readonly sessions: Sessions,
     private readonly providers: Providers,
     private readonly metrics: Metrics,
-    private readonly log: FastifyBaseLogger
+    private readonly log: FastifyBaseLogger,
+    /** What "now" is when deciding whether a token has expired; tests move it. */
+    private readonly clock: Clock = systemClock
   ) {}
 
   /** The token of `provider` in `session` if it is usable as it is (no refresh needed). */
   freshToken (session: Session, provider: string): TokenSet | undefined {
     const token = session.record.tokens[provider]
-    return token && isFresh(token) ? token : undefined
+    return token && isFresh(token, this.clock.now()) ? token : undefined
   }
 
   /** A usable token of `provider` in `session`, refreshed if needed; undefined: sign in again. */
   async usableToken (session: Session, provider: string): Promise<TokenSet | undefined> {
     const token = session.record.tokens[provider]
     if (!token) return undefined
-    if (isFresh(token)) return token
+    if (isFresh(token, this.clock.now())) return token
     if (!token.refresh_token) return undefined
     const key = `${session.id}:${provider}`
     let pending = this.inFlight.get(key)
@@ -74,7 +77,7 @@ export class TokenRefresher {
       waited = true
       await sleep(POLL_MS)
       const current = await this.current(session, provider, stale)
-      if (current !== stale) return current && isFresh(current) ? current : undefined
+      if (current !== stale) return current && isFresh(current, this.clock.now()) ? current : undefined
       if (Date.now() > deadline) throw new GatewayError('token_exchange_failed', 'The token refresh did not finish in time.')
     }
   }
@@ -92,7 +95,7 @@ export class TokenRefresher {
   private async refreshHoldingLock (session: Session, provider: ResolvedProvider, stale: TokenSet, waited: boolean): Promise<TokenSet | undefined> {
     // The session may have changed between our read and the lock: signed out, or refreshed already.
     const current = await this.current(session, provider, stale)
-    if (current !== stale) return current && isFresh(current) ? current : undefined
+    if (current !== stale) return current && isFresh(current, this.clock.now()) ? current : undefined
     // ...and if it has not, the other instance's refresh failed just now. Asking again would make
     // these requests wait a second timeout and double the load on a provider that is struggling.
     if (waited) throw new GatewayError('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')

@@ -7,6 +7,7 @@ import type { Identity } from '../access/identity.js'
 import type { Sealer } from './seal.js'
 import { randomToken } from './seal.js'
 import { storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
+import { systemClock, type Clock } from '../ops/clock.js'
 
 /** A token endpoint response as kept for one provider (RFC 6749 §5.1). */
 export interface TokenSet {
@@ -65,12 +66,12 @@ class SessionCache {
    */
   private invalidations = 0
 
-  constructor (private readonly ttlMs: number, private readonly maxEntries = 10_000) {}
+  constructor (private readonly ttlMs: number, private readonly clock: Clock, private readonly maxEntries = 10_000) {}
 
   get (cookie: string): Session | undefined {
     const entry = this.byCookie.get(cookie)
     if (!entry) return undefined
-    if (entry.expiresAt > Date.now()) return entry.session
+    if (entry.expiresAt > this.clock.now()) return entry.session
     this.dropCookie(cookie)
     return undefined
   }
@@ -86,7 +87,7 @@ class SessionCache {
       // Maps iterate in insertion order: the first entry is the oldest.
       this.dropCookie(this.byCookie.keys().next().value!)
     }
-    this.byCookie.set(session.cookie, { session, expiresAt: Date.now() + this.ttlMs })
+    this.byCookie.set(session.cookie, { session, expiresAt: this.clock.now() + this.ttlMs })
     this.cookieById.set(session.id, session.cookie)
   }
 
@@ -112,7 +113,9 @@ export class Sessions {
   constructor (
     private readonly store: KeyValue & Broadcast,
     private readonly sealer: Sealer,
-    private readonly config: SessionConfig
+    private readonly config: SessionConfig,
+    /** What "now" is for the cache window; tests move it. */
+    clock: Clock = systemClock
   ) {
     this.cookieOptions = {
       path: '/',
@@ -122,7 +125,7 @@ export class Sessions {
       // session.cookieDomain: hosts under one parent domain share the sign-in (forward-auth).
       ...(config.cookieDomain ? { domain: config.cookieDomain } : {}),
     }
-    this.cache = new SessionCache(config.cacheTtlMs)
+    this.cache = new SessionCache(config.cacheTtlMs, clock)
   }
 
   /** Listens for other instances' logouts and refreshes (call once, before serving). */

@@ -47,7 +47,7 @@ interface Instance { url: string, app: FastifyInstance }
 
 async function startInstance (raw: Record<string, unknown>, port: number, baseUrl: string): Promise<Instance> {
   const config = parseConfig(stringify({ ...raw, server: { host: '127.0.0.1', port, baseUrl }, session: { secret: TEST_SECRET } }), {}, 'test.yaml')
-  const app = await buildGateway(config, { logStream: logCollector().stream, clock: clock.now })
+  const app = await buildGateway(config, { logStream: logCollector().stream, clock })
   await app.listen({ host: '127.0.0.1', port })
   return { url: baseUrl, app }
 }
@@ -273,7 +273,7 @@ describe('keys shared by every instance on one store', () => {
       store: { type: 'redis', url: redis.url },
       assertion: {},
     }), {}, 'test.yaml')
-    const stranger = await buildGateway(config, { logStream: stream, clock: clock.now })
+    const stranger = await buildGateway(config, { logStream: stream, clock })
     try {
       const response = await stranger.inject({ url: '/.well-known/jwks.json', headers: json })
       expect(response.statusCode).toBe(500)

@@ -3,7 +3,7 @@
 // refused refresh drops the token (sign in again), a failed one answers 502 and keeps it; without a
 // refresh token an expired token means signing in again. Real Redis, real oidc-provider; the stub
 // token endpoint only for the refused and failing cases.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { freePort } from '../helpers/net.js'
@@ -13,10 +13,12 @@ import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
 import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
 
 const json = { accept: 'application/json' }
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
-/** Short-lived tokens: usable for 3 s (a busy CI machine still signs in within that), then expired. */
+/** Short-lived tokens: usable for 3 s of the gateways' clock (30 s skew), then expired. */
 const SHORT_S = 33
-const UNTIL_EXPIRED_MS = 3300
+/** The gateways' clock: the wall clock plus an offset the tests move (no waiting for expiry). */
+const clock = { offset: 0, now: () => Date.now() + clock.offset }
+/** Moves the gateways' clock past the short tokens' expiry. */
+const expireShortTokens = () => { clock.offset += 4000 }
 
 let redis: TestRedis
 let op: TestProvider
@@ -50,8 +52,8 @@ beforeAll(async () => {
       { path: '/stub/', upstream: upstream.url, provider: 'stub' },
     ],
   })
-  a = await startGateway(shared(portA, urls[0]!))
-  b = await startGateway(shared(portB, urls[1]!))
+  a = await startGateway(shared(portA, urls[0]!), { deps: { clock } })
+  b = await startGateway(shared(portB, urls[1]!), { deps: { clock } })
 })
 
 afterAll(async () => {
@@ -72,12 +74,15 @@ async function stubSignIn (extra: Record<string, unknown>): Promise<Browser> {
   return browser
 }
 
+// Tokens are stamped with the wall clock when they arrive: each test starts with the clocks agreeing.
+beforeEach(() => { clock.offset = 0 })
+
 describe('token refresh', () => {
   it('refreshes once for 50 concurrent requests over two instances, and every request carries the new token', async () => {
     const browser = new Browser()
     const first = await browser.navigate(`${a.url}/app/`)
     const original = (await first.json() as SeenRequest).headers.authorization
-    await sleep(UNTIL_EXPIRED_MS)
+    expireShortTokens()
 
     const before = refreshGrants
     const cookie = browser.cookieHeader(`${a.url}/app/`)!
@@ -99,7 +104,7 @@ describe('token refresh', () => {
   it('without a refresh token, an expired token means signing in again', async () => {
     const browser = await stubSignIn({ expires_in: SHORT_S })
     expect((await browser.fetch(`${a.url}/stub/`, { headers: json })).status).toBe(200)
-    await sleep(UNTIL_EXPIRED_MS)
+    expireShortTokens()
     const api = await browser.fetch(`${a.url}/stub/`, { headers: json })
     expect(api.status).toBe(401)
     const page = await browser.fetch(`${b.url}/stub/`)
@@ -110,7 +115,7 @@ describe('token refresh', () => {
   it('drops the token when the provider refuses the refresh: 401 for API clients, login for browsers', async () => {
     stub.requests.length = 0
     const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-1' })
-    await sleep(UNTIL_EXPIRED_MS)
+    expireShortTokens()
     stub.mode = 'invalid-grant'
     expect((await browser.fetch(`${a.url}/stub/`, { headers: json })).status).toBe(401)
     const refresh = new URLSearchParams(stub.requests[1]!.body)
@@ -124,7 +129,7 @@ describe('token refresh', () => {
 
   it('answers 502 token_exchange_failed when the refresh fails, keeps the token, and succeeds on a later try', async () => {
     const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-2' })
-    await sleep(UNTIL_EXPIRED_MS)
+    expireShortTokens()
     stub.mode = 'error500'
     const failed = await browser.fetch(`${a.url}/stub/`, { headers: json })
     expect(failed.status).toBe(502)
