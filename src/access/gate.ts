@@ -146,14 +146,34 @@ export function compileGate (route: GateRoute, loginUrl: (next: string) => strin
 const NOT_A_PATH = 'the request target is not a path'
 const NOT_UNDER_ROUTE = 'the request target is not under the route\'s path'
 
-/** Why the target cannot be judged on this route, or undefined when it can. */
+/** Whether `path` is `prefix`, a path below it, or `prefix` with a query. */
+function startsUnder (prefix: string, path: string): boolean {
+  if (!path.startsWith(prefix)) return false
+  const after = path.charCodeAt(prefix.length)
+  return Number.isNaN(after) || after === 47 /* / */ || after === 63 /* ? */
+}
+
+/** The path with percent-encoding decoded as the router decodes it before matching; undefined if it cannot be. */
+function decodedPath (path: string): string | undefined {
+  try {
+    return decodeURI(path)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Why the target cannot be judged on this route, or undefined when it can. The router matched the
+ * route on the decoded path (a route `/café` serves `/caf%C3%A9/x`): when the plain comparison
+ * fails, the decoded one is tried, on this refusing path only.
+ */
 function unjudgeable (prefix: string | undefined, target: string): string | undefined {
   if (target.charCodeAt(0) !== 47 /* / */) return NOT_A_PATH
-  if (prefix === undefined || prefix === '/') return undefined
-  if (!target.startsWith(prefix)) return NOT_UNDER_ROUTE
-  // The prefix itself, a path below it, or the prefix with a query: what the router sends here.
-  const after = target.charCodeAt(prefix.length)
-  return Number.isNaN(after) || after === 47 /* / */ || after === 63 /* ? */ ? undefined : NOT_UNDER_ROUTE
+  if (prefix === undefined || prefix === '/' || startsUnder(prefix, target)) return undefined
+  const query = target.indexOf('?')
+  const path = decodedPath(query === -1 ? target : target.slice(0, query))
+  const decodedPrefix = decodedPath(prefix)
+  return path !== undefined && decodedPrefix !== undefined && startsUnder(decodedPrefix, path) ? undefined : NOT_UNDER_ROUTE
 }
 
 /**

@@ -29,6 +29,8 @@ const ROUTES = {
   github: route({ path: '/gh', provider: 'github', allow: { emails: [], domains: [], groups: ['octo-team'] } }),
   open: route({ path: '/docs', auth: 'none', provider: undefined }),
   root: route({ path: '/' }),
+  cafe: route({ path: '/café' }),
+  bang: route({ path: '/app!' }),
 } as const
 
 const id = (sub: string, extra: Partial<Identity> = {}): Identity => ({ sub, groups: [], ...extra })
@@ -96,6 +98,9 @@ const TABLE: Row[] = [
   ['an auth: none route never forwards a session', 'open', 'GET', '/docs', true, as(alice), { kind: 'public' }],
   ['a target outside the route is invalid', 'plain', 'GET', '/apple', false, as(alice), { kind: 'invalid_request', reason: 'the request target is not under the route\'s path' }],
   ['a target elsewhere is invalid', 'plain', 'GET', '/other/app/x', true, NO_SESSION, { kind: 'invalid_request' }],
+  ['a route whose path the router matched decoded is judged (non-ASCII)', 'cafe', 'GET', '/caf%C3%A9/menu?x=1', true, NO_SESSION, { kind: 'sign_in' }],
+  ['a route whose path the router matched decoded is judged (a sub-delim)', 'bang', 'GET', '/app%21/x', false, as(alice), { kind: 'allow' }],
+  ['a decoded target outside the route is still invalid', 'cafe', 'GET', '/caf%C3%A9s/x', false, NO_SESSION, { kind: 'invalid_request' }],
   ['a target that is not a path is invalid', 'root', 'GET', 'http://evil.example/', false, as(alice), { kind: 'invalid_request', reason: 'the request target is not a path' }],
   ['an invalid target is refused before the public rules', 'static', 'OPTIONS', '*', false, NO_SESSION, { kind: 'invalid_request' }],
 ]
