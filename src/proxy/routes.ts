@@ -1,4 +1,5 @@
-// One encapsulated scope per route: an auth gate (protected routes only) and @fastify/http-proxy
+// One encapsulated scope per route: on protected routes an onRequest hook that reads the session
+// when the access gate (src/access/gate.ts) asks and acts on its decision, and @fastify/http-proxy
 // with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set),
 // over the route's own connection pool (proxy/upstream-pool.ts: the timeout covers the wait for a
 // connection). Upstream failures are translated here: timeouts to gateway_timeout, the rest to
