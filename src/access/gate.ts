@@ -4,9 +4,9 @@
 // forward-auth (src/oauth/forward-auth.ts) act on its decision and on nothing else.
 //
 // Inputs: the route's compiled gate (auth, `public` rules, `allow` rules, provider, path prefix),
-// the canonical method and target (src/http/canonical.ts made it: path, then `?` and the query), whether the client
-// wants HTML, and the session's state for the route's provider. Checked in this order; the first
-// row that applies decides:
+// the canonical method and target (src/http/canonical.ts made it: the path, then `?` and the
+// query), whether the client wants HTML, and the session's state for the route's provider.
+// Checked in this order; the first row that applies decides:
 //
 // | # | when                                                        | decision                         |
 // |---|-------------------------------------------------------------|----------------------------------|
@@ -20,7 +20,10 @@
 // | 8 | signed in, the route has `allow` rules that do not match    | `forbidden` (403)                |
 // | 9 | signed in, no `allow` rules or one matches                  | `allow` (token and identity)     |
 //
-// Public rules are decided before the session is read, so a public path costs no store read and
+// A `public` glob's `*` matches any characters of the path, `/` included; the query is never part
+// of the path a rule sees. The prefix check (row 1) compares the canonical target, and only when
+// that fails the decoded path too, as the router matches routes (a route `/café` serves
+// `/caf%C3%A9/`). Public rules are decided before the session is read, so a public path costs no store read and
 // never fails with the store; a public path never forwards the session's credentials, even when
 // there is a session. `read_session` is how the gate stays free of I/O while the caller keeps its
 // fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
