@@ -9,8 +9,9 @@ import { createRequire } from 'node:module'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AllowRules, GatewayConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
-import { isAllowed } from '../access/identity.js'
-import type { Session, Sessions, TokenSet } from '../session/session.js'
+import { compileGate, decide, failed, NO_SESSION, signedIn, unreachable, type SessionState } from '../access/gate.js'
+import { refusal } from '../access/refusal.js'
+import type { Session, Sessions } from '../session/session.js'
 import type { Providers } from './providers.js'
 import { RedirectHosts } from './redirect-hosts.js'
 import type { TokenRefresher } from './refresh.js'
@@ -123,28 +124,40 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
   app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>('/oauth/auth/:provider/', async (request, reply) => {
     const provider = request.params.provider
     if (!providers.has(provider)) throw new GatewayError('unknown_provider', `No provider named "${provider.slice(0, 64)}" is configured.`)
-    const rules = allowRules(request.query)
     const original = originalUrl(request)
     const login = loginUrl(config, provider, returnTo(original))
-    let session: Session | null
-    let token: TokenSet | undefined
+    // The rules come with each request; compiling them is cheap (no `public` rules, no patterns).
+    // No path to judge, and never a redirect: the proxy in front answers a browser (X-Login-URL).
+    const gate = compileGate({ path: undefined, auth: 'required', provider, allow: allowRules(request.query), public: [] }, () => login)
+    let session: Session | undefined
+    let state: SessionState
     try {
-      session = await sessions.load(request)
-      token = session ? await refresher.usableToken(session, provider) : undefined
+      session = await sessions.load(request) ?? undefined
+      const token = session ? await refresher.usableToken(session, provider) : undefined
+      state = session && token ? signedIn(token.access_token, session.record.identities?.[provider]) : NO_SESSION
     } catch (error) {
-      if (error instanceof GatewayError) error.details.loginUrl ??= login
-      throw error
+      state = failed(error)
     }
-    if (!session || !token) {
-      throw new GatewayError('unauthenticated', 'Sign in first: there is no access token for this provider.', {
-        details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider}"`, [LOGIN_URL_HEADER]: login } },
-      })
+    const decision = decide(gate, request.method, request.url, false, state)
+    switch (decision.kind) {
+      case 'allow':
+        break
+      case 'unauthenticated':
+        throw refusal(decision, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: decision.loginUrl } })
+      case 'forbidden':
+      case 'unavailable':
+      case 'invalid_request':
+        throw refusal(decision, { subject: 'this provider', loginUrl: login })
+      case 'public':
+      case 'read_session':
+      case 'sign_in':
+        // A gate with no public rules, fed a read session and html false, never answers these.
+        throw new Error(`forward-auth's gate answered ${decision.kind}`)
+      default:
+        unreachable(decision)
     }
-    const identity = session.record.identities?.[provider]
-    if (rules && !isAllowed(identity, rules)) {
-      throw new GatewayError('forbidden', `${identity?.email ?? identity?.sub ?? 'This account'} may not use this application.`, { details: { loginUrl: login } })
-    }
-    reply.header('authorization', `Bearer ${token.access_token}`)
+    const identity = decision.identity
+    reply.header('authorization', `Bearer ${decision.accessToken}`)
     if (identity) {
       reply.header(IDENTITY_HEADERS.user, identity.sub)
       // An address the provider did not verify is not vouched for (as on proxied requests).
@@ -153,7 +166,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
     }
     // EXTRA HEADERS: the one place where headers from an optional callback join a 200 (the signed
     // identity assertion, when configured, is added here).
-    if (extraHeaders) {
+    if (extraHeaders && session) {
       for (const [name, value] of Object.entries(await extraHeaders(session, provider, original?.url.origin))) reply.header(name, value)
     }
     return reply.code(200).send()

@@ -1,22 +1,25 @@
-// One encapsulated scope per route: an auth gate (protected routes only) and @fastify/http-proxy
+// One encapsulated scope per route: on protected routes an onRequest hook that reads the session
+// when the access gate (src/access/gate.ts) asks and acts on its decision, and @fastify/http-proxy
 // with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set),
 // over the route's own connection pool (proxy/upstream-pool.ts: the timeout covers the wait for a
 // connection). Upstream failures are translated here: timeouts to gateway_timeout, the rest to
 // bad_gateway, each logged as one warn line naming the route.
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Assertions } from '../assertion/assertions.js'
 import type { Dispatcher } from 'undici'
-import type { GatewayConfig, PublicRule, RouteConfig } from '../config/config.js'
+import type { GatewayConfig, RouteConfig } from '../config/config.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { GatewayError } from '../http/errors.js'
 import { loginUrl } from '../oauth/routes.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { TokenRefresher } from '../oauth/refresh.js'
-import type { Session, Sessions, TokenSet } from '../session/session.js'
-import { isAllowed, type Identity } from '../access/identity.js'
+import type { Session, Sessions } from '../session/session.js'
+import { compileGate, decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type SessionState } from '../access/gate.js'
+import type { Identity } from '../access/identity.js'
+import { refusal } from '../access/refusal.js'
 import { ClientHeaderFilter, clientBoundHeaders } from './headers.js'
 import { UpstreamFailure, UpstreamPool } from './upstream-pool.js'
 
@@ -122,15 +125,6 @@ function sendUpstreamResponse (target: UpstreamTarget, request: Parameters<OnRes
   })
 }
 
-/** Compiles a route's `public` rules into one test of method and path (`*` matches anything). */
-function publicMatcher (rules: PublicRule[]): (method: string, path: string) => boolean {
-  const compiled = rules.map(({ method, path }) => ({
-    method,
-    path: path === '*' ? /^/ : new RegExp(`^${path.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`),
-  }))
-  return (method, path) => compiled.some((rule) => (rule.method === '*' || rule.method === method) && rule.path.test(path))
-}
-
 export async function proxyRoutes (app: FastifyInstance, { config, sessions, refresher, metrics, assertions }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('identity', undefined)
@@ -193,67 +187,67 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
         })
       }
       if (route.auth === 'required') {
+        // The config requires a provider on a protected route (compileGate checks it again).
         const provider = route.provider!
-        const isPublic = publicMatcher(route.public)
+        const gate = compileGate(route, (next) => loginUrl(config, provider, next))
         // Signed once per session and then read from a cache; only when it nears expiry is it signed again.
         const signer = route.assertion ? assertions?.forAudience(provider, new URL(route.upstream).origin) : undefined
-        /** Lets the request through with the session's token and identity, unless an allow rule refuses it. */
-        const admit = (request: FastifyRequest, session: Session, token: TokenSet) => {
-          const identity = session.record.identities?.[provider]
-          if (route.allow && !isAllowed(identity, route.allow)) {
-            throw new GatewayError('forbidden', `${identity?.email ?? identity?.sub ?? 'This account'} may not use this application.`, {
-              details: { loginUrl: loginUrl(config, provider, request.url) },
-            })
+
+        /**
+         * Acts on the gate's decision, and on nothing else: only `allow` puts the session's token and
+         * identity on the request (what rewriteHeaders forwards). Calls `done` unless it answered.
+         */
+        const act = (request: FastifyRequest, reply: FastifyReply, decision: Decision, session: Session | undefined, done: HookHandlerDoneFunction): void => {
+          switch (decision.kind) {
+            case 'allow':
+              request.accessToken = decision.accessToken
+              request.identity = decision.identity
+              if (signer && session && decision.identity) {
+                request.assertion = signer.ready(session)
+                if (request.assertion === undefined) {
+                  signer.assertion(session).then((assertion) => { request.assertion = assertion; done() }, done)
+                  return
+                }
+              }
+              return done()
+            case 'public':
+              return done()
+            case 'read_session':
+              readSession(request).then(({ state, session }) => {
+                const next = decide(gate, request.method, request.url, wantsHtml(request), state)
+                // A second read_session cannot come back (the state is no longer unread); guard anyway.
+                if (next.kind === 'read_session') return done(new Error('the gate asked for the session twice'))
+                act(request, reply, next, session, done)
+              }, done)
+              return
+            case 'sign_in':
+              reply.redirect(decision.loginUrl, 302)
+              return
+            default:
+              return done(refusal(decision, { subject: 'this route', retryUrl: request.url }))
           }
-          request.accessToken = token.access_token
-          request.identity = identity
         }
-        /** The full gate: the session from the store, the token refreshed if need be, else sign in. */
-        const gate = async (request: FastifyRequest, reply: FastifyReply) => {
-          let token: TokenSet | undefined
-          let session: Session | null = null
+
+        /** The session from the store, its token refreshed if need be, as the gate reads it. */
+        const readSession = async (request: FastifyRequest): Promise<{ state: SessionState, session: Session | undefined }> => {
           try {
-            session = await sessions.load(request)
-            token = session ? await refresher.usableToken(session, provider) : undefined
+            const session = await sessions.load(request) ?? undefined
+            const token = session ? await refresher.usableToken(session, provider) : undefined
+            return session && token
+              ? { state: signedIn(token.access_token, session.record.identities?.[provider]), session }
+              : { state: NO_SESSION, session: undefined }
           } catch (error) {
-            // The store or the provider failed (503, 502): signing in again would not help, trying again may.
-            if (error instanceof GatewayError && !error.details.loginUrl) error.details.retryUrl ??= request.url
-            throw error
+            return { state: failed(error), session: undefined }
           }
-          if (session && token) {
-            admit(request, session, token)
-            if (signer && request.identity) request.assertion = await signer.assertion(session)
-            return
-          }
-          const login = loginUrl(config, provider, request.url)
-          if (wantsHtml(request)) return reply.redirect(login, 302)
-          throw new GatewayError('unauthenticated', 'Sign in first: there is no access token for this route.', {
-            details: { loginUrl: login, headers: { 'www-authenticate': `Bearer realm="${provider}"` } },
-          })
         }
+
         // A callback hook: a session this instance verified moments ago, with a fresh token, goes
-        // through without a promise or a store round trip; anything else takes the full gate.
+        // through without a promise or a store round trip; anything else the gate asks the store for.
         scope.addHook('onRequest', (request, reply, done) => {
-          if (route.public.length > 0 && isPublic(request.method, request.url.split('?', 1)[0]!)) return done()
           const session = sessions.cached(request)
           const token = session && refresher.freshToken(session, provider)
-          if (!session || !token) {
-            gate(request, reply).then(() => done(), done)
-            return
-          }
-          try {
-            admit(request, session, token)
-          } catch (error) {
-            return done(error as Error)
-          }
-          if (signer && request.identity) {
-            request.assertion = signer.ready(session)
-            if (request.assertion === undefined) {
-              signer.assertion(session).then((assertion) => { request.assertion = assertion; done() }, done)
-              return
-            }
-          }
-          done()
+          const state = token ? signedIn(token.access_token, session.record.identities?.[provider]) : UNREAD
+          act(request, reply, decide(gate, request.method, request.url, wantsHtml(request), state), session, done)
         })
       }
       const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }

@@ -1,0 +1,217 @@
+// The access gate: one pure function from what is known about a request to what may happen to it.
+// No Fastify, no sockets, no clock, no store: the caller reads the session (and refreshes its token)
+// and feeds the outcome in; the gate only decides. Both the proxy (src/proxy/routes.ts) and
+// forward-auth (src/oauth/forward-auth.ts) act on its decision and on nothing else.
+//
+// Inputs: the route's compiled gate (auth, `public` rules, `allow` rules, provider, path prefix),
+// the canonical method and target (src/http/canonical.ts made it: the path, then `?` and the
+// query), whether the client wants HTML, and the session's state for the route's provider.
+// Checked in this order; the first row that applies decides:
+//
+// | # | when                                                        | decision                         |
+// |---|-------------------------------------------------------------|----------------------------------|
+// | 1 | the target is not a path, or not under the route's prefix   | `invalid_request` (400)          |
+// | 2 | the route is `auth: none`                                   | `public`                         |
+// | 3 | a `public` rule matches the method and path                 | `public` (nothing forwarded)     |
+// | 4 | session state `unread` (the caller has not looked yet)      | `read_session` (ask the caller)  |
+// | 5 | session state `failed` (store or provider failed)           | `unavailable` (503/502, retry)   |
+// | 6 | session state `none`, client wants HTML                     | `sign_in` (302 to the login URL) |
+// | 7 | session state `none`, any other client                      | `unauthenticated` (401)          |
+// | 8 | signed in, the route has `allow` rules that do not match    | `forbidden` (403)                |
+// | 9 | signed in, no `allow` rules or one matches                  | `allow` (token and identity)     |
+//
+// A `public` glob's `*` matches any characters of the path, `/` included; the query is never part
+// of the path a rule sees. The prefix check (row 1) compares the canonical target, and only when
+// that fails the decoded path too, as the router matches routes (a route `/café` serves
+// `/caf%C3%A9/`). Public rules are decided before the session is read, so a public path costs no store read and
+// never fails with the store; a public path never forwards the session's credentials, even when
+// there is a session. `read_session` is how the gate stays free of I/O while the caller keeps its
+// fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
+// token, else `unread`), and reads the store only when the gate asks.
+import type { AllowRules, PublicRule } from '../config/config.js'
+import { isAllowed, type Identity } from './identity.js'
+
+/** What the gate needs of a route (a `RouteConfig` has all of it). */
+export interface GateRoute {
+  /** The route's path prefix (`/app`, or `/`); undefined: any path (forward-auth judges no path). */
+  path: string | undefined
+  auth: 'required' | 'none'
+  provider: string | undefined
+  allow: AllowRules | undefined
+  public: readonly PublicRule[]
+}
+
+/** A route's gate, compiled once at startup: its rules as regular expressions, its login address. */
+export interface RouteGate {
+  readonly prefix: string | undefined
+  readonly auth: 'required' | 'none'
+  /** The provider whose token and identity the route needs (empty for `auth: none`). */
+  readonly provider: string
+  readonly allow: AllowRules | undefined
+  /**
+   * Whether the route's `public` rules let `method` and `target` through without a session. The
+   * target's query, from the first `?`, is not part of the path a rule is matched against.
+   */
+  readonly isPublic: (method: string, target: string) => boolean
+  /** The sign-in address that returns to `next`. */
+  readonly loginUrl: (next: string) => string
+}
+
+/** The session's state for the route's provider, as the caller found it. */
+export type SessionState =
+  | { readonly kind: 'unread' }
+  | { readonly kind: 'none' }
+  | { readonly kind: 'signed_in', readonly accessToken: string, readonly identity: Identity | undefined }
+  | { readonly kind: 'failed', readonly error: unknown }
+
+/** Not looked up yet: the gate answers `read_session` unless it can decide without the session. */
+export const UNREAD: SessionState = Object.freeze({ kind: 'unread' })
+/** No session, or no usable token for the route's provider (none, expired and not refreshable). */
+export const NO_SESSION: SessionState = Object.freeze({ kind: 'none' })
+
+export function signedIn (accessToken: string, identity: Identity | undefined): SessionState {
+  return { kind: 'signed_in', accessToken, identity }
+}
+
+/** The store or the provider failed while the session was read or its token refreshed. */
+export function failed (error: unknown): SessionState {
+  return { kind: 'failed', error }
+}
+
+/** What the gate decided; `kind` names it, the other fields are what acting on it needs. */
+export type Decision =
+  /** Forward with these credentials (bearer token, identity headers). */
+  | { readonly kind: 'allow', readonly accessToken: string, readonly identity: Identity | undefined }
+  /** Forward without any credentials of the session. */
+  | { readonly kind: 'public' }
+  /** Read the session (refreshing its token if need be), then ask again with what was found. */
+  | { readonly kind: 'read_session' }
+  /** 302 to `loginUrl` (a browser). */
+  | { readonly kind: 'sign_in', readonly loginUrl: string }
+  /** 401 `unauthenticated` with `login_url` and `WWW-Authenticate: Bearer realm="<realm>"`. */
+  | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string }
+  /** 403 `forbidden`: signed in, but the allow rules do not admit this identity. */
+  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string }
+  /** 503/502: the store or provider failed; `error` says how (signing in again would not help). */
+  | { readonly kind: 'unavailable', readonly error: unknown }
+  /** 400 `invalid_request`: the request cannot be judged. */
+  | { readonly kind: 'invalid_request', readonly reason: string }
+
+export type DecisionKind = Decision['kind']
+
+const PUBLIC: Decision = Object.freeze({ kind: 'public' })
+const READ_SESSION: Decision = Object.freeze({ kind: 'read_session' })
+
+/**
+ * A glob of a `public` rule as a regular expression over the whole target: `*` matches any
+ * characters of the path (`/` included, `?` not), and the match ends where the path does. The lone
+ * glob `*` matches every path. A glob holding `?` matches nothing (a path never holds one).
+ */
+function globPattern (glob: string): RegExp {
+  if (glob === '*') return /^/
+  if (glob.includes('?')) return /(?!)/
+  const body = glob.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^?]*')
+  return new RegExp(`^${body}(?:\\?|$)`)
+}
+
+/**
+ * Compiles a route's `public` rules into one test of method and target. Rule methods are upper case
+ * (the config makes them so) and `*` matches any method; a rule for GET does not admit HEAD.
+ */
+export function publicMatcher (rules: readonly PublicRule[]): (method: string, target: string) => boolean {
+  if (rules.length === 0) return () => false
+  const compiled = rules.map(({ method, path }) => ({ method, path: globPattern(path) }))
+  return (method, target) => {
+    for (const rule of compiled) {
+      if ((rule.method === '*' || rule.method === method) && rule.path.test(target)) return true
+    }
+    return false
+  }
+}
+
+/**
+ * The route's gate, built once at startup. `loginUrl` makes the sign-in address for a `next`
+ * (the caller's, so that the gate knows nothing of the OAuth endpoints).
+ * @throws Error when a protected route names no provider (the config refuses that before).
+ */
+export function compileGate (route: GateRoute, loginUrl: (next: string) => string): RouteGate {
+  if (route.auth === 'required' && route.provider === undefined) throw new Error(`the protected route ${route.path ?? ''} names no provider`)
+  return {
+    prefix: route.path,
+    auth: route.auth,
+    provider: route.provider ?? '',
+    allow: route.allow,
+    isPublic: publicMatcher(route.public),
+    loginUrl,
+  }
+}
+
+const NOT_A_PATH = 'the request target is not a path'
+const NOT_UNDER_ROUTE = 'the request target is not under the route\'s path'
+
+/** Whether `path` is `prefix`, a path below it, or `prefix` with a query. */
+function startsUnder (prefix: string, path: string): boolean {
+  if (!path.startsWith(prefix)) return false
+  const after = path.charCodeAt(prefix.length)
+  return Number.isNaN(after) || after === 47 /* / */ || after === 63 /* ? */
+}
+
+/** The path with percent-encoding decoded as the router decodes it before matching; undefined if it cannot be. */
+function decodedPath (path: string): string | undefined {
+  try {
+    return decodeURI(path)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Why the target cannot be judged on this route, or undefined when it can. The router matched the
+ * route on the decoded path (a route `/café` serves `/caf%C3%A9/x`): when the plain comparison
+ * fails, the decoded one is tried, on this refusing path only.
+ */
+function unjudgeable (prefix: string | undefined, target: string): string | undefined {
+  if (target.charCodeAt(0) !== 47 /* / */) return NOT_A_PATH
+  if (prefix === undefined || prefix === '/' || startsUnder(prefix, target)) return undefined
+  const query = target.indexOf('?')
+  const path = decodedPath(query === -1 ? target : target.slice(0, query))
+  const decodedPrefix = decodedPath(prefix)
+  return path !== undefined && decodedPrefix !== undefined && startsUnder(decodedPrefix, path) ? undefined : NOT_UNDER_ROUTE
+}
+
+/**
+ * The decision for one request (see the table at the top of this file).
+ * @param gate the route's compiled gate
+ * @param method the request method, upper case
+ * @param target the canonical request target: the path, then `?` and the query if any
+ * @param html whether the client asked for HTML (a browser navigation): sign-in by redirect
+ * @param session the session's state for the gate's provider
+ * @param next where a sign-in returns to; the target itself unless the caller knows better
+ */
+export function decide (gate: RouteGate, method: string, target: string, html: boolean, session: SessionState, next: string = target): Decision {
+  const reason = unjudgeable(gate.prefix, target)
+  if (reason !== undefined) return { kind: 'invalid_request', reason }
+  if (gate.auth === 'none' || gate.isPublic(method, target)) return PUBLIC
+  switch (session.kind) {
+    case 'unread':
+      return READ_SESSION
+    case 'failed':
+      return { kind: 'unavailable', error: session.error }
+    case 'none':
+      return html
+        ? { kind: 'sign_in', loginUrl: gate.loginUrl(next) }
+        : { kind: 'unauthenticated', loginUrl: gate.loginUrl(next), realm: gate.provider }
+    case 'signed_in':
+      if (gate.allow !== undefined && !isAllowed(session.identity, gate.allow)) {
+        return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next) }
+      }
+      return { kind: 'allow', accessToken: session.accessToken, identity: session.identity }
+    default:
+      return unreachable(session)
+  }
+}
+
+/** The compiler's proof that every kind was handled (typescript-eslint's switch-exhaustiveness-check asks the same). */
+export function unreachable (value: never): never {
+  throw new Error(`unhandled case: ${JSON.stringify(value)}`)
+}
