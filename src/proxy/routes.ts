@@ -223,7 +223,10 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
             case 'sign_in':
               reply.redirect(decision.loginUrl, 302)
               return
-            default:
+            case 'unauthenticated':
+            case 'forbidden':
+            case 'unavailable':
+            case 'invalid_request':
               return done(refusal(decision, { subject: 'this route', retryUrl: request.url }))
           }
         }
