@@ -196,15 +196,17 @@ function validateProvider (issues: Issues, name: string, raw: ProviderYaml): Pro
   const given = (key: keyof ProviderYaml): boolean => raw[key] !== undefined || issues.touched(at(key))
   const issuer = url(issues, at('issuer'), raw.issuer, ['http', 'https'])
   const scope = raw.scope ?? ''
-  if (!given('scope')) issues.add(at('scope'), 'is required', PRESET_HINT)
+  // A preset (even one with a problem, reported already) supplies the scope and the location.
+  const preset = given('preset')
+  if (!given('scope') && !preset) issues.add(at('scope'), 'is required', PRESET_HINT)
   const openid = scope.split(/\s+/).includes('openid')
   // With an issuer, discovery fills in missing endpoints; without one both URLs are needed.
   for (const key of ['authorizeUrl', 'tokenUrl'] as const) {
-    if (!given(key) && !given('issuer')) issues.add(at(key), 'is required without issuer', PRESET_HINT)
+    if (!given(key) && !given('issuer') && !preset) issues.add(at(key), 'is required without issuer', PRESET_HINT)
   }
   const authorizeUrl = url(issues, at('authorizeUrl'), raw.authorizeUrl, ['http', 'https'])
   const tokenUrl = url(issues, at('tokenUrl'), raw.tokenUrl, ['http', 'https'])
-  if (openid && !given('issuer') && given('authorizeUrl')) {
+  if (openid && !given('issuer') && given('authorizeUrl') && !preset) {
     issues.add(at('issuer'), 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
   }
   const userinfoUrl = url(issues, at('userinfoUrl'), raw.userinfoUrl, ['http', 'https'])
