@@ -1,10 +1,14 @@
-// gateway.yaml: the config types, ${VAR} substitution on parsed scalars, and loading. Validation
-// (config-validate.ts) collects every problem with its key path and line. Loading a config has no
-// side effects (no network, no store).
+// gateway.yaml: the resolved config types that the rest of the gateway reads, ${VAR} substitution on
+// parsed scalars, and loading. The raw file's shape is schema.ts; validation (schema-check.ts, then
+// validate.ts) collects every problem with its key path and line. Loading a config has no side
+// effects (no network, no store).
 import { readFile } from 'node:fs/promises'
 import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, type Document, type Node } from 'yaml'
-import { Issues, formatPath, type Path } from './reader.js'
+import type { PresetName } from './presets.js'
+import { Issues, formatPath, formatProblem, isObject, type ConfigProblem, type Path } from './reader.js'
 import { validate } from './validate.js'
+
+export type { ConfigProblem } from './reader.js'
 
 export { parseDuration } from './reader.js'
 export { configWarnings } from './safety.js'
@@ -84,6 +88,10 @@ export interface ProviderConfig {
   timeoutMs: number
   /** Plain http to a host that is not loopback is allowed (and warned about at start). */
   dangerouslyAllowInsecureHttp: boolean
+  /** The preset that filled this provider's endpoints, scope and claims (its quirks apply). */
+  preset?: PresetName
+  /** Sign out at the provider too when it advertises `end_session_endpoint` (RP-initiated logout). */
+  endSession: boolean
 }
 
 /** Who may pass a route: any match passes. */
@@ -183,13 +191,17 @@ export interface GatewayConfig {
 
 /** Every problem found in a config file, each naming its key path. */
 export class ConfigError extends Error {
+  /** Each problem as one line: `key.path: message; hint (line N)`. */
   readonly issues: string[]
-  constructor (source: string, issues: string[]) {
+  constructor (readonly source: string, readonly problems: ConfigProblem[]) {
+    const issues = problems.map(formatProblem)
     super(`${source}: ${issues.length} problem${issues.length === 1 ? '' : 's'}\n  ${issues.join('\n  ')}`)
     this.name = 'ConfigError'
     this.issues = issues
   }
 }
+
+const problem = (message: string): ConfigProblem => ({ path: '(file)', line: undefined, message })
 
 type Env = Record<string, string | undefined>
 
@@ -242,6 +254,14 @@ function toPlain (doc: Document, env: Env, lineCounter: LineCounter, lines: Map<
   return walk(doc.contents, [])
 }
 
+/** Removes the value at `path` (a value whose variable is missing: it has been reported). */
+function removeAt (plain: unknown, path: Path): void {
+  let parent = plain
+  for (const key of path.slice(0, -1)) parent = isObject(parent) || Array.isArray(parent) ? (parent as Record<string | number, unknown>)[key] : undefined
+  const last = path[path.length - 1]
+  if (last !== undefined && (isObject(parent) || Array.isArray(parent))) delete (parent as Record<string | number, unknown>)[last]
+}
+
 /**
  * Parses and validates config text. Throws a {@link ConfigError} listing every problem.
  * @param source the file name used in messages
@@ -250,15 +270,20 @@ export function parseConfig (text: string, env: Env = process.env, source = 'gat
   const lineCounter = new LineCounter()
   const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true })
   if (doc.errors.length > 0) {
-    throw new ConfigError(source, doc.errors.map((e) => `YAML syntax: ${e.message.split('\n')[0]}`))
+    throw new ConfigError(source, doc.errors.map((e) => ({
+      path: 'YAML syntax', line: e.linePos?.[0]?.line, message: e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, ''),
+    })))
   }
   const lines = new Map<string, number>()
   const missing: Array<[Path, string]> = []
   const plain = toPlain(doc, env, lineCounter, lines, missing)
   const issues = new Issues(lines)
-  for (const [path, name] of missing) issues.add(path, `environment variable ${name} is not set (use \${${name}:-default} for a default)`)
+  for (const [path, name] of missing) {
+    issues.add(path, `environment variable ${name} is not set`, `use \${${name}:-default} for a default`)
+    removeAt(plain, path)
+  }
   const config = validate(issues, plain ?? {})
-  if (issues.list.length > 0) throw new ConfigError(source, issues.list)
+  if (issues.problems.length > 0) throw new ConfigError(source, issues.sorted())
   return config
 }
 
@@ -268,7 +293,7 @@ export async function loadConfig (file: string, env: Env = process.env): Promise
   try {
     text = await readFile(file, 'utf8')
   } catch (error) {
-    throw new ConfigError(file, [`cannot read the file: ${(error as NodeJS.ErrnoException).code ?? String(error)}`])
+    throw new ConfigError(file, [problem(`cannot read the file: ${(error as NodeJS.ErrnoException).code ?? String(error)}`)])
   }
   return parseConfig(text, env, file)
 }

@@ -1,5 +1,6 @@
-// Typed readers over the parsed gateway.yaml: each value is checked where it is read, and every
-// problem is collected with its key path and line (`routes[1].upstream: must be ... (line 12)`).
+// Problems of a config file, each with its key path, line and an optional hint
+// (`routes[1].upstream: must be ... (line 12)`), and the small readers they share: durations,
+// URLs, how a value is shown in a message, did-you-mean.
 
 export type Path = ReadonlyArray<string | number>
 
@@ -9,16 +10,64 @@ export function formatPath (path: Path): string {
   return out || '(top level)'
 }
 
-/** Collects problems; each is reported as `key.path: message (line N)`. */
+/** One problem: where (key path and line), what, and how to fix it when that is not obvious. */
+export interface ConfigProblem {
+  path: string
+  line: number | undefined
+  message: string
+  hint?: string
+}
+
+/** `routes[0].provider: names no configured provider; did you mean `demo`? (line 12)` */
+export function formatProblem (problem: ConfigProblem): string {
+  return `${problem.path}: ${problem.message}${problem.hint ? `; ${problem.hint}` : ''}${problem.line ? ` (line ${problem.line})` : ''}`
+}
+
+/**
+ * Collects problems, one per key path: the first one said about a key is its root cause, and a key
+ * with a problem (or one assumed present because a misspelt key was found next to it) is "touched",
+ * which later checks consult so that they do not report its consequences.
+ */
 export class Issues {
-  readonly list: string[] = []
+  readonly problems: ConfigProblem[] = []
+  private readonly touchedPaths = new Set<string>()
   constructor (private readonly lines: Map<string, number>) {}
 
   /** The line of the key, or of its nearest ancestor when the key itself is missing. */
-  add (path: Path, message: string): void {
+  lineOf (path: Path): number | undefined {
     let line: number | undefined
     for (let n = path.length; n > 0 && line === undefined; n--) line = this.lines.get(formatPath(path.slice(0, n)))
-    this.list.push(`${formatPath(path)}: ${message}${line ? ` (line ${line})` : ''}`)
+    return line
+  }
+
+  add (path: Path, message: string, hint?: string): void {
+    const key = formatPath(path)
+    this.touch(path)
+    if (this.problems.some((problem) => problem.path === key)) return
+    this.problems.push({ path: key, line: this.lineOf(path), message, ...(hint ? { hint } : {}) })
+  }
+
+  /** Marks a key as dealt with: later checks of it or of what depends on it stay silent. */
+  touch (path: Path): void {
+    this.touchedPaths.add(formatPath(path))
+  }
+
+  /** A problem was reported at this key or inside it, or the key was assumed present. */
+  touched (path: Path): boolean {
+    const key = formatPath(path)
+    for (const seen of this.touchedPaths) {
+      if (seen === key || seen.startsWith(`${key}.`) || seen.startsWith(`${key}[`)) return true
+    }
+    return false
+  }
+
+  /** In file order (problems without a line last; on one line, by key path), formatted. */
+  get list (): string[] {
+    return this.sorted().map(formatProblem)
+  }
+
+  sorted (): ConfigProblem[] {
+    return [...this.problems].sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity) || a.path.localeCompare(b.path, 'en', { numeric: true }))
   }
 }
 
@@ -33,97 +82,18 @@ export function parseDuration (value: unknown): number | undefined {
   return Math.round(Number(match[1]) * UNITS[match[2] ?? 's']!)
 }
 
+export function formatMs (ms: number): string {
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`
+  if (ms % 60_000 === 0) return `${ms / 60_000}m`
+  if (ms % 1000 === 0) return `${ms / 1000}s`
+  return `${ms}ms`
+}
+
 export function isObject (value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
-/** Typed readers over one mapping; each reports problems with the full key path. */
-export class Section {
-  constructor (
-    readonly issues: Issues,
-    readonly path: Path,
-    readonly value: Record<string, unknown>
-  ) {}
-
-  static open (issues: Issues, path: Path, value: unknown, keys: readonly string[]): Section {
-    if (value === undefined || value === null) return new Section(issues, path, {})
-    if (!isObject(value)) {
-      issues.add(path, `must be a mapping, got ${describe(value)}`)
-      return new Section(issues, path, {})
-    }
-    for (const key of Object.keys(value)) {
-      if (!keys.includes(key)) issues.add([...path, key], `unknown key (expected one of: ${keys.join(', ')})`)
-    }
-    return new Section(issues, path, value)
-  }
-
-  has (key: string): boolean {
-    return this.value[key] !== undefined && this.value[key] !== null
-  }
-
-  string (key: string, options: { default?: string, required?: boolean, nonEmpty?: boolean } = {}): string | undefined {
-    const value = this.value[key]
-    if (value === undefined || value === null) {
-      if (options.required) this.issues.add([...this.path, key], 'is required')
-      return options.default
-    }
-    if (typeof value !== 'string' && typeof value !== 'number' && typeof value !== 'boolean') {
-      this.issues.add([...this.path, key], `must be a string, got ${describe(value)}`)
-      return options.default
-    }
-    const text = String(value)
-    if (options.nonEmpty && text.trim() === '') this.issues.add([...this.path, key], 'must not be empty')
-    return text
-  }
-
-  integer (key: string, fallback: number, min: number, max: number): number {
-    const value = this.value[key]
-    if (value === undefined || value === null) return fallback
-    const number = typeof value === 'string' && /^\d+$/.test(value.trim()) ? Number(value) : value
-    if (typeof number !== 'number' || !Number.isInteger(number) || number < min || number > max) {
-      this.issues.add([...this.path, key], `must be an integer from ${min} to ${max}, got ${describe(value)}`)
-      return fallback
-    }
-    return number
-  }
-
-  boolean (key: string, fallback: boolean): boolean {
-    const value = this.value[key]
-    if (value === undefined || value === null) return fallback
-    if (typeof value === 'boolean') return value
-    if (value === 'true' || value === 'false') return value === 'true'
-    this.issues.add([...this.path, key], `must be true or false, got ${describe(value)}`)
-    return fallback
-  }
-
-  duration (key: string, fallback: string, minMs: number, maxMs: number): number {
-    const value = this.value[key] ?? fallback
-    const ms = parseDuration(value)
-    if (ms === undefined) {
-      this.issues.add([...this.path, key], `must be a duration such as 300, 300s, 5m or 8h, got ${describe(value)}`)
-      return parseDuration(fallback)!
-    }
-    if (ms < minMs || ms > maxMs) {
-      this.issues.add([...this.path, key], `must be between ${formatMs(minMs)} and ${formatMs(maxMs)}, got ${describe(value)}`)
-    }
-    return ms
-  }
-
-  oneOf<T extends string> (key: string, allowed: readonly T[], fallback: T): T {
-    const value = this.value[key]
-    if (value === undefined || value === null) return fallback
-    if (typeof value === 'string' && (allowed as readonly string[]).includes(value)) return value as T
-    this.issues.add([...this.path, key], `must be one of ${allowed.join(', ')}, got ${describe(value)}`)
-    return fallback
-  }
-
-  url (key: string, protocols: readonly string[], options: { required?: boolean, default?: string } = {}): string | undefined {
-    const text = this.string(key, { required: options.required, default: options.default })
-    if (text === undefined) return undefined
-    return checkUrl(this.issues, [...this.path, key], text, protocols)
-  }
-}
-
+/** `text` when it is a URL with one of `protocols`, else undefined (and a problem at `path`). */
 export function checkUrl (issues: Issues, path: Path, text: string, protocols: readonly string[]): string | undefined {
   let url: URL
   try {
@@ -147,9 +117,37 @@ export function describe (value: unknown): string {
   return String(value)
 }
 
-function formatMs (ms: number): string {
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`
-  if (ms % 60_000 === 0) return `${ms / 60_000}m`
-  if (ms % 1000 === 0) return `${ms / 1000}s`
-  return `${ms}ms`
+/** Optimal string alignment distance (Levenshtein with adjacent transpositions), case-insensitive. */
+export function editDistance (a: string, b: string): number {
+  const s = a.toLowerCase()
+  const t = b.toLowerCase()
+  const d: number[][] = Array.from({ length: s.length + 1 }, (_, i) => [i, ...new Array<number>(t.length).fill(0)])
+  for (let j = 1; j <= t.length; j++) d[0]![j] = j
+  for (let i = 1; i <= s.length; i++) {
+    for (let j = 1; j <= t.length; j++) {
+      const cost = s[i - 1] === t[j - 1] ? 0 : 1
+      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
+      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) best = Math.min(best, d[i - 2]![j - 2]! + 1)
+      d[i]![j] = best
+    }
+  }
+  return d[s.length]![t.length]!
+}
+
+/** The closest of `candidates` to `word`, when it is close enough to be a typo of it. */
+export function closest (word: string, candidates: readonly string[]): string | undefined {
+  let best: string | undefined
+  let bestDistance = Infinity
+  for (const candidate of candidates) {
+    const distance = editDistance(word, candidate)
+    if (distance < bestDistance) [best, bestDistance] = [candidate, distance]
+  }
+  const allowed = Math.max(1, Math.min(3, Math.floor(Math.max(word.length, best?.length ?? 0) / 3)))
+  return bestDistance <= allowed ? best : undefined
+}
+
+/** "did you mean `x`?" for a value or key that is close to one of `candidates`. */
+export function didYouMean (word: string, candidates: readonly string[]): string | undefined {
+  const match = closest(word, candidates)
+  return match === undefined ? undefined : `did you mean \`${match}\`?`
 }

@@ -1,15 +1,38 @@
-// gateway.yaml's schema: defaults, ranges and cross-checks for each section, built on the readers
-// of config-reader.ts. `validate` returns the typed config; the problems are in `issues`.
+// After the schema pass (schema-check.ts): presets, defaults, and the rules JSON Schema cannot say
+// (a URL's scheme, a route's provider must exist, one store form, ranges of durations, cookie rules,
+// plain http to a remote provider). Each rule is skipped when a key it depends on already has a
+// problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
-import { Issues, Section, checkUrl, describe, isObject, type Path } from './reader.js'
+import { PRESET_NAMES, applyPreset } from './presets.js'
+import { Issues, checkUrl, closest, describe, formatMs, isObject, parseDuration, type Path } from './reader.js'
+import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'
+import { checkSchema, withDefaults } from './schema-check.js'
 import { plainHttpHost, plainHttpProblem, secretProblem } from './safety.js'
 
 const COOKIE_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 const PROVIDER_NAME = /^[A-Za-z0-9_-]+$/
 const RESERVED_PATHS = ['/oauth', '/healthz', '/readyz', '/metrics']
 const DAY = 86_400_000
+
+type Sections = Required<Pick<GatewayYaml, 'server' | 'session' | 'store' | 'state' | 'metrics' | 'rateLimit' | 'forwardAuth'>> & GatewayYaml
+
+/** A duration the schema has let through (or its default), held to its range. */
+function duration (issues: Issues, path: Path, value: string | number | undefined, fallback: string, minMs: number, maxMs: number): number {
+  const ms = parseDuration(value ?? fallback)
+  if (ms === undefined) return parseDuration(fallback)!
+  if (ms < minMs || ms > maxMs) {
+    issues.add(path, `must be between ${formatMs(minMs)} and ${formatMs(maxMs)}, got ${describe(value)}`)
+    return Math.min(Math.max(ms, minMs), maxMs)
+  }
+  return ms
+}
+
+/** A URL with one of `protocols`, or undefined (with a problem) when it is not one. */
+function url (issues: Issues, path: Path, value: string | undefined, protocols: readonly string[]): string | undefined {
+  return value === undefined ? undefined : checkUrl(issues, path, value, protocols)
+}
 
 /** proxy-addr's names for address groups, accepted besides addresses and CIDR ranges. */
 const PROXY_GROUPS = ['loopback', 'linklocal', 'uniquelocal']
@@ -23,65 +46,55 @@ function isAddressOrRange (entry: string): boolean {
 }
 
 /** true, false, or a list (or comma-separated string, for ${VAR}) of addresses and CIDR ranges. */
-function validateTrustProxy (issues: Issues, value: unknown): boolean | string[] {
+function trustProxy (issues: Issues, value: boolean | string | string[] | undefined): boolean | string[] {
   const path = ['server', 'trustProxy']
-  if (value === undefined || value === null) return false
-  if (typeof value === 'boolean') return value
+  if (value === undefined || typeof value === 'boolean') return value ?? false
   if (value === 'true' || value === 'false') return value === 'true'
-  const list: unknown = typeof value === 'string' ? value.split(',').map((entry) => entry.trim()).filter(Boolean) : value
-  if (!Array.isArray(list)) {
-    issues.add(path, `must be true, false or a list of addresses and CIDR ranges such as ["127.0.0.1", "10.0.0.0/8"], got ${describe(value)}`)
-    return false
-  }
-  const trusted = list.flatMap((entry: unknown, i) => {
-    if (typeof entry === 'string' && isAddressOrRange(entry.trim())) return [entry.trim()]
+  const list = typeof value === 'string' ? value.split(',').map((entry) => entry.trim()).filter(Boolean) : value
+  const trusted = list.flatMap((entry, i) => {
+    if (entry !== undefined && isAddressOrRange(entry.trim())) return [entry.trim()]
     issues.add([...path, i], `must be an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal), got ${describe(entry)}`)
     return []
   })
   return trusted.length > 0 ? trusted : false
 }
 
-function validateServer (issues: Issues, raw: unknown): ServerConfig {
-  const s = Section.open(issues, ['server'], raw, ['host', 'port', 'baseUrl', 'trustProxy', 'shutdownTimeout', 'workers'])
-  const port = s.integer('port', 8080, 0, 65535)
-  const baseUrl = s.url('baseUrl', ['http', 'https'], { default: `http://localhost:${port}` }) ?? `http://localhost:${port}`
-  if (s.has('baseUrl') && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
+function validateServer (issues: Issues, raw: Sections['server']): ServerConfig {
+  const port = raw.port ?? 8080
+  const baseUrl = url(issues, ['server', 'baseUrl'], raw.baseUrl, ['http', 'https']) ?? `http://localhost:${port}`
+  if (raw.baseUrl !== undefined && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
   return {
-    host: s.string('host', { default: '0.0.0.0', nonEmpty: true })!,
+    host: raw.host ?? '0.0.0.0',
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),
-    trustProxy: validateTrustProxy(issues, s.value.trustProxy),
-    shutdownTimeoutMs: s.duration('shutdownTimeout', '10s', 0, 300_000),
-    workers: s.value.workers === 'auto' ? availableParallelism() : s.integer('workers', 1, 1, 64),
+    trustProxy: trustProxy(issues, raw.trustProxy),
+    shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, '10s', 0, 300_000),
+    workers: raw.workers === 'auto' ? availableParallelism() : raw.workers ?? 1,
   }
 }
 
-function validateSession (issues: Issues, raw: unknown, baseUrl: string): SessionConfig {
-  const s = Section.open(issues, ['session'], raw, ['cookieName', 'secret', 'ttl', 'cookieSecure', 'cacheTtl', 'cookieDomain'])
-  const cookieName = s.string('cookieName', { default: 'gw_session' })!
+function validateSession (issues: Issues, raw: Sections['session'], baseUrl: string, baseUrlTouched: boolean): SessionConfig {
+  const cookieName = raw.cookieName ?? 'gw_session'
   if (!COOKIE_NAME.test(cookieName)) issues.add(['session', 'cookieName'], `must be a cookie name (letters, digits, - and _), got ${describe(cookieName)}`)
-  const secret = s.string('secret')
+  const secret = raw.secret
   const weakness = secret ? secretProblem(secret) : undefined
   if (weakness) issues.add(['session', 'secret'], weakness)
-  let cookieSecure: boolean
-  if (typeof s.value.cookieSecure === 'boolean') {
-    cookieSecure = s.value.cookieSecure
-  } else {
-    const secure = s.oneOf('cookieSecure', ['auto', 'true', 'false'], 'auto')
-    cookieSecure = secure === 'auto' ? baseUrl.startsWith('https:') : secure === 'true'
-  }
-  if (!cookieSecure && baseUrl.startsWith('https:')) {
+  // A cookieSecure with a problem of its own: the checks below that read it would only repeat it.
+  const secureTouched = issues.touched(['session', 'cookieSecure'])
+  const secure = raw.cookieSecure ?? 'auto'
+  const cookieSecure = secure === 'auto' ? baseUrl.startsWith('https:') : secure
+  if (!cookieSecure && baseUrl.startsWith('https:') && !secureTouched) {
     issues.add(['session', 'cookieSecure'], 'is false while server.baseUrl is https: browsers would also send the session cookie over plain http; ' +
       'remove it (auto sets Secure for an https baseUrl) or set it to true')
   }
-  checkCookiePrefix(issues, cookieName, cookieSecure)
+  if (!baseUrlTouched && !secureTouched) checkCookiePrefix(issues, cookieName, cookieSecure)
   return {
     cookieName,
     secret: secret || undefined,
-    ttlMs: s.duration('ttl', '8h', 60_000, 30 * DAY),
+    ttlMs: duration(issues, ['session', 'ttl'], raw.ttl, '8h', 60_000, 30 * DAY),
     cookieSecure,
-    cacheTtlMs: s.duration('cacheTtl', '1s', 0, 10_000),
-    cookieDomain: validateCookieDomain(issues, s.string('cookieDomain'), cookieName, baseUrl),
+    cacheTtlMs: duration(issues, ['session', 'cacheTtl'], raw.cacheTtl, '1s', 0, 10_000),
+    cookieDomain: validateCookieDomain(issues, raw.cookieDomain, cookieName, baseUrl),
   }
 }
 
@@ -118,11 +131,10 @@ function validateCookieDomain (issues: Issues, raw: string | undefined, cookieNa
 /** `host`, `.domain` or either with `:port`: see ForwardAuthConfig. */
 const REDIRECT_HOST = new RegExp(`^(\\.)?(${LABEL}(?:\\.${LABEL})*)(?::(\\d{1,5}))?$`)
 
-function validateForwardAuth (issues: Issues, raw: unknown): ForwardAuthConfig {
-  const s = Section.open(issues, ['forwardAuth'], raw, ['allowedRedirectHosts'])
+function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): ForwardAuthConfig {
   const path = ['forwardAuth', 'allowedRedirectHosts']
-  const allowedRedirectHosts = stringList(issues, path, s.value.allowedRedirectHosts).flatMap((entry, i) => {
-    const lower = entry.toLowerCase()
+  const allowedRedirectHosts = (raw.allowedRedirectHosts ?? []).flatMap((entry, i) => {
+    const lower = entry.trim().toLowerCase()
     if (/[^\x21-\x7e]/.test(lower)) {
       issues.add([...path, i], `must be written in ASCII (punycode, such as xn--bcher-kva.example), got ${describe(entry)}`)
       return []
@@ -151,108 +163,86 @@ function checkCookiePrefix (issues: Issues, cookieName: string, cookieSecure: bo
   issues.add(['session', 'cookieName'], `a "${prefix.toLowerCase() === 'host' ? '__Host-' : '__Secure-'}" cookie name needs a Secure cookie, which browsers otherwise drop: use an https baseUrl or set session.cookieSecure: true`)
 }
 
-function validateStore (issues: Issues, raw: unknown): StoreConfig {
-  const s = Section.open(issues, ['store'], raw, ['type', 'url', 'cluster', 'sentinel', 'keyPrefix', 'readiness'])
-  const type = s.oneOf('type', ['redis', 'memory'], 'memory')
-  const url = s.url('url', ['redis', 'rediss'])
-  let cluster: string[] | undefined
-  if (s.has('cluster')) {
-    const list = s.value.cluster
-    if (!Array.isArray(list) || list.length === 0) {
-      issues.add(['store', 'cluster'], 'must be a non-empty list of redis:// URLs')
-    } else {
-      cluster = list.flatMap((item, i) => {
-        const checked = typeof item === 'string' ? checkUrl(issues, ['store', 'cluster', i], item, ['redis', 'rediss']) : undefined
-        if (typeof item !== 'string') issues.add(['store', 'cluster', i], `must be a redis:// URL, got ${describe(item)}`)
-        return checked ? [checked] : []
-      })
-    }
-  }
-  let sentinel: StoreConfig['sentinel']
-  if (s.has('sentinel')) {
-    const sec = Section.open(issues, ['store', 'sentinel'], s.value.sentinel, ['name', 'nodes'])
-    const name = sec.string('name', { required: true, nonEmpty: true }) ?? ''
-    const nodes = sec.value.nodes
-    if (!Array.isArray(nodes) || nodes.length === 0 || !nodes.every((n) => typeof n === 'string' && /^[^\s:]+:\d+$/.test(n))) {
-      issues.add(['store', 'sentinel', 'nodes'], 'must be a non-empty list of "host:port" strings')
-    }
-    sentinel = { name, nodes: Array.isArray(nodes) ? nodes.map(String) : [] }
-  }
-  const forms = [url, cluster, sentinel].filter((form) => form !== undefined).length
-  if (type === 'redis' && forms > 1) issues.add(['store'], 'give only one of url, cluster or sentinel')
+function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
+  const type = raw.type ?? 'memory'
+  const storeUrl = url(issues, ['store', 'url'], raw.url, ['redis', 'rediss'])
+  const cluster = raw.cluster?.flatMap((item, i) => {
+    const checked = checkUrl(issues, ['store', 'cluster', i], item, ['redis', 'rediss'])
+    return checked ? [checked] : []
+  })
+  const sentinel = raw.sentinel && { name: raw.sentinel.name ?? '', nodes: raw.sentinel.nodes ?? [] }
+  const given = (['url', 'cluster', 'sentinel'] as const).filter((form) => raw[form] !== undefined || issues.touched(['store', form]))
+  if (type === 'redis' && given.length > 1) issues.add(['store'], `give only one of url, cluster or sentinel (got ${given.join(' and ')})`)
   return {
     type,
-    url: type === 'redis' && forms === 0 ? 'redis://127.0.0.1:6379/0' : url,
+    url: type === 'redis' && given.length === 0 ? 'redis://127.0.0.1:6379/0' : storeUrl,
     cluster,
     sentinel,
-    keyPrefix: s.string('keyPrefix', { default: 'gw:' })!,
-    readiness: s.oneOf('readiness', ['required', 'ignored'], 'required'),
+    keyPrefix: raw.keyPrefix ?? 'gw:',
+    readiness: raw.readiness ?? 'required',
   }
 }
 
+const PRESET_HINT = `or set preset: ${PRESET_NAMES.join(', ')}`
+
 const CLAIM_DEFAULTS: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
 
-function validateProvider (issues: Issues, name: string, raw: unknown): ProviderConfig {
+function validateProvider (issues: Issues, name: string, raw: ProviderYaml): ProviderConfig {
   const path = ['providers', name]
+  const at = (key: string): Path => [...path, key]
   if (!PROVIDER_NAME.test(name)) issues.add(path, 'a provider name may only use letters, digits, - and _')
-  const s = Section.open(issues, path, raw, ['clientId', 'clientSecret', 'authorizeUrl', 'tokenUrl', 'scope', 'pkce', 'issuer', 'userinfoUrl', 'claims', 'timeout', 'dangerouslyAllowInsecureHttp'])
-  const issuer = s.url('issuer', ['http', 'https'])
-  const scope = s.string('scope', { required: true }) ?? ''
+  // A key that has a problem, or that a misspelt key next to it was meant to be, counts as given:
+  // nothing that depends on it is reported.
+  const given = (key: keyof ProviderYaml): boolean => raw[key] !== undefined || issues.touched(at(key))
+  const issuer = url(issues, at('issuer'), raw.issuer, ['http', 'https'])
+  const scope = raw.scope ?? ''
+  // A preset (even one with a problem, reported already) supplies the scope and the location.
+  const preset = given('preset')
+  if (!given('scope') && !preset) issues.add(at('scope'), 'is required', PRESET_HINT)
   const openid = scope.split(/\s+/).includes('openid')
   // With an issuer, discovery fills in missing endpoints; without one both URLs are needed.
-  const authorizeUrl = s.url('authorizeUrl', ['http', 'https'], { required: issuer === undefined })
-  const tokenUrl = s.url('tokenUrl', ['http', 'https'], { required: issuer === undefined })
-  if (openid && issuer === undefined && s.has('authorizeUrl')) {
-    issues.add([...path, 'issuer'], 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
+  for (const key of ['authorizeUrl', 'tokenUrl'] as const) {
+    if (!given(key) && !given('issuer') && !preset) issues.add(at(key), 'is required without issuer', PRESET_HINT)
   }
-  const userinfoUrl = s.url('userinfoUrl', ['http', 'https'])
-  const allowInsecure = s.boolean('dangerouslyAllowInsecureHttp', false)
+  const authorizeUrl = url(issues, at('authorizeUrl'), raw.authorizeUrl, ['http', 'https'])
+  const tokenUrl = url(issues, at('tokenUrl'), raw.tokenUrl, ['http', 'https'])
+  if (openid && !given('issuer') && given('authorizeUrl') && !preset) {
+    issues.add(at('issuer'), 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
+  }
+  const userinfoUrl = url(issues, at('userinfoUrl'), raw.userinfoUrl, ['http', 'https'])
+  const allowInsecure = raw.dangerouslyAllowInsecureHttp ?? false
   const endpoints = { issuer, authorizeUrl, tokenUrl, userinfoUrl }
-  for (const [key, url] of Object.entries(endpoints)) {
-    const host = url === undefined || allowInsecure ? undefined : plainHttpHost(url)
-    if (host !== undefined) issues.add([...path, key], plainHttpProblem(host, name))
+  for (const [key, endpoint] of Object.entries(endpoints)) {
+    const host = endpoint === undefined || allowInsecure ? undefined : plainHttpHost(endpoint)
+    if (host !== undefined) issues.add(at(key), plainHttpProblem(host, name))
   }
-  const claims = Section.open(issues, [...path, 'claims'], s.value.claims, Object.keys(CLAIM_DEFAULTS))
   return {
     name,
-    clientId: s.string('clientId', { required: true, nonEmpty: true }) ?? '',
-    clientSecret: s.string('clientSecret', { required: true, nonEmpty: true }) ?? '',
+    clientId: raw.clientId ?? '',
+    clientSecret: raw.clientSecret ?? '',
     authorizeUrl,
     tokenUrl,
     scope,
     openid,
-    pkce: s.boolean('pkce', true),
+    pkce: raw.pkce ?? true,
     issuer: issuer?.replace(/\/+$/, ''),
     userinfoUrl,
-    claims: {
-      user: claims.string('user', { default: CLAIM_DEFAULTS.user, nonEmpty: true })!,
-      email: claims.string('email', { default: CLAIM_DEFAULTS.email, nonEmpty: true })!,
-      name: claims.string('name', { default: CLAIM_DEFAULTS.name, nonEmpty: true })!,
-      groups: claims.string('groups', { default: CLAIM_DEFAULTS.groups, nonEmpty: true })!,
-    },
-    timeoutMs: s.duration('timeout', '10s', 100, 120_000),
+    claims: { ...CLAIM_DEFAULTS, ...raw.claims },
+    timeoutMs: duration(issues, at('timeout'), raw.timeout, '10s', 100, 120_000),
     dangerouslyAllowInsecureHttp: allowInsecure,
+    ...(raw.preset !== undefined ? { preset: raw.preset } : {}),
+    endSession: raw.endSession ?? true,
   }
 }
 
-function stringList (issues: Issues, path: Path, value: unknown): string[] {
-  if (value === undefined || value === null) return []
-  if (!Array.isArray(value) || !value.every((item) => typeof item === 'string' && item.trim() !== '')) {
-    issues.add(path, `must be a list of strings, got ${describe(value)}`)
-    return []
-  }
-  return value.map((item: string) => item.trim())
-}
-
-function validateAllow (issues: Issues, path: Path, raw: unknown): AllowRules | undefined {
-  if (raw === undefined || raw === null) return undefined
-  const s = Section.open(issues, path, raw, ['emails', 'domains', 'groups'])
+function validateAllow (issues: Issues, path: Path, raw: RouteYaml['allow']): AllowRules | undefined {
+  if (raw === undefined) return issues.touched(path) ? { emails: [], domains: [], groups: [] } : undefined
   const rules = {
-    emails: stringList(issues, [...path, 'emails'], s.value.emails).map((e) => e.toLowerCase()),
-    domains: stringList(issues, [...path, 'domains'], s.value.domains).map((d) => d.toLowerCase().replace(/^@/, '')),
-    groups: stringList(issues, [...path, 'groups'], s.value.groups),
+    emails: (raw.emails ?? []).map((e) => e.trim().toLowerCase()),
+    domains: (raw.domains ?? []).map((d) => d.trim().toLowerCase().replace(/^@/, '')),
+    groups: (raw.groups ?? []).map((g) => g.trim()),
   }
-  if (rules.emails.length + rules.domains.length + rules.groups.length === 0) {
+  if (rules.emails.length + rules.domains.length + rules.groups.length === 0 && !issues.touched(path)) {
     issues.add(path, 'allows nobody: give emails, domains or groups (or remove allow to let any signed-in user in)')
   }
   return rules
@@ -260,8 +250,9 @@ function validateAllow (issues: Issues, path: Path, raw: unknown): AllowRules | 
 
 const HTTP_METHODS = ['*', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
-function validatePublic (issues: Issues, path: Path, raw: unknown): PublicRule[] {
-  return stringList(issues, path, raw).flatMap((rule, i) => {
+function validatePublic (issues: Issues, path: Path, raw: string[] | undefined): PublicRule[] {
+  return (raw ?? []).flatMap((entry, i) => {
+    const rule = entry.trim()
     const [method = '', glob = '', extra] = rule.split(/\s+/)
     if (!HTTP_METHODS.includes(method.toUpperCase()) || (glob !== '*' && !glob.startsWith('/')) || extra !== undefined) {
       issues.add([...path, i], `must be "METHOD /path/glob" such as "GET /app/static/*" or "OPTIONS *", got ${describe(rule)}`)
@@ -271,60 +262,59 @@ function validatePublic (issues: Issues, path: Path, raw: unknown): PublicRule[]
   })
 }
 
-function validateRoute (issues: Issues, index: number, raw: unknown, providers: Record<string, unknown>): RouteConfig {
+function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers: string[]): RouteConfig {
   const path = ['routes', index]
-  const s = Section.open(issues, path, raw, ['path', 'upstream', 'provider', 'rewritePrefix', 'timeout', 'maxConnections', 'auth', 'websocket', 'allow', 'public', 'identityHeaders', 'allowedOrigins', 'assertion'])
-  let prefix = s.string('path', { required: true }) ?? '/'
-  if (!prefix.startsWith('/') || /[*?#:\s]/.test(prefix)) {
-    issues.add([...path, 'path'], `must be a path prefix such as /app/, got ${describe(prefix)}`)
+  const at = (key: string): Path => [...path, key]
+  let prefix = raw.path ?? '/'
+  if (raw.path !== undefined && (!prefix.startsWith('/') || /[*?#:\s]/.test(prefix))) {
+    issues.add(at('path'), `must be a path prefix such as /app/, got ${describe(prefix)}`)
     prefix = '/'
   }
   prefix = prefix.length > 1 ? prefix.replace(/\/+$/, '') : prefix
   if (RESERVED_PATHS.some((reserved) => prefix === reserved || prefix.startsWith(`${reserved}/`))) {
-    issues.add([...path, 'path'], `must not overlap the gateway's own ${prefix.startsWith('/oauth') ? '/oauth/' : prefix} endpoint`)
+    issues.add(at('path'), `must not overlap the gateway's own ${prefix.startsWith('/oauth') ? '/oauth/' : prefix} endpoint`)
   }
-  const auth = s.oneOf('auth', ['required', 'none'], 'required')
-  const provider = s.string('provider')
-  if (auth === 'required' && provider === undefined) issues.add([...path, 'provider'], 'is required when auth is required')
-  if (provider !== undefined && !Object.hasOwn(providers, provider)) {
-    issues.add([...path, 'provider'], `names no configured provider (known: ${Object.keys(providers).join(', ') || 'none'})`)
+  const auth = raw.auth ?? 'required'
+  const provider = raw.provider
+  if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
+    issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
   }
-  const rewritePrefix = s.string('rewritePrefix')
-  if (rewritePrefix !== undefined && !rewritePrefix.startsWith('/')) issues.add([...path, 'rewritePrefix'], `must start with /, got ${describe(rewritePrefix)}`)
-  const upstream = s.url('upstream', ['http', 'https'], { required: true })
+  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider])) {
+    const match = closest(provider, providers)
+    issues.add(at('provider'), 'names no configured provider', match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
+  }
+  const rewritePrefix = raw.rewritePrefix
+  if (rewritePrefix !== undefined && !rewritePrefix.startsWith('/')) issues.add(at('rewritePrefix'), `must start with /, got ${describe(rewritePrefix)}`)
+  const upstream = url(issues, at('upstream'), raw.upstream, ['http', 'https'])
   if (upstream !== undefined && (new URL(upstream).pathname !== '/' || /[?#]/.test(upstream))) {
-    issues.add([...path, 'upstream'], `must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got ${describe(upstream)}`)
+    issues.add(at('upstream'), `must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got ${describe(upstream)}`)
   }
+  const assertion = raw.assertion ?? false
+  if (assertion && auth === 'none') issues.add(at('assertion'), 'needs auth: required (a route without a session has nobody to vouch for)')
   return {
     path: prefix,
     upstream: upstream ?? 'http://invalid',
     provider,
     rewritePrefix,
-    timeoutMs: s.duration('timeout', '30s', 100, DAY),
-    maxConnections: s.integer('maxConnections', 128, 1, 10_000),
+    timeoutMs: duration(issues, at('timeout'), raw.timeout, '30s', 100, DAY),
+    maxConnections: raw.maxConnections ?? 128,
     auth,
-    websocket: s.boolean('websocket', false),
-    allow: validateAllow(issues, [...path, 'allow'], s.value.allow),
-    public: validatePublic(issues, [...path, 'public'], s.value.public),
-    identityHeaders: validateIdentityHeaders(issues, [...path, 'identityHeaders'], s.value.identityHeaders),
-    allowedOrigins: validateOrigins(issues, [...path, 'allowedOrigins'], s.value.allowedOrigins),
-    assertion: validateRouteAssertion(s, auth),
+    websocket: raw.websocket ?? false,
+    allow: validateAllow(issues, at('allow'), raw.allow),
+    public: validatePublic(issues, at('public'), raw.public),
+    identityHeaders: validateIdentityHeaders(issues, at('identityHeaders'), raw.identityHeaders),
+    allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
+    assertion,
   }
-}
-
-function validateRouteAssertion (s: Section, auth: RouteConfig['auth']): boolean {
-  const assertion = s.boolean('assertion', false)
-  if (assertion && auth === 'none') s.issues.add([...s.path, 'assertion'], 'needs auth: required (a route without a session has nobody to vouch for)')
-  return assertion
 }
 
 /** Headers an assertion may not be named after: the gateway already sets them, or HTTP gives them a meaning. */
 const GATEWAY_SET_HEADERS = ['authorization', 'cookie', 'host', 'forwarded', 'x-real-ip']
 
 /** The top-level `assertion` section; enabled when present or when a route asks for it. */
-function validateAssertion (issues: Issues, raw: unknown, routes: RouteConfig[]): AssertionConfig {
-  const s = Section.open(issues, ['assertion'], raw, ['header', 'ttl', 'rotateEvery'])
-  const header = s.string('header', { default: 'X-Gateway-Assertion' })!
+function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], routes: RouteConfig[]): AssertionConfig {
+  const section = raw ?? {}
+  const header = section.header ?? 'X-Gateway-Assertion'
   const lower = header.toLowerCase()
   if (!HEADER_NAME.test(header)) {
     issues.add(['assertion', 'header'], `must be a header name, got ${describe(header)}`)
@@ -332,16 +322,17 @@ function validateAssertion (issues: Issues, raw: unknown, routes: RouteConfig[])
     issues.add(['assertion', 'header'], `must not be a header the gateway sets itself (${lower}), got ${describe(header)}`)
   }
   return {
-    enabled: (raw !== undefined && raw !== null) || routes.some((route) => route.assertion),
+    enabled: raw !== undefined || routes.some((route) => route.assertion),
     header: lower,
-    ttlMs: s.duration('ttl', '60s', 5000, 600_000),
-    rotateEveryMs: s.duration('rotateEvery', '24h', 3_600_000, 90 * DAY),
+    ttlMs: duration(issues, ['assertion', 'ttl'], section.ttl, '60s', 5000, 600_000),
+    rotateEveryMs: duration(issues, ['assertion', 'rotateEvery'], section.rotateEvery, '24h', 3_600_000, 90 * DAY),
   }
 }
 
 /** Origins a websocket route accepts besides the gateway's own: `scheme://host[:port]`, nothing more. */
-function validateOrigins (issues: Issues, path: Path, raw: unknown): string[] {
-  return stringList(issues, path, raw).flatMap((origin, i) => {
+function validateOrigins (issues: Issues, path: Path, raw: string[] | undefined): string[] {
+  return (raw ?? []).flatMap((entry, i) => {
+    const origin = entry.trim()
     let parsed: URL | undefined
     try {
       parsed = new URL(origin)
@@ -356,10 +347,9 @@ function validateOrigins (issues: Issues, path: Path, raw: unknown): string[] {
 
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 
-function validateIdentityHeaders (issues: Issues, path: Path, raw: unknown): IdentityHeaders {
-  const s = Section.open(issues, path, raw, ['user', 'email', 'groups'])
+function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteYaml['identityHeaders']): IdentityHeaders {
   const header = (key: keyof IdentityHeaders, fallback: string) => {
-    const name = s.string(key, { default: fallback })!
+    const name = raw?.[key] ?? fallback
     if (!HEADER_NAME.test(name)) issues.add([...path, key], `must be a header name, got ${describe(name)}`)
     return name.toLowerCase()
   }
@@ -369,9 +359,8 @@ function validateIdentityHeaders (issues: Issues, path: Path, raw: unknown): Ide
 const WILDCARD_HOSTS = ['0.0.0.0', '::']
 
 /** `metrics.listen`: "host:port" (IPv6 in brackets), on another address than the public port. */
-function validateMetrics (issues: Issues, raw: unknown, server: ServerConfig): MetricsConfig {
-  const s = Section.open(issues, ['metrics'], raw, ['listen'])
-  const text = s.string('listen')?.trim()
+function validateMetrics (issues: Issues, raw: Sections['metrics'], server: ServerConfig): MetricsConfig {
+  const text = raw.listen?.trim()
   if (text === undefined || text === '') return { listen: undefined }
   const match = /^(\[[0-9A-Fa-f:.]+\]|[^\s:[\]/]+):(\d{1,5})$/.exec(text)
   const host = match?.[1]?.replace(/^\[(.*)\]$/, '$1') ?? ''
@@ -388,69 +377,60 @@ function validateMetrics (issues: Issues, raw: unknown, server: ServerConfig): M
 
 const RATE_WINDOWS: Record<string, number> = { s: 1000, sec: 1000, second: 1000, min: 60_000, minute: 60_000, h: 3_600_000, hour: 3_600_000 }
 
-/** `600/min`, `10/s`, `5000/h`, or `off` (YAML 1.1's `off` may arrive as false). */
-function rateBudget (issues: Issues, path: Path, raw: unknown, fallback: string): RateBudget | undefined {
-  const value = raw ?? fallback
-  if (value === 'off' || value === false) return undefined
-  const match = typeof value === 'string' ? /^\s*(\d{1,7})\s*\/\s*([a-z]+)\s*$/.exec(value) : null
-  const windowMs = match ? RATE_WINDOWS[match[2]!] : undefined
-  if (!match || windowMs === undefined || Number(match[1]) < 1) {
-    issues.add(path, `must be a rate such as 600/min, 10/s or 5000/h (at least 1), or off, got ${describe(value)}`)
-    return parseRate(fallback)
+/** `600/min`, `10/s`, `5000/h`, or `off` (the schema has checked the form). */
+function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig {
+  const value = raw.login ?? '600/min'
+  if (value === false || value.trim() === 'off') return { login: undefined }
+  const [max = '600', unit = 'min'] = value.replace(/\s+/g, '').split('/')
+  return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit] ?? 60_000 } satisfies RateBudget }
+}
+
+/**
+ * Validates a parsed (and substituted) config: the schema pass, presets, defaults, then the rules
+ * above. Returns the resolved config; the problems are in `issues`.
+ */
+export function validate (issues: Issues, plain: unknown): GatewayConfig {
+  const checked = checkSchema(issues, plain)
+  // Presets fill what a provider entry leaves out, before the schema's defaults do.
+  if (isObject(checked.providers)) {
+    for (const [name, entry] of Object.entries(checked.providers)) {
+      if (!isObject(entry)) continue
+      const { provider, problems } = applyPreset(entry as ProviderYaml)
+      for (const [key, message] of problems) issues.add(['providers', name, key], message)
+      checked.providers[name] = provider
+    }
   }
-  return { max: Number(match[1]), windowMs }
-}
-
-function parseRate (text: string): RateBudget {
-  const [max, unit] = text.split('/')
-  return { max: Number(max), windowMs: RATE_WINDOWS[unit!]! }
-}
-
-function validateRateLimit (issues: Issues, raw: unknown): RateLimitConfig {
-  const s = Section.open(issues, ['rateLimit'], raw, ['login'])
-  return { login: rateBudget(issues, ['rateLimit', 'login'], s.value.login, '600/min') }
-}
-
-/** Validates a parsed (and substituted) config object. */
-export function validate (issues: Issues, raw: unknown): GatewayConfig {
-  const top = Section.open(issues, [], raw, ['server', 'session', 'store', 'state', 'providers', 'routes', 'metrics', 'rateLimit', 'assertion', 'forwardAuth'])
-  const server = validateServer(issues, top.value.server)
-  const stateSection = Section.open(issues, ['state'], top.value.state, ['ttl'])
+  const raw = withDefaults(checked) as Sections
+  const server = validateServer(issues, raw.server)
 
   const providers: Record<string, ProviderConfig> = {}
-  const rawProviders = top.value.providers ?? {}
-  if (!isObject(rawProviders)) {
-    issues.add(['providers'], `must be a mapping of provider name to settings, got ${describe(rawProviders)}`)
-  } else {
-    for (const [name, value] of Object.entries(rawProviders)) providers[name] = validateProvider(issues, name, value)
-  }
+  for (const [name, entry] of Object.entries(raw.providers ?? {})) providers[name] = validateProvider(issues, name, entry)
 
   const routes: RouteConfig[] = []
-  const rawRoutes = top.value.routes ?? []
-  if (!Array.isArray(rawRoutes)) {
-    issues.add(['routes'], `must be a list of routes, got ${describe(rawRoutes)}`)
-  } else {
-    rawRoutes.forEach((value, i) => {
-      const route = validateRoute(issues, i, value, isObject(rawProviders) ? rawProviders : {})
-      if (routes.some((other) => other.path === route.path)) issues.add(['routes', i, 'path'], `duplicates another route's path ${describe(route.path)}`)
-      routes.push(route)
-    })
-  }
+  const names = Object.keys(raw.providers ?? {})
+  ;(raw.routes ?? []).forEach((entry, i) => {
+    if (!isObject(entry)) return
+    const route = validateRoute(issues, i, entry, names)
+    if (routes.some((other) => other.path === route.path) && entry.path !== undefined) {
+      issues.add(['routes', i, 'path'], `duplicates another route's path ${describe(route.path)}`)
+    }
+    routes.push(route)
+  })
 
-  const store = validateStore(issues, top.value.store)
-  if (store.type === 'memory' && server.workers > 1) {
+  const store = validateStore(issues, raw.store)
+  if (store.type === 'memory' && server.workers > 1 && !issues.touched(['store', 'type'])) {
     issues.add(['server', 'workers'], 'several workers need a shared store: set store.type to redis (the memory store lives in one process)')
   }
   return {
     server,
-    session: validateSession(issues, top.value.session, server.baseUrl),
+    session: validateSession(issues, raw.session, server.baseUrl, issues.touched(['server', 'baseUrl'])),
     store,
-    state: { ttlMs: stateSection.duration('ttl', '5m', 10_000, 3_600_000) },
+    state: { ttlMs: duration(issues, ['state', 'ttl'], raw.state.ttl, '5m', 10_000, 3_600_000) },
     providers,
     routes,
-    metrics: validateMetrics(issues, top.value.metrics, server),
-    rateLimit: validateRateLimit(issues, top.value.rateLimit),
-    assertion: validateAssertion(issues, top.value.assertion, routes),
-    forwardAuth: validateForwardAuth(issues, top.value.forwardAuth),
+    metrics: validateMetrics(issues, raw.metrics, server),
+    rateLimit: validateRateLimit(raw.rateLimit),
+    assertion: validateAssertion(issues, raw.assertion, routes),
+    forwardAuth: validateForwardAuth(issues, raw.forwardAuth),
   }
 }

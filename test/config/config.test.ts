@@ -52,7 +52,7 @@ describe('config: a good file', () => {
   it('loads with substitution, defaults and normalised values', () => {
     const config = parseConfig(GOOD, ENV)
     expect(config.server).toEqual({ host: '0.0.0.0', port: 8081, baseUrl: 'https://gw.example.org', trustProxy: false, shutdownTimeoutMs: 10_000, workers: 1 })
-    expect(config.session).toEqual({ cookieName: 'gw_session', secret: SECRET, ttlMs: 8 * 3_600_000, cookieSecure: true, cacheTtlMs: 1000 })
+    expect(config.session).toEqual({ cookieName: 'gw_session', secret: SECRET, ttlMs: 8 * 3_600_000, cookieSecure: true, cacheTtlMs: 1000, cookieDomain: undefined })
     expect(config.state.ttlMs).toBe(300_000)
     expect(config.providers.demo).toMatchObject({ name: 'demo', clientId: 'demo', clientSecret: 'has # and : inside', pkce: true, timeoutMs: 10_000 })
     expect(config.routes[0]).toMatchObject({ path: '/app', timeoutMs: 300_000, maxConnections: 128, auth: 'required', provider: 'demo' })
@@ -98,15 +98,15 @@ describe('config: a good file', () => {
 
 describe('config: every problem names its key path', () => {
   it.each([
-    ['an unknown key (a typo)', 'server:\n  prot: 80\n', ['server.prot: unknown key (expected one of: host, port, baseUrl, trustProxy, shutdownTimeout, workers) (line 2)']],
-    ['a missing variable', 'session:\n  secret: ${NOPE}\n', ['session.secret: environment variable NOPE is not set (use ${NOPE:-default} for a default) (line 2)']],
+    ['an unknown key (a typo)', 'server:\n  prot: 80\n', ['server.prot: unknown key; did you mean `port`? (line 2)']],
+    ['a missing variable', 'session:\n  secret: ${NOPE}\n', ['session.secret: environment variable NOPE is not set; use ${NOPE:-default} for a default (line 2)']],
     ['a port out of range', 'server: { port: 70000 }', ['server.port: must be an integer from 0 to 65535, got 70000 (line 1)']],
     ['a short secret', 'session: { secret: short }', ['session.secret: must be at least 32 characters, got 5; generate one with "openssl rand -base64 32" (line 1)']],
     ['a bad duration', 'state: { ttl: soon }', ['state.ttl: must be a duration such as 300, 300s, 5m or 8h, got "soon" (line 1)']],
     ['a duration out of range', 'state: { ttl: 2h }', ['state.ttl: must be between 10s and 1h, got "2h" (line 1)']],
     ['a bad store type', 'store: { type: mongo }', ['store.type: must be one of redis, memory, got "mongo" (line 1)']],
     ['a non-redis store url', 'store: { type: redis, url: "http://x" }', ['store.url: must be a redis or rediss URL, got "http://x" (line 1)']],
-    ['two store forms', 'store: { type: redis, url: "redis://a", cluster: ["redis://b:7000"] }', ['store: give only one of url, cluster or sentinel (line 1)']],
+    ['two store forms', 'store: { type: redis, url: "redis://a", cluster: ["redis://b:7000"] }', ['store: give only one of url, cluster or sentinel (got url and cluster) (line 1)']],
     ['a bad base URL', 'server: { baseUrl: "ftp://x" }', ['server.baseUrl: must be a http or https URL, got "ftp://x" (line 1)']],
     ['providers not a mapping', 'providers: [a]', ['providers: must be a mapping of provider name to settings, got a list (line 1)']],
     ['routes not a list', 'routes: {}', ['routes: must be a list of routes, got a mapping (line 1)']],
@@ -134,15 +134,15 @@ routes:
 `
     expect(problems(text)).toEqual([
       'providers.bad name: a provider name may only use letters, digits, - and _ (line 3)',
-      'providers.bad name.scope: is required (line 3)',
+      'providers.bad name.clientSecret: is required (line 3)',
+      'providers.bad name.scope: is required; or set preset: github, gitlab, google, microsoft, keycloak (line 3)',
+      'providers.bad name.clientId: must not be empty (line 4)',
       'providers.bad name.authorizeUrl: must be a URL, got "not-a-url" (line 5)',
       'providers.bad name.tokenUrl: must be a http or https URL, got "ftp://op/token" (line 6)',
-      'providers.bad name.clientId: must not be empty (line 4)',
-      'providers.bad name.clientSecret: is required (line 3)',
       'providers.bad name.pkce: must be true or false, got "maybe" (line 7)',
       'routes[0].path: must be a path prefix such as /app/, got "app" (line 9)',
-      'routes[0].provider: names no configured provider (known: bad name) (line 11)',
       'routes[0].upstream: must be a http or https URL, got "ftp://x" (line 10)',
+      'routes[0].provider: names no configured provider; known: bad name (line 11)',
       "routes[1].path: must not overlap the gateway's own /oauth/ endpoint (line 12)",
       'routes[1].upstream: must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got "http://127.0.0.1:1/base" (line 13)',
       'routes[1].websocket: must be true or false, got "maybe" (line 15)',

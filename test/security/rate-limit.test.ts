@@ -192,7 +192,7 @@ describe('rateLimit config', () => {
     [{ login: '0/min' }, 'rateLimit.login: must be a rate such as 600/min, 10/s or 5000/h (at least 1), or off, got "0/min" (line 2)'],
     [{ login: '5/day' }, 'rateLimit.login: must be a rate such as 600/min, 10/s or 5000/h (at least 1), or off, got "5/day" (line 2)'],
     [{ login: 600 }, 'rateLimit.login: must be a rate such as 600/min, 10/s or 5000/h (at least 1), or off, got 600 (line 2)'],
-    [{ logins: '5/min' }, 'rateLimit.logins: unknown key (expected one of: login) (line 2)'],
+    [{ logins: '5/min' }, 'rateLimit.logins: unknown key; did you mean `login`? (line 2)'],
   ])('refuses %j', (raw, message) => {
     expect(() => parse(raw)).toThrow(ConfigError)
     try {

@@ -1,0 +1,230 @@
+// The schema pass over gateway.yaml: scalars from `${VAR}` made the type the schema asks for, ajv
+// (allErrors) run against schema.ts, and its errors turned into one problem per root cause:
+// anyOf/oneOf branches collapse into one message, an unknown key gets "did you mean" (and the key
+// it was meant to be is not also reported missing), a value outside a list of choices gets the
+// nearest choice. Values with a problem are removed, so later checks see only valid values or
+// defaults and report nothing that follows from a problem already reported.
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
+import { GatewayYamlSchema, type GatewayYaml } from './schema.js'
+import { closest, describe, didYouMean, isObject, type Issues, type Path } from './reader.js'
+
+/** A JSON Schema node, read loosely (this file only reads the keywords schema.ts uses). */
+interface SchemaNode {
+  type?: string | string[]
+  properties?: Record<string, SchemaNode>
+  patternProperties?: Record<string, SchemaNode>
+  items?: SchemaNode
+  anyOf?: SchemaNode[]
+  const?: unknown
+  minimum?: number
+  maximum?: number
+  minLength?: number
+  expected?: string
+}
+
+function ajv (useDefaults: boolean): Ajv {
+  const instance = new Ajv({ allErrors: true, verbose: true, useDefaults, allowUnionTypes: true, strictTuples: false })
+  // Annotations of our own (see schema.ts): no validation, but known to strict mode.
+  instance.addVocabulary(['expected', 'defaultText'])
+  return instance
+}
+
+let validators: { check: ValidateFunction, fill: ValidateFunction } | undefined
+
+function compiled (): { check: ValidateFunction, fill: ValidateFunction } {
+  validators ??= { check: ajv(false).compile(GatewayYamlSchema), fill: ajv(true).compile(GatewayYamlSchema) }
+  return validators
+}
+
+const types = (node: SchemaNode): string[] => node.type === undefined ? [] : Array.isArray(node.type) ? node.type : [node.type]
+
+/**
+ * A scalar as YAML would have typed it, where the schema asks for a number or boolean and the text
+ * came from a variable (`port: ${PORT}` gives "8080"); numbers and booleans become text where text
+ * is asked for (`clientId: 12345`). An empty mapping key (`server:`) is an empty section.
+ */
+function coerce (node: SchemaNode | undefined, value: unknown): unknown {
+  if (node === undefined) return value
+  if (node.anyOf) {
+    // Only text from a variable is retyped for a union: a number stays a number (`trustProxy: 5`).
+    for (const branch of typeof value === 'string' ? node.anyOf : []) {
+      const converted = coerceScalar(branch, value)
+      if (converted !== value) return converted
+    }
+    const shaped = node.anyOf.find((branch) => (types(branch).includes('array') && Array.isArray(value)) || (types(branch).includes('object') && isObject(value)))
+    return shaped ? coerce(shaped, value) : value
+  }
+  if (isObject(value) && types(node).includes('object')) {
+    const out: Record<string, unknown> = {}
+    for (const [key, item] of Object.entries(value)) {
+      const child = node.properties?.[key] ?? Object.values(node.patternProperties ?? {})[0]
+      if (item === null && child !== undefined) {
+        // `key:` with nothing after it: an absent value, or an empty section.
+        if (types(child).includes('object')) out[key] = {}
+        continue
+      }
+      out[key] = coerce(child, item)
+    }
+    return out
+  }
+  // List items are written in the file (a variable cannot make a list): only mappings in them are walked.
+  if (Array.isArray(value) && types(node).includes('array')) return value.map((item) => isObject(item) ? coerce(node.items, item) : item)
+  return coerceScalar(node, value)
+}
+
+function coerceScalar (node: SchemaNode, value: unknown): unknown {
+  const [type, more] = types(node)
+  if (more !== undefined) return value
+  if ((type === 'integer' || type === 'number') && typeof value === 'string' && /^\s*-?\d+(?:\.\d+)?\s*$/.test(value)) return Number(value)
+  if (type === 'boolean' && (value === 'true' || value === 'false')) return value === 'true'
+  if (type === 'string' && node.const === undefined && (typeof value === 'number' || typeof value === 'boolean')) return String(value)
+  return value
+}
+
+/** The key path of a JSON pointer into `data` (array indexes as numbers). */
+function pathOf (pointer: string, data: unknown): Path {
+  const path: Array<string | number> = []
+  let here = data
+  for (const raw of pointer.split('/').slice(1)) {
+    const part = raw.replace(/~1/g, '/').replace(/~0/g, '~')
+    const key = Array.isArray(here) ? Number(part) : part
+    path.push(key)
+    here = isObject(here) || Array.isArray(here) ? (here as Record<string | number, unknown>)[key] : undefined
+  }
+  return path
+}
+
+function valueAt (data: unknown, path: Path): unknown {
+  let here = data
+  for (const key of path) here = isObject(here) || Array.isArray(here) ? (here as Record<string | number, unknown>)[key] : undefined
+  return here
+}
+
+function remove (data: unknown, path: Path): void {
+  const parent = valueAt(data, path.slice(0, -1))
+  const key = path[path.length - 1]
+  if (key !== undefined && (isObject(parent) || Array.isArray(parent))) delete (parent as Record<string | number, unknown>)[key]
+}
+
+/** The choices of an anyOf made of constants (`memory | redis`), else undefined. */
+function choices (node: SchemaNode): string[] | undefined {
+  if (!node.anyOf || !node.anyOf.every((branch) => branch.const !== undefined)) return undefined
+  return node.anyOf.map((branch) => String(branch.const))
+}
+
+/** "must be <this>, got ...": the schema's own phrase, or one made from its keywords. */
+function expectation (node: SchemaNode): string {
+  if (node.expected) return node.expected
+  const options = choices(node)
+  if (options) return `one of ${options.join(', ')}`
+  const type = types(node)[0]
+  if (type === 'integer') return node.minimum !== undefined && node.maximum !== undefined ? `an integer from ${node.minimum} to ${node.maximum}` : 'an integer'
+  if (type === 'boolean') return 'true or false'
+  if (type === 'object') return 'a mapping'
+  if (type === 'array') return 'a list'
+  if (type === 'number') return 'a number'
+  return 'a string'
+}
+
+/** How close a branch came: 0 when the value has its shape (the problem is inside), else 1. */
+function branchMismatch (errors: ErrorObject[], at: string): number {
+  return errors.some((e) => e.instancePath === at && ['type', 'const', 'enum'].includes(e.keyword)) ? 1 : 0
+}
+
+/**
+ * anyOf errors: when exactly one branch has the value's shape (a list where a list is allowed), that
+ * branch's errors stand (with the anyOf's phrase for its own level); otherwise the branches' errors
+ * make one "must be <one of the branches>" at the anyOf.
+ */
+function collapseBranches (errors: ErrorObject[]): { kept: ErrorObject[], phrases: Map<string, SchemaNode> } {
+  const dropped = new Set<ErrorObject>()
+  const phrases = new Map<string, SchemaNode>()
+  for (const error of errors) {
+    if (error.keyword !== 'anyOf' && error.keyword !== 'oneOf') continue
+    const prefix = `${error.schemaPath}/`
+    const branches = new Map<string, ErrorObject[]>()
+    for (const other of errors) {
+      if (!other.schemaPath.startsWith(prefix)) continue
+      const index = other.schemaPath.slice(prefix.length).split('/')[0]!
+      branches.set(index, [...(branches.get(index) ?? []), other])
+      dropped.add(other)
+    }
+    const shaped = [...branches.values()].filter((list) => branchMismatch(list, error.instancePath) === 0)
+    if (shaped.length === 1) {
+      dropped.add(error)
+      for (const kept of shaped[0]!) dropped.delete(kept)
+      phrases.set(error.instancePath, error.parentSchema as SchemaNode)
+    }
+  }
+  return { kept: errors.filter((e) => !dropped.has(e)), phrases }
+}
+
+/** Keys allowed where `node` is (for "did you mean"). */
+function keysOf (node: SchemaNode | undefined): string[] {
+  return Object.keys(node?.properties ?? {})
+}
+
+/**
+ * Runs the schema over `plain` (already substituted), reports each root cause once in `issues`, and
+ * returns the data with the reported values removed. No defaults yet: presets fill keys first.
+ */
+export function checkSchema (issues: Issues, plain: unknown): Record<string, unknown> {
+  const coerced = coerce(GatewayYamlSchema as SchemaNode, plain)
+  const data = isObject(coerced) ? coerced : {}
+  if (!isObject(coerced) && coerced !== undefined && coerced !== null) {
+    issues.add([], `must be a mapping of sections (server, session, providers, routes, ...), got ${describe(coerced)}`)
+    return data
+  }
+  const { check } = compiled()
+  if (check(data)) return data
+  const { kept, phrases } = collapseBranches(check.errors ?? [])
+
+  // Unknown keys first: the key each was meant to be is then "present", not missing.
+  const meant = new Set<string>()
+  for (const error of kept) {
+    if (error.keyword !== 'additionalProperties') continue
+    const parent = pathOf(error.instancePath, data)
+    const key = String((error.params as { additionalProperty: string }).additionalProperty)
+    const allowed = keysOf(error.parentSchema as SchemaNode)
+    const match = closest(key, allowed)
+    if (match !== undefined) issues.add([...parent, key], 'unknown key', `did you mean \`${match}\`?`)
+    else issues.add([...parent, key], `unknown key (expected one of: ${allowed.join(', ')})`)
+    if (match !== undefined) {
+      meant.add(`${error.instancePath}/${match}`)
+      issues.touch([...parent, match])
+    }
+    remove(data, [...parent, key])
+  }
+
+  const removals: Path[] = []
+  for (const error of kept) {
+    if (error.keyword === 'additionalProperties') continue
+    const path = pathOf(error.instancePath, data)
+    if (error.keyword === 'required') {
+      const key = String((error.params as { missingProperty: string }).missingProperty)
+      if (!meant.has(`${error.instancePath}/${key}`)) issues.add([...path, key], 'is required')
+      continue
+    }
+    const node = (phrases.get(error.instancePath) ?? error.parentSchema) as SchemaNode
+    const original = valueAt(plain, path)
+    if (error.keyword === 'minLength' && node.minLength === 1 && !node.expected) {
+      issues.add(path, 'must not be empty')
+    } else {
+      const options = choices(node)
+      const hint = options && typeof original === 'string' ? didYouMean(original, options) : undefined
+      issues.add(path, `must be ${expectation(node)}, got ${describe(original)}`, hint)
+    }
+    removals.push(path)
+  }
+  // Deepest first, so that removing a list item does not shift another removal's index.
+  for (const path of removals.sort((a, b) => b.length - a.length)) remove(data, path)
+  return data
+}
+
+/** The schema's defaults filled in (a second pass whose problems, all reported already, are ignored). */
+export function withDefaults (data: Record<string, unknown>): GatewayYaml {
+  compiled().fill(data)
+  // The schema pass removed every value with a problem; what is left has the schema's shape, except
+  // for required keys that are missing (reported already): validate.ts reads those defensively.
+  return data as GatewayYaml
+}

@@ -1,0 +1,204 @@
+// gateway.yaml's schema: the one source of the raw config's TypeScript types (`GatewayYaml`), of
+// the validation that `--check` and start-up run (ajv, see problems.ts), of the published
+// gateway.schema.json and of the reference table in docs/configuration.md (see publish.ts).
+// Types, enums, ranges, required keys and unknown keys are said here; rules that need two keys or a
+// parsed URL stay as code in validate.ts.
+//
+// Two annotations of our own, besides the standard `description`, `default` and `examples`:
+// `expected` is the phrase a problem uses ("must be <expected>, got ..."), `defaultText` says a
+// default that depends on other keys (docs only).
+/* eslint-disable no-template-curly-in-string -- examples show ${VAR} references as written in gateway.yaml */
+import Type, { type Static, type TSchema } from 'typebox'
+import { PRESET_NAMES } from './presets.js'
+
+/** `300` (seconds), `300s`, `5m`, `8h`, `1d`, `250ms`. */
+export const DURATION_PATTERN = '^\\s*\\d+(?:\\.\\d+)?\\s*(?:ms|s|m|h|d)?\\s*$'
+const DURATION_EXPECTED = 'a duration such as 300, 300s, 5m or 8h'
+
+/** A duration (a number of seconds or a string with a unit); its range is checked in validate.ts. */
+function Duration (description: string, fallback: string) {
+  return Type.Optional(Type.Unsafe<string | number>({
+    type: ['string', 'number'], pattern: DURATION_PATTERN, minimum: 0, default: fallback, description, expected: DURATION_EXPECTED,
+  }))
+}
+
+function Text (description: string, options: Record<string, unknown> = {}) {
+  return Type.Optional(Type.String({ description, ...options }))
+}
+
+function Flag (description: string, fallback: boolean) {
+  return Type.Optional(Type.Boolean({ description, default: fallback }))
+}
+
+function Strings (description: string, options: Record<string, unknown> = {}) {
+  return Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description, expected: 'a list of strings', ...options }))
+}
+
+function Section<T extends Record<string, TSchema>> (properties: T, description: string) {
+  return Type.Object(properties, { additionalProperties: false, description, default: {} })
+}
+
+const Server = Section({
+  host: Text('Listen address (the shipped gateway.yaml uses 127.0.0.1; 0.0.0.0 listens on every interface).', { default: '0.0.0.0', minLength: 1 }),
+  port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Listen port.' })),
+  baseUrl: Text('`{base_url}`: the address browsers use. `redirect_uri` is `{base_url}/oauth/authorized/<provider>/`; no query or fragment.', {
+    defaultText: 'http://localhost:<port>', examples: ['https://gateway.example.com'],
+  }),
+  trustProxy: Type.Optional(Type.Union([
+    Type.Boolean(),
+    Type.String(),
+    Type.Array(Type.String({ expected: 'an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal)' })),
+  ], {
+    default: false,
+    description: 'Which peers may set X-Forwarded-* (client address, rate-limit key, forward-auth): `false`, `true`, or the addresses and CIDR ranges of the proxies in front (a list, or a comma-separated string from a variable); `loopback`, `linklocal`, `uniquelocal` name those groups.',
+    expected: 'true, false or a list of addresses and CIDR ranges such as ["127.0.0.1", "10.0.0.0/8"]',
+    examples: [['10.0.0.0/8']],
+  })),
+  shutdownTimeout: Duration('How long a shutdown waits for in-flight requests (at most 5m).', '10s'),
+  workers: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 64 }), Type.Literal('auto')], {
+    default: 1,
+    description: 'Worker processes sharing the port (node:cluster), or `auto` for one per core. More than 1 needs `store.type: redis`.',
+    expected: 'an integer from 1 to 64 or auto',
+  })),
+}, 'Where the gateway listens and how it is reached.')
+
+const Session = Section({
+  cookieName: Text('The session cookie; the sign-in flow cookie is `<cookieName>_flow`. On https, `__Host-gw` gives every gateway cookie Path=/, Secure and no Domain.', { default: 'gw_session' }),
+  secret: Text('At least 32 random characters (`openssl rand -base64 32`); a guessable one is refused. Signs the state and keys the encryption of stored sessions. Absent: a random one per process, with a warning (sessions then die with the process and cannot be shared).', {
+    defaultText: 'random per process (warned)', examples: ['${GATEWAY_SESSION_SECRET}'],
+  }),
+  ttl: Duration('Idle session lifetime: each request renews it (1m to 30d).', '8h'),
+  cookieSecure: Type.Optional(Type.Union([Type.Boolean(), Type.Literal('auto')], {
+    default: 'auto', description: '`auto` sets Secure when `server.baseUrl` is https; `false` with an https baseUrl is refused.', expected: 'auto, true or false',
+  })),
+  cacheTtl: Duration('How long an instance serves a session it has read from memory before reading the store again (0 turns the cache off; at most 10s). Sign-out and refresh drop it on every instance at once.', '1s'),
+  cookieDomain: Text('Share the sign-in across hosts of one parent domain (forward-auth): the session cookie gets this Domain. Not with a `__Host-` cookie name; see forward-auth.md.', { examples: ['.example.com'] }),
+}, 'The session cookie and the secret that protects what the gateway keeps.')
+
+const Store = Section({
+  type: Type.Optional(Type.Union([Type.Literal('redis'), Type.Literal('memory')], {
+    default: 'memory', description: '`memory` (one instance only, warned at start) or `redis` (shared by every instance).',
+  })),
+  url: Text('One Redis: `redis://` or `rediss://`. Give only one of `url`, `cluster` and `sentinel`.', {
+    defaultText: 'redis://127.0.0.1:6379/0 (type redis)', examples: ['rediss://redis.internal:6380/0'],
+  }),
+  cluster: Strings('Redis Cluster seed nodes, a list of `redis://host:port`.', { minItems: 1, expected: 'a non-empty list of redis:// URLs', examples: [['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000']] }),
+  sentinel: Type.Optional(Type.Object({
+    name: Type.String({ minLength: 1, description: 'The monitored master\'s name.' }),
+    nodes: Type.Array(Type.String({ pattern: '^[^\\s:]+:\\d+$' }), { minItems: 1, description: 'Sentinels as `host:port`.', expected: 'a non-empty list of "host:port" strings' }),
+  }, { additionalProperties: false, description: 'Redis Sentinel.', examples: [{ name: 'mymaster', nodes: ['10.0.0.1:26379'] }] })),
+  keyPrefix: Text('Prefix of every key the gateway writes.', { default: 'gw:' }),
+  readiness: Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('ignored')], {
+    default: 'required', description: '`required`: /readyz answers 503 when no part of the store answers; `ignored`: always 200, with the store\'s state in the body (see operations.md).',
+  })),
+}, 'The session store.')
+
+const State = Section({
+  ttl: Duration('Lifetime of the signed `state` and of the sign-in flow it belongs to (10s to 1h).', '5m'),
+}, 'The sign-in flow.')
+
+const Claims = Type.Object({
+  user: Text('The user name (X-Forwarded-User, `sub` of the assertion).', { default: 'sub', minLength: 1 }),
+  email: Text('The e-mail address.', { default: 'email', minLength: 1 }),
+  name: Text('The display name.', { default: 'name', minLength: 1 }),
+  groups: Text('The groups (a list or one string).', { default: 'groups', minLength: 1 }),
+}, {
+  additionalProperties: false,
+  default: {},
+  description: 'Where each identity field is found in the ID token claims and the userinfo JSON: dotted paths (`contact.email`; `teams.slug` maps over a list) or JSON pointers (`/profile/display name`). A preset sets the provider\'s usual ones.',
+})
+
+const Provider = Type.Object({
+  clientId: Type.String({ minLength: 1, description: '`client_id` registered at the provider.', examples: ['${GITHUB_CLIENT_ID}'] }),
+  clientSecret: Type.String({ minLength: 1, description: '`client_secret`; sent only to `tokenUrl`, in the form body.', examples: ['${GITHUB_CLIENT_SECRET}'] }),
+  preset: Type.Optional(Type.Union(PRESET_NAMES.map((name) => Type.Literal(name)), {
+    description: 'Fill the endpoints, scope and claims of a well-known provider (see "Provider presets" below); keys given here win.',
+  })),
+  tenant: Text('`preset: microsoft`: the directory (tenant) ID or domain; the issuer is `https://login.microsoftonline.com/<tenant>/v2.0`.', { minLength: 1 }),
+  baseUrl: Text('`preset: keycloak`, `gitlab` or `github`: the server of a self-hosted Keycloak, GitLab or GitHub Enterprise.', { examples: ['https://keycloak.example.com'] }),
+  realm: Text('`preset: keycloak`: the realm (with `baseUrl`); the issuer is `<baseUrl>/realms/<realm>`.', { minLength: 1 }),
+  issuer: Text('OIDC issuer: `<issuer>/.well-known/openid-configuration` is read at start for the endpoints and keys; callbacks\' and ID tokens\' `iss` must match it. Required when the scope has `openid`.', {
+    examples: ['https://accounts.google.com'],
+  }),
+  authorizeUrl: Text('`{authorize_url}`. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
+  tokenUrl: Text('`{token_url}`. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
+  userinfoUrl: Text('Identity for plain OAuth 2.0 providers, called once at sign-in with the access token.', { defaultText: 'from discovery or the preset', examples: ['https://api.github.com/user'] }),
+  scope: Text('`scope` of the authorize request; with `openid` an ID token is required and validated. Required without a preset.', { defaultText: 'the preset\'s', examples: ['openid profile email'] }),
+  pkce: Flag('PKCE with S256.', true),
+  claims: Type.Optional(Claims),
+  timeout: Duration('Token and userinfo endpoint timeout (100ms to 2m); then 502 `token_exchange_failed`.', '10s'),
+  endSession: Flag('Sign out at the provider too, when it advertises `end_session_endpoint` (register `{base_url}/oauth/logout/<provider>/` as its post-logout redirect URI).', true),
+  dangerouslyAllowInsecureHttp: Flag('Allow this provider\'s endpoints over plain http to a host that is not loopback (otherwise the config is refused).', false),
+}, { additionalProperties: false, description: 'One `<remote_app_name>`: a client registered at one provider.' })
+
+const Allow = Type.Object({
+  emails: Strings('E-mail addresses.'),
+  domains: Strings('E-mail domains.'),
+  groups: Strings('Groups.'),
+}, { additionalProperties: false, defaultText: 'any signed-in user', description: 'Who may pass; any match passes, otherwise 403 `forbidden` and the upstream is not called.' })
+
+const IdentityHeaders = Type.Object({
+  user: Text('Header with the user name.', { default: 'X-Forwarded-User' }),
+  email: Text('Header with the e-mail address.', { default: 'X-Forwarded-Email' }),
+  groups: Text('Header with the groups, comma-joined.', { default: 'X-Forwarded-Groups' }),
+}, { additionalProperties: false, default: {}, description: 'Names of the identity headers sent upstream.' })
+
+const Route = Type.Object({
+  path: Type.String({ description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
+  upstream: Type.String({ description: '`{resource_url}`: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
+  provider: Text('Whose access token is injected; required when `auth: required`.'),
+  rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`).', { defaultText: 'the path is forwarded unchanged' }),
+  timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
+  maxConnections: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' })),
+  auth: Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('none')], { default: 'required', description: '`required`, or `none` for a public route (still proxied, no token).' })),
+  websocket: Flag('Also proxy WebSocket upgrades, through the same gate, with the bearer in the upstream handshake.', false),
+  allow: Type.Optional(Allow),
+  public: Strings('`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', { default: [], examples: [['OPTIONS *', 'GET /app/static/*']] }),
+  identityHeaders: Type.Optional(IdentityHeaders),
+  allowedOrigins: Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] }),
+  assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
+}, { additionalProperties: false, description: 'One proxied path prefix.' })
+
+/** `600/min`, `10/s`, `5000/h` (1 to 7 digits, at least 1), or `off`. */
+export const RATE_PATTERN = '^\\s*(?:0*[1-9]\\d{0,6}\\s*/\\s*(?:s|sec|second|min|minute|h|hour)|off)\\s*$'
+
+const RateLimit = Section({
+  login: Type.Optional(Type.Union([Type.String({ pattern: RATE_PATTERN }), Type.Literal(false)], {
+    default: '600/min',
+    description: 'Sign-in requests (/oauth/login/, /oauth/authorized/) per client address, shared by instances on one Redis: `N/s`, `N/min`, `N/h`, or `off`.',
+    expected: 'a rate such as 600/min, 10/s or 5000/h (at least 1), or off',
+  })),
+}, 'Per client address request budgets (429 `rate_limited`).')
+
+const Metrics = Section({
+  listen: Text('`host:port` to serve /metrics on instead of the public port (which then answers 404).', { examples: ['127.0.0.1:9090'] }),
+}, 'Prometheus metrics.')
+
+const Assertion = Section({
+  header: Text('The request header that carries the assertion.', { default: 'X-Gateway-Assertion' }),
+  ttl: Duration('Lifetime of one assertion (5s to 10m).', '60s'),
+  rotateEvery: Duration('How often the shared signing key is replaced (1h to 90d); the previous key stays published one more period.', '24h'),
+}, 'The signed identity assertion (ES256 JWT) sent to routes with `assertion: true`; keys at /.well-known/jwks.json.')
+
+const ForwardAuth = Section({
+  allowedRedirectHosts: Strings('Hosts outside the gateway a browser may be sent back to after signing in: `app.example.org`, `.example.com` (that domain and its subdomains), `host:8443`.', { default: [] }),
+}, 'Forward-auth (/oauth/auth/<provider>/) for a proxy in front; see forward-auth.md.')
+
+/** The whole of gateway.yaml. */
+export const GatewayYamlSchema = Type.Object({
+  server: Type.Optional(Server),
+  session: Type.Optional(Session),
+  store: Type.Optional(Store),
+  state: Type.Optional(State),
+  providers: Type.Optional(Type.Record(Type.String(), Provider, { description: 'The remote apps, keyed by `<remote_app_name>` (letters, digits, `-` and `_`).', expected: 'a mapping of provider name to settings' })),
+  routes: Type.Optional(Type.Array(Route, { description: 'Proxied path prefixes, each with its upstream.', expected: 'a list of routes' })),
+  metrics: Type.Optional(Metrics),
+  rateLimit: Type.Optional(RateLimit),
+  assertion: Type.Optional(Assertion),
+  forwardAuth: Type.Optional(ForwardAuth),
+}, { additionalProperties: false, title: 'gateway.yaml', description: 'The configuration of the authenticating gateway.' })
+
+/** gateway.yaml as written (after `${VAR}` substitution and the schema pass), before defaults and cross-checks. */
+export type GatewayYaml = Static<typeof GatewayYamlSchema>
+export type ProviderYaml = Static<typeof Provider>
+export type RouteYaml = Static<typeof Route>

@@ -1,0 +1,155 @@
+/* eslint-disable no-template-curly-in-string -- the configs under test contain ${VAR} text */
+// `--check` names one root cause per mistake: the table pins the exact problem (key path, line,
+// message, hint) for broken files, then the CLI's output for a good and a bad file.
+import { execFile } from 'node:child_process'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { promisify } from 'node:util'
+import { describe, expect, it } from 'vitest'
+import { ConfigError, parseConfig, type ConfigProblem } from '../../src/config/config.js'
+
+const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
+
+/** A valid base: one OIDC provider `demo` and one route; each case breaks one thing in it. */
+function config (provider: string, route = '    provider: demo\n', extra = ''): string {
+  return `session:
+  secret: ${SECRET}
+providers:
+  demo:
+${provider}routes:
+  - path: /app/
+    upstream: http://127.0.0.1:9100
+${route}${extra}`
+}
+const OIDC = '    clientId: c\n    clientSecret: s\n    issuer: https://op.example.org\n    scope: openid\n'
+
+function problems (text: string, env: Record<string, string> = {}): ConfigProblem[] {
+  try {
+    parseConfig(text, env)
+  } catch (error) {
+    if (error instanceof ConfigError) return error.problems
+    throw error
+  }
+  return []
+}
+
+type Case = [name: string, text: string, expected: ConfigProblem[]]
+const p = (path: string, line: number | undefined, message: string, hint?: string): ConfigProblem => ({ path, line, message, ...(hint ? { hint } : {}) })
+
+const CASES: Case[] = [
+  ['a misspelt provider key is one problem, not also "clientSecret is required"',
+    config('    clientId: c\n    clientSecrt: s\n    issuer: https://op.example.org\n    scope: openid\n'),
+    [p('providers.demo.clientSecrt', 6, 'unknown key', 'did you mean `clientSecret`?')]],
+  ['a misspelt issuer is one problem, not also "authorizeUrl and tokenUrl are required"',
+    config('    clientId: c\n    clientSecret: s\n    isuer: https://op.example.org\n    scope: openid\n'),
+    [p('providers.demo.isuer', 7, 'unknown key', 'did you mean `issuer`?')]],
+  ['an issuer that is not a URL is one problem, not three',
+    config('    clientId: c\n    clientSecret: s\n    issuer: op.example.org\n    scope: openid\n'),
+    [p('providers.demo.issuer', 7, 'must be a URL, got "op.example.org"')]],
+  ['an issuer from a missing variable is one problem',
+    config('    clientId: c\n    clientSecret: s\n    issuer: ${OP_ISSUER}\n    scope: openid\n'),
+    [p('providers.demo.issuer', 7, 'environment variable OP_ISSUER is not set', 'use ${OP_ISSUER:-default} for a default')]],
+  ['a misspelt section',
+    `servr:\n  port: 8080\n${config(OIDC)}`,
+    [p('servr', 1, 'unknown key', 'did you mean `server`?')]],
+  ['a key with no near match lists what is allowed',
+    config(OIDC, '    provider: demo\n    colour: blue\n'),
+    [p('routes[0].colour', 13, 'unknown key (expected one of: path, upstream, provider, rewritePrefix, timeout, maxConnections, auth, websocket, allow, public, identityHeaders, allowedOrigins, assertion)')]],
+  ['a key in the wrong case',
+    config(OIDC, '    provider: demo\n    rewriteprefix: /\n'),
+    [p('routes[0].rewriteprefix', 13, 'unknown key', 'did you mean `rewritePrefix`?')]],
+  ['a route naming a misspelt provider',
+    config(OIDC, '    provider: dmeo\n'),
+    [p('routes[0].provider', 12, 'names no configured provider', 'did you mean `demo`?')]],
+  ['a route naming an unknown provider',
+    config(OIDC, '    provider: github\n'),
+    [p('routes[0].provider', 12, 'names no configured provider', 'known: demo')]],
+  ['a misspelt choice',
+    `store:\n  type: rediss\n${config(OIDC)}`,
+    [p('store.type', 2, 'must be one of redis, memory, got "rediss"', 'did you mean `redis`?')]],
+  ['an unknown preset, naming providers.<name>.preset',
+    config('    preset: gihtub\n    clientId: c\n    clientSecret: s\n'),
+    [p('providers.demo.preset', 5, 'must be one of github, gitlab, google, microsoft, keycloak, got "gihtub"', 'did you mean `github`?')]],
+  ['a union (workers: integer or auto) gives one message, not one per branch',
+    `server:\n  workers: lots\n${config(OIDC)}`,
+    [p('server.workers', 2, 'must be an integer from 1 to 64 or auto, got "lots"')]],
+  ['a union whose list branch fits reports the item',
+    `server:\n  trustProxy: ["10.0.0.0/8", 7]\n${config(OIDC)}`,
+    [p('server.trustProxy[1]', 2, 'must be an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal), got 7')]],
+  ['a union that fits no form',
+    `server:\n  trustProxy: { a: 1 }\n${config(OIDC)}`,
+    [p('server.trustProxy', 2, 'must be true, false or a list of addresses and CIDR ranges such as ["127.0.0.1", "10.0.0.0/8"], got a mapping')]],
+  ['a number out of range',
+    `server:\n  port: 99999\n${config(OIDC)}`,
+    [p('server.port', 2, 'must be an integer from 0 to 65535, got 99999')]],
+  ['a port from a variable that is not a number',
+    `server:\n  port: \${PORT}\n${config(OIDC)}`,
+    [p('server.port', 2, 'must be an integer from 0 to 65535, got "eighty"')]],
+  ['a boolean that is not one',
+    config(OIDC, '    provider: demo\n    websocket: yes please\n'),
+    [p('routes[0].websocket', 13, 'must be true or false, got "yes please"')]],
+  ['a duration without a unit it knows',
+    config(OIDC, '    provider: demo\n    timeout: 30 seconds\n'),
+    [p('routes[0].timeout', 13, 'must be a duration such as 300, 300s, 5m or 8h, got "30 seconds"')]],
+  ['an empty client ID',
+    config('    clientId: ""\n    clientSecret: s\n    issuer: https://op.example.org\n    scope: openid\n'),
+    [p('providers.demo.clientId', 5, 'must not be empty')]],
+  ['a missing required key of a route',
+    config(OIDC, '    provider: demo\n').replace('    upstream: http://127.0.0.1:9100\n', ''),
+    [p('routes[0].upstream', 10, 'is required')]],
+  ['a plain OAuth 2.0 provider without endpoints',
+    config('    clientId: c\n    clientSecret: s\n    scope: read\n'),
+    [p('providers.demo.authorizeUrl', 4, 'is required without issuer', 'or set preset: github, gitlab, google, microsoft, keycloak'),
+      p('providers.demo.tokenUrl', 4, 'is required without issuer', 'or set preset: github, gitlab, google, microsoft, keycloak')]],
+  ['microsoft without a tenant',
+    config('    preset: microsoft\n    clientId: c\n    clientSecret: s\n'),
+    [p('providers.demo.tenant', 4, 'is required with preset microsoft: the directory (tenant) ID or a verified domain, from the app registration\'s overview page')]],
+  ['keycloak with a base URL and no realm',
+    config('    preset: keycloak\n    baseUrl: https://kc.example.org\n    clientId: c\n    clientSecret: s\n'),
+    [p('providers.demo.realm', 4, 'is required with preset keycloak and baseUrl: the realm whose users sign in')]],
+  ['a preset-only key without that preset',
+    config(`${OIDC}    tenant: abc\n`),
+    [p('providers.demo.tenant', 9, 'is only read by preset microsoft')]],
+  ['a file that is a list',
+    '- a\n- b\n',
+    [p('(top level)', undefined, 'must be a mapping of sections (server, session, providers, routes, ...), got a list')]],
+]
+
+describe('--check names one root cause per mistake', () => {
+  it('has at least 15 cases', () => expect(CASES.length).toBeGreaterThanOrEqual(15))
+
+  it.each(CASES)('%s', (_name, text, expected) => {
+    expect(problems(text, { PORT: 'eighty' })).toEqual(expected)
+  })
+
+  it('the base config of the table is valid', () => {
+    expect(problems(config(OIDC))).toEqual([])
+  })
+
+  it('reports several independent mistakes, each once, in file order', () => {
+    const text = config('    clientId: c\n    clientSecrt: s\n    issuer: https://op.example.org\n    scope: openid\n', '    provider: dmeo\n    timeout: soon\n')
+    expect(problems(text).map((problem) => `${problem.path}:${problem.line}`)).toEqual(['providers.demo.clientSecrt:6', 'routes[0].provider:12', 'routes[0].timeout:13'])
+  })
+})
+
+describe('the --check command', () => {
+  const run = promisify(execFile)
+
+  it('prints only "OK" for a good file, and one line per problem for a bad one', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-check-'))
+    await writeFile(join(dir, 'good.yaml'), config(OIDC))
+    await writeFile(join(dir, 'bad.yaml'), config('    clientId: c\n    clientSecrt: s\n    issuer: https://op.example.org\n    scope: openid\n', '    provider: dmeo\n'))
+    const ok = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'good.yaml')])
+    expect(ok.stdout).toBe(`${join(dir, 'good.yaml')}: OK (1 provider, 1 route)\n`)
+    expect(ok.stderr).toBe('')
+
+    const bad = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'bad.yaml')]).catch((e: unknown) => e) as { code: number, stdout: string, stderr: string }
+    expect(bad.code).toBe(1)
+    expect(bad.stdout).toBe('')
+    expect(bad.stderr).toBe(`${join(dir, 'bad.yaml')}: 2 problems
+  providers.demo.clientSecrt: unknown key; did you mean \`clientSecret\`? (line 6)
+  routes[0].provider: names no configured provider; did you mean \`demo\`? (line 12)
+`)
+  })
+})
