@@ -311,8 +311,8 @@ function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers
 /** Headers an assertion may not be named after: the gateway already sets them, or HTTP gives them a meaning. */
 const GATEWAY_SET_HEADERS = ['authorization', 'cookie', 'host', 'forwarded', 'x-real-ip']
 
-/** The top-level `assertion` section; enabled when present or when a route asks for it. */
-function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], routes: RouteConfig[]): AssertionConfig {
+/** The top-level `assertion` section; enabled when written in the file or when a route asks for it. */
+function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], written: boolean, routes: RouteConfig[]): AssertionConfig {
   const section = raw ?? {}
   const header = section.header ?? 'X-Gateway-Assertion'
   const lower = header.toLowerCase()
@@ -322,7 +322,7 @@ function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], route
     issues.add(['assertion', 'header'], `must not be a header the gateway sets itself (${lower}), got ${describe(header)}`)
   }
   return {
-    enabled: raw !== undefined || routes.some((route) => route.assertion),
+    enabled: written || routes.some((route) => route.assertion),
     header: lower,
     ttlMs: duration(issues, ['assertion', 'ttl'], section.ttl, '60s', 5000, 600_000),
     rotateEveryMs: duration(issues, ['assertion', 'rotateEvery'], section.rotateEvery, '24h', 3_600_000, 90 * DAY),
@@ -400,6 +400,8 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
       checked.providers[name] = provider
     }
   }
+  // Written by the operator, not filled in by the schema's defaults: it turns the assertions on.
+  const assertionWritten = checked.assertion !== undefined
   const raw = withDefaults(checked) as Sections
   const server = validateServer(issues, raw.server)
 
@@ -430,7 +432,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     routes,
     metrics: validateMetrics(issues, raw.metrics, server),
     rateLimit: validateRateLimit(raw.rateLimit),
-    assertion: validateAssertion(issues, raw.assertion, routes),
+    assertion: validateAssertion(issues, raw.assertion, assertionWritten, routes),
     forwardAuth: validateForwardAuth(issues, raw.forwardAuth),
   }
 }

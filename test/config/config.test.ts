@@ -64,6 +64,13 @@ describe('config: a good file', () => {
     expect(config.routes[0]!.maxConnections).toBe(10)
   })
 
+  it('signs identity assertions only when the file has an assertion section or a route asks for them (never by a default)', () => {
+    const route = 'routes: [{ path: /a, upstream: "http://127.0.0.1:1", auth: none }]'
+    expect(parseConfig(route, ENV).assertion.enabled).toBe(false)
+    expect(parseConfig(`${route}\nassertion: {}`, ENV).assertion.enabled).toBe(true)
+    expect(parseConfig(GOOD.replace(/provider: demo/, 'provider: demo\n    assertion: true'), ENV).assertion.enabled).toBe(true)
+  })
+
   it('a secret containing "#" or ": " cannot change the structure', () => {
     const config = parseConfig(GOOD, { ...ENV, CLIENT_ID: 'a: b # c\nroutes: []' })
     expect(config.providers.demo!.clientId).toBe('a: b # c\nroutes: []')
