@@ -84,6 +84,12 @@ export interface ProviderConfig {
   timeoutMs: number
   /** Plain http to a host that is not loopback is allowed (and warned about at start). */
   dangerouslyAllowInsecureHttp: boolean
+  /**
+   * Sign-out reaches the provider too: RP-initiated logout where discovery advertises
+   * `end_session_endpoint`, token revocation where it advertises `revocation_endpoint`.
+   * False: sign-out ends the gateway's session only.
+   */
+  endSession: boolean
 }
 
 /** Who may pass a route: any match passes. */

@@ -195,7 +195,7 @@ const CLAIM_DEFAULTS: ClaimsMapping = { user: 'sub', email: 'email', name: 'name
 function validateProvider (issues: Issues, name: string, raw: unknown): ProviderConfig {
   const path = ['providers', name]
   if (!PROVIDER_NAME.test(name)) issues.add(path, 'a provider name may only use letters, digits, - and _')
-  const s = Section.open(issues, path, raw, ['clientId', 'clientSecret', 'authorizeUrl', 'tokenUrl', 'scope', 'pkce', 'issuer', 'userinfoUrl', 'claims', 'timeout', 'dangerouslyAllowInsecureHttp'])
+  const s = Section.open(issues, path, raw, ['clientId', 'clientSecret', 'authorizeUrl', 'tokenUrl', 'scope', 'pkce', 'issuer', 'userinfoUrl', 'claims', 'timeout', 'dangerouslyAllowInsecureHttp', 'endSession'])
   const issuer = s.url('issuer', ['http', 'https'])
   const scope = s.string('scope', { required: true }) ?? ''
   const openid = scope.split(/\s+/).includes('openid')
@@ -232,6 +232,7 @@ function validateProvider (issues: Issues, name: string, raw: unknown): Provider
     },
     timeoutMs: s.duration('timeout', '10s', 100, 120_000),
     dangerouslyAllowInsecureHttp: allowInsecure,
+    endSession: s.boolean('endSession', true),
   }
 }
 
