@@ -192,6 +192,9 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
       backchannelLogout: { enabled: options.logout === true },
     },
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: options.logout ? interactionPolicy.base() : signInEveryTime() },
+    // Back-channel logout tokens go to gateways on this machine: without this, oidc-provider's
+    // protection against requests to special-use addresses (loopback among them) refuses them.
+    ...(options.logout ? { fetch: (url: string | URL | Request, init?: RequestInit) => { delete (init as { dispatcher?: unknown } | undefined)?.dispatcher; return fetch(url, init) } } : {}),
     issueRefreshToken: async () => true,
     ttl: {
       AccessToken: (ctx, token) => options.accessTokenTtl?.(String(token.clientId), String(ctx.oidc.params?.grant_type ?? '')) ?? 3600,

@@ -28,6 +28,8 @@ export interface LogoutClaims {
 const invalid = (message: string, cause?: unknown) => new GatewayError('invalid_request', message, { cause })
 
 function joseProblem (error: unknown): GatewayError {
+  // jose reports an iat older than maxTokenAge as expired, naming iat.
+  if (error instanceof joseErrors.JWTExpired && error.claim === 'iat') return invalid('The logout token has no iat, or one in the future or too long ago.', error)
   if (error instanceof joseErrors.JWTExpired) return invalid('The logout token has expired.', error)
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
     switch (error.claim) {
@@ -39,7 +41,9 @@ function joseProblem (error: unknown): GatewayError {
     }
   }
   if (error instanceof joseErrors.JWSSignatureVerificationFailed || error instanceof joseErrors.JWKSNoMatchingKey ||
-    error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JWKSMultipleMatchingKeys) {
+    error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JWKSMultipleMatchingKeys ||
+    // A JWK Set holds no symmetric keys: an HS256 token (signed with the client secret, say) lands here.
+    error instanceof joseErrors.JOSENotSupported) {
     return invalid('The logout token is not signed with the provider\'s keys.', error)
   }
   if (error instanceof joseErrors.JWKSTimeout || (error instanceof Error && error.name === 'TypeError')) {

@@ -304,6 +304,9 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
   // OIDC Back-Channel Logout: the provider, server to server; 200 or 400 invalid_request (§2.8).
   app.post<{ Params: { provider: string }, Body: Record<string, unknown> | undefined }>('/oauth/backchannel-logout/:provider/', async (request, reply) => {
     const provider = await providers.get(providerName(request))
+    if (!/^application\/x-www-form-urlencoded\b/i.test(request.headers['content-type'] ?? '')) {
+      throw new GatewayError('invalid_request', 'A logout token comes as a form field (application/x-www-form-urlencoded).')
+    }
     await backchannel.logout(provider, request.body?.logout_token)
     return reply.code(200).send()
   })
