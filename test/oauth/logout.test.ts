@@ -168,6 +168,14 @@ describe('RP-initiated logout', () => {
     expect(await signsInSilently(browser, '/second/')).toBe(false)
   })
 
+  it('the sign-out cookie never reaches an upstream', async () => {
+    const browser = new Browser()
+    await signIn(browser, '/app/')
+    const response = await fetch(`${gateway.url}/app/x`, { headers: { accept: 'application/json', cookie: `gw_session=${sessionCookie(browser)}; gw_session_signout=${'a'.repeat(43)}; theme=dark` } })
+    expect(response.status).toBe(200)
+    expect(((await response.json()) as { headers: Record<string, string> }).headers.cookie).toBe('theme=dark')
+  })
+
   it('without next, ends on the signed-out page', async () => {
     const browser = new Browser()
     await signIn(browser, '/app/')
