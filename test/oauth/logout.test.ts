@@ -144,6 +144,10 @@ describe('RP-initiated logout', () => {
     expect(end.visited).toContain(`${gateway.url}/app/bye`)
     expect(end.body).toMatch(/name="prompt" value="login"/)
     expect(browser.cookies.has('gw_session_signout')).toBe(false)
+    // Neither the ID token nor the state reaches a log line.
+    const logs = gateway.logs.join('\n')
+    expect(logs).not.toContain(idToken)
+    expect(logs).not.toContain(location.searchParams.get('state'))
   })
 
   it('keeps the ID token only for a provider with an end-session endpoint, and sub for all OIDC providers', async () => {
