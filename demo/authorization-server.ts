@@ -14,6 +14,10 @@ export interface DemoClient {
   client_id: string
   client_secret: string
   redirect_uris: string[]
+  /** Where the provider may send the browser after signing out (RP-initiated logout). */
+  post_logout_redirect_uris?: string[]
+  /** Where the provider POSTs logout tokens (back-channel logout); `sid` is always included. */
+  backchannel_logout_uri?: string
 }
 
 export interface AuthorizationServerOptions {
@@ -28,6 +32,12 @@ export interface AuthorizationServerOptions {
   issuer?: string
   /** Access token lifetime in seconds, per client and grant type (authorization_code, refresh_token). */
   accessTokenTtl?: (clientId: string, grantType: string) => number
+  /**
+   * A provider that remembers its sign-in (single sign-on: a second authorization does not ask
+   * again) and offers sign-out: RP-initiated logout, token revocation and back-channel logout.
+   * Default false: every authorization asks for the user again, and none of these is advertised.
+   */
+  logout?: boolean
 }
 
 export interface AuthorizationServer {
@@ -35,6 +45,8 @@ export interface AuthorizationServer {
   /** The port it listens on (the issuer's port may differ behind a container port mapping). */
   port: number
   provider: Provider
+  /** The key it signs ID tokens with (tests forge logout tokens that the provider's JWKS verifies). */
+  signingKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey']
   close (): Promise<void>
 }
 
@@ -83,6 +95,13 @@ function consentPage (uid: string, clientId: string, account: string, scopes: st
 <form method="post" action="/interaction/${escape(uid)}">
 <input type="hidden" name="prompt" value="consent">
 <button type="submit">Allow</button><a class="deny" href="/interaction/${escape(uid)}/abort">Deny</a></form>`)
+}
+
+/** The provider's own sign-out question (RP-initiated logout); `form` is oidc-provider's hidden form. */
+function logoutPage (form: string): string {
+  return page('Sign out', `<h1>Sign out of the demo authorization server?</h1>${form}
+<button type="submit" form="op.logoutForm" name="logout" value="yes">Yes, sign me out</button>
+<button type="submit" form="op.logoutForm">No, stay signed in</button>`)
 }
 
 async function readForm (req: IncomingMessage): Promise<URLSearchParams> {
@@ -149,6 +168,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   const configuration: Configuration = {
     clients: options.clients.map((client) => ({
       ...client,
+      ...(client.backchannel_logout_uri ? { backchannel_logout_session_required: true } : {}),
       token_endpoint_auth_method: 'client_secret_post',
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
@@ -159,8 +179,22 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'], groups: ['groups'] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     jwks: { keys: [{ ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig' }] },
-    features: { devInteractions: { enabled: false } },
-    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: signInEveryTime() },
+    features: {
+      devInteractions: { enabled: false },
+      rpInitiatedLogout: options.logout
+        ? {
+            enabled: true,
+            logoutSource: (ctx, form) => { ctx.type = 'html'; ctx.body = logoutPage(form) },
+            postLogoutSuccessSource: (ctx) => { ctx.type = 'html'; ctx.body = page('Signed out', '<h1>You are signed out</h1>') },
+          }
+        : { enabled: false },
+      revocation: { enabled: options.logout === true },
+      backchannelLogout: { enabled: options.logout === true },
+    },
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: options.logout ? interactionPolicy.base() : signInEveryTime() },
+    // Back-channel logout tokens go to gateways on this machine: without this, oidc-provider's
+    // protection against requests to special-use addresses (loopback among them) refuses them.
+    ...(options.logout ? { fetch: (url: string | URL | Request, init?: RequestInit) => { delete (init as { dispatcher?: unknown } | undefined)?.dispatcher; return fetch(url, init) } } : {}),
     issueRefreshToken: async () => true,
     ttl: {
       AccessToken: (ctx, token) => options.accessTokenTtl?.(String(token.clientId), String(ctx.oidc.params?.grant_type ?? '')) ?? 3600,
@@ -190,6 +224,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     issuer,
     port,
     provider,
+    signingKey: privateKey,
     close: async () => {
       server.closeAllConnections()
       await new Promise<void>((resolve) => server.close(() => resolve()))

@@ -16,7 +16,10 @@ import { Metrics } from './ops/metrics.js'
 import { serveMetricsApart } from './ops/metrics-listener.js'
 import { forwardAuth } from './oauth/forward-auth.js'
 import { Providers } from './oauth/providers.js'
+import { BackchannelLogout } from './oauth/backchannel.js'
+import { SignOuts } from './oauth/logout.js'
 import { TokenRefresher } from './oauth/refresh.js'
+import { SessionIndex } from './oauth/session-index.js'
 import { oauthRoutes } from './oauth/routes.js'
 import { Flows } from './oauth/state.js'
 import { probes } from './ops/probes.js'
@@ -89,6 +92,10 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const sessions = new Sessions(store, sealer, config.session, clock)
   const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs)
   const providers = new Providers(config.providers, app.log)
+  const signOuts = new SignOuts(store, sealer, providers, deriveKey(secret, 'signout-state'), config.state.ttlMs, config.server.baseUrl, app.log)
+  // Index entries outlive an idle session: one kept busy past session.ttl is still found.
+  const sessionIndex = new SessionIndex(store, deriveKey(secret, 'logout-index'), Math.max(config.session.ttlMs, 24 * 3600_000))
+  const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
   const now = () => clock.now()
   const assertions = config.assertion.enabled
@@ -113,7 +120,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)
   await app.register(probes, { store, metrics, servesMetrics: config.metrics.listen === undefined, readiness: config.store.readiness })
   const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
-  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signinLimit })
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit })
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, sessions, refresher, extraHeaders: assertions && forwardAuthAssertion(config, assertions) })
   await app.register(proxyRoutes, { config, sessions, refresher, metrics, assertions })

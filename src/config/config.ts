@@ -90,7 +90,11 @@ export interface ProviderConfig {
   dangerouslyAllowInsecureHttp: boolean
   /** The preset that filled this provider's endpoints, scope and claims (its quirks apply). */
   preset?: PresetName
-  /** Sign out at the provider too when it advertises `end_session_endpoint` (RP-initiated logout). */
+  /**
+   * Sign-out reaches the provider too: RP-initiated logout where discovery advertises
+   * `end_session_endpoint`, token revocation where it advertises `revocation_endpoint`.
+   * False: sign-out ends the gateway's session only.
+   */
   endSession: boolean
 }
 

@@ -127,7 +127,7 @@ const Provider = Type.Object({
   pkce: Flag('PKCE with S256.', true),
   claims: Type.Optional(Claims),
   timeout: Duration('Token and userinfo endpoint timeout (100ms to 2m); then 502 `token_exchange_failed`.', '10s'),
-  endSession: Flag('Sign out at the provider too, when it advertises `end_session_endpoint` (register `{base_url}/oauth/logout/<provider>/` as its post-logout redirect URI).', true),
+  endSession: Flag('Sign-out reaches the provider too: its tokens are revoked where discovery advertises `revocation_endpoint`, and the browser signs out there where it advertises `end_session_endpoint` (register `{base_url}/oauth/logout/<provider>/` as its post-logout redirect URI). `false`: sign-out ends the gateway\'s session only (see endpoints.md).', true),
   dangerouslyAllowInsecureHttp: Flag('Allow this provider\'s endpoints over plain http to a host that is not loopback (otherwise the config is refused).', false),
 }, { additionalProperties: false, description: 'One `<remote_app_name>`: a client registered at one provider.' })
 

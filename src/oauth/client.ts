@@ -108,6 +108,8 @@ export interface CodeExchangeResult {
   tokens: TokenSet
   /** The validated ID token's claims (OIDC providers only). */
   idClaims: JWTPayload | undefined
+  /** The ID token itself (OIDC providers only): sign-out sends it back as `id_token_hint`. */
+  idToken: string | undefined
 }
 
 /**
@@ -136,7 +138,7 @@ export async function exchangeCode (
       // oauth4webapi checked iss, aud, exp and nonce; the signature is checked against the JWKS here.
       idClaims = (await jwtVerify(result.id_token!, provider.jwks!, { issuer: as.issuer, audience: provider.clientId })).payload
     }
-    return { tokens: toTokenSet(result), idClaims }
+    return { tokens: toTokenSet(result), idClaims, idToken: provider.openid ? result.id_token : undefined }
   } catch (error) {
     throw tokenExchangeError(provider, error)
   }
@@ -184,6 +186,20 @@ export async function refreshTokens (provider: ResolvedProvider, refreshToken: s
     if (error instanceof oauth.ResponseBodyError) return 'refused'
     throw tokenExchangeError(provider, error)
   }
+}
+
+/**
+ * Revokes one token at the provider's revocation endpoint, the client authenticated as at the
+ * token endpoint (client_secret_post). Throws on any failure; the caller decides what it costs.
+ * @see https://www.rfc-editor.org/rfc/rfc7009#section-2.1
+ */
+export async function revokeToken (provider: ResolvedProvider, token: string, hint: 'refresh_token' | 'access_token'): Promise<void> {
+  const as: oauth.AuthorizationServer = { issuer: provider.expectedIssuer, revocation_endpoint: provider.revocationUrl }
+  const response = await oauth.revocationRequest(as, { client_id: provider.clientId }, oauth.ClientSecretPost(provider.clientSecret), token, {
+    ...requestOptions(provider, provider.revocationUrl ?? ''),
+    additionalParameters: { token_type_hint: hint },
+  })
+  await oauth.processRevocationResponse(response)
 }
 
 function toTokenSet (result: oauth.TokenEndpointResponse): TokenSet {

@@ -23,6 +23,16 @@ export interface ResolvedProvider extends ProviderConfig {
    * callback must carry `iss`. @see https://www.rfc-editor.org/rfc/rfc9207#section-3
    */
   issParameterSupported: boolean
+  /**
+   * Where sign-out sends the browser (RP-initiated logout): discovery's `end_session_endpoint`,
+   * unless `endSession: false`. @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html#OPMetadata
+   */
+  endSessionUrl: string | undefined
+  /**
+   * Where sign-out revokes the tokens: discovery's `revocation_endpoint`, unless `endSession: false`.
+   * @see https://www.rfc-editor.org/rfc/rfc8414#section-2
+   */
+  revocationUrl: string | undefined
 }
 
 /** A discovered endpoint the config's rules refuse: retrying cannot help, so it is reported at once. */
@@ -85,7 +95,7 @@ export class Providers {
   private async resolve (config: ProviderConfig): Promise<ResolvedProvider> {
     const needsDiscovery = config.issuer !== undefined && (!config.authorizeUrl || !config.tokenUrl || config.openid)
     if (!needsDiscovery) {
-      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false }
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined }
     }
     try {
       return await this.discover(config)
@@ -111,6 +121,8 @@ export class Providers {
       token_endpoint: config.tokenUrl ? undefined : tokenUrl,
       userinfo_endpoint: config.userinfoUrl ? undefined : metadata.userinfo_endpoint,
       jwks_uri: metadata.jwks_uri,
+      end_session_endpoint: config.endSession && typeof metadata.end_session_endpoint === 'string' ? metadata.end_session_endpoint : undefined,
+      revocation_endpoint: config.endSession ? metadata.revocation_endpoint : undefined,
     }
     for (const [field, url] of Object.entries(discovered)) {
       // The same rule as for configured endpoints (config-validate.ts): no plain http off this machine.
@@ -129,6 +141,8 @@ export class Providers {
       expectedIssuer: metadata.issuer,
       jwks: metadata.jwks_uri ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS }) : undefined,
       issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
+      endSessionUrl: discovered.end_session_endpoint,
+      revocationUrl: discovered.revocation_endpoint,
     }
   }
 }

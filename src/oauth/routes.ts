@@ -1,5 +1,6 @@
 // The sign-in endpoints: /oauth/login/<provider>/, /oauth/authorized/<provider>/, /oauth/logout/
-// and /oauth/userinfo/, plus the one rule for where a browser may be sent afterwards (`safeNext`):
+// (and /oauth/logout/<provider>/, where providers send the browser back after signing out),
+// /oauth/backchannel-logout/<provider>/ and /oauth/userinfo/, plus the one rule for where a browser may be sent afterwards (`safeNext`):
 // a plain same-origin path, or an absolute URL on a host in forwardAuth.allowedRedirectHosts.
 import cookie from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
@@ -11,7 +12,10 @@ import type { Metrics } from '../ops/metrics.js'
 import type { Sessions } from '../session/session.js'
 import { identityFrom } from '../access/identity.js'
 import { authorizationUrl, callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
+import type { BackchannelLogout } from './backchannel.js'
+import type { SignOuts } from './logout.js'
 import type { Providers } from './providers.js'
+import type { SessionIndex } from './session-index.js'
 import { RedirectHosts } from './redirect-hosts.js'
 import { formatFlowCookie, parseFlowCookie, type FlowRecord, type Flows } from './state.js'
 
@@ -93,6 +97,12 @@ export interface OAuthDeps {
   sessions: Sessions
   flows: Flows
   metrics: Metrics
+  /** Sign-out at the providers: revocation and RP-initiated logout. */
+  signOuts: SignOuts
+  /** Back-channel logout: verifies logout tokens and ends the sessions they name. */
+  backchannel: BackchannelLogout
+  /** Which sessions belong to a provider's `sid` / `sub` (written at sign-in). */
+  sessionIndex: SessionIndex
   /** Charges the sign-in endpoints' budget per client address (absent: no limit). */
   signinLimit?: onRequestAsyncHookHandler
 }
@@ -107,7 +117,7 @@ export function loginUrl (config: GatewayConfig, provider: string, next: string)
   return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 }
 
-export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics, signinLimit }: OAuthDeps): Promise<void> {
+export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit }: OAuthDeps): Promise<void> {
   // Cookies are parsed and set here only: proxied requests read the session cookie straight from the header.
   await app.register(cookie)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
@@ -120,6 +130,9 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
     secure: config.session.cookieSecure,
     maxAge: Math.ceil(flows.ttlMs / 1000),
   }
+  // Binds a sign-out that walks through the providers to this browser (see logout.ts).
+  const signOutCookie = `${config.session.cookieName}_signout`
+  const signOutCookieOptions = { ...flowCookieOptions, maxAge: Math.ceil(signOuts.ttlMs / 1000) }
 
   /** The provider named in the path; unknown names answer 404 before anything else. */
   function providerName (request: FastifyRequest<{ Params: { provider: string } }>): string {
@@ -160,7 +173,7 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
       next = flow.next
       const provider = await providers.get(name)
       const callback = checkCallback(provider, query)
-      const { tokens, idClaims } = await exchangeCode(provider, callback, redirectUri(config, name), flow.verifier, flow.nonce)
+      const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(config, name), flow.verifier, flow.nonce)
       const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
       const identity = identityFrom({ ...idClaims, ...userinfo }, provider.claims)
       const record = (await sessions.load(request))?.record ?? { createdAt: Date.now(), tokens: {} }
@@ -168,7 +181,20 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
       record.identities = { ...record.identities }
       if (identity) record.identities[name] = identity
       else delete record.identities[name]
-      await sessions.start(request, reply, record)
+      record.providerSessions = { ...record.providerSessions }
+      if (idClaims) {
+        // The ID token only where sign-out will send it back (id_token_hint): it is the largest part.
+        record.providerSessions[name] = {
+          ...(provider.endSessionUrl && idToken ? { idToken } : {}),
+          ...(typeof idClaims.sid === 'string' ? { sid: idClaims.sid } : {}),
+          ...(typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
+        }
+      } else {
+        delete record.providerSessions[name]
+      }
+      const sessionId = await sessions.start(request, reply, record)
+      // The new id replaces the old one for every provider of the session, not only this one.
+      for (const [known, claims] of Object.entries(record.providerSessions)) await sessionIndex.add(known, claims, sessionId)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
@@ -240,7 +266,23 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
         .header('x-frame-options', 'DENY')
         .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts)))
     }
+    // The gateway's session ends first, whatever the providers then do.
+    const session = await sessions.load(request)
     await sessions.end(request, reply)
+    if (session) {
+      await signOuts.revoke(session.record)
+      const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts))
+      if (walk) {
+        request.log.info('signed out; signing out at the providers')
+        reply.setCookie(signOutCookie, walk.cookie, signOutCookieOptions)
+        return reply.redirect(walk.url, 302)
+      }
+    }
+    return finishSignOut(request, reply, next)
+  }
+
+  /** The end of a sign-out: `next`, or (none given, a browser) the signed-out page. */
+  function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown) {
     if (next === undefined && wantsHtml(request)) {
       return reply.type('text/html; charset=utf-8').send(signedOutPage(signInLinks))
     }
@@ -248,4 +290,24 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
   }
   app.get('/oauth/logout/', logout)
   app.post('/oauth/logout/', logout)
+
+  // A provider sends the browser back here after its own sign-out (post_logout_redirect_uri).
+  app.get<{ Params: { provider: string }, Querystring: { state?: unknown } }>('/oauth/logout/:provider/', async (request, reply) => {
+    const name = providerName(request)
+    const state = typeof request.query.state === 'string' ? request.query.state : undefined
+    const step = await signOuts.resume(name, state, request.cookies[signOutCookie])
+    if ('url' in step) return reply.redirect(step.url, 302)
+    reply.clearCookie(signOutCookie, signOutCookieOptions)
+    return finishSignOut(request, reply, step.next)
+  })
+
+  // OIDC Back-Channel Logout: the provider, server to server; 200 or 400 invalid_request (§2.8).
+  app.post<{ Params: { provider: string }, Body: Record<string, unknown> | undefined }>('/oauth/backchannel-logout/:provider/', async (request, reply) => {
+    const provider = await providers.get(providerName(request))
+    if (!/^application\/x-www-form-urlencoded\b/i.test(request.headers['content-type'] ?? '')) {
+      throw new GatewayError('invalid_request', 'A logout token comes as a form field (application/x-www-form-urlencoded).')
+    }
+    await backchannel.logout(provider, request.body?.logout_token)
+    return reply.code(200).send()
+  })
 }

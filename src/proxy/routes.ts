@@ -130,7 +130,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
   app.decorateRequest('identity', undefined)
   app.decorateRequest('assertion', undefined)
   app.decorateRequest('upstreamStart', undefined)
-  const gatewayCookies = [sessions.cookieName, `${sessions.cookieName}_flow`]
+  const gatewayCookies = [sessions.cookieName, `${sessions.cookieName}_flow`, `${sessions.cookieName}_signout`]
   /** The same names in lower case: what an upstream's Set-Cookie may never set. */
   const plantable = gatewayCookies.map((name) => name.toLowerCase())
   // Identity headers are dropped on every route, whatever names any route uses for them.

@@ -19,11 +19,25 @@ export interface TokenSet {
   scope?: string
 }
 
+/**
+ * What sign-out needs of a provider's own session, kept apart from the token set (a refresh
+ * replaces that): the ID token for `id_token_hint` (only when the provider has an end-session
+ * endpoint), and the ID token's `sid` and `sub`, which a back-channel logout names.
+ * @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html#RPLogout
+ * @see https://openid.net/specs/openid-connect-backchannel-1_0.html#LogoutToken
+ */
+export interface ProviderSession {
+  idToken?: string
+  sid?: string
+  sub?: string
+}
+
 /** What one session holds: a token set per provider, and who the user is there. */
 export interface SessionRecord {
   createdAt: number
   tokens: Record<string, TokenSet>
   identities?: Record<string, Identity>
+  providerSessions?: Record<string, ProviderSession>
 }
 
 /** A loaded session: `id` (a keyed hash of the cookie) names it in the store and in logs; `cookie` opens it. */
@@ -202,13 +216,24 @@ export class Sessions {
     return json ? JSON.parse(json) as SessionRecord : null
   }
 
-  /** Stores the record under a brand-new id (no fixation) and drops the request's old session. */
-  async start (request: FastifyRequest, reply: FastifyReply, record: SessionRecord): Promise<void> {
+  /**
+   * Stores the record under a brand-new id (no fixation) and drops the request's old session.
+   * Returns the new session's id.
+   */
+  async start (request: FastifyRequest, reply: FastifyReply, record: SessionRecord): Promise<string> {
     const old = this.cookie(request)
     const cookie = randomToken()
-    await this.store.set(storeKeys.session(this.sealer.idFor(PURPOSE, cookie)), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
+    const id = this.sealer.idFor(PURPOSE, cookie)
+    await this.store.set(storeKeys.session(id), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
     if (old) await this.drop(old)
     reply.setCookie(this.config.cookieName, cookie, this.cookieOptions)
+    return id
+  }
+
+  /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */
+  async endById (id: string): Promise<void> {
+    await this.store.delete(storeKeys.session(id))
+    await this.invalidate(id)
   }
 
   /** Deletes the session in the store and clears the cookie. */
@@ -219,8 +244,6 @@ export class Sessions {
   }
 
   private async drop (cookie: string): Promise<void> {
-    const id = this.sealer.idFor(PURPOSE, cookie)
-    await this.store.delete(storeKeys.session(id))
-    await this.invalidate(id)
+    await this.endById(this.sealer.idFor(PURPOSE, cookie))
   }
 }

@@ -1,9 +1,46 @@
 // A real authorization server for tests: the demo's oidc-provider (demo/authorization-server.ts)
 // on a loopback port from the OS; `Browser` (./browser.ts) fills in its sign-in and consent forms.
+import type { Browser } from './browser.js'
 import { startAuthorizationServer, type AuthorizationServer, type DemoClient } from '../../demo/authorization-server.js'
 
 export type TestProvider = AuthorizationServer
 
-export async function startOidcProvider (clients: DemoClient[], options: { accessTokenTtl?: (clientId: string, grantType: string) => number } = {}): Promise<TestProvider> {
+/**
+ * `logout: true`: the provider keeps its sign-in (a second sign-in does not ask again) and offers
+ * RP-initiated logout, token revocation and back-channel logout; its clients may then list
+ * `post_logout_redirect_uris` and a `backchannel_logout_uri`.
+ */
+export async function startOidcProvider (clients: DemoClient[], options: { accessTokenTtl?: (clientId: string, grantType: string) => number, logout?: boolean } = {}): Promise<TestProvider> {
   return await startAuthorizationServer({ clients, ...options })
+}
+
+/** Where a walk through redirects ended: the last response, its body, and every address visited. */
+export interface WalkEnd { response: Response, body: string, url: string, visited: string[] }
+
+/**
+ * Follows redirects from `url` with `browser`'s cookies, and answers the provider's sign-out
+ * question (its `op.logoutForm`, RP-initiated logout) with "Yes, sign me out"; stops at any other
+ * page. Sign-in and consent forms are not filled in: the caller sees them (`body`).
+ */
+export async function walk (browser: Browser, url: string, init: RequestInit = {}): Promise<WalkEnd> {
+  const visited: string[] = []
+  let current = url
+  for (let step = 0; step < 20; step++) {
+    visited.push(current)
+    const response = await browser.fetch(current, init)
+    init = {}
+    const location = response.headers.get('location')
+    if (response.status >= 300 && response.status < 400 && location) {
+      await response.arrayBuffer()
+      current = new URL(location, current).href
+      continue
+    }
+    const body = await response.text()
+    // The question itself, or (no session at the provider) its self-submitting form.
+    const form = /<form (?:id="op\.logoutForm" )?method="post" action="([^"]+\/session\/end\/confirm)">\s*<input type="hidden" name="xsrf" value="([^"]+)"/.exec(body)
+    if (!form) return { response, body, url: current, visited }
+    current = new URL(form[1]!, current).href
+    init = { method: 'POST', body: new URLSearchParams({ xsrf: form[2]!, logout: 'yes' }), headers: { 'content-type': 'application/x-www-form-urlencoded' } }
+  }
+  throw new Error(`no final page after 20 steps from ${url}`)
 }

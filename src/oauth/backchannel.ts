@@ -1,0 +1,116 @@
+// Back-channel logout: the provider POSTs a logout token naming a session of its own (`sid`) or a
+// user (`sub`); once the token is verified in full, every gateway session signed in with that
+// session or user ends, on every instance (the store's session index, and the invalidation
+// broadcast that sign-out uses).
+// @see https://openid.net/specs/openid-connect-backchannel-1_0.html
+import { createHash } from 'node:crypto'
+import type { FastifyBaseLogger } from 'fastify'
+import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
+import { GatewayError } from '../http/errors.js'
+import type { Sessions } from '../session/session.js'
+import { storeKeys, type SessionStore } from '../store/store.js'
+import type { ResolvedProvider } from './providers.js'
+import type { SessionIndex } from './session-index.js'
+
+/** The member of the `events` claim that makes a JWT a logout token. */
+export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout'
+/** A logout token older than this (by its `iat`) is refused; its `jti` is remembered this long. */
+export const LOGOUT_TOKEN_MAX_AGE_S = 300
+const CLOCK_TOLERANCE_S = 60
+
+/** What a verified logout token names. */
+export interface LogoutClaims {
+  sid?: string
+  sub?: string
+  jti: string
+}
+
+const invalid = (message: string, cause?: unknown) => new GatewayError('invalid_request', message, { cause })
+
+function joseProblem (error: unknown): GatewayError {
+  // jose reports an iat older than maxTokenAge as expired, naming iat.
+  if (error instanceof joseErrors.JWTExpired && error.claim === 'iat') return invalid('The logout token has no iat, or one in the future or too long ago.', error)
+  if (error instanceof joseErrors.JWTExpired) return invalid('The logout token has expired.', error)
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    switch (error.claim) {
+      case 'iss': return invalid('The logout token was issued by another issuer (iss).', error)
+      case 'aud': return invalid('The logout token is meant for another client (aud).', error)
+      case 'iat': return invalid('The logout token has no iat, or one in the future or too long ago.', error)
+      case 'jti': return invalid('The logout token has no jti.', error)
+      default: return invalid(`The logout token's ${error.claim.slice(0, 32)} claim is invalid.`, error)
+    }
+  }
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed || error instanceof joseErrors.JWKSNoMatchingKey ||
+    error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JWKSMultipleMatchingKeys ||
+    // A JWK Set holds no symmetric keys: an HS256 token (signed with the client secret, say) lands here.
+    error instanceof joseErrors.JOSENotSupported) {
+    return invalid('The logout token is not signed with the provider\'s keys.', error)
+  }
+  if (error instanceof joseErrors.JWKSTimeout || (error instanceof Error && error.name === 'TypeError')) {
+    return new GatewayError('provider_unavailable', 'The provider\'s keys could not be read.', { cause: error })
+  }
+  return invalid('The logout token is not a valid signed JWT.', error)
+}
+
+/**
+ * Verifies a logout token as the spec's §2.6 says: signature with the provider's JWKS, `iss`,
+ * `aud`, `iat` (recent), `exp` when present, an `events` claim with the back-channel logout
+ * member, `sid` or `sub`, no `nonce`, a `jti`. Throws `invalid_request` naming the first problem.
+ * @see https://openid.net/specs/openid-connect-backchannel-1_0.html#Validation
+ */
+export async function verifyLogoutToken (provider: ResolvedProvider, token: unknown, currentDate?: Date): Promise<LogoutClaims> {
+  if (typeof token !== 'string' || token === '') throw invalid('The request has no logout_token.')
+  if (!provider.jwks) throw invalid(`Provider "${provider.name}" is not an OpenID Connect provider: there are no keys to verify a logout token with.`)
+  let claims: JWTPayload
+  try {
+    claims = (await jwtVerify(token, provider.jwks, {
+      issuer: provider.expectedIssuer,
+      audience: provider.clientId,
+      requiredClaims: ['iat', 'jti'],
+      maxTokenAge: LOGOUT_TOKEN_MAX_AGE_S,
+      clockTolerance: CLOCK_TOLERANCE_S,
+      ...(currentDate ? { currentDate } : {}),
+    })).payload
+  } catch (error) {
+    throw joseProblem(error)
+  }
+  const events = claims.events
+  if (typeof events !== 'object' || events === null || Array.isArray(events) ||
+    typeof (events as Record<string, unknown>)[BACKCHANNEL_LOGOUT_EVENT] !== 'object') {
+    throw invalid(`The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`)
+  }
+  if (claims.nonce !== undefined) throw invalid('The logout token carries a nonce, which a logout token must not.')
+  const sid = typeof claims.sid === 'string' && claims.sid !== '' ? claims.sid : undefined
+  const sub = typeof claims.sub === 'string' && claims.sub !== '' ? claims.sub : undefined
+  if (sid === undefined && sub === undefined) throw invalid('The logout token names neither sid nor sub.')
+  if (typeof claims.jti !== 'string' || claims.jti === '') throw invalid('The logout token has no jti.')
+  return { jti: claims.jti, ...(sid !== undefined ? { sid } : {}), ...(sub !== undefined ? { sub } : {}) }
+}
+
+export class BackchannelLogout {
+  constructor (
+    private readonly store: SessionStore,
+    private readonly index: SessionIndex,
+    private readonly sessions: Sessions,
+    private readonly log: FastifyBaseLogger
+  ) {}
+
+  /**
+   * Verifies `token` for `provider`, marks its `jti` used, and ends the sessions it names: those
+   * with its `sid` when it has one, else every session of its `sub`. Returns how many ended.
+   */
+  async logout (provider: ResolvedProvider, token: unknown): Promise<number> {
+    const claims = await verifyLogoutToken(provider, token)
+    const jti = createHash('sha256').update(claims.jti).digest('base64url')
+    const rememberMs = (LOGOUT_TOKEN_MAX_AGE_S + 2 * CLOCK_TOLERANCE_S) * 1000
+    if (!(await this.store.claim(storeKeys.usedState(`logout-token:${provider.name}:${jti}`), '1', rememberMs))) {
+      throw invalid('The logout token has already been used (jti).')
+    }
+    const ids = claims.sid !== undefined
+      ? await this.index.take(provider.name, 'sid', claims.sid)
+      : await this.index.take(provider.name, 'sub', claims.sub!)
+    for (const id of ids) await this.sessions.endById(id)
+    this.log.info({ provider: provider.name, by: claims.sid !== undefined ? 'sid' : 'sub', sessions: ids.length }, 'back-channel logout')
+    return ids.length
+  }
+}

@@ -1,0 +1,184 @@
+// Sign-out at the providers, after the gateway's own session has ended: the tokens are revoked
+// where the provider has a revocation endpoint (RFC 7009), and the browser is walked through the
+// end-session endpoint of every OIDC provider in the session, one after the other (RP-Initiated
+// Logout 1.0), then to `next`. What the walk still needs (the remaining providers and their ID
+// tokens) is sealed in the store under a random token that only this browser's sign-out cookie
+// holds; each provider leg carries a `state` (a JWS like the sign-in state, with its own key) that
+// is bound to that cookie and usable once.
+// @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html
+// @see https://www.rfc-editor.org/rfc/rfc7009
+import { createHmac, randomBytes } from 'node:crypto'
+import type { FastifyBaseLogger } from 'fastify'
+import { SignJWT, errors as joseErrors, jwtVerify } from 'jose'
+import * as oauth from 'oauth4webapi'
+import { GatewayError } from '../http/errors.js'
+import { randomToken, type Sealer } from '../session/seal.js'
+import type { SessionRecord } from '../session/session.js'
+import { storeKeys, type SessionStore } from '../store/store.js'
+import { revokeToken } from './client.js'
+import type { Providers, ResolvedProvider } from './providers.js'
+
+/** One provider still to visit: its name and the ID token to send as `id_token_hint`. */
+interface SignOutStep {
+  provider: string
+  idToken: string
+}
+
+/** What the walk keeps between providers (sealed in the store). */
+interface SignOutWalk {
+  /** Where to go at the end; undefined: the signed-out page. */
+  next: string | undefined
+  steps: SignOutStep[]
+}
+
+/** The sign-out state's claims besides iat and exp. */
+interface SignOutState {
+  /** always 'signout': a sign-in state can never be taken for one (other key too) */
+  typ: 'signout'
+  /** the provider this leg went to */
+  p: string
+  /** the state's random id: the used-state key */
+  n: string
+  /** a keyed hash of the browser's sign-out cookie */
+  b: string
+}
+
+const PURPOSE = 'signout'
+const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
+
+/** Where a sign-out goes next: a provider's end-session page, or the end of the walk. */
+export type SignOutNext = { url: string } | { done: true, next: string | undefined }
+
+export class SignOuts {
+  constructor (
+    private readonly store: SessionStore,
+    private readonly sealer: Sealer,
+    private readonly providers: Providers,
+    /** HS256 key of the sign-out state (derived from session.secret, apart from the sign-in state's). */
+    private readonly stateKey: Uint8Array,
+    /** How long a walk may take per provider (the sign-in state's lifetime). */
+    readonly ttlMs: number,
+    /** {base_url}: the return address is {base_url}/oauth/logout/<provider>/. */
+    private readonly baseUrl: string,
+    private readonly log: FastifyBaseLogger
+  ) {}
+
+  /** post_logout_redirect_uri: where the provider sends the browser back. */
+  returnUri (provider: string): string {
+    return `${this.baseUrl}/oauth/logout/${provider}/`
+  }
+
+  private bindingTag (cookie: string): string {
+    return createHmac('sha256', this.stateKey).update('binding\0').update(cookie).digest().toString('base64url').slice(0, 22)
+  }
+
+  private walkKey (cookie: string): string {
+    return `signout:${this.sealer.idFor(PURPOSE, cookie)}`
+  }
+
+  private async resolved (name: string): Promise<ResolvedProvider | undefined> {
+    try {
+      return await this.providers.get(name)
+    } catch (error) {
+      this.log.warn({ provider: name, reason: error instanceof GatewayError ? error.code : 'error' }, 'sign-out could not reach this provider; the gateway session has ended anyway')
+      return undefined
+    }
+  }
+
+  /**
+   * Revokes each provider's refresh token and access token where it has a revocation endpoint.
+   * A failure logs one warn line per provider and is otherwise ignored: the session has ended.
+   */
+  async revoke (record: SessionRecord): Promise<void> {
+    await Promise.all(Object.entries(record.tokens).map(async ([name, tokens]) => {
+      const provider = await this.resolved(name)
+      if (!provider?.revocationUrl) return
+      try {
+        if (tokens.refresh_token) await revokeToken(provider, tokens.refresh_token, 'refresh_token')
+        await revokeToken(provider, tokens.access_token, 'access_token')
+        this.log.info({ provider: name }, 'tokens revoked at the provider')
+      } catch (error) {
+        const reason = error instanceof oauth.ResponseBodyError ? error.error : error instanceof Error ? error.name : 'error'
+        this.log.warn({ provider: name, reason }, 'token revocation failed; the gateway session has ended anyway')
+      }
+    }))
+  }
+
+  /**
+   * Starts the walk over the providers of `record` that have an end-session endpoint and an ID
+   * token. Undefined when there is none; else the sign-out cookie's value and the first address.
+   */
+  async begin (record: SessionRecord, next: string | undefined): Promise<{ cookie: string, url: string } | undefined> {
+    const steps = Object.entries(record.providerSessions ?? {})
+      .filter((entry): entry is [string, { idToken: string }] => entry[1].idToken !== undefined)
+      .map(([provider, { idToken }]) => ({ provider, idToken }))
+    if (steps.length === 0) return undefined
+    const cookie = randomToken()
+    const step = await this.advance(cookie, { next, steps })
+    return 'url' in step ? { cookie, url: step.url } : undefined
+  }
+
+  /**
+   * A provider sent the browser back: checks `state` for `provider` against the sign-out cookie
+   * and marks it used, then goes on with the next provider or ends the walk. Throws `invalid_state`
+   * when the state is missing, tampered with, expired, for another provider, from another browser,
+   * or used.
+   */
+  async resume (provider: string, state: string | undefined, cookie: string | undefined): Promise<SignOutNext> {
+    const payload = await this.verifyState(state, provider)
+    if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser (no sign-out cookie).')
+    if (payload.b !== this.bindingTag(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser.')
+    const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - Date.now())
+    if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
+      throw new GatewayError('invalid_state', 'The state has already been used.')
+    }
+    const sealed = await this.store.take(this.walkKey(cookie))
+    const json = sealed === null ? null : this.sealer.open(PURPOSE, cookie, sealed)
+    if (json === null) return { done: true, next: undefined }
+    this.log.info({ provider }, 'signed out at the provider')
+    return await this.advance(cookie, JSON.parse(json) as SignOutWalk)
+  }
+
+  /** The next provider's end-session address (the rest of the walk stored), or the end. */
+  private async advance (cookie: string, walk: SignOutWalk): Promise<SignOutNext> {
+    for (let step = walk.steps.shift(); step !== undefined; step = walk.steps.shift()) {
+      const provider = await this.resolved(step.provider)
+      if (!provider?.endSessionUrl) continue
+      await this.store.set(this.walkKey(cookie), this.sealer.seal(PURPOSE, cookie, JSON.stringify(walk)), this.ttlMs)
+      return { url: await this.endSessionUrl(provider, step.idToken, cookie) }
+    }
+    return { done: true, next: walk.next }
+  }
+
+  private async endSessionUrl (provider: ResolvedProvider, idToken: string, cookie: string): Promise<string> {
+    const now = Math.floor(Date.now() / 1000)
+    const claims: SignOutState = { typ: 'signout', p: provider.name, n: randomBytes(16).toString('base64url'), b: this.bindingTag(cookie) }
+    const state = await new SignJWT({ ...claims })
+      .setProtectedHeader({ alg: 'HS256' })
+      .setIssuedAt(now)
+      .setExpirationTime(now + Math.ceil(this.ttlMs / 1000))
+      .sign(this.stateKey)
+    const url = new URL(provider.endSessionUrl!)
+    url.searchParams.set('id_token_hint', idToken)
+    url.searchParams.set('client_id', provider.clientId)
+    url.searchParams.set('post_logout_redirect_uri', this.returnUri(provider.name))
+    url.searchParams.set('state', state)
+    return url.href
+  }
+
+  private async verifyState (state: string | undefined, provider: string): Promise<SignOutState & { exp: number }> {
+    if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
+    let payload: Partial<SignOutState> & { exp?: number }
+    try {
+      payload = (await jwtVerify(state, this.stateKey, { algorithms: ['HS256'], clockTolerance: 0, requiredClaims: ['exp'] })).payload as Partial<SignOutState>
+    } catch (error) {
+      if (error instanceof joseErrors.JWTExpired) throw new GatewayError('invalid_state', 'The state has expired.', { cause: error })
+      throw new GatewayError('invalid_state', 'The state is invalid.', { cause: error })
+    }
+    if (payload.typ !== 'signout' || typeof payload.p !== 'string' || typeof payload.n !== 'string' || typeof payload.b !== 'string' || typeof payload.exp !== 'number') {
+      throw new GatewayError('invalid_state', 'The state is invalid.')
+    }
+    if (payload.p !== provider) throw new GatewayError('invalid_state', 'The state was issued for another provider.')
+    return payload as SignOutState & { exp: number }
+  }
+}

@@ -1,0 +1,174 @@
+// Back-channel logout against a real authorization server and two gateway instances on one Redis:
+// the provider ends its session, posts a logout token to one instance, and the next request
+// through either instance is no longer signed in. A logout token is verified in full: a table of
+// forged and malformed ones each gets 400 invalid_request naming what is wrong.
+import { generateKeyPair, SignJWT, type JWTPayload } from 'jose'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { Browser } from '../helpers/browser.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+let redis: TestRedis
+let op: TestProvider
+let upstream: Upstream
+let first: TestGateway
+let second: TestGateway
+let kid: string
+const deliveryErrors: unknown[] = []
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([{
+    client_id: 'c',
+    client_secret: 's',
+    redirect_uris: [`${baseUrl}/oauth/authorized/demo/`],
+    post_logout_redirect_uris: [`${baseUrl}/oauth/logout/demo/`],
+    backchannel_logout_uri: `${baseUrl}/oauth/backchannel-logout/demo/`,
+  }], { logout: true })
+  op.provider.on('backchannel.error', (_ctx: unknown, error: unknown) => deliveryErrors.push(error))
+  const raw = {
+    // A long cache, so a session another instance still holds in memory would show.
+    session: { cacheTtl: '10s' },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+  }
+  first = await startGateway({ ...raw, server: { port, baseUrl } })
+  second = await startGateway(raw)
+  kid = ((await (await fetch(`${op.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys[0]!.kid
+})
+
+afterAll(async () => {
+  await Promise.all([first?.close(), second?.close()])
+  await Promise.all([op?.close(), upstream?.close()])
+  await redis?.stop()
+})
+
+async function signedIn (login = 'alice'): Promise<{ browser: Browser, cookie: string }> {
+  const browser = new Browser()
+  expect((await browser.navigate(`${first.url}/app/`, { login })).status).toBe(200)
+  return { browser, cookie: browser.cookies.get('gw_session')!.value }
+}
+
+async function sessionWorks (cookie: string, on: TestGateway): Promise<boolean> {
+  const response = await fetch(`${on.url}/app/x`, { headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
+  await response.arrayBuffer()
+  return response.status === 200
+}
+
+/** A logout token as the provider would sign it, with `claims` changed (undefined removes one). */
+async function logoutToken (claims: Record<string, unknown> = {}, signing: { key?: Parameters<SignJWT['sign']>[0], alg?: string, kid?: string } = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000)
+  const payload: JWTPayload = {
+    iss: op.issuer,
+    aud: 'c',
+    iat: now,
+    exp: now + 120,
+    jti: crypto.randomUUID(),
+    sub: 'alice',
+    sid: 'some-sid',
+    events: { [BACKCHANNEL_LOGOUT_EVENT]: {} },
+    ...claims,
+  }
+  for (const [name, value] of Object.entries(payload)) if (value === undefined) delete payload[name]
+  return await new SignJWT(payload).setProtectedHeader({ alg: signing.alg ?? 'RS256', kid: signing.kid ?? kid, typ: 'logout+jwt' }).sign(signing.key ?? op.signingKey)
+}
+
+function post (body: string, on = first, contentType = 'application/x-www-form-urlencoded'): Promise<Response> {
+  return fetch(`${on.url}/oauth/backchannel-logout/demo/`, { method: 'POST', headers: { 'content-type': contentType }, body })
+}
+
+describe('back-channel logout', () => {
+  it('the provider ends its session: the next request through either instance is no longer signed in', async () => {
+    const { browser, cookie } = await signedIn('alice')
+    const other = await signedIn('bob')
+    // Both instances hold the session in their cache now.
+    expect(await sessionWorks(cookie, first)).toBe(true)
+    expect(await sessionWorks(cookie, second)).toBe(true)
+
+    // The user signs out at the provider itself (not through the gateway).
+    const end = await walk(browser, `${op.issuer}/session/end`)
+    expect(end.body).toContain('You are signed out')
+    expect(deliveryErrors).toEqual([])
+    expect(first.logs.some((line) => line.includes('"msg":"back-channel logout"') && line.includes('"sessions":1'))).toBe(true)
+
+    expect(await sessionWorks(cookie, first)).toBe(false)
+    expect(await sessionWorks(cookie, second)).toBe(false)
+    // Someone else's session stays.
+    expect(await sessionWorks(other.cookie, second)).toBe(true)
+  })
+
+  it('a token with sub only ends every session of that user, through whichever instance receives it', async () => {
+    const a = await signedIn('carol')
+    const b = await signedIn('carol')
+    expect(await sessionWorks(a.cookie, second)).toBe(true)
+    const response = await post(`logout_token=${await logoutToken({ sub: 'carol', sid: undefined })}`, second)
+    expect(response.status).toBe(200)
+    expect(response.headers.get('cache-control')).toBe('no-store')
+    for (const on of [first, second]) {
+      expect(await sessionWorks(a.cookie, on)).toBe(false)
+      expect(await sessionWorks(b.cookie, on)).toBe(false)
+    }
+  })
+
+  it('a valid token that names no known session answers 200 and ends nothing', async () => {
+    const { cookie } = await signedIn('dave')
+    expect((await post(`logout_token=${await logoutToken({ sub: 'nobody', sid: 'unknown' })}`)).status).toBe(200)
+    expect(await sessionWorks(cookie, first)).toBe(true)
+  })
+})
+
+describe('back-channel logout refuses a bad logout token', () => {
+  const now = () => Math.floor(Date.now() / 1000)
+  it.each<[string, () => Promise<string>, string]>([
+    ['no logout_token', async () => 'other=1', 'The request has no logout_token.'],
+    ['not a JWT', async () => 'logout_token=not.a.jwt', 'The logout token is not a valid signed JWT.'],
+    ['signed with another key', async () => `logout_token=${await logoutToken({}, { key: (await generateKeyPair('RS256')).privateKey })}`, 'The logout token is not signed with the provider\'s keys.'],
+    ['signed with the client secret (HS256)', async () => `logout_token=${await logoutToken({}, { key: new TextEncoder().encode('s'.repeat(32)), alg: 'HS256' })}`, 'The logout token is not signed with the provider\'s keys.'],
+    ['for another client', async () => `logout_token=${await logoutToken({ aud: 'someone-else' })}`, 'The logout token is meant for another client (aud).'],
+    ['from another issuer', async () => `logout_token=${await logoutToken({ iss: 'https://evil.example' })}`, 'The logout token was issued by another issuer (iss).'],
+    ['with a nonce (an ID token, say)', async () => `logout_token=${await logoutToken({ nonce: 'n' })}`, 'The logout token carries a nonce, which a logout token must not.'],
+    ['without events', async () => `logout_token=${await logoutToken({ events: undefined })}`, `The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`],
+    ['with another event', async () => `logout_token=${await logoutToken({ events: { 'https://example.com/other': {} } })}`, `The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`],
+    ['with neither sid nor sub', async () => `logout_token=${await logoutToken({ sid: undefined, sub: undefined })}`, 'The logout token names neither sid nor sub.'],
+    ['without jti', async () => `logout_token=${await logoutToken({ jti: undefined })}`, 'The logout token has no jti.'],
+    ['without iat', async () => `logout_token=${await logoutToken({ iat: undefined })}`, 'The logout token has no iat, or one in the future or too long ago.'],
+    ['issued an hour ago', async () => `logout_token=${await logoutToken({ iat: now() - 3600, exp: undefined })}`, 'The logout token has no iat, or one in the future or too long ago.'],
+    ['issued in the future', async () => `logout_token=${await logoutToken({ iat: now() + 3600, exp: now() + 7200 })}`, 'The logout token has no iat, or one in the future or too long ago.'],
+    ['expired', async () => `logout_token=${await logoutToken({ exp: now() - 120 })}`, 'The logout token has expired.'],
+  ])('%s: 400 invalid_request', async (_name, body, message) => {
+    const { cookie } = await signedIn('alice')
+    const response = await post(await body())
+    expect(response.status).toBe(400)
+    expect(response.headers.get('cache-control')).toBe('no-store')
+    expect(await response.json()).toEqual({ error: 'invalid_request', message })
+    expect(await sessionWorks(cookie, first)).toBe(true)
+  })
+
+  it('a replayed token (same jti): the second time 400 invalid_request', async () => {
+    const token = await logoutToken({ sub: 'nobody', sid: undefined })
+    expect((await post(`logout_token=${token}`)).status).toBe(200)
+    const replay = await post(`logout_token=${token}`, second)
+    expect(replay.status).toBe(400)
+    expect(await replay.json()).toEqual({ error: 'invalid_request', message: 'The logout token has already been used (jti).' })
+  })
+
+  it('an oversized body: 413 invalid_request, and a JSON body: 400 invalid_request', async () => {
+    const big = await post(`logout_token=${'a'.repeat(20_000)}`)
+    expect(big.status).toBe(413)
+    expect(((await big.json()) as { error: string }).error).toBe('invalid_request')
+    const json = await post(JSON.stringify({ logout_token: await logoutToken() }), first, 'application/json')
+    expect(json.status).toBe(400)
+    expect(await json.json()).toEqual({ error: 'invalid_request', message: 'A logout token comes as a form field (application/x-www-form-urlencoded).' })
+  })
+
+  it('an unknown provider: 404 unknown_provider', async () => {
+    const response = await fetch(`${first.url}/oauth/backchannel-logout/nope/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'logout_token=x' })
+    expect(response.status).toBe(404)
+  })
+})

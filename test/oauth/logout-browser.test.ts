@@ -1,0 +1,87 @@
+// Sign-out in a real browser (Debian's Chromium through playwright-core) against a real
+// authorization server that keeps its own sign-in: without a sign-out at the provider the next
+// sign-in is silent; after the gateway's sign-out (the provider's own question answered by the
+// browser), the next sign-in asks for the user again.
+import { existsSync } from 'node:fs'
+import { mkdir } from 'node:fs/promises'
+import { chromium, type Browser } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+const ARTIFACTS = 'test/artifacts'
+
+if (!existsSync(CHROMIUM)) {
+  throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`)
+}
+
+let op: TestProvider
+let upstream: Upstream
+let gateway: TestGateway
+let browser: Browser
+
+beforeAll(async () => {
+  await mkdir(ARTIFACTS, { recursive: true })
+  upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([{
+    client_id: 'c',
+    client_secret: 's',
+    redirect_uris: [`${baseUrl}/oauth/authorized/demo/`],
+    post_logout_redirect_uris: [`${baseUrl}/oauth/logout/demo/`],
+  }], { logout: true })
+  gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'memory' },
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+  })
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--headless', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  })
+})
+
+afterAll(async () => {
+  await browser?.close()
+  await gateway?.close()
+  await Promise.all([op?.close(), upstream?.close()])
+})
+
+describe('sign-out in a real browser', () => {
+  it('signs in, signs out at the gateway and the provider, and the next sign-in asks for the user again', async () => {
+    const context = await browser.newContext()
+    const page = await context.newPage()
+    await page.goto(`${gateway.url}/app/`)
+    await page.fill('input[name="login"]', 'alice')
+    await page.click('button:has-text("Sign in")')
+    await page.click('button:has-text("Allow")')
+    await page.waitForURL(`${gateway.url}/app/`)
+    expect(await page.textContent('body')).toContain('"method":"GET"')
+
+    // The provider remembers alice: with only the gateway's cookie gone, a sign-in is silent.
+    await context.clearCookies({ name: 'gw_session' })
+    await page.goto(`${gateway.url}/app/`)
+    await page.waitForURL(`${gateway.url}/app/`)
+    expect(await page.locator('input[name="login"]').count()).toBe(0)
+
+    await page.goto(`${gateway.url}/oauth/`)
+    await page.click('button:has-text("Sign out")')
+    // The provider's own question, answered by the person.
+    await page.waitForSelector('button:has-text("Yes, sign me out")')
+    expect(new URL(page.url()).origin).toBe(new URL(op.issuer).origin)
+    await page.click('button:has-text("Yes, sign me out")')
+    await page.waitForSelector('h1:has-text("You are signed out")')
+    expect(new URL(page.url()).origin).toBe(gateway.url)
+    expect(new URL(page.url()).pathname).toBe('/oauth/logout/demo/')
+    expect(await context.cookies()).not.toContainEqual(expect.objectContaining({ name: 'gw_session' }))
+    await page.screenshot({ path: `${ARTIFACTS}/signed-out-at-provider.png`, fullPage: true })
+
+    await page.goto(`${gateway.url}/app/`)
+    await page.waitForSelector('input[name="login"]')
+    expect(new URL(page.url()).origin).toBe(new URL(op.issuer).origin)
+    await context.close()
+  })
+})
