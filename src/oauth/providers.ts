@@ -33,6 +33,12 @@ export interface ResolvedProvider extends ProviderConfig {
    * @see https://www.rfc-editor.org/rfc/rfc8414#section-2
    */
   revocationUrl: string | undefined
+  /**
+   * The provider sends back-channel logout tokens (discovery's `backchannel_logout_supported`):
+   * only then does a session keep the provider's `sid`/`sub` and an entry in the logout index.
+   * @see https://openid.net/specs/openid-connect-backchannel-1_0.html#BCSupport
+   */
+  backchannelLogout: boolean
 }
 
 /** A discovered endpoint the config's rules refuse: retrying cannot help, so it is reported at once. */
@@ -95,7 +101,7 @@ export class Providers {
   private async resolve (config: ProviderConfig): Promise<ResolvedProvider> {
     const needsDiscovery = config.issuer !== undefined && (!config.authorizeUrl || !config.tokenUrl || config.openid)
     if (!needsDiscovery) {
-      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined }
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false }
     }
     try {
       return await this.discover(config)
@@ -143,6 +149,7 @@ export class Providers {
       issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
       endSessionUrl: discovered.end_session_endpoint,
       revocationUrl: discovered.revocation_endpoint,
+      backchannelLogout: metadata.backchannel_logout_supported === true,
     }
   }
 }

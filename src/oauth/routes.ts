@@ -184,10 +184,12 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
       record.providerSessions = { ...record.providerSessions }
       if (idClaims) {
         // The ID token only where sign-out will send it back (id_token_hint): it is the largest part.
+        // sid and sub only where a back-channel logout may name them (and find them in the index).
+        const listed = provider.backchannelLogout
         record.providerSessions[name] = {
           ...(provider.endSessionUrl && idToken ? { idToken } : {}),
-          ...(typeof idClaims.sid === 'string' ? { sid: idClaims.sid } : {}),
-          ...(typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
+          ...(listed && typeof idClaims.sid === 'string' ? { sid: idClaims.sid } : {}),
+          ...(listed && typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
         }
       } else {
         delete record.providerSessions[name]
