@@ -28,6 +28,8 @@ export interface AuthorizationServerOptions {
   issuer?: string
   /** Access token lifetime in seconds, per client and grant type (authorization_code, refresh_token). */
   accessTokenTtl?: (clientId: string, grantType: string) => number
+  /** oidc-provider's storage adapter (default: its quick-start in-memory one, which keeps about 1,000 entries). */
+  adapter?: Configuration['adapter']
 }
 
 export interface AuthorizationServer {
@@ -147,6 +149,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
 
   const configuration: Configuration = {
+    ...(options.adapter ? { adapter: options.adapter } : {}),
     clients: options.clients.map((client) => ({
       ...client,
       token_endpoint_auth_method: 'client_secret_post',
