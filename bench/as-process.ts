@@ -41,8 +41,10 @@ let provider: Awaited<ReturnType<typeof startAuthorizationServer>>['provider'] |
 async function largeMemoryAdapter (): Promise<AdapterFactory> {
   const [memory, lru] = await Promise.all([import('oidc-provider/lib/adapters/memory_adapter.js' as string), import('oidc-provider/lib/helpers/lru.js' as string)]) as [
     { default: new (model: string, store: unknown, clockTolerance: number) => Adapter }, { default: new (options: { maxSize: number }) => unknown }]
-  const store = new lru.default({ maxSize: 10_000_000 })
-  return (model: string) => new memory.default(model, store, 0)
+  const { default: LRU } = lru
+  const { default: MemoryAdapter } = memory
+  const store = new LRU({ maxSize: 10_000_000 })
+  return (model: string) => new MemoryAdapter(model, store, 0)
 }
 
 /** Times the token endpoint and userinfo per account, and counts refresh_token grants. */

@@ -30,6 +30,8 @@ export interface RefreshStormOptions {
   baselineSeconds: number
   stormSeconds: number
   logLevel: string
+  /** Run the first gateway under node --cpu-prof: its profile file is returned. */
+  profileDir?: string
 }
 
 interface WrkStatus { requests: number, p50: number, p99: number, s2xx: number, s3xx: number, s4xx: number, s5xx: number, errors: number, rps: number }
@@ -118,7 +120,16 @@ export async function refreshStormBench (options: RefreshStormOptions): Promise<
       { client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) },
     ], 3600))
     const gateways = await Promise.all(ports.map(async (port, i) => stops.add(await startGateway({
-      name: `gateway ${i + 1}`, upstream: upstream.url, redisUrl: redis.url, issuer: provider.issuer, clientId: 'bench', clientSecret, port, workers: 1, logLevel: options.logLevel,
+      name: `gateway ${i + 1}`,
+      upstream: upstream.url,
+      redisUrl: redis.url,
+      issuer: provider.issuer,
+      clientId: 'bench',
+      clientSecret,
+      port,
+      workers: 1,
+      logLevel: options.logLevel,
+      nodeArgs: i === 0 && options.profileDir ? ['--cpu-prof', '--cpu-prof-dir', options.profileDir] : [],
     }))))
     const scope = 'openid profile email'
     const accounts = Array.from({ length: options.sessions }, (_, i) => `storm${i}`)

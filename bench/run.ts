@@ -27,6 +27,7 @@ import { startRedis } from '../test/helpers/redis.js'
 import { APACHE_SESSION_COOKIE, apacheBinary, apacheRedirectUri, startApache } from './apache.js'
 import { summarizeProfile } from './profile.js'
 import { refreshStormBench, refreshStormReport } from './refresh-storm.js'
+import { sessionBytesBench, sessionBytesTable } from './session-bytes.js'
 import { signinBench, signinTable } from './signin.js'
 import { cpuOfTree, rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
 import { wrk, type LoadResult } from './wrk.js'
@@ -336,11 +337,24 @@ async function modes (): Promise<boolean> {
       baselineSeconds: Number(args.seconds ?? (args.quick ? 3 : 10)),
       stormSeconds: Number(args['storm-seconds'] ?? (args.quick ? 8 : 30)),
       logLevel,
+      profileDir: args.profile ? await mkdtemp(join(tmpdir(), 'gw-bench-storm-profile-')) : undefined,
     }
     const result = await refreshStormBench(options)
+    if (options.profileDir) {
+      const file = join(options.profileDir, (await readdir(options.profileDir)).find((name) => name.endsWith('.cpuprofile'))!)
+      process.stdout.write(`\nGateway 1 under --cpu-prof (baseline and storm):\n\n${await summarizeProfile(file)}\nprofile: ${file}\n`)
+    }
     const report = `Refresh storm ${new Date().toISOString()}: ${availableParallelism()} cores, ${result.sessions} sessions (refresh tokens minted at the provider, records sealed into Redis with the gateway's session code), 2 gateway instances with 1 worker each on one Redis, wrk ${options.connections} connections per instance walking all sessions in the same order, access tokens going stale over ${result.spreadS}s; gateway LOG_LEVEL ${logLevel}.\n\n${refreshStormReport(result, options)}`
     process.stdout.write(`\n${report}`)
     await record(args.quick ? undefined : 'bench/results/refresh-storm.md', report, { refreshStorm: true, ...options, result })
+  }
+  if (args['session-bytes'] || quickSmoke) {
+    ran = true
+    const records = Number(args.records ?? (args.quick ? 200 : 10_000))
+    const results = await sessionBytesBench({ records })
+    const report = `Session bytes ${new Date().toISOString()}: Redis ${records} records of each shape written with the gateway's own sealing code, the first two shapes copied from records the gateway wrote after real sign-ins (token strings of the real lengths, random per record).\n\n${sessionBytesTable(results)}\n`
+    process.stdout.write(`\n${report}`)
+    await record(args.quick ? undefined : 'bench/results/session-bytes.md', report, { sessionBytes: true, records, results })
   }
   return ran
 }

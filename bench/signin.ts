@@ -171,7 +171,12 @@ export async function signinBench (options: SigninOptions): Promise<{ results: S
     // The sign-in budget per client address stays on (its Redis round trip is part of a sign-in),
     // set high: every bench client comes from 127.0.0.1, where a real storm comes from many addresses.
     const gateway = stops.add(await startGateway({
-      ...common, name: 'gateway, 1 worker', clientId: 'bench', port, workers: 1, config: { rateLimit: { login: '1000000/min' } },
+      ...common,
+      name: 'gateway, 1 worker',
+      clientId: 'bench',
+      port,
+      workers: 1,
+      config: { rateLimit: { login: '1000000/min' } },
       nodeArgs: profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
     }))
     process.stdout.write(`signin: ${options.signins} sign-ins by ${options.concurrency} clients at once, each a new user, gateway LOG_LEVEL ${options.logLevel}\n`)
