@@ -14,6 +14,16 @@
 //                  compare its ratios with a run without it (results in latest-assertion.md)
 //   --generator wrk|autocannon                which load generator (default: wrk when installed)
 //   --reps N, --seconds N, --soak-seconds N   override the defaults
+// Scale modes (issue 17; bench/README.md says what each figure means):
+//   --signin         a sign-in storm through the real provider (bench/signin.ts): sign-ins/s, the
+//                    gateway's CPU ms per sign-in, its own latency, peak RSS; beside Apache when installed
+//                    --signins N (1000), --concurrency N (32); with --profile, where its CPU went
+//   --refresh-storm  5,000 sessions whose access tokens go stale together, two instances (bench/refresh-storm.ts):
+//                    refreshes per session at the provider, 5xx, p99 with and without the storm
+//                    --sessions N (5000), --seconds N (baseline, 10), --storm-seconds N (30), --connections N (25)
+//   --session-bytes  store bytes per session, 1 and 3 providers, a million extrapolated (bench/session-bytes.ts)
+//                    --records N (10000)
+//   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import autocannon from 'autocannon'
 import { appendFile, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises'
