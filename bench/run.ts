@@ -14,6 +14,16 @@
 //                  compare its ratios with a run without it (results in latest-assertion.md)
 //   --generator wrk|autocannon                which load generator (default: wrk when installed)
 //   --reps N, --seconds N, --soak-seconds N   override the defaults
+// Scale modes (issue 17; bench/README.md says what each figure means):
+//   --signin         a sign-in storm through the real provider (bench/signin.ts): sign-ins/s, the
+//                    gateway's CPU ms per sign-in, its own latency, peak RSS; beside Apache when installed
+//                    --signins N (1000), --concurrency N (32); with --profile, where its CPU went
+//   --refresh-storm  5,000 sessions whose access tokens go stale together, two instances (bench/refresh-storm.ts):
+//                    refreshes per session at the provider, 5xx, p99 with and without the storm
+//                    --sessions N (5000), --seconds N (baseline, 10), --storm-seconds N (30), --connections N (25)
+//   --session-bytes  store bytes per session, 1 and 3 providers, a million extrapolated (bench/session-bytes.ts)
+//                    --records N (10000)
+//   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import autocannon from 'autocannon'
 import { appendFile, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises'
@@ -26,6 +36,9 @@ import { freePort } from '../test/helpers/net.js'
 import { startRedis } from '../test/helpers/redis.js'
 import { APACHE_SESSION_COOKIE, apacheBinary, apacheRedirectUri, startApache } from './apache.js'
 import { summarizeProfile } from './profile.js'
+import { refreshStormBench, refreshStormReport } from './refresh-storm.js'
+import { sessionBytesBench, sessionBytesTable } from './session-bytes.js'
+import { signinBench, signinTable } from './signin.js'
 import { cpuOfTree, rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
 import { wrk, type LoadResult } from './wrk.js'
 
@@ -41,6 +54,14 @@ const { values: args } = parseArgs({
     connections: { type: 'string' },
     generator: { type: 'string' },
     assertion: { type: 'boolean' },
+    signin: { type: 'boolean' },
+    'refresh-storm': { type: 'boolean' },
+    'session-bytes': { type: 'boolean' },
+    signins: { type: 'string' },
+    concurrency: { type: 'string' },
+    sessions: { type: 'string' },
+    records: { type: 'string' },
+    'storm-seconds': { type: 'string' },
   },
 })
 const reps = Number(args.reps ?? (args.quick ? 1 : 9))
@@ -306,7 +327,64 @@ async function soak (target: Target, headers: Record<string, string>, upstreamKi
   await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date: new Date().toISOString(), soak: true, seconds: total, slices })}\n`)
 }
 
-main().catch((error: unknown) => {
+/** The sign-in, refresh-storm and session-bytes modes; with --quick and no mode, each at a tiny size. */
+async function modes (): Promise<boolean> {
+  const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes'] && !args.soak && !args.profile
+  const sizes = { signins: Number(args.signins ?? (args.quick ? 20 : 1000)), concurrency: Number(args.concurrency ?? (args.quick ? 4 : 32)) }
+  let ran = false
+  if (args.signin || quickSmoke) {
+    ran = true
+    const { results, profile } = await signinBench({ ...sizes, profile: args.profile === true, logLevel })
+    const report = `Sign-in storm ${new Date().toISOString()}: ${availableParallelism()} cores, ${sizes.signins} sign-ins per target by ${sizes.concurrency} clients at once, each a new user; gateway LOG_LEVEL ${logLevel}${args.profile ? ', gateway under --cpu-prof' : ''}.\n\n${signinTable(results)}\n${profile ? `\nWhere the gateway's CPU went during the storm (warm-up included):\n\n${profile}` : ''}`
+    process.stdout.write(`\n${report}`)
+    await record(args.quick ? undefined : `bench/results/signin${args.profile ? '-profile' : ''}.md`, report, { signin: true, ...sizes, profile: args.profile === true, results })
+  }
+  if (args['refresh-storm'] || quickSmoke) {
+    ran = true
+    const options = {
+      sessions: Number(args.sessions ?? (args.quick ? 50 : 5000)),
+      connections: Number(args.connections ?? 25),
+      baselineSeconds: Number(args.seconds ?? (args.quick ? 3 : 10)),
+      stormSeconds: Number(args['storm-seconds'] ?? (args.quick ? 8 : 30)),
+      logLevel,
+      profileDir: args.profile ? await mkdtemp(join(tmpdir(), 'gw-bench-storm-profile-')) : undefined,
+    }
+    const result = await refreshStormBench(options)
+    if (options.profileDir) {
+      const file = join(options.profileDir, (await readdir(options.profileDir)).find((name) => name.endsWith('.cpuprofile'))!)
+      process.stdout.write(`\nGateway 1 under --cpu-prof (baseline and storm):\n\n${await summarizeProfile(file)}\nprofile: ${file}\n`)
+    }
+    const report = `Refresh storm ${new Date().toISOString()}: ${availableParallelism()} cores, ${result.sessions} sessions (refresh tokens minted at the provider, records sealed into Redis with the gateway's session code), 2 gateway instances with 1 worker each on one Redis, wrk ${options.connections} connections per instance walking all sessions in the same order, access tokens going stale over ${result.spreadS}s; gateway LOG_LEVEL ${logLevel}.\n\n${refreshStormReport(result, options)}`
+    process.stdout.write(`\n${report}`)
+    await record(args.quick ? undefined : 'bench/results/refresh-storm.md', report, { refreshStorm: true, ...options, result })
+  }
+  if (args['session-bytes'] || quickSmoke) {
+    ran = true
+    const records = Number(args.records ?? (args.quick ? 200 : 10_000))
+    const results = await sessionBytesBench({ records })
+    const report = `Session bytes ${new Date().toISOString()}: Redis ${records} records of each shape written with the gateway's own sealing code, the first two shapes copied from records the gateway wrote after real sign-ins (token strings of the real lengths, random per record).\n\n${sessionBytesTable(results)}\n`
+    process.stdout.write(`\n${report}`)
+    await record(args.quick ? undefined : 'bench/results/session-bytes.md', report, { sessionBytes: true, records, results })
+  }
+  return ran
+}
+
+/** Writes a mode's report (unless it was a smoke run) and appends its JSON line to the history. */
+async function record (file: string | undefined, report: string, summary: object): Promise<void> {
+  await mkdir('bench/results', { recursive: true })
+  const flags = process.argv.slice(2).join(' ')
+  if (file) await writeFile(file, `${report}\nCommand: \`npm run bench -- ${flags}\`\n`)
+  await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date: new Date().toISOString(), quick: args.quick === true, ...summary })}\n`)
+  process.stdout.write(`\nwritten: ${file ? `${file}, ` : ''}bench/results/history.jsonl\n`)
+}
+
+async function entry (): Promise<void> {
+  const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes']
+  if (!args.signin && !args['refresh-storm'] && !args['session-bytes']) await main()
+  if (quickSmoke || args.signin || args['refresh-storm'] || args['session-bytes']) await modes()
+}
+
+entry().catch((error: unknown) => {
   process.stderr.write(`bench: ${error instanceof Error ? error.stack ?? error.message : String(error)}\n`)
   process.exit(1)
 })

@@ -85,7 +85,14 @@ export interface GatewayOptions {
   logLevel?: string
   /** The route sends a signed identity assertion to the upstream (`assertion: true`). */
   assertion?: boolean
+  /** More providers besides `demo` (same issuer and client): name -> client id. */
+  moreProviders?: Record<string, string>
+  /** Top-level config sections to add or replace (e.g. rateLimit). */
+  config?: Record<string, unknown>
 }
+
+/** session.secret of every gateway the bench starts (the refresh storm seals records with it). */
+export const BENCH_SESSION_SECRET = 'bench-session-secret-0123456789-abcdefghij'
 
 /** The real CLI on a config of its own (Redis store, one protected route, logging to nowhere). */
 export async function startGateway (options: GatewayOptions & { port: number }): Promise<Target> {
@@ -94,10 +101,12 @@ export async function startGateway (options: GatewayOptions & { port: number }):
   const url = `http://127.0.0.1:${options.port}`
   await writeFile(file, stringify({
     server: { host: '127.0.0.1', port: options.port, baseUrl: url, workers: options.workers },
-    session: { secret: 'bench-session-secret-0123456789-abcdefghij' },
+    session: { secret: BENCH_SESSION_SECRET },
     store: { type: 'redis', url: options.redisUrl },
-    providers: { demo: { clientId: options.clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' } },
+    providers: Object.fromEntries(Object.entries({ demo: options.clientId, ...options.moreProviders }).map(([name, clientId]) =>
+      [name, { clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' }])),
     routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}) }],
+    ...options.config,
   }))
   const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: options.logLevel ?? 'info' } })
   return await started(options.name, child, url, '/readyz')

@@ -38,6 +38,8 @@ export interface AuthorizationServerOptions {
    * Default false: every authorization asks for the user again, and none of these is advertised.
    */
   logout?: boolean
+  /** oidc-provider's storage adapter (default: its quick-start in-memory one, which keeps about 1,000 entries). */
+  adapter?: Configuration['adapter']
 }
 
 export interface AuthorizationServer {
@@ -166,6 +168,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
 
   const configuration: Configuration = {
+    ...(options.adapter ? { adapter: options.adapter } : {}),
     clients: options.clients.map((client) => ({
       ...client,
       ...(client.backchannel_logout_uri ? { backchannel_logout_session_required: true } : {}),

@@ -4,9 +4,8 @@
 // login. The callback claims `used-state:<id>` (set if absent, for the state's remaining lifetime):
 // a state is usable once, only in the browser that started it, for one provider, before it expires.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-10.12
-import { createHmac, randomBytes } from 'node:crypto'
+import { createHash, createHmac, randomBytes, webcrypto } from 'node:crypto'
 import { SignJWT, errors as joseErrors, jwtVerify } from 'jose'
-import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../http/errors.js'
 import { randomToken } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'
@@ -58,13 +57,29 @@ export function formatFlowCookie (cookie: FlowCookie): string {
   return `${cookie.binding}.${cookie.sequence}`
 }
 
+/**
+ * The PKCE S256 code_challenge: base64url(SHA-256(verifier)) (RFC 7636 §4.2), with node:crypto
+ * (a few µs; WebCrypto's digest, behind oauth4webapi's helper, costs about ten times that in CPU).
+ */
+export function pkceChallenge (verifier: string): string {
+  return createHash('sha256').update(verifier, 'ascii').digest('base64url')
+}
+
 export class Flows {
+  /**
+   * The state key imported once as a CryptoKey: jose imports raw key bytes again on every sign and
+   * verify, which about doubled what each costs (measured: bench/README.md, sign-in storm).
+   */
+  private readonly stateCryptoKey: Promise<webcrypto.CryptoKey>
+
   constructor (
     private readonly store: KeyValue,
-    private readonly stateKey: Uint8Array,
+    stateKey: Uint8Array,
     private readonly flowKey: Uint8Array,
     readonly ttlMs: number
-  ) {}
+  ) {
+    this.stateCryptoKey = webcrypto.subtle.importKey('raw', stateKey, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify'])
+  }
 
   private mac (label: string, ...parts: string[]): string {
     const hmac = createHmac('sha256', this.flowKey).update(label)
@@ -89,12 +104,12 @@ export class Flows {
   }> {
     const next = { binding: cookie?.binding ?? randomToken(), sequence: (cookie?.sequence ?? 0) + 1 }
     const id = randomBytes(16).toString('base64url')
-    const state = await issueState(this.stateKey, { p: flow.provider, next: flow.next, n: id, b: this.bindingTag(next.binding), s: next.sequence }, this.ttlMs)
+    const state = await issueState(await this.stateCryptoKey, { p: flow.provider, next: flow.next, n: id, b: this.bindingTag(next.binding), s: next.sequence }, this.ttlMs)
     const verifier = flow.pkce ? this.mac('pkce', next.binding, id) : undefined
     return {
       state,
       cookie: next,
-      codeChallenge: verifier ? await oauth.calculatePKCECodeChallenge(verifier) : undefined,
+      codeChallenge: verifier ? pkceChallenge(verifier) : undefined,
       nonce: flow.openid ? this.mac('nonce', next.binding, id) : undefined,
     }
   }
@@ -106,7 +121,7 @@ export class Flows {
    * Only a signed, unexpired state of this browser reaches the store (one SET NX).
    */
   async complete (state: string | undefined, provider: string, cookie: FlowCookie | undefined, options: { pkce: boolean, openid: boolean }): Promise<FlowRecord> {
-    const payload = await verifyState(this.stateKey, state, provider)
+    const payload = await verifyState(await this.stateCryptoKey, state, provider)
     if (!cookie) throw new GatewayError('invalid_state', 'The sign-in was started in another browser (no flow cookie).')
     if (payload.b !== this.bindingTag(cookie.binding)) throw new GatewayError('invalid_state', 'The sign-in was started in another browser.')
     if (payload.s <= cookie.sequence - MAX_FLOWS_IN_FLIGHT) {
@@ -127,7 +142,7 @@ export class Flows {
 }
 
 /** Signs the state (HS256, key derived from session.secret) with iat and exp. */
-export async function issueState (key: Uint8Array, payload: StatePayload, ttlMs: number): Promise<string> {
+export async function issueState (key: Uint8Array | webcrypto.CryptoKey, payload: StatePayload, ttlMs: number): Promise<string> {
   const now = Math.floor(Date.now() / 1000)
   return await new SignJWT({ ...payload })
     .setProtectedHeader({ alg: 'HS256' })
@@ -137,7 +152,7 @@ export async function issueState (key: Uint8Array, payload: StatePayload, ttlMs:
 }
 
 /** Checks signature, expiry and provider; the message says which check failed. */
-export async function verifyState (key: Uint8Array, state: string | undefined, provider: string): Promise<StatePayload & { exp: number }> {
+export async function verifyState (key: Uint8Array | webcrypto.CryptoKey, state: string | undefined, provider: string): Promise<StatePayload & { exp: number }> {
   if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
   let payload: Partial<StatePayload> & { exp?: number }
   try {

@@ -1,0 +1,201 @@
+// `npm run bench -- --signin`: a sign-in storm. `concurrency` browser-like clients (node fetch with
+// a cookie jar: test/helpers/browser.ts, which fills in the provider's forms) each sign in again
+// and again, every time as a new user with an empty cookie jar, through the whole flow against the
+// real authorization server: GET the protected URL -> 302 to the gateway's login -> 302 to the
+// provider -> its login form and consent -> the gateway's callback (which exchanges the code,
+// checks the ID token, fetches userinfo and writes the session) -> 302 -> the first proxied request.
+// The provider runs in a process of its own (bench/as-process.ts), so the gateway's CPU, the
+// provider's and the load's are read apart from /proc. The same storm then runs against Apache +
+// mod_auth_openidc beside the same provider and Redis when it is installed.
+import { mkdtemp, readdir } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { Browser } from '../test/helpers/browser.js'
+import { freePort } from '../test/helpers/net.js'
+import { startRedis } from '../test/helpers/redis.js'
+import { apacheBinary, apacheRedirectUri, startApache } from './apache.js'
+import { summarizeProfile } from './profile.js'
+import { Stops, mean, measured, quantile, round, startProviderProcess, type ProviderProcess } from './stack.js'
+import { cpuOfTree, startGateway, startUpstream, type Target } from './targets.js'
+
+export interface SigninOptions {
+  /** Sign-ins measured per target (after a warm-up of `concurrency` sign-ins). */
+  signins: number
+  /** Clients signing in at once. */
+  concurrency: number
+  /** Run the gateway under node --cpu-prof and summarise where its CPU went. */
+  profile: boolean
+  logLevel: string
+  /** Leave Apache out even when it is installed. */
+  noApache?: boolean
+}
+
+/** The hops of one sign-in that the target (not the provider) answers, in ms from request to response headers. */
+type Hop = 'protected' | 'login' | 'callback' | 'proxied'
+
+interface SigninSample {
+  hops: Partial<Record<Hop, number>>
+  account: string
+  totalMs: number
+}
+
+export interface SigninResult {
+  target: string
+  signins: number
+  failures: number
+  seconds: number
+  perSecond: number
+  /** The target's CPU (all its processes) per sign-in, ms. */
+  cpuMsPerSignin: number
+  /** The provider's CPU per sign-in, ms (who saturates first). */
+  providerCpuMsPerSignin: number
+  peakRssMb: number
+  hops: Record<Hop, { p50: number, p99: number }>
+  /** The callback hop minus the provider's own time for that sign-in's back-channel calls (token, userinfo). */
+  callbackOwn: { p50: number, p99: number, mean: number }
+  /** The gateway's own time per sign-in: its hops, without the provider's back-channel time. */
+  ownMsPerSignin: { p50: number, p99: number }
+  totalMs: { p50: number, p99: number }
+}
+
+class TimedBrowser extends Browser {
+  readonly timed: Array<{ url: string, ms: number }> = []
+
+  override async fetch (url: string, init: RequestInit = {}): Promise<Response> {
+    const started = performance.now()
+    const response = await super.fetch(url, init)
+    this.timed.push({ url, ms: performance.now() - started })
+    return response
+  }
+}
+
+/** One whole sign-in as a new user; the target's hops are told apart by origin and path. */
+async function signIn (target: Target, account: string, callbackPath: string): Promise<SigninSample> {
+  const browser = new TimedBrowser()
+  const started = performance.now()
+  const landed = await browser.navigate(`${target.url}/app/signin`, { login: account })
+  const body = await landed.text()
+  if (landed.status !== 200) throw new Error(`sign-in ended with ${landed.status}: ${body.slice(0, 200)}`)
+  const totalMs = performance.now() - started
+  const origin = new URL(target.url).origin
+  const hops: Partial<Record<Hop, number>> = {}
+  const own = browser.timed.filter((t) => t.url.startsWith(origin))
+  for (const [i, t] of own.entries()) {
+    const path = new URL(t.url).pathname
+    const hop: Hop = path.startsWith('/oauth/login/') ? 'login' : path.startsWith(callbackPath) ? 'callback' : i === 0 ? 'protected' : 'proxied'
+    hops[hop] = (hops[hop] ?? 0) + t.ms
+  }
+  return { hops, account, totalMs }
+}
+
+let accountSeq = 0
+
+/** `count` sign-ins by `concurrency` clients at once; failures are counted, not thrown. */
+async function storm (target: Target, count: number, concurrency: number, callbackPath: string, tag: string): Promise<{ samples: SigninSample[], failures: string[] }> {
+  const samples: SigninSample[] = []
+  const failures: string[] = []
+  let next = 0
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, async () => {
+    while (next < count) {
+      next++
+      const account = `${tag}${++accountSeq}`
+      try {
+        samples.push(await signIn(target, account, callbackPath))
+      } catch (error) {
+        failures.push(error instanceof Error ? error.message : String(error))
+      }
+    }
+  }))
+  return { samples, failures }
+}
+
+const pair = (values: number[]) => ({ p50: round(quantile(values, 0.5), 2), p99: round(quantile(values, 0.99), 2) })
+
+async function measure (target: Target, provider: ProviderProcess, options: SigninOptions, callbackPath: string, tag: string): Promise<SigninResult> {
+  // Warm-up: JIT, connection pools, the provider's keys in the gateway's cache.
+  await storm(target, options.concurrency, options.concurrency, callbackPath, `${tag}warm`)
+  await provider.reset()
+  const providerCpuBefore = await cpuOfTree(provider.pid)
+  const started = performance.now()
+  const { result, cpuMs, peakRssMb } = await measured(target.pid, async () => await storm(target, options.signins, options.concurrency, callbackPath, tag))
+  const seconds = (performance.now() - started) / 1000
+  const providerCpuMs = await cpuOfTree(provider.pid) - providerCpuBefore
+  const { samples, failures } = result
+  if (failures.length > 0) process.stdout.write(`  ${target.name}: ${failures.length} sign-in(s) failed, the first: ${failures[0]}\n`)
+  const stats = await provider.stats()
+  const hop = (name: Hop) => pair(samples.map((s) => s.hops[name] ?? 0))
+  const callbackOwn = samples.map((s) => (s.hops.callback ?? 0) - (stats.backchannelMs[s.account] ?? 0))
+  const own = samples.map((s, i) => (s.hops.protected ?? 0) + (s.hops.login ?? 0) + callbackOwn[i]! + (s.hops.proxied ?? 0))
+  const done = Math.max(1, samples.length)
+  return {
+    target: target.name,
+    signins: samples.length,
+    failures: failures.length,
+    seconds: round(seconds, 1),
+    perSecond: round(samples.length / seconds, 1),
+    cpuMsPerSignin: round(cpuMs / done, 2),
+    providerCpuMsPerSignin: round(providerCpuMs / done, 2),
+    peakRssMb,
+    hops: { protected: hop('protected'), login: hop('login'), callback: hop('callback'), proxied: hop('proxied') },
+    callbackOwn: { ...pair(callbackOwn), mean: round(mean(callbackOwn), 2) },
+    ownMsPerSignin: pair(own),
+    totalMs: pair(samples.map((s) => s.totalMs)),
+  }
+}
+
+export function signinTable (results: SigninResult[]): string {
+  const rows = results.map((r) => `| ${r.target} | ${r.signins} (${r.failures} failed) | ${r.perSecond} | **${r.cpuMsPerSignin}** | ${r.providerCpuMsPerSignin} | ${r.peakRssMb} | ` +
+    `${r.hops.protected.p50} / ${r.hops.protected.p99} | ${r.hops.login.p50} / ${r.hops.login.p99} | ${r.hops.callback.p50} / ${r.hops.callback.p99} | ` +
+    `${r.callbackOwn.p50} / ${r.callbackOwn.p99} | ${r.hops.proxied.p50} / ${r.hops.proxied.p99} | ${r.ownMsPerSignin.p50} / ${r.ownMsPerSignin.p99} | ${r.totalMs.p50} / ${r.totalMs.p99} |`)
+  return `| target | sign-ins | sign-ins/s | CPU ms/sign-in | provider CPU ms/sign-in | peak RSS MB | protected URL ms p50 / p99 | login ms | callback ms | callback without provider ms | first proxied ms | target's own ms per sign-in | whole sign-in ms |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|
+${rows.join('\n')}`
+}
+
+/** Runs the storm against the gateway (1 worker) and, when installed, Apache + mod_auth_openidc. */
+export async function signinBench (options: SigninOptions): Promise<{ results: SigninResult[], profile?: string }> {
+  const stops = new Stops()
+  const results: SigninResult[] = []
+  const profileDir = options.profile ? await mkdtemp(join(tmpdir(), 'gw-bench-signin-profile-')) : undefined
+  try {
+    const redis = stops.add(await startRedis(process.env.TEST_REDIS === undefined ? 'spawn' : undefined))
+    const upstream = stops.add(await startUpstream())
+    const port = await freePort()
+    const apachePort = await freePort()
+    const clientSecret = 'bench-client-secret'
+    const provider = stops.add(await startProviderProcess([
+      { client_id: 'bench', client_secret: clientSecret, redirect_uris: [`http://127.0.0.1:${port}/oauth/authorized/demo/`] },
+      { client_id: 'bench-apache', client_secret: clientSecret, redirect_uris: [apacheRedirectUri(apachePort)] },
+    ]))
+    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: provider.issuer, clientSecret, logLevel: options.logLevel }
+    // The sign-in budget per client address stays on (its Redis round trip is part of a sign-in),
+    // set high: every bench client comes from 127.0.0.1, where a real storm comes from many addresses.
+    const gateway = stops.add(await startGateway({
+      ...common,
+      name: 'gateway, 1 worker',
+      clientId: 'bench',
+      port,
+      workers: 1,
+      config: { rateLimit: { login: '1000000/min' } },
+      nodeArgs: profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    }))
+    process.stdout.write(`signin: ${options.signins} sign-ins by ${options.concurrency} clients at once, each a new user, gateway LOG_LEVEL ${options.logLevel}\n`)
+    results.push(await measure(gateway, provider, options, '/oauth/authorized/', 'g'))
+    await gateway.stop()
+    const httpd = options.noApache || options.profile ? undefined : apacheBinary()
+    if (httpd) {
+      const apache = stops.add(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort }))
+      results.push(await measure(apache, provider, options, '/app/redirect_uri', 'a'))
+    } else if (!options.noApache && !options.profile) {
+      process.stdout.write('signin: Apache + mod_auth_openidc not installed, so not compared (apt-get install -y apache2 libapache2-mod-auth-openidc)\n')
+    }
+  } finally {
+    await stops.run()
+  }
+  let profile: string | undefined
+  if (profileDir) {
+    const file = join(profileDir, (await readdir(profileDir)).find((name) => name.endsWith('.cpuprofile'))!)
+    profile = `${await summarizeProfile(file)}\nprofile: ${file} (open it in Chrome DevTools > Performance)\n`
+  }
+  return { results, profile }
+}
