@@ -79,7 +79,7 @@ export const mean = (values: number[]) => values.length === 0 ? NaN : values.red
 export async function measured<T> (pid: number, work: () => Promise<T>): Promise<{ result: T, cpuMs: number, peakRssMb: number }> {
   let peak = 0
   const sample = () => rssOfTree(pid).then((sizes) => { peak = Math.max(peak, ...sizes) }, () => {})
-  const sampler = setInterval(sample, 100)
+  const sampler = setInterval(() => { void sample() }, 100)
   const before = await cpuOfTree(pid)
   try {
     const result = await work()
