@@ -71,11 +71,11 @@ describe('a protected prefix in another letter case', () => {
 
 // FINDING 2 (medium): back-channel logout does not end a session kept busy for more than 24 h.
 // src/gateway.ts:97 gives the sid/sub index entries a fixed lifetime of max(session.ttl, 24h),
-// set at sign-in (src/oauth/session-index.ts:53) and never renewed, while the session's own idle
+// set at sign-in (src/oauth/session-index.ts:48) and never renewed, while the session's own idle
 // timeout slides on every request (src/session/session.ts:196, GETEX). Once the entry has expired
 // the logout token names a session the gateway can no longer find: a user the provider has signed
 // out (or disabled) stays signed in at the gateway for as long as the session is used.
-// FINDING 3 (low): the index keeps the 64 newest sessions of a sub (session-index.ts:17, :52): a
+// FINDING 3 (low): the index keeps the 64 newest sessions of a sub (session-index.ts:15, :48): a
 // sub-only logout token misses the oldest ones; someone holding a stolen password signs in once,
 // then 64 more times, and the first session outlives "sign this user out everywhere".
 describe('back-channel logout of a long-lived or crowded subject', () => {
@@ -171,7 +171,7 @@ describe('back-channel logout of a long-lived or crowded subject', () => {
   }, 120_000)
 })
 
-// FINDING 4 (low): `cameFrom` (src/http/error-handler.ts:46-47) keeps the sign-in and sign-out
+// FINDING 4 (low): `cameFrom` (src/http/error-handler.ts:48) keeps the sign-in and sign-out
 // endpoints out of "Go back" by comparing the Referer's raw path with `/oauth/`, but the gateway
 // decodes percent-encoded unreserved characters before routing (src/http/canonical.ts): a Referer
 // path `/%6Fauth/logout/?next=/` passes the check, and the "Go back" link on the error page then
