@@ -8,7 +8,7 @@ import { KeyRing } from './assertion/keys.js'
 import { configWarnings, type GatewayConfig, type StoreConfig } from './config/config.js'
 import { registerErrorHandler } from './http/error-handler.js'
 import { GatewayError } from './http/errors.js'
-import { registerEdge, rewriteUrl } from './http/edge.js'
+import { edgeRewriter, registerEdge } from './http/edge.js'
 import { guardUpgrades } from './http/upgrades.js'
 import { BatchedDestination } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
@@ -70,7 +70,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     routerOptions: { ignoreTrailingSlash: true },
     requestTimeout: 120_000,
     // One canonical target before routing: see src/http/canonical.ts.
-    rewriteUrl,
+    rewriteUrl: edgeRewriter([...config.routes.map((route) => route.path), '/oauth']),
     // What the router itself cannot decode is answered like any other bad target, never with its text.
     frameworkErrors: (error, _request, reply) => {
       (reply as FastifyReply).send(new GatewayError('invalid_request', 'The request cannot be served: the target cannot be decoded.', { cause: error }))

@@ -23,16 +23,58 @@ function hostHeaders (rawHeaders: string[]): number {
   return count
 }
 
-/** Fastify's `rewriteUrl`: the canonical target, or a placeholder with the refusal noted on the request. */
-export function rewriteUrl (raw: RawRequestDefaultExpression): string {
-  const request = raw as EdgeRequest
-  if (request[REFUSED] !== undefined) return REFUSED_PLACEHOLDER
-  const target = canonicalTarget(request.url ?? '')
-  let refusal = target.ok ? undefined : target.reason
-  if (refusal === undefined && hostHeaders(request.rawHeaders) > 1) refusal = 'the request has more than one Host header'
-  if (refusal === undefined) return (target as { url: string }).url
-  request[REFUSED] = refusal
-  return REFUSED_PLACEHOLDER
+/** Whether `path` is `prefix` or below it, as a route's prefix matches (`/app` and `/app/...`). */
+function under (path: string, prefix: string): boolean {
+  return prefix === '' || path === prefix || (path.startsWith(prefix) && path[prefix.length] === '/')
+}
+
+/** A path as case-insensitive servers (IIS, ASP.NET, Express by default) read it: lower case, each segment without trailing dots and spaces. */
+function folded (path: string): string {
+  return path.toLowerCase().split('/').map((segment) => segment.replace(/(?:\.|%20)+$/, '')).join('/')
+}
+
+/** What could make a path fold onto another: a capital letter, or a segment ending in a dot or an encoded space. */
+const FOLDABLE = /[A-Z]|(?:\.|%20)(?:\/|$)/
+
+/**
+ * Routes' prefixes a path may be read as by a case-insensitive upstream, though the router (which
+ * compares exactly) does not match it: `/ADMIN/x` and `/admin./x` are `/admin/x` to IIS or Express.
+ * Judging such a path by the route that does match it (a public `/` route, say) would let it past a
+ * protected prefix, so it is refused. Returns why, or undefined.
+ */
+export function prefixSpelling (path: string, prefixes: readonly string[]): string | undefined {
+  if (!FOLDABLE.test(path)) return undefined
+  const loose = folded(path)
+  for (const prefix of prefixes) {
+    if (!under(path, prefix) && under(loose, folded(prefix))) {
+      return `the path is spelled like the route ${prefix || '/'}/ only in letter case or trailing dots and spaces`
+    }
+  }
+  return undefined
+}
+
+/**
+ * Fastify's `rewriteUrl`: the canonical target, or a placeholder with the refusal noted on the
+ * request. `routePrefixes`: the configured routes' paths (without their trailing `/`), which a
+ * target may not spell differently (see prefixSpelling).
+ */
+export function edgeRewriter (routePrefixes: readonly string[]): (raw: RawRequestDefaultExpression) => string {
+  const prefixes = routePrefixes.map((path) => path.replace(/\/+$/, ''))
+  return (raw) => {
+    const request = raw as EdgeRequest
+    if (request[REFUSED] !== undefined) return REFUSED_PLACEHOLDER
+    const target = canonicalTarget(request.url ?? '')
+    let refusal = target.ok ? undefined : target.reason
+    if (refusal === undefined && hostHeaders(request.rawHeaders) > 1) refusal = 'the request has more than one Host header'
+    if (refusal === undefined) {
+      const url = (target as { url: string }).url
+      const queryAt = url.indexOf('?')
+      refusal = prefixSpelling(queryAt === -1 ? url : url.slice(0, queryAt), prefixes)
+      if (refusal === undefined) return url
+    }
+    request[REFUSED] = refusal
+    return REFUSED_PLACEHOLDER
+  }
 }
 
 /** Refuses a request before it is routed (it is answered 400 `invalid_request` with `reason`). */

@@ -3,6 +3,7 @@
 // to the log only.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError, isGatewayError } from './errors.js'
+import { canonicalTarget } from './canonical.js'
 import { HOME, errorPage, signInRemedy } from './pages.js'
 
 /** A browser navigation asks for HTML; API clients, `*\/*` and no Accept get JSON. */
@@ -42,10 +43,15 @@ export function cameFrom (referer: string | undefined, ownOrigin: string, failed
   } catch {
     return undefined
   }
-  const back = url.pathname + url.search
   if (url.origin !== ownOrigin || url.username !== '' || url.password !== '') return undefined
-  if (!/^\/[\x21-\x7e]*$/.test(back) || back.startsWith('//') || back.includes('\\')) return undefined
-  if (back === failedUrl || (back.startsWith('/oauth/') && url.pathname !== HOME)) return undefined
+  const raw = url.pathname + url.search
+  if (!/^\/[\x21-\x7e]*$/.test(raw) || raw.startsWith('//') || raw.includes('\\')) return undefined
+  // Judged as the gateway would route it: `/%6Fauth/logout/` is the sign-out endpoint too.
+  const target = canonicalTarget(raw)
+  if (!target.ok) return undefined
+  const back = target.url
+  const path = back.split('?', 1)[0]!
+  if (back === failedUrl || (path.toLowerCase().startsWith('/oauth/') && path !== HOME)) return undefined
   return back
 }
 

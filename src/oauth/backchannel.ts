@@ -102,7 +102,8 @@ export class BackchannelLogout {
   async logout (provider: ResolvedProvider, token: unknown): Promise<number> {
     const claims = await verifyLogoutToken(provider, token)
     const jti = createHash('sha256').update(claims.jti).digest('base64url')
-    const rememberMs = (LOGOUT_TOKEN_MAX_AGE_S + 2 * CLOCK_TOLERANCE_S) * 1000
+    // 2 s more than a token can be accepted for: its age is checked in whole seconds.
+    const rememberMs = (LOGOUT_TOKEN_MAX_AGE_S + 2 * CLOCK_TOLERANCE_S + 2) * 1000
     if (!(await this.store.claim(storeKeys.usedState(`logout-token:${provider.name}:${jti}`), '1', rememberMs))) {
       throw invalid('The logout token has already been used (jti).')
     }

@@ -5,6 +5,7 @@
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { canonicalTarget } from '../../src/http/canonical.js'
+import { prefixSpelling } from '../../src/http/edge.js'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
 import { waitFor } from '../helpers/net.js'
 import { rawRequest } from '../helpers/raw-http.js'
@@ -192,6 +193,12 @@ describe('a real gateway with a public outer route and a protected inner route',
         return
       }
       const path = canonical.url.split('?', 1)[0]!
+      if (prefixSpelling(path, ['/app', '', '/oauth']) !== undefined) {
+        // Spelled like a route only in letter case or trailing dots (`/APP`, `/app..`): refused.
+        expect(response.status).toBe(400)
+        expect(forwarded).toEqual([])
+        return
+      }
       const isProtected = path === '/app' || path.startsWith('/app/')
       const isPublic = path.startsWith('/app/public/')
       if (isProtected && !isPublic) {
