@@ -93,8 +93,11 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs)
   const providers = new Providers(config.providers, app.log)
   const signOuts = new SignOuts(store, sealer, providers, deriveKey(secret, 'signout-state'), config.state.ttlMs, config.server.baseUrl, app.log)
-  // Index entries outlive an idle session: one kept busy past session.ttl is still found.
-  const sessionIndex = new SessionIndex(store, deriveKey(secret, 'logout-index'), Math.max(config.session.ttlMs, 24 * 3600_000))
+  const sessionIndex = new SessionIndex(store, deriveKey(secret, 'logout-index'), config.session.ttlMs)
+  sessions.onRenewed((session) => {
+    // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
+    sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))
+  })
   const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
   const now = () => clock.now()

@@ -1,24 +1,25 @@
 // Which gateway sessions belong to a provider's session: `logout:<provider>:sid:<h>` and
-// `logout:<provider>:sub:<h>` list the ids of the sessions signed in with that `sid` or `sub`, so a
-// back-channel logout that names one can end them all, on every instance. `<h>` is a keyed hash of
-// the value (a store dump shows no user id). Plain get/set/take on the store: an entry is read,
-// extended and written back, so two sign-ins of one subject at the same instant may keep one id
-// only (the other session then outlives a back-channel logout, as it would without this index).
+// `logout:<provider>:sub:<h>` are sets of the ids of the sessions signed in with that `sid` or
+// `sub`, so a back-channel logout that names one can end them all, on every instance. `<h>` is a
+// keyed hash of the value (a store dump shows no user id). Each set lives at least as long as the
+// longest-lived session in it: a sign-in adds to it, and every renewal of a session's idle timeout
+// (`touch`) extends it, so a session in use for days is still found. Adding is one atomic store
+// operation (a Redis set), so concurrent sign-ins of one subject all stay listed.
 // @see https://openid.net/specs/openid-connect-backchannel-1_0.html#BCActions
 import { createHmac } from 'node:crypto'
-import type { SessionStore } from '../store/store.js'
+import type { Sets } from '../store/store.js'
 
 /** Which claim of the provider's session a key is for. */
 export type SessionClaim = 'sid' | 'sub'
 
-/** Ids kept per entry: the newest ones (sessions of a subject beyond this many are the oldest). */
-const MAX_IDS = 64
+/** What a session keeps of one provider's session (the index's keys are derived from it). */
+export interface ProviderSessionClaims { sid?: string, sub?: string }
 
 export class SessionIndex {
   constructor (
-    private readonly store: SessionStore,
+    private readonly store: Sets,
     private readonly key: Uint8Array,
-    /** How long an entry lives after its newest sign-in. */
+    /** How long an entry lives after the last sign-in or renewal of a session in it (the session's idle timeout). */
     private readonly ttlMs: number
   ) {}
 
@@ -27,30 +28,27 @@ export class SessionIndex {
     return `logout:${provider}:${claim}:${hash}`
   }
 
-  private static parse (value: string | null): string[] {
-    if (value === null) return []
-    try {
-      const ids: unknown = JSON.parse(value)
-      return Array.isArray(ids) ? ids.filter((id): id is string => typeof id === 'string') : []
-    } catch {
-      return []
+  private keys (providerSessions: Record<string, ProviderSessionClaims> | undefined): string[] {
+    const keys: string[] = []
+    for (const [provider, claims] of Object.entries(providerSessions ?? {})) {
+      if (claims.sid !== undefined) keys.push(this.storeKey(provider, 'sid', claims.sid))
+      if (claims.sub !== undefined) keys.push(this.storeKey(provider, 'sub', claims.sub))
     }
+    return keys
   }
 
   /** Records that session `id` signed in with this provider session's `sid` and `sub` (either may be absent). */
-  async add (provider: string, claims: { sid?: string, sub?: string }, id: string): Promise<void> {
-    for (const claim of ['sid', 'sub'] as const) {
-      const value = claims[claim]
-      if (value === undefined) continue
-      const key = this.storeKey(provider, claim, value)
-      const ids = SessionIndex.parse(await this.store.get(key)).filter((known) => known !== id)
-      ids.push(id)
-      await this.store.set(key, JSON.stringify(ids.slice(-MAX_IDS)), this.ttlMs)
-    }
+  async add (provider: string, claims: ProviderSessionClaims, id: string): Promise<void> {
+    for (const key of this.keys({ [provider]: claims })) await this.store.addMember(key, id, this.ttlMs)
+  }
+
+  /** The session's idle timeout was renewed: its entries live at least as long again. */
+  async touch (providerSessions: Record<string, ProviderSessionClaims> | undefined): Promise<void> {
+    for (const key of this.keys(providerSessions)) await this.store.extend(key, this.ttlMs)
   }
 
   /** The ids of the sessions with this `sid` or `sub`, and the entry removed (they are about to end). */
   async take (provider: string, claim: SessionClaim, value: string): Promise<string[]> {
-    return SessionIndex.parse(await this.store.take(this.storeKey(provider, claim, value)))
+    return await this.store.takeMembers(this.storeKey(provider, claim, value))
   }
 }

@@ -173,6 +173,13 @@ export class Sessions {
   }
 
   /** The request's session, its idle timeout renewed; null when there is none (or it cannot be opened). */
+  /** Called after a store read renewed a session that has provider sessions (the back-channel logout index follows it). */
+  private renewed: ((session: Session) => void) | undefined
+
+  onRenewed (listener: (session: Session) => void): void {
+    this.renewed = listener
+  }
+
   async load (request: FastifyRequest): Promise<Session | null> {
     const cookie = this.cookie(request)
     if (!cookie) return null
@@ -196,6 +203,8 @@ export class Sessions {
     const record = this.open(cookie, await this.store.getAndTouch(storeKeys.session(id), this.config.ttlMs))
     if (!record) return null
     const session = { id, cookie, record }
+    // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
+    if (record.providerSessions !== undefined) this.renewed?.(session)
     this.cache.set(session, generation)
     return session
   }

@@ -16,6 +16,7 @@ export interface MemoryStoreOptions {
 export class MemoryStore implements SessionStore {
   readonly redis = undefined
   private readonly entries = new Map<string, Entry>()
+  private readonly sets = new Map<string, { members: Set<string>, expiresAt: number }>()
   private readonly listeners = new Map<string, Array<(message: string) => void>>()
   private readonly sweeper: NodeJS.Timeout
   private readonly clock: Clock
@@ -38,6 +39,41 @@ export class MemoryStore implements SessionStore {
   private sweep (): void {
     const now = this.clock.now()
     for (const [key, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(key)
+    for (const [key, set] of this.sets) if (set.expiresAt <= now) this.sets.delete(key)
+  }
+
+  private liveSet (key: string): { members: Set<string>, expiresAt: number } | undefined {
+    const set = this.sets.get(key)
+    if (set && set.expiresAt <= this.clock.now()) {
+      this.sets.delete(key)
+      return undefined
+    }
+    return set
+  }
+
+  async addMember (key: string, member: string, ttlMs: number): Promise<void> {
+    const set = this.liveSet(key) ?? { members: new Set<string>(), expiresAt: 0 }
+    set.members.add(member)
+    set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
+    this.sets.set(key, set)
+  }
+
+  async extend (key: string, ttlMs: number): Promise<void> {
+    const set = this.liveSet(key)
+    if (set) set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
+  }
+
+  async removeMember (key: string, member: string): Promise<void> {
+    const set = this.liveSet(key)
+    if (!set) return
+    set.members.delete(member)
+    if (set.members.size === 0) this.sets.delete(key)
+  }
+
+  async takeMembers (key: string): Promise<string[]> {
+    const set = this.liveSet(key)
+    this.sets.delete(key)
+    return set ? [...set.members] : []
   }
 
   async get (key: string): Promise<string | null> {
@@ -103,6 +139,7 @@ export class MemoryStore implements SessionStore {
   async close (): Promise<void> {
     clearInterval(this.sweeper)
     this.entries.clear()
+    this.sets.clear()
     this.listeners.clear()
   }
 }

@@ -15,11 +15,19 @@ import { lockOwner, type LockHandle, type SessionStore, type StoreHealth } from 
  * so it runs on the node owning that key's slot in a Redis Cluster too.
  */
 const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+/** PEXPIRE only when it lengthens the key's life (a key without expiry counts as shorter: PTTL -1). */
+const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
+const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
+const TAKE_MEMBERS = "local members = redis.call('smembers', KEYS[1]) redis.call('del', KEYS[1]) return members"
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** RELEASE_LOCK, defined on each connection with defineCommand (EVALSHA, EVAL on NOSCRIPT). */
     releaseLock (key: string, owner: string): Result<number, Context>
+    /** GROW_EXPIRY, ADD_MEMBER, TAKE_MEMBERS: the Sets role, one script on one key each. */
+    growExpiry (key: string, ttlMs: number): Result<number, Context>
+    addMember (key: string, member: string, ttlMs: number): Result<number, Context>
+    takeMembers (key: string): Result<string[], Context>
   }
 }
 
@@ -112,6 +120,9 @@ export class RedisStore implements SessionStore {
     this.clock = options.clock ?? systemClock
     this.client = createClient(config)
     this.client.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
+    this.client.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
+    this.client.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
+    this.client.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
     this.channelPrefix = config.keyPrefix
     this.name = storeName(config)
     this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
@@ -188,6 +199,11 @@ export class RedisStore implements SessionStore {
   async claim (key: string, value: string, ttlMs: number) {
     return (await this.run(() => this.client.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
   }
+
+  async addMember (key: string, member: string, ttlMs: number) { await this.run(() => this.client.addMember(key, member, ttlMs)) }
+  async extend (key: string, ttlMs: number) { await this.run(() => this.client.growExpiry(key, ttlMs)) }
+  async removeMember (key: string, member: string) { await this.run(() => this.client.srem(key, member)) }
+  takeMembers (key: string) { return this.run(() => this.client.takeMembers(key)) }
 
   async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
     const owner = lockOwner()

@@ -23,6 +23,22 @@ export interface KeyValue {
   claim (key: string, value: string, ttlMs: number): Promise<boolean>
 }
 
+/**
+ * Sets of short strings with an expiry that only ever grows, for indexes whose entries must live
+ * as long as the longest-lived thing they point to. On Redis each method is one Lua script on one
+ * key (atomic, and fine on a Cluster).
+ */
+export interface Sets {
+  /** Adds `member` to the set (created if absent) and makes it live at least `ttlMs` more. */
+  addMember (key: string, member: string, ttlMs: number): Promise<void>
+  /** Makes the set live at least `ttlMs` more (never shortens it); nothing if it is absent. */
+  extend (key: string, ttlMs: number): Promise<void>
+  /** Removes `member`; the set goes when it is empty. */
+  removeMember (key: string, member: string): Promise<void>
+  /** Every member, and the set deleted, atomically: only one caller ever gets them. */
+  takeMembers (key: string): Promise<string[]>
+}
+
 /** A held lock: its key and the random token of the owner that acquired it. */
 export interface LockHandle {
   readonly key: string
@@ -82,7 +98,7 @@ export interface SharedConnection {
 }
 
 /** Every role together: what the composition root creates and closes. */
-export interface SessionStore extends KeyValue, Lock, Broadcast, Readiness, SharedConnection {
+export interface SessionStore extends KeyValue, Sets, Lock, Broadcast, Readiness, SharedConnection {
   close (): Promise<void>
 }
 

@@ -192,6 +192,43 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.get('lock:own')).toBe(held!.owner)
   })
 
+  it('a set keeps every member added, and takeMembers hands them to one caller only', async () => {
+    for (let i = 0; i < 200; i++) await store.addMember('set-all', `m${i}`, 10_000)
+    await store.addMember('set-all', 'm0', 10_000)
+    const taken = await Promise.all([store.takeMembers('set-all'), store.takeMembers('set-all')])
+    expect(taken.map((members) => members.length).sort((x, y) => x - y)).toEqual([0, 200])
+    expect(await store.takeMembers('set-all')).toEqual([])
+  })
+
+  it("a set's expiry only grows: adding or extending with a shorter ttl never shortens it", async () => {
+    await store.addMember('set-grow', 'a', 30)
+    await store.addMember('set-grow', 'b', 10_000)
+    await store.addMember('set-grow', 'c', 30)
+    await store.extend('set-grow', 30)
+    if (backend.raw) expect(await pttl('set-grow')).toBeGreaterThan(5000)
+    await elapse(60)
+    expect((await store.takeMembers('set-grow')).sort()).toEqual(['a', 'b', 'c'])
+  })
+
+  it('extend keeps a set alive past its first ttl; without it the set expires', async () => {
+    await store.addMember('set-kept', 'a', 100)
+    await store.addMember('set-gone', 'a', 100)
+    await store.extend('set-kept', 10_000)
+    await store.extend('set-absent', 10_000)
+    if (backend.raw) expect(await pttl('set-absent')).toBe(-2)
+    await elapse(150)
+    expect(await store.takeMembers('set-kept')).toEqual(['a'])
+    expect(await store.takeMembers('set-gone')).toEqual([])
+  })
+
+  it('removeMember removes one member, and the set with its last one', async () => {
+    await store.addMember('set-rm', 'a', 10_000)
+    await store.addMember('set-rm', 'b', 10_000)
+    await store.removeMember('set-rm', 'a')
+    await store.removeMember('set-absent-2', 'a')
+    expect(await store.takeMembers('set-rm')).toEqual(['b'])
+  })
+
   it('publishes to every subscriber of a channel', async () => {
     const received: string[] = []
     await store.subscribe('contract', (message) => received.push(message))
