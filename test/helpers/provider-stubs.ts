@@ -6,6 +6,10 @@
 //   unless the request sends `Accept: application/json`, then `{access_token, scope, token_type}`)
 // - token errors, all with HTTP 200 and `{error, error_description, error_uri}`:
 //   https://docs.github.com/en/apps/oauth-apps/maintaining-oauth-apps/troubleshooting-oauth-app-access-token-request-errors
+// - expiring user tokens (a GitHub App with token expiration on): the token answer adds
+//   `expires_in` (8 hours), `refresh_token` and `refresh_token_expires_in`; grant_type=refresh_token
+//   renews both, and a bad refresh token is `bad_refresh_token`, again with HTTP 200:
+//   https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens
 // - `GET /user`: https://docs.github.com/en/rest/users/users#get-the-authenticated-user (`email` is null
 //   when the user keeps it private); `GET /user/emails`: https://docs.github.com/en/rest/users/emails
 //   (a list of `{email, primary, verified, visibility}`, needs the `user:email` scope)
@@ -35,7 +39,9 @@ export interface GitHubStub {
   /** Who the next authorization signs in as. */
   account: GitHubAccount
   /** When set, the token endpoint answers this error (HTTP 200, as GitHub does). */
-  tokenError: 'bad_verification_code' | 'incorrect_client_credentials' | 'redirect_uri_mismatch' | undefined
+  tokenError: keyof typeof TOKEN_ERRORS | undefined
+  /** Issue expiring user tokens with refresh tokens, as a GitHub App with token expiration does. */
+  expiringTokens: boolean
   /** Every request, in order (path without query, method, headers). */
   requests: Array<{ method: string, path: string, headers: IncomingHttpHeaders }>
   /** The access tokens issued so far. */
@@ -58,17 +64,20 @@ const TOKEN_ERRORS = {
   bad_verification_code: 'The code passed is incorrect or expired.',
   incorrect_client_credentials: 'The client_id and/or client_secret passed are incorrect.',
   redirect_uri_mismatch: 'The redirect_uri MUST match the registered callback URL for this application.',
+  bad_refresh_token: 'The refresh token passed is incorrect or expired.',
 } as const
 
 export async function startGitHubStub (options: { clientId?: string, clientSecret?: string } = {}): Promise<GitHubStub> {
   const codes = new Map<string, { redirectUri: string, challenge: string | undefined, scope: string, account: GitHubAccount }>()
   const users = new Map<string, GitHubAccount & { scopes: string[] }>()
+  const refreshTokens = new Map<string, { scope: string, account: GitHubAccount }>()
   const stub: GitHubStub = {
     url: '',
     clientId: options.clientId ?? 'Iv1.8a61f9b3a7aba766',
     clientSecret: options.clientSecret ?? 'github-stub-client-secret-1f2e3d4c',
     account: OCTOCAT,
     tokenError: undefined,
+    expiringTokens: false,
     requests: [],
     tokens: [],
     close: async () => {},
@@ -96,24 +105,36 @@ export async function startGitHubStub (options: { clientId?: string, clientSecre
       req.on('data', (chunk: Buffer) => { body += chunk.toString() })
       req.on('end', () => {
         const form = new URLSearchParams(body)
-        const grant = codes.get(form.get('code') ?? '')
-        codes.delete(form.get('code') ?? '')
+        const refresh = form.get('grant_type') === 'refresh_token'
+        const grant = refresh ? refreshTokens.get(form.get('refresh_token') ?? '') : codes.get(form.get('code') ?? '')
+        if (refresh) refreshTokens.delete(form.get('refresh_token') ?? '')
+        else codes.delete(form.get('code') ?? '')
         const verifier = form.get('code_verifier')
-        let error = stub.tokenError
+        let error: keyof typeof TOKEN_ERRORS | undefined = stub.tokenError
         if (!error && (form.get('client_id') !== stub.clientId || form.get('client_secret') !== stub.clientSecret)) error = 'incorrect_client_credentials'
-        if (!error && (!grant || (grant.challenge !== undefined && createHash('sha256').update(verifier ?? '').digest('base64url') !== grant.challenge))) error = 'bad_verification_code'
-        if (!error && form.has('redirect_uri') && form.get('redirect_uri') !== grant!.redirectUri) error = 'redirect_uri_mismatch'
-        const answer: Record<string, string> = error
+        if (!error && refresh && !grant) error = 'bad_refresh_token'
+        if (!error && !refresh) {
+          const code = grant as { redirectUri: string, challenge: string | undefined } | undefined
+          if (!code || (code.challenge !== undefined && createHash('sha256').update(verifier ?? '').digest('base64url') !== code.challenge)) error = 'bad_verification_code'
+          else if (form.has('redirect_uri') && form.get('redirect_uri') !== code.redirectUri) error = 'redirect_uri_mismatch'
+        }
+        const scope = grant?.scope.split(/[\s,]+/).filter(Boolean).join(',') ?? ''
+        const answer: Record<string, string | number> = error
           ? { error, error_description: TOKEN_ERRORS[error], error_uri: `https://docs.github.com/apps/managing-oauth-apps/troubleshooting-oauth-app-access-token-request-errors/#${error.replace(/_/g, '-')}` }
-          : { access_token: `gho_${randomBytes(18).toString('hex')}`, scope: grant!.scope.split(/[\s,]+/).filter(Boolean).join(','), token_type: 'bearer' }
-        if (answer.access_token) {
+          : { access_token: `gh${stub.expiringTokens ? 'u' : 'o'}_${randomBytes(18).toString('hex')}`, scope, token_type: 'bearer' }
+        if (typeof answer.access_token === 'string') {
           stub.tokens.push(answer.access_token)
-          users.set(answer.access_token, { ...grant!.account, scopes: answer.scope!.split(',') })
+          users.set(answer.access_token, { ...grant!.account, scopes: scope.split(',') })
+          if (stub.expiringTokens) {
+            const refreshToken = `ghr_${randomBytes(30).toString('hex')}`
+            refreshTokens.set(refreshToken, { scope, account: grant!.account })
+            Object.assign(answer, { expires_in: 28800, refresh_token: refreshToken, refresh_token_expires_in: 15897600 })
+          }
         }
         // GitHub's default answer is form-encoded; JSON only for Accept: application/json.
         if (req.headers.accept?.includes('application/json')) return json(200, answer)
         res.writeHead(200, { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' })
-        res.end(new URLSearchParams(answer).toString())
+        res.end(new URLSearchParams(Object.entries(answer).map(([k, v]): [string, string] => [k, String(v)])).toString())
       })
       return
     }

@@ -138,6 +138,61 @@ describe('preset github (GitHub Enterprise Server form, against a stand-in that 
   })
 })
 
+describe('preset github with expiring user tokens (a GitHub App): refresh at GitHub\'s token endpoint', () => {
+  let github: GitHubStub
+  let gateway: TestGateway
+  /** The gateway's clock: the wall clock plus an offset a test moves past the token's 8 hours. */
+  const clock = { offset: 0, now: () => Date.now() + clock.offset }
+
+  beforeAll(async () => {
+    github = await startGitHubStub()
+    github.expiringTokens = true
+    gateway = await startGateway({
+      store: { type: 'redis', url: redis.url },
+      providers: { github: { preset: 'github', baseUrl: github.url, clientId: github.clientId, clientSecret: github.clientSecret } },
+      routes: [{ path: '/gh/', upstream: upstream.url, provider: 'github', rewritePrefix: '/' }],
+    }, { deps: { clock } })
+  })
+
+  afterAll(async () => {
+    await gateway?.close()
+    await github?.close()
+  })
+
+  it('an expired token is refreshed with GitHub\'s refresh token and the upstream gets the new one', async () => {
+    clock.offset = 0
+    const browser = new Browser()
+    const first = await (await browser.navigate(`${gateway.url}/gh/`)).json() as Seen
+    expect(first.headers.authorization).toBe(`Bearer ${github.tokens.at(-1)}`)
+    clock.offset = 28_800_000
+    const response = await browser.fetch(`${gateway.url}/gh/again`, { headers: { accept: 'application/json' } })
+    expect(response.status).toBe(200)
+    const second = await response.json() as Seen
+    expect(github.tokens).toHaveLength(2)
+    expect(second.headers.authorization).toBe(`Bearer ${github.tokens[1]}`)
+    expect(second.headers['x-forwarded-user']).toBe('octocat')
+  })
+
+  it('a refresh GitHub refuses with HTTP 200 (bad_refresh_token) means signing in again, not a 502', async () => {
+    clock.offset = 0
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/gh/`)
+    clock.offset = 28_800_000
+    github.tokenError = 'bad_refresh_token'
+    try {
+      const response = await browser.fetch(`${gateway.url}/gh/again`, { headers: { accept: 'application/json' } })
+      expect(response.status).toBe(401)
+      expect(await response.json()).toMatchObject({ error: 'unauthenticated' })
+      const page = await browser.fetch(`${gateway.url}/gh/again`)
+      expect(page.status).toBe(302)
+      expect(page.headers.get('location')).toContain('/oauth/login/github/')
+    } finally {
+      github.tokenError = undefined
+      clock.offset = 0
+    }
+  })
+})
+
 describe('OIDC presets against the real oidc-provider', () => {
   let op: TestProvider
   let gateway: TestGateway
