@@ -83,6 +83,9 @@ describe('preset github (GitHub Enterprise Server form, against a stand-in that 
       })
       expect(request.headers['user-agent']).toMatch(/\S/)
     }
+    // No token or client secret in any log line.
+    const logs = gateway.logs.join('\n')
+    for (const secret of [...github.tokens, github.clientSecret]) expect(logs).not.toContain(secret)
   })
 
   it('takes the public e-mail address from /user and does not ask /user/emails', async () => {
