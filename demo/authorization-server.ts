@@ -40,6 +40,15 @@ export interface AuthorizationServerOptions {
   logout?: boolean
   /** oidc-provider's storage adapter (default: its quick-start in-memory one, which keeps about 1,000 entries). */
   adapter?: Configuration['adapter']
+  /**
+   * A path after the origin in the issuer URL (`/realms/staff`, as Keycloak's): the provider answers
+   * under it. Ignored when `issuer` is given.
+   */
+  issuerPath?: string
+  /** Which claims each scope releases, in place of the default (tests mimic a provider's choice). */
+  scopeClaims?: Record<string, string[]>
+  /** More claims per account (such as `preferred_username`), released only where `scopeClaims` lists them. */
+  extraClaims?: (accountId: string) => Record<string, unknown>
 }
 
 export interface AuthorizationServer {
@@ -164,7 +173,8 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     server.listen(options.port ?? 0, options.host ?? '127.0.0.1', resolve)
   })
   const { port } = server.address() as AddressInfo
-  const issuer = options.issuer ?? `http://${options.publicHost ?? '127.0.0.1'}:${port}`
+  const issuer = options.issuer ?? `http://${options.publicHost ?? '127.0.0.1'}:${port}${options.issuerPath ?? ''}`
+  const mount = options.issuer === undefined ? options.issuerPath ?? '' : ''
   const { privateKey } = await generateKeyPair('RS256', { extractable: true })
 
   const configuration: Configuration = {
@@ -177,9 +187,9 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
       response_types: ['code'],
     })),
     async findAccount (_ctx, id) {
-      return { accountId: id, claims: async () => accountClaims(id) }
+      return { accountId: id, claims: async () => ({ ...options.extraClaims?.(id), ...accountClaims(id) }) }
     },
-    claims: { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'], groups: ['groups'] },
+    claims: options.scopeClaims ?? { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'], groups: ['groups'] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
     jwks: { keys: [{ ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig' }] },
     features: {
@@ -213,6 +223,11 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   const callback = provider.callback()
   server.on('request', (req, res) => {
     if (!req.url?.startsWith('/interaction/')) {
+      // Under an issuer path, oidc-provider reads its mount point from originalUrl (as under Express).
+      if (mount !== '' && req.url?.startsWith(`${mount}/`)) {
+        (req as IncomingMessage & { originalUrl?: string }).originalUrl = req.url
+        req.url = req.url.slice(mount.length)
+      }
       // oidc-provider answers every request itself, errors included; its promise carries nothing.
       void callback(req, res)
       return

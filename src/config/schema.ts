@@ -112,7 +112,7 @@ const Provider = Type.Object({
   clientId: Type.String({ minLength: 1, description: '`client_id` registered at the provider.', examples: ['${GITHUB_CLIENT_ID}'] }),
   clientSecret: Type.String({ minLength: 1, description: '`client_secret`; sent only to `tokenUrl`, in the form body.', examples: ['${GITHUB_CLIENT_SECRET}'] }),
   preset: Type.Optional(Type.Union(PRESET_NAMES.map((name) => Type.Literal(name)), {
-    description: 'Fill the endpoints, scope and claims of a well-known provider (see "Provider presets" below); keys given here win.',
+    description: 'Fill the endpoints, scope and claims of a well-known provider (recipes in docs/providers.md); keys given here win.',
   })),
   tenant: Text('`preset: microsoft`: the directory (tenant) ID or domain; the issuer is `https://login.microsoftonline.com/<tenant>/v2.0`.', { minLength: 1 }),
   baseUrl: Text('`preset: keycloak`, `gitlab` or `github`: the server of a self-hosted Keycloak, GitLab or GitHub Enterprise.', { examples: ['https://keycloak.example.com'] }),

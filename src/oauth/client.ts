@@ -7,6 +7,7 @@ import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../http/errors.js'
 import type { TokenSet } from '../session/session.js'
+import { fetchGitHubUser } from './github.js'
 import type { ResolvedProvider } from './providers.js'
 
 export interface AuthorizationParams {
@@ -104,6 +105,26 @@ function tokenExchangeError (provider: ResolvedProvider, error: unknown): Gatewa
   return new GatewayError('token_exchange_failed', message, { cause: error })
 }
 
+/**
+ * A token answer with HTTP 200 and an `error` member but no `access_token` is a refusal sent with the
+ * wrong status (GitHub answers every token error so): it is given 400, which RFC 6749 §5.2 names, so
+ * that oauth4webapi reads it as the error response it is. Any other answer passes unchanged.
+ * @see https://docs.github.com/en/apps/oauth-apps/maintaining-oauth-apps/troubleshooting-oauth-app-access-token-request-errors
+ */
+async function errorWithStatus200 (response: Response): Promise<Response> {
+  if (response.status !== 200 || !/[/+]json\b/i.test(response.headers.get('content-type') ?? '')) return response
+  const text = await response.clone().text()
+  let body: unknown
+  try {
+    body = JSON.parse(text)
+  } catch {
+    return response
+  }
+  const refusal = typeof body === 'object' && body !== null && typeof (body as { error?: unknown }).error === 'string' &&
+    (body as { access_token?: unknown }).access_token === undefined
+  return refusal ? new Response(text, { status: 400, headers: response.headers }) : response
+}
+
 export interface CodeExchangeResult {
   tokens: TokenSet
   /** The validated ID token's claims (OIDC providers only). */
@@ -127,10 +148,10 @@ export async function exchangeCode (
   const as = authorizationServer(provider)
   const client: oauth.Client = { client_id: provider.clientId }
   try {
-    const response = await oauth.authorizationCodeGrantRequest(
+    const response = await errorWithStatus200(await oauth.authorizationCodeGrantRequest(
       as, client, oauth.ClientSecretPost(provider.clientSecret), callback, redirectUri, verifier ?? oauth.nopkce,
       requestOptions(provider, provider.tokenUrl)
-    )
+    ))
     const result = await oauth.processAuthorizationCodeResponse(as, client, response,
       provider.openid ? { expectedNonce: nonce, requireIdToken: true } : undefined)
     let idClaims: JWTPayload | undefined
@@ -146,9 +167,11 @@ export async function exchangeCode (
 
 /**
  * The userinfo JSON for an access token (GET with the bearer), once at sign-in. For OIDC its `sub`
- * must be the ID token's. @see https://openid.net/specs/openid-connect-core-1_0.html#UserInfo
+ * must be the ID token's. `preset: github` reads GitHub's REST API instead (./github.ts).
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#UserInfo
  */
 export async function fetchUserinfo (provider: ResolvedProvider, accessToken: string, expectedSub: string | undefined): Promise<Record<string, unknown>> {
+  if (provider.preset === 'github' && !provider.openid) return await fetchGitHubUser(provider, accessToken)
   const url = provider.userinfoUrl!
   let body: unknown
   try {
@@ -178,9 +201,9 @@ export async function refreshTokens (provider: ResolvedProvider, refreshToken: s
   const as = authorizationServer(provider)
   const client: oauth.Client = { client_id: provider.clientId }
   try {
-    const response = await oauth.refreshTokenGrantRequest(
+    const response = await errorWithStatus200(await oauth.refreshTokenGrantRequest(
       as, client, oauth.ClientSecretPost(provider.clientSecret), refreshToken, requestOptions(provider, provider.tokenUrl)
-    )
+    ))
     return toTokenSet(await oauth.processRefreshTokenResponse(as, client, response))
   } catch (error) {
     if (error instanceof oauth.ResponseBodyError) return 'refused'

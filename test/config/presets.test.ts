@@ -36,6 +36,10 @@ describe('provider presets', () => {
     ['keycloak by base URL and realm', '    preset: keycloak\n    baseUrl: https://kc.example.com\n    realm: staff\n', {
       ...OIDC, issuer: 'https://kc.example.com/realms/staff', scope: 'openid profile email', claims: { ...CLAIMS, user: 'preferred_username' },
     }],
+    ['microsoft with an explicit issuer needs no tenant', '    preset: microsoft\n    issuer: https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0\n', {
+      ...OIDC, issuer: 'https://login.microsoftonline.com/contoso.onmicrosoft.com/v2.0', claims: { ...CLAIMS, user: 'preferred_username' },
+    }],
+    ['self-managed GitLab under a relative URL root', '    preset: gitlab\n    baseUrl: https://example.com/gitlab/\n', { issuer: 'https://example.com/gitlab' }],
     ['keycloak by issuer', '    preset: keycloak\n    issuer: https://kc.example.com/realms/staff\n', { issuer: 'https://kc.example.com/realms/staff' }],
   ])('%s', (_name, fields, expected) => {
     expect(provider(fields)).toMatchObject({ endSession: true, pkce: true, ...expected })

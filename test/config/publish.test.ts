@@ -22,7 +22,7 @@ const SECTIONS = ['server', 'session', 'store', 'state', 'providers', 'routes', 
  * least one provider, each with its client ID (the others are fragments of one section).
  */
 async function docExamples (): Promise<Array<[string, string]>> {
-  const pages = ['README.md', ...['assertion', 'configuration', 'forward-auth', 'operations', 'security', 'upstreams'].map((p) => `docs/${p}.md`)]
+  const pages = ['README.md', ...['assertion', 'configuration', 'forward-auth', 'getting-started', 'operations', 'providers', 'security', 'upstreams'].map((p) => `docs/${p}.md`)]
   const out: Array<[string, string]> = []
   for (const page of pages) {
     const text = await readFile(page, 'utf8')

@@ -1,7 +1,7 @@
 // A real authorization server for tests: the demo's oidc-provider (demo/authorization-server.ts)
 // on a loopback port from the OS; `Browser` (./browser.ts) fills in its sign-in and consent forms.
 import type { Browser } from './browser.js'
-import { startAuthorizationServer, type AuthorizationServer, type DemoClient } from '../../demo/authorization-server.js'
+import { startAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions, type DemoClient } from '../../demo/authorization-server.js'
 
 export type TestProvider = AuthorizationServer
 
@@ -10,7 +10,7 @@ export type TestProvider = AuthorizationServer
  * RP-initiated logout, token revocation and back-channel logout; its clients may then list
  * `post_logout_redirect_uris` and a `backchannel_logout_uri`.
  */
-export async function startOidcProvider (clients: DemoClient[], options: { accessTokenTtl?: (clientId: string, grantType: string) => number, logout?: boolean } = {}): Promise<TestProvider> {
+export async function startOidcProvider (clients: DemoClient[], options: Omit<AuthorizationServerOptions, 'clients'> = {}): Promise<TestProvider> {
   return await startAuthorizationServer({ clients, ...options })
 }
 
