@@ -19,4 +19,14 @@ export default [
       '@typescript-eslint/switch-exhaustiveness-check': 'error',
     },
   },
+  {
+    // Sessions are plain values and functions over a Cookie header: no web framework inside
+    // (issue 14); the Fastify side lives in src/http/session-cookie.ts.
+    files: ['src/session/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', {
+        patterns: [{ group: ['fastify', 'fastify/*', '@fastify/*'], message: 'src/session/ stays free of Fastify: take a Cookie header, return values; the glue is src/http/session-cookie.ts.' }],
+      }],
+    },
+  },
 ]

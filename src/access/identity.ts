@@ -6,12 +6,12 @@ import type { AllowRules, ClaimsMapping } from '../config/config.js'
 
 /** The signed-in identity at one provider, as kept in the session and shown at /oauth/userinfo/. */
 export interface Identity {
-  sub: string
-  email?: string
+  readonly sub: string
+  readonly email?: string
   /** Present, and false, only when the provider said the e-mail address is not verified. */
-  emailVerified?: false
-  name?: string
-  groups: string[]
+  readonly emailVerified?: false
+  readonly name?: string
+  readonly groups: readonly string[]
 }
 
 /**

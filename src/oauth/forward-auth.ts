@@ -132,7 +132,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
     let session: Session | undefined
     let state: SessionState
     try {
-      session = await sessions.load(request) ?? undefined
+      session = await sessions.load(request.headers.cookie) ?? undefined
       const token = session ? await refresher.usableToken(session, provider) : undefined
       state = session && token ? signedIn(token.access_token, session.record.identities?.[provider]) : NO_SESSION
     } catch (error) {

@@ -7,7 +7,8 @@
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../http/errors.js'
 import type { Metrics } from '../ops/metrics.js'
-import type { Session, Sessions, TokenSet } from '../session/session.js'
+import { withTokens, type Session, type SessionRecord, type TokenSet } from '../session/record.js'
+import type { Sessions } from '../session/session.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { storeKeys, type Lock } from '../store/store.js'
 import { refreshTokens } from './client.js'
@@ -20,6 +21,9 @@ const POLL_MS = 50
 function isFresh (token: TokenSet, nowMs: number): boolean {
   return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowMs / 1000
 }
+
+/** A provider's token as the store holds it now, with the record it is in. */
+type Current = { token: undefined } | { token: TokenSet, record: SessionRecord }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -76,26 +80,28 @@ export class TokenRefresher {
       // Another instance is refreshing: its result lands in the session record.
       waited = true
       await sleep(POLL_MS)
-      const current = await this.current(session, provider, stale)
+      const { token: current } = await this.current(session, provider, stale)
       if (current !== stale) return current && isFresh(current, this.clock.now()) ? current : undefined
       if (Date.now() > deadline) throw new GatewayError('token_exchange_failed', 'The token refresh did not finish in time.')
     }
   }
 
-  /** The provider's token as stored now: `stale` itself when unchanged, undefined when gone. */
-  private async current (session: Session, provider: ResolvedProvider, stale?: TokenSet): Promise<TokenSet | undefined> {
+  /**
+   * The provider's token as stored now (`stale` itself when unchanged, undefined when gone), and
+   * the record it is in: a refresh writes its result into that record, not into the one first read.
+   */
+  private async current (session: Session, provider: ResolvedProvider, stale: TokenSet): Promise<Current> {
     const record = await this.sessions.reload(session)
     const token = record?.tokens[provider.name]
-    if (!record || !token) return undefined
-    session.record = record
-    return stale && token.access_token === stale.access_token ? stale : token
+    if (!record || !token) return { token: undefined }
+    return { record, token: token.access_token === stale.access_token ? stale : token }
   }
 
   /** `waited`: another instance held the lock first; it released it, so its refresh has ended. */
   private async refreshHoldingLock (session: Session, provider: ResolvedProvider, stale: TokenSet, waited: boolean): Promise<TokenSet | undefined> {
     // The session may have changed between our read and the lock: signed out, or refreshed already.
     const current = await this.current(session, provider, stale)
-    if (current !== stale) return current && isFresh(current, this.clock.now()) ? current : undefined
+    if (current.token !== stale) return current.token && isFresh(current.token, this.clock.now()) ? current.token : undefined
     // ...and if it has not, the other instance's refresh failed just now. Asking again would make
     // these requests wait a second timeout and double the load on a provider that is struggling.
     if (waited) throw new GatewayError('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
@@ -104,15 +110,13 @@ export class TokenRefresher {
       throw error
     })
     if (result === 'refused') {
-      delete session.record.tokens[provider.name]
-      await this.sessions.update(session)
+      await this.sessions.update(session, withTokens(current.record, provider.name, undefined))
       this.metrics.refreshes.inc({ provider: provider.name, result: 'refused' })
       this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'token refresh refused; sign-in needed')
       return undefined
     }
     const tokens: TokenSet = { ...result, refresh_token: result.refresh_token ?? stale.refresh_token }
-    session.record.tokens[provider.name] = tokens
-    await this.sessions.update(session)
+    await this.sessions.update(session, withTokens(current.record, provider.name, tokens))
     this.metrics.refreshes.inc({ provider: provider.name, result: 'refreshed' })
     return tokens
   }

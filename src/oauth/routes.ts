@@ -8,7 +8,9 @@ import type { GatewayConfig } from '../config/config.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { homePage, signOutConfirmPage, signedOutPage } from '../http/pages.js'
 import { GatewayError } from '../http/errors.js'
+import { endSession, startSession } from '../http/session-cookie.js'
 import type { Metrics } from '../ops/metrics.js'
+import { emptyRecord, withSignIn } from '../session/record.js'
 import type { Sessions } from '../session/session.js'
 import { identityFrom } from '../access/identity.js'
 import { authorizationUrl, callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
@@ -176,27 +178,21 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
       const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(config, name), flow.verifier, flow.nonce)
       const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
       const identity = identityFrom({ ...idClaims, ...userinfo }, provider.claims)
-      const record = (await sessions.load(request))?.record ?? { createdAt: Date.now(), tokens: {} }
-      record.tokens[name] = tokens
-      record.identities = { ...record.identities }
-      if (identity) record.identities[name] = identity
-      else delete record.identities[name]
-      record.providerSessions = { ...record.providerSessions }
-      if (idClaims) {
-        // The ID token only where sign-out will send it back (id_token_hint): it is the largest part.
-        // sid and sub only where a back-channel logout may name them (and find them in the index).
-        const listed = provider.backchannelLogout
-        record.providerSessions[name] = {
-          ...(provider.endSessionUrl && idToken ? { idToken } : {}),
-          ...(listed && typeof idClaims.sid === 'string' ? { sid: idClaims.sid } : {}),
-          ...(listed && typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
-        }
-      } else {
-        delete record.providerSessions[name]
-      }
-      const sessionId = await sessions.start(request, reply, record)
+      // The ID token only where sign-out will send it back (id_token_hint): it is the largest part.
+      // sid and sub only where a back-channel logout may name them (and find them in the index).
+      const listed = provider.backchannelLogout
+      const providerSession = idClaims
+        ? {
+            ...(provider.endSessionUrl && idToken ? { idToken } : {}),
+            ...(listed && typeof idClaims.sid === 'string' ? { sid: idClaims.sid } : {}),
+            ...(listed && typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
+          }
+        : undefined
+      const previous = (await sessions.load(request.headers.cookie))?.record ?? emptyRecord(Date.now())
+      const record = withSignIn(previous, name, { tokens, identity, providerSession })
+      const sessionId = await startSession(sessions, request, reply, record)
       // The new id replaces the old one for every provider of the session, not only this one.
-      for (const [known, claims] of Object.entries(record.providerSessions)) await sessionIndex.add(known, claims, sessionId)
+      for (const [known, claims] of Object.entries(record.providerSessions ?? {})) await sessionIndex.add(known, claims, sessionId)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
@@ -214,7 +210,7 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
   })
 
   app.get('/oauth/userinfo/', async (request) => {
-    const identities = (await sessions.load(request))?.record.identities ?? {}
+    const identities = (await sessions.load(request.headers.cookie))?.record.identities ?? {}
     if (Object.keys(identities).length === 0) {
       throw new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', { details: { headers: { 'www-authenticate': 'Bearer' } } })
     }
@@ -229,7 +225,7 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
 
   // The home page: the userinfo shape for API clients (an empty one when nobody is signed in).
   app.get('/oauth/', async (request, reply) => {
-    const identities = (await sessions.load(request))?.record.identities ?? {}
+    const identities = (await sessions.load(request.headers.cookie))?.record.identities ?? {}
     if (!wantsHtml(request)) return { identities }
     return reply.type('text/html; charset=utf-8').send(homePage(identities, signInLinks))
   })
@@ -269,8 +265,8 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
         .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts)))
     }
     // The gateway's session ends first, whatever the providers then do.
-    const session = await sessions.load(request)
-    await sessions.end(request, reply)
+    const session = await sessions.load(request.headers.cookie)
+    await endSession(sessions, request, reply)
     if (session) {
       await signOuts.revoke(session.record)
       const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts))

@@ -234,7 +234,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
         /** The session from the store, its token refreshed if need be, as the gate reads it. */
         const readSession = async (request: FastifyRequest): Promise<{ state: SessionState, session: Session | undefined }> => {
           try {
-            const session = await sessions.load(request) ?? undefined
+            const session = await sessions.load(request.headers.cookie) ?? undefined
             const token = session ? await refresher.usableToken(session, provider) : undefined
             return session && token
               ? { state: signedIn(token.access_token, session.record.identities?.[provider]), session }
@@ -247,7 +247,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
         // A callback hook: a session this instance verified moments ago, with a fresh token, goes
         // through without a promise or a store round trip; anything else the gate asks the store for.
         scope.addHook('onRequest', (request, reply, done) => {
-          const session = sessions.cached(request)
+          const session = sessions.cached(request.headers.cookie)
           const token = session && refresher.freshToken(session, provider)
           const state = token ? signedIn(token.access_token, session.record.identities?.[provider]) : UNREAD
           act(request, reply, decide(gate, request.method, request.url, wantsHtml(request), state), session, done)

@@ -1,50 +1,33 @@
 // Session cookie <-> store record: load, start (always a new id), end. The cookie is 256 random
 // bits; the store key is a keyed hash of it and the record is sealed with a key derived from it.
-import type { CookieSerializeOptions } from '@fastify/cookie'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+// No Fastify here: callers hand in the Cookie header and set or clear the cookie themselves
+// (src/http/session-cookie.ts), so every step can be called, and tested, without a server.
 import type { SessionConfig } from '../config/config.js'
-import type { Identity } from '../access/identity.js'
 import type { Sealer } from './seal.js'
 import { randomToken } from './seal.js'
+import type { Session, SessionRecord } from './record.js'
+import { SessionCache } from './cache.js'
 import { storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 
-/** A token endpoint response as kept for one provider (RFC 6749 §5.1). */
-export interface TokenSet {
-  access_token: string
-  token_type: string
-  /** Seconds since the epoch, from `expires_in`. */
-  expires_at?: number
-  refresh_token?: string
-  scope?: string
-}
+export type { ProviderSession, Session, SessionRecord, TokenSet } from './record.js'
 
 /**
- * What sign-out needs of a provider's own session, kept apart from the token set (a refresh
- * replaces that): the ID token for `id_token_hint` (only when the provider has an end-session
- * endpoint), and the ID token's `sid` and `sub`, which a back-channel logout names.
- * @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html#RPLogout
- * @see https://openid.net/specs/openid-connect-backchannel-1_0.html#LogoutToken
+ * The attributes of the session cookie (RFC 6265 §4.1.2), in the shape cookie serializers take.
+ * @see https://www.rfc-editor.org/rfc/rfc6265#section-4.1.2
  */
-export interface ProviderSession {
-  idToken?: string
-  sid?: string
-  sub?: string
+export interface CookieOptions {
+  readonly path: string
+  readonly httpOnly: boolean
+  readonly sameSite: 'lax'
+  readonly secure: boolean
+  readonly domain?: string
 }
 
-/** What one session holds: a token set per provider, and who the user is there. */
-export interface SessionRecord {
-  createdAt: number
-  tokens: Record<string, TokenSet>
-  identities?: Record<string, Identity>
-  providerSessions?: Record<string, ProviderSession>
-}
-
-/** A loaded session: `id` (a keyed hash of the cookie) names it in the store and in logs; `cookie` opens it. */
-export interface Session {
-  id: string
-  cookie: string
-  record: SessionRecord
+/** A session just started: its `id` (store and logs) and the `cookie` value the browser gets. */
+export interface Started {
+  readonly id: string
+  readonly cookie: string
 }
 
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
@@ -67,59 +50,11 @@ export function cookieValue (header: string | undefined, name: string): string |
 }
 
 /**
- * Recently read sessions, so a busy session costs no store round trip per request. Bounded, and
- * short-lived: an entry lives `ttlMs` (1 s by default). Logout and refresh drop the entry in every
- * instance at once through the store's pub/sub; the short life bounds it if a message is lost.
+ * Sessions over a key-value store: what a Cookie header opens, and starting, refreshing and ending
+ * them. Records are sealed to their cookie (./seal.ts); recently read ones are cached (./cache.ts).
  */
-class SessionCache {
-  private readonly byCookie = new Map<string, { session: Session, expiresAt: number }>()
-  private readonly cookieById = new Map<string, string>()
-  /**
-   * Counts invalidations. A store read that was under way when one arrived may hold what the
-   * logout or refresh replaced, so `set` refuses it (the next request reads the store again).
-   */
-  private invalidations = 0
-
-  constructor (private readonly ttlMs: number, private readonly clock: Clock, private readonly maxEntries = 10_000) {}
-
-  get (cookie: string): Session | undefined {
-    const entry = this.byCookie.get(cookie)
-    if (!entry) return undefined
-    if (entry.expiresAt > this.clock.now()) return entry.session
-    this.dropCookie(cookie)
-    return undefined
-  }
-
-  /** Taken before a store read, and handed back to `set` with what was read. */
-  get generation (): number {
-    return this.invalidations
-  }
-
-  set (session: Session, generation: number): void {
-    if (this.ttlMs <= 0 || generation !== this.invalidations) return
-    if (this.byCookie.size >= this.maxEntries && !this.byCookie.has(session.cookie)) {
-      // Maps iterate in insertion order: the first entry is the oldest.
-      this.dropCookie(this.byCookie.keys().next().value!)
-    }
-    this.byCookie.set(session.cookie, { session, expiresAt: this.clock.now() + this.ttlMs })
-    this.cookieById.set(session.id, session.cookie)
-  }
-
-  dropId (id: string): void {
-    this.invalidations++
-    const cookie = this.cookieById.get(id)
-    if (cookie !== undefined) this.dropCookie(cookie)
-  }
-
-  private dropCookie (cookie: string): void {
-    const entry = this.byCookie.get(cookie)
-    this.byCookie.delete(cookie)
-    if (entry) this.cookieById.delete(entry.session.id)
-  }
-}
-
 export class Sessions {
-  readonly cookieOptions: CookieSerializeOptions
+  readonly cookieOptions: CookieOptions
   private readonly cache: SessionCache
   /** Store reads under way, by cookie: concurrent requests of one session share one read. */
   private readonly reading = new Map<string, { generation: number, session: Promise<Session | null> }>()
@@ -131,14 +66,14 @@ export class Sessions {
     /** What "now" is for the cache window; tests move it. */
     clock: Clock = systemClock
   ) {
-    this.cookieOptions = {
+    this.cookieOptions = Object.freeze({
       path: '/',
       httpOnly: true,
       sameSite: 'lax',
       secure: config.cookieSecure,
       // session.cookieDomain: hosts under one parent domain share the sign-in (forward-auth).
       ...(config.cookieDomain ? { domain: config.cookieDomain } : {}),
-    }
+    })
     this.cache = new SessionCache(config.cacheTtlMs, clock)
   }
 
@@ -161,18 +96,20 @@ export class Sessions {
    * The session cookie's value, read from the Cookie header itself (the first one of that name, as
    * browsers send the most specific first): proxied requests do not pay for parsing every cookie.
    */
-  private cookie (request: FastifyRequest): string | undefined {
-    const value = cookieValue(request.headers.cookie, this.config.cookieName)
+  private cookie (cookieHeader: string | undefined): string | undefined {
+    const value = cookieValue(cookieHeader, this.config.cookieName)
     return value !== undefined && COOKIE_VALUE.test(value) ? value : undefined
   }
 
-  /** The request's session if this instance verified it moments ago: no store round trip, no promise. */
-  cached (request: FastifyRequest): Session | undefined {
-    const cookie = this.cookie(request)
+  /**
+   * The session named by the Cookie header if this instance verified it moments ago (within
+   * `session.cacheTtl`): no store round trip, no promise, no allocation beyond the cookie's value.
+   */
+  cached (cookieHeader: string | undefined): Session | undefined {
+    const cookie = this.cookie(cookieHeader)
     return cookie === undefined ? undefined : this.cache.get(cookie)
   }
 
-  /** The request's session, its idle timeout renewed; null when there is none (or it cannot be opened). */
   /** Called after a store read renewed a session that has provider sessions (the back-channel logout index follows it). */
   private renewed: ((session: Session) => void) | undefined
 
@@ -180,8 +117,12 @@ export class Sessions {
     this.renewed = listener
   }
 
-  async load (request: FastifyRequest): Promise<Session | null> {
-    const cookie = this.cookie(request)
+  /**
+   * The session named by the Cookie header, its idle timeout renewed; null when there is none, or
+   * when the cookie does not open a record (tampered, foreign, expired, signed out).
+   */
+  async load (cookieHeader: string | undefined): Promise<Session | null> {
+    const cookie = this.cookie(cookieHeader)
     if (!cookie) return null
     const cached = this.cache.get(cookie)
     if (cached) return cached
@@ -202,7 +143,7 @@ export class Sessions {
     const id = this.sealer.idFor(PURPOSE, cookie)
     const record = this.open(cookie, await this.store.getAndTouch(storeKeys.session(id), this.config.ttlMs))
     if (!record) return null
-    const session = { id, cookie, record }
+    const session: Session = { id, cookie, record }
     // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
     if (record.providerSessions !== undefined) this.renewed?.(session)
     this.cache.set(session, generation)
@@ -214,10 +155,18 @@ export class Sessions {
     return this.open(session.cookie, await this.store.get(storeKeys.session(session.id)))
   }
 
-  /** Writes the session's record back under the same id (token refresh; not a sign-in). */
-  async update (session: Session): Promise<void> {
-    await this.store.set(storeKeys.session(session.id), this.sealer.seal(PURPOSE, session.cookie, JSON.stringify(session.record)), this.config.ttlMs)
+  /**
+   * Writes `record` as the session's new record under the same id (token refresh; not a sign-in),
+   * and drops the old one from every instance's cache. Returns the session with that record.
+   */
+  async update (session: Session, record: SessionRecord): Promise<Session> {
+    await this.write(session.id, session.cookie, record)
     await this.invalidate(session.id)
+    return { id: session.id, cookie: session.cookie, record }
+  }
+
+  private async write (id: string, cookie: string, record: SessionRecord): Promise<void> {
+    await this.store.set(storeKeys.session(id), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
   }
 
   private open (cookie: string, sealed: string | null): SessionRecord | null {
@@ -226,17 +175,17 @@ export class Sessions {
   }
 
   /**
-   * Stores the record under a brand-new id (no fixation) and drops the request's old session.
-   * Returns the new session's id.
+   * Stores `record` under a brand-new id (no fixation) and ends the session the old Cookie header
+   * named, if any. The caller sets `cookie` as `cookieName` with `cookieOptions`.
+   * @see https://owasp.org/www-community/attacks/Session_fixation
    */
-  async start (request: FastifyRequest, reply: FastifyReply, record: SessionRecord): Promise<string> {
-    const old = this.cookie(request)
+  async start (oldCookieHeader: string | undefined, record: SessionRecord): Promise<Started> {
+    const old = this.cookie(oldCookieHeader)
     const cookie = randomToken()
     const id = this.sealer.idFor(PURPOSE, cookie)
-    await this.store.set(storeKeys.session(id), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
+    await this.write(id, cookie, record)
     if (old) await this.drop(old)
-    reply.setCookie(this.config.cookieName, cookie, this.cookieOptions)
-    return id
+    return { id, cookie }
   }
 
   /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */
@@ -245,11 +194,10 @@ export class Sessions {
     await this.invalidate(id)
   }
 
-  /** Deletes the session in the store and clears the cookie. */
-  async end (request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const cookie = this.cookie(request)
+  /** Ends the session the Cookie header names, if any. The caller clears the cookie. */
+  async end (cookieHeader: string | undefined): Promise<void> {
+    const cookie = this.cookie(cookieHeader)
     if (cookie) await this.drop(cookie)
-    reply.clearCookie(this.config.cookieName, this.cookieOptions)
   }
 
   private async drop (cookie: string): Promise<void> {

@@ -5,7 +5,6 @@
 import { mkdtemp, readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { FastifyReply, FastifyRequest } from 'fastify'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
 import { BatchedDestination } from '../../src/ops/log-destination.js'
@@ -72,14 +71,12 @@ describe('the session cache', () => {
     return { store, sessions }
   }
 
-  const signOut = async (sessions: Sessions, request: FastifyRequest) =>
-    await sessions.end(request, { clearCookie: () => {} } as unknown as FastifyReply)
+  const signOut = async (sessions: Sessions, cookieHeader: string) => await sessions.end(cookieHeader)
 
-  async function signedIn (sessions: Sessions): Promise<FastifyRequest> {
-    let cookie = ''
-    const reply = { setCookie: (_name: string, value: string) => { cookie = value } } as unknown as FastifyReply
-    await sessions.start({ headers: {} } as FastifyRequest, reply, { createdAt: Date.now(), tokens: {} })
-    return { headers: { cookie: `gw_session=${cookie}` } } as FastifyRequest
+  /** A new session's Cookie header, as the browser sends it back. */
+  async function signedIn (sessions: Sessions): Promise<string> {
+    const { cookie } = await sessions.start(undefined, { createdAt: Date.now(), tokens: {} })
+    return `gw_session=${cookie}`
   }
 
   it('keeps a session it read, but not one whose read was under way when it was signed out', async () => {

@@ -1,0 +1,20 @@
+// The Fastify side of the session cookie: src/session/ works on Cookie header values and returns
+// cookie values; these two steps read the request's header and set or clear the cookie on the reply.
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { SessionRecord, Sessions } from '../session/session.js'
+
+/**
+ * Starts a session holding `record` under a new id, ends the one the request came with, and sets
+ * the new cookie on the reply. Returns the new session's id.
+ */
+export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord): Promise<string> {
+  const { id, cookie } = await sessions.start(request.headers.cookie, record)
+  reply.setCookie(sessions.cookieName, cookie, sessions.cookieOptions)
+  return id
+}
+
+/** Ends the request's session in the store and clears its cookie. */
+export async function endSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  await sessions.end(request.headers.cookie)
+  reply.clearCookie(sessions.cookieName, sessions.cookieOptions)
+}

@@ -1,0 +1,55 @@
+// Recently read sessions, by cookie: a busy session costs no store round trip per request.
+import type { Clock } from '../ops/clock.js'
+import type { Session } from './record.js'
+
+/**
+ * Recently read sessions, so a busy session costs no store round trip per request. Bounded, and
+ * short-lived: an entry lives `ttlMs` (1 s by default). Logout and refresh drop the entry in every
+ * instance at once through the store's pub/sub; the short life bounds it if a message is lost.
+ */
+export class SessionCache {
+  private readonly byCookie = new Map<string, { session: Session, expiresAt: number }>()
+  private readonly cookieById = new Map<string, string>()
+  /**
+   * Counts invalidations. A store read that was under way when one arrived may hold what the
+   * logout or refresh replaced, so `set` refuses it (the next request reads the store again).
+   */
+  private invalidations = 0
+
+  constructor (private readonly ttlMs: number, private readonly clock: Clock, private readonly maxEntries = 10_000) {}
+
+  get (cookie: string): Session | undefined {
+    const entry = this.byCookie.get(cookie)
+    if (!entry) return undefined
+    if (entry.expiresAt > this.clock.now()) return entry.session
+    this.dropCookie(cookie)
+    return undefined
+  }
+
+  /** Taken before a store read, and handed back to `set` with what was read. */
+  get generation (): number {
+    return this.invalidations
+  }
+
+  set (session: Session, generation: number): void {
+    if (this.ttlMs <= 0 || generation !== this.invalidations) return
+    if (this.byCookie.size >= this.maxEntries && !this.byCookie.has(session.cookie)) {
+      // Maps iterate in insertion order: the first entry is the oldest.
+      this.dropCookie(this.byCookie.keys().next().value!)
+    }
+    this.byCookie.set(session.cookie, { session, expiresAt: this.clock.now() + this.ttlMs })
+    this.cookieById.set(session.id, session.cookie)
+  }
+
+  dropId (id: string): void {
+    this.invalidations++
+    const cookie = this.cookieById.get(id)
+    if (cookie !== undefined) this.dropCookie(cookie)
+  }
+
+  private dropCookie (cookie: string): void {
+    const entry = this.byCookie.get(cookie)
+    this.byCookie.delete(cookie)
+    if (entry) this.cookieById.delete(entry.session.id)
+  }
+}

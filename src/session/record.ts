@@ -1,0 +1,82 @@
+// What a session holds, as plain immutable values: a token set per provider, who the user is
+// there, and what sign-out needs of the provider's own session. A change is a new record (sign-in,
+// refresh, a refused refresh); nothing edits one in place, so a record read by one request never
+// changes under another.
+import type { Identity } from '../access/identity.js'
+
+/** A token endpoint response as kept for one provider (RFC 6749 §5.1). */
+export interface TokenSet {
+  readonly access_token: string
+  readonly token_type: string
+  /** Seconds since the epoch, from `expires_in`. */
+  readonly expires_at?: number
+  readonly refresh_token?: string
+  readonly scope?: string
+}
+
+/**
+ * What sign-out needs of a provider's own session, kept apart from the token set (a refresh
+ * replaces that): the ID token for `id_token_hint` (only when the provider has an end-session
+ * endpoint), and the ID token's `sid` and `sub`, which a back-channel logout names.
+ * @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html#RPLogout
+ * @see https://openid.net/specs/openid-connect-backchannel-1_0.html#LogoutToken
+ */
+export interface ProviderSession {
+  readonly idToken?: string
+  readonly sid?: string
+  readonly sub?: string
+}
+
+/** What one session holds: a token set per provider, and who the user is there. */
+export interface SessionRecord {
+  /** Milliseconds since the epoch. */
+  readonly createdAt: number
+  readonly tokens: Readonly<Record<string, TokenSet>>
+  readonly identities?: Readonly<Record<string, Identity>>
+  readonly providerSessions?: Readonly<Record<string, ProviderSession>>
+}
+
+/** A loaded session: `id` (a keyed hash of the cookie) names it in the store and in logs; `cookie` opens it. */
+export interface Session {
+  readonly id: string
+  readonly cookie: string
+  readonly record: SessionRecord
+}
+
+/** What one sign-in at `provider` brings: its tokens, and (when known) the identity and the provider's session. */
+export interface SignIn {
+  readonly tokens: TokenSet
+  readonly identity?: Identity
+  readonly providerSession?: ProviderSession
+}
+
+/** A record with nothing in it yet. */
+export function emptyRecord (createdAt: number): SessionRecord {
+  return { createdAt, tokens: {} }
+}
+
+/**
+ * `record` after a sign-in at `provider`: that provider's tokens, identity and provider session
+ * replace what it had (an identity or provider session not given is removed); other providers keep theirs.
+ */
+export function withSignIn (record: SessionRecord, provider: string, signIn: SignIn): SessionRecord {
+  return {
+    ...record,
+    tokens: put(record.tokens, provider, signIn.tokens),
+    identities: put(record.identities, provider, signIn.identity),
+    providerSessions: put(record.providerSessions, provider, signIn.providerSession),
+  }
+}
+
+/** `record` with `provider`'s token set replaced (a refresh), or removed when `tokens` is undefined (a refused refresh). */
+export function withTokens (record: SessionRecord, provider: string, tokens: TokenSet | undefined): SessionRecord {
+  return { ...record, tokens: put(record.tokens, provider, tokens) }
+}
+
+/** A copy of `map` with `key` set to `value`, or without `key` when `value` is undefined. */
+function put<T> (map: Readonly<Record<string, T>> | undefined, key: string, value: T | undefined): Readonly<Record<string, T>> {
+  const entries = Object.entries(map ?? {}).filter(([name]) => name !== key)
+  if (value !== undefined) entries.push([key, value])
+  // fromEntries defines own properties: a key such as "__proto__" stays an entry, never a prototype.
+  return Object.fromEntries(entries)
+}

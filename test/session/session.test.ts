@@ -1,0 +1,245 @@
+// Sessions without a server: Cookie headers in, values out, over the in-process store and a clock
+// the test moves. Start, load, the cache window, the idle timeout and the end; a new id at every
+// start; a tampered or foreign cookie opens nothing; the store holds only ciphertext; and a record
+// is a value that no step edits in place.
+import { afterEach, describe, expect, it } from 'vitest'
+import type { SessionConfig } from '../../src/config/config.js'
+import { emptyRecord, withSignIn, withTokens, type SessionRecord, type TokenSet } from '../../src/session/record.js'
+import { Sealer } from '../../src/session/seal.js'
+import { Sessions } from '../../src/session/session.js'
+import { MemoryStore } from '../../src/store/memory.js'
+import { storeKeys } from '../../src/store/store.js'
+
+const SECRET = 'a-session-secret-of-at-least-32-characters'
+const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000 }
+
+const TOKENS: TokenSet = {
+  access_token: 'at-4f1c9e2b7d0a',
+  token_type: 'Bearer',
+  expires_at: 2_000_000_000,
+  refresh_token: 'rt-9a8b7c6d5e4f',
+}
+const RECORD: SessionRecord = withSignIn(emptyRecord(1_700_000_000_000), 'demo', {
+  tokens: TOKENS,
+  identity: { sub: 'alice', email: 'alice@example.com', groups: ['staff'] },
+  providerSession: { idToken: 'eyJhbGciOiJSUzI1NiJ9.id-token-body.sig', sid: 'sid-1', sub: 'alice' },
+})
+
+/** The in-process store on the test's clock, counting store reads. */
+class CountingStore extends MemoryStore {
+  reads = 0
+  override async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
+    this.reads++
+    return await super.getAndTouch(key, ttlMs)
+  }
+}
+
+const stores: MemoryStore[] = []
+afterEach(async () => { for (const store of stores.splice(0)) await store.close() })
+
+/** One instance: a store and Sessions over it, both on `clock`; `secret` another gateway's when given. */
+async function setUp (clock = { ms: 1_700_000_000_000, now (): number { return this.ms } }, store?: CountingStore, secret = SECRET) {
+  const kv = store ?? new CountingStore({ clock })
+  stores.push(kv)
+  const sessions = new Sessions(kv, new Sealer(secret), { ...CONFIG, secret }, clock)
+  await sessions.listen()
+  return { clock, store: kv, sessions }
+}
+
+const header = (cookie: string, others = 'theme=dark') => `${others}; gw_session=${cookie}; lang=en`
+
+/** A record frozen all the way down: any write into it throws (ES modules run in strict mode). */
+function deepFreeze<T> (value: T): T {
+  if (value !== null && typeof value === 'object' && !Object.isFrozen(value)) {
+    for (const inner of Object.values(value)) deepFreeze(inner)
+    Object.freeze(value)
+  }
+  return value
+}
+
+describe('Sessions', () => {
+  it('starts, loads, serves from memory within the cache window, reads the store after it, and ends', async () => {
+    const { clock, store, sessions } = await setUp()
+    const { id, cookie } = await sessions.start(undefined, RECORD)
+    expect(cookie).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    expect(id).not.toContain(cookie)
+
+    expect(sessions.cached(header(cookie))).toBeUndefined()
+    const loaded = await sessions.load(header(cookie))
+    expect(loaded).toEqual({ id, cookie, record: RECORD })
+    expect(store.reads).toBe(1)
+
+    // Within the window: the same value, no store read, no promise.
+    clock.ms += 999
+    expect(sessions.cached(header(cookie))).toBe(loaded)
+    expect(await sessions.load(header(cookie))).toBe(loaded)
+    expect(store.reads).toBe(1)
+
+    // Past it: the store again.
+    clock.ms += 2
+    expect(sessions.cached(header(cookie))).toBeUndefined()
+    expect(await sessions.load(header(cookie))).toEqual(loaded)
+    expect(store.reads).toBe(2)
+
+    await sessions.end(header(cookie))
+    expect(sessions.cached(header(cookie))).toBeUndefined()
+    expect(await sessions.load(header(cookie))).toBeNull()
+    expect(await store.get(storeKeys.session(id))).toBeNull()
+  })
+
+  it('keeps a session alive while it is used and lets it go after session.ttl idle', async () => {
+    const { clock, sessions } = await setUp()
+    const { cookie } = await sessions.start(undefined, RECORD)
+    for (let i = 0; i < 3; i++) {
+      clock.ms += CONFIG.ttlMs - 1000 // each load renews the idle timeout
+      expect(await sessions.load(header(cookie))).not.toBeNull()
+    }
+    clock.ms += CONFIG.ttlMs + 1
+    expect(await sessions.load(header(cookie))).toBeNull()
+  })
+
+  it('issues a new id and cookie at every start, and ends the session the old cookie named (no fixation)', async () => {
+    const { sessions } = await setUp()
+    const first = await sessions.start(undefined, RECORD)
+    await sessions.load(header(first.cookie)) // cached too
+    const second = await sessions.start(header(first.cookie), RECORD)
+    expect(second.id).not.toBe(first.id)
+    expect(second.cookie).not.toBe(first.cookie)
+    expect(sessions.cached(header(first.cookie))).toBeUndefined()
+    expect(await sessions.load(header(first.cookie))).toBeNull()
+    expect((await sessions.load(header(second.cookie)))?.record).toEqual(RECORD)
+
+    const ids = new Set<string>()
+    for (let i = 0; i < 20; i++) ids.add((await sessions.start(undefined, RECORD)).id)
+    expect(ids.size).toBe(20)
+  })
+
+  it('opens nothing for a tampered, foreign, malformed or missing cookie', async () => {
+    const { store, sessions } = await setUp()
+    const { cookie } = await sessions.start(undefined, RECORD)
+    const flipped = cookie.slice(0, 10) + (cookie[10] === 'A' ? 'B' : 'A') + cookie.slice(11)
+    expect(await sessions.load(header(flipped))).toBeNull()
+
+    // Another gateway's session (another secret) on the same store: neither opens the other's.
+    const other = await setUp(undefined, store, 'another-secret-of-at-least-32-characters!')
+    const foreign = await other.sessions.start(undefined, RECORD)
+    expect(await sessions.load(header(foreign.cookie))).toBeNull()
+    expect(await other.sessions.load(header(cookie))).toBeNull()
+    expect(await other.sessions.load(header(foreign.cookie))).not.toBeNull()
+
+    // The record of one cookie copied under another cookie's key does not open either.
+    const victim = await sessions.start(undefined, RECORD)
+    const victimId = (await sessions.load(header(victim.cookie)))!.id
+    const attacker = await sessions.start(undefined, emptyRecord(0))
+    const attackerId = (await sessions.load(header(attacker.cookie)))!.id
+    await store.set(storeKeys.session(attackerId), (await store.get(storeKeys.session(victimId)))!, 60_000)
+    const { sessions: fresh } = await setUp(undefined, store) // no cache of the attacker's session
+    expect(await fresh.load(header(attacker.cookie))).toBeNull()
+
+    const reads = store.reads
+    for (const value of [`${cookie}x`, cookie.slice(1), `${cookie.slice(1)}+`, '', 'gw_session']) {
+      expect(await sessions.load(header(value))).toBeNull()
+      expect(sessions.cached(header(value))).toBeUndefined()
+    }
+    expect(await sessions.load(undefined)).toBeNull()
+    expect(await sessions.load('')).toBeNull()
+    expect(await sessions.load(`xgw_session=${cookie}`)).toBeNull()
+    expect(store.reads).toBe(reads) // a malformed value never reaches the store
+  })
+
+  it('stores only a keyed hash of the cookie and ciphertext: no token, ID token or cookie in what is stored', async () => {
+    const { store, sessions } = await setUp()
+    const { id, cookie } = await sessions.start(undefined, RECORD)
+    const key = storeKeys.session(id)
+    const stored = (await store.get(key))!
+    const decoded = Buffer.from(stored, 'base64url')
+    expect(decoded.toString('base64url')).toBe(stored) // it is base64url, and this is all of it
+    const secrets = [TOKENS.access_token, TOKENS.refresh_token!, RECORD.providerSessions!.demo!.idToken!, 'alice@example.com', cookie]
+    for (const secret of secrets) {
+      expect(key).not.toContain(secret)
+      expect(stored).not.toContain(secret)
+      expect(decoded.toString('latin1')).not.toContain(secret)
+    }
+    // Opening it takes the cookie: the sealer with the right cookie reads the record back.
+    expect(JSON.parse(new Sealer(SECRET).open('session', cookie, stored)!)).toEqual(RECORD)
+  })
+
+  it('writes a refreshed record as a new value under the same id, drops the cached one, and leaves the old value as it was', async () => {
+    const { store, sessions } = await setUp()
+    const { cookie } = await sessions.start(undefined, RECORD)
+    const loaded = deepFreeze((await sessions.load(header(cookie)))!)
+    const refreshed: TokenSet = { ...TOKENS, access_token: 'at-new', expires_at: 2_000_000_600 }
+
+    const updated = await sessions.update(loaded, withTokens(loaded.record, 'demo', refreshed))
+    expect(updated.id).toBe(loaded.id)
+    expect(updated.record.tokens.demo).toEqual(refreshed)
+    expect(updated.record.identities).toBe(loaded.record.identities)
+    expect(loaded.record.tokens.demo).toEqual(TOKENS)
+    expect(sessions.cached(header(cookie))).toBeUndefined()
+    const reads = store.reads
+    expect((await sessions.load(header(cookie)))?.record.tokens.demo).toEqual(refreshed)
+    expect(store.reads).toBe(reads + 1)
+    expect(await sessions.reload(updated)).toEqual(updated.record)
+  })
+
+  it('ends a session by id on every instance sharing the store', async () => {
+    const clock = { ms: 1_700_000_000_000, now (): number { return this.ms } }
+    const one = await setUp(clock)
+    const two = await setUp(clock, one.store)
+    const { id, cookie } = await one.sessions.start(undefined, RECORD)
+    expect(await two.sessions.load(header(cookie))).not.toBeNull()
+    expect(two.sessions.cached(header(cookie))).toBeDefined()
+    await one.sessions.endById(id)
+    expect(two.sessions.cached(header(cookie))).toBeUndefined()
+    expect(await two.sessions.load(header(cookie))).toBeNull()
+  })
+
+  it('describes the cookie for the caller to set: HttpOnly, SameSite=Lax, Path=/, Secure and Domain per config', async () => {
+    const { sessions } = await setUp()
+    expect(sessions.cookieName).toBe('gw_session')
+    expect(sessions.cookieOptions).toEqual({ path: '/', httpOnly: true, sameSite: 'lax', secure: true })
+    expect(Object.isFrozen(sessions.cookieOptions)).toBe(true)
+    const shared = new Sessions(new MemoryStore(), new Sealer(SECRET), { ...CONFIG, cookieSecure: false, cookieDomain: 'example.com' })
+    expect(shared.cookieOptions).toEqual({ path: '/', httpOnly: true, sameSite: 'lax', secure: false, domain: 'example.com' })
+  })
+})
+
+describe('session records', () => {
+  const frozen = deepFreeze(RECORD)
+
+  it('a sign-in at a second provider is a new record that keeps the first provider and leaves the old one untouched', () => {
+    const other: TokenSet = { access_token: 'gh', token_type: 'bearer' }
+    const both = withSignIn(frozen, 'github', { tokens: other, identity: { sub: '42', groups: [] } })
+    expect(both).not.toBe(frozen)
+    expect(Object.keys(both.tokens)).toEqual(['demo', 'github'])
+    expect(both.tokens.demo).toBe(frozen.tokens.demo)
+    expect(both.identities?.github).toEqual({ sub: '42', groups: [] })
+    expect(both.providerSessions).toEqual(frozen.providerSessions) // github brought none
+    expect(Object.keys(frozen.tokens)).toEqual(['demo'])
+  })
+
+  it('a sign-in again at the same provider replaces its tokens, and drops an identity or provider session it no longer brings', () => {
+    const again = withSignIn(frozen, 'demo', { tokens: { access_token: 'at-2', token_type: 'Bearer' } })
+    expect(again.tokens.demo?.access_token).toBe('at-2')
+    expect(again.identities).toEqual({})
+    expect(again.providerSessions).toEqual({})
+    expect(again.createdAt).toBe(frozen.createdAt)
+    expect(frozen.identities?.demo?.sub).toBe('alice')
+  })
+
+  it('a refused refresh removes only that provider\'s tokens', () => {
+    const both = withSignIn(frozen, 'github', { tokens: { access_token: 'gh', token_type: 'bearer' } })
+    const refused = withTokens(deepFreeze(both), 'demo', undefined)
+    expect(Object.keys(refused.tokens)).toEqual(['github'])
+    expect(refused.identities).toBe(both.identities)
+    expect(Object.keys(both.tokens)).toEqual(['demo', 'github'])
+  })
+
+  it('keeps a provider named __proto__ as an entry, never as a prototype', () => {
+    const record = withTokens(emptyRecord(0), '__proto__', TOKENS)
+    expect(Object.keys(record.tokens)).toEqual(['__proto__'])
+    expect(Object.getPrototypeOf(record.tokens)).toBe(Object.prototype)
+    const parsed = JSON.parse(JSON.stringify(record)) as SessionRecord
+    expect(Object.getOwnPropertyDescriptor(parsed.tokens, '__proto__')?.value).toEqual(TOKENS)
+  })
+})
