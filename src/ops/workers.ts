@@ -20,6 +20,8 @@ export function runPrimary (config: GatewayConfig): void {
   const fork = (): Worker => {
     const worker = cluster.fork(env)
     log.info({ workerPid: worker.process.pid }, 'worker started')
+    // Serving from now on: the primary hands it connections.
+    worker.once('listening', () => log.info({ workerPid: worker.process.pid }, 'worker listening'))
     return worker
   }
   for (let i = 0; i < config.server.workers; i++) fork()

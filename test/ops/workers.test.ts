@@ -51,7 +51,8 @@ describe('server.workers', () => {
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-    await waitFor(async () => (await fetch(`${url}/readyz`)).ok, 15_000, 'the workers to be ready')
+    // Both workers serving (the first one answers /readyz while the second may still be starting).
+    await waitFor(async () => output.split('\n').filter((line) => line.includes('"worker listening"')).length === 2 && (await fetch(`${url}/readyz`)).ok, 15_000, 'the workers to be ready')
 
     const browser = new Browser()
     expect((await browser.navigate(`${url}/app/`)).status).toBe(200)

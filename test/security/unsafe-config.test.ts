@@ -90,7 +90,7 @@ describe('unsafe configs are refused with a message naming the key and the fix',
 
   it('accepts the secrets the repository itself ships (bench, compose, scripts)', () => {
     const found = [
-      /secret: '([^']+)'/.exec(readFileSync('bench/targets.ts', 'utf8'))![1]!,
+      /BENCH_SESSION_SECRET = '([^']+)'/.exec(readFileSync('bench/targets.ts', 'utf8'))![1]!,
       /GATEWAY_SESSION_SECRET:-([^}]+)\}/.exec(readFileSync('docker-compose.yml', 'utf8'))![1]!,
       /GATEWAY_SESSION_SECRET=(\S+)/.exec(readFileSync('scripts/docker-image-check.sh', 'utf8'))![1]!,
     ]
