@@ -3,17 +3,10 @@
 // reject consent to see the access_denied page. Screenshots of each final page go to
 // test/artifacts/ for a person to look at.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
-import { chromium, type Browser, type Page } from 'playwright-core'
+import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const ARTIFACTS = 'test/artifacts'
-
-if (!existsSync(CHROMIUM)) {
-  throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`)
-}
+import { ARTIFACTS, launchChromium } from './helpers/chromium.js'
 
 let demo: ChildProcess
 let demoUrl: string
@@ -40,10 +33,7 @@ beforeAll(async () => {
     demo.stderr!.on('data', read)
     demo.once('exit', (code) => reject(new Error(`the demo exited (${code}):\n${demoOutput}`)))
   })
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  })
+  browser = await launchChromium()
 })
 
 afterAll(async () => {

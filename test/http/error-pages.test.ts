@@ -2,16 +2,13 @@
 // signed in through the real authorization server opens each page, clicks every link on it, and
 // never lands on a 404. "Start over" goes back to the page the person came from when that is a safe
 // page of the gateway's own origin, else to the home page /oauth/ (issue 15).
-import { existsSync } from 'node:fs'
-import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core'
+import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { launchChromium } from '../helpers/chromium.js'
 import { cameFrom } from '../../src/http/error-handler.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-if (!existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`)
 
 describe('cameFrom: where "start over" may send a person back to', () => {
   const own = 'https://gw.example.test'
@@ -57,10 +54,7 @@ describe('error pages in a real browser', () => {
         { path: '/admins/', upstream: upstream.url, provider: 'demo', allow: { emails: ['root@example.test'] } },
       ],
     })
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-    })
+    browser = await launchChromium()
     context = await browser.newContext()
     const page = await context.newPage()
     await page.goto(`${gateway.url}/app/hello`)

@@ -2,20 +2,13 @@
 // authorization server that keeps its own sign-in: without a sign-out at the provider the next
 // sign-in is silent; after the gateway's sign-out (the provider's own question answered by the
 // browser), the next sign-in asks for the user again.
-import { existsSync } from 'node:fs'
 import { mkdir } from 'node:fs/promises'
-import { chromium, type Browser } from 'playwright-core'
+import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ARTIFACTS, launchChromium } from '../helpers/chromium.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
-
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
-const ARTIFACTS = 'test/artifacts'
-
-if (!existsSync(CHROMIUM)) {
-  throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`)
-}
 
 let op: TestProvider
 let upstream: Upstream
@@ -38,10 +31,7 @@ beforeAll(async () => {
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
   })
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--no-sandbox', '--disable-gpu', '--headless', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
-  })
+  browser = await launchChromium()
 })
 
 afterAll(async () => {

@@ -1,0 +1,18 @@
+// Debian's Chromium through playwright-core, started the one way every browser test needs: headless,
+// no sandbox (tests run as root), and none of the background traffic this machine's closed network
+// would refuse. A test file without Chromium fails at once with how to install it.
+import { existsSync } from 'node:fs'
+import { chromium, type Browser } from 'playwright-core'
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+
+/** Where browser tests leave screenshots for a person to look at. */
+export const ARTIFACTS = 'test/artifacts'
+
+export async function launchChromium (): Promise<Browser> {
+  if (!existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`)
+  return await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+  })
+}
