@@ -41,7 +41,7 @@ function Section<T extends Record<string, TSchema>> (properties: T, description:
 const Server = Section({
   host: Text('Listen address (the shipped gateway.yaml uses 127.0.0.1; 0.0.0.0 listens on every interface).', { default: '0.0.0.0', minLength: 1 }),
   port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Listen port.' })),
-  baseUrl: Text('`{base_url}`: the address browsers use. `redirect_uri` is `{base_url}/oauth/authorized/<provider>/`; no query or fragment.', {
+  baseUrl: Text('The address browsers use. `redirect_uri` is `{baseUrl}/oauth/authorized/<provider>/`; no query or fragment.', {
     defaultText: 'http://localhost:<port>', examples: ['https://gateway.example.com'],
   }),
   trustProxy: Type.Optional(Type.Union([
@@ -110,7 +110,7 @@ const Claims = Type.Object({
 
 const Provider = Type.Object({
   clientId: Type.String({ minLength: 1, description: '`client_id` registered at the provider.', examples: ['${GITHUB_CLIENT_ID}'] }),
-  clientSecret: Type.String({ minLength: 1, description: '`client_secret`; sent only to `tokenUrl`, in the form body.', examples: ['${GITHUB_CLIENT_SECRET}'] }),
+  clientSecret: Type.String({ minLength: 1, description: '`client_secret`; sent only to the provider\'s token endpoint (and its revocation endpoint at sign-out), in the form body.', examples: ['${GITHUB_CLIENT_SECRET}'] }),
   preset: Type.Optional(Type.Union(PRESET_NAMES.map((name) => Type.Literal(name)), {
     description: 'Fill the endpoints, scope and claims of a well-known provider (recipes in docs/providers.md); keys given here win.',
   })),
@@ -120,16 +120,16 @@ const Provider = Type.Object({
   issuer: Text('OIDC issuer: `<issuer>/.well-known/openid-configuration` is read at start for the endpoints and keys; callbacks\' and ID tokens\' `iss` must match it. Required when the scope has `openid`.', {
     examples: ['https://accounts.google.com'],
   }),
-  authorizeUrl: Text('`{authorize_url}`. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
-  tokenUrl: Text('`{token_url}`. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
+  authorizeUrl: Text('The provider\'s authorization endpoint. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
+  tokenUrl: Text('The provider\'s token endpoint. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
   userinfoUrl: Text('Identity for plain OAuth 2.0 providers, called once at sign-in with the access token.', { defaultText: 'from discovery or the preset', examples: ['https://api.github.com/user'] }),
   scope: Text('`scope` of the authorize request; with `openid` an ID token is required and validated. Required without a preset.', { defaultText: 'the preset\'s', examples: ['openid profile email'] }),
   pkce: Flag('PKCE with S256.', true),
   claims: Type.Optional(Claims),
   timeout: Duration('Token and userinfo endpoint timeout (100ms to 2m); then 502 `token_exchange_failed`.', '10s'),
-  endSession: Flag('Sign-out reaches the provider too: its tokens are revoked where discovery advertises `revocation_endpoint`, and the browser signs out there where it advertises `end_session_endpoint` (register `{base_url}/oauth/logout/<provider>/` as its post-logout redirect URI). `false`: sign-out ends the gateway\'s session only (see endpoints.md).', true),
+  endSession: Flag('Sign-out reaches the provider too: its tokens are revoked where discovery advertises `revocation_endpoint`, and the browser signs out there where it advertises `end_session_endpoint` (register `{baseUrl}/oauth/logout/<provider>/` as its post-logout redirect URI). `false`: sign-out ends the gateway\'s session only (see endpoints.md).', true),
   dangerouslyAllowInsecureHttp: Flag('Allow this provider\'s endpoints over plain http to a host that is not loopback (otherwise the config is refused).', false),
-}, { additionalProperties: false, description: 'One `<remote_app_name>`: a client registered at one provider.' })
+}, { additionalProperties: false, description: 'One provider (its name is the `<provider>` in /oauth/login/<provider>/): a client registered there.' })
 
 const Allow = Type.Object({
   emails: Strings('E-mail addresses.'),
@@ -145,7 +145,7 @@ const IdentityHeaders = Type.Object({
 
 const Route = Type.Object({
   path: Type.String({ description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
-  upstream: Type.String({ description: '`{resource_url}`: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
+  upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
   provider: Text('Whose access token is injected; required when `auth: required`.'),
   rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`).', { defaultText: 'the path is forwarded unchanged' }),
   timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
@@ -190,7 +190,7 @@ export const GatewayYamlSchema = Type.Object({
   session: Type.Optional(Session),
   store: Type.Optional(Store),
   state: Type.Optional(State),
-  providers: Type.Optional(Type.Record(Type.String(), Provider, { description: 'The remote apps, keyed by `<remote_app_name>` (letters, digits, `-` and `_`).', expected: 'a mapping of provider name to settings' })),
+  providers: Type.Optional(Type.Record(Type.String(), Provider, { description: 'The providers, keyed by name (letters, digits, `-` and `_`).', expected: 'a mapping of provider name to settings' })),
   routes: Type.Optional(Type.Array(Route, { description: 'Proxied path prefixes, each with its upstream.', expected: 'a list of routes' })),
   metrics: Type.Optional(Metrics),
   rateLimit: Type.Optional(RateLimit),

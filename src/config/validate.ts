@@ -385,12 +385,32 @@ function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig {
   return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit] ?? 60_000 } satisfies RateBudget }
 }
 
+/** The placeholder deploy/kubernetes/base/secrets.env ships for every value an operator must set. */
+const PLACEHOLDER = 'REPLACE-ME'
+
+/**
+ * Reports each value that still holds the placeholder, and removes it, so that nothing is reported
+ * a second time about the same value (its length, its form).
+ */
+function refusePlaceholders (issues: Issues, node: Record<string, unknown> | unknown[], path: Path): void {
+  for (const [key, value] of Object.entries(node)) {
+    const at: Path = [...path, Array.isArray(node) ? Number(key) : key]
+    if (typeof value === 'string' && value.includes(PLACEHOLDER)) {
+      issues.add(at, `still holds the placeholder ${PLACEHOLDER}: set the real value (see docs/deployment.md, "Secrets")`)
+      if (!Array.isArray(node)) delete node[key]
+    } else if (isObject(value) || Array.isArray(value)) {
+      refusePlaceholders(issues, value, at)
+    }
+  }
+}
+
 /**
  * Validates a parsed (and substituted) config: the schema pass, presets, defaults, then the rules
  * above. Returns the resolved config; the problems are in `issues`.
  */
 export function validate (issues: Issues, plain: unknown): GatewayConfig {
   const checked = checkSchema(issues, plain)
+  refusePlaceholders(issues, checked, [])
   // Presets fill what a provider entry leaves out, before the schema's defaults do.
   if (isObject(checked.providers)) {
     for (const [name, entry] of Object.entries(checked.providers)) {

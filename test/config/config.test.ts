@@ -64,6 +64,28 @@ describe('config: a good file', () => {
     expect(config.routes[0]!.maxConnections).toBe(10)
   })
 
+  it('refuses every value still holding the deployment placeholder REPLACE-ME, once each', () => {
+    const text = [
+      'session: { secret: REPLACE-ME }',
+      'store: { type: redis, url: "redis://REPLACE-ME:6379/0" }',
+      'providers: { demo: { clientId: gateway, clientSecret: REPLACE-ME, authorizeUrl: "https://id.example.com/a", tokenUrl: "https://id.example.com/t", scope: read } }',
+      'routes: [{ path: /app/, upstream: "http://127.0.0.1:1", provider: demo }]',
+    ].join('\n')
+    let error: unknown
+    try {
+      parseConfig(text, ENV)
+    } catch (thrown) {
+      error = thrown
+    }
+    if (!(error instanceof ConfigError)) throw new Error(`expected a ConfigError, got ${String(error)}`)
+    const hint = 'still holds the placeholder REPLACE-ME: set the real value (see docs/deployment.md, "Secrets")'
+    expect(error.message.split('\n').slice(1).map((line) => line.trim())).toEqual([
+      `session.secret: ${hint} (line 1)`,
+      `store.url: ${hint} (line 2)`,
+      `providers.demo.clientSecret: ${hint} (line 3)`,
+    ])
+  })
+
   it('signs identity assertions only when the file has an assertion section or a route asks for them (never by a default)', () => {
     const route = 'routes: [{ path: /a, upstream: "http://127.0.0.1:1", auth: none }]'
     expect(parseConfig(route, ENV).assertion.enabled).toBe(false)

@@ -14,6 +14,21 @@ export async function startOidcProvider (clients: DemoClient[], options: Omit<Au
   return await startAuthorizationServer({ clients, ...options })
 }
 
+/**
+ * The registration of the gateway at `baseUrl` as a client of the test provider, for its provider
+ * `provider`: the callback, the post-logout return address and (`backchannel`) the back-channel
+ * logout address, as docs/providers.md tells operators to register them.
+ */
+export function gatewayClient (baseUrl: string, provider: string, clientId: string, options: { clientSecret?: string, backchannel?: boolean } = {}): DemoClient {
+  return {
+    client_id: clientId,
+    client_secret: options.clientSecret ?? 's',
+    redirect_uris: [`${baseUrl}/oauth/authorized/${provider}/`],
+    post_logout_redirect_uris: [`${baseUrl}/oauth/logout/${provider}/`],
+    ...(options.backchannel ? { backchannel_logout_uri: `${baseUrl}/oauth/backchannel-logout/${provider}/` } : {}),
+  }
+}
+
 /** Where a walk through redirects ended: the last response, its body, and every address visited. */
 export interface WalkEnd { response: Response, body: string, url: string, visited: string[] }
 

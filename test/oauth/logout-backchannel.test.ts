@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
+import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -23,13 +23,7 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{
-    client_id: 'c',
-    client_secret: 's',
-    redirect_uris: [`${baseUrl}/oauth/authorized/demo/`],
-    post_logout_redirect_uris: [`${baseUrl}/oauth/logout/demo/`],
-    backchannel_logout_uri: `${baseUrl}/oauth/backchannel-logout/demo/`,
-  }], { logout: true })
+  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })], { logout: true })
   op.provider.on('backchannel.error', (_ctx: unknown, error: unknown) => deliveryErrors.push(error))
   const raw = {
     // A long cache, so a session another instance still holds in memory would show.

@@ -7,7 +7,7 @@ import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ARTIFACTS, launchChromium } from '../helpers/chromium.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 let op: TestProvider
@@ -19,12 +19,7 @@ beforeAll(async () => {
   await mkdir(ARTIFACTS, { recursive: true })
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{
-    client_id: 'c',
-    client_secret: 's',
-    redirect_uris: [`${baseUrl}/oauth/authorized/demo/`],
-    post_logout_redirect_uris: [`${baseUrl}/oauth/logout/demo/`],
-  }], { logout: true })
+  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c')], { logout: true })
   gateway = await startGateway({
     server: { port, baseUrl },
     store: { type: 'memory' },

@@ -10,7 +10,7 @@ import type { SessionRecord } from '../../src/session/session.js'
 import { RedisStore } from '../../src/store/redis.js'
 import { Browser } from '../helpers/browser.js'
 import { TEST_SECRET, oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
+import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -28,12 +28,7 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
-  const client = (provider: keyof typeof CLIENTS) => ({
-    client_id: CLIENTS[provider],
-    client_secret: 's',
-    redirect_uris: [`${baseUrl}/oauth/authorized/${provider}/`],
-    post_logout_redirect_uris: [`${baseUrl}/oauth/logout/${provider}/`],
-  })
+  const client = (provider: keyof typeof CLIENTS) => gatewayClient(baseUrl, provider, CLIENTS[provider])
   op = await startOidcProvider([client('demo'), client('second'), client('local')], { logout: true })
   flaky = await startOidcProvider([client('flaky')], { logout: true })
   gateway = await startGateway({

@@ -10,7 +10,7 @@ import { cameFrom } from '../../src/http/error-handler.js'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -91,12 +91,7 @@ describe('back-channel logout of a long-lived or crowded subject', () => {
     client = new Redis(redis.url)
     upstream = await startUpstream()
     const { port, baseUrl } = await reserveBaseUrl()
-    op = await startOidcProvider([{
-      client_id: 'c',
-      client_secret: 's',
-      redirect_uris: [`${baseUrl}/oauth/authorized/demo/`],
-      post_logout_redirect_uris: [`${baseUrl}/oauth/logout/demo/`],
-    }], { logout: true })
+    op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c')], { logout: true })
     gateway = await startGateway({
       server: { port, baseUrl },
       // No cache: every request below reads (and so touches) the session in the store.

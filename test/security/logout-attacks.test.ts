@@ -10,7 +10,7 @@ import { cameFrom } from '../../src/http/error-handler.js'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
+import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -26,13 +26,7 @@ beforeAll(async () => {
   client = new Redis(redis.url)
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
-  const registration = (provider: string, clientId: string) => ({
-    client_id: clientId,
-    client_secret: 's',
-    redirect_uris: [`${baseUrl}/oauth/authorized/${provider}/`],
-    post_logout_redirect_uris: [`${baseUrl}/oauth/logout/${provider}/`],
-  })
-  op = await startOidcProvider([registration('demo', 'c'), registration('second', 'c2')], { logout: true })
+  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c'), gatewayClient(baseUrl, 'second', 'c2')], { logout: true })
   gateway = await startGateway({
     server: { port, baseUrl },
     store: { type: 'redis', url: redis.url },
