@@ -11,8 +11,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { configProblems } from '../helpers/config.js'
 import { stringify } from 'yaml'
-import { ConfigError, configWarnings, parseConfig } from '../../src/config/config.js'
+import { configWarnings, parseConfig } from '../../src/config/config.js'
 import { TEST_SECRET, startGateway } from '../helpers/gateway.js'
 import { close, listen, waitFor } from '../helpers/net.js'
 
@@ -20,15 +21,7 @@ const GENERATE = 'generate one with "openssl rand -base64 32"'
 /** A secret the checks accept (from `openssl rand -base64 32`). */
 const GOOD_SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 
-function problems (text: string, env: Record<string, string> = {}): string[] {
-  try {
-    parseConfig(text, env)
-  } catch (error) {
-    if (error instanceof ConfigError) return error.issues
-    throw error
-  }
-  return []
-}
+const problems = configProblems
 
 /** A config with one provider `p` (plain OAuth 2.0 unless `issuer` is given) and the given fields. */
 function withProvider (fields: Record<string, unknown>): string {
