@@ -74,13 +74,14 @@ export class RouteMetrics {
    * Once per finished response (RequestEnd), on the hot path: arithmetic only. prom-client's own
    * inc()/observe() build and hash the label set on every call, which measured as several
    * microseconds a request under load; the registry reads these tallies when /metrics is scraped.
-   * `upstreamStart`: when the request went upstream (performance.now()), if it did.
+   * `upstreamStart`: when the request went upstream (performance.now()), if it did; `now`: the time
+   * the answer finished on the same clock (a test passes its own).
    */
-  record (statusCode: number, upstreamStart: number | undefined): void {
+  record (statusCode: number, upstreamStart: number | undefined, now = performance.now()): void {
     const statusClass = Math.floor(statusCode / 100) - 1
     if (statusClass >= 0 && statusClass < 5) this.byStatusClass[statusClass]!++
     if (upstreamStart === undefined) return
-    const seconds = (performance.now() - upstreamStart) / 1000
+    const seconds = (now - upstreamStart) / 1000
     let bucket = 0
     while (bucket < UPSTREAM_BUCKETS.length && seconds > UPSTREAM_BUCKETS[bucket]!) bucket++
     this.upstreamBuckets[bucket]!++
