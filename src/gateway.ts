@@ -90,9 +90,9 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const sealer = new Sealer(secret)
   const clock = deps.clock ?? systemClock
   const sessions = new Sessions(store, sealer, config.session, clock)
-  const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs)
+  const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs, clock)
   const providers = new Providers(config.providers, app.log)
-  const signOuts = new SignOuts(store, sealer, providers, deriveKey(secret, 'signout-state'), config.state.ttlMs, config.server.baseUrl, app.log)
+  const signOuts = new SignOuts(store, sealer, providers, deriveKey(secret, 'signout-state'), config.state.ttlMs, config.server.baseUrl, app.log, clock)
   const sessionIndex = new SessionIndex(store, deriveKey(secret, 'logout-index'), config.session.ttlMs)
   sessions.onRenewed((session) => {
     // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.

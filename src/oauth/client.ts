@@ -113,16 +113,18 @@ function tokenExchangeError (provider: ResolvedProvider, error: unknown): Gatewa
  */
 async function errorWithStatus200 (response: Response): Promise<Response> {
   if (response.status !== 200 || !/[/+]json\b/i.test(response.headers.get('content-type') ?? '')) return response
-  const text = await response.clone().text()
+  // Read once and handed on as a new Response: clone() would tee the body stream, which cost more
+  // than the rest of this check together (sign-in profile, bench/README.md).
+  const text = await response.text()
   let body: unknown
   try {
     body = JSON.parse(text)
   } catch {
-    return response
+    body = undefined
   }
   const refusal = typeof body === 'object' && body !== null && typeof (body as { error?: unknown }).error === 'string' &&
     (body as { access_token?: unknown }).access_token === undefined
-  return refusal ? new Response(text, { status: 400, headers: response.headers }) : response
+  return new Response(text, { status: refusal ? 400 : 200, headers: response.headers })
 }
 
 export interface CodeExchangeResult {

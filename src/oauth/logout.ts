@@ -7,16 +7,17 @@
 // is bound to that cookie and usable once.
 // @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html
 // @see https://www.rfc-editor.org/rfc/rfc7009
-import { createHmac, randomBytes } from 'node:crypto'
+import { createHmac, randomBytes, type KeyObject } from 'node:crypto'
 import type { FastifyBaseLogger } from 'fastify'
-import { SignJWT, errors as joseErrors, jwtVerify } from 'jose'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../http/errors.js'
+import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { SessionRecord } from '../session/session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import { revokeToken } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
+import { openState, signState, stateKey } from './signed-state.js'
 
 /** One provider still to visit: its name and the ID token to send as `id_token_hint`. */
 interface SignOutStep {
@@ -50,18 +51,23 @@ const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 export type SignOutNext = { url: string } | { done: true, next: string | undefined }
 
 export class SignOuts {
+  private readonly stateKey: KeyObject
+
   constructor (
     private readonly store: SessionStore,
     private readonly sealer: Sealer,
     private readonly providers: Providers,
     /** HS256 key of the sign-out state (derived from session.secret, apart from the sign-in state's). */
-    private readonly stateKey: Uint8Array,
+    stateKeyBytes: Uint8Array,
     /** How long a walk may take per provider (the sign-in state's lifetime). */
     readonly ttlMs: number,
     /** {base_url}: the return address is {base_url}/oauth/logout/<provider>/. */
     private readonly baseUrl: string,
-    private readonly log: FastifyBaseLogger
-  ) {}
+    private readonly log: FastifyBaseLogger,
+    private readonly clock: Clock = systemClock
+  ) {
+    this.stateKey = stateKey(stateKeyBytes)
+  }
 
   /** post_logout_redirect_uri: where the provider sends the browser back. */
   returnUri (provider: string): string {
@@ -125,7 +131,7 @@ export class SignOuts {
    * or used.
    */
   async resume (provider: string, state: string | undefined, cookie: string | undefined): Promise<SignOutNext> {
-    const payload = await this.verifyState(state, provider)
+    const payload = this.verifyState(state, provider)
     if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser (no sign-out cookie).')
     if (payload.b !== this.bindingTag(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser.')
     const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - Date.now())
@@ -145,19 +151,14 @@ export class SignOuts {
       const provider = await this.resolved(step.provider)
       if (!provider?.endSessionUrl) continue
       await this.store.set(this.walkKey(cookie), this.sealer.seal(PURPOSE, cookie, JSON.stringify(walk)), this.ttlMs)
-      return { url: await this.endSessionUrl(provider, step.idToken, cookie) }
+      return { url: this.endSessionUrl(provider, step.idToken, cookie) }
     }
     return { done: true, next: walk.next }
   }
 
-  private async endSessionUrl (provider: ResolvedProvider, idToken: string, cookie: string): Promise<string> {
-    const now = Math.floor(Date.now() / 1000)
+  private endSessionUrl (provider: ResolvedProvider, idToken: string, cookie: string): string {
     const claims: SignOutState = { typ: 'signout', p: provider.name, n: randomBytes(16).toString('base64url'), b: this.bindingTag(cookie) }
-    const state = await new SignJWT({ ...claims })
-      .setProtectedHeader({ alg: 'HS256' })
-      .setIssuedAt(now)
-      .setExpirationTime(now + Math.ceil(this.ttlMs / 1000))
-      .sign(this.stateKey)
+    const state = signState(this.stateKey, { ...claims }, this.ttlMs, this.clock.now())
     const url = new URL(provider.endSessionUrl!)
     url.searchParams.set('id_token_hint', idToken)
     url.searchParams.set('client_id', provider.clientId)
@@ -166,16 +167,12 @@ export class SignOuts {
     return url.href
   }
 
-  private async verifyState (state: string | undefined, provider: string): Promise<SignOutState & { exp: number }> {
+  private verifyState (state: string | undefined, provider: string): SignOutState & { exp: number } {
     if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
-    let payload: Partial<SignOutState> & { exp?: number }
-    try {
-      payload = (await jwtVerify(state, this.stateKey, { algorithms: ['HS256'], clockTolerance: 0, requiredClaims: ['exp'] })).payload as Partial<SignOutState>
-    } catch (error) {
-      if (error instanceof joseErrors.JWTExpired) throw new GatewayError('invalid_state', 'The state has expired.', { cause: error })
-      throw new GatewayError('invalid_state', 'The state is invalid.', { cause: error })
-    }
-    if (payload.typ !== 'signout' || typeof payload.p !== 'string' || typeof payload.n !== 'string' || typeof payload.b !== 'string' || typeof payload.exp !== 'number') {
+    const opened = openState(this.stateKey, state, this.clock.now())
+    if (!opened.ok) throw new GatewayError('invalid_state', opened.reason === 'expired' ? 'The state has expired.' : 'The state is invalid.')
+    const payload = opened.claims as Partial<SignOutState> & { exp: number }
+    if (payload.typ !== 'signout' || typeof payload.p !== 'string' || typeof payload.n !== 'string' || typeof payload.b !== 'string') {
       throw new GatewayError('invalid_state', 'The state is invalid.')
     }
     if (payload.p !== provider) throw new GatewayError('invalid_state', 'The state was issued for another provider.')

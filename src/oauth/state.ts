@@ -4,11 +4,12 @@
 // login. The callback claims `used-state:<id>` (set if absent, for the state's remaining lifetime):
 // a state is usable once, only in the browser that started it, for one provider, before it expires.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-10.12
-import { createHash, createHmac, randomBytes, webcrypto } from 'node:crypto'
-import { SignJWT, errors as joseErrors, jwtVerify } from 'jose'
+import { createHash, createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto'
 import { GatewayError } from '../http/errors.js'
+import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'
+import { openState, signState, stateKey } from './signed-state.js'
 
 /** Sign-ins a browser may have in flight; a callback for an older one is `invalid_state`. */
 export const MAX_FLOWS_IN_FLIGHT = 8
@@ -66,19 +67,19 @@ export function pkceChallenge (verifier: string): string {
 }
 
 export class Flows {
-  /**
-   * The state key imported once as a CryptoKey: jose imports raw key bytes again on every sign and
-   * verify, which about doubled what each costs (measured: bench/README.md, sign-in storm).
-   */
-  private readonly stateCryptoKey: Promise<webcrypto.CryptoKey>
+  // Keys made KeyObjects once: createHmac with raw key bytes costs about four times as much per call.
+  private readonly stateKey: KeyObject
+  private readonly flowKey: KeyObject
 
   constructor (
     private readonly store: KeyValue,
-    stateKey: Uint8Array,
-    private readonly flowKey: Uint8Array,
-    readonly ttlMs: number
+    stateKeyBytes: Uint8Array,
+    flowKeyBytes: Uint8Array,
+    readonly ttlMs: number,
+    private readonly clock: Clock = systemClock
   ) {
-    this.stateCryptoKey = webcrypto.subtle.importKey('raw', stateKey, { name: 'HMAC', hash: 'SHA-256' }, false, ['sign', 'verify'])
+    this.stateKey = stateKey(stateKeyBytes)
+    this.flowKey = createSecretKey(flowKeyBytes)
   }
 
   private mac (label: string, ...parts: string[]): string {
@@ -104,7 +105,7 @@ export class Flows {
   }> {
     const next = { binding: cookie?.binding ?? randomToken(), sequence: (cookie?.sequence ?? 0) + 1 }
     const id = randomBytes(16).toString('base64url')
-    const state = await issueState(await this.stateCryptoKey, { p: flow.provider, next: flow.next, n: id, b: this.bindingTag(next.binding), s: next.sequence }, this.ttlMs)
+    const state = issueState(this.stateKey, { p: flow.provider, next: flow.next, n: id, b: this.bindingTag(next.binding), s: next.sequence }, this.ttlMs, this.clock.now())
     const verifier = flow.pkce ? this.mac('pkce', next.binding, id) : undefined
     return {
       state,
@@ -121,14 +122,14 @@ export class Flows {
    * Only a signed, unexpired state of this browser reaches the store (one SET NX).
    */
   async complete (state: string | undefined, provider: string, cookie: FlowCookie | undefined, options: { pkce: boolean, openid: boolean }): Promise<FlowRecord> {
-    const payload = await verifyState(await this.stateCryptoKey, state, provider)
+    const payload = verifyState(this.stateKey, state, provider, this.clock.now())
     if (!cookie) throw new GatewayError('invalid_state', 'The sign-in was started in another browser (no flow cookie).')
     if (payload.b !== this.bindingTag(cookie.binding)) throw new GatewayError('invalid_state', 'The sign-in was started in another browser.')
     if (payload.s <= cookie.sequence - MAX_FLOWS_IN_FLIGHT) {
       throw new GatewayError('invalid_state', `This browser started more than ${MAX_FLOWS_IN_FLIGHT} sign-ins after this one, so it was dropped.`)
     }
     // exp is in whole seconds; the marker outlives the state by a second at most.
-    const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - Date.now())
+    const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
     if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
       throw new GatewayError('invalid_state', 'The state has already been used.')
     }
@@ -142,27 +143,18 @@ export class Flows {
 }
 
 /** Signs the state (HS256, key derived from session.secret) with iat and exp. */
-export async function issueState (key: Uint8Array | webcrypto.CryptoKey, payload: StatePayload, ttlMs: number): Promise<string> {
-  const now = Math.floor(Date.now() / 1000)
-  return await new SignJWT({ ...payload })
-    .setProtectedHeader({ alg: 'HS256' })
-    .setIssuedAt(now)
-    .setExpirationTime(now + Math.ceil(ttlMs / 1000))
-    .sign(key)
+export function issueState (key: KeyObject, payload: StatePayload, ttlMs: number, nowMs: number): string {
+  return signState(key, { ...payload }, ttlMs, nowMs)
 }
 
 /** Checks signature, expiry and provider; the message says which check failed. */
-export async function verifyState (key: Uint8Array | webcrypto.CryptoKey, state: string | undefined, provider: string): Promise<StatePayload & { exp: number }> {
+export function verifyState (key: KeyObject, state: string | undefined, provider: string, nowMs: number): StatePayload & { exp: number } {
   if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
-  let payload: Partial<StatePayload> & { exp?: number }
-  try {
-    payload = (await jwtVerify(state, key, { algorithms: ['HS256'], clockTolerance: 0, requiredClaims: ['exp'] })).payload as Partial<StatePayload>
-  } catch (error) {
-    if (error instanceof joseErrors.JWTExpired) throw new GatewayError('invalid_state', 'The state has expired.', { cause: error })
-    throw new GatewayError('invalid_state', 'The state is invalid.', { cause: error })
-  }
+  const opened = openState(key, state, nowMs)
+  if (!opened.ok) throw new GatewayError('invalid_state', opened.reason === 'expired' ? 'The state has expired.' : 'The state is invalid.')
+  const payload = opened.claims as Partial<StatePayload> & { exp: number }
   if (typeof payload.n !== 'string' || typeof payload.next !== 'string' || typeof payload.p !== 'string' ||
-    typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s) || typeof payload.exp !== 'number') {
+    typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s)) {
     throw new GatewayError('invalid_state', 'The state is invalid.')
   }
   if (payload.p !== provider) throw new GatewayError('invalid_state', 'The state was issued for another provider.')

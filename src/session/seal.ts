@@ -1,7 +1,7 @@
 // Keys derived from session.secret, and authenticated encryption bound to a bearer value (a
 // cookie). The store only ever sees a keyed hash of a cookie and ciphertext sealed with a key
 // derived from that same cookie (oauth2-proxy's "ticket" idea): a store dump alone reveals nothing.
-import { createCipheriv, createDecipheriv, createHmac, hkdfSync, randomBytes } from 'node:crypto'
+import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto'
 
 /** 256 random bits, base64url: session ids, flow bindings, nonces. */
 export function randomToken (): string {
@@ -18,10 +18,11 @@ const TAG_BYTES = 16
 
 /** Seals values to a bearer token such as a cookie value; one instance per secret. */
 export class Sealer {
-  private readonly master: Buffer
+  /** A KeyObject once: createHmac with raw key bytes costs about four times as much per call. */
+  private readonly master: KeyObject
 
   constructor (secret: string) {
-    this.master = deriveKey(secret, 'sealing')
+    this.master = createSecretKey(deriveKey(secret, 'sealing'))
   }
 
   private mac (label: string, token: string): Buffer {

@@ -183,7 +183,11 @@ export class Sessions {
     const old = this.cookie(oldCookieHeader)
     const cookie = randomToken()
     const id = this.sealer.idFor(PURPOSE, cookie)
+    const generation = this.cache.generation
     await this.write(id, cookie, record)
+    // The browser's next request (the page it signed in for) is answered from this instance's
+    // cache: the record was just written, so reading it back would only cost a round trip.
+    this.cache.set({ id, cookie, record }, generation)
     if (old) await this.drop(old)
     return { id, cookie }
   }

@@ -4,6 +4,7 @@
 // oidc-provider for sign-ins; a stub token endpoint only where a fault is injected.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { deriveKey } from '../../src/session/seal.js'
+import { stateKey } from '../../src/oauth/signed-state.js'
 import { issueState } from '../../src/oauth/state.js'
 import { safeNext } from '../../src/oauth/routes.js'
 import { Browser } from '../helpers/browser.js'
@@ -167,7 +168,7 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
   it('rejects an expired state with 400 invalid_state', async () => {
     const browser = new Browser()
     await startLogin(browser)
-    const expired = await issueState(deriveKey(TEST_SECRET, 'state'), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, -60_000)
+    const expired = issueState(stateKey(deriveKey(TEST_SECRET, 'state')), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
     await expectError(await callback(browser, { code: 'c', state: expired }), 400, 'invalid_state', /expired/)
   })
 

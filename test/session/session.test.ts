@@ -64,6 +64,14 @@ describe('Sessions', () => {
     expect(cookie).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(id).not.toContain(cookie)
 
+    // The session just started is in this instance's cache: the first request after sign-in reads nothing.
+    const started = sessions.cached(header(cookie))
+    expect(started).toEqual({ id, cookie, record: RECORD })
+    expect(await sessions.load(header(cookie))).toBe(started)
+    expect(store.reads).toBe(0)
+
+    // Past the window: the store.
+    clock.ms += 1001
     expect(sessions.cached(header(cookie))).toBeUndefined()
     const loaded = await sessions.load(header(cookie))
     expect(loaded).toEqual({ id, cookie, record: RECORD })
