@@ -138,7 +138,7 @@ export async function refreshStormBench (options: RefreshStormOptions): Promise<
     process.stdout.write(`refresh-storm: ${options.sessions} refresh tokens minted at the provider in ${Math.round(performance.now() - minted)} ms\n`)
     const record = (i: number, expiresAt: number): SessionRecord => ({
       createdAt: Date.now(),
-      tokens: { demo: { access_token: `stale-${i}-${refreshTokens[i]!.slice(0, 12)}`, token_type: 'Bearer', expires_at: expiresAt, refresh_token: refreshTokens[i]!, scope } },
+      tokens: { demo: { access_token: `stale-${i}-${refreshTokens[i]!.slice(0, 12)}`, expires_at: expiresAt, refresh_token: refreshTokens[i]! } },
       identities: { demo: { sub: accounts[i]!, email: `${accounts[i]}@example.test`, name: accounts[i]!, groups: [] } },
     })
     const ttlMs = 8 * 3600_000

@@ -74,6 +74,8 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
     const record = JSON.parse(sealer.open('session', cookie, (await client.get(`gw:session:${sealer.idFor('session', cookie)}`))!)!) as SessionRecord
     const refreshToken = record.tokens.demo!.refresh_token!
     expect(refreshToken.length).toBeGreaterThan(10)
+    // What the token answer brought and nothing reads (token_type, scope) is not kept.
+    expect(Object.keys(record.tokens.demo!).sort()).toEqual(['access_token', 'expires_at', 'refresh_token'])
     const secrets = [CLIENT_SECRET, TEST_SECRET, params.get('code')!, params.get('state')!, authorization.slice(7), refreshToken,
       ...[...browser.cookies.values()].map((c) => c.value)]
     const logs = gateway.logs.join('\n')

@@ -227,12 +227,15 @@ export async function revokeToken (provider: ResolvedProvider, token: string, hi
   await oauth.processRevocationResponse(response)
 }
 
+/**
+ * What a session keeps of a token response: the access token, when it expires, the refresh token.
+ * Not `token_type` (the gateway sends every token as `Bearer`) nor `scope` (nothing reads it): each
+ * session would carry them in the store for nothing (bench/results/session-bytes.md).
+ */
 function toTokenSet (result: oauth.TokenEndpointResponse): TokenSet {
   return {
     access_token: result.access_token,
-    token_type: result.token_type,
     ...(typeof result.expires_in === 'number' ? { expires_at: Math.floor(Date.now() / 1000) + result.expires_in } : {}),
     ...(result.refresh_token ? { refresh_token: result.refresh_token } : {}),
-    ...(result.scope ? { scope: result.scope } : {}),
   }
 }

@@ -4,14 +4,15 @@
 // changes under another.
 import type { Identity } from '../access/identity.js'
 
-/** A token endpoint response as kept for one provider (RFC 6749 §5.1). */
+/**
+ * What is kept of a token endpoint response for one provider (RFC 6749 §5.1). Records written by
+ * earlier versions also hold `token_type` and `scope`; they are read as before and not written again.
+ */
 export interface TokenSet {
   readonly access_token: string
-  readonly token_type: string
   /** Seconds since the epoch, from `expires_in`. */
   readonly expires_at?: number
   readonly refresh_token?: string
-  readonly scope?: string
 }
 
 /**

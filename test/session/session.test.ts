@@ -15,7 +15,6 @@ const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs:
 
 const TOKENS: TokenSet = {
   access_token: 'at-4f1c9e2b7d0a',
-  token_type: 'Bearer',
   expires_at: 2_000_000_000,
   refresh_token: 'rt-9a8b7c6d5e4f',
 }
@@ -172,6 +171,15 @@ describe('Sessions', () => {
     expect(JSON.parse(new Sealer(SECRET).open('session', cookie, stored)!)).toEqual(RECORD)
   })
 
+  it('opens a record written by an earlier version, which also kept token_type and scope', async () => {
+    const { clock, store, sessions } = await setUp()
+    const { id, cookie } = await sessions.start(undefined, RECORD)
+    const earlier = { ...RECORD, tokens: { demo: { ...TOKENS, token_type: 'Bearer', scope: 'openid profile email' } } }
+    await store.set(storeKeys.session(id), new Sealer(SECRET).seal('session', cookie, JSON.stringify(earlier)), 60_000)
+    clock.ms += 1001 // past the cache window: read from the store
+    expect((await sessions.load(header(cookie)))?.record.tokens.demo?.access_token).toBe(TOKENS.access_token)
+  })
+
   it('writes a refreshed record as a new value under the same id, drops the cached one, and leaves the old value as it was', async () => {
     const { store, sessions } = await setUp()
     const { cookie } = await sessions.start(undefined, RECORD)
@@ -216,7 +224,7 @@ describe('session records', () => {
   const frozen = deepFreeze(RECORD)
 
   it('a sign-in at a second provider is a new record that keeps the first provider and leaves the old one untouched', () => {
-    const other: TokenSet = { access_token: 'gh', token_type: 'bearer' }
+    const other: TokenSet = { access_token: 'gh' }
     const both = withSignIn(frozen, 'github', { tokens: other, identity: { sub: '42', groups: [] } })
     expect(both).not.toBe(frozen)
     expect(Object.keys(both.tokens)).toEqual(['demo', 'github'])
@@ -227,7 +235,7 @@ describe('session records', () => {
   })
 
   it('a sign-in again at the same provider replaces its tokens, and drops an identity or provider session it no longer brings', () => {
-    const again = withSignIn(frozen, 'demo', { tokens: { access_token: 'at-2', token_type: 'Bearer' } })
+    const again = withSignIn(frozen, 'demo', { tokens: { access_token: 'at-2' } })
     expect(again.tokens.demo?.access_token).toBe('at-2')
     expect(again.identities).toEqual({})
     expect(again.providerSessions).toEqual({})
@@ -236,7 +244,7 @@ describe('session records', () => {
   })
 
   it('a refused refresh removes only that provider\'s tokens', () => {
-    const both = withSignIn(frozen, 'github', { tokens: { access_token: 'gh', token_type: 'bearer' } })
+    const both = withSignIn(frozen, 'github', { tokens: { access_token: 'gh' } })
     const refused = withTokens(deepFreeze(both), 'demo', undefined)
     expect(Object.keys(refused.tokens)).toEqual(['github'])
     expect(refused.identities).toBe(both.identities)
