@@ -334,7 +334,7 @@ async function modes (): Promise<boolean> {
   let ran = false
   if (args.signin || quickSmoke) {
     ran = true
-    const { results, profile } = await signinBench({ ...sizes, profile: args.profile === true, logLevel })
+    const { results, profile } = await signinBench({ ...sizes, profile: args.profile === true, logLevel, scaling: true })
     const report = `Sign-in storm ${new Date().toISOString()}: ${availableParallelism()} cores, ${sizes.signins} sign-ins per target by ${sizes.concurrency} clients at once, each a new user; gateway LOG_LEVEL ${logLevel}${args.profile ? ', gateway under --cpu-prof' : ''}.\n\n${signinTable(results)}\n${profile ? `\nWhere the gateway's CPU went during the storm (warm-up included):\n\n${profile}` : ''}`
     process.stdout.write(`\n${report}`)
     await record(args.quick ? undefined : `bench/results/signin${args.profile ? '-profile' : ''}.md`, report, { signin: true, ...sizes, profile: args.profile === true, results })

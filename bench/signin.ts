@@ -8,7 +8,7 @@
 // provider's and the load's are read apart from /proc. The same storm then runs against Apache +
 // mod_auth_openidc beside the same provider and Redis when it is installed.
 import { mkdtemp, readdir } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { Browser } from '../test/helpers/browser.js'
 import { freePort } from '../test/helpers/net.js'
@@ -28,6 +28,8 @@ export interface SigninOptions {
   logLevel: string
   /** Leave Apache out even when it is installed. */
   noApache?: boolean
+  /** Also storm `workers: auto` and three one-worker instances on one Redis (issue 17: all cores). */
+  scaling?: boolean
 }
 
 /** The hops of one sign-in that the target (not the provider) answers, in ms from request to response headers. */
@@ -90,12 +92,17 @@ async function signIn (target: Target, account: string, callbackPath: string): P
 
 let accountSeq = 0
 
-/** `count` sign-ins by `concurrency` clients at once; failures are counted, not thrown. */
-async function storm (target: Target, count: number, concurrency: number, callbackPath: string, tag: string): Promise<{ samples: SigninSample[], failures: string[] }> {
+/**
+ * `count` sign-ins by `concurrency` clients at once; failures are counted, not thrown. With several
+ * instances (one Redis), each client signs in at instance (client number mod instances), as a load
+ * balancer spreading browsers would.
+ */
+async function storm (targets: Target[], count: number, concurrency: number, callbackPath: string, tag: string): Promise<{ samples: SigninSample[], failures: string[] }> {
   const samples: SigninSample[] = []
   const failures: string[] = []
   let next = 0
-  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, async () => {
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, async (_, client) => {
+    const target = targets[client % targets.length]!
     while (next < count) {
       next++
       const account = `${tag}${++accountSeq}`
@@ -111,24 +118,24 @@ async function storm (target: Target, count: number, concurrency: number, callba
 
 const pair = (values: number[]) => ({ p50: round(quantile(values, 0.5), 2), p99: round(quantile(values, 0.99), 2) })
 
-async function measure (target: Target, provider: ProviderProcess, options: SigninOptions, callbackPath: string, tag: string): Promise<SigninResult> {
+async function measure (name: string, targets: Target[], provider: ProviderProcess, options: SigninOptions, callbackPath: string, tag: string): Promise<SigninResult> {
   // Warm-up: JIT, connection pools, the provider's keys in the gateway's cache.
-  await storm(target, options.concurrency, options.concurrency, callbackPath, `${tag}warm`)
+  await storm(targets, options.concurrency, options.concurrency, callbackPath, `${tag}warm`)
   await provider.reset()
   const providerCpuBefore = await cpuOfTree(provider.pid)
   const started = performance.now()
-  const { result, cpuMs, peakRssMb } = await measured(target.pid, async () => await storm(target, options.signins, options.concurrency, callbackPath, tag))
+  const { result, cpuMs, peakRssMb } = await measured(targets.map((t) => t.pid), async () => await storm(targets, options.signins, options.concurrency, callbackPath, tag))
   const seconds = (performance.now() - started) / 1000
   const providerCpuMs = await cpuOfTree(provider.pid) - providerCpuBefore
   const { samples, failures } = result
-  if (failures.length > 0) process.stdout.write(`  ${target.name}: ${failures.length} sign-in(s) failed, the first: ${failures[0]}\n`)
+  if (failures.length > 0) process.stdout.write(`  ${name}: ${failures.length} sign-in(s) failed, the first: ${failures[0]}\n`)
   const stats = await provider.stats()
   const hop = (name: Hop) => pair(samples.map((s) => s.hops[name] ?? 0))
   const callbackOwn = samples.map((s) => (s.hops.callback ?? 0) - (stats.backchannelMs[s.account] ?? 0))
   const own = samples.map((s, i) => (s.hops.protected ?? 0) + (s.hops.login ?? 0) + callbackOwn[i]! + (s.hops.proxied ?? 0))
   const done = Math.max(1, samples.length)
   return {
-    target: target.name,
+    target: name,
     signins: samples.length,
     failures: failures.length,
     seconds: round(seconds, 1),
@@ -160,32 +167,35 @@ export async function signinBench (options: SigninOptions): Promise<{ results: S
   try {
     const redis = stops.add(await startRedis(process.env.TEST_REDIS === undefined ? 'spawn' : undefined))
     const upstream = stops.add(await startUpstream())
-    const port = await freePort()
+    const ports = [await freePort(), await freePort(), await freePort()]
     const apachePort = await freePort()
     const clientSecret = 'bench-client-secret'
     const provider = stops.add(await startProviderProcess([
-      { client_id: 'bench', client_secret: clientSecret, redirect_uris: [`http://127.0.0.1:${port}/oauth/authorized/demo/`] },
+      { client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((port) => `http://127.0.0.1:${port}/oauth/authorized/demo/`) },
       { client_id: 'bench-apache', client_secret: clientSecret, redirect_uris: [apacheRedirectUri(apachePort)] },
     ]))
     const common = { upstream: upstream.url, redisUrl: redis.url, issuer: provider.issuer, clientSecret, logLevel: options.logLevel }
     // The sign-in budget per client address stays on (its Redis round trip is part of a sign-in),
     // set high: every bench client comes from 127.0.0.1, where a real storm comes from many addresses.
-    const gateway = stops.add(await startGateway({
-      ...common,
-      name: 'gateway, 1 worker',
-      clientId: 'bench',
-      port,
-      workers: 1,
-      config: { rateLimit: { login: '1000000/min' } },
-      nodeArgs: profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [],
+    const gateway = async (name: string, port: number, workers: number | 'auto', nodeArgs: string[] = []) => stops.add(await startGateway({
+      ...common, name, clientId: 'bench', port, workers, config: { rateLimit: { login: '1000000/min' } }, nodeArgs,
     }))
     process.stdout.write(`signin: ${options.signins} sign-ins by ${options.concurrency} clients at once, each a new user, gateway LOG_LEVEL ${options.logLevel}\n`)
-    results.push(await measure(gateway, provider, options, '/oauth/authorized/', 'g'))
-    await gateway.stop()
+    const one = await gateway('gateway, 1 worker', ports[0]!, 1, profileDir ? ['--cpu-prof', '--cpu-prof-dir', profileDir] : [])
+    results.push(await measure(one.name, [one], provider, options, '/oauth/authorized/', 'g'))
+    await one.stop()
+    if (options.scaling && !options.profile) {
+      const all = await gateway('gateway, workers: auto', ports[0]!, 'auto')
+      results.push(await measure(`gateway, workers: auto (${availableParallelism()})`, [all], provider, options, '/oauth/authorized/', 'w'))
+      await all.stop()
+      const three = await Promise.all(ports.map(async (port, i) => await gateway(`gateway ${i + 1} of 3`, port, 1)))
+      results.push(await measure('3 gateways of 1 worker, one Redis', three, provider, options, '/oauth/authorized/', 'i'))
+      for (const instance of three) await instance.stop()
+    }
     const httpd = options.noApache || options.profile ? undefined : apacheBinary()
     if (httpd) {
       const apache = stops.add(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort }))
-      results.push(await measure(apache, provider, options, '/app/redirect_uri', 'a'))
+      results.push(await measure(apache.name, [apache], provider, options, '/app/redirect_uri', 'a'))
     } else if (!options.noApache && !options.profile) {
       process.stdout.write('signin: Apache + mod_auth_openidc not installed, so not compared (apt-get install -y apache2 libapache2-mod-auth-openidc)\n')
     }

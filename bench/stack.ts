@@ -75,16 +75,18 @@ export function quantile (values: number[], q: number): number {
 
 export const mean = (values: number[]) => values.length === 0 ? NaN : values.reduce((a, b) => a + b, 0) / values.length
 
-/** CPU time (ms) and peak resident memory (MB, largest process) of a process tree while `work` runs. */
-export async function measured<T> (pid: number, work: () => Promise<T>): Promise<{ result: T, cpuMs: number, peakRssMb: number }> {
+/** CPU time (ms, all of them) and peak resident memory (MB, largest process) of process trees while `work` runs. */
+export async function measured<T> (pids: number | number[], work: () => Promise<T>): Promise<{ result: T, cpuMs: number, peakRssMb: number }> {
+  const roots = typeof pids === 'number' ? [pids] : pids
+  const cpu = async () => (await Promise.all(roots.map(cpuOfTree))).reduce((a, b) => a + b, 0)
   let peak = 0
-  const sample = () => rssOfTree(pid).then((sizes) => { peak = Math.max(peak, ...sizes) }, () => {})
+  const sample = () => Promise.all(roots.map(rssOfTree)).then((sizes) => { peak = Math.max(peak, ...sizes.flat()) }, () => {})
   const sampler = setInterval(() => { void sample() }, 100)
-  const before = await cpuOfTree(pid)
+  const before = await cpu()
   try {
     const result = await work()
     await sample()
-    return { result, cpuMs: await cpuOfTree(pid) - before, peakRssMb: round(peak / 1e6, 1) }
+    return { result, cpuMs: await cpu() - before, peakRssMb: round(peak / 1e6, 1) }
   } finally {
     clearInterval(sampler)
   }
