@@ -37,4 +37,6 @@ USER node
 EXPOSE 8080
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + process.env.GATEWAY_PORT + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
-CMD ["node", "dist/src/main.js"]
+# A young generation of at most 16 MB a semi-space: about 70 MB less memory under load than
+# Node's default at the same CPU per request (docs/performance.md, "Memory").
+CMD ["node", "--max-semi-space-size=16", "dist/src/main.js"]

@@ -94,6 +94,9 @@ export interface GatewayOptions {
 /** session.secret of every gateway the bench starts (the refresh storm seals records with it). */
 export const BENCH_SESSION_SECRET = 'bench-session-secret-0123456789-abcdefghij'
 
+/** The node flags `npm start` and the image run the gateway with (package.json, Dockerfile). */
+export const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16']
+
 /** The real CLI on a config of its own (Redis store, one protected route, logging to nowhere). */
 export async function startGateway (options: GatewayOptions & { port: number }): Promise<Target> {
   const dir = await mkdtemp(join(tmpdir(), 'gw-bench-'))
@@ -108,7 +111,7 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}) }],
     ...options.config,
   }))
-  const child = spawn(process.execPath, [...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: options.logLevel ?? 'info' } })
+  const child = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: options.logLevel ?? 'info' } })
   return await started(options.name, child, url, '/readyz')
 }
 

@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path'
 import { createRequire } from 'node:module'
 import { parseAllDocuments } from 'yaml'
 import { beforeAll, describe, expect, it } from 'vitest'
+import { GATEWAY_NODE_FLAGS } from '../bench/targets.js'
 import { ConfigError, parseConfig, type GatewayConfig } from '../src/config/config.js'
 
 /** A rendered Kubernetes object, as much of it as these checks read. */
@@ -229,6 +230,14 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
       expect(pod.deployment.spec!.replicas).toBeGreaterThan(1)
       expect(pod.deployment.spec!.strategy.rollingUpdate.maxUnavailable).toBe(0)
     })
+  })
+
+  it('the image, `npm start` and the benchmark run the gateway with the same node flags', () => {
+    const flags = GATEWAY_NODE_FLAGS.join(' ')
+    const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts.start
+    expect(start).toBe(`exec node ${flags} dist/src/main.js`)
+    const cmd = readFileSync('Dockerfile', 'utf8').split('\n').filter((line) => line.startsWith('CMD ')).at(-1)
+    expect(cmd).toBe(`CMD ${JSON.stringify(['node', ...GATEWAY_NODE_FLAGS, 'dist/src/main.js']).replaceAll(',', ', ')}`)
   })
 
   it('the Service and the PodDisruptionBudget select the gateway pods, and the budget allows a drain', () => {
