@@ -8,6 +8,7 @@ import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../http/errors.js'
 import type { TokenSet } from '../session/session.js'
 import { fetchGitHubUser } from './github.js'
+import { providerFetch } from './provider-http.js'
 import type { ResolvedProvider } from './providers.js'
 
 export interface AuthorizationParams {
@@ -44,7 +45,7 @@ function authorizationServer (provider: ResolvedProvider): oauth.AuthorizationSe
 }
 
 function requestOptions (provider: ResolvedProvider, url: string) {
-  return { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: url.startsWith('http:') }
+  return { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: url.startsWith('http:'), [oauth.customFetch]: providerFetch }
 }
 
 const ERROR_CODE = /^[\w.-]{1,64}$/
@@ -177,7 +178,7 @@ export async function fetchUserinfo (provider: ResolvedProvider, accessToken: st
   const url = provider.userinfoUrl!
   let body: unknown
   try {
-    const response = await fetch(url, { headers: { authorization: `Bearer ${accessToken}`, accept: 'application/json' }, signal: AbortSignal.timeout(provider.timeoutMs) })
+    const response = await providerFetch(url, { headers: { authorization: `Bearer ${accessToken}`, accept: 'application/json' }, signal: AbortSignal.timeout(provider.timeoutMs) })
     if (!response.ok) throw new Error(`userinfo answered ${response.status}`)
     body = await response.json()
   } catch (error) {

@@ -8,6 +8,7 @@
 // @see https://docs.github.com/en/rest/using-the-rest-api/getting-started-with-the-rest-api (headers)
 import { GatewayError } from '../http/errors.js'
 import type { ResolvedProvider } from './providers.js'
+import { providerFetch } from './provider-http.js'
 
 /** The REST API version this code reads, as GitHub's docs show it. */
 export const GITHUB_API_VERSION = '2022-11-28'
@@ -28,7 +29,7 @@ function headers (accessToken: string): Record<string, string> {
 }
 
 async function getJson (provider: ResolvedProvider, url: string, accessToken: string): Promise<unknown> {
-  const response = await fetch(url, { headers: headers(accessToken), signal: AbortSignal.timeout(provider.timeoutMs) })
+  const response = await providerFetch(url, { headers: headers(accessToken), signal: AbortSignal.timeout(provider.timeoutMs) })
   if (!response.ok) {
     await response.arrayBuffer()
     throw new Error(`${new URL(url).pathname} answered ${response.status}`)

@@ -1,0 +1,72 @@
+// The gateway's requests to providers (token, userinfo, GitHub's API) through undici's `request`
+// on one keep-alive agent, answered as a WHATWG Response built from the whole body. Node's global
+// fetch runs every request and answer through web streams: in a sign-in storm the two back-channel
+// calls of each sign-in spent about a seventh of the gateway's CPU in fetch's own machinery
+// (bench/README.md, "Sign-in CPU"). What callers see is fetch's behaviour: a TypeError when the
+// provider cannot be reached, the signal's reason (a TimeoutError) when it did not answer in time,
+// no redirects followed (oauth4webapi asks for none; a provider's API that redirects is an error).
+import { Agent, request } from 'undici'
+
+/** Bodies larger than this are refused: a provider's token or userinfo answer is a few KiB. */
+const MAX_BODY_BYTES = 1024 * 1024
+
+const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64 })
+
+/** Statuses whose Response must have no body (the Fetch standard's null body status). */
+const NULL_BODY = new Set([101, 103, 204, 205, 304])
+
+function requestHeaders (headers: RequestInit['headers']): Record<string, string> {
+  const out: Record<string, string> = {}
+  new Headers(headers).forEach((value, name) => { out[name] = value })
+  return out
+}
+
+function requestBody (body: RequestInit['body']): string | Buffer | undefined {
+  if (body === undefined || body === null) return undefined
+  if (typeof body === 'string') return body
+  if (body instanceof URLSearchParams) return body.toString()
+  if (body instanceof ArrayBuffer) return Buffer.from(body)
+  if (ArrayBuffer.isView(body)) return Buffer.from(body.buffer, body.byteOffset, body.byteLength)
+  throw new TypeError('providerFetch sends only string, URLSearchParams and byte bodies')
+}
+
+/** `fetch(url, init)` for the provider calls, as described above. */
+export async function providerFetch (url: string | URL, init: RequestInit = {}): Promise<Response> {
+  const signal = init.signal ?? undefined
+  signal?.throwIfAborted()
+  let answer: Awaited<ReturnType<typeof request>>
+  try {
+    answer = await request(url, {
+      dispatcher: agent,
+      method: (init.method ?? 'GET') as 'GET',
+      headers: requestHeaders(init.headers),
+      body: requestBody(init.body),
+      signal,
+    })
+  } catch (error) {
+    if (signal?.aborted) throw signal.reason
+    throw new TypeError('fetch failed', { cause: error })
+  }
+  let body: Buffer
+  try {
+    const chunks: Buffer[] = []
+    let size = 0
+    for await (const chunk of answer.body) {
+      size += (chunk as Buffer).length
+      if (size > MAX_BODY_BYTES) throw new Error(`the answer is larger than ${MAX_BODY_BYTES} bytes`)
+      chunks.push(chunk as Buffer)
+    }
+    body = Buffer.concat(chunks)
+  } catch (error) {
+    answer.body.destroy()
+    if (signal?.aborted) throw signal.reason
+    throw new TypeError('fetch failed', { cause: error })
+  }
+  if (answer.statusCode < 200 || answer.statusCode > 599) throw new TypeError('fetch failed', { cause: new Error(`status ${answer.statusCode}`) })
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value === undefined) continue
+    for (const one of Array.isArray(value) ? value : [value]) headers.append(name, one)
+  }
+  return new Response(NULL_BODY.has(answer.statusCode) ? null : body, { status: answer.statusCode, headers })
+}
