@@ -1,12 +1,12 @@
 // Session records written straight into Redis with the gateway's own sealing code
 // (src/session/seal.ts), exactly as src/session/session.ts writes them: key `<keyPrefix>session:<id>`
-// where id is the keyed hash of the cookie, value the record's JSON sealed to the cookie. Used to
+// where id is the keyed hash of the cookie, value the record's JSON sealed to the cookie, in the store's binary format. Used to
 // create thousands of signed-in sessions in a second (refresh storm) and to fill Redis with real-shaped
 // records (session bytes), where signing in through the provider thousands of times would take minutes.
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { Sealer, randomToken } from '../src/session/seal.js'
-import type { SessionRecord } from '../src/session/session.js'
+import { decodeRecord, encodeRecord, type SessionRecord } from '../src/session/session.js'
 import { storeKeys } from '../src/store/store.js'
 import { BENCH_SESSION_SECRET } from './targets.js'
 
@@ -20,12 +20,9 @@ export const sealer = new Sealer(BENCH_SESSION_SECRET)
 /** The Redis key (with the prefix) of the session behind `cookie`. */
 export const sessionKey = (cookie: string) => `${KEY_PREFIX}${storeKeys.session(sealer.idFor(PURPOSE, cookie))}`
 
-export const sealRecord = (cookie: string, record: SessionRecord) => sealer.seal(PURPOSE, cookie, JSON.stringify(record))
+export const sealRecord = (cookie: string, record: SessionRecord) => encodeRecord(sealer, cookie, record)
 
-export function openRecord (cookie: string, sealed: string): SessionRecord | null {
-  const json = sealer.open(PURPOSE, cookie, sealed)
-  return json ? JSON.parse(json) as SessionRecord : null
-}
+export const openRecord = (cookie: string, stored: Buffer) => decodeRecord(sealer, cookie, stored)
 
 /** Random characters of the token alphabet (base64url), `length` long: a stand-in of a token's size. */
 export const randomText = (length: number) => randomBytes(Math.ceil(length * 3 / 4) + 1).toString('base64url').slice(0, length)

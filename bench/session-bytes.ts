@@ -85,7 +85,7 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
     const read = async () => {
       const cookie = browser.cookies.get('gw_session')!.value
       const key = sessionKey(cookie)
-      const value = (await redis.get(key))!
+      const value = (await redis.getBuffer(key))!
       return { value, memoryUsage: Number(await redis.memory('USAGE', key)), record: openRecord(cookie, value)! }
     }
     const shapes: Array<Omit<SessionShape, 'perRecordBytes' | 'millionGb'> & { record: SessionRecord, accessLength?: number }> = []
@@ -123,7 +123,7 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
       const after = await usedMemory(redis)
       const perRecordBytes = Math.round((after - before) / options.records)
       const sample = cookies[0]!
-      const value = (await redis.get(sessionKey(sample)))!
+      const value = (await redis.getBuffer(sessionKey(sample)))!
       const { record: _record, accessLength: _length, ...rest } = s
       results.push({
         ...rest,

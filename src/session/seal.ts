@@ -34,17 +34,16 @@ export class Sealer {
     return this.mac(`id:${purpose}`, token).toString('base64url')
   }
 
-  /** AES-256-GCM with a key derived from the token; output is base64url(iv | tag | ciphertext). */
-  seal (purpose: string, token: string, plaintext: string): string {
+  /** AES-256-GCM with a key derived from the token: iv | tag | ciphertext. */
+  sealBytes (purpose: string, token: string, plaintext: string): Buffer {
     const iv = randomBytes(IV_BYTES)
     const cipher = createCipheriv('aes-256-gcm', this.mac(`key:${purpose}`, token), iv)
     const body = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()])
-    return Buffer.concat([iv, cipher.getAuthTag(), body]).toString('base64url')
+    return Buffer.concat([iv, cipher.getAuthTag(), body])
   }
 
-  /** The plaintext, or null when the value was sealed to another token or altered. */
-  open (purpose: string, token: string, sealed: string): string | null {
-    const raw = Buffer.from(sealed, 'base64url')
+  /** The plaintext of {@link sealBytes}' output, or null when it was sealed to another token or altered. */
+  openBytes (purpose: string, token: string, raw: Uint8Array): string | null {
     if (raw.length < IV_BYTES + TAG_BYTES) return null
     try {
       const decipher = createDecipheriv('aes-256-gcm', this.mac(`key:${purpose}`, token), raw.subarray(0, IV_BYTES))
@@ -53,5 +52,15 @@ export class Sealer {
     } catch {
       return null
     }
+  }
+
+  /** {@link sealBytes} as base64url text, for values kept as text. */
+  seal (purpose: string, token: string, plaintext: string): string {
+    return this.sealBytes(purpose, token, plaintext).toString('base64url')
+  }
+
+  /** The plaintext of {@link seal}'s output, or null. */
+  open (purpose: string, token: string, sealed: string): string | null {
+    return this.openBytes(purpose, token, Buffer.from(sealed, 'base64url'))
   }
 }

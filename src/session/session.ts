@@ -33,6 +33,32 @@ export interface Started {
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 const PURPOSE = 'session'
 
+/**
+ * The first byte of a stored record in the binary format: the sealed bytes follow as they are.
+ * Records written before it are base64url text, whose first byte is a letter, digit, `-` or `_`.
+ * Binary is about a quarter smaller, which for a one-provider session moved its Redis value into a
+ * smaller allocation (bench/results/session-bytes.md).
+ */
+const BINARY_RECORD = 0x01
+
+/** A record as the store keeps it: the format byte, then the record's JSON sealed to the cookie. */
+export function encodeRecord (sealer: Sealer, cookie: string, record: SessionRecord): Buffer {
+  const sealed = sealer.sealBytes(PURPOSE, cookie, JSON.stringify(record))
+  const value = Buffer.allocUnsafe(sealed.length + 1)
+  value[0] = BINARY_RECORD
+  sealed.copy(value, 1)
+  return value
+}
+
+/** The record in a stored value (either format), or null when the cookie does not open it. */
+export function decodeRecord (sealer: Sealer, cookie: string, stored: Buffer | null): SessionRecord | null {
+  if (!stored || stored.length === 0) return null
+  const json = stored[0] === BINARY_RECORD
+    ? sealer.openBytes(PURPOSE, cookie, stored.subarray(1))
+    : sealer.open(PURPOSE, cookie, stored.toString('latin1'))
+  return json ? JSON.parse(json) as SessionRecord : null
+}
+
 const INVALIDATIONS = 'session-invalidated'
 
 /** The value of the first cookie called `name` in a Cookie header (RFC 6265 §5.4), undefined if none. */
@@ -141,7 +167,7 @@ export class Sessions {
 
   private async read (cookie: string, generation: number): Promise<Session | null> {
     const id = this.sealer.idFor(PURPOSE, cookie)
-    const record = this.open(cookie, await this.store.getAndTouch(storeKeys.session(id), this.config.ttlMs))
+    const record = decodeRecord(this.sealer, cookie, await this.store.getAndTouchBytes(storeKeys.session(id), this.config.ttlMs))
     if (!record) return null
     const session: Session = { id, cookie, record }
     // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
@@ -152,7 +178,7 @@ export class Sessions {
 
   /** The session's record as it is in the store now (another request or instance may have changed it). */
   async reload (session: Session): Promise<SessionRecord | null> {
-    return this.open(session.cookie, await this.store.get(storeKeys.session(session.id)))
+    return decodeRecord(this.sealer, session.cookie, await this.store.getBytes(storeKeys.session(session.id)))
   }
 
   /**
@@ -166,12 +192,7 @@ export class Sessions {
   }
 
   private async write (id: string, cookie: string, record: SessionRecord): Promise<void> {
-    await this.store.set(storeKeys.session(id), this.sealer.seal(PURPOSE, cookie, JSON.stringify(record)), this.config.ttlMs)
-  }
-
-  private open (cookie: string, sealed: string | null): SessionRecord | null {
-    const json = sealed ? this.sealer.open(PURPOSE, cookie, sealed) : null
-    return json ? JSON.parse(json) as SessionRecord : null
+    await this.store.set(storeKeys.session(id), encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
   }
 
   /**

@@ -4,7 +4,11 @@
 import { systemClock, type Clock } from '../ops/clock.js'
 import { lockOwner, type LockHandle, type SessionStore, type StoreHealth } from './store.js'
 
-interface Entry { value: string, expiresAt: number }
+/** A value as it was set: text, or bytes (read back as text in UTF-8, as Redis clients do). */
+interface Entry { value: string | Buffer, expiresAt: number }
+
+const text = (value: string | Buffer): string => typeof value === 'string' ? value : value.toString('utf8')
+const bytes = (value: string | Buffer): Buffer => typeof value === 'string' ? Buffer.from(value, 'utf8') : Buffer.from(value)
 
 export interface MemoryStoreOptions {
   /** What "now" is for expiry (default the wall clock). */
@@ -77,24 +81,40 @@ export class MemoryStore implements SessionStore {
   }
 
   async get (key: string): Promise<string | null> {
-    return this.live(key)?.value ?? null
+    const entry = this.live(key)
+    return entry ? text(entry.value) : null
+  }
+
+  async getBytes (key: string): Promise<Buffer | null> {
+    const entry = this.live(key)
+    return entry ? bytes(entry.value) : null
+  }
+
+  private touch (key: string, ttlMs: number): Entry | undefined {
+    const entry = this.live(key)
+    if (entry) entry.expiresAt = this.clock.now() + ttlMs
+    return entry
   }
 
   async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
-    const entry = this.live(key)
-    if (!entry) return null
-    entry.expiresAt = this.clock.now() + ttlMs
-    return entry.value
+    const entry = this.touch(key, ttlMs)
+    return entry ? text(entry.value) : null
   }
 
-  async set (key: string, value: string, ttlMs: number): Promise<void> {
-    this.entries.set(key, { value, expiresAt: this.clock.now() + ttlMs })
+  async getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null> {
+    const entry = this.touch(key, ttlMs)
+    return entry ? bytes(entry.value) : null
+  }
+
+  async set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void> {
+    // Bytes are copied: the caller may reuse its buffer, as it may after a write to Redis.
+    this.entries.set(key, { value: typeof value === 'string' ? value : Buffer.from(value), expiresAt: this.clock.now() + ttlMs })
   }
 
   async take (key: string): Promise<string | null> {
     const entry = this.live(key)
     this.entries.delete(key)
-    return entry?.value ?? null
+    return entry ? text(entry.value) : null
   }
 
   async delete (key: string): Promise<void> {

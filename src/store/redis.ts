@@ -193,7 +193,9 @@ export class RedisStore implements SessionStore {
 
   get (key: string) { return this.run(() => this.client.get(key)) }
   getAndTouch (key: string, ttlMs: number) { return this.run(() => this.client.getex(key, 'PX', ttlMs)) }
-  async set (key: string, value: string, ttlMs: number) { await this.run(() => this.client.set(key, value, 'PX', ttlMs)) }
+  getBytes (key: string) { return this.run(() => this.client.getBuffer(key)) }
+  getAndTouchBytes (key: string, ttlMs: number) { return this.run(() => this.client.getexBuffer(key, 'PX', ttlMs)) }
+  async set (key: string, value: string | Uint8Array, ttlMs: number) { await this.run(() => this.client.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs)) }
   take (key: string) { return this.run(() => this.client.getdel(key)) }
   async delete (key: string) { await this.run(() => this.client.del(key)) }
   async claim (key: string, value: string, ttlMs: number) {

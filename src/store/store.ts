@@ -11,8 +11,12 @@ export interface KeyValue {
   get (key: string): Promise<string | null>
   /** The value, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
   getAndTouch (key: string, ttlMs: number): Promise<string | null>
-  /** Stores a value for `ttlMs`. */
-  set (key: string, value: string, ttlMs: number): Promise<void>
+  /** The value's bytes as stored (a string value as UTF-8), or null. For binary values (session records). */
+  getBytes (key: string): Promise<Buffer | null>
+  /** {@link getAndTouch} for binary values. */
+  getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null>
+  /** Stores a value (text, or bytes as they are) for `ttlMs`. */
+  set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void>
   /** Reads and deletes atomically: only one caller ever gets the value (one-time login flows). */
   take (key: string): Promise<string | null>
   delete (key: string): Promise<void>

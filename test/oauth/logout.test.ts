@@ -6,7 +6,7 @@
 import { SignJWT } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { deriveKey, Sealer } from '../../src/session/seal.js'
-import type { SessionRecord } from '../../src/session/session.js'
+import { decodeRecord, type SessionRecord } from '../../src/session/session.js'
 import { RedisStore } from '../../src/store/redis.js'
 import { Browser } from '../helpers/browser.js'
 import { TEST_SECRET, oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
@@ -76,8 +76,7 @@ async function sessionWorks (cookie: string, path = '/app/'): Promise<boolean> {
 /** The session record as the store holds it (opened the way the gateway opens it). */
 async function record (cookie: string): Promise<SessionRecord> {
   const sealer = new Sealer(TEST_SECRET)
-  const sealed = await store.get(`session:${sealer.idFor('session', cookie)}`)
-  return JSON.parse(sealer.open('session', cookie, sealed!)!) as SessionRecord
+  return decodeRecord(sealer, cookie, await store.getBytes(`session:${sealer.idFor('session', cookie)}`))!
 }
 
 /** The same-origin sign-out a page's button sends. */

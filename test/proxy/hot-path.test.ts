@@ -53,9 +53,9 @@ class HeldReads extends MemoryStore {
     return answer
   }
 
-  override async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
+  override async getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null> {
     this.reads++
-    const value = await super.getAndTouch(key, ttlMs)
+    const value = await super.getAndTouchBytes(key, ttlMs)
     await this.hold
     return value
   }
@@ -64,10 +64,15 @@ class HeldReads extends MemoryStore {
 describe('the session cache', () => {
   const secret = 's'.repeat(32)
 
+  /** Another instance on the same store, for each instance under test: sessions start there, so this one's cache is empty. */
+  const elsewhere = new Map<Sessions, Sessions>()
+
   async function started (): Promise<{ store: HeldReads, sessions: Sessions }> {
     const store = new HeldReads()
-    const sessions = new Sessions(store, new Sealer(secret), { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 })
+    const config = { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 }
+    const sessions = new Sessions(store, new Sealer(secret), config)
     await sessions.listen()
+    elsewhere.set(sessions, new Sessions(store, new Sealer(secret), config))
     return { store, sessions }
   }
 
@@ -75,7 +80,7 @@ describe('the session cache', () => {
 
   /** A new session's Cookie header, as the browser sends it back. */
   async function signedIn (sessions: Sessions): Promise<string> {
-    const { cookie } = await sessions.start(undefined, { createdAt: Date.now(), tokens: {} })
+    const { cookie } = await elsewhere.get(sessions)!.start(undefined, { createdAt: Date.now(), tokens: {} })
     return `gw_session=${cookie}`
   }
 

@@ -109,6 +109,22 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.get('absent')).toBeNull()
   })
 
+  it('keeps bytes as they are (every byte value), and reads a text value back as its UTF-8 bytes', async () => {
+    const bytes = Buffer.from([...Array(256).keys(), 0x01, 0xff, 0x00, 0xc3])
+    await store.set('bytes', bytes, 10_000)
+    expect(await store.getBytes('bytes')).toEqual(bytes)
+    expect(await store.getAndTouchBytes('bytes', 10_000)).toEqual(bytes)
+    await store.set('text', 'grüße', 10_000)
+    expect(await store.getBytes('text')).toEqual(Buffer.from('grüße', 'utf8'))
+    expect(await store.getBytes('absent')).toBeNull()
+    expect(await store.getAndTouchBytes('absent', 1000)).toBeNull()
+    // A copy is kept: changing the caller's buffer afterwards changes nothing stored.
+    const mine = Buffer.from('abc')
+    await store.set('copied', mine, 10_000)
+    mine[0] = 0x7a
+    expect((await store.getBytes('copied'))!.toString()).toBe('abc')
+  })
+
   it('expires a key after its ttl', async () => {
     await store.set('short', 'v', 30)
     if (backend.raw) expect(await pttl('short')).toBeGreaterThan(0)
