@@ -51,6 +51,8 @@ export interface StoreConfig {
   cluster: string[] | undefined
   sentinel: { name: string, nodes: string[] } | undefined
   keyPrefix: string
+  /** How long one store command may take (connecting: twice that); then 503 session_store_unavailable. */
+  timeoutMs: number
   /**
    * What /readyz makes of the store: `required` (503 when no part of the store answers; a partly
    * reachable cluster stays ready) or `ignored` (ready whatever the store does; its state is still

@@ -88,6 +88,7 @@ const Store = Section({
     nodes: Type.Array(Type.String({ pattern: '^[^\\s:]+:\\d+$' }), { minItems: 1, description: 'Sentinels as `host:port`.', expected: 'a non-empty list of "host:port" strings' }),
   }, { additionalProperties: false, description: 'Redis Sentinel.', examples: [{ name: 'mymaster', nodes: ['10.0.0.1:26379'] }] })),
   keyPrefix: Text('Prefix of every key the gateway writes.', { default: 'gw:' }),
+  timeout: Duration('How long one store command may take (50ms to 30s; connecting may take twice as long); then the request answers 503 `session_store_unavailable`. Raise it for a Redis far away.', '500ms'),
   readiness: Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('ignored')], {
     default: 'required', description: '`required`: /readyz answers 503 when no part of the store answers; `ignored`: always 200, with the store\'s state in the body (see operations.md).',
   })),

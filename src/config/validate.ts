@@ -179,6 +179,7 @@ function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
     cluster,
     sentinel,
     keyPrefix: raw.keyPrefix ?? 'gw:',
+    timeoutMs: duration(issues, ['store', 'timeout'], raw.timeout, '500ms', 50, 30_000),
     readiness: raw.readiness ?? 'required',
   }
 }

@@ -31,14 +31,22 @@ declare module 'ioredis' {
   }
 }
 
-/** Short timeouts and no offline queue: during an outage a request fails fast instead of queueing. */
-const CLIENT_OPTIONS = {
-  enableOfflineQueue: false,
-  connectTimeout: 1000,
-  commandTimeout: 500,
-  maxRetriesPerRequest: 1,
-  retryStrategy: (attempt: number) => Math.min(100 * attempt, 1000),
-} satisfies RedisOptions
+/** How long ioredis waits between reconnection attempts. */
+const retryStrategy = (attempt: number) => Math.min(100 * attempt, 1000)
+
+/**
+ * Short timeouts (store.timeout, 500 ms by default; connecting twice that) and no offline queue:
+ * during an outage a request fails fast instead of queueing.
+ */
+function clientOptions (config: StoreConfig) {
+  return {
+    enableOfflineQueue: false,
+    connectTimeout: 2 * config.timeoutMs,
+    commandTimeout: config.timeoutMs,
+    maxRetriesPerRequest: 1,
+    retryStrategy,
+  } satisfies RedisOptions
+}
 
 function hostPort (address: string): { host: string, port: number } {
   const url = new URL(address.includes('://') ? address : `redis://${address}`)
@@ -52,13 +60,13 @@ function createClient (config: StoreConfig): Redis | Cluster {
     return new Cluster(config.cluster.map(hostPort), {
       keyPrefix,
       enableOfflineQueue: false,
-      clusterRetryStrategy: CLIENT_OPTIONS.retryStrategy,
+      clusterRetryStrategy: retryStrategy,
       // ioredis re-reads the slot map only after some errors ("Connection is closed.", MOVED); a
       // command that times out on a dead master triggers none, so a promoted replica could go
       // unnoticed. Re-reading it every 2 s bounds that (one CLUSTER SLOTS per 2 s).
       slotsRefreshInterval: 2000,
       redisOptions: {
-        ...CLIENT_OPTIONS,
+        ...clientOptions(config),
         username: decodeURIComponent(first.username) || undefined,
         password: decodeURIComponent(first.password) || undefined,
         tls: first.protocol === 'rediss:' ? {} : undefined,
@@ -66,9 +74,9 @@ function createClient (config: StoreConfig): Redis | Cluster {
     })
   }
   if (config.sentinel) {
-    return new Redis({ ...CLIENT_OPTIONS, keyPrefix, name: config.sentinel.name, sentinels: config.sentinel.nodes.map(hostPort) })
+    return new Redis({ ...clientOptions(config), keyPrefix, name: config.sentinel.name, sentinels: config.sentinel.nodes.map(hostPort) })
   }
-  return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...CLIENT_OPTIONS, keyPrefix })
+  return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...clientOptions(config), keyPrefix })
 }
 
 /** What the outage lines call a store: its address without credentials, or the sentinel group. */

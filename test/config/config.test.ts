@@ -94,6 +94,8 @@ describe('config: a good file', () => {
   it('an empty file is the zero-setup default: memory store, random secret, no routes', () => {
     const config = parseConfig('', {})
     expect(config.store.type).toBe('memory')
+    expect(config.store.timeoutMs).toBe(500)
+    expect(parseConfig('store: { timeout: 2s }', {}).store.timeoutMs).toBe(2000)
     expect(config.session.secret).toBeUndefined()
     expect(config.routes).toEqual([])
   })
@@ -121,6 +123,8 @@ describe('config: every problem names its key path', () => {
     ['a duration out of range', 'state: { ttl: 2h }', ['state.ttl: must be between 10s and 1h, got "2h" (line 1)']],
     ['a bad store type', 'store: { type: mongo }', ['store.type: must be one of redis, memory, got "mongo" (line 1)']],
     ['a non-redis store url', 'store: { type: redis, url: "http://x" }', ['store.url: must be a redis or rediss URL, got "http://x" (line 1)']],
+    ['a store timeout too short', 'store: { timeout: 10ms }', ['store.timeout: must be between 50ms and 30s, got "10ms" (line 1)']],
+    ['a store timeout too long', 'store: { timeout: 1m }', ['store.timeout: must be between 50ms and 30s, got "1m" (line 1)']],
     ['two store forms', 'store: { type: redis, url: "redis://a", cluster: ["redis://b:7000"] }', ['store: give only one of url, cluster or sentinel (got url and cluster) (line 1)']],
     ['a bad base URL', 'server: { baseUrl: "ftp://x" }', ['server.baseUrl: must be a http or https URL, got "ftp://x" (line 1)']],
     ['providers not a mapping', 'providers: [a]', ['providers: must be a mapping of provider name to settings, got a list (line 1)']],

@@ -47,7 +47,7 @@ beforeAll(async () => {
       { path: '/flaky/', upstream: upstream.url, provider: 'flaky' },
     ],
   })
-  store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', readiness: 'required' }, gateway.app.log)
+  store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: 500, readiness: 'required' }, gateway.app.log)
 })
 
 afterAll(async () => {

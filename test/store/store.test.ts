@@ -33,7 +33,7 @@ interface Backend {
 }
 
 function redisConfig (form: Partial<StoreConfig>): StoreConfig {
-  return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', readiness: 'required', ...form }
+  return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: 500, readiness: 'required', ...form }
 }
 
 async function redisBackend (config: StoreConfig, raw: Redis | Cluster, stop: () => Promise<void>, redis?: TestRedis): Promise<Backend> {
