@@ -5,11 +5,13 @@
 // again" line for the outage, and no error line per failed request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { ask, hammer, startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
+import { answersAfter, ask, hammer, startFaultStack, type Answer, type FaultStack } from '../helpers/fault-stack.js'
 import { waitFor } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
-const OUTAGE_MS = 2500
+/** A short command timeout and outage hysteresis: the outage is logged within a fraction of a second. */
+const STORE = { timeout: '250ms' }
+const HYSTERESIS = { downAfterMs: 300, upAfterMs: 300 }
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 interface LogLine { level: number, msg: string, store?: string }
@@ -17,16 +19,24 @@ const parsed = (stack: FaultStack) => stack.gateway.logs.map((line) => JSON.pars
 /** Lines whose message starts with `msg`. */
 const count = (stack: FaultStack, msg: string) => parsed(stack).filter((line) => line.msg.startsWith(msg)).length
 
-/** Restarts Redis under steady requests with the session cookie; every answer, in order. */
+const settled = (answer: Answer) => [200, 401, 302].includes(answer.status)
+
+/**
+ * Restarts Redis under steady requests with the session cookie; every answer, in order. Redis stays
+ * away until the gateway has logged the outage and a dozen requests failed, and the load goes on
+ * until a few requests after the restart were answered.
+ */
 async function restartUnderLoad (redis: TestRedis, stack: FaultStack, cookie: string) {
   const load = hammer(`${stack.gateway.url}/app/x`, cookie, 4)
-  await pause(300)
+  await answersAfter(load, 0, 8, (answer) => answer.status === 200, 'of 200 before the restart')
   await redis.stop()
-  await pause(OUTAGE_MS)
+  const down = load.answers.length
+  await waitFor(async () => count(stack, 'session store unreachable') > 0, 10_000, 'the "unreachable" line')
+  await answersAfter(load, down, 12, (answer) => answer.status === 503, 'of 503 while Redis is away')
   await redis.restart!()
   const back = Date.now()
-  while (Date.now() - back < 10_000 && ![200, 401, 302].includes(load.answers.at(-1)?.status ?? 0)) await pause(100)
-  await pause(300)
+  while (Date.now() - back < 10_000 && !settled(load.answers.at(-1) ?? { status: 0 } as Answer)) await pause(100)
+  await answersAfter(load, load.answers.length, 8, settled, 'after the restart')
   const answers = await load.stop()
   await waitFor(async () => count(stack, 'session store reachable again') > 0, 5000, 'the "reachable again" line')
   return answers
@@ -48,7 +58,7 @@ describe('Redis restarted with persistence', () => {
 
   beforeAll(async () => {
     redis = await startRedis('spawn', { persistent: true })
-    stack = await startFaultStack({ store: { type: 'redis', url: redis.url }, session: { cacheTtl: '0s' } })
+    stack = await startFaultStack({ store: { type: 'redis', url: redis.url, ...STORE }, session: { cacheTtl: '0s' } }, { storeHysteresis: HYSTERESIS })
   })
   afterAll(async () => {
     await stack?.close()
@@ -73,7 +83,7 @@ describe('Redis restarted without persistence', () => {
 
   beforeAll(async () => {
     redis = await startRedis('spawn')
-    stack = await startFaultStack({ store: { type: 'redis', url: redis.url }, session: { cacheTtl: '0s' } })
+    stack = await startFaultStack({ store: { type: 'redis', url: redis.url, ...STORE }, session: { cacheTtl: '0s' } }, { storeHysteresis: HYSTERESIS })
   })
   afterAll(async () => {
     await stack?.close()

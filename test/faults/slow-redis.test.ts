@@ -1,17 +1,18 @@
 // A slow Redis: a real redis-server behind an order-preserving delaying TCP proxy whose delay is
-// raised to 2 s and dropped back to none while requests are in flight. A session read that fails
+// raised to four times the store's command timeout and dropped back to none while requests are in
+// flight. The gateway runs with store.timeout 250ms so that each step takes a fraction of a second. A session read that fails
 // for any store reason (command timeout, a reply that comes late) is a 503
 // session_store_unavailable, answered within the store's bounds; never "no session": a valid
 // session gets no 401 and no redirect to sign in at any point. The 503 offers a retry, not a sign-in.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startDelayProxy, type DelayProxy } from '../helpers/delay-proxy.js'
 import { waitFor } from '../helpers/net.js'
-import { ask, hammer, startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
+import { answersAfter, ask, hammer, startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
-/** The Redis store's command timeout (src/store/redis.ts); a delay of 2 s each way is far beyond it. */
-const COMMAND_TIMEOUT_MS = 500
-const SLOW_MS = 2000
+/** The store's command timeout (store.timeout below); a delay of four times that each way is far beyond it. */
+const COMMAND_TIMEOUT_MS = 250
+const SLOW_MS = 1000
 
 let redis: TestRedis
 let proxy: DelayProxy
@@ -22,7 +23,7 @@ beforeAll(async () => {
   const { hostname, port } = new URL(redis.url)
   proxy = await startDelayProxy({ host: hostname, port: Number(port) })
   // cacheTtl 0: every request reads the store, so none is answered from this instance's memory.
-  stack = await startFaultStack({ store: { type: 'redis', url: `redis://${proxy.host}:${proxy.port}` }, session: { cacheTtl: '0s' } })
+  stack = await startFaultStack({ store: { type: 'redis', url: `redis://${proxy.host}:${proxy.port}`, timeout: `${COMMAND_TIMEOUT_MS}ms` }, session: { cacheTtl: '0s' } })
 })
 
 afterAll(async () => {
@@ -40,17 +41,18 @@ async function recover (): Promise<void> {
 }
 
 describe('a slow session store', () => {
-  it('answers a valid session only 200 or 503 while Redis slows to 2 s and recovers, never 401 or a sign-in redirect', async () => {
+  it('answers a valid session only 200 or 503 while Redis slows to 4x the command timeout and recovers, never 401 or a sign-in redirect', async () => {
     const cookie = await stack.signIn()
     const load = hammer(`${stack.gateway.url}/app/x`, cookie, 6)
-    for (const delay of [0, 100, 300, 600, 1000, SLOW_MS, 0]) {
+    // Delays below the timeout, around it and far beyond it, each held until a dozen answers came.
+    for (const delay of [0, 50, 150, 300, 500, SLOW_MS, 0]) {
       proxy.setDelay(delay)
-      await pause(delay === SLOW_MS ? 3000 : 600)
+      await answersAfter(load, load.answers.length, 12, () => true, `at a delay of ${delay} ms`)
     }
-    // Back to no delay: late replies drain, then the store answers again.
+    // Back to no delay: late replies drain, then the store answers again, and keeps answering.
     const recovered = Date.now()
     while (Date.now() - recovered < 10_000 && load.answers.at(-1)?.status !== 200) await pause(100)
-    await pause(500)
+    await answersAfter(load, load.answers.length, 10, (answer) => answer.status === 200, 'of 200 after the recovery')
     const answers = await load.stop()
 
     const statuses = new Set(answers.map((answer) => answer.status))
@@ -59,7 +61,7 @@ describe('a slow session store', () => {
       expect(answer.location).toBeNull()
       if (answer.status === 503) expect(answer.body).toContain('session_store_unavailable')
     }
-    // Every answer within the store's bound: an unbounded read would wait 2 s each way.
+    // Every answer within the store's bound: an unbounded read would wait SLOW_MS each way.
     expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(2 * SLOW_MS)
     expect(answers.at(-1)!.status).toBe(200)
   })

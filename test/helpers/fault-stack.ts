@@ -2,6 +2,7 @@
 // one protected route `/app/` on the given store; `signIn()` gives a cookie of a valid session, and
 // `hammer()` keeps requests going with it, recording every answer, until told to stop. Clients give
 // up after CLIENT_PATIENCE_MS (status 0), so no test can wait forever on one lost connection.
+import type { GatewayDeps } from '../../src/gateway.js'
 import { Browser } from './browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './gateway.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
@@ -25,7 +26,7 @@ export interface FaultStack {
   close (): Promise<void>
 }
 
-export async function startFaultStack (raw: { store: Record<string, unknown>, session?: Record<string, unknown> }): Promise<FaultStack> {
+export async function startFaultStack (raw: { store: Record<string, unknown>, session?: Record<string, unknown> }, deps: GatewayDeps = {}): Promise<FaultStack> {
   const { port, baseUrl } = await reserveBaseUrl()
   const upstream = await startUpstream()
   const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
@@ -35,7 +36,7 @@ export async function startFaultStack (raw: { store: Record<string, unknown>, se
     ...(raw.session ? { session: raw.session } : {}),
     providers: { demo: oidcClient(op.issuer, 'c', 's') },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
-  })
+  }, { deps })
   return {
     gateway,
     op,
@@ -51,6 +52,15 @@ export async function startFaultStack (raw: { store: Record<string, unknown>, se
       await op.close()
       await upstream.close()
     },
+  }
+}
+
+/** Resolves once `load` has at least `count` answers after the first `since` that satisfy `match`. */
+export async function answersAfter (load: { answers: Answer[] }, since: number, count: number, match: (answer: Answer) => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const started = Date.now()
+  while (load.answers.slice(since).filter(match).length < count) {
+    if (Date.now() - started > timeoutMs) throw new Error(`no ${count} answers ${what} within ${timeoutMs} ms (got ${load.answers.slice(since).filter(match).length})`)
+    await new Promise((resolve) => setTimeout(resolve, 20))
   }
 }
 
@@ -73,9 +83,13 @@ export async function ask (url: string, cookie: string, accept: 'application/jso
   }
 }
 
+/** What each hammer client waits between one answer and its next request. */
+const PACE_MS = 5
+
 /**
- * `clients` loops each sending one request after another (JSON and HTML in turn) until `stop()`;
- * `stop()` resolves with every answer, in the order they came.
+ * `clients` loops each sending one request after another (JSON and HTML in turn), PACE_MS apart,
+ * until `stop()`; `stop()` resolves with every answer, in the order they came. The pause keeps the
+ * load steady without spinning on fast 503s, which took the CPU other test files need.
  */
 export function hammer (url: string, cookie: string, clients = 4): { answers: Answer[], stop (): Promise<Answer[]> } {
   const answers: Answer[] = []
@@ -83,6 +97,7 @@ export function hammer (url: string, cookie: string, clients = 4): { answers: An
   const loops = Array.from({ length: clients }, async (_, i) => {
     for (let n = 0; state.running; n++) {
       answers.push(await ask(url, cookie, (i + n) % 2 === 0 ? 'application/json' : 'text/html'))
+      await new Promise((resolve) => setTimeout(resolve, PACE_MS))
     }
   })
   return {
