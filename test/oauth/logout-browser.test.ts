@@ -5,7 +5,7 @@
 import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ARTIFACTS, launchChromium } from '../helpers/chromium.js'
+import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
@@ -26,11 +26,10 @@ beforeAll(async () => {
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
   })
-  browser = await launchChromium()
+  browser = await sharedChromium()
 })
 
 afterAll(async () => {
-  await browser?.close()
   await gateway?.close()
   await Promise.all([op?.close(), upstream?.close()])
 })
