@@ -126,8 +126,13 @@ describe.each(backends)('store contract: %s', (name, open) => {
   })
 
   it('expires a key after its ttl', async () => {
+    if (backend.raw) {
+      // The ttl reaches Redis (checked on a long one: a 30 ms key may be gone by the time PTTL runs on a busy machine).
+      await store.set('long', 'v', 10_000)
+      expect(await pttl('long')).toBeGreaterThan(0)
+      expect(await pttl('long')).toBeLessThanOrEqual(10_000)
+    }
     await store.set('short', 'v', 30)
-    if (backend.raw) expect(await pttl('short')).toBeGreaterThan(0)
     await elapse(60)
     expect(await store.get('short')).toBeNull()
   })
