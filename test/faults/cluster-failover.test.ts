@@ -1,4 +1,5 @@
-// A Redis Cluster failover: three masters with a replica each (cluster-node-timeout 1 s); the
+// A Redis Cluster failover: three masters with a replica each (cluster-node-timeout 2 s: with 1 s a
+// machine busy with the rest of the suite saw masters failed over before the test killed one); the
 // master holding a signed-in session is killed under steady requests and its replica promoted. The
 // session survives (200 again, on the promoted replica); meanwhile a valid session gets only 200 or
 // 503, never 401 or a sign-in redirect; /readyz stays 200 while part of the cluster is down; the
@@ -12,7 +13,7 @@ let cluster: TestCluster
 let stack: FaultStack
 
 beforeAll(async () => {
-  cluster = await startRedisCluster({ replicas: 1, nodeTimeoutMs: 1000 })
+  cluster = await startRedisCluster({ replicas: 1, nodeTimeoutMs: 2000 })
   stack = await startFaultStack({ store: { type: 'redis', cluster: cluster.urls }, session: { cacheTtl: '0s' } })
 })
 afterAll(async () => {
@@ -30,7 +31,9 @@ async function masterHolding (pattern: string): Promise<{ master: number, replic
     // which is Redis's behaviour, not the gateway's. So the kill waits until the replica has the key.
     // (WAIT from another connection proves nothing: it counts replicas, not this write.)
     const replica = Number(/slave0:ip=[^,]+,port=(\d+)/.exec(await redisCli(port, 'info', 'replication'))?.[1])
-    await waitFor(async () => (await redisCli(replica, '--scan', '--pattern', key)).trim() === key, 15_000, `the replica ${replica} of ${port} to have the session`)
+    await waitFor(async () => (await redisCli(replica, '--scan', '--pattern', key)).trim() === key, 30_000, `the replica ${replica} of ${port} to have the session`).catch(async (error: Error) => {
+      throw new Error(`${error.message}\nreplica:\n${await redisCli(replica, 'info', 'replication').catch(String)}\ncluster nodes:\n${await redisCli(port, 'cluster', 'nodes').catch(String)}`)
+    })
     return { master: port, replica }
   }
   throw new Error(`no master holds ${pattern}`)

@@ -58,6 +58,8 @@ export async function startRedisCluster (options: ClusterOptions = {}): Promise<
   const children: ChildProcess[] = ports.map((port) => spawn('redis-server', [
     '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`,
     '--dir', dir, '--save', '', '--appendonly', 'no',
+    // A replica's first full copy starts at once, not after Redis's default 5 s wait for more replicas.
+    '--repl-diskless-sync-delay', '0',
     ...(options.nodeTimeoutMs ? ['--cluster-node-timeout', String(options.nodeTimeoutMs)] : []),
   ], { stdio: 'ignore' }))
   const killChild = async (child: ChildProcess) => {
@@ -74,6 +76,16 @@ export async function startRedisCluster (options: ClusterOptions = {}): Promise<
     await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'])
     for (const port of ports) {
       await waitFor(async () => (await run('redis-cli', ['-p', String(port), 'cluster', 'info'])).stdout.includes('cluster_state:ok'), 15_000, `cluster state ok on ${port}`)
+    }
+    // Every replica has finished its first full copy and follows its master: until then a write to
+    // the master is not on the replica, and a failover test would lose it.
+    if (replicas > 0) {
+      for (const port of ports) {
+        await waitFor(async () => {
+          const info = (await run('redis-cli', ['-p', String(port), 'info', 'replication'])).stdout
+          return info.includes('role:master') || (info.includes('master_link_status:up') && info.includes('master_sync_in_progress:0'))
+        }, 30_000, `replica ${port} in sync with its master`)
+      }
     }
   } catch (error) {
     await stop()
