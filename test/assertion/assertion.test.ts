@@ -16,7 +16,7 @@ import { buildGateway } from '../../src/gateway.js'
 import type { FastifyInstance } from 'fastify'
 import { Browser } from '../helpers/browser.js'
 import { TEST_SECRET, logCollector, oidcClient, reserveBaseUrl } from '../helpers/gateway.js'
-import { close, listen, waitFor } from '../helpers/net.js'
+import { close, listen, releasePort, waitFor } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
@@ -48,6 +48,7 @@ interface Instance { url: string, app: FastifyInstance }
 async function startInstance (raw: Record<string, unknown>, port: number, baseUrl: string): Promise<Instance> {
   const config = parseConfig(stringify({ ...raw, server: { host: '127.0.0.1', port, baseUrl }, session: { secret: TEST_SECRET } }), {}, 'test.yaml')
   const app = await buildGateway(config, { logStream: logCollector().stream, clock })
+  await releasePort(port) // reserved (held) by reserveBaseUrl() until now
   await app.listen({ host: '127.0.0.1', port })
   return { url: baseUrl, app }
 }

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream'
 import { stringify } from 'yaml'
 import { parseConfig, type GatewayConfig } from '../../src/config/config.js'
 import { buildGateway, type GatewayDeps } from '../../src/gateway.js'
-import { freePort } from './net.js'
+import { freePort, holdAgain, holdPort, releasePort } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
 
 export const TEST_SECRET = 'test-session-secret-0123456789-abcdefghij'
@@ -45,9 +45,13 @@ export async function startGateway (raw: Record<string, unknown>, options: Start
   const config = parseConfig(stringify({ ...raw, server, session }), {}, 'test.yaml')
   const { stream, lines } = logCollector()
   const app = await buildGateway(config, { ...options.deps, logStream: stream, logLevel: 'debug' })
+  // A port reserved with reserveBaseUrl() is held until this moment, and held again after close.
+  const reserved = reservedPorts.has(config.server.port)
   try {
-    if (options.listen !== false) await app.listen({ host: '127.0.0.1', port: config.server.port })
-    else await app.ready()
+    if (options.listen !== false) {
+      await releasePort(config.server.port)
+      await app.listen({ host: '127.0.0.1', port: config.server.port })
+    } else await app.ready()
   } catch (error) {
     await app.close()
     // A port picked here (not the caller's) that another process took meanwhile: pick again.
@@ -55,12 +59,20 @@ export async function startGateway (raw: Record<string, unknown>, options: Start
     if (ownPort && (error as NodeJS.ErrnoException).code === 'EADDRINUSE') return await startGateway(raw, options)
     throw error
   }
-  return { url: config.server.baseUrl, app, config, logs: lines, close: () => app.close() }
+  const close = async () => {
+    await app.close()
+    if (reserved) await holdAgain(config.server.port)
+  }
+  return { url: config.server.baseUrl, app, config, logs: lines, close }
 }
+
+/** Ports handed out by reserveBaseUrl(): held in between, see test/helpers/net.ts. */
+const reservedPorts = new Set<number>()
 
 /** A loopback port from the OS for a gateway, and the base URL it will have (needed before it starts). */
 export async function reserveBaseUrl (): Promise<{ port: number, baseUrl: string }> {
-  const port = await freePort()
+  const port = await holdPort()
+  reservedPorts.add(port)
   return { port, baseUrl: `http://127.0.0.1:${port}` }
 }
 

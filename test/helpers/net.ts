@@ -11,6 +11,44 @@ export async function freePort (): Promise<number> {
   return port
 }
 
+/**
+ * Ports from the OS kept bound (unref'd) until the server meant for them is about to listen. A port
+ * freed at once and used seconds later can be taken in between as the local port of one of the many
+ * outgoing connections the suite makes (the OS draws both from the same range); the listen then
+ * fails with EADDRINUSE. Holding it closes that window to the moment of the hand-over.
+ */
+const held = new Map<number, Server>()
+
+async function bindAndHold (port: number): Promise<number> {
+  const server = createServer()
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(port, '127.0.0.1', resolve)
+  })
+  server.unref()
+  const bound = (server.address() as AddressInfo).port
+  held.set(bound, server)
+  return bound
+}
+
+/** A loopback port from the OS, held until {@link releasePort} (see `held`). */
+export async function holdPort (): Promise<number> {
+  return await bindAndHold(0)
+}
+
+/** Lets go of a port {@link holdPort} holds, right before its server listens; nothing if it is not held. */
+export async function releasePort (port: number): Promise<void> {
+  const server = held.get(port)
+  if (!server) return
+  held.delete(port)
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+}
+
+/** Holds `port` again after its server closed (the next user of the same reserved port); false if it was taken meanwhile. */
+export async function holdAgain (port: number): Promise<boolean> {
+  return await bindAndHold(port).then(() => true, () => false)
+}
+
 /** Listens on a loopback port from the OS; returns the base URL. */
 export async function listen (server: Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
