@@ -66,10 +66,17 @@ describe('a Redis Cluster master killed and its replica promoted', () => {
     expect(readyWhileDown.status).toBe(200)
     expect(await readyWhileDown.json()).toMatchObject({ status: 'ready', store: expect.stringMatching(/^(degraded|up)$/) })
 
-    const lines = stack.gateway.logs.map((line) => JSON.parse(line) as { level: number, msg: string, node?: string })
+    const lines = stack.gateway.logs.map((line) => JSON.parse(line) as { level: number, msg: string, node?: string, reason?: string })
     expect(lines.filter((line) => line.level >= 50).map((line) => line.msg)).toEqual([])
     const down = lines.filter((line) => line.msg.startsWith('session store node unreachable'))
-    expect(down.map((line) => line.node)).toEqual([`127.0.0.1:${master}`])
+    const back = lines.filter((line) => line.msg.startsWith('session store node reachable again'))
+    // The dead master, once. On a machine busy with the rest of the suite another node can miss the
+    // command timeout for longer than the hysteresis (seen once: the gateway then says so); such a
+    // node must be logged back too.
+    expect(down.filter((line) => line.node === `127.0.0.1:${master}`)).toHaveLength(1)
+    for (const other of down.filter((line) => line.node !== `127.0.0.1:${master}`)) {
+      expect(back.some((line) => line.node === other.node), `${other.node} logged unreachable (${other.reason}) and never back`).toBe(true)
+    }
     expect(lines.filter((line) => line.msg.startsWith('session store unreachable'))).toEqual([])
   }, 75_000)
 })
