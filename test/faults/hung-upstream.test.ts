@@ -81,7 +81,9 @@ describe('fault: a hung upstream under concurrency', () => {
 
     expect(healthyAnswers.length).toBeGreaterThan(0)
     expect(healthyAnswers.every((answer) => answer.status === 200)).toBe(true)
-    expect(Math.max(...healthyAnswers.map((answer) => answer.ms))).toBeLessThan(TIMEOUT_MS / 2)
+    // Not held behind the hung route: an answer that waited for it would take its whole timeout.
+    // (Half the timeout, as before, was missed once by a machine busy with the rest of the suite.)
+    expect(Math.max(...healthyAnswers.map((answer) => answer.ms))).toBeLessThan(TIMEOUT_MS)
   }, 60_000)
 
   it('logs each upstream timeout once, at warn, naming the route, the upstream and the timeout, without a stack', () => {
