@@ -43,7 +43,7 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
     await gateway?.close()
     await op?.close()
     await upstream?.close()
-    await redis?.stop()
+    await redis?.release()
   })
 
   it('signs in and proxies with a bearer token the provider accepts, and logs no secret', async () => {

@@ -61,7 +61,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.close()
   await Promise.all([op?.close(), stub?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 beforeEach(() => {

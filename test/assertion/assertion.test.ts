@@ -102,7 +102,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.app.close(), b?.app.close(), custom?.app.close()])
   await Promise.all([op?.close(), echo?.close(), ...(apps ?? []).map(({ server }) => close(server))])
-  await redis?.stop()
+  await redis?.release()
 })
 
 async function signIn (gateway: Instance, login: string, start = '/app/'): Promise<string> {

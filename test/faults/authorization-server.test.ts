@@ -112,7 +112,7 @@ afterAll(async () => {
   await relay?.close()
   await upstream?.close()
   await op?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 afterEach(async () => {

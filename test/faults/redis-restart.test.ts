@@ -62,7 +62,7 @@ describe('Redis restarted with persistence', () => {
   })
   afterAll(async () => {
     await stack?.close()
-    await redis?.stop()
+    await redis?.release()
   })
 
   it('keeps sessions: 200, then 503 while Redis is away, then 200 again, with one outage logged', async () => {
@@ -87,7 +87,7 @@ describe('Redis restarted without persistence', () => {
   })
   afterAll(async () => {
     await stack?.close()
-    await redis?.stop()
+    await redis?.release()
   })
 
   it('loses the session cleanly: 503 while away, then 401 or a sign-in redirect, never a 500; signing in again works', async () => {

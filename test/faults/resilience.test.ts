@@ -35,7 +35,7 @@ describe('session store outage', () => {
   afterAll(async () => {
     await stack?.close()
     await upstream?.close()
-    await redis?.stop()
+    await redis?.release()
   })
 
   it('fails fast with 503 while Redis is down, keeps serving, and recovers by itself when it is back', async () => {

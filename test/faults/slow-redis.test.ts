@@ -29,7 +29,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close()
   await proxy?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))

@@ -20,7 +20,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await required?.close()
   await ignored?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 const ready = async (gateway: TestGateway) => {

@@ -61,7 +61,7 @@ afterAll(async () => {
   }
   await op?.close()
   await upstream?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 /** Kills one worker with `signal` under steady load; the answers, and the pid of the worker that replaced it. */

@@ -59,7 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([trusting?.close(), untrusting?.close()])
   await Promise.all([op?.close(), stub?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 /** GET /oauth/auth/<provider>/ at `gateway` as `who` (a signed-in browser's cookies, or nobody). */

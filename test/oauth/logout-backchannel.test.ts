@@ -40,7 +40,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([first?.close(), second?.close()])
   await Promise.all([op?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 async function signedIn (login = 'alice'): Promise<{ browser: Browser, cookie: string }> {

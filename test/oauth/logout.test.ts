@@ -54,7 +54,7 @@ afterAll(async () => {
   await gateway?.close()
   await store?.close()
   await Promise.all([op?.close(), flaky?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 /** Signs `browser` in on `path` (login and consent as `login`), ending on the upstream's answer. */

@@ -27,7 +27,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await upstream?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 describe('preset github (GitHub Enterprise Server form, against a stand-in that answers as GitHub\'s docs show)', () => {

@@ -59,7 +59,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([a?.close(), b?.close()])
   await Promise.all([op?.close(), stub?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 /** Signs in at the stub provider (its token response shaped by `extra`). */

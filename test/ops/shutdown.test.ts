@@ -20,7 +20,7 @@ beforeAll(async () => {
 })
 afterAll(async () => {
   await upstream?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 describe('shutdown', () => {

@@ -25,7 +25,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await op?.close()
   await upstream?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 describe('server.workers', () => {

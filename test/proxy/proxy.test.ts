@@ -46,7 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.close()
   await Promise.all([op?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 async function seen (response: Response): Promise<SeenRequest> {

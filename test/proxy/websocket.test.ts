@@ -36,7 +36,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close()
   await close(upstreamServer)
-  await redis?.stop()
+  await redis?.release()
 })
 
 /** Opens /live/feed as a page of `origin` would (the gateway's own by default; null: no Origin). */

@@ -107,7 +107,7 @@ describe('back-channel logout of a long-lived or crowded subject', () => {
     await gateway?.close()
     client?.disconnect()
     await Promise.all([op?.close(), upstream?.close()])
-    await redis?.stop()
+    await redis?.release()
   })
 
   /** Moves the store's clock on by `ms`: every key's remaining lifetime shrinks by it; the expired ones go. */

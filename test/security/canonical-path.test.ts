@@ -132,7 +132,7 @@ describe('a real gateway with a public outer route and a protected inner route',
   afterAll(async () => {
     await gateway?.close()
     await upstream?.close()
-    await redis?.stop()
+    await redis?.release()
   })
 
   it.each(REFUSED.filter(([raw]) => raw.startsWith('/')))('answers 400 invalid_request to %j and calls no upstream', async (raw) => {

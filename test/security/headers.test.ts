@@ -46,7 +46,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([gateway?.close(), trusting?.close()])
   await Promise.all([op?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 /** What the upstream received for a raw request with these header lines. */

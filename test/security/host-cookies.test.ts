@@ -46,7 +46,7 @@ describe('__Host- cookies through a whole sign-in', () => {
   afterAll(async () => {
     await gateway?.close()
     await Promise.all([op?.close(), upstream?.close()])
-    await redis?.stop()
+    await redis?.release()
   })
 
   function expectHostCookie (line: string): void {

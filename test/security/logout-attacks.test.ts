@@ -46,7 +46,7 @@ afterAll(async () => {
   await gateway?.close()
   client?.disconnect()
   await Promise.all([op?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 const json = { accept: 'application/json' }

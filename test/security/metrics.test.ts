@@ -109,7 +109,7 @@ describe('metrics.listen with server.workers > 1', () => {
     } finally {
       child.kill('SIGTERM')
       expect(await exited).toBe(0)
-      await redis.stop()
+      await redis.release()
     }
   })
 })

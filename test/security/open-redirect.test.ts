@@ -214,7 +214,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await closeAll?.()
-  await Promise.all([upstream?.close(), redis?.stop()])
+  await Promise.all([upstream?.close(), redis?.release()])
 })
 
 /** The Location, resolved as a browser would (tabs and newlines dropped, `\` read as `/`), stays on the gateway. */

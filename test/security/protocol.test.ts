@@ -39,7 +39,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await gateway?.close()
   await Promise.all([op?.close(), upstream?.close()])
-  await redis?.stop()
+  await redis?.release()
 })
 
 /** A fresh browser, walked through the provider up to (not into) the gateway's callback. */

@@ -38,7 +38,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([one?.close(), two?.close()])
   await upstream?.close()
-  await redis?.stop()
+  await redis?.release()
 })
 
 let addresses = 0

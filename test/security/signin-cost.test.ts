@@ -47,7 +47,7 @@ afterAll(async () => {
   await Promise.all([gateway?.close(), second?.close()])
   await Promise.all([op?.close(), stub?.close(), upstream?.close()])
   client?.disconnect()
-  await redis?.stop()
+  await redis?.release()
 })
 
 beforeEach(async () => {

@@ -50,7 +50,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([gateway?.close(), second?.close()])
   await Promise.all([op?.close(), upstream?.close(), bodies && close(bodies)])
-  await redis?.stop()
+  await redis?.release()
 })
 
 const json = { accept: 'application/json' }

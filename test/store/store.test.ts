@@ -60,7 +60,7 @@ const backends: Array<[string, () => Promise<Backend>]> = [
   }],
   ...redisPaths.map((kind): [string, () => Promise<Backend>] => [`redis (${kind})`, async () => {
     const redis = await startRedis(kind)
-    return await redisBackend(redisConfig({ url: redis.url }), new Redis(redis.url), () => redis.stop(), redis)
+    return await redisBackend(redisConfig({ url: redis.url }), new Redis(redis.url), () => redis.release(), redis)
   }]),
   ...(redisServerPath()
     ? [
