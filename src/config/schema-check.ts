@@ -1,11 +1,13 @@
 // The schema pass over gateway.yaml: scalars from `${VAR}` made the type the schema asks for, ajv
-// (allErrors) run against schema.ts, and its errors turned into one problem per root cause:
+// (allErrors) run against schema.ts (its validators compiled ahead of time, in
+// schema.generated.ts), and its errors turned into one problem per root cause:
 // anyOf/oneOf branches collapse into one message, an unknown key gets "did you mean" (and the key
 // it was meant to be is not also reported missing), a value outside a list of choices gets the
 // nearest choice. Values with a problem are removed, so later checks see only valid values or
 // defaults and report nothing that follows from a problem already reported.
-import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv'
-import { GatewayYamlSchema, type GatewayYaml } from './schema.js'
+import type { ErrorObject } from 'ajv'
+import type { GatewayYaml } from './schema.js'
+import { check, fill, schema } from './schema.generated.js'
 import { closest, describe, didYouMean, isObject, type Issues, type Path } from './reader.js'
 
 /** A JSON Schema node, read loosely (this file only reads the keywords schema.ts uses). */
@@ -20,20 +22,6 @@ interface SchemaNode {
   maximum?: number
   minLength?: number
   expected?: string
-}
-
-function ajv (useDefaults: boolean): Ajv {
-  const instance = new Ajv({ allErrors: true, verbose: true, useDefaults, allowUnionTypes: true, strictTuples: false })
-  // Annotations of our own (see schema.ts): no validation, but known to strict mode.
-  instance.addVocabulary(['expected', 'defaultText'])
-  return instance
-}
-
-let validators: { check: ValidateFunction, fill: ValidateFunction } | undefined
-
-function compiled (): { check: ValidateFunction, fill: ValidateFunction } {
-  validators ??= { check: ajv(false).compile(GatewayYamlSchema), fill: ajv(true).compile(GatewayYamlSchema) }
-  return validators
 }
 
 const types = (node: SchemaNode): string[] => node.type === undefined ? [] : Array.isArray(node.type) ? node.type : [node.type]
@@ -169,13 +157,12 @@ function keysOf (node: SchemaNode | undefined): string[] {
  * returns the data with the reported values removed. No defaults yet: presets fill keys first.
  */
 export function checkSchema (issues: Issues, plain: unknown): Record<string, unknown> {
-  const coerced = coerce(GatewayYamlSchema as SchemaNode, plain)
+  const coerced = coerce(schema as SchemaNode, plain)
   const data = isObject(coerced) ? coerced : {}
   if (!isObject(coerced) && coerced !== undefined && coerced !== null) {
     issues.add([], `must be a mapping of sections (server, session, providers, routes, ...), got ${describe(coerced)}`)
     return data
   }
-  const { check } = compiled()
   if (check(data)) return data
   const { kept, phrases } = collapseBranches(check.errors ?? [])
 
@@ -223,7 +210,7 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
 
 /** The schema's defaults filled in (a second pass whose problems, all reported already, are ignored). */
 export function withDefaults (data: Record<string, unknown>): GatewayYaml {
-  compiled().fill(data)
+  fill(data)
   // The schema pass removed every value with a problem; what is left has the schema's shape, except
   // for required keys that are missing (reported already): validate.ts reads those defensively.
   return data as GatewayYaml
