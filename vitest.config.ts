@@ -13,7 +13,9 @@ const QUIET = ['test/faults/cluster-failover.test.ts', 'test/faults/worker-kille
 /**
  * The quiet files run two at a time, the Redis Cluster failover first: it spends its seconds
  * waiting for Redis to notice a dead master (cluster-node-timeout) and loads nothing meanwhile, so
- * the two that load the machine run beside it, one after the other, never beside each other.
+ * the two that load the machine run beside it, one after the other. That they never run beside
+ * each other does not rest on this order or on timing: each holds a lock across the workers while
+ * it runs (test/helpers/processes.ts, `exclusively`).
  */
 class FailoverFirst extends BaseSequencer {
   override async sort (files: TestSpecification[]): Promise<TestSpecification[]> {

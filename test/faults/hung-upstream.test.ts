@@ -6,6 +6,7 @@ import { createServer, type Server } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
+import { exclusively } from '../helpers/processes.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 const TIMEOUT_MS = 1000
@@ -46,8 +47,11 @@ describe('fault: a hung upstream under concurrency', () => {
   let hung: Hung
   let healthy: Upstream
   let gateway: TestGateway
+  let unlock: (() => Promise<void>) | undefined
 
   beforeAll(async () => {
+    // Never beside the killed-worker test: both load the machine (vitest.config.ts, QUIET).
+    unlock = await exclusively('machine-load')
     hung = await startHungUpstream()
     healthy = await startUpstream()
     gateway = await startGateway({
@@ -62,6 +66,7 @@ describe('fault: a hung upstream under concurrency', () => {
     await gateway?.close()
     await healthy?.close()
     if (hung) await close(hung.server)
+    await unlock?.()
   })
 
   it(`answers all ${CONCURRENT} requests 504 gateway_timeout within the route timeout, while a healthy route answers 200 quickly`, async () => {

@@ -42,7 +42,7 @@ async function recover (): Promise<void> {
 
 describe('a slow session store', () => {
   it('answers a valid session only 200 or 503 while Redis slows to 4x the command timeout and recovers, never 401 or a sign-in redirect', async () => {
-    const cookie = await stack.signIn()
+    const cookie = await stack.signIn('alice', { retryOn503: true })
     const load = hammer(`${stack.gateway.url}/app/x`, cookie, 6)
     // Delays below the timeout, around it and far beyond it, each held until a dozen answers came.
     for (const delay of [0, 50, 150, 300, 500, SLOW_MS, 0]) {
@@ -67,7 +67,7 @@ describe('a slow session store', () => {
   })
 
   it('answers 503 within the command timeout while Redis is slow, for every request of a burst', async () => {
-    const cookie = await stack.signIn()
+    const cookie = await stack.signIn('alice', { retryOn503: true })
     proxy.setDelay(SLOW_MS)
     try {
       const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ask(`${stack.gateway.url}/app/burst`, cookie, i % 2 ? 'text/html' : 'application/json')))
@@ -83,7 +83,7 @@ describe('a slow session store', () => {
   })
 
   it('offers a retry, not a sign-in, on a 503 session_store_unavailable (no login_url; the page says "Try again")', async () => {
-    const cookie = await stack.signIn()
+    const cookie = await stack.signIn('alice', { retryOn503: true })
     proxy.setDelay(SLOW_MS)
     try {
       const json = await ask(`${stack.gateway.url}/app/page?x=1`, cookie, 'application/json')

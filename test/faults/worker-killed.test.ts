@@ -15,6 +15,7 @@ import { Browser } from '../helpers/browser.js'
 import { hammer } from '../helpers/fault-stack.js'
 import { oidcClient, TEST_SECRET } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
+import { exclusively } from '../helpers/processes.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
@@ -29,12 +30,15 @@ let op: TestProvider
 let child: ChildProcessByStdio<null, Readable, Readable>
 let url: string
 let output = ''
+let unlock: (() => Promise<void>) | undefined
 
 const lines = (): Line[] => output.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Line)
 const started = () => lines().filter((line) => line.msg === 'worker started').map((line) => line.workerPid!)
 const exits = () => lines().filter((line) => line.msg.startsWith('worker exited'))
 
 beforeAll(async () => {
+  // Never beside the hung-upstream test: both load the machine (vitest.config.ts, QUIET).
+  unlock = await exclusively('machine-load')
   redis = await startRedis()
   upstream = await startUpstream()
   const port = await freePort()
@@ -62,6 +66,7 @@ afterAll(async () => {
   await op?.close()
   await upstream?.close()
   await redis?.release()
+  await unlock?.()
 })
 
 /** Kills one worker with `signal` under steady load; the answers, and the pid of the worker that replaced it. */

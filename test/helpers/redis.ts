@@ -85,7 +85,8 @@ async function redisAnswers (host: string, port: number): Promise<boolean> {
  * take: starting and removing a container costs the engine about as much as a test file's own work
  * (the suite took 47-53 s with one container per file, 38-40 s with one per worker; 2 cores). The
  * files of one worker run one after another, and a released container has no client left, no keys,
- * no scripts (`reset`), so a file still gets a Redis no other file is using.
+ * no scripts (`clean`), checked again when the next file takes it, so a file still gets a Redis no
+ * other file is using.
  */
 const idle: Array<{ container: StartedTestContainer, url: string }> = []
 
@@ -105,17 +106,24 @@ export async function removePooledContainers (runPid: number): Promise<void> {
   }))
 }
 
-/** Closes every other connection and empties the server; false when it does not answer as it should. */
-async function reset (url: string): Promise<boolean> {
+/**
+ * With `empty` (when released): closes every other connection and empties the server. Then, and
+ * when a file takes it: true only if no other client is connected and no key is left, so a client
+ * a failed test left behind (one that reconnected after being closed) never meets the next file.
+ */
+async function clean (url: string, empty: boolean): Promise<boolean> {
   const { Redis } = await import('ioredis')
   const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
   try {
     await client.connect()
-    await client.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
-    await client.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
-    await client.flushall()
-    await client.script('FLUSH')
-    return await client.dbsize() === 0
+    if (empty) {
+      await client.call('CLIENT', 'KILL', 'TYPE', 'normal', 'SKIPME', 'yes')
+      await client.call('CLIENT', 'KILL', 'TYPE', 'pubsub')
+      await client.flushall()
+      await client.script('FLUSH')
+    }
+    const clients = /connected_clients:(\d+)/.exec(await client.info('clients'))?.[1]
+    return clients === '1' && await client.dbsize() === 0
   } catch {
     return false
   } finally {
@@ -123,9 +131,18 @@ async function reset (url: string): Promise<boolean> {
   }
 }
 
+/** A container a previous file released that is still clean, else undefined (the unclean ones are stopped). */
+async function takeIdle (): Promise<{ container: StartedTestContainer, url: string } | undefined> {
+  for (let taken = idle.pop(); taken; taken = idle.pop()) {
+    if (await clean(taken.url, false)) return taken
+    await taken.container.stop({ timeout: 1000 }).catch(() => {})
+  }
+  return undefined
+}
+
 async function startContainer (): Promise<TestRedis> {
   process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost'
-  let taken = idle.pop()
+  let taken = await takeIdle()
   if (!taken) {
     const { GenericContainer, Wait } = await loadTestcontainers()
     const container = await new GenericContainer(REDIS_IMAGE)
@@ -148,7 +165,7 @@ async function startContainer (): Promise<TestRedis> {
     stop,
     release: async () => {
       if (!inUse) return
-      if (await reset(url)) {
+      if (await clean(url, true)) {
         inUse = false
         idle.push(taken)
       } else {

@@ -8,10 +8,12 @@ import { stringify } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TEST_SECRET } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
+import { Children } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 let redis: TestRedis
+const children = new Children()
 let upstream: Upstream
 
 beforeAll(async () => {
@@ -19,6 +21,7 @@ beforeAll(async () => {
   upstream = await startUpstream()
 })
 afterAll(async () => {
+  await children.end()
   await upstream?.close()
   await redis?.release()
 })
@@ -34,7 +37,7 @@ describe('shutdown', () => {
       store: { type: 'redis', url: redis.url },
       routes: [{ path: '/public/', upstream: upstream.url, auth: 'none' }],
     }))
-    const child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = children.add(spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] }))
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))

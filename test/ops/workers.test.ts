@@ -10,11 +10,13 @@ import { parseConfig } from '../../src/config/config.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, TEST_SECRET } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
+import { Children } from '../helpers/processes.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 let redis: TestRedis
+const children = new Children()
 let upstream: Upstream
 let op: TestProvider
 
@@ -23,6 +25,7 @@ beforeAll(async () => {
   upstream = await startUpstream()
 })
 afterAll(async () => {
+  await children.end()
   await op?.close()
   await upstream?.close()
   await redis?.release()
@@ -47,7 +50,7 @@ describe('server.workers', () => {
       providers: { demo: oidcClient(op.issuer, 'w', 'ws') },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     }))
-    const child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = children.add(spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] }))
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
