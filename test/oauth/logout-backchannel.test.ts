@@ -50,10 +50,15 @@ async function signedIn (login = 'alice'): Promise<{ browser: Browser, cookie: s
   return { browser, cookie: browser.cookies.get('gw_session')!.value }
 }
 
-async function sessionWorks (cookie: string, on: TestGateway): Promise<boolean> {
+/** The status an API client's request with this session gets: 200 signed in, 401 not. */
+async function sessionStatus (cookie: string, on: TestGateway): Promise<number> {
   const response = await fetch(`${on.url}/app/x`, { headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
   await response.arrayBuffer()
-  return response.status === 200
+  return response.status
+}
+
+async function sessionWorks (cookie: string, on: TestGateway): Promise<boolean> {
+  return await sessionStatus(cookie, on) === 200
 }
 
 /**
@@ -63,7 +68,9 @@ async function sessionWorks (cookie: string, on: TestGateway): Promise<boolean> 
  * arrives still fails the test.
  */
 async function endedElsewhere (cookie: string, on: TestGateway): Promise<void> {
-  await waitFor(async () => !(await sessionWorks(cookie, on)), 1000, 'the other instance to hear of the logout')
+  await waitFor(async () => await sessionStatus(cookie, on) === 401, 1000, 'the other instance to hear of the logout')
+  // And it stays ended: the instance did not just miss its cache once.
+  expect(await sessionStatus(cookie, on)).toBe(401)
 }
 
 /** A logout token as the provider would sign it, with `claims` changed (undefined removes one). */
