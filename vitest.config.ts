@@ -34,7 +34,8 @@ export default defineConfig({
     globalSetup: ['test/global-setup.ts'],
     // Most of a test's time is spent waiting on real parts (Redis, the authorization server, a
     // gateway process, Chromium), not on this process's CPU: two test files per core keep the cores
-    // busy (measured on 2 cores: 153 s with one worker and a fresh module graph per file, 49 s so).
+    // busy (measured on 2 cores, 2026-11-24: 153 s with one worker and a fresh module graph per
+    // file, 49 s so; docs/architecture.md has the times since).
     maxWorkers: Math.min(8, 2 * availableParallelism()),
     // A worker imports fastify, oidc-provider and the gateway once, not once per file (88 s of
     // imports before, 15 s now). Test files share no module state but the worker's idle Redis

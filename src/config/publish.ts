@@ -162,8 +162,8 @@ function standaloneValidator (useDefaults: boolean): string {
 /**
  * src/config/schema.generated.ts: the schema as plain JSON and its two validators (`check`, and
  * `fill`, which writes the defaults) compiled by ajv now rather than at every start. Compiling them
- * at start cost a gateway process about 100 ms of CPU and 25 MB of memory, and importing TypeBox
- * another 10 MB (docs/performance.md, "Memory"); a process that serves imports neither.
+ * at start, with TypeBox loaded, cost a gateway process about 100 ms of CPU and 14 MB of memory
+ * that stayed (docs/performance.md, "Memory"); a process that serves imports neither.
  */
 export function generatedValidators (): string {
   return [

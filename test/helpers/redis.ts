@@ -31,7 +31,7 @@ export interface RedisOptions {
   persistent?: boolean
 }
 
-/** The image `scripts/docker-redis-image.sh` builds (no registry is needed). */
+/** The image `scripts/docker-test-env.sh` builds (no registry is needed). */
 export const REDIS_IMAGE = process.env.REDIS_TEST_IMAGE ?? 'gateway-test/redis:7'
 
 process.env.TESTCONTAINERS_RYUK_DISABLED ??= 'true'
@@ -83,7 +83,8 @@ async function redisAnswers (host: string, port: number): Promise<boolean> {
 /**
  * Containers of this test worker that a finished test file released, emptied, for the next file to
  * take: starting and removing a container costs the engine about as much as a test file's own work
- * (the suite took 47-53 s with one container per file, 38-40 s with one per worker; 2 cores). The
+ * (on 2 cores, 2026-11-25: the suite took 47-53 s with one container per file, 38-41 s with one per
+ * worker). The
  * files of one worker run one after another, and a released container has no client left, no keys,
  * no scripts (`clean`), checked again when the next file takes it, so a file still gets a Redis no
  * other file is using.
