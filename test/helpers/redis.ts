@@ -84,10 +84,9 @@ async function redisAnswers (host: string, port: number): Promise<boolean> {
  * Containers of this test worker that a finished test file released, emptied, for the next file to
  * take: starting and removing a container costs the engine about as much as a test file's own work
  * (on 2 cores, 2026-11-25: the suite took 47-53 s with one container per file, 38-41 s with one per
- * worker). The
- * files of one worker run one after another, and a released container has no client left, no keys,
- * no scripts (`clean`), checked again when the next file takes it, so a file still gets a Redis no
- * other file is using.
+ * worker). The files of one worker run one after another, and a released container has no client
+ * left, no keys, no scripts (`clean`), checked again when the next file takes it, so a file still
+ * gets a Redis no other file is using.
  */
 const idle: Array<{ container: StartedTestContainer, url: string }> = []
 
