@@ -13,7 +13,8 @@ import { Redis } from 'ioredis'
 import { Browser } from '../test/helpers/browser.js'
 import { freePort } from '../test/helpers/net.js'
 import { startRedis } from '../test/helpers/redis.js'
-import type { SessionRecord } from '../src/session/session.js'
+import { storedJson, type SessionRecord } from '../src/session/session.js'
+import { toWire } from '../src/session/record-wire.js'
 import { openRecord, randomText, sessionKey, writeSessions } from './records.js'
 import { Stops, round, startProviderProcess } from './stack.js'
 import { startGateway, startUpstream } from './targets.js'
@@ -90,7 +91,7 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
     }
     const shapes: Array<Omit<SessionShape, 'perRecordBytes' | 'millionGb'> & { record: SessionRecord, accessLength?: number }> = []
     const shape = (label: string, got: Awaited<ReturnType<typeof read>>) => {
-      const json = JSON.stringify(got.record)
+      const json = storedJson(got.record)
       return {
         shape: label,
         providers: Object.keys(got.record.tokens).length,
@@ -98,7 +99,7 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
         memoryUsage: got.memoryUsage,
         jsonBytes: json.length,
         tokenBytes: tokenBytes(got.record),
-        identityBytes: JSON.stringify(got.record.identities ?? {}).length,
+        identityBytes: JSON.stringify(toWire(got.record).i ?? {}).length,
         record: got.record,
       }
     }
@@ -113,7 +114,7 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
     shapes.push(shape('3 providers (signed in at each through the real flow)', await read()))
     // The real one-provider record with an access token of a JWT's size.
     const jwtSized = likeRecord(one.record, 1200)
-    shapes.push({ ...shapes[0]!, shape: '1 provider, access token of 1,200 characters (a JWT\'s size; stand-in)', record: jwtSized, accessLength: 1200, valueBytes: NaN, memoryUsage: NaN, jsonBytes: JSON.stringify(jwtSized).length, tokenBytes: tokenBytes(jwtSized) })
+    shapes.push({ ...shapes[0]!, shape: '1 provider, access token of 1,200 characters (a JWT\'s size; stand-in)', record: jwtSized, accessLength: 1200, valueBytes: NaN, memoryUsage: NaN, jsonBytes: storedJson(jwtSized).length, tokenBytes: tokenBytes(jwtSized) })
 
     const results: SessionShape[] = []
     for (const s of shapes) {

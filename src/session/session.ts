@@ -6,6 +6,7 @@ import type { SessionConfig } from '../config/config.js'
 import type { Sealer } from './seal.js'
 import { randomToken } from './seal.js'
 import type { Session, SessionRecord } from './record.js'
+import { fromWire, toWire, type WireRecord } from './record-wire.js'
 import { SessionCache } from './cache.js'
 import { storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
 import { systemClock, type Clock } from '../ops/clock.js'
@@ -34,29 +35,48 @@ const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 const PURPOSE = 'session'
 
 /**
- * The first byte of a stored record in the binary format: the sealed bytes follow as they are.
- * Records written before it are base64url text, whose first byte is a letter, digit, `-` or `_`.
- * Binary is about a quarter smaller, which for a one-provider session moved its Redis value into a
- * smaller allocation (bench/results/session-bytes.md).
+ * The first byte of a stored record, which says its format. Each sealed format is the record's JSON
+ * sealed to the cookie, and the sealed bytes follow the byte as they are:
+ * - `COMPACT_RECORD` (written now): the JSON of its wire form, one-letter keys (./record-wire.ts).
+ * - `BINARY_RECORD` (written before): the JSON of the SessionRecord itself.
+ * Records written before both are base64url text, whose first byte is a letter, digit, `-` or `_`.
+ * Binary is about a quarter smaller than text and the short keys cut a fifth of what was left,
+ * each moving a one-provider session's Redis value into a smaller allocation
+ * (bench/results/session-bytes.md).
  */
 const BINARY_RECORD = 0x01
+const COMPACT_RECORD = 0x02
+/**
+ * Compact records are sealed under a key of their own, so a format byte changed in the store (the
+ * byte itself is not sealed) makes the record fail to open, never read in the other format.
+ */
+const COMPACT_PURPOSE = 'session:compact'
 
-/** A record as the store keeps it: the format byte, then the record's JSON sealed to the cookie. */
+/** The JSON that is sealed into a stored record (its wire form). */
+export function storedJson (record: SessionRecord): string {
+  return JSON.stringify(toWire(record))
+}
+
+/** A record as the store keeps it: the format byte, then the record's stored JSON sealed to the cookie. */
 export function encodeRecord (sealer: Sealer, cookie: string, record: SessionRecord): Buffer {
-  const sealed = sealer.sealBytes(PURPOSE, cookie, JSON.stringify(record))
+  const sealed = sealer.sealBytes(COMPACT_PURPOSE, cookie, storedJson(record))
   const value = Buffer.allocUnsafe(sealed.length + 1)
-  value[0] = BINARY_RECORD
+  value[0] = COMPACT_RECORD
   sealed.copy(value, 1)
   return value
 }
 
-/** The record in a stored value (either format), or null when the cookie does not open it. */
+/** The record in a stored value (any format), or null when the cookie does not open it. */
 export function decodeRecord (sealer: Sealer, cookie: string, stored: Buffer | null): SessionRecord | null {
   if (!stored || stored.length === 0) return null
-  const json = stored[0] === BINARY_RECORD
-    ? sealer.openBytes(PURPOSE, cookie, stored.subarray(1))
-    : sealer.open(PURPOSE, cookie, stored.toString('latin1'))
-  return json ? JSON.parse(json) as SessionRecord : null
+  const format = stored[0]
+  const json = format === COMPACT_RECORD
+    ? sealer.openBytes(COMPACT_PURPOSE, cookie, stored.subarray(1))
+    : format === BINARY_RECORD
+      ? sealer.openBytes(PURPOSE, cookie, stored.subarray(1))
+      : sealer.open(PURPOSE, cookie, stored.toString('latin1'))
+  if (!json) return null
+  return format === COMPACT_RECORD ? fromWire(JSON.parse(json) as WireRecord) : JSON.parse(json) as SessionRecord
 }
 
 const INVALIDATIONS = 'session-invalidated'

@@ -6,7 +6,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import type { SessionConfig } from '../../src/config/config.js'
 import { emptyRecord, withSignIn, withTokens, type SessionRecord, type TokenSet } from '../../src/session/record.js'
 import { Sealer } from '../../src/session/seal.js'
-import { Sessions } from '../../src/session/session.js'
+import { fromWire, type WireRecord } from '../../src/session/record-wire.js'
+import { Sessions, storedJson } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { storeKeys } from '../../src/store/store.js'
 
@@ -159,9 +160,9 @@ describe('Sessions', () => {
     const { id, cookie } = await sessions.start(undefined, RECORD)
     const key = storeKeys.session(id)
     const stored = (await store.getBytes(key))!
-    // The binary format: one format byte, then iv | tag | ciphertext (no base64: a quarter smaller).
-    expect(stored[0]).toBe(1)
-    expect(stored.length).toBe(1 + 12 + 16 + Buffer.byteLength(JSON.stringify(RECORD)))
+    // The compact format: one format byte, then iv | tag | ciphertext of the wire form's JSON.
+    expect(stored[0]).toBe(2)
+    expect(stored.length).toBe(1 + 12 + 16 + Buffer.byteLength(storedJson(RECORD)))
     const secrets = [TOKENS.access_token, TOKENS.refresh_token!, RECORD.providerSessions!.demo!.idToken!, 'alice@example.com', cookie]
     for (const secret of secrets) {
       expect(key).not.toContain(secret)
@@ -169,7 +170,30 @@ describe('Sessions', () => {
       expect(stored.includes(Buffer.from(secret, 'base64url'))).toBe(false)
     }
     // Opening it takes the cookie: the sealer with the right cookie reads the record back.
-    expect(JSON.parse(new Sealer(SECRET).openBytes('session', cookie, stored.subarray(1))!)).toEqual(RECORD)
+    expect(fromWire(JSON.parse(new Sealer(SECRET).openBytes('session:compact', cookie, stored.subarray(1))!) as WireRecord)).toEqual(RECORD)
+  })
+
+  it('opens records in the formats of earlier versions: sealed long-key JSON as bytes (format byte 1) and as base64url text', async () => {
+    const { clock, store, sessions } = await setUp()
+    const { id, cookie } = await sessions.start(undefined, RECORD)
+    const sealer = new Sealer(SECRET)
+    const binary = Buffer.concat([Buffer.from([1]), sealer.sealBytes('session', cookie, JSON.stringify(RECORD))])
+    for (const stored of [binary, Buffer.from(sealer.seal('session', cookie, JSON.stringify(RECORD)))]) {
+      await store.set(storeKeys.session(id), stored, 60_000)
+      clock.ms += 1001 // past the cache window: read from the store
+      expect((await sessions.load(header(cookie)))?.record).toEqual(RECORD)
+    }
+  })
+
+  it('a format byte changed in the store opens nothing (each format is sealed under its own key)', async () => {
+    const { clock, store, sessions } = await setUp()
+    const { id, cookie } = await sessions.start(undefined, RECORD)
+    const stored = (await store.getBytes(storeKeys.session(id)))!
+    for (const format of [1, 3, 0x41]) {
+      await store.set(storeKeys.session(id), Buffer.concat([Buffer.from([format]), stored.subarray(1)]), 60_000)
+      clock.ms += 1001
+      expect(await sessions.load(header(cookie))).toBeNull()
+    }
   })
 
   it('opens a record written by an earlier version, which also kept token_type and scope', async () => {

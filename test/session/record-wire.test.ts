@@ -1,0 +1,51 @@
+// The stored form of a session record (src/session/record-wire.ts): one-letter keys, the same
+// values. Any record comes back equal through it; it is shorter than the record's own JSON by the
+// field names; and a provider called "__proto__" stays a provider.
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import type { SessionRecord } from '../../src/session/record.js'
+import { fromWire, toWire } from '../../src/session/record-wire.js'
+
+const text = fc.string({ minLength: 1, maxLength: 60 })
+const providers = fc.uniqueArray(fc.oneof(fc.constantFrom('demo', 'github', '__proto__', 'constructor', 'a.b'), fc.string({ minLength: 1, maxLength: 12 })), { minLength: 1, maxLength: 3 })
+
+const tokens = fc.record({ access_token: text, expires_at: fc.integer({ min: 0, max: 4_000_000_000 }), refresh_token: text }, { requiredKeys: ['access_token'] })
+const identity = fc.record({
+  sub: text,
+  email: fc.emailAddress(),
+  emailVerified: fc.constant(false as const),
+  name: text,
+  groups: fc.array(text, { maxLength: 4 }),
+}, { requiredKeys: ['sub', 'groups'] })
+const providerSession = fc.record({ idToken: text, sid: text, sub: text }, { requiredKeys: [] })
+
+const record: fc.Arbitrary<SessionRecord> = providers.chain((names) => fc.record({
+  createdAt: fc.integer({ min: 0, max: 4_000_000_000_000 }),
+  tokens: fc.tuple(...names.map(() => tokens)).map((sets) => Object.fromEntries(names.map((name, i) => [name, sets[i]!]))),
+  identities: fc.tuple(...names.map(() => identity)).map((all) => Object.fromEntries(names.map((name, i) => [name, all[i]!]))),
+  providerSessions: fc.tuple(...names.map(() => providerSession)).map((all) => Object.fromEntries(names.map((name, i) => [name, all[i]!]))),
+}, { requiredKeys: ['createdAt', 'tokens'] }))
+
+describe('the stored form of a session record', () => {
+  it('gives back an equal record, through JSON as the store keeps it', () => {
+    fc.assert(fc.property(record, (original) => {
+      const back = fromWire(JSON.parse(JSON.stringify(toWire(original))))
+      expect(back).toEqual(original)
+      expect(Object.keys(back.tokens).sort()).toEqual(Object.keys(original.tokens).sort())
+    }), { numRuns: 300 })
+  })
+
+  it('is shorter than the record\'s own JSON by its field names', () => {
+    fc.assert(fc.property(record, (original) => {
+      expect(JSON.stringify(toWire(original)).length).toBeLessThan(JSON.stringify(original).length)
+    }), { numRuns: 100 })
+  })
+
+  it('keeps a provider named __proto__ an entry of its own, not a prototype', () => {
+    const original: SessionRecord = { createdAt: 1, tokens: JSON.parse('{"__proto__":{"access_token":"at"}}') as SessionRecord['tokens'] }
+    const back = fromWire(JSON.parse(JSON.stringify(toWire(original))))
+    expect(Object.keys(back.tokens)).toEqual(['__proto__'])
+    expect(Object.getPrototypeOf(back.tokens)).toBe(Object.prototype)
+    expect((Object.getOwnPropertyDescriptor(back.tokens, '__proto__')?.value as { access_token: string }).access_token).toBe('at')
+  })
+})
