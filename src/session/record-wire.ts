@@ -31,23 +31,24 @@ function defined<T extends object> (value: T): T {
 }
 
 export function toWire (record: SessionRecord): WireRecord {
+  // `satisfies Record<keyof Wire...>`: every wire key is written (fromWire checks the other way).
   return defined({
     c: record.createdAt,
-    t: mapValues(record.tokens, (tokens) => defined({ a: tokens.access_token, e: tokens.expires_at, r: tokens.refresh_token })),
+    t: mapValues(record.tokens, (tokens) => defined({ a: tokens.access_token, e: tokens.expires_at, r: tokens.refresh_token } satisfies Record<keyof WireTokens, unknown>)),
     i: record.identities && mapValues(record.identities, (identity) => defined({
       s: identity.sub,
       m: identity.email,
       v: identity.emailVerified,
       n: identity.name,
       g: identity.groups.length > 0 ? [...identity.groups] : undefined,
-    })),
-    p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub })),
-  })
+    } satisfies Record<keyof WireIdentity, unknown>)),
+    p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub } satisfies Record<keyof WireProviderSession, unknown>)),
+  } satisfies Record<keyof WireRecord, unknown>)
 }
 
 export function fromWire (wire: WireRecord): SessionRecord {
   // `satisfies Record<keyof ...>`: a field added to a record type fails to compile here until it
-  // has a wire key (and toWire writes it; the round-trip test in test/session/ checks both).
+  // has a wire key, and then in toWire until it is written there.
   return defined({
     createdAt: wire.c,
     tokens: mapValues(wire.t, (tokens): TokenSet => defined({ access_token: tokens.a, expires_at: tokens.e, refresh_token: tokens.r } satisfies Record<keyof TokenSet, unknown>)),

@@ -76,7 +76,22 @@ export function decodeRecord (sealer: Sealer, cookie: string, stored: Buffer | n
       ? sealer.openBytes(PURPOSE, cookie, stored.subarray(1))
       : sealer.open(PURPOSE, cookie, stored.toString('latin1'))
   if (!json) return null
-  return format === COMPACT_RECORD ? fromWire(JSON.parse(json) as WireRecord) : JSON.parse(json) as SessionRecord
+  // Sealed by this gateway, so well formed; should one not be (a bug, a leaked secret), it is no
+  // session rather than an error on every request that brings its cookie.
+  try {
+    const parsed: unknown = JSON.parse(json)
+    if (format !== COMPACT_RECORD) return isRecordShaped(parsed, 'createdAt', 'tokens') ? parsed as SessionRecord : null
+    return isRecordShaped(parsed, 'c', 't') ? fromWire(parsed as WireRecord) : null
+  } catch {
+    return null
+  }
+}
+
+/** An object whose `created` is a number and whose `tokens` is an object (the two fields every record has). */
+function isRecordShaped (value: unknown, created: string, tokens: string): boolean {
+  if (typeof value !== 'object' || value === null) return false
+  const fields = value as Record<string, unknown>
+  return typeof fields[created] === 'number' && typeof fields[tokens] === 'object' && fields[tokens] !== null
 }
 
 const INVALIDATIONS = 'session-invalidated'

@@ -5,7 +5,7 @@ import { Writable } from 'node:stream'
 import { stringify } from 'yaml'
 import { parseConfig, type GatewayConfig } from '../../src/config/config.js'
 import { buildGateway, type GatewayDeps } from '../../src/gateway.js'
-import { freePort, holdAgain, holdPort, releasePort } from './net.js'
+import { freePort, holdAgain, holdPort, releasePort, waitFor } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
 
 export const TEST_SECRET = 'test-session-secret-0123456789-abcdefghij'
@@ -99,4 +99,24 @@ export async function startGatewayWithProvider (raw: { store: Record<string, unk
       if (attempt >= 4 || (error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error
     }
   }
+}
+
+/** The status `gateway` answers an API client's GET of `path` that carries the session cookie `cookie`. */
+export async function sessionStatus (gateway: TestGateway, cookie: string, path = '/app/x'): Promise<number> {
+  const response = await fetch(`${gateway.url}${path}`, { headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
+  await response.arrayBuffer()
+  return response.status
+}
+
+/**
+ * Resolves once `gateway`, an instance that did not handle the sign-out or sign-in that ended the
+ * session, answers 401 for it, and still does when asked again. Such an instance hears of it
+ * through the store's broadcast (Redis pub/sub), which can arrive a moment after the instance that
+ * handled it answered. Within a second: the tests that use this keep sessions cached for 10 s, so
+ * a broadcast that never arrives still fails them.
+ */
+export async function endedElsewhere (gateway: TestGateway, cookie: string): Promise<void> {
+  await waitFor(async () => await sessionStatus(gateway, cookie) === 401, 1000, 'the other instance to hear that the session ended')
+  const again = await sessionStatus(gateway, cookie)
+  if (again !== 401) throw new Error(`the other instance answered ${again} again for an ended session`)
 }

@@ -188,12 +188,42 @@ describe('Sessions', () => {
   it('a format byte changed in the store opens nothing (each format is sealed under its own key)', async () => {
     const { clock, store, sessions } = await setUp()
     const { id, cookie } = await sessions.start(undefined, RECORD)
-    const stored = (await store.getBytes(storeKeys.session(id)))!
-    for (const format of [1, 3, 0x41]) {
-      await store.set(storeKeys.session(id), Buffer.concat([Buffer.from([format]), stored.subarray(1)]), 60_000)
+    const compact = (await store.getBytes(storeKeys.session(id)))!
+    const legacy = new Sealer(SECRET).sealBytes('session', cookie, JSON.stringify(RECORD))
+    for (const stored of [Buffer.concat([Buffer.from([1]), compact.subarray(1)]), Buffer.concat([Buffer.from([2]), legacy])]) {
+      await store.set(storeKeys.session(id), stored, 60_000)
       clock.ms += 1001
       expect(await sessions.load(header(cookie))).toBeNull()
     }
+  })
+
+  it('a record that opens but is not shaped like one is no session, not an error', async () => {
+    const { clock, store, sessions } = await setUp()
+    const { id, cookie } = await sessions.start(undefined, RECORD)
+    const sealer = new Sealer(SECRET)
+    for (const plaintext of ['not json', 'null', '[]', '{"c":1}', '{"c":"1","t":{}}', '{"t":{}}']) {
+      await store.set(storeKeys.session(id), Buffer.concat([Buffer.from([2]), sealer.sealBytes('session:compact', cookie, plaintext)]), 60_000)
+      clock.ms += 1001
+      expect(await sessions.load(header(cookie))).toBeNull()
+    }
+    for (const plaintext of ['not json', '{"tokens":{}}', '{"createdAt":1}']) {
+      await store.set(storeKeys.session(id), Buffer.concat([Buffer.from([1]), sealer.sealBytes('session', cookie, plaintext)]), 60_000)
+      clock.ms += 1001
+      expect(await sessions.load(header(cookie))).toBeNull()
+    }
+  })
+
+  it('a record of an earlier version, refreshed, is written in the compact format without token_type and scope', async () => {
+    const { clock, store, sessions } = await setUp()
+    const { id, cookie } = await sessions.start(undefined, RECORD)
+    const earlier = { ...RECORD, tokens: { demo: { ...TOKENS, token_type: 'Bearer', scope: 'openid' } } }
+    await store.set(storeKeys.session(id), Buffer.concat([Buffer.from([1]), new Sealer(SECRET).sealBytes('session', cookie, JSON.stringify(earlier))]), 60_000)
+    clock.ms += 1001
+    const loaded = (await sessions.load(header(cookie)))!
+    const refreshed = await sessions.update(loaded, withTokens(loaded.record, 'demo', { ...TOKENS, access_token: 'at-new' }))
+    const stored = (await store.getBytes(storeKeys.session(id)))!
+    expect(stored[0]).toBe(2)
+    expect(await sessions.reload(refreshed)).toEqual({ ...RECORD, tokens: { demo: { ...TOKENS, access_token: 'at-new' } } })
   })
 
   it('opens a record written by an earlier version, which also kept token_type and scope', async () => {
