@@ -4,7 +4,7 @@
 import { createServer } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { endedElsewhere, oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -53,8 +53,6 @@ afterAll(async () => {
   await redis?.release()
 })
 
-const json = { accept: 'application/json' }
-
 async function signedIn (): Promise<{ browser: Browser, cookie: string }> {
   const browser = new Browser()
   expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
@@ -62,9 +60,7 @@ async function signedIn (): Promise<{ browser: Browser, cookie: string }> {
 }
 
 async function sessionWorks (cookie: string, on = gateway): Promise<boolean> {
-  const response = await fetch(`${on.url}/app/x`, { headers: { ...json, cookie: `gw_session=${cookie}` } })
-  await response.arrayBuffer()
-  return response.status === 200
+  return await sessionStatus(on, cookie) === 200
 }
 
 function logout (cookie: string, headers: Record<string, string>, init: RequestInit = {}, query = '?next=%2Fapp%2Fbye') {
