@@ -2,8 +2,10 @@
 // gateway sets or vouches for (identity headers, the assertion header, X-Forwarded-*, Forwarded,
 // X-Real-IP, X-Original-URL and kin, and on protected routes the client's own Authorization), in any
 // spelling an upstream could read as one of those (`_` for `-`: CGI, WSGI and PHP read
-// `X_Forwarded_User` as `X-Forwarded-User`), minus hop-by-hop headers (RFC 9110 §7.6.1); then the
-// gateway's own. Client-bound: the upstream's headers minus hop-by-hop ones, so its keep-alive
+// `X_Forwarded_User` as `X-Forwarded-User`), and the identity headers of other gateways an application
+// moved behind this one may still trust (Authelia, Authentik, Grafana's auth proxy, oauth2-proxy,
+// Cloudflare Access, AWS ALB, Azure App Service), minus hop-by-hop headers (RFC 9110 §7.6.1); then
+// the gateway's own, with X-Forwarded-Host naming the gateway's public host, never the client's Host. Client-bound: the upstream's headers minus hop-by-hop ones, so its keep-alive
 // terms never override the client connection's.
 // @see https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1
 import type { IncomingHttpHeaders } from 'node:http'
@@ -20,8 +22,11 @@ const CLIENT_NEVER = [
   'cookie', 'forwarded', 'x-original-url', 'x-original-uri', 'x-rewrite-url', 'x-host', 'x-original-host',
   // What frameworks and CDNs read as the client's address (Rails' remote_ip reads Client-IP).
   'x-real-ip', 'x-client-ip', 'client-ip', 'true-client-ip', 'x-cluster-client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-proxyuser-ip',
-  // Identity headers other gateways set, which an application moved behind this one may still trust.
+  // Identity headers other gateways set, which an application moved behind this one may still trust:
+  // the gateway's own defaults, Authelia's Remote-*, and the X-Authenticated-User / X-Auth-User of many
+  // proxies and plugins.
   'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-remote-user', 'x-remote-email', 'x-remote-groups',
+  'remote-user', 'remote-groups', 'remote-email', 'remote-name', 'x-authenticated-user', 'x-auth-user',
   'x-gateway-assertion', 'proxy-authorization', 'expect',
   ...HOP_BY_HOP,
 ]
@@ -29,8 +34,13 @@ const CLIENT_NEVER = [
 /** Headers that make frameworks treat a request as another method: a public OPTIONS or GET rule must not become a DELETE. */
 const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-method-override']
 
-/** Prefixes of families the gateway owns: X-Forwarded-*, and oauth2-proxy's X-Auth-Request-*. */
-const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-']
+/**
+ * Prefixes of header families dropped whole: X-Forwarded-* (the gateway's), and other gateways'
+ * identity families: oauth2-proxy's X-Auth-Request-*, Grafana's X-WEBAUTH-*, Authentik's
+ * X-Authentik-*, Cloudflare Access's Cf-Access-* (its JWT and user e-mail), AWS ALB's X-Amzn-Oidc-*,
+ * Azure App Service's X-MS-CLIENT-PRINCIPAL, -NAME, -ID and -IDP (hence no `-` after it).
+ */
+const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-authentik-', 'cf-access-', 'x-amzn-oidc-', 'x-ms-client-principal']
 
 /** The names listed in a Connection header (lower case), which are hop-by-hop too. */
 function connectionListed (value: string | string[] | number | undefined): string[] {

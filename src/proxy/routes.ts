@@ -20,6 +20,7 @@ import type { Session, Sessions } from '../session/session.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type SessionState } from '../access/gate.js'
 import type { Identity } from '../access/identity.js'
 import { refusal } from '../access/refusal.js'
+import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter, clientBoundHeaders } from './headers.js'
 import { UpstreamFailure, UpstreamPool } from './upstream-pool.js'
 
@@ -44,7 +45,7 @@ export interface ProxyDeps {
 }
 
 /** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
-type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'host' | 'ips' | 'accessToken' | 'identity' | 'assertion'> & { socket: { remoteAddress?: string } }
+type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'accessToken' | 'identity' | 'assertion'> & { socket: { remoteAddress?: string } }
 
 /** Removes the named cookies from a Cookie header; undefined when none is left. */
 function stripCookies (header: string | undefined, names: readonly string[]): string | undefined {
@@ -137,6 +138,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
   // So is the assertion header, under the configured name as well as the default one.
   const identityHeaders = ['x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', config.assertion.header, ...config.routes.flatMap((route) => Object.values(route.identityHeaders))]
   const filters = { none: new ClientHeaderFilter(identityHeaders, false), required: new ClientHeaderFilter(identityHeaders, true) }
+  const forwardedHost = forwardedHostOf(config.server.baseUrl, config.server.trustProxy)
 
   function rewriteHeaders (route: RouteConfig, request: ForwardedRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
     const out = filters[route.auth].copy(headers)
@@ -158,7 +160,9 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
     // nearest first), else only the peer: a client cannot plant an address upstreams would trust.
     out['x-forwarded-for'] = request.ips ? [...request.ips].reverse().join(', ') : (request.socket.remoteAddress ?? '')
     out['x-forwarded-proto'] = request.protocol
-    out['x-forwarded-host'] = request.host
+    // Not request.host: that is the client's Host (or the last of a trusted proxy's list), and an
+    // upstream that builds absolute links from X-Forwarded-Host would print the client's choice.
+    out['x-forwarded-host'] = forwardedHost(headers['x-forwarded-host'], request.socket.remoteAddress)
     return out
   }
 

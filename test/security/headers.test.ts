@@ -1,15 +1,20 @@
 // Headers the client must not control (issue 13, item 2): on every route, nothing a client sends
 // can be read upstream as a header the gateway sets (identity, X-Forwarded-*, Forwarded, X-Real-IP,
-// X-Original-URL...), in any spelling with `_` for `-`; hop-by-hop headers are stripped both ways
-// instead of failing the request; Expect: 100-continue lets a 10 MB upload stream through whole.
+// X-Original-URL...), in any spelling with `_` for `-`; nor as an identity header of another gateway
+// an application may still trust (Remote-User, X-WEBAUTH-*, Cf-Access-*...: a table over every
+// spelling, and a property that every spelling of a name is judged alike); X-Forwarded-Host is the
+// gateway's own host or a trusted proxy's, never the client's Host; hop-by-hop headers are stripped
+// both ways instead of failing the request; Expect: 100-continue lets a 10 MB upload stream through whole.
 import { execFile } from 'node:child_process'
 import { createHash, randomBytes } from 'node:crypto'
 import { writeFile, mkdtemp } from 'node:fs/promises'
-import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
+import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ClientHeaderFilter } from '../../src/proxy/headers.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
@@ -109,6 +114,122 @@ describe('client headers that could be read as the gateway\'s own', () => {
     expect(seen.headers['x-forwarded-userland']).toBeUndefined()
     expect(seen.headers.x_request_id).toBe('kept')
     expect(seen.headers.authorization).toBe('Bearer own')
+  })
+})
+
+/**
+ * The identity headers of other gateways that applications commonly trust (SPEC.md, Security floor),
+ * with the members their vendors document for each family: Authelia, Grafana's auth proxy,
+ * Authentik, oauth2-proxy, Cloudflare Access, AWS ALB, Azure App Service, and the lone names.
+ */
+const OTHER_GATEWAYS = [
+  'Remote-User', 'Remote-Groups', 'Remote-Email', 'Remote-Name',
+  'X-WEBAUTH-USER', 'X-WEBAUTH-EMAIL', 'X-WEBAUTH-NAME', 'X-WEBAUTH-GROUPS', 'X-WEBAUTH-ROLE',
+  'X-authentik-username', 'X-authentik-groups', 'X-authentik-email', 'X-authentik-name', 'X-authentik-uid', 'X-authentik-jwt', 'X-authentik-meta-provider',
+  'X-Auth-Request-User', 'X-Auth-Request-Email', 'X-Auth-Request-Groups', 'X-Auth-Request-Preferred-Username', 'X-Auth-Request-Access-Token',
+  'X-Authenticated-User', 'X-Auth-User',
+  'Cf-Access-Jwt-Assertion', 'Cf-Access-Authenticated-User-Email', 'Cf-Access-Client-Id',
+  'X-Amzn-Oidc-Data', 'X-Amzn-Oidc-Identity', 'X-Amzn-Oidc-Accesstoken',
+  'X-MS-CLIENT-PRINCIPAL', 'X-MS-CLIENT-PRINCIPAL-NAME', 'X-MS-CLIENT-PRINCIPAL-ID', 'X-MS-CLIENT-PRINCIPAL-IDP',
+]
+
+/** Every way to join a name's words with `-`, `_` or `.` (what CGI-style servers read as one name). */
+function separatorSpellings (name: string): string[] {
+  const [first = '', ...rest] = name.split('-')
+  return rest.reduce((spelled, word) => spelled.flatMap((head) => ['-', '_', '.'].map((joint) => `${head}${joint}${word}`)), [first])
+}
+
+/** A few letter cases of `name`: as given, lower, upper, and alternating. */
+function caseSpellings (name: string): string[] {
+  const alternating = [...name].map((char, i) => (i % 2 === 0 ? char.toLowerCase() : char.toUpperCase())).join('')
+  return [...new Set([name, name.toLowerCase(), name.toUpperCase(), alternating])]
+}
+
+describe('identity headers of other gateways', () => {
+  const filters = [['a public route', new ClientHeaderFilter([], false)], ['a protected route', new ClientHeaderFilter([], true)]] as const
+
+  describe.each(filters)('on %s', (_name, filter) => {
+    it.each(OTHER_GATEWAYS)('drops %s in every spelling with -, _ and .', (name) => {
+      const spellings = separatorSpellings(name)
+      expect(spellings.length).toBe(3 ** (name.split('-').length - 1))
+      // Node gives header names in lower case.
+      expect(spellings.filter((spelling) => !filter.drops(spelling.toLowerCase()))).toEqual([])
+    })
+
+    it.each(['x-request-id', 'x-auth-token', 'remote-addr', 'x-ms-request-id', 'cf-ray', 'x-amzn-trace-id', 'x-authenticated', 'x_request_id'])('keeps %s', (name) => {
+      expect(filter.drops(name)).toBe(false)
+    })
+  })
+
+  it('judges every spelling of a name as its spelling with - (what a CGI-style upstream reads)', () => {
+    const filter = new ClientHeaderFilter(['x-custom-user'], true)
+    const word = fc.stringMatching(/^[a-z0-9]{1,8}$/)
+    const known = fc.constantFrom(...OTHER_GATEWAYS, 'X-Forwarded-User', 'X-Gateway-Assertion', 'X-Custom-User', 'Authorization').map((name) => name.toLowerCase().split('-'))
+    const words = fc.oneof(known, fc.array(word, { minLength: 1, maxLength: 5 }))
+    fc.assert(fc.property(words, fc.array(fc.constantFrom('-', '_', '.'), { minLength: 5, maxLength: 5 }), (parts, joints) => {
+      const spelled = parts.reduce((head, part, i) => `${head}${joints[i - 1]!}${part}`)
+      expect(filter.drops(spelled)).toBe(filter.drops(parts.join('-')))
+    }), { numRuns: 3000 })
+  })
+
+  it.each([
+    ['a public route', '/open/x', false],
+    ['a protected route, signed in', '/app/x', true],
+  ] as const)('never reach the upstream of %s, in any spelling or letter case, sent all at once', async (_name, target, withSession) => {
+    const spellings = OTHER_GATEWAYS.flatMap((name) => {
+      const separated = separatorSpellings(name)
+      return [...new Set([...caseSpellings(name), ...separated.slice(1, 4), separated.at(-1)!.toUpperCase()])]
+    })
+    const cookie = withSession ? [`Cookie: ${signedIn.cookieHeader(`${gateway.url}/`)!}`] : []
+    const seen = await forwarded(target, [...cookie, ...spellings.map((spelling) => `${spelling}: spoofed`)])
+    expect(carriesSpoof(seen.headers)).toEqual([])
+  })
+})
+
+/** What the upstream received for a GET through the gateway on `gatewayPort` with its own Host header (fetch cannot set one). */
+async function forwardedWithHost (gatewayPort: number, host: string, headers: Record<string, string | string[]> = {}): Promise<SeenRequest> {
+  const before = upstream.seen.length
+  const status = await new Promise<number>((resolve, reject) => {
+    const request = httpRequest({ host: '127.0.0.1', port: gatewayPort, path: '/open/x', headers: { ...headers, host, accept: 'application/json' } }, (response) => {
+      response.resume()
+      response.on('end', () => resolve(response.statusCode ?? 0))
+    })
+    request.on('error', reject)
+    request.end()
+  })
+  expect(status).toBe(200)
+  const seen = upstream.seen.slice(before)
+  expect(seen).toHaveLength(1)
+  return seen[0]!
+}
+
+describe('X-Forwarded-Host', () => {
+  it.each([
+    ['a foreign Host', 'evil.example', {}],
+    ['a foreign Host and its own X-Forwarded-Host', 'evil.example', { 'x-forwarded-host': 'evil.example' }],
+    ['a foreign Host with a port', 'evil.example:8443', {}],
+    ['X-Forwarded-Host with _', 'evil.example', { x_forwarded_host: 'evil.example' }],
+  ])('is the host of server.baseUrl for %s from a client trustProxy does not admit', async (_name, host, headers) => {
+    const seen = await forwardedWithHost(port, host, headers)
+    expect(seen.headers['x-forwarded-host']).toBe(new URL(gateway.url).host)
+    expect(JSON.stringify(seen.headers)).not.toContain('evil.example')
+  })
+
+  it('is a trusted proxy\'s X-Forwarded-Host when it sent exactly one', async () => {
+    const seen = await forwardedWithHost(Number(new URL(trusting.url).port), 'internal:8080', { 'x-forwarded-host': 'app.example.com' })
+    expect(seen.headers['x-forwarded-host']).toBe('app.example.com')
+  })
+
+  it.each([
+    ['none', {}],
+    ['two header lines', { 'x-forwarded-host': ['a.example', 'b.example'] }],
+    ['a list', { 'x-forwarded-host': 'a.example, b.example' }],
+    ['a value with a path', { 'x-forwarded-host': 'a.example/evil' }],
+    ['a value with userinfo', { 'x-forwarded-host': 'evil.example@a.example' }],
+    ['an empty value', { 'x-forwarded-host': '' }],
+  ])('from a trusted proxy that sent %s is the host of server.baseUrl, never its Host', async (_name, headers) => {
+    const seen = await forwardedWithHost(Number(new URL(trusting.url).port), 'evil.example', headers)
+    expect(seen.headers['x-forwarded-host']).toBe(new URL(trusting.url).host)
   })
 })
 
