@@ -2,8 +2,9 @@
 // or more confidential clients (client_secret_post), refresh tokens, and small sign-in and consent
 // pages of our own. Any username signs in; every authorization asks for it again, so that signing
 // out of the gateway and coming back shows the sign-in page (no single sign-on in the demo).
-// alice (groups admins, staff), bob (staff), mallory (mallory@evil.test) and eve (staff, an e-mail
-// address that is not verified) have set claims.
+// alice (groups admins, staff), bob (staff), mallory (mallory@evil.test), eve (staff, an e-mail
+// address that is not verified) and ursula (no groups, an e-mail address that is not verified) have
+// set claims.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
@@ -67,6 +68,7 @@ const ACCOUNTS: Record<string, { email?: string, emailVerified?: boolean, groups
   bob: { groups: ['staff'] },
   mallory: { email: 'mallory@evil.test', groups: [] },
   eve: { emailVerified: false, groups: ['staff'] },
+  ursula: { emailVerified: false, groups: [] },
 }
 
 function accountClaims (id: string): { sub: string, [claim: string]: unknown } {

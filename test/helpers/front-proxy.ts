@@ -87,12 +87,18 @@ import ${dir}/site.Caddyfile
 `
 }
 
-/** Starts `kind` with its docs template; resolves once it answers HTTP. */
-export async function startFrontProxy (kind: FrontKind, addresses: FrontAddresses): Promise<FrontProxy> {
+/**
+ * Starts `kind` with its docs template; resolves once it answers HTTP.
+ * @param edit a change to the rendered file, for a test that shows a line of it matters (it must
+ *   change something)
+ */
+export async function startFrontProxy (kind: FrontKind, addresses: FrontAddresses, edit?: (config: string) => string): Promise<FrontProxy> {
   const binary = frontBinary(kind)
   if (!binary) throw new Error(`${kind} is not installed (.ci/run installs it)`)
+  const rendered = await renderTemplate(kind, addresses)
+  const config = edit ? edit(rendered) : rendered
+  if (config === rendered && edit) throw new Error(`the edit changed nothing in ${FRONT_TEMPLATES[kind]}`)
   const dir = await mkdtemp(join(tmpdir(), `gw-${kind}-`))
-  const config = await renderTemplate(kind, addresses)
   let child: ChildProcess
   if (kind === 'nginx') {
     await writeFile(join(dir, 'site.conf'), config)
