@@ -273,10 +273,13 @@ export class Sessions {
     await this.invalidate(id)
   }
 
-  /** Ends the session the Cookie header names, if any. The caller clears the cookie. */
-  async end (cookieHeader: string | undefined): Promise<void> {
-    const cookie = this.cookie(cookieHeader)
-    if (cookie) await this.drop(cookie)
+  /**
+   * Ends `session`, as {@link load} returned it for the request; nothing for null. A Cookie header
+   * that opens no session (made up, already signed out) is not worth a write or a broadcast: it
+   * costs the caller's one read, no more. The caller clears the cookie.
+   */
+  async end (session: Session | null): Promise<void> {
+    if (session) await this.endById(session.id)
   }
 
   private async drop (cookie: string): Promise<void> {

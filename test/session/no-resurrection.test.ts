@@ -1,6 +1,7 @@
 // Nothing resurrects an ended session (SPEC, Security floor): a write that was under way when the
 // session ended (a refresh's result, a touch) never brings its record back, on one instance or
-// across two sharing a store. Over the memory store and a real Redis; no server.
+// across two sharing a store; and a sign-out with a cookie that opens no session writes nothing and
+// tells no instance. Over the memory store and a real Redis; no server.
 import fc from 'fast-check'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -20,6 +21,24 @@ const RECORD: SessionRecord = withTokens(emptyRecord(1_700_000_000_000), 'demo',
 const REFRESHED = { access_token: 'at-new', expires_at: 2_000_000_000, refresh_token: 'rt-new' }
 
 const header = (cookie: string) => `theme=dark; gw_session=${cookie}`
+
+/** Counts what a store is asked to do beyond reading: writes, deletes and broadcasts. */
+function counting (store: SessionStore): { store: SessionStore, writes: string[] } {
+  const writes: string[] = []
+  const counted = new Proxy(store, {
+    get (target, name, receiver) {
+      const value: unknown = Reflect.get(target, name, receiver)
+      if (typeof value !== 'function') return value
+      const method = value as (...args: unknown[]) => unknown
+      const isWrite = ['set', 'replace', 'delete', 'take', 'claim', 'publish', 'addMember', 'removeMember', 'takeMembers', 'extend', 'acquire', 'release'].includes(String(name))
+      return (...args: unknown[]) => {
+        if (isWrite) writes.push(String(name))
+        return method.apply(target, args)
+      }
+    },
+  })
+  return { store: counted, writes }
+}
 
 interface Backend {
   /** One store per gateway instance (two connections to one Redis; one shared memory store). */
@@ -82,8 +101,8 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
   }
 
   it.each([
-    ['signed out on the refreshing instance', () => a, async (cookie: string) => { await a.end(header(cookie)) }],
-    ['signed out on the other instance', () => a, async (cookie: string) => { await b.end(header(cookie)) }],
+    ['signed out on the refreshing instance', () => a, async (cookie: string) => { await a.end(await a.load(header(cookie))) }],
+    ['signed out on the other instance', () => a, async (cookie: string) => { await b.end(await b.load(header(cookie))) }],
     ['ended by a back-channel logout (endById) on the other instance', () => a, async (_cookie: string, id: string) => { await b.endById(id) }],
     ['ended by a back-channel logout on the refreshing instance', () => b, async (_cookie: string, id: string) => { await b.endById(id) }],
   ])('%s while the refresh waited on the provider: its result is not written, and the cookie opens nothing', async (_case, on, end) => {
@@ -104,7 +123,7 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
 
   it('a refused refresh (the token dropped) is not written over an ended session either', async () => {
     const { cookie, session, read } = await refreshing(a)
-    await b.end(header(cookie))
+    await b.end(await b.load(header(cookie)))
     expect(await a.update(session, read, withTokens(read.record, 'demo', undefined))).toBeNull()
     expect(await a.load(header(cookie))).toBeNull()
   })
@@ -149,7 +168,7 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
         } else if (s.op === 'touch') {
           expect((await on.load(header(cookie))) !== null).toBe(!ended)
         } else {
-          await on.end(header(cookie))
+          await on.end(await on.load(header(cookie)))
           ended = true
           await forgottenEverywhere(cookie)
         }
@@ -159,4 +178,33 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
       await a.endById(id)
     }), { numRuns: 60 })
   }, 60_000)
+
+  it.each([
+    ['a well-formed made-up value', () => randomToken()],
+    ['all one letter', () => 'A'.repeat(43)],
+    ['a real cookie with one character changed', async () => { const { cookie } = await a.start(undefined, RECORD); return (cookie[0] === 'A' ? 'B' : 'A') + cookie.slice(1) }],
+    ['the cookie of a session already signed out', async () => { const { cookie } = await a.start(undefined, RECORD); await a.end(await a.load(header(cookie))); return cookie }],
+    ['the cookie of a gateway with another secret', async () => (await new Sessions(backend.stores[0]!, new Sealer('another-secret-of-at-least-32-characters'), CONFIG).start(undefined, RECORD)).cookie],
+    ['too short', () => randomToken().slice(1)],
+    ['no cookie at all', () => undefined],
+  ])('a sign-out with %s writes nothing and tells no instance', async (_case, value) => {
+    const cookie = await value()
+    const { store, writes } = counting(backend.stores[1]!)
+    const signingOut = new Sessions(store, new Sealer(SECRET), CONFIG)
+    const cookieHeader = cookie === undefined ? 'theme=dark' : header(cookie)
+    await signingOut.end(await signingOut.load(cookieHeader))
+    expect(writes).toEqual([])
+  })
+
+  it("a real session's sign-out still ends it on every instance", async () => {
+    const { cookie } = await a.start(undefined, RECORD)
+    expect(await b.load(header(cookie))).not.toBeNull()
+    const { store, writes } = counting(backend.stores[1]!)
+    const signingOut = new Sessions(store, new Sealer(SECRET), CONFIG)
+    await signingOut.end(await signingOut.load(header(cookie)))
+    expect(writes).toEqual(['delete', 'publish'])
+    await forgottenEverywhere(cookie)
+    expect(await a.load(header(cookie))).toBeNull()
+    expect(await b.load(header(cookie))).toBeNull()
+  })
 })

@@ -89,7 +89,7 @@ describe('Sessions', () => {
     expect(await sessions.load(header(cookie))).toEqual(loaded)
     expect(store.reads).toBe(2)
 
-    await sessions.end(header(cookie))
+    await sessions.end(await sessions.load(header(cookie)))
     expect(sessions.cached(header(cookie))).toBeUndefined()
     expect(await sessions.load(header(cookie))).toBeNull()
     expect(await store.get(storeKeys.session(id))).toBeNull()
