@@ -1,7 +1,7 @@
 // The Fastify side of the session cookie: src/session/ works on Cookie header values and returns
 // cookie values; these two steps read the request's header and set or clear the cookie on the reply.
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { SessionRecord, Sessions } from '../session/session.js'
+import type { Session, SessionRecord, Sessions } from '../session/session.js'
 
 /**
  * Starts a session holding `record` under a new id, ends the one the request came with, and sets
@@ -13,8 +13,11 @@ export async function startSession (sessions: Sessions, request: FastifyRequest,
   return id
 }
 
-/** Ends the request's session in the store and clears its cookie. */
-export async function endSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply): Promise<void> {
-  await sessions.end(request.headers.cookie)
+/**
+ * Ends the request's session (`session`, as `sessions.load` returned it: null ends nothing in the
+ * store) and clears its cookie.
+ */
+export async function endSession (sessions: Sessions, session: Session | null, reply: FastifyReply): Promise<void> {
+  await sessions.end(session)
   reply.clearCookie(sessions.cookieName, sessions.cookieOptions)
 }

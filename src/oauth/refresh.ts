@@ -2,13 +2,14 @@
 // before the request is proxied. One refresh per session and provider at a time: in-process
 // callers share one promise; across instances a store lock (owner token, released only by its owner)
 // lets one refresh while the others wait for its result in the session record, and share its failure
-// too (no second attempt).
+// too (no second attempt). Its result is written only over the record it read: a session ended
+// while the provider answered (sign-out, back-channel logout) stays ended.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../http/errors.js'
 import type { Metrics } from '../ops/metrics.js'
-import { withTokens, type Session, type SessionRecord, type TokenSet } from '../session/record.js'
-import type { Sessions } from '../session/session.js'
+import { withTokens, type Session, type TokenSet } from '../session/record.js'
+import type { Sessions, StoredRecord } from '../session/session.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { storeKeys, type Lock } from '../store/store.js'
 import { refreshTokens } from './client.js'
@@ -17,13 +18,18 @@ import type { Providers, ResolvedProvider } from './providers.js'
 /** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */
 const EXPIRY_SKEW_S = 30
 const POLL_MS = 50
+/**
+ * How many times a refresh's result is written over a record that changed under it (not ended):
+ * each change is another provider's refresh in the same session, finished meanwhile.
+ */
+const WRITE_ATTEMPTS = 3
 
 function isFresh (token: TokenSet, nowMs: number): boolean {
   return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowMs / 1000
 }
 
 /** A provider's token as the store holds it now, with the record it is in. */
-type Current = { token: undefined } | { token: TokenSet, record: SessionRecord }
+type Current = { token: undefined } | { token: TokenSet, read: StoredRecord }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -91,10 +97,10 @@ export class TokenRefresher {
    * the record it is in: a refresh writes its result into that record, not into the one first read.
    */
   private async current (session: Session, provider: ResolvedProvider, stale: TokenSet): Promise<Current> {
-    const record = await this.sessions.reload(session)
-    const token = record?.tokens[provider.name]
-    if (!record || !token) return { token: undefined }
-    return { record, token: token.access_token === stale.access_token ? stale : token }
+    const read = await this.sessions.reload(session)
+    const token = read?.record.tokens[provider.name]
+    if (!read || !token) return { token: undefined }
+    return { read, token: token.access_token === stale.access_token ? stale : token }
   }
 
   /** `waited`: another instance held the lock first; it released it, so its refresh has ended. */
@@ -110,14 +116,31 @@ export class TokenRefresher {
       throw error
     })
     if (result === 'refused') {
-      await this.sessions.update(session, withTokens(current.record, provider.name, undefined))
+      await this.write(session, provider, current.read, undefined)
       this.metrics.refreshes.inc({ provider: provider.name, result: 'refused' })
       this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'token refresh refused; sign-in needed')
       return undefined
     }
     const tokens: TokenSet = { ...result, refresh_token: result.refresh_token ?? stale.refresh_token }
-    await this.sessions.update(session, withTokens(current.record, provider.name, tokens))
     this.metrics.refreshes.inc({ provider: provider.name, result: 'refreshed' })
-    return tokens
+    if (await this.write(session, provider, current.read, tokens)) return tokens
+    this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'session ended during its token refresh; the new tokens were not kept')
+    return undefined
+  }
+
+  /**
+   * Writes `tokens` (undefined: none, a refused refresh) as `provider`'s in the session's record,
+   * only over the record as it was read. False when the session is gone (ended meanwhile: it stays
+   * so). A record changed but still there (another provider's refresh) is read again and the
+   * tokens written into that one, so neither refresh loses the other's.
+   */
+  private async write (session: Session, provider: ResolvedProvider, read: StoredRecord, tokens: TokenSet | undefined): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      if (await this.sessions.update(session, read, withTokens(read.record, provider.name, tokens))) return true
+      const again = await this.sessions.reload(session)
+      if (!again) return false
+      if (attempt === WRITE_ATTEMPTS) throw new GatewayError('token_exchange_failed', 'The session kept changing during the token refresh. Please try again.')
+      read = again
+    }
   }
 }

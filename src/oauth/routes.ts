@@ -266,7 +266,7 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
     }
     // The gateway's session ends first, whatever the providers then do.
     const session = await sessions.load(request.headers.cookie)
-    await endSession(sessions, request, reply)
+    await endSession(sessions, session, reply)
     if (session) {
       await signOuts.revoke(session.record)
       const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts))

@@ -96,6 +96,16 @@ function isRecordShaped (value: unknown, created: string, tokens: string): boole
 
 const INVALIDATIONS = 'session-invalidated'
 
+/**
+ * A session's record as read from the store, with the exact bytes it was read as. A write over it
+ * ({@link Sessions.update}) is a compare-and-set against those bytes: they change at every write
+ * (a fresh nonce) and are gone once the session ends, so no version field is needed in the record.
+ */
+export interface StoredRecord {
+  readonly record: SessionRecord
+  readonly stored: Buffer
+}
+
 /** The value of the first cookie called `name` in a Cookie header (RFC 6265 §5.4), undefined if none. */
 export function cookieValue (header: string | undefined, name: string): string | undefined {
   if (!header) return undefined
@@ -211,23 +221,31 @@ export class Sessions {
     return session
   }
 
-  /** The session's record as it is in the store now (another request or instance may have changed it). */
-  async reload (session: Session): Promise<SessionRecord | null> {
-    return decodeRecord(this.sealer, session.cookie, await this.store.getBytes(storeKeys.session(session.id)))
+  /**
+   * The session's record as it is in the store now (another request or instance may have changed
+   * it), with the bytes it was read as: what {@link update} writes over. Null when it is gone.
+   */
+  async reload (session: Session): Promise<StoredRecord | null> {
+    const stored = await this.store.getBytes(storeKeys.session(session.id))
+    const record = decodeRecord(this.sealer, session.cookie, stored)
+    return record && stored ? { record, stored } : null
   }
 
   /**
    * Writes `record` as the session's new record under the same id (token refresh; not a sign-in),
-   * and drops the old one from every instance's cache. Returns the session with that record.
+   * only while the store still holds `read` as it was read, and drops the old one from every
+   * instance's cache. Null when nothing was written: the session was ended meanwhile (sign-out,
+   * back-channel logout), and stays ended, or another writer changed it (read it again).
    */
-  async update (session: Session, record: SessionRecord): Promise<Session> {
-    await this.write(session.id, session.cookie, record)
+  async update (session: Session, read: StoredRecord, record: SessionRecord): Promise<Session | null> {
+    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record), this.config.ttlMs)
+    if (!written) {
+      // Whoever ended or changed it has told every instance; this one forgets what it holds now.
+      this.cache.dropId(session.id)
+      return null
+    }
     await this.invalidate(session.id)
     return { id: session.id, cookie: session.cookie, record }
-  }
-
-  private async write (id: string, cookie: string, record: SessionRecord): Promise<void> {
-    await this.store.set(storeKeys.session(id), encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
   }
 
   /**
@@ -240,7 +258,8 @@ export class Sessions {
     const cookie = randomToken()
     const id = this.sealer.idFor(PURPOSE, cookie)
     const generation = this.cache.generation
-    await this.write(id, cookie, record)
+    // A new id: nothing was read under it, so nothing to compare with.
+    await this.store.set(storeKeys.session(id), encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
     // The browser's next request (the page it signed in for) is answered from this instance's
     // cache: the record was just written, so reading it back would only cost a round trip.
     this.cache.set({ id, cookie, record }, generation)
@@ -254,10 +273,13 @@ export class Sessions {
     await this.invalidate(id)
   }
 
-  /** Ends the session the Cookie header names, if any. The caller clears the cookie. */
-  async end (cookieHeader: string | undefined): Promise<void> {
-    const cookie = this.cookie(cookieHeader)
-    if (cookie) await this.drop(cookie)
+  /**
+   * Ends `session`, as {@link load} returned it for the request; nothing for null. A Cookie header
+   * that opens no session (made up, already signed out) is not worth a write or a broadcast: it
+   * costs the caller's one read, no more. The caller clears the cookie.
+   */
+  async end (session: Session | null): Promise<void> {
+    if (session) await this.endById(session.id)
   }
 
   private async drop (cookie: string): Promise<void> {

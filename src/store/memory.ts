@@ -111,6 +111,13 @@ export class MemoryStore implements SessionStore {
     this.entries.set(key, { value: typeof value === 'string' ? value : Buffer.from(value), expiresAt: this.clock.now() + ttlMs })
   }
 
+  async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number): Promise<boolean> {
+    const entry = this.live(key)
+    if (!entry || !bytes(entry.value).equals(expected)) return false
+    await this.set(key, value, ttlMs)
+    return true
+  }
+
   async take (key: string): Promise<string | null> {
     const entry = this.live(key)
     this.entries.delete(key)

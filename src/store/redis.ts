@@ -1,5 +1,5 @@
-// ioredis implementation of every store role: one Redis command per method, and one Lua script
-// (compare-and-delete) for releasing a lock. Redis errors become `session_store_unavailable` here,
+// ioredis implementation of every store role: one Redis command per method, or one Lua script on
+// one key where a method must compare and then act (releasing a lock, a conditional write, the sets). Redis errors become `session_store_unavailable` here,
 // once; an outage is logged once when it starts and once when it ends (per node on a Redis Cluster),
 // never once per retry or per failed request (outage-log.ts).
 import { Redis, Cluster, type RedisOptions, type Result } from 'ioredis'
@@ -15,6 +15,11 @@ import { lockOwner, type LockHandle, type SessionStore, type StoreHealth } from 
  * so it runs on the node owning that key's slot in a Redis Cluster too.
  */
 const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+/**
+ * SET KEYS[1] ARGV[2] PX ARGV[3] only while it holds exactly ARGV[1] (byte for byte): 1 when set,
+ * else 0. An absent key is never created (GET of it is false, which equals no string).
+ */
+const REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end"
 /** PEXPIRE only when it lengthens the key's life (a key without expiry counts as shorter: PTTL -1). */
 const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
 const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
@@ -24,11 +29,18 @@ declare module 'ioredis' {
   interface RedisCommander<Context> {
     /** RELEASE_LOCK, defined on each connection with defineCommand (EVALSHA, EVAL on NOSCRIPT). */
     releaseLock (key: string, owner: string): Result<number, Context>
+    /** REPLACE: a write conditional on the value read. */
+    replaceValue (key: string, expected: Buffer, value: string | Buffer, ttlMs: number): Result<number, Context>
     /** GROW_EXPIRY, ADD_MEMBER, TAKE_MEMBERS: the Sets role, one script on one key each. */
     growExpiry (key: string, ttlMs: number): Result<number, Context>
     addMember (key: string, member: string, ttlMs: number): Result<number, Context>
     takeMembers (key: string): Result<string[], Context>
   }
+}
+
+/** The same bytes as a Buffer (ioredis sends a Buffer argument as it is, other views as text). */
+function asBuffer (bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 }
 
 /** How long ioredis waits between reconnection attempts. */
@@ -128,6 +140,7 @@ export class RedisStore implements SessionStore {
     this.clock = options.clock ?? systemClock
     this.client = createClient(config)
     this.client.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
+    this.client.defineCommand('replaceValue', { numberOfKeys: 1, lua: REPLACE })
     this.client.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
     this.client.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
     this.client.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
@@ -204,6 +217,10 @@ export class RedisStore implements SessionStore {
   getBytes (key: string) { return this.run(() => this.client.getBuffer(key)) }
   getAndTouchBytes (key: string, ttlMs: number) { return this.run(() => this.client.getexBuffer(key, 'PX', ttlMs)) }
   async set (key: string, value: string | Uint8Array, ttlMs: number) { await this.run(() => this.client.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs)) }
+  async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number) {
+    return (await this.run(() => this.client.replaceValue(key, asBuffer(expected), typeof value === 'string' ? value : asBuffer(value), ttlMs))) === 1
+  }
+
   take (key: string) { return this.run(() => this.client.getdel(key)) }
   async delete (key: string) { await this.run(() => this.client.del(key)) }
   async claim (key: string, value: string, ttlMs: number) {

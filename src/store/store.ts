@@ -5,7 +5,10 @@
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 
-/** Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL, DEL, SET NX PX). */
+/**
+ * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL,
+ * DEL, SET NX PX), but {@link replace}, one Lua script on one key.
+ */
 export interface KeyValue {
   /** The value, or null when absent or expired. */
   get (key: string): Promise<string | null>
@@ -17,6 +20,12 @@ export interface KeyValue {
   getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null>
   /** Stores a value (text, or bytes as they are) for `ttlMs`. */
   set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void>
+  /**
+   * Stores `value` for `ttlMs` only while the key still holds exactly `expected` (the bytes a reader
+   * got); true when it did. A key deleted or changed since is left as it is, never created again:
+   * a write that was under way cannot bring back what was ended meanwhile.
+   */
+  replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number): Promise<boolean>
   /** Reads and deletes atomically: only one caller ever gets the value (one-time login flows). */
   take (key: string): Promise<string | null>
   delete (key: string): Promise<void>

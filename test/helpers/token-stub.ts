@@ -13,6 +13,8 @@ export interface TokenStub {
   mode: TokenStubMode
   /** Merged into the 'ok' token response (e.g. a refresh_token, a short expires_in, an id_token). */
   extra: Record<string, unknown>
+  /** When set, token requests are answered only once it resolves (a refresh held while the test acts). */
+  hold: Promise<void> | undefined
   /** What GET /userinfo answers. */
   userinfo: Record<string, unknown>
   /** Signs an ID token with the key published at /jwks (or with another one). */
@@ -29,6 +31,7 @@ export async function startTokenStub (): Promise<TokenStub> {
     url: '',
     mode: 'ok',
     extra: {},
+    hold: undefined,
     userinfo: {},
     requests: [],
     close: async () => {},
@@ -52,6 +55,9 @@ export async function startTokenStub (): Promise<TokenStub> {
     req.on('data', (chunk: Buffer) => { body += chunk.toString() })
     req.on('end', () => {
       stub.requests.push({ method: req.method ?? '', headers: req.headers, body })
+      void (stub.hold ?? Promise.resolve()).then(answer)
+    })
+    const answer = () => {
       switch (stub.mode) {
         case 'ok': return json(200, { access_token: `stub-token-${stub.requests.length}`, token_type: 'Bearer', expires_in: 3600, ...stub.extra })
         case 'error500': return json(500, { error: 'server_error' })
@@ -60,7 +66,7 @@ export async function startTokenStub (): Promise<TokenStub> {
         case 'no-access-token': return json(200, { token_type: 'Bearer', expires_in: 3600 })
         case 'invalid-grant': return json(400, { error: 'invalid_grant', error_description: 'code expired' })
       }
-    })
+    }
   })
   stub.url = await listen(server)
   stub.close = () => close(server)

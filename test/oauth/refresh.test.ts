@@ -1,12 +1,13 @@
 // Token refresh: an expired access token (30 s early) is refreshed with its refresh token before the
 // request is proxied, exactly once per session and provider even across gateway instances; a
 // refused refresh drops the token (sign in again), a failed one answers 502 and keeps it; without a
-// refresh token an expired token means signing in again. Real Redis, real oidc-provider; the stub
-// token endpoint only for the refused and failing cases.
+// refresh token an expired token means signing in again; a session signed out while its refresh
+// waits on the provider stays signed out when the answer lands. Real Redis, real oidc-provider; the
+// stub token endpoint only for the refused, failing and held cases.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { freePort } from '../helpers/net.js'
+import { freePort, waitFor } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
@@ -77,6 +78,23 @@ async function stubSignIn (extra: Record<string, unknown>): Promise<Browser> {
 // Tokens are stamped with the wall clock when they arrive: each test starts with the clocks agreeing.
 beforeEach(() => { clock.offset = 0 })
 
+/** Holds the stub's token answers until the returned function is called. */
+function holdTokenAnswers (): () => void {
+  let answer!: () => void
+  stub.hold = new Promise((resolve) => { answer = resolve })
+  return () => {
+    stub.hold = undefined
+    answer()
+  }
+}
+
+/** The status `gateway` answers an API client's request to the stub route with the session cookie `cookie`. */
+async function stubStatus (gateway: TestGateway, cookie: string): Promise<number> {
+  const response = await fetch(`${gateway.url}/stub/after`, { headers: { ...json, cookie } })
+  await response.arrayBuffer()
+  return response.status
+}
+
 describe('token refresh', () => {
   it('refreshes once for 50 concurrent requests over two instances, and every request carries the new token', async () => {
     const browser = new Browser()
@@ -141,9 +159,39 @@ describe('token refresh', () => {
     expect((await ok.json() as SeenRequest).headers.authorization).toMatch(/^Bearer stub-token-\d+$/)
   })
 
+  it.each([
+    ['the refreshing instance', () => a],
+    ['another instance', () => b],
+  ])('a sign-out on %s while the refresh waits on the provider is not undone when the answer lands', async (_name, signOutOn) => {
+    const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-held' })
+    const cookie = browser.cookieHeader(`${a.url}/stub/`)!
+    expect(await stubStatus(a, cookie)).toBe(200)
+    expect(await stubStatus(b, cookie)).toBe(200)
+    expireShortTokens()
+    stub.extra = { expires_in: 3600, refresh_token: 'refresh-rotated' }
+    const asked = stub.requests.length
+    const answer = holdTokenAnswers()
+    const refreshing = fetch(`${a.url}/stub/during`, { headers: { ...json, cookie } })
+    await waitFor(async () => stub.requests.length > asked, 5000, 'the refresh to reach the token endpoint')
+
+    const signOut = await fetch(`${signOutOn().url}/oauth/logout/?next=%2F`, { redirect: 'manual', headers: { cookie } })
+    expect(signOut.status).toBe(302)
+    // Signed out everywhere (the other instance hears of it through Redis's broadcast) before the answer lands.
+    await waitFor(async () => await stubStatus(a, cookie) === 401 && await stubStatus(b, cookie) === 401, 2000, 'both instances to hear of the sign-out')
+    answer()
+    // The request that waited on the refresh answers as for no session, not with the new token.
+    const during = await refreshing
+    expect(during.status).toBe(401)
+    await during.arrayBuffer()
+    // And the old cookie opens nothing, on either instance, now and on the next requests.
+    for (const gateway of [a, b, a, b]) expect(await stubStatus(gateway, cookie)).toBe(401)
+    expect(stub.requests).toHaveLength(asked + 1)
+    expect(a.logs.join('\n')).toContain('session ended during its token refresh')
+  })
+
   it('logs no token, refresh token or client secret along the way', () => {
     const logs = [...a.logs, ...b.logs].join('\n')
-    for (const secret of ['refresh-1', 'refresh-2', 'rt-secret', 'stub-secret', 'stub-token-']) expect(logs).not.toContain(secret)
+    for (const secret of ['refresh-1', 'refresh-2', 'refresh-held', 'refresh-rotated', 'rt-secret', 'stub-secret', 'stub-token-']) expect(logs).not.toContain(secret)
     expect(logs).toContain('token refresh refused')
   })
 })

@@ -76,11 +76,14 @@ describe('the session cache', () => {
     return { store, sessions }
   }
 
-  const signOut = async (sessions: Sessions, cookieHeader: string) => await sessions.end(cookieHeader)
+  /** Each signed-in Cookie header's session id: a sign-out ends the session it loaded, by its id. */
+  const ids = new Map<string, string>()
+  const signOut = async (sessions: Sessions, cookieHeader: string) => await sessions.endById(ids.get(cookieHeader)!)
 
   /** A new session's Cookie header, as the browser sends it back. */
   async function signedIn (sessions: Sessions): Promise<string> {
-    const { cookie } = await elsewhere.get(sessions)!.start(undefined, { createdAt: Date.now(), tokens: {} })
+    const { id, cookie } = await elsewhere.get(sessions)!.start(undefined, { createdAt: Date.now(), tokens: {} })
+    ids.set(`gw_session=${cookie}`, id)
     return `gw_session=${cookie}`
   }
 

@@ -1,13 +1,16 @@
 // Sign-out and sign-in integrity: a cross-site request cannot end a session (it only gets a
 // confirmation page whose button POSTs), a plain browser form can, proxied bodies stay untouched,
-// and a sign-in retires the browser's previous session id at once on every instance.
+// a sign-in retires the browser's previous session id at once on every instance, and a sign-out with
+// a cookie that opens no session costs the store no write and no broadcast.
 import { createServer } from 'node:http'
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { randomToken } from '../../src/session/seal.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 let redis: TestRedis
@@ -149,6 +152,55 @@ describe('logout from the gateway itself signs out', () => {
     expect(response.status).toBe(200)
     expect(await response.text()).toContain('You are signed out')
     expect(await sessionWorks(cookie)).toBe(false)
+  })
+})
+
+describe('a sign-out with a cookie that opens no session costs nothing', () => {
+  /** Redis's count of each command it ran, by name (INFO commandstats), from a CONFIG RESETSTAT on. */
+  async function commandsDuring (action: () => Promise<void>): Promise<Record<string, number>> {
+    const client = new Redis(redis.url)
+    try {
+      await client.config('RESETSTAT')
+      await action()
+      const stats = await client.info('commandstats')
+      return Object.fromEntries([...stats.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm)].map(([, name, calls]) => [name!, Number(calls)]))
+    } finally {
+      client.disconnect()
+    }
+  }
+
+  /** Every command that writes, deletes or broadcasts (a read that touches an absent key writes nothing). */
+  const WRITES = ['set', 'del', 'unlink', 'getdel', 'publish', 'spublish', 'eval', 'evalsha', 'expire', 'pexpire', 'sadd', 'srem', 'incr', 'incrby']
+  const writesOf = (stats: Record<string, number>) => Object.fromEntries(Object.entries(stats).filter(([name]) => WRITES.includes(name)))
+
+  it.each([
+    ['a well-formed made-up value', async () => randomToken()],
+    ['a real cookie with one character changed', async () => { const { cookie } = await signedIn(); return (cookie[0] === 'A' ? 'B' : 'A') + cookie.slice(1) }],
+    ['the cookie of a session already signed out', async () => { const { cookie } = await signedIn(); await logout(cookie, {}); return cookie }],
+    ['a made-up value first, a real session second', async () => `${randomToken()}; gw_session=${(await signedIn()).cookie}`],
+    ['a value too long', async () => randomToken() + 'A'],
+    ['a value of the right length with a character outside base64url', async () => randomToken().slice(0, 42) + '%'],
+  ])('with %s: signed out (302, cookie cleared), no store write, no broadcast', async (_name, value) => {
+    const cookie = await value()
+    let response!: Response
+    const stats = await commandsDuring(async () => {
+      response = await logout(cookie, { 'sec-fetch-site': 'same-origin' })
+    })
+    expect([response.status, response.headers.get('location')]).toEqual([302, '/app/bye'])
+    expect(response.headers.getSetCookie()[0]).toMatch(/^gw_session=; Max-Age=0; Path=\//)
+    expect(writesOf(stats)).toEqual({})
+    expect(stats.getex ?? 0).toBeLessThanOrEqual(1)
+  })
+
+  it("a real session's sign-out still deletes it and tells every instance", async () => {
+    const { cookie } = await signedIn()
+    expect(await sessionWorks(cookie, second)).toBe(true)
+    const stats = await commandsDuring(async () => {
+      expect((await logout(cookie, { 'sec-fetch-site': 'same-origin' })).status).toBe(302)
+    })
+    expect(stats).toMatchObject({ del: 1, publish: 1 })
+    expect(await sessionWorks(cookie)).toBe(false)
+    await endedElsewhere(second, cookie)
   })
 })
 

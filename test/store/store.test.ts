@@ -155,6 +155,68 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.getAndTouch('absent', 1000)).toBeNull()
   })
 
+  it('getAndTouch never brings back a deleted key (a touch under way during a sign-out)', async () => {
+    await store.set('touched', Buffer.from([2, 0, 255]), 10_000)
+    await store.delete('touched')
+    expect(await store.getAndTouchBytes('touched', 10_000)).toBeNull()
+    expect(await store.getAndTouch('touched', 10_000)).toBeNull()
+    expect(await store.getBytes('touched')).toBeNull()
+    if (backend.raw) expect(await pttl('touched')).toBe(-2)
+  })
+
+  it('replace writes only over the exact bytes read, with the new ttl', async () => {
+    const read = Buffer.from([2, ...Array(256).keys(), 0])
+    await store.set('record', read, 1000)
+    const next = Buffer.from([2, 7, 0, 255, 9])
+    expect(await store.replace('record', read, next, 60_000)).toBe(true)
+    expect(await store.getBytes('record')).toEqual(next)
+    if (backend.raw) expect(await pttl('record')).toBeGreaterThan(1000)
+    // What was read before that write no longer matches: a second writer holding it is refused.
+    expect(await store.replace('record', read, Buffer.from('late'), 60_000)).toBe(false)
+    expect(await store.getBytes('record')).toEqual(next)
+    // A text value compares as its UTF-8 bytes.
+    await store.set('text-record', 'grüße', 10_000)
+    expect(await store.replace('text-record', Buffer.from('grüße', 'utf8'), 'next', 10_000)).toBe(true)
+    expect(await store.get('text-record')).toBe('next')
+  })
+
+  it.each([
+    ['one byte changed at the end', (read: Buffer) => Buffer.concat([read.subarray(0, -1), Buffer.from([read.at(-1)! ^ 1])])],
+    ['one byte changed at the start', (read: Buffer) => Buffer.concat([Buffer.from([read[0]! ^ 1]), read.subarray(1)])],
+    ['a prefix of it', (read: Buffer) => read.subarray(0, -1)],
+    ['it and one byte more', (read: Buffer) => Buffer.concat([read, Buffer.from([0])])],
+    ['nothing', () => Buffer.alloc(0)],
+    ['the same bytes as text', (read: Buffer) => Buffer.from(read.toString('latin1'), 'utf8')],
+  ])('replace refuses when the bytes read are %s, and writes nothing', async (_name, expected) => {
+    const read = Buffer.from([2, 0x80, 0xff, 0x00, 0x41])
+    await store.set('guarded', read, 10_000)
+    expect(await store.replace('guarded', expected(read), Buffer.from('forged'), 10_000)).toBe(false)
+    expect(await store.getBytes('guarded')).toEqual(read)
+  })
+
+  it('replace never creates a key: deleted, expired or never set, it stays absent', async () => {
+    const read = Buffer.from([2, 1, 2, 3])
+    await store.set('ended', read, 10_000)
+    await store.delete('ended')
+    expect(await store.replace('ended', read, Buffer.from([2, 9]), 10_000)).toBe(false)
+    expect(await store.getBytes('ended')).toBeNull()
+    await store.set('expiring', read, 30)
+    await elapse(60)
+    expect(await store.replace('expiring', read, Buffer.from([2, 9]), 10_000)).toBe(false)
+    expect(await store.getBytes('expiring')).toBeNull()
+    expect(await store.replace('never', Buffer.alloc(0), Buffer.from([2, 9]), 10_000)).toBe(false)
+    expect(await store.getBytes('never')).toBeNull()
+    if (backend.raw) for (const key of ['ended', 'expiring', 'never']) expect(await pttl(key)).toBe(-2)
+  })
+
+  it('of many concurrent replaces over the same bytes read, exactly one writes', async () => {
+    const read = Buffer.from([2, 42])
+    await store.set('contended', read, 10_000)
+    const results = await Promise.all(Array.from({ length: 20 }, (_, i) => store.replace('contended', read, Buffer.from([2, i]), 10_000)))
+    expect(results.filter(Boolean)).toHaveLength(1)
+    expect(await store.getBytes('contended')).toEqual(Buffer.from([2, results.indexOf(true)]))
+  })
+
   it('take returns the value to exactly one of many concurrent callers', async () => {
     await store.set('once', 'v', 10_000)
     const results = await Promise.all(Array.from({ length: 20 }, () => store.take('once')))
