@@ -1,7 +1,8 @@
 // Who the user is, per provider: the fields the gateway uses (user, email, name, groups) read from
 // ID token claims and userinfo JSON through the provider's `claims` mapping, and the allow rules
 // that decide whether that user may pass a route. An address the provider marks unverified
-// (OIDC Core §5.1 `email_verified`) is kept and shown, but never satisfies an e-mail or domain rule.
+// (OIDC Core §5.1 `email_verified`) is kept and shown, but never satisfies an e-mail or domain rule,
+// and never becomes the user's name: a sign-in whose user is such an address is refused.
 import type { AllowRules, ClaimsMapping } from '../config/config.js'
 
 /** The signed-in identity at one provider, as kept in the session and shown at /oauth/userinfo/. */
@@ -68,6 +69,18 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
     ...(name ? { name } : {}),
     groups: list(pick(claims, mapping.groups)),
   }
+}
+
+/**
+ * Whether `claims.user` names the e-mail claim (the path `email`, or the mapping's own e-mail path,
+ * as `preset: google` maps it) and the provider said that address is not verified. Such a user
+ * name is anyone's to claim, so the sign-in is refused. An absent `email_verified` counts as
+ * verified, as for the e-mail header and the e-mail rules.
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#StandardClaims
+ */
+export function unverifiedUser (claims: Record<string, unknown>, mapping: ClaimsMapping): boolean {
+  const user = mapping.user.replace(/^\//, '')
+  return (user === 'email' || mapping.user === mapping.email) && unverified(claims.email_verified)
 }
 
 /**
