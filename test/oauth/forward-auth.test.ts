@@ -512,6 +512,12 @@ describe('forwardAuth.hosts (config)', () => {
     ]))
   })
 
+  it('shares the route allow\'s normaliser: a route allow of only blank values is refused, not a route nobody may pass', () => {
+    const route = (allow: unknown) => stringify({ session: { secret: TEST_SECRET }, providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: 'https://op.example/a', tokenUrl: 'https://op.example/t', scope: 'read' } }, routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'demo', allow }] })
+    expect(() => parseConfig(route({ groups: [' '] }), {}, 'test.yaml')).toThrow(/routes\[0\]\.allow: allows nobody/)
+    expect(parseConfig(route({ groups: [' staff ', ' '], emails: [' A@X.org '] }), {}, 'test.yaml').routes[0]!.allow).toEqual({ emails: ['a@x.org'], domains: [], groups: ['staff'] })
+  })
+
   it('is a Map: a host named like an Object property is not listed', () => {
     const hosts = parse({ 'a.example.com': {} }).forwardAuth.hosts
     for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) expect(hosts.has(name)).toBe(false)
