@@ -1,15 +1,16 @@
 // Signed identity assertions for upstreams: an ES256 JWT (RFC 7519) saying who the user is, for one
 // audience (the upstream's origin). Not signed per request: one assertion is reused per session,
-// provider and audience until less than a third of its lifetime is left, from a bounded cache the
-// proxy's header rewrite can read without a promise.
+// provider and audience until less than a third of its lifetime is left, from bounded LRU caches
+// (the proxy's header rewrite reads its route's without a promise).
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
 import type { GatewayConfig } from '../config/config.js'
 import type { Identity } from '../access/identity.js'
 import type { ExtraHeaders } from '../oauth/forward-auth.js'
-import { RedirectHosts } from '../oauth/redirect-hosts.js'
+import { hostKey } from '../oauth/redirect-hosts.js'
 import type { Session } from '../session/session.js'
 import type { KeyRing } from './keys.js'
+import { Lru } from './lru.js'
 
 export interface AssertionOptions {
   /** `iss`: the gateway's server.baseUrl. */
@@ -18,8 +19,13 @@ export interface AssertionOptions {
   ttlMs: number
   /** Milliseconds since the epoch (injected: tests move it). */
   clock: () => number
-  /** Cached assertions per provider and audience; the oldest goes first. */
+  /**
+   * Cached assertions per route audience, and in all for the audiences forward-auth is asked for;
+   * the least recently used goes first.
+   */
   maxEntries?: number
+  /** Forward-auth audiences kept at once (each a small object; their assertions share maxEntries). */
+  maxAudiences?: number
 }
 
 interface Entry {
@@ -33,17 +39,19 @@ const RENEW_WHEN_LEFT = 1 / 3
 
 /** The assertions of one provider for one audience, by session id. */
 export class AudienceAssertions {
-  private readonly byId = new Map<string, Entry>()
   /** Signings under way, by session id: concurrent requests of one session share one. */
   private readonly signing = new Map<string, Promise<string>>()
-  /** Counts clears, so a signing that began before a key change does not refill the cache. */
-  private generation = 0
 
-  constructor (private readonly owner: Assertions, readonly provider: string, readonly audience: string, private readonly maxEntries: number) {}
+  /**
+   * @param cache where the signed assertions are kept: the audience's own, or one shared by many
+   * @param keyOf the cache key of a session id (a shared cache needs the provider and audience in it)
+   */
+  constructor (private readonly owner: Assertions, readonly provider: string, readonly audience: string,
+    private readonly cache: Lru<string, Entry>, private readonly keyOf: (id: string) => string = (id) => id) {}
 
   /** The session's assertion if one is signed and fresh: no promise, for the proxy's fast path. */
   ready (session: Session): string | undefined {
-    const entry = this.byId.get(session.id)
+    const entry = this.cache.get(this.keyOf(session.id))
     return entry !== undefined && this.owner.now() < entry.renewAt ? entry.token : undefined
   }
 
@@ -62,35 +70,44 @@ export class AudienceAssertions {
   }
 
   private async sign (id: string, identity: Identity): Promise<string> {
-    const generation = this.generation
+    // A signing that began before a key change does not refill the cache the change emptied.
+    const generation = this.owner.generation
     const signedAt = this.owner.now()
     const token = await this.owner.sign(identity, this.provider, this.audience, signedAt)
-    if (generation === this.generation) {
-      if (this.byId.size >= this.maxEntries && !this.byId.has(id)) this.byId.delete(this.byId.keys().next().value!)
-      // Re-inserted, so that Map order stays the order of signing (oldest first).
-      this.byId.delete(id)
-      this.byId.set(id, { token, renewAt: signedAt + this.owner.ttlMs * (1 - RENEW_WHEN_LEFT) })
+    if (generation === this.owner.generation) {
+      this.cache.set(this.keyOf(id), { token, renewAt: signedAt + this.owner.ttlMs * (1 - RENEW_WHEN_LEFT) })
     }
     return token
   }
-
-  clear (): void {
-    this.generation++
-    this.byId.clear()
-  }
 }
 
-/** Signs identity assertions with the shared key ring, and caches them per provider and audience. */
+/**
+ * Signs identity assertions with the shared key ring, and caches them per provider and audience:
+ * the routes' audiences (from the config) each with a cache of their own; the audiences forward-auth
+ * is asked for (named by a proxy's header) in an LRU, their assertions in one shared LRU.
+ */
 export class Assertions {
   /** How many assertions this instance has signed (tests and metrics: the hot path must not sign). */
   signed = 0
   readonly ttlMs: number
-  private readonly audiences = new Map<string, AudienceAssertions>()
+  /** Counts key changes; a signing that began under another generation is not cached. */
+  generation = 0
+  private readonly maxEntries: number
+  private readonly routes = new Map<string, { audience: AudienceAssertions, cache: Lru<string, Entry> }>()
+  private readonly visited: Lru<string, AudienceAssertions>
+  private readonly shared: Lru<string, Entry>
 
   constructor (readonly keys: KeyRing, private readonly options: AssertionOptions) {
     this.ttlMs = options.ttlMs
+    this.maxEntries = options.maxEntries ?? 10_000
+    this.visited = new Lru(options.maxAudiences ?? 256)
+    this.shared = new Lru(this.maxEntries)
     // An assertion may name a key that is no longer published: sign anew.
-    keys.onChange(() => { for (const audience of this.audiences.values()) audience.clear() })
+    keys.onChange(() => {
+      this.generation++
+      for (const { cache } of this.routes.values()) cache.clear()
+      this.shared.clear()
+    })
   }
 
   now (): number {
@@ -102,24 +119,42 @@ export class Assertions {
     await this.keys.listen()
   }
 
-  /** The cache of one provider and audience (one per pair, made on first use). */
+  /**
+   * The cache of one provider and a route's audience (one per pair, made on first use, kept: the
+   * proxy holds it). Only for audiences the config names: each one is kept for good.
+   */
   forAudience (provider: string, audience: string): AudienceAssertions {
     const name = `${provider} ${audience}`
-    let found = this.audiences.get(name)
+    let found = this.routes.get(name)
     if (!found) {
-      found = new AudienceAssertions(this, provider, audience, this.options.maxEntries ?? 10_000)
-      this.audiences.set(name, found)
+      const cache = new Lru<string, Entry>(this.maxEntries)
+      found = { audience: new AudienceAssertions(this, provider, audience, cache), cache }
+      this.routes.set(name, found)
     }
-    return found
+    return found.audience
   }
 
   /**
    * The assertion for `session` at `provider`, for the upstream whose origin is `audience`: the
    * cached one while fresh, else a new one. Undefined when the session has no identity there.
-   * (For callers outside the proxy, such as forward-auth.)
+   * (For callers outside the proxy, such as forward-auth: an audience no route names is kept in
+   * the bounded LRU only.)
    */
   async assertionFor (session: Session, provider: string, audience: string): Promise<string | undefined> {
-    return await this.forAudience(provider, audience).assertion(session)
+    const name = `${provider} ${audience}`
+    let found = this.routes.get(name)?.audience ?? this.visited.get(name)
+    if (!found) {
+      found = new AudienceAssertions(this, provider, audience, this.shared, (id) => `${name} ${id}`)
+      this.visited.set(name, found)
+    }
+    return await found.assertion(session)
+  }
+
+  /** How many audiences and cached assertions this instance holds (tests: the caches stay bounded). */
+  get cached (): { audiences: number, assertions: number } {
+    let assertions = this.shared.size
+    for (const { cache } of this.routes.values()) assertions += cache.size
+    return { audiences: this.routes.size + this.visited.size, assertions }
   }
 
   /**
@@ -146,14 +181,13 @@ export class Assertions {
 
 /**
  * Forward-auth's extra header: the assertion for the original URL's origin, the audience an upstream
- * behind nginx or Caddy checks. Only origins the gateway would redirect to (its own, or a host in
- * forwardAuth.allowedRedirectHosts) get one: a proxy's header cannot grow the per-audience cache.
+ * behind nginx or Caddy checks. Only the gateway's own origin and hosts listed in forwardAuth.hosts
+ * (whose rules forward-auth has applied) get one; a host that is merely a redirect target does not.
  */
 export function forwardAuthAssertion (config: GatewayConfig, assertions: Assertions): ExtraHeaders {
   const own = new URL(config.server.baseUrl).origin
-  const hosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
   return async (session, provider, audience) => {
-    if (audience === undefined || (audience !== own && !hosts.allows(new URL(audience)))) return {}
+    if (audience === undefined || (audience !== own && !config.forwardAuth.hosts.has(hostKey(new URL(audience))))) return {}
     const token = await assertions.assertionFor(session, provider, audience)
     return token === undefined ? {} : { [config.assertion.header]: token }
   }

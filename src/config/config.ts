@@ -180,6 +180,20 @@ export interface ForwardAuthConfig {
    * `.example.com` (that domain and its subdomains), `host:8443` (that port only).
    */
   allowedRedirectHosts: string[]
+  /**
+   * Who may pass each host behind the proxy in front, by lower-case host name (no port: the rules
+   * hold on every port of the host). Only these hosts and the gateway's own origin get an assertion.
+   */
+  hosts: ReadonlyMap<string, HostRules>
+}
+
+/**
+ * The rules of one `forwardAuth.hosts` entry, each rule holding when every condition it gives
+ * matches: `deny` wins; no `allow` lets any signed-in person in. Combined by AND with the query's.
+ */
+export interface HostRules {
+  allow: AllowRules[] | undefined
+  deny: AllowRules[]
 }
 
 export interface GatewayConfig {

@@ -181,8 +181,29 @@ const Assertion = Section({
   rotateEvery: Duration('How often the shared signing key is replaced (1h to 90d); the previous key stays published one more period.', '24h'),
 }, 'The signed identity assertion (ES256 JWT) sent to routes with `assertion: true`; keys at /.well-known/jwks.json.')
 
+const HostRule = Type.Object({
+  emails: Strings('E-mail addresses (verified ones only).'),
+  domains: Strings('E-mail domains (of verified addresses only).'),
+  groups: Strings('Groups.'),
+}, { additionalProperties: false, description: 'One rule: it holds when every condition it gives matches (a list matches any of its values).' })
+
+function HostRuleList (description: string) {
+  return Type.Optional(Type.Union([HostRule, Type.Array(HostRule)], { description, expected: 'a rule such as { groups: [admins] } or a list of rules' }))
+}
+
+const ForwardAuthHost = Type.Object({
+  allow: HostRuleList('Who may pass: one of these rules must hold; absent: any signed-in person.'),
+  deny: HostRuleList('Who may not pass, even when an allow rule holds.'),
+}, { additionalProperties: false, description: 'The rules of one host behind the proxy in front.' })
+
 const ForwardAuth = Section({
   allowedRedirectHosts: Strings('Hosts outside the gateway a browser may be sent back to after signing in: `app.example.org`, `.example.com` (that domain and its subdomains), `host:8443`.', { default: [] }),
+  hosts: Type.Optional(Type.Record(Type.String(), ForwardAuthHost, {
+    default: {},
+    description: 'Rules per host behind the proxy in front, by host name without port (`payroll.example.com`): the host a trusted proxy names in X-Forwarded-Host must pass them as well as the query\'s rules. Only these hosts and the gateway\'s own origin get an identity assertion.',
+    expected: 'a mapping of host name to { allow, deny }',
+    examples: [{ 'payroll.example.com': { allow: [{ groups: ['payroll'] }] } }],
+  })),
 }, 'Forward-auth (/oauth/auth/<provider>/) for a proxy in front; see forward-auth.md.')
 
 /** The whole of gateway.yaml. */

@@ -4,7 +4,8 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
+import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
+import { normalisedRule } from '../access/identity.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, isObject, parseDuration, type Path } from './reader.js'
 import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'
@@ -150,7 +151,46 @@ function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): For
     }
     return [lower]
   })
-  return { allowedRedirectHosts }
+  return { allowedRedirectHosts, hosts: validateHosts(issues, raw.hosts) }
+}
+
+/** A key of forwardAuth.hosts: a lower-case host name or IPv4 address, without port or leading dot. */
+const HOST_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`)
+
+type HostYaml = NonNullable<Sections['forwardAuth']['hosts']>[string]
+
+/** forwardAuth.hosts: each host's `allow` and `deny` as lists of rules (one rule object is a list of one). */
+function validateHosts (issues: Issues, raw: Record<string, HostYaml> | undefined): Map<string, HostRules> {
+  const hosts = new Map<string, HostRules>()
+  for (const [entry, rules] of Object.entries(raw ?? {})) {
+    const at = ['forwardAuth', 'hosts', entry]
+    const host = entry.trim().toLowerCase()
+    if (!HOST_NAME.test(host) && isIP(host) !== 4) {
+      issues.add(at, `must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got ${describe(entry)}`)
+      continue
+    }
+    if (hosts.has(host)) {
+      issues.add(at, `names the host ${describe(host)} a second time`)
+      continue
+    }
+    const allow = hostRuleList(issues, [...at, 'allow'], rules.allow)
+    if (allow?.length === 0) issues.add([...at, 'allow'], 'allows nobody: give a rule (or remove allow to let any signed-in person in)')
+    hosts.set(host, { allow, deny: hostRuleList(issues, [...at, 'deny'], rules.deny) ?? [] })
+  }
+  return hosts
+}
+
+function hostRuleList (issues: Issues, path: Path, raw: HostYaml['allow']): AllowRules[] | undefined {
+  if (raw === undefined) return undefined
+  return (Array.isArray(raw) ? raw : [raw]).map((entry, i) => {
+    const at = Array.isArray(raw) ? [...path, i] : path
+    // Normalised as a route's allow is (one function for both, and for forward-auth's query).
+    const rule = normalisedRule(entry)
+    if (rule.emails.length + rule.domains.length + rule.groups.length === 0 && !issues.touched(at)) {
+      issues.add(at, 'gives no condition: give emails, domains or groups')
+    }
+    return rule
+  })
 }
 
 /**
@@ -238,11 +278,7 @@ function validateProvider (issues: Issues, name: string, raw: ProviderYaml): Pro
 
 function validateAllow (issues: Issues, path: Path, raw: RouteYaml['allow']): AllowRules | undefined {
   if (raw === undefined) return issues.touched(path) ? { emails: [], domains: [], groups: [] } : undefined
-  const rules = {
-    emails: (raw.emails ?? []).map((e) => e.trim().toLowerCase()),
-    domains: (raw.domains ?? []).map((d) => d.trim().toLowerCase().replace(/^@/, '')),
-    groups: (raw.groups ?? []).map((g) => g.trim()),
-  }
+  const rules = normalisedRule(raw)
   if (rules.emails.length + rules.domains.length + rules.groups.length === 0 && !issues.touched(path)) {
     issues.add(path, 'allows nobody: give emails, domains or groups (or remove allow to let any signed-in user in)')
   }

@@ -1,7 +1,8 @@
 // Forward-auth for a proxy in front (nginx auth_request, Caddy forward_auth, Traefik ForwardAuth,
 // ingress-nginx auth-url): GET /oauth/auth/<provider>/ answers 200 with the bearer token and the
 // identity headers in the response, 401 `unauthenticated` with the sign-in address, 403 `forbidden`
-// when the allow rules in the query do not match. It never proxies: the proxy in front copies what
+// when the allow rules in the query, or the rules forwardAuth.hosts keeps for the host a trusted
+// proxy names in X-Forwarded-Host, do not admit the user (both must). It never proxies: the proxy in front copies what
 // it needs from this answer onto the request it sends its application.
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
@@ -10,10 +11,11 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AllowRules, GatewayConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, unreachable, type SessionState } from '../access/gate.js'
+import { normalisedRule, rulesAdmit } from '../access/identity.js'
 import { refusal } from '../access/refusal.js'
 import type { Session, Sessions } from '../session/session.js'
 import type { Providers } from './providers.js'
-import { RedirectHosts } from './redirect-hosts.js'
+import { hostKey, RedirectHosts } from './redirect-hosts.js'
 import type { TokenRefresher } from './refresh.js'
 import { NEXT_FALLBACK, loginUrl, safeNext } from './routes.js'
 
@@ -25,7 +27,8 @@ const IDENTITY_HEADERS = { user: 'x-forwarded-user', email: 'x-forwarded-email',
 
 /**
  * Headers added to a 200 besides the token and identity, such as a signed identity assertion.
- * `audience` is the origin of the original URL when a trusted proxy named it, else undefined.
+ * `audience` is the origin of the original URL when a trusted proxy named it, else undefined (the
+ * callback decides which audiences get anything: see forwardAuthAssertion).
  */
 export type ExtraHeaders = (session: Session, provider: string, audience: string | undefined) => Promise<Record<string, string>>
 
@@ -75,11 +78,7 @@ function allowRules (query: Record<string, string | string[] | undefined>): Allo
   const domains = listParameter(query.domains)
   const groups = listParameter(query.groups)
   if (emails === undefined && domains === undefined && groups === undefined) return undefined
-  return {
-    emails: (emails ?? []).map((email) => email.toLowerCase()),
-    domains: (domains ?? []).map((domain) => domain.toLowerCase().replace(/^@/, '')),
-    groups: groups ?? [],
-  }
+  return normalisedRule({ emails, domains, groups })
 }
 
 export async function forwardAuth (app: FastifyInstance, { config, providers, sessions, refresher, extraHeaders }: ForwardAuthDeps): Promise<void> {
@@ -106,6 +105,22 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
   }
 
   /**
+   * The host a trusted proxy says the request is for (X-Forwarded-Host, else Host), as
+   * forwardAuth.hosts names hosts (see hostKey), read by the parser that reads the original URL;
+   * undefined when the peer is no trusted proxy (its word names nothing), null when the value is
+   * not a host (which rules apply could not be told: refused).
+   */
+  function forwardedHost (request: FastifyRequest): string | undefined | null {
+    if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
+    try {
+      const url = new URL(`http://${request.host}/`)
+      return url.hostname === '' ? null : hostKey(url)
+    } catch {
+      return null
+    }
+  }
+
+  /**
    * Where the sign-in returns: the path itself when the original URL is on the gateway's own
    * origin, else the absolute URL when its host is allowed; otherwise /oauth/. Either way the
    * value as sent, checked by safeNext (which refuses what the URL parser would have changed).
@@ -126,6 +141,9 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
     if (!providers.has(provider)) throw new GatewayError('unknown_provider', `No provider named "${provider.slice(0, 64)}" is configured.`)
     const original = originalUrl(request)
     const login = loginUrl(config, provider, returnTo(original))
+    const host = forwardedHost(request)
+    if (host === null) throw refusal({ kind: 'invalid_request', reason: 'the forwarded host is not a host name' }, { subject: 'this provider' })
+    const hostRules = host === undefined ? undefined : config.forwardAuth.hosts.get(host)
     // The rules come with each request; compiling them is cheap (no `public` rules, no patterns).
     // No path to judge, and never a redirect: the proxy in front answers a browser (X-Login-URL).
     const gate = compileGate({ path: undefined, auth: 'required', provider, allow: allowRules(request.query), public: [] }, () => login)
@@ -157,6 +175,11 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
         unreachable(decision)
     }
     const identity = decision.identity
+    // The host's rules from gateway.yaml hold besides the query's: a caller that leaves out the
+    // query (or a proxy configured without it) gets no more than the host allows.
+    if (hostRules && !rulesAdmit(identity, hostRules.allow, hostRules.deny)) {
+      throw refusal({ kind: 'forbidden', identity, loginUrl: login }, { subject: 'this provider' })
+    }
     reply.header('authorization', `Bearer ${decision.accessToken}`)
     if (identity) {
       reply.header(IDENTITY_HEADERS.user, identity.sub)

@@ -1,5 +1,6 @@
 // Which hosts outside the gateway a browser may be sent back to (forwardAuth.allowedRedirectHosts):
 // the one test of an absolute redirect target's host and port, used by `safeNext`.
+// Also the one spelling of a forwarded host that forwardAuth.hosts is looked up by (`hostKey`).
 // @see https://www.rfc-editor.org/rfc/rfc9700#section-4.11 (open redirection)
 
 interface HostRule {
@@ -38,4 +39,12 @@ export class RedirectHosts {
     return this.rules.some((rule) => rule.port === url.port &&
       (url.hostname === rule.host || (rule.subdomains && url.hostname.endsWith(`.${rule.host}`))))
   }
+}
+
+/**
+ * The host of `url` as forwardAuth.hosts names it: the parser's lower-case ASCII host name without
+ * its port, and without the one trailing dot DNS ignores (`payroll.example.com.` is the same host).
+ */
+export function hostKey (url: URL): string {
+  return url.hostname.endsWith('.') ? url.hostname.slice(0, -1) : url.hostname
 }

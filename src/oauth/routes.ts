@@ -12,7 +12,7 @@ import { endSession, startSession } from '../http/session-cookie.js'
 import type { Metrics } from '../ops/metrics.js'
 import { emptyRecord, withSignIn } from '../session/record.js'
 import type { Sessions } from '../session/session.js'
-import { identityFrom } from '../access/identity.js'
+import { identityFrom, unverifiedUser } from '../access/identity.js'
 import { authorizationUrl, callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
 import type { BackchannelLogout } from './backchannel.js'
 import type { SignOuts } from './logout.js'
@@ -177,7 +177,10 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
       const callback = checkCallback(provider, query)
       const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(config, name), flow.verifier, flow.nonce)
       const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
-      const identity = identityFrom({ ...idClaims, ...userinfo }, provider.claims)
+      const claims = { ...idClaims, ...userinfo }
+      // A user name that is an address nobody verified is anyone's to claim: no session is made.
+      if (unverifiedUser(claims, provider.claims)) throw new GatewayError('forbidden', 'the provider has not verified this e-mail address')
+      const identity = identityFrom(claims, provider.claims)
       // The ID token only where sign-out will send it back (id_token_hint): it is the largest part.
       // sid and sub only where a back-channel logout may name them (and find them in the index).
       const listed = provider.backchannelLogout

@@ -1,9 +1,11 @@
 // Who may pass: OIDC discovery, ID token validation (forged tokens fail the sign-in), identity from
 // ID token + userinfo (or a plain OAuth 2.0 provider's userinfo through a claims mapping), identity
 // headers that clients cannot spoof, allow rules (403, upstream never called), public paths, and
-// /oauth/userinfo/. Real oidc-provider with several accounts; the stub only for forged ID tokens and
-// the GitHub-like userinfo.
+// /oauth/userinfo/, and no sign-in whose user name is an e-mail address the provider did not verify.
+// Real oidc-provider with several accounts; the stub only for forged ID tokens and the GitHub-like
+// userinfo.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { unverifiedUser } from '../../src/access/identity.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
@@ -26,13 +28,15 @@ beforeAll(async () => {
   stub = await startTokenStub()
   const { port, baseUrl } = await reserveBaseUrl()
   deadIssuer = `http://127.0.0.1:${await freePort()}`
-  op = await startOidcProvider([{ client_id: 'id-client', client_secret: 'id-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  op = await startOidcProvider([{ client_id: 'id-client', client_secret: 'id-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`, `${baseUrl}/oauth/authorized/byemail/`] }])
   gateway = await startGateway({
     server: { port, baseUrl },
     store: { type: 'redis', url: redis.url },
     providers: {
       // Discovery only: no authorizeUrl or tokenUrl.
       demo: oidcClient(op.issuer, 'id-client', 'id-secret', 'openid profile email groups'),
+      // The user is the e-mail address, as preset: google maps it.
+      byemail: { ...oidcClient(op.issuer, 'id-client', 'id-secret', 'openid email'), claims: { user: 'email' } },
       down: { clientId: 'x', clientSecret: 'y', issuer: deadIssuer, scope: 'openid' },
       oidcstub: { clientId: 'stub-client', clientSecret: 'stub-secret', issuer: stub.url, scope: 'openid' },
       plain: {
@@ -174,6 +178,43 @@ describe('allow rules', () => {
     const page = await response.text()
     expect(page).toContain('<code>forbidden</code>')
     expect(page).toContain('/oauth/login/demo/?next=%2Fadmins%2F')
+  })
+})
+
+describe('a user name that is an unverified e-mail address', () => {
+  const google = { user: 'email', email: 'email', name: 'name', groups: 'groups' }
+  const defaults = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
+  it.each([
+    ['user: email, email_verified false', true, google, { email: 'eve@x.test', email_verified: false }],
+    ['user: email, email_verified "false"', true, google, { email: 'eve@x.test', email_verified: 'false' }],
+    ['user: email, email_verified " FALSE "', true, google, { email: 'eve@x.test', email_verified: ' FALSE ' }],
+    ['user: /email (JSON pointer)', true, { ...google, user: '/email' }, { email: 'eve@x.test', email_verified: false }],
+    ['user and email on one custom path', true, { ...defaults, user: 'mail', email: 'mail' }, { mail: 'eve@x.test', email_verified: false }],
+    ['user: email, email_verified true', false, google, { email: 'eve@x.test', email_verified: true }],
+    ['user: email, email_verified absent (counts as verified, as for headers and rules)', false, google, { email: 'eve@x.test' }],
+    ['user: email, email_verified 0 (not a "no" OIDC defines)', false, google, { email: 'eve@x.test', email_verified: 0 }],
+    ['user: sub, email_verified false (the address is not the name)', false, defaults, { sub: 'eve', email: 'eve@x.test', email_verified: false }],
+  ] as const)('%s: refused %s', (_name, refused, mapping, claims) => {
+    expect(unverifiedUser(claims, mapping)).toBe(refused)
+  })
+
+  it('ends the sign-in in 403 forbidden with a plain message, and makes no session', async () => {
+    const eve = new Browser()
+    const response = await eve.navigate(`${gateway.url}/oauth/login/byemail/?next=/oauth/`, { login: 'eve' })
+    expect(response.status).toBe(403)
+    const page = await response.text()
+    expect(page).toContain('<code>forbidden</code>')
+    expect(page).toContain('the provider has not verified this e-mail address')
+    const info = await eve.fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })
+    expect(info.status).toBe(401)
+    expect((await info.json() as { error: string }).error).toBe('unauthenticated')
+  })
+
+  it('signs in a verified address as the user', async () => {
+    const alice = new Browser()
+    expect((await alice.navigate(`${gateway.url}/oauth/login/byemail/?next=/oauth/`, { login: 'alice' })).status).toBe(200)
+    const info = await (await alice.fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })).json() as { identities: Record<string, { sub: string }> }
+    expect(info.identities.byemail?.sub).toBe('alice@example.test')
   })
 })
 

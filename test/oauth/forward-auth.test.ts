@@ -1,9 +1,13 @@
 // Forward-auth at /oauth/auth/<provider>/ (SPEC.md, Endpoints): 200 with the bearer token and the
 // identity headers in the response, 401 `unauthenticated` with login_url (its `next` taken from
 // X-Forwarded-Uri / X-Original-URI only when a trusted proxy sent them), 403 when the allow rules in
-// the query do not match, a refresh as a proxied request would do it; never proxied. Then
+// the query or forwardAuth.hosts' rules for the forwarded host do not match (AND), an assertion only
+// for listed hosts and the gateway's own origin, a cache that thousands of hosts do not grow, a
+// refresh as a proxied request would do it; never proxied. Then
 // session.cookieDomain, and the end-to-end runs behind a real nginx (auth_request) and a real Caddy
 // (forward_auth) whose configs are the files in docs/forward-auth/, as docs/forward-auth.md shows them.
+import fc from 'fast-check'
+import { decodeJwt } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
@@ -45,12 +49,19 @@ beforeAll(async () => {
       stub: { clientId: 'stub-client', clientSecret: 'stub-secret', authorizeUrl: `${stub.url}/authorize`, tokenUrl: `${stub.url}/token`, scope: 'read' },
     },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
-    forwardAuth: { allowedRedirectHosts: ['.example.com', 'app.example.org'] },
+    forwardAuth: {
+      allowedRedirectHosts: ['.example.com', 'app.example.org'],
+      hosts: {
+        'app.example.com': {},
+        'payroll.example.com': { allow: { groups: ['admins'] } },
+        'wiki.example.com': { allow: [{ groups: ['staff'], domains: ['example.test'] }, { emails: ['mallory@evil.test'] }], deny: { emails: ['bob@example.test'] } },
+      },
+    },
     assertion: {},
   }
   trusting = await startGateway({ ...shared, server: { ...a, trustProxy: ['127.0.0.1'] } })
   untrusting = await startGateway({ ...shared, server: { ...b, trustProxy: ['10.1.2.3'] } })
-  for (const login of ['alice', 'bob', 'eve']) {
+  for (const login of ['alice', 'bob', 'eve', 'mallory']) {
     browsers[login] = new Browser()
     expect((await browsers[login].navigate(`${trusting.url}/oauth/login/demo/?next=/oauth/`, { login })).status).toBe(200)
   }
@@ -100,6 +111,128 @@ describe('forward-auth: the signed identity assertion', () => {
     expect(stranger.status).toBe(200)
     expect(stranger.headers.get('x-gateway-assertion')).toBeNull()
   })
+})
+
+describe('forward-auth: forwardAuth.hosts', () => {
+  const from = (host: string, uri = '/x') => ({ 'x-forwarded-uri': uri, 'x-forwarded-host': host, 'x-forwarded-proto': 'https' })
+
+  it('refuses bob at payroll with or without the query rules, and gives him no payroll assertion', async () => {
+    for (const query of ['', '?groups=admins', '?groups=staff']) {
+      const response = await auth(trusting, 'bob', query, from('payroll.example.com'))
+      expect(response.status).toBe(403)
+      expect((await response.json() as { error: string }).error).toBe('forbidden')
+      expect(response.headers.get('x-gateway-assertion')).toBeNull()
+      expect(response.headers.get('authorization')).toBeNull()
+      expect(response.headers.get('x-forwarded-user')).toBeNull()
+    }
+  })
+
+  it('lets alice into payroll with an assertion for its origin, and still applies the query (AND)', async () => {
+    const response = await auth(trusting, 'alice', '', from('payroll.example.com'))
+    expect(response.status).toBe(200)
+    expect(decodeJwt(response.headers.get('x-gateway-assertion')!)).toMatchObject({ sub: 'alice', aud: 'https://payroll.example.com' })
+    expect((await auth(trusting, 'alice', '?emails=bob@example.test', from('payroll.example.com'))).status).toBe(403)
+  })
+
+  it.each([
+    // The spellings a proxy may forward for payroll: its rules hold on each.
+    'PAYROLL.example.COM',
+    'payroll.example.com.',
+    'payroll.example.com:8443',
+    'payroll.example.com.:443',
+    'Payroll.Example.Com.:8443',
+    'payroll%2Eexample.com',
+    'payroll.example.com:0',
+    // Fastify reads the last of a list (the one the proxy in front appended).
+    'evil.example.net, payroll.example.com',
+    // What the URL parser reads as payroll is payroll (the original URL is read the same way).
+    'bob@payroll.example.com',
+    'payroll.example.com/x',
+    'payroll.example.com?x',
+    'payroll.example.com#x',
+  ])('applies payroll\'s rules to the forwarded host %j (bob 403, alice 200)', async (host) => {
+    expect((await auth(trusting, 'bob', '', from(host))).status).toBe(403)
+    expect((await auth(trusting, 'alice', '', from(host))).status).toBe(200)
+  })
+
+  it.each([
+    ['a host that is not one', 'pay roll.example.com'],
+    ['a bracketed non-address', '[payroll.example.com]'],
+    ['a bad port', 'payroll.example.com:99999'],
+    ['a forbidden code point', 'payroll.example.com%00'],
+  ])('answers 400 invalid_request to %s from a trusted proxy', async (_name, host) => {
+    const response = await auth(trusting, 'alice', '', from(host))
+    expect(response.status).toBe(400)
+    expect((await response.json() as { error: string }).error).toBe('invalid_request')
+  })
+
+  it.each([
+    // who, status at wiki: staff AND example.test, or the one listed address; bob is denied.
+    ['alice', 200],
+    ['bob', 403],
+    ['eve', 403],
+    ['mallory', 200],
+  ])('wiki (allow is a list of rules, each all of its conditions; deny wins): %s answers %i', async (who, status) => {
+    const response = await auth(trusting, who, '', from('wiki.example.com'))
+    expect(response.status).toBe(status)
+  })
+
+  it('lets any signed-in person into a listed host without rules, and mints its assertion', async () => {
+    const response = await auth(trusting, 'bob', '', from('app.example.com'))
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-gateway-assertion')).toBeTruthy()
+  })
+
+  it('answers an unlisted host as before (query rules only), without an assertion', async () => {
+    const response = await auth(trusting, 'bob', '', from('other.example.com'))
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-forwarded-user')).toBe('bob')
+    expect(response.headers.get('x-gateway-assertion')).toBeNull()
+  })
+
+  it('does not apply a host\'s rules, nor mint, on the word of a caller trustProxy does not admit', async () => {
+    const response = await auth(untrusting, 'bob', '', from('payroll.example.com'))
+    expect(response.status).toBe(200)
+    expect(response.headers.get('x-gateway-assertion')).toBeNull()
+  })
+
+  it('never mints for a host whose rules it did not apply, however the host is spelt (fast-check)', async () => {
+    const listed = ['app.example.com', 'payroll.example.com', 'wiki.example.com']
+    const spelling = fc.record({
+      user: fc.constantFrom('', 'bob@', 'a:b@'),
+      name: fc.constantFrom('payroll', 'PAYROLL', 'Payroll', 'app', 'wiki', 'other'),
+      domain: fc.constantFrom('.example.com', '.EXAMPLE.com', '.example.com.', '.example.net', ''),
+      port: fc.constantFrom('', ':443', ':8443', ':0'),
+      tail: fc.constantFrom('', '/x', '?y', '#z'),
+    })
+    await fc.assert(fc.asyncProperty(spelling, fc.constantFrom('alice', 'bob', 'eve'), async (h, who) => {
+      const response = await auth(trusting, who, '', from(`${h.user}${h.name}${h.domain}${h.port}${h.tail}`))
+      // The oracle, written apart from the code: payroll whatever the case, with or without the final dot.
+      const payroll = h.name.toLowerCase() === 'payroll' && h.domain.toLowerCase().replace(/\.$/, '') === '.example.com'
+      if (payroll && who !== 'alice') expect(response.status).toBe(403)
+      const assertion = response.headers.get('x-gateway-assertion')
+      if (assertion !== null) {
+        const audience = new URL(decodeJwt(assertion).aud as string)
+        expect(listed).toContain(audience.hostname.replace(/\.$/, ''))
+        if (audience.hostname.startsWith('payroll.')) expect(who).toBe('alice')
+      }
+    }), { numRuns: 150 })
+  })
+
+  it('keeps the assertion cache bounded whatever hosts and ports a proxy names (20,000 hosts, 1,000 ports)', async () => {
+    const assertions = trusting.app.assertions!
+    const before = assertions.cached
+    for (let i = 0; i < 20_000; i++) {
+      expect((await auth(trusting, 'alice', '', from(`h${i}.example.com`))).status).toBe(200)
+    }
+    // Hosts that are not listed mint nothing: nothing is kept.
+    expect(assertions.cached).toEqual(before)
+    for (let i = 1; i <= 1000; i++) {
+      expect((await auth(trusting, 'alice', '', from(`app.example.com:${i}`))).headers.get('x-gateway-assertion')).toBeTruthy()
+    }
+    // A listed host on 1,000 ports is 1,000 audiences: the LRU keeps its cap (256) of them.
+    expect(assertions.cached.audiences).toBe(256)
+  }, 120_000)
 })
 
 describe('forward-auth: signed in', () => {
@@ -346,6 +479,73 @@ describe('forwardAuth.allowedRedirectHosts', () => {
     ['example.com:99999', 'forwardAuth.allowedRedirectHosts[0]: must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got "example.com:99999"'],
   ])('refuses %s', (entry, message) => {
     expect(problems([entry])).toEqual([message])
+  })
+})
+
+describe('forwardAuth.hosts (config)', () => {
+  const parse = (hosts: unknown) => parseConfig(stringify({ session: { secret: TEST_SECRET }, forwardAuth: { hosts } }), {}, 'test.yaml')
+  const problems = (hosts: unknown): string[] => {
+    try {
+      parse(hosts)
+      return []
+    } catch (error) {
+      if (error instanceof ConfigError) return error.issues.map((issue) => issue.replace(/ \(line \d+\)$/, ''))
+      throw error
+    }
+  }
+  const rule = (over: Partial<{ emails: string[], domains: string[], groups: string[] }>) => ({ emails: [], domains: [], groups: [], ...over })
+
+  it('is empty by default', () => {
+    expect(parseConfig(stringify({ session: { secret: TEST_SECRET } }), {}, 'test.yaml').forwardAuth.hosts).toEqual(new Map())
+  })
+
+  it('reads one rule or a list of rules, normalised as a route\'s allow, under lower-case host names', () => {
+    const hosts = parse({
+      'Payroll.Example.com': { allow: { groups: ['payroll'] } },
+      'wiki.example.com': { allow: [{ emails: ['A@X.org'] }, { domains: ['@Y.org'], groups: ['staff'] }], deny: { emails: ['b@y.org'] } },
+      '10.0.0.7': {},
+    }).forwardAuth.hosts
+    expect(hosts).toEqual(new Map([
+      ['payroll.example.com', { allow: [rule({ groups: ['payroll'] })], deny: [] }],
+      ['wiki.example.com', { allow: [rule({ emails: ['a@x.org'] }), rule({ domains: ['y.org'], groups: ['staff'] })], deny: [rule({ emails: ['b@y.org'] })] }],
+      ['10.0.0.7', { allow: undefined, deny: [] }],
+    ]))
+  })
+
+  it('shares the route allow\'s normaliser: a route allow of only blank values is refused, not a route nobody may pass', () => {
+    const route = (allow: unknown) => stringify({ session: { secret: TEST_SECRET }, providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: 'https://op.example/a', tokenUrl: 'https://op.example/t', scope: 'read' } }, routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'demo', allow }] })
+    expect(() => parseConfig(route({ groups: [' '] }), {}, 'test.yaml')).toThrow(/routes\[0\]\.allow: allows nobody/)
+    expect(parseConfig(route({ groups: [' staff ', ' '], emails: [' A@X.org '] }), {}, 'test.yaml').routes[0]!.allow).toEqual({ emails: ['a@x.org'], domains: [], groups: ['staff'] })
+  })
+
+  it('is a Map: a host named like an Object property is not listed', () => {
+    const hosts = parse({ 'a.example.com': {} }).forwardAuth.hosts
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty']) expect(hosts.has(name)).toBe(false)
+  })
+
+  it.each([
+    [{ 'payroll.example.com:8443': {} }, 'forwardAuth.hosts.payroll.example.com:8443: must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got "payroll.example.com:8443"'],
+    [{ '.example.com': {} }, 'forwardAuth.hosts..example.com: must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got ".example.com"'],
+    [{ '*.example.com': {} }, 'forwardAuth.hosts.*.example.com: must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got "*.example.com"'],
+    [{ 'https://a.example.com': {} }, 'forwardAuth.hosts.https://a.example.com: must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got "https://a.example.com"'],
+    [{ 'bücher.example': {} }, 'forwardAuth.hosts.bücher.example: must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got "bücher.example"'],
+    [{ 'a.example.com': {}, 'A.example.com': {} }, 'forwardAuth.hosts.A.example.com: names the host "a.example.com" a second time'],
+    [{ 'a.example.com': { allow: [] } }, 'forwardAuth.hosts.a.example.com.allow: allows nobody: give a rule (or remove allow to let any signed-in person in)'],
+    [{ 'a.example.com': { allow: {} } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give emails, domains or groups'],
+    [{ 'a.example.com': { allow: { groups: [' '] } } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give emails, domains or groups'],
+    [{ 'a.example.com': { deny: [{ groups: ['x'] }, {}] } }, 'forwardAuth.hosts.a.example.com.deny[1]: gives no condition: give emails, domains or groups'],
+  ])('refuses %j', (hosts, message) => {
+    expect(problems(hosts)).toEqual([message])
+  })
+
+  it.each([
+    [{ 'a.example.com': { allow: { group: ['x'] } } }, 'forwardAuth.hosts.a.example.com.allow'],
+    [{ 'a.example.com': { permit: {} } }, 'forwardAuth.hosts.a.example.com'],
+    [{ 'a.example.com': { allow: 'admins' } }, 'forwardAuth.hosts.a.example.com.allow'],
+  ])('refuses the shape %j at its key path', (hosts, path) => {
+    const found = problems(hosts)
+    expect(found.length).toBeGreaterThan(0)
+    expect(found[0]).toContain(path)
   })
 })
 

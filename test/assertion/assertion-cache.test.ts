@@ -1,0 +1,106 @@
+// The assertion caches stay bounded whatever audiences a client makes forward-auth name (SPEC.md,
+// Security floor: caches keyed by client-influenced values are bounded): the LRU itself, the
+// forward-auth audiences and their assertions at their caps, a route's own cache kept beside them
+// and emptied by a key change, and a signing begun before a key change never cached after it.
+// No sockets: a KeyRing on the in-process store, time from a fixed clock.
+import pino from 'pino'
+import { describe, expect, it } from 'vitest'
+import type { Identity } from '../../src/access/identity.js'
+import { Assertions } from '../../src/assertion/assertions.js'
+import { KeyRing } from '../../src/assertion/keys.js'
+import { Lru } from '../../src/assertion/lru.js'
+import { Sealer } from '../../src/session/seal.js'
+import { emptyRecord, withSignIn, type Session } from '../../src/session/record.js'
+import { MemoryStore } from '../../src/store/memory.js'
+import { TEST_SECRET } from '../helpers/gateway.js'
+
+const alice: Identity = { sub: 'alice', email: 'alice@example.test', groups: ['admins'] }
+
+function session (id: string, identity: Identity = alice): Session {
+  const record = withSignIn(emptyRecord(0), 'demo', { tokens: { access_token: `at-${id}` }, identity, providerSession: undefined })
+  return { id, cookie: `cookie-${id}`, record }
+}
+
+/**
+ * Assertions on a real key ring, its key set already made (making it is a change, which empties the
+ * caches); `keyChanged` calls what the ring calls when its published set changes.
+ */
+async function assertions (options: { maxEntries?: number, maxAudiences?: number } = {}): Promise<{ assertions: Assertions, keyChanged: () => void }> {
+  const now = Date.parse('2026-01-01T00:00:00Z')
+  const keys = new KeyRing(new MemoryStore(), new Sealer(TEST_SECRET), { rotateEveryMs: 86_400_000, clock: () => now, log: pino({ level: 'silent' }) })
+  const listeners: Array<() => void> = []
+  const onChange = keys.onChange.bind(keys)
+  keys.onChange = (listener) => {
+    listeners.push(listener)
+    onChange(listener)
+  }
+  const signer = new Assertions(keys, { issuer: 'https://gw.example', ttlMs: 60_000, clock: () => now, ...options })
+  await keys.signingKey()
+  return { assertions: signer, keyChanged: () => { for (const listener of listeners) listener() } }
+}
+
+describe('Lru', () => {
+  it('keeps at most its capacity, dropping the least recently used (a read counts as a use)', () => {
+    const lru = new Lru<string, number>(3)
+    for (const [i, key] of ['a', 'b', 'c'].entries()) lru.set(key, i)
+    expect(lru.get('a')).toBe(0)
+    lru.set('d', 3)
+    expect(lru.size).toBe(3)
+    expect(lru.peek('b')).toBeUndefined()
+    expect([lru.peek('a'), lru.peek('c'), lru.peek('d')]).toEqual([0, 2, 3])
+    lru.set('c', 9)
+    lru.set('e', 4)
+    expect(lru.peek('a')).toBeUndefined()
+    expect(lru.peek('c')).toBe(9)
+  })
+
+  it('holds its cap over 20,000 distinct keys', () => {
+    const lru = new Lru<string, number>(100)
+    for (let i = 0; i < 20_000; i++) lru.set(`h${i}.example.com`, i)
+    expect(lru.size).toBe(100)
+    expect(lru.peek('h19999.example.com')).toBe(19_999)
+    expect(lru.peek('h19899.example.com')).toBeUndefined()
+  })
+
+  it.each([0, -1, 1.5, Number.NaN])('refuses a capacity of %s', (capacity) => {
+    expect(() => new Lru(capacity)).toThrow(RangeError)
+  })
+})
+
+describe('Assertions: the caches keyed by audience', () => {
+  it('keeps 20,000 forward-auth audiences of one session at the caps (audiences and assertions)', async () => {
+    const { assertions: signer } = await assertions({ maxEntries: 500, maxAudiences: 64 })
+    const alices = session('s1')
+    for (let i = 0; i < 20_000; i++) expect(await signer.assertionFor(alices, 'demo', `https://h${i}.example.com`)).toBeTruthy()
+    expect(signer.cached).toEqual({ audiences: 64, assertions: 500 })
+    expect(signer.signed).toBe(20_000)
+  }, 60_000)
+
+  it('keeps a route\'s audience (held by the proxy) beside them, and its assertions are reused', async () => {
+    const { assertions: signer } = await assertions({ maxEntries: 50, maxAudiences: 4 })
+    const route = signer.forAudience('demo', 'http://upstream.internal:9100')
+    const alices = session('s1')
+    const first = await route.assertion(alices)
+    for (let i = 0; i < 1000; i++) await signer.assertionFor(alices, 'demo', `https://h${i}.example.com`)
+    expect(route.ready(alices)).toBe(first)
+    // Forward-auth asked for the route's own audience: the route's cache answers, nothing is signed.
+    const signed = signer.signed
+    expect(await signer.assertionFor(alices, 'demo', 'http://upstream.internal:9100')).toBe(first)
+    expect(signer.signed).toBe(signed)
+    expect(signer.cached).toEqual({ audiences: 5, assertions: 51 })
+  })
+
+  it('empties every cache on a key change, and does not cache a signing begun under the old key', async () => {
+    const { assertions: signer, keyChanged } = await assertions({ maxEntries: 50, maxAudiences: 4 })
+    const route = signer.forAudience('demo', 'http://upstream.internal:9100')
+    const alices = session('s1')
+    await route.assertion(alices)
+    await signer.assertionFor(alices, 'demo', 'https://a.example.com')
+    const pending = signer.assertionFor(session('s2'), 'demo', 'https://b.example.com')
+    // As a rotation by this or another instance would, while s2's assertion is being signed.
+    keyChanged()
+    await pending
+    expect(signer.cached.assertions).toBe(0)
+    expect(route.ready(alices)).toBeUndefined()
+  })
+})
