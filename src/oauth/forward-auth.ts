@@ -6,10 +6,10 @@
 // it needs from this answer onto the request it sends its application.
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
-import { createRequire } from 'node:module'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { AllowRules, GatewayConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
+import { trustTest } from '../http/trust-proxy.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, unreachable, type SessionState } from '../access/gate.js'
 import { normalisedRule, rulesAdmit } from '../access/identity.js'
 import { refusal } from '../access/refusal.js'
@@ -39,21 +39,6 @@ export interface ForwardAuthDeps {
   refresher: TokenRefresher
   /** Optional: see {@link ExtraHeaders}. */
   extraHeaders?: ExtraHeaders
-}
-
-type TrustFn = (address: string, hop: number) => boolean
-
-/**
- * server.trustProxy as the same test Fastify applies before it reads X-Forwarded-Host/-Proto: true
- * trusts every peer, false none, a list is compiled by the proxy-addr that Fastify itself uses
- * (loaded from Fastify's own dependencies, so the two can never disagree on who is trusted).
- */
-function trustTest (trustProxy: boolean | string[]): TrustFn {
-  if (trustProxy === true) return () => true
-  if (trustProxy === false) return () => false
-  const fromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'))
-  const proxyAddr = fromFastify('@fastify/proxy-addr') as { compile (list: string[]): TrustFn }
-  return proxyAddr.compile(trustProxy)
 }
 
 /** The one value of a header sent once; undefined when absent or repeated (which to trust would be a guess). */

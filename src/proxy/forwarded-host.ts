@@ -3,26 +3,10 @@
 // client's own Host, which an upstream that builds absolute links from X-Forwarded-Host would
 // otherwise print into its pages (host header poisoning: password-reset links, cache keys).
 // @see https://www.rfc-editor.org/rfc/rfc7239#section-5.3
-import { createRequire } from 'node:module'
-
-/** proxy-addr's trust function: is the hop at `address` (0 = the peer) a trusted proxy? */
-type TrustFn = (address: string, hop: number) => boolean
+import { trustTest } from '../http/trust-proxy.js'
 
 /** A host with an optional port, as Host carries it (RFC 9110 §7.2); no list, no spaces, no path. */
 const HOST = /^(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::\d{1,5})?$/
-
-/**
- * server.trustProxy as the test Fastify applies before it reads X-Forwarded-Host: true trusts every
- * peer, false none, a list is compiled by the proxy-addr Fastify itself uses (loaded from Fastify's
- * own dependencies, so the two cannot disagree on who is trusted).
- */
-function trustTest (trustProxy: boolean | string[]): TrustFn {
-  if (trustProxy === true) return () => true
-  if (trustProxy === false) return () => false
-  const fromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'))
-  const proxyAddr = fromFastify('@fastify/proxy-addr') as { compile (list: string[]): TrustFn }
-  return proxyAddr.compile(trustProxy)
-}
 
 /**
  * Compiles the X-Forwarded-Host rule for one gateway.
