@@ -219,20 +219,20 @@ describe('forward-auth: forwardAuth.hosts', () => {
     }), { numRuns: 150 })
   })
 
-  it('keeps the assertion cache bounded whatever hosts and ports a proxy names (20,000 hosts, 1,000 ports)', async () => {
+  it('keeps the assertion cache bounded whatever hosts and ports a proxy names (2,000 hosts, 300 ports; 20,000 keys in test/assertion/assertion-cache.test.ts)', async () => {
     const assertions = trusting.app.assertions!
     const before = assertions.cached
-    for (let i = 0; i < 20_000; i++) {
+    for (let i = 0; i < 2000; i++) {
       expect((await auth(trusting, 'alice', '', from(`h${i}.example.com`))).status).toBe(200)
     }
     // Hosts that are not listed mint nothing: nothing is kept.
     expect(assertions.cached).toEqual(before)
-    for (let i = 1; i <= 1000; i++) {
+    for (let i = 1; i <= 300; i++) {
       expect((await auth(trusting, 'alice', '', from(`app.example.com:${i}`))).headers.get('x-gateway-assertion')).toBeTruthy()
     }
-    // A listed host on 1,000 ports is 1,000 audiences: the LRU keeps its cap (256) of them.
+    // A listed host on 300 ports is 300 audiences: the LRU keeps its cap (256) of them.
     expect(assertions.cached.audiences).toBe(256)
-  }, 120_000)
+  })
 })
 
 describe('forward-auth: signed in', () => {
