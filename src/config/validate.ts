@@ -6,7 +6,7 @@ import { isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
-import { Issues, checkUrl, closest, describe, formatMs, isObject, parseDuration, type Path } from './reader.js'
+import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
 import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
 import { plainHttpHost, plainHttpProblem, secretProblem } from './safety.js'
@@ -27,6 +27,20 @@ function duration (issues: Issues, path: Path, value: string | number | undefine
     return Math.min(Math.max(ms, minMs), maxMs)
   }
   return ms
+}
+
+/** A size the schema has let through (or its default), in bytes, held to its range. */
+function size (issues: Issues, path: Path, value: string | number | undefined, fallback: string, min: number, max: number): number {
+  const bytes = parseSize(value ?? fallback)
+  if (bytes === undefined) {
+    if (value !== undefined && !issues.touched(path)) issues.add(path, `must be a size such as 65536, 64KiB or 1MiB, got ${describe(value)}`)
+    return parseSize(fallback)!
+  }
+  if (bytes < min || bytes > max) {
+    issues.add(path, `must be between ${formatSize(min)} and ${formatSize(max)}, got ${describe(value)}`)
+    return Math.min(Math.max(bytes, min), max)
+  }
+  return bytes
 }
 
 /** A URL with one of `protocols`, or undefined (with a problem) when it is not one. */
@@ -306,6 +320,7 @@ function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers
     identityHeaders: validateIdentityHeaders(issues, at('identityHeaders'), raw.identityHeaders),
     allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
     assertion,
+    websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, '1MiB', 1024, 1024 ** 3),
   }
 }
 
