@@ -9,7 +9,7 @@ import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
 import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
-import { plainHttpHost, plainHttpProblem, secretProblem } from './safety.js'
+import { isLoopbackHost, isPublicSuffix, lessProtected, plainHttpHost, plainHttpProblem, reachMessage, reservedHeaderProblem, secretProblem, shippedSecretProblem, upstreamReach } from './safety.js'
 
 const COOKIE_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 const PROVIDER_NAME = /^[A-Za-z0-9_-]+$/
@@ -73,15 +73,29 @@ function trustProxy (issues: Issues, value: boolean | string | string[] | undefi
   return trusted.length > 0 ? trusted : false
 }
 
+/**
+ * `trustProxy: true` believes X-Forwarded-For from any peer: only a gateway that listens on loopback
+ * (so every peer is a proxy on this machine) may say it; anyone else could choose the address its
+ * rate-limit budget is counted under.
+ */
+function checkTrustAll (issues: Issues, trusted: boolean | string[], host: string): void {
+  if (trusted !== true || isLoopbackHost(host) || host === '::1') return
+  issues.add(['server', 'trustProxy'], `true believes X-Forwarded-For from every client, as server.host ${describe(host)} is not loopback: ` +
+    'any client could pick its own address (and a fresh sign-in budget); list the addresses or CIDR ranges of your proxies instead, such as ["10.0.0.0/8"]')
+}
+
 function validateServer (issues: Issues, raw: Sections['server']): ServerConfig {
   const port = raw.port ?? 8080
   const baseUrl = url(issues, ['server', 'baseUrl'], raw.baseUrl, ['http', 'https']) ?? `http://localhost:${port}`
   if (raw.baseUrl !== undefined && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
+  const host = raw.host ?? '0.0.0.0'
+  const trusted = trustProxy(issues, raw.trustProxy)
+  if (!issues.touched(['server', 'host'])) checkTrustAll(issues, trusted, host)
   return {
-    host: raw.host ?? '0.0.0.0',
+    host,
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),
-    trustProxy: trustProxy(issues, raw.trustProxy),
+    trustProxy: trusted,
     shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, '10s', 0, 300_000),
     workers: raw.workers === 'auto' ? availableParallelism() : raw.workers ?? 1,
   }
@@ -91,7 +105,8 @@ function validateSession (issues: Issues, raw: Sections['session'], baseUrl: str
   const cookieName = raw.cookieName ?? 'gw_session'
   if (!COOKIE_NAME.test(cookieName)) issues.add(['session', 'cookieName'], `must be a cookie name (letters, digits, - and _), got ${describe(cookieName)}`)
   const secret = raw.secret
-  const weakness = secret ? secretProblem(secret) : undefined
+  const loopbackOnly = isLoopbackHost(new URL(baseUrl).hostname)
+  const weakness = secret ? shippedSecretProblem(secret, loopbackOnly) ?? secretProblem(secret) : undefined
   if (weakness) issues.add(['session', 'secret'], weakness)
   // A cookieSecure with a problem of its own: the checks below that read it would only repeat it.
   const secureTouched = issues.touched(['session', 'cookieSecure'])
@@ -162,6 +177,10 @@ function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): For
       issues.add([...path, i], `${describe(entry)} would allow every host under a top-level domain: name your own domain, such as .example.com`)
       return []
     }
+    if (isPublicSuffix(match[2]!)) {
+      issues.add([...path, i], `${describe(entry)} is a public suffix (in the Public Suffix List): strangers own hosts under it; name your own domain, such as .example.com`)
+      return []
+    }
     return [lower]
   })
   return { allowedRedirectHosts }
@@ -202,7 +221,7 @@ const PRESET_HINT = `or set preset: ${PRESET_NAMES.join(', ')}`
 
 const CLAIM_DEFAULTS: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
 
-function validateProvider (issues: Issues, name: string, raw: ProviderYaml): ProviderConfig {
+function validateProvider (issues: Issues, name: string, raw: ProviderYaml, loopbackOnly: boolean): ProviderConfig {
   const path = ['providers', name]
   const at = (key: string): Path => [...path, key]
   if (!PROVIDER_NAME.test(name)) issues.add(path, 'a provider name may only use letters, digits, - and _')
@@ -225,6 +244,8 @@ function validateProvider (issues: Issues, name: string, raw: ProviderYaml): Pro
     issues.add(at('issuer'), 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
   }
   const userinfoUrl = url(issues, at('userinfoUrl'), raw.userinfoUrl, ['http', 'https'])
+  const shipped = raw.clientSecret === undefined ? undefined : shippedSecretProblem(raw.clientSecret, loopbackOnly)
+  if (shipped !== undefined) issues.add(at('clientSecret'), shipped)
   const allowInsecure = raw.dangerouslyAllowInsecureHttp ?? false
   const endpoints = { issuer, authorizeUrl, tokenUrl, userinfoUrl }
   for (const [key, endpoint] of Object.entries(endpoints)) {
@@ -366,7 +387,8 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteYaml['identityHeaders']): IdentityHeaders {
   const header = (key: keyof IdentityHeaders, fallback: string) => {
     const name = raw?.[key] ?? fallback
-    if (!HEADER_NAME.test(name)) issues.add([...path, key], `must be a header name, got ${describe(name)}`)
+    const problem = HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `must be a header name, got ${describe(name)}`
+    if (problem !== undefined) issues.add([...path, key], problem)
     return name.toLowerCase()
   }
   return { user: header('user', 'X-Forwarded-User'), email: header('email', 'X-Forwarded-Email'), groups: header('groups', 'X-Forwarded-Groups') }
@@ -399,6 +421,20 @@ function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig {
   if (value === false || value.trim() === 'off') return { login: undefined }
   const [max = '600', unit = 'min'] = value.replace(/\s+/g, '').split('/')
   return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit] ?? 60_000 } satisfies RateBudget }
+}
+
+/**
+ * A less protected route that reaches every upstream path of a protected one is refused at the
+ * less protected route's path (partial reach is a warning, see safety.ts's configWarnings).
+ */
+function refuseReachingRoutes (issues: Issues, routes: readonly RouteConfig[]): void {
+  routes.forEach((other, i) => {
+    routes.forEach((target, j) => {
+      if (i === j || !lessProtected(other, target) || upstreamReach(other, target) !== 'all') return
+      if (issues.touched(['routes', i]) || issues.touched(['routes', j])) return
+      issues.add(['routes', i, 'path'], reachMessage(routes, i, j, 'all'))
+    })
+  })
 }
 
 /** The placeholder deploy/kubernetes/base/secrets.env ships for every value an operator must set. */
@@ -442,7 +478,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   const server = validateServer(issues, raw.server)
 
   const providers: Record<string, ProviderConfig> = {}
-  for (const [name, entry] of Object.entries(raw.providers ?? {})) providers[name] = validateProvider(issues, name, entry)
+  for (const [name, entry] of Object.entries(raw.providers ?? {})) providers[name] = validateProvider(issues, name, entry, isLoopbackHost(new URL(server.baseUrl).hostname))
 
   const routes: RouteConfig[] = []
   const names = Object.keys(raw.providers ?? {})
@@ -454,6 +490,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     }
     routes.push(route)
   })
+  refuseReachingRoutes(issues, routes)
 
   const store = validateStore(issues, raw.store)
   if (store.type === 'memory' && server.workers > 1 && !issues.touched(['store', 'type'])) {

@@ -86,7 +86,7 @@ describe('config: a good file', () => {
   })
 
   it('numbers and booleans may come from variables', () => {
-    const config = parseConfig('server: { port: "${P}", trustProxy: "${T}" }', { P: '9000', T: 'true' })
+    const config = parseConfig('server: { host: 127.0.0.1, port: "${P}", trustProxy: "${T}" }', { P: '9000', T: 'true' })
     expect(config.server.port).toBe(9000)
     expect(config.server.trustProxy).toBe(true)
   })
@@ -242,7 +242,7 @@ describe('config: server.trustProxy', () => {
     ['"127.0.0.1, 10.0.0.0/8"', ['127.0.0.1', '10.0.0.0/8']],
     ['[]', false],
   ])('trustProxy: %s is passed to Fastify as %j', (value, expected) => {
-    expect(parseConfig(`server: { trustProxy: ${value} }`, {}).server.trustProxy).toEqual(expected)
+    expect(parseConfig(`server: { host: 127.0.0.1, trustProxy: ${value} }`, {}).server.trustProxy).toEqual(expected)
   })
 
   it('names each malformed entry', () => {
