@@ -1,7 +1,9 @@
 // Unsafe configurations do not start (SPEC.md, "Security floor"): a guessable session.secret,
 // provider endpoints over plain http to a host that is not loopback (configured or found by
-// discovery), a non-Secure cookie on an https gateway. A `public` rule that opens a whole protected
-// route is only a warning; `--check` prints warnings and still exits 0.
+// discovery), a non-Secure cookie on an https gateway, a public-suffix redirect host, identity
+// headers HTTP gives a meaning, trustProxy: true off loopback. A `public` rule that opens a whole
+// protected route and pkce: false are only warnings; `--check` prints warnings and still exits 0.
+// Route overlap and shipped secrets: test/config/route-reach.test.ts, shipped-secrets.test.ts.
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
