@@ -357,6 +357,9 @@ function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], writt
     issues.add(['assertion', 'header'], `must be a header name, got ${describe(header)}`)
   } else if (GATEWAY_SET_HEADERS.includes(lower) || lower.startsWith('x-forwarded-')) {
     issues.add(['assertion', 'header'], `must not be a header the gateway sets itself (${lower}), got ${describe(header)}`)
+  } else {
+    const reserved = reservedHeaderProblem(header)
+    if (reserved !== undefined) issues.add(['assertion', 'header'], reserved)
   }
   return {
     enabled: written || routes.some((route) => route.assertion),

@@ -246,6 +246,12 @@ describe('more unsafe settings refused, each naming its key', () => {
       expect(named(name)).toEqual([])
     })
 
+    it('checks the assertion header as well', () => {
+      expect(configProblems(stringify({ assertion: { header: 'Transfer-Encoding' } })).map(bare)).toEqual([
+        'assertion.header: must not be "Transfer-Encoding", a header HTTP itself gives a meaning (the upstream would read the identity as its transfer-encoding): name a header of your own, such as X-Forwarded-User',
+      ])
+    })
+
     it('checks email and groups as well', () => {
       const problems = configProblems(stringify({
         routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', auth: 'none', identityHeaders: { email: 'Cookie', groups: 'Connection' } }],
