@@ -77,7 +77,7 @@ export const SHIPPED_SECRETS: readonly string[] = [
  */
 export function shippedSecretProblem (secret: string, loopbackOnly: boolean): string | undefined {
   if (loopbackOnly || !SHIPPED_SECRETS.includes(secret.trim())) return undefined
-  return 'is a value shipped in this repository\'s own files (the demo\'s), which anyone can read; set a secret of your own ' +
+  return 'is a value shipped in this repository\'s own files (a demo or test value), which anyone can read; set a secret of your own ' +
     '(for a session secret, generate one with "openssl rand -base64 32")'
 }
 

@@ -46,7 +46,7 @@ for (const file of SHIPPED.flatMap(files)) {
 
 const GOOD_SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 const provider = (clientSecret: string) => ({ p: { clientId: 'c', clientSecret, scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t' } })
-const MESSAGE = 'is a value shipped in this repository\'s own files (the demo\'s), which anyone can read; set a secret of your own (for a session secret, generate one with "openssl rand -base64 32")'
+const MESSAGE = 'is a value shipped in this repository\'s own files (a demo or test value), which anyone can read; set a secret of your own (for a session secret, generate one with "openssl rand -base64 32")'
 
 describe('secrets shipped in the repository', () => {
   it('finds the compose demo\'s, the bench\'s and the scripts\' secrets in the shipped files', () => {
