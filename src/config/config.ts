@@ -10,7 +10,7 @@ import { validate } from './validate.js'
 
 export type { ConfigProblem } from './reader.js'
 
-export { parseDuration } from './reader.js'
+export { parseDuration, parseSize } from './reader.js'
 export { configWarnings } from './safety.js'
 
 export interface ServerConfig {
@@ -139,6 +139,8 @@ export interface RouteConfig {
   identityHeaders: IdentityHeaders
   /** Send the signed identity assertion to this route's upstream. */
   assertion: boolean
+  /** Websocket routes: the largest message, in bytes, either way; a larger one closes both sockets with 1009. */
+  websocketMaxMessage: number
 }
 
 /**

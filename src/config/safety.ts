@@ -1,7 +1,10 @@
-// What makes a config unsafe (SPEC.md, "Security floor"): a guessable session secret, plain http to
-// a provider that is not on this machine, and (as warnings only) settings that are allowed but
-// weaken the gateway. Pure functions: config-validate.ts turns their answers into problems, and
-// start-up and `--check` report the warnings.
+// What makes a config unsafe (SPEC.md, "Security floor"): a guessable or shipped secret, plain http
+// to a provider that is not on this machine, header names HTTP already gives a meaning, a redirect
+// host that is a public suffix, a less protected route that reaches a protected route's upstream
+// paths, and (as warnings only) settings that are allowed but weaken the gateway. Pure functions:
+// validate.ts turns their answers into problems, and start-up and `--check` report the warnings.
+import { isIP } from 'node:net'
+import { parse as parseHost } from 'tldts'
 import type { GatewayConfig, RouteConfig } from './config.js'
 
 /** How to make a good secret, said in every secret problem. */
@@ -54,6 +57,55 @@ export function secretProblem (secret: string): string | undefined {
   return undefined
 }
 
+/**
+ * Every secret a file shipped in this repository holds as a default or an example (docker-compose.yml,
+ * gateway.yaml, bench/, scripts/): anyone can read them, so a gateway that copied one is refused (test/config/
+ * shipped-secrets.test.ts reads those files, so this list cannot fall behind them).
+ */
+export const SHIPPED_SECRETS: readonly string[] = [
+  'compose-demo-session-secret-change-me',
+  'demo-secret-change-me',
+  'bench-session-secret-0123456789-abcdefghij',
+  'bench-client-secret',
+  'docker-check-secret-0123456789abcdef',
+]
+
+/**
+ * Why `secret` may not be used, when it is one of {@link SHIPPED_SECRETS}; undefined otherwise.
+ * `loopbackOnly` (server.baseUrl is a loopback host: the demo and the bench) lets them through, as
+ * nobody but this machine's own browser can reach such a gateway.
+ */
+export function shippedSecretProblem (secret: string, loopbackOnly: boolean): string | undefined {
+  if (loopbackOnly || !SHIPPED_SECRETS.includes(secret.trim())) return undefined
+  return 'is a value shipped in this repository\'s own files (a demo or test value), which anyone can read; set a secret of your own ' +
+    '(for a session secret, generate one with "openssl rand -base64 32")'
+}
+
+/** Header names HTTP itself gives a meaning (RFC 9110 §7.6.1, RFC 9112): a value put there would be read as framing or routing. */
+const RESERVED_HEADERS = ['host', 'authorization', 'cookie', 'content-length', 'transfer-encoding', 'connection',
+  'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade']
+
+/**
+ * Why a header the gateway fills with identity data (an identity header, a claim header) may not
+ * have this name, or undefined. `_` counts as `-`, as CGI and WSGI read both the same.
+ */
+export function reservedHeaderProblem (name: string): string | undefined {
+  const lower = name.toLowerCase().replaceAll('_', '-')
+  if (!RESERVED_HEADERS.includes(lower)) return undefined
+  return `must not be ${JSON.stringify(name)}, a header HTTP itself gives a meaning (the upstream would read the identity as its ${lower}): name a header of your own, such as X-Forwarded-User`
+}
+
+/**
+ * `host` (a domain name, no leading dot) is a public suffix: listed in the Public Suffix List, ICANN
+ * or private section (`co.uk`, `github.io`), so unrelated parties own its subdomains. IP addresses
+ * and names the list does not know (`localhost`, `intranet`) are not.
+ */
+export function isPublicSuffix (host: string): boolean {
+  if (isIP(host) !== 0) return false
+  const parsed = parseHost(host, { allowPrivateDomains: true })
+  return parsed.domain === null && (parsed.isIcann === true || parsed.isPrivate === true)
+}
+
 /** `localhost`, `*.localhost`, 127.0.0.0/8 and `[::1]`: names that never leave this machine (RFC 6761 §6.3). */
 export function isLoopbackHost (hostname: string): boolean {
   return hostname === 'localhost' || hostname.endsWith('.localhost') || hostname === '[::1]' ||
@@ -73,6 +125,93 @@ export function plainHttpHost (url: string): string | undefined {
 export function plainHttpProblem (host: string, provider: string): string {
   return `uses plain http to ${JSON.stringify(host)}, which is not a loopback host: tokens and the client secret would cross the network unencrypted; ` +
     `use https, or set providers.${provider}.dangerouslyAllowInsecureHttp: true if the network in between is trusted`
+}
+
+/**
+ * The upstream paths a route sends requests to: `exact`, and `prefix` followed by nothing or by
+ * anything that does not start with `/` (request targets are canonical: never an empty segment).
+ */
+interface UpstreamSpace { prefix: string, exact: string | undefined }
+
+/** The route's path and what is below it, as the gateway matches them: `/app` and `/app/...`. */
+function requestSpace (route: RouteConfig): UpstreamSpace {
+  return route.path === '/' ? { prefix: '/', exact: undefined } : { prefix: `${route.path}/`, exact: route.path }
+}
+
+/**
+ * Where `route` sends the requests in `requests` (a part of its own request space, such as the
+ * subtree of a route nested in it): request P + x goes upstream as R + x, R being rewritePrefix (P
+ * itself when absent). Below `/`, reply-from drops a trailing `/` of R, so P/x goes to R/x; a route
+ * at `/` sends /x to R + `x`.
+ */
+function mapped (route: RouteConfig, requests: UpstreamSpace): UpstreamSpace {
+  const rewrite = route.rewritePrefix ?? route.path
+  const base = route.path === '/' ? rewrite : rewrite.replace(/\/+$/, '')
+  const cut = route.path === '/' ? 1 : route.path.length
+  const map = (path: string) => `${base}${path.slice(cut)}` || '/'
+  return { prefix: map(requests.prefix), exact: requests.exact === undefined ? undefined : map(requests.exact) }
+}
+
+function inSpace (path: string, space: UpstreamSpace): boolean {
+  return path === space.exact || (path.startsWith(space.prefix) && path[space.prefix.length] !== '/')
+}
+
+/** `inner`'s request space lies inside `outer`'s: the gateway gives those requests to `inner`. */
+function nested (inner: RouteConfig, outer: RouteConfig): boolean {
+  return inner.path !== outer.path && (outer.path === '/' || inner.path.startsWith(`${outer.path}/`))
+}
+
+/** A character no configured path has: it stands for "any other character" below. */
+const OTHER = '\u0000'
+
+/**
+ * How much of `target`'s upstream paths `other` reaches on the same upstream origin: `all`, `some`
+ * or `none`. Where one route is nested in the other, the paths that the outer one would map the
+ * inner one's requests to do not count: those requests go to the inner route (a public `/` beside
+ * a protected `/app/` reaches none of its paths; with `rewritePrefix: /` it reaches all of them but
+ * `/app/...`, which is all; a public `/static/` inside a protected `/` reaches none).
+ *
+ * Each space is made of a few strings, so the answer is decided exactly by trying each string `s`,
+ * `s/`, and both followed by a character none of them has: every path passes the same tests as one
+ * of these.
+ */
+export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' | 'some' | 'none' {
+  if (new URL(other.upstream).origin !== new URL(target.upstream).origin) return 'none'
+  const reached = mapped(other, requestSpace(other))
+  const protectedSpace = mapped(target, requestSpace(target))
+  const shadows = [
+    ...(nested(target, other) ? [mapped(other, requestSpace(target))] : []),
+    ...(nested(other, target) ? [mapped(target, requestSpace(other))] : []),
+  ]
+  const strings = [reached, protectedSpace, ...shadows].flatMap((space) => [space.prefix, ...(space.exact === undefined ? [] : [space.exact])])
+  const candidates = [`/${OTHER}`, ...strings.flatMap((text) => [text, `${text}${OTHER}`, `${text}/`, `${text}/${OTHER}`])].filter((path) => !path.includes('//'))
+  const contested = candidates.filter((path) => inSpace(path, protectedSpace) && !shadows.some((shadow) => inSpace(path, shadow)))
+  const hits = contested.filter((path) => inSpace(path, reached)).length
+  return hits === 0 ? 'none' : hits === contested.length ? 'all' : 'some'
+}
+
+/** `other` lets in requests `target` would refuse: no sign-in at all, or any signed-in user where `target` has allow rules. */
+export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
+  if (target.auth !== 'required') return false
+  return other.auth === 'none' || (target.allow !== undefined && other.allow === undefined)
+}
+
+/** How a route is named in a message: its index and path. */
+export function routeName (route: RouteConfig, index: number): string {
+  return `routes[${index}] (${route.path === '/' ? '/' : `${route.path}/`})`
+}
+
+/** Why `other` lets a stranger past `target`, in the words of a problem or a warning. */
+export function reachMessage (routes: readonly RouteConfig[], otherIndex: number, targetIndex: number, reach: 'all' | 'some'): string {
+  const other = routes[otherIndex]!
+  const target = routes[targetIndex]!
+  const how = other.auth === 'none' ? 'with no sign-in' : 'to any signed-in user, without its allow rules'
+  const upstream = new URL(target.upstream).origin
+  return reach === 'all'
+    ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects, ${how}: ` +
+      'give the routes different upstream paths (rewritePrefix) or the same protection'
+    : `reaches some of the paths of ${upstream} that ${routeName(target, targetIndex)} protects (through ${routeName(target, targetIndex)} they need a sign-in), ${how}; ` +
+      'make sure the upstream serves nothing private there'
 }
 
 /** The public glob matches every path under the route's prefix (the same `*` as proxy.ts's matcher). */
@@ -108,9 +247,22 @@ export function configWarnings (config: GatewayConfig): string[] {
         'where its tokens and client secret can be read or changed on the network')
     }
   }
+  for (const provider of Object.values(config.providers)) {
+    if (!provider.pkce) {
+      warnings.push(`providers.${provider.name}.pkce is false: a stolen authorization code can be exchanged without the verifier only this browser's sign-in holds; ` +
+        'remove it unless the provider refuses PKCE')
+    }
+  }
   config.routes.forEach((route, i) => {
     const warning = publicWarning(route, i)
     if (warning) warnings.push(warning)
+  })
+  config.routes.forEach((other, i) => {
+    config.routes.forEach((target, j) => {
+      if (i !== j && lessProtected(other, target) && upstreamReach(other, target) === 'some') {
+        warnings.push(`routes[${i}].path: ${reachMessage(config.routes, i, j, 'some')}`)
+      }
+    })
   })
   return warnings
 }

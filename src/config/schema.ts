@@ -22,6 +22,17 @@ function Duration (description: string, fallback: string) {
   }))
 }
 
+/** `1048576` (bytes), `64KiB`, `1MiB`, `1.5MB`: see reader.ts's parseSize. */
+export const SIZE_PATTERN = '^[ \\t]*\\d{1,16}(?:\\.\\d{1,16})?[ \\t]*(?:[KkMmGg][Ii]?[Bb]|[Bb])?[ \\t]*$'
+const SIZE_EXPECTED = 'a size such as 65536, 64KiB or 1MiB'
+
+/** A size (a number of bytes or a string with a unit); its range is checked in validate.ts. */
+function Size (description: string, fallback: string) {
+  return Type.Optional(Type.Unsafe<string | number>({
+    type: ['string', 'integer'], pattern: SIZE_PATTERN, minimum: 0, default: fallback, description, expected: SIZE_EXPECTED,
+  }))
+}
+
 function Text (description: string, options: Record<string, unknown> = {}) {
   return Type.Optional(Type.String({ description, ...options }))
 }
@@ -156,6 +167,7 @@ const Route = Type.Object({
   allow: Type.Optional(Allow),
   public: Strings('`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', { default: [], examples: [['OPTIONS *', 'GET /app/static/*']] }),
   identityHeaders: Type.Optional(IdentityHeaders),
+  websocketMaxMessage: Size('WebSocket routes: the largest message either way (1KiB to 1GiB); a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
   allowedOrigins: Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] }),
   assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
 }, { additionalProperties: false, description: 'One proxied path prefix.' })

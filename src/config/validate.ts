@@ -7,10 +7,10 @@ import { availableParallelism } from 'node:os'
 import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
 import { normalisedRule } from '../access/identity.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
-import { Issues, checkUrl, closest, describe, formatMs, isObject, parseDuration, type Path } from './reader.js'
+import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
 import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
-import { plainHttpHost, plainHttpProblem, secretProblem } from './safety.js'
+import { isLoopbackHost, isPublicSuffix, lessProtected, plainHttpHost, plainHttpProblem, reachMessage, reservedHeaderProblem, secretProblem, shippedSecretProblem, upstreamReach } from './safety.js'
 
 const COOKIE_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 const PROVIDER_NAME = /^[A-Za-z0-9_-]+$/
@@ -28,6 +28,20 @@ function duration (issues: Issues, path: Path, value: string | number | undefine
     return Math.min(Math.max(ms, minMs), maxMs)
   }
   return ms
+}
+
+/** A size the schema has let through (or its default), in bytes, held to its range. */
+function size (issues: Issues, path: Path, value: string | number | undefined, fallback: string, min: number, max: number): number {
+  const bytes = parseSize(value ?? fallback)
+  if (bytes === undefined) {
+    if (value !== undefined && !issues.touched(path)) issues.add(path, `must be a size such as 65536, 64KiB or 1MiB, got ${describe(value)}`)
+    return parseSize(fallback)!
+  }
+  if (bytes < min || bytes > max) {
+    issues.add(path, `must be between ${formatSize(min)} and ${formatSize(max)}, got ${describe(value)}`)
+    return Math.min(Math.max(bytes, min), max)
+  }
+  return bytes
 }
 
 /** A URL with one of `protocols`, or undefined (with a problem) when it is not one. */
@@ -60,15 +74,29 @@ function trustProxy (issues: Issues, value: boolean | string | string[] | undefi
   return trusted.length > 0 ? trusted : false
 }
 
+/**
+ * `trustProxy: true` believes X-Forwarded-For from any peer: only a gateway that listens on loopback
+ * (so every peer is a proxy on this machine) may say it; anyone else could choose the address its
+ * rate-limit budget is counted under.
+ */
+function checkTrustAll (issues: Issues, trusted: boolean | string[], host: string): void {
+  if (trusted !== true || isLoopbackHost(host) || host === '::1') return
+  issues.add(['server', 'trustProxy'], `true believes X-Forwarded-For from every client, as server.host ${describe(host)} is not loopback: ` +
+    'any client could pick its own address (and a fresh sign-in budget); list the addresses or CIDR ranges of your proxies instead, such as ["10.0.0.0/8"]')
+}
+
 function validateServer (issues: Issues, raw: Sections['server']): ServerConfig {
   const port = raw.port ?? 8080
   const baseUrl = url(issues, ['server', 'baseUrl'], raw.baseUrl, ['http', 'https']) ?? `http://localhost:${port}`
   if (raw.baseUrl !== undefined && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
+  const host = raw.host ?? '0.0.0.0'
+  const trusted = trustProxy(issues, raw.trustProxy)
+  if (!issues.touched(['server', 'host'])) checkTrustAll(issues, trusted, host)
   return {
-    host: raw.host ?? '0.0.0.0',
+    host,
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),
-    trustProxy: trustProxy(issues, raw.trustProxy),
+    trustProxy: trusted,
     shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, '10s', 0, 300_000),
     workers: raw.workers === 'auto' ? availableParallelism() : raw.workers ?? 1,
   }
@@ -78,7 +106,8 @@ function validateSession (issues: Issues, raw: Sections['session'], baseUrl: str
   const cookieName = raw.cookieName ?? 'gw_session'
   if (!COOKIE_NAME.test(cookieName)) issues.add(['session', 'cookieName'], `must be a cookie name (letters, digits, - and _), got ${describe(cookieName)}`)
   const secret = raw.secret
-  const weakness = secret ? secretProblem(secret) : undefined
+  const loopbackOnly = isLoopbackHost(new URL(baseUrl).hostname)
+  const weakness = secret ? shippedSecretProblem(secret, loopbackOnly) ?? secretProblem(secret) : undefined
   if (weakness) issues.add(['session', 'secret'], weakness)
   // A cookieSecure with a problem of its own: the checks below that read it would only repeat it.
   const secureTouched = issues.touched(['session', 'cookieSecure'])
@@ -147,6 +176,10 @@ function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): For
     }
     if (match[1] && !match[2]!.includes('.')) {
       issues.add([...path, i], `${describe(entry)} would allow every host under a top-level domain: name your own domain, such as .example.com`)
+      return []
+    }
+    if (isPublicSuffix(match[2]!)) {
+      issues.add([...path, i], `${describe(entry)} is a public suffix (in the Public Suffix List): strangers own hosts under it; name your own domain, such as .example.com`)
       return []
     }
     return [lower]
@@ -228,7 +261,7 @@ const PRESET_HINT = `or set preset: ${PRESET_NAMES.join(', ')}`
 
 const CLAIM_DEFAULTS: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
 
-function validateProvider (issues: Issues, name: string, raw: ProviderYaml): ProviderConfig {
+function validateProvider (issues: Issues, name: string, raw: ProviderYaml, loopbackOnly: boolean): ProviderConfig {
   const path = ['providers', name]
   const at = (key: string): Path => [...path, key]
   if (!PROVIDER_NAME.test(name)) issues.add(path, 'a provider name may only use letters, digits, - and _')
@@ -251,6 +284,8 @@ function validateProvider (issues: Issues, name: string, raw: ProviderYaml): Pro
     issues.add(at('issuer'), 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
   }
   const userinfoUrl = url(issues, at('userinfoUrl'), raw.userinfoUrl, ['http', 'https'])
+  const shipped = raw.clientSecret === undefined ? undefined : shippedSecretProblem(raw.clientSecret, loopbackOnly)
+  if (shipped !== undefined) issues.add(at('clientSecret'), shipped)
   const allowInsecure = raw.dangerouslyAllowInsecureHttp ?? false
   const endpoints = { issuer, authorizeUrl, tokenUrl, userinfoUrl }
   for (const [key, endpoint] of Object.entries(endpoints)) {
@@ -342,6 +377,7 @@ function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers
     identityHeaders: validateIdentityHeaders(issues, at('identityHeaders'), raw.identityHeaders),
     allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
     assertion,
+    websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, '1MiB', 1024, 1024 ** 3),
   }
 }
 
@@ -357,6 +393,9 @@ function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], writt
     issues.add(['assertion', 'header'], `must be a header name, got ${describe(header)}`)
   } else if (GATEWAY_SET_HEADERS.includes(lower) || lower.startsWith('x-forwarded-')) {
     issues.add(['assertion', 'header'], `must not be a header the gateway sets itself (${lower}), got ${describe(header)}`)
+  } else {
+    const reserved = reservedHeaderProblem(header)
+    if (reserved !== undefined) issues.add(['assertion', 'header'], reserved)
   }
   return {
     enabled: written || routes.some((route) => route.assertion),
@@ -387,7 +426,8 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteYaml['identityHeaders']): IdentityHeaders {
   const header = (key: keyof IdentityHeaders, fallback: string) => {
     const name = raw?.[key] ?? fallback
-    if (!HEADER_NAME.test(name)) issues.add([...path, key], `must be a header name, got ${describe(name)}`)
+    const problem = HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `must be a header name, got ${describe(name)}`
+    if (problem !== undefined) issues.add([...path, key], problem)
     return name.toLowerCase()
   }
   return { user: header('user', 'X-Forwarded-User'), email: header('email', 'X-Forwarded-Email'), groups: header('groups', 'X-Forwarded-Groups') }
@@ -420,6 +460,20 @@ function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig {
   if (value === false || value.trim() === 'off') return { login: undefined }
   const [max = '600', unit = 'min'] = value.replace(/\s+/g, '').split('/')
   return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit] ?? 60_000 } satisfies RateBudget }
+}
+
+/**
+ * A less protected route that reaches every upstream path of a protected one is refused at the
+ * less protected route's path (partial reach is a warning, see safety.ts's configWarnings).
+ */
+function refuseReachingRoutes (issues: Issues, routes: readonly RouteConfig[]): void {
+  routes.forEach((other, i) => {
+    routes.forEach((target, j) => {
+      if (i === j || !lessProtected(other, target) || upstreamReach(other, target) !== 'all') return
+      if (issues.touched(['routes', i]) || issues.touched(['routes', j])) return
+      issues.add(['routes', i, 'path'], reachMessage(routes, i, j, 'all'))
+    })
+  })
 }
 
 /** The placeholder deploy/kubernetes/base/secrets.env ships for every value an operator must set. */
@@ -463,7 +517,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   const server = validateServer(issues, raw.server)
 
   const providers: Record<string, ProviderConfig> = {}
-  for (const [name, entry] of Object.entries(raw.providers ?? {})) providers[name] = validateProvider(issues, name, entry)
+  for (const [name, entry] of Object.entries(raw.providers ?? {})) providers[name] = validateProvider(issues, name, entry, isLoopbackHost(new URL(server.baseUrl).hostname))
 
   const routes: RouteConfig[] = []
   const names = Object.keys(raw.providers ?? {})
@@ -475,6 +529,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     }
     routes.push(route)
   })
+  refuseReachingRoutes(issues, routes)
 
   const store = validateStore(issues, raw.store)
   if (store.type === 'memory' && server.workers > 1 && !issues.touched(['store', 'type'])) {

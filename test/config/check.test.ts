@@ -55,7 +55,7 @@ const CASES: Case[] = [
     [p('servr', 1, 'unknown key', 'did you mean `server`?')]],
   ['a key with no near match lists what is allowed',
     config(OIDC, '    provider: demo\n    colour: blue\n'),
-    [p('routes[0].colour', 13, 'unknown key (expected one of: path, upstream, provider, rewritePrefix, timeout, maxConnections, auth, websocket, allow, public, identityHeaders, allowedOrigins, assertion)')]],
+    [p('routes[0].colour', 13, 'unknown key (expected one of: path, upstream, provider, rewritePrefix, timeout, maxConnections, auth, websocket, allow, public, identityHeaders, websocketMaxMessage, allowedOrigins, assertion)')]],
   ['a key in the wrong case',
     config(OIDC, '    provider: demo\n    rewriteprefix: /\n'),
     [p('routes[0].rewriteprefix', 13, 'unknown key', 'did you mean `rewritePrefix`?')]],
@@ -150,6 +150,21 @@ describe('the --check command', () => {
     expect(bad.stderr).toBe(`${join(dir, 'bad.yaml')}: 2 problems
   providers.demo.clientSecrt: unknown key; did you mean \`clientSecret\`? (line 6)
   routes[0].provider: names no configured provider; did you mean \`demo\`? (line 12)
+`)
+  })
+
+  it('prints the warning for a public route reaching part of a protected route\'s upstream and exits 0; full reach exits 1, naming both routes', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-check-'))
+    const routes = (publicPath: string) => `${config(OIDC, '    provider: demo\n    rewritePrefix: /\n')}  - path: ${publicPath}\n    upstream: http://127.0.0.1:9100\n    auth: none\n`
+    await writeFile(join(dir, 'some.yaml'), routes('/public/'))
+    await writeFile(join(dir, 'all.yaml'), routes('/'))
+    const some = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'some.yaml')])
+    expect(some.stdout).toBe(`${join(dir, 'some.yaml')}: OK (1 provider, 2 routes)\n`)
+    expect(some.stderr).toBe('warning: routes[1].path: reaches some of the paths of http://127.0.0.1:9100 that routes[0] (/app/) protects (through routes[0] (/app/) they need a sign-in), with no sign-in; make sure the upstream serves nothing private there\n')
+    const all = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'all.yaml')]).catch((e: unknown) => e) as { code: number, stderr: string }
+    expect(all.code).toBe(1)
+    expect(all.stderr).toBe(`${join(dir, 'all.yaml')}: 1 problem
+  routes[1].path: reaches every path of http://127.0.0.1:9100 that routes[0] (/app/) protects, with no sign-in: give the routes different upstream paths (rewritePrefix) or the same protection (line 14)
 `)
   })
 })

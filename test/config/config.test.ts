@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { configProblems } from '../helpers/config.js'
-import { loadConfig, parseConfig, parseDuration } from '../../src/config/config.js'
+import { loadConfig, parseConfig, parseDuration, parseSize } from '../../src/config/config.js'
 
 const GOOD = `
 server:
@@ -86,7 +86,7 @@ describe('config: a good file', () => {
   })
 
   it('numbers and booleans may come from variables', () => {
-    const config = parseConfig('server: { port: "${P}", trustProxy: "${T}" }', { P: '9000', T: 'true' })
+    const config = parseConfig('server: { host: 127.0.0.1, port: "${P}", trustProxy: "${T}" }', { P: '9000', T: 'true' })
     expect(config.server.port).toBe(9000)
     expect(config.server.trustProxy).toBe(true)
   })
@@ -177,6 +177,63 @@ routes:
   })
 })
 
+describe('config: sizes (parseSize, shared by every size key)', () => {
+  it.each([
+    [0, 0], [1048576, 1_048_576], ['1048576', 1_048_576], ['64KiB', 65_536], ['64kib', 65_536], ['1MiB', 1_048_576], [' 1 MiB ', 1_048_576],
+    ['1GiB', 1024 ** 3], ['1.5MiB', 1_572_864], ['1KB', 1000], ['2MB', 2_000_000], ['1GB', 1e9], ['512B', 512], ['512b', 512], ['1024GiB', 1024 ** 4],
+  ])('%j is %d bytes', (input, bytes) => {
+    expect(parseSize(input)).toBe(bytes)
+  })
+
+  it.each([
+    ['a negative number', -1], ['a fraction of a byte', 0.5], ['a fraction of a byte from a unit', '1.5B'], ['NaN', Number.NaN], ['Infinity', Infinity],
+    ['a number past 2^53', 2 ** 60], ['more than 1 TiB', '1025GiB'], ['an exponent', '1e6'], ['hex', '0x100'], ['a sign', '+1MiB'], ['a minus', '-1MiB'],
+    ['an unknown unit', '1TiB'], ['a unit alone', 'MiB'], ['bits', '1Mbit'], ['two numbers', '1 2MiB'], ['two units', '1KiBMiB'],
+    ['a trailing dot', '1.MiB'], ['empty', ''], ['spaces', '   '], ['17 digits', '1'.repeat(17)], ['a comma', '1,024'], ['an underscore', '1_024'],
+    ['a fullwidth digit', '１MiB'], ['a NUL', '1\u0000MiB'], ['a newline inside', '1\nMiB'], ['an object', { bytes: 1 }], ['a list', [1]], ['null', null], ['true', true],
+  ])('refuses %s (%j)', (_name, input) => {
+    expect(parseSize(input)).toBeUndefined()
+  })
+
+  it('runs in linear time on a long hostile value', () => {
+    const time = (text: string) => {
+      const start = performance.now()
+      for (let i = 0; i < 20; i++) parseSize(text)
+      return performance.now() - start
+    }
+    const short = time(`${'1'.repeat(1000)}.${'1'.repeat(1000)}x`)
+    const long = time(`${'1'.repeat(16_000)}.${'1'.repeat(16_000)}x`)
+    expect(long / Math.max(short, 0.01)).toBeLessThan(64)
+  })
+})
+
+describe('config: routes[].websocketMaxMessage', () => {
+  const route = (value?: unknown) => `routes: [{ path: /live, upstream: "http://127.0.0.1:1", auth: none, websocket: true${value === undefined ? '' : `, websocketMaxMessage: ${JSON.stringify(value)}`} }]`
+
+  it('is 1 MiB by default', () => {
+    expect(parseConfig(route(), ENV).routes[0]!.websocketMaxMessage).toBe(1_048_576)
+  })
+
+  it.each([[65536, 65_536], ['64KiB', 65_536], ['16MiB', 16_777_216], ['1KiB', 1024], ['1GiB', 1024 ** 3]])('reads %j as %d bytes', (value, bytes) => {
+    expect(parseConfig(route(value), ENV).routes[0]!.websocketMaxMessage).toBe(bytes)
+  })
+
+  it('reads a size from a variable', () => {
+    expect(parseConfig('routes: [{ path: /live, upstream: "http://127.0.0.1:1", auth: none, websocketMaxMessage: "${MAX}" }]', { MAX: '2MiB' }).routes[0]!.websocketMaxMessage).toBe(2_097_152)
+  })
+
+  it.each([
+    ['lots', 'routes[0].websocketMaxMessage: must be a size such as 65536, 64KiB or 1MiB, got "lots" (line 1)'],
+    ['1TiB', 'routes[0].websocketMaxMessage: must be a size such as 65536, 64KiB or 1MiB, got "1TiB" (line 1)'],
+    [-5, 'routes[0].websocketMaxMessage: must be a size such as 65536, 64KiB or 1MiB, got -5 (line 1)'],
+    [1.5, 'routes[0].websocketMaxMessage: must be a size such as 65536, 64KiB or 1MiB, got 1.5 (line 1)'],
+    ['100B', 'routes[0].websocketMaxMessage: must be between 1KiB and 1GiB, got "100B" (line 1)'],
+    ['2GiB', 'routes[0].websocketMaxMessage: must be between 1KiB and 1GiB, got "2GiB" (line 1)'],
+  ])('refuses %j', (value, expected) => {
+    expect(problems(route(value))).toEqual([expected])
+  })
+})
+
 describe('config: server.trustProxy', () => {
   it.each([
     ['true', true],
@@ -185,7 +242,7 @@ describe('config: server.trustProxy', () => {
     ['"127.0.0.1, 10.0.0.0/8"', ['127.0.0.1', '10.0.0.0/8']],
     ['[]', false],
   ])('trustProxy: %s is passed to Fastify as %j', (value, expected) => {
-    expect(parseConfig(`server: { trustProxy: ${value} }`, {}).server.trustProxy).toEqual(expected)
+    expect(parseConfig(`server: { host: 127.0.0.1, trustProxy: ${value} }`, {}).server.trustProxy).toEqual(expected)
   })
 
   it('names each malformed entry', () => {

@@ -1,7 +1,9 @@
 // Unsafe configurations do not start (SPEC.md, "Security floor"): a guessable session.secret,
 // provider endpoints over plain http to a host that is not loopback (configured or found by
-// discovery), a non-Secure cookie on an https gateway. A `public` rule that opens a whole protected
-// route is only a warning; `--check` prints warnings and still exits 0.
+// discovery), a non-Secure cookie on an https gateway, a public-suffix redirect host, identity
+// headers HTTP gives a meaning, trustProxy: true off loopback. A `public` rule that opens a whole
+// protected route and pkce: false are only warnings; `--check` prints warnings and still exits 0.
+// Route overlap and shipped secrets: test/config/route-reach.test.ts, shipped-secrets.test.ts.
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { readFileSync } from 'node:fs'
@@ -198,5 +200,96 @@ describe('endpoints found by OIDC discovery follow the same rule', () => {
     } finally {
       await gateway.close()
     }
+  })
+})
+
+describe('more unsafe settings refused, each naming its key', () => {
+  const bare = (problem: string) => problem.replace(/ \(line \d+\)$/, '')
+
+  describe('forwardAuth.allowedRedirectHosts: a public suffix (the Public Suffix List) is refused', () => {
+    const hosts = (list: string[]) => configProblems(stringify({ session: { secret: GOOD_SECRET }, forwardAuth: { allowedRedirectHosts: list } })).map(bare)
+    const suffix = (entry: string) => `forwardAuth.allowedRedirectHosts[0]: ${JSON.stringify(entry)} is a public suffix (in the Public Suffix List): strangers own hosts under it; name your own domain, such as .example.com`
+
+    it.each([
+      ['.github.io'], ['github.io'], ['.co.uk'], ['co.uk'], ['.CO.UK'], ['.s3.amazonaws.com'], ['.blogspot.com'], ['.herokuapp.com'],
+      ['.vercel.app'], ['.com.au'], ['.github.io:443'], ['co.uk:8443'], ['.pages.dev'], ['.appspot.com'],
+    ])('refuses %s', (entry) => {
+      expect(hosts([entry])).toEqual([suffix(entry)])
+    })
+
+    it.each([
+      ['.example.com'], ['app.example.com'], ['alice.github.io'], ['.alice.github.io'], ['example.co.uk'], ['.example.co.uk'],
+      ['127.0.0.1:9000'], ['10.0.0.5'], ['localhost'], ['localhost:8443'], ['intranet'], ['.corp.internal'], ['app.example.org:8443'],
+    ])('accepts %s', (entry) => {
+      expect(hosts([entry])).toEqual([])
+    })
+  })
+
+  describe('identity header names HTTP gives a meaning are refused', () => {
+    const named = (user: string) => configProblems(stringify({
+      session: { secret: GOOD_SECRET },
+      routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', auth: 'none', identityHeaders: { user } }],
+    })).map(bare)
+    const refused = (name: string, as: string) => `routes[0].identityHeaders.user: must not be ${JSON.stringify(name)}, a header HTTP itself gives a meaning (the upstream would read the identity as its ${as}): name a header of your own, such as X-Forwarded-User`
+
+    it.each([
+      ['Host', 'host'], ['host', 'host'], ['HOST', 'host'], ['Authorization', 'authorization'], ['Cookie', 'cookie'],
+      ['Content-Length', 'content-length'], ['content_length', 'content-length'], ['Transfer-Encoding', 'transfer-encoding'],
+      ['Transfer_Encoding', 'transfer-encoding'], ['Connection', 'connection'], ['Keep-Alive', 'keep-alive'], ['TE', 'te'],
+      ['Trailer', 'trailer'], ['Upgrade', 'upgrade'], ['Proxy-Authorization', 'proxy-authorization'], ['Proxy-Connection', 'proxy-connection'],
+      ['Proxy-Authenticate', 'proxy-authenticate'],
+    ])('refuses %s', (name, as) => {
+      expect(named(name)).toEqual([refused(name, as)])
+    })
+
+    it.each([['X-Forwarded-User'], ['X-User'], ['Remote-User-Name'], ['X-Host'], ['Hosts'], ['X-Authorization-User']])('accepts %s', (name) => {
+      expect(named(name)).toEqual([])
+    })
+
+    it('checks the assertion header as well', () => {
+      expect(configProblems(stringify({ assertion: { header: 'Transfer-Encoding' } })).map(bare)).toEqual([
+        'assertion.header: must not be "Transfer-Encoding", a header HTTP itself gives a meaning (the upstream would read the identity as its transfer-encoding): name a header of your own, such as X-Forwarded-User',
+      ])
+    })
+
+    it('checks email and groups as well', () => {
+      const problems = configProblems(stringify({
+        routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', auth: 'none', identityHeaders: { email: 'Cookie', groups: 'Connection' } }],
+      })).map(bare)
+      expect(problems.map((problem) => problem.slice(0, problem.indexOf(':')))).toEqual(['routes[0].identityHeaders.email', 'routes[0].identityHeaders.groups'])
+    })
+  })
+
+  describe('server.trustProxy: true only on a loopback listener', () => {
+    const server = (fields: Record<string, unknown>) => configProblems(stringify({ server: fields })).map(bare)
+    const refused = (host: string) => `server.trustProxy: true believes X-Forwarded-For from every client, as server.host ${JSON.stringify(host)} is not loopback: any client could pick its own address (and a fresh sign-in budget); list the addresses or CIDR ranges of your proxies instead, such as ["10.0.0.0/8"]`
+
+    it.each([
+      [{ trustProxy: true }, '0.0.0.0'], // the default: every interface
+      [{ trustProxy: 'true', host: '0.0.0.0' }, '0.0.0.0'],
+      [{ trustProxy: true, host: '::' }, '::'],
+      [{ trustProxy: true, host: '10.0.0.5' }, '10.0.0.5'],
+      [{ trustProxy: true, host: 'gateway.internal' }, 'gateway.internal'],
+      [{ trustProxy: true, host: 'localhost.example.org' }, 'localhost.example.org'],
+    ])('refuses %j', (fields, host) => {
+      expect(server(fields)).toEqual([refused(host)])
+    })
+
+    it.each([
+      [{ trustProxy: true, host: '127.0.0.1' }], [{ trustProxy: true, host: '::1' }], [{ trustProxy: true, host: 'localhost' }],
+      [{ trustProxy: ['10.0.0.0/8'] }], [{ trustProxy: 'loopback' }], [{ trustProxy: false }],
+    ])('accepts %j', (fields) => {
+      expect(server(fields)).toEqual([])
+    })
+  })
+
+  it('pkce: false is a warning naming the key', () => {
+    const config = parseConfig(stringify({
+      session: { secret: GOOD_SECRET },
+      providers: { p: { clientId: 'c', clientSecret: 's', scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t', pkce: false } },
+    }), {})
+    expect(configWarnings(config)).toEqual([
+      'providers.p.pkce is false: a stolen authorization code can be exchanged without the verifier only this browser\'s sign-in holds; remove it unless the provider refuses PKCE',
+    ])
   })
 })

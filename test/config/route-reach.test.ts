@@ -1,0 +1,164 @@
+// A less protected route beside a protected one on the same upstream: refused when it reaches every
+// upstream path of the protected route, a warning (at --check and start-up) when it reaches some.
+// A table of cases, and a fast-check property against a model that routes and rewrites each request
+// as the gateway does.
+import fc from 'fast-check'
+import { stringify } from 'yaml'
+import { describe, expect, it } from 'vitest'
+import { configProblems } from '../helpers/config.js'
+import { configWarnings, parseConfig, type RouteConfig } from '../../src/config/config.js'
+import { upstreamReach } from '../../src/config/safety.js'
+
+const UP = 'http://127.0.0.1:9100'
+const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
+const PROVIDERS = { p: { clientId: 'c', clientSecret: 's', scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t' } }
+
+/** A route as validate.ts resolves it (the fields upstreamReach and lessProtected read). */
+function route (path: string, rewritePrefix?: string, auth: 'none' | 'required' = 'required', upstream = UP): RouteConfig {
+  return {
+    path: path.length > 1 ? path.replace(/\/+$/, '') : path,
+    upstream,
+    provider: auth === 'required' ? 'p' : undefined,
+    rewritePrefix,
+    timeoutMs: 30_000,
+    maxConnections: 128,
+    auth,
+    websocket: false,
+    allowedOrigins: [],
+    allow: undefined,
+    public: [],
+    identityHeaders: { user: 'x-forwarded-user', email: 'x-forwarded-email', groups: 'x-forwarded-groups' },
+    assertion: false,
+    websocketMaxMessage: 1024 * 1024,
+  }
+}
+
+describe('upstreamReach: which upstream paths of a protected route another route reaches', () => {
+  it.each([
+    // [less protected: path, rewritePrefix], [protected: path, rewritePrefix], reach
+    [['/', undefined], ['/app/', '/'], 'all'], // the issue: the whole app is public
+    [['/', '/'], ['/app/', '/'], 'all'],
+    [['/pub/', '/'], ['/app/', '/'], 'all'],
+    [['/pub/', '/'], ['/app/', '/x/'], 'all'],
+    [['/pub/', '/x/'], ['/app/', '/x/y/'], 'all'],
+    [['/', undefined], ['/app/', undefined], 'none'], // a public site with a protected area: clients asking for /app/ reach the protected route
+    [['/', undefined], ['/app/', '/app/'], 'none'],
+    [['/public/', undefined], ['/app/', '/'], 'some'], // upstream /public/... both ways
+    [['/public/', undefined], ['/app/', undefined], 'none'],
+    [['/pub/', '/x/'], ['/app/', '/y/'], 'none'],
+    [['/pub/', '/x'], ['/app/', '/xy/'], 'none'], // /x is a segment, not a string prefix
+    [['/', '/x'], ['/app/', '/xy/'], 'all'], // a route at / sends /y... to /x + "y..."
+    [['/pub/', '/x/y/'], ['/app/', '/x/'], 'some'],
+    [['/', undefined], ['/a/b/', '/a/'], 'all'], // all of upstream /a/... but /a/b/..., which clients ask /a/b/ for
+    [['/', '/x'], ['/app/', '/x/'], 'some'], // / goes to /x, /y to /xy: never below /x/
+    [['/static/', undefined], ['/', undefined], 'none'], // a public folder of a protected site
+    [['/static/', '/'], ['/', undefined], 'all'],
+    [['/a/', undefined], ['/a/b/', '/'], 'some'],
+  ] as const)('%j beside protected %j reaches %s', ([lessPath, lessRewrite], [path, rewrite], expected) => {
+    expect(upstreamReach(route(lessPath, lessRewrite, 'none'), route(path, rewrite))).toBe(expected)
+  })
+
+  it('another upstream origin is never reached; the same origin written with a default port is', () => {
+    expect(upstreamReach(route('/', undefined, 'none', 'http://127.0.0.1:9101'), route('/app/', '/'))).toBe('none')
+    expect(upstreamReach(route('/', undefined, 'none', 'http://app.internal'), route('/app/', '/', 'required', 'http://app.internal:80'))).toBe('all')
+  })
+})
+
+describe('the config refuses full reach and warns about partial reach, naming both routes', () => {
+  const config = (routes: unknown[]) => stringify({ session: { secret: SECRET }, providers: PROVIDERS, routes })
+
+  it('refuses a public / beside a protected /app/ with rewritePrefix: /', () => {
+    const text = config([{ path: '/', upstream: UP, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p', rewritePrefix: '/' }])
+    expect(configProblems(text, {})).toEqual([
+      `routes[0].path: reaches every path of ${UP} that routes[1] (/app/) protects, with no sign-in: give the routes different upstream paths (rewritePrefix) or the same protection (line 11)`,
+    ])
+  })
+
+  it('refuses a route open to any signed-in user beside one with allow rules', () => {
+    const text = config([
+      { path: '/admin/', upstream: UP, provider: 'p', rewritePrefix: '/', allow: { groups: ['admins'] } },
+      { path: '/all/', upstream: UP, provider: 'p', rewritePrefix: '/' },
+    ])
+    expect(configProblems(text, {})).toEqual([
+      `routes[1].path: reaches every path of ${UP} that routes[0] (/admin/) protects, to any signed-in user, without its allow rules: give the routes different upstream paths (rewritePrefix) or the same protection (line 18)`,
+    ])
+  })
+
+  it('warns about a public /public/ beside a protected /app/ with rewritePrefix: /, and starts', () => {
+    const parsed = parseConfig(config([{ path: '/public/', upstream: UP, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p', rewritePrefix: '/' }]), {})
+    expect(configWarnings(parsed)).toEqual([
+      `routes[0].path: reaches some of the paths of ${UP} that routes[1] (/app/) protects (through routes[1] (/app/) they need a sign-in), with no sign-in; make sure the upstream serves nothing private there`,
+    ])
+  })
+
+  it('accepts a public site with a protected area on one upstream, and routes on different upstreams', () => {
+    expect(configProblems(config([{ path: '/', upstream: UP, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p' }]), {})).toEqual([])
+    expect(configWarnings(parseConfig(config([{ path: '/', upstream: UP, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p' }]), {}))).toEqual([])
+    expect(configProblems(config([{ path: '/', upstream: 'http://127.0.0.1:9101', auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p', rewritePrefix: '/' }]), {})).toEqual([])
+  })
+})
+
+/**
+ * The model: the gateway gives a request to the route with the longest matching path (`/app`
+ * matches `/app` and `/app/...`), and reply-from sends P + x upstream as R + x (R without its
+ * trailing `/` below `/`; a route at `/` sends /x to R + "x").
+ */
+function owner (routes: RouteConfig[], request: string): RouteConfig | undefined {
+  const matching = routes.filter((r) => r.path === '/' || request === r.path || request.startsWith(`${r.path}/`))
+  return matching.sort((a, b) => b.path.length - a.path.length)[0]
+}
+
+function upstreamPath (r: RouteConfig, request: string): string {
+  const rewrite = r.rewritePrefix ?? r.path
+  if (r.path === '/') return rewrite + request.slice(1)
+  return (rewrite.replace(/\/+$/, '') + request.slice(r.path.length)) || '/'
+}
+
+/** The requests `r` sends upstream as `upstream` (the inverse of upstreamPath), canonical ones only. */
+function requestsFor (r: RouteConfig, upstream: string): string[] {
+  const rewrite = r.rewritePrefix ?? r.path
+  const found: string[] = []
+  if (r.path === '/') {
+    if (upstream.startsWith(rewrite)) found.push(`/${upstream.slice(rewrite.length)}`)
+  } else {
+    const base = rewrite.replace(/\/+$/, '')
+    if (upstream === (base || '/')) found.push(r.path)
+    if (upstream.startsWith(`${base}/`)) found.push(r.path + upstream.slice(base.length))
+  }
+  return found.filter((q) => !q.includes('//') && upstreamPath(r, q) === upstream)
+}
+
+/** Upstream paths of up to three segments (with and without a trailing `/`), from pieces of the routes' paths. */
+const SEGMENTS = ['a', 'b', 'c', 'ab', 'aa', 'ba', 'ac', 'bc', 'abc', 'bab']
+function paths (depth: number): string[] {
+  let level = ['']
+  const all = ['/']
+  for (let i = 0; i < depth; i++) {
+    level = level.flatMap((p) => SEGMENTS.map((s) => `${p}/${s}`))
+    all.push(...level, ...level.map((p) => `${p}/`))
+  }
+  return all
+}
+const UPSTREAM = paths(3)
+
+const prefix = fc.constantFrom('/', '/a', '/b', '/a/b', '/ab')
+const rewrite = fc.option(fc.constantFrom('/', '/a', '/a/', '/b/', '/a/b', '/ab/'), { nil: undefined })
+
+describe('upstreamReach agrees with the model', () => {
+  it('refused iff every upstream path of the protected route (but those its own requests name) is reached; warned iff some are', () => {
+    fc.assert(fc.property(prefix, rewrite, prefix, rewrite, (lessPath, lessRewrite, path, rewritePrefix) => {
+      fc.pre(lessPath !== path)
+      const less = route(lessPath, lessRewrite, 'none')
+      const target = route(path, rewritePrefix)
+      const routes = [less, target]
+      // Who serves each upstream path: the route whose requests for it the gateway gives to that route.
+      const servedBy = (r: RouteConfig, u: string) => requestsFor(r, u).some((q) => owner(routes, q) === r)
+      // What one route would have sent upstream for requests the other takes: nobody reaches it through the first.
+      const shadowed = (u: string) => requestsFor(less, u).some((q) => owner(routes, q) === target) || requestsFor(target, u).some((q) => owner(routes, q) === less)
+      const contested = UPSTREAM.filter((u) => servedBy(target, u) && !shadowed(u))
+      const hits = contested.filter((u) => servedBy(less, u)).length
+      const expected = hits === 0 ? 'none' : hits === contested.length ? 'all' : 'some'
+      expect(upstreamReach(less, target)).toBe(expected)
+    }), { numRuns: 500 })
+  })
+})
