@@ -65,15 +65,15 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
 
 const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
 
+/** WebSocket.OPEN: `ws` is @fastify/http-proxy's dependency, not ours, so only its types are imported. */
+const OPEN = 1
+
 /**
  * Once both legs of a proxied websocket are open: a message over websocketMaxMessage on one leg
  * (ws closes that leg with 1009) closes the other with 1009 too, so each end learns why; the proxy
  * itself would say 1011. A client leg that has already closed while the upstream's was opening
  * closes the upstream's.
  */
-/** WebSocket.OPEN: `ws` is @fastify/http-proxy's dependency, not ours, so only its types are imported. */
-const OPEN = 1
-
 function passTooBig (_context: unknown, source: WebSocket, target: WebSocket): void {
   if (source.readyState !== OPEN) {
     target.close(1009, 'Message too big')
