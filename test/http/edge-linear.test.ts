@@ -154,6 +154,12 @@ describe('a real gateway and long hostile targets', () => {
     expect(response.body).not.toContain('<b><b>')
   })
 
+  it('answers 414 to an upgrade request with a long target, and closes its socket', async () => {
+    const response = await rawRequest(port, sized('/x/', 'a', MAX_TARGET_BYTES + 1), ['Upgrade: websocket', 'Connection: Upgrade', 'Sec-WebSocket-Version: 13', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='])
+    expect(response.status).toBe(414)
+    expect(JSON.parse(response.body)).toMatchObject({ error: 'uri_too_long' })
+  })
+
   it('answers /healthz while 40 of the issue\'s payloads arrive at once', async () => {
     const hostile = Array.from({ length: 40 }, async () => await rawRequest(port, dotsAndSpaces(3900)))
     const health = await rawRequest(port, '/healthz')
