@@ -2,27 +2,32 @@
 // the time it takes on an input 4 times larger. Linear growth gives about 4, quadratic about 16.
 // Never an absolute time: the machine may be slow or busy, but it is the same machine for both.
 
-/** Nanoseconds `reps` calls of `fn(input)` take. */
-function timeOf (fn: (input: string) => unknown, input: string, reps: number): number {
-  const start = process.hrtime.bigint()
+/**
+ * CPU microseconds (user and system) of this process for `reps` calls of `fn(input)`. CPU time,
+ * not wall time: on a shared machine the process may wait for a core, and that waiting is no
+ * cost of `fn` (the loop is synchronous, so nothing else of this process runs meanwhile).
+ */
+function costOf (fn: (input: string) => unknown, input: string, reps: number): number {
+  const start = process.cpuUsage()
   for (let i = 0; i < reps; i++) fn(input)
-  return Number(process.hrtime.bigint() - start)
+  const used = process.cpuUsage(start)
+  return used.user + used.system
 }
 
 /**
  * The ratio of the cost of `fn(large)` to the cost of `fn(small)`. The repetitions are chosen so
- * that the small input takes about 20 ms; the two sizes are then timed in turn, `trials` times,
- * and the fastest time of each is kept (a busy machine only ever adds time).
+ * that the small input costs at least 20 ms; the two sizes are then measured in turn, `trials`
+ * times, and the cheapest measurement of each is kept (a busy machine only ever adds cost).
  */
-export function growth (fn: (input: string) => unknown, small: string, large: string, trials = 7): number {
+export function growth (fn: (input: string) => unknown, small: string, large: string, trials = 11): number {
   for (let i = 0; i < 5; i++) { fn(small); fn(large) }
   let reps = 1
-  while (timeOf(fn, small, reps) < 20e6 && reps < 1e6) reps *= 2
-  let fastestSmall = Infinity
-  let fastestLarge = Infinity
+  while (costOf(fn, small, reps) < 20_000 && reps < 1e7) reps *= 2
+  let cheapestSmall = Infinity
+  let cheapestLarge = Infinity
   for (let trial = 0; trial < trials; trial++) {
-    fastestSmall = Math.min(fastestSmall, timeOf(fn, small, reps))
-    fastestLarge = Math.min(fastestLarge, timeOf(fn, large, reps))
+    cheapestSmall = Math.min(cheapestSmall, costOf(fn, small, reps))
+    cheapestLarge = Math.min(cheapestLarge, costOf(fn, large, reps))
   }
-  return fastestLarge / fastestSmall
+  return cheapestLarge / cheapestSmall
 }
