@@ -21,7 +21,8 @@
 // | 9 | signed in, no `allow` rules or one matches                  | `allow` (token and identity)     |
 //
 // A `public` glob's `*` matches any characters of the path, `/` included; the query is never part
-// of the path a rule sees. The prefix check (row 1) compares the canonical target, and only when
+// of the path a rule sees; globs are matched without regular expressions (glob.ts), linearly in the
+// path. The prefix check (row 1) compares the canonical target, and only when
 // that fails the decoded path too, as the router matches routes (a route `/café` serves
 // `/caf%C3%A9/`). Public rules are decided before the session is read, so a public path costs no store read and
 // never fails with the store; a public path never forwards the session's credentials, even when
@@ -29,6 +30,7 @@
 // fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
 // token, else `unread`), and reads the store only when the gate asks.
 import type { AllowRules, PublicRule } from '../config/config.js'
+import { globMatcher } from './glob.js'
 import { isAllowed, type Identity } from './identity.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
@@ -41,7 +43,7 @@ export interface GateRoute {
   public: readonly PublicRule[]
 }
 
-/** A route's gate, compiled once at startup: its rules as regular expressions, its login address. */
+/** A route's gate, compiled once at startup: its rules as matchers (src/access/glob.ts), its login address. */
 export interface RouteGate {
   readonly prefix: string | undefined
   readonly auth: 'required' | 'none'
@@ -103,27 +105,15 @@ const PUBLIC: Decision = Object.freeze({ kind: 'public' })
 const READ_SESSION: Decision = Object.freeze({ kind: 'read_session' })
 
 /**
- * A glob of a `public` rule as a regular expression over the whole target: `*` matches any
- * characters of the path (`/` included, `?` not), and the match ends where the path does. The lone
- * glob `*` matches every path. A glob holding `?` matches nothing (a path never holds one).
- */
-function globPattern (glob: string): RegExp {
-  if (glob === '*') return /^/
-  if (glob.includes('?')) return /(?!)/
-  const body = glob.split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('[^?]*')
-  return new RegExp(`^${body}(?:\\?|$)`)
-}
-
-/**
  * Compiles a route's `public` rules into one test of method and target. Rule methods are upper case
  * (the config makes them so) and `*` matches any method; a rule for GET does not admit HEAD.
  */
 export function publicMatcher (rules: readonly PublicRule[]): (method: string, target: string) => boolean {
   if (rules.length === 0) return () => false
-  const compiled = rules.map(({ method, path }) => ({ method, path: globPattern(path) }))
+  const compiled = rules.map(({ method, path }) => ({ method, path: globMatcher(path) }))
   return (method, target) => {
     for (const rule of compiled) {
-      if ((rule.method === '*' || rule.method === method) && rule.path.test(target)) return true
+      if ((rule.method === '*' || rule.method === method) && rule.path(target)) return true
     }
     return false
   }

@@ -1,18 +1,33 @@
 // The edge: every request (and every upgrade request) is made canonical before Fastify routes it,
 // through Fastify's `rewriteUrl`, so routing, the access decision and the proxy all read one string
 // (see canonical.ts). A target that cannot be made canonical, or a request with more than one Host
-// header, is routed nowhere and answered 400 `invalid_request` by the first onRequest hook.
+// header, is routed nowhere and answered 400 `invalid_request` by the first onRequest hook; a
+// target longer than 8 KiB is answered 414 `uri_too_long` the same way, before anything reads it.
+// Everything here is a scan of the client's bytes, never a regular expression: the edge's cost
+// is linear in what the client sends.
 import type { FastifyInstance, RawRequestDefaultExpression } from 'fastify'
 import { GatewayError } from './errors.js'
 import { canonicalTarget } from './canonical.js'
 
+/**
+ * The longest request target the gateway reads, in bytes (Node refuses a raw byte above 0x7F in
+ * the target, so its characters are its bytes). Node's own limit is on the whole head (16 KiB by
+ * default), so a longer target reaches the edge and is answered 414 there.
+ */
+export const MAX_TARGET_BYTES = 8192
+
 /** Why the raw request was refused at the edge, kept on it between rewriteUrl and the first hook. */
 const REFUSED = Symbol('refused at the edge')
 
-type EdgeRequest = RawRequestDefaultExpression & { [REFUSED]?: string, originalUrl?: string }
+/** What the first hook answers: the catalogue code and the reason in its message. */
+interface Refusal { code: 'invalid_request' | 'uri_too_long', reason: string }
 
-/** Routed in place of a refused target: the onRequest hook answers 400 before any route runs. */
+type EdgeRequest = RawRequestDefaultExpression & { [REFUSED]?: Refusal, originalUrl?: string }
+
+/** Routed in place of a refused target: the onRequest hook answers before any route runs. */
 const REFUSED_PLACEHOLDER = '/'
+
+const TOO_LONG: Refusal = Object.freeze({ code: 'uri_too_long', reason: `the request target is longer than ${MAX_TARGET_BYTES} bytes` })
 
 function hostHeaders (rawHeaders: string[]): number {
   let count = 0
@@ -28,13 +43,45 @@ function under (path: string, prefix: string): boolean {
   return prefix === '' || path === prefix || (path.startsWith(prefix) && path[prefix.length] === '/')
 }
 
+/** Where `segment`'s trailing run of dots and `%20`s starts (its length when it has none). */
+function trimmedEnd (segment: string): number {
+  let end = segment.length
+  // Read from the right, each step is forced by the last character (`.` or the `0` of `%20`), so
+  // one pass finds the whole run: no step is ever taken back.
+  for (;;) {
+    if (segment.charCodeAt(end - 1) === 46 /* . */) end -= 1
+    else if (end >= 3 && segment.charCodeAt(end - 1) === 48 /* 0 */ && segment.charCodeAt(end - 2) === 50 /* 2 */ && segment.charCodeAt(end - 3) === 37 /* % */) end -= 3
+    else return end
+  }
+}
+
 /** A path as case-insensitive servers (IIS, ASP.NET, Express by default) read it: lower case, each segment without trailing dots and spaces. */
 function folded (path: string): string {
-  return path.toLowerCase().split('/').map((segment) => segment.replace(/(?:\.|%20)+$/, '')).join('/')
+  const lower = path.toLowerCase()
+  let out = ''
+  let start = 0
+  for (;;) {
+    const slash = lower.indexOf('/', start)
+    const segment = slash === -1 ? lower.slice(start) : lower.slice(start, slash)
+    out += segment.slice(0, trimmedEnd(segment))
+    if (slash === -1) return out
+    out += '/'
+    start = slash + 1
+  }
 }
 
 /** What could make a path fold onto another: a capital letter, or a segment ending in a dot or an encoded space. */
-const FOLDABLE = /[A-Z]|(?:\.|%20)(?:\/|$)/
+function foldable (path: string): boolean {
+  for (let i = 0; i < path.length; i++) {
+    const code = path.charCodeAt(i)
+    if (code >= 65 && code <= 90) return true
+    const next = path.charCodeAt(i + 1)
+    // NaN past the end: a segment ends at a `/` or at the end of the path.
+    const segmentEnd = next === 47 /* / */ || Number.isNaN(next)
+    if (segmentEnd && (code === 46 /* . */ || (code === 48 /* 0 */ && i >= 2 && path.charCodeAt(i - 1) === 50 /* 2 */ && path.charCodeAt(i - 2) === 37 /* % */))) return true
+  }
+  return false
+}
 
 /**
  * Routes' prefixes a path may be read as by a case-insensitive upstream, though the router (which
@@ -43,7 +90,7 @@ const FOLDABLE = /[A-Z]|(?:\.|%20)(?:\/|$)/
  * protected prefix, so it is refused. Returns why, or undefined.
  */
 export function prefixSpelling (path: string, prefixes: readonly string[]): string | undefined {
-  if (!FOLDABLE.test(path)) return undefined
+  if (!foldable(path)) return undefined
   const loose = folded(path)
   for (const prefix of prefixes) {
     if (!under(path, prefix) && under(loose, folded(prefix))) {
@@ -63,7 +110,12 @@ export function edgeRewriter (routePrefixes: readonly string[]): (raw: RawReques
   return (raw) => {
     const request = raw as EdgeRequest
     if (request[REFUSED] !== undefined) return REFUSED_PLACEHOLDER
-    const target = canonicalTarget(request.url ?? '')
+    const sent = request.url ?? ''
+    if (sent.length > MAX_TARGET_BYTES) {
+      request[REFUSED] = TOO_LONG
+      return REFUSED_PLACEHOLDER
+    }
+    const target = canonicalTarget(sent)
     let refusal = target.ok ? undefined : target.reason
     if (refusal === undefined && hostHeaders(request.rawHeaders) > 1) refusal = 'the request has more than one Host header'
     if (refusal === undefined) {
@@ -72,14 +124,14 @@ export function edgeRewriter (routePrefixes: readonly string[]): (raw: RawReques
       refusal = prefixSpelling(queryAt === -1 ? url : url.slice(0, queryAt), prefixes)
       if (refusal === undefined) return url
     }
-    request[REFUSED] = refusal
+    request[REFUSED] = { code: 'invalid_request', reason: refusal }
     return REFUSED_PLACEHOLDER
   }
 }
 
 /** Refuses a request before it is routed (it is answered 400 `invalid_request` with `reason`). */
 export function refuseAtEdge (raw: RawRequestDefaultExpression, reason: string): void {
-  (raw as EdgeRequest)[REFUSED] = reason
+  (raw as EdgeRequest)[REFUSED] = { code: 'invalid_request', reason }
 }
 
 /** The target as the client sent it, for the log line of a refused request (its query is dropped there). */
@@ -88,11 +140,11 @@ export function refusedTarget (raw: RawRequestDefaultExpression): string | undef
   return request[REFUSED] === undefined ? undefined : request.originalUrl
 }
 
-/** The first onRequest hook, on every route and the 404 handler: answers what the edge refused. */
+/** The first onRequest hook, on every route and the 404 handler: answers what the edge refused (400, or 414 for a long target). */
 export function registerEdge (app: FastifyInstance): void {
   app.addHook('onRequest', (request, _reply, done) => {
     const refusal = (request.raw as EdgeRequest)[REFUSED]
     if (refusal === undefined) return done()
-    done(new GatewayError('invalid_request', `The request cannot be served: ${refusal}.`))
+    done(new GatewayError(refusal.code, `The request cannot be served: ${refusal.reason}.`))
   })
 }

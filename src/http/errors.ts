@@ -24,6 +24,11 @@ export const ERRORS = {
     title: 'Invalid request',
     explanation: 'The request was missing something the gateway needs.',
   },
+  uri_too_long: {
+    status: 414,
+    title: 'Address too long',
+    explanation: 'The address of this request is longer than the gateway accepts (8 KiB).',
+  },
   token_exchange_failed: {
     status: 502,
     title: 'Sign-in provider did not answer as expected',

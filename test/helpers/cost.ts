@@ -1,0 +1,33 @@
+// How a function's cost grows with its input, measured in one run on this machine: the ratio of
+// the time it takes on an input 4 times larger. Linear growth gives about 4, quadratic about 16.
+// Never an absolute time: the machine may be slow or busy, but it is the same machine for both.
+
+/**
+ * CPU microseconds (user and system) of this process for `reps` calls of `fn(input)`. CPU time,
+ * not wall time: on a shared machine the process may wait for a core, and that waiting is no
+ * cost of `fn` (the loop is synchronous, so nothing else of this process runs meanwhile).
+ */
+function costOf (fn: (input: string) => unknown, input: string, reps: number): number {
+  const start = process.cpuUsage()
+  for (let i = 0; i < reps; i++) fn(input)
+  const used = process.cpuUsage(start)
+  return used.user + used.system
+}
+
+/**
+ * The ratio of the cost of `fn(large)` to the cost of `fn(small)`. The repetitions are chosen so
+ * that the small input costs at least 20 ms; the two sizes are then measured in turn, `trials`
+ * times, and the cheapest measurement of each is kept (a busy machine only ever adds cost).
+ */
+export function growth (fn: (input: string) => unknown, small: string, large: string, trials = 11): number {
+  for (let i = 0; i < 5; i++) { fn(small); fn(large) }
+  let reps = 1
+  while (costOf(fn, small, reps) < 20_000 && reps < 1e7) reps *= 2
+  let cheapestSmall = Infinity
+  let cheapestLarge = Infinity
+  for (let trial = 0; trial < trials; trial++) {
+    cheapestSmall = Math.min(cheapestSmall, costOf(fn, small, reps))
+    cheapestLarge = Math.min(cheapestLarge, costOf(fn, large, reps))
+  }
+  return cheapestLarge / cheapestSmall
+}
