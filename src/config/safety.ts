@@ -214,7 +214,7 @@ export function reachMessage (routes: readonly RouteConfig[], otherIndex: number
       'make sure the upstream serves nothing private there'
 }
 
-/** The public glob matches every path under the route's prefix (the same `*` as proxy.ts's matcher). */
+/** The public glob matches every path under the route's prefix (the same `*` as src/access/glob.ts). */
 function coversRoute (glob: string, route: RouteConfig): boolean {
   if (glob === '*') return true
   const star = glob.indexOf('*')
