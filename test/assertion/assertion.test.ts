@@ -9,7 +9,7 @@ import type { IncomingHttpHeaders, Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { buildGateway } from '../../src/gateway.js'
@@ -40,8 +40,12 @@ async function loadDocsExample (): Promise<ExampleUpstream> {
   return await import(pathToFileURL(join(dir, 'upstream.mjs')).href) as ExampleUpstream
 }
 
-/** The gateways' clock: real time plus an offset the tests move (no waiting on the wall clock). */
-const clock = { offset: 0, now: () => Date.now() + clock.offset }
+/**
+ * The gateways' clock: real time plus an offset the tests move (no waiting on the wall clock), or,
+ * while `frozen` is set, that instant plus the offset (what a test that counts signings needs: a
+ * busy machine's real seconds must not move the renewal point).
+ */
+const clock = { offset: 0, frozen: undefined as number | undefined, now: () => (clock.frozen ?? Date.now()) + clock.offset }
 
 interface Instance { url: string, app: FastifyInstance }
 
@@ -231,9 +235,12 @@ describe('where the header goes', () => {
 })
 
 describe('signing on the hot path', () => {
+  afterEach(() => { clock.frozen = undefined })
+
   it('signs once per session and route, and again only when less than a third of the ttl is left', async () => {
     clock.offset = 0
     const cookie = await signIn(a, 'dana', '/plain/')
+    clock.frozen = Date.now()
     const before = signings(a)
     const first = await Promise.all(Array.from({ length: 10 }, () => assertionOf(`${a.url}/signed/x`, cookie)))
     const again = await Promise.all(Array.from({ length: 10 }, () => assertionOf(`${a.url}/signed/y`, cookie)))

@@ -41,9 +41,11 @@ describe('preset github (GitHub Enterprise Server form, against a stand-in that 
       store: { type: 'redis', url: redis.url },
       providers: { github: entry, narrow: { ...entry, scope: 'read:user' } },
       routes: [
-        { path: '/gh/', upstream: upstream.url, provider: 'github', rewritePrefix: '/' },
-        { path: '/gh-mail/', upstream: upstream.url, provider: 'github', rewritePrefix: '/', allow: { emails: ['octocat@github.com'] } },
-        { path: '/narrow/', upstream: upstream.url, provider: 'narrow', rewritePrefix: '/' },
+        // Each route forwards its own path: a route without allow rules that reached /gh-mail/'s
+        // upstream paths (rewritePrefix: / on both) would be refused at start.
+        { path: '/gh/', upstream: upstream.url, provider: 'github' },
+        { path: '/gh-mail/', upstream: upstream.url, provider: 'github', allow: { emails: ['octocat@github.com'] } },
+        { path: '/narrow/', upstream: upstream.url, provider: 'narrow' },
       ],
     })
   })
@@ -65,7 +67,7 @@ describe('preset github (GitHub Enterprise Server form, against a stand-in that 
     const { response } = await signIn('/gh/repos')
     expect(response.status).toBe(200)
     const seen = await response.json() as Seen
-    expect(seen.url).toBe('/repos')
+    expect(seen.url).toBe('/gh/repos')
     expect(seen.headers.authorization).toBe(`Bearer ${github.tokens.at(-1)}`)
     expect(seen.headers['x-forwarded-user']).toBe('octocat')
     expect(seen.headers['x-forwarded-email']).toBe('octocat@github.com')
