@@ -7,6 +7,8 @@ import { parseConfig, type GatewayConfig } from '../../src/config/config.js'
 import { buildGateway, type GatewayDeps } from '../../src/gateway.js'
 import { freePort, holdAgain, holdPort, releasePort, waitFor } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
+import { startRedis } from './redis.js'
+import { startUpstream, type Upstream } from './upstream.js'
 
 export const TEST_SECRET = 'test-session-secret-0123456789-abcdefghij'
 
@@ -119,4 +121,40 @@ export async function endedElsewhere (gateway: TestGateway, cookie: string): Pro
   await waitFor(async () => await sessionStatus(gateway, cookie) === 401, 1000, 'the other instance to hear that the session ended')
   const again = await sessionStatus(gateway, cookie)
   if (again !== 401) throw new Error(`the other instance answered ${again} again for an ended session`)
+}
+
+/** A gateway with a protected `/app/` inside a public `/`, one echo upstream behind both. */
+export interface NestedRoutes {
+  gateway: TestGateway
+  upstream: Upstream
+  port: number
+  close (): Promise<void>
+}
+
+/**
+ * Starts a real Redis, an upstream and a gateway whose protected `/app/` (with these `public`
+ * rules; its provider is never reached) sits inside a public `/`: where a path spelled another way
+ * could slip from the protected route to the public one (the edge's and the router's tests).
+ */
+export async function startNestedRoutes (publicRules: string[]): Promise<NestedRoutes> {
+  const redis = await startRedis()
+  const upstream = await startUpstream()
+  const gateway = await startGateway({
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: 'http://127.0.0.1:9/authorize', tokenUrl: 'http://127.0.0.1:9/token', scope: 'read' } },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo', public: publicRules },
+      { path: '/', upstream: upstream.url, auth: 'none' },
+    ],
+  })
+  return {
+    gateway,
+    upstream,
+    port: Number(new URL(gateway.url).port),
+    async close () {
+      await gateway.close()
+      await upstream.close()
+      await redis.release()
+    },
+  }
 }

@@ -8,10 +8,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { canonicalTarget } from '../../src/http/canonical.js'
 import { MAX_TARGET_BYTES, prefixSpelling } from '../../src/http/edge.js'
 import { growth } from '../helpers/cost.js'
-import { startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startNestedRoutes, type NestedRoutes } from '../helpers/gateway.js'
 import { rawRequest } from '../helpers/raw-http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import type { Upstream } from '../helpers/upstream.js'
 
 /** The functions edge.ts had before (the reference; quadratic, so on short inputs only). */
 const reference = {
@@ -82,29 +81,18 @@ describe('the edge\'s cost', () => {
 })
 
 describe('a real gateway and long hostile targets', () => {
-  let redis: TestRedis
+  let nested: NestedRoutes
   let upstream: Upstream
-  let gateway: TestGateway
   let port: number
 
   beforeAll(async () => {
-    redis = await startRedis()
-    upstream = await startUpstream()
-    gateway = await startGateway({
-      store: { type: 'redis', url: redis.url },
-      providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: 'http://127.0.0.1:9/authorize', tokenUrl: 'http://127.0.0.1:9/token', scope: 'read' } },
-      routes: [
-        { path: '/app/', upstream: upstream.url, provider: 'demo', public: ['GET /app/*/static/*.css'] },
-        { path: '/', upstream: upstream.url, auth: 'none' },
-      ],
-    })
-    port = Number(new URL(gateway.url).port)
+    nested = await startNestedRoutes(['GET /app/*/static/*.css'])
+    upstream = nested.upstream
+    port = nested.port
   })
 
   afterAll(async () => {
-    await gateway?.close()
-    await upstream?.close()
-    await redis?.release()
+    await nested?.close()
   })
 
   /** A target of exactly `bytes` bytes: `head`, `a`s, then as many whole `fill`s as fit. */

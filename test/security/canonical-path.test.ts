@@ -6,11 +6,10 @@ import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { canonicalTarget } from '../../src/http/canonical.js'
 import { prefixSpelling } from '../../src/http/edge.js'
-import { startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startNestedRoutes, type NestedRoutes, type TestGateway } from '../helpers/gateway.js'
 import { waitFor } from '../helpers/net.js'
 import { rawRequest } from '../helpers/raw-http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import type { Upstream } from '../helpers/upstream.js'
 
 /** [raw target, canonical form] */
 const CANONICAL: Array<[string, string]> = [
@@ -110,29 +109,20 @@ function hostileTarget (): fc.Arbitrary<string> {
 }
 
 describe('a real gateway with a public outer route and a protected inner route', () => {
-  let redis: TestRedis
+  let nested: NestedRoutes
   let upstream: Upstream
   let gateway: TestGateway
   let port: number
 
   beforeAll(async () => {
-    redis = await startRedis()
-    upstream = await startUpstream()
-    gateway = await startGateway({
-      store: { type: 'redis', url: redis.url },
-      providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: 'http://127.0.0.1:9/authorize', tokenUrl: 'http://127.0.0.1:9/token', scope: 'read' } },
-      routes: [
-        { path: '/app/', upstream: upstream.url, provider: 'demo', public: ['GET /app/public/*'] },
-        { path: '/', upstream: upstream.url, auth: 'none' },
-      ],
-    })
-    port = Number(new URL(gateway.url).port)
+    nested = await startNestedRoutes(['GET /app/public/*'])
+    gateway = nested.gateway
+    upstream = nested.upstream
+    port = nested.port
   })
 
   afterAll(async () => {
-    await gateway?.close()
-    await upstream?.close()
-    await redis?.release()
+    await nested?.close()
   })
 
   it.each(REFUSED.filter(([raw]) => raw.startsWith('/')))('answers 400 invalid_request to %j and calls no upstream', async (raw) => {
