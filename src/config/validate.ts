@@ -60,6 +60,20 @@ function isAddressOrRange (entry: string): boolean {
   return bits === undefined || (/^\d{1,3}$/.test(bits) && Number(bits) <= (version === 4 ? 32 : 128))
 }
 
+/**
+ * Why a trusted range is wider than any network of proxies (shorter than /8 for IPv4, the largest
+ * private block, or /7 for IPv6, the unique-local block): `0.0.0.0/0`, `::/0` or two `/1`s trust
+ * every client, as `true` does. Undefined for a range that is narrow enough.
+ */
+function tooWide (entry: string): string | undefined {
+  const [address = '', bits] = entry.split('/')
+  if (bits === undefined || PROXY_GROUPS.includes(entry)) return undefined
+  const least = isIP(address) === 4 ? 8 : 7
+  if (Number(bits) >= least) return undefined
+  return `${describe(entry)} trusts X-Forwarded-For from a large part of the internet (a range shorter than /${least}): any client could pick its own address; ` +
+    'list the addresses or ranges of your proxies, such as 10.0.0.0/8'
+}
+
 /** true, false, or a list (or comma-separated string, for ${VAR}) of addresses and CIDR ranges. */
 function trustProxy (issues: Issues, value: boolean | string | string[] | undefined): boolean | string[] {
   const path = ['server', 'trustProxy']
@@ -67,7 +81,12 @@ function trustProxy (issues: Issues, value: boolean | string | string[] | undefi
   if (value === 'true' || value === 'false') return value === 'true'
   const list = typeof value === 'string' ? value.split(',').map((entry) => entry.trim()).filter(Boolean) : value
   const trusted = list.flatMap((entry, i) => {
-    if (entry !== undefined && isAddressOrRange(entry.trim())) return [entry.trim()]
+    if (entry !== undefined && isAddressOrRange(entry.trim())) {
+      const wide = tooWide(entry.trim())
+      if (wide === undefined) return [entry.trim()]
+      issues.add([...path, i], wide)
+      return []
+    }
     issues.add([...path, i], `must be an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal), got ${describe(entry)}`)
     return []
   })
@@ -391,6 +410,8 @@ function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], writt
   const lower = header.toLowerCase()
   if (!HEADER_NAME.test(header)) {
     issues.add(['assertion', 'header'], `must be a header name, got ${describe(header)}`)
+  } else if (!IDENTITY_HEADER_NAME.test(header)) {
+    issues.add(['assertion', 'header'], `${IDENTITY_HEADER_PROBLEM}, got ${describe(header)}`)
   } else if (GATEWAY_SET_HEADERS.includes(lower) || lower.startsWith('x-forwarded-')) {
     issues.add(['assertion', 'header'], `must not be a header the gateway sets itself (${lower}), got ${describe(header)}`)
   } else {
@@ -422,11 +443,20 @@ function validateOrigins (issues: Issues, path: Path, raw: string[] | undefined)
 }
 
 const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
+/**
+ * A header the gateway fills with who the user is: letters, digits and `-` only. CGI, WSGI and PHP
+ * read `_` and `.` as `-`, so a client's `X-App-User` would reach such an application as the same
+ * variable as a configured `X_App_User` (the gateway drops a client's other spellings of `-` names).
+ */
+const IDENTITY_HEADER_NAME = /^[A-Za-z0-9-]+$/
+const IDENTITY_HEADER_PROBLEM = 'may hold only letters, digits and "-": CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling'
 
 function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteYaml['identityHeaders']): IdentityHeaders {
   const header = (key: keyof IdentityHeaders, fallback: string) => {
     const name = raw?.[key] ?? fallback
-    const problem = HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `must be a header name, got ${describe(name)}`
+    const problem = !HEADER_NAME.test(name)
+      ? `must be a header name, got ${describe(name)}`
+      : IDENTITY_HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
     if (problem !== undefined) issues.add([...path, key], problem)
     return name.toLowerCase()
   }

@@ -234,8 +234,7 @@ describe('more unsafe settings refused, each naming its key', () => {
 
     it.each([
       ['Host', 'host'], ['host', 'host'], ['HOST', 'host'], ['Authorization', 'authorization'], ['Cookie', 'cookie'],
-      ['Content-Length', 'content-length'], ['content_length', 'content-length'], ['Transfer-Encoding', 'transfer-encoding'],
-      ['Transfer_Encoding', 'transfer-encoding'], ['Connection', 'connection'], ['Keep-Alive', 'keep-alive'], ['TE', 'te'],
+      ['Content-Length', 'content-length'], ['Transfer-Encoding', 'transfer-encoding'], ['Connection', 'connection'], ['Keep-Alive', 'keep-alive'], ['TE', 'te'],
       ['Trailer', 'trailer'], ['Upgrade', 'upgrade'], ['Proxy-Authorization', 'proxy-authorization'], ['Proxy-Connection', 'proxy-connection'],
       ['Proxy-Authenticate', 'proxy-authenticate'],
     ])('refuses %s', (name, as) => {
@@ -257,6 +256,41 @@ describe('more unsafe settings refused, each naming its key', () => {
         routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', auth: 'none', identityHeaders: { email: 'Cookie', groups: 'Connection' } }],
       })).map(bare)
       expect(problems.map((problem) => problem.slice(0, problem.indexOf(':')))).toEqual(['routes[0].identityHeaders.email', 'routes[0].identityHeaders.groups'])
+    })
+  })
+
+  describe('identity header names with "_" or "." are refused (CGI reads a client\'s "-" spelling as the same variable)', () => {
+    const named = (user: string) => configProblems(stringify({
+      session: { secret: GOOD_SECRET },
+      routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', auth: 'none', identityHeaders: { user } }],
+    })).map(bare)
+    const refused = (where: string, name: string) => `${where}: may hold only letters, digits and "-": CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling, got ${JSON.stringify(name)}`
+
+    it.each([['X_App_User'], ['x_app_user'], ['X.App.User'], ['X-App_User'], ['content_length'], ['Transfer_Encoding'], ['X-App-User.']])('refuses %s', (name) => {
+      expect(named(name)).toEqual([refused('routes[0].identityHeaders.user', name)])
+    })
+
+    it('refuses them for the assertion header too', () => {
+      expect(configProblems(stringify({ assertion: { header: 'X_Gateway_Assertion' } })).map(bare)).toEqual([refused('assertion.header', 'X_Gateway_Assertion')])
+    })
+  })
+
+  describe('trustProxy ranges that take in a large part of the internet are refused', () => {
+    const trusting = (ranges: string[]) => configProblems(stringify({ session: { secret: GOOD_SECRET }, server: { trustProxy: ranges } })).map(bare)
+    const wide = (i: number, range: string, least: number) => `server.trustProxy[${i}]: ${JSON.stringify(range)} trusts X-Forwarded-For from a large part of the internet (a range shorter than /${least}): any client could pick its own address; list the addresses or ranges of your proxies, such as 10.0.0.0/8`
+
+    it.each([
+      [['0.0.0.0/0'], [wide(0, '0.0.0.0/0', 8)]],
+      [['::/0'], [wide(0, '::/0', 7)]],
+      [['0.0.0.0/1', '128.0.0.0/1'], [wide(0, '0.0.0.0/1', 8), wide(1, '128.0.0.0/1', 8)]],
+      [['10.0.0.0/7'], [wide(0, '10.0.0.0/7', 8)]],
+      [['2000::/3'], [wide(0, '2000::/3', 7)]],
+    ])('refuses %j', (ranges, expected) => {
+      expect(trusting(ranges)).toEqual(expected)
+    })
+
+    it.each([[['10.0.0.0/8']], [['fc00::/7']], [['192.168.0.0/16', '127.0.0.1', 'loopback', 'uniquelocal']], [['203.0.113.7']]])('accepts %j', (ranges) => {
+      expect(trusting(ranges)).toEqual([])
     })
   })
 
