@@ -5,12 +5,13 @@ import type { Session, SessionRecord, Sessions } from '../session/session.js'
 
 /**
  * Starts a session holding `record` under a new id, ends the one the request came with, and sets
- * the new cookie on the reply. Returns the new session's id.
+ * the new cookie on the reply (`alone`: see Sessions.start). Returns the new session's id and the
+ * record it holds.
  */
-export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord): Promise<string> {
-  const { id, cookie } = await sessions.start(request.headers.cookie, record)
-  reply.setCookie(sessions.cookieName, cookie, sessions.cookieOptions)
-  return id
+export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord, alone?: () => SessionRecord): Promise<{ id: string, record: SessionRecord }> {
+  const started = await sessions.start(request.headers.cookie, record, alone)
+  reply.setCookie(sessions.cookieName, started.cookie, sessions.cookieOptions)
+  return { id: started.id, record: started.record }
 }
 
 /**

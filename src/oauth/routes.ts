@@ -191,11 +191,16 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
             ...(listed && typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
           }
         : undefined
-      const previous = (await sessions.load(request.headers.cookie))?.record ?? emptyRecord(Date.now())
-      const record = withSignIn(previous, name, { tokens, identity, providerSession })
-      const sessionId = await startSession(sessions, request, reply, record)
+      const signIn = { tokens, identity, providerSession }
+      const fresh = () => withSignIn(emptyRecord(Date.now()), name, signIn)
+      const previous = (await sessions.load(request.headers.cookie))?.record
+      // Built on the browser's session, so one session holds every provider; rebuilt alone should
+      // that session end before the new one replaces it (nothing it held may come back).
+      const started = previous
+        ? await startSession(sessions, request, reply, withSignIn(previous, name, signIn), fresh)
+        : await startSession(sessions, request, reply, fresh())
       // The new id replaces the old one for every provider of the session, not only this one.
-      for (const [known, claims] of Object.entries(record.providerSessions ?? {})) await sessionIndex.add(known, claims, sessionId)
+      for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.

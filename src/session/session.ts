@@ -250,21 +250,35 @@ export class Sessions {
 
   /**
    * Stores `record` under a brand-new id (no fixation) and ends the session the old Cookie header
-   * named, if any. The caller sets `cookie` as `cookieName` with `cookieOptions`.
+   * named, if any, in one step that tells whether it was still there (GETDEL). When `record` was
+   * built on that session's record (a sign-in adds a provider to the session the browser has) and
+   * the session was ended meanwhile (a sign-out, a back-channel logout), `alone` rebuilds it without
+   * what the ended session held, and that is what is kept: nothing an ended session held comes back
+   * under the new id. The new cookie has not left the gateway yet, so no request can see the first
+   * write. The caller sets `cookie` as `cookieName` with `cookieOptions`.
    * @see https://owasp.org/www-community/attacks/Session_fixation
    */
-  async start (oldCookieHeader: string | undefined, record: SessionRecord): Promise<Started> {
+  async start (oldCookieHeader: string | undefined, record: SessionRecord, alone?: () => SessionRecord): Promise<Started & { record: SessionRecord }> {
     const old = this.cookie(oldCookieHeader)
     const cookie = randomToken()
     const id = this.sealer.idFor(PURPOSE, cookie)
     const generation = this.cache.generation
+    const key = storeKeys.session(id)
     // A new id: nothing was read under it, so nothing to compare with.
-    await this.store.set(storeKeys.session(id), encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
+    await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
+    if (old) {
+      const oldId = this.sealer.idFor(PURPOSE, old)
+      if (await this.store.take(storeKeys.session(oldId)) !== null) {
+        await this.invalidate(oldId)
+      } else if (alone) {
+        record = alone()
+        await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
+      }
+    }
     // The browser's next request (the page it signed in for) is answered from this instance's
     // cache: the record was just written, so reading it back would only cost a round trip.
     this.cache.set({ id, cookie, record }, generation)
-    if (old) await this.drop(old)
-    return { id, cookie }
+    return { id, cookie, record }
   }
 
   /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */
@@ -280,9 +294,5 @@ export class Sessions {
    */
   async end (session: Session | null): Promise<void> {
     if (session) await this.endById(session.id)
-  }
-
-  private async drop (cookie: string): Promise<void> {
-    await this.endById(this.sealer.idFor(PURPOSE, cookie))
   }
 }

@@ -121,6 +121,38 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
     expect(await backend.stores[0]!.getBytes(storeKeys.session(session.id))).toBeNull()
   })
 
+  it.each([
+    ['signed out on the other instance', async (cookie: string) => { await b.end(await b.load(header(cookie))) }],
+    ['ended by a back-channel logout (endById) on the other instance', async (_cookie: string, id: string) => { await b.endById(id) }],
+  ])('a sign-in under way when the browser\'s session was %s keeps nothing of that session', async (_case, end) => {
+    const old = await a.start(undefined, RECORD)
+    // The callback read the browser's session and built the new record on it (one session, every provider) ...
+    const previous = (await a.load(header(old.cookie)))!
+    const merged = withTokens(previous.record, 'github', { access_token: 'gh' })
+    const alone = () => withTokens(emptyRecord(1_700_000_000_000), 'github', { access_token: 'gh' })
+    // ... and the session ended before the new one replaced it.
+    await end(old.cookie, old.id)
+    const started = await a.start(header(old.cookie), merged, alone)
+    expect(started.record).toEqual(alone())
+    for (const instance of [a, b]) {
+      expect((await instance.load(header(started.cookie)))?.record.tokens).toEqual({ github: { access_token: 'gh' } })
+      expect(await instance.load(header(old.cookie))).toBeNull()
+    }
+  })
+
+  it('a sign-in over a session still there keeps what it held under the new id and ends the old id everywhere', async () => {
+    const old = await a.start(undefined, RECORD)
+    expect(await b.load(header(old.cookie))).not.toBeNull()
+    const merged = withTokens(RECORD, 'github', { access_token: 'gh' })
+    const started = await a.start(header(old.cookie), merged, () => { throw new Error('not rebuilt while the old session is there') })
+    expect(started.record).toEqual(merged)
+    await forgottenEverywhere(old.cookie)
+    for (const instance of [a, b]) {
+      expect(await instance.load(header(old.cookie))).toBeNull()
+      expect((await instance.load(header(started.cookie)))?.record).toEqual(merged)
+    }
+  })
+
   it('a refused refresh (the token dropped) is not written over an ended session either', async () => {
     const { cookie, session, read } = await refreshing(a)
     await b.end(await b.load(header(cookie)))
