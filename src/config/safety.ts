@@ -177,7 +177,7 @@ const OTHER = '\u0000'
  * of these.
  */
 export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' | 'some' | 'none' {
-  if (new URL(other.upstream).origin !== new URL(target.upstream).origin) return 'none'
+  if (!sameServer(other.upstream, target.upstream)) return 'none'
   const reached = mapped(other, requestSpace(other))
   const protectedSpace = mapped(target, requestSpace(target))
   const shadows = [
@@ -191,10 +191,26 @@ export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' |
   return hits === 0 ? 'none' : hits === contested.length ? 'all' : 'some'
 }
 
-/** `other` lets in requests `target` would refuse: no sign-in at all, or any signed-in user where `target` has allow rules. */
+/**
+ * Two upstream URLs that may name one server: the same origin, or the same scheme and port on two
+ * loopback names (`localhost`, `127.0.0.1`, `127.0.0.2` and `[::1]` may all reach one process
+ * listening on every loopback address).
+ */
+function sameServer (a: string, b: string): boolean {
+  const first = new URL(a)
+  const second = new URL(b)
+  if (first.origin === second.origin) return true
+  return first.protocol === second.protocol && first.port === second.port && isLoopbackHost(first.hostname) && isLoopbackHost(second.hostname)
+}
+
+/**
+ * `other` lets in someone `target` would refuse: no sign-in at all, people of another provider, or
+ * where `target` has allow rules, other rules or none (the same rules are the same protection).
+ */
 export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
   if (target.auth !== 'required') return false
-  return other.auth === 'none' || (target.allow !== undefined && other.allow === undefined)
+  if (other.auth === 'none' || other.provider !== target.provider) return true
+  return target.allow !== undefined && JSON.stringify(other.allow) !== JSON.stringify(target.allow)
 }
 
 /** How a route is named in a message: its index and path. */
@@ -206,7 +222,11 @@ export function routeName (route: RouteConfig, index: number): string {
 export function reachMessage (routes: readonly RouteConfig[], otherIndex: number, targetIndex: number, reach: 'all' | 'some'): string {
   const other = routes[otherIndex]!
   const target = routes[targetIndex]!
-  const how = other.auth === 'none' ? 'with no sign-in' : 'to any signed-in user, without its allow rules'
+  const how = other.auth === 'none'
+    ? 'with no sign-in'
+    : other.provider !== target.provider
+      ? `to anyone signed in at ${JSON.stringify(other.provider)}`
+      : other.allow === undefined ? 'to any signed-in user, without its allow rules' : 'under other allow rules'
   const upstream = new URL(target.upstream).origin
   return reach === 'all'
     ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects, ${how}: ` +

@@ -84,6 +84,30 @@ describe('the config refuses full reach and warns about partial reach, naming bo
     ])
   })
 
+  it('refuses a route of another provider, and one with other allow rules, that reaches every path; accepts the same rules', () => {
+    const providers = { ...PROVIDERS, gh: { preset: 'github', clientId: 'c', clientSecret: 's' } }
+    const text = (second: Record<string, unknown>) => stringify({
+      session: { secret: SECRET },
+      providers,
+      routes: [{ path: '/admin/', upstream: UP, provider: 'p', rewritePrefix: '/', allow: { groups: ['admins'] } }, { path: '/other/', upstream: UP, rewritePrefix: '/', ...second }],
+    })
+    // Each lets in people the other refuses; the first route is named, with the other.
+    const refused = (how: string) => [`routes[0].path: reaches every path of ${UP} that routes[1] (/other/) protects, ${how}: give the routes different upstream paths (rewritePrefix) or the same protection (line 15)`]
+    expect(configProblems(text({ provider: 'gh', allow: { groups: ['admins'] } }), {})).toEqual(refused('to anyone signed in at "p"'))
+    expect(configProblems(text({ provider: 'p', allow: { groups: ['staff'] } }), {})).toEqual(refused('under other allow rules'))
+    expect(configProblems(text({ provider: 'p', allow: { groups: ['admins'] } }), {})).toEqual([])
+  })
+
+  it.each([
+    ['http://localhost:9100'], ['http://127.0.0.2:9100'], ['http://[::1]:9100'],
+  ])('takes %s for the same server as %s on loopback', (spelled) => {
+    const text = config([{ path: '/', upstream: spelled, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p', rewritePrefix: '/' }])
+    expect(configProblems(text, {})).toEqual([
+      `routes[0].path: reaches every path of ${UP} that routes[1] (/app/) protects, with no sign-in: give the routes different upstream paths (rewritePrefix) or the same protection (line 11)`,
+    ])
+    expect(configProblems(config([{ path: '/', upstream: spelled.replace('9100', '9101'), auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p', rewritePrefix: '/' }]), {})).toEqual([])
+  })
+
   it('warns about a public /public/ beside a protected /app/ with rewritePrefix: /, and starts', () => {
     const parsed = parseConfig(config([{ path: '/public/', upstream: UP, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p', rewritePrefix: '/' }]), {})
     expect(configWarnings(parsed)).toEqual([
