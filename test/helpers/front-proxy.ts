@@ -1,9 +1,11 @@
 // A real nginx or Caddy in front of the gateway, for the forward-auth tests: the config is an
-// operator's file from docs/forward-auth/ with only its addresses replaced, wrapped in the few
-// process-level settings a test run needs (no daemon, files in a temporary folder, no admin API).
+// operator's file from docs/forward-auth/ with only its addresses and served name replaced, wrapped
+// in the few process-level settings a test run needs (no daemon, files in a temporary folder, no
+// admin API).
 // Listens on a loopback port from the OS.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
+import { request } from 'node:http'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -25,6 +27,12 @@ export interface FrontAddresses {
   gateway: string
   /** The application's host:port (in place of 127.0.0.1:9100). */
   upstream: string
+  /**
+   * The name the site is served as, in place of app.example.com; 127.0.0.1 by default. nginx's
+   * server_name, and the X-Forwarded-Host it sends with `:port` (so that the gateway's return URL
+   * is one the test can follow); Caddy's site address, with `:port`.
+   */
+  host?: string
 }
 
 export interface FrontProxy {
@@ -43,13 +51,22 @@ export function frontBinary (kind: FrontKind): string | undefined {
   return which.status === 0 && which.stdout.trim() !== '' ? which.stdout.trim() : undefined
 }
 
-/** The template with only its addresses replaced; throws when one is missing (the docs changed). */
+/** The template with only its addresses and served name replaced; throws when one is missing (the docs changed). */
 export async function renderTemplate (kind: FrontKind, addresses: FrontAddresses): Promise<string> {
   const template = await readFile(FRONT_TEMPLATES[kind], 'utf8')
+  const host = addresses.host ?? '127.0.0.1'
+  const site: Array<[string, string]> = kind === 'nginx'
+    ? [
+        ['listen 80;', `listen 127.0.0.1:${addresses.port};`],
+        ['listen 80 default_server;', `listen 127.0.0.1:${addresses.port} default_server;`],
+        ['server_name app.example.com;', `server_name ${host};`],
+        ['X-Forwarded-Host app.example.com;', `X-Forwarded-Host ${host}:${addresses.port};`],
+      ]
+    : [['app.example.com {', `http://${host}:${addresses.port} {`]]
   const replacements: Array<[string, string]> = [
     ['127.0.0.1:8080', addresses.gateway],
     ['127.0.0.1:9100', addresses.upstream],
-    kind === 'nginx' ? ['listen 80;', `listen 127.0.0.1:${addresses.port};`] : ['app.example.com {', `http://127.0.0.1:${addresses.port} {`],
+    ...site,
   ]
   let text = template
   for (const [from, to] of replacements) {
@@ -57,6 +74,18 @@ export async function renderTemplate (kind: FrontKind, addresses: FrontAddresses
     text = text.replaceAll(from, to)
   }
   return text
+}
+
+/** Whether the proxy answers HTTP for `host` (nginx closes the connection of a name it does not serve). */
+async function answers (port: number, host: string): Promise<boolean> {
+  return await new Promise((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port, path: '/', headers: { host, accept: 'application/json' } }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(true))
+    })
+    req.on('error', reject)
+    req.end()
+  })
 }
 
 function nginxMain (dir: string): string {
@@ -126,10 +155,7 @@ export async function startFrontProxy (kind: FrontKind, addresses: FrontAddresse
   }
   try {
     await Promise.race([
-      waitFor(async () => {
-        await (await fetch(`${url}/`, { headers: { accept: 'application/json' } })).arrayBuffer()
-        return true
-      }, 15_000, `${kind} on ${url}`),
+      waitFor(async () => await answers(addresses.port, `${addresses.host ?? '127.0.0.1'}:${addresses.port}`), 15_000, `${kind} on ${url}`),
       exited.then(() => { throw new Error(`${kind} exited`) }),
     ])
   } catch (error) {

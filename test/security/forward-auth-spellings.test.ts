@@ -45,6 +45,9 @@ const NAMES = [
   'X-WEBAUTH-USER', 'X-WEBAUTH-GROUPS', 'X-authentik-username', 'X-authentik-groups', 'X-Auth-Request-User', 'X-Auth-Request-Groups',
   'Cf-Access-Jwt-Assertion', 'Cf-Access-Authenticated-User-Email', 'X-Amzn-Oidc-Data', 'X-Amzn-Oidc-Identity',
   'X-MS-CLIENT-PRINCIPAL', 'X-MS-CLIENT-PRINCIPAL-NAME',
+  // oauth2-proxy's X-Forwarded-* beyond the gateway's three, and what the proxy itself sets or clears.
+  'X-Forwarded-Preferred-Username', 'X-Forwarded-Access-Token', 'X-Forwarded-For', 'X-Forwarded-Host',
+  'X-Real-IP', 'X-Original-URL', 'X-Original-URI',
 ]
 
 /** `name` as a client may spell it: as given, with `_` or `.` for some or every `-`, in several letter cases. */
@@ -69,6 +72,7 @@ if (missing.length > 0) {
 
 /** The line of each snippet that stops the `_` spellings, and what a careless edit makes of it. */
 const LOAD_BEARING: Record<FrontKind, [string, string]> = {
+  // In both servers of the file: nginx reads it from the default one until Host picks the other.
   nginx: ['underscores_in_headers off;', 'underscores_in_headers on;'],
   caddy: ['\t\trequest_header -*_*\n', ''],
 }
@@ -163,7 +167,7 @@ describe.each(FRONTS)('the line of the %s snippet that stops the `_` spellings',
     if (missing.includes(kind)) return
     const [line, edited] = LOAD_BEARING[kind]
     careless = await startFrontProxy(kind, { port: ports[`careless-${kind}`], gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host },
-      (config) => config.replace(line, edited))
+      (config) => config.replaceAll(line, edited))
   })
 
   afterAll(async () => {

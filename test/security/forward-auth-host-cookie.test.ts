@@ -1,0 +1,235 @@
+// The forward-auth snippets shipped in the docs (docs/forward-auth/nginx.conf and Caddyfile), run by
+// the real nginx and the real Caddy in front of payroll.example.com, which forwardAuth.hosts alone
+// guards (admins only). The host the gateway judges is the host the proxy serves: bob, no admin,
+// never reaches payroll's application by writing another Host (issue: nginx served its only server
+// for any Host and sent the client's Host as X-Forwarded-Host, whose absent rules let bob in). And
+// the application never receives the gateway's session cookie: not a second one after the first
+// (issue: only the first was taken out), not behind a long run of spaces (issue: nginx's map hit
+// PCRE's match limit and passed the whole header), while its own cookies still arrive. Last, a
+// property: what the proxy takes out agrees with what the gateway reads as its cookie.
+import { createServer, type Server } from 'node:http'
+import { connect } from 'node:net'
+import fc from 'fast-check'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { cookieValue } from '../../src/session/session.js'
+import { Browser } from '../helpers/browser.js'
+import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { close, freePort, listen } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+
+const PAYROLL = 'payroll.example.com'
+const FRONTS: FrontKind[] = ['nginx', 'caddy']
+const missing = FRONTS.filter((kind) => !frontBinary(kind))
+if (missing.length > 0) {
+  console.warn(`!!! ${missing.join(' and ')} not installed: the snippet host and cookie tests behind ${missing.join(' and ')} are SKIPPED (.ci/run installs them) !!!`)
+}
+
+/** An application that answers the headers it received as JSON, and counts its requests. */
+interface EchoUpstream { url: string, requests: number, close (): Promise<void> }
+
+async function startEchoUpstream (): Promise<EchoUpstream> {
+  const upstream = { url: '', requests: 0, close: async () => {} }
+  const server: Server = createServer((req, res) => {
+    upstream.requests++
+    const body = JSON.stringify({ app: true, headers: req.headers })
+    res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) })
+    res.end(body)
+  })
+  upstream.url = await listen(server)
+  upstream.close = async () => await close(server)
+  return upstream
+}
+
+interface Answer { status: number, body: string }
+
+/** `GET /pay` through `port` with exactly this Host line and these header lines (0: closed without an answer). */
+async function request (port: number, host: string, lines: string[]): Promise<Answer> {
+  return await new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      socket.write(['GET /pay HTTP/1.1', `Host: ${host}`, 'Accept: application/json', 'Connection: close', ...lines, '', ''].join('\r\n'))
+    })
+    let data = ''
+    socket.setEncoding('latin1')
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
+    socket.on('data', (chunk: string) => { data += chunk })
+    socket.on('error', reject)
+    socket.on('close', () => {
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0), body: data.split('\r\n\r\n').slice(1).join('\r\n\r\n') })
+    })
+  })
+}
+
+/** The Cookie header the application received, from its JSON answer. */
+function appCookie (answer: Answer): string | undefined {
+  expect(answer.status, answer.body).toBe(200)
+  return (JSON.parse(answer.body) as { headers: Record<string, string> }).headers.cookie
+}
+
+let redis: TestRedis
+let op: TestProvider
+let app: EchoUpstream
+let gateway: TestGateway
+/** Each user's gateway session cookie, `gw_session=...`. */
+const sessions: Record<'alice' | 'bob', string> = { alice: '', bob: '' }
+const fronts: Partial<Record<FrontKind, { front: FrontProxy, port: number }>> = {}
+
+beforeAll(async () => {
+  redis = await startRedis()
+  app = await startEchoUpstream()
+  const server = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
+  gateway = await startGateway({
+    server: { ...server, trustProxy: ['127.0.0.1'] },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
+    routes: [],
+    // Payroll is guarded by its host's rules only, as docs/forward-auth.md recommends.
+    forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['admins'] } } } },
+    assertion: {},
+  })
+  for (const login of ['alice', 'bob'] as const) {
+    const browser = new Browser()
+    expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login })).status).toBe(200)
+    sessions[login] = browser.cookieHeader(`${gateway.url}/`)!.split('; ').find((cookie) => cookie.startsWith('gw_session='))!
+    expect(sessions[login]).toBeTruthy()
+  }
+  for (const kind of FRONTS.filter((name) => !missing.includes(name))) {
+    const port = await freePort()
+    fronts[kind] = {
+      port,
+      front: await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: PAYROLL }),
+    }
+  }
+})
+
+afterAll(async () => {
+  await Promise.all(Object.values(fronts).map(async ({ front }) => await front.stop()))
+  await gateway?.close()
+  await Promise.all([op?.close(), app?.close()])
+  await redis?.release()
+})
+
+describe.each(FRONTS)('the docs\' %s snippet serving payroll.example.com (forwardAuth.hosts: admins only)', (kind) => {
+  const through = async (host: string, lines: string[]) => await request(fronts[kind]!.port, host, lines)
+
+  it.skipIf(missing.includes(kind))('lets alice (admins) in and refuses bob with payroll\'s Host', async () => {
+    expect((await through(PAYROLL, [`Cookie: ${sessions.alice}`])).status).toBe(200)
+    const before = app.requests
+    expect((await through(PAYROLL, [`Cookie: ${sessions.bob}`])).status).toBe(403)
+    expect(app.requests).toBe(before)
+  })
+
+  it.skipIf(missing.includes(kind)).each([
+    // Hosts the proxy does not serve: nothing reaches the gateway's judgement or the application.
+    'other.example.com',
+    'x',
+    `${PAYROLL}@x`,
+    `x@${PAYROLL}`,
+    `${PAYROLL}.evil.net`,
+    `evil.net.${PAYROLL}x`,
+    '127.0.0.1',
+    'localhost',
+    '[::1]',
+    // Spellings of payroll the proxy serves as payroll: then the gateway judges payroll (403).
+    'PAYROLL.example.COM',
+    `${PAYROLL}.`,
+    `${PAYROLL}:1`,
+    `${PAYROLL}:80`,
+  ])('never lets bob reach the application with Host %j', async (host) => {
+    const before = app.requests
+    const answer = await through(host, [`Cookie: ${sessions.bob}`])
+    expect(app.requests).toBe(before)
+    expect(answer.body).not.toContain('"app":true')
+    // nginx closes a connection for a name it does not serve (444); Caddy answers an empty 200 from no site.
+    if (answer.status === 200) expect([kind, answer.body]).toEqual(['caddy', ''])
+  })
+})
+
+describe.each(FRONTS)('the docs\' %s snippet and the gateway\'s session cookie', (kind) => {
+  const through = async (lines: string[]) => await request(fronts[kind]!.port, PAYROLL, lines)
+  const spaces = ' '.repeat(4000)
+
+  it.skipIf(missing.includes(kind)).each([
+    ['before the application\'s cookies', (s: string) => `${s}; app=1; theme=dark`, 'app=1; theme=dark'],
+    ['between them', (s: string) => `app=1; ${s}; theme=dark`, 'app=1; theme=dark'],
+    ['after them', (s: string) => `app=1; theme=dark; ${s}`, 'app=1; theme=dark'],
+  ])('takes it out %s, and the application\'s own cookies arrive', async (_where, header, expected) => {
+    expect(appCookie(await through([`Cookie: ${header(sessions.alice)}`]))).toBe(expected)
+  })
+
+  it.skipIf(missing.includes(kind)).each([
+    // The gateway reads the first; a second one (a victim's, or one a sibling host planted) must not pass.
+    ['a duplicate', (s: string) => `${s}; gw_session=VICTIM`],
+    ['a duplicate without a space', (s: string) => `${s};gw_session=VICTIM`],
+    ['a duplicate among other cookies', (s: string) => `app=1; ${s}; theme=dark; gw_session=VICTIM; last=2`],
+    ['a duplicate with a space before its `=`', (s: string) => `${s}; gw_session =VICTIM`],
+    ['a duplicate after a tab', (s: string) => `${s};\tgw_session=VICTIM`],
+    ['a duplicate right after the first one\'s value', (s: string) => `${s};  gw_session=VICTIM;`],
+    ['three of them', (s: string) => `${s}; gw_session=VICTIM; gw_session=VICTIM`],
+    // A long run of spaces: nginx's PCRE stopped at its match limit and passed the whole header.
+    ['a long run of spaces before it', (s: string) => `pad=a${spaces}b; ${s}`],
+    ['a long run of spaces after it', (s: string) => `${s}; pad=a${spaces}b`],
+    ['a long run of spaces before its name', (s: string) => `pad=a;${spaces}${s}; app=1`],
+    ['a long run of spaces and a duplicate', (s: string) => `${s}; pad=a${spaces}b; gw_session=VICTIM`],
+  ])('never passes the session cookie with %s', async (_name, header) => {
+    const value = sessions.alice.slice('gw_session='.length)
+    const cookie = appCookie(await through([`Cookie: ${header(sessions.alice)}`])) ?? ''
+    expect(cookie).not.toContain('gw_session')
+    expect(cookie).not.toContain('VICTIM')
+    expect(cookie).not.toContain(value)
+  })
+
+  it.skipIf(missing.includes(kind))('never passes the session cookie in a second Cookie header line', async () => {
+    const cookie = appCookie(await through([`Cookie: ${sessions.alice}`, 'Cookie: gw_session=VICTIM; app=1'])) ?? ''
+    expect(cookie).not.toContain('gw_session')
+    expect(cookie).not.toContain('VICTIM')
+  })
+})
+
+describe.each(FRONTS)('the docs\' %s snippet and the gateway agree on which cookie is the gateway\'s (fast-check)', (kind) => {
+  let auth: Server
+  let front: FrontProxy
+  let port: number
+
+  beforeAll(async () => {
+    if (missing.includes(kind)) return
+    // A gateway that lets every request in: only the Cookie header is under test here.
+    auth = createServer((_req, res) => {
+      res.writeHead(200, { 'x-forwarded-user': 'bob' })
+      res.end()
+    })
+    const authUrl = await listen(auth)
+    port = await freePort()
+    front = await startFrontProxy(kind, { port, gateway: new URL(authUrl).host, upstream: new URL(app.url).host })
+  })
+
+  afterAll(async () => {
+    await front?.stop()
+    if (auth) await close(auth)
+  })
+
+  /** One cookie of a header: the gateway's under any spelling it reads as its own, or another. */
+  const segment = fc.record({
+    name: fc.constantFrom('gw_session', ' gw_session', 'gw_session ', '\tgw_session', 'app', 'theme', 'gw_sessions', 'xgw_session', 'gw', 'GW_SESSION'),
+    // The long run at most five times: the header stays within nginx's 8 KB line.
+    gap: fc.constantFrom(';', '; ', ';  ', ';\t', ' ; ', `;${' '.repeat(1200)}`),
+  })
+
+  it.skipIf(missing.includes(kind))('never passes a value the gateway reads as its cookie, and passes the others while there is at most one', async () => {
+    await fc.assert(fc.asyncProperty(fc.array(segment, { minLength: 1, maxLength: 6 }), async (segments) => {
+      const values = segments.map((_, i) => `v${i}x`)
+      const header = segments.map(({ name, gap }, i) => `${i === 0 ? '' : gap}${name}=${values[i]}`).join('')
+      const ours = segments.map(({ name }) => name.trim() === 'gw_session')
+      // The gateway's reading, segment by segment (a header of that one cookie names it or not).
+      expect(ours).toEqual(segments.map(({ name }) => cookieValue(`${name}=x`, 'gw_session') !== undefined))
+      const received = appCookie(await request(port, `127.0.0.1:${port}`, [`Cookie: ${header}`])) ?? ''
+      values.forEach((value, i) => {
+        if (ours[i]) expect(received).not.toContain(value)
+        else if (ours.filter(Boolean).length <= 1 || kind === 'caddy') expect(received).toContain(value)
+      })
+      if (!ours.includes(true) && kind === 'nginx') expect(received).toBe(header)
+    }), { numRuns: 60 })
+  })
+})
