@@ -10,7 +10,6 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { Assertions } from '../assertion/assertions.js'
 import type { Dispatcher } from 'undici'
-import type { WebSocket } from 'ws'
 import type { GatewayConfig, RouteConfig } from '../config/config.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { GatewayError } from '../http/errors.js'
@@ -24,6 +23,7 @@ import { refusal } from '../access/refusal.js'
 import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter, clientBoundHeaders } from './headers.js'
 import { UpstreamFailure, UpstreamPool } from './upstream-pool.js'
+import { websocketHooks } from './websocket.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -64,28 +64,6 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
 }
 
 const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
-
-/** WebSocket.OPEN: `ws` is @fastify/http-proxy's dependency, not ours, so only its types are imported. */
-const OPEN = 1
-
-/**
- * Once both legs of a proxied websocket are open: a message over websocketMaxMessage on one leg
- * (ws closes that leg with 1009) closes the other with 1009 too, so each end learns why; the proxy
- * itself would say 1011. A client leg that has already closed while the upstream's was opening
- * closes the upstream's.
- */
-function passTooBig (_context: unknown, source: WebSocket, target: WebSocket): void {
-  if (source.readyState !== OPEN) {
-    target.close(1009, 'Message too big')
-    return
-  }
-  for (const [from, to] of [[source, target], [target, source]] as const) {
-    // Before the proxy's own listener, which closes the other leg with 1011.
-    from.prependListener('error', (error: Error & { code?: string }) => {
-      if (error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' && to.readyState === OPEN) to.close(1009, 'Message too big')
-    })
-  }
-}
 
 /** Error codes of an upstream that took longer than the route's timeout (undici's, and reply-from's for its own). */
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'FST_REPLY_FROM_GATEWAY_TIMEOUT'])
@@ -306,12 +284,13 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       }
       // The upgrade request goes through the same gate; the upstream handshake gets the same headers.
       // (@fastify/http-proxy documents wsClientOptions.rewriteRequestHeaders; its types omit it.)
-      // maxPayload bounds each message on both legs (ws holds a message whole until its last frame).
+      // maxPayload bounds each message on both legs (ws holds a message whole until its last frame);
+      // the hooks bound the bytes waiting to be sent on each (proxy/websocket.ts).
       const wsClientOptions: WsClientOptions = {
         rewriteRequestHeaders: (_headers, request) => websocketHeaders(route, request),
         maxPayload: route.websocketMaxMessage,
       }
-      const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: { onConnect: passTooBig } } as const
+      const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: websocketHooks(route.websocketMaxMessage) } as const
       await scope.register(httpProxy, route.websocket ? { ...options, ...websocket } : options)
     })
   }

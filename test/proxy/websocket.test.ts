@@ -1,9 +1,12 @@
 // WebSocket routes (websocket: true): the upgrade passes the same auth gate, and the upstream
 // handshake carries the bearer token (and never the gateway's cookies); a message larger than
-// websocketMaxMessage, either way, closes both sockets with 1009. Real sockets, `ws` upstream.
+// websocketMaxMessage, either way, closes both sockets with 1009; a peer that does not read (or an
+// upstream still connecting) makes the gateway stop reading the other side instead of keeping what
+// it sends. Real sockets, `ws` upstream.
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { websocketHighWater } from '../../src/proxy/websocket.js'
 import { Browser } from '../helpers/browser.js'
 import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
 import { close, listen, waitFor } from '../helpers/net.js'
@@ -16,6 +19,16 @@ let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 let wsUpstream: string
 const upstreamServer = createServer((_req, res) => res.end('plain HTTP ok'))
+/** An upstream whose handshake waits for `releaseSlow` (the gateway's upstream leg stays connecting). */
+const slowServer = createServer()
+let releaseSlow: () => void = () => {}
+let slowAsked: Promise<void> = Promise.resolve()
+/** The upstream sockets of /mirror (echo as is) and /sink (paused: reads nothing until resumed), newest last. */
+const mirrors: WebSocket[] = []
+/** What each upstream socket of /mirror, /sink and the slow upstream received, by socket. */
+const received = new Map<WebSocket, Buffer[]>()
+/** Sockets of the test itself (clients and upstreams): every other WebSocket is one of the gateway's legs. */
+const ours = new WeakSet<WebSocket>()
 const handshakes: IncomingHttpHeaders[] = []
 /** How each upstream socket closed, in the order they opened. */
 const upstreamClosed: Array<Promise<number>> = []
@@ -26,8 +39,19 @@ beforeAll(async () => {
   // Authorization of its handshake; `send:N` makes it send a message of N bytes.
   const wss = new WebSocketServer({ server: upstreamServer })
   wss.on('connection', (socket, request) => {
+    ours.add(socket)
     handshakes.push(request.headers)
     upstreamClosed.push(new Promise((resolve) => socket.once('close', resolve)))
+    if (request.url === '/mirror' || request.url === '/sink') {
+      mirrors.push(socket)
+      received.set(socket, [])
+      if (request.url === '/sink') socket.pause()
+      socket.on('message', (data, binary) => {
+        received.get(socket)!.push(data as Buffer)
+        if (request.url === '/mirror') socket.send(data, { binary })
+      })
+      return
+    }
     socket.on('message', (raw) => {
       const data = raw as Buffer
       const order = /^send:(\d+)$/.exec(data.toString('latin1', 0, 20))
@@ -39,11 +63,27 @@ beforeAll(async () => {
     })
   })
   wsUpstream = await listen(upstreamServer)
+  let announceSlow: () => void = () => {}
+  slowAsked = new Promise((resolve) => { announceSlow = resolve })
+  const slowWss = new WebSocketServer({ noServer: true })
+  slowServer.on('upgrade', (request, socket, head) => {
+    const released = new Promise<void>((resolve) => { releaseSlow = resolve })
+    void released.then(() => slowWss.handleUpgrade(request, socket, head, (upstream) => {
+      ours.add(upstream)
+      mirrors.push(upstream)
+      received.set(upstream, [])
+      upstream.on('message', (data) => received.get(upstream)!.push(data as Buffer))
+    }))
+    announceSlow()
+  })
+  const slowUpstream = await listen(slowServer)
   stack = await startGatewayWithProvider({
     store: { type: 'redis', url: redis.url },
     routes: [
       { path: '/live/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', allowedOrigins: ['https://app.example.com'] },
       { path: '/small/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', websocketMaxMessage: '1KiB' },
+      { path: '/flood/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', websocketMaxMessage: '64KiB' },
+      { path: '/slow/', upstream: slowUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', websocketMaxMessage: '64KiB' },
     ],
   })
   ;({ gateway, op } = stack)
@@ -52,6 +92,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await stack?.close()
   await close(upstreamServer)
+  slowServer.closeAllConnections()
+  await close(slowServer)
   await redis?.release()
 })
 
@@ -59,6 +101,7 @@ afterAll(async () => {
 function connect (cookie?: string, origin: string | null = gateway.url, path = '/live/feed'): Promise<WebSocket> {
   const headers: Record<string, string> = { ...(cookie ? { cookie } : {}), ...(origin ? { origin } : {}) }
   const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}${path}`, { headers })
+  ours.add(socket)
   return new Promise((resolve, reject) => {
     socket.once('open', () => resolve(socket))
     socket.once('unexpected-response', (_req, res) => reject(new Error(`handshake answered ${res.statusCode}`)))
@@ -160,5 +203,137 @@ describe('websocketMaxMessage bounds each message, both ways', () => {
     socket.send(`send:${limit + 1}`)
     expect(await clientClosed).toBe(1009)
     expect(await upstream).toBe(1009)
+  })
+})
+
+describe('the bytes waiting on each leg are bounded (backpressure)', () => {
+  const KiB = 1024
+  const limit = 64 * KiB
+  /** What one gateway leg may hold unsent: the high-water mark, one message, one socket read. */
+  const bound = websocketHighWater(limit) + limit + 64 * KiB
+  /** 32 MiB in all: far past the bound and past what the kernel's socket buffers take on loopback. */
+  const total = 32 * 1024 * KiB
+
+  /** The most any gateway leg had unsent right after a send, and how many times one paused. */
+  let peak = 0
+  let pauses = 0
+  const { send, pause } = WebSocket.prototype
+  beforeAll(() => {
+    vi.spyOn(WebSocket.prototype, 'send').mockImplementation(function (this: WebSocket, ...args: Parameters<WebSocket['send']>) {
+      send.apply(this, args)
+      if (!ours.has(this)) peak = Math.max(peak, this.bufferedAmount)
+    })
+    vi.spyOn(WebSocket.prototype, 'pause').mockImplementation(function (this: WebSocket) {
+      if (!ours.has(this)) pauses++
+      pause.call(this)
+    })
+  })
+  afterAll(() => { vi.restoreAllMocks() })
+
+  /** `total` bytes as messages of `size` bytes, each starting with its index. */
+  function messages (size: number): Buffer[] {
+    return Array.from({ length: total / size }, (_, index) => {
+      const message = Buffer.alloc(size, 'm')
+      message.writeUInt32BE(index)
+      return message
+    })
+  }
+
+  async function signedIn (path: string): Promise<WebSocket> {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/flood/`)
+    return connect(`gw_session=${browser.cookies.get('gw_session')!.value}`, gateway.url, path)
+  }
+
+  /** Resolves with the first `count` messages `socket` receives. */
+  function collect (socket: WebSocket, count: number): Promise<Buffer[]> {
+    const got: Buffer[] = []
+    return new Promise((resolve) => socket.on('message', (data) => { if (got.push(data as Buffer) === count) resolve(got) }))
+  }
+
+  const indexes = (list: Buffer[]) => list.map((message) => message.readUInt32BE(0))
+
+  it.each([
+    ['messages of the limit', limit],
+    ['messages of 4 KiB', 4 * KiB],
+  ])('a client that never reads while the upstream echoes (%s): the gateway stops reading the upstream, then delivers everything in order', async (_name, size) => {
+    peak = 0
+    pauses = 0
+    const before = mirrors.length
+    const socket = await signedIn('/flood/mirror')
+    await waitFor(async () => mirrors.length > before, 5000, 'the upstream socket')
+    const upstream = mirrors[before]!
+    socket.pause()
+    const sent = messages(size)
+    for (const message of sent) socket.send(message)
+    await waitFor(async () => received.get(upstream)!.length === sent.length, 20_000, 'every message at the upstream')
+
+    expect(peak).toBeLessThanOrEqual(bound)
+    expect(pauses).toBeGreaterThan(0)
+    // The echoes the gateway did not read wait in the upstream, not in the gateway.
+    expect(upstream.bufferedAmount).toBeGreaterThan(0)
+
+    const echoes = collect(socket, sent.length)
+    socket.resume()
+    expect(indexes(await echoes)).toEqual(indexes(sent))
+    expect(peak).toBeLessThanOrEqual(bound)
+    socket.close()
+  })
+
+  it('an upstream that never reads: the gateway stops reading the client, and delivers everything once the upstream reads', async () => {
+    peak = 0
+    pauses = 0
+    const before = mirrors.length
+    const socket = await signedIn('/flood/sink')
+    await waitFor(async () => mirrors.length > before, 5000, 'the upstream socket')
+    const upstream = mirrors[before]!
+    const sent = messages(limit)
+    for (const message of sent) socket.send(message)
+    // Without backpressure the gateway reads all of it; with it, reading the client pauses.
+    await waitFor(async () => pauses > 0 || socket.bufferedAmount === 0, 20_000, 'the gateway to pause or read everything')
+    expect(peak).toBeLessThanOrEqual(bound)
+    expect(socket.bufferedAmount).toBeGreaterThan(0)
+
+    upstream.resume()
+    await waitFor(async () => received.get(upstream)!.length === sent.length, 20_000, 'every message at the upstream')
+    expect(indexes(received.get(upstream)!)).toEqual(indexes(sent))
+    expect(peak).toBeLessThanOrEqual(bound)
+    socket.close()
+  })
+
+  it('messages sent while the upstream leg is still connecting: the gateway stops reading the client until it opens', async () => {
+    peak = 0
+    pauses = 0
+    const warnings: Error[] = []
+    const onWarning = (warning: Error) => { warnings.push(warning) }
+    process.on('warning', onWarning)
+    const before = mirrors.length
+    const socket = await signedIn('/slow/feed')
+    await slowAsked
+    const sent = messages(limit)
+    for (const message of sent) socket.send(message)
+    await waitFor(async () => pauses > 0 || socket.bufferedAmount === 0, 20_000, 'the gateway to pause or read everything')
+    expect(socket.bufferedAmount).toBeGreaterThan(0)
+
+    releaseSlow()
+    await waitFor(async () => mirrors.length > before, 5000, 'the upstream socket')
+    const upstream = mirrors[before]!
+    await waitFor(async () => received.get(upstream)!.length === sent.length, 20_000, 'every message at the upstream')
+    expect(indexes(received.get(upstream)!)).toEqual(indexes(sent))
+    expect(peak).toBeLessThanOrEqual(bound)
+    process.off('warning', onWarning)
+    expect(warnings.map((warning) => warning.name)).not.toContain('MaxListenersExceededWarning')
+    socket.close()
+  })
+
+  it('a client that reads as it goes exchanges many times the bound, in order', async () => {
+    peak = 0
+    const socket = await signedIn('/flood/mirror')
+    const sent = messages(limit)
+    const echoes = collect(socket, sent.length)
+    for (const message of sent) socket.send(message)
+    expect(indexes(await echoes)).toEqual(indexes(sent))
+    expect(peak).toBeLessThanOrEqual(bound)
+    socket.close()
   })
 })
