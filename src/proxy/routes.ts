@@ -286,9 +286,12 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       // (@fastify/http-proxy documents wsClientOptions.rewriteRequestHeaders; its types omit it.)
       // maxPayload bounds each message on both legs (ws holds a message whole until its last frame);
       // the hooks bound the bytes waiting to be sent on each (proxy/websocket.ts).
+      // The upstream's handshake is bounded by the route's timeout, as its HTTP answers are: a client
+      // leg is never held open (its messages queued) behind an upstream that never answers.
       const wsClientOptions: WsClientOptions = {
         rewriteRequestHeaders: (_headers, request) => websocketHeaders(route, request),
         maxPayload: route.websocketMaxMessage,
+        handshakeTimeout: route.timeoutMs,
       }
       const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: websocketHooks(route.websocketMaxMessage) } as const
       await scope.register(httpProxy, route.websocket ? { ...options, ...websocket } : options)

@@ -4,6 +4,7 @@
 // upstream still connecting) makes the gateway stop reading the other side instead of keeping what
 // it sends. Real sockets, `ws` upstream.
 import { createServer, type IncomingHttpHeaders } from 'node:http'
+import type { Duplex } from 'node:stream'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { websocketHighWater } from '../../src/proxy/websocket.js'
@@ -21,6 +22,10 @@ let wsUpstream: string
 const upstreamServer = createServer((_req, res) => res.end('plain HTTP ok'))
 /** An upstream whose handshake waits for `releaseSlow` (the gateway's upstream leg stays connecting). */
 const slowServer = createServer()
+/** The slow upstream's raw sockets: one never released (/stuck/) is ended by the test, not by the server's close. */
+const slowSockets = new Set<Duplex>()
+/** The /stuck/ route's timeout: what its upstream handshake may take. */
+const STUCK_TIMEOUT_MS = 500
 let releaseSlow: () => void = () => {}
 let slowAsked: Promise<void> = Promise.resolve()
 /** The upstream sockets of /mirror (echo as is) and /sink (paused: reads nothing until resumed), newest last. */
@@ -67,6 +72,7 @@ beforeAll(async () => {
   slowAsked = new Promise((resolve) => { announceSlow = resolve })
   const slowWss = new WebSocketServer({ noServer: true })
   slowServer.on('upgrade', (request, socket, head) => {
+    slowSockets.add(socket)
     const released = new Promise<void>((resolve) => { releaseSlow = resolve })
     void released.then(() => slowWss.handleUpgrade(request, socket, head, (upstream) => {
       ours.add(upstream)
@@ -84,6 +90,8 @@ beforeAll(async () => {
       { path: '/small/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', websocketMaxMessage: '1KiB' },
       { path: '/flood/', upstream: wsUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', websocketMaxMessage: '64KiB' },
       { path: '/slow/', upstream: slowUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', websocketMaxMessage: '64KiB' },
+      // The same upstream, whose handshake is never released for this route's requests, with a short timeout.
+      { path: '/stuck/', upstream: slowUpstream, provider: 'demo', websocket: true, rewritePrefix: '/', timeout: `${STUCK_TIMEOUT_MS}ms` },
     ],
   })
   ;({ gateway, op } = stack)
@@ -93,6 +101,7 @@ afterAll(async () => {
   await stack?.close()
   await close(upstreamServer)
   slowServer.closeAllConnections()
+  for (const socket of slowSockets) socket.destroy()
   await close(slowServer)
   await redis?.release()
 })
@@ -335,5 +344,18 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
     expect(indexes(await echoes)).toEqual(indexes(sent))
     expect(peak).toBeLessThanOrEqual(bound)
     socket.close()
+  })
+})
+
+describe('an upstream that never answers the websocket handshake', () => {
+  it('gets no longer than the route\'s timeout: the client\'s socket is closed, not held open', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/flood/`)
+    const socket = await connect(`gw_session=${browser.cookies.get('gw_session')!.value}`, gateway.url, '/stuck/never')
+    const opened = performance.now()
+    const code = await new Promise<number>((resolve) => socket.once('close', resolve))
+    // Never before the timeout (the wait is the route's), and closed by the gateway, not by the test's own timeout.
+    expect(performance.now() - opened).toBeGreaterThanOrEqual(STUCK_TIMEOUT_MS * 0.9)
+    expect(code).not.toBe(1000)
   })
 })
