@@ -2,7 +2,7 @@
 // (a URL's scheme, a route's provider must exist, one store form, ranges of durations, cookie rules,
 // plain http to a remote provider). Each rule is skipped when a key it depends on already has a
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
-import { isIP } from 'node:net'
+import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
 import { normalisedRule } from '../access/identity.js'
@@ -62,14 +62,27 @@ function isAddressOrRange (entry: string): boolean {
 
 /**
  * Why a trusted range is wider than any network of proxies (shorter than /8 for IPv4, the largest
- * private block, or /7 for IPv6, the unique-local block): `0.0.0.0/0`, `::/0` or two `/1`s trust
+ * private block, /104 for IPv4-mapped IPv6, or /7 for IPv6, the unique-local block): `0.0.0.0/0`, `::/0` or two `/1`s trust
  * every client, as `true` does. Undefined for a range that is narrow enough.
  */
+/** Whether IPv6 `probe` lies in `address`/`bits`. */
+function inRange (probe: string, address: string, bits: number): boolean {
+  const range = new BlockList()
+  range.addSubnet(address, bits, 'ipv6')
+  return range.check(probe, 'ipv6')
+}
+
 function tooWide (entry: string): string | undefined {
   const [address = '', bits] = entry.split('/')
   if (bits === undefined || PROXY_GROUPS.includes(entry)) return undefined
-  const least = isIP(address) === 4 ? 8 : 7
-  if (Number(bits) >= least) return undefined
+  const version = isIP(address)
+  const width = Number(bits)
+  // IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) are IPv4 peers: a range among them is measured as
+  // IPv4 (its last 32 bits), and one that holds them all (::ffff:0:0/96, ::/80) trusts every one.
+  const mapped = version === 6 && inRange(address, '::ffff:0:0', 96)
+  const holdsMapped = version === 6 && width <= 96 && inRange('::ffff:0.0.0.0', address, width)
+  const least = version === 4 ? 8 : mapped || (holdsMapped && width >= 7) ? 96 + 8 : 7
+  if (width >= least) return undefined
   return `${describe(entry)} trusts X-Forwarded-For from a large part of the internet (a range shorter than /${least}): any client could pick its own address; ` +
     'list the addresses or ranges of your proxies, such as 10.0.0.0/8'
 }

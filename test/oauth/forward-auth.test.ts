@@ -567,7 +567,9 @@ describe.each(FRONTS)('forward-auth behind a real %s', (kind) => {
       store: { type: 'redis', url: redis.url },
       providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
       routes: [],
-      forwardAuth: { allowedRedirectHosts: [`127.0.0.1:${port}`] },
+      // The front's host is listed: its application gets the assertion, through the shipped file.
+      assertion: {},
+      forwardAuth: { allowedRedirectHosts: [`127.0.0.1:${port}`], hosts: { '127.0.0.1': {} } },
     })
     front = await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(upstream.url).host })
   })
@@ -587,6 +589,11 @@ describe.each(FRONTS)('forward-auth behind a real %s', (kind) => {
     expect(seen.headers['x-forwarded-user']).toBe('alice')
     expect(seen.headers['x-forwarded-email']).toBe('alice@example.test')
     expect(seen.headers['x-forwarded-groups']).toBe('admins,staff')
+    // The shipped file passes the gateway's assertion on, for the application's own origin.
+    const { jwtVerify, createRemoteJWKSet } = await import('jose')
+    const jwks = createRemoteJWKSet(new URL(`${gateway.url}/.well-known/jwks.json`))
+    const { payload } = await jwtVerify(seen.headers['x-gateway-assertion'] as string, jwks, { issuer: gateway.url, audience: front.url })
+    expect(payload.sub).toBe('alice')
     // The application never sees the gateway's session cookie.
     expect(seen.headers.cookie ?? '').not.toContain('gw_session')
     // The way there: the proxy's redirect to the gateway's sign-in, whose next is the original URL.
@@ -605,9 +612,10 @@ describe.each(FRONTS)('forward-auth behind a real %s', (kind) => {
     const browser = new Browser()
     await browser.navigate(`${front.url}/app/`, { login: 'eve' })
     const response = await browser.fetch(`${front.url}/app/spoof`, {
-      headers: { accept: 'application/json', 'x-forwarded-user': 'admin', 'x-forwarded-email': 'ceo@example.test', 'x-forwarded-groups': 'admins', authorization: 'Bearer forged' },
+      headers: { accept: 'application/json', 'x-forwarded-user': 'admin', 'x-forwarded-email': 'ceo@example.test', 'x-forwarded-groups': 'admins', authorization: 'Bearer forged', 'x-gateway-assertion': 'forged' },
     })
     const seen = await response.json() as SeenRequest
+    expect(seen.headers['x-gateway-assertion']).not.toBe('forged')
     expect(seen.headers['x-forwarded-user']).toBe('eve')
     expect(seen.headers['x-forwarded-email']).toBeUndefined()
     expect(seen.headers['x-forwarded-groups']).toBe('staff')

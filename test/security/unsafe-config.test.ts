@@ -285,11 +285,15 @@ describe('more unsafe settings refused, each naming its key', () => {
       [['0.0.0.0/1', '128.0.0.0/1'], [wide(0, '0.0.0.0/1', 8), wide(1, '128.0.0.0/1', 8)]],
       [['10.0.0.0/7'], [wide(0, '10.0.0.0/7', 8)]],
       [['2000::/3'], [wide(0, '2000::/3', 7)]],
+      [['::ffff:0.0.0.0/96'], [wide(0, '::ffff:0.0.0.0/96', 104)]],
+      [['::FFFF:10.0.0.0/100'], [wide(0, '::FFFF:10.0.0.0/100', 104)]],
+      [['0:0:0:0:0:ffff:0:0/96'], [wide(0, '0:0:0:0:0:ffff:0:0/96', 104)]],
+      [['::/80'], [wide(0, '::/80', 104)]],
     ])('refuses %j', (ranges, expected) => {
       expect(trusting(ranges)).toEqual(expected)
     })
 
-    it.each([[['10.0.0.0/8']], [['fc00::/7']], [['192.168.0.0/16', '127.0.0.1', 'loopback', 'uniquelocal']], [['203.0.113.7']]])('accepts %j', (ranges) => {
+    it.each([[['10.0.0.0/8']], [['fc00::/7']], [['::ffff:10.0.0.0/104']], [['192.168.0.0/16', '127.0.0.1', 'loopback', 'uniquelocal']], [['203.0.113.7']]])('accepts %j', (ranges) => {
       expect(trusting(ranges)).toEqual([])
     })
   })
