@@ -61,7 +61,7 @@ const Server = Section({
     Type.Array(Type.String({ expected: 'an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal)' })),
   ], {
     default: false,
-    description: 'Which peers may set X-Forwarded-* (client address, rate-limit key, forward-auth): `false`, `true`, or the addresses and CIDR ranges of the proxies in front (a list, or a comma-separated string from a variable); `loopback`, `linklocal`, `uniquelocal` name those groups.',
+    description: 'Which peers may set X-Forwarded-* (client address, rate-limit key, forward-auth): `false`, `true` (only with a loopback `server.host`), or the addresses and CIDR ranges of the proxies in front (a list, or a comma-separated string from a variable; no range wider than /8 for IPv4 or /7 for IPv6); `loopback`, `linklocal`, `uniquelocal` name those groups.',
     expected: 'true, false or a list of addresses and CIDR ranges such as ["127.0.0.1", "10.0.0.0/8"]',
     examples: [['10.0.0.0/8']],
   })),
@@ -167,7 +167,7 @@ const Route = Type.Object({
   allow: Type.Optional(Allow),
   public: Strings('`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', { default: [], examples: [['OPTIONS *', 'GET /app/static/*']] }),
   identityHeaders: Type.Optional(IdentityHeaders),
-  websocketMaxMessage: Size('WebSocket routes: the largest message either way (1KiB to 1GiB); a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
+  websocketMaxMessage: Size('WebSocket routes: the largest message either way, a size (`64KiB`, `1MiB`) or a number of bytes, 1KiB to 1GiB; a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
   allowedOrigins: Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] }),
   assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
 }, { additionalProperties: false, description: 'One proxied path prefix.' })
