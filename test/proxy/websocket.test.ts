@@ -220,8 +220,8 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
   const limit = 64 * KiB
   /** What one gateway leg may hold unsent: the high-water mark, one message, one socket read. */
   const bound = websocketHighWater(limit) + limit + 64 * KiB
-  /** 32 MiB in all: far past the bound and past what the kernel's socket buffers take on loopback. */
-  const total = 32 * 1024 * KiB
+  /** 16 MiB in all: far past the bound and past what the kernel's socket buffers take on loopback (a few MiB each way). */
+  const total = 16 * 1024 * KiB
 
   /** The most any gateway leg had unsent right after a send, and how many times one paused. */
   let peak = 0
