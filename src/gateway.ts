@@ -48,6 +48,8 @@ declare module 'fastify' {
   interface FastifyInstance {
     /** The signed identity assertions (undefined when no `assertion` section nor route asks for them). */
     assertions: Assertions | undefined
+    /** The sessions (cookie -> sealed record in the store, and this instance's cache of them). */
+    sessions: Sessions
   }
 }
 
@@ -105,6 +107,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock: now, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock: now })
     : undefined
   app.decorate('assertions', assertions)
+  app.decorate('sessions', sessions)
 
   app.addHook('onReady', async () => {
     providers.warmUp()

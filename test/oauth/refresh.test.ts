@@ -176,8 +176,13 @@ describe('token refresh', () => {
 
     const signOut = await fetch(`${signOutOn().url}/oauth/logout/?next=%2F`, { redirect: 'manual', headers: { cookie } })
     expect(signOut.status).toBe(302)
-    // Signed out everywhere (the other instance hears of it through Redis's broadcast) before the answer lands.
-    await waitFor(async () => await stubStatus(a, cookie) === 401 && await stubStatus(b, cookie) === 401, 2000, 'both instances to hear of the sign-out')
+    // Signed out everywhere before the answer lands: the other instance hears of it through Redis's
+    // broadcast, and each forgets its cached copy at the latest when session.cacheTtl (1 s) runs out.
+    // Only then is a asked: while it still held the session, a request there would join the
+    // refresh that is being held.
+    await waitFor(async () => a.app.sessions.cached(cookie) === undefined && b.app.sessions.cached(cookie) === undefined, 2000, 'both instances to forget the session')
+    expect(await stubStatus(b, cookie)).toBe(401)
+    expect(await stubStatus(a, cookie)).toBe(401)
     answer()
     // The request that waited on the refresh answers as for no session, not with the new token.
     const during = await refreshing
