@@ -22,7 +22,7 @@ import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 const CLIENTS = 4
 
-interface Line { msg: string, pid: number, workerPid?: number, exitCode?: number | null, signal?: string | null }
+interface Line { msg: string, pid: number, time: number, workerPid?: number, exitCode?: number | null, signal?: string | null }
 
 let redis: TestRedis
 let upstream: Upstream
@@ -94,9 +94,14 @@ describe('a worker killed under load', () => {
     const { victim, answers, afterKill, replacement } = await killUnderLoad(cookie, 'SIGKILL')
     expect(exits()).toEqual([expect.objectContaining({ workerPid: victim, exitCode: null, signal: 'SIGKILL', pid: child.pid })])
     expect(replacement).not.toBe(victim)
-    // Only a request in flight on a connection to the dead worker goes unanswered (status 0).
+    // Only a request sent before the primary knew of the death goes unanswered (status 0): one in
+    // flight on the dead worker's connection, or a connection the primary handed it meanwhile (how
+    // many depends on how soon a busy machine runs the primary, not on the gateway). Every request
+    // sent after the primary logged the exit is answered.
+    const noticed = exits()[0]!.time
     const unanswered = answers.filter((answer) => answer.status === 0)
-    expect(unanswered.length, `unanswered: ${JSON.stringify([...new Set(unanswered.map((answer) => `${answer.body} after ${answer.ms} ms`))].slice(0, 5))}`).toBeLessThanOrEqual(CLIENTS)
+    const late = unanswered.filter((answer) => answer.startedAt > noticed)
+    expect(late, `unanswered after the exit was logged: ${JSON.stringify(late.slice(0, 5).map((answer) => `${answer.body} after ${answer.ms} ms`))}`).toEqual([])
     expect(answers.filter((answer) => answer.status !== 0 && answer.status !== 200)).toEqual([])
     expect(afterKill.filter((answer) => answer.status === 200).length).toBeGreaterThanOrEqual(40 - CLIENTS)
 

@@ -15,6 +15,8 @@ export interface Answer {
   location: string | null
   accept: string
   ms: number
+  /** When the request was sent (Date.now: comparable with the `time` of the gateway's log lines on this machine). */
+  startedAt: number
 }
 
 export interface FaultStack {
@@ -83,10 +85,10 @@ export async function ask (url: string, cookie: string, accept: 'application/jso
   try {
     const response = await fetch(url, { headers: { cookie, accept }, redirect: 'manual', signal: AbortSignal.timeout(CLIENT_PATIENCE_MS) })
     const body = await response.text()
-    return { status: response.status, body, location: response.headers.get('location'), accept, ms: Date.now() - started }
+    return { status: response.status, body, location: response.headers.get('location'), accept, ms: Date.now() - started, startedAt: started }
   } catch (error) {
     // No answer at all (the connection was refused or dropped): status 0.
-    return { status: 0, body: String(error), location: null, accept, ms: Date.now() - started }
+    return { status: 0, body: String(error), location: null, accept, ms: Date.now() - started, startedAt: started }
   }
 }
 
