@@ -34,6 +34,8 @@ let unlock: (() => Promise<void>) | undefined
 
 const lines = (): Line[] => output.split('\n').filter((line) => line.startsWith('{')).map((line) => JSON.parse(line) as Line)
 const started = () => lines().filter((line) => line.msg === 'worker started').map((line) => line.workerPid!)
+/** Workers the primary hands connections to (a worker started but not yet listening serves nothing). */
+const listening = () => lines().filter((line) => line.msg === 'worker listening').map((line) => line.workerPid!)
 const exits = () => lines().filter((line) => line.msg.startsWith('worker exited'))
 
 beforeAll(async () => {
@@ -54,7 +56,9 @@ beforeAll(async () => {
   }))
   child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
-  await waitFor(async () => (await fetch(`${url}/readyz`)).ok && started().length === 2, 15_000, 'two workers to be ready')
+  // Both listening: were the victim the only one, the primary would close the port until the other
+  // listens, and every request meanwhile would be refused.
+  await waitFor(async () => (await fetch(`${url}/readyz`)).ok && listening().length === 2, 15_000, 'two workers to be listening')
 })
 
 afterAll(async () => {
@@ -72,13 +76,14 @@ afterAll(async () => {
 /** Kills one worker with `signal` under steady load; the answers, and the pid of the worker that replaced it. */
 async function killUnderLoad (cookie: string, signal: NodeJS.Signals) {
   const before = started()
-  // The oldest worker still running: it has long been serving (a just-started one may not be yet).
-  const victim = before.find((pid) => !exits().some((exit) => exit.workerPid === pid))!
+  // The oldest worker still running; another one is listening too.
+  const victim = listening().find((pid) => !exits().some((exit) => exit.workerPid === pid))!
   const load = hammer(`${url}/app/x`, cookie, CLIENTS)
   await waitFor(async () => load.answers.length >= 20, 20_000, 'steady load')
   process.kill(victim, signal)
   const killedAt = load.answers.length
   await waitFor(async () => started().length > before.length, 20_000, 'the primary to start another worker')
+  await waitFor(async () => listening().includes(started().at(-1)!), 20_000, 'the new worker to listen')
   const answered = load.answers.length
   await waitFor(async () => load.answers.length >= answered + 40, 20_000, 'requests after the restart')
   const answers = await load.stop()
@@ -108,7 +113,7 @@ describe('a worker killed under load', () => {
     // A worker that exits by itself (here: asked to stop, so it closes gracefully) is logged with
     // its numeric exit code, and replaced too.
     const count = started().length
-    const second = started().find((pid) => !exits().some((exit) => exit.workerPid === pid))!
+    const second = listening().find((pid) => !exits().some((exit) => exit.workerPid === pid))!
     process.kill(second, 'SIGTERM')
     await waitFor(async () => started().length > count, 20_000, 'the primary to start another worker')
     expect(exits()[1]).toMatchObject({ workerPid: second, exitCode: 0, signal: null })
