@@ -45,6 +45,13 @@ export interface ResolvedProvider extends ProviderConfig {
 class RefusedEndpoint extends Error {}
 
 const DISCOVERY_TIMEOUT_MS = 5000
+/**
+ * A token signed with a key the cached JWKS does not hold (`kid` unknown) refetches the set unless
+ * it was fetched this recently (jose's default is 30 s, which kept sign-ins failing that long after
+ * a provider rotated its key). It also bounds what tokens with made-up `kid`s can cost the provider:
+ * one JWKS fetch per this long, per gateway process and provider.
+ */
+export const JWKS_COOLDOWN_MS = 5000
 /** After a failed discovery, requests answer at once for this long before it is tried again. */
 const RETRY_AFTER_MS = 5000
 
@@ -145,7 +152,7 @@ export class Providers {
       tokenUrl,
       userinfoUrl: config.userinfoUrl ?? metadata.userinfo_endpoint,
       expectedIssuer: metadata.issuer,
-      jwks: metadata.jwks_uri ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS }) : undefined,
+      jwks: metadata.jwks_uri ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS, cooldownDuration: JWKS_COOLDOWN_MS }) : undefined,
       issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
       endSessionUrl: discovered.end_session_endpoint,
       revocationUrl: discovered.revocation_endpoint,
