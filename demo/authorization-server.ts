@@ -66,6 +66,8 @@ export interface AuthorizationServer {
   rotateSigningKey (): Promise<void>
   /** How many requests it has answered for `pathname` (`/jwks`, say). */
   requests (pathname: string): number
+  /** Ends every open connection: a client's next request has to look the name up and connect again. */
+  dropConnections (): void
   close (): Promise<void>
 }
 
@@ -266,6 +268,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
       callback = provider.callback()
     },
     requests: (pathname) => served.get(pathname) ?? 0,
+    dropConnections: () => server.closeAllConnections(),
     close: async () => {
       server.closeAllConnections()
       await new Promise<void>((resolve) => server.close(() => resolve()))
