@@ -61,7 +61,8 @@ export interface AuthorizationServer {
   signingKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey']
   /**
    * Replaces the signing key, as a provider's key rotation does: from now on tokens are signed with
-   * a new key under a new `kid`, and the JWKS lists only that one. Same issuer, port and clients.
+   * a new key under a new `kid`, and the JWKS lists only that one. Same issuer, port, clients and
+   * stored grants; `provider` is a new instance (listeners added to the old one stay there).
    */
   rotateSigningKey (): Promise<void>
   /** How many requests it has answered for `pathname` (`/jwks`, say). */
