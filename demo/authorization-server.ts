@@ -8,7 +8,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
-import { exportJWK, generateKeyPair } from 'jose'
+import { exportJWK, generateKeyPair, type JWK } from 'jose'
 import Provider, { interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
 
 export interface DemoClient {
@@ -59,6 +59,16 @@ export interface AuthorizationServer {
   provider: Provider
   /** The key it signs ID tokens with (tests forge logout tokens that the provider's JWKS verifies). */
   signingKey: Awaited<ReturnType<typeof generateKeyPair>>['privateKey']
+  /**
+   * Replaces the signing key, as a provider's key rotation does: from now on tokens are signed with
+   * a new key under a new `kid`, and the JWKS lists only that one. Same issuer, port, clients and
+   * stored grants; `provider` is a new instance (listeners added to the old one stay there).
+   */
+  rotateSigningKey (): Promise<void>
+  /** How many requests it has answered for `pathname` (`/jwks`, say). */
+  requests (pathname: string): number
+  /** Ends every open connection: a client's next request has to look the name up and connect again. */
+  dropConnections (): void
   close (): Promise<void>
 }
 
@@ -160,6 +170,11 @@ async function interaction (provider: Provider, req: IncomingMessage, res: Serve
   res.end('unexpected form')
 }
 
+/** The provider's signing keys as its `jwks` option takes them: one RS256 key, its `kid` from oidc-provider. */
+async function signingJwks (key: Awaited<ReturnType<typeof generateKeyPair>>['privateKey']): Promise<{ keys: JWK[] }> {
+  return { keys: [{ ...(await exportJWK(key)), alg: 'RS256', use: 'sig' }] }
+}
+
 /** No single sign-on: a sign-in counts only for the authorization request that asked for it. */
 function signInEveryTime (): interactionPolicy.Prompt[] {
   const policy = interactionPolicy.base()
@@ -177,7 +192,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   const { port } = server.address() as AddressInfo
   const issuer = options.issuer ?? `http://${options.publicHost ?? '127.0.0.1'}:${port}${options.issuerPath ?? ''}`
   const mount = options.issuer === undefined ? options.issuerPath ?? '' : ''
-  const { privateKey } = await generateKeyPair('RS256', { extractable: true })
+  let { privateKey } = await generateKeyPair('RS256', { extractable: true })
 
   const configuration: Configuration = {
     ...(options.adapter ? { adapter: options.adapter } : {}),
@@ -193,7 +208,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     },
     claims: options.scopeClaims ?? { openid: ['sub'], profile: ['name'], email: ['email', 'email_verified'], groups: ['groups'] },
     cookies: { keys: [randomBytes(32).toString('base64url')] },
-    jwks: { keys: [{ ...(await exportJWK(privateKey)), alg: 'RS256', use: 'sig' }] },
+    jwks: await signingJwks(privateKey),
     features: {
       devInteractions: { enabled: false },
       rpInitiatedLogout: options.logout
@@ -221,9 +236,12 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
       Grant: 86_400,
     },
   }
-  const provider = new Provider(issuer, configuration)
-  const callback = provider.callback()
+  let provider = new Provider(issuer, configuration)
+  let callback = provider.callback()
+  const served = new Map<string, number>()
   server.on('request', (req, res) => {
+    const pathname = new URL(req.url ?? '/', issuer).pathname
+    served.set(pathname, (served.get(pathname) ?? 0) + 1)
     if (!req.url?.startsWith('/interaction/')) {
       // Under an issuer path, oidc-provider reads its mount point from originalUrl (as under Express).
       if (mount !== '' && req.url?.startsWith(`${mount}/`)) {
@@ -243,8 +261,15 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   return {
     issuer,
     port,
-    provider,
-    signingKey: privateKey,
+    get provider () { return provider },
+    get signingKey () { return privateKey },
+    async rotateSigningKey () {
+      privateKey = (await generateKeyPair('RS256', { extractable: true })).privateKey
+      provider = new Provider(issuer, { ...configuration, jwks: await signingJwks(privateKey) })
+      callback = provider.callback()
+    },
+    requests: (pathname) => served.get(pathname) ?? 0,
+    dropConnections: () => server.closeAllConnections(),
     close: async () => {
       server.closeAllConnections()
       await new Promise<void>((resolve) => server.close(() => resolve()))

@@ -138,7 +138,7 @@ const Provider = Type.Object({
   scope: Text('`scope` of the authorize request; with `openid` an ID token is required and validated. Required without a preset.', { defaultText: 'the preset\'s', examples: ['openid profile email'] }),
   pkce: Flag('PKCE with S256.', true),
   claims: Type.Optional(Claims),
-  timeout: Duration('Token and userinfo endpoint timeout (100ms to 2m); then 502 `token_exchange_failed`.', '10s'),
+  timeout: Duration('How long any one call to the provider may take, name lookup and connect included: discovery, its keys (JWKS), token, userinfo, revocation (100ms to 2m). Then 502 `token_exchange_failed` (`provider_unavailable` while discovery has not succeeded).', '10s'),
   endSession: Flag('Sign-out reaches the provider too: its tokens are revoked where discovery advertises `revocation_endpoint`, and the browser signs out there where it advertises `end_session_endpoint` (register `{baseUrl}/oauth/logout/<provider>/` as its post-logout redirect URI). `false`: sign-out ends the gateway\'s session only (see endpoints.md).', true),
   dangerouslyAllowInsecureHttp: Flag('Allow this provider\'s endpoints over plain http to a host that is not loopback (otherwise the config is refused).', false),
 }, { additionalProperties: false, description: 'One provider (its name is the `<provider>` in /oauth/login/<provider>/): a client registered there.' })

@@ -96,6 +96,8 @@ function tokenExchangeError (provider: ResolvedProvider, error: unknown): Gatewa
     message = `The token endpoint refused the request (${ERROR_CODE.test(error.error) ? error.error : 'error'}).`
   } else if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
     message = `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`
+  } else if (error instanceof joseErrors.JWKSTimeout) {
+    message = `The provider's keys (JWKS) did not answer within ${provider.timeoutMs / 1000}s.`
   } else if (error instanceof joseErrors.JOSEError ||
     (error instanceof oauth.OperationProcessingError && [oauth.JWT_CLAIM_COMPARISON, oauth.JWT_TIMESTAMP_CHECK].includes(error.code ?? '')) ||
     (error instanceof Error && /ID Token/i.test(error.message))) {

@@ -5,6 +5,9 @@
 // (bench/README.md, "Sign-in CPU"). What callers see is fetch's behaviour: a TypeError when the
 // provider cannot be reached, the signal's reason (a TimeoutError) when it did not answer in time,
 // no redirects followed (oauth4webapi asks for none; a provider's API that redirects is an error).
+// The signal ends the call whatever phase it is in: undici acts on an abort only once the connection
+// is up, so a name lookup or connect that hangs held callers to undici's connect timeout (10 s)
+// whatever the provider's `timeout` said.
 import { Agent, request } from 'undici'
 
 /** Bodies larger than this are refused: a provider's token or userinfo answer is a few KiB. */
@@ -30,19 +33,42 @@ function requestBody (body: RequestInit['body']): string | Buffer | undefined {
   throw new TypeError('providerFetch sends only string, URLSearchParams and byte bodies')
 }
 
+type Answer = Awaited<ReturnType<typeof request>>
+
+/**
+ * `pending`, or the signal's reason as soon as it fires, even while undici is still looking the
+ * name up or connecting. What `pending` does afterwards is dropped: undici ends that connection
+ * attempt on its own (at its connect timeout, or at connect, where it sees the abort).
+ */
+async function untilAborted (pending: Promise<Answer>, signal: AbortSignal | undefined): Promise<Answer> {
+  if (!signal) return await pending
+  let onAbort = () => {}
+  const aborted = new Promise<never>((_resolve, reject) => {
+    onAbort = () => reject(signal.reason)
+    signal.addEventListener('abort', onAbort, { once: true })
+  })
+  try {
+    return await Promise.race([pending, aborted])
+  } finally {
+    signal.removeEventListener('abort', onAbort)
+    // An answer that comes after the abort has nobody to read it: free its connection.
+    if (signal.aborted) pending.then((late) => late.body.destroy(), () => {})
+  }
+}
+
 /** `fetch(url, init)` for the provider calls, as described above. */
 export async function providerFetch (url: string | URL, init: RequestInit = {}): Promise<Response> {
   const signal = init.signal ?? undefined
   signal?.throwIfAborted()
-  let answer: Awaited<ReturnType<typeof request>>
+  let answer: Answer
   try {
-    answer = await request(url, {
+    answer = await untilAborted(request(url, {
       dispatcher: agent,
       method: (init.method ?? 'GET') as 'GET',
       headers: requestHeaders(init.headers),
       body: requestBody(init.body),
       signal,
-    })
+    }), signal)
   } catch (error) {
     if (signal?.aborted) throw signal.reason
     throw new TypeError('fetch failed', { cause: error })

@@ -1,14 +1,16 @@
 // The configured providers, resolved for use: OIDC discovery (<issuer>/.well-known/openid-configuration)
 // fills in endpoints the config leaves out (explicit URLs win) and gives the JWKS that ID tokens are
 // checked against. Discovery starts with the gateway and is retried; until it succeeds, sign-ins with
-// that provider answer 502 provider_unavailable instead of the gateway refusing to start.
+// that provider answer 502 provider_unavailable instead of the gateway refusing to start. Every call
+// here (discovery, the JWKS) goes through providerFetch and ends within the provider's `timeout`.
 // @see https://openid.net/specs/openid-connect-discovery-1_0.html
 import type { FastifyBaseLogger } from 'fastify'
-import { createRemoteJWKSet, type JWTVerifyGetKey } from 'jose'
+import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from 'jose'
 import * as oauth from 'oauth4webapi'
 import type { ProviderConfig } from '../config/config.js'
 import { plainHttpHost } from '../config/safety.js'
 import { GatewayError } from '../http/errors.js'
+import { providerFetch } from './provider-http.js'
 
 /** A provider with every endpoint known. */
 export interface ResolvedProvider extends ProviderConfig {
@@ -44,7 +46,13 @@ export interface ResolvedProvider extends ProviderConfig {
 /** A discovered endpoint the config's rules refuse: retrying cannot help, so it is reported at once. */
 class RefusedEndpoint extends Error {}
 
-const DISCOVERY_TIMEOUT_MS = 5000
+/**
+ * A token signed with a key the cached JWKS does not hold (`kid` unknown) refetches the set unless
+ * it was fetched this recently (jose's default is 30 s, which kept sign-ins failing that long after
+ * a provider rotated its key). It also bounds what tokens with made-up `kid`s can cost the provider:
+ * one JWKS fetch per this long, per gateway process and provider.
+ */
+export const JWKS_COOLDOWN_MS = 5000
 /** After a failed discovery, requests answer at once for this long before it is tried again. */
 const RETRY_AFTER_MS = 5000
 
@@ -114,8 +122,9 @@ export class Providers {
     const issuer = new URL(config.issuer!)
     const response = await oauth.discoveryRequest(issuer, {
       algorithm: 'oidc',
-      signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
+      signal: AbortSignal.timeout(config.timeoutMs),
       [oauth.allowInsecureRequests]: issuer.protocol === 'http:',
+      [oauth.customFetch]: providerFetch,
     })
     const metadata = await oauth.processDiscoveryResponse(issuer, response)
     const authorizeUrl = config.authorizeUrl ?? metadata.authorization_endpoint
@@ -145,7 +154,9 @@ export class Providers {
       tokenUrl,
       userinfoUrl: config.userinfoUrl ?? metadata.userinfo_endpoint,
       expectedIssuer: metadata.issuer,
-      jwks: metadata.jwks_uri ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: DISCOVERY_TIMEOUT_MS }) : undefined,
+      jwks: metadata.jwks_uri
+        ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: config.timeoutMs, cooldownDuration: JWKS_COOLDOWN_MS, [customFetch]: providerFetch })
+        : undefined,
       issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
       endSessionUrl: discovered.end_session_endpoint,
       revocationUrl: discovered.revocation_endpoint,

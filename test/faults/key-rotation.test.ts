@@ -1,0 +1,114 @@
+// Fault: the provider rotates its signing key. The real oidc-provider really replaces its key (a new
+// `kid`, the old one gone from its JWKS) while the gateway holds the old set. A sign-in after the
+// rotation succeeds once the cached set is older than the gateway's JWKS cooldown (JWKS_COOLDOWN_MS,
+// not jose's 30 s), and back-channel logout tokens signed with the new key are accepted too. Tokens
+// with made-up `kid`s cost the provider at most one JWKS fetch per cooldown, however many arrive.
+// Time moves through Date.now (what jose's cooldown and the gateway's clock read), never by waiting.
+import { randomUUID } from 'node:crypto'
+import { generateKeyPair, SignJWT } from 'jose'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { JWKS_COOLDOWN_MS } from '../../src/oauth/providers.js'
+import { Browser } from '../helpers/browser.js'
+import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+let upstream: Upstream
+let gateway: TestGateway
+let op: TestProvider
+let stop: () => Promise<void>
+
+/** How far Date.now has been moved on; it only grows, so the JWKS's fetch times stay in the past. */
+let offset = 0
+const realNow = Date.now.bind(Date)
+function advance (ms: number): void {
+  offset += ms
+  vi.spyOn(Date, 'now').mockImplementation(() => realNow() + offset)
+}
+
+beforeAll(async () => {
+  upstream = await startUpstream()
+  const stack = await startGatewayWithProvider({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }] })
+  gateway = stack.gateway
+  op = stack.op
+  stop = stack.close
+})
+
+afterEach(() => {
+  vi.restoreAllMocks()
+})
+
+afterAll(async () => {
+  await stop?.()
+  await upstream?.close()
+})
+
+const jwksFetches = () => op.requests('/jwks')
+
+async function signIn (): Promise<Response> {
+  return await new Browser().navigate(`${gateway.url}/app/`)
+}
+
+/** A back-channel logout token for client `c`, signed with `key` under `kid`. */
+async function logoutToken (key: Parameters<SignJWT['sign']>[0], kid: string): Promise<string> {
+  return await new SignJWT({ sid: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} }, jti: randomUUID() })
+    .setProtectedHeader({ alg: 'RS256', kid, typ: 'logout+jwt' })
+    .setIssuer(op.issuer).setAudience('c').setIssuedAt(Math.floor(Date.now() / 1000))
+    .sign(key)
+}
+
+async function postLogout (token: string): Promise<{ status: number, body: string }> {
+  const response = await fetch(`${gateway.url}/oauth/backchannel-logout/demo/`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams({ logout_token: token }),
+  })
+  return { status: response.status, body: await response.text() }
+}
+
+describe('fault: the provider rotates its signing key', () => {
+  it('signs in with the new key once the cached JWKS is older than the cooldown, and accepts logout tokens signed with it', async () => {
+    expect((await signIn()).status).toBe(200)
+    const fetched = jwksFetches()
+    expect(fetched).toBeGreaterThanOrEqual(1)
+
+    await op.rotateSigningKey()
+    // The set the gateway holds was fetched "moments" ago no more: JWKS_COOLDOWN_MS later (jose's
+    // default cooldown, 30 s, refused the new kid for that long and sign-ins answered 502).
+    advance(JWKS_COOLDOWN_MS)
+    const page = await signIn()
+    expect(page.status).toBe(200)
+    expect(jwksFetches()).toBe(fetched + 1)
+
+    const newKid = ((await (await fetch(`${op.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys[0]!.kid
+    expect(await postLogout(await logoutToken(op.signingKey, newKid))).toEqual({ status: 200, body: '' })
+  })
+
+  it('fetches the JWKS at most once per cooldown for tokens with unknown kids, and once again after it', async () => {
+    const stranger = (await generateKeyPair('RS256')).privateKey
+    const forged = async () => await postLogout(await logoutToken(stranger, randomUUID()))
+    // Past any earlier fetch's cooldown: the first unknown kid fetches the set.
+    advance(JWKS_COOLDOWN_MS)
+    const before = jwksFetches()
+    expect((await forged()).status).toBe(400)
+    const fetched = jwksFetches()
+    expect(fetched).toBe(before + 1)
+
+    // Within the cooldown: no fetch at all, concurrent or one after another.
+    const burst = await Promise.all(Array.from({ length: 20 }, forged))
+    for (let i = 0; i < 5; i++) burst.push(await forged())
+    for (const answer of burst) {
+      expect(answer.status).toBe(400)
+      expect(answer.body).toContain('The logout token is not signed with the provider\'s keys.')
+    }
+    expect(jwksFetches()).toBe(fetched)
+
+    // Past it: one fetch for all of them.
+    advance(JWKS_COOLDOWN_MS)
+    const next = await Promise.all(Array.from({ length: 20 }, forged))
+    for (let i = 0; i < 5; i++) next.push(await forged())
+    expect(next.map((answer) => answer.status)).toEqual(Array.from({ length: 25 }, () => 400))
+    expect(jwksFetches()).toBe(fetched + 1)
+  })
+})

@@ -1,0 +1,185 @@
+// Fault: the provider's host name does not resolve: the lookup hangs (a DNS server that never
+// answers). Every provider call still ends within the provider's `timeout`, lookup and connect
+// included: the code exchange at sign-in and the refresh answer 502 token_exchange_failed,
+// discovery and the JWKS 502 provider_unavailable. undici acts on an abort only once connected, so
+// these used to wait for its 10 s connect timeout (discovery and the JWKS for their own 5 s).
+// The real oidc-provider serves everything under `.localhost` names (loopback, RFC 6761); the only
+// stub is the name lookup (node:dns's `lookup`, which every socket of this process asks): it answers
+// 127.0.0.1 for those names, or never answers for the ones a test makes hang.
+import dns from 'node:dns'
+import { randomUUID } from 'node:crypto'
+import { generateKeyPair, SignJWT } from 'jose'
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { Browser } from '../helpers/browser.js'
+import { reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+/** The providers' `timeout` in this test. */
+const TIMEOUT_MS = 500
+/** Every answer comes within the timeout and as much again (undici's connect timeout is 10 s). */
+const BOUND_MS = 2 * TIMEOUT_MS
+/** Tokens from sign-in live this long (they count as expired 30 s before). */
+const TOKEN_TTL_S = 60
+
+/** The issuer's host (discovery, JWKS, the browser's pages), the token endpoint's, and a provider's that never resolves. */
+const ISSUER_HOST = 'idp.localhost'
+const TOKEN_HOST = 'token.localhost'
+const UNRESOLVED_HOST = 'unresolved.localhost'
+
+const hanging = new Set<string>([UNRESOLVED_HOST])
+let hungLookups = 0
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
+const realLookup = dns.lookup.bind(dns) as (...args: unknown[]) => void
+
+/** node:dns's lookup for this process: the test's names answer 127.0.0.1, or hang; others as usual. */
+function lookup (hostname: string, options: unknown, callback?: LookupCallback): void {
+  if (typeof options === 'function') return lookup(hostname, {}, options as LookupCallback)
+  if (!hostname.endsWith('.localhost')) return realLookup(hostname, options, callback)
+  if (hanging.has(hostname)) {
+    hungLookups++
+    return
+  }
+  const all = typeof options === 'object' && options !== null && (options as { all?: boolean }).all === true
+  process.nextTick(() => all ? callback!(null, [{ address: '127.0.0.1', family: 4 }]) : callback!(null, '127.0.0.1', 4))
+}
+
+let op: TestProvider
+let upstream: Upstream
+let gateway: TestGateway
+
+beforeAll(async () => {
+  vi.spyOn(dns, 'lookup').mockImplementation(lookup as unknown as typeof dns.lookup)
+  upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
+    publicHost: ISSUER_HOST,
+    accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : TOKEN_TTL_S,
+  })
+  const timeout = `${TIMEOUT_MS}ms`
+  gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'memory' },
+    providers: {
+      demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, scope: 'openid offline_access', tokenUrl: `http://${TOKEN_HOST}:${op.port}/token`, timeout },
+      unresolved: { clientId: 'c', clientSecret: 's', issuer: `http://${UNRESOLVED_HOST}:${op.port}`, scope: 'openid', timeout },
+    },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/other/', upstream: upstream.url, provider: 'unresolved' },
+    ],
+  })
+})
+
+afterEach(() => {
+  hanging.clear()
+  hanging.add(UNRESOLVED_HOST)
+})
+
+afterAll(async () => {
+  vi.restoreAllMocks()
+  await gateway?.close()
+  await upstream?.close()
+  await op?.close()
+})
+
+/** Makes `host`'s lookups hang from now on; open connections are dropped, so the next call looks it up. */
+function hang (host: string): number {
+  hanging.add(host)
+  op.dropConnections()
+  return hungLookups
+}
+
+async function timed<T> (work: () => Promise<T>): Promise<{ result: T, ms: number }> {
+  const start = performance.now()
+  const result = await work()
+  return { result, ms: performance.now() - start }
+}
+
+function expectWithinTimeout (ms: number): void {
+  expect(ms).toBeGreaterThanOrEqual(TIMEOUT_MS * 0.95)
+  expect(ms).toBeLessThan(BOUND_MS)
+}
+
+/** A browser that times the gateway's callback (where the code is exchanged). */
+class TimedBrowser extends Browser {
+  callbackMs = 0
+  override async fetch (url: string, init: RequestInit = {}): Promise<Response> {
+    const { result, ms } = await timed(async () => await super.fetch(url, init))
+    if (url.includes('/oauth/authorized/')) this.callbackMs = ms
+    return result
+  }
+}
+
+async function signIn (): Promise<Browser> {
+  const browser = new Browser()
+  expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
+  return browser
+}
+
+describe('fault: the provider\'s name lookup hangs', () => {
+  it('discovery: a sign-in answers 502 provider_unavailable within the provider timeout', async () => {
+    const { result: page, ms } = await timed(async () => await fetch(`${gateway.url}/oauth/login/unresolved/`, { redirect: 'manual' }))
+    expect(page.status).toBe(502)
+    expect(await page.text()).toContain('provider_unavailable')
+    expect(ms).toBeLessThan(BOUND_MS)
+    expect(hungLookups).toBeGreaterThan(0)
+  })
+
+  it('the JWKS: a back-channel logout answers 502 provider_unavailable within the provider timeout', async () => {
+    // Discovery done (the sign-in redirects to the provider), the JWKS not fetched yet.
+    expect((await fetch(`${gateway.url}/oauth/login/demo/`, { redirect: 'manual' })).status).toBe(302)
+    const before = hang(ISSUER_HOST)
+    const token = await new SignJWT({ sid: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} }, jti: randomUUID() })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k', typ: 'logout+jwt' })
+      .setIssuer(op.issuer).setAudience('c').setIssuedAt()
+      .sign((await generateKeyPair('RS256')).privateKey)
+    const { result: answer, ms } = await timed(async () => await fetch(`${gateway.url}/oauth/backchannel-logout/demo/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/x-www-form-urlencoded' },
+      body: new URLSearchParams({ logout_token: token }),
+    }))
+    expect(answer.status).toBe(502)
+    expect(await answer.json()).toMatchObject({ error: 'provider_unavailable' })
+    expectWithinTimeout(ms)
+    expect(hungLookups).toBeGreaterThan(before)
+  })
+
+  it('the code exchange: a sign-in answers 502 token_exchange_failed within the provider timeout', async () => {
+    const browser = new TimedBrowser()
+    // The provider's pages resolve; the token endpoint's name does not.
+    const before = hang(TOKEN_HOST)
+    const page = await browser.navigate(`${gateway.url}/app/`)
+    expect(page.status).toBe(502)
+    expect(await page.text()).toContain('token_exchange_failed')
+    expectWithinTimeout(browser.callbackMs)
+    expect(hungLookups).toBeGreaterThan(before)
+  })
+
+  it('the refresh: every waiting request answers 502 token_exchange_failed within the provider timeout, and the session survives', async () => {
+    const browser = await signIn()
+    // The access token counts as expired: this process's clock (the gateway's and the provider's) moves on.
+    const realNow = Date.now.bind(Date)
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + TOKEN_TTL_S * 1000)
+    try {
+      const before = hang(TOKEN_HOST)
+      const call = async () => await browser.fetch(`${gateway.url}/app/data`, { headers: { accept: 'application/json' } })
+
+      const answers = await Promise.all(Array.from({ length: 5 }, async () => await timed(call)))
+      for (const { result, ms } of answers) {
+        expect(result.status).toBe(502)
+        expect(await result.json()).toMatchObject({ error: 'token_exchange_failed' })
+        expect(result.headers.getSetCookie()).toEqual([])
+        expectWithinTimeout(ms)
+      }
+      expect(hungLookups).toBeGreaterThan(before)
+
+      hanging.delete(TOKEN_HOST)
+      expect((await call()).status).toBe(200)
+    } finally {
+      clock.mockRestore()
+    }
+  })
+})
