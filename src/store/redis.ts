@@ -1,7 +1,8 @@
 // ioredis implementation of every store role: one Redis command per method, or one Lua script on
 // one key where a method must compare and then act (releasing a lock, a conditional write, the sets). Redis errors become `session_store_unavailable` here,
 // once; an outage is logged once when it starts and once when it ends (per node on a Redis Cluster),
-// never once per retry or per failed request (outage-log.ts).
+// never once per retry or per failed request (outage-log.ts), naming the connection's last real
+// error.
 import { Redis, Cluster, type RedisOptions, type Result } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { StoreConfig } from '../config/config.js'
@@ -147,11 +148,13 @@ export class RedisStore implements SessionStore {
     this.channelPrefix = config.keyPrefix
     this.name = storeName(config)
     this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
-    // ioredis needs an error listener, or it reports each failed reconnection on stderr.
+    // ioredis needs an error listener, or it reports each failed reconnection on stderr. The error
+    // event carries the cause (ECONNREFUSED, WRONGPASS, NOAUTH, a certificate that does not verify);
+    // the close that follows it carries none, so it keeps the cause the outage log already has.
     this.client.on('error', (error: Error) => this.outage.failed(reasonOf(error)))
     this.client.on('ready', () => this.outage.succeeded())
     if (this.client instanceof Cluster) this.watchNodes(this.client)
-    else this.client.on('close', () => this.outage.failed('connection closed'))
+    else this.client.on('close', () => this.outage.failed())
   }
 
   /** One outage log per cluster node, fed by that node's own connection. */
@@ -207,7 +210,9 @@ export class RedisStore implements SessionStore {
       return result
     } catch (error) {
       this.onCommandError()
-      outage?.failed(reasonOf(error))
+      // A command refused because there is no connection ("Stream isn't writeable", "Connection is
+      // closed.") tells nothing new: the connection's own error said why. A timeout is a cause.
+      outage?.failed(this.client.status === 'ready' ? reasonOf(error) : undefined)
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }
   }
