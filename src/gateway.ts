@@ -31,14 +31,14 @@ import { Sessions } from './session/session.js'
 import { MemoryStore } from './store/memory.js'
 import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
-import type { SessionStore } from './store/store.js'
+import type { RefusalReason, SessionStore } from './store/store.js'
 import { systemClock, type Clock } from './ops/clock.js'
 
 export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
   logStream?: DestinationStream
   logLevel?: string
-  /** What "now" is for token expiry, the session cache window and the identity assertions (default: the wall clock): tests move it. */
+  /** What "now" is for token expiry, the session cache window, the identity assertions and the store's refusal-line window (default: the wall clock): tests move it. */
   clock?: Clock
   /** How long a Redis store's outage (and recovery) must persist before it is logged (default 1 s each). */
   storeHysteresis?: Hysteresis
@@ -53,12 +53,16 @@ declare module 'fastify' {
   }
 }
 
-function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, hysteresis?: Hysteresis): SessionStore {
+function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, hysteresis?: Hysteresis, clock?: Clock): SessionStore {
   if (config.type === 'memory') {
     app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
     return new MemoryStore()
   }
-  return new RedisStore(config, app.log, { onCommandError: () => metrics.storeErrors.inc(), hysteresis })
+  const onCommandError = (refusal?: RefusalReason) => {
+    metrics.storeErrors.inc()
+    if (refusal) metrics.storeRefusals.inc({ reason: refusal })
+  }
+  return new RedisStore(config, app.log, { onCommandError, hysteresis, clock })
 }
 
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
@@ -88,9 +92,9 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   }
 
   const metrics = new Metrics()
-  const store = createStore(config.store, app, metrics, deps.storeHysteresis)
-  const sealer = new Sealer(secret)
   const clock = deps.clock ?? systemClock
+  const store = createStore(config.store, app, metrics, deps.storeHysteresis, clock)
+  const sealer = new Sealer(secret)
   const sessions = new Sessions(store, sealer, config.session, clock)
   const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs, clock)
   const providers = new Providers(config.providers, app.log)

@@ -3,7 +3,9 @@
 // callers share one promise; across instances a store lock (owner token, released only by its owner)
 // lets one refresh while the others wait for its result in the session record, and share its failure
 // too (no second attempt). Its result is written only over the record it read: a session ended
-// while the provider answered (sign-out, back-channel logout) stays ended.
+// while the provider answered (sign-out, back-channel logout) stays ended. A store that refuses
+// the writes (OOM under noeviction, READONLY) does not stop a session whose access token is still
+// valid: the request goes on with that token, and a later one refreshes once the store writes again.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { FastifyBaseLogger } from 'fastify'
 import { GatewayError } from '../http/errors.js'
@@ -11,7 +13,7 @@ import type { Metrics } from '../ops/metrics.js'
 import { withTokens, type Session, type TokenSet } from '../session/record.js'
 import type { Sessions, StoredRecord } from '../session/session.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import { storeKeys, type Lock } from '../store/store.js'
+import { refusedByStore, storeKeys, type Lock } from '../store/store.js'
 import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
@@ -26,6 +28,11 @@ const WRITE_ATTEMPTS = 3
 
 function isFresh (token: TokenSet, nowMs: number): boolean {
   return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowMs / 1000
+}
+
+/** Not expired yet, though due for a refresh (within EXPIRY_SKEW_S of its expiry). */
+function isStillValid (token: TokenSet, nowMs: number): boolean {
+  return token.expires_at === undefined || token.expires_at > nowMs / 1000
 }
 
 /** A provider's token as the store holds it now, with the record it is in. */
@@ -61,10 +68,25 @@ export class TokenRefresher {
     const key = `${session.id}:${provider}`
     let pending = this.inFlight.get(key)
     if (!pending) {
-      pending = this.refreshOnce(session, provider, token).finally(() => this.inFlight.delete(key))
+      pending = this.refreshOrKeep(session, provider, token).finally(() => this.inFlight.delete(key))
       this.inFlight.set(key, pending)
     }
     return await pending
+  }
+
+  /**
+   * {@link refreshOnce}, but when the store refuses its writes (the lock, or the record before the
+   * provider was asked) the token it has goes on while it is still valid: a refresh is due 30 s
+   * before expiry, and a store at `maxmemory` should not turn those 30 s into 503s.
+   */
+  private async refreshOrKeep (session: Session, name: string, stale: TokenSet): Promise<TokenSet | undefined> {
+    try {
+      return await this.refreshOnce(session, name, stale)
+    } catch (error) {
+      if (!refusedByStore(error) || !isStillValid(stale, this.clock.now())) throw error
+      this.log.debug({ provider: name, session: session.id.slice(0, 8), refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
+      return stale
+    }
   }
 
   private async refreshOnce (session: Session, name: string, stale: TokenSet): Promise<TokenSet | undefined> {
@@ -123,7 +145,16 @@ export class TokenRefresher {
     }
     const tokens: TokenSet = { ...result, refresh_token: result.refresh_token ?? stale.refresh_token }
     this.metrics.refreshes.inc({ provider: provider.name, result: 'refreshed' })
-    if (await this.write(session, provider, current.read, tokens)) return tokens
+    const written = await this.write(session, provider, current.read, tokens).catch((error: unknown) => {
+      if (!refusedByStore(error)) throw error
+      // The provider has answered: its new token serves this request. The store keeps the old
+      // tokens, so the next request refreshes again (a provider that rotates refresh tokens and
+      // refuses a reused one then asks for a sign-in).
+      this.log.info({ provider: provider.name, session: session.id.slice(0, 8), refusal: error.cause.reason }, 'token refreshed but not stored (the store refused the write); this request goes on with the new token')
+      return 'refused' as const
+    })
+    if (written === 'refused') return tokens
+    if (written) return tokens
     this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'session ended during its token refresh; the new tokens were not kept')
     return undefined
   }

@@ -1,6 +1,7 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
 // upstream latency, token refreshes, store errors, and the default process metrics.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+import { REFUSAL_REASONS } from '../store/store.js'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
 const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
@@ -48,8 +49,14 @@ export class Metrics {
     name: 'gateway_store_errors_total', help: 'Session store commands that failed (unreachable, timed out)', registers: [this.registry],
   })
 
+  /** Part of storeErrors: the commands Redis answered with an error. Every reason starts at 0, so an alert can watch it. */
+  readonly storeRefusals = new Counter({
+    name: 'gateway_store_refusals_total', help: 'Session store commands Redis refused (reachable, answered with an error), by reason (OOM, READONLY, NOPERM, other)', labelNames: ['reason'] as const, registers: [this.registry],
+  })
+
   constructor () {
     collectDefaultMetrics({ register: this.registry })
+    for (const reason of REFUSAL_REASONS) this.storeRefusals.inc({ reason }, 0)
   }
 
   /** The tallies of one route, counted in /metrics from now on. */

@@ -8,7 +8,7 @@ import { randomToken } from './seal.js'
 import type { Session, SessionRecord } from './record.js'
 import { fromWire, toWire, type WireRecord } from './record-wire.js'
 import { SessionCache } from './cache.js'
-import { storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
+import { refusedByStore, storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 
 export type { ProviderSession, Session, SessionRecord, TokenSet } from './record.js'
@@ -212,13 +212,26 @@ export class Sessions {
 
   private async read (cookie: string, generation: number): Promise<Session | null> {
     const id = this.sealer.idFor(PURPOSE, cookie)
-    const record = decodeRecord(this.sealer, cookie, await this.store.getAndTouchBytes(storeKeys.session(id), this.config.ttlMs))
+    const record = decodeRecord(this.sealer, cookie, await this.readAndTouch(storeKeys.session(id)))
     if (!record) return null
     const session: Session = { id, cookie, record }
     // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
     if (record.providerSessions !== undefined) this.renewed?.(session)
     this.cache.set(session, generation)
     return session
+  }
+
+  /**
+   * The stored record, its idle timeout renewed; a store that refuses writes (READONLY) still
+   * gives it, unrenewed: a session is not lost because its renewal could not be written.
+   */
+  private async readAndTouch (key: string): Promise<Buffer | null> {
+    try {
+      return await this.store.getAndTouchBytes(key, this.config.ttlMs)
+    } catch (error) {
+      if (!refusedByStore(error)) throw error
+      return await this.store.getBytes(key)
+    }
   }
 
   /**

@@ -1,6 +1,8 @@
 // Outage lines an operator can read: one line when a store (or one node of a Redis Cluster) becomes
 // unreachable and one when it is back, with hysteresis so that a flapping connection or a mix of
-// failing and succeeding commands does not log a pair per flap.
+// failing and succeeding commands does not log a pair per flap. Both lines name the outage's cause:
+// the last real error seen (a refused connection, a wrong password, a certificate), never the
+// failures that only follow from it (a closed connection, a command with no connection to go on).
 import type { FastifyBaseLogger } from 'fastify'
 import { systemClock, type Clock } from '../ops/clock.js'
 
@@ -25,7 +27,10 @@ export class OutageLog {
   /** When the current run of failures (while up) or successes (while down) began. */
   private runStart: number | undefined
   private timer: NodeJS.Timeout | undefined
+  /** The last real error of the current run of failures ('' when none has said why yet). */
   private lastReason = ''
+  /** The cause the outage's first line named (the recovery line names it again). */
+  private outageReason = ''
   private downSince = 0
   private failuresDuringOutage = 0
 
@@ -43,9 +48,14 @@ export class OutageLog {
     return this.down
   }
 
-  failed (reason: string): void {
+  /**
+   * One failure. `reason`: its cause (an error's text); none for a failure that only follows from an
+   * earlier one (the connection closing after its error, a command with no connection), which keeps
+   * the cause already known.
+   */
+  failed (reason?: string): void {
     if (this.closed) return
-    this.lastReason = reason
+    if (reason !== undefined) this.lastReason = reason
     if (this.down) {
       this.failuresDuringOutage++
       // A failure breaks the run of answers that would have ended the outage.
@@ -58,8 +68,9 @@ export class OutageLog {
   succeeded (): void {
     if (this.closed) return
     if (!this.down) {
-      // A blip shorter than downAfterMs: not an outage.
+      // A blip shorter than downAfterMs: not an outage, and its cause is not the next one's.
       this.cancel()
+      this.lastReason = ''
       return
     }
     if (this.runStart === undefined) this.start(this.hysteresis.upAfterMs, () => this.markUp())
@@ -88,8 +99,9 @@ export class OutageLog {
     this.downSince = this.runStart ?? this.clock.now()
     this.failuresDuringOutage = 0
     this.cancel()
+    this.outageReason = this.lastReason || 'connection closed'
     const target = 'node' in this.subject ? 'session store node' : 'session store'
-    this.log.warn({ ...this.subject, reason: this.lastReason },
+    this.log.warn({ ...this.subject, reason: this.outageReason },
       `${target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each failure is logged at debug level and counted in gateway_store_errors_total)`)
   }
 
@@ -97,6 +109,9 @@ export class OutageLog {
     this.down = false
     this.cancel()
     const target = 'node' in this.subject ? 'session store node' : 'session store'
-    this.log.info({ ...this.subject, downForMs: this.clock.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${target} reachable again`)
+    // The cause may have changed while down (Redis back, but with another password): both are named.
+    const last = this.lastReason && this.lastReason !== this.outageReason ? { lastReason: this.lastReason } : {}
+    this.lastReason = ''
+    this.log.info({ ...this.subject, reason: this.outageReason, ...last, downForMs: this.clock.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${target} reachable again`)
   }
 }

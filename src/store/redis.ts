@@ -1,14 +1,17 @@
 // ioredis implementation of every store role: one Redis command per method, or one Lua script on
 // one key where a method must compare and then act (releasing a lock, a conditional write, the sets). Redis errors become `session_store_unavailable` here,
 // once; an outage is logged once when it starts and once when it ends (per node on a Redis Cluster),
-// never once per retry or per failed request (outage-log.ts).
-import { Redis, Cluster, type RedisOptions, type Result } from 'ioredis'
+// never once per retry or per failed request (outage-log.ts), naming the connection's last real
+// error; a command Redis answers with an error (OOM, READONLY, NOPERM) is a refusal, logged apart
+// (refusal-log.ts).
+import { Redis, Cluster, ReplyError, type RedisOptions, type Result } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { StoreConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
-import { lockOwner, type LockHandle, type SessionStore, type StoreHealth } from './store.js'
+import { RefusalLog, refusalReason } from './refusal-log.js'
+import { lockOwner, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth } from './store.js'
 
 /**
  * Deletes KEYS[1] only while it holds ARGV[1] (the owner's token): 1 when deleted, else 0. One key,
@@ -109,11 +112,11 @@ function nodeKey (node: Redis): string {
 }
 
 export interface RedisStoreOptions {
-  /** Told of every failed command (for the store-errors metric). */
-  onCommandError?: () => void
+  /** Told of every failed command (for the store-errors metric), with the reason when Redis refused it. */
+  onCommandError?: (refusal?: RefusalReason) => void
   /** How long failures (and then answers) must persist before the outage lines are logged. */
   hysteresis?: Hysteresis
-  /** The outage lines' clock (how long an outage lasted). Expiry itself is Redis's own. */
+  /** The outage lines' clock (how long an outage lasted) and the refusal lines' window. Expiry itself is Redis's own. */
   clock?: Clock
 }
 
@@ -129,8 +132,10 @@ export class RedisStore implements SessionStore {
   private readonly outage: OutageLog
   /** Each node of a Redis Cluster, as its own connection sees it. */
   private readonly nodes = new Map<string, OutageLog>()
+  /** Commands Redis answered with an error: the store is reachable but refuses them. */
+  private readonly refusals: RefusalLog
 
-  private readonly onCommandError: () => void
+  private readonly onCommandError: (refusal?: RefusalReason) => void
   private readonly hysteresis: Hysteresis
   private readonly clock: Clock
 
@@ -147,11 +152,14 @@ export class RedisStore implements SessionStore {
     this.channelPrefix = config.keyPrefix
     this.name = storeName(config)
     this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
-    // ioredis needs an error listener, or it reports each failed reconnection on stderr.
+    this.refusals = new RefusalLog(log, { store: this.name }, this.clock)
+    // ioredis needs an error listener, or it reports each failed reconnection on stderr. The error
+    // event carries the cause (ECONNREFUSED, WRONGPASS, NOAUTH, a certificate that does not verify);
+    // the close that follows it carries none, so it keeps the cause the outage log already has.
     this.client.on('error', (error: Error) => this.outage.failed(reasonOf(error)))
     this.client.on('ready', () => this.outage.succeeded())
     if (this.client instanceof Cluster) this.watchNodes(this.client)
-    else this.client.on('close', () => this.outage.failed('connection closed'))
+    else this.client.on('close', () => this.outage.failed())
   }
 
   /** One outage log per cluster node, fed by that node's own connection. */
@@ -206,10 +214,25 @@ export class RedisStore implements SessionStore {
       outage?.succeeded()
       return result
     } catch (error) {
+      if (error instanceof ReplyError) throw this.refused(error as Error)
       this.onCommandError()
-      outage?.failed(reasonOf(error))
+      // A command refused because there is no connection ("Stream isn't writeable", "Connection is
+      // closed.") tells nothing new: the connection's own error said why. A timeout is a cause.
+      outage?.failed(this.client.status === 'ready' ? reasonOf(error) : undefined)
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }
+  }
+
+  /**
+   * Redis answered, with an error: not an outage of the connection (reads may work), so logged
+   * apart, by reason. Only Redis's error text is kept; ioredis's error also holds the command's
+   * arguments (keys, sealed values), which never go further than here.
+   */
+  private refused (error: Error): GatewayError {
+    const reason = refusalReason(error.message)
+    this.onCommandError(reason)
+    this.refusals.refused(reason, error.message)
+    return new GatewayError('session_store_unavailable', 'The session store refused the request.', { cause: new StoreRefusal(reason, error.message) })
   }
 
   get (key: string) { return this.run(() => this.client.get(key)) }

@@ -4,6 +4,7 @@
 // and Redis stores implement every role; `SessionStore` is all of them together.
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
+import { GatewayError } from '../http/errors.js'
 
 /**
  * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL,
@@ -113,6 +114,34 @@ export interface SharedConnection {
 /** Every role together: what the composition root creates and closes. */
 export interface SessionStore extends KeyValue, Sets, Lock, Broadcast, Readiness, SharedConnection {
   close (): Promise<void>
+}
+
+/**
+ * Why a store refused a command it received and answered (not an outage: the connection works):
+ * Redis's own error code word (`OOM` under `maxmemory` with `noeviction`, `READONLY` on a replica,
+ * `NOPERM` for a missing ACL permission), else `other`. The label of gateway_store_refusals_total.
+ */
+export const REFUSAL_REASONS = ['OOM', 'READONLY', 'NOPERM', 'other'] as const
+export type RefusalReason = typeof REFUSAL_REASONS[number]
+
+/**
+ * The cause of a `session_store_unavailable` error when the store answered the command with a
+ * refusal. `message` is the store's own error text (never a key or a value).
+ */
+export class StoreRefusal extends Error {
+  constructor (readonly reason: RefusalReason, message: string, options: { cause?: unknown } = {}) {
+    super(message, options)
+    this.name = 'StoreRefusal'
+  }
+}
+
+/**
+ * True when `error` is a store command the store refused (see {@link StoreRefusal}): reads may
+ * still work, so a caller that only wanted to write (a refresh's lock or result) can go on with
+ * what it has.
+ */
+export function refusedByStore (error: unknown): error is GatewayError & { cause: StoreRefusal } {
+  return error instanceof GatewayError && error.code === 'session_store_unavailable' && error.cause instanceof StoreRefusal
 }
 
 /** Key names, in one place. The caller-supplied id is always a hash, never a cookie value. */

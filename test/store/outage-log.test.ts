@@ -62,6 +62,26 @@ describe('OutageLog', () => {
     expect(outage.isDown).toBe(false)
   })
 
+  it('names the last real cause at the start and at the end, not the failures that only follow from it', () => {
+    every50(2000, (i) => i % 2 === 0 ? outage.failed('connect ECONNREFUSED 127.0.0.1:7001') : outage.failed())
+    every50(1000, () => outage.succeeded())
+    expect(lines.map((line) => JSON.parse(line) as { reason?: string, lastReason?: string })).toEqual([
+      expect.objectContaining({ reason: 'connect ECONNREFUSED 127.0.0.1:7001' }),
+      expect.objectContaining({ reason: 'connect ECONNREFUSED 127.0.0.1:7001' }),
+    ])
+    expect(JSON.parse(lines[1]!)).not.toHaveProperty('lastReason')
+  })
+
+  it('says "connection closed" only when nothing said why, and names a cause that changed during the outage', () => {
+    every50(2000, () => outage.failed())
+    every50(1000, () => outage.failed('NOAUTH Authentication required.'))
+    every50(1000, () => outage.succeeded())
+    expect(lines.map((line) => JSON.parse(line) as { reason?: string, lastReason?: string })).toEqual([
+      expect.objectContaining({ reason: 'connection closed' }),
+      expect.objectContaining({ reason: 'connection closed', lastReason: 'NOAUTH Authentication required.' }),
+    ])
+  })
+
   it('logs nothing after close', () => {
     outage.close()
     every50(5000, () => outage.failed('Connection is closed.'))
