@@ -4,7 +4,7 @@
 // never once per retry or per failed request (outage-log.ts).
 import { Redis, Cluster, type RedisOptions, type Result } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
-import type { StoreConfig } from '../config/config.js'
+import type { SentinelConfig, StoreConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
@@ -75,10 +75,17 @@ function hostPort (address: string): { host: string, port: number } {
  * close its side (ioredis's disconnectTimeout, 2 s by default): a frozen one never does. A
  * sentinel's answer is waited for no longer than a command either.
  */
-function sentinelOptions (sentinel: NonNullable<StoreConfig['sentinel']>, timeoutMs: number) {
+function sentinelOptions (sentinel: SentinelConfig, timeoutMs: number) {
   return {
     name: sentinel.name,
     sentinels: sentinel.nodes.map(hostPort),
+    username: sentinel.username,
+    password: sentinel.password,
+    sentinelUsername: sentinel.sentinelUsername,
+    sentinelPassword: sentinel.sentinelPassword,
+    // TLS as for rediss://: Node's CAs, NODE_EXTRA_CA_CERTS included; to the sentinels and to the
+    // master they name.
+    ...(sentinel.tls === true ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
     failoverDetector: true,
     disconnectTimeout: timeoutMs,
     sentinelCommandTimeout: timeoutMs,
