@@ -45,11 +45,27 @@ export interface SessionConfig {
   cookieDomain?: string
 }
 
+/** Redis Sentinel: where to ask for the master, and how to reach the sentinels and the Redis nodes. */
+export interface SentinelConfig {
+  /** The monitored master's name. */
+  name: string
+  /** The sentinels, `host:port`. */
+  nodes: string[]
+  /** The Redis nodes' ACL user and password (absent: none). */
+  username?: string | undefined
+  password?: string | undefined
+  /** The sentinels' own ACL user and password (absent: none). */
+  sentinelUsername?: string | undefined
+  sentinelPassword?: string | undefined
+  /** TLS to the sentinels and to the Redis nodes (Node's CAs, NODE_EXTRA_CA_CERTS included). */
+  tls?: boolean
+}
+
 export interface StoreConfig {
   type: 'redis' | 'memory'
   url: string | undefined
   cluster: string[] | undefined
-  sentinel: { name: string, nodes: string[] } | undefined
+  sentinel: SentinelConfig | undefined
   keyPrefix: string
   /** How long one store command may take (connecting: twice that); then 503 session_store_unavailable. */
   timeoutMs: number

@@ -142,11 +142,20 @@ export function checkUrl (issues: Issues, path: Path, text: string, protocols: r
   return text
 }
 
+/**
+ * `user:password@` at the start of a value (after a scheme, if any): a Redis URL or a sentinel node
+ * written with credentials. Its password is never repeated in a problem, which may be logged.
+ */
+const CREDENTIALS = /^([a-z][a-z0-9+.-]*:\/\/)?([^\s/@:]*):[^\s/@]*@/i
+
 export function describe (value: unknown): string {
   if (value === null || value === undefined) return 'nothing'
   if (Array.isArray(value)) return 'a list'
   if (typeof value === 'object') return 'a mapping'
-  if (typeof value === 'string') return JSON.stringify(value.length > 60 ? `${value.slice(0, 57)}...` : value)
+  if (typeof value === 'string') {
+    const shown = value.replace(CREDENTIALS, '$1$2:***@')
+    return JSON.stringify(shown.length > 60 ? `${shown.slice(0, 57)}...` : shown)
+  }
   return String(value)
 }
 

@@ -96,8 +96,21 @@ const Store = Section({
   cluster: Strings('Redis Cluster seed nodes, a list of `redis://host:port`.', { minItems: 1, expected: 'a non-empty list of redis:// URLs', examples: [['redis://10.0.0.1:7000', 'redis://10.0.0.2:7000']] }),
   sentinel: Type.Optional(Type.Object({
     name: Type.String({ minLength: 1, description: 'The monitored master\'s name.' }),
-    nodes: Type.Array(Type.String({ pattern: '^[^\\s:]+:\\d+$' }), { minItems: 1, description: 'Sentinels as `host:port`.', expected: 'a non-empty list of "host:port" strings' }),
-  }, { additionalProperties: false, description: 'Redis Sentinel.', examples: [{ name: 'mymaster', nodes: ['10.0.0.1:26379'] }] })),
+    // The phrase sits on the item too: a node that fails the pattern is an item's problem, and an
+    // item without one would be said to need "a string" (it is one).
+    nodes: Type.Array(Type.String({ pattern: '^[^\\s:@/]+:\\d+$', expected: '"host:port" (a password goes in sentinelPassword, not here)' }), {
+      minItems: 1, description: 'Sentinels as `host:port`.', expected: 'a non-empty list of "host:port" strings',
+    }),
+    username: Text('The ACL user of the Redis nodes (master and replicas); needs `password`.', { minLength: 1 }),
+    password: Text('The Redis nodes\' password (their `requirepass`, or `username`\'s ACL password).', { minLength: 1, examples: ['${REDIS_PASSWORD}'] }),
+    sentinelUsername: Text('The sentinels\' ACL user; needs `sentinelPassword`.', { minLength: 1 }),
+    sentinelPassword: Text('The sentinels\' own password, when they require one (their `requirepass` or ACL user); `password` is never sent to them.', { minLength: 1, examples: ['${SENTINEL_PASSWORD}'] }),
+    tls: Flag('TLS to the sentinels and to the Redis nodes they name, verified like `rediss://`: against the system CAs and `NODE_EXTRA_CA_CERTS`.', false),
+  }, {
+    additionalProperties: false,
+    description: 'Redis Sentinel. The gateway leaves a master as soon as the sentinels announce its replacement (`+switch-master`), even one that is frozen rather than dead.',
+    examples: [{ name: 'mymaster', nodes: ['10.0.0.1:26379'], password: '${REDIS_PASSWORD}', tls: true }],
+  })),
   keyPrefix: Text('Prefix of every key the gateway writes.', { default: 'gw:' }),
   timeout: Duration('How long one store command may take (50ms to 30s; connecting may take twice as long); then the request answers 503 `session_store_unavailable`. Raise it for a Redis far away.', '500ms'),
   readiness: Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('ignored')], {

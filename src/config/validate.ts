@@ -4,7 +4,7 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
+import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
 import { normalisedRule } from '../access/identity.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
@@ -268,6 +268,23 @@ function checkCookiePrefix (issues: Issues, cookieName: string, cookieSecure: bo
   issues.add(['session', 'cookieName'], `a "${prefix.toLowerCase() === 'host' ? '__Host-' : '__Secure-'}" cookie name needs a Secure cookie, which browsers otherwise drop: use an https baseUrl or set session.cookieSecure: true`)
 }
 
+function validateSentinel (issues: Issues, raw: NonNullable<Sections['store']['sentinel']>): SentinelConfig {
+  const at = (key: string): Path => ['store', 'sentinel', key]
+  // A user without a password is never sent (AUTH needs both): the nodes would refuse the gateway.
+  for (const [user, password] of [['username', 'password'], ['sentinelUsername', 'sentinelPassword']] as const) {
+    if (raw[user] !== undefined && raw[password] === undefined && !issues.touched(at(password))) issues.add(at(password), `is required with ${user}`)
+  }
+  return {
+    name: raw.name ?? '',
+    nodes: raw.nodes ?? [],
+    username: raw.username,
+    password: raw.password,
+    sentinelUsername: raw.sentinelUsername,
+    sentinelPassword: raw.sentinelPassword,
+    tls: raw.tls ?? false,
+  }
+}
+
 function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
   const type = raw.type ?? 'memory'
   const storeUrl = url(issues, ['store', 'url'], raw.url, ['redis', 'rediss'])
@@ -275,7 +292,7 @@ function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
     const checked = checkUrl(issues, ['store', 'cluster', i], item, ['redis', 'rediss'])
     return checked ? [checked] : []
   })
-  const sentinel = raw.sentinel && { name: raw.sentinel.name ?? '', nodes: raw.sentinel.nodes ?? [] }
+  const sentinel = raw.sentinel && validateSentinel(issues, raw.sentinel)
   const given = (['url', 'cluster', 'sentinel'] as const).filter((form) => raw[form] !== undefined || issues.touched(['store', form]))
   if (type === 'redis' && given.length > 1) issues.add(['store'], `give only one of url, cluster or sentinel (got ${given.join(' and ')})`)
   return {

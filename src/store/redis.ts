@@ -6,7 +6,7 @@
 // (refusal-log.ts).
 import { Redis, Cluster, ReplyError, type RedisOptions, type Result } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
-import type { StoreConfig } from '../config/config.js'
+import type { SentinelConfig, StoreConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
@@ -68,6 +68,33 @@ function hostPort (address: string): { host: string, port: number } {
   return { host: url.hostname, port: Number(url.port || 6379) }
 }
 
+/**
+ * The Sentinel form. ioredis asks a sentinel for the master, then keeps its connection to it until
+ * that connection fails; a frozen master (SIGSTOP, a partition) never fails it: commands time out,
+ * the connection stays, and the gateway would keep answering 503 after the sentinels promoted a
+ * replica, then write to the old master once it woke, until demoted (writes its resync drops).
+ * So the gateway listens to the sentinels' `+switch-master` (failoverDetector) and drops the
+ * connection then, and that drop does not wait more than one command timeout for the old master to
+ * close its side (ioredis's disconnectTimeout, 2 s by default): a frozen one never does. A
+ * sentinel's answer is waited for no longer than a command either.
+ */
+function sentinelOptions (sentinel: SentinelConfig, timeoutMs: number) {
+  return {
+    name: sentinel.name,
+    sentinels: sentinel.nodes.map(hostPort),
+    username: sentinel.username,
+    password: sentinel.password,
+    sentinelUsername: sentinel.sentinelUsername,
+    sentinelPassword: sentinel.sentinelPassword,
+    // TLS as for rediss://: Node's CAs, NODE_EXTRA_CA_CERTS included; to the sentinels and to the
+    // master they name.
+    ...(sentinel.tls === true ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
+    failoverDetector: true,
+    disconnectTimeout: timeoutMs,
+    sentinelCommandTimeout: timeoutMs,
+  } satisfies RedisOptions
+}
+
 function createClient (config: StoreConfig): Redis | Cluster {
   const keyPrefix = config.keyPrefix
   if (config.cluster) {
@@ -88,9 +115,7 @@ function createClient (config: StoreConfig): Redis | Cluster {
       },
     })
   }
-  if (config.sentinel) {
-    return new Redis({ ...clientOptions(config), keyPrefix, name: config.sentinel.name, sentinels: config.sentinel.nodes.map(hostPort) })
-  }
+  if (config.sentinel) return new Redis({ ...clientOptions(config), ...sentinelOptions(config.sentinel, config.timeoutMs), keyPrefix })
   return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...clientOptions(config), keyPrefix })
 }
 

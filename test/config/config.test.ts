@@ -57,6 +57,13 @@ describe('config: a good file', () => {
     expect(config.routes[0]!.maxConnections).toBe(10)
   })
 
+  it('reads a Sentinel store\'s users, passwords from variables, and TLS', () => {
+    const text = 'store: { type: redis, sentinel: { name: m, nodes: ["10.0.0.1:26379"], username: gw, password: "${REDIS_PASSWORD}", sentinelUsername: watcher, sentinelPassword: "${SENTINEL_PASSWORD}", tls: true } }'
+    expect(parseConfig(text, { REDIS_PASSWORD: 'r-pass', SENTINEL_PASSWORD: 's-pass' }).store.sentinel).toEqual({
+      name: 'm', nodes: ['10.0.0.1:26379'], username: 'gw', password: 'r-pass', sentinelUsername: 'watcher', sentinelPassword: 's-pass', tls: true,
+    })
+  })
+
   it('refuses every value still holding the deployment placeholder REPLACE-ME, once each', () => {
     const text = [
       'session: { secret: REPLACE-ME }',
@@ -126,6 +133,12 @@ describe('config: every problem names its key path', () => {
     ['a store timeout too short', 'store: { timeout: 10ms }', ['store.timeout: must be between 50ms and 30s, got "10ms" (line 1)']],
     ['a store timeout too long', 'store: { timeout: 1m }', ['store.timeout: must be between 50ms and 30s, got "1m" (line 1)']],
     ['two store forms', 'store: { type: redis, url: "redis://a", cluster: ["redis://b:7000"] }', ['store: give only one of url, cluster or sentinel (got url and cluster) (line 1)']],
+    // Said of the node, not of its type ("must be a string", of a string), and without its password.
+    ['a sentinel node with credentials', 'store: { type: redis, sentinel: { name: m, nodes: ["default:s3cret@10.0.0.1:26379"] } }',
+      ['store.sentinel.nodes[0]: must be "host:port" (a password goes in sentinelPassword, not here), got "default:***@10.0.0.1:26379" (line 1)']],
+    ['a store url with a password that is not redis', 'store: { type: redis, url: "http://u:s3cret@x" }', ['store.url: must be a redis or rediss URL, got "http://u:***@x" (line 1)']],
+    ['a sentinel user without a password', 'store: { type: redis, sentinel: { name: m, nodes: ["a:1"], username: gw, sentinelUsername: watcher } }',
+      ['store.sentinel.password: is required with username (line 1)', 'store.sentinel.sentinelPassword: is required with sentinelUsername (line 1)']],
     ['a bad base URL', 'server: { baseUrl: "ftp://x" }', ['server.baseUrl: must be a http or https URL, got "ftp://x" (line 1)']],
     ['providers not a mapping', 'providers: [a]', ['providers: must be a mapping of provider name to settings, got a list (line 1)']],
     ['routes not a list', 'routes: {}', ['routes: must be a list of routes, got a mapping (line 1)']],

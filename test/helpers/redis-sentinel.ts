@@ -1,11 +1,16 @@
-// A real Redis Sentinel for tests: one `redis-server --sentinel` on a free loopback port watching
-// a given Redis as the master "mymaster" (quorum 1).
-import { spawn } from 'node:child_process'
+// A real Redis Sentinel for tests: `startSentinel` is one `redis-server --sentinel` on a free
+// loopback port watching a given Redis as the master "mymaster" (quorum 1). `startSentinelSet` is a
+// whole Sentinel deployment of spawned servers: a master, a replica and a sentinel, with Sentinel's
+// failure detection set short (failover tests), and optionally passwords (an ACL user on the Redis
+// nodes, another on the sentinel) and TLS on every connection (see tls-cert.ts).
+import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { Socket } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { Redis, type RedisOptions } from 'ioredis'
 import { freePort, waitFor } from './net.js'
+import { TEST_CERT, TEST_KEY } from './tls-cert.js'
 
 export interface TestSentinel {
   /** host:port, as store.sentinel.nodes takes it */
@@ -39,5 +44,136 @@ export async function startSentinel (masterUrl: string): Promise<TestSentinel> {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
       await exited
     },
+  }
+}
+
+export interface SentinelSetOptions {
+  /** Sentinel's down-after-milliseconds: how long the master may be silent before it is failed over. */
+  downAfterMs?: number
+  /** Sentinel's failover-timeout. */
+  failoverTimeoutMs?: number
+  /** An ACL user the Redis nodes require (the default user is off); the sentinel and the replica use it too. */
+  redisUser?: { username: string, password: string }
+  /** An ACL user the sentinel requires of its clients (the default user is off). */
+  sentinelUser?: { username: string, password: string }
+  /** TLS only, on every server and every link between them (tls-cert.ts's certificate). */
+  tls?: boolean
+}
+
+/** One spawned Redis of the set. */
+export interface SetMember {
+  port: number
+  /** SIGSTOP: the process stays, its sockets stay open, nothing is answered. */
+  freeze (): void
+  /** SIGCONT. */
+  thaw (): void
+}
+
+export interface TestSentinelSet {
+  /** The sentinel, host:port, as store.sentinel.nodes takes it. */
+  nodes: string[]
+  master: SetMember
+  replica: SetMember
+  /** The CA file (tls only): what NODE_EXTRA_CA_CERTS names. */
+  caFile: string | undefined
+  /** A client of one of the Redis nodes (or, by its port, the sentinel), authenticated and over TLS as the set is. */
+  client (port: number, options?: RedisOptions): Redis
+  stop (): Promise<void>
+}
+
+/** ACL line of a user with every right, password `password`. */
+const aclUser = ({ username, password }: { username: string, password: string }) => `user ${username} on >${password} ~* &* +@all`
+
+export async function startSentinelSet (options: SentinelSetOptions = {}): Promise<TestSentinelSet> {
+  const dir = await mkdtemp(join(tmpdir(), 'gw-sentinel-set-'))
+  const certFile = join(dir, 'cert.pem')
+  const keyFile = join(dir, 'key.pem')
+  await writeFile(certFile, TEST_CERT)
+  await writeFile(keyFile, TEST_KEY)
+  const [masterPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()] as [number, number, number]
+  // With TLS only the tls-port listens, and replication and Sentinel's links use TLS too.
+  const listen = (port: number) => options.tls
+    ? ['port 0', `tls-port ${port}`, `tls-cert-file ${certFile}`, `tls-key-file ${keyFile}`, `tls-ca-cert-file ${certFile}`, 'tls-auth-clients no', 'tls-replication yes']
+    : [`port ${port}`]
+  const redisUser = options.redisUser
+  const redisLines = (port: number) => [
+    ...listen(port), 'bind 127.0.0.1', `dir ${dir}`, `dbfilename dump-${port}.rdb`, 'save ""', 'appendonly no',
+    // A replica's first full copy starts at once, not after Redis's default 5 s wait for more replicas.
+    'repl-diskless-sync-delay 0',
+    ...(redisUser ? [aclUser(redisUser), 'user default off', `masteruser ${redisUser.username}`, `masterauth ${redisUser.password}`] : []),
+  ]
+  const sentinelUser = options.sentinelUser
+  const sentinelLines = [
+    ...listen(sentinelPort), 'bind 127.0.0.1', `dir ${dir}`,
+    `sentinel monitor mymaster 127.0.0.1 ${masterPort} 1`,
+    `sentinel down-after-milliseconds mymaster ${options.downAfterMs ?? 30_000}`,
+    `sentinel failover-timeout mymaster ${options.failoverTimeoutMs ?? 180_000}`,
+    ...(redisUser ? [`sentinel auth-user mymaster ${redisUser.username}`, `sentinel auth-pass mymaster ${redisUser.password}`] : []),
+    ...(sentinelUser ? [aclUser(sentinelUser), 'user default off'] : []),
+  ]
+  const files = { master: join(dir, 'master.conf'), replica: join(dir, 'replica.conf'), sentinel: join(dir, 'sentinel.conf') }
+  await writeFile(files.master, redisLines(masterPort).join('\n') + '\n')
+  await writeFile(files.replica, [...redisLines(replicaPort), `replicaof 127.0.0.1 ${masterPort}`].join('\n') + '\n')
+  await writeFile(files.sentinel, sentinelLines.join('\n') + '\n')
+
+  const children: ChildProcess[] = []
+  const start = (...args: string[]) => {
+    const child = spawn('redis-server', args, { stdio: 'ignore' })
+    children.push(child)
+    return child
+  }
+  const member = (child: ChildProcess, port: number): SetMember => ({
+    port,
+    freeze: () => { child.kill('SIGSTOP') },
+    thaw: () => { child.kill('SIGCONT') },
+  })
+  const client = (port: number, extra: RedisOptions = {}) => {
+    const user = port === sentinelPort ? sentinelUser : redisUser
+    const redis = new Redis({
+      host: '127.0.0.1',
+      port,
+      username: user?.username,
+      password: user?.password,
+      tls: options.tls ? { ca: TEST_CERT } : undefined,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+      ...extra,
+    })
+    redis.on('error', () => {})
+    return redis
+  }
+  const stop = async () => {
+    await Promise.all(children.map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return
+      const exited = new Promise((resolve) => child.once('exit', resolve))
+      // A frozen process ends on SIGKILL too.
+      child.kill('SIGKILL')
+      await exited
+    }))
+  }
+  const answers = async (port: number, command: (redis: Redis) => Promise<boolean>) => {
+    const redis = client(port)
+    try {
+      return await command(redis)
+    } finally {
+      redis.disconnect()
+    }
+  }
+  try {
+    const master = member(start(files.master), masterPort)
+    const replica = member(start(files.replica), replicaPort)
+    await waitFor(() => answers(masterPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis master on port ${masterPort}`)
+    // The replica has finished its first full copy: until then a write to the master is not on it.
+    await waitFor(() => answers(replicaPort, async (r) => /master_link_status:up/.test(await r.info('replication'))), 10_000, `redis replica on port ${replicaPort} in sync`)
+    start(files.sentinel, '--sentinel')
+    // The sentinel knows the master and, from the master's INFO, its replica.
+    await waitFor(() => answers(sentinelPort, async (r) => {
+      const replicas = await r.call('SENTINEL', 'REPLICAS', 'mymaster') as unknown[]
+      return replicas.length === 1
+    }), 10_000, `redis sentinel on port ${sentinelPort} to know the replica`)
+    return { nodes: [`127.0.0.1:${sentinelPort}`], master, replica, caFile: options.tls ? certFile : undefined, client, stop }
+  } catch (error) {
+    await stop()
+    throw error
   }
 }

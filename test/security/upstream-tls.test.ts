@@ -5,26 +5,7 @@ import { createServer, type Server } from 'node:https'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
-
-// A self-signed certificate for 127.0.0.1 (P-256, valid until 2126), for this test only.
-const KEY = `-----BEGIN PRIVATE KEY-----
-MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgC+D0r8uCatgVKoS8
-d7lCbZBb3hN50hBcjRca6MUApfqhRANCAASAJkkqW0g/cXh8BO7OYAM77MERotDK
-gqkA/VPAG32dF7adkh4t6s+V9vBAIsrAf1gYM37ysHxoHoEN3GeV9LBM
------END PRIVATE KEY-----
-`
-const CERT = `-----BEGIN CERTIFICATE-----
-MIIBjzCCATagAwIBAgIUZFqs40DZI13gtweCdXbXg2gG0MUwCgYIKoZIzj0EAwIw
-FDESMBAGA1UEAwwJMTI3LjAuMC4xMCAXDTI2MTEyMzEzMjU0OFoYDzIxMjYxMDMw
-MTMyNTQ4WjAUMRIwEAYDVQQDDAkxMjcuMC4wLjEwWTATBgcqhkjOPQIBBggqhkjO
-PQMBBwNCAASAJkkqW0g/cXh8BO7OYAM77MERotDKgqkA/VPAG32dF7adkh4t6s+V
-9vBAIsrAf1gYM37ysHxoHoEN3GeV9LBMo2QwYjAdBgNVHQ4EFgQUdA1P653TATt5
-Rsm+HQ3pFYg1XTMwHwYDVR0jBBgwFoAUdA1P653TATt5Rsm+HQ3pFYg1XTMwDwYD
-VR0TAQH/BAUwAwEB/zAPBgNVHREECDAGhwR/AAABMAoGCCqGSM49BAMCA0cAMEQC
-IC4IKloTGlF2cqbY4geqGT4rt79xShK+ANdS9ZfdguwwAiAWlw7C7QRxy151w3QA
-h61rh+xaEnU85pxt42axrfRhlg==
------END CERTIFICATE-----
-`
+import { TEST_CERT as CERT, TEST_KEY as KEY } from '../helpers/tls-cert.js'
 
 describe('upstream TLS', () => {
   let upstream: Server

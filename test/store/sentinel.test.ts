@@ -1,11 +1,22 @@
 // The Redis Sentinel form of store:, against a real sentinel (redis-server --sentinel) watching a
-// real Redis: the gateway asks the sentinel for the master and keeps its sessions there.
+// real Redis: the gateway asks the sentinel for the master and keeps its sessions there; with ACL
+// users required by the Redis nodes and by the sentinel, and over TLS everywhere (the gateway CLI
+// trusting the servers' CA through NODE_EXTRA_CA_CERTS, its passwords written as ${VAR}).
+/* eslint-disable no-template-curly-in-string -- gateway.yaml's ${VAR} references, as an operator writes them */
+import { spawn } from 'node:child_process'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { Redis } from 'ioredis'
+import { stringify } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { oidcClient, startGatewayWithProvider, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { freePort, waitFor } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { Children } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startSentinel, type TestSentinel } from '../helpers/redis-sentinel.js'
+import { startSentinel, startSentinelSet, type TestSentinel, type TestSentinelSet } from '../helpers/redis-sentinel.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 describe('store.sentinel', () => {
@@ -40,5 +51,104 @@ describe('store.sentinel', () => {
     const client = new Redis(master.url)
     expect((await client.keys('gw:session:*')).length).toBe(1)
     await client.quit()
+  })
+})
+
+/** Passwords of the tests below: they must never reach a log line. */
+const REDIS_USER = { username: 'gateway', password: 'redis-pass-7f3a9c' }
+const SENTINEL_USER = { username: 'watcher', password: 'sentinel-pass-2b8e1d' }
+
+describe('store.sentinel with ACL users on the Redis nodes and on the sentinel', () => {
+  let set: TestSentinelSet
+  let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
+  let upstream: Upstream
+
+  beforeAll(async () => {
+    set = await startSentinelSet({ redisUser: REDIS_USER, sentinelUser: SENTINEL_USER })
+    upstream = await startUpstream()
+    stack = await startGatewayWithProvider({
+      store: {
+        type: 'redis',
+        sentinel: { name: 'mymaster', nodes: set.nodes, username: REDIS_USER.username, password: REDIS_USER.password, sentinelUsername: SENTINEL_USER.username, sentinelPassword: SENTINEL_USER.password },
+      },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    })
+  })
+  afterAll(async () => {
+    await stack?.close()
+    await upstream?.close()
+    await set?.stop()
+  })
+
+  it('signs in and keeps the session on the master, logging neither password', async () => {
+    const browser = new Browser()
+    expect((await browser.navigate(`${stack.gateway.url}/app/`)).status).toBe(200)
+    expect((await fetch(`${stack.gateway.url}/readyz`)).status).toBe(200)
+    const master = set.client(set.master.port)
+    expect((await master.keys('gw:session:*')).length).toBe(1)
+    master.disconnect()
+    const logs = stack.gateway.logs.join('\n')
+    expect(logs).not.toContain(REDIS_USER.password)
+    expect(logs).not.toContain(SENTINEL_USER.password)
+  })
+})
+
+describe('store.sentinel over TLS, passwords from variables (the gateway CLI, its CA in NODE_EXTRA_CA_CERTS)', () => {
+  const children = new Children()
+  let set: TestSentinelSet
+  let op: TestProvider
+  let upstream: Upstream
+  let url: string
+  let output = ''
+
+  beforeAll(async () => {
+    set = await startSentinelSet({ tls: true, redisUser: REDIS_USER, sentinelUser: SENTINEL_USER })
+    upstream = await startUpstream()
+    const port = await freePort()
+    url = `http://127.0.0.1:${port}`
+    op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${url}/oauth/authorized/demo/`] }])
+    const dir = await mkdtemp(join(tmpdir(), 'gw-sentinel-tls-'))
+    const file = join(dir, 'gateway.yaml')
+    await writeFile(file, stringify({
+      server: { host: '127.0.0.1', port, baseUrl: url },
+      session: { secret: TEST_SECRET },
+      store: {
+        type: 'redis',
+        sentinel: {
+          name: 'mymaster',
+          nodes: set.nodes,
+          username: REDIS_USER.username,
+          password: '${REDIS_PASSWORD}',
+          sentinelUsername: SENTINEL_USER.username,
+          sentinelPassword: '${SENTINEL_PASSWORD}',
+          tls: true,
+        },
+      },
+      providers: { demo: oidcClient(op.issuer, 'c', 's') },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    }))
+    const env = { ...process.env, NODE_EXTRA_CA_CERTS: set.caFile, REDIS_PASSWORD: REDIS_USER.password, SENTINEL_PASSWORD: SENTINEL_USER.password }
+    const child = children.add(spawn(process.execPath, ['dist/src/main.js', '--config', file], { env, stdio: ['ignore', 'pipe', 'pipe'] }))
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    await waitFor(async () => (await fetch(`${url}/readyz`)).ok, 10_000, 'the gateway to reach the store over TLS').catch((error: Error) => {
+      throw new Error(`${error.message}\n${output}`)
+    })
+  })
+  afterAll(async () => {
+    await children.end()
+    await op?.close()
+    await upstream?.close()
+    await set?.stop()
+  })
+
+  it('signs in and keeps the session on the master, logging neither password', async () => {
+    const browser = new Browser()
+    expect((await browser.navigate(`${url}/app/`)).status).toBe(200)
+    const master = set.client(set.master.port)
+    expect((await master.keys('gw:session:*')).length).toBe(1)
+    master.disconnect()
+    expect(output).not.toContain(REDIS_USER.password)
+    expect(output).not.toContain(SENTINEL_USER.password)
   })
 })
