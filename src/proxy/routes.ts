@@ -20,6 +20,7 @@ import type { Session, Sessions } from '../session/session.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type SessionState } from '../access/gate.js'
 import type { Identity } from '../access/identity.js'
 import { refusal } from '../access/refusal.js'
+import { isUpstreamBodyError, type UpstreamTarget } from './cut-off.js'
 import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter, clientBoundHeaders } from './headers.js'
 import { UpstreamFailure, UpstreamPool } from './upstream-pool.js'
@@ -67,9 +68,6 @@ const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-
 
 /** Error codes of an upstream that took longer than the route's timeout (undici's, and reply-from's for its own). */
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'FST_REPLY_FROM_GATEWAY_TIMEOUT'])
-
-/** Where the route's upstream failures are logged from: its path, its origin (never userinfo), its timeout. */
-interface UpstreamTarget { route: string, upstream: string, timeoutMs: number }
 
 /**
  * An upstream failure as the client sees it (504 for a timeout, 502 for anything else) and as the
@@ -122,10 +120,19 @@ function sendUpstreamResponse (target: UpstreamTarget, request: Parameters<OnRes
   }
   stream.arrayBuffer().then((body) => reply.send(Buffer.from(body)), (error: Error) => {
     // Nothing was sent yet: answer a clean 502/504 without any of the upstream's headers.
-    for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name)
+    withoutUpstreamHeaders(reply)
     reply.send(upstreamError(target, error, request.url))
   })
 }
+
+/** Drops the upstream's headers from a reply that has not started: those Fastify holds, and those a stream reply already put on the response. */
+function withoutUpstreamHeaders (reply: HeadersOf & { raw: HeadersOf }): void {
+  for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name)
+  for (const name of Object.keys(reply.raw.getHeaders())) reply.raw.removeHeader(name)
+}
+
+/** What a Fastify reply and a node:http (or HTTP/2) response have alike for their headers. */
+interface HeadersOf { getHeaders (): object, removeHeader (name: string): unknown }
 
 export async function proxyRoutes (app: FastifyInstance, { config, sessions, refresher, metrics, assertions }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
@@ -262,6 +269,14 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
       // reply-from leaves a pool it was given open; requests in flight have finished by onClose.
       scope.addHook('onClose', async () => pool.destroy())
+      // A streamed body that failed before its headers went out reaches the error handler: it is
+      // the upstream's failure (502/504, its headers dropped); anything else goes on to the
+      // gateway's handler.
+      scope.setErrorHandler((error, request, reply) => {
+        if (!isUpstreamBodyError(error)) throw error
+        withoutUpstreamHeaders(reply)
+        throw upstreamError(target, error, request.url)
+      })
       const options: FastifyHttpProxyOptions = {
         upstream: route.upstream,
         prefix: route.path,
