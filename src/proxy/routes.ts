@@ -3,7 +3,8 @@
 // with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set),
 // over the route's own connection pool (proxy/upstream-pool.ts: the timeout covers the wait for a
 // connection). Upstream failures are translated here: timeouts to gateway_timeout, the rest to
-// bad_gateway, each logged as one warn line naming the route.
+// bad_gateway, each logged as one warn line naming the route; an answer that breaks off after its
+// headers went out is logged and counted by RequestEnd (proxy/cut-off.ts names what happened).
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
@@ -20,7 +21,7 @@ import type { Session, Sessions } from '../session/session.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type SessionState } from '../access/gate.js'
 import type { Identity } from '../access/identity.js'
 import { refusal } from '../access/refusal.js'
-import { isUpstreamBodyError, type UpstreamTarget } from './cut-off.js'
+import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from './cut-off.js'
 import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter, clientBoundHeaders } from './headers.js'
 import { UpstreamFailure, UpstreamPool } from './upstream-pool.js'
@@ -34,6 +35,8 @@ declare module 'fastify' {
     identity: Identity | undefined
     /** The signed identity assertion for the route's upstream, set by the gate of a route with `assertion: true`. */
     assertion: string | undefined
+    /** The upstream's body while it streams to the client: what a cut-off's line counts the bytes of. */
+    upstreamBody: Readable | undefined
   }
 }
 
@@ -115,6 +118,7 @@ function sendUpstreamResponse (target: UpstreamTarget, request: Parameters<OnRes
   const small = Number(headers['content-length']) <= BUFFERED_BODY_MAX && headers['content-type'] !== undefined &&
     request.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
   if (!small || stream.arrayBuffer === undefined) {
+    request.upstreamBody = stream
     reply.send(stream)
     return
   }
@@ -139,6 +143,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
   app.decorateRequest('identity', undefined)
   app.decorateRequest('assertion', undefined)
   app.decorateRequest('upstreamStart', undefined)
+  app.decorateRequest('upstreamBody', undefined)
   const gatewayCookies = [sessions.cookieName, `${sessions.cookieName}_flow`, `${sessions.cookieName}_signout`]
   /** The same names in lower case: what an upstream's Set-Cookie may never set. */
   const plantable = gatewayCookies.map((name) => name.toLowerCase())
@@ -271,12 +276,14 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       scope.addHook('onClose', async () => pool.destroy())
       // A streamed body that failed before its headers went out reaches the error handler: it is
       // the upstream's failure (502/504, its headers dropped); anything else goes on to the
-      // gateway's handler.
+      // gateway's handler. Once the headers went out, RequestEnd asks upstreamCutOff.
       scope.setErrorHandler((error, request, reply) => {
         if (!isUpstreamBodyError(error)) throw error
         withoutUpstreamHeaders(reply)
         throw upstreamError(target, error, request.url)
       })
+      const upstreamCutOff = (error: Error, request: FastifyRequest) => cutOffFields(target, error, request.upstreamBody)
+      scope.decorateRequest('upstreamCutOff', { getter: () => upstreamCutOff })
       const options: FastifyHttpProxyOptions = {
         upstream: route.upstream,
         prefix: route.path,

@@ -1,12 +1,15 @@
 // Fault: an upstream whose answer breaks off. Before the answer's headers have gone out to the
 // client, a body that does not come within the route's timeout is a 504 gateway_timeout (and a body
 // the upstream drops a 502), like every other upstream failure, without any of the upstream's
-// headers. The upstream is a raw TCP server; the client a raw socket that sees exactly what the
-// gateway wrote, and when the connection ended.
+// headers. Once the headers went out, nothing but the end of the connection can tell the client:
+// the gateway writes one `request errored` line (route, body bytes sent, the upstream's error) and
+// counts it in gateway_upstream_aborted_total. The upstream is a raw TCP server; the client a raw
+// socket that sees exactly what the gateway wrote, and when the connection ended.
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
+import { metricValue } from '../helpers/metrics.js'
 
 /** The route's timeout: how long the gateway waits for the answer's headers and then for each body chunk. */
 const TIMEOUT_MS = 300
@@ -26,6 +29,10 @@ const HEADS: Record<string, string> = {
   '/up/late-chunked': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nX-Upstream: yes\r\n\r\n',
   '/up/late-declared': `HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: ${DECLARED}\r\nX-Upstream: yes\r\n\r\n`,
   '/up/late-closed': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nX-Upstream: yes\r\n\r\n',
+  '/up/half': `HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\nContent-Length: ${DECLARED}\r\nX-Upstream: yes\r\n\r\n`,
+  '/up/chunk-cut': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nX-Upstream: yes\r\n\r\n5\r\nhello\r\n',
+  '/up/chunk-stall': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nX-Upstream: yes\r\n\r\n5\r\nhello\r\n',
+  '/up/client-leaves': 'HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\nX-Upstream: yes\r\n\r\n5\r\nhello\r\n',
 }
 
 /** An HTTP/1.1 upstream written by hand: it answers each path's head and then leaves the socket to the test. */
@@ -106,6 +113,15 @@ function linesFor (gateway: TestGateway, url: string): Array<Record<string, unkn
   return lines.filter((line) => ids.has(line.reqId))
 }
 
+/** The route's count of cut-off answers, and of its 2xx answers, on /metrics. */
+async function counts (gateway: TestGateway): Promise<{ aborted: number | undefined, ok: number }> {
+  const text = await (await fetch(`${gateway.url}/metrics`)).text()
+  return {
+    aborted: metricValue(text, 'gateway_upstream_aborted_total{route="/up"}'),
+    ok: metricValue(text, 'gateway_proxied_requests_total{route="/up",status_class="2xx"}') ?? 0,
+  }
+}
+
 describe('fault: an upstream that breaks off its answer', () => {
   let upstream: RawUpstream
   let gateway: TestGateway
@@ -150,4 +166,70 @@ describe('fault: an upstream that breaks off its answer', () => {
       expect(lines.filter((line) => (line.level as number) >= 50)).toEqual([])
     })
   })
+
+  describe('after the answer\'s headers went out', () => {
+    it('ends the connection of a declared-length answer the upstream cut off halfway, with one request errored line, and counts it', async () => {
+      const before = await counts(gateway)
+      // Shown before anything was cut off, so that a rate over it exists from the start.
+      expect(before.aborted).toBe(0)
+      const answer = get(gateway, '/up/half', HALF)
+      // The upstream sends half the body; once the client has all of it, the upstream goes away.
+      ;(await upstream.socketFor('/up/half')).write(Buffer.alloc(HALF, 'x'))
+      const response = await answer
+      expect(response.status).toBe(200)
+      ;(await upstream.socketFor('/up/half')).end()
+      const { body } = await response.ended
+      expect(body.length).toBe(HALF)
+      expectOneErroredLine('/up/half', { bytesSent: HALF, errno: 'UND_ERR_SOCKET', reason: 'other side closed' })
+      // Counted as cut off, and among the route's answers under the status it began with.
+      expect(await counts(gateway)).toEqual({ aborted: 1, ok: before.ok + 1 })
+    })
+
+    it('ends the connection of a chunked answer the upstream cut off in the middle of a chunk, with one request errored line, and counts it', async () => {
+      const before = await counts(gateway)
+      const response = await get(gateway, '/up/chunk-cut', '5\r\nhello\r\n'.length)
+      expect(response.status).toBe(200)
+      const socket = await upstream.socketFor('/up/chunk-cut')
+      socket.end('a\r\nabc')
+      const { body } = await response.ended
+      // The chunk the gateway began to pass on is never finished, and no last chunk says the answer is whole.
+      expect(body.toString()).not.toMatch(/0\r\n\r\n$/)
+      expectOneErroredLine('/up/chunk-cut', { bytesSent: 8, errno: 'UND_ERR_SOCKET', reason: 'other side closed' })
+      expect((await counts(gateway)).aborted).toBe((before.aborted ?? 0) + 1)
+    })
+
+    it('ends the connection of a chunked answer whose next chunk is later than the route timeout, with one request errored line, and counts it', async () => {
+      const before = await counts(gateway)
+      const response = await get(gateway, '/up/chunk-stall', '5\r\nhello\r\n'.length)
+      const afterFirst = performance.now()
+      expect(response.status).toBe(200)
+      await response.ended
+      expect(performance.now() - afterFirst).toBeGreaterThanOrEqual(TIMEOUT_MS)
+      expectOneErroredLine('/up/chunk-stall', { bytesSent: 5, errno: 'UND_ERR_BODY_TIMEOUT', reason: 'Body Timeout Error' })
+      expect((await counts(gateway)).aborted).toBe((before.aborted ?? 0) + 1)
+    })
+
+    it('does not count or log as the upstream\'s a client that leaves in the middle of an answer', async () => {
+      const before = await counts(gateway)
+      const response = await get(gateway, '/up/client-leaves', '5\r\nhello\r\n'.length)
+      const upstreamSocket = await upstream.socketFor('/up/client-leaves')
+      const upstreamGone = new Promise((resolve) => upstreamSocket.on('close', resolve))
+      response.socket.destroy()
+      // The gateway lets the upstream's connection go once it sees the client leave.
+      await upstreamGone
+      expect(linesFor(gateway, '/up/client-leaves').filter((line) => line.msg === 'request errored')).toEqual([])
+      expect((await counts(gateway)).aborted).toBe(before.aborted)
+    })
+  })
+
+  /** The one `request errored` line of the request for `url`: at error level, naming the route, never the upstream's headers or body. */
+  function expectOneErroredLine (url: string, fields: Record<string, unknown>): void {
+    const lines = linesFor(gateway, url)
+    const errored = lines.filter((line) => line.msg === 'request errored')
+    expect(errored).toHaveLength(1)
+    expect(errored[0]).toMatchObject({ level: 50, route: '/up', upstream: upstream.url, method: 'GET', url, statusCode: 200, ...fields })
+    expect(lines.filter((line) => line.msg !== 'request errored')).toEqual([])
+    const text = JSON.stringify(errored[0])
+    for (const leak of ['x-upstream', 'hello', 'xxxx', 'stack']) expect(text).not.toContain(leak)
+  }
 })
