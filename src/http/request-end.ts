@@ -1,6 +1,7 @@
 // What happens once per finished response, in the one place Fastify calls for every response anyway
 // (its LogController): the gateway's log line, and the route's count and upstream latency. Doing
-// it here rather than in onResponse hooks keeps hook machinery off the hot path.
+// it here rather than in onResponse hooks keeps hook machinery off the hot path. A streamed answer
+// that breaks off never finishes: Fastify calls streamError instead, on the error path only.
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { refusedTarget } from './edge.js'
 import { loggableUrl } from '../ops/logger.js'
@@ -12,6 +13,12 @@ declare module 'fastify' {
     readonly routeMetrics?: RouteMetrics
     /** When the request was sent upstream (performance.now()), for the latency histogram. */
     upstreamStart: number | undefined
+    /**
+     * On a proxy route (a getter set in its scope): the log fields of an upstream failure that
+     * broke off an answer already under way, or undefined when the failure was not the upstream's
+     * (the client left).
+     */
+    readonly upstreamCutOff?: (error: Error, request: FastifyRequest) => Record<string, unknown> | undefined
   }
 }
 
@@ -23,8 +30,23 @@ export class RequestEnd extends LogController {
 
   override requestCompleted (error: Error | null | undefined, request: FastifyRequest, reply: FastifyReply): void {
     request.routeMetrics?.record(reply.statusCode, request.upstreamStart)
-    const line = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
-    if (error) reply.log.error({ ...line, err: error }, 'request errored')
-    else reply.log.info(line, 'request completed')
+    if (error) reply.log.error({ ...line(request, reply), err: error }, 'request errored')
+    else reply.log.info(line(request, reply), 'request completed')
   }
+
+  /**
+   * Called by Fastify, in place of requestCompleted, when a streamed answer fails after its headers
+   * went out (or its client left): the client can only see the connection end, so the operator
+   * gets one line and a count, without a stack (the upstream failed, not the gateway).
+   */
+  override streamError (error: Error, request: FastifyRequest, reply: FastifyReply): void {
+    const cutOff = request.upstreamCutOff?.(error, request)
+    if (cutOff === undefined) return
+    request.routeMetrics?.recordCutOff(reply.statusCode, request.upstreamStart)
+    reply.log.error({ ...line(request, reply), ...cutOff }, 'request errored')
+  }
+}
+
+function line (request: FastifyRequest, reply: FastifyReply) {
+  return { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
 }

@@ -1,5 +1,6 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
-// upstream latency, token refreshes, store errors, and the default process metrics.
+// upstream latency, answers the upstream cut off, token refreshes, store errors, and the default
+// process metrics.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 import { REFUSAL_REASONS } from '../store/store.js'
 
@@ -41,6 +42,18 @@ export class Metrics {
   readonly upstreamDuration = new TalliedHistogram(
     'gateway_upstream_duration_seconds', 'Time from sending a request upstream to the end of its response, by route', this.registry, () => this.routes)
 
+  readonly upstreamAborted = new Counter({
+    name: 'gateway_upstream_aborted_total',
+    help: 'Answers the upstream broke off after the gateway had begun to send them (the client saw the connection end), by route',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+    // Read from the routes' tallies at scrape time; every route shows, at 0 until it happens.
+    collect: () => {
+      this.upstreamAborted.reset()
+      for (const route of this.routes) this.upstreamAborted.inc({ route: route.name }, route.upstreamAborted)
+    },
+  })
+
   readonly refreshes = new Counter({
     name: 'gateway_token_refreshes_total', help: 'Access token refreshes, by provider and result (refreshed, refused, failed)', labelNames: ['provider', 'result'] as const, registers: [this.registry],
   })
@@ -74,6 +87,8 @@ export class RouteMetrics {
   readonly upstreamBuckets = new Array<number>(UPSTREAM_BUCKETS.length + 1).fill(0)
   upstreamSum = 0
   upstreamCount = 0
+  /** Answers the upstream broke off after their headers went out (see {@link recordCutOff}). */
+  upstreamAborted = 0
 
   constructor (readonly name: string) {}
 
@@ -94,6 +109,16 @@ export class RouteMetrics {
     this.upstreamBuckets[bucket]!++
     this.upstreamSum += seconds
     this.upstreamCount++
+  }
+
+  /**
+   * An answer the upstream broke off after its headers went out (RequestEnd, on the error path):
+   * counted under the status it began with, as {@link record} counts a finished one, and in
+   * gateway_upstream_aborted_total.
+   */
+  recordCutOff (statusCode: number, upstreamStart: number | undefined, now = performance.now()): void {
+    this.record(statusCode, upstreamStart, now)
+    this.upstreamAborted++
   }
 }
 

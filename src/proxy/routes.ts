@@ -3,7 +3,8 @@
 // with the request-header rewrite (bearer injected, gateway cookies removed, X-Forwarded-* set),
 // over the route's own connection pool (proxy/upstream-pool.ts: the timeout covers the wait for a
 // connection). Upstream failures are translated here: timeouts to gateway_timeout, the rest to
-// bad_gateway, each logged as one warn line naming the route.
+// bad_gateway, each logged as one warn line naming the route; an answer that breaks off after its
+// headers went out is logged and counted by RequestEnd (proxy/cut-off.ts names what happened).
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
@@ -20,6 +21,7 @@ import type { Session, Sessions } from '../session/session.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type SessionState } from '../access/gate.js'
 import type { Identity } from '../access/identity.js'
 import { refusal } from '../access/refusal.js'
+import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from './cut-off.js'
 import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter, clientBoundHeaders } from './headers.js'
 import { UpstreamFailure, UpstreamPool } from './upstream-pool.js'
@@ -33,6 +35,8 @@ declare module 'fastify' {
     identity: Identity | undefined
     /** The signed identity assertion for the route's upstream, set by the gate of a route with `assertion: true`. */
     assertion: string | undefined
+    /** The upstream's body while it streams to the client: what a cut-off's line counts the bytes of. */
+    upstreamBody: Readable | undefined
   }
 }
 
@@ -67,9 +71,6 @@ const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-
 
 /** Error codes of an upstream that took longer than the route's timeout (undici's, and reply-from's for its own). */
 const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'FST_REPLY_FROM_GATEWAY_TIMEOUT'])
-
-/** Where the route's upstream failures are logged from: its path, its origin (never userinfo), its timeout. */
-interface UpstreamTarget { route: string, upstream: string, timeoutMs: number }
 
 /**
  * An upstream failure as the client sees it (504 for a timeout, 502 for anything else) and as the
@@ -117,21 +118,32 @@ function sendUpstreamResponse (target: UpstreamTarget, request: Parameters<OnRes
   const small = Number(headers['content-length']) <= BUFFERED_BODY_MAX && headers['content-type'] !== undefined &&
     request.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
   if (!small || stream.arrayBuffer === undefined) {
+    request.upstreamBody = stream
     reply.send(stream)
     return
   }
   stream.arrayBuffer().then((body) => reply.send(Buffer.from(body)), (error: Error) => {
     // Nothing was sent yet: answer a clean 502/504 without any of the upstream's headers.
-    for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name)
+    withoutUpstreamHeaders(reply)
     reply.send(upstreamError(target, error, request.url))
   })
 }
+
+/** Drops the upstream's headers from a reply that has not started: those Fastify holds, and those a stream reply already put on the response. */
+function withoutUpstreamHeaders (reply: HeadersOf & { raw: HeadersOf }): void {
+  for (const name of Object.keys(reply.getHeaders())) reply.removeHeader(name)
+  for (const name of Object.keys(reply.raw.getHeaders())) reply.raw.removeHeader(name)
+}
+
+/** What a Fastify reply and a node:http (or HTTP/2) response have alike for their headers. */
+interface HeadersOf { getHeaders (): object, removeHeader (name: string): unknown }
 
 export async function proxyRoutes (app: FastifyInstance, { config, sessions, refresher, metrics, assertions }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('identity', undefined)
   app.decorateRequest('assertion', undefined)
   app.decorateRequest('upstreamStart', undefined)
+  app.decorateRequest('upstreamBody', undefined)
   const gatewayCookies = [sessions.cookieName, `${sessions.cookieName}_flow`, `${sessions.cookieName}_signout`]
   /** The same names in lower case: what an upstream's Set-Cookie may never set. */
   const plantable = gatewayCookies.map((name) => name.toLowerCase())
@@ -262,6 +274,16 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
       // reply-from leaves a pool it was given open; requests in flight have finished by onClose.
       scope.addHook('onClose', async () => pool.destroy())
+      // A streamed body that failed before its headers went out reaches the error handler: it is
+      // the upstream's failure (502/504, its headers dropped); anything else goes on to the
+      // gateway's handler. Once the headers went out, RequestEnd asks upstreamCutOff.
+      scope.setErrorHandler((error, request, reply) => {
+        if (!isUpstreamBodyError(error)) throw error
+        withoutUpstreamHeaders(reply)
+        throw upstreamError(target, error, request.url)
+      })
+      const upstreamCutOff = (error: Error, request: FastifyRequest) => cutOffFields(target, error, request.upstreamBody)
+      scope.decorateRequest('upstreamCutOff', { getter: () => upstreamCutOff })
       const options: FastifyHttpProxyOptions = {
         upstream: route.upstream,
         prefix: route.path,
