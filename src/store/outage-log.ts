@@ -14,6 +14,19 @@ export interface Hysteresis {
   upAfterMs: number
 }
 
+/**
+ * An error's cause as an outage line names it: its message, or, for the AggregateError Node gives
+ * when every address of a name failed (`localhost` as 127.0.0.1 and ::1, message ''), each
+ * address's own message.
+ */
+export function causeOf (error: unknown): string {
+  if (!(error instanceof Error)) return String(error)
+  if (error.message !== '') return error.message
+  if (error instanceof AggregateError && error.errors.length > 0) return error.errors.map(causeOf).join('; ')
+  const code = (error as { code?: unknown }).code
+  return typeof code === 'string' ? code : error.name
+}
+
 export const DEFAULT_HYSTERESIS: Hysteresis = { downAfterMs: 1000, upAfterMs: 1000 }
 
 /**

@@ -9,7 +9,7 @@ import type { FastifyBaseLogger } from 'fastify'
 import type { SentinelConfig, StoreConfig } from '../config/config.js'
 import { GatewayError } from '../http/errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import { DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
+import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
 import { RefusalLog, refusalReason } from './refusal-log.js'
 import { lockOwner, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth } from './store.js'
 
@@ -127,10 +127,6 @@ function storeName (config: StoreConfig): string {
   return `${host}:${port}`
 }
 
-function reasonOf (error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
-}
-
 /** A cluster node's name in ioredis's pool and in the outage lines. */
 function nodeKey (node: Redis): string {
   return `${node.options.host ?? ''}:${node.options.port ?? ''}`
@@ -181,7 +177,7 @@ export class RedisStore implements SessionStore {
     // ioredis needs an error listener, or it reports each failed reconnection on stderr. The error
     // event carries the cause (ECONNREFUSED, WRONGPASS, NOAUTH, a certificate that does not verify);
     // the close that follows it carries none, so it keeps the cause the outage log already has.
-    this.client.on('error', (error: Error) => this.outage.failed(reasonOf(error)))
+    this.client.on('error', (error: Error) => this.outage.failed(causeOf(error)))
     this.client.on('ready', () => this.outage.succeeded())
     if (this.client instanceof Cluster) this.watchNodes(this.client)
     else this.client.on('close', () => this.outage.failed())
@@ -190,7 +186,7 @@ export class RedisStore implements SessionStore {
   /** One outage log per cluster node, fed by that node's own connection. */
   private watchNodes (cluster: Cluster): void {
     const node = (key: string) => this.node(key)
-    cluster.on('node error', (error: unknown, key: string) => node(key).failed(reasonOf(error)))
+    cluster.on('node error', (error: unknown, key: string) => node(key).failed(causeOf(error)))
     cluster.on('+node', (redis: Redis) => {
       const key = nodeKey(redis)
       node(key)
@@ -243,7 +239,7 @@ export class RedisStore implements SessionStore {
       this.onCommandError()
       // A command refused because there is no connection ("Stream isn't writeable", "Connection is
       // closed.") tells nothing new: the connection's own error said why. A timeout is a cause.
-      outage?.failed(this.client.status === 'ready' ? reasonOf(error) : undefined)
+      outage?.failed(this.client.status === 'ready' ? causeOf(error) : undefined)
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }
   }
@@ -333,7 +329,7 @@ export class RedisStore implements SessionStore {
         this.node(key).succeeded()
         return { key, ok: true }
       } catch (error) {
-        this.node(key).failed(reasonOf(error))
+        this.node(key).failed(causeOf(error))
         return { key, ok: false }
       }
     }))

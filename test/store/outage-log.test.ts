@@ -4,7 +4,7 @@
 import type { FastifyBaseLogger } from 'fastify'
 import pino from 'pino'
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest'
-import { OutageLog } from '../../src/store/outage-log.js'
+import { causeOf, OutageLog } from '../../src/store/outage-log.js'
 import { logCollector } from '../helpers/gateway.js'
 
 let lines: string[]
@@ -86,5 +86,39 @@ describe('OutageLog', () => {
     outage.close()
     every50(5000, () => outage.failed('Connection is closed.'))
     expect(messages()).toEqual([])
+  })
+})
+
+describe('the cause an outage line names', () => {
+  /** The error a real connect gives when every address of a name refuses (a closed port on both). */
+  async function refusedOnBothFamilies (): Promise<unknown> {
+    const { connect } = await import('node:net')
+    return await new Promise((resolve) => {
+      const socket = connect({
+        host: 'redis.test',
+        port: 1,
+        autoSelectFamily: true,
+        // `localhost` as many hosts resolve it: 127.0.0.1 and ::1.
+        lookup: (_host, _options, callback) => {
+          (callback as (error: null, addresses: Array<{ address: string, family: number }>) => void)(null, [{ address: '127.0.0.1', family: 4 }, { address: '::1', family: 6 }])
+        },
+      })
+      socket.on('error', resolve)
+    })
+  }
+
+  it('names every address that refused when Node reports them as one AggregateError with no message', async () => {
+    vi.useRealTimers()
+    const error = await refusedOnBothFamilies()
+    expect(error).toBeInstanceOf(AggregateError)
+    expect((error as Error).message).toBe('')
+    expect(causeOf(error)).toBe('connect ECONNREFUSED 127.0.0.1:1; connect ECONNREFUSED ::1:1')
+  })
+
+  it('is the message of any other error, its code or name when the message is empty, and the text of a non-error', () => {
+    expect(causeOf(new Error('WRONGPASS invalid username-password pair or user is disabled.'))).toBe('WRONGPASS invalid username-password pair or user is disabled.')
+    expect(causeOf(Object.assign(new Error(''), { code: 'ETIMEDOUT' }))).toBe('ETIMEDOUT')
+    expect(causeOf(new TypeError(''))).toBe('TypeError')
+    expect(causeOf('refused')).toBe('refused')
   })
 })
