@@ -49,8 +49,11 @@ export class OutageLog {
 
   constructor (
     private readonly log: FastifyBaseLogger,
-    /** What the lines name: `store` for the whole store, `node` for one cluster node (host:port). */
-    private readonly subject: { store: string } | { node: string },
+    /**
+     * What the lines name: `store` for the whole store, `node` for one cluster node (host:port),
+     * `sentinel` for one sentinel of a Sentinel group (host:port).
+     */
+    private readonly subject: { store: string } | { node: string } | { sentinel: string },
     private readonly hysteresis: Hysteresis = DEFAULT_HYSTERESIS,
     /** How long an outage lasted; the hysteresis runs on setTimeout (vitest's fake timers move both). */
     private readonly clock: Clock = systemClock
@@ -113,18 +116,24 @@ export class OutageLog {
     this.failuresDuringOutage = 0
     this.cancel()
     this.outageReason = this.lastReason || 'connection closed'
-    const target = 'node' in this.subject ? 'session store node' : 'session store'
-    this.log.warn({ ...this.subject, reason: this.outageReason },
-      `${target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each failure is logged at debug level and counted in gateway_store_errors_total)`)
+    this.log.warn({ ...this.subject, reason: this.outageReason }, this.downMessage())
+  }
+
+  private downMessage (): string {
+    if ('sentinel' in this.subject) return 'sentinel unreachable; until it is back the gateway hears of a failover only from the other sentinels'
+    return `${this.target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each failure is logged at debug level and counted in gateway_store_errors_total)`
+  }
+
+  private get target (): string {
+    return 'sentinel' in this.subject ? 'sentinel' : 'node' in this.subject ? 'session store node' : 'session store'
   }
 
   private markUp (): void {
     this.down = false
     this.cancel()
-    const target = 'node' in this.subject ? 'session store node' : 'session store'
     // The cause may have changed while down (Redis back, but with another password): both are named.
     const last = this.lastReason && this.lastReason !== this.outageReason ? { lastReason: this.lastReason } : {}
     this.lastReason = ''
-    this.log.info({ ...this.subject, reason: this.outageReason, ...last, downForMs: this.clock.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${target} reachable again`)
+    this.log.info({ ...this.subject, reason: this.outageReason, ...last, downForMs: this.clock.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${this.target} reachable again`)
   }
 }

@@ -11,6 +11,7 @@ import { GatewayError } from '../http/errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
 import { RefusalLog, refusalReason } from './refusal-log.js'
+import { SentinelWatch, type MasterSwitch } from './sentinel-watch.js'
 import { lockOwner, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth } from './store.js'
 
 /**
@@ -73,7 +74,7 @@ function hostPort (address: string): { host: string, port: number } {
  * that connection fails; a frozen master (SIGSTOP, a partition) never fails it: commands time out,
  * the connection stays, and the gateway would keep answering 503 after the sentinels promoted a
  * replica, then write to the old master once it woke, until demoted (writes its resync drops).
- * So the gateway listens to the sentinels' `+switch-master` (failoverDetector) and drops the
+ * So the store listens to the sentinels' `+switch-master` (sentinel-watch.ts) and drops the
  * connection then, and that drop does not wait more than one command timeout for the old master to
  * close its side (ioredis's disconnectTimeout, 2 s by default): a frozen one never does. A
  * sentinel's answer is waited for no longer than a command either.
@@ -89,10 +90,21 @@ function sentinelOptions (sentinel: SentinelConfig, timeoutMs: number) {
     // TLS as for rediss://: Node's CAs, NODE_EXTRA_CA_CERTS included; to the sentinels and to the
     // master they name.
     ...(sentinel.tls === true ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
-    failoverDetector: true,
     disconnectTimeout: timeoutMs,
     sentinelCommandTimeout: timeoutMs,
   } satisfies RedisOptions
+}
+
+/** A connection to one sentinel, as ioredis's own to ask for the master: credentials, TLS, timeouts. */
+function sentinelConnection (sentinel: SentinelConfig, timeoutMs: number): RedisOptions {
+  const options = sentinelOptions(sentinel, timeoutMs)
+  return {
+    username: options.sentinelUsername,
+    password: options.sentinelPassword,
+    tls: 'sentinelTLS' in options ? options.sentinelTLS : undefined,
+    connectTimeout: 2 * timeoutMs,
+    retryStrategy,
+  }
 }
 
 function createClient (config: StoreConfig): Redis | Cluster {
@@ -155,6 +167,8 @@ export class RedisStore implements SessionStore {
   private readonly nodes = new Map<string, OutageLog>()
   /** Commands Redis answered with an error: the store is reachable but refuses them. */
   private readonly refusals: RefusalLog
+  /** The Sentinel form: each sentinel's `+switch-master`. */
+  private readonly sentinels: SentinelWatch | undefined
 
   private readonly onCommandError: (refusal?: RefusalReason) => void
   private readonly hysteresis: Hysteresis
@@ -181,6 +195,28 @@ export class RedisStore implements SessionStore {
     this.client.on('ready', () => this.outage.succeeded())
     if (this.client instanceof Cluster) this.watchNodes(this.client)
     else this.client.on('close', () => this.outage.failed())
+    if (config.sentinel) {
+      this.sentinels = new SentinelWatch({
+        name: config.sentinel.name,
+        sentinels: config.sentinel.nodes.map(hostPort),
+        connection: sentinelConnection(config.sentinel, config.timeoutMs),
+        log,
+        hysteresis: this.hysteresis,
+        clock: this.clock,
+        onSwitch: (change) => this.switched(change),
+      })
+    }
+  }
+
+  /**
+   * The sentinels promoted another node: both connections are dropped (at most store.timeout for
+   * the old master to close its side) and reconnect, asking a sentinel for the master again.
+   */
+  private switched (change: MasterSwitch): void {
+    this.log.info(change, 'sentinels announced a new master; reconnecting to it')
+    for (const connection of [this.client, this.subscriber]) {
+      if (connection instanceof Redis) connection.disconnect(true)
+    }
   }
 
   /** One outage log per cluster node, fed by that node's own connection. */
@@ -340,6 +376,7 @@ export class RedisStore implements SessionStore {
 
   async close (): Promise<void> {
     this.outage.close()
+    this.sentinels?.close()
     for (const outage of this.nodes.values()) outage.close()
     await Promise.all([this.client, this.subscriber].map(async (connection) => {
       if (!connection) return

@@ -69,11 +69,20 @@ export interface SetMember {
   thaw (): void
 }
 
+/** The set's sentinel process. */
+export interface SentinelProcess {
+  /** SIGKILL; resolves once it has exited (its port is free again). */
+  kill (): Promise<void>
+  /** Starts it again on the same port with its config file (as it rewrote it); resolves once it answers. */
+  start (): Promise<void>
+}
+
 export interface TestSentinelSet {
   /** The sentinel, host:port, as store.sentinel.nodes takes it. */
   nodes: string[]
   master: SetMember
   replica: SetMember
+  sentinel: SentinelProcess
   /** The CA file (tls only): what NODE_EXTRA_CA_CERTS names. */
   caFile: string | undefined
   /** A client of one of the Redis nodes (or, by its port, the sentinel), authenticated and over TLS as the set is. */
@@ -142,15 +151,14 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     redis.on('error', () => {})
     return redis
   }
-  const stop = async () => {
-    await Promise.all(children.map(async (child) => {
-      if (child.exitCode !== null || child.signalCode !== null) return
-      const exited = new Promise((resolve) => child.once('exit', resolve))
-      // A frozen process ends on SIGKILL too.
-      child.kill('SIGKILL')
-      await exited
-    }))
+  const kill = async (child: ChildProcess) => {
+    if (child.exitCode !== null || child.signalCode !== null) return
+    const exited = new Promise((resolve) => child.once('exit', resolve))
+    // A frozen process ends on SIGKILL too.
+    child.kill('SIGKILL')
+    await exited
   }
+  const stop = async () => { await Promise.all(children.map(kill)) }
   const answers = async (port: number, command: (redis: Redis) => Promise<boolean>) => {
     const redis = client(port)
     try {
@@ -165,13 +173,20 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     await waitFor(() => answers(masterPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis master on port ${masterPort}`)
     // The replica has finished its first full copy: until then a write to the master is not on it.
     await waitFor(() => answers(replicaPort, async (r) => /master_link_status:up/.test(await r.info('replication'))), 10_000, `redis replica on port ${replicaPort} in sync`)
-    start(files.sentinel, '--sentinel')
+    let sentinelChild = start(files.sentinel, '--sentinel')
+    const sentinel: SentinelProcess = {
+      kill: async () => { await kill(sentinelChild) },
+      start: async () => {
+        sentinelChild = start(files.sentinel, '--sentinel')
+        await waitFor(() => answers(sentinelPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis sentinel on port ${sentinelPort} again`)
+      },
+    }
     // The sentinel knows the master and, from the master's INFO, its replica.
     await waitFor(() => answers(sentinelPort, async (r) => {
       const replicas = await r.call('SENTINEL', 'REPLICAS', 'mymaster') as unknown[]
       return replicas.length === 1
     }), 10_000, `redis sentinel on port ${sentinelPort} to know the replica`)
-    return { nodes: [`127.0.0.1:${sentinelPort}`], master, replica, caFile: options.tls ? certFile : undefined, client, stop }
+    return { nodes: [`127.0.0.1:${sentinelPort}`], master, replica, sentinel, caFile: options.tls ? certFile : undefined, client, stop }
   } catch (error) {
     await stop()
     throw error

@@ -58,6 +58,20 @@ describe('store.sentinel', () => {
 const REDIS_USER = { username: 'gateway', password: 'redis-pass-7f3a9c' }
 const SENTINEL_USER = { username: 'watcher', password: 'sentinel-pass-2b8e1d' }
 
+/**
+ * The store's +switch-master connection (src/store/sentinel-watch.ts) is subscribed on the sentinel,
+ * as the sentinel's ACL user (and over TLS when the set is): the sentinel's CLIENT LIST shows it.
+ */
+async function switchMasterHeard (set: TestSentinelSet): Promise<void> {
+  const sentinel = set.client(Number(set.nodes[0]!.split(':')[1]))
+  try {
+    const listening = async () => (await sentinel.call('CLIENT', 'LIST') as string).split('\n').some((client) => / sub=1 /.test(client) && client.includes(` user=${SENTINEL_USER.username} `))
+    await waitFor(listening, 5000, 'the gateway subscribed to the sentinel\'s +switch-master')
+  } finally {
+    sentinel.disconnect()
+  }
+}
+
 describe('store.sentinel with ACL users on the Redis nodes and on the sentinel', () => {
   let set: TestSentinelSet
   let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
@@ -87,6 +101,7 @@ describe('store.sentinel with ACL users on the Redis nodes and on the sentinel',
     const master = set.client(set.master.port)
     expect((await master.keys('gw:session:*')).length).toBe(1)
     master.disconnect()
+    await switchMasterHeard(set)
     const logs = stack.gateway.logs.join('\n')
     expect(logs).not.toContain(REDIS_USER.password)
     expect(logs).not.toContain(SENTINEL_USER.password)
@@ -148,6 +163,7 @@ describe('store.sentinel over TLS, passwords from variables (the gateway CLI, it
     const master = set.client(set.master.port)
     expect((await master.keys('gw:session:*')).length).toBe(1)
     master.disconnect()
+    await switchMasterHeard(set)
     expect(output).not.toContain(REDIS_USER.password)
     expect(output).not.toContain(SENTINEL_USER.password)
   })

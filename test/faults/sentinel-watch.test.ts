@@ -1,0 +1,113 @@
+// The store's own connections to the sentinels (src/store/sentinel-watch.ts), against a real
+// Sentinel set and the real CLI: a sentinel that is killed, then started again on its port, is logged as JSON lines like any store
+// outage (one when it goes, naming it and the refused connection; one when it is back), is listened
+// to again, and leaves no line outside the JSON log on the gateway's stdout or stderr.
+import { spawn, type ChildProcessByStdio } from 'node:child_process'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Readable } from 'node:stream'
+import type { FastifyBaseLogger } from 'fastify'
+import type { Redis } from 'ioredis'
+import pino from 'pino'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { stringify } from 'yaml'
+import { parseConfig } from '../../src/config/config.js'
+import { loggerOptions } from '../../src/ops/logger.js'
+import { DEFAULT_HYSTERESIS } from '../../src/store/outage-log.js'
+import { RedisStore } from '../../src/store/redis.js'
+import { logCollector, TEST_SECRET } from '../helpers/gateway.js'
+import { freePort, waitFor } from '../helpers/net.js'
+import { Children } from '../helpers/processes.js'
+import { startSentinelSet, type TestSentinelSet } from '../helpers/redis-sentinel.js'
+
+/** store.timeout: one command; how long a dropped connection waits for the old master to close. */
+const TIMEOUT_MS = 500
+/** redis.ts's retryStrategy at its longest: a connection to a sentinel that is down is tried this often. */
+const MAX_RECONNECT_DELAY_MS = 1000
+/**
+ * How soon a sentinel's outage (or its end) is logged: the outage log's hysteresis, after at most
+ * one reconnection delay and one connect timeout (2 x store.timeout).
+ */
+const LOGGED_WITHIN_MS = DEFAULT_HYSTERESIS.downAfterMs + MAX_RECONNECT_DELAY_MS + 2 * TIMEOUT_MS
+
+interface Line { level: number, msg: string, sentinel?: string, reason?: string }
+
+let set: TestSentinelSet
+const children = new Children()
+let gateway: ChildProcessByStdio<null, Readable, Readable>
+let gatewayUrl: string
+let stdout = ''
+let stderr = ''
+let store: RedisStore
+let storeLines: string[]
+
+beforeAll(async () => {
+  set = await startSentinelSet({ downAfterMs: 500, failoverTimeoutMs: 2000 })
+  const storeConfig = { type: 'redis', sentinel: { name: 'mymaster', nodes: set.nodes }, timeout: `${TIMEOUT_MS}ms` }
+  // The gateway as operators run it: the CLI, its own process, its stdout and stderr as they are.
+  const port = await freePort()
+  gatewayUrl = `http://127.0.0.1:${port}`
+  const file = join(await mkdtemp(join(tmpdir(), 'gw-sentinel-watch-')), 'gateway.yaml')
+  await writeFile(file, stringify({ server: { host: '127.0.0.1', port, baseUrl: gatewayUrl }, session: { secret: TEST_SECRET }, store: storeConfig }))
+  gateway = children.add(spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] }))
+  gateway.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  gateway.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  // A store as the gateway makes it, in this process, to send commands of our choosing.
+  const { stream, lines } = logCollector()
+  storeLines = lines
+  const config = parseConfig(stringify({ store: storeConfig }), {}, 'test.yaml').store
+  store = new RedisStore(config, pino(loggerOptions('info'), stream) as unknown as FastifyBaseLogger)
+  await waitFor(async () => await storeState() === 'up', 10_000, 'the gateway to reach the master')
+  expect(await store.ready(10_000)).toBe(true)
+})
+afterAll(async () => {
+  await children.end()
+  await store?.close()
+  await set?.stop()
+})
+
+/** What the CLI gateway's /readyz says of the store ('up' when its ping is answered). */
+async function storeState (): Promise<string> {
+  const response = await fetch(`${gatewayUrl}/readyz`)
+  return ((await response.json()) as { store?: string }).store ?? `status ${response.status}`
+}
+
+async function ask<T> (port: number, question: (redis: Redis) => Promise<T>): Promise<T> {
+  const redis = set.client(port)
+  try {
+    return await question(redis)
+  } finally {
+    redis.disconnect()
+  }
+}
+const sentinelPort = () => Number(set.nodes[0]!.split(':')[1])
+/** The sentinel's clients in subscriber mode: the gateways' +switch-master connections. */
+const subscribed = async () => (await ask(sentinelPort(), (redis) => redis.call('CLIENT', 'LIST') as Promise<string>)).split('\n').filter((client) => / sub=[1-9]/.test(client)).length
+
+const json = (line: string) => { try { return JSON.parse(line) as Line } catch { return undefined } }
+const lines = (text: string) => text.split('\n').filter(Boolean)
+/** The CLI's lines and the in-process store's, parsed (both log the sentinel). */
+const logged = () => [...lines(stdout), ...storeLines].map(json).filter((line) => line !== undefined)
+
+describe('the store\'s own +switch-master connections to the sentinels', () => {
+  it('logs a sentinel that is down as JSON lines naming it and the cause, and listens to it again once back', async () => {
+    await waitFor(async () => await subscribed() >= 2, LOGGED_WITHIN_MS, 'both stores subscribed to +switch-master')
+    const node = set.nodes[0]!
+    await set.sentinel.kill()
+    const down = () => logged().filter((line) => line.msg.startsWith('sentinel unreachable') && line.sentinel === node)
+    await waitFor(async () => down().length === 2, LOGGED_WITHIN_MS, 'a warn line from each store naming the sentinel')
+    for (const line of down()) expect(line).toMatchObject({ level: 40, reason: `connect ECONNREFUSED ${node}` })
+
+    await set.sentinel.start()
+    const back = () => logged().filter((line) => line.msg === 'sentinel reachable again' && line.sentinel === node)
+    await waitFor(async () => back().length === 2, LOGGED_WITHIN_MS, 'an info line from each store')
+    for (const line of back()) expect(line).toMatchObject({ level: 30, reason: `connect ECONNREFUSED ${node}` })
+    // Subscribed again, one connection per store (this process's and the CLI gateway's): a
+    // +switch-master it announces now is heard.
+    await waitFor(async () => await subscribed() === 2, LOGGED_WITHIN_MS, 'both stores subscribed again')
+
+    expect([...lines(stdout), ...lines(stderr)].filter((line) => json(line) === undefined)).toEqual([])
+    expect(logged().filter((line) => line.level >= 50)).toEqual([])
+  }, 30_000)
+})
