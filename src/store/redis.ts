@@ -52,11 +52,15 @@ const retryStrategy = (attempt: number) => Math.min(100 * attempt, 1000)
 
 /**
  * Short timeouts (store.timeout, 500 ms by default; connecting twice that) and no offline queue:
- * during an outage a request fails fast instead of queueing.
+ * during an outage a request fails fast instead of queueing. Nor is a command sent again after a
+ * reconnection (ioredis's autoResendUnfulfilledCommands): one that timed out was answered 503, and
+ * must not run later (a lock claimed for nothing, a sign-in state consumed after its request
+ * failed); one still unanswered when the connection closed ends at its own commandTimeout.
  */
 function clientOptions (config: StoreConfig) {
   return {
     enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
     connectTimeout: 2 * config.timeoutMs,
     commandTimeout: config.timeoutMs,
     maxRetriesPerRequest: 1,
@@ -106,6 +110,9 @@ function sentinelConnection (sentinel: SentinelConfig, timeoutMs: number): Redis
     retryStrategy,
   }
 }
+
+/** The subscriber connection's own options: SUBSCRIBE waits for a connection, and is sent again. */
+const SUBSCRIBER = { enableOfflineQueue: true, commandTimeout: undefined, autoResendUnfulfilledCommands: true } satisfies RedisOptions
 
 function createClient (config: StoreConfig): Redis | Cluster {
   const keyPrefix = config.keyPrefix
@@ -331,10 +338,11 @@ export class RedisStore implements SessionStore {
 
   async subscribe (channel: string, onMessage: (message: string) => void): Promise<void> {
     if (!this.subscriber) {
-      // Queued while disconnected, and re-subscribed by ioredis after each reconnect.
+      // Queued while disconnected, and re-subscribed by ioredis after each reconnect; a SUBSCRIBE
+      // still unanswered when a connection closed is sent again on the next (it has no timeout).
       const subscriber = this.client instanceof Cluster
-        ? this.client.duplicate(undefined, { enableOfflineQueue: true, redisOptions: { ...this.client.options.redisOptions, enableOfflineQueue: true, commandTimeout: undefined } })
-        : this.client.duplicate({ enableOfflineQueue: true, commandTimeout: undefined })
+        ? this.client.duplicate(undefined, { enableOfflineQueue: true, redisOptions: { ...this.client.options.redisOptions, ...SUBSCRIBER } })
+        : this.client.duplicate(SUBSCRIBER)
       subscriber.on('error', () => {})
       subscriber.on('message', (name: string, message: string) => this.listeners.get(name)?.(message))
       this.subscriber = subscriber

@@ -1,5 +1,7 @@
 // The store's own connections to the sentinels (src/store/sentinel-watch.ts), against a real
-// Sentinel set and the real CLI: a sentinel that is killed, then started again on its port, is logged as JSON lines like any store
+// Sentinel set and the real CLI: a store command answered 503 while the master is frozen never runs
+// on the promoted replica afterwards (ioredis would send it again after reconnecting), and a
+// sentinel that is killed, then started again on its port, is logged as JSON lines like any store
 // outage (one when it goes, naming it and the refused connection; one when it is back), is listened
 // to again, and leaves no line outside the JSON log on the gateway's stdout or stderr.
 import { spawn, type ChildProcessByStdio } from 'node:child_process'
@@ -13,6 +15,7 @@ import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
+import { GatewayError } from '../../src/http/errors.js'
 import { loggerOptions } from '../../src/ops/logger.js'
 import { DEFAULT_HYSTERESIS } from '../../src/store/outage-log.js'
 import { RedisStore } from '../../src/store/redis.js'
@@ -30,6 +33,8 @@ const MAX_RECONNECT_DELAY_MS = 1000
  * one reconnection delay and one connect timeout (2 x store.timeout).
  */
 const LOGGED_WITHIN_MS = DEFAULT_HYSTERESIS.downAfterMs + MAX_RECONNECT_DELAY_MS + 2 * TIMEOUT_MS
+/** After +switch-master: the old connection dropped (store.timeout), a reconnection delay, asking the sentinel and connecting. */
+const AFTER_SWITCH_MS = TIMEOUT_MS + 100 + 2 * TIMEOUT_MS
 
 interface Line { level: number, msg: string, sentinel?: string, reason?: string }
 
@@ -41,6 +46,7 @@ let stdout = ''
 let stderr = ''
 let store: RedisStore
 let storeLines: string[]
+let keyPrefix: string
 
 beforeAll(async () => {
   set = await startSentinelSet({ downAfterMs: 500, failoverTimeoutMs: 2000 })
@@ -57,6 +63,7 @@ beforeAll(async () => {
   const { stream, lines } = logCollector()
   storeLines = lines
   const config = parseConfig(stringify({ store: storeConfig }), {}, 'test.yaml').store
+  keyPrefix = config.keyPrefix
   store = new RedisStore(config, pino(loggerOptions('info'), stream) as unknown as FastifyBaseLogger)
   await waitFor(async () => await storeState() === 'up', 10_000, 'the gateway to reach the master')
   expect(await store.ready(10_000)).toBe(true)
@@ -84,13 +91,50 @@ async function ask<T> (port: number, question: (redis: Redis) => Promise<T>): Pr
 const sentinelPort = () => Number(set.nodes[0]!.split(':')[1])
 /** The sentinel's clients in subscriber mode: the gateways' +switch-master connections. */
 const subscribed = async () => (await ask(sentinelPort(), (redis) => redis.call('CLIENT', 'LIST') as Promise<string>)).split('\n').filter((client) => / sub=[1-9]/.test(client)).length
+const exists = (port: number, key: string) => ask(port, async (redis) => await redis.exists(keyPrefix + key) === 1)
 
 const json = (line: string) => { try { return JSON.parse(line) as Line } catch { return undefined } }
 const lines = (text: string) => text.split('\n').filter(Boolean)
 /** The CLI's lines and the in-process store's, parsed (both log the sentinel). */
 const logged = () => [...lines(stdout), ...storeLines].map(json).filter((line) => line !== undefined)
 
+async function unavailable (command: Promise<unknown>): Promise<string> {
+  const error = await command.then(() => undefined, (error: unknown) => error)
+  return error instanceof GatewayError ? error.code : `not a GatewayError: ${String(error)}`
+}
+
 describe('the store\'s own +switch-master connections to the sentinels', () => {
+  it('never runs later a command it answered 503 while the master was frozen', async () => {
+    const watcher = set.client(sentinelPort(), { retryStrategy: () => 100 })
+    const switched = new Promise<void>((resolve) => watcher.on('message', () => resolve()))
+    await watcher.subscribe('+switch-master')
+    await store.set('state', 'a sign-in state', 60_000)
+    await waitFor(() => exists(set.replica.port, 'state'), 5000, 'the replica to hold the sign-in state')
+
+    set.master.freeze()
+    // Each answered 503 once store.timeout passes: a write, a lock claim, a sign-in state taken.
+    expect(await Promise.all([
+      unavailable(store.set('written', 'x', 60_000)),
+      unavailable(store.claim('lock', 'owner', 60_000)),
+      unavailable(store.take('state')),
+    ])).toEqual(['session_store_unavailable', 'session_store_unavailable', 'session_store_unavailable'])
+
+    // Sentinel's own timings bound this wait: down-after 500 ms, then its failover (timeout 2 s).
+    await switched
+    watcher.disconnect()
+    // Both stores left the frozen master for the promoted replica, the old one still frozen.
+    await waitFor(async () => { await store.ping(); return true }, AFTER_SWITCH_MS + TIMEOUT_MS, 'the store to answer from the promoted replica')
+    await waitFor(async () => await storeState() === 'up', AFTER_SWITCH_MS + 2 * TIMEOUT_MS, 'the gateway to answer from the promoted replica')
+
+    // The promoted replica has seen every command sent before that ping: none of the three ran.
+    expect({
+      written: await exists(set.replica.port, 'written'),
+      lock: await exists(set.replica.port, 'lock'),
+      state: await exists(set.replica.port, 'state'),
+    }).toEqual({ written: false, lock: false, state: true })
+    expect(storeLines.map(json).filter((line) => line?.msg.startsWith('sentinels announced a new master'))).toHaveLength(1)
+  }, 30_000)
+
   it('logs a sentinel that is down as JSON lines naming it and the cause, and listens to it again once back', async () => {
     await waitFor(async () => await subscribed() >= 2, LOGGED_WITHIN_MS, 'both stores subscribed to +switch-master')
     const node = set.nodes[0]!
