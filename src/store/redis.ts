@@ -138,6 +138,16 @@ function createClient (config: StoreConfig): Redis | Cluster {
   return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...clientOptions(config), keyPrefix })
 }
 
+/**
+ * A connection error's cause, none for one that has none: reconnecting, ioredis's Sentinel
+ * connector reads its list of sentinels from where it stopped, past the one that answered last,
+ * and may find it at its end, saying "All sentinels are unreachable. Retrying from scratch after
+ * 10ms." without having asked one. When it did ask them all, the text ends with "Last error: ...".
+ */
+function connectionCause (error: Error): string | undefined {
+  return /^All sentinels are unreachable\.[^:]*$/.test(error.message) ? undefined : causeOf(error)
+}
+
 /** What the outage lines call a store: its address without credentials, or the sentinel group. */
 function storeName (config: StoreConfig): string {
   if (config.cluster) return 'cluster'
@@ -198,7 +208,7 @@ export class RedisStore implements SessionStore {
     // ioredis needs an error listener, or it reports each failed reconnection on stderr. The error
     // event carries the cause (ECONNREFUSED, WRONGPASS, NOAUTH, a certificate that does not verify);
     // the close that follows it carries none, so it keeps the cause the outage log already has.
-    this.client.on('error', (error: Error) => this.outage.failed(causeOf(error)))
+    this.client.on('error', (error: Error) => this.outage.failed(connectionCause(error)))
     this.client.on('ready', () => this.outage.succeeded())
     if (this.client instanceof Cluster) this.watchNodes(this.client)
     else this.client.on('close', () => this.outage.failed())

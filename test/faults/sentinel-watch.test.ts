@@ -36,7 +36,7 @@ const LOGGED_WITHIN_MS = DEFAULT_HYSTERESIS.downAfterMs + MAX_RECONNECT_DELAY_MS
 /** After +switch-master: the old connection dropped (store.timeout), a reconnection delay, asking the sentinel and connecting. */
 const AFTER_SWITCH_MS = TIMEOUT_MS + 100 + 2 * TIMEOUT_MS
 
-interface Line { level: number, msg: string, sentinel?: string, reason?: string }
+interface Line { level: number, msg: string, store?: string, sentinel?: string, reason?: string, lastReason?: string }
 
 let set: TestSentinelSet
 const children = new Children()
@@ -133,6 +133,11 @@ describe('the store\'s own +switch-master connections to the sentinels', () => {
       state: await exists(set.replica.port, 'state'),
     }).toEqual({ written: false, lock: false, state: true })
     expect(storeLines.map(json).filter((line) => line?.msg.startsWith('sentinels announced a new master'))).toHaveLength(1)
+    // The outage's pair of lines names its one cause: reconnecting asked a sentinel that answered.
+    const recovered = () => storeLines.map(json).filter((line) => line?.msg === 'session store reachable again')
+    await waitFor(async () => recovered().length === 1, DEFAULT_HYSTERESIS.upAfterMs + TIMEOUT_MS, 'the store\'s recovery line')
+    expect(recovered()[0]).toMatchObject({ store: 'sentinel:mymaster', reason: 'Command timed out' })
+    expect(recovered()[0]).not.toHaveProperty('lastReason')
   }, 30_000)
 
   it('logs a sentinel that is down as JSON lines naming it and the cause, and listens to it again once back', async () => {
