@@ -5,7 +5,7 @@
 // outage (one when it goes, naming it and the refused connection; one when it is back), is listened
 // to again, and leaves no line outside the JSON log on the gateway's stdout or stderr.
 import { spawn, type ChildProcessByStdio } from 'node:child_process'
-import { mkdtemp, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
@@ -98,6 +98,21 @@ const lines = (text: string) => text.split('\n').filter(Boolean)
 /** The CLI's lines and the in-process store's, parsed (both log the sentinel). */
 const logged = () => [...lines(stdout), ...storeLines].map(json).filter((line) => line !== undefined)
 
+/**
+ * `line` as docs/operations.md shows it: this set's ports written as the docs' (sentinel 26379,
+ * master 6379, replica 6380), without what the docs cannot know (time, pid, hostname, durations, counts).
+ */
+function asDocumented (line: object, ports = { sentinel: sentinelPort(), master: set.master.port, replica: set.replica.port }): Record<string, unknown> {
+  const { time: _time, pid: _pid, hostname: _hostname, downForMs: _down, failedWhileDown: _failed, ...rest } = line as Record<string, unknown>
+  const text = JSON.stringify(rest).replaceAll(`:${ports.sentinel}`, ':26379').replaceAll(`:${ports.master}`, ':6379').replaceAll(`:${ports.replica}`, ':6380')
+  return JSON.parse(text) as Record<string, unknown>
+}
+/** The JSON log lines docs/operations.md shows, as asDocumented gives them. */
+async function documentedLines (): Promise<Array<Record<string, unknown>>> {
+  const text = await readFile('docs/operations.md', 'utf8')
+  return [...text.matchAll(/^\{"level":.*\}$/gm)].map(([line]) => asDocumented(JSON.parse(line) as object, { sentinel: 26379, master: 6379, replica: 6380 }))
+}
+
 async function unavailable (command: Promise<unknown>): Promise<string> {
   const error = await command.then(() => undefined, (error: unknown) => error)
   return error instanceof GatewayError ? error.code : `not a GatewayError: ${String(error)}`
@@ -132,7 +147,9 @@ describe('the store\'s own +switch-master connections to the sentinels', () => {
       lock: await exists(set.replica.port, 'lock'),
       state: await exists(set.replica.port, 'state'),
     }).toEqual({ written: false, lock: false, state: true })
-    expect(storeLines.map(json).filter((line) => line?.msg.startsWith('sentinels announced a new master'))).toHaveLength(1)
+    const announcements = storeLines.map(json).filter((line) => line?.msg.startsWith('sentinels announced a new master'))
+    expect(announcements).toHaveLength(1)
+    expect(await documentedLines()).toContainEqual(asDocumented(announcements[0]!))
     // The outage's pair of lines names its one cause: reconnecting asked a sentinel that answered.
     const recovered = () => storeLines.map(json).filter((line) => line?.msg === 'session store reachable again')
     await waitFor(async () => recovered().length === 1, DEFAULT_HYSTERESIS.upAfterMs + TIMEOUT_MS, 'the store\'s recovery line')
@@ -147,11 +164,13 @@ describe('the store\'s own +switch-master connections to the sentinels', () => {
     const down = () => logged().filter((line) => line.msg.startsWith('sentinel unreachable') && line.sentinel === node)
     await waitFor(async () => down().length === 2, LOGGED_WITHIN_MS, 'a warn line from each store naming the sentinel')
     for (const line of down()) expect(line).toMatchObject({ level: 40, reason: `connect ECONNREFUSED ${node}` })
+    expect(await documentedLines()).toContainEqual(asDocumented(down()[0]!))
 
     await set.sentinel.start()
     const back = () => logged().filter((line) => line.msg === 'sentinel reachable again' && line.sentinel === node)
     await waitFor(async () => back().length === 2, LOGGED_WITHIN_MS, 'an info line from each store')
     for (const line of back()) expect(line).toMatchObject({ level: 30, reason: `connect ECONNREFUSED ${node}` })
+    expect(await documentedLines()).toContainEqual(asDocumented(back()[0]!))
     // Subscribed again, one connection per store (this process's and the CLI gateway's): a
     // +switch-master it announces now is heard.
     await waitFor(async () => await subscribed() === 2, LOGGED_WITHIN_MS, 'both stores subscribed again')
