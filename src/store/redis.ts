@@ -227,12 +227,15 @@ export class RedisStore implements SessionStore {
 
   /**
    * The sentinels promoted another node: both connections are dropped (at most store.timeout for
-   * the old master to close its side) and reconnect, asking a sentinel for the master again.
+   * the old master to close its side) and reconnect, asking a sentinel for the master again. Only a
+   * connection made to a node ('connect', 'ready'): one not yet made asks a sentinel anyway, and
+   * one dropped while ioredis's Sentinel connector awaits a sentinel's answer would end for good
+   * (ioredis sets it to 'end' and never reconnects it).
    */
   private switched (change: MasterSwitch): void {
     this.log.info(change, 'sentinels announced a new master; reconnecting to it')
     for (const connection of [this.client, this.subscriber]) {
-      if (connection instanceof Redis) connection.disconnect(true)
+      if (connection instanceof Redis && (connection.status === 'ready' || connection.status === 'connect')) connection.disconnect(true)
     }
   }
 
