@@ -1,8 +1,9 @@
 // A real Redis Sentinel for tests: `startSentinel` is one `redis-server --sentinel` on a free
 // loopback port watching a given Redis as the master "mymaster" (quorum 1). `startSentinelSet` is a
-// whole Sentinel deployment of spawned servers: a master, a replica and a sentinel, with Sentinel's
-// failure detection set short (failover tests), and optionally passwords (an ACL user on the Redis
-// nodes, another on the sentinel) and TLS on every connection (see tls-cert.ts).
+// whole Sentinel deployment of spawned servers: a master, a replica and one sentinel or more (each
+// a quorum alone), with Sentinel's failure detection set short (failover tests), and optionally
+// passwords (an ACL user on the Redis nodes, another on the sentinels) and TLS on every connection
+// (see tls-cert.ts). Each sentinel can be frozen, killed and started again on its port.
 import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { Socket } from 'node:net'
@@ -58,6 +59,8 @@ export interface SentinelSetOptions {
   sentinelUser?: { username: string, password: string }
   /** TLS only, on every server and every link between them (tls-cert.ts's certificate). */
   tls?: boolean
+  /** How many sentinels watch the set (1 by default); each alone is a quorum. */
+  sentinels?: number
 }
 
 /** One spawned Redis of the set. */
@@ -69,8 +72,8 @@ export interface SetMember {
   thaw (): void
 }
 
-/** The set's sentinel process. */
-export interface SentinelProcess {
+/** One sentinel process of the set. */
+export interface SentinelProcess extends SetMember {
   /** SIGKILL; resolves once it has exited (its port is free again). */
   kill (): Promise<void>
   /** Starts it again on the same port with its config file (as it rewrote it); resolves once it answers. */
@@ -78,11 +81,14 @@ export interface SentinelProcess {
 }
 
 export interface TestSentinelSet {
-  /** The sentinel, host:port, as store.sentinel.nodes takes it. */
+  /** The sentinels, host:port, as store.sentinel.nodes takes them. */
   nodes: string[]
   master: SetMember
   replica: SetMember
+  /** The first sentinel. */
   sentinel: SentinelProcess
+  /** Every sentinel, in the order of `nodes`. */
+  sentinels: SentinelProcess[]
   /** The CA file (tls only): what NODE_EXTRA_CA_CERTS names. */
   caFile: string | undefined
   /** A client of one of the Redis nodes (or, by its port, the sentinel), authenticated and over TLS as the set is. */
@@ -99,7 +105,9 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
   const keyFile = join(dir, 'key.pem')
   await writeFile(certFile, TEST_CERT)
   await writeFile(keyFile, TEST_KEY)
-  const [masterPort, replicaPort, sentinelPort] = [await freePort(), await freePort(), await freePort()] as [number, number, number]
+  const [masterPort, replicaPort] = [await freePort(), await freePort()] as [number, number]
+  const sentinelPorts: number[] = []
+  for (let i = 0; i < (options.sentinels ?? 1); i++) sentinelPorts.push(await freePort())
   // With TLS only the tls-port listens, and replication and Sentinel's links use TLS too.
   const listen = (port: number) => options.tls
     ? ['port 0', `tls-port ${port}`, `tls-cert-file ${certFile}`, `tls-key-file ${keyFile}`, `tls-ca-cert-file ${certFile}`, 'tls-auth-clients no', 'tls-replication yes']
@@ -112,7 +120,7 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     ...(redisUser ? [aclUser(redisUser), 'user default off', `masteruser ${redisUser.username}`, `masterauth ${redisUser.password}`] : []),
   ]
   const sentinelUser = options.sentinelUser
-  const sentinelLines = [
+  const sentinelLines = (sentinelPort: number) => [
     ...listen(sentinelPort), 'bind 127.0.0.1', `dir ${dir}`,
     `sentinel monitor mymaster 127.0.0.1 ${masterPort} 1`,
     `sentinel down-after-milliseconds mymaster ${options.downAfterMs ?? 30_000}`,
@@ -120,10 +128,10 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     ...(redisUser ? [`sentinel auth-user mymaster ${redisUser.username}`, `sentinel auth-pass mymaster ${redisUser.password}`] : []),
     ...(sentinelUser ? [aclUser(sentinelUser), 'user default off'] : []),
   ]
-  const files = { master: join(dir, 'master.conf'), replica: join(dir, 'replica.conf'), sentinel: join(dir, 'sentinel.conf') }
+  const files = { master: join(dir, 'master.conf'), replica: join(dir, 'replica.conf'), sentinel: (port: number) => join(dir, `sentinel-${port}.conf`) }
   await writeFile(files.master, redisLines(masterPort).join('\n') + '\n')
   await writeFile(files.replica, [...redisLines(replicaPort), `replicaof 127.0.0.1 ${masterPort}`].join('\n') + '\n')
-  await writeFile(files.sentinel, sentinelLines.join('\n') + '\n')
+  for (const port of sentinelPorts) await writeFile(files.sentinel(port), sentinelLines(port).join('\n') + '\n')
 
   const children: ChildProcess[] = []
   const start = (...args: string[]) => {
@@ -137,7 +145,7 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     thaw: () => { child.kill('SIGCONT') },
   })
   const client = (port: number, extra: RedisOptions = {}) => {
-    const user = port === sentinelPort ? sentinelUser : redisUser
+    const user = sentinelPorts.includes(port) ? sentinelUser : redisUser
     const redis = new Redis({
       host: '127.0.0.1',
       port,
@@ -173,20 +181,28 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     await waitFor(() => answers(masterPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis master on port ${masterPort}`)
     // The replica has finished its first full copy: until then a write to the master is not on it.
     await waitFor(() => answers(replicaPort, async (r) => /master_link_status:up/.test(await r.info('replication'))), 10_000, `redis replica on port ${replicaPort} in sync`)
-    let sentinelChild = start(files.sentinel, '--sentinel')
-    const sentinel: SentinelProcess = {
-      kill: async () => { await kill(sentinelChild) },
-      start: async () => {
-        sentinelChild = start(files.sentinel, '--sentinel')
-        await waitFor(() => answers(sentinelPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis sentinel on port ${sentinelPort} again`)
-      },
+    const sentinels = sentinelPorts.map((port): SentinelProcess => {
+      let child = start(files.sentinel(port), '--sentinel')
+      return {
+        port,
+        freeze: () => { child.kill('SIGSTOP') },
+        thaw: () => { child.kill('SIGCONT') },
+        kill: async () => { await kill(child) },
+        start: async () => {
+          child = start(files.sentinel(port), '--sentinel')
+          await waitFor(() => answers(port, async (r) => await r.ping() === 'PONG'), 10_000, `redis sentinel on port ${port} again`)
+        },
+      }
+    })
+    // Each sentinel knows the master and, from the master's INFO, its replica.
+    for (const port of sentinelPorts) {
+      await waitFor(() => answers(port, async (r) => {
+        const replicas = await r.call('SENTINEL', 'REPLICAS', 'mymaster') as unknown[]
+        return replicas.length === 1
+      }), 10_000, `redis sentinel on port ${port} to know the replica`)
     }
-    // The sentinel knows the master and, from the master's INFO, its replica.
-    await waitFor(() => answers(sentinelPort, async (r) => {
-      const replicas = await r.call('SENTINEL', 'REPLICAS', 'mymaster') as unknown[]
-      return replicas.length === 1
-    }), 10_000, `redis sentinel on port ${sentinelPort} to know the replica`)
-    return { nodes: [`127.0.0.1:${sentinelPort}`], master, replica, sentinel, caFile: options.tls ? certFile : undefined, client, stop }
+    const nodes = sentinelPorts.map((port) => `127.0.0.1:${port}`)
+    return { nodes, master, replica, sentinel: sentinels[0]!, sentinels, caFile: options.tls ? certFile : undefined, client, stop }
   } catch (error) {
     await stop()
     throw error
