@@ -3,7 +3,7 @@
 // its own (one warn line when a sentinel is down, naming it and the cause; one info line when it is
 // back), so that a sentinel that is down is never a line outside the JSON log. On the announcement
 // of a new master for our group, `onSwitch` drops the store's connections to the old one.
-import { Redis, type RedisOptions } from 'ioredis'
+import { Redis, ReplyError, type RedisOptions } from 'ioredis'
 import type { FastifyBaseLogger } from 'fastify'
 import type { Clock } from '../ops/clock.js'
 import { causeOf, OutageLog, type Hysteresis } from './outage-log.js'
@@ -42,25 +42,27 @@ export class SentinelWatch {
     const { log, hysteresis, clock } = this.options
     const outage = new OutageLog(log, { sentinel: `${host}:${port}` }, hysteresis, clock)
     this.outages.push(outage)
-    // SUBSCRIBE waits for the first connection, and ioredis subscribes again after each reconnect.
     const redis = new Redis({
       ...this.options.connection,
       host,
       port,
-      enableOfflineQueue: true,
-      maxRetriesPerRequest: null,
+      enableOfflineQueue: false,
       enableReadyCheck: false,
+      // Subscribed here on each connection instead: a SUBSCRIBE refused once (a wrong password,
+      // NOPERM) would otherwise never be sent again.
+      autoResubscribe: false,
       commandTimeout: undefined,
     })
     redis.on('error', (error: Error) => outage.failed(causeOf(error)))
     redis.on('close', () => outage.failed())
-    redis.on('ready', () => outage.succeeded())
+    // ioredis may say 'ready' on a connection whose AUTH failed (without a ready check): only an
+    // answered SUBSCRIBE counts as the sentinel being there. A refusal from the sentinel (NOPERM)
+    // is a cause; a connection already closing is not (its own error said why).
+    redis.on('ready', () => {
+      redis.subscribe(CHANNEL).then(() => outage.succeeded(), (error: unknown) => outage.failed(error instanceof ReplyError ? causeOf(error) : undefined))
+    })
     redis.on('message', (channel: string, message: string) => {
       if (channel === CHANNEL) this.announced(message)
-    })
-    // Refused only by the sentinel itself (an ACL user without the right to subscribe).
-    redis.subscribe(CHANNEL).catch((error: unknown) => {
-      log.warn({ sentinel: `${host}:${port}`, reason: causeOf(error) }, 'could not subscribe to the sentinel\'s +switch-master; a failover it announces is not heard')
     })
     return redis
   }

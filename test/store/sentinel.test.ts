@@ -7,11 +7,17 @@ import { spawn } from 'node:child_process'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import type { FastifyBaseLogger } from 'fastify'
 import { Redis } from 'ioredis'
+import pino from 'pino'
 import { stringify } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { parseConfig } from '../../src/config/config.js'
+import { loggerOptions } from '../../src/ops/logger.js'
+import { DEFAULT_HYSTERESIS } from '../../src/store/outage-log.js'
+import { RedisStore } from '../../src/store/redis.js'
 import { Browser } from '../helpers/browser.js'
-import { oidcClient, startGatewayWithProvider, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { logCollector, oidcClient, startGatewayWithProvider, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { Children } from '../helpers/processes.js'
@@ -62,10 +68,10 @@ const SENTINEL_USER = { username: 'watcher', password: 'sentinel-pass-2b8e1d' }
  * The store's +switch-master connection (src/store/sentinel-watch.ts) is subscribed on the sentinel,
  * as the sentinel's ACL user (and over TLS when the set is): the sentinel's CLIENT LIST shows it.
  */
-async function switchMasterHeard (set: TestSentinelSet): Promise<void> {
+async function switchMasterHeard (set: TestSentinelSet, username = SENTINEL_USER.username): Promise<void> {
   const sentinel = set.client(Number(set.nodes[0]!.split(':')[1]))
   try {
-    const listening = async () => (await sentinel.call('CLIENT', 'LIST') as string).split('\n').some((client) => / sub=1 /.test(client) && client.includes(` user=${SENTINEL_USER.username} `))
+    const listening = async () => (await sentinel.call('CLIENT', 'LIST') as string).split('\n').some((client) => / sub=1 /.test(client) && client.includes(` user=${username} `))
     await waitFor(listening, 5000, 'the gateway subscribed to the sentinel\'s +switch-master')
   } finally {
     sentinel.disconnect()
@@ -105,6 +111,30 @@ describe('store.sentinel with ACL users on the Redis nodes and on the sentinel',
     const logs = stack.gateway.logs.join('\n')
     expect(logs).not.toContain(REDIS_USER.password)
     expect(logs).not.toContain(SENTINEL_USER.password)
+  })
+
+  it('logs a sentinel that refuses the password as unreachable, naming WRONGPASS, and subscribes once it accepts it', async () => {
+    const late = { username: 'late', password: 'late-pass-5c1e0a' }
+    const { stream, lines } = logCollector()
+    const config = parseConfig(stringify({
+      store: { type: 'redis', sentinel: { name: 'mymaster', nodes: set.nodes, username: REDIS_USER.username, password: REDIS_USER.password, sentinelUsername: late.username, sentinelPassword: late.password } },
+    }), {}, 'test.yaml').store
+    const store = new RedisStore(config, pino(loggerOptions('info'), stream) as unknown as FastifyBaseLogger)
+    const sentinelLines = (msg: string) => lines.map((line) => JSON.parse(line) as { msg: string, sentinel?: string, reason?: string }).filter((line) => line.msg.startsWith(msg) && line.sentinel === set.nodes[0])
+    // Bounds: the outage log's hysteresis after a reconnection (1 s apart at most).
+    const within = DEFAULT_HYSTERESIS.downAfterMs + 1000 + DEFAULT_HYSTERESIS.upAfterMs
+    try {
+      await waitFor(async () => sentinelLines('sentinel unreachable').length === 1, within, 'the sentinel unreachable line')
+      expect(sentinelLines('sentinel unreachable')[0]!.reason).toMatch(/^WRONGPASS/)
+      const sentinel = set.client(Number(set.nodes[0]!.split(':')[1]))
+      await sentinel.call('ACL', 'SETUSER', late.username, 'on', `>${late.password}`, '+@all', '~*', '&*')
+      sentinel.disconnect()
+      await waitFor(async () => sentinelLines('sentinel reachable again').length === 1, within, 'the sentinel reachable again line')
+      await switchMasterHeard(set, late.username)
+      expect(lines.join('\n')).not.toContain(late.password)
+    } finally {
+      await store.close()
+    }
   })
 })
 
