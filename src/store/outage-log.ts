@@ -1,5 +1,5 @@
-// Outage lines an operator can read: one line when a store (or one node of a Redis Cluster) becomes
-// unreachable and one when it is back, with hysteresis so that a flapping connection or a mix of
+// Outage lines an operator can read: one line when a store (or one node of a Redis Cluster, or one
+// sentinel of a Sentinel group) becomes unreachable and one when it is back, with hysteresis so that a flapping connection or a mix of
 // failing and succeeding commands does not log a pair per flap. Both lines name the outage's cause:
 // the last real error seen (a refused connection, a wrong password, a certificate), never the
 // failures that only follow from it (a closed connection, a command with no connection to go on).
