@@ -39,7 +39,7 @@ export async function probes (app: FastifyInstance, { store, metrics, servesMetr
   app.get('/readyz', async () => {
     const health = await storeHealth(store)
     if (health.state === 'down' && readiness === 'required') {
-      throw new GatewayError('session_store_unavailable', 'The session store did not answer in time.')
+      throw new GatewayError('session_store_unavailable', 'The session store does not answer; the log\'s "session store unreachable" line names why.')
     }
     return { status: 'ready', store: health.state, ...(health.unreachable.length > 0 ? { unreachable: health.unreachable } : {}) }
   })

@@ -145,7 +145,17 @@ function createClient (config: StoreConfig): Redis | Cluster {
  * 10ms." without having asked one. When it did ask them all, the text ends with "Last error: ...".
  */
 function connectionCause (error: Error): string | undefined {
-  return /^All sentinels are unreachable\.[^:]*$/.test(error.message) ? undefined : causeOf(error)
+  return /^All sentinels are unreachable\.[^:]*$/.test(error.message) || noConnection(error) ? undefined : causeOf(error)
+}
+
+/**
+ * ioredis's own words for a command that found no connection to go on (it is closing, closed, or
+ * not made yet): a consequence of the connection's failure, whose error event names the cause.
+ */
+const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^Reached the max retries per request limit/]
+
+function noConnection (error: unknown): boolean {
+  return error instanceof Error && NO_CONNECTION.some((pattern) => pattern.test(error.message))
 }
 
 /** What the outage lines call a store: its address without credentials, or the sentinel group. */
@@ -293,9 +303,9 @@ export class RedisStore implements SessionStore {
     } catch (error) {
       if (error instanceof ReplyError) throw this.refused(error as Error)
       this.onCommandError()
-      // A command refused because there is no connection ("Stream isn't writeable", "Connection is
-      // closed.") tells nothing new: the connection's own error said why. A timeout is a cause.
-      outage?.failed(this.client.status === 'ready' ? causeOf(error) : undefined)
+      // A command refused because there is no connection tells nothing new: the connection's own
+      // error said why. A timeout on a connection that is up is a cause.
+      outage?.failed(this.client.status === 'ready' && !noConnection(error) ? causeOf(error) : undefined)
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }
   }

@@ -216,4 +216,23 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
       await redis.stop()
     }
   })
+
+  it('a plain redis:// URL to a TLS port: the reset or close the server answers with, never ioredis\'s "Stream isn\'t writeable"', async () => {
+    const cert = join(dir, 'plain-cert.pem')
+    const key = join(dir, 'plain-key.pem')
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+      '-subj', '/CN=redis.test', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' })
+    const redis = await spawnRedis((port) => ['--port', '0', '--tls-port', String(port), '--tls-cert-file', cert, '--tls-key-file', key, '--tls-auth-clients', 'no'])
+    const watched = storeFor(`redis://127.0.0.1:${redis.port}`)
+    try {
+      const down = await outageLogged(watched)
+      // The server resets the connection or closes it, as the bytes happen to meet: either is named.
+      expect(['write ECONNRESET', 'read ECONNRESET', 'connection closed']).toContain(down.reason)
+      const documented = (await readFile('docs/operations.md', 'utf8')).split('\n').find((line) => line.startsWith('| `write ECONNRESET`'))
+      expect(documented).toContain(`\`${down.reason}\``)
+    } finally {
+      await watched.close()
+      await redis.stop()
+    }
+  })
 })
