@@ -7,13 +7,16 @@
 // no redirects followed (oauth4webapi asks for none; a provider's API that redirects is an error).
 // The signal ends the call whatever phase it is in: undici acts on an abort only once the connection
 // is up, so a name lookup or connect that hangs held callers to undici's connect timeout (10 s)
-// whatever the provider's `timeout` said.
+// whatever the provider's `timeout` said. A lookup left hanging so is shared by every connection
+// asking for that name meanwhile (src/ops/shared-lookup.ts): it holds one thread-pool thread, not one
+// per call.
 import { Agent, request } from 'undici'
+import { sharedLookup } from '../ops/shared-lookup.js'
 
 /** Bodies larger than this are refused: a provider's token or userinfo answer is a few KiB. */
 const MAX_BODY_BYTES = 1024 * 1024
 
-const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64 })
+const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64, connect: { lookup: sharedLookup } })
 
 /** Statuses whose Response must have no body (the Fetch standard's null body status). */
 const NULL_BODY = new Set([101, 103, 204, 205, 304])

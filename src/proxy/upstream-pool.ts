@@ -4,6 +4,7 @@
 // timeouts. Here the route's timeout counts from the moment the request is handed to the pool.
 import type { EventEmitter } from 'node:events'
 import { Pool, errors, type Dispatcher } from 'undici'
+import { sharedLookup } from '../ops/shared-lookup.js'
 
 type ResponseData = Dispatcher.ResponseData<Pending>
 /** The callback form of `Dispatcher.request`, the one @fastify/reply-from calls. */
@@ -81,13 +82,15 @@ export class UpstreamPool {
   constructor ({ origin, timeoutMs, maxConnections }: UpstreamPoolOptions) {
     this.timeoutMs = timeoutMs
     // headersTimeout stays as a backstop: the deadline here always comes first. Connecting longer
-    // than the route would wait for an answer is pointless.
+    // than the route would wait for an answer is pointless. An upstream name whose lookup hangs costs
+    // one thread-pool thread, not one per connection attempt (src/ops/shared-lookup.ts).
     this.pool = new Pool(origin, {
       connections: maxConnections,
       pipelining: 1,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
       connectTimeout: Math.min(timeoutMs, 10_000),
+      connect: { lookup: sharedLookup },
     })
   }
 

@@ -5,13 +5,14 @@
 // these used to wait for its 10 s connect timeout (discovery and the JWKS for their own 5 s).
 // The real oidc-provider serves everything under `.localhost` names (loopback, RFC 6761); the only
 // stub is the name lookup (node:dns's `lookup`, which every socket of this process asks): it answers
-// 127.0.0.1 for those names, or never answers for the ones a test makes hang.
-import dns from 'node:dns'
+// 127.0.0.1 for those names, or holds the lookups of the ones a test makes hang (test/helpers/dns-stub.ts)
+// until the test ends.
 import { randomUUID } from 'node:crypto'
 import { generateKeyPair, SignJWT } from 'jose'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { Browser } from '../helpers/browser.js'
+import { DnsStub } from '../helpers/dns-stub.js'
 import { reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
@@ -28,30 +29,14 @@ const ISSUER_HOST = 'idp.localhost'
 const TOKEN_HOST = 'token.localhost'
 const UNRESOLVED_HOST = 'unresolved.localhost'
 
-const hanging = new Set<string>([UNRESOLVED_HOST])
-let hungLookups = 0
-
-type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
-const realLookup = dns.lookup.bind(dns) as (...args: unknown[]) => void
-
-/** node:dns's lookup for this process: the test's names answer 127.0.0.1, or hang; others as usual. */
-function lookup (hostname: string, options: unknown, callback?: LookupCallback): void {
-  if (typeof options === 'function') return lookup(hostname, {}, options as LookupCallback)
-  if (!hostname.endsWith('.localhost')) return realLookup(hostname, options, callback)
-  if (hanging.has(hostname)) {
-    hungLookups++
-    return
-  }
-  const all = typeof options === 'object' && options !== null && (options as { all?: boolean }).all === true
-  process.nextTick(() => all ? callback!(null, [{ address: '127.0.0.1', family: 4 }]) : callback!(null, '127.0.0.1', 4))
-}
+const dns = new DnsStub()
 
 let op: TestProvider
 let upstream: Upstream
 let gateway: TestGateway
 
 beforeAll(async () => {
-  vi.spyOn(dns, 'lookup').mockImplementation(lookup as unknown as typeof dns.lookup)
+  dns.install().hang(UNRESOLVED_HOST)
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
@@ -74,12 +59,13 @@ beforeAll(async () => {
 })
 
 afterEach(() => {
-  hanging.clear()
-  hanging.add(UNRESOLVED_HOST)
+  // The lookups a test left hanging end, as a resolver's do: the next test's calls look the names up again.
+  dns.resolve(ISSUER_HOST)
+  dns.resolve(TOKEN_HOST)
 })
 
 afterAll(async () => {
-  vi.restoreAllMocks()
+  dns.restore()
   await gateway?.close()
   await upstream?.close()
   await op?.close()
@@ -87,9 +73,9 @@ afterAll(async () => {
 
 /** Makes `host`'s lookups hang from now on; open connections are dropped, so the next call looks it up. */
 function hang (host: string): number {
-  hanging.add(host)
+  dns.hang(host)
   op.dropConnections()
-  return hungLookups
+  return dns.lookups(host)
 }
 
 async function timed<T> (work: () => Promise<T>): Promise<{ result: T, ms: number }> {
@@ -125,7 +111,7 @@ describe('fault: the provider\'s name lookup hangs', () => {
     expect(page.status).toBe(502)
     expect(await page.text()).toContain('provider_unavailable')
     expect(ms).toBeLessThan(BOUND_MS)
-    expect(hungLookups).toBeGreaterThan(0)
+    expect(dns.lookups(UNRESOLVED_HOST)).toBeGreaterThan(0)
   })
 
   it('the JWKS: a back-channel logout answers 502 provider_unavailable within the provider timeout', async () => {
@@ -144,7 +130,7 @@ describe('fault: the provider\'s name lookup hangs', () => {
     expect(answer.status).toBe(502)
     expect(await answer.json()).toMatchObject({ error: 'provider_unavailable' })
     expectWithinTimeout(ms)
-    expect(hungLookups).toBeGreaterThan(before)
+    expect(dns.lookups(ISSUER_HOST)).toBeGreaterThan(before)
   })
 
   it('the code exchange: a sign-in answers 502 token_exchange_failed within the provider timeout', async () => {
@@ -155,7 +141,7 @@ describe('fault: the provider\'s name lookup hangs', () => {
     expect(page.status).toBe(502)
     expect(await page.text()).toContain('token_exchange_failed')
     expectWithinTimeout(browser.callbackMs)
-    expect(hungLookups).toBeGreaterThan(before)
+    expect(dns.lookups(TOKEN_HOST)).toBeGreaterThan(before)
   })
 
   it('the refresh: every waiting request answers 502 token_exchange_failed within the provider timeout, and the session survives', async () => {
@@ -174,9 +160,9 @@ describe('fault: the provider\'s name lookup hangs', () => {
         expect(result.headers.getSetCookie()).toEqual([])
         expectWithinTimeout(ms)
       }
-      expect(hungLookups).toBeGreaterThan(before)
+      expect(dns.lookups(TOKEN_HOST)).toBeGreaterThan(before)
 
-      hanging.delete(TOKEN_HOST)
+      dns.resolve(TOKEN_HOST)
       expect((await call()).status).toBe(200)
     } finally {
       clock.mockRestore()

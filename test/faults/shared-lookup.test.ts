@@ -1,0 +1,169 @@
+// Fault: a name whose lookup hangs, asked for by many requests at once and one after another.
+// node:dns's lookup (getaddrinfo) holds one of libuv's four thread-pool threads until the resolver
+// answers: one hung lookup per request left every other lookup, file read, pbkdf2/scrypt and zlib
+// call of the process waiting (a public route answered 504 after its timeout, behind six sign-ins
+// whose token endpoint's name hung). The gateway runs one lookup per name at a time for its
+// connections to providers and upstreams, shared by every caller meanwhile, so that a hanging name
+// costs one thread; each caller still ends at its own timeout, and once the lookup ends (either
+// way) the next connection looks the name up again.
+// The real oidc-provider and upstream serve `.localhost` names (loopback, RFC 6761); the only stub
+// is node:dns's `lookup`, which counts the lookups it is asked for and holds the hung ones
+// (test/helpers/dns-stub.ts): a held lookup is a thread-pool thread taken.
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { DnsStub } from '../helpers/dns-stub.js'
+import { reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+/** The provider's `timeout` and the named upstream's route `timeout` in this test. */
+const TIMEOUT_MS = 500
+/** Every answer comes within the timeout and as much again. */
+const BOUND_MS = 2 * TIMEOUT_MS
+/** Tokens from sign-in live this long (they count as expired 30 s before). */
+const TOKEN_TTL_S = 60
+/** Requests at once. */
+const CONCURRENT = 3
+
+/** The issuer's host (discovery, JWKS, the browser's pages), the token endpoint's, and an upstream's. */
+const ISSUER_HOST = 'idp.localhost'
+const TOKEN_HOST = 'token.localhost'
+const UPSTREAM_HOST = 'app.localhost'
+
+const dns = new DnsStub()
+let op: TestProvider
+let upstream: Upstream
+let gateway: TestGateway
+
+beforeAll(async () => {
+  dns.install()
+  upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
+    publicHost: ISSUER_HOST,
+    accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : TOKEN_TTL_S,
+  })
+  const timeout = `${TIMEOUT_MS}ms`
+  gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'memory' },
+    providers: {
+      demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, scope: 'openid offline_access', tokenUrl: `http://${TOKEN_HOST}:${op.port}/token`, timeout },
+    },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/named/', upstream: `http://${UPSTREAM_HOST}:${new URL(upstream.url).port}`, auth: 'none', timeout },
+    ],
+  })
+})
+
+afterAll(async () => {
+  dns.restore()
+  await gateway?.close()
+  await upstream?.close()
+  await op?.close()
+})
+
+interface Timed { status: number, body: string, ms: number }
+
+async function timed (work: () => Promise<Response>): Promise<Timed> {
+  const start = performance.now()
+  const response = await work()
+  const ms = performance.now() - start
+  return { status: response.status, body: await response.text(), ms }
+}
+
+function expectAnswered (answer: Timed, status: number, error: string): void {
+  expect(answer.status).toBe(status)
+  expect(answer.body).toContain(error)
+  expect(answer.ms).toBeGreaterThanOrEqual(TIMEOUT_MS * 0.95)
+  expect(answer.ms).toBeLessThan(BOUND_MS)
+}
+
+/** A browser that times the gateway's callback (where the code is exchanged). */
+class TimedBrowser extends Browser {
+  callbackMs = 0
+  override async fetch (url: string, init: RequestInit = {}): Promise<Response> {
+    const start = performance.now()
+    const response = await super.fetch(url, init)
+    if (url.includes('/oauth/authorized/')) this.callbackMs = performance.now() - start
+    return response
+  }
+}
+
+async function signIn (): Promise<Browser> {
+  const browser = new Browser()
+  expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
+  return browser
+}
+
+/** A sign-in, timed at its callback: the code exchange asks the token endpoint. */
+async function timedSignIn (): Promise<Timed> {
+  const browser = new TimedBrowser()
+  const page = await browser.navigate(`${gateway.url}/app/`)
+  return { status: page.status, body: await page.text(), ms: browser.callbackMs }
+}
+
+/** A request whose expired access token is refreshed at the token endpoint. */
+async function timedRefresh (browser: Browser): Promise<Timed> {
+  return await timed(async () => await browser.fetch(`${gateway.url}/app/data`, { headers: { accept: 'application/json' } }))
+}
+
+describe('fault: a name lookup that hangs under many requests is one lookup, not one per request', () => {
+  it('sign-ins and refreshes share one hung lookup of the token endpoint\'s name, each answering 502 within the provider timeout; once it ends the next call looks the name up again', async () => {
+    const sessions = await Promise.all(Array.from({ length: CONCURRENT }, signIn))
+    // The access tokens count as expired: this process's clock (the gateway's and the provider's) moves on.
+    const realNow = Date.now.bind(Date)
+    const clock = vi.spyOn(Date, 'now').mockImplementation(() => realNow() + TOKEN_TTL_S * 1000)
+    try {
+      dns.hang(TOKEN_HOST)
+      op.dropConnections()
+      const before = dns.lookups(TOKEN_HOST)
+
+      const concurrent = await Promise.all([...sessions.map(timedRefresh), ...Array.from({ length: CONCURRENT }, timedSignIn)])
+      for (const answer of concurrent) expectAnswered(answer, 502, 'token_exchange_failed')
+      expect(dns.lookups(TOKEN_HOST) - before).toBe(1)
+      expect(dns.pending(TOKEN_HOST)).toBe(1)
+
+      expectAnswered(await timedRefresh(sessions[0]!), 502, 'token_exchange_failed')
+      expectAnswered(await timedSignIn(), 502, 'token_exchange_failed')
+      expect(dns.lookups(TOKEN_HOST) - before).toBe(1)
+
+      // The resolver gives up; the name still hangs: the next call asks again, it is not told the old answer.
+      dns.fail(TOKEN_HOST)
+      await new Promise((resolve) => setImmediate(resolve))
+      expectAnswered(await timedRefresh(sessions[1]!), 502, 'token_exchange_failed')
+      expect(dns.lookups(TOKEN_HOST) - before).toBe(2)
+      expect(dns.pending(TOKEN_HOST)).toBe(1)
+
+      dns.resolve(TOKEN_HOST)
+      for (const browser of sessions) expect((await timedRefresh(browser)).status).toBe(200)
+    } finally {
+      clock.mockRestore()
+    }
+  })
+
+  it('requests to an upstream whose name hangs share one lookup, each answering 504 gateway_timeout within the route timeout; once it ends the next request looks the name up again', async () => {
+    dns.hang(UPSTREAM_HOST)
+    const before = dns.lookups(UPSTREAM_HOST)
+    const get = async (i: number) => await timed(async () => await fetch(`${gateway.url}/named/data/${i}`, { headers: { accept: 'application/json' } }))
+
+    const concurrent = await Promise.all(Array.from({ length: 2 * CONCURRENT }, async (_, i) => await get(i)))
+    for (const answer of concurrent) expectAnswered(answer, 504, 'gateway_timeout')
+    expect(dns.lookups(UPSTREAM_HOST) - before).toBe(1)
+    expect(dns.pending(UPSTREAM_HOST)).toBe(1)
+
+    expectAnswered(await get(0), 504, 'gateway_timeout')
+    expectAnswered(await get(1), 504, 'gateway_timeout')
+    expect(dns.lookups(UPSTREAM_HOST) - before).toBe(1)
+
+    dns.fail(UPSTREAM_HOST)
+    await new Promise((resolve) => setImmediate(resolve))
+    expectAnswered(await get(2), 504, 'gateway_timeout')
+    expect(dns.lookups(UPSTREAM_HOST) - before).toBe(2)
+    expect(dns.pending(UPSTREAM_HOST)).toBe(1)
+
+    dns.resolve(UPSTREAM_HOST)
+    expect((await get(3)).status).toBe(200)
+  })
+})

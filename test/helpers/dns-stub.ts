@@ -1,0 +1,78 @@
+// node:dns's lookup for this process, for tests of names whose lookup hangs. Every socket of the
+// process asks `dns.lookup` (the real servers listen on loopback): names under `.localhost`
+// (RFC 6761) answer 127.0.0.1 unless a test makes them hang; a hung lookup is held until the test
+// ends it, with an error (the resolver gave up) or the address (the name resolves again). Other
+// names go to the real lookup.
+import dns from 'node:dns'
+import { vi, type MockInstance } from 'vitest'
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
+interface Held { callback: LookupCallback, all: boolean }
+
+export class DnsStub {
+  private readonly hanging = new Set<string>()
+  private readonly held = new Map<string, Held[]>()
+  private readonly asked = new Map<string, number>()
+  private spy: MockInstance | undefined = undefined
+  private readonly realLookup = dns.lookup.bind(dns) as (...args: unknown[]) => void
+
+  /** Replaces node:dns's lookup; `restore` puts it back. */
+  install (): this {
+    this.spy = vi.spyOn(dns, 'lookup').mockImplementation(this.lookup as unknown as typeof dns.lookup)
+    return this
+  }
+
+  /** Ends every held lookup with an error, and gives node:dns its lookup back. */
+  restore (): void {
+    for (const host of this.held.keys()) this.fail(host)
+    this.hanging.clear()
+    this.spy?.mockRestore()
+  }
+
+  /** `host`'s lookups hang from now on. */
+  hang (host: string): void {
+    this.hanging.add(host)
+  }
+
+  /** How many lookups of `host` were asked of node:dns so far. */
+  lookups (host: string): number {
+    return this.asked.get(host) ?? 0
+  }
+
+  /** How many lookups of `host` are hanging now. */
+  pending (host: string): number {
+    return this.held.get(host)?.length ?? 0
+  }
+
+  /** The resolver gives up on `host`'s hung lookups (`getaddrinfo EAI_AGAIN`); the name still hangs. */
+  fail (host: string): void {
+    const error = Object.assign(new Error(`getaddrinfo EAI_AGAIN ${host}`), { code: 'EAI_AGAIN', syscall: 'getaddrinfo', hostname: host })
+    this.end(host, (held) => held.callback(error, held.all ? [] : ''))
+  }
+
+  /** `host` resolves again: its hung lookups answer 127.0.0.1, and so do the next ones. */
+  resolve (host: string): void {
+    this.hanging.delete(host)
+    this.end(host, (held) => answer(held))
+  }
+
+  private end (host: string, each: (held: Held) => void): void {
+    const held = this.held.get(host) ?? []
+    this.held.delete(host)
+    for (const one of held) process.nextTick(each, one)
+  }
+
+  private readonly lookup = (hostname: string, options: unknown, callback?: LookupCallback): void => {
+    if (typeof options === 'function') return this.lookup(hostname, {}, options as LookupCallback)
+    if (!hostname.endsWith('.localhost')) return this.realLookup(hostname, options, callback)
+    this.asked.set(hostname, this.lookups(hostname) + 1)
+    const held = { callback: callback!, all: typeof options === 'object' && options !== null && (options as { all?: boolean }).all === true }
+    if (!this.hanging.has(hostname)) return process.nextTick(answer, held)
+    this.held.set(hostname, [...this.held.get(hostname) ?? [], held])
+  }
+}
+
+function answer ({ callback, all }: Held): void {
+  if (all) callback(null, [{ address: '127.0.0.1', family: 4 }])
+  else callback(null, '127.0.0.1', 4)
+}
