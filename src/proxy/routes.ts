@@ -21,6 +21,7 @@ import type { Session, Sessions } from '../session/session.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type SessionState } from '../access/gate.js'
 import type { Identity } from '../access/identity.js'
 import { refusal } from '../access/refusal.js'
+import { BodyDeadlines } from './body-deadline.js'
 import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from './cut-off.js'
 import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter, clientBoundHeaders } from './headers.js'
@@ -105,11 +106,13 @@ type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions'
 /**
  * Sends the upstream's answer on. A small body of declared length is read whole, then sent with
  * the headers in one write: piping it through a stream pipeline instead cost about a sixth of a
- * proxied request's CPU (measured with `npm run bench`). Everything else streams as it arrives:
+ * proxied request's CPU (measured with `npm run bench`). Nothing reaches the client until it is
+ * all there, so the whole read is bounded by the route's timeout from the headers' arrival
+ * (`deadlines`), not only the gaps between its chunks. Everything else streams as it arrives:
  * no declared length (chunked, server-sent events), larger bodies, HEAD and bodiless statuses, and
  * answers without a content-type (Fastify would give a buffer one the upstream never sent).
  */
-function sendUpstreamResponse (target: UpstreamTarget, request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { headers, stream }: UpstreamResponse): void {
+function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDeadlines, request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { headers, stream }: UpstreamResponse): void {
   if (stream instanceof UpstreamFailure) {
     reply.send(upstreamError(target, stream.reason, request.url))
     return
@@ -122,7 +125,12 @@ function sendUpstreamResponse (target: UpstreamTarget, request: Parameters<OnRes
     reply.send(stream)
     return
   }
-  stream.arrayBuffer().then((body) => reply.send(Buffer.from(body)), (error: Error) => {
+  const read = deadlines.start(stream)
+  stream.arrayBuffer().then((body) => {
+    deadlines.end(read)
+    reply.send(Buffer.from(body))
+  }, (error: Error) => {
+    deadlines.end(read)
     // Nothing was sent yet: answer a clean 502/504 without any of the upstream's headers.
     withoutUpstreamHeaders(reply)
     reply.send(upstreamError(target, error, request.url))
@@ -272,8 +280,12 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
       }
       const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
       const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
+      const deadlines = new BodyDeadlines(route.timeoutMs)
       // reply-from leaves a pool it was given open; requests in flight have finished by onClose.
-      scope.addHook('onClose', async () => pool.destroy())
+      scope.addHook('onClose', async () => {
+        deadlines.close()
+        await pool.destroy()
+      })
       // A streamed body that failed before its headers went out reaches the error handler: it is
       // the upstream's failure (502/504, its headers dropped); anything else goes on to the
       // gateway's handler. Once the headers went out, RequestEnd asks upstreamCutOff.
@@ -301,7 +313,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, sessions, ref
           rewriteHeaders: (headers) => clientBoundHeaders(headers, plantable),
           onError: (reply, { error }) => { reply.send(upstreamError(target, error, reply.request.url)) },
           // reply-from's types describe the node:http response; over undici it is UpstreamResponse.
-          onResponse: (request, reply, response) => sendUpstreamResponse(target, request, reply, response as unknown as UpstreamResponse),
+          onResponse: (request, reply, response) => sendUpstreamResponse(target, deadlines, request, reply, response as unknown as UpstreamResponse),
         },
       }
       // The upgrade request goes through the same gate; the upstream handshake gets the same headers.
