@@ -39,8 +39,9 @@ export class RedisSubscription {
   /** Listens on `channel` (already prefixed): subscribed now when connected, else once connected. */
   add (channel: string, listener: ChannelListener): void {
     this.channels.set(channel, listener)
+    // Deaf until Redis confirms the SUBSCRIBE, on this connection or the next.
+    listener.onListening?.(false)
     if (this.connection.status === 'ready') this.subscribeTo([channel])
-    else listener.onListening?.(false)
   }
 
   private subscribeAll (): void {
@@ -76,10 +77,8 @@ export class RedisSubscription {
     if (this.closed) return
     for (const channel of this.subscribed) this.channels.get(channel)?.onListening?.(false)
     this.subscribed.clear()
-    if (this.lost) {
-      if (reason !== undefined && this.lost.reason === 'connection closed') this.lost.reason = reason
-      return
-    }
+    // One line per time without the subscription, naming its first cause (the line that ends it repeats it).
+    if (this.lost) return
     this.lost = { since: this.clock.now(), reason: reason ?? 'connection closed' }
     const fields = { channels: [...this.channels.keys()], reason: this.lost.reason }
     const msg = 'not subscribed to store broadcasts; subscribing as soon as the store accepts it (until then this instance caches no session)'
