@@ -111,6 +111,7 @@ function sentinelConnection (sentinel: SentinelConfig, timeoutMs: number): Redis
     password: options.sentinelPassword,
     tls: 'sentinelTLS' in options ? options.sentinelTLS : undefined,
     connectTimeout: 2 * timeoutMs,
+    disconnectTimeout: timeoutMs,
     retryStrategy,
   }
 }
