@@ -61,9 +61,11 @@ export class KeyRing {
 
   /** Follows rotations made by other instances (call once, before serving). */
   async listen (): Promise<void> {
-    await this.store.subscribe(CHANGED, () => {
+    const reload = () => {
       this.refresh(false).catch((error: unknown) => this.options.log.warn({ reason: reason(error) }, 'could not read the rotated assertion keys; retrying within a minute'))
-    })
+    }
+    // Subscribed again after a gap (a rotation announced meanwhile was missed): read the set again.
+    await this.store.subscribe(CHANGED, reload, (listening) => { if (listening && this.keys.length > 0) reload() })
   }
 
   /** Reads or makes the set in the background, so the first request need not (best effort). */

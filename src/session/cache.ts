@@ -5,7 +5,8 @@ import type { Session } from './record.js'
 /**
  * Recently read sessions, so a busy session costs no store round trip per request. Bounded, and
  * short-lived: an entry lives `ttlMs` (1 s by default). Logout and refresh drop the entry in every
- * instance at once through the store's pub/sub; the short life bounds it if a message is lost.
+ * instance at once through the store's pub/sub; the short life bounds it if a message is lost. While
+ * the subscription is not made (the store unreachable at start, a lost connection), nothing is kept.
  */
 export class SessionCache {
   private readonly byCookie = new Map<string, { session: Session, expiresAt: number }>()
@@ -15,6 +16,8 @@ export class SessionCache {
    * logout or refresh replaced, so `set` refuses it (the next request reads the store again).
    */
   private invalidations = 0
+  /** False while this instance may miss invalidations (the store's subscription is not made): nothing is kept. */
+  private hearing = true
 
   constructor (private readonly ttlMs: number, private readonly clock: Clock, private readonly maxEntries = 10_000) {}
 
@@ -32,13 +35,25 @@ export class SessionCache {
   }
 
   set (session: Session, generation: number): void {
-    if (this.ttlMs <= 0 || generation !== this.invalidations) return
+    if (this.ttlMs <= 0 || !this.hearing || generation !== this.invalidations) return
     if (this.byCookie.size >= this.maxEntries && !this.byCookie.has(session.cookie)) {
       // Maps iterate in insertion order: the first entry is the oldest.
       this.dropCookie(this.byCookie.keys().next().value!)
     }
     this.byCookie.set(session.cookie, { session, expiresAt: this.clock.now() + this.ttlMs })
     this.cookieById.set(session.id, session.cookie)
+  }
+
+  /**
+   * Whether invalidations are heard. Either way everything is dropped, and reads under way are not
+   * kept: a message published while they were not heard never arrives, so an entry read before or
+   * during that gap may be one a sign-out elsewhere ended. Until they are heard again, nothing is kept.
+   */
+  listening (hearing: boolean): void {
+    this.invalidations++
+    this.hearing = hearing
+    this.byCookie.clear()
+    this.cookieById.clear()
   }
 
   dropId (id: string): void {

@@ -150,7 +150,7 @@ export class Sessions {
 
   /** Listens for other instances' logouts and refreshes (call once, before serving). */
   async listen (): Promise<void> {
-    await this.store.subscribe(INVALIDATIONS, (id) => this.cache.dropId(id))
+    await this.store.subscribe(INVALIDATIONS, (id) => this.cache.dropId(id), (listening) => this.cache.listening(listening))
   }
 
   /** Drops the session from every instance's cache (this one at once). */

@@ -11,6 +11,7 @@ import { GatewayError } from '../http/errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
 import { RefusalLog, refusalReason } from './refusal-log.js'
+import { closeWithin, RedisSubscription, type ChannelListener } from './redis-subscription.js'
 import { SentinelWatch, type MasterSwitch } from './sentinel-watch.js'
 import { lockOwner, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth } from './store.js'
 
@@ -63,6 +64,9 @@ function clientOptions (config: StoreConfig) {
     autoResendUnfulfilledCommands: false,
     connectTimeout: 2 * config.timeoutMs,
     commandTimeout: config.timeoutMs,
+    // A connection dropped (closing the store, a Sentinel switch) waits no longer than a command
+    // for the other side to close its end: a frozen Redis never does.
+    disconnectTimeout: config.timeoutMs,
     maxRetriesPerRequest: 1,
     retryStrategy,
   } satisfies RedisOptions
@@ -107,12 +111,18 @@ function sentinelConnection (sentinel: SentinelConfig, timeoutMs: number): Redis
     password: options.sentinelPassword,
     tls: 'sentinelTLS' in options ? options.sentinelTLS : undefined,
     connectTimeout: 2 * timeoutMs,
+    disconnectTimeout: timeoutMs,
     retryStrategy,
   }
 }
 
-/** The subscriber connection's own options: SUBSCRIBE waits for a connection, and is sent again. */
-const SUBSCRIBER = { enableOfflineQueue: true, commandTimeout: undefined, autoResendUnfulfilledCommands: true } satisfies RedisOptions
+/**
+ * The subscriber connection's own options: no command timeout (a SUBSCRIBE waits for its answer),
+ * and subscribed by redis-subscription.ts on each connection, not by ioredis from its offline queue
+ * (emptied after maxRetriesPerRequest failed attempts, so a start with Redis unreachable never
+ * subscribed) nor by its autoResubscribe (which forgets a SUBSCRIBE refused or never answered).
+ */
+const SUBSCRIBER = { enableOfflineQueue: false, commandTimeout: undefined, autoResubscribe: false } satisfies RedisOptions
 
 function createClient (config: StoreConfig): Redis | Cluster {
   const keyPrefix = config.keyPrefix
@@ -184,9 +194,10 @@ export class RedisStore implements SessionStore {
   /** The connection, for a library that keeps its own keys beside the sessions (the sign-in rate limiter). */
   readonly client: Redis | Cluster
   /** A second connection in subscriber mode, made on the first subscribe. */
-  private subscriber: Redis | Cluster | undefined
-  private readonly listeners = new Map<string, (message: string) => void>()
+  private subscription: RedisSubscription | undefined
   private readonly channelPrefix: string
+  /** store.timeout: also how long closing waits for each connection. */
+  private readonly timeoutMs: number
   private readonly name: string
   /** The whole store, as its commands see it. */
   private readonly outage: OutageLog
@@ -212,6 +223,7 @@ export class RedisStore implements SessionStore {
     this.client.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
     this.client.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
     this.channelPrefix = config.keyPrefix
+    this.timeoutMs = config.timeoutMs
     this.name = storeName(config)
     this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
     this.refusals = new RefusalLog(log, { store: this.name }, this.clock)
@@ -244,7 +256,7 @@ export class RedisStore implements SessionStore {
    */
   private switched (change: MasterSwitch): void {
     this.log.info(change, 'sentinels announced a new master; reconnecting to it')
-    for (const connection of [this.client, this.subscriber]) {
+    for (const connection of [this.client, this.subscription?.connection]) {
       if (connection instanceof Redis && (connection.status === 'ready' || connection.status === 'connect')) connection.disconnect(true)
     }
   }
@@ -359,22 +371,15 @@ export class RedisStore implements SessionStore {
     await this.client.publish(this.channelPrefix + channel, message).catch(() => {})
   }
 
-  async subscribe (channel: string, onMessage: (message: string) => void): Promise<void> {
-    if (!this.subscriber) {
-      // Queued while disconnected, and re-subscribed by ioredis after each reconnect; a SUBSCRIBE
-      // still unanswered when a connection closed is sent again on the next (it has no timeout).
+  async subscribe (channel: string, onMessage: (message: string) => void, onListening?: ChannelListener['onListening']): Promise<void> {
+    if (!this.subscription) {
       const subscriber = this.client instanceof Cluster
-        ? this.client.duplicate(undefined, { enableOfflineQueue: true, redisOptions: { ...this.client.options.redisOptions, ...SUBSCRIBER } })
+        ? this.client.duplicate(undefined, { redisOptions: { ...this.client.options.redisOptions, ...SUBSCRIBER } })
         : this.client.duplicate(SUBSCRIBER)
-      subscriber.on('error', () => {})
-      subscriber.on('message', (name: string, message: string) => this.listeners.get(name)?.(message))
-      this.subscriber = subscriber
+      this.subscription = new RedisSubscription(subscriber, this.log, this.clock)
     }
-    this.listeners.set(this.channelPrefix + channel, onMessage)
-    // Not awaited: with Redis down at start this would wait for it; ioredis subscribes once connected.
-    this.subscriber.subscribe(this.channelPrefix + channel).catch((error: unknown) => {
-      this.log.warn({ reason: error instanceof Error ? error.message : String(error) }, 'could not subscribe to session invalidations yet; ioredis retries on reconnect')
-    })
+    // Not awaited: with Redis down at start this would wait for it; subscribed once connected.
+    this.subscription.add(this.channelPrefix + channel, { onMessage, onListening })
   }
 
   async ping () { await this.run(() => this.client.ping()) }
@@ -409,13 +414,7 @@ export class RedisStore implements SessionStore {
     this.outage.close()
     this.sentinels?.close()
     for (const outage of this.nodes.values()) outage.close()
-    await Promise.all([this.client, this.subscriber].map(async (connection) => {
-      if (!connection) return
-      try {
-        await connection.quit()
-      } catch {
-        connection.disconnect()
-      }
-    }))
+    // Each connection within store.timeout, whatever its state (frozen, never connected).
+    await Promise.all([closeWithin(this.client, this.timeoutMs), this.subscription?.close(this.timeoutMs)])
   }
 }

@@ -81,8 +81,14 @@ export interface Lock {
 export interface Broadcast {
   /** Tells every instance sharing the store; best effort. */
   publish (channel: string, message: string): Promise<void>
-  /** Calls `onMessage` for each message published on `channel` by any instance. */
-  subscribe (channel: string, onMessage: (message: string) => void): Promise<void>
+  /**
+   * Calls `onMessage` for each message published on `channel` by any instance, from when it is
+   * subscribed (made in the background: a store unreachable at start subscribes once it is back).
+   * `onListening(false)` when messages may be missed from then on (not subscribed yet, or the
+   * subscription was lost), `onListening(true)` once they are heard again: what was published in
+   * between never arrives.
+   */
+  subscribe (channel: string, onMessage: (message: string) => void, onListening?: (listening: boolean) => void): Promise<void>
 }
 
 /**
