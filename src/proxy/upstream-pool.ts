@@ -5,6 +5,7 @@
 import type { EventEmitter } from 'node:events'
 import { Pool, errors, type Dispatcher } from 'undici'
 import { sharedLookup } from '../ops/shared-lookup.js'
+import { DeadlineList, type Timed } from './deadline-list.js'
 
 type ResponseData = Dispatcher.ResponseData<Pending>
 /** The callback form of `Dispatcher.request`, the one @fastify/reply-from calls. */
@@ -26,7 +27,7 @@ export class UpstreamFailure {
  * accepts an EventEmitter-like one): firing it at the deadline takes the request out of the pool's
  * queue, or aborts it on its connection.
  */
-class Pending {
+class Pending implements Timed<Pending> {
   prev: Pending | null = null
   next: Pending | null = null
   aborted = false
@@ -75,9 +76,8 @@ export interface UpstreamPoolOptions {
 export class UpstreamPool {
   private readonly pool: Pool
   private readonly timeoutMs: number
-  private head: Pending | null = null
-  private tail: Pending | null = null
-  private timer: NodeJS.Timeout | undefined = undefined
+  /** Timers fire on whole milliseconds: a deadline within one of now has come. */
+  private readonly pending = new DeadlineList<Pending>((pending) => this.expire(pending), 1)
 
   constructor ({ origin, timeoutMs, maxConnections }: UpstreamPoolOptions) {
     this.timeoutMs = timeoutMs
@@ -100,7 +100,7 @@ export class UpstreamPool {
    */
   request (options: Dispatcher.RequestOptions<Pending>, callback: Callback): void {
     const pending = new Pending(performance.now() + this.timeoutMs, callback)
-    this.append(pending)
+    this.pending.append(pending)
     // The options object is reply-from's own, made for this one request. undici reads a signal's
     // on/once/removeListener, aborted and reason only: Pending has them without an EventEmitter.
     options.opaque = pending
@@ -110,7 +110,7 @@ export class UpstreamPool {
 
   /** Lets the pool go: pending requests fail, open connections are closed. */
   async destroy (): Promise<void> {
-    clearTimeout(this.timer)
+    this.pending.close()
     await this.pool.destroy()
   }
 
@@ -123,55 +123,17 @@ export class UpstreamPool {
       return
     }
     pending.callback = null
-    this.remove(pending)
+    this.pending.remove(pending)
     callback(null, error === null ? data : failure(error, pending))
   }
 
-  /** Answers every request whose deadline has passed, then waits for the next oldest one. */
-  private readonly sweep = (): void => {
-    this.timer = undefined
-    // Timers fire on whole milliseconds: a deadline within one of now has come.
-    const now = performance.now() + 1
-    try {
-      while (this.head !== null && this.head.deadline <= now) {
-        const pending = this.head
-        const callback = pending.callback!
-        pending.callback = null
-        this.remove(pending)
-        const error = new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`)
-        pending.abort(error)
-        callback(null, failure(error, pending))
-      }
-    } finally {
-      // Even if a callback threw, the requests behind it still get their deadline.
-      this.schedule()
-    }
-  }
-
-  private schedule (): void {
-    if (this.timer !== undefined || this.head === null) return
-    this.timer = setTimeout(this.sweep, Math.max(0, this.head.deadline - performance.now()))
-    this.timer.unref()
-  }
-
-  private append (pending: Pending): void {
-    if (this.tail === null) {
-      this.head = pending
-    } else {
-      this.tail.next = pending
-      pending.prev = this.tail
-    }
-    this.tail = pending
-    this.schedule()
-  }
-
-  private remove (pending: Pending): void {
-    if (pending.prev === null) this.head = pending.next
-    else pending.prev.next = pending.next
-    if (pending.next === null) this.tail = pending.prev
-    else pending.next.prev = pending.prev
-    pending.prev = null
-    pending.next = null
+  /** A request whose deadline has come, out of the list: it is answered 504 and aborted. */
+  private expire (pending: Pending): void {
+    const callback = pending.callback!
+    pending.callback = null
+    const error = new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`)
+    pending.abort(error)
+    callback(null, failure(error, pending))
   }
 }
 
