@@ -130,7 +130,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)
   await app.register(probes, { store, metrics, servesMetrics: config.metrics.listen === undefined, readiness: config.store.readiness })
   const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
-  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit })
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit, clock })
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, sessions, refresher, extraHeaders: assertions && forwardAuthAssertion(config, assertions) })
   await app.register(proxyRoutes, { config, sessions, refresher, metrics, assertions })

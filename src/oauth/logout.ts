@@ -134,7 +134,7 @@ export class SignOuts {
     const payload = this.verifyState(state, provider)
     if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser (no sign-out cookie).')
     if (payload.b !== this.bindingTag(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser.')
-    const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - Date.now())
+    const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
     if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
       throw new GatewayError('invalid_state', 'The state has already been used.')
     }

@@ -93,7 +93,7 @@ export class TokenRefresher {
     const provider = await this.providers.get(name)
     const lock = storeKeys.refreshLock(session.id, name)
     const holdMs = provider.timeoutMs + 5000
-    const deadline = Date.now() + holdMs
+    const deadline = this.clock.now() + holdMs
     let waited = false
     for (;;) {
       const held = await this.store.acquire(lock, holdMs)
@@ -110,7 +110,7 @@ export class TokenRefresher {
       await sleep(POLL_MS)
       const { token: current } = await this.current(session, provider, stale)
       if (current !== stale) return current && isFresh(current, this.clock.now()) ? current : undefined
-      if (Date.now() > deadline) throw new GatewayError('token_exchange_failed', 'The token refresh did not finish in time.')
+      if (this.clock.now() > deadline) throw new GatewayError('token_exchange_failed', 'The token refresh did not finish in time.')
     }
   }
 

@@ -20,6 +20,7 @@ import type { Providers } from './providers.js'
 import type { SessionIndex } from './session-index.js'
 import { RedirectHosts } from './redirect-hosts.js'
 import { formatFlowCookie, parseFlowCookie, type FlowRecord, type Flows } from './state.js'
+import type { Clock } from '../ops/clock.js'
 
 /** Where a refused `next` sends the browser: the gateway's own home page (SPEC.md, Endpoints). */
 export const NEXT_FALLBACK = '/oauth/'
@@ -107,6 +108,8 @@ export interface OAuthDeps {
   sessionIndex: SessionIndex
   /** Charges the sign-in endpoints' budget per client address (absent: no limit). */
   signinLimit?: onRequestAsyncHookHandler
+  /** When a new session record begins (its sign-in time). */
+  clock: Clock
 }
 
 /** redirect_uri is exactly {base_url}/oauth/authorized/<remote_app_name>/. */
@@ -119,7 +122,7 @@ export function loginUrl (config: GatewayConfig, provider: string, next: string)
   return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 }
 
-export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit }: OAuthDeps): Promise<void> {
+export async function oauthRoutes (app: FastifyInstance, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit, clock }: OAuthDeps): Promise<void> {
   // Cookies are parsed and set here only: proxied requests read the session cookie straight from the header.
   await app.register(cookie)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
@@ -192,7 +195,7 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
           }
         : undefined
       const signIn = { tokens, identity, providerSession }
-      const fresh = () => withSignIn(emptyRecord(Date.now()), name, signIn)
+      const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
       const previous = (await sessions.load(request.headers.cookie))?.record
       // Built on the browser's session, so one session holds every provider; rebuilt alone should
       // that session end before the new one replaces it (nothing it held may come back).
