@@ -12,10 +12,10 @@ import { generateKeyPair, SignJWT } from 'jose'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { Browser } from '../helpers/browser.js'
-import { DnsStub } from '../helpers/dns-stub.js'
-import { reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import { DnsStub, ISSUER_HOST, startNamedStack, TOKEN_HOST } from '../helpers/dns-stub.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import type { Upstream } from '../helpers/upstream.js'
 
 /** The providers' `timeout` in this test. */
 const TIMEOUT_MS = 500
@@ -24,9 +24,7 @@ const BOUND_MS = 2 * TIMEOUT_MS
 /** Tokens from sign-in live this long (they count as expired 30 s before). */
 const TOKEN_TTL_S = 60
 
-/** The issuer's host (discovery, JWKS, the browser's pages), the token endpoint's, and a provider's that never resolves. */
-const ISSUER_HOST = 'idp.localhost'
-const TOKEN_HOST = 'token.localhost'
+/** A provider's host that never resolves (the issuer's and the token endpoint's: ISSUER_HOST, TOKEN_HOST). */
 const UNRESOLVED_HOST = 'unresolved.localhost'
 
 const dns = new DnsStub()
@@ -36,26 +34,11 @@ let upstream: Upstream
 let gateway: TestGateway
 
 beforeAll(async () => {
-  dns.install().hang(UNRESOLVED_HOST)
-  upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
-    publicHost: ISSUER_HOST,
-    accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : TOKEN_TTL_S,
-  })
-  const timeout = `${TIMEOUT_MS}ms`
-  gateway = await startGateway({
-    server: { port, baseUrl },
-    store: { type: 'memory' },
-    providers: {
-      demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, scope: 'openid offline_access', tokenUrl: `http://${TOKEN_HOST}:${op.port}/token`, timeout },
-      unresolved: { clientId: 'c', clientSecret: 's', issuer: `http://${UNRESOLVED_HOST}:${op.port}`, scope: 'openid', timeout },
-    },
-    routes: [
-      { path: '/app/', upstream: upstream.url, provider: 'demo' },
-      { path: '/other/', upstream: upstream.url, provider: 'unresolved' },
-    ],
-  })
+  dns.install().hang(UNRESOLVED_HOST);
+  ({ op, upstream, gateway } = await startNamedStack(TIMEOUT_MS, TOKEN_TTL_S, (ports) => ({
+    providers: { unresolved: { clientId: 'c', clientSecret: 's', issuer: `http://${UNRESOLVED_HOST}:${ports.op}`, scope: 'openid', timeout: `${TIMEOUT_MS}ms` } },
+    routes: [{ path: '/other/', upstream: `http://127.0.0.1:${ports.upstream}`, provider: 'unresolved' }],
+  })))
 })
 
 afterEach(() => {

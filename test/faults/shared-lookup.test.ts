@@ -11,10 +11,10 @@
 // (test/helpers/dns-stub.ts): a held lookup is a thread-pool thread taken.
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { DnsStub } from '../helpers/dns-stub.js'
-import { reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import { DnsStub, startNamedStack, TOKEN_HOST } from '../helpers/dns-stub.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import type { Upstream } from '../helpers/upstream.js'
 
 /** The provider's `timeout` and the named upstream's route `timeout` in this test. */
 const TIMEOUT_MS = 500
@@ -25,9 +25,7 @@ const TOKEN_TTL_S = 60
 /** Requests at once. */
 const CONCURRENT = 3
 
-/** The issuer's host (discovery, JWKS, the browser's pages), the token endpoint's, and an upstream's. */
-const ISSUER_HOST = 'idp.localhost'
-const TOKEN_HOST = 'token.localhost'
+/** An upstream's host (the token endpoint's is TOKEN_HOST). */
 const UPSTREAM_HOST = 'app.localhost'
 
 const dns = new DnsStub()
@@ -36,25 +34,10 @@ let upstream: Upstream
 let gateway: TestGateway
 
 beforeAll(async () => {
-  dns.install()
-  upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
-    publicHost: ISSUER_HOST,
-    accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : TOKEN_TTL_S,
-  })
-  const timeout = `${TIMEOUT_MS}ms`
-  gateway = await startGateway({
-    server: { port, baseUrl },
-    store: { type: 'memory' },
-    providers: {
-      demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, scope: 'openid offline_access', tokenUrl: `http://${TOKEN_HOST}:${op.port}/token`, timeout },
-    },
-    routes: [
-      { path: '/app/', upstream: upstream.url, provider: 'demo' },
-      { path: '/named/', upstream: `http://${UPSTREAM_HOST}:${new URL(upstream.url).port}`, auth: 'none', timeout },
-    ],
-  })
+  dns.install();
+  ({ op, upstream, gateway } = await startNamedStack(TIMEOUT_MS, TOKEN_TTL_S, (ports) => ({
+    routes: [{ path: '/named/', upstream: `http://${UPSTREAM_HOST}:${ports.upstream}`, auth: 'none', timeout: `${TIMEOUT_MS}ms` }],
+  })))
 })
 
 afterAll(async () => {

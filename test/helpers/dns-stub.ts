@@ -5,6 +5,9 @@
 // names go to the real lookup.
 import dns from 'node:dns'
 import { vi, type MockInstance } from 'vitest'
+import { reserveBaseUrl, startGateway, type TestGateway } from './gateway.js'
+import { startOidcProvider, type TestProvider } from './oidc.js'
+import { startUpstream, type Upstream } from './upstream.js'
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void
 interface Held { callback: LookupCallback, all: boolean }
@@ -75,4 +78,37 @@ export class DnsStub {
 function answer ({ callback, all }: Held): void {
   if (all) callback(null, [{ address: '127.0.0.1', family: 4 }])
   else callback(null, '127.0.0.1', 4)
+}
+
+/** The issuer's host (discovery, JWKS, the browser's pages) and the token endpoint's, of {@link startNamedStack}. */
+export const ISSUER_HOST = 'idp.localhost'
+export const TOKEN_HOST = 'token.localhost'
+
+export interface NamedStack { op: TestProvider, upstream: Upstream, gateway: TestGateway }
+
+/**
+ * The real oidc-provider and an upstream reached by `.localhost` names, and a gateway whose
+ * provider `demo` (route `/app/`) has its token endpoint on TOKEN_HOST; `timeoutMs` is the
+ * provider's timeout, tokens from sign-in live `tokenTtlS`. `more` adds providers and routes (given
+ * the upstream's port and the provider's).
+ */
+export async function startNamedStack (timeoutMs: number, tokenTtlS: number, more: (ports: { upstream: number, op: number }) => { providers?: Record<string, unknown>, routes?: unknown[] }): Promise<NamedStack> {
+  const upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
+    publicHost: ISSUER_HOST,
+    accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : tokenTtlS,
+  })
+  const timeout = `${timeoutMs}ms`
+  const extra = more({ upstream: Number(new URL(upstream.url).port), op: op.port })
+  const gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'memory' },
+    providers: {
+      demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, scope: 'openid offline_access', tokenUrl: `http://${TOKEN_HOST}:${op.port}/token`, timeout },
+      ...extra.providers,
+    },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, ...(extra.routes ?? [])],
+  })
+  return { op, upstream, gateway }
 }
