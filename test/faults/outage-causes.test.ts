@@ -89,6 +89,16 @@ async function spawnRedis (args: (port: number) => string[]): Promise<{ port: nu
   }
 }
 
+/** A redis-server that speaks TLS only, with a self-signed certificate for 127.0.0.1 made in `dir`. */
+async function tlsRedis (dir: string, name: string): Promise<{ redis: Awaited<ReturnType<typeof spawnRedis>>, cert: string }> {
+  const cert = join(dir, `${name}-cert.pem`)
+  const key = join(dir, `${name}-key.pem`)
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
+    '-subj', '/CN=redis.test', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' })
+  const redis = await spawnRedis((port) => ['--port', '0', '--tls-port', String(port), '--tls-cert-file', cert, '--tls-key-file', key, '--tls-auth-clients', 'no'])
+  return { redis, cert }
+}
+
 async function accepts (port: number): Promise<boolean> {
   return await new Promise((resolve) => {
     const socket = new Socket()
@@ -199,11 +209,7 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
   })
 
   it('a certificate that does not verify: the TLS error, until the gateway trusts it', async () => {
-    const cert = join(dir, 'cert.pem')
-    const key = join(dir, 'key.pem')
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=redis.test', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' })
-    const redis = await spawnRedis((port) => ['--port', '0', '--tls-port', String(port), '--tls-cert-file', cert, '--tls-key-file', key, '--tls-auth-clients', 'no'])
+    const { redis, cert } = await tlsRedis(dir, 'self-signed')
     const watched = storeFor(`rediss://127.0.0.1:${redis.port}`)
     try {
       const down = await outageLogged(watched)
@@ -224,11 +230,7 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
   })
 
   it('a plain redis:// URL to a TLS port: the reset or close the server answers with, never ioredis\'s "Stream isn\'t writeable"', async () => {
-    const cert = join(dir, 'plain-cert.pem')
-    const key = join(dir, 'plain-key.pem')
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-days', '1',
-      '-subj', '/CN=redis.test', '-addext', 'subjectAltName=IP:127.0.0.1', '-keyout', key, '-out', cert], { stdio: 'ignore' })
-    const redis = await spawnRedis((port) => ['--port', '0', '--tls-port', String(port), '--tls-cert-file', cert, '--tls-key-file', key, '--tls-auth-clients', 'no'])
+    const { redis } = await tlsRedis(dir, 'plain')
     const watched = storeFor(`redis://127.0.0.1:${redis.port}`)
     try {
       const down = await outageLogged(watched)
