@@ -2,28 +2,24 @@
 // handler, probes and metrics, sign-in routes, forward-auth, proxy routes). It never listens: main.ts does, and tests build it.
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import type { DestinationStream } from 'pino'
-import { Assertions, forwardAuthAssertion } from './assertion/assertions.js'
-import { jwksRoute } from './assertion/jwks.js'
+import { Access } from './access/authorize.js'
+import { Assertions } from './assertion/assertions.js'
 import { KeyRing } from './assertion/keys.js'
 import { configWarnings, type GatewayConfig, type StoreConfig } from './config/config.js'
 import { registerErrorHandler } from './http/error-handler.js'
-import { GatewayError } from './http/errors.js'
+import { GatewayError } from './errors.js'
 import { edgeRewriter, registerEdge } from './http/edge.js'
 import { guardUpgrades } from './http/upgrades.js'
 import { BatchedDestination } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
 import { Metrics } from './ops/metrics.js'
 import { serveMetricsApart } from './ops/metrics-listener.js'
-import { forwardAuth } from './oauth/forward-auth.js'
 import { Providers } from './oauth/providers.js'
 import { BackchannelLogout } from './oauth/backchannel.js'
 import { SignOuts } from './oauth/logout.js'
 import { TokenRefresher } from './oauth/refresh.js'
 import { SessionIndex } from './oauth/session-index.js'
-import { oauthRoutes } from './oauth/routes.js'
 import { Flows } from './oauth/state.js'
-import { probes } from './ops/probes.js'
-import { proxyRoutes } from './proxy/routes.js'
 import { signinRateLimit } from './http/rate-limit.js'
 import { RequestEnd } from './http/request-end.js'
 import { Sealer, deriveKey, randomToken } from './session/seal.js'
@@ -33,6 +29,11 @@ import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
 import type { RefusalReason, SessionStore } from './store/store.js'
 import { systemClock, type Clock } from './ops/clock.js'
+import { forwardAuth } from './routes/forward-auth.js'
+import { jwksRoute } from './routes/jwks.js'
+import { oauthRoutes } from './routes/oauth.js'
+import { probes } from './routes/probes.js'
+import { proxyRoutes } from './routes/proxy.js'
 
 export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
@@ -110,6 +111,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const assertions = config.assertion.enabled
     ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock: now, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock: now })
     : undefined
+  const access = new Access(sessions, refresher)
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)
 
@@ -132,8 +134,8 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
   await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit, clock })
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
-  await app.register(forwardAuth, { config, providers, sessions, refresher, extraHeaders: assertions && forwardAuthAssertion(config, assertions) })
-  await app.register(proxyRoutes, { config, sessions, refresher, metrics, assertions })
+  await app.register(forwardAuth, { config, providers, access, assertions })
+  await app.register(proxyRoutes, { config, access, metrics, assertions })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

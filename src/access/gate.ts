@@ -1,9 +1,10 @@
 // The access gate: one pure function from what is known about a request to what may happen to it.
 // No Fastify, no sockets, no clock, no store: the caller reads the session (and refreshes its token)
-// and feeds the outcome in; the gate only decides. Both the proxy (src/proxy/routes.ts) and
-// forward-auth (src/oauth/forward-auth.ts) act on its decision and on nothing else.
+// and feeds the outcome in; the gate only decides. The request pipeline (src/access/authorize.ts)
+// does that reading for both the proxy and forward-auth, which act on its verdict and nothing else.
 //
-// Inputs: the route's compiled gate (auth, `public` rules, `allow` rules, provider, path prefix),
+// Inputs: the route's compiled gate (auth, `public` rules, `allow` rules and rule lists, provider,
+// path prefix),
 // the canonical method and target (src/http/canonical.ts made it: the path, then `?` and the
 // query), whether the client wants HTML, and the session's state for the route's provider.
 // Checked in this order; the first row that applies decides:
@@ -17,8 +18,8 @@
 // | 5 | session state `failed` (store or provider failed)           | `unavailable` (503/502, retry)   |
 // | 6 | session state `none`, client wants HTML                     | `sign_in` (302 to the login URL) |
 // | 7 | session state `none`, any other client                      | `unauthenticated` (401)          |
-// | 8 | signed in, the route has `allow` rules that do not match    | `forbidden` (403)                |
-// | 9 | signed in, no `allow` rules or one matches                  | `allow` (token and identity)     |
+// | 8 | signed in, the `allow` rules or the rule lists refuse       | `forbidden` (403)                |
+// | 9 | signed in, and no rule refuses                              | `allow` (token and identity)     |
 //
 // A `public` glob's `*` matches any characters of the path, `/` included; the query is never part
 // of the path a rule sees; globs are matched without regular expressions (glob.ts), linearly in the
@@ -29,9 +30,10 @@
 // there is a session. `read_session` is how the gate stays free of I/O while the caller keeps its
 // fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
 // token, else `unread`), and reads the store only when the gate asks.
-import type { AllowRules, PublicRule } from '../config/config.js'
+import type { AllowRules, HostRules, PublicRule } from '../config/config.js'
+import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
-import { isAllowed, type Identity } from './identity.js'
+import { isAllowed, rulesAdmit } from './rules.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
 export interface GateRoute {
@@ -40,6 +42,8 @@ export interface GateRoute {
   auth: 'required' | 'none'
   provider: string | undefined
   allow: AllowRules | undefined
+  /** Rule lists that must admit as well (`deny` wins): a forward-auth host's; absent: none. */
+  rules?: HostRules | undefined
   public: readonly PublicRule[]
 }
 
@@ -50,6 +54,7 @@ export interface RouteGate {
   /** The provider whose token and identity the route needs (empty for `auth: none`). */
   readonly provider: string
   readonly allow: AllowRules | undefined
+  readonly rules: HostRules | undefined
   /**
    * Whether the route's `public` rules let `method` and `target` through without a session. The
    * target's query, from the first `?`, is not part of the path a rule is matched against.
@@ -99,8 +104,6 @@ export type Decision =
   /** 400 `invalid_request`: the request cannot be judged. */
   | { readonly kind: 'invalid_request', readonly reason: string }
 
-export type DecisionKind = Decision['kind']
-
 const PUBLIC: Decision = Object.freeze({ kind: 'public' })
 const READ_SESSION: Decision = Object.freeze({ kind: 'read_session' })
 
@@ -131,6 +134,7 @@ export function compileGate (route: GateRoute, loginUrl: (next: string) => strin
     auth: route.auth,
     provider: route.provider ?? '',
     allow: route.allow,
+    rules: route.rules,
     isPublic: publicMatcher(route.public),
     loginUrl,
   }
@@ -192,7 +196,8 @@ export function decide (gate: RouteGate, method: string, target: string, html: b
         ? { kind: 'sign_in', loginUrl: gate.loginUrl(next) }
         : { kind: 'unauthenticated', loginUrl: gate.loginUrl(next), realm: gate.provider }
     case 'signed_in':
-      if (gate.allow !== undefined && !isAllowed(session.identity, gate.allow)) {
+      if ((gate.allow !== undefined && !isAllowed(session.identity, gate.allow)) ||
+        (gate.rules !== undefined && !rulesAdmit(session.identity, gate.rules.allow, gate.rules.deny))) {
         return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next) }
       }
       return { kind: 'allow', accessToken: session.accessToken, identity: session.identity }

@@ -3,7 +3,7 @@
 // `invalid_request`, and the store's or provider's own 503/502 for `unavailable`. Shared by the
 // proxy and forward-auth so that both answer a refusal the same way.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3 (WWW-Authenticate: Bearer)
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import { unreachable, type Decision } from './gate.js'
 
 /** The decisions that end the request with an error. */

@@ -4,11 +4,7 @@
 // (the proxy's header rewrite reads its route's without a promise).
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
-import type { GatewayConfig } from '../config/config.js'
-import type { Identity } from '../access/identity.js'
-import type { ExtraHeaders } from '../oauth/forward-auth.js'
-import { hostKey } from '../oauth/redirect-hosts.js'
-import type { Session } from '../session/session.js'
+import type { Identity, Session } from '../session/record.js'
 import type { KeyRing } from './keys.js'
 import { Lru } from './lru.js'
 
@@ -141,13 +137,21 @@ export class Assertions {
    * the bounded LRU only.)
    */
   async assertionFor (session: Session, provider: string, audience: string): Promise<string | undefined> {
+    return await this.forAnyAudience(provider, audience).assertion(session)
+  }
+
+  /**
+   * The assertions of `provider` for an audience a request named (forward-auth's original URL): a
+   * route's own cache when a route names it, else one kept in the bounded LRU only.
+   */
+  forAnyAudience (provider: string, audience: string): AudienceAssertions {
     const name = `${provider} ${audience}`
     let found = this.routes.get(name)?.audience ?? this.visited.get(name)
     if (!found) {
       found = new AudienceAssertions(this, provider, audience, this.shared, (id) => `${name} ${id}`)
       this.visited.set(name, found)
     }
-    return await found.assertion(session)
+    return found
   }
 
   /** How many audiences and cached assertions this instance holds (tests: the caches stay bounded). */
@@ -176,19 +180,5 @@ export class Assertions {
       .sign(key.privateKey)
     this.signed++
     return token
-  }
-}
-
-/**
- * Forward-auth's extra header: the assertion for the original URL's origin, the audience an upstream
- * behind nginx or Caddy checks. Only the gateway's own origin and hosts listed in forwardAuth.hosts
- * (whose rules forward-auth has applied) get one; a host that is merely a redirect target does not.
- */
-export function forwardAuthAssertion (config: GatewayConfig, assertions: Assertions): ExtraHeaders {
-  const own = new URL(config.server.baseUrl).origin
-  return async (session, provider, audience) => {
-    if (audience === undefined || (audience !== own && !config.forwardAuth.hosts.has(hostKey(new URL(audience))))) return {}
-    const token = await assertions.assertionFor(session, provider, audience)
-    return token === undefined ? {} : { [config.assertion.header]: token }
   }
 }

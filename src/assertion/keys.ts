@@ -5,9 +5,9 @@
 // the store again every minute). A new key is published `lead` before it signs, so a JWK Set cached
 // for that long already holds it; the previous key stays published until the next rotation.
 // @see https://www.rfc-editor.org/rfc/rfc7517 (JWK) and https://www.rfc-editor.org/rfc/rfc7518#section-3.4 (ES256)
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK, type JSONWebKeySet } from 'jose'
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { Broadcast, KeyValue } from '../store/store.js'
 
@@ -47,7 +47,7 @@ const RETRY_MS = 5000
 export interface KeyRingOptions {
   rotateEveryMs: number
   clock: () => number
-  log: FastifyBaseLogger
+  log: Logger
 }
 
 export class KeyRing {

@@ -5,7 +5,7 @@
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
 import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
-import { normalisedRule } from '../access/identity.js'
+import { normalisedRule } from '../access/rules.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
 import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'

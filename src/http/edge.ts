@@ -6,7 +6,7 @@
 // Everything here is a scan of the client's bytes, never a regular expression: the edge's cost
 // is linear in what the client sends.
 import type { FastifyInstance, RawRequestDefaultExpression } from 'fastify'
-import { GatewayError } from './errors.js'
+import { GatewayError } from '../errors.js'
 import { canonicalTarget } from './canonical.js'
 
 /**

@@ -2,9 +2,10 @@
 // come from GatewayError (safe by construction); anything else is a generic 500 whose details go
 // to the log only.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { GatewayError, isGatewayError } from './errors.js'
+import { GatewayError, isGatewayError } from '../errors.js'
 import { canonicalTarget } from './canonical.js'
-import { HOME, errorPage, signInRemedy } from './pages.js'
+import { HOME } from '../oauth/urls.js'
+import { errorPage, signInRemedy } from './pages.js'
 
 /** A browser navigation asks for HTML; API clients, `*\/*` and no Accept get JSON. */
 export function wantsHtml (request: FastifyRequest): boolean {

@@ -1,10 +1,8 @@
 // The HTML a person sees from the gateway itself: small self-contained pages, every dynamic value
 // escaped, no framework, never a stack trace, token or code.
-import { ERRORS, type GatewayError } from './errors.js'
-import type { Identity } from '../access/identity.js'
-
-/** The gateway's home page: where "start over" leads when there is nowhere safer to go back to. */
-export const HOME = '/oauth/'
+import { ERRORS, type GatewayError } from '../errors.js'
+import { HOME } from '../oauth/urls.js'
+import type { Identity } from '../session/record.js'
 
 function escapeHtml (text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
@@ -46,7 +44,7 @@ export function errorPage (error: GatewayError, startOver: string): string {
 }
 
 /** The gateway's home page, /oauth/: who is signed in where, a sign-in link per provider, a sign-out button. */
-export function homePage (identities: Record<string, Identity>, links: Array<{ name: string, href: string }>): string {
+export function homePage (identities: Record<string, Identity>, links: ReadonlyArray<{ name: string, href: string }>): string {
   const signedIn = Object.entries(identities).map(([provider, identity]) =>
     `<li>${escapeHtml(identity.name ?? identity.sub)}${identity.email ? ` (${escapeHtml(identity.email)})` : ''} with <code>${escapeHtml(provider)}</code></li>`)
   const who = signedIn.length > 0
@@ -60,7 +58,7 @@ ${buttons === '' ? '' : `<p>${buttons}</p>`}`)
 }
 
 /** The page after /oauth/logout/: one "sign in again" link per provider. */
-export function signedOutPage (links: Array<{ name: string, href: string }>): string {
+export function signedOutPage (links: ReadonlyArray<{ name: string, href: string }>): string {
   const buttons = links.map(({ name, href }) =>
     `<a class="button" href="${escapeHtml(href)}">Sign in again${links.length > 1 ? ` with ${escapeHtml(name)}` : ''}</a>`).join(' ')
   return renderPage('Signed out', `<h1>You are signed out</h1>

@@ -5,7 +5,7 @@
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
 import type { RateBudget } from '../config/config.js'
-import { GatewayError } from './errors.js'
+import { GatewayError } from '../errors.js'
 import type { SharedConnection } from '../store/store.js'
 
 /**

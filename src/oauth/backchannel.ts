@@ -4,9 +4,9 @@
 // broadcast that sign-out uses).
 // @see https://openid.net/specs/openid-connect-backchannel-1_0.html
 import { createHash } from 'node:crypto'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import type { ResolvedProvider } from './providers.js'
@@ -92,7 +92,7 @@ export class BackchannelLogout {
     private readonly store: SessionStore,
     private readonly index: SessionIndex,
     private readonly sessions: Sessions,
-    private readonly log: FastifyBaseLogger
+    private readonly log: Logger
   ) {}
 
   /**

@@ -5,8 +5,8 @@
 // here, once.
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
 import * as oauth from 'oauth4webapi'
-import { GatewayError } from '../http/errors.js'
-import type { TokenSet } from '../session/session.js'
+import { GatewayError } from '../errors.js'
+import type { TokenSet } from '../session/record.js'
 import { fetchGitHubUser } from './github.js'
 import { providerFetch } from './provider-http.js'
 import type { ResolvedProvider } from './providers.js'

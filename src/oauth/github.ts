@@ -6,7 +6,7 @@
 // @see https://docs.github.com/en/rest/users/users#get-the-authenticated-user
 // @see https://docs.github.com/en/rest/users/emails#list-email-addresses-for-the-authenticated-user
 // @see https://docs.github.com/en/rest/using-the-rest-api/getting-started-with-the-rest-api (headers)
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import type { ResolvedProvider } from './providers.js'
 import { providerFetch } from './provider-http.js'
 

@@ -8,9 +8,9 @@
 // @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html
 // @see https://www.rfc-editor.org/rfc/rfc7009
 import { createHmac, randomBytes, type KeyObject } from 'node:crypto'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import * as oauth from 'oauth4webapi'
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { SessionRecord } from '../session/session.js'
@@ -63,7 +63,7 @@ export class SignOuts {
     readonly ttlMs: number,
     /** {base_url}: the return address is {base_url}/oauth/logout/<provider>/. */
     private readonly baseUrl: string,
-    private readonly log: FastifyBaseLogger,
+    private readonly log: Logger,
     private readonly clock: Clock = systemClock
   ) {
     this.stateKey = stateKey(stateKeyBytes)

@@ -4,12 +4,12 @@
 // that provider answer 502 provider_unavailable instead of the gateway refusing to start. Every call
 // here (discovery, the JWKS) goes through providerFetch and ends within the provider's `timeout`.
 // @see https://openid.net/specs/openid-connect-discovery-1_0.html
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from 'jose'
 import * as oauth from 'oauth4webapi'
 import type { ProviderConfig } from '../config/config.js'
 import { plainHttpHost } from '../config/safety.js'
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import { providerFetch } from './provider-http.js'
 
 /** A provider with every endpoint known. */
@@ -61,7 +61,7 @@ export class Providers {
 
   constructor (
     private readonly configs: Record<string, ProviderConfig>,
-    private readonly log: FastifyBaseLogger
+    private readonly log: Logger
   ) {}
 
   has (name: string): boolean {

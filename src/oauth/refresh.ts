@@ -7,8 +7,8 @@
 // the writes (OOM under noeviction, READONLY) does not stop a session whose access token is still
 // valid: the request goes on with that token, and a later one refreshes once the store writes again.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
-import type { FastifyBaseLogger } from 'fastify'
-import { GatewayError } from '../http/errors.js'
+import type { Logger } from '../ops/logger.js'
+import { GatewayError } from '../errors.js'
 import type { Metrics } from '../ops/metrics.js'
 import { withTokens, type Session, type TokenSet } from '../session/record.js'
 import type { Sessions, StoredRecord } from '../session/session.js'
@@ -48,7 +48,7 @@ export class TokenRefresher {
     private readonly sessions: Sessions,
     private readonly providers: Providers,
     private readonly metrics: Metrics,
-    private readonly log: FastifyBaseLogger,
+    private readonly log: Logger,
     /** What "now" is when deciding whether a token has expired; tests move it. */
     private readonly clock: Clock = systemClock
   ) {}

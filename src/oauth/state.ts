@@ -5,7 +5,7 @@
 // a state is usable once, only in the browser that started it, for one provider, before it expires.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-10.12
 import { createHash, createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto'
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'

@@ -3,7 +3,10 @@
 // names but not its values, or `code`, `state` and any token a client puts in a URL would reach
 // the log through `req.url`.
 import type { FastifyRequest } from 'fastify'
-import type { LoggerOptions } from 'pino'
+import type { BaseLogger, LoggerOptions } from 'pino'
+
+/** What the parts below the web framework log through (Fastify's `app.log` is one). */
+export type Logger = Pick<BaseLogger, 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'level'>
 
 /** A query parameter name worth keeping, when an `=` follows it; a bare name may be a token (`?sk_live_…`). */
 const PARAMETER_NAME = /^[\w.[\]%-]{0,32}$/

@@ -4,7 +4,8 @@
 // cluster IPC channel); a worker then only answers the primary.
 import cluster from 'node:cluster'
 import { createServer, type Server } from 'node:http'
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
+import type { FastifyInstance } from 'fastify'
+import type { Logger } from './logger.js'
 import { AggregatorRegistry } from 'prom-client'
 import type { MetricsConfig } from '../config/config.js'
 import type { Metrics } from './metrics.js'
@@ -30,7 +31,7 @@ export class MetricsListener {
   private readonly server: Server
   private started = false
 
-  constructor (private readonly address: Address, scrape: Scrape, log: FastifyBaseLogger) {
+  constructor (private readonly address: Address, scrape: Scrape, log: Logger) {
     this.listening = new Promise((resolve, reject) => { this.settle = { resolve, reject } })
     // Awaited by main.ts and tests; this keeps a failure nobody waits for from being unhandled.
     this.listening.catch(() => {})
@@ -88,7 +89,7 @@ export function serveMetricsApart (app: FastifyInstance, address: Address, metri
 }
 
 /** The primary's listener with server.workers > 1: every worker's metrics, summed. */
-export function clusterMetricsListener (address: Address, log: FastifyBaseLogger): MetricsListener {
+export function clusterMetricsListener (address: Address, log: Logger): MetricsListener {
   const aggregator = new AggregatorRegistry()
   return new MetricsListener(address, { render: () => aggregator.clusterMetrics(), contentType: aggregator.contentType }, log)
 }

@@ -4,7 +4,7 @@ import cluster, { type Worker } from 'node:cluster'
 import pino from 'pino'
 import type { GatewayConfig } from '../config/config.js'
 import { loggerOptions } from './logger.js'
-import { randomToken } from '../session/seal.js'
+import { randomBytes } from 'node:crypto'
 
 /** The environment variable through which the primary gives every worker the same generated secret. */
 export const WORKER_SECRET_ENV = 'GATEWAY_WORKER_SESSION_SECRET'
@@ -13,7 +13,7 @@ export function runPrimary (config: GatewayConfig): void {
   const log = pino(loggerOptions())
   const env: Record<string, string> = {}
   if (!config.session.secret) {
-    env[WORKER_SECRET_ENV] = randomToken()
+    env[WORKER_SECRET_ENV] = randomBytes(32).toString('base64url')
     log.warn('session.secret is not set: the workers share a random one, so sessions will not survive a restart')
   }
   let stopping = false

@@ -3,7 +3,7 @@
 // into a smaller allocation (bench/results/session-bytes.md). Only the stored form changes: the
 // rest of the gateway reads SessionRecord as before. Records of earlier versions (long keys) are
 // read by session.ts as they are.
-import type { Identity } from '../access/identity.js'
+import type { Identity } from './record.js'
 import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
 /** TokenSet: access_token, expires_at, refresh_token. */

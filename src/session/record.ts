@@ -2,7 +2,18 @@
 // there, and what sign-out needs of the provider's own session. A change is a new record (sign-in,
 // refresh, a refused refresh); nothing edits one in place, so a record read by one request never
 // changes under another.
-import type { Identity } from '../access/identity.js'
+/**
+ * The signed-in identity at one provider, as kept in the session and shown at /oauth/userinfo/ (read
+ * from the provider's claims by oauth/claims.ts).
+ */
+export interface Identity {
+  readonly sub: string
+  readonly email?: string
+  /** Present, and false, only when the provider said the e-mail address is not verified. */
+  readonly emailVerified?: false
+  readonly name?: string
+  readonly groups: readonly string[]
+}
 
 /**
  * What is kept of a token endpoint response for one provider (RFC 6749 §5.1). Records written by

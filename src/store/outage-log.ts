@@ -3,7 +3,7 @@
 // failing and succeeding commands does not log a pair per flap. Both lines name the outage's cause:
 // the last real error seen (a refused connection, a wrong password, a certificate), never the
 // failures that only follow from it (a closed connection, a command with no connection to go on).
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 
 /** How long failures must persist before "unreachable", and answers before "reachable again". */
@@ -48,7 +48,7 @@ export class OutageLog {
   private failuresDuringOutage = 0
 
   constructor (
-    private readonly log: FastifyBaseLogger,
+    private readonly log: Logger,
     /**
      * What the lines name: `store` for the whole store, `node` for one cluster node (host:port),
      * `sentinel` for one sentinel of a Sentinel group (host:port).

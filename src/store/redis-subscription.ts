@@ -6,7 +6,7 @@
 // messages published in between are lost for good, so what was derived from them (a cache) must
 // not be trusted across that gap. One line when it is lost, one when it is back.
 import { ReplyError, type Cluster, type Redis } from 'ioredis'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import type { Clock } from '../ops/clock.js'
 import { causeOf } from './outage-log.js'
 
@@ -29,7 +29,7 @@ export class RedisSubscription {
   private timer: NodeJS.Timeout | undefined
   private closed = false
 
-  constructor (readonly connection: Redis | Cluster, private readonly log: FastifyBaseLogger, private readonly clock: Clock) {
+  constructor (readonly connection: Redis | Cluster, private readonly log: Logger, private readonly clock: Clock) {
     connection.on('ready', () => this.subscribeAll())
     connection.on('error', (error: Error) => this.unsubscribed(causeOf(error)))
     connection.on('close', () => this.unsubscribed())

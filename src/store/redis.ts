@@ -5,9 +5,9 @@
 // error; a command Redis answers with an error (OOM, READONLY, NOPERM) is a refusal, logged apart
 // (refusal-log.ts).
 import { Redis, Cluster, ReplyError, type RedisOptions, type Result } from 'ioredis'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import type { SentinelConfig, StoreConfig } from '../config/config.js'
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
 import { RefusalLog, refusalReason } from './refusal-log.js'
@@ -212,7 +212,7 @@ export class RedisStore implements SessionStore {
   private readonly hysteresis: Hysteresis
   private readonly clock: Clock
 
-  constructor (config: StoreConfig, private readonly log: FastifyBaseLogger, options: RedisStoreOptions = {}) {
+  constructor (config: StoreConfig, private readonly log: Logger, options: RedisStoreOptions = {}) {
     this.onCommandError = options.onCommandError ?? (() => {})
     this.hysteresis = options.hysteresis ?? DEFAULT_HYSTERESIS
     this.clock = options.clock ?? systemClock

@@ -2,7 +2,7 @@
 // `maxmemory` with `noeviction`, READONLY on a replica, NOPERM) is not an outage of the connection,
 // so the outage lines (outage-log.ts) never tell of it. One warn line per reason per interval, with
 // Redis's own error text and how many refusals of that reason went unlogged since the last line.
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import type { RefusalReason } from './store.js'
 
@@ -20,7 +20,7 @@ export class RefusalLog {
   private readonly lines = new Map<RefusalReason, { at: number, suppressed: number }>()
 
   constructor (
-    private readonly log: FastifyBaseLogger,
+    private readonly log: Logger,
     private readonly subject: { store: string },
     /** The window's clock; tests move it. */
     private readonly clock: Clock = systemClock,

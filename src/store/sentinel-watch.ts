@@ -4,7 +4,7 @@
 // back), so that a sentinel that is down is never a line outside the JSON log. On the announcement
 // of a new master for our group, `onSwitch` drops the store's connections to the old one.
 import { Redis, ReplyError, type RedisOptions } from 'ioredis'
-import type { FastifyBaseLogger } from 'fastify'
+import type { Logger } from '../ops/logger.js'
 import type { Clock } from '../ops/clock.js'
 import { causeOf, OutageLog, type Hysteresis } from './outage-log.js'
 
@@ -22,7 +22,7 @@ export interface SentinelWatchOptions {
   sentinels: Array<{ host: string, port: number }>
   /** Credentials, TLS and timeouts of a connection to a sentinel (as the store's own ones to it). */
   connection: RedisOptions
-  log: FastifyBaseLogger
+  log: Logger
   hysteresis: Hysteresis
   clock: Clock
   onSwitch: (change: MasterSwitch) => void

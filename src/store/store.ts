@@ -4,7 +4,7 @@
 // and Redis stores implement every role; `SessionStore` is all of them together.
 import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
-import { GatewayError } from '../http/errors.js'
+import { GatewayError } from '../errors.js'
 
 /**
  * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL,

@@ -6,9 +6,9 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { AllowRules, PublicRule } from '../../src/config/config.js'
 import { compileGate, decide, failed, NO_SESSION, publicMatcher, signedIn, UNREAD, type Decision, type GateRoute, type SessionState } from '../../src/access/gate.js'
-import type { Identity } from '../../src/access/identity.js'
+import type { Identity } from '../../src/session/record.js'
 import { refusal } from '../../src/access/refusal.js'
-import { GatewayError } from '../../src/http/errors.js'
+import { GatewayError } from '../../src/errors.js'
 
 const loginFor = (provider: string) => (next: string) => `https://gw.example/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 

@@ -5,7 +5,7 @@
 // Real oidc-provider with several accounts; the stub only for forged ID tokens and the GitHub-like
 // userinfo.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { unverifiedUser } from '../../src/access/identity.js'
+import { unverifiedUser } from '../../src/oauth/claims.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'

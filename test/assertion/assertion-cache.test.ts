@@ -5,7 +5,7 @@
 // No sockets: a KeyRing on the in-process store, time from a fixed clock.
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
-import type { Identity } from '../../src/access/identity.js'
+import type { Identity } from '../../src/session/record.js'
 import { Assertions } from '../../src/assertion/assertions.js'
 import { KeyRing } from '../../src/assertion/keys.js'
 import { Lru } from '../../src/assertion/lru.js'

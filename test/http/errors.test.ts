@@ -3,7 +3,7 @@
 import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/config.js'
-import { ERRORS } from '../../src/http/errors.js'
+import { ERRORS } from '../../src/errors.js'
 import { buildGateway } from '../../src/gateway.js'
 import type { FastifyInstance } from 'fastify'
 import { logCollector } from '../helpers/gateway.js'

@@ -4,7 +4,8 @@
 // real oidc-provider (demo/authorization-server.ts), sign-ins walked up to the callback and the
 // callback then sent as it came or altered.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { identityFrom, isAllowed } from '../../src/access/identity.js'
+import { isAllowed } from '../../src/access/rules.js'
+import { identityFrom } from '../../src/oauth/claims.js'
 import { Browser } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'

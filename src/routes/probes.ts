@@ -3,8 +3,8 @@
 // `metrics.listen` moves it to its own address. Why /readyz asks so little: docs/operations.md.
 import type { FastifyInstance } from 'fastify'
 import type { StoreConfig } from '../config/config.js'
-import { GatewayError } from '../http/errors.js'
-import type { Metrics } from './metrics.js'
+import { GatewayError } from '../errors.js'
+import type { Metrics } from '../ops/metrics.js'
 import type { Readiness, StoreHealth } from '../store/store.js'
 
 /** A probe never waits longer than this for the store. */

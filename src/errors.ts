@@ -120,3 +120,16 @@ export class GatewayError extends Error {
 export function isGatewayError (error: unknown): error is GatewayError {
   return error instanceof GatewayError
 }
+
+/**
+ * Messages used at more than one place, written once here. The provider name comes from the
+ * address, so at most 64 characters of it are echoed.
+ */
+export const MESSAGES = {
+  unknownProvider: (name: string) => `No provider named "${name.slice(0, 64)}" is configured.`,
+} as const
+
+/** 404 `unknown_provider`: the address names a provider the config does not. */
+export function unknownProvider (name: string): GatewayError {
+  return new GatewayError('unknown_provider', MESSAGES.unknownProvider(name))
+}

@@ -7,38 +7,28 @@
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { AllowRules, GatewayConfig } from '../config/config.js'
-import { GatewayError } from '../http/errors.js'
-import { trustTest } from '../http/trust-proxy.js'
-import { compileGate, decide, failed, NO_SESSION, signedIn, unreachable, type SessionState } from '../access/gate.js'
-import { normalisedRule, rulesAdmit } from '../access/identity.js'
+import type { Access, Guard } from '../access/authorize.js'
+import { compileGate, unreachable } from '../access/gate.js'
+import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
-import type { Session, Sessions } from '../session/session.js'
-import type { Providers } from './providers.js'
-import { hostKey, RedirectHosts } from './redirect-hosts.js'
-import type { TokenRefresher } from './refresh.js'
-import { NEXT_FALLBACK, loginUrl, safeNext } from './routes.js'
+import { normalisedRule } from '../access/rules.js'
+import type { Assertions } from '../assertion/assertions.js'
+import type { AllowRules, GatewayConfig } from '../config/config.js'
+import { unknownProvider } from '../errors.js'
+import { trustTest } from '../http/trust-proxy.js'
+import type { Providers } from '../oauth/providers.js'
+import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
+import { HOME, loginUrl, safeNext } from '../oauth/urls.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export const LOGIN_URL_HEADER = 'x-login-url'
 
-/** The route-independent identity headers of a 200 (a route's `identityHeaders` defaults). */
-const IDENTITY_HEADERS = { user: 'x-forwarded-user', email: 'x-forwarded-email', groups: 'x-forwarded-groups' } as const
-
-/**
- * Headers added to a 200 besides the token and identity, such as a signed identity assertion.
- * `audience` is the origin of the original URL when a trusted proxy named it, else undefined (the
- * callback decides which audiences get anything: see forwardAuthAssertion).
- */
-export type ExtraHeaders = (session: Session, provider: string, audience: string | undefined) => Promise<Record<string, string>>
-
 export interface ForwardAuthDeps {
   config: GatewayConfig
   providers: Providers
-  sessions: Sessions
-  refresher: TokenRefresher
-  /** Optional: see {@link ExtraHeaders}. */
-  extraHeaders?: ExtraHeaders
+  access: Access
+  /** Present when the gateway signs identity assertions: the original URL's origin gets one when allowed (see assertionAudience). */
+  assertions?: Assertions | undefined
 }
 
 /** The one value of a header sent once; undefined when absent or repeated (which to trust would be a guess). */
@@ -66,7 +56,7 @@ function allowRules (query: Record<string, string | string[] | undefined>): Allo
   return normalisedRule({ emails, domains, groups })
 }
 
-export async function forwardAuth (app: FastifyInstance, { config, providers, sessions, refresher, extraHeaders }: ForwardAuthDeps): Promise<void> {
+export async function forwardAuth (app: FastifyInstance, { config, providers, access, assertions }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
   const ownOrigin = new URL(config.server.baseUrl).origin
@@ -111,10 +101,21 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
    * value as sent, checked by safeNext (which refuses what the URL parser would have changed).
    */
   function returnTo (original: { text: string, uri: string, url: URL } | undefined): string {
-    if (!original) return NEXT_FALLBACK
+    if (!original) return HOME
     const { text, uri, url } = original
     if (url.origin === ownOrigin && url.username === '' && url.password === '') return safeNext(uri)
     return safeNext(text, redirectHosts)
+  }
+
+  /**
+   * Who signs the assertion for the original URL's origin, the audience an upstream behind nginx
+   * or Caddy checks: only the gateway's own origin and hosts listed in forwardAuth.hosts (whose
+   * rules the gate applies) get one; a host that is merely a redirect target does not.
+   */
+  function signerFor (provider: string, audience: string | undefined): Guard['signer'] {
+    if (assertions === undefined || audience === undefined) return undefined
+    if (audience !== ownOrigin && !config.forwardAuth.hosts.has(hostKey(new URL(audience)))) return undefined
+    return assertions.forAnyAudience(provider, audience)
   }
 
   app.addHook('onSend', async (_request, reply) => {
@@ -123,60 +124,37 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, se
 
   app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>('/oauth/auth/:provider/', async (request, reply) => {
     const provider = request.params.provider
-    if (!providers.has(provider)) throw new GatewayError('unknown_provider', `No provider named "${provider.slice(0, 64)}" is configured.`)
+    if (!providers.has(provider)) throw unknownProvider(provider)
     const original = originalUrl(request)
     const login = loginUrl(config, provider, returnTo(original))
     const host = forwardedHost(request)
     if (host === null) throw refusal({ kind: 'invalid_request', reason: 'the forwarded host is not a host name' }, { subject: 'this provider' })
-    const hostRules = host === undefined ? undefined : config.forwardAuth.hosts.get(host)
-    // The rules come with each request; compiling them is cheap (no `public` rules, no patterns).
-    // No path to judge, and never a redirect: the proxy in front answers a browser (X-Login-URL).
-    const gate = compileGate({ path: undefined, auth: 'required', provider, allow: allowRules(request.query), public: [] }, () => login)
-    let session: Session | undefined
-    let state: SessionState
-    try {
-      session = await sessions.load(request.headers.cookie) ?? undefined
-      const token = session ? await refresher.usableToken(session, provider) : undefined
-      state = session && token ? signedIn(token.access_token, session.record.identities?.[provider]) : NO_SESSION
-    } catch (error) {
-      state = failed(error)
-    }
-    const decision = decide(gate, request.method, request.url, false, state)
-    switch (decision.kind) {
+    // The query's rules, and the host's rules from gateway.yaml besides: a caller that leaves out the
+    // query (or a proxy configured without it) gets no more than the host allows. Compiling them per
+    // request is cheap (no `public` rules, no patterns). No path to judge, and never a redirect: the
+    // proxy in front answers a browser (X-Login-URL).
+    const rules = host === undefined ? undefined : config.forwardAuth.hosts.get(host)
+    const gate = compileGate({ path: undefined, auth: 'required', provider, allow: allowRules(request.query), rules, public: [] }, () => login)
+    const verdict = await access.authorize({ gate, signer: signerFor(provider, original?.url.origin) }, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie })
+    switch (verdict.kind) {
       case 'allow':
         break
       case 'unauthenticated':
-        throw refusal(decision, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: decision.loginUrl } })
+        throw refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
       case 'forbidden':
       case 'unavailable':
       case 'invalid_request':
-        throw refusal(decision, { subject: 'this provider', loginUrl: login })
+        throw refusal(verdict, { subject: 'this provider', loginUrl: login })
       case 'public':
-      case 'read_session':
       case 'sign_in':
-        // A gate with no public rules, fed a read session and html false, never answers these.
-        throw new Error(`forward-auth's gate answered ${decision.kind}`)
+        // A gate with no public rules, asked with html false, never answers these.
+        throw new Error(`forward-auth's gate answered ${verdict.kind}`)
       default:
-        unreachable(decision)
+        unreachable(verdict)
     }
-    const identity = decision.identity
-    // The host's rules from gateway.yaml hold besides the query's: a caller that leaves out the
-    // query (or a proxy configured without it) gets no more than the host allows.
-    if (hostRules && !rulesAdmit(identity, hostRules.allow, hostRules.deny)) {
-      throw refusal({ kind: 'forbidden', identity, loginUrl: login }, { subject: 'this provider' })
-    }
-    reply.header('authorization', `Bearer ${decision.accessToken}`)
-    if (identity) {
-      reply.header(IDENTITY_HEADERS.user, identity.sub)
-      // An address the provider did not verify is not vouched for (as on proxied requests).
-      if (identity.email && identity.emailVerified !== false) reply.header(IDENTITY_HEADERS.email, identity.email)
-      if (identity.groups.length > 0) reply.header(IDENTITY_HEADERS.groups, identity.groups.join(','))
-    }
-    // EXTRA HEADERS: the one place where headers from an optional callback join a 200 (the signed
-    // identity assertion, when configured, is added here).
-    if (extraHeaders && session) {
-      for (const [name, value] of Object.entries(await extraHeaders(session, provider, original?.url.origin))) reply.header(name, value)
-    }
+    reply.header('authorization', `Bearer ${verdict.accessToken}`)
+    reply.headers(identityHeaders(verdict.identity, DEFAULT_IDENTITY_HEADERS, {}))
+    if (verdict.assertion !== undefined) reply.header(config.assertion.header, verdict.assertion)
     return reply.code(200).send()
   })
 }

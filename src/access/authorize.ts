@@ -1,0 +1,109 @@
+// The one request pipeline: what may happen to a protected request, for the proxy and for
+// forward-auth alike. It reads what the gate (gate.ts, a pure function) asks for and nothing more:
+// a session this instance verified moments ago with a fresh token first (no promise, no store
+// round trip), the store only when the gate asks (`read_session`), then the token refreshed if
+// need be (oauth/refresh.ts), and, for an allowed request whose guard signs assertions, the
+// identity assertion. The caller acts on the verdict and on nothing else:
+//
+// | verdict            | the proxy                         | forward-auth                        |
+// |--------------------|-----------------------------------|-------------------------------------|
+// | `allow`            | forwards with token, identity,    | 200 with token, identity headers,   |
+// |                    | assertion                         | assertion                           |
+// | `public`           | forwards with no credentials      | (never: no public rules)            |
+// | `sign_in`          | 302 to the login URL              | (never: it asks as an API client)   |
+// | a refusal          | the error (access/refusal.ts)     | the error, X-Login-URL on a 401     |
+import type { Sessions } from '../session/session.js'
+import type { Identity, Session } from '../session/record.js'
+import type { TokenRefresher } from '../oauth/refresh.js'
+import { decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
+
+/** What the pipeline reads of a request: plain values, so that it knows nothing of Fastify. */
+export interface AccessRequest {
+  /** Upper case. */
+  readonly method: string
+  /** The canonical target (src/http/canonical.ts): the path, then `?` and the query if any. */
+  readonly target: string
+  /** Whether the client asked for HTML (a browser navigation): sign-in by redirect. */
+  readonly html: boolean
+  /** The Cookie header, as sent. */
+  readonly cookie: string | undefined
+}
+
+/** Signs the identity assertion of a session for one audience (assertion/assertions.ts's AudienceAssertions). */
+export interface AssertionSigner {
+  /** The session's assertion when one is signed and fresh; no promise (the fast path). */
+  ready (session: Session): string | undefined
+  assertion (session: Session): Promise<string | undefined>
+}
+
+/** What one request is judged by: a route's (built once) or forward-auth's (built per request). */
+export interface Guard {
+  readonly gate: RouteGate
+  /** Signs the assertion an allowed request carries; absent: none. */
+  readonly signer?: AssertionSigner | undefined
+}
+
+/** Forward with these credentials. `assertion`: when the guard signs one and the identity is known. */
+export interface Allowed {
+  readonly kind: 'allow'
+  readonly accessToken: string
+  readonly identity: Identity | undefined
+  readonly assertion: string | undefined
+}
+
+/** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
+export type Verdict = Exclude<Decision, { kind: 'allow' | 'read_session' }> | Allowed
+
+export class Access {
+  constructor (private readonly sessions: Sessions, private readonly refresher: TokenRefresher) {}
+
+  /**
+   * The verdict on one request: at once (no promise) when the gate decides without the store (a
+   * public path, a cached session with a fresh token and a ready assertion), else a promise.
+   * Never rejects: a failing store or provider is the `unavailable` verdict.
+   */
+  authorize (guard: Guard, request: AccessRequest): Verdict | Promise<Verdict> {
+    const provider = guard.gate.provider
+    const cached = this.sessions.cached(request.cookie)
+    const token = cached && this.refresher.freshToken(cached, provider)
+    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider]) : UNREAD
+    const decision = decide(guard.gate, request.method, request.target, request.html, state)
+    if (decision.kind === 'read_session') return this.afterReading(guard, request)
+    return withAssertion(guard, decision, cached)
+  }
+
+  private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {
+    const { state, session } = await this.read(request.cookie, guard.gate.provider)
+    const decision = decide(guard.gate, request.method, request.target, request.html, state)
+    // The state is no longer unread, so the gate cannot ask again; should it, that is a bug.
+    if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
+    return await withAssertion(guard, decision, session)
+  }
+
+  /** The session from the store, its token refreshed if need be, as the gate reads it. */
+  private async read (cookie: string | undefined, provider: string): Promise<{ state: SessionState, session: Session | undefined }> {
+    try {
+      const session = await this.sessions.load(cookie) ?? undefined
+      const token = session ? await this.refresher.usableToken(session, provider) : undefined
+      return session && token
+        ? { state: signedIn(token.access_token, session.record.identities?.[provider]), session }
+        : { state: NO_SESSION, session: undefined }
+    } catch (error) {
+      return { state: failed(error), session: undefined }
+    }
+  }
+}
+
+/** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
+function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_session' }>, session: Session | undefined): Verdict | Promise<Verdict> {
+  if (decision.kind !== 'allow') return decision
+  const { accessToken, identity } = decision
+  const signer = guard.signer
+  if (signer === undefined || session === undefined || identity === undefined) return { kind: 'allow', accessToken, identity, assertion: undefined }
+  const ready = signer.ready(session)
+  if (ready !== undefined) return { kind: 'allow', accessToken, identity, assertion: ready }
+  // A signing that fails (the key ring's store) is the store's failure, answered as such.
+  return signer.assertion(session).then(
+    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, assertion }),
+    (error: unknown): Verdict => ({ kind: 'unavailable', error }))
+}

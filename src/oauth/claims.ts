@@ -1,0 +1,75 @@
+// Who the user is, per provider: the fields the gateway uses (user, email, name, groups) read from
+// ID token claims and userinfo JSON through the provider's `claims` mapping. An address the provider
+// marks unverified (OIDC Core §5.1 `email_verified`) is kept and shown, but never satisfies an
+// e-mail or domain rule (access/rules.ts), and never becomes the user's name: a sign-in whose user is
+// such an address is refused.
+import type { ClaimsMapping } from '../config/config.js'
+import type { Identity } from '../session/record.js'
+
+/**
+ * The value at a dotted path (`a.b.c`) or JSON pointer (`/a/b/c`). Through an array, a non-numeric
+ * step maps over its elements: `teams.slug` of `{teams: [{slug: x}, {slug: y}]}` is `[x, y]`.
+ */
+function pick (value: unknown, path: string): unknown {
+  const steps = path.startsWith('/')
+    ? path.slice(1).split('/').map((step) => step.replace(/~1/g, '/').replace(/~0/g, '~'))
+    : path.split('.')
+  let current: unknown = value
+  for (const step of steps) {
+    if (Array.isArray(current) && !/^\d+$/.test(step)) {
+      current = current.map((item: unknown) => (typeof item === 'object' && item !== null ? (item as Record<string, unknown>)[step] : undefined))
+    } else if (typeof current === 'object' && current !== null) {
+      current = (current as Record<string, unknown>)[step]
+    } else {
+      return undefined
+    }
+  }
+  return current
+}
+
+function text (value: unknown): string | undefined {
+  if (typeof value === 'string' && value.trim() !== '') return value.trim()
+  if (typeof value === 'number') return String(value)
+  return undefined
+}
+
+function list (value: unknown): string[] {
+  if (Array.isArray(value)) return value.flatMap((item) => text(item) ?? [])
+  const single = text(value)
+  return single ? single.split(/[,\s]+/).filter(Boolean) : []
+}
+
+/**
+ * Whether `email_verified` says no: boolean false, or the string "false" that some providers send.
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#StandardClaims
+ */
+function unverified (value: unknown): boolean {
+  return value === false || (typeof value === 'string' && value.trim().toLowerCase() === 'false')
+}
+
+/** The identity in `claims`, or undefined when the mapping's user field is missing. */
+export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping): Identity | undefined {
+  const sub = text(pick(claims, mapping.user))
+  if (!sub) return undefined
+  const email = text(pick(claims, mapping.email))?.toLowerCase()
+  const name = text(pick(claims, mapping.name))
+  return {
+    sub,
+    ...(email ? { email } : {}),
+    ...(email && unverified(claims.email_verified) ? { emailVerified: false as const } : {}),
+    ...(name ? { name } : {}),
+    groups: list(pick(claims, mapping.groups)),
+  }
+}
+
+/**
+ * Whether `claims.user` names the e-mail claim (the path `email`, or the mapping's own e-mail path,
+ * as `preset: google` maps it) and the provider said that address is not verified. Such a user
+ * name is anyone's to claim, so the sign-in is refused. An absent `email_verified` counts as
+ * verified, as for the e-mail header and the e-mail rules.
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#StandardClaims
+ */
+export function unverifiedUser (claims: Record<string, unknown>, mapping: ClaimsMapping): boolean {
+  const user = mapping.user.replace(/^\//, '')
+  return (user === 'email' || mapping.user === mapping.email) && unverified(claims.email_verified)
+}

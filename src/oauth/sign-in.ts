@@ -1,0 +1,70 @@
+// The sign-in callback's protocol steps, in order, as one function a test can call without a
+// server: the callback's parameters, the `state` checked against this browser's flow (and marked
+// used), the provider's error or code, the code exchanged (with the PKCE verifier and the nonce),
+// the ID token checked, userinfo, and who the user is. The caller starts the session.
+// @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2 (authorization response)
+// @see https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowSteps
+import type { GatewayConfig } from '../config/config.js'
+import { GatewayError } from '../errors.js'
+import type { ProviderSession, SignIn } from '../session/record.js'
+import { identityFrom, unverifiedUser } from './claims.js'
+import { callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
+import type { Providers, ResolvedProvider } from './providers.js'
+import { parseFlowCookie, type Flows } from './state.js'
+import { HOME, loginUrl, redirectUri } from './urls.js'
+
+export interface SignInDeps {
+  config: Pick<GatewayConfig, 'server' | 'providers'>
+  providers: Providers
+  flows: Flows
+}
+
+/** A sign-in the provider completed: what the session keeps, and where the browser goes next (not yet checked by safeNext). */
+export interface CompletedSignIn {
+  readonly signIn: SignIn
+  readonly next: string
+}
+
+/**
+ * Completes the sign-in at provider `name` from the callback's query string (without `?`) and the
+ * browser's flow cookie.
+ * @throws GatewayError `invalid_state`, `access_denied`, `token_exchange_failed`, `forbidden` (an
+ * unverified address as the user name), `provider_unavailable`: each with a `loginUrl` that starts
+ * the sign-in over toward the same `next`
+ */
+export async function completeSignIn (deps: SignInDeps, name: string, query: string, flowCookie: string | undefined): Promise<CompletedSignIn> {
+  let next = HOME
+  try {
+    const parameters = callbackParameters(query)
+    const { pkce, openid } = deps.config.providers[name]!
+    const flow = await deps.flows.complete(parameters.get('state') ?? undefined, name, parseFlowCookie(flowCookie), { pkce, openid })
+    next = flow.next
+    const provider = await deps.providers.get(name)
+    const callback = checkCallback(provider, parameters)
+    const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(deps.config, name), flow.verifier, flow.nonce)
+    const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
+    const claims = { ...idClaims, ...userinfo }
+    // A user name that is an address nobody verified is anyone's to claim: no session is made.
+    if (unverifiedUser(claims, provider.claims)) throw new GatewayError('forbidden', 'the provider has not verified this e-mail address')
+    const identity = identityFrom(claims, provider.claims)
+    return { next, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
+  } catch (error) {
+    if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, next)
+    throw error
+  }
+}
+
+/**
+ * What sign-out needs of the provider's session: the ID token only where sign-out will send it back
+ * (id_token_hint: it is the largest part), `sid` and `sub` only where a back-channel logout may name
+ * them (and find them in the index).
+ */
+function providerSession (provider: ResolvedProvider, idClaims: Record<string, unknown> | undefined, idToken: string | undefined): ProviderSession | undefined {
+  if (!idClaims) return undefined
+  const listed = provider.backchannelLogout
+  return {
+    ...(provider.endSessionUrl && idToken ? { idToken } : {}),
+    ...(listed && typeof idClaims.sid === 'string' ? { sid: idClaims.sid } : {}),
+    ...(listed && typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
+  }
+}

@@ -1,0 +1,109 @@
+// The gateway's own addresses and cookie names, each written once: the home page, the sign-in and
+// callback addresses of a provider, the cookies the gateway sets, and the one rule for where a
+// browser may be sent afterwards (`safeNext`): a plain same-origin path, or an absolute URL on a host
+// in forwardAuth.allowedRedirectHosts.
+import type { GatewayConfig } from '../config/config.js'
+import type { RedirectHosts } from './redirect-hosts.js'
+
+/** The gateway's home page, and where a refused `next` sends the browser (docs/endpoints.md). */
+export const HOME = '/oauth/'
+
+/** The cookies the gateway sets, all named after session.cookieName. */
+export interface CookieNames {
+  /** The session cookie. */
+  readonly session: string
+  /** Binds a sign-in flow to the browser that started it (oauth/state.ts). */
+  readonly flow: string
+  /** Binds a sign-out that walks through the providers to this browser (oauth/logout.ts). */
+  readonly signOut: string
+}
+
+export function cookieNames (config: Pick<GatewayConfig, 'session'>): CookieNames {
+  const session = config.session.cookieName
+  return { session, flow: `${session}_flow`, signOut: `${session}_signout` }
+}
+
+/** Every cookie name the gateway sets: what it strips from proxied requests and what no upstream may set. */
+export function allCookieNames (config: Pick<GatewayConfig, 'session'>): string[] {
+  return Object.values(cookieNames(config))
+}
+
+const NEXT_MAX_LENGTH = 2048
+
+/** A path segment that climbs or stays (`.`, `..`, `%2e`, `.%2E`, ...), also before a `;` parameter. */
+function isDotSegment (segment: string): boolean {
+  const name = segment.split(';', 1)[0]!.replace(/%2e/gi, '.')
+  return name === '.' || name === '..'
+}
+
+/**
+ * Whether the path part of a redirect target reads as the same single path however a server
+ * decodes it: valid percent-encoding of valid UTF-8, no encoded `/`, `\` or control character, no
+ * dot segment, and none appearing after Unicode compatibility folding either (`%EF%BC%8F`, U+FF0F,
+ * folds to `/`).
+ */
+function isPlainPath (path: string): boolean {
+  if (/%(?![0-9a-f]{2})|%2f|%5c|%[01][0-9a-f]|%7f/i.test(path)) return false
+  if (path.split('/').some(isDotSegment)) return false
+  let decoded: string
+  try {
+    decoded = decodeURIComponent(path)
+  } catch {
+    return false
+  }
+  const folded = decoded.normalize('NFKC')
+  if (folded === decoded) return true
+  return !folded.includes('\\') && !folded.startsWith('//') && !folded.split('/').some(isDotSegment)
+}
+
+/**
+ * An absolute `next` exactly as given when it is on an allowed host, else `/oauth/`. Printable
+ * ASCII only (an IDN host comes as punycode, and so never equals a listed name by accident), no
+ * `\`, and the WHATWG URL parser's own serialisation must be the value itself (a bare origin may
+ * leave out the final `/`): anything the parser would change (case, a default port, dot segments,
+ * IPv4 in another notation, a trailing dot...) is refused rather than normalised. No userinfo; the
+ * path follows the same rules as a relative `next` (one `/` first, then not `/`).
+ */
+function safeAbsoluteNext (raw: string, hosts: RedirectHosts): string {
+  if (hosts.empty || !/^[\x21-\x7e]+$/.test(raw) || raw.includes('\\')) return HOME
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    return HOME
+  }
+  if (url.href !== raw && url.href !== `${raw}/`) return HOME
+  if (url.username !== '' || url.password !== '' || !hosts.allows(url)) return HOME
+  return !url.pathname.startsWith('//') && isPlainPath(url.pathname) ? raw : HOME
+}
+
+/**
+ * `next` exactly as given when it is a plain same-origin path, or (with `hosts`) an http(s) URL on
+ * a host in forwardAuth.allowedRedirectHosts; else `/oauth/`. The value checked is the value
+ * returned, and so the `Location` sent: nothing is normalised. A path is accepted as printable ASCII
+ * (0x21-0x7E; a caller percent-encodes anything else), at most 2048 characters, one `/` then
+ * neither `/` nor `\`, no `\` anywhere, and a path part (before `?` or `#`) without dot segments
+ * or encoded `/`, `\` or control characters. Query and fragment are kept as they are.
+ * @see https://www.rfc-editor.org/rfc/rfc3986#section-4.2 (relative reference, absolute path)
+ * @see https://url.spec.whatwg.org/#url-serializing (the form an absolute URL must already have)
+ * @see https://www.rfc-editor.org/rfc/rfc9700#section-4.11 (open redirection)
+ */
+export function safeNext (raw: unknown, hosts?: RedirectHosts): string {
+  if (typeof raw !== 'string' || raw.length > NEXT_MAX_LENGTH) return HOME
+  if (hosts && /^https?:\/\//.test(raw)) return safeAbsoluteNext(raw, hosts)
+  // Browsers read `\` as `/` and drop tabs and newlines, so `/\evil` or `/\t/evil` would leave the origin;
+  // anything outside printable ASCII could be read differently by the browser and the gateway.
+  if (!/^\/[\x21-\x7e]*$/.test(raw) || raw[1] === '/' || raw.includes('\\')) return HOME
+  const pathEnd = raw.search(/[?#]/)
+  return isPlainPath(pathEnd === -1 ? raw : raw.slice(0, pathEnd)) ? raw : HOME
+}
+
+/** redirect_uri is exactly {base_url}/oauth/authorized/<remote_app_name>/. */
+export function redirectUri (config: Pick<GatewayConfig, 'server'>, provider: string): string {
+  return `${config.server.baseUrl}/oauth/authorized/${provider}/`
+}
+
+/** The login address with `next`, absolute so the whole flow runs on {base_url}'s host. */
+export function loginUrl (config: Pick<GatewayConfig, 'server'>, provider: string, next: string): string {
+  return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
+}

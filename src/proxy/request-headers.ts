@@ -1,0 +1,85 @@
+// The upstream request's headers: what the client sent, less what it may not send (headers.ts), less
+// the gateway's own cookies; on a protected route the bearer token, the identity headers and, where
+// the route asks, the signed assertion; and X-Forwarded-For/-Proto/-Host as the gateway vouches for
+// them. A websocket handshake gets only what the gateway vouches for.
+import type { FastifyRequest } from 'fastify'
+import type { IncomingHttpHeaders } from 'node:http'
+import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
+import type { GatewayConfig, RouteConfig } from '../config/config.js'
+import type { Identity } from '../session/record.js'
+import { forwardedHostOf } from './forwarded-host.js'
+import { ClientHeaderFilter } from './headers.js'
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The provider's access token for this request, set by the access hook of a protected route. */
+    accessToken: string | undefined
+    /** Who the user is at the route's provider (identity headers), set by the access hook. */
+    identity: Identity | undefined
+    /** The signed identity assertion for the route's upstream, set by the access hook of a route with `assertion: true`. */
+    assertion: string | undefined
+  }
+}
+
+/** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
+export type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'accessToken' | 'identity' | 'assertion'> & { socket: { remoteAddress?: string } }
+
+const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
+
+/** Removes the named cookies from a Cookie header; undefined when none is left. */
+function stripCookies (header: string | undefined, names: readonly string[]): string | undefined {
+  if (!header) return undefined
+  if (!names.some((name) => header.includes(name))) return header
+  const kept = header.split(';').filter((part) => {
+    const name = part.slice(0, part.indexOf('=') === -1 ? undefined : part.indexOf('=')).trim()
+    return name !== '' && !names.includes(name)
+  })
+  return kept.length > 0 ? kept.map((part) => part.trim()).join('; ') : undefined
+}
+
+export class UpstreamHeaders {
+  private readonly filters: Record<RouteConfig['auth'], ClientHeaderFilter>
+  private readonly forwardedHost: ReturnType<typeof forwardedHostOf>
+  private readonly assertionHeader: string
+
+  /** @param gatewayCookies the cookies the gateway sets (oauth/urls.ts): never forwarded */
+  constructor (config: GatewayConfig, private readonly gatewayCookies: readonly string[]) {
+    // Identity headers are dropped on every route, whatever names any route uses for them.
+    // So is the assertion header, under the configured name as well as the default one.
+    const identityNames = [...Object.values(DEFAULT_IDENTITY_HEADERS), config.assertion.header, ...config.routes.flatMap((route) => Object.values(route.identityHeaders))]
+    this.filters = { none: new ClientHeaderFilter(identityNames, false), required: new ClientHeaderFilter(identityNames, true) }
+    this.forwardedHost = forwardedHostOf(config.server.baseUrl, config.server.trustProxy)
+    this.assertionHeader = config.assertion.header
+  }
+
+  /** The upstream request's headers for `route`, from the client's `headers`. */
+  rewrite (route: RouteConfig, request: ForwardedRequest, headers: IncomingHttpHeaders): IncomingHttpHeaders {
+    const out = this.filters[route.auth].copy(headers)
+    const cookie = stripCookies(headers.cookie, this.gatewayCookies)
+    if (cookie !== undefined) out.cookie = cookie
+    if (route.auth === 'required') {
+      // A protected route never forwards the client's own credentials, even on a public path.
+      if (request.accessToken) out.authorization = `Bearer ${request.accessToken}`
+      identityHeaders(request.identity, route.identityHeaders, out)
+      if (route.assertion && request.assertion !== undefined) out[this.assertionHeader] = request.assertion
+    }
+    // With trustProxy, the chain as far back as it runs through trusted hops (Fastify's request.ips,
+    // nearest first), else only the peer: a client cannot plant an address upstreams would trust.
+    out['x-forwarded-for'] = request.ips ? [...request.ips].reverse().join(', ') : (request.socket.remoteAddress ?? '')
+    out['x-forwarded-proto'] = request.protocol
+    // Not request.host: that is the client's Host (or the last of a trusted proxy's list), and an
+    // upstream that builds absolute links from X-Forwarded-Host would print the client's choice.
+    out['x-forwarded-host'] = this.forwardedHost(headers['x-forwarded-host'], request.socket.remoteAddress)
+    return out
+  }
+
+  /** Headers of the upstream WebSocket handshake: only what the gateway itself vouches for. */
+  websocket (route: RouteConfig, request: FastifyRequest): Record<string, string> {
+    const out: Record<string, string> = {}
+    const forwarded = new Set([...FORWARDED_TO_WEBSOCKET, ...Object.values(route.identityHeaders), ...(route.assertion ? [this.assertionHeader] : [])])
+    for (const [name, value] of Object.entries(this.rewrite(route, request, request.headers))) {
+      if (typeof value === 'string' && forwarded.has(name)) out[name] = value
+    }
+    return out
+  }
+}

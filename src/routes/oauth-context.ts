@@ -1,0 +1,81 @@
+// What the /oauth/ routes share: their dependencies, the cookies they set and with which options,
+// the hosts a browser may be sent back to, and the check of a provider named in the path.
+import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
+import type { GatewayConfig } from '../config/config.js'
+import { unknownProvider } from '../errors.js'
+import type { BackchannelLogout } from '../oauth/backchannel.js'
+import type { SignOuts } from '../oauth/logout.js'
+import type { Providers } from '../oauth/providers.js'
+import { RedirectHosts } from '../oauth/redirect-hosts.js'
+import type { SessionIndex } from '../oauth/session-index.js'
+import type { Flows } from '../oauth/state.js'
+import { cookieNames, loginUrl, type CookieNames } from '../oauth/urls.js'
+import type { Clock } from '../ops/clock.js'
+import type { Metrics } from '../ops/metrics.js'
+import type { Sessions } from '../session/session.js'
+
+export interface OAuthDeps {
+  config: GatewayConfig
+  providers: Providers
+  sessions: Sessions
+  flows: Flows
+  metrics: Metrics
+  /** Sign-out at the providers: revocation and RP-initiated logout. */
+  signOuts: SignOuts
+  /** Back-channel logout: verifies logout tokens and ends the sessions they name. */
+  backchannel: BackchannelLogout
+  /** Which sessions belong to a provider's `sid` / `sub` (written at sign-in). */
+  sessionIndex: SessionIndex
+  /** Charges the sign-in endpoints' budget per client address (absent: no limit). */
+  signinLimit?: onRequestAsyncHookHandler
+  /** When a new session record begins (its sign-in time). */
+  clock: Clock
+}
+
+export interface CookieOptions {
+  path: string
+  httpOnly: true
+  sameSite: 'lax'
+  secure: boolean
+  maxAge: number
+}
+
+export interface OAuthContext extends OAuthDeps {
+  readonly cookies: CookieNames
+  /** The flow cookie's options (the sign-out cookie's are the same but for maxAge). */
+  readonly flowCookie: CookieOptions
+  readonly signOutCookie: CookieOptions
+  readonly redirectHosts: RedirectHosts
+  /** Each provider's login, back to its first route: the links of the home and signed-out pages. */
+  readonly signInLinks: ReadonlyArray<{ name: string, href: string }>
+  /** The provider named in the path; an unknown name answers 404 before anything else. */
+  providerName (request: FastifyRequest<{ Params: { provider: string } }>): string
+}
+
+export function oauthContext (deps: OAuthDeps): OAuthContext {
+  const { config, flows, signOuts, providers } = deps
+  const flowCookie: CookieOptions = {
+    // A `__Host-` name is only kept by browsers with Path=/ (and Secure, no Domain: see config).
+    path: /^__host-/i.test(config.session.cookieName) ? '/' : '/oauth/',
+    httpOnly: true,
+    sameSite: 'lax',
+    secure: config.session.cookieSecure,
+    maxAge: Math.ceil(flows.ttlMs / 1000),
+  }
+  return {
+    ...deps,
+    cookies: cookieNames(config),
+    flowCookie,
+    signOutCookie: { ...flowCookie, maxAge: Math.ceil(signOuts.ttlMs / 1000) },
+    redirectHosts: new RedirectHosts(config.forwardAuth.allowedRedirectHosts),
+    signInLinks: Object.keys(config.providers).map((name) => {
+      const route = config.routes.find((r) => r.provider === name)
+      return { name, href: loginUrl(config, name, route ? `${route.path.replace(/\/$/, '')}/` : '/') }
+    }),
+    providerName (request) {
+      const name = request.params.provider
+      if (!providers.has(name)) throw unknownProvider(name)
+      return name
+    },
+  }
+}

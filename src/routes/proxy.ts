@@ -1,0 +1,167 @@
+// One encapsulated scope per route: on protected routes an onRequest hook that asks the request
+// pipeline (src/access/authorize.ts) and acts on its verdict, then @fastify/http-proxy with the
+// request-header rewrite (proxy/request-headers.ts) over the route's own connection pool
+// (proxy/upstream-pool.ts: the timeout covers the wait for a connection). Upstream failures are
+// answered by proxy/upstream-response.ts; an answer that breaks off after its headers went out is
+// logged and counted by RequestEnd (proxy/cut-off.ts names what happened).
+import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { Dispatcher } from 'undici'
+import type { Access, Guard, Verdict } from '../access/authorize.js'
+import { compileGate } from '../access/gate.js'
+import { refusal } from '../access/refusal.js'
+import type { Assertions } from '../assertion/assertions.js'
+import type { GatewayConfig, RouteConfig } from '../config/config.js'
+import { GatewayError } from '../errors.js'
+import { wantsHtml } from '../http/error-handler.js'
+import { allCookieNames, loginUrl } from '../oauth/urls.js'
+import type { Metrics } from '../ops/metrics.js'
+import { BodyDeadlines } from '../proxy/body-deadline.js'
+import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from '../proxy/cut-off.js'
+import { clientBoundHeaders } from '../proxy/headers.js'
+import { UpstreamHeaders } from '../proxy/request-headers.js'
+import { UpstreamPool } from '../proxy/upstream-pool.js'
+import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders, type UpstreamResponse } from '../proxy/upstream-response.js'
+import { websocketHooks } from '../proxy/websocket.js'
+
+export interface ProxyDeps {
+  config: GatewayConfig
+  access: Access
+  metrics: Metrics
+  /** Present when any route (or the `assertion` section) asks for signed assertions. */
+  assertions?: Assertions | undefined
+}
+
+type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> & {
+  rewriteRequestHeaders: (headers: Record<string, string>, request: FastifyRequest) => Record<string, string>
+}
+
+/**
+ * Acts on the pipeline's verdict, and on nothing else: only `allow` puts the session's token,
+ * identity and assertion on the request (what the header rewrite forwards). Calls `done` unless it
+ * answered.
+ */
+function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, done: HookHandlerDoneFunction): void {
+  switch (verdict.kind) {
+    case 'allow':
+      request.accessToken = verdict.accessToken
+      request.identity = verdict.identity
+      request.assertion = verdict.assertion
+      return done()
+    case 'public':
+      return done()
+    case 'sign_in':
+      reply.redirect(verdict.loginUrl, 302)
+      return
+    case 'unauthenticated':
+    case 'forbidden':
+    case 'unavailable':
+    case 'invalid_request':
+      return done(refusal(verdict, { subject: 'this route', retryUrl: request.url }))
+  }
+}
+
+/** The route's guard: its gate, and the signer of its assertions when it sends them. */
+function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Assertions | undefined): Guard {
+  // The config requires a provider on a protected route (compileGate checks it again).
+  const provider = route.provider!
+  const gate = compileGate(route, (next) => loginUrl(config, provider, next))
+  // Signed once per session and then read from a cache; only when it nears expiry is it signed again.
+  const signer = route.assertion ? assertions?.forAudience(provider, new URL(route.upstream).origin) : undefined
+  return { gate, signer }
+}
+
+export async function proxyRoutes (app: FastifyInstance, { config, access, metrics, assertions }: ProxyDeps): Promise<void> {
+  app.decorateRequest('accessToken', undefined)
+  app.decorateRequest('identity', undefined)
+  app.decorateRequest('assertion', undefined)
+  app.decorateRequest('upstreamStart', undefined)
+  app.decorateRequest('upstreamBody', undefined)
+  const gatewayCookies = allCookieNames(config)
+  /** The same names in lower case: what an upstream's Set-Cookie may never set. */
+  const plantable = gatewayCookies.map((name) => name.toLowerCase())
+  const headers = new UpstreamHeaders(config, gatewayCookies)
+
+  for (const route of config.routes) {
+    await app.register(async (scope) => {
+      // Counted when the response has finished (RequestEnd), by whichever route's scope answered it.
+      const routeMetrics = metrics.forRoute(route.path)
+      scope.decorateRequest('routeMetrics', { getter: () => routeMetrics })
+      if (route.websocket) {
+        // Browsers let any site open a websocket with the user's cookies (no CORS): only pages of
+        // the gateway's own origin, or of one the route lists, may (cross-site websocket hijacking).
+        const origins = new Set([new URL(config.server.baseUrl).origin, ...route.allowedOrigins])
+        scope.addHook('onRequest', (request, _reply, done) => {
+          if (request.headers.upgrade?.toLowerCase() !== 'websocket' || origins.has(request.headers.origin ?? '')) return done()
+          done(new GatewayError('forbidden', 'This websocket connection was not opened by a page of this site.'))
+        })
+      }
+      if (route.auth === 'required') {
+        const guard = guardOf(config, route, assertions)
+        // A callback hook: a verdict the pipeline gives at once (a session this instance verified
+        // moments ago, with a fresh token) goes through without a promise.
+        scope.addHook('onRequest', (request, reply, done) => {
+          const verdict = access.authorize(guard, { method: request.method, target: request.url, html: wantsHtml(request), cookie: request.headers.cookie })
+          if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, done), done)
+          else act(request, reply, verdict, done)
+        })
+      }
+      await registerProxy(scope, route, headers, plantable)
+    })
+  }
+}
+
+/** @fastify/http-proxy in the route's scope, over the route's own pool, with its error handling. */
+async function registerProxy (scope: FastifyInstance, route: RouteConfig, headers: UpstreamHeaders, plantable: readonly string[]): Promise<void> {
+  const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
+  const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
+  const deadlines = new BodyDeadlines(route.timeoutMs)
+  // reply-from leaves a pool it was given open; requests in flight have finished by onClose.
+  scope.addHook('onClose', async () => {
+    deadlines.close()
+    await pool.destroy()
+  })
+  // A streamed body that failed before its headers went out reaches the error handler: it is
+  // the upstream's failure (502/504, its headers dropped); anything else goes on to the
+  // gateway's handler. Once the headers went out, RequestEnd asks upstreamCutOff.
+  scope.setErrorHandler((error, request, reply) => {
+    if (!isUpstreamBodyError(error)) throw error
+    withoutUpstreamHeaders(reply)
+    throw upstreamError(target, error, request.url)
+  })
+  const upstreamCutOff = (error: Error, request: FastifyRequest) => cutOffFields(target, error, request.upstreamBody)
+  scope.decorateRequest('upstreamCutOff', { getter: () => upstreamCutOff })
+  const options: FastifyHttpProxyOptions = {
+    upstream: route.upstream,
+    prefix: route.path,
+    // Without rewritePrefix the path is forwarded unchanged (docs/configuration.md).
+    rewritePrefix: route.rewritePrefix ?? route.path,
+    // reply-from uses any object with a request method as its undici dispatcher, and calls only
+    // the callback form of request (the one UpstreamPool has).
+    undici: pool as unknown as { request: Dispatcher['request'] },
+    disableRequestLogging: true,
+    replyOptions: {
+      rewriteRequestHeaders: (request, incoming) => {
+        request.upstreamStart = performance.now()
+        return headers.rewrite(route, request, incoming)
+      },
+      rewriteHeaders: (incoming) => clientBoundHeaders(incoming, plantable),
+      onError: (reply, { error }) => { reply.send(upstreamError(target, error, reply.request.url)) },
+      // reply-from's types describe the node:http response; over undici it is UpstreamResponse.
+      onResponse: (request, reply, response) => sendUpstreamResponse(target, deadlines, request, reply, response as unknown as UpstreamResponse),
+    },
+  }
+  // The upgrade request goes through the same access hook; the upstream handshake gets the same headers.
+  // (@fastify/http-proxy documents wsClientOptions.rewriteRequestHeaders; its types omit it.)
+  // maxPayload bounds each message on both legs (ws holds a message whole until its last frame);
+  // the hooks bound the bytes waiting to be sent on each (proxy/websocket.ts).
+  // The upstream's handshake is bounded by the route's timeout, as its HTTP answers are: a client
+  // leg is never held open (its messages queued) behind an upstream that never answers.
+  const wsClientOptions: WsClientOptions = {
+    rewriteRequestHeaders: (_headers, request) => headers.websocket(route, request),
+    maxPayload: route.websocketMaxMessage,
+    handshakeTimeout: route.timeoutMs,
+  }
+  const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: websocketHooks(route.websocketMaxMessage) } as const
+  await scope.register(httpProxy, route.websocket ? { ...options, ...websocket } : options)
+}

@@ -1,0 +1,69 @@
+// GET /oauth/login/<provider>/ (a new flow, then 302 to the provider) and
+// GET /oauth/authorized/<provider>/ (the provider's answer: oauth/sign-in.ts's protocol steps, then
+// the session, then 302 to where the sign-in was going).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { GatewayError } from '../errors.js'
+import { startSession } from '../http/session-cookie.js'
+import { authorizationUrl } from '../oauth/client.js'
+import { completeSignIn } from '../oauth/sign-in.js'
+import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
+import { HOME, loginUrl, redirectUri, safeNext } from '../oauth/urls.js'
+import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
+import type { OAuthContext } from './oauth-context.js'
+
+export function signInRoutes (app: FastifyInstance, context: OAuthContext): void {
+  const { config, providers, flows, metrics, signinLimit, cookies, redirectHosts } = context
+
+  app.get<{ Params: { provider: string }, Querystring: { next?: string } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
+    const provider = await providers.get(context.providerName(request))
+    // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
+    const flow = await flows.begin(parseFlowCookie(request.cookies[cookies.flow]), {
+      provider: provider.name, next: safeNext(request.query.next, redirectHosts), pkce: provider.pkce, openid: provider.openid,
+    })
+    metrics.signinsStarted.inc({ provider: provider.name })
+    request.log.info({ provider: provider.name }, 'sign-in started')
+    reply.setCookie(cookies.flow, formatFlowCookie(flow.cookie), context.flowCookie)
+    return reply.redirect(authorizationUrl(provider, { redirectUri: redirectUri(config, provider.name), state: flow.state, codeChallenge: flow.codeChallenge, nonce: flow.nonce }), 302)
+  })
+
+  app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', { onRequest: signinLimit }, async (request, reply) => {
+    const name = context.providerName(request)
+    const queryStart = request.url.indexOf('?')
+    let next = HOME
+    try {
+      const completed = await completeSignIn(context, name, queryStart === -1 ? '' : request.url.slice(queryStart + 1), request.cookies[cookies.flow])
+      next = completed.next
+      const signIn = completed.signIn
+      await startSignedIn(context, request, reply, name, signIn)
+      metrics.signinsSucceeded.inc({ provider: name })
+      request.log.info({ provider: name }, 'sign-in succeeded')
+      // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
+      return reply.redirect(safeNext(next, redirectHosts), 302)
+    } catch (error) {
+      const reason = error instanceof GatewayError ? error.code : 'internal_error'
+      metrics.signinsFailed.inc({ provider: name, reason })
+      if (error instanceof GatewayError) {
+        request.log.info({ provider: name, reason }, 'sign-in failed')
+        // Whatever failed after the provider answered (the store), signing in again starts over toward `next`.
+        error.details.loginUrl ??= loginUrl(config, name, next)
+      }
+      throw error
+    }
+  })
+}
+
+/**
+ * The session of a completed sign-in, under a new id. Built on the browser's session, so one
+ * session holds every provider; rebuilt alone should that session end before the new one replaces
+ * it (nothing it held may come back). The new id replaces the old one in the back-channel index for
+ * every provider of the session, not only this one.
+ */
+async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<void> {
+  const { sessions, sessionIndex, clock } = context
+  const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
+  const previous = (await sessions.load(request.headers.cookie))?.record
+  const started = previous
+    ? await startSession(sessions, request, reply, withSignIn(previous, name, signIn), fresh)
+    : await startSession(sessions, request, reply, fresh())
+  for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
+}

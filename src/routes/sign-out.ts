@@ -1,0 +1,74 @@
+// GET and POST /oauth/logout/ (the session ends here, then at the providers that can sign out), and
+// GET /oauth/logout/<provider>/, where a provider sends the browser back after its own sign-out.
+// A sign-out another site asked for gets a confirmation page instead (login/logout CSRF).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { wantsHtml } from '../http/error-handler.js'
+import { signOutConfirmPage, signedOutPage } from '../http/pages.js'
+import { endSession } from '../http/session-cookie.js'
+import { safeNext } from '../oauth/urls.js'
+import type { OAuthContext } from './oauth-context.js'
+
+export function signOutRoutes (app: FastifyInstance, context: OAuthContext): void {
+  const { sessions, signOuts, redirectHosts, cookies } = context
+  const ownOrigin = new URL(context.config.server.baseUrl).origin
+
+  /**
+   * A request another site made the browser send (login/logout CSRF): Sec-Fetch-Site other than
+   * same-origin or none, or an Origin that is not {base_url}'s. Neither header counts as our own.
+   * @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-site-header
+   */
+  function fromAnotherSite (request: FastifyRequest): boolean {
+    const site = request.headers['sec-fetch-site']
+    if (site !== undefined && site !== 'same-origin' && site !== 'none') return true
+    const origin = request.headers.origin
+    return origin !== undefined && origin !== ownOrigin
+  }
+
+  /**
+   * From another site: a confirmation page whose button POSTs here. Otherwise the session ends;
+   * with `next` (form field or query): 302 there (docs/endpoints.md); without, a browser gets the
+   * signed-out page and others 302 to /.
+   */
+  async function logout (request: FastifyRequest<{ Querystring: { next?: unknown }, Body: { next?: unknown } | undefined }>, reply: FastifyReply) {
+    const next = request.body?.next ?? request.query.next
+    if (fromAnotherSite(request)) {
+      return reply.type('text/html; charset=utf-8')
+        .header('content-security-policy', "frame-ancestors 'none'")
+        .header('x-frame-options', 'DENY')
+        .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts)))
+    }
+    // The gateway's session ends first, whatever the providers then do.
+    const session = await sessions.load(request.headers.cookie)
+    await endSession(sessions, session, reply)
+    if (session) {
+      await signOuts.revoke(session.record)
+      const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts))
+      if (walk) {
+        request.log.info('signed out; signing out at the providers')
+        reply.setCookie(cookies.signOut, walk.cookie, context.signOutCookie)
+        return reply.redirect(walk.url, 302)
+      }
+    }
+    return finishSignOut(request, reply, next)
+  }
+
+  /** The end of a sign-out: `next`, or (none given, a browser) the signed-out page. */
+  function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown) {
+    if (next === undefined && wantsHtml(request)) {
+      return reply.type('text/html; charset=utf-8').send(signedOutPage(context.signInLinks))
+    }
+    return reply.redirect(safeNext(next, redirectHosts), 302)
+  }
+  app.get('/oauth/logout/', logout)
+  app.post('/oauth/logout/', logout)
+
+  // A provider sends the browser back here after its own sign-out (post_logout_redirect_uri).
+  app.get<{ Params: { provider: string }, Querystring: { state?: unknown } }>('/oauth/logout/:provider/', async (request, reply) => {
+    const name = context.providerName(request)
+    const state = typeof request.query.state === 'string' ? request.query.state : undefined
+    const step = await signOuts.resume(name, state, request.cookies[cookies.signOut])
+    if ('url' in step) return reply.redirect(step.url, 302)
+    reply.clearCookie(cookies.signOut, context.signOutCookie)
+    return finishSignOut(request, reply, step.next)
+  })
+}
