@@ -3,6 +3,7 @@
 // non-promise, a switch that misses a case of a union (issue 14).
 import neostandard from 'neostandard'
 import tseslint from 'typescript-eslint'
+import { LAYERS, layersPlugin, restrictedFor } from './eslint/layers.js'
 
 export default [
   ...neostandard({ ts: true, ignores: ['dist/**', 'node_modules/**', 'test/artifacts/**', '.ci-node/**', 'src/config/schema.generated.ts'] }),
@@ -20,13 +21,23 @@ export default [
     },
   },
   {
-    // Sessions are plain values and functions over a Cookie header: no web framework inside
-    // (issue 14); the Fastify side lives in src/http/session-cookie.ts.
-    files: ['src/session/**/*.ts'],
+    files: ['src/**/*.ts'],
+    plugins: { layers: layersPlugin },
     rules: {
-      'no-restricted-imports': ['error', {
-        patterns: [{ group: ['fastify', 'fastify/*', '@fastify/*'], message: 'src/session/ stays free of Fastify: take a Cookie header, return values; the glue is src/http/session-cookie.ts.' }],
-      }],
+      'layers/no-import-cycle': 'error',
+      // Functions a reader can hold in their head: the code meets these (docs/architecture.md).
+      complexity: ['error', 20],
+      'max-lines-per-function': ['error', { max: 60, skipBlankLines: true, skipComments: true }],
     },
+  },
+  // One block per folder: what it may import (eslint/layers.js, drawn in docs/architecture.md).
+  ...Object.keys(LAYERS).map((folder) => ({
+    files: [`src/${folder}/**/*.ts`],
+    rules: { 'no-restricted-imports': ['error', { patterns: restrictedFor(folder) }] },
+  })),
+  {
+    // The errors catalogue is a leaf: every folder imports it, it imports nothing of the gateway.
+    files: ['src/errors.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['./*'], message: 'src/errors.ts is a leaf.' }] }] },
   },
 ]

@@ -27,7 +27,7 @@ import { Sessions } from './session/session.js'
 import { MemoryStore } from './store/memory.js'
 import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
-import type { RefusalReason, SessionStore } from './store/store.js'
+import { REFUSAL_REASONS, type RefusalReason, type SessionStore } from './store/store.js'
 import { systemClock, type Clock } from './ops/clock.js'
 import { forwardAuth } from './routes/forward-auth.js'
 import { jwksRoute } from './routes/jwks.js'
@@ -55,6 +55,8 @@ declare module 'fastify' {
 }
 
 function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, hysteresis?: Hysteresis, clock?: Clock): SessionStore {
+  // Every reason shows in /metrics from the start, at 0.
+  for (const reason of REFUSAL_REASONS) metrics.storeRefusals.inc({ reason }, 0)
   if (config.type === 'memory') {
     app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
     return new MemoryStore()

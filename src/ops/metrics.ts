@@ -2,7 +2,6 @@
 // upstream latency, answers the upstream cut off, token refreshes, store errors, and the default
 // process metrics.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
-import { REFUSAL_REASONS } from '../store/store.js'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
 const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
@@ -69,7 +68,6 @@ export class Metrics {
 
   constructor () {
     collectDefaultMetrics({ register: this.registry })
-    for (const reason of REFUSAL_REASONS) this.storeRefusals.inc({ reason }, 0)
   }
 
   /** The tallies of one route, counted in /metrics from now on. */
