@@ -3,7 +3,7 @@
 // that decide whether that user may pass a route. An address the provider marks unverified
 // (OIDC Core §5.1 `email_verified`) is kept and shown, but never satisfies an e-mail or domain rule,
 // and never becomes the user's name: a sign-in whose user is such an address is refused.
-import type { AllowRules, ClaimsMapping } from '../config/config.js'
+import type { AllowRules, ClaimsMapping } from '../config/types.js'
 
 /** The signed-in identity at one provider, as kept in the session and shown at /oauth/userinfo/. */
 export interface Identity {

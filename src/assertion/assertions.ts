@@ -4,7 +4,7 @@
 // (the proxy's header rewrite reads its route's without a promise).
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
-import type { GatewayConfig } from '../config/config.js'
+import type { GatewayConfig } from '../config/types.js'
 import type { Identity } from '../access/identity.js'
 import type { ExtraHeaders } from '../oauth/forward-auth.js'
 import { hostKey } from '../oauth/redirect-hosts.js'

@@ -4,10 +4,10 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
-import { normalisedRule } from '../access/identity.js'
+import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
+import { normalisedRule } from './rules.js'
 import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
 import { isLoopbackHost, isPublicSuffix, lessProtected, plainHttpHost, plainHttpProblem, reachMessage, reservedHeaderProblem, secretProblem, shippedSecretProblem, upstreamReach } from './safety.js'

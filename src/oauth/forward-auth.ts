@@ -7,7 +7,7 @@
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { AllowRules, GatewayConfig } from '../config/config.js'
+import type { AllowRules, GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../http/errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import { compileGate, decide, failed, NO_SESSION, signedIn, unreachable, type SessionState } from '../access/gate.js'

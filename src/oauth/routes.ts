@@ -4,7 +4,7 @@
 // a plain same-origin path, or an absolute URL on a host in forwardAuth.allowedRedirectHosts.
 import cookie from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
-import type { GatewayConfig } from '../config/config.js'
+import type { GatewayConfig } from '../config/types.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { homePage, signOutConfirmPage, signedOutPage } from '../http/pages.js'
 import { GatewayError } from '../http/errors.js'

@@ -6,7 +6,7 @@ import cluster from 'node:cluster'
 import { createServer, type Server } from 'node:http'
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify'
 import { AggregatorRegistry } from 'prom-client'
-import type { MetricsConfig } from '../config/config.js'
+import type { MetricsConfig } from '../config/types.js'
 import type { Metrics } from './metrics.js'
 
 type Address = NonNullable<MetricsConfig['listen']>
