@@ -10,7 +10,8 @@ import { createRequire } from 'node:module'
 import { parseAllDocuments } from 'yaml'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { GATEWAY_NODE_FLAGS } from '../bench/targets.js'
-import { ConfigError, parseConfig, type GatewayConfig } from '../src/config/config.js'
+import { ConfigError, parseConfig } from '../src/config/config.js'
+import type { GatewayConfig } from '../src/config/types.js'
 
 /** A rendered Kubernetes object, as much of it as these checks read. */
 interface K8sObject {

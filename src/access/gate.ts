@@ -30,7 +30,7 @@
 // there is a session. `read_session` is how the gate stays free of I/O while the caller keeps its
 // fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
 // token, else `unread`), and reads the store only when the gate asks.
-import type { AllowRules, HostRules, PublicRule } from '../config/config.js'
+import type { AllowRules, HostRules, PublicRule } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
 import { isAllowed, rulesAdmit } from './rules.js'

@@ -1,22 +1,8 @@
 // The rules that decide whether a signed-in identity may pass a route or a forward-auth host:
 // `allow` (any match passes) and the rule lists of forwardAuth.hosts (`deny` wins). An address the
 // provider marked unverified matches no e-mail or domain rule.
-import type { AllowRules } from '../config/config.js'
+import type { AllowRules } from '../config/types.js'
 import type { Identity } from '../session/record.js'
-
-/**
- * A rule's conditions as written (config or query), in the form rules compare: trimmed, lower-case
- * e-mails and domains, no `@`, no blank values (which could match nothing).
- */
-export function normalisedRule (raw: { emails?: readonly string[], domains?: readonly string[], groups?: readonly string[] }): AllowRules {
-  const values = (list: readonly string[] | undefined, form: (value: string) => string): string[] =>
-    (list ?? []).map((value) => form(value.trim())).filter((value) => value !== '')
-  return {
-    emails: values(raw.emails, (email) => email.toLowerCase()),
-    domains: values(raw.domains, (domain) => domain.toLowerCase().replace(/^@/, '')),
-    groups: values(raw.groups, (group) => group),
-  }
-}
 
 /** The address rules may match: none when the provider marked it unverified. */
 function verifiedEmail (identity: Identity): string | undefined {

@@ -3,11 +3,10 @@
 // one more key. A preset only fills keys the provider's entry leaves out: keys given there win.
 // Quirks handled elsewhere: the token request always sends `Accept: application/json`
 // (oauth4webapi does), which GitHub needs to answer JSON instead of a form-encoded body.
-import type { ClaimsMapping } from './config.js'
 import type { ProviderYaml } from './schema.js'
+import type { ClaimsMapping, PresetName } from './types.js'
 
-export const PRESET_NAMES = ['github', 'gitlab', 'google', 'microsoft', 'keycloak'] as const
-export type PresetName = typeof PRESET_NAMES[number]
+export { PRESET_NAMES } from './schema.js'
 
 /** What a preset fills in; `issuer` (OIDC discovery) or the plain OAuth 2.0 endpoints. */
 export interface PresetValues {
@@ -105,6 +104,9 @@ function keycloak (p: ProviderYaml, problems: PresetProblem[]): PresetValues {
   return values
 }
 
+/** Each preset's values (one entry for every PresetName, or this does not compile). */
+const PRESETS: Record<PresetName, (provider: ProviderYaml, problems: PresetProblem[]) => PresetValues> = { github, gitlab, google, microsoft, keycloak }
+
 /** Which preset uses which of the keys that only presets read. */
 const PRESET_KEYS: Record<'tenant' | 'baseUrl' | 'realm', readonly PresetName[]> = {
   tenant: ['microsoft'],
@@ -115,12 +117,7 @@ const PRESET_KEYS: Record<'tenant' | 'baseUrl' | 'realm', readonly PresetName[]>
 /** The values `preset` fills in for this entry, and what is missing or out of place for it. */
 export function presetValues (preset: PresetName, provider: ProviderYaml): { values: PresetValues, problems: PresetProblem[] } {
   const problems: PresetProblem[] = []
-  const values = preset === 'github'
-    ? github(provider)
-    : preset === 'gitlab'
-      ? gitlab(provider)
-      : preset === 'google' ? google() : preset === 'microsoft' ? microsoft(provider, problems) : keycloak(provider, problems)
-  return { values, problems }
+  return { values: PRESETS[preset](provider, problems), problems }
 }
 
 /** Keys that only presets read, given without a preset that reads them. */

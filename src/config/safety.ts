@@ -5,7 +5,7 @@
 // validate.ts turns their answers into problems, and start-up and `--check` report the warnings.
 import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
-import type { GatewayConfig, RouteConfig } from './config.js'
+import type { GatewayConfig, RouteConfig } from './types.js'
 
 /** How to make a good secret, said in every secret problem. */
 export const GENERATE_SECRET = 'generate one with "openssl rand -base64 32"'

@@ -6,7 +6,7 @@
 // nearest choice. Values with a problem are removed, so later checks see only valid values or
 // defaults and report nothing that follows from a problem already reported.
 import type { ErrorObject } from 'ajv'
-import type { GatewayYaml } from './schema.js'
+import type { FilledYaml } from './schema.js'
 import { check, fill, schema } from './schema.generated.js'
 import { closest, describe, didYouMean, isObject, type Issues, type Path } from './reader.js'
 
@@ -208,10 +208,14 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
   return data
 }
 
-/** The schema's defaults filled in (a second pass whose problems, all reported already, are ignored). */
-export function withDefaults (data: Record<string, unknown>): GatewayYaml {
+/**
+ * The schema's defaults filled in (a second pass whose problems, all reported already, are ignored):
+ * every key with a `default` in schema.ts is present, so validate.ts writes no default of its own.
+ */
+export function withDefaults (data: Record<string, unknown>): FilledYaml {
   fill(data)
-  // The schema pass removed every value with a problem; what is left has the schema's shape, except
-  // for required keys that are missing (reported already): validate.ts reads those defensively.
-  return data as GatewayYaml
+  // The schema pass removed every value with a problem, and fill has put each default back; what
+  // is left has the schema's shape, except for required keys that are missing (reported already):
+  // validate.ts reads those defensively.
+  return data as FilledYaml
 }

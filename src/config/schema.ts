@@ -8,18 +8,32 @@
 // `expected` is the phrase a problem uses ("must be <expected>, got ..."), `defaultText` says a
 // default that depends on other keys (docs only).
 /* eslint-disable no-template-curly-in-string -- examples show ${VAR} references as written in gateway.yaml */
-import Type, { type Static, type TSchema } from 'typebox'
-import { PRESET_NAMES } from './presets.js'
+import Type, { type Static, type TArray, type TObject, type TOptional, type TProperties, type TRecord, type TSchema } from 'typebox'
+import type { PresetName } from './types.js'
+
+/** The presets (presets.ts), in the order the docs list them. */
+export const PRESET_NAMES = ['github', 'gitlab', 'google', 'microsoft', 'keycloak'] as const satisfies readonly PresetName[]
 
 /** `300` (seconds), `300s`, `5m`, `8h`, `1d`, `250ms`. */
 export const DURATION_PATTERN = '^\\s*\\d+(?:\\.\\d+)?\\s*(?:ms|s|m|h|d)?\\s*$'
 const DURATION_EXPECTED = 'a duration such as 300, 300s, 5m or 8h'
 
+/** A schema node with a `default`, which ajv fills in where the key is missing (see `Filled`). */
+interface Defaulted {
+  default: unknown
+}
+
+/** Marks a node that has a `default` for the type checker (`Filled`); throws when it has none. */
+function filled<T extends TSchema> (node: T): T & Defaulted {
+  if (!('default' in node)) throw new Error('schema.ts: filled() is given a node without a default')
+  return node as T & Defaulted
+}
+
 /** A duration (a number of seconds or a string with a unit); its range is checked in validate.ts. */
 function Duration (description: string, fallback: string) {
-  return Type.Optional(Type.Unsafe<string | number>({
+  return filled(Type.Optional(Type.Unsafe<string | number>({
     type: ['string', 'number'], pattern: DURATION_PATTERN, minimum: 0, default: fallback, description, expected: DURATION_EXPECTED,
-  }))
+  })))
 }
 
 /** `1048576` (bytes), `64KiB`, `1MiB`, `1.5MB`: see reader.ts's parseSize. */
@@ -28,9 +42,9 @@ const SIZE_EXPECTED = 'a size such as 65536, 64KiB or 1MiB'
 
 /** A size (a number of bytes or a string with a unit); its range is checked in validate.ts. */
 function Size (description: string, fallback: string) {
-  return Type.Optional(Type.Unsafe<string | number>({
+  return filled(Type.Optional(Type.Unsafe<string | number>({
     type: ['string', 'integer'], pattern: SIZE_PATTERN, minimum: 0, default: fallback, description, expected: SIZE_EXPECTED,
-  }))
+  })))
 }
 
 function Text (description: string, options: Record<string, unknown> = {}) {
@@ -38,7 +52,7 @@ function Text (description: string, options: Record<string, unknown> = {}) {
 }
 
 function Flag (description: string, fallback: boolean) {
-  return Type.Optional(Type.Boolean({ description, default: fallback }))
+  return filled(Type.Optional(Type.Boolean({ description, default: fallback })))
 }
 
 function Strings (description: string, options: Record<string, unknown> = {}) {
@@ -46,16 +60,16 @@ function Strings (description: string, options: Record<string, unknown> = {}) {
 }
 
 function Section<T extends Record<string, TSchema>> (properties: T, description: string) {
-  return Type.Object(properties, { additionalProperties: false, description, default: {} })
+  return filled(Type.Object(properties, { additionalProperties: false, description, default: {} }))
 }
 
 const Server = Section({
-  host: Text('Listen address (the shipped gateway.yaml uses 127.0.0.1; 0.0.0.0 listens on every interface).', { default: '0.0.0.0', minLength: 1 }),
-  port: Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Listen port.' })),
+  host: filled(Text('Listen address (the shipped gateway.yaml uses 127.0.0.1; 0.0.0.0 listens on every interface).', { default: '0.0.0.0', minLength: 1 })),
+  port: filled(Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Listen port.' }))),
   baseUrl: Text('The address browsers use. `redirect_uri` is `{baseUrl}/oauth/authorized/<provider>/`; no query or fragment.', {
     defaultText: 'http://localhost:<port>', examples: ['https://gateway.example.com'],
   }),
-  trustProxy: Type.Optional(Type.Union([
+  trustProxy: filled(Type.Optional(Type.Union([
     Type.Boolean(),
     Type.String(),
     Type.Array(Type.String({ expected: 'an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal)' })),
@@ -64,32 +78,32 @@ const Server = Section({
     description: 'Which peers may set X-Forwarded-* (client address, rate-limit key, forward-auth): `false`, `true` (only with a loopback `server.host`), or the addresses and CIDR ranges of the proxies in front (a list, or a comma-separated string from a variable; no range wider than /8 for IPv4 or /7 for IPv6); `loopback`, `linklocal`, `uniquelocal` name those groups.',
     expected: 'true, false or a list of addresses and CIDR ranges such as ["127.0.0.1", "10.0.0.0/8"]',
     examples: [['10.0.0.0/8']],
-  })),
+  }))),
   shutdownTimeout: Duration('How long a shutdown waits for in-flight requests (at most 5m).', '10s'),
-  workers: Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 64 }), Type.Literal('auto')], {
+  workers: filled(Type.Optional(Type.Union([Type.Integer({ minimum: 1, maximum: 64 }), Type.Literal('auto')], {
     default: 1,
     description: 'Worker processes sharing the port (node:cluster), or `auto` for one per core. More than 1 needs `store.type: redis`.',
     expected: 'an integer from 1 to 64 or auto',
-  })),
+  }))),
 }, 'Where the gateway listens and how it is reached.')
 
 const Session = Section({
-  cookieName: Text('The session cookie; the sign-in flow cookie is `<cookieName>_flow`. On https, `__Host-gw` gives every gateway cookie Path=/, Secure and no Domain.', { default: 'gw_session' }),
+  cookieName: filled(Text('The session cookie; the sign-in flow cookie is `<cookieName>_flow`. On https, `__Host-gw` gives every gateway cookie Path=/, Secure and no Domain.', { default: 'gw_session' })),
   secret: Text('At least 32 random characters (`openssl rand -base64 32`); a guessable one is refused. Signs the state and keys the encryption of stored sessions. Absent: a random one per process, with a warning (sessions then die with the process and cannot be shared).', {
     defaultText: 'random per process (warned)', examples: ['${GATEWAY_SESSION_SECRET}'],
   }),
   ttl: Duration('Idle session lifetime: each request renews it (1m to 30d).', '8h'),
-  cookieSecure: Type.Optional(Type.Union([Type.Boolean(), Type.Literal('auto')], {
+  cookieSecure: filled(Type.Optional(Type.Union([Type.Boolean(), Type.Literal('auto')], {
     default: 'auto', description: '`auto` sets Secure when `server.baseUrl` is https; `false` with an https baseUrl is refused.', expected: 'auto, true or false',
-  })),
+  }))),
   cacheTtl: Duration('How long an instance serves a session it has read from memory before reading the store again (0 turns the cache off; at most 10s). Sign-out and refresh drop it on every instance at once.', '1s'),
   cookieDomain: Text('Share the sign-in across hosts of one parent domain (forward-auth): the session cookie gets this Domain. Not with a `__Host-` cookie name; see forward-auth.md.', { examples: ['.example.com'] }),
 }, 'The session cookie and the secret that protects what the gateway keeps.')
 
 const Store = Section({
-  type: Type.Optional(Type.Union([Type.Literal('redis'), Type.Literal('memory')], {
+  type: filled(Type.Optional(Type.Union([Type.Literal('redis'), Type.Literal('memory')], {
     default: 'memory', description: '`memory` (one instance only, warned at start) or `redis` (shared by every instance).',
-  })),
+  }))),
   url: Text('One Redis: `redis://` or `rediss://`. Give only one of `url`, `cluster` and `sentinel`.', {
     defaultText: 'redis://127.0.0.1:6379/0 (type redis)', examples: ['rediss://redis.internal:6380/0'],
   }),
@@ -111,11 +125,11 @@ const Store = Section({
     description: 'Redis Sentinel. The gateway leaves a master as soon as the sentinels announce its replacement (`+switch-master`), even one that is frozen rather than dead.',
     examples: [{ name: 'mymaster', nodes: ['10.0.0.1:26379'], password: '${REDIS_PASSWORD}', tls: true }],
   })),
-  keyPrefix: Text('Prefix of every key the gateway writes.', { default: 'gw:' }),
+  keyPrefix: filled(Text('Prefix of every key the gateway writes.', { default: 'gw:' })),
   timeout: Duration('How long one store command may take (50ms to 30s; connecting may take twice as long); then the request answers 503 `session_store_unavailable`. Raise it for a Redis far away.', '500ms'),
-  readiness: Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('ignored')], {
+  readiness: filled(Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('ignored')], {
     default: 'required', description: '`required`: /readyz answers 503 when no part of the store answers; `ignored`: always 200, with the store\'s state in the body (see operations.md).',
-  })),
+  }))),
 }, 'The session store.')
 
 const State = Section({
@@ -123,10 +137,10 @@ const State = Section({
 }, 'The sign-in flow.')
 
 const Claims = Type.Object({
-  user: Text('The user name (X-Forwarded-User, `sub` of the assertion).', { default: 'sub', minLength: 1 }),
-  email: Text('The e-mail address.', { default: 'email', minLength: 1 }),
-  name: Text('The display name.', { default: 'name', minLength: 1 }),
-  groups: Text('The groups (a list or one string).', { default: 'groups', minLength: 1 }),
+  user: filled(Text('The user name (X-Forwarded-User, `sub` of the assertion).', { default: 'sub', minLength: 1 })),
+  email: filled(Text('The e-mail address.', { default: 'email', minLength: 1 })),
+  name: filled(Text('The display name.', { default: 'name', minLength: 1 })),
+  groups: filled(Text('The groups (a list or one string).', { default: 'groups', minLength: 1 })),
 }, {
   additionalProperties: false,
   default: {},
@@ -150,7 +164,7 @@ const Provider = Type.Object({
   userinfoUrl: Text('Identity for plain OAuth 2.0 providers, called once at sign-in with the access token.', { defaultText: 'from discovery or the preset', examples: ['https://api.github.com/user'] }),
   scope: Text('`scope` of the authorize request; with `openid` an ID token is required and validated. Required without a preset.', { defaultText: 'the preset\'s', examples: ['openid profile email'] }),
   pkce: Flag('PKCE with S256.', true),
-  claims: Type.Optional(Claims),
+  claims: filled(Type.Optional(Claims)),
   timeout: Duration('How long any one call to the provider may take, name lookup and connect included: discovery, its keys (JWKS), token, userinfo, revocation (100ms to 2m). Then 502 `token_exchange_failed` (`provider_unavailable` while discovery has not succeeded).', '10s'),
   endSession: Flag('Sign-out reaches the provider too: its tokens are revoked where discovery advertises `revocation_endpoint`, and the browser signs out there where it advertises `end_session_endpoint` (register `{baseUrl}/oauth/logout/<provider>/` as its post-logout redirect URI). `false`: sign-out ends the gateway\'s session only (see endpoints.md).', true),
   dangerouslyAllowInsecureHttp: Flag('Allow this provider\'s endpoints over plain http to a host that is not loopback (otherwise the config is refused).', false),
@@ -163,9 +177,9 @@ const Allow = Type.Object({
 }, { additionalProperties: false, defaultText: 'any signed-in user', description: 'Who may pass; any match passes, otherwise 403 `forbidden` and the upstream is not called.' })
 
 const IdentityHeaders = Type.Object({
-  user: Text('Header with the user name.', { default: 'X-Forwarded-User' }),
-  email: Text('Header with the e-mail address.', { default: 'X-Forwarded-Email' }),
-  groups: Text('Header with the groups, comma-joined.', { default: 'X-Forwarded-Groups' }),
+  user: filled(Text('Header with the user name.', { default: 'X-Forwarded-User' })),
+  email: filled(Text('Header with the e-mail address.', { default: 'X-Forwarded-Email' })),
+  groups: filled(Text('Header with the groups, comma-joined.', { default: 'X-Forwarded-Groups' })),
 }, { additionalProperties: false, default: {}, description: 'Names of the identity headers sent upstream.' })
 
 const Route = Type.Object({
@@ -174,14 +188,14 @@ const Route = Type.Object({
   provider: Text('Whose access token is injected; required when `auth: required`.'),
   rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`).', { defaultText: 'the path is forwarded unchanged' }),
   timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
-  maxConnections: Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' })),
-  auth: Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('none')], { default: 'required', description: '`required`, or `none` for a public route (still proxied, no token).' })),
+  maxConnections: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' }))),
+  auth: filled(Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('none')], { default: 'required', description: '`required`, or `none` for a public route (still proxied, no token).' }))),
   websocket: Flag('Also proxy WebSocket upgrades, through the same gate, with the bearer in the upstream handshake.', false),
   allow: Type.Optional(Allow),
-  public: Strings('`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', { default: [], examples: [['OPTIONS *', 'GET /app/static/*']] }),
-  identityHeaders: Type.Optional(IdentityHeaders),
+  public: filled(Strings('`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', { default: [], examples: [['OPTIONS *', 'GET /app/static/*']] })),
+  identityHeaders: filled(Type.Optional(IdentityHeaders)),
   websocketMaxMessage: Size('WebSocket routes: the largest message either way, a size (`64KiB`, `1MiB`) or a number of bytes, 1KiB to 1GiB; a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
-  allowedOrigins: Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] }),
+  allowedOrigins: filled(Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] })),
   assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
 }, { additionalProperties: false, description: 'One proxied path prefix.' })
 
@@ -189,11 +203,11 @@ const Route = Type.Object({
 export const RATE_PATTERN = '^\\s*(?:0*[1-9]\\d{0,6}\\s*/\\s*(?:s|sec|second|min|minute|h|hour)|off)\\s*$'
 
 const RateLimit = Section({
-  login: Type.Optional(Type.Union([Type.String({ pattern: RATE_PATTERN }), Type.Literal(false)], {
+  login: filled(Type.Optional(Type.Union([Type.String({ pattern: RATE_PATTERN }), Type.Literal(false)], {
     default: '600/min',
     description: 'Sign-in requests (/oauth/login/, /oauth/authorized/) per client address, shared by instances on one Redis: `N/s`, `N/min`, `N/h`, or `off`.',
     expected: 'a rate such as 600/min, 10/s or 5000/h (at least 1), or off',
-  })),
+  }))),
 }, 'Per client address request budgets (429 `rate_limited`).')
 
 const Metrics = Section({
@@ -201,7 +215,7 @@ const Metrics = Section({
 }, 'Prometheus metrics.')
 
 const Assertion = Section({
-  header: Text('The request header that carries the assertion.', { default: 'X-Gateway-Assertion' }),
+  header: filled(Text('The request header that carries the assertion.', { default: 'X-Gateway-Assertion' })),
   ttl: Duration('Lifetime of one assertion (5s to 10m).', '60s'),
   rotateEvery: Duration('How often the shared signing key is replaced (1h to 90d); the previous key stays published one more period.', '24h'),
 }, 'The signed identity assertion (ES256 JWT) sent to routes with `assertion: true`; keys at /.well-known/jwks.json.')
@@ -222,30 +236,46 @@ const ForwardAuthHost = Type.Object({
 }, { additionalProperties: false, description: 'The rules of one host behind the proxy in front.' })
 
 const ForwardAuth = Section({
-  allowedRedirectHosts: Strings('Hosts outside the gateway a browser may be sent back to after signing in: `app.example.org`, `.example.com` (that domain and its subdomains), `host:8443`.', { default: [] }),
-  hosts: Type.Optional(Type.Record(Type.String(), ForwardAuthHost, {
+  allowedRedirectHosts: filled(Strings('Hosts outside the gateway a browser may be sent back to after signing in: `app.example.org`, `.example.com` (that domain and its subdomains), `host:8443`.', { default: [] })),
+  hosts: filled(Type.Optional(Type.Record(Type.String(), ForwardAuthHost, {
     default: {},
     description: 'Rules per host behind the proxy in front, by host name without port (`payroll.example.com`): the host a trusted proxy names in X-Forwarded-Host must pass them as well as the query\'s rules. Only these hosts and the gateway\'s own origin get an identity assertion.',
     expected: 'a mapping of host name to { allow, deny }',
     examples: [{ 'payroll.example.com': { allow: [{ groups: ['payroll'] }] } }],
-  })),
+  }))),
 }, 'Forward-auth (/oauth/auth/<provider>/) for a proxy in front; see forward-auth.md.')
 
 /** The whole of gateway.yaml. */
 export const GatewayYamlSchema = Type.Object({
-  server: Type.Optional(Server),
-  session: Type.Optional(Session),
-  store: Type.Optional(Store),
-  state: Type.Optional(State),
+  server: filled(Type.Optional(Server)),
+  session: filled(Type.Optional(Session)),
+  store: filled(Type.Optional(Store)),
+  state: filled(Type.Optional(State)),
   providers: Type.Optional(Type.Record(Type.String(), Provider, { description: 'The providers, keyed by name (letters, digits, `-` and `_`).', expected: 'a mapping of provider name to settings' })),
   routes: Type.Optional(Type.Array(Route, { description: 'Proxied path prefixes, each with its upstream.', expected: 'a list of routes' })),
-  metrics: Type.Optional(Metrics),
-  rateLimit: Type.Optional(RateLimit),
-  assertion: Type.Optional(Assertion),
-  forwardAuth: Type.Optional(ForwardAuth),
+  metrics: filled(Type.Optional(Metrics)),
+  rateLimit: filled(Type.Optional(RateLimit)),
+  assertion: filled(Type.Optional(Assertion)),
+  forwardAuth: filled(Type.Optional(ForwardAuth)),
 }, { additionalProperties: false, title: 'gateway.yaml', description: 'The configuration of the authenticating gateway.' })
 
 /** gateway.yaml as written (after `${VAR}` substitution and the schema pass), before defaults and cross-checks. */
 export type GatewayYaml = Static<typeof GatewayYamlSchema>
 export type ProviderYaml = Static<typeof Provider>
 export type RouteYaml = Static<typeof Route>
+
+type OptionalKeys<P extends TProperties> = { [K in keyof P]: P[K] extends TOptional<TSchema> ? (P[K] extends Defaulted ? never : K) : never }[keyof P]
+type FilledObject<P extends TProperties> = { [K in Exclude<keyof P, OptionalKeys<P>>]: Filled<P[K]> } & { [K in OptionalKeys<P>]?: Filled<P[K]> }
+
+/**
+ * The value a schema node describes once ajv has filled in the defaults (schema-check.ts's
+ * withDefaults): a key whose node has a `default` (marked with `filled`) is present, at any depth.
+ */
+export type Filled<T extends TSchema> =
+  T extends TObject<infer P> ? { [K in keyof FilledObject<P>]: FilledObject<P>[K] }
+    : T extends TArray<infer Item> ? Array<Filled<Item>>
+      : T extends TRecord<string, infer Value> ? Record<string, Filled<Value>>
+        : Static<T>
+
+/** gateway.yaml after the schema pass, presets and the schema's defaults: what validate.ts reads. */
+export type FilledYaml = Filled<typeof GatewayYamlSchema>

@@ -4,11 +4,11 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AllowRules, AssertionConfig, ClaimsMapping, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './config.js'
-import { normalisedRule } from '../access/rules.js'
+import type { AllowRules, AssertionConfig, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
-import type { GatewayYaml, ProviderYaml, RouteYaml } from './schema.js'
+import { normalisedRule } from './rules.js'
+import type { FilledYaml, ProviderYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
 import { isLoopbackHost, isPublicSuffix, lessProtected, plainHttpHost, plainHttpProblem, reachMessage, reservedHeaderProblem, secretProblem, shippedSecretProblem, upstreamReach } from './safety.js'
 
@@ -17,12 +17,20 @@ const PROVIDER_NAME = /^[A-Za-z0-9_-]+$/
 const RESERVED_PATHS = ['/oauth', '/healthz', '/readyz', '/metrics']
 const DAY = 86_400_000
 
-type Sections = Required<Pick<GatewayYaml, 'server' | 'session' | 'store' | 'state' | 'metrics' | 'rateLimit' | 'forwardAuth'>> & GatewayYaml
+// What validate.ts reads: every key the schema gives a default is present (schema.ts, `Filled`), so
+// no default is written here; the few that are computed from other keys say so where they are made.
+type Sections = FilledYaml
+type ProviderRaw = NonNullable<FilledYaml['providers']>[string]
+type RouteRaw = NonNullable<FilledYaml['routes']>[number]
 
 /** A duration the schema has let through (or its default), held to its range. */
-function duration (issues: Issues, path: Path, value: string | number | undefined, fallback: string, minMs: number, maxMs: number): number {
-  const ms = parseDuration(value ?? fallback)
-  if (ms === undefined) return parseDuration(fallback)!
+function duration (issues: Issues, path: Path, value: string | number, minMs: number, maxMs: number): number {
+  const ms = parseDuration(value)
+  if (ms === undefined) {
+    // Not reached (the schema's pattern and minimum are parseDuration's); if it were, the file is refused.
+    if (!issues.touched(path)) issues.add(path, `must be a duration such as 300, 300s, 5m or 8h, got ${describe(value)}`)
+    return minMs
+  }
   if (ms < minMs || ms > maxMs) {
     issues.add(path, `must be between ${formatMs(minMs)} and ${formatMs(maxMs)}, got ${describe(value)}`)
     return Math.min(Math.max(ms, minMs), maxMs)
@@ -31,11 +39,12 @@ function duration (issues: Issues, path: Path, value: string | number | undefine
 }
 
 /** A size the schema has let through (or its default), in bytes, held to its range. */
-function size (issues: Issues, path: Path, value: string | number | undefined, fallback: string, min: number, max: number): number {
-  const bytes = parseSize(value ?? fallback)
+function size (issues: Issues, path: Path, value: string | number, min: number, max: number): number {
+  const bytes = parseSize(value)
   if (bytes === undefined) {
-    if (value !== undefined && !issues.touched(path)) issues.add(path, `must be a size such as 65536, 64KiB or 1MiB, got ${describe(value)}`)
-    return parseSize(fallback)!
+    // Above 1 TiB, or a fraction of a byte: the schema's pattern lets it through, parseSize does not.
+    if (!issues.touched(path)) issues.add(path, `must be a size such as 65536, 64KiB or 1MiB, got ${describe(value)}`)
+    return min
   }
   if (bytes < min || bytes > max) {
     issues.add(path, `must be between ${formatSize(min)} and ${formatSize(max)}, got ${describe(value)}`)
@@ -88,9 +97,9 @@ function tooWide (entry: string): string | undefined {
 }
 
 /** true, false, or a list (or comma-separated string, for ${VAR}) of addresses and CIDR ranges. */
-function trustProxy (issues: Issues, value: boolean | string | string[] | undefined): boolean | string[] {
+function trustProxy (issues: Issues, value: boolean | string | string[]): boolean | string[] {
   const path = ['server', 'trustProxy']
-  if (value === undefined || typeof value === 'boolean') return value ?? false
+  if (typeof value === 'boolean') return value
   if (value === 'true' || value === 'false') return value === 'true'
   const list = typeof value === 'string' ? value.split(',').map((entry) => entry.trim()).filter(Boolean) : value
   const trusted = list.flatMap((entry, i) => {
@@ -118,10 +127,11 @@ function checkTrustAll (issues: Issues, trusted: boolean | string[], host: strin
 }
 
 function validateServer (issues: Issues, raw: Sections['server']): ServerConfig {
-  const port = raw.port ?? 8080
+  const port = raw.port
+  // Computed from the port, so the schema only describes it (defaultText).
   const baseUrl = url(issues, ['server', 'baseUrl'], raw.baseUrl, ['http', 'https']) ?? `http://localhost:${port}`
   if (raw.baseUrl !== undefined && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
-  const host = raw.host ?? '0.0.0.0'
+  const host = raw.host
   const trusted = trustProxy(issues, raw.trustProxy)
   if (!issues.touched(['server', 'host'])) checkTrustAll(issues, trusted, host)
   return {
@@ -129,13 +139,14 @@ function validateServer (issues: Issues, raw: Sections['server']): ServerConfig 
     port,
     baseUrl: baseUrl.replace(/\/+$/, ''),
     trustProxy: trusted,
-    shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, '10s', 0, 300_000),
-    workers: raw.workers === 'auto' ? availableParallelism() : raw.workers ?? 1,
+    shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, 0, 300_000),
+    // `auto` is this machine's core count, known only here.
+    workers: raw.workers === 'auto' ? availableParallelism() : raw.workers,
   }
 }
 
 function validateSession (issues: Issues, raw: Sections['session'], baseUrl: string, baseUrlTouched: boolean): SessionConfig {
-  const cookieName = raw.cookieName ?? 'gw_session'
+  const cookieName = raw.cookieName
   if (!COOKIE_NAME.test(cookieName)) issues.add(['session', 'cookieName'], `must be a cookie name (letters, digits, - and _), got ${describe(cookieName)}`)
   const secret = raw.secret
   const loopbackOnly = isLoopbackHost(new URL(baseUrl).hostname)
@@ -143,7 +154,7 @@ function validateSession (issues: Issues, raw: Sections['session'], baseUrl: str
   if (weakness) issues.add(['session', 'secret'], weakness)
   // A cookieSecure with a problem of its own: the checks below that read it would only repeat it.
   const secureTouched = issues.touched(['session', 'cookieSecure'])
-  const secure = raw.cookieSecure ?? 'auto'
+  const secure = raw.cookieSecure
   const cookieSecure = secure === 'auto' ? baseUrl.startsWith('https:') : secure
   if (!cookieSecure && baseUrl.startsWith('https:') && !secureTouched) {
     issues.add(['session', 'cookieSecure'], 'is false while server.baseUrl is https: browsers would also send the session cookie over plain http; ' +
@@ -153,9 +164,9 @@ function validateSession (issues: Issues, raw: Sections['session'], baseUrl: str
   return {
     cookieName,
     secret: secret || undefined,
-    ttlMs: duration(issues, ['session', 'ttl'], raw.ttl, '8h', 60_000, 30 * DAY),
+    ttlMs: duration(issues, ['session', 'ttl'], raw.ttl, 60_000, 30 * DAY),
     cookieSecure,
-    cacheTtlMs: duration(issues, ['session', 'cacheTtl'], raw.cacheTtl, '1s', 0, 10_000),
+    cacheTtlMs: duration(issues, ['session', 'cacheTtl'], raw.cacheTtl, 0, 10_000),
     cookieDomain: validateCookieDomain(issues, raw.cookieDomain, cookieName, baseUrl),
   }
 }
@@ -195,7 +206,7 @@ const REDIRECT_HOST = new RegExp(`^(\\.)?(${LABEL}(?:\\.${LABEL})*)(?::(\\d{1,5}
 
 function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): ForwardAuthConfig {
   const path = ['forwardAuth', 'allowedRedirectHosts']
-  const allowedRedirectHosts = (raw.allowedRedirectHosts ?? []).flatMap((entry, i) => {
+  const allowedRedirectHosts = raw.allowedRedirectHosts.flatMap((entry, i) => {
     const lower = entry.trim().toLowerCase()
     if (/[^\x21-\x7e]/.test(lower)) {
       issues.add([...path, i], `must be written in ASCII (punycode, such as xn--bcher-kva.example), got ${describe(entry)}`)
@@ -225,9 +236,9 @@ const HOST_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`)
 type HostYaml = NonNullable<Sections['forwardAuth']['hosts']>[string]
 
 /** forwardAuth.hosts: each host's `allow` and `deny` as lists of rules (one rule object is a list of one). */
-function validateHosts (issues: Issues, raw: Record<string, HostYaml> | undefined): Map<string, HostRules> {
+function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<string, HostRules> {
   const hosts = new Map<string, HostRules>()
-  for (const [entry, rules] of Object.entries(raw ?? {})) {
+  for (const [entry, rules] of Object.entries(raw)) {
     const at = ['forwardAuth', 'hosts', entry]
     const host = entry.trim().toLowerCase()
     if (!HOST_NAME.test(host) && isIP(host) !== 4) {
@@ -281,12 +292,12 @@ function validateSentinel (issues: Issues, raw: NonNullable<Sections['store']['s
     password: raw.password,
     sentinelUsername: raw.sentinelUsername,
     sentinelPassword: raw.sentinelPassword,
-    tls: raw.tls ?? false,
+    tls: raw.tls,
   }
 }
 
 function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
-  const type = raw.type ?? 'memory'
+  const type = raw.type
   const storeUrl = url(issues, ['store', 'url'], raw.url, ['redis', 'rediss'])
   const cluster = raw.cluster?.flatMap((item, i) => {
     const checked = checkUrl(issues, ['store', 'cluster', i], item, ['redis', 'rediss'])
@@ -297,26 +308,25 @@ function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
   if (type === 'redis' && given.length > 1) issues.add(['store'], `give only one of url, cluster or sentinel (got ${given.join(' and ')})`)
   return {
     type,
+    // Only type redis has one, so the schema only describes it (defaultText).
     url: type === 'redis' && given.length === 0 ? 'redis://127.0.0.1:6379/0' : storeUrl,
     cluster,
     sentinel,
-    keyPrefix: raw.keyPrefix ?? 'gw:',
-    timeoutMs: duration(issues, ['store', 'timeout'], raw.timeout, '500ms', 50, 30_000),
-    readiness: raw.readiness ?? 'required',
+    keyPrefix: raw.keyPrefix,
+    timeoutMs: duration(issues, ['store', 'timeout'], raw.timeout, 50, 30_000),
+    readiness: raw.readiness,
   }
 }
 
 const PRESET_HINT = `or set preset: ${PRESET_NAMES.join(', ')}`
 
-const CLAIM_DEFAULTS: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
-
-function validateProvider (issues: Issues, name: string, raw: ProviderYaml, loopbackOnly: boolean): ProviderConfig {
+function validateProvider (issues: Issues, name: string, raw: ProviderRaw, loopbackOnly: boolean): ProviderConfig {
   const path = ['providers', name]
   const at = (key: string): Path => [...path, key]
   if (!PROVIDER_NAME.test(name)) issues.add(path, 'a provider name may only use letters, digits, - and _')
   // A key that has a problem, or that a misspelt key next to it was meant to be, counts as given:
   // nothing that depends on it is reported.
-  const given = (key: keyof ProviderYaml): boolean => raw[key] !== undefined || issues.touched(at(key))
+  const given = (key: keyof ProviderRaw): boolean => raw[key] !== undefined || issues.touched(at(key))
   const issuer = url(issues, at('issuer'), raw.issuer, ['http', 'https'])
   const scope = raw.scope ?? ''
   // A preset (even one with a problem, reported already) supplies the scope and the location.
@@ -335,7 +345,7 @@ function validateProvider (issues: Issues, name: string, raw: ProviderYaml, loop
   const userinfoUrl = url(issues, at('userinfoUrl'), raw.userinfoUrl, ['http', 'https'])
   const shipped = raw.clientSecret === undefined ? undefined : shippedSecretProblem(raw.clientSecret, loopbackOnly)
   if (shipped !== undefined) issues.add(at('clientSecret'), shipped)
-  const allowInsecure = raw.dangerouslyAllowInsecureHttp ?? false
+  const allowInsecure = raw.dangerouslyAllowInsecureHttp
   const endpoints = { issuer, authorizeUrl, tokenUrl, userinfoUrl }
   for (const [key, endpoint] of Object.entries(endpoints)) {
     const host = endpoint === undefined || allowInsecure ? undefined : plainHttpHost(endpoint)
@@ -349,18 +359,18 @@ function validateProvider (issues: Issues, name: string, raw: ProviderYaml, loop
     tokenUrl,
     scope,
     openid,
-    pkce: raw.pkce ?? true,
+    pkce: raw.pkce,
     issuer: issuer?.replace(/\/+$/, ''),
     userinfoUrl,
-    claims: { ...CLAIM_DEFAULTS, ...raw.claims },
-    timeoutMs: duration(issues, at('timeout'), raw.timeout, '10s', 100, 120_000),
+    claims: raw.claims,
+    timeoutMs: duration(issues, at('timeout'), raw.timeout, 100, 120_000),
     dangerouslyAllowInsecureHttp: allowInsecure,
     ...(raw.preset !== undefined ? { preset: raw.preset } : {}),
-    endSession: raw.endSession ?? true,
+    endSession: raw.endSession,
   }
 }
 
-function validateAllow (issues: Issues, path: Path, raw: RouteYaml['allow']): AllowRules | undefined {
+function validateAllow (issues: Issues, path: Path, raw: RouteRaw['allow']): AllowRules | undefined {
   if (raw === undefined) return issues.touched(path) ? { emails: [], domains: [], groups: [] } : undefined
   const rules = normalisedRule(raw)
   if (rules.emails.length + rules.domains.length + rules.groups.length === 0 && !issues.touched(path)) {
@@ -371,8 +381,8 @@ function validateAllow (issues: Issues, path: Path, raw: RouteYaml['allow']): Al
 
 const HTTP_METHODS = ['*', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
 
-function validatePublic (issues: Issues, path: Path, raw: string[] | undefined): PublicRule[] {
-  return (raw ?? []).flatMap((entry, i) => {
+function validatePublic (issues: Issues, path: Path, raw: string[]): PublicRule[] {
+  return raw.flatMap((entry, i) => {
     const rule = entry.trim()
     const [method = '', glob = '', extra] = rule.split(/\s+/)
     if (!HTTP_METHODS.includes(method.toUpperCase()) || (glob !== '*' && !glob.startsWith('/')) || extra !== undefined) {
@@ -383,7 +393,7 @@ function validatePublic (issues: Issues, path: Path, raw: string[] | undefined):
   })
 }
 
-function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers: string[]): RouteConfig {
+function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers: string[]): RouteConfig {
   const path = ['routes', index]
   const at = (key: string): Path => [...path, key]
   let prefix = raw.path ?? '/'
@@ -395,7 +405,7 @@ function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers
   if (RESERVED_PATHS.some((reserved) => prefix === reserved || prefix.startsWith(`${reserved}/`))) {
     issues.add(at('path'), `must not overlap the gateway's own ${prefix.startsWith('/oauth') ? '/oauth/' : prefix} endpoint`)
   }
-  const auth = raw.auth ?? 'required'
+  const auth = raw.auth
   const provider = raw.provider
   if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
     issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
@@ -410,23 +420,23 @@ function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers
   if (upstream !== undefined && (new URL(upstream).pathname !== '/' || /[?#]/.test(upstream))) {
     issues.add(at('upstream'), `must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got ${describe(upstream)}`)
   }
-  const assertion = raw.assertion ?? false
+  const assertion = raw.assertion
   if (assertion && auth === 'none') issues.add(at('assertion'), 'needs auth: required (a route without a session has nobody to vouch for)')
   return {
     path: prefix,
     upstream: upstream ?? 'http://invalid',
     provider,
     rewritePrefix,
-    timeoutMs: duration(issues, at('timeout'), raw.timeout, '30s', 100, DAY),
-    maxConnections: raw.maxConnections ?? 128,
+    timeoutMs: duration(issues, at('timeout'), raw.timeout, 100, DAY),
+    maxConnections: raw.maxConnections,
     auth,
-    websocket: raw.websocket ?? false,
+    websocket: raw.websocket,
     allow: validateAllow(issues, at('allow'), raw.allow),
     public: validatePublic(issues, at('public'), raw.public),
     identityHeaders: validateIdentityHeaders(issues, at('identityHeaders'), raw.identityHeaders),
     allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
     assertion,
-    websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, '1MiB', 1024, 1024 ** 3),
+    websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
   }
 }
 
@@ -434,9 +444,8 @@ function validateRoute (issues: Issues, index: number, raw: RouteYaml, providers
 const GATEWAY_SET_HEADERS = ['authorization', 'cookie', 'host', 'forwarded', 'x-real-ip']
 
 /** The top-level `assertion` section; enabled when written in the file or when a route asks for it. */
-function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], written: boolean, routes: RouteConfig[]): AssertionConfig {
-  const section = raw ?? {}
-  const header = section.header ?? 'X-Gateway-Assertion'
+function validateAssertion (issues: Issues, section: Sections['assertion'], written: boolean, routes: RouteConfig[]): AssertionConfig {
+  const header = section.header
   const lower = header.toLowerCase()
   if (!HEADER_NAME.test(header)) {
     issues.add(['assertion', 'header'], `must be a header name, got ${describe(header)}`)
@@ -451,14 +460,14 @@ function validateAssertion (issues: Issues, raw: GatewayYaml['assertion'], writt
   return {
     enabled: written || routes.some((route) => route.assertion),
     header: lower,
-    ttlMs: duration(issues, ['assertion', 'ttl'], section.ttl, '60s', 5000, 600_000),
-    rotateEveryMs: duration(issues, ['assertion', 'rotateEvery'], section.rotateEvery, '24h', 3_600_000, 90 * DAY),
+    ttlMs: duration(issues, ['assertion', 'ttl'], section.ttl, 5000, 600_000),
+    rotateEveryMs: duration(issues, ['assertion', 'rotateEvery'], section.rotateEvery, 3_600_000, 90 * DAY),
   }
 }
 
 /** Origins a websocket route accepts besides the gateway's own: `scheme://host[:port]`, nothing more. */
-function validateOrigins (issues: Issues, path: Path, raw: string[] | undefined): string[] {
-  return (raw ?? []).flatMap((entry, i) => {
+function validateOrigins (issues: Issues, path: Path, raw: string[]): string[] {
+  return raw.flatMap((entry, i) => {
     const origin = entry.trim()
     let parsed: URL | undefined
     try {
@@ -481,16 +490,16 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 const IDENTITY_HEADER_NAME = /^[A-Za-z0-9-]+$/
 const IDENTITY_HEADER_PROBLEM = 'may hold only letters, digits and "-": CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling'
 
-function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteYaml['identityHeaders']): IdentityHeaders {
-  const header = (key: keyof IdentityHeaders, fallback: string) => {
-    const name = raw?.[key] ?? fallback
+function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteRaw['identityHeaders']): IdentityHeaders {
+  const header = (key: keyof IdentityHeaders) => {
+    const name = raw[key]
     const problem = !HEADER_NAME.test(name)
       ? `must be a header name, got ${describe(name)}`
       : IDENTITY_HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
     if (problem !== undefined) issues.add([...path, key], problem)
     return name.toLowerCase()
   }
-  return { user: header('user', 'X-Forwarded-User'), email: header('email', 'X-Forwarded-Email'), groups: header('groups', 'X-Forwarded-Groups') }
+  return { user: header('user'), email: header('email'), groups: header('groups') }
 }
 
 const WILDCARD_HOSTS = ['0.0.0.0', '::']
@@ -516,10 +525,11 @@ const RATE_WINDOWS: Record<string, number> = { s: 1000, sec: 1000, second: 1000,
 
 /** `600/min`, `10/s`, `5000/h`, or `off` (the schema has checked the form). */
 function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig {
-  const value = raw.login ?? '600/min'
+  const value = raw.login
   if (value === false || value.trim() === 'off') return { login: undefined }
-  const [max = '600', unit = 'min'] = value.replace(/\s+/g, '').split('/')
-  return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit] ?? 60_000 } satisfies RateBudget }
+  // RATE_PATTERN (schema.ts) has let through only `N/unit` with a unit of RATE_WINDOWS.
+  const [max, unit] = value.replace(/\s+/g, '').split('/') as [string, string]
+  return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit]! } satisfies RateBudget }
 }
 
 /**
@@ -573,7 +583,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   }
   // Written by the operator, not filled in by the schema's defaults: it turns the assertions on.
   const assertionWritten = checked.assertion !== undefined
-  const raw = withDefaults(checked) as Sections
+  const raw = withDefaults(checked)
   const server = validateServer(issues, raw.server)
 
   const providers: Record<string, ProviderConfig> = {}
@@ -599,7 +609,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     server,
     session: validateSession(issues, raw.session, server.baseUrl, issues.touched(['server', 'baseUrl'])),
     store,
-    state: { ttlMs: duration(issues, ['state', 'ttl'], raw.state.ttl, '5m', 10_000, 3_600_000) },
+    state: { ttlMs: duration(issues, ['state', 'ttl'], raw.state.ttl, 10_000, 3_600_000) },
     providers,
     routes,
     metrics: validateMetrics(issues, raw.metrics, server),

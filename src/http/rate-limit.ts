@@ -4,7 +4,7 @@
 // Retry-After (RFC 6585 §4). A store outage lets requests through rather than failing them.
 import rateLimit from '@fastify/rate-limit'
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
-import type { RateBudget } from '../config/config.js'
+import type { RateBudget } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { SharedConnection } from '../store/store.js'
 

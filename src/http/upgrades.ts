@@ -7,7 +7,7 @@
 import { ServerResponse, type IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
-import type { RouteConfig } from '../config/config.js'
+import type { RouteConfig } from '../config/types.js'
 import { canonicalTarget } from './canonical.js'
 import { refuseAtEdge } from './edge.js'
 

@@ -3,7 +3,7 @@
 // marks unverified (OIDC Core §5.1 `email_verified`) is kept and shown, but never satisfies an
 // e-mail or domain rule (access/rules.ts), and never becomes the user's name: a sign-in whose user is
 // such an address is refused.
-import type { ClaimsMapping } from '../config/config.js'
+import type { ClaimsMapping } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 
 /**

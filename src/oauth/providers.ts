@@ -7,7 +7,7 @@
 import type { Logger } from '../ops/logger.js'
 import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from 'jose'
 import * as oauth from 'oauth4webapi'
-import type { ProviderConfig } from '../config/config.js'
+import type { ProviderConfig } from '../config/types.js'
 import { plainHttpHost } from '../config/safety.js'
 import { GatewayError } from '../errors.js'
 import { providerFetch } from './provider-http.js'

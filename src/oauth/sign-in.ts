@@ -4,7 +4,7 @@
 // the ID token checked, userinfo, and who the user is. The caller starts the session.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2 (authorization response)
 // @see https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowSteps
-import type { GatewayConfig } from '../config/config.js'
+import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { ProviderSession, SignIn } from '../session/record.js'
 import { identityFrom, unverifiedUser } from './claims.js'

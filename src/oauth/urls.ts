@@ -2,7 +2,7 @@
 // callback addresses of a provider, the cookies the gateway sets, and the one rule for where a
 // browser may be sent afterwards (`safeNext`): a plain same-origin path, or an absolute URL on a host
 // in forwardAuth.allowedRedirectHosts.
-import type { GatewayConfig } from '../config/config.js'
+import type { GatewayConfig } from '../config/types.js'
 import type { RedirectHosts } from './redirect-hosts.js'
 
 /** The gateway's home page, and where a refused `next` sends the browser (docs/endpoints.md). */

@@ -7,7 +7,7 @@ import { createServer, type Server } from 'node:http'
 import type { FastifyInstance } from 'fastify'
 import type { Logger } from './logger.js'
 import { AggregatorRegistry } from 'prom-client'
-import type { MetricsConfig } from '../config/config.js'
+import type { MetricsConfig } from '../config/types.js'
 import type { Metrics } from './metrics.js'
 
 type Address = NonNullable<MetricsConfig['listen']>

@@ -2,7 +2,7 @@
 // port, restarts one that dies, and on SIGTERM/SIGINT stops them all gracefully and exits 0.
 import cluster, { type Worker } from 'node:cluster'
 import pino from 'pino'
-import type { GatewayConfig } from '../config/config.js'
+import type { GatewayConfig } from '../config/types.js'
 import { loggerOptions } from './logger.js'
 import { randomBytes } from 'node:crypto'
 

@@ -5,7 +5,7 @@
 import type { FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
-import type { GatewayConfig, RouteConfig } from '../config/config.js'
+import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter } from './headers.js'

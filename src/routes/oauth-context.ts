@@ -1,7 +1,7 @@
 // What the /oauth/ routes share: their dependencies, the cookies they set and with which options,
 // the hosts a browser may be sent back to, and the check of a provider named in the path.
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
-import type { GatewayConfig } from '../config/config.js'
+import type { GatewayConfig } from '../config/types.js'
 import { unknownProvider } from '../errors.js'
 import type { BackchannelLogout } from '../oauth/backchannel.js'
 import type { SignOuts } from '../oauth/logout.js'

@@ -2,7 +2,7 @@
 // some part of the session store answers), and /metrics (Prometheus text format) unless
 // `metrics.listen` moves it to its own address. Why /readyz asks so little: docs/operations.md.
 import type { FastifyInstance } from 'fastify'
-import type { StoreConfig } from '../config/config.js'
+import type { StoreConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { Readiness, StoreHealth } from '../store/store.js'

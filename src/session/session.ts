@@ -2,7 +2,7 @@
 // bits; the store key is a keyed hash of it and the record is sealed with a key derived from it.
 // No Fastify here: callers hand in the Cookie header and set or clear the cookie themselves
 // (src/http/session-cookie.ts), so every step can be called, and tested, without a server.
-import type { SessionConfig } from '../config/config.js'
+import type { SessionConfig } from '../config/types.js'
 import type { Sealer } from './seal.js'
 import { randomToken } from './seal.js'
 import type { Session, SessionRecord } from './record.js'

@@ -6,7 +6,7 @@
 // (refusal-log.ts).
 import { Redis, Cluster, ReplyError, type RedisOptions, type Result } from 'ioredis'
 import type { Logger } from '../ops/logger.js'
-import type { SentinelConfig, StoreConfig } from '../config/config.js'
+import type { SentinelConfig, StoreConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'

@@ -4,7 +4,7 @@
 // a path the public rules do not match never passes without a session.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import type { AllowRules, PublicRule } from '../../src/config/config.js'
+import type { AllowRules, PublicRule } from '../../src/config/types.js'
 import { compileGate, decide, failed, NO_SESSION, publicMatcher, signedIn, UNREAD, type Decision, type GateRoute, type SessionState } from '../../src/access/gate.js'
 import type { Identity } from '../../src/session/record.js'
 import { refusal } from '../../src/access/refusal.js'

@@ -1,7 +1,8 @@
 // Provider presets resolve to the endpoints, scope and claims each provider documents (URLs cited
 // in src/config/presets.ts); keys given in the file win.
 import { describe, expect, it } from 'vitest'
-import { parseConfig, type ProviderConfig } from '../../src/config/config.js'
+import { parseConfig } from '../../src/config/config.js'
+import type { ProviderConfig } from '../../src/config/types.js'
 
 function provider (fields: string): ProviderConfig {
   return parseConfig(`providers:\n  p:\n    clientId: c\n    clientSecret: s\n${fields}`, {}).providers.p!

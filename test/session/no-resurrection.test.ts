@@ -5,7 +5,7 @@
 import fc from 'fast-check'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { SessionConfig } from '../../src/config/config.js'
+import type { SessionConfig } from '../../src/config/types.js'
 import { emptyRecord, withTokens, type SessionRecord } from '../../src/session/record.js'
 import { randomToken, Sealer } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'

@@ -3,7 +3,7 @@
 // start; a tampered or foreign cookie opens nothing; the store holds only ciphertext; and a record
 // is a value that no step edits in place.
 import { afterEach, describe, expect, it } from 'vitest'
-import type { SessionConfig } from '../../src/config/config.js'
+import type { SessionConfig } from '../../src/config/types.js'
 import { emptyRecord, withSignIn, withTokens, type SessionRecord, type TokenSet } from '../../src/session/record.js'
 import { Sealer } from '../../src/session/seal.js'
 import { fromWire, type WireRecord } from '../../src/session/record-wire.js'

@@ -6,7 +6,7 @@
 import { Cluster, Redis } from 'ioredis'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import type { StoreConfig } from '../../src/config/config.js'
+import type { StoreConfig } from '../../src/config/types.js'
 import { GatewayError } from '../../src/errors.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { RedisStore } from '../../src/store/redis.js'

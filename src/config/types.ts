@@ -1,0 +1,220 @@
+// gateway.yaml resolved: the config types the rest of the gateway reads, after validation and
+// defaults (validate.ts makes them). A leaf: type declarations only, so any folder may import it
+// without importing the loader; the raw file's shape is schema.ts.
+
+/** The providers a `preset` can fill in (presets.ts has one entry for each, schema.ts lists them). */
+export type PresetName = 'github' | 'gitlab' | 'google' | 'microsoft' | 'keycloak'
+
+export interface ServerConfig {
+  host: string
+  port: number
+  /** {base_url} without a trailing slash; redirect_uri is derived from it. */
+  baseUrl: string
+  /**
+   * Which peers may set X-Forwarded-*: none (false), every one (true), or these addresses and CIDR
+   * ranges; given as is to Fastify's `trustProxy` (proxy-addr).
+   */
+  trustProxy: boolean | string[]
+  /** How long a shutdown waits for in-flight requests. */
+  shutdownTimeoutMs: number
+  /** Worker processes sharing the port (node:cluster); 1 = this process serves. */
+  workers: number
+}
+
+export interface SessionConfig {
+  cookieName: string
+  /** Absent: the gateway makes a random one per process (and warns). */
+  secret: string | undefined
+  ttlMs: number
+  cookieSecure: boolean
+  /** How long an instance may serve a session from memory before reading the store again (0: never). */
+  cacheTtlMs: number
+  /**
+   * The session cookie's Domain (lower case, no leading dot): every host under it shares the
+   * sign-in (forward-auth across subdomains). Undefined: a host-only cookie.
+   * @see https://www.rfc-editor.org/rfc/rfc6265#section-5.2.3
+   */
+  cookieDomain?: string
+}
+
+/** Redis Sentinel: where to ask for the master, and how to reach the sentinels and the Redis nodes. */
+export interface SentinelConfig {
+  /** The monitored master's name. */
+  name: string
+  /** The sentinels, `host:port`. */
+  nodes: string[]
+  /** The Redis nodes' ACL user and password (absent: none). */
+  username?: string | undefined
+  password?: string | undefined
+  /** The sentinels' own ACL user and password (absent: none). */
+  sentinelUsername?: string | undefined
+  sentinelPassword?: string | undefined
+  /** TLS to the sentinels and to the Redis nodes (Node's CAs, NODE_EXTRA_CA_CERTS included). */
+  tls?: boolean
+}
+
+export interface StoreConfig {
+  type: 'redis' | 'memory'
+  url: string | undefined
+  cluster: string[] | undefined
+  sentinel: SentinelConfig | undefined
+  keyPrefix: string
+  /** How long one store command may take (connecting: twice that); then 503 session_store_unavailable. */
+  timeoutMs: number
+  /**
+   * What /readyz makes of the store: `required` (503 when no part of the store answers; a partly
+   * reachable cluster stays ready) or `ignored` (ready whatever the store does; its state is still
+   * reported). See docs/operations.md.
+   */
+  readiness: 'required' | 'ignored'
+}
+
+/** Where each identity field is found in the ID token claims or the userinfo JSON (dotted paths). */
+export interface ClaimsMapping {
+  user: string
+  email: string
+  name: string
+  groups: string
+}
+
+/** One <remote_app_name>: a registered OAuth 2.0 client at one provider. */
+export interface ProviderConfig {
+  name: string
+  clientId: string
+  clientSecret: string
+  /** Absent only when `issuer` is given: then discovery supplies it. */
+  authorizeUrl: string | undefined
+  tokenUrl: string | undefined
+  scope: string
+  /** The scope includes `openid`: an ID token is required and validated. */
+  openid: boolean
+  pkce: boolean
+  /** OIDC issuer: discovery at start, and the `iss` that callbacks and ID tokens must carry. */
+  issuer: string | undefined
+  /** Identity for plain OAuth 2.0 providers (called once at sign-in with the bearer token). */
+  userinfoUrl: string | undefined
+  claims: ClaimsMapping
+  /** Token endpoint timeout. */
+  timeoutMs: number
+  /** Plain http to a host that is not loopback is allowed (and warned about at start). */
+  dangerouslyAllowInsecureHttp: boolean
+  /** The preset that filled this provider's endpoints, scope and claims (its quirks apply). */
+  preset?: PresetName
+  /**
+   * Sign-out reaches the provider too: RP-initiated logout where discovery advertises
+   * `end_session_endpoint`, token revocation where it advertises `revocation_endpoint`.
+   * False: sign-out ends the gateway's session only.
+   */
+  endSession: boolean
+}
+
+/** Who may pass a route: any match passes. */
+export interface AllowRules {
+  emails: string[]
+  domains: string[]
+  groups: string[]
+}
+
+/** A method and path glob that passes without a session (`*` matches any characters). */
+export interface PublicRule {
+  method: string
+  path: string
+}
+
+export interface IdentityHeaders {
+  user: string
+  email: string
+  groups: string
+}
+
+export interface RouteConfig {
+  /** Path prefix, normalised to start with `/` and to have no trailing slash (`/` stays `/`). */
+  path: string
+  upstream: string
+  provider: string | undefined
+  rewritePrefix: string | undefined
+  /** The upstream's answer must start within this long of the request being sent, waiting for a connection included. */
+  timeoutMs: number
+  /** At most this many connections to the upstream at once; requests beyond wait (within timeoutMs) for one. */
+  maxConnections: number
+  auth: 'required' | 'none'
+  /** Proxy WebSocket upgrades too (same authentication and bearer injection). */
+  websocket: boolean
+  /** Origins whose pages may open this route's websockets, besides the gateway's own. */
+  allowedOrigins: string[]
+  allow: AllowRules | undefined
+  public: PublicRule[]
+  identityHeaders: IdentityHeaders
+  /** Send the signed identity assertion to this route's upstream. */
+  assertion: boolean
+  /** Websocket routes: the largest message, in bytes, either way; a larger one closes both sockets with 1009. */
+  websocketMaxMessage: number
+}
+
+/**
+ * The signed identity assertion (an ES256 JWT) sent to the upstreams of routes with `assertion: true`.
+ * @see https://www.rfc-editor.org/rfc/rfc7519
+ */
+export interface AssertionConfig {
+  /** The `assertion` section is present or a route has `assertion: true`: keys are made and published. */
+  enabled: boolean
+  /** The request header that carries it, lower case. */
+  header: string
+  /** Lifetime of one assertion (`exp` - `iat`). */
+  ttlMs: number
+  /** How often the signing key pair is replaced. */
+  rotateEveryMs: number
+}
+
+/** Where /metrics is served instead of the public port (undefined: on the public port). */
+export interface MetricsConfig {
+  listen: { host: string, port: number } | undefined
+}
+
+/** A request budget: at most `max` requests per `windowMs`. */
+export interface RateBudget {
+  max: number
+  windowMs: number
+}
+
+/** Per client address budgets; `undefined` when the operator turned a limit off. */
+export interface RateLimitConfig {
+  /** /oauth/login/* and /oauth/authorized/* together. */
+  login: RateBudget | undefined
+}
+
+/** /oauth/auth/<provider>/ (forward-auth for a proxy in front). */
+export interface ForwardAuthConfig {
+  /**
+   * Hosts an absolute `next` may lead to, lower case: `app.example.org` (that host, default port),
+   * `.example.com` (that domain and its subdomains), `host:8443` (that port only).
+   */
+  allowedRedirectHosts: string[]
+  /**
+   * Who may pass each host behind the proxy in front, by lower-case host name (no port: the rules
+   * hold on every port of the host). Only these hosts and the gateway's own origin get an assertion.
+   */
+  hosts: ReadonlyMap<string, HostRules>
+}
+
+/**
+ * The rules of one `forwardAuth.hosts` entry, each rule holding when every condition it gives
+ * matches: `deny` wins; no `allow` lets any signed-in person in. Combined by AND with the query's.
+ */
+export interface HostRules {
+  allow: AllowRules[] | undefined
+  deny: AllowRules[]
+}
+
+export interface GatewayConfig {
+  server: ServerConfig
+  session: SessionConfig
+  store: StoreConfig
+  state: { ttlMs: number }
+  providers: Record<string, ProviderConfig>
+  routes: RouteConfig[]
+  metrics: MetricsConfig
+  rateLimit: RateLimitConfig
+  assertion: AssertionConfig
+  forwardAuth: ForwardAuthConfig
+}
