@@ -9,6 +9,7 @@ import type { Identity } from '../access/identity.js'
 import type { ExtraHeaders } from '../oauth/forward-auth.js'
 import { hostKey } from '../oauth/redirect-hosts.js'
 import type { Session } from '../session/session.js'
+import type { Clock } from '../ops/clock.js'
 import type { KeyRing } from './keys.js'
 import { Lru } from './lru.js'
 
@@ -17,8 +18,8 @@ export interface AssertionOptions {
   issuer: string
   /** `exp` - `iat`. */
   ttlMs: number
-  /** Milliseconds since the epoch (injected: tests move it). */
-  clock: () => number
+  /** What "now" is for `iat`, `exp` and renewal (injected: tests move it). */
+  clock: Clock
   /**
    * Cached assertions per route audience, and in all for the audiences forward-auth is asked for;
    * the least recently used goes first.
@@ -111,7 +112,7 @@ export class Assertions {
   }
 
   now (): number {
-    return this.options.clock()
+    return this.options.clock.now()
   }
 
   /** Follows key rotations made by other instances (call once, before serving). */
