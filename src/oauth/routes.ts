@@ -178,7 +178,7 @@ export async function oauthRoutes (app: FastifyInstance, { config, providers, se
       next = flow.next
       const provider = await providers.get(name)
       const callback = checkCallback(provider, query)
-      const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(config, name), flow.verifier, flow.nonce)
+      const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(config, name), flow.verifier, flow.nonce, clock)
       const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
       const claims = { ...idClaims, ...userinfo }
       // A user name that is an address nobody verified is anyone's to claim: no session is made.
