@@ -40,4 +40,14 @@ export default [
     files: ['src/errors.ts'],
     rules: { 'no-restricted-imports': ['error', { patterns: [{ group: ['./*'], message: 'src/errors.ts is a leaf.' }] }] },
   },
+  {
+    // One clock: what "now" is comes from the injected Clock, so tests move time instead
+    // of waiting on it or spying on Date.now; only src/ops/clock.ts reads the wall clock.
+    files: ['src/**/*.ts'],
+    ignores: ['src/ops/clock.ts'],
+    rules: {
+      'no-restricted-properties': ['error', { object: 'Date', property: 'now', message: 'Take the injected Clock (src/ops/clock.ts) instead of reading the wall clock.' }],
+      'no-restricted-syntax': ['error', { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'Take the injected Clock (src/ops/clock.ts): new Date(clock.now()) instead of new Date().' }],
+    },
+  },
 ]

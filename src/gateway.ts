@@ -110,9 +110,8 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   })
   const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
-  const now = () => clock.now()
   const assertions = config.assertion.enabled
-    ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock: now, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock: now })
+    ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock })
     : undefined
   const access = new Access(sessions, refresher)
   app.decorate('assertions', assertions)

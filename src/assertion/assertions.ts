@@ -5,6 +5,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
 import type { Identity, Session } from '../session/record.js'
+import type { Clock } from '../ops/clock.js'
 import type { KeyRing } from './keys.js'
 import { Lru } from './lru.js'
 
@@ -13,8 +14,8 @@ export interface AssertionOptions {
   issuer: string
   /** `exp` - `iat`. */
   ttlMs: number
-  /** Milliseconds since the epoch (injected: tests move it). */
-  clock: () => number
+  /** What "now" is for `iat`, `exp` and renewal (injected: tests move it). */
+  clock: Clock
   /**
    * Cached assertions per route audience, and in all for the audiences forward-auth is asked for;
    * the least recently used goes first.
@@ -107,7 +108,7 @@ export class Assertions {
   }
 
   now (): number {
-    return this.options.clock()
+    return this.options.clock.now()
   }
 
   /** Follows key rotations made by other instances (call once, before serving). */

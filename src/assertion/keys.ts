@@ -10,6 +10,7 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type Cry
 import { GatewayError } from '../errors.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { Broadcast, KeyValue } from '../store/store.js'
+import type { Clock } from '../ops/clock.js'
 
 /** A key as stored: the private JWK (its public part is derived from it). Times are the gateway clock's, ms. */
 interface StoredKey {
@@ -46,7 +47,8 @@ const RETRY_MS = 5000
 
 export interface KeyRingOptions {
   rotateEveryMs: number
-  clock: () => number
+  /** What "now" is for creation, activation and rotation times (tests move it). */
+  clock: Clock
   log: Logger
 }
 
@@ -81,7 +83,7 @@ export class KeyRing {
   /** The key to sign with now; the set is read (or made) first when this instance has none yet. */
   async signingKey (): Promise<SigningKey> {
     await this.ready()
-    const now = this.options.clock()
+    const now = this.options.clock.now()
     return this.keys.find((key) => key.activeFrom <= now) ?? this.keys.at(-1)!
   }
 
@@ -104,7 +106,7 @@ export class KeyRing {
       if (this.keys.length === 0) throw new GatewayError('internal_error', 'The assertion keys could not be read.', { cause: new Error('no assertion key set in the store after making one') })
       return
     }
-    if (this.options.clock() < this.checkAt) return
+    if (this.options.clock.now() < this.checkAt) return
     const check = this.refresh(true).catch((error: unknown) => this.options.log.warn({ reason: reason(error) }, 'could not check the assertion keys; the current ones stay in use'))
     if (waitForCheck) await check
   }
@@ -117,12 +119,12 @@ export class KeyRing {
 
   private async load (manage: boolean): Promise<void> {
     // During a store outage, requests do not each try again.
-    this.checkAt = this.options.clock() + RETRY_MS
+    this.checkAt = this.options.clock.now() + RETRY_MS
     let stored = await this.read()
     if (manage && stored === null) stored = await this.create()
-    else if (manage && stored !== null && this.options.clock() >= stored[0]!.createdAt + this.options.rotateEveryMs) stored = await this.rotate(stored)
+    else if (manage && stored !== null && this.options.clock.now() >= stored[0]!.createdAt + this.options.rotateEveryMs) stored = await this.rotate(stored)
     if (stored !== null) await this.adopt(stored)
-    this.checkAt = this.options.clock() + RELOAD_EVERY_MS
+    this.checkAt = this.options.clock.now() + RELOAD_EVERY_MS
   }
 
   private async read (): Promise<StoredKey[] | null> {
@@ -149,7 +151,7 @@ export class KeyRing {
 
   /** The first set, unless another instance made one first (then that one). */
   private async create (): Promise<StoredKey[] | null> {
-    const now = this.options.clock()
+    const now = this.options.clock.now()
     const keys = [await newKey(now, now)]
     if (await this.store.claim(STORE_KEY, this.sealed(keys), this.storeTtl)) {
       this.options.log.info({ kid: keys[0]!.kid }, 'assertion signing key created')
@@ -166,7 +168,7 @@ export class KeyRing {
     // Read again under the lock: another instance may have rotated between our read and the claim.
     const current = await this.read()
     if (current === null || current[0]!.kid !== outgoing.kid) return current
-    const now = this.options.clock()
+    const now = this.options.clock.now()
     const keys = [await newKey(now, now + PUBLISH_LEAD_MS), outgoing]
     await this.store.set(STORE_KEY, this.sealed(keys), this.storeTtl)
     this.options.log.info({ kid: keys[0]!.kid, previous: outgoing.kid }, 'assertion signing key rotated')

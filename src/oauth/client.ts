@@ -6,6 +6,7 @@
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
+import type { Clock } from '../ops/clock.js'
 import type { TokenSet } from '../session/record.js'
 import { fetchGitHubUser } from './github.js'
 import { providerFetch } from './provider-http.js'
@@ -141,14 +142,16 @@ export interface CodeExchangeResult {
 /**
  * POSTs grant_type=authorization_code with client_id and client_secret in the form body and checks
  * the response; for OIDC providers the ID token is required and validated (JWKS signature, iss,
- * aud, exp, nonce). @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.3
+ * aud, exp, nonce). The tokens' `expires_at` is counted from `clock`.
+ * @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.3
  */
 export async function exchangeCode (
   provider: ResolvedProvider,
   callback: URLSearchParams,
   redirectUri: string,
   verifier: string | undefined,
-  nonce: string | undefined
+  nonce: string | undefined,
+  clock: Clock
 ): Promise<CodeExchangeResult> {
   const as = authorizationServer(provider)
   const client: oauth.Client = { client_id: provider.clientId }
@@ -164,7 +167,7 @@ export async function exchangeCode (
       // oauth4webapi checked iss, aud, exp and nonce; the signature is checked against the JWKS here.
       idClaims = (await jwtVerify(result.id_token!, provider.jwks!, { issuer: as.issuer, audience: provider.clientId })).payload
     }
-    return { tokens: toTokenSet(result), idClaims, idToken: provider.openid ? result.id_token : undefined }
+    return { tokens: toTokenSet(result, clock), idClaims, idToken: provider.openid ? result.id_token : undefined }
   } catch (error) {
     throw tokenExchangeError(provider, error)
   }
@@ -200,16 +203,17 @@ export async function fetchUserinfo (provider: ResolvedProvider, accessToken: st
  * POSTs grant_type=refresh_token with the client credentials in the form body. Returns 'refused'
  * when the provider answers with an OAuth error (the refresh token is no good: sign in again);
  * throws `token_exchange_failed` when it cannot be asked (unreachable, timeout, bad answer).
+ * The new `expires_at` is counted from `clock`.
  * @see https://www.rfc-editor.org/rfc/rfc6749#section-6
  */
-export async function refreshTokens (provider: ResolvedProvider, refreshToken: string): Promise<TokenSet | 'refused'> {
+export async function refreshTokens (provider: ResolvedProvider, refreshToken: string, clock: Clock): Promise<TokenSet | 'refused'> {
   const as = authorizationServer(provider)
   const client: oauth.Client = { client_id: provider.clientId }
   try {
     const response = await errorWithStatus200(await oauth.refreshTokenGrantRequest(
       as, client, oauth.ClientSecretPost(provider.clientSecret), refreshToken, requestOptions(provider, provider.tokenUrl)
     ))
-    return toTokenSet(await oauth.processRefreshTokenResponse(as, client, response))
+    return toTokenSet(await oauth.processRefreshTokenResponse(as, client, response), clock)
   } catch (error) {
     if (error instanceof oauth.ResponseBodyError) return 'refused'
     throw tokenExchangeError(provider, error)
@@ -233,12 +237,13 @@ export async function revokeToken (provider: ResolvedProvider, token: string, hi
 /**
  * What a session keeps of a token response: the access token, when it expires, the refresh token.
  * Not `token_type` (the gateway sends every token as `Bearer`) nor `scope` (nothing reads it): each
- * session would carry them in the store for nothing (bench/results/session-bytes.md).
+ * session would carry them in the store for nothing (bench/results/session-bytes.md). `expires_in`
+ * counts from when the answer arrived, on the gateway's clock (the one expiry is later judged by).
  */
-function toTokenSet (result: oauth.TokenEndpointResponse): TokenSet {
+function toTokenSet (result: oauth.TokenEndpointResponse, clock: Clock): TokenSet {
   return {
     access_token: result.access_token,
-    ...(typeof result.expires_in === 'number' ? { expires_at: Math.floor(Date.now() / 1000) + result.expires_in } : {}),
+    ...(typeof result.expires_in === 'number' ? { expires_at: Math.floor(clock.now() / 1000) + result.expires_in } : {}),
     ...(result.refresh_token ? { refresh_token: result.refresh_token } : {}),
   }
 }

@@ -133,7 +133,7 @@ export class TokenRefresher {
     // ...and if it has not, the other instance's refresh failed just now. Asking again would make
     // these requests wait a second timeout and double the load on a provider that is struggling.
     if (waited) throw new GatewayError('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
-    const result = await refreshTokens(provider, stale.refresh_token!).catch((error: unknown) => {
+    const result = await refreshTokens(provider, stale.refresh_token!, this.clock).catch((error: unknown) => {
       this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
       throw error
     })

@@ -6,6 +6,7 @@
 // @see https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowSteps
 import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
+import type { Clock } from '../ops/clock.js'
 import type { ProviderSession, SignIn } from '../session/record.js'
 import { identityFrom, unverifiedUser } from './claims.js'
 import { callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
@@ -17,6 +18,8 @@ export interface SignInDeps {
   config: Pick<GatewayConfig, 'server' | 'providers'>
   providers: Providers
   flows: Flows
+  /** What "now" is for the tokens' expiry. */
+  clock: Clock
 }
 
 /** A sign-in the provider completed: what the session keeps, and where the browser goes next (not yet checked by safeNext). */
@@ -41,7 +44,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     next = flow.next
     const provider = await deps.providers.get(name)
     const callback = checkCallback(provider, parameters)
-    const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(deps.config, name), flow.verifier, flow.nonce)
+    const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(deps.config, name), flow.verifier, flow.nonce, deps.clock)
     const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
     const claims = { ...idClaims, ...userinfo }
     // A user name that is an address nobody verified is anyone's to claim: no session is made.

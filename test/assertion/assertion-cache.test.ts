@@ -27,14 +27,14 @@ function session (id: string, identity: Identity = alice): Session {
  */
 async function assertions (options: { maxEntries?: number, maxAudiences?: number } = {}): Promise<{ assertions: Assertions, keyChanged: () => void }> {
   const now = Date.parse('2026-01-01T00:00:00Z')
-  const keys = new KeyRing(new MemoryStore(), new Sealer(TEST_SECRET), { rotateEveryMs: 86_400_000, clock: () => now, log: pino({ level: 'silent' }) })
+  const keys = new KeyRing(new MemoryStore(), new Sealer(TEST_SECRET), { rotateEveryMs: 86_400_000, clock: { now: () => now }, log: pino({ level: 'silent' }) })
   const listeners: Array<() => void> = []
   const onChange = keys.onChange.bind(keys)
   keys.onChange = (listener) => {
     listeners.push(listener)
     onChange(listener)
   }
-  const signer = new Assertions(keys, { issuer: 'https://gw.example', ttlMs: 60_000, clock: () => now, ...options })
+  const signer = new Assertions(keys, { issuer: 'https://gw.example', ttlMs: 60_000, clock: { now: () => now }, ...options })
   await keys.signingKey()
   return { assertions: signer, keyChanged: () => { for (const listener of listeners) listener() } }
 }

@@ -7,7 +7,7 @@
 // endpoint is the only stub, and only injects the fault.
 import { createServer, connect, type Server, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
-import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -20,6 +20,8 @@ const MARGIN_MS = 1000
 const CONCURRENT = 20
 /** Tokens from sign-in live this long; they count as expired 30 s before that. */
 const TOKEN_TTL_S = 60
+/** The gateways' clock: the wall clock plus an offset {@link expireTokens} moves (no waiting for expiry). */
+const clock = { offset: 0, now: () => Date.now() + clock.offset }
 
 type Mode = 'pass' | 'hang' | 'refuse'
 
@@ -102,7 +104,7 @@ beforeAll(async () => {
       demo: { clientId: 'c', clientSecret: 's', issuer: op.issuer, scope: 'openid offline_access', tokenUrl: `${relay.url}${tokenEndpoint.pathname}`, timeout: `${TIMEOUT_MS}ms` },
     },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
-  })))
+  }, { deps: { clock } })))
   gateway = first!
   second = other!
 })
@@ -116,7 +118,7 @@ afterAll(async () => {
 })
 
 afterEach(async () => {
-  vi.restoreAllMocks()
+  clock.offset = 0
   await relay.mode('pass')
 })
 
@@ -128,11 +130,9 @@ async function signedIn (): Promise<Browser> {
   return browser
 }
 
-/** Moves this process's clock (the gateway's and the provider's) on, so the access token counts as expired. */
+/** Moves the gateways' clock on, so the access token counts as expired (the provider's stays: it only has to refresh). */
 function expireTokens (): void {
-  const now = Date.now.bind(Date)
-  const offset = TOKEN_TTL_S * 1000
-  vi.spyOn(Date, 'now').mockImplementation(() => now() + offset)
+  clock.offset = TOKEN_TTL_S * 1000
 }
 
 async function apiCall (browser: Browser, at = gateway): Promise<{ status: number, body: Record<string, unknown>, setCookie: string[], ms: number }> {

@@ -3,7 +3,9 @@
 // rotation succeeds once the cached set is older than the gateway's JWKS cooldown (JWKS_COOLDOWN_MS,
 // not jose's 30 s), and back-channel logout tokens signed with the new key are accepted too. Tokens
 // with made-up `kid`s cost the provider at most one JWKS fetch per cooldown, however many arrive.
-// Time moves through Date.now (what jose's cooldown and the gateway's clock read), never by waiting.
+// Time moves through a Date.now spy, never by waiting: the JWKS cooldown and the logout token's `iat`
+// are jose's, which reads Date.now itself, so an injected gateway clock could not move them (the
+// gateway's own, left as the wall clock, moves with them).
 import { randomUUID } from 'node:crypto'
 import { generateKeyPair, SignJWT } from 'jose'
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest'

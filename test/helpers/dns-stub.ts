@@ -5,7 +5,7 @@
 // names go to the real lookup.
 import dns from 'node:dns'
 import { vi, type MockInstance } from 'vitest'
-import { reserveBaseUrl, startGateway, type TestGateway } from './gateway.js'
+import { reserveBaseUrl, startGateway, type StartOptions, type TestGateway } from './gateway.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
 import { startUpstream, type Upstream } from './upstream.js'
 
@@ -90,9 +90,9 @@ export interface NamedStack { op: TestProvider, upstream: Upstream, gateway: Tes
  * The real oidc-provider and an upstream reached by `.localhost` names, and a gateway whose
  * provider `demo` (route `/app/`) has its token endpoint on TOKEN_HOST; `timeoutMs` is the
  * provider's timeout, tokens from sign-in live `tokenTtlS`. `more` adds providers and routes (given
- * the upstream's port and the provider's).
+ * the upstream's port and the provider's); `deps` go to the gateway (its clock, say).
  */
-export async function startNamedStack (timeoutMs: number, tokenTtlS: number, more: (ports: { upstream: number, op: number }) => { providers?: Record<string, unknown>, routes?: unknown[] }): Promise<NamedStack> {
+export async function startNamedStack (timeoutMs: number, tokenTtlS: number, more: (ports: { upstream: number, op: number }) => { providers?: Record<string, unknown>, routes?: unknown[] }, deps: StartOptions['deps'] = {}): Promise<NamedStack> {
   const upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
   const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
@@ -109,6 +109,6 @@ export async function startNamedStack (timeoutMs: number, tokenTtlS: number, mor
       ...extra.providers,
     },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, ...(extra.routes ?? [])],
-  })
+  }, { deps })
   return { op, upstream, gateway }
 }

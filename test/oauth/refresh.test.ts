@@ -75,7 +75,7 @@ async function stubSignIn (extra: Record<string, unknown>): Promise<Browser> {
   return browser
 }
 
-// Tokens are stamped with the wall clock when they arrive: each test starts with the clocks agreeing.
+// Each test starts with the gateways' clock agreeing with the provider's (the wall clock).
 beforeEach(() => { clock.offset = 0 })
 
 /** Holds the stub's token answers until the returned function is called. */
