@@ -9,7 +9,7 @@ import { GatewayError } from '../http/errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'
-import { openState, signState, stateKey } from './signed-state.js'
+import { openState, signState } from './signed-state.js'
 
 /** Sign-ins a browser may have in flight; a callback for an older one is `invalid_state`. */
 export const MAX_FLOWS_IN_FLIGHT = 8
@@ -78,7 +78,7 @@ export class Flows {
     readonly ttlMs: number,
     private readonly clock: Clock = systemClock
   ) {
-    this.stateKey = stateKey(stateKeyBytes)
+    this.stateKey = createSecretKey(stateKeyBytes)
     this.flowKey = createSecretKey(flowKeyBytes)
   }
 
