@@ -1,6 +1,6 @@
 // neostandard's style rules, plus typescript-eslint's type-checked rules for the mistakes types can
 // catch: a promise nobody awaits, a promise where a callback must return nothing, awaiting a
-// non-promise, a switch that misses a case of a union (issue 14).
+// non-promise, a switch that misses a case of a union.
 import neostandard from 'neostandard'
 import tseslint from 'typescript-eslint'
 
@@ -20,8 +20,8 @@ export default [
     },
   },
   {
-    // Sessions are plain values and functions over a Cookie header: no web framework inside
-    // (issue 14); the Fastify side lives in src/http/session-cookie.ts.
+    // Sessions are plain values and functions over a Cookie header: no web framework inside;
+    // the Fastify side lives in src/http/session-cookie.ts.
     files: ['src/session/**/*.ts'],
     rules: {
       'no-restricted-imports': ['error', {

@@ -1,4 +1,4 @@
-// The sign-in endpoints against SPEC.md: the authorize redirect, state checks (tampered, expired,
+// The sign-in endpoints (docs/endpoints.md): the authorize redirect, state checks (tampered, expired,
 // replayed, cross-browser, other provider), callback branches, token endpoint faults, sessions
 // (cookie flags, no fixation, several tabs, several providers) and logout. Real Redis; the real
 // oidc-provider for sign-ins; a stub token endpoint only where a fault is injected.
