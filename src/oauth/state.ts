@@ -60,14 +60,14 @@ export function formatFlowCookie (cookie: FlowCookie): string {
 
 /**
  * The PKCE S256 code_challenge: base64url(SHA-256(verifier)) (RFC 7636 §4.2), with node:crypto
- * (a few µs; WebCrypto's digest, behind oauth4webapi's helper, costs about ten times that in CPU).
+ * (WebCrypto's digest, behind oauth4webapi's helper, costs several times the CPU: see docs/performance.md).
  */
 export function pkceChallenge (verifier: string): string {
   return createHash('sha256').update(verifier, 'ascii').digest('base64url')
 }
 
 export class Flows {
-  // Keys made KeyObjects once: createHmac with raw key bytes costs about four times as much per call.
+  // Keys made KeyObjects once: createHmac with raw key bytes costs more per call (see docs/performance.md).
   private readonly stateKey: KeyObject
   private readonly flowKey: KeyObject
 
