@@ -33,11 +33,17 @@ const NAMES = new Set(FILES.concat(readdirSync('.'), readdirSync('docs').map((na
 function commentsOf (file: string, text: string): string[] {
   if (!CODE.test(file)) return text.split('\n').filter((line) => /^\s*#|\s#\s/.test(line)).map((line) => line.slice(line.indexOf('#')))
   const found = new Map<number, string>()
+  // Nodes share their edges: each position's trivia is read once (leading at a node's start, pos;
+  // trailing at its end, kept apart as -end - 1).
+  const read = new Set<number>()
   const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, false)
-  const collect = (ranges: ts.CommentRange[] | undefined) => { for (const range of ranges ?? []) found.set(range.pos, text.slice(range.pos, range.end)) }
+  const collect = (key: number, ranges: ts.CommentRange[] | undefined) => {
+    read.add(key)
+    for (const range of ranges ?? []) found.set(range.pos, text.slice(range.pos, range.end))
+  }
   const visit = (node: ts.Node): void => {
-    collect(ts.getLeadingCommentRanges(text, node.getFullStart()))
-    collect(ts.getTrailingCommentRanges(text, node.getEnd()))
+    if (!read.has(node.pos)) collect(node.pos, ts.getLeadingCommentRanges(text, node.pos))
+    if (!read.has(-node.end - 1)) collect(-node.end - 1, ts.getTrailingCommentRanges(text, node.end))
     ts.forEachChild(node, visit)
   }
   visit(source)
