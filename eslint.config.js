@@ -1,6 +1,6 @@
 // neostandard's style rules, plus typescript-eslint's type-checked rules for the mistakes types can
 // catch: a promise nobody awaits, a promise where a callback must return nothing, awaiting a
-// non-promise, a switch that misses a case of a union (issue 14).
+// non-promise, a switch that misses a case of a union.
 import neostandard from 'neostandard'
 import tseslint from 'typescript-eslint'
 import { LAYERS, layersPlugin, restrictedFor } from './eslint/layers.js'

@@ -34,11 +34,10 @@ export default defineConfig({
     globalSetup: ['test/global-setup.ts'],
     // Most of a test's time is spent waiting on real parts (Redis, the authorization server, a
     // gateway process, Chromium), not on this process's CPU: two test files per core keep the cores
-    // busy (measured on 2 cores, 2026-11-24: 153 s with one worker and a fresh module graph per
-    // file, 49 s so; docs/architecture.md has the times since).
+    // busy (see docs/performance.md).
     maxWorkers: Math.min(8, 2 * availableParallelism()),
-    // A worker imports fastify, oidc-provider and the gateway once, not once per file (88 s of
-    // imports before, 15 s now). Test files share no module state but the worker's idle Redis
+    // A worker imports fastify, oidc-provider and the gateway once, not once per file (see
+    // docs/performance.md). Test files share no module state but the worker's idle Redis
     // containers (emptied between files): each starts its own servers, stores and registries, and
     // the one that fakes timers restores them after each test.
     isolate: false,

@@ -14,7 +14,7 @@
 //                  compare its ratios with a run without it (results in latest-assertion.md)
 //   --generator wrk|autocannon                which load generator (default: wrk when installed)
 //   --reps N, --seconds N, --soak-seconds N   override the defaults
-// Scale modes (issue 17; bench/README.md says what each figure means):
+// Scale modes (bench/README.md says what each figure means):
 //   --signin         a sign-in storm through the real provider (bench/signin.ts): sign-ins/s, the
 //                    gateway's CPU ms per sign-in, its own latency, peak RSS; beside Apache when installed
 //                    --signins N (1000), --concurrency N (32); with --profile, where its CPU went

@@ -28,7 +28,7 @@ export interface SigninOptions {
   logLevel: string
   /** Leave Apache out even when it is installed. */
   noApache?: boolean
-  /** Also storm `workers: auto` and three one-worker instances on one Redis (issue 17: all cores). */
+  /** Also storm `workers: auto` and three one-worker instances on one Redis (all cores). */
   scaling?: boolean
 }
 

@@ -1,7 +1,7 @@
 // What the gateway pod of a rendered kustomization gets, for scripts/docker-k8s-check.sh to give the
 // same to `docker run`: gateway.yaml from its ConfigMap, its environment (Secret values decoded), and
 // the settings of its Deployment and of the Redis Deployment the overlay adds.
-// Usage: node scripts/k8s-pod-env.mjs RENDERED.yaml OUTDIR  -> OUTDIR/config/gateway.yaml, OUTDIR/env, OUTDIR/spec.json
+// Usage: node scripts/k8s-pod-env.mjs <rendered manifest> OUTDIR  -> OUTDIR/config/gateway.yaml, OUTDIR/env, OUTDIR/spec.json
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { parse, parseAllDocuments } from 'yaml'

@@ -1,5 +1,5 @@
 // The demo's terminal view of the gateway's log: one readable line per request on a TTY, the JSON
-// lines unchanged when piped (issue 15, item 7).
+// lines unchanged when piped.
 import { PassThrough } from 'node:stream'
 import { prettyFactory } from 'pino-pretty'
 import { describe, expect, it } from 'vitest'

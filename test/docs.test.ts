@@ -26,8 +26,6 @@ describe('documentation links', () => {
     for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
       if (/^[a-z]+:/.test(target!)) continue
       const [path, hash] = target!.split('#') as [string, string | undefined]
-      // SPEC.md lives beside the repository (in shared/), not in it.
-      if (path.startsWith('../shared/')) continue
       const file = path === '' ? page : join(dirname(page), path)
       if (!existsSync(file)) broken.push(target!)
       else if (hash !== undefined && file.endsWith('.md') && !(await anchors(file)).has(hash)) broken.push(target!)

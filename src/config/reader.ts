@@ -61,11 +61,7 @@ export class Issues {
     return false
   }
 
-  /** In file order (problems without a line last; on one line, by key path), formatted. */
-  get list (): string[] {
-    return this.sorted().map(formatProblem)
-  }
-
+  /** In file order (problems without a line last; on one line, by key path). */
   sorted (): ConfigProblem[] {
     return [...this.problems].sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity) || a.path.localeCompare(b.path, 'en', { numeric: true }))
   }

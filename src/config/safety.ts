@@ -1,8 +1,9 @@
-// What makes a config unsafe (SPEC.md, "Security floor"): a guessable or shipped secret, plain http
-// to a provider that is not on this machine, header names HTTP already gives a meaning, a redirect
-// host that is a public suffix, a less protected route that reaches a protected route's upstream
-// paths, and (as warnings only) settings that are allowed but weaken the gateway. Pure functions:
-// validate.ts turns their answers into problems, and start-up and `--check` report the warnings.
+// What makes a config unsafe (docs/security.md, "Configurations that do not start"): a guessable
+// or shipped secret, plain http to a provider that is not on this machine, header names HTTP
+// already gives a meaning, a redirect host that is a public suffix, a less protected route that
+// reaches a protected route's upstream paths, and (as warnings only) settings that are allowed but
+// weaken the gateway. Pure functions: validate.ts turns their answers into problems, and start-up
+// and `--check` report the warnings.
 import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
 import type { GatewayConfig, RouteConfig } from './types.js'

@@ -1,6 +1,6 @@
 // gateway.yaml's schema: the one source of the raw config's TypeScript types (`GatewayYaml`), of
-// the validation that `--check` and start-up run (ajv, see problems.ts), of the published
-// gateway.schema.json and of the reference table in docs/configuration.md (see publish.ts).
+// the validation that `--check` and start-up run (ajv, see schema-check.ts), of the published
+// gateway.schema.json and of the reference table in docs/configuration.md (see scripts/publish-config.ts).
 // Types, enums, ranges, required keys and unknown keys are said here; rules that need two keys or a
 // parsed URL stay as code in validate.ts.
 //

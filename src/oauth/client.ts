@@ -117,8 +117,8 @@ function tokenExchangeError (provider: ResolvedProvider, error: unknown): Gatewa
  */
 async function errorWithStatus200 (response: Response): Promise<Response> {
   if (response.status !== 200 || !/[/+]json\b/i.test(response.headers.get('content-type') ?? '')) return response
-  // Read once and handed on as a new Response: clone() would tee the body stream, which cost more
-  // than the rest of this check together (sign-in profile, bench/README.md).
+  // Read once and handed on as a new Response: clone() would tee the body stream, which costs more
+  // than the rest of this check together (see docs/performance.md).
   const text = await response.text()
   let body: unknown
   try {

@@ -7,7 +7,7 @@
 // is bound to that cookie and usable once.
 // @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html
 // @see https://www.rfc-editor.org/rfc/rfc7009
-import { createHmac, randomBytes, type KeyObject } from 'node:crypto'
+import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto'
 import type { Logger } from '../ops/logger.js'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
@@ -17,7 +17,7 @@ import type { SessionRecord } from '../session/session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import { revokeToken } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
-import { openState, signState, stateKey } from './signed-state.js'
+import { openState, signState } from './signed-state.js'
 
 /** One provider still to visit: its name and the ID token to send as `id_token_hint`. */
 interface SignOutStep {
@@ -66,7 +66,7 @@ export class SignOuts {
     private readonly log: Logger,
     private readonly clock: Clock = systemClock
   ) {
-    this.stateKey = stateKey(stateKeyBytes)
+    this.stateKey = createSecretKey(stateKeyBytes)
   }
 
   /** post_logout_redirect_uri: where the provider sends the browser back. */

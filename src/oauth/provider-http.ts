@@ -1,8 +1,7 @@
 // The gateway's requests to providers (token, userinfo, GitHub's API) through undici's `request`
 // on one keep-alive agent, answered as a WHATWG Response built from the whole body. Node's global
-// fetch runs every request and answer through web streams: in a sign-in storm the two back-channel
-// calls of each sign-in spent about a seventh of the gateway's CPU in fetch's own machinery
-// (bench/README.md, "Sign-in CPU"). What callers see is fetch's behaviour: a TypeError when the
+// fetch runs every request and answer through web streams, a visible share of a sign-in's CPU
+// (see docs/performance.md). What callers see is fetch's behaviour: a TypeError when the
 // provider cannot be reached, the signal's reason (a TimeoutError) when it did not answer in time,
 // no redirects followed (oauth4webapi asks for none; a provider's API that redirects is an error).
 // The signal ends the call whatever phase it is in: undici acts on an abort only once the connection

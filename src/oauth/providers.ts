@@ -140,7 +140,7 @@ export class Providers {
       revocation_endpoint: config.endSession ? metadata.revocation_endpoint : undefined,
     }
     for (const [field, url] of Object.entries(discovered)) {
-      // The same rule as for configured endpoints (config-validate.ts): no plain http off this machine.
+      // The same rule as for configured endpoints (src/config/validate.ts): no plain http off this machine.
       const host = url === undefined || config.dangerouslyAllowInsecureHttp ? undefined : plainHttpHost(url)
       if (host !== undefined) {
         throw new RefusedEndpoint(`the discovery document gives ${field} over plain http to ${JSON.stringify(host)}, which is not a loopback host ` +

@@ -2,18 +2,12 @@
 // with iat and exp, signed and checked with node:crypto. Only this gateway issues and reads these
 // tokens, so the header is fixed: a token whose header is not exactly `{"alg":"HS256"}` is refused
 // before any MAC is computed (no `alg` choice to confuse). jose signs the same token through
-// WebCrypto, which cost about 97 µs to sign and 65 µs to verify one against 4-8 µs here, twice per
-// sign-in (bench/README.md, "Sign-in CPU"); the tests check that jose reads what this signs and
-// that this reads what jose signs.
-import { createHmac, createSecretKey, timingSafeEqual, type KeyObject } from 'node:crypto'
+// WebCrypto, which costs many times the CPU, twice per sign-in (see docs/performance.md); the
+// tests check that jose reads what this signs and that this reads what jose signs.
+import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto'
 
 const HEADER = Buffer.from('{"alg":"HS256"}').toString('base64url')
 const BASE64URL = /^[A-Za-z0-9_-]+$/
-
-/** A key for {@link signState} and {@link openState}: raw bytes made a KeyObject once. */
-export function stateKey (bytes: Uint8Array): KeyObject {
-  return createSecretKey(bytes)
-}
 
 function mac (key: KeyObject, signingInput: string): string {
   return createHmac('sha256', key).update(signingInput).digest('base64url')

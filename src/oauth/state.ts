@@ -9,7 +9,7 @@ import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'
-import { openState, signState, stateKey } from './signed-state.js'
+import { openState, signState } from './signed-state.js'
 
 /** Sign-ins a browser may have in flight; a callback for an older one is `invalid_state`. */
 export const MAX_FLOWS_IN_FLIGHT = 8
@@ -60,14 +60,14 @@ export function formatFlowCookie (cookie: FlowCookie): string {
 
 /**
  * The PKCE S256 code_challenge: base64url(SHA-256(verifier)) (RFC 7636 §4.2), with node:crypto
- * (a few µs; WebCrypto's digest, behind oauth4webapi's helper, costs about ten times that in CPU).
+ * (WebCrypto's digest, behind oauth4webapi's helper, costs several times the CPU: see docs/performance.md).
  */
 export function pkceChallenge (verifier: string): string {
   return createHash('sha256').update(verifier, 'ascii').digest('base64url')
 }
 
 export class Flows {
-  // Keys made KeyObjects once: createHmac with raw key bytes costs about four times as much per call.
+  // Keys made KeyObjects once: createHmac with raw key bytes costs more per call (see docs/performance.md).
   private readonly stateKey: KeyObject
   private readonly flowKey: KeyObject
 
@@ -78,7 +78,7 @@ export class Flows {
     readonly ttlMs: number,
     private readonly clock: Clock = systemClock
   ) {
-    this.stateKey = stateKey(stateKeyBytes)
+    this.stateKey = createSecretKey(stateKeyBytes)
     this.flowKey = createSecretKey(flowKeyBytes)
   }
 

@@ -4,7 +4,7 @@
 // on every write (the largest cost of the one-line-per-request log at full load), and a window
 // rather than one write per event-loop turn keeps the cost per line low at moderate load too, where
 // a turn often carries a single request and each write is a trip through libuv's thread pool
-// (measured: 10-15% of a request's CPU at half load). Nothing is lost at exit: every destination
+// (see docs/performance.md). Nothing is lost at exit: every destination
 // is written out synchronously then.
 import pino, { type DestinationStream } from 'pino'
 

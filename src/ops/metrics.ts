@@ -92,8 +92,8 @@ export class RouteMetrics {
 
   /**
    * Once per finished response (RequestEnd), on the hot path: arithmetic only. prom-client's own
-   * inc()/observe() build and hash the label set on every call, which measured as several
-   * microseconds a request under load; the registry reads these tallies when /metrics is scraped.
+   * inc()/observe() build and hash the label set on every call, a cost per request under
+   * load (see docs/performance.md); the registry reads these tallies when /metrics is scraped.
    * `upstreamStart`: when the request went upstream (performance.now()), if it did; `now`: the time
    * the answer finished on the same clock (a test passes its own).
    */

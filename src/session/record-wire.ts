@@ -1,6 +1,6 @@
 // A session record as the store keeps it: the same values under one-letter keys. Field names were
-// about a fifth of a one-provider session's stored bytes, and cutting them moved its Redis value
-// into a smaller allocation (bench/results/session-bytes.md). Only the stored form changes: the
+// a large part of a one-provider session's stored bytes, and cutting them moved its Redis value
+// into a smaller allocation (see docs/performance.md). Only the stored form changes: the
 // rest of the gateway reads SessionRecord as before. Records of earlier versions (long keys) are
 // read by session.ts as they are.
 import type { Identity } from './record.js'

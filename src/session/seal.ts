@@ -18,7 +18,7 @@ const TAG_BYTES = 16
 
 /** Seals values to a bearer token such as a cookie value; one instance per secret. */
 export class Sealer {
-  /** A KeyObject once: createHmac with raw key bytes costs about four times as much per call. */
+  /** A KeyObject once: createHmac with raw key bytes costs more per call (see docs/performance.md). */
   private readonly master: KeyObject
 
   constructor (secret: string) {

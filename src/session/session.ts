@@ -40,9 +40,8 @@ const PURPOSE = 'session'
  * - `COMPACT_RECORD` (written now): the JSON of its wire form, one-letter keys (./record-wire.ts).
  * - `BINARY_RECORD` (written before): the JSON of the SessionRecord itself.
  * Records written before both are base64url text, whose first byte is a letter, digit, `-` or `_`.
- * Binary is about a quarter smaller than text and the short keys cut a fifth of what was left,
- * each moving a one-provider session's Redis value into a smaller allocation
- * (bench/results/session-bytes.md).
+ * Binary is smaller than text and the short keys smaller still, each moving a one-provider
+ * session's Redis value into a smaller allocation (see docs/performance.md).
  */
 const BINARY_RECORD = 0x01
 const COMPACT_RECORD = 0x02

@@ -67,13 +67,6 @@ export class MemoryStore implements SessionStore {
     if (set) set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
   }
 
-  async removeMember (key: string, member: string): Promise<void> {
-    const set = this.liveSet(key)
-    if (!set) return
-    set.members.delete(member)
-    if (set.members.size === 0) this.sets.delete(key)
-  }
-
   async takeMembers (key: string): Promise<string[]> {
     const set = this.liveSet(key)
     this.sets.delete(key)
@@ -94,11 +87,6 @@ export class MemoryStore implements SessionStore {
     const entry = this.live(key)
     if (entry) entry.expiresAt = this.clock.now() + ttlMs
     return entry
-  }
-
-  async getAndTouch (key: string, ttlMs: number): Promise<string | null> {
-    const entry = this.touch(key, ttlMs)
-    return entry ? text(entry.value) : null
   }
 
   async getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null> {

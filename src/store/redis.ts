@@ -192,7 +192,7 @@ export interface RedisStoreOptions {
 
 export class RedisStore implements SessionStore {
   /** The connection, for a library that keeps its own keys beside the sessions (the sign-in rate limiter). */
-  readonly client: Redis | Cluster
+  readonly redis: Redis | Cluster
   /** A second connection in subscriber mode, made on the first subscribe. */
   private subscription: RedisSubscription | undefined
   private readonly channelPrefix: string
@@ -216,12 +216,12 @@ export class RedisStore implements SessionStore {
     this.onCommandError = options.onCommandError ?? (() => {})
     this.hysteresis = options.hysteresis ?? DEFAULT_HYSTERESIS
     this.clock = options.clock ?? systemClock
-    this.client = createClient(config)
-    this.client.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
-    this.client.defineCommand('replaceValue', { numberOfKeys: 1, lua: REPLACE })
-    this.client.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
-    this.client.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
-    this.client.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
+    this.redis = createClient(config)
+    this.redis.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
+    this.redis.defineCommand('replaceValue', { numberOfKeys: 1, lua: REPLACE })
+    this.redis.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
+    this.redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
+    this.redis.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
     this.channelPrefix = config.keyPrefix
     this.timeoutMs = config.timeoutMs
     this.name = storeName(config)
@@ -230,10 +230,10 @@ export class RedisStore implements SessionStore {
     // ioredis needs an error listener, or it reports each failed reconnection on stderr. The error
     // event carries the cause (ECONNREFUSED, WRONGPASS, NOAUTH, a certificate that does not verify);
     // the close that follows it carries none, so it keeps the cause the outage log already has.
-    this.client.on('error', (error: Error) => this.outage.failed(connectionCause(error)))
-    this.client.on('ready', () => this.outage.succeeded())
-    if (this.client instanceof Cluster) this.watchNodes(this.client)
-    else this.client.on('close', () => this.outage.failed())
+    this.redis.on('error', (error: Error) => this.outage.failed(connectionCause(error)))
+    this.redis.on('ready', () => this.outage.succeeded())
+    if (this.redis instanceof Cluster) this.watchNodes(this.redis)
+    else this.redis.on('close', () => this.outage.failed())
     if (config.sentinel) {
       this.sentinels = new SentinelWatch({
         name: config.sentinel.name,
@@ -256,19 +256,18 @@ export class RedisStore implements SessionStore {
    */
   private switched (change: MasterSwitch): void {
     this.log.info(change, 'sentinels announced a new master; reconnecting to it')
-    for (const connection of [this.client, this.subscription?.connection]) {
+    for (const connection of [this.redis, this.subscription?.connection]) {
       if (connection instanceof Redis && (connection.status === 'ready' || connection.status === 'connect')) connection.disconnect(true)
     }
   }
 
   /** One outage log per cluster node, fed by that node's own connection. */
   private watchNodes (cluster: Cluster): void {
-    const node = (key: string) => this.node(key)
-    cluster.on('node error', (error: unknown, key: string) => node(key).failed(causeOf(error)))
+    cluster.on('node error', (error: unknown, key: string) => this.node(key).failed(causeOf(error)))
     cluster.on('+node', (redis: Redis) => {
       const key = nodeKey(redis)
-      node(key)
-      redis.on('ready', () => node(key).succeeded())
+      this.node(key)
+      redis.on('ready', () => this.node(key).succeeded())
     })
     // After a slot refresh the pool holds the cluster as it is now: a node no longer in it (a dead
     // master whose replica took over) will not come back as such, so its outage ends here.
@@ -291,23 +290,23 @@ export class RedisStore implements SessionStore {
 
   /** Waits (bounded) for the first connection, so the first requests after start do not fail. */
   async ready (timeoutMs: number): Promise<boolean> {
-    if (this.client.status === 'ready') return true
+    if (this.redis.status === 'ready') return true
     return await new Promise((resolve) => {
       const done = (ready: boolean) => {
         clearTimeout(timer)
-        this.client.off('ready', onReady)
+        this.redis.off('ready', onReady)
         resolve(ready)
       }
       const onReady = () => done(true)
       const timer = setTimeout(() => done(false), timeoutMs)
-      this.client.once('ready', onReady)
+      this.redis.once('ready', onReady)
     })
   }
 
   private async run<T> (command: () => Promise<T>): Promise<T> {
     // On a cluster a command tells of one node, unnamed: the nodes' own connections tell their
     // state, and the cluster's connection events the whole store's.
-    const outage = this.client instanceof Cluster ? undefined : this.outage
+    const outage = this.redis instanceof Cluster ? undefined : this.outage
     try {
       const result = await command()
       outage?.succeeded()
@@ -317,7 +316,7 @@ export class RedisStore implements SessionStore {
       this.onCommandError()
       // A command refused because there is no connection tells nothing new: the connection's own
       // error said why. A timeout on a connection that is up is a cause.
-      outage?.failed(this.client.status === 'ready' && !noConnection(error) ? causeOf(error) : undefined)
+      outage?.failed(this.redis.status === 'ready' && !noConnection(error) ? causeOf(error) : undefined)
       throw new GatewayError('session_store_unavailable', 'The session store is unreachable.', { cause: error })
     }
   }
@@ -334,25 +333,23 @@ export class RedisStore implements SessionStore {
     return new GatewayError('session_store_unavailable', 'The session store refused the request.', { cause: new StoreRefusal(reason, error.message) })
   }
 
-  get (key: string) { return this.run(() => this.client.get(key)) }
-  getAndTouch (key: string, ttlMs: number) { return this.run(() => this.client.getex(key, 'PX', ttlMs)) }
-  getBytes (key: string) { return this.run(() => this.client.getBuffer(key)) }
-  getAndTouchBytes (key: string, ttlMs: number) { return this.run(() => this.client.getexBuffer(key, 'PX', ttlMs)) }
-  async set (key: string, value: string | Uint8Array, ttlMs: number) { await this.run(() => this.client.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs)) }
+  get (key: string) { return this.run(() => this.redis.get(key)) }
+  getBytes (key: string) { return this.run(() => this.redis.getBuffer(key)) }
+  getAndTouchBytes (key: string, ttlMs: number) { return this.run(() => this.redis.getexBuffer(key, 'PX', ttlMs)) }
+  async set (key: string, value: string | Uint8Array, ttlMs: number) { await this.run(() => this.redis.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs)) }
   async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number) {
-    return (await this.run(() => this.client.replaceValue(key, asBuffer(expected), typeof value === 'string' ? value : asBuffer(value), ttlMs))) === 1
+    return (await this.run(() => this.redis.replaceValue(key, asBuffer(expected), typeof value === 'string' ? value : asBuffer(value), ttlMs))) === 1
   }
 
-  take (key: string) { return this.run(() => this.client.getdel(key)) }
-  async delete (key: string) { await this.run(() => this.client.del(key)) }
+  take (key: string) { return this.run(() => this.redis.getdel(key)) }
+  async delete (key: string) { await this.run(() => this.redis.del(key)) }
   async claim (key: string, value: string, ttlMs: number) {
-    return (await this.run(() => this.client.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
+    return (await this.run(() => this.redis.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
   }
 
-  async addMember (key: string, member: string, ttlMs: number) { await this.run(() => this.client.addMember(key, member, ttlMs)) }
-  async extend (key: string, ttlMs: number) { await this.run(() => this.client.growExpiry(key, ttlMs)) }
-  async removeMember (key: string, member: string) { await this.run(() => this.client.srem(key, member)) }
-  takeMembers (key: string) { return this.run(() => this.client.takeMembers(key)) }
+  async addMember (key: string, member: string, ttlMs: number) { await this.run(() => this.redis.addMember(key, member, ttlMs)) }
+  async extend (key: string, ttlMs: number) { await this.run(() => this.redis.growExpiry(key, ttlMs)) }
+  takeMembers (key: string) { return this.run(() => this.redis.takeMembers(key)) }
 
   async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
     const owner = lockOwner()
@@ -360,36 +357,32 @@ export class RedisStore implements SessionStore {
   }
 
   async release ({ key, owner }: LockHandle): Promise<boolean> {
-    return (await this.run(() => this.client.releaseLock(key, owner))) === 1
-  }
-
-  get redis (): Redis | Cluster {
-    return this.client
+    return (await this.run(() => this.redis.releaseLock(key, owner))) === 1
   }
 
   async publish (channel: string, message: string): Promise<void> {
-    await this.client.publish(this.channelPrefix + channel, message).catch(() => {})
+    await this.redis.publish(this.channelPrefix + channel, message).catch(() => {})
   }
 
   async subscribe (channel: string, onMessage: (message: string) => void, onListening?: ChannelListener['onListening']): Promise<void> {
     if (!this.subscription) {
-      const subscriber = this.client instanceof Cluster
-        ? this.client.duplicate(undefined, { redisOptions: { ...this.client.options.redisOptions, ...SUBSCRIBER } })
-        : this.client.duplicate(SUBSCRIBER)
+      const subscriber = this.redis instanceof Cluster
+        ? this.redis.duplicate(undefined, { redisOptions: { ...this.redis.options.redisOptions, ...SUBSCRIBER } })
+        : this.redis.duplicate(SUBSCRIBER)
       this.subscription = new RedisSubscription(subscriber, this.log, this.clock)
     }
     // Not awaited: with Redis down at start this would wait for it; subscribed once connected.
     this.subscription.add(this.channelPrefix + channel, { onMessage, onListening })
   }
 
-  async ping () { await this.run(() => this.client.ping()) }
+  async ping () { await this.run(() => this.redis.ping()) }
 
   /**
    * A single Redis is up or down. A cluster is asked node by node (every master ioredis knows):
    * down when none answers, degraded when some do not or are logged unreachable.
    */
   async health (): Promise<StoreHealth> {
-    const cluster = this.client
+    const cluster = this.redis
     if (!(cluster instanceof Cluster)) {
       return await this.ping().then(() => ({ state: 'up' as const, unreachable: [] }), () => ({ state: 'down' as const, unreachable: [this.name] }))
     }
@@ -415,6 +408,6 @@ export class RedisStore implements SessionStore {
     this.sentinels?.close()
     for (const outage of this.nodes.values()) outage.close()
     // Each connection within store.timeout, whatever its state (frozen, never connected).
-    await Promise.all([closeWithin(this.client, this.timeoutMs), this.subscription?.close(this.timeoutMs)])
+    await Promise.all([closeWithin(this.redis, this.timeoutMs), this.subscription?.close(this.timeoutMs)])
   }
 }

@@ -13,11 +13,9 @@ import { GatewayError } from '../errors.js'
 export interface KeyValue {
   /** The value, or null when absent or expired. */
   get (key: string): Promise<string | null>
-  /** The value, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
-  getAndTouch (key: string, ttlMs: number): Promise<string | null>
   /** The value's bytes as stored (a string value as UTF-8), or null. For binary values (session records). */
   getBytes (key: string): Promise<Buffer | null>
-  /** {@link getAndTouch} for binary values. */
+  /** The value's bytes, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
   getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null>
   /** Stores a value (text, or bytes as they are) for `ttlMs`. */
   set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void>
@@ -47,8 +45,6 @@ export interface Sets {
   addMember (key: string, member: string, ttlMs: number): Promise<void>
   /** Makes the set live at least `ttlMs` more (never shortens it); nothing if it is absent. */
   extend (key: string, ttlMs: number): Promise<void>
-  /** Removes `member`; the set goes when it is empty. */
-  removeMember (key: string, member: string): Promise<void>
   /** Every member, and the set deleted, atomically: only one caller ever gets them. */
   takeMembers (key: string): Promise<string[]>
 }

@@ -1,4 +1,4 @@
-// The access gate on its own (issue 14, item 2): a table of cases (route, rules, session state,
+// The access gate on its own: a table of cases (route, rules, session state,
 // browser or API client -> decision) with no sockets and no store, and fast-check properties that
 // the gate and the route's public matcher agree, that the matcher means what a glob means, and that
 // a path the public rules do not match never passes without a session.

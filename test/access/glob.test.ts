@@ -1,4 +1,4 @@
-// Path globs without regular expressions (issue 3): a table of hostile globs and targets, a
+// Path globs without regular expressions: a table of hostile globs and targets, a
 // fast-check property that the linear matcher means exactly what the regular expression it
 // replaced meant, and the cost on long hostile paths growing linearly (a ratio measured in one run).
 import fc from 'fast-check'

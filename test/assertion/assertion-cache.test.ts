@@ -1,5 +1,5 @@
-// The assertion caches stay bounded whatever audiences a client makes forward-auth name (SPEC.md,
-// Security floor: caches keyed by client-influenced values are bounded): the LRU itself, the
+// The assertion caches stay bounded whatever audiences a client makes forward-auth name (docs/security.md,
+// caches keyed by what a client sends): the LRU itself, the
 // forward-auth audiences and their assertions at their caps, a route's own cache kept beside them
 // and emptied by a key change, and a signing begun before a key change never cached after it.
 // No sockets: a KeyRing on the in-process store, time from a fixed clock.

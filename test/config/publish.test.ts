@@ -8,7 +8,7 @@ import { Ajv } from 'ajv'
 import { describe, expect, it } from 'vitest'
 import { parse } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
-import { GENERATED_VALIDATORS, generatedValidators, publishedSchema, withReference } from '../../src/config/publish.js'
+import { GENERATED_VALIDATORS, generatedValidators, publishedSchema, withReference } from '../../scripts/publish-config.js'
 
 const GOOD_SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 /** What a deployment supplies for variables without a default; the others keep their defaults. */

@@ -217,7 +217,7 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
       expect(down.reason).toMatch(new RegExp(`^self-signed certificate(?:${escape(NODE_CA_HINT)})?$`))
       // The operator installs the CA (NODE_EXTRA_CA_CERTS, read at start): here the client's own TLS
       // options, which ioredis reads at each reconnection, are given it instead of restarting.
-      const options = watched.store.client.options as { tls?: Record<string, unknown> }
+      const options = watched.store.redis.options as { tls?: Record<string, unknown> }
       options.tls = { ...options.tls, ca: await readFile(cert, 'utf8') }
       const back = await recoveryLogged(watched)
       expect(back.reason).toBe(down.reason)

@@ -57,7 +57,7 @@ describe('a +switch-master heard while the store is asking a frozen sentinel for
     const watcher = set.client(first.port, { retryStrategy: () => 100 })
     let statusAtAnnouncement = ''
     const announced = new Promise<void>((resolve) => watcher.on('message', () => {
-      statusAtAnnouncement = store.client.status
+      statusAtAnnouncement = store.redis.status
       resolve()
     }))
     await watcher.subscribe('+switch-master')
@@ -65,7 +65,7 @@ describe('a +switch-master heard while the store is asking a frozen sentinel for
     // ioredis asks the sentinel after the one that answered last: the second, now frozen.
     second.freeze()
     await ask(set.master.port, (redis) => redis.call('CLIENT', 'KILL', 'TYPE', 'normal'))
-    await waitFor(async () => store.client.status === 'connecting', TIMEOUT_MS, 'the store to reconnect')
+    await waitFor(async () => store.redis.status === 'connecting', TIMEOUT_MS, 'the store to reconnect')
     await ask(first.port, (redis) => redis.call('SENTINEL', 'FAILOVER', 'mymaster'))
     await announced
     watcher.disconnect()
@@ -75,6 +75,6 @@ describe('a +switch-master heard while the store is asking a frozen sentinel for
     await waitFor(async () => { await store.ping(); return true }, RECONNECTED_WITHIN_MS, 'the store to answer')
     // On the promoted replica: a write is taken there (the old master, now a replica, refuses it).
     await store.set('after', 'x', 60_000)
-    expect(await ask(set.replica.port, (redis) => redis.get(`${store.client.options.keyPrefix ?? ''}after`))).toBe('x')
+    expect(await ask(set.replica.port, (redis) => redis.get(`${store.redis.options.keyPrefix ?? ''}after`))).toBe('x')
   }, 30_000)
 })

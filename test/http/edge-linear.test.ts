@@ -1,4 +1,4 @@
-// The edge is linear in what the client sends, and refuses request targets over 8 KiB (issue 3):
+// The edge is linear in what the client sends, and refuses request targets over 8 KiB:
 // prefixSpelling (a scan now, a backtracking regular expression before) agrees with the old
 // function on generated paths; the edge's cost on the issue's hostile target grows linearly (a
 // ratio of two sizes measured in one run); and over a real socket, a table of hostile targets

@@ -1,7 +1,7 @@
 // Every error page a person can meet offers a way on that works: a real browser (Debian's Chromium)
 // signed in through the real authorization server opens each page, clicks every link on it, and
 // never lands on a 404. "Start over" goes back to the page the person came from when that is a safe
-// page of the gateway's own origin, else to the home page /oauth/ (issue 15).
+// page of the gateway's own origin, else to the home page /oauth/.
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sharedChromium } from '../helpers/chromium.js'

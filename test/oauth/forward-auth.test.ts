@@ -1,4 +1,4 @@
-// Forward-auth at /oauth/auth/<provider>/ (SPEC.md, Endpoints): 200 with the bearer token and the
+// Forward-auth at /oauth/auth/<provider>/ (docs/forward-auth.md): 200 with the bearer token and the
 // identity headers in the response, 401 `unauthenticated` with login_url (its `next` taken from
 // X-Forwarded-Uri / X-Original-URI only when a trusted proxy sent them), 403 when the allow rules in
 // the query or forwardAuth.hosts' rules for the forwarded host do not match (AND), an assertion only

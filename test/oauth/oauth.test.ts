@@ -1,10 +1,10 @@
-// The sign-in endpoints against SPEC.md: the authorize redirect, state checks (tampered, expired,
+// The sign-in endpoints (docs/endpoints.md): the authorize redirect, state checks (tampered, expired,
 // replayed, cross-browser, other provider), callback branches, token endpoint faults, sessions
 // (cookie flags, no fixation, several tabs, several providers) and logout. Real Redis; the real
 // oidc-provider for sign-ins; a stub token endpoint only where a fault is injected.
+import { createSecretKey } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { deriveKey } from '../../src/session/seal.js'
-import { stateKey } from '../../src/oauth/signed-state.js'
 import { issueState } from '../../src/oauth/state.js'
 import { safeNext } from '../../src/oauth/urls.js'
 import { Browser } from '../helpers/browser.js'
@@ -168,7 +168,7 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
   it('rejects an expired state with 400 invalid_state', async () => {
     const browser = new Browser()
     await startLogin(browser)
-    const expired = issueState(stateKey(deriveKey(TEST_SECRET, 'state')), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
+    const expired = issueState(createSecretKey(deriveKey(TEST_SECRET, 'state')), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
     await expectError(await callback(browser, { code: 'c', state: expired }), 400, 'invalid_state', /expired/)
   })
 

@@ -1,14 +1,14 @@
 // The state token (src/oauth/signed-state.ts) is a compact HS256 JWS made with node:crypto. jose is
 // the reference: what one signs the other must read, for any claims; and a table of hostile tokens
 // that must all be refused.
-import { createHmac, randomBytes } from 'node:crypto'
+import { createHmac, createSecretKey, randomBytes } from 'node:crypto'
 import fc from 'fast-check'
 import { SignJWT, jwtVerify } from 'jose'
 import { describe, expect, it } from 'vitest'
-import { openState, signState, stateKey } from '../../src/oauth/signed-state.js'
+import { openState, signState } from '../../src/oauth/signed-state.js'
 
 const bytes = randomBytes(32)
-const key = stateKey(bytes)
+const key = createSecretKey(bytes)
 const NOW = 1_700_000_000_000
 const b64 = (text: string) => Buffer.from(text).toString('base64url')
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
@@ -61,7 +61,7 @@ describe('signed state', () => {
     ['an empty string', ''],
     ['two parts', `${header}.${payload}`],
     ['four parts', `${good}.x`],
-    ['another key', signState(stateKey(randomBytes(32)), { p: 'demo', next: '/' }, 300_000, NOW)],
+    ['another key', signState(createSecretKey(randomBytes(32)), { p: 'demo', next: '/' }, 300_000, NOW)],
     ['a changed payload', `${header}.${b64('{"p":"evil","next":"/","exp":9999999999}')}.${signature}`],
     ['no signature', `${header}.${payload}.`],
     ['a truncated signature', `${header}.${payload}.${signature.slice(0, -1)}`],

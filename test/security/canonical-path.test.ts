@@ -1,4 +1,4 @@
-// One canonical path from the socket to the upstream (issue 13, item 1): the table of hostile
+// One canonical path from the socket to the upstream: the table of hostile
 // targets for canonicalTarget, the same targets sent over a real socket to a real gateway, and a
 // property-based test (fast-check) that what the upstream receives is exactly the path that was
 // authorised, and that a protected path never reaches the upstream without a session.

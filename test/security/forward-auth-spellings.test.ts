@@ -38,7 +38,7 @@ async function startCgiUpstream (): Promise<CgiUpstream> {
   return { url, close: async () => await close(server) }
 }
 
-/** The gateway's identity headers, its assertion header, and other gateways' (SPEC.md, Security floor). */
+/** The gateway's identity headers, its assertion header, and other gateways' (docs/forward-auth.md). */
 const NAMES = [
   'X-Forwarded-User', 'X-Forwarded-Email', 'X-Forwarded-Groups', 'X-Gateway-Assertion',
   'Remote-User', 'Remote-Groups', 'Remote-Email', 'Remote-Name', 'X-Authenticated-User', 'X-Auth-User',

@@ -1,4 +1,4 @@
-// Headers the client must not control (issue 13, item 2): on every route, nothing a client sends
+// Headers the client must not control: on every route, nothing a client sends
 // can be read upstream as a header the gateway sets (identity, X-Forwarded-*, Forwarded, X-Real-IP,
 // X-Original-URL...), in any spelling with `_` for `-`; nor as an identity header of another gateway
 // an application may still trust (Remote-User, X-WEBAUTH-*, Cf-Access-*...: a table over every
@@ -118,7 +118,7 @@ describe('client headers that could be read as the gateway\'s own', () => {
 })
 
 /**
- * The identity headers of other gateways that applications commonly trust (SPEC.md, Security floor),
+ * The identity headers of other gateways that applications commonly trust (docs/security.md),
  * with the members their vendors document for each family: Authelia, Grafana's auth proxy,
  * Authentik, oauth2-proxy, Cloudflare Access, AWS ALB, Azure App Service, and the lone names.
  */

@@ -1,4 +1,4 @@
-// Query-string values never reach the logs (SPEC.md, "Security floor"): on every route a logged URL
+// Query-string values never reach the logs (docs/security.md): on every route a logged URL
 // keeps its path and the query's names, not their values. A real gateway, echo upstream and
 // authorization server; every captured line is searched for the values sent.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'

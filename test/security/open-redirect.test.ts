@@ -1,4 +1,4 @@
-// Open redirects through `next` (SPEC.md, Security floor: redirect targets): a corpus of hostile
+// Open redirects through `next` (docs/security.md, where a browser may be sent): a corpus of hostile
 // values, each sent through a real sign-in (real oidc-provider, ending at the callback's 302) and a
 // real sign-out (POST /oauth/logout/?next=...). Every Location must stay on the gateway's origin or
 // go to a host in forwardAuth.allowedRedirectHosts; hostile values must come back as /oauth/, good
@@ -185,7 +185,7 @@ async function run (browser: Browser, next: string): Promise<Outcome> {
   const callback = await reachCallback(browser, `${gateway.url}/oauth/login/demo/?next=${encodeURIComponent(next)}`)
   const signedIn = await browser.fetch(callback.href)
   await signedIn.arrayBuffer()
-  // No Origin or Sec-Fetch-Site header: a request with neither counts as same-origin (SPEC.md).
+  // No Origin or Sec-Fetch-Site header: a request with neither counts as same-origin (docs/security.md, Sign-out).
   const signedOut = await browser.fetch(`${gateway.url}/oauth/logout/?next=${encodeURIComponent(next)}`, { method: 'POST' })
   await signedOut.arrayBuffer()
   return {

@@ -1,4 +1,4 @@
-// Protocol checks at the callback (SPEC.md, Security floor): RFC 9207 `iss` when the provider
+// Protocol checks at the callback (docs/security.md): RFC 9207 `iss` when the provider
 // advertises it, repeated `code`/`state`/`iss` refused before anything is done with them, and an
 // unverified e-mail address that never satisfies an `emails`/`domains` allow rule. Real Redis, the
 // real oidc-provider (demo/authorization-server.ts), sign-ins walked up to the callback and the

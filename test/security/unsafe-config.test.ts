@@ -1,4 +1,4 @@
-// Unsafe configurations do not start (SPEC.md, "Security floor"): a guessable session.secret,
+// Unsafe configurations do not start (docs/security.md): a guessable session.secret,
 // provider endpoints over plain http to a host that is not loopback (configured or found by
 // discovery), a non-Secure cookie on an https gateway, a public-suffix redirect host, identity
 // headers HTTP gives a meaning, trustProxy: true off loopback. A `public` rule that opens a whole

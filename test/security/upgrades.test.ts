@@ -1,4 +1,4 @@
-// Upgrades (issue 13, item 3): only websocket routes accept an upgrade; every other upgrade request
+// Upgrades: only websocket routes accept an upgrade; every other upgrade request
 // gets an ordinary HTTP answer and its socket is closed, so a stranger cannot hold sockets open.
 // The real CLI process: 1,000 upgrade requests without a session, its open file descriptors back
 // to the baseline, then SIGTERM still exits promptly. Websocket upgrades must carry the gateway's

@@ -30,7 +30,7 @@ function counting (store: SessionStore): { store: SessionStore, writes: string[]
       const value: unknown = Reflect.get(target, name, receiver)
       if (typeof value !== 'function') return value
       const method = value as (...args: unknown[]) => unknown
-      const isWrite = ['set', 'replace', 'delete', 'take', 'claim', 'publish', 'addMember', 'removeMember', 'takeMembers', 'extend', 'acquire', 'release'].includes(String(name))
+      const isWrite = ['set', 'replace', 'delete', 'take', 'claim', 'publish', 'addMember', 'takeMembers', 'extend', 'acquire', 'release'].includes(String(name))
       return (...args: unknown[]) => {
         if (isWrite) writes.push(String(name))
         return method.apply(target, args)
@@ -63,8 +63,8 @@ const backends: Array<[string, () => Promise<Backend>]> = [
       stores,
       close: async () => {
         // KEYS takes no prefix and answers with it; DEL adds it.
-        const left = (await stores[0]!.client.keys(`${config.keyPrefix}*`)).map((key) => key.slice(config.keyPrefix.length))
-        if (left.length > 0) await stores[0]!.client.del(...left)
+        const left = (await stores[0]!.redis.keys(`${config.keyPrefix}*`)).map((key) => key.slice(config.keyPrefix.length))
+        if (left.length > 0) await stores[0]!.redis.del(...left)
         await Promise.all(stores.map((store) => store.close()))
       },
     }

@@ -1,12 +1,13 @@
-// What schema.ts publishes: gateway.schema.json (for editors, through a yaml-language-server
-// modeline), the reference table of docs/configuration.md, and the gateway's own validators
-// compiled ahead of time (src/config/schema.generated.ts). `npm run docs:config` writes all three;
-// test/config/publish.test.ts fails when one is stale.
+// What src/config/schema.ts publishes: gateway.schema.json (for editors, through a
+// yaml-language-server modeline), the reference table of docs/configuration.md, and the gateway's
+// own validators compiled ahead of time (src/config/schema.generated.ts). `npm run docs:config`
+// writes all three; test/config/publish.test.ts fails when one is stale. A build-time tool: the
+// gateway never imports it (nor TypeBox, which only src/config/schema.ts and this use).
 import { readFile, writeFile } from 'node:fs/promises'
 import { pathToFileURL } from 'node:url'
 import { Ajv } from 'ajv'
 import standaloneCode from 'ajv/dist/standalone/index.js'
-import { GatewayYamlSchema } from './schema.js'
+import { GatewayYamlSchema } from '../src/config/schema.js'
 
 interface Node {
   type?: string | string[]
@@ -150,12 +151,12 @@ export const GENERATED_VALIDATORS = 'src/config/schema.generated.ts'
 function standaloneValidator (useDefaults: boolean): string {
   // The options schema-check.ts relies on: every error (allErrors), each with its schema node (verbose).
   const ajv = new Ajv({ allErrors: true, verbose: true, useDefaults, allowUnionTypes: true, strictTuples: false, code: { source: true } })
-  // Annotations of our own (see schema.ts): no validation, but known to strict mode.
+  // Annotations of our own (see src/config/schema.ts): no validation, but known to strict mode.
   ajv.addVocabulary(['expected', 'defaultText'])
   const code = standaloneCode.default(ajv, ajv.compile(GatewayYamlSchema))
     // The one runtime helper the code needs (string length in code points), imported once above.
     .replaceAll('require("ajv/dist/runtime/ucs2length").default', 'ucs2length')
-  if (/\brequire\(/.test(code)) throw new Error('ajv standalone code needs a runtime helper publish.ts does not import')
+  if (/\brequire\(/.test(code)) throw new Error('ajv standalone code needs a runtime helper publish-config.ts does not import')
   return `(() => {\n  const module = { exports: {} }\n  ${code}\n  return module.exports\n})()`
 }
 
