@@ -1,7 +1,7 @@
 // The one catalogue of public error codes: wire code, HTTP status and the plain-language text a
 // person sees. The error table of docs/errors.md is checked against this table by test/http/errors.test.ts.
 
-/** Every error the gateway answers with, as in SPEC.md's error table. */
+/** Every error the gateway answers with, as in docs/errors.md's error table. */
 export const ERRORS = {
   unknown_provider: {
     status: 404,

@@ -1,4 +1,4 @@
-// The gate's refusals as the one error type the error handler renders (src/http/errors.ts): 401
+// The gate's refusals as the one error type the error handler renders (src/errors.ts): 401
 // `unauthenticated` with the sign-in address and WWW-Authenticate, 403 `forbidden`, 400
 // `invalid_request`, and the store's or provider's own 503/502 for `unavailable`. Shared by the
 // proxy and forward-auth so that both answer a refusal the same way.

@@ -1,4 +1,4 @@
-// A deadline on the upstream bodies a route reads whole before sending them on (routes.ts): such a
+// A deadline on the upstream bodies a route reads whole before sending them on (upstream-response.ts): such a
 // body must have arrived, all of it, within the route's timeout of the answer's headers. undici's
 // body timeout bounds only the gaps between chunks, so an upstream that trickled a small body held
 // the client, with nothing sent yet, for as long as it liked. Past the deadline the body is

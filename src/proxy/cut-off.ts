@@ -1,6 +1,6 @@
 // An upstream answer that fails while it streams to the client (the upstream closed its connection,
 // or a body chunk came later than the route's timeout). Before the answer's headers went out the
-// gateway still answers 502/504 (routes.ts); after, the client can only see the connection end,
+// gateway still answers 502/504 (upstream-response.ts); after, the client can only see the connection end,
 // and this names what happened for the one `request errored` line (http/request-end.ts).
 import type { Readable } from 'node:stream'
 

@@ -14,7 +14,7 @@ type Callback = (error: Error | null, data: ResponseData) => void
 /**
  * Why a request got no answer from the upstream: what the pool hands back, as the body of a
  * response, instead of an error. (@fastify/reply-from logs every error it is given at warn, with
- * its stack, before its onError; the gateway logs each upstream failure once, in src/proxy/routes.ts.)
+ * its stack, before its onError; the gateway logs each upstream failure once, in src/proxy/upstream-response.ts.)
  */
 export class UpstreamFailure {
   constructor (readonly reason: Error & { code?: string }) {}
@@ -137,7 +137,7 @@ export class UpstreamPool {
   }
 }
 
-/** A response in place of the one that did not come; src/proxy/routes.ts turns it into 502 or 504. */
+/** A response in place of the one that did not come; src/proxy/upstream-response.ts turns it into 502 or 504. */
 function failure (error: Error, pending: Pending): ResponseData {
   // Only statusCode, headers and body are read, and the status is replaced by the gateway's own;
   // not 503, which reply-from would retry for a GET.

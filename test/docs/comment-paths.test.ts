@@ -70,7 +70,7 @@ describe('paths named in comments', () => {
   it('reports a made-up file, an outside document and an issue number, and nothing in strings', () => {
     const text = [
       '// See src/http/no-such-file.ts and problems.ts, as SPEC.md says (issue 23).',
-      '/** Docs in ../shared/SPEC.md; src/http/errors.ts and docs/errors.md exist. */',
+      '/** Docs in ../shared/SPEC.md; src/errors.ts and docs/errors.md exist. */',
       "const s = 'src/not-a-comment.ts'",
     ].join('\n')
     expect(stalePaths('src/example.ts', text)).toEqual([

@@ -1,4 +1,4 @@
-// The error catalogue: the table in docs/errors.md matches src/http/errors.ts, and every error renders as JSON
+// The error catalogue: the table in docs/errors.md matches src/errors.ts, and every error renders as JSON
 // for API clients and as a small HTML page for browsers, never with a stack trace.
 import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import { logCollector } from '../helpers/gateway.js'
 
 describe('error catalogue', () => {
-  it('the error table of docs/errors.md lists exactly the codes and statuses of src/http/errors.ts', async () => {
+  it('the error table of docs/errors.md lists exactly the codes and statuses of src/errors.ts', async () => {
     const table = await readFile('docs/errors.md', 'utf8')
     const rows = [...table.matchAll(/^\|[^|\n]*\|\s*(\d{3})\s*\|\s*`(\w+)`/gm)].map(([, status, code]) => [code, Number(status)])
     const fromTable = Object.fromEntries(rows)
