@@ -69,6 +69,27 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
   return new RedisStore(config, app.log, { onCommandError, hysteresis, clock })
 }
 
+/** session.secret, or a random one for this process (with a warning: sessions then die with it). */
+function sessionSecret (config: GatewayConfig, app: FastifyInstance): string {
+  if (config.session.secret) return config.session.secret
+  app.log.warn('session.secret is not set: using a random one, so sessions will not survive a restart and cannot be shared between instances')
+  return randomToken()
+}
+
+/** Before serving: the providers' discovery begun, the invalidation channels listened to, the store asked once; at close, the store closed. */
+function startAndStop (app: FastifyInstance, { providers, sessions, assertions, store }: { providers: Providers, sessions: Sessions, assertions: Assertions | undefined, store: SessionStore }): void {
+  app.addHook('onReady', async () => {
+    providers.warmUp()
+    await sessions.listen()
+    await assertions?.listen()
+    if (!(await store.ready(2000))) {
+      app.log.warn('session store not reachable at start; /readyz answers 503 until it is')
+    }
+    assertions?.keys.warmUp()
+  })
+  app.addHook('onClose', async () => store.close())
+}
+
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
   const logStream = deps.logStream ?? new BatchedDestination()
   const app = Fastify({
@@ -89,11 +110,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
 
   for (const warning of configWarnings(config)) app.log.warn(warning)
 
-  let secret = config.session.secret
-  if (!secret) {
-    secret = randomToken()
-    app.log.warn('session.secret is not set: using a random one, so sessions will not survive a restart and cannot be shared between instances')
-  }
+  const secret = sessionSecret(config, app)
 
   const metrics = new Metrics()
   const clock = deps.clock ?? systemClock
@@ -108,7 +125,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
     sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))
   })
-  const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log)
+  const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
   const assertions = config.assertion.enabled
     ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock })
@@ -117,16 +134,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)
 
-  app.addHook('onReady', async () => {
-    providers.warmUp()
-    await sessions.listen()
-    await assertions?.listen()
-    if (!(await store.ready(2000))) {
-      app.log.warn('session store not reachable at start; /readyz answers 503 until it is')
-    }
-    assertions?.keys.warmUp()
-  })
-  app.addHook('onClose', async () => store.close())
+  startAndStop(app, { providers, sessions, assertions, store })
 
   registerErrorHandler(app, config.server.baseUrl)
   registerEdge(app)

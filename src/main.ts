@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
 import { ConfigError, configWarnings, loadConfig } from './config/config.js'
+import type { GatewayConfig } from './config/types.js'
 import { loggerOptions } from './ops/logger.js'
 import { WORKER_SECRET_ENV, runPrimary } from './ops/workers.js'
 // The gateway itself (Fastify, ioredis, undici...) and the cluster's metrics listener (prom-client)
@@ -61,8 +62,15 @@ export async function main (argv: string[]): Promise<number> {
     runPrimary(config)
     return -1
   }
+  await serve(config)
+  return -1
+}
+
+/** Listens with the gateway, and closes it gracefully on SIGTERM and SIGINT. */
+async function serve (loaded: GatewayConfig): Promise<void> {
+  // A worker without session.secret takes the random one its primary made for all its workers.
   const sharedSecret = process.env[WORKER_SECRET_ENV]
-  if (!config.session.secret && sharedSecret) config = { ...config, session: { ...config.session, secret: sharedSecret } }
+  const config = !loaded.session.secret && sharedSecret ? { ...loaded, session: { ...loaded.session, secret: sharedSecret } } : loaded
 
   const { buildGateway } = await import('./gateway.js')
   const app = await buildGateway(config)
@@ -92,7 +100,6 @@ export async function main (argv: string[]): Promise<number> {
   }
   process.once('SIGTERM', () => { stop('SIGTERM').catch(() => process.exit(1)) })
   process.once('SIGINT', () => { stop('SIGINT').catch(() => process.exit(1)) })
-  return -1
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

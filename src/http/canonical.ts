@@ -79,38 +79,21 @@ function canonicalPath (raw: string): string | CanonicalTarget {
     const code = raw.charCodeAt(i)
     const kind = code < 128 ? PATH_KIND[code] : Kind.Refuse
     if (code === 37 /* % */) {
-      const high = hexValue(raw.charCodeAt(i + 1))
-      const low = hexValue(raw.charCodeAt(i + 2))
-      if (high === -1 || low === -1) return refuse('the path has an invalid percent-encoding')
-      const byte = high * 16 + low
-      if (byte === 0x2f || byte === 0x5c) return refuse('the path has an encoded / or \\')
-      if (byte < 0x20 || byte === 0x7f) return refuse('the path has an encoded control character')
-      // As Spring Security's firewall does: `%25` is how double-encoded traversals start, and
-      // `%3B` is a `;` to any upstream that decodes before it strips segment parameters.
-      if (byte === 0x25) return refuse('the path has an encoded % (double encoding)')
-      if (byte === 0x3b) return refuse('the path has an encoded ;')
+      const byte = encodedByte(raw, i)
+      if (typeof byte !== 'number') return byte
       if (byte >= 0x80) nonAscii = true
       text += byte < 128 && UNRESERVED[byte] === true ? String.fromCharCode(byte) : encodeByte(byte)
       plain = false
       i += 2
     } else if (kind === Kind.Keep) {
       text += raw[i]
-      if (code === 46 /* . */ || code === 47 /* / */) {
-        // A `.` right after a `/`, or `//`, may start a dot segment or an empty one.
-        const previous = raw.charCodeAt(i - 1)
-        if (previous === 47) plain = false
-      }
+      // A `.` right after a `/`, or `//`, may start a dot segment or an empty one.
+      if ((code === 46 /* . */ || code === 47 /* / */) && raw.charCodeAt(i - 1) === 47) plain = false
     } else if (kind === Kind.Encode) {
       text += encodeByte(code)
       plain = false
-    } else if (code === 92 /* \ */) {
-      return refuse('the path has a \\ (some servers read it as /)')
-    } else if (code === 59 /* ; */) {
-      return refuse('the path has a ; (some servers drop what follows it in a segment)')
-    } else if (code === 35 /* # */) {
-      return refuse('the request target has a #')
     } else {
-      return refuse('the path has a control or non-ASCII character')
+      return refusedCharacter(code)
     }
   }
   // Encoded bytes above 0x7F must spell UTF-8: the router decodes the path and fails on anything else.
@@ -120,6 +103,29 @@ function canonicalPath (raw: string): string | CanonicalTarget {
   // `../` anywhere as a climb; refusing them keeps the edge and the proxy in agreement.
   if (typeof path === 'string' && (path.includes('/..') || path.includes('../'))) return refuse('the path has a segment that begins or ends with ..')
   return path
+}
+
+/** The byte the `%XX` at `i` encodes, or the refusal of a malformed one or of a byte the path may not carry encoded. */
+function encodedByte (raw: string, i: number): number | CanonicalTarget {
+  const high = hexValue(raw.charCodeAt(i + 1))
+  const low = hexValue(raw.charCodeAt(i + 2))
+  if (high === -1 || low === -1) return refuse('the path has an invalid percent-encoding')
+  const byte = high * 16 + low
+  if (byte === 0x2f || byte === 0x5c) return refuse('the path has an encoded / or \\')
+  if (byte < 0x20 || byte === 0x7f) return refuse('the path has an encoded control character')
+  // As Spring Security's firewall does: `%25` is how double-encoded traversals start, and
+  // `%3B` is a `;` to any upstream that decodes before it strips segment parameters.
+  if (byte === 0x25) return refuse('the path has an encoded % (double encoding)')
+  if (byte === 0x3b) return refuse('the path has an encoded ;')
+  return byte
+}
+
+/** The refusal of a character the path may not carry as it is. */
+function refusedCharacter (code: number): CanonicalTarget {
+  if (code === 92 /* \ */) return refuse('the path has a \\ (some servers read it as /)')
+  if (code === 59 /* ; */) return refuse('the path has a ; (some servers drop what follows it in a segment)')
+  if (code === 35 /* # */) return refuse('the request target has a #')
+  return refuse('the path has a control or non-ASCII character')
 }
 
 function isUtf8 (path: string): boolean {

@@ -4,6 +4,7 @@
 // broadcast that sign-out uses).
 // @see https://openid.net/specs/openid-connect-backchannel-1_0.html
 import { createHash } from 'node:crypto'
+import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
 import { GatewayError } from '../errors.js'
@@ -74,6 +75,11 @@ export async function verifyLogoutToken (provider: ResolvedProvider, token: unkn
   } catch (error) {
     throw joseProblem(error)
   }
+  return logoutClaims(claims)
+}
+
+/** The claims §2.6 asks of a logout token whose signature and times were verified. */
+function logoutClaims (claims: JWTPayload): LogoutClaims {
   const events = claims.events
   if (typeof events !== 'object' || events === null || Array.isArray(events) ||
     typeof (events as Record<string, unknown>)[BACKCHANNEL_LOGOUT_EVENT] !== 'object') {
@@ -92,7 +98,8 @@ export class BackchannelLogout {
     private readonly store: SessionStore,
     private readonly index: SessionIndex,
     private readonly sessions: Sessions,
-    private readonly log: Logger
+    private readonly log: Logger,
+    private readonly clock: Clock
   ) {}
 
   /**
@@ -100,7 +107,7 @@ export class BackchannelLogout {
    * with its `sid` when it has one, else every session of its `sub`. Returns how many ended.
    */
   async logout (provider: ResolvedProvider, token: unknown): Promise<number> {
-    const claims = await verifyLogoutToken(provider, token)
+    const claims = await verifyLogoutToken(provider, token, new Date(this.clock.now()))
     const jti = createHash('sha256').update(claims.jti).digest('base64url')
     // 2 s more than a token can be accepted for: its age is checked in whole seconds.
     const rememberMs = (LOGOUT_TOKEN_MAX_AGE_S + 2 * CLOCK_TOLERANCE_S + 2) * 1000

@@ -56,56 +56,62 @@ function allowRules (query: Record<string, string | string[] | undefined>): Allo
   return normalisedRule({ emails, domains, groups })
 }
 
+/** What trustTest (src/http/trust-proxy.ts) returns: whether a peer is a proxy trustProxy admits. */
+type TrustTest = ReturnType<typeof trustTest>
+
+/** The original URL: `text` as given (what `next` will be checked as), `uri` its path and query, `url` as parsed. */
+interface OriginalUrl { text: string, uri: string, url: URL }
+
+/**
+ * The URL the user asked the proxy in front for, from X-Forwarded-Proto/-Host and X-Forwarded-Uri
+ * (else X-Original-URI), only when the peer is a proxy trustProxy admits; anyone else could send
+ * these headers. `text` is the URL as given (what `next` will be checked as), `url` as parsed.
+ * Undefined when it cannot be told.
+ */
+function originalUrl (trusted: TrustTest, request: FastifyRequest): OriginalUrl | undefined {
+  if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
+  const uri = single(request, 'x-forwarded-uri') ?? single(request, 'x-original-uri')
+  if (uri === undefined || !uri.startsWith('/') || (request.protocol !== 'http' && request.protocol !== 'https')) return undefined
+  const text = `${request.protocol}://${request.host}${uri}`
+  try {
+    return { text, uri, url: new URL(text) }
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The host a trusted proxy says the request is for (X-Forwarded-Host, else Host), as
+ * forwardAuth.hosts names hosts (see hostKey), read by the parser that reads the original URL;
+ * undefined when the peer is no trusted proxy (its word names nothing), null when the value is
+ * not a host (which rules apply could not be told: refused).
+ */
+function forwardedHost (trusted: TrustTest, request: FastifyRequest): string | undefined | null {
+  if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
+  try {
+    const url = new URL(`http://${request.host}/`)
+    return url.hostname === '' ? null : hostKey(url)
+  } catch {
+    return null
+  }
+}
+
+/**
+ * Where the sign-in returns: the path itself when the original URL is on the gateway's own
+ * origin, else the absolute URL when its host is allowed; otherwise /oauth/. Either way the
+ * value as sent, checked by safeNext (which refuses what the URL parser would have changed).
+ */
+function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirectHosts: RedirectHosts): string {
+  if (!original) return HOME
+  const { text, uri, url } = original
+  if (url.origin === ownOrigin && url.username === '' && url.password === '') return safeNext(uri)
+  return safeNext(text, redirectHosts)
+}
+
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, assertions }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
   const ownOrigin = new URL(config.server.baseUrl).origin
-
-  /**
-   * The URL the user asked the proxy in front for, from X-Forwarded-Proto/-Host and X-Forwarded-Uri
-   * (else X-Original-URI), only when the peer is a proxy trustProxy admits; anyone else could send
-   * these headers. `text` is the URL as given (what `next` will be checked as), `url` as parsed.
-   * Undefined when it cannot be told.
-   */
-  function originalUrl (request: FastifyRequest): { text: string, uri: string, url: URL } | undefined {
-    if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
-    const uri = single(request, 'x-forwarded-uri') ?? single(request, 'x-original-uri')
-    if (uri === undefined || !uri.startsWith('/') || (request.protocol !== 'http' && request.protocol !== 'https')) return undefined
-    const text = `${request.protocol}://${request.host}${uri}`
-    try {
-      return { text, uri, url: new URL(text) }
-    } catch {
-      return undefined
-    }
-  }
-
-  /**
-   * The host a trusted proxy says the request is for (X-Forwarded-Host, else Host), as
-   * forwardAuth.hosts names hosts (see hostKey), read by the parser that reads the original URL;
-   * undefined when the peer is no trusted proxy (its word names nothing), null when the value is
-   * not a host (which rules apply could not be told: refused).
-   */
-  function forwardedHost (request: FastifyRequest): string | undefined | null {
-    if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
-    try {
-      const url = new URL(`http://${request.host}/`)
-      return url.hostname === '' ? null : hostKey(url)
-    } catch {
-      return null
-    }
-  }
-
-  /**
-   * Where the sign-in returns: the path itself when the original URL is on the gateway's own
-   * origin, else the absolute URL when its host is allowed; otherwise /oauth/. Either way the
-   * value as sent, checked by safeNext (which refuses what the URL parser would have changed).
-   */
-  function returnTo (original: { text: string, uri: string, url: URL } | undefined): string {
-    if (!original) return HOME
-    const { text, uri, url } = original
-    if (url.origin === ownOrigin && url.username === '' && url.password === '') return safeNext(uri)
-    return safeNext(text, redirectHosts)
-  }
 
   /**
    * Who signs the assertion for the original URL's origin, the audience an upstream behind nginx
@@ -125,9 +131,9 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
   app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>('/oauth/auth/:provider/', async (request, reply) => {
     const provider = request.params.provider
     if (!providers.has(provider)) throw unknownProvider(provider)
-    const original = originalUrl(request)
-    const login = loginUrl(config, provider, returnTo(original))
-    const host = forwardedHost(request)
+    const original = originalUrl(trusted, request)
+    const login = loginUrl(config, provider, returnTo(original, ownOrigin, redirectHosts))
+    const host = forwardedHost(trusted, request)
     if (host === null) throw refusal({ kind: 'invalid_request', reason: 'the forwarded host is not a host name' }, { subject: 'this provider' })
     // The query's rules, and the host's rules from gateway.yaml besides: a caller that leaves out the
     // query (or a proxy configured without it) gets no more than the host allows. Compiling them per
