@@ -28,7 +28,7 @@ export interface UpstreamResponse {
 /** `pool` as @fastify/http-proxy's `undici` option: reply-from will send the route's requests through it. */
 export function replyFromDispatcher (pool: UpstreamPool): ReplyFromDispatcher {
   // The cast: Dispatcher['request'] is overloaded (a promise form and a callback form); UpstreamPool
-  // has only the callback form, the one reply-from calls (lib/request.js, `pool.request(req, cb)`).
+  // has only the callback form, the one reply-from calls (`pool.request(req, callback)`).
   return pool as unknown as ReplyFromDispatcher
 }
 
