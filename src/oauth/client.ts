@@ -91,22 +91,54 @@ export function checkCallback (provider: ResolvedProvider, query: URLSearchParam
   }
 }
 
-function tokenExchangeError (provider: ResolvedProvider, error: unknown): GatewayError {
-  let message = 'The token endpoint did not return a usable access token.'
-  if (error instanceof oauth.ResponseBodyError) {
-    message = `The token endpoint refused the request (${ERROR_CODE.test(error.error) ? error.error : 'error'}).`
-  } else if (error instanceof Error && (error.name === 'TimeoutError' || error.name === 'AbortError')) {
-    message = `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`
-  } else if (error instanceof joseErrors.JWKSTimeout) {
-    message = `The provider's keys (JWKS) did not answer within ${provider.timeoutMs / 1000}s.`
-  } else if (error instanceof joseErrors.JOSEError ||
-    (error instanceof oauth.OperationProcessingError && [oauth.JWT_CLAIM_COMPARISON, oauth.JWT_TIMESTAMP_CHECK].includes(error.code ?? '')) ||
-    (error instanceof Error && /ID Token/i.test(error.message))) {
-    message = 'The ID token is invalid.'
-  } else if (error instanceof TypeError) {
-    message = 'The token endpoint could not be reached.'
-  }
-  return new GatewayError('token_exchange_failed', message, { cause: error })
+const ID_TOKEN_INVALID = 'The ID token is invalid.'
+const NOT_USABLE = 'The token endpoint did not return a usable access token.'
+
+/** The decoded parts of a JWT that oauth4webapi hands over in the `cause` of a claim or header check. */
+function aboutJwt (cause: unknown): boolean {
+  return typeof cause === 'object' && cause !== null && ('claims' in cause || 'header' in cause)
+}
+
+type Describe = (provider: ResolvedProvider, error: Error) => string
+
+/**
+ * What a failed code exchange or refresh tells the user, by the library's error class and code
+ * (oauth4webapi's and jose's `code`, a DOMException's `name`; `*` is any code of that class). The
+ * first row that matches wins. The only JWT in a token response is the ID token, so oauth4webapi's
+ * claim comparisons and timestamp checks, and its type and presence checks that carry the decoded
+ * claims or header in their `cause`, are about the ID token; jose is used here only to verify it.
+ */
+const TOKEN_ERRORS: ReadonlyArray<readonly [type: abstract new (...args: never[]) => Error, code: string, describe: Describe]> = [
+  [oauth.ResponseBodyError, oauth.RESPONSE_BODY_ERROR, (_provider, error) =>
+    `The token endpoint refused the request (${ERROR_CODE.test((error as oauth.ResponseBodyError).error) ? (error as oauth.ResponseBodyError).error : 'error'}).`],
+  [DOMException, 'TimeoutError', (provider) => `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`],
+  [DOMException, 'AbortError', (provider) => `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`],
+  [joseErrors.JWKSTimeout, joseErrors.JWKSTimeout.code, (provider) => `The provider's keys (JWKS) did not answer within ${provider.timeoutMs / 1000}s.`],
+  [joseErrors.JOSEError, '*', () => ID_TOKEN_INVALID],
+  [oauth.OperationProcessingError, oauth.JWT_CLAIM_COMPARISON, () => ID_TOKEN_INVALID],
+  [oauth.OperationProcessingError, oauth.JWT_TIMESTAMP_CHECK, () => ID_TOKEN_INVALID],
+  [oauth.OperationProcessingError, oauth.INVALID_RESPONSE, (_provider, error) => aboutJwt(error.cause) ? ID_TOKEN_INVALID : NOT_USABLE],
+  [TypeError, '*', () => 'The token endpoint could not be reached.'],
+]
+
+/** An error's identifier as its library defines it: the `code` string of oauth4webapi and jose, a DOMException's `name`. */
+function codeOf (error: Error): string | undefined {
+  if (error instanceof DOMException) return error.name
+  const code = (error as { code?: unknown }).code
+  return typeof code === 'string' ? code : undefined
+}
+
+/** The message of {@link TOKEN_ERRORS} for `error`; anything else did not give a usable token. */
+function tokenErrorMessage (provider: ResolvedProvider, error: unknown): string {
+  if (!(error instanceof Error)) return NOT_USABLE
+  const code = codeOf(error)
+  const row = TOKEN_ERRORS.find(([type, rowCode]) => error instanceof type && (rowCode === '*' || rowCode === code))
+  return row ? row[2](provider, error) : NOT_USABLE
+}
+
+/** `token_exchange_failed` for a library error met in the code exchange or a refresh, the error as its cause. */
+export function tokenExchangeError (provider: ResolvedProvider, error: unknown): GatewayError {
+  return new GatewayError('token_exchange_failed', tokenErrorMessage(provider, error), { cause: error })
 }
 
 /**

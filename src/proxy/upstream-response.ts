@@ -2,11 +2,11 @@
 // operator see it: timeouts are 504 `gateway_timeout`, everything else 502 `bad_gateway`, each
 // logged as one warn line naming the route (the upstream is down, not the gateway).
 import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
-import type { IncomingHttpHeaders } from 'node:http'
 import type { Readable } from 'node:stream'
 import { GatewayError } from '../errors.js'
 import type { BodyDeadlines } from './body-deadline.js'
 import type { UpstreamTarget } from './cut-off.js'
+import type { UpstreamResponse } from './reply-from-adapter.js'
 import { UpstreamFailure } from './upstream-pool.js'
 
 declare module 'fastify' {
@@ -39,13 +39,6 @@ export function upstreamError (target: UpstreamTarget, error: Error & { code?: s
 
 /** Upstream bodies of declared length up to this size are read whole and sent in one write. */
 const BUFFERED_BODY_MAX = 64 * 1024
-
-/** What @fastify/reply-from hands to onResponse over undici (its types describe the node:http variant). */
-export interface UpstreamResponse {
-  headers: IncomingHttpHeaders
-  /** The body, or why there is none (the route's pool answers failures this way). */
-  stream: (Readable & { arrayBuffer?: () => Promise<ArrayBuffer> }) | UpstreamFailure
-}
 
 type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions']>['onResponse']>
 

@@ -6,7 +6,6 @@
 // logged and counted by RequestEnd (proxy/cut-off.ts names what happened).
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import type { Dispatcher } from 'undici'
 import type { Access, Guard, Verdict } from '../access/authorize.js'
 import { compileGate } from '../access/gate.js'
 import { refusal } from '../access/refusal.js'
@@ -20,8 +19,9 @@ import { BodyDeadlines } from '../proxy/body-deadline.js'
 import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from '../proxy/cut-off.js'
 import { clientBoundHeaders } from '../proxy/headers.js'
 import { UpstreamHeaders } from '../proxy/request-headers.js'
+import { replyFromDispatcher, upstreamResponse } from '../proxy/reply-from-adapter.js'
 import { UpstreamPool } from '../proxy/upstream-pool.js'
-import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders, type UpstreamResponse } from '../proxy/upstream-response.js'
+import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import { websocketHooks } from '../proxy/websocket.js'
 
 export interface ProxyDeps {
@@ -136,9 +136,7 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
     prefix: route.path,
     // Without rewritePrefix the path is forwarded unchanged (docs/configuration.md).
     rewritePrefix: route.rewritePrefix ?? route.path,
-    // reply-from uses any object with a request method as its undici dispatcher, and calls only
-    // the callback form of request (the one UpstreamPool has).
-    undici: pool as unknown as { request: Dispatcher['request'] },
+    undici: replyFromDispatcher(pool),
     disableRequestLogging: true,
     replyOptions: {
       rewriteRequestHeaders: (request, incoming) => {
@@ -147,8 +145,7 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
       },
       rewriteHeaders: (incoming) => clientBoundHeaders(incoming, plantable),
       onError: (reply, { error }) => { reply.send(upstreamError(target, error, reply.request.url)) },
-      // reply-from's types describe the node:http response; over undici it is UpstreamResponse.
-      onResponse: (request, reply, response) => sendUpstreamResponse(target, deadlines, request, reply, response as unknown as UpstreamResponse),
+      onResponse: (request, reply, response) => sendUpstreamResponse(target, deadlines, request, reply, upstreamResponse(response)),
     },
   }
   // The upgrade request goes through the same access hook; the upstream handshake gets the same headers.

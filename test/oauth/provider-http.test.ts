@@ -5,7 +5,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { providerFetch } from '../../src/oauth/provider-http.js'
-import { freePort } from '../helpers/net.js'
+import { DnsStub } from '../helpers/dns-stub.js'
+import { freePort, waitFor } from '../helpers/net.js'
 
 let server: Server
 let base: string
@@ -79,5 +80,30 @@ describe('providerFetch', () => {
 
   it('refuses an answer larger than 1 MiB (a token or userinfo answer is a few KiB)', async () => {
     expect(await seen(providerFetch(`${base}/huge`))).toEqual({ error: 'TypeError', message: 'fetch failed' })
+  })
+})
+
+describe('providerFetch beside Node fetch (what oauth4webapi would use without customFetch)', () => {
+  it('holds one lookup of a name whose lookup hangs for calls at once, where fetch holds one per call', async () => {
+    // A held lookup is a libuv thread-pool thread taken (test/faults/shared-lookup.test.ts): four
+    // such fetch calls would stop every file read, scrypt and zlib call of the process.
+    const dns = new DnsStub().install()
+    dns.hang('ours.localhost')
+    dns.hang('fetch.localhost')
+    const abort = new AbortController()
+    const port = new URL(base).port
+    const calls = [0, 1, 2].flatMap(() => [
+      providerFetch(`http://ours.localhost:${port}/json`, { signal: abort.signal }).catch(() => undefined),
+      fetch(`http://fetch.localhost:${port}/json`, { signal: abort.signal }).catch(() => undefined),
+    ])
+    try {
+      await waitFor(async () => dns.pending('fetch.localhost') === 3, 5000, 'three held lookups for fetch')
+      expect(dns.pending('ours.localhost')).toBe(1)
+      // Ended by the signal while the lookups still hang, both: fetch loses the sharing, not the abort.
+      abort.abort()
+      expect(await Promise.all(calls)).toEqual([undefined, undefined, undefined, undefined, undefined, undefined])
+    } finally {
+      dns.restore()
+    }
   })
 })

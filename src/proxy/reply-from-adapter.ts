@@ -1,0 +1,51 @@
+// Where the gateway's upstream pool meets @fastify/reply-from (through @fastify/http-proxy), and the
+// only place their types are bridged. reply-from takes as its undici dispatcher any object with a
+// `request` method and calls only the callback form of it; over undici it hands onResponse
+// `{ statusCode, headers, stream }` with the dispatcher's body as `stream`, while its types describe
+// the node:http response. test/proxy/reply-from-adapter.test.ts runs a real reply-from over a real
+// pool and checks both, so an upgrade that changes either fails there.
+import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
+import type { IncomingHttpHeaders } from 'node:http'
+import { Readable } from 'node:stream'
+import type { Dispatcher } from 'undici'
+import { UpstreamFailure, type UpstreamPool } from './upstream-pool.js'
+
+/** The dispatcher form of @fastify/http-proxy's `undici` option. */
+type ReplyFromDispatcher = Extract<NonNullable<FastifyHttpProxyOptions['undici']>, { request: Dispatcher['request'] }>
+
+type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions']>['onResponse']>
+
+/** What reply-from hands to onResponse as its third argument, as its types spell it. */
+export type ReplyFromResponse = Parameters<OnResponse>[2]
+
+/** What reply-from hands to onResponse over an {@link UpstreamPool}. */
+export interface UpstreamResponse {
+  headers: IncomingHttpHeaders
+  /** The body, or why there is none (the route's pool answers failures this way). */
+  stream: (Readable & { arrayBuffer?: () => Promise<ArrayBuffer> }) | UpstreamFailure
+}
+
+/** `pool` as @fastify/http-proxy's `undici` option: reply-from will send the route's requests through it. */
+export function replyFromDispatcher (pool: UpstreamPool): ReplyFromDispatcher {
+  // The cast: Dispatcher['request'] is overloaded (a promise form and a callback form); UpstreamPool
+  // has only the callback form, the one reply-from calls (`pool.request(req, callback)`).
+  return pool as unknown as ReplyFromDispatcher
+}
+
+/**
+ * reply-from's onResponse argument as what it is over the pool: headers and a body stream (an undici
+ * body, with arrayBuffer) or an {@link UpstreamFailure}. Anything else is a TypeError: reply-from
+ * changed what it hands over, and nothing downstream could read it.
+ */
+export function upstreamResponse (response: ReplyFromResponse): UpstreamResponse {
+  // The cast: reply-from's types say node:http IncomingMessage with a `stream`; over undici the
+  // object is its own `{ statusCode, headers, stream }`. What it really holds is checked below.
+  const { headers, stream } = response as unknown as { headers?: unknown, stream?: unknown }
+  if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) {
+    throw new TypeError('reply-from handed onResponse a response without a headers object')
+  }
+  if (!(stream instanceof UpstreamFailure) && !(stream instanceof Readable)) {
+    throw new TypeError('reply-from handed onResponse a response whose stream is neither a Readable nor an UpstreamFailure')
+  }
+  return { headers: headers as IncomingHttpHeaders, stream }
+}
