@@ -167,8 +167,20 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
   const { kept, phrases } = collapseBranches(check.errors ?? [])
 
   // Unknown keys first: the key each was meant to be is then "present", not missing.
+  const meant = reportUnknownKeys(issues, kept, data)
+  const removals = reportValueProblems(issues, kept, phrases, meant, plain, data)
+  // Deepest first, so that removing a list item does not shift another removal's index.
+  for (const path of removals.sort((a, b) => b.length - a.length)) remove(data, path)
+  return data
+}
+
+/**
+ * One "unknown key" per key the schema does not allow, with the nearest allowed key as a hint; the
+ * key removed from `data`. Returns the pointers of the keys they were meant to be.
+ */
+function reportUnknownKeys (issues: Issues, errors: ErrorObject[], data: Record<string, unknown>): Set<string> {
   const meant = new Set<string>()
-  for (const error of kept) {
+  for (const error of errors) {
     if (error.keyword !== 'additionalProperties') continue
     const parent = pathOf(error.instancePath, data)
     const key = String((error.params as { additionalProperty: string }).additionalProperty)
@@ -182,9 +194,18 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
     }
     remove(data, [...parent, key])
   }
+  return meant
+}
 
+/**
+ * The other errors: "is required" (unless a misspelt key was meant to be it), else "must be <this>,
+ * got <the value as written>". Returns the paths of the values to remove.
+ */
+function reportValueProblems (
+  issues: Issues, errors: ErrorObject[], phrases: Map<string, SchemaNode>, meant: Set<string>, plain: unknown, data: Record<string, unknown>
+): Path[] {
   const removals: Path[] = []
-  for (const error of kept) {
+  for (const error of errors) {
     if (error.keyword === 'additionalProperties') continue
     const path = pathOf(error.instancePath, data)
     if (error.keyword === 'required') {
@@ -203,9 +224,7 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
     }
     removals.push(path)
   }
-  // Deepest first, so that removing a list item does not shift another removal's index.
-  for (const path of removals.sort((a, b) => b.length - a.length)) remove(data, path)
-  return data
+  return removals
 }
 
 /**

@@ -320,6 +320,9 @@ function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
 
 const PRESET_HINT = `or set preset: ${PRESET_NAMES.join(', ')}`
 
+/** The key path of one key of the provider or route being checked: `at('issuer')` is `providers.<name>.issuer`. */
+type KeyPath = (key: string) => Path
+
 function validateProvider (issues: Issues, name: string, raw: ProviderRaw, loopbackOnly: boolean): ProviderConfig {
   const path = ['providers', name]
   const at = (key: string): Path => [...path, key]
@@ -333,24 +336,12 @@ function validateProvider (issues: Issues, name: string, raw: ProviderRaw, loopb
   const preset = given('preset')
   if (!given('scope') && !preset) issues.add(at('scope'), 'is required', PRESET_HINT)
   const openid = scope.split(/\s+/).includes('openid')
-  // With an issuer, discovery fills in missing endpoints; without one both URLs are needed.
-  for (const key of ['authorizeUrl', 'tokenUrl'] as const) {
-    if (!given(key) && !given('issuer') && !preset) issues.add(at(key), 'is required without issuer', PRESET_HINT)
-  }
-  const authorizeUrl = url(issues, at('authorizeUrl'), raw.authorizeUrl, ['http', 'https'])
-  const tokenUrl = url(issues, at('tokenUrl'), raw.tokenUrl, ['http', 'https'])
-  if (openid && !given('issuer') && given('authorizeUrl') && !preset) {
-    issues.add(at('issuer'), 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
-  }
+  const { authorizeUrl, tokenUrl } = validateGrantEndpoints(issues, at, raw, given, preset, openid)
   const userinfoUrl = url(issues, at('userinfoUrl'), raw.userinfoUrl, ['http', 'https'])
   const shipped = raw.clientSecret === undefined ? undefined : shippedSecretProblem(raw.clientSecret, loopbackOnly)
   if (shipped !== undefined) issues.add(at('clientSecret'), shipped)
   const allowInsecure = raw.dangerouslyAllowInsecureHttp
-  const endpoints = { issuer, authorizeUrl, tokenUrl, userinfoUrl }
-  for (const [key, endpoint] of Object.entries(endpoints)) {
-    const host = endpoint === undefined || allowInsecure ? undefined : plainHttpHost(endpoint)
-    if (host !== undefined) issues.add(at(key), plainHttpProblem(host, name))
-  }
+  checkPlainHttpEndpoints(issues, name, at, { issuer, authorizeUrl, tokenUrl, userinfoUrl }, allowInsecure)
   return {
     name,
     clientId: raw.clientId ?? '',
@@ -367,6 +358,34 @@ function validateProvider (issues: Issues, name: string, raw: ProviderRaw, loopb
     dangerouslyAllowInsecureHttp: allowInsecure,
     ...(raw.preset !== undefined ? { preset: raw.preset } : {}),
     endSession: raw.endSession,
+  }
+}
+
+/**
+ * A provider's authorization and token endpoints. With an issuer, discovery fills in missing
+ * endpoints; without one both URLs are needed, and an openid scope needs the issuer anyway.
+ */
+function validateGrantEndpoints (
+  issues: Issues, at: KeyPath, raw: ProviderRaw, given: (key: keyof ProviderRaw) => boolean, preset: boolean, openid: boolean
+): { authorizeUrl: string | undefined, tokenUrl: string | undefined } {
+  for (const key of ['authorizeUrl', 'tokenUrl'] as const) {
+    if (!given(key) && !given('issuer') && !preset) issues.add(at(key), 'is required without issuer', PRESET_HINT)
+  }
+  const authorizeUrl = url(issues, at('authorizeUrl'), raw.authorizeUrl, ['http', 'https'])
+  const tokenUrl = url(issues, at('tokenUrl'), raw.tokenUrl, ['http', 'https'])
+  if (openid && !given('issuer') && given('authorizeUrl') && !preset) {
+    issues.add(at('issuer'), 'is required when the scope includes openid (ID tokens are checked against the issuer and its keys)')
+  }
+  return { authorizeUrl, tokenUrl }
+}
+
+/** Each endpoint on plain http to a host that is not loopback, unless dangerouslyAllowInsecureHttp. */
+function checkPlainHttpEndpoints (
+  issues: Issues, name: string, at: KeyPath, endpoints: Record<string, string | undefined>, allowInsecure: boolean | undefined
+): void {
+  for (const [key, endpoint] of Object.entries(endpoints)) {
+    const host = endpoint === undefined || allowInsecure ? undefined : plainHttpHost(endpoint)
+    if (host !== undefined) issues.add(at(key), plainHttpProblem(host, name))
   }
 }
 
@@ -396,30 +415,13 @@ function validatePublic (issues: Issues, path: Path, raw: string[]): PublicRule[
 function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers: string[]): RouteConfig {
   const path = ['routes', index]
   const at = (key: string): Path => [...path, key]
-  let prefix = raw.path ?? '/'
-  if (raw.path !== undefined && (!prefix.startsWith('/') || /[*?#:\s]/.test(prefix))) {
-    issues.add(at('path'), `must be a path prefix such as /app/, got ${describe(prefix)}`)
-    prefix = '/'
-  }
-  prefix = prefix.length > 1 ? prefix.replace(/\/+$/, '') : prefix
-  if (RESERVED_PATHS.some((reserved) => prefix === reserved || prefix.startsWith(`${reserved}/`))) {
-    issues.add(at('path'), `must not overlap the gateway's own ${prefix.startsWith('/oauth') ? '/oauth/' : prefix} endpoint`)
-  }
+  const prefix = validateRoutePath(issues, at, raw.path)
   const auth = raw.auth
   const provider = raw.provider
-  if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
-    issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
-  }
-  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider])) {
-    const match = closest(provider, providers)
-    issues.add(at('provider'), 'names no configured provider', match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
-  }
+  checkRouteProvider(issues, at, auth, provider, providers)
   const rewritePrefix = raw.rewritePrefix
   if (rewritePrefix !== undefined && !rewritePrefix.startsWith('/')) issues.add(at('rewritePrefix'), `must start with /, got ${describe(rewritePrefix)}`)
-  const upstream = url(issues, at('upstream'), raw.upstream, ['http', 'https'])
-  if (upstream !== undefined && (new URL(upstream).pathname !== '/' || /[?#]/.test(upstream))) {
-    issues.add(at('upstream'), `must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got ${describe(upstream)}`)
-  }
+  const upstream = validateUpstream(issues, at, raw.upstream)
   const assertion = raw.assertion
   if (assertion && auth === 'none') issues.add(at('assertion'), 'needs auth: required (a route without a session has nobody to vouch for)')
   return {
@@ -438,6 +440,40 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
     assertion,
     websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
   }
+}
+
+/** A route's path prefix, without trailing slashes ("/" when missing or invalid), clear of the gateway's own endpoints. */
+function validateRoutePath (issues: Issues, at: KeyPath, raw: string | undefined): string {
+  let prefix = raw ?? '/'
+  if (raw !== undefined && (!prefix.startsWith('/') || /[*?#:\s]/.test(prefix))) {
+    issues.add(at('path'), `must be a path prefix such as /app/, got ${describe(prefix)}`)
+    prefix = '/'
+  }
+  prefix = prefix.length > 1 ? prefix.replace(/\/+$/, '') : prefix
+  if (RESERVED_PATHS.some((reserved) => prefix === reserved || prefix.startsWith(`${reserved}/`))) {
+    issues.add(at('path'), `must not overlap the gateway's own ${prefix.startsWith('/oauth') ? '/oauth/' : prefix} endpoint`)
+  }
+  return prefix
+}
+
+/** A route's provider: required with auth: required, and one of the configured providers. */
+function checkRouteProvider (issues: Issues, at: KeyPath, auth: RouteRaw['auth'], provider: string | undefined, providers: string[]): void {
+  if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
+    issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
+  }
+  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider])) {
+    const match = closest(provider, providers)
+    issues.add(at('provider'), 'names no configured provider', match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
+  }
+}
+
+/** A route's upstream: an http(s) origin, with no path, query or fragment (rewritePrefix maps paths). */
+function validateUpstream (issues: Issues, at: KeyPath, raw: string | undefined): string | undefined {
+  const upstream = url(issues, at('upstream'), raw, ['http', 'https'])
+  if (upstream !== undefined && (new URL(upstream).pathname !== '/' || /[?#]/.test(upstream))) {
+    issues.add(at('upstream'), `must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got ${describe(upstream)}`)
+  }
+  return upstream
 }
 
 /** Headers an assertion may not be named after: the gateway already sets them, or HTTP gives them a meaning. */
