@@ -1,50 +1,13 @@
 // The deadline list under the upstream pool and the body reads (src/proxy/deadline-list.ts), on a
 // clock and a timer this test moves itself: no wall-clock wait, no real timer.
 import { describe, expect, it } from 'vitest'
-import { DeadlineList, type DeadlineTimers, type Timed } from '../../src/proxy/deadline-list.js'
+import { DeadlineList, type Timed } from '../../src/proxy/deadline-list.js'
+import { ManualTimers } from '../helpers/manual-timers.js'
 
 class Wait implements Timed<Wait> {
   prev: Wait | null = null
   next: Wait | null = null
   constructor (readonly name: string, readonly deadline: number) {}
-}
-
-/** A clock that moves only when told, and the timers set on it, fired as time passes them. */
-class ManualTimers implements DeadlineTimers {
-  time = 0
-  /** Every timer set, in order, with whether it was cancelled or has fired. */
-  readonly set: Array<{ at: number, callback: () => void, done: boolean }> = []
-
-  now (): number {
-    return this.time
-  }
-
-  setTimeout (callback: () => void, ms: number): () => void {
-    const timer = { at: this.time + ms, callback, done: false }
-    this.set.push(timer)
-    return () => { timer.done = true }
-  }
-
-  /** The timers not yet fired nor cancelled. */
-  live (): number[] {
-    return this.set.filter((timer) => !timer.done).map((timer) => timer.at)
-  }
-
-  /**
-   * Moves the clock to `to`, firing each timer due on the way at its own time, in time order. A list
-   * that keeps setting timers without time moving fails here instead of hanging.
-   */
-  advance (to: number): void {
-    for (let fired = 0; ; fired++) {
-      if (fired === 1000) throw new Error(`1000 timers fired before ${to}`)
-      const due = this.set.filter((timer) => !timer.done && timer.at <= to).sort((a, b) => a.at - b.at)[0]
-      if (due === undefined) break
-      this.time = due.at
-      due.done = true
-      due.callback()
-    }
-    this.time = to
-  }
 }
 
 function list (earlyMs: number): { timers: ManualTimers, expired: string[], deadlines: DeadlineList<Wait> } {
