@@ -2,11 +2,14 @@ import { availableParallelism } from 'node:os'
 import { configDefaults, defineConfig } from 'vitest/config'
 import { BaseSequencer, type TestSpecification } from 'vitest/node'
 
+/** The fault tests: a project of their own (below). */
+const FAULTS = 'test/faults/**/*.test.ts'
+
 /**
- * Tests that kill processes or time answers under hundreds of concurrent requests: they run last,
- * once the other files are done, since beside three other busy test files the machine could answer
- * too late for what they check (a cluster primary handing connections to a worker it has not yet
- * seen die; 300 timeouts that must each come within the route's timeout plus a margin).
+ * Fault tests that kill processes or time answers under hundreds of concurrent requests: they run
+ * last, once the other files are done, since beside three other busy test files the machine could
+ * answer too late for what they check (a cluster primary handing connections to a worker it has
+ * not yet seen die; 300 timeouts that must each come within the route's timeout plus a margin).
  */
 const QUIET = ['test/faults/cluster-failover.test.ts', 'test/faults/worker-killed.test.ts', 'test/faults/hung-upstream.test.ts']
 
@@ -42,9 +45,14 @@ export default defineConfig({
     // the one that fakes timers restores them after each test.
     isolate: false,
     sequence: { sequencer: FailoverFirst },
+    // The fault tests (test/faults: processes killed, servers frozen or cut off) are their own
+    // project, which `npm run test:faults` runs alone (`--project 'faults*'`) and `npm test` beside
+    // the suite. The QUIET files among them are a second project of the faults, since a project
+    // has one place in the order and one worker count: theirs runs last, two at a time.
     projects: [
-      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...QUIET] } },
-      { extends: true, test: { name: 'quiet', include: QUIET, maxWorkers: 2, sequence: { groupOrder: 1 } } },
+      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, FAULTS] } },
+      { extends: true, test: { name: 'faults', include: [FAULTS], exclude: [...configDefaults.exclude, ...QUIET] } },
+      { extends: true, test: { name: 'faults-quiet', include: QUIET, maxWorkers: 2, sequence: { groupOrder: 1 } } },
     ],
   },
 })

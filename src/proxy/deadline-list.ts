@@ -8,14 +8,34 @@
 export interface Timed<T> {
   prev: T | null
   next: T | null
-  /** performance.now() at which it expires. */
+  /** The list's `now()` (performance.now() unless a test gives another) at which it expires. */
   readonly deadline: number
+}
+
+/** The clock and the timer a list keeps its deadlines with; a test gives its own to move time itself. */
+export interface DeadlineTimers {
+  now (): number
+  /**
+   * Calls `callback` once, `ms` from now, unless the returned function is called first. The timer
+   * must not keep the process alive.
+   */
+  setTimeout (callback: () => void, ms: number): () => void
+}
+
+/** performance.now() and unref'd Node timers. */
+export const nodeTimers: DeadlineTimers = {
+  now: () => performance.now(),
+  setTimeout: (callback, ms) => {
+    const timer = setTimeout(callback, ms).unref()
+    return () => clearTimeout(timer)
+  },
 }
 
 export class DeadlineList<T extends Timed<T>> {
   private head: T | null = null
   private tail: T | null = null
-  private timer: NodeJS.Timeout | undefined = undefined
+  /** Cancels the one timer, set for the head's deadline; undefined when none is set. */
+  private cancel: (() => void) | undefined = undefined
 
   constructor (
     /** Called once for each wait whose deadline has come, after it has left the list. */
@@ -25,7 +45,8 @@ export class DeadlineList<T extends Timed<T>> {
      * waiting for its answer takes 1; a wait that must never end before its timeout takes 0 (the
      * timer is set again for the remaining fraction).
      */
-    private readonly earlyMs: number
+    private readonly earlyMs: number,
+    private readonly timers: DeadlineTimers = nodeTimers
   ) {}
 
   append (item: T): void {
@@ -51,13 +72,13 @@ export class DeadlineList<T extends Timed<T>> {
 
   /** No deadline is kept after this (the route's scope has closed). */
   close (): void {
-    clearTimeout(this.timer)
-    this.timer = undefined
+    this.cancel?.()
+    this.cancel = undefined
   }
 
   private readonly sweep = (): void => {
-    this.timer = undefined
-    const now = performance.now() + this.earlyMs
+    this.cancel = undefined
+    const now = this.timers.now() + this.earlyMs
     try {
       while (this.head !== null && this.head.deadline <= now) {
         const item = this.head
@@ -71,8 +92,7 @@ export class DeadlineList<T extends Timed<T>> {
   }
 
   private schedule (): void {
-    if (this.timer !== undefined || this.head === null) return
-    this.timer = setTimeout(this.sweep, Math.max(0, this.head.deadline - performance.now()))
-    this.timer.unref()
+    if (this.cancel !== undefined || this.head === null) return
+    this.cancel = this.timers.setTimeout(this.sweep, Math.max(0, this.head.deadline - this.timers.now()))
   }
 }

@@ -5,7 +5,7 @@
 import type { EventEmitter } from 'node:events'
 import { Pool, errors, type Dispatcher } from 'undici'
 import { sharedLookup } from '../ops/shared-lookup.js'
-import { DeadlineList, type Timed } from './deadline-list.js'
+import { DeadlineList, nodeTimers, type DeadlineTimers, type Timed } from './deadline-list.js'
 
 type ResponseData = Dispatcher.ResponseData<Pending>
 /** The callback form of `Dispatcher.request`, the one @fastify/reply-from calls. */
@@ -67,6 +67,12 @@ export interface UpstreamPoolOptions {
   maxConnections: number
 }
 
+/** What a test may give in place of the real parts: its own clock and timer, and its own undici Pool. */
+export interface UpstreamPoolParts {
+  timers?: DeadlineTimers
+  pool?: Pick<Pool, 'request' | 'destroy'>
+}
+
 /**
  * An undici Pool behind a deadline per request. The pending requests are kept in a list in the
  * order they came, which is also the order of their deadlines (one timeout per pool), so a single
@@ -74,17 +80,20 @@ export interface UpstreamPoolOptions {
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.6.5 (504 Gateway Timeout: what an expired request becomes)
  */
 export class UpstreamPool {
-  private readonly pool: Pool
+  private readonly pool: Pick<Pool, 'request' | 'destroy'>
   private readonly timeoutMs: number
-  /** Timers fire on whole milliseconds: a deadline within one of now has come. */
-  private readonly pending = new DeadlineList<Pending>((pending) => this.expire(pending), 1)
+  private readonly timers: DeadlineTimers
+  private readonly pending: DeadlineList<Pending>
 
-  constructor ({ origin, timeoutMs, maxConnections }: UpstreamPoolOptions) {
+  constructor ({ origin, timeoutMs, maxConnections }: UpstreamPoolOptions, parts: UpstreamPoolParts = {}) {
     this.timeoutMs = timeoutMs
+    this.timers = parts.timers ?? nodeTimers
+    // Timers fire on whole milliseconds: a deadline within one of now has come.
+    this.pending = new DeadlineList<Pending>((pending) => this.expire(pending), 1, this.timers)
     // headersTimeout stays as a backstop: the deadline here always comes first. Connecting longer
     // than the route would wait for an answer is pointless. An upstream name whose lookup hangs costs
     // one thread-pool thread, not one per connection attempt (src/ops/shared-lookup.ts).
-    this.pool = new Pool(origin, {
+    this.pool = parts.pool ?? new Pool(origin, {
       connections: maxConnections,
       pipelining: 1,
       headersTimeout: timeoutMs,
@@ -99,7 +108,7 @@ export class UpstreamPool {
    * timeout is up, a response whose body is an {@link UpstreamFailure}. It is called once.
    */
   request (options: Dispatcher.RequestOptions<Pending>, callback: Callback): void {
-    const pending = new Pending(performance.now() + this.timeoutMs, callback)
+    const pending = new Pending(this.timers.now() + this.timeoutMs, callback)
     this.pending.append(pending)
     // The options object is reply-from's own, made for this one request. undici reads a signal's
     // on/once/removeListener, aborted and reason only: Pending has them without an EventEmitter.

@@ -48,8 +48,11 @@ function asBuffer (bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 }
 
+/** The longest ioredis waits between two reconnection attempts. */
+export const MAX_RECONNECT_DELAY_MS = 1000
+
 /** How long ioredis waits between reconnection attempts. */
-const retryStrategy = (attempt: number) => Math.min(100 * attempt, 1000)
+const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS)
 
 /**
  * Short timeouts (store.timeout, 500 ms by default; connecting twice that) and no offline queue:

@@ -4,13 +4,18 @@
 // in again works; never a 500. Either way the log has exactly one "unreachable" and one "reachable
 // again" line for the outage, and no error line per failed request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { MAX_RECONNECT_DELAY_MS } from '../../src/store/redis.js'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
 import { answersAfter, ask, hammer, startFaultStack, type Answer, type FaultStack } from '../helpers/fault-stack.js'
 import { waitFor } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 /** A short command timeout and outage hysteresis: the outage is logged within a fraction of a second. */
-const STORE = { timeout: '250ms' }
+const STORE_TIMEOUT_MS = 250
+const STORE = { timeout: `${STORE_TIMEOUT_MS}ms` }
+/** Redis back: the next reconnection attempt, its connect (2 x store.timeout) and ready check, and one answer. */
+const RECONNECTED_WITHIN_MS = MAX_RECONNECT_DELAY_MS + 3 * STORE_TIMEOUT_MS + ONE_ANSWER_MS
 const HYSTERESIS = { downAfterMs: 300, upAfterMs: 300 }
 const pause = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
@@ -35,7 +40,7 @@ async function restartUnderLoad (redis: TestRedis, stack: FaultStack, cookie: st
   await answersAfter(load, down, 12, (answer) => answer.status === 503, 'of 503 while Redis is away')
   await redis.restart!()
   const back = Date.now()
-  while (Date.now() - back < 10_000 && !settled(load.answers.at(-1) ?? { status: 0 } as Answer)) await pause(100)
+  while (Date.now() - back < RECONNECTED_WITHIN_MS && !settled(load.answers.at(-1) ?? { status: 0 } as Answer)) await pause(100)
   await answersAfter(load, load.answers.length, 8, settled, 'after the restart')
   const answers = await load.stop()
   await waitFor(async () => count(stack, 'session store reachable again') > 0, 5000, 'the "reachable again" line')

@@ -18,7 +18,7 @@ import { parseConfig } from '../../src/config/config.js'
 import { GatewayError } from '../../src/errors.js'
 import { loggerOptions } from '../../src/ops/logger.js'
 import { DEFAULT_HYSTERESIS } from '../../src/store/outage-log.js'
-import { RedisStore } from '../../src/store/redis.js'
+import { MAX_RECONNECT_DELAY_MS, RedisStore } from '../../src/store/redis.js'
 import { logCollector, TEST_SECRET } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
 import { Children } from '../helpers/processes.js'
@@ -26,8 +26,6 @@ import { startSentinelSet, type TestSentinelSet } from '../helpers/redis-sentine
 
 /** store.timeout: one command; how long a dropped connection waits for the old master to close. */
 const TIMEOUT_MS = 500
-/** redis.ts's retryStrategy at its longest: a connection to a sentinel that is down is tried this often. */
-const MAX_RECONNECT_DELAY_MS = 1000
 /**
  * How soon a sentinel's outage (or its end) is logged: the outage log's hysteresis, after at most
  * one reconnection delay and one connect timeout (2 x store.timeout).

@@ -5,14 +5,23 @@
 // session_store_unavailable, answered within the store's bounds; never "no session": a valid
 // session gets no 401 and no redirect to sign in at any point. The 503 offers a retry, not a sign-in.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { startDelayProxy, type DelayProxy } from '../helpers/delay-proxy.js'
 import { waitFor } from '../helpers/net.js'
 import { answersAfter, ask, hammer, startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
-/** The store's command timeout (store.timeout below); a delay of four times that each way is far beyond it. */
+/** The store's command timeout (store.timeout below). */
 const COMMAND_TIMEOUT_MS = 250
-const SLOW_MS = 1000
+/** The slow Redis's delay each way: four command timeouts, far beyond the one a command may take. */
+const SLOW_MS = 4 * COMMAND_TIMEOUT_MS
+/**
+ * What a read the command timeout did not bound would take: the delay there and back (eight
+ * command timeouts). Every answer comes before it.
+ */
+const UNBOUNDED_READ_MS = 2 * SLOW_MS
+/** The delay back to 0: the commands sent while it was SLOW_MS are answered within that read, then one answer. */
+const DRAINED_WITHIN_MS = UNBOUNDED_READ_MS + ONE_ANSWER_MS
 
 let redis: TestRedis
 let proxy: DelayProxy
@@ -51,7 +60,7 @@ describe('a slow session store', () => {
     }
     // Back to no delay: late replies drain, then the store answers again, and keeps answering.
     const recovered = Date.now()
-    while (Date.now() - recovered < 10_000 && load.answers.at(-1)?.status !== 200) await pause(100)
+    while (Date.now() - recovered < DRAINED_WITHIN_MS && load.answers.at(-1)?.status !== 200) await pause(100)
     await answersAfter(load, load.answers.length, 10, (answer) => answer.status === 200, 'of 200 after the recovery')
     const answers = await load.stop()
 
@@ -62,7 +71,7 @@ describe('a slow session store', () => {
       if (answer.status === 503) expect(answer.body).toContain('session_store_unavailable')
     }
     // Every answer within the store's bound: an unbounded read would wait SLOW_MS each way.
-    expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(2 * SLOW_MS)
+    expect(Math.max(...answers.map((answer) => answer.ms))).toBeLessThan(UNBOUNDED_READ_MS)
     // That the store answers again is what the ten 200s after the recovery show. The very last
     // answer is not asked to be 200: with a 250 ms store.timeout, a machine busy with the rest of
     // the suite can still make one command late after the recovery, and its 503 is correct (seen
