@@ -9,7 +9,7 @@ import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from 'jose'
 import * as oauth from 'oauth4webapi'
 import type { ProviderConfig } from '../config/types.js'
 import { plainHttpHost } from '../config/safety.js'
-import { GatewayError } from '../errors.js'
+import { GatewayError, unknownProvider } from '../errors.js'
 import { providerFetch } from './provider-http.js'
 
 /** A provider with every endpoint known. */
@@ -94,7 +94,7 @@ export class Providers {
   /** The resolved provider; throws unknown_provider or provider_unavailable. One attempt at a time. */
   get (name: string): Promise<ResolvedProvider> {
     const config = this.has(name) ? this.configs[name] : undefined
-    if (!config) return Promise.reject(new GatewayError('unknown_provider', `No provider named "${name.slice(0, 64)}" is configured.`))
+    if (!config) return Promise.reject(unknownProvider(name))
     let pending = this.resolved.get(name)
     if (!pending) {
       const attempt = this.resolve(config)
