@@ -1,0 +1,233 @@
+// The one request pipeline (src/access/authorize.ts's Access) driven without a server: real
+// Sessions over the in-process store on a clock the test moves, a real TokenRefresher with tokens
+// that are fresh (it never asks a provider: it is given none), and a stub signer of assertions. A
+// table of requests -> verdicts; the cached fast path answers without a promise; a store or signer
+// that fails is `unavailable` and never a rejected promise; and a fast-check property that the
+// pipeline allows exactly those identities that a host's rule lists admit (src/access/rules.ts).
+import fc from 'fast-check'
+import { pino } from 'pino'
+import { afterEach, describe, expect, it } from 'vitest'
+import { Access, type AssertionSigner, type Guard, type Verdict } from '../../src/access/authorize.js'
+import { compileGate, type GateRoute } from '../../src/access/gate.js'
+import { rulesAdmit } from '../../src/access/rules.js'
+import type { AllowRules, HostRules, SessionConfig } from '../../src/config/types.js'
+import { Providers } from '../../src/oauth/providers.js'
+import { TokenRefresher } from '../../src/oauth/refresh.js'
+import { Metrics } from '../../src/ops/metrics.js'
+import { emptyRecord, withSignIn, type Identity, type Session, type TokenSet } from '../../src/session/record.js'
+import { Sealer } from '../../src/session/seal.js'
+import { Sessions } from '../../src/session/session.js'
+import { MemoryStore } from '../../src/store/memory.js'
+
+const SECRET = 'a-session-secret-of-at-least-32-characters'
+const CACHE_TTL_MS = 1000
+const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 3_600_000, cookieSecure: true, cacheTtlMs: CACHE_TTL_MS }
+const START = Date.UTC(2031, 0, 1)
+/** Expires an hour after START: fresh unless the test moves the clock that far. */
+const FRESH: TokenSet = { access_token: 'at-fresh', expires_at: START / 1000 + 3600 }
+/** Expired at START, with nothing to refresh it with: the person must sign in again. */
+const EXPIRED: TokenSet = { access_token: 'at-expired', expires_at: START / 1000 - 60 }
+
+const alice: Identity = { sub: 'alice', email: 'alice@example.org', groups: ['staff'] }
+const bob: Identity = { sub: 'bob', email: 'bob@elsewhere.net', groups: ['staff', 'contractors'] }
+
+const login = (next: string) => `https://gw.example/oauth/login/demo/?next=${encodeURIComponent(next)}`
+const rule = (rules: Partial<AllowRules>): AllowRules => ({ emails: [], domains: [], groups: [], ...rules })
+const gateOf = (overrides: Partial<GateRoute> = {}) => compileGate({ path: '/app', auth: 'required', provider: 'demo', allow: undefined, public: [], ...overrides }, login)
+
+/** A store whose reads of sessions fail, as a store that cannot be reached does. */
+class BrokenStore extends MemoryStore {
+  override async getAndTouchBytes (): Promise<Buffer | null> {
+    throw new Error('the store cannot be reached')
+  }
+}
+
+/** A signer that counts its calls and signs `assertion-of-<sub>`, ready or not as the test says. */
+function stubSigner (options: { ready: boolean, fails?: boolean }): AssertionSigner & { signed: number } {
+  const signer = {
+    signed: 0,
+    ready: (session: Session) => options.ready ? `assertion-of-${session.id}` : undefined,
+    assertion: async (session: Session) => {
+      signer.signed++
+      if (options.fails) throw new Error('the key ring cannot be read')
+      return `assertion-of-${session.id}`
+    },
+  }
+  return signer
+}
+
+const stores: MemoryStore[] = []
+afterEach(async () => { for (const store of stores.splice(0)) await store.close() })
+
+/** One instance: a store, Sessions and the pipeline on one clock; `broken` reads fail. */
+async function setUp (options: { broken?: boolean } = {}) {
+  const clock = { ms: START, now (): number { return this.ms } }
+  const store = options.broken ? new BrokenStore({ clock }) : new MemoryStore({ clock })
+  stores.push(store)
+  const sessions = new Sessions(store, new Sealer(SECRET), CONFIG, clock)
+  await sessions.listen()
+  const log = pino({ level: 'silent' })
+  // No providers: a refresh that asked one would fail, and the verdict would say so.
+  const refresher = new TokenRefresher(store, sessions, new Providers({}, log), new Metrics(), log, clock)
+  const access = new Access(sessions, refresher)
+  /** A session signed in at `demo`, as the browser's Cookie header, not in this instance's cache. */
+  const signIn = async (identity: Identity | undefined, tokens: TokenSet = FRESH): Promise<string> => {
+    const started = await new Sessions(store, new Sealer(SECRET), CONFIG, clock).start(undefined, withSignIn(emptyRecord(clock.ms), 'demo', { tokens, ...(identity ? { identity } : {}) }))
+    return `theme=dark; gw_session=${started.cookie}`
+  }
+  return { clock, store, sessions, access, signIn }
+}
+
+const browser = (cookie?: string, target = '/app/page') => ({ method: 'GET', target, html: true, cookie })
+const api = (cookie?: string, target = '/app/api') => ({ method: 'GET', target, html: false, cookie })
+
+describe('Access.authorize', () => {
+  it('no cookie, a browser: sign_in with the login URL back to the target', async () => {
+    const { access } = await setUp()
+    expect(await access.authorize({ gate: gateOf() }, browser(undefined, '/app/page?x=1'))).toEqual({ kind: 'sign_in', loginUrl: login('/app/page?x=1') })
+  })
+
+  it('no cookie, an API client: unauthenticated with the login URL and the realm', async () => {
+    const { access } = await setUp()
+    expect(await access.authorize({ gate: gateOf() }, api())).toEqual({ kind: 'unauthenticated', loginUrl: login('/app/api'), realm: 'demo' })
+  })
+
+  it('a cookie the store does not know is no session', async () => {
+    const { access } = await setUp()
+    expect(await access.authorize({ gate: gateOf() }, api(`gw_session=${'A'.repeat(43)}`))).toMatchObject({ kind: 'unauthenticated' })
+  })
+
+  it('a fresh token: allow with the token and identity; the second request is answered from the cache, with no promise', async () => {
+    const { access, signIn } = await setUp()
+    const cookie = await signIn(alice)
+    const first = access.authorize({ gate: gateOf() }, browser(cookie))
+    expect(first).toBeInstanceOf(Promise)
+    expect(await first).toEqual({ kind: 'allow', accessToken: FRESH.access_token, identity: alice, assertion: undefined })
+    const second = access.authorize({ gate: gateOf() }, browser(cookie))
+    expect(second instanceof Promise).toBe(false)
+    expect(second).toEqual({ kind: 'allow', accessToken: FRESH.access_token, identity: alice, assertion: undefined })
+  })
+
+  it('once the cache window has passed, the store is read again (a promise)', async () => {
+    const { access, signIn, clock } = await setUp()
+    const cookie = await signIn(alice)
+    await access.authorize({ gate: gateOf() }, api(cookie))
+    clock.ms += CACHE_TTL_MS + 1
+    const again = access.authorize({ gate: gateOf() }, api(cookie))
+    expect(again).toBeInstanceOf(Promise)
+    expect(await again).toMatchObject({ kind: 'allow', identity: alice })
+  })
+
+  it.each([
+    ['a browser is sent to sign in', browser, 'sign_in'],
+    ['an API client is unauthenticated', api, 'unauthenticated'],
+  ] as const)('an expired token with no refresh token: %s', async (_name, client, kind) => {
+    const { access, signIn } = await setUp()
+    const verdict = await access.authorize({ gate: gateOf() }, client(await signIn(alice, EXPIRED)))
+    expect(verdict).toMatchObject({ kind })
+  })
+
+  it('a public rule\'s path is public at once, even with a store that cannot be read', async () => {
+    const { access } = await setUp({ broken: true })
+    const gate = gateOf({ public: [{ method: 'GET', path: '/app/static/*' }] })
+    const verdict = access.authorize({ gate }, browser(`gw_session=${'A'.repeat(43)}`, '/app/static/site.css'))
+    expect(verdict instanceof Promise).toBe(false)
+    expect(verdict).toEqual({ kind: 'public' })
+  })
+
+  it('a store that throws on read: unavailable (the promise resolves, it never rejects)', async () => {
+    const { access } = await setUp({ broken: true })
+    const verdict = access.authorize({ gate: gateOf() }, browser(`gw_session=${'A'.repeat(43)}`))
+    expect(verdict).toBeInstanceOf(Promise)
+    const settled = await (verdict as Promise<Verdict>).then((value) => ({ value }), (error: unknown) => ({ rejected: error }))
+    expect(settled).toEqual({ value: { kind: 'unavailable', error: expect.objectContaining({ message: 'the store cannot be reached' }) } })
+  })
+
+  it('`allow` rules that refuse the identity: forbidden, with the identity and a login URL', async () => {
+    const { access, signIn } = await setUp()
+    const gate = gateOf({ allow: rule({ domains: ['example.org'] }) })
+    expect(await access.authorize({ gate }, api(await signIn(bob)))).toEqual({ kind: 'forbidden', identity: bob, loginUrl: login('/app/api') })
+    expect(await access.authorize({ gate }, api(await signIn(alice)))).toMatchObject({ kind: 'allow', identity: alice })
+  })
+
+  it('host rule lists: a `deny` that holds is forbidden even though `allow` holds', async () => {
+    const { access, signIn } = await setUp()
+    const rules: HostRules = { allow: [rule({ groups: ['staff'] })], deny: [rule({ groups: ['contractors'] })] }
+    const gate = gateOf({ rules })
+    expect(await access.authorize({ gate }, api(await signIn(bob)))).toMatchObject({ kind: 'forbidden', identity: bob })
+    expect(await access.authorize({ gate }, api(await signIn(alice)))).toMatchObject({ kind: 'allow', identity: alice })
+  })
+
+  it('a signer with an assertion ready: the verdict carries it, with no promise', async () => {
+    const { access, signIn } = await setUp()
+    const cookie = await signIn(alice)
+    const signer = stubSigner({ ready: true })
+    const first = await access.authorize({ gate: gateOf(), signer }, api(cookie))
+    const second = access.authorize({ gate: gateOf(), signer }, api(cookie))
+    expect(second instanceof Promise).toBe(false)
+    expect(second).toEqual(first)
+    expect(second).toMatchObject({ kind: 'allow', assertion: expect.stringMatching(/^assertion-of-/) })
+    expect(signer.signed).toBe(0)
+  })
+
+  it('a signer with no assertion ready: a promise of the verdict with the one it signs', async () => {
+    const { access, signIn } = await setUp()
+    const cookie = await signIn(alice)
+    const signer = stubSigner({ ready: false })
+    await access.authorize({ gate: gateOf() }, api(cookie))
+    const verdict = access.authorize({ gate: gateOf(), signer }, api(cookie))
+    expect(verdict).toBeInstanceOf(Promise)
+    expect(await verdict).toMatchObject({ kind: 'allow', identity: alice, assertion: expect.stringMatching(/^assertion-of-/) })
+    expect(signer.signed).toBe(1)
+  })
+
+  it('no identity to vouch for: no assertion is signed', async () => {
+    const { access, signIn } = await setUp()
+    const signer = stubSigner({ ready: false })
+    expect(await access.authorize({ gate: gateOf(), signer }, api(await signIn(undefined)))).toEqual({ kind: 'allow', accessToken: FRESH.access_token, identity: undefined, assertion: undefined })
+    expect(signer.signed).toBe(0)
+  })
+
+  it('a signer that rejects: unavailable (the promise resolves, it never rejects)', async () => {
+    const { access, signIn } = await setUp()
+    const signer = stubSigner({ ready: false, fails: true })
+    const verdict = access.authorize({ gate: gateOf(), signer }, api(await signIn(alice)))
+    const settled = await Promise.resolve(verdict).then((value) => ({ value }), (error: unknown) => ({ rejected: error }))
+    expect(settled).toEqual({ value: { kind: 'unavailable', error: expect.objectContaining({ message: 'the key ring cannot be read' }) } })
+  })
+})
+
+const emails = ['alice@example.org', 'bob@example.com', 'carol@elsewhere.net']
+const domains = ['example.org', 'example.com', 'elsewhere.net']
+const groups = ['staff', 'admins', 'contractors']
+
+const identityArb: fc.Arbitrary<Identity | undefined> = fc.option(fc.record({
+  sub: fc.constantFrom('alice', 'bob', 'carol'),
+  email: fc.option(fc.constantFrom(...emails), { nil: undefined }),
+  unverified: fc.boolean(),
+  groups: fc.subarray(groups),
+}).map(({ sub, email, unverified, groups }): Identity => ({
+  sub, groups, ...(email ? { email } : {}), ...(email && unverified ? { emailVerified: false as const } : {}),
+})), { nil: undefined })
+
+const ruleArb: fc.Arbitrary<AllowRules> = fc.record({ emails: fc.subarray(emails), domains: fc.subarray(domains), groups: fc.subarray(groups) })
+const hostRulesArb: fc.Arbitrary<HostRules> = fc.record({
+  allow: fc.option(fc.array(ruleArb, { maxLength: 3 }), { nil: undefined }),
+  deny: fc.array(ruleArb, { maxLength: 2 }),
+})
+
+describe('the pipeline and the rules agree (fast-check)', () => {
+  it('for any identity and host rules, the verdict is allow exactly when rulesAdmit admits, else forbidden', async () => {
+    const { access, signIn, clock } = await setUp()
+    await fc.assert(fc.asyncProperty(identityArb, hostRulesArb, fc.boolean(), async (identity, rules, fromStore) => {
+      const cookie = await signIn(identity)
+      const guard: Guard = { gate: gateOf({ rules }) }
+      // Half the runs read the store (a promise), half are answered from the cache.
+      if (!fromStore) await access.authorize(guard, api(cookie))
+      const verdict = await access.authorize(guard, api(cookie))
+      const admitted = rulesAdmit(identity, rules.allow, rules.deny)
+      expect(verdict.kind).toBe(admitted ? 'allow' : 'forbidden')
+      clock.ms += 1
+    }), { numRuns: 200, seed: 23 })
+  })
+})
