@@ -44,6 +44,12 @@ describe('session store outage', () => {
   /** Redis back: the next reconnection attempt, its connect (2 x store.timeout) and ready check, and one answer. */
   const reconnectedWithinMs = () => MAX_RECONNECT_DELAY_MS + 3 * storeTimeoutMs() + ONE_ANSWER_MS
 
+  /**
+   * Log lines whose message starts with `msg`: the outage lines themselves, not a line that quotes
+   * them (the failed /readyz request's debug line says the "session store unreachable" line names why).
+   */
+  const logged = (msg: string) => gateway.logs.map((line) => JSON.parse(line) as { msg: string }).filter((line) => line.msg.startsWith(msg))
+
   afterAll(async () => {
     await stack?.close()
     await upstream?.close()
@@ -78,8 +84,8 @@ describe('session store outage', () => {
     expect(await ready.json()).toMatchObject({ error: 'session_store_unavailable' })
     expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
     expect((await fetch(`${gateway.url}/public/x`)).status).toBe(200)
-    await waitFor(async () => gateway.logs.some((line) => line.includes('session store unreachable')), 3000, 'the "unreachable" line')
-    expect(gateway.logs.filter((line) => line.includes('session store unreachable'))).toHaveLength(1)
+    await waitFor(async () => logged('session store unreachable').length > 0, 3000, 'the "unreachable" line')
+    expect(logged('session store unreachable')).toHaveLength(1)
     expect(await (await fetch(`${gateway.url}/metrics`)).text()).toMatch(/gateway_store_errors_total \d*[1-9]/)
 
     await redis.restart!()
@@ -93,6 +99,9 @@ describe('session store outage', () => {
     expect(status).toBe(200)
     expect((await fetch(`${gateway.url}/readyz`)).status).toBe(200)
     // Logged once the store has answered steadily for a moment (hysteresis: src/store/outage-log.ts).
-    await waitFor(async () => gateway.logs.some((line) => line.includes('session store reachable again')), 3000, 'the "reachable again" line')
+    await waitFor(async () => logged('session store reachable again').length > 0, 3000, 'the "reachable again" line')
+    // One outage, one pair of lines, from its start to its end.
+    expect(logged('session store unreachable')).toHaveLength(1)
+    expect(logged('session store reachable again')).toHaveLength(1)
   })
 })
