@@ -2,9 +2,6 @@ import { availableParallelism } from 'node:os'
 import { configDefaults, defineConfig } from 'vitest/config'
 import { BaseSequencer, type TestSpecification } from 'vitest/node'
 
-/** The fault tests: a project of their own (below). */
-const FAULTS = 'test/faults/**/*.test.ts'
-
 /**
  * Fault tests that kill processes or time answers under hundreds of concurrent requests: they run
  * last, once the other files are done, since beside three other busy test files the machine could
@@ -45,13 +42,14 @@ export default defineConfig({
     // the one that fakes timers restores them after each test.
     isolate: false,
     sequence: { sequencer: FailoverFirst },
-    // The fault tests (test/faults: processes killed, servers frozen or cut off) are their own
-    // project, which `npm run test:faults` runs alone (`--project 'faults*'`) and `npm test` beside
-    // the suite. The QUIET files among them are a second project of the faults, since a project
-    // has one place in the order and one worker count: theirs runs last, two at a time.
+    // The fault tests (test/faults: processes killed, servers frozen or cut off) run beside the
+    // rest, and alone with `npm run test:faults` (a path filter). Not a project of their own: a
+    // worker keeps one module graph per project, so a third project imported fastify, oidc-provider
+    // and the gateway again in every worker (see docs/performance.md). The QUIET files are a project
+    // of their own, since a project has one place in the order and one worker count: theirs runs
+    // last, two at a time.
     projects: [
-      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, FAULTS] } },
-      { extends: true, test: { name: 'faults', include: [FAULTS], exclude: [...configDefaults.exclude, ...QUIET] } },
+      { extends: true, test: { name: 'suite', include: ['test/**/*.test.ts'], exclude: [...configDefaults.exclude, ...QUIET] } },
       { extends: true, test: { name: 'faults-quiet', include: QUIET, maxWorkers: 2, sequence: { groupOrder: 1 } } },
     ],
   },
