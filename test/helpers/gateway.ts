@@ -51,10 +51,14 @@ export async function startGateway (raw: Record<string, unknown>, options: Start
   // A port reserved with reserveBaseUrl() is held until this moment, and held again after close.
   const reserved = reservedPorts.has(config.server.port)
   try {
+    // Ready first: its hooks connect to Redis and the provider, and each outgoing connection takes a
+    // local port from the range the reserved one came from. Released only once they are made, the
+    // port is free for the moment between the release and the bind, not for the whole start.
+    await app.ready()
     if (options.listen !== false) {
       await releasePort(config.server.port)
       await app.listen({ host: '127.0.0.1', port: config.server.port })
-    } else await app.ready()
+    }
   } catch (error) {
     await app.close()
     // A port picked here (not the caller's) that another process took meanwhile: pick again.
