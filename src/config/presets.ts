@@ -6,7 +6,7 @@
 import type { ProviderYaml } from './schema.js'
 import type { ClaimsMapping, PresetName } from './types.js'
 
-export { PRESET_NAMES } from './schema.js'
+export { PRESET_NAMES } from './preset-names.js'
 
 /** What a preset fills in; `issuer` (OIDC discovery) or the plain OAuth 2.0 endpoints. */
 export interface PresetValues {

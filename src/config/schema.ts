@@ -9,10 +9,7 @@
 // default that depends on other keys (docs only).
 /* eslint-disable no-template-curly-in-string -- examples show ${VAR} references as written in gateway.yaml */
 import Type, { type Static, type TArray, type TObject, type TOptional, type TProperties, type TRecord, type TSchema } from 'typebox'
-import type { PresetName } from './types.js'
-
-/** The presets (presets.ts), in the order the docs list them. */
-export const PRESET_NAMES = ['github', 'gitlab', 'google', 'microsoft', 'keycloak'] as const satisfies readonly PresetName[]
+import { PRESET_NAMES } from './preset-names.js'
 
 /** `300` (seconds), `300s`, `5m`, `8h`, `1d`, `250ms`. */
 export const DURATION_PATTERN = '^\\s*\\d+(?:\\.\\d+)?\\s*(?:ms|s|m|h|d)?\\s*$'
