@@ -24,7 +24,7 @@ export interface FaultStack {
   op: TestProvider
   upstream: Upstream
   /** Signs in through the real authorization server; the Cookie header of the new session. */
-  signIn (login?: string, options?: { retryOn503?: boolean }): Promise<string>
+  signIn (login?: string): Promise<string>
   close (): Promise<void>
 }
 
@@ -43,18 +43,11 @@ export async function startFaultStack (raw: { store: Record<string, unknown>, se
     gateway,
     op,
     upstream,
-    // The sign-in is set-up, not what a fault test checks. `retryOn503` (slow-redis only, whose
-    // store.timeout is 250 ms): a store command that a busy machine answered late is a correct 503,
-    // and such a sign-in is tried again from the start, twice at most, and said on stderr. Any
-    // other ending, and any 503 without the option, fails at once.
-    signIn: async (login = 'alice', { retryOn503 = false } = {}) => {
-      for (let attempt = 1; ; attempt++) {
-        const browser = new Browser()
-        const response = await browser.navigate(`${gateway.url}/app/`, { login })
-        if (response.status === 200) return browser.cookieHeader(`${gateway.url}/app/`)!
-        if (response.status !== 503 || !retryOn503 || attempt === 3) throw new Error(`sign-in ended with ${response.status} (attempt ${attempt})`)
-        process.stderr.write(`fault stack: sign-in attempt ${attempt} ended 503 under store.timeout ${raw.store.timeout ?? 'default'}; trying again\n`)
-      }
+    signIn: async (login = 'alice') => {
+      const browser = new Browser()
+      const response = await browser.navigate(`${gateway.url}/app/`, { login })
+      if (response.status !== 200) throw new Error(`sign-in ended with ${response.status}`)
+      return browser.cookieHeader(`${gateway.url}/app/`)!
     },
     close: async () => {
       await gateway.close()
