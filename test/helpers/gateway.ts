@@ -6,7 +6,7 @@ import { stringify } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
 import type { GatewayConfig } from '../../src/config/types.js'
 import { buildGateway, type GatewayDeps } from '../../src/gateway.js'
-import { freePort, holdAgain, holdPort, releasePort, waitFor } from './net.js'
+import { holdAgain, holdPort, releasePort, waitFor } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
 import { startRedis } from './redis.js'
 import { startUpstream, type Upstream } from './upstream.js'
@@ -42,7 +42,9 @@ export interface StartOptions {
 
 /** `raw` is gateway.yaml as an object; server.port/baseUrl are filled in unless given. */
 export async function startGateway (raw: Record<string, unknown>, options: StartOptions = {}): Promise<TestGateway> {
-  const port = await freePort()
+  // A port of its own is held from here to the bind, as a reserved one is (test/helpers/net.ts).
+  const given = (raw.server as { port?: number } | undefined)?.port
+  const port = given ?? await holdPort()
   const server = { host: '127.0.0.1', port, baseUrl: `http://127.0.0.1:${port}`, ...(raw.server as object | undefined) }
   const session = { secret: TEST_SECRET, ...(raw.session as object | undefined) }
   const config = parseConfig(stringify({ ...raw, server, session }), {}, 'test.yaml')
@@ -61,9 +63,7 @@ export async function startGateway (raw: Record<string, unknown>, options: Start
     }
   } catch (error) {
     await app.close()
-    // A port picked here (not the caller's) that another process took meanwhile: pick again.
-    const ownPort = (raw.server as { port?: number } | undefined)?.port === undefined
-    if (ownPort && (error as NodeJS.ErrnoException).code === 'EADDRINUSE') return await startGateway(raw, options)
+    await releasePort(config.server.port)
     throw error
   }
   const close = async () => {
@@ -93,18 +93,15 @@ export function oidcClient (issuer: string, clientId: string, clientSecret: stri
  * `demo` signs in there. `store` and `routes` are gateway.yaml's; `close` stops both.
  */
 export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[], [key: string]: unknown }, options: StartOptions = {}): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
-  // The port is reserved before the provider starts (its redirect URI names it), so another process
-  // may take it in between: then both start again on a new one.
-  for (let attempt = 1; ; attempt++) {
-    const { port, baseUrl } = await reserveBaseUrl()
-    const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-    try {
-      const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } }, options)
-      return { gateway, op, close: async () => { await gateway.close(); await op.close() } }
-    } catch (error) {
-      await op.close()
-      if (attempt >= 4 || (error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error
-    }
+  // The port is reserved (held) before the provider starts, since its redirect URI names it.
+  const { port, baseUrl } = await reserveBaseUrl()
+  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  try {
+    const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } }, options)
+    return { gateway, op, close: async () => { await gateway.close(); await op.close() } }
+  } catch (error) {
+    await op.close()
+    throw error
   }
 }
 
