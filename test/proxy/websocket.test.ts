@@ -3,6 +3,7 @@
 // websocketMaxMessage, either way, closes both sockets with 1009; a peer that does not read (or an
 // upstream still connecting) makes the gateway stop reading the other side instead of keeping what
 // it sends. Real sockets, `ws` upstream.
+import { readFileSync } from 'node:fs'
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { Duplex } from 'node:stream'
 import { WebSocket, WebSocketServer } from 'ws'
@@ -220,8 +221,16 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
   const limit = 64 * KiB
   /** What one gateway leg may hold unsent: the high-water mark, one message, one socket read. */
   const bound = websocketHighWater(limit) + limit + 64 * KiB
-  /** 16 MiB in all: far past the bound and past what the kernel's socket buffers take on loopback (a few MiB each way). */
-  const total = 16 * 1024 * KiB
+  /**
+   * Past what the kernel's TCP buffers can hold on the way to a client that does not read (its
+   * receive buffer and the gateway's send buffer, each as large as autotuning may grow it: the
+   * largest of net.ipv4.tcp_rmem and tcp_wmem), twice over, in whole MiB; otherwise the kernel takes
+   * everything and the gateway never has to stop reading (on this machine tcp_rmem grows to 32 MiB).
+   */
+  const total = (() => {
+    const largest = (name: string) => Number(readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/).at(-1))
+    return Math.ceil(2 * (largest('tcp_rmem') + largest('tcp_wmem')) / (1024 * KiB)) * 1024 * KiB
+  })()
 
   /** The most any gateway leg had unsent right after a send, and how many times one paused. */
   let peak = 0
