@@ -3,7 +3,6 @@
 // leaves that connection to finish asking, and it reaches the promoted replica. ioredis ends a
 // Sentinel connection for good (status 'end', never reconnecting) when it is dropped while asking.
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
@@ -39,15 +38,7 @@ afterAll(async () => {
   await set?.stop()
 })
 
-async function ask<T> (port: number, question: (redis: Redis) => Promise<T>): Promise<T> {
-  const redis = set.client(port)
-  try {
-    return await question(redis)
-  } finally {
-    redis.disconnect()
-  }
-}
-const clientList = (port: number) => ask(port, async (redis) => (await redis.call('CLIENT', 'LIST') as string).split('\n'))
+const clientList = (port: number) => set.ask(port, async (redis) => (await redis.call('CLIENT', 'LIST') as string).split('\n'))
 
 describe('a +switch-master heard while the store is asking a frozen sentinel for the master', () => {
   it('lets the connection finish asking, and it reaches the promoted replica', async () => {
@@ -64,9 +55,9 @@ describe('a +switch-master heard while the store is asking a frozen sentinel for
 
     // ioredis asks the sentinel after the one that answered last: the second, now frozen.
     second.freeze()
-    await ask(set.master.port, (redis) => redis.call('CLIENT', 'KILL', 'TYPE', 'normal'))
+    await set.ask(set.master.port, (redis) => redis.call('CLIENT', 'KILL', 'TYPE', 'normal'))
     await waitFor(async () => store.redis.status === 'connecting', TIMEOUT_MS, 'the store to reconnect')
-    await ask(first.port, (redis) => redis.call('SENTINEL', 'FAILOVER', 'mymaster'))
+    await set.ask(first.port, (redis) => redis.call('SENTINEL', 'FAILOVER', 'mymaster'))
     await announced
     watcher.disconnect()
     // The scenario itself: the announcement came while the store was still asking.
@@ -75,6 +66,6 @@ describe('a +switch-master heard while the store is asking a frozen sentinel for
     await waitFor(async () => { await store.ping(); return true }, RECONNECTED_WITHIN_MS, 'the store to answer')
     // On the promoted replica: a write is taken there (the old master, now a replica, refuses it).
     await store.set('after', 'x', 60_000)
-    expect(await ask(set.replica.port, (redis) => redis.get(`${store.redis.options.keyPrefix ?? ''}after`))).toBe('x')
+    expect(await set.ask(set.replica.port, (redis) => redis.get(`${store.redis.options.keyPrefix ?? ''}after`))).toBe('x')
   }, 30_000)
 })

@@ -10,7 +10,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import type { FastifyBaseLogger } from 'fastify'
-import type { Redis } from 'ioredis'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
@@ -78,18 +77,10 @@ async function storeState (): Promise<string> {
   return ((await response.json()) as { store?: string }).store ?? `status ${response.status}`
 }
 
-async function ask<T> (port: number, question: (redis: Redis) => Promise<T>): Promise<T> {
-  const redis = set.client(port)
-  try {
-    return await question(redis)
-  } finally {
-    redis.disconnect()
-  }
-}
 const sentinelPort = () => Number(set.nodes[0]!.split(':')[1])
 /** The sentinel's clients in subscriber mode: the gateways' +switch-master connections. */
-const subscribed = async () => (await ask(sentinelPort(), (redis) => redis.call('CLIENT', 'LIST') as Promise<string>)).split('\n').filter((client) => / sub=[1-9]/.test(client)).length
-const exists = (port: number, key: string) => ask(port, async (redis) => await redis.exists(keyPrefix + key) === 1)
+const subscribed = async () => (await set.ask(sentinelPort(), (redis) => redis.call('CLIENT', 'LIST') as Promise<string>)).split('\n').filter((client) => / sub=[1-9]/.test(client)).length
+const exists = (port: number, key: string) => set.ask(port, async (redis) => await redis.exists(keyPrefix + key) === 1)
 
 const json = (line: string) => { try { return JSON.parse(line) as Line } catch { return undefined } }
 const lines = (text: string) => text.split('\n').filter(Boolean)

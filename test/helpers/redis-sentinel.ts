@@ -93,6 +93,8 @@ export interface TestSentinelSet {
   caFile: string | undefined
   /** A client of one of the Redis nodes (or, by its port, the sentinel), authenticated and over TLS as the set is. */
   client (port: number, options?: RedisOptions): Redis
+  /** `question` asked of a client of `port` (as {@link client} makes it), disconnected afterwards. */
+  ask<T> (port: number, question: (redis: Redis) => Promise<T>): Promise<T>
   stop (): Promise<void>
 }
 
@@ -167,10 +169,10 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     await exited
   }
   const stop = async () => { await Promise.all(children.map(kill)) }
-  const answers = async (port: number, command: (redis: Redis) => Promise<boolean>) => {
+  const ask = async <T>(port: number, question: (redis: Redis) => Promise<T>): Promise<T> => {
     const redis = client(port)
     try {
-      return await command(redis)
+      return await question(redis)
     } finally {
       redis.disconnect()
     }
@@ -178,9 +180,9 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
   try {
     const master = member(start(files.master), masterPort)
     const replica = member(start(files.replica), replicaPort)
-    await waitFor(() => answers(masterPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis master on port ${masterPort}`)
+    await waitFor(() => ask(masterPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis master on port ${masterPort}`)
     // The replica has finished its first full copy: until then a write to the master is not on it.
-    await waitFor(() => answers(replicaPort, async (r) => /master_link_status:up/.test(await r.info('replication'))), 10_000, `redis replica on port ${replicaPort} in sync`)
+    await waitFor(() => ask(replicaPort, async (r) => /master_link_status:up/.test(await r.info('replication'))), 10_000, `redis replica on port ${replicaPort} in sync`)
     const sentinels = sentinelPorts.map((port): SentinelProcess => {
       let child = start(files.sentinel(port), '--sentinel')
       return {
@@ -190,19 +192,19 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
         kill: async () => { await kill(child) },
         start: async () => {
           child = start(files.sentinel(port), '--sentinel')
-          await waitFor(() => answers(port, async (r) => await r.ping() === 'PONG'), 10_000, `redis sentinel on port ${port} again`)
+          await waitFor(() => ask(port, async (r) => await r.ping() === 'PONG'), 10_000, `redis sentinel on port ${port} again`)
         },
       }
     })
     // Each sentinel knows the master and, from the master's INFO, its replica.
     for (const port of sentinelPorts) {
-      await waitFor(() => answers(port, async (r) => {
+      await waitFor(() => ask(port, async (r) => {
         const replicas = await r.call('SENTINEL', 'REPLICAS', 'mymaster') as unknown[]
         return replicas.length === 1
       }), 10_000, `redis sentinel on port ${port} to know the replica`)
     }
     const nodes = sentinelPorts.map((port) => `127.0.0.1:${port}`)
-    return { nodes, master, replica, sentinel: sentinels[0]!, sentinels, caFile: options.tls ? certFile : undefined, client, stop }
+    return { nodes, master, replica, sentinel: sentinels[0]!, sentinels, caFile: options.tls ? certFile : undefined, client, ask, stop }
   } catch (error) {
     await stop()
     throw error
