@@ -13,7 +13,7 @@
 // | `sign_in`          | 302 to the login URL              | (never: it asks as an API client)   |
 // | a refusal          | the error (access/refusal.ts)     | the error, X-Login-URL on a 401     |
 import type { Sessions } from '../session/session.js'
-import type { Identity, Session } from '../session/record.js'
+import type { Session } from '../session/record.js'
 import type { TokenRefresher } from '../oauth/refresh.js'
 import { decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
 
@@ -44,12 +44,7 @@ export interface Guard {
 }
 
 /** Forward with these credentials. `assertion`: when the guard signs one and the identity is known. */
-export interface Allowed {
-  readonly kind: 'allow'
-  readonly accessToken: string
-  readonly identity: Identity | undefined
-  readonly assertion: string | undefined
-}
+export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined }
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
 export type Verdict = Exclude<Decision, { kind: 'allow' | 'read_session' }> | Allowed
@@ -99,7 +94,8 @@ function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_
   if (decision.kind !== 'allow') return decision
   const { accessToken, identity } = decision
   const signer = guard.signer
-  if (signer === undefined || session === undefined || identity === undefined) return { kind: 'allow', accessToken, identity, assertion: undefined }
+  // The gate's own decision when there is nothing to sign: no second object on the hot path.
+  if (signer === undefined || session === undefined || identity === undefined) return decision
   const ready = signer.ready(session)
   if (ready !== undefined) return { kind: 'allow', accessToken, identity, assertion: ready }
   // A signing that fails (the key ring's store) is the store's failure, answered as such.

@@ -12,7 +12,7 @@ import type { Flows } from '../oauth/state.js'
 import { cookieNames, loginUrl, type CookieNames } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import type { Metrics } from '../ops/metrics.js'
-import type { Sessions } from '../session/session.js'
+import type { CookieOptions as SessionCookieOptions, Sessions } from '../session/session.js'
 
 export interface OAuthDeps {
   config: GatewayConfig
@@ -32,13 +32,8 @@ export interface OAuthDeps {
   clock: Clock
 }
 
-export interface CookieOptions {
-  path: string
-  httpOnly: true
-  sameSite: 'lax'
-  secure: boolean
-  maxAge: number
-}
+/** The session cookie's kind of options, with a lifetime: the flow and sign-out cookies end with their flow. */
+export type CookieOptions = SessionCookieOptions & { readonly maxAge: number }
 
 export interface OAuthContext extends OAuthDeps {
   readonly cookies: CookieNames
