@@ -132,18 +132,9 @@ export class Assertions {
   }
 
   /**
-   * The assertion for `session` at `provider`, for the upstream whose origin is `audience`: the
-   * cached one while fresh, else a new one. Undefined when the session has no identity there.
-   * (For callers outside the proxy, such as forward-auth: an audience no route names is kept in
-   * the bounded LRU only.)
-   */
-  async assertionFor (session: Session, provider: string, audience: string): Promise<string | undefined> {
-    return await this.forAnyAudience(provider, audience).assertion(session)
-  }
-
-  /**
    * The assertions of `provider` for an audience a request named (forward-auth's original URL): a
-   * route's own cache when a route names it, else one kept in the bounded LRU only.
+   * route's own cache when a route names it, else one kept in the bounded LRU only (their
+   * assertions in the shared LRU).
    */
   forAnyAudience (provider: string, audience: string): AudienceAssertions {
     const name = `${provider} ${audience}`

@@ -72,7 +72,7 @@ describe('Assertions: the caches keyed by audience', () => {
     // Each audience costs one ES256 signature: 2,000 are ten and thirty times the caps.
     const { assertions: signer } = await assertions({ maxEntries: 200, maxAudiences: 64 })
     const alices = session('s1')
-    for (let i = 0; i < 2000; i++) expect(await signer.assertionFor(alices, 'demo', `https://h${i}.example.com`)).toBeTruthy()
+    for (let i = 0; i < 2000; i++) expect(await signer.forAnyAudience('demo', `https://h${i}.example.com`).assertion(alices)).toBeTruthy()
     expect(signer.cached).toEqual({ audiences: 64, assertions: 200 })
     expect(signer.signed).toBe(2000)
   })
@@ -82,11 +82,11 @@ describe('Assertions: the caches keyed by audience', () => {
     const route = signer.forAudience('demo', 'http://upstream.internal:9100')
     const alices = session('s1')
     const first = await route.assertion(alices)
-    for (let i = 0; i < 1000; i++) await signer.assertionFor(alices, 'demo', `https://h${i}.example.com`)
+    for (let i = 0; i < 1000; i++) await signer.forAnyAudience('demo', `https://h${i}.example.com`).assertion(alices)
     expect(route.ready(alices)).toBe(first)
     // Forward-auth asked for the route's own audience: the route's cache answers, nothing is signed.
     const signed = signer.signed
-    expect(await signer.assertionFor(alices, 'demo', 'http://upstream.internal:9100')).toBe(first)
+    expect(await signer.forAnyAudience('demo', 'http://upstream.internal:9100').assertion(alices)).toBe(first)
     expect(signer.signed).toBe(signed)
     expect(signer.cached).toEqual({ audiences: 5, assertions: 51 })
   })
@@ -96,8 +96,8 @@ describe('Assertions: the caches keyed by audience', () => {
     const route = signer.forAudience('demo', 'http://upstream.internal:9100')
     const alices = session('s1')
     await route.assertion(alices)
-    await signer.assertionFor(alices, 'demo', 'https://a.example.com')
-    const pending = signer.assertionFor(session('s2'), 'demo', 'https://b.example.com')
+    await signer.forAnyAudience('demo', 'https://a.example.com').assertion(alices)
+    const pending = signer.forAnyAudience('demo', 'https://b.example.com').assertion(session('s2'))
     // As a rotation by this or another instance would, while s2's assertion is being signed.
     keyChanged()
     await pending
