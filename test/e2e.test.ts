@@ -7,8 +7,7 @@ import { Sealer } from '../src/session/seal.js'
 import { decodeRecord } from '../src/session/session.js'
 import { Browser } from './helpers/browser.js'
 import { metricValue } from './helpers/metrics.js'
-import { startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'
-import { freePort } from './helpers/net.js'
+import { reserveBaseUrl, startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from './helpers/oidc.js'
 import { startRedis, type TestRedis } from './helpers/redis.js'
 import { startUpstream, type Upstream } from './helpers/upstream.js'
@@ -26,8 +25,7 @@ describe('end to end: sign-in through oidc-provider, Redis sessions, bearer-inje
   beforeAll(async () => {
     redis = await startRedis()
     upstream = await startUpstream()
-    const port = await freePort()
-    const baseUrl = `http://127.0.0.1:${port}`
+    const { port, baseUrl } = await reserveBaseUrl()
     op = await startOidcProvider([{ client_id: 'e2e', client_secret: CLIENT_SECRET, redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
     gateway = await startGateway({
       server: { port, baseUrl },

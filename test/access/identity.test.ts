@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { unverifiedUser } from '../../src/oauth/claims.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { freePort, waitFor } from '../helpers/net.js'
+import { refusedUrl, waitFor } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
@@ -27,7 +27,7 @@ beforeAll(async () => {
   upstream = await startUpstream()
   stub = await startTokenStub()
   const { port, baseUrl } = await reserveBaseUrl()
-  deadIssuer = `http://127.0.0.1:${await freePort()}`
+  deadIssuer = await refusedUrl()
   op = await startOidcProvider([{ client_id: 'id-client', client_secret: 'id-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`, `${baseUrl}/oauth/authorized/byemail/`] }])
   gateway = await startGateway({
     server: { port, baseUrl },

@@ -3,7 +3,7 @@
 // route and the upstream, without a stack.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
-import { freePort } from '../helpers/net.js'
+import { refusedUrl } from '../helpers/net.js'
 
 const TIMEOUT_MS = 5000
 const CONCURRENT = 50
@@ -13,8 +13,7 @@ describe('fault: an upstream that refuses connections', () => {
   let upstream: string
 
   beforeAll(async () => {
-    // A port from the OS, released again: nothing listens there.
-    upstream = `http://127.0.0.1:${await freePort()}`
+    upstream = await refusedUrl()
     gateway = await startGateway({ routes: [{ path: '/down/', upstream, auth: 'none', timeout: `${TIMEOUT_MS}ms`, maxConnections: 4 }] })
   })
 

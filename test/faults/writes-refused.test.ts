@@ -14,7 +14,7 @@ import { REFUSAL_LOG_INTERVAL_MS } from '../../src/store/refusal-log.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { metricValue } from '../helpers/metrics.js'
-import { freePort } from '../helpers/net.js'
+import { refusedUrl } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
@@ -150,7 +150,8 @@ describe('writes refused (READONLY: a replica)', () => {
   it('reads the session without renewing it and lets a still-valid token pass, logging READONLY', async () => {
     const { cookie, token } = await signIn()
     // A replica of a master that is not there: it keeps its data and refuses every write.
-    await admin.call('REPLICAOF', '127.0.0.1', String(await freePort()))
+    const absent = new URL(await refusedUrl())
+    await admin.call('REPLICAOF', absent.hostname, absent.port)
 
     // Fresh (2 s before it is due), then due 7 s later: both within one refusal-line interval.
     at(TOKEN_S - 32)

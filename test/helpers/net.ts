@@ -49,6 +49,16 @@ export async function holdAgain (port: number): Promise<boolean> {
   return await bindAndHold(port).then(() => true, () => false)
 }
 
+/**
+ * An http URL whose connections are refused, and stay refused for the whole run. A port released
+ * again (freePort) can be bound by the next test's server, which then answers in its place; here the
+ * port stays held on 127.0.0.1, so the OS neither hands it out as a local port nor lets a server
+ * bind it there or on 0.0.0.0, and the URL names 127.0.0.2 (also loopback), where nothing listens.
+ */
+export async function refusedUrl (): Promise<string> {
+  return `http://127.0.0.2:${await holdPort()}`
+}
+
 /** Listens on a loopback port from the OS; returns the base URL. */
 export async function listen (server: Server): Promise<string> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))

@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { providerFetch } from '../../src/oauth/provider-http.js'
 import { DnsStub } from '../helpers/dns-stub.js'
-import { freePort, waitFor } from '../helpers/net.js'
+import { refusedUrl, waitFor } from '../helpers/net.js'
 
 let server: Server
 let base: string
@@ -72,7 +72,7 @@ describe('providerFetch', () => {
   })
 
   it('throws a TypeError when the provider cannot be reached or drops the connection, as fetch does', async () => {
-    const closed = `http://127.0.0.1:${await freePort()}/json`
+    const closed = `${await refusedUrl()}/json`
     expect(await seen(providerFetch(closed))).toEqual({ error: 'TypeError', message: 'fetch failed' })
     expect(await seen(fetch(closed))).toEqual({ error: 'TypeError', message: 'fetch failed' })
     expect(await seen(providerFetch(`${base}/cut`))).toEqual({ error: 'TypeError', message: 'fetch failed' })

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { freePort } from '../helpers/net.js'
+import { refusedUrl } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
@@ -18,12 +18,12 @@ let op: TestProvider
 let upstream: Upstream
 let gateway: TestGateway
 let signedIn: Browser
-let deadPort: number
+let deadUpstream: string
 
 beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
-  deadPort = await freePort()
+  deadUpstream = await refusedUrl()
   const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([
     { client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] },
@@ -39,7 +39,7 @@ beforeAll(async () => {
       { path: '/app/', upstream: upstream.url, provider: 'demo', rewritePrefix: '/inner/', timeout: `${APP_TIMEOUT_MS}ms` },
       { path: '/same', upstream: upstream.url, provider: 'demo' },
       { path: '/public/', upstream: upstream.url, auth: 'none' },
-      { path: '/down/', upstream: `http://127.0.0.1:${deadPort}`, auth: 'none' },
+      { path: '/down/', upstream: deadUpstream, auth: 'none' },
     ],
   })
   signedIn = new Browser()

@@ -11,7 +11,7 @@ import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { TEST_SECRET } from '../helpers/gateway.js'
-import { freePort, waitFor } from '../helpers/net.js'
+import { holdPort, releasePort, waitFor } from '../helpers/net.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 /** server.shutdownTimeout: how long SIGTERM waits for open sockets. */
@@ -24,7 +24,7 @@ let port: number
 
 beforeAll(async () => {
   upstream = await startUpstream()
-  port = await freePort()
+  port = await holdPort()
   const file = join(await mkdtemp(join(tmpdir(), 'gw-upgrades-')), 'gateway.yaml')
   await writeFile(file, stringify({
     server: { host: '127.0.0.1', port, shutdownTimeout: `${SHUTDOWN_TIMEOUT_MS}ms` },
@@ -37,6 +37,7 @@ beforeAll(async () => {
       { path: '/live/', upstream: upstream.url, provider: 'demo', websocket: true },
     ],
   }))
+  await releasePort(port)
   child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'ignore', 'inherit'] })
   exited = new Promise((resolve) => child.once('exit', resolve))
   await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/healthz`)).ok, 10_000, 'the gateway to be ready')
