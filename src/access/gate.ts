@@ -97,8 +97,11 @@ export type Decision =
   | { readonly kind: 'sign_in', readonly loginUrl: string }
   /** 401 `unauthenticated` with `login_url` and `WWW-Authenticate: Bearer realm="<realm>"`. */
   | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string }
-  /** 403 `forbidden`: signed in, but the allow rules do not admit this identity. */
-  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string }
+  /**
+   * 403 `forbidden`: signed in, but the rules do not admit this identity. `rule` names the rule that
+   * refused (`deny[0]`), or is undefined when no `allow` rule matched.
+   */
+  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string, readonly rule: string | undefined }
   /** 503/502: the store or provider failed; `error` says how (signing in again would not help). */
   | { readonly kind: 'unavailable', readonly error: unknown }
   /** 400 `invalid_request`: the request cannot be judged. */
@@ -198,7 +201,7 @@ export function decide (gate: RouteGate, method: string, target: string, html: b
     case 'signed_in':
       if ((gate.allow !== undefined && !isAllowed(session.identity, gate.allow)) ||
         (gate.rules !== undefined && !rulesAdmit(session.identity, gate.rules.allow, gate.rules.deny))) {
-        return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next) }
+        return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule: undefined }
       }
       return { kind: 'allow', accessToken: session.accessToken, identity: session.identity }
     default:
