@@ -111,11 +111,14 @@ function rows (node: Node, path: string, out: string[]): void {
     const nested = child.items && types(child.items).includes('object') ? child.items : child
     const nestedPath = nested === child ? childPath : `${childPath}[]`
     const isSection = types(nested).includes('object') && (nested.properties !== undefined || nested.patternProperties !== undefined)
+    // A rule or a list of rules (`allow`, `deny`): the rule's keys are listed under the key itself.
+    const objectBranch = child.anyOf?.find((branch) => branch.properties !== undefined)
     if (isSection) {
       if (path !== '') out.push(row(nestedPath, child, required))
       rows(nested, nestedPath, out)
     } else {
       out.push(row(childPath, child, required))
+      if (objectBranch !== undefined) rows(objectBranch, childPath, out)
     }
   }
 }

@@ -92,14 +92,14 @@ export class Access {
 /** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
 function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_session' }>, session: Session | undefined): Verdict | Promise<Verdict> {
   if (decision.kind !== 'allow') return decision
-  const { accessToken, identity } = decision
+  const { accessToken, identity, rule } = decision
   const signer = guard.signer
   // The gate's own decision when there is nothing to sign: no second object on the hot path.
   if (signer === undefined || session === undefined || identity === undefined) return decision
   const ready = signer.ready(session)
-  if (ready !== undefined) return { kind: 'allow', accessToken, identity, assertion: ready }
+  if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, assertion: ready }
   // A signing that fails (the key ring's store) is the store's failure, answered as such.
   return signer.assertion(session).then(
-    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, assertion }),
+    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, assertion }),
     (error: unknown): Verdict => ({ kind: 'unavailable', error }))
 }

@@ -3,8 +3,7 @@
 // and feeds the outcome in; the gate only decides. The request pipeline (src/access/authorize.ts)
 // does that reading for both the proxy and forward-auth, which act on its verdict and nothing else.
 //
-// Inputs: the route's compiled gate (auth, `public` rules, `allow` rules and rule lists, provider,
-// path prefix),
+// Inputs: the route's compiled gate (auth, `public` rules, `allow`/`deny` rules, provider, path prefix),
 // the canonical method and target (src/http/canonical.ts made it: the path, then `?` and the
 // query), whether the client wants HTML, and the session's state for the route's provider.
 // Checked in this order; the first row that applies decides:
@@ -18,7 +17,7 @@
 // | 5 | session state `failed` (store or provider failed)           | `unavailable` (503/502, retry)   |
 // | 6 | session state `none`, client wants HTML                     | `sign_in` (302 to the login URL) |
 // | 7 | session state `none`, any other client                      | `unauthenticated` (401)          |
-// | 8 | signed in, the `allow` rules or the rule lists refuse       | `forbidden` (403)                |
+// | 8 | signed in, the rules refuse (rules.ts: `deny` wins)          | `forbidden` (403), naming the rule |
 // | 9 | signed in, and no rule refuses                              | `allow` (token and identity)     |
 //
 // A `public` glob's `*` matches any characters of the path, `/` included; the query is never part
@@ -30,10 +29,10 @@
 // there is a session. `read_session` is how the gate stays free of I/O while the caller keeps its
 // fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
 // token, else `unread`), and reads the store only when the gate asks.
-import type { AllowRules, HostRules, PublicRule } from '../config/types.js'
+import type { PublicRule, RuleLists } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
-import { isAllowed, rulesAdmit } from './rules.js'
+import { compileRules, type Judge } from './rules.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
 export interface GateRoute {
@@ -41,9 +40,8 @@ export interface GateRoute {
   path: string | undefined
   auth: 'required' | 'none'
   provider: string | undefined
-  allow: AllowRules | undefined
-  /** Rule lists that must admit as well (`deny` wins): a forward-auth host's; absent: none. */
-  rules?: HostRules | undefined
+  /** Who may pass (`deny` wins; no `allow`: any signed-in person). */
+  rules: RuleLists
   public: readonly PublicRule[]
 }
 
@@ -53,8 +51,8 @@ export interface RouteGate {
   readonly auth: 'required' | 'none'
   /** The provider whose token and identity the route needs (empty for `auth: none`). */
   readonly provider: string
-  readonly allow: AllowRules | undefined
-  readonly rules: HostRules | undefined
+  /** Who may pass: the route's rules, compiled (rules.ts). */
+  readonly judge: Judge
   /**
    * Whether the route's `public` rules let `method` and `target` through without a session. The
    * target's query, from the first `?`, is not part of the path a rule is matched against.
@@ -87,8 +85,8 @@ export function failed (error: unknown): SessionState {
 
 /** What the gate decided; `kind` names it, the other fields are what acting on it needs. */
 export type Decision =
-  /** Forward with these credentials (bearer token, identity headers). */
-  | { readonly kind: 'allow', readonly accessToken: string, readonly identity: Identity | undefined }
+  /** Forward with these credentials (bearer token, identity headers); `rule` admitted it (undefined: no rule needed to). */
+  | { readonly kind: 'allow', readonly accessToken: string, readonly identity: Identity | undefined, readonly rule: string | undefined }
   /** Forward without any credentials of the session. */
   | { readonly kind: 'public' }
   /** Read the session (refreshing its token if need be), then ask again with what was found. */
@@ -127,17 +125,17 @@ export function publicMatcher (rules: readonly PublicRule[]): (method: string, t
 
 /**
  * The route's gate, built once at startup. `loginUrl` makes the sign-in address for a `next`
- * (the caller's, so that the gate knows nothing of the OAuth endpoints).
+ * (the caller's, so that the gate knows nothing of the OAuth endpoints). `judge`: who may pass, when
+ * not the route's own rules (forward-auth judges the original request's method and path).
  * @throws Error when a protected route names no provider (the config refuses that before).
  */
-export function compileGate (route: GateRoute, loginUrl: (next: string) => string): RouteGate {
+export function compileGate (route: GateRoute, loginUrl: (next: string) => string, judge: Judge = compileRules(route.rules)): RouteGate {
   if (route.auth === 'required' && route.provider === undefined) throw new Error(`the protected route ${route.path ?? ''} names no provider`)
   return {
     prefix: route.path,
     auth: route.auth,
     provider: route.provider ?? '',
-    allow: route.allow,
-    rules: route.rules,
+    judge,
     isPublic: publicMatcher(route.public),
     loginUrl,
   }
@@ -198,12 +196,12 @@ export function decide (gate: RouteGate, method: string, target: string, html: b
       return html
         ? { kind: 'sign_in', loginUrl: gate.loginUrl(next) }
         : { kind: 'unauthenticated', loginUrl: gate.loginUrl(next), realm: gate.provider }
-    case 'signed_in':
-      if ((gate.allow !== undefined && !isAllowed(session.identity, gate.allow)) ||
-        (gate.rules !== undefined && !rulesAdmit(session.identity, gate.rules.allow, gate.rules.deny))) {
-        return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule: undefined }
-      }
-      return { kind: 'allow', accessToken: session.accessToken, identity: session.identity }
+    case 'signed_in': {
+      const { admit, rule } = gate.judge(session.identity, method, target)
+      return admit
+        ? { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule }
+        : { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule }
+    }
     default:
       return unreachable(session)
   }

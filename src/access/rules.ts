@@ -1,50 +1,127 @@
-// The rules that decide whether a signed-in identity may pass a route or a forward-auth host:
-// `allow` (any match passes) and the rule lists of forwardAuth.hosts (`deny` wins). An address the
-// provider marked unverified matches no e-mail or domain rule.
-import type { AllowRules } from '../config/types.js'
+// Who may pass: `allow` and `deny` lists of rules (src/config/rules.ts reads them), compiled once
+// into one pure function of (identity, method, canonical path). A rule holds when every condition it
+// gives holds; a list inside a condition matches any of its values. `deny` wins; no `allow` list
+// lets any signed-in person in. An address the provider marked unverified matches no e-mail or
+// domain condition. Paths are matched by glob.ts, linearly in the path, never by a regular expression.
+//
+// A method or path the caller cannot tell (forward-auth without a trusted proxy's original request)
+// is `undefined`: a condition on it never holds in an `allow` rule and always holds in a `deny` rule,
+// so what cannot be judged is refused, never admitted.
+import type { Rule, RuleLists } from '../config/types.js'
 import type { Identity } from '../session/record.js'
+import { globMatcher } from './glob.js'
+
+/** The outcome, and the rule that decided it (`deny[0]`, `allow[1]`; undefined: no rule did). */
+export interface Judgement {
+  readonly admit: boolean
+  readonly rule: string | undefined
+}
+
+/**
+ * Judges one request. `path` is the canonical path (the query is not part of it; a target with
+ * `?` is cut there). `method` is upper case.
+ */
+export type Judge = (identity: Identity | undefined, method: string | undefined, path: string | undefined) => Judgement
+
+/** One condition of a rule: true when it holds; `unknown` is what a deny or allow rule makes of a request it cannot tell. */
+type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, unknown: boolean) => boolean
+
+const ADMITTED: Judgement = Object.freeze({ admit: true, rule: undefined })
+const NO_ALLOW: Judgement = Object.freeze({ admit: false, rule: undefined })
 
 /** The address rules may match: none when the provider marked it unverified. */
-function verifiedEmail (identity: Identity): string | undefined {
-  return identity.emailVerified === false ? undefined : identity.email
+function verifiedEmail (identity: Identity | undefined): string | undefined {
+  return identity?.emailVerified === false ? undefined : identity?.email
 }
 
-/** Each condition of a rule on its own (an empty list is a condition not given). */
-const CONDITIONS: ReadonlyArray<(identity: Identity, email: string | undefined, rules: AllowRules) => boolean | undefined> = [
-  (_identity, email, rules) => rules.emails.length === 0 ? undefined : email !== undefined && rules.emails.includes(email),
-  (_identity, email, rules) => rules.domains.length === 0 ? undefined : email !== undefined && rules.domains.includes(email.slice(email.lastIndexOf('@') + 1)),
-  (identity, _email, rules) => rules.groups.length === 0 ? undefined : identity.groups.some((group) => rules.groups.includes(group)),
-]
+function domainOf (email: string): string {
+  return email.slice(email.lastIndexOf('@') + 1)
+}
 
-/**
- * Any match passes: an allowed e-mail, an e-mail in an allowed domain, or an allowed group. An
- * unverified e-mail address matches no e-mail or domain rule.
- */
-export function isAllowed (identity: Identity | undefined, rules: AllowRules): boolean {
-  if (!identity) return false
-  const email = verifiedEmail(identity)
-  return CONDITIONS.some((condition) => condition(identity, email, rules) === true)
+/** The query is never part of the path a rule sees. */
+function pathOnly (target: string): string {
+  const query = target.indexOf('?')
+  return query === -1 ? target : target.slice(0, query)
+}
+
+/** Each condition the rule gives, compiled. */
+function conditions (rule: Rule): Condition[] {
+  const list: Condition[] = []
+  if (rule.users.length > 0) list.push((identity) => identity !== undefined && rule.users.includes(identity.sub))
+  if (rule.emails.length > 0) {
+    list.push((identity) => {
+      const email = verifiedEmail(identity)
+      return email !== undefined && rule.emails.includes(email)
+    })
+  }
+  if (rule.domains.length > 0) {
+    list.push((identity) => {
+      const email = verifiedEmail(identity)
+      return email !== undefined && rule.domains.includes(domainOf(email))
+    })
+  }
+  if (rule.groups.length > 0) list.push((identity) => identity !== undefined && identity.groups.some((group) => rule.groups.includes(group)))
+  for (const claim of rule.claims) {
+    const accepted = new Set(claim.values)
+    list.push((identity) => identity?.claims?.[claim.path]?.some((value) => accepted.has(value)) === true)
+  }
+  if (rule.methods.length > 0) list.push((_identity, method, _path, unknown) => method === undefined ? unknown : rule.methods.includes(method))
+  if (rule.paths.length > 0) {
+    const globs = rule.paths.map(globMatcher)
+    list.push((_identity, _method, path, unknown) => path === undefined ? unknown : globs.some((glob) => glob(pathOnly(path))))
+  }
+  return list
+}
+
+interface CompiledRule {
+  readonly name: string
+  readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined) => boolean
+}
+
+/** `unknown`: what a condition on a method or path that cannot be told counts as (true in `deny`). */
+function compiled (rule: Rule, unknown: boolean): CompiledRule {
+  const list = conditions(rule)
+  return {
+    name: rule.name,
+    // A rule without conditions holds for nobody (the config refuses one).
+    holds: (identity, method, path) => list.length > 0 && list.every((condition) => condition(identity, method, path, unknown)),
+  }
 }
 
 /**
- * Whether one rule of `forwardAuth.hosts` holds: every condition it gives matches (a list inside a
- * condition matches any of its values). A rule that gives no condition holds for nobody.
+ * The judge of `lists`: refused by the first `deny` rule that holds, else admitted by the first
+ * `allow` rule that holds, else (with an `allow` list) refused with no rule named. Without any rule,
+ * everyone is admitted.
  */
-export function ruleHolds (identity: Identity | undefined, rule: AllowRules): boolean {
-  if (!identity) return false
-  const email = verifiedEmail(identity)
-  const results = CONDITIONS.map((condition) => condition(identity, email, rule)).filter((result) => result !== undefined)
-  return results.length > 0 && results.every(Boolean)
+export function compileRules (lists: RuleLists): Judge {
+  const deny = lists.deny.map((rule) => compiled(rule, true))
+  const allow = lists.allow?.map((rule) => compiled(rule, false))
+  if (allow === undefined && deny.length === 0) return () => ADMITTED
+  return (identity, method, path) => {
+    for (const rule of deny) {
+      if (rule.holds(identity, method, path)) return { admit: false, rule: rule.name }
+    }
+    if (allow === undefined) return ADMITTED
+    for (const rule of allow) {
+      if (rule.holds(identity, method, path)) return { admit: true, rule: rule.name }
+    }
+    return NO_ALLOW
+  }
 }
 
 /**
- * Whether `allow` and `deny` lists of rules admit `identity`: no `deny` rule holds, and an `allow`
- * rule does (no `allow` list: any signed-in person). `deny` wins. A session without an identity
- * (a provider that gave none) passes only where no rule is given: there is nothing to judge.
+ * Several judges that must all admit (forward-auth: the query's rules and the host's): the first
+ * refusal decides; when all admit, the rules that admitted are named together.
  */
-export function rulesAdmit (identity: Identity | undefined, allow: readonly AllowRules[] | undefined, deny: readonly AllowRules[]): boolean {
-  if (allow === undefined && deny.length === 0) return true
-  if (!identity) return false
-  if (deny.some((rule) => ruleHolds(identity, rule))) return false
-  return allow === undefined || allow.some((rule) => ruleHolds(identity, rule))
+export function allOf (judges: readonly Judge[]): Judge {
+  if (judges.length === 1) return judges[0]!
+  return (identity, method, path) => {
+    const names: string[] = []
+    for (const judge of judges) {
+      const judgement = judge(identity, method, path)
+      if (!judgement.admit) return judgement
+      if (judgement.rule !== undefined) names.push(judgement.rule)
+    }
+    return names.length === 0 ? ADMITTED : { admit: true, rule: names.join(', ') }
+  }
 }

@@ -1,17 +1,137 @@
-// Allow rules in the one form they are compared in: a route's `allow`, a forward-auth host's rules
-// and forward-auth's query rules all pass through `normalisedRule`.
-import type { AllowRules } from './types.js'
+// The rules of `allow` and `deny` (a route's, a forward-auth host's) and forward-auth's query rules,
+// from what gateway.yaml or the query gives to the one form the gate compares (src/access/rules.ts):
+// trimmed, lower-case e-mails and domains, upper-case methods, claim values as text. What could
+// silently admit everyone, or match nothing, is a problem at its key path: a rule without
+// conditions, an empty list, a claim path or path glob that no canonical request can meet.
+import { describe, type Issues, type Path } from './reader.js'
+import type { ClaimCondition, Rule, RuleLists } from './types.js'
+
+/** One rule as gateway.yaml writes it (the schema pass has checked the types and keys). */
+export interface RuleYaml {
+  users?: string[]
+  emails?: string[]
+  domains?: string[]
+  groups?: string[]
+  claims?: Record<string, Array<string | number | boolean>>
+  methods?: string[]
+  paths?: string[]
+}
+
+type RuleListYaml = RuleYaml | RuleYaml[] | undefined
+
+/** The conditions the object form of a route's `allow` had before rule lists: any of them admitted. */
+const ANY_OF = ['emails', 'domains', 'groups'] as const
 
 /**
- * A rule's conditions as written (config or query), in the form rules compare: trimmed, lower-case
- * e-mails and domains, no `@`, no blank values (which could match nothing).
+ * A claim path: dotted (`realm_access.roles`, steps of letters, digits, `_`, `-`, `:`, `$`, `@`) or a
+ * JSON pointer (`/https:~1~1example.com~1roles` for a claim whose name has dots).
  */
-export function normalisedRule (raw: { emails?: readonly string[], domains?: readonly string[], groups?: readonly string[] }): AllowRules {
-  const values = (list: readonly string[] | undefined, form: (value: string) => string): string[] =>
-    (list ?? []).map((value) => form(value.trim())).filter((value) => value !== '')
+export const CLAIM_PATH = /^(?:[\w$:@-]+(?:\.[\w$:@-]+)*|(?:\/[^/\s]*)+)$/
+
+/** A method token (RFC 9110 §9.1), letters only in practice. */
+const METHOD = /^[A-Za-z]+$/
+
+function texts (list: readonly string[] | undefined, form: (value: string) => string): string[] {
+  return (list ?? []).map((value) => form(value.trim())).filter((value) => value !== '')
+}
+
+/** A rule in the form the gate compares; `name` says where it is written. */
+export function normalisedRule (name: string, raw: RuleYaml): Rule {
   return {
-    emails: values(raw.emails, (email) => email.toLowerCase()),
-    domains: values(raw.domains, (domain) => domain.toLowerCase().replace(/^@/, '')),
-    groups: values(raw.groups, (group) => group),
+    name,
+    users: texts(raw.users, (user) => user),
+    emails: texts(raw.emails, (email) => email.toLowerCase()),
+    domains: texts(raw.domains, (domain) => domain.toLowerCase().replace(/^@/, '')),
+    groups: texts(raw.groups, (group) => group),
+    claims: Object.entries(raw.claims ?? {}).map(([path, values]): ClaimCondition => ({ path: path.trim(), values: values.map(String) })),
+    methods: texts(raw.methods, (method) => method.toUpperCase()),
+    paths: texts(raw.paths, (path) => path),
   }
+}
+
+/** How many conditions a rule gives. */
+export function conditionCount (rule: Rule): number {
+  return [rule.users, rule.emails, rule.domains, rule.groups, rule.claims, rule.methods, rule.paths].filter((list) => list.length > 0).length
+}
+
+/**
+ * Why a path glob can never meet a canonical path (or could be read two ways), or undefined. The
+ * canonical path has no empty, `.` or `..` segment, no `\`, and never the query or fragment.
+ */
+export function globProblem (glob: string): string | undefined {
+  if (glob === '*') return undefined
+  if (!glob.startsWith('/')) return 'must start with / (or be * for any path)'
+  // eslint-disable-next-line no-control-regex -- control characters are what is looked for
+  if (/[\s\\?#\u0000-\u001f\u007f]/.test(glob)) return 'may not hold spaces, control characters, \\, ? or # (the query is never part of the path)'
+  if (/\/\//.test(glob)) return 'has an empty segment (//), which no canonical path has'
+  if (/(?:^|\/)\.{1,2}(?:\/|$)/.test(glob)) return 'has a . or .. segment, which no canonical path has'
+  return undefined
+}
+
+/** Problems of one rule's values, at their key paths. */
+function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml): void {
+  if (conditionCount(rule) === 0 && !issues.touched(at)) {
+    issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods or paths')
+  }
+  for (const path of Object.keys(raw.claims ?? {})) {
+    if (!CLAIM_PATH.test(path.trim())) issues.add([...at, 'claims', path], `must be a dotted claim path such as realm_access.roles (or a JSON pointer such as /roles/0), got ${describe(path)}`)
+  }
+  rule.methods.forEach((method, i) => {
+    if (!METHOD.test(method)) issues.add([...at, 'methods', i], `must be a request method such as GET or POST, got ${describe(method)}`)
+  })
+  rule.paths.forEach((glob, i) => {
+    const problem = globProblem(glob)
+    if (problem !== undefined) issues.add([...at, 'paths', i], `${problem}, got ${describe(glob)}`)
+  })
+}
+
+/** A list (or one rule object) as rules named `<key>[i]` (or `<key>`), each checked. */
+function ruleList (issues: Issues, at: Path, key: string, raw: RuleListYaml): Rule[] | undefined {
+  if (raw === undefined) return undefined
+  const entries = Array.isArray(raw) ? raw.map((rule, i) => [`${key}[${i}]`, [...at, i], rule] as const) : [[key, at, raw] as const]
+  return entries.map(([name, path, yaml]) => {
+    const rule = normalisedRule(name, yaml)
+    checkRule(issues, path, rule, yaml)
+    return rule
+  })
+}
+
+/**
+ * A route's `allow` object as it was written before rule lists: two or more of emails, domains and
+ * groups and nothing else, which admitted on any of them. It keeps that meaning, as one rule per
+ * condition (`allow.emails`, `allow.groups`): read as one rule it would silently need all of them.
+ */
+function anyOfRules (issues: Issues, at: Path, raw: RuleListYaml): Rule[] | undefined {
+  if (raw === undefined || Array.isArray(raw)) return undefined
+  const given = Object.keys(raw).filter((key) => raw[key as keyof RuleYaml] !== undefined)
+  const anyOf = ANY_OF.filter((key) => given.includes(key))
+  if (anyOf.length < 2) return undefined
+  if (anyOf.length !== given.length) {
+    issues.add(at, `names ${anyOf.join(' and ')} with other conditions: this object form once admitted any of ${anyOf.join(', ')}; ` +
+      'write a list of rules instead, such as [{ emails: [...] }, { groups: [...], methods: [GET] }] (each rule needs all of its conditions)')
+    return []
+  }
+  return anyOf.map((key) => {
+    const rule = normalisedRule(`allow.${key}`, { [key]: raw[key] })
+    checkRule(issues, [...at, key], rule, {})
+    return rule
+  })
+}
+
+/**
+ * `allow` and `deny` at `at`: a route's (`anyOfObject`: its `allow` object in the earlier any-of
+ * form keeps its meaning, see anyOfRules), or a forward-auth host's (`prefix` then names the host
+ * in the rules' names: `hosts.payroll.example.com.deny[0]`).
+ */
+export function ruleLists (issues: Issues, at: Path, raw: { allow?: RuleListYaml, deny?: RuleListYaml }, anyOfObject: boolean, prefix = ''): RuleLists {
+  const allow = (anyOfObject ? anyOfRules(issues, [...at, 'allow'], raw.allow) : undefined) ?? ruleList(issues, [...at, 'allow'], `${prefix}allow`, raw.allow)
+  if (allow?.length === 0 && !issues.touched([...at, 'allow'])) {
+    issues.add([...at, 'allow'], 'allows nobody: give a rule (or remove allow to let any signed-in person in)')
+  }
+  return { allow, deny: ruleList(issues, [...at, 'deny'], `${prefix}deny`, raw.deny) ?? [] }
+}
+
+/** The claim paths rules name. */
+export function claimPaths (lists: RuleLists): string[] {
+  return [...(lists.allow ?? []), ...lists.deny].flatMap((rule) => rule.claims.map((claim) => claim.path))
 }

@@ -205,12 +205,13 @@ function sameServer (a: string, b: string): boolean {
 
 /**
  * `other` lets in someone `target` would refuse: no sign-in at all, people of another provider, or
- * where `target` has allow rules, other rules or none (the same rules are the same protection).
+ * where `target` has rules (allow, deny), other rules or none (the same rules are the same protection).
  */
 export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
   if (target.auth !== 'required') return false
   if (other.auth === 'none' || other.provider !== target.provider) return true
-  return target.allow !== undefined && JSON.stringify(other.allow) !== JSON.stringify(target.allow)
+  const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
+  return ruled && JSON.stringify(other.rules) !== JSON.stringify(target.rules)
 }
 
 /** How a route is named in a message: its index and path. */
@@ -226,7 +227,7 @@ export function reachMessage (routes: readonly RouteConfig[], otherIndex: number
     ? 'with no sign-in'
     : other.provider !== target.provider
       ? `to anyone signed in at ${JSON.stringify(other.provider)}`
-      : other.allow === undefined ? 'to any signed-in user, without its allow rules' : 'under other allow rules'
+      : other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
   const upstream = new URL(target.upstream).origin
   return reach === 'all'
     ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects, ${how}: ` +

@@ -167,11 +167,29 @@ const Provider = Type.Object({
   dangerouslyAllowInsecureHttp: Flag('Allow this provider\'s endpoints over plain http to a host that is not loopback (otherwise the config is refused).', false),
 }, { additionalProperties: false, description: 'One provider (its name is the `<provider>` in /oauth/login/<provider>/): a client registered there.' })
 
-const Allow = Type.Object({
-  emails: Strings('E-mail addresses.'),
-  domains: Strings('E-mail domains.'),
-  groups: Strings('Groups.'),
-}, { additionalProperties: false, defaultText: 'any signed-in user', description: 'Who may pass; any match passes, otherwise 403 `forbidden` and the upstream is not called.' })
+/** A condition's values: a non-empty list (an empty one would match nobody, or read as "not given"). */
+function Values (description: string) {
+  return Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description, expected: 'a non-empty list of strings', minItems: 1 }))
+}
+
+const Rule = Type.Object({
+  users: Values('User names (the identity\'s `user`, exactly as the provider gives it).'),
+  emails: Values('E-mail addresses (verified ones only).'),
+  domains: Values('E-mail domains (of verified addresses only).'),
+  groups: Values('Groups.'),
+  claims: Type.Optional(Type.Record(Type.String(), Type.Array(Type.Union([Type.String({ minLength: 1 }), Type.Number(), Type.Boolean()]), { minItems: 1 }), {
+    description: 'Claim path (dotted, such as `realm_access.roles`, or a JSON pointer) to the accepted values; an array claim matches when any element does. Numbers and booleans compare as written.',
+    expected: 'a mapping of claim path to a non-empty list of values, such as { realm_access.roles: [reporter] }',
+    examples: [{ 'realm_access.roles': ['reporter'] }],
+  })),
+  methods: Values('Request methods (`GET`, `POST`, ...); a rule for GET does not cover HEAD.'),
+  paths: Values('Globs on the canonical request path (`/app/admin/*`; `*` matches any characters, `/` included); the query is not part of it.'),
+}, { additionalProperties: false, description: 'One rule: it holds when every condition it gives holds (a list inside a condition matches any of its values).' })
+
+/** `allow` or `deny`: a list of rules, or one rule object. */
+function RuleList (description: string) {
+  return Type.Optional(Type.Union([Rule, Type.Array(Rule)], { description, expected: 'a rule such as { groups: [admins] } or a list of rules' }))
+}
 
 const IdentityHeaders = Type.Object({
   user: filled(Text('Header with the user name.', { default: 'X-Forwarded-User' })),
@@ -188,7 +206,13 @@ const Route = Type.Object({
   maxConnections: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' }))),
   auth: filled(Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('none')], { default: 'required', description: '`required`, or `none` for a public route (still proxied, no token).' }))),
   websocket: Flag('Also proxy WebSocket upgrades, through the same gate, with the bearer in the upstream handshake.', false),
-  allow: Type.Optional(Allow),
+  allow: RuleList('Who may pass: one of these rules must hold, otherwise 403 `forbidden` and the upstream is not called; absent: any signed-in person (see endpoints.md, "Rules").'),
+  deny: RuleList('Who may not pass, even when an `allow` rule holds: `deny` wins.'),
+  headers: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1 }), {
+    description: 'Upstream request headers filled from the session\'s claims: `X-Roles: claims.realm_access.roles` (arrays comma-joined). The same names sent by clients are dropped on every route.',
+    expected: 'a mapping of header name to claims.<path>',
+    examples: [{ 'X-Roles': 'claims.realm_access.roles', 'X-Tenant': 'claims.tid' }],
+  })),
   public: filled(Strings('`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', { default: [], examples: [['OPTIONS *', 'GET /app/static/*']] })),
   identityHeaders: filled(Type.Optional(IdentityHeaders)),
   websocketMaxMessage: Size('WebSocket routes: the largest message either way, a size (`64KiB`, `1MiB`) or a number of bytes, 1KiB to 1GiB; a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
@@ -217,19 +241,9 @@ const Assertion = Section({
   rotateEvery: Duration('How often the shared signing key is replaced (1h to 90d); the previous key stays published one more period.', '24h'),
 }, 'The signed identity assertion (ES256 JWT) sent to routes with `assertion: true`; keys at /.well-known/jwks.json.')
 
-const HostRule = Type.Object({
-  emails: Strings('E-mail addresses (verified ones only).'),
-  domains: Strings('E-mail domains (of verified addresses only).'),
-  groups: Strings('Groups.'),
-}, { additionalProperties: false, description: 'One rule: it holds when every condition it gives matches (a list matches any of its values).' })
-
-function HostRuleList (description: string) {
-  return Type.Optional(Type.Union([HostRule, Type.Array(HostRule)], { description, expected: 'a rule such as { groups: [admins] } or a list of rules' }))
-}
-
 const ForwardAuthHost = Type.Object({
-  allow: HostRuleList('Who may pass: one of these rules must hold; absent: any signed-in person.'),
-  deny: HostRuleList('Who may not pass, even when an allow rule holds.'),
+  allow: RuleList('Who may pass: one of these rules must hold; absent: any signed-in person.'),
+  deny: RuleList('Who may not pass, even when an allow rule holds.'),
 }, { additionalProperties: false, description: 'The rules of one host behind the proxy in front.' })
 
 const ForwardAuth = Section({

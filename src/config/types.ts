@@ -94,6 +94,11 @@ export interface ProviderConfig {
   /** Identity for plain OAuth 2.0 providers (called once at sign-in with the bearer token). */
   userinfoUrl: string | undefined
   claims: ClaimsMapping
+  /**
+   * The claims a session keeps besides the identity, by path: those some rule (of a route of this
+   * provider, or of a forward-auth host) or a route's `headers` names. Others are not kept.
+   */
+  keptClaims: string[]
   /** Token endpoint timeout. */
   timeoutMs: number
   /** Plain http to a host that is not loopback is allowed (and warned about at start). */
@@ -108,11 +113,47 @@ export interface ProviderConfig {
   endSession: boolean
 }
 
-/** Who may pass a route: any match passes. */
-export interface AllowRules {
+/** A claim condition: the claim at `path` (dotted, or a JSON pointer) has one of `values` (an array claim: any element). */
+export interface ClaimCondition {
+  path: string
+  /** As written, numbers and booleans as text (`42`, `true`): claims are compared in the same form. */
+  values: string[]
+}
+
+/**
+ * One rule of `allow` or `deny`: it holds when every condition it gives holds, and a list inside a
+ * condition matches any of its values. An empty list is a condition not given.
+ */
+export interface Rule {
+  /** Where it is written, relative to its route or host (`allow[0]`, `deny[1]`, `allow` for one rule object): the 403 page and the audit line name it. */
+  name: string
+  /** User names (the identity's `user`, exactly). */
+  users: string[]
+  /** Verified e-mail addresses, lower case. */
   emails: string[]
+  /** Domains of verified e-mail addresses, lower case, without `@`. */
   domains: string[]
   groups: string[]
+  /** Every one must hold. */
+  claims: ClaimCondition[]
+  /** Request methods, upper case. */
+  methods: string[]
+  /** Globs on the canonical path (`*` matches any characters, `/` included); the query is never part of it. */
+  paths: string[]
+}
+
+/** Who may pass: no `deny` rule holds, and an `allow` rule does (`allow` undefined: any signed-in person). */
+export interface RuleLists {
+  allow: Rule[] | undefined
+  deny: Rule[]
+}
+
+/** A claim sent to the upstream in a request header (`headers:` on a route). */
+export interface ClaimHeader {
+  /** Lower case. */
+  name: string
+  /** The claim's dotted path or JSON pointer (what follows `claims.`). */
+  claim: string
 }
 
 /** A method and path glob that passes without a session (`*` matches any characters). */
@@ -142,7 +183,10 @@ export interface RouteConfig {
   websocket: boolean
   /** Origins whose pages may open this route's websockets, besides the gateway's own. */
   allowedOrigins: string[]
-  allow: AllowRules | undefined
+  /** Who may pass (`allow` undefined and no `deny`: any signed-in person). */
+  rules: RuleLists
+  /** Claims sent to the upstream as headers. */
+  headers: ClaimHeader[]
   public: PublicRule[]
   identityHeaders: IdentityHeaders
   /** Send the signed identity assertion to this route's upstream. */
@@ -194,16 +238,7 @@ export interface ForwardAuthConfig {
    * Who may pass each host behind the proxy in front, by lower-case host name (no port: the rules
    * hold on every port of the host). Only these hosts and the gateway's own origin get an assertion.
    */
-  hosts: ReadonlyMap<string, HostRules>
-}
-
-/**
- * The rules of one `forwardAuth.hosts` entry, each rule holding when every condition it gives
- * matches: `deny` wins; no `allow` lets any signed-in person in. Combined by AND with the query's.
- */
-export interface HostRules {
-  allow: AllowRules[] | undefined
-  deny: AllowRules[]
+  hosts: ReadonlyMap<string, RuleLists>
 }
 
 export interface GatewayConfig {

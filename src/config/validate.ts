@@ -4,10 +4,10 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AllowRules, AssertionConfig, ForwardAuthConfig, GatewayConfig, HostRules, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
+import type { AssertionConfig, ClaimHeader, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, RuleLists, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
-import { normalisedRule } from './rules.js'
+import { CLAIM_PATH, claimPaths, ruleLists } from './rules.js'
 import type { FilledYaml, ProviderYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
 import { isLoopbackHost, isPublicSuffix, lessProtected, plainHttpHost, plainHttpProblem, reachMessage, reservedHeaderProblem, secretProblem, shippedSecretProblem, upstreamReach } from './safety.js'
@@ -236,8 +236,8 @@ const HOST_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`)
 type HostYaml = NonNullable<Sections['forwardAuth']['hosts']>[string]
 
 /** forwardAuth.hosts: each host's `allow` and `deny` as lists of rules (one rule object is a list of one). */
-function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<string, HostRules> {
-  const hosts = new Map<string, HostRules>()
+function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<string, RuleLists> {
+  const hosts = new Map<string, RuleLists>()
   for (const [entry, rules] of Object.entries(raw)) {
     const at = ['forwardAuth', 'hosts', entry]
     const host = entry.trim().toLowerCase()
@@ -249,24 +249,9 @@ function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<stri
       issues.add(at, `names the host ${describe(host)} a second time`)
       continue
     }
-    const allow = hostRuleList(issues, [...at, 'allow'], rules.allow)
-    if (allow?.length === 0) issues.add([...at, 'allow'], 'allows nobody: give a rule (or remove allow to let any signed-in person in)')
-    hosts.set(host, { allow, deny: hostRuleList(issues, [...at, 'deny'], rules.deny) ?? [] })
+    hosts.set(host, ruleLists(issues, at, rules, false, `hosts.${host}.`))
   }
   return hosts
-}
-
-function hostRuleList (issues: Issues, path: Path, raw: HostYaml['allow']): AllowRules[] | undefined {
-  if (raw === undefined) return undefined
-  return (Array.isArray(raw) ? raw : [raw]).map((entry, i) => {
-    const at = Array.isArray(raw) ? [...path, i] : path
-    // Normalised as a route's allow is (one function for both, and for forward-auth's query).
-    const rule = normalisedRule(entry)
-    if (rule.emails.length + rule.domains.length + rule.groups.length === 0 && !issues.touched(at)) {
-      issues.add(at, 'gives no condition: give emails, domains or groups')
-    }
-    return rule
-  })
 }
 
 /**
@@ -358,6 +343,8 @@ function validateProvider (issues: Issues, name: string, raw: ProviderRaw, loopb
     dangerouslyAllowInsecureHttp: allowInsecure,
     ...(raw.preset !== undefined ? { preset: raw.preset } : {}),
     endSession: raw.endSession,
+    // Filled in once the routes and hosts are known (keepNamedClaims).
+    keptClaims: [],
   }
 }
 
@@ -387,15 +374,6 @@ function checkPlainHttpEndpoints (
     const host = endpoint === undefined || allowInsecure ? undefined : plainHttpHost(endpoint)
     if (host !== undefined) issues.add(at(key), plainHttpProblem(host, name))
   }
-}
-
-function validateAllow (issues: Issues, path: Path, raw: RouteRaw['allow']): AllowRules | undefined {
-  if (raw === undefined) return issues.touched(path) ? { emails: [], domains: [], groups: [] } : undefined
-  const rules = normalisedRule(raw)
-  if (rules.emails.length + rules.domains.length + rules.groups.length === 0 && !issues.touched(path)) {
-    issues.add(path, 'allows nobody: give emails, domains or groups (or remove allow to let any signed-in user in)')
-  }
-  return rules
 }
 
 const HTTP_METHODS = ['*', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
@@ -433,7 +411,8 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
     maxConnections: raw.maxConnections,
     auth,
     websocket: raw.websocket,
-    allow: validateAllow(issues, at('allow'), raw.allow),
+    rules: ruleLists(issues, path, raw, true),
+    headers: validateClaimHeaders(issues, at('headers'), raw.headers ?? {}),
     public: validatePublic(issues, at('public'), raw.public),
     identityHeaders: validateIdentityHeaders(issues, at('identityHeaders'), raw.identityHeaders),
     allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
@@ -538,6 +517,29 @@ function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteRaw['ide
   return { user: header('user'), email: header('email'), groups: header('groups') }
 }
 
+/**
+ * A route's `headers`: `Name: claims.<path>`. Names as identity headers' (letters, digits and `-`,
+ * none HTTP gives a meaning to, not the route's identity or assertion headers), lower case.
+ */
+function validateClaimHeaders (issues: Issues, path: Path, raw: Record<string, string>): ClaimHeader[] {
+  return Object.entries(raw).flatMap(([name, source]) => {
+    const at = [...path, name]
+    const problem = !HEADER_NAME.test(name)
+      ? `must be a header name, got ${describe(name)}`
+      : IDENTITY_HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
+    if (problem !== undefined) {
+      issues.add(at, problem)
+      return []
+    }
+    const claim = source.trim().startsWith('claims.') ? source.trim().slice('claims.'.length) : undefined
+    if (claim === undefined || !CLAIM_PATH.test(claim)) {
+      issues.add(at, `must be claims.<path>, such as claims.realm_access.roles or claims.tid, got ${describe(source)}`)
+      return []
+    }
+    return [{ name: name.toLowerCase(), claim }]
+  })
+}
+
 const WILDCARD_HOSTS = ['0.0.0.0', '::']
 
 /** `metrics.listen`: "host:port" (IPv6 in brackets), on another address than the public port. */
@@ -602,6 +604,31 @@ function refusePlaceholders (issues: Issues, node: Record<string, unknown> | unk
 }
 
 /**
+ * Each provider keeps, in its sessions, the claims that some rule or header mapping may read: the
+ * rules and headers of its routes, and the rules of every forward-auth host (any provider's session
+ * may be judged there).
+ */
+function keepNamedClaims (providers: Record<string, ProviderConfig>, routes: readonly RouteConfig[], forwardAuth: ForwardAuthConfig): void {
+  const hosts = [...forwardAuth.hosts.values()].flatMap(claimPaths)
+  for (const provider of Object.values(providers)) {
+    const named = routes.filter((route) => route.provider === provider.name)
+      .flatMap((route) => [...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])
+    provider.keptClaims = [...new Set([...named, ...hosts])].sort()
+  }
+}
+
+/** A route's claim header may not be one of its identity headers (two values for one name). */
+function refuseHeaderClashes (issues: Issues, routes: readonly RouteConfig[]): void {
+  routes.forEach((route, i) => {
+    for (const header of route.headers) {
+      if (Object.values(route.identityHeaders).includes(header.name)) {
+        issues.add(['routes', i, 'headers'], `names ${header.name}, which is one of this route's identityHeaders: give the claim another header`)
+      }
+    }
+  })
+}
+
+/**
  * Validates a parsed (and substituted) config: the schema pass, presets, defaults, then the rules
  * above. Returns the resolved config; the problems are in `issues`.
  */
@@ -641,6 +668,9 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   if (store.type === 'memory' && server.workers > 1 && !issues.touched(['store', 'type'])) {
     issues.add(['server', 'workers'], 'several workers need a shared store: set store.type to redis (the memory store lives in one process)')
   }
+  const forwardAuth = validateForwardAuth(issues, raw.forwardAuth)
+  refuseHeaderClashes(issues, routes)
+  keepNamedClaims(providers, routes, forwardAuth)
   return {
     server,
     session: validateSession(issues, raw.session, server.baseUrl, issues.touched(['server', 'baseUrl'])),
@@ -651,6 +681,6 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     metrics: validateMetrics(issues, raw.metrics, server),
     rateLimit: validateRateLimit(raw.rateLimit),
     assertion: validateAssertion(issues, raw.assertion, assertionWritten, routes),
-    forwardAuth: validateForwardAuth(issues, raw.forwardAuth),
+    forwardAuth,
   }
 }

@@ -47,8 +47,31 @@ function unverified (value: unknown): boolean {
   return value === false || (typeof value === 'string' && value.trim().toLowerCase() === 'false')
 }
 
-/** The identity in `claims`, or undefined when the mapping's user field is missing. */
-export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping): Identity | undefined {
+/** A claim value as the values rules compare: text, numbers and booleans as written (`42`, `true`). */
+function claimText (value: unknown): string | undefined {
+  if (typeof value === 'string') return value
+  if (typeof value === 'number' || typeof value === 'boolean') return String(value)
+  return undefined
+}
+
+/**
+ * The claims at `paths` (the provider's keptClaims), each as a list of texts: an array claim's
+ * elements, or a single value; objects and missing claims are left out. Undefined when none is found.
+ */
+export function keptClaims (claims: Record<string, unknown>, paths: readonly string[]): Record<string, string[]> | undefined {
+  const entries = paths.flatMap((path) => {
+    const value = pick(claims, path)
+    const values = (Array.isArray(value) ? value : [value]).flatMap((item) => claimText(item) ?? [])
+    return values.length === 0 ? [] : [[path, values] as const]
+  })
+  return entries.length === 0 ? undefined : Object.fromEntries(entries)
+}
+
+/**
+ * The identity in `claims`, or undefined when the mapping's user field is missing. `kept`: the
+ * claim paths rules and claim headers name, kept besides (and only those).
+ */
+export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[] = []): Identity | undefined {
   const sub = text(pick(claims, mapping.user))
   if (!sub) return undefined
   const email = text(pick(claims, mapping.email))?.toLowerCase()
@@ -59,7 +82,12 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
     ...(email && unverified(claims.email_verified) ? { emailVerified: false as const } : {}),
     ...(name ? { name } : {}),
     groups: list(pick(claims, mapping.groups)),
+    ...withClaims(keptClaims(claims, kept)),
   }
+}
+
+function withClaims (claims: Record<string, string[]> | undefined): { claims?: Record<string, string[]> } {
+  return claims === undefined ? {} : { claims }
 }
 
 /**

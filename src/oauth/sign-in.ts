@@ -49,7 +49,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     const claims = { ...idClaims, ...userinfo }
     // A user name that is an address nobody verified is anyone's to claim: no session is made.
     if (unverifiedUser(claims, provider.claims)) throw new GatewayError('forbidden', 'the provider has not verified this e-mail address')
-    const identity = identityFrom(claims, provider.claims)
+    const identity = identityFrom(claims, provider.claims, deps.config.providers[name]!.keptClaims)
     return { next, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
     if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, next)

@@ -13,7 +13,9 @@ import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-he
 import { refusal } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rules.js'
-import type { AllowRules, GatewayConfig } from '../config/types.js'
+import { allOf, compileRules, type Judge } from '../access/rules.js'
+import { canonicalTarget } from '../http/canonical.js'
+import type { GatewayConfig, Rule, RuleLists } from '../config/types.js'
 import { unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import type { Providers } from '../oauth/providers.js'
@@ -44,16 +46,31 @@ function listParameter (value: string | string[] | undefined): string[] | undefi
 }
 
 /**
- * The allow rules given as query parameters (`emails`, `domains`, `groups`, comma-separated), read
- * as a route's `allow`: undefined when none is given (any signed-in user passes); given but empty,
- * they allow nobody.
+ * The rules given as query parameters (`emails`, `domains`, `groups`, comma-separated): any of them
+ * admits, as one rule each (`query.groups`); undefined when none is given (any signed-in person
+ * passes); given but empty, they allow nobody.
  */
-function allowRules (query: Record<string, string | string[] | undefined>): AllowRules | undefined {
-  const emails = listParameter(query.emails)
-  const domains = listParameter(query.domains)
-  const groups = listParameter(query.groups)
-  if (emails === undefined && domains === undefined && groups === undefined) return undefined
-  return normalisedRule({ emails, domains, groups })
+function queryRules (query: Record<string, string | string[] | undefined>): Rule[] | undefined {
+  const given = (['emails', 'domains', 'groups'] as const).map((key) => [key, listParameter(query[key])] as const)
+  if (given.every(([, values]) => values === undefined)) return undefined
+  return given.flatMap(([key, values]) => values === undefined || values.length === 0 ? [] : [normalisedRule(`query.${key}`, { [key]: values })])
+}
+
+/**
+ * The original request's method and canonical path, as a trusted proxy names them
+ * (X-Forwarded-Method; the original URL): what `methods` and `paths` conditions judge. Either is
+ * undefined when it cannot be told, and rules then refuse rather than admit (access/rules.ts).
+ */
+function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): { method: string | undefined, path: string | undefined } {
+  const method = trusted(request.socket.remoteAddress ?? '', 0) ? single(request, 'x-forwarded-method')?.toUpperCase() : undefined
+  const canonical = original === undefined ? undefined : canonicalTarget(original.uri)
+  return { method, path: canonical?.ok === true ? canonical.url : undefined }
+}
+
+/** Forward-auth's judge: the query's rules and the host's, both on the original request. */
+function forwardJudge (query: Rule[] | undefined, host: RuleLists | undefined, subject: { method: string | undefined, path: string | undefined }): Judge {
+  const judge = allOf([compileRules({ allow: query, deny: [] }), ...(host === undefined ? [] : [compileRules(host)])])
+  return (identity) => judge(identity, subject.method, subject.path)
 }
 
 /** What trustTest (src/http/trust-proxy.ts) returns: whether a peer is a proxy trustProxy admits. */
@@ -136,11 +153,12 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const host = forwardedHost(trusted, request)
     if (host === null) throw refusal({ kind: 'invalid_request', reason: 'the forwarded host is not a host name' }, { subject: 'this provider' })
     // The query's rules, and the host's rules from gateway.yaml besides: a caller that leaves out the
-    // query (or a proxy configured without it) gets no more than the host allows. Compiling them per
-    // request is cheap (no `public` rules, no patterns). No path to judge, and never a redirect: the
-    // proxy in front answers a browser (X-Login-URL).
-    const rules = host === undefined ? undefined : config.forwardAuth.hosts.get(host)
-    const gate = compileGate({ path: undefined, auth: 'required', provider, allow: allowRules(request.query), rules, public: [] }, () => login)
+    // query (or a proxy configured without it) gets no more than the host allows. Both judge the
+    // original request (its method and path), not this one. Compiled per request: a few rules, no
+    // `public` globs. Never a redirect: the proxy in front answers a browser (X-Login-URL).
+    const hostRules = host === undefined ? undefined : config.forwardAuth.hosts.get(host)
+    const judge = forwardJudge(queryRules(request.query), hostRules, originalRequest(trusted, request, original))
+    const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [] }, () => login, judge)
     const verdict = await access.authorize({ gate, signer: signerFor(provider, original?.url.origin) }, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie })
     switch (verdict.kind) {
       case 'allow':

@@ -8,8 +8,8 @@ import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
 /** TokenSet: access_token, expires_at, refresh_token. */
 interface WireTokens { a: string, e?: number, r?: string }
-/** Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none). */
-interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[] }
+/** Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none), kept claims (k). */
+interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]> }
 /** ProviderSession: idToken (d), sid, sub (u). */
 interface WireProviderSession { d?: string, s?: string, u?: string }
 /** SessionRecord: createdAt, tokens, identities, providerSessions. */
@@ -41,6 +41,7 @@ export function toWire (record: SessionRecord): WireRecord {
       v: identity.emailVerified,
       n: identity.name,
       g: identity.groups.length > 0 ? [...identity.groups] : undefined,
+      k: identity.claims,
     } satisfies Record<keyof WireIdentity, unknown>)),
     p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub } satisfies Record<keyof WireProviderSession, unknown>)),
   } satisfies Record<keyof WireRecord, unknown>)
@@ -58,6 +59,7 @@ export function fromWire (wire: WireRecord): SessionRecord {
       emailVerified: identity.v,
       name: identity.n,
       groups: identity.g ?? [],
+      claims: identity.k,
     } satisfies Record<keyof Identity, unknown>)),
     providerSessions: wire.p && mapValues(wire.p, (session): ProviderSession => defined({ idToken: session.d, sid: session.s, sub: session.u } satisfies Record<keyof ProviderSession, unknown>)),
   } satisfies Record<keyof SessionRecord, unknown>)

@@ -13,6 +13,11 @@ export interface Identity {
   readonly emailVerified?: false
   readonly name?: string
   readonly groups: readonly string[]
+  /**
+   * The claims some rule or claim header names (the provider's `keptClaims`), by path, each as a
+   * list of values in text form; absent when none is named.
+   */
+  readonly claims?: Readonly<Record<string, readonly string[]>>
 }
 
 /**

@@ -9,8 +9,9 @@ import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
 import { Access, type AssertionSigner, type Guard, type Verdict } from '../../src/access/authorize.js'
 import { compileGate, type GateRoute } from '../../src/access/gate.js'
-import { rulesAdmit } from '../../src/access/rules.js'
-import type { AllowRules, HostRules, SessionConfig } from '../../src/config/types.js'
+import { compileRules } from '../../src/access/rules.js'
+import type { Rule, RuleLists, SessionConfig } from '../../src/config/types.js'
+import { lists, NO_RULES, rule } from '../helpers/rules.js'
 import { Providers } from '../../src/oauth/providers.js'
 import { TokenRefresher } from '../../src/oauth/refresh.js'
 import { Metrics } from '../../src/ops/metrics.js'
@@ -32,8 +33,7 @@ const alice: Identity = { sub: 'alice', email: 'alice@example.org', groups: ['st
 const bob: Identity = { sub: 'bob', email: 'bob@elsewhere.net', groups: ['staff', 'contractors'] }
 
 const login = (next: string) => `https://gw.example/oauth/login/demo/?next=${encodeURIComponent(next)}`
-const rule = (rules: Partial<AllowRules>): AllowRules => ({ emails: [], domains: [], groups: [], ...rules })
-const gateOf = (overrides: Partial<GateRoute> = {}) => compileGate({ path: '/app', auth: 'required', provider: 'demo', allow: undefined, public: [], ...overrides }, login)
+const gateOf = (overrides: Partial<GateRoute> = {}) => compileGate({ path: '/app', auth: 'required', provider: 'demo', rules: NO_RULES, public: [], ...overrides }, login)
 
 /** A store whose reads of sessions fail, as a store that cannot be reached does. */
 class BrokenStore extends MemoryStore {
@@ -145,16 +145,15 @@ describe('Access.authorize', () => {
 
   it('`allow` rules that refuse the identity: forbidden, with the identity and a login URL', async () => {
     const { access, signIn } = await setUp()
-    const gate = gateOf({ allow: rule({ domains: ['example.org'] }) })
-    expect(await access.authorize({ gate }, api(await signIn(bob)))).toEqual({ kind: 'forbidden', identity: bob, loginUrl: login('/app/api') })
-    expect(await access.authorize({ gate }, api(await signIn(alice)))).toMatchObject({ kind: 'allow', identity: alice })
+    const gate = gateOf({ rules: lists([{ domains: ['example.org'] }]) })
+    expect(await access.authorize({ gate }, api(await signIn(bob)))).toEqual({ kind: 'forbidden', identity: bob, loginUrl: login('/app/api'), rule: undefined })
+    expect(await access.authorize({ gate }, api(await signIn(alice)))).toMatchObject({ kind: 'allow', identity: alice, rule: 'allow[0]' })
   })
 
   it('host rule lists: a `deny` that holds is forbidden even though `allow` holds', async () => {
     const { access, signIn } = await setUp()
-    const rules: HostRules = { allow: [rule({ groups: ['staff'] })], deny: [rule({ groups: ['contractors'] })] }
-    const gate = gateOf({ rules })
-    expect(await access.authorize({ gate }, api(await signIn(bob)))).toMatchObject({ kind: 'forbidden', identity: bob })
+    const gate = gateOf({ rules: lists([{ groups: ['staff'] }], [{ groups: ['contractors'] }]) })
+    expect(await access.authorize({ gate }, api(await signIn(bob)))).toMatchObject({ kind: 'forbidden', identity: bob, rule: 'deny[0]' })
     expect(await access.authorize({ gate }, api(await signIn(alice)))).toMatchObject({ kind: 'allow', identity: alice })
   })
 
@@ -210,14 +209,15 @@ const identityArb: fc.Arbitrary<Identity | undefined> = fc.option(fc.record({
   sub, groups, ...(email ? { email } : {}), ...(email && unverified ? { emailVerified: false as const } : {}),
 })), { nil: undefined })
 
-const ruleArb: fc.Arbitrary<AllowRules> = fc.record({ emails: fc.subarray(emails), domains: fc.subarray(domains), groups: fc.subarray(groups) })
-const hostRulesArb: fc.Arbitrary<HostRules> = fc.record({
+const ruleArb: fc.Arbitrary<Rule> = fc.record({ emails: fc.subarray(emails), domains: fc.subarray(domains), groups: fc.subarray(groups) })
+  .map((conditions) => rule(conditions))
+const hostRulesArb: fc.Arbitrary<RuleLists> = fc.record({
   allow: fc.option(fc.array(ruleArb, { maxLength: 3 }), { nil: undefined }),
   deny: fc.array(ruleArb, { maxLength: 2 }),
 })
 
 describe('the pipeline and the rules agree (fast-check)', () => {
-  it('for any identity and host rules, the verdict is allow exactly when rulesAdmit admits, else forbidden', async () => {
+  it('for any identity and host rules, the verdict is allow exactly when the compiled rules admit, else forbidden', async () => {
     const { access, signIn, clock } = await setUp()
     await fc.assert(fc.asyncProperty(identityArb, hostRulesArb, fc.boolean(), async (identity, rules, fromStore) => {
       const cookie = await signIn(identity)
@@ -225,7 +225,7 @@ describe('the pipeline and the rules agree (fast-check)', () => {
       // Half the runs read the store (a promise), half are answered from the cache.
       if (!fromStore) await access.authorize(guard, api(cookie))
       const verdict = await access.authorize(guard, api(cookie))
-      const admitted = rulesAdmit(identity, rules.allow, rules.deny)
+      const admitted = compileRules(rules)(identity, 'GET', '/app/api').admit
       expect(verdict.kind).toBe(admitted ? 'allow' : 'forbidden')
       clock.ms += 1
     }), { numRuns: 200, seed: 23 })

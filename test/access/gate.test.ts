@@ -4,7 +4,8 @@
 // a path the public rules do not match never passes without a session.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import type { AllowRules, PublicRule } from '../../src/config/types.js'
+import type { PublicRule } from '../../src/config/types.js'
+import { anyOf, NO_RULES } from '../helpers/rules.js'
 import { compileGate, decide, failed, NO_SESSION, publicMatcher, signedIn, UNREAD, type Decision, type GateRoute, type SessionState } from '../../src/access/gate.js'
 import type { Identity } from '../../src/session/record.js'
 import { refusal } from '../../src/access/refusal.js'
@@ -18,15 +19,15 @@ const rules = (...entries: string[]): PublicRule[] => entries.map((entry) => {
   return { method, path }
 })
 
-const route = (overrides: Partial<GateRoute> = {}): GateRoute => ({ path: '/app', auth: 'required', provider: 'demo', allow: undefined, public: [], ...overrides })
+const route = (overrides: Partial<GateRoute> = {}): GateRoute => ({ path: '/app', auth: 'required', provider: 'demo', rules: NO_RULES, public: [], ...overrides })
 
-const ALLOW: AllowRules = { emails: ['alice@example.org'], domains: ['example.com'], groups: ['admins'] }
+const ALLOW = anyOf({ emails: ['alice@example.org'], domains: ['example.com'], groups: ['admins'] })
 
 const ROUTES = {
   plain: route(),
   static: route({ public: rules('GET /app/static/*', 'OPTIONS *', 'GET /app/*/health', '* /app/open', 'POST /app/hooks/*.json', 'GET /app/a?b') }),
-  allow: route({ allow: ALLOW }),
-  github: route({ path: '/gh', provider: 'github', allow: { emails: [], domains: [], groups: ['octo-team'] } }),
+  allow: route({ rules: ALLOW }),
+  github: route({ path: '/gh', provider: 'github', rules: anyOf({ groups: ['octo-team'] }) }),
   open: route({ path: '/docs', auth: 'none', provider: undefined }),
   root: route({ path: '/' }),
   cafe: route({ path: '/café' }),

@@ -50,6 +50,7 @@ describe('config defaults', () => {
             "dangerouslyAllowInsecureHttp": false,
             "endSession": true,
             "issuer": undefined,
+            "keptClaims": [],
             "name": "demo",
             "openid": false,
             "pkce": true,
@@ -67,10 +68,10 @@ describe('config defaults', () => {
         },
         "routes": [
           {
-            "allow": undefined,
             "allowedOrigins": [],
             "assertion": false,
             "auth": "required",
+            "headers": [],
             "identityHeaders": {
               "email": "x-forwarded-email",
               "groups": "x-forwarded-groups",
@@ -81,6 +82,10 @@ describe('config defaults', () => {
             "provider": "demo",
             "public": [],
             "rewritePrefix": undefined,
+            "rules": {
+              "allow": undefined,
+              "deny": [],
+            },
             "timeoutMs": 30000,
             "upstream": "http://127.0.0.1:9100",
             "websocket": false,

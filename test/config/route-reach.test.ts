@@ -26,7 +26,8 @@ function route (path: string, rewritePrefix?: string, auth: 'none' | 'required' 
     auth,
     websocket: false,
     allowedOrigins: [],
-    allow: undefined,
+    rules: { allow: undefined, deny: [] },
+    headers: [],
     public: [],
     identityHeaders: { user: 'x-forwarded-user', email: 'x-forwarded-email', groups: 'x-forwarded-groups' },
     assertion: false,
@@ -81,7 +82,7 @@ describe('the config refuses full reach and warns about partial reach, naming bo
       { path: '/all/', upstream: UP, provider: 'p', rewritePrefix: '/' },
     ])
     expect(configProblems(text, {})).toEqual([
-      `routes[1].path: reaches every path of ${UP} that routes[0] (/admin/) protects, to any signed-in user, without its allow rules: give the routes different upstream paths (rewritePrefix) or the same protection (line 18)`,
+      `routes[1].path: reaches every path of ${UP} that routes[0] (/admin/) protects, to any signed-in user, without its rules: give the routes different upstream paths (rewritePrefix) or the same protection (line 18)`,
     ])
   })
 
@@ -95,7 +96,7 @@ describe('the config refuses full reach and warns about partial reach, naming bo
     // Each lets in people the other refuses; the first route is named, with the other.
     const refused = (how: string) => [`routes[0].path: reaches every path of ${UP} that routes[1] (/other/) protects, ${how}: give the routes different upstream paths (rewritePrefix) or the same protection (line 15)`]
     expect(configProblems(text({ provider: 'gh', allow: { groups: ['admins'] } }), {})).toEqual(refused('to anyone signed in at "p"'))
-    expect(configProblems(text({ provider: 'p', allow: { groups: ['staff'] } }), {})).toEqual(refused('under other allow rules'))
+    expect(configProblems(text({ provider: 'p', allow: { groups: ['staff'] } }), {})).toEqual(refused('under other rules'))
     expect(configProblems(text({ provider: 'p', allow: { groups: ['admins'] } }), {})).toEqual([])
   })
 

@@ -493,7 +493,7 @@ describe('forwardAuth.hosts (config)', () => {
       throw error
     }
   }
-  const rule = (over: Partial<{ emails: string[], domains: string[], groups: string[] }>) => ({ emails: [], domains: [], groups: [], ...over })
+  const rule = (name: string, over: Partial<{ emails: string[], domains: string[], groups: string[] }>) => ({ name, users: [], emails: [], domains: [], groups: [], claims: [], methods: [], paths: [], ...over })
 
   it('is empty by default', () => {
     expect(parseConfig(stringify({ session: { secret: TEST_SECRET } }), {}, 'test.yaml').forwardAuth.hosts).toEqual(new Map())
@@ -506,16 +506,17 @@ describe('forwardAuth.hosts (config)', () => {
       '10.0.0.7': {},
     }).forwardAuth.hosts
     expect(hosts).toEqual(new Map([
-      ['payroll.example.com', { allow: [rule({ groups: ['payroll'] })], deny: [] }],
-      ['wiki.example.com', { allow: [rule({ emails: ['a@x.org'] }), rule({ domains: ['y.org'], groups: ['staff'] })], deny: [rule({ emails: ['b@y.org'] })] }],
+      ['payroll.example.com', { allow: [rule('hosts.payroll.example.com.allow', { groups: ['payroll'] })], deny: [] }],
+      ['wiki.example.com', { allow: [rule('hosts.wiki.example.com.allow[0]', { emails: ['a@x.org'] }), rule('hosts.wiki.example.com.allow[1]', { domains: ['y.org'], groups: ['staff'] })], deny: [rule('hosts.wiki.example.com.deny', { emails: ['b@y.org'] })] }],
       ['10.0.0.7', { allow: undefined, deny: [] }],
     ]))
   })
 
   it('shares the route allow\'s normaliser: a route allow of only blank values is refused, not a route nobody may pass', () => {
     const route = (allow: unknown) => stringify({ session: { secret: TEST_SECRET }, providers: { demo: { clientId: 'c', clientSecret: 's', authorizeUrl: 'https://op.example/a', tokenUrl: 'https://op.example/t', scope: 'read' } }, routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'demo', allow }] })
-    expect(() => parseConfig(route({ groups: [' '] }), {}, 'test.yaml')).toThrow(/routes\[0\]\.allow: allows nobody/)
-    expect(parseConfig(route({ groups: [' staff ', ' '], emails: [' A@X.org '] }), {}, 'test.yaml').routes[0]!.allow).toEqual({ emails: ['a@x.org'], domains: [], groups: ['staff'] })
+    expect(() => parseConfig(route({ groups: [' '] }), {}, 'test.yaml')).toThrow(/routes\[0\]\.allow: gives no condition/)
+    expect(parseConfig(route({ groups: [' staff ', ' '], emails: [' A@X.org '] }), {}, 'test.yaml').routes[0]!.rules.allow)
+      .toEqual([rule('allow.emails', { emails: ['a@x.org'] }), rule('allow.groups', { groups: ['staff'] })])
   })
 
   it('is a Map: a host named like an Object property is not listed', () => {
@@ -531,9 +532,9 @@ describe('forwardAuth.hosts (config)', () => {
     [{ 'bücher.example': {} }, 'forwardAuth.hosts.bücher.example: must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got "bücher.example"'],
     [{ 'a.example.com': {}, 'A.example.com': {} }, 'forwardAuth.hosts.A.example.com: names the host "a.example.com" a second time'],
     [{ 'a.example.com': { allow: [] } }, 'forwardAuth.hosts.a.example.com.allow: allows nobody: give a rule (or remove allow to let any signed-in person in)'],
-    [{ 'a.example.com': { allow: {} } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give emails, domains or groups'],
-    [{ 'a.example.com': { allow: { groups: [' '] } } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give emails, domains or groups'],
-    [{ 'a.example.com': { deny: [{ groups: ['x'] }, {}] } }, 'forwardAuth.hosts.a.example.com.deny[1]: gives no condition: give emails, domains or groups'],
+    [{ 'a.example.com': { allow: {} } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give users, emails, domains, groups, claims, methods or paths'],
+    [{ 'a.example.com': { allow: { groups: [' '] } } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give users, emails, domains, groups, claims, methods or paths'],
+    [{ 'a.example.com': { deny: [{ groups: ['x'] }, {}] } }, 'forwardAuth.hosts.a.example.com.deny[1]: gives no condition: give users, emails, domains, groups, claims, methods or paths'],
   ])('refuses %j', (hosts, message) => {
     expect(problems(hosts)).toEqual([message])
   })
