@@ -133,6 +133,9 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const access = new Access(sessions, refresher)
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)
+  // Set on protected requests (the proxy's and forward-auth's), read by RequestEnd's log line.
+  app.decorateRequest('auditUser', undefined)
+  app.decorateRequest('auditRule', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
 

@@ -103,3 +103,13 @@ function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_
     (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, assertion }),
     (error: unknown): Verdict => ({ kind: 'unavailable', error }))
 }
+
+/** Who asked, for the request's log line: the identity's user name, or null when nobody is known. */
+export function auditUser (verdict: Verdict): string | null {
+  return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.identity?.sub ?? null : null
+}
+
+/** Which rule decided, for the request's log line: its name, or `none` (no rules, no allow rule matched, no session). */
+export function auditRule (verdict: Verdict): string {
+  return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.rule ?? 'none' : 'none'
+}

@@ -19,6 +19,13 @@ declare module 'fastify' {
      * (the client left).
      */
     readonly upstreamCutOff?: (error: Error, request: FastifyRequest) => Record<string, unknown> | undefined
+    /**
+     * On a protected request (a route's or forward-auth's), the audit fields of its log line: who
+     * asked (null: nobody signed in) and which rule decided (`deny[0]`, `allow[1]`, `none`); set
+     * from the pipeline's verdict (access/authorize.ts auditUser, auditRule).
+     */
+    auditUser: string | null | undefined
+    auditRule: string | undefined
   }
 }
 
@@ -48,5 +55,6 @@ export class RequestEnd extends LogController {
 }
 
 function line (request: FastifyRequest, reply: FastifyReply) {
-  return { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
+  const fields = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
+  return request.auditRule === undefined ? fields : { ...fields, user: request.auditUser ?? null, rule: request.auditRule }
 }

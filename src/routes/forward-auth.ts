@@ -7,7 +7,7 @@
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import type { Access, Guard } from '../access/authorize.js'
+import { auditRule, auditUser, type Access, type Guard } from '../access/authorize.js'
 import { compileGate, unreachable } from '../access/gate.js'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
@@ -160,6 +160,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const judge = forwardJudge(queryRules(request.query), hostRules, originalRequest(trusted, request, original))
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [] }, () => login, judge)
     const verdict = await access.authorize({ gate, signer: signerFor(provider, original?.url.origin) }, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie })
+    request.auditUser = auditUser(verdict)
+    request.auditRule = auditRule(verdict)
     switch (verdict.kind) {
       case 'allow':
         break

@@ -6,7 +6,7 @@
 // logged and counted by RequestEnd (proxy/cut-off.ts names what happened).
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import type { Access, Guard, Verdict } from '../access/authorize.js'
+import { auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
 import { compileGate } from '../access/gate.js'
 import { refusal } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
@@ -42,6 +42,8 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
  * answered.
  */
 function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, done: HookHandlerDoneFunction): void {
+  request.auditUser = auditUser(verdict)
+  request.auditRule = auditRule(verdict)
   switch (verdict.kind) {
     case 'allow':
       request.accessToken = verdict.accessToken
