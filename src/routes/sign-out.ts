@@ -42,7 +42,9 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
   async function logout (request: FastifyRequest<{ Querystring: SignOutParameters, Body: SignOutParameters | undefined }>, reply: FastifyReply) {
     const next = request.body?.next ?? request.query.next
     const switchTo = switchProvider(request.body?.switch ?? request.query.switch)
-    if (fromAnotherSite(request)) {
+    // "Use another account" comes only as the 403 page's form POST: a link asking for it, from
+    // anywhere, is asked first too.
+    if (fromAnotherSite(request) || (switchTo !== undefined && request.method !== 'POST')) {
       return reply.type('text/html; charset=utf-8')
         .header('content-security-policy', "frame-ancestors 'none'")
         .header('x-frame-options', 'DENY')
