@@ -42,8 +42,9 @@ export interface ResolvedProvider extends ProviderConfig {
    */
   backchannelLogout: boolean
   /**
-   * Whether discovery lists `select_account` in `prompt_values_supported`: "Use another account"
-   * then asks for `prompt=select_account`, else `prompt=login`.
+   * Whether discovery lists `select_account` in `prompt_values_supported` (GitHub's preset, which has
+   * no discovery, supports it too): "Use another account" then asks for `prompt=select_account`,
+   * else `prompt=login`.
    * @see https://openid.net/specs/openid-connect-prompt-create-1_0.html (prompt_values_supported)
    */
   selectAccount: boolean
@@ -115,7 +116,9 @@ export class Providers {
   private async resolve (config: ProviderConfig): Promise<ResolvedProvider> {
     const needsDiscovery = config.issuer !== undefined && (!config.authorizeUrl || !config.tokenUrl || config.openid)
     if (!needsDiscovery) {
-      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false, selectAccount: false }
+      // No discovery to list prompt values: GitHub documents `prompt=select_account` (its account picker).
+      // @see https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#1-request-a-users-github-identity
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false, selectAccount: config.preset === 'github' }
     }
     try {
       return await this.discover(config)

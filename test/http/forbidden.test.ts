@@ -5,17 +5,22 @@
 // signs out here (and at a provider with end_session_endpoint) and then starts a sign-in with
 // prompt=select_account, or prompt=login where discovery does not list it; a link or another site
 // only gets a confirmation page, the login endpoint never passes a prompt on, and `switch` and
-// `next` take no hostile value.
+// `next` take no hostile value. GitHub (no discovery) gets select_account, which it documents.
+import pino from 'pino'
 import type { Browser as Chromium } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { stringify } from 'yaml'
+import { parseConfig } from '../../src/config/config.js'
 import { refusal, refusedBy } from '../../src/access/refusal.js'
 import { GatewayError } from '../../src/errors.js'
 import { errorPage } from '../../src/http/pages.js'
+import { accountPrompt } from '../../src/oauth/client.js'
+import { Providers } from '../../src/oauth/providers.js'
 import { switchAccountUrl } from '../../src/oauth/urls.js'
 import type { Identity } from '../../src/session/record.js'
 import { Browser } from '../helpers/browser.js'
 import { sharedChromium } from '../helpers/chromium.js'
-import { oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { TEST_SECRET, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -294,5 +299,21 @@ describe('"Use another account"', () => {
     const callback = browser.hops.findLast((hop) => hop.url.startsWith(`${gateway.url}/oauth/authorized/plain/`))!
     expect(callback.status).toBe(302)
     expect(callback.location).toBe('/oauth/')
+  })
+})
+
+describe('the prompt of "Use another account" at a provider without discovery', () => {
+  it('is select_account for GitHub (documented, no discovery to list it) and login for any other', async () => {
+    const config = parseConfig(stringify({
+      session: { secret: TEST_SECRET },
+      providers: {
+        github: { preset: 'github', clientId: 'gh', clientSecret: 's' },
+        other: { clientId: 'o', clientSecret: 's', authorizeUrl: 'https://oauth.example/authorize', tokenUrl: 'https://oauth.example/token', scope: 'read' },
+      },
+      routes: [{ path: '/', upstream: 'http://127.0.0.1:1', provider: 'github' }],
+    }), {}, 'test.yaml')
+    const providers = new Providers(config.providers, pino({ level: 'silent' }))
+    expect(accountPrompt(await providers.get('github'))).toBe('select_account')
+    expect(accountPrompt(await providers.get('other'))).toBe('login')
   })
 })
