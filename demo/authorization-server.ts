@@ -1,7 +1,8 @@
 // The demo's authorization server, also the real one the tests sign in at: oidc-provider with one
 // or more confidential clients (client_secret_post), refresh tokens, and small sign-in and consent
-// pages of our own. Any username signs in; every authorization asks for it again, so that signing
-// out of the gateway and coming back shows the sign-in page (no single sign-on in the demo).
+// pages of our own. Any username signs in. By default every authorization asks for it again (no
+// single sign-on); `logout` and `keepSignIn` make it remember the sign-in as real providers do, and
+// `selectAccount` adds an account chooser for `prompt=select_account`.
 // alice (groups admins, staff), bob (staff), mallory (mallory@evil.test), eve (staff, an e-mail
 // address that is not verified) and ursula (no groups, an e-mail address that is not verified) have
 // set claims.
@@ -39,6 +40,17 @@ export interface AuthorizationServerOptions {
    * Default false: every authorization asks for the user again, and none of these is advertised.
    */
   logout?: boolean
+  /**
+   * A provider that remembers its sign-in but offers no sign-out to its clients (as Google or GitHub
+   * appear to most applications): only a `prompt` makes it ask again. Implied by `logout`.
+   */
+  keepSignIn?: boolean
+  /**
+   * Supports `prompt=select_account` (an account chooser: continue as the signed-in user, or sign in
+   * as another) and lists it in discovery's `prompt_values_supported`. Default false: only `login`
+   * and `consent` are listed and a `select_account` request is refused.
+   */
+  selectAccount?: boolean
   /** oidc-provider's storage adapter (default: its quick-start in-memory one, which keeps about 1,000 entries). */
   adapter?: Configuration['adapter']
   /**
@@ -120,6 +132,26 @@ function consentPage (uid: string, clientId: string, account: string, scopes: st
 <button type="submit">Allow</button><a class="deny" href="/interaction/${escape(uid)}/abort">Deny</a></form>`)
 }
 
+/** The account chooser of `prompt=select_account`: continue as `current` (when signed in here), or sign in as another user. */
+function chooserPage (uid: string, clientId: string, current: string | undefined): string {
+  const action = `/interaction/${escape(uid)}`
+  const keep = current === undefined
+    ? ''
+    : `<form method="post" action="${action}"><input type="hidden" name="prompt" value="select_account">
+<button type="submit" name="continue" value="yes">Continue as ${escape(current)}</button></form><p>or use another account:</p>`
+  return page('Choose an account', `<h1>Choose an account to continue to ${escape(clientId)}</h1>${keep}
+<form method="post" action="${action}">
+<input type="hidden" name="prompt" value="select_account">
+<label for="login">Username (any name signs in)</label>
+<input id="login" name="login" required autocomplete="off" placeholder="alice">
+<button type="submit">Sign in</button></form>`)
+}
+
+/** The user name a sign-in form gave, reduced to the characters account ids may have. */
+function loginName (form: URLSearchParams): string {
+  return (form.get('login') ?? '').trim().toLowerCase().replace(/[^a-z0-9._-]/g, '').slice(0, 64) || 'anonymous'
+}
+
 /** The provider's own sign-out question (RP-initiated logout); `form` is oidc-provider's hidden form. */
 function logoutPage (form: string): string {
   return page('Sign out', `<h1>Sign out of the demo authorization server?</h1>${form}
@@ -149,13 +181,20 @@ async function interaction (provider: Provider, req: IncomingMessage, res: Serve
     res.setHeader('content-type', 'text/html; charset=utf-8')
     res.setHeader('cache-control', 'no-store')
     const scopes = String(params.scope ?? '').split(' ').filter((s) => s && s !== 'openid')
-    res.end(prompt.name === 'login' ? loginPage(uid, clientId) : consentPage(uid, clientId, session?.accountId ?? '', scopes))
+    res.end(prompt.name === 'login'
+      ? loginPage(uid, clientId)
+      : prompt.name === 'select_account' ? chooserPage(uid, clientId, session?.accountId) : consentPage(uid, clientId, session?.accountId ?? '', scopes))
     return
   }
   const form = await readForm(req)
   if (prompt.name === 'login' && form.get('prompt') === 'login') {
-    const login = (form.get('login') ?? '').trim().toLowerCase().replace(/[^a-z0-9._-]/g, '').slice(0, 64) || 'anonymous'
-    await provider.interactionFinished(req, res, { login: { accountId: login } }, { mergeWithLastSubmission: false })
+    await provider.interactionFinished(req, res, { login: { accountId: loginName(form) } }, { mergeWithLastSubmission: false })
+    return
+  }
+  if (prompt.name === 'select_account' && form.get('prompt') === 'select_account') {
+    const current = form.get('continue') === 'yes' ? session?.accountId : undefined
+    const accountId = current ?? loginName(form)
+    await provider.interactionFinished(req, res, { select_account: {}, login: { accountId } }, { mergeWithLastSubmission: false })
     return
   }
   if (prompt.name === 'consent' && form.get('prompt') === 'consent') {
@@ -175,8 +214,19 @@ async function signingJwks (key: Awaited<ReturnType<typeof generateKeyPair>>['pr
   return { keys: [{ ...(await exportJWK(key)), alg: 'RS256', use: 'sig' }] }
 }
 
+/**
+ * The prompts: with `keepSignIn`, oidc-provider's own (a sign-in is remembered), else a sign-in
+ * counts only for the authorization request that asked for it (no single sign-on); with
+ * `selectAccount`, an account chooser first when the client asks for `prompt=select_account`.
+ */
+function interactionPrompts (keepSignIn: boolean, selectAccount: boolean): interactionPolicy.Prompt[] {
+  const policy = keepSignIn ? interactionPolicy.base() : signInEveryTime()
+  if (selectAccount) policy.add(new interactionPolicy.Prompt({ name: 'select_account', requestable: true }), 0)
+  return policy
+}
+
 /** No single sign-on: a sign-in counts only for the authorization request that asked for it. */
-function signInEveryTime (): interactionPolicy.Prompt[] {
+function signInEveryTime (): interactionPolicy.DefaultPolicy {
   const policy = interactionPolicy.base()
   policy.get('login')!.checks.add(new interactionPolicy.Check('demo_sign_in_every_time', 'the demo asks for a sign-in each time',
     (ctx: KoaContextWithOIDC) => ctx.oidc.result?.login ? interactionPolicy.Check.NO_NEED_TO_PROMPT : interactionPolicy.Check.REQUEST_PROMPT))
@@ -221,7 +271,9 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
       revocation: { enabled: options.logout === true },
       backchannelLogout: { enabled: options.logout === true },
     },
-    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: options.logout ? interactionPolicy.base() : signInEveryTime() },
+    interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: interactionPrompts(options.logout === true || options.keepSignIn === true, options.selectAccount === true) },
+    // What `prompt` may ask for, as real providers list it (the gateway reads select_account here).
+    discovery: { prompt_values_supported: ['none', 'login', 'consent', ...(options.selectAccount ? ['select_account'] : [])] },
     // Back-channel logout tokens go to gateways on this machine: without this, oidc-provider's
     // protection against requests to special-use addresses (loopback among them) refuses them.
     ...(options.logout ? { fetch: (url: string | URL | Request, init?: RequestInit) => { delete (init as { dispatcher?: unknown } | undefined)?.dispatcher; return fetch(url, init) } } : {}),

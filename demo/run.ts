@@ -51,7 +51,16 @@ async function startServices (gatewayUrl: string, clientSecret: string): Promise
     // and the sample app would show the authorization server's own cookies.
     publicHost: '127.0.0.1',
     issuer: env.DEMO_PUBLIC_ISSUER,
-    clients: [{ client_id: 'demo-client', client_secret: clientSecret, redirect_uris: [`${gatewayUrl}/oauth/authorized/demo/`] }],
+    clients: [{
+      client_id: 'demo-client',
+      client_secret: clientSecret,
+      redirect_uris: [`${gatewayUrl}/oauth/authorized/demo/`],
+      post_logout_redirect_uris: [`${gatewayUrl}/oauth/logout/demo/`],
+    }],
+    // As real providers: it remembers the sign-in, signs out when the gateway asks, and offers an
+    // account chooser ("Use another account" on the gateway's 403 page).
+    logout: true,
+    selectAccount: true,
   })
   // The sample app runs beside the authorization server, so it reaches userinfo on loopback.
   const app = await startSampleApp({ port: port('DEMO_APP_PORT', 9100), host, userinfoUrl: `http://127.0.0.1:${as.port}/me` })

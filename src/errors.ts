@@ -89,6 +89,16 @@ export interface ErrorDetails {
   loginUrl?: string
   /** Where a person can simply try again (the same address), when signing in again would not help. */
   retryUrl?: string
+  /**
+   * On 403 `forbidden` from a route's rules: what the gateway saw of the person and which rule
+   * refused, for the page and the JSON body.
+   */
+  refused?: Refused
+  /**
+   * Where "Use another account" goes (a POST: it signs out, then signs in again with the provider
+   * asked to let the person choose the account).
+   */
+  switchAccountUrl?: string
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
   /**
@@ -96,6 +106,20 @@ export interface ErrorDetails {
    * warn line instead of an error line with the cause.
    */
   log?: { msg: string, fields: Record<string, unknown> }
+}
+
+/** What a refusing rule saw of the signed-in person: their own identity, never the rule's values. */
+export interface Refused {
+  /** The identity the rules were asked about; undefined when the session held none. */
+  readonly seen: {
+    readonly user: string
+    readonly email: string | undefined
+    /** false only when the provider said the e-mail address is not verified. */
+    readonly emailVerified: boolean
+    readonly groups: readonly string[]
+  } | undefined
+  /** The refusing rule's name (`deny[0]`); undefined: no `allow` rule matched. */
+  readonly rule: string | undefined
 }
 
 /**

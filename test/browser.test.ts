@@ -1,5 +1,6 @@
 // A real browser (Debian's Chromium through playwright-core) clicks through `npm run demo`: sign
-// in, consent, see the sample app as the signed-in user, sign out, be asked to sign in again; and
+// in, consent, see the sample app as the signed-in user, sign out (at the authorization server too,
+// which keeps its sign-in), be asked to sign in again; and
 // reject consent to see the access_denied page. Screenshots of each final page go to
 // test/artifacts/ for a person to look at.
 import { spawn, type ChildProcess } from 'node:child_process'
@@ -70,7 +71,10 @@ describe('the demo in a real browser', () => {
     await page.screenshot({ path: `${ARTIFACTS}/signed-in.png`, fullPage: true })
 
     await page.click('a:has-text("Sign out")')
+    // The demo's authorization server keeps its sign-in, as real ones do: it asks before signing out there too.
+    await page.click('button:has-text("Yes, sign me out")')
     await page.waitForSelector('h1:has-text("You are signed out")')
+    expect(new URL(page.url()).origin).toBe(new URL(demoUrl).origin)
     expect(await context.cookies()).not.toContainEqual(expect.objectContaining({ name: 'gw_session' }))
     await page.screenshot({ path: `${ARTIFACTS}/signed-out.png`, fullPage: true })
 

@@ -1,9 +1,11 @@
 // The gate's refusals as the one error type the error handler renders (src/errors.ts): 401
-// `unauthenticated` with the sign-in address and WWW-Authenticate, 403 `forbidden`, 400
+// `unauthenticated` with the sign-in address and WWW-Authenticate, 403 `forbidden` (with what the
+// gateway saw of the person and the refusing rule's name, and the "Use another account" address), 400
 // `invalid_request`, and the store's or provider's own 503/502 for `unavailable`. Shared by the
 // proxy and forward-auth so that both answer a refusal the same way.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3 (WWW-Authenticate: Bearer)
-import { GatewayError } from '../errors.js'
+import { GatewayError, type Refused } from '../errors.js'
+import type { Identity } from '../session/record.js'
 import { unreachable, type Decision } from './gate.js'
 
 /** The decisions that end the request with an error. */
@@ -18,6 +20,23 @@ export interface RefusalContext {
   loginUrl?: string
   /** On `unauthenticated`: response headers besides WWW-Authenticate. */
   headers?: Record<string, string>
+  /** On `forbidden`: where "Use another account" POSTs (sign-out, then a sign-in that lets the person choose). */
+  switchAccountUrl?: string
+}
+
+/** What the 403 shows: the person's own identity and the refusing rule's name, never the rule's values. */
+export function refusedBy (identity: Identity | undefined, rule: string | undefined): Refused {
+  const seen = identity === undefined
+    ? undefined
+    : { user: identity.sub, email: identity.email, emailVerified: identity.emailVerified !== false, groups: identity.groups }
+  return { seen, rule }
+}
+
+/** The 403's message in plain words: who, and what refused ("no allow rule matched", or the rule's name). */
+function forbiddenMessage (refused: Refused): string {
+  const who = refused.seen?.email ?? refused.seen?.user ?? 'This account'
+  const why = refused.rule === undefined ? 'no allow rule matched' : `the rule ${refused.rule} refused`
+  return `${who} may not use this application: ${why}.`
 }
 
 /** The error that answers a refusing decision (its message is safe to show; causes stay in the log). */
@@ -28,8 +47,10 @@ export function refusal (decision: Refusal, context: RefusalContext): Error {
         details: { loginUrl: decision.loginUrl, headers: { 'www-authenticate': `Bearer realm="${decision.realm}"`, ...context.headers } },
       })
     case 'forbidden': {
-      const who = decision.identity?.email ?? decision.identity?.sub ?? 'This account'
-      return new GatewayError('forbidden', `${who} may not use this application.`, { details: { loginUrl: decision.loginUrl } })
+      const refused = refusedBy(decision.identity, decision.rule)
+      return new GatewayError('forbidden', forbiddenMessage(refused), {
+        details: { loginUrl: decision.loginUrl, refused, ...(context.switchAccountUrl === undefined ? {} : { switchAccountUrl: context.switchAccountUrl }) },
+      })
     }
     case 'invalid_request':
       return new GatewayError('invalid_request', `The request cannot be served: ${decision.reason}.`)

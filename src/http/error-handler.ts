@@ -2,7 +2,7 @@
 // come from GatewayError (safe by construction); anything else is a generic 500 whose details go
 // to the log only.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { GatewayError, isGatewayError } from '../errors.js'
+import { GatewayError, isGatewayError, type ErrorDetails } from '../errors.js'
 import { canonicalTarget } from './canonical.js'
 import { HOME } from '../oauth/urls.js'
 import { errorPage, signInRemedy } from './pages.js'
@@ -77,7 +77,22 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
     error: error.code,
     message: error.message,
     ...(signInRemedy(error) ? { login_url: signInRemedy(error) } : {}),
+    ...refusedFields(error.details),
   })
+}
+
+/**
+ * A rules' 403 in JSON: `seen` (the person's own user, e-mail and groups), `rule` (the refusing
+ * rule's name, null when no allow rule matched) and `switch_account_url` (POST: "Use another account").
+ */
+function refusedFields ({ refused, switchAccountUrl }: ErrorDetails): Record<string, unknown> {
+  if (refused === undefined) return {}
+  const { seen, rule } = refused
+  return {
+    seen: seen === undefined ? null : { user: seen.user, email: seen.email ?? null, email_verified: seen.emailVerified, groups: seen.groups },
+    rule: rule ?? null,
+    ...(switchAccountUrl === undefined ? {} : { switch_account_url: switchAccountUrl }),
+  }
 }
 
 /** `baseUrl`: the gateway's public address; only its origin's pages count as somewhere to go back to. */

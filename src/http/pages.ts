@@ -1,6 +1,6 @@
 // The HTML a person sees from the gateway itself: small self-contained pages, every dynamic value
 // escaped, no framework, never a stack trace, token or code.
-import { ERRORS, type GatewayError } from '../errors.js'
+import { ERRORS, type GatewayError, type Refused } from '../errors.js'
 import { HOME } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 
@@ -14,7 +14,7 @@ function renderPage (title: string, body: string): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}
-h1{font-size:1.4rem}.code{color:#666;font-size:.9rem}code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}a.button,button.button{display:inline-block;margin-top:1rem;padding:.5rem 1rem;background:#2456c7;color:#fff;border:0;border-radius:4px;font:inherit;text-decoration:none;cursor:pointer}</style>
+h1{font-size:1.4rem}.code{color:#666;font-size:.9rem}code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}dl.seen{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.seen dd{margin:0}a.button,button.button{display:inline-block;margin-top:1rem;padding:.5rem 1rem;background:#2456c7;color:#fff;border:0;border-radius:4px;font:inherit;text-decoration:none;cursor:pointer}</style>
 </head><body>
 ${body}
 </body></html>
@@ -29,10 +29,41 @@ export function signInRemedy (error: GatewayError): string | undefined {
   return error.code === 'session_store_unavailable' ? undefined : error.details.loginUrl
 }
 
+/** The way back when nothing else on the page helps. */
+function backLink (startOver: string): string {
+  return `<a href="${escapeHtml(startOver)}">${startOver === HOME ? 'Start over' : 'Go back'}</a>`
+}
+
+/**
+ * A rules' 403: what the gateway saw (the person's own user, e-mail and groups), which rule refused
+ * (its name only), and "Use another account", a form POST (sign-out is never a link).
+ */
+function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: string | undefined, startOver: string): string {
+  const entry = ERRORS[error.code]
+  const { seen, rule } = refused
+  const email = seen?.email === undefined ? 'none' : `${escapeHtml(seen.email)}${seen.emailVerified ? '' : ' (not verified by the provider)'}`
+  const groups = seen === undefined || seen.groups.length === 0 ? 'none' : seen.groups.map((group) => `<code>${escapeHtml(group)}</code>`).join(', ')
+  const rows = seen === undefined
+    ? '<dt>Account</dt><dd>the session holds no identity for this provider</dd>'
+    : `<dt>User</dt><dd>${escapeHtml(seen.user)}</dd><dt>E-mail</dt><dd>${email}</dd><dt>Groups</dt><dd>${groups}</dd>`
+  const why = rule === undefined ? 'no allow rule matched' : `the rule <code>${escapeHtml(rule)}</code>`
+  const other = switchAccountUrl === undefined
+    ? ''
+    : `<form method="post" action="${escapeHtml(switchAccountUrl)}"><button type="submit" class="button">Use another account</button></form>`
+  return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
+<p>${escapeHtml(entry.explanation)}</p>
+<p>What the gateway saw:</p>
+<dl class="seen">${rows}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
+${other}
+<p>${backLink(startOver)}</p>
+<p class="code">Error code: <code>${escapeHtml(error.code)}</code></p>`)
+}
+
 /** `startOver`: where the page sends a person when neither signing in nor trying again helps. */
 export function errorPage (error: GatewayError, startOver: string): string {
   const entry = ERRORS[error.code]
-  const { loginUrl, retryUrl } = error.details
+  const { loginUrl, retryUrl, refused, switchAccountUrl } = error.details
+  if (refused !== undefined) return refusedPage(error, refused, switchAccountUrl, startOver)
   const signIn = signInRemedy(error)
   // A failed sign-in callback has no address of its own to retry: starting the sign-in over is the retry.
   const [href, label] = signIn ? [signIn, 'Sign in again'] : retryUrl ? [retryUrl, 'Try again'] : loginUrl ? [loginUrl, 'Try again'] : [startOver, startOver === HOME ? 'Start over' : 'Go back']
@@ -68,12 +99,17 @@ ${buttons}`)
 
 /**
  * Asked when another site sent the browser to /oauth/logout/: only the person's own click (a
- * same-origin form POST) ends the session. `next` travels as a hidden field.
+ * same-origin form POST) ends the session. `next` and `switchTo` ("Use another account") travel as
+ * hidden fields.
  */
-export function signOutConfirmPage (next: string | undefined): string {
-  const hidden = next === undefined ? '' : `<input type="hidden" name="next" value="${escapeHtml(next)}">`
-  return renderPage('Sign out?', `<h1>Sign out?</h1>
-<p>Another site sent you here to end your session at this gateway. Sign out only if you meant to.</p>
-<form method="post" action="/oauth/logout/">${hidden}<button type="submit" class="button">Sign out</button></form>
+export function signOutConfirmPage (next: string | undefined, switchTo?: string): string {
+  const hidden = (next === undefined ? '' : `<input type="hidden" name="next" value="${escapeHtml(next)}">`) +
+    (switchTo === undefined ? '' : `<input type="hidden" name="switch" value="${escapeHtml(switchTo)}">`)
+  const [title, question, button] = switchTo === undefined
+    ? ['Sign out?', 'Another site sent you here to end your session at this gateway. Sign out only if you meant to.', 'Sign out']
+    : ['Use another account?', 'This ends your session at this gateway and signs you in again with the account you choose. Go on only if you meant to.', 'Use another account']
+  return renderPage(title, `<h1>${title}</h1>
+<p>${question}</p>
+<form method="post" action="/oauth/logout/">${hidden}<button type="submit" class="button">${button}</button></form>
 <p><a href="${HOME}">Stay signed in</a></p>`)
 }

@@ -18,6 +18,20 @@ export interface AuthorizationParams {
   codeChallenge?: string
   /** OIDC nonce, echoed in the ID token. */
   nonce?: string
+  /** "Use another account": the provider must ask who signs in instead of reusing its own session. */
+  prompt?: AccountPrompt
+}
+
+/**
+ * The only `prompt` values the gateway ever sends: `select_account` where the provider lists it,
+ * else `login`. Never taken from a request.
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#AuthRequest
+ */
+export type AccountPrompt = 'select_account' | 'login'
+
+/** The prompt that makes `provider` ask for the account again. */
+export function accountPrompt (provider: Pick<ResolvedProvider, 'selectAccount'>): AccountPrompt {
+  return provider.selectAccount ? 'select_account' : 'login'
 }
 
 /** The {authorize_url} redirect. @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1 */
@@ -33,6 +47,7 @@ export function authorizationUrl (provider: ResolvedProvider, params: Authorizat
     url.searchParams.set('code_challenge_method', 'S256')
   }
   if (params.nonce) url.searchParams.set('nonce', params.nonce)
+  if (params.prompt) url.searchParams.set('prompt', params.prompt)
   return url.href
 }
 

@@ -29,6 +29,8 @@ interface SignOutStep {
 interface SignOutWalk {
   /** Where to go at the end; undefined: the signed-out page. */
   next: string | undefined
+  /** "Use another account": the provider to sign in at again at the end, toward `next`. */
+  switchTo?: string | undefined
   steps: SignOutStep[]
 }
 
@@ -48,7 +50,7 @@ const PURPOSE = 'signout'
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 
 /** Where a sign-out goes next: a provider's end-session page, or the end of the walk. */
-export type SignOutNext = { url: string } | { done: true, next: string | undefined }
+export type SignOutNext = { url: string } | { done: true, next: string | undefined, switchTo: string | undefined }
 
 export class SignOuts {
   private readonly stateKey: KeyObject
@@ -113,14 +115,15 @@ export class SignOuts {
   /**
    * Starts the walk over the providers of `record` that have an end-session endpoint and an ID
    * token. Undefined when there is none; else the sign-out cookie's value and the first address.
+   * `switchTo` ("Use another account") is kept with the walk, for its end.
    */
-  async begin (record: SessionRecord, next: string | undefined): Promise<{ cookie: string, url: string } | undefined> {
+  async begin (record: SessionRecord, next: string | undefined, switchTo?: string): Promise<{ cookie: string, url: string } | undefined> {
     const steps = Object.entries(record.providerSessions ?? {})
       .filter((entry): entry is [string, { idToken: string }] => entry[1].idToken !== undefined)
       .map(([provider, { idToken }]) => ({ provider, idToken }))
     if (steps.length === 0) return undefined
     const cookie = randomToken()
-    const step = await this.advance(cookie, { next, steps })
+    const step = await this.advance(cookie, { next, switchTo, steps })
     return 'url' in step ? { cookie, url: step.url } : undefined
   }
 
@@ -140,7 +143,7 @@ export class SignOuts {
     }
     const sealed = await this.store.take(this.walkKey(cookie))
     const json = sealed === null ? null : this.sealer.open(PURPOSE, cookie, sealed)
-    if (json === null) return { done: true, next: undefined }
+    if (json === null) return { done: true, next: undefined, switchTo: undefined }
     this.log.info({ provider }, 'signed out at the provider')
     return await this.advance(cookie, JSON.parse(json) as SignOutWalk)
   }
@@ -153,7 +156,7 @@ export class SignOuts {
       await this.store.set(this.walkKey(cookie), this.sealer.seal(PURPOSE, cookie, JSON.stringify(walk)), this.ttlMs)
       return { url: this.endSessionUrl(provider, step.idToken, cookie) }
     }
-    return { done: true, next: walk.next }
+    return { done: true, next: walk.next, switchTo: walk.switchTo }
   }
 
   private endSessionUrl (provider: ResolvedProvider, idToken: string, cookie: string): string {

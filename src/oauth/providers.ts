@@ -41,6 +41,13 @@ export interface ResolvedProvider extends ProviderConfig {
    * @see https://openid.net/specs/openid-connect-backchannel-1_0.html#BCSupport
    */
   backchannelLogout: boolean
+  /**
+   * Whether discovery lists `select_account` in `prompt_values_supported` (GitHub's preset, which has
+   * no discovery, supports it too): "Use another account" then asks for `prompt=select_account`,
+   * else `prompt=login`.
+   * @see https://openid.net/specs/openid-connect-prompt-create-1_0.html (prompt_values_supported)
+   */
+  selectAccount: boolean
 }
 
 /** A discovered endpoint the config's rules refuse: retrying cannot help, so it is reported at once. */
@@ -109,7 +116,9 @@ export class Providers {
   private async resolve (config: ProviderConfig): Promise<ResolvedProvider> {
     const needsDiscovery = config.issuer !== undefined && (!config.authorizeUrl || !config.tokenUrl || config.openid)
     if (!needsDiscovery) {
-      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false }
+      // No discovery to list prompt values: GitHub documents `prompt=select_account` (its account picker).
+      // @see https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#1-request-a-users-github-identity
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false, selectAccount: config.preset === 'github' }
     }
     try {
       return await this.discover(config)
@@ -161,6 +170,7 @@ export class Providers {
       endSessionUrl: discovered.end_session_endpoint,
       revocationUrl: discovered.revocation_endpoint,
       backchannelLogout: metadata.backchannel_logout_supported === true,
+      selectAccount: Array.isArray(metadata.prompt_values_supported) && metadata.prompt_values_supported.includes('select_account'),
     }
   }
 }

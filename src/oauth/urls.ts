@@ -1,5 +1,5 @@
 // The gateway's own addresses and cookie names, each written once: the home page, the sign-in and
-// callback addresses of a provider, the cookies the gateway sets, and the one rule for where a
+// callback addresses of a provider, "Use another account", the cookies the gateway sets, and the one rule for where a
 // browser may be sent afterwards (`safeNext`): a plain same-origin path, or an absolute URL on a host
 // in forwardAuth.allowedRedirectHosts.
 import type { GatewayConfig } from '../config/types.js'
@@ -101,6 +101,14 @@ export function safeNext (raw: unknown, hosts?: RedirectHosts): string {
 /** redirect_uri is exactly {base_url}/oauth/authorized/<remote_app_name>/. */
 export function redirectUri (config: Pick<GatewayConfig, 'server'>, provider: string): string {
   return `${config.server.baseUrl}/oauth/authorized/${provider}/`
+}
+
+/**
+ * "Use another account": the sign-out address (a POST) that signs out here and at the provider, then
+ * starts a sign-in at `provider` that asks the person to choose the account, back to `next`.
+ */
+export function switchAccountUrl (config: Pick<GatewayConfig, 'server'>, provider: string, next: string): string {
+  return `${config.server.baseUrl}/oauth/logout/?next=${encodeURIComponent(next)}&switch=${encodeURIComponent(provider)}`
 }
 
 /** The login address with `next`, absolute so the whole flow runs on {base_url}'s host. */

@@ -20,7 +20,7 @@ import { unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import type { Providers } from '../oauth/providers.js'
 import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
-import { HOME, loginUrl, safeNext } from '../oauth/urls.js'
+import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export const LOGIN_URL_HEADER = 'x-login-url'
@@ -149,7 +149,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const provider = request.params.provider
     if (!providers.has(provider)) throw unknownProvider(provider)
     const original = originalUrl(trusted, request)
-    const login = loginUrl(config, provider, returnTo(original, ownOrigin, redirectHosts))
+    const back = returnTo(original, ownOrigin, redirectHosts)
+    const login = loginUrl(config, provider, back)
     const host = forwardedHost(trusted, request)
     if (host === null) throw refusal({ kind: 'invalid_request', reason: 'the forwarded host is not a host name' }, { subject: 'this provider' })
     // The query's rules, and the host's rules from gateway.yaml besides: a caller that leaves out the
@@ -168,6 +169,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
       case 'unauthenticated':
         throw refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
       case 'forbidden':
+        throw refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccountUrl(config, provider, back) })
       case 'unavailable':
       case 'invalid_request':
         throw refusal(verdict, { subject: 'this provider', loginUrl: login })

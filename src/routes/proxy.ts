@@ -13,7 +13,7 @@ import type { Assertions } from '../assertion/assertions.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
-import { allCookieNames, loginUrl } from '../oauth/urls.js'
+import { allCookieNames, loginUrl, switchAccountUrl } from '../oauth/urls.js'
 import type { Metrics } from '../ops/metrics.js'
 import { BodyDeadlines } from '../proxy/body-deadline.js'
 import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from '../proxy/cut-off.js'
@@ -41,7 +41,7 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
  * identity and assertion on the request (what the header rewrite forwards). Calls `done` unless it
  * answered.
  */
-function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, done: HookHandlerDoneFunction): void {
+function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, done: HookHandlerDoneFunction, switchAccount: (next: string) => string): void {
   request.auditUser = auditUser(verdict)
   request.auditRule = auditRule(verdict)
   switch (verdict.kind) {
@@ -59,7 +59,7 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, do
     case 'forbidden':
     case 'unavailable':
     case 'invalid_request':
-      return done(refusal(verdict, { subject: 'this route', retryUrl: request.url }))
+      return done(refusal(verdict, { subject: 'this route', retryUrl: request.url, switchAccountUrl: switchAccount(request.url) }))
   }
 }
 
@@ -100,12 +100,13 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, metri
       }
       if (route.auth === 'required') {
         const guard = guardOf(config, route, assertions)
+        const switchAccount = (next: string) => switchAccountUrl(config, route.provider!, next)
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {
           const verdict = access.authorize(guard, { method: request.method, target: request.url, html: wantsHtml(request), cookie: request.headers.cookie })
-          if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, done), done)
-          else act(request, reply, verdict, done)
+          if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, done, switchAccount), done)
+          else act(request, reply, verdict, done, switchAccount)
         })
       }
       await registerProxy(scope, route, headers, plantable)

@@ -1,10 +1,11 @@
-// GET /oauth/login/<provider>/ (a new flow, then 302 to the provider) and
+// GET /oauth/login/<provider>/ (a new flow, then 302 to the provider; also how "Use another account"
+// starts its sign-in, with `prompt`) and
 // GET /oauth/authorized/<provider>/ (the provider's answer: oauth/sign-in.ts's protocol steps, then
 // the session, then 302 to where the sign-in was going).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { startSession } from '../http/session-cookie.js'
-import { authorizationUrl } from '../oauth/client.js'
+import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
 import { HOME, loginUrl, redirectUri, safeNext } from '../oauth/urls.js'
@@ -12,18 +13,11 @@ import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
 export function signInRoutes (app: FastifyInstance, context: OAuthContext): void {
-  const { config, providers, flows, metrics, signinLimit, cookies, redirectHosts } = context
+  const { config, metrics, signinLimit, cookies, redirectHosts } = context
 
+  // Any `prompt` in this address is ignored: only the gateway's own "Use another account" sets one.
   app.get<{ Params: { provider: string }, Querystring: { next?: string } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
-    const provider = await providers.get(context.providerName(request))
-    // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
-    const flow = await flows.begin(parseFlowCookie(request.cookies[cookies.flow]), {
-      provider: provider.name, next: safeNext(request.query.next, redirectHosts), pkce: provider.pkce, openid: provider.openid,
-    })
-    metrics.signinsStarted.inc({ provider: provider.name })
-    request.log.info({ provider: provider.name }, 'sign-in started')
-    reply.setCookie(cookies.flow, formatFlowCookie(flow.cookie), context.flowCookie)
-    return reply.redirect(authorizationUrl(provider, { redirectUri: redirectUri(config, provider.name), state: flow.state, codeChallenge: flow.codeChallenge, nonce: flow.nonce }), 302)
+    return await beginSignIn(context, request, reply, context.providerName(request), safeNext(request.query.next, redirectHosts))
   })
 
   app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', { onRequest: signinLimit }, async (request, reply) => {
@@ -50,6 +44,31 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       throw error
     }
   })
+}
+
+/**
+ * A new flow at provider `name` toward `next` (already checked by safeNext), then 302 to the
+ * provider. `chooseAccount`: "Use another account" (src/routes/sign-out.ts); the provider must ask
+ * who signs in (accountPrompt) instead of reusing its own session.
+ */
+export async function beginSignIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, next: string, chooseAccount = false): Promise<FastifyReply> {
+  const { config, providers, flows, metrics, cookies } = context
+  const provider = await providers.get(name)
+  // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
+  const flow = await flows.begin(parseFlowCookie(request.cookies[cookies.flow]), {
+    provider: provider.name, next, pkce: provider.pkce, openid: provider.openid,
+  })
+  metrics.signinsStarted.inc({ provider: provider.name })
+  const prompt = chooseAccount ? accountPrompt(provider) : undefined
+  request.log.info({ provider: provider.name, ...(prompt ? { prompt } : {}) }, 'sign-in started')
+  reply.setCookie(cookies.flow, formatFlowCookie(flow.cookie), context.flowCookie)
+  return reply.redirect(authorizationUrl(provider, {
+    redirectUri: redirectUri(config, provider.name),
+    state: flow.state,
+    codeChallenge: flow.codeChallenge,
+    nonce: flow.nonce,
+    ...(prompt ? { prompt } : {}),
+  }), 302)
 }
 
 /**

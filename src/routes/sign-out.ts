@@ -1,15 +1,25 @@
 // GET and POST /oauth/logout/ (the session ends here, then at the providers that can sign out), and
 // GET /oauth/logout/<provider>/, where a provider sends the browser back after its own sign-out.
-// A sign-out another site asked for gets a confirmation page instead (login/logout CSRF).
+// A sign-out another site asked for gets a confirmation page instead (login/logout CSRF). With
+// `switch=<provider>` ("Use another account", offered by the 403 page) the sign-out ends with a new
+// sign-in there that asks the person to choose the account (src/routes/sign-in.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
 import { signOutConfirmPage, signedOutPage } from '../http/pages.js'
 import { endSession } from '../http/session-cookie.js'
+import { unknownProvider } from '../errors.js'
 import { safeNext } from '../oauth/urls.js'
 import type { OAuthContext } from './oauth-context.js'
+import { beginSignIn } from './sign-in.js'
+
+/** The sign-out's parameters, from the form or the query: where to go, and "Use another account". */
+interface SignOutParameters {
+  next?: unknown
+  switch?: unknown
+}
 
 export function signOutRoutes (app: FastifyInstance, context: OAuthContext): void {
-  const { sessions, signOuts, redirectHosts, cookies } = context
+  const { sessions, signOuts, redirectHosts, cookies, providers } = context
   const ownOrigin = new URL(context.config.server.baseUrl).origin
 
   /**
@@ -29,31 +39,49 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
    * with `next` (form field or query): 302 there (docs/endpoints.md); without, a browser gets the
    * signed-out page and others 302 to /.
    */
-  async function logout (request: FastifyRequest<{ Querystring: { next?: unknown }, Body: { next?: unknown } | undefined }>, reply: FastifyReply) {
+  async function logout (request: FastifyRequest<{ Querystring: SignOutParameters, Body: SignOutParameters | undefined }>, reply: FastifyReply) {
     const next = request.body?.next ?? request.query.next
-    if (fromAnotherSite(request)) {
+    const switchTo = switchProvider(request.body?.switch ?? request.query.switch)
+    // "Use another account" comes only as the 403 page's form POST: a link asking for it, from
+    // anywhere, is asked first too.
+    if (fromAnotherSite(request) || (switchTo !== undefined && request.method !== 'POST')) {
       return reply.type('text/html; charset=utf-8')
         .header('content-security-policy', "frame-ancestors 'none'")
         .header('x-frame-options', 'DENY')
-        .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts)))
+        .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts), switchTo))
     }
     // The gateway's session ends first, whatever the providers then do.
     const session = await sessions.load(request.headers.cookie)
     await endSession(sessions, session, reply)
     if (session) {
       await signOuts.revoke(session.record)
-      const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts))
+      const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts), switchTo)
       if (walk) {
         request.log.info('signed out; signing out at the providers')
         reply.setCookie(cookies.signOut, walk.cookie, context.signOutCookie)
         return reply.redirect(walk.url, 302)
       }
     }
-    return finishSignOut(request, reply, next)
+    return await finishSignOut(request, reply, next, switchTo)
   }
 
-  /** The end of a sign-out: `next`, or (none given, a browser) the signed-out page. */
-  function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown) {
+  /**
+   * `switch` of "Use another account": a configured provider's name, else 404 unknown_provider
+   * before anything ends (a name that is not a string counts as none).
+   */
+  function switchProvider (raw: unknown): string | undefined {
+    if (raw === undefined) return undefined
+    const name = typeof raw === 'string' ? raw : ''
+    if (!providers.has(name)) throw unknownProvider(name)
+    return name
+  }
+
+  /**
+   * The end of a sign-out: with `switchTo`, a sign-in there that asks who signs in, back to `next`;
+   * else `next`, or (none given, a browser) the signed-out page.
+   */
+  async function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown, switchTo: string | undefined) {
+    if (switchTo !== undefined) return await beginSignIn(context, request, reply, switchTo, safeNext(next, redirectHosts), true)
     if (next === undefined && wantsHtml(request)) {
       return reply.type('text/html; charset=utf-8').send(signedOutPage(context.signInLinks))
     }
@@ -69,6 +97,6 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     const step = await signOuts.resume(name, state, request.cookies[cookies.signOut])
     if ('url' in step) return reply.redirect(step.url, 302)
     reply.clearCookie(cookies.signOut, context.signOutCookie)
-    return finishSignOut(request, reply, step.next)
+    return await finishSignOut(request, reply, step.next, step.switchTo)
   })
 }

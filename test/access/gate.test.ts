@@ -139,7 +139,7 @@ describe('the refusals', () => {
 
   it('answers a 403 naming the account, and 400 for what cannot be judged', () => {
     const forbidden = refusal({ kind: 'forbidden', identity: dave, loginUrl: 'https://gw.example/l', rule: undefined }, { subject: 'this route' }) as GatewayError
-    expect([forbidden.statusCode, forbidden.code, forbidden.message]).toEqual([403, 'forbidden', 'dave@other.org may not use this application.'])
+    expect([forbidden.statusCode, forbidden.code, forbidden.message]).toEqual([403, 'forbidden', 'dave@other.org may not use this application: no allow rule matched.'])
     const invalid = refusal({ kind: 'invalid_request', reason: 'the request target is not a path' }, { subject: 'this route' }) as GatewayError
     expect([invalid.statusCode, invalid.code]).toEqual([400, 'invalid_request'])
   })

@@ -178,7 +178,7 @@ describe('allow rules', () => {
     expect(response.status).toBe(403)
     const page = await response.text()
     expect(page).toContain('<code>forbidden</code>')
-    expect(page).toContain('/oauth/login/demo/?next=%2Fadmins%2F')
+    expect(page).toContain(`<form method="post" action="${gateway.url}/oauth/logout/?next=%2Fadmins%2F&#38;switch=demo">`)
   })
 })
 
