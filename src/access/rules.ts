@@ -18,8 +18,8 @@ export interface Judgement {
 }
 
 /**
- * Judges one request. `path` is the canonical path (the query is not part of it; a target with
- * `?` is cut there). `method` is upper case.
+ * Judges one request. `path` is the canonical target: a glob never sees its query, from the first
+ * `?` (glob.ts). `method` is upper case.
  */
 export type Judge = (identity: Identity | undefined, method: string | undefined, path: string | undefined) => Judgement
 
@@ -36,12 +36,6 @@ function verifiedEmail (identity: Identity | undefined): string | undefined {
 
 function domainOf (email: string): string {
   return email.slice(email.lastIndexOf('@') + 1)
-}
-
-/** The query is never part of the path a rule sees. */
-function pathOnly (target: string): string {
-  const query = target.indexOf('?')
-  return query === -1 ? target : target.slice(0, query)
 }
 
 /** Each condition the rule gives, compiled. */
@@ -68,7 +62,7 @@ function conditions (rule: Rule): Condition[] {
   if (rule.methods.length > 0) list.push((_identity, method, _path, unknown) => method === undefined ? unknown : rule.methods.includes(method))
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(globMatcher)
-    list.push((_identity, _method, path, unknown) => path === undefined ? unknown : globs.some((glob) => glob(pathOnly(path))))
+    list.push((_identity, _method, path, unknown) => path === undefined ? unknown : globs.some((glob) => glob(path)))
   }
   return list
 }

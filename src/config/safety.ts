@@ -278,6 +278,11 @@ export function configWarnings (config: GatewayConfig): string[] {
   config.routes.forEach((route, i) => {
     const warning = publicWarning(route, i)
     if (warning) warnings.push(warning)
+    const anyOf = route.rules.allow?.filter((rule) => rule.name.startsWith('allow.')).map((rule) => rule.name.slice('allow.'.length)) ?? []
+    if (anyOf.length > 0) {
+      warnings.push(`routes[${i}].allow: this object admits any of ${anyOf.join(', ')}, as it did before rule lists, where a rule needs all of its conditions; ` +
+        `write it as a list of rules, one per condition (${anyOf.map((key) => `{ ${key}: [...] }`).join(', ')}), to say so`)
+    }
   })
   config.routes.forEach((other, i) => {
     config.routes.forEach((target, j) => {

@@ -1,0 +1,139 @@
+// Who may pass, on its own: the compiled judge (src/access/rules.ts) as a table of identities,
+// methods and paths against rule lists, and fast-check properties: `deny` always wins, a rule with
+// more conditions never admits more, the query never changes a decision, and what cannot be told
+// (a method or path forward-auth was not given) is refused, never admitted.
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { compileRules, allOf } from '../../src/access/rules.js'
+import type { RuleYaml } from '../../src/config/rules.js'
+import type { Identity } from '../../src/session/record.js'
+import { anyOf, lists } from '../helpers/rules.js'
+
+const id = (sub: string, extra: Partial<Identity> = {}): Identity => ({ sub, groups: [], ...extra })
+const alice = id('alice', { email: 'alice@example.org', groups: ['staff', 'admins'], claims: { 'realm_access.roles': ['reporter'], level: ['3'], onsite: ['true'] } })
+const bob = id('bob', { email: 'bob@contractor.example', groups: ['staff'] })
+const eve = id('eve', { email: 'alice@example.org', emailVerified: false, groups: [] })
+
+type Row = [what: string, allow: RuleYaml[] | undefined, deny: RuleYaml[], identity: Identity | undefined, method: string | undefined, path: string | undefined, admit: boolean, rule: string | undefined]
+
+const TABLE: Row[] = [
+  ['no rules: anyone signed in', undefined, [], bob, 'GET', '/x', true, undefined],
+  ['a user by name', [{ users: ['alice'] }], [], alice, 'GET', '/x', true, 'allow[0]'],
+  ['another user', [{ users: ['alice'] }], [], bob, 'GET', '/x', false, undefined],
+  ['user names are exact (case)', [{ users: ['Alice'] }], [], alice, 'GET', '/x', false, undefined],
+  ['an e-mail', [{ emails: ['alice@example.org'] }], [], alice, 'GET', '/x', true, 'allow[0]'],
+  ['an unverified e-mail matches no e-mail rule', [{ emails: ['alice@example.org'] }], [], eve, 'GET', '/x', false, undefined],
+  ['an unverified e-mail matches no domain rule', [{ domains: ['example.org'] }], [], eve, 'GET', '/x', false, undefined],
+  ['a domain is the whole domain, not a suffix', [{ domains: ['example.org'] }], [], id('m', { email: 'm@evilexample.org' }), 'GET', '/x', false, undefined],
+  ['a domain of a subdomain is another domain', [{ domains: ['example.org'] }], [], id('m', { email: 'm@x.example.org' }), 'GET', '/x', false, undefined],
+  ['a group', [{ groups: ['admins'] }], [], alice, 'GET', '/x', true, 'allow[0]'],
+  ['an array claim matches on any element', [{ claims: { 'realm_access.roles': ['auditor', 'reporter'] } }], [], alice, 'GET', '/x', true, 'allow[0]'],
+  ['a number compares as written', [{ claims: { level: [3] } }], [], alice, 'GET', '/x', true, 'allow[0]'],
+  ['a boolean compares as written', [{ claims: { onsite: [true] } }], [], alice, 'GET', '/x', true, 'allow[0]'],
+  ['"3.0" is not 3', [{ claims: { level: ['3.0'] } }], [], alice, 'GET', '/x', false, undefined],
+  ['a claim the session lacks never matches', [{ claims: { tid: ['t1'] } }], [], alice, 'GET', '/x', false, undefined],
+  ['every claim condition must hold', [{ claims: { level: [3], onsite: [false] } }], [], alice, 'GET', '/x', false, undefined],
+  ['all conditions of a rule must hold', [{ groups: ['staff'], methods: ['GET'] }], [], bob, 'POST', '/x', false, undefined],
+  ['GET does not cover HEAD', [{ groups: ['staff'], methods: ['GET'] }], [], bob, 'HEAD', '/x', false, undefined],
+  ['the second rule admits', [{ groups: ['staff'], methods: ['GET'] }, { groups: ['admins'] }], [], alice, 'POST', '/x', true, 'allow[1]'],
+  ['a path glob', [{ paths: ['/app/reports/*'] }], [], bob, 'GET', '/app/reports/q3', true, 'allow[0]'],
+  ['a path glob never sees the query', [{ paths: ['/app/reports'] }], [], bob, 'GET', '/app/reports?x=/y', true, 'allow[0]'],
+  ['a glob matching only in the query does not match', [{ paths: ['*secret*'] }], [], bob, 'GET', '/app?q=secret', false, undefined],
+  ['deny wins over allow', [{ groups: ['staff'] }], [{ domains: ['contractor.example'] }], bob, 'GET', '/x', false, 'deny[0]'],
+  ['deny names its own rule', [{ groups: ['staff'] }], [{ users: ['nobody'] }, { paths: ['/admin/*'] }], alice, 'GET', '/admin/x', false, 'deny[1]'],
+  ['deny without allow lets the others in', undefined, [{ paths: ['/admin/*'] }], alice, 'GET', '/app', true, undefined],
+  ['no identity matches no identity condition', [{ groups: ['staff'] }], [], undefined, 'GET', '/x', false, undefined],
+  ['no identity, a deny on identity: not denied, and no allow list', undefined, [{ groups: ['staff'] }], undefined, 'GET', '/x', true, undefined],
+  // What cannot be told: an allow rule needing it does not hold, a deny rule needing it does.
+  ['an unknown method does not meet an allow', [{ methods: ['GET'] }], [], alice, undefined, '/x', false, undefined],
+  ['an unknown path does not meet an allow', [{ paths: ['/x'] }], [], alice, 'GET', undefined, false, undefined],
+  ['an unknown path meets a deny', undefined, [{ paths: ['/admin/*'], groups: ['staff'] }], alice, 'GET', undefined, false, 'deny[0]'],
+  ['an unknown method meets a deny', [{ groups: ['staff'] }], [{ methods: ['DELETE'] }], alice, undefined, '/x', false, 'deny[0]'],
+  ['an unknown path does not meet a deny whose identity part fails', undefined, [{ paths: ['/admin/*'], groups: ['contractors'] }], alice, 'GET', undefined, true, undefined],
+]
+
+describe('the judge (a table)', () => {
+  it.each(TABLE)('%s', (_what, allow, deny, identity, method, path, admit, rule) => {
+    expect(compileRules(lists(allow, deny))(identity, method, path)).toEqual({ admit, rule })
+  })
+
+  it('the earlier allow object: any of its conditions admits, naming which', () => {
+    const judge = compileRules(anyOf({ emails: ['bob@contractor.example'], groups: ['admins'] }))
+    expect(judge(alice, 'GET', '/x')).toEqual({ admit: true, rule: 'allow.groups' })
+    expect(judge(bob, 'GET', '/x')).toEqual({ admit: true, rule: 'allow.emails' })
+    expect(judge(eve, 'GET', '/x')).toEqual({ admit: false, rule: undefined })
+  })
+
+  it('allOf: the first refusal decides; admissions are named together', () => {
+    const query = compileRules(lists([{ groups: ['staff'] }]))
+    const host = compileRules(lists(undefined, [{ domains: ['contractor.example'] }]))
+    expect(allOf([query, host])(alice, 'GET', '/x')).toEqual({ admit: true, rule: 'allow[0]' })
+    expect(allOf([query, host])(bob, 'GET', '/x')).toEqual({ admit: false, rule: 'deny[0]' })
+    expect(allOf([query, compileRules(lists([{ users: ['alice'] }]))])(alice, 'GET', '/x')).toEqual({ admit: true, rule: 'allow[0], allow[0]' })
+  })
+})
+
+const USERS = ['alice', 'bob', 'carol']
+const GROUPS = ['staff', 'admins', 'contractors']
+const ROLES = ['reporter', 'viewer']
+const METHODS = ['GET', 'HEAD', 'POST', 'DELETE']
+const PATHS = ['/app/x', '/app/admin/x', '/docs/a', '/app/admin']
+const GLOBS = ['/app/*', '/app/admin/*', '/docs/*', '*', '/app/admin']
+
+const identityArb: fc.Arbitrary<Identity | undefined> = fc.option(fc.record({
+  sub: fc.constantFrom(...USERS),
+  domain: fc.constantFrom('example.org', 'contractor.example'),
+  unverified: fc.boolean(),
+  groups: fc.subarray(GROUPS),
+  roles: fc.subarray(ROLES),
+}).map(({ sub, domain, unverified, groups, roles }): Identity => ({
+  sub, email: `${sub}@${domain}`, groups, ...(unverified ? { emailVerified: false as const } : {}), claims: { 'realm_access.roles': roles },
+})), { nil: undefined })
+
+const conditionsArb: fc.Arbitrary<RuleYaml> = fc.record({
+  users: fc.subarray(USERS, { minLength: 1 }),
+  domains: fc.subarray(['example.org', 'contractor.example'], { minLength: 1 }),
+  groups: fc.subarray(GROUPS, { minLength: 1 }),
+  claims: fc.subarray(ROLES, { minLength: 1 }).map((roles) => ({ 'realm_access.roles': roles })),
+  methods: fc.subarray(METHODS, { minLength: 1 }),
+  paths: fc.subarray(GLOBS, { minLength: 1 }),
+}, { requiredKeys: [] }).filter((rule) => Object.keys(rule).length > 0)
+
+const listsArb = fc.record({
+  allow: fc.option(fc.array(conditionsArb, { minLength: 1, maxLength: 3 }), { nil: undefined }),
+  deny: fc.array(conditionsArb, { maxLength: 2 }),
+})
+const requestArb = fc.record({ identity: identityArb, method: fc.constantFrom(...METHODS), path: fc.constantFrom(...PATHS) })
+
+describe('the judge (fast-check)', () => {
+  it('deny always wins: when a deny rule holds alone, no allow list admits', () => {
+    fc.assert(fc.property(listsArb, requestArb, ({ allow, deny }, { identity, method, path }) => {
+      const denied = deny.some((rule) => compileRules(lists([rule]))(identity, method, path).admit)
+      if (denied) expect(compileRules(lists(allow, deny))(identity, method, path).admit).toBe(false)
+    }), { numRuns: 500, seed: 24 })
+  })
+
+  it('a rule with more conditions never admits more', () => {
+    fc.assert(fc.property(conditionsArb, conditionsArb, requestArb, (rule, extra, { identity, method, path }) => {
+      const wider = compileRules(lists([rule]))(identity, method, path).admit
+      const narrower = compileRules(lists([{ ...extra, ...rule }]))(identity, method, path).admit
+      if (narrower) expect(wider).toBe(true)
+    }), { numRuns: 500, seed: 24 })
+  })
+
+  it('the query never changes a decision: paths are judged on the path only', () => {
+    fc.assert(fc.property(listsArb, requestArb, fc.constantFrom('', '?a=1', '?next=/app/admin/x', '?/docs/a', '?'), ({ allow, deny }, { identity, method, path }, query) => {
+      const judge = compileRules(lists(allow, deny))
+      expect(judge(identity, method, path + query)).toEqual(judge(identity, method, path))
+    }), { numRuns: 500, seed: 24 })
+  })
+
+  it('what cannot be told is never admitted where the told value would be refused', () => {
+    fc.assert(fc.property(listsArb, requestArb, ({ allow, deny }, { identity, method, path }) => {
+      const judge = compileRules(lists(allow, deny))
+      if (judge(identity, undefined, undefined).admit) {
+        expect(judge(identity, method, path).admit).toBe(true)
+      }
+    }), { numRuns: 500, seed: 24 })
+  })
+})
