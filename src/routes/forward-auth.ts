@@ -15,7 +15,7 @@ import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rules.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
 import { canonicalTarget } from '../http/canonical.js'
-import type { GatewayConfig, Rule, RuleLists } from '../config/types.js'
+import type { GatewayConfig, Rule } from '../config/types.js'
 import { unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import type { Providers } from '../oauth/providers.js'
@@ -67,9 +67,9 @@ function originalRequest (trusted: TrustTest, request: FastifyRequest, original:
   return { method, path: canonical?.ok === true ? canonical.url : undefined }
 }
 
-/** Forward-auth's judge: the query's rules and the host's, both on the original request. */
-function forwardJudge (query: Rule[] | undefined, host: RuleLists | undefined, subject: { method: string | undefined, path: string | undefined }): Judge {
-  const judge = allOf([compileRules({ allow: query, deny: [] }), ...(host === undefined ? [] : [compileRules(host)])])
+/** Forward-auth's judge: the query's rules and the host's (compiled at startup), both on the original request. */
+function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subject: { method: string | undefined, path: string | undefined }): Judge {
+  const judge = allOf([compileRules({ allow: query, deny: [] }), ...(host === undefined ? [] : [host])])
   return (identity) => judge(identity, subject.method, subject.path)
 }
 
@@ -128,6 +128,8 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, assertions }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
+  // Each host's rules compiled once (their path globs included); the query's are compiled per request.
+  const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))
   const ownOrigin = new URL(config.server.baseUrl).origin
 
   /**
@@ -157,8 +159,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     // query (or a proxy configured without it) gets no more than the host allows. Both judge the
     // original request (its method and path), not this one. Compiled per request: a few rules, no
     // `public` globs. Never a redirect: the proxy in front answers a browser (X-Login-URL).
-    const hostRules = host === undefined ? undefined : config.forwardAuth.hosts.get(host)
-    const judge = forwardJudge(queryRules(request.query), hostRules, originalRequest(trusted, request, original))
+    const hostJudge = host === undefined ? undefined : hostJudges.get(host)
+    const judge = forwardJudge(queryRules(request.query), hostJudge, originalRequest(trusted, request, original))
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [] }, () => login, judge)
     const verdict = await access.authorize({ gate, signer: signerFor(provider, original?.url.origin) }, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie })
     request.auditUser = auditUser(verdict)
