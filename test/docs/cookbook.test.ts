@@ -21,7 +21,7 @@ providers:
   keycloak: { preset: keycloak, baseUrl: https://keycloak.example.com, realm: acme, clientId: wiki, clientSecret: s }
   microsoft: { preset: microsoft, tenant: 72f988bf-86f1-41af-91ab-2d7cd011db47, clientId: c, clientSecret: s }
   gitlab: { preset: gitlab, clientId: c, clientSecret: s }
-  github: { preset: github, clientId: c, clientSecret: s }
+  github: { preset: github, clientId: c, clientSecret: s, scope: read:user user:email read:org }
 `
 
 /** Each policy of the page: its heading and its YAML block. */
@@ -147,14 +147,18 @@ const EXPECTED: Record<string, Policy> = {
       ['zed', 'DELETE /orders/7', 'refuse'],
     ],
   },
-  'GitLab group membership': {
+  'GitHub organisation and team': {
+    // The groups src/oauth/github.ts makes of /user/orgs and /user/teams.
     people: {
-      pat: { nickname: 'pat', groups: ['acme', 'acme/platform'] },
-      dan: { nickname: 'dan', groups: ['acme/platform-tools', 'acme/platform/sub'], groups_direct: ['acme/platform'] },
+      pat: { login: 'pat', groups: ['acme', 'acme/platform'] },
+      ora: { login: 'ora', groups: ['acme', 'acme/platform-tools', 'acme/platform/x'] },
+      out: { login: 'out', groups: ['other', 'other/platform', 'Acme/platform'] },
     },
     rows: [
-      ['pat', 'POST /platform/deploy', 'admit allow'],
-      ['dan', 'GET /platform/', 'refuse'],
+      ['pat', 'POST /deploy/run', 'admit allow[0]'],
+      ['ora', 'GET /deploy/', 'admit allow[1]'],
+      ['ora', 'POST /deploy/run', 'refuse'],
+      ['out', 'GET /deploy/', 'refuse'],
     ],
   },
   'One tenant only': {
