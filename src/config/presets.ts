@@ -26,6 +26,8 @@ const trim = (url: string): string => url.replace(/\/+$/, '')
 /**
  * GitHub has no OIDC: plain OAuth 2.0, identity from the REST API's /user, whose `login` is the
  * user name. GitHub Enterprise Server: `baseUrl` is the server, its REST API is `<baseUrl>/api/v3`.
+ * Groups (organisations and teams, src/oauth/github.ts) only when the operator adds `read:org` to
+ * the scope: the default asks people for no access to their organisations.
  * @see https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps
  * @see https://docs.github.com/en/rest/users/users#get-the-authenticated-user
  * @see https://docs.github.com/en/enterprise-server@latest/rest/quickstart (API root `/api/v3`)
@@ -46,6 +48,8 @@ function github (p: ProviderYaml): PresetValues {
 /**
  * GitLab is an OIDC provider (gitlab.com, or a self-managed instance at `baseUrl`); `nickname` (the
  * GitLab username) and `groups` come from its userinfo endpoint, which the gateway reads at sign-in.
+ * `groups` holds every group the user is in, directly or through a parent group; the role claims
+ * (`https://gitlab.org/claims/groups/maintainer`...) are for `claims` rules.
  * @see https://docs.gitlab.com/integration/openid_connect_provider/
  */
 function gitlab (p: ProviderYaml): PresetValues {
@@ -69,7 +73,8 @@ const MULTI_TENANT = ['common', 'organizations', 'consumers']
 
 /**
  * Microsoft Entra ID (v2.0 endpoints of one tenant). `groups` carries group object IDs once the app
- * registration's token configuration adds the groups claim.
+ * registration's token configuration adds the groups claim; app roles arrive in the ID token's
+ * `roles` claim, for `claims` rules.
  * @see https://learn.microsoft.com/en-us/entra/identity-platform/v2-protocols-oidc
  * @see https://learn.microsoft.com/en-us/entra/identity-platform/id-token-claims-reference
  */
@@ -90,7 +95,9 @@ function microsoft (p: ProviderYaml, problems: PresetProblem[]): PresetValues {
 /**
  * Keycloak: one realm is one OIDC issuer, `<baseUrl>/realms/<realm>` (Keycloak 17 and later; older
  * servers have `/auth` in baseUrl). `groups` needs the realm's "Group Membership" mapper with that
- * claim name.
+ * claim name. Roles (`realm_access.roles`, `resource_access.<client>.roles`) are for `claims` rules,
+ * once the `roles` client scope's mappers add them to the ID token or userinfo (by default only the
+ * access token, which the gateway does not read).
  * @see https://www.keycloak.org/securing-apps/oidc-layers
  */
 function keycloak (p: ProviderYaml, problems: PresetProblem[]): PresetValues {

@@ -13,6 +13,10 @@
 // - `GET /user`: https://docs.github.com/en/rest/users/users#get-the-authenticated-user (`email` is null
 //   when the user keeps it private); `GET /user/emails`: https://docs.github.com/en/rest/users/emails
 //   (a list of `{email, primary, verified, visibility}`, needs the `user:email` scope)
+// - `GET /user/orgs`: https://docs.github.com/en/rest/orgs/orgs#list-organizations-for-the-authenticated-user
+//   and `GET /user/teams`: https://docs.github.com/en/rest/teams/teams#list-teams-for-the-authenticated-user
+//   (OAuth tokens need `read:org`), pages of `per_page` entries (30 by default, at most 100) with a
+//   `Link` header naming the next page: https://docs.github.com/en/rest/using-the-rest-api/using-pagination-in-the-rest-api
 // - a request without User-Agent is refused with 403, a bad token gets 401 "Bad credentials":
 //   https://docs.github.com/en/rest/using-the-rest-api/getting-started-with-the-rest-api
 // The authorize step stands for a user who is signed in and has authorized the app already.
@@ -29,6 +33,10 @@ export interface GitHubAccount {
   /** The public e-mail address; null when the user keeps it private. */
   email: string | null
   emails: GitHubEmail[]
+  /** The organisations the user is a member of (logins). */
+  orgs?: string[]
+  /** The teams the user is a member of: the organisation's login and the team's slug. */
+  teams?: Array<{ org: string, slug: string }>
 }
 
 export interface GitHubStub {
@@ -42,6 +50,8 @@ export interface GitHubStub {
   tokenError: keyof typeof TOKEN_ERRORS | undefined
   /** Issue expiring user tokens with refresh tokens, as a GitHub App with token expiration does. */
   expiringTokens: boolean
+  /** When set, `/user/orgs` and `/user/teams` answer this status instead of their lists. */
+  orgsStatus: number | undefined
   /** Every request, in order (path without query, method, headers). */
   requests: Array<{ method: string, path: string, headers: IncomingHttpHeaders }>
   /** The access tokens issued so far. */
@@ -78,6 +88,7 @@ export async function startGitHubStub (options: { clientId?: string, clientSecre
     account: OCTOCAT,
     tokenError: undefined,
     expiringTokens: false,
+    orgsStatus: undefined,
     requests: [],
     tokens: [],
     close: async () => {},
@@ -85,9 +96,24 @@ export async function startGitHubStub (options: { clientId?: string, clientSecre
   const server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://stub')
     stub.requests.push({ method: req.method ?? '', path: url.pathname, headers: req.headers })
-    const json = (status: number, value: unknown) => {
-      res.writeHead(status, { 'content-type': 'application/json; charset=utf-8' })
+    const json = (status: number, value: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', ...headers })
       res.end(JSON.stringify(value))
+    }
+    // One page of a list, as GitHub pages: `per_page` (default 30, at most 100), `page` from 1, and
+    // a Link header with the next and last pages while there are more.
+    const page = (entries: unknown[]) => {
+      const size = Math.min(Number(url.searchParams.get('per_page') ?? 30) || 30, 100)
+      const number = Math.max(Number(url.searchParams.get('page') ?? 1) || 1, 1)
+      const last = Math.max(Math.ceil(entries.length / size), 1)
+      const at = (n: number) => {
+        const next = new URL(`${stub.url}${url.pathname}`)
+        next.searchParams.set('per_page', String(size))
+        next.searchParams.set('page', String(n))
+        return next.href
+      }
+      const link: Record<string, string> = number < last ? { link: `<${at(number + 1)}>; rel="next", <${at(last)}>; rel="last"` } : {}
+      return json(200, entries.slice((number - 1) * size, number * size), link)
     }
     if (req.method === 'GET' && url.pathname === '/login/oauth/authorize') {
       if (url.searchParams.get('client_id') !== stub.clientId) return json(404, { message: 'Not Found' })
@@ -174,6 +200,15 @@ export async function startGitHubStub (options: { clientId?: string, clientSecre
         // (the gateway treats any refusal here alike).
         if (!account.scopes.some((s) => s === 'user:email' || s === 'user')) return json(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest', status: '404' })
         return json(200, account.emails)
+      }
+      if (req.method === 'GET' && (url.pathname === '/api/v3/user/orgs' || url.pathname === '/api/v3/user/teams')) {
+        if (!account.scopes.some((s) => s === 'read:org' || s === 'write:org' || s === 'admin:org')) return json(403, { message: 'Resource not accessible by integration', documentation_url: 'https://docs.github.com/rest', status: '403' })
+        if (stub.orgsStatus !== undefined) return json(stub.orgsStatus, { message: 'Server Error' })
+        const org = (login: string, id: number) => ({ login, id, node_id: `O_${id}`, url: `${stub.url}/api/v3/orgs/${login}`, description: null })
+        const entries = url.pathname.endsWith('/orgs')
+          ? (account.orgs ?? []).map((login, i) => org(login, 1000 + i))
+          : (account.teams ?? []).map((team, i) => ({ id: 2000 + i, node_id: `T_${2000 + i}`, name: team.slug, slug: team.slug, description: null, privacy: 'closed', permission: 'pull', parent: null, organization: org(team.org, 1000 + (account.orgs ?? []).indexOf(team.org)) }))
+        return page(entries)
       }
     }
     json(404, { message: 'Not Found', documentation_url: 'https://docs.github.com/rest', status: '404' })

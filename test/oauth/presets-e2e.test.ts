@@ -39,13 +39,14 @@ describe('preset github (GitHub Enterprise Server form, against a stand-in that 
     const entry = { preset: 'github', baseUrl: github.url, clientId: github.clientId, clientSecret: github.clientSecret }
     gateway = await startGateway({
       store: { type: 'redis', url: redis.url },
-      providers: { github: entry, narrow: { ...entry, scope: 'read:user' } },
+      providers: { github: entry, narrow: { ...entry, scope: 'read:user' }, orgs: { ...entry, scope: 'read:user user:email read:org' } },
       routes: [
         // Each route forwards its own path: a route without allow rules that reached /gh-mail/'s
         // upstream paths (rewritePrefix: / on both) would be refused at start.
         { path: '/gh/', upstream: upstream.url, provider: 'github' },
         { path: '/gh-mail/', upstream: upstream.url, provider: 'github', allow: { emails: ['octocat@github.com'] } },
         { path: '/narrow/', upstream: upstream.url, provider: 'narrow' },
+        { path: '/gh-team/', upstream: upstream.url, provider: 'orgs', allow: { groups: ['acme/platform'] } },
       ],
     })
   })
@@ -123,6 +124,41 @@ describe('preset github (GitHub Enterprise Server form, against a stand-in that 
     const seen = await response.json() as Seen
     expect(seen.headers['x-forwarded-user']).toBe('octocat')
     expect(seen.headers['x-forwarded-email']).toBeUndefined()
+  })
+
+  it('with read:org in the scope, the groups are the organisations and teams of every page, and a group rule admits', async () => {
+    // 130 teams elsewhere first: the one that admits is on the second page of /user/teams.
+    const others = Array.from({ length: 130 }, (_, i) => ({ org: 'other', slug: `team-${i}` }))
+    github.account = { ...OCTOCAT, orgs: ['other', 'acme'], teams: [...others, { org: 'acme', slug: 'platform' }] }
+    github.requests.length = 0
+    const { response } = await signIn('/gh-team/')
+    expect(response.status).toBe(200)
+    const seen = await response.json() as Seen
+    const groups = seen.headers['x-forwarded-groups']!.split(',')
+    expect(groups.slice(0, 2)).toEqual(['other', 'acme'])
+    expect(groups).toContain('acme/platform')
+    expect(groups).toHaveLength(2 + 131)
+    expect(github.requests.map((r) => r.path).filter((path) => path !== '/api/v3/user/emails' && path.startsWith('/api/v3/')))
+      .toEqual(['/api/v3/user', '/api/v3/user/orgs', '/api/v3/user/teams', '/api/v3/user/teams'])
+  })
+
+  it('with read:org, a member of the organisation but not of the team is refused by the group rule (403)', async () => {
+    github.account = { ...OCTOCAT, orgs: ['acme'], teams: [{ org: 'acme', slug: 'platform-tools' }, { org: 'acme-platform', slug: 'x' }] }
+    const { response } = await signIn('/gh-team/')
+    expect(response.status).toBe(403)
+  })
+
+  it('with read:org, a failing team list stops the sign-in with 502 token_exchange_failed, and no session', async () => {
+    github.account = { ...OCTOCAT, orgs: ['acme'], teams: [{ org: 'acme', slug: 'platform' }] }
+    github.orgsStatus = 500
+    try {
+      const { response, browser } = await signIn('/gh-team/')
+      expect(response.status).toBe(502)
+      expect(await response.text()).toContain('token_exchange_failed')
+      expect(browser.cookies.has('gw_session')).toBe(false)
+    } finally {
+      github.orgsStatus = undefined
+    }
   })
 
   it.each(['bad_verification_code', 'incorrect_client_credentials'] as const)('a token error GitHub answers with HTTP 200 (%s) is 502 token_exchange_failed naming it, and no session', async (code) => {
