@@ -23,15 +23,19 @@ export interface Judgement {
  */
 export type Judge = (identity: Identity | undefined, method: string | undefined, path: string | undefined) => Judgement
 
-/** One condition of a rule: true when it holds; `unknown` is what a deny or allow rule makes of a request it cannot tell. */
-type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, unknown: boolean) => boolean
+/**
+ * One condition of a rule: true when it holds. What the gateway cannot vouch for (a method or path
+ * not told, an unverified address) counts as a match in a `deny` rule (`inDeny`) and as none in an
+ * `allow` rule: refused, never admitted.
+ */
+type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, inDeny: boolean) => boolean
 
 const ADMITTED: Judgement = Object.freeze({ admit: true, rule: undefined })
 const NO_ALLOW: Judgement = Object.freeze({ admit: false, rule: undefined })
 
-/** The address rules may match: none when the provider marked it unverified. */
-function verifiedEmail (identity: Identity | undefined): string | undefined {
-  return identity?.emailVerified === false ? undefined : identity?.email
+/** The address a rule may match: in an `allow` rule, none when the provider marked it unverified. */
+function ruleEmail (identity: Identity | undefined, inDeny: boolean): string | undefined {
+  return identity?.emailVerified === false && !inDeny ? undefined : identity?.email
 }
 
 function domainOf (email: string): string {
@@ -43,14 +47,14 @@ function conditions (rule: Rule): Condition[] {
   const list: Condition[] = []
   if (rule.users.length > 0) list.push((identity) => identity !== undefined && rule.users.includes(identity.sub))
   if (rule.emails.length > 0) {
-    list.push((identity) => {
-      const email = verifiedEmail(identity)
+    list.push((identity, _method, _path, inDeny) => {
+      const email = ruleEmail(identity, inDeny)
       return email !== undefined && rule.emails.includes(email)
     })
   }
   if (rule.domains.length > 0) {
-    list.push((identity) => {
-      const email = verifiedEmail(identity)
+    list.push((identity, _method, _path, inDeny) => {
+      const email = ruleEmail(identity, inDeny)
       return email !== undefined && rule.domains.includes(domainOf(email))
     })
   }
@@ -59,10 +63,10 @@ function conditions (rule: Rule): Condition[] {
     const accepted = new Set(claim.values)
     list.push((identity) => identity?.claims?.[claim.path]?.some((value) => accepted.has(value)) === true)
   }
-  if (rule.methods.length > 0) list.push((_identity, method, _path, unknown) => method === undefined ? unknown : rule.methods.includes(method))
+  if (rule.methods.length > 0) list.push((_identity, method, _path, inDeny) => method === undefined ? inDeny : rule.methods.includes(method))
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(globMatcher)
-    list.push((_identity, _method, path, unknown) => path === undefined ? unknown : globs.some((glob) => glob(path)))
+    list.push((_identity, _method, path, inDeny) => path === undefined ? inDeny : globs.some((glob) => glob(path)))
   }
   return list
 }
@@ -72,13 +76,13 @@ interface CompiledRule {
   readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined) => boolean
 }
 
-/** `unknown`: what a condition on a method or path that cannot be told counts as (true in `deny`). */
-function compiled (rule: Rule, unknown: boolean): CompiledRule {
+/** `inDeny`: the rule is a `deny` rule (see Condition). */
+function compiled (rule: Rule, inDeny: boolean): CompiledRule {
   const list = conditions(rule)
   return {
     name: rule.name,
     // A rule without conditions holds for nobody (the config refuses one).
-    holds: (identity, method, path) => list.length > 0 && list.every((condition) => condition(identity, method, path, unknown)),
+    holds: (identity, method, path) => list.length > 0 && list.every((condition) => condition(identity, method, path, inDeny)),
   }
 }
 

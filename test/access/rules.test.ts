@@ -24,6 +24,8 @@ const TABLE: Row[] = [
   ['an e-mail', [{ emails: ['alice@example.org'] }], [], alice, 'GET', '/x', true, 'allow[0]'],
   ['an unverified e-mail matches no e-mail rule', [{ emails: ['alice@example.org'] }], [], eve, 'GET', '/x', false, undefined],
   ['an unverified e-mail matches no domain rule', [{ domains: ['example.org'] }], [], eve, 'GET', '/x', false, undefined],
+  ['an unverified e-mail matches a deny e-mail rule (kept out all the same)', undefined, [{ emails: ['alice@example.org'] }], eve, 'GET', '/x', false, 'deny[0]'],
+  ['an unverified e-mail matches a deny domain rule', [{ users: ['eve'] }], [{ domains: ['example.org'] }], eve, 'GET', '/x', false, 'deny[0]'],
   ['a domain is the whole domain, not a suffix', [{ domains: ['example.org'] }], [], id('m', { email: 'm@evilexample.org' }), 'GET', '/x', false, undefined],
   ['a domain of a subdomain is another domain', [{ domains: ['example.org'] }], [], id('m', { email: 'm@x.example.org' }), 'GET', '/x', false, undefined],
   ['a group', [{ groups: ['admins'] }], [], alice, 'GET', '/x', true, 'allow[0]'],

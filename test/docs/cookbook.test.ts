@@ -198,8 +198,8 @@ const EXPECTED: Record<string, Policy> = {
       ['riv', 'POST /app/docs/intro', 'refuse deny'],
       ['riv', 'GET /app/docs/../orders', 'refuse deny'],
       ['emma', 'GET /app/orders', 'admit'],
-      // An address the provider has not verified is not known to be rival's: no deny holds.
-      ['unv', 'GET /app/orders', 'admit'],
+      // An address the provider has not verified is kept out too: what cannot be vouched for is refused.
+      ['unv', 'GET /app/orders', 'refuse deny'],
       // A domain is the whole domain of the address, not a suffix.
       ['sub', 'GET /app/orders', 'admit'],
     ],
