@@ -1,6 +1,8 @@
 // The identity headers a protected request carries to its application (the proxy's upstream request)
 // or back to the proxy in front (forward-auth's 200): written here once, with the rule that an
-// address the provider did not verify is not vouched for.
+// address the provider did not verify is not vouched for. And a route's claim headers (`headers:`),
+// whose values are sent whole or not at all.
+import type { ClaimHeader } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 
 /** The header names, lower case: a route's `identityHeaders`, or forward-auth's defaults. */
@@ -24,4 +26,55 @@ export function identityHeaders<T extends Record<string, unknown>> (identity: Id
   if (identity.email && identity.emailVerified !== false) out[names.email] = identity.email
   if (identity.groups.length > 0) out[names.groups] = identity.groups.join(',')
   return headers
+}
+
+/** The longest value a claim header carries, in bytes as sent (UTF-8): a longer one refuses the request. */
+export const CLAIM_HEADER_MAX_BYTES = 4096
+
+/** Whether `text` holds a control character (C0, DEL): in a header value one could end the line or split it. */
+function hasControl (text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i)
+    if (code < 0x20 || code === 0x7f) return true
+  }
+  return false
+}
+
+/** What the claim headers of a route come to for one identity: the header lines, or why none may be sent. */
+export type ClaimHeaderValues =
+  | { readonly ok: true, readonly headers: ReadonlyArray<readonly [name: string, value: string]> }
+  | { readonly ok: false, readonly header: string, readonly problem: string }
+
+const NONE: ClaimHeaderValues = Object.freeze({ ok: true, headers: Object.freeze([]) })
+
+/**
+ * The route's claim headers (`headers:`) for `identity`: each claim's values comma-joined, as
+ * UTF-8 bytes in the latin1 string Node's HTTP clients write byte for byte. A claim the identity
+ * lacks sends no header. A value holding a control character, or longer than
+ * CLAIM_HEADER_MAX_BYTES, is refused whole, never cut or cleaned: the caller answers 403 and the
+ * upstream is not asked (an application that reads a shortened list of roles would read a different
+ * person).
+ * @see https://www.rfc-editor.org/rfc/rfc9110#section-5.5
+ */
+export function claimHeaderValues (identity: Identity | undefined, mapping: readonly ClaimHeader[]): ClaimHeaderValues {
+  if (mapping.length === 0 || identity?.claims === undefined) return NONE
+  const headers: Array<readonly [string, string]> = []
+  for (const { name, claim } of mapping) {
+    // Own properties only: a claim named `constructor` must not read Object's.
+    const values = Object.hasOwn(identity.claims, claim) ? identity.claims[claim] : undefined
+    if (values === undefined || values.length === 0) continue
+    const joined = values.join(',')
+    if (hasControl(joined)) return { ok: false, header: name, problem: 'holds a control character' }
+    const size = Buffer.byteLength(joined, 'utf8')
+    if (size > CLAIM_HEADER_MAX_BYTES) return { ok: false, header: name, problem: `is longer than ${CLAIM_HEADER_MAX_BYTES} bytes` }
+    if (size === joined.length) {
+      headers.push([name, joined])
+      continue
+    }
+    const bytes = Buffer.from(joined, 'utf8')
+    // A lone surrogate has no UTF-8 form: it would go as U+FFFD, a value the provider never gave.
+    if (bytes.toString('utf8') !== joined) return { ok: false, header: name, problem: 'is not valid Unicode' }
+    headers.push([name, bytes.toString('latin1')])
+  }
+  return { ok: true, headers }
 }

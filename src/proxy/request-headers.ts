@@ -1,7 +1,8 @@
 // The upstream request's headers: what the client sent, less what it may not send (headers.ts), less
-// the gateway's own cookies; on a protected route the bearer token, the identity headers and, where
-// the route asks, the signed assertion; and X-Forwarded-For/-Proto/-Host as the gateway vouches for
-// them. A websocket handshake gets only what the gateway vouches for.
+// the gateway's own cookies; on a protected route the bearer token, the identity headers, the route's
+// claim headers (`headers:`) and, where the route asks, the signed assertion; and
+// X-Forwarded-For/-Proto/-Host as the gateway vouches for them. A websocket handshake gets only what
+// the gateway vouches for.
 import type { FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
@@ -18,11 +19,13 @@ declare module 'fastify' {
     identity: Identity | undefined
     /** The signed identity assertion for the route's upstream, set by the access hook of a route with `assertion: true`. */
     assertion: string | undefined
+    /** The route's claim headers (`headers:`) for this identity, checked and encoded by the access hook (access/identity-headers.ts). */
+    claimHeaders: ReadonlyArray<readonly [name: string, value: string]> | undefined
   }
 }
 
 /** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
-export type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'accessToken' | 'identity' | 'assertion'> & { socket: { remoteAddress?: string } }
+export type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'accessToken' | 'identity' | 'assertion' | 'claimHeaders'> & { socket: { remoteAddress?: string } }
 
 const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
 
@@ -44,9 +47,13 @@ export class UpstreamHeaders {
 
   /** @param gatewayCookies the cookies the gateway sets (oauth/urls.ts): never forwarded */
   constructor (config: GatewayConfig, private readonly gatewayCookies: readonly string[]) {
-    // Identity headers are dropped on every route, whatever names any route uses for them.
-    // So is the assertion header, under the configured name as well as the default one.
-    const identityNames = [...Object.values(DEFAULT_IDENTITY_HEADERS), config.assertion.header, ...config.routes.flatMap((route) => Object.values(route.identityHeaders))]
+    // Identity headers are dropped on every route, whatever names any route uses for them, and so
+    // are the claim headers any route sends. So is the assertion header, under the configured name
+    // as well as the default one.
+    const identityNames = [
+      ...Object.values(DEFAULT_IDENTITY_HEADERS), config.assertion.header,
+      ...config.routes.flatMap((route) => [...Object.values(route.identityHeaders), ...route.headers.map((header) => header.name)]),
+    ]
     this.filters = { none: new ClientHeaderFilter(identityNames, false), required: new ClientHeaderFilter(identityNames, true) }
     this.forwardedHost = forwardedHostOf(config.server.baseUrl, config.server.trustProxy)
     this.assertionHeader = config.assertion.header
@@ -61,6 +68,7 @@ export class UpstreamHeaders {
       // A protected route never forwards the client's own credentials, even on a public path.
       if (request.accessToken) out.authorization = `Bearer ${request.accessToken}`
       identityHeaders(request.identity, route.identityHeaders, out)
+      if (request.claimHeaders !== undefined) for (const [name, value] of request.claimHeaders) out[name] = value
       if (route.assertion && request.assertion !== undefined) out[this.assertionHeader] = request.assertion
     }
     // With trustProxy, the chain as far back as it runs through trusted hops (Fastify's request.ips,
@@ -76,7 +84,10 @@ export class UpstreamHeaders {
   /** Headers of the upstream WebSocket handshake: only what the gateway itself vouches for. */
   websocket (route: RouteConfig, request: FastifyRequest): Record<string, string> {
     const out: Record<string, string> = {}
-    const forwarded = new Set([...FORWARDED_TO_WEBSOCKET, ...Object.values(route.identityHeaders), ...(route.assertion ? [this.assertionHeader] : [])])
+    const forwarded = new Set([
+      ...FORWARDED_TO_WEBSOCKET, ...Object.values(route.identityHeaders), ...route.headers.map((header) => header.name),
+      ...(route.assertion ? [this.assertionHeader] : []),
+    ])
     for (const [name, value] of Object.entries(this.rewrite(route, request, request.headers))) {
       if (typeof value === 'string' && forwarded.has(name)) out[name] = value
     }

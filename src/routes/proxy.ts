@@ -8,9 +8,10 @@ import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
 import { compileGate } from '../access/gate.js'
+import { claimHeaderValues } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
-import type { GatewayConfig, RouteConfig } from '../config/types.js'
+import type { ClaimHeader, GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { allCookieNames, loginUrl, switchAccountUrl } from '../oauth/urls.js'
@@ -38,18 +39,24 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
 
 /**
  * Acts on the pipeline's verdict, and on nothing else: only `allow` puts the session's token,
- * identity and assertion on the request (what the header rewrite forwards). Calls `done` unless it
- * answered.
+ * identity, claim headers and assertion on the request (what the header rewrite forwards). Calls
+ * `done` unless it answered.
+ * @param claimHeaders the route's `headers:`
  */
-function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, done: HookHandlerDoneFunction, switchAccount: (next: string) => string): void {
+function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, claimHeaders: readonly ClaimHeader[], done: HookHandlerDoneFunction, switchAccount: (next: string) => string): void {
   request.auditUser = auditUser(verdict)
   request.auditRule = auditRule(verdict)
   switch (verdict.kind) {
-    case 'allow':
+    case 'allow': {
+      // Checked before anything goes upstream: a value that cannot be sent whole refuses the request.
+      const claims = claimHeaderValues(verdict.identity, claimHeaders)
+      if (!claims.ok) return done(unsendableClaim(claims.header, claims.problem))
       request.accessToken = verdict.accessToken
       request.identity = verdict.identity
       request.assertion = verdict.assertion
+      request.claimHeaders = claims.headers
       return done()
+    }
     case 'public':
       return done()
     case 'sign_in':
@@ -61,6 +68,15 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, do
     case 'invalid_request':
       return done(refusal(verdict, { subject: 'this route', retryUrl: request.url, switchAccountUrl: switchAccount(request.url) }))
   }
+}
+
+/**
+ * 403 `forbidden` for a claim header whose value cannot be sent whole: the person is signed in,
+ * but the route cannot tell its application who they are as configured. Names the header, never
+ * the value (which is the provider's, and may be long or hold control characters).
+ */
+function unsendableClaim (header: string, problem: string): GatewayError {
+  return new GatewayError('forbidden', `This route sends your account's claim in the ${header} header, and its value ${problem}: it cannot be sent whole, so the request was not forwarded.`)
 }
 
 /** The route's guard: its gate, and the signer of its assertions when it sends them. */
@@ -77,6 +93,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, metri
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('identity', undefined)
   app.decorateRequest('assertion', undefined)
+  app.decorateRequest('claimHeaders', undefined)
   app.decorateRequest('upstreamStart', undefined)
   app.decorateRequest('upstreamBody', undefined)
   const gatewayCookies = allCookieNames(config)
@@ -105,8 +122,8 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, metri
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {
           const verdict = access.authorize(guard, { method: request.method, target: request.url, html: wantsHtml(request), cookie: request.headers.cookie })
-          if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, done, switchAccount), done)
-          else act(request, reply, verdict, done, switchAccount)
+          if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, route.headers, done, switchAccount), done)
+          else act(request, reply, verdict, route.headers, done, switchAccount)
         })
       }
       await registerProxy(scope, route, headers, plantable)

@@ -1,0 +1,143 @@
+// The forward-auth snippets shipped in the docs (docs/forward-auth/nginx.conf and Caddyfile), run by
+// the real nginx and the real Caddy in front of admin.example.com, whose forwardAuth.hosts rules
+// refuse POST and /admin/*: the gateway judges the original request's method (X-Forwarded-Method,
+// which each snippet sends to the auth request: nginx by a line of its own, Caddy's forward_auth by
+// itself) and path, not the auth request's own GET. A client's X-Forwarded-Method does not stand in
+// for the real one. Then the nginx line shown to matter: without it the method cannot be told and
+// the rule refuses every request, GET as well.
+import { createServer, type Server } from 'node:http'
+import { connect } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { close, freePort, listen } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+
+const ADMIN = 'admin.example.com'
+const FRONTS: FrontKind[] = ['nginx', 'caddy']
+const missing = FRONTS.filter((kind) => !frontBinary(kind))
+if (missing.length > 0) {
+  console.warn(`!!! ${missing.join(' and ')} not installed: the snippet method and path rule tests behind ${missing.join(' and ')} are SKIPPED (.ci/run installs them) !!!`)
+}
+
+/** An application that counts the requests that reach it, by method and path. */
+interface CountingUpstream { url: string, seen: string[], close (): Promise<void> }
+
+async function startCountingUpstream (): Promise<CountingUpstream> {
+  const upstream: CountingUpstream = { url: '', seen: [], close: async () => {} }
+  const server: Server = createServer((req, res) => {
+    upstream.seen.push(`${req.method ?? ''} ${req.url ?? ''}`)
+    req.resume()
+    req.on('end', () => res.end('app'))
+  })
+  upstream.url = await listen(server)
+  upstream.close = async () => await close(server)
+  return upstream
+}
+
+/** `method target` through `port` as admin.example.com, with these header lines and a small form body for POST; the status (0: no answer). */
+async function send (port: number, method: string, target: string, lines: string[]): Promise<number> {
+  const body = method === 'POST' ? 'a=1' : ''
+  return await new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => {
+      const length = method === 'POST' ? ['Content-Type: application/x-www-form-urlencoded', `Content-Length: ${body.length}`] : []
+      socket.write([`${method} ${target} HTTP/1.1`, `Host: ${ADMIN}`, 'Accept: application/json', 'Connection: close', ...length, ...lines, '', body].join('\r\n'))
+    })
+    let data = ''
+    socket.setEncoding('latin1')
+    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
+    socket.on('data', (chunk: string) => { data += chunk })
+    socket.on('error', reject)
+    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
+  })
+}
+
+let redis: TestRedis
+let op: TestProvider
+let app: CountingUpstream
+let gateway: TestGateway
+let session: string
+
+beforeAll(async () => {
+  redis = await startRedis()
+  app = await startCountingUpstream()
+  const server = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
+  gateway = await startGateway({
+    server: { ...server, trustProxy: ['127.0.0.1'] },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
+    routes: [],
+    forwardAuth: { allowedRedirectHosts: [ADMIN], hosts: { [ADMIN]: { deny: [{ methods: ['POST'] }, { paths: ['/admin/*'] }] } } },
+  })
+  const browser = new Browser()
+  expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'alice' })).status).toBe(200)
+  session = browser.cookieHeader(`${gateway.url}/`)!.split('; ').find((cookie) => cookie.startsWith('gw_session='))!
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await Promise.all([op?.close(), app?.close()])
+  await redis?.release()
+})
+
+/** Starts `kind` serving admin.example.com, with the snippet edited by `edit` when given. */
+async function front (kind: FrontKind, edit?: (config: string) => string): Promise<{ front: FrontProxy, port: number }> {
+  const port = await freePort()
+  return { port, front: await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: ADMIN }, edit) }
+}
+
+describe.each(FRONTS)('the docs\' %s snippet and forwardAuth.hosts rules on the method and path', (kind) => {
+  let proxy: { front: FrontProxy, port: number } | undefined
+
+  beforeAll(async () => {
+    if (!missing.includes(kind)) proxy = await front(kind)
+  })
+
+  afterAll(async () => {
+    await proxy?.front.stop()
+  })
+
+  /** The status, and whether the application saw the request. */
+  async function through (method: string, target: string, lines: string[] = []): Promise<{ status: number, reached: boolean }> {
+    const before = app.seen.length
+    const status = await send(proxy!.port, method, target, [`Cookie: ${session}`, ...lines])
+    return { status, reached: app.seen.slice(before).includes(`${method} ${target}`) }
+  }
+
+  it.skipIf(missing.includes(kind))('admits a GET, and refuses a POST (deny: methods POST) before the application sees it', async () => {
+    expect(await through('GET', '/pay')).toEqual({ status: 200, reached: true })
+    expect(await through('POST', '/pay')).toEqual({ status: 403, reached: false })
+  })
+
+  it.skipIf(missing.includes(kind))('refuses a GET under /admin/ (deny: paths /admin/*), and admits one beside it', async () => {
+    expect(await through('GET', '/admin/users')).toEqual({ status: 403, reached: false })
+    expect(await through('GET', '/administrator')).toEqual({ status: 200, reached: true })
+  })
+
+  it.skipIf(missing.includes(kind)).each([
+    'X-Forwarded-Method: GET',
+    'X_Forwarded_Method: GET',
+    'X-HTTP-Method-Override: GET',
+  ])('does not let a POST pass as a GET with %s', async (line) => {
+    expect(await through('POST', '/pay', [line])).toEqual({ status: 403, reached: false })
+  })
+})
+
+describe('the line of the nginx snippet that sends the method', () => {
+  let careless: { front: FrontProxy, port: number } | undefined
+
+  beforeAll(async () => {
+    if (!missing.includes('nginx')) careless = await front('nginx', (config) => config.replace('proxy_set_header X-Forwarded-Method $request_method;', ''))
+  })
+
+  afterAll(async () => {
+    await careless?.front.stop()
+  })
+
+  it.skipIf(missing.includes('nginx'))('is what lets a GET through a method rule (without it the method cannot be told and the rule refuses)', async () => {
+    expect(await send(careless!.port, 'GET', '/pay', [`Cookie: ${session}`])).toBe(403)
+  })
+})
