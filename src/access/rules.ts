@@ -61,7 +61,11 @@ function conditions (rule: Rule): Condition[] {
   if (rule.groups.length > 0) list.push((identity) => identity !== undefined && identity.groups.some((group) => rule.groups.includes(group)))
   for (const claim of rule.claims) {
     const accepted = new Set(claim.values)
-    list.push((identity) => identity?.claims?.[claim.path]?.some((value) => accepted.has(value)) === true)
+    // Own entries only: a claim path such as `constructor` must not read what every object inherits.
+    list.push((identity) => {
+      const claims = identity?.claims
+      return claims !== undefined && Object.hasOwn(claims, claim.path) && claims[claim.path]!.some((value) => accepted.has(value))
+    })
   }
   if (rule.methods.length > 0) list.push((_identity, method, _path, inDeny) => method === undefined ? inDeny : rule.methods.includes(method))
   if (rule.paths.length > 0) {

@@ -524,9 +524,14 @@ function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteRaw['ide
 function validateClaimHeaders (issues: Issues, path: Path, raw: Record<string, string>): ClaimHeader[] {
   return Object.entries(raw).flatMap(([name, source]) => {
     const at = [...path, name]
+    const lower = name.toLowerCase()
     const problem = !HEADER_NAME.test(name)
       ? `must be a header name, got ${describe(name)}`
-      : IDENTITY_HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
+      : !IDENTITY_HEADER_NAME.test(name)
+          ? `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
+          : GATEWAY_SET_HEADERS.includes(lower) || lower.startsWith('x-forwarded-')
+            ? `must not be a header the gateway sets itself (${lower}): name a header of your own, such as X-Roles`
+            : reservedHeaderProblem(name)
     if (problem !== undefined) {
       issues.add(at, problem)
       return []
@@ -617,12 +622,19 @@ function keepNamedClaims (providers: Record<string, ProviderConfig>, routes: rea
   }
 }
 
-/** A route's claim header may not be one of its identity headers (two values for one name). */
-function refuseHeaderClashes (issues: Issues, routes: readonly RouteConfig[]): void {
+/**
+ * A route's claim headers: not on a route without a session (there are no claims to send), and not
+ * one of its identity headers or the assertion header (two values for one name).
+ */
+function refuseHeaderClashes (issues: Issues, routes: readonly RouteConfig[], assertionHeader: string): void {
   routes.forEach((route, i) => {
+    if (route.auth === 'none' && route.headers.length > 0) {
+      issues.add(['routes', i, 'headers'], 'needs auth: required (a route without a session has no claims to send)')
+      return
+    }
     for (const header of route.headers) {
-      if (Object.values(route.identityHeaders).includes(header.name)) {
-        issues.add(['routes', i, 'headers'], `names ${header.name}, which is one of this route's identityHeaders: give the claim another header`)
+      if (Object.values(route.identityHeaders).includes(header.name) || header.name === assertionHeader) {
+        issues.add(['routes', i, 'headers'], `names ${header.name}, which is one of this route's identity headers or the assertion header: give the claim another header`)
       }
     }
   })
@@ -669,7 +681,8 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     issues.add(['server', 'workers'], 'several workers need a shared store: set store.type to redis (the memory store lives in one process)')
   }
   const forwardAuth = validateForwardAuth(issues, raw.forwardAuth)
-  refuseHeaderClashes(issues, routes)
+  const assertion = validateAssertion(issues, raw.assertion, assertionWritten, routes)
+  refuseHeaderClashes(issues, routes, assertion.header)
   keepNamedClaims(providers, routes, forwardAuth)
   return {
     server,
@@ -680,7 +693,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     routes,
     metrics: validateMetrics(issues, raw.metrics, server),
     rateLimit: validateRateLimit(raw.rateLimit),
-    assertion: validateAssertion(issues, raw.assertion, assertionWritten, routes),
+    assertion,
     forwardAuth,
   }
 }

@@ -57,13 +57,26 @@ function queryRules (query: Record<string, string | string[] | undefined>): Rule
 }
 
 /**
- * The original request's method and canonical path, as a trusted proxy names them
- * (X-Forwarded-Method; the original URL): what `methods` and `paths` conditions judge. Either is
- * undefined when it cannot be told, and rules then refuse rather than admit (access/rules.ts).
+ * The one value two headers agree on: either when only one is sent, undefined when they differ. A
+ * proxy sets one of them (X-Forwarded-Method: Traefik, Caddy, the shipped nginx snippet;
+ * X-Original-Method: ingress-nginx) and may pass the other on from the client as it came: a client
+ * that sends the other one differently only refuses itself.
+ */
+function agreed (request: FastifyRequest, name: string, other: string): string | undefined {
+  const [one, two] = [single(request, name), single(request, other)]
+  return one === undefined ? two : two === undefined || two === one ? one : undefined
+}
+
+/**
+ * The original request's method and canonical path, as a trusted proxy names them (see agreed):
+ * what `methods` and `paths` conditions judge. Either is undefined when it cannot be told, and rules
+ * then refuse rather than admit (access/rules.ts).
  */
 function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): { method: string | undefined, path: string | undefined } {
-  const method = trusted(request.socket.remoteAddress ?? '', 0) ? single(request, 'x-forwarded-method')?.toUpperCase() : undefined
-  const canonical = original === undefined ? undefined : canonicalTarget(original.uri)
+  if (original === undefined || !trusted(request.socket.remoteAddress ?? '', 0)) return { method: undefined, path: undefined }
+  const method = agreed(request, 'x-forwarded-method', 'x-original-method')?.toUpperCase()
+  const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
+  const canonical = uri === original.uri ? canonicalTarget(uri) : undefined
   return { method, path: canonical?.ok === true ? canonical.url : undefined }
 }
 

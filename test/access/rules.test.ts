@@ -34,6 +34,7 @@ const TABLE: Row[] = [
   ['a boolean compares as written', [{ claims: { onsite: [true] } }], [], alice, 'GET', '/x', true, 'allow[0]'],
   ['"3.0" is not 3', [{ claims: { level: ['3.0'] } }], [], alice, 'GET', '/x', false, undefined],
   ['a claim the session lacks never matches', [{ claims: { tid: ['t1'] } }], [], alice, 'GET', '/x', false, undefined],
+  ['a claim path named like an inherited property matches nothing', [{ claims: { constructor: ['x'] } }, { claims: JSON.parse('{"__proto__": ["x"]}') as Record<string, string[]> }, { claims: { toString: ['x'] } }], [], alice, 'GET', '/x', false, undefined],
   ['every claim condition must hold', [{ claims: { level: [3], onsite: [false] } }], [], alice, 'GET', '/x', false, undefined],
   ['all conditions of a rule must hold', [{ groups: ['staff'], methods: ['GET'] }], [], bob, 'POST', '/x', false, undefined],
   ['GET does not cover HEAD', [{ groups: ['staff'], methods: ['GET'] }], [], bob, 'HEAD', '/x', false, undefined],

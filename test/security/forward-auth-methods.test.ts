@@ -121,6 +121,7 @@ describe.each(FRONTS)('the docs\' %s snippet and forwardAuth.hosts rules on the 
     'X-Forwarded-Method: GET',
     'X_Forwarded_Method: GET',
     'X-HTTP-Method-Override: GET',
+    'X-Original-Method: GET',
   ])('does not let a POST pass as a GET with %s', async (line) => {
     expect(await through('POST', '/pay', [line])).toEqual({ status: 403, reached: false })
   })
@@ -139,5 +140,27 @@ describe('the line of the nginx snippet that sends the method', () => {
 
   it.skipIf(missing.includes('nginx'))('is what lets a GET through a method rule (without it the method cannot be told and the rule refuses)', async () => {
     expect(await send(careless!.port, 'GET', '/pay', [`Cookie: ${session}`])).toBe(403)
+  })
+})
+
+describe('a trusted peer naming the original request in two headers (as ingress-nginx and others may pass one on from the client)', () => {
+  /** forward-auth asked directly, as the trusted proxy in front would; the status. */
+  async function ask (headers: Record<string, string>): Promise<number> {
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: { cookie: session, host: ADMIN, 'x-forwarded-host': ADMIN, 'x-forwarded-proto': 'http', accept: 'application/json', ...headers } })
+    await response.arrayBuffer()
+    return response.status
+  }
+
+  it.each([
+    ['one method header, X-Forwarded-Method', { 'x-forwarded-method': 'GET', 'x-forwarded-uri': '/pay' }, 200],
+    ['one method header, X-Original-Method (ingress-nginx)', { 'x-original-method': 'GET', 'x-original-uri': '/pay' }, 200],
+    ['both, agreeing', { 'x-forwarded-method': 'GET', 'x-original-method': 'GET', 'x-forwarded-uri': '/pay', 'x-original-uri': '/pay' }, 200],
+    ['the methods disagree: a POST calling itself a GET in the other header', { 'x-forwarded-method': 'GET', 'x-original-method': 'POST', 'x-forwarded-uri': '/pay' }, 403],
+    ['the paths disagree', { 'x-forwarded-method': 'GET', 'x-forwarded-uri': '/pay', 'x-original-uri': '/admin/users' }, 403],
+    ['no method named', { 'x-forwarded-uri': '/pay' }, 403],
+    ['no path named', { 'x-forwarded-method': 'GET' }, 403],
+    ['a path that cannot be made canonical', { 'x-forwarded-method': 'GET', 'x-forwarded-uri': '/pay/%2e%2e/admin/users' }, 403],
+  ])('%s', async (_what, headers, status) => {
+    expect(await ask(headers)).toBe(status)
   })
 })
