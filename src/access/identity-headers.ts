@@ -15,16 +15,30 @@ export interface IdentityHeaderNames {
 /** Forward-auth's names, and a route's when its `identityHeaders` names none. */
 export const DEFAULT_IDENTITY_HEADERS: IdentityHeaderNames = Object.freeze({ user: 'x-forwarded-user', email: 'x-forwarded-email', groups: 'x-forwarded-groups' })
 
+/** Any character beyond ASCII. */
+const NON_ASCII = /[\u0080-\uffff]/
+
+/**
+ * `text` as a header value: its UTF-8 bytes in the latin1 string Node's HTTP code writes byte for
+ * byte (as the claim headers are sent). A character beyond U+00FF could not be written at all (the
+ * request would fail), and one in U+0080-U+00FF would go as one latin1 byte no UTF-8 reader reads.
+ * ASCII, the common case, is returned as it is.
+ */
+export function headerText (text: string): string {
+  return NON_ASCII.test(text) ? Buffer.from(text, 'utf8').toString('latin1') : text
+}
+
 /**
  * Puts the identity's headers into `headers` (and returns it): the user always, the e-mail address
- * only when the provider did not mark it unverified, the groups comma-joined when there are any.
+ * only when the provider did not mark it unverified, the groups comma-joined when there are any,
+ * each as UTF-8 (headerText).
  */
 export function identityHeaders<T extends Record<string, unknown>> (identity: Identity | undefined, names: IdentityHeaderNames, headers: T): T {
   if (identity === undefined) return headers
   const out = headers as Record<string, unknown>
-  out[names.user] = identity.sub
-  if (identity.email && identity.emailVerified !== false) out[names.email] = identity.email
-  if (identity.groups.length > 0) out[names.groups] = identity.groups.join(',')
+  out[names.user] = headerText(identity.sub)
+  if (identity.email && identity.emailVerified !== false) out[names.email] = headerText(identity.email)
+  if (identity.groups.length > 0) out[names.groups] = headerText(identity.groups.join(','))
   return headers
 }
 
