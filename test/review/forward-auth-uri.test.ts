@@ -52,9 +52,10 @@ async function get (port: number, path: string, lines: string[]): Promise<number
 
 /** docs/forward-auth/nginx.conf's auth location as nginx's own example writes it: the original URI in X-Original-URI only. */
 function nginxExample (config: string): string {
-  const docs = '        proxy_set_header X-Forwarded-Uri $request_uri;\n        proxy_set_header X-Original-URI "";\n'
-  if (!config.includes(docs)) throw new Error('docs/forward-auth/nginx.conf no longer sets X-Forwarded-Uri as this test expects')
-  return config.replace(docs, '        proxy_set_header X-Original-URI $request_uri;\n')
+  const forwarded = '        proxy_set_header X-Forwarded-Uri $request_uri;\n'
+  const cleared = '        proxy_set_header X-Original-URI "";\n'
+  if (!config.includes(forwarded) || !config.includes(cleared)) throw new Error('docs/forward-auth/nginx.conf no longer sets X-Forwarded-Uri as this test expects')
+  return config.replace(cleared, '').replace(forwarded, '        proxy_set_header X-Original-URI $request_uri;\n')
 }
 
 let redis: TestRedis
