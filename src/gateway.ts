@@ -136,6 +136,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   // Set on protected requests (the proxy's and forward-auth's), read by RequestEnd's log line.
   app.decorateRequest('auditUser', undefined)
   app.decorateRequest('auditRule', undefined)
+  app.decorateRequest('auditOriginal', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
 

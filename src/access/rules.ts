@@ -4,9 +4,10 @@
 // lets any signed-in person in. An address the provider marked unverified matches no e-mail or
 // domain condition. Paths are matched by glob.ts, linearly in the path, never by a regular expression.
 //
-// A method or path the caller cannot tell (forward-auth without a trusted proxy's original request)
-// is `undefined`: a condition on it never holds in an `allow` rule and always holds in a `deny` rule,
-// so what cannot be judged is refused, never admitted.
+// What cannot be told (a method or path forward-auth was not given by a trusted proxy, a person
+// without identity, a claim the session never read, an unverified address) never holds in an `allow`
+// rule and always holds in a `deny` rule: what cannot be judged is refused, never admitted. A `deny`
+// rule's GET covers HEAD, and a `paths` glob `/admin/*` covers `/admin` itself.
 import type { Rule, RuleLists } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
@@ -25,8 +26,8 @@ export type Judge = (identity: Identity | undefined, method: string | undefined,
 
 /**
  * One condition of a rule: true when it holds. What the gateway cannot vouch for (a method or path
- * not told, an unverified address) counts as a match in a `deny` rule (`inDeny`) and as none in an
- * `allow` rule: refused, never admitted.
+ * not told, an unverified address, a person without identity, a claim not read) counts as a match
+ * in a `deny` rule (`inDeny`) and as none in an `allow` rule: refused, never admitted.
  */
 type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, inDeny: boolean) => boolean
 
@@ -34,43 +35,69 @@ const ADMITTED: Judgement = Object.freeze({ admit: true, rule: undefined })
 const NO_ALLOW: Judgement = Object.freeze({ admit: false, rule: undefined })
 
 /** The address a rule may match: in an `allow` rule, none when the provider marked it unverified. */
-function ruleEmail (identity: Identity | undefined, inDeny: boolean): string | undefined {
-  return identity?.emailVerified === false && !inDeny ? undefined : identity?.email
+function ruleEmail (identity: Identity, inDeny: boolean): string | undefined {
+  return identity.emailVerified === false && !inDeny ? undefined : identity.email
 }
 
 function domainOf (email: string): string {
   return email.slice(email.lastIndexOf('@') + 1)
 }
 
-/** Each condition the rule gives, compiled. */
-function conditions (rule: Rule): Condition[] {
+/**
+ * A condition about the person: with no identity (a provider that gave no user name) it cannot be
+ * told, so it holds in a `deny` rule and fails in an `allow` rule.
+ */
+function aboutPerson (test: (identity: Identity, inDeny: boolean) => boolean): Condition {
+  return (identity, _method, _path, inDeny) => identity === undefined ? inDeny : test(identity, inDeny)
+}
+
+/**
+ * A claim condition. A claim the session read at sign-in and did not find (kept as no values) does
+ * not match; one the session never read (named by a rule added since) cannot be told. Own entries
+ * only: a claim path such as `constructor` must not read what every object inherits.
+ */
+function claimCondition (path: string, values: readonly string[]): Condition {
+  const accepted = new Set(values)
+  return aboutPerson((identity, inDeny) => {
+    const claims = identity.claims
+    if (claims === undefined || !Object.hasOwn(claims, path)) return inDeny
+    return claims[path]!.some((value) => accepted.has(value))
+  })
+}
+
+/** A `paths` glob: `/admin/*` covers `/admin` itself too, as a route's path `/admin/` does. */
+function pathMatcher (glob: string): (path: string) => boolean {
+  const matches = globMatcher(glob)
+  if (!glob.endsWith('/*') || glob.length < 3) return matches
+  const directory = globMatcher(glob.slice(0, -2))
+  return (path) => matches(path) || directory(path)
+}
+
+/** Each condition the rule gives, compiled. `inDeny`: a `deny` rule's GET covers HEAD (the same handler answers both). */
+function conditions (rule: Rule, inDeny: boolean): Condition[] {
   const list: Condition[] = []
-  if (rule.users.length > 0) list.push((identity) => identity !== undefined && rule.users.includes(identity.sub))
+  if (rule.users.length > 0) list.push(aboutPerson((identity) => rule.users.includes(identity.sub)))
   if (rule.emails.length > 0) {
-    list.push((identity, _method, _path, inDeny) => {
-      const email = ruleEmail(identity, inDeny)
+    list.push(aboutPerson((identity, deny) => {
+      const email = ruleEmail(identity, deny)
       return email !== undefined && rule.emails.includes(email)
-    })
+    }))
   }
   if (rule.domains.length > 0) {
-    list.push((identity, _method, _path, inDeny) => {
-      const email = ruleEmail(identity, inDeny)
+    list.push(aboutPerson((identity, deny) => {
+      const email = ruleEmail(identity, deny)
       return email !== undefined && rule.domains.includes(domainOf(email))
-    })
+    }))
   }
-  if (rule.groups.length > 0) list.push((identity) => identity !== undefined && identity.groups.some((group) => rule.groups.includes(group)))
-  for (const claim of rule.claims) {
-    const accepted = new Set(claim.values)
-    // Own entries only: a claim path such as `constructor` must not read what every object inherits.
-    list.push((identity) => {
-      const claims = identity?.claims
-      return claims !== undefined && Object.hasOwn(claims, claim.path) && claims[claim.path]!.some((value) => accepted.has(value))
-    })
+  if (rule.groups.length > 0) list.push(aboutPerson((identity) => identity.groups.some((group) => rule.groups.includes(group))))
+  for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
+  if (rule.methods.length > 0) {
+    const methods = inDeny && rule.methods.includes('GET') && !rule.methods.includes('HEAD') ? [...rule.methods, 'HEAD'] : rule.methods
+    list.push((_identity, method, _path, deny) => method === undefined ? deny : methods.includes(method))
   }
-  if (rule.methods.length > 0) list.push((_identity, method, _path, inDeny) => method === undefined ? inDeny : rule.methods.includes(method))
   if (rule.paths.length > 0) {
-    const globs = rule.paths.map(globMatcher)
-    list.push((_identity, _method, path, inDeny) => path === undefined ? inDeny : globs.some((glob) => glob(path)))
+    const globs = rule.paths.map(pathMatcher)
+    list.push((_identity, _method, path, deny) => path === undefined ? deny : globs.some((glob) => glob(path)))
   }
   return list
 }
@@ -82,7 +109,7 @@ interface CompiledRule {
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
 function compiled (rule: Rule, inDeny: boolean): CompiledRule {
-  const list = conditions(rule)
+  const list = conditions(rule, inDeny)
   return {
     name: rule.name,
     // A rule without conditions holds for nobody (the config refuses one).

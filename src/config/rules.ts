@@ -31,6 +31,12 @@ export const CLAIM_PATH = /^(?:[\w$:@-]+(?:\.[\w$:@-]+)*|(?:\/[^/\s]*)+)$/
 /** A method token (RFC 9110 §9.1), letters only in practice. */
 const METHOD = /^[A-Za-z]+$/
 
+/** An e-mail address as rules compare it: one `@`, something on each side, no wildcard or space. */
+const EMAIL = /^[^\s@*]+@[^\s@*]+$/
+
+/** A domain as rules compare it: labels joined by dots, no wildcard, scheme, path, port or `@`. */
+const DOMAIN = /^[^\s@*/:.]+(?:\.[^\s@*/:.]+)*$/
+
 function texts (list: readonly string[] | undefined, form: (value: string) => string): string[] {
   return (list ?? []).map((value) => form(value.trim())).filter((value) => value !== '')
 }
@@ -68,8 +74,12 @@ export function globProblem (glob: string): string | undefined {
   return undefined
 }
 
-/** Problems of one rule's values, at their key paths. */
-function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml): void {
+/**
+ * Problems of one rule's values, at their key paths: what no request could ever meet. `routePath`:
+ * the route's path, which every path it judges is under (rules see the gateway's path, before
+ * `rewritePrefix`); undefined for a forward-auth host.
+ */
+function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml, routePath: string | undefined): void {
   if (conditionCount(rule) === 0 && !issues.touched(at)) {
     issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods or paths')
   }
@@ -80,18 +90,30 @@ function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml): void {
     if (!METHOD.test(method)) issues.add([...at, 'methods', i], `must be a request method such as GET or POST, got ${describe(method)}`)
   })
   rule.paths.forEach((glob, i) => {
-    const problem = globProblem(glob)
+    const problem = globProblem(glob) ?? outsideRoute(glob, routePath)
     if (problem !== undefined) issues.add([...at, 'paths', i], `${problem}, got ${describe(glob)}`)
+  })
+  rule.emails.forEach((email, i) => {
+    if (!EMAIL.test(email)) issues.add([...at, 'emails', i], `must be one e-mail address such as alice@example.com (no wildcard: use domains), got ${describe(email)}`)
+  })
+  rule.domains.forEach((domain, i) => {
+    if (!DOMAIN.test(domain)) issues.add([...at, 'domains', i], `must be a domain such as example.com (the whole domain of an address; no wildcard, scheme or path), got ${describe(domain)}`)
   })
 }
 
+/** Why a glob can match no path of the route (`/admin/*` on a route `/app/`), or undefined. */
+function outsideRoute (glob: string, routePath: string | undefined): string | undefined {
+  if (routePath === undefined || routePath === '/' || glob === '*' || glob.startsWith(routePath)) return undefined
+  return `is outside the route's path ${routePath}/: every request this route judges is under it (rules see the gateway's path, before rewritePrefix)`
+}
+
 /** A list (or one rule object) as rules named `<key>[i]` (or `<key>`), each checked. */
-function ruleList (issues: Issues, at: Path, key: string, raw: RuleListYaml): Rule[] | undefined {
+function ruleList (issues: Issues, at: Path, key: string, raw: RuleListYaml, routePath: string | undefined): Rule[] | undefined {
   if (raw === undefined) return undefined
   const entries = Array.isArray(raw) ? raw.map((rule, i) => [`${key}[${i}]`, [...at, i], rule] as const) : [[key, at, raw] as const]
   return entries.map(([name, path, yaml]) => {
     const rule = normalisedRule(name, yaml)
-    checkRule(issues, path, rule, yaml)
+    checkRule(issues, path, rule, yaml, routePath)
     return rule
   })
 }
@@ -113,22 +135,26 @@ function anyOfRules (issues: Issues, at: Path, raw: RuleListYaml): Rule[] | unde
   }
   return anyOf.map((key) => {
     const rule = normalisedRule(`allow.${key}`, { [key]: raw[key] })
-    checkRule(issues, [...at, key], rule, {})
+    checkRule(issues, [...at, key], rule, {}, undefined)
     return rule
   })
 }
 
+/** Where a rule list is written: a route (its path; its `allow` object may be in the earlier any-of form, see anyOfRules), or a forward-auth host. */
+export type RuleSite = { route: string } | { host: string }
+
 /**
- * `allow` and `deny` at `at`: a route's (`anyOfObject`: its `allow` object in the earlier any-of
- * form keeps its meaning, see anyOfRules), or a forward-auth host's (`prefix` then names the host
- * in the rules' names: `hosts.payroll.example.com.deny[0]`).
+ * `allow` and `deny` at `at`: a route's, or a forward-auth host's (whose rules are then named after
+ * it: `hosts.payroll.example.com.deny[0]`).
  */
-export function ruleLists (issues: Issues, at: Path, raw: { allow?: RuleListYaml, deny?: RuleListYaml }, anyOfObject: boolean, prefix = ''): RuleLists {
-  const allow = (anyOfObject ? anyOfRules(issues, [...at, 'allow'], raw.allow) : undefined) ?? ruleList(issues, [...at, 'allow'], `${prefix}allow`, raw.allow)
+export function ruleLists (issues: Issues, at: Path, raw: { allow?: RuleListYaml, deny?: RuleListYaml }, site: RuleSite): RuleLists {
+  const routePath = 'route' in site ? site.route : undefined
+  const prefix = 'host' in site ? `hosts.${site.host}.` : ''
+  const allow = (routePath !== undefined ? anyOfRules(issues, [...at, 'allow'], raw.allow) : undefined) ?? ruleList(issues, [...at, 'allow'], `${prefix}allow`, raw.allow, routePath)
   if (allow?.length === 0 && !issues.touched([...at, 'allow'])) {
     issues.add([...at, 'allow'], 'allows nobody: give a rule (or remove allow to let any signed-in person in)')
   }
-  return { allow, deny: ruleList(issues, [...at, 'deny'], `${prefix}deny`, raw.deny) ?? [] }
+  return { allow, deny: ruleList(issues, [...at, 'deny'], `${prefix}deny`, raw.deny, routePath) ?? [] }
 }
 
 /** The claim paths rules name. */

@@ -249,7 +249,7 @@ function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<stri
       issues.add(at, `names the host ${describe(host)} a second time`)
       continue
     }
-    hosts.set(host, ruleLists(issues, at, rules, false, `hosts.${host}.`))
+    hosts.set(host, ruleLists(issues, at, rules, { host }))
   }
   return hosts
 }
@@ -411,7 +411,7 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
     maxConnections: raw.maxConnections,
     auth,
     websocket: raw.websocket,
-    rules: ruleLists(issues, path, raw, true),
+    rules: ruleLists(issues, path, raw, { route: prefix }),
     headers: validateClaimHeaders(issues, at('headers'), raw.headers ?? {}),
     public: validatePublic(issues, at('public'), raw.public),
     identityHeaders: validateIdentityHeaders(issues, at('identityHeaders'), raw.identityHeaders),

@@ -26,6 +26,8 @@ declare module 'fastify' {
      */
     auditUser: string | null | undefined
     auditRule: string | undefined
+    /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
+    auditOriginal: { readonly method: string | undefined, readonly url: string } | undefined
   }
 }
 
@@ -54,7 +56,20 @@ export class RequestEnd extends LogController {
   }
 }
 
+/**
+ * The log line of a websocket upgrade the gateway passes on: Fastify writes none for it (the socket
+ * is handed over, no response is sent), so the audit fields would be missing. Written once, when the
+ * upstream handshake starts, at the level of `request completed`.
+ */
+export function logUpgrade (request: FastifyRequest): void {
+  const fields = { method: request.method, url: loggableUrl(request.url), statusCode: 101 }
+  request.log.info(request.auditRule === undefined ? fields : { ...fields, user: request.auditUser ?? null, rule: request.auditRule }, 'request upgraded')
+}
+
 function line (request: FastifyRequest, reply: FastifyReply) {
   const fields = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
-  return request.auditRule === undefined ? fields : { ...fields, user: request.auditUser ?? null, rule: request.auditRule }
+  if (request.auditRule === undefined) return fields
+  const original = request.auditOriginal
+  const audit = { ...fields, user: request.auditUser ?? null, rule: request.auditRule }
+  return original === undefined ? audit : { ...audit, originalMethod: original.method, originalUrl: original.url }
 }

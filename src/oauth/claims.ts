@@ -56,15 +56,16 @@ function claimText (value: unknown): string | undefined {
 
 /**
  * The claims at `paths` (the provider's keptClaims), each as a list of texts: an array claim's
- * elements, or a single value; objects and missing claims are left out. Undefined when none is found.
+ * elements, or a single value; objects are left out. A path the claims do not have is kept as no
+ * values: read and not found, which rules tell from a path never read (one a rule added since names).
+ * Undefined when no path is named.
  */
 export function keptClaims (claims: Record<string, unknown>, paths: readonly string[]): Record<string, string[]> | undefined {
-  const entries = paths.flatMap((path) => {
+  if (paths.length === 0) return undefined
+  return Object.fromEntries(paths.map((path) => {
     const value = pick(claims, path)
-    const values = (Array.isArray(value) ? value : [value]).flatMap((item) => claimText(item) ?? [])
-    return values.length === 0 ? [] : [[path, values] as const]
-  })
-  return entries.length === 0 ? undefined : Object.fromEntries(entries)
+    return [path, (Array.isArray(value) ? value : [value]).flatMap((item) => claimText(item) ?? [])]
+  }))
 }
 
 /**

@@ -21,6 +21,7 @@ import { trustTest } from '../http/trust-proxy.js'
 import type { Providers } from '../oauth/providers.js'
 import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
 import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
+import { loggableUrl } from '../ops/logger.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export const LOGIN_URL_HEADER = 'x-login-url'
@@ -57,14 +58,15 @@ function queryRules (query: Record<string, string | string[] | undefined>): Rule
 }
 
 /**
- * The one value two headers agree on: either when only one is sent, undefined when they differ. A
+ * The one value two headers agree on: either when only one is sent, undefined when any two values differ. A
  * proxy sets one of them (X-Forwarded-Method: Traefik, Caddy, the shipped nginx snippet;
  * X-Original-Method: ingress-nginx) and may pass the other on from the client as it came: a client
  * that sends the other one differently only refuses itself.
  */
 function agreed (request: FastifyRequest, name: string, other: string): string | undefined {
-  const [one, two] = [single(request, name), single(request, other)]
-  return one === undefined ? two : two === undefined || two === one ? one : undefined
+  const values = [...(request.raw.headersDistinct[name] ?? []), ...(request.raw.headersDistinct[other] ?? [])]
+  // Sent more than once (a proxy that appends rather than replaces): what the client added could be either.
+  return values.every((value) => value === values[0]) ? values[0] : undefined
 }
 
 /**
@@ -74,7 +76,9 @@ function agreed (request: FastifyRequest, name: string, other: string): string |
  */
 function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): { method: string | undefined, path: string | undefined } {
   if (original === undefined || !trusted(request.socket.remoteAddress ?? '', 0)) return { method: undefined, path: undefined }
-  const method = agreed(request, 'x-forwarded-method', 'x-original-method')?.toUpperCase()
+  // Not a method token (`POST, GET`: values joined by a proxy): it cannot be told.
+  const named = agreed(request, 'x-forwarded-method', 'x-original-method')
+  const method = named !== undefined && /^[A-Za-z]+$/.test(named) ? named.toUpperCase() : undefined
   const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
   const canonical = uri === original.uri ? canonicalTarget(uri) : undefined
   return { method, path: canonical?.ok === true ? canonical.url : undefined }
@@ -173,7 +177,9 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     // original request (its method and path), not this one. Compiled per request: a few rules, no
     // `public` globs. Never a redirect: the proxy in front answers a browser (X-Login-URL).
     const hostJudge = host === undefined ? undefined : hostJudges.get(host)
-    const judge = forwardJudge(queryRules(request.query), hostJudge, originalRequest(trusted, request, original))
+    const subject = originalRequest(trusted, request, original)
+    if (original !== undefined) request.auditOriginal = { method: subject.method, url: loggableUrl(original.uri) }
+    const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [] }, () => login, judge)
     const verdict = await access.authorize({ gate, signer: signerFor(provider, original?.url.origin) }, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie })
     request.auditUser = auditUser(verdict)

@@ -14,6 +14,7 @@ import type { Assertions } from '../assertion/assertions.js'
 import type { ClaimHeader, GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
+import { logUpgrade } from '../http/request-end.js'
 import { allCookieNames, loginUrl, switchAccountUrl } from '../oauth/urls.js'
 import type { Metrics } from '../ops/metrics.js'
 import { BodyDeadlines } from '../proxy/body-deadline.js'
@@ -175,7 +176,10 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
   // The upstream's handshake is bounded by the route's timeout, as its HTTP answers are: a client
   // leg is never held open (its messages queued) behind an upstream that never answers.
   const wsClientOptions: WsClientOptions = {
-    rewriteRequestHeaders: (_headers, request) => headers.websocket(route, request),
+    rewriteRequestHeaders: (_headers, request) => {
+      logUpgrade(request)
+      return headers.websocket(route, request)
+    },
     maxPayload: route.websocketMaxMessage,
     handshakeTimeout: route.timeoutMs,
   }

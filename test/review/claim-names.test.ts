@@ -36,6 +36,10 @@ describe('claim paths named like Object.prototype members', () => {
 
   it.each(NAMES)('a deny rule on %s that does not hold refuses nobody (no throw)', (name) => {
     const judge = compileRules(lists(undefined, [{ claims: { [name]: ['x'] } }, { claims: { roles: ['banned'] } }]))
-    expect(judge(reporter, 'GET', '/app/')).toEqual({ admit: true, rule: undefined })
+    // As a session keeps it: the claim was read at sign-in (both rules name it) and not found.
+    const read: Identity = JSON.parse(JSON.stringify({ ...reporter, claims: { ...reporter.claims, [name]: [] } })) as Identity
+    expect(judge(read, 'GET', '/app/')).toEqual({ admit: true, rule: undefined })
+    // Never read (a rule added since the sign-in): it cannot be told, and the deny holds.
+    expect(judge(reporter, 'GET', '/app/')).toEqual({ admit: false, rule: 'deny[0]' })
   })
 })

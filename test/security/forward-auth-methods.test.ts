@@ -158,9 +158,20 @@ describe('a trusted peer naming the original request in two headers (as ingress-
     ['the methods disagree: a POST calling itself a GET in the other header', { 'x-forwarded-method': 'GET', 'x-original-method': 'POST', 'x-forwarded-uri': '/pay' }, 403],
     ['the paths disagree', { 'x-forwarded-method': 'GET', 'x-forwarded-uri': '/pay', 'x-original-uri': '/admin/users' }, 403],
     ['no method named', { 'x-forwarded-uri': '/pay' }, 403],
+    ['two methods joined in one value (a proxy that appends)', { 'x-forwarded-method': 'POST, GET', 'x-forwarded-uri': '/pay' }, 403],
     ['no path named', { 'x-forwarded-method': 'GET' }, 403],
     ['a path that cannot be made canonical', { 'x-forwarded-method': 'GET', 'x-forwarded-uri': '/pay/%2e%2e/admin/users' }, 403],
   ])('%s', async (_what, headers, status) => {
     expect(await ask(headers)).toBe(status)
+  })
+
+  it('the method header sent twice, differing (a proxy that appends rather than replaces): 403', async () => {
+    const port = gateway.config.server.port
+    const lines = [`Cookie: ${session}`, 'X-Forwarded-Proto: http', 'X-Forwarded-Uri: /pay']
+    expect(await send(port, 'GET', '/oauth/auth/demo/', [...lines, 'X-Forwarded-Method: GET'])).toBe(200)
+    expect(await send(port, 'GET', '/oauth/auth/demo/', [...lines, 'X-Forwarded-Method: POST', 'X-Forwarded-Method: GET'])).toBe(403)
+    // The client's X-Original-Method does not decide where the proxy's own header came twice.
+    expect(await send(port, 'GET', '/oauth/auth/demo/', [...lines, 'X-Forwarded-Method: POST', 'X-Forwarded-Method: GET', 'X-Original-Method: GET'])).toBe(403)
+    expect(await send(port, 'GET', '/oauth/auth/demo/', [...lines, 'X-Forwarded-Method: GET', 'X-Forwarded-Method: GET'])).toBe(200)
   })
 })
