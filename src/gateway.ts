@@ -137,6 +137,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorateRequest('auditUser', undefined)
   app.decorateRequest('auditRule', undefined)
   app.decorateRequest('auditOriginal', undefined)
+  app.decorateRequest('auditDecision', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
 

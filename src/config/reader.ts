@@ -146,7 +146,7 @@ const CREDENTIALS = /^([a-z][a-z0-9+.-]*:\/\/)?([^\s/@:]*):[^\s/@]*@/i
 
 export function describe (value: unknown): string {
   if (value === null || value === undefined) return 'nothing'
-  if (Array.isArray(value)) return 'a list'
+  if (Array.isArray(value)) return value.length === 0 ? 'an empty list' : 'a list'
   if (typeof value === 'object') return 'a mapping'
   if (typeof value === 'string') {
     const shown = value.replace(CREDENTIALS, '$1$2:***@')

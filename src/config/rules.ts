@@ -130,7 +130,7 @@ function anyOfRules (issues: Issues, at: Path, raw: RuleListYaml): Rule[] | unde
   if (anyOf.length < 2) return undefined
   if (anyOf.length !== given.length) {
     issues.add(at, `names ${anyOf.join(' and ')} with other conditions: this object form once admitted any of ${anyOf.join(', ')}; ` +
-      'write a list of rules instead, such as [{ emails: [...] }, { groups: [...], methods: [GET] }] (each rule needs all of its conditions)')
+      'write a list of rules instead: [{ emails: [...], methods: [GET] }, { groups: [...], methods: [GET] }] for any of them, or [{ emails: [...], groups: [...], methods: [GET] }] for all (each rule needs all of its conditions)')
     return []
   }
   return anyOf.map((key) => {

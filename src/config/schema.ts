@@ -174,15 +174,15 @@ function Values (description: string) {
 
 const Rule = Type.Object({
   users: Values('User names (the identity\'s `user`, exactly as the provider gives it).'),
-  emails: Values('E-mail addresses (verified ones only).'),
-  domains: Values('E-mail domains (of verified addresses only).'),
+  emails: Values('E-mail addresses; an address the provider has not verified matches no `allow` rule, and does match a `deny` rule.'),
+  domains: Values('E-mail domains (the whole domain of the address); unverified addresses as for `emails`.'),
   groups: Values('Groups.'),
   claims: Type.Optional(Type.Record(Type.String(), Type.Array(Type.Union([Type.String({ minLength: 1 }), Type.Number(), Type.Boolean()]), { minItems: 1 }), {
     description: 'Claim path (dotted, such as `realm_access.roles`, or a JSON pointer) to the accepted values; an array claim matches when any element does. Numbers and booleans compare as written.',
     expected: 'a mapping of claim path to a non-empty list of values, such as { realm_access.roles: [reporter] }',
     examples: [{ 'realm_access.roles': ['reporter'] }],
   })),
-  methods: Values('Request methods (`GET`, `POST`, ...); a rule for GET does not cover HEAD.'),
+  methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does.'),
   paths: Values('Globs on the canonical request path (`/app/admin/*`; `*` matches any characters, `/` included); the query is not part of it.'),
 }, { additionalProperties: false, description: 'One rule: it holds when every condition it gives holds (a list inside a condition matches any of its values).' })
 

@@ -522,9 +522,15 @@ function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteRaw['ide
  * none HTTP gives a meaning to, not the route's identity or assertion headers), lower case.
  */
 function validateClaimHeaders (issues: Issues, path: Path, raw: Record<string, string>): ClaimHeader[] {
+  const seen = new Set<string>()
   return Object.entries(raw).flatMap(([name, source]) => {
     const at = [...path, name]
     const lower = name.toLowerCase()
+    if (seen.has(lower)) {
+      issues.add(at, `names the header ${lower} a second time (header names are the same in any case)`)
+      return []
+    }
+    seen.add(lower)
     const problem = !HEADER_NAME.test(name)
       ? `must be a header name, got ${describe(name)}`
       : !IDENTITY_HEADER_NAME.test(name)
@@ -623,11 +629,18 @@ function keepNamedClaims (providers: Record<string, ProviderConfig>, routes: rea
 }
 
 /**
- * A route's claim headers: not on a route without a session (there are no claims to send), and not
- * one of its identity headers or the assertion header (two values for one name).
+ * What a route without a session cannot use (rules judge nobody, there are no claims to send), and
+ * claim headers named as one of its identity headers or the assertion header (two values for one name).
  */
 function refuseHeaderClashes (issues: Issues, routes: readonly RouteConfig[], assertionHeader: string): void {
   routes.forEach((route, i) => {
+    if (route.auth === 'none') {
+      for (const key of ['allow', 'deny'] as const) {
+        if (key === 'allow' ? route.rules.allow !== undefined : route.rules.deny.length > 0) {
+          issues.add(['routes', i, key], 'needs auth: required (a route without a session has nobody to judge: its requests pass before any rule)')
+        }
+      }
+    }
     if (route.auth === 'none' && route.headers.length > 0) {
       issues.add(['routes', i, 'headers'], 'needs auth: required (a route without a session has no claims to send)')
       return

@@ -26,6 +26,8 @@ declare module 'fastify' {
      */
     auditUser: string | null | undefined
     auditRule: string | undefined
+    /** What was decided: `allow`, `forbidden`, `sign_in`, `unauthenticated`, `public`, `unavailable`, `invalid_request`. */
+    auditDecision: string | undefined
     /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
     auditOriginal: { readonly method: string | undefined, readonly url: string } | undefined
   }
@@ -63,13 +65,13 @@ export class RequestEnd extends LogController {
  */
 export function logUpgrade (request: FastifyRequest): void {
   const fields = { method: request.method, url: loggableUrl(request.url), statusCode: 101 }
-  request.log.info(request.auditRule === undefined ? fields : { ...fields, user: request.auditUser ?? null, rule: request.auditRule }, 'request upgraded')
+  request.log.info(request.auditRule === undefined ? fields : { ...fields, decision: request.auditDecision, user: request.auditUser ?? null, rule: request.auditRule }, 'request upgraded')
 }
 
 function line (request: FastifyRequest, reply: FastifyReply) {
   const fields = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
   if (request.auditRule === undefined) return fields
   const original = request.auditOriginal
-  const audit = { ...fields, user: request.auditUser ?? null, rule: request.auditRule }
+  const audit = { ...fields, decision: request.auditDecision, user: request.auditUser ?? null, rule: request.auditRule }
   return original === undefined ? audit : { ...audit, originalMethod: original.method, originalUrl: original.url }
 }

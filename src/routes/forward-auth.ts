@@ -184,6 +184,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const verdict = await access.authorize({ gate, signer: signerFor(provider, original?.url.origin) }, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie })
     request.auditUser = auditUser(verdict)
     request.auditRule = auditRule(verdict)
+    request.auditDecision = verdict.kind
     switch (verdict.kind) {
       case 'allow':
         break

@@ -47,11 +47,15 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
 function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, claimHeaders: readonly ClaimHeader[], done: HookHandlerDoneFunction, switchAccount: (next: string) => string): void {
   request.auditUser = auditUser(verdict)
   request.auditRule = auditRule(verdict)
+  request.auditDecision = verdict.kind
   switch (verdict.kind) {
     case 'allow': {
       // Checked before anything goes upstream: a value that cannot be sent whole refuses the request.
       const claims = claimHeaderValues(verdict.identity, claimHeaders)
-      if (!claims.ok) return done(unsendableClaim(claims.header, claims.problem))
+      if (!claims.ok) {
+        request.auditDecision = 'forbidden'
+        return done(unsendableClaim(claims.header, claims.problem))
+      }
       request.accessToken = verdict.accessToken
       request.identity = verdict.identity
       request.assertion = verdict.assertion

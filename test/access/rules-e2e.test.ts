@@ -101,7 +101,7 @@ describe('rule lists through a real provider', () => {
     await response.arrayBuffer()
     const url = new URL(path, 'http://x')
     const canonical = url.pathname.replace('%61', 'a') + (url.search === '' ? '' : url.search.replace(/=[^&]*/g, ''))
-    await expect.poll(() => lineOf(canonical)).toMatchObject({ method, statusCode: status, user: who, rule })
+    await expect.poll(() => lineOf(canonical)).toMatchObject({ method, statusCode: status, decision: status === 200 ? 'allow' : 'forbidden', user: who, rule })
   })
 
   it('a 403 names the deny rule and what was seen, never the rule\'s values', async () => {
@@ -113,7 +113,7 @@ describe('rule lists through a real provider', () => {
 
   it('an API client without a session is logged as nobody, rule none', async () => {
     expect((await fetch(`${gateway.url}/reports/anon`, { headers: json })).status).toBe(401)
-    await expect.poll(() => lineOf('/reports/anon')).toMatchObject({ statusCode: 401, user: null, rule: 'none' })
+    await expect.poll(() => lineOf('/reports/anon')).toMatchObject({ statusCode: 401, decision: 'unauthenticated', user: null, rule: 'none' })
   })
 
   it('the session keeps only the claims some rule names, as text', async () => {

@@ -88,6 +88,10 @@ describe('bad rules are refused at their key path', () => {
     ['a claim header named X-Forwarded-For', { headers: { 'X-Forwarded-For': 'claims.tid' } }, /^routes\[0\]\.headers\.X-Forwarded-For: must not be a header the gateway sets itself/],
     ['a claim header named X-Real-IP', { headers: { 'X-Real-IP': 'claims.tid' } }, /must not be a header the gateway sets itself/],
     ['a claim header named as the assertion header', { headers: { 'X-Gateway-Assertion': 'claims.tid' } }, /^routes\[0\]\.headers: names x-gateway-assertion, which is one of this route's identity headers or the assertion header/],
+    ['allow on a route without a session', { auth: 'none', provider: undefined, allow: { groups: ['staff'] } }, /^routes\[0\]\.allow: needs auth: required/],
+    ['deny on a route without a session', { auth: 'none', provider: undefined, deny: [{ paths: ['/app/admin/*'] }] }, /^routes\[0\]\.deny: needs auth: required/],
+    ['one claim header name twice, in two cases', { headers: { 'X-Roles': 'claims.roles', 'x-roles': 'claims.sub' } }, /^routes\[0\]\.headers\.x-roles: names the header x-roles a second time/],
+    ['an empty list says so', { allow: { groups: [] } }, /got an empty list/],
     ['claim headers on a route without a session', { auth: 'none', provider: undefined, headers: { 'X-Roles': 'claims.tid' } }, /^routes\[0\]\.headers: needs auth: required/],
     ['a claim header that is an identity header', { identityHeaders: { user: 'X-User' }, headers: { 'X-User': 'claims.tid' } }, /^routes\[0\]\.headers: names x-user, which is one of this route's identity headers/],
   ])('%s', (_what, route, problem) => {
