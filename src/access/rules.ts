@@ -1,8 +1,8 @@
 // Who may pass: `allow` and `deny` lists of rules (src/config/rules.ts reads them), compiled once
 // into one pure function of (identity, method, canonical path). A rule holds when every condition it
 // gives holds; a list inside a condition matches any of its values. `deny` wins; no `allow` list
-// lets any signed-in person in. An address the provider marked unverified matches no e-mail or
-// domain condition. Paths are matched by glob.ts, linearly in the path, never by a regular expression.
+// lets any signed-in person in. Paths are matched by glob.ts, linearly in the path, never by a
+// regular expression.
 //
 // What cannot be told (a method or path forward-auth was not given by a trusted proxy, a person
 // without identity, a claim the session never read, an unverified address) never holds in an `allow`
