@@ -462,16 +462,8 @@ const GATEWAY_SET_HEADERS = ['authorization', 'cookie', 'host', 'forwarded', 'x-
 function validateAssertion (issues: Issues, section: Sections['assertion'], written: boolean, routes: RouteConfig[]): AssertionConfig {
   const header = section.header
   const lower = header.toLowerCase()
-  if (!HEADER_NAME.test(header)) {
-    issues.add(['assertion', 'header'], `must be a header name, got ${describe(header)}`)
-  } else if (!IDENTITY_HEADER_NAME.test(header)) {
-    issues.add(['assertion', 'header'], `${IDENTITY_HEADER_PROBLEM}, got ${describe(header)}`)
-  } else if (GATEWAY_SET_HEADERS.includes(lower) || lower.startsWith('x-forwarded-')) {
-    issues.add(['assertion', 'header'], `must not be a header the gateway sets itself (${lower}), got ${describe(header)}`)
-  } else {
-    const reserved = reservedHeaderProblem(header)
-    if (reserved !== undefined) issues.add(['assertion', 'header'], reserved)
-  }
+  const problem = filledHeaderProblem(header, true)
+  if (problem !== undefined) issues.add(['assertion', 'header'], problem)
   return {
     enabled: written || routes.some((route) => route.assertion),
     header: lower,
@@ -505,12 +497,25 @@ const HEADER_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
 const IDENTITY_HEADER_NAME = /^[A-Za-z0-9-]+$/
 const IDENTITY_HEADER_PROBLEM = 'may hold only letters, digits and "-": CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling'
 
+/**
+ * Why a header the gateway fills (an identity, claim or assertion header) may not have this name, or
+ * undefined: not a header name, a spelling CGI reads as another, a header HTTP gives a meaning, and
+ * (`gatewaySet`) one the gateway sets itself (identity headers are X-Forwarded-* by default).
+ */
+function filledHeaderProblem (name: string, gatewaySet: boolean): string | undefined {
+  const lower = name.toLowerCase()
+  if (!HEADER_NAME.test(name)) return `must be a header name, got ${describe(name)}`
+  if (!IDENTITY_HEADER_NAME.test(name)) return `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
+  if (gatewaySet && (GATEWAY_SET_HEADERS.includes(lower) || lower.startsWith('x-forwarded-'))) {
+    return `must not be a header the gateway sets itself (${lower}), got ${describe(name)}`
+  }
+  return reservedHeaderProblem(name)
+}
+
 function validateIdentityHeaders (issues: Issues, path: Path, raw: RouteRaw['identityHeaders']): IdentityHeaders {
   const header = (key: keyof IdentityHeaders) => {
     const name = raw[key]
-    const problem = !HEADER_NAME.test(name)
-      ? `must be a header name, got ${describe(name)}`
-      : IDENTITY_HEADER_NAME.test(name) ? reservedHeaderProblem(name) : `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
+    const problem = filledHeaderProblem(name, false)
     if (problem !== undefined) issues.add([...path, key], problem)
     return name.toLowerCase()
   }
@@ -531,13 +536,7 @@ function validateClaimHeaders (issues: Issues, path: Path, raw: Record<string, s
       return []
     }
     seen.add(lower)
-    const problem = !HEADER_NAME.test(name)
-      ? `must be a header name, got ${describe(name)}`
-      : !IDENTITY_HEADER_NAME.test(name)
-          ? `${IDENTITY_HEADER_PROBLEM}, got ${describe(name)}`
-          : GATEWAY_SET_HEADERS.includes(lower) || lower.startsWith('x-forwarded-')
-            ? `must not be a header the gateway sets itself (${lower}): name a header of your own, such as X-Roles`
-            : reservedHeaderProblem(name)
+    const problem = filledHeaderProblem(name, true)
     if (problem !== undefined) {
       issues.add(at, problem)
       return []
