@@ -10,6 +10,7 @@ import { holdAgain, holdPort, releasePort, waitFor } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
 import { startRedis } from './redis.js'
 import { startUpstream, type Upstream } from './upstream.js'
+import { Browser } from './browser.js'
 
 export const TEST_SECRET = 'test-session-secret-0123456789-abcdefghij'
 
@@ -159,4 +160,35 @@ export async function startNestedRoutes (publicRules: string[]): Promise<NestedR
       await redis.release()
     },
   }
+}
+
+/**
+ * A gateway answering forward-auth for a proxy in front on loopback (trusted), whose provider `demo`
+ * signs in at a real authorization server; `rest` is the rest of gateway.yaml (its `forwardAuth`,
+ * an `assertion`). `close` stops both.
+ */
+export async function startForwardAuthGateway (redisUrl: string, rest: Record<string, unknown>): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
+  const server = await reserveBaseUrl()
+  const op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
+  try {
+    const gateway = await startGateway({
+      server: { ...server, trustProxy: ['127.0.0.1'] },
+      store: { type: 'redis', url: redisUrl },
+      providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
+      routes: [],
+      ...rest,
+    })
+    return { gateway, op, close: async () => { await gateway.close(); await op.close() } }
+  } catch (error) {
+    await op.close()
+    throw error
+  }
+}
+
+/** The session cookie (`gw_session=...`) of `login` signed in at `gateway`'s provider `demo`. */
+export async function sessionCookie (gateway: TestGateway, login: string): Promise<string> {
+  const browser = new Browser()
+  const response = await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login })
+  if (response.status !== 200) throw new Error(`${login} could not sign in: ${response.status}`)
+  return `gw_session=${browser.cookies.get('gw_session')!.value}`
 }

@@ -6,9 +6,8 @@
 // fix: the forward-auth line also names the original method and path (canonical, without query
 // values, as `url` is logged), e.g. `originalMethod` and `originalUrl`.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
+import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const PAYROLL = 'payroll.example.com'
@@ -19,18 +18,10 @@ let cookie = ''
 
 beforeAll(async () => {
   redis = await startRedis()
-  const server = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
-  gateway = await startGateway({
-    server: { ...server, trustProxy: ['127.0.0.1'] },
-    store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
-    routes: [],
+  ;({ gateway, op } = await startForwardAuthGateway(redis.url, {
     forwardAuth: { hosts: { [PAYROLL]: { deny: [{ paths: ['/admin/*'], users: ['bob'] }] } } },
-  })
-  const browser = new Browser()
-  expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'alice' })).status).toBe(200)
-  cookie = `gw_session=${browser.cookies.get('gw_session')!.value}`
+  }))
+  cookie = await sessionCookie(gateway, 'alice')
 })
 
 afterAll(async () => {

@@ -12,11 +12,10 @@ import { connect } from 'node:net'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cookieValue } from '../../src/session/session.js'
-import { Browser } from '../helpers/browser.js'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, freePort, listen } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const PAYROLL = 'payroll.example.com'
@@ -78,23 +77,12 @@ const fronts: Partial<Record<FrontKind, { front: FrontProxy, port: number }>> = 
 beforeAll(async () => {
   redis = await startRedis()
   app = await startEchoUpstream()
-  const server = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
-  gateway = await startGateway({
-    server: { ...server, trustProxy: ['127.0.0.1'] },
-    store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
-    routes: [],
+  ;({ gateway, op } = await startForwardAuthGateway(redis.url, {
     // Payroll is guarded by its host's rules only, as docs/forward-auth.md recommends.
     forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['admins'] } } } },
     assertion: {},
-  })
-  for (const login of ['alice', 'bob'] as const) {
-    const browser = new Browser()
-    expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login })).status).toBe(200)
-    sessions[login] = browser.cookieHeader(`${gateway.url}/`)!.split('; ').find((cookie) => cookie.startsWith('gw_session='))!
-    expect(sessions[login]).toBeTruthy()
-  }
+  }))
+  for (const login of ['alice', 'bob'] as const) sessions[login] = await sessionCookie(gateway, login)
   for (const kind of FRONTS.filter((name) => !missing.includes(name))) {
     const port = await freePort()
     fronts[kind] = {

@@ -8,11 +8,10 @@
 import { createServer, type Server } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, freePort, listen } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const ADMIN = 'admin.example.com'
@@ -63,18 +62,10 @@ let session: string
 beforeAll(async () => {
   redis = await startRedis()
   app = await startCountingUpstream()
-  const server = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
-  gateway = await startGateway({
-    server: { ...server, trustProxy: ['127.0.0.1'] },
-    store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
-    routes: [],
+  ;({ gateway, op } = await startForwardAuthGateway(redis.url, {
     forwardAuth: { allowedRedirectHosts: [ADMIN], hosts: { [ADMIN]: { deny: [{ methods: ['POST'] }, { paths: ['/admin/*'] }] } } },
-  })
-  const browser = new Browser()
-  expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'alice' })).status).toBe(200)
-  session = browser.cookieHeader(`${gateway.url}/`)!.split('; ').find((cookie) => cookie.startsWith('gw_session='))!
+  }))
+  session = await sessionCookie(gateway, 'alice')
 })
 
 afterAll(async () => {

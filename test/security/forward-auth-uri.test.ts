@@ -10,11 +10,10 @@
 import { createServer, type Server } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
 import { frontBinary, startFrontProxy, type FrontProxy } from '../helpers/front-proxy.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, freePort, listen } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const PAYROLL = 'payroll.example.com'
@@ -69,19 +68,11 @@ let bob = ''
 beforeAll(async () => {
   redis = await startRedis()
   app = await startRecorder()
-  const server = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
-  gateway = await startGateway({
-    server: { ...server, trustProxy: ['127.0.0.1'] },
-    store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
-    routes: [],
+  ;({ gateway, op } = await startForwardAuthGateway(redis.url, {
     // Staff may use payroll, but only admins its /admin/ pages.
     forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['staff'] }, deny: { paths: ['/admin/*'], users: ['bob'] } } } },
-  })
-  const browser = new Browser()
-  expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'bob' })).status).toBe(200)
-  bob = browser.cookieHeader(`${gateway.url}/`)!.split('; ').find((cookie) => cookie.startsWith('gw_session='))!
+  }))
+  bob = await sessionCookie(gateway, 'bob')
   if (!installed) return
   port = await freePort()
   front = await startFrontProxy('nginx', { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: PAYROLL }, nginxExample)
