@@ -10,7 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
 import { exportJWK, generateKeyPair, type JWK } from 'jose'
-import Provider, { interactionPolicy, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
+import Provider, { errors, interactionPolicy, type ClientMetadata, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
 
 export interface DemoClient {
   client_id: string
@@ -62,6 +62,32 @@ export interface AuthorizationServerOptions {
   scopeClaims?: Record<string, string[]>
   /** More claims per account (such as `preferred_username`), released only where `scopeClaims` lists them. */
   extraClaims?: (accountId: string) => Record<string, unknown>
+  /**
+   * Machine clients: confidential clients of the client-credentials grant (RFC 6749 §4.4), as a CI job
+   * or a service is registered. They ask for a token for one of `resources`.
+   */
+  machineClients?: MachineClient[]
+  /**
+   * Resource servers by resource indicator (RFC 8707, an absolute URI such as `api://orders`): the
+   * scopes they grant, the `aud` of their tokens (default: the indicator), the tokens' format (`jwt`,
+   * RFC 9068; or `opaque`, checked by introspection) and lifetime in seconds. With any, token
+   * introspection (RFC 7662) is on for every confidential client.
+   */
+  resources?: Record<string, ResourceServer>
+  /** Claims added to the access tokens issued to a client (roles, groups, a tenant). */
+  tokenClaims?: (clientId: string) => Record<string, unknown> | undefined
+}
+
+export interface MachineClient {
+  client_id: string
+  client_secret: string
+}
+
+export interface ResourceServer {
+  scope: string
+  audience?: string
+  format?: 'jwt' | 'opaque'
+  ttl?: number
 }
 
 export interface AuthorizationServer {
@@ -246,13 +272,19 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
 
   const configuration: Configuration = {
     ...(options.adapter ? { adapter: options.adapter } : {}),
-    clients: options.clients.map((client) => ({
+    clients: options.clients.map((client): ClientMetadata => ({
       ...client,
       ...(client.backchannel_logout_uri ? { backchannel_logout_session_required: true } : {}),
       token_endpoint_auth_method: 'client_secret_post',
       grant_types: ['authorization_code', 'refresh_token'],
       response_types: ['code'],
-    })),
+    })).concat((options.machineClients ?? []).map((client): ClientMetadata => ({
+      ...client,
+      redirect_uris: [],
+      token_endpoint_auth_method: 'client_secret_post',
+      grant_types: ['client_credentials'],
+      response_types: [],
+    }))),
     async findAccount (_ctx, id) {
       return { accountId: id, claims: async () => ({ ...options.extraClaims?.(id), ...accountClaims(id) }) }
     },
@@ -270,7 +302,29 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
         : { enabled: false },
       revocation: { enabled: options.logout === true },
       backchannelLogout: { enabled: options.logout === true },
+      clientCredentials: { enabled: options.machineClients !== undefined },
+      // Any confidential client may ask about any token (the gateway asks with its own credentials).
+      introspection: { enabled: options.resources !== undefined, allowedPolicy: async (_ctx, client) => client.clientAuthMethod !== 'none' },
+      resourceIndicators: options.resources === undefined
+        ? { enabled: false }
+        : {
+            enabled: true,
+            defaultResource: async (_ctx, _client, oneOf) => oneOf,
+            useGrantedResource: async () => true,
+            getResourceServerInfo: async (_ctx, indicator) => {
+              const server = Object.hasOwn(options.resources!, indicator) ? options.resources![indicator]! : undefined
+              if (server === undefined) throw new errors.InvalidTarget()
+              return {
+                scope: server.scope,
+                audience: server.audience ?? indicator,
+                accessTokenTTL: server.ttl ?? 3600,
+                accessTokenFormat: server.format ?? 'jwt',
+                ...(server.format === 'opaque' ? {} : { jwt: { sign: { alg: 'RS256' } } }),
+              }
+            },
+          },
     },
+    ...(options.tokenClaims === undefined ? {} : { extraTokenClaims: async (_ctx, token) => options.tokenClaims!(String(token.clientId)) }),
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}`, policy: interactionPrompts(options.logout === true || options.keepSignIn === true, options.selectAccount === true) },
     // What `prompt` may ask for, as real providers list it (the gateway reads select_account here).
     discovery: { prompt_values_supported: ['none', 'login', 'consent', ...(options.selectAccount ? ['select_account'] : [])] },
@@ -279,6 +333,8 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     ...(options.logout ? { fetch: (url: string | URL | Request, init?: RequestInit) => { delete (init as { dispatcher?: unknown } | undefined)?.dispatcher; return fetch(url, init) } } : {}),
     issueRefreshToken: async () => true,
     ttl: {
+      // Per resource server: its accessTokenTTL (getResourceServerInfo) wins over this.
+      ClientCredentials: 3600,
       AccessToken: (ctx, token) => options.accessTokenTtl?.(String(token.clientId), String(ctx.oidc.params?.grant_type ?? '')) ?? 3600,
       AuthorizationCode: 60,
       IdToken: 3600,

@@ -69,6 +69,16 @@ export const ERRORS = {
     title: 'Sign-in required',
     explanation: 'You need to sign in to reach this page.',
   },
+  invalid_token: {
+    status: 401,
+    title: 'Access token refused',
+    explanation: 'The access token sent with this request is not accepted here: get a new one from the issuer and try again.',
+  },
+  insufficient_scope: {
+    status: 403,
+    title: 'Access token lacks a scope',
+    explanation: 'The access token sent with this request is valid but lacks a scope this resource requires.',
+  },
   not_found: {
     status: 404,
     title: 'Not found',

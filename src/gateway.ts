@@ -15,6 +15,7 @@ import { BatchedDestination } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
 import { Metrics } from './ops/metrics.js'
 import { serveMetricsApart } from './ops/metrics-listener.js'
+import { AccessTokens } from './oauth/access-tokens.js'
 import { Providers } from './oauth/providers.js'
 import { BackchannelLogout } from './oauth/backchannel.js'
 import { SignOuts } from './oauth/logout.js'
@@ -34,6 +35,7 @@ import { forwardAuth } from './routes/forward-auth.js'
 import { jwksRoute } from './routes/jwks.js'
 import { oauthRoutes } from './routes/oauth.js'
 import { probes } from './routes/probes.js'
+import { protectedResources } from './routes/protected-resource.js'
 import { proxyRoutes } from './routes/proxy.js'
 
 export interface GatewayDeps {
@@ -131,6 +133,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock })
     : undefined
   const access = new Access(sessions, refresher)
+  const accessTokens = new AccessTokens(providers, clock)
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)
   // Set on protected requests (the proxy's and forward-auth's), read by RequestEnd's log line.
@@ -150,7 +153,8 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit, clock })
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, access, assertions })
-  await app.register(proxyRoutes, { config, access, metrics, assertions })
+  await app.register(protectedResources, { config })
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, assertions })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

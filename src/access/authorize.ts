@@ -3,7 +3,10 @@
 // a session this instance verified moments ago with a fresh token first (no promise, no store
 // round trip), the store only when the gate asks (`read_session`), then the token refreshed if
 // need be (oauth/refresh.ts), and, for an allowed request whose guard signs assertions, the
-// identity assertion. The caller acts on the verdict and on nothing else:
+// identity assertion. Where the guard accepts machine clients (`bearer:`) and the request carries
+// a bearer token, the token is checked (bearer.ts) instead, and no session is read: a caller with a
+// token never gets the browser flow, whatever its Accept. The caller acts on the verdict and on
+// nothing else:
 //
 // | verdict            | the proxy                         | forward-auth                        |
 // |--------------------|-----------------------------------|-------------------------------------|
@@ -13,9 +16,10 @@
 // | `sign_in`          | 302 to the login URL              | (never: it asks as an API client)   |
 // | a refusal          | the error (access/refusal.ts)     | the error, X-Login-URL on a 401     |
 import type { Sessions } from '../session/session.js'
-import type { Session } from '../session/record.js'
+import type { Identity, Session } from '../session/record.js'
 import type { TokenRefresher } from '../oauth/refresh.js'
-import { decide, failed, NO_SESSION, signedIn, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
+import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
+import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
 
 /** What the pipeline reads of a request: plain values, so that it knows nothing of Fastify. */
 export interface AccessRequest {
@@ -27,13 +31,18 @@ export interface AccessRequest {
   readonly html: boolean
   /** The Cookie header, as sent. */
   readonly cookie: string | undefined
+  /** The header the guard's bearer check reads (`Authorization` or `Proxy-Authorization`), as sent; only read when the guard has one. */
+  readonly authorization?: string | undefined
 }
 
-/** Signs the identity assertion of a session for one audience (assertion/assertions.ts's AudienceAssertions). */
+/**
+ * Signs the identity assertion of one subject (a session's id, or a machine client's token hash) for
+ * one audience (assertion/assertions.ts's AudienceAssertions).
+ */
 export interface AssertionSigner {
-  /** The session's assertion when one is signed and fresh; no promise (the fast path). */
-  ready (session: Session): string | undefined
-  assertion (session: Session): Promise<string | undefined>
+  /** The subject's assertion when one is signed and fresh; no promise (the fast path). */
+  ready (id: string): string | undefined
+  assertion (id: string, identity: Identity | undefined): Promise<string | undefined>
 }
 
 /** What one request is judged by: a route's (built once) or forward-auth's (built per request). */
@@ -41,10 +50,17 @@ export interface Guard {
   readonly gate: RouteGate
   /** Signs the assertion an allowed request carries; absent: none. */
   readonly signer?: AssertionSigner | undefined
+  /** Machine clients' tokens (`bearer:`); absent: only sessions. */
+  readonly bearer?: BearerGuard | undefined
+  /** Signs the assertion of a machine client, by the provider that issued its token; absent: none. */
+  readonly bearerSigner?: ((issuer: string) => AssertionSigner | undefined) | undefined
 }
 
-/** Forward with these credentials. `assertion`: when the guard signs one and the identity is known. */
-export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined }
+/**
+ * Forward with these credentials. `assertion`: when the guard signs one and the identity is known.
+ * `via`: the header a machine client's token came in (absent: a session's token).
+ */
+export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined, readonly via?: BearerGuard['header'] }
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
 export type Verdict = Exclude<Decision, { kind: 'allow' | 'read_session' }> | Allowed
@@ -58,6 +74,10 @@ export class Access {
    * Never rejects: a failing store or provider is the `unavailable` verdict.
    */
   authorize (guard: Guard, request: AccessRequest): Verdict | Promise<Verdict> {
+    if (guard.bearer !== undefined) {
+      const token = bearerToken(request.authorization)
+      if (token !== undefined) return withToken(guard, guard.bearer, request, token)
+    }
     const provider = guard.gate.provider
     const cached = this.sessions.cached(request.cookie)
     const token = cached && this.refresher.freshToken(cached, provider)
@@ -92,16 +112,53 @@ export class Access {
 /** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
 function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_session' }>, session: Session | undefined): Verdict | Promise<Verdict> {
   if (decision.kind !== 'allow') return decision
-  const { accessToken, identity, rule } = decision
-  const signer = guard.signer
   // The gate's own decision when there is nothing to sign: no second object on the hot path.
-  if (signer === undefined || session === undefined || identity === undefined) return decision
-  const ready = signer.ready(session)
-  if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, assertion: ready }
+  if (guard.signer === undefined || session === undefined || decision.identity === undefined) return decision
+  return signed(guard.signer, session.id, decision, undefined)
+}
+
+/** An allowed decision with the subject's assertion: at once when one is ready, else once signed. */
+function signed (signer: AssertionSigner, id: string, decision: Extract<Decision, { kind: 'allow' }>, via: Allowed['via']): Verdict | Promise<Verdict> {
+  const { accessToken, identity, rule } = decision
+  const ready = signer.ready(id)
+  if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, assertion: ready, via }
   // A signing that fails (the key ring's store) is the store's failure, answered as such.
-  return signer.assertion(session).then(
-    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, assertion }),
+  return signer.assertion(id, identity).then(
+    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, assertion, via }),
     (error: unknown): Verdict => ({ kind: 'unavailable', error }))
+}
+
+const MALFORMED = 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).'
+
+/**
+ * The verdict on a request that carries a bearer token (null: the Bearer scheme without a usable
+ * token): the gate's own answer first (a path outside the route, a public path: the token is not
+ * looked at), then the token's outcome judged as a session would be. Never reads the store.
+ */
+function withToken (guard: Guard, bearer: BearerGuard, request: AccessRequest, token: string | null): Verdict | Promise<Verdict> {
+  const first = decide(guard.gate, request.method, request.target, false, UNREAD)
+  if (first.kind !== 'read_session') return withAssertion(guard, first, undefined)
+  if (token === null) return tokenVerdict(guard, bearer, request, '', { ok: false, problem: 'malformed', message: MALFORMED, scopes: [] })
+  let outcome: BearerOutcome | Promise<BearerOutcome>
+  try {
+    outcome = bearer.check(token)
+  } catch (error) {
+    return { kind: 'unavailable', error }
+  }
+  if (outcome instanceof Promise) {
+    return outcome.then((settled) => tokenVerdict(guard, bearer, request, token, settled), (error: unknown): Verdict => ({ kind: 'unavailable', error }))
+  }
+  return tokenVerdict(guard, bearer, request, token, outcome)
+}
+
+function tokenVerdict (guard: Guard, bearer: BearerGuard, request: AccessRequest, token: string, outcome: BearerOutcome): Verdict | Promise<Verdict> {
+  const state = outcome.ok ? signedIn(token, outcome.identity) : tokenRefused(outcome.problem, outcome.message, outcome.scopes)
+  const decision = decide(guard.gate, request.method, request.target, false, state)
+  if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for a session on a token') }
+  if (decision.kind !== 'allow' || !outcome.ok) return decision
+  const signer = guard.bearerSigner?.(outcome.issuer)
+  if (signer === undefined) return { ...decision, via: bearer.header }
+  return signed(signer, `bearer:${outcome.id}`, decision, bearer.header)
 }
 
 /** Who asked, for the request's log line: the identity's user name, or null when nobody is known. */

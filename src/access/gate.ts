@@ -17,8 +17,12 @@
 // | 5 | session state `failed` (store or provider failed)           | `unavailable` (503/502, retry)   |
 // | 6 | session state `none`, client wants HTML                     | `sign_in` (302 to the login URL) |
 // | 7 | session state `none`, any other client                      | `unauthenticated` (401)          |
-// | 8 | signed in, the rules refuse (rules.ts: `deny` wins)          | `forbidden` (403), naming the rule |
-// | 9 | signed in, and no rule refuses                              | `allow` (token and identity)     |
+// | 8 | a machine client's token was refused (bearer.ts)            | `token_refused` (401/403, never a redirect) |
+// | 9 | signed in, the rules refuse (rules.ts: `deny` wins)          | `forbidden` (403), naming the rule |
+// |10 | signed in, and no rule refuses                              | `allow` (token and identity)     |
+//
+// A machine client's token the issuer vouched for is `signed_in` as a session is: the same rules
+// judge its identity.
 //
 // A `public` glob's `*` matches any characters of the path, `/` included; the query is never part
 // of the path a rule sees; globs are matched without regular expressions (glob.ts), linearly in the
@@ -30,6 +34,7 @@
 // fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
 // token, else `unread`), and reads the store only when the gate asks.
 import type { PublicRule, RuleLists } from '../config/types.js'
+import type { TokenProblem } from '../oauth/access-tokens.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
 import { compileRules, type Judge } from './rules.js'
@@ -60,6 +65,8 @@ export interface RouteGate {
   readonly isPublic: (method: string, target: string) => boolean
   /** The sign-in address that returns to `next`. */
   readonly loginUrl: (next: string) => string
+  /** The route's RFC 9728 metadata address (routes with `bearer:`), named in its 401s. */
+  readonly resourceMetadata: string | undefined
 }
 
 /** The session's state for the route's provider, as the caller found it. */
@@ -68,6 +75,8 @@ export type SessionState =
   | { readonly kind: 'none' }
   | { readonly kind: 'signed_in', readonly accessToken: string, readonly identity: Identity | undefined }
   | { readonly kind: 'failed', readonly error: unknown }
+  /** A machine client's token that does not pass (`problem` names why; `scopes`: what the route requires). */
+  | { readonly kind: 'token_refused', readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[] }
 
 /** Not looked up yet: the gate answers `read_session` unless it can decide without the session. */
 export const UNREAD: SessionState = Object.freeze({ kind: 'unread' })
@@ -83,6 +92,11 @@ export function failed (error: unknown): SessionState {
   return { kind: 'failed', error }
 }
 
+/** A machine client's token that does not pass. */
+export function tokenRefused (problem: TokenProblem, message: string, scopes: readonly string[]): SessionState {
+  return { kind: 'token_refused', problem, message, scopes }
+}
+
 /** What the gate decided; `kind` names it, the other fields are what acting on it needs. */
 export type Decision =
   /** Forward with these credentials (bearer token, identity headers); `rule` admitted it (undefined: no rule needed to). */
@@ -93,8 +107,10 @@ export type Decision =
   | { readonly kind: 'read_session' }
   /** 302 to `loginUrl` (a browser). */
   | { readonly kind: 'sign_in', readonly loginUrl: string }
-  /** 401 `unauthenticated` with `login_url` and `WWW-Authenticate: Bearer realm="<realm>"`. */
-  | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string }
+  /** 401 `unauthenticated` with `login_url` and `WWW-Authenticate: Bearer realm="<realm>"` (and `resource_metadata` on a bearer route). */
+  | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string, readonly resourceMetadata: string | undefined }
+  /** 401 `invalid_token` or 403 `insufficient_scope`, with RFC 6750's WWW-Authenticate. */
+  | { readonly kind: 'token_refused', readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[], readonly realm: string, readonly resourceMetadata: string | undefined }
   /**
    * 403 `forbidden`: signed in, but the rules do not admit this identity. `rule` names the rule that
    * refused (`deny[0]`), or is undefined when no `allow` rule matched.
@@ -129,7 +145,7 @@ export function publicMatcher (rules: readonly PublicRule[]): (method: string, t
  * not the route's own rules (forward-auth judges the original request's method and path).
  * @throws Error when a protected route names no provider (the config refuses that before).
  */
-export function compileGate (route: GateRoute, loginUrl: (next: string) => string, judge: Judge = compileRules(route.rules)): RouteGate {
+export function compileGate (route: GateRoute, loginUrl: (next: string) => string, judge: Judge = compileRules(route.rules), resourceMetadata?: string): RouteGate {
   if (route.auth === 'required' && route.provider === undefined) throw new Error(`the protected route ${route.path ?? ''} names no provider`)
   return {
     prefix: route.path,
@@ -138,6 +154,7 @@ export function compileGate (route: GateRoute, loginUrl: (next: string) => strin
     judge,
     isPublic: publicMatcher(route.public),
     loginUrl,
+    resourceMetadata,
   }
 }
 
@@ -195,7 +212,9 @@ export function decide (gate: RouteGate, method: string, target: string, html: b
     case 'none':
       return html
         ? { kind: 'sign_in', loginUrl: gate.loginUrl(next) }
-        : { kind: 'unauthenticated', loginUrl: gate.loginUrl(next), realm: gate.provider }
+        : { kind: 'unauthenticated', loginUrl: gate.loginUrl(next), realm: gate.provider, resourceMetadata: gate.resourceMetadata }
+    case 'token_refused':
+      return { kind: 'token_refused', problem: session.problem, message: session.message, scopes: session.scopes, realm: gate.provider, resourceMetadata: gate.resourceMetadata }
     case 'signed_in': {
       const { admit, rule } = gate.judge(session.identity, method, target)
       return admit

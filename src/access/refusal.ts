@@ -1,5 +1,6 @@
 // The gate's refusals as the one error type the error handler renders (src/errors.ts): 401
-// `unauthenticated` with the sign-in address and WWW-Authenticate, 403 `forbidden` (with what the
+// `unauthenticated` with the sign-in address and WWW-Authenticate, a machine client's refused token
+// (401 `invalid_token`, 403 `insufficient_scope`, with RFC 6750's challenge), 403 `forbidden` (with what the
 // gateway saw of the person and the refusing rule's name, and the "Use another account" address), 400
 // `invalid_request`, and the store's or provider's own 503/502 for `unavailable`. Shared by the
 // proxy and forward-auth so that both answer a refusal the same way.
@@ -9,7 +10,7 @@ import type { Identity } from '../session/record.js'
 import { unreachable, type Decision } from './gate.js'
 
 /** The decisions that end the request with an error. */
-export type Refusal = Extract<Decision, { kind: 'unauthenticated' | 'forbidden' | 'unavailable' | 'invalid_request' }>
+export type Refusal = Extract<Decision, { kind: 'unauthenticated' | 'forbidden' | 'unavailable' | 'invalid_request' | 'token_refused' }>
 
 export interface RefusalContext {
   /** What has no token, in the 401's message: "this route", "this provider". */
@@ -39,13 +40,33 @@ function forbiddenMessage (refused: Refused): string {
   return `${who} may not use this application: ${why}.`
 }
 
+/**
+ * A `Bearer` challenge: the realm, RFC 6750's parameters, and RFC 9728's `resource_metadata` where the
+ * route has one. Values are the gateway's own (quoted-string safe: no quote or backslash, ASCII).
+ * @see https://www.rfc-editor.org/rfc/rfc6750#section-3
+ * @see https://www.rfc-editor.org/rfc/rfc9728#section-5.1
+ */
+function challenge (realm: string, parameters: ReadonlyArray<[string, string]>, resourceMetadata: string | undefined): string {
+  const all: Array<[string, string]> = [['realm', realm], ...parameters, ...(resourceMetadata === undefined ? [] : [['resource_metadata', resourceMetadata] as [string, string]])]
+  return `Bearer ${all.map(([name, value]) => `${name}="${value.replace(/["\\]/g, '')}"`).join(', ')}`
+}
+
 /** The error that answers a refusing decision (its message is safe to show; causes stay in the log). */
 export function refusal (decision: Refusal, context: RefusalContext): Error {
   switch (decision.kind) {
     case 'unauthenticated':
       return new GatewayError('unauthenticated', `Sign in first: there is no access token for ${context.subject}.`, {
-        details: { loginUrl: decision.loginUrl, headers: { 'www-authenticate': `Bearer realm="${decision.realm}"`, ...context.headers } },
+        details: { loginUrl: decision.loginUrl, headers: { 'www-authenticate': challenge(decision.realm, [], decision.resourceMetadata), ...context.headers } },
       })
+    case 'token_refused': {
+      const insufficient = decision.problem === 'insufficient_scope'
+      const parameters: Array<[string, string]> = insufficient
+        ? [['error', 'insufficient_scope'], ['scope', decision.scopes.join(' ')]]
+        : [['error', 'invalid_token'], ['error_description', decision.message]]
+      return new GatewayError(insufficient ? 'insufficient_scope' : 'invalid_token', decision.message, {
+        details: { headers: { 'www-authenticate': challenge(decision.realm, parameters, decision.resourceMetadata) } },
+      })
+    }
     case 'forbidden': {
       const refused = refusedBy(decision.identity, decision.rule)
       return new GatewayError('forbidden', forbiddenMessage(refused), {

@@ -4,10 +4,10 @@
 // (the proxy's header rewrite reads its route's without a promise).
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
-import type { Identity, Session } from '../session/record.js'
+import type { Identity } from '../session/record.js'
 import type { Clock } from '../ops/clock.js'
 import type { KeyRing } from './keys.js'
-import { Lru } from './lru.js'
+import { Lru } from '../ops/lru.js'
 
 export interface AssertionOptions {
   /** `iss`: the gateway's server.baseUrl. */
@@ -34,7 +34,7 @@ interface Entry {
 /** Re-sign when less than this share of the lifetime is left. */
 const RENEW_WHEN_LEFT = 1 / 3
 
-/** The assertions of one provider for one audience, by session id. */
+/** The assertions of one provider for one audience, by session id (or a machine client's token hash). */
 export class AudienceAssertions {
   /** Signings under way, by session id: concurrent requests of one session share one. */
   private readonly signing = new Map<string, Promise<string>>()
@@ -46,22 +46,24 @@ export class AudienceAssertions {
   constructor (private readonly owner: Assertions, readonly provider: string, readonly audience: string,
     private readonly cache: Lru<string, Entry>, private readonly keyOf: (id: string) => string = (id) => id) {}
 
-  /** The session's assertion if one is signed and fresh: no promise, for the proxy's fast path. */
-  ready (session: Session): string | undefined {
-    const entry = this.cache.get(this.keyOf(session.id))
+  /**
+   * The assertion of `id` (a session's id, or a machine client's token hash) if one is signed and
+   * fresh: no promise, for the proxy's fast path.
+   */
+  ready (id: string): string | undefined {
+    const entry = this.cache.get(this.keyOf(id))
     return entry !== undefined && this.owner.now() < entry.renewAt ? entry.token : undefined
   }
 
-  /** The session's assertion, signed if none is fresh; undefined when the session has no identity at the provider. */
-  async assertion (session: Session): Promise<string | undefined> {
-    const ready = this.ready(session)
+  /** The assertion of `id` for `identity`, signed if none is fresh; undefined without an identity. */
+  async assertion (id: string, identity: Identity | undefined): Promise<string | undefined> {
+    const ready = this.ready(id)
     if (ready !== undefined) return ready
-    const identity = session.record.identities?.[this.provider]
     if (!identity) return undefined
-    let pending = this.signing.get(session.id)
+    let pending = this.signing.get(id)
     if (!pending) {
-      pending = this.sign(session.id, identity).finally(() => this.signing.delete(session.id))
-      this.signing.set(session.id, pending)
+      pending = this.sign(id, identity).finally(() => this.signing.delete(id))
+      this.signing.set(id, pending)
     }
     return await pending
   }

@@ -197,6 +197,18 @@ const IdentityHeaders = Type.Object({
   groups: filled(Text('Header with the groups, comma-joined.', { default: 'X-Forwarded-Groups' })),
 }, { additionalProperties: false, default: {}, description: 'Names of the identity headers sent upstream.' })
 
+/** Machine clients with their own access tokens (`bearer:` on a route or a forward-auth host). */
+const Bearer = Type.Object({
+  audience: Type.String({ minLength: 1, description: 'What the token\'s `aud` must contain (the API\'s identifier at the provider, such as `api://orders`; for MCP clients, the route\'s `{baseUrl}<path>`).', examples: ['api://orders'] }),
+  issuers: Strings('Providers (by name) whose tokens are accepted; each needs an `issuer` (its keys and introspection endpoint come from discovery).', { defaultText: 'the route\'s provider', minItems: 1, expected: 'a non-empty list of provider names' }),
+  scopes: filled(Strings('Scopes the token must all carry (in `scope` or `scp`); one short is 403 `insufficient_scope`.', { default: [] })),
+  header: filled(Type.Optional(Type.Union([Type.Literal('authorization'), Type.Literal('proxy-authorization')], {
+    default: 'authorization',
+    description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header.',
+  }))),
+  introspect: Flag('Tokens that are not JWTs are checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s client credentials (answers cached at most 60 s).', false),
+}, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, AI agents) that bring their own access token: checked instead of a session, forwarded unchanged (see machine-clients.md).' })
+
 const Route = Type.Object({
   path: Type.String({ description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
   upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
@@ -218,6 +230,7 @@ const Route = Type.Object({
   websocketMaxMessage: Size('WebSocket routes: the largest message either way, a size (`64KiB`, `1MiB`) or a number of bytes, 1KiB to 1GiB; a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
   allowedOrigins: filled(Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] })),
   assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
+  bearer: Type.Optional(Bearer),
 }, { additionalProperties: false, description: 'One proxied path prefix.' })
 
 /** `600/min`, `10/s`, `5000/h` (1 to 7 digits, at least 1), or `off`. */
@@ -244,6 +257,7 @@ const Assertion = Section({
 const ForwardAuthHost = Type.Object({
   allow: RuleList('Who may pass: one of these rules must hold; absent: any signed-in person.'),
   deny: RuleList('Who may not pass, even when an allow rule holds.'),
+  bearer: Type.Optional(Bearer),
 }, { additionalProperties: false, description: 'The rules of one host behind the proxy in front.' })
 
 const ForwardAuth = Section({

@@ -168,6 +168,23 @@ export interface IdentityHeaders {
   groups: string
 }
 
+/**
+ * Machine clients on a route (`bearer:`): requests that carry their own access token, checked here
+ * instead of a session. @see https://www.rfc-editor.org/rfc/rfc6750
+ */
+export interface BearerConfig {
+  /** What the token's `aud` must contain. */
+  audience: string
+  /** The providers (by name) whose tokens are accepted; each has an `issuer` (discovery gives its keys). */
+  issuers: string[]
+  /** Every one must be in the token's `scope` (or `scp`). */
+  scopes: string[]
+  /** The request header that carries the token: `authorization`, or `proxy-authorization` (the app keeps its own Authorization). */
+  header: 'authorization' | 'proxy-authorization'
+  /** Tokens that are not JWTs are checked at the issuers' introspection endpoints (RFC 7662). */
+  introspect: boolean
+}
+
 export interface RouteConfig {
   /** Path prefix, normalised to start with `/` and to have no trailing slash (`/` stays `/`). */
   path: string
@@ -193,6 +210,8 @@ export interface RouteConfig {
   assertion: boolean
   /** Websocket routes: the largest message, in bytes, either way; a larger one closes both sockets with 1009. */
   websocketMaxMessage: number
+  /** Machine clients with their own access tokens; absent: requests need a session. */
+  bearer: BearerConfig | undefined
 }
 
 /**
@@ -239,6 +258,8 @@ export interface ForwardAuthConfig {
    * hold on every port of the host). Only these hosts and the gateway's own origin get an assertion.
    */
   hosts: ReadonlyMap<string, RuleLists>
+  /** Hosts (keys as in `hosts`) whose callers may bring their own access tokens. */
+  bearer: ReadonlyMap<string, BearerConfig>
 }
 
 export interface GatewayConfig {

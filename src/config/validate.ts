@@ -4,9 +4,10 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AssertionConfig, ClaimHeader, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, RuleLists, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
+import type { AssertionConfig, BearerConfig, ClaimHeader, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, RuleLists, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
+import { bearerSection, checkBearerIssuers } from './bearer.js'
 import { CLAIM_PATH, claimPaths, ruleLists } from './rules.js'
 import type { FilledYaml, ProviderYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
@@ -227,7 +228,13 @@ function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): For
     }
     return [lower]
   })
-  return { allowedRedirectHosts, hosts: validateHosts(issues, raw.hosts) }
+  const hosts = validateHosts(issues, raw.hosts)
+  return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts) }
+}
+
+/** The hosts whose callers may bring their own tokens, with their bearer blocks. */
+function hostBearers (hosts: ReadonlyMap<string, HostPolicy>): Map<string, BearerConfig> {
+  return new Map([...hosts].flatMap(([host, { bearer }]) => bearer === undefined ? [] : [[host, bearer] as const]))
 }
 
 /** A key of forwardAuth.hosts: a lower-case host name or IPv4 address, without port or leading dot. */
@@ -235,9 +242,12 @@ const HOST_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`)
 
 type HostYaml = NonNullable<Sections['forwardAuth']['hosts']>[string]
 
-/** forwardAuth.hosts: each host's `allow` and `deny` as lists of rules (one rule object is a list of one). */
-function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<string, RuleLists> {
-  const hosts = new Map<string, RuleLists>()
+/** What forwardAuth.hosts keeps for one host. */
+interface HostPolicy { rules: RuleLists, bearer: BearerConfig | undefined }
+
+/** forwardAuth.hosts: each host's `allow` and `deny` as lists of rules (one rule object is a list of one), and its `bearer`. */
+function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<string, HostPolicy> {
+  const hosts = new Map<string, HostPolicy>()
   for (const [entry, rules] of Object.entries(raw)) {
     const at = ['forwardAuth', 'hosts', entry]
     const host = entry.trim().toLowerCase()
@@ -249,7 +259,7 @@ function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<stri
       issues.add(at, `names the host ${describe(host)} a second time`)
       continue
     }
-    hosts.set(host, ruleLists(issues, at, rules, { host }))
+    hosts.set(host, { rules: ruleLists(issues, at, rules, { host }), bearer: bearerSection(issues, [...at, 'bearer'], rules.bearer, undefined) })
   }
   return hosts
 }
@@ -402,6 +412,7 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
   const upstream = validateUpstream(issues, at, raw.upstream)
   const assertion = raw.assertion
   if (assertion && auth === 'none') issues.add(at('assertion'), 'needs auth: required (a route without a session has nobody to vouch for)')
+  if (raw.bearer !== undefined && auth === 'none') issues.add(at('bearer'), 'needs auth: required (a public route checks no token)')
   return {
     path: prefix,
     upstream: upstream ?? 'http://invalid',
@@ -418,6 +429,7 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
     allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
     assertion,
     websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
+    bearer: bearerSection(issues, at('bearer'), raw.bearer, provider),
   }
 }
 
@@ -696,6 +708,8 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   const assertion = validateAssertion(issues, raw.assertion, assertionWritten, routes)
   refuseHeaderClashes(issues, routes, assertion.header)
   keepNamedClaims(providers, routes, forwardAuth)
+  routes.forEach((route, i) => { if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers) })
+  for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
   return {
     server,
     session: validateSession(issues, raw.session, server.baseUrl, issues.touched(['server', 'baseUrl'])),

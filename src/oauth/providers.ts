@@ -20,6 +20,13 @@ export interface ResolvedProvider extends ProviderConfig {
   expectedIssuer: string
   /** The provider's signing keys, when it is an OIDC provider. */
   jwks: JWTVerifyGetKey | undefined
+  /** Where those keys are published (discovery's `jwks_uri`): machine clients' tokens are checked against a set of their own. */
+  jwksUri: string | undefined
+  /**
+   * Where opaque access tokens are checked (discovery's `introspection_endpoint`).
+   * @see https://www.rfc-editor.org/rfc/rfc8414#section-2
+   */
+  introspectionUrl: string | undefined
   /**
    * Whether discovery advertised `authorization_response_iss_parameter_supported`: then every
    * callback must carry `iss`. @see https://www.rfc-editor.org/rfc/rfc9207#section-3
@@ -118,7 +125,7 @@ export class Providers {
     if (!needsDiscovery) {
       // No discovery to list prompt values: GitHub documents `prompt=select_account` (its account picker).
       // @see https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#1-request-a-users-github-identity
-      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false, selectAccount: config.preset === 'github' }
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, jwksUri: undefined, introspectionUrl: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false, selectAccount: config.preset === 'github' }
     }
     try {
       return await this.discover(config)
@@ -147,6 +154,7 @@ export class Providers {
       jwks_uri: metadata.jwks_uri,
       end_session_endpoint: config.endSession && typeof metadata.end_session_endpoint === 'string' ? metadata.end_session_endpoint : undefined,
       revocation_endpoint: config.endSession ? metadata.revocation_endpoint : undefined,
+      introspection_endpoint: metadata.introspection_endpoint,
     }
     for (const [field, url] of Object.entries(discovered)) {
       // The same rule as for configured endpoints (src/config/validate.ts): no plain http off this machine.
@@ -166,6 +174,8 @@ export class Providers {
       jwks: metadata.jwks_uri
         ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: config.timeoutMs, cooldownDuration: JWKS_COOLDOWN_MS, [customFetch]: providerFetch })
         : undefined,
+      jwksUri: metadata.jwks_uri,
+      introspectionUrl: discovered.introspection_endpoint,
       issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
       endSessionUrl: discovered.end_session_endpoint,
       revocationUrl: discovered.revocation_endpoint,

@@ -15,6 +15,11 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** The provider's access token for this request, set by the access hook of a protected route. */
     accessToken: string | undefined
+    /**
+     * A machine client's token came in Proxy-Authorization (`bearer.header: proxy-authorization`):
+     * the client's own Authorization is the application's, and passes unchanged.
+     */
+    keepAuthorization: boolean
     /** Who the user is at the route's provider (identity headers), set by the access hook. */
     identity: Identity | undefined
     /** The signed identity assertion for the route's upstream, set by the access hook of a route with `assertion: true`. */
@@ -25,7 +30,7 @@ declare module 'fastify' {
 }
 
 /** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
-export type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'accessToken' | 'identity' | 'assertion' | 'claimHeaders'> & { socket: { remoteAddress?: string } }
+export type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'accessToken' | 'keepAuthorization' | 'identity' | 'assertion' | 'claimHeaders'> & { socket: { remoteAddress?: string } }
 
 const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
 
@@ -65,8 +70,11 @@ export class UpstreamHeaders {
     const cookie = stripCookies(headers.cookie, this.gatewayCookies)
     if (cookie !== undefined) out.cookie = cookie
     if (route.auth === 'required') {
-      // A protected route never forwards the client's own credentials, even on a public path.
+      // A protected route never forwards the client's own credentials, even on a public path; a
+      // machine client's token is forwarded as it came (in Authorization), or, when it came in
+      // Proxy-Authorization, the client's own Authorization is the application's.
       if (request.accessToken) out.authorization = `Bearer ${request.accessToken}`
+      else if (request.keepAuthorization && headers.authorization !== undefined) out.authorization = headers.authorization
       identityHeaders(request.identity, route.identityHeaders, out)
       if (request.claimHeaders !== undefined) for (const [name, value] of request.claimHeaders) out[name] = value
       if (route.assertion && request.assertion !== undefined) out[this.assertionHeader] = request.assertion

@@ -192,6 +192,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
         throw refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
       case 'forbidden':
         throw refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccountUrl(config, provider, back) })
+      case 'token_refused':
+        throw refusal(verdict, { subject: 'this provider' })
       case 'unavailable':
       case 'invalid_request':
         throw refusal(verdict, { subject: 'this provider', loginUrl: login })

@@ -7,15 +7,18 @@
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
+import { compileBearer } from '../access/bearer.js'
 import { compileGate } from '../access/gate.js'
 import { claimHeaderValues } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
+import { claimPaths } from '../config/rules.js'
 import type { ClaimHeader, GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { logUpgrade } from '../http/request-end.js'
 import { allCookieNames, loginUrl, switchAccountUrl } from '../oauth/urls.js'
+import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Metrics } from '../ops/metrics.js'
 import { BodyDeadlines } from '../proxy/body-deadline.js'
 import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from '../proxy/cut-off.js'
@@ -25,10 +28,13 @@ import { replyFromDispatcher, upstreamResponse } from '../proxy/reply-from-adapt
 import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import { websocketHooks } from '../proxy/websocket.js'
+import { resourceMetadataUrl } from './protected-resource.js'
 
 export interface ProxyDeps {
   config: GatewayConfig
   access: Access
+  /** Checks machine clients' tokens on routes with `bearer:`. */
+  accessTokens: AccessTokens
   metrics: Metrics
   /** Present when any route (or the `assertion` section) asks for signed assertions. */
   assertions?: Assertions | undefined
@@ -56,7 +62,9 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, cl
         request.auditDecision = 'forbidden'
         return done(unsendableClaim(claims.header, claims.problem))
       }
-      request.accessToken = verdict.accessToken
+      // A machine client's token in Proxy-Authorization is not the application's: its own Authorization passes.
+      request.accessToken = verdict.via === 'proxy-authorization' ? undefined : verdict.accessToken
+      request.keepAuthorization = verdict.via === 'proxy-authorization'
       request.identity = verdict.identity
       request.assertion = verdict.assertion
       request.claimHeaders = claims.headers
@@ -71,6 +79,7 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, cl
     case 'forbidden':
     case 'unavailable':
     case 'invalid_request':
+    case 'token_refused':
       return done(refusal(verdict, { subject: 'this route', retryUrl: request.url, switchAccountUrl: switchAccount(request.url) }))
   }
 }
@@ -84,18 +93,26 @@ function unsendableClaim (header: string, problem: string): GatewayError {
   return new GatewayError('forbidden', `This route sends your account's claim in the ${header} header, and its value ${problem}: it cannot be sent whole, so the request was not forwarded.`)
 }
 
-/** The route's guard: its gate, and the signer of its assertions when it sends them. */
-function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Assertions | undefined): Guard {
+/** The route's guard: its gate, the signer of its assertions when it sends them, and its token check with `bearer:`. */
+function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Assertions | undefined, accessTokens: AccessTokens): Guard {
   // The config requires a provider on a protected route (compileGate checks it again).
   const provider = route.provider!
-  const gate = compileGate(route, (next) => loginUrl(config, provider, next))
+  const metadata = route.bearer === undefined ? undefined : resourceMetadataUrl(config.server.baseUrl, route.path)
+  const gate = compileGate(route, (next) => loginUrl(config, provider, next), undefined, metadata)
   // Signed once per session and then read from a cache; only when it nears expiry is it signed again.
-  const signer = route.assertion ? assertions?.forAudience(provider, new URL(route.upstream).origin) : undefined
-  return { gate, signer }
+  const audience = new URL(route.upstream).origin
+  const signer = route.assertion ? assertions?.forAudience(provider, audience) : undefined
+  if (route.bearer === undefined) return { gate, signer }
+  // A machine client's identity keeps the claims this route's rules and headers read.
+  const kept = [...new Set([...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])]
+  const bearer = compileBearer(route.bearer, config.providers, kept, accessTokens, metadata)
+  const bearerSigner = route.assertion && assertions !== undefined ? (issuer: string) => assertions.forAudience(issuer, audience) : undefined
+  return { gate, signer, bearer, bearerSigner }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, metrics, assertions }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, assertions }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
+  app.decorateRequest('keepAuthorization', false)
   app.decorateRequest('identity', undefined)
   app.decorateRequest('assertion', undefined)
   app.decorateRequest('claimHeaders', undefined)
@@ -121,12 +138,14 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, metri
         })
       }
       if (route.auth === 'required') {
-        const guard = guardOf(config, route, assertions)
+        const guard = guardOf(config, route, assertions, accessTokens)
+        const bearerHeader = route.bearer?.header
         const switchAccount = (next: string) => switchAccountUrl(config, route.provider!, next)
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {
-          const verdict = access.authorize(guard, { method: request.method, target: request.url, html: wantsHtml(request), cookie: request.headers.cookie })
+          const authorization = bearerHeader === undefined ? undefined : request.headers[bearerHeader]
+          const verdict = access.authorize(guard, { method: request.method, target: request.url, html: wantsHtml(request), cookie: request.headers.cookie, authorization })
           if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, route.headers, done, switchAccount), done)
           else act(request, reply, verdict, route.headers, done, switchAccount)
         })

@@ -15,7 +15,7 @@ import { lists, NO_RULES, rule } from '../helpers/rules.js'
 import { Providers } from '../../src/oauth/providers.js'
 import { TokenRefresher } from '../../src/oauth/refresh.js'
 import { Metrics } from '../../src/ops/metrics.js'
-import { emptyRecord, withSignIn, type Identity, type Session, type TokenSet } from '../../src/session/record.js'
+import { emptyRecord, withSignIn, type Identity, type TokenSet } from '../../src/session/record.js'
 import { Sealer } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
@@ -46,11 +46,11 @@ class BrokenStore extends MemoryStore {
 function stubSigner (options: { ready: boolean, fails?: boolean }): AssertionSigner & { signed: number } {
   const signer = {
     signed: 0,
-    ready: (session: Session) => options.ready ? `assertion-of-${session.id}` : undefined,
-    assertion: async (session: Session) => {
+    ready: (id: string) => options.ready ? `assertion-of-${id}` : undefined,
+    assertion: async (id: string) => {
       signer.signed++
       if (options.fails) throw new Error('the key ring cannot be read')
-      return `assertion-of-${session.id}`
+      return `assertion-of-${id}`
     },
   }
   return signer

@@ -131,7 +131,7 @@ describe('the access gate', () => {
 
 describe('the refusals', () => {
   it('answers a 401 with login_url and WWW-Authenticate naming the realm', () => {
-    const error = refusal({ kind: 'unauthenticated', loginUrl: 'https://gw.example/l', realm: 'demo' }, { subject: 'this route', headers: { 'x-login-url': 'https://gw.example/l' } }) as GatewayError
+    const error = refusal({ kind: 'unauthenticated', loginUrl: 'https://gw.example/l', realm: 'demo', resourceMetadata: undefined }, { subject: 'this route', headers: { 'x-login-url': 'https://gw.example/l' } }) as GatewayError
     expect(error.statusCode).toBe(401)
     expect(error.code).toBe('unauthenticated')
     expect(error.details).toEqual({ loginUrl: 'https://gw.example/l', headers: { 'www-authenticate': 'Bearer realm="demo"', 'x-login-url': 'https://gw.example/l' } })

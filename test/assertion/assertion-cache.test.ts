@@ -8,17 +8,16 @@ import { describe, expect, it } from 'vitest'
 import type { Identity } from '../../src/session/record.js'
 import { Assertions } from '../../src/assertion/assertions.js'
 import { KeyRing } from '../../src/assertion/keys.js'
-import { Lru } from '../../src/assertion/lru.js'
+import { Lru } from '../../src/ops/lru.js'
 import { Sealer } from '../../src/session/seal.js'
-import { emptyRecord, withSignIn, type Session } from '../../src/session/record.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { TEST_SECRET } from '../helpers/gateway.js'
 
 const alice: Identity = { sub: 'alice', email: 'alice@example.test', groups: ['admins'] }
 
-function session (id: string, identity: Identity = alice): Session {
-  const record = withSignIn(emptyRecord(0), 'demo', { tokens: { access_token: `at-${id}` }, identity, providerSession: undefined })
-  return { id, cookie: `cookie-${id}`, record }
+/** Who an assertion is for: a session's id and its identity at the provider. */
+function session (id: string, identity: Identity = alice): { id: string, identity: Identity } {
+  return { id, identity }
 }
 
 /**
@@ -72,7 +71,7 @@ describe('Assertions: the caches keyed by audience', () => {
     // Each audience costs one ES256 signature: 2,000 are ten and thirty times the caps.
     const { assertions: signer } = await assertions({ maxEntries: 200, maxAudiences: 64 })
     const alices = session('s1')
-    for (let i = 0; i < 2000; i++) expect(await signer.forAnyAudience('demo', `https://h${i}.example.com`).assertion(alices)).toBeTruthy()
+    for (let i = 0; i < 2000; i++) expect(await signer.forAnyAudience('demo', `https://h${i}.example.com`).assertion(alices.id, alices.identity)).toBeTruthy()
     expect(signer.cached).toEqual({ audiences: 64, assertions: 200 })
     expect(signer.signed).toBe(2000)
   })
@@ -81,12 +80,12 @@ describe('Assertions: the caches keyed by audience', () => {
     const { assertions: signer } = await assertions({ maxEntries: 50, maxAudiences: 4 })
     const route = signer.forAudience('demo', 'http://upstream.internal:9100')
     const alices = session('s1')
-    const first = await route.assertion(alices)
-    for (let i = 0; i < 1000; i++) await signer.forAnyAudience('demo', `https://h${i}.example.com`).assertion(alices)
-    expect(route.ready(alices)).toBe(first)
+    const first = await route.assertion(alices.id, alices.identity)
+    for (let i = 0; i < 1000; i++) await signer.forAnyAudience('demo', `https://h${i}.example.com`).assertion(alices.id, alices.identity)
+    expect(route.ready(alices.id)).toBe(first)
     // Forward-auth asked for the route's own audience: the route's cache answers, nothing is signed.
     const signed = signer.signed
-    expect(await signer.forAnyAudience('demo', 'http://upstream.internal:9100').assertion(alices)).toBe(first)
+    expect(await signer.forAnyAudience('demo', 'http://upstream.internal:9100').assertion(alices.id, alices.identity)).toBe(first)
     expect(signer.signed).toBe(signed)
     expect(signer.cached).toEqual({ audiences: 5, assertions: 51 })
   })
@@ -95,13 +94,13 @@ describe('Assertions: the caches keyed by audience', () => {
     const { assertions: signer, keyChanged } = await assertions({ maxEntries: 50, maxAudiences: 4 })
     const route = signer.forAudience('demo', 'http://upstream.internal:9100')
     const alices = session('s1')
-    await route.assertion(alices)
-    await signer.forAnyAudience('demo', 'https://a.example.com').assertion(alices)
-    const pending = signer.forAnyAudience('demo', 'https://b.example.com').assertion(session('s2'))
+    await route.assertion(alices.id, alices.identity)
+    await signer.forAnyAudience('demo', 'https://a.example.com').assertion(alices.id, alices.identity)
+    const pending = signer.forAnyAudience('demo', 'https://b.example.com').assertion(session('s2').id, session('s2').identity)
     // As a rotation by this or another instance would, while s2's assertion is being signed.
     keyChanged()
     await pending
     expect(signer.cached.assertions).toBe(0)
-    expect(route.ready(alices)).toBeUndefined()
+    expect(route.ready(alices.id)).toBeUndefined()
   })
 })

@@ -31,6 +31,7 @@ describe('config defaults', () => {
         },
         "forwardAuth": {
           "allowedRedirectHosts": [],
+          "bearer": Map {},
           "hosts": Map {},
         },
         "metrics": {
@@ -71,6 +72,7 @@ describe('config defaults', () => {
             "allowedOrigins": [],
             "assertion": false,
             "auth": "required",
+            "bearer": undefined,
             "headers": [],
             "identityHeaders": {
               "email": "x-forwarded-email",

@@ -1,0 +1,119 @@
+// Machine clients on a route or forward-auth host with `bearer:`: the credential read once from the
+// request header the block names, and what the block asks of a token the issuer vouched for
+// (oauth/access-tokens.ts verified its signature, issuer and lifetime): `aud` containing
+// `audience`, every required scope, not an ID token, and a subject. The outcome is what the gate
+// judges in place of a session: the token's identity (the issuer's `claims` mapping, plus the
+// claims this route's rules and headers name), or why it is refused.
+// @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1 (the Authorization request header field)
+import type { BearerConfig, ProviderConfig } from '../config/types.js'
+import type { AccessTokens, TokenProblem, VerifiedToken } from '../oauth/access-tokens.js'
+import { identityFrom } from '../oauth/claims.js'
+import type { Identity } from '../session/record.js'
+
+/** The outcome of one token on one route: who it is, or why it is refused. */
+export type BearerOutcome =
+  /** `id`: the token's hash, under which its assertion is cached; `issuer`: the provider that issued it. */
+  | { readonly ok: true, readonly id: string, readonly issuer: string, readonly identity: Identity }
+  /** `scopes`: the scopes the route requires (named in the 403 of `insufficient_scope`). */
+  | { readonly ok: false, readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[] }
+
+/** A route's (or host's) token check, compiled once. */
+export interface BearerGuard {
+  /** The request header the token comes in. */
+  readonly header: BearerConfig['header']
+  /** The RFC 9728 metadata address, sent in every 401 of the route; undefined for forward-auth hosts. */
+  readonly resourceMetadata: string | undefined
+  /** At once when the token was verified before; rejects when an issuer cannot be reached. */
+  check (token: string): BearerOutcome | Promise<BearerOutcome>
+}
+
+/** Counts outcomes (metrics, the refusal log): `accepted`, or the problem. */
+export type BearerReport = (result: TokenProblem | 'accepted') => void
+
+const b64token = (code: number): boolean =>
+  (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) ||
+  code === 45 /* - */ || code === 46 /* . */ || code === 95 /* _ */ || code === 126 /* ~ */ || code === 43 /* + */ || code === 47 /* / */
+
+/**
+ * The token of an Authorization (or Proxy-Authorization) value: `Bearer`, in any case, one or more
+ * spaces, then one b64token (RFC 6750 §2.1). Undefined when there is no bearer credential (no
+ * header, another scheme: the request is judged by its session); null when the value names the
+ * Bearer scheme but carries no single well-formed token (refused, never passed on). One pass.
+ */
+export function bearerToken (value: string | undefined): string | null | undefined {
+  if (value === undefined || value.length < 6 || value.slice(0, 6).toLowerCase() !== 'bearer') return undefined
+  if (value.length === 6) return null
+  if (value.charCodeAt(6) !== 32) return undefined
+  let start = 7
+  while (value.charCodeAt(start) === 32) start++
+  let end = start
+  while (end < value.length && b64token(value.charCodeAt(end))) end++
+  const tokenEnd = end
+  while (end < value.length && value.charCodeAt(end) === 61 /* = */) end++
+  return tokenEnd > start && end === value.length ? value.slice(start, end) : null
+}
+
+/** The values of `aud` (a string or a list of strings). */
+function audiences (aud: unknown): string[] {
+  if (typeof aud === 'string') return [aud]
+  return Array.isArray(aud) ? aud.filter((item): item is string => typeof item === 'string') : []
+}
+
+/** The scopes a token carries: `scope` (space-separated, RFC 8693 / RFC 9068), or `scp` (a list or a string). */
+function grantedScopes (claims: VerifiedToken['claims']): Set<string> {
+  const granted = new Set<string>()
+  for (const value of [claims.scope, claims.scp]) {
+    const items = typeof value === 'string' ? value.split(' ') : Array.isArray(value) ? value : []
+    for (const item of items) if (typeof item === 'string' && item !== '') granted.add(item)
+  }
+  return granted
+}
+
+/** The subject of a machine client's token: the issuer's `claims.user` mapping, else `sub`, else `client_id`. */
+function identityOf (claims: VerifiedToken['claims'], provider: ProviderConfig, kept: readonly string[]): Identity | undefined {
+  return identityFrom(claims, provider.claims, kept) ??
+    identityFrom(claims, { ...provider.claims, user: 'sub' }, kept) ??
+    identityFrom(claims, { ...provider.claims, user: 'client_id' }, kept)
+}
+
+/**
+ * A route's token check. `kept`: the claim paths the route's rules and headers name (kept in the
+ * identity, as a session keeps its provider's). `report` counts each outcome.
+ */
+export function compileBearer (config: BearerConfig, providers: Readonly<Record<string, ProviderConfig>>, kept: readonly string[],
+  tokens: AccessTokens, resourceMetadata: string | undefined, report: BearerReport = () => {}): BearerGuard {
+  /** Each verified token's identity on this route, computed once (the entry lives as long as the token's cache entry). */
+  const identities = new WeakMap<VerifiedToken, Identity>()
+  const refuse = (problem: TokenProblem, message: string): BearerOutcome => {
+    report(problem)
+    return { ok: false, problem, message, scopes: config.scopes }
+  }
+
+  function judge (token: VerifiedToken): BearerOutcome {
+    let identity = identities.get(token)
+    if (identity === undefined) {
+      const provider = providers[token.issuer]!
+      const aud = audiences(token.claims.aud)
+      // An ID token for this gateway names the gateway's client id as its only audience.
+      if (aud.length === 1 && aud[0] === provider.clientId && config.audience !== provider.clientId) return refuse('id_token', 'An ID token is not an access token.')
+      if (!aud.includes(config.audience)) return refuse('wrong_audience', 'The token is not issued for this resource (aud).')
+      const granted = grantedScopes(token.claims)
+      if (config.scopes.some((scope) => !granted.has(scope))) return refuse('insufficient_scope', `The token lacks a scope this resource requires: ${config.scopes.join(' ')}.`)
+      identity = identityOf(token.claims, provider, kept)
+      if (identity === undefined) return refuse('no_subject', 'The token names no subject (sub or client_id).')
+      identities.set(token, identity)
+    }
+    report('accepted')
+    return { ok: true, id: token.hash, issuer: token.issuer, identity }
+  }
+
+  return {
+    header: config.header,
+    resourceMetadata,
+    check (token) {
+      const checked = tokens.check(token, config.issuers, config.introspect)
+      if (checked instanceof Promise) return checked.then((settled) => settled.ok ? judge(settled.token) : refuse(settled.problem, settled.message))
+      return checked.ok ? judge(checked.token) : refuse(checked.problem, checked.message)
+    },
+  }
+}

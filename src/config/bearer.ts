@@ -1,0 +1,56 @@
+// `bearer:` on a route or a forward-auth host: machine clients that bring their own access token.
+// Read here into the one form the token checks use (src/access/bearer.ts): issuers default to the
+// route's provider, scopes are single scope tokens. What cannot be checked is a problem at its key
+// path: an issuer that is no provider, or a provider without `issuer` (no discovery, so no keys to
+// verify a token with and no introspection endpoint).
+import { closest, describe, type Issues, type Path } from './reader.js'
+import type { BearerConfig, ProviderConfig } from './types.js'
+
+/** A `bearer:` block as gateway.yaml writes it (the schema pass has checked the types and keys). */
+export interface BearerYaml {
+  audience: string
+  issuers?: string[]
+  scopes: string[]
+  header: 'authorization' | 'proxy-authorization'
+  introspect: boolean
+}
+
+/**
+ * The bearer block at `at`, or undefined when absent. `provider`: the route's, the issuers' default
+ * (a forward-auth host has none: it must name its issuers).
+ */
+export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undefined, provider: string | undefined): BearerConfig | undefined {
+  if (raw === undefined) return undefined
+  const audience = raw.audience.trim()
+  if (audience === '') issues.add([...at, 'audience'], 'must name the audience the tokens are issued for, such as api://orders')
+  const issuers = [...new Set((raw.issuers ?? (provider === undefined ? [] : [provider])).map((name) => name.trim()))]
+  if (issuers.length === 0 && !issues.touched([...at, 'issuers'])) {
+    issues.add([...at, 'issuers'], 'must name the providers whose tokens are accepted (there is no route provider to default to)')
+  }
+  raw.scopes.forEach((scope, i) => {
+    // A scope is one token of the space-separated `scope` claim: `a b` could never be found in it.
+    if (/[\s"\\]/.test(scope)) issues.add([...at, 'scopes', i], `must be one scope, without spaces or quotes, got ${describe(scope)}`)
+  })
+  return { audience, issuers, scopes: raw.scopes, header: raw.header, introspect: raw.introspect }
+}
+
+/**
+ * Each bearer block's issuers are providers with an `issuer`: discovery gives the keys a JWT is
+ * verified with and the endpoint an opaque token is introspected at.
+ */
+export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConfig, providers: Record<string, ProviderConfig>): void {
+  const names = Object.keys(providers)
+  bearer.issuers.forEach((name, i) => {
+    const where = [...at, 'issuers', i]
+    const provider = Object.hasOwn(providers, name) ? providers[name] : undefined
+    if (provider === undefined) {
+      if (issues.touched(['providers', name])) return
+      const match = closest(name, names)
+      issues.add(where, `names no configured provider: ${describe(name)}`, match !== undefined ? `did you mean \`${match}\`?` : `known: ${names.join(', ') || 'none'}`)
+      return
+    }
+    if (provider.issuer === undefined) {
+      issues.add(where, `names provider ${name}, which has no \`issuer\`: without OIDC discovery there are no keys to verify its tokens with`, 'set the provider\'s issuer (its discovery document must list jwks_uri)')
+    }
+  })
+}

@@ -1,0 +1,218 @@
+// Access tokens that machine clients bring (CI jobs, CLIs, services, AI agents): checked here, with
+// no Fastify in it, against the providers that issued them. A JWT is verified with jose against the
+// issuer's keys from discovery: an asymmetric `alg` only (never `none`, never HS*: a public key
+// used as an HMAC secret proves nothing), the exact `iss` of a configured provider, `exp` required
+// and `exp`/`nbf` within 60 s, and never an ID token (`typ` `id+jwt`, or a `nonce`). Tokens that are
+// not JWTs go, where the route asks, to the issuer's RFC 7662 introspection endpoint with the
+// gateway's client credentials. What each route asks besides (audience, scopes) is access/bearer.ts's.
+//
+// A verified token is cached by the SHA-256 of the token (never the token itself) until it expires
+// (an introspected one at most 60 s), in a bounded LRU: a request with a known token costs a hash
+// and a map lookup, no signature check. Keys are fetched per issuer into a set of their own whose
+// unknown-`kid` refetch waits 30 s (tokens with made-up `kid`s cost the provider at most one
+// request per 30 s); sign-ins keep the provider's own set, which refetches sooner (providers.ts).
+// @see https://www.rfc-editor.org/rfc/rfc9068 (JWT profile for access tokens)
+// @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
+import { createHash } from 'node:crypto'
+import { createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose'
+import * as oauth from 'oauth4webapi'
+import { GatewayError } from '../errors.js'
+import type { Clock } from '../ops/clock.js'
+import { Lru } from '../ops/lru.js'
+import { providerFetch } from './provider-http.js'
+import type { Providers, ResolvedProvider } from './providers.js'
+
+/** Why a token is refused: a metrics label and a log field, never a token or subject. */
+export type TokenProblem =
+  | 'malformed' | 'not_a_jwt' | 'algorithm' | 'id_token' | 'unknown_issuer' | 'unknown_key' | 'bad_signature'
+  | 'no_expiry' | 'expired' | 'not_yet_valid' | 'inactive' | 'wrong_audience' | 'insufficient_scope' | 'no_subject'
+
+/** A token this gateway has verified: who issued it and what it says. */
+export interface VerifiedToken {
+  /** SHA-256 of the token, base64url: the cache key, and the name assertions are cached under. */
+  readonly hash: string
+  /** The configured provider (by name) that issued it. */
+  readonly issuer: string
+  readonly claims: Readonly<JWTPayload>
+  /** Clock milliseconds until which this verification holds (its `exp`; at most 60 s when introspected). */
+  readonly until: number
+}
+
+export type TokenCheck =
+  | { readonly ok: true, readonly token: VerifiedToken }
+  | { readonly ok: false, readonly problem: TokenProblem, readonly message: string }
+
+/** Algorithms of public-key signatures: the only ones a token from a provider's JWKS may use. */
+export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA', 'Ed25519']
+
+/** How far `exp` and `nbf` may be off the gateway's clock (seconds). */
+export const CLOCK_TOLERANCE_S = 60
+/** An unknown `kid` refetches an issuer's keys at most this often. */
+export const BEARER_JWKS_COOLDOWN_MS = 30_000
+/** An introspection answer is reused at most this long (and never past the token's `exp`). */
+export const INTROSPECTION_CACHE_MS = 60_000
+
+/** A JWT's compact form: three base64url parts (the signature may be empty only for `none`, refused anyway). */
+function isCompactJwt (token: string): boolean {
+  let dots = 0
+  for (let i = 0; i < token.length; i++) {
+    const code = token.charCodeAt(i)
+    if (code === 46 /* . */) dots++
+    else if (!(code >= 48 && code <= 57) && !(code >= 65 && code <= 90) && !(code >= 97 && code <= 122) && code !== 45 && code !== 95) return false
+  }
+  return dots === 2
+}
+
+function refused (problem: TokenProblem, message: string): TokenCheck {
+  return { ok: false, problem, message }
+}
+
+/** The media type in `typ`, lower case and without `application/` (RFC 7515 §4.1.9). */
+function mediaType (header: ProtectedHeaderParameters): string | undefined {
+  return typeof header.typ === 'string' ? header.typ.toLowerCase().replace(/^application\//, '') : undefined
+}
+
+/** What a failed jose verification means for the caller: a refusal, or (thrown) the provider's keys cannot be read. */
+function verificationProblem (error: unknown, provider: ResolvedProvider): TokenCheck {
+  if (error instanceof joseErrors.JWTExpired) return refused('expired', 'The token has expired.')
+  if (error instanceof joseErrors.JWTClaimValidationFailed) {
+    if (error.claim === 'nbf') return refused('not_yet_valid', 'The token is not valid yet (nbf).')
+    if (error.claim === 'exp' && error.reason === 'missing') return refused('no_expiry', 'The token has no expiry (exp).')
+    return refused('malformed', `The token's ${error.claim} claim is not valid.`)
+  }
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return refused('unknown_key', 'The token is signed with a key the issuer does not publish.')
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return refused('bad_signature', 'The token\'s signature does not verify.')
+  if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) return refused('algorithm', 'The token\'s signing algorithm is not accepted.')
+  if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid || error instanceof joseErrors.JWKSMultipleMatchingKeys) {
+    return refused('malformed', 'The token is not a well-formed JWT.')
+  }
+  throw new GatewayError('provider_unavailable', `The signing keys of provider "${provider.name}" could not be read.`, { cause: error })
+}
+
+export class AccessTokens {
+  private readonly cache: Lru<string, VerifiedToken>
+  private readonly keySets = new Map<string, JWTVerifyGetKey>()
+  /** Introspections under way, by token hash: concurrent requests with one token share one. */
+  private readonly introspecting = new Map<string, Promise<TokenCheck>>()
+
+  constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000) {
+    this.cache = new Lru(maxEntries)
+  }
+
+  /**
+   * Checks `token` as issued by one of `issuers` (provider names). Answers at once (no promise) for a
+   * token verified before and not expired. Throws (rejects) `provider_unavailable` when an issuer's
+   * discovery, keys or introspection endpoint cannot be reached: an outage, not a refusal.
+   * @param introspect whether a token that is not a JWT is introspected (else it is refused)
+   */
+  check (token: string, issuers: readonly string[], introspect: boolean): TokenCheck | Promise<TokenCheck> {
+    const hash = createHash('sha256').update(token).digest('base64url')
+    const known = this.cache.peek(hash)
+    if (known !== undefined) {
+      if (this.clock.now() < known.until && issuers.includes(known.issuer)) return { ok: true, token: known }
+      if (this.clock.now() >= known.until) this.cache.delete(hash)
+    }
+    if (isCompactJwt(token)) return this.verifyJwt(token, hash, issuers)
+    if (!introspect) return refused('not_a_jwt', 'The token is not a JWT, and this route does not introspect tokens.')
+    let pending = this.introspecting.get(hash)
+    if (pending === undefined) {
+      pending = this.introspect(token, hash, issuers).finally(() => this.introspecting.delete(hash))
+      this.introspecting.set(hash, pending)
+    }
+    return pending
+  }
+
+  /** The resolved providers among `issuers` whose `iss` is `iss`, exactly. */
+  private async issuerOf (iss: unknown, issuers: readonly string[]): Promise<ResolvedProvider | undefined> {
+    if (typeof iss !== 'string') return undefined
+    for (const name of issuers) {
+      const provider = await this.providers.get(name)
+      if (provider.expectedIssuer === iss) return provider
+    }
+    return undefined
+  }
+
+  private async verifyJwt (token: string, hash: string, issuers: readonly string[]): Promise<TokenCheck> {
+    let header: ProtectedHeaderParameters
+    let unverified: JWTPayload
+    try {
+      header = decodeProtectedHeader(token)
+      unverified = decodeJwt(token)
+    } catch {
+      return refused('malformed', 'The token is not a well-formed JWT.')
+    }
+    if (typeof header.alg !== 'string' || !ASYMMETRIC_ALGORITHMS.includes(header.alg)) return refused('algorithm', 'The token\'s signing algorithm is not accepted (public-key signatures only).')
+    if (mediaType(header) === 'id+jwt' || unverified.nonce !== undefined) return refused('id_token', 'An ID token is not an access token.')
+    const provider = await this.issuerOf(unverified.iss, issuers)
+    if (provider === undefined) return refused('unknown_issuer', 'The token is not from an issuer this route accepts.')
+    let claims: JWTPayload
+    try {
+      ({ payload: claims } = await jwtVerify(token, this.keySet(provider), {
+        issuer: provider.expectedIssuer,
+        algorithms: ASYMMETRIC_ALGORITHMS,
+        clockTolerance: CLOCK_TOLERANCE_S,
+        currentDate: new Date(this.clock.now()),
+        requiredClaims: ['exp'],
+      }))
+    } catch (error) {
+      return verificationProblem(error, provider)
+    }
+    const verified: VerifiedToken = { hash, issuer: provider.name, claims, until: claims.exp! * 1000 }
+    this.cache.set(hash, verified)
+    return { ok: true, token: verified }
+  }
+
+  /**
+   * The issuer's keys for machine clients' tokens: a set of their own per provider, with a 30 s
+   * wait between refetches for unknown `kid`s.
+   */
+  private keySet (provider: ResolvedProvider): JWTVerifyGetKey {
+    let keys = this.keySets.get(provider.name)
+    if (keys === undefined) {
+      if (provider.jwksUri === undefined) throw new GatewayError('provider_unavailable', `Provider "${provider.name}" publishes no signing keys (jwks_uri).`)
+      keys = createRemoteJWKSet(new URL(provider.jwksUri), { timeoutDuration: provider.timeoutMs, cooldownDuration: BEARER_JWKS_COOLDOWN_MS, [customFetch]: providerFetch })
+      this.keySets.set(provider.name, keys)
+    }
+    return keys
+  }
+
+  /**
+   * RFC 7662 at each issuer that advertises an introspection endpoint, in order, until one says
+   * the token is active. `exp`, `nbf` and `iss` are checked as for a JWT.
+   */
+  private async introspect (token: string, hash: string, issuers: readonly string[]): Promise<TokenCheck> {
+    let asked = false
+    for (const name of issuers) {
+      const provider = await this.providers.get(name)
+      if (provider.introspectionUrl === undefined) continue
+      asked = true
+      const claims = await this.introspection(provider, token)
+      if (claims.active !== true) continue
+      if (claims.iss !== undefined && claims.iss !== provider.expectedIssuer) continue
+      const now = this.clock.now() / 1000
+      if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', 'The token has expired.')
+      if (typeof claims.nbf === 'number' && claims.nbf - CLOCK_TOLERANCE_S > now) return refused('not_yet_valid', 'The token is not valid yet (nbf).')
+      const until = Math.min(this.clock.now() + INTROSPECTION_CACHE_MS, typeof claims.exp === 'number' ? claims.exp * 1000 : Infinity)
+      const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until }
+      if (until > this.clock.now()) this.cache.set(hash, verified)
+      return { ok: true, token: verified }
+    }
+    return asked
+      ? refused('inactive', 'The token is not active at its issuer.')
+      : refused('not_a_jwt', 'The token is not a JWT, and no issuer of this route advertises an introspection endpoint.')
+  }
+
+  private async introspection (provider: ResolvedProvider, token: string): Promise<oauth.IntrospectionResponse> {
+    const as: oauth.AuthorizationServer = { issuer: provider.expectedIssuer, introspection_endpoint: provider.introspectionUrl }
+    try {
+      const response = await oauth.introspectionRequest(as, { client_id: provider.clientId }, oauth.ClientSecretPost(provider.clientSecret), token, {
+        signal: AbortSignal.timeout(provider.timeoutMs),
+        [oauth.allowInsecureRequests]: provider.introspectionUrl!.startsWith('http:'),
+        [oauth.customFetch]: providerFetch,
+      })
+      return await oauth.processIntrospectionResponse(as, { client_id: provider.clientId }, response)
+    } catch (error) {
+      throw new GatewayError('provider_unavailable', `Provider "${provider.name}" did not answer the token introspection as expected.`, { cause: error })
+    }
+  }
+}

@@ -1,0 +1,120 @@
+// Machine clients end to end: a real authorization server issuing client-credentials tokens for two
+// resources (RFC 9068 JWTs for one, opaque tokens checked by introspection for the other), a gateway
+// whose routes accept them beside browser sessions, real Redis, a real upstream.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { clientCredentialsToken } from '../helpers/machine.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+const CI = { id: 'ci-job', secret: 'ci-secret' }
+let redis: TestRedis
+let upstream: Upstream
+let op: TestProvider
+let gateway: TestGateway
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
+    machineClients: [{ client_id: CI.id, client_secret: CI.secret }],
+    resources: {
+      'api://orders': { scope: 'orders.read orders.write' },
+      'api://ledger': { scope: 'ledger.read', format: 'opaque' },
+    },
+  })
+  gateway = await startGateway({
+    server: { port, baseUrl },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups') },
+    routes: [
+      { path: '/orders/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders', scopes: ['orders.read'] } },
+      { path: '/ledger/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', introspect: true } },
+    ],
+  })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await Promise.all([op?.close(), upstream?.close()])
+  await redis?.release()
+})
+
+/** The upstream's record of the last request whose path is `path`. */
+function lastSeen (path: string) {
+  return upstream.seen.filter((request) => request.url === path).at(-1)
+}
+
+describe('a machine client with a JWT access token', () => {
+  it('passes with either Accept, and the upstream gets the token unchanged', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
+    for (const accept of ['application/json', 'text/html']) {
+      const path = `/orders/list?accept=${accept.length}`
+      const response = await fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${token}`, accept } })
+      expect(response.status).toBe(200)
+      expect(lastSeen(path)?.headers.authorization).toBe(`Bearer ${token}`)
+      expect(lastSeen(path)?.headers['x-forwarded-user']).toBe(CI.id)
+    }
+  })
+
+  it('is refused with 403 insufficient_scope when a required scope is missing', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.write')
+    const response = await fetch(`${gateway.url}/orders/scope-short`, { headers: { authorization: `Bearer ${token}` } })
+    expect(response.status).toBe(403)
+    expect(await response.json()).toMatchObject({ error: 'insufficient_scope' })
+    expect(response.headers.get('www-authenticate')).toMatch(/^Bearer .*error="insufficient_scope", scope="orders.read"/)
+    expect(lastSeen('/orders/scope-short')).toBeUndefined()
+  })
+
+  it('is refused with 401 invalid_token, naming the resource metadata, for another audience', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://ledger', 'ledger.read')
+    const response = await fetch(`${gateway.url}/orders/other-audience`, { headers: { authorization: `Bearer ${token}`, accept: 'text/html' } })
+    expect(response.status).toBe(401)
+    expect(response.headers.get('www-authenticate')).toContain('error="invalid_token"')
+    expect(response.headers.get('www-authenticate')).toContain(`resource_metadata="${gateway.url}/.well-known/oauth-protected-resource/orders"`)
+    expect(lastSeen('/orders/other-audience')).toBeUndefined()
+  })
+})
+
+describe('an opaque token checked by introspection', () => {
+  it('passes when the issuer says it is active for this audience', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://ledger', 'ledger.read')
+    const response = await fetch(`${gateway.url}/ledger/balance`, { headers: { authorization: `Bearer ${token}` } })
+    expect(response.status).toBe(200)
+    expect(lastSeen('/ledger/balance')?.headers.authorization).toBe(`Bearer ${token}`)
+  })
+
+  it('is refused when the issuer does not know it', async () => {
+    const response = await fetch(`${gateway.url}/ledger/forged`, { headers: { authorization: 'Bearer made-up-token-value' } })
+    expect(response.status).toBe(401)
+    expect(await response.json()).toMatchObject({ error: 'invalid_token' })
+  })
+})
+
+describe('a browser beside machine clients', () => {
+  it('still signs in and passes with its session; without a token or session, a browser is redirected and an API client gets the metadata address', async () => {
+    const browser = new Browser()
+    const page = await browser.navigate(`${gateway.url}/orders/home`, { login: 'alice' })
+    expect(page.status).toBe(200)
+    expect(lastSeen('/orders/home')?.headers['x-forwarded-user']).toBe('alice')
+    const anonymous = await fetch(`${gateway.url}/orders/home`, { redirect: 'manual', headers: { accept: 'text/html' } })
+    expect(anonymous.status).toBe(302)
+    const api = await fetch(`${gateway.url}/orders/home`, { headers: { accept: 'application/json' } })
+    expect(api.status).toBe(401)
+    expect(api.headers.get('www-authenticate')).toContain(`resource_metadata="${gateway.url}/.well-known/oauth-protected-resource/orders"`)
+  })
+
+  it('serves the RFC 9728 metadata of a bearer route', async () => {
+    const response = await fetch(`${gateway.url}/.well-known/oauth-protected-resource/orders`)
+    expect(response.status).toBe(200)
+    expect(await response.json()).toEqual({
+      resource: `${gateway.url}/orders`,
+      authorization_servers: [op.issuer],
+      bearer_methods_supported: ['header'],
+      scopes_supported: ['orders.read'],
+    })
+  })
+})
