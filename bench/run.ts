@@ -23,6 +23,10 @@
 //                    --sessions N (5000), --seconds N (baseline, 10), --storm-seconds N (30), --connections N (25)
 //   --session-bytes  store bytes per session, 1 and 3 providers, a million extrapolated (bench/session-bytes.ts)
 //                    --records N (10000)
+//   --bearer         the 1-worker gateway's route also accepts machine clients (`bearer:`): the same
+//                    gateway loaded with a signed-in session cookie and with a client-credentials JWT
+//                    (verified once, then served from the token cache), beside the bare proxy
+//                    (bench/results/latest-bearer.md)
 //   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import autocannon from 'autocannon'
@@ -54,6 +58,7 @@ const { values: args } = parseArgs({
     connections: { type: 'string' },
     generator: { type: 'string' },
     assertion: { type: 'boolean' },
+    bearer: { type: 'boolean' },
     signin: { type: 'boolean' },
     'refresh-storm': { type: 'boolean' },
     'session-bytes': { type: 'boolean' },
@@ -69,6 +74,9 @@ const seconds = Number(args.seconds ?? (args.quick ? 3 : 6))
 const connections = Number(args.connections ?? 50)
 const logLevel = args['log-level'] ?? 'info'
 const assertion = args.assertion === true
+const bearer = args.bearer === true
+/** The resource (RFC 8707) the bench's machine client asks its token for, and the route's audience. */
+const BEARER_AUDIENCE = 'api://bench'
 const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
 if (generator !== 'wrk' && generator !== 'autocannon') throw new Error(`--generator must be wrk or autocannon, not ${generator}`)
 
@@ -165,7 +173,7 @@ async function main (): Promise<void> {
     const upstream = started(await startUpstream())
     const bare = started(await startBareProxy(upstream.url, profileArgs(0)))
     const ports = [await freePort(), await freePort()]
-    const httpd = args.soak || args.profile ? undefined : apacheBinary()
+    const httpd = args.soak || args.profile || bearer ? undefined : apacheBinary()
     const apachePort = await freePort()
     const clientSecret = 'bench-client-secret'
     const as = started(await startAuthorizationServer({
@@ -173,12 +181,13 @@ async function main (): Promise<void> {
         { client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) },
         { client_id: 'bench-apache', client_secret: clientSecret, redirect_uris: [apacheRedirectUri(apachePort)] },
       ],
+      ...(bearer ? { machineClients: [{ client_id: 'bench-ci', client_secret: clientSecret }], resources: { [BEARER_AUDIENCE]: { scope: 'bench.read' } } } : {}),
     }))
-    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, assertion }
+    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, assertion, ...(bearer ? { bearer: { audience: BEARER_AUDIENCE } } : {}) }
     const gateway = started(await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
     const gatewayAuto = started(await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
     const apache = httpd ? started(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort })) : undefined
-    if (!httpd && !args.soak && !args.profile) {
+    if (!httpd && !args.soak && !args.profile && !bearer) {
       process.stdout.write('bench: Apache + mod_auth_openidc not installed, so not compared (apt-get install -y apache2 libapache2-mod-auth-openidc)\n')
     }
 
@@ -200,7 +209,13 @@ async function main (): Promise<void> {
       apache.headers = { accept: 'application/json', cookie: `${APACHE_SESSION_COOKIE}=${session.value}` }
     }
 
-    if (args.soak) await soak(gateway, headers, upstream.kind)
+    if (bearer) {
+      const token = await machineToken(as.issuer, 'bench-ci', clientSecret)
+      const withToken = { ...gateway, name: 'gateway, 1 worker, bearer JWT', headers: { accept: 'application/json', authorization: `Bearer ${token}` } }
+      const check = await fetch(`${gateway.url}/app/bench`, { headers: withToken.headers })
+      if (check.status !== 200) throw new Error(`the bearer token does not pass the gateway: ${check.status}`)
+      await bearerCompare([bare, { ...gateway, name: 'gateway, 1 worker, session' }, withToken], headers, upstream.kind, cores)
+    } else if (args.soak) await soak(gateway, headers, upstream.kind)
     else if (args.profile) {
       for (const target of [bare, gateway]) {
         const run = await load(target, seconds, headers)
@@ -305,6 +320,53 @@ ${tableRows(pacedTargets, paced)}
   process.stdout.write(`\nwritten: ${latest}, bench/results/history.jsonl\n`)
 }
 
+/** A client-credentials access token (a JWT) for the bench's resource, as a CI job gets one. */
+async function machineToken (issuer: string, clientId: string, clientSecret: string): Promise<string> {
+  const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: clientId, client_secret: clientSecret, resource: BEARER_AUDIENCE, scope: 'bench.read' })
+  const response = await fetch(`${issuer}/token`, { method: 'POST', body: form })
+  const body = await response.json() as { access_token?: string }
+  if (!response.ok || body.access_token === undefined) throw new Error(`the provider refused the bench's client-credentials grant: ${response.status}`)
+  return body.access_token
+}
+
+/**
+ * One gateway loaded with a session cookie and with a bearer token, beside the bare proxy,
+ * interleaved: what a machine client's request costs against a browser's.
+ */
+async function bearerCompare (targets: Target[], headers: Record<string, string>, upstreamKind: string, cores: number): Promise<void> {
+  for (const target of targets) await load(target, 2, headers) // warm-up (JIT, connection pools, the token cache)
+  const runs = await interleaved(targets, headers)
+  const [bare, session, token] = targets.map((t) => runs.filter((r) => r.target === t.name))
+  const perRep = (a: Run[], b: Run[], f: (x: Run, y: Run) => number) => a.map((run, i) => f(run, b[i]!))
+  const series: Record<string, number[]> = {
+    bearerVsSessionRps: perRep(token!, session!, (x, y) => x.rps / y.rps),
+    bearerVsSessionCpu: perRep(token!, session!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+    sessionVsBareCpu: perRep(session!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+    bearerVsBareCpu: perRep(token!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+  }
+  const medians = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, median(values)]))
+  const spread = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, middleHalf(values).map((v) => round(v, 2))]))
+  const figure = (key: string) => {
+    const [low, high] = spread[key]!
+    return `**${medians[key]!.toFixed(2)}x**${reps >= 3 ? ` (middle half of the repetitions: ${low!.toFixed(2)} to ${high!.toFixed(2)}x)` : ''}`
+  }
+  const date = new Date().toISOString()
+  const table = `Benchmark ${date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}; one gateway process whose route has \`bearer: { audience: ${BEARER_AUDIENCE} }\`, loaded with a signed-in session cookie and with a client-credentials JWT.
+
+${tableRows(targets, runs)}
+
+- bearer JWT / session, req/s: ${figure('bearerVsSessionRps')}
+- bearer JWT / session, CPU time per request: ${figure('bearerVsSessionCpu')}
+- session / bare proxy, CPU time per request: ${figure('sessionVsBareCpu')}
+- bearer JWT / bare proxy, CPU time per request: ${figure('bearerVsBareCpu')}
+`
+  process.stdout.write(`\n${table}`)
+  await mkdir('bench/results', { recursive: true })
+  await writeFile('bench/results/latest-bearer.md', `${table}\nCommand: \`npm run bench -- --bearer${args.quick ? ' --quick' : ''}\`\n`)
+  await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date, mode: 'bearer', cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, ...medians, spread, runs })}\n`)
+  process.stdout.write('\nwritten: bench/results/latest-bearer.md, bench/results/history.jsonl\n')
+}
+
 async function soak (target: Target, headers: Record<string, string>, upstreamKind: string): Promise<void> {
   const total = Number(args['soak-seconds'] ?? 300)
   const slice = Math.min(30, total)
@@ -329,7 +391,7 @@ async function soak (target: Target, headers: Record<string, string>, upstreamKi
 
 /** The sign-in, refresh-storm and session-bytes modes; with --quick and no mode, each at a tiny size. */
 async function modes (): Promise<boolean> {
-  const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes'] && !args.soak && !args.profile
+  const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes'] && !args.soak && !args.profile && !bearer
   const sizes = { signins: Number(args.signins ?? (args.quick ? 20 : 1000)), concurrency: Number(args.concurrency ?? (args.quick ? 4 : 32)) }
   let ran = false
   if (args.signin || quickSmoke) {

@@ -85,6 +85,8 @@ export interface GatewayOptions {
   logLevel?: string
   /** The route sends a signed identity assertion to the upstream (`assertion: true`). */
   assertion?: boolean
+  /** The route also accepts machine clients' tokens (`bearer:`). */
+  bearer?: { audience: string }
   /** More providers besides `demo` (same issuer and client): name -> client id. */
   moreProviders?: Record<string, string>
   /** Top-level config sections to add or replace (e.g. rateLimit). */
@@ -108,7 +110,7 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     store: { type: 'redis', url: options.redisUrl },
     providers: Object.fromEntries(Object.entries({ demo: options.clientId, ...options.moreProviders }).map(([name, clientId]) =>
       [name, { clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' }])),
-    routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}) }],
+    routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}), ...(options.bearer ? { bearer: options.bearer } : {}) }],
     ...options.config,
   }))
   const child = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: options.logLevel ?? 'info' } })
