@@ -122,13 +122,23 @@ export class AccessTokens {
     return pending
   }
 
-  /** The resolved providers among `issuers` whose `iss` is `iss`, exactly. */
+  /**
+   * The provider among `issuers` whose `iss` is `iss`, exactly. A provider whose discovery fails does
+   * not stop a token of another one; when no provider matches and one could not be asked, whose the
+   * token is cannot be told: that provider's failure is thrown (an outage, not a refusal).
+   */
   private async issuerOf (iss: unknown, issuers: readonly string[]): Promise<ResolvedProvider | undefined> {
     if (typeof iss !== 'string') return undefined
+    let failure: unknown
     for (const name of issuers) {
-      const provider = await this.providers.get(name)
-      if (provider.expectedIssuer === iss) return provider
+      try {
+        const provider = await this.providers.get(name)
+        if (provider.expectedIssuer === iss) return provider
+      } catch (error) {
+        failure ??= error
+      }
     }
+    if (failure !== undefined) throw failure
     return undefined
   }
 
