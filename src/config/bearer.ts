@@ -8,7 +8,8 @@ import type { BearerConfig, ProviderConfig } from './types.js'
 
 /** A `bearer:` block as gateway.yaml writes it (the schema pass has checked the types and keys). */
 export interface BearerYaml {
-  audience: string
+  /** Optional here: the schema pass reports a missing or empty one and leaves it out. */
+  audience?: string
   issuers?: string[]
   scopes: string[]
   header: 'authorization' | 'proxy-authorization'
@@ -21,8 +22,9 @@ export interface BearerYaml {
  */
 export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undefined, provider: string | undefined): BearerConfig | undefined {
   if (raw === undefined) return undefined
-  const audience = raw.audience.trim()
-  if (audience === '') issues.add([...at, 'audience'], 'must name the audience the tokens are issued for, such as api://orders')
+  // Absent, or dropped by the schema pass (an empty string, not a string): a problem, never a crash.
+  const audience = typeof raw.audience === 'string' ? raw.audience.trim() : ''
+  if (audience === '' && !issues.touched([...at, 'audience'])) issues.add([...at, 'audience'], 'must name the audience the tokens are issued for, such as api://orders')
   const issuers = [...new Set((raw.issuers ?? (provider === undefined ? [] : [provider])).map((name) => name.trim()))]
   if (issuers.length === 0 && !issues.touched([...at, 'issuers'])) {
     issues.add([...at, 'issuers'], 'must name the providers whose tokens are accepted (there is no route provider to default to)')

@@ -199,15 +199,15 @@ const IdentityHeaders = Type.Object({
 
 /** Machine clients with their own access tokens (`bearer:` on a route or a forward-auth host). */
 const Bearer = Type.Object({
-  audience: Type.String({ minLength: 1, description: 'What the token\'s `aud` must contain (the API\'s identifier at the provider, such as `api://orders`; for MCP clients, the route\'s `{baseUrl}<path>`).', examples: ['api://orders'] }),
+  audience: Type.String({ minLength: 1, description: 'What the token\'s `aud` must contain: the API\'s identifier at the provider (`api://orders`; at Entra ID, the API\'s application (client) ID; for MCP clients, the route\'s `{baseUrl}<path>`).', examples: ['api://orders'] }),
   issuers: Strings('Providers (by name) whose tokens are accepted; each needs an `issuer` (its keys and introspection endpoint come from discovery).', { defaultText: 'the route\'s provider', minItems: 1, expected: 'a non-empty list of provider names' }),
-  scopes: filled(Strings('Scopes the token must all carry (in `scope` or `scp`); one short is 403 `insufficient_scope`.', { default: [] })),
+  scopes: filled(Strings('Scopes the token must all carry, one scope per entry (found in its `scope` or `scp` claim); one missing is 403 `insufficient_scope`.', { default: [] })),
   header: filled(Type.Optional(Type.Union([Type.Literal('authorization'), Type.Literal('proxy-authorization')], {
     default: 'authorization',
     description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header.',
   }))),
-  introspect: Flag('Tokens that are not JWTs are checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s client credentials (answers cached at most 60 s).', false),
-}, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, AI agents) that bring their own access token: checked instead of a session, forwarded unchanged (see machine-clients.md).' })
+  introspect: Flag('Also accept tokens that are not JWTs: each is checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s `clientId` and `clientSecret` (a positive answer is reused at most 60 s). `false`: such tokens are refused.', false),
+}, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, MCP clients) that bring their own access token: a request with one is judged by the token instead of a session, never redirected to sign in, and the token goes upstream unchanged (see machine-clients.md).' })
 
 const Route = Type.Object({
   path: Type.String({ description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
