@@ -170,3 +170,19 @@ export function auditUser (verdict: Verdict): string | null {
 export function auditRule (verdict: Verdict): string {
   return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.rule ?? 'none' : 'none'
 }
+
+/** The credential a request was judged by, for the request's log line (see {@link auditCredential}). */
+export type Credential = 'bearer' | 'session'
+
+/**
+ * Which credential the request was judged by, for the request's log line, so that an audit tells a
+ * machine client from a person: `bearer` whenever the request carried a bearer token in the header
+ * the guard reads (a session is then never looked at), `session` when a session was found (allowed
+ * or refused by the rules), null when there was neither (a sign-in, a 401, a public path).
+ * @param authorization the header the guard's bearer check reads, as sent (undefined when the guard has none)
+ */
+export function auditCredential (verdict: Verdict, authorization: string | undefined): Credential | null {
+  if (verdict.kind === 'allow') return verdict.via === undefined ? 'session' : 'bearer'
+  if (verdict.kind === 'token_refused' || bearerToken(authorization) !== undefined) return 'bearer'
+  return verdict.kind === 'forbidden' ? 'session' : null
+}
