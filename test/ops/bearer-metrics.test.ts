@@ -104,13 +104,20 @@ describe('gateway_bearer_tokens_total', () => {
     expect(text).not.toContain(CI.id)
     for (const token of sent) expect(text).not.toContain(token)
   })
+
+  it('counts a Bearer header with no usable token as malformed', async () => {
+    const response = await fetch(`${gateway.url}/orders/empty`, { headers: { authorization: 'Bearer ', accept: 'application/json' } })
+    expect(response.status).toBe(401)
+    expect(metricValue(await scrape(), series('/orders', 'malformed'))).toBe(1)
+    expect(refusals('/orders').filter((line) => line.reason === 'malformed')).toHaveLength(1)
+  })
 })
 
 describe('the log lines of machine clients', () => {
   it('writes one `bearer token refused` line per refused token, with route and reason and nothing of the token', async () => {
     const logged = refusals('/orders')
-    // Of the test above: 1 insufficient_scope, 2 wrong_audience, 1 bad_signature, 1 not_a_jwt.
-    expect(logged.map((line) => line.reason).sort()).toEqual(['bad_signature', 'insufficient_scope', 'not_a_jwt', 'wrong_audience', 'wrong_audience'])
+    // Of the test above: 1 insufficient_scope, 2 wrong_audience, 1 bad_signature, 1 not_a_jwt, 1 malformed.
+    expect(logged.map((line) => line.reason).sort()).toEqual(['bad_signature', 'insufficient_scope', 'malformed', 'not_a_jwt', 'wrong_audience', 'wrong_audience'])
     for (const line of logged) expect(Object.keys(line).filter((key) => !['level', 'time', 'pid', 'hostname', 'msg', 'route', 'reason', 'suppressed'].includes(key))).toEqual([])
     // The first of each reason at info, the second wrong_audience (within the minute) at debug.
     expect(logged.filter((line) => line.reason === 'wrong_audience').map((line) => line.level)).toEqual([30, 20])
