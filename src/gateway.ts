@@ -3,6 +3,7 @@
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { Access } from './access/authorize.js'
+import { BearerReports } from './access/bearer-report.js'
 import { Assertions } from './assertion/assertions.js'
 import { KeyRing } from './assertion/keys.js'
 import { configWarnings } from './config/config.js'
@@ -42,7 +43,7 @@ export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
   logStream?: DestinationStream
   logLevel?: string
-  /** What "now" is for token expiry, the session cache window, the identity assertions and the store's refusal-line window (default: the wall clock): tests move it. */
+  /** What "now" is for token expiry, the session cache window, the identity assertions and the refusal lines' windows (the store's, machine clients' tokens') (default: the wall clock): tests move it. */
   clock?: Clock
   /** How long a Redis store's outage (and recovery) must persist before it is logged (default 1 s each). */
   storeHysteresis?: Hysteresis
@@ -134,6 +135,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     : undefined
   const access = new Access(sessions, refresher)
   const accessTokens = new AccessTokens(providers, clock)
+  const bearerReports = new BearerReports(metrics, app.log, clock)
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)
   // Set on protected requests (the proxy's and forward-auth's), read by RequestEnd's log line.
@@ -141,6 +143,8 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorateRequest('auditRule', undefined)
   app.decorateRequest('auditOriginal', undefined)
   app.decorateRequest('auditDecision', undefined)
+  app.decorateRequest('auditCredential', undefined)
+  app.decorateRequest('auditReason', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
 
@@ -154,7 +158,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, access, assertions })
   await app.register(protectedResources, { config })
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, assertions })
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

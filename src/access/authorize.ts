@@ -128,8 +128,6 @@ function signed (signer: AssertionSigner, id: string, decision: Extract<Decision
     (error: unknown): Verdict => ({ kind: 'unavailable', error }))
 }
 
-const MALFORMED = 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).'
-
 /**
  * The verdict on a request that carries a bearer token (null: the Bearer scheme without a usable
  * token): the gate's own answer first (a path outside the route, a public path: the token is not
@@ -138,7 +136,6 @@ const MALFORMED = 'The request names the Bearer scheme but carries no single wel
 function withToken (guard: Guard, bearer: BearerGuard, request: AccessRequest, token: string | null): Verdict | Promise<Verdict> {
   const first = decide(guard.gate, request.method, request.target, false, UNREAD)
   if (first.kind !== 'read_session') return withAssertion(guard, first, undefined)
-  if (token === null) return tokenVerdict(guard, bearer, request, '', { ok: false, problem: 'malformed', message: MALFORMED, scopes: [] })
   let outcome: BearerOutcome | Promise<BearerOutcome>
   try {
     outcome = bearer.check(token)
@@ -146,9 +143,9 @@ function withToken (guard: Guard, bearer: BearerGuard, request: AccessRequest, t
     return { kind: 'unavailable', error }
   }
   if (outcome instanceof Promise) {
-    return outcome.then((settled) => tokenVerdict(guard, bearer, request, token, settled), (error: unknown): Verdict => ({ kind: 'unavailable', error }))
+    return outcome.then((settled) => tokenVerdict(guard, bearer, request, token ?? '', settled), (error: unknown): Verdict => ({ kind: 'unavailable', error }))
   }
-  return tokenVerdict(guard, bearer, request, token, outcome)
+  return tokenVerdict(guard, bearer, request, token ?? '', outcome)
 }
 
 function tokenVerdict (guard: Guard, bearer: BearerGuard, request: AccessRequest, token: string, outcome: BearerOutcome): Verdict | Promise<Verdict> {
@@ -169,4 +166,20 @@ export function auditUser (verdict: Verdict): string | null {
 /** Which rule decided, for the request's log line: its name, or `none` (no rules, no allow rule matched, no session). */
 export function auditRule (verdict: Verdict): string {
   return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.rule ?? 'none' : 'none'
+}
+
+/** The credential a request was judged by, for the request's log line (see {@link auditCredential}). */
+export type Credential = 'bearer' | 'session'
+
+/**
+ * Which credential the request was judged by, for the request's log line, so that an audit tells a
+ * machine client from a person: `bearer` whenever the request carried a bearer token in the header
+ * the guard reads (a session is then never looked at), `session` when a session was found (allowed
+ * or refused by the rules), null when there was neither (a sign-in, a 401, a public path).
+ * @param authorization the header the guard's bearer check reads, as sent (undefined when the guard has none)
+ */
+export function auditCredential (verdict: Verdict, authorization: string | undefined): Credential | null {
+  if (verdict.kind === 'allow') return verdict.via === undefined ? 'session' : 'bearer'
+  if (verdict.kind === 'token_refused' || bearerToken(authorization) !== undefined) return 'bearer'
+  return verdict.kind === 'forbidden' ? 'session' : null
 }

@@ -23,12 +23,17 @@ export interface BearerGuard {
   readonly header: BearerConfig['header']
   /** The RFC 9728 metadata address, sent in every 401 of the route; undefined for forward-auth hosts. */
   readonly resourceMetadata: string | undefined
-  /** At once when the token was verified before; rejects when an issuer cannot be reached. */
-  check (token: string): BearerOutcome | Promise<BearerOutcome>
+  /**
+   * At once when the token was verified before; rejects when an issuer cannot be reached. Null (the
+   * Bearer scheme with no usable token) is refused as `malformed`, and reported as every refusal is.
+   */
+  check (token: string | null): BearerOutcome | Promise<BearerOutcome>
 }
 
 /** Counts outcomes (metrics, the refusal log): `accepted`, or the problem. */
 export type BearerReport = (result: TokenProblem | 'accepted') => void
+
+const MALFORMED = 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).'
 
 const b64token = (code: number): boolean =>
   (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) ||
@@ -111,6 +116,7 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     header: config.header,
     resourceMetadata,
     check (token) {
+      if (token === null) return refuse('malformed', MALFORMED)
       const checked = tokens.check(token, config.issuers, config.introspect)
       if (checked instanceof Promise) return checked.then((settled) => settled.ok ? judge(settled.token) : refuse(settled.problem, settled.message))
       return checked.ok ? judge(checked.token) : refuse(checked.problem, checked.message)

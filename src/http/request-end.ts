@@ -26,8 +26,15 @@ declare module 'fastify' {
      */
     auditUser: string | null | undefined
     auditRule: string | undefined
-    /** What was decided: `allow`, `forbidden`, `sign_in`, `unauthenticated`, `public`, `unavailable`, `invalid_request`. */
+    /** What was decided: `allow`, `forbidden`, `sign_in`, `unauthenticated`, `public`, `unavailable`, `invalid_request`, `token_refused`. */
     auditDecision: string | undefined
+    /**
+     * What the request was judged by: a machine client's `bearer` token or a person's `session`
+     * (null: neither; access/authorize.ts auditCredential). Undefined where it is not set: no field.
+     */
+    auditCredential: 'bearer' | 'session' | null | undefined
+    /** Why a machine client's token was refused (`token_refused`): one of a closed set of words, never the token. */
+    auditReason: string | undefined
     /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
     auditOriginal: { readonly method: string | undefined, readonly url: string } | undefined
   }
@@ -65,13 +72,21 @@ export class RequestEnd extends LogController {
  */
 export function logUpgrade (request: FastifyRequest): void {
   const fields = { method: request.method, url: loggableUrl(request.url), statusCode: 101 }
-  request.log.info(request.auditRule === undefined ? fields : { ...fields, decision: request.auditDecision, user: request.auditUser ?? null, rule: request.auditRule }, 'request upgraded')
+  request.log.info(request.auditRule === undefined ? fields : { ...fields, ...audit(request) }, 'request upgraded')
+}
+
+/**
+ * The audit fields of a protected request's line. `credential` and `reason` are left out of the
+ * line where they were not set (pino writes no field whose value is undefined).
+ */
+function audit (request: FastifyRequest) {
+  return { decision: request.auditDecision, user: request.auditUser ?? null, rule: request.auditRule, credential: request.auditCredential, reason: request.auditReason }
 }
 
 function line (request: FastifyRequest, reply: FastifyReply) {
   const fields = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
   if (request.auditRule === undefined) return fields
   const original = request.auditOriginal
-  const audit = { ...fields, decision: request.auditDecision, user: request.auditUser ?? null, rule: request.auditRule }
-  return original === undefined ? audit : { ...audit, originalMethod: original.method, originalUrl: original.url }
+  const audited = { ...fields, ...audit(request) }
+  return original === undefined ? audited : { ...audited, originalMethod: original.method, originalUrl: original.url }
 }

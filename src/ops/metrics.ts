@@ -1,6 +1,6 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
-// upstream latency, answers the upstream cut off, token refreshes, store errors, and the default
-// process metrics.
+// upstream latency, answers the upstream cut off, machine clients' tokens, token refreshes, store
+// errors, and the default process metrics.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
@@ -53,6 +53,24 @@ export class Metrics {
     },
   })
 
+  /** Per-route tallies of machine clients' tokens, by route name (see BearerTally). */
+  private readonly bearerTallies = new Map<string, BearerTally>()
+
+  readonly bearerTokens = new Counter({
+    name: 'gateway_bearer_tokens_total',
+    help: 'Machine clients\' access tokens checked on a route (or forward-auth host) with bearer:, by route and result (accepted, or why the token was refused)',
+    labelNames: ['route', 'result'] as const,
+    registers: [this.registry],
+    // Read from the tallies at scrape time; every such route shows its `accepted` series, at 0 until one is.
+    collect: () => {
+      this.bearerTokens.reset()
+      for (const tally of this.bearerTallies.values()) {
+        this.bearerTokens.inc({ route: tally.route, result: 'accepted' }, tally.accepted)
+        for (const [result, count] of tally.refused) this.bearerTokens.inc({ route: tally.route, result }, count)
+      }
+    },
+  })
+
   readonly refreshes = new Counter({
     name: 'gateway_token_refreshes_total', help: 'Access token refreshes, by provider and result (refreshed, refused, failed)', labelNames: ['provider', 'result'] as const, registers: [this.registry],
   })
@@ -68,6 +86,19 @@ export class Metrics {
 
   constructor () {
     collectDefaultMetrics({ register: this.registry })
+  }
+
+  /**
+   * The token tally of one route (or forward-auth host, `forward-auth:<host>`), counted in /metrics
+   * from now on; the same tally each time for one name.
+   */
+  forBearer (route: string): BearerTally {
+    let tally = this.bearerTallies.get(route)
+    if (tally === undefined) {
+      tally = new BearerTally(route)
+      this.bearerTallies.set(route, tally)
+    }
+    return tally
   }
 
   /** The tallies of one route, counted in /metrics from now on. */
@@ -117,6 +148,23 @@ export class RouteMetrics {
   recordCutOff (statusCode: number, upstreamStart: number | undefined, now = performance.now()): void {
     this.record(statusCode, upstreamStart, now)
     this.upstreamAborted++
+  }
+}
+
+/**
+ * How many tokens one route accepted and refused, by reason, as plain numbers: counted on the hot
+ * path without prom-client's per-call label hashing (see {@link RouteMetrics.record}). `result` is
+ * one of a closed set of words (oauth/access-tokens.ts TokenProblem), never a token or a subject.
+ */
+export class BearerTally {
+  accepted = 0
+  readonly refused = new Map<string, number>()
+
+  constructor (readonly route: string) {}
+
+  count (result: string): void {
+    if (result === 'accepted') this.accepted++
+    else this.refused.set(result, (this.refused.get(result) ?? 0) + 1)
   }
 }
 

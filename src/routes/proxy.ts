@@ -6,8 +6,9 @@
 // logged and counted by RequestEnd (proxy/cut-off.ts names what happened).
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import { auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
+import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
 import { compileBearer } from '../access/bearer.js'
+import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
 import { claimHeaderValues } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
@@ -36,6 +37,8 @@ export interface ProxyDeps {
   /** Checks machine clients' tokens on routes with `bearer:`. */
   accessTokens: AccessTokens
   metrics: Metrics
+  /** Counts and logs each machine client's token a route checks. */
+  bearerReports: BearerReports
   /** Present when any route (or the `assertion` section) asks for signed assertions. */
   assertions?: Assertions | undefined
 }
@@ -44,16 +47,26 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
   rewriteRequestHeaders: (headers: Record<string, string>, request: FastifyRequest) => Record<string, string>
 }
 
+/** What act() needs of the route besides the verdict. */
+interface RouteActs {
+  /** The route's `headers:`. */
+  readonly claimHeaders: readonly ClaimHeader[]
+  readonly switchAccount: (next: string) => string
+}
+
 /**
  * Acts on the pipeline's verdict, and on nothing else: only `allow` puts the session's token,
  * identity, claim headers and assertion on the request (what the header rewrite forwards). Calls
  * `done` unless it answered.
- * @param claimHeaders the route's `headers:`
+ * @param authorization the header the route's bearer check reads, as sent (for the audit fields)
  */
-function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, claimHeaders: readonly ClaimHeader[], done: HookHandlerDoneFunction, switchAccount: (next: string) => string): void {
+function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, authorization: string | undefined, route: RouteActs, done: HookHandlerDoneFunction): void {
   request.auditUser = auditUser(verdict)
   request.auditRule = auditRule(verdict)
   request.auditDecision = verdict.kind
+  request.auditCredential = auditCredential(verdict, authorization)
+  if (verdict.kind === 'token_refused') request.auditReason = verdict.problem
+  const { claimHeaders, switchAccount } = route
   switch (verdict.kind) {
     case 'allow': {
       // Checked before anything goes upstream: a value that cannot be sent whole refuses the request.
@@ -94,7 +107,7 @@ function unsendableClaim (header: string, problem: string): GatewayError {
 }
 
 /** The route's guard: its gate, the signer of its assertions when it sends them, and its token check with `bearer:`. */
-function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Assertions | undefined, accessTokens: AccessTokens): Guard {
+function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Assertions | undefined, accessTokens: AccessTokens, reports: BearerReports): Guard {
   // The config requires a provider on a protected route (compileGate checks it again).
   const provider = route.provider!
   const metadata = route.bearer === undefined ? undefined : resourceMetadataUrl(config.server.baseUrl, route.path)
@@ -105,12 +118,12 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   if (route.bearer === undefined) return { gate, signer }
   // A machine client's identity keeps the claims this route's rules and headers read.
   const kept = [...new Set([...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])]
-  const bearer = compileBearer(route.bearer, config.providers, kept, accessTokens, metadata)
+  const bearer = compileBearer(route.bearer, config.providers, kept, accessTokens, metadata, reports.for(route.path))
   const bearerSigner = route.assertion && assertions !== undefined ? (issuer: string) => assertions.forAudience(issuer, audience) : undefined
   return { gate, signer, bearer, bearerSigner }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, assertions }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('keepAuthorization', false)
   app.decorateRequest('identity', undefined)
@@ -138,16 +151,16 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         })
       }
       if (route.auth === 'required') {
-        const guard = guardOf(config, route, assertions, accessTokens)
+        const guard = guardOf(config, route, assertions, accessTokens, bearerReports)
         const bearerHeader = route.bearer?.header
-        const switchAccount = (next: string) => switchAccountUrl(config, route.provider!, next)
+        const acts: RouteActs = { claimHeaders: route.headers, switchAccount: (next) => switchAccountUrl(config, route.provider!, next) }
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {
           const authorization = bearerHeader === undefined ? undefined : request.headers[bearerHeader]
           const verdict = access.authorize(guard, { method: request.method, target: request.url, html: wantsHtml(request), cookie: request.headers.cookie, authorization })
-          if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, route.headers, done, switchAccount), done)
-          else act(request, reply, verdict, route.headers, done, switchAccount)
+          if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, authorization, acts, done), done)
+          else act(request, reply, verdict, authorization, acts, done)
         })
       }
       await registerProxy(scope, route, headers, plantable)
