@@ -200,11 +200,11 @@ const IdentityHeaders = Type.Object({
 /** Machine clients with their own access tokens (`bearer:` on a route or a forward-auth host). */
 const Bearer = Type.Object({
   audience: Type.String({ minLength: 1, description: 'What the token\'s `aud` must contain (the API\'s identifier at the provider, such as `api://orders`; for MCP clients, the route\'s `{baseUrl}<path>`).', examples: ['api://orders'] }),
-  issuers: Strings('Providers (by name) whose tokens are accepted; each needs an `issuer` (its keys and introspection endpoint come from discovery).', { defaultText: 'the route\'s provider', minItems: 1, expected: 'a non-empty list of provider names' }),
+  issuers: Strings('Providers (by name) whose tokens are accepted; each needs an `issuer` (its keys and introspection endpoint come from discovery).', { defaultText: 'the route\'s provider; on a forward-auth host, the provider the forward-auth URL names (`/oauth/auth/<provider>/`)', minItems: 1, expected: 'a non-empty list of provider names' }),
   scopes: filled(Strings('Scopes the token must all carry (in `scope` or `scp`); one short is 403 `insufficient_scope`.', { default: [] })),
   header: filled(Type.Optional(Type.Union([Type.Literal('authorization'), Type.Literal('proxy-authorization')], {
     default: 'authorization',
-    description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header.',
+    description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header (routes only: on a forward-auth host the proxy in front sets the application\'s Authorization).',
   }))),
   introspect: Flag('Tokens that are not JWTs are checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s client credentials (answers cached at most 60 s).', false),
 }, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, AI agents) that bring their own access token: checked instead of a session, forwarded unchanged (see machine-clients.md).' })
