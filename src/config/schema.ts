@@ -265,7 +265,7 @@ const ForwardAuth = Section({
   hosts: filled(Type.Optional(Type.Record(Type.String(), ForwardAuthHost, {
     default: {},
     description: 'Rules per host behind the proxy in front, by host name without port (`payroll.example.com`): the host a trusted proxy names in X-Forwarded-Host must pass them as well as the query\'s rules. Only these hosts and the gateway\'s own origin get an identity assertion.',
-    expected: 'a mapping of host name to { allow, deny }',
+    expected: 'a mapping of host name to { allow, deny, bearer }',
     examples: [{ 'payroll.example.com': { allow: [{ groups: ['payroll'] }] } }],
   }))),
 }, 'Forward-auth (/oauth/auth/<provider>/) for a proxy in front; see forward-auth.md.')
