@@ -6,7 +6,7 @@
 // A block that names its `issuers` is compiled once, at startup. A block without them accepts the
 // tokens of the provider the forward-auth URL names (/oauth/auth/<provider>/), which is known only
 // per request: its check is compiled the first time a (host, provider) pair is asked for and kept,
-// so the map holds at most hosts x providers entries (the route has checked the provider exists).
+// so the map holds at most hosts x providers entries.
 // No check names an RFC 9728 metadata address: forward-auth has no route path to describe.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1
 import { bearerToken, compileBearer, type BearerGuard } from '../access/bearer.js'
@@ -33,12 +33,14 @@ export class HostBearers {
     const bearer = this.config.forwardAuth.bearer.get(host)
     if (bearer === undefined) return undefined
     if (bearer.issuers.length > 0) return this.guards.get(host)
+    // The route answers an unknown provider 404 first; checked here too, so the bound holds by itself.
+    if (!Object.hasOwn(this.config.providers, provider)) return undefined
     const key = `${host} ${provider}`
     let guard = this.guards.get(key)
     if (guard === undefined) {
       // A provider without `issuer` has no keys and no introspection endpoint: with no issuer to
       // ask, every token is refused (never the browser flow for a caller that brought one).
-      const issuers = this.config.providers[provider]?.issuer === undefined ? [] : [provider]
+      const issuers = this.config.providers[provider]!.issuer === undefined ? [] : [provider]
       guard = this.compile(host, bearer, issuers)
       this.guards.set(key, guard)
     }

@@ -13,8 +13,13 @@ import { clientCredentialsToken } from '../helpers/machine.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { parseConfig } from '../../src/config/config.js'
+import pino from 'pino'
 import { stringify } from 'yaml'
+import { parseConfig } from '../../src/config/config.js'
+import { AccessTokens } from '../../src/oauth/access-tokens.js'
+import { Providers } from '../../src/oauth/providers.js'
+import { systemClock } from '../../src/ops/clock.js'
+import { HostBearers } from '../../src/routes/forward-auth-bearer.js'
 
 const CI = { id: 'ci-job', secret: 'ci-secret' }
 const API = 'api.example.com'
@@ -233,6 +238,28 @@ describe('the config of a forward-auth host\'s bearer block', () => {
   it('keeps issuers empty when not given: the provider the forward-auth URL names', () => {
     const config = parseConfig(base({ audience: 'api://orders' }), {})
     expect(config.forwardAuth.bearer.get(API)).toEqual({ audience: 'api://orders', issuers: [], scopes: [], header: 'authorization', introspect: false })
+  })
+
+  it('compiles one check per (host, provider) pair on first use, however often asked: at most hosts x providers', () => {
+    const config = parseConfig(stringify({
+      server: { baseUrl: 'https://auth.example.com' },
+      session: { secret: 'a-long-enough-session-secret-0123456789-abcdef' },
+      providers: Object.fromEntries(['a', 'b', 'c'].map((name) => [name, { clientId: name, clientSecret: 's', issuer: `https://${name}.example.com`, scope: 'openid' }])),
+      forwardAuth: { hosts: { 'x.example.com': { bearer: { audience: 'api://x' } }, 'y.example.com': { bearer: { audience: 'api://y', issuers: ['a'] } }, 'z.example.com': {} } },
+    }), {})
+    const bearers = new HostBearers(config, new AccessTokens(new Providers(config.providers, pino({ level: 'silent' })), systemClock))
+    expect(bearers.size).toBe(1)
+    for (let round = 0; round < 100; round++) {
+      for (const provider of ['a', 'b', 'c']) {
+        expect(bearers.guard('x.example.com', provider)).toBe(bearers.guard('x.example.com', provider))
+        expect(bearers.guard('y.example.com', provider)).toBe(bearers.guard('y.example.com', 'a'))
+        expect(bearers.guard('z.example.com', provider)).toBeUndefined()
+        expect(bearers.guard(`w${round}.example.com`, provider)).toBeUndefined()
+        expect(bearers.guard(undefined, provider)).toBeUndefined()
+        expect(bearers.guard('x.example.com', `${provider}${round}`)).toBeUndefined()
+      }
+    }
+    expect(bearers.size).toBe(4)
   })
 
   it('refuses header: proxy-authorization (the proxy in front sets the application\'s Authorization)', () => {
