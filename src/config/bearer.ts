@@ -1,8 +1,9 @@
 // `bearer:` on a route or a forward-auth host: machine clients that bring their own access token.
 // Read here into the one form the token checks use (src/access/bearer.ts): issuers default to the
-// route's provider, scopes are single scope tokens. What cannot be checked is a problem at its key
-// path: an issuer that is no provider, or a provider without `issuer` (no discovery, so no keys to
-// verify a token with and no introspection endpoint).
+// route's provider (on a forward-auth host they stay empty, meaning the provider the forward-auth
+// URL names, known only per request), scopes are single scope tokens. What cannot be checked is a
+// problem at its key path: an issuer that is no provider, or a provider without `issuer` (no
+// discovery, so no keys to verify a token with and no introspection endpoint).
 import { closest, describe, type Issues, type Path } from './reader.js'
 import type { BearerConfig, ProviderConfig } from './types.js'
 
@@ -17,17 +18,23 @@ export interface BearerYaml {
 }
 
 /**
- * The bearer block at `at`, or undefined when absent. `provider`: the route's, the issuers' default
- * (a forward-auth host has none: it must name its issuers).
+ * The bearer block at `at`, or undefined when absent. `provider`: the route's, the issuers' default;
+ * null on a forward-auth host, where no `issuers` is kept as an empty list: the provider the
+ * forward-auth URL names (/oauth/auth/<provider>/) issues the tokens.
  */
-export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undefined, provider: string | undefined): BearerConfig | undefined {
+export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undefined, provider: string | null | undefined): BearerConfig | undefined {
   if (raw === undefined) return undefined
   // Absent, or dropped by the schema pass (an empty string, not a string): a problem, never a crash.
   const audience = typeof raw.audience === 'string' ? raw.audience.trim() : ''
   if (audience === '' && !issues.touched([...at, 'audience'])) issues.add([...at, 'audience'], 'must name the audience the tokens are issued for, such as api://orders')
-  const issuers = [...new Set((raw.issuers ?? (provider === undefined ? [] : [provider])).map((name) => name.trim()))]
-  if (issuers.length === 0 && !issues.touched([...at, 'issuers'])) {
+  const issuers = [...new Set((raw.issuers ?? (typeof provider === 'string' ? [provider] : [])).map((name) => name.trim()))]
+  if (issuers.length === 0 && provider !== null && !issues.touched([...at, 'issuers'])) {
     issues.add([...at, 'issuers'], 'must name the providers whose tokens are accepted (there is no route provider to default to)')
+  }
+  if (provider === null && raw.header === 'proxy-authorization') {
+    // The proxy in front builds the application's request and copies the gateway's Authorization
+    // onto it: forward-auth cannot leave the application its own.
+    issues.add([...at, 'header'], 'must be authorization on a forward-auth host: the proxy in front sets the application\'s Authorization from the gateway\'s answer, so a token in Proxy-Authorization cannot leave the application its own', 'leave header out, or put the route behind the gateway\'s own proxy (routes:)')
   }
   raw.scopes.forEach((scope, i) => {
     // A scope is one token of the space-separated `scope` claim: `a b` could never be found in it.

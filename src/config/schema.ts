@@ -200,11 +200,11 @@ const IdentityHeaders = Type.Object({
 /** Machine clients with their own access tokens (`bearer:` on a route or a forward-auth host). */
 const Bearer = Type.Object({
   audience: Type.String({ minLength: 1, description: 'What the token\'s `aud` must contain: the API\'s identifier at the provider (`api://orders`; at Entra ID, the API\'s application (client) ID; for MCP clients, the route\'s `{baseUrl}<path>`).', examples: ['api://orders'] }),
-  issuers: Strings('Providers (by name) whose tokens are accepted; each needs an `issuer` (its keys and introspection endpoint come from discovery).', { defaultText: 'the route\'s provider', minItems: 1, expected: 'a non-empty list of provider names' }),
+  issuers: Strings('Providers (by name) whose tokens are accepted; each needs an `issuer` (its keys and introspection endpoint come from discovery).', { defaultText: 'the route\'s provider; on a forward-auth host, the provider the forward-auth URL names (`/oauth/auth/<provider>/`)', minItems: 1, expected: 'a non-empty list of provider names' }),
   scopes: filled(Strings('Scopes the token must all carry, one scope per entry (found in its `scope` or `scp` claim); one missing is 403 `insufficient_scope`.', { default: [] })),
   header: filled(Type.Optional(Type.Union([Type.Literal('authorization'), Type.Literal('proxy-authorization')], {
     default: 'authorization',
-    description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header.',
+    description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header (routes only: on a forward-auth host the proxy in front sets the application\'s Authorization).',
   }))),
   introspect: Flag('Also accept tokens that are not JWTs: each is checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s `clientId` and `clientSecret` (a positive answer is reused at most 60 s). `false`: such tokens are refused.', false),
 }, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, MCP clients) that bring their own access token: a request with one is judged by the token instead of a session, never redirected to sign in, and the token goes upstream unchanged (see machine-clients.md).' })
@@ -265,7 +265,7 @@ const ForwardAuth = Section({
   hosts: filled(Type.Optional(Type.Record(Type.String(), ForwardAuthHost, {
     default: {},
     description: 'Rules per host behind the proxy in front, by host name without port (`payroll.example.com`): the host a trusted proxy names in X-Forwarded-Host must pass them as well as the query\'s rules. Only these hosts and the gateway\'s own origin get an identity assertion.',
-    expected: 'a mapping of host name to { allow, deny }',
+    expected: 'a mapping of host name to { allow, deny, bearer }',
     examples: [{ 'payroll.example.com': { allow: [{ groups: ['payroll'] }] } }],
   }))),
 }, 'Forward-auth (/oauth/auth/<provider>/) for a proxy in front; see forward-auth.md.')

@@ -259,7 +259,7 @@ function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<stri
       issues.add(at, `names the host ${describe(host)} a second time`)
       continue
     }
-    hosts.set(host, { rules: ruleLists(issues, at, rules, { host }), bearer: bearerSection(issues, [...at, 'bearer'], rules.bearer, undefined) })
+    hosts.set(host, { rules: ruleLists(issues, at, rules, { host }), bearer: bearerSection(issues, [...at, 'bearer'], rules.bearer, null) })
   }
   return hosts
 }

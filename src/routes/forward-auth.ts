@@ -3,25 +3,31 @@
 // identity headers in the response, 401 `unauthenticated` with the sign-in address, 403 `forbidden`
 // when the allow rules in the query, or the rules forwardAuth.hosts keeps for the host a trusted
 // proxy names in X-Forwarded-Host, do not admit the user (both must). It never proxies: the proxy in front copies what
-// it needs from this answer onto the request it sends its application.
+// it needs from this answer onto the request it sends its application. A host whose entry has a
+// `bearer:` block also admits machine clients by their own access token (forward-auth-bearer.ts):
+// 200 with that token unchanged, else 401 `invalid_token` / 403 `insufficient_scope` with RFC
+// 6750's challenge, never a sign-in address.
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { auditRule, auditUser, type Access, type Guard } from '../access/authorize.js'
+import { auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
 import { compileGate, unreachable } from '../access/gate.js'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
+import { bearerToken } from '../access/bearer.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rules.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
 import { canonicalTarget } from '../http/canonical.js'
 import type { GatewayConfig, Rule } from '../config/types.js'
-import { unknownProvider } from '../errors.js'
+import { GatewayError, unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
+import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
 import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
 import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 import { loggableUrl } from '../ops/logger.js'
+import { credential, HostBearers } from './forward-auth-bearer.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export const LOGIN_URL_HEADER = 'x-login-url'
@@ -30,6 +36,8 @@ export interface ForwardAuthDeps {
   config: GatewayConfig
   providers: Providers
   access: Access
+  /** Checks machine clients' tokens on hosts whose forwardAuth.hosts entry has `bearer:`. */
+  accessTokens: AccessTokens
   /** Present when the gateway signs identity assertions: the original URL's origin gets one when allowed (see assertionAudience). */
   assertions?: Assertions | undefined
 }
@@ -142,12 +150,44 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
   return safeNext(text, redirectHosts)
 }
 
-export async function forwardAuth (app: FastifyInstance, { config, providers, access, assertions }: ForwardAuthDeps): Promise<void> {
+/** A refusal for a caller that brought a token: without the sign-in address a person would be offered. */
+function withoutSignIn (error: Error): Error {
+  if (error instanceof GatewayError) delete error.details.loginUrl
+  return error
+}
+
+/**
+ * The error that answers a refusing verdict: a 401 for nobody signed in names the sign-in address
+ * (X-Login-URL) for the proxy in front; a caller that brought a token (`byToken`) is never offered
+ * a sign-in or another account.
+ */
+function refused (verdict: Exclude<Verdict, { kind: 'allow' }>, byToken: boolean, login: string, switchAccount: () => string): Error {
+  switch (verdict.kind) {
+    case 'unauthenticated':
+      return refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
+    case 'forbidden':
+      return byToken ? withoutSignIn(refusal(verdict, { subject: 'this provider' })) : refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccount() })
+    case 'token_refused':
+      return refusal(verdict, { subject: 'this provider' })
+    case 'unavailable':
+    case 'invalid_request':
+      return refusal(verdict, byToken ? { subject: 'this provider' } : { subject: 'this provider', loginUrl: login })
+    case 'public':
+    case 'sign_in':
+      // A gate with no public rules, asked with html false, never answers these.
+      return new Error(`forward-auth's gate answered ${verdict.kind}`)
+    default:
+      return unreachable(verdict)
+  }
+}
+
+export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, assertions }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
   // Each host's rules compiled once (their path globs included); the query's are compiled per request.
   const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))
   const ownOrigin = new URL(config.server.baseUrl).origin
+  const hostBearers = new HostBearers(config, accessTokens)
 
   /**
    * Who signs the assertion for the original URL's origin, the audience an upstream behind nginx
@@ -181,29 +221,19 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     if (original !== undefined) request.auditOriginal = { method: subject.method, url: loggableUrl(original.uri) }
     const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [] }, () => login, judge)
-    const verdict = await access.authorize({ gate, signer: signerFor(provider, original?.url.origin) }, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie })
+    // Only the host a trusted proxy names can have a bearer block: a stranger's token is not looked at.
+    const bearer = hostBearers.guard(host, provider)
+    const audience = original?.url.origin
+    const signer = signerFor(provider, audience)
+    const guard: Guard = bearer === undefined ? { gate, signer } : { gate, signer, bearer, bearerSigner: (issuer) => signerFor(issuer, audience) }
+    const authorization = bearer === undefined ? undefined : credential(request.raw.headersDistinct[bearer.header])
+    const verdict = await access.authorize(guard, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie, authorization })
+    // A caller that brought a token is never offered a sign-in (nor another account).
+    const byToken = authorization !== undefined && bearerToken(authorization) !== undefined
     request.auditUser = auditUser(verdict)
     request.auditRule = auditRule(verdict)
     request.auditDecision = verdict.kind
-    switch (verdict.kind) {
-      case 'allow':
-        break
-      case 'unauthenticated':
-        throw refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
-      case 'forbidden':
-        throw refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccountUrl(config, provider, back) })
-      case 'token_refused':
-        throw refusal(verdict, { subject: 'this provider' })
-      case 'unavailable':
-      case 'invalid_request':
-        throw refusal(verdict, { subject: 'this provider', loginUrl: login })
-      case 'public':
-      case 'sign_in':
-        // A gate with no public rules, asked with html false, never answers these.
-        throw new Error(`forward-auth's gate answered ${verdict.kind}`)
-      default:
-        unreachable(verdict)
-    }
+    if (verdict.kind !== 'allow') throw refused(verdict, byToken, login, () => switchAccountUrl(config, provider, back))
     reply.header('authorization', `Bearer ${verdict.accessToken}`)
     reply.headers(identityHeaders(verdict.identity, DEFAULT_IDENTITY_HEADERS, {}))
     if (verdict.assertion !== undefined) reply.header(config.assertion.header, verdict.assertion)

@@ -165,11 +165,12 @@ export async function startNestedRoutes (publicRules: string[]): Promise<NestedR
 /**
  * A gateway answering forward-auth for a proxy in front on loopback (trusted), whose provider `demo`
  * signs in at a real authorization server; `rest` is the rest of gateway.yaml (its `forwardAuth`,
- * an `assertion`). `close` stops both.
+ * an `assertion`); `opOptions` the authorization server's own (machine clients, resources). `close`
+ * stops both.
  */
-export async function startForwardAuthGateway (redisUrl: string, rest: Record<string, unknown>): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
+export async function startForwardAuthGateway (redisUrl: string, rest: Record<string, unknown>, opOptions: Parameters<typeof startOidcProvider>[1] = {}): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
   const server = await reserveBaseUrl()
-  const op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
+  const op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }], opOptions)
   try {
     const gateway = await startGateway({
       server: { ...server, trustProxy: ['127.0.0.1'] },
