@@ -156,7 +156,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
   await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit, clock })
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
-  await app.register(forwardAuth, { config, providers, access, accessTokens, assertions })
+  await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions })
   await app.register(protectedResources, { config })
   await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.

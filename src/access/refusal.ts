@@ -23,6 +23,8 @@ export interface RefusalContext {
   headers?: Record<string, string>
   /** On `forbidden`: where "Use another account" POSTs (sign-out, then a sign-in that lets the person choose). */
   switchAccountUrl?: string
+  /** The caller brought its own token (a machine client): never offered a sign-in or another account. */
+  byToken?: boolean
 }
 
 /** What the 403 shows: the person's own identity and the refusing rule's name, never the rule's values. */
@@ -70,7 +72,9 @@ export function refusal (decision: Refusal, context: RefusalContext): Error {
     case 'forbidden': {
       const refused = refusedBy(decision.identity, decision.rule)
       return new GatewayError('forbidden', forbiddenMessage(refused), {
-        details: { loginUrl: decision.loginUrl, refused, ...(context.switchAccountUrl === undefined ? {} : { switchAccountUrl: context.switchAccountUrl }) },
+        details: context.byToken === true
+          ? { refused }
+          : { loginUrl: decision.loginUrl, refused, ...(context.switchAccountUrl === undefined ? {} : { switchAccountUrl: context.switchAccountUrl }) },
       })
     }
     case 'invalid_request':

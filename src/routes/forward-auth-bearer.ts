@@ -9,6 +9,7 @@
 // so the map holds at most hosts x providers entries.
 // No check names an RFC 9728 metadata address: forward-auth has no route path to describe.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1
+import type { BearerReports } from '../access/bearer-report.js'
 import { bearerToken, compileBearer, type BearerGuard } from '../access/bearer.js'
 import { claimPaths } from '../config/rules.js'
 import type { BearerConfig, GatewayConfig } from '../config/types.js'
@@ -18,7 +19,7 @@ export class HostBearers {
   /** Checks by host (blocks that name their issuers) or by `host provider` (blocks that do not). */
   private readonly guards = new Map<string, BearerGuard>()
 
-  constructor (private readonly config: GatewayConfig, private readonly tokens: AccessTokens) {
+  constructor (private readonly config: GatewayConfig, private readonly tokens: AccessTokens, private readonly reports: BearerReports) {
     for (const [host, bearer] of config.forwardAuth.bearer) {
       if (bearer.issuers.length > 0) this.guards.set(host, this.compile(host, bearer, bearer.issuers))
     }
@@ -56,7 +57,7 @@ export class HostBearers {
     // The identity keeps the claims the host's rules name, as a session keeps its provider's.
     const rules = this.config.forwardAuth.hosts.get(host)
     const kept = rules === undefined ? [] : claimPaths(rules)
-    return compileBearer({ ...bearer, issuers }, this.config.providers, kept, this.tokens, undefined)
+    return compileBearer({ ...bearer, issuers }, this.config.providers, kept, this.tokens, undefined, this.reports.for(`forward-auth:${host}`))
   }
 }
 

@@ -10,7 +10,8 @@
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
+import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
+import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate, unreachable } from '../access/gate.js'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
@@ -20,7 +21,7 @@ import { normalisedRule } from '../config/rules.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
 import { canonicalTarget } from '../http/canonical.js'
 import type { GatewayConfig, Rule } from '../config/types.js'
-import { GatewayError, unknownProvider } from '../errors.js'
+import { unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
@@ -38,6 +39,8 @@ export interface ForwardAuthDeps {
   access: Access
   /** Checks machine clients' tokens on hosts whose forwardAuth.hosts entry has `bearer:`. */
   accessTokens: AccessTokens
+  /** Counts and logs their outcomes, per host (`forward-auth:<host>`). */
+  bearerReports: BearerReports
   /** Present when the gateway signs identity assertions: the original URL's origin gets one when allowed (see assertionAudience). */
   assertions?: Assertions | undefined
 }
@@ -150,12 +153,6 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
   return safeNext(text, redirectHosts)
 }
 
-/** A refusal for a caller that brought a token: without the sign-in address a person would be offered. */
-function withoutSignIn (error: Error): Error {
-  if (error instanceof GatewayError) delete error.details.loginUrl
-  return error
-}
-
 /**
  * The error that answers a refusing verdict: a 401 for nobody signed in names the sign-in address
  * (X-Login-URL) for the proxy in front; a caller that brought a token (`byToken`) is never offered
@@ -166,7 +163,7 @@ function refused (verdict: Exclude<Verdict, { kind: 'allow' }>, byToken: boolean
     case 'unauthenticated':
       return refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
     case 'forbidden':
-      return byToken ? withoutSignIn(refusal(verdict, { subject: 'this provider' })) : refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccount() })
+      return byToken ? refusal(verdict, { subject: 'this provider', byToken }) : refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccount() })
     case 'token_refused':
       return refusal(verdict, { subject: 'this provider' })
     case 'unavailable':
@@ -181,13 +178,15 @@ function refused (verdict: Exclude<Verdict, { kind: 'allow' }>, byToken: boolean
   }
 }
 
-export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, assertions }: ForwardAuthDeps): Promise<void> {
+export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
   // Each host's rules compiled once (their path globs included); the query's are compiled per request.
   const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))
   const ownOrigin = new URL(config.server.baseUrl).origin
-  const hostBearers = new HostBearers(config, accessTokens)
+  const hostBearers = new HostBearers(config, accessTokens, bearerReports)
+  // Each bearer host's series shows in /metrics from the start, at 0.
+  for (const host of config.forwardAuth.bearer.keys()) bearerReports.for(`forward-auth:${host}`)
 
   /**
    * Who signs the assertion for the original URL's origin, the audience an upstream behind nginx
@@ -233,6 +232,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     request.auditUser = auditUser(verdict)
     request.auditRule = auditRule(verdict)
     request.auditDecision = verdict.kind
+    request.auditCredential = auditCredential(verdict, authorization)
+    if (verdict.kind === 'token_refused') request.auditReason = verdict.problem
     if (verdict.kind !== 'allow') throw refused(verdict, byToken, login, () => switchAccountUrl(config, provider, back))
     reply.header('authorization', `Bearer ${verdict.accessToken}`)
     reply.headers(identityHeaders(verdict.identity, DEFAULT_IDENTITY_HEADERS, {}))

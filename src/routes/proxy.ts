@@ -88,12 +88,15 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
     case 'sign_in':
       reply.redirect(verdict.loginUrl, 302)
       return
-    case 'unauthenticated':
     case 'forbidden':
+      // A machine client is never offered a sign-in or another account.
+      if (request.auditCredential === 'bearer') return done(refusal(verdict, { subject: 'this route', byToken: true }))
+      return done(refusal(verdict, { subject: 'this route', switchAccountUrl: switchAccount(request.url) }))
+    case 'unauthenticated':
     case 'unavailable':
     case 'invalid_request':
     case 'token_refused':
-      return done(refusal(verdict, { subject: 'this route', retryUrl: request.url, switchAccountUrl: switchAccount(request.url) }))
+      return done(refusal(verdict, { subject: 'this route', retryUrl: request.url }))
   }
 }
 

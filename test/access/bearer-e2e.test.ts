@@ -33,6 +33,7 @@ beforeAll(async () => {
     routes: [
       { path: '/orders/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders', scopes: ['orders.read'] } },
       { path: '/ledger/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', introspect: true } },
+      { path: '/admin/', upstream: upstream.url, provider: 'demo', deny: { users: [CI.id] }, bearer: { audience: 'api://orders' } },
     ],
   })
 })
@@ -76,6 +77,17 @@ describe('a machine client with a JWT access token', () => {
     expect(response.headers.get('www-authenticate')).toContain('error="invalid_token"')
     expect(response.headers.get('www-authenticate')).toContain(`resource_metadata="${gateway.url}/.well-known/oauth-protected-resource/orders"`)
     expect(lastSeen('/orders/other-audience')).toBeUndefined()
+  })
+
+  it('is judged by the route\'s rules as a person is: 403 forbidden, offering neither a sign-in nor another account', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
+    const response = await fetch(`${gateway.url}/admin/x`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })
+    expect(response.status).toBe(403)
+    const body = await response.json() as Record<string, unknown>
+    expect(body).toMatchObject({ error: 'forbidden', rule: 'deny', seen: { user: CI.id } })
+    expect(body).not.toHaveProperty('login_url')
+    expect(body).not.toHaveProperty('switch_account_url')
+    expect(lastSeen('/admin/x')).toBeUndefined()
   })
 })
 

@@ -16,6 +16,8 @@ import { startRedis, type TestRedis } from '../helpers/redis.js'
 import pino from 'pino'
 import { stringify } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
+import { BearerReports } from '../../src/access/bearer-report.js'
+import { Metrics } from '../../src/ops/metrics.js'
 import { AccessTokens } from '../../src/oauth/access-tokens.js'
 import { Providers } from '../../src/oauth/providers.js'
 import { systemClock } from '../../src/ops/clock.js'
@@ -156,6 +158,24 @@ describe('a machine client on a host with bearer:', () => {
   })
 })
 
+describe('what an operator sees of forward-auth\'s token callers', () => {
+  it('counts each host\'s outcomes in gateway_bearer_tokens_total and names the credential and reason on the request line', async () => {
+    const before = await (await fetch(`${trusting.url}/metrics`)).text()
+    // Every bearer host has its series from the start (the earlier tests of this file counted some).
+    for (const host of [API, 'ledger.example.com', 'ops.example.com']) expect(before).toContain(`gateway_bearer_tokens_total{route="forward-auth:${host}",result="accepted"}`)
+    expect(before).not.toContain('forward-auth:plain.example.com')
+    const accepted = (text: string) => Number(/gateway_bearer_tokens_total\{route="forward-auth:api\.example\.com",result="accepted"\} (\d+)/.exec(text)?.[1] ?? 0)
+    expect((await auth(API, { authorization: `Bearer ${await orders()}` })).status).toBe(200)
+    expect((await auth(API, { authorization: 'Bearer not-a-jwt' })).status).toBe(401)
+    const after = await (await fetch(`${trusting.url}/metrics`)).text()
+    expect(accepted(after)).toBe(accepted(before) + 1)
+    expect(after).toMatch(/gateway_bearer_tokens_total\{route="forward-auth:api\.example\.com",result="not_a_jwt"\} [1-9]/)
+    const lines = trusting.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'request completed' && line.url === '/oauth/auth/demo/')
+    expect(lines.at(-1)).toMatchObject({ credential: 'bearer', decision: 'token_refused', reason: 'not_a_jwt' })
+    expect(lines.at(-2)).toMatchObject({ credential: 'bearer', decision: 'allow', user: CI.id })
+  })
+})
+
 describe('tokens where no bearer block applies', () => {
   it('a host without bearer: ignores the token: a session passes with its own token, no session gets the sign-in', async () => {
     const token = await orders()
@@ -247,7 +267,8 @@ describe('the config of a forward-auth host\'s bearer block', () => {
       providers: Object.fromEntries(['a', 'b', 'c'].map((name) => [name, { clientId: name, clientSecret: 's', issuer: `https://${name}.example.com`, scope: 'openid' }])),
       forwardAuth: { hosts: { 'x.example.com': { bearer: { audience: 'api://x' } }, 'y.example.com': { bearer: { audience: 'api://y', issuers: ['a'] } }, 'z.example.com': {} } },
     }), {})
-    const bearers = new HostBearers(config, new AccessTokens(new Providers(config.providers, pino({ level: 'silent' })), systemClock))
+    const log = pino({ level: 'silent' })
+    const bearers = new HostBearers(config, new AccessTokens(new Providers(config.providers, log), systemClock), new BearerReports(new Metrics(), log, systemClock))
     expect(bearers.size).toBe(1)
     for (let round = 0; round < 100; round++) {
       for (const provider of ['a', 'b', 'c']) {
