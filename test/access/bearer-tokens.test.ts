@@ -4,6 +4,7 @@
 // scope short) with RFC 6750's challenge and RFC 9728's metadata address, whatever the Accept, and
 // the upstream never sees the request.
 import { createHmac, createPublicKey, randomUUID } from 'node:crypto'
+import fc from 'fast-check'
 import { generateKeyPair, SignJWT, decodeJwt, type JWK, type JWTPayload } from 'jose'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
@@ -99,10 +100,10 @@ const reached = (target: string): boolean => upstream.seen.some((request) => req
  * Sends `token` to `prefix` with either Accept and checks the refusal: `status`, its code, the
  * challenge (with `description` in error_description when given), no redirect, the upstream not called.
  */
-async function expectRefused (token: string, expected: { status: 401 | 403, error: string, description?: string, prefix?: string }): Promise<void> {
+async function expectRefused (token: string, expected: { status: 401 | 403, error: string, description?: string, prefix?: string, authorization?: string }): Promise<void> {
   for (const accept of ['application/json', 'text/html']) {
     const target = fresh(expected.prefix)
-    const response = await fetch(`${gateway.url}${target}`, { redirect: 'manual', headers: { authorization: `Bearer ${token}`, accept } })
+    const response = await fetch(`${gateway.url}${target}`, { redirect: 'manual', headers: { authorization: expected.authorization ?? `Bearer ${token}`, accept } })
     const body = await response.text()
     expect(response.status, `${accept}: ${body.slice(0, 200)}`).toBe(expected.status)
     expect(response.headers.get('location')).toBeNull()
@@ -192,6 +193,41 @@ describe('tokens refused end to end (upstream never called, either Accept)', () 
       if (accept === 'application/json') expect(JSON.parse(body)).toMatchObject({ error: 'forbidden' })
       expect(reached(target)).toBe(false)
     }
+  })
+})
+
+describe('the credential as sent', () => {
+  it.each([
+    ['a tab after the scheme', (token: string) => `Bearer\t${token}`],
+    ['a comma after the scheme', (token: string) => `Bearer,${token}`],
+    ['two tokens', (token: string) => `Bearer ${token} ${token}`],
+    ['two credentials', (token: string) => `Bearer ${token},Bearer ${token}`],
+  ])('refuses a good token in a malformed credential (%s) with 401, never the sign-in redirect', async (_name, spell) => {
+    const token = await ordersToken()
+    await expectRefused(token, { status: 401, error: 'invalid_token', description: 'no single well-formed token', authorization: spell(token) })
+  })
+
+  it('forwards exactly `Bearer <token>` whatever the scheme\'s case and the spaces, and never a credential it refused', async () => {
+    const token = await ordersToken()
+    const spelling = fc.record({
+      upper: fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }),
+      spaces: fc.integer({ min: 1, max: 4 }),
+      suffix: fc.constantFrom('', '', '=', ' x', ',x', '.x'),
+    })
+    await fc.assert(fc.asyncProperty(spelling, async ({ upper, spaces, suffix }) => {
+      const scheme = [...'bearer'].map((letter, i) => upper[i] ? letter.toUpperCase() : letter).join('')
+      const target = fresh()
+      const response = await fetch(`${gateway.url}${target}`, { redirect: 'manual', headers: { authorization: `${scheme}${' '.repeat(spaces)}${token}${suffix}`, accept: 'text/html' } })
+      await response.arrayBuffer()
+      const seen = upstream.seen.find((request) => request.url === target)
+      if (suffix === '') {
+        expect(response.status).toBe(200)
+        expect(seen?.headers.authorization).toBe(`Bearer ${token}`)
+      } else {
+        expect(response.status).toBe(401)
+        expect(seen).toBeUndefined()
+      }
+    }), { numRuns: 40 })
   })
 })
 
