@@ -92,11 +92,16 @@ function verificationProblem (error: unknown, provider: ResolvedProvider): Token
 export class AccessTokens {
   private readonly cache: Lru<string, VerifiedToken>
   private readonly keySets = new Map<string, JWTVerifyGetKey>()
-  /** Introspections under way, by token hash: concurrent requests with one token share one. */
+  /** Introspections under way, by token hash and issuers: concurrent requests with one token share one. */
   private readonly introspecting = new Map<string, Promise<TokenCheck>>()
 
   constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000) {
     this.cache = new Lru(maxEntries)
+  }
+
+  /** How many verified tokens are cached (at most `maxEntries`). */
+  get size (): number {
+    return this.cache.size
   }
 
   /**
@@ -114,10 +119,13 @@ export class AccessTokens {
     }
     if (isCompactJwt(token)) return this.verifyJwt(token, hash, issuers)
     if (!introspect) return refused('not_a_jwt', 'The token is not a JWT, and this route does not introspect tokens.')
-    let pending = this.introspecting.get(hash)
+    // One introspection per token and set of issuers: a route that accepts other issuers must not
+    // be handed the answer of an issuer it does not trust.
+    const asking = JSON.stringify([hash, issuers])
+    let pending = this.introspecting.get(asking)
     if (pending === undefined) {
-      pending = this.introspect(token, hash, issuers).finally(() => this.introspecting.delete(hash))
-      this.introspecting.set(hash, pending)
+      pending = this.introspect(token, hash, issuers).finally(() => this.introspecting.delete(asking))
+      this.introspecting.set(asking, pending)
     }
     return pending
   }

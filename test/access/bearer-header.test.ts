@@ -56,7 +56,7 @@ describe('bearerToken on any value', () => {
     const value = fc.oneof(
       fc.string({ unit: 'binary' }),
       fc.tuple(fc.constantFrom('Bearer', 'bearer', 'BEARER', 'BeArEr'), fc.stringMatching(/^[ \t]{0,3}$/), fc.stringMatching(/^[A-Za-z0-9\-._~+/= ,\t"]{0,40}$/))
-        .map(([scheme, gap, rest]) => scheme + gap + rest),
+        .map(([scheme, gap, rest]) => scheme + gap + rest)
     )
     fc.assert(fc.property(value, (header) => {
       const token = bearerToken(header)
