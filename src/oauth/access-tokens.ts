@@ -36,6 +36,8 @@ export interface VerifiedToken {
   readonly claims: Readonly<JWTPayload>
   /** Clock milliseconds until which this verification holds (its `exp`; at most 60 s when introspected). */
   readonly until: number
+  /** Its issuer's introspection endpoint vouched for it (an opaque token): only routes that introspect accept it. */
+  readonly introspected: boolean
 }
 
 export type TokenCheck =
@@ -114,7 +116,7 @@ export class AccessTokens {
     const hash = createHash('sha256').update(token).digest('base64url')
     const known = this.cache.peek(hash)
     if (known !== undefined) {
-      if (this.clock.now() < known.until && issuers.includes(known.issuer)) return { ok: true, token: known }
+      if (this.clock.now() < known.until && issuers.includes(known.issuer) && (introspect || !known.introspected)) return { ok: true, token: known }
       if (this.clock.now() >= known.until) this.cache.delete(hash)
     }
     if (isCompactJwt(token)) return this.verifyJwt(token, hash, issuers)
@@ -165,7 +167,7 @@ export class AccessTokens {
     } catch (error) {
       return verificationProblem(error, provider)
     }
-    const verified: VerifiedToken = { hash, issuer: provider.name, claims, until: claims.exp! * 1000 }
+    const verified: VerifiedToken = { hash, issuer: provider.name, claims, until: claims.exp! * 1000, introspected: false }
     this.cache.set(hash, verified)
     return { ok: true, token: verified }
   }
@@ -201,7 +203,7 @@ export class AccessTokens {
       if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', 'The token has expired.')
       if (typeof claims.nbf === 'number' && claims.nbf - CLOCK_TOLERANCE_S > now) return refused('not_yet_valid', 'The token is not valid yet (nbf).')
       const until = Math.min(this.clock.now() + INTROSPECTION_CACHE_MS, typeof claims.exp === 'number' ? claims.exp * 1000 : Infinity)
-      const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until }
+      const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until, introspected: true }
       if (until > this.clock.now()) this.cache.set(hash, verified)
       return { ok: true, token: verified }
     }

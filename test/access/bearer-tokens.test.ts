@@ -29,6 +29,8 @@ let redis: TestRedis
 let upstream: Upstream
 let op: TestProvider
 let other: TestProvider
+/** An issuer that goes down during the tests (its introspection endpoint with it). */
+let gone: TestProvider
 let gateway: TestGateway
 /** The `kid` of `op`'s signing key, as its JWKS publishes it. */
 let kid: string
@@ -45,18 +47,21 @@ beforeAll(async () => {
   // Another issuer whose clients, resources and scopes are the same: only `iss` and keys differ.
   other = await startOidcProvider([{ client_id: 'c2', client_secret: 's2', redirect_uris: [`${baseUrl}/oauth/authorized/other/`] }],
     { machineClients: [registered(CI)], resources: RESOURCES })
+  gone = await startOidcProvider([{ client_id: 'c3', client_secret: 's3', redirect_uris: [`${baseUrl}/oauth/authorized/gone/`] }],
+    { machineClients: [registered(CI)], resources: RESOURCES })
   const jwks = await (await fetch(`${op.issuer}/jwks`)).json() as { keys: JWK[] }
   publicJwk = jwks.keys[0]!
   kid = publicJwk.kid!
   gateway = await startGateway({
     server: { port, baseUrl },
     store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'c', 's'), other: oidcClient(other.issuer, 'c2', 's2') },
+    providers: { demo: oidcClient(op.issuer, 'c', 's'), other: oidcClient(other.issuer, 'c2', 's2'), gone: oidcClient(gone.issuer, 'c3', 's3') },
     routes: [
       { path: '/orders/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders', scopes: ['orders.read'] }, deny: [{ users: [BLOCKED.id] }] },
       { path: '/other/', upstream: upstream.url, provider: 'other', bearer: { audience: 'api://orders' } },
       { path: '/ledger/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', introspect: true } },
       { path: '/brief/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://brief', introspect: true } },
+      { path: '/vault/', upstream: upstream.url, provider: 'gone', bearer: { audience: 'api://ledger', introspect: true } },
     ],
   }, { deps: { clock } })
 })
@@ -65,7 +70,7 @@ afterEach(() => { clock.offset = 0 })
 
 afterAll(async () => {
   await gateway?.close()
-  await Promise.all([op?.close(), other?.close(), upstream?.close()])
+  await Promise.all([op?.close(), other?.close(), gone?.close(), upstream?.close()])
   await redis?.release()
 })
 
@@ -310,6 +315,24 @@ describe('opaque tokens by introspection', () => {
     expect(op.requests('/token/introspection')).toBe(asked + 2)
     clock.offset = 91_000
     await expectRefused(token, { status: 401, error: 'invalid_token', description: 'expired', prefix: '/brief/' })
+  })
+})
+
+describe('an introspection endpoint that is down', () => {
+  it('answers 502 provider_unavailable (never a refusal of the token, never the upstream)', async () => {
+    const token = await clientCredentialsToken(gone, CI, 'api://ledger', 'ledger.read')
+    expect(await statusOf(token, '/vault/')).toEqual({ status: 200, seen: true })
+    await gone.close()
+    // Past the cached answer: the gateway has to ask again, and nobody answers.
+    clock.offset = 61_000
+    for (const accept of ['application/json', 'text/html']) {
+      const target = fresh('/vault/')
+      const response = await fetch(`${gateway.url}${target}`, { redirect: 'manual', headers: { authorization: `Bearer ${token}`, accept } })
+      const body = await response.text()
+      expect(response.status).toBe(502)
+      if (accept === 'application/json') expect(JSON.parse(body)).toMatchObject({ error: 'provider_unavailable' })
+      expect(reached(target)).toBe(false)
+    }
   })
 })
 

@@ -104,6 +104,13 @@ describe('introspection', () => {
     expect(await tokens.check(token, ['other'], true)).toMatchObject({ ok: false, problem: 'inactive' })
   })
 
+  it('does not let a route that does not introspect accept an opaque token another route had introspected', async () => {
+    const tokens = new AccessTokens(providers, clock)
+    const token = await opaque()
+    expect(await tokens.check(token, ['demo'], true)).toMatchObject({ ok: true })
+    expect(await tokens.check(token, ['demo'], false)).toMatchObject({ ok: false, problem: 'not_a_jwt' })
+  })
+
   describe('an endpoint that fails', () => {
     let hanging: Server
     let hangingUrl: string
