@@ -85,6 +85,41 @@ describe('the verification cache', () => {
   })
 })
 
+describe('hostile JWTs are refused, never taken for a provider outage', () => {
+  const b64 = (value: unknown): string => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)).toString('base64url')
+  let kid: string
+  beforeAll(async () => {
+    kid = ((await (await fetch(`${op.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys[0]!.kid
+  })
+  const payload = (extra: Record<string, unknown> = {}): Record<string, unknown> =>
+    ({ iss: op.issuer, aud: 'api://orders', sub: 'x', scope: 'orders.read', exp: Math.floor(Date.now() / 1000) + 300, ...extra })
+  // Each a header and a payload; the signature is made up (the point is what happens before it matters).
+  const rows: Array<[string, () => [unknown, unknown]]> = [
+    ['an algorithm the key is not for', () => [{ alg: 'ES256', kid }, payload()]],
+    ['EdDSA with the RSA key\'s kid', () => [{ alg: 'EdDSA', kid }, payload()]],
+    ['a kid that is a number', () => [{ alg: 'RS256', kid: 123 }, payload()]],
+    ['a kid that is an object', () => [{ alg: 'RS256', kid: { $ne: null } }, payload()]],
+    ['no kid', () => [{ alg: 'RS256' }, payload()]],
+    ['an unknown critical extension', () => [{ alg: 'RS256', kid, crit: ['exp-x'], 'exp-x': 1 }, payload()]],
+    ['an unencoded payload (b64: false)', () => [{ alg: 'RS256', kid, crit: ['b64'], b64: false }, payload()]],
+    ['an embedded key (jwk)', () => [{ alg: 'RS256', kid, jwk: { kty: 'oct', k: 'AAAA' } }, payload()]],
+    ['a header that is not JSON', () => ['{"alg":', payload()]],
+    ['a header that is an array', () => [['RS256'], payload()]],
+    ['a payload that is not JSON', () => [{ alg: 'RS256', kid }, 'not json']],
+    ['a payload that is an array', () => [{ alg: 'RS256', kid }, [1, 2]]],
+    ['an iss that is a number', () => [{ alg: 'RS256', kid }, payload({ iss: 1 })]],
+    ['an exp far beyond any date', () => [{ alg: 'RS256', kid }, payload({ exp: 1e300 })]],
+    ['an exp that is negative', () => [{ alg: 'RS256', kid }, payload({ exp: -1 })]],
+    ['an nbf that is a string', () => [{ alg: 'RS256', kid }, payload({ nbf: 'soon' })]],
+  ]
+  it.each(rows)('%s', async (_name, make) => {
+    const tokens = new AccessTokens(providers, clock)
+    const [header, body] = make()
+    const token = `${b64(header)}.${b64(body)}.${b64('not-a-signature')}`
+    await expect(Promise.resolve(tokens.check(token, ['demo'], false))).resolves.toMatchObject({ ok: false })
+  })
+})
+
 describe('introspection', () => {
   it('asks once for one token that many requests bring at the same moment', async () => {
     const tokens = new AccessTokens(providers, clock)
