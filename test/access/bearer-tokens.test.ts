@@ -7,6 +7,7 @@ import { createHmac, createPublicKey, randomUUID } from 'node:crypto'
 import fc from 'fast-check'
 import { generateKeyPair, SignJWT, decodeJwt, type JWK, type JWTPayload } from 'jose'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { clientCredentialsToken } from '../helpers/machine.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -42,7 +43,9 @@ beforeAll(async () => {
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
   // `logout` turns on token revocation (a revoked opaque token must be refused).
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }],
+  // The gateway's client may also be sent back to the upstream: the test then reads the code there
+  // and redeems it itself, as a person's app would, for a real ID token.
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`, `${upstream.url}/signed-in`] }],
     { machineClients: [registered(CI), registered(BLOCKED)], resources: RESOURCES, logout: true })
   // Another issuer whose clients, resources and scopes are the same: only `iss` and keys differ.
   other = await startOidcProvider([{ client_id: 'c2', client_secret: 's2', redirect_uris: [`${baseUrl}/oauth/authorized/other/`] }],
@@ -92,6 +95,18 @@ function withPart (token: string, index: 0 | 1 | 2, part: string): string {
   const parts = token.split('.')
   parts[index] = part
   return parts.join('.')
+}
+
+/** A real ID token of `login` for the gateway's client `c`, from a sign-in at `op` (with `nonce` when given). */
+async function realIdToken (login: string, nonce?: string): Promise<string> {
+  const browser = new Browser()
+  const query = new URLSearchParams({ client_id: 'c', response_type: 'code', scope: 'openid email', redirect_uri: `${upstream.url}/signed-in`, ...(nonce === undefined ? {} : { nonce }) })
+  await browser.navigate(`${op.issuer}/auth?${query}`, { login })
+  const back = browser.hops.map((hop) => hop.location).find((location) => location?.startsWith(`${upstream.url}/signed-in`))
+  const code = new URL(back!).searchParams.get('code')!
+  const form = new URLSearchParams({ grant_type: 'authorization_code', code, redirect_uri: `${upstream.url}/signed-in`, client_id: 'c', client_secret: 's' })
+  const answer = await (await fetch(`${op.issuer}/token`, { method: 'POST', body: form })).json() as { id_token: string }
+  return answer.id_token
 }
 
 const ordersToken = async (scope = 'orders.read'): Promise<string> => await clientCredentialsToken(op, CI, 'api://orders', scope)
@@ -173,6 +188,8 @@ describe('tokens refused end to end (upstream never called, either Accept)', () 
       const token = await clientCredentialsToken(other, CI, 'api://orders', 'orders.read')
       return withPart(token, 1, b64({ ...decodeJwt(token), iss: op.issuer }))
     }, { status: 401, error: 'invalid_token', description: 'key the issuer does not publish' }],
+    ['a person\'s real ID token (with a nonce)', async () => await realIdToken('alice', 'n-0123456789'), { status: 401, error: 'invalid_token', description: 'An ID token is not an access token' }],
+    ['a person\'s real ID token (without a nonce: the gateway\'s client id is its only audience)', async () => await realIdToken('alice'), { status: 401, error: 'invalid_token', description: 'An ID token is not an access token' }],
     ['an ID token by its typ', async () => await signed(claims(), { typ: 'id+jwt' }), { status: 401, error: 'invalid_token', description: 'An ID token is not an access token' }],
     ['an ID token by its nonce', async () => await signed(claims({ nonce: 'n-0123456789' }), { typ: 'JWT' }), { status: 401, error: 'invalid_token', description: 'An ID token is not an access token' }],
     ['an ID token by its audience (the gateway\'s client id only)', async () => await signed(claims({ aud: 'c', sub: 'alice', azp: 'c' }), { typ: 'JWT' }), { status: 401, error: 'invalid_token', description: 'An ID token is not an access token' }],
