@@ -333,8 +333,8 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     ...(options.logout ? { fetch: (url: string | URL | Request, init?: RequestInit) => { delete (init as { dispatcher?: unknown } | undefined)?.dispatcher; return fetch(url, init) } } : {}),
     issueRefreshToken: async () => true,
     ttl: {
-      // Per resource server: its accessTokenTTL (getResourceServerInfo) wins over this.
-      ClientCredentials: 3600,
+      // A resource server's accessTokenTTL (getResourceServerInfo) reaches a token only through here.
+      ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,
       AccessToken: (ctx, token) => options.accessTokenTtl?.(String(token.clientId), String(ctx.oidc.params?.grant_type ?? '')) ?? 3600,
       AuthorizationCode: 60,
       IdToken: 3600,

@@ -39,16 +39,22 @@ const b64token = (code: number): boolean =>
   (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) ||
   code === 45 /* - */ || code === 46 /* . */ || code === 95 /* _ */ || code === 126 /* ~ */ || code === 43 /* + */ || code === 47 /* / */
 
+/** A character of an auth-scheme name (RFC 9110 §5.6.2 tchar): one more makes `Bearer` another scheme's name. */
+const tchar = (code: number): boolean =>
+  (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) || '!#$%&\'*+-.^_`|~'.includes(String.fromCharCode(code))
+
 /**
  * The token of an Authorization (or Proxy-Authorization) value: `Bearer`, in any case, one or more
  * spaces, then one b64token (RFC 6750 §2.1). Undefined when there is no bearer credential (no
- * header, another scheme: the request is judged by its session); null when the value names the
- * Bearer scheme but carries no single well-formed token (refused, never passed on). One pass.
+ * header, another scheme such as `Bearerx`: the request is judged by its session); null when the
+ * value names the Bearer scheme but carries no single well-formed token (`Bearer`, a tab or a comma
+ * after it, two tokens: refused, never judged by a session nor passed on). One pass.
  */
 export function bearerToken (value: string | undefined): string | null | undefined {
   if (value === undefined || value.length < 6 || value.slice(0, 6).toLowerCase() !== 'bearer') return undefined
   if (value.length === 6) return null
-  if (value.charCodeAt(6) !== 32) return undefined
+  const next = value.charCodeAt(6)
+  if (next !== 32) return tchar(next) ? undefined : null
   let start = 7
   while (value.charCodeAt(start) === 32) start++
   let end = start

@@ -36,6 +36,8 @@ export interface VerifiedToken {
   readonly claims: Readonly<JWTPayload>
   /** Clock milliseconds until which this verification holds (its `exp`; at most 60 s when introspected). */
   readonly until: number
+  /** Its issuer's introspection endpoint vouched for it (an opaque token): only routes that introspect accept it. */
+  readonly introspected: boolean
 }
 
 export type TokenCheck =
@@ -92,11 +94,16 @@ function verificationProblem (error: unknown, provider: ResolvedProvider): Token
 export class AccessTokens {
   private readonly cache: Lru<string, VerifiedToken>
   private readonly keySets = new Map<string, JWTVerifyGetKey>()
-  /** Introspections under way, by token hash: concurrent requests with one token share one. */
+  /** Introspections under way, by token hash and issuers: concurrent requests with one token share one. */
   private readonly introspecting = new Map<string, Promise<TokenCheck>>()
 
   constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000) {
     this.cache = new Lru(maxEntries)
+  }
+
+  /** How many verified tokens are cached (at most `maxEntries`). */
+  get size (): number {
+    return this.cache.size
   }
 
   /**
@@ -109,15 +116,18 @@ export class AccessTokens {
     const hash = createHash('sha256').update(token).digest('base64url')
     const known = this.cache.peek(hash)
     if (known !== undefined) {
-      if (this.clock.now() < known.until && issuers.includes(known.issuer)) return { ok: true, token: known }
+      if (this.clock.now() < known.until && issuers.includes(known.issuer) && (introspect || !known.introspected)) return { ok: true, token: known }
       if (this.clock.now() >= known.until) this.cache.delete(hash)
     }
     if (isCompactJwt(token)) return this.verifyJwt(token, hash, issuers)
     if (!introspect) return refused('not_a_jwt', 'The token is not a JWT, and this route does not introspect tokens.')
-    let pending = this.introspecting.get(hash)
+    // One introspection per token and set of issuers: a route that accepts other issuers must not
+    // be handed the answer of an issuer it does not trust.
+    const asking = JSON.stringify([hash, issuers])
+    let pending = this.introspecting.get(asking)
     if (pending === undefined) {
-      pending = this.introspect(token, hash, issuers).finally(() => this.introspecting.delete(hash))
-      this.introspecting.set(hash, pending)
+      pending = this.introspect(token, hash, issuers).finally(() => this.introspecting.delete(asking))
+      this.introspecting.set(asking, pending)
     }
     return pending
   }
@@ -167,7 +177,7 @@ export class AccessTokens {
     } catch (error) {
       return verificationProblem(error, provider)
     }
-    const verified: VerifiedToken = { hash, issuer: provider.name, claims, until: claims.exp! * 1000 }
+    const verified: VerifiedToken = { hash, issuer: provider.name, claims, until: claims.exp! * 1000, introspected: false }
     this.cache.set(hash, verified)
     return { ok: true, token: verified }
   }
@@ -203,7 +213,7 @@ export class AccessTokens {
       if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', 'The token has expired.')
       if (typeof claims.nbf === 'number' && claims.nbf - CLOCK_TOLERANCE_S > now) return refused('not_yet_valid', 'The token is not valid yet (nbf).')
       const until = Math.min(this.clock.now() + INTROSPECTION_CACHE_MS, typeof claims.exp === 'number' ? claims.exp * 1000 : Infinity)
-      const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until }
+      const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until, introspected: true }
       if (until > this.clock.now()) this.cache.set(hash, verified)
       return { ok: true, token: verified }
     }
