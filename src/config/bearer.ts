@@ -59,7 +59,7 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
       return
     }
     if (provider.issuer === undefined) {
-      issues.add(where, `names provider ${name}, which has no \`issuer\`: without OIDC discovery there are no keys to verify its tokens with`, 'set the provider\'s issuer (its discovery document must list jwks_uri)')
+      issues.add(where, `names provider ${name}, which has no \`issuer\`: without OIDC discovery there are no keys to verify its tokens with`, 'set the provider\'s issuer (its discovery document must list jwks_uri), or name in `issuers` providers that have one (without `issuers`, the route\'s provider is used)')
     }
   })
 }

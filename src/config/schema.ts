@@ -204,7 +204,7 @@ const Bearer = Type.Object({
   scopes: filled(Strings('Scopes the token must all carry, one scope per entry (found in its `scope` or `scp` claim); one missing is 403 `insufficient_scope`.', { default: [] })),
   header: filled(Type.Optional(Type.Union([Type.Literal('authorization'), Type.Literal('proxy-authorization')], {
     default: 'authorization',
-    description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header (routes only: on a forward-auth host the proxy in front sets the application\'s Authorization).',
+    description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header (routes only: on a forward-auth host the proxy in front sets the application\'s Authorization). A token in the other header is not read: the request counts as one without a token.',
   }))),
   introspect: Flag('Also accept tokens that are not JWTs: each is checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s `clientId` and `clientSecret` (a positive answer is reused at most 60 s). `false`: such tokens are refused.', false),
 }, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, MCP clients) that bring their own access token: a request with one is judged by the token instead of a session, never redirected to sign in, and the token goes upstream unchanged (see machine-clients.md).' })
