@@ -89,7 +89,7 @@ function refusedFields ({ refused, switchAccountUrl }: ErrorDetails): Record<str
   if (refused === undefined) return {}
   const { seen, rule } = refused
   return {
-    seen: seen === undefined ? null : { user: seen.user, email: seen.email ?? null, email_verified: seen.emailVerified, groups: seen.groups },
+    seen: seen === undefined ? null : { user: seen.user, email: seen.email ?? null, email_verified: seen.email === undefined ? null : seen.emailVerified, groups: seen.groups },
     rule: rule ?? null,
     ...(switchAccountUrl === undefined ? {} : { switch_account_url: switchAccountUrl }),
   }

@@ -34,6 +34,8 @@ function backLink (startOver: string): string {
   return `<a href="${escapeHtml(startOver)}">${startOver === HOME ? 'Start over' : 'Go back'}</a>`
 }
 
+const BY_TOKEN = 'The access token sent with this request is valid, but this application\'s rules do not admit the client it was issued to.'
+
 /**
  * A rules' 403: what the gateway saw (the person's own user, e-mail and groups), which rule refused
  * (its name only), and "Use another account", a form POST (sign-out is never a link).
@@ -50,8 +52,10 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   const other = switchAccountUrl === undefined
     ? ''
     : `<form method="post" action="${escapeHtml(switchAccountUrl)}"><button type="submit" class="button">Use another account</button></form>`
+  // Without a sign-in to offer, the caller brought its own token (a machine client): no account to switch.
+  const explanation = error.details.loginUrl === undefined && switchAccountUrl === undefined ? BY_TOKEN : entry.explanation
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
-<p>${escapeHtml(entry.explanation)}</p>
+<p>${escapeHtml(explanation)}</p>
 <p>What the gateway saw:</p>
 <dl class="seen">${rows}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
 ${other}

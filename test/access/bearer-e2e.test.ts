@@ -84,10 +84,15 @@ describe('a machine client with a JWT access token', () => {
     const response = await fetch(`${gateway.url}/admin/x`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })
     expect(response.status).toBe(403)
     const body = await response.json() as Record<string, unknown>
-    expect(body).toMatchObject({ error: 'forbidden', rule: 'deny', seen: { user: CI.id } })
+    // A client's token names no e-mail address: nothing is said verified.
+    expect(body).toMatchObject({ error: 'forbidden', rule: 'deny', seen: { user: CI.id, email: null, email_verified: null, groups: [] } })
     expect(body).not.toHaveProperty('login_url')
     expect(body).not.toHaveProperty('switch_account_url')
     expect(lastSeen('/admin/x')).toBeUndefined()
+    const page = await (await fetch(`${gateway.url}/admin/x`, { headers: { authorization: `Bearer ${token}`, accept: 'text/html' } })).text()
+    expect(page).toContain('rules do not admit the client')
+    expect(page).not.toContain('Sign in with another account')
+    expect(page).not.toContain('Use another account')
   })
 })
 
