@@ -1,6 +1,7 @@
 // Machine clients end to end: a real authorization server issuing client-credentials tokens for two
 // resources (RFC 9068 JWTs for one, opaque tokens checked by introspection for the other), a gateway
 // whose routes accept them beside browser sessions, real Redis, a real upstream.
+import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
@@ -25,6 +26,8 @@ beforeAll(async () => {
       'api://orders': { scope: 'orders.read orders.write' },
       'api://ledger': { scope: 'ledger.read', format: 'opaque' },
     },
+    // As a provider's mapper adds roles to a service account's tokens.
+    tokenClaims: (clientId) => clientId === CI.id ? { realm_access: { roles: ['deployer', 'reader'] } } : undefined,
   })
   gateway = await startGateway({
     server: { port, baseUrl },
@@ -34,6 +37,15 @@ beforeAll(async () => {
       { path: '/orders/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders', scopes: ['orders.read'] } },
       { path: '/ledger/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', introspect: true } },
       { path: '/admin/', upstream: upstream.url, provider: 'demo', deny: { users: [CI.id] }, bearer: { audience: 'api://orders' } },
+      {
+        path: '/deploy/',
+        upstream: upstream.url,
+        provider: 'demo',
+        allow: { claims: { 'realm_access.roles': ['deployer'] } },
+        headers: { 'X-Roles': 'claims.realm_access.roles' },
+        assertion: true,
+        bearer: { audience: 'api://orders' },
+      },
     ],
   })
 })
@@ -93,6 +105,20 @@ describe('a machine client with a JWT access token', () => {
     expect(page).toContain('rules do not admit the client')
     expect(page).not.toContain('Sign in with another account')
     expect(page).not.toContain('Use another account')
+  })
+})
+
+describe('what the upstream learns of a machine client', () => {
+  it('gets claim headers and the signed assertion from the token\'s claims, and rules read those claims', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
+    const response = await fetch(`${gateway.url}/deploy/run`, { headers: { authorization: `Bearer ${token}` } })
+    expect(response.status).toBe(200)
+    const seen = lastSeen('/deploy/run')!
+    expect(seen.headers['x-roles']).toBe('deployer,reader')
+    const assertion = await jwtVerify(String(seen.headers['x-gateway-assertion']), createRemoteJWKSet(new URL(`${gateway.url}/.well-known/jwks.json`)), {
+      issuer: gateway.url, audience: new URL(upstream.url).origin,
+    })
+    expect(assertion.payload).toMatchObject({ sub: CI.id, provider: 'demo' })
   })
 })
 
