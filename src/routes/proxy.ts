@@ -7,7 +7,7 @@
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
-import { compileBearer } from '../access/bearer.js'
+import { bearerToken, compileBearer } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
 import { claimHeaderValues } from '../access/identity-headers.js'
@@ -147,9 +147,13 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
       if (route.websocket) {
         // Browsers let any site open a websocket with the user's cookies (no CORS): only pages of
         // the gateway's own origin, or of one the route lists, may (cross-site websocket hijacking).
+        // A machine client's bearer token is no such ambient credential (a page cannot put one on a
+        // websocket's handshake), and a CLI or service sends no Origin: the token's check decides.
         const origins = new Set([new URL(config.server.baseUrl).origin, ...route.allowedOrigins])
+        const bearerHeader = route.bearer?.header
         scope.addHook('onRequest', (request, _reply, done) => {
           if (request.headers.upgrade?.toLowerCase() !== 'websocket' || origins.has(request.headers.origin ?? '')) return done()
+          if (bearerHeader !== undefined && bearerToken(request.headers[bearerHeader]) !== undefined) return done()
           done(new GatewayError('forbidden', 'This websocket connection was not opened by a page of this site.'))
         })
       }
