@@ -10,7 +10,7 @@ import { auditCredential, auditRule, auditUser, type Access, type Guard, type Ve
 import { bearerToken, compileBearer } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
-import { claimHeaderValues } from '../access/identity-headers.js'
+import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rules.js'
@@ -51,6 +51,8 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
 interface RouteActs {
   /** The route's `headers:`. */
   readonly claimHeaders: readonly ClaimHeader[]
+  /** The route's identity header names. */
+  readonly identityHeaders: IdentityHeaderNames
   readonly switchAccount: (next: string) => string
 }
 
@@ -69,7 +71,13 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
   const { claimHeaders, switchAccount } = route
   switch (verdict.kind) {
     case 'allow': {
-      // Checked before anything goes upstream: a value that cannot be sent whole refuses the request.
+      // Checked before anything goes upstream: a value that cannot be sent whole refuses the request
+      // (else the upstream request fails to be written, answered as the upstream's 502).
+      const identity = unsendableIdentity(verdict.identity, route.identityHeaders)
+      if (identity !== undefined) {
+        request.auditDecision = 'forbidden'
+        return done(unsendableClaim(identity.header, identity.problem))
+      }
       const claims = claimHeaderValues(verdict.identity, claimHeaders)
       if (!claims.ok) {
         request.auditDecision = 'forbidden'
@@ -160,7 +168,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
       if (route.auth === 'required') {
         const guard = guardOf(config, route, assertions, accessTokens, bearerReports)
         const bearerHeader = route.bearer?.header
-        const acts: RouteActs = { claimHeaders: route.headers, switchAccount: (next) => switchAccountUrl(config, route.provider!, next) }
+        const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next) }
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {
