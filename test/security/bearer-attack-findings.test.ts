@@ -131,6 +131,31 @@ describe('the RFC 9728 endpoint', () => {
   })
 })
 
+describe('sender-constrained and made-up tokens', () => {
+  // FINDING (medium): a token bound to a key (`cnf`: DPoP's `jkt`, mTLS's `x5t#S256`) is accepted as
+  // a plain bearer token. Such a token is only good with a proof of that key (RFC 9449 §7.1: a
+  // resource server must refuse it under the Bearer scheme; RFC 8705 §3), which the gateway does not
+  // check: whoever lifts one from a log or an upstream replays it here without the key. Refuse a
+  // token whose claims (or introspection answer) carry `cnf`, as `invalid_token`.
+  it.skip('FINDING: a DPoP-bound token (cnf.jkt) is refused under the Bearer scheme', async () => {
+    const bound = await signed({ cnf: { jkt: '0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I' } })
+    expect((await get('/dpop', { authorization: `Bearer ${bound}` })).status).toBe(401)
+    expect(lastSeen('/dpop')).toBeUndefined()
+  })
+
+  it('a flood of tokens with made-up kids costs the provider at most one JWKS request', async () => {
+    await get('/warm', { authorization: `Bearer ${await signed({})}` })
+    const before = op.requests('/jwks')
+    const now = Math.floor(Date.now() / 1000)
+    await Promise.all(Array.from({ length: 50 }, async (_, i) => {
+      const token = await new SignJWT({ iss: op.issuer, aud: 'api://orders', sub: 'svc', exp: now + 300 })
+        .setProtectedHeader({ alg: 'RS256', kid: `made-up-${i}` }).sign(op.signingKey)
+      expect((await get(`/kid-${i}`, { authorization: `Bearer ${token}` })).status).toBe(401)
+    }))
+    expect(op.requests('/jwks') - before).toBeLessThanOrEqual(1)
+  })
+})
+
 describe('introspection', () => {
   // FINDING (low): the token cache is consulted before the route's `introspect` setting. An opaque
   // token introspected for a route with `introspect: true` is then accepted, from the cache, on a
