@@ -33,12 +33,17 @@ beforeAll(async () => {
   gateway = await startGateway({
     server: { port: reserved.port, baseUrl: reserved.baseUrl },
     store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups') },
+    providers: {
+      demo: oidcClient(op.issuer, 'c', 's', 'openid email groups'),
+      // The same issuer, its users named by their e-mail address (as preset: google does).
+      mail: { ...oidcClient(op.issuer, 'c', 's', 'openid email groups'), claims: { user: 'email' } },
+    },
     routes: [
       { path: '/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders' } },
       { path: '/ledger/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', introspect: true } },
       { path: '/ledger-jwt-only/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger' } },
       { path: '/café/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders' } },
+      { path: '/boss/', upstream: upstream.url, provider: 'mail', allow: { users: ['boss@example.com'] }, bearer: { audience: 'api://orders' } },
     ],
   })
 })
@@ -153,6 +158,29 @@ describe('sender-constrained and made-up tokens', () => {
       expect((await get(`/kid-${i}`, { authorization: `Bearer ${token}` })).status).toBe(401)
     }))
     expect(op.requests('/jwks') - before).toBeLessThanOrEqual(1)
+  })
+})
+
+describe('an unverified e-mail address as the user name', () => {
+  // FINDING (high): a sign-in whose user name is an e-mail address the provider has not verified is
+  // refused (anyone can type that address into a self-service sign-up), but a machine client's token
+  // is not held to it: access/bearer.ts identityOf takes the issuer's `claims.user` mapping as it
+  // is. With `claims.user: email` (preset: google maps it so), a token carrying
+  // `email: boss@example.com, email_verified: false` (a self-registered account's device-flow
+  // token, say) passes `allow: users: [boss@example.com]` and the application gets
+  // X-Forwarded-User: boss@example.com. Apply oauth/claims.ts unverifiedUser to the token's claims
+  // as sign-in does (a 403, or fall back to sub), the same on forward-auth.
+  it.skip('FINDING: a token whose user name is an unverified address does not pass a users rule naming it', async () => {
+    const token = await signed({ sub: 'self-registered-7', email: 'boss@example.com', email_verified: false })
+    const result = await get('/boss/x', { authorization: `Bearer ${token}` })
+    expect(result.status).toBe(403)
+    expect(lastSeen('/boss/x')).toBeUndefined()
+  })
+
+  it('the same token with the address verified passes (the route itself works)', async () => {
+    const token = await signed({ sub: 'boss-1', email: 'boss@example.com', email_verified: true })
+    expect((await get('/boss/ok', { authorization: `Bearer ${token}` })).status).toBe(200)
+    expect(lastSeen('/boss/ok')?.headers['x-forwarded-user']).toBe('boss@example.com')
   })
 })
 
