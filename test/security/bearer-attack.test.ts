@@ -3,6 +3,7 @@
 // publishes) where a claim must be odd, real Redis, a real echo upstream and a real websocket
 // upstream, the gateway on a real socket. Each test says what must hold for a stranger.
 import { createServer, type IncomingHttpHeaders } from 'node:http'
+import { connect } from 'node:net'
 import { decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -19,6 +20,8 @@ const CI = { id: 'ci-job', secret: 'ci-secret' }
 let redis: TestRedis
 let upstream: Upstream
 let op: TestProvider
+/** Another authorization server, the issuer of another route. */
+let other: TestProvider
 let gateway: TestGateway
 let port: number
 let kid: string
@@ -45,13 +48,15 @@ beforeAll(async () => {
       'api://ledger': { scope: 'ledger.read', format: 'opaque' },
     },
   })
+  other = await startOidcProvider([], { machineClients: [{ client_id: CI.id, client_secret: CI.secret }], resources: { 'api://orders': { scope: 'orders.read' } } })
   kid = decodeProtectedHeader(await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')).kid!
   const orders = { audience: 'api://orders', scopes: ['orders.read'] }
   gateway = await startGateway({
     server: { port: reserved.port, baseUrl: reserved.baseUrl },
     store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups') },
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups'), other: oidcClient(other.issuer, 'o', 'o-secret') },
     routes: [
+      { path: '/other/', upstream: upstream.url, provider: 'other', bearer: orders },
       { path: '/orders/', upstream: upstream.url, provider: 'demo', bearer: orders, public: ['GET /orders/open/*'] },
       { path: '/team/', upstream: upstream.url, provider: 'demo', bearer: orders, headers: { 'x-team': 'claims.team' } },
       { path: '/pa/', upstream: upstream.url, provider: 'demo', bearer: { ...orders, header: 'proxy-authorization' } },
@@ -65,7 +70,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gateway?.close()
-  await Promise.all([op?.close(), upstream?.close(), close(wsServer)])
+  await Promise.all([op?.close(), other?.close(), upstream?.close(), close(wsServer)])
   await redis?.release()
 })
 
@@ -167,6 +172,34 @@ describe('the Authorization header', () => {
   })
 })
 
+describe('HTTP/1.1 pipelining', () => {
+  /** Writes `requests` (raw, each ending in a blank line) in one packet on one connection; the status lines, in order. */
+  async function pipelined (requests: string[]): Promise<number[]> {
+    return await new Promise((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write(requests.join('')))
+      let data = ''
+      socket.setEncoding('latin1')
+      socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
+      socket.on('data', (chunk: string) => { data += chunk })
+      socket.on('error', reject)
+      socket.on('close', () => resolve([...data.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1]))))
+    })
+  }
+
+  it('a token on the first request of a connection does not carry over to the next ones', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
+    const line = (path: string, extra: string[], last = false) => [`GET ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Accept: application/json', ...extra, ...(last ? ['Connection: close'] : []), '', ''].join('\r\n')
+    const statuses = await pipelined([
+      line('/orders/pipe-1', [`Authorization: Bearer ${token}`]),
+      line('/orders/pipe-2', []),
+      line('/orders/pipe-3', ['Authorization: Bearer forged.forged.forged'], true),
+    ])
+    expect(statuses).toEqual([200, 401, 401])
+    expect(lastSeen('/orders/pipe-2')).toBeUndefined()
+    expect(lastSeen('/orders/pipe-3')).toBeUndefined()
+  })
+})
+
 describe('header: proxy-authorization', () => {
   it('the app\'s own Authorization passes untouched and Proxy-Authorization never reaches the upstream', async () => {
     const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
@@ -222,6 +255,25 @@ describe('token confusion', () => {
     const result = await get('/team/crlf', { authorization: `Bearer ${await signed({ team: 'red\r\nx-forwarded-user: admin' })}` })
     expect(result.status).toBe(403)
     expect(lastSeen('/team/crlf')).toBeUndefined()
+  })
+})
+
+describe('another issuer', () => {
+  it('a token of the other route\'s issuer is refused here, and this issuer\'s there, even once cached', async () => {
+    const theirs = await clientCredentialsToken(other, CI, 'api://orders', 'orders.read')
+    const ours = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
+    expect((await get('/other/theirs', { authorization: `Bearer ${theirs}` })).status).toBe(200)
+    expect((await get('/orders/ours', { authorization: `Bearer ${ours}` })).status).toBe(200)
+    expect((await get('/orders/theirs', { authorization: `Bearer ${theirs}` })).status).toBe(401)
+    expect((await get('/other/ours', { authorization: `Bearer ${ours}` })).status).toBe(401)
+  })
+
+  it('a token naming this issuer and its kid but signed with the other issuer\'s key is refused', async () => {
+    const now = Math.floor(Date.now() / 1000)
+    const forged = await new SignJWT({ iss: op.issuer, aud: 'api://orders', scope: 'orders.read', sub: 'svc', exp: now + 300 })
+      .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' }).sign(other.signingKey)
+    expect((await get('/orders/forged-key', { authorization: `Bearer ${forged}` })).status).toBe(401)
+    expect(lastSeen('/orders/forged-key')).toBeUndefined()
   })
 })
 
