@@ -4,7 +4,7 @@
 // upstream, the gateway on a real socket. Each test says what must hold for a stranger.
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import { connect } from 'node:net'
-import { decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose'
+import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, SignJWT, type JWTPayload } from 'jose'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
@@ -57,6 +57,7 @@ beforeAll(async () => {
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups'), other: oidcClient(other.issuer, 'o', 'o-secret') },
     routes: [
       { path: '/other/', upstream: upstream.url, provider: 'other', bearer: orders },
+      { path: '/signed/', upstream: upstream.url, provider: 'demo', bearer: orders, assertion: true },
       { path: '/orders/', upstream: upstream.url, provider: 'demo', bearer: orders, public: ['GET /orders/open/*'] },
       { path: '/team/', upstream: upstream.url, provider: 'demo', bearer: orders, headers: { 'x-team': 'claims.team' } },
       { path: '/pa/', upstream: upstream.url, provider: 'demo', bearer: { ...orders, header: 'proxy-authorization' } },
@@ -255,6 +256,19 @@ describe('token confusion', () => {
     const result = await get('/team/crlf', { authorization: `Bearer ${await signed({ team: 'red\r\nx-forwarded-user: admin' })}` })
     expect(result.status).toBe(403)
     expect(lastSeen('/team/crlf')).toBeUndefined()
+  })
+})
+
+describe('the assertion of a machine client', () => {
+  it('names the client, verifies with the gateway\'s keys, and a client cannot send its own', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
+    const forged = await signed({ sub: 'admin' })
+    expect((await get('/signed/a', { authorization: `Bearer ${token}`, 'x-gateway-assertion': forged })).status).toBe(200)
+    const assertion = lastSeen('/signed/a')?.headers['x-gateway-assertion']
+    expect(typeof assertion).toBe('string')
+    expect(assertion).not.toBe(forged)
+    const { payload } = await jwtVerify(assertion as string, createRemoteJWKSet(new URL(`${gateway.url}/.well-known/jwks.json`)), { audience: upstream.url.replace(/\/$/, '') })
+    expect(payload).toMatchObject({ sub: CI.id, provider: 'demo' })
   })
 })
 
