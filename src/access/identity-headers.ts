@@ -54,6 +54,20 @@ function hasControl (text: string): boolean {
   return false
 }
 
+/**
+ * The identity header whose value cannot be sent, and why; undefined when every one can. A user
+ * name, address or group holding a control character (an issuer's claim, or a signed token's) would
+ * make Node refuse the whole message: refused whole, as a claim header is, never cleaned.
+ */
+export function unsendableIdentity (identity: Identity | undefined, names: IdentityHeaderNames): { readonly header: string, readonly problem: string } | undefined {
+  if (identity === undefined) return undefined
+  const email = identity.emailVerified !== false ? identity.email : undefined
+  for (const [header, value] of [[names.user, identity.sub], [names.email, email], [names.groups, identity.groups.join(',')]] as const) {
+    if (value !== undefined && hasControl(value)) return { header, problem: 'holds a control character' }
+  }
+  return undefined
+}
+
 /** What the claim headers of a route come to for one identity: the header lines, or why none may be sent. */
 export type ClaimHeaderValues =
   | { readonly ok: true, readonly headers: ReadonlyArray<readonly [name: string, value: string]> }

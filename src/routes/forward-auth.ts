@@ -13,7 +13,7 @@ import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate, unreachable } from '../access/gate.js'
-import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
+import { DEFAULT_IDENTITY_HEADERS, identityHeaders, unsendableIdentity } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
 import { bearerToken } from '../access/bearer.js'
 import type { Assertions } from '../assertion/assertions.js'
@@ -21,7 +21,7 @@ import { normalisedRule } from '../config/rules.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
 import { canonicalTarget } from '../http/canonical.js'
 import type { GatewayConfig, Rule } from '../config/types.js'
-import { unknownProvider } from '../errors.js'
+import { GatewayError, unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
@@ -235,6 +235,12 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     request.auditCredential = auditCredential(verdict, authorization)
     if (verdict.kind === 'token_refused') request.auditReason = verdict.problem
     if (verdict.kind !== 'allow') throw refused(verdict, byToken, login, () => switchAccountUrl(config, provider, back))
+    // A value Node cannot write as a header would fail the answer (a 500): refused whole instead.
+    const unsendable = unsendableIdentity(verdict.identity, DEFAULT_IDENTITY_HEADERS)
+    if (unsendable !== undefined) {
+      request.auditDecision = 'forbidden'
+      throw new GatewayError('forbidden', `This host sends your account's claim in the ${unsendable.header} header, and its value ${unsendable.problem}: it cannot be sent whole, so the request was not allowed.`)
+    }
     reply.header('authorization', `Bearer ${verdict.accessToken}`)
     reply.headers(identityHeaders(verdict.identity, DEFAULT_IDENTITY_HEADERS, {}))
     if (verdict.assertion !== undefined) reply.header(config.assertion.header, verdict.assertion)

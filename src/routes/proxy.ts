@@ -7,10 +7,10 @@
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
-import { compileBearer } from '../access/bearer.js'
+import { bearerToken, compileBearer } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
-import { claimHeaderValues } from '../access/identity-headers.js'
+import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rules.js'
@@ -51,6 +51,8 @@ type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> &
 interface RouteActs {
   /** The route's `headers:`. */
   readonly claimHeaders: readonly ClaimHeader[]
+  /** The route's identity header names. */
+  readonly identityHeaders: IdentityHeaderNames
   readonly switchAccount: (next: string) => string
 }
 
@@ -69,7 +71,13 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
   const { claimHeaders, switchAccount } = route
   switch (verdict.kind) {
     case 'allow': {
-      // Checked before anything goes upstream: a value that cannot be sent whole refuses the request.
+      // Checked before anything goes upstream: a value that cannot be sent whole refuses the request
+      // (else the upstream request fails to be written, answered as the upstream's 502).
+      const identity = unsendableIdentity(verdict.identity, route.identityHeaders)
+      if (identity !== undefined) {
+        request.auditDecision = 'forbidden'
+        return done(unsendableClaim(identity.header, identity.problem))
+      }
       const claims = claimHeaderValues(verdict.identity, claimHeaders)
       if (!claims.ok) {
         request.auditDecision = 'forbidden'
@@ -147,16 +155,20 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
       if (route.websocket) {
         // Browsers let any site open a websocket with the user's cookies (no CORS): only pages of
         // the gateway's own origin, or of one the route lists, may (cross-site websocket hijacking).
+        // A machine client's bearer token is no such ambient credential (a page cannot put one on a
+        // websocket's handshake), and a CLI or service sends no Origin: the token's check decides.
         const origins = new Set([new URL(config.server.baseUrl).origin, ...route.allowedOrigins])
+        const bearerHeader = route.bearer?.header
         scope.addHook('onRequest', (request, _reply, done) => {
           if (request.headers.upgrade?.toLowerCase() !== 'websocket' || origins.has(request.headers.origin ?? '')) return done()
+          if (bearerHeader !== undefined && bearerToken(request.headers[bearerHeader]) !== undefined) return done()
           done(new GatewayError('forbidden', 'This websocket connection was not opened by a page of this site.'))
         })
       }
       if (route.auth === 'required') {
         const guard = guardOf(config, route, assertions, accessTokens, bearerReports)
         const bearerHeader = route.bearer?.header
-        const acts: RouteActs = { claimHeaders: route.headers, switchAccount: (next) => switchAccountUrl(config, route.provider!, next) }
+        const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next) }
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {

@@ -1,0 +1,215 @@
+// Machine clients' tokens: attacks at the seams of the token checks, the identity headers and the
+// RFC 9728 endpoint. Real oidc-provider (client-credentials tokens, JWT and opaque), tokens signed
+// here with its own signing key where a claim must be odd, real Redis, a real echo upstream.
+// Tests marked FINDING are skipped: each reproduces a fault in a file this branch does not edit
+// (src/oauth/access-tokens.ts), and passes once it is fixed.
+import { decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { oidcClient, reserveBaseUrl, startForwardAuthGateway, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { clientCredentialsToken } from '../helpers/machine.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+const CI = { id: 'ci-job', secret: 'ci-secret' }
+let redis: TestRedis
+let upstream: Upstream
+let op: TestProvider
+let gateway: TestGateway
+let kid: string
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  const reserved = await reserveBaseUrl()
+  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${reserved.baseUrl}/oauth/authorized/demo/`] }], {
+    machineClients: [{ client_id: CI.id, client_secret: CI.secret }],
+    resources: {
+      'api://orders': { scope: 'orders.read' },
+      'api://ledger': { scope: 'ledger.read', format: 'opaque' },
+    },
+  })
+  kid = decodeProtectedHeader(await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')).kid!
+  gateway = await startGateway({
+    server: { port: reserved.port, baseUrl: reserved.baseUrl },
+    store: { type: 'redis', url: redis.url },
+    providers: {
+      demo: oidcClient(op.issuer, 'c', 's', 'openid email groups'),
+      // The same issuer, its users named by their e-mail address (as preset: google does).
+      mail: { ...oidcClient(op.issuer, 'c', 's', 'openid email groups'), claims: { user: 'email' } },
+    },
+    routes: [
+      { path: '/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders' } },
+      { path: '/ledger/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', introspect: true } },
+      { path: '/ledger-jwt-only/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger' } },
+      { path: '/café/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders' } },
+      { path: '/boss/', upstream: upstream.url, provider: 'mail', allow: { users: ['boss@example.com'] }, bearer: { audience: 'api://orders' } },
+    ],
+  })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await Promise.all([op?.close(), upstream?.close()])
+  await redis?.release()
+})
+
+/** A token signed with the provider's own key (its JWKS publishes it). */
+async function signed (claims: JWTPayload): Promise<string> {
+  const now = Math.floor(Date.now() / 1000)
+  return await new SignJWT({ iss: op.issuer, aud: 'api://orders', sub: 'svc', iat: now, exp: now + 300, ...claims })
+    .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' }).sign(op.signingKey)
+}
+
+function lastSeen (path: string) {
+  return upstream.seen.filter((request) => request.url === path).at(-1)
+}
+
+async function get (path: string, headers: Record<string, string>): Promise<{ status: number, body: string }> {
+  const response = await fetch(`${gateway.url}${path}`, { headers: { accept: 'application/json', ...headers }, redirect: 'manual' })
+  return { status: response.status, body: await response.text() }
+}
+
+describe('what the identity headers carry', () => {
+  it('a subject or a group holding a line break or another control character is refused 403 naming the header, the upstream not asked (was a 502)', async () => {
+    const odd: JWTPayload[] = [{ sub: 'svc\r\nx-admin: yes' }, { sub: 'svc\nx' }, { sub: 'svc\u0000x' }, { sub: 'svc\u007fx' }, { groups: ['ops', 'x\r\ny'] }]
+    for (const [i, claims] of odd.entries()) {
+      const path = `/ctl-${i}`
+      const result = await get(path, { authorization: `Bearer ${await signed(claims)}` })
+      expect(result.status, JSON.stringify(claims)).toBe(403)
+      expect(JSON.parse(result.body)).toMatchObject({ error: 'forbidden' })
+      expect(result.body).toContain(claims.sub === undefined ? 'x-forwarded-groups' : 'x-forwarded-user')
+      expect(result.body).not.toContain('x-admin')
+      expect(lastSeen(path)).toBeUndefined()
+    }
+  })
+
+  it('a subject of 20 KiB is not a 500', async () => {
+    const result = await get('/huge-sub', { authorization: `Bearer ${await signed({ sub: 'a'.repeat(20_000) })}` })
+    expect(result.status).not.toBe(500)
+  })
+})
+
+describe('forward-auth\'s identity headers', () => {
+  const API = 'api.example.com'
+  let forward: Awaited<ReturnType<typeof startForwardAuthGateway>>
+
+  beforeAll(async () => {
+    forward = await startForwardAuthGateway(redis.url, {
+      forwardAuth: { allowedRedirectHosts: [API], hosts: { [API]: { bearer: { audience: 'api://orders' } } } },
+    }, { machineClients: [{ client_id: CI.id, client_secret: CI.secret }], resources: { 'api://orders': { scope: 'orders.read' } } })
+  })
+
+  afterAll(async () => {
+    await forward?.close()
+  })
+
+  it('a subject holding a line break is a 403 for the proxy in front, never a 500', async () => {
+    const kidOf = decodeProtectedHeader(await clientCredentialsToken(forward.op, CI, 'api://orders', 'orders.read')).kid!
+    const now = Math.floor(Date.now() / 1000)
+    const token = await new SignJWT({ iss: forward.op.issuer, aud: 'api://orders', sub: 'svc\r\nx-admin: yes', exp: now + 300 })
+      .setProtectedHeader({ alg: 'RS256', kid: kidOf, typ: 'at+jwt' }).sign(forward.op.signingKey)
+    const response = await fetch(`${forward.gateway.url}/oauth/auth/demo/`, {
+      headers: { authorization: `Bearer ${token}`, 'x-forwarded-host': API, 'x-forwarded-proto': 'http', 'x-forwarded-uri': '/x', accept: 'application/json' },
+    })
+    expect(response.status).toBe(403)
+    expect(response.headers.get('x-admin')).toBeNull()
+  })
+})
+
+describe('the RFC 9728 endpoint', () => {
+  it('a bearer route at / serves its metadata at the bare well-known path, not shadowed by the route', async () => {
+    const response = await fetch(`${gateway.url}/.well-known/oauth-protected-resource`)
+    expect(response.status).toBe(200)
+    expect(await response.json()).toMatchObject({ resource: gateway.url, authorization_servers: [op.issuer] })
+    expect(upstream.seen.some((request) => request.url.startsWith('/.well-known/'))).toBe(false)
+  })
+
+  it('a route path beyond ASCII: the 401 names an address that serves the route\'s metadata', async () => {
+    const refused = await fetch(`${gateway.url}/caf%C3%A9/x`, { headers: { accept: 'application/json' } })
+    expect(refused.status).toBe(401)
+    const address = /resource_metadata="([^"]+)"/.exec(refused.headers.get('www-authenticate') ?? '')?.[1]
+    expect(address).toBeDefined()
+    const metadata = await fetch(address!)
+    expect(metadata.status).toBe(200)
+    expect(await metadata.json()).toMatchObject({ authorization_servers: [op.issuer] })
+  })
+})
+
+describe('sender-constrained and made-up tokens', () => {
+  // FINDING (medium): a token bound to a key (`cnf`: DPoP's `jkt`, mTLS's `x5t#S256`) is accepted as
+  // a plain bearer token. Such a token is only good with a proof of that key (RFC 9449 §7.1: a
+  // resource server must refuse it under the Bearer scheme; RFC 8705 §3), which the gateway does not
+  // check: whoever lifts one from a log or an upstream replays it here without the key. Refuse a
+  // token whose claims (or introspection answer) carry `cnf`, as `invalid_token`.
+  it.skip('FINDING: a DPoP-bound token (cnf.jkt) is refused under the Bearer scheme', async () => {
+    const bound = await signed({ cnf: { jkt: '0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I' } })
+    expect((await get('/dpop', { authorization: `Bearer ${bound}` })).status).toBe(401)
+    expect(lastSeen('/dpop')).toBeUndefined()
+  })
+
+  it('a flood of tokens with made-up kids costs the provider at most one JWKS request', async () => {
+    await get('/warm', { authorization: `Bearer ${await signed({})}` })
+    const before = op.requests('/jwks')
+    const now = Math.floor(Date.now() / 1000)
+    await Promise.all(Array.from({ length: 50 }, async (_, i) => {
+      const token = await new SignJWT({ iss: op.issuer, aud: 'api://orders', sub: 'svc', exp: now + 300 })
+        .setProtectedHeader({ alg: 'RS256', kid: `made-up-${i}` }).sign(op.signingKey)
+      expect((await get(`/kid-${i}`, { authorization: `Bearer ${token}` })).status).toBe(401)
+    }))
+    expect(op.requests('/jwks') - before).toBeLessThanOrEqual(1)
+  })
+})
+
+describe('an unverified e-mail address as the user name', () => {
+  // FINDING (high): a sign-in whose user name is an e-mail address the provider has not verified is
+  // refused (anyone can type that address into a self-service sign-up), but a machine client's token
+  // is not held to it: access/bearer.ts identityOf takes the issuer's `claims.user` mapping as it
+  // is. With `claims.user: email` (preset: google maps it so), a token carrying
+  // `email: boss@example.com, email_verified: false` (a self-registered account's device-flow
+  // token, say) passes `allow: users: [boss@example.com]` and the application gets
+  // X-Forwarded-User: boss@example.com. Apply oauth/claims.ts unverifiedUser to the token's claims
+  // as sign-in does (a 403, or fall back to sub), the same on forward-auth.
+  it.skip('FINDING: a token whose user name is an unverified address does not pass a users rule naming it', async () => {
+    const token = await signed({ sub: 'self-registered-7', email: 'boss@example.com', email_verified: false })
+    const result = await get('/boss/x', { authorization: `Bearer ${token}` })
+    expect(result.status).toBe(403)
+    expect(lastSeen('/boss/x')).toBeUndefined()
+  })
+
+  it('the same token with the address verified passes (the route itself works)', async () => {
+    const token = await signed({ sub: 'boss-1', email: 'boss@example.com', email_verified: true })
+    expect((await get('/boss/ok', { authorization: `Bearer ${token}` })).status).toBe(200)
+    expect(lastSeen('/boss/ok')?.headers['x-forwarded-user']).toBe('boss@example.com')
+  })
+})
+
+describe('introspection', () => {
+  // FINDING (low): the token cache is consulted before the route's `introspect` setting. An opaque
+  // token introspected for a route with `introspect: true` is then accepted, from the cache, on a
+  // route with the same issuer and audience whose block says `introspect: false` (documented as
+  // "refuses tokens that are not JWTs"), for up to 60 s; before the first route saw it, the same
+  // request is refused (not_a_jwt). Which route a client called first changes the answer.
+  it.skip('FINDING: a route without introspect refuses an opaque token even after another route introspected it', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://ledger', 'ledger.read')
+    expect((await get('/ledger-jwt-only/before', { authorization: `Bearer ${token}` })).status).toBe(401)
+    expect((await get('/ledger/x', { authorization: `Bearer ${token}` })).status).toBe(200)
+    expect((await get('/ledger-jwt-only/after', { authorization: `Bearer ${token}` })).status).toBe(401)
+    expect(lastSeen('/ledger-jwt-only/after')).toBeUndefined()
+  })
+
+  // FINDING (medium): every request with a new opaque token costs one introspection request to the
+  // provider (refusals are not bounded by anything), so a stranger's flood of made-up tokens on a
+  // route with `introspect: true` is relayed 1:1 to the authorization server, with the gateway's
+  // own client credentials. Unknown JWT `kid`s are held to one JWKS request per 30 s; introspection
+  // has no such bound. Bound them: at most N introspections in flight per issuer (others refused
+  // or queued), or a per-issuer budget like the JWKS cooldown.
+  it.skip('FINDING: a flood of made-up opaque tokens does not become as many introspection requests', async () => {
+    const before = op.requests('/token/introspection')
+    const flood = 200
+    await Promise.all(Array.from({ length: flood }, async (_, i) => {
+      expect((await get(`/ledger/flood-${i}`, { authorization: `Bearer made-up-${i}-${Math.random().toString(36).slice(2)}` })).status).toBe(401)
+    }))
+    expect(op.requests('/token/introspection') - before).toBeLessThan(flood / 10)
+  })
+})
