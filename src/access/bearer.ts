@@ -7,7 +7,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1 (the Authorization request header field)
 import type { BearerConfig, ProviderConfig } from '../config/types.js'
 import type { AccessTokens, TokenProblem, VerifiedToken } from '../oauth/access-tokens.js'
-import { identityFrom } from '../oauth/claims.js'
+import { identityFrom, unverifiedUser } from '../oauth/claims.js'
 import type { Identity } from '../session/record.js'
 
 /** The outcome of one token on one route: who it is, or why it is refused. */
@@ -80,9 +80,14 @@ function grantedScopes (claims: VerifiedToken['claims']): Set<string> {
   return granted
 }
 
-/** The subject of a machine client's token: the issuer's `claims.user` mapping, else `sub`, else `client_id`. */
+/**
+ * The subject of a machine client's token: the issuer's `claims.user` mapping, else `sub`, else
+ * `client_id`. A user name that is an e-mail address the issuer has not verified is not taken (anyone
+ * may sign up with any address; a sign-in with one is refused): the token's `sub` names it instead.
+ */
 function identityOf (claims: VerifiedToken['claims'], provider: ProviderConfig, kept: readonly string[]): Identity | undefined {
-  return identityFrom(claims, provider.claims, kept) ??
+  const mapped = unverifiedUser(claims, provider.claims) ? undefined : identityFrom(claims, provider.claims, kept)
+  return mapped ??
     identityFrom(claims, { ...provider.claims, user: 'sub' }, kept) ??
     identityFrom(claims, { ...provider.claims, user: 'client_id' }, kept)
 }

@@ -25,7 +25,7 @@ import type { Providers, ResolvedProvider } from './providers.js'
 /** Why a token is refused: a metrics label and a log field, never a token or subject. */
 export type TokenProblem =
   | 'malformed' | 'not_a_jwt' | 'algorithm' | 'id_token' | 'unknown_issuer' | 'unknown_key' | 'bad_signature'
-  | 'no_expiry' | 'expired' | 'not_yet_valid' | 'inactive' | 'wrong_audience' | 'insufficient_scope' | 'no_subject'
+  | 'no_expiry' | 'expired' | 'not_yet_valid' | 'inactive' | 'sender_constrained' | 'wrong_audience' | 'insufficient_scope' | 'no_subject'
 
 /** A token this gateway has verified: who issued it and what it says. */
 export interface VerifiedToken {
@@ -53,6 +53,14 @@ export const CLOCK_TOLERANCE_S = 60
 export const BEARER_JWKS_COOLDOWN_MS = 30_000
 /** An introspection answer is reused at most this long (and never past the token's `exp`). */
 export const INTROSPECTION_CACHE_MS = 60_000
+
+/**
+ * A token bound to a key (`cnf`: DPoP's `jkt`, mutual TLS's `x5t#S256`) is good only with a proof of
+ * that key, which the Bearer scheme does not carry: whoever copied it could replay it here.
+ * @see https://www.rfc-editor.org/rfc/rfc9449#section-7.1
+ * @see https://www.rfc-editor.org/rfc/rfc8705#section-3
+ */
+const SENDER_CONSTRAINED = 'The token is bound to a key (cnf): it is only good with a proof of that key, which the Bearer scheme does not carry.'
 
 /** A JWT's compact form: three base64url parts (the signature may be empty only for `none`, refused anyway). */
 function isCompactJwt (token: string): boolean {
@@ -163,6 +171,7 @@ export class AccessTokens {
     }
     if (typeof header.alg !== 'string' || !ASYMMETRIC_ALGORITHMS.includes(header.alg)) return refused('algorithm', 'The token\'s signing algorithm is not accepted (public-key signatures only).')
     if (mediaType(header) === 'id+jwt' || unverified.nonce !== undefined) return refused('id_token', 'An ID token is not an access token.')
+    if (unverified.cnf !== undefined) return refused('sender_constrained', SENDER_CONSTRAINED)
     const provider = await this.issuerOf(unverified.iss, issuers)
     if (provider === undefined) return refused('unknown_issuer', 'The token is not from an issuer this route accepts.')
     let claims: JWTPayload
@@ -209,6 +218,7 @@ export class AccessTokens {
       const claims = await this.introspection(provider, token)
       if (claims.active !== true) continue
       if (claims.iss !== undefined && claims.iss !== provider.expectedIssuer) continue
+      if (claims.cnf !== undefined) return refused('sender_constrained', SENDER_CONSTRAINED)
       const now = this.clock.now() / 1000
       if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', 'The token has expired.')
       if (typeof claims.nbf === 'number' && claims.nbf - CLOCK_TOLERANCE_S > now) return refused('not_yet_valid', 'The token is not valid yet (nbf).')
