@@ -69,6 +69,9 @@ export const SHIPPED_SECRETS: readonly string[] = [
   'bench-session-secret-0123456789-abcdefghij',
   'bench-client-secret',
   'docker-check-secret-0123456789abcdef',
+  // docs/machine-clients.md's try-it-locally provider and CI client.
+  'gateway-secret',
+  'ci-secret',
 ]
 
 /**

@@ -23,8 +23,9 @@ const claimsArbitrary = fc.record({
 describe('signed state', () => {
   it('is read by jose as an HS256 JWT with iat and exp, for any claims', async () => {
     await fc.assert(fc.asyncProperty(claimsArbitrary, fc.integer({ min: 1000, max: 3_600_000 }), async (claims, ttlMs) => {
-      const token = signState(key, claims, ttlMs, Date.now())
-      const { payload, protectedHeader } = await jwtVerify(token, bytes, { algorithms: ['HS256'] })
+      // One instant for both: on the wall clock a 1 s state signed late in a second expired before jose read it.
+      const token = signState(key, claims, ttlMs, NOW)
+      const { payload, protectedHeader } = await jwtVerify(token, bytes, { algorithms: ['HS256'], currentDate: new Date(NOW) })
       expect(protectedHeader).toEqual({ alg: 'HS256' })
       expect(payload).toMatchObject(claims)
       expect(payload.exp! - payload.iat!).toBe(Math.ceil(ttlMs / 1000))
