@@ -13,7 +13,7 @@
 // request per 30 s); sign-ins keep the provider's own set, which refetches sooner (providers.ts).
 // @see https://www.rfc-editor.org/rfc/rfc9068 (JWT profile for access tokens)
 // @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
-import { createHash } from 'node:crypto'
+import { hash as digest } from 'node:crypto'
 import { createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
@@ -121,7 +121,8 @@ export class AccessTokens {
    * @param introspect whether a token that is not a JWT is introspected (else it is refused)
    */
   check (token: string, issuers: readonly string[], introspect: boolean): TokenCheck | Promise<TokenCheck> {
-    const hash = createHash('sha256').update(token).digest('base64url')
+    // One-shot: about half a microsecond less per request than createHash's object (docs/performance.md).
+    const hash = digest('sha256', token, 'base64url')
     const known = this.cache.peek(hash)
     if (known !== undefined) {
       if (this.clock.now() < known.until && issuers.includes(known.issuer) && (introspect || !known.introspected)) return { ok: true, token: known }
