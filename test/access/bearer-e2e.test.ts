@@ -5,12 +5,11 @@ import { createRemoteJWKSet, jwtVerify } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { clientCredentialsToken } from '../helpers/machine.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { CI, clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
+import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
-const CI = { id: 'ci-job', secret: 'ci-secret' }
 let redis: TestRedis
 let upstream: Upstream
 let op: TestProvider
@@ -20,12 +19,7 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
-    machineClients: [{ client_id: CI.id, client_secret: CI.secret }],
-    resources: {
-      'api://orders': { scope: 'orders.read orders.write' },
-      'api://ledger': { scope: 'ledger.read', format: 'opaque' },
-    },
+  op = await startMachineProvider(baseUrl, {
     // As a provider's mapper adds roles to a service account's tokens.
     tokenClaims: (clientId) => clientId === CI.id ? { realm_access: { roles: ['deployer', 'reader'] } } : undefined,
   })

@@ -6,13 +6,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { clientCredentialsToken } from '../helpers/machine.js'
+import { CI, clientCredentialsToken, RESOURCES, startMachineProvider } from '../helpers/machine.js'
 import { metricValue } from '../helpers/metrics.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
-const CI = { id: 'ci-job', secret: 'ci-secret' }
 let redis: TestRedis
 let upstream: Upstream
 let op: TestProvider
@@ -25,13 +24,8 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], {
-    machineClients: [{ client_id: CI.id, client_secret: CI.secret }],
-    resources: {
-      'api://orders': { scope: 'orders.read orders.write' },
-      'api://ledger': { scope: 'ledger.read' },
-    },
-  })
+  // Ledger tokens as JWTs here: a valid token for another audience (wrong_audience).
+  op = await startMachineProvider(baseUrl, { resources: { ...RESOURCES, 'api://ledger': { scope: 'ledger.read' } } })
   gateway = await startGateway({
     server: { port, baseUrl },
     store: { type: 'redis', url: redis.url },

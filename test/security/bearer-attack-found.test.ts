@@ -5,12 +5,11 @@
 import { decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { oidcClient, reserveBaseUrl, startForwardAuthGateway, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { clientCredentialsToken } from '../helpers/machine.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { CI, clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
+import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
-const CI = { id: 'ci-job', secret: 'ci-secret' }
 let redis: TestRedis
 let upstream: Upstream
 let op: TestProvider
@@ -21,13 +20,7 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   const reserved = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${reserved.baseUrl}/oauth/authorized/demo/`] }], {
-    machineClients: [{ client_id: CI.id, client_secret: CI.secret }],
-    resources: {
-      'api://orders': { scope: 'orders.read' },
-      'api://ledger': { scope: 'ledger.read', format: 'opaque' },
-    },
-  })
+  op = await startMachineProvider(reserved.baseUrl)
   kid = decodeProtectedHeader(await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')).kid!
   gateway = await startGateway({
     server: { port: reserved.port, baseUrl: reserved.baseUrl },

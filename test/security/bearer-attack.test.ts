@@ -9,14 +9,13 @@ import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { clientCredentialsToken } from '../helpers/machine.js'
+import { CI, clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
 import { close, listen } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
-const CI = { id: 'ci-job', secret: 'ci-secret' }
 let redis: TestRedis
 let upstream: Upstream
 let op: TestProvider
@@ -41,13 +40,7 @@ beforeAll(async () => {
   const wsPort = (wsServer.address() as { port: number }).port
   const reserved = await reserveBaseUrl()
   port = reserved.port
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${reserved.baseUrl}/oauth/authorized/demo/`] }], {
-    machineClients: [{ client_id: CI.id, client_secret: CI.secret }],
-    resources: {
-      'api://orders': { scope: 'orders.read orders.write' },
-      'api://ledger': { scope: 'ledger.read', format: 'opaque' },
-    },
-  })
+  op = await startMachineProvider(reserved.baseUrl)
   other = await startOidcProvider([], { machineClients: [{ client_id: CI.id, client_secret: CI.secret }], resources: { 'api://orders': { scope: 'orders.read' } } })
   kid = decodeProtectedHeader(await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')).kid!
   const orders = { audience: 'api://orders', scopes: ['orders.read'] }
