@@ -61,11 +61,25 @@ function hasControl (text: string): boolean {
  */
 export function unsendableIdentity (identity: Identity | undefined, names: IdentityHeaderNames): { readonly header: string, readonly problem: string } | undefined {
   if (identity === undefined) return undefined
-  const email = identity.emailVerified !== false ? identity.email : undefined
-  for (const [header, value] of [[names.user, identity.sub], [names.email, email], [names.groups, identity.groups.join(',')]] as const) {
-    if (value !== undefined && hasControl(value)) return { header, problem: 'holds a control character' }
+  let field = controlFields.get(identity)
+  if (field === undefined) {
+    field = controlField(identity)
+    controlFields.set(identity, field)
   }
-  return undefined
+  return field === null ? undefined : { header: names[field], problem: 'holds a control character' }
+}
+
+/**
+ * Each identity's field holding a control character (null: none), judged once: identities are
+ * immutable and shared by every request of a session or token, so the proxy's hot path pays a
+ * WeakMap lookup, not a scan and a join per request.
+ */
+const controlFields = new WeakMap<Identity, keyof IdentityHeaderNames | null>()
+
+function controlField (identity: Identity): keyof IdentityHeaderNames | null {
+  if (hasControl(identity.sub)) return 'user'
+  if (identity.email !== undefined && identity.emailVerified !== false && hasControl(identity.email)) return 'email'
+  return identity.groups.some(hasControl) ? 'groups' : null
 }
 
 /** What the claim headers of a route come to for one identity: the header lines, or why none may be sent. */

@@ -53,6 +53,17 @@ function challenge (realm: string, parameters: ReadonlyArray<[string, string]>, 
   return `Bearer ${all.map(([name, value]) => `${name}="${value.replace(/["\\]/g, '')}"`).join(', ')}`
 }
 
+/**
+ * 403 `forbidden` for an identity or claim header whose value cannot be sent whole: the caller is
+ * known, but the application behind `subject` cannot be told who as
+ * configured. Names the header, never the value (the provider's, maybe long or with control characters).
+ * @param subject `This route` (the request is not forwarded) or `This host` (forward-auth: not allowed)
+ */
+export function unsendableHeader (subject: 'This route' | 'This host', header: string, problem: string): GatewayError {
+  const outcome = subject === 'This route' ? 'forwarded' : 'allowed'
+  return new GatewayError('forbidden', `${subject} sends your account's claim in the ${header} header, and its value ${problem}: it cannot be sent whole, so the request was not ${outcome}.`)
+}
+
 /** The error that answers a refusing decision (its message is safe to show; causes stay in the log). */
 export function refusal (decision: Refusal, context: RefusalContext): Error {
   switch (decision.kind) {

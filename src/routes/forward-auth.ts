@@ -14,14 +14,13 @@ import { auditCredential, auditRule, auditUser, type Access, type Guard, type Ve
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate, unreachable } from '../access/gate.js'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders, unsendableIdentity } from '../access/identity-headers.js'
-import { refusal } from '../access/refusal.js'
-import { bearerToken } from '../access/bearer.js'
+import { refusal, unsendableHeader } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rules.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
 import { canonicalTarget } from '../http/canonical.js'
 import type { GatewayConfig, Rule } from '../config/types.js'
-import { GatewayError, unknownProvider } from '../errors.js'
+import { unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
@@ -227,19 +226,18 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const guard: Guard = bearer === undefined ? { gate, signer } : { gate, signer, bearer, bearerSigner: (issuer) => signerFor(issuer, audience) }
     const authorization = bearer === undefined ? undefined : credential(request.raw.headersDistinct[bearer.header])
     const verdict = await access.authorize(guard, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie, authorization })
-    // A caller that brought a token is never offered a sign-in (nor another account).
-    const byToken = authorization !== undefined && bearerToken(authorization) !== undefined
     request.auditUser = auditUser(verdict)
     request.auditRule = auditRule(verdict)
     request.auditDecision = verdict.kind
     request.auditCredential = auditCredential(verdict, authorization)
     if (verdict.kind === 'token_refused') request.auditReason = verdict.problem
-    if (verdict.kind !== 'allow') throw refused(verdict, byToken, login, () => switchAccountUrl(config, provider, back))
+    // A caller that brought a token is never offered a sign-in (nor another account).
+    if (verdict.kind !== 'allow') throw refused(verdict, request.auditCredential === 'bearer', login, () => switchAccountUrl(config, provider, back))
     // A value Node cannot write as a header would fail the answer (a 500): refused whole instead.
     const unsendable = unsendableIdentity(verdict.identity, DEFAULT_IDENTITY_HEADERS)
     if (unsendable !== undefined) {
       request.auditDecision = 'forbidden'
-      throw new GatewayError('forbidden', `This host sends your account's claim in the ${unsendable.header} header, and its value ${unsendable.problem}: it cannot be sent whole, so the request was not allowed.`)
+      throw unsendableHeader('This host', unsendable.header, unsendable.problem)
     }
     reply.header('authorization', `Bearer ${verdict.accessToken}`)
     reply.headers(identityHeaders(verdict.identity, DEFAULT_IDENTITY_HEADERS, {}))

@@ -11,7 +11,7 @@ import { bearerToken, compileBearer } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
 import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from '../access/identity-headers.js'
-import { refusal } from '../access/refusal.js'
+import { refusal, unsendableHeader } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rules.js'
 import type { ClaimHeader, GatewayConfig, RouteConfig } from '../config/types.js'
@@ -76,12 +76,12 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
       const identity = unsendableIdentity(verdict.identity, route.identityHeaders)
       if (identity !== undefined) {
         request.auditDecision = 'forbidden'
-        return done(unsendableClaim(identity.header, identity.problem))
+        return done(unsendableHeader('This route', identity.header, identity.problem))
       }
       const claims = claimHeaderValues(verdict.identity, claimHeaders)
       if (!claims.ok) {
         request.auditDecision = 'forbidden'
-        return done(unsendableClaim(claims.header, claims.problem))
+        return done(unsendableHeader('This route', claims.header, claims.problem))
       }
       // A machine client's token in Proxy-Authorization is not the application's: its own Authorization passes.
       request.accessToken = verdict.via === 'proxy-authorization' ? undefined : verdict.accessToken
@@ -106,15 +106,6 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
     case 'token_refused':
       return done(refusal(verdict, { subject: 'this route', retryUrl: request.url }))
   }
-}
-
-/**
- * 403 `forbidden` for a claim header whose value cannot be sent whole: the person is signed in,
- * but the route cannot tell its application who they are as configured. Names the header, never
- * the value (which is the provider's, and may be long or hold control characters).
- */
-function unsendableClaim (header: string, problem: string): GatewayError {
-  return new GatewayError('forbidden', `This route sends your account's claim in the ${header} header, and its value ${problem}: it cannot be sent whole, so the request was not forwarded.`)
 }
 
 /** The route's guard: its gate, the signer of its assertions when it sends them, and its token check with `bearer:`. */
