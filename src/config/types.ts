@@ -25,7 +25,12 @@ export interface SessionConfig {
   cookieName: string
   /** Absent: the gateway makes a random one per process (and warns). */
   secret: string | undefined
+  /** Idle lifetime: each request renews it. */
   ttlMs: number
+  /** Absolute lifetime from the sign-in (the record's `createdAt`), however active. */
+  maxAgeMs: number
+  /** Earlier secrets that still open what they sealed; nothing new is sealed with them. */
+  previousSecrets: string[]
   cookieSecure: boolean
   /** How long an instance may serve a session from memory before reading the store again (0: never). */
   cacheTtlMs: number
@@ -212,6 +217,18 @@ export interface RouteConfig {
   websocketMaxMessage: number
   /** Machine clients with their own access tokens; absent: requests need a session. */
   bearer: BearerConfig | undefined
+  /** Step-up: the sign-in at the provider must be this recent (and of one of these `acr`); absent: any. */
+  reauth: ReauthConfig | undefined
+  /** A browser form POST of at most this many bytes that meets no session is delivered after the sign-in; undefined: off. */
+  preserveBodyBytes: number | undefined
+}
+
+/** A route's step-up requirement (`reauth:`). */
+export interface ReauthConfig {
+  /** The ID token's `auth_time` may be at most this old. */
+  maxAgeMs: number
+  /** One of these must be the ID token's `acr` (requested with `acr_values`); empty: any. */
+  acr: string[]
 }
 
 /**

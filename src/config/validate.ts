@@ -4,7 +4,7 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AssertionConfig, BearerConfig, ClaimHeader, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, RouteConfig, RuleLists, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
+import type { AssertionConfig, BearerConfig, ClaimHeader, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, ReauthConfig, RouteConfig, RuleLists, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
 import { bearerSection, checkBearerIssuers } from './bearer.js'
@@ -166,10 +166,35 @@ function validateSession (issues: Issues, raw: Sections['session'], baseUrl: str
     cookieName,
     secret: secret || undefined,
     ttlMs: duration(issues, ['session', 'ttl'], raw.ttl, 60_000, 30 * DAY),
+    maxAgeMs: duration(issues, ['session', 'maxAge'], raw.maxAge, 5 * 60_000, 400 * DAY),
+    previousSecrets: validatePreviousSecrets(issues, raw.previousSecrets, secret, loopbackOnly),
     cookieSecure,
     cacheTtlMs: duration(issues, ['session', 'cacheTtl'], raw.cacheTtl, 0, 10_000),
     cookieDomain: validateCookieDomain(issues, raw.cookieDomain, cookieName, baseUrl),
   }
+}
+
+/**
+ * `session.previousSecrets`: each follows the rules for `secret`, none repeats `secret` or another
+ * (a repeat would only cost a try), and they need a `secret` to be previous to.
+ */
+function validatePreviousSecrets (issues: Issues, raw: string[], secret: string | undefined, loopbackOnly: boolean): string[] {
+  if (raw.length > 0 && !secret) {
+    issues.add(['session', 'previousSecrets'], 'needs session.secret: previous secrets only open what they sealed, and new sessions must be sealed with a fixed secret')
+    return []
+  }
+  const seen = new Set(secret ? [secret] : [])
+  raw.forEach((previous, i) => {
+    const at = ['session', 'previousSecrets', i]
+    if (seen.has(previous)) {
+      issues.add(at, previous === secret ? 'is the same as session.secret: a previous secret must be the one it replaced' : 'repeats an earlier entry')
+      return
+    }
+    seen.add(previous)
+    const weakness = shippedSecretProblem(previous, loopbackOnly) ?? secretProblem(previous)
+    if (weakness) issues.add(at, weakness)
+  })
+  return raw
 }
 
 /** One DNS label of letters, digits and hyphens (RFC 1123 §2.1). */
@@ -430,7 +455,27 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
     assertion,
     websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
     bearer: bearerSection(issues, at('bearer'), raw.bearer, provider),
+    reauth: validateReauth(issues, at('reauth'), raw.reauth, auth),
+    preserveBodyBytes: validatePreserveBody(issues, at('preserveBody'), raw.preserveBody, auth),
   }
+}
+
+/** `reauth:` on a route: a step-up age (1m to 30d) and the acceptable `acr` values. */
+function validateReauth (issues: Issues, at: Path, raw: RouteRaw['reauth'], auth: RouteRaw['auth']): ReauthConfig | undefined {
+  if (raw === undefined) return undefined
+  if (auth === 'none') issues.add(at, 'needs auth: required (a public route has no sign-in to be recent)')
+  if (raw.maxAge === undefined) {
+    if (!issues.touched([...at, 'maxAge'])) issues.add([...at, 'maxAge'], 'must say how recent the sign-in must be, such as 15m')
+    return undefined
+  }
+  return { maxAgeMs: duration(issues, [...at, 'maxAge'], raw.maxAge, 60_000, 30 * DAY), acr: [...new Set(raw.acr ?? [])] }
+}
+
+/** `preserveBody:` on a route: a size from 1KiB to 10MiB, or false (off). */
+function validatePreserveBody (issues: Issues, at: Path, raw: RouteRaw['preserveBody'], auth: RouteRaw['auth']): number | undefined {
+  if (raw === undefined || raw === false) return undefined
+  if (auth === 'none') issues.add(at, 'needs auth: required (a public route never sends anyone to sign in)')
+  return size(issues, at, raw, 1024, 10 * 1024 * 1024)
 }
 
 /** A route's path prefix, without trailing slashes ("/" when missing or invalid), clear of the gateway's own endpoints. */

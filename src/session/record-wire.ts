@@ -10,8 +10,8 @@ import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 interface WireTokens { a: string, e?: number, r?: string }
 /** Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none), kept claims (k). */
 interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]> }
-/** ProviderSession: idToken (d), sid, sub (u). */
-interface WireProviderSession { d?: string, s?: string, u?: string }
+/** ProviderSession: idToken (d), sid, sub (u), authTime (t), acr (a). */
+interface WireProviderSession { d?: string, s?: string, u?: string, t?: number, a?: string }
 /** SessionRecord: createdAt, tokens, identities, providerSessions. */
 export interface WireRecord {
   c: number
@@ -43,7 +43,7 @@ export function toWire (record: SessionRecord): WireRecord {
       g: identity.groups.length > 0 ? [...identity.groups] : undefined,
       k: identity.claims,
     } satisfies Record<keyof WireIdentity, unknown>)),
-    p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub } satisfies Record<keyof WireProviderSession, unknown>)),
+    p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub, t: session.authTime, a: session.acr } satisfies Record<keyof WireProviderSession, unknown>)),
   } satisfies Record<keyof WireRecord, unknown>)
 }
 
@@ -61,6 +61,6 @@ export function fromWire (wire: WireRecord): SessionRecord {
       groups: identity.g ?? [],
       claims: identity.k,
     } satisfies Record<keyof Identity, unknown>)),
-    providerSessions: wire.p && mapValues(wire.p, (session): ProviderSession => defined({ idToken: session.d, sid: session.s, sub: session.u } satisfies Record<keyof ProviderSession, unknown>)),
+    providerSessions: wire.p && mapValues(wire.p, (session): ProviderSession => defined({ idToken: session.d, sid: session.s, sub: session.u, authTime: session.t, acr: session.a } satisfies Record<keyof ProviderSession, unknown>)),
   } satisfies Record<keyof SessionRecord, unknown>)
 }

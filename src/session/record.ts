@@ -42,6 +42,10 @@ export interface ProviderSession {
   readonly idToken?: string
   readonly sid?: string
   readonly sub?: string
+  /** The ID token's `auth_time` (seconds since the epoch): when the person last signed in at the provider (step-up). */
+  readonly authTime?: number
+  /** The ID token's `acr`: how they signed in (step-up). */
+  readonly acr?: string
 }
 
 /** What one session holds: a token set per provider, and who the user is there. */

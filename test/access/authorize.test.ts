@@ -22,7 +22,7 @@ import { MemoryStore } from '../../src/store/memory.js'
 
 const SECRET = 'a-session-secret-of-at-least-32-characters'
 const CACHE_TTL_MS = 1000
-const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 3_600_000, cookieSecure: true, cacheTtlMs: CACHE_TTL_MS }
+const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 3_600_000, cookieSecure: true, cacheTtlMs: CACHE_TTL_MS, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
 const START = Date.UTC(2031, 0, 1)
 /** Expires an hour after START: fresh unless the test moves the clock that far. */
 const FRESH: TokenSet = { access_token: 'at-fresh', expires_at: START / 1000 + 3600 }

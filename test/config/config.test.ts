@@ -46,7 +46,7 @@ describe('config: a good file', () => {
   it('loads with substitution, defaults and normalised values', () => {
     const config = parseConfig(GOOD, ENV)
     expect(config.server).toEqual({ host: '0.0.0.0', port: 8081, baseUrl: 'https://gw.example.org', trustProxy: false, shutdownTimeoutMs: 10_000, workers: 1 })
-    expect(config.session).toEqual({ cookieName: 'gw_session', secret: SECRET, ttlMs: 8 * 3_600_000, cookieSecure: true, cacheTtlMs: 1000, cookieDomain: undefined })
+    expect(config.session).toEqual({ cookieName: 'gw_session', secret: SECRET, ttlMs: 8 * 3_600_000, cookieSecure: true, cacheTtlMs: 1000, cookieDomain: undefined, maxAgeMs: 7 * 86_400_000, previousSecrets: [] })
     expect(config.state.ttlMs).toBe(300_000)
     expect(config.providers.demo).toMatchObject({ name: 'demo', clientId: 'demo', clientSecret: 'has # and : inside', pkce: true, timeoutMs: 10_000 })
     expect(config.routes[0]).toMatchObject({ path: '/app', timeoutMs: 300_000, maxConnections: 128, auth: 'required', provider: 'demo' })

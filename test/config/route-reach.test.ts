@@ -33,6 +33,8 @@ function route (path: string, rewritePrefix?: string, auth: 'none' | 'required' 
     assertion: false,
     websocketMaxMessage: 1024 * 1024,
     bearer: undefined,
+    reauth: undefined,
+    preserveBodyBytes: undefined,
   }
 }
 

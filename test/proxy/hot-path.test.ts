@@ -69,7 +69,7 @@ describe('the session cache', () => {
 
   async function started (): Promise<{ store: HeldReads, sessions: Sessions }> {
     const store = new HeldReads()
-    const config = { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000 }
+    const config = { cookieName: 'gw_session', secret, ttlMs: 60_000, cookieSecure: false, cacheTtlMs: 1000, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
     const sessions = new Sessions(store, new Sealer(secret), config)
     await sessions.listen()
     elsewhere.set(sessions, new Sessions(store, new Sealer(secret), config))

@@ -16,7 +16,7 @@ import { waitFor } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const SECRET = 'a-session-secret-of-at-least-32-characters'
-const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000 }
+const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
 const RECORD: SessionRecord = withTokens(emptyRecord(1_700_000_000_000), 'demo', { access_token: 'at-old', expires_at: 1, refresh_token: 'rt-old' })
 const REFRESHED = { access_token: 'at-new', expires_at: 2_000_000_000, refresh_token: 'rt-new' }
 

@@ -12,7 +12,7 @@ import { MemoryStore } from '../../src/store/memory.js'
 import { storeKeys } from '../../src/store/store.js'
 
 const SECRET = 'a-session-secret-of-at-least-32-characters'
-const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000 }
+const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
 
 const TOKENS: TokenSet = {
   access_token: 'at-4f1c9e2b7d0a',
