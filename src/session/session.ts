@@ -94,6 +94,8 @@ function isRecordShaped (value: unknown, created: string, tokens: string): boole
 }
 
 const INVALIDATIONS = 'session-invalidated'
+/** Ids of sessions that ended (not changed): what hangs off a session on any instance ends with it. */
+const ENDINGS = 'session-ended'
 
 /**
  * A session's record as read from the store, with the exact bytes it was read as. A write over it
@@ -150,6 +152,22 @@ export class Sessions {
   /** Listens for other instances' logouts and refreshes (call once, before serving). */
   async listen (): Promise<void> {
     await this.store.subscribe(INVALIDATIONS, (id) => this.cache.dropId(id), (listening) => this.cache.listening(listening))
+    await this.store.subscribe(ENDINGS, (id) => this.ended(id))
+  }
+
+  private readonly endListeners: Array<(id: string) => void> = []
+
+  /**
+   * Calls `listener` with the id of each session that ends, on this instance or any other sharing
+   * the store (sign-out, sign-out everywhere, revoke, back-channel logout, maxAge). It may be
+   * called twice for one id (here at once, then from the broadcast): it must not mind.
+   */
+  onEnded (listener: (id: string) => void): void {
+    this.endListeners.push(listener)
+  }
+
+  private ended (id: string): void {
+    for (const listener of this.endListeners) listener(id)
   }
 
   /** Drops the session from every instance's cache (this one at once). */
@@ -297,6 +315,8 @@ export class Sessions {
   async endById (id: string): Promise<void> {
     await this.store.delete(storeKeys.session(id))
     await this.invalidate(id)
+    this.ended(id)
+    await this.store.publish(ENDINGS, id)
   }
 
   /**
