@@ -7,6 +7,8 @@ import { afterEach, describe, expect, it } from 'vitest'
 import { browserFamily, USER_AGENT_READ } from '../../src/session/browser-family.js'
 import { PersonIndex } from '../../src/session/person-index.js'
 import { emptyRecord, withSignIn, type SessionRecord } from '../../src/session/record.js'
+import { Sealer } from '../../src/session/seal.js'
+import { Sessions } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { storeKeys } from '../../src/store/store.js'
 
@@ -116,6 +118,20 @@ describe('person index', () => {
     // Without the old key its entries are nobody's.
     const only = setUp([KEY], undefined, store)
     expect((await only.index.list(record('alice'))).map((s) => s.sessionId)).toEqual(['new'])
+  })
+
+  it('a store read that renews a session with identities only (no provider session: OAuth 2 providers) renews its person key', async () => {
+    const { store, index } = setUp()
+    const sessions = new Sessions(store, new Sealer('a-session-secret-of-at-least-32-characters'), { cookieName: 'gw_session', secret: 'unused', ttlMs: TTL, cookieSecure: true, cacheTtlMs: 0, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }, clock)
+    sessions.onRenewed((session) => { void index.touch(session.record) })
+    const alice = record('alice')
+    expect(alice.providerSessions).toEqual({})
+    const started = await sessions.start(undefined, { ...alice, providerSessions: undefined })
+    await index.add(started, 'Chrome')
+    now += TTL - 1000
+    expect(await sessions.load(`gw_session=${started.cookie}`)).not.toBeNull()
+    now += 2000
+    expect((await index.list(alice)).map((s) => s.sessionId)).toEqual([started.id])
   })
 
   it('a store dump shows no user id, session id, browser or provider', async () => {
