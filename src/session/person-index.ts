@@ -144,12 +144,13 @@ export class PersonIndex {
   private async entries (record: SessionRecord): Promise<Array<Found & { remaining: number }>> {
     const live: Array<Found & { remaining: number }> = []
     for (const key of this.personKeys(record, this.keys)) {
-      for (const member of await this.store.rankedMembers(key)) {
+      // At most MAX_SESSIONS members: their sessions are asked about at once, not one after another.
+      await Promise.all((await this.store.rankedMembers(key)).map(async (member) => {
         const entry = this.open(member)
         const remaining = entry ? await this.store.remaining(storeKeys.session(entry.i)) : null
         if (entry && remaining !== null) live.push({ key, member, entry, remaining })
         else await this.store.removeRanked(key, member)
-      }
+      }))
     }
     return live
   }
