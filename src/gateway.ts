@@ -26,6 +26,7 @@ import { Flows } from './oauth/state.js'
 import { signinRateLimit } from './http/rate-limit.js'
 import { RequestEnd } from './http/request-end.js'
 import { Sealer, deriveKey, randomToken } from './session/seal.js'
+import { PersonIndex } from './session/person-index.js'
 import { Sessions } from './session/session.js'
 import { MemoryStore } from './store/memory.js'
 import type { Hysteresis } from './store/outage-log.js'
@@ -124,9 +125,11 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const providers = new Providers(config.providers, app.log)
   const signOuts = new SignOuts(store, sealer, providers, deriveKey(secret, 'signout-state'), config.state.ttlMs, config.server.baseUrl, app.log, clock)
   const sessionIndex = new SessionIndex(store, deriveKey(secret, 'logout-index'), config.session.ttlMs)
+  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), [deriveKey(secret, 'person-index')], config.session.ttlMs, clock)
   sessions.onRenewed((session) => {
     // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
     sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))
+    personIndex.touch(session.record).catch((error: unknown) => app.log.debug({ err: error }, 'person index not renewed'))
   })
   const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
@@ -154,7 +157,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)
   await app.register(probes, { store, metrics, servesMetrics: config.metrics.listen === undefined, readiness: config.store.readiness })
   const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
-  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, signinLimit, clock })
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock })
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions })
   await app.register(protectedResources, { config })

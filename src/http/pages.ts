@@ -4,12 +4,13 @@ import { ERRORS, type GatewayError, type Refused } from '../errors.js'
 import { HOME } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 
-function escapeHtml (text: string): string {
+/** `text` safe inside HTML text and quoted attribute values. */
+export function escapeHtml (text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }
 
 /** A small self-contained page; every dynamic value is escaped. */
-function renderPage (title: string, body: string): string {
+export function renderPage (title: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
@@ -84,12 +85,19 @@ export function homePage (identities: Record<string, Identity>, links: ReadonlyA
     `<li>${escapeHtml(identity.name ?? identity.sub)}${identity.email ? ` (${escapeHtml(identity.email)})` : ''} with <code>${escapeHtml(provider)}</code></li>`)
   const who = signedIn.length > 0
     ? `<p>You are signed in:</p><ul>${signedIn.join('')}</ul>
-<form method="post" action="/oauth/logout/"><button type="submit" class="button">Sign out</button></form>`
+<form method="post" action="/oauth/logout/"><button type="submit" class="button">Sign out</button></form>
+<p><a href="/oauth/sessions/">Your sessions</a></p>
+${signOutEverywhereButton()}`
     : '<p>You are not signed in.</p>'
   const buttons = links.map(({ name, href }) => `<a class="button" href="${escapeHtml(href)}">Sign in with ${escapeHtml(name)}</a>`).join(' ')
   return renderPage('Gateway', `<h1>Gateway</h1>
 ${who}
 ${buttons === '' ? '' : `<p>${buttons}</p>`}`)
+}
+
+/** "Sign out everywhere" (/oauth/ and /oauth/sessions/): this session and every other of the same person. */
+export function signOutEverywhereButton (): string {
+  return '<form method="post" action="/oauth/logout/?everywhere=1"><button type="submit" class="button">Sign out everywhere</button></form>'
 }
 
 /** The page after /oauth/logout/: one "sign in again" link per provider. */
@@ -103,12 +111,13 @@ ${buttons}`)
 
 /**
  * Asked when another site sent the browser to /oauth/logout/: only the person's own click (a
- * same-origin form POST) ends the session. `next` and `switchTo` ("Use another account") travel as
+ * same-origin form POST) ends the session. `next`, `switchTo` ("Use another account") and `everywhere` travel as
  * hidden fields.
  */
-export function signOutConfirmPage (next: string | undefined, switchTo?: string): string {
+export function signOutConfirmPage (next: string | undefined, switchTo?: string, everywhere = false): string {
   const hidden = (next === undefined ? '' : `<input type="hidden" name="next" value="${escapeHtml(next)}">`) +
-    (switchTo === undefined ? '' : `<input type="hidden" name="switch" value="${escapeHtml(switchTo)}">`)
+    (switchTo === undefined ? '' : `<input type="hidden" name="switch" value="${escapeHtml(switchTo)}">`) +
+    (everywhere ? '<input type="hidden" name="everywhere" value="1">' : '')
   const [title, question, button] = switchTo === undefined
     ? ['Sign out?', 'Another site sent you here to end your session at this gateway. Sign out only if you meant to.', 'Sign out']
     : ['Use another account?', 'This ends your session at this gateway and signs you in again with the account you choose. Go on only if you meant to.', 'Use another account']

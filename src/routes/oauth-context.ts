@@ -12,6 +12,7 @@ import type { Flows } from '../oauth/state.js'
 import { cookieNames, loginUrl, type CookieNames } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import type { Metrics } from '../ops/metrics.js'
+import type { PersonIndex } from '../session/person-index.js'
 import type { CookieOptions as SessionCookieOptions, Sessions } from '../session/session.js'
 
 export interface OAuthDeps {
@@ -26,6 +27,8 @@ export interface OAuthDeps {
   backchannel: BackchannelLogout
   /** Which sessions belong to a provider's `sid` / `sub` (written at sign-in). */
   sessionIndex: SessionIndex
+  /** Each person's sessions: the list, revoke, sign out everywhere (written at sign-in). */
+  personIndex: PersonIndex
   /** Charges the sign-in endpoints' budget per client address (absent: no limit). */
   signinLimit?: onRequestAsyncHookHandler
   /** When a new session record begins (its sign-in time). */

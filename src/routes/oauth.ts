@@ -1,13 +1,14 @@
 // The gateway's own endpoints under /oauth/ as one Fastify scope: sign-in (sign-in.ts), sign-out
-// (sign-out.ts), the home page and userinfo (home.ts), and OIDC Back-Channel Logout. Cookies and
-// form bodies are parsed in this scope only, so proxied requests stream untouched; nothing here is
-// cached by a browser or a proxy.
+// (sign-out.ts), the home page and userinfo (home.ts), your sessions and revoke (sessions.ts), and
+// OIDC Back-Channel Logout. Cookies and form bodies are parsed in this scope only, so proxied
+// requests stream untouched; nothing here is cached by a browser or a proxy.
 import cookie from '@fastify/cookie'
 import type { FastifyInstance } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { homeRoutes } from './home.js'
 import { oauthContext, type OAuthDeps } from './oauth-context.js'
 import { signInRoutes } from './sign-in.js'
+import { sessionsRoutes } from './sessions.js'
 import { signOutRoutes } from './sign-out.js'
 
 export async function oauthRoutes (app: FastifyInstance, deps: OAuthDeps): Promise<void> {
@@ -23,6 +24,7 @@ export async function oauthRoutes (app: FastifyInstance, deps: OAuthDeps): Promi
   signInRoutes(app, context)
   signOutRoutes(app, context)
   homeRoutes(app, context)
+  sessionsRoutes(app, context)
 
   // OIDC Back-Channel Logout: the provider, server to server; 200 or 400 invalid_request (§2.8).
   app.post<{ Params: { provider: string }, Body: Record<string, unknown> | undefined }>('/oauth/backchannel-logout/:provider/', async (request, reply) => {

@@ -9,6 +9,7 @@ import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
 import { HOME, loginUrl, redirectUri, safeNext } from '../oauth/urls.js'
+import { browserFamily } from '../session/browser-family.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
@@ -85,4 +86,5 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
     ? await startSession(sessions, request, reply, withSignIn(previous, name, signIn), fresh)
     : await startSession(sessions, request, reply, fresh())
   for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
+  await context.personIndex.add(started, browserFamily(request.headers['user-agent']))
 }

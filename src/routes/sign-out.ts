@@ -2,13 +2,15 @@
 // GET /oauth/logout/<provider>/, where a provider sends the browser back after its own sign-out.
 // A sign-out another site asked for gets a confirmation page instead (login/logout CSRF). With
 // `switch=<provider>` ("Use another account", offered by the 403 page) the sign-out ends with a new
-// sign-in there that asks the person to choose the account (src/routes/sign-in.ts).
+// sign-in there that asks the person to choose the account (src/routes/sign-in.ts). With
+// `everywhere=1`, every other session of the same person ends too (src/routes/sessions.ts).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
 import { signOutConfirmPage, signedOutPage } from '../http/pages.js'
 import { endSession } from '../http/session-cookie.js'
 import { unknownProvider } from '../errors.js'
 import { safeNext } from '../oauth/urls.js'
+import type { Session } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 import { beginSignIn } from './sign-in.js'
 
@@ -16,23 +18,36 @@ import { beginSignIn } from './sign-in.js'
 interface SignOutParameters {
   next?: unknown
   switch?: unknown
+  /** `1`: sign out everywhere (every other session of the same person too). */
+  everywhere?: unknown
+}
+
+/**
+ * A request another site made the browser send (login/logout CSRF): Sec-Fetch-Site other than
+ * same-origin or none, or an Origin that is not `ownOrigin` ({base_url}'s). Neither header counts
+ * as our own. Also the rule of revoking a session (src/routes/sessions.ts).
+ * @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-site-header
+ */
+export function fromAnotherSite (request: FastifyRequest, ownOrigin: string): boolean {
+  const site = request.headers['sec-fetch-site']
+  if (site !== undefined && site !== 'same-origin' && site !== 'none') return true
+  const origin = request.headers.origin
+  return origin !== undefined && origin !== ownOrigin
+}
+
+/**
+ * Sign out everywhere: every other session of the person `session` signs in as (the same `sub` at
+ * any of its providers) ends, on every instance; the caller ends `session` itself.
+ */
+async function endOthers ({ personIndex, sessions }: OAuthContext, session: Session, request: FastifyRequest): Promise<void> {
+  const others = await personIndex.takeOthers(session.record, session.id)
+  for (const id of others) await sessions.endById(id)
+  request.log.info({ ended: others.length }, 'signing out everywhere')
 }
 
 export function signOutRoutes (app: FastifyInstance, context: OAuthContext): void {
   const { sessions, signOuts, redirectHosts, cookies, providers } = context
   const ownOrigin = new URL(context.config.server.baseUrl).origin
-
-  /**
-   * A request another site made the browser send (login/logout CSRF): Sec-Fetch-Site other than
-   * same-origin or none, or an Origin that is not {base_url}'s. Neither header counts as our own.
-   * @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-site-header
-   */
-  function fromAnotherSite (request: FastifyRequest): boolean {
-    const site = request.headers['sec-fetch-site']
-    if (site !== undefined && site !== 'same-origin' && site !== 'none') return true
-    const origin = request.headers.origin
-    return origin !== undefined && origin !== ownOrigin
-  }
 
   /**
    * From another site: a confirmation page whose button POSTs here. Otherwise the session ends;
@@ -44,14 +59,16 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     const switchTo = switchProvider(request.body?.switch ?? request.query.switch)
     // "Use another account" comes only as the 403 page's form POST: a link asking for it, from
     // anywhere, is asked first too.
-    if (fromAnotherSite(request) || (switchTo !== undefined && request.method !== 'POST')) {
+    const everywhere = (request.body?.everywhere ?? request.query.everywhere) === '1'
+    if (fromAnotherSite(request, ownOrigin) || (switchTo !== undefined && request.method !== 'POST')) {
       return reply.type('text/html; charset=utf-8')
         .header('content-security-policy', "frame-ancestors 'none'")
         .header('x-frame-options', 'DENY')
-        .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts), switchTo))
+        .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts), switchTo, everywhere))
     }
-    // The gateway's session ends first, whatever the providers then do.
+    // The gateway's session ends first, whatever the providers then do; everywhere: the person's others too.
     const session = await sessions.load(request.headers.cookie)
+    if (everywhere && session) await endOthers(context, session, request)
     await endSession(sessions, session, reply)
     if (session) {
       await signOuts.revoke(session.record)

@@ -198,7 +198,7 @@ export class Sessions {
     return cookie === undefined ? undefined : this.cache.get(cookie)
   }
 
-  /** Called after a store read renewed a session that has provider sessions (the back-channel logout index follows it). */
+  /** Called after a store read renewed a session that has provider sessions or identities (the back-channel logout and person indexes follow it). */
   private renewed: ((session: Session) => void) | undefined
 
   onRenewed (listener: (session: Session) => void): void {
@@ -233,7 +233,7 @@ export class Sessions {
     if (!record) return null
     const session: Session = { id, cookie, record }
     // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
-    if (record.providerSessions !== undefined) this.renewed?.(session)
+    if (record.providerSessions !== undefined || record.identities !== undefined) this.renewed?.(session)
     this.cache.set(session, generation)
     return session
   }

@@ -21,6 +21,8 @@ export class MemoryStore implements SessionStore {
   readonly redis = undefined
   private readonly entries = new Map<string, Entry>()
   private readonly sets = new Map<string, { members: Set<string>, expiresAt: number }>()
+  /** Ranked sets: member -> score. */
+  private readonly ranked = new Map<string, { members: Map<string, number>, expiresAt: number }>()
   private readonly listeners = new Map<string, Array<(message: string) => void>>()
   private readonly sweeper: NodeJS.Timeout
   private readonly clock: Clock
@@ -44,6 +46,7 @@ export class MemoryStore implements SessionStore {
     const now = this.clock.now()
     for (const [key, entry] of this.entries) if (entry.expiresAt <= now) this.entries.delete(key)
     for (const [key, set] of this.sets) if (set.expiresAt <= now) this.sets.delete(key)
+    for (const [key, set] of this.ranked) if (set.expiresAt <= now) this.ranked.delete(key)
   }
 
   private liveSet (key: string): { members: Set<string>, expiresAt: number } | undefined {
@@ -63,8 +66,41 @@ export class MemoryStore implements SessionStore {
   }
 
   async extend (key: string, ttlMs: number): Promise<void> {
-    const set = this.liveSet(key)
+    const set = this.liveSet(key) ?? this.liveRanked(key)
     if (set) set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
+  }
+
+  private liveRanked (key: string): { members: Map<string, number>, expiresAt: number } | undefined {
+    const set = this.ranked.get(key)
+    if (set && set.expiresAt <= this.clock.now()) {
+      this.ranked.delete(key)
+      return undefined
+    }
+    return set
+  }
+
+  /** Members lowest score first; equal scores by member, as Redis orders them. */
+  private static inOrder (members: Map<string, number>): string[] {
+    return [...members].sort(([a, x], [b, y]) => x - y || (a < b ? -1 : a > b ? 1 : 0)).map(([member]) => member)
+  }
+
+  async addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Promise<string[]> {
+    const set = this.liveRanked(key) ?? { members: new Map<string, number>(), expiresAt: 0 }
+    set.members.set(member, score)
+    set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
+    this.ranked.set(key, set)
+    const dropped = MemoryStore.inOrder(set.members).slice(0, Math.max(0, set.members.size - max))
+    for (const gone of dropped) set.members.delete(gone)
+    return dropped
+  }
+
+  async rankedMembers (key: string): Promise<string[]> {
+    const set = this.liveRanked(key)
+    return set ? MemoryStore.inOrder(set.members) : []
+  }
+
+  async removeRanked (key: string, member: string): Promise<void> {
+    this.liveRanked(key)?.members.delete(member)
   }
 
   async takeMembers (key: string): Promise<string[]> {
@@ -81,6 +117,11 @@ export class MemoryStore implements SessionStore {
   async getBytes (key: string): Promise<Buffer | null> {
     const entry = this.live(key)
     return entry ? bytes(entry.value) : null
+  }
+
+  async remaining (key: string): Promise<number | null> {
+    const entry = this.live(key)
+    return entry ? entry.expiresAt - this.clock.now() : null
   }
 
   private touch (key: string, ttlMs: number): Entry | undefined {
@@ -155,6 +196,7 @@ export class MemoryStore implements SessionStore {
     clearInterval(this.sweeper)
     this.entries.clear()
     this.sets.clear()
+    this.ranked.clear()
     this.listeners.clear()
   }
 }

@@ -29,6 +29,14 @@ const REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set',
 const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
 const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
 const TAKE_MEMBERS = "local members = redis.call('smembers', KEYS[1]) redis.call('del', KEYS[1]) return members"
+/**
+ * ZADD ARGV[1] (member) with score ARGV[2], the expiry grown to ARGV[3], then only the ARGV[4]
+ * highest-scored members kept: the ones removed are returned (lowest first).
+ */
+const ADD_RANKED = "redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) " +
+  "local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[3]) then redis.call('pexpire', KEYS[1], ARGV[3]) end " +
+  "local over = redis.call('zcard', KEYS[1]) - tonumber(ARGV[4]) if over <= 0 then return {} end " +
+  "local dropped = redis.call('zrange', KEYS[1], 0, over - 1) redis.call('zremrangebyrank', KEYS[1], 0, over - 1) return dropped"
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
@@ -40,6 +48,8 @@ declare module 'ioredis' {
     growExpiry (key: string, ttlMs: number): Result<number, Context>
     addMember (key: string, member: string, ttlMs: number): Result<number, Context>
     takeMembers (key: string): Result<string[], Context>
+    /** ADD_RANKED: the ranked sets' bounded add. */
+    addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Result<string[], Context>
   }
 }
 
@@ -225,6 +235,7 @@ export class RedisStore implements SessionStore {
     this.redis.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
     this.redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
     this.redis.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
+    this.redis.defineCommand('addRanked', { numberOfKeys: 1, lua: ADD_RANKED })
     this.channelPrefix = config.keyPrefix
     this.timeoutMs = config.timeoutMs
     this.name = storeName(config)
@@ -353,6 +364,13 @@ export class RedisStore implements SessionStore {
   async addMember (key: string, member: string, ttlMs: number) { await this.run(() => this.redis.addMember(key, member, ttlMs)) }
   async extend (key: string, ttlMs: number) { await this.run(() => this.redis.growExpiry(key, ttlMs)) }
   takeMembers (key: string) { return this.run(() => this.redis.takeMembers(key)) }
+  addRanked (key: string, member: string, score: number, ttlMs: number, max: number) { return this.run(() => this.redis.addRanked(key, member, score, ttlMs, max)) }
+  rankedMembers (key: string) { return this.run(() => this.redis.zrange(key, 0, -1)) }
+  async removeRanked (key: string, member: string) { await this.run(() => this.redis.zrem(key, member)) }
+  async remaining (key: string) {
+    const left = await this.run(() => this.redis.pttl(key))
+    return left === -2 ? null : left === -1 ? Number.POSITIVE_INFINITY : left
+  }
 
   async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
     const owner = lockOwner()

@@ -8,13 +8,15 @@ import { GatewayError } from '../errors.js'
 
 /**
  * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL,
- * DEL, SET NX PX), but {@link replace}, one Lua script on one key.
+ * DEL, SET NX PX, PTTL), but {@link replace}, one Lua script on one key.
  */
 export interface KeyValue {
   /** The value, or null when absent or expired. */
   get (key: string): Promise<string | null>
   /** The value's bytes as stored (a string value as UTF-8), or null. For binary values (session records). */
   getBytes (key: string): Promise<Buffer | null>
+  /** How many milliseconds the key has left (PTTL; Infinity without expiry), or null when it is absent or expired. */
+  remaining (key: string): Promise<number | null>
   /** The value's bytes, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
   getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null>
   /** Stores a value (text, or bytes as they are) for `ttlMs`. */
@@ -47,6 +49,16 @@ export interface Sets {
   extend (key: string, ttlMs: number): Promise<void>
   /** Every member, and the set deleted, atomically: only one caller ever gets them. */
   takeMembers (key: string): Promise<string[]>
+  /**
+   * Adds `member` with `score` to a ranked set (created if absent), makes it live at least `ttlMs`
+   * more, and keeps only the `max` highest-scored members: the ones dropped (lowest first), so the
+   * caller can end what they stood for. One Lua script on Redis (ZADD, ZREMRANGEBYRANK).
+   */
+  addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Promise<string[]>
+  /** A ranked set's members, lowest score first (none when absent). */
+  rankedMembers (key: string): Promise<string[]>
+  /** Removes `member` from a ranked set; nothing if it is not there. */
+  removeRanked (key: string, member: string): Promise<void>
 }
 
 /** A held lock: its key and the random token of the owner that acquired it. */
@@ -152,4 +164,6 @@ export const storeKeys = {
   /** A sign-in state that came back once (the state's random id, not a secret). */
   usedState: (id: string) => `used-state:${id}`,
   refreshLock: (sessionId: string, provider: string) => `refresh:${sessionId}:${provider}`,
+  /** A person's sessions (src/session/person-index.ts): `hash` is a keyed hash of (provider, sub). */
+  person: (hash: string) => `person:${hash}`,
 } as const

@@ -309,6 +309,44 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.takeMembers('set-gone')).toEqual([])
   })
 
+  it('a ranked set keeps the `max` highest scores, hands back the ones it dropped (lowest first), and lists lowest first', async () => {
+    expect(await store.addRanked('ranked', 'b', 20, 10_000, 3)).toEqual([])
+    expect(await store.addRanked('ranked', 'a', 10, 10_000, 3)).toEqual([])
+    expect(await store.addRanked('ranked', 'c', 30, 10_000, 3)).toEqual([])
+    expect(await store.rankedMembers('ranked')).toEqual(['a', 'b', 'c'])
+    expect(await store.addRanked('ranked', 'd', 40, 10_000, 3)).toEqual(['a'])
+    expect(await store.addRanked('ranked', 'e', 50, 10_000, 2)).toEqual(['b', 'c'])
+    expect(await store.rankedMembers('ranked')).toEqual(['d', 'e'])
+    await store.removeRanked('ranked', 'd')
+    await store.removeRanked('ranked', 'never-there')
+    expect(await store.rankedMembers('ranked')).toEqual(['e'])
+    expect(await store.rankedMembers('ranked-absent')).toEqual([])
+  })
+
+  it("a ranked set's expiry only grows, extend lengthens it, and without it the set expires", async () => {
+    await store.addRanked('ranked-grow', 'a', 1, 10_000, 10)
+    await store.addRanked('ranked-grow', 'b', 2, 30, 10)
+    await store.addRanked('ranked-gone', 'a', 1, 100, 10)
+    await store.addRanked('ranked-kept', 'a', 1, 100, 10)
+    await store.extend('ranked-kept', 10_000)
+    if (backend.raw) expect(await pttl('ranked-grow')).toBeGreaterThan(5000)
+    await elapse(150)
+    expect(await store.rankedMembers('ranked-grow')).toEqual(['a', 'b'])
+    expect(await store.rankedMembers('ranked-kept')).toEqual(['a'])
+    expect(await store.rankedMembers('ranked-gone')).toEqual([])
+  })
+
+  it('remaining: the time a key has left, null once it is absent or expired', async () => {
+    await store.set('left', 'v', 10_000)
+    const left = await store.remaining('left')
+    expect(left).toBeGreaterThan(5000)
+    expect(left).toBeLessThanOrEqual(10_000)
+    expect(await store.remaining('absent')).toBeNull()
+    await store.set('left-short', 'v', 30)
+    await elapse(60)
+    expect(await store.remaining('left-short')).toBeNull()
+  })
+
   it('publishes to every subscriber of a channel', async () => {
     const received: string[] = []
     await store.subscribe('contract', (message) => received.push(message))

@@ -1,0 +1,83 @@
+// GET /oauth/sessions/ (the signed-in person's own sessions: a page for browsers, JSON for API
+// clients) and POST /oauth/sessions/<public id>/revoke (ends one of them, on every instance). A
+// session is named by its random public id (src/session/person-index.ts), which opens nothing: only
+// the person whose index lists it can revoke it; any other id is 404. Revoking is same-origin only,
+// by sign-out's rule: a POST another site made the browser send is refused and ends nothing.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { GatewayError } from '../errors.js'
+import { wantsHtml } from '../http/error-handler.js'
+import { endSession } from '../http/session-cookie.js'
+import { sessionsPage, type ListedSession } from '../http/sessions-page.js'
+import { HOME } from '../oauth/urls.js'
+import type { Session } from '../session/record.js'
+import type { OAuthContext } from './oauth-context.js'
+import { fromAnotherSite } from './sign-out.js'
+
+/** The list's address. */
+export const SESSIONS = '/oauth/sessions/'
+
+/** A session as the JSON list shows it (times in ISO 8601). */
+interface SessionJson {
+  id: string
+  started: string
+  lastSeen: string
+  browser: string
+  providers: readonly string[]
+  current: boolean
+}
+
+function toJson (session: ListedSession): SessionJson {
+  return {
+    id: session.publicId,
+    started: new Date(session.started).toISOString(),
+    lastSeen: new Date(session.lastSeen).toISOString(),
+    browser: session.browser,
+    providers: session.providers,
+    current: session.current,
+  }
+}
+
+/** As /oauth/userinfo/ answers without a signed-in identity. */
+function notSignedIn (): GatewayError {
+  return new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', { details: { headers: { 'www-authenticate': 'Bearer' } } })
+}
+
+export function sessionsRoutes (app: FastifyInstance, { config, sessions, personIndex }: OAuthContext): void {
+  const ownOrigin = new URL(config.server.baseUrl).origin
+
+  /** The request's session, if it holds an identity (a person to list sessions for). */
+  async function signedIn (request: FastifyRequest): Promise<Session> {
+    const session = await sessions.load(request.headers.cookie)
+    if (!session || Object.keys(session.record.identities ?? {}).length === 0) throw notSignedIn()
+    return session
+  }
+
+  app.get(SESSIONS, async (request, reply) => {
+    const session = await signedIn(request)
+    const listed = (await personIndex.list(session.record)).map((entry) => ({ ...entry, current: entry.sessionId === session.id }))
+    if (!wantsHtml(request)) return { sessions: listed.map(toJson) }
+    return reply.type('text/html; charset=utf-8')
+      .header('content-security-policy', "frame-ancestors 'none'")
+      .header('x-frame-options', 'DENY')
+      .send(sessionsPage(listed))
+  })
+
+  app.post<{ Params: { publicId: string } }>(`${SESSIONS}:publicId/revoke`, async (request, reply) => {
+    if (fromAnotherSite(request, ownOrigin)) {
+      throw new GatewayError('forbidden', 'A session is revoked only from this gateway\'s own pages.')
+    }
+    const session = await signedIn(request)
+    const target = await personIndex.take(session.record, request.params.publicId)
+    if (target === null) throw new GatewayError('not_found', 'You have no session with this id.')
+    if (target === session.id) await endSession(sessions, session, reply)
+    else await sessions.endById(target)
+    request.log.info({ current: target === session.id }, 'session revoked')
+    return revoked(request, reply, target === session.id)
+  })
+}
+
+/** 303 back to the list (to /oauth/ once the current session itself was revoked); JSON: 200. */
+function revoked (request: FastifyRequest, reply: FastifyReply, wasCurrent: boolean): FastifyReply {
+  if (!wantsHtml(request)) return reply.send({ revoked: true })
+  return reply.redirect(wasCurrent ? HOME : SESSIONS, 303)
+}

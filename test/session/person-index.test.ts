@@ -1,0 +1,176 @@
+// The per-person index without a server, over the in-process store on a clock the test moves: one
+// entry per session under each provider's `sub`, the bound (the oldest beyond it is dropped and its
+// session ended), pruning of sessions that are gone, the key's expiry following its sessions, last
+// seen from the session's remaining idle time, a rotated key list, and a dump that shows no user
+// id. And the User-Agent classifier, with a table of hostile headers.
+import { afterEach, describe, expect, it } from 'vitest'
+import { browserFamily, USER_AGENT_READ } from '../../src/session/browser-family.js'
+import { PersonIndex } from '../../src/session/person-index.js'
+import { emptyRecord, withSignIn, type SessionRecord } from '../../src/session/record.js'
+import { Sealer } from '../../src/session/seal.js'
+import { Sessions } from '../../src/session/session.js'
+import { MemoryStore } from '../../src/store/memory.js'
+import { storeKeys } from '../../src/store/store.js'
+
+const TTL = 60_000
+const KEY = Buffer.alloc(32, 1)
+const OLD_KEY = Buffer.alloc(32, 2)
+
+let now = 1_700_000_000_000
+const clock = { now: () => now }
+const stores: MemoryStore[] = []
+afterEach(async () => { for (const store of stores.splice(0)) await store.close() })
+
+/** A record signed in as `sub` at each of `providers`, begun at `createdAt`. */
+function record (sub: string, providers: string[] = ['demo'], createdAt = now): SessionRecord {
+  return providers.reduce((built, provider) => withSignIn(built, provider, { tokens: { access_token: 'at' }, identity: { sub, groups: [] } }), emptyRecord(createdAt))
+}
+
+/** A store, an index over it with `keys`, and the ids it was asked to end. */
+function setUp (keys: Uint8Array[] = [KEY], max?: number, store = new MemoryStore({ clock })) {
+  stores.push(store)
+  const ended: string[] = []
+  const index = new PersonIndex(store, async (id) => { ended.push(id); await store.delete(storeKeys.session(id)) }, keys, TTL, clock, max)
+  return { store, index, ended }
+}
+
+/** A session `id` that exists in the store (for `ttl`), as the index sees it. */
+async function live (store: MemoryStore, id: string, rec: SessionRecord, ttl = TTL) {
+  await store.set(storeKeys.session(id), 'sealed', ttl)
+  return { id, record: rec }
+}
+
+describe('person index', () => {
+  it("lists a person's sessions once each, newest first, and none of another person's", async () => {
+    const { store, index } = setUp()
+    const alice = record('alice', ['demo', 'other'])
+    await index.add(await live(store, 's1', alice), 'Firefox')
+    now += 1000
+    await index.add(await live(store, 's2', record('alice')), 'Chrome')
+    await index.add(await live(store, 's3', record('bob')), 'curl')
+    const listed = await index.list(record('alice'))
+    expect(listed.map((s) => [s.sessionId, s.browser, s.providers])).toEqual([['s2', 'Chrome', ['demo']], ['s1', 'Firefox', ['demo', 'other']]])
+    // Through its other provider, the same person finds the session listed under both once.
+    expect((await index.list(record('alice', ['other']))).map((s) => s.sessionId)).toEqual(['s1'])
+    expect((await index.list(record('bob'))).map((s) => s.sessionId)).toEqual(['s3'])
+    expect(new Set(listed.map((s) => s.publicId)).size).toBe(2)
+  })
+
+  it('a public id revokes only for the person whose index lists it', async () => {
+    const { store, index } = setUp()
+    await index.add(await live(store, 'a1', record('alice')), 'Firefox')
+    await index.add(await live(store, 'b1', record('bob')), 'Firefox')
+    const [bobs] = await index.list(record('bob'))
+    expect(await index.take(record('alice'), bobs!.publicId)).toBeNull()
+    expect(await index.take(record('bob'), bobs!.publicId)).toBe('b1')
+    expect(await index.list(record('bob'))).toEqual([])
+    expect(await index.list(record('alice'))).toHaveLength(1)
+  })
+
+  it('keeps at most `max` sessions per person: a sign-in beyond drops the oldest and ends it', async () => {
+    const { store, index, ended } = setUp([KEY], 3)
+    for (const id of ['s1', 's2', 's3', 's4']) {
+      await index.add(await live(store, id, record('alice')), 'Chrome')
+      now += 1000
+    }
+    expect(ended).toEqual(['s1'])
+    expect(await store.get(storeKeys.session('s1'))).toBeNull()
+    expect((await index.list(record('alice'))).map((s) => s.sessionId)).toEqual(['s4', 's3', 's2'])
+  })
+
+  it('prunes sessions that are gone, and expires with its sessions unless a renewal keeps it', async () => {
+    const { store, index } = setUp()
+    await index.add(await live(store, 'short', record('alice'), 1000), 'Chrome')
+    await index.add(await live(store, 'long', record('alice')), 'Chrome')
+    now += 2000
+    expect((await index.list(record('alice'))).map((s) => s.sessionId)).toEqual(['long'])
+    expect(await store.rankedMembers(personKey(store))).toHaveLength(1)
+    // The session is renewed past the index's first expiry: so is the index.
+    now += TTL - 3000
+    await store.set(storeKeys.session('long'), 'sealed', TTL)
+    await index.touch(record('alice'))
+    now += 2000
+    expect((await index.list(record('alice'))).map((s) => s.sessionId)).toEqual(['long'])
+    // Unrenewed, the key goes when its last session's idle time does.
+    now += TTL
+    expect(await store.rankedMembers(personKey(store))).toEqual([])
+  })
+
+  it("last seen: when the session's idle timeout was last renewed", async () => {
+    const { store, index } = setUp()
+    const begun = now
+    await index.add(await live(store, 's1', record('alice')), 'Chrome')
+    now += 5000
+    expect((await index.list(record('alice')))[0]).toMatchObject({ started: begun, lastSeen: begun })
+    await store.getAndTouchBytes(storeKeys.session('s1'), TTL)
+    const renewed = now
+    now += 3000
+    expect((await index.list(record('alice')))[0]).toMatchObject({ started: begun, lastSeen: renewed })
+  })
+
+  it('after a key rotation the old key still reads and opens what it wrote; the new key writes', async () => {
+    const store = new MemoryStore({ clock })
+    const before = setUp([OLD_KEY], undefined, store)
+    await before.index.add(await live(store, 'old', record('alice')), 'Safari')
+    const after = setUp([KEY, OLD_KEY], undefined, store)
+    await after.index.add(await live(store, 'new', record('alice')), 'Edge')
+    expect((await after.index.list(record('alice'))).map((s) => s.sessionId).sort()).toEqual(['new', 'old'])
+    // Without the old key its entries are nobody's.
+    const only = setUp([KEY], undefined, store)
+    expect((await only.index.list(record('alice'))).map((s) => s.sessionId)).toEqual(['new'])
+  })
+
+  it('a store read that renews a session with identities only (no provider session: OAuth 2 providers) renews its person key', async () => {
+    const { store, index } = setUp()
+    const sessions = new Sessions(store, new Sealer('a-session-secret-of-at-least-32-characters'), { cookieName: 'gw_session', secret: 'unused', ttlMs: TTL, cookieSecure: true, cacheTtlMs: 0, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }, clock)
+    sessions.onRenewed((session) => { void index.touch(session.record) })
+    const alice = record('alice')
+    expect(alice.providerSessions).toEqual({})
+    const started = await sessions.start(undefined, { ...alice, providerSessions: undefined })
+    await index.add(started, 'Chrome')
+    now += TTL - 1000
+    expect(await sessions.load(`gw_session=${started.cookie}`)).not.toBeNull()
+    now += 2000
+    expect((await index.list(alice)).map((s) => s.sessionId)).toEqual([started.id])
+  })
+
+  it('a store dump shows no user id, session id, browser or provider', async () => {
+    const { store, index } = setUp()
+    await index.add(await live(store, 'session-id-123', record('alice@example.test', ['github'])), 'Firefox')
+    const key = personKey(store)
+    const dump = [key, ...await store.rankedMembers(key)].join(' ')
+    for (const secret of ['alice', 'session-id-123', 'Firefox', 'github']) expect(dump).not.toContain(secret)
+  })
+})
+
+/** The one person key in `store` (the memory store's ranked sets, read through its own map). */
+function personKey (store: MemoryStore): string {
+  const keys = [...(store as unknown as { ranked: Map<string, unknown> }).ranked.keys()]
+  expect(keys).toHaveLength(1)
+  return keys[0]!
+}
+
+describe('browser family from the User-Agent', () => {
+  const huge = 'a'.repeat(1_000_000)
+  const table: Array<[string, string | undefined, string]> = [
+    ['absent', undefined, 'other'],
+    ['empty', '', 'other'],
+    ['curl', 'curl/8.5.0', 'curl'],
+    ['Firefox', 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0', 'Firefox'],
+    ['Chrome', 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36', 'Chrome'],
+    ['headless Chrome', 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/131.0.0.0 Safari/537.36', 'Chrome'],
+    ['Edge', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36 Edg/131.0.0.0', 'Edge'],
+    ['Safari', 'Mozilla/5.0 (Macintosh; Intel Mac OS X 14_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Safari/605.1.15', 'Safari'],
+    ['a bare Mozilla', 'Mozilla/5.0', 'other'],
+    ['markup', '<script>alert(1)</script> Firefox/1', 'Firefox'],
+    ['control characters', '\u0000\u001b[31mChrome/1\r\n', 'Chrome'],
+    ['a megabyte, the token past the read limit', `${huge}Firefox/128.0`, 'other'],
+    ['the token just inside the read limit', `${'a'.repeat(USER_AGENT_READ - 'Firefox/'.length)}Firefox/`, 'Firefox'],
+    ['many near-tokens', 'Firefox'.repeat(100_000), 'other'],
+    ['curl not first', 'not curl/8', 'other'],
+    ['lone surrogate', '\ud800Chrome/1', 'Chrome'],
+  ]
+  it.each(table)('%s', (_name, header, family) => {
+    expect(browserFamily(header)).toBe(family)
+  })
+})
