@@ -239,7 +239,8 @@ const Route = Type.Object({
   }, { additionalProperties: false, description: 'Step-up: this route needs a recent sign-in (and one of the `acr` values); other routes keep using the session (see endpoints.md, "Step-up").' })),
   preserveBody: Type.Optional(Type.Union([Type.Unsafe<string | number>({ type: ['string', 'integer'], pattern: SIZE_PATTERN, minimum: 0 }), Type.Literal(false)], {
     description: 'A browser form POST (urlencoded or multipart, at most this size, 1KiB to 10MiB) that meets a missing or expired session is kept, sealed, through the sign-in and then delivered to the upstream once. `false` or absent: off.',
-    expected: 'a size such as 64KiB, or false', examples: ['64KiB'],
+    expected: 'a size such as 64KiB, or false',
+    examples: ['64KiB'],
   })),
 }, { additionalProperties: false, description: 'One proxied path prefix.' })
 

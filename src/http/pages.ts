@@ -4,7 +4,8 @@ import { ERRORS, type GatewayError, type Refused } from '../errors.js'
 import { HOME } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 
-function escapeHtml (text: string): string {
+/** Text made safe inside HTML text and quoted attribute values. */
+export function escapeHtml (text: string): string {
   return text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 }
 
