@@ -5,7 +5,7 @@
 // what finds nothing (reloads, made-up or another browser's cookies, an expired body), and that the
 // store keeps nothing once a body is used. Time is the injected clock's.
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
 import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
@@ -43,6 +43,12 @@ afterAll(async () => {
   client?.disconnect()
   await upstream?.close()
   await redis?.release()
+})
+
+/** Each test starts with no kept body in the store. */
+beforeEach(async () => {
+  const keys = await keptKeys()
+  if (keys.length > 0) await client.del(...keys)
 })
 
 /** The kept bodies in the store. */
@@ -93,7 +99,16 @@ describe('a form POST that meets a missing session', () => {
     expect(nonce).toBeDefined()
     expect(html).toContain(`<script nonce="${nonce}">`)
     expect(csp).toContain("form-action 'self'")
-    expect(await keptKeys()).toHaveLength(1)
+    const keys = await keptKeys()
+    expect(keys).toHaveLength(1)
+    // The store forgets it by itself within state.ttl (5 minutes here), used or not.
+    const ttl = await client.pttl(keys[0]!)
+    expect(ttl).toBeGreaterThan(0)
+    expect(ttl).toBeLessThanOrEqual(5 * 60_000)
+    // Neither the body nor the cookie's token is in the store's value or any log line.
+    const stored = await client.get(keys[0]!)
+    expect(stored).not.toContain('Hello')
+    expect(stored).not.toContain(Buffer.from(typed).toString('base64'))
 
     const delivered = await submitMarker(browser, '/app/form?draft=1')
     expect(delivered.status).toBe(200)
@@ -115,6 +130,9 @@ describe('a form POST that meets a missing session', () => {
     const replayed = await send(`${gateway.url}/app/form?draft=1`, { body: MARKER, headers: { 'content-type': URLENCODED, cookie: `${browser.cookieHeader(gateway.url + '/app/')}; gw_session_form=${token}` } })
     expect(replayed.status).toBe(400)
     expect(upstream.posts.length).toBe(before + 1)
+    const logs = gateway.logs.join('\n')
+    expect(logs).not.toContain(token)
+    expect(logs).not.toContain('comment=')
   })
 
   it('keeps a multipart body with a file byte for byte, boundary and all', async () => {
@@ -209,7 +227,6 @@ describe('what finds nothing', () => {
     await submitMarker(browser, '/app/form')
     expect(upstream.posts.at(-1)!.body.toString()).toBe('mine=2')
     expect(await keptKeys()).toHaveLength(1)
-    await client.del(...await keptKeys())
   })
 
   it('a kept body expires with state.ttl by the injected clock: the marker then gets 400', async () => {
@@ -242,6 +259,32 @@ describe('what finds nothing', () => {
     } finally {
       offset = 0
     }
-    await client.del(...await keptKeys())
+  })
+})
+
+describe('the sign-in rate limit', () => {
+  let limited: Awaited<ReturnType<typeof startGatewayWithProvider>>
+
+  beforeAll(async () => {
+    limited = await startGatewayWithProvider({
+      store: { type: 'redis', url: redis.url, keyPrefix: 'limited:' },
+      rateLimit: { login: '2/min' },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB' }],
+    })
+  })
+  afterAll(async () => { await limited?.close() })
+
+  it('charges each kept body: over the budget the POST gets 429 and nothing is kept', async () => {
+    const url = `${limited.gateway.url}/app/form`
+    // Bodies that are not kept cost nothing.
+    for (let i = 0; i < 3; i++) expect((await send(url, { body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(302)
+    const form = { body: 'a=1', headers: { 'content-type': URLENCODED } }
+    expect((await send(url, form)).status).toBe(302)
+    expect((await send(url, form)).status).toBe(302)
+    const over = await send(url, form)
+    expect(over.status).toBe(429)
+    expect(over.headers['retry-after']).toMatch(/^\d+$/)
+    expect(formCookie(over)).toBeUndefined()
+    expect(await client.keys('limited:preserved-body:*')).toHaveLength(2)
   })
 })
