@@ -100,6 +100,7 @@ export class FormReplay {
     if (body.equals(REPLAY_BODY)) return
     const token = await this.bodies.keep({ method: request.method, path: request.url, contentType: request.headers['content-type']!, body })
     reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, token, this.cookie))
+    request.log.info({ bytes: body.length }, 'form kept through the sign-in')
   }
 
   /**
@@ -137,13 +138,16 @@ export class FormReplay {
       formMediaType(headers['content-type']) !== 'application/x-www-form-urlencoded') return payload
     const body = await readBody(payload)
     if (!body.equals(REPLAY_BODY)) return Readable.from([body])
-    const token = this.token(request)
+    // Only the gateway's own page submits the marker (a browser says so; a request without the header counts as same-origin).
+    const site = headers['sec-fetch-site']
+    const token = site === undefined || site === 'same-origin' ? this.token(request) : undefined
     if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
     const kept = token === undefined ? undefined : await this.bodies.take(token, request.url)
     if (kept === undefined || kept.method !== request.method) throw new GatewayError('invalid_request', ALREADY_DELIVERED)
     // reply-from copies the raw request's headers: the kept body's type and length replace the marker's.
     request.raw.headers['content-type'] = kept.contentType
     request.raw.headers['content-length'] = String(kept.body.length)
+    request.log.info({ bytes: kept.body.length }, 'kept form delivered after the sign-in')
     return Readable.from([kept.body])
   }
 }

@@ -220,6 +220,11 @@ describe('what finds nothing', () => {
     // The right token, another path: the body is bound to its own path.
     const elsewhere = await send(`${gateway.url}/app/elsewhere`, { body: MARKER, headers: { 'content-type': URLENCODED, cookie: `${session}; gw_session_form=${token}` } })
     expect(elsewhere.status).toBe(400)
+    // The right token from another site's page: only the gateway's own page submits the marker.
+    for (const site of ['cross-site', 'same-site', 'none']) {
+      const answer = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { 'content-type': URLENCODED, 'sec-fetch-site': site, cookie: `${session}; gw_session_form=${token}` } })
+      expect(answer.status, site).toBe(400)
+    }
     expect(upstream.posts.length).toBe(before)
     expect(await keptKeys()).toHaveLength(1)
     // Each browser's token opens its own body only.
