@@ -39,6 +39,8 @@ import { oauthRoutes } from './routes/oauth.js'
 import { probes } from './routes/probes.js'
 import { protectedResources } from './routes/protected-resource.js'
 import { proxyRoutes } from './routes/proxy.js'
+import { FormReplay } from './routes/preserved-body.js'
+import { PreservedBodies } from './oauth/preserved-body.js'
 
 export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
@@ -157,11 +159,14 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)
   await app.register(probes, { store, metrics, servesMetrics: config.metrics.listen === undefined, readiness: config.store.readiness })
   const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
-  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock })
+  const forms = config.routes.some((route) => route.preserveBodyBytes !== undefined)
+    ? new FormReplay(new PreservedBodies(store, sealer, config.state.ttlMs, clock), config, app.log, signinLimit)
+    : undefined
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock, forms })
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions })
   await app.register(protectedResources, { config })
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions })
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

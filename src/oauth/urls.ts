@@ -16,11 +16,13 @@ export interface CookieNames {
   readonly flow: string
   /** Binds a sign-out that walks through the providers to this browser (oauth/logout.ts). */
   readonly signOut: string
+  /** Binds a form POST kept through a sign-in to this browser (oauth/preserved-body.ts). */
+  readonly form: string
 }
 
 export function cookieNames (config: Pick<GatewayConfig, 'session'>): CookieNames {
   const session = config.session.cookieName
-  return { session, flow: `${session}_flow`, signOut: `${session}_signout` }
+  return { session, flow: `${session}_flow`, signOut: `${session}_signout`, form: `${session}_form` }
 }
 
 /** Every cookie name the gateway sets: what it strips from proxied requests and what no upstream may set. */

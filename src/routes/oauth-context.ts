@@ -13,6 +13,7 @@ import { cookieNames, loginUrl, type CookieNames } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { PersonIndex } from '../session/person-index.js'
+import type { FormReplay } from './preserved-body.js'
 import type { CookieOptions as SessionCookieOptions, Sessions } from '../session/session.js'
 
 export interface OAuthDeps {
@@ -33,6 +34,8 @@ export interface OAuthDeps {
   signinLimit?: onRequestAsyncHookHandler
   /** When a new session record begins (its sign-in time). */
   clock: Clock
+  /** Forms kept through a sign-in (routes[].preserveBody): offered by the callback. */
+  forms?: FormReplay
 }
 
 /** The session cookie's kind of options, with a lifetime: the flow and sign-out cookies end with their flow. */

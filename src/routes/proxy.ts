@@ -29,6 +29,7 @@ import { replyFromDispatcher, upstreamResponse } from '../proxy/reply-from-adapt
 import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import { websocketHooks } from '../proxy/websocket.js'
+import type { FormReplay } from './preserved-body.js'
 import { resourceMetadataUrl } from './protected-resource.js'
 
 export interface ProxyDeps {
@@ -41,6 +42,8 @@ export interface ProxyDeps {
   bearerReports: BearerReports
   /** Present when any route (or the `assertion` section) asks for signed assertions. */
   assertions?: Assertions | undefined
+  /** Keeps and delivers forms through a sign-in on routes with `preserveBody`. */
+  forms?: FormReplay | undefined
 }
 
 type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> & {
@@ -54,6 +57,8 @@ interface RouteActs {
   /** The route's identity header names. */
   readonly identityHeaders: IdentityHeaderNames
   readonly switchAccount: (next: string) => string
+  /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in. */
+  readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<void>) | undefined
 }
 
 /**
@@ -94,7 +99,11 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
     case 'public':
       return done()
     case 'sign_in':
-      reply.redirect(verdict.loginUrl, 302)
+      if (route.keepForm === undefined) {
+        reply.redirect(verdict.loginUrl, 302)
+        return
+      }
+      route.keepForm(request, reply).then(() => { reply.redirect(verdict.loginUrl, 302) }, done)
       return
     case 'forbidden':
       // A machine client is never offered a sign-in or another account.
@@ -125,7 +134,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   return { gate, signer, bearer, bearerSigner }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('keepAuthorization', false)
   app.decorateRequest('identity', undefined)
@@ -159,7 +168,10 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
       if (route.auth === 'required') {
         const guard = guardOf(config, route, assertions, accessTokens, bearerReports)
         const bearerHeader = route.bearer?.header
-        const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next) }
+        const limit = route.preserveBodyBytes
+        const keepForm = forms === undefined || limit === undefined ? undefined : async (request: FastifyRequest, reply: FastifyReply) => { await forms.keep(app, request, reply, limit) }
+        if (keepForm !== undefined) scope.addHook('preParsing', forms!.deliver)
+        const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next), keepForm }
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {

@@ -33,7 +33,9 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
-      return reply.redirect(safeNext(next, redirectHosts), 302)
+      const target = safeNext(next, redirectHosts)
+      if (await context.forms?.offer(request, reply, target) === true) return reply
+      return reply.redirect(target, 302)
     } catch (error) {
       const reason = error instanceof GatewayError ? error.code : 'internal_error'
       metrics.signinsFailed.inc({ provider: name, reason })

@@ -1,0 +1,153 @@
+// Forms that survive a sign-in (`routes[].preserveBody`), on the wire: where a protected route would
+// send a browser to sign in, its form POST is kept (oauth/preserved-body.ts) under a random token in
+// the form cookie; the callback answers with a same-origin page whose script re-submits an empty
+// form (one marker field) to the form's own path; that POST, now signed in, takes the kept body and
+// the upstream receives it, with its content type, instead of the marker.
+//
+// Why a self-submitting page and a server-side body: a page that re-posted the fields could not
+// bring back a multipart file or the exact bytes, and a replay from the callback itself would leave
+// the browser on the callback's URL. This way the browser ends on the form's URL with the
+// upstream's own answer, and the bytes sent are the bytes typed. A reload re-posts the marker, finds
+// nothing, and gets a 400 page: never an empty POST upstream, never a second delivery.
+import { randomBytes } from 'node:crypto'
+import { Readable } from 'node:stream'
+import { fastifyCookie } from '@fastify/cookie'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
+import type { GatewayConfig } from '../config/types.js'
+import { GatewayError } from '../errors.js'
+import { escapeHtml } from '../http/pages.js'
+import { parseFormToken, type PreservedBodies } from '../oauth/preserved-body.js'
+import { cookieNames } from '../oauth/urls.js'
+import type { Logger } from '../ops/logger.js'
+
+/** The self-submitted form's one field: what the replay POST carries instead of the kept body. */
+export const REPLAY_BODY = Buffer.from('gateway-preserved-form=1')
+
+const FORM_TYPES = new Set(['application/x-www-form-urlencoded', 'multipart/form-data'])
+
+/** A Content-Type longer than this is no browser form's (a multipart boundary is at most 70 characters). */
+const CONTENT_TYPE_MAX = 256
+
+/** The form's media type, lower case, when it is one a browser form sends; else undefined. */
+export function formMediaType (contentType: string | undefined): string | undefined {
+  if (contentType === undefined || contentType.length > CONTENT_TYPE_MAX) return undefined
+  const type = contentType.split(';', 1)[0]!.trim().toLowerCase()
+  return FORM_TYPES.has(type) ? type : undefined
+}
+
+/** The request's whole body (the edge has bounded it by its Content-Length). */
+async function readBody (stream: NodeJS.ReadableStream): Promise<Buffer> {
+  const chunks: Buffer[] = []
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
+  return Buffer.concat(chunks)
+}
+
+/** A browser navigation (a form submitted in the page, not XHR or fetch) whose body may be kept. */
+function keepable (request: FastifyRequest, limit: number): boolean {
+  const { headers } = request
+  const mode = headers['sec-fetch-mode']
+  if (request.method !== 'POST' || (mode !== undefined && mode !== 'navigate')) return false
+  if (formMediaType(headers['content-type']) === undefined || headers['transfer-encoding'] !== undefined) return false
+  const length = headers['content-length']
+  return length !== undefined && /^\d{1,9}$/.test(length) && Number(length) <= limit
+}
+
+const ALREADY_DELIVERED = 'This form was already delivered after your sign-in (or waited longer than a sign-in may take): it is not sent again. Open the page again to fill in a new one.'
+
+/** The page the callback answers with: it submits the marker to the form's path at once. */
+function replayPage (path: string, nonce: string): string {
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Sending your form</title></head><body>
+<form method="post" action="${escapeHtml(path)}"><input type="hidden" name="gateway-preserved-form" value="1">
+<p>You are signed in. Sending the form you filled in before…</p>
+<noscript><button type="submit">Send the form</button></noscript></form>
+<script nonce="${nonce}">document.forms[0].submit()</script>
+</body></html>
+`
+}
+
+/** What the proxy's routes and the sign-in callback call to keep, offer and deliver a form. */
+export class FormReplay {
+  private readonly cookieName: string
+  private readonly cookie: { path: string, httpOnly: true, sameSite: 'lax', secure: boolean, maxAge: number }
+
+  constructor (
+    private readonly bodies: PreservedBodies,
+    config: Pick<GatewayConfig, 'session'>,
+    private readonly log: Logger,
+    /** The sign-in endpoints' budget: each kept body is charged to it. */
+    private readonly signinLimit?: onRequestAsyncHookHandler
+  ) {
+    this.cookieName = cookieNames(config).form
+    // The flow cookie's attributes, but Path=/: the replay POST goes to the route's own path.
+    this.cookie = { path: '/', httpOnly: true, sameSite: 'lax', secure: config.session.cookieSecure, maxAge: Math.ceil(bodies.ttlMs / 1000) }
+  }
+
+  private token (request: FastifyRequest): string | undefined {
+    const header = request.headers.cookie
+    return header === undefined ? undefined : parseFormToken(fastifyCookie.parse(header)[this.cookieName])
+  }
+
+  /**
+   * Before the redirect to sign in: keeps the body of a browser's form POST within `limit` and sets
+   * the form cookie; anything else is left as it is (the body is not read).
+   */
+  async keep (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, limit: number): Promise<void> {
+    if (!keepable(request, limit)) return
+    if (this.signinLimit !== undefined) await this.signinLimit.call(app, request, reply)
+    const body = await readBody(request.raw)
+    // The marker met an ended session: the body kept before still waits, under the same cookie.
+    if (body.equals(REPLAY_BODY)) return
+    const token = await this.bodies.keep({ method: request.method, path: request.url, contentType: request.headers['content-type']!, body })
+    reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, token, this.cookie))
+    request.log.info({ bytes: body.length }, 'form kept through the sign-in')
+  }
+
+  /**
+   * The sign-in callback's last step: when this browser's form cookie holds a body kept for `next`,
+   * answers with the page that submits it, and true; else false (the caller redirects to `next`).
+   */
+  async offer (request: FastifyRequest, reply: FastifyReply, next: string): Promise<boolean> {
+    const token = this.token(request)
+    if (token === undefined) return false
+    try {
+      if (!(await this.bodies.holds(token, next))) return false
+    } catch (error) {
+      // The sign-in itself succeeded: the browser goes on to `next`, without the form.
+      this.log.warn({ err: error }, 'a kept form could not be read after the sign-in')
+      return false
+    }
+    const nonce = randomBytes(16).toString('base64')
+    await reply.code(200)
+      .header('content-type', 'text/html; charset=utf-8')
+      .header('content-security-policy', `default-src 'none'; script-src 'nonce-${nonce}'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`)
+      .header('referrer-policy', 'no-referrer')
+      .send(replayPage(next, nonce))
+    return true
+  }
+
+  /**
+   * A preserveBody route's preParsing hook: an allowed POST whose body is the marker takes the kept
+   * body (once) and sends it upstream in the marker's place, with its content type; without one it is
+   * refused (400). Any other body streams on untouched, but a body as long as the marker, read and
+   * given back.
+   */
+  readonly deliver: preParsingAsyncHookHandler = async (request, reply, payload) => {
+    const { headers } = request
+    if (request.method !== 'POST' || request.auditDecision !== 'allow' || headers['content-length'] !== String(REPLAY_BODY.length) ||
+      formMediaType(headers['content-type']) !== 'application/x-www-form-urlencoded') return payload
+    const body = await readBody(payload)
+    if (!body.equals(REPLAY_BODY)) return Readable.from([body])
+    // Only the gateway's own page submits the marker (a browser says so; a request without the header counts as same-origin).
+    const site = headers['sec-fetch-site']
+    const token = site === undefined || site === 'same-origin' ? this.token(request) : undefined
+    if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
+    const kept = token === undefined ? undefined : await this.bodies.take(token, request.url)
+    if (kept === undefined || kept.method !== request.method) throw new GatewayError('invalid_request', ALREADY_DELIVERED)
+    // reply-from copies the raw request's headers: the kept body's type and length replace the marker's.
+    request.raw.headers['content-type'] = kept.contentType
+    request.raw.headers['content-length'] = String(kept.body.length)
+    request.log.info({ bytes: kept.body.length }, 'kept form delivered after the sign-in')
+    return Readable.from([kept.body])
+  }
+}

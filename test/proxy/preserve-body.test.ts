@@ -1,0 +1,295 @@
+// Forms that survive a sign-in (routes[].preserveBody) over real sockets, a real Redis and a real
+// authorization server: a browser's form POST without a session is kept and sent to sign in; the
+// callback's page re-submits the marker, and the upstream receives the kept bytes once, typed as
+// they were. What is never kept (XHR/fetch, other types, too large, routes without preserveBody),
+// what finds nothing (reloads, made-up or another browser's cookies, an expired body), and that the
+// store keeps nothing once a body is used. Time is the injected clock's.
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
+import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+
+const MARKER = 'gateway-preserved-form=1'
+const URLENCODED = 'application/x-www-form-urlencoded'
+
+let redis: TestRedis
+let client: Redis
+let upstream: FormUpstream
+let gateway: TestGateway
+let closeAll: () => Promise<void>
+/** Added to the wall clock: what the gateway takes for now. */
+let offset = 0
+
+beforeAll(async () => {
+  redis = await startRedis()
+  client = new Redis(redis.url)
+  upstream = await startFormUpstream()
+  const started = await startGatewayWithProvider({
+    store: { type: 'redis', url: redis.url },
+    session: { cacheTtl: 0 },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB' },
+      { path: '/plain/', upstream: upstream.url, provider: 'demo' },
+    ],
+  }, { deps: { clock: { now: () => Date.now() + offset } } })
+  gateway = started.gateway
+  closeAll = started.close
+})
+
+afterAll(async () => {
+  await closeAll?.()
+  client?.disconnect()
+  await upstream?.close()
+  await redis?.release()
+})
+
+/** Each test starts with no kept body in the store. */
+beforeEach(async () => {
+  const keys = await keptKeys()
+  if (keys.length > 0) await client.del(...keys)
+})
+
+/** The kept bodies in the store. */
+async function keptKeys (): Promise<string[]> {
+  return await client.keys('gw:preserved-body:*')
+}
+
+/** The form cookie's value in an answer's Set-Cookie, if any. */
+function formCookie (answer: Answer): string | undefined {
+  const line = (answer.headers['set-cookie'] ?? []).find((l) => l.startsWith('gw_session_form='))
+  return line?.slice('gw_session_form='.length).split(';', 1)[0]
+}
+
+/** A browser's form POST (no Sec-Fetch-Mode unless given) with `cookie`. */
+async function postForm (path: string, body: Buffer | string, contentType = URLENCODED, headers: Record<string, string> = {}): Promise<Answer> {
+  return await send(`${gateway.url}${path}`, { body, headers: { 'content-type': contentType, ...headers } })
+}
+
+/** Keeps `body` for `path` in a new browser, signs it in as alice, and returns the browser at the callback's page. */
+async function keepAndSignIn (path: string, body: Buffer | string, contentType = URLENCODED): Promise<{ browser: Browser, page: Response, token: string }> {
+  const kept = await postForm(path, body, contentType, { 'sec-fetch-mode': 'navigate' })
+  expect(kept.status).toBe(302)
+  const token = formCookie(kept)
+  expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+  const browser = new Browser()
+  browser.cookies.set('gw_session_form', { value: token!, path: '/' })
+  const page = await browser.navigate(new URL(kept.headers.location!, gateway.url).href, { login: 'alice' })
+  return { browser, page, token: token! }
+}
+
+/** The marker POST the callback's page submits, from `browser` (its cookies). */
+async function submitMarker (browser: Browser, path: string): Promise<Answer> {
+  return await send(`${gateway.url}${path}`, { body: MARKER, headers: { 'content-type': URLENCODED, cookie: browser.cookieHeader(`${gateway.url}${path}`) ?? '' } })
+}
+
+describe('a form POST that meets a missing session', () => {
+  it('is kept, offered by the callback as a self-submitting page, and delivered once with its type and bytes', async () => {
+    const before = upstream.posts.length
+    const typed = 'title=Hello&comment=caf%C3%A9+%26+more'
+    const { browser, page, token } = await keepAndSignIn('/app/form?draft=1', typed)
+    expect(upstream.posts.length).toBe(before)
+    expect(page.status).toBe(200)
+    const html = await page.text()
+    expect(html).toContain('action="/app/form?draft=1"')
+    expect(html).not.toContain('caf')
+    const csp = page.headers.get('content-security-policy') ?? ''
+    const nonce = /'nonce-([^']+)'/.exec(csp)?.[1]
+    expect(nonce).toBeDefined()
+    expect(html).toContain(`<script nonce="${nonce}">`)
+    expect(csp).toContain("form-action 'self'")
+    const keys = await keptKeys()
+    expect(keys).toHaveLength(1)
+    // The store forgets it by itself within state.ttl (5 minutes here), used or not.
+    const ttl = await client.pttl(keys[0]!)
+    expect(ttl).toBeGreaterThan(0)
+    expect(ttl).toBeLessThanOrEqual(5 * 60_000)
+    // Neither the body nor the cookie's token is in the store's value or any log line.
+    const stored = await client.get(keys[0]!)
+    expect(stored).not.toContain('Hello')
+    expect(stored).not.toContain(Buffer.from(typed).toString('base64'))
+
+    const delivered = await submitMarker(browser, '/app/form?draft=1')
+    expect(delivered.status).toBe(200)
+    expect(delivered.body).toContain('Received')
+    expect(upstream.posts.length).toBe(before + 1)
+    const seen = upstream.posts.at(-1)!
+    expect(seen.url).toBe('/app/form?draft=1')
+    expect(seen.contentType).toBe(URLENCODED)
+    expect(seen.body.toString('utf8')).toBe(typed)
+    // The form cookie is the gateway's: never forwarded, and cleared with the delivery.
+    expect(seen.cookie ?? '').not.toContain(token)
+    expect(delivered.headers['set-cookie']?.some((line) => /^gw_session_form=;.*Max-Age=0/i.test(line))).toBe(true)
+    expect(await keptKeys()).toEqual([])
+
+    // A reload re-posts the marker (with or without the old cookie): a 400 page, nothing upstream.
+    const reload = await submitMarker(browser, '/app/form?draft=1')
+    expect(reload.status).toBe(400)
+    expect(reload.body).toContain('already delivered')
+    const replayed = await send(`${gateway.url}/app/form?draft=1`, { body: MARKER, headers: { 'content-type': URLENCODED, cookie: `${browser.cookieHeader(gateway.url + '/app/')}; gw_session_form=${token}` } })
+    expect(replayed.status).toBe(400)
+    expect(upstream.posts.length).toBe(before + 1)
+    const logs = gateway.logs.join('\n')
+    expect(logs).not.toContain(token)
+    expect(logs).not.toContain('comment=')
+  })
+
+  it('keeps a multipart body with a file byte for byte, boundary and all', async () => {
+    const before = upstream.posts.length
+    const boundary = '----GatewayTestBoundary7MA4YWxkTrZu0gW'
+    const file = Buffer.from([0x00, 0xff, 0xfe, 0x0d, 0x0a, 0x80, 0x41])
+    const body = Buffer.concat([
+      Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="title"\r\n\r\nreport\r\n--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.bin"\r\nContent-Type: application/octet-stream\r\n\r\n`),
+      file,
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ])
+    const contentType = `multipart/form-data; boundary=${boundary}`
+    const { browser, page } = await keepAndSignIn('/app/upload', body, contentType)
+    expect(page.status).toBe(200)
+    const delivered = await submitMarker(browser, '/app/upload')
+    expect(delivered.status).toBe(200)
+    expect(upstream.posts.length).toBe(before + 1)
+    expect(upstream.posts.at(-1)!.contentType).toBe(contentType)
+    expect(upstream.posts.at(-1)!.body.equals(body)).toBe(true)
+    expect(await keptKeys()).toEqual([])
+  })
+
+  it('passes an ordinary signed-in POST through untouched, even one as long as the marker', async () => {
+    const { browser } = await keepAndSignIn('/app/other', 'a=1')
+    const before = upstream.posts.length
+    const same = 'x'.repeat(MARKER.length)
+    const answer = await send(`${gateway.url}/app/plain-post`, { body: same, headers: { 'content-type': URLENCODED, cookie: browser.cookieHeader(`${gateway.url}/app/`) ?? '' } })
+    expect(answer.status).toBe(200)
+    expect(upstream.posts.length).toBe(before + 1)
+    expect(upstream.posts.at(-1)!.body.toString()).toBe(same)
+    // The kept body for /app/other is still there, untouched.
+    expect(await keptKeys()).toHaveLength(1)
+    await submitMarker(browser, '/app/other')
+    expect(await keptKeys()).toEqual([])
+  })
+})
+
+describe('what is never kept', () => {
+  const cases: Array<[string, Record<string, string>, string | Buffer, number]> = [
+    ['fetch with Accept */* (an API client)', { accept: '*/*', 'sec-fetch-mode': 'cors', 'content-type': URLENCODED }, 'a=1', 401],
+    ['fetch with Accept text/html but Sec-Fetch-Mode cors', { 'sec-fetch-mode': 'cors', 'content-type': URLENCODED }, 'a=1', 302],
+    ['Sec-Fetch-Mode no-cors', { 'sec-fetch-mode': 'no-cors', 'content-type': URLENCODED }, 'a=1', 302],
+    ['a JSON body', { 'content-type': 'application/json' }, '{"a":1}', 302],
+    ['text/plain', { 'content-type': 'text/plain' }, 'a=1', 302],
+    ['multipart/mixed', { 'content-type': 'multipart/mixed; boundary=x' }, '--x--', 302],
+    ['a type that only begins like a form', { 'content-type': 'application/x-www-form-urlencodedx' }, 'a=1', 302],
+    ['two types in one header', { 'content-type': `${URLENCODED}, application/json` }, 'a=1', 302],
+    ['an overlong content type', { 'content-type': `${URLENCODED}; x=${'y'.repeat(300)}` }, 'a=1', 302],
+    ['a body over the size', { 'content-type': URLENCODED }, `a=${'x'.repeat(1024)}`, 302],
+  ]
+  it.each(cases)('%s: the normal answer, no cookie, nothing stored', async (_name, headers, body, status) => {
+    const answer = await send(`${gateway.url}/app/form`, { body, headers })
+    expect(answer.status).toBe(status)
+    expect(formCookie(answer)).toBeUndefined()
+    expect(await keptKeys()).toEqual([])
+  })
+
+  it('keeps nothing on a route without preserveBody', async () => {
+    const answer = await postForm('/plain/form', 'a=1')
+    expect(answer.status).toBe(302)
+    expect(formCookie(answer)).toBeUndefined()
+    expect(await keptKeys()).toEqual([])
+  })
+
+  it('keeps nothing for a GET', async () => {
+    const answer = await send(`${gateway.url}/app/form`, { method: 'GET' })
+    expect(answer.status).toBe(302)
+    expect(formCookie(answer)).toBeUndefined()
+  })
+})
+
+describe('what finds nothing', () => {
+  it('another browser, made-up or malformed cookies take nothing: 400, and the kept body stays', async () => {
+    const kept = await postForm('/app/form', 'secret=1', URLENCODED, { 'sec-fetch-mode': 'navigate' })
+    const token = formCookie(kept)!
+    const other = new Browser()
+    await other.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'bob' })
+    const session = other.cookieHeader(`${gateway.url}/app/`)!
+    const before = upstream.posts.length
+    const hostile = ['', 'x', 'A'.repeat(43), `${token}x`, token.slice(1), `"${token}"`, '../../etc/passwd', '%00', `${token.slice(0, 42)}=`, 'a'.repeat(4000)]
+    for (const value of hostile) {
+      const answer = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { 'content-type': URLENCODED, cookie: `${session}; gw_session_form=${value}` } })
+      expect(answer.status, value).toBe(400)
+    }
+    // The right token, another path: the body is bound to its own path.
+    const elsewhere = await send(`${gateway.url}/app/elsewhere`, { body: MARKER, headers: { 'content-type': URLENCODED, cookie: `${session}; gw_session_form=${token}` } })
+    expect(elsewhere.status).toBe(400)
+    // The right token from another site's page: only the gateway's own page submits the marker.
+    for (const site of ['cross-site', 'same-site', 'none']) {
+      const answer = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { 'content-type': URLENCODED, 'sec-fetch-site': site, cookie: `${session}; gw_session_form=${token}` } })
+      expect(answer.status, site).toBe(400)
+    }
+    expect(upstream.posts.length).toBe(before)
+    expect(await keptKeys()).toHaveLength(1)
+    // Each browser's token opens its own body only.
+    const { browser } = await keepAndSignIn('/app/form', 'mine=2')
+    await submitMarker(browser, '/app/form')
+    expect(upstream.posts.at(-1)!.body.toString()).toBe('mine=2')
+    expect(await keptKeys()).toHaveLength(1)
+  })
+
+  it('a kept body expires with state.ttl by the injected clock: the marker then gets 400', async () => {
+    const { browser, page } = await keepAndSignIn('/app/form', 'late=1')
+    expect(page.status).toBe(200)
+    const before = upstream.posts.length
+    offset += 5 * 60_000 + 1
+    try {
+      const answer = await submitMarker(browser, '/app/form')
+      expect(answer.status).toBe(400)
+      expect(upstream.posts.length).toBe(before)
+    } finally {
+      offset = 0
+    }
+    expect(await keptKeys()).toEqual([])
+  })
+
+  it('a kept body past state.ttl is not offered by the callback: the sign-in goes on to next', async () => {
+    const kept = await postForm('/app/form', 'late=2', URLENCODED, { 'sec-fetch-mode': 'navigate' })
+    const browser = new Browser()
+    browser.cookies.set('gw_session_form', { value: formCookie(kept)!, path: '/' })
+    offset += 5 * 60_000 + 1
+    try {
+      const before = upstream.posts.length
+      // A new sign-in (the first one's state has expired too) toward the form's path.
+      await browser.navigate(`${gateway.url}/oauth/login/demo/?next=${encodeURIComponent('/app/form')}`, { login: 'alice' })
+      const hops = browser.hops.map((hop) => hop.url)
+      expect(hops.at(-1)).toBe(`${gateway.url}/app/form`)
+      expect(upstream.posts.length).toBe(before)
+    } finally {
+      offset = 0
+    }
+  })
+})
+
+describe('the sign-in rate limit', () => {
+  let limited: Awaited<ReturnType<typeof startGatewayWithProvider>>
+
+  beforeAll(async () => {
+    limited = await startGatewayWithProvider({
+      store: { type: 'redis', url: redis.url, keyPrefix: 'limited:' },
+      rateLimit: { login: '2/min' },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB' }],
+    })
+  })
+  afterAll(async () => { await limited?.close() })
+
+  it('charges each kept body: over the budget the POST gets 429 and nothing is kept', async () => {
+    const url = `${limited.gateway.url}/app/form`
+    // Bodies that are not kept cost nothing.
+    for (let i = 0; i < 3; i++) expect((await send(url, { body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(302)
+    const form = { body: 'a=1', headers: { 'content-type': URLENCODED } }
+    expect((await send(url, form)).status).toBe(302)
+    expect((await send(url, form)).status).toBe(302)
+    const over = await send(url, form)
+    expect(over.status).toBe(429)
+    expect(over.headers['retry-after']).toMatch(/^\d+$/)
+    expect(formCookie(over)).toBeUndefined()
+    expect(await client.keys('limited:preserved-body:*')).toHaveLength(2)
+  })
+})
