@@ -471,7 +471,12 @@ function validateReauth (issues: Issues, at: Path, raw: RouteRaw['reauth'], auth
     if (!issues.touched([...at, 'maxAge'])) issues.add([...at, 'maxAge'], 'must say how recent the sign-in must be, such as 15m')
     return undefined
   }
-  return { maxAgeMs: duration(issues, [...at, 'maxAge'], raw.maxAge, 60_000, 30 * DAY), acr: [...new Set(raw.acr ?? [])] }
+  const acr = [...new Set(raw.acr ?? [])]
+  // Sent space-separated in acr_values and quoted in a WWW-Authenticate challenge.
+  acr.forEach((value, i) => {
+    if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(value)) issues.add([...at, 'acr', i], `must be printable ASCII without spaces, quotes or backslashes, got ${describe(value)}`)
+  })
+  return { maxAgeMs: duration(issues, [...at, 'maxAge'], raw.maxAge, 60_000, 30 * DAY), acr }
 }
 
 /** `reauth:` judges the ID token's `auth_time` and `acr`: the route's provider must sign in with OpenID Connect. */

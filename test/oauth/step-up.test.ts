@@ -119,4 +119,9 @@ routes:
       .toMatch(/routes\[0\]\.reauth: needs a provider whose scope includes openid: "plain" gives no ID token/)
     expect(problems(`${base}  - { path: /app/, upstream: "http://127.0.0.1:9", provider: oidc, reauth: { maxAge: 15m, acr: [urn:gold] } }`)).toEqual([])
   })
+
+  it.each(['urn:gold silver', 'urn:"gold"', 'urn:gold\\x', 'urn:göld', 'urn:gold\t'])('refuses the acr value %j (sent in acr_values and a quoted challenge)', (value) => {
+    expect(problems(`${base}  - { path: /app/, upstream: "http://127.0.0.1:9", provider: oidc, reauth: { maxAge: 15m, acr: [${JSON.stringify(value)}] } }`).join('\n'))
+      .toMatch(/routes\[0\]\.reauth\.acr\[0\]: must be printable ASCII without spaces, quotes or backslashes/)
+  })
 })
