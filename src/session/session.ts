@@ -196,7 +196,7 @@ export class Sessions {
   cached (cookieHeader: string | undefined): Session | undefined {
     const cookie = this.cookie(cookieHeader)
     const session = cookie === undefined ? undefined : this.cache.get(cookie)
-    // Past maxAge it is not served from memory: the store read (read()) ends it.
+    // Past maxAge it is not served from memory: load() ends it.
     return session !== undefined && this.lifeLeft(session.record) > 0 ? session : undefined
   }
 
