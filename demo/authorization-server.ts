@@ -20,6 +20,8 @@ export interface DemoClient {
   post_logout_redirect_uris?: string[]
   /** Where the provider POSTs logout tokens (back-channel logout); `sid` is always included. */
   backchannel_logout_uri?: string
+  /** Every ID token says when the person signed in (`auth_time`), asked for `max_age` or not. */
+  require_auth_time?: boolean
 }
 
 export interface AuthorizationServerOptions {
@@ -76,6 +78,14 @@ export interface AuthorizationServerOptions {
   resources?: Record<string, ResourceServer>
   /** Claims added to the access tokens issued to a client (roles, groups, a tenant). */
   tokenClaims?: (clientId: string) => Record<string, unknown> | undefined
+  /**
+   * What a sign-in of `accountId` records: its time (`ts`, seconds; default now, the ID token's
+   * `auth_time`) and `acr`. A test makes a sign-in look old without waiting, or plays a provider
+   * that ignores `max_age` (keeps an old time) or signs in with another `acr`.
+   */
+  signIn?: (accountId: string) => { ts?: number, acr?: string }
+  /** The `acr` values the provider supports (discovery's `acr_values_supported`). */
+  acrValues?: string[]
 }
 
 export interface MachineClient {
@@ -195,7 +205,7 @@ async function readForm (req: IncomingMessage): Promise<URLSearchParams> {
 }
 
 /** The sign-in and consent pages, driven by oidc-provider's interaction API. */
-async function interaction (provider: Provider, req: IncomingMessage, res: ServerResponse): Promise<void> {
+async function interaction (provider: Provider, req: IncomingMessage, res: ServerResponse, signIn: AuthorizationServerOptions['signIn']): Promise<void> {
   const details = await provider.interactionDetails(req, res)
   const { uid, prompt, params, session } = details
   const clientId = String(params.client_id)
@@ -214,13 +224,14 @@ async function interaction (provider: Provider, req: IncomingMessage, res: Serve
   }
   const form = await readForm(req)
   if (prompt.name === 'login' && form.get('prompt') === 'login') {
-    await provider.interactionFinished(req, res, { login: { accountId: loginName(form) } }, { mergeWithLastSubmission: false })
+    const accountId = loginName(form)
+    await provider.interactionFinished(req, res, { login: { accountId, ...signIn?.(accountId) } }, { mergeWithLastSubmission: false })
     return
   }
   if (prompt.name === 'select_account' && form.get('prompt') === 'select_account') {
     const current = form.get('continue') === 'yes' ? session?.accountId : undefined
     const accountId = current ?? loginName(form)
-    await provider.interactionFinished(req, res, { select_account: {}, login: { accountId } }, { mergeWithLastSubmission: false })
+    await provider.interactionFinished(req, res, { select_account: {}, login: { accountId, ...signIn?.(accountId) } }, { mergeWithLastSubmission: false })
     return
   }
   if (prompt.name === 'consent' && form.get('prompt') === 'consent') {
@@ -331,6 +342,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     // Back-channel logout tokens go to gateways on this machine: without this, oidc-provider's
     // protection against requests to special-use addresses (loopback among them) refuses them.
     ...(options.logout ? { fetch: (url: string | URL | Request, init?: RequestInit) => { delete (init as { dispatcher?: unknown } | undefined)?.dispatcher; return fetch(url, init) } } : {}),
+    ...(options.acrValues === undefined ? {} : { acrValues: options.acrValues }),
     issueRefreshToken: async () => true,
     ttl: {
       // A resource server's accessTokenTTL (getResourceServerInfo) reaches a token only through here.
@@ -360,7 +372,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
       void callback(req, res)
       return
     }
-    interaction(provider, req, res).catch((error: unknown) => {
+    interaction(provider, req, res, options.signIn).catch((error: unknown) => {
       res.statusCode = 400
       res.setHeader('content-type', 'text/html; charset=utf-8')
       res.end(page('Sign-in problem', `<h1>This sign-in cannot continue</h1><p>${escape(error instanceof Error ? error.message : 'unknown problem')}</p>`))

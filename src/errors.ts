@@ -69,6 +69,11 @@ export const ERRORS = {
     title: 'Sign-in required',
     explanation: 'You need to sign in to reach this page.',
   },
+  insufficient_user_authentication: {
+    status: 401,
+    title: 'A more recent sign-in is needed',
+    explanation: 'This page needs a more recent (or stronger) sign-in than your session has. Sign in again to continue.',
+  },
   invalid_token: {
     status: 401,
     title: 'Access token refused',

@@ -18,6 +18,8 @@
 import type { Sessions } from '../session/session.js'
 import type { Identity, Session } from '../session/record.js'
 import type { TokenRefresher } from '../oauth/refresh.js'
+import { stepUpProblem } from '../oauth/step-up.js'
+import { systemClock, type Clock } from '../ops/clock.js'
 import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
 import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
 
@@ -66,7 +68,17 @@ export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertio
 export type Verdict = Exclude<Decision, { kind: 'allow' | 'read_session' }> | Allowed
 
 export class Access {
-  constructor (private readonly sessions: Sessions, private readonly refresher: TokenRefresher) {}
+  constructor (
+    private readonly sessions: Sessions,
+    private readonly refresher: TokenRefresher,
+    /** What "now" is when a route's `reauth` judges how old a sign-in is. */
+    private readonly clock: Clock = systemClock
+  ) {}
+
+  /** Whether `session`'s sign-in at the gate's provider is too old (or of another `acr`) for the route's `reauth`. */
+  private needsStepUp (gate: RouteGate, session: Session): boolean {
+    return gate.reauth !== undefined && stepUpProblem(gate.reauth, session.record.providerSessions?.[gate.provider], this.clock.now()) !== undefined
+  }
 
   /**
    * The verdict on one request: at once (no promise) when the gate decides without the store (a
@@ -81,14 +93,14 @@ export class Access {
     const provider = guard.gate.provider
     const cached = this.sessions.cached(request.cookie)
     const token = cached && this.refresher.freshToken(cached, provider)
-    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider]) : UNREAD
+    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider], this.needsStepUp(guard.gate, cached)) : UNREAD
     const decision = decide(guard.gate, request.method, request.target, request.html, state)
     if (decision.kind === 'read_session') return this.afterReading(guard, request)
     return withAssertion(guard, decision, cached)
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {
-    const { state, session } = await this.read(request.cookie, guard.gate.provider)
+    const { state, session } = await this.read(request.cookie, guard.gate)
     const decision = decide(guard.gate, request.method, request.target, request.html, state)
     // The state is no longer unread, so the gate cannot ask again; should it, that is a bug.
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
@@ -96,12 +108,13 @@ export class Access {
   }
 
   /** The session from the store, its token refreshed if need be, as the gate reads it. */
-  private async read (cookie: string | undefined, provider: string): Promise<{ state: SessionState, session: Session | undefined }> {
+  private async read (cookie: string | undefined, gate: RouteGate): Promise<{ state: SessionState, session: Session | undefined }> {
+    const provider = gate.provider
     try {
       const session = await this.sessions.load(cookie) ?? undefined
       const token = session ? await this.refresher.usableToken(session, provider) : undefined
       return session && token
-        ? { state: signedIn(token.access_token, session.record.identities?.[provider]), session }
+        ? { state: signedIn(token.access_token, session.record.identities?.[provider], this.needsStepUp(gate, session)), session }
         : { state: NO_SESSION, session: undefined }
     } catch (error) {
       return { state: failed(error), session: undefined }

@@ -19,10 +19,14 @@
 // | 7 | session state `none`, any other client                      | `unauthenticated` (401)          |
 // | 8 | a machine client's token was refused (bearer.ts)            | `token_refused` (401/403, never a redirect) |
 // | 9 | signed in, the rules refuse (rules.ts: `deny` wins)          | `forbidden` (403), naming the rule |
-// |10 | signed in, and no rule refuses                              | `allow` (token and identity)     |
+// |10 | signed in, the route's `reauth` wants a fresher sign-in, HTML | `sign_in` (the login asks for it) |
+// |11 | signed in, the route's `reauth` wants a fresher sign-in      | `step_up` (401, RFC 9470)        |
+// |12 | signed in, and no rule refuses                              | `allow` (token and identity)     |
 //
 // A machine client's token the issuer vouched for is `signed_in` as a session is: the same rules
-// judge its identity.
+// judge its identity. Whether a sign-in is recent enough for the route's `reauth` (oauth/step-up.ts) is
+// the caller's to say (it has the clock): rows 10 and 11 only act on it, after the rules, so a
+// person the rules refuse is told so rather than sent to sign in again for nothing.
 //
 // A `public` glob's `*` matches any characters of the path, `/` included; the query is never part
 // of the path a rule sees; globs are matched without regular expressions (glob.ts), linearly in the
@@ -33,7 +37,7 @@
 // there is a session. `read_session` is how the gate stays free of I/O while the caller keeps its
 // fast path: the caller first feeds in what it has without waiting (a cached session with a fresh
 // token, else `unread`), and reads the store only when the gate asks.
-import type { PublicRule, RuleLists } from '../config/types.js'
+import type { PublicRule, ReauthConfig, RuleLists } from '../config/types.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
@@ -48,6 +52,8 @@ export interface GateRoute {
   /** Who may pass (`deny` wins; no `allow`: any signed-in person). */
   rules: RuleLists
   public: readonly PublicRule[]
+  /** Step-up: how recent the sign-in at the provider must be (absent: any). */
+  reauth?: ReauthConfig | undefined
 }
 
 /** A route's gate, compiled once at startup: its rules as matchers (src/access/glob.ts), its login address. */
@@ -67,13 +73,16 @@ export interface RouteGate {
   readonly loginUrl: (next: string) => string
   /** The route's RFC 9728 metadata address (routes with `bearer:`), named in its 401s. */
   readonly resourceMetadata: string | undefined
+  /** Step-up: how recent the sign-in at the provider must be (absent: any). */
+  readonly reauth: ReauthConfig | undefined
 }
 
 /** The session's state for the route's provider, as the caller found it. */
 export type SessionState =
   | { readonly kind: 'unread' }
   | { readonly kind: 'none' }
-  | { readonly kind: 'signed_in', readonly accessToken: string, readonly identity: Identity | undefined }
+  /** `stepUp`: the sign-in is older than the route's `reauth` allows (or of another `acr`). */
+  | { readonly kind: 'signed_in', readonly accessToken: string, readonly identity: Identity | undefined, readonly stepUp?: boolean }
   | { readonly kind: 'failed', readonly error: unknown }
   /** A machine client's token that does not pass (`problem` names why; `scopes`: what the route requires). */
   | { readonly kind: 'token_refused', readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[] }
@@ -83,8 +92,9 @@ export const UNREAD: SessionState = Object.freeze({ kind: 'unread' })
 /** No session, or no usable token for the route's provider (none, expired and not refreshable). */
 export const NO_SESSION: SessionState = Object.freeze({ kind: 'none' })
 
-export function signedIn (accessToken: string, identity: Identity | undefined): SessionState {
-  return { kind: 'signed_in', accessToken, identity }
+/** Signed in with a usable token; `stepUp`: but not recently enough for the route's `reauth` (./step-up.ts). */
+export function signedIn (accessToken: string, identity: Identity | undefined, stepUp = false): SessionState {
+  return stepUp ? { kind: 'signed_in', accessToken, identity, stepUp } : { kind: 'signed_in', accessToken, identity }
 }
 
 /** The store or the provider failed while the session was read or its token refreshed. */
@@ -109,6 +119,12 @@ export type Decision =
   | { readonly kind: 'sign_in', readonly loginUrl: string }
   /** 401 `unauthenticated` with `login_url` and `WWW-Authenticate: Bearer realm="<realm>"` (and `resource_metadata` on a bearer route). */
   | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string, readonly resourceMetadata: string | undefined }
+  /**
+   * 401 `insufficient_user_authentication` (an API client on a route whose `reauth` the session's
+   * sign-in does not meet): RFC 9470's challenge with `max_age` (seconds) and `acr_values`.
+   * @see https://www.rfc-editor.org/rfc/rfc9470#section-3
+   */
+  | { readonly kind: 'step_up', readonly loginUrl: string, readonly realm: string, readonly reauth: ReauthConfig }
   /** 401 `invalid_token` or 403 `insufficient_scope`, with RFC 6750's WWW-Authenticate. */
   | { readonly kind: 'token_refused', readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[], readonly realm: string, readonly resourceMetadata: string | undefined }
   /**
@@ -155,6 +171,7 @@ export function compileGate (route: GateRoute, loginUrl: (next: string) => strin
     isPublic: publicMatcher(route.public),
     loginUrl,
     resourceMetadata,
+    reauth: route.reauth,
   }
 }
 
@@ -217,13 +234,28 @@ export function decide (gate: RouteGate, method: string, target: string, html: b
       return { kind: 'token_refused', problem: session.problem, message: session.message, scopes: session.scopes, realm: gate.provider, resourceMetadata: gate.resourceMetadata }
     case 'signed_in': {
       const { admit, rule } = gate.judge(session.identity, method, target)
-      return admit
-        ? { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule }
-        : { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule }
+      if (!admit) return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule }
+      if (session.stepUp === true && gate.reauth !== undefined) return stepUp(gate, gate.reauth, html, next)
+      return { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule }
     }
     default:
       return unreachable(session)
   }
+}
+
+/** A sign-in that is not recent enough: a browser signs in again (the login asks for it), an API client is told how recent. */
+function stepUp (gate: RouteGate, reauth: ReauthConfig, html: boolean, next: string): Decision {
+  return html
+    ? { kind: 'sign_in', loginUrl: gate.loginUrl(next) }
+    : { kind: 'step_up', loginUrl: gate.loginUrl(next), realm: gate.provider, reauth }
+}
+
+/**
+ * Whether `target` (canonical) is judged on a route at `prefix`: the test row 1 makes, which is
+ * also how the router picks the route (the longest prefix that covers it: ./step-up.ts).
+ */
+export function covers (prefix: string, target: string): boolean {
+  return unjudgeable(prefix, target) === undefined
 }
 
 /** The compiler's proof that every kind was handled (typescript-eslint's switch-exhaustiveness-check asks the same). */

@@ -2,15 +2,18 @@
 // `unauthenticated` with the sign-in address and WWW-Authenticate, a machine client's refused token
 // (401 `invalid_token`, 403 `insufficient_scope`, with RFC 6750's challenge), 403 `forbidden` (with what the
 // gateway saw of the person and the refusing rule's name, and the "Use another account" address), 400
-// `invalid_request`, and the store's or provider's own 503/502 for `unavailable`. Shared by the
+// `invalid_request`, the store's or provider's own 503/502 for `unavailable`, and 401
+// `insufficient_user_authentication` for a sign-in too old for the route's `reauth` (RFC 9470). Shared by the
 // proxy and forward-auth so that both answer a refusal the same way.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3 (WWW-Authenticate: Bearer)
+// @see https://www.rfc-editor.org/rfc/rfc9470#section-3 (insufficient_user_authentication)
 import { GatewayError, type Refused } from '../errors.js'
 import type { Identity } from '../session/record.js'
 import { unreachable, type Decision } from './gate.js'
+import { maxAgeSeconds } from '../oauth/step-up.js'
 
 /** The decisions that end the request with an error. */
-export type Refusal = Extract<Decision, { kind: 'unauthenticated' | 'forbidden' | 'unavailable' | 'invalid_request' | 'token_refused' }>
+export type Refusal = Extract<Decision, { kind: 'unauthenticated' | 'step_up' | 'forbidden' | 'unavailable' | 'invalid_request' | 'token_refused' }>
 
 export interface RefusalContext {
   /** What has no token, in the 401's message: "this route", "this provider". */
@@ -19,7 +22,7 @@ export interface RefusalContext {
   retryUrl?: string
   /** On `unavailable`: the sign-in address to offer (when the failure names none). */
   loginUrl?: string
-  /** On `unauthenticated`: response headers besides WWW-Authenticate. */
+  /** On `unauthenticated` and `step_up`: response headers besides WWW-Authenticate. */
   headers?: Record<string, string>
   /** On `forbidden`: where "Use another account" POSTs (sign-out, then a sign-in that lets the person choose). */
   switchAccountUrl?: string
@@ -71,6 +74,16 @@ export function refusal (decision: Refusal, context: RefusalContext): Error {
       return new GatewayError('unauthenticated', `Sign in first: there is no access token for ${context.subject}.`, {
         details: { loginUrl: decision.loginUrl, headers: { 'www-authenticate': challenge(decision.realm, [], decision.resourceMetadata), ...context.headers } },
       })
+    case 'step_up': {
+      const { reauth } = decision
+      const maxAge = maxAgeSeconds(reauth)
+      const parameters: Array<[string, string]> = [['error', 'insufficient_user_authentication'], ['max_age', String(maxAge)]]
+      if (reauth.acr.length > 0) parameters.push(['acr_values', reauth.acr.join(' ')])
+      const how = reauth.acr.length > 0 ? ` with one of: ${reauth.acr.join(', ')}` : ''
+      return new GatewayError('insufficient_user_authentication', `Sign in again: ${context.subject} needs a sign-in no older than ${maxAge} seconds${how}.`, {
+        details: { loginUrl: decision.loginUrl, headers: { 'www-authenticate': challenge(decision.realm, parameters, undefined), ...context.headers } },
+      })
+    }
     case 'token_refused': {
       const insufficient = decision.problem === 'insufficient_scope'
       const parameters: Array<[string, string]> = insufficient

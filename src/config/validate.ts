@@ -455,20 +455,37 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
     assertion,
     websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
     bearer: bearerSection(issues, at('bearer'), raw.bearer, provider),
-    reauth: validateReauth(issues, at('reauth'), raw.reauth, auth),
+    reauth: validateReauth(issues, at('reauth'), raw.reauth, auth, raw.bearer !== undefined),
     preserveBodyBytes: validatePreserveBody(issues, at('preserveBody'), raw.preserveBody, auth),
   }
 }
 
 /** `reauth:` on a route: a step-up age (1m to 30d) and the acceptable `acr` values. */
-function validateReauth (issues: Issues, at: Path, raw: RouteRaw['reauth'], auth: RouteRaw['auth']): ReauthConfig | undefined {
+function validateReauth (issues: Issues, at: Path, raw: RouteRaw['reauth'], auth: RouteRaw['auth'], bearer: boolean): ReauthConfig | undefined {
   if (raw === undefined) return undefined
   if (auth === 'none') issues.add(at, 'needs auth: required (a public route has no sign-in to be recent)')
+  // RFC 9470 would have the token carry auth_time and acr, which machine clients' tokens
+  // (client credentials) do not: every one would be refused, or a person's token would skip the step-up.
+  if (bearer) issues.add(at, 'cannot be combined with bearer: a machine client\'s token carries no sign-in the gateway can judge; put the step-up paths on a route of their own')
   if (raw.maxAge === undefined) {
     if (!issues.touched([...at, 'maxAge'])) issues.add([...at, 'maxAge'], 'must say how recent the sign-in must be, such as 15m')
     return undefined
   }
-  return { maxAgeMs: duration(issues, [...at, 'maxAge'], raw.maxAge, 60_000, 30 * DAY), acr: [...new Set(raw.acr ?? [])] }
+  const acr = [...new Set(raw.acr ?? [])]
+  // Sent space-separated in acr_values and quoted in a WWW-Authenticate challenge.
+  acr.forEach((value, i) => {
+    if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(value)) issues.add([...at, 'acr', i], `must be printable ASCII without spaces, quotes or backslashes, got ${describe(value)}`)
+  })
+  return { maxAgeMs: duration(issues, [...at, 'maxAge'], raw.maxAge, 60_000, 30 * DAY), acr }
+}
+
+/** `reauth:` judges the ID token's `auth_time` and `acr`: the route's provider must sign in with OpenID Connect. */
+function checkReauthProvider (issues: Issues, at: Path, route: RouteConfig, providers: Record<string, ProviderConfig>): void {
+  if (route.reauth === undefined || route.provider === undefined) return
+  const provider = Object.hasOwn(providers, route.provider) ? providers[route.provider] : undefined
+  if (provider !== undefined && !provider.openid) {
+    issues.add(at, `needs a provider whose scope includes openid: ${describe(route.provider)} gives no ID token, whose auth_time says when the person signed in`)
+  }
 }
 
 /** `preserveBody:` on a route: a size from 1KiB to 10MiB, or false (off). */
@@ -754,6 +771,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   refuseHeaderClashes(issues, routes, assertion.header)
   keepNamedClaims(providers, routes, forwardAuth)
   routes.forEach((route, i) => { if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers) })
+  routes.forEach((route, i) => { checkReauthProvider(issues, ['routes', i, 'reauth'], route, providers) })
   for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
   return {
     server,

@@ -20,6 +20,10 @@ export interface AuthorizationParams {
   nonce?: string
   /** "Use another account": the provider must ask who signs in instead of reusing its own session. */
   prompt?: AccountPrompt
+  /** Step-up: the sign-in at the provider may be at most this many seconds old (`max_age`). */
+  maxAge?: number
+  /** Step-up: the authentication context classes asked for, in order of preference (`acr_values`). */
+  acrValues?: readonly string[]
 }
 
 /**
@@ -34,7 +38,11 @@ export function accountPrompt (provider: Pick<ResolvedProvider, 'selectAccount'>
   return provider.selectAccount ? 'select_account' : 'login'
 }
 
-/** The {authorize_url} redirect. @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1 */
+/**
+ * The {authorize_url} redirect.
+ * @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.1
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#AuthRequest (nonce, prompt, max_age, acr_values)
+ */
 export function authorizationUrl (provider: ResolvedProvider, params: AuthorizationParams): string {
   const url = new URL(provider.authorizeUrl)
   url.searchParams.set('response_type', 'code')
@@ -48,6 +56,8 @@ export function authorizationUrl (provider: ResolvedProvider, params: Authorizat
   }
   if (params.nonce) url.searchParams.set('nonce', params.nonce)
   if (params.prompt) url.searchParams.set('prompt', params.prompt)
+  if (params.maxAge !== undefined) url.searchParams.set('max_age', String(params.maxAge))
+  if (params.acrValues !== undefined && params.acrValues.length > 0) url.searchParams.set('acr_values', params.acrValues.join(' '))
   return url.href
 }
 

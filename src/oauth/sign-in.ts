@@ -1,10 +1,12 @@
 // The sign-in callback's protocol steps, in order, as one function a test can call without a
 // server: the callback's parameters, the `state` checked against this browser's flow (and marked
 // used), the provider's error or code, the code exchanged (with the PKCE verifier and the nonce),
-// the ID token checked, userinfo, and who the user is. The caller starts the session.
+// the ID token checked, userinfo, who the user is, and, when the route the sign-in is for has
+// `reauth:`, that the provider did sign the person in as recently (and as strongly) as asked. The
+// caller starts the session.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2 (authorization response)
 // @see https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowSteps
-import type { GatewayConfig } from '../config/types.js'
+import type { GatewayConfig, ReauthConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { ProviderSession, SignIn } from '../session/record.js'
@@ -12,14 +14,20 @@ import { identityFrom, unverifiedUser } from './claims.js'
 import { callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 import { parseFlowCookie, type Flows } from './state.js'
+import { maxAgeSeconds, stepUpProblem, type StepUpProblem } from './step-up.js'
 import { HOME, loginUrl, redirectUri } from './urls.js'
 
 export interface SignInDeps {
   config: Pick<GatewayConfig, 'server' | 'providers'>
   providers: Providers
   flows: Flows
-  /** What "now" is for the tokens' expiry. */
+  /** What "now" is for the tokens' expiry and a step-up's `auth_time`. */
   clock: Clock
+  /**
+   * The step-up a sign-in at `provider` toward `next` must meet (the `reauth` of the route serving
+   * `next`), or undefined. Absent: none is checked.
+   */
+  stepUp?: (provider: string, next: string) => ReauthConfig | undefined
 }
 
 /** A sign-in the provider completed: what the session keeps, and where the browser goes next (not yet checked by safeNext). */
@@ -31,9 +39,9 @@ export interface CompletedSignIn {
 /**
  * Completes the sign-in at provider `name` from the callback's query string (without `?`) and the
  * browser's flow cookie.
- * @throws GatewayError `invalid_state`, `access_denied`, `token_exchange_failed`, `forbidden` (an
- * unverified address as the user name), `provider_unavailable`: each with a `loginUrl` that starts
- * the sign-in over toward the same `next`
+ * @throws GatewayError `invalid_state`, `access_denied` (also: a step-up the provider did not
+ * honour), `token_exchange_failed`, `forbidden` (an unverified address as the user name),
+ * `provider_unavailable`: each with a `loginUrl` that starts the sign-in over toward the same `next`
  */
 export async function completeSignIn (deps: SignInDeps, name: string, query: string, flowCookie: string | undefined): Promise<CompletedSignIn> {
   let next = HOME
@@ -50,6 +58,8 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     // A user name that is an address nobody verified is anyone's to claim: no session is made.
     if (unverifiedUser(claims, provider.claims)) throw new GatewayError('forbidden', 'the provider has not verified this e-mail address')
     const identity = identityFrom(claims, provider.claims, deps.config.providers[name]!.keptClaims)
+    const reauth = deps.stepUp?.(name, next)
+    if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
     return { next, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
     if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, next)
@@ -57,10 +67,35 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
   }
 }
 
+/** The longest `acr` a session keeps. */
+const ACR_MAX_LENGTH = 256
+
+/** What each step-up problem tells the person: the provider did not do what the sign-in asked of it. */
+const STEP_UP_REFUSED: Record<StepUpProblem, (reauth: ReauthConfig) => string> = {
+  no_auth_time: () => 'its ID token does not say when you signed in (auth_time)',
+  too_old: (reauth) => `it reused a sign-in older than the ${maxAgeSeconds(reauth)} seconds this page allows`,
+  wrong_acr: (reauth) => `it did not sign you in with one of: ${reauth.acr.join(', ')}`,
+}
+
+/**
+ * Checks that the provider honoured the fresh sign-in it was asked for (`max_age`, `acr_values`):
+ * the ID token's `auth_time` within `reauth.maxAge` of now (60 s of clock skew allowed) and its
+ * `acr` listed. A 403 otherwise, and no session change: sending the browser round again would
+ * only meet the same provider (a loop).
+ * @throws GatewayError `access_denied`
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#IDToken (auth_time, acr)
+ */
+export function checkStepUp (reauth: ReauthConfig, idClaims: Record<string, unknown> | undefined, nowMs: number): void {
+  const problem = stepUpProblem(reauth, { authTime: idClaims?.auth_time, acr: idClaims?.acr }, nowMs)
+  if (problem === undefined) return
+  throw new GatewayError('access_denied', `The provider did not honour the fresh sign-in this page needs: ${STEP_UP_REFUSED[problem](reauth)}.`)
+}
+
 /**
  * What sign-out needs of the provider's session: the ID token only where sign-out will send it back
  * (id_token_hint: it is the largest part), `sid` and `sub` only where a back-channel logout may name
- * them (and find them in the index).
+ * them (and find them in the index); and what step-up judges (a route's `reauth`): the ID token's
+ * `auth_time` and `acr`, whenever it has them.
  */
 function providerSession (provider: ResolvedProvider, idClaims: Record<string, unknown> | undefined, idToken: string | undefined): ProviderSession | undefined {
   if (!idClaims) return undefined
@@ -69,5 +104,8 @@ function providerSession (provider: ResolvedProvider, idClaims: Record<string, u
     ...(provider.endSessionUrl && idToken ? { idToken } : {}),
     ...(listed && typeof idClaims.sid === 'string' ? { sid: idClaims.sid } : {}),
     ...(listed && typeof idClaims.sub === 'string' ? { sub: idClaims.sub } : {}),
+    ...(typeof idClaims.auth_time === 'number' && Number.isFinite(idClaims.auth_time) ? { authTime: idClaims.auth_time } : {}),
+    // The provider's text, kept in every record: a bounded one, or none (a step-up route then asks again).
+    ...(typeof idClaims.acr === 'string' && idClaims.acr.length <= ACR_MAX_LENGTH ? { acr: idClaims.acr } : {}),
   }
 }

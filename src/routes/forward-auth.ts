@@ -160,6 +160,7 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
 function refused (verdict: Exclude<Verdict, { kind: 'allow' }>, byToken: boolean, login: string, switchAccount: () => string): Error {
   switch (verdict.kind) {
     case 'unauthenticated':
+    case 'step_up':
       return refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
     case 'forbidden':
       return byToken ? refusal(verdict, { subject: 'this provider', byToken }) : refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccount() })

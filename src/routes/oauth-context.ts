@@ -1,7 +1,10 @@
 // What the /oauth/ routes share: their dependencies, the cookies they set and with which options,
-// the hosts a browser may be sent back to, and the check of a provider named in the path.
+// the hosts a browser may be sent back to, the check of a provider named in the path, and the
+// step-up (`reauth:`) a sign-in must meet, found from the route its `next` is for.
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
-import type { GatewayConfig } from '../config/types.js'
+import { reauthFor } from '../access/step-up.js'
+import type { GatewayConfig, ReauthConfig } from '../config/types.js'
+import { canonicalTarget } from '../http/canonical.js'
 import { unknownProvider } from '../errors.js'
 import type { BackchannelLogout } from '../oauth/backchannel.js'
 import type { SignOuts } from '../oauth/logout.js'
@@ -51,6 +54,24 @@ export interface OAuthContext extends OAuthDeps {
   readonly signInLinks: ReadonlyArray<{ name: string, href: string }>
   /** The provider named in the path; an unknown name answers 404 before anything else. */
   providerName (request: FastifyRequest<{ Params: { provider: string } }>): string
+  /**
+   * The step-up a sign-in at `provider` toward `next` (as safeNext left it) must meet: the
+   * `reauth` of the route that serves `next`, when that route signs in at `provider`.
+   */
+  stepUp (provider: string, next: string): ReauthConfig | undefined
+}
+
+/**
+ * The step-up of the route serving `next`, found by the route matcher the gate uses on the
+ * canonical path (as a request to `next` is made canonical at the edge), never read from the login
+ * address: the requirement is the route's, so a link cannot weaken it (drop `max_age`) nor make
+ * up one, and the callback finds the same one again from the `next` its signed state carries. An
+ * absolute `next` (forward-auth's hosts) or one that cannot be made canonical is served by no route.
+ */
+function stepUpOf (config: GatewayConfig, provider: string, next: string): ReauthConfig | undefined {
+  if (!next.startsWith('/')) return undefined
+  const target = canonicalTarget(next)
+  return target.ok ? reauthFor(config.routes, provider, target.url) : undefined
 }
 
 export function oauthContext (deps: OAuthDeps): OAuthContext {
@@ -73,6 +94,7 @@ export function oauthContext (deps: OAuthDeps): OAuthContext {
       const route = config.routes.find((r) => r.provider === name)
       return { name, href: loginUrl(config, name, route ? `${route.path.replace(/\/$/, '')}/` : '/') }
     }),
+    stepUp: (provider, next) => stepUpOf(config, provider, next),
     providerName (request) {
       const name = request.params.provider
       if (!providers.has(name)) throw unknownProvider(name)

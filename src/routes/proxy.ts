@@ -110,6 +110,7 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
       if (request.auditCredential === 'bearer') return done(refusal(verdict, { subject: 'this route', byToken: true }))
       return done(refusal(verdict, { subject: 'this route', switchAccountUrl: switchAccount(request.url) }))
     case 'unauthenticated':
+    case 'step_up':
     case 'unavailable':
     case 'invalid_request':
     case 'token_refused':

@@ -1,5 +1,6 @@
 // GET /oauth/login/<provider>/ (a new flow, then 302 to the provider; also how "Use another account"
-// starts its sign-in, with `prompt`) and
+// starts its sign-in, with `prompt`; with `max_age` and `acr_values` when the route `next` is for
+// has `reauth:`) and
 // GET /oauth/authorized/<provider>/ (the provider's answer: oauth/sign-in.ts's protocol steps, then
 // the session, then 302 to where the sign-in was going).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -7,6 +8,7 @@ import { GatewayError } from '../errors.js'
 import { startSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
+import { maxAgeSeconds } from '../oauth/step-up.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
 import { HOME, loginUrl, redirectUri, safeNext } from '../oauth/urls.js'
 import { browserFamily } from '../session/browser-family.js'
@@ -63,7 +65,9 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
   })
   metrics.signinsStarted.inc({ provider: provider.name })
   const prompt = chooseAccount ? accountPrompt(provider) : undefined
-  request.log.info({ provider: provider.name, ...(prompt ? { prompt } : {}) }, 'sign-in started')
+  const reauth = context.stepUp(provider.name, next)
+  const stepUp = reauth === undefined ? {} : { maxAge: maxAgeSeconds(reauth), acrValues: reauth.acr }
+  request.log.info({ provider: provider.name, ...(prompt ? { prompt } : {}), ...(reauth ? { stepUp: true } : {}) }, 'sign-in started')
   reply.setCookie(cookies.flow, formatFlowCookie(flow.cookie), context.flowCookie)
   return reply.redirect(authorizationUrl(provider, {
     redirectUri: redirectUri(config, provider.name),
@@ -71,6 +75,7 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
     codeChallenge: flow.codeChallenge,
     nonce: flow.nonce,
     ...(prompt ? { prompt } : {}),
+    ...stepUp,
   }), 302)
 }
 

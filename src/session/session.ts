@@ -135,8 +135,8 @@ export class Sessions {
     private readonly store: KeyValue & Broadcast,
     private readonly sealer: Sealer,
     private readonly config: SessionConfig,
-    /** What "now" is for the cache window; tests move it. */
-    clock: Clock = systemClock
+    /** What "now" is for the cache window and `session.maxAge`; tests move it. */
+    private readonly clock: Clock = systemClock
   ) {
     this.cookieOptions = Object.freeze({
       path: '/',
@@ -195,7 +195,31 @@ export class Sessions {
    */
   cached (cookieHeader: string | undefined): Session | undefined {
     const cookie = this.cookie(cookieHeader)
-    return cookie === undefined ? undefined : this.cache.get(cookie)
+    const session = cookie === undefined ? undefined : this.cache.get(cookie)
+    // Past maxAge it is not served from memory: load() ends it.
+    return session !== undefined && this.lifeLeft(session.record) > 0 ? session : undefined
+  }
+
+  /**
+   * When `record`'s session ends however active it is (`session.maxAge` after its sign-in), in
+   * milliseconds since the epoch. A refresh or another provider's sign-in keeps `createdAt`, so
+   * nothing extends it.
+   */
+  endsAt (record: SessionRecord): number {
+    return record.createdAt + this.config.maxAgeMs
+  }
+
+  /** How long `record`'s session has left before `session.maxAge` (0 or less: past it). */
+  private lifeLeft (record: SessionRecord): number {
+    return this.endsAt(record) - this.clock.now()
+  }
+
+  /**
+   * The store expiry of a write or renewal of `record`: the idle timeout, never beyond maxAge, so
+   * the store forgets the session at maxAge however active it is (at least 1 ms: a store refuses 0).
+   */
+  private expiryOf (record: SessionRecord): number {
+    return Math.max(1, Math.min(this.config.ttlMs, this.lifeLeft(record)))
   }
 
   /** Called after a store read renewed a session that has provider sessions or identities (the back-channel logout and person indexes follow it). */
@@ -213,7 +237,12 @@ export class Sessions {
     const cookie = this.cookie(cookieHeader)
     if (!cookie) return null
     const cached = this.cache.get(cookie)
-    if (cached) return cached
+    if (cached) {
+      if (this.lifeLeft(cached.record) > 0) return cached
+      // Past maxAge: ended here, so that what hangs off it ends too (the store has forgotten it by now).
+      await this.endPastMaxAge(cached.id)
+      return null
+    }
     // A read that began before a sign-out or refresh elsewhere is not shared: it may hold the old record.
     const generation = this.cache.generation
     const under = this.reading.get(cookie)
@@ -229,8 +258,10 @@ export class Sessions {
 
   private async read (cookie: string, generation: number): Promise<Session | null> {
     const id = this.sealer.idFor(PURPOSE, cookie)
-    const record = decodeRecord(this.sealer, cookie, await this.readAndTouch(storeKeys.session(id)))
+    const key = storeKeys.session(id)
+    const record = decodeRecord(this.sealer, cookie, await this.readAndTouch(key, this.config.ttlMs))
     if (!record) return null
+    if (!await this.withinMaxAge(id, key, record)) return null
     const session: Session = { id, cookie, record }
     // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
     if (record.providerSessions !== undefined || record.identities !== undefined) this.renewed?.(session)
@@ -239,12 +270,33 @@ export class Sessions {
   }
 
   /**
+   * Whether the session read under `key` is still within `session.maxAge`. Past it, it is ended
+   * (endById: every instance forgets it and what hangs off it, websockets included, ends with it);
+   * within the idle timeout of it, the renewal just made is cut back to end at maxAge (the record's
+   * sign-in time is sealed, so the store's expiry can only be capped once it is read).
+   */
+  private async withinMaxAge (id: string, key: string, record: SessionRecord): Promise<boolean> {
+    const left = this.lifeLeft(record)
+    if (left <= 0) {
+      await this.endPastMaxAge(id)
+      return false
+    }
+    if (left < this.config.ttlMs) await this.readAndTouch(key, left)
+    return true
+  }
+
+  /** Ends a session past maxAge; a store that refuses writes cannot delete it, but it is no session all the same. */
+  private async endPastMaxAge (id: string): Promise<void> {
+    await this.endById(id).catch((error: unknown) => { if (!refusedByStore(error)) throw error })
+  }
+
+  /**
    * The stored record, its idle timeout renewed; a store that refuses writes (READONLY) still
    * gives it, unrenewed: a session is not lost because its renewal could not be written.
    */
-  private async readAndTouch (key: string): Promise<Buffer | null> {
+  private async readAndTouch (key: string, ttlMs: number): Promise<Buffer | null> {
     try {
-      return await this.store.getAndTouchBytes(key, this.config.ttlMs)
+      return await this.store.getAndTouchBytes(key, ttlMs)
     } catch (error) {
       if (!refusedByStore(error)) throw error
       return await this.store.getBytes(key)
@@ -258,7 +310,8 @@ export class Sessions {
   async reload (session: Session): Promise<StoredRecord | null> {
     const stored = await this.store.getBytes(storeKeys.session(session.id))
     const record = decodeRecord(this.sealer, session.cookie, stored)
-    return record && stored ? { record, stored } : null
+    // Past maxAge it is no session to refresh (the next read ends it).
+    return record && stored && this.lifeLeft(record) > 0 ? { record, stored } : null
   }
 
   /**
@@ -268,7 +321,7 @@ export class Sessions {
    * back-channel logout), and stays ended, or another writer changed it (read it again).
    */
   async update (session: Session, read: StoredRecord, record: SessionRecord): Promise<Session | null> {
-    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record), this.config.ttlMs)
+    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record), this.expiryOf(record))
     if (!written) {
       // Whoever ended or changed it has told every instance; this one forgets what it holds now.
       this.cache.dropId(session.id)
@@ -295,14 +348,14 @@ export class Sessions {
     const generation = this.cache.generation
     const key = storeKeys.session(id)
     // A new id: nothing was read under it, so nothing to compare with.
-    await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
+    await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
     if (old) {
       const oldId = this.sealer.idFor(PURPOSE, old)
       if (await this.store.take(storeKeys.session(oldId)) !== null) {
         await this.invalidate(oldId)
       } else if (alone) {
         record = alone()
-        await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.config.ttlMs)
+        await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
       }
     }
     // The browser's next request (the page it signed in for) is answered from this instance's

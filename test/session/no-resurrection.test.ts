@@ -17,7 +17,9 @@ import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const SECRET = 'a-session-secret-of-at-least-32-characters'
 const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
-const RECORD: SessionRecord = withTokens(emptyRecord(1_700_000_000_000), 'demo', { access_token: 'at-old', expires_at: 1, refresh_token: 'rt-old' })
+/** Now: these sessions run on the wall clock (never waited on), and a sign-in older than session.maxAge is no session. */
+const SIGNED_IN_AT = Date.now()
+const RECORD: SessionRecord = withTokens(emptyRecord(SIGNED_IN_AT), 'demo', { access_token: 'at-old', expires_at: 1, refresh_token: 'rt-old' })
 const REFRESHED = { access_token: 'at-new', expires_at: 2_000_000_000, refresh_token: 'rt-new' }
 
 const header = (cookie: string) => `theme=dark; gw_session=${cookie}`
@@ -129,7 +131,7 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
     // The callback read the browser's session and built the new record on it (one session, every provider) ...
     const previous = (await a.load(header(old.cookie)))!
     const merged = withTokens(previous.record, 'github', { access_token: 'gh' })
-    const alone = () => withTokens(emptyRecord(1_700_000_000_000), 'github', { access_token: 'gh' })
+    const alone = () => withTokens(emptyRecord(SIGNED_IN_AT), 'github', { access_token: 'gh' })
     // ... and the session ended before the new one replaced it.
     await end(old.cookie, old.id)
     const started = await a.start(header(old.cookie), merged, alone)
@@ -234,6 +236,7 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
     const { store, writes } = counting(backend.stores[1]!)
     const signingOut = new Sessions(store, new Sealer(SECRET), CONFIG)
     await signingOut.end(await signingOut.load(header(cookie)))
+    // The cache invalidation, then the ending (Sessions.onEnded on every instance).
     expect(writes).toEqual(['delete', 'publish', 'publish'])
     await forgottenEverywhere(cookie)
     expect(await a.load(header(cookie))).toBeNull()

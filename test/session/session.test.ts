@@ -138,7 +138,7 @@ describe('Sessions', () => {
     // The record of one cookie copied under another cookie's key does not open either.
     const victim = await sessions.start(undefined, RECORD)
     const victimId = (await sessions.load(header(victim.cookie)))!.id
-    const attacker = await sessions.start(undefined, emptyRecord(0))
+    const attacker = await sessions.start(undefined, emptyRecord(1_700_000_000_000))
     const attackerId = (await sessions.load(header(attacker.cookie)))!.id
     await store.set(storeKeys.session(attackerId), (await store.getBytes(storeKeys.session(victimId)))!, 60_000)
     const { sessions: fresh } = await setUp(undefined, store) // no cache of the attacker's session
