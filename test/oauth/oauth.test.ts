@@ -271,7 +271,7 @@ describe('GET /oauth/authorized/<provider>/: callback and code exchange', () => 
 })
 
 describe('sessions', () => {
-  it('sets an opaque 256-bit session cookie that names its secret's key id: HttpOnly, SameSite=Lax, Secure per config, Path=/', async () => {
+  it('sets an opaque 256-bit session cookie that names the key id of its secret: HttpOnly, SameSite=Lax, Secure per config, Path=/', async () => {
     const browser = new Browser()
     const { state } = await startLogin(browser)
     const response = await callback(browser, { code: 'c', state })
