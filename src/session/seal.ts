@@ -20,8 +20,6 @@ const IV_BYTES = 12
 const TAG_BYTES = 16
 /** A key id's length: 48 bits of a keyed hash, enough to tell at most five secrets apart. */
 export const KEY_ID_LENGTH = 8
-/** What a key id looks like (base64url). */
-export const KEY_ID = /^[A-Za-z0-9_-]{8}$/
 
 /** The public id of a secret: the start of a key derived from it, so it reveals nothing of it. */
 export function keyIdOf (secret: string): string {
