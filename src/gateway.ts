@@ -25,7 +25,7 @@ import { SessionIndex } from './oauth/session-index.js'
 import { Flows } from './oauth/state.js'
 import { signinRateLimit } from './http/rate-limit.js'
 import { RequestEnd } from './http/request-end.js'
-import { Sealer, deriveKey, randomToken } from './session/seal.js'
+import { Sealer, randomToken } from './session/seal.js'
 import { PersonIndex } from './session/person-index.js'
 import { Sessions } from './session/session.js'
 import { MemoryStore } from './store/memory.js'
@@ -121,13 +121,14 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const metrics = new Metrics()
   const clock = deps.clock ?? systemClock
   const store = createStore(config.store, app, metrics, deps.storeHysteresis, clock)
-  const sealer = new Sealer(secret)
+  // Every key is derived from session.secret (writes) and previousSecrets (opening what they sealed).
+  const sealer = new Sealer(secret, config.session.previousSecrets)
   const sessions = new Sessions(store, sealer, config.session, clock)
-  const flows = new Flows(store, deriveKey(secret, 'state'), deriveKey(secret, 'flow'), config.state.ttlMs, clock)
+  const flows = new Flows(store, sealer, config.state.ttlMs, clock)
   const providers = new Providers(config.providers, app.log)
-  const signOuts = new SignOuts(store, sealer, providers, deriveKey(secret, 'signout-state'), config.state.ttlMs, config.server.baseUrl, app.log, clock)
-  const sessionIndex = new SessionIndex(store, deriveKey(secret, 'logout-index'), config.session.ttlMs)
-  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), [deriveKey(secret, 'person-index')], config.session.ttlMs, clock)
+  const signOuts = new SignOuts(store, sealer, providers, config.state.ttlMs, config.server.baseUrl, app.log, clock)
+  const sessionIndex = new SessionIndex(store, sealer, config.session.ttlMs)
+  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer.keys.map((key) => key.derive('person-index').export()), config.session.ttlMs, clock)
   sessions.onRenewed((session) => {
     // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
     sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))

@@ -4,6 +4,8 @@
 // is claimed once per outgoing key, and announced on the store's pub/sub (each instance also reads
 // the store again every minute). A new key is published `lead` before it signs, so a JWK Set cached
 // for that long already holds it; the previous key stays published until the next rotation.
+// The sealed set names the key id of the secret that sealed it (one try to open); a set sealed with
+// a previous secret (session.previousSecrets) is opened, then sealed again with the current one.
 // @see https://www.rfc-editor.org/rfc/rfc7517 (JWK) and https://www.rfc-editor.org/rfc/rfc7518#section-3.4 (ES256)
 import type { Logger } from '../ops/logger.js'
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK, type JSONWebKeySet } from 'jose'
@@ -130,18 +132,31 @@ export class KeyRing {
   private async read (): Promise<StoredKey[] | null> {
     const sealed = await this.store.get(STORE_KEY)
     if (sealed === null) return null
-    const json = this.sealer.open(SEAL_PURPOSE, SEAL_TOKEN, sealed)
-    if (json === null) {
+    const opened = this.sealer.openNamed(SEAL_PURPOSE, SEAL_TOKEN, sealed)
+    if (opened === null) {
       // Instances sharing a store must share session.secret: overwriting the set would break the others.
       throw new GatewayError('internal_error', 'The assertion keys could not be read.', {
         cause: new Error('the assertion keys in the store were sealed with another session.secret: give every instance on this store the same secret'),
       })
     }
-    return (JSON.parse(json) as { keys: StoredKey[] }).keys
+    const keys = (JSON.parse(opened.plaintext) as { keys: StoredKey[] }).keys
+    if (opened.key !== this.sealer.current) await this.reseal(sealed, keys)
+    return keys
+  }
+
+  /**
+   * The set sealed with a previous secret, sealed again with the current one, unless someone changed
+   * it meanwhile; so that it still opens once the previous secret is dropped. Every instance must
+   * hold the current secret by then (operations.md, "Rotating the session secret").
+   */
+  private async reseal (sealed: string, keys: StoredKey[]): Promise<void> {
+    if (await this.store.replace(STORE_KEY, Buffer.from(sealed), this.sealed(keys), this.storeTtl)) {
+      this.options.log.info('assertion keys sealed again with the current session.secret')
+    }
   }
 
   private sealed (keys: StoredKey[]): string {
-    return this.sealer.seal(SEAL_PURPOSE, SEAL_TOKEN, JSON.stringify({ keys }))
+    return this.sealer.sealNamed(SEAL_PURPOSE, SEAL_TOKEN, JSON.stringify({ keys }))
   }
 
   /** Long enough to outlive the next rotation; a set nobody rotated for two periods is made anew. */

@@ -4,20 +4,23 @@
 // Logout 1.0), then to `next`. What the walk still needs (the remaining providers and their ID
 // tokens) is sealed in the store under a random token that only this browser's sign-out cookie
 // holds; each provider leg carries a `state` (a JWS like the sign-in state, with its own key) that
-// is bound to that cookie and usable once.
+// is bound to that cookie and usable once. Each leg's state names the key id of the secret that
+// signed it, and that secret also keyed the walk's store key, seal and binding tag: a walk begun
+// before a secret rotation (session.previousSecrets) ends after it, opened in one try; the next leg
+// is written with the current secret.
 // @see https://openid.net/specs/openid-connect-rpinitiated-1_0.html
 // @see https://www.rfc-editor.org/rfc/rfc7009
-import { createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto'
+import { createHmac, randomBytes, type KeyObject } from 'node:crypto'
 import type { Logger } from '../ops/logger.js'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import { randomToken, type Sealer } from '../session/seal.js'
+import { randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import type { SessionRecord } from '../session/session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import { revokeToken } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
-import { openState, signState } from './signed-state.js'
+import { openState, signState, stateKey, stateKeyring, type StateKey, type StateKeyring } from './signed-state.js'
 
 /** One provider still to visit: its name and the ID token to send as `id_token_hint`. */
 interface SignOutStep {
@@ -53,14 +56,15 @@ const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
 export type SignOutNext = { url: string } | { done: true, next: string | undefined, switchTo: string | undefined }
 
 export class SignOuts {
-  private readonly stateKey: KeyObject
+  /** HS256 keys of the sign-out state (derived from each secret, apart from the sign-in state's), by header. */
+  private readonly stateKeys: StateKeyring
+  /** Each secret's sealing key and sign-out state key, by key id. */
+  private readonly keys: ReadonlyMap<string, { sealing: SealingKey, state: StateKey }>
 
   constructor (
     private readonly store: SessionStore,
     private readonly sealer: Sealer,
     private readonly providers: Providers,
-    /** HS256 key of the sign-out state (derived from session.secret, apart from the sign-in state's). */
-    stateKeyBytes: Uint8Array,
     /** How long a walk may take per provider (the sign-in state's lifetime). */
     readonly ttlMs: number,
     /** {base_url}: the return address is {base_url}/oauth/logout/<provider>/. */
@@ -68,7 +72,14 @@ export class SignOuts {
     private readonly log: Logger,
     private readonly clock: Clock = systemClock
   ) {
-    this.stateKey = createSecretKey(stateKeyBytes)
+    const keys = sealer.keys.map((sealing) => ({ sealing, state: stateKey(sealing.kid, sealing.derive('signout-state')) }))
+    this.stateKeys = stateKeyring(keys.map((key) => key.state))
+    this.keys = new Map(keys.map((key) => [key.sealing.kid, key]))
+  }
+
+  /** The current secret's keys: every leg is written with them. */
+  private get current (): { sealing: SealingKey, state: StateKey } {
+    return this.keys.get(this.sealer.current.kid)!
   }
 
   /** post_logout_redirect_uri: where the provider sends the browser back. */
@@ -76,12 +87,12 @@ export class SignOuts {
     return `${this.baseUrl}/oauth/logout/${provider}/`
   }
 
-  private bindingTag (cookie: string): string {
-    return createHmac('sha256', this.stateKey).update('binding\0').update(cookie).digest().toString('base64url').slice(0, 22)
+  private bindingTag (key: KeyObject, cookie: string): string {
+    return createHmac('sha256', key).update('binding\0').update(cookie).digest().toString('base64url').slice(0, 22)
   }
 
-  private walkKey (cookie: string): string {
-    return `signout:${this.sealer.idFor(PURPOSE, cookie)}`
+  private walkKey (key: SealingKey, cookie: string): string {
+    return `signout:${key.idFor(PURPOSE, cookie)}`
   }
 
   private async resolved (name: string): Promise<ResolvedProvider | undefined> {
@@ -135,14 +146,16 @@ export class SignOuts {
    */
   async resume (provider: string, state: string | undefined, cookie: string | undefined): Promise<SignOutNext> {
     const payload = this.verifyState(state, provider)
+    // The secret that signed this leg's state also keyed its binding and the walk it left.
+    const keys = this.keys.get(payload.kid)!
     if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser (no sign-out cookie).')
-    if (payload.b !== this.bindingTag(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser.')
+    if (payload.b !== this.bindingTag(keys.state.key, cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser.')
     const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
     if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
       throw new GatewayError('invalid_state', 'The state has already been used.')
     }
-    const sealed = await this.store.take(this.walkKey(cookie))
-    const json = sealed === null ? null : this.sealer.open(PURPOSE, cookie, sealed)
+    const sealed = await this.store.take(this.walkKey(keys.sealing, cookie))
+    const json = sealed === null ? null : keys.sealing.open(PURPOSE, cookie, sealed)
     if (json === null) return { done: true, next: undefined, switchTo: undefined }
     this.log.info({ provider }, 'signed out at the provider')
     return await this.advance(cookie, JSON.parse(json) as SignOutWalk)
@@ -153,15 +166,15 @@ export class SignOuts {
     for (let step = walk.steps.shift(); step !== undefined; step = walk.steps.shift()) {
       const provider = await this.resolved(step.provider)
       if (!provider?.endSessionUrl) continue
-      await this.store.set(this.walkKey(cookie), this.sealer.seal(PURPOSE, cookie, JSON.stringify(walk)), this.ttlMs)
+      await this.store.set(this.walkKey(this.current.sealing, cookie), this.current.sealing.seal(PURPOSE, cookie, JSON.stringify(walk)), this.ttlMs)
       return { url: this.endSessionUrl(provider, step.idToken, cookie) }
     }
     return { done: true, next: walk.next, switchTo: walk.switchTo }
   }
 
   private endSessionUrl (provider: ResolvedProvider, idToken: string, cookie: string): string {
-    const claims: SignOutState = { typ: 'signout', p: provider.name, n: randomBytes(16).toString('base64url'), b: this.bindingTag(cookie) }
-    const state = signState(this.stateKey, { ...claims }, this.ttlMs, this.clock.now())
+    const claims: SignOutState = { typ: 'signout', p: provider.name, n: randomBytes(16).toString('base64url'), b: this.bindingTag(this.current.state.key, cookie) }
+    const state = signState(this.current.state, { ...claims }, this.ttlMs, this.clock.now())
     const url = new URL(provider.endSessionUrl!)
     url.searchParams.set('id_token_hint', idToken)
     url.searchParams.set('client_id', provider.clientId)
@@ -170,15 +183,15 @@ export class SignOuts {
     return url.href
   }
 
-  private verifyState (state: string | undefined, provider: string): SignOutState & { exp: number } {
+  private verifyState (state: string | undefined, provider: string): SignOutState & { exp: number, kid: string } {
     if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
-    const opened = openState(this.stateKey, state, this.clock.now())
+    const opened = openState(this.stateKeys, state, this.clock.now())
     if (!opened.ok) throw new GatewayError('invalid_state', opened.reason === 'expired' ? 'The state has expired.' : 'The state is invalid.')
     const payload = opened.claims as Partial<SignOutState> & { exp: number }
     if (payload.typ !== 'signout' || typeof payload.p !== 'string' || typeof payload.n !== 'string' || typeof payload.b !== 'string') {
       throw new GatewayError('invalid_state', 'The state is invalid.')
     }
     if (payload.p !== provider) throw new GatewayError('invalid_state', 'The state was issued for another provider.')
-    return payload as SignOutState & { exp: number }
+    return { ...(payload as SignOutState & { exp: number }), kid: opened.kid }
   }
 }

@@ -4,9 +4,13 @@
 // keyed hash of the value (a store dump shows no user id). Each set lives at least as long as the
 // longest-lived session in it: a sign-in adds to it, and every renewal of a session's idle timeout
 // (`touch`) extends it, so a session in use for days is still found. Adding is one atomic store
-// operation (a Redis set), so concurrent sign-ins of one subject all stay listed.
+// operation (a Redis set), so concurrent sign-ins of one subject all stay listed. `<h>` is keyed
+// by a secret: a sign-in adds under the current one; a renewal extends, and a logout takes, under
+// every secret the gateway holds (session.previousSecrets), so the sessions signed in before a
+// rotation stay found for as long as their secret still opens them.
 // @see https://openid.net/specs/openid-connect-backchannel-1_0.html#BCActions
-import { createHmac } from 'node:crypto'
+import { createHmac, type KeyObject } from 'node:crypto'
+import type { Sealer } from '../session/seal.js'
 import type { Sets } from '../store/store.js'
 
 /** Which claim of the provider's session a key is for. */
@@ -15,40 +19,55 @@ export type SessionClaim = 'sid' | 'sub'
 /** What a session keeps of one provider's session (the index's keys are derived from it). */
 export interface ProviderSessionClaims { sid?: string, sub?: string }
 
+function storeKey (key: KeyObject, provider: string, claim: SessionClaim, value: string): string {
+  const hash = createHmac('sha256', key).update(provider).update('\0').update(claim).update('\0').update(value).digest('base64url')
+  return `logout:${provider}:${claim}:${hash}`
+}
+
 export class SessionIndex {
+  /** Each secret's index key, current first. */
+  private readonly hashKeys: readonly KeyObject[]
+
   constructor (
     private readonly store: Sets,
-    private readonly key: Uint8Array,
+    /** session.secret (adds) and previousSecrets (renewals and logouts too). */
+    sealer: Sealer,
     /** How long an entry lives after the last sign-in or renewal of a session in it (the session's idle timeout). */
     private readonly ttlMs: number
-  ) {}
-
-  private storeKey (provider: string, claim: SessionClaim, value: string): string {
-    const hash = createHmac('sha256', this.key).update(provider).update('\0').update(claim).update('\0').update(value).digest('base64url')
-    return `logout:${provider}:${claim}:${hash}`
+  ) {
+    this.hashKeys = sealer.keys.map((key) => key.derive('logout-index'))
   }
 
-  private keys (providerSessions: Record<string, ProviderSessionClaims> | undefined): string[] {
+  private keys (hashKeys: readonly KeyObject[], providerSessions: Record<string, ProviderSessionClaims> | undefined): string[] {
     const keys: string[] = []
-    for (const [provider, claims] of Object.entries(providerSessions ?? {})) {
-      if (claims.sid !== undefined) keys.push(this.storeKey(provider, 'sid', claims.sid))
-      if (claims.sub !== undefined) keys.push(this.storeKey(provider, 'sub', claims.sub))
+    for (const hashKey of hashKeys) {
+      for (const [provider, claims] of Object.entries(providerSessions ?? {})) {
+        if (claims.sid !== undefined) keys.push(storeKey(hashKey, provider, 'sid', claims.sid))
+        if (claims.sub !== undefined) keys.push(storeKey(hashKey, provider, 'sub', claims.sub))
+      }
     }
     return keys
   }
 
-  /** Records that session `id` signed in with this provider session's `sid` and `sub` (either may be absent). */
+  /** Records that session `id` signed in with this provider session's `sid` and `sub` (either may be absent), under the current secret. */
   async add (provider: string, claims: ProviderSessionClaims, id: string): Promise<void> {
-    for (const key of this.keys({ [provider]: claims })) await this.store.addMember(key, id, this.ttlMs)
+    for (const key of this.keys(this.hashKeys.slice(0, 1), { [provider]: claims })) await this.store.addMember(key, id, this.ttlMs)
   }
 
-  /** The session's idle timeout was renewed: its entries live at least as long again. */
+  /**
+   * The session's idle timeout was renewed: its entries live at least as long again, under every
+   * secret (a session signed in before a rotation is listed under the previous one).
+   */
   async touch (providerSessions: Record<string, ProviderSessionClaims> | undefined): Promise<void> {
-    for (const key of this.keys(providerSessions)) await this.store.extend(key, this.ttlMs)
+    for (const key of this.keys(this.hashKeys, providerSessions)) await this.store.extend(key, this.ttlMs)
   }
 
-  /** The ids of the sessions with this `sid` or `sub`, and the entry removed (they are about to end). */
+  /** The ids of the sessions with this `sid` or `sub` under any secret, and the entries removed (they are about to end). */
   async take (provider: string, claim: SessionClaim, value: string): Promise<string[]> {
-    return await this.store.takeMembers(this.storeKey(provider, claim, value))
+    const ids = new Set<string>()
+    for (const hashKey of this.hashKeys) {
+      for (const id of await this.store.takeMembers(storeKey(hashKey, provider, claim, value))) ids.add(id)
+    }
+    return [...ids]
   }
 }

@@ -3,13 +3,16 @@
 // flow binding and the state's id, so neither is in the URL or the JWS, and nothing is written at
 // login. The callback claims `used-state:<id>` (set if absent, for the state's remaining lifetime):
 // a state is usable once, only in the browser that started it, for one provider, before it expires.
+// The state's header names the key id of the secret it was signed with; the binding tag, verifier
+// and nonce are made with that same secret's flow key, so a sign-in begun before a secret rotation
+// (session.previousSecrets) completes after it.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-10.12
-import { createHash, createHmac, createSecretKey, randomBytes, type KeyObject } from 'node:crypto'
+import { createHash, createHmac, randomBytes, type KeyObject } from 'node:crypto'
 import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import { randomToken } from '../session/seal.js'
+import { randomToken, type Sealer } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'
-import { openState, signState } from './signed-state.js'
+import { openState, signState, stateKey, stateKeyring, type StateKey, type StateKeyring } from './signed-state.js'
 
 /** Sign-ins a browser may have in flight; a callback for an older one is `invalid_state`. */
 export const MAX_FLOWS_IN_FLIGHT = 8
@@ -66,31 +69,38 @@ export function pkceChallenge (verifier: string): string {
   return createHash('sha256').update(verifier, 'ascii').digest('base64url')
 }
 
+/** HMAC-SHA256 of `label` and `parts` (NUL-separated) under a flow key, base64url. */
+function flowMac (flowKey: KeyObject, label: string, ...parts: string[]): string {
+  const hmac = createHmac('sha256', flowKey).update(label)
+  for (const part of parts) hmac.update('\0').update(part)
+  return hmac.digest().toString('base64url')
+}
+
+function bindingTag (flowKey: KeyObject, binding: string): string {
+  // 128 bits are plenty to tell browsers apart; the state stays short.
+  return flowMac(flowKey, 'binding', binding).slice(0, 22)
+}
+
 export class Flows {
   // Keys made KeyObjects once: createHmac with raw key bytes costs more per call (see docs/performance.md).
-  private readonly stateKey: KeyObject
-  private readonly flowKey: KeyObject
+  /** The current secret's state key (signs every new state). */
+  private readonly stateKey: StateKey
+  /** Every secret's state key, by the header that names it. */
+  private readonly stateKeys: StateKeyring
+  /** Every secret's flow key, by key id. */
+  private readonly flowKeys: ReadonlyMap<string, KeyObject>
 
   constructor (
     private readonly store: KeyValue,
-    stateKeyBytes: Uint8Array,
-    flowKeyBytes: Uint8Array,
+    /** session.secret and previousSecrets: new states are signed with the current one. */
+    sealer: Sealer,
     readonly ttlMs: number,
     private readonly clock: Clock = systemClock
   ) {
-    this.stateKey = createSecretKey(stateKeyBytes)
-    this.flowKey = createSecretKey(flowKeyBytes)
-  }
-
-  private mac (label: string, ...parts: string[]): string {
-    const hmac = createHmac('sha256', this.flowKey).update(label)
-    for (const part of parts) hmac.update('\0').update(part)
-    return hmac.digest().toString('base64url')
-  }
-
-  private bindingTag (binding: string): string {
-    // 128 bits are plenty to tell browsers apart; the state stays short.
-    return this.mac('binding', binding).slice(0, 22)
+    const keys = sealer.keys.map((key) => stateKey(key.kid, key.derive('state')))
+    this.stateKey = keys[0]!
+    this.stateKeys = stateKeyring(keys)
+    this.flowKeys = new Map(sealer.keys.map((key) => [key.kid, key.derive('flow')]))
   }
 
   /**
@@ -105,13 +115,14 @@ export class Flows {
   }> {
     const next = { binding: cookie?.binding ?? randomToken(), sequence: (cookie?.sequence ?? 0) + 1 }
     const id = randomBytes(16).toString('base64url')
-    const state = issueState(this.stateKey, { p: flow.provider, next: flow.next, n: id, b: this.bindingTag(next.binding), s: next.sequence }, this.ttlMs, this.clock.now())
-    const verifier = flow.pkce ? this.mac('pkce', next.binding, id) : undefined
+    const flowKey = this.flowKeys.get(this.stateKey.kid)!
+    const state = issueState(this.stateKey, { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence }, this.ttlMs, this.clock.now())
+    const verifier = flow.pkce ? flowMac(flowKey, 'pkce', next.binding, id) : undefined
     return {
       state,
       cookie: next,
       codeChallenge: verifier ? pkceChallenge(verifier) : undefined,
-      nonce: flow.openid ? this.mac('nonce', next.binding, id) : undefined,
+      nonce: flow.openid ? flowMac(flowKey, 'nonce', next.binding, id) : undefined,
     }
   }
 
@@ -122,9 +133,11 @@ export class Flows {
    * Only a signed, unexpired state of this browser reaches the store (one SET NX).
    */
   async complete (state: string | undefined, provider: string, cookie: FlowCookie | undefined, options: { pkce: boolean, openid: boolean }): Promise<FlowRecord> {
-    const payload = verifyState(this.stateKey, state, provider, this.clock.now())
+    const payload = verifyState(this.stateKeys, state, provider, this.clock.now())
+    // The flow key of the secret that signed the state (the one its header named).
+    const flowKey = this.flowKeys.get(payload.kid)!
     if (!cookie) throw new GatewayError('invalid_state', 'The sign-in was started in another browser (no flow cookie).')
-    if (payload.b !== this.bindingTag(cookie.binding)) throw new GatewayError('invalid_state', 'The sign-in was started in another browser.')
+    if (payload.b !== bindingTag(flowKey, cookie.binding)) throw new GatewayError('invalid_state', 'The sign-in was started in another browser.')
     if (payload.s <= cookie.sequence - MAX_FLOWS_IN_FLIGHT) {
       throw new GatewayError('invalid_state', `This browser started more than ${MAX_FLOWS_IN_FLIGHT} sign-ins after this one, so it was dropped.`)
     }
@@ -136,21 +149,24 @@ export class Flows {
     return {
       provider,
       next: payload.next,
-      verifier: options.pkce ? this.mac('pkce', cookie.binding, payload.n) : undefined,
-      nonce: options.openid ? this.mac('nonce', cookie.binding, payload.n) : undefined,
+      verifier: options.pkce ? flowMac(flowKey, 'pkce', cookie.binding, payload.n) : undefined,
+      nonce: options.openid ? flowMac(flowKey, 'nonce', cookie.binding, payload.n) : undefined,
     }
   }
 }
 
-/** Signs the state (HS256, key derived from session.secret) with iat and exp. */
-export function issueState (key: KeyObject, payload: StatePayload, ttlMs: number, nowMs: number): string {
+/** Signs the state (HS256, key derived from session.secret; the header names its id) with iat and exp. */
+export function issueState (key: KeyObject | StateKey, payload: StatePayload, ttlMs: number, nowMs: number): string {
   return signState(key, { ...payload }, ttlMs, nowMs)
 }
 
-/** Checks signature, expiry and provider; the message says which check failed. */
-export function verifyState (key: KeyObject, state: string | undefined, provider: string, nowMs: number): StatePayload & { exp: number } {
+/**
+ * Checks signature (with the key the header names), expiry and provider; the message says which
+ * check failed. `kid` is the id of the key that signed it.
+ */
+export function verifyState (keys: KeyObject | StateKeyring, state: string | undefined, provider: string, nowMs: number): StatePayload & { exp: number, kid: string } {
   if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
-  const opened = openState(key, state, nowMs)
+  const opened = openState(keys, state, nowMs)
   if (!opened.ok) throw new GatewayError('invalid_state', opened.reason === 'expired' ? 'The state has expired.' : 'The state is invalid.')
   const payload = opened.claims as Partial<StatePayload> & { exp: number }
   if (typeof payload.n !== 'string' || typeof payload.next !== 'string' || typeof payload.p !== 'string' ||
@@ -158,5 +174,5 @@ export function verifyState (key: KeyObject, state: string | undefined, provider
     throw new GatewayError('invalid_state', 'The state is invalid.')
   }
   if (payload.p !== provider) throw new GatewayError('invalid_state', 'The state was issued for another provider.')
-  return payload as StatePayload & { exp: number }
+  return { ...(payload as StatePayload & { exp: number }), kid: opened.kid }
 }

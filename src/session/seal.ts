@@ -1,6 +1,9 @@
-// Keys derived from session.secret, and authenticated encryption bound to a bearer value (a
-// cookie). The store only ever sees a keyed hash of a cookie and ciphertext sealed with a key
-// derived from that same cookie (oauth2-proxy's "ticket" idea): a store dump alone reveals nothing.
+// Keys derived from session.secret (and session.previousSecrets), and authenticated encryption
+// bound to a bearer value (a cookie). The store only ever sees a keyed hash of a cookie and
+// ciphertext sealed with a key derived from that same cookie (oauth2-proxy's "ticket" idea): a store
+// dump alone reveals nothing. Each secret has a short public key id (a keyed hash of the secret,
+// never the secret) that travels with what it sealed or signed, so opening costs one try, never one
+// per secret; everything written is sealed with the current secret.
 import { createCipheriv, createDecipheriv, createHmac, createSecretKey, hkdfSync, randomBytes, type KeyObject } from 'node:crypto'
 
 /** 256 random bits, base64url: session ids, flow bindings, nonces. */
@@ -15,14 +18,29 @@ export function deriveKey (secret: string, purpose: string): Buffer {
 
 const IV_BYTES = 12
 const TAG_BYTES = 16
+/** A key id's length: 48 bits of a keyed hash, enough to tell at most five secrets apart. */
+export const KEY_ID_LENGTH = 8
 
-/** Seals values to a bearer token such as a cookie value; one instance per secret. */
-export class Sealer {
+/** The public id of a secret: the start of a key derived from it, so it reveals nothing of it. */
+export function keyIdOf (secret: string): string {
+  return deriveKey(secret, 'key-id').toString('base64url').slice(0, KEY_ID_LENGTH)
+}
+
+/** Seals values to a bearer token such as a cookie value with the keys of one secret. */
+export class SealingKey {
+  /** The secret's public key id. */
+  readonly kid: string
   /** A KeyObject once: createHmac with raw key bytes costs more per call (see docs/performance.md). */
   private readonly master: KeyObject
 
-  constructor (secret: string) {
+  constructor (private readonly secret: string) {
+    this.kid = keyIdOf(secret)
     this.master = createSecretKey(deriveKey(secret, 'sealing'))
+  }
+
+  /** A key of this secret for one purpose ('state', 'flow', 'signout-state', 'logout-index'). */
+  derive (purpose: string): KeyObject {
+    return createSecretKey(deriveKey(this.secret, purpose))
   }
 
   private mac (label: string, token: string): Buffer {
@@ -62,5 +80,70 @@ export class Sealer {
   /** The plaintext of {@link seal}'s output, or null. */
   open (purpose: string, token: string, sealed: string): string | null {
     return this.openBytes(purpose, token, Buffer.from(sealed, 'base64url'))
+  }
+}
+
+/**
+ * The keys of `session.secret` (current: every write) and of `session.previousSecrets` (opening
+ * only), found by key id. The methods of one key ({@link seal}, {@link idFor}, ...) use the current one.
+ */
+export class Sealer {
+  /** The current secret's keys: everything written is sealed or signed with these. */
+  readonly current: SealingKey
+  /** Every secret's keys, current first. */
+  readonly keys: readonly SealingKey[]
+  private readonly byId: ReadonlyMap<string, SealingKey>
+
+  constructor (secret: string, previousSecrets: readonly string[] = []) {
+    this.keys = [secret, ...previousSecrets].map((each) => new SealingKey(each))
+    this.current = this.keys[0]!
+    this.byId = new Map(this.keys.map((key) => [key.kid, key]))
+    // Distinct secrets (the config refuses repeats) with one id would open nothing of one of them.
+    if (this.byId.size !== this.keys.length) throw new Error('two session secrets have the same key id: the secrets must differ')
+  }
+
+  /** The keys of the secret with this id, or undefined (an unknown or retired secret). */
+  key (kid: string): SealingKey | undefined {
+    return this.byId.get(kid)
+  }
+
+  idFor (purpose: string, token: string): string {
+    return this.current.idFor(purpose, token)
+  }
+
+  sealBytes (purpose: string, token: string, plaintext: string): Buffer {
+    return this.current.sealBytes(purpose, token, plaintext)
+  }
+
+  openBytes (purpose: string, token: string, raw: Uint8Array): string | null {
+    return this.current.openBytes(purpose, token, raw)
+  }
+
+  seal (purpose: string, token: string, plaintext: string): string {
+    return this.current.seal(purpose, token, plaintext)
+  }
+
+  open (purpose: string, token: string, sealed: string): string | null {
+    return this.current.open(purpose, token, sealed)
+  }
+
+  /** {@link seal} with the current key, its key id in front (`<kid>.<sealed>`): what {@link openNamed} opens in one try. */
+  sealNamed (purpose: string, token: string, plaintext: string): string {
+    return `${this.current.kid}.${this.current.seal(purpose, token, plaintext)}`
+  }
+
+  /**
+   * The plaintext of {@link sealNamed}'s output and the key that opened it, or null. A value with
+   * no key id (written by an earlier version) is tried with each secret, current first.
+   */
+  openNamed (purpose: string, token: string, value: string): { plaintext: string, key: SealingKey } | null {
+    const dot = value.indexOf('.')
+    const candidates = dot === -1 ? this.keys : [this.key(value.slice(0, dot))].filter((key) => key !== undefined)
+    const sealed = dot === -1 ? value : value.slice(dot + 1)
+    for (const key of candidates) {
+      const plaintext = key.open(purpose, token, sealed)
+      if (plaintext !== null) return { plaintext, key }
+    }
+    return null
   }
 }

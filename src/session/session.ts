@@ -1,10 +1,12 @@
 // Session cookie <-> store record: load, start (always a new id), end. The cookie is 256 random
-// bits; the store key is a keyed hash of it and the record is sealed with a key derived from it.
+// bits and the key id of the secret it was made under (`<43 chars>.<kid>`); the store key is a keyed
+// hash of it under that secret, and the record is sealed with a key derived from it and the current
+// secret (./seal.ts). A cookie naming a secret the gateway no longer holds costs no store read.
 // No Fastify here: callers hand in the Cookie header and set or clear the cookie themselves
 // (src/http/session-cookie.ts), so every step can be called, and tested, without a server.
 import type { SessionConfig } from '../config/types.js'
-import type { Sealer } from './seal.js'
-import { randomToken } from './seal.js'
+import type { Sealer, SealingKey } from './seal.js'
+import { KEY_ID_LENGTH, randomToken } from './seal.js'
 import type { Session, SessionRecord } from './record.js'
 import { fromWire, toWire, type WireRecord } from './record-wire.js'
 import { SessionCache } from './cache.js'
@@ -31,13 +33,19 @@ export interface Started {
   readonly cookie: string
 }
 
-const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
+/** 256 random bits, then the key id of the secret the cookie was made under (absent: an earlier version's cookie). */
+const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}(?:\.[A-Za-z0-9_-]{8})?$/
+const COOKIE_TOKEN_LENGTH = 43
 const PURPOSE = 'session'
 
 /**
  * The first byte of a stored record, which says its format. Each sealed format is the record's JSON
  * sealed to the cookie, and the sealed bytes follow the byte as they are:
  * - `COMPACT_RECORD` (written now): the JSON of its wire form, one-letter keys (./record-wire.ts).
+ * - `REKEYED_RECORD` (written now, only for a cookie made under a previous secret): the key id of
+ *   the current secret (8 bytes), then the compact record sealed with it. The cookie keeps its store
+ *   id (it cannot change without a Set-Cookie on a proxied response), while the record is sealed
+ *   with the current secret like every write.
  * - `BINARY_RECORD` (written before): the JSON of the SessionRecord itself.
  * Records written before both are base64url text, whose first byte is a letter, digit, `-` or `_`.
  * Binary is smaller than text and the short keys smaller still, each moving a one-provider
@@ -45,6 +53,7 @@ const PURPOSE = 'session'
  */
 const BINARY_RECORD = 0x01
 const COMPACT_RECORD = 0x02
+const REKEYED_RECORD = 0x03
 /**
  * Compact records are sealed under a key of their own, so a format byte changed in the store (the
  * byte itself is not sealed) makes the record fail to open, never read in the other format.
@@ -56,30 +65,69 @@ export function storedJson (record: SessionRecord): string {
   return JSON.stringify(toWire(record))
 }
 
-/** A record as the store keeps it: the format byte, then the record's stored JSON sealed to the cookie. */
-export function encodeRecord (sealer: Sealer, cookie: string, record: SessionRecord): Buffer {
-  const sealed = sealer.sealBytes(COMPACT_PURPOSE, cookie, storedJson(record))
-  const value = Buffer.allocUnsafe(sealed.length + 1)
-  value[0] = COMPACT_RECORD
-  sealed.copy(value, 1)
+/** The key id a cookie names, or undefined for a cookie of an earlier version (none). */
+function cookieKeyId (cookie: string): string | undefined {
+  return cookie.length > COOKIE_TOKEN_LENGTH ? cookie.slice(COOKIE_TOKEN_LENGTH + 1) : undefined
+}
+
+/**
+ * The secrets whose store id a cookie may have, in the order to try: the one it names (none when
+ * the gateway no longer holds it), or, for a cookie without a key id, each secret, current first.
+ */
+function cookieKeys (sealer: Sealer, cookie: string): readonly SealingKey[] {
+  const kid = cookieKeyId(cookie)
+  if (kid === undefined) return sealer.keys
+  const key = sealer.key(kid)
+  return key ? [key] : []
+}
+
+/** The secret a session's cookie was made under: the one it names, or the one whose id for it is the session's. */
+function sessionKey (sealer: Sealer, session: { id: string, cookie: string }): SealingKey | undefined {
+  return cookieKeys(sealer, session.cookie).find((key) => key.idFor(PURPOSE, session.cookie) === session.id)
+}
+
+/**
+ * A record as the store keeps it: the format byte, then the record's stored JSON sealed to the
+ * cookie with the current secret; `cookieKey` (the secret the cookie was made under: by default the
+ * one it names, else the current one) is not the current one: the current one's key id in between.
+ */
+export function encodeRecord (sealer: Sealer, cookie: string, record: SessionRecord, cookieKey = cookieKeys(sealer, cookie)[0]): Buffer {
+  const sealed = sealer.current.sealBytes(COMPACT_PURPOSE, cookie, storedJson(record))
+  const kid = cookieKey === sealer.current ? '' : sealer.current.kid
+  const value = Buffer.allocUnsafe(1 + kid.length + sealed.length)
+  value[0] = kid === '' ? COMPACT_RECORD : REKEYED_RECORD
+  value.write(kid, 1, 'latin1')
+  sealed.copy(value, 1 + kid.length)
   return value
 }
 
-/** The record in a stored value (any format), or null when the cookie does not open it. */
-export function decodeRecord (sealer: Sealer, cookie: string, stored: Buffer | null): SessionRecord | null {
-  if (!stored || stored.length === 0) return null
+/** The stored JSON of a record sealed with `key` (or the secret a rekeyed record names), or null. */
+function openRecord (sealer: Sealer, key: SealingKey, cookie: string, stored: Buffer): string | null {
+  switch (stored[0]) {
+    case REKEYED_RECORD: {
+      const named = sealer.key(stored.toString('latin1', 1, 1 + KEY_ID_LENGTH))
+      return named ? named.openBytes(COMPACT_PURPOSE, cookie, stored.subarray(1 + KEY_ID_LENGTH)) : null
+    }
+    case COMPACT_RECORD: return key.openBytes(COMPACT_PURPOSE, cookie, stored.subarray(1))
+    case BINARY_RECORD: return key.openBytes(PURPOSE, cookie, stored.subarray(1))
+    default: return key.open(PURPOSE, cookie, stored.toString('latin1'))
+  }
+}
+
+/**
+ * The record in a stored value (any format), or null when the cookie does not open it. `cookieKey`:
+ * the secret the cookie was made under (by default the one it names, else the current one).
+ */
+export function decodeRecord (sealer: Sealer, cookie: string, stored: Buffer | null, cookieKey = cookieKeys(sealer, cookie)[0]): SessionRecord | null {
+  if (!stored || stored.length === 0 || !cookieKey) return null
   const format = stored[0]
-  const json = format === COMPACT_RECORD
-    ? sealer.openBytes(COMPACT_PURPOSE, cookie, stored.subarray(1))
-    : format === BINARY_RECORD
-      ? sealer.openBytes(PURPOSE, cookie, stored.subarray(1))
-      : sealer.open(PURPOSE, cookie, stored.toString('latin1'))
+  const json = openRecord(sealer, cookieKey, cookie, stored)
   if (!json) return null
   // Sealed by this gateway, so well formed; should one not be (a bug, a leaked secret), it is no
   // session rather than an error on every request that brings its cookie.
   try {
     const parsed: unknown = JSON.parse(json)
-    if (format !== COMPACT_RECORD) return isRecordShaped(parsed, 'createdAt', 'tokens') ? parsed as SessionRecord : null
+    if (format !== COMPACT_RECORD && format !== REKEYED_RECORD) return isRecordShaped(parsed, 'createdAt', 'tokens') ? parsed as SessionRecord : null
     return isRecordShaped(parsed, 'c', 't') ? fromWire(parsed as WireRecord) : null
   } catch {
     return null
@@ -257,11 +305,10 @@ export class Sessions {
   }
 
   private async read (cookie: string, generation: number): Promise<Session | null> {
-    const id = this.sealer.idFor(PURPOSE, cookie)
-    const key = storeKeys.session(id)
-    const record = decodeRecord(this.sealer, cookie, await this.readAndTouch(key, this.config.ttlMs))
-    if (!record) return null
-    if (!await this.withinMaxAge(id, key, record)) return null
+    const found = await this.find(cookie)
+    if (!found) return null
+    const { id, record } = found
+    if (!await this.withinMaxAge(id, storeKeys.session(id), record)) return null
     const session: Session = { id, cookie, record }
     // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
     if (record.providerSessions !== undefined || record.identities !== undefined) this.renewed?.(session)
@@ -291,6 +338,20 @@ export class Sessions {
   }
 
   /**
+   * The record a cookie opens and its store id: one read under the secret the cookie names (none
+   * when the gateway no longer holds it); for a cookie without a key id (an earlier version's), a
+   * read under each secret, current first, until one opens (at most five: secret and four previous).
+   */
+  private async find (cookie: string): Promise<{ id: string, record: SessionRecord } | null> {
+    for (const key of cookieKeys(this.sealer, cookie)) {
+      const id = key.idFor(PURPOSE, cookie)
+      const record = decodeRecord(this.sealer, cookie, await this.readAndTouch(storeKeys.session(id), this.config.ttlMs), key)
+      if (record) return { id, record }
+    }
+    return null
+  }
+
+  /**
    * The stored record, its idle timeout renewed; a store that refuses writes (READONLY) still
    * gives it, unrenewed: a session is not lost because its renewal could not be written.
    */
@@ -308,8 +369,9 @@ export class Sessions {
    * it), with the bytes it was read as: what {@link update} writes over. Null when it is gone.
    */
   async reload (session: Session): Promise<StoredRecord | null> {
-    const stored = await this.store.getBytes(storeKeys.session(session.id))
-    const record = decodeRecord(this.sealer, session.cookie, stored)
+    const key = sessionKey(this.sealer, session)
+    const stored = key ? await this.store.getBytes(storeKeys.session(session.id)) : null
+    const record = decodeRecord(this.sealer, session.cookie, stored, key)
     // Past maxAge it is no session to refresh (the next read ends it).
     return record && stored && this.lifeLeft(record) > 0 ? { record, stored } : null
   }
@@ -321,7 +383,8 @@ export class Sessions {
    * back-channel logout), and stays ended, or another writer changed it (read it again).
    */
   async update (session: Session, read: StoredRecord, record: SessionRecord): Promise<Session | null> {
-    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record), this.expiryOf(record))
+    // The store id stays the one of the secret the cookie was made under; the record is sealed with the current one.
+    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, sessionKey(this.sealer, session)), this.expiryOf(record))
     if (!written) {
       // Whoever ended or changed it has told every instance; this one forgets what it holds now.
       this.cache.dropId(session.id)
@@ -343,15 +406,15 @@ export class Sessions {
    */
   async start (oldCookieHeader: string | undefined, record: SessionRecord, alone?: () => SessionRecord): Promise<Started & { record: SessionRecord }> {
     const old = this.cookie(oldCookieHeader)
-    const cookie = randomToken()
-    const id = this.sealer.idFor(PURPOSE, cookie)
+    const cookie = `${randomToken()}.${this.sealer.current.kid}`
+    const id = this.sealer.current.idFor(PURPOSE, cookie)
     const generation = this.cache.generation
     const key = storeKeys.session(id)
     // A new id: nothing was read under it, so nothing to compare with.
     await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
     if (old) {
-      const oldId = this.sealer.idFor(PURPOSE, old)
-      if (await this.store.take(storeKeys.session(oldId)) !== null) {
+      const oldId = await this.takeOld(old)
+      if (oldId !== undefined) {
         await this.invalidate(oldId)
       } else if (alone) {
         record = alone()
@@ -362,6 +425,18 @@ export class Sessions {
     // cache: the record was just written, so reading it back would only cost a round trip.
     this.cache.set({ id, cookie, record }, generation)
     return { id, cookie, record }
+  }
+
+  /**
+   * Deletes the record an earlier cookie named (under the secret it names, or under each for a
+   * cookie without a key id) and gives its id; undefined when there was none.
+   */
+  private async takeOld (cookie: string): Promise<string | undefined> {
+    for (const key of cookieKeys(this.sealer, cookie)) {
+      const id = key.idFor(PURPOSE, cookie)
+      if (await this.store.take(storeKeys.session(id)) !== null) return id
+    }
+    return undefined
   }
 
   /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */

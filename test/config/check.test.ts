@@ -23,6 +23,9 @@ ${provider}routes:
 ${route}${extra}`
 }
 const OIDC = '    clientId: c\n    clientSecret: s\n    issuer: https://op.example.org\n    scope: openid\n'
+/** The base config with `session.previousSecrets: <list>` on line 3. */
+const withPrevious = (list: string): string => config(OIDC).replace(`secret: ${SECRET}\n`, `secret: ${SECRET}\n  previousSecrets: ${list}\n`)
+const PREVIOUS = 'Zp7Lq2Wx9Rt4Vb8Nc3Md6Kf1Jh5Gs0Ya='
 
 function problems (text: string, env: Record<string, string> = {}): ConfigProblem[] {
   try {
@@ -38,6 +41,21 @@ type Case = [name: string, text: string, expected: ConfigProblem[]]
 const p = (path: string, line: number | undefined, message: string, hint?: string): ConfigProblem => ({ path, line, message, ...(hint ? { hint } : {}) })
 
 const CASES: Case[] = [
+  ['a previous secret equal to the secret',
+    withPrevious(`[${SECRET}]`),
+    [p('session.previousSecrets[0]', 3, 'is the same as session.secret: a previous secret must be the one it replaced')]],
+  ['a previous secret given twice',
+    withPrevious(`[${PREVIOUS}, ${PREVIOUS}]`),
+    [p('session.previousSecrets[1]', 3, 'repeats an earlier entry')]],
+  ['a previous secret too short',
+    withPrevious('[short-old-secret]'),
+    [p('session.previousSecrets[0]', 3, 'must be at least 32 characters, got 16; generate one with "openssl rand -base64 32"')]],
+  ['a previous secret that anyone can guess',
+    withPrevious(`[${'ab'.repeat(20)}]`),
+    [p('session.previousSecrets[0]', 3, 'is a 2-character pattern repeated, which anyone can guess; generate one with "openssl rand -base64 32"')]],
+  ['previous secrets without a secret',
+    withPrevious(`[${PREVIOUS}]`).replace(`  secret: ${SECRET}\n`, ''),
+    [p('session.previousSecrets', 2, 'needs session.secret: previous secrets only open what they sealed, and new sessions must be sealed with a fixed secret')]],
   ['a misspelt provider key is one problem, not also "clientSecret is required"',
     config('    clientId: c\n    clientSecrt: s\n    issuer: https://op.example.org\n    scope: openid\n'),
     [p('providers.demo.clientSecrt', 6, 'unknown key', 'did you mean `clientSecret`?')]],

@@ -271,12 +271,12 @@ describe('GET /oauth/authorized/<provider>/: callback and code exchange', () => 
 })
 
 describe('sessions', () => {
-  it('sets an opaque 256-bit session cookie: HttpOnly, SameSite=Lax, Secure per config, Path=/', async () => {
+  it('sets an opaque 256-bit session cookie that names the key id of its secret: HttpOnly, SameSite=Lax, Secure per config, Path=/', async () => {
     const browser = new Browser()
     const { state } = await startLogin(browser)
     const response = await callback(browser, { code: 'c', state })
     const cookie = response.headers.getSetCookie().find((c) => c.startsWith('gw_session='))!
-    expect(cookie).toMatch(/^gw_session=[A-Za-z0-9_-]{43}; Path=\/; HttpOnly; Secure; SameSite=Lax$/)
+    expect(cookie).toMatch(/^gw_session=[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{8}; Path=\/; HttpOnly; Secure; SameSite=Lax$/)
   })
 
   it('issues a new session id at every sign-in, and the old id stops working (no fixation)', async () => {

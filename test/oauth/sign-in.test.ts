@@ -15,7 +15,7 @@ import { Providers } from '../../src/oauth/providers.js'
 import { completeSignIn, type SignInDeps } from '../../src/oauth/sign-in.js'
 import { Flows, formatFlowCookie, parseFlowCookie } from '../../src/oauth/state.js'
 import { loginUrl } from '../../src/oauth/urls.js'
-import { deriveKey } from '../../src/session/seal.js'
+import { Sealer } from '../../src/session/seal.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { TEST_SECRET } from '../helpers/gateway.js'
 import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
@@ -47,7 +47,7 @@ beforeAll(async () => {
   deps = {
     config,
     providers: new Providers(config.providers, pino({ level: 'silent' })),
-    flows: new Flows(store, deriveKey(TEST_SECRET, 'state'), deriveKey(TEST_SECRET, 'flow'), config.state.ttlMs, clock),
+    flows: new Flows(store, new Sealer(TEST_SECRET), config.state.ttlMs, clock),
     clock,
   }
 })

@@ -61,7 +61,7 @@ describe('Sessions', () => {
   it('starts, loads, serves from memory within the cache window, reads the store after it, and ends', async () => {
     const { clock, store, sessions } = await setUp()
     const { id, cookie } = await sessions.start(undefined, RECORD)
-    expect(cookie).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    expect(cookie).toMatch(/^[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{8}$/)
     expect(id).not.toContain(cookie)
 
     // The session just started is in this instance's cache: the first request after sign-in reads nothing.
