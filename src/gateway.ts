@@ -38,6 +38,7 @@ import { oauthRoutes } from './routes/oauth.js'
 import { probes } from './routes/probes.js'
 import { protectedResources } from './routes/protected-resource.js'
 import { proxyRoutes } from './routes/proxy.js'
+import { SessionSockets, type SocketTimers } from './proxy/session-sockets.js'
 
 export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
@@ -47,6 +48,8 @@ export interface GatewayDeps {
   clock?: Clock
   /** How long a Redis store's outage (and recovery) must persist before it is logged (default 1 s each). */
   storeHysteresis?: Hysteresis
+  /** The timers of open websockets' session deadlines (default Node's, unref'd): tests fire them as they move `clock`. */
+  timers?: SocketTimers
 }
 
 declare module 'fastify' {
@@ -55,6 +58,8 @@ declare module 'fastify' {
     assertions: Assertions | undefined
     /** The sessions (cookie -> sealed record in the store, and this instance's cache of them). */
     sessions: Sessions
+    /** The open websockets of each session on this instance, closed when it ends. */
+    sessionSockets: SessionSockets
   }
 }
 
@@ -158,7 +163,11 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions })
   await app.register(protectedResources, { config })
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions })
+  // Websockets end with their session: its ending on any instance, its deadlines (proxy/session-sockets.ts).
+  const sockets = new SessionSockets({ sessions, usableToken: (session, provider) => refresher.usableToken(session, provider), maxAgeMs: config.session.maxAgeMs, clock, timers: deps.timers, log: app.log })
+  app.decorate('sessionSockets', sockets)
+  app.addHook('onClose', async () => sockets.close())
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, sockets })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

@@ -94,6 +94,11 @@ export class MemoryStore implements SessionStore {
     return entry ? bytes(entry.value) : null
   }
 
+  async remainingMs (key: string): Promise<number | null> {
+    const entry = this.live(key)
+    return entry ? entry.expiresAt - this.clock.now() : null
+  }
+
   async set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void> {
     // Bytes are copied: the caller may reuse its buffer, as it may after a write to Redis.
     this.entries.set(key, { value: typeof value === 'string' ? value : Buffer.from(value), expiresAt: this.clock.now() + ttlMs })

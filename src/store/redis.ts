@@ -339,6 +339,13 @@ export class RedisStore implements SessionStore {
   get (key: string) { return this.run(() => this.redis.get(key)) }
   getBytes (key: string) { return this.run(() => this.redis.getBuffer(key)) }
   getAndTouchBytes (key: string, ttlMs: number) { return this.run(() => this.redis.getexBuffer(key, 'PX', ttlMs)) }
+
+  async remainingMs (key: string) {
+    // PTTL: -2 for a key that is absent, -1 for one without an expiry.
+    const ms = await this.run(() => this.redis.pttl(key))
+    return ms === -2 ? null : ms === -1 ? Infinity : ms
+  }
+
   async set (key: string, value: string | Uint8Array, ttlMs: number) { await this.run(() => this.redis.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs)) }
   async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number) {
     return (await this.run(() => this.redis.replaceValue(key, asBuffer(expected), typeof value === 'string' ? value : asBuffer(value), ttlMs))) === 1

@@ -7,7 +7,7 @@ import type { Cluster, Redis } from 'ioredis'
 import { GatewayError } from '../errors.js'
 
 /**
- * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL,
+ * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, PTTL, SET PX, GETDEL,
  * DEL, SET NX PX), but {@link replace}, one Lua script on one key.
  */
 export interface KeyValue {
@@ -17,6 +17,8 @@ export interface KeyValue {
   getBytes (key: string): Promise<Buffer | null>
   /** The value's bytes, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
   getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null>
+  /** How long the key has left before it expires (PTTL), without renewing it: null when absent, Infinity when it has no expiry. */
+  remainingMs (key: string): Promise<number | null>
   /** Stores a value (text, or bytes as they are) for `ttlMs`. */
   set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void>
   /**

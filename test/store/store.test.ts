@@ -140,6 +140,24 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.get('short')).toBeNull()
   })
 
+  it('remainingMs tells how long a key has left without renewing it; null when absent', async () => {
+    await store.set('left', 'v', 10_000)
+    if (backend.advance) {
+      backend.advance(4000)
+      expect(await store.remainingMs('left')).toBe(6000)
+      backend.advance(6000)
+    } else {
+      const left = await store.remainingMs('left')
+      expect(left).toBeGreaterThan(9000)
+      expect(left).toBeLessThanOrEqual(10_000)
+      // Asking did not renew it.
+      expect(await pttl('left')).toBeLessThanOrEqual(left!)
+      await store.delete('left')
+    }
+    expect(await store.remainingMs('left')).toBeNull()
+    expect(await store.remainingMs('absent')).toBeNull()
+  })
+
   it('getAndTouchBytes renews the expiry (sliding idle timeout)', async () => {
     await store.set('slide', 'v', 1000)
     if (backend.advance) {
