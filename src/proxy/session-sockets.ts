@@ -7,8 +7,8 @@
 //   (createdAt + session.maxAge), of its idle time as the store counts it, or of the access token
 //   of a provider its sockets were admitted for. The check then reads the session without renewing
 //   it (an open websocket is no activity) and asks for a usable token (the refresher may refresh
-//   it): gone, past maxAge, or no usable token closes the sockets with 1008; else the next
-//   deadline is set. The same check runs once when a session's first socket is kept: an ending
+//   it; the idle timeout its write renewed is put back): gone, past maxAge, or no usable token
+//   closes the sockets with 1008; else the next deadline is set. The same check runs once when a session's first socket is kept: an ending
 //   heard before that (between the upgrade's admission and the upstream's answer) is found there.
 // The upgrade request reaches the proxy's hooks only through @fastify/http-proxy: the admission is
 // kept by request (admit), handed over when the proxy rewrites the upstream handshake's headers
@@ -45,7 +45,7 @@ export const socketTimers: SocketTimers = {
 }
 
 export interface SessionSocketsDeps {
-  sessions: Pick<Sessions, 'cached' | 'load' | 'peek' | 'onEnded'>
+  sessions: Pick<Sessions, 'cached' | 'load' | 'peek' | 'capIdle' | 'onEnded'>
   /** A usable token of `provider` in `session`, refreshed if need be (oauth/refresh.ts); undefined: none. */
   usableToken: (session: Session, provider: string) => Promise<TokenSet | undefined>
   /** session.maxAge. */
@@ -216,11 +216,15 @@ export class SessionSockets {
     entry.session = session
     let at = Math.min(lifetimeEnd, now + peeked.idleMs)
     const refused = new Set<string>()
+    let refreshed = false
     for (const provider of new Set([...entry.legs].map((legs) => legs.provider))) {
       const token = await this.deps.usableToken(session, provider)
       if (token === undefined) refused.add(provider)
       else if (token.expires_at !== undefined) at = Math.min(at, token.expires_at * 1000)
+      refreshed ||= token !== undefined && token !== session.record.tokens[provider]
     }
+    // The refresh's write renewed the idle timeout: an open websocket is no activity, so it is put back.
+    if (refreshed) await this.deps.sessions.capIdle(session, peeked.idleMs)
     return { kind: 'some', refused, at }
   }
 }

@@ -274,6 +274,15 @@ export class Sessions {
   }
 
   /**
+   * Brings the session's idle timeout back to at most `idleMs` from now: a token refreshed for an
+   * open websocket (its write renews the timeout) is no activity of the person's. Never lengthens
+   * it. A request that renewed it in the moment between that write and this one loses its renewal.
+   */
+  async capIdle (session: Session, idleMs: number): Promise<void> {
+    await this.store.capExpiry(storeKeys.session(session.id), idleMs)
+  }
+
+  /**
    * Writes `record` as the session's new record under the same id (token refresh; not a sign-in),
    * only while the store still holds `read` as it was read, and drops the old one from every
    * instance's cache. Null when nothing was written: the session was ended meanwhile (sign-out,

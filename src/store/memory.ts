@@ -99,6 +99,11 @@ export class MemoryStore implements SessionStore {
     return entry ? entry.expiresAt - this.clock.now() : null
   }
 
+  async capExpiry (key: string, ttlMs: number): Promise<void> {
+    const entry = this.live(key)
+    if (entry) entry.expiresAt = Math.min(entry.expiresAt, this.clock.now() + ttlMs)
+  }
+
   async set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void> {
     // Bytes are copied: the caller may reuse its buffer, as it may after a write to Redis.
     this.entries.set(key, { value: typeof value === 'string' ? value : Buffer.from(value), expiresAt: this.clock.now() + ttlMs })

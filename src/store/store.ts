@@ -8,7 +8,7 @@ import { GatewayError } from '../errors.js'
 
 /**
  * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, PTTL, SET PX, GETDEL,
- * DEL, SET NX PX), but {@link replace}, one Lua script on one key.
+ * DEL, SET NX PX), but {@link replace} and {@link capExpiry}, one Lua script on one key each.
  */
 export interface KeyValue {
   /** The value, or null when absent or expired. */
@@ -19,6 +19,8 @@ export interface KeyValue {
   getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null>
   /** How long the key has left before it expires (PTTL), without renewing it: null when absent, Infinity when it has no expiry. */
   remainingMs (key: string): Promise<number | null>
+  /** Makes the key expire within `ttlMs` at the latest, never later than it would; nothing if it is absent. */
+  capExpiry (key: string, ttlMs: number): Promise<void>
   /** Stores a value (text, or bytes as they are) for `ttlMs`. */
   set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void>
   /**

@@ -163,6 +163,41 @@ function sessionKey (cookie: string): string {
   return `gw:session:${new Sealer(TEST_SECRET).idFor('session', cookie.slice('gw_session='.length))}`
 }
 
+/** The status the gateway answers an upgrade of /live/feed on the first instance with `headers` (101: opened, then closed). */
+async function upgradeStatus (headers: Record<string, string>): Promise<number> {
+  const socket = new WebSocket(`${first.url.replace('http', 'ws')}/live/feed`, { headers })
+  opened.push(socket)
+  return await new Promise((resolve) => {
+    socket.once('open', () => resolve(101))
+    socket.once('unexpected-response', (_request, response) => resolve(response.statusCode ?? 0))
+    socket.once('error', () => resolve(0))
+  })
+}
+
+/** A session cookie header signed out through the first instance. */
+async function signedOutCookie (): Promise<string> {
+  const { browser, cookie } = await signIn('mallory')
+  await browser.fetch(`${first.url}/oauth/logout/`, { method: 'POST', body: new URLSearchParams({}), headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' } })
+  return cookie
+}
+
+describe('upgrades a stranger makes', () => {
+  // Each is refused before any upstream leg exists, and neither instance keeps anything for it.
+  it.each<[string, () => Promise<Record<string, string>>, number]>([
+    ['no cookie', async () => ({ origin: first.url }), 401],
+    ['a made-up session cookie', async () => ({ origin: first.url, cookie: `gw_session=${'A'.repeat(43)}` }), 401],
+    ['a malformed session cookie', async () => ({ origin: first.url, cookie: 'gw_session=../../x' }), 401],
+    ['a session cookie signed out already', async () => ({ origin: first.url, cookie: await signedOutCookie() }), 401],
+    ['a bearer token the provider never issued', async () => ({ authorization: 'Bearer not-a-token' }), 401],
+    ['a live session cookie from a foreign page', async () => ({ origin: 'https://evil.example', cookie: (await signIn('trudy')).cookie }), 403],
+  ])('%s: refused, nothing kept', async (_name, headers, status) => {
+    const upstreams = upstreamClosed.length
+    expect(await upgradeStatus(await headers())).toBe(status)
+    expect(upstreamClosed.length).toBe(upstreams)
+    expect(first.app.sessionSockets.size).toEqual({ sessions: 0, sockets: 0 })
+  })
+})
+
 describe('websockets end with their session', () => {
   it('a sign-out on one instance closes the session\'s sockets on both with 1008 within a second; another session\'s and a machine client\'s stay open', async () => {
     const alice = await signIn('alice')
@@ -226,12 +261,15 @@ describe('websockets end with their session', () => {
     const expiry = (Math.floor(start / 1000) + 600) * 1000
     expect(timers.live()).toEqual([expiry, expiry])
 
-    // Refreshed at its expiry: the sockets stay, checked again at the new token's.
+    // Refreshed at its expiry: the sockets stay, checked again at the new token's. The refresh's
+    // write renews no idle time: 20 minutes left in the store before it, at most 20 after.
+    await client.pexpire(sessionKey(cookie), 20 * MINUTE)
     stub.extra = { expires_in: 600, refresh_token: 'refresh-2' }
     const asked = stub.requests.length
     timers.advance(expiry)
     await waitFor(async () => timers.live().length === 2, 2000, 'the next deadline')
     expect(stub.requests.length - asked).toBe(1)
+    expect(await client.pttl(sessionKey(cookie))).toBeLessThanOrEqual(20 * MINUTE)
     const renewed = (Math.floor(expiry / 1000) + 600) * 1000
     expect(timers.live()).toEqual([renewed, renewed])
     expect(await here.echo('still')).toBe('echo still')

@@ -158,6 +158,19 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.remainingMs('absent')).toBeNull()
   })
 
+  it('capExpiry brings an expiry nearer, never further; nothing for a key that is absent', async () => {
+    await store.set('capped', 'v', 10_000)
+    await store.capExpiry('capped', 60_000)
+    expect(await store.remainingMs('capped')).toBeLessThanOrEqual(10_000)
+    await store.capExpiry('capped', 4000)
+    expect(await store.remainingMs('capped')).toBeLessThanOrEqual(4000)
+    expect(await store.remainingMs('capped')).toBeGreaterThan(3000)
+    expect(await store.get('capped')).toBe('v')
+    await store.capExpiry('absent', 4000)
+    expect(await store.get('absent')).toBeNull()
+    await store.delete('capped')
+  })
+
   it('getAndTouchBytes renews the expiry (sliding idle timeout)', async () => {
     await store.set('slide', 'v', 1000)
     if (backend.advance) {
