@@ -8,8 +8,9 @@
 //   of a provider its sockets were admitted for. The check then reads the session without renewing
 //   it (an open websocket is no activity) and asks for a usable token (the refresher may refresh
 //   it; the idle timeout its write renewed is put back): gone, past maxAge, or no usable token
-//   closes the sockets with 1008; else the next deadline is set. The same check runs once when a session's first socket is kept: an ending
-//   heard before that (between the upgrade's admission and the upstream's answer) is found there.
+//   closes the sockets with 1008; else the next deadline is set. The same check runs once when a
+//   session's first socket is kept: an ending heard before that (between the upgrade's admission
+//   and the upstream's answer) is found there.
 // The upgrade request reaches the proxy's hooks only through @fastify/http-proxy: the admission is
 // kept by request (admit), handed over when the proxy rewrites the upstream handshake's headers
 // (handing), tied to the upstream leg as it is created (opening: ws's finishRequest, called in the
@@ -28,6 +29,11 @@ export const SESSION_ENDED_REASON = 'session ended'
 const OPEN = 1
 /** The least time between two checks of one session: a deadline already past never spins. */
 const MIN_DELAY_MS = 1000
+/**
+ * The most: Node fires a timer set for more than 2^31 - 1 ms (24.8 days) at once, and `ttl` may be
+ * 30 days, `maxAge` 400. A session whose deadline is further is looked at once a day until then.
+ */
+const MAX_DELAY_MS = 24 * 3600 * 1000
 /** How long after a check that failed (the store or the provider unreachable) it runs again; the sockets stay open meanwhile. */
 const RETRY_MS = 5000
 
@@ -201,7 +207,7 @@ export class SessionSockets {
         return
       }
     }
-    const delay = Math.max(outcome.at - this.deps.clock.now(), MIN_DELAY_MS)
+    const delay = Math.min(Math.max(outcome.at - this.deps.clock.now(), MIN_DELAY_MS), MAX_DELAY_MS)
     entry.cancel = this.timers.setTimeout(() => { void this.check(entry) }, delay)
   }
 

@@ -32,7 +32,7 @@ class Leg extends EventEmitter {
 }
 
 /** A store of sessions by id, as peek reads it (null: gone), and the ending listener the registry gave. */
-function setUp (options: { tokens?: (provider: string) => TokenSet | undefined } = {}) {
+function setUp (options: { tokens?: (provider: string) => TokenSet | undefined, maxAgeMs?: number } = {}) {
   const timers = new ManualTimers()
   timers.time = 1_000_000_000
   const stored = new Map<string, { idleMs: number } | 'unreachable'>()
@@ -53,7 +53,7 @@ function setUp (options: { tokens?: (provider: string) => TokenSet | undefined }
   const registry = new SessionSockets({
     sessions,
     usableToken: async (session, provider) => options.tokens === undefined ? session.record.tokens[provider] : options.tokens(provider),
-    maxAgeMs: 60 * MINUTE,
+    maxAgeMs: options.maxAgeMs ?? 60 * MINUTE,
     clock: timers,
     timers,
     log: silent,
@@ -156,6 +156,18 @@ describe('the registry of sessions\' websockets', () => {
     connect('s1')
     await settle()
     expect(timers.live()).toEqual([timers.time + 1000])
+  })
+
+  it('a deadline further than Node\'s timers reach (24.8 days) is looked at in a day, then again', async () => {
+    const { timers, stored, connect } = setUp({ maxAgeMs: 400 * 24 * 60 * MINUTE })
+    stored.set('s1', { idleMs: 30 * 24 * 60 * MINUTE })
+    const { source } = connect('s1')
+    await settle()
+    expect(timers.live()).toEqual([timers.time + 24 * 60 * MINUTE])
+    timers.advance(timers.time + 24 * 60 * MINUTE)
+    await settle()
+    expect(source.closedWith).toBeUndefined()
+    expect(timers.live()).toEqual([timers.time + 24 * 60 * MINUTE])
   })
 
   // Legs the registry did not admit: a machine client's (its token decides, no session), a public
