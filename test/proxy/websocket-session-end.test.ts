@@ -8,10 +8,9 @@ import { createServer } from 'node:http'
 import { Redis } from 'ioredis'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
-import { Sealer } from '../../src/session/seal.js'
 import { SESSION_ENDED_CODE, SESSION_ENDED_REASON } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { CI, clientCredentialsToken, RESOURCES } from '../helpers/machine.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen, waitFor } from '../helpers/net.js'
@@ -158,9 +157,11 @@ async function kept (sessions: number): Promise<void> {
   await waitFor(async () => first.app.sessionSockets.size.sessions === sessions && second.app.sessionSockets.size.sessions === sessions && timers.live().length === 2 * sessions, 2000, 'both instances to keep the sockets')
 }
 
-/** The store's key of the session whose cookie header is `cookie` (under the default key prefix). */
+/** The store's key of the session whose cookie header is `cookie` (under the default key prefix), from the first instance's cache, where its sign-in put it. */
 function sessionKey (cookie: string): string {
-  return `gw:session:${new Sealer(TEST_SECRET).idFor('session', cookie.slice('gw_session='.length))}`
+  const session = first.app.sessions.cached(cookie)
+  if (session === undefined) throw new Error('the session is not in the first instance\'s cache')
+  return `gw:session:${session.id}`
 }
 
 /** The status the gateway answers an upgrade of /live/feed on the first instance with `headers` (101: opened, then closed). */
@@ -253,6 +254,7 @@ describe('websockets end with their session', () => {
 
   it('a token the provider no longer refreshes closes the sockets at its expiry; one it refreshes keeps them to the next', async () => {
     const cookie = await stubSignIn({ expires_in: 600, refresh_token: 'refresh-1' })
+    const key = sessionKey(cookie)
     const start = timers.time
     const here = await open(first, '/stub/feed', { cookie })
     const there = await open(second, '/stub/feed', { cookie })
@@ -263,13 +265,13 @@ describe('websockets end with their session', () => {
 
     // Refreshed at its expiry: the sockets stay, checked again at the new token's. The refresh's
     // write renews no idle time: 20 minutes left in the store before it, at most 20 after.
-    await client.pexpire(sessionKey(cookie), 20 * MINUTE)
+    expect(await client.pexpire(key, 20 * MINUTE)).toBe(1)
     stub.extra = { expires_in: 600, refresh_token: 'refresh-2' }
     const asked = stub.requests.length
     timers.advance(expiry)
     await waitFor(async () => timers.live().length === 2, 2000, 'the next deadline')
     expect(stub.requests.length - asked).toBe(1)
-    expect(await client.pttl(sessionKey(cookie))).toBeLessThanOrEqual(20 * MINUTE)
+    expect(await client.pttl(key)).toBeLessThanOrEqual(20 * MINUTE)
     const renewed = (Math.floor(expiry / 1000) + 600) * 1000
     expect(timers.live()).toEqual([renewed, renewed])
     expect(await here.echo('still')).toBe('echo still')
@@ -300,7 +302,7 @@ describe('websockets end with their session', () => {
     const idleAt = Math.max(...timers.live())
 
     // Erin's session reaches its idle timeout: the store lets it go (as Redis does at its expiry).
-    await client.del(sessionKey(idle.cookie))
+    expect(await client.del(sessionKey(idle.cookie))).toBe(1)
     timers.advance(idleAt - 1000)
     expect(await idleSockets[1]!.echo('still')).toBe('echo still')
     timers.advance(idleAt)
