@@ -41,6 +41,7 @@ import { protectedResources } from './routes/protected-resource.js'
 import { proxyRoutes } from './routes/proxy.js'
 import { FormReplay } from './routes/preserved-body.js'
 import { PreservedBodies } from './oauth/preserved-body.js'
+import { SessionSockets, type SocketTimers } from './proxy/session-sockets.js'
 
 export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
@@ -50,6 +51,8 @@ export interface GatewayDeps {
   clock?: Clock
   /** How long a Redis store's outage (and recovery) must persist before it is logged (default 1 s each). */
   storeHysteresis?: Hysteresis
+  /** The timers of open websockets' session deadlines (default Node's, unref'd): tests fire them as they move `clock`. */
+  timers?: SocketTimers
 }
 
 declare module 'fastify' {
@@ -58,6 +61,8 @@ declare module 'fastify' {
     assertions: Assertions | undefined
     /** The sessions (cookie -> sealed record in the store, and this instance's cache of them). */
     sessions: Sessions
+    /** The open websockets of each session on this instance, closed when it ends. */
+    sessionSockets: SessionSockets
   }
 }
 
@@ -96,6 +101,25 @@ function startAndStop (app: FastifyInstance, { providers, sessions, assertions, 
   app.addHook('onClose', async () => store.close())
 }
 
+/** The request fields a protected request's log line reads (src/http/request-end.ts). */
+const AUDIT_FIELDS = ['auditUser', 'auditRule', 'auditOriginal', 'auditDecision', 'auditCredential', 'auditReason'] as const
+
+/**
+ * The two indexes that find sessions by who signed in: by the provider's `sid`/`sub` (back-channel
+ * logout) and by person (the sessions list, revoke, sign out everywhere). Both are renewed with
+ * the sessions they list.
+ */
+function sessionIndexes (app: FastifyInstance, { store, sealer, sessions, ttlMs, clock }: { store: SessionStore, sealer: Sealer, sessions: Sessions, ttlMs: number, clock: Clock }): { sessionIndex: SessionIndex, personIndex: PersonIndex } {
+  const sessionIndex = new SessionIndex(store, sealer, ttlMs)
+  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer.keys.map((key) => key.derive('person-index').export()), ttlMs, clock)
+  sessions.onRenewed((session) => {
+    // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
+    sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))
+    personIndex.touch(session.record).catch((error: unknown) => app.log.debug({ err: error }, 'person index not renewed'))
+  })
+  return { sessionIndex, personIndex }
+}
+
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
   const logStream = deps.logStream ?? new BatchedDestination()
   const app = Fastify({
@@ -127,13 +151,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const flows = new Flows(store, sealer, config.state.ttlMs, clock)
   const providers = new Providers(config.providers, app.log)
   const signOuts = new SignOuts(store, sealer, providers, config.state.ttlMs, config.server.baseUrl, app.log, clock)
-  const sessionIndex = new SessionIndex(store, sealer, config.session.ttlMs)
-  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer.keys.map((key) => key.derive('person-index').export()), config.session.ttlMs, clock)
-  sessions.onRenewed((session) => {
-    // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
-    sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))
-    personIndex.touch(session.record).catch((error: unknown) => app.log.debug({ err: error }, 'person index not renewed'))
-  })
+  const { sessionIndex, personIndex } = sessionIndexes(app, { store, sealer, sessions, ttlMs: config.session.ttlMs, clock })
   const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
   const assertions = config.assertion.enabled
@@ -145,12 +163,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)
   // Set on protected requests (the proxy's and forward-auth's), read by RequestEnd's log line.
-  app.decorateRequest('auditUser', undefined)
-  app.decorateRequest('auditRule', undefined)
-  app.decorateRequest('auditOriginal', undefined)
-  app.decorateRequest('auditDecision', undefined)
-  app.decorateRequest('auditCredential', undefined)
-  app.decorateRequest('auditReason', undefined)
+  for (const field of AUDIT_FIELDS) app.decorateRequest(field, undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
 
@@ -167,7 +180,11 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
   await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions })
   await app.register(protectedResources, { config })
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms })
+  // Websockets end with their session: its ending on any instance, its deadlines (proxy/session-sockets.ts).
+  const sockets = new SessionSockets({ sessions, usableToken: (session, provider) => refresher.usableToken(session, provider), maxAgeMs: config.session.maxAgeMs, clock, timers: deps.timers, log: app.log })
+  app.decorate('sessionSockets', sockets)
+  app.addHook('onClose', async () => sockets.close())
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

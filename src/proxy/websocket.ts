@@ -33,12 +33,18 @@ export interface WebSocketHooks {
  * Hooks that close both legs with 1009 for a message too big and apply backpressure: before the
  * proxy sends a message read on one leg, reading that leg stops while the other is still
  * connecting or has more than `websocketHighWater(maxMessage)` bytes unsent, and resumes once it
- * is open and has written them out.
+ * is open and has written them out. `onOpen`: told of both legs once they are open (the sockets
+ * that end with their session, proxy/session-sockets.ts).
  */
-export function websocketHooks (maxMessage: number): WebSocketHooks {
+export function websocketHooks (maxMessage: number, onOpen?: (source: WebSocket, target: WebSocket) => void): WebSocketHooks {
   const highWater = websocketHighWater(maxMessage)
   return {
-    onConnect: passTooBig,
+    onConnect: onOpen === undefined
+      ? passTooBig
+      : (context, source, target) => {
+          passTooBig(context, source, target)
+          onOpen(source, target)
+        },
     onIncomingMessage: (_context, source, target, { data }) => { throttle(source, target, byteLength(data), highWater) },
     onOutgoingMessage: (_context, source, target, { data }) => { throttle(target, source, byteLength(data), highWater) },
   }

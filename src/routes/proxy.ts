@@ -28,6 +28,7 @@ import { UpstreamHeaders } from '../proxy/request-headers.js'
 import { replyFromDispatcher, upstreamResponse } from '../proxy/reply-from-adapter.js'
 import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
+import type { SessionSockets } from '../proxy/session-sockets.js'
 import { websocketHooks } from '../proxy/websocket.js'
 import type { FormReplay } from './preserved-body.js'
 import { resourceMetadataUrl } from './protected-resource.js'
@@ -44,6 +45,8 @@ export interface ProxyDeps {
   assertions?: Assertions | undefined
   /** Keeps and delivers forms through a sign-in on routes with `preserveBody`. */
   forms?: FormReplay | undefined
+  /** The open websockets of each session, closed when it ends (absent: they outlive it). */
+  sockets?: SessionSockets | undefined
 }
 
 type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> & {
@@ -135,7 +138,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   return { gate, signer, bearer, bearerSigner }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('keepAuthorization', false)
   app.decorateRequest('identity', undefined)
@@ -181,14 +184,28 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, authorization, acts, done), done)
           else act(request, reply, verdict, authorization, acts, done)
         })
+        if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
       }
-      await registerProxy(scope, route, headers, plantable)
+      await registerProxy(scope, route, headers, plantable, sockets)
     })
   }
 }
 
+/**
+ * After the access hook: an upgrade a session let through is kept with that session, so that its
+ * websocket ends with it (proxy/session-sockets.ts). A machine client's token has no session.
+ */
+function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider: string): void {
+  scope.addHook('onRequest', (request, _reply, done) => {
+    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.auditDecision !== 'allow' || request.auditCredential !== 'session') return done()
+    const admitted = sockets.admit(request, request.headers.cookie, provider)
+    if (admitted === undefined) return done()
+    admitted.then(() => done(), done)
+  })
+}
+
 /** @fastify/http-proxy in the route's scope, over the route's own pool, with its error handling. */
-async function registerProxy (scope: FastifyInstance, route: RouteConfig, headers: UpstreamHeaders, plantable: readonly string[]): Promise<void> {
+async function registerProxy (scope: FastifyInstance, route: RouteConfig, headers: UpstreamHeaders, plantable: readonly string[], sockets: SessionSockets | undefined): Promise<void> {
   const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
   const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
   const deadlines = new BodyDeadlines(route.timeoutMs)
@@ -230,14 +247,22 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
   // the hooks bound the bytes waiting to be sent on each (proxy/websocket.ts).
   // The upstream's handshake is bounded by the route's timeout, as its HTTP answers are: a client
   // leg is never held open (its messages queued) behind an upstream that never answers.
+  // The session an upgrade was admitted with goes from the request to the upstream leg as the
+  // proxy creates it (finishRequest runs in ws's constructor, right after the header rewrite).
   const wsClientOptions: WsClientOptions = {
     rewriteRequestHeaders: (_headers, request) => {
       logUpgrade(request)
+      sockets?.handing(request)
       return headers.websocket(route, request)
+    },
+    finishRequest: (upstreamRequest, target) => {
+      sockets?.opening(target)
+      upstreamRequest.end()
     },
     maxPayload: route.websocketMaxMessage,
     handshakeTimeout: route.timeoutMs,
   }
-  const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: websocketHooks(route.websocketMaxMessage) } as const
+  const onOpen = sockets === undefined || route.auth !== 'required' ? undefined : sockets.connected.bind(sockets)
+  const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: websocketHooks(route.websocketMaxMessage, onOpen) } as const
   await scope.register(httpProxy, route.websocket ? { ...options, ...websocket } : options)
 }

@@ -67,7 +67,7 @@ export class PersonIndex {
   private readonly keys: readonly IndexKey[]
 
   constructor (
-    private readonly store: Sets & Pick<KeyValue, 'remaining'>,
+    private readonly store: Sets & Pick<KeyValue, 'remainingMs'>,
     /** Ends a session on every instance (Sessions.endById): an entry dropped beyond the bound. */
     private readonly end: (sessionId: string) => Promise<void>,
     /** The index's keys, derived from the session secrets: the first writes, all read. */
@@ -147,7 +147,7 @@ export class PersonIndex {
       // At most MAX_SESSIONS members: their sessions are asked about at once, not one after another.
       await Promise.all((await this.store.rankedMembers(key)).map(async (member) => {
         const entry = this.open(member)
-        const remaining = entry ? await this.store.remaining(storeKeys.session(entry.i)) : null
+        const remaining = entry ? await this.store.remainingMs(storeKeys.session(entry.i)) : null
         if (entry && remaining !== null) live.push({ key, member, entry, remaining })
         else await this.store.removeRanked(key, member)
       }))

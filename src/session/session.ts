@@ -377,6 +377,27 @@ export class Sessions {
   }
 
   /**
+   * The session's record as the store holds it now and how long its idle timeout has left (ms),
+   * without renewing it: for what outlives the request that loaded the session (an open websocket
+   * is no activity). Null when it is gone (ended, or idle past `ttl`).
+   */
+  async peek (session: Session): Promise<{ record: SessionRecord, idleMs: number } | null> {
+    const key = storeKeys.session(session.id)
+    const [stored, idleMs] = await Promise.all([this.store.getBytes(key), this.store.remainingMs(key)])
+    const record = decodeRecord(this.sealer, session.cookie, stored)
+    return record && idleMs !== null ? { record, idleMs } : null
+  }
+
+  /**
+   * Brings the session's idle timeout back to at most `idleMs` from now: a token refreshed for an
+   * open websocket (its write renews the timeout) is no activity of the person's. Never lengthens
+   * it. A request that renewed it in the moment between that write and this one loses its renewal.
+   */
+  async capIdle (session: Session, idleMs: number): Promise<void> {
+    await this.store.capExpiry(storeKeys.session(session.id), idleMs)
+  }
+
+  /**
    * Writes `record` as the session's new record under the same id (token refresh; not a sign-in),
    * only while the store still holds `read` as it was read, and drops the old one from every
    * instance's cache. Null when nothing was written: the session was ended meanwhile (sign-out,

@@ -119,11 +119,6 @@ export class MemoryStore implements SessionStore {
     return entry ? bytes(entry.value) : null
   }
 
-  async remaining (key: string): Promise<number | null> {
-    const entry = this.live(key)
-    return entry ? entry.expiresAt - this.clock.now() : null
-  }
-
   private touch (key: string, ttlMs: number): Entry | undefined {
     const entry = this.live(key)
     if (entry) entry.expiresAt = this.clock.now() + ttlMs
@@ -133,6 +128,16 @@ export class MemoryStore implements SessionStore {
   async getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null> {
     const entry = this.touch(key, ttlMs)
     return entry ? bytes(entry.value) : null
+  }
+
+  async remainingMs (key: string): Promise<number | null> {
+    const entry = this.live(key)
+    return entry ? entry.expiresAt - this.clock.now() : null
+  }
+
+  async capExpiry (key: string, ttlMs: number): Promise<void> {
+    const entry = this.live(key)
+    if (entry) entry.expiresAt = Math.min(entry.expiresAt, this.clock.now() + ttlMs)
   }
 
   async set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void> {

@@ -26,6 +26,8 @@ const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis
  */
 const REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end"
 /** PEXPIRE only when it lengthens the key's life (a key without expiry counts as shorter: PTTL -1). */
+/** CAP_EXPIRY: the key expires within ARGV[1] ms at the latest (a key without expiry gets one); never later than it would. */
+const CAP_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left == -1 or left > tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
 const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
 const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
 const TAKE_MEMBERS = "local members = redis.call('smembers', KEYS[1]) redis.call('del', KEYS[1]) return members"
@@ -44,6 +46,8 @@ declare module 'ioredis' {
     releaseLock (key: string, owner: string): Result<number, Context>
     /** REPLACE: a write conditional on the value read. */
     replaceValue (key: string, expected: Buffer, value: string | Buffer, ttlMs: number): Result<number, Context>
+    /** CAP_EXPIRY: a key's expiry brought nearer, never further. */
+    capExpiry (key: string, ttlMs: number): Result<number, Context>
     /** GROW_EXPIRY, ADD_MEMBER, TAKE_MEMBERS: the Sets role, one script on one key each. */
     growExpiry (key: string, ttlMs: number): Result<number, Context>
     addMember (key: string, member: string, ttlMs: number): Result<number, Context>
@@ -232,6 +236,7 @@ export class RedisStore implements SessionStore {
     this.redis = createClient(config)
     this.redis.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
     this.redis.defineCommand('replaceValue', { numberOfKeys: 1, lua: REPLACE })
+    this.redis.defineCommand('capExpiry', { numberOfKeys: 1, lua: CAP_EXPIRY })
     this.redis.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
     this.redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
     this.redis.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
@@ -350,6 +355,15 @@ export class RedisStore implements SessionStore {
   get (key: string) { return this.run(() => this.redis.get(key)) }
   getBytes (key: string) { return this.run(() => this.redis.getBuffer(key)) }
   getAndTouchBytes (key: string, ttlMs: number) { return this.run(() => this.redis.getexBuffer(key, 'PX', ttlMs)) }
+
+  async remainingMs (key: string) {
+    // PTTL: -2 for a key that is absent, -1 for one without an expiry.
+    const ms = await this.run(() => this.redis.pttl(key))
+    return ms === -2 ? null : ms === -1 ? Infinity : ms
+  }
+
+  async capExpiry (key: string, ttlMs: number) { await this.run(() => this.redis.capExpiry(key, ttlMs)) }
+
   async set (key: string, value: string | Uint8Array, ttlMs: number) { await this.run(() => this.redis.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs)) }
   async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number) {
     return (await this.run(() => this.redis.replaceValue(key, asBuffer(expected), typeof value === 'string' ? value : asBuffer(value), ttlMs))) === 1
@@ -367,10 +381,6 @@ export class RedisStore implements SessionStore {
   addRanked (key: string, member: string, score: number, ttlMs: number, max: number) { return this.run(() => this.redis.addRanked(key, member, score, ttlMs, max)) }
   rankedMembers (key: string) { return this.run(() => this.redis.zrange(key, 0, -1)) }
   async removeRanked (key: string, member: string) { await this.run(() => this.redis.zrem(key, member)) }
-  async remaining (key: string) {
-    const left = await this.run(() => this.redis.pttl(key))
-    return left === -2 ? null : left === -1 ? Number.POSITIVE_INFINITY : left
-  }
 
   async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
     const owner = lockOwner()

@@ -7,18 +7,20 @@ import type { Cluster, Redis } from 'ioredis'
 import { GatewayError } from '../errors.js'
 
 /**
- * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, SET PX, GETDEL,
- * DEL, SET NX PX, PTTL), but {@link replace}, one Lua script on one key.
+ * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, PTTL, SET PX, GETDEL,
+ * DEL, SET NX PX), but {@link replace} and {@link capExpiry}, one Lua script on one key each.
  */
 export interface KeyValue {
   /** The value, or null when absent or expired. */
   get (key: string): Promise<string | null>
   /** The value's bytes as stored (a string value as UTF-8), or null. For binary values (session records). */
   getBytes (key: string): Promise<Buffer | null>
-  /** How many milliseconds the key has left (PTTL; Infinity without expiry), or null when it is absent or expired. */
-  remaining (key: string): Promise<number | null>
   /** The value's bytes, and the key's expiry reset to `ttlMs` (sliding idle timeout). */
   getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null>
+  /** How long the key has left before it expires (PTTL), without renewing it: null when absent, Infinity when it has no expiry. */
+  remainingMs (key: string): Promise<number | null>
+  /** Makes the key expire within `ttlMs` at the latest, never later than it would; nothing if it is absent. */
+  capExpiry (key: string, ttlMs: number): Promise<void>
   /** Stores a value (text, or bytes as they are) for `ttlMs`. */
   set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void>
   /**

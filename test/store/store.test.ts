@@ -140,6 +140,37 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.get('short')).toBeNull()
   })
 
+  it('remainingMs tells how long a key has left without renewing it; null when absent', async () => {
+    await store.set('left', 'v', 10_000)
+    if (backend.advance) {
+      backend.advance(4000)
+      expect(await store.remainingMs('left')).toBe(6000)
+      backend.advance(6000)
+    } else {
+      const left = await store.remainingMs('left')
+      expect(left).toBeGreaterThan(9000)
+      expect(left).toBeLessThanOrEqual(10_000)
+      // Asking did not renew it.
+      expect(await pttl('left')).toBeLessThanOrEqual(left!)
+      await store.delete('left')
+    }
+    expect(await store.remainingMs('left')).toBeNull()
+    expect(await store.remainingMs('absent')).toBeNull()
+  })
+
+  it('capExpiry brings an expiry nearer, never further; nothing for a key that is absent', async () => {
+    await store.set('capped', 'v', 10_000)
+    await store.capExpiry('capped', 60_000)
+    expect(await store.remainingMs('capped')).toBeLessThanOrEqual(10_000)
+    await store.capExpiry('capped', 4000)
+    expect(await store.remainingMs('capped')).toBeLessThanOrEqual(4000)
+    expect(await store.remainingMs('capped')).toBeGreaterThan(3000)
+    expect(await store.get('capped')).toBe('v')
+    await store.capExpiry('absent', 4000)
+    expect(await store.get('absent')).toBeNull()
+    await store.delete('capped')
+  })
+
   it('getAndTouchBytes renews the expiry (sliding idle timeout)', async () => {
     await store.set('slide', 'v', 1000)
     if (backend.advance) {
@@ -334,17 +365,6 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.rankedMembers('ranked-grow')).toEqual(['a', 'b'])
     expect(await store.rankedMembers('ranked-kept')).toEqual(['a'])
     expect(await store.rankedMembers('ranked-gone')).toEqual([])
-  })
-
-  it('remaining: the time a key has left, null once it is absent or expired', async () => {
-    await store.set('left', 'v', 10_000)
-    const left = await store.remaining('left')
-    expect(left).toBeGreaterThan(5000)
-    expect(left).toBeLessThanOrEqual(10_000)
-    expect(await store.remaining('absent')).toBeNull()
-    await store.set('left-short', 'v', 30)
-    await elapse(60)
-    expect(await store.remaining('left-short')).toBeNull()
   })
 
   it('publishes to every subscriber of a channel', async () => {

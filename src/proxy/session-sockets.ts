@@ -1,0 +1,236 @@
+// Proxied websockets end with the session they were admitted with. A registry per instance, by
+// session id, of the open websockets (both legs) whose upgrade a session let through; bearer-token
+// and public websockets have no session and are not kept. Each session with open sockets gets:
+// - the sessions' endings (Sessions.onEnded: sign-out, sign-out everywhere, revoke, back-channel
+//   logout, on every instance): its sockets close at once with 1008;
+// - one timer (per session, not per socket) at its next known deadline: the end of its lifetime
+//   (createdAt + session.maxAge), of its idle time as the store counts it, or of the access token
+//   of a provider its sockets were admitted for. The check then reads the session without renewing
+//   it (an open websocket is no activity) and asks for a usable token (the refresher may refresh
+//   it; the idle timeout its write renewed is put back): gone, past maxAge, or no usable token
+//   closes the sockets with 1008; else the next deadline is set. The same check runs once when a
+//   session's first socket is kept: an ending heard before that (between the upgrade's admission
+//   and the upstream's answer) is found there.
+// The upgrade request reaches the proxy's hooks only through @fastify/http-proxy: the admission is
+// kept by request (admit), handed over when the proxy rewrites the upstream handshake's headers
+// (handing), tied to the upstream leg as it is created (opening: ws's finishRequest, called in the
+// constructor, in the same synchronous step) and read back once both legs are open (connected).
+import type { WebSocket } from 'ws'
+import { GatewayError } from '../errors.js'
+import type { Clock } from '../ops/clock.js'
+import type { Logger } from '../ops/logger.js'
+import type { Session, Sessions, TokenSet } from '../session/session.js'
+
+/** The close code and reason both legs get when their session ends (RFC 6455 §7.4.1: policy violation). */
+export const SESSION_ENDED_CODE = 1008
+export const SESSION_ENDED_REASON = 'session ended'
+
+/** WebSocket.OPEN: `ws` is @fastify/http-proxy's dependency, not ours, so only its types are imported. */
+const OPEN = 1
+/** The least time between two checks of one session: a deadline already past never spins. */
+const MIN_DELAY_MS = 1000
+/**
+ * The most: Node fires a timer set for more than 2^31 - 1 ms (24.8 days) at once, and `ttl` may be
+ * 30 days, `maxAge` 400. A session whose deadline is further is looked at once a day until then.
+ */
+const MAX_DELAY_MS = 24 * 3600 * 1000
+/** How long after a check that failed (the store or the provider unreachable) it runs again; the sockets stay open meanwhile. */
+const RETRY_MS = 5000
+
+/** Sets a timer that must not keep the process alive; the returned function cancels it. */
+export interface SocketTimers {
+  setTimeout (callback: () => void, ms: number): () => void
+}
+
+/** Node's timers, unref'd. */
+export const socketTimers: SocketTimers = {
+  setTimeout: (callback, ms) => {
+    const timer = setTimeout(callback, ms).unref()
+    return () => clearTimeout(timer)
+  },
+}
+
+export interface SessionSocketsDeps {
+  sessions: Pick<Sessions, 'cached' | 'load' | 'peek' | 'capIdle' | 'onEnded'>
+  /** A usable token of `provider` in `session`, refreshed if need be (oauth/refresh.ts); undefined: none. */
+  usableToken: (session: Session, provider: string) => Promise<TokenSet | undefined>
+  /** session.maxAge. */
+  maxAgeMs: number
+  /** What "now" is for the deadlines (the gateway's clock). */
+  clock: Clock
+  timers?: SocketTimers
+  log: Logger
+}
+
+/** The session an upgrade request was let through with, and the provider of its route. */
+interface Admission {
+  readonly session: Session
+  readonly provider: string
+}
+
+/** One proxied websocket: the client's leg, the upstream's, and the provider its route signs in with. */
+interface Legs {
+  readonly source: WebSocket
+  readonly target: WebSocket
+  readonly provider: string
+}
+
+/** A session with open sockets: them, and its one timer. */
+interface Entry {
+  session: Session
+  readonly legs: Set<Legs>
+  cancel: (() => void) | undefined
+}
+
+/** What a check found: every socket ends (`all`), or those of some providers, and when to look again. */
+type Outcome = { kind: 'all', why: string } | { kind: 'some', refused: ReadonlySet<string>, at: number }
+
+export class SessionSockets {
+  private readonly entries = new Map<string, Entry>()
+  private readonly admitted = new WeakMap<object, Admission>()
+  private readonly upstreamLegs = new WeakMap<WebSocket, Admission>()
+  /** The admission of the upgrade whose upstream leg is being created right now (see the header). */
+  private handed: Admission | undefined
+  private readonly timers: SocketTimers
+
+  constructor (private readonly deps: SessionSocketsDeps) {
+    this.timers = deps.timers ?? socketTimers
+    deps.sessions.onEnded((id) => this.end(id, 'ended'))
+  }
+
+  /**
+   * Keeps the session that let `request` (an upgrade) through. From this instance's cache (the
+   * pipeline has just read it) when it is there, else read again; a session ended meanwhile refuses
+   * the upgrade (401).
+   */
+  admit (request: object, cookie: string | undefined, provider: string): Promise<void> | undefined {
+    const cached = this.deps.sessions.cached(cookie)
+    if (cached !== undefined) {
+      this.admitted.set(request, { session: cached, provider })
+      return undefined
+    }
+    return this.deps.sessions.load(cookie).then((session) => {
+      if (session === null) throw new GatewayError('unauthenticated', 'The session ended before this websocket connection was made.')
+      this.admitted.set(request, { session, provider })
+    })
+  }
+
+  /** The proxy is about to create the upstream leg of `request`'s websocket (its header rewrite). */
+  handing (request: object): void {
+    this.handed = this.admitted.get(request)
+  }
+
+  /** ws's `finishRequest`: the upstream leg just created belongs to the request last handed. */
+  opening (target: WebSocket): void {
+    if (this.handed !== undefined) this.upstreamLegs.set(target, this.handed)
+    this.handed = undefined
+  }
+
+  /** Both legs are open (the proxy's onConnect): kept under their session, if a session let them through. */
+  connected (source: WebSocket, target: WebSocket): void {
+    const admission = this.upstreamLegs.get(target)
+    if (admission === undefined || source.readyState !== OPEN || target.readyState !== OPEN) return
+    const { session, provider } = admission
+    let entry = this.entries.get(session.id)
+    const first = entry === undefined
+    if (entry === undefined) {
+      entry = { session, legs: new Set(), cancel: undefined }
+      this.entries.set(session.id, entry)
+    }
+    const legs: Legs = { source, target, provider }
+    entry.legs.add(legs)
+    const gone = () => this.forget(session.id, legs)
+    source.once('close', gone)
+    target.once('close', gone)
+    if (first) void this.check(entry)
+  }
+
+  /** How many sessions have open sockets here, and how many sockets (pairs of legs) in all. */
+  get size (): { sessions: number, sockets: number } {
+    let sockets = 0
+    for (const entry of this.entries.values()) sockets += entry.legs.size
+    return { sessions: this.entries.size, sockets }
+  }
+
+  /** Cancels every timer (the gateway is closing; its sockets are closed by the proxy). */
+  close (): void {
+    for (const entry of this.entries.values()) entry.cancel?.()
+    this.entries.clear()
+  }
+
+  private forget (id: string, legs: Legs): void {
+    const entry = this.entries.get(id)
+    if (entry === undefined || !entry.legs.delete(legs) || entry.legs.size > 0) return
+    entry.cancel?.()
+    this.entries.delete(id)
+  }
+
+  /** Closes every socket of session `id` (`why`: for the log line). */
+  private end (id: string, why: string): void {
+    const entry = this.entries.get(id)
+    if (entry === undefined) return
+    entry.cancel?.()
+    this.entries.delete(id)
+    this.closeLegs(id, [...entry.legs], why)
+  }
+
+  private closeLegs (id: string, legs: readonly Legs[], why: string): void {
+    for (const { source, target } of legs) {
+      // Both legs at once, so each end hears why; the proxy's own close handler then finds them closing.
+      if (source.readyState === OPEN) source.close(SESSION_ENDED_CODE, SESSION_ENDED_REASON)
+      if (target.readyState === OPEN) target.close(SESSION_ENDED_CODE, SESSION_ENDED_REASON)
+    }
+    this.deps.log.info({ session: id.slice(0, 8), sockets: legs.length, why }, 'websockets closed: their session ended')
+  }
+
+  /** Checks the session of `entry` now and acts on what it finds (see the header). */
+  private async check (entry: Entry): Promise<void> {
+    entry.cancel?.()
+    entry.cancel = undefined
+    let outcome: Outcome
+    try {
+      outcome = await this.outcome(entry)
+    } catch (error) {
+      this.deps.log.warn({ err: error, session: entry.session.id.slice(0, 8) }, 'websockets\' session could not be checked; trying again shortly')
+      outcome = { kind: 'some', refused: new Set(), at: this.deps.clock.now() + RETRY_MS }
+    }
+    const id = entry.session.id
+    // Ended (or its sockets all closed) while the check was under way: nothing is left to do.
+    if (this.entries.get(id) !== entry) return
+    if (outcome.kind === 'all') return this.end(id, outcome.why)
+    if (outcome.refused.size > 0) {
+      const refused = [...entry.legs].filter((legs) => outcome.refused.has(legs.provider))
+      for (const legs of refused) entry.legs.delete(legs)
+      this.closeLegs(id, refused, 'token')
+      if (entry.legs.size === 0) {
+        this.entries.delete(id)
+        return
+      }
+    }
+    const delay = Math.min(Math.max(outcome.at - this.deps.clock.now(), MIN_DELAY_MS), MAX_DELAY_MS)
+    entry.cancel = this.timers.setTimeout(() => { void this.check(entry) }, delay)
+  }
+
+  /** The session as the store has it now: whether its sockets end, and else its next deadline. */
+  private async outcome (entry: Entry): Promise<Outcome> {
+    const now = this.deps.clock.now()
+    const lifetimeEnd = entry.session.record.createdAt + this.deps.maxAgeMs
+    if (lifetimeEnd <= now) return { kind: 'all', why: 'maxAge' }
+    const peeked = await this.deps.sessions.peek(entry.session)
+    if (peeked === null) return { kind: 'all', why: 'gone' }
+    const session: Session = { ...entry.session, record: peeked.record }
+    entry.session = session
+    let at = Math.min(lifetimeEnd, now + peeked.idleMs)
+    const refused = new Set<string>()
+    let refreshed = false
+    for (const provider of new Set([...entry.legs].map((legs) => legs.provider))) {
+      const token = await this.deps.usableToken(session, provider)
+      if (token === undefined) refused.add(provider)
+      else if (token.expires_at !== undefined) at = Math.min(at, token.expires_at * 1000)
+      refreshed ||= token !== undefined && token !== session.record.tokens[provider]
+    }
+    // The refresh's write renewed the idle timeout: an open websocket is no activity, so it is put back.
+    if (refreshed) await this.deps.sessions.capIdle(session, peeked.idleMs)
+    return { kind: 'some', refused, at }
+  }
+}
