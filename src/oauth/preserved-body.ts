@@ -4,9 +4,11 @@
 // path; the value is sealed with a key derived from that token, so a store dump reveals neither the
 // body nor which browser it belongs to. It lives at most `state.ttl` (the store's own expiry, and
 // the expiry inside the sealed value against the injected clock), and `take` is the store's atomic
-// get-and-delete: usable once, and nothing is left in the store once used or expired.
+// get-and-delete: usable once, and nothing is left in the store once used or expired. The token
+// names the secret it was kept under (`<random>.<key id>`): a form kept just before a secret
+// rotation is still found after it (session.previousSecrets), in one try.
 import type { Clock } from '../ops/clock.js'
-import { randomToken, type Sealer } from '../session/seal.js'
+import { KEY_ID_LENGTH, randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import type { KeyValue } from '../store/store.js'
 
 /** A kept form POST: what the upstream receives after the sign-in, byte for byte. */
@@ -32,8 +34,8 @@ interface KeptWire {
 
 const PURPOSE = 'preserved-body'
 
-/** The token's shape (randomToken: 32 bytes base64url): anything else is no token and opens nothing. */
-const TOKEN = /^[A-Za-z0-9_-]{43}$/
+/** The token's shape (randomToken: 32 bytes base64url, then the key id): anything else is no token and opens nothing. */
+const TOKEN = new RegExp(`^[A-Za-z0-9_-]{43}\\.[A-Za-z0-9_-]{${KEY_ID_LENGTH}}$`)
 
 /** The token in a form cookie's value, or undefined when absent or malformed. */
 export function parseFormToken (value: string | undefined): string | undefined {
@@ -50,14 +52,20 @@ export class PreservedBodies {
     private readonly clock: Clock
   ) {}
 
+  /** The keys of the secret the token names; undefined for a secret this gateway no longer holds (no store read). */
+  private sealingKey (token: string): SealingKey | undefined {
+    return this.sealer.key(token.slice(token.length - KEY_ID_LENGTH))
+  }
+
   /** The store key of the body `token` kept for `path`: a keyed hash of both. */
-  private key (token: string, path: string): string {
-    return `preserved-body:${this.sealer.idFor(PURPOSE, `${token}\n${path}`)}`
+  private key (sealing: SealingKey, token: string, path: string): string {
+    return `preserved-body:${sealing.idFor(PURPOSE, `${token}\n${path}`)}`
   }
 
   /** Keeps `kept` for `ttlMs`; the new token, for the browser's form cookie. */
   async keep (kept: KeptBody): Promise<string> {
-    const token = randomToken()
+    const sealing = this.sealer.current
+    const token = `${randomToken()}.${sealing.kid}`
     const wire: KeptWire = {
       method: kept.method,
       path: kept.path,
@@ -65,25 +73,29 @@ export class PreservedBodies {
       body: kept.body.toString('base64'),
       expiresAt: this.clock.now() + this.ttlMs,
     }
-    await this.store.set(this.key(token, kept.path), this.sealer.seal(PURPOSE, token, JSON.stringify(wire)), this.ttlMs)
+    await this.store.set(this.key(sealing, token, kept.path), sealing.seal(PURPOSE, token, JSON.stringify(wire)), this.ttlMs)
     return token
   }
 
   /** Whether `token` holds a body for `path` (read, not taken): the callback's question. */
   async holds (token: string, path: string): Promise<boolean> {
-    const sealed = await this.store.get(this.key(token, path))
-    return sealed !== null && this.open(token, path, sealed) !== undefined
+    const sealing = this.sealingKey(token)
+    if (!sealing) return false
+    const sealed = await this.store.get(this.key(sealing, token, path))
+    return sealed !== null && this.open(sealing, token, path, sealed) !== undefined
   }
 
   /** The body `token` kept for `path`, deleted as it is read: only one caller ever gets it. */
   async take (token: string, path: string): Promise<KeptBody | undefined> {
-    const sealed = await this.store.take(this.key(token, path))
-    return sealed === null ? undefined : this.open(token, path, sealed)
+    const sealing = this.sealingKey(token)
+    if (!sealing) return undefined
+    const sealed = await this.store.take(this.key(sealing, token, path))
+    return sealed === null ? undefined : this.open(sealing, token, path, sealed)
   }
 
   /** The sealed value opened and checked (sealed to this token, for this path, not expired). */
-  private open (token: string, path: string, sealed: string): KeptBody | undefined {
-    const text = this.sealer.open(PURPOSE, token, sealed)
+  private open (sealing: SealingKey, token: string, path: string, sealed: string): KeptBody | undefined {
+    const text = sealing.open(PURPOSE, token, sealed)
     if (text === null) return undefined
     const wire = JSON.parse(text) as KeptWire
     if (wire.path !== path || wire.expiresAt <= this.clock.now()) return undefined

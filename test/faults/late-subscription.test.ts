@@ -16,6 +16,7 @@ import { startUpstream, type Upstream } from '../helpers/upstream.js'
 const CHANNEL = 'gw:session-invalidated'
 /** The channel of assertion key rotations (the route asks for an assertion). */
 const KEYS_CHANNEL = 'gw:assertion-keys-changed'
+const ENDINGS_CHANNEL = 'gw:session-ended'
 
 let redis: TestRedis
 let admin: Redis
@@ -100,10 +101,10 @@ describe('a gateway started while Redis was unreachable', () => {
     // One line when it could not subscribe (naming why), one when it did.
     const lines = late.logs.map((line) => JSON.parse(line) as { msg: string, reason?: string, channels?: string[] })
     expect(lines.filter((line) => line.msg.startsWith('not subscribed to store broadcasts'))).toMatchObject([
-      { reason: expect.stringContaining('ECONNREFUSED'), channels: [CHANNEL, KEYS_CHANNEL] },
+      { reason: expect.stringContaining('ECONNREFUSED'), channels: [CHANNEL, ENDINGS_CHANNEL, KEYS_CHANNEL] },
     ])
     expect(lines.filter((line) => line.msg.startsWith('subscribed to store broadcasts again'))).toMatchObject([
-      { reason: expect.stringContaining('ECONNREFUSED'), channels: [CHANNEL, KEYS_CHANNEL] },
+      { reason: expect.stringContaining('ECONNREFUSED'), channels: [CHANNEL, ENDINGS_CHANNEL, KEYS_CHANNEL] },
     ])
   })
 })

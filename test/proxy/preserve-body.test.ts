@@ -72,7 +72,7 @@ async function keepAndSignIn (path: string, body: Buffer | string, contentType =
   const kept = await postForm(path, body, contentType, { 'sec-fetch-mode': 'navigate' })
   expect(kept.status).toBe(302)
   const token = formCookie(kept)
-  expect(token).toMatch(/^[A-Za-z0-9_-]{43}$/)
+  expect(token).toMatch(/^[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{8}$/)
   const browser = new Browser()
   browser.cookies.set('gw_session_form', { value: token!, path: '/' })
   const page = await browser.navigate(new URL(kept.headers.location!, gateway.url).href, { login: 'alice' })
@@ -212,7 +212,7 @@ describe('what finds nothing', () => {
     await other.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'bob' })
     const session = other.cookieHeader(`${gateway.url}/app/`)!
     const before = upstream.posts.length
-    const hostile = ['', 'x', 'A'.repeat(43), `${token}x`, token.slice(1), `"${token}"`, '../../etc/passwd', '%00', `${token.slice(0, 42)}=`, 'a'.repeat(4000)]
+    const hostile = [`${token.slice(0, 44)}AAAAAAAA`, token.slice(0, 43), '', 'x', 'A'.repeat(43), `${token}x`, token.slice(1), `"${token}"`, '../../etc/passwd', '%00', `${token.slice(0, 42)}=`, 'a'.repeat(4000)]
     for (const value of hostile) {
       const answer = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { 'content-type': URLENCODED, cookie: `${session}; gw_session_form=${value}` } })
       expect(answer.status, value).toBe(400)

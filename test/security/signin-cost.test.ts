@@ -57,7 +57,13 @@ beforeEach(async () => {
 /** Every key in the store with the bytes of its name and value. */
 async function storeContents (): Promise<Array<{ key: string, bytes: number }>> {
   const keys = await client.keys('*')
-  return await Promise.all(keys.map(async (key) => ({ key, bytes: Buffer.byteLength(key) + (await client.strlen(key)) })))
+  return await Promise.all(keys.map(async (key) => ({ key, bytes: Buffer.byteLength(key) + await valueBytes(key) })))
+}
+
+/** The bytes of a key's value: a string's, or the members of a ranked set (the person index). */
+async function valueBytes (key: string): Promise<number> {
+  if (await client.type(key) !== 'zset') return await client.strlen(key)
+  return (await client.zrange(key, 0, -1)).reduce((sum, member) => sum + Buffer.byteLength(member), 0)
 }
 
 async function startLogin (browser: Browser, url = gateway.url, provider = 'stub'): Promise<string> {
@@ -113,12 +119,12 @@ describe('the cost of an unauthenticated sign-in', () => {
     expect(await client.dbsize()).toBe(0)
   })
 
-  it('signs in through a real OIDC provider, with the ID token nonce checked, writing only the session and one marker', async () => {
+  it('signs in through a real OIDC provider, with the ID token nonce checked, writing only the session, its person index entry and one marker', async () => {
     const browser = new Browser()
     const response = await browser.navigate(`${gateway.url}/app/`)
     expect(response.status).toBe(200)
     const keys = (await storeContents()).map(({ key }) => key.replace(/:[^:]+$/, ':*')).sort()
-    expect(keys).toEqual(['gw:session:*', 'gw:used-state:*'])
+    expect(keys).toEqual(['gw:person:*', 'gw:session:*', 'gw:used-state:*'])
   })
 })
 

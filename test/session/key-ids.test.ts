@@ -18,7 +18,7 @@ const S1 = 'key-id-secret-one-0123456789-abcdefghijklm'
 const S2 = 'key-id-secret-two-9876543210-zyxwvutsrqpon'
 const S3 = 'key-id-secret-three-0123456789-abcdefghijk'
 const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: S1, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
-const RECORD = withSignIn(emptyRecord(1_700_000_000_000), 'demo', {
+const RECORD = withSignIn(emptyRecord(Date.now()), 'demo', {
   tokens: { access_token: 'at-1', refresh_token: 'rt-1' },
   identity: { sub: 'alice', groups: [] },
   providerSession: { sid: 'sid-1', sub: 'alice' },
