@@ -234,6 +234,39 @@ describe('websockets end with their session', () => {
     expect(first.logs.some((line) => line.includes('"msg":"websockets closed: their session ended"') && line.includes('"why":"ended"'))).toBe(true)
   })
 
+  it('revoking a session from the sessions list, and signing out everywhere, close its sockets on both instances within a second', async () => {
+    const laptop = await signIn('carol')
+    const phone = await signIn('carol')
+    const tablet = await signIn('carol')
+    const dave = await signIn('dave')
+    const phoneThere = await open(second, '/live/feed', { cookie: phone.cookie })
+    const tabletHere = await open(first, '/live/feed', { cookie: tablet.cookie })
+    const laptopThere = await open(second, '/live/feed', { cookie: laptop.cookie })
+    const daveThere = await open(second, '/live/feed', { cookie: dave.cookie })
+    await waitFor(async () => first.app.sessionSockets.size.sessions === 1 && second.app.sessionSockets.size.sessions === 3 && timers.live().length === 4, 2000, 'the instances to keep the sockets')
+    const same = { accept: 'application/json', 'sec-fetch-site': 'same-origin' }
+
+    // From the laptop, revoke the phone: its socket on the other instance ends.
+    const listed = await (await laptop.browser.fetch(`${first.url}/oauth/sessions/`, { headers: same })).json() as { sessions: Array<{ id: string, current: boolean }> }
+    expect(listed.sessions).toHaveLength(3)
+    const phoneId = (await (await phone.browser.fetch(`${first.url}/oauth/sessions/`, { headers: same })).json() as typeof listed).sessions.find((entry) => entry.current)!.id
+    expect((await laptop.browser.fetch(`${first.url}/oauth/sessions/${phoneId}/revoke`, { method: 'POST', headers: same })).status).toBe(200)
+    expect(await closedWithin(phoneThere)).toEqual(ENDED)
+    expect(await tabletHere.echo('still')).toBe('echo still')
+
+    // From the laptop, sign out everywhere: the tablet's socket and the laptop's own end; dave's stays.
+    const everywhere = await laptop.browser.fetch(`${first.url}/oauth/logout/?everywhere=1`, {
+      method: 'POST',
+      body: new URLSearchParams({}),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+    })
+    expect(everywhere.status).toBe(302)
+    const [tablet2, laptop2] = await Promise.all([closedWithin(tabletHere), closedWithin(laptopThere)])
+    expect(tablet2).toEqual(ENDED)
+    expect(laptop2).toEqual(ENDED)
+    expect(await daveThere.echo('still')).toBe('echo still')
+  })
+
   it('a back-channel logout closes the session\'s sockets on both instances within a second', async () => {
     const carol = await signIn('carol')
     const dave = await signIn('dave')
