@@ -118,9 +118,11 @@ export function signOutConfirmPage (next: string | undefined, switchTo?: string,
   const hidden = (next === undefined ? '' : `<input type="hidden" name="next" value="${escapeHtml(next)}">`) +
     (switchTo === undefined ? '' : `<input type="hidden" name="switch" value="${escapeHtml(switchTo)}">`) +
     (everywhere ? '<input type="hidden" name="everywhere" value="1">' : '')
-  const [title, question, button] = switchTo === undefined
-    ? ['Sign out?', 'Another site sent you here to end your session at this gateway. Sign out only if you meant to.', 'Sign out']
-    : ['Use another account?', 'This ends your session at this gateway and signs you in again with the account you choose. Go on only if you meant to.', 'Use another account']
+  const [title, question, button] = switchTo !== undefined
+    ? ['Use another account?', 'This ends your session at this gateway and signs you in again with the account you choose. Go on only if you meant to.', 'Use another account']
+    : everywhere
+      ? ['Sign out everywhere?', 'Another site sent you here to end every session you have at this gateway, on every device. Sign out everywhere only if you meant to.', 'Sign out everywhere']
+      : ['Sign out?', 'Another site sent you here to end your session at this gateway. Sign out only if you meant to.', 'Sign out']
   return renderPage(title, `<h1>${title}</h1>
 <p>${question}</p>
 <form method="post" action="/oauth/logout/">${hidden}<button type="submit" class="button">${button}</button></form>

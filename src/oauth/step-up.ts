@@ -21,12 +21,14 @@ export type StepUpProblem = 'no_auth_time' | 'too_old' | 'wrong_acr'
 
 /**
  * Why `signIn` does not meet `reauth` at `nowMs`, or undefined when it does: its `auth_time` is
- * known and at most `maxAge` (plus {@link AUTH_TIME_SKEW_SECONDS}) old, and its `acr` is one of the
+ * known, at most `maxAge` old and not in the future (each within {@link AUTH_TIME_SKEW_SECONDS}), and its `acr` is one of the
  * listed ones (when any are listed).
  */
 export function stepUpProblem (reauth: ReauthConfig, signIn: SignInStrength | undefined, nowMs: number): StepUpProblem | undefined {
   const authTime = signIn?.authTime
-  if (typeof authTime !== 'number' || !Number.isFinite(authTime)) return 'no_auth_time'
+  // A time beyond the skew in the future says nothing true of when the person signed in (and
+  // would meet every maxAge for ever): as if there were none.
+  if (typeof authTime !== 'number' || !Number.isFinite(authTime) || authTime - nowMs / 1000 > AUTH_TIME_SKEW_SECONDS) return 'no_auth_time'
   if (nowMs / 1000 - authTime > reauth.maxAgeMs / 1000 + AUTH_TIME_SKEW_SECONDS) return 'too_old'
   if (reauth.acr.length > 0 && !(typeof signIn?.acr === 'string' && reauth.acr.includes(signIn.acr))) return 'wrong_acr'
   return undefined

@@ -42,11 +42,22 @@ async function readBody (stream: NodeJS.ReadableStream): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-/** A browser navigation (a form submitted in the page, not XHR or fetch) whose body may be kept. */
-function keepable (request: FastifyRequest, limit: number): boolean {
+/**
+ * A form of one of this gateway's own pages: `Sec-Fetch-Site: same-origin`, or, from a browser
+ * that does not send it, an `Origin` that is the gateway's. Another site's form (which arrives
+ * without the SameSite=Lax session cookie, so as "no session") must never be kept: after the
+ * person's sign-in it would be delivered as theirs (cross-site request forgery).
+ */
+function fromOwnPage (request: FastifyRequest, ownOrigin: string): boolean {
+  const site = request.headers['sec-fetch-site']
+  return site === undefined ? request.headers.origin === ownOrigin : site === 'same-origin'
+}
+
+/** A browser navigation of one of the gateway's pages (a form submitted in the page, not XHR or fetch) whose body may be kept. */
+function keepable (request: FastifyRequest, limit: number, ownOrigin: string): boolean {
   const { headers } = request
   const mode = headers['sec-fetch-mode']
-  if (request.method !== 'POST' || (mode !== undefined && mode !== 'navigate')) return false
+  if (request.method !== 'POST' || (mode !== undefined && mode !== 'navigate') || !fromOwnPage(request, ownOrigin)) return false
   if (formMediaType(headers['content-type']) === undefined || headers['transfer-encoding'] !== undefined) return false
   const length = headers['content-length']
   return length !== undefined && /^\d{1,9}$/.test(length) && Number(length) <= limit
@@ -66,19 +77,28 @@ function replayPage (path: string, nonce: string): string {
 `
 }
 
+/**
+ * What keeping a body costs of the sign-in budget: one sign-in request per 64 KiB begun. The bytes
+ * one client address can keep waiting are then bounded by its budget (at the default 600/min and
+ * a 5 minute `state.ttl`, about 190 MiB), whatever a route's `preserveBody` size.
+ */
+const CHARGE_BYTES = 64 * 1024
+
 /** What the proxy's routes and the sign-in callback call to keep, offer and deliver a form. */
 export class FormReplay {
   private readonly cookieName: string
+  private readonly ownOrigin: string
   private readonly cookie: { path: string, httpOnly: true, sameSite: 'lax', secure: boolean, maxAge: number }
 
   constructor (
     private readonly bodies: PreservedBodies,
-    config: Pick<GatewayConfig, 'session'>,
+    config: Pick<GatewayConfig, 'session' | 'server'>,
     private readonly log: Logger,
     /** The sign-in endpoints' budget: each kept body is charged to it. */
     private readonly signinLimit?: onRequestAsyncHookHandler
   ) {
     this.cookieName = cookieNames(config).form
+    this.ownOrigin = new URL(config.server.baseUrl).origin
     // The flow cookie's attributes, but Path=/: the replay POST goes to the route's own path.
     this.cookie = { path: '/', httpOnly: true, sameSite: 'lax', secure: config.session.cookieSecure, maxAge: Math.ceil(bodies.ttlMs / 1000) }
   }
@@ -93,14 +113,29 @@ export class FormReplay {
    * the form cookie; anything else is left as it is (the body is not read).
    */
   async keep (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, limit: number): Promise<void> {
-    if (!keepable(request, limit)) return
-    if (this.signinLimit !== undefined) await this.signinLimit.call(app, request, reply)
+    if (!keepable(request, limit, this.ownOrigin)) return
+    await this.charge(app, request, reply)
     const body = await readBody(request.raw)
     // The marker met an ended session: the body kept before still waits, under the same cookie.
     if (body.equals(REPLAY_BODY)) return
     const token = await this.bodies.keep({ method: request.method, path: request.url, contentType: request.headers['content-type']!, body })
     reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, token, this.cookie))
     request.log.info({ bytes: body.length }, 'form kept through the sign-in')
+  }
+
+  /**
+   * Charges the sign-in budget one request per {@link CHARGE_BYTES} begun of the body (429 once it
+   * is spent). @fastify/rate-limit counts a request once however often its hook runs (a mark on
+   * the request), so each further charge is made for a view of the request of its own
+   * (`Object.create`: the same address, headers and reply, without the mark); the preserve-body
+   * tests check that a body over 64 KiB spends two.
+   */
+  private async charge (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    if (this.signinLimit === undefined) return
+    const charges = Math.max(1, Math.ceil(Number(request.headers['content-length']) / CHARGE_BYTES))
+    // The views first: made after the request's own charge they would inherit its mark.
+    for (let charged = 1; charged < charges; charged++) await this.signinLimit.call(app, Object.create(request) as FastifyRequest, reply)
+    await this.signinLimit.call(app, request, reply)
   }
 
   /**

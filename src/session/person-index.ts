@@ -126,8 +126,14 @@ export class PersonIndex {
   async add (session: IndexedSession, browser: BrowserFamily): Promise<void> {
     const providers = Object.keys(session.record.identities ?? {})
     const member = this.seal({ p: randomBytes(16).toString('base64url'), i: session.id, s: session.record.createdAt, b: browser, v: providers })
+    // Entries of sessions that are gone (the one this sign-in replaced, when it added a provider or
+    // stepped up) are removed first: only live sessions count against the bound.
+    await this.entries(session.record)
+    // Ranked by this sign-in's time, not the session's start (a replaced session keeps its start):
+    // the entry just added is the newest, never the one the bound drops.
+    const now = this.clock.now()
     for (const key of this.personKeys(session.record, this.keys.slice(0, 1))) {
-      const dropped = await this.store.addRanked(key, member, session.record.createdAt, this.ttlMs, this.max)
+      const dropped = await this.store.addRanked(key, member, now, this.ttlMs, this.max)
       for (const gone of dropped) {
         const entry = this.open(gone)
         if (entry && entry.i !== session.id) await this.end(entry.i)

@@ -436,7 +436,9 @@ export class Sessions {
     if (old) {
       const oldId = await this.takeOld(old)
       if (oldId !== undefined) {
-        await this.invalidate(oldId)
+        // The old id is no more: what hangs off it (an open websocket) ends with it, on every
+        // instance, and comes back under the new cookie.
+        await this.forget(oldId)
       } else if (alone) {
         record = alone()
         await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
@@ -463,6 +465,11 @@ export class Sessions {
   /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */
   async endById (id: string): Promise<void> {
     await this.store.delete(storeKeys.session(id))
+    await this.forget(id)
+  }
+
+  /** A session that is gone from the store: dropped from every instance's cache, and its ending told to every instance. */
+  private async forget (id: string): Promise<void> {
     await this.invalidate(id)
     this.ended(id)
     await this.store.publish(ENDINGS, id)

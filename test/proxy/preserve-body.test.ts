@@ -62,9 +62,12 @@ function formCookie (answer: Answer): string | undefined {
   return line?.slice('gw_session_form='.length).split(';', 1)[0]
 }
 
-/** A browser's form POST (no Sec-Fetch-Mode unless given) with `cookie`. */
+/** What a browser sends with a form of one of the gateway's own pages. */
+const OWN_PAGE = { 'sec-fetch-site': 'same-origin' }
+
+/** A browser's form POST from one of the gateway's pages (no Sec-Fetch-Mode unless given) with `cookie`. */
 async function postForm (path: string, body: Buffer | string, contentType = URLENCODED, headers: Record<string, string> = {}): Promise<Answer> {
-  return await send(`${gateway.url}${path}`, { body, headers: { 'content-type': contentType, ...headers } })
+  return await send(`${gateway.url}${path}`, { body, headers: { 'content-type': contentType, ...OWN_PAGE, ...headers } })
 }
 
 /** Keeps `body` for `path` in a new browser, signs it in as alice, and returns the browser at the callback's page. */
@@ -172,16 +175,24 @@ describe('a form POST that meets a missing session', () => {
 
 describe('what is never kept', () => {
   const cases: Array<[string, Record<string, string>, string | Buffer, number]> = [
-    ['fetch with Accept */* (an API client)', { accept: '*/*', 'sec-fetch-mode': 'cors', 'content-type': URLENCODED }, 'a=1', 401],
-    ['fetch with Accept text/html but Sec-Fetch-Mode cors', { 'sec-fetch-mode': 'cors', 'content-type': URLENCODED }, 'a=1', 302],
-    ['Sec-Fetch-Mode no-cors', { 'sec-fetch-mode': 'no-cors', 'content-type': URLENCODED }, 'a=1', 302],
-    ['a JSON body', { 'content-type': 'application/json' }, '{"a":1}', 302],
-    ['text/plain', { 'content-type': 'text/plain' }, 'a=1', 302],
-    ['multipart/mixed', { 'content-type': 'multipart/mixed; boundary=x' }, '--x--', 302],
-    ['a type that only begins like a form', { 'content-type': 'application/x-www-form-urlencodedx' }, 'a=1', 302],
-    ['two types in one header', { 'content-type': `${URLENCODED}, application/json` }, 'a=1', 302],
-    ['an overlong content type', { 'content-type': `${URLENCODED}; x=${'y'.repeat(300)}` }, 'a=1', 302],
-    ['a body over the size', { 'content-type': URLENCODED }, `a=${'x'.repeat(1024)}`, 302],
+    ['fetch with Accept */* (an API client)', { ...OWN_PAGE, accept: '*/*', 'sec-fetch-mode': 'cors', 'content-type': URLENCODED }, 'a=1', 401],
+    ['fetch with Accept text/html but Sec-Fetch-Mode cors', { ...OWN_PAGE, 'sec-fetch-mode': 'cors', 'content-type': URLENCODED }, 'a=1', 302],
+    ['Sec-Fetch-Mode no-cors', { ...OWN_PAGE, 'sec-fetch-mode': 'no-cors', 'content-type': URLENCODED }, 'a=1', 302],
+    ['a JSON body', { ...OWN_PAGE, 'content-type': 'application/json' }, '{"a":1}', 302],
+    ['text/plain', { ...OWN_PAGE, 'content-type': 'text/plain' }, 'a=1', 302],
+    ['multipart/mixed', { ...OWN_PAGE, 'content-type': 'multipart/mixed; boundary=x' }, '--x--', 302],
+    ['a type that only begins like a form', { ...OWN_PAGE, 'content-type': 'application/x-www-form-urlencodedx' }, 'a=1', 302],
+    ['two types in one header', { ...OWN_PAGE, 'content-type': `${URLENCODED}, application/json` }, 'a=1', 302],
+    ['an overlong content type', { ...OWN_PAGE, 'content-type': `${URLENCODED}; x=${'y'.repeat(300)}` }, 'a=1', 302],
+    ['a body over the size', { ...OWN_PAGE, 'content-type': URLENCODED }, `a=${'x'.repeat(1024)}`, 302],
+    // Another site's form arrives without the (SameSite=Lax) session cookie: kept, it would be
+    // delivered as the person after their sign-in (cross-site request forgery).
+    ['another site\'s form (Sec-Fetch-Site cross-site)', { 'sec-fetch-site': 'cross-site', 'sec-fetch-mode': 'navigate', 'content-type': URLENCODED }, 'a=1', 302],
+    ['a sibling host\'s form (Sec-Fetch-Site same-site)', { 'sec-fetch-site': 'same-site', 'sec-fetch-mode': 'navigate', 'content-type': URLENCODED }, 'a=1', 302],
+    ['no page at all (Sec-Fetch-Site none)', { 'sec-fetch-site': 'none', 'content-type': URLENCODED }, 'a=1', 302],
+    ['no Sec-Fetch-Site, a foreign Origin', { origin: 'https://evil.example', 'content-type': URLENCODED }, 'a=1', 302],
+    ['no Sec-Fetch-Site, Origin null', { origin: 'null', 'content-type': URLENCODED }, 'a=1', 302],
+    ['neither Sec-Fetch-Site nor Origin', { 'content-type': URLENCODED }, 'a=1', 302],
   ]
   it.each(cases)('%s: the normal answer, no cookie, nothing stored', async (_name, headers, body, status) => {
     const answer = await send(`${gateway.url}/app/form`, { body, headers })
@@ -283,7 +294,7 @@ describe('the sign-in rate limit', () => {
     const url = `${limited.gateway.url}/app/form`
     // Bodies that are not kept cost nothing.
     for (let i = 0; i < 3; i++) expect((await send(url, { body: '{}', headers: { 'content-type': 'application/json' } })).status).toBe(302)
-    const form = { body: 'a=1', headers: { 'content-type': URLENCODED } }
+    const form = { body: 'a=1', headers: { 'content-type': URLENCODED, ...OWN_PAGE } }
     expect((await send(url, form)).status).toBe(302)
     expect((await send(url, form)).status).toBe(302)
     const over = await send(url, form)
@@ -291,5 +302,29 @@ describe('the sign-in rate limit', () => {
     expect(over.headers['retry-after']).toMatch(/^\d+$/)
     expect(formCookie(over)).toBeUndefined()
     expect(await client.keys('limited:preserved-body:*')).toHaveLength(2)
+  })
+})
+
+describe('the sign-in rate limit, by the bytes kept', () => {
+  let weighted: Awaited<ReturnType<typeof startGatewayWithProvider>>
+
+  beforeAll(async () => {
+    weighted = await startGatewayWithProvider({
+      store: { type: 'redis', url: redis.url, keyPrefix: 'weighted:' },
+      rateLimit: { login: '2/min' },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '128KiB' }],
+    })
+  })
+  afterAll(async () => { await weighted?.close() })
+
+  it('charges one sign-in per 64 KiB begun: a body just over 64 KiB spends a budget of two', async () => {
+    const url = `${weighted.gateway.url}/app/form`
+    const big = { body: `a=${'x'.repeat(64 * 1024 - 1)}`, headers: { 'content-type': URLENCODED, ...OWN_PAGE } }
+    const kept = await send(url, big)
+    expect(kept.status).toBe(302)
+    expect(formCookie(kept)).toBeDefined()
+    const over = await send(url, { body: 'a=1', headers: { 'content-type': URLENCODED, ...OWN_PAGE } })
+    expect(over.status).toBe(429)
+    expect(await client.keys('weighted:preserved-body:*')).toHaveLength(1)
   })
 })
