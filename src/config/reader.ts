@@ -112,6 +112,8 @@ export function formatSize (bytes: number): string {
 }
 
 export function formatMs (ms: number): string {
+  // Whole days past one day, as the docs write the ranges (30d, not 720h).
+  if (ms > 86_400_000 && ms % 86_400_000 === 0) return `${ms / 86_400_000}d`
   if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`
   if (ms % 60_000 === 0) return `${ms / 60_000}m`
   if (ms % 1000 === 0) return `${ms / 1000}s`

@@ -90,8 +90,8 @@ const Session = Section({
     defaultText: 'random per process (warned)', examples: ['${GATEWAY_SESSION_SECRET}'],
   }),
   ttl: Duration('Idle session lifetime: each request renews it (1m to 30d).', '8h'),
-  maxAge: Duration('Absolute session lifetime from the sign-in, however active the session is (5m to 400d); a refresh never extends it. Past it, browsers sign in again and API clients get 401.', '7d'),
-  previousSecrets: filled(Strings('Earlier values of `secret` that still open what they sealed (sessions, sign-ins in flight, sign-out cookies) while everything new is sealed with `secret`: a rolling change of the secret signs nobody out (operations.md, "Rotating the session secret"). Each follows the rules for `secret`.', { default: [], examples: [['${GATEWAY_PREVIOUS_SECRET}']], maxItems: 4, expected: 'a list of at most 4 secrets' })),
+  maxAge: Duration('Absolute session lifetime from the sign-in, however active the session is (5m to 400d); a refresh never extends it. A `ttl` longer than `maxAge` changes nothing. Past it, browsers sign in again and API clients get 401.', '7d'),
+  previousSecrets: filled(Strings('Earlier values of `secret` that still open what they sealed (sessions, sign-ins in flight, sign-out cookies) while everything new is sealed with `secret`: a rolling change of the secret signs nobody out (operations.md, "Rotating the session secret"). At most 4; each follows the rules for `secret`. Keep one for `maxAge` after it stopped being `secret` to sign nobody out.', { default: [], examples: [['${GATEWAY_PREVIOUS_SECRET}']], maxItems: 4, expected: 'a list of at most 4 secrets' })),
   cookieSecure: filled(Type.Optional(Type.Union([Type.Boolean(), Type.Literal('auto')], {
     default: 'auto', description: '`auto` sets Secure when `server.baseUrl` is https; `false` with an https baseUrl is refused.', expected: 'auto, true or false',
   }))),
@@ -234,11 +234,12 @@ const Route = Type.Object({
   assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
   bearer: Type.Optional(Bearer),
   reauth: Type.Optional(Type.Object({
-    maxAge: Type.Unsafe<string | number>({ type: ['string', 'number'], pattern: DURATION_PATTERN, minimum: 0, description: 'How old the sign-in at the provider may be (1m to 30d); an older one signs in again with `max_age`.', expected: DURATION_EXPECTED, examples: ['15m'] }),
+    maxAge: Type.Unsafe<string | number>({ type: ['string', 'number'], pattern: DURATION_PATTERN, minimum: 0, description: 'How old the sign-in at the provider may be (1m to 30d; the provider\'s `auth_time` is allowed 60 s of clock skew); an older one signs in again with `max_age`.', expected: DURATION_EXPECTED, examples: ['15m'] }),
     acr: Strings('Authentication context classes (`acr`) of which the sign-in must have one; requested with `acr_values`.', { examples: [['urn:mace:incommon:iap:silver']] }),
   }, { additionalProperties: false, description: 'Step-up: this route needs a recent sign-in (and one of the `acr` values); other routes keep using the session (see endpoints.md, "Step-up").' })),
   preserveBody: Type.Optional(Type.Union([Type.Unsafe<string | number>({ type: ['string', 'integer'], pattern: SIZE_PATTERN, minimum: 0 }), Type.Literal(false)], {
     description: 'A browser form POST (urlencoded or multipart, at most this size, 1KiB to 10MiB) that meets a missing or expired session is kept, sealed, through the sign-in and then delivered to the upstream once. `false` or absent: off.',
+    defaultText: 'false (off)',
     expected: 'a size such as 64KiB, or false',
     examples: ['64KiB'],
   })),

@@ -15,7 +15,9 @@ function when (ms: number): string {
 }
 
 function row (session: ListedSession): string {
-  const action = `/oauth/sessions/${encodeURIComponent(session.publicId)}/revoke`
+  // This browser's own row signs out as /oauth/ does (the providers' sign-out included): a revoke
+  // would leave the provider's session, and the next visit would sign straight back in.
+  const action = session.current ? '/oauth/logout/' : `/oauth/sessions/${encodeURIComponent(session.publicId)}/revoke`
   const providers = session.providers.map((provider) => `<code>${escapeHtml(provider)}</code>`).join(', ')
   const label = session.current ? 'Sign out' : 'Revoke'
   return `<tr${session.current ? ' class="current"' : ''}><td>${escapeHtml(session.browser)}${session.current ? ' <strong>(this browser)</strong>' : ''}</td>` +

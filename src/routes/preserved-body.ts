@@ -156,7 +156,10 @@ export class FormReplay {
     await reply.code(200)
       .header('content-type', 'text/html; charset=utf-8')
       .header('content-security-policy', `default-src 'none'; script-src 'nonce-${nonce}'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`)
-      .header('referrer-policy', 'no-referrer')
+      // The form's POST carries the gateway's origin (`Origin`, and `Referer` without a path), as the
+      // person's own submission did: an application's CSRF check of the origin accepts it, and the
+      // callback's address (its code and state) is never sent on.
+      .header('referrer-policy', 'origin')
       .send(replayPage(next, nonce))
     return true
   }

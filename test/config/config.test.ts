@@ -129,6 +129,7 @@ describe('config: every problem names its key path', () => {
     ['a short secret', 'session: { secret: short }', ['session.secret: must be at least 32 characters, got 5; generate one with "openssl rand -base64 32" (line 1)']],
     ['a bad duration', 'state: { ttl: soon }', ['state.ttl: must be a duration such as 300, 300s, 5m or 8h, got "soon" (line 1)']],
     ['a duration out of range', 'state: { ttl: 2h }', ['state.ttl: must be between 10s and 1h, got "2h" (line 1)']],
+    ['a lifetime beyond its range, said in days as the docs say it', 'session: { maxAge: 500d }', ['session.maxAge: must be between 5m and 400d, got "500d" (line 1)']],
     ['a bad store type', 'store: { type: mongo }', ['store.type: must be one of redis, memory, got "mongo" (line 1)']],
     ['a non-redis store url', 'store: { type: redis, url: "http://x" }', ['store.url: must be a redis or rediss URL, got "http://x" (line 1)']],
     ['a store timeout too short', 'store: { timeout: 10ms }', ['store.timeout: must be between 50ms and 30s, got "10ms" (line 1)']],

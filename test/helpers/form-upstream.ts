@@ -12,6 +12,8 @@ export interface PostSeen {
   contentType: string | undefined
   body: Buffer
   cookie: string | undefined
+  origin: string | undefined
+  referer: string | undefined
 }
 
 export interface FormUpstream {
@@ -39,7 +41,7 @@ export async function startFormUpstream (): Promise<FormUpstream> {
         res.end(req.url?.includes('upload') === true ? UPLOAD : FORM)
         return
       }
-      posts.push({ url: req.url ?? '', contentType: req.headers['content-type'], body: Buffer.concat(chunks), cookie: req.headers.cookie })
+      posts.push({ url: req.url ?? '', contentType: req.headers['content-type'], body: Buffer.concat(chunks), cookie: req.headers.cookie, origin: req.headers.origin, referer: req.headers.referer })
       res.end(`<!doctype html><html><body><h1>Received</h1><p id="count">${posts.length}</p></body></html>`)
     })
   })

@@ -76,6 +76,10 @@ describe('a form submitted after the session ended', () => {
     expect(upstream.posts[0]!.url).toBe('/app/form?draft=1')
     expect(upstream.posts[0]!.contentType).toBe('application/x-www-form-urlencoded')
     expect(upstream.posts[0]!.body.toString('utf8')).toBe('title=Hello&comment=caf%C3%A9+%26+more')
+    // The gateway's origin, as the person's own submission carried (an application's CSRF check
+    // accepts it), and never the callback's address with its code and state.
+    expect(upstream.posts[0]!.origin).toBe(new URL(gateway.url).origin)
+    expect(upstream.posts[0]!.referer ?? '').not.toContain('code=')
     expect(await client.keys('gw:preserved-body:*')).toEqual([])
 
     // Reloading the answer re-submits what the page posted: the marker, which finds nothing now.

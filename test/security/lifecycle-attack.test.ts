@@ -1,4 +1,4 @@
-// Attacker review of issue 26 (session lifecycle): what a stranger or a signed-in person can make
+// The session lifecycle attacked from outside: what a stranger or a signed-in person can make
 // the gateway do beyond the contract. One gateway on a real Redis and a real authorization server:
 // - preserveBody: a form another site makes the browser POST (Lax: no session cookie comes with
 //   it) must not come back as a same-origin, signed-in POST after the sign-in (login-assisted CSRF);
