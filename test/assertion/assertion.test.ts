@@ -331,7 +331,7 @@ describe('assertion config', () => {
 
   it.each([
     [{ assertion: { ttl: '1s' } }, 'assertion.ttl: must be between 5s and 10m, got "1s"'],
-    [{ assertion: { rotateEvery: '10m' } }, 'assertion.rotateEvery: must be between 1h and 2160h, got "10m"'],
+    [{ assertion: { rotateEvery: '10m' } }, 'assertion.rotateEvery: must be between 1h and 90d, got "10m"'],
     [{ assertion: { header: 'X Bad' } }, 'assertion.header: must be a header name, got "X Bad"'],
     [{ assertion: { header: 'Authorization' } }, 'assertion.header: must not be a header the gateway sets itself (authorization), got "Authorization"'],
     [{ assertion: { other: 1 } }, 'assertion.other: unknown key (expected one of: header, ttl, rotateEvery)'],
