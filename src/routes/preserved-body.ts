@@ -16,6 +16,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookH
 import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { escapeHtml } from '../http/pages.js'
+import { fromOwnPage } from '../http/request-site.js'
 import { parseFormToken, type PreservedBodies } from '../oauth/preserved-body.js'
 import { cookieNames } from '../oauth/urls.js'
 import type { Logger } from '../ops/logger.js'
@@ -40,17 +41,6 @@ async function readBody (stream: NodeJS.ReadableStream): Promise<Buffer> {
   const chunks: Buffer[] = []
   for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
   return Buffer.concat(chunks)
-}
-
-/**
- * A form of one of this gateway's own pages: `Sec-Fetch-Site: same-origin`, or, from a browser
- * that does not send it, an `Origin` that is the gateway's. Another site's form (which arrives
- * without the SameSite=Lax session cookie, so as "no session") must never be kept: after the
- * person's sign-in it would be delivered as theirs (cross-site request forgery).
- */
-function fromOwnPage (request: FastifyRequest, ownOrigin: string): boolean {
-  const site = request.headers['sec-fetch-site']
-  return site === undefined ? request.headers.origin === ownOrigin : site === 'same-origin'
 }
 
 /** A browser navigation of one of the gateway's pages (a form submitted in the page, not XHR or fetch) whose body may be kept. */

@@ -173,8 +173,11 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         const guard = guardOf(config, route, assertions, accessTokens, bearerReports)
         const bearerHeader = route.bearer?.header
         const limit = route.preserveBodyBytes
-        const keepForm = forms === undefined || limit === undefined ? undefined : async (request: FastifyRequest, reply: FastifyReply) => { await forms.keep(app, request, reply, limit) }
-        if (keepForm !== undefined) scope.addHook('preParsing', forms!.deliver)
+        let keepForm: RouteActs['keepForm']
+        if (forms !== undefined && limit !== undefined) {
+          keepForm = async (request, reply) => { await forms.keep(app, request, reply, limit) }
+          scope.addHook('preParsing', forms.deliver)
+        }
         const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next), keepForm }
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.

@@ -6,12 +6,12 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
+import { fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { sessionsPage, type ListedSession } from '../http/sessions-page.js'
 import { HOME } from '../oauth/urls.js'
 import type { Session } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
-import { fromAnotherSite } from './sign-out.js'
 
 /** The list's address. */
 export const SESSIONS = '/oauth/sessions/'

@@ -7,6 +7,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
 import { signOutConfirmPage, signedOutPage } from '../http/pages.js'
+import { fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { unknownProvider } from '../errors.js'
 import { safeNext } from '../oauth/urls.js'
@@ -20,19 +21,6 @@ interface SignOutParameters {
   switch?: unknown
   /** `1`: sign out everywhere (every other session of the same person too). */
   everywhere?: unknown
-}
-
-/**
- * A request another site made the browser send (login/logout CSRF): Sec-Fetch-Site other than
- * same-origin or none, or an Origin that is not `ownOrigin` ({base_url}'s). Neither header counts
- * as our own. Also the rule of revoking a session (src/routes/sessions.ts).
- * @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-site-header
- */
-export function fromAnotherSite (request: FastifyRequest, ownOrigin: string): boolean {
-  const site = request.headers['sec-fetch-site']
-  if (site !== undefined && site !== 'same-origin' && site !== 'none') return true
-  const origin = request.headers.origin
-  return origin !== undefined && origin !== ownOrigin
 }
 
 /**
