@@ -260,6 +260,16 @@ const Metrics = Section({
   listen: Text('`host:port` to serve /metrics on instead of the public port (which then answers 404).', { examples: ['127.0.0.1:9090'] }),
 }, 'Prometheus metrics.')
 
+const Tracing = Section({
+  otlp: Text('The OTLP/HTTP endpoint spans are sent to (spans go to `<otlp>/v1/traces`); absent: the standard `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, and with neither, tracing is off.', {
+    examples: ['http://otel-collector:4318'],
+  }),
+  serviceName: filled(Text('`service.name` of the spans (`OTEL_SERVICE_NAME` wins when set).', { default: 'oauth-gateway', minLength: 1 })),
+  sampleRatio: filled(Type.Optional(Type.Number({
+    minimum: 0, maximum: 1, default: 1, description: 'Share of traces begun here that are recorded (0 to 1); a request that arrives with a sampled `traceparent` follows its caller\'s decision.',
+  }))),
+}, 'OpenTelemetry traces (off unless an OTLP endpoint is given); see operations.md.')
+
 const Assertion = Section({
   header: filled(Text('The request header that carries the assertion.', { default: 'X-Gateway-Assertion' })),
   ttl: Duration('Lifetime of one assertion (5s to 10m).', '60s'),
@@ -293,6 +303,7 @@ export const GatewayYamlSchema = Type.Object({
   metrics: filled(Type.Optional(Metrics)),
   rateLimit: filled(Type.Optional(RateLimit)),
   assertion: filled(Type.Optional(Assertion)),
+  tracing: filled(Type.Optional(Tracing)),
   forwardAuth: filled(Type.Optional(ForwardAuth)),
 }, { additionalProperties: false, title: 'gateway.yaml', description: 'The configuration of the authenticating gateway.' })
 

@@ -251,6 +251,15 @@ export interface MetricsConfig {
   listen: { host: string, port: number } | undefined
 }
 
+/** OpenTelemetry traces; the standard OTEL_* variables are read at start (see ops/tracing). */
+export interface TracingConfig {
+  /** `tracing.otlp` without a trailing slash: spans go to `<otlp>/v1/traces`; undefined: from the environment, or off. */
+  otlp: string | undefined
+  serviceName: string
+  /** 0 to 1: the share of root traces recorded. */
+  sampleRatio: number
+}
+
 /** A request budget: at most `max` requests per `windowMs`. */
 export interface RateBudget {
   max: number
@@ -289,5 +298,6 @@ export interface GatewayConfig {
   metrics: MetricsConfig
   rateLimit: RateLimitConfig
   assertion: AssertionConfig
+  tracing: TracingConfig
   forwardAuth: ForwardAuthConfig
 }

@@ -4,7 +4,7 @@
 // problem, so one mistake gives one message. `validate` returns the resolved GatewayConfig.
 import { BlockList, isIP } from 'node:net'
 import { availableParallelism } from 'node:os'
-import type { AssertionConfig, BearerConfig, ClaimHeader, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, ReauthConfig, RouteConfig, RuleLists, SentinelConfig, ServerConfig, SessionConfig, StoreConfig } from './types.js'
+import type { AssertionConfig, BearerConfig, ClaimHeader, ForwardAuthConfig, GatewayConfig, IdentityHeaders, MetricsConfig, ProviderConfig, PublicRule, RateBudget, RateLimitConfig, ReauthConfig, RouteConfig, RuleLists, SentinelConfig, ServerConfig, SessionConfig, StoreConfig, TracingConfig } from './types.js'
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
 import { bearerSection, checkBearerIssuers } from './bearer.js'
@@ -643,6 +643,28 @@ function validateMetrics (issues: Issues, raw: Sections['metrics'], server: Serv
   return { listen: { host, port } }
 }
 
+/**
+ * `tracing.otlp`: an http(s) URL without credentials (they would reach logs; the exporter reads
+ * OTEL_EXPORTER_OTLP_HEADERS for a token), query or fragment.
+ */
+function validateTracing (issues: Issues, raw: Sections['tracing']): TracingConfig {
+  const settings = { otlp: undefined, serviceName: raw.serviceName.trim(), sampleRatio: raw.sampleRatio }
+  const text = raw.otlp?.trim()
+  if (text === undefined || text === '') return settings
+  const at = ['tracing', 'otlp']
+  if (checkUrl(issues, at, text, ['http', 'https']) === undefined) return settings
+  const url = new URL(text)
+  if (url.username !== '' || url.password !== '') {
+    issues.add(at, `must not carry a user name or password (they would be logged), got ${describe(text)}`, 'give the collector\'s token in OTEL_EXPORTER_OTLP_HEADERS, such as Authorization=Bearer%20<token>')
+    return settings
+  }
+  if (url.search !== '' || url.hash !== '') {
+    issues.add(at, `must have no query or fragment, got ${describe(text)}`)
+    return settings
+  }
+  return { ...settings, otlp: text.replace(/\/+$/, '') }
+}
+
 const RATE_WINDOWS: Record<string, number> = { s: 1000, sec: 1000, second: 1000, min: 60_000, minute: 60_000, h: 3_600_000, hour: 3_600_000 }
 
 /** `600/min`, `10/s`, `5000/h`, or `off` (the schema has checked the form). */
@@ -783,6 +805,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     metrics: validateMetrics(issues, raw.metrics, server),
     rateLimit: validateRateLimit(raw.rateLimit),
     assertion,
+    tracing: validateTracing(issues, raw.tracing),
     forwardAuth,
   }
 }

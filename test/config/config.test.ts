@@ -262,6 +262,32 @@ describe('config: server.trustProxy', () => {
   })
 })
 
+describe('config: tracing', () => {
+  it('is off by default: no endpoint, the service name and every trace', () => {
+    expect(parseConfig('', {}).tracing).toEqual({ otlp: undefined, serviceName: 'oauth-gateway', sampleRatio: 1 })
+  })
+
+  it('takes an OTLP/HTTP endpoint without its trailing slash', () => {
+    expect(parseConfig('tracing: { otlp: "http://collector:4318/", serviceName: edge, sampleRatio: 0.25 }', {}).tracing)
+      .toEqual({ otlp: 'http://collector:4318', serviceName: 'edge', sampleRatio: 0.25 })
+  })
+
+  it.each([
+    ['collector:4318', 'tracing.otlp: must be a http or https URL, got "collector:4318" (line 1)'],
+    ['not a url', 'tracing.otlp: must be a URL, got "not a url" (line 1)'],
+    ['grpc://collector:4317', 'tracing.otlp: must be a http or https URL, got "grpc://collector:4317" (line 1)'],
+    ['https://collector:4318/?token=x', 'tracing.otlp: must have no query or fragment, got "https://collector:4318/?token=x" (line 1)'],
+    ['https://user:hunter2@collector:4318', 'tracing.otlp: must not carry a user name or password (they would be logged), got "https://user:***@collector:4318"; give the collector\'s token in OTEL_EXPORTER_OTLP_HEADERS, such as Authorization=Bearer%20<token> (line 1)'],
+  ])('refuses otlp %s', (otlp, expected) => {
+    expect(problems(`tracing: { otlp: "${otlp}" }`)).toEqual([expected])
+  })
+
+  it.each([[-0.1], [1.5], ['"all"']])('refuses sampleRatio %s', (ratio) => {
+    expect(problems(`tracing: { sampleRatio: ${ratio} }`)).toHaveLength(1)
+    expect(problems(`tracing: { sampleRatio: ${ratio} }`)[0]).toMatch(/^tracing\.sampleRatio: /)
+  })
+})
+
 describe('config: metrics.listen', () => {
   it.each([
     ['127.0.0.1:9090', { host: '127.0.0.1', port: 9090 }],

@@ -126,6 +126,11 @@ describe('config defaults', () => {
           "type": "memory",
           "url": undefined,
         },
+        "tracing": {
+          "otlp": undefined,
+          "sampleRatio": 1,
+          "serviceName": "oauth-gateway",
+        },
       }
     `)
   })

@@ -16,7 +16,7 @@ const ENV = new Proxy<Record<string, string | undefined>>({}, {
   get: (_target, name: string) => name === 'REDIS_URL' ? 'redis://127.0.0.1:6379/0' : /SESSION_SECRET/.test(name) ? GOOD_SECRET : /CLIENT_(ID|SECRET)$|TENANT_ID$/.test(name) ? 'from-the-environment' : undefined,
 })
 
-const SECTIONS = ['server', 'session', 'store', 'state', 'providers', 'routes', 'metrics', 'rateLimit', 'assertion', 'forwardAuth']
+const SECTIONS = ['server', 'session', 'store', 'state', 'providers', 'routes', 'metrics', 'rateLimit', 'assertion', 'tracing', 'forwardAuth']
 
 /**
  * The YAML blocks of the docs that are whole gateway.yaml files: every top-level key a section, at
