@@ -1,5 +1,5 @@
 // The demo's terminal: one readable line per request when a person watches (stdout is a TTY),
-// `12:03:04 GET /app/ 302 4 ms`, and the gateway's JSON lines unchanged otherwise (piped to a file
+// `[12:03:04] INFO: GET /app/ 302 4 ms {"decision":"sign_in",...}`, and the gateway's JSON lines unchanged otherwise (piped to a file
 // or another program). pino-pretty does the formatting; the gateway itself always logs JSON.
 import type { Readable, Writable } from 'node:stream'
 import { PinoPretty, type PrettyOptions } from 'pino-pretty'
@@ -8,6 +8,8 @@ import { PinoPretty, type PrettyOptions } from 'pino-pretty'
 export const DEMO_PRETTY_OPTIONS: PrettyOptions = {
   translateTime: 'SYS:HH:MM:ss',
   singleLine: true,
+  // pino-pretty prints an `error` field on lines of its own by default; ours is an error code.
+  errorLikeObjectKeys: ['err'],
   ignore: 'pid,hostname,reqId,method,url,statusCode,responseTime',
   messageFormat: (log, messageKey) => log.method === undefined
     ? String(log[messageKey])

@@ -15,6 +15,11 @@ describe('the demo log view', () => {
     expect(pretty(JSON.stringify(request))).toMatch(/^\[\d\d:\d\d:\d\d\] INFO: GET \/app\/ 302 4 ms\n$/)
   })
 
+  it('shows a refusal on one line, its error code beside its message', () => {
+    const refused = { level: 30, time: request.time, pid: 7, hostname: 'h', reqId: 'req-1', error: 'unauthenticated', message: 'Sign in first.', msg: 'request rejected' }
+    expect(pretty(JSON.stringify(refused))).toMatch(/^\[\d\d:\d\d:\d\d\] INFO: request rejected \{"error":"unauthenticated","message":"Sign in first\."\}\n$/)
+  })
+
   it('shows any other line with its message and fields, on one line', () => {
     expect(pretty(JSON.stringify(outage))).toMatch(/^\[\d\d:\d\d:\d\d\] WARN: session store unreachable \{"node":"127\.0\.0\.1:6379"\}\n$/)
   })
