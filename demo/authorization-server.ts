@@ -140,6 +140,11 @@ function accountClaims (id: string): { sub: string, [claim: string]: unknown } {
   }
 }
 
+/** The accounts with set claims, as an ID token of theirs says them (what `npm run demo:provider` lists). */
+export function demoAccounts (): Array<ReturnType<typeof accountClaims>> {
+  return Object.keys(ACCOUNTS).map(accountClaims)
+}
+
 const escape = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
 
 function page (title: string, body: string): string {

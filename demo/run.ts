@@ -2,26 +2,44 @@
 // app, and the gateway (the real CLI, as a child process, on the shipped gateway.yaml), prints the
 // one URL to open, and stops everything on Ctrl-C. The gateway's log shows one line per request
 // (readable on a terminal, JSON when piped: demo/log-view.ts). With REDIS_URL the gateway keeps sessions in
-// Redis, otherwise in memory. Ports: DEMO_GATEWAY_PORT (8080), DEMO_ISSUER_PORT (9000),
-// DEMO_APP_PORT (9100); 0 takes one from the OS.
+// Redis, otherwise in memory.
 //
-// `--without-gateway` starts only the authorization server and the sample app, for
-// docker-compose.yml, where the gateway is its own container: DEMO_HOST (listen address),
-// DEMO_PUBLIC_ISSUER, DEMO_GATEWAY_URL and DEMO_CLIENT_SECRET then say how the pieces see each other.
+// `--without-gateway` (`npm run demo:provider`) starts only the authorization server and the sample
+// app: a local provider for the operator's own gateway, and docker-compose.yml's demo container,
+// where the gateway is its own container. It prints the client and the gateway.yaml blocks to paste
+// (demo/instructions.ts). Flags and DEMO_* variables: demo/options.ts, `--help`.
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { startAuthorizationServer, type AuthorizationServer } from './authorization-server.js'
+import { localProviderText } from './instructions.js'
 import { showGatewayLogs } from './log-view.js'
+import { DEMO_CLIENT_ID, DEMO_PROVIDER, DemoUsageError, USAGE, demoOptions, type DemoOptions } from './options.js'
 import { startSampleApp, type SampleApp } from './sample-app.js'
 
 const env = process.env
 
 function port (name: string, fallback: number): number {
   const value = Number(env[name] ?? fallback)
-  if (!Number.isInteger(value) || value < 0 || value > 65535) throw new Error(`${name} must be a port number, got ${env[name]}`)
+  if (env[name] === '' || !Number.isInteger(value) || value < 0 || value > 65535) throw new DemoUsageError(`${name} must be a port number (0 picks a free one), got ${JSON.stringify(env[name])}`)
   return value
+}
+
+/**
+ * `start()`, with a port already taken said in one line naming the variable that moves it, instead
+ * of the listen error's stack.
+ */
+async function onPort<T> (what: string, variable: string, portNumber: number, start: () => Promise<T>): Promise<T> {
+  try {
+    return await start()
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code
+    if (code === 'EADDRINUSE' || code === 'EACCES') {
+      throw new DemoUsageError(`port ${portNumber} (${what}) is ${code === 'EADDRINUSE' ? 'in use' : 'not allowed'}: set ${variable} to another (0 picks a free one)`)
+    }
+    throw error
+  }
 }
 
 async function freePort (): Promise<number> {
@@ -30,6 +48,16 @@ async function freePort (): Promise<number> {
   const address = server.address()
   await new Promise<void>((resolve) => server.close(() => resolve()))
   return typeof address === 'object' && address ? address.port : 0
+}
+
+/** Fails with DemoUsageError when `portNumber` cannot be listened on (the gateway would fail later, less clearly). */
+async function portIsFree (portNumber: number): Promise<void> {
+  const server = createServer()
+  await onPort('the gateway', 'DEMO_GATEWAY_PORT', portNumber, async () => await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(portNumber, '127.0.0.1', resolve)
+  }))
+  await new Promise<void>((resolve) => server.close(() => resolve()))
 }
 
 async function waitForHealth (url: string, timeoutMs: number): Promise<void> {
@@ -41,30 +69,38 @@ async function waitForHealth (url: string, timeoutMs: number): Promise<void> {
   throw new Error(`the gateway did not answer ${url} within ${timeoutMs / 1000}s`)
 }
 
-/** The authorization server with the gateway as its one client, and the sample app. */
-async function startServices (gatewayUrl: string, clientSecret: string): Promise<{ as: AuthorizationServer, app: SampleApp }> {
+/** The authorization server with the gateway(s) at `gatewayUrls` as its one client, and the sample app. */
+async function startServices (gatewayUrls: string[], clientSecret: string, rememberSignIn: boolean): Promise<{ as: AuthorizationServer, app: SampleApp }> {
   const host = env.DEMO_HOST ?? '127.0.0.1'
-  const as = await startAuthorizationServer({
-    port: port('DEMO_ISSUER_PORT', 9000),
+  const issuerPort = port('DEMO_ISSUER_PORT', 9000)
+  const appPort = port('DEMO_APP_PORT', 9100)
+  const as = await onPort('the authorization server', 'DEMO_ISSUER_PORT', issuerPort, async () => await startAuthorizationServer({
+    port: issuerPort,
     host,
     // Not the gateway's host name (localhost): browsers share cookies across the ports of one host,
     // and the sample app would show the authorization server's own cookies.
     publicHost: '127.0.0.1',
-    issuer: env.DEMO_PUBLIC_ISSUER,
+    issuer: env.DEMO_PUBLIC_ISSUER || undefined,
     clients: [{
-      client_id: 'demo-client',
+      client_id: DEMO_CLIENT_ID,
       client_secret: clientSecret,
-      redirect_uris: [`${gatewayUrl}/oauth/authorized/demo/`],
-      post_logout_redirect_uris: [`${gatewayUrl}/oauth/logout/demo/`],
+      redirect_uris: gatewayUrls.map((url) => `${url}/oauth/authorized/${DEMO_PROVIDER}/`),
+      post_logout_redirect_uris: gatewayUrls.map((url) => `${url}/oauth/logout/${DEMO_PROVIDER}/`),
     }],
-    // As real providers: it remembers the sign-in, signs out when the gateway asks, and offers an
-    // account chooser ("Use another account" on the gateway's 403 page).
-    logout: true,
+    // As real providers: it remembers the sign-in, signs out when the gateway asks. Without, every
+    // sign-in asks for the user again. Either way an account chooser ("Use another account" on the
+    // gateway's 403 page).
+    logout: rememberSignIn,
     selectAccount: true,
-  })
-  // The sample app runs beside the authorization server, so it reaches userinfo on loopback.
-  const app = await startSampleApp({ port: port('DEMO_APP_PORT', 9100), host, userinfoUrl: `http://127.0.0.1:${as.port}/me` })
-  return { as, app }
+  }))
+  try {
+    // The sample app runs beside the authorization server, so it reaches userinfo on loopback.
+    const app = await onPort('the sample app', 'DEMO_APP_PORT', appPort, async () => await startSampleApp({ port: appPort, host, userinfoUrl: `http://127.0.0.1:${as.port}/me` }))
+    return { as, app }
+  } catch (error) {
+    await as.close()
+    throw error
+  }
 }
 
 function onSignals (stop: (code: number) => Promise<void>): void {
@@ -72,21 +108,22 @@ function onSignals (stop: (code: number) => Promise<void>): void {
   process.once('SIGTERM', () => { stop(0).catch(() => process.exit(1)) })
 }
 
-async function withoutGateway (): Promise<void> {
-  if (!env.DEMO_GATEWAY_URL || !env.DEMO_CLIENT_SECRET) throw new Error('--without-gateway needs DEMO_GATEWAY_URL and DEMO_CLIENT_SECRET')
-  const { as, app } = await startServices(env.DEMO_GATEWAY_URL.replace(/\/+$/, ''), env.DEMO_CLIENT_SECRET)
+async function withoutGateway (options: DemoOptions): Promise<void> {
+  const { as, app } = await startServices(options.gatewayUrls, options.clientSecret, options.rememberSignIn)
   onSignals(async (code) => {
     await Promise.all([as.close(), app.close()])
     process.exit(code)
   })
-  process.stdout.write(`demo authorization server ${as.issuer}, sample app on port ${new URL(app.url).port}\n`)
+  process.stdout.write(localProviderText({ issuer: as.issuer, clientSecret: options.clientSecret, gatewayUrls: options.gatewayUrls, appUrl: app.url, rememberSignIn: options.rememberSignIn }))
 }
 
-async function withGateway (): Promise<void> {
+async function withGateway (options: DemoOptions): Promise<void> {
   const gatewayPort = port('DEMO_GATEWAY_PORT', 8080) || await freePort()
+  await portIsFree(gatewayPort)
   const baseUrl = `http://localhost:${gatewayPort}`
+  // Only this demo's own gateway ever sees it: no reason for a known one.
   const clientSecret = randomBytes(24).toString('base64url')
-  const { as, app } = await startServices(baseUrl, clientSecret)
+  const { as, app } = await startServices([baseUrl], clientSecret, options.rememberSignIn)
 
   const gateway = spawn(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url)), '--config', fileURLToPath(new URL('../../gateway.yaml', import.meta.url))], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -99,7 +136,7 @@ async function withGateway (): Promise<void> {
       GATEWAY_SESSION_SECRET: env.GATEWAY_SESSION_SECRET ?? randomBytes(32).toString('base64url'),
       GATEWAY_STORE: env.REDIS_URL ? 'redis' : 'memory',
       DEMO_ISSUER: as.issuer,
-      DEMO_CLIENT_ID: 'demo-client',
+      DEMO_CLIENT_ID,
       DEMO_CLIENT_SECRET: clientSecret,
       APP_UPSTREAM: app.url,
     },
@@ -137,7 +174,14 @@ async function withGateway (): Promise<void> {
 \n`)
 }
 
-(process.argv.includes('--without-gateway') ? withoutGateway() : withGateway()).catch((error: unknown) => {
+async function main (): Promise<void> {
+  const options = demoOptions(process.argv.slice(2), env)
+  if (options.help) process.stdout.write(USAGE)
+  else if (options.withGateway) await withGateway(options)
+  else await withoutGateway(options)
+}
+
+main().catch((error: unknown) => {
   process.stderr.write(`demo: ${error instanceof Error ? error.message : String(error)}\n`)
-  process.exit(1)
+  process.exit(error instanceof DemoUsageError ? 2 : 1)
 })

@@ -1,0 +1,190 @@
+// `npm run demo:provider`, the local provider of docs/getting-started.md: the real npm script as a
+// child process on ports from the OS. What it prints is pasted as the docs say (its gateway.yaml
+// blocks read by the gateway's own parseConfig, its `export` line as the environment), and a real
+// gateway built from that signs in there. With the provider's sign-in remembered (the default) a
+// second sign-in skips its form and a sign-out at the gateway signs out there too; with
+// --no-remember-sign-in every sign-in shows the form. A bad flag, a bad value or a taken port is
+// one line on stderr.
+import { spawn } from 'node:child_process'
+import { afterAll, describe, expect, it } from 'vitest'
+import { parseConfig } from '../src/config/config.js'
+import { buildGateway } from '../src/gateway.js'
+import { DemoUsageError, demoOptions, shellWord } from '../demo/options.js'
+import { Browser } from './helpers/browser.js'
+import { TEST_SECRET, logCollector, reserveBaseUrl } from './helpers/gateway.js'
+import { holdPort, releasePort } from './helpers/net.js'
+import { walk } from './helpers/oidc.js'
+import { Children } from './helpers/processes.js'
+
+const children = new Children()
+afterAll(async () => { await children.end() })
+
+const PORTS = { DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0' }
+
+/** Runs `npm run demo:provider -- ...args` until it exits; its exit code and output. */
+async function runToExit (args: string[], env: Record<string, string> = PORTS): Promise<{ code: number | null, stdout: string, stderr: string }> {
+  const child = children.add(spawn('npm', ['run', 'demo:provider', '--silent', '--', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }))
+  let stdout = ''
+  let stderr = ''
+  child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
+  child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
+  return { code, stdout, stderr }
+}
+
+/** What the provider printed, as the operator pastes it: the gateway.yaml blocks and the environment. */
+interface Printed { yaml: string, env: Record<string, string>, issuer: string }
+
+async function startProvider (args: string[]): Promise<Printed> {
+  const child = children.add(spawn('npm', ['run', 'demo:provider', '--silent', '--', ...args], { env: { ...process.env, ...PORTS }, stdio: ['ignore', 'pipe', 'pipe'] }))
+  let output = ''
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`demo:provider printed nothing to paste within 20 s:\n${output}`)), 20_000)
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString()
+      if (output.includes('Ctrl-C stops it.')) { clearTimeout(timer); resolve() }
+    })
+    child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`demo:provider exited (${code}):\n${output}`)) })
+  })
+  const yaml = /^(providers:\n[\s\S]*?)\n {2}and the gateway's environment:/m.exec(output)?.[1]
+  const exported = /^export (.+)$/m.exec(output)?.[1]
+  if (yaml === undefined || exported === undefined) throw new Error(`no gateway.yaml blocks or export line in:\n${output}`)
+  const env = Object.fromEntries(exported.split(' ').map((pair) => pair.split(/=(.*)/s, 2) as [string, string]))
+  return { yaml, env, issuer: /^ {4}issuer +(\S+)$/m.exec(output)![1]! }
+}
+
+/** A real gateway from the printed blocks and environment, listening at `baseUrl` (reserved on `port`). */
+async function gatewayFrom (printed: Printed, port: number, baseUrl: string): Promise<{ url: string, close (): Promise<void> }> {
+  const text = `server: { host: 127.0.0.1, port: ${port}, baseUrl: "${baseUrl}" }\nsession: { secret: ${TEST_SECRET} }\nstore: { type: memory }\n${printed.yaml}`
+  const config = parseConfig(text, printed.env, 'my-gateway.yaml')
+  const app = await buildGateway(config, { logStream: logCollector().stream, logLevel: 'warn' })
+  await app.ready()
+  await releasePort(port)
+  await app.listen({ host: '127.0.0.1', port })
+  return { url: baseUrl, close: async () => { await app.close() } }
+}
+
+/** The gateway and the provider of one test, signed in once as `login` (the sample app greets them). */
+async function signedIn (args: string[], login: string): Promise<{ browser: Browser, gateway: { url: string, close (): Promise<void> }, printed: Printed }> {
+  const { port, baseUrl } = await reserveBaseUrl()
+  const printed = await startProvider(['--gateway-url', baseUrl, ...args])
+  const gateway = await gatewayFrom(printed, port, baseUrl)
+  const browser = new Browser()
+  const landed = await browser.navigate(`${gateway.url}/app/`, { login })
+  expect(landed.status).toBe(200)
+  expect(await landed.text()).toContain(`Hello, ${login.charAt(0).toUpperCase()}${login.slice(1)}`)
+  return { browser, gateway, printed }
+}
+
+describe('npm run demo:provider', () => {
+  it('prints gateway.yaml blocks that parseConfig reads, with the issuer, client and secret from the printed environment', async () => {
+    const { port, baseUrl } = await reserveBaseUrl()
+    const printed = await startProvider(['--gateway-url', baseUrl])
+    await releasePort(port)
+    const config = parseConfig(`server: { baseUrl: "${baseUrl}" }\n${printed.yaml}`, printed.env, 'my-gateway.yaml')
+    expect(config.providers.demo).toMatchObject({ issuer: printed.issuer, clientId: 'demo-client', clientSecret: 'demo-secret-change-me' })
+    expect(config.routes[0]).toMatchObject({ path: '/app', provider: 'demo' })
+    expect(printed.env.DEMO_ISSUER).toBe(printed.issuer)
+  }, 30_000)
+
+  it('remembers its sign-in by default: a new gateway session skips its form, and a sign-out at the gateway signs out there too', async () => {
+    const { browser, gateway } = await signedIn([], 'bob')
+    try {
+      browser.cookies.delete('gw_session')
+      const again = await walk(browser, `${gateway.url}/app/`)
+      expect(again.url.startsWith(gateway.url), `ended at ${again.url}`).toBe(true)
+      expect(again.body).toContain('Hello, Bob')
+
+      const out = await walk(browser, `${gateway.url}/oauth/logout/`, { method: 'POST' })
+      expect(out.visited.some((url) => url.includes('/session/end'))).toBe(true)
+      const afterSignOut = await walk(browser, `${gateway.url}/app/`)
+      expect(afterSignOut.body).toContain('name="login"')
+    } finally {
+      await gateway.close()
+    }
+  }, 30_000)
+
+  it('with --no-remember-sign-in shows its sign-in form at every sign-in', async () => {
+    const { browser, gateway } = await signedIn(['--no-remember-sign-in'], 'alice')
+    try {
+      browser.cookies.delete('gw_session')
+      const again = await walk(browser, `${gateway.url}/app/`)
+      expect(again.url.startsWith(gateway.url)).toBe(false)
+      expect(again.body).toContain('name="login"')
+    } finally {
+      await gateway.close()
+    }
+  }, 30_000)
+
+  it('says in one line which port is taken and which variable moves it', async () => {
+    const taken = await holdPort()
+    try {
+      const { code, stdout, stderr } = await runToExit([], { DEMO_ISSUER_PORT: String(taken), DEMO_APP_PORT: '0' })
+      expect(code).toBe(2)
+      expect(stdout).toBe('')
+      expect(stderr.split('\n').filter((line) => line.startsWith('demo:'))).toEqual([
+        `demo: port ${taken} (the authorization server) is in use: set DEMO_ISSUER_PORT to another (0 picks a free one)`,
+      ])
+    } finally {
+      await releasePort(taken)
+    }
+  }, 30_000)
+
+  it('refuses an unknown flag in one line listing the flags, and prints them all with --help', async () => {
+    const bad = await runToExit(['--remember'])
+    expect(bad.code).toBe(2)
+    expect(bad.stderr).toBe('demo: unknown flag "--remember"; flags: --without-gateway, --gateway-url <url>, --remember-sign-in, --no-remember-sign-in, --help\n')
+    const help = await runToExit(['--help'])
+    expect(help.code).toBe(0)
+    for (const flag of ['--gateway-url', '--remember-sign-in', '--no-remember-sign-in', 'DEMO_ISSUER_PORT', 'DEMO_PROVIDER_REMEMBER']) expect(help.stdout).toContain(flag)
+  }, 30_000)
+})
+
+describe('the demo\'s flags and variables', () => {
+  it('defaults to the operator\'s gateway on both loopback spellings of port 8080, the shipped secret and a remembered sign-in', () => {
+    expect(demoOptions(['--without-gateway'], {})).toEqual({
+      help: false, withGateway: false, gatewayUrls: ['http://localhost:8080', 'http://127.0.0.1:8080'], clientSecret: 'demo-secret-change-me', rememberSignIn: true,
+    })
+    expect(demoOptions(['--without-gateway', '--gateway-url=https://gw.example.test/', '--no-remember-sign-in'], {})).toMatchObject({ gatewayUrls: ['https://gw.example.test'], rememberSignIn: false })
+    expect(demoOptions(['--without-gateway'], { DEMO_GATEWAY_URL: 'http://127.0.0.1:9999', DEMO_PROVIDER_REMEMBER: '0', DEMO_CLIENT_SECRET: 's3' }))
+      .toMatchObject({ gatewayUrls: ['http://127.0.0.1:9999'], rememberSignIn: false, clientSecret: 's3' })
+  })
+
+  it.each([
+    [['--without-gateway', '--gateway-url'], '--gateway-url needs a URL, such as --gateway-url http://localhost:8080'],
+    [['--without-gateway', '--gateway-url', 'localhost:8080'], '--gateway-url must be a gateway\'s base URL, http(s)://host[:port] with nothing after it, got "localhost:8080"'],
+    [['--without-gateway', '--gateway-url', 'ftp://gw.example.test'], '--gateway-url must be a gateway\'s base URL, http(s)://host[:port] with nothing after it, got "ftp://gw.example.test"'],
+    [['--without-gateway', '--gateway-url', 'javascript:alert(1)'], '--gateway-url must be a gateway\'s base URL, http(s)://host[:port] with nothing after it, got "javascript:alert(1)"'],
+    [['--without-gateway', '--gateway-url', 'http://gw/app'], '--gateway-url must be a gateway\'s base URL, http(s)://host[:port] with nothing after it, got "http://gw/app"'],
+    [['--without-gateway', '--gateway-url', 'http://gw/?next=//evil.test'], '--gateway-url must be a gateway\'s base URL, http(s)://host[:port] with nothing after it, got "http://gw/?next=//evil.test"'],
+    [['--without-gateway', '--gateway-url', 'http://gw#x'], '--gateway-url must be a gateway\'s base URL, http(s)://host[:port] with nothing after it, got "http://gw#x"'],
+    [['--without-gateway', '--gateway-url', 'http://user:pw@gw'], '--gateway-url must be a gateway\'s base URL, http(s)://host[:port] with nothing after it, got "http://user:pw@gw"'],
+    [['--without-gateway', '--gateway-url', 'not a url'], '--gateway-url must be a URL such as http://localhost:8080, got "not a url"'],
+    [['--gateway-url', 'http://gw'], '--gateway-url is for your own gateway: use it with --without-gateway (npm run demo:provider)'],
+    [['--help=yes'], '--help takes no value, got "--help=yes"'],
+    [['-x'], 'unknown flag "-x"; flags: --without-gateway, --gateway-url <url>, --remember-sign-in, --no-remember-sign-in, --help'],
+  ])('refuses %j: %s', (argv, message) => {
+    expect(() => demoOptions(argv, {})).toThrow(new DemoUsageError(message))
+  })
+
+  it.each(['yes', 'true', ' 1', '2'])('refuses DEMO_PROVIDER_REMEMBER=%j', (value) => {
+    expect(() => demoOptions([], { DEMO_PROVIDER_REMEMBER: value })).toThrow(`DEMO_PROVIDER_REMEMBER must be 1 or 0, got ${JSON.stringify(value)}`)
+  })
+
+  it('refuses a DEMO_GATEWAY_URL with a path', () => {
+    expect(() => demoOptions([], { DEMO_GATEWAY_URL: 'http://gw/x' })).toThrow('DEMO_GATEWAY_URL must be a gateway\'s base URL')
+  })
+
+  it.each([
+    ['demo-secret-change-me', 'demo-secret-change-me'],
+    ['a b', '\'a b\''],
+    ['it\'s', '\'it\'\\\'\'s\''],
+    ['$(rm -rf ~)', '\'$(rm -rf ~)\''],
+    ['`id`', '\'`id`\''],
+    ['x;y', '\'x;y\''],
+    ['', '\'\''],
+  ])('prints the secret %j as the one shell word %s', (value, word) => {
+    expect(shellWord(value)).toBe(word)
+  })
+})
