@@ -62,7 +62,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
     return { next, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
-    if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, next)
+    if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, error.details.flowNext ?? next)
     throw error
   }
 }
