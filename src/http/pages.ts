@@ -81,9 +81,9 @@ function sentences (error: GatewayError, explanation: string): string[] {
   return message.includes(explanation) ? [message] : [explanation, message]
 }
 
-/** The code, and the message when it is for support only: small, at the foot of the page. */
+/** The code, and a message for support only (unless the explanation says it already): small, at the foot of the page. */
 function supportLine (error: GatewayError): string {
-  const detail = FOR_SUPPORT.has(error.code) ? ` (${escapeHtml(error.message)})` : ''
+  const detail = FOR_SUPPORT.has(error.code) && !ERRORS[error.code].explanation.includes(error.message.trim()) ? ` (${escapeHtml(error.message)})` : ''
   return `<p class="code">For support: error code <code>${escapeHtml(error.code)}</code>${detail}</p>`
 }
 

@@ -57,7 +57,7 @@ function openApps (routes: readonly AppRoute[], identities: Record<string, Ident
   const apps = routes
     .filter((route) => Object.hasOwn(identities, route.provider) && admits(route, identities[route.provider], route.href))
     .map(({ href }) => ({ label: href, href }))
-  const target = next === HOME ? undefined : canonicalTarget(next)
+  const target = next === HOME || !openable(next) ? undefined : canonicalTarget(next)
   if (apps.length === 0 || target === undefined || !target.ok) return apps
   // The route that serves `next` is the one the router picks: the longest prefix covering it.
   const serving = routes.filter((route) => covers(route.gate.prefix ?? '/', target.url)).sort((a, b) => b.href.length - a.href.length)[0]
