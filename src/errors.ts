@@ -10,7 +10,7 @@ export const ERRORS = {
   },
   invalid_state: {
     status: 400,
-    title: 'This sign-in link cannot be used',
+    title: 'This link cannot be used',
     explanation: 'This sign-in link has expired or was already used; start again.',
   },
   access_denied: {
@@ -172,6 +172,8 @@ export function isGatewayError (error: unknown): error is GatewayError {
 export const MESSAGES = {
   /** A sign-in's `state` that does not pass, in words a person reads; which check failed goes to the log (the cause). */
   staleSignIn: 'This sign-in link has expired or was already used; start again.',
+  /** The same for a sign-out's return from a provider: the home page shows whether the person is still signed in. */
+  staleSignOut: 'This sign-out link has expired or was already used; start again.',
   unknownProvider: (name: string) => `No provider named "${name.slice(0, 64)}" is configured.`,
 } as const
 

@@ -77,6 +77,8 @@ const FOR_SUPPORT: ReadonlySet<ErrorCode> = new Set(['token_exchange_failed', 'p
  */
 function sentences (error: GatewayError, explanation: string): string[] {
   const message = error.message.trim()
+  // Every invalid_state message is written for a person (a sign-in's, or a sign-out's): it says it all.
+  if (error.code === 'invalid_state' && message !== '') return [message]
   if (FOR_SUPPORT.has(error.code) || message === '' || explanation.includes(message)) return [explanation]
   return message.includes(explanation) ? [message] : [explanation, message]
 }
