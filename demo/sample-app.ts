@@ -1,5 +1,7 @@
-// The demo's protected upstream: a small page showing whom it serves (the bearer token's owner, as
-// the provider's userinfo endpoint reports it) and the request headers it received, token masked.
+// The demo's protected upstream: a small page showing, first, the headers the gateway added (the
+// bearer token masked, the identity headers, the assertion shortened), then whom it serves (the
+// bearer token's owner, as the provider's userinfo endpoint reports it) and every request header it
+// received, credentials masked.
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
@@ -34,18 +36,40 @@ async function userinfo (url: string, authorization: string | undefined): Promis
   }
 }
 
+/** The headers the gateway adds (docs/upstreams.md), in the order a reader looks for them. */
+const INJECTED = ['authorization', 'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-gateway-assertion']
+
+/** A long value (the signed assertion) shortened: a person sees that it arrived and how long it is. */
+function shortened (value: string): string {
+  return value.length <= 48 ? value : `${value.slice(0, 32)}… [${value.length} characters]`
+}
+
+/** The block above the fold: what the gateway added to this request. */
+function injected (headers: Array<[string, string]>): string {
+  const rows = INJECTED.flatMap((name) => headers.filter(([k]) => k === name).map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(shortened(v))}</td></tr>`))
+  const body = rows.length === 0 ? '<p class="warn">None: is this page reached through the gateway?</p>' : `<table>${rows.join('')}</table>`
+  return `<section id="injected"><h2>Headers the gateway added</h2>${body}</section>`
+}
+
 function render (user: Record<string, unknown> | string, headers: Array<[string, string]>, path: string): string {
   const who = typeof user === 'string'
     ? `<p class="warn">${escape(user)}</p>`
-    : `<h1>Hello, ${escape(String(user.name ?? user.sub))}</h1>
-<p>The gateway signed you in. This app saw your access token and asked the provider who owns it:</p>
+    : `<h1>Hello, ${escape(String(user.name ?? user.sub))}</h1>`
+  const owner = typeof user === 'string'
+    ? ''
+    : `<h2>Who the token belongs to</h2>
+<p>This app saw your access token and asked the provider who owns it:</p>
 <table>${Object.entries(user).map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(String(v))}</td></tr>`).join('')}</table>`
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Sample app</title>
-<style>body{font:15px/1.5 system-ui,sans-serif;max-width:46rem;margin:3rem auto;padding:0 1rem;color:#222}table{border-collapse:collapse;width:100%;margin-bottom:1.5rem}
-th,td{text-align:left;padding:.25rem .5rem;border-bottom:1px solid #eee;vertical-align:top}th{width:14rem;color:#555;font-weight:600}td{font-family:ui-monospace,monospace;word-break:break-all}
+<style>body{font:15px/1.5 system-ui,sans-serif;max-width:46rem;margin:1rem auto;padding:0 1rem;color:#222}h1{font-size:1.5rem;margin:.3rem 0}h2{font-size:1.1rem;margin:.8rem 0 .3rem}
+table{border-collapse:collapse;width:100%;margin-bottom:1rem}th,td{text-align:left;padding:.2rem .5rem;border-bottom:1px solid #eee;vertical-align:top}
+th{width:12rem;color:#555;font-weight:600}td{font-family:ui-monospace,monospace;word-break:break-all}#injected{background:#f6f8fc;border:1px solid #dbe3f3;border-radius:6px;padding:.2rem .8rem}
+@media (max-width:30rem){th{width:auto}#injected th,#injected td{display:block;border:0;padding:0 .2rem}#injected td{padding-bottom:.3rem}}
 .warn{color:#a33}a.button{display:inline-block;padding:.5rem 1rem;background:#444;color:#fff;border-radius:4px;text-decoration:none}</style></head><body>
 <p><small>Sample upstream app &middot; path <code>${escape(path)}</code></small></p>
 ${who}
+${injected(headers)}
+${owner}
 <h2>Request headers this app received</h2>
 <table>${headers.map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(v)}</td></tr>`).join('')}</table>
 <a class="button" href="/oauth/logout/">Sign out</a>

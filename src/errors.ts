@@ -10,9 +10,8 @@ export const ERRORS = {
   },
   invalid_state: {
     status: 400,
-    title: 'Sign-in could not be verified',
-    explanation:
-      'The sign-in attempt was too old, already used, or started in another browser. Please sign in again.',
+    title: 'This link cannot be used',
+    explanation: 'This sign-in link has expired or was already used; start again.',
   },
   access_denied: {
     status: 403,
@@ -32,7 +31,7 @@ export const ERRORS = {
   token_exchange_failed: {
     status: 502,
     title: 'Sign-in provider did not answer as expected',
-    explanation: 'The gateway could not obtain an access token from the sign-in provider. Please try again.',
+    explanation: 'The sign-in provider did not complete the sign-in as expected. Please try again.',
   },
   session_store_unavailable: {
     status: 503,
@@ -114,6 +113,12 @@ export interface ErrorDetails {
    * asked to let the person choose the account).
    */
   switchAccountUrl?: string
+  /**
+   * On a sign-in's `invalid_state`: the `next` read back from a state this gateway signed (and
+   * checked with safeNext when it did), so "Start again" can go back toward it; absent when the
+   * state could not be read as the gateway's own.
+   */
+  flowNext?: string
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
   /**
@@ -165,6 +170,10 @@ export function isGatewayError (error: unknown): error is GatewayError {
  * address, so at most 64 characters of it are echoed.
  */
 export const MESSAGES = {
+  /** A sign-in's `state` that does not pass, in words a person reads; which check failed goes to the log (the cause). */
+  staleSignIn: 'This sign-in link has expired or was already used; start again.',
+  /** The same for a sign-out's return from a provider: the home page shows whether the person is still signed in. */
+  staleSignOut: 'This sign-out link has expired or was already used; start again.',
   unknownProvider: (name: string) => `No provider named "${name.slice(0, 64)}" is configured.`,
 } as const
 

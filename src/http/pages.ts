@@ -1,6 +1,6 @@
 // The HTML a person sees from the gateway itself: small self-contained pages, every dynamic value
 // escaped, no framework, never a stack trace, token or code.
-import { ERRORS, type GatewayError, type Refused } from '../errors.js'
+import { ERRORS, type ErrorCode, type GatewayError, type Refused } from '../errors.js'
 import { HOME } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 
@@ -15,7 +15,8 @@ export function renderPage (title: string, body: string): string {
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}
-h1{font-size:1.4rem}.code{color:#666;font-size:.9rem}code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}dl.seen{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.seen dd{margin:0}a.button,button.button{display:inline-block;margin-top:1rem;padding:.5rem 1rem;background:#2456c7;color:#fff;border:0;border-radius:4px;font:inherit;text-decoration:none;cursor:pointer}</style>
+h1{font-size:1.4rem}.code{color:#666;font-size:.9rem}code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}dl.seen{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.seen dd{margin:0}a.button,button.button{display:inline-block;margin-top:1rem;padding:.5rem 1rem;background:#2456c7;color:#fff;border:0;border-radius:4px;font:inherit;text-decoration:none;cursor:pointer}
+form.inline{display:inline}button.link{background:none;border:0;padding:0;color:#2456c7;font:inherit;font-size:.9rem;text-decoration:underline;cursor:pointer}h2{font-size:1.1rem}ul.apps a.app{font-size:1.1rem}ul.who{list-style:none;padding:0}</style>
 </head><body>
 ${body}
 </body></html>
@@ -61,35 +62,103 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
 <dl class="seen">${rows}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
 ${other}
 <p>${backLink(startOver)}</p>
-<p class="code">Error code: <code>${escapeHtml(error.code)}</code></p>`)
+${supportLine(error)}`)
 }
 
-/** `startOver`: where the page sends a person when neither signing in nor trying again helps. */
-export function errorPage (error: GatewayError, startOver: string): string {
-  const entry = ERRORS[error.code]
-  const { loginUrl, retryUrl, refused, switchAccountUrl } = error.details
-  if (refused !== undefined) return refusedPage(error, refused, switchAccountUrl, startOver)
+/**
+ * Codes whose message names the protocol's parts (the token endpoint, the ID token, JWKS): a person
+ * reads the catalogue's plain explanation, and the message goes small beside the code, for support.
+ */
+const FOR_SUPPORT: ReadonlySet<ErrorCode> = new Set(['token_exchange_failed', 'provider_unavailable'])
+
+/**
+ * What a person reads under the heading: the explanation and the message, each said once (one
+ * that holds the other stands alone); a message for support only is left to the foot of the page.
+ */
+function sentences (error: GatewayError, explanation: string): string[] {
+  const message = error.message.trim()
+  // Every invalid_state message is written for a person (a sign-in's, or a sign-out's): it says it all.
+  if (error.code === 'invalid_state' && message !== '') return [message]
+  if (FOR_SUPPORT.has(error.code) || message === '' || explanation.includes(message)) return [explanation]
+  return message.includes(explanation) ? [message] : [explanation, message]
+}
+
+/** The code, and a message for support only (unless the explanation says it already): small, at the foot of the page. */
+function supportLine (error: GatewayError): string {
+  const detail = FOR_SUPPORT.has(error.code) && !ERRORS[error.code].explanation.includes(error.message.trim()) ? ` (${escapeHtml(error.message)})` : ''
+  return `<p class="code">For support: error code <code>${escapeHtml(error.code)}</code>${detail}</p>`
+}
+
+/**
+ * Where the page's button goes, and its label. A sign-in whose link is stale starts again toward
+ * where it was going when the gateway could read that back from its own state, else from the home page.
+ */
+function remedy (error: GatewayError, startOver: string): [href: string, label: string] {
+  const { loginUrl, retryUrl, flowNext } = error.details
+  if (error.code === 'invalid_state') return [flowNext !== undefined && loginUrl !== undefined ? loginUrl : HOME, 'Start again']
   const signIn = signInRemedy(error)
   // A failed sign-in callback has no address of its own to retry: starting the sign-in over is the retry.
-  const [href, label] = signIn ? [signIn, 'Sign in again'] : retryUrl ? [retryUrl, 'Try again'] : loginUrl ? [loginUrl, 'Try again'] : [startOver, startOver === HOME ? 'Start over' : 'Go back']
+  if (signIn) return [signIn, 'Sign in again']
+  if (retryUrl) return [retryUrl, 'Try again']
+  if (loginUrl) return [loginUrl, 'Try again']
+  return [startOver, startOver === HOME ? 'Start over' : 'Go back']
+}
+
+/**
+ * `startOver`: where the page sends a person when neither signing in nor trying again helps. The
+ * title is the heading; the explanation and the message are each said once.
+ */
+export function errorPage (error: GatewayError, startOver: string): string {
+  const entry = ERRORS[error.code]
+  const { refused, switchAccountUrl } = error.details
+  if (refused !== undefined) return refusedPage(error, refused, switchAccountUrl, startOver)
+  const [href, label] = remedy(error, startOver)
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
-<p>${escapeHtml(entry.explanation)}</p>
-<p>${escapeHtml(error.message)}</p>
-<p class="code">Error code: <code>${escapeHtml(error.code)}</code></p>
+${sentences(error, entry.explanation).map((text) => `<p>${escapeHtml(text)}</p>\n`).join('')}${supportLine(error)}
 <a class="button" href="${escapeHtml(href)}">${label}</a>`)
 }
 
-/** The gateway's home page, /oauth/: who is signed in where, a sign-in link per provider, a sign-out button. */
-export function homePage (identities: Record<string, Identity>, links: ReadonlyArray<{ name: string, href: string }>): string {
-  const signedIn = Object.entries(identities).map(([provider, identity]) =>
-    `<li>${escapeHtml(identity.name ?? identity.sub)}${identity.email ? ` (${escapeHtml(identity.email)})` : ''} with <code>${escapeHtml(provider)}</code></li>`)
+/** An application the home page links: its path (or the page the person came from) and where the link goes. */
+export interface HomeApp {
+  readonly label: string
+  readonly href: string
+}
+
+/**
+ * A provider the person is signed in with: whom as, and a small "Use another account" (a form POST:
+ * it signs out first) instead of a Sign-in button.
+ */
+function signedInLine (provider: string, identity: Identity, switchAccountUrl: ((provider: string) => string) | undefined): string {
+  const email = identity.email ? ` (${escapeHtml(identity.email)})` : ''
+  const other = switchAccountUrl === undefined
+    ? ''
+    : ` <form class="inline" method="post" action="${escapeHtml(switchAccountUrl(provider))}"><button type="submit" class="link">Use another account</button></form>`
+  return `<li>Signed in as <strong>${escapeHtml(identity.name ?? identity.sub)}</strong>${email} with <code>${escapeHtml(provider)}</code>${other}</li>`
+}
+
+/** The way back to the applications, first on the page. */
+function appList (apps: readonly HomeApp[]): string {
+  if (apps.length === 0) return ''
+  const items = apps.map(({ label, href }) => `<li><a class="app" href="${escapeHtml(href)}">${escapeHtml(label)}</a></li>`).join('')
+  return `<h2>Your applications</h2>\n<ul class="apps">${items}</ul>\n`
+}
+
+/**
+ * The gateway's home page, /oauth/: the applications the person can open (`apps`, first), whom they
+ * are signed in as with which provider, a sign-out button, and a Sign-in button only for the
+ * providers they are not signed in with. `switchAccountUrl`: "Use another account" per provider.
+ */
+export function homePage (identities: Record<string, Identity>, links: ReadonlyArray<{ name: string, href: string }>, apps: readonly HomeApp[] = [],
+  switchAccountUrl?: (provider: string) => string): string {
+  const signedIn = Object.entries(identities).map(([provider, identity]) => signedInLine(provider, identity, switchAccountUrl))
   const who = signedIn.length > 0
-    ? `<p>You are signed in:</p><ul>${signedIn.join('')}</ul>
+    ? `${appList(apps)}<ul class="who">${signedIn.join('')}</ul>
 <form method="post" action="/oauth/logout/"><button type="submit" class="button">Sign out</button></form>
 <p><a href="/oauth/sessions/">Your sessions</a></p>
 ${signOutEverywhereButton()}`
     : '<p>You are not signed in.</p>'
-  const buttons = links.map(({ name, href }) => `<a class="button" href="${escapeHtml(href)}">Sign in with ${escapeHtml(name)}</a>`).join(' ')
+  const buttons = links.filter(({ name }) => !Object.hasOwn(identities, name))
+    .map(({ name, href }) => `<a class="button" href="${escapeHtml(href)}">Sign in with ${escapeHtml(name)}</a>`).join(' ')
   return renderPage('Gateway', `<h1>Gateway</h1>
 ${who}
 ${buttons === '' ? '' : `<p>${buttons}</p>`}`)

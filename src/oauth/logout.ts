@@ -13,7 +13,7 @@
 import { createHmac, randomBytes, type KeyObject } from 'node:crypto'
 import type { Logger } from '../ops/logger.js'
 import * as oauth from 'oauth4webapi'
-import { GatewayError } from '../errors.js'
+import { GatewayError, MESSAGES } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import type { SessionRecord } from '../session/session.js'
@@ -51,6 +51,11 @@ interface SignOutState {
 
 const PURPOSE = 'signout'
 const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}$/
+
+/** `invalid_state` in the words a person reads (MESSAGES.staleSignOut); `reason`, which check failed, is the cause, for the log. */
+function staleSignOut (reason: string): GatewayError {
+  return new GatewayError('invalid_state', MESSAGES.staleSignOut, { cause: new Error(reason) })
+}
 
 /** Where a sign-out goes next: a provider's end-session page, or the end of the walk. */
 export type SignOutNext = { url: string } | { done: true, next: string | undefined, switchTo: string | undefined }
@@ -148,11 +153,11 @@ export class SignOuts {
     const payload = this.verifyState(state, provider)
     // The secret that signed this leg's state also keyed its binding and the walk it left.
     const keys = this.keys.get(payload.kid)!
-    if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser (no sign-out cookie).')
-    if (payload.b !== this.bindingTag(keys.state.key, cookie)) throw new GatewayError('invalid_state', 'The sign-out was started in another browser.')
+    if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw staleSignOut('the sign-out was started in another browser (no sign-out cookie)')
+    if (payload.b !== this.bindingTag(keys.state.key, cookie)) throw staleSignOut('the sign-out was started in another browser')
     const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
     if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
-      throw new GatewayError('invalid_state', 'The state has already been used.')
+      throw staleSignOut('the state has already been used')
     }
     const sealed = await this.store.take(this.walkKey(keys.sealing, cookie))
     const json = sealed === null ? null : keys.sealing.open(PURPOSE, cookie, sealed)
@@ -184,14 +189,14 @@ export class SignOuts {
   }
 
   private verifyState (state: string | undefined, provider: string): SignOutState & { exp: number, kid: string } {
-    if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
+    if (!state) throw staleSignOut('the state parameter is missing')
     const opened = openState(this.stateKeys, state, this.clock.now())
-    if (!opened.ok) throw new GatewayError('invalid_state', opened.reason === 'expired' ? 'The state has expired.' : 'The state is invalid.')
+    if (!opened.ok) throw staleSignOut(opened.reason === 'expired' ? 'the state has expired' : 'the state is invalid')
     const payload = opened.claims as Partial<SignOutState> & { exp: number }
     if (payload.typ !== 'signout' || typeof payload.p !== 'string' || typeof payload.n !== 'string' || typeof payload.b !== 'string') {
-      throw new GatewayError('invalid_state', 'The state is invalid.')
+      throw staleSignOut('the state is invalid')
     }
-    if (payload.p !== provider) throw new GatewayError('invalid_state', 'The state was issued for another provider.')
+    if (payload.p !== provider) throw staleSignOut('the state was issued for another provider')
     return { ...(payload as SignOutState & { exp: number }), kid: opened.kid }
   }
 }

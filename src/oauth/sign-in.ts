@@ -62,7 +62,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
     return { next, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
-    if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, next)
+    if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, error.details.flowNext ?? next)
     throw error
   }
 }
@@ -72,7 +72,7 @@ const ACR_MAX_LENGTH = 256
 
 /** What each step-up problem tells the person: the provider did not do what the sign-in asked of it. */
 const STEP_UP_REFUSED: Record<StepUpProblem, (reauth: ReauthConfig) => string> = {
-  no_auth_time: () => 'its ID token does not say when you signed in (auth_time)',
+  no_auth_time: () => 'it did not say when you signed in',
   too_old: (reauth) => `it reused a sign-in older than the ${maxAgeSeconds(reauth)} seconds this page allows`,
   wrong_acr: (reauth) => `it did not sign you in with one of: ${reauth.acr.join(', ')}`,
 }

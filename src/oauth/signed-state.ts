@@ -55,7 +55,9 @@ export function signState (key: KeyObject | StateKey, claims: Record<string, unk
 
 export type OpenedState =
   | { ok: true, claims: Record<string, unknown> & { exp: number }, /** the id of the key that opened it ('' for a lone KeyObject) */ kid: string }
-  | { ok: false, reason: 'invalid' | 'expired' }
+  | { ok: false, reason: 'invalid' }
+  /** `claims`: what the gateway signed, authentic but no longer valid (a page may read where the flow was going). */
+  | { ok: false, reason: 'expired', claims: Record<string, unknown> }
 
 /**
  * The claims of a state this gateway signed with one of `keys` (the one its header names: one MAC),
@@ -79,6 +81,6 @@ export function openState (keys: KeyObject | StateKeyring, token: string, nowMs:
   if (typeof claims !== 'object' || claims === null || Array.isArray(claims)) return { ok: false, reason: 'invalid' }
   const exp = (claims as { exp?: unknown }).exp
   if (typeof exp !== 'number' || !Number.isFinite(exp)) return { ok: false, reason: 'invalid' }
-  if (exp <= Math.floor(nowMs / 1000)) return { ok: false, reason: 'expired' }
+  if (exp <= Math.floor(nowMs / 1000)) return { ok: false, reason: 'expired', claims: claims as Record<string, unknown> }
   return { ok: true, claims: claims as Record<string, unknown> & { exp: number }, kid: key.kid }
 }

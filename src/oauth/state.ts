@@ -8,7 +8,7 @@
 // (session.previousSecrets) completes after it.
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-10.12
 import { createHash, createHmac, randomBytes, type KeyObject } from 'node:crypto'
-import { GatewayError } from '../errors.js'
+import { GatewayError, MESSAGES } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'
@@ -136,15 +136,15 @@ export class Flows {
     const payload = verifyState(this.stateKeys, state, provider, this.clock.now())
     // The flow key of the secret that signed the state (the one its header named).
     const flowKey = this.flowKeys.get(payload.kid)!
-    if (!cookie) throw new GatewayError('invalid_state', 'The sign-in was started in another browser (no flow cookie).')
-    if (payload.b !== bindingTag(flowKey, cookie.binding)) throw new GatewayError('invalid_state', 'The sign-in was started in another browser.')
+    if (!cookie) throw staleSignIn('the sign-in was started in another browser (no flow cookie)', payload.next)
+    if (payload.b !== bindingTag(flowKey, cookie.binding)) throw staleSignIn('the sign-in was started in another browser', payload.next)
     if (payload.s <= cookie.sequence - MAX_FLOWS_IN_FLIGHT) {
-      throw new GatewayError('invalid_state', `This browser started more than ${MAX_FLOWS_IN_FLIGHT} sign-ins after this one, so it was dropped.`)
+      throw staleSignIn(`this browser started more than ${MAX_FLOWS_IN_FLIGHT} sign-ins after this one, so it was dropped`, payload.next)
     }
     // exp is in whole seconds; the marker outlives the state by a second at most.
     const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
     if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
-      throw new GatewayError('invalid_state', 'The state has already been used.')
+      throw staleSignIn('the state has already been used', payload.next)
     }
     return {
       provider,
@@ -153,6 +153,20 @@ export class Flows {
       nonce: options.openid ? flowMac(flowKey, 'nonce', cookie.binding, payload.n) : undefined,
     }
   }
+}
+
+/**
+ * `invalid_state` in the words a person reads (MESSAGES.staleSignIn); `reason`, which check failed,
+ * is the cause and so goes to the log only. `next`: where the flow was going, when the state is the
+ * gateway's own for this provider, so that "Start again" can go back toward it.
+ */
+function staleSignIn (reason: string, next?: string): GatewayError {
+  return new GatewayError('invalid_state', MESSAGES.staleSignIn, { cause: new Error(reason), details: next === undefined ? {} : { flowNext: next } })
+}
+
+/** The `next` of an expired state this gateway signed for `provider`, when it holds one. */
+function ownNext (claims: Record<string, unknown>, provider: string): string | undefined {
+  return claims.p === provider && typeof claims.next === 'string' ? claims.next : undefined
 }
 
 /** Signs the state (HS256, key derived from session.secret; the header names its id) with iat and exp. */
@@ -165,14 +179,14 @@ export function issueState (key: KeyObject | StateKey, payload: StatePayload, tt
  * check failed. `kid` is the id of the key that signed it.
  */
 export function verifyState (keys: KeyObject | StateKeyring, state: string | undefined, provider: string, nowMs: number): StatePayload & { exp: number, kid: string } {
-  if (!state) throw new GatewayError('invalid_state', 'The state parameter is missing.')
+  if (!state) throw staleSignIn('the state parameter is missing')
   const opened = openState(keys, state, nowMs)
-  if (!opened.ok) throw new GatewayError('invalid_state', opened.reason === 'expired' ? 'The state has expired.' : 'The state is invalid.')
+  if (!opened.ok) throw opened.reason === 'expired' ? staleSignIn('the state has expired', ownNext(opened.claims, provider)) : staleSignIn('the state is invalid')
   const payload = opened.claims as Partial<StatePayload> & { exp: number }
   if (typeof payload.n !== 'string' || typeof payload.next !== 'string' || typeof payload.p !== 'string' ||
     typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s)) {
-    throw new GatewayError('invalid_state', 'The state is invalid.')
+    throw staleSignIn('the state is invalid')
   }
-  if (payload.p !== provider) throw new GatewayError('invalid_state', 'The state was issued for another provider.')
+  if (payload.p !== provider) throw staleSignIn('the state was issued for another provider')
   return { ...(payload as StatePayload & { exp: number }), kid: opened.kid }
 }

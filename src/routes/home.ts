@@ -1,13 +1,73 @@
 // GET /oauth/ (the home page; the userinfo shape for API clients), GET /oauth/userinfo/ (who is
-// signed in, per provider), and GET / leading to the home page unless a route serves it.
+// signed in, per provider), and GET / leading to the home page unless a route serves it. The home
+// page links the applications the signed-in person can open: each protected route at a provider
+// they are signed in with, judged by the access gate itself (access/gate.ts, the rules the proxy
+// applies) for a GET of the route's path.
 import type { FastifyInstance } from 'fastify'
+import { compileGate, covers, decide, signedIn, type RouteGate } from '../access/gate.js'
+import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
+import { canonicalTarget } from '../http/canonical.js'
 import { wantsHtml } from '../http/error-handler.js'
-import { homePage } from '../http/pages.js'
-import { HOME } from '../oauth/urls.js'
+import { homePage, type HomeApp } from '../http/pages.js'
+import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
+import type { Identity } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
+/** A protected route the home page may link, with its gate compiled as the proxy compiles it. */
+interface AppRoute {
+  readonly href: string
+  readonly provider: string
+  readonly gate: RouteGate
+}
+
+/**
+ * Whether a browser opens `href` as written: a plain same-origin path by safeNext's rule, and none
+ * of the characters a browser percent-encodes in a path (a quote, `<`, a backtick...), so that the
+ * address the person clicks is the one judged here.
+ */
+function openable (href: string): boolean {
+  return safeNext(href) === href && !/["<>`{}]/.test(href)
+}
+
+/** The protected routes a link can open, in the config's order. */
+function appRoutes (config: GatewayConfig): AppRoute[] {
+  return config.routes.flatMap((route) => {
+    const provider = route.provider
+    const href = route.path === '/' ? '/' : `${route.path}/`
+    if (route.auth !== 'required' || provider === undefined || !openable(href)) return []
+    return [{ href, provider, gate: compileGate(route, (next) => loginUrl(config, provider, next)) }]
+  })
+}
+
+/**
+ * Whether the gate lets `identity` GET `target` (canonical): the decision the proxy acts on. The
+ * token is not the page's to read; only the decision's kind counts.
+ */
+function admits (route: AppRoute, identity: Identity | undefined, target: string): boolean {
+  const kind = decide(route.gate, 'GET', target, true, signedIn('', identity)).kind
+  return kind === 'allow' || kind === 'public'
+}
+
+/**
+ * The applications the person signed in with `identities` can open; first, the page they came from
+ * (`next`, as safeNext left it) when the route that serves it lets them in.
+ */
+function openApps (routes: readonly AppRoute[], identities: Record<string, Identity>, next: string): HomeApp[] {
+  const apps = routes
+    .filter((route) => Object.hasOwn(identities, route.provider) && admits(route, identities[route.provider], route.href))
+    .map(({ href }) => ({ label: href, href }))
+  const target = next === HOME || !openable(next) ? undefined : canonicalTarget(next)
+  if (apps.length === 0 || target === undefined || !target.ok) return apps
+  // The route that serves `next` is the one the router picks: the longest prefix covering it.
+  const serving = routes.filter((route) => covers(route.gate.prefix ?? '/', target.url)).sort((a, b) => b.href.length - a.href.length)[0]
+  if (serving === undefined || !Object.hasOwn(identities, serving.provider) || !admits(serving, identities[serving.provider], target.url)) return apps
+  return [{ label: next, href: next }, ...apps.filter(({ href }) => href !== next)]
+}
+
 export function homeRoutes (app: FastifyInstance, { config, sessions, signInLinks }: OAuthContext): void {
+  const routes = appRoutes(config)
+
   app.get('/oauth/userinfo/', async (request) => {
     const identities = (await sessions.load(request.headers.cookie))?.record.identities ?? {}
     if (Object.keys(identities).length === 0) {
@@ -17,10 +77,12 @@ export function homeRoutes (app: FastifyInstance, { config, sessions, signInLink
   })
 
   // An empty userinfo shape when nobody is signed in.
-  app.get(HOME, async (request, reply) => {
+  app.get<{ Querystring: { next?: string } }>(HOME, async (request, reply) => {
     const identities = (await sessions.load(request.headers.cookie))?.record.identities ?? {}
     if (!wantsHtml(request)) return { identities }
-    return reply.type('text/html; charset=utf-8').send(homePage(identities, signInLinks))
+    const apps = openApps(routes, identities, safeNext(request.query.next))
+    const page = homePage(identities, signInLinks, apps, (provider) => switchAccountUrl(config, provider, HOME))
+    return reply.type('text/html; charset=utf-8').send(page)
   })
   if (!config.routes.some((route) => route.path === '/')) app.get('/', async (_request, reply) => reply.redirect(HOME, 302))
 }

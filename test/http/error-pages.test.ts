@@ -119,7 +119,7 @@ describe('error pages in a real browser', () => {
     expect(await page.textContent('a')).toBe('Start over')
     const home = await follow(page, `${gateway.url}/oauth/`)
     expect(home.status).toBe(200)
-    expect(home.body).toContain('You are signed in')
+    expect(home.body).toContain('Signed in as')
     await page.close()
   })
 
@@ -133,7 +133,7 @@ describe('error pages in a real browser', () => {
     expect(links).toEqual([`${gateway.url}/oauth/`])
     const stay = await follow(page, links[0]!)
     expect(stay.status).toBe(200)
-    expect(stay.body).toContain('You are signed in')
+    expect(stay.body).toContain('Signed in as')
     await page.close()
   })
 })

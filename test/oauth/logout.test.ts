@@ -4,6 +4,7 @@
 // `endSession: false` signs out locally only; a provider failure never keeps anyone signed in; and
 // the return address refuses a missing, forged, expired, replayed or other browser's state.
 import { SignJWT } from 'jose'
+import { MESSAGES } from '../../src/errors.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { deriveKey, Sealer } from '../../src/session/seal.js'
 import { decodeRecord, type SessionRecord } from '../../src/session/session.js'
@@ -234,38 +235,41 @@ describe('the return address refuses a bad state', () => {
     return { browser, state: location.searchParams.get('state')! }
   }
 
-  async function returnWith (browser: Browser, query: string, provider = 'demo'): Promise<{ status: number, error: string, message: string }> {
+  /** The answer, and which check failed: the person reads one sentence, the log says which (the cause). */
+  async function returnWith (browser: Browser, query: string, provider = 'demo'): Promise<{ status: number, error: string, message: string, reason: unknown }> {
+    const before = gateway.logs.length
     const response = await browser.fetch(`${gateway.url}/oauth/logout/${provider}/${query}`, { headers: { accept: 'application/json' } })
     expect(response.headers.get('cache-control')).toBe('no-store')
     const body = await response.json() as { error: string, message: string }
-    return { status: response.status, ...body }
+    const rejected = gateway.logs.slice(before).map((line) => JSON.parse(line) as { msg: string, cause?: { message: string } }).find((line) => line.msg === 'request rejected')
+    return { status: response.status, ...body, reason: rejected?.cause?.message }
   }
 
   const forged = (key: Uint8Array, claims: Record<string, unknown>, exp = Math.floor(Date.now() / 1000) + 300) =>
     new SignJWT({ typ: 'signout', p: 'demo', n: 'x'.repeat(22), b: 'y'.repeat(22), ...claims }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(exp).sign(key)
 
   it.each([
-    ['no state', async () => '', 'The state parameter is missing.'],
-    ['a state signed with another key', async () => `?state=${await forged(new Uint8Array(32).fill(7), {})}`, 'The state is invalid.'],
-    ['an expired state', async () => `?state=${await forged(stateKey, {}, Math.floor(Date.now() / 1000) - 10)}`, 'The state has expired.'],
-    ['a sign-in state (another kind)', async () => `?state=${await forged(stateKey, { typ: undefined })}`, 'The state is invalid.'],
-    ['garbage', async () => '?state=not-a-jws', 'The state is invalid.'],
-  ])('%s: 400 invalid_state', async (_name, query, message) => {
+    ['no state', async () => '', 'the state parameter is missing'],
+    ['a state signed with another key', async () => `?state=${await forged(new Uint8Array(32).fill(7), {})}`, 'the state is invalid'],
+    ['an expired state', async () => `?state=${await forged(stateKey, {}, Math.floor(Date.now() / 1000) - 10)}`, 'the state has expired'],
+    ['a sign-in state (another kind)', async () => `?state=${await forged(stateKey, { typ: undefined })}`, 'the state is invalid'],
+    ['garbage', async () => '?state=not-a-jws', 'the state is invalid'],
+  ])('%s: 400 invalid_state', async (_name, query, reason) => {
     const { browser } = await midway()
-    expect(await returnWith(browser, await query())).toEqual({ status: 400, error: 'invalid_state', message })
+    expect(await returnWith(browser, await query())).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason })
   })
 
   it('a state of another browser: 400 invalid_state', async () => {
     const { state } = await midway()
     const other = new Browser()
-    expect(await returnWith(other, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: 'The sign-out was started in another browser (no sign-out cookie).' })
+    expect(await returnWith(other, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason: 'the sign-out was started in another browser (no sign-out cookie)' })
     const { browser } = await midway()
-    expect(await returnWith(browser, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: 'The sign-out was started in another browser.' })
+    expect(await returnWith(browser, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason: 'the sign-out was started in another browser' })
   })
 
   it('a state brought back to another provider\'s address: 400 invalid_state', async () => {
     const { browser, state } = await midway()
-    expect(await returnWith(browser, `?state=${state}`, 'second')).toEqual({ status: 400, error: 'invalid_state', message: 'The state was issued for another provider.' })
+    expect(await returnWith(browser, `?state=${state}`, 'second')).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason: 'the state was issued for another provider' })
   })
 
   it('a state used twice: the second time 400 invalid_state', async () => {
@@ -276,7 +280,7 @@ describe('the return address refuses a bad state', () => {
     // The walk's end clears the cookie; a replay with a copy of it is still refused.
     expect(browser.cookies.has('gw_session_signout')).toBe(false)
     browser.cookies.set('gw_session_signout', { value: signOutCookie, path: '/' })
-    expect(await returnWith(browser, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: 'The state has already been used.' })
+    expect(await returnWith(browser, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason: 'the state has already been used' })
   })
 
   it('an unknown provider: 404 unknown_provider', async () => {

@@ -153,11 +153,22 @@ describe('safeNext: only same-origin relative paths', () => {
   })
 })
 
+// Whatever check failed, a person reads one sentence; which one is the log's (the error's cause).
+const STALE = /^This sign-in link has expired or was already used; start again\.$/
+
+/** The stale-state answer to `request`, and the check the log says failed. */
+async function expectStale (request: Promise<Response>, reason: RegExp) {
+  const before = gateway.logs.length
+  await expectError(await request, 400, 'invalid_state', STALE)
+  const rejected = gateway.logs.slice(before).map((line) => JSON.parse(line) as { msg: string, cause?: { message: string } }).find((line) => line.msg === 'request rejected')
+  expect(rejected?.cause?.message).toMatch(reason)
+}
+
 describe('GET /oauth/authorized/<provider>/: state', () => {
   it('rejects a missing state with 400 invalid_state', async () => {
     const browser = new Browser()
     await startLogin(browser)
-    await expectError(await callback(browser, { code: 'c' }), 400, 'invalid_state', /missing/)
+    await expectStale(callback(browser, { code: 'c' }), /missing/)
   })
 
   it('rejects a tampered state with 400 invalid_state', async () => {
@@ -165,7 +176,7 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
     const { state } = await startLogin(browser)
     const [header, payload, signature] = state.split('.')
     const forged = Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(payload!, 'base64url').toString()), next: '/elsewhere' })).toString('base64url')
-    await expectError(await callback(browser, { code: 'c', state: `${header}.${forged}.${signature}` }), 400, 'invalid_state', /invalid/)
+    await expectStale(callback(browser, { code: 'c', state: `${header}.${forged}.${signature}` }), /invalid/)
     expect(stub.requests).toHaveLength(0)
   })
 
@@ -173,31 +184,31 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
     const browser = new Browser()
     await startLogin(browser)
     const expired = issueState(createSecretKey(deriveKey(TEST_SECRET, 'state')), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
-    await expectError(await callback(browser, { code: 'c', state: expired }), 400, 'invalid_state', /expired/)
+    await expectStale(callback(browser, { code: 'c', state: expired }), /expired/)
   })
 
   it('rejects a replayed state with 400 invalid_state (each state is usable once)', async () => {
     const browser = new Browser()
     const { state } = await startLogin(browser)
     expect((await callback(browser, { code: 'c', state })).status).toBe(302)
-    await expectError(await callback(browser, { code: 'c', state }), 400, 'invalid_state', /already been used/)
+    await expectStale(callback(browser, { code: 'c', state }), /already been used/)
     expect(stub.requests).toHaveLength(1)
   })
 
   it('rejects a state from another browser with 400 invalid_state, with or without a flow cookie', async () => {
     const victim = new Browser()
     const { state } = await startLogin(victim)
-    await expectError(await callback(new Browser(), { code: 'c', state }), 400, 'invalid_state', /another browser/)
+    await expectStale(callback(new Browser(), { code: 'c', state }), /another browser/)
     const attacker = new Browser()
     await startLogin(attacker)
-    await expectError(await callback(attacker, { code: 'c', state }), 400, 'invalid_state', /another browser/)
+    await expectStale(callback(attacker, { code: 'c', state }), /another browser/)
     expect(stub.requests).toHaveLength(0)
   })
 
   it('rejects a state issued for another provider with 400 invalid_state', async () => {
     const browser = new Browser()
     const { state } = await startLogin(browser, 'stub')
-    await expectError(await callback(browser, { code: 'c', state }, 'nopkce'), 400, 'invalid_state', /another provider/)
+    await expectStale(callback(browser, { code: 'c', state }, 'nopkce'), /another provider/)
   })
 
   it('checks the state before the error branch', async () => {

@@ -10,7 +10,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
 import type { GatewayConfig } from '../../src/config/types.js'
-import { GatewayError } from '../../src/errors.js'
+import { GatewayError, MESSAGES } from '../../src/errors.js'
 import { Providers } from '../../src/oauth/providers.js'
 import { completeSignIn, type SignInDeps } from '../../src/oauth/sign-in.js'
 import { Flows, formatFlowCookie, parseFlowCookie } from '../../src/oauth/state.js'
@@ -99,18 +99,24 @@ describe('completeSignIn', () => {
     await completeSignIn(deps, 'stub', query({ code: 'c-1', state: flow.state }), flow.cookie)
     const error = await refusal('stub', query({ code: 'c-2', state: flow.state }), flow.cookie)
     expect(error.code).toBe('invalid_state')
-    expect(error.message).toBe('The state has already been used.')
+    expect(error.message).toBe(MESSAGES.staleSignIn)
+    // Which check failed is the cause: the log's, not the person's.
+    expect((error.cause as Error).message).toBe('the state has already been used')
+    // The state was the gateway's own: "Start again" goes back toward where the sign-in was going.
+    expect(error.details.loginUrl).toBe(loginUrl(config, 'stub', NEXT))
   })
 
   it.each([
-    ['no state parameter', (_flow: { state: string, cookie: string }) => query({ code: 'c' }), (flow: { cookie: string }) => flow.cookie],
-    ['a tampered state', (flow: { state: string }) => query({ code: 'c', state: `${flow.state}x` }), (flow: { cookie: string }) => flow.cookie],
-    ['no flow cookie (another browser)', (flow: { state: string }) => query({ code: 'c', state: flow.state }), () => undefined],
-  ])('%s is invalid_state, with a loginUrl', async (_name, callback, cookie) => {
+    ['no state parameter', (_flow: { state: string, cookie: string }) => query({ code: 'c' }), (flow: { cookie: string }) => flow.cookie, '/oauth/'],
+    ['a tampered state', (flow: { state: string }) => query({ code: 'c', state: `${flow.state}x` }), (flow: { cookie: string }) => flow.cookie, '/oauth/'],
+    // The state itself is the gateway's own, so where it was going is read back from it.
+    ['no flow cookie (another browser)', (flow: { state: string }) => query({ code: 'c', state: flow.state }), () => undefined, NEXT],
+  ])('%s is invalid_state, with a loginUrl', async (_name, callback, cookie, next) => {
     const flow = await beginFlow()
     const error = await refusal('stub', callback(flow), cookie(flow))
     expect(error.code).toBe('invalid_state')
-    expect(error.details.loginUrl).toBe(loginUrl(config, 'stub', '/oauth/'))
+    expect(error.message).toBe(MESSAGES.staleSignIn)
+    expect(error.details.loginUrl).toBe(loginUrl(config, 'stub', next))
     expect(stub.requests.length).toBe(0)
   })
 
@@ -120,7 +126,7 @@ describe('completeSignIn', () => {
     expect(parseFlowCookie(theirs.cookie)!.binding).not.toBe(parseFlowCookie(mine.cookie)!.binding)
     const error = await refusal('stub', query({ code: 'c', state: theirs.state }), mine.cookie)
     expect(error.code).toBe('invalid_state')
-    expect(error.message).toBe('The sign-in was started in another browser.')
+    expect((error.cause as Error).message).toBe('the sign-in was started in another browser')
     expect(error.details.loginUrl).toMatch(/^https:\/\/gw\.example\/oauth\/login\/stub\//)
   })
 
@@ -128,7 +134,7 @@ describe('completeSignIn', () => {
     const flow = await beginFlow('mail')
     const error = await refusal('stub', query({ code: 'c', state: flow.state }), flow.cookie)
     expect(error.code).toBe('invalid_state')
-    expect(error.message).toBe('The state was issued for another provider.')
+    expect((error.cause as Error).message).toBe('the state was issued for another provider')
     expect(error.details.loginUrl).toBe(loginUrl(config, 'stub', '/oauth/'))
   })
 

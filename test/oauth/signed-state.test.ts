@@ -45,7 +45,8 @@ describe('signed state', () => {
     const token = signState(key, { p: 'demo' }, 300_000, NOW)
     const exp = Math.floor(NOW / 1000) + 300
     expect(openState(key, token, exp * 1000 - 1).ok).toBe(true)
-    expect(openState(key, token, exp * 1000)).toEqual({ ok: false, reason: 'expired' })
+    // Still the gateway's own claims: a page may read where an expired sign-in was going.
+    expect(openState(key, token, exp * 1000)).toEqual({ ok: false, reason: 'expired', claims: { p: 'demo', iat: exp - 300, exp } })
   })
 
   const good = signState(key, { p: 'demo', next: '/' }, 300_000, NOW)

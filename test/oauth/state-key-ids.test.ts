@@ -5,7 +5,6 @@
 // the in-process store, time from a fixed clock.
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
-import { GatewayError } from '../../src/errors.js'
 import { openState, signState, stateKey, stateKeyring, type StateKey, type StateKeyring } from '../../src/oauth/signed-state.js'
 import { Flows, pkceChallenge } from '../../src/oauth/state.js'
 import { deriveKey, keyIdOf, Sealer } from '../../src/session/seal.js'
@@ -53,7 +52,7 @@ describe('a sign-in across a secret rotation', () => {
   it('begun under [s1], is invalid_state under [s2] (s1 given up)', async () => {
     const store = newStore()
     const begun = await flows(store, [S1]).begin(undefined, FLOW)
-    await expect(flows(store, [S2]).complete(begun.state, 'demo', begun.cookie, FLOW)).rejects.toEqual(new GatewayError('invalid_state', 'The state is invalid.'))
+    await expect(flows(store, [S2]).complete(begun.state, 'demo', begun.cookie, FLOW)).rejects.toMatchObject({ code: 'invalid_state', cause: new Error('the state is invalid') })
   })
 })
 

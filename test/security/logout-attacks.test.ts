@@ -91,7 +91,7 @@ describe('sign-in and sign-out states are not interchangeable', () => {
     const state = new URL(login.headers.get('location')!).searchParams.get('state')!
     const response = await browser.fetch(`${gateway.url}/oauth/logout/demo/?state=${encodeURIComponent(state)}`, { headers: json })
     expect(response.status).toBe(400)
-    expect(await response.json()).toEqual({ error: 'invalid_state', message: 'The state is invalid.' })
+    expect(await response.json()).toEqual({ error: 'invalid_state', message: 'This sign-out link has expired or was already used; start again.' })
     expect(await sessionWorks(cookie)).toBe(true)
   })
 

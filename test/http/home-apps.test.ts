@@ -1,0 +1,126 @@
+// /oauth/ for a signed-in person: the way back to the applications the access gate lets them open
+// (judged by access/gate.ts, as the proxy judges a GET of the route's path), the page they came from
+// first, "Signed in as <name> with <provider>" instead of a Sign-in button for that provider, and
+// every name, claim and path escaped. Hostile `next` values never become the first link.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { homePage } from '../../src/http/pages.js'
+import { Browser } from '../helpers/browser.js'
+import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+let upstream: Upstream
+let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
+let gateway: TestGateway
+let alice: Browser
+
+beforeAll(async () => {
+  upstream = await startUpstream()
+  stack = await startGatewayWithProvider({
+    store: { type: 'memory' },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/admins/', upstream: upstream.url, provider: 'demo', allow: { emails: ['root@example.test'] } },
+      { path: '/app/private/', upstream: upstream.url, provider: 'demo', deny: { users: ['alice'] } },
+      { path: "/it's/", upstream: upstream.url, provider: 'demo' },
+      { path: '/a"b<c>/', upstream: upstream.url, provider: 'demo' },
+      { path: '/café/', upstream: upstream.url, provider: 'demo' },
+      { path: '/open/', upstream: upstream.url, auth: 'none' },
+    ],
+  })
+  gateway = stack.gateway
+  alice = new Browser()
+  expect((await alice.navigate(`${gateway.url}/app/`, { login: 'alice' })).status).toBe(200)
+})
+
+afterAll(async () => {
+  await stack?.close()
+  await upstream?.close()
+})
+
+async function home (browser: Browser, query = ''): Promise<string> {
+  const response = await browser.fetch(`${gateway.url}/oauth/${query}`, { headers: { accept: 'text/html' } })
+  expect(response.status).toBe(200)
+  return await response.text()
+}
+
+/** The app links of the page, in order. */
+function appLinks (page: string): string[] {
+  return [...page.matchAll(/<a class="app" href="([^"]*)">/g)].map((match) => match[1]!)
+}
+
+describe('/oauth/ signed in: the way back to the applications', () => {
+  it('links the routes the rules let this person GET, by path, and no others', async () => {
+    const page = await home(alice)
+    // /admins/ admits only root, /app/private/ denies alice; /open/ needs no sign-in; a path a
+    // browser would send otherwise than written (a quote, `<`, non-ASCII) is not linked.
+    expect(appLinks(page)).toEqual(['/app/', '/it&#39;s/'])
+    expect(page).toContain('<a class="app" href="/it&#39;s/">/it&#39;s/</a>')
+    expect(page).not.toContain('<c>')
+  })
+
+  it('says whom the person is signed in as, offers "Use another account", and no Sign-in button for that provider', async () => {
+    const page = await home(alice)
+    expect(page).toContain('Signed in as <strong>alice</strong> with <code>demo</code>')
+    expect(page).toContain(`action="${gateway.url}/oauth/logout/?next=%2Foauth%2F&#38;switch=demo"`)
+    expect(page).not.toContain('Sign in with demo')
+    expect(page).toContain('<form method="post" action="/oauth/logout/">')
+  })
+
+  it('puts the page the person came from first, when the gate lets them open it', async () => {
+    expect(appLinks(await home(alice, '?next=%2Fapp%2Freports%3Fmonth%3D3'))).toEqual(['/app/reports?month=3', '/app/', '/it&#39;s/'])
+    expect(appLinks(await home(alice, '?next=%2Fapp%2F'))).toEqual(['/app/', '/it&#39;s/'])
+  })
+
+  it.each([
+    ['a route whose rules refuse the person', '/admins/x'],
+    ['a deny rule on a longer prefix inside a route they may open', '/app/private/x'],
+    ['a protocol-relative address', '//evil.example/'],
+    ['another site', 'https://evil.example/app/'],
+    ['a backslash', '/\\evil.example/'],
+    ['javascript:', 'javascript:alert(1)'],
+    ['a dot segment climbing out of /app/', '/app/../admins/'],
+    ['an encoded dot segment', '/app/%2e%2e/admins/'],
+    ['markup', '/app/"><script>alert(1)</script>'],
+    ['no route serves it', '/nowhere/'],
+    ['a public route', '/open/x'],
+  ])('does not put %s first', async (_what, next) => {
+    const page = await home(alice, `?next=${encodeURIComponent(next)}`)
+    expect(appLinks(page)).toEqual(['/app/', '/it&#39;s/'])
+    expect(page).not.toContain('evil')
+    expect(page).not.toContain('<script>')
+  })
+
+  it('answers API clients with the userinfo shape, unchanged', async () => {
+    const response = await alice.fetch(`${gateway.url}/oauth/`, { headers: { accept: 'application/json' } })
+    expect(Object.keys(await response.json() as object)).toEqual(['identities'])
+  })
+
+  it('a person not signed in sees no applications and a Sign-in button', async () => {
+    const page = await home(new Browser())
+    expect(appLinks(page)).toEqual([])
+    expect(page).toContain('Sign in with demo')
+  })
+})
+
+describe('homePage: hostile values are escaped', () => {
+  const hostile = {
+    sub: '<script>alert(1)</script>',
+    name: '"><img src=x onerror=alert(1)>',
+    email: "o'neil@example.test\"<b>",
+    groups: [],
+  }
+  const links = [{ name: 'demo', href: 'https://gw.example/oauth/login/demo/?next=%2F' }, { name: 'other', href: 'https://gw.example/oauth/login/other/?next=%2F' }]
+
+  it('names, e-mail addresses, providers and app labels never reach the page unescaped', () => {
+    const page = homePage({ demo: hostile }, links, [{ label: '/x"y\'z/', href: '/x"y\'z/' }], (provider) => `https://gw.example/oauth/logout/?switch=${provider}&x="`)
+    expect(page).not.toMatch(/<img|<script|<b>|onerror=alert\(1\)>/)
+    expect(page).toContain('Signed in as <strong>&#34;&#62;&#60;img src=x onerror=alert(1)&#62;</strong>')
+    expect(page).toContain('<a class="app" href="/x&#34;y&#39;z/">/x&#34;y&#39;z/</a>')
+  })
+
+  it('keeps the Sign-in button of a provider the person is not signed in with', () => {
+    const page = homePage({ demo: { sub: 'alice', groups: [] } }, links)
+    expect(page).not.toContain('Sign in with demo')
+    expect(page).toContain('Sign in with other')
+  })
+})
