@@ -13,7 +13,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { UndiciInstrumentation, type UndiciRequest } from '@opentelemetry/instrumentation-undici'
 import { resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace'
-import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY } from '@opentelemetry/semantic-conventions'
+import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY, ATTR_USER_AGENT_ORIGINAL } from '@opentelemetry/semantic-conventions'
 import type { Logger } from './logger.js'
 import type { Spans, TracingSettings } from './tracing-settings.js'
 
@@ -77,11 +77,12 @@ function pathOnly (target: string): string {
 
 /**
  * An outgoing call's URL without its query: a provider's userinfo or revocation call, or the
- * upstream request's own query, may carry a token or anything else a user typed.
+ * upstream request's own query, may carry a token or anything else a user typed. No header either:
+ * the upstream request's User-Agent is the client's, text a stranger chose. (Undefined drops an attribute.)
  */
 function redactedUrl (request: UndiciRequest): Record<string, string | undefined> {
   const path = pathOnly(request.path)
-  return { [ATTR_URL_FULL]: `${request.origin}${path}`, [ATTR_URL_PATH]: path, [ATTR_URL_QUERY]: undefined }
+  return { [ATTR_URL_FULL]: `${request.origin}${path}`, [ATTR_URL_PATH]: path, [ATTR_URL_QUERY]: undefined, [ATTR_USER_AGENT_ORIGINAL]: undefined }
 }
 
 /** Context and propagation are process-wide in OpenTelemetry's API: set once (a second gateway in a test process shares them). */

@@ -178,7 +178,7 @@ describe('tracing on', () => {
       const callback = new URL(browser.hops.find((hop) => hop.url.includes('/oauth/authorized/demo/'))!.url)
       const incoming = { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: '00f067aa0ba902b7' }
       const cookie = browser.cookies.get('gw_session')!.value
-      const response = await rawRequest(port(gateway), '/app/y?q=TheQueryValue42&x=1', [`Cookie: gw_session=${cookie}`, `traceparent: 00-${incoming.traceId}-${incoming.spanId}-01`, 'tracestate: vendor=kept'])
+      const response = await rawRequest(port(gateway), '/app/y?q=TheQueryValue42&x=1', ['User-Agent: AgentOfChaos/1.0', `Cookie: gw_session=${cookie}`, `traceparent: 00-${incoming.traceId}-${incoming.spanId}-01`, 'tracestate: vendor=kept'])
       expect(response.status).toBe(200)
       await gateway.app.tracing!.forceFlush()
 
@@ -205,6 +205,7 @@ describe('tracing on', () => {
       const upstreamCall = underProxied.find((span) => span.name === 'GET')!
       expect(upstreamCall.attributes['url.full']).toBe(`${upstream.url}/app/y`)
       expect(upstreamCall.attributes['url.query']).toBeUndefined()
+      expect(Object.keys(upstreamCall.attributes).filter((key) => /header|user_agent/.test(key))).toEqual([])
       const seen = seenUpstream('/app/y?q=TheQueryValue42&x=1')
       expect(seen.traceparent).toBe(`00-${incoming.traceId}-${upstreamCall.spanId}-01`)
       expect(seen.tracestate).toBe('vendor=kept')
@@ -214,7 +215,7 @@ describe('tracing on', () => {
       const accessToken = String(seen.authorization).replace(/^Bearer /, '')
       const secrets = [
         accessToken, ...tokens, cookie,
-        callback.searchParams.get('code')!, callback.searchParams.get('state')!, 'TheQueryValue42', 'x=1',
+        callback.searchParams.get('code')!, callback.searchParams.get('state')!, 'TheQueryValue42', 'x=1', 'AgentOfChaos',
       ]
       expect(tokens.length).toBeGreaterThan(0)
       for (const secret of secrets) {
