@@ -98,7 +98,7 @@ describe('tracing off', () => {
     const recorder = join(dir, 'recorder.mjs')
     await writeFile(recorder, RECORDER)
     const { OTEL_EXPORTER_OTLP_ENDPOINT: _a, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: _b, ...rest } = process.env
-    const child = spawnSync(process.execPath, ['--import', recorder, '--input-type=module', '-e', SERVE_ONE], { env: { ...rest, ...env }, encoding: 'utf8' })
+    const child = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', '--import', recorder, '--input-type=module', '-e', SERVE_ONE], { env: { ...rest, ...env }, encoding: 'utf8' })
     expect(child.stderr).toBe('')
     return JSON.parse(child.stdout) as { status: number, packages: string[], seen: number }
   }
@@ -316,7 +316,7 @@ describe('tracing with a collector that does not answer', () => {
     try {
       for (let i = 0; i < 5; i++) expect((await fetch(`${gateway.url}/pub/hung-${i}`)).status).toBe(200)
       // An export is under way and will not end: closing waits for it no longer than its bound.
-      void gateway.app.tracing!.forceFlush()
+      gateway.app.tracing!.forceFlush().catch(() => {})
       await waitFor(async () => stuck.requests.length > 0, 5000, 'an export to the stuck collector')
       const started = performance.now()
       await gateway.app.tracing!.shutdown(200)
