@@ -3,6 +3,7 @@
 // loads it (src/ops/tracing.ts is imported only when {@link tracingSettings} says so).
 // @see https://opentelemetry.io/docs/specs/otel/protocol/exporter/ (the OTEL_EXPORTER_OTLP_* variables)
 // @see https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/
+import { describe } from '../config/reader.js'
 import type { TracingConfig } from '../config/types.js'
 
 /** What the tracer is started with. */
@@ -33,20 +34,14 @@ function read (env: NodeJS.ProcessEnv, name: string): string | undefined {
   return value === undefined || value === '' ? undefined : value
 }
 
-/** `text` as an endpoint URL, or a {@link TracingEnvError} naming `variable`; credentials are never echoed. */
+/** `text` as an endpoint URL, or a {@link TracingEnvError} naming `variable`; a password is never echoed (as in gateway.yaml's messages). */
 function endpoint (variable: string, text: string): URL {
-  let url: URL
-  try {
-    url = new URL(text)
-  } catch {
-    throw new TracingEnvError(`${variable}: must be an http or https URL, got ${JSON.stringify(text.slice(0, 200))}`)
-  }
-  const shown = JSON.stringify(url.password === '' ? text.slice(0, 200) : text.replace(url.password, '***').slice(0, 200))
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new TracingEnvError(`${variable}: must be an http or https URL, got ${shown}`)
+  const url = URL.parse(text)
+  if (url === null || (url.protocol !== 'http:' && url.protocol !== 'https:')) throw new TracingEnvError(`${variable}: must be an http or https URL, got ${describe(text)}`)
   if (url.username !== '' || url.password !== '') {
-    throw new TracingEnvError(`${variable}: must not carry a user name or password (they would be logged), got ${shown}; give the collector's token in OTEL_EXPORTER_OTLP_HEADERS`)
+    throw new TracingEnvError(`${variable}: must not carry a user name or password (they would be logged), got ${describe(text)}; give the collector's token in OTEL_EXPORTER_OTLP_HEADERS`)
   }
-  if (url.search !== '' || url.hash !== '') throw new TracingEnvError(`${variable}: must have no query or fragment, got ${shown}`)
+  if (url.search !== '' || url.hash !== '') throw new TracingEnvError(`${variable}: must have no query or fragment, got ${describe(text)}`)
   return url
 }
 
