@@ -75,8 +75,9 @@ declare module 'fastify' {
 
 /**
  * Tracing, when gateway.yaml or the OTEL_* variables turn it on: only then is OpenTelemetry loaded
- * and a hook added. Its plugin goes first, so that every request, even one the edge refuses, has
- * its span; the spans still queued are sent at close (bounded).
+ * and a hook added. Its plugin goes first, so that its hook starts the request's span before the
+ * gateway's own hooks run (their store reads are its children); the spans still queued are sent at
+ * close (bounded).
  */
 async function startTracing (config: GatewayConfig, app: FastifyInstance, env: NodeJS.ProcessEnv): Promise<Spans | undefined> {
   const settings = tracingSettings(config.tracing, env)
