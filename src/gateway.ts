@@ -16,6 +16,8 @@ import { BatchedDestination } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
 import { Metrics } from './ops/metrics.js'
 import { serveMetricsApart } from './ops/metrics-listener.js'
+import type { Tracing } from './ops/tracing.js'
+import { tracingSettings, type Spans } from './ops/tracing-settings.js'
 import { AccessTokens } from './oauth/access-tokens.js'
 import { Providers } from './oauth/providers.js'
 import { BackchannelLogout } from './oauth/backchannel.js'
@@ -31,6 +33,7 @@ import { Sessions } from './session/session.js'
 import { MemoryStore } from './store/memory.js'
 import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
+import { TracedStore } from './store/traced-store.js'
 import { REFUSAL_REASONS, type RefusalReason, type SessionStore } from './store/store.js'
 import { systemClock, type Clock } from './ops/clock.js'
 import { forwardAuth } from './routes/forward-auth.js'
@@ -53,6 +56,8 @@ export interface GatewayDeps {
   storeHysteresis?: Hysteresis
   /** The timers of open websockets' session deadlines (default Node's, unref'd): tests fire them as they move `clock`. */
   timers?: SocketTimers
+  /** Where the OTEL_* variables are read (default process.env). */
+  env?: NodeJS.ProcessEnv
 }
 
 declare module 'fastify' {
@@ -63,21 +68,43 @@ declare module 'fastify' {
     sessions: Sessions
     /** The open websockets of each session on this instance, closed when it ends. */
     sessionSockets: SessionSockets
+    /** OpenTelemetry, when `tracing` or the OTEL_* variables turn it on. */
+    tracing: Tracing | undefined
   }
 }
 
-function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, hysteresis?: Hysteresis, clock?: Clock): SessionStore {
+/**
+ * Tracing, when gateway.yaml or the OTEL_* variables turn it on: only then is OpenTelemetry loaded
+ * and a hook added. Its plugin goes first, so that its hook starts the request's span before the
+ * gateway's own hooks run (their store reads are its children); the spans still queued are sent at
+ * close (bounded).
+ */
+async function startTracing (config: GatewayConfig, app: FastifyInstance, env: NodeJS.ProcessEnv): Promise<Spans | undefined> {
+  const settings = tracingSettings(config.tracing, env)
+  app.decorate('tracing', undefined)
+  if (settings === undefined) return undefined
+  const tracing = (await import('./ops/tracing.js')).startTracing(settings, app.log)
+  app.tracing = tracing
+  await app.register(tracing.plugin)
+  app.addHook('onClose', async () => tracing.shutdown())
+  app.log.info({ collector: settings.tracesUrl, sampleRatio: settings.sampleRatio }, 'tracing: spans go to the collector')
+  return tracing.spans
+}
+
+function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, { hysteresis, clock, spans }: { hysteresis?: Hysteresis, clock?: Clock, spans?: Spans }): SessionStore {
   // Every reason shows in /metrics from the start, at 0.
   for (const reason of REFUSAL_REASONS) metrics.storeRefusals.inc({ reason }, 0)
   if (config.type === 'memory') {
     app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
-    return new MemoryStore()
+    const memory = new MemoryStore()
+    return spans === undefined ? memory : new TracedStore(memory, spans, 'memory')
   }
   const onCommandError = (refusal?: RefusalReason) => {
     metrics.storeErrors.inc()
     if (refusal) metrics.storeRefusals.inc({ reason: refusal })
   }
-  return new RedisStore(config, app.log, { onCommandError, hysteresis, clock })
+  const redis = new RedisStore(config, app.log, { onCommandError, hysteresis, clock })
+  return spans === undefined ? redis : new TracedStore(redis, spans, 'redis')
 }
 
 /** session.secret, or a random one for this process (with a warning: sessions then die with it). */
@@ -139,12 +166,13 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   })
 
   for (const warning of configWarnings(config)) app.log.warn(warning)
+  const spans = await startTracing(config, app, deps.env ?? process.env)
 
   const secret = sessionSecret(config, app)
 
   const metrics = new Metrics()
   const clock = deps.clock ?? systemClock
-  const store = createStore(config.store, app, metrics, deps.storeHysteresis, clock)
+  const store = createStore(config.store, app, metrics, { hysteresis: deps.storeHysteresis, clock, spans })
   // Every key is derived from session.secret (writes) and previousSecrets (opening what they sealed).
   const sealer = new Sealer(secret, config.session.previousSecrets)
   const sessions = new Sessions(store, sealer, config.session, clock)
@@ -184,7 +212,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const sockets = new SessionSockets({ sessions, usableToken: (session, provider) => refresher.usableToken(session, provider), maxAgeMs: config.session.maxAgeMs, clock, timers: deps.timers, log: app.log })
   app.decorate('sessionSockets', sockets)
   app.addHook('onClose', async () => sockets.close())
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets })
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, traced: spans !== undefined })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

@@ -9,6 +9,7 @@ import pino from 'pino'
 import { ConfigError, configWarnings, loadConfig } from './config/config.js'
 import type { GatewayConfig } from './config/types.js'
 import { loggerOptions } from './ops/logger.js'
+import { TracingEnvError, tracingSettings } from './ops/tracing-settings.js'
 import { WORKER_SECRET_ENV, runPrimary } from './ops/workers.js'
 // The gateway itself (Fastify, ioredis, undici...) and the cluster's metrics listener (prom-client)
 // are imported only by the process that serves them: `--check` and a cluster primary start in a
@@ -41,8 +42,10 @@ export async function main (argv: string[]): Promise<number> {
   let config
   try {
     config = await loadConfig(file)
+    // A malformed OTEL_* endpoint fails here, naming the variable, as a gateway.yaml problem does.
+    tracingSettings(config.tracing, process.env)
   } catch (error) {
-    if (!(error instanceof ConfigError)) throw error
+    if (!(error instanceof ConfigError) && !(error instanceof TracingEnvError)) throw error
     process.stderr.write(`${error.message}\n`)
     return 1
   }

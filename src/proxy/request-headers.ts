@@ -50,14 +50,20 @@ export class UpstreamHeaders {
   private readonly forwardedHost: ReturnType<typeof forwardedHostOf>
   private readonly assertionHeader: string
 
-  /** @param gatewayCookies the cookies the gateway sets (oauth/urls.ts): never forwarded */
-  constructor (config: GatewayConfig, private readonly gatewayCookies: readonly string[]) {
+  /**
+   * @param gatewayCookies the cookies the gateway sets (oauth/urls.ts): never forwarded
+   * @param traced tracing is on: the client's `traceparent` and `tracestate` are not forwarded, since
+   *   the gateway's request continues that trace and sends its own (W3C Trace Context §3: a
+   *   participant replaces them), so the upstream sees exactly one; off, they pass as they came
+   */
+  constructor (config: GatewayConfig, private readonly gatewayCookies: readonly string[], traced = false) {
     // Identity headers are dropped on every route, whatever names any route uses for them, and so
     // are the claim headers any route sends. So is the assertion header, under the configured name
     // as well as the default one.
     const identityNames = [
       ...Object.values(DEFAULT_IDENTITY_HEADERS), config.assertion.header,
       ...config.routes.flatMap((route) => [...Object.values(route.identityHeaders), ...route.headers.map((header) => header.name)]),
+      ...(traced ? ['traceparent', 'tracestate'] : []),
     ]
     this.filters = { none: new ClientHeaderFilter(identityNames, false), required: new ClientHeaderFilter(identityNames, true) }
     this.forwardedHost = forwardedHostOf(config.server.baseUrl, config.server.trustProxy)

@@ -47,6 +47,8 @@ export interface ProxyDeps {
   forms?: FormReplay | undefined
   /** The open websockets of each session, closed when it ends (absent: they outlive it). */
   sockets?: SessionSockets | undefined
+  /** Tracing is on: the gateway's own `traceparent` goes upstream instead of the client's. */
+  traced?: boolean
 }
 
 type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> & {
@@ -138,7 +140,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   return { gate, signer, bearer, bearerSigner }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, traced = false }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('keepAuthorization', false)
   app.decorateRequest('identity', undefined)
@@ -149,7 +151,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
   const gatewayCookies = allCookieNames(config)
   /** The same names in lower case: what an upstream's Set-Cookie may never set. */
   const plantable = gatewayCookies.map((name) => name.toLowerCase())
-  const headers = new UpstreamHeaders(config, gatewayCookies)
+  const headers = new UpstreamHeaders(config, gatewayCookies, traced)
 
   for (const route of config.routes) {
     await app.register(async (scope) => {
