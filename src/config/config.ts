@@ -5,6 +5,7 @@
 import { readFile } from 'node:fs/promises'
 import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, type Document, type Node } from 'yaml'
 import { Issues, formatPath, formatProblem, isObject, type ConfigProblem, type Path } from './reader.js'
+import { yamlSyntaxProblem } from './slips.js'
 import type { GatewayConfig } from './types.js'
 import { validate } from './validate.js'
 
@@ -93,10 +94,10 @@ function removeAt (plain: unknown, path: Path): void {
 export function parseConfig (text: string, env: Env = process.env, source = 'gateway.yaml'): GatewayConfig {
   const lineCounter = new LineCounter()
   const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true })
-  if (doc.errors.length > 0) {
-    throw new ConfigError(source, doc.errors.map((e) => ({
-      path: 'YAML syntax', line: e.linePos?.[0]?.line, message: e.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, ''),
-    })))
+  const first = doc.errors[0]
+  if (first) {
+    const message = first.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')
+    throw new ConfigError(source, [yamlSyntaxProblem(text, { code: first.code, line: first.linePos?.[0]?.line, message })])
   }
   const lines = new Map<string, number>()
   const missing: Array<[Path, string]> = []

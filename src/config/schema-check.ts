@@ -9,6 +9,7 @@ import type { ErrorObject } from 'ajv'
 import type { FilledYaml } from './schema.js'
 import { check, fill, schema } from './schema.generated.js'
 import { closest, describe, didYouMean, isObject, type Issues, type Path } from './reader.js'
+import { reportSlips } from './slips.js'
 
 /** A JSON Schema node, read loosely (this file only reads the keywords schema.ts uses). */
 interface SchemaNode {
@@ -163,11 +164,13 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
     issues.add([], `must be a mapping of sections (server, session, providers, routes, ...), got ${describe(coerced)}`)
     return data
   }
+  // Indentation slips first: one problem each, and their keys out of the way of the schema.
+  const slipped = reportSlips(issues, schema as SchemaNode, data)
   if (check(data)) return data
   const { kept, phrases } = collapseBranches(check.errors ?? [])
 
-  // Unknown keys first: the key each was meant to be is then "present", not missing.
-  const meant = reportUnknownKeys(issues, kept, data)
+  // Unknown keys next: the key each was meant to be is then "present", not missing.
+  const meant = reportUnknownKeys(issues, kept, data, slipped)
   const removals = reportValueProblems(issues, kept, phrases, meant, plain, data)
   // Deepest first, so that removing a list item does not shift another removal's index.
   for (const path of removals.sort((a, b) => b.length - a.length)) remove(data, path)
@@ -178,8 +181,8 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
  * One "unknown key" per key the schema does not allow, with the nearest allowed key as a hint; the
  * key removed from `data`. Returns the pointers of the keys they were meant to be.
  */
-function reportUnknownKeys (issues: Issues, errors: ErrorObject[], data: Record<string, unknown>): Set<string> {
-  const meant = new Set<string>()
+function reportUnknownKeys (issues: Issues, errors: ErrorObject[], data: Record<string, unknown>, slipped: Set<string>): Set<string> {
+  const meant = new Set(slipped)
   for (const error of errors) {
     if (error.keyword !== 'additionalProperties') continue
     const parent = pathOf(error.instancePath, data)

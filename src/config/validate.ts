@@ -514,7 +514,7 @@ function checkRouteProvider (issues: Issues, at: KeyPath, auth: RouteRaw['auth']
   if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
     issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
   }
-  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider])) {
+  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider]) && !issues.assumed(['providers', provider])) {
     const match = closest(provider, providers)
     issues.add(at('provider'), 'names no configured provider', match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
   }
