@@ -13,6 +13,7 @@ export type { ConfigProblem } from './reader.js'
 
 export { parseDuration, parseSize } from './reader.js'
 export { configWarnings } from './safety.js'
+export { containerWarnings, inContainer } from './container.js'
 
 /** Every problem found in a config file, each naming its key path. */
 export class ConfigError extends Error {

@@ -67,7 +67,7 @@ const CASES: Case[] = [
     [p('providers.demo.issuer', 7, 'must be a URL, got "op.example.org"')]],
   ['an issuer from a missing variable is one problem',
     config('    clientId: c\n    clientSecret: s\n    issuer: ${OP_ISSUER}\n    scope: openid\n'),
-    [p('providers.demo.issuer', 7, 'environment variable OP_ISSUER is not set', 'use ${OP_ISSUER:-default} for a default')]],
+    [p('providers.demo.issuer', 7, 'environment variable OP_ISSUER is not set', 'set it, or write ${OP_ISSUER:-default} for a default')]],
   ['a misspelt section',
     `servr:\n  port: 8080\n${config(OIDC)}`,
     [p('servr', 1, 'unknown key', 'did you mean `server`?')]],
@@ -152,7 +152,10 @@ describe('--check names one root cause per mistake', () => {
 })
 
 describe('the --check command', () => {
-  const run = promisify(execFile)
+  // This machine may itself be a container: the runs below say where they are.
+  const exec = promisify(execFile)
+  const run = async (command: string, args: string[], env: Record<string, string> = {}) =>
+    await exec(command, args, { env: { ...process.env, GATEWAY_IN_CONTAINER: 'false', ...env } })
 
   it('prints only "OK" for a good file, and one line per problem for a bad one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-check-'))
