@@ -134,7 +134,7 @@ const GIVE_ONE = 'give the config file with --config PATH or the GATEWAY_CONFIG 
 
 /** Why a config file could not be read, in one sentence: a missing file is the usual first-run slip. */
 function unreadable (error: NodeJS.ErrnoException): string {
-  switch (error.code) {
+  switch (error.code ?? '') {
     case 'ENOENT': return `no such file; ${GIVE_ONE}`
     case 'EACCES':
     case 'EPERM': return 'cannot be read by this user (permission denied); make it readable, or give another file'
