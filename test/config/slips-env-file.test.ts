@@ -151,3 +151,16 @@ describe('the CLI on these slips', () => {
     expect((await run(['--check', '--config', file])).stderr).toBe('')
   })
 })
+
+describe('rateLimit.login turned off', () => {
+  it.each(['off', 'false', '" off "', '"off"'])('login: %s is no limit', (value) => {
+    expect(parseConfig(`${config()}rateLimit:\n  login: ${value}\n`, {}).rateLimit.login).toBeUndefined()
+  })
+
+  it('the generated reference names both spellings, in the type and in the text', async () => {
+    const { readFile } = await import('node:fs/promises')
+    const row = (await readFile('docs/configuration.md', 'utf8')).split('\n').find((line) => line.startsWith('| `rateLimit.login`'))
+    expect(row).toContain('string or `off` or `false`')
+    expect(row).toContain('`off` (or `false`): no limit')
+  })
+})
