@@ -2,11 +2,6 @@
 // The usual first-run slips besides indentation: a pasted discovery URL as the issuer, a variable
 // that is empty or not set (and no default offered for a secret), a config file that cannot be
 // read, and loopback addresses inside a container. Each is one problem or one line, pinned exactly.
-import { execFile } from 'node:child_process'
-import { mkdtemp, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
-import { join } from 'node:path'
-import { promisify } from 'node:util'
 import { describe, expect, it } from 'vitest'
 import { ConfigError, ConfigFileError, containerWarnings, inContainer, parseConfig, type ConfigProblem } from '../../src/config/config.js'
 
@@ -122,33 +117,6 @@ describe('a loopback address in a container', () => {
 
   it('nothing for names on the container network', () => {
     expect(containerWarnings(loaded(config({ upstream: 'http://app:8080' })), true)).toEqual([])
-  })
-})
-
-describe('the CLI on these slips', () => {
-  const exec = promisify(execFile)
-  const run = async (args: string[], env: Record<string, string> = {}) =>
-    await exec('node', ['dist/src/main.js', ...args], { env: { ...process.env, GATEWAY_IN_CONTAINER: 'false', GATEWAY_CONFIG: '', ...env } }).catch((e: unknown) => e as { code: number, stdout: string, stderr: string })
-  const GIVE = 'give the config file with --config PATH or the GATEWAY_CONFIG environment variable'
-
-  it('a missing file, for --check and for start, is one line naming the path', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
-    const missing = join(dir, 'gateway.yaml')
-    for (const args of [['--check', '--config', missing], ['--config', missing]]) {
-      expect(await run(args)).toMatchObject({ code: 1, stdout: '', stderr: `${missing}: no such file; ${GIVE}\n` })
-    }
-    expect(await run([], { GATEWAY_CONFIG: missing })).toMatchObject({ code: 1, stderr: `${missing}: no such file; ${GIVE}\n` })
-    expect(await run(['--check', '--config', dir])).toMatchObject({ code: 1, stderr: `${dir}: is a directory, not a config file; ${GIVE}\n` })
-  })
-
-  it('--check warns about a loopback upstream in a container and exits 0', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
-    const file = join(dir, 'gateway.yaml')
-    await writeFile(file, config())
-    const inside = await run(['--check', '--config', file], { GATEWAY_IN_CONTAINER: 'true' })
-    expect(inside).toMatchObject({ stdout: `${file}: OK (1 provider, 1 route)\n` })
-    expect(inside.stderr).toBe('warning: routes[0].upstream: 127.0.0.1 is this container itself, not the machine it runs on; use the service\'s name on the container network (or host.docker.internal), or set GATEWAY_IN_CONTAINER=false if it is meant (a sidecar)\n')
-    expect((await run(['--check', '--config', file])).stderr).toBe('')
   })
 })
 
