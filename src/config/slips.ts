@@ -195,8 +195,9 @@ function pointer (path: Path): string {
 
 /** A line's key and the column it starts at (1-based, after any `- `), when the line holds one. */
 function keyOn (text: string | undefined): { key: string, column: number } | undefined {
-  const match = text === undefined ? null : /^(\s*(?:-\s+)*)([^\s:#'"-][^:#]*?)\s*:(?:\s|$)/.exec(text)
-  return match ? { key: match[2]!, column: match[1]!.length + 1 } : undefined
+  // No two neighbouring parts match the same characters: linear on any line.
+  const match = text === undefined ? null : /^([ \t]*(?:-[ \t]+)*)([^\s:#'"-][^:#]*):(?:\s|$)/.exec(text)
+  return match ? { key: match[2]!.trimEnd(), column: match[1]!.length + 1 } : undefined
 }
 
 /** The nearest line at or after (step 1) or before (step -1) `from` that holds something. */
