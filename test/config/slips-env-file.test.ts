@@ -54,6 +54,8 @@ describe('a variable that is empty or not set', () => {
     ['an unset secret', config({ secret: '${GW_SECRET}' }), {}, 'session.secret', 2, 'environment variable GW_SECRET is not set', SECRET_HINT('GW_SECRET')],
     ['an empty client secret', config({ clientSecret: '${X}' }), { X: '' }, 'providers.demo.clientSecret', 6, 'environment variable X is empty', SECRET_HINT('X')],
     ['a password inside a URL', config({ store: 'store:\n  type: redis\n  url: redis://:${REDIS_PASSWORD}@redis:6379\n' }), {}, 'store.url', 15, 'environment variable REDIS_PASSWORD is not set', SECRET_HINT('REDIS_PASSWORD')],
+    ['a previous secret in a list', config({ secret: `${SECRET}\n  previousSecrets: ["\${OLD}"]` }), { OLD: '' }, 'session.previousSecrets[0]', 3, 'environment variable OLD is empty', SECRET_HINT('OLD')],
+    ['a sentinel password', config({ store: 'store:\n  type: redis\n  sentinel:\n    name: m\n    nodes: ["10.0.0.1:26379"]\n    password: ${P}\n' }), {}, 'store.sentinel.password', 18, 'environment variable P is not set', SECRET_HINT('P')],
     ['an empty issuer', config({ issuer: '${OP_ISSUER}' }), { OP_ISSUER: '' }, 'providers.demo.issuer', 7, 'environment variable OP_ISSUER is empty', 'set it, or write ${OP_ISSUER:-default} for a default'],
     ['an unset upstream', config({ upstream: '${UPSTREAM}' }), {}, 'routes[0].upstream', 11, 'environment variable UPSTREAM is not set', 'set it, or write ${UPSTREAM:-default} for a default'],
   ])('%s', (_name, text, env, path, line, message, hint) => {
