@@ -346,7 +346,9 @@ const WELL_KNOWN = ['/.well-known/openid-configuration', '/.well-known/oauth-aut
  * (OIDC), or inserted between host and path (RFC 8414 section 3). Its query is not part of it.
  */
 function issuerOfDiscoveryUrl (url: string): string | undefined {
-  const { origin, pathname } = new URL(url)
+  const parsed = new URL(url)
+  const origin = parsed.origin
+  const pathname = parsed.pathname.replace(/\/+$/, '')
   for (const suffix of WELL_KNOWN) {
     if (pathname.endsWith(suffix)) return `${origin}${pathname.slice(0, -suffix.length)}`
     if (pathname.startsWith(`${suffix}/`)) return `${origin}${pathname.slice(suffix.length)}`

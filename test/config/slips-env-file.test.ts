@@ -31,6 +31,7 @@ describe('an issuer pasted as its discovery URL', () => {
     ['https://op.example.org/.well-known/oauth-authorization-server/tenant', 'https://op.example.org/tenant'],
     ['https://op.example.org/t/.well-known/openid-configuration?api_key=hunter2', 'https://op.example.org/t'],
     ['http://127.0.0.1:9000/.well-known/openid-configuration', 'http://127.0.0.1:9000'],
+    ['https://op.example.org/t/.well-known/openid-configuration/', 'https://op.example.org/t'],
   ])('%s -> issuer %s', (pasted, issuer) => {
     expect(problems(config({ issuer: pasted }))).toEqual([
       { path: 'providers.demo.issuer', line: 7, message: 'is the URL of the discovery document, not the issuer', hint: `use issuer: ${issuer}` },
