@@ -9,7 +9,7 @@ import type { ErrorObject } from 'ajv'
 import type { FilledYaml } from './schema.js'
 import { check, fill, schema } from './schema.generated.js'
 import { closest, describe, didYouMean, isObject, type Issues, type Path } from './reader.js'
-import { reportSlips } from './slips.js'
+import { reportSlips, sectionsHolding } from './slips.js'
 
 /** A JSON Schema node, read loosely (this file only reads the keywords schema.ts uses). */
 interface SchemaNode {
@@ -189,7 +189,10 @@ function reportUnknownKeys (issues: Issues, errors: ErrorObject[], data: Record<
     const key = String((error.params as { additionalProperty: string }).additionalProperty)
     const allowed = keysOf(error.parentSchema as SchemaNode)
     const match = closest(key, allowed)
+    // A key of a section written without its section (`port:` at the top level) says where it goes.
+    const holders = match === undefined ? sectionsHolding(error.parentSchema as SchemaNode, key).slice(0, 3) : []
     if (match !== undefined) issues.add([...parent, key], 'unknown key', `did you mean \`${match}\`?`)
+    else if (holders.length > 0) issues.add([...parent, key], `unknown key here: it is a key of ${holders.join(' or ')}`, holders.length === 1 ? `write it under \`${holders[0]!}\`` : 'write it under the one it belongs to')
     else issues.add([...parent, key], `unknown key (expected one of: ${allowed.join(', ')})`)
     if (match !== undefined) {
       meant.add(`${error.instancePath}/${match}`)

@@ -237,3 +237,24 @@ export function yamlSyntaxProblem (text: string, error: YamlError): ConfigProble
       : `line it up with \`${above.key}\`, or with the key of the mapping it belongs to`,
   }
 }
+
+/**
+ * Where below `node` a key named `key` may be written (`server`, `providers.<name>`, `routes[]`),
+ * nearest first, at most `depth` levels down: for a key written in a file with its section left out.
+ */
+export function sectionsHolding (node: ShapeNode, key: string, depth = 2, at = ''): string[] {
+  if (depth === 0) return []
+  const found: string[] = []
+  const deeper: string[] = []
+  const children: Array<[string, ShapeNode | undefined]> = [
+    ...Object.entries(node.properties ?? {}).map(([name, child]): [string, ShapeNode] => [at ? `${at}.${name}` : name, child]),
+    ...Object.values(node.patternProperties ?? {}).map((child): [string, ShapeNode] => [`${at}.<name>`, child]),
+  ]
+  for (const [path, child] of children) {
+    const inner = child?.items ?? shaped(child, {}) ?? child
+    const where = child?.items ? `${path}[]` : path
+    if (inner?.properties?.[key] !== undefined) found.push(where)
+    else if (inner) deeper.push(...sectionsHolding(inner, key, depth - 1, where))
+  }
+  return [...found, ...deeper]
+}
