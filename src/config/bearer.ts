@@ -53,7 +53,7 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
     const where = [...at, 'issuers', i]
     const provider = Object.hasOwn(providers, name) ? providers[name] : undefined
     if (provider === undefined) {
-      if (issues.touched(['providers', name])) return
+      if (issues.touched(['providers', name]) || issues.assumed(['providers', name])) return
       const match = closest(name, names)
       issues.add(where, `names no configured provider: ${describe(name)}`, match !== undefined ? `did you mean \`${match}\`?` : `known: ${names.join(', ') || 'none'}`)
       return

@@ -61,6 +61,15 @@ export class Issues {
     return false
   }
 
+  /**
+   * The key itself or a key around it was touched: a section assumed present but unreadable (a
+   * misspelt `provider:` meant to be `providers:`) may hold whatever is looked up in it.
+   */
+  assumed (path: Path): boolean {
+    for (let n = path.length; n > 0; n--) if (this.touchedPaths.has(formatPath(path.slice(0, n)))) return true
+    return false
+  }
+
   /** In file order (problems without a line last; on one line, by key path). */
   sorted (): ConfigProblem[] {
     return [...this.problems].sort((a, b) => (a.line ?? Infinity) - (b.line ?? Infinity) || a.path.localeCompare(b.path, 'en', { numeric: true }))

@@ -9,6 +9,7 @@ import type { ErrorObject } from 'ajv'
 import type { FilledYaml } from './schema.js'
 import { check, fill, schema } from './schema.generated.js'
 import { closest, describe, didYouMean, isObject, type Issues, type Path } from './reader.js'
+import { reportSlips, sectionsHolding } from './slips.js'
 
 /** A JSON Schema node, read loosely (this file only reads the keywords schema.ts uses). */
 interface SchemaNode {
@@ -163,11 +164,13 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
     issues.add([], `must be a mapping of sections (server, session, providers, routes, ...), got ${describe(coerced)}`)
     return data
   }
+  // Indentation slips first: one problem each, and their keys out of the way of the schema.
+  const slipped = reportSlips(issues, schema as SchemaNode, data)
   if (check(data)) return data
   const { kept, phrases } = collapseBranches(check.errors ?? [])
 
-  // Unknown keys first: the key each was meant to be is then "present", not missing.
-  const meant = reportUnknownKeys(issues, kept, data)
+  // Unknown keys next: the key each was meant to be is then "present", not missing.
+  const meant = reportUnknownKeys(issues, kept, data, slipped)
   const removals = reportValueProblems(issues, kept, phrases, meant, plain, data)
   // Deepest first, so that removing a list item does not shift another removal's index.
   for (const path of removals.sort((a, b) => b.length - a.length)) remove(data, path)
@@ -178,15 +181,18 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
  * One "unknown key" per key the schema does not allow, with the nearest allowed key as a hint; the
  * key removed from `data`. Returns the pointers of the keys they were meant to be.
  */
-function reportUnknownKeys (issues: Issues, errors: ErrorObject[], data: Record<string, unknown>): Set<string> {
-  const meant = new Set<string>()
+function reportUnknownKeys (issues: Issues, errors: ErrorObject[], data: Record<string, unknown>, slipped: Set<string>): Set<string> {
+  const meant = new Set(slipped)
   for (const error of errors) {
     if (error.keyword !== 'additionalProperties') continue
     const parent = pathOf(error.instancePath, data)
     const key = String((error.params as { additionalProperty: string }).additionalProperty)
     const allowed = keysOf(error.parentSchema as SchemaNode)
     const match = closest(key, allowed)
+    // A key of a section written without its section (`port:` at the top level) says where it goes.
+    const holders = match === undefined ? sectionsHolding(error.parentSchema as SchemaNode, key).slice(0, 3) : []
     if (match !== undefined) issues.add([...parent, key], 'unknown key', `did you mean \`${match}\`?`)
+    else if (holders.length > 0) issues.add([...parent, key], `unknown key here: it is a key of ${holders.join(' or ')}`, holders.length === 1 ? `write it under \`${holders[0]!}\`` : 'write it under the one it belongs to')
     else issues.add([...parent, key], `unknown key (expected one of: ${allowed.join(', ')})`)
     if (match !== undefined) {
       meant.add(`${error.instancePath}/${match}`)

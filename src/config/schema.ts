@@ -249,9 +249,10 @@ const Route = Type.Object({
 export const RATE_PATTERN = '^\\s*(?:0*[1-9]\\d{0,6}\\s*/\\s*(?:s|sec|second|min|minute|h|hour)|off)\\s*$'
 
 const RateLimit = Section({
-  login: filled(Type.Optional(Type.Union([Type.String({ pattern: RATE_PATTERN }), Type.Literal(false)], {
+  // `off` and `false` both turn it off: YAML 1.1 habits write `off`, and some tools write `false`.
+  login: filled(Type.Optional(Type.Union([Type.String({ pattern: RATE_PATTERN }), Type.Literal('off'), Type.Literal(false)], {
     default: '600/min',
-    description: 'Sign-in requests (/oauth/login/, /oauth/authorized/) per client address, shared by instances on one Redis: `N/s`, `N/min`, `N/h`, or `off`.',
+    description: 'Sign-in requests (/oauth/login/, /oauth/authorized/) per client address, shared by instances on one Redis: `N/s`, `N/min` or `N/h`; `off` (or `false`): no limit.',
     expected: 'a rate such as 600/min, 10/s or 5000/h (at least 1), or off',
   }))),
 }, 'Per client address request budgets (429 `rate_limited`).')

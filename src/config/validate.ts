@@ -338,6 +338,24 @@ function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
   }
 }
 
+/** The documents discovery reads: OpenID Connect Discovery 1.0 and RFC 8414. */
+const WELL_KNOWN = ['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']
+
+/**
+ * The issuer whose discovery document `url` is, when `url` is one: the suffix after the issuer
+ * (OIDC), or inserted between host and path (RFC 8414 section 3). Its query is not part of it.
+ */
+function issuerOfDiscoveryUrl (url: string): string | undefined {
+  const parsed = new URL(url)
+  const origin = parsed.origin
+  const pathname = parsed.pathname.replace(/\/+$/, '')
+  for (const suffix of WELL_KNOWN) {
+    if (pathname.endsWith(suffix)) return `${origin}${pathname.slice(0, -suffix.length)}`
+    if (pathname.startsWith(`${suffix}/`)) return `${origin}${pathname.slice(suffix.length)}`
+  }
+  return undefined
+}
+
 const PRESET_HINT = `or set preset: ${PRESET_NAMES.join(', ')}`
 
 /** The key path of one key of the provider or route being checked: `at('issuer')` is `providers.<name>.issuer`. */
@@ -351,6 +369,8 @@ function validateProvider (issues: Issues, name: string, raw: ProviderRaw, loopb
   // nothing that depends on it is reported.
   const given = (key: keyof ProviderRaw): boolean => raw[key] !== undefined || issues.touched(at(key))
   const issuer = url(issues, at('issuer'), raw.issuer, ['http', 'https'])
+  const pasted = issuer === undefined ? undefined : issuerOfDiscoveryUrl(issuer)
+  if (pasted !== undefined) issues.add(at('issuer'), 'is the URL of the discovery document, not the issuer', `use issuer: ${pasted}`)
   const scope = raw.scope ?? ''
   // A preset (even one with a problem, reported already) supplies the scope and the location.
   const preset = given('preset')
@@ -514,7 +534,7 @@ function checkRouteProvider (issues: Issues, at: KeyPath, auth: RouteRaw['auth']
   if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
     issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
   }
-  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider])) {
+  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider]) && !issues.assumed(['providers', provider])) {
     const match = closest(provider, providers)
     issues.add(at('provider'), 'names no configured provider', match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
   }

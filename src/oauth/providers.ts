@@ -10,6 +10,7 @@ import * as oauth from 'oauth4webapi'
 import type { ProviderConfig } from '../config/types.js'
 import { plainHttpHost } from '../config/safety.js'
 import { GatewayError, unknownProvider } from '../errors.js'
+import { DiscoveryFailure, discoveryUrl, networkCode } from './discovery-failure.js'
 import { providerFetch } from './provider-http.js'
 
 /** A provider with every endpoint known. */
@@ -94,15 +95,24 @@ export class Providers {
         return
       } catch (error) {
         if (attempt === attempts || (error instanceof Error && error.cause instanceof RefusedEndpoint)) {
-          const reason = error instanceof Error && error.cause instanceof Error ? error.cause.message : String(error)
-          this.log.error({ provider: name, url: `${this.configs[name]!.issuer}/.well-known/openid-configuration`, reason },
-            `OIDC discovery failed for provider ${name}; its sign-ins answer 502 provider_unavailable until it succeeds`)
+          this.logDiscoveryFailure(name, error)
           return
         }
         this.resolved.delete(name)
         await new Promise((resolve) => setTimeout(resolve, 500 * 2 ** (attempt - 1)))
       }
     }
+  }
+
+  /** One line for a provider whose discovery failed: the URL fetched and what came back, then why. */
+  private logDiscoveryFailure (name: string, error: unknown): void {
+    const cause = error instanceof Error ? error.cause : undefined
+    const reason = cause instanceof Error ? cause.message : String(error)
+    const failure = cause instanceof DiscoveryFailure ? cause : undefined
+    const fetched = failure ? ` (GET ${failure.url}: ${failure.outcome})` : ''
+    const issuer = this.configs[name]?.issuer
+    this.log.error({ provider: name, url: failure?.url ?? (issuer ? discoveryUrl(new URL(issuer)) : undefined), status: failure?.status, code: failure?.code, reason },
+      `OIDC discovery failed for provider ${name}${fetched}; its sign-ins answer 502 provider_unavailable until it succeeds`)
   }
 
   /** The resolved provider; throws unknown_provider or provider_unavailable. One attempt at a time. */
@@ -134,15 +144,29 @@ export class Providers {
     }
   }
 
+  /** The discovery document; a {@link DiscoveryFailure} (URL, status or network code) when it cannot be had. */
+  private async fetchMetadata (issuer: URL, timeoutMs: number): Promise<oauth.AuthorizationServer> {
+    let response: Response
+    try {
+      response = await oauth.discoveryRequest(issuer, {
+        algorithm: 'oidc',
+        signal: AbortSignal.timeout(timeoutMs),
+        [oauth.allowInsecureRequests]: issuer.protocol === 'http:',
+        [oauth.customFetch]: providerFetch,
+      })
+    } catch (error) {
+      throw new DiscoveryFailure(discoveryUrl(issuer), undefined, networkCode(error), error)
+    }
+    try {
+      return await oauth.processDiscoveryResponse(issuer, response)
+    } catch (error) {
+      throw new DiscoveryFailure(discoveryUrl(issuer), response.status, undefined, error)
+    }
+  }
+
   private async discover (config: ProviderConfig): Promise<ResolvedProvider> {
     const issuer = new URL(config.issuer!)
-    const response = await oauth.discoveryRequest(issuer, {
-      algorithm: 'oidc',
-      signal: AbortSignal.timeout(config.timeoutMs),
-      [oauth.allowInsecureRequests]: issuer.protocol === 'http:',
-      [oauth.customFetch]: providerFetch,
-    })
-    const metadata = await oauth.processDiscoveryResponse(issuer, response)
+    const metadata = await this.fetchMetadata(issuer, config.timeoutMs)
     const authorizeUrl = config.authorizeUrl ?? metadata.authorization_endpoint
     const tokenUrl = config.tokenUrl ?? metadata.token_endpoint
     if (!authorizeUrl || !tokenUrl) throw new Error('the discovery document has no authorization_endpoint or token_endpoint')

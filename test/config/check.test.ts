@@ -1,13 +1,29 @@
 /* eslint-disable no-template-curly-in-string -- the configs under test contain ${VAR} text */
 // `--check` names one root cause per mistake: the table pins the exact problem (key path, line,
 // message, hint) for broken files, then the CLI's output for a good and a bad file.
-import { execFile } from 'node:child_process'
+import { execFile, spawn } from 'node:child_process'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { createInterface } from 'node:readline'
 import { describe, expect, it } from 'vitest'
 import { ConfigError, parseConfig, type ConfigProblem } from '../../src/config/config.js'
+
+/** Starts the gateway with `file` and returns its log lines up to "Server listening", then stops it. */
+async function startLines (file: string, env: Record<string, string>): Promise<Array<Record<string, unknown>>> {
+  const child = spawn('node', ['dist/src/main.js', '--config', file], { env: { ...process.env, GATEWAY_CONFIG: '', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
+  const lines: Array<Record<string, unknown>> = []
+  try {
+    for await (const line of createInterface({ input: child.stdout })) {
+      lines.push(JSON.parse(line) as Record<string, unknown>)
+      if (String(lines.at(-1)!.msg).startsWith('Server listening')) break
+    }
+  } finally {
+    child.kill('SIGTERM')
+  }
+  return lines
+}
 
 const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 
@@ -67,7 +83,7 @@ const CASES: Case[] = [
     [p('providers.demo.issuer', 7, 'must be a URL, got "op.example.org"')]],
   ['an issuer from a missing variable is one problem',
     config('    clientId: c\n    clientSecret: s\n    issuer: ${OP_ISSUER}\n    scope: openid\n'),
-    [p('providers.demo.issuer', 7, 'environment variable OP_ISSUER is not set', 'use ${OP_ISSUER:-default} for a default')]],
+    [p('providers.demo.issuer', 7, 'environment variable OP_ISSUER is not set', 'set it, or write ${OP_ISSUER:-default} for a default')]],
   ['a misspelt section',
     `servr:\n  port: 8080\n${config(OIDC)}`,
     [p('servr', 1, 'unknown key', 'did you mean `server`?')]],
@@ -152,7 +168,10 @@ describe('--check names one root cause per mistake', () => {
 })
 
 describe('the --check command', () => {
-  const run = promisify(execFile)
+  // This machine may itself be a container: the runs below say where they are.
+  const exec = promisify(execFile)
+  const run = async (command: string, args: string[], env: Record<string, string> = {}) =>
+    await exec(command, args, { env: { ...process.env, GATEWAY_IN_CONTAINER: 'false', ...env } })
 
   it('prints only "OK" for a good file, and one line per problem for a bad one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-check-'))
@@ -184,5 +203,52 @@ describe('the --check command', () => {
     expect(all.stderr).toBe(`${join(dir, 'all.yaml')}: 1 problem
   routes[1].path: reaches every path of http://127.0.0.1:9100 that routes[0] (/app/) protects, with no sign-in: give the routes different upstream paths (rewritePrefix) or the same protection (line 14)
 `)
+  })
+})
+
+describe('the CLI on the common slips', () => {
+  const exec = promisify(execFile)
+  const run = async (args: string[], env: Record<string, string> = {}) =>
+    await exec('node', ['dist/src/main.js', ...args], { env: { ...process.env, GATEWAY_IN_CONTAINER: 'false', GATEWAY_CONFIG: '', ...env } }).catch((e: unknown) => e as { code: number, stdout: string, stderr: string })
+  const GIVE = 'give the config file with --config PATH or the GATEWAY_CONFIG environment variable'
+
+  it('a missing file, for --check and for start, is one line naming the path', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
+    const missing = join(dir, 'gateway.yaml')
+    for (const args of [['--check', '--config', missing], ['--config', missing]]) {
+      expect(await run(args)).toMatchObject({ code: 1, stdout: '', stderr: `${missing}: no such file; ${GIVE}\n` })
+    }
+    expect(await run([], { GATEWAY_CONFIG: missing })).toMatchObject({ code: 1, stderr: `${missing}: no such file; ${GIVE}\n` })
+    expect(await run(['--check', '--config', dir])).toMatchObject({ code: 1, stderr: `${dir}: is a directory, not a config file; ${GIVE}\n` })
+  })
+
+  it('an indentation slip is one line', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
+    const file = join(dir, 'gateway.yaml')
+    await writeFile(file, config('    clientId: c\n').replace('routes:\n', 'clientSecret: s\nissuer: https://op.example.org\nscope: openid\nroutes:\n'))
+    expect(await run(['--check', '--config', file])).toMatchObject({
+      code: 1,
+      stdout: '',
+      stderr: `${file}: 1 problem\n  clientSecret: is at the top level, but is a key of providers.demo (as are \`issuer\` and \`scope\` after it); probably indented too little: line them up with \`clientId\` (line 5) (line 6)\n`,
+    })
+  })
+
+  it('at start, a loopback upstream in a container is logged as a warning', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
+    const file = join(dir, 'gateway.yaml')
+    const provider = '    clientId: c\n    clientSecret: s\n    authorizeUrl: https://op.example.org/authorize\n    tokenUrl: https://op.example.org/token\n    scope: read\n'
+    await writeFile(file, `server:\n  host: 127.0.0.1\n  port: 0\n${config(provider)}`)
+    const lines = await startLines(file, { GATEWAY_IN_CONTAINER: 'true' })
+    expect(lines).toContainEqual(expect.objectContaining({ level: 40, msg: expect.stringMatching(/^routes\[0\]\.upstream: 127\.0\.0\.1 is this container itself/) as unknown }))
+  })
+
+  it('--check warns about a loopback upstream in a container and exits 0', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
+    const file = join(dir, 'gateway.yaml')
+    await writeFile(file, config(OIDC))
+    const inside = await run(['--check', '--config', file], { GATEWAY_IN_CONTAINER: 'true' })
+    expect(inside).toMatchObject({ stdout: `${file}: OK (1 provider, 1 route)\n` })
+    expect(inside.stderr).toBe('warning: routes[0].upstream: 127.0.0.1 is this container itself, not the machine it runs on; use the service\'s name on the container network (or host.docker.internal), or set GATEWAY_IN_CONTAINER=false if it is meant (a sidecar)\n')
+    expect((await run(['--check', '--config', file])).stderr).toBe('')
   })
 })

@@ -1,0 +1,260 @@
+// Indentation slips. A key written too far left lands in the mapping above the section it belongs
+// to (`clientSecret` at the top level, after `providers:`); a key written too far right lands
+// inside a section that does not know it (`providers` under `session:`). YAML reads both as a valid
+// tree, and the schema then sees an unknown key and the section's required keys missing: several
+// problems for one slip. This pass finds the slips first, by one rule (a key that is not a key of
+// the mapping it is in, but is an absent key of the section just above it, or of a mapping around
+// it), reports each run of them once, and takes them out of the data; the keys they were meant to
+// be count as present, so nothing reports their absence.
+import { formatPath, isObject, type ConfigProblem, type Issues, type Path } from './reader.js'
+
+/** A JSON Schema node, read loosely: only what the walk needs. */
+export interface ShapeNode {
+  type?: string | string[]
+  properties?: Record<string, ShapeNode>
+  patternProperties?: Record<string, ShapeNode>
+  items?: ShapeNode
+  anyOf?: ShapeNode[]
+}
+
+/** A key found where it does not belong, and where it was meant to be. */
+interface Slip {
+  keys: Path[]
+  target: Path
+  direction: 'left' | 'right'
+  /** A key of the target to line the misplaced keys up with (left), or the one they sit in (right). */
+  alignWith: Path
+}
+
+/** A mapping or list on the way down, with its schema. */
+interface Level {
+  path: Path
+  node: ShapeNode
+  value: unknown
+}
+
+/** The branch of a union that has the value's shape (a mapping for a mapping, a list for a list). */
+function shaped (node: ShapeNode | undefined, value: unknown): ShapeNode | undefined {
+  if (!node?.anyOf) return node
+  const wanted = Array.isArray(value) ? 'array' : isObject(value) ? 'object' : undefined
+  return node.anyOf.find((branch) => wanted !== undefined && (branch.type === wanted || (Array.isArray(branch.type) && branch.type.includes(wanted))))
+}
+
+/** The schema of `key` inside `node`: a named key, else the pattern every name follows. */
+function childNode (node: ShapeNode, key: string): { child: ShapeNode | undefined, named: boolean } {
+  const known = node.properties?.[key]
+  if (known) return { child: known, named: false }
+  const pattern = Object.values(node.patternProperties ?? {})[0]
+  return { child: pattern, named: pattern !== undefined }
+}
+
+/** `key` may be written in this mapping and is not: a misplaced key could have been meant here. */
+function lacks (level: Level, key: string): boolean {
+  return isObject(level.value) && level.node.properties?.[key] !== undefined && level.value[key] === undefined
+}
+
+/** The last entry of a mapping or list, one level down: where the next line of the file would continue it. */
+function lastChild (level: Level): Level | undefined {
+  const { node, value } = level
+  if (Array.isArray(value)) {
+    const items = shaped(node.items, value[value.length - 1])
+    return value.length > 0 && items ? { path: [...level.path, value.length - 1], node: items, value: value[value.length - 1] } : undefined
+  }
+  if (!isObject(value)) return undefined
+  const last = Object.keys(value).at(-1)
+  if (last === undefined) return undefined
+  const child = shaped(childNode(node, last).child, value[last])
+  return child ? { path: [...level.path, last], node: child, value: value[last] } : undefined
+}
+
+/** The deepest mapping at the end of `anchor` (the section written just above) that lacks `key`. */
+function dedentTarget (anchor: Level, key: string): Level | undefined {
+  let found: Level | undefined
+  for (let level: Level | undefined = anchor; level; level = lastChild(level)) {
+    if (lacks(level, key)) found = level
+  }
+  return found
+}
+
+/** A mapping around the key's own that lacks it: the key was indented too far. */
+function indentTarget (outer: Level[], key: string): Level | undefined {
+  return [...outer].reverse().find((level) => lacks(level, key))
+}
+
+/** A named entry (a provider's name) whose value is a scalar but whose name is a key of such an entry. */
+function looksLikeKey (child: ShapeNode | undefined, key: string, value: unknown): boolean {
+  return child?.properties?.[key] !== undefined && value !== null && typeof value !== 'object'
+}
+
+/** Adds a slip, or extends the previous one when this key continues the same run. */
+function note (slips: Slip[], key: Path, target: Level, direction: Slip['direction'], alignWith: Path): void {
+  const last = slips.at(-1)
+  if (last && last.direction === direction && formatPath(last.target) === formatPath(target.path) && formatPath(last.keys[0]!.slice(0, -1)) === formatPath(key.slice(0, -1))) {
+    last.keys.push(key)
+    return
+  }
+  slips.push({ keys: [key], target: target.path, direction, alignWith })
+}
+
+/** The first key of a mapping, to line others up with; the mapping's own key when it has none. */
+function firstKey (level: Level): Path {
+  const first = isObject(level.value) ? Object.keys(level.value)[0] : undefined
+  return first === undefined ? level.path : [...level.path, first]
+}
+
+function walk (level: Level, outer: Level[], slips: Slip[]): void {
+  const { node, value, path } = level
+  if (Array.isArray(value)) {
+    value.forEach((item, i) => {
+      const items = shaped(node.items, item)
+      if (items && (isObject(item) || Array.isArray(item))) walk({ path: [...path, i], node: items, value: item }, [...outer, level], slips)
+    })
+    return
+  }
+  if (!isObject(value)) return
+  // The last key of this mapping that is in its place: a misplaced key after it continues its section.
+  let anchor: Level | undefined
+  for (const [key, item] of Object.entries(value)) {
+    const { child, named } = childNode(node, key)
+    const misplaced = child === undefined || (named && looksLikeKey(child, key, item))
+    const left = misplaced && anchor ? dedentTarget(anchor, key) : undefined
+    const right = misplaced && !left && !named ? indentTarget(outer, key) : undefined
+    if (left) {
+      note(slips, [...path, key], left, 'left', firstKey(left))
+    } else if (right) {
+      note(slips, [...path, key], right, 'right', path.slice(0, right.path.length + 1))
+    } else if (child) {
+      const inner = shaped(child, item)
+      anchor = inner ? { path: [...path, key], node: inner, value: item } : undefined
+      if (anchor) walk(anchor, [...outer, level], slips)
+    }
+  }
+}
+
+function where (path: Path): string {
+  return path.length === 0 ? 'at the top level' : `in ${formatPath(path)}`
+}
+
+/** `issuer` and `scope`, `a, b and c`. */
+function list (keys: Path[]): string {
+  const names = keys.map((key) => `\`${String(key.at(-1))}\``)
+  return names.length === 1 ? names[0]! : `${names.slice(0, -1).join(', ')} and ${names.at(-1)!}`
+}
+
+/** The one problem a slip gives, at its first key. */
+function report (issues: Issues, slip: Slip): void {
+  const [first, ...rest] = slip.keys
+  const parent = first!.slice(0, -1)
+  const also = rest.length > 0 ? ` (${rest.length === 1 ? 'as is' : 'as are'} ${list(rest)} after it)` : ''
+  const line = issues.lineOf(slip.alignWith)
+  const alignName = String(slip.alignWith.at(-1) ?? '')
+  const pronoun = rest.length > 0 ? 'them' : 'it'
+  const at = line ? ` (line ${line})` : ''
+  const message = `is ${where(parent)}, but is a key of ${formatPath(slip.target) === '(top level)' ? 'the top level' : formatPath(slip.target)}${also}`
+  if (slip.direction === 'right') {
+    issues.add(first!, message, `probably indented too far: line ${pronoun} up with \`${alignName}\`${at}`)
+  } else if (slip.alignWith.length > slip.target.length) {
+    issues.add(first!, message, `probably indented too little: line ${pronoun} up with \`${alignName}\`${at}`)
+  } else {
+    issues.add(first!, message, `probably indented too little: indent ${pronoun} under \`${alignName}:\`${at}`)
+  }
+}
+
+/**
+ * Finds the indentation slips in `data` (checked against `schema`), reports each once, removes the
+ * misplaced keys from `data`, and returns the JSON pointers of the keys they were meant to be.
+ */
+export function reportSlips (issues: Issues, schema: ShapeNode, data: Record<string, unknown>): Set<string> {
+  const slips: Slip[] = []
+  walk({ path: [], node: schema, value: data }, [], slips)
+  const meant = new Set<string>()
+  for (const slip of slips) {
+    report(issues, slip)
+    for (const key of slip.keys) {
+      const name = String(key.at(-1))
+      issues.touch(key)
+      issues.touch([...slip.target, name])
+      meant.add(pointer([...slip.target, name]))
+      const parent = valueAt(data, key.slice(0, -1))
+      if (isObject(parent)) Reflect.deleteProperty(parent, name)
+    }
+  }
+  return meant
+}
+
+function valueAt (data: unknown, path: Path): unknown {
+  let here = data
+  for (const key of path) here = isObject(here) || Array.isArray(here) ? (here as Record<string | number, unknown>)[key] : undefined
+  return here
+}
+
+/** The JSON pointer ajv uses for a key path. */
+function pointer (path: Path): string {
+  return path.map((part) => `/${String(part).replace(/~/g, '~0').replace(/\//g, '~1')}`).join('')
+}
+
+/** A line's key and the column it starts at (1-based, after any `- `), when the line holds one. */
+function keyOn (text: string | undefined): { key: string, column: number } | undefined {
+  // No two neighbouring parts match the same characters: linear on any line.
+  const match = text === undefined ? null : /^([ \t]*(?:-[ \t]+)*)([^\s:#'"-][^:#]*):(?:\s|$)/.exec(text)
+  return match ? { key: match[2]!.trimEnd(), column: match[1]!.length + 1 } : undefined
+}
+
+/** The nearest line at or after (step 1) or before (step -1) `from` that holds something. */
+function nextContentLine (lines: string[], from: number, step: 1 | -1): number | undefined {
+  for (let n = from; n >= 1 && n <= lines.length; n += step) {
+    if (!/^\s*(?:#.*)?$/.test(lines[n - 1]!)) return n
+  }
+  return undefined
+}
+
+/** The first error yaml reports, as yaml says it (its position dropped: the line is the problem's). */
+export interface YamlError { code: string, line: number | undefined, message: string }
+
+/** Errors whose line is the key before the slip: the next line is the one indented too far. */
+const KEY_BEFORE_SLIP = new Set(['BLOCK_AS_IMPLICIT_KEY', 'MULTILINE_IMPLICIT_KEY'])
+
+/**
+ * One problem for a YAML syntax error: the first one yaml reports (the others on the lines after
+ * it follow from it, as yaml reads the rest of the mapping differently), and when a line's key
+ * starts at another column than the key above it, which two.
+ */
+export function yamlSyntaxProblem (text: string, error: YamlError): ConfigProblem {
+  const lines = text.split(/\r?\n/)
+  const start = error.line === undefined ? undefined : KEY_BEFORE_SLIP.has(error.code) ? error.line + 1 : error.line
+  const slipLine = start === undefined ? undefined : nextContentLine(lines, start, 1)
+  const aboveLine = slipLine === undefined ? undefined : nextContentLine(lines, slipLine - 1, -1)
+  const slip = slipLine === undefined ? undefined : keyOn(lines[slipLine - 1])
+  const above = aboveLine === undefined ? undefined : keyOn(lines[aboveLine - 1])
+  if (!slip || !above || slip.column === above.column) return { path: 'YAML syntax', line: error.line, message: error.message }
+  const deeper = slip.column > above.column
+  return {
+    path: 'YAML syntax',
+    line: slipLine,
+    message: `\`${slip.key}\` starts at column ${slip.column}, ${deeper ? 'right of' : 'left of'} \`${above.key}\` on line ${aboveLine!} (column ${above.column})`,
+    hint: deeper
+      ? `a key under \`${above.key}\` needs \`${above.key}:\` to end its line; if it is another key of the same mapping, line it up with \`${above.key}\``
+      : `line it up with \`${above.key}\`, or with the key of the mapping it belongs to`,
+  }
+}
+
+/**
+ * Where below `node` a key named `key` may be written (`server`, `providers.<name>`, `routes[]`),
+ * nearest first, at most `depth` levels down: for a key written in a file with its section left out.
+ */
+export function sectionsHolding (node: ShapeNode, key: string, depth = 2, at = ''): string[] {
+  if (depth === 0) return []
+  const found: string[] = []
+  const deeper: string[] = []
+  const children: Array<[string, ShapeNode | undefined]> = [
+    ...Object.entries(node.properties ?? {}).map(([name, child]): [string, ShapeNode] => [at ? `${at}.${name}` : name, child]),
+    ...Object.values(node.patternProperties ?? {}).map((child): [string, ShapeNode] => [`${at}.<name>`, child]),
+  ]
+  for (const [path, child] of children) {
+    const inner = child?.items ?? shaped(child, {}) ?? child
+    const where = child?.items ? `${path}[]` : path
+    if (inner?.properties?.[key] !== undefined) found.push(where)
+    else if (inner) deeper.push(...sectionsHolding(inner, key, depth - 1, where))
+  }
+  return [...found, ...deeper]
+}
