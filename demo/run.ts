@@ -131,6 +131,8 @@ async function withGateway (options: DemoOptions): Promise<void> {
       ...env,
       LOG_LEVEL: env.LOG_LEVEL ?? 'info',
       GATEWAY_HOST: '127.0.0.1',
+      // The demo's provider and app run beside its gateway, in whatever container this is.
+      GATEWAY_IN_CONTAINER: 'false',
       GATEWAY_PORT: String(gatewayPort),
       GATEWAY_BASE_URL: baseUrl,
       GATEWAY_SESSION_SECRET: env.GATEWAY_SESSION_SECRET ?? randomBytes(32).toString('base64url'),

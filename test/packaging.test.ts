@@ -53,8 +53,12 @@ describe('packaging', () => {
     expect(dockerfile).toMatch(/HEALTHCHECK[\s\S]*\/healthz/)
   })
 
-  it('every variable compose gives the gateway is one gateway.yaml reads (or the port it listens on)', () => {
-    const read = new Set([...gatewayYaml.matchAll(/\$\{(\w+)/g)].map((m) => m[1]))
+  it('every variable compose gives the gateway is one gateway.yaml or the gateway itself reads', async () => {
+    // GATEWAY_IN_CONTAINER=false: the gateway shares the demo container's network, so its localhost is meant.
+    const container = await readFile('src/config/container.ts', 'utf8')
+    expect(container).toContain('env.GATEWAY_IN_CONTAINER')
+    expect(compose.services.gateway!.environment!.GATEWAY_IN_CONTAINER).toBe('false')
+    const read = new Set([...gatewayYaml.matchAll(/\$\{(\w+)/g)].map((m) => m[1]).concat('GATEWAY_IN_CONTAINER'))
     for (const name of Object.keys(compose.services.gateway!.environment!)) expect(read, name).toContain(name)
   })
 

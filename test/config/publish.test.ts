@@ -13,7 +13,7 @@ import { GENERATED_VALIDATORS, generatedValidators, publishedSchema, withReferen
 const GOOD_SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 /** What a deployment supplies for variables without a default; the others keep their defaults. */
 const ENV = new Proxy<Record<string, string | undefined>>({}, {
-  get: (_target, name: string) => name === 'REDIS_URL' ? 'redis://127.0.0.1:6379/0' : /SESSION_SECRET/.test(name) ? GOOD_SECRET : /CLIENT_(ID|SECRET)$|TENANT_ID$/.test(name) ? 'from-the-environment' : undefined,
+  get: (_target, name: string) => name === 'REDIS_URL' ? 'redis://127.0.0.1:6379/0' : /SESSION_SECRET/.test(name) ? GOOD_SECRET : /CLIENT_(ID|SECRET)$|TENANT_ID$/.test(name) ? 'from-the-environment' : /ISSUER$/.test(name) ? 'http://127.0.0.1:9000' : undefined,
 })
 
 const SECTIONS = ['server', 'session', 'store', 'state', 'providers', 'routes', 'metrics', 'rateLimit', 'assertion', 'tracing', 'forwardAuth']
