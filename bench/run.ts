@@ -27,6 +27,9 @@
 //                    gateway loaded with a signed-in session cookie and with a client-credentials JWT
 //                    (verified once, then served from the token cache), beside the bare proxy
 //                    (bench/results/latest-bearer.md)
+//                    --ab-flags "F", --ab-env "K=V K=V", --ab-main PATH: instead, an A/B of the 1-worker
+//                    gateway as shipped against it with those node flags, environment or another build
+//                    (--rounds N, default 3, order alternating), with its memory at peak (bench/README.md)
 //   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import autocannon from 'autocannon'
@@ -42,7 +45,7 @@ import { APACHE_SESSION_COOKIE, apacheBinary, apacheRedirectUri, startApache } f
 import { summarizeProfile } from './profile.js'
 import { refreshStormBench, refreshStormReport } from './refresh-storm.js'
 import { sessionBytesBench, sessionBytesTable } from './session-bytes.js'
-import { signinBench, signinTable } from './signin.js'
+import { signinAb, signinBench, signinTable } from './signin.js'
 import { cpuOfTree, rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
 import { wrk, type LoadResult } from './wrk.js'
 
@@ -67,6 +70,10 @@ const { values: args } = parseArgs({
     sessions: { type: 'string' },
     records: { type: 'string' },
     'storm-seconds': { type: 'string' },
+    'ab-flags': { type: 'string' },
+    'ab-env': { type: 'string' },
+    'ab-main': { type: 'string' },
+    rounds: { type: 'string' },
   },
 })
 const reps = Number(args.reps ?? (args.quick ? 1 : 9))
@@ -394,6 +401,10 @@ async function modes (): Promise<boolean> {
   const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes'] && !args.soak && !args.profile && !bearer
   const sizes = { signins: Number(args.signins ?? (args.quick ? 20 : 1000)), concurrency: Number(args.concurrency ?? (args.quick ? 4 : 32)) }
   let ran = false
+  if (args.signin && (args['ab-flags'] !== undefined || args['ab-env'] !== undefined || args['ab-main'] !== undefined)) {
+    await signinAbMode(sizes)
+    return true
+  }
   if (args.signin || quickSmoke) {
     ran = true
     const { results, profile } = await signinBench({ ...sizes, profile: args.profile === true, logLevel, scaling: true })
@@ -429,6 +440,18 @@ async function modes (): Promise<boolean> {
     await record(args.quick ? undefined : 'bench/results/session-bytes.md', report, { sessionBytes: true, records, results })
   }
   return ran
+}
+
+/** `--signin --ab-*`: the shipped 1-worker gateway against one started otherwise, interleaved rounds. */
+async function signinAbMode (sizes: { signins: number, concurrency: number }): Promise<void> {
+  const env = Object.fromEntries((args['ab-env'] ?? '').split(/\s+/).filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]))
+  const nodeArgs = (args['ab-flags'] ?? '').split(/\s+/).filter(Boolean)
+  const description = [...nodeArgs, ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...(args['ab-main'] ? [args['ab-main']] : [])].join(' ')
+  const variants = [{ name: 'A: as shipped' }, { name: `B: ${description}`, nodeArgs, env, main: args['ab-main'] }]
+  const results = await signinAb({ ...sizes, profile: false, logLevel, variants, rounds: Number(args.rounds ?? 3) })
+  const report = `Sign-in storm A/B ${new Date().toISOString()}: ${availableParallelism()} cores, 1-worker gateway, a fresh process per storm, ${sizes.signins} sign-ins by ${sizes.concurrency} clients; gateway LOG_LEVEL ${logLevel}.\n\n${signinTable(results)}\n`
+  process.stdout.write(`\n${report}`)
+  await record('bench/results/signin-ab.md', report, { signinAb: true, ...sizes, variants, results })
 }
 
 /** Writes a mode's report (unless it was a smoke run) and appends its JSON line to the history. */
