@@ -481,7 +481,8 @@ async function signinAbMode (sizes: { signins: number, concurrency: number }): P
 /** Writes a mode's report (unless it was a smoke run) and appends its JSON line to the history. */
 async function record (file: string | undefined, report: string, summary: object): Promise<void> {
   await mkdir('bench/results', { recursive: true })
-  const flags = process.argv.slice(2).join(' ')
+  // Quoted where a value holds spaces (--ab-flags="--a --b"), so the line can be pasted back.
+  const flags = process.argv.slice(2).map((arg) => /\s/.test(arg) ? `"${arg}"` : arg).join(' ')
   if (file) await writeFile(file, `${report}\nCommand: \`npm run bench -- ${flags}\`\n`)
   await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date: new Date().toISOString(), quick: args.quick === true, ...summary })}\n`)
   process.stdout.write(`\nwritten: ${file ? `${file}, ` : ''}bench/results/history.jsonl\n`)
