@@ -306,6 +306,6 @@ const mb = (bytes: number) => round(bytes / 1e6, 1)
 
 /** Heap used / heap total / external / the rest (native memory, code, stacks), in MB at the peak. */
 export function memoryColumns (peak: MemoryPeak | undefined): string {
-  if (!peak) return '- | - | - | -'
+  if (!peak) return '- | - | -'
   return `${mb(peak.heapUsed)} / ${mb(peak.heapTotal)} | ${mb(peak.external)} (${mb(peak.arrayBuffers)}) | ${mb(peak.rss - peak.heapTotal - peak.external)}`
 }
