@@ -27,6 +27,9 @@
 //                    gateway loaded with a signed-in session cookie and with a client-credentials JWT
 //                    (verified once, then served from the token cache), beside the bare proxy
 //                    (bench/results/latest-bearer.md)
+//                    --ab-flags "F", --ab-env "K=V K=V", --ab-main PATH: instead, an A/B of the 1-worker
+//                    gateway as shipped against it with those node flags, environment or another build
+//                    (--rounds N, default 3, order alternating), with its memory at peak (bench/README.md)
 //   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import autocannon from 'autocannon'
@@ -42,7 +45,7 @@ import { APACHE_SESSION_COOKIE, apacheBinary, apacheRedirectUri, startApache } f
 import { summarizeProfile } from './profile.js'
 import { refreshStormBench, refreshStormReport } from './refresh-storm.js'
 import { sessionBytesBench, sessionBytesTable } from './session-bytes.js'
-import { signinBench, signinTable } from './signin.js'
+import { signinAb, signinBench, signinTable, type SigninVariant } from './signin.js'
 import { cpuOfTree, rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
 import { wrk, type LoadResult } from './wrk.js'
 
@@ -67,6 +70,10 @@ const { values: args } = parseArgs({
     sessions: { type: 'string' },
     records: { type: 'string' },
     'storm-seconds': { type: 'string' },
+    'ab-flags': { type: 'string' },
+    'ab-env': { type: 'string' },
+    'ab-main': { type: 'string' },
+    rounds: { type: 'string' },
   },
 })
 const reps = Number(args.reps ?? (args.quick ? 1 : 9))
@@ -185,7 +192,11 @@ async function main (): Promise<void> {
     }))
     const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, assertion, ...(bearer ? { bearer: { audience: BEARER_AUDIENCE } } : {}) }
     const gateway = started(await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
-    const gatewayAuto = started(await startGateway({ ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
+    const variant = abVariant()
+    // With --ab-*, the second gateway is the 1-worker gateway started otherwise, instead of workers: auto.
+    const gatewayAuto = started(await startGateway(variant
+      ? { ...common, ...variant, port: ports[1]!, workers: 1 }
+      : { ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
     const apache = httpd ? started(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort })) : undefined
     if (!httpd && !args.soak && !args.profile && !bearer) {
       process.stdout.write('bench: Apache + mod_auth_openidc not installed, so not compared (apt-get install -y apache2 libapache2-mod-auth-openidc)\n')
@@ -221,7 +232,8 @@ async function main (): Promise<void> {
         const run = await load(target, seconds, headers)
         process.stdout.write(`  ${target.name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (under the profiler)\n`)
       }
-    } else await compare([bare, gateway, gatewayAuto, ...(apache ? [apache] : [])], headers, upstream.kind, cores)
+    } else if (variant) await abCompare([bare, gateway, gatewayAuto], headers)
+    else await compare([bare, gateway, gatewayAuto, ...(apache ? [apache] : [])], headers, upstream.kind, cores)
   } finally {
     for (const stop of stops) await stop()
   }
@@ -394,6 +406,10 @@ async function modes (): Promise<boolean> {
   const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes'] && !args.soak && !args.profile && !bearer
   const sizes = { signins: Number(args.signins ?? (args.quick ? 20 : 1000)), concurrency: Number(args.concurrency ?? (args.quick ? 4 : 32)) }
   let ran = false
+  if (args.signin && (args['ab-flags'] !== undefined || args['ab-env'] !== undefined || args['ab-main'] !== undefined)) {
+    await signinAbMode(sizes)
+    return true
+  }
   if (args.signin || quickSmoke) {
     ran = true
     const { results, profile } = await signinBench({ ...sizes, profile: args.profile === true, logLevel, scaling: true })
@@ -431,10 +447,42 @@ async function modes (): Promise<boolean> {
   return ran
 }
 
+/** The gateway as --ab-flags, --ab-env and --ab-main start it; undefined without them. */
+function abVariant (): SigninVariant | undefined {
+  if (args['ab-flags'] === undefined && args['ab-env'] === undefined && args['ab-main'] === undefined) return undefined
+  const env = Object.fromEntries((args['ab-env'] ?? '').split(/\s+/).filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]))
+  const nodeArgs = (args['ab-flags'] ?? '').split(/\s+/).filter(Boolean)
+  const description = [...nodeArgs, ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...(args['ab-main'] ? [args['ab-main']] : [])].join(' ')
+  return { name: `B: ${description}`, nodeArgs, env, main: args['ab-main'] }
+}
+
+/** `--ab-*` without a mode: the bare proxy, the shipped 1-worker gateway and the variant, interleaved. */
+async function abCompare (targets: Target[], headers: Record<string, string>): Promise<void> {
+  for (const target of targets) await load(target, 2, headers) // warm-up (JIT, connection pools)
+  const runs = await interleaved(targets, headers)
+  const [, shipped, variant] = targets.map((t) => runs.filter((r) => r.target === t.name))
+  const perRep = (f: (r: Run) => number) => median(variant!.map((run, i) => f(run) / f(shipped![i]!)))
+  const report = `Hot-path A/B ${new Date().toISOString()}: ${generator} ${connections} connections, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}.\n\n${tableRows(targets, runs)}\n\n` +
+    `- ${variant![0]!.target} / as shipped: CPU per request **${round(perRep((r) => r.cpuUsPerRequest), 2)}x**, req/s ${round(perRep((r) => r.rps), 2)}x, ` +
+    `peak RSS ${Math.max(...variant!.map((r) => r.peakRssMb))} against ${Math.max(...shipped!.map((r) => r.peakRssMb))} MB\n`
+  process.stdout.write(`\n${report}`)
+  await record('bench/results/ab.md', report, { ab: true, reps, seconds, runs })
+}
+
+/** `--signin --ab-*`: the shipped 1-worker gateway against one started otherwise, interleaved rounds. */
+async function signinAbMode (sizes: { signins: number, concurrency: number }): Promise<void> {
+  const variants = [{ name: 'A: as shipped' }, abVariant()!]
+  const results = await signinAb({ ...sizes, profile: false, logLevel, variants, rounds: Number(args.rounds ?? 3) })
+  const report = `Sign-in storm A/B ${new Date().toISOString()}: ${availableParallelism()} cores, 1-worker gateway, a fresh process per storm, ${sizes.signins} sign-ins by ${sizes.concurrency} clients; gateway LOG_LEVEL ${logLevel}.\n\n${signinTable(results)}\n`
+  process.stdout.write(`\n${report}`)
+  await record('bench/results/signin-ab.md', report, { signinAb: true, ...sizes, variants, results })
+}
+
 /** Writes a mode's report (unless it was a smoke run) and appends its JSON line to the history. */
 async function record (file: string | undefined, report: string, summary: object): Promise<void> {
   await mkdir('bench/results', { recursive: true })
-  const flags = process.argv.slice(2).join(' ')
+  // Quoted where a value holds spaces (--ab-flags="--a --b"), so the line can be pasted back.
+  const flags = process.argv.slice(2).map((arg) => /\s/.test(arg) ? `"${arg}"` : arg).join(' ')
   if (file) await writeFile(file, `${report}\nCommand: \`npm run bench -- ${flags}\`\n`)
   await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date: new Date().toISOString(), quick: args.quick === true, ...summary })}\n`)
   process.stdout.write(`\nwritten: ${file ? `${file}, ` : ''}bench/results/history.jsonl\n`)

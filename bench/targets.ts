@@ -81,6 +81,10 @@ export interface GatewayOptions {
   workers: number | 'auto'
   /** Extra node options for the gateway process (e.g. --cpu-prof). */
   nodeArgs?: string[]
+  /** Extra environment for the gateway process (e.g. MALLOC_ARENA_MAX). */
+  env?: Record<string, string>
+  /** The gateway's entry point (default dist/src/main.js; another build for an A/B of two versions). */
+  main?: string
   /** LOG_LEVEL of the gateway (info: one line per request, as in production). */
   logLevel?: string
   /** The route sends a signed identity assertion to the upstream (`assertion: true`). */
@@ -97,7 +101,10 @@ export interface GatewayOptions {
 export const BENCH_SESSION_SECRET = 'bench-session-secret-0123456789-abcdefghij'
 
 /** The node flags `npm start` and the image run the gateway with (package.json, Dockerfile). */
-export const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=16']
+export const GATEWAY_NODE_FLAGS = ['--max-semi-space-size=8', '--heap-growing-percent=20']
+
+/** The environment `npm start` and the image run the gateway with: glibc's malloc arenas capped. */
+export const GATEWAY_NODE_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' }
 
 /** The real CLI on a config of its own (Redis store, one protected route, logging to nowhere). */
 export async function startGateway (options: GatewayOptions & { port: number }): Promise<Target> {
@@ -113,7 +120,9 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}), ...(options.bearer ? { bearer: options.bearer } : {}) }],
     ...options.config,
   }))
-  const child = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...(options.nodeArgs ?? []), 'dist/src/main.js', '--config', file], { stdio: 'ignore', env: { ...process.env, LOG_LEVEL: options.logLevel ?? 'info' } })
+  const child = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...(options.nodeArgs ?? []), options.main ?? 'dist/src/main.js', '--config', file], {
+    stdio: 'ignore', env: { ...process.env, ...GATEWAY_NODE_ENV, LOG_LEVEL: options.logLevel ?? 'info', ...options.env },
+  })
   return await started(options.name, child, url, '/readyz')
 }
 

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path'
 import { createRequire } from 'node:module'
 import { parseAllDocuments } from 'yaml'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { GATEWAY_NODE_FLAGS } from '../bench/targets.js'
+import { GATEWAY_NODE_ENV, GATEWAY_NODE_FLAGS } from '../bench/targets.js'
 import { ConfigError, parseConfig } from '../src/config/config.js'
 import type { GatewayConfig } from '../src/config/types.js'
 
@@ -233,12 +233,17 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
     })
   })
 
-  it('the image, `npm start` and the benchmark run the gateway with the same node flags', () => {
+  it('the image, `npm start` and the benchmark run the gateway with the same node flags and environment', () => {
     const flags = GATEWAY_NODE_FLAGS.join(' ')
+    const env = Object.entries(GATEWAY_NODE_ENV).map(([name, value]) => `${name}=${value}`)
     const start = (JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: Record<string, string> }).scripts.start
-    expect(start).toBe(`exec node ${flags} dist/src/main.js`)
-    const cmd = readFileSync('Dockerfile', 'utf8').split('\n').filter((line) => line.startsWith('CMD ')).at(-1)
+    expect(start).toBe(`${env.join(' ')} exec node ${flags} dist/src/main.js`)
+    const dockerfile = readFileSync('Dockerfile', 'utf8')
+    const cmd = dockerfile.split('\n').filter((line) => line.startsWith('CMD ')).at(-1)
     expect(cmd).toBe(`CMD ${JSON.stringify(['node', ...GATEWAY_NODE_FLAGS, 'dist/src/main.js']).replaceAll(',', ', ')}`)
+    // The final stage's ENV (after the last FROM) sets each variable.
+    const finalStage = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '))
+    for (const setting of env) expect(finalStage).toMatch(new RegExp(`^(ENV |\\s+)${setting}( \\\\)?$`, 'm'))
   })
 
   it('the Service and the PodDisruptionBudget select the gateway pods, and the budget allows a drain', () => {

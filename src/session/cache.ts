@@ -34,14 +34,32 @@ export class SessionCache {
     return this.invalidations
   }
 
+  /** Entries held, expired ones not yet swept included. */
+  get size (): number {
+    return this.byCookie.size
+  }
+
   set (session: Session, generation: number): void {
     if (this.ttlMs <= 0 || !this.hearing || generation !== this.invalidations) return
-    if (this.byCookie.size >= this.maxEntries && !this.byCookie.has(session.cookie)) {
-      // Maps iterate in insertion order: the first entry is the oldest.
-      this.dropCookie(this.byCookie.keys().next().value!)
-    }
-    this.byCookie.set(session.cookie, { session, expiresAt: this.clock.now() + this.ttlMs })
+    const now = this.clock.now()
+    // Re-inserted, not updated in place, so the Map's order (insertion) is the order of expiry.
+    this.byCookie.delete(session.cookie)
+    this.sweep(now)
+    if (this.byCookie.size >= this.maxEntries) this.dropCookie(this.byCookie.keys().next().value!)
+    this.byCookie.set(session.cookie, { session, expiresAt: now + this.ttlMs })
     this.cookieById.set(session.id, session.cookie)
+  }
+
+  /**
+   * Drops the expired entries at the front. Without it a session read once (every sign-in's) stayed
+   * until `maxEntries` pushed it out: about 1 KB each, 10 MB of a worker's heap after a busy hour,
+   * where a 1-second life needs only the sessions of the last second.
+   */
+  private sweep (now: number): void {
+    for (const [cookie, entry] of this.byCookie) {
+      if (entry.expiresAt > now) return
+      this.dropCookie(cookie)
+    }
   }
 
   /**
