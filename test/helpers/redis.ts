@@ -6,9 +6,8 @@ import { existsSync } from 'node:fs'
 import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Socket } from 'node:net'
 import type { StartedTestContainer } from 'testcontainers'
-import { freePort, waitFor } from './net.js'
+import { freePort } from './net.js'
 
 export type RedisKind = 'container' | 'spawn' | 'url'
 
@@ -67,17 +66,6 @@ export function containersAvailable (): Promise<boolean> {
     }
   })()
   return containerCheck
-}
-
-async function redisAnswers (host: string, port: number): Promise<boolean> {
-  return await new Promise((resolve) => {
-    const socket = new Socket()
-    const done = (ok: boolean) => { socket.destroy(); resolve(ok) }
-    socket.setTimeout(500, () => done(false))
-    socket.once('error', () => done(false))
-    socket.connect(port, host, () => socket.write('PING\r\n'))
-    socket.once('data', (data) => done(data.toString().startsWith('+PONG')))
-  })
 }
 
 /**
@@ -182,6 +170,20 @@ export function redisServerPath (): string | undefined {
   return undefined
 }
 
+/** redis-server said it is ready, or it exited first (its own words say why, such as a port taken meanwhile). */
+async function launched (child: ChildProcess): Promise<void> {
+  let said = ''
+  await new Promise<void>((resolve, reject) => {
+    const listen = (chunk: Buffer) => {
+      if (said.length < 8192) said += chunk.toString()
+      if (said.includes('Ready to accept connections')) resolve()
+    }
+    child.stdout!.on('data', listen)
+    child.stderr!.on('data', listen)
+    child.once('exit', (code, signal) => { reject(new Error(`redis-server exited (${code ?? signal}) before it was ready: ${said.trim().split('\n').slice(-3).join(' | ')}`)) })
+  })
+}
+
 async function startSpawned (binary: string, options: RedisOptions): Promise<TestRedis> {
   const port = await freePort()
   const dir = options.persistent ? await mkdtemp(join(tmpdir(), 'gw-redis-')) : undefined
@@ -189,10 +191,11 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
     ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])]
   let child: ChildProcess
   let exited: Promise<void>
+  // Waits on redis-server's own word (ready, or exited and why), never on a clock: a busy machine only makes it later.
   const start = async () => {
-    child = spawn(binary, args, { stdio: 'ignore' })
+    child = spawn(binary, args, { stdio: ['ignore', 'pipe', 'pipe'] })
     exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-    await waitFor(() => redisAnswers('127.0.0.1', port), 10_000, `redis-server on port ${port}`)
+    await launched(child)
   }
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
