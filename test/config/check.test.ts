@@ -8,7 +8,8 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { createInterface } from 'node:readline'
 import { describe, expect, it } from 'vitest'
-import { ConfigError, parseConfig, type ConfigProblem } from '../../src/config/config.js'
+import type { ConfigProblem } from '../../src/config/config.js'
+import { configProblemList } from '../helpers/config.js'
 
 /** Starts the gateway with `file` and returns its log lines up to "Server listening", then stops it. */
 async function startLines (file: string, env: Record<string, string>): Promise<Array<Record<string, unknown>>> {
@@ -43,15 +44,7 @@ const OIDC = '    clientId: c\n    clientSecret: s\n    issuer: https://op.examp
 const withPrevious = (list: string): string => config(OIDC).replace(`secret: ${SECRET}\n`, `secret: ${SECRET}\n  previousSecrets: ${list}\n`)
 const PREVIOUS = 'Zp7Lq2Wx9Rt4Vb8Nc3Md6Kf1Jh5Gs0Ya='
 
-function problems (text: string, env: Record<string, string> = {}): ConfigProblem[] {
-  try {
-    parseConfig(text, env)
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems
-    throw error
-  }
-  return []
-}
+const problems = configProblemList
 
 type Case = [name: string, text: string, expected: ConfigProblem[]]
 const p = (path: string, line: number | undefined, message: string, hint?: string): ConfigProblem => ({ path, line, message, ...(hint ? { hint } : {}) })

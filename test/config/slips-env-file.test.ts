@@ -3,19 +3,12 @@
 // that is empty or not set (and no default offered for a secret), a config file that cannot be
 // read, and loopback addresses inside a container. Each is one problem or one line, pinned exactly.
 import { describe, expect, it } from 'vitest'
-import { ConfigError, ConfigFileError, containerWarnings, inContainer, parseConfig, type ConfigProblem } from '../../src/config/config.js'
+import { ConfigFileError, containerWarnings, inContainer, parseConfig } from '../../src/config/config.js'
+import { configProblemList } from '../helpers/config.js'
 
 const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 
-function problems (text: string, env: Record<string, string> = {}): ConfigProblem[] {
-  try {
-    parseConfig(text, env)
-  } catch (error) {
-    if (error instanceof ConfigError) return error.problems
-    throw error
-  }
-  return []
-}
+const problems = configProblemList
 
 /** A valid config whose provider's issuer, client secret and the store are given. */
 function config ({ issuer = 'https://op.example.org', clientSecret = 's', store = '', upstream = 'http://127.0.0.1:9100', secret = SECRET } = {}): string {
