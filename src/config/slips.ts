@@ -24,6 +24,11 @@ interface Slip {
   direction: 'left' | 'right'
   /** A key of the target to line the misplaced keys up with (left), or the one they sit in (right). */
   alignWith: Path
+  /**
+   * A section's header indented too far with its keys left where they were: those keys, read as
+   * keys of the mapping the header landed in, belong to the header's section.
+   */
+  followers: Path[]
 }
 
 /** A mapping or list on the way down, with its schema. */
@@ -93,7 +98,17 @@ function note (slips: Slip[], key: Path, target: Level, direction: Slip['directi
     last.keys.push(key)
     return
   }
-  slips.push({ keys: [key], target: target.path, direction, alignWith })
+  slips.push({ keys: [key], target: target.path, direction, alignWith, followers: [] })
+}
+
+/**
+ * The section a header slipped too far right opens, when its content did not come with it (the
+ * header's value is empty): the keys after it in the same mapping may be that section's.
+ */
+function openedSection (target: Level, key: string, value: unknown): ShapeNode | undefined {
+  if (value !== null && value !== undefined) return undefined
+  const node = target.node.properties?.[key]
+  return shaped(node, {}) ?? node
 }
 
 /** The first key of a mapping, to line others up with; the mapping's own key when it has none. */
@@ -114,15 +129,23 @@ function walk (level: Level, outer: Level[], slips: Slip[]): void {
   if (!isObject(value)) return
   // The last key of this mapping that is in its place: a misplaced key after it continues its section.
   let anchor: Level | undefined
+  // A section header that slipped right with an empty value: the unknown keys after it are its own.
+  let opened: ShapeNode | undefined
   for (const [key, item] of Object.entries(value)) {
     const { child, named } = childNode(node, key)
     const misplaced = child === undefined || (named && looksLikeKey(child, key, item))
+    if (misplaced && opened && childNode(opened, key).child !== undefined) {
+      slips.at(-1)!.followers.push([...path, key])
+      continue
+    }
+    opened = undefined
     const left = misplaced && anchor ? dedentTarget(anchor, key) : undefined
     const right = misplaced && !left && !named ? indentTarget(outer, key) : undefined
     if (left) {
       note(slips, [...path, key], left, 'left', firstKey(left))
     } else if (right) {
       note(slips, [...path, key], right, 'right', path.slice(0, right.path.length + 1))
+      opened = openedSection(right, key, item)
     } else if (child) {
       const inner = shaped(child, item)
       anchor = inner ? { path: [...path, key], node: inner, value: item } : undefined
@@ -150,7 +173,9 @@ function report (issues: Issues, slip: Slip): void {
   const alignName = String(slip.alignWith.at(-1) ?? '')
   const pronoun = rest.length > 0 ? 'them' : 'it'
   const at = line ? ` (line ${line})` : ''
-  const message = `is ${where(parent)}, but is a key of ${formatPath(slip.target) === '(top level)' ? 'the top level' : formatPath(slip.target)}${also}`
+  const header = formatPath([...slip.target, String(first!.at(-1))])
+  const content = slip.followers.length > 0 ? `; ${list(slip.followers)} after it belong${slip.followers.length === 1 ? 's' : ''} to ${header}` : ''
+  const message = `is ${where(parent)}, but is a key of ${formatPath(slip.target) === '(top level)' ? 'the top level' : formatPath(slip.target)}${also}${content}`
   if (slip.direction === 'right') {
     issues.add(first!, message, `probably indented too far: line ${pronoun} up with \`${alignName}\`${at}`)
   } else if (slip.alignWith.length > slip.target.length) {
@@ -170,13 +195,15 @@ export function reportSlips (issues: Issues, schema: ShapeNode, data: Record<str
   const meant = new Set<string>()
   for (const slip of slips) {
     report(issues, slip)
-    for (const key of slip.keys) {
-      const name = String(key.at(-1))
+    const header = String(slip.keys[0]!.at(-1))
+    const moves = [...slip.keys.map((key) => ({ key, meant: [...slip.target, String(key.at(-1))] })),
+      ...slip.followers.map((key) => ({ key, meant: [...slip.target, header, String(key.at(-1))] }))]
+    for (const { key, meant: to } of moves) {
       issues.touch(key)
-      issues.touch([...slip.target, name])
-      meant.add(pointer([...slip.target, name]))
+      issues.touch(to)
+      meant.add(pointer(to))
       const parent = valueAt(data, key.slice(0, -1))
-      if (isObject(parent)) Reflect.deleteProperty(parent, name)
+      if (isObject(parent)) Reflect.deleteProperty(parent, String(key.at(-1)))
     }
   }
   return meant
@@ -228,6 +255,17 @@ export function yamlSyntaxProblem (text: string, error: YamlError): ConfigProble
   const above = aboveLine === undefined ? undefined : keyOn(lines[aboveLine - 1])
   if (!slip || !above || slip.column === above.column) return { path: 'YAML syntax', line: error.line, message: error.message }
   const deeper = slip.column > above.column
+  // The key above is the one out of line when the key before it starts where the slip does.
+  const beforeLine = deeper ? nextContentLine(lines, aboveLine! - 1, -1) : undefined
+  const before = beforeLine === undefined ? undefined : keyOn(lines[beforeLine - 1])
+  if (before && before.column === slip.column) {
+    return {
+      path: 'YAML syntax',
+      line: aboveLine,
+      message: `\`${above.key}\` starts at column ${above.column}, left of \`${before.key}\` on line ${beforeLine!} and \`${slip.key}\` on line ${slipLine!} (column ${slip.column})`,
+      hint: `line it up with \`${before.key}\` and \`${slip.key}\``,
+    }
+  }
   return {
     path: 'YAML syntax',
     line: slipLine,
