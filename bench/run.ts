@@ -322,6 +322,7 @@ ${tableRows(pacedTargets, paced)}
 - gateway / bare proxy, CPU time per request, paced: ${figure('pacedCpuVsBare', 'x')}
 `
   process.stdout.write(`\n${table}`)
+  if (quickLook()) return
   await mkdir('bench/results', { recursive: true })
   // A run with another log level, or with the assertion, does not replace the reference table.
   const variant = [logLevel === 'info' ? '' : `log-${logLevel}`, assertion ? 'assertion' : ''].filter(Boolean).join('-')
@@ -373,6 +374,7 @@ ${tableRows(targets, runs)}
 - bearer JWT / bare proxy, CPU time per request: ${figure('bearerVsBareCpu')}
 `
   process.stdout.write(`\n${table}`)
+  if (quickLook()) return
   await mkdir('bench/results', { recursive: true })
   await writeFile('bench/results/latest-bearer.md', `${table}\nCommand: \`npm run bench -- --bearer${args.quick ? ' --quick' : ''}\`\n`)
   await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date, mode: 'bearer', cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, ...medians, spread, runs })}\n`)
@@ -478,8 +480,18 @@ async function signinAbMode (sizes: { signins: number, concurrency: number }): P
   await record('bench/results/signin-ab.md', report, { signinAb: true, ...sizes, variants, results })
 }
 
-/** Writes a mode's report (unless it was a smoke run) and appends its JSON line to the history. */
+/**
+ * A `--quick` run is a look (and CI's smoke run): it writes nothing, so that the committed tables
+ * and history stay those of full runs.
+ */
+function quickLook (): boolean {
+  if (args.quick === true) process.stdout.write('\n--quick: a look, not a measurement; bench/results/ is left as it is\n')
+  return args.quick === true
+}
+
+/** Writes a mode's report and appends its JSON line to the history (a --quick run writes nothing). */
 async function record (file: string | undefined, report: string, summary: object): Promise<void> {
+  if (quickLook()) return
   await mkdir('bench/results', { recursive: true })
   // Quoted where a value holds spaces (--ab-flags="--a --b"), so the line can be pasted back.
   const flags = process.argv.slice(2).map((arg) => /\s/.test(arg) ? `"${arg}"` : arg).join(' ')

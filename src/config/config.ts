@@ -59,7 +59,7 @@ const SECRET_LIKE = /(secret|passw(or)?d|token|credentials?|key)s?$/i
  */
 function missingHint ({ path, name }: MissingVariable): string {
   const key = [...path].reverse().find((part) => typeof part === 'string') ?? ''
-  if (SECRET_LIKE.test(key) || SECRET_LIKE.test(name)) return `set ${name} in the environment; a secret has no default in the file`
+  if (SECRET_LIKE.test(key) || SECRET_LIKE.test(name)) return `set ${name} in the environment; a default written in the file would be the same secret wherever the file is used`
   return `set it, or write \${${name}:-default} for a default`
 }
 

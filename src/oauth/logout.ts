@@ -153,7 +153,7 @@ export class SignOuts {
     const payload = this.verifyState(state, provider)
     // The secret that signed this leg's state also keyed its binding and the walk it left.
     const keys = this.keys.get(payload.kid)!
-    if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw staleSignOut('the sign-out was started in another browser (no sign-out cookie)')
+    if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw staleSignOut('no sign-out cookie: the sign-out was started in another browser, or has already ended')
     if (payload.b !== this.bindingTag(keys.state.key, cookie)) throw staleSignOut('the sign-out was started in another browser')
     const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
     if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {

@@ -262,7 +262,7 @@ describe('the return address refuses a bad state', () => {
   it('a state of another browser: 400 invalid_state', async () => {
     const { state } = await midway()
     const other = new Browser()
-    expect(await returnWith(other, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason: 'the sign-out was started in another browser (no sign-out cookie)' })
+    expect(await returnWith(other, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason: 'no sign-out cookie: the sign-out was started in another browser, or has already ended' })
     const { browser } = await midway()
     expect(await returnWith(browser, `?state=${state}`)).toEqual({ status: 400, error: 'invalid_state', message: MESSAGES.staleSignOut, reason: 'the sign-out was started in another browser' })
   })
