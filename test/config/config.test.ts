@@ -124,7 +124,7 @@ describe('config: a good file', () => {
 describe('config: every problem names its key path', () => {
   it.each([
     ['an unknown key (a typo)', 'server:\n  prot: 80\n', ['server.prot: unknown key; did you mean `port`? (line 2)']],
-    ['a missing variable', 'session:\n  secret: ${NOPE}\n', ['session.secret: environment variable NOPE is not set; set NOPE in the environment; a secret has no default in the file (line 2)']],
+    ['a missing variable', 'session:\n  secret: ${NOPE}\n', ['session.secret: environment variable NOPE is not set; set NOPE in the environment; a default written in the file would be the same secret wherever the file is used (line 2)']],
     ['a port out of range', 'server: { port: 70000 }', ['server.port: must be an integer from 0 to 65535, got 70000 (line 1)']],
     ['a short secret', 'session: { secret: short }', ['session.secret: must be at least 32 characters, got 5; generate one with "openssl rand -base64 32" (line 1)']],
     ['a bad duration', 'state: { ttl: soon }', ['state.ttl: must be a duration such as 300, 300s, 5m or 8h, got "soon" (line 1)']],

@@ -42,7 +42,7 @@ describe('an issuer pasted as its discovery URL', () => {
 })
 
 describe('a variable that is empty or not set', () => {
-  const SECRET_HINT = (name: string) => `set ${name} in the environment; a secret has no default in the file`
+  const SECRET_HINT = (name: string) => `set ${name} in the environment; a default written in the file would be the same secret wherever the file is used`
   it.each([
     ['an empty secret', config({ secret: '${GW_SECRET}' }), { GW_SECRET: '' }, 'session.secret', 2, 'environment variable GW_SECRET is empty', SECRET_HINT('GW_SECRET')],
     ['an unset secret', config({ secret: '${GW_SECRET}' }), {}, 'session.secret', 2, 'environment variable GW_SECRET is not set', SECRET_HINT('GW_SECRET')],
