@@ -1,12 +1,18 @@
+/* eslint-disable no-template-curly-in-string -- the configs and shell values under test contain ${VAR} text */
 // The second-day attack on what landed with tracing, --check's messages, the pages and the demo's
 // printed lines: each test here is a defence that held. A real gateway (real oidc-provider issuing
 // machine tokens, an echo upstream, a refused one) exports to a real OTLP/HTTP receiver; every
 // hostile request carries a marked secret, and no byte the collector gets may hold one.
+import { execFileSync } from 'node:child_process'
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { CI, clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
 import { refusedUrl } from '../helpers/net.js'
+import { homePage } from '../../src/http/pages.js'
+import { parseConfig } from '../../src/config/config.js'
+import { gatewayEnvironment } from '../../demo/instructions.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startOtlpReceiver, type OtlpReceiver } from '../helpers/otlp-receiver.js'
 import { rawRequest } from '../helpers/raw-http.js'
@@ -128,5 +134,132 @@ describe('tracing: no secret reaches the collector', () => {
     expect(String(seen[0]!.headers.tracestate)).not.toContain('z'.repeat(300))
     // Baggage is the application's business: the gateway neither reads nor records it.
     expect(await collected()).not.toContain('BaggageValue')
+  })
+})
+
+describe('pages: what a stranger controls is never markup, and "Start again" stays on the gateway', () => {
+  let pages: TestGateway
+  let provider: TestProvider
+  let now = Date.now()
+  const clock = { now: () => now }
+
+  beforeAll(async () => {
+    const reserved = await reserveBaseUrl()
+    provider = await startMachineProvider(reserved.baseUrl)
+    pages = await startGateway({
+      server: { port: reserved.port, baseUrl: reserved.baseUrl },
+      store: { type: 'memory' },
+      providers: { demo: oidcClient(provider.issuer, 'c', 's', 'openid profile email groups') },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    }, { deps: { clock } })
+  })
+  afterAll(async () => {
+    await pages?.close()
+    await provider?.close()
+  })
+
+  // The demo provider keeps login names to [a-z0-9._-]: a provider that does not is stood in for here.
+  it.each([
+    ['a name', { sub: 's', name: 'x"><img src=x onerror=alert(1)>', groups: [] }],
+    ['an email', { sub: 's', email: "a'onmouseover='alert(1)'@x\"><svg/onload=alert(2)>", groups: [] }],
+    ['a subject without a name', { sub: '</strong><script>alert(1)</script>', groups: [] }],
+  ])('the home page escapes %s a provider sent', (_name, identity) => {
+    const html = homePage({ 'de"mo<b>': identity }, [{ name: 'x"><b>', href: 'javascript:alert(1)"' }], [{ label: '<i>', href: '/a"b' }], (provider) => `/oauth/logout/?switch=${provider}`)
+    expect(html).toContain('Signed in as')
+    expect(html).not.toMatch(/<img|<script>|<svg|<b>|<i>|onmouseover='|href="javascript:alert\(1\)"/)
+  })
+
+  // [next asked for, where "Start again" may send the browser back to]
+  it.each([
+    ['/app/reports?q=1', '/app/reports?q=1'],
+    ['//evil.example/x', '/oauth/'],
+    ['javascript:alert(1)', '/oauth/'],
+    ['/\\evil.example', '/oauth/'],
+    ['https://evil.example/', '/oauth/'],
+    ['/app/"><script>alert(1)</script>', undefined],
+  ])('an expired state toward %s starts again at the gateway\'s own login', async (next, back) => {
+    const browser = new Browser()
+    const begin = await browser.fetch(`${pages.url}/oauth/login/demo/?next=${encodeURIComponent(next)}`, { redirect: 'manual' })
+    const state = new URL(begin.headers.get('location')!).searchParams.get('state')!
+    now += 24 * 3600_000
+    try {
+      const page = await browser.fetch(`${pages.url}/oauth/authorized/demo/?code=x&state=${state}`, { headers: { accept: 'text/html' } })
+      expect(page.status).toBe(400)
+      const html = await page.text()
+      const href = /<a class="button" href="([^"]*)">Start again<\/a>/.exec(html)?.[1]
+      expect(href, html).toBeDefined()
+      const link = new URL(href!.replaceAll('&#38;', '&'), pages.url)
+      expect(link.origin).toBe(pages.url)
+      if (link.pathname !== '/oauth/') {
+        expect(link.pathname).toBe('/oauth/login/demo/')
+        if (back !== undefined) expect(link.searchParams.get('next')).toBe(back)
+        expect(link.searchParams.get('next')).toMatch(/^\/(?![/\\])/)
+      } else {
+        expect(back).toBe('/oauth/')
+      }
+      expect(html).not.toMatch(/<script>alert/)
+    } finally {
+      now -= 24 * 3600_000
+    }
+  })
+
+  it.each([
+    ['a 404 path', '/nowhere/"><script>alert(1)</script>'],
+    ['a provider error description', '/oauth/authorized/demo/?error=<script>alert(1)</script>&error_description=<script>alert(2)</script>&state=x'],
+    ['an unknown provider', '/oauth/login/"><script>alert(1)<%2Fscript>/'],
+    ['a logout next', '/oauth/logout/?next=%22%3E%3Cscript%3Ealert(1)%3C/script%3E'],
+  ])('reflects nothing unescaped from %s', async (_name, target) => {
+    const page = await rawRequest(Number(new URL(pages.url).port), target, [], { accept: 'text/html' })
+    expect(page.status).toBeGreaterThanOrEqual(200)
+    expect(page.body).not.toMatch(/<script>alert|"><script/)
+  })
+})
+
+describe('--check messages: no secret value, no crash', () => {
+  const SESSION = 'session:\n  secret: test-session-secret-0123456789-abcdefghij\n'
+  /** The message parseConfig throws for `text` ('' when it accepts it). */
+  function messageOf (text: string, env: Record<string, string> = {}): string {
+    try {
+      parseConfig(text, env, 'test.yaml')
+      return ''
+    } catch (error) {
+      return error instanceof Error ? `${error.name}: ${error.message}` : String(error)
+    }
+  }
+
+  it.each([
+    ['a client secret indented too little', `${SESSION}providers:\n  demo:\n    issuer: https://idp.example\n    clientId: c\n    scope: openid\nclientSecret: SlipSecretValue42\nroutes: []\n`, 'SlipSecretValue42'],
+    ['a client secret indented too far', `${SESSION}  clientSecret: RightSlipSecret42\nroutes: []\n`, 'RightSlipSecret42'],
+    ['a misspelt secret key', 'session:\n  secrett: test-session-secret-0123456789-MISSPELT\nroutes: []\n', 'MISSPELT'],
+    ['an unknown password key', `${SESSION}  passwd: PasswdSecret42\nroutes: []\n`, 'PasswdSecret42'],
+    ['a short session secret', 'session:\n  secret: ShortSecret42\nroutes: []\n', 'ShortSecret42'],
+    ['a session secret as a list', 'session:\n  secret: [ListSecretA42, ListSecretB42]\nroutes: []\n', 'ListSecret'],
+    ['an upstream with a password', `${SESSION}routes: [{ path: /a/, upstream: "http://u:UpstreamPass42@127.0.0.1:9/x", auth: none }]\n`, 'UpstreamPass42'],
+    ['a secret from the environment that is too short', 'session:\n  secret: ${GW_SECRET}\nroutes: []\n', 'EnvGwSecret42'],
+    ['a Redis URL with a password, wrong store type', `${SESSION}store:\n  type: redys\n  url: redis://:RedisPass42@h:6379\nroutes: []\n`, 'RedisPass42'],
+  ])('%s: the message does not print the value', (_name, text, secret) => {
+    const message = messageOf(text, { GW_SECRET: 'EnvGwSecret42' })
+    expect(message).toMatch(/^ConfigError: test\.yaml: /)
+    expect(message).not.toContain(secret)
+  })
+
+  it.each([
+    ['20,000 nested lists', `routes: ${'['.repeat(20_000)}${']'.repeat(20_000)}\n`],
+    ['3,000 nested mappings, each one further right', `session:\n${Array.from({ length: 3000 }, (_, i) => `${' '.repeat(i + 2)}k${i}:`).join('\n')} v\n`],
+    ['a 2 MB key', `${'k'.repeat(2_000_000)}: v\nroutes: []\n`],
+    ['a NUL and a BOM', '\uFEFFsession:\n  secret: "a\0b"\nroutes: []\n'],
+  ])('%s: a problem of the file, never a crash', (_name, text) => {
+    expect(messageOf(text)).toMatch(/^ConfigError: test\.yaml: /)
+  })
+})
+
+describe('demo:provider\'s printed export line', () => {
+  // Each value, pasted into a shell through the printed line, comes back byte for byte and runs nothing.
+  it.each([
+    "a'b", '$(touch /tmp/pwned)', '`id`', 'x\nid', 'a b;id', "'$(id)'", "\\'; id #", '-n', 'a\r\nid', 'ü’\u2028id', '!!', '${IFS}id', '"$HOME"', '*',
+  ])('the client secret %j', (secret) => {
+    const line = gatewayEnvironment('http://127.0.0.1:9000/path?x=$(id)', secret)
+    const out = execFileSync('bash', ['-c', `${line}; printf '%s\\n%s' "$DEMO_ISSUER" "$DEMO_CLIENT_SECRET"`], { encoding: 'utf8', env: { PATH: process.env.PATH } })
+    expect(out).toBe(`http://127.0.0.1:9000/path?x=$(id)\n${secret}`)
   })
 })

@@ -1,3 +1,4 @@
+/* eslint-disable no-template-curly-in-string -- the configs and shell values under test contain ${VAR} text */
 // Findings of the second-day attack (config messages and YAML handling): each test here fails on
 // the code it was written against. It says what should hold; the report names the cause.
 import { describe, expect, it } from 'vitest'
@@ -42,7 +43,10 @@ describe('YAML aliases', () => {
 })
 
 describe('a secret in a config message', () => {
+  // schema-check.ts's "must be <this>, got <the value>" prints any value of the wrong type, a secret's too.
   it.each([
+    ['previousSecrets written as one value (not a list)', 'session:\n  secret: test-session-secret-0123456789-abcdefghij\n  previousSecrets: old-session-secret-0123456789-PREVIOUS\n', {}, 'PREVIOUS'],
+    ['previousSecrets as the documented variable, not in a list', 'session:\n  secret: test-session-secret-0123456789-abcdefghij\n  previousSecrets: ${GATEWAY_PREVIOUS_SECRET}\n', { GATEWAY_PREVIOUS_SECRET: 'old-session-secret-0123456789-FROMENV' }, 'FROMENV'],
     ['a secret variable in a number key', 'server:\n  port: ${DB_PASSWORD}\n', { DB_PASSWORD: 'DbPassSecret42' }, 'DbPassSecret42'],
     ['a token variable in a duration', 'session:\n  secret: test-session-secret-0123456789-abcdefghij\n  ttl: ${API_TOKEN}\n', { API_TOKEN: 'ApiTokenSecret42' }, 'ApiTokenSecret42'],
   ])('%s: the message names the variable, never its value', (_name, text, env, secret) => {
