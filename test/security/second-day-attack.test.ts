@@ -263,3 +263,27 @@ describe('demo:provider\'s printed export line', () => {
     expect(out).toBe(`http://127.0.0.1:9000/path?x=$(id)\n${secret}`)
   })
 })
+
+describe('a failed discovery\'s log lines', () => {
+  it.each([
+    ['a query holding a token', (base: string) => `${base}/tenant?token=IssuerTokenSecret42`, 'IssuerTokenSecret42'],
+    ['a user name and password', (base: string) => base.replace('://', '://admin:IssuerPassSecret42@'), 'IssuerPassSecret42'],
+  ])('an issuer with %s: the sign-in fails, and no line names the secret', async (_name, issuer, secret) => {
+    const refused = await refusedUrl()
+    const failing = await startGateway({
+      store: { type: 'memory' },
+      providers: { demo: oidcClient(issuer(refused), 'c', 'ClientSecret42') },
+      routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    })
+    try {
+      const response = await rawRequest(Number(new URL(failing.url).port), '/oauth/login/demo/?next=/app/')
+      expect(response.status).toBeGreaterThanOrEqual(500)
+      expect(failing.logs.join('\n')).toMatch(/discovery|ECONNREFUSED/i)
+      expect(failing.logs.join('\n')).not.toContain(secret)
+      expect(failing.logs.join('\n')).not.toContain('ClientSecret42')
+      expect(response.body).not.toContain(secret)
+    } finally {
+      await failing.close()
+    }
+  })
+})

@@ -62,6 +62,12 @@ describe('a secret in a config message', () => {
     expect(message).not.toContain('UpstreamQuerySecret42')
   })
 
+  it('tracing.otlp refused for its query does not print the query', () => {
+    const message = messageOf(`${SESSION}routes: []\ntracing:\n  otlp: "https://collector.example/?api_key=OtlpYamlSecret42"\n`)
+    expect(message).toMatch(/tracing\.otlp: must have no query/)
+    expect(message).not.toContain('OtlpYamlSecret42')
+  })
+
   it('an OTLP endpoint refused for its query does not print the query', () => {
     // test/ops/tracing.test.ts pins the current message, which quotes `?token=x`: change both.
     expect(() => tracingSettings({ otlp: undefined, serviceName: 's', sampleRatio: 1 }, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://c/v1/traces?api_key=OtlpKeySecret42' }))
