@@ -7,7 +7,7 @@ import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, type Docum
 import { Issues, formatPath, formatProblem, isObject, type ConfigProblem, type Path } from './reader.js'
 import { yamlSyntaxProblem } from './slips.js'
 import type { GatewayConfig } from './types.js'
-import { validate } from './validate.js'
+import { PLACEHOLDER, validate } from './validate.js'
 
 export type { ConfigProblem } from './reader.js'
 
@@ -37,10 +37,13 @@ const VAR = /\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}/g
  * Replaces `${VAR}` and `${VAR:-default}` inside one scalar. Done on parsed scalars, so a value
  * containing `#` or `: ` cannot change the file's structure.
  */
-function substitute (text: string, env: Env, onMissing: (name: string, empty: boolean) => void): string {
+function substitute (text: string, env: Env, onMissing: (name: string, empty: boolean) => void, onGiven: (name: string, value: string) => void): string {
   return text.replace(VAR, (_match, name: string, fallback: string | undefined) => {
     const value = env[name]
-    if (value !== undefined && value !== '') return value
+    if (value !== undefined && value !== '') {
+      onGiven(name, value)
+      return value
+    }
     if (fallback !== undefined) return fallback
     onMissing(name, value === '')
     return ''
@@ -50,6 +53,9 @@ function substitute (text: string, env: Env, onMissing: (name: string, empty: bo
 /** A variable that is not set, or set to nothing, where a value is needed. */
 interface MissingVariable { path: Path, name: string, empty: boolean }
 
+/** yaml's own default: how many values one alias may expand to, counted as yaml counts them. */
+const MAX_ALIASES = 100
+
 /** Key and variable names that hold a secret: `session.secret`, `clientSecret`, `${REDIS_PASSWORD}`. */
 const SECRET_LIKE = /(secret|passw(or)?d|token|credentials?|key)s?$/i
 
@@ -58,40 +64,85 @@ const SECRET_LIKE = /(secret|passw(or)?d|token|credentials?|key)s?$/i
  * file is the same secret in every install that uses the file.
  */
 function missingHint ({ path, name }: MissingVariable): string {
-  const key = [...path].reverse().find((part) => typeof part === 'string') ?? ''
-  if (SECRET_LIKE.test(key) || SECRET_LIKE.test(name)) return `set ${name} in the environment; a default written in the file would be the same secret wherever the file is used`
+  if (SECRET_LIKE.test(keyName(path)) || SECRET_LIKE.test(name)) return `set ${name} in the environment; a default written in the file would be the same secret wherever the file is used`
   return `set it, or write \${${name}:-default} for a default`
 }
 
-/** Turns the YAML tree into plain values, substituting variables and noting each key's line. */
-function toPlain (doc: Document, env: Env, lineCounter: LineCounter, lines: Map<string, number>, missing: MissingVariable[]): unknown {
+/** What reading the YAML tree notes beside the plain values. */
+interface Reading {
+  /** Each key path's line. */
+  lines: Map<string, number>
+  missing: MissingVariable[]
+  /** Values no problem may quote: a secret key's value, a secret variable's value. */
+  secrets: string[]
+}
+
+/** The file's own shape is wrong (a key given twice, an alias inside its own anchor): one problem. */
+class ShapeProblem extends Error {
+  constructor (readonly line: number | undefined, message: string) {
+    super(message)
+  }
+}
+
+/** The last named key of a path: `clientSecret` for providers.demo.clientSecret, `previousSecrets` for its items. */
+const keyName = (path: Path): string => [...path].reverse().find((part) => typeof part === 'string') ?? ''
+
+/**
+ * Turns the YAML tree into plain values, substituting variables and noting each key's line. Keys
+ * given twice are found here with a set (yaml's own check compares each key with every key before
+ * it), and an alias is expanded only where it does not hold itself.
+ */
+function toPlain (doc: Document, env: Env, lineCounter: LineCounter, reading: Reading): unknown {
   const lineOf = (node: Node | null | undefined): number | undefined =>
     node?.range ? lineCounter.linePos(node.range[0]).line : undefined
+  // The collections being read, outermost first: an alias to one of them would never end.
+  const open = new Set<unknown>()
 
   const walk = (node: unknown, path: Path): unknown => {
-    if (isAlias(node)) return walk(node.resolve(doc), path)
-    if (isMap(node)) {
-      const out: Record<string, unknown> = {}
-      for (const pair of node.items) {
-        const key = String(isScalar(pair.key) ? pair.key.value : pair.key)
-        const line = lineOf(pair.key as Node)
-        if (line) lines.set(formatPath([...path, key]), line)
-        out[key] = walk(pair.value, [...path, key])
-      }
-      return out
+    if (isAlias(node)) {
+      const target = node.resolve(doc)
+      if (open.has(target)) throw new ShapeProblem(lineOf(node as unknown as Node), `the alias *${node.source} is inside its own anchor &${node.source}: its value would hold itself`)
+      return walk(target, path)
     }
-    if (isSeq(node)) {
-      return node.items.map((item, index) => {
-        const line = lineOf(item as Node)
-        if (line) lines.set(formatPath([...path, index]), line)
-        return walk(item, [...path, index])
-      })
+    if (isMap(node) || isSeq(node)) {
+      open.add(node)
+      try {
+        if (isMap(node)) return mapping(node.items, path)
+        return node.items.map((item, index) => {
+          const line = lineOf(item as Node)
+          if (line) reading.lines.set(formatPath([...path, index]), line)
+          return walk(item, [...path, index])
+        })
+      } finally {
+        open.delete(node)
+      }
     }
     if (isScalar(node)) {
       if (typeof node.value !== 'string') return node.value
-      return substitute(node.value, env, (name, empty) => missing.push({ path, name, empty }))
+      const value = substitute(node.value, env, (name, empty) => reading.missing.push({ path, name, empty }), (name, given) => {
+        if (SECRET_LIKE.test(name)) reading.secrets.push(given)
+      })
+      if (SECRET_LIKE.test(keyName(path))) reading.secrets.push(value)
+      return value
     }
     return node ?? null
+  }
+
+  const mapping = (pairs: ReadonlyArray<{ key: unknown, value: unknown }>, path: Path): Record<string, unknown> => {
+    const out: Record<string, unknown> = {}
+    const seen = new Map<string, number | undefined>()
+    for (const pair of pairs) {
+      const key = String(isScalar(pair.key) ? pair.key.value : pair.key)
+      const line = lineOf(pair.key as Node)
+      if (seen.has(key)) {
+        const first = seen.get(key)
+        throw new ShapeProblem(line, `\`${key}\` is given twice in this mapping${first === undefined ? '' : ` (first on line ${first})`}`)
+      }
+      seen.set(key, line)
+      if (line) reading.lines.set(formatPath([...path, key]), line)
+      out[key] = walk(pair.value, [...path, key])
+    }
+    return out
   }
   return walk(doc.contents, [])
 }
@@ -110,16 +161,29 @@ function removeAt (plain: unknown, path: Path): void {
  */
 export function parseConfig (text: string, env: Env = process.env, source = 'gateway.yaml'): GatewayConfig {
   const lineCounter = new LineCounter()
-  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: true })
+  // Keys given twice are found while reading (toPlain), in linear time.
+  const doc = parseDocument(text, { lineCounter, prettyErrors: true, uniqueKeys: false })
   const first = doc.errors[0]
   if (first) {
     const message = first.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')
     throw new ConfigError(source, [yamlSyntaxProblem(text, { code: first.code, line: first.linePos?.[0]?.line, message })])
   }
-  const lines = new Map<string, number>()
-  const missing: MissingVariable[] = []
-  const plain = toPlain(doc, env, lineCounter, lines, missing)
-  const issues = new Issues(lines)
+  const reading: Reading = { lines: new Map(), missing: [], secrets: [] }
+  let plain: unknown
+  try {
+    // An alias bomb (anchors of lists of aliases, a few hundred bytes for millions of values) is refused by yaml's own count first.
+    doc.toJS({ maxAliasCount: MAX_ALIASES })
+    plain = toPlain(doc, env, lineCounter, reading)
+  } catch (error) {
+    if (error instanceof ShapeProblem) throw new ConfigError(source, [{ path: 'YAML syntax', line: error.line, message: error.message }])
+    if (error instanceof ReferenceError && /alias/i.test(error.message)) {
+      throw new ConfigError(source, [{ path: 'YAML syntax', line: undefined, message: `its aliases expand to too many values (more than ${MAX_ALIASES} each): write the values out` }])
+    }
+    throw error
+  }
+  const { missing } = reading
+  // The shipped placeholder is no secret, and the problem that refuses it names it.
+  const issues = new Issues(reading.lines, reading.secrets.filter((value) => !value.includes(PLACEHOLDER)))
   for (const variable of missing) {
     issues.add(variable.path, `environment variable ${variable.name} ${variable.empty ? 'is empty' : 'is not set'}`, missingHint(variable))
     removeAt(plain, variable.path)

@@ -30,8 +30,13 @@ export function formatProblem (problem: ConfigProblem): string {
  */
 export class Issues {
   readonly problems: ConfigProblem[] = []
+  private readonly problemPaths = new Set<string>()
   private readonly touchedPaths = new Set<string>()
-  constructor (private readonly lines: Map<string, number>) {}
+  /**
+   * @param secrets values no problem may quote (a secret key's value, a secret variable's value):
+   *   whatever check quotes a value it was handed, they are masked here, at the one way out.
+   */
+  constructor (private readonly lines: Map<string, number>, private readonly secrets: readonly string[] = []) {}
 
   /** The line of the key, or of its nearest ancestor when the key itself is missing. */
   lineOf (path: Path): number | undefined {
@@ -43,8 +48,18 @@ export class Issues {
   add (path: Path, message: string, hint?: string): void {
     const key = formatPath(path)
     this.touch(path)
-    if (this.problems.some((problem) => problem.path === key)) return
-    this.problems.push({ path: key, line: this.lineOf(path), message, ...(hint ? { hint } : {}) })
+    if (this.problemPaths.has(key)) return
+    this.problemPaths.add(key)
+    this.problems.push({ path: key, line: this.lineOf(path), message: this.masked(message), ...(hint ? { hint: this.masked(hint) } : {}) })
+  }
+
+  /** `text` with every secret, or the start of one that `describe` cut short, replaced by `***`. */
+  private masked (text: string): string {
+    let out = text
+    for (const secret of this.secrets) {
+      for (const form of [secret, JSON.stringify(secret).slice(1, -1)]) out = maskRuns(out, form)
+    }
+    return out
   }
 
   /** Marks a key as dealt with: later checks of it or of what depends on it stay silent. */
@@ -155,12 +170,41 @@ export function checkUrl (issues: Issues, path: Path, text: string, protocols: r
  */
 const CREDENTIALS = /^([a-z][a-z0-9+.-]*:\/\/)?([^\s/@:]*):[^\s/@]*@/i
 
+/** Shorter values are not masked: they would mask ordinary words of a message, and say little. */
+const MASKED_MIN = 6
+
+/** Replaces each run of `text` that starts like `secret` (its first characters, at least MASKED_MIN of them) with `***`. */
+function maskRuns (text: string, secret: string): string {
+  if (secret.length < MASKED_MIN) return text
+  const start = secret.slice(0, MASKED_MIN)
+  let out = ''
+  let from = 0
+  for (let at = text.indexOf(start); at !== -1; at = text.indexOf(start, from)) {
+    let end = at + MASKED_MIN
+    while (end < text.length && end - at < secret.length && text[end] === secret[end - at]) end++
+    out += `${text.slice(from, at)}***`
+    from = end
+  }
+  return out + text.slice(from)
+}
+
+/** `?a=1&b=2` in a URL as `?a=***&b=***`: a query may carry a token. */
+function maskQueryValues (text: string): string {
+  if (!/^[a-z][a-z0-9+.-]*:\/\//i.test(text)) return text
+  const query = text.indexOf('?')
+  if (query === -1) return text
+  const hash = text.indexOf('#', query)
+  const end = hash === -1 ? text.length : hash
+  const masked = text.slice(query + 1, end).split('&').map((part) => part.includes('=') ? `${part.slice(0, part.indexOf('='))}=***` : part).join('&')
+  return `${text.slice(0, query + 1)}${masked}${hash === -1 ? '' : '#***'}`
+}
+
 export function describe (value: unknown): string {
   if (value === null || value === undefined) return 'nothing'
   if (Array.isArray(value)) return value.length === 0 ? 'an empty list' : 'a list'
   if (typeof value === 'object') return 'a mapping'
   if (typeof value === 'string') {
-    const shown = value.replace(CREDENTIALS, '$1$2:***@')
+    const shown = maskQueryValues(value.replace(CREDENTIALS, '$1$2:***@'))
     return JSON.stringify(shown.length > 60 ? `${shown.slice(0, 57)}...` : shown)
   }
   return String(value)

@@ -711,7 +711,7 @@ function refuseReachingRoutes (issues: Issues, routes: readonly RouteConfig[]): 
 }
 
 /** The placeholder deploy/kubernetes/base/secrets.env ships for every value an operator must set. */
-const PLACEHOLDER = 'REPLACE-ME'
+export const PLACEHOLDER = 'REPLACE-ME'
 
 /**
  * Reports each value that still holds the placeholder, and removes it, so that nothing is reported

@@ -276,7 +276,7 @@ describe('config: tracing', () => {
     ['collector:4318', 'tracing.otlp: must be a http or https URL, got "collector:4318" (line 1)'],
     ['not a url', 'tracing.otlp: must be a URL, got "not a url" (line 1)'],
     ['grpc://collector:4317', 'tracing.otlp: must be a http or https URL, got "grpc://collector:4317" (line 1)'],
-    ['https://collector:4318/?token=x', 'tracing.otlp: must have no query or fragment, got "https://collector:4318/?token=x" (line 1)'],
+    ['https://collector:4318/?token=x', 'tracing.otlp: must have no query or fragment, got "https://collector:4318/?token=***" (line 1)'],
     ['https://user:hunter2@collector:4318', 'tracing.otlp: must not carry a user name or password (they would be logged), got "https://user:***@collector:4318"; give the collector\'s token in OTEL_EXPORTER_OTLP_HEADERS, such as Authorization=Bearer%20<token> (line 1)'],
   ])('refuses otlp %s', (otlp, expected) => {
     expect(problems(`tracing: { otlp: "${otlp}" }`)).toEqual([expected])

@@ -1,6 +1,7 @@
 /* eslint-disable no-template-curly-in-string -- the configs and shell values under test contain ${VAR} text */
-// Findings of the second-day attack (config messages and YAML handling): each test here fails on
-// the code it was written against. It says what should hold; the report names the cause.
+// Findings of the second-day attack (config messages and YAML handling): each test here failed on
+// the code it was written against (an alias bomb expanded, a self-holding alias overflowed the
+// stack, a secret of the wrong type or a URL's query quoted in a problem) and holds since.
 import { describe, expect, it } from 'vitest'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { tracingSettings } from '../../src/ops/tracing-settings.js'
@@ -69,7 +70,6 @@ describe('a secret in a config message', () => {
   })
 
   it('an OTLP endpoint refused for its query does not print the query', () => {
-    // test/ops/tracing.test.ts pins the current message, which quotes `?token=x`: change both.
     expect(() => tracingSettings({ otlp: undefined, serviceName: 's', sampleRatio: 1 }, { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'https://c/v1/traces?api_key=OtlpKeySecret42' }))
       .toThrow(/^(?![\s\S]*OtlpKeySecret42)/)
   })
