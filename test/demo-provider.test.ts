@@ -29,7 +29,8 @@ async function runToExit (args: string[], env: Record<string, string> = PORTS): 
   child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
   child.stderr.on('data', (chunk: Buffer) => { stderr += chunk.toString() })
   const code = await new Promise<number | null>((resolve) => child.once('exit', resolve))
-  return { code, stdout, stderr }
+  // oidc-provider's own line on a Node line it does not support (CI's extra Node 20 run) is not the demo's.
+  return { code, stdout, stderr: stderr.replace(/^oidc-provider WARNING: Unsupported runtime\..*\n/m, '') }
 }
 
 /** What the provider printed, as the operator pastes it: the gateway.yaml blocks and the environment. */
