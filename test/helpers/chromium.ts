@@ -2,7 +2,7 @@
 // no sandbox (tests run as root), and none of the background traffic this machine's closed network
 // would refuse. A test file without Chromium fails at once with how to install it.
 import { existsSync } from 'node:fs'
-import { chromium, type Browser } from 'playwright-core'
+import { chromium, type Browser, type Page } from 'playwright-core'
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
 
@@ -34,4 +34,16 @@ export async function sharedChromium (): Promise<Browser> {
     throw error
   })
   return await shared
+}
+
+/**
+ * Opens `url` and signs in as `login` at the demo's authorization server (its form, then its
+ * consent), until the browser is back at `url`.
+ */
+export async function signInAt (page: Page, url: string, login: string): Promise<void> {
+  await page.goto(url)
+  await page.fill('input[name="login"]', login)
+  await page.click('button:has-text("Sign in")')
+  await page.click('button:has-text("Allow")')
+  await page.waitForURL(url)
 }

@@ -4,7 +4,7 @@
 // page of the gateway's own origin, else to the home page /oauth/.
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { sharedChromium } from '../helpers/chromium.js'
+import { sharedChromium, signInAt } from '../helpers/chromium.js'
 import { cameFrom } from '../../src/http/error-handler.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -60,11 +60,7 @@ describe('error pages in a real browser', () => {
     browser = await sharedChromium()
     context = await browser.newContext()
     const page = await context.newPage()
-    await page.goto(`${gateway.url}/app/hello`)
-    await page.fill('input[name="login"]', 'alice')
-    await page.click('button:has-text("Sign in")')
-    await page.click('button:has-text("Allow")')
-    await page.waitForURL(`${gateway.url}/app/hello`)
+    await signInAt(page, `${gateway.url}/app/hello`, 'alice')
     await page.close()
   })
 

@@ -8,7 +8,7 @@ import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { issueState } from '../../src/oauth/state.js'
 import { deriveKey } from '../../src/session/seal.js'
-import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
+import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
 import { startGatewayWithProvider, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -34,11 +34,7 @@ describe('pages a person reads, in a real browser', () => {
   it('/oauth/ signed in: the app link and no Sign-in button for that provider; the link opens the app', async () => {
     const context = await browser.newContext()
     const page = await context.newPage()
-    await page.goto(`${gateway.url}/app/`)
-    await page.fill('input[name="login"]', 'alice')
-    await page.click('button:has-text("Sign in")')
-    await page.click('button:has-text("Allow")')
-    await page.waitForURL(`${gateway.url}/app/`)
+    await signInAt(page, `${gateway.url}/app/`, 'alice')
 
     await page.goto(`${gateway.url}/oauth/`)
     expect(await page.locator('body').innerText()).toContain('Signed in as alice with demo')

@@ -5,7 +5,7 @@
 import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
+import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
@@ -38,11 +38,7 @@ describe('sign-out in a real browser', () => {
   it('signs in, signs out at the gateway and the provider, and the next sign-in asks for the user again', async () => {
     const context = await browser.newContext()
     const page = await context.newPage()
-    await page.goto(`${gateway.url}/app/`)
-    await page.fill('input[name="login"]', 'alice')
-    await page.click('button:has-text("Sign in")')
-    await page.click('button:has-text("Allow")')
-    await page.waitForURL(`${gateway.url}/app/`)
+    await signInAt(page, `${gateway.url}/app/`, 'alice')
     expect(await page.textContent('body')).toContain('"method":"GET"')
 
     // The provider remembers alice: with only the gateway's cookie gone, a sign-in is silent.

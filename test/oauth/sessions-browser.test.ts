@@ -7,7 +7,7 @@ import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser as Client } from '../helpers/browser.js'
-import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
+import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
 import { oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
@@ -44,11 +44,7 @@ describe('your sessions in a real browser', () => {
 
     const context = await browser.newContext()
     const page = await context.newPage()
-    await page.goto(`${gateway.url}/app/`)
-    await page.fill('input[name="login"]', 'alice')
-    await page.click('button:has-text("Sign in")')
-    await page.click('button:has-text("Allow")')
-    await page.waitForURL(`${gateway.url}/app/`)
+    await signInAt(page, `${gateway.url}/app/`, 'alice')
 
     await page.goto(`${gateway.url}/oauth/`)
     await page.click('a:has-text("Your sessions")')
