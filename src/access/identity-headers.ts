@@ -1,7 +1,8 @@
 // The identity headers a protected request carries to its application (the proxy's upstream request)
 // or back to the proxy in front (forward-auth's 200): written here once, with the rule that an
 // address the provider did not verify is not vouched for. And a route's claim headers (`headers:`),
-// whose values are sent whole or not at all.
+// whose values are sent whole or not at all. A list (the groups, a claim's values) is comma-joined
+// with each element encoded so that no element can be read as two (listHeaderValue).
 import type { ClaimHeader } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 
@@ -28,17 +29,50 @@ export function headerText (text: string): string {
   return NON_ASCII.test(text) ? Buffer.from(text, 'utf8').toString('latin1') : text
 }
 
+/** Characters a list reader splits on or unquotes by (`,`, `;`, `"`), and `%` itself, so that decoding is exact. */
+const LIST_SPECIAL = /[%,;"]/g
+
+/**
+ * White space that trimming takes off an element's ends (JavaScript's and Java's, Python's and Go's,
+ * which add NEL); all of it in the BMP, so one UTF-16 unit is one character here.
+ */
+const LIST_SPACE = /[\s\u0085]/
+
+/**
+ * One element of a list-valued header: `%`, `,`, `;` and `"` percent-encoded, and so is white
+ * space at either end, so an application that splits the value on `,` (or `;`) and trims each
+ * piece reads exactly this element, and decodeURIComponent gives back the original. An element
+ * without those characters is sent as it is.
+ */
+function listElement (value: string): string {
+  const encoded = value.replace(LIST_SPECIAL, (char) => encodeURIComponent(char))
+  let start = 0
+  while (start < encoded.length && LIST_SPACE.test(encoded[start]!)) start++
+  let end = encoded.length
+  while (end > start && LIST_SPACE.test(encoded[end - 1]!)) end--
+  if (start === 0 && end === encoded.length) return encoded
+  return `${encodeURIComponent(encoded.slice(0, start))}${encoded.slice(start, end)}${encodeURIComponent(encoded.slice(end))}`
+}
+
+/**
+ * The values of a list-valued header (the groups, a claim header), comma-joined, each element
+ * encoded by listElement: a role named `viewer,admin` arrives as `viewer%2Cadmin`, never as two.
+ */
+export function listHeaderValue (values: readonly string[]): string {
+  return values.map(listElement).join(',')
+}
+
 /**
  * Puts the identity's headers into `headers` (and returns it): the user always, the e-mail address
- * only when the provider did not mark it unverified, the groups comma-joined when there are any,
- * each as UTF-8 (headerText).
+ * only when the provider did not mark it unverified, the groups comma-joined when there are any
+ * (listHeaderValue), each as UTF-8 (headerText).
  */
 export function identityHeaders<T extends Record<string, unknown>> (identity: Identity | undefined, names: IdentityHeaderNames, headers: T): T {
   if (identity === undefined) return headers
   const out = headers as Record<string, unknown>
   out[names.user] = headerText(identity.sub)
   if (identity.email && identity.emailVerified !== false) out[names.email] = headerText(identity.email)
-  if (identity.groups.length > 0) out[names.groups] = headerText(identity.groups.join(','))
+  if (identity.groups.length > 0) out[names.groups] = headerText(listHeaderValue(identity.groups))
   return headers
 }
 
@@ -90,8 +124,8 @@ export type ClaimHeaderValues =
 const NONE: ClaimHeaderValues = Object.freeze({ ok: true, headers: Object.freeze([]) })
 
 /**
- * The route's claim headers (`headers:`) for `identity`: each claim's values comma-joined, as
- * UTF-8 bytes in the latin1 string Node's HTTP clients write byte for byte. A claim the identity
+ * The route's claim headers (`headers:`) for `identity`: each claim's values comma-joined
+ * (listHeaderValue), as UTF-8 bytes in the latin1 string Node's HTTP clients write byte for byte. A claim the identity
  * lacks sends no header. A value holding a control character, or longer than
  * CLAIM_HEADER_MAX_BYTES, is refused whole, never cut or cleaned: the caller answers 403 and the
  * upstream is not asked (an application that reads a shortened list of roles would read a different
@@ -105,7 +139,7 @@ export function claimHeaderValues (identity: Identity | undefined, mapping: read
     // Own properties only: a claim named `constructor` must not read Object's.
     const values = Object.hasOwn(identity.claims, claim) ? identity.claims[claim] : undefined
     if (values === undefined || values.length === 0) continue
-    const joined = values.join(',')
+    const joined = listHeaderValue(values)
     if (hasControl(joined)) return { ok: false, header: name, problem: 'holds a control character' }
     const size = Buffer.byteLength(joined, 'utf8')
     if (size > CLAIM_HEADER_MAX_BYTES) return { ok: false, header: name, problem: `is longer than ${CLAIM_HEADER_MAX_BYTES} bytes` }

@@ -90,13 +90,38 @@ const RESERVED_HEADERS = ['host', 'authorization', 'cookie', 'content-length', '
   'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade']
 
 /**
+ * Headers applications trust to say what the request is, beyond HTTP's own: where it came from
+ * (Origin and Referer, which CSRF defences compare; X-Requested-With, which frameworks read as "not
+ * a cross-site form") and which method it is (the overrides Rails, Laravel, Symfony and Express's
+ * method-override honour: a claim value `DELETE` would turn a GET into a DELETE).
+ */
+const REQUEST_DESCRIBING_HEADERS = ['origin', 'referer', 'x-requested-with', 'x-http-method-override', 'x-http-method', 'x-method-override']
+
+/**
+ * Families of them: Content-* describes the body (its type chooses the parser, its encoding the
+ * decoder), and Sec-* is set only by browsers, so applications trust it (Fetch Metadata's
+ * Sec-Fetch-Site as a CSRF defence, Sec-WebSocket-Key).
+ */
+const REQUEST_DESCRIBING_PREFIXES = ['content-', 'sec-']
+
+/** What reads a header name (lower case, `-`) as something other than identity, in words; undefined when nothing does. */
+function headerMeaning (lower: string): string | undefined {
+  if (RESERVED_HEADERS.includes(lower)) return 'a header HTTP itself gives a meaning'
+  if (REQUEST_DESCRIBING_HEADERS.includes(lower) || REQUEST_DESCRIBING_PREFIXES.some((prefix) => lower.startsWith(prefix))) {
+    return 'a header applications trust to say what the request is'
+  }
+  return undefined
+}
+
+/**
  * Why a header the gateway fills with identity data (an identity header, a claim header) may not
  * have this name, or undefined. `_` counts as `-`, as CGI and WSGI read both the same.
  */
 export function reservedHeaderProblem (name: string): string | undefined {
   const lower = name.toLowerCase().replaceAll('_', '-')
-  if (!RESERVED_HEADERS.includes(lower)) return undefined
-  return `must not be ${JSON.stringify(name)}, a header HTTP itself gives a meaning (the upstream would read the identity as its ${lower}): name a header of your own, such as X-Forwarded-User`
+  const what = headerMeaning(lower)
+  if (what === undefined) return undefined
+  return `must not be ${JSON.stringify(name)}, ${what} (the upstream would read the identity as its ${lower}): name a header of your own, such as X-Forwarded-User`
 }
 
 /**

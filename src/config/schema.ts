@@ -196,7 +196,7 @@ function RuleList (description: string) {
 const IdentityHeaders = Type.Object({
   user: filled(Text('Header with the user name.', { default: 'X-Forwarded-User' })),
   email: filled(Text('Header with the e-mail address.', { default: 'X-Forwarded-Email' })),
-  groups: filled(Text('Header with the groups, comma-joined.', { default: 'X-Forwarded-Groups' })),
+  groups: filled(Text('Header with the groups, comma-joined (each group\'s `%`, `,`, `;`, `"` and white space at its ends percent-encoded).', { default: 'X-Forwarded-Groups' })),
 }, { additionalProperties: false, default: {}, description: 'Names of the identity headers sent upstream.' })
 
 /** Machine clients with their own access tokens (`bearer:` on a route or a forward-auth host). */
@@ -223,7 +223,7 @@ const Route = Type.Object({
   allow: RuleList('Who may pass: one of these rules must hold, otherwise 403 `forbidden` and the upstream is not called; absent: any signed-in person (see endpoints.md, "Rules").'),
   deny: RuleList('Who may not pass, even when an `allow` rule holds: `deny` wins.'),
   headers: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1 }), {
-    description: 'Upstream request headers filled from the session\'s claims: `X-Roles: claims.realm_access.roles` (arrays comma-joined). The same names sent by clients are dropped on every route.',
+    description: 'Upstream request headers filled from the session\'s claims: `X-Roles: claims.realm_access.roles` (arrays comma-joined; in each element `%`, `,`, `;`, `"` and white space at its ends percent-encoded). The same names sent by clients are dropped on every route.',
     expected: 'a mapping of header name to claims.<path>',
     examples: [{ 'X-Roles': 'claims.realm_access.roles', 'X-Tenant': 'claims.tid' }],
   })),

@@ -3,7 +3,8 @@
 // and the maintained instrumentations: @fastify/otel for the request span, undici's diagnostics
 // channels for the provider calls and the upstream call (which also carry `traceparent` on). No
 // secret reaches an attribute: the request's and outgoing calls' query strings are cut off here,
-// and no header is recorded.
+// and no header is recorded. No error message reaches the collector either (a status code, and an
+// error type at most), and only trace context propagates: never a client's `baggage`.
 // @see https://www.w3.org/TR/trace-context/
 import { FastifyOtelInstrumentation } from '@fastify/otel'
 import { context, propagation, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api'
@@ -13,7 +14,7 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http'
 import { UndiciInstrumentation, type UndiciRequest } from '@opentelemetry/instrumentation-undici'
 import { resourceFromAttributes } from '@opentelemetry/resources'
 import { BatchSpanProcessor, ParentBasedSampler, TraceIdRatioBasedSampler, TracerProvider, type ReadableSpan, type SpanExporter } from '@opentelemetry/sdk-trace'
-import { ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY, ATTR_USER_AGENT_ORIGINAL } from '@opentelemetry/semantic-conventions'
+import { ATTR_ERROR_TYPE, ATTR_SERVICE_NAME, ATTR_URL_FULL, ATTR_URL_PATH, ATTR_URL_QUERY, ATTR_USER_AGENT_ORIGINAL } from '@opentelemetry/semantic-conventions'
 import type { Logger } from './logger.js'
 import type { Spans, TracingSettings } from './tracing-settings.js'
 
@@ -39,6 +40,36 @@ export interface Tracing {
 }
 
 /**
+ * `span` as the collector gets it: its status code without a message, and no events. @fastify/otel's
+ * error hook and undici's instrumentation put an error's message in the status (and undici an
+ * exception event with the message and stack), and a message may quote anything: a 403 names the
+ * person by e-mail, a connect error the address. The gateway records no events of its own. Done
+ * here, at the one way out, whoever made the span.
+ */
+function withoutMessages (span: ReadableSpan): ReadableSpan {
+  if (span.status.message === undefined && span.events.length === 0) return span
+  return {
+    name: span.name,
+    kind: span.kind,
+    spanContext: () => span.spanContext(),
+    parentSpanContext: span.parentSpanContext,
+    startTime: span.startTime,
+    endTime: span.endTime,
+    status: { code: span.status.code },
+    attributes: span.attributes,
+    links: span.links,
+    events: [],
+    duration: span.duration,
+    ended: span.ended,
+    resource: span.resource,
+    instrumentationScope: span.instrumentationScope,
+    droppedAttributesCount: span.droppedAttributesCount,
+    droppedEventsCount: span.droppedEventsCount + span.events.length,
+    droppedLinksCount: span.droppedLinksCount,
+  }
+}
+
+/**
  * The exporter, saying once when the collector stops taking spans (and once when it takes them
  * again) instead of once per batch; what was not taken is dropped, never retried at a request's cost.
  */
@@ -48,7 +79,7 @@ class ReportingExporter implements SpanExporter {
   constructor (private readonly inner: SpanExporter, private readonly log: Logger, private readonly url: string) {}
 
   export (spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    this.inner.export(spans, (result) => {
+    this.inner.export(spans.map(withoutMessages), (result) => {
       if (result.code !== ExportResultCode.SUCCESS && !this.failing) {
         this.failing = true
         this.log.warn({ collector: this.url, reason: result.error?.message }, 'tracing: the collector does not take spans; they are dropped until it does (logged once)')
@@ -85,7 +116,12 @@ function redactedUrl (request: UndiciRequest): Record<string, string | undefined
   return { [ATTR_URL_FULL]: `${request.origin}${path}`, [ATTR_URL_PATH]: path, [ATTR_URL_QUERY]: undefined, [ATTR_USER_AGENT_ORIGINAL]: undefined }
 }
 
-/** Context and propagation are process-wide in OpenTelemetry's API: set once (a second gateway in a test process shares them). */
+/**
+ * Context and propagation are process-wide in OpenTelemetry's API: set once (a second gateway in a
+ * test process shares them). Trace context only, no W3C Baggage propagator: a client's `baggage` is
+ * neither read into the request's context nor written onto outgoing calls (and the header itself is
+ * dropped from the upstream request, src/proxy/headers.ts).
+ */
 function installGlobals (): void {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable())
   propagation.setGlobalPropagator(new W3CTraceContextPropagator())
@@ -105,8 +141,9 @@ function storeSpans (tracer: Tracer): Spans {
         try {
           return await fn()
         } catch (error) {
-          // The error's name only: a message may name a key.
-          span.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'error' })
+          // The error's type only: a message may name a key.
+          span.setAttribute(ATTR_ERROR_TYPE, error instanceof Error ? error.name : 'error')
+          span.setStatus({ code: SpanStatusCode.ERROR })
           throw error
         } finally {
           span.end()

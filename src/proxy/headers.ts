@@ -28,6 +28,9 @@ const CLIENT_NEVER = [
   'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-remote-user', 'x-remote-email', 'x-remote-groups',
   'remote-user', 'remote-groups', 'remote-email', 'remote-name', 'x-authenticated-user', 'x-auth-user',
   'x-gateway-assertion', 'proxy-authorization', 'expect',
+  // W3C Baggage: name-value pairs that upstreams' tracing libraries read into their context (a user
+  // id, a tenant) as if a trusted hop had set them; the gateway's tracing propagates none.
+  'baggage',
   ...HOP_BY_HOP,
 ]
 
