@@ -9,7 +9,7 @@ import { compileGate, decide, signedIn } from '../../src/access/gate.js'
 import { compileRules } from '../../src/access/rules.js'
 import { parseConfig } from '../../src/config/config.js'
 import type { GatewayConfig } from '../../src/config/types.js'
-import { canonicalTarget } from '../../src/http/canonical.js'
+import { canonicalTarget } from '../../src/config/canonical.js'
 import { identityFrom } from '../../src/oauth/claims.js'
 
 const PAGE = 'docs/cookbook.md'
