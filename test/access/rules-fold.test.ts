@@ -1,5 +1,5 @@
 // A `deny` paths glob holds on every spelling of a path that a case-insensitive application reads as
-// the same one (issue 35, item 1): other letter case, trailing dots and `%20`s on any segment. A
+// the same one: other letter case, trailing dots and `%20`s on any segment. A
 // table of spellings, then properties over random paths and random spellings of them: a `deny` glob
 // that matches the folded form refuses every spelling, and an `allow` glob never admits a path the
 // exact glob does not match (the fold may refuse more, never admit more). The edge's route-prefix

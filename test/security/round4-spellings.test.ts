@@ -1,4 +1,4 @@
-// Issue 35, item 1: a `deny` paths glob holds for every spelling a case-insensitive application
+// A `deny` paths glob holds for every spelling a case-insensitive application
 // (Express and Koa routers by default, IIS always) reads as the denied path: other letter case,
 // trailing dots and `%20`s on a segment. Through a route, through the docs' nginx forward-auth
 // file under the real nginx with a forwardAuth.hosts deny rule, and asked of /oauth/auth/ directly,
