@@ -157,7 +157,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     trustProxy: config.server.trustProxy,
     routerOptions: { ignoreTrailingSlash: true },
     requestTimeout: 120_000,
-    // One canonical target before routing: see src/http/canonical.ts.
+    // One canonical target before routing: see src/config/canonical.ts.
     rewriteUrl: edgeRewriter([...config.routes.map((route) => route.path), '/oauth']),
     // What the router itself cannot decode is answered like any other bad target, never with its text.
     frameworkErrors: (error, _request, reply) => {

@@ -27,7 +27,7 @@ import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decisi
 export interface AccessRequest {
   /** Upper case. */
   readonly method: string
-  /** The canonical target (src/http/canonical.ts): the path, then `?` and the query if any. */
+  /** The canonical target (src/config/canonical.ts): the path, then `?` and the query if any. */
   readonly target: string
   /** Whether the client asked for HTML (a browser navigation): sign-in by redirect. */
   readonly html: boolean

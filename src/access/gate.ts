@@ -4,7 +4,7 @@
 // does that reading for both the proxy and forward-auth, which act on its verdict and nothing else.
 //
 // Inputs: the route's compiled gate (auth, `public` rules, `allow`/`deny` rules, provider, path prefix),
-// the canonical method and target (src/http/canonical.ts made it: the path, then `?` and the
+// the canonical method and target (src/config/canonical.ts made it: the path, then `?` and the
 // query), whether the client wants HTML, and the session's state for the route's provider.
 // Checked in this order; the first row that applies decides:
 //

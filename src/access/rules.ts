@@ -8,7 +8,13 @@
 // without identity, a claim the session never read, an unverified address) never holds in an `allow`
 // rule and always holds in a `deny` rule: what cannot be judged is refused, never admitted. A `deny`
 // rule's GET covers HEAD, and a `paths` glob `/admin/*` covers `/admin` itself.
+//
+// A `deny` glob also holds on the path as a case-insensitive application reads it (lower case, each
+// segment without trailing dots and spaces: src/config/path-fold.ts, the edge's own fold), compared
+// with the glob folded the same way: `/wiki/ADMIN./users` is `/wiki/admin/users` to Express or IIS.
+// An `allow` glob matches only the exact path: the fold may refuse more, never admit more.
 import type { Rule, RuleLists } from '../config/types.js'
+import { foldable, folded } from '../config/path-fold.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
 
@@ -27,9 +33,10 @@ export type Judge = (identity: Identity | undefined, method: string | undefined,
 /**
  * One condition of a rule: true when it holds. What the gateway cannot vouch for (a method or path
  * not told, an unverified address, a person without identity, a claim not read) counts as a match
- * in a `deny` rule (`inDeny`) and as none in an `allow` rule: refused, never admitted.
+ * in a `deny` rule (`inDeny`) and as none in an `allow` rule: refused, never admitted. `loose`: the
+ * path folded (see foldedPath), given to `deny` rules only.
  */
-type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, inDeny: boolean) => boolean
+type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, inDeny: boolean, loose: string | undefined) => boolean
 
 const ADMITTED: Judgement = Object.freeze({ admit: true, rule: undefined })
 const NO_ALLOW: Judgement = Object.freeze({ admit: false, rule: undefined })
@@ -97,14 +104,17 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   }
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(pathMatcher)
-    list.push((_identity, _method, path, deny) => path === undefined ? deny : globs.some((glob) => glob(path)))
+    const foldedGlobs = inDeny ? rule.paths.map((glob) => pathMatcher(folded(glob))) : []
+    list.push((_identity, _method, path, deny, loose) => path === undefined
+      ? deny
+      : globs.some((glob) => glob(path)) || (loose !== undefined && foldedGlobs.some((glob) => glob(loose))))
   }
   return list
 }
 
 interface CompiledRule {
   readonly name: string
-  readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined) => boolean
+  readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, loose?: string) => boolean
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
@@ -113,8 +123,19 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
   return {
     name: rule.name,
     // A rule without conditions holds for nobody (the config refuses one).
-    holds: (identity, method, path) => list.length > 0 && list.every((condition) => condition(identity, method, path, inDeny)),
+    holds: (identity, method, path, loose) => list.length > 0 && list.every((condition) => condition(identity, method, path, inDeny, loose)),
   }
+}
+
+/**
+ * The folded form of `target`'s path, its query cut off (folded only when that changes it: most
+ * paths have no capital letter and no segment ending in `.` or `%20`); undefined when not told.
+ */
+function foldedPath (target: string | undefined): string | undefined {
+  if (target === undefined) return undefined
+  const queryAt = target.indexOf('?')
+  const path = queryAt === -1 ? target : target.slice(0, queryAt)
+  return foldable(path) ? folded(path) : path
 }
 
 /**
@@ -126,9 +147,12 @@ export function compileRules (lists: RuleLists): Judge {
   const deny = lists.deny.map((rule) => compiled(rule, true))
   const allow = lists.allow?.map((rule) => compiled(rule, false))
   if (allow === undefined && deny.length === 0) return () => ADMITTED
+  // Only a list with a `deny` glob folds the path, and then once per request.
+  const folds = lists.deny.some((rule) => rule.paths.length > 0)
   return (identity, method, path) => {
+    const loose = folds ? foldedPath(path) : undefined
     for (const rule of deny) {
-      if (rule.holds(identity, method, path)) return { admit: false, rule: rule.name }
+      if (rule.holds(identity, method, path, loose)) return { admit: false, rule: rule.name }
     }
     if (allow === undefined) return ADMITTED
     for (const rule of allow) {

@@ -3,6 +3,7 @@
 // trimmed, lower-case e-mails and domains, upper-case methods, claim values as text. What could
 // silently admit everyone, or match nothing, is a problem at its key path: a rule without
 // conditions, an empty list, a claim path or path glob that no canonical request can meet.
+import { canonicalTarget } from './canonical.js'
 import { describe, type Issues, type Path } from './reader.js'
 import type { ClaimCondition, Rule, RuleLists } from './types.js'
 
@@ -62,7 +63,8 @@ export function conditionCount (rule: Rule): number {
 
 /**
  * Why a path glob can never meet a canonical path (or could be read two ways), or undefined. The
- * canonical path has no empty, `.` or `..` segment, no `\`, and never the query or fragment.
+ * canonical path has no empty, `.` or `..` segment, no `\`, and never the query or fragment; it is
+ * spelled as the edge spells it (canonical.ts), which a glob must be too (see spellingProblem).
  */
 export function globProblem (glob: string): string | undefined {
   if (glob === '*') return undefined
@@ -71,7 +73,26 @@ export function globProblem (glob: string): string | undefined {
   if (/[\s\\?#\u0000-\u001f\u007f]/.test(glob)) return 'may not hold spaces, control characters, \\, ? or # (the query is never part of the path)'
   if (/\/\//.test(glob)) return 'has an empty segment (//), which no canonical path has'
   if (/(?:^|\/)\.{1,2}(?:\/|$)/.test(glob)) return 'has a . or .. segment, which no canonical path has'
-  return undefined
+  return spellingProblem(glob)
+}
+
+/**
+ * Why a glob is not spelled as the edge spells every path (`*` is a character it keeps): a
+ * non-ASCII character, lower-case `%xx`, an encoded unreserved byte (`%61`), a character the edge
+ * encodes (`{`, `"`, `|`) or refuses (`;`, `%2F`). Such a glob matches no request, so a `deny` would
+ * silently never hold: refused, with the spelling to write. Non-ASCII is read as its UTF-8 bytes,
+ * as a browser sends it.
+ */
+function spellingProblem (glob: string): string | undefined {
+  let text: string
+  try {
+    text = glob.replace(/\P{ASCII}+/gu, (run) => encodeURIComponent(run))
+  } catch {
+    return 'never matches a request: it is not valid Unicode'
+  }
+  const canonical = canonicalTarget(text)
+  if (!canonical.ok) return `never matches a request: the edge refuses such a path (${canonical.reason})`
+  return canonical.url === glob ? undefined : `never matches a request: the edge spells such a path ${describe(canonical.url)} (write that)`
 }
 
 /**

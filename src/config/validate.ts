@@ -8,7 +8,7 @@ import type { AssertionConfig, BearerConfig, ClaimHeader, ForwardAuthConfig, Gat
 import { PRESET_NAMES, applyPreset } from './presets.js'
 import { Issues, checkUrl, closest, describe, formatMs, formatSize, isObject, parseDuration, parseSize, type Path } from './reader.js'
 import { bearerSection, checkBearerIssuers } from './bearer.js'
-import { CLAIM_PATH, claimPaths, ruleLists } from './rules.js'
+import { CLAIM_PATH, claimPaths, globProblem, ruleLists } from './rules.js'
 import type { FilledYaml, ProviderYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
 import { isLoopbackHost, isPublicSuffix, lessProtected, plainHttpHost, plainHttpProblem, reachMessage, reservedHeaderProblem, secretProblem, shippedSecretProblem, upstreamReach } from './safety.js'
@@ -441,6 +441,8 @@ function validatePublic (issues: Issues, path: Path, raw: string[]): PublicRule[
       issues.add([...path, i], `must be "METHOD /path/glob" such as "GET /app/static/*" or "OPTIONS *", got ${describe(rule)}`)
       return []
     }
+    const problem = globProblem(glob)
+    if (problem !== undefined) issues.add([...path, i], `${problem}, got ${describe(glob)}`)
     return [{ method: method.toUpperCase(), path: glob }]
   })
 }

@@ -1,13 +1,14 @@
 // The edge: every request (and every upgrade request) is made canonical before Fastify routes it,
 // through Fastify's `rewriteUrl`, so routing, the access decision and the proxy all read one string
-// (see canonical.ts). A target that cannot be made canonical, or a request with more than one Host
-// header, is routed nowhere and answered 400 `invalid_request` by the first onRequest hook; a
-// target longer than 8 KiB is answered 414 `uri_too_long` the same way, before anything reads it.
+// (see src/config/canonical.ts). A target that cannot be made canonical, or a request with more
+// than one Host header, is routed nowhere and answered 400 `invalid_request` by the first onRequest
+// hook; a target longer than 8 KiB is answered 414 `uri_too_long` the same way, before anything reads it.
 // Everything here is a scan of the client's bytes, never a regular expression: the edge's cost
 // is linear in what the client sends.
 import type { FastifyInstance, RawRequestDefaultExpression } from 'fastify'
 import { GatewayError } from '../errors.js'
-import { canonicalTarget } from './canonical.js'
+import { canonicalTarget } from '../config/canonical.js'
+import { foldable, folded } from '../config/path-fold.js'
 
 /**
  * The longest request target the gateway reads, in bytes (Node refuses a raw byte above 0x7F in
@@ -41,46 +42,6 @@ function hostHeaders (rawHeaders: string[]): number {
 /** Whether `path` is `prefix` or below it, as a route's prefix matches (`/app` and `/app/...`). */
 function under (path: string, prefix: string): boolean {
   return prefix === '' || path === prefix || (path.startsWith(prefix) && path[prefix.length] === '/')
-}
-
-/** Where `segment`'s trailing run of dots and `%20`s starts (its length when it has none). */
-function trimmedEnd (segment: string): number {
-  let end = segment.length
-  // Read from the right, each step is forced by the last character (`.` or the `0` of `%20`), so
-  // one pass finds the whole run: no step is ever taken back.
-  for (;;) {
-    if (segment.charCodeAt(end - 1) === 46 /* . */) end -= 1
-    else if (end >= 3 && segment.charCodeAt(end - 1) === 48 /* 0 */ && segment.charCodeAt(end - 2) === 50 /* 2 */ && segment.charCodeAt(end - 3) === 37 /* % */) end -= 3
-    else return end
-  }
-}
-
-/** A path as case-insensitive servers (IIS, ASP.NET, Express by default) read it: lower case, each segment without trailing dots and spaces. */
-function folded (path: string): string {
-  const lower = path.toLowerCase()
-  let out = ''
-  let start = 0
-  for (;;) {
-    const slash = lower.indexOf('/', start)
-    const segment = slash === -1 ? lower.slice(start) : lower.slice(start, slash)
-    out += segment.slice(0, trimmedEnd(segment))
-    if (slash === -1) return out
-    out += '/'
-    start = slash + 1
-  }
-}
-
-/** What could make a path fold onto another: a capital letter, or a segment ending in a dot or an encoded space. */
-function foldable (path: string): boolean {
-  for (let i = 0; i < path.length; i++) {
-    const code = path.charCodeAt(i)
-    if (code >= 65 && code <= 90) return true
-    const next = path.charCodeAt(i + 1)
-    // NaN past the end: a segment ends at a `/` or at the end of the path.
-    const segmentEnd = next === 47 /* / */ || Number.isNaN(next)
-    if (segmentEnd && (code === 46 /* . */ || (code === 48 /* 0 */ && i >= 2 && path.charCodeAt(i - 1) === 50 /* 2 */ && path.charCodeAt(i - 2) === 37 /* % */))) return true
-  }
-  return false
 }
 
 /**

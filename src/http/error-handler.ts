@@ -3,7 +3,7 @@
 // to the log only.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError, isGatewayError, type ErrorDetails } from '../errors.js'
-import { canonicalTarget } from './canonical.js'
+import { canonicalTarget } from '../config/canonical.js'
 import { HOME } from '../oauth/urls.js'
 import { errorPage, signInRemedy } from './pages.js'
 

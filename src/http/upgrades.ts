@@ -8,7 +8,7 @@ import { ServerResponse, type IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import type { RouteConfig } from '../config/types.js'
-import { canonicalTarget } from './canonical.js'
+import { canonicalTarget } from '../config/canonical.js'
 import { refuseAtEdge } from './edge.js'
 
 type UpgradeListener = (request: IncomingMessage, socket: Duplex, head: Buffer) => void

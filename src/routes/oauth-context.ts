@@ -4,7 +4,7 @@
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
 import { reauthFor } from '../access/step-up.js'
 import type { GatewayConfig, ReauthConfig } from '../config/types.js'
-import { canonicalTarget } from '../http/canonical.js'
+import { canonicalTarget } from '../config/canonical.js'
 import { unknownProvider } from '../errors.js'
 import type { BackchannelLogout } from '../oauth/backchannel.js'
 import type { SignOuts } from '../oauth/logout.js'

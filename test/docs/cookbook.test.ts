@@ -9,7 +9,7 @@ import { compileGate, decide, signedIn } from '../../src/access/gate.js'
 import { compileRules } from '../../src/access/rules.js'
 import { parseConfig } from '../../src/config/config.js'
 import type { GatewayConfig } from '../../src/config/types.js'
-import { canonicalTarget } from '../../src/http/canonical.js'
+import { canonicalTarget } from '../../src/config/canonical.js'
 import { identityFrom } from '../../src/oauth/claims.js'
 
 const PAGE = 'docs/cookbook.md'
@@ -94,6 +94,10 @@ const EXPECTED: Record<string, Policy> = {
       ['cole', 'GET /admin/?next=/page', 'refuse hosts.wiki.example.com.deny'],
       ['cole', 'GET /%61dmin/x', 'refuse hosts.wiki.example.com.deny'],
       ['cole', 'GET /page/../admin/x', 'refuse hosts.wiki.example.com.deny'],
+      // Spellings a case-insensitive application (Express, IIS) reads as /admin/...
+      ['cole', 'GET /ADMIN/users', 'refuse hosts.wiki.example.com.deny'],
+      ['cole', 'GET /Admin./Users', 'refuse hosts.wiki.example.com.deny'],
+      ['cole', 'GET /admin%20/x', 'refuse hosts.wiki.example.com.deny'],
       ['cole', 'GET /administrator', 'admit hosts.wiki.example.com.allow'],
       ['cole', '? ?', 'refuse hosts.wiki.example.com.deny'],
       ['emma', 'GET /admin/users', 'admit hosts.wiki.example.com.allow'],

@@ -5,7 +5,7 @@
 // around 8 KiB gets 414 `uri_too_long` above it and its usual answer below, while /healthz answers.
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { canonicalTarget } from '../../src/http/canonical.js'
+import { canonicalTarget } from '../../src/config/canonical.js'
 import { MAX_TARGET_BYTES, prefixSpelling } from '../../src/http/edge.js'
 import { growth } from '../helpers/cost.js'
 import { startNestedRoutes, type NestedRoutes } from '../helpers/gateway.js'

@@ -202,7 +202,7 @@ describe('revoke', () => {
       ['the right id and more', `${listed!.id}x`, 404],
       ['too short', 'abc', 404],
       ['dots', '..', 404],
-      // The edge refuses an encoded slash before any route (src/http/canonical.ts).
+      // The edge refuses an encoded slash before any route (src/config/canonical.ts).
       ['an encoded slash', '..%2F..%2Foauth', 400],
       ['a NUL', `${listed!.id.slice(0, 21)}%00`, 400],
       ['markup', '%3Cscript%3E', 404],

@@ -168,7 +168,7 @@ describe('back-channel logout of a long-lived or crowded subject', () => {
 
 // FINDING 4 (low): `cameFrom` (src/http/error-handler.ts:48) keeps the sign-in and sign-out
 // endpoints out of "Go back" by comparing the Referer's raw path with `/oauth/`, but the gateway
-// decodes percent-encoded unreserved characters before routing (src/http/canonical.ts): a Referer
+// decodes percent-encoded unreserved characters before routing (src/config/canonical.ts): a Referer
 // path `/%6Fauth/logout/?next=/` passes the check, and the "Go back" link on the error page then
 // signs the person out (a same-origin GET of /oauth/logout/) or replays a callback address.
 describe('cameFrom refuses the gateway\'s own endpoints however they are spelled', () => {

@@ -4,7 +4,7 @@
 // authorised, and that a protected path never reaches the upstream without a session.
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { canonicalTarget } from '../../src/http/canonical.js'
+import { canonicalTarget } from '../../src/config/canonical.js'
 import { prefixSpelling } from '../../src/http/edge.js'
 import { startNestedRoutes, type NestedRoutes, type TestGateway } from '../helpers/gateway.js'
 import { waitFor } from '../helpers/net.js'

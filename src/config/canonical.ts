@@ -1,4 +1,5 @@
-// The one canonical request target. The gateway parses the request line's target once, before
+// The one canonical request target (in config/ so that the edge, the rules and the config's check
+// of path globs all spell paths by it). The gateway parses the request line's target once, before
 // routing, and everything after (route match, `public` rules, `allow` rules, rewritePrefix, the
 // path sent upstream, the `next` of a sign-in) reads that one string. Dot segments are removed
 // (RFC 3986 §5.2.4) after percent-encoded unreserved characters are decoded (§6.2.2.2), so `%2e%2e`

@@ -1,0 +1,46 @@
+// A canonical path as a case-insensitive application reads it (IIS always, ASP.NET, Express and Koa
+// routers by default): lower case, each segment without its trailing dots and spaces, so
+// `/wiki/ADMIN./users` and `/wiki/admin%20/users` are `/wiki/admin/users` there. The edge refuses
+// such spellings of a route's prefix (src/http/edge.ts) and a `deny` glob holds on them
+// (src/access/rules.ts): one fold, so the two cannot disagree. A scan of the path, linear in its
+// length, never a regular expression.
+
+/** Where `segment`'s trailing run of dots and `%20`s starts (its length when it has none). */
+function trimmedEnd (segment: string): number {
+  let end = segment.length
+  // Read from the right, each step is forced by the last character (`.` or the `0` of `%20`), so
+  // one pass finds the whole run: no step is ever taken back.
+  for (;;) {
+    if (segment.charCodeAt(end - 1) === 46 /* . */) end -= 1
+    else if (end >= 3 && segment.charCodeAt(end - 1) === 48 /* 0 */ && segment.charCodeAt(end - 2) === 50 /* 2 */ && segment.charCodeAt(end - 3) === 37 /* % */) end -= 3
+    else return end
+  }
+}
+
+/** `path` as a case-insensitive application reads it: lower case, each segment without trailing dots and `%20`s. */
+export function folded (path: string): string {
+  const lower = path.toLowerCase()
+  let out = ''
+  let start = 0
+  for (;;) {
+    const slash = lower.indexOf('/', start)
+    const segment = slash === -1 ? lower.slice(start) : lower.slice(start, slash)
+    out += segment.slice(0, trimmedEnd(segment))
+    if (slash === -1) return out
+    out += '/'
+    start = slash + 1
+  }
+}
+
+/** Whether {@link folded} could change `path`: a capital letter, or a segment ending in a dot or an encoded space. */
+export function foldable (path: string): boolean {
+  for (let i = 0; i < path.length; i++) {
+    const code = path.charCodeAt(i)
+    if (code >= 65 && code <= 90) return true
+    const next = path.charCodeAt(i + 1)
+    // NaN past the end: a segment ends at a `/` or at the end of the path.
+    const segmentEnd = next === 47 /* / */ || Number.isNaN(next)
+    if (segmentEnd && (code === 46 /* . */ || (code === 48 /* 0 */ && i >= 2 && path.charCodeAt(i - 1) === 50 /* 2 */ && path.charCodeAt(i - 2) === 37 /* % */))) return true
+  }
+  return false
+}

@@ -1,0 +1,97 @@
+// A `deny` paths glob holds on every spelling of a path that a case-insensitive application reads as
+// the same one: other letter case, trailing dots and `%20`s on any segment. A
+// table of spellings, then properties over random paths and random spellings of them: a `deny` glob
+// that matches the folded form refuses every spelling, and an `allow` glob never admits a path the
+// exact glob does not match (the fold may refuse more, never admit more). The edge's route-prefix
+// check and the rules read the one fold (src/config/path-fold.ts).
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { canonicalTarget } from '../../src/config/canonical.js'
+import { folded } from '../../src/config/path-fold.js'
+import { compileRules } from '../../src/access/rules.js'
+import { globMatcher } from '../../src/access/glob.js'
+import { prefixSpelling } from '../../src/http/edge.js'
+import { lists } from '../helpers/rules.js'
+
+const denyOf = (glob: string) => compileRules(lists(undefined, [{ paths: [glob] }]))
+const allowOf = (glob: string) => compileRules(lists([{ paths: [glob] }]))
+
+describe('a deny glob and the spellings of a path', () => {
+  it.each([
+    ['/wiki/admin/*', '/wiki/ADMIN/users', false],
+    ['/wiki/admin/*', '/wiki/Admin/Users', false],
+    ['/wiki/admin/*', '/wiki/admin./users', false],
+    ['/wiki/admin/*', '/wiki/admin%20/users', false],
+    ['/wiki/admin/*', '/wiki/admin.%20.%20/users', false],
+    ['/wiki/admin/*', '/wiki/ADMIN', false],
+    ['/wiki/admin/*', '/wiki/ADMIN.?q=1', false],
+    ['/wiki/admin/*', '/wiki/Admin?X=y.', false],
+    ['/wiki/Admin/*', '/wiki/admin/x', false],
+    ['/wiki/admin./*', '/wiki/admin/x', false],
+    ['/wiki/admin', '/wiki/ADMIN.', false],
+    ['/wiki/admin/*', '/wiki/administrator', true],
+    ['/wiki/admin/*', '/wiki/ADMINS/x', true],
+    ['/wiki/admin/*', '/wiki/ad.min/x', true],
+    ['/wiki/admin/*', '/wiki/page?path=/wiki/admin/x', true],
+  ])('deny %s, path %s: admitted %s', (glob, path, admitted) => {
+    expect(denyOf(glob)(undefined, 'GET', path).admit).toBe(admitted)
+  })
+
+  it('an allow glob matches only the exact path', () => {
+    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/public/x').admit).toBe(true)
+    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/PUBLIC/x').admit).toBe(false)
+    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/public./x').admit).toBe(false)
+  })
+
+  it('the edge folds a route prefix as the rules fold a deny glob', () => {
+    expect(prefixSpelling('/wiki/ADMIN./x', ['/wiki/admin'])).toBeDefined()
+    expect(denyOf('/wiki/admin/*')(undefined, 'GET', '/wiki/ADMIN./x').admit).toBe(false)
+  })
+})
+
+/** A segment as a canonical path may hold it, without dots at its ends. */
+const segment = fc.stringMatching(/^[a-z0-9_~-][a-z0-9._~-]{0,5}$/).filter((text) => !text.endsWith('.'))
+const pathSegments = fc.array(segment, { minLength: 1, maxLength: 5 })
+
+/** A spelling of `segments` a case-insensitive application reads as them: each letter's case flipped at will, trailing dots and `%20`s added. */
+function spelling (segments: string[]): fc.Arbitrary<string> {
+  const one = (text: string) => fc.tuple(
+    fc.array(fc.boolean(), { minLength: text.length, maxLength: text.length }),
+    fc.array(fc.constantFrom('.', '%20'), { maxLength: 3 })
+  ).map(([flips, tail]) => [...text].map((c, i) => flips[i] === true ? c.toUpperCase() : c).join('') + tail.join(''))
+  return fc.tuple(...segments.map(one)).map((parts) => `/${parts.join('/')}`)
+}
+
+/** A glob over the first segments of a path, each letter's case flipped at will, with or without a trailing `/*`. */
+function globOf (segments: string[]): fc.Arbitrary<string> {
+  return fc.tuple(fc.integer({ min: 1, max: segments.length }), fc.boolean(), fc.boolean())
+    .map(([count, star, upper]) => {
+      const head = `/${segments.slice(0, count).join('/')}`
+      return `${upper ? head.toUpperCase() : head}${star ? '/*' : ''}`
+    })
+}
+
+/** Whether `glob` matches `path` exactly, as a `paths` glob does (`/a/*` covers `/a`). */
+function exactly (glob: string, path: string): boolean {
+  return globMatcher(glob)(path) || (glob.endsWith('/*') && globMatcher(glob.slice(0, -2))(path))
+}
+
+describe('properties over random paths and spellings', () => {
+  const cases = pathSegments.chain((segments) => fc.tuple(globOf(segments), spelling(segments), fc.constant(segments)))
+
+  it('a deny glob whose folded form matches the folded path refuses every canonical spelling of it', () => {
+    fc.assert(fc.property(cases, ([glob, spelt, segments]) => {
+      const canonical = canonicalTarget(spelt)
+      fc.pre(canonical.ok && canonical.url === spelt)
+      const path = `/${segments.join('/')}`
+      fc.pre(exactly(folded(glob), folded(path)))
+      expect(denyOf(glob)(undefined, 'GET', spelt).admit).toBe(false)
+    }), { numRuns: 500 })
+  })
+
+  it('an allow glob never admits a path its exact glob does not match', () => {
+    fc.assert(fc.property(cases, ([glob, spelt]) => {
+      if (allowOf(glob)(undefined, 'GET', spelt).admit) expect(exactly(glob, spelt)).toBe(true)
+    }), { numRuns: 500 })
+  })
+})

@@ -1,0 +1,45 @@
+// An application that routes as Express and Koa do by default, and IIS always: case-insensitively,
+// and (as IIS and Windows file names do) with each segment's trailing dots and spaces dropped, so
+// `/wiki/ADMIN./users` and `/wiki/admin%20/users` reach its `/wiki/admin/users`. It answers with the
+// path it routed on, and records each request's target as it arrived. Listens on a loopback port
+// from the OS.
+import { createServer, type Server } from 'node:http'
+import { close, listen } from './net.js'
+
+export interface CaseInsensitiveUpstream {
+  url: string
+  /** Each request as it arrived: `METHOD target`. */
+  seen: string[]
+  /** The paths its router matched, as it read them (`/wiki/admin/users`). */
+  routed: string[]
+  close (): Promise<void>
+}
+
+/** The path as such a router reads it: decoded, lower case, each segment without trailing dots and spaces. */
+export function routedPath (target: string): string {
+  const path = target.split('?')[0]!
+  return path.split('/').map((segment) => {
+    let decoded = segment
+    try {
+      decoded = decodeURIComponent(segment)
+    } catch {}
+    return decoded.toLowerCase().replace(/[. ]+$/, '')
+  }).join('/')
+}
+
+export async function startCaseInsensitiveUpstream (): Promise<CaseInsensitiveUpstream> {
+  const upstream: CaseInsensitiveUpstream = { url: '', seen: [], routed: [], close: async () => {} }
+  const server: Server = createServer((req, res) => {
+    upstream.seen.push(`${req.method ?? ''} ${req.url ?? ''}`)
+    const path = routedPath(req.url ?? '/')
+    upstream.routed.push(path)
+    req.resume()
+    req.on('end', () => {
+      res.setHeader('content-type', 'application/json')
+      res.end(JSON.stringify({ routed: path }))
+    })
+  })
+  upstream.url = await listen(server)
+  upstream.close = async () => await close(server)
+  return upstream
+}
