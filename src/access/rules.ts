@@ -72,6 +72,22 @@ function claimCondition (path: string, values: readonly string[]): Condition {
   })
 }
 
+/**
+ * A `users` condition. An entry names a person by the provider's stable subject (`sub`; GitHub: the
+ * numeric id), or by the mapped user name only where no other account can come to hold it: when
+ * it is the person's verified e-mail address (as an `emails` entry would). A reassignable name
+ * (`preferred_username`, a GitHub `login`) never admits. In a `deny` rule either form holds, and so
+ * does a session from before the subject was kept (who it is cannot be told).
+ */
+function usersCondition (users: readonly string[]): Condition {
+  const listed = new Set(users)
+  return aboutPerson((identity, inDeny) => {
+    if (inDeny) return identity.subject === undefined || listed.has(identity.subject) || listed.has(identity.sub)
+    if (identity.subject !== undefined && listed.has(identity.subject)) return true
+    return identity.emailVerified !== false && identity.email !== undefined && identity.sub.toLowerCase() === identity.email && listed.has(identity.sub)
+  })
+}
+
 /** A `paths` glob: `/admin/*` covers `/admin` itself too, as a route's path `/admin/` does. */
 function pathMatcher (glob: string): (path: string) => boolean {
   const matches = globMatcher(glob)
@@ -83,7 +99,7 @@ function pathMatcher (glob: string): (path: string) => boolean {
 /** Each condition the rule gives, compiled. `inDeny`: a `deny` rule's GET covers HEAD (the same handler answers both). */
 function conditions (rule: Rule, inDeny: boolean): Condition[] {
   const list: Condition[] = []
-  if (rule.users.length > 0) list.push(aboutPerson((identity) => rule.users.includes(identity.sub)))
+  if (rule.users.length > 0) list.push(usersCondition(rule.users))
   if (rule.emails.length > 0) {
     list.push(aboutPerson((identity, deny) => {
       const email = ruleEmail(identity, deny)

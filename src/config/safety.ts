@@ -6,6 +6,7 @@
 // and `--check` report the warnings.
 import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
+import { reassignableUserWarnings } from './reassignable-users.js'
 import type { GatewayConfig, RouteConfig } from './types.js'
 
 /** How to make a good secret, said in every secret problem. */
@@ -312,6 +313,7 @@ export function configWarnings (config: GatewayConfig): string[] {
         `write it as a list of rules, one per condition (${anyOf.map((key) => `{ ${key}: [...] }`).join(', ')}), to say so`)
     }
   })
+  warnings.push(...reassignableUserWarnings(config))
   config.routes.forEach((other, i) => {
     config.routes.forEach((target, j) => {
       if (i !== j && lessProtected(other, target) && upstreamReach(other, target) === 'some') {

@@ -175,7 +175,7 @@ function Values (description: string) {
 }
 
 const Rule = Type.Object({
-  users: Values('User names (the identity\'s `user`, exactly as the provider gives it).'),
+  users: Values('People by the provider\'s subject (`sub`; GitHub: the numeric `id`), exactly; a user name matches in `allow` only when it is the person\'s verified e-mail address, in `deny` always.'),
   emails: Values('E-mail addresses; an address the provider has not verified matches no `allow` rule, and does match a `deny` rule.'),
   domains: Values('E-mail domains (the whole domain of the address); unverified addresses as for `emails`.'),
   groups: Values('Groups.'),

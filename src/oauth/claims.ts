@@ -69,16 +69,21 @@ export function keptClaims (claims: Record<string, unknown>, paths: readonly str
 }
 
 /**
- * The identity in `claims`, or undefined when the mapping's user field is missing. `kept`: the
- * claim paths rules and claim headers name, kept besides (and only those).
+ * The identity in `claims`, or undefined when the mapping's user field is missing: the mapped user
+ * name, and the stable `sub` (with its `iss`) that people are keyed on. `kept`: the claim paths
+ * rules and claim headers name, kept besides (and only those).
  */
 export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[] = []): Identity | undefined {
   const sub = text(pick(claims, mapping.user))
   if (!sub) return undefined
   const email = text(pick(claims, mapping.email))?.toLowerCase()
   const name = text(pick(claims, mapping.name))
+  const iss = text(claims.iss)
   return {
     sub,
+    // A provider that names no `sub` gives nothing steadier than the user name (see --check's warning).
+    subject: text(claims.sub) ?? sub,
+    ...(iss ? { iss } : {}),
     ...(email ? { email } : {}),
     ...(email && unverified(claims.email_verified) ? { emailVerified: false as const } : {}),
     ...(name ? { name } : {}),

@@ -140,7 +140,16 @@ async function fetchGroups (provider: ResolvedProvider, accessToken: string): Pr
 }
 
 /**
- * The `/user` JSON, its `email` filled from `/user/emails` when the public one is null, and, when
+ * The account's numeric `id`, as text: GitHub's stable subject. A `login` can be renamed and then
+ * taken by another account, so it never keys a person; a `/user` without an id stops the sign-in.
+ */
+function accountId (id: unknown): string {
+  if ((typeof id === 'number' && Number.isSafeInteger(id) && id > 0) || (typeof id === 'string' && /^[1-9]\d*$/.test(id))) return String(id)
+  throw new GatewayError('token_exchange_failed', 'GitHub\'s /user endpoint did not name the account\'s id.')
+}
+
+/**
+ * The `/user` JSON, its `sub` the account's numeric `id`, its `email` filled from `/user/emails` when the public one is null, and, when
  * the scope grants `read:org`, its `groups` from `/user/orgs` and `/user/teams`. A failing `/user`
  * (or, with `read:org`, a failing organisation or team list) stops the sign-in
  * (`token_exchange_failed`); a failing `/user/emails` (say, a scope without `user:email`) leaves the
@@ -157,6 +166,7 @@ export async function fetchGitHubUser (provider: ResolvedProvider, accessToken: 
     throw new GatewayError('token_exchange_failed', 'GitHub\'s /user endpoint did not answer with a JSON object.')
   }
   const claims: Record<string, unknown> = { ...(user as Record<string, unknown>) }
+  claims.sub = accountId(claims.id)
   delete claims.groups
   if (readsOrganisations(provider.scope)) claims.groups = await fetchGroups(provider, accessToken)
   if (typeof claims.email === 'string' && claims.email !== '') return claims

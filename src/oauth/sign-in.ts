@@ -57,7 +57,9 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     const claims = { ...idClaims, ...userinfo }
     // A user name that is an address nobody verified is anyone's to claim: no session is made.
     if (unverifiedUser(claims, provider.claims)) throw new GatewayError('forbidden', 'the provider has not verified this e-mail address')
-    const identity = identityFrom(claims, provider.claims, deps.config.providers[name]!.keptClaims)
+    const mapped = identityFrom(claims, provider.claims, deps.config.providers[name]!.keptClaims)
+    // The issuer the ID token's `iss` was checked against (no ID token: the provider's own origin).
+    const identity = mapped && { ...mapped, iss: provider.expectedIssuer }
     const reauth = deps.stepUp?.(name, next)
     if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
     return { next, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }

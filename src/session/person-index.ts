@@ -1,6 +1,15 @@
 // A person's sessions, for "your sessions", revoke and sign out everywhere. A person is a provider's
-// `sub`: `person:<h>` holds one entry per session signed in as that `sub` at that provider, where
-// `<h>` is a keyed hash of (provider, sub), so a store dump shows no user id. Each entry is sealed
+// `iss` + `sub` (Identity.subject), never the mapped user name, which a provider may let another
+// account take: `person:<h>` holds one entry per session signed in as that subject at that provider,
+// where `<h>` is a keyed hash of (provider, iss, subject), so a store dump shows no user id.
+//
+// Sessions written before the subject was kept (no `subject` in their identity) have no person key:
+// they list nothing and sign out everywhere ends only themselves. Their entries, kept under a hash of
+// the user name, are never read again and expire with their sessions: an entry says nothing of whose
+// session it is beyond that name, so reading them would let a second account holding the name see
+// and end them.
+//
+// Each entry is sealed
 // (AES-256-GCM; a dump does not show which sessions, browsers or times) and holds a random public
 // id (what the list and the revoke button name: not the cookie, not derived from it), the session's
 // store id, when it started, the browser family and the providers.
@@ -81,15 +90,18 @@ export class PersonIndex {
     this.keys = secrets.map(indexKey)
   }
 
-  private storeKey (key: IndexKey, provider: string, sub: string): string {
-    return storeKeys.person(createHmac('sha256', key.hash).update(provider).update('\0').update(sub).digest('base64url'))
+  private storeKey (key: IndexKey, provider: string, iss: string, subject: string): string {
+    // JSON: one reading of the three parts, and no raw NUL, which every earlier (provider NUL user name) key holds.
+    return storeKeys.person(createHmac('sha256', key.hash).update(JSON.stringify([provider, iss, subject])).digest('base64url'))
   }
 
-  /** The person keys of a record's identities (one per provider), under `keys`. */
+  /** The person keys of a record's identities (one per provider that gave a subject), under `keys`. */
   private personKeys (record: SessionRecord, keys: readonly IndexKey[]): string[] {
     const found: string[] = []
     for (const key of keys) {
-      for (const [provider, identity] of Object.entries(record.identities ?? {})) found.push(this.storeKey(key, provider, identity.sub))
+      for (const [provider, identity] of Object.entries(record.identities ?? {})) {
+        if (identity.subject !== undefined) found.push(this.storeKey(key, provider, identity.iss ?? '', identity.subject))
+      }
     }
     return found
   }
@@ -120,7 +132,7 @@ export class PersonIndex {
   }
 
   /**
-   * Lists a new session (a completed sign-in) under each of its providers' `sub`, with a new public
+   * Lists a new session (a completed sign-in) under each of its providers' subject, with a new public
    * id. An entry dropped beyond the bound ends its session (on every instance).
    */
   async add (session: IndexedSession, browser: BrowserFamily): Promise<void> {

@@ -8,8 +8,11 @@ import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
 /** TokenSet: access_token, expires_at, refresh_token. */
 interface WireTokens { a: string, e?: number, r?: string }
-/** Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none), kept claims (k). */
-interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]> }
+/**
+ * Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none), kept claims (k),
+ * subject (j) and iss (o) (absent in records of earlier versions, which are read without them).
+ */
+interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]>, j?: string, o?: string }
 /** ProviderSession: idToken (d), sid, sub (u), authTime (t), acr (a). */
 interface WireProviderSession { d?: string, s?: string, u?: string, t?: number, a?: string }
 /** SessionRecord: createdAt, tokens, identities, providerSessions. */
@@ -42,6 +45,8 @@ export function toWire (record: SessionRecord): WireRecord {
       n: identity.name,
       g: identity.groups.length > 0 ? [...identity.groups] : undefined,
       k: identity.claims,
+      j: identity.subject,
+      o: identity.iss,
     } satisfies Record<keyof WireIdentity, unknown>)),
     p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub, t: session.authTime, a: session.acr } satisfies Record<keyof WireProviderSession, unknown>)),
   } satisfies Record<keyof WireRecord, unknown>)
@@ -60,6 +65,8 @@ export function fromWire (wire: WireRecord): SessionRecord {
       name: identity.n,
       groups: identity.g ?? [],
       claims: identity.k,
+      subject: identity.j,
+      iss: identity.o,
     } satisfies Record<keyof Identity, unknown>)),
     providerSessions: wire.p && mapValues(wire.p, (session): ProviderSession => defined({ idToken: session.d, sid: session.s, sub: session.u, authTime: session.t, acr: session.a } satisfies Record<keyof ProviderSession, unknown>)),
   } satisfies Record<keyof SessionRecord, unknown>)

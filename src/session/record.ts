@@ -7,7 +7,16 @@
  * from the provider's claims by oauth/claims.ts).
  */
 export interface Identity {
+  /** The user name the provider's `claims.user` maps (shown, logged, sent upstream); it may be reassignable. */
   readonly sub: string
+  /**
+   * Who the provider says this is for good: the `sub` of its ID token, userinfo or access token
+   * (GitHub: the numeric `id`; a provider without any: the mapped user name). People are keyed on
+   * `iss` + `subject`, never on `sub`. Absent in records written before it was kept.
+   */
+  readonly subject?: string
+  /** The issuer that vouches for `subject` (the ID token's `iss`; GitHub: its API's origin). */
+  readonly iss?: string
   readonly email?: string
   /** Present, and false, only when the provider said the e-mail address is not verified. */
   readonly emailVerified?: false

@@ -120,7 +120,7 @@ describe('discovery and identity', () => {
   it('GET /oauth/userinfo/ returns the signed-in identities, and 401 without one', async () => {
     const response = await (await as('alice')).fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })
     expect(response.status).toBe(200)
-    expect(await response.json()).toEqual({ identities: { demo: { sub: 'alice', email: 'alice@example.test', name: 'Alice', groups: ['admins', 'staff'] } } })
+    expect(await response.json()).toEqual({ identities: { demo: { sub: 'alice', subject: 'alice', iss: op.issuer, email: 'alice@example.test', name: 'Alice', groups: ['admins', 'staff'] } } })
     const none = await fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })
     expect(none.status).toBe(401)
     expect((await none.json() as { error: string }).error).toBe('unauthenticated')
@@ -137,7 +137,8 @@ describe('discovery and identity', () => {
     expect(request.headers['x-forwarded-email']).toBe('octo@cat.test')
     expect(request.headers['x-forwarded-groups']).toBe('devs,ops')
     const info = await (await browser.fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })).json()
-    expect(info).toEqual({ identities: { plain: { sub: 'octocat', email: 'octo@cat.test', name: 'The Octocat', groups: ['devs', 'ops'] } } })
+    // No `sub` in its userinfo: the user name is the nearest to a subject it gives; no issuer: its origin.
+    expect(info).toEqual({ identities: { plain: { sub: 'octocat', subject: 'octocat', iss: new URL(stub.url).origin, email: 'octo@cat.test', name: 'The Octocat', groups: ['devs', 'ops'] } } })
   })
 })
 

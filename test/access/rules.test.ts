@@ -9,7 +9,8 @@ import type { RuleYaml } from '../../src/config/rules.js'
 import type { Identity } from '../../src/session/record.js'
 import { anyOf, lists } from '../helpers/rules.js'
 
-const id = (sub: string, extra: Partial<Identity> = {}): Identity => ({ sub, groups: [], ...extra })
+/** A person whose user name is the provider's `sub` (the default mapping): the name is the subject. */
+const id = (sub: string, extra: Partial<Identity> = {}): Identity => ({ sub, subject: sub, groups: [], ...extra })
 const alice = id('alice', { email: 'alice@example.org', groups: ['staff', 'admins'], claims: { 'realm_access.roles': ['reporter'], level: ['3'], onsite: ['true'] } })
 const bob = id('bob', { email: 'bob@contractor.example', groups: ['staff'] })
 const eve = id('eve', { email: 'alice@example.org', emailVerified: false, groups: [] })

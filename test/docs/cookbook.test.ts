@@ -180,16 +180,17 @@ const EXPECTED: Record<string, Policy> = {
     ],
   },
   'A few named people': {
+    // As src/oauth/github.ts gives them: `sub` is the account's numeric id.
     people: {
-      octocat: { login: 'octocat', email: 'octocat@github.com' },
-      loud: { login: 'OctoCat' },
-      mona: { login: 'monalisa' },
-      other: { login: 'hubot', name: 'octocat' },
+      octocat: { login: 'octocat', id: 583231, sub: '583231', email: 'octocat@github.com' },
+      second: { login: 'monalisa', id: 1024025, sub: '1024025' },
+      renamed: { login: 'octocat', id: 99000001, sub: '99000001' },
+      other: { login: 'hubot', id: 7, sub: '7', name: 'octocat' },
     },
     rows: [
       ['octocat', 'GET /admin/', 'admit allow'],
-      ['mona', 'POST /admin/x', 'admit allow'],
-      ['loud', 'GET /admin/', 'refuse'],
+      ['second', 'POST /admin/x', 'admit allow'],
+      ['renamed', 'GET /admin/', 'refuse'],
       ['other', 'GET /admin/', 'refuse'],
     ],
   },

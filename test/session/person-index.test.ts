@@ -1,5 +1,6 @@
 // The per-person index without a server, over the in-process store on a clock the test moves: one
-// entry per session under each provider's `sub`, the bound (the oldest beyond it is dropped and its
+// entry per session under each provider's `iss` + subject (never the user name; a record without a
+// subject, written by an earlier version, is under no key), the bound (the oldest beyond it is dropped and its
 // session ended), pruning of sessions that are gone, the key's expiry following its sessions, last
 // seen from the session's remaining idle time, a rotated key list, and a dump that shows no user
 // id. And the User-Agent classifier, with a table of hostile headers.
@@ -23,7 +24,7 @@ afterEach(async () => { for (const store of stores.splice(0)) await store.close(
 
 /** A record signed in as `sub` at each of `providers`, begun at `createdAt`. */
 function record (sub: string, providers: string[] = ['demo'], createdAt = now): SessionRecord {
-  return providers.reduce((built, provider) => withSignIn(built, provider, { tokens: { access_token: 'at' }, identity: { sub, groups: [] } }), emptyRecord(createdAt))
+  return providers.reduce((built, provider) => withSignIn(built, provider, { tokens: { access_token: 'at' }, identity: { sub, subject: sub, iss: 'https://op.example', groups: [] } }), emptyRecord(createdAt))
 }
 
 /** A store, an index over it with `keys`, and the ids it was asked to end. */
@@ -132,6 +133,30 @@ describe('person index', () => {
     expect(await sessions.load(`gw_session=${started.cookie}`)).not.toBeNull()
     now += 2000
     expect((await index.list(alice)).map((s) => s.sessionId)).toEqual([started.id])
+  })
+
+  it('keys a person on iss + subject: the same user name at another subject (or issuer) is another person', async () => {
+    const { store, index } = setUp()
+    const named = (subject: string, iss = 'https://op.example'): SessionRecord =>
+      withSignIn(emptyRecord(now), 'demo', { tokens: { access_token: 'at' }, identity: { sub: 'alice', subject, iss, groups: [] } })
+    await index.add(await live(store, 'first', named('id-1')), 'Firefox')
+    await index.add(await live(store, 'second', named('id-2')), 'Chrome')
+    await index.add(await live(store, 'elsewhere', named('id-1', 'https://other.example')), 'curl')
+    expect((await index.list(named('id-2'))).map((s) => s.sessionId)).toEqual(['second'])
+    expect(await index.takeOthers(named('id-2'), 'second')).toEqual([])
+    const [theirs] = await index.list(named('id-1'))
+    expect(await index.take(named('id-2'), theirs!.publicId)).toBeNull()
+    expect((await index.list(named('id-1'))).map((s) => s.sessionId)).toEqual(['first'])
+  })
+
+  it('a record written before the subject was kept lists nothing, ends nothing, and is listed under no one', async () => {
+    const { store, index } = setUp()
+    const old = withSignIn(emptyRecord(now), 'demo', { tokens: { access_token: 'at' }, identity: { sub: 'alice', groups: [] } })
+    await index.add(await live(store, 'old', old), 'Firefox')
+    await index.add(await live(store, 'new', record('alice')), 'Chrome')
+    expect((await index.list(old))).toEqual([])
+    expect(await index.takeOthers(old, 'old')).toEqual([])
+    expect((await index.list(record('alice'))).map((s) => s.sessionId)).toEqual(['new'])
   })
 
   it('a store dump shows no user id, session id, browser or provider', async () => {

@@ -1,10 +1,11 @@
 // The stored form of a session record (src/session/record-wire.ts): one-letter keys, the same
 // values. Any record comes back equal through it; it is shorter than the record's own JSON by the
-// field names; and a provider called "__proto__" stays a provider.
+// field names; a record of an earlier version (no subject) reads without one; and a provider called
+// "__proto__" stays a provider.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import type { SessionRecord } from '../../src/session/record.js'
-import { fromWire, toWire } from '../../src/session/record-wire.js'
+import { fromWire, toWire, type WireRecord } from '../../src/session/record-wire.js'
 
 const text = fc.string({ minLength: 1, maxLength: 60 })
 const providers = fc.uniqueArray(fc.oneof(fc.constantFrom('demo', 'github', '__proto__', 'constructor', 'a.b'), fc.string({ minLength: 1, maxLength: 12 })), { minLength: 1, maxLength: 3 })
@@ -16,6 +17,8 @@ const identity = fc.record({
   emailVerified: fc.constant(false as const),
   name: text,
   groups: fc.array(text, { maxLength: 4 }),
+  subject: text,
+  iss: text,
 }, { requiredKeys: ['sub', 'groups'] })
 const providerSession = fc.record({ idToken: text, sid: text, sub: text }, { requiredKeys: [] })
 
@@ -39,6 +42,11 @@ describe('the stored form of a session record', () => {
     fc.assert(fc.property(record, (original) => {
       expect(JSON.stringify(toWire(original)).length).toBeLessThan(JSON.stringify(original).length)
     }), { numRuns: 100 })
+  })
+
+  it('reads a record an earlier version wrote (no subject, no issuer) as it was: an identity without them', () => {
+    const earlier = '{"c":1700000000000,"t":{"corp":{"a":"at"}},"i":{"corp":{"s":"alice","m":"alice@example.org","g":["staff"]}}}'
+    expect(fromWire(JSON.parse(earlier) as WireRecord).identities).toEqual({ corp: { sub: 'alice', email: 'alice@example.org', groups: ['staff'] } })
   })
 
   it('keeps a provider named __proto__ an entry of its own, not a prototype', () => {

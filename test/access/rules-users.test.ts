@@ -1,0 +1,72 @@
+// `users:` conditions name a person by the provider's stable subject: a table of
+// identities a second account can present (the same `preferred_username` or GitHub `login` as the
+// person a rule names, spellings of it, a session from before the subject was kept), and fast-check
+// properties: an `allow` entry naming one subject never admits another subject whatever their user
+// names, and a `deny` entry holds for every identity whose subject or user name it names.
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { compileRules } from '../../src/access/rules.js'
+import type { RuleYaml } from '../../src/config/rules.js'
+import type { Identity } from '../../src/session/record.js'
+import { lists } from '../helpers/rules.js'
+
+/** A person whose user name `sub` comes from a reassignable claim (`preferred_username`), at subject `subject`. */
+const person = (sub: string, subject: string | undefined, extra: Partial<Identity> = {}): Identity =>
+  ({ sub, ...(subject === undefined ? {} : { subject }), groups: [], ...extra })
+
+const ALICE = person('alice', 'f3b1c2d4-0000-4000-8000-000000000001')
+const SECOND = person('alice', 'f3b1c2d4-0000-4000-8000-000000000002')
+const MAILED = person('alice@example.org', '10769150350006150715113082367', { email: 'alice@example.org' })
+
+type Row = [what: string, allow: RuleYaml[] | undefined, deny: RuleYaml[], identity: Identity, admit: boolean]
+
+const TABLE: Row[] = [
+  ['allow: the subject admits its person', [{ users: [ALICE.subject!] }], [], ALICE, true],
+  ['allow: the subject does not admit a second account with the same name', [{ users: [ALICE.subject!] }], [], SECOND, false],
+  ['allow: a reassignable name admits no one', [{ users: ['alice'] }], [], ALICE, false],
+  ['allow: ... not the second account either', [{ users: ['alice'] }], [], SECOND, false],
+  ['allow: a name that is the person\'s verified address admits (as an emails entry would)', [{ users: ['alice@example.org'] }], [], MAILED, true],
+  ['allow: a name that is an unverified address does not', [{ users: ['alice@example.org'] }], [], { ...MAILED, emailVerified: false }, false],
+  ['allow: a name that looks like an address but is not the person\'s address does not', [{ users: ['alice@example.org'] }], [], person('alice@example.org', 'x', { email: 'mallory@example.org' }), false],
+  ['allow: a name that is an address, without any address claim, does not', [{ users: ['alice@example.org'] }], [], person('alice@example.org', 'x'), false],
+  ['allow: a subject in another case does not', [{ users: [ALICE.subject!.toUpperCase()] }], [], ALICE, false],
+  ['allow: a fullwidth look-alike of a subject does not', [{ users: ['１２３'] }], [], person('n', '123'), false],
+  ['allow: a subject named __proto__ is only itself', [{ users: ['__proto__'] }], [], person('n', 'constructor'), false],
+  ['allow: a name equal to another person\'s subject does not admit', [{ users: [ALICE.subject!] }], [], person(ALICE.subject!, 'other'), false],
+  ['allow: a session from before the subject was kept is not admitted by a name', [{ users: ['alice'] }], [], person('alice', undefined), false],
+  ['allow: ... unless the name is its verified address', [{ users: ['alice@example.org'] }], [], person('alice@example.org', undefined, { email: 'alice@example.org' }), true],
+  ['deny: the subject holds for its person', undefined, [{ users: [ALICE.subject!] }], ALICE, false],
+  ['deny: the subject does not hold for another subject', undefined, [{ users: [ALICE.subject!] }], SECOND, true],
+  ['deny: a reassignable name holds for every account holding it', undefined, [{ users: ['alice'] }], SECOND, false],
+  ['deny: a session from before the subject was kept cannot be told, and is refused', undefined, [{ users: [ALICE.subject!] }], person('bob', undefined), false],
+  ['deny: an unverified address as the name still holds', undefined, [{ users: ['alice@example.org'] }], { ...MAILED, emailVerified: false }, false],
+]
+
+describe('users conditions key a person on the subject', () => {
+  it.each(TABLE)('%s', (_what, allow, deny, identity, admit) => {
+    expect(compileRules(lists(allow, deny))(identity, 'GET', '/x').admit).toBe(admit)
+  })
+
+  // Entries as the config keeps them (it trims each).
+  const text = fc.string({ minLength: 1, maxLength: 20 }).filter((value) => value.trim() === value && value !== '')
+
+  it('an allow entry naming one subject never admits another subject, whatever the user names', () => {
+    fc.assert(fc.property(text, text, text, text, (subject, other, name, otherName) => {
+      // The rule lists the first person's subject and (by mistake) their reassignable name.
+      fc.pre(other !== subject && other !== name)
+      const judge = compileRules(lists([{ users: [subject, name] }]))
+      expect(judge(person(name, other), 'GET', '/x').admit).toBe(false)
+      expect(judge(person(otherName, other), 'GET', '/x').admit).toBe(false)
+      expect(judge(person(otherName, subject), 'GET', '/x').admit).toBe(true)
+    }), { numRuns: 300 })
+  })
+
+  it('a deny entry holds for every identity whose subject or user name it names', () => {
+    fc.assert(fc.property(text, text, text, (entry, subject, name) => {
+      const judge = compileRules(lists(undefined, [{ users: [entry] }]))
+      expect(judge(person(entry, subject), 'GET', '/x').admit).toBe(false)
+      expect(judge(person(name, entry), 'GET', '/x').admit).toBe(false)
+      expect(judge(person(name, subject), 'GET', '/x').admit).toBe(entry !== name && entry !== subject)
+    }), { numRuns: 300 })
+  })
+})
