@@ -9,6 +9,7 @@ import { request as httpRequest } from 'node:http'
 import { connect } from 'node:net'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
 import { send } from '../helpers/form-upstream.js'
 import { sessionCookie, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
 import { effectiveMethod, startOverrideUpstream, type OverrideUpstream } from '../helpers/override-upstream.js'
@@ -33,6 +34,7 @@ beforeAll(async () => {
       { path: '/patch/', upstream: app.url, provider: 'demo', allow: [{ methods: ['GET', 'POST', 'PATCH'] }] },
       { path: '/guarded/', upstream: app.url, provider: 'demo', deny: [{ methods: ['DELETE'] }] },
       { path: '/open/', upstream: app.url, provider: 'demo' },
+      { path: '/kept/', upstream: app.url, provider: 'demo', preserveBody: '1KiB', allow: [{ methods: ['GET', 'POST'] }] },
     ],
   })
   gateway = stack.gateway
@@ -203,6 +205,21 @@ describe('other method rules', () => {
     const outcome = await post('/open/form', large, FORM)
     expect(outcome.status).toBe(200)
     expect(outcome.body!.equals(large)).toBe(true)
+  })
+})
+
+describe('a form kept through a sign-in (preserveBody)', () => {
+  it('is judged when it is delivered: its _method=DELETE never reaches the application', async () => {
+    const before = app.handled.length
+    const kept = await send(`${gateway.url}/kept/form`, { body: 'title=x&_method=DELETE', headers: { 'content-type': FORM, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate' } })
+    expect(kept.status).toBe(302)
+    const token = (kept.headers['set-cookie'] ?? []).find((line) => line.startsWith('gw_session_form='))!.slice('gw_session_form='.length).split(';', 1)[0]!
+    const browser = new Browser()
+    browser.cookies.set('gw_session_form', { value: token, path: '/' })
+    expect((await browser.navigate(new URL(kept.headers.location!, gateway.url).href, { login: 'alice' })).status).toBe(200)
+    const delivered = await send(`${gateway.url}/kept/form`, { body: 'gateway-preserved-form=1', headers: { accept: 'application/json', 'content-type': FORM, cookie: browser.cookieHeader(`${gateway.url}/kept/form`) ?? '' } })
+    expect(delivered.status).toBe(403)
+    expect(app.handled.length).toBe(before)
   })
 })
 
