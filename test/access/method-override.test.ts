@@ -3,10 +3,12 @@
 // to make a scan quadratic (each must finish fast), and a body that trickles past the route's
 // timeout on an injected clock. The end-to-end cases are test/security/round4-method-override.test.ts.
 import { PassThrough } from 'node:stream'
+import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { bodyOverrides, formKind, isOverrideField, queryOverrides } from '../../src/access/method-override.js'
 import { readBounded } from '../../src/routes/method-override.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
+import { effectiveMethod } from '../helpers/override-upstream.js'
 
 const multipart = (boundary: string, headers: string, value = 'DELETE') => Buffer.from(`--${boundary}\r\n${headers}\r\n\r\n${value}\r\n--${boundary}--\r\n`, 'latin1')
 
@@ -94,6 +96,22 @@ describe('?_method= in the target', () => {
     ['/x?_method=%E0%A4%A', [undefined]],
   ])('%s names %j', (target, expected) => {
     expect(queryOverrides(target)).toEqual(expected)
+  })
+})
+
+describe('the gateway and a _method-honouring application agree (property)', () => {
+  const name = fc.oneof(fc.constantFrom('_method', '_METHOD', '_%6Dethod', '%5Fmethod', 'title', '_method '), fc.string({ maxLength: 6 }))
+  const value = fc.oneof(fc.constantFrom('DELETE', 'delete', 'PATCH', 'post', 'GET', '', 'put'), fc.string({ maxLength: 8 }))
+  const encoded = fc.array(fc.tuple(name, value, fc.boolean()), { maxLength: 5 })
+    .map((pairs) => pairs.map(([key, text, encode]) => `${key}=${encode ? encodeURIComponent(text) : text}`).join('&'))
+
+  it('every method the application acts on for a POST is one the gateway found (and judged)', () => {
+    fc.assert(fc.property(encoded, encoded, (body, query) => {
+      const url = `/app/form?${query}`
+      const acted = effectiveMethod('POST', url, 'application/x-www-form-urlencoded', Buffer.from(body))
+      const found = [...queryOverrides(url), ...bodyOverrides('urlencoded', Buffer.from(body), undefined)]
+      if (acted !== 'POST') expect(found).toContain(acted)
+    }), { numRuns: 2000 })
   })
 })
 
