@@ -28,6 +28,11 @@ export const ERRORS = {
     title: 'Address too long',
     explanation: 'The address of this request is longer than the gateway accepts (8 KiB).',
   },
+  payload_too_large: {
+    status: 413,
+    title: 'Request too large',
+    explanation: 'This request\'s body is larger than this address accepts.',
+  },
   token_exchange_failed: {
     status: 502,
     title: 'Sign-in provider did not answer as expected',

@@ -35,7 +35,7 @@ const CLIENT_NEVER = [
 ]
 
 /** Headers that make frameworks treat a request as another method: a public OPTIONS or GET rule must not become a DELETE. */
-const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-method-override']
+export const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-method-override']
 
 /**
  * Prefixes of header families dropped whole: X-Forwarded-* (the gateway's), and other gateways'

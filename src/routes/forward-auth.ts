@@ -18,6 +18,7 @@ import { refusal, unsendableHeader } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rules.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
+import { overrideMethod, queryOverrides, refusedOverride } from '../access/method-override.js'
 import { canonicalTarget } from '../config/canonical.js'
 import type { GatewayConfig, Rule } from '../config/types.js'
 import { unknownProvider } from '../errors.js'
@@ -27,6 +28,7 @@ import type { Providers } from '../oauth/providers.js'
 import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
 import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 import { loggableUrl } from '../ops/logger.js'
+import { METHOD_OVERRIDES } from '../proxy/headers.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
@@ -84,20 +86,43 @@ function agreed (request: FastifyRequest, name: string, other: string): string |
  * what `methods` and `paths` conditions judge. Either is undefined when it cannot be told, and rules
  * then refuse rather than admit (access/rules.ts).
  */
-function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): { method: string | undefined, path: string | undefined } {
-  if (original === undefined || !trusted(request.socket.remoteAddress ?? '', 0)) return { method: undefined, path: undefined }
+function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): OriginalSubject {
+  if (original === undefined || !trusted(request.socket.remoteAddress ?? '', 0)) return { method: undefined, path: undefined, overrides: [] }
   // Not a method token (`POST, GET`: values joined by a proxy): it cannot be told.
   const named = agreed(request, 'x-forwarded-method', 'x-original-method')
   const method = named !== undefined && /^[A-Za-z]+$/.test(named) ? named.toUpperCase() : undefined
   const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
   const canonical = uri === original.uri ? canonicalTarget(uri) : undefined
-  return { method, path: canonical?.ok === true ? canonical.url : undefined }
+  const path = canonical?.ok === true ? canonical.url : undefined
+  return { method, path, overrides: path === undefined ? [] : [...queryOverrides(path), ...headerOverrides(request)] }
 }
 
+/**
+ * The methods the original request's method-override headers name, in every spelling (`_` for `-`):
+ * the proxy in front passes them to the application, which may act on them (a route's proxy drops
+ * them instead: proxy/headers.ts). Undefined: a value that is no method.
+ */
+function headerOverrides (request: FastifyRequest): Array<string | undefined> {
+  const named = Object.keys(request.raw.headersDistinct).filter((name) => METHOD_OVERRIDES.includes(name.replace(/[_.]/g, '-')))
+  return named.flatMap((name) => request.raw.headersDistinct[name]!.map(overrideMethod))
+}
+
+/**
+ * The original request as the rules judge it: its method and canonical path (undefined: cannot be
+ * told), and the methods its `?_method=` and method-override headers name besides
+ * (access/method-override.ts), each judged as well. The body is not sent to forward-auth: a `_method`
+ * form field cannot be judged here (docs/forward-auth.md).
+ */
+interface OriginalSubject { method: string | undefined, path: string | undefined, overrides: Array<string | undefined> }
+
 /** Forward-auth's judge: the query's rules and the host's (compiled at startup), both on the original request. */
-function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subject: { method: string | undefined, path: string | undefined }): Judge {
+function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subject: OriginalSubject): Judge {
   const judge = allOf([compileRules({ allow: query, deny: [] }), ...(host === undefined ? [] : [host])])
-  return (identity) => judge(identity, subject.method, subject.path)
+  return (identity) => {
+    const judgement = judge(identity, subject.method, subject.path)
+    if (!judgement.admit || subject.overrides.length === 0) return judgement
+    return refusedOverride(judge, identity, subject.path ?? '', subject.overrides) ?? judgement
+  }
 }
 
 /** What trustTest (src/http/trust-proxy.ts) returns: whether a peer is a proxy trustProxy admits. */

@@ -30,6 +30,8 @@ import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import { websocketHooks } from '../proxy/websocket.js'
+import { namesMethods } from '../access/method-override.js'
+import { methodOverrideHook } from './method-override.js'
 import type { FormReplay } from './preserved-body.js'
 import { resourceMetadataUrl } from './protected-resource.js'
 
@@ -189,6 +191,8 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, authorization, acts, done), done)
           else act(request, reply, verdict, authorization, acts, done)
         })
+        // After a kept form is delivered: its body's `_method` is judged too.
+        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, loginUrl: guard.gate.loginUrl, switchAccount: acts.switchAccount }))
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
       }
       await registerProxy(scope, route, headers, plantable, sockets)

@@ -1,0 +1,219 @@
+// Method overrides: the `_method` field that Rails (Rack::MethodOverride), Laravel and Symfony read
+// to treat a POST as the method it names, so that a rule judged on the POST also holds for the method
+// the application acts on. Found in the query (`?_method=`: Laravel and Symfony read it), in a form
+// body (urlencoded, or any `multipart/*`, whose parts are found by a linear scan, never a regular
+// expression over the body), in a POST without a Content-Type (Rack parses it as a form), and at the
+// top level of a JSON body (Laravel reads its JSON input as the form). A field name counts in every
+// spelling PHP reads as `_method` (a leading space dropped, `.` and ` ` read as `_`, and `_method[...]`).
+// Every value found is judged, as the upper case the frameworks compare; a value that is no method
+// token is a method that cannot be told, which `allow` rules refuse (rules.ts).
+import type { Identity } from '../session/record.js'
+import type { RuleLists } from '../config/types.js'
+import type { Judge, Judgement } from './rules.js'
+
+/** The body kinds that may carry a `_method` field. */
+export type FormKind = 'urlencoded' | 'multipart' | 'json'
+
+const FIELD = '_method'
+const TOKEN = /^[A-Z]+$/
+
+/** Whether any `allow` or `deny` rule of `lists` names methods: only such routes look for overrides. */
+export function namesMethods (lists: RuleLists): boolean {
+  return [...(lists.allow ?? []), ...lists.deny].some((rule) => rule.methods.length > 0)
+}
+
+/** The media type of a Content-Type value (lower case, without parameters), and its parameters' raw text. */
+function mediaType (contentType: string): { type: string, parameters: string } {
+  const semicolon = contentType.indexOf(';')
+  const type = (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase()
+  return { type, parameters: semicolon === -1 ? '' : contentType.slice(semicolon + 1) }
+}
+
+/**
+ * The kind of a POST body an application may read `_method` from, or undefined when none reads it
+ * (the body then streams on unread). No Content-Type at all is a form to Rack.
+ */
+export function formKind (contentType: string | undefined): FormKind | undefined {
+  if (contentType === undefined || contentType.trim() === '') return 'urlencoded'
+  const { type } = mediaType(contentType)
+  if (type === 'application/x-www-form-urlencoded') return 'urlencoded'
+  if (type.startsWith('multipart/')) return 'multipart'
+  // Laravel's isJson(): any type naming JSON.
+  if (type.includes('/json') || type.includes('+json')) return 'json'
+  return undefined
+}
+
+/** Whether a form field name is read as `_method` by one of the frameworks (see the header). */
+export function isOverrideField (name: string): boolean {
+  let folded = name.replace(/^ +/, '')
+  const bracket = folded.indexOf('[')
+  if (bracket !== -1) folded = folded.slice(0, bracket)
+  return folded.replace(/[. ]/g, '_') === FIELD
+}
+
+/** The method a `_method` value names: upper case, or undefined (cannot be told) when it is no method token. */
+export function overrideMethod (value: string): string | undefined {
+  const method = value.toUpperCase()
+  return TOKEN.test(method) ? method : undefined
+}
+
+/** Percent-decoding as form parsers do (`+` is a space); text that is not valid percent-encoding stays as it is. */
+function formDecode (text: string): string {
+  const spaced = text.replaceAll('+', ' ')
+  try {
+    return decodeURIComponent(spaced)
+  } catch {
+    return spaced
+  }
+}
+
+/**
+ * The values of `_method` fields in urlencoded text (a query, or a body), split at `&` and at `;`
+ * (Rack 2 splits at both). Empty values name nothing, as in every framework.
+ */
+function urlencodedValues (text: string): string[] {
+  const values: string[] = []
+  for (const pair of text.split(/[&;]/)) {
+    const equals = pair.indexOf('=')
+    if (equals === -1 || !isOverrideField(formDecode(pair.slice(0, equals)))) continue
+    const value = formDecode(pair.slice(equals + 1))
+    if (value !== '') values.push(value)
+  }
+  return values
+}
+
+/** The methods named by `?_method=` in a canonical request target (undefined: a value that is no method). */
+export function queryOverrides (target: string): Array<string | undefined> {
+  const query = target.indexOf('?')
+  return query === -1 ? [] : urlencodedValues(target.slice(query + 1)).map(overrideMethod)
+}
+
+/** A Content-Type parameter's value (quoted or not), case-insensitive name; undefined when absent. */
+function parameter (parameters: string, name: string): string | undefined {
+  for (const part of parameters.split(';')) {
+    const equals = part.indexOf('=')
+    if (equals === -1 || part.slice(0, equals).trim().toLowerCase() !== name) continue
+    const value = part.slice(equals + 1).trim()
+    return value.startsWith('"') ? value.slice(1, value.endsWith('"') && value.length > 1 ? -1 : undefined) : value
+  }
+  return undefined
+}
+
+/** How far an RFC 5987 `name*` value is read: no real field name is longer. */
+const EXTENDED_MAX = 256
+/** The parts of a multipart body looked at: Rack's own limit (multipart_total_part_limit). */
+const PARTS_MAX = 4096
+const NAME_END = new Set(['"', '[', ';', ' ', '\t', '\r', '\n'])
+
+/** The index of the first character at or after `at` that is not a space or tab. */
+function skipSpaces (text: string, at: number): number {
+  while (text[at] === ' ' || text[at] === '\t') at++
+  return at
+}
+
+/** Where an RFC 5987 value starting at `at` ends (`;`, white space, or {@link EXTENDED_MAX} on). */
+function extendedEnd (headers: string, at: number): number {
+  const limit = Math.min(headers.length, at + EXTENDED_MAX)
+  let end = at
+  while (end < limit && !NAME_END.has(headers[end]!)) end++
+  return end
+}
+
+/**
+ * Whether the parameter whose name ends at `at` (just after `name`) is `=` a value a framework reads
+ * as `_method`: quoted or not, after leading spaces, `.` or ` ` for `_`, then its end or `[`; `name*`
+ * (RFC 5987) decoded. `next`: where the scan for the next parameter goes on (past an RFC 5987
+ * value, so that no stretch is read twice: the scan of a header block stays linear).
+ */
+function overrideAt (headers: string, at: number): { found: boolean, next: number } {
+  const extended = headers[at] === '*'
+  let index = skipSpaces(headers, extended ? at + 1 : at)
+  if (headers[index] !== '=') return { found: false, next: at }
+  index = skipSpaces(headers, index + 1)
+  if (extended) {
+    const end = extendedEnd(headers, index)
+    const value = headers.slice(index, end)
+    return { found: isOverrideField(formDecode(value.slice(value.lastIndexOf("'") + 1))), next: end }
+  }
+  if (headers[index] === '"') index = skipSpaces(headers, index + 1)
+  const word = headers.slice(index, index + FIELD.length)
+  const after = headers[index + FIELD.length]
+  return { found: word.replace(/[. ]/g, '_') === FIELD && (after === undefined || NAME_END.has(after)), next: at }
+}
+
+/**
+ * Whether a part's header block names it `_method`: every `name` parameter in it is looked at, in
+ * any header and whatever stands before it (a `filename="x; name=y"` cannot hide the real one), but
+ * a `filename`.
+ */
+function namesOverride (headers: string): boolean {
+  const lower = headers.toLowerCase()
+  for (let at = lower.indexOf('name'); at !== -1;) {
+    // `filename` (and any other parameter ending in `name`) is not the field's name.
+    const { found, next } = /[a-z0-9_-]/.test(lower[at - 1] ?? ' ') ? { found: false, next: at + 4 } : overrideAt(headers, at + 4)
+    if (found) return true
+    at = lower.indexOf('name', Math.max(next, at + 4))
+  }
+  return false
+}
+
+/**
+ * The values of `_method` parts of a multipart body. Every `--boundary` starts a part wherever it
+ * stands (more parts than a strict parser finds only means more is judged); a part's headers end at
+ * its first empty line. Buffer.indexOf over a boundary of bounded length: linear in the body.
+ */
+function multipartValues (body: Buffer, contentType: string): Array<string | undefined> {
+  const boundary = parameter(mediaType(contentType).parameters, 'boundary')
+  if (boundary === undefined || boundary === '') return []
+  const delimiter = Buffer.from(`--${boundary}`, 'latin1')
+  const values: Array<string | undefined> = []
+  let parts = 0
+  for (let at = body.indexOf(delimiter); at !== -1;) {
+    // Rack refuses a body of more parts (multipart_total_part_limit): past it, what an application reads cannot be told.
+    if (++parts > PARTS_MAX) return [...values, undefined]
+    const start = at + delimiter.length
+    const next = body.indexOf(delimiter, start)
+    const part = body.subarray(start, next === -1 ? body.length : next)
+    const crlf = part.indexOf('\r\n\r\n')
+    const lf = part.indexOf('\n\n')
+    const end = crlf !== -1 && (lf === -1 || crlf < lf) ? crlf : lf
+    if (end !== -1 && namesOverride(part.subarray(0, end).toString('latin1'))) {
+      values.push(part.subarray(end + (end === crlf ? 4 : 2)).toString('utf8').replace(/\r?\n$/, ''))
+    }
+    at = next
+  }
+  return values
+}
+
+/** A JSON body's top-level `_method`, when it is an object that has one: a value that is no string names no method that can be told. */
+function jsonOverrides (body: Buffer): Array<string | undefined> {
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(body.toString('utf8'))
+  } catch {
+    return []
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || !Object.hasOwn(parsed, FIELD)) return []
+  const value = (parsed as Record<string, unknown>)[FIELD]
+  if (value === '' || value === null) return []
+  return [typeof value === 'string' ? overrideMethod(value) : undefined]
+}
+
+/** The methods a POST body of `kind` names in `_method` fields (undefined: a value that is no method). */
+export function bodyOverrides (kind: FormKind, body: Buffer, contentType: string | undefined): Array<string | undefined> {
+  if (kind === 'json') return jsonOverrides(body)
+  const values = kind === 'urlencoded' ? urlencodedValues(body.toString('utf8')) : multipartValues(body, contentType ?? '')
+  return values.filter((value) => value !== '').map((value) => value === undefined ? undefined : overrideMethod(value))
+}
+
+/**
+ * The first refusal of `judge` for any of the override `methods` on `target`, or undefined when the
+ * rules admit each of them (the request's own method was judged before).
+ */
+export function refusedOverride (judge: Judge, identity: Identity | undefined, target: string, methods: ReadonlyArray<string | undefined>): Judgement | undefined {
+  for (const method of new Set(methods)) {
+    const judgement = judge(identity, method, target)
+    if (!judgement.admit) return judgement
+  }
+  return undefined
+}

@@ -1,0 +1,104 @@
+// Method overrides on a proxied route whose rules name methods (access/method-override.ts says what
+// counts as one): a preParsing hook, after the access hook admitted the request, judges each method
+// a `?_method=` or a POST body's `_method` names with the route's own compiled judge, and refuses
+// with 403 `forbidden` naming the rule when any is refused. A body it looks at is read once, whole,
+// within OVERRIDE_BODY_MAX bytes (413 `payload_too_large` beyond) and the route's timeout, then the
+// same bytes go upstream; any other body streams on unread. Routes whose rules name no methods get
+// no hook at all. The method-override headers (X-HTTP-Method-Override and kin) never reach the
+// upstream of a protected route (proxy/headers.ts), so they need no judging here.
+import { Readable } from 'node:stream'
+import type { FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
+import { bodyOverrides, formKind, queryOverrides, refusedOverride } from '../access/method-override.js'
+import { refusal } from '../access/refusal.js'
+import type { Judge } from '../access/rules.js'
+import { GatewayError } from '../errors.js'
+import { nodeTimers, type DeadlineTimers } from '../proxy/deadline-list.js'
+
+/** The largest body read to find `_method` in (1 MiB); a larger one is refused with 413 on such a route. */
+export const OVERRIDE_BODY_MAX = 1024 * 1024
+
+/** What the hook needs of its route. */
+export interface OverrideRoute {
+  /** The route's compiled rules: the judge its gate uses. */
+  readonly judge: Judge
+  /** The route's timeout: the whole body must have arrived within it. */
+  readonly timeoutMs: number
+  /** The sign-in address that returns to `next` (the 403's "Sign in again"). */
+  readonly loginUrl: (next: string) => string
+  /** Where "Use another account" goes from `next`. */
+  readonly switchAccount: (next: string) => string
+  /** The largest body read (default {@link OVERRIDE_BODY_MAX}). */
+  readonly maxBytes?: number
+}
+
+/** An answer that leaves part of the body unread: the connection is closed after it, never reused mid-body. */
+function unreadBody (reply: FastifyReply, error: GatewayError): GatewayError {
+  reply.header('connection', 'close')
+  return error
+}
+
+/**
+ * The whole body, read within `maxBytes` and `timeoutMs`: beyond either, or when the client ends it
+ * early, the error that answers the request. `declared` is the Content-Length, checked before
+ * anything is read.
+ */
+export async function readBounded (body: NodeJS.ReadableStream & { destroy (error?: Error): unknown }, declared: string | undefined, maxBytes: number, timeoutMs: number, timers: DeadlineTimers = nodeTimers): Promise<Buffer> {
+  const tooLarge = () => new GatewayError('payload_too_large', `The request body is larger than this route reads to check its method rules (${maxBytes} bytes).`)
+  if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge()
+  let late = false
+  const cancel = timers.setTimeout(() => {
+    late = true
+    body.destroy(new Error('the request body did not arrive within the route\'s timeout'))
+  }, timeoutMs)
+  const chunks: Buffer[] = []
+  let length = 0
+  try {
+    for await (const chunk of body) {
+      const buffer = typeof chunk === 'string' ? Buffer.from(chunk) : chunk
+      length += buffer.length
+      if (length > maxBytes) throw tooLarge()
+      chunks.push(buffer)
+    }
+  } catch (error) {
+    if (error instanceof GatewayError) throw error
+    const why = late ? `did not arrive within ${timeoutMs} ms` : 'ended before it was whole'
+    throw new GatewayError('invalid_request', `The request cannot be served: its body ${why}.`, { cause: error })
+  } finally {
+    cancel()
+  }
+  return Buffer.concat(chunks)
+}
+
+/** The refusal of an admitted request for a method its `_method` names, as the access hook refuses (bearer callers get no sign-in). */
+function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | undefined): Error {
+  request.auditDecision = 'forbidden'
+  request.auditRule = rule ?? 'none'
+  request.auditReason = 'method_override'
+  const decision = { kind: 'forbidden', identity: request.identity, loginUrl: route.loginUrl(request.url), rule } as const
+  return request.auditCredential === 'bearer'
+    ? refusal(decision, { subject: 'this route', byToken: true })
+    : refusal(decision, { subject: 'this route', switchAccountUrl: route.switchAccount(request.url) })
+}
+
+/** The route's preParsing hook: see the file's header. */
+export function methodOverrideHook (route: OverrideRoute): preParsingAsyncHookHandler {
+  const maxBytes = route.maxBytes ?? OVERRIDE_BODY_MAX
+  return async (request, reply, payload) => {
+    if (request.auditDecision !== 'allow') return payload
+    const kind = request.method === 'POST' ? formKind(request.headers['content-type']) : undefined
+    const methods = queryOverrides(request.url)
+    let body: Buffer | undefined
+    if (kind !== undefined) {
+      try {
+        body = await readBounded(payload, request.headers['content-length'], maxBytes, route.timeoutMs)
+      } catch (error) {
+        throw error instanceof GatewayError ? unreadBody(reply, error) : error
+      }
+      methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
+    }
+    const refused = methods.length === 0 ? undefined : refusedOverride(route.judge, request.identity, request.url, methods)
+    if (refused !== undefined) throw refuse(request, route, refused.rule)
+    // The very bytes read go upstream; reply-from takes the stream as the request's body.
+    return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])
+  }
+}

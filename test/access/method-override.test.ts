@@ -1,0 +1,151 @@
+// The `_method` scan without a server (src/access/method-override.ts) and the bounded body read
+// (src/routes/method-override.ts): hostile Content-Types, boundaries and part headers, bodies built
+// to make a scan quadratic (each must finish fast), and a body that trickles past the route's
+// timeout on an injected clock. The end-to-end cases are test/security/round4-method-override.test.ts.
+import { PassThrough } from 'node:stream'
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { bodyOverrides, formKind, isOverrideField, queryOverrides } from '../../src/access/method-override.js'
+import { readBounded } from '../../src/routes/method-override.js'
+import { ManualTimers } from '../helpers/manual-timers.js'
+import { effectiveMethod } from '../helpers/override-upstream.js'
+
+const multipart = (boundary: string, headers: string, value = 'DELETE') => Buffer.from(`--${boundary}\r\n${headers}\r\n\r\n${value}\r\n--${boundary}--\r\n`, 'latin1')
+
+describe('which bodies may carry _method', () => {
+  it.each([
+    [undefined, 'urlencoded'],
+    ['', 'urlencoded'],
+    ['APPLICATION/X-WWW-FORM-URLENCODED;charset=utf-8', 'urlencoded'],
+    ['\tapplication/x-www-form-urlencoded ; a=b', 'urlencoded'],
+    [`application/x-www-form-urlencoded; pad=${'x'.repeat(4000)}`, 'urlencoded'],
+    ['multipart/form-data; boundary=x', 'multipart'],
+    ['multipart/related', 'multipart'],
+    ['application/json', 'json'],
+    ['application/problem+json', 'json'],
+    ['text/plain', undefined],
+    ['application/octet-stream', undefined],
+    ['application/x-www-form-urlencodedx', undefined],
+  ])('%j is %s', (type, kind) => {
+    expect(formKind(type)).toBe(kind)
+  })
+
+  it.each([
+    ['_method', true], ['.method', true], [' _method', true], ['_method[]', true], ['_method[a][b]', true],
+    ['_METHOD', false], ['method', false], ['__method', false], ['_method_', false], ['x_method', false],
+  ])('the field name %j is read as _method: %s', (name, is) => {
+    expect(isOverrideField(name)).toBe(is)
+  })
+})
+
+describe('multipart parts named _method, hostile boundaries and headers', () => {
+  const field = 'Content-Disposition: form-data; name="_method"'
+  it.each([
+    ['a boundary of regular-expression characters', '.*+?^${}()|[]\\', field, ['DELETE']],
+    ['a 70-character boundary', 'b'.repeat(70), field, ['DELETE']],
+    ['a boundary longer than the RFC allows', 'b'.repeat(500), field, ['DELETE']],
+    ['LF line ends', 'b', 'Content-Disposition: form-data; name=_method', ['DELETE']],
+    ['a filename named _method is a file, not the field', 'b', 'Content-Disposition: form-data; name="file"; filename="_method"', []],
+    ['name with spaces around =', 'b', 'Content-Disposition: form-data; name = "_method"', ['DELETE']],
+    ['a quoted name with leading spaces (PHP drops them)', 'b', 'Content-Disposition: form-data; name="  _method"', ['DELETE']],
+    ['name .method (PHP reads _method)', 'b', 'Content-Disposition: form-data; name=".method"', ['DELETE']],
+    ['an RFC 5987 name*', 'b', "Content-Disposition: form-data; name*=UTF-8''%5Fmethod", ['DELETE']],
+    ['_METHOD (no application reads it)', 'b', 'Content-Disposition: form-data; name="_METHOD"', []],
+  ])('%s', (_case, boundary, headers, expected) => {
+    expect(bodyOverrides('multipart', multipart(boundary, headers), `multipart/form-data; boundary="${boundary}"`)).toEqual(expected)
+  })
+
+  it('a value that is no method token is a method that cannot be told (undefined)', () => {
+    expect(bodyOverrides('multipart', multipart('b', field, 'DEL ETE'), 'multipart/form-data; boundary=b')).toEqual([undefined])
+    expect(bodyOverrides('urlencoded', Buffer.from('_method=%00DELETE'), undefined)).toEqual([undefined])
+    expect(bodyOverrides('json', Buffer.from('{"_method":["DELETE"]}'), 'application/json')).toEqual([undefined])
+    // More parts than Rack reads (4096): what the application sees cannot be told.
+    expect(bodyOverrides('multipart', Buffer.from('--b\r\n\r\nx\r\n'.repeat(4097)), 'multipart/form-data; boundary=b')).toEqual([undefined])
+    expect(bodyOverrides('multipart', Buffer.from('--b\r\n\r\nx\r\n'.repeat(4096)), 'multipart/form-data; boundary=b')).toEqual([])
+  })
+
+  it('finds nothing without a boundary, or with an empty one', () => {
+    const body = multipart('b', field)
+    expect(bodyOverrides('multipart', body, 'multipart/form-data')).toEqual([])
+    expect(bodyOverrides('multipart', body, 'multipart/form-data; boundary=')).toEqual([])
+  })
+
+  const long = 'b'.repeat(30)
+  it.each([
+    ['a part header of 1 MiB of `name=`', multipart('b', `Content-Disposition: form-data; ${'name='.repeat(200_000)}`), 'b'],
+    ['1 MiB of `name*=`', multipart('b', `X: ${'name*='.repeat(170_000)}`), 'b'],
+    ['1 MiB of `name="` never closed', multipart('b', `X: ${'name=" '.repeat(150_000)}`), 'b'],
+    ['1 MiB of boundaries', Buffer.from('--b'.repeat(350_000)), 'b'],
+    ['1 MiB of near-boundaries', Buffer.from(`--${'b'.repeat(29)}a`.repeat(32_000)), long],
+  ])('scans %s in linear time', (_case, body, boundary) => {
+    const started = performance.now()
+    bodyOverrides('multipart', body, `multipart/form-data; boundary=${boundary}`)
+    expect(performance.now() - started).toBeLessThan(1000)
+  })
+})
+
+describe('?_method= in the target', () => {
+  it.each([
+    ['/x?_method=DELETE', ['DELETE']],
+    ['/x?_method=put&_method=patch', ['PUT', 'PATCH']],
+    ['/x?a=1;_method=delete', ['DELETE']],
+    ['/x?_%6Dethod=DELETE', ['DELETE']],
+    ['/x?_method=', []],
+    ['/x?_METHOD=DELETE', []],
+    ['/x', []],
+    ['/x?_method=%E0%A4%A', [undefined]],
+  ])('%s names %j', (target, expected) => {
+    expect(queryOverrides(target)).toEqual(expected)
+  })
+})
+
+describe('the gateway and a _method-honouring application agree (property)', () => {
+  const name = fc.oneof(fc.constantFrom('_method', '_METHOD', '_%6Dethod', '%5Fmethod', 'title', '_method '), fc.string({ maxLength: 6 }))
+  const value = fc.oneof(fc.constantFrom('DELETE', 'delete', 'PATCH', 'post', 'GET', '', 'put'), fc.string({ maxLength: 8 }))
+  const encoded = fc.array(fc.tuple(name, value, fc.boolean()), { maxLength: 5 })
+    .map((pairs) => pairs.map(([key, text, encode]) => `${key}=${encode ? encodeURIComponent(text) : text}`).join('&'))
+
+  it('every method the application acts on for a POST is one the gateway found (and judged)', () => {
+    fc.assert(fc.property(encoded, encoded, (body, query) => {
+      const url = `/app/form?${query}`
+      const acted = effectiveMethod('POST', url, 'application/x-www-form-urlencoded', Buffer.from(body))
+      const found = [...queryOverrides(url), ...bodyOverrides('urlencoded', Buffer.from(body), undefined)]
+      if (acted !== 'POST') expect(found).toContain(acted)
+    }), { numRuns: 2000 })
+  })
+})
+
+describe('the bounded read', () => {
+  it('refuses a declared length over the bound before reading a byte', async () => {
+    const body = new PassThrough()
+    await expect(readBounded(body, '2049', 2048, 1000)).rejects.toMatchObject({ code: 'payload_too_large' })
+  })
+
+  it('refuses a body that grows over the bound as it streams', async () => {
+    const body = new PassThrough()
+    const read = readBounded(body, undefined, 2048, 1000)
+    body.write(Buffer.alloc(2000))
+    body.write(Buffer.alloc(100))
+    await expect(read).rejects.toMatchObject({ code: 'payload_too_large' })
+  })
+
+  it('ends a body still trickling at the route\'s timeout (an injected clock: no wall-clock wait)', async () => {
+    const timers = new ManualTimers()
+    const body = new PassThrough()
+    const read = readBounded(body, '100', 2048, 30_000, timers)
+    body.write('a=1')
+    expect(timers.live()).toEqual([30_000])
+    timers.time = 30_000
+    for (const timer of timers.set) if (!timer.done) timer.callback()
+    await expect(read).rejects.toMatchObject({ code: 'invalid_request', message: expect.stringContaining('did not arrive within 30000 ms') })
+  })
+
+  it('gives back the very bytes, and cancels its timer', async () => {
+    const timers = new ManualTimers()
+    const body = new PassThrough()
+    const read = readBounded(body, undefined, 2048, 30_000, timers)
+    body.end(Buffer.from([0, 255, 10, 13]))
+    expect((await read).equals(Buffer.from([0, 255, 10, 13]))).toBe(true)
+    expect(timers.live()).toEqual([])
+  })
+})
