@@ -62,8 +62,8 @@ interface RouteActs {
   /** The route's identity header names. */
   readonly identityHeaders: IdentityHeaderNames
   readonly switchAccount: (next: string) => string
-  /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in. */
-  readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<void>) | undefined
+  /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in; resolves with the kept form's flow binding. */
+  readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<string | undefined>) | undefined
 }
 
 /**
@@ -108,7 +108,8 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
         reply.redirect(verdict.loginUrl, 302)
         return
       }
-      route.keepForm(request, reply).then(() => { reply.redirect(verdict.loginUrl, 302) }, done)
+      // The login address (always with `?next=`) carries the kept form's binding into the flow's signed state.
+      route.keepForm(request, reply).then((form) => { reply.redirect(form === undefined ? verdict.loginUrl : `${verdict.loginUrl}&form=${form}`, 302) }, done)
       return
     case 'forbidden':
       // A machine client is never offered a sign-in or another account.
@@ -177,7 +178,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         const limit = route.preserveBodyBytes
         let keepForm: RouteActs['keepForm']
         if (forms !== undefined && limit !== undefined) {
-          keepForm = async (request, reply) => { await forms.keep(app, request, reply, limit) }
+          keepForm = async (request, reply) => await forms.keep(app, request, reply, limit)
           scope.addHook('preParsing', forms.deliver)
         }
         const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next), keepForm }
