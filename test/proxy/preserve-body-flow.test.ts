@@ -1,7 +1,8 @@
 // A kept form is bound to its sign-in flow (issue 35, item 6): the form cookie alone replays
 // nothing. A kept form planted in another browser (the attacker's own kept-form cookie) or one kept
 // before a different sign-in completes is neither offered by that sign-in's callback nor delivered
-// by a marker POST; the flow the form started still delivers it. With a `__Host-` session cookie
+// by a marker POST; the flow the form started still delivers it. A table of hostile `form` values on
+// the login address (near misses, repeated, another case of the key) binds no sign-in to it. With a `__Host-` session cookie
 // the form cookie is `__Host-<name>_form` (Path=/, Secure, no Domain), end to end, and a cookie of
 // the plain name is not read. Real sockets, real Redis, the real authorization server.
 import { Redis } from 'ioredis'
@@ -102,6 +103,28 @@ describe('a kept form and the sign-in flow it started', () => {
     expect(upstream.posts.length).toBe(before + 1)
     expect(upstream.posts.at(-1)!.body.toString()).toBe('title=mine')
     expect((await submitMarker(browser, '/app/form')).status).toBe(400)
+  })
+})
+
+describe('the login address\'s form binding, as a stranger may write it', () => {
+  it('no value but the kept form\'s own binding has its sign-in offer the form', async () => {
+    const kept = await keepForm('/app/form', 'title=bound')
+    const binding = new URL(kept.login).searchParams.get('form')!
+    expect(binding).toMatch(/^[A-Za-z0-9_-]{43}$/)
+    const flipped = `${binding.slice(0, -1)}${binding.endsWith('A') ? 'B' : 'A'}`
+    const hostile = ['', 'x', binding.slice(0, 42), `${binding}x`, flipped, `${binding}.${binding}`, ` ${binding}`, `${binding}%00`, 'a'.repeat(5000)]
+    const login = (form: string) => `${gateway.url}/oauth/login/demo/?next=%2Fapp%2Fform&form=${encodeURIComponent(form)}`
+    const spellings = [...hostile.map(login), `${login(binding)}&form=${binding}`, `${gateway.url}/oauth/login/demo/?next=%2Fapp%2Fform&FORM=${binding}`]
+    for (const address of spellings) {
+      const browser = new Browser()
+      browser.cookies.set(FORM, { value: kept.token, path: '/' })
+      const page = await browser.navigate(address, { login: 'alice' })
+      expect(page.status, address).toBe(200)
+      expect(await page.text(), address).toContain('<h1>Comment</h1>')
+    }
+    const browser = new Browser()
+    browser.cookies.set(FORM, { value: kept.token, path: '/' })
+    expect(await (await browser.navigate(login(binding), { login: 'alice' })).text()).toContain('action="/app/form"')
   })
 })
 

@@ -3,7 +3,10 @@
 // spelling a query may take, loaded in a signed-in Chromium, ends none of the person's sessions:
 // a GET naming `everywhere` gets the confirmation page, and only its button (a same-origin POST)
 // signs out everywhere. Real Chromium, a real authorization server, real Redis, a real upstream.
+// A property: no spelling of the key (any letter case, percent-encoded letters, any value, repeated)
+// makes a same-origin GET more than the confirmation page.
 import { createServer } from 'node:http'
+import fc from 'fast-check'
 import type { BrowserContext } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { sharedChromium, signInAt } from '../helpers/chromium.js'
@@ -88,5 +91,31 @@ describe('sign out everywhere from an application page', () => {
     expect(await sessionStatus(gateway, own)).toBe(401)
     await endedElsewhere(gateway, other)
     await page.close()
+  })
+})
+
+/** `everywhere` in any letter case, some letters percent-encoded as a query may carry them. */
+const spelledKey = fc.array(fc.tuple(fc.boolean(), fc.boolean()), { minLength: 10, maxLength: 10 }).map((flags) =>
+  [...'everywhere'].map((letter, i) => {
+    const [upper, encoded] = flags[i]!
+    const cased = upper ? letter.toUpperCase() : letter
+    return encoded ? `%${cased.charCodeAt(0).toString(16).toUpperCase()}` : cased
+  }).join(''))
+
+describe('every spelling of everywhere on a GET', () => {
+  it('gets the confirmation page and ends no session (property)', async () => {
+    const cookie = (await sessionCookie(gateway, 'alice')).slice('gw_session='.length)
+    const value = fc.oneof(fc.constantFrom('1', 'true', 'yes', '', 'on', '01'), fc.string({ maxLength: 8 }).map(encodeURIComponent))
+    await fc.assert(fc.asyncProperty(spelledKey, value, fc.integer({ min: 1, max: 3 }), async (key, given, times) => {
+      const query = Array.from({ length: times }, () => `${key}=${given}`).join('&')
+      const answer = await gateway.app.inject({
+        method: 'GET',
+        url: `/oauth/logout/?${query}`,
+        headers: { cookie: `gw_session=${cookie}`, 'sec-fetch-site': 'same-origin', accept: 'text/html' },
+      })
+      expect(answer.statusCode).toBe(200)
+      expect(answer.body).toContain('<form method="post" action="/oauth/logout/">')
+    }), { numRuns: 60 })
+    expect(await sessionStatus(gateway, cookie)).toBe(200)
   })
 })
