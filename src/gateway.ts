@@ -45,6 +45,7 @@ import { proxyRoutes } from './routes/proxy.js'
 import { FormReplay } from './routes/preserved-body.js'
 import { PreservedBodies } from './oauth/preserved-body.js'
 import { SessionSockets, type SocketTimers } from './proxy/session-sockets.js'
+import { BearerSockets } from './proxy/bearer-sockets.js'
 
 export interface GatewayDeps {
   /** Where log lines go (default: stdout). Tests capture them here. */
@@ -212,7 +213,10 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const sockets = new SessionSockets({ sessions, usableToken: (session, provider) => refresher.usableToken(session, provider), maxAgeMs: config.session.maxAgeMs, clock, timers: deps.timers, log: app.log })
   app.decorate('sessionSockets', sockets)
   app.addHook('onClose', async () => sockets.close())
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, traced: spans !== undefined })
+  // Machine clients' websockets end with their token: its exp, or its revocation (proxy/bearer-sockets.ts).
+  const bearerSockets = new BearerSockets({ clock, timers: deps.timers, log: app.log })
+  app.addHook('onClose', async () => bearerSockets.close())
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced: spans !== undefined })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

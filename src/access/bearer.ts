@@ -12,8 +12,11 @@ import type { Identity } from '../session/record.js'
 
 /** The outcome of one token on one route: who it is, or why it is refused. */
 export type BearerOutcome =
-  /** `id`: the token's hash, under which its assertion is cached; `issuer`: the provider that issued it. */
-  | { readonly ok: true, readonly id: string, readonly issuer: string, readonly identity: Identity }
+  /**
+   * `id`: the token's hash, under which its assertion is cached; `issuer`: the provider that issued it;
+   * `until`: clock ms until which its verification holds (its `exp`; at most 60 s when `introspected`).
+   */
+  | { readonly ok: true, readonly id: string, readonly issuer: string, readonly identity: Identity, readonly until: number, readonly introspected: boolean }
   /** `scopes`: the scopes the route requires (named in the 403 of `insufficient_scope`). */
   | { readonly ok: false, readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[] }
 
@@ -120,7 +123,7 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
       identities.set(token, identity)
     }
     report('accepted')
-    return { ok: true, id: token.hash, issuer: token.issuer, identity }
+    return { ok: true, id: token.hash, issuer: token.issuer, identity, until: token.until, introspected: token.introspected }
   }
 
   return {

@@ -179,8 +179,8 @@ ${buttons}`)
 }
 
 /**
- * Asked when another site sent the browser to /oauth/logout/: only the person's own click (a
- * same-origin form POST) ends the session. `next`, `switchTo` ("Use another account") and `everywhere` travel as
+ * Asked when another site sent the browser to /oauth/logout/, or a GET asked to sign out everywhere or
+ * to use another account: only the person's own click (a same-origin form POST) ends the session. `next`, `switchTo` ("Use another account") and `everywhere` travel as
  * hidden fields.
  */
 export function signOutConfirmPage (next: string | undefined, switchTo?: string, everywhere = false): string {
@@ -190,7 +190,7 @@ export function signOutConfirmPage (next: string | undefined, switchTo?: string,
   const [title, question, button] = switchTo !== undefined
     ? ['Use another account?', 'This ends your session at this gateway and signs you in again with the account you choose. Go on only if you meant to.', 'Use another account']
     : everywhere
-      ? ['Sign out everywhere?', 'Another site sent you here to end every session you have at this gateway, on every device. Sign out everywhere only if you meant to.', 'Sign out everywhere']
+      ? ['Sign out everywhere?', 'This ends every session you have at this gateway, on every device. Sign out everywhere only if you meant to.', 'Sign out everywhere']
       : ['Sign out?', 'Another site sent you here to end your session at this gateway. Sign out only if you meant to.', 'Sign out']
   return renderPage(title, `<h1>${title}</h1>
 <p>${question}</p>

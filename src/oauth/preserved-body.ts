@@ -7,6 +7,10 @@
 // get-and-delete: usable once, and nothing is left in the store once used or expired. The token
 // names the secret it was kept under (`<random>.<key id>`): a form kept just before a secret
 // rotation is still found after it (session.previousSecrets), in one try.
+// The cookie alone delivers nothing: a kept body is bound to the sign-in flow it starts (a random
+// binding in the sealed value, carried by the login address into that flow's signed state). Only
+// the callback of that flow may offer it, which marks it offered, and only an offered body is taken:
+// a form cookie planted from another browser, or left from before a different sign-in, is not replayed.
 import type { Clock } from '../ops/clock.js'
 import { KEY_ID_LENGTH, randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import type { KeyValue } from '../store/store.js'
@@ -30,12 +34,24 @@ interface KeptWire {
   body: string
   /** ms since the epoch, by the gateway's clock */
   expiresAt: number
+  /** The binding of the sign-in flow it waits for. */
+  flow: string
+  /** That flow's callback has offered it: the one state in which it is taken. */
+  offered: boolean
 }
 
 const PURPOSE = 'preserved-body'
 
 /** The token's shape (randomToken: 32 bytes base64url, then the key id): anything else is no token and opens nothing. */
 const TOKEN = new RegExp(`^[A-Za-z0-9_-]{43}\\.[A-Za-z0-9_-]{${KEY_ID_LENGTH}}$`)
+
+/** A flow binding's shape (randomToken without a key id). */
+const BINDING = /^[A-Za-z0-9_-]{43}$/
+
+/** The kept form's flow binding in the login address's `form`, or undefined when absent or malformed. */
+export function parseFormBinding (value: unknown): string | undefined {
+  return typeof value === 'string' && BINDING.test(value) ? value : undefined
+}
 
 /** The token in a form cookie's value, or undefined when absent or malformed. */
 export function parseFormToken (value: string | undefined): string | undefined {
@@ -62,43 +78,75 @@ export class PreservedBodies {
     return `preserved-body:${sealing.idFor(PURPOSE, `${token}\n${path}`)}`
   }
 
-  /** Keeps `kept` for `ttlMs`; the new token, for the browser's form cookie. */
-  async keep (kept: KeptBody): Promise<string> {
+  /**
+   * Keeps `kept` for `ttlMs`: the new token, for the browser's form cookie, and the binding of the
+   * sign-in flow it waits for, for the login address.
+   */
+  async keep (kept: KeptBody): Promise<{ token: string, flow: string }> {
     const sealing = this.sealer.current
     const token = `${randomToken()}.${sealing.kid}`
-    const wire: KeptWire = {
+    const flow = randomToken()
+    await this.write(sealing, token, {
       method: kept.method,
       path: kept.path,
       contentType: kept.contentType,
       body: kept.body.toString('base64'),
       expiresAt: this.clock.now() + this.ttlMs,
-    }
-    await this.store.set(this.key(sealing, token, kept.path), sealing.seal(PURPOSE, token, JSON.stringify(wire)), this.ttlMs)
-    return token
+      flow,
+      offered: false,
+    })
+    return { token, flow }
   }
 
-  /** Whether `token` holds a body for `path` (read, not taken): the callback's question. */
-  async holds (token: string, path: string): Promise<boolean> {
-    const sealing = this.sealingKey(token)
-    if (!sealing) return false
-    const sealed = await this.store.get(this.key(sealing, token, path))
-    return sealed !== null && this.open(sealing, token, path, sealed) !== undefined
+  /**
+   * The sign-in callback's question: whether `token` holds a body for `path` that waits for the
+   * flow whose binding is `flow`. If so it is marked offered (written back for the rest of its
+   * lifetime); a body of another flow stays as it is.
+   */
+  async offer (token: string, path: string, flow: string): Promise<boolean> {
+    const found = await this.read(token, path)
+    if (found === undefined || found.wire.flow !== flow) return false
+    if (!found.wire.offered) await this.write(found.sealing, token, { ...found.wire, offered: true })
+    return true
   }
 
-  /** The body `token` kept for `path`, deleted as it is read: only one caller ever gets it. */
+  /** The flow binding of the body `token` kept for `path` (read, not taken), if there is one. */
+  async binding (token: string, path: string): Promise<string | undefined> {
+    return (await this.read(token, path))?.wire.flow
+  }
+
+  /**
+   * The offered body `token` kept for `path`, deleted as it is read: only one caller ever gets it.
+   * One not offered yet is left where it is (a stray marker does not spend the form of a flow under way).
+   */
   async take (token: string, path: string): Promise<KeptBody | undefined> {
     const sealing = this.sealingKey(token)
     if (!sealing) return undefined
+    // Anything else found (an expired or unreadable value) is taken, and so gone from the store.
+    if ((await this.read(token, path))?.wire.offered === false) return undefined
     const sealed = await this.store.take(this.key(sealing, token, path))
-    return sealed === null ? undefined : this.open(sealing, token, path, sealed)
+    const wire = sealed === null ? undefined : this.open(sealing, token, path, sealed)
+    if (wire === undefined || !wire.offered) return undefined
+    return { method: wire.method, path: wire.path, contentType: wire.contentType, body: Buffer.from(wire.body, 'base64') }
+  }
+
+  private async write (sealing: SealingKey, token: string, wire: KeptWire): Promise<void> {
+    await this.store.set(this.key(sealing, token, wire.path), sealing.seal(PURPOSE, token, JSON.stringify(wire)), wire.expiresAt - this.clock.now())
+  }
+
+  private async read (token: string, path: string): Promise<{ sealing: SealingKey, wire: KeptWire } | undefined> {
+    const sealing = this.sealingKey(token)
+    if (!sealing) return undefined
+    const sealed = await this.store.get(this.key(sealing, token, path))
+    const wire = sealed === null ? undefined : this.open(sealing, token, path, sealed)
+    return wire === undefined ? undefined : { sealing, wire }
   }
 
   /** The sealed value opened and checked (sealed to this token, for this path, not expired). */
-  private open (sealing: SealingKey, token: string, path: string, sealed: string): KeptBody | undefined {
+  private open (sealing: SealingKey, token: string, path: string, sealed: string): KeptWire | undefined {
     const text = sealing.open(PURPOSE, token, sealed)
     if (text === null) return undefined
     const wire = JSON.parse(text) as KeptWire
-    if (wire.path !== path || wire.expiresAt <= this.clock.now()) return undefined
-    return { method: wire.method, path: wire.path, contentType: wire.contentType, body: Buffer.from(wire.body, 'base64') }
+    return wire.path !== path || wire.expiresAt <= this.clock.now() ? undefined : wire
   }
 }

@@ -34,6 +34,8 @@ export interface SignInDeps {
 export interface CompletedSignIn {
   readonly signIn: SignIn
   readonly next: string
+  /** The binding of the kept form this sign-in was started for (its signed state says so), if any. */
+  readonly form?: string | undefined
 }
 
 /**
@@ -62,7 +64,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     const identity = mapped && { ...mapped, iss: provider.expectedIssuer }
     const reauth = deps.stepUp?.(name, next)
     if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
-    return { next, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
+    return { next, form: flow.form, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
     if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, error.details.flowNext ?? next)
     throw error

@@ -25,6 +25,8 @@ export interface FlowRecord {
   verifier?: string
   /** OIDC nonce sent in the authorize request, expected in the ID token. */
   nonce?: string
+  /** The binding of the form kept before this sign-in, when the sign-in was started for one (routes/preserved-body.ts). */
+  form?: string
 }
 
 /**
@@ -47,6 +49,8 @@ export interface StatePayload {
   b: string
   /** the sign-in's sequence number in that browser */
   s: number
+  /** the binding of the kept form this sign-in was started for, if any */
+  f?: string
 }
 
 const FLOW_COOKIE = /^([A-Za-z0-9_-]{43})(?:\.(\d{1,15}))?$/
@@ -107,7 +111,7 @@ export class Flows {
    * Starts a sign-in: the signed `state`, the flow cookie to set, and the PKCE challenge and OIDC
    * nonce for the authorize request. Writes nothing to the store.
    */
-  async begin (cookie: FlowCookie | undefined, flow: { provider: string, next: string, pkce: boolean, openid: boolean }): Promise<{
+  async begin (cookie: FlowCookie | undefined, flow: { provider: string, next: string, pkce: boolean, openid: boolean, form?: string | undefined }): Promise<{
     state: string
     cookie: FlowCookie
     codeChallenge?: string
@@ -116,7 +120,9 @@ export class Flows {
     const next = { binding: cookie?.binding ?? randomToken(), sequence: (cookie?.sequence ?? 0) + 1 }
     const id = randomBytes(16).toString('base64url')
     const flowKey = this.flowKeys.get(this.stateKey.kid)!
-    const state = issueState(this.stateKey, { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence }, this.ttlMs, this.clock.now())
+    const payload: StatePayload = { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence }
+    if (flow.form !== undefined) payload.f = flow.form
+    const state = issueState(this.stateKey, payload, this.ttlMs, this.clock.now())
     const verifier = flow.pkce ? flowMac(flowKey, 'pkce', next.binding, id) : undefined
     return {
       state,
@@ -151,6 +157,7 @@ export class Flows {
       next: payload.next,
       verifier: options.pkce ? flowMac(flowKey, 'pkce', cookie.binding, payload.n) : undefined,
       nonce: options.openid ? flowMac(flowKey, 'nonce', cookie.binding, payload.n) : undefined,
+      form: payload.f,
     }
   }
 }
@@ -184,7 +191,7 @@ export function verifyState (keys: KeyObject | StateKeyring, state: string | und
   if (!opened.ok) throw opened.reason === 'expired' ? staleSignIn('the state has expired', ownNext(opened.claims, provider)) : staleSignIn('the state is invalid')
   const payload = opened.claims as Partial<StatePayload> & { exp: number }
   if (typeof payload.n !== 'string' || typeof payload.next !== 'string' || typeof payload.p !== 'string' ||
-    typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s)) {
+    typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s) || (payload.f !== undefined && typeof payload.f !== 'string')) {
     throw staleSignIn('the state is invalid')
   }
   if (payload.p !== provider) throw staleSignIn('the state was issued for another provider')

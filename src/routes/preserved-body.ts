@@ -100,17 +100,22 @@ export class FormReplay {
 
   /**
    * Before the redirect to sign in: keeps the body of a browser's form POST within `limit` and sets
-   * the form cookie; anything else is left as it is (the body is not read).
+   * the form cookie; anything else is left as it is (the body is not read). Resolves with the binding
+   * of the sign-in flow the kept body waits for (the login address carries it), if one was kept.
    */
-  async keep (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, limit: number): Promise<void> {
-    if (!keepable(request, limit, this.ownOrigin)) return
+  async keep (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, limit: number): Promise<string | undefined> {
+    if (!keepable(request, limit, this.ownOrigin)) return undefined
     await this.charge(app, request, reply)
     const body = await readBody(request.raw)
-    // The marker met an ended session: the body kept before still waits, under the same cookie.
-    if (body.equals(REPLAY_BODY)) return
-    const token = await this.bodies.keep({ method: request.method, path: request.url, contentType: request.headers['content-type']!, body })
+    // The marker met an ended session: the body kept before still waits, under the same cookie and binding.
+    if (body.equals(REPLAY_BODY)) {
+      const token = this.token(request)
+      return token === undefined ? undefined : await this.bodies.binding(token, request.url)
+    }
+    const { token, flow } = await this.bodies.keep({ method: request.method, path: request.url, contentType: request.headers['content-type']!, body })
     reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, token, this.cookie))
     request.log.info({ bytes: body.length }, 'form kept through the sign-in')
+    return flow
   }
 
   /**
@@ -129,14 +134,15 @@ export class FormReplay {
   }
 
   /**
-   * The sign-in callback's last step: when this browser's form cookie holds a body kept for `next`,
-   * answers with the page that submits it, and true; else false (the caller redirects to `next`).
+   * The sign-in callback's last step: when this browser's form cookie holds a body kept for `next`
+   * that waits for this flow (`form`, the binding its signed state carried), answers with the page
+   * that submits it, and true; else false (the caller redirects to `next`).
    */
-  async offer (request: FastifyRequest, reply: FastifyReply, next: string): Promise<boolean> {
+  async offer (request: FastifyRequest, reply: FastifyReply, next: string, form: string | undefined): Promise<boolean> {
     const token = this.token(request)
-    if (token === undefined) return false
+    if (token === undefined || form === undefined) return false
     try {
-      if (!(await this.bodies.holds(token, next))) return false
+      if (!(await this.bodies.offer(token, next, form))) return false
     } catch (error) {
       // The sign-in itself succeeded: the browser goes on to `next`, without the form.
       this.log.warn({ err: error }, 'a kept form could not be read after the sign-in')

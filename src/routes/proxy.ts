@@ -7,7 +7,7 @@
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
-import { bearerToken, compileBearer } from '../access/bearer.js'
+import { bearerToken, compileBearer, type BearerGuard, type BearerOutcome } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
 import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from '../access/identity-headers.js'
@@ -29,6 +29,7 @@ import { replyFromDispatcher, upstreamResponse } from '../proxy/reply-from-adapt
 import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
+import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import { websocketHooks } from '../proxy/websocket.js'
 import { namesMethods } from '../access/method-override.js'
 import { methodOverrideHook } from './method-override.js'
@@ -49,6 +50,8 @@ export interface ProxyDeps {
   forms?: FormReplay | undefined
   /** The open websockets of each session, closed when it ends (absent: they outlive it). */
   sockets?: SessionSockets | undefined
+  /** The open websockets of machine clients' tokens, closed when the token ends (absent: they outlive it). */
+  bearerSockets?: BearerSockets | undefined
   /** Tracing is on: the gateway's own `traceparent` goes upstream instead of the client's. */
   traced?: boolean
 }
@@ -64,8 +67,8 @@ interface RouteActs {
   /** The route's identity header names. */
   readonly identityHeaders: IdentityHeaderNames
   readonly switchAccount: (next: string) => string
-  /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in. */
-  readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<void>) | undefined
+  /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in; resolves with the kept form's flow binding. */
+  readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<string | undefined>) | undefined
 }
 
 /**
@@ -110,7 +113,8 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
         reply.redirect(verdict.loginUrl, 302)
         return
       }
-      route.keepForm(request, reply).then(() => { reply.redirect(verdict.loginUrl, 302) }, done)
+      // The login address (always with `?next=`) carries the kept form's binding into the flow's signed state.
+      route.keepForm(request, reply).then((form) => { reply.redirect(form === undefined ? verdict.loginUrl : `${verdict.loginUrl}&form=${form}`, 302) }, done)
       return
     case 'forbidden':
       // A machine client is never offered a sign-in or another account.
@@ -142,7 +146,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   return { gate, signer, bearer, bearerSigner }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, traced = false }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false }: ProxyDeps): Promise<void> {
   app.decorateRequest('accessToken', undefined)
   app.decorateRequest('keepAuthorization', false)
   app.decorateRequest('identity', undefined)
@@ -179,7 +183,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         const limit = route.preserveBodyBytes
         let keepForm: RouteActs['keepForm']
         if (forms !== undefined && limit !== undefined) {
-          keepForm = async (request, reply) => { await forms.keep(app, request, reply, limit) }
+          keepForm = async (request, reply) => await forms.keep(app, request, reply, limit)
           scope.addHook('preParsing', forms.deliver)
         }
         const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next), keepForm }
@@ -194,8 +198,9 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         // After a kept form is delivered: its body's `_method` is judged too.
         if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, loginUrl: guard.gate.loginUrl, switchAccount: acts.switchAccount }))
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
+        if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
       }
-      await registerProxy(scope, route, headers, plantable, sockets)
+      await registerProxy(scope, route, headers, plantable, sockets, bearerSockets)
     })
   }
 }
@@ -213,8 +218,34 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
   })
 }
 
+/** A token's outcome as the hold of its websockets (proxy/bearer-sockets.ts): undefined when refused. */
+function tokenHold (outcome: BearerOutcome): { until: number, introspected: boolean } | undefined {
+  return outcome.ok ? { until: outcome.until, introspected: outcome.introspected } : undefined
+}
+
+/**
+ * After the access hook: an upgrade a machine client's token let through is kept with that token,
+ * so that its websocket ends at the token's `exp`, or once its issuer no longer calls it active.
+ */
+function admitBearerSockets (scope: FastifyInstance, sockets: BearerSockets, bearer: BearerGuard): void {
+  scope.addHook('onRequest', (request, _reply, done) => {
+    const token = bearerToken(request.headers[bearer.header])
+    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.auditDecision !== 'allow' || request.auditCredential !== 'bearer' || typeof token !== 'string') return done()
+    // The check the access hook has just made, answered from its cache; later, each check asks again.
+    const recheck = () => {
+      const outcome = bearer.check(token)
+      return outcome instanceof Promise ? outcome.then(tokenHold) : tokenHold(outcome)
+    }
+    Promise.resolve(recheck()).then((hold) => {
+      if (hold === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
+      sockets.admit(request, hold, recheck)
+      done()
+    }, done)
+  })
+}
+
 /** @fastify/http-proxy in the route's scope, over the route's own pool, with its error handling. */
-async function registerProxy (scope: FastifyInstance, route: RouteConfig, headers: UpstreamHeaders, plantable: readonly string[], sockets: SessionSockets | undefined): Promise<void> {
+async function registerProxy (scope: FastifyInstance, route: RouteConfig, headers: UpstreamHeaders, plantable: readonly string[], sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): Promise<void> {
   const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
   const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
   const deadlines = new BodyDeadlines(route.timeoutMs)
@@ -262,16 +293,23 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
     rewriteRequestHeaders: (_headers, request) => {
       logUpgrade(request)
       sockets?.handing(request)
+      bearerSockets?.handing(request)
       return headers.websocket(route, request)
     },
     finishRequest: (upstreamRequest, target) => {
       sockets?.opening(target)
+      bearerSockets?.opening(target)
       upstreamRequest.end()
     },
     maxPayload: route.websocketMaxMessage,
     handshakeTimeout: route.timeoutMs,
   }
-  const onOpen = sockets === undefined || route.auth !== 'required' ? undefined : sockets.connected.bind(sockets)
+  const onOpen = route.auth !== 'required' || (sockets === undefined && bearerSockets === undefined)
+    ? undefined
+    : (...legs: Parameters<BearerSockets['connected']>) => {
+        sockets?.connected(...legs)
+        bearerSockets?.connected(...legs)
+      }
   const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: websocketHooks(route.websocketMaxMessage, onOpen) } as const
   await scope.register(httpProxy, route.websocket ? { ...options, ...websocket } : options)
 }

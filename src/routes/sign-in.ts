@@ -9,6 +9,7 @@ import { startSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
 import { maxAgeSeconds } from '../oauth/step-up.js'
+import { parseFormBinding } from '../oauth/preserved-body.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
 import { HOME, loginUrl, redirectUri, safeNext } from '../oauth/urls.js'
 import { browserFamily } from '../session/browser-family.js'
@@ -19,8 +20,9 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
   const { config, metrics, signinLimit, cookies, redirectHosts } = context
 
   // Any `prompt` in this address is ignored: only the gateway's own "Use another account" sets one.
-  app.get<{ Params: { provider: string }, Querystring: { next?: string } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
-    return await beginSignIn(context, request, reply, context.providerName(request), safeNext(request.query.next, redirectHosts))
+  // `form`: the binding of the form kept before this sign-in (routes/preserved-body.ts), carried in the signed state.
+  app.get<{ Params: { provider: string }, Querystring: { next?: string, form?: unknown } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
+    return await beginSignIn(context, request, reply, context.providerName(request), safeNext(request.query.next, redirectHosts), false, parseFormBinding(request.query.form))
   })
 
   app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', { onRequest: signinLimit }, async (request, reply) => {
@@ -36,7 +38,7 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
       const target = safeNext(next, redirectHosts)
-      if (await context.forms?.offer(request, reply, target) === true) return reply
+      if (await context.forms?.offer(request, reply, target, completed.form) === true) return reply
       return reply.redirect(target, 302)
     } catch (error) {
       const reason = error instanceof GatewayError ? error.code : 'internal_error'
@@ -54,14 +56,15 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
 /**
  * A new flow at provider `name` toward `next` (already checked by safeNext), then 302 to the
  * provider. `chooseAccount`: "Use another account" (src/routes/sign-out.ts); the provider must ask
- * who signs in (accountPrompt) instead of reusing its own session.
+ * who signs in (accountPrompt) instead of reusing its own session. `form`: the binding of the form
+ * kept before this sign-in, which only this flow's callback may offer.
  */
-export async function beginSignIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, next: string, chooseAccount = false): Promise<FastifyReply> {
+export async function beginSignIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, next: string, chooseAccount = false, form?: string): Promise<FastifyReply> {
   const { config, providers, flows, metrics, cookies } = context
   const provider = await providers.get(name)
   // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
   const flow = await flows.begin(parseFlowCookie(request.cookies[cookies.flow]), {
-    provider: provider.name, next, pkce: provider.pkce, openid: provider.openid,
+    provider: provider.name, next, pkce: provider.pkce, openid: provider.openid, form,
   })
   metrics.signinsStarted.inc({ provider: provider.name })
   const prompt = chooseAccount ? accountPrompt(provider) : undefined

@@ -3,7 +3,8 @@
 // A sign-out another site asked for gets a confirmation page instead (login/logout CSRF). With
 // `switch=<provider>` ("Use another account", offered by the 403 page) the sign-out ends with a new
 // sign-in there that asks the person to choose the account (src/routes/sign-in.ts). With
-// `everywhere=1`, every other session of the same person ends too (src/routes/sessions.ts).
+// `everywhere=1`, every other session of the same person ends too (src/routes/sessions.ts); that is
+// only ever a POST: a GET naming `everywhere` gets the confirmation page.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
 import { signOutConfirmPage, signedOutPage } from '../http/pages.js'
@@ -33,6 +34,14 @@ async function endOthers ({ personIndex, sessions }: OAuthContext, session: Sess
   request.log.info({ ended: others.length }, 'signing out everywhere')
 }
 
+/**
+ * Whether a query names `everywhere` in any spelling (any letter case, any value, repeated): on a
+ * GET, none of them may be a side effect, whatever the parser would make of it.
+ */
+function namesEverywhere (query: object): boolean {
+  return Object.keys(query).some((key) => key.toLowerCase() === 'everywhere')
+}
+
 export function signOutRoutes (app: FastifyInstance, context: OAuthContext): void {
   const { sessions, signOuts, redirectHosts, cookies, providers } = context
   const ownOrigin = new URL(context.config.server.baseUrl).origin
@@ -45,10 +54,11 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
   async function logout (request: FastifyRequest<{ Querystring: SignOutParameters, Body: SignOutParameters | undefined }>, reply: FastifyReply) {
     const next = request.body?.next ?? request.query.next
     const switchTo = switchProvider(request.body?.switch ?? request.query.switch)
-    // "Use another account" comes only as the 403 page's form POST: a link asking for it, from
-    // anywhere, is asked first too.
     const everywhere = (request.body?.everywhere ?? request.query.everywhere) === '1'
-    if (fromAnotherSite(request, ownOrigin) || (switchTo !== undefined && request.method !== 'POST')) {
+    // "Use another account" and "sign out everywhere" come only as a form POST: a link or an <img>
+    // asking for either, even on a page of the gateway's own origin, is asked first too.
+    const postOnly = switchTo !== undefined || namesEverywhere(request.query)
+    if (fromAnotherSite(request, ownOrigin) || (postOnly && request.method !== 'POST')) {
       return reply.type('text/html; charset=utf-8')
         .header('content-security-policy', "frame-ancestors 'none'")
         .header('x-frame-options', 'DENY')

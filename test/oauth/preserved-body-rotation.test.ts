@@ -24,20 +24,20 @@ function counted (store: MemoryStore): { store: KeyValue, reads: () => number } 
 describe('kept forms across a secret rotation', () => {
   it('a form kept under [s1] is delivered once under [s2, previous s1]', async () => {
     const store = new MemoryStore()
-    const token = await new PreservedBodies(store, new Sealer(S1), 60_000, clock).keep(FORM)
+    const { token, flow } = await new PreservedBodies(store, new Sealer(S1), 60_000, clock).keep(FORM)
     expect(parseFormToken(token)).toBe(token)
     const rotated = new PreservedBodies(store, new Sealer(S2, [S1]), 60_000, clock)
-    expect(await rotated.holds(token, FORM.path)).toBe(true)
+    expect(await rotated.offer(token, FORM.path, flow)).toBe(true)
     expect((await rotated.take(token, FORM.path))?.body.toString()).toBe('note=hello+world')
     expect(await rotated.take(token, FORM.path)).toBeUndefined()
   })
 
   it('once s1 is gone, its token finds nothing and costs no store read', async () => {
     const backing = new MemoryStore()
-    const token = await new PreservedBodies(backing, new Sealer(S1), 60_000, clock).keep(FORM)
+    const { token, flow } = await new PreservedBodies(backing, new Sealer(S1), 60_000, clock).keep(FORM)
     const { store, reads } = counted(backing)
     const retired = new PreservedBodies(store, new Sealer(S2), 60_000, clock)
-    expect(await retired.holds(token, FORM.path)).toBe(false)
+    expect(await retired.offer(token, FORM.path, flow)).toBe(false)
     expect(await retired.take(token, FORM.path)).toBeUndefined()
     expect(reads()).toBe(0)
   })

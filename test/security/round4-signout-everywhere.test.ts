@@ -1,0 +1,121 @@
+// Sign out everywhere only by POST (issue 35, item 6): a page of an application behind the gateway
+// (the gateway's own origin) that embeds `<img src="/oauth/logout/?everywhere=1">`, in every
+// spelling a query may take, loaded in a signed-in Chromium, ends none of the person's sessions:
+// a GET naming `everywhere` gets the confirmation page, and only its button (a same-origin POST)
+// signs out everywhere. Real Chromium, a real authorization server, real Redis, a real upstream.
+// A property: no spelling of the key (any letter case, percent-encoded letters, any value, repeated)
+// makes a same-origin GET more than the confirmation page.
+import { createServer } from 'node:http'
+import fc from 'fast-check'
+import type { BrowserContext } from 'playwright-core'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { sharedChromium, signInAt } from '../helpers/chromium.js'
+import { endedElsewhere, sessionCookie, sessionStatus, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { close, listen } from '../helpers/net.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+
+/** Every spelling of "everywhere" a query may carry: the parser's own, and those it reads otherwise. */
+const SPELLINGS = [
+  'everywhere=1', 'everywhere=true', 'everywhere=1&everywhere=1', 'everywhere=', 'everywhere',
+  'EVERYWHERE=1', 'EveryWhere=1', '%65verywhere=1', 'next=/&everywhere=1', 'everywhere=1&switch=demo',
+]
+
+/** An application page behind the gateway: one `<img>` per spelling, each a GET of the sign-out. */
+const PAGE = `<!doctype html><html><body><h1>Hostile page</h1>
+${SPELLINGS.map((query) => `<img src="/oauth/logout/?${query}" alt="">`).join('\n')}
+</body></html>`
+
+let redis: TestRedis
+let gateway: TestGateway
+let closeAll: () => Promise<void>
+let context: BrowserContext
+const app = createServer((req, res) => {
+  res.setHeader('content-type', 'text/html; charset=utf-8')
+  res.end(req.url === '/app/hostile' ? PAGE : '<!doctype html><h1>Home</h1>')
+})
+
+beforeAll(async () => {
+  redis = await startRedis()
+  const upstream = await listen(app)
+  const started = await startGatewayWithProvider({
+    store: { type: 'redis', url: redis.url },
+    session: { cacheTtl: '10s' },
+    routes: [{ path: '/app/', upstream, provider: 'demo' }],
+  })
+  gateway = started.gateway
+  closeAll = started.close
+  context = await (await sharedChromium()).newContext()
+})
+
+afterAll(async () => {
+  await context?.close()
+  await closeAll?.()
+  await close(app)
+  await redis?.release()
+})
+
+/** The Chromium context's session cookie's value. */
+async function chromiumCookie (): Promise<string> {
+  const cookie = (await context.cookies(gateway.url)).find((c) => c.name === 'gw_session')
+  expect(cookie).toBeDefined()
+  return cookie!.value
+}
+
+describe('sign out everywhere from an application page', () => {
+  it('an <img> of every spelling ends no session; the confirmation page\'s button signs out everywhere', async () => {
+    const page = await context.newPage()
+    await signInAt(page, `${gateway.url}/app/`, 'alice')
+    // alice's other device: a second cookie jar.
+    const other = (await sessionCookie(gateway, 'alice')).slice('gw_session='.length)
+    const own = await chromiumCookie()
+    expect(await sessionStatus(gateway, other)).toBe(200)
+
+    const answers: Array<{ url: string, status: number, type: string | undefined }> = []
+    page.on('response', (response) => {
+      if (response.url().includes('/oauth/logout/')) answers.push({ url: response.url(), status: response.status(), type: response.headers()['content-type'] })
+    })
+    await page.goto(`${gateway.url}/app/hostile`, { waitUntil: 'load' })
+    expect(answers).toHaveLength(SPELLINGS.length)
+    // Each GET got the confirmation page (200 HTML), never a sign-out's redirect.
+    for (const answer of answers) expect(answer, answer.url).toMatchObject({ status: 200, type: 'text/html; charset=utf-8' })
+    expect(await sessionStatus(gateway, other)).toBe(200)
+    expect(await sessionStatus(gateway, own)).toBe(200)
+
+    // The person's own choice: the confirmation page's button, a same-origin POST.
+    await page.goto(`${gateway.url}/oauth/logout/?everywhere=1`)
+    expect(await page.textContent('h1')).toBe('Sign out everywhere?')
+    expect(await sessionStatus(gateway, other)).toBe(200)
+    await page.click('button:has-text("Sign out everywhere")')
+    await page.waitForLoadState('load')
+    expect(await page.textContent('h1')).toBe('You are signed out')
+    expect(await sessionStatus(gateway, own)).toBe(401)
+    await endedElsewhere(gateway, other)
+    await page.close()
+  })
+})
+
+/** `everywhere` in any letter case, some letters percent-encoded as a query may carry them. */
+const spelledKey = fc.array(fc.tuple(fc.boolean(), fc.boolean()), { minLength: 10, maxLength: 10 }).map((flags) =>
+  [...'everywhere'].map((letter, i) => {
+    const [upper, encoded] = flags[i]!
+    const cased = upper ? letter.toUpperCase() : letter
+    return encoded ? `%${cased.charCodeAt(0).toString(16).toUpperCase()}` : cased
+  }).join(''))
+
+describe('every spelling of everywhere on a GET', () => {
+  it('gets the confirmation page and ends no session (property)', async () => {
+    const cookie = (await sessionCookie(gateway, 'alice')).slice('gw_session='.length)
+    const value = fc.oneof(fc.constantFrom('1', 'true', 'yes', '', 'on', '01'), fc.string({ maxLength: 8 }).map(encodeURIComponent))
+    await fc.assert(fc.asyncProperty(spelledKey, value, fc.integer({ min: 1, max: 3 }), async (key, given, times) => {
+      const query = Array.from({ length: times }, () => `${key}=${given}`).join('&')
+      const answer = await gateway.app.inject({
+        method: 'GET',
+        url: `/oauth/logout/?${query}`,
+        headers: { cookie: `gw_session=${cookie}`, 'sec-fetch-site': 'same-origin', accept: 'text/html' },
+      })
+      expect(answer.statusCode).toBe(200)
+      expect(answer.body).toContain('<form method="post" action="/oauth/logout/">')
+    }), { numRuns: 60 })
+    expect(await sessionStatus(gateway, cookie)).toBe(200)
+  })
+})
