@@ -9,7 +9,7 @@
 // rule and always holds in a `deny` rule: what cannot be judged is refused, never admitted. A `deny`
 // rule's GET covers HEAD, and a `paths` glob `/admin/*` covers `/admin` itself.
 import type { Rule, RuleLists } from '../config/types.js'
-import type { Identity } from '../session/record.js'
+import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
 
 /** The outcome, and the rule that decided it (`deny[0]`, `allow[1]`; undefined: no rule did). */
@@ -52,6 +52,14 @@ function aboutPerson (test: (identity: Identity, inDeny: boolean) => boolean): C
 }
 
 /**
+ * A condition on a person field that a token may not carry (Identity.unknown): when it did not, the
+ * field cannot be told, as a person without identity cannot.
+ */
+function aboutField (field: PersonField, test: (identity: Identity, inDeny: boolean) => boolean): Condition {
+  return aboutPerson((identity, inDeny) => identity.unknown?.includes(field) === true ? inDeny : test(identity, inDeny))
+}
+
+/**
  * A claim condition. A claim the session read at sign-in and did not find (kept as no values) does
  * not match; one the session never read (named by a rule added since) cannot be told. Own entries
  * only: a claim path such as `constructor` must not read what every object inherits.
@@ -78,18 +86,18 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   const list: Condition[] = []
   if (rule.users.length > 0) list.push(aboutPerson((identity) => rule.users.includes(identity.sub)))
   if (rule.emails.length > 0) {
-    list.push(aboutPerson((identity, deny) => {
+    list.push(aboutField('email', (identity, deny) => {
       const email = ruleEmail(identity, deny)
       return email !== undefined && rule.emails.includes(email)
     }))
   }
   if (rule.domains.length > 0) {
-    list.push(aboutPerson((identity, deny) => {
+    list.push(aboutField('email', (identity, deny) => {
       const email = ruleEmail(identity, deny)
       return email !== undefined && rule.domains.includes(domainOf(email))
     }))
   }
-  if (rule.groups.length > 0) list.push(aboutPerson((identity) => identity.groups.some((group) => rule.groups.includes(group))))
+  if (rule.groups.length > 0) list.push(aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
   if (rule.methods.length > 0) {
     const methods = inDeny && rule.methods.includes('GET') && !rule.methods.includes('HEAD') ? [...rule.methods, 'HEAD'] : rule.methods
