@@ -79,6 +79,7 @@ beforeAll(async () => {
       { path: '/info-emails/', upstream: upstream.url, provider: 'demo', deny: { emails: ['mallory@evil.test'] }, bearer: people },
       { path: '/info-groups/', upstream: upstream.url, provider: 'demo', deny: { groups: ['admins'] }, bearer: people },
       { path: '/info-staff/', upstream: upstream.url, provider: 'demo', allow: { groups: ['staff'] }, headers: { 'X-Groups': 'claims.groups' }, bearer: people },
+      { path: '/intro-jwt/', upstream: upstream.url, provider: 'demo', deny: { domains: ['evil.test'] }, bearer: { ...orders, claimsFrom: 'introspection' } },
       { path: '/ledger/', upstream: upstream.url, provider: 'demo', deny: { domains: ['evil.test'] }, bearer: { audience: 'api://ledger', introspect: true, claimsFrom: 'introspection' } },
     ],
   })
@@ -157,5 +158,14 @@ describe('claimsFrom: introspection', () => {
     expect((await withToken(DAVE, '/ledger/x', 'api://ledger')).status).toBe(200)
     // An answer without an address: who it is cannot be told.
     expect((await withToken(BOB, '/ledger/x', 'api://ledger')).status).toBe(403)
+  })
+
+  it('asks the issuer\'s introspection endpoint about a JWT: oidc-provider will not introspect its JWTs, so the request fails (502), never passes', async () => {
+    const before = op.requests('/token/introspection')
+    const response = await withToken(DAVE, '/intro-jwt/x')
+    expect(response.status).toBe(502)
+    expect(await response.json()).toMatchObject({ error: 'provider_unavailable' })
+    expect(op.requests('/token/introspection') - before).toBe(1)
+    expect(upstream.seen.filter((seen) => seen.url.startsWith('/intro-jwt/'))).toEqual([])
   })
 })
