@@ -3,11 +3,14 @@
 // (oauth/access-tokens.ts verified its signature, issuer and lifetime): `aud` containing
 // `audience`, every required scope, not an ID token, and a subject. The outcome is what the gate
 // judges in place of a session: the token's identity (the issuer's `claims` mapping, plus the
-// claims this route's rules and headers name), or why it is refused.
+// claims this route's rules and headers name, read where `claimsFrom` says), or why it is refused.
+// What the token does not say of the person is unknown to the rules, never "none"; a person of an
+// issuer other than the route's provider is named `<provider>:<user>`.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1 (the Authorization request header field)
 import type { BearerConfig, ProviderConfig } from '../config/types.js'
 import type { AccessTokens, TokenProblem, VerifiedToken } from '../oauth/access-tokens.js'
-import { identityFrom, unverifiedUser } from '../oauth/claims.js'
+import { tokenIdentityFrom, unverifiedUser } from '../oauth/claims.js'
+import type { PersonClaimsAnswer } from '../oauth/person-claims.js'
 import type { Identity } from '../session/record.js'
 
 /** The outcome of one token on one route: who it is, or why it is refused. */
@@ -87,19 +90,37 @@ function grantedScopes (claims: VerifiedToken['claims']): Set<string> {
  * The subject of a machine client's token: the issuer's `claims.user` mapping, else `sub`, else
  * `client_id`. A user name that is an e-mail address the issuer has not verified is not taken (anyone
  * may sign up with any address; a sign-in with one is refused): the token's `sub` names it instead.
+ * What the claims do not say of the person is marked unknown (oauth/claims.ts tokenIdentityFrom).
  */
-function identityOf (claims: VerifiedToken['claims'], provider: ProviderConfig, kept: readonly string[]): Identity | undefined {
-  const mapped = unverifiedUser(claims, provider.claims) ? undefined : identityFrom(claims, provider.claims, kept)
+function identityOf (claims: Readonly<Record<string, unknown>>, provider: ProviderConfig, kept: readonly string[]): Identity | undefined {
+  const mapped = unverifiedUser(claims, provider.claims) ? undefined : tokenIdentityFrom(claims, provider.claims, kept)
   return mapped ??
-    identityFrom(claims, { ...provider.claims, user: 'sub' }, kept) ??
-    identityFrom(claims, { ...provider.claims, user: 'client_id' }, kept)
+    tokenIdentityFrom(claims, { ...provider.claims, user: 'sub' }, kept) ??
+    tokenIdentityFrom(claims, { ...provider.claims, user: 'client_id' }, kept)
 }
 
 /**
- * A route's token check. `kept`: the claim paths the route's rules and headers name (kept in the
- * identity, as a session keeps its provider's). `report` counts each outcome.
+ * `identity` as this route names it: the people of an issuer other than the route's own provider are
+ * another name space, so their user name is qualified `<provider>:<user>` (rules' `users`, the
+ * identity headers, the assertion's `sub`, the log's `user`).
  */
-export function compileBearer (config: BearerConfig, providers: Readonly<Record<string, ProviderConfig>>, kept: readonly string[],
+function named (identity: Identity, issuer: string, own: string | undefined): Identity {
+  return own === undefined || issuer === own ? identity : { ...identity, sub: `${issuer}:${identity.sub}` }
+}
+
+/** The route's own provider (whose people keep their plain user name) and the claim paths its rules and headers name. */
+export interface BearerScope {
+  /** Undefined: every issuer's people keep their plain name (no route provider to tell them from). */
+  readonly own: string | undefined
+  /** The claim paths kept in the identity, as a session keeps its provider's. */
+  readonly kept: readonly string[]
+}
+
+/**
+ * A route's token check. `scope`: the route's provider and the claim paths it reads. `report`
+ * counts each outcome.
+ */
+export function compileBearer (config: BearerConfig, providers: Readonly<Record<string, ProviderConfig>>, scope: BearerScope,
   tokens: AccessTokens, resourceMetadata: string | undefined, report: BearerReport = () => {}): BearerGuard {
   /** Each verified token's identity on this route, computed once (the entry lives as long as the token's cache entry). */
   const identities = new WeakMap<VerifiedToken, Identity>()
@@ -107,23 +128,35 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     report(problem)
     return { ok: false, problem, message, scopes: config.scopes }
   }
-
-  function judge (token: VerifiedToken): BearerOutcome {
-    let identity = identities.get(token)
-    if (identity === undefined) {
-      const provider = providers[token.issuer]!
-      const aud = audiences(token.claims.aud)
-      // An ID token for this gateway names the gateway's client id as its only audience.
-      if (aud.length === 1 && aud[0] === provider.clientId && config.audience !== provider.clientId) return refuse('id_token', 'An ID token is not an access token.')
-      if (!aud.includes(config.audience)) return refuse('wrong_audience', 'The token is not issued for this resource (aud).')
-      const granted = grantedScopes(token.claims)
-      if (config.scopes.some((scope) => !granted.has(scope))) return refuse('insufficient_scope', `The token lacks a scope this resource requires: ${config.scopes.join(' ')}.`)
-      identity = identityOf(token.claims, provider, kept)
-      if (identity === undefined) return refuse('no_subject', 'The token names no subject (sub or client_id).')
-      identities.set(token, identity)
-    }
+  const accept = (token: VerifiedToken, identity: Identity): BearerOutcome => {
     report('accepted')
     return { ok: true, id: token.hash, issuer: token.issuer, identity, until: token.until, introspected: token.introspected }
+  }
+
+  /** The identity from the token's claims and what the route's source adds (the token's own signed claims win). */
+  function identify (token: VerifiedToken, added: PersonClaimsAnswer | undefined): BearerOutcome {
+    if (added?.ok === false) return refuse(added.problem, added.message)
+    const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
+    const identity = identityOf(claims, providers[token.issuer]!, scope.kept)
+    if (identity === undefined) return refuse('no_subject', 'The token names no subject (sub or client_id).')
+    const judged = named(identity, token.issuer, scope.own)
+    identities.set(token, judged)
+    return accept(token, judged)
+  }
+
+  function judge (raw: string, token: VerifiedToken): BearerOutcome | Promise<BearerOutcome> {
+    const known = identities.get(token)
+    if (known !== undefined) return accept(token, known)
+    const provider = providers[token.issuer]!
+    const aud = audiences(token.claims.aud)
+    // An ID token for this gateway names the gateway's client id as its only audience.
+    if (aud.length === 1 && aud[0] === provider.clientId && config.audience !== provider.clientId) return refuse('id_token', 'An ID token is not an access token.')
+    if (!aud.includes(config.audience)) return refuse('wrong_audience', 'The token is not issued for this resource (aud).')
+    const granted = grantedScopes(token.claims)
+    if (config.scopes.some((scope) => !granted.has(scope))) return refuse('insufficient_scope', `The token lacks a scope this resource requires: ${config.scopes.join(' ')}.`)
+    if (config.claimsFrom === 'token') return identify(token, undefined)
+    const added = tokens.person.claims(raw, token, config.claimsFrom)
+    return added instanceof Promise ? added.then((settled) => identify(token, settled)) : identify(token, added)
   }
 
   return {
@@ -132,8 +165,8 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     check (token) {
       if (token === null) return refuse('malformed', MALFORMED)
       const checked = tokens.check(token, config.issuers, config.introspect)
-      if (checked instanceof Promise) return checked.then((settled) => settled.ok ? judge(settled.token) : refuse(settled.problem, settled.message))
-      return checked.ok ? judge(checked.token) : refuse(checked.problem, checked.message)
+      if (checked instanceof Promise) return checked.then((settled) => settled.ok ? judge(token, settled.token) : refuse(settled.problem, settled.message))
+      return checked.ok ? judge(token, checked.token) : refuse(checked.problem, checked.message)
     },
   }
 }

@@ -15,7 +15,7 @@
 // An `allow` glob matches only the exact path: the fold may refuse more, never admit more.
 import type { Rule, RuleLists } from '../config/types.js'
 import { foldable, folded } from '../config/path-fold.js'
-import type { Identity } from '../session/record.js'
+import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
 
 /** The outcome, and the rule that decided it (`deny[0]`, `allow[1]`; undefined: no rule did). */
@@ -56,6 +56,14 @@ function domainOf (email: string): string {
  */
 function aboutPerson (test: (identity: Identity, inDeny: boolean) => boolean): Condition {
   return (identity, _method, _path, inDeny) => identity === undefined ? inDeny : test(identity, inDeny)
+}
+
+/**
+ * A condition on a person field that a token may not carry (Identity.unknown): when it did not, the
+ * field cannot be told, as a person without identity cannot.
+ */
+function aboutField (field: PersonField, test: (identity: Identity, inDeny: boolean) => boolean): Condition {
+  return aboutPerson((identity, inDeny) => identity.unknown?.includes(field) === true ? inDeny : test(identity, inDeny))
 }
 
 /**
@@ -101,18 +109,18 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   const list: Condition[] = []
   if (rule.users.length > 0) list.push(usersCondition(rule.users))
   if (rule.emails.length > 0) {
-    list.push(aboutPerson((identity, deny) => {
+    list.push(aboutField('email', (identity, deny) => {
       const email = ruleEmail(identity, deny)
       return email !== undefined && rule.emails.includes(email)
     }))
   }
   if (rule.domains.length > 0) {
-    list.push(aboutPerson((identity, deny) => {
+    list.push(aboutField('email', (identity, deny) => {
       const email = ruleEmail(identity, deny)
       return email !== undefined && rule.domains.includes(domainOf(email))
     }))
   }
-  if (rule.groups.length > 0) list.push(aboutPerson((identity) => identity.groups.some((group) => rule.groups.includes(group))))
+  if (rule.groups.length > 0) list.push(aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
   if (rule.methods.length > 0) {
     const methods = inDeny && rule.methods.includes('GET') && !rule.methods.includes('HEAD') ? [...rule.methods, 'HEAD'] : rule.methods

@@ -15,6 +15,7 @@ export interface BearerYaml {
   scopes: string[]
   header: 'authorization' | 'proxy-authorization'
   introspect: boolean
+  claimsFrom: BearerConfig['claimsFrom']
 }
 
 /**
@@ -40,7 +41,7 @@ export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undef
     // A scope is one token of the space-separated `scope` claim: `a b` could never be found in it.
     if (/[\s"\\]/.test(scope)) issues.add([...at, 'scopes', i], `must be one scope, without spaces or quotes, got ${describe(scope)}`)
   })
-  return { audience, issuers, scopes: raw.scopes, header: raw.header, introspect: raw.introspect }
+  return { audience, issuers, scopes: raw.scopes, header: raw.header, introspect: raw.introspect, claimsFrom: raw.claimsFrom }
 }
 
 /**

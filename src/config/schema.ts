@@ -208,6 +208,10 @@ const Bearer = Type.Object({
     default: 'authorization',
     description: 'Where callers put the token: `authorization`, or `proxy-authorization` so that the application keeps its own Authorization header (routes only: on a forward-auth host the proxy in front sets the application\'s Authorization). A token in the other header is not read: the request counts as one without a token.',
   }))),
+  claimsFrom: filled(Type.Optional(Type.Union([Type.Literal('token'), Type.Literal('userinfo'), Type.Literal('introspection')], {
+    default: 'token',
+    description: 'Where rules read the person claims (e-mail, groups, `claims`) a token does not carry: `token` (a rule on a claim the token lacks cannot be told: `deny` refuses, `allow` does not admit), `userinfo` (the issuer\'s userinfo endpoint, called with the token), or `introspection` (the issuer\'s RFC 7662 answer); the answer is reused until the token expires (see machine-clients.md).',
+  }))),
   introspect: Flag('Also accept tokens that are not JWTs: each is checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s `clientId` and `clientSecret` (a positive answer is reused at most 60 s). `false`: such tokens are refused.', false),
 }, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, MCP clients) that bring their own access token: a request with one is judged by the token instead of a session, never redirected to sign in, and the token goes upstream unchanged (see machine-clients.md).' })
 

@@ -188,6 +188,8 @@ export interface BearerConfig {
   header: 'authorization' | 'proxy-authorization'
   /** Tokens that are not JWTs are checked at the issuers' introspection endpoints (RFC 7662). */
   introspect: boolean
+  /** Where rules read the person claims a token lacks: nowhere (`token`: they cannot be told), userinfo, or introspection. */
+  claimsFrom: 'token' | 'userinfo' | 'introspection'
 }
 
 export interface RouteConfig {

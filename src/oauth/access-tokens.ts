@@ -15,10 +15,11 @@
 // @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
 import { hash as digest } from 'node:crypto'
 import { createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose'
-import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
+import { introspection } from './introspection.js'
+import { PersonClaims } from './person-claims.js'
 import { providerFetch } from './provider-http.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
@@ -26,6 +27,7 @@ import type { Providers, ResolvedProvider } from './providers.js'
 export type TokenProblem =
   | 'malformed' | 'not_a_jwt' | 'algorithm' | 'id_token' | 'unknown_issuer' | 'unknown_key' | 'bad_signature'
   | 'no_expiry' | 'expired' | 'not_yet_valid' | 'inactive' | 'sender_constrained' | 'wrong_audience' | 'insufficient_scope' | 'no_subject'
+  | 'wrong_subject'
 
 /** A token this gateway has verified: who issued it and what it says. */
 export interface VerifiedToken {
@@ -105,8 +107,12 @@ export class AccessTokens {
   /** Introspections under way, by token hash and issuers: concurrent requests with one token share one. */
   private readonly introspecting = new Map<string, Promise<TokenCheck>>()
 
+  /** The person claims a token lacks, from its issuer's userinfo or introspection (`bearer.claimsFrom`). */
+  readonly person: PersonClaims
+
   constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000) {
     this.cache = new Lru(maxEntries)
+    this.person = new PersonClaims(providers, clock, maxEntries)
   }
 
   /** How many verified tokens are cached (at most `maxEntries`). */
@@ -216,7 +222,7 @@ export class AccessTokens {
       const provider = await this.providers.get(name)
       if (provider.introspectionUrl === undefined) continue
       asked = true
-      const claims = await this.introspection(provider, token)
+      const claims = await introspection(provider, token)
       if (claims.active !== true) continue
       if (claims.iss !== undefined && claims.iss !== provider.expectedIssuer) continue
       if (claims.cnf !== undefined) return refused('sender_constrained', SENDER_CONSTRAINED)
@@ -231,19 +237,5 @@ export class AccessTokens {
     return asked
       ? refused('inactive', 'The token is not active at its issuer.')
       : refused('not_a_jwt', 'The token is not a JWT, and no issuer of this route advertises an introspection endpoint.')
-  }
-
-  private async introspection (provider: ResolvedProvider, token: string): Promise<oauth.IntrospectionResponse> {
-    const as: oauth.AuthorizationServer = { issuer: provider.expectedIssuer, introspection_endpoint: provider.introspectionUrl }
-    try {
-      const response = await oauth.introspectionRequest(as, { client_id: provider.clientId }, oauth.ClientSecretPost(provider.clientSecret), token, {
-        signal: AbortSignal.timeout(provider.timeoutMs),
-        [oauth.allowInsecureRequests]: provider.introspectionUrl!.startsWith('http:'),
-        [oauth.customFetch]: providerFetch,
-      })
-      return await oauth.processIntrospectionResponse(as, { client_id: provider.clientId }, response)
-    } catch (error) {
-      throw new GatewayError('provider_unavailable', `Provider "${provider.name}" did not answer the token introspection as expected.`, { cause: error })
-    }
   }
 }

@@ -4,7 +4,7 @@
 // e-mail or domain rule (access/rules.ts), and never becomes the user's name: a sign-in whose user is
 // such an address is refused.
 import type { ClaimsMapping } from '../config/types.js'
-import type { Identity } from '../session/record.js'
+import type { Identity, PersonField } from '../session/record.js'
 
 /**
  * The value at a dotted path (`a.b.c`) or JSON pointer (`/a/b/c`). Through an array, a non-numeric
@@ -92,7 +92,7 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
   }
 }
 
-function withClaims (claims: Record<string, string[]> | undefined): { claims?: Record<string, string[]> } {
+function withClaims (claims: Readonly<Record<string, readonly string[]>> | undefined): { claims?: Readonly<Record<string, readonly string[]>> } {
   return claims === undefined ? {} : { claims }
 }
 
@@ -106,4 +106,20 @@ function withClaims (claims: Record<string, string[]> | undefined): { claims?: R
 export function unverifiedUser (claims: Record<string, unknown>, mapping: ClaimsMapping): boolean {
   const user = mapping.user.replace(/^\//, '')
   return (user === 'email' || mapping.user === mapping.email) && unverified(claims.email_verified)
+}
+
+/**
+ * The identity in a token's claims (with what the route's `claimsFrom` source added), marking what
+ * they do not say of the person: no usable e-mail address, no groups claim, and (left out of
+ * `claims`) each kept path they lack. A session's provider that says nothing means "none"; a token
+ * saying nothing means only that access tokens seldom carry these claims.
+ */
+export function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
+  const identity = identityFrom(claims, mapping, kept)
+  if (identity === undefined) return undefined
+  const unknown: PersonField[] = []
+  if (identity.email === undefined) unknown.push('email')
+  if (pick(claims, mapping.groups) == null) unknown.push('groups')
+  const carried = identity.claims && Object.fromEntries(Object.entries(identity.claims).filter(([path]) => pick(claims, path) != null))
+  return { ...identity, ...withClaims(carried), ...(unknown.length > 0 ? { unknown } : {}) }
 }

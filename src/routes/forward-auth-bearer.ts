@@ -3,10 +3,10 @@
 // auth_request and Caddy forward_auth pass the client's headers on to the auth request, so the
 // client's Authorization reaches the gateway there as it would on a route.
 //
-// A block that names its `issuers` is compiled once, at startup. A block without them accepts the
-// tokens of the provider the forward-auth URL names (/oauth/auth/<provider>/), which is known only
-// per request: its check is compiled the first time a (host, provider) pair is asked for and kept,
-// so the map holds at most hosts x providers entries.
+// A block without `issuers` accepts the tokens of the provider the forward-auth URL names
+// (/oauth/auth/<provider>/), which is known only per request; a block with them names the people of
+// the issuers other than that provider `<issuer>:<user>`. So a check is compiled the first time a
+// (host, provider) pair is asked for and kept: the map holds at most hosts x providers entries.
 // No check names an RFC 9728 metadata address: forward-auth has no route path to describe.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1
 import type { BearerReports } from '../access/bearer-report.js'
@@ -16,14 +16,10 @@ import type { BearerConfig, GatewayConfig } from '../config/types.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 
 export class HostBearers {
-  /** Checks by host (blocks that name their issuers) or by `host provider` (blocks that do not). */
+  /** Checks by `host provider`. */
   private readonly guards = new Map<string, BearerGuard>()
 
-  constructor (private readonly config: GatewayConfig, private readonly tokens: AccessTokens, private readonly reports: BearerReports) {
-    for (const [host, bearer] of config.forwardAuth.bearer) {
-      if (bearer.issuers.length > 0) this.guards.set(host, this.compile(host, bearer, bearer.issuers))
-    }
-  }
+  constructor (private readonly config: GatewayConfig, private readonly tokens: AccessTokens, private readonly reports: BearerReports) {}
 
   /**
    * The token check of `host` when forward-auth runs for `provider`; undefined when the host has
@@ -33,7 +29,6 @@ export class HostBearers {
     if (host === undefined) return undefined
     const bearer = this.config.forwardAuth.bearer.get(host)
     if (bearer === undefined) return undefined
-    if (bearer.issuers.length > 0) return this.guards.get(host)
     // The route answers an unknown provider 404 first; checked here too, so the bound holds by itself.
     if (!Object.hasOwn(this.config.providers, provider)) return undefined
     const key = `${host} ${provider}`
@@ -41,8 +36,8 @@ export class HostBearers {
     if (guard === undefined) {
       // A provider without `issuer` has no keys and no introspection endpoint: with no issuer to
       // ask, every token is refused (never the browser flow for a caller that brought one).
-      const issuers = this.config.providers[provider]!.issuer === undefined ? [] : [provider]
-      guard = this.compile(host, bearer, issuers)
+      const issuers = bearer.issuers.length > 0 ? bearer.issuers : this.config.providers[provider]!.issuer === undefined ? [] : [provider]
+      guard = this.compile(host, bearer, issuers, provider)
       this.guards.set(key, guard)
     }
     return guard
@@ -53,11 +48,12 @@ export class HostBearers {
     return this.guards.size
   }
 
-  private compile (host: string, bearer: BearerConfig, issuers: string[]): BearerGuard {
+  /** `provider`: the one the forward-auth URL names; the people of the block's other issuers are named `<issuer>:<user>`. */
+  private compile (host: string, bearer: BearerConfig, issuers: string[], provider: string): BearerGuard {
     // The identity keeps the claims the host's rules name, as a session keeps its provider's.
     const rules = this.config.forwardAuth.hosts.get(host)
     const kept = rules === undefined ? [] : claimPaths(rules)
-    return compileBearer({ ...bearer, issuers }, this.config.providers, kept, this.tokens, undefined, this.reports.for(`forward-auth:${host}`))
+    return compileBearer({ ...bearer, issuers }, this.config.providers, { own: provider, kept }, this.tokens, undefined, this.reports.for(`forward-auth:${host}`))
   }
 }
 

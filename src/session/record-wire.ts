@@ -59,6 +59,8 @@ export function fromWire (wire: WireRecord): SessionRecord {
     createdAt: wire.c,
     tokens: mapValues(wire.t, (tokens): TokenSet => defined({ access_token: tokens.a, expires_at: tokens.e, refresh_token: tokens.r } satisfies Record<keyof TokenSet, unknown>)),
     identities: wire.i && mapValues(wire.i, (identity): Identity => defined({
+      // Only a machine client's identity has unknown fields, and that is never stored.
+      unknown: undefined,
       sub: identity.s,
       email: identity.m,
       emailVerified: identity.v,

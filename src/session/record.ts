@@ -27,7 +27,16 @@ export interface Identity {
    * list of values in text form; absent when none is named.
    */
   readonly claims?: Readonly<Record<string, readonly string[]>>
+  /**
+   * Only on a machine client's identity (never stored): the person fields its token (with the
+   * route's `claimsFrom` answer) did not carry. A rule cannot tell them (access/rules.ts); a claim
+   * path it did not carry is left out of `claims`, which rules read the same way.
+   */
+  readonly unknown?: readonly PersonField[]
 }
+
+/** A person field a token may not carry (Identity.unknown). */
+export type PersonField = 'email' | 'groups'
 
 /**
  * What is kept of a token endpoint response for one provider (RFC 6749 §5.1). Records written by

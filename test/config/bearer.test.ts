@@ -37,7 +37,7 @@ ${bearer.trim().split('\n').map((line) => `        ${line}`).join('\n')}
 describe('a bearer block as read', () => {
   it('defaults its issuers to the route\'s provider, its header to authorization, no scopes, no introspection', () => {
     const config = parseConfig(route('audience: api://orders'), {})
-    expect(config.routes[0]!.bearer).toEqual({ audience: 'api://orders', issuers: ['corp'], scopes: [], header: 'authorization', introspect: false })
+    expect(config.routes[0]!.bearer).toEqual({ audience: 'api://orders', issuers: ['corp'], scopes: [], header: 'authorization', introspect: false, claimsFrom: 'token' })
   })
 
   it('keeps what is given, with the audience trimmed and each issuer once', () => {
@@ -47,7 +47,13 @@ issuers: [corp, corp]
 scopes: [orders.read, orders.write]
 header: proxy-authorization
 introspect: true`), {})
-    expect(config.routes[0]!.bearer).toEqual({ audience: 'api://orders', issuers: ['corp'], scopes: ['orders.read', 'orders.write'], header: 'proxy-authorization', introspect: true })
+    expect(config.routes[0]!.bearer).toEqual({ audience: 'api://orders', issuers: ['corp'], scopes: ['orders.read', 'orders.write'], header: 'proxy-authorization', introspect: true, claimsFrom: 'token' })
+  })
+
+  it('reads claimsFrom, and an empty one (null) as the default, token', () => {
+    expect(parseConfig(route('audience: api://orders\nclaimsFrom: userinfo'), {}).routes[0]!.bearer).toMatchObject({ claimsFrom: 'userinfo' })
+    expect(parseConfig(route('audience: api://orders\nclaimsFrom: introspection'), {}).routes[0]!.bearer).toMatchObject({ claimsFrom: 'introspection' })
+    expect(parseConfig(route('audience: api://orders\nclaimsFrom: null'), {}).routes[0]!.bearer).toMatchObject({ claimsFrom: 'token' })
   })
 
   it('reads a forward-auth host\'s block that names its issuers', () => {
@@ -98,6 +104,20 @@ describe('a hostile or mistaken bearer block is one problem at its key path and 
       'forwardAuth.hosts.api.example.com.bearer.scopes[0]: must be one scope, without spaces or quotes, got "a b" (line 11)'],
     ['a forward-auth host\'s unknown key', host('audience: api://orders\nissuers: [corp]\nintrospection: true'),
       'forwardAuth.hosts.api.example.com.bearer.introspection: unknown key; did you mean `introspect`? (line 11)'],
+    ['claimsFrom capitalised (userInfo)', route('audience: api://orders\nclaimsFrom: userInfo'),
+      'routes[0].bearer.claimsFrom: must be one of token, userinfo, introspection, got "userInfo"; did you mean `userinfo`? (line 11)'],
+    ['claimsFrom a source the gateway does not read (id_token)', route('audience: api://orders\nclaimsFrom: id_token'),
+      'routes[0].bearer.claimsFrom: must be one of token, userinfo, introspection, got "id_token" (line 11)'],
+    ['claimsFrom empty', route('audience: api://orders\nclaimsFrom: ""'),
+      'routes[0].bearer.claimsFrom: must be one of token, userinfo, introspection, got "" (line 11)'],
+    ['claimsFrom with a trailing space', route('audience: api://orders\nclaimsFrom: "userinfo "'),
+      'routes[0].bearer.claimsFrom: must be one of token, userinfo, introspection, got "userinfo "; did you mean `userinfo`? (line 11)'],
+    ['claimsFrom as a list of sources', route('audience: api://orders\nclaimsFrom: [userinfo, introspection]'),
+      'routes[0].bearer.claimsFrom: must be one of token, userinfo, introspection, got a list (line 11)'],
+    ['claimsFrom a boolean', route('audience: api://orders\nclaimsFrom: true'),
+      'routes[0].bearer.claimsFrom: must be one of token, userinfo, introspection, got true (line 11)'],
+    ["a forward-auth host's claimsFrom", host('audience: api://orders\nissuers: [corp]\nclaimsFrom: session'),
+      'forwardAuth.hosts.api.example.com.bearer.claimsFrom: must be one of token, userinfo, introspection, got "session" (line 11)'],
   ])('%s', (_what, text, problem) => {
     expect(configProblems(text)).toEqual([problem])
   })

@@ -257,10 +257,10 @@ describe('the config of a forward-auth host\'s bearer block', () => {
 
   it('keeps issuers empty when not given: the provider the forward-auth URL names', () => {
     const config = parseConfig(base({ audience: 'api://orders' }), {})
-    expect(config.forwardAuth.bearer.get(API)).toEqual({ audience: 'api://orders', issuers: [], scopes: [], header: 'authorization', introspect: false })
+    expect(config.forwardAuth.bearer.get(API)).toEqual({ audience: 'api://orders', issuers: [], scopes: [], header: 'authorization', introspect: false, claimsFrom: 'token' })
   })
 
-  it('compiles one check per (host, provider) pair on first use, however often asked: at most hosts x providers', () => {
+  it('compiles one check per (host, provider) pair on first use, however often asked: at most hosts x providers (a block naming its issuers too: the URL\'s provider is the one whose people keep their plain name)', () => {
     const config = parseConfig(stringify({
       server: { baseUrl: 'https://auth.example.com' },
       session: { secret: 'a-long-enough-session-secret-0123456789-abcdef' },
@@ -269,18 +269,18 @@ describe('the config of a forward-auth host\'s bearer block', () => {
     }), {})
     const log = pino({ level: 'silent' })
     const bearers = new HostBearers(config, new AccessTokens(new Providers(config.providers, log), systemClock), new BearerReports(new Metrics(), log, systemClock))
-    expect(bearers.size).toBe(1)
+    expect(bearers.size).toBe(0)
     for (let round = 0; round < 100; round++) {
       for (const provider of ['a', 'b', 'c']) {
         expect(bearers.guard('x.example.com', provider)).toBe(bearers.guard('x.example.com', provider))
-        expect(bearers.guard('y.example.com', provider)).toBe(bearers.guard('y.example.com', 'a'))
+        expect(bearers.guard('y.example.com', provider)).toBe(bearers.guard('y.example.com', provider))
         expect(bearers.guard('z.example.com', provider)).toBeUndefined()
         expect(bearers.guard(`w${round}.example.com`, provider)).toBeUndefined()
         expect(bearers.guard(undefined, provider)).toBeUndefined()
         expect(bearers.guard('x.example.com', `${provider}${round}`)).toBeUndefined()
       }
     }
-    expect(bearers.size).toBe(4)
+    expect(bearers.size).toBe(6)
   })
 
   it('refuses header: proxy-authorization (the proxy in front sets the application\'s Authorization)', () => {

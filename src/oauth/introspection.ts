@@ -1,0 +1,27 @@
+// RFC 7662 token introspection: the issuer's answer on one token, asked with the gateway's client
+// credentials (client_secret_post) within the provider's timeout. Machine clients' opaque tokens are
+// checked with it (access-tokens.ts), and a route may read a token's person claims from it
+// (person-claims.ts).
+// @see https://www.rfc-editor.org/rfc/rfc7662
+import * as oauth from 'oauth4webapi'
+import { GatewayError } from '../errors.js'
+import { providerFetch } from './provider-http.js'
+import type { ResolvedProvider } from './providers.js'
+
+/**
+ * The issuer's RFC 7662 answer on `token`, asked with the gateway's client credentials within the
+ * provider's timeout; throws `provider_unavailable` when it cannot be had.
+ */
+export async function introspection (provider: ResolvedProvider, token: string): Promise<oauth.IntrospectionResponse> {
+  const as: oauth.AuthorizationServer = { issuer: provider.expectedIssuer, introspection_endpoint: provider.introspectionUrl }
+  try {
+    const response = await oauth.introspectionRequest(as, { client_id: provider.clientId }, oauth.ClientSecretPost(provider.clientSecret), token, {
+      signal: AbortSignal.timeout(provider.timeoutMs),
+      [oauth.allowInsecureRequests]: provider.introspectionUrl!.startsWith('http:'),
+      [oauth.customFetch]: providerFetch,
+    })
+    return await oauth.processIntrospectionResponse(as, { client_id: provider.clientId }, response)
+  } catch (error) {
+    throw new GatewayError('provider_unavailable', `Provider "${provider.name}" did not answer the token introspection as expected.`, { cause: error })
+  }
+}

@@ -1,0 +1,84 @@
+// Issue 35 item 4, as a property: the rules judging a machine client's token identity
+// (oauth/claims.ts tokenIdentityFrom) must agree with the rules judging the person it names
+// (identityFrom, as a session reads them). Whatever the claims the token lacks really are, a token
+// is never admitted where that person would be refused; a token carrying every claim is judged
+// exactly as the person.
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { compileRules } from '../../src/access/rules.js'
+import type { RuleYaml } from '../../src/config/rules.js'
+import type { ClaimsMapping } from '../../src/config/types.js'
+import { identityFrom, tokenIdentityFrom } from '../../src/oauth/claims.js'
+import { lists } from '../helpers/rules.js'
+
+const MAPPING: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
+const ROLES_PATH = 'realm_access.roles'
+const USERS = ['alice', 'mallory']
+const EMAILS = ['alice@example.org', 'mallory@evil.test', 'bob@evil.test']
+const GROUPS = ['admins', 'staff']
+const ROLES = ['deployer', 'reader']
+
+/** A person's claims, in full. */
+const personArb = fc.record({
+  sub: fc.constantFrom(...USERS),
+  email: fc.constantFrom(...EMAILS),
+  groups: fc.subarray(GROUPS),
+  roles: fc.subarray(ROLES),
+})
+
+/** Which of the person's claims the token carries. */
+const carriedArb = fc.record({ email: fc.boolean(), groups: fc.boolean(), roles: fc.boolean() })
+
+const ruleArb: fc.Arbitrary<RuleYaml> = fc.record({
+  users: fc.subarray(USERS, { minLength: 1 }),
+  emails: fc.subarray(EMAILS, { minLength: 1 }),
+  domains: fc.subarray(['example.org', 'evil.test'], { minLength: 1 }),
+  groups: fc.subarray(GROUPS, { minLength: 1 }),
+  claims: fc.subarray(ROLES, { minLength: 1 }).map((roles) => ({ [ROLES_PATH]: roles })),
+  paths: fc.constantFrom<string[]>(['/admin/*'], ['/*']),
+}, { requiredKeys: [] }).filter((rule) => Object.keys(rule).length > 0)
+
+const listsArb = fc.record({ allow: fc.option(fc.array(ruleArb, { minLength: 1, maxLength: 3 }), { nil: undefined }), deny: fc.array(ruleArb, { maxLength: 3 }) })
+
+interface Person { sub: string, email: string, groups: string[], roles: string[] }
+interface Carried { email: boolean, groups: boolean, roles: boolean }
+
+function claimsOf (person: Person, carried: Carried): Record<string, unknown> {
+  return {
+    sub: person.sub,
+    ...(carried.email ? { email: person.email } : {}),
+    ...(carried.groups ? { groups: person.groups } : {}),
+    ...(carried.roles ? { realm_access: { roles: person.roles } } : {}),
+  }
+}
+
+describe('a token identity and the person it names, under the same rules', () => {
+  it('a token is never admitted where its person is refused, whatever the claims it lacks are', () => {
+    fc.assert(fc.property(personArb, carriedArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, carried, rules, path) => {
+      const judge = compileRules(lists(rules.allow, rules.deny))
+      const token = tokenIdentityFrom(claimsOf(person, carried), MAPPING, [ROLES_PATH])
+      const session = identityFrom(claimsOf(person, { email: true, groups: true, roles: true }), MAPPING, [ROLES_PATH])
+      if (judge(token, 'GET', path).admit) expect(judge(session, 'GET', path).admit).toBe(true)
+    }), { numRuns: 2000 })
+  })
+
+  it('a token that carries every claim is judged exactly as its person', () => {
+    fc.assert(fc.property(personArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, rules, path) => {
+      const judge = compileRules(lists(rules.allow, rules.deny))
+      const claims = claimsOf(person, { email: true, groups: true, roles: true })
+      expect(judge(tokenIdentityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path)).toEqual(judge(identityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path))
+    }), { numRuns: 1000 })
+  })
+
+  it('a person condition the token cannot answer refuses in deny and does not admit in allow', () => {
+    const token = tokenIdentityFrom({ sub: 'mallory' }, MAPPING, [ROLES_PATH])
+    expect(token).toMatchObject({ sub: 'mallory', unknown: ['email', 'groups'] })
+    expect(token).not.toHaveProperty(['claims', ROLES_PATH])
+    for (const condition of [{ emails: ['x@example.org'] }, { domains: ['example.org'] }, { groups: ['admins'] }, { claims: { [ROLES_PATH]: ['deployer'] } }]) {
+      expect(compileRules(lists(undefined, [condition]))(token, 'GET', '/x').admit).toBe(false)
+      expect(compileRules(lists([condition]))(token, 'GET', '/x').admit).toBe(false)
+    }
+    // A session's provider that says nothing means "none": the deny rule does not hold.
+    expect(compileRules(lists(undefined, [{ emails: ['x@example.org'] }]))(identityFrom({ sub: 'mallory' }, MAPPING), 'GET', '/x').admit).toBe(true)
+  })
+})

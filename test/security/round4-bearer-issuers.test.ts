@@ -1,0 +1,84 @@
+// Issue 35 item 4: identities of several `bearer.issuers` are not one name space. Two real
+// authorization servers each issue a token whose subject is `alice`; the route's own provider's
+// alice keeps her name, the second issuer's is `partner:alice` in rules, X-Forwarded-User, the
+// signed assertion and the refusal's `seen.user`, on a route and at forward-auth.
+import { createRemoteJWKSet, jwtVerify } from 'jose'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+const ALICE = { id: 'alice', secret: 'alice-secret' }
+const HOST = 'api.example.com'
+
+let redis: TestRedis
+let upstream: Upstream
+let home: TestProvider
+let partner: TestProvider
+let gateway: TestGateway
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  const { port, baseUrl } = await reserveBaseUrl()
+  const machineClients = [{ client_id: ALICE.id, client_secret: ALICE.secret }]
+  home = await startMachineProvider(baseUrl, { machineClients })
+  partner = await startMachineProvider(baseUrl, { machineClients })
+  const bearer = { audience: 'api://orders', issuers: ['demo', 'partner'] }
+  gateway = await startGateway({
+    server: { port, baseUrl, trustProxy: true, host: '127.0.0.1' },
+    store: { type: 'redis', url: redis.url },
+    providers: { demo: oidcClient(home.issuer, 'c', 's'), partner: oidcClient(partner.issuer, 'c', 's') },
+    routes: [
+      { path: '/team/', upstream: upstream.url, provider: 'demo', allow: { users: ['alice'] }, bearer },
+      { path: '/shared/', upstream: upstream.url, provider: 'demo', assertion: true, bearer },
+      { path: '/partners/', upstream: upstream.url, provider: 'demo', allow: { users: ['partner:alice'] }, bearer },
+    ],
+    forwardAuth: { hosts: { [HOST]: { allow: { users: ['alice'] }, bearer } } },
+  })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  await Promise.all([home?.close(), partner?.close(), upstream?.close()])
+  await redis?.release()
+})
+
+async function call (op: TestProvider, path: string, headers: Record<string, string> = {}): Promise<Response> {
+  const token = await clientCredentialsToken(op, ALICE, 'api://orders')
+  return await fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...headers } })
+}
+
+describe('a second issuer\'s alice', () => {
+  it('is not admitted by `users: [alice]`, meant for the route\'s provider; its own alice is', async () => {
+    expect((await call(home, '/team/x')).status).toBe(200)
+    const refused = await call(partner, '/team/x')
+    expect(refused.status).toBe(403)
+    expect(await refused.json()).toMatchObject({ error: 'forbidden', seen: { user: 'partner:alice' } })
+  })
+
+  it('is named partner:alice upstream (X-Forwarded-User, the assertion\'s sub), and a rule names her so', async () => {
+    expect((await call(partner, '/shared/b')).status).toBe(200)
+    expect((await call(home, '/shared/a')).status).toBe(200)
+    const seen = (path: string) => upstream.seen.find((request) => request.url === path)!.headers
+    expect(seen('/shared/a')['x-forwarded-user']).toBe('alice')
+    expect(seen('/shared/b')['x-forwarded-user']).toBe('partner:alice')
+    const keys = createRemoteJWKSet(new URL(`${gateway.url}/.well-known/jwks.json`))
+    const assertion = await jwtVerify(String(seen('/shared/b')['x-gateway-assertion']), keys, { issuer: gateway.url, audience: new URL(upstream.url).origin })
+    expect(assertion.payload).toMatchObject({ sub: 'partner:alice', provider: 'partner' })
+    expect((await call(partner, '/partners/x')).status).toBe(200)
+    expect((await call(home, '/partners/x')).status).toBe(403)
+  })
+
+  it('is told from the forward-auth URL\'s provider\'s alice at forward-auth too', async () => {
+    const headers = { 'x-forwarded-host': HOST, 'x-forwarded-uri': '/x', 'x-forwarded-method': 'GET' }
+    const own = await call(home, '/oauth/auth/demo/', headers)
+    expect(own.status).toBe(200)
+    expect(own.headers.get('x-forwarded-user') ?? own.headers.get('x-auth-request-user')).toBe('alice')
+    expect((await call(partner, '/oauth/auth/demo/', headers)).status).toBe(403)
+    // Asked for the partner provider, the partner's alice is the plain one.
+    expect((await call(partner, '/oauth/auth/partner/', headers)).status).toBe(200)
+  })
+})
