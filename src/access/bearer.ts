@@ -101,11 +101,14 @@ function identityOf (claims: Readonly<Record<string, unknown>>, provider: Provid
 
 /**
  * `identity` as this route names it: the people of an issuer other than the route's own provider are
- * another name space, so their user name is qualified `<provider>:<user>` (rules' `users`, the
- * identity headers, the assertion's `sub`, the log's `user`).
+ * another name space, so their user name and their subject are qualified `<provider>:<value>` (rules'
+ * `users` match either, the identity headers, the assertion's `sub`, the log's `user`): a second
+ * issuer's `sub` that equals a subject of the route's own provider never passes as that person.
  */
 function named (identity: Identity, issuer: string, own: string | undefined): Identity {
-  return own === undefined || issuer === own ? identity : { ...identity, sub: `${issuer}:${identity.sub}` }
+  if (own === undefined || issuer === own) return identity
+  const subject = identity.subject === undefined ? {} : { subject: `${issuer}:${identity.subject}` }
+  return { ...identity, sub: `${issuer}:${identity.sub}`, ...subject }
 }
 
 /** The route's own provider (whose people keep their plain user name) and the claim paths its rules and headers name. */

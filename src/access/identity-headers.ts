@@ -139,8 +139,10 @@ export function claimHeaderValues (identity: Identity | undefined, mapping: read
     // Own properties only: a claim named `constructor` must not read Object's.
     const values = Object.hasOwn(identity.claims, claim) ? identity.claims[claim] : undefined
     if (values === undefined || values.length === 0) continue
+    // Judged on the values as given: the list encoding would turn a control character at an
+    // element's end into `%0D`, a value cleaned rather than refused.
+    if (values.some(hasControl)) return { ok: false, header: name, problem: 'holds a control character' }
     const joined = listHeaderValue(values)
-    if (hasControl(joined)) return { ok: false, header: name, problem: 'holds a control character' }
     const size = Buffer.byteLength(joined, 'utf8')
     if (size > CLAIM_HEADER_MAX_BYTES) return { ok: false, header: name, problem: `is longer than ${CLAIM_HEADER_MAX_BYTES} bytes` }
     if (size === joined.length) {

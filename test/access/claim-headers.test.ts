@@ -21,9 +21,9 @@ describe('claimHeaderValues', () => {
   it.each([
     ['one value', ['admin'], 'admin'],
     ['an array, comma-joined', ['a', 'b'], 'a,b'],
-    ['values with spaces, as given', ['team lead', ' x'], 'team lead, x'],
+    ['values with spaces inside as given, at an element\'s ends encoded (trimming would change them)', ['team lead', ' x'], 'team lead,%20x'],
     ['an empty string', [''], ''],
-    ['a tab-free printable run', ['!"#$%&\'()*+-./:;<=>?@[\\]^_`{|}~'], '!"#$%&\'()*+-./:;<=>?@[\\]^_`{|}~'],
+    ['a tab-free printable run, the list separators and % encoded', ['!"#$%&\'()*+-./:;<=>?@[\\]^_`{|}~'], '!%22#$%25&\'()*+-./:%3B<=>?@[\\]^_`{|}~'],
     ['exactly 4096 bytes', ['x'.repeat(CLAIM_HEADER_MAX_BYTES)], 'x'.repeat(CLAIM_HEADER_MAX_BYTES)],
     ['4096 bytes once joined', ['x'.repeat(2047), 'y'.repeat(2048)], `${'x'.repeat(2047)},${'y'.repeat(2048)}`],
   ])('sends %s', (_name, roles, expected) => {

@@ -1,4 +1,4 @@
-// Issue 35 item 4, as a property: the rules judging a machine client's token identity
+// Security round 4, as a property: the rules judging a machine client's token identity
 // (oauth/claims.ts tokenIdentityFrom) must agree with the rules judging the person it names
 // (identityFrom, as a session reads them). Whatever the claims the token lacks really are, a token
 // is never admitted where that person would be refused; a token carrying every claim is judged

@@ -1,4 +1,4 @@
-// Issue 35 item 6: a header the gateway fills with who the user is (a claim header, an identity
+// Security round 4: a header the gateway fills with who the user is (a claim header, an identity
 // header, the assertion header) may not be one an application trusts to say what the request is:
 // its body (Content-*), where it came from (Origin, Referer, Sec-* that only browsers set,
 // X-Requested-With), or its method (X-HTTP-Method-Override and kin). Refused like Host, in any

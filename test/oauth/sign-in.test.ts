@@ -87,7 +87,7 @@ describe('completeSignIn', () => {
     const completed = await completeSignIn(deps, 'stub', query({ code: 'c-1', state: flow.state }), flow.cookie)
     expect(completed.next).toBe(NEXT)
     expect(completed.signIn.tokens).toEqual({ access_token: expect.stringMatching(/^stub-token-/), refresh_token: 'rt-1', expires_at: START / 1000 + 3600 })
-    expect(completed.signIn.identity).toEqual({ sub: 'alice', email: 'alice@example.org', name: 'Alice', groups: ['staff'] })
+    expect(completed.signIn.identity).toEqual({ sub: 'alice', subject: 'alice', iss: stub.url, email: 'alice@example.org', name: 'Alice', groups: ['staff'] })
     // The code went to the token endpoint with the flow's PKCE verifier.
     const exchange = new URLSearchParams(stub.requests.at(-1)!.body)
     expect(exchange.get('code')).toBe('c-1')
@@ -159,6 +159,6 @@ describe('completeSignIn', () => {
     stub.userinfo = { email: 'alice@example.org', email_verified: true }
     const flow = await beginFlow('mail')
     const completed = await completeSignIn(deps, 'mail', query({ code: 'c', state: flow.state }), flow.cookie)
-    expect(completed.signIn.identity).toEqual({ sub: 'alice@example.org', email: 'alice@example.org', groups: [] })
+    expect(completed.signIn.identity).toEqual({ sub: 'alice@example.org', subject: 'alice@example.org', iss: stub.url, email: 'alice@example.org', groups: [] })
   })
 })

@@ -1,4 +1,4 @@
-// A kept form is bound to its sign-in flow (issue 35, item 6): the form cookie alone replays
+// A kept form is bound to its sign-in flow (security round 4): the form cookie alone replays
 // nothing. A kept form planted in another browser (the attacker's own kept-form cookie) or one kept
 // before a different sign-in completes is neither offered by that sign-in's callback nor delivered
 // by a marker POST; the flow the form started still delivers it. A table of hostile `form` values on

@@ -1,4 +1,4 @@
-// A websocket opened with a machine client's bearer token ends with the token (issue 35, item 6),
+// A websocket opened with a machine client's bearer token ends with the token (security round 4),
 // as a session's websockets end with the session: a JWT's socket closes (1008, both legs) when the
 // injected clock reaches the token's `exp`, and not a moment before; an introspected token's socket
 // is checked again at its issuer each time the answer's 60 s are up, stays open while the token is

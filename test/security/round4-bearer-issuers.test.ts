@@ -1,4 +1,4 @@
-// Issue 35 item 4: identities of several `bearer.issuers` are not one name space. Two real
+// Security round 4: identities of several `bearer.issuers` are not one name space. Two real
 // authorization servers each issue a token whose subject is `alice`; the route's own provider's
 // alice keeps her name, the second issuer's is `partner:alice` in rules, X-Forwarded-User, the
 // signed assertion and the refusal's `seen.user`, on a route and at forward-auth.

@@ -1,4 +1,4 @@
-// Issue 35 item 4: a token is judged as its person. A real authorization server issues RFC 9068
+// Security round 4: a token is judged as its person. A real authorization server issues RFC 9068
 // access tokens (client credentials, whose subject is the client: a person's own service account
 // or CLI) that carry no e-mail or groups claims, for people whom the browser's `deny` refuses by
 // e-mail, domain, groups or a claim. Such a token must not pass where the person's session does

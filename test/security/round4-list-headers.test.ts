@@ -1,4 +1,4 @@
-// Issue 35 item 6: list-valued headers never carry a value that holds the separator. A group or
+// Security round 4: list-valued headers never carry a value that holds the separator. A group or
 // role named `viewer,admin` (or ` admin`, which an application trims, or `a;b`, or one with a `"`
 // that a quoted-string reader would join across commas) must never reach an application that
 // splits X-Forwarded-Groups or a claim header on `,` as a role the provider never gave. Each element

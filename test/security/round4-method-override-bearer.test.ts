@@ -1,4 +1,4 @@
-// Issue 35, item 3, for machine clients: the same `_method` check holds for a caller with a bearer
+// Security round 4, for machine clients: the same `_method` check holds for a caller with a bearer
 // token (a real authorization server issuing client-credentials JWTs) as for a person, and its 403
 // offers no sign-in and no other account.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'

@@ -1,4 +1,4 @@
-// Issue 35, item 3, through forward-auth: the docs' nginx and Caddy files in front of an application
+// Security round 4, through forward-auth: the docs' nginx and Caddy files in front of an application
 // that honours `_method`, whose forwardAuth.hosts rule denies DELETE.
 // Forward-auth never sees the body, but it sees the original URI and the client's headers: a POST
 // whose `?_method=` or method-override header names DELETE is refused before the application sees

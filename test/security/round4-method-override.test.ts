@@ -1,4 +1,4 @@
-// Issue 35, item 3: a rule that admits POST but not DELETE is not walked around by `_method`. Behind
+// Security round 4: a rule that admits POST but not DELETE is not walked around by `_method`. Behind
 // the gateway an application that honours `_method` as Rails and Laravel do (a urlencoded or
 // multipart body field, or the query); a real provider, real Redis, a person really signed in.
 // Every spelling of the field an application reads as `_method` is refused (403, the application

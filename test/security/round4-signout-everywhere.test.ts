@@ -1,4 +1,4 @@
-// Sign out everywhere only by POST (issue 35, item 6): a page of an application behind the gateway
+// Sign out everywhere only by POST (security round 4): a page of an application behind the gateway
 // (the gateway's own origin) that embeds `<img src="/oauth/logout/?everywhere=1">`, in every
 // spelling a query may take, loaded in a signed-in Chromium, ends none of the person's sessions:
 // a GET naming `everywhere` gets the confirmation page, and only its button (a same-origin POST)

@@ -1,4 +1,4 @@
-// Issue 35 item 6: tracing records no error message, and a client's `baggage` never reaches the
+// Security round 4: tracing records no error message, and a client's `baggage` never reaches the
 // upstream. A real gateway (Redis, oidc-provider, an echo upstream) exporting to a real OTLP/HTTP
 // receiver: alice, refused by a `deny` rule on her e-mail (a 403 whose message names her), and a
 // call to an upstream that refuses connections (an error whose message names the address) leave

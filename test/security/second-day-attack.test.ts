@@ -108,7 +108,7 @@ describe('tracing: no secret reaches the collector', () => {
       : await rawPost(port, target, headers.find((line) => /^content-type/i.test(line))?.slice(14) ?? 'application/x-www-form-urlencoded', body ?? '', headers.filter((line) => !/^content-type/i.test(line)))
     expect(status).toBeGreaterThanOrEqual(200)
     const received = await collected()
-    // The edge's refusal is known by its 400: tracing records no error message (issue 35).
+    // The edge's refusal is known by its 400: tracing records no error message (security round 4).
     expect(received).toContain(target.includes(';') ? '"http.response.status_code","value":{"intValue":400}' : target.split('?')[0]!)
     for (const secret of secrets) expect(received.includes(secret), `${secret} reached the collector`).toBe(false)
     expect(received).not.toMatch(/authorization|cookie|user_agent|referer/i)
