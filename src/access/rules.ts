@@ -12,9 +12,12 @@
 // A `deny` glob also holds on the path as a case-insensitive application reads it (lower case, each
 // segment without trailing dots and spaces: src/config/path-fold.ts, the edge's own fold), compared
 // with the glob folded the same way: `/wiki/ADMIN./users` is `/wiki/admin/users` to Express or IIS.
-// An `allow` glob matches only the exact path: the fold may refuse more, never admit more.
+// So does the path as common routers dispatch it (src/config/path-fold.ts routedForms): a script
+// segment followed by more (`/app/index.php/admin/x`, PHP's PATH_INFO), a trailing `/` (Express's
+// and Rails' loose routing) and a format suffix (`/admin.json`, Rails) taken away. An `allow` glob
+// matches only the exact path: the other readings may refuse more, never admit more.
 import type { Rule, RuleLists } from '../config/types.js'
-import { foldable, folded } from '../config/path-fold.js'
+import { foldable, folded, routedForms } from '../config/path-fold.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
 
@@ -33,10 +36,10 @@ export type Judge = (identity: Identity | undefined, method: string | undefined,
 /**
  * One condition of a rule: true when it holds. What the gateway cannot vouch for (a method or path
  * not told, an unverified address, a person without identity, a claim not read) counts as a match
- * in a `deny` rule (`inDeny`) and as none in an `allow` rule: refused, never admitted. `loose`: the
- * path folded (see foldedPath), given to `deny` rules only.
+ * in a `deny` rule (`inDeny`) and as none in an `allow` rule: refused, never admitted. `readings`: the
+ * other ways an application may read the path (see otherReadings), given to `deny` rules only.
  */
-type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, inDeny: boolean, loose: string | undefined) => boolean
+type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, inDeny: boolean, readings: readonly string[]) => boolean
 
 const ADMITTED: Judgement = Object.freeze({ admit: true, rule: undefined })
 const NO_ALLOW: Judgement = Object.freeze({ admit: false, rule: undefined })
@@ -129,16 +132,16 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(pathMatcher)
     const foldedGlobs = inDeny ? rule.paths.map((glob) => pathMatcher(folded(glob))) : []
-    list.push((_identity, _method, path, deny, loose) => path === undefined
+    list.push((_identity, _method, path, deny, readings) => path === undefined
       ? deny
-      : globs.some((glob) => glob(path)) || (loose !== undefined && foldedGlobs.some((glob) => glob(loose))))
+      : globs.some((glob) => glob(path)) || readings.some((reading) => foldedGlobs.some((glob) => glob(reading))))
   }
   return list
 }
 
 interface CompiledRule {
   readonly name: string
-  readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, loose?: string) => boolean
+  readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, readings?: readonly string[]) => boolean
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
@@ -147,19 +150,24 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
   return {
     name: rule.name,
     // A rule without conditions holds for nobody (the config refuses one).
-    holds: (identity, method, path, loose) => list.length > 0 && list.every((condition) => condition(identity, method, path, inDeny, loose)),
+    holds: (identity, method, path, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, inDeny, readings)),
   }
 }
 
+const NO_READINGS: readonly string[] = Object.freeze([])
+
 /**
- * The folded form of `target`'s path, its query cut off (folded only when that changes it: most
- * paths have no capital letter and no segment ending in `.` or `%20`); undefined when not told.
+ * The other ways an application may read `target`'s path (its query cut off), which a `deny` glob,
+ * folded, is compared with: folded as a case-insensitive application reads it (only when that
+ * changes it: most paths have no capital letter and no segment ending in `.` or `%20`), and that
+ * reading as routers dispatch it (routedForms). None when the path is not told.
  */
-function foldedPath (target: string | undefined): string | undefined {
-  if (target === undefined) return undefined
+function otherReadings (target: string | undefined): readonly string[] {
+  if (target === undefined) return NO_READINGS
   const queryAt = target.indexOf('?')
   const path = queryAt === -1 ? target : target.slice(0, queryAt)
-  return foldable(path) ? folded(path) : path
+  const loose = foldable(path) ? folded(path) : path
+  return [loose, ...routedForms(loose)]
 }
 
 /**
@@ -174,9 +182,9 @@ export function compileRules (lists: RuleLists): Judge {
   // Only a list with a `deny` glob folds the path, and then once per request.
   const folds = lists.deny.some((rule) => rule.paths.length > 0)
   return (identity, method, path) => {
-    const loose = folds ? foldedPath(path) : undefined
+    const readings = folds ? otherReadings(path) : NO_READINGS
     for (const rule of deny) {
-      if (rule.holds(identity, method, path, loose)) return { admit: false, rule: rule.name }
+      if (rule.holds(identity, method, path, readings)) return { admit: false, rule: rule.name }
     }
     if (allow === undefined) return ADMITTED
     for (const rule of allow) {

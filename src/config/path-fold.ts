@@ -44,3 +44,45 @@ export function foldable (path: string): boolean {
   }
   return false
 }
+
+/**
+ * Segments that name a script which routes the rest of the path itself (PHP's PATH_INFO:
+ * `/app/index.php/admin/users` is Symfony's or Laravel's `/admin/users`; CGI, classic ASP and
+ * ASP.NET handlers alike).
+ */
+const SCRIPT_SUFFIXES = ['.php', '.phtml', '.cgi', '.pl', '.asp', '.aspx', '.asmx', '.ashx', '.svc']
+
+function isScript (segment: string): boolean {
+  return SCRIPT_SUFFIXES.some((suffix) => segment.length > suffix.length && segment.endsWith(suffix))
+}
+
+/** `segment` without a format suffix (`admin.json` -> `admin`: Rails' `(.:format)`): a final `.` and 1-10 letters or digits. */
+function withoutFormat (segment: string): string {
+  const dot = segment.lastIndexOf('.')
+  if (dot <= 0 || segment.length - dot - 1 > 10) return segment
+  for (let i = dot + 1; i < segment.length; i++) {
+    const code = segment.charCodeAt(i)
+    if (!((code >= 97 && code <= 122) || (code >= 48 && code <= 57))) return segment
+  }
+  return dot === segment.length - 1 ? segment : segment.slice(0, dot)
+}
+
+/**
+ * A folded path as common routers dispatch it, the readings that differ from it: every script
+ * segment followed by more segments taken away (PATH_INFO) and a trailing `/` taken away (Express
+ * without `strict`, Rails: `/admin/` is `/admin`); and that with the last segment's format suffix
+ * taken away too (Rails: `/admin.json` is `/admin`). Only ever widens what a `deny` glob holds on
+ * (src/access/rules.ts); linear in the path.
+ */
+export function routedForms (path: string): string[] {
+  const segments = path.split('/')
+  if (segments.length > 2 && segments[segments.length - 1] === '') segments.pop()
+  const last = segments.length - 1
+  const kept = segments.filter((segment, i) => i === last || !isScript(segment))
+  const dispatched = kept.join('/')
+  const final = kept[kept.length - 1]!
+  const bare = withoutFormat(final)
+  const forms = dispatched === path ? [] : [dispatched]
+  if (bare !== final) forms.push(`${dispatched.slice(0, dispatched.length - final.length)}${bare}`)
+  return forms
+}

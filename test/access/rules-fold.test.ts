@@ -7,7 +7,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { canonicalTarget } from '../../src/config/canonical.js'
-import { folded } from '../../src/config/path-fold.js'
+import { folded, routedForms } from '../../src/config/path-fold.js'
 import { compileRules } from '../../src/access/rules.js'
 import { globMatcher } from '../../src/access/glob.js'
 import { prefixSpelling } from '../../src/http/edge.js'
@@ -93,5 +93,35 @@ describe('properties over random paths and spellings', () => {
     fc.assert(fc.property(cases, ([glob, spelt]) => {
       if (allowOf(glob)(undefined, 'GET', spelt).admit) expect(exactly(glob, spelt)).toBe(true)
     }), { numRuns: 500 })
+  })
+})
+
+describe('a deny glob and the paths routers dispatch to the same action', () => {
+  it.each([
+    ['/', []],
+    ['/admin', []],
+    ['/admin/', ['/admin']],
+    ['/admin.json', ['/admin']],
+    ['/app/index.php/admin/users', ['/app/admin/users']],
+    ['/app/index.php/admin.xml/', ['/app/admin.xml', '/app/admin']],
+    ['/app/index.php', ['/app/index']],
+    ['/a.php/b.cgi/c', ['/c']],
+    ['/report.tar.gz', ['/report.tar']],
+    ['/.well-known', []],
+    ['/v1.2/x', []],
+    ['/name.with-dash', []],
+  ])('routedForms(%s) is %j', (path, forms) => {
+    expect(routedForms(path)).toEqual(forms)
+  })
+
+  it('a deny glob holds on the trailing-/ and format-suffix spellings of what it denies, and an allow never widens', () => {
+    fc.assert(fc.property(pathSegments, fc.constantFrom('', '/', '.json', '.XML', '.json/'), fc.boolean(), (segments, tail, star) => {
+      const path = `/${segments.join('/')}`
+      const glob = star ? `${path}/*` : path
+      const spelt = `${path}${tail}`
+      fc.pre(canonicalTarget(spelt).ok)
+      expect(denyOf(glob)(undefined, 'GET', spelt).admit).toBe(false)
+      if (allowOf(glob)(undefined, 'GET', spelt).admit) expect(exactly(glob, spelt)).toBe(true)
+    }), { numRuns: 300 })
   })
 })

@@ -2,7 +2,9 @@
 // and (as IIS and Windows file names do) with each segment's trailing dots and spaces dropped, so
 // `/wiki/ADMIN./users` and `/wiki/admin%20/users` reach its `/wiki/admin/users`. It answers with the
 // path it routed on, and records each request's target as it arrived. Listens on a loopback port
-// from the OS.
+// from the OS. With `frontController`, it also dispatches as a PHP front controller and Rails do: a
+// script segment followed by more is the script, the rest its PATH_INFO (`/app/index.php/admin/x`
+// is `/app/admin/x`), a trailing `/` and a format suffix (`/admin.json`) name the same action.
 import { createServer, type Server } from 'node:http'
 import { close, listen } from './net.js'
 
@@ -27,11 +29,21 @@ export function routedPath (target: string): string {
   }).join('/')
 }
 
-export async function startCaseInsensitiveUpstream (): Promise<CaseInsensitiveUpstream> {
+/** `routedPath` as a front controller and a Rails router dispatch it (see the file's header). */
+export function frontControllerPath (target: string): string {
+  const segments = routedPath(target).split('/')
+  if (segments.length > 2 && segments[segments.length - 1] === '') segments.pop()
+  const kept = segments.filter((segment, i) => i === segments.length - 1 || !/\.(?:php|phtml|cgi|pl|aspx?|asmx|ashx|svc)$/.test(segment))
+  kept[kept.length - 1] = kept[kept.length - 1]!.replace(/(.)\.[a-z0-9]{1,10}$/, '$1')
+  return kept.join('/')
+}
+
+export async function startCaseInsensitiveUpstream (options: { frontController?: boolean } = {}): Promise<CaseInsensitiveUpstream> {
+  const route = options.frontController === true ? frontControllerPath : routedPath
   const upstream: CaseInsensitiveUpstream = { url: '', seen: [], routed: [], close: async () => {} }
   const server: Server = createServer((req, res) => {
     upstream.seen.push(`${req.method ?? ''} ${req.url ?? ''}`)
-    const path = routedPath(req.url ?? '/')
+    const path = route(req.url ?? '/')
     upstream.routed.push(path)
     req.resume()
     req.on('end', () => {

@@ -82,6 +82,52 @@ describe('a route with deny: [{ paths: [/wiki/admin/*] }] before a case-insensit
   })
 })
 
+/** Paths a PHP front controller or a Rails router dispatches to the denied admin action. */
+const ROUTED_SPELLINGS = ['/app/index.php/admin/users', '/app/INDEX.PHP/Admin/users', '/app/index.php/admin', '/app/admin.json', '/app/ADMIN.Json',
+  '/app/index.php/admin.json', '/app/admin/users.xml', '/ex/admin/', '/ex/ADMIN/', '/ex/admin.xml', '/ex/app.php/admin']
+/** Paths beside them, which the rules do not deny. */
+const ROUTED_ADMITTED = ['/app/index.php/page', '/app/administrator.json', '/app/page.json', '/app/index.php', '/ex/admins', '/ex/page/']
+
+describe('deny globs before a front controller (PATH_INFO) and a Rails-like router (trailing /, format suffix)', () => {
+  let front: CaseInsensitiveUpstream
+  let gateway: TestGateway
+  let closeAll: () => Promise<void>
+  let cookie: string
+
+  beforeAll(async () => {
+    front = await startCaseInsensitiveUpstream({ frontController: true })
+    ;({ gateway, close: closeAll } = await startGatewayWithProvider({
+      store: { type: 'redis', url: redis.url },
+      routes: [
+        { path: '/app/', upstream: front.url, provider: 'demo', deny: [{ paths: ['/app/admin/*'] }] },
+        { path: '/ex/', upstream: front.url, provider: 'demo', deny: [{ paths: ['/ex/admin'] }] },
+      ],
+    }))
+    cookie = await sessionCookie(gateway, 'alice')
+  })
+
+  afterAll(async () => {
+    await closeAll?.()
+    await front?.close()
+  })
+
+  async function status (path: string): Promise<number> {
+    const response = await fetch(`${gateway.url}${path}`, { headers: { accept: 'application/json', cookie } })
+    await response.arrayBuffer()
+    return response.status
+  }
+
+  it.each(ROUTED_SPELLINGS)('refuses %s (403) before the application routes it to its admin action', async (path) => {
+    const since = front.routed.length
+    expect(await status(path)).toBe(403)
+    expect(front.routed.slice(since).some((routed) => /^\/(?:app|ex)\/admin(?:\/|$)/.test(routed))).toBe(false)
+  })
+
+  it.each(ROUTED_ADMITTED)('admits %s', async (path) => {
+    expect(await status(path)).toBe(200)
+  })
+})
+
 describe('forward-auth with a forwardAuth.hosts deny rule on /wiki/admin/*', () => {
   let gateway: TestGateway
   let closeAll: () => Promise<void>
