@@ -2,8 +2,9 @@
 // routers by default): lower case, each segment without its trailing dots and spaces, so
 // `/wiki/ADMIN./users` and `/wiki/admin%20/users` are `/wiki/admin/users` there. The edge refuses
 // such spellings of a route's prefix (src/http/edge.ts) and a `deny` glob holds on them
-// (src/access/rules.ts): one fold, so the two cannot disagree. A scan of the path, linear in its
-// length, never a regular expression.
+// (src/access/rules.ts): one fold, so the two cannot disagree. Beside it, the readings of routers
+// that dispatch a path to another action's (routedForms: PATH_INFO, a trailing `/`, a format suffix),
+// which only `deny` globs hold on. Scans of the path, linear in its length, never a regular expression.
 
 /** Where `segment`'s trailing run of dots and `%20`s starts (its length when it has none). */
 function trimmedEnd (segment: string): number {
@@ -56,7 +57,7 @@ function isScript (segment: string): boolean {
   return SCRIPT_SUFFIXES.some((suffix) => segment.length > suffix.length && segment.endsWith(suffix))
 }
 
-/** `segment` without a format suffix (`admin.json` -> `admin`: Rails' `(.:format)`): a final `.` and 1-10 letters or digits. */
+/** `segment` without a format suffix (`admin` of `admin` + `.json`: Rails' `(.:format)`): a final `.` and 1-10 letters or digits. */
 function withoutFormat (segment: string): string {
   const dot = segment.lastIndexOf('.')
   if (dot <= 0 || segment.length - dot - 1 > 10) return segment
