@@ -72,8 +72,20 @@ export function identityHeaders<T extends Record<string, unknown>> (identity: Id
   const out = headers as Record<string, unknown>
   out[names.user] = headerText(identity.sub)
   if (identity.email && identity.emailVerified !== false) out[names.email] = headerText(identity.email)
-  if (identity.groups.length > 0) out[names.groups] = headerText(listHeaderValue(identity.groups))
+  if (identity.groups.length > 0) out[names.groups] = groupsValue(identity)
   return headers
+}
+
+/** Each identity's groups header value, made once: a session's identity is one object across its requests. */
+const groupsValues = new WeakMap<Identity, string>()
+
+function groupsValue (identity: Identity): string {
+  let value = groupsValues.get(identity)
+  if (value === undefined) {
+    value = headerText(listHeaderValue(identity.groups))
+    groupsValues.set(identity, value)
+  }
+  return value
 }
 
 /** The longest value a claim header carries, in bytes as sent (UTF-8): a longer one refuses the request. */
