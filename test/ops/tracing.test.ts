@@ -118,18 +118,24 @@ describe('tracing off', () => {
     const resolved = join(dir, 'resolved.txt')
     await writeFile(resolved, '')
     const { OTEL_EXPORTER_OTLP_ENDPOINT: _a, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: _b, ...rest } = process.env
-    const child = spawnSync(process.execPath, ['--disable-warning=ExperimentalWarning', '--import', recorder, '--input-type=module', '-e', SERVE_ONE], { env: { ...rest, ...env, GW_RESOLVED_FILE: resolved }, encoding: 'utf8' })
-    expect(child.stderr).toBe('')
-    return JSON.parse(child.stdout) as { status: number, packages: string[], seen: number }
+    // Asynchronously, so that the two processes (tracing off, tracing on) load side by side: each
+    // resolves a few thousand modules through the recording hook.
+    const child = spawn(process.execPath, ['--disable-warning=ExperimentalWarning', '--import', recorder, '--input-type=module', '-e', SERVE_ONE], { env: { ...rest, ...env, GW_RESOLVED_FILE: resolved } })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => { stdout += chunk })
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => { stderr += chunk })
+    await new Promise((resolve) => child.on('close', resolve))
+    expect(stderr).toBe('')
+    return JSON.parse(stdout) as { status: number, packages: string[], seen: number }
   }
 
   it('loads no OpenTelemetry SDK, exporter or instrumentation (and the recorder sees them when it is on)', async () => {
-    const off = await loadedModules({})
+    const [off, on] = await Promise.all([loadedModules({}), refusedUrl().then(async (endpoint) => await loadedModules({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint }))])
     expect(off.status).toBe(200)
     expect(off.seen).toBeGreaterThan(50)
     // prom-client 15 itself requires @opentelemetry/api (the API only, for its exemplars), with or without tracing.
     expect(off.packages.filter((name) => name !== '@opentelemetry/api')).toEqual([])
-    const on = await loadedModules({ OTEL_EXPORTER_OTLP_ENDPOINT: await refusedUrl() })
     expect(on.packages).toEqual(expect.arrayContaining(['@fastify/otel', '@opentelemetry/sdk-trace', '@opentelemetry/exporter-trace-otlp-http', '@opentelemetry/instrumentation-undici']))
   })
 
