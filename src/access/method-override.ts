@@ -2,13 +2,15 @@
 // to treat a POST as the method it names, so that a rule judged on the POST also holds for the method
 // the application acts on. Found in the query (`?_method=`: Laravel and Symfony read it), in a form
 // body (urlencoded, or any `multipart/*`, whose parts are found by a linear scan, never a regular
-// expression over the body), in a POST without a Content-Type (Rack parses it as a form), and at the
-// top level of a JSON body (Laravel reads its JSON input as the form). A field name counts in every
-// spelling PHP reads as `_method` (a leading space dropped, `.` and ` ` read as `_`, and `_method[...]`).
+// expression over the body, and named by Content-Disposition `name` or by Content-ID, as Rack does),
+// in a POST without a Content-Type (Rack parses it as a form), and at the top level of a JSON body
+// (Laravel reads its JSON input as the form). A field name counts in every spelling PHP reads as
+// `_method` (a leading space dropped, `.` and ` ` read as `_`, and `_method[...]`).
 // Every value found is judged, as the upper case the frameworks compare; a value that is no method
 // token is a method that cannot be told, which `allow` rules refuse (rules.ts).
 import type { Identity } from '../session/record.js'
 import type { RuleLists } from '../config/types.js'
+import { multipartBoundary } from './multipart-boundary.js'
 import type { Judge, Judgement } from './rules.js'
 
 /** The body kinds that may carry a `_method` field. */
@@ -22,11 +24,10 @@ export function namesMethods (lists: RuleLists): boolean {
   return [...(lists.allow ?? []), ...lists.deny].some((rule) => rule.methods.length > 0)
 }
 
-/** The media type of a Content-Type value (lower case, without parameters), and its parameters' raw text. */
-function mediaType (contentType: string): { type: string, parameters: string } {
+/** The media type of a Content-Type value: lower case, without parameters. */
+function mediaType (contentType: string): string {
   const semicolon = contentType.indexOf(';')
-  const type = (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase()
-  return { type, parameters: semicolon === -1 ? '' : contentType.slice(semicolon + 1) }
+  return (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase()
 }
 
 /**
@@ -35,7 +36,7 @@ function mediaType (contentType: string): { type: string, parameters: string } {
  */
 export function formKind (contentType: string | undefined): FormKind | undefined {
   if (contentType === undefined || contentType.trim() === '') return 'urlencoded'
-  const { type } = mediaType(contentType)
+  const type = mediaType(contentType)
   if (type === 'application/x-www-form-urlencoded') return 'urlencoded'
   if (type.startsWith('multipart/')) return 'multipart'
   // Laravel's isJson(): any type naming JSON.
@@ -88,17 +89,6 @@ export function queryOverrides (target: string): Array<string | undefined> {
   return query === -1 ? [] : urlencodedValues(target.slice(query + 1)).map(overrideMethod)
 }
 
-/** A Content-Type parameter's value (quoted or not), case-insensitive name; undefined when absent. */
-function parameter (parameters: string, name: string): string | undefined {
-  for (const part of parameters.split(';')) {
-    const equals = part.indexOf('=')
-    if (equals === -1 || part.slice(0, equals).trim().toLowerCase() !== name) continue
-    const value = part.slice(equals + 1).trim()
-    return value.startsWith('"') ? value.slice(1, value.endsWith('"') && value.length > 1 ? -1 : undefined) : value
-  }
-  return undefined
-}
-
 /** How far an RFC 5987 `name*` value is read: no real field name is longer. */
 const EXTENDED_MAX = 256
 /** The parts of a multipart body looked at: Rack's own limit (multipart_total_part_limit). */
@@ -141,13 +131,42 @@ function overrideAt (headers: string, at: number): { found: boolean, next: numbe
   return { found: word.replace(/[. ]/g, '_') === FIELD && (after === undefined || NAME_END.has(after)), next: at }
 }
 
+/** Whether the Content-ID value from `at` (white space skipped, to its line's end) is `_method`, with or without `<>`. */
+function idIsOverride (headers: string, at: number): boolean {
+  while (/\s/.test(headers[at] ?? '')) at++
+  const end = headers.indexOf('\n', at)
+  let value = headers.slice(at, end === -1 ? headers.length : end).trim()
+  if (value.startsWith('<') && value.endsWith('>')) value = value.slice(1, -1).trim()
+  return isOverrideField(value)
+}
+
 /**
- * Whether a part's header block names it `_method`: every `name` parameter in it is looked at, in
- * any header and whatever stands before it (a `filename="x; name=y"` cannot hide the real one), but
- * a `filename`.
+ * Whether a part's Content-ID names it `_method`: Rack names a part without a Content-Disposition
+ * `name` by it (its first `Content-ID:` anywhere in the block); a Content-ID header on any line
+ * counts too. Each line is read at most twice: linear.
+ */
+function idNamesOverride (headers: string, lower: string): boolean {
+  const first = lower.indexOf('content-id:')
+  if (first !== -1 && idIsOverride(headers, first + 'content-id:'.length)) return true
+  for (let line = 0; line !== -1;) {
+    const at = skipSpaces(lower, line)
+    const newline = lower.indexOf('\n', line)
+    line = newline === -1 ? -1 : newline + 1
+    if (!lower.startsWith('content-id', at)) continue
+    const colon = skipSpaces(lower, at + 'content-id'.length)
+    if (lower[colon] === ':' && idIsOverride(headers, colon + 1)) return true
+  }
+  return false
+}
+
+/**
+ * Whether a part's header block names it `_method`: its Content-ID ({@link idNamesOverride}), or
+ * any `name` parameter in it, in any header and whatever stands before it (a `filename="x; name=y"`
+ * cannot hide the real one), but a `filename`.
  */
 function namesOverride (headers: string): boolean {
   const lower = headers.toLowerCase()
+  if (idNamesOverride(headers, lower)) return true
   for (let at = lower.indexOf('name'); at !== -1;) {
     // `filename` (and any other parameter ending in `name`) is not the field's name.
     const { found, next } = /[a-z0-9_-]/.test(lower[at - 1] ?? ' ') ? { found: false, next: at + 4 } : overrideAt(headers, at + 4)
@@ -158,13 +177,14 @@ function namesOverride (headers: string): boolean {
 }
 
 /**
- * The values of `_method` parts of a multipart body. Every `--boundary` starts a part wherever it
- * stands (more parts than a strict parser finds only means more is judged); a part's headers end at
- * its first empty line. Buffer.indexOf over a boundary of bounded length: linear in the body.
+ * The values of `_method` parts of a multipart body, with the one boundary every parser reads (a
+ * Content-Type they read differently is refused: multipart-boundary.ts). Every `--boundary` starts a
+ * part wherever it stands (more parts than a strict parser finds only means more is judged); a part's
+ * headers end at its first empty line. Buffer.indexOf over a boundary of bounded length: linear in the body.
  */
 function multipartValues (body: Buffer, contentType: string): Array<string | undefined> {
-  const boundary = parameter(mediaType(contentType).parameters, 'boundary')
-  if (boundary === undefined || boundary === '') return []
+  const boundary = multipartBoundary(contentType)
+  if (boundary === undefined) return []
   const delimiter = Buffer.from(`--${boundary}`, 'latin1')
   const values: Array<string | undefined> = []
   let parts = 0

@@ -1,11 +1,12 @@
 // Method overrides on a proxied route whose rules name methods (access/method-override.ts says what
 // counts as one): a preParsing hook, after the access hook admitted the request, judges each method
 // a `?_method=` or a POST body's `_method` names with the route's own compiled judge, and refuses
-// with 403 `forbidden` naming the rule when any is refused. A body it looks at is read once, whole,
-// within OVERRIDE_BODY_MAX bytes (413 `payload_too_large` beyond) and the route's timeout, then the
-// same bytes go upstream; any other body streams on unread. Routes whose rules name no methods get
-// no hook at all. The method-override headers (X-HTTP-Method-Override and kin) never reach the
-// upstream of a protected route (proxy/headers.ts), so they need no judging here.
+// with 403 `forbidden` naming the rule when any is refused (a multipart boundary that parsers read
+// differently is a 400 `invalid_request`: access/multipart-boundary.ts). A body it looks at is read
+// once, whole, within OVERRIDE_BODY_MAX bytes (413 `payload_too_large` beyond) and the route's
+// timeout, then the same bytes go upstream; any other body streams on unread. Routes whose rules
+// name no methods get no hook at all. The method-override headers (X-HTTP-Method-Override and kin)
+// never reach the upstream of a protected route (proxy/headers.ts), so they need no judging here.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
 import { bodyOverrides, formKind, queryOverrides, refusedOverride } from '../access/method-override.js'

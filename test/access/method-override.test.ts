@@ -1,11 +1,13 @@
 // The `_method` scan without a server (src/access/method-override.ts) and the bounded body read
 // (src/routes/method-override.ts): hostile Content-Types, boundaries and part headers, bodies built
 // to make a scan quadratic (each must finish fast), and a body that trickles past the route's
-// timeout on an injected clock. The end-to-end cases are test/security/round4-method-override.test.ts.
+// timeout on an injected clock; boundaries parsers read differently (refused), parts named by Content-ID,
+// and a property that the scan finds every `_method` a Rack- or PHP-like reading finds, or refuses. The end-to-end cases are test/security/round4-method-override.test.ts.
 import { PassThrough } from 'node:stream'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { bodyOverrides, formKind, isOverrideField, queryOverrides } from '../../src/access/method-override.js'
+import { boundaryReadings } from '../../src/access/multipart-boundary.js'
 import { readBounded } from '../../src/routes/method-override.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
 import { effectiveMethod } from '../helpers/override-upstream.js'
@@ -81,6 +83,94 @@ describe('multipart parts named _method, hostile boundaries and headers', () => 
     const started = performance.now()
     bodyOverrides('multipart', body, `multipart/form-data; boundary=${boundary}`)
     expect(performance.now() - started).toBeLessThan(1000)
+  })
+})
+
+describe('boundaries the parsers read differently, and parts named by Content-ID', () => {
+  const body = multipart('AAA', 'Content-Disposition: form-data; name="_method"')
+  it.each([
+    ['multipart/form-data;boundary=AAA,x', ['AAA,x', 'AAA']],
+    ['multipart/form-data; boundary="AAA"x', ['AAA', '"AAA"x']],
+    ['multipart/form-data; xboundary=AAA; boundary=ZZZ', ['ZZZ', 'AAA']],
+    ['multipart/form-data; boundary=ZZZ; boundary=AAA', ['ZZZ', 'AAA']],
+    ['multipart/form-data; boundary="AAA,x"', ['AAA,x', 'AAA']],
+    ['multipart/form-data; boundary="A\\"A"', ['A"A', 'A\\"A', 'A\\']],
+    ['multipart/form-data; boundary=AAA ;charset=utf-8', ['AAA', 'AAA ']],
+    ['multipart/form-data; boundary=----=_Part_0.1', ['----=_Part_0.1']],
+    ['multipart/form-data; boundary=AAA x', ['AAA x']],
+    ['multipart/related; boundaryx=AAA', ['AAA']],
+  ])('%j is read as %j, and refused when that is more than one', (type, readings) => {
+    expect(boundaryReadings(type)).toEqual(new Set(readings))
+    if (readings.length > 1) {
+      expect(() => bodyOverrides('multipart', body, type)).toThrow(expect.objectContaining({ code: 'invalid_request', message: expect.stringContaining('the multipart boundary is ambiguous') }))
+    }
+  })
+
+  it.each([
+    'multipart/form-data; boundary=AAA', 'multipart/form-data; boundary="AAA"', 'MULTIPART/FORM-DATA; BOUNDARY=AAA',
+    'multipart/mixed; charset=utf-8; boundary=AAA', 'multipart/form-data;boundary=AAA',
+  ])('%j is read as AAA by every parser', (type) => {
+    expect(boundaryReadings(type)).toEqual(new Set(['AAA']))
+    expect(bodyOverrides('multipart', body, type)).toEqual(['DELETE'])
+  })
+
+  it.each([
+    ['Content-ID: _method', ['DELETE']],
+    ['content-id:_method', ['DELETE']],
+    ['Content-ID: <_method>', ['DELETE']],
+    ['Content-ID :  _method', ['DELETE']],
+    ['Content-Type: text/plain\r\nContent-ID: _method', ['DELETE']],
+    ['X-Note: see Content-ID: _method', ['DELETE']],
+    ['Content-ID: _method[]', ['DELETE']],
+    ['Content-ID: <part1@example.org>', []],
+    ['Content-ID: _METHOD', []],
+    ['Content-ID: x _method', []],
+  ])('a part with %j names %j', (headers, expected) => {
+    expect(bodyOverrides('multipart', multipart('b', headers), 'multipart/related; boundary=b')).toEqual(expected)
+  })
+
+  it.each([
+    ['1 KiB of boundary=', `multipart/form-data; ${'boundary='.repeat(1000)}`],
+    ['8 KiB of xboundary=;', `multipart/form-data; ${'xboundary=;'.repeat(800)}`],
+    ['an unclosed quote', `multipart/form-data; boundary="${'a'.repeat(8000)}`],
+    ['8 KiB of escapes', `multipart/form-data; boundary="${'\\'.repeat(8000)}`],
+    ['8 KiB of boundary="', `multipart/form-data; ${'boundary="'.repeat(800)}`],
+  ])('reads a Content-Type of %s in linear time', (_case, type) => {
+    const started = performance.now()
+    for (let round = 0; round < 100; round++) boundaryReadings(type)
+    expect(performance.now() - started).toBeLessThan(1000)
+  })
+
+  it.each([
+    ['1 MiB of Content-ID: lines', multipart('b', 'Content-ID: x\r\n'.repeat(70_000))],
+    ['1 MiB of content-id:', multipart('b', `X: ${'content-id:'.repeat(95_000)}`)],
+    ['1 MiB of Content-ID lines of white space', multipart('b', 'Content-ID:  \n'.repeat(75_000))],
+  ])('scans %s in linear time', (_case, body) => {
+    const started = performance.now()
+    bodyOverrides('multipart', body, 'multipart/related; boundary=b')
+    expect(performance.now() - started).toBeLessThan(1000)
+  })
+})
+
+describe('the scan and a Rack- or PHP-like reading of the boundary agree (property)', () => {
+  const boundary = fc.stringMatching(/^[A-Za-z0-9'()+_,./:=?-]{1,12}$/)
+  const noise = fc.array(fc.constantFrom(';', ',', '"', ' ', '=', 'x', 'boundary=', 'xboundary=', 'Boundary=', 'boundary=x', 'charset=utf-8', '; boundary=x'), { maxLength: 6 })
+  const part = (b: string) => `--${b}\r\nContent-Disposition: form-data; name="_method"\r\n\r\nDELETE\r\n--${b}--\r\n`
+
+  it('for a Content-Type built from a boundary and noise, the gateway refuses or finds the DELETE the application acts on', () => {
+    fc.assert(fc.property(boundary, noise, noise, fc.boolean(), fc.constantFrom('form-data', 'related'), (b, before, after, quoted, subtype) => {
+      const type = `multipart/${subtype}${before.join('')}; boundary=${quoted ? `"${b}"` : b}${after.join('')}`
+      const body = Buffer.from(part(b) + part('x'), 'latin1')
+      const acted = effectiveMethod('POST', '/app/x', type, body)
+      let found: Array<string | undefined>
+      try {
+        found = bodyOverrides('multipart', body, type)
+      } catch (error) {
+        expect(error).toMatchObject({ code: 'invalid_request' })
+        return
+      }
+      if (acted === 'DELETE') expect(found).toContain('DELETE')
+    }), { numRuns: 3000 })
   })
 })
 
