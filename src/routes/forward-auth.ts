@@ -83,7 +83,8 @@ function agreed (request: FastifyRequest, name: string, other: string): string |
 
 /**
  * The original request's method and canonical path, as a trusted proxy names them (see agreed):
- * what `methods` and `paths` conditions judge. Either is undefined when it cannot be told, and rules
+ * what `methods` and `paths` conditions judge. Either is undefined when it cannot be told (the path
+ * also when its raw segments are not those of its canonical form: resolvesSegments), and rules
  * then refuse rather than admit (access/rules.ts).
  */
 function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): OriginalSubject {
@@ -92,9 +93,29 @@ function originalRequest (trusted: TrustTest, request: FastifyRequest, original:
   const named = agreed(request, 'x-forwarded-method', 'x-original-method')
   const method = named !== undefined && /^[A-Za-z]+$/.test(named) ? named.toUpperCase() : undefined
   const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
-  const canonical = uri === original.uri ? canonicalTarget(uri) : undefined
+  const canonical = uri === original.uri && !resolvesSegments(uri) ? canonicalTarget(uri) : undefined
   const path = canonical?.ok === true ? canonical.url : undefined
-  return { method, path, overrides: path === undefined ? [] : [...queryOverrides(path), ...headerOverrides(request)] }
+  // Judged whether or not the path can be told: a path the rules cannot read does not hide them.
+  return { method, path, overrides: [...queryOverrides(uri ?? ''), ...headerOverrides(request)] }
+}
+
+/**
+ * Whether making the raw path canonical would change its segments: a `.` or `..` segment (raw or
+ * percent-encoded, in either case) or an empty one (`//`). The proxy in front passes the raw target to
+ * the application, which resolves these its own way or not at all (Express serves
+ * /admin/users/../../pub from the router at /admin), so the canonical path is not what it reads: the
+ * path cannot be told. Encoded unreserved characters and characters outside `pchar` are not
+ * counted: they leave every segment where it is, with the same decoded text.
+ */
+function resolvesSegments (uri: string): boolean {
+  const query = uri.indexOf('?')
+  const segments = (query === -1 ? uri : uri.slice(0, query)).split('/')
+  // segments[0] is the empty string before the leading `/`; the last may be empty (a trailing `/`).
+  return segments.some((segment, i) => {
+    if (i === 0) return false
+    const dots = segment.replace(/%2e/gi, '.')
+    return dots === '.' || dots === '..' || (segment === '' && i < segments.length - 1)
+  })
 }
 
 /**
@@ -121,7 +142,9 @@ function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subje
   return (identity) => {
     const judgement = judge(identity, subject.method, subject.path)
     if (!judgement.admit || subject.overrides.length === 0) return judgement
-    return refusedOverride(judge, identity, subject.path ?? '', subject.overrides) ?? judgement
+    // On the subject's path as told, undefined included (the target refusedOverride passes on is not read).
+    const onPath: Judge = (who, method) => judge(who, method, subject.path)
+    return refusedOverride(onPath, identity, subject.path ?? '', subject.overrides) ?? judgement
   }
 }
 
