@@ -30,6 +30,7 @@ import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 import { loggableUrl } from '../ops/logger.js'
 import { METHOD_OVERRIDES } from '../proxy/headers.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
+import { resolvesSegments } from './raw-segments.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export const LOGIN_URL_HEADER = 'x-login-url'
@@ -97,25 +98,6 @@ function originalRequest (trusted: TrustTest, request: FastifyRequest, original:
   const path = canonical?.ok === true ? canonical.url : undefined
   // Judged whether or not the path can be told: a path the rules cannot read does not hide them.
   return { method, path, overrides: [...queryOverrides(uri ?? ''), ...headerOverrides(request)] }
-}
-
-/**
- * Whether making the raw path canonical would change its segments: a `.` or `..` segment (raw or
- * percent-encoded, in either case) or an empty one (`//`). The proxy in front passes the raw target to
- * the application, which resolves these its own way or not at all (Express serves
- * /admin/users/../../pub from the router at /admin), so the canonical path is not what it reads: the
- * path cannot be told. Encoded unreserved characters and characters outside `pchar` are not
- * counted: they leave every segment where it is, with the same decoded text.
- */
-function resolvesSegments (uri: string): boolean {
-  const query = uri.indexOf('?')
-  const segments = (query === -1 ? uri : uri.slice(0, query)).split('/')
-  // segments[0] is the empty string before the leading `/`; the last may be empty (a trailing `/`).
-  return segments.some((segment, i) => {
-    if (i === 0) return false
-    const dots = segment.replace(/%2e/gi, '.')
-    return dots === '.' || dots === '..' || (segment === '' && i < segments.length - 1)
-  })
 }
 
 /**
