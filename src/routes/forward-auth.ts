@@ -30,6 +30,7 @@ import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 import { loggableUrl } from '../ops/logger.js'
 import { METHOD_OVERRIDES } from '../proxy/headers.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
+import { resolvesSegments } from './raw-segments.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export const LOGIN_URL_HEADER = 'x-login-url'
@@ -83,7 +84,8 @@ function agreed (request: FastifyRequest, name: string, other: string): string |
 
 /**
  * The original request's method and canonical path, as a trusted proxy names them (see agreed):
- * what `methods` and `paths` conditions judge. Either is undefined when it cannot be told, and rules
+ * what `methods` and `paths` conditions judge. Either is undefined when it cannot be told (the path
+ * also when its raw segments are not those of its canonical form: resolvesSegments), and rules
  * then refuse rather than admit (access/rules.ts).
  */
 function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): OriginalSubject {
@@ -92,9 +94,10 @@ function originalRequest (trusted: TrustTest, request: FastifyRequest, original:
   const named = agreed(request, 'x-forwarded-method', 'x-original-method')
   const method = named !== undefined && /^[A-Za-z]+$/.test(named) ? named.toUpperCase() : undefined
   const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
-  const canonical = uri === original.uri ? canonicalTarget(uri) : undefined
+  const canonical = uri === original.uri && !resolvesSegments(uri) ? canonicalTarget(uri) : undefined
   const path = canonical?.ok === true ? canonical.url : undefined
-  return { method, path, overrides: path === undefined ? [] : [...queryOverrides(path), ...headerOverrides(request)] }
+  // Judged whether or not the path can be told: a path the rules cannot read does not hide them.
+  return { method, path, overrides: [...queryOverrides(uri ?? ''), ...headerOverrides(request)] }
 }
 
 /**
@@ -121,7 +124,9 @@ function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subje
   return (identity) => {
     const judgement = judge(identity, subject.method, subject.path)
     if (!judgement.admit || subject.overrides.length === 0) return judgement
-    return refusedOverride(judge, identity, subject.path ?? '', subject.overrides) ?? judgement
+    // On the subject's path as told, undefined included (the target refusedOverride passes on is not read).
+    const onPath: Judge = (who, method) => judge(who, method, subject.path)
+    return refusedOverride(onPath, identity, subject.path ?? '', subject.overrides) ?? judgement
   }
 }
 
