@@ -10,6 +10,7 @@ import type { WebSocket } from 'ws'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import { socketTimers, type SocketTimers } from './session-sockets.js'
+import { LegAdmissions } from './leg-admissions.js'
 
 /** The close code and reason both legs get when their token ends (RFC 6455 §7.4.1: policy violation). */
 export const TOKEN_ENDED_CODE = 1008
@@ -45,11 +46,8 @@ interface Legs {
 }
 
 export class BearerSockets {
-  private readonly admitted = new WeakMap<object, Watch>()
-  private readonly upstreamLegs = new WeakMap<WebSocket, Watch>()
+  private readonly admissions = new LegAdmissions<Watch>()
   private readonly live = new Set<Legs>()
-  /** The admission of the upgrade whose upstream leg is being created right now. */
-  private handed: Watch | undefined
   private readonly timers: SocketTimers
 
   constructor (private readonly deps: { clock: Clock, timers?: SocketTimers | undefined, log: Logger }) {
@@ -58,23 +56,22 @@ export class BearerSockets {
 
   /** Keeps the token that let `request` (an upgrade) through: how long it holds, and how to check it again. */
   admit (request: object, hold: TokenHold, recheck: TokenRecheck): void {
-    this.admitted.set(request, { hold, recheck })
+    this.admissions.admit(request, { hold, recheck })
   }
 
   /** The proxy is about to create the upstream leg of `request`'s websocket (its header rewrite). */
   handing (request: object): void {
-    this.handed = this.admitted.get(request)
+    this.admissions.handing(request)
   }
 
   /** ws's `finishRequest`: the upstream leg just created belongs to the request last handed. */
   opening (target: WebSocket): void {
-    if (this.handed !== undefined) this.upstreamLegs.set(target, this.handed)
-    this.handed = undefined
+    this.admissions.opening(target)
   }
 
   /** Both legs are open (the proxy's onConnect): watched until their token ends, if a token let them through. */
   connected (source: WebSocket, target: WebSocket): void {
-    const watch = this.upstreamLegs.get(target)
+    const watch = this.admissions.of(target)
     if (watch === undefined || source.readyState !== OPEN || target.readyState !== OPEN) return
     const legs: Legs = { source, target, watch, cancel: undefined }
     this.live.add(legs)

@@ -11,15 +11,15 @@
 //   closes the sockets with 1008; else the next deadline is set. The same check runs once when a
 //   session's first socket is kept: an ending heard before that (between the upgrade's admission
 //   and the upstream's answer) is found there.
-// The upgrade request reaches the proxy's hooks only through @fastify/http-proxy: the admission is
-// kept by request (admit), handed over when the proxy rewrites the upstream handshake's headers
-// (handing), tied to the upstream leg as it is created (opening: ws's finishRequest, called in the
-// constructor, in the same synchronous step) and read back once both legs are open (connected).
+// The upgrade request reaches the proxy's hooks only through @fastify/http-proxy: which session let
+// an upstream leg through is kept as leg-admissions.ts says, and read back once both legs are open
+// (connected).
 import type { WebSocket } from 'ws'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import type { Session, Sessions, TokenSet } from '../session/session.js'
+import { LegAdmissions } from './leg-admissions.js'
 
 /** The close code and reason both legs get when their session ends (RFC 6455 §7.4.1: policy violation). */
 export const SESSION_ENDED_CODE = 1008
@@ -87,10 +87,7 @@ type Outcome = { kind: 'all', why: string } | { kind: 'some', refused: ReadonlyS
 
 export class SessionSockets {
   private readonly entries = new Map<string, Entry>()
-  private readonly admitted = new WeakMap<object, Admission>()
-  private readonly upstreamLegs = new WeakMap<WebSocket, Admission>()
-  /** The admission of the upgrade whose upstream leg is being created right now (see the header). */
-  private handed: Admission | undefined
+  private readonly admissions = new LegAdmissions<Admission>()
   private readonly timers: SocketTimers
 
   constructor (private readonly deps: SessionSocketsDeps) {
@@ -106,29 +103,28 @@ export class SessionSockets {
   admit (request: object, cookie: string | undefined, provider: string): Promise<void> | undefined {
     const cached = this.deps.sessions.cached(cookie)
     if (cached !== undefined) {
-      this.admitted.set(request, { session: cached, provider })
+      this.admissions.admit(request, { session: cached, provider })
       return undefined
     }
     return this.deps.sessions.load(cookie).then((session) => {
       if (session === null) throw new GatewayError('unauthenticated', 'The session ended before this websocket connection was made.')
-      this.admitted.set(request, { session, provider })
+      this.admissions.admit(request, { session, provider })
     })
   }
 
   /** The proxy is about to create the upstream leg of `request`'s websocket (its header rewrite). */
   handing (request: object): void {
-    this.handed = this.admitted.get(request)
+    this.admissions.handing(request)
   }
 
   /** ws's `finishRequest`: the upstream leg just created belongs to the request last handed. */
   opening (target: WebSocket): void {
-    if (this.handed !== undefined) this.upstreamLegs.set(target, this.handed)
-    this.handed = undefined
+    this.admissions.opening(target)
   }
 
   /** Both legs are open (the proxy's onConnect): kept under their session, if a session let them through. */
   connected (source: WebSocket, target: WebSocket): void {
-    const admission = this.upstreamLegs.get(target)
+    const admission = this.admissions.of(target)
     if (admission === undefined || source.readyState !== OPEN || target.readyState !== OPEN) return
     const { session, provider } = admission
     let entry = this.entries.get(session.id)

@@ -1,0 +1,35 @@
+// Which upgrade an upstream websocket leg was made for. The upgrade reaches the proxy's hooks only
+// through @fastify/http-proxy, so a registry that must know what let a socket through (a session:
+// session-sockets.ts; a bearer token: bearer-sockets.ts) keeps it by request (admit), has it handed
+// over when the proxy rewrites the upstream handshake's headers (handing), ties it to the upstream
+// leg as ws creates it (opening: its finishRequest, called in the constructor in the same
+// synchronous step), and reads it back once both legs are open (of).
+import type { WebSocket } from 'ws'
+
+export class LegAdmissions<T> {
+  private readonly admitted = new WeakMap<object, T>()
+  private readonly legs = new WeakMap<WebSocket, T>()
+  /** The admission of the upgrade whose upstream leg is being created right now. */
+  private handed: T | undefined
+
+  /** Keeps what let `request` (an upgrade) through. */
+  admit (request: object, admission: T): void {
+    this.admitted.set(request, admission)
+  }
+
+  /** The proxy is about to create the upstream leg of `request`'s websocket (its header rewrite). */
+  handing (request: object): void {
+    this.handed = this.admitted.get(request)
+  }
+
+  /** ws's `finishRequest`: the upstream leg just created belongs to the request last handed. */
+  opening (target: WebSocket): void {
+    if (this.handed !== undefined) this.legs.set(target, this.handed)
+    this.handed = undefined
+  }
+
+  /** What let the upstream leg `target` through; undefined: nothing this registry keeps. */
+  of (target: WebSocket): T | undefined {
+    return this.legs.get(target)
+  }
+}
