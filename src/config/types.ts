@@ -217,6 +217,8 @@ export interface RouteConfig {
   assertion: boolean
   /** Websocket routes: the largest message, in bytes, either way; a larger one closes both sockets with 1009. */
   websocketMaxMessage: number
+  /** Routes whose rules name methods: the largest form body read to find `_method` (bytes). */
+  methodOverrideMaxBody: number
   /** Machine clients with their own access tokens; absent: requests need a session. */
   bearer: BearerConfig | undefined
   /** Step-up: the sign-in at the provider must be this recent (and of one of these `acr`); absent: any. */

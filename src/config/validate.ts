@@ -476,6 +476,7 @@ function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers:
     allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
     assertion,
     websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
+    methodOverrideMaxBody: size(issues, at('methodOverrideMaxBody'), raw.methodOverrideMaxBody, 1024, 1024 ** 3),
     bearer: bearerSection(issues, at('bearer'), raw.bearer, provider),
     reauth: validateReauth(issues, at('reauth'), raw.reauth, auth, raw.bearer !== undefined),
     preserveBodyBytes: validatePreserveBody(issues, at('preserveBody'), raw.preserveBody, auth),

@@ -196,7 +196,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           else act(request, reply, verdict, authorization, acts, done)
         })
         // After a kept form is delivered: its body's `_method` is judged too.
-        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, loginUrl: guard.gate.loginUrl, switchAccount: acts.switchAccount }))
+        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount: acts.switchAccount }))
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
         if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
       }

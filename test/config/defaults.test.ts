@@ -80,6 +80,7 @@ describe('config defaults', () => {
               "user": "x-forwarded-user",
             },
             "maxConnections": 128,
+            "methodOverrideMaxBody": 1048576,
             "path": "/app",
             "preserveBodyBytes": undefined,
             "provider": "demo",

@@ -32,6 +32,7 @@ function route (path: string, rewritePrefix?: string, auth: 'none' | 'required' 
     identityHeaders: { user: 'x-forwarded-user', email: 'x-forwarded-email', groups: 'x-forwarded-groups' },
     assertion: false,
     websocketMaxMessage: 1024 * 1024,
+    methodOverrideMaxBody: 1024 * 1024,
     bearer: undefined,
     reauth: undefined,
     preserveBodyBytes: undefined,

@@ -35,6 +35,7 @@ beforeAll(async () => {
       { path: '/guarded/', upstream: app.url, provider: 'demo', deny: [{ methods: ['DELETE'] }] },
       { path: '/open/', upstream: app.url, provider: 'demo' },
       { path: '/kept/', upstream: app.url, provider: 'demo', preserveBody: '1KiB', allow: [{ methods: ['GET', 'POST'] }] },
+      { path: '/uploads/', upstream: app.url, provider: 'demo', methodOverrideMaxBody: '3MiB', allow: [{ methods: ['GET', 'POST'] }] },
     ],
   })
   gateway = stack.gateway
@@ -166,6 +167,16 @@ describe('a route that admits GET and POST, behind an application that honours _
     // Just within the bound still passes.
     const within = `title=${'x'.repeat(MIB - 6)}`
     expect((await post('/app/form', within, FORM)).status).toBe(200)
+  })
+
+  it('reads as much as the route\'s methodOverrideMaxBody allows: a 2 MiB upload passes byte for byte, a _method in it is still judged', async () => {
+    const { body, type } = multipart([field('title', 'report'), [['Content-Disposition: form-data; name="file"; filename="big.bin"', 'Content-Type: application/octet-stream'], Buffer.alloc(2 * MIB, 7)]])
+    const outcome = await post('/uploads/file', body, type)
+    expect(outcome).toMatchObject({ status: 200, reached: true, method: 'POST' })
+    expect(outcome.body!.equals(body)).toBe(true)
+    const overridden = multipart([[['Content-Disposition: form-data; name="file"; filename="big.bin"'], Buffer.alloc(2 * MIB, 7)], field('_method', 'DELETE')])
+    expect(await post('/uploads/file', overridden.body, overridden.type)).toMatchObject({ status: 403, error: 'forbidden', reached: false })
+    expect(await post('/app/file', body, type)).toMatchObject({ status: 413, error: 'payload_too_large', reached: false })
   })
 
   it('ends a body cut short without reaching the application, and serves the next request', async () => {
