@@ -131,7 +131,8 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   }
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(pathMatcher)
-    const foldedGlobs = inDeny ? rule.paths.map((glob) => pathMatcher(folded(glob))) : []
+    // A deny glob read as the path is: folded, and as routers dispatch it (`/app/index.php/admin` is `/app/admin`).
+    const foldedGlobs = inDeny ? rule.paths.flatMap((glob) => [folded(glob), ...routedForms(folded(glob), true)]).map(pathMatcher) : []
     list.push((_identity, _method, path, deny, readings) => path === undefined
       ? deny
       : globs.some((glob) => glob(path)) || readings.some((reading) => foldedGlobs.some((glob) => glob(reading))))

@@ -73,16 +73,17 @@ function withoutFormat (segment: string): string {
  * segment followed by more segments taken away (PATH_INFO) and a trailing `/` taken away (Express
  * without `strict`, Rails: `/admin/` is `/admin`); and that with the last segment's format suffix
  * taken away too (Rails: `/admin.json` is `/admin`). Only ever widens what a `deny` glob holds on
- * (src/access/rules.ts); linear in the path.
+ * (src/access/rules.ts), which reads its glob the same way (`glob`: a last segment holding `*` keeps
+ * its suffix, or `/api/*.json` would deny all of `/api/`); linear in the path.
  */
-export function routedForms (path: string): string[] {
+export function routedForms (path: string, glob = false): string[] {
   const segments = path.split('/')
   if (segments.length > 2 && segments[segments.length - 1] === '') segments.pop()
   const last = segments.length - 1
   const kept = segments.filter((segment, i) => i === last || !isScript(segment))
   const dispatched = kept.join('/')
   const final = kept[kept.length - 1]!
-  const bare = withoutFormat(final)
+  const bare = glob && final.includes('*') ? final : withoutFormat(final)
   const forms = dispatched === path ? [] : [dispatched]
   if (bare !== final) forms.push(`${dispatched.slice(0, dispatched.length - final.length)}${bare}`)
   return forms

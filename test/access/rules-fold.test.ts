@@ -114,6 +114,18 @@ describe('a deny glob and the paths routers dispatch to the same action', () => 
     expect(routedForms(path)).toEqual(forms)
   })
 
+  it.each([
+    // A glob naming a script's PATH_INFO is read as its router reads it, like the path (fast-check found it).
+    ['/~.pl/a', '/~.pl/a.json/', false],
+    ['/app/index.php/admin/*', '/app/admin/x', false],
+    // A format in a glob's starred last segment stays: /api/*.json denies JSON, not all of /api/.
+    ['/api/*.json', '/api/x.json', false],
+    ['/api/*.json', '/api/x', true],
+    ['/api/*.json', '/api/x.xml', true],
+  ])('deny %s, path %s: admitted %s', (glob, path, admitted) => {
+    expect(denyOf(glob)(undefined, 'GET', path).admit).toBe(admitted)
+  })
+
   it('a deny glob holds on the trailing-/ and format-suffix spellings of what it denies, and an allow never widens', () => {
     fc.assert(fc.property(pathSegments, fc.constantFrom('', '/', '.json', '.XML', '.json/'), fc.boolean(), (segments, tail, star) => {
       const path = `/${segments.join('/')}`
