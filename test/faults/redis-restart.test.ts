@@ -9,6 +9,7 @@ import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
 import { answersAfter, ask, hammer, startFaultStack, type Answer, type FaultStack } from '../helpers/fault-stack.js'
 import { waitFor } from '../helpers/net.js'
+import { exclusively } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 /** A short command timeout and outage hysteresis: the outage is logged within a fraction of a second. */
@@ -25,6 +26,13 @@ const parsed = (stack: FaultStack) => stack.gateway.logs.map((line) => JSON.pars
 const count = (stack: FaultStack, msg: string) => parsed(stack).filter((line) => line.msg.startsWith(msg)).length
 
 const settled = (answer: Answer) => [200, 401, 302].includes(answer.status)
+
+// Every command after the restart must answer within store.timeout (250 ms): never beside a file
+// that loads the machine (vitest.config.ts, QUIET), where a worker starved of the CPU for longer
+// runs a command's timer before it reads the reply waiting on its socket.
+let unlock: (() => Promise<void>) | undefined
+beforeAll(async () => { unlock = await exclusively('machine-load') })
+afterAll(async () => { await unlock?.() })
 
 /**
  * Restarts Redis under steady requests with the session cookie; every answer, in order. Redis stays
