@@ -8,14 +8,19 @@
 // is up, so a name lookup or connect that hangs held callers to undici's connect timeout (10 s)
 // whatever the provider's `timeout` said. A lookup left hanging so is shared by every connection
 // asking for that name meanwhile (src/ops/shared-lookup.ts): it holds one thread-pool thread, not one
-// per call.
+// per call. A connection waits for its name at most undici's connect timeout, whatever the
+// provider's `timeout` (a call given up earlier leaves its connection attempt to that timeout), so
+// that is how long a lookup that never answers stays shared before the next call starts a fresh one.
 import { Agent, request } from 'undici'
 import { sharedLookup } from '../ops/shared-lookup.js'
 
 /** Bodies larger than this are refused: a provider's token or userinfo answer is a few KiB. */
 const MAX_BODY_BYTES = 1024 * 1024
 
-const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64, connect: { lookup: sharedLookup } })
+/** undici's own default, written out: how long a connection attempt (name lookup included) may take. */
+const CONNECT_TIMEOUT_MS = 10_000
+
+const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64, connectTimeout: CONNECT_TIMEOUT_MS, connect: { lookup: sharedLookup(CONNECT_TIMEOUT_MS) } })
 
 /** Statuses whose Response must have no body (the Fetch standard's null body status). */
 const NULL_BODY = new Set([101, 103, 204, 205, 304])

@@ -92,14 +92,16 @@ export class UpstreamPool {
     this.pending = new DeadlineList<Pending>((pending) => this.expire(pending), 1, this.timers)
     // headersTimeout stays as a backstop: the deadline here always comes first. Connecting longer
     // than the route would wait for an answer is pointless. An upstream name whose lookup hangs costs
-    // one thread-pool thread, not one per connection attempt (src/ops/shared-lookup.ts).
+    // one thread-pool thread, not one per connection attempt (src/ops/shared-lookup.ts), and stays
+    // shared for as long as a connection waits for it: the connect timeout.
+    const connectTimeout = Math.min(timeoutMs, 10_000)
     this.pool = parts.pool ?? new Pool(origin, {
       connections: maxConnections,
       pipelining: 1,
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
-      connectTimeout: Math.min(timeoutMs, 10_000),
-      connect: { lookup: sharedLookup },
+      connectTimeout,
+      connect: { lookup: sharedLookup(connectTimeout) },
     })
   }
 

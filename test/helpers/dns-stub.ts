@@ -53,6 +53,14 @@ export class DnsStub {
     this.end(host, (held) => held.callback(error, held.all ? [] : ''))
   }
 
+  /**
+   * `host` resolves again for the lookups asked from now on, while the ones already hung stay held
+   * (a getaddrinfo stuck in an NSS module: it may never return); `resolve` or `fail` ends them later.
+   */
+  heal (host: string): void {
+    this.hanging.delete(host)
+  }
+
   /** `host` resolves again: its hung lookups answer 127.0.0.1, and so do the next ones. */
   resolve (host: string): void {
     this.hanging.delete(host)
