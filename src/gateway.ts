@@ -39,7 +39,7 @@ import { systemClock, type Clock } from './ops/clock.js'
 import { forwardAuth } from './routes/forward-auth.js'
 import { jwksRoute } from './routes/jwks.js'
 import { oauthRoutes } from './routes/oauth.js'
-import { probes } from './routes/probes.js'
+import { probes, READINESS_PATH } from './routes/probes.js'
 import { protectedResources } from './routes/protected-resource.js'
 import { proxyRoutes } from './routes/proxy.js'
 import { FormReplay } from './routes/preserved-body.js'
@@ -196,7 +196,10 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
 
   startAndStop(app, { providers, sessions, assertions, store })
 
-  registerErrorHandler(app, config.server.baseUrl)
+  registerErrorHandler(app, config.server.baseUrl, (request, code) => {
+    // What a store outage costs the clients. The readiness probe's 503 reports the outage; it is not a request failed.
+    if (code === 'session_store_unavailable' && request.routeOptions.url !== READINESS_PATH) metrics.storeUnavailableRequests.inc()
+  })
   registerEdge(app)
   // With metrics.listen, /metrics is served apart (and answers 404 on the public port).
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)

@@ -2,7 +2,7 @@
 // come from GatewayError (safe by construction); anything else is a generic 500 whose details go
 // to the log only.
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { GatewayError, isGatewayError, type ErrorDetails } from '../errors.js'
+import { GatewayError, isGatewayError, type ErrorCode, type ErrorDetails } from '../errors.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { HOME } from '../oauth/urls.js'
 import { errorPage, signInRemedy } from './pages.js'
@@ -56,13 +56,17 @@ export function cameFrom (referer: string | undefined, ownOrigin: string, failed
   return back
 }
 
-function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error, ownOrigin: string): FastifyReply {
+/** Told of every error answer, with its code, before it is sent (the gateway counts some in /metrics). */
+export type OnErrorAnswer = (request: FastifyRequest, code: ErrorCode) => void
+
+function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error, ownOrigin: string, onAnswer: OnErrorAnswer): FastifyReply {
   const error = toGatewayError(thrown)
+  onAnswer(request, error.code)
   const { log } = error.details
   const fields = { error: error.code, message: error.message, cause: describeCause(error.cause) }
   // An upstream failure brings its own one line; a store outage is logged once by the store itself
-  // (src/store/outage-log.ts) and counted in gateway_store_errors_total: one error line per failed
-  // request would bury either.
+  // (src/store/outage-log.ts), and such requests are counted in gateway_store_unavailable_requests_total:
+  // one error line per failed request would bury either.
   if (log) request.log.warn({ error: error.code, ...log.fields }, log.msg)
   else if (error.code === 'session_store_unavailable') request.log.debug(fields, 'request failed: session store unavailable')
   else if (error.statusCode >= 500) request.log.error(fields, 'request failed')
@@ -96,9 +100,9 @@ function refusedFields ({ refused, switchAccountUrl }: ErrorDetails): Record<str
 }
 
 /** `baseUrl`: the gateway's public address; only its origin's pages count as somewhere to go back to. */
-export function registerErrorHandler (app: FastifyInstance, baseUrl: string): void {
+export function registerErrorHandler (app: FastifyInstance, baseUrl: string, onAnswer: OnErrorAnswer = () => {}): void {
   const ownOrigin = new URL(baseUrl).origin
-  app.setErrorHandler((error: FastifyError, request, reply) => sendError(request, reply, error, ownOrigin))
+  app.setErrorHandler((error: FastifyError, request, reply) => sendError(request, reply, error, ownOrigin, onAnswer))
   app.setNotFoundHandler(async () => {
     throw new GatewayError('not_found', 'Nothing is served at this address.')
   })

@@ -1,6 +1,7 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
 // upstream latency, answers the upstream cut off, machine clients' tokens, token refreshes, store
-// errors, and the default process metrics.
+// errors (the failed commands, and the requests answered 503 for them), and the default process
+// metrics.
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
@@ -75,8 +76,17 @@ export class Metrics {
     name: 'gateway_token_refreshes_total', help: 'Access token refreshes, by provider and result (refreshed, refused, failed)', labelNames: ['provider', 'result'] as const, registers: [this.registry],
   })
 
+  /**
+   * Store commands, not requests: a request may run several commands, or none that fail (a valid
+   * access token keeps passing while a refresh cannot be written). Requests: storeUnavailableRequests.
+   */
   readonly storeErrors = new Counter({
-    name: 'gateway_store_errors_total', help: 'Session store commands that failed (unreachable, timed out)', registers: [this.registry],
+    name: 'gateway_store_errors_total', help: 'Session store commands that failed (unreachable, timed out, refused); requests answered 503 for the store are gateway_store_unavailable_requests_total', registers: [this.registry],
+  })
+
+  /** What the store's failures cost the clients: requests answered 503 session_store_unavailable. */
+  readonly storeUnavailableRequests = new Counter({
+    name: 'gateway_store_unavailable_requests_total', help: 'Requests answered 503 session_store_unavailable (the readiness probe\'s answers are not counted)', registers: [this.registry],
   })
 
   /** Part of storeErrors: the commands Redis answered with an error. Every reason starts at 0, so an alert can watch it. */

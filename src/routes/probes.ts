@@ -7,6 +7,9 @@ import { GatewayError } from '../errors.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { Readiness, StoreHealth } from '../store/store.js'
 
+/** The readiness probe's path. */
+export const READINESS_PATH = '/readyz'
+
 /** A probe never waits longer than this for the store. */
 const READY_TIMEOUT_MS = 1000
 
@@ -36,7 +39,7 @@ export async function probes (app: FastifyInstance, { store, metrics, servesMetr
 
   // 503 only when no part of the store answers (and store.readiness is required): a partly
   // reachable cluster keeps every instance in the load balancer, since they all share it.
-  app.get('/readyz', async () => {
+  app.get(READINESS_PATH, async () => {
     const health = await storeHealth(store)
     if (health.state === 'down' && readiness === 'required') {
       throw new GatewayError('session_store_unavailable', 'The session store does not answer; the log\'s "session store unreachable" line names why.')

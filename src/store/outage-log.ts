@@ -121,7 +121,7 @@ export class OutageLog {
 
   private downMessage (): string {
     if ('sentinel' in this.subject) return 'sentinel unreachable; until it is back the gateway hears of a failover only from the other sentinels'
-    return `${this.target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each failure is logged at debug level and counted in gateway_store_errors_total)`
+    return `${this.target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each such request is logged at debug level and counted in gateway_store_unavailable_requests_total)`
   }
 
   private get target (): string {

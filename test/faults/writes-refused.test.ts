@@ -102,6 +102,7 @@ describe('writes refused (OOM under noeviction)', () => {
     const { cookie, token } = await signIn()
     const lines = refusalLines().length
     expect(lines).toBe(0)
+    const unavailable = metricValue(await metrics(), 'gateway_store_unavailable_requests_total')!
     await admin.config('SET', 'maxmemory-policy', 'noeviction')
     await admin.config('SET', 'maxmemory', '1')
 
@@ -132,10 +133,13 @@ describe('writes refused (OOM under noeviction)', () => {
     const text = await metrics()
     expect(metricValue(text, 'gateway_store_refusals_total{reason="OOM"}')).toBeGreaterThanOrEqual(1 + second[1]!.suppressed! + 1)
     expect(metricValue(text, 'gateway_store_refusals_total{reason="READONLY"}')).toBe(0)
+    // Of the requests, only the sign-in was answered 503: the refused commands are not requests.
+    expect(metricValue(text, 'gateway_store_unavailable_requests_total')).toBe(unavailable + 1)
 
     // Expired: a refresh is needed, and the store cannot take it.
     at(TOKEN_S + 1)
     expect(await ask(cookie)).toEqual({ status: 503, error: 'session_store_unavailable' })
+    expect(metricValue(await metrics(), 'gateway_store_unavailable_requests_total')).toBe(unavailable + 2)
 
     // Writes work again: the token is refreshed.
     await admin.config('SET', 'maxmemory', '0')
