@@ -1,11 +1,14 @@
-// `npm run demo:provider`, the local provider of docs/getting-started.md: the real npm script as a
-// child process on ports from the OS. What it prints is pasted as the docs say (its gateway.yaml
+// `npm run demo:provider`, the local provider of docs/getting-started.md: the command of the real
+// npm script (read from package.json) as a child process on ports from the OS. It is node itself,
+// started without npm: killing npm ended npm and left its node child running after the file. What it prints is pasted as the docs say (its gateway.yaml
 // blocks read by the gateway's own parseConfig, its `export` line as the environment), and a real
 // gateway built from that signs in there. With the provider's sign-in remembered (the default) a
 // second sign-in skips its form and a sign-out at the gateway signs out there too; with
 // --no-remember-sign-in every sign-in shows the form. A bad flag, a bad value or a taken port is
 // one line on stderr.
 import { spawn } from 'node:child_process'
+import { randomUUID } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../src/config/config.js'
 import { buildGateway } from '../src/gateway.js'
@@ -14,16 +17,37 @@ import { Browser } from './helpers/browser.js'
 import { TEST_SECRET, logCollector, reserveBaseUrl } from './helpers/gateway.js'
 import { holdPort, releasePort } from './helpers/net.js'
 import { walk } from './helpers/oidc.js'
-import { Children } from './helpers/processes.js'
+import { Children, processesWithEnv } from './helpers/processes.js'
+
+/** In the environment of every process this file starts, and so of whatever those start in turn. */
+const MARK = { name: 'GATEWAY_TEST_DEMO_PROVIDER', value: randomUUID() }
 
 const children = new Children()
-afterAll(async () => { await children.end() })
+afterAll(async () => {
+  await children.end()
+  // A test ends what it starts: no demo provider of this file is left running (a provider whose
+  // parent was killed without it would be, with no test left to end it).
+  expect(await processesWithEnv(MARK.name, MARK.value)).toEqual([])
+})
 
-const PORTS = { DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0' }
+const PORTS = { DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', [MARK.name]: MARK.value }
+
+/** `npm run demo:provider`'s command, `exec node <script> <flags>`: node's arguments. */
+const SCRIPT_ARGS = (() => {
+  const { scripts } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { scripts: Record<string, string> }
+  const words = scripts['demo:provider']!.split(' ')
+  expect(words.slice(0, 2)).toEqual(['exec', 'node'])
+  return words.slice(2)
+})()
+
+/** `npm run demo:provider -- ...args`, as node with the script's arguments (the npm script's own form). */
+function startDemo (args: string[], env: Record<string, string>) {
+  return children.add(spawn(process.execPath, [...SCRIPT_ARGS, ...args], { cwd: new URL('..', import.meta.url), env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }))
+}
 
 /** Runs `npm run demo:provider -- ...args` until it exits; its exit code and output. */
 async function runToExit (args: string[], env: Record<string, string> = PORTS): Promise<{ code: number | null, stdout: string, stderr: string }> {
-  const child = children.add(spawn('npm', ['run', 'demo:provider', '--silent', '--', ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }))
+  const child = startDemo(args, env)
   let stdout = ''
   let stderr = ''
   child.stdout.on('data', (chunk: Buffer) => { stdout += chunk.toString() })
@@ -37,7 +61,7 @@ async function runToExit (args: string[], env: Record<string, string> = PORTS): 
 interface Printed { yaml: string, env: Record<string, string>, issuer: string }
 
 async function startProvider (args: string[]): Promise<Printed> {
-  const child = children.add(spawn('npm', ['run', 'demo:provider', '--silent', '--', ...args], { env: { ...process.env, ...PORTS }, stdio: ['ignore', 'pipe', 'pipe'] }))
+  const child = startDemo(args, PORTS)
   let output = ''
   await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`demo:provider printed nothing to paste within 20 s:\n${output}`)), 20_000)
@@ -121,7 +145,7 @@ describe('npm run demo:provider', () => {
   it('says in one line which port is taken and which variable moves it', async () => {
     const taken = await holdPort()
     try {
-      const { code, stdout, stderr } = await runToExit([], { DEMO_ISSUER_PORT: String(taken), DEMO_APP_PORT: '0' })
+      const { code, stdout, stderr } = await runToExit([], { ...PORTS, DEMO_ISSUER_PORT: String(taken) })
       expect(code).toBe(2)
       expect(stdout).toBe('')
       expect(stderr.split('\n').filter((line) => line.startsWith('demo:'))).toEqual([

@@ -3,7 +3,7 @@
 // port) is let go, since a test that failed halfway would otherwise leave its gateway running and
 // connected to that Redis; and a lock that keeps two machine-loading test files from overlapping.
 import type { ChildProcess } from 'node:child_process'
-import { mkdir, rm } from 'node:fs/promises'
+import { mkdir, readdir, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -25,6 +25,23 @@ export class Children {
       await exited
     }))
   }
+}
+
+/**
+ * The processes of this machine whose environment has `name=value` (Linux's /proc, as CI runs):
+ * a test gives its children a value of its own, and whatever they started inherits it, so a
+ * grandchild left running after its parent was killed is found although nobody knows its pid.
+ */
+export async function processesWithEnv (name: string, value: string): Promise<number[]> {
+  const wanted = `${name}=${value}`
+  const found: number[] = []
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue
+    // Gone meanwhile, or another user's: not one of ours.
+    const environ = await readFile(`/proc/${entry}/environ`, 'latin1').catch(() => '')
+    if (environ.split('\0').includes(wanted)) found.push(Number(entry))
+  }
+  return found
 }
 
 /**
