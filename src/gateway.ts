@@ -177,6 +177,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   // Every key is derived from session.secret (writes) and previousSecrets (opening what they sealed).
   const sealer = new Sealer(secret, config.session.previousSecrets)
   const sessions = new Sessions(store, sealer, config.session, clock)
+  metrics.countPreviousSecretSessions(() => sessions.previousSecretSessions())
   const flows = new Flows(store, sealer, config.state.ttlMs, clock)
   const providers = new Providers(config.providers, app.log)
   const signOuts = new SignOuts(store, sealer, providers, config.state.ttlMs, config.server.baseUrl, app.log, clock)

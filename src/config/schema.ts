@@ -91,7 +91,7 @@ const Session = Section({
   }),
   ttl: Duration('Idle session lifetime: each request renews it (1m to 30d).', '8h'),
   maxAge: Duration('Absolute session lifetime from the sign-in, however active the session is (5m to 400d); a refresh never extends it. A `ttl` longer than `maxAge` changes nothing. Past it, browsers sign in again and API clients get 401.', '7d'),
-  previousSecrets: filled(Strings('Earlier values of `secret` that still open what they sealed (sessions, sign-ins in flight, sign-out cookies) while everything new is sealed with `secret`: a rolling change of the secret signs nobody out (operations.md, "Rotating the session secret"). At most 4; each follows the rules for `secret`. Keep one for `maxAge` after it stopped being `secret` to sign nobody out.', { default: [], examples: [['${GATEWAY_PREVIOUS_SECRET}']], maxItems: 4, expected: 'a list of at most 4 secrets' })),
+  previousSecrets: filled(Strings('Earlier values of `secret` that still open what they sealed (sessions, sign-ins in flight, sign-out cookies) while everything new is sealed with `secret`: a rolling change of the secret signs nobody out (operations.md, "Rotating the session secret"). At most 4; each follows the rules for `secret`. Drop it when `gateway_sessions_previous_secret` is 0 on every instance (each up for `ttl` since it stopped being `secret`), or `maxAge` after, to sign nobody out.', { default: [], examples: [['${GATEWAY_PREVIOUS_SECRET}']], maxItems: 4, expected: 'a list of at most 4 secrets' })),
   cookieSecure: filled(Type.Optional(Type.Union([Type.Boolean(), Type.Literal('auto')], {
     default: 'auto', description: '`auto` sets Secure when `server.baseUrl` is https; `false` with an https baseUrl is refused.', expected: 'auto, true or false',
   }))),

@@ -1,8 +1,8 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
 // upstream latency, answers the upstream cut off, machine clients' tokens, token refreshes, store
-// errors (the failed commands, and the requests answered 503 for them), and the default process
-// metrics.
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
+// errors (the failed commands, and the requests answered 503 for them), sessions that still need a
+// previous secret, and the default process metrics.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
 const UPSTREAM_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]
@@ -94,8 +94,23 @@ export class Metrics {
     name: 'gateway_store_refusals_total', help: 'Session store commands Redis refused (reachable, answered with an error), by reason (OOM, READONLY, NOPERM, other)', labelNames: ['reason'] as const, registers: [this.registry],
   })
 
+  /** Where gateway_sessions_previous_secret is read from at scrape time (see {@link countPreviousSecretSessions}). */
+  private previousSecretSessions: () => number = () => 0
+
+  readonly sessionsPreviousSecret = new Gauge({
+    name: 'gateway_sessions_previous_secret',
+    help: 'Sessions this instance read (or refreshed) within the last session.ttl that still need a previous secret (session.previousSecrets): dropping the previous secrets now signs them out',
+    registers: [this.registry],
+    collect: () => { this.sessionsPreviousSecret.set(this.previousSecretSessions()) },
+  })
+
   constructor () {
     collectDefaultMetrics({ register: this.registry })
+  }
+
+  /** Reads gateway_sessions_previous_secret from `count` at each scrape (the sessions' own tally). */
+  countPreviousSecretSessions (count: () => number): void {
+    this.previousSecretSessions = count
   }
 
   /**

@@ -1,6 +1,6 @@
 // Session cookie <-> store record: load, start (always a new id), end. The cookie is 256 random
 // bits and the key id of the secret it was made under (`<43 chars>.<kid>`); the store key is a keyed
-// hash of it under that secret, and the record is sealed with a key derived from it and the current
+// hash of it under that secret, and the record is sealed with a key derived from it and that same
 // secret (./seal.ts). A cookie naming a secret the gateway no longer holds costs no store read.
 // No Fastify here: callers hand in the Cookie header and set or clear the cookie themselves
 // (src/http/session-cookie.ts), so every step can be called, and tested, without a server.
@@ -10,7 +10,9 @@ import { KEY_ID_LENGTH, randomToken } from './seal.js'
 import type { Session, SessionRecord } from './record.js'
 import { fromWire, toWire, type WireRecord } from './record-wire.js'
 import { SessionCache } from './cache.js'
+import { PreviousSecretReads } from './previous-secret-reads.js'
 import { refusedByStore, storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
+import { isGatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 
 export type { ProviderSession, Session, SessionRecord, TokenSet } from './record.js'
@@ -41,11 +43,15 @@ const PURPOSE = 'session'
 /**
  * The first byte of a stored record, which says its format. Each sealed format is the record's JSON
  * sealed to the cookie, and the sealed bytes follow the byte as they are:
- * - `COMPACT_RECORD` (written now): the JSON of its wire form, one-letter keys (./record-wire.ts).
- * - `REKEYED_RECORD` (written now, only for a cookie made under a previous secret): the key id of
- *   the current secret (8 bytes), then the compact record sealed with it. The cookie keeps its store
- *   id (it cannot change without a Set-Cookie on a proxied response), while the record is sealed
- *   with the current secret like every write.
+ * - `COMPACT_RECORD` (written now): the JSON of its wire form, one-letter keys (./record-wire.ts),
+ *   sealed with the secret the cookie was made under.
+ * - `REKEYED_RECORD` (written before, for a cookie made under a secret other than the writer's
+ *   current one): the key id of the writer's current secret (8 bytes), then the compact record
+ *   sealed with it. An instance still at the first step of a rotation wrote such records for cookies
+ *   made under the new secret, sealed with the old one: the last step signed those people out. Now
+ *   a record is sealed with its cookie's secret, which the session needs anyway (its store id is of
+ *   that secret), and the first read of such a record where its cookie's secret is the current one
+ *   seals it again ({@link Sessions}' read).
  * - `BINARY_RECORD` (written before): the JSON of the SessionRecord itself.
  * Records written before both are base64url text, whose first byte is a letter, digit, `-` or `_`.
  * Binary is smaller than text and the short keys smaller still, each moving a one-provider
@@ -88,17 +94,26 @@ function sessionKey (sealer: Sealer, session: { id: string, cookie: string }): S
 
 /**
  * A record as the store keeps it: the format byte, then the record's stored JSON sealed to the
- * cookie with the current secret; `cookieKey` (the secret the cookie was made under: by default the
- * one it names, else the current one) is not the current one: the current one's key id in between.
+ * cookie with `cookieKey`, the secret the cookie was made under (by default the one it names, else
+ * the current one). Never with another secret: the session lives as long as its cookie's secret is
+ * held, whatever step of a rotation the writing instance is at, and no longer.
  */
-export function encodeRecord (sealer: Sealer, cookie: string, record: SessionRecord, cookieKey = cookieKeys(sealer, cookie)[0]): Buffer {
-  const sealed = sealer.current.sealBytes(COMPACT_PURPOSE, cookie, storedJson(record))
-  const kid = cookieKey === sealer.current ? '' : sealer.current.kid
-  const value = Buffer.allocUnsafe(1 + kid.length + sealed.length)
-  value[0] = kid === '' ? COMPACT_RECORD : REKEYED_RECORD
-  value.write(kid, 1, 'latin1')
-  sealed.copy(value, 1 + kid.length)
+export function encodeRecord (sealer: Sealer, cookie: string, record: SessionRecord, cookieKey = cookieKeys(sealer, cookie)[0] ?? sealer.current): Buffer {
+  const sealed = cookieKey.sealBytes(COMPACT_PURPOSE, cookie, storedJson(record))
+  const value = Buffer.allocUnsafe(1 + sealed.length)
+  value[0] = COMPACT_RECORD
+  sealed.copy(value, 1)
   return value
+}
+
+/**
+ * Whether a stored record is worth sealing again: written by an earlier build under a secret other
+ * than its cookie's, while its cookie's secret is the current one (so the session outlives the
+ * previous secrets once its record no longer needs them). A cookie made under a previous secret
+ * needs it anyway: its record is left as it is.
+ */
+function sealedUnderAnother (sealer: Sealer, cookieKey: SealingKey, stored: Buffer): boolean {
+  return cookieKey === sealer.current && stored[0] === REKEYED_RECORD && stored.toString('latin1', 1, 1 + KEY_ID_LENGTH) !== cookieKey.kid
 }
 
 /** The stored JSON of a record sealed with `key` (or the secret a rekeyed record names), or null. */
@@ -178,6 +193,8 @@ export class Sessions {
   private readonly cache: SessionCache
   /** Store reads under way, by cookie: concurrent requests of one session share one read. */
   private readonly reading = new Map<string, { generation: number, session: Promise<Session | null> }>()
+  /** Sessions read within `session.ttl` that still need a previous secret (gateway_sessions_previous_secret). */
+  private readonly previousSecretReads: PreviousSecretReads
 
   constructor (
     private readonly store: KeyValue & Broadcast,
@@ -195,6 +212,16 @@ export class Sessions {
       ...(config.cookieDomain ? { domain: config.cookieDomain } : {}),
     })
     this.cache = new SessionCache(config.cacheTtlMs, clock)
+    this.previousSecretReads = new PreviousSecretReads(config.ttlMs, clock)
+  }
+
+  /**
+   * How many sessions this instance read from the store within the last `session.ttl` that still
+   * need a previous secret: what dropping `session.previousSecrets` now would sign out (those this
+   * instance knows of; other instances count theirs).
+   */
+  previousSecretSessions (): number {
+    return this.previousSecretReads.count()
   }
 
   /** Listens for other instances' logouts and refreshes (call once, before serving). */
@@ -215,6 +242,7 @@ export class Sessions {
   }
 
   private ended (id: string): void {
+    this.previousSecretReads.forget(id)
     for (const listener of this.endListeners) listener(id)
   }
 
@@ -307,9 +335,10 @@ export class Sessions {
   private async read (cookie: string, generation: number): Promise<Session | null> {
     const found = await this.find(cookie)
     if (!found) return null
-    const { id, record } = found
+    const { id, key, record } = found
     if (!await this.withinMaxAge(id, storeKeys.session(id), record)) return null
     const session: Session = { id, cookie, record }
+    if (this.sealer.keys.length > 1) this.previousSecretReads.note(id, key !== this.sealer.current || !await this.sealAgain(session, key, found.stored))
     // The record's idle timeout was just renewed in the store: what hangs off it is renewed too.
     if (record.providerSessions !== undefined || record.identities !== undefined) this.renewed?.(session)
     this.cache.set(session, generation)
@@ -342,13 +371,32 @@ export class Sessions {
    * when the gateway no longer holds it); for a cookie without a key id (an earlier version's), a
    * read under each secret, current first, until one opens (at most five: secret and four previous).
    */
-  private async find (cookie: string): Promise<{ id: string, record: SessionRecord } | null> {
+  private async find (cookie: string): Promise<{ id: string, key: SealingKey, record: SessionRecord, stored: Buffer } | null> {
     for (const key of cookieKeys(this.sealer, cookie)) {
       const id = key.idFor(PURPOSE, cookie)
-      const record = decodeRecord(this.sealer, cookie, await this.readAndTouch(storeKeys.session(id), this.config.ttlMs), key)
-      if (record) return { id, record }
+      const stored = await this.readAndTouch(storeKeys.session(id), this.config.ttlMs)
+      const record = decodeRecord(this.sealer, cookie, stored, key)
+      if (record && stored) return { id, key, record, stored }
     }
     return null
+  }
+
+  /**
+   * Seals a record written under a secret other than its cookie's (an earlier build's, see
+   * REKEYED_RECORD) again with its cookie's secret, when that is the current one, over the bytes just
+   * read (compare-and-set: a refresh written meanwhile is never overwritten; it was sealed right).
+   * The record is the same, so no cache is dropped. Once per record: what it writes needs no more.
+   * Whether the record is (now) sealed as its cookie needs; a store that cannot take the write
+   * leaves it for the next read.
+   */
+  private async sealAgain (session: Session, key: SealingKey, stored: Buffer): Promise<boolean> {
+    if (!sealedUnderAnother(this.sealer, key, stored)) return true
+    try {
+      return await this.store.replace(storeKeys.session(session.id), stored, encodeRecord(this.sealer, session.cookie, session.record, key), this.expiryOf(session.record))
+    } catch (error) {
+      if (isGatewayError(error) && error.code === 'session_store_unavailable') return false
+      throw error
+    }
   }
 
   /**
@@ -404,13 +452,16 @@ export class Sessions {
    * back-channel logout), and stays ended, or another writer changed it (read it again).
    */
   async update (session: Session, read: StoredRecord, record: SessionRecord): Promise<Session | null> {
-    // The store id stays the one of the secret the cookie was made under; the record is sealed with the current one.
-    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, sessionKey(this.sealer, session)), this.expiryOf(record))
+    // The store id stays the one of the secret the cookie was made under, and the record is sealed with it.
+    const key = sessionKey(this.sealer, session)
+    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, key), this.expiryOf(record))
     if (!written) {
       // Whoever ended or changed it has told every instance; this one forgets what it holds now.
       this.cache.dropId(session.id)
       return null
     }
+    // The write renewed its idle timeout as a read does (a session served from the cache is refreshed without one).
+    if (this.sealer.keys.length > 1) this.previousSecretReads.note(session.id, key !== this.sealer.current)
     await this.invalidate(session.id)
     return { id: session.id, cookie: session.cookie, record }
   }

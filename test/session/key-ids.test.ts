@@ -1,8 +1,10 @@
 // Sealed values name the key id of the secret that sealed them, so opening costs one try: session
-// cookies (`<43 chars>.<kid>`), records refreshed under a previous secret (format byte 3), the
+// cookies (`<43 chars>.<kid>`), records earlier builds sealed under another secret (format byte 3), the
 // assertion key set, the back-channel logout index. Cookies of earlier versions (no key id) are
 // tried with each secret, current first. A made-up cookie naming an unknown key id costs no store
-// read. No sockets: the in-process store, counting its reads and the decryptions tried.
+// read. A session record is sealed with its cookie's secret, whichever instance writes it; one an
+// earlier build sealed under another is sealed again by its first read where its cookie's secret is
+// the current one. No sockets: the in-process store, counting its reads and the decryptions tried.
 import pino from 'pino'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { SessionConfig } from '../../src/config/types.js'
@@ -10,7 +12,8 @@ import { KeyRing } from '../../src/assertion/keys.js'
 import { SessionIndex } from '../../src/oauth/session-index.js'
 import { emptyRecord, withSignIn, withTokens } from '../../src/session/record.js'
 import { keyIdOf, randomToken, Sealer, SealingKey } from '../../src/session/seal.js'
-import { encodeRecord, Sessions } from '../../src/session/session.js'
+import { encodeRecord, Sessions, storedJson } from '../../src/session/session.js'
+import type { SessionRecord } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { storeKeys } from '../../src/store/store.js'
 
@@ -35,6 +38,22 @@ class CountingStore extends MemoryStore {
   override async getBytes (key: string): Promise<Buffer | null> {
     this.reads++
     return await super.getBytes(key)
+  }
+}
+
+/** What an earlier build wrote for a cookie made under a secret other than its current one `writer`: format byte 3, writer's key id, the record sealed with it. */
+function rekeyed (writer: string, cookie: string, record: SessionRecord): Buffer {
+  return Buffer.concat([Buffer.from([3]), Buffer.from(keyIdOf(writer), 'latin1'), new SealingKey(writer).sealBytes('session:compact', cookie, storedJson(record))])
+}
+
+/** The in-process store, a write made by another instance between a read and the compare-and-set after it. */
+class RacingStore extends CountingStore {
+  meanwhile: (() => Promise<void>) | undefined
+  override async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number): Promise<boolean> {
+    const write = this.meanwhile
+    this.meanwhile = undefined
+    await write?.()
+    return await super.replace(key, expected, value, ttlMs)
   }
 }
 
@@ -84,25 +103,60 @@ describe('session cookies name the key id of their secret', () => {
     expect(await instance(store, [S2]).load(header(cookie))).toBeNull()
   })
 
-  it('a refresh under [s2, previous s1] keeps the store id and seals the record with s2, naming it (format byte 3)', async () => {
+  it('a refresh keeps the store id and seals the record with the secret its cookie names, whatever the instance seals new sessions with (format byte 2)', async () => {
     const store = newStore()
     const { id, cookie } = await instance(store, [S1]).start(undefined, RECORD)
     const rotated = instance(store, [S2, S1])
     const session = (await rotated.load(header(cookie)))!
     const refreshed = withTokens(RECORD, 'demo', { access_token: 'at-2', refresh_token: 'rt-2' })
     expect(await rotated.update(session, (await rotated.reload(session))!, refreshed)).not.toBeNull()
-    const stored = (await store.getBytes(storeKeys.session(id)))!
-    expect(stored[0]).toBe(3)
-    expect(stored.toString('latin1', 1, 9)).toBe(keyIdOf(S2))
-    expect((await rotated.load(header(cookie)))?.record).toEqual(refreshed)
-    // s1 alone cannot open what s2 sealed: the write was with the current secret.
-    expect(await instance(store, [S1]).load(header(cookie))).toBeNull()
-    // Refreshed again by an instance back on [s1, previous s2]: its own secret, format byte 2.
-    const back = instance(store, [S1, S2])
-    const again = (await back.load(header(cookie)))!
-    expect(await back.update(again, (await back.reload(again))!, RECORD)).not.toBeNull()
     expect((await store.getBytes(storeKeys.session(id)))![0]).toBe(2)
-    expect((await instance(store, [S1]).load(header(cookie)))?.record).toEqual(RECORD)
+    expect((await rotated.load(header(cookie)))?.record).toEqual(refreshed)
+    // s1 alone opens it: the session needs s1 for its store id anyway.
+    expect((await instance(store, [S1]).load(header(cookie)))?.record).toEqual(refreshed)
+
+    // A session begun under s2, refreshed by an instance still on [s1, previous s2]: sealed with s2, so [s2] keeps it.
+    const later = await instance(store, [S2, S1]).start(undefined, RECORD)
+    const behind = instance(store, [S1, S2])
+    const own = (await behind.load(header(later.cookie)))!
+    expect(await behind.update(own, (await behind.reload(own))!, refreshed)).not.toBeNull()
+    expect((await store.getBytes(storeKeys.session(later.id)))![0]).toBe(2)
+    expect((await instance(store, [S2]).load(header(later.cookie)))?.record).toEqual(refreshed)
+  })
+
+  it('a record an earlier build sealed under s1 for an s2 cookie is sealed again with s2 by its first read under [s2, previous s1], once; [s1, previous s2] leaves it', async () => {
+    const store = newStore()
+    const { id, cookie } = await instance(store, [S2, S1]).start(undefined, RECORD)
+    const key = storeKeys.session(id)
+    await store.set(key, rekeyed(S1, cookie, RECORD), 60_000)
+    const behind = instance(store, [S1, S2])
+    expect((await behind.load(header(cookie)))?.record).toEqual(RECORD)
+    expect((await store.getBytes(key))![0]).toBe(3)
+    // s2 is a previous secret on that instance: it counts the session, whose cookie needs s2.
+    expect(behind.previousSecretSessions()).toBe(1)
+    const rotated = instance(store, [S2, S1])
+    expect((await rotated.load(header(cookie)))?.record).toEqual(RECORD)
+    const resealed = (await store.getBytes(key))!
+    expect(resealed[0]).toBe(2)
+    expect(rotated.previousSecretSessions()).toBe(0)
+    expect((await instance(store, [S2]).load(header(cookie)))?.record).toEqual(RECORD)
+    expect((await rotated.load(header(cookie)))?.record).toEqual(RECORD)
+    expect((await store.getBytes(key))!.equals(resealed)).toBe(true)
+  })
+
+  it('sealing again is a compare-and-set over the bytes read: a refresh written in between is kept, and the session still counts until read again', async () => {
+    const store = new RacingStore()
+    stores.push(store)
+    const { id, cookie } = await instance(store, [S2, S1]).start(undefined, RECORD)
+    const key = storeKeys.session(id)
+    await store.set(key, rekeyed(S1, cookie, RECORD), 60_000)
+    const refreshed = withTokens(RECORD, 'demo', { access_token: 'at-2', refresh_token: 'rt-2' })
+    store.meanwhile = async () => { await store.set(key, encodeRecord(new Sealer(S2, [S1]), cookie, refreshed), 60_000) }
+    const rotated = instance(store, [S2, S1])
+    expect((await rotated.load(header(cookie)))?.record).toEqual(RECORD)
+    expect(rotated.previousSecretSessions()).toBe(1)
+    expect((await rotated.load(header(cookie)))?.record).toEqual(refreshed)
+    expect(rotated.previousSecretSessions()).toBe(0)
   })
 
   it.each<[string, (stored: Buffer) => Buffer]>([
@@ -116,9 +170,7 @@ describe('session cookies name the key id of their secret', () => {
     const store = newStore()
     const { id, cookie } = await instance(store, [S1]).start(undefined, RECORD)
     const rotated = instance(store, [S2, S1])
-    const session = (await rotated.load(header(cookie)))!
-    await rotated.update(session, (await rotated.reload(session))!, RECORD)
-    await store.set(storeKeys.session(id), tamper((await store.getBytes(storeKeys.session(id)))!), 60_000)
+    await store.set(storeKeys.session(id), tamper(rekeyed(S2, cookie, RECORD)), 60_000)
     expect(await rotated.load(header(cookie))).toBeNull()
   })
 
@@ -133,9 +185,9 @@ describe('session cookies name the key id of their secret', () => {
     const session = (await rotated.load(header(cookie)))!
     expect(session.record).toEqual(RECORD)
     expect(store.reads - reads).toBe(2)
-    // Refreshed: still its s1 store id, sealed with s2.
+    // Refreshed: still its s1 store id, sealed with s1 (the secret of that id).
     expect(await rotated.update(session, (await rotated.reload(session))!, RECORD)).not.toBeNull()
-    expect((await store.getBytes(storeKeys.session(session.id)))![0]).toBe(3)
+    expect((await store.getBytes(storeKeys.session(session.id)))![0]).toBe(2)
     expect((await rotated.load(header(cookie)))?.record).toEqual(RECORD)
     // At most one read per secret held (secret and four previous), then nothing.
     reads = store.reads
