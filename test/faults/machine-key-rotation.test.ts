@@ -5,8 +5,10 @@
 // throw its token away) until the gateway's set is older than the refetch cooldown, and then passes
 // after one refetch. Made-up `kid`s cost the provider one JWKS fetch per cooldown however many
 // arrive, and one still unknown after a refetch made since it was first seen is 401. With the
-// provider down, a token of a key read minutes before still passes, and an unknown `kid` is 503.
+// provider down, a token of a key read minutes before still passes, and an unknown `kid` is 503;
+// once it is back on its address, the next read takes its keys and its tokens pass.
 // The gateway's clock is injected and stands still unless the test moves it: no waiting.
+import { readFileSync } from 'node:fs'
 import { generateKeyPair, SignJWT } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BEARER_JWKS_COOLDOWN_MS } from '../../src/oauth/access-tokens.js'
@@ -79,6 +81,12 @@ function expectTryAgain (answer: Seen): void {
   expect(answer.challenge ?? '').not.toContain('invalid_token')
 }
 
+/** The 503 docs/machine-clients.md shows: status line, Retry-After and body. */
+function documented503 (): string {
+  const page = readFileSync('docs/machine-clients.md', 'utf8')
+  return /^```http\n(HTTP\/1\.1 503 [\s\S]*?)^```$/m.exec(page)![1]!.trim()
+}
+
 /** A token with the issuer, audience and scope of a real one, signed by a key the provider never had, under `kid`. */
 const stranger = (await generateKeyPair('RS256')).privateKey
 async function madeUp (kid: string): Promise<string> {
@@ -92,11 +100,11 @@ async function madeUp (kid: string): Promise<string> {
 /** Machine clients calling with whatever token `current()` gives, recording every answer, until stopped. */
 function load (current: () => string, clients = 4): { answers: Seen[], stop (): Promise<Seen[]> } {
   const answers: Seen[] = []
-  let running = true
+  const state = { running: true }
   const loops = Array.from({ length: clients }, async (_, i) => {
-    while (running) answers.push(i % 2 === 0 ? await call(current()) : await auth(current()))
+    while (state.running) answers.push(i % 2 === 0 ? await call(current()) : await auth(current()))
   })
-  return { answers, stop: async () => { running = false; await Promise.all(loops); return answers } }
+  return { answers, stop: async () => { state.running = false; await Promise.all(loops); return answers } }
 }
 
 /** Resolves once `count` answers after index `from` satisfy `match` (a deadline: fails instead of hanging). */
@@ -193,10 +201,16 @@ describe('fault: the provider rotates its signing key under machine-client load'
     advance(BEARER_JWKS_COOLDOWN_MS)
     expect((await call(known[0]!)).status).toBe(200)
     const fresh = await madeUp('made-up-while-down')
-    expectTryAgain(await call(fresh))
+    const response = await fetch(`${gateway.url}/orders/x`, { headers: { authorization: `Bearer ${fresh}`, accept: 'application/json' } })
+    const sent = `HTTP/1.1 ${response.status} ${response.statusText}\nRetry-After: ${response.headers.get('retry-after')}\n\n${await response.text()}`
+    // The answer docs/machine-clients.md shows, for its provider `corp`.
+    expect(sent).toBe(documented503().replaceAll('corp', 'demo'))
+    expect(response.headers.get('www-authenticate')).toBeNull()
     expectTryAgain(await auth(fresh))
     advance(BEARER_JWKS_COOLDOWN_MS)
     expectTryAgain(await call(await madeUp('made-up-while-down-2')))
+    // Three reads failed; the outage is one warning line, not one per read or per request.
+    expect(gateway.logs.filter((line) => line.includes('signing keys could not be read'))).toHaveLength(1)
   })
 
   it('answers 503 with Retry-After while the provider has never been read (no keys yet), never 401', async () => {
@@ -213,5 +227,18 @@ describe('fault: the provider rotates its signing key under machine-client load'
     } finally {
       await late.close()
     }
+  })
+
+  it('reads the keys again once the provider is back on its address, and its new key passes', async () => {
+    const port = op.port
+    op = await startMachineProvider(gateway.url, { port })
+    opClosed = false
+    advance(BEARER_JWKS_COOLDOWN_MS)
+    // A restarted provider signs with a key of its own: one read, then its tokens pass.
+    const token = await orders()
+    expect((await call(token)).status).toBe(200)
+    expect((await auth(await orders())).status).toBe(200)
+    expect(jwksFetches()).toBe(1)
+    expect(gateway.logs.filter((line) => line.includes('signing keys read again'))).toHaveLength(1)
   })
 })
