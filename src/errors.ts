@@ -43,6 +43,11 @@ export const ERRORS = {
     title: 'Service temporarily unavailable',
     explanation: 'The gateway cannot reach its session store right now. Please try again shortly.',
   },
+  issuer_keys_unavailable: {
+    status: 503,
+    title: 'Access token cannot be checked yet',
+    explanation: 'The gateway cannot read the keys of this access token\'s issuer right now. Keep the token and try again shortly.',
+  },
   bad_gateway: {
     status: 502,
     title: 'Application unreachable',

@@ -188,7 +188,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock })
     : undefined
   const access = new Access(sessions, refresher, clock)
-  const accessTokens = new AccessTokens(providers, clock)
+  const accessTokens = new AccessTokens(providers, clock, undefined, app.log)
   const bearerReports = new BearerReports(metrics, app.log, clock)
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)

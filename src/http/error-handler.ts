@@ -69,6 +69,8 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   // one error line per failed request would bury either.
   if (log) request.log.warn({ error: error.code, ...log.fields }, log.msg)
   else if (error.code === 'session_store_unavailable') request.log.debug(fields, 'request failed: session store unavailable')
+  // Logged once when an issuer's keys cannot be read and once when they can again (oauth/issuer-keys.ts).
+  else if (error.code === 'issuer_keys_unavailable') request.log.debug(fields, 'request failed: issuer keys unavailable')
   else if (error.statusCode >= 500) request.log.error(fields, 'request failed')
   else request.log.info(fields, 'request rejected')
 

@@ -8,20 +8,23 @@
 //
 // A verified token is cached by the SHA-256 of the token (never the token itself) until it expires
 // (an introspected one at most 60 s), in a bounded LRU: a request with a known token costs a hash
-// and a map lookup, no signature check. Keys are fetched per issuer into a set of their own whose
-// unknown-`kid` refetch waits 30 s (tokens with made-up `kid`s cost the provider at most one
-// request per 30 s); sign-ins keep the provider's own set, which refetches sooner (providers.ts).
+// and a map lookup, no signature check. Keys are fetched per issuer into a set of their own
+// (issuer-keys.ts) with the sign-in set's refetch rule: an unknown `kid` refetches it when it is
+// older than 5 s, one fetch at a time. While the keys cannot be read (the issuer down, or a `kid`
+// newer than the set read moments ago) a token is answered 503 `issuer_keys_unavailable` with
+// Retry-After, never refused: a 401 would tell the client to throw away a token that may be good.
 // @see https://www.rfc-editor.org/rfc/rfc9068 (JWT profile for access tokens)
 // @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
 import { hash as digest } from 'node:crypto'
-import { createRemoteJWKSet, customFetch, decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type JWTVerifyGetKey, type ProtectedHeaderParameters } from 'jose'
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
+import type { Logger } from '../ops/logger.js'
 import { Lru } from '../ops/lru.js'
 import { introspection } from './introspection.js'
+import { IssuerKeys, KeysUnavailable } from './issuer-keys.js'
 import { PersonClaims } from './person-claims.js'
-import { providerFetch } from './provider-http.js'
-import type { Providers, ResolvedProvider } from './providers.js'
+import { JWKS_COOLDOWN_MS, type Providers, type ResolvedProvider } from './providers.js'
 
 /** Why a token is refused: a metrics label and a log field, never a token or subject. */
 export type TokenProblem =
@@ -51,8 +54,8 @@ export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384
 
 /** How far `exp` and `nbf` may be off the gateway's clock (seconds). */
 export const CLOCK_TOLERANCE_S = 60
-/** An unknown `kid` refetches an issuer's keys at most this often. */
-export const BEARER_JWKS_COOLDOWN_MS = 30_000
+/** An unknown `kid` refetches an issuer's keys at most this often: the sign-in key set's rule. */
+export const BEARER_JWKS_COOLDOWN_MS = JWKS_COOLDOWN_MS
 /** An introspection answer is reused at most this long (and never past the token's `exp`). */
 export const INTROSPECTION_CACHE_MS = 60_000
 
@@ -84,8 +87,18 @@ function mediaType (header: ProtectedHeaderParameters): string | undefined {
   return typeof header.typ === 'string' ? header.typ.toLowerCase().replace(/^application\//, '') : undefined
 }
 
+/**
+ * 503 `issuer_keys_unavailable`: the token cannot be judged now, with when to try again. A 503 is
+ * no verdict on the token, so it carries no `WWW-Authenticate` error (RFC 6750 §3.1 names none).
+ * @see https://www.rfc-editor.org/rfc/rfc9110#section-10.2.3 (Retry-After)
+ */
+function keysUnavailable (message: string, retryAfterS: number, cause: unknown): GatewayError {
+  return new GatewayError('issuer_keys_unavailable', message, { cause, details: { headers: { 'retry-after': String(retryAfterS) } } })
+}
+
 /** What a failed jose verification means for the caller: a refusal, or (thrown) the provider's keys cannot be read. */
 function verificationProblem (error: unknown, provider: ResolvedProvider): TokenCheck {
+  if (error instanceof KeysUnavailable) throw keysUnavailable(error.message, error.retryAfterS, error.cause)
   if (error instanceof joseErrors.JWTExpired) return refused('expired', 'The token has expired.')
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
     if (error.claim === 'nbf') return refused('not_yet_valid', 'The token is not valid yet (nbf).')
@@ -103,14 +116,15 @@ function verificationProblem (error: unknown, provider: ResolvedProvider): Token
 
 export class AccessTokens {
   private readonly cache: Lru<string, VerifiedToken>
-  private readonly keySets = new Map<string, JWTVerifyGetKey>()
+  private readonly keySets = new Map<string, IssuerKeys>()
   /** Introspections under way, by token hash and issuers: concurrent requests with one token share one. */
   private readonly introspecting = new Map<string, Promise<TokenCheck>>()
 
   /** The person claims a token lacks, from its issuer's userinfo or introspection (`bearer.claimsFrom`). */
   readonly person: PersonClaims
 
-  constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000) {
+  /** `log`: where an issuer whose keys cannot be read is reported (once when it starts, once when it ends). */
+  constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000, private readonly log?: Logger) {
     this.cache = new Lru(maxEntries)
     this.person = new PersonClaims(providers, clock, maxEntries)
   }
@@ -122,8 +136,9 @@ export class AccessTokens {
 
   /**
    * Checks `token` as issued by one of `issuers` (provider names). Answers at once (no promise) for a
-   * token verified before and not expired. Throws (rejects) `provider_unavailable` when an issuer's
-   * discovery, keys or introspection endpoint cannot be reached: an outage, not a refusal.
+   * token verified before and not expired. Rejects `issuer_keys_unavailable` (503, Retry-After) when a
+   * JWT's issuer's discovery or keys cannot be read, `provider_unavailable` when its introspection
+   * endpoint cannot be reached: an outage, not a refusal.
    * @param introspect whether a token that is not a JWT is introspected (else it is refused)
    */
   check (token: string, issuers: readonly string[], introspect: boolean): TokenCheck | Promise<TokenCheck> {
@@ -179,11 +194,17 @@ export class AccessTokens {
     if (typeof header.alg !== 'string' || !ASYMMETRIC_ALGORITHMS.includes(header.alg)) return refused('algorithm', 'The token\'s signing algorithm is not accepted (public-key signatures only).')
     if (mediaType(header) === 'id+jwt' || unverified.nonce !== undefined) return refused('id_token', 'An ID token is not an access token.')
     if (unverified.cnf !== undefined) return refused('sender_constrained', SENDER_CONSTRAINED)
-    const provider = await this.issuerOf(unverified.iss, issuers)
+    let provider: ResolvedProvider | undefined
+    try {
+      provider = await this.issuerOf(unverified.iss, issuers)
+    } catch (error) {
+      // No discovery yet, so no keys: the same "try again" as keys that cannot be read (discovery is retried after as long).
+      throw keysUnavailable('The signing keys of the token\'s issuer could not be read; try again shortly.', BEARER_JWKS_COOLDOWN_MS / 1000, error)
+    }
     if (provider === undefined) return refused('unknown_issuer', 'The token is not from an issuer this route accepts.')
     let claims: JWTPayload
     try {
-      ({ payload: claims } = await jwtVerify(token, this.keySet(provider), {
+      ({ payload: claims } = await jwtVerify(token, this.keySet(provider).getKey, {
         issuer: provider.expectedIssuer,
         algorithms: ASYMMETRIC_ALGORITHMS,
         clockTolerance: CLOCK_TOLERANCE_S,
@@ -198,15 +219,12 @@ export class AccessTokens {
     return { ok: true, token: verified }
   }
 
-  /**
-   * The issuer's keys for machine clients' tokens: a set of their own per provider, with a 30 s
-   * wait between refetches for unknown `kid`s.
-   */
-  private keySet (provider: ResolvedProvider): JWTVerifyGetKey {
+  /** The issuer's keys for machine clients' tokens: a set of their own per provider (issuer-keys.ts). */
+  private keySet (provider: ResolvedProvider): IssuerKeys {
     let keys = this.keySets.get(provider.name)
     if (keys === undefined) {
       if (provider.jwksUri === undefined) throw new GatewayError('provider_unavailable', `Provider "${provider.name}" publishes no signing keys (jwks_uri).`)
-      keys = createRemoteJWKSet(new URL(provider.jwksUri), { timeoutDuration: provider.timeoutMs, cooldownDuration: BEARER_JWKS_COOLDOWN_MS, [customFetch]: providerFetch })
+      keys = new IssuerKeys(provider.name, provider.jwksUri, provider.timeoutMs, this.clock, this.log)
       this.keySets.set(provider.name, keys)
     }
     return keys

@@ -147,7 +147,8 @@ describe('sender-constrained and made-up tokens', () => {
     await Promise.all(Array.from({ length: 50 }, async (_, i) => {
       const token = await new SignJWT({ iss: op.issuer, aud: 'api://orders', sub: 'svc', exp: now + 300 })
         .setProtectedHeader({ alg: 'RS256', kid: `made-up-${i}` }).sign(op.signingKey)
-      expect((await get(`/kid-${i}`, { authorization: `Bearer ${token}` })).status).toBe(401)
+      // 401 once a read of the keys made since the kid was met lacks it, 503 "try again" while the last read is too recent to tell.
+      expect([401, 503]).toContain((await get(`/kid-${i}`, { authorization: `Bearer ${token}` })).status)
     }))
     expect(op.requests('/jwks') - before).toBeLessThanOrEqual(1)
   })

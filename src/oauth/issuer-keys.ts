@@ -1,0 +1,146 @@
+// One issuer's signing keys (its JWKS) for machine clients' tokens, with the refetch rule of the
+// sign-in key set (reliability round 3): a token whose `kid` the set does not hold refetches it when
+// the last fetch is older than JWKS_COOLDOWN_MS, one fetch at a time, so tokens with made-up `kid`s
+// cost the provider at most one fetch per cooldown. A failed fetch (refused, timed out, not a key
+// set) keeps every key already read: a token of a known key passes while the issuer is down.
+//
+// A client must not be told its token is bad when the gateway only could not tell (RFC 6750's 401
+// makes it throw the token away): an unknown `kid` is refused (`JWKSNoMatchingKey`) only when a
+// successful fetch begun after the gateway first met that `kid` did not hold it, or when the issuer
+// dropped that key from its set; otherwise the keys "cannot be read yet" ({@link KeysUnavailable}:
+// 503 with Retry-After, the time until the next fetch may be made). Time is the injected clock.
+// @see https://www.rfc-editor.org/rfc/rfc7517#section-5 (JWK Set)
+// @see https://www.rfc-editor.org/rfc/rfc6750#section-3.1 (invalid_token)
+import { hash } from 'node:crypto'
+import { createLocalJWKSet, errors as joseErrors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose'
+import type { Clock } from '../ops/clock.js'
+import type { Logger } from '../ops/logger.js'
+import { Lru } from '../ops/lru.js'
+import { providerFetch } from './provider-http.js'
+import { JWKS_COOLDOWN_MS } from './providers.js'
+
+/** A set read this long ago is read again in the background when a token is checked (jose's own default). */
+export const JWKS_MAX_AGE_MS = 10 * 60_000
+/** How many unknown `kid`s are remembered (when each was first met): a forgotten one only costs one more 503. */
+const UNKNOWN_KIDS = 1000
+
+/** The keys cannot be read now (no set yet, or the `kid` may be newer than the set): try again in `retryAfterS`. */
+export class KeysUnavailable extends Error {
+  constructor (readonly retryAfterS: number, message: string, options?: { cause?: unknown }) {
+    super(message, options)
+    this.name = 'KeysUnavailable'
+  }
+}
+
+type LocalSet = ReturnType<typeof createLocalJWKSet>
+type Key = Awaited<ReturnType<LocalSet>>
+
+/** A `kid` as remembered: short ones as they are, long ones (a stranger's choice) by their hash. */
+function kidName (header: JWSHeaderParameters): string {
+  const kid = typeof header.kid === 'string' ? header.kid : ''
+  return kid.length <= 128 ? kid : hash('sha256', kid, 'base64url')
+}
+
+/** The key set in a JWKS answer, or why it is none: not 200, not JSON, not a set, no key in it. */
+async function readSet (url: string, timeoutMs: number): Promise<{ local: LocalSet, kids: string[] }> {
+  const response = await providerFetch(url, { method: 'GET', headers: { accept: 'application/json, application/jwk-set+json' }, signal: AbortSignal.timeout(timeoutMs) })
+  if (response.status !== 200) throw new Error(`the JWKS answered ${response.status}`)
+  const json = await response.json() as JSONWebKeySet
+  const local = createLocalJWKSet(json)
+  if (json.keys.length === 0) throw new Error('the JWKS holds no key')
+  return { local, kids: json.keys.map((key) => kidName({ kid: key.kid })) }
+}
+
+export class IssuerKeys {
+  private local: LocalSet | undefined
+  private kids: readonly string[] = []
+  /** Fetches started so far; `generation`: the one that read the set held now. */
+  private started = 0
+  private generation = 0
+  /** When the set held now was fetched, and when the last fetch (good or not) began. */
+  private fetchedAt = -Infinity
+  private triedAt = -Infinity
+  /** Why the last fetch failed; undefined when it succeeded. */
+  private failure: unknown
+  private pending: Promise<void> | undefined
+  /** Unknown `kid`s: the fetches started when each was first met (-1: the issuer dropped it). */
+  private readonly unknown = new Lru<string, number>(UNKNOWN_KIDS)
+
+  /** `name`: the provider, in log lines and messages. */
+  constructor (private readonly name: string, private readonly url: string, private readonly timeoutMs: number,
+    private readonly clock: Clock, private readonly log: Logger | undefined) {}
+
+  /** jose's key lookup for `jwtVerify`: rejects `JWKSNoMatchingKey` (a refusal) or {@link KeysUnavailable}. */
+  readonly getKey = async (header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<Key> => {
+    // Fetches begun from now on were begun after this token was met.
+    const arrived = this.started
+    if (this.local === undefined) {
+      if (this.pending === undefined && !this.coolingDown()) void this.refetch()
+      await this.pending
+      if (this.local === undefined) throw this.unavailable()
+    } else if (this.clock.now() - this.fetchedAt >= JWKS_MAX_AGE_MS && this.pending === undefined && !this.coolingDown()) {
+      // Read again in the background; this token is judged by the keys held (a failure keeps them).
+      void this.refetch()
+    }
+    const found = await this.lookup(this.local!, header, token)
+    if (found !== undefined) return found
+    const name = kidName(header)
+    if (this.unknown.peek(name) === undefined) this.unknown.set(name, arrived)
+    if (this.pending === undefined && !this.coolingDown()) void this.refetch()
+    if (this.pending !== undefined) {
+      await this.pending
+      const after = await this.lookup(this.local!, header, token)
+      if (after !== undefined) return after
+    }
+    const firstMet = this.unknown.get(name) ?? arrived
+    if (this.failure === undefined && this.generation > firstMet) throw new joseErrors.JWKSNoMatchingKey()
+    throw this.unavailable()
+  }
+
+  /** The key for `header` in `local`; undefined when it holds none for it. */
+  private async lookup (local: LocalSet, header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<Key | undefined> {
+    try {
+      return await local(header, token)
+    } catch (error) {
+      if (error instanceof joseErrors.JWKSNoMatchingKey) return undefined
+      throw error
+    }
+  }
+
+  /** Whether the last fetch began less than the cooldown ago (no other may begin yet). */
+  private coolingDown (): boolean {
+    return this.clock.now() - this.triedAt < JWKS_COOLDOWN_MS
+  }
+
+  private unavailable (): KeysUnavailable {
+    const seconds = Math.max(1, Math.ceil((this.triedAt + JWKS_COOLDOWN_MS - this.clock.now()) / 1000))
+    const message = this.failure === undefined
+      ? `The token is signed with a key provider "${this.name}" had not published when its keys were last read; try again in ${seconds} s.`
+      : `The signing keys of provider "${this.name}" could not be read; try again in ${seconds} s.`
+    return new KeysUnavailable(seconds, message, { cause: this.failure })
+  }
+
+  /** One fetch; its outcome replaces the set, or keeps it and says why not. Never rejects. */
+  private refetch (): Promise<void> {
+    const generation = ++this.started
+    const began = this.clock.now()
+    this.triedAt = began
+    this.pending = readSet(this.url, this.timeoutMs).then(({ local, kids }) => {
+      // A key the issuer no longer publishes: its tokens are refused at once, not answered "try again".
+      for (const kid of this.kids) if (!kids.includes(kid)) this.unknown.set(kid, -1)
+      this.local = local
+      this.kids = kids
+      this.generation = generation
+      this.fetchedAt = began
+      if (this.failure !== undefined) this.log?.info({ provider: this.name }, 'signing keys read again; machine clients\' tokens are checked against them')
+      this.failure = undefined
+    }, (error: unknown) => {
+      if (this.failure === undefined) {
+        this.log?.warn({ provider: this.name, url: this.url, reason: error instanceof Error ? error.message : String(error) },
+          `signing keys could not be read; tokens of keys already read keep passing, others get 503 issuer_keys_unavailable until they can be (tried at most once per ${JWKS_COOLDOWN_MS / 1000} s)`)
+      }
+      this.failure = error ?? new Error('the JWKS could not be read')
+    }).finally(() => { this.pending = undefined })
+    return this.pending
+  }
+}
