@@ -5,6 +5,7 @@ import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { Readable } from 'node:stream'
 import { GatewayError } from '../errors.js'
 import type { BodyDeadlines } from './body-deadline.js'
+import { chunkCollector } from './chunk-collector.js'
 import type { UpstreamTarget } from './cut-off.js'
 import type { UpstreamResponse } from './reply-from-adapter.js'
 import { UpstreamFailure } from './upstream-pool.js'
@@ -60,6 +61,8 @@ export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDea
     request.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
   if (!small || stream.arrayBuffer === undefined) {
     request.upstreamBody = stream
+    // Its written chunks are freed every few MiB, not after tens of them (chunk-collector.ts).
+    chunkCollector().watch(stream)
     reply.send(stream)
     return
   }
