@@ -17,6 +17,9 @@ import { ReplicaUnacknowledged } from './store.js'
  * sessions already signed in must not queue behind it.
  */
 export class ReplicaWait {
+  /** Pipelines sent and not answered yet: a WAIT among them holds up those sent after it. */
+  private pending = 0
+
   constructor (
     /** The connection of these writes only (a duplicate of the store's). */
     readonly connection: Redis | Cluster,
@@ -42,18 +45,33 @@ export class ReplicaWait {
     const pipeline = this.connection.pipeline()
     write(pipeline)
     ;(pipeline as unknown as Pipeline).sendCommand(wait)
-    const [written, waited] = await pipeline.exec() ?? []
-    if (!written || !waited) throw new Error('Connection is closed.')
-    if (written[0]) throw written[0]
-    if (waited[0]) throw waited[0]
-    const replicas = Number(waited[1])
-    if (replicas < 1) {
-      const reason = `no replica acknowledged the write within ${this.timeoutMs} ms (WAIT 1 ${this.timeoutMs} answered ${replicas})`
-      this.replicas.failed(reason)
-      throw new ReplicaUnacknowledged(reason)
+    const queued = this.pending > 0
+    this.pending++
+    try {
+      const [written, waited] = await pipeline.exec() ?? []
+      if (!written || !waited) throw new Error('Connection is closed.')
+      if (written[0]) throw written[0]
+      if (waited[0]) throw waited[0]
+      const replicas = Number(waited[1])
+      if (replicas < 1) throw this.unacknowledged(`no replica acknowledged the write within ${this.timeoutMs} ms (WAIT 1 ${this.timeoutMs} answered ${replicas})`)
+      this.replicas.succeeded()
+      return written[1] as T
+    } catch (error) {
+      // Sent behind a WAIT that waited for a replica: the master did not fail to answer, it had not
+      // come to this write yet. (A master that does not answer at all is the store's own connection's
+      // outage, logged there.)
+      if (queued && error instanceof Error && error.message === 'Command timed out') {
+        throw this.unacknowledged(`no replica acknowledged the writes sent before this one within ${this.timeoutMs} ms`)
+      }
+      throw error
+    } finally {
+      this.pending--
     }
-    this.replicas.succeeded()
-    return written[1] as T
+  }
+
+  private unacknowledged (reason: string): ReplicaUnacknowledged {
+    this.replicas.failed(reason)
+    return new ReplicaUnacknowledged(reason)
   }
 
   close (): void {

@@ -13,10 +13,18 @@ import { GatewayError } from '../../src/errors.js'
 import { RedisStore } from '../../src/store/redis.js'
 import { ReplicaUnacknowledged } from '../../src/store/store.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { waitFor } from '../helpers/net.js'
+import { redisCli, startRedisCluster, type TestCluster } from '../helpers/redis-cluster.js'
 import { startSentinelSet, type TestSentinelSet } from '../helpers/redis-sentinel.js'
 
 const silent = pino({ level: 'silent' })
+/** store.timeout where WAIT is to fail: each such write waits that long. */
 const TIMEOUT_MS = 200
+/**
+ * store.timeout where a replica is to acknowledge: long enough for a replica starved of the CPU by
+ * the rest of the suite (a healthy one answers within a millisecond, bench/replica-wait.ts).
+ */
+const PATIENT_MS = 2000
 
 function storeConfig (form: Partial<StoreConfig>): StoreConfig {
   return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'rw:', timeoutMs: TIMEOUT_MS, readiness: 'required', waitForReplica: false, ...form }
@@ -90,7 +98,7 @@ describe('a Sentinel master with a replica', () => {
   afterAll(async () => { await set?.stop() })
 
   it('counts a write once the replica has it: it is on the replica the moment the write resolves', async () => {
-    const store = new RedisStore(storeConfig({ sentinel: { name: 'mymaster', nodes: set.nodes }, waitForReplica: true }), silent)
+    const store = new RedisStore(storeConfig({ sentinel: { name: 'mymaster', nodes: set.nodes }, waitForReplica: true, timeoutMs: PATIENT_MS }), silent)
     try {
       expect(await store.ready(5000)).toBe(true)
       for (let i = 0; i < 20; i++) {
@@ -103,4 +111,41 @@ describe('a Sentinel master with a replica', () => {
       await store.close()
     }
   })
+})
+
+describe('a Redis Cluster with a replica per master, one replica killed', () => {
+  /** Sent at once: about a third land on the master without a replica. */
+  const WRITES = 12
+  let cluster: TestCluster
+  beforeAll(async () => { cluster = await startRedisCluster({ replicas: 1 }) }, 60_000)
+  afterAll(async () => { await cluster?.stop() })
+
+  it('waits on the node that took each write: exactly the writes to that replica\'s master are refused', async () => {
+    const roles = await Promise.all(cluster.ports.map(async (port) => ({ port, role: await redisCli(port, 'role') })))
+    const lonely = roles.find(({ role }) => role.startsWith('master'))!.port
+    const replica = Number(/slave0:ip=[^,]+,port=(\d+)/.exec(await redisCli(lonely, 'info', 'replication'))![1])
+    await cluster.kill(replica)
+    await waitFor(async () => /connected_slaves:0/.test(await redisCli(lonely, 'info', 'replication')), 10_000, 'the master to lose its replica')
+
+    const store = new RedisStore(storeConfig({ cluster: cluster.urls, waitForReplica: true, timeoutMs: PATIENT_MS }), silent)
+    try {
+      expect(await store.ready(10_000)).toBe(true)
+      // At once: those on that master queue behind each other's WAIT, and are refused as unacknowledged too.
+      const outcomes = await Promise.all(Array.from({ length: WRITES }, async (_, i) => {
+        const error = await store.set(`k${i}`, 'v', 60_000, { replicated: true }).then(() => undefined, (failure: unknown) => failure)
+        return { key: `rw:k${i}`, error }
+      }))
+      const refused = outcomes.filter(({ error }) => error !== undefined)
+      for (const { error } of refused) expect((error as GatewayError).cause).toBeInstanceOf(ReplicaUnacknowledged)
+      // Each was written on its master all the same (the queued ones once the WAITs before them end).
+      const onLonely = async () => new Set((await redisCli(lonely, '--scan', '--pattern', 'rw:k*')).split('\n').filter(Boolean))
+      // Each WAIT there holds the connection store.timeout at most.
+      await waitFor(async () => (await onLonely()).size >= refused.length, (refused.length + 1) * PATIENT_MS, 'the queued writes to run')
+      expect(refused.length).toBeGreaterThan(0)
+      expect(refused.length).toBeLessThan(WRITES)
+      expect(refused.map(({ key }) => key).sort()).toEqual([...await onLonely()].sort())
+    } finally {
+      await store.close()
+    }
+  }, 90_000)
 })
