@@ -10,8 +10,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/config.js'
 import type { StoreConfig } from '../../src/config/types.js'
 import { GatewayError } from '../../src/errors.js'
+import { emptyRecord, withSignIn, withTokens } from '../../src/session/record.js'
+import { Sealer } from '../../src/session/seal.js'
+import { Sessions } from '../../src/session/session.js'
 import { RedisStore } from '../../src/store/redis.js'
-import { ReplicaUnacknowledged } from '../../src/store/store.js'
+import { ReplicaUnacknowledged, unacknowledgedByReplica } from '../../src/store/store.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { waitFor } from '../helpers/net.js'
 import { redisCli, startRedisCluster, type TestCluster } from '../helpers/redis-cluster.js'
@@ -89,6 +92,50 @@ describe('a Redis without a replica', () => {
     } finally {
       await store.close()
     }
+  })
+})
+
+describe('sessions on a Redis without a replica, with waitForReplica true', () => {
+  const SECRET = 'replica-wait-secret-0123456789-abcdefghij'
+  const CONFIG = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 0, maxAgeMs: 86_400_000, previousSecrets: [] }
+  const RECORD = withSignIn(emptyRecord(Date.now()), 'demo', { tokens: { access_token: 'at-1', refresh_token: 'rt-1' }, identity: { sub: 'alice', groups: [] } })
+  let redis: TestRedis
+  let plain: RedisStore
+  let waiting: RedisStore
+  beforeAll(async () => {
+    redis = await startRedis('spawn')
+    plain = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:' }), silent)
+    waiting = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:', waitForReplica: true }), silent)
+    expect(await waiting.ready(5000)).toBe(true)
+  })
+  afterAll(async () => {
+    await plain?.close()
+    await waiting?.close()
+    await redis?.stop()
+  })
+  const sessionKeys = async () => {
+    const raw = new Redis(redis.url)
+    try { return await raw.keys('sw:session:*') } finally { raw.disconnect() }
+  }
+
+  it('starts no session: the sign-in is refused, its record deleted again, and the session the browser had is kept', async () => {
+    const before = await new Sessions(plain, new Sealer(SECRET), CONFIG).start(undefined, RECORD)
+    const sessions = new Sessions(waiting, new Sealer(SECRET), CONFIG)
+    const refused = await sessions.start(`gw_session=${before.cookie}`, RECORD).then(() => undefined, (error: unknown) => error)
+    expect(unacknowledgedByReplica(refused)).toBe(true)
+    expect(await sessionKeys()).toEqual([`sw:session:${before.id}`])
+    expect((await sessions.load(`gw_session=${before.cookie}`))?.id).toBe(before.id)
+  })
+
+  it('keeps no refresh: the refreshed record is refused as unacknowledged (503 to the request)', async () => {
+    const started = await new Sessions(plain, new Sealer(SECRET), CONFIG).start(undefined, RECORD)
+    const sessions = new Sessions(waiting, new Sealer(SECRET), CONFIG)
+    const session = (await sessions.load(`gw_session=${started.cookie}`))!
+    const read = (await sessions.reload(session))!
+    const refreshed = withTokens(read.record, 'demo', { access_token: 'at-2', refresh_token: 'rt-2' })
+    const refused = await sessions.update(session, read, refreshed).then(() => undefined, (error: unknown) => error)
+    expect(unacknowledgedByReplica(refused)).toBe(true)
+    expect((refused as GatewayError).statusCode).toBe(503)
   })
 })
 
