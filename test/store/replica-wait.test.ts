@@ -106,6 +106,7 @@ describe('sessions on a Redis without a replica, with waitForReplica true', () =
     redis = await startRedis('spawn')
     plain = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:' }), silent)
     waiting = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:', waitForReplica: true }), silent)
+    expect(await plain.ready(5000)).toBe(true)
     expect(await waiting.ready(5000)).toBe(true)
   })
   afterAll(async () => {
