@@ -298,7 +298,7 @@ export class RedisStore implements SessionStore {
   }
 
   /**
-   * The sentinels promoted another node: every connection are dropped (at most store.timeout for
+   * The sentinels promoted another node: every connection is dropped (at most store.timeout for
    * the old master to close its side) and reconnect, asking a sentinel for the master again. Only a
    * connection made to a node ('connect', 'ready'): one not yet made asks a sentinel anyway, and
    * one dropped while ioredis's Sentinel connector awaits a sentinel's answer would end for good
