@@ -72,6 +72,11 @@ export interface StoreConfig {
    * reported). See docs/operations.md.
    */
   readiness: 'required' | 'ignored'
+  /**
+   * Whether a new session or a refreshed one counts as written only once a replica has acknowledged
+   * it (WAIT 1 <timeoutMs>). By default true in the Sentinel and Cluster forms, false with `url`.
+   */
+  waitForReplica: boolean
 }
 
 /** Where each identity field is found in the ID token claims or the userinfo JSON (dotted paths). */

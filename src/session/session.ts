@@ -11,7 +11,7 @@ import type { Session, SessionRecord } from './record.js'
 import { fromWire, toWire, type WireRecord } from './record-wire.js'
 import { SessionCache } from './cache.js'
 import { PreviousSecretReads } from './previous-secret-reads.js'
-import { refusedByStore, storeKeys, type Broadcast, type KeyValue } from '../store/store.js'
+import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type WriteOptions } from '../store/store.js'
 import { isGatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 
@@ -155,6 +155,13 @@ function isRecordShaped (value: unknown, created: string, tokens: string): boole
   const fields = value as Record<string, unknown>
   return typeof fields[created] === 'number' && typeof fields[tokens] === 'object' && fields[tokens] !== null
 }
+
+/**
+ * A session's record counts as written only once a replica has it (where store.waitForReplica
+ * says so): a browser is never given a cookie, nor a refresh's result kept, for a record a master
+ * cut off from its replicas would lose when demoted.
+ */
+const REPLICATED: WriteOptions = { replicated: true }
 
 const INVALIDATIONS = 'session-invalidated'
 /** Ids of sessions that ended (not changed): what hangs off a session on any instance ends with it. */
@@ -454,7 +461,12 @@ export class Sessions {
   async update (session: Session, read: StoredRecord, record: SessionRecord): Promise<Session | null> {
     // The store id stays the one of the secret the cookie was made under, and the record is sealed with it.
     const key = sessionKey(this.sealer, session)
-    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, key), this.expiryOf(record))
+    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, key), this.expiryOf(record), REPLICATED)
+      .catch(async (error: unknown) => {
+        // Written on the master all the same: what every instance holds of the old record is stale.
+        if (unacknowledgedByReplica(error)) await this.invalidate(session.id)
+        throw error
+      })
     if (!written) {
       // Whoever ended or changed it has told every instance; this one forgets what it holds now.
       this.cache.dropId(session.id)
@@ -473,7 +485,9 @@ export class Sessions {
    * the session was ended meanwhile (a sign-out, a back-channel logout), `alone` rebuilds it without
    * what the ended session held, and that is what is kept: nothing an ended session held comes back
    * under the new id. The new cookie has not left the gateway yet, so no request can see the first
-   * write. The caller sets `cookie` as `cookieName` with `cookieOptions`.
+   * write. Each write counts only once a replica has it (REPLICATED): else this throws
+   * `session_store_unavailable` before the old session is ended, and no cookie is to be given.
+   * The caller sets `cookie` as `cookieName` with `cookieOptions`.
    * @see https://owasp.org/www-community/attacks/Session_fixation
    */
   async start (oldCookieHeader: string | undefined, record: SessionRecord, alone?: () => SessionRecord): Promise<Started & { record: SessionRecord }> {
@@ -483,7 +497,7 @@ export class Sessions {
     const generation = this.cache.generation
     const key = storeKeys.session(id)
     // A new id: nothing was read under it, so nothing to compare with.
-    await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
+    await this.write(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
     if (old) {
       const oldId = await this.takeOld(old)
       if (oldId !== undefined) {
@@ -492,13 +506,24 @@ export class Sessions {
         await this.forget(oldId)
       } else if (alone) {
         record = alone()
-        await this.store.set(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
+        await this.write(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
       }
     }
     // The browser's next request (the page it signed in for) is answered from this instance's
     // cache: the record was just written, so reading it back would only cost a round trip.
     this.cache.set({ id, cookie, record }, generation)
     return { id, cookie, record }
+  }
+
+  /**
+   * Writes a new session's record, counted only once a replica has it. One no replica acknowledged
+   * is deleted again (best effort): no cookie will name it.
+   */
+  private async write (key: string, value: Buffer, ttlMs: number): Promise<void> {
+    await this.store.set(key, value, ttlMs, REPLICATED).catch(async (error: unknown) => {
+      if (unacknowledgedByReplica(error)) await this.store.delete(key).catch(() => {})
+      throw error
+    })
   }
 
   /**

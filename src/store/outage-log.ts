@@ -1,5 +1,5 @@
 // Outage lines an operator can read: one line when a store (or one node of a Redis Cluster, or one
-// sentinel of a Sentinel group) becomes unreachable and one when it is back, with hysteresis so that a flapping connection or a mix of
+// sentinel of a Sentinel group, or the replicas that acknowledge writes) becomes unreachable and one when it is back, with hysteresis so that a flapping connection or a mix of
 // failing and succeeding commands does not log a pair per flap. Both lines name the outage's cause:
 // the last real error seen (a refused connection, a wrong password, a certificate), never the
 // failures that only follow from it (a closed connection, a command with no connection to go on).
@@ -51,9 +51,10 @@ export class OutageLog {
     private readonly log: Logger,
     /**
      * What the lines name: `store` for the whole store, `node` for one cluster node (host:port),
-     * `sentinel` for one sentinel of a Sentinel group (host:port).
+     * `sentinel` for one sentinel of a Sentinel group (host:port), `replicasOf` for the replicas of
+     * a store as writes that wait for one see them (store.waitForReplica).
      */
-    private readonly subject: { store: string } | { node: string } | { sentinel: string },
+    private readonly subject: { store: string } | { node: string } | { sentinel: string } | { replicasOf: string },
     private readonly hysteresis: Hysteresis = DEFAULT_HYSTERESIS,
     /** How long an outage lasted; the hysteresis runs on setTimeout (vitest's fake timers move both). */
     private readonly clock: Clock = systemClock
@@ -120,6 +121,7 @@ export class OutageLog {
   }
 
   private downMessage (): string {
+    if ('replicasOf' in this.subject) return 'no replica of the session store acknowledged a write in time; sign-ins and token refreshes get 503 session_store_unavailable (no cookie is given) until one does (store.waitForReplica)'
     if ('sentinel' in this.subject) return 'sentinel unreachable; until it is back the gateway hears of a failover only from the other sentinels'
     return `${this.target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each such request is logged at debug level and counted in gateway_store_unavailable_requests_total)`
   }
@@ -134,6 +136,7 @@ export class OutageLog {
     // The cause may have changed while down (Redis back, but with another password): both are named.
     const last = this.lastReason && this.lastReason !== this.outageReason ? { lastReason: this.lastReason } : {}
     this.lastReason = ''
-    this.log.info({ ...this.subject, reason: this.outageReason, ...last, downForMs: this.clock.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, `${this.target} reachable again`)
+    const message = 'replicasOf' in this.subject ? 'a replica of the session store acknowledges writes again' : `${this.target} reachable again`
+    this.log.info({ ...this.subject, reason: this.outageReason, ...last, downForMs: this.clock.now() - this.downSince, failedWhileDown: this.failuresDuringOutage }, message)
   }
 }

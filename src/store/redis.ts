@@ -3,7 +3,8 @@
 // once; an outage is logged once when it starts and once when it ends (per node on a Redis Cluster),
 // never once per retry or per failed request (outage-log.ts), naming the connection's last real
 // error; a command Redis answers with an error (OOM, READONLY, NOPERM) is a refusal, logged apart
-// (refusal-log.ts).
+// (refusal-log.ts). Writes that must be on a replica before they count (store.waitForReplica) go
+// with a WAIT on a connection of their own (replica-wait.ts).
 import { Redis, Cluster, ReplyError, type RedisOptions, type Result } from 'ioredis'
 import type { Logger } from '../ops/logger.js'
 import type { SentinelConfig, StoreConfig } from '../config/types.js'
@@ -13,7 +14,8 @@ import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outag
 import { RefusalLog, refusalReason } from './refusal-log.js'
 import { closeWithin, RedisSubscription, type ChannelListener } from './redis-subscription.js'
 import { SentinelWatch, type MasterSwitch } from './sentinel-watch.js'
-import { lockOwner, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth } from './store.js'
+import { lockOwner, ReplicaUnacknowledged, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth, type WriteOptions } from './store.js'
+import { ReplicaWait } from './replica-wait.js'
 
 /**
  * Deletes KEYS[1] only while it holds ARGV[1] (the owner's token): 1 when deleted, else 0. One key,
@@ -198,6 +200,21 @@ function nodeKey (node: Redis): string {
   return `${node.options.host ?? ''}:${node.options.port ?? ''}`
 }
 
+/** Resolves true once `connection` is ready, false after `timeoutMs` without. */
+async function connected (connection: Redis | Cluster, timeoutMs: number): Promise<boolean> {
+  if (connection.status === 'ready') return true
+  return await new Promise((resolve) => {
+    const done = (ready: boolean) => {
+      clearTimeout(timer)
+      connection.off('ready', onReady)
+      resolve(ready)
+    }
+    const onReady = () => done(true)
+    const timer = setTimeout(() => done(false), timeoutMs)
+    connection.once('ready', onReady)
+  })
+}
+
 export interface RedisStoreOptions {
   /** Told of every failed command (for the store-errors metric), with the reason when Redis refused it. */
   onCommandError?: (refusal?: RefusalReason) => void
@@ -224,6 +241,8 @@ export class RedisStore implements SessionStore {
   private readonly refusals: RefusalLog
   /** The Sentinel form: each sentinel's `+switch-master`. */
   private readonly sentinels: SentinelWatch | undefined
+  /** store.waitForReplica: the writes that count only once a replica has them, on their own connection. */
+  private readonly replicaWait: ReplicaWait | undefined
 
   private readonly onCommandError: (refusal?: RefusalReason) => void
   private readonly hysteresis: Hysteresis
@@ -253,6 +272,7 @@ export class RedisStore implements SessionStore {
     this.redis.on('ready', () => this.outage.succeeded())
     if (this.redis instanceof Cluster) this.watchNodes(this.redis)
     else this.redis.on('close', () => this.outage.failed())
+    if (config.waitForReplica) this.replicaWait = this.replicaConnection()
     if (config.sentinel) {
       this.sentinels = new SentinelWatch({
         name: config.sentinel.name,
@@ -267,7 +287,18 @@ export class RedisStore implements SessionStore {
   }
 
   /**
-   * The sentinels promoted another node: both connections are dropped (at most store.timeout for
+   * The connection of the writes that wait for a replica: the store's own duplicated (the same
+   * node or sentinels, credentials, timeouts and key prefix). Its connection errors are the store's
+   * own connection's too, which logs them; its commands' failures are logged as the store's.
+   */
+  private replicaConnection (): ReplicaWait {
+    const connection = this.redis.duplicate()
+    connection.on('error', () => {})
+    return new ReplicaWait(connection, this.timeoutMs, new OutageLog(this.log, { replicasOf: this.name }, this.hysteresis, this.clock))
+  }
+
+  /**
+   * The sentinels promoted another node: every connection is dropped (at most store.timeout for
    * the old master to close its side) and reconnect, asking a sentinel for the master again. Only a
    * connection made to a node ('connect', 'ready'): one not yet made asks a sentinel anyway, and
    * one dropped while ioredis's Sentinel connector awaits a sentinel's answer would end for good
@@ -275,7 +306,7 @@ export class RedisStore implements SessionStore {
    */
   private switched (change: MasterSwitch): void {
     this.log.info(change, 'sentinels announced a new master; reconnecting to it')
-    for (const connection of [this.redis, this.subscription?.connection]) {
+    for (const connection of [this.redis, this.subscription?.connection, this.replicaWait?.connection]) {
       if (connection instanceof Redis && (connection.status === 'ready' || connection.status === 'connect')) connection.disconnect(true)
     }
   }
@@ -309,17 +340,8 @@ export class RedisStore implements SessionStore {
 
   /** Waits (bounded) for the first connection, so the first requests after start do not fail. */
   async ready (timeoutMs: number): Promise<boolean> {
-    if (this.redis.status === 'ready') return true
-    return await new Promise((resolve) => {
-      const done = (ready: boolean) => {
-        clearTimeout(timer)
-        this.redis.off('ready', onReady)
-        resolve(ready)
-      }
-      const onReady = () => done(true)
-      const timer = setTimeout(() => done(false), timeoutMs)
-      this.redis.once('ready', onReady)
-    })
+    const connections = [this.redis, ...(this.replicaWait ? [this.replicaWait.connection] : [])]
+    return (await Promise.all(connections.map((connection) => connected(connection, timeoutMs)))).every(Boolean)
   }
 
   private async run<T> (command: () => Promise<T>): Promise<T> {
@@ -333,6 +355,8 @@ export class RedisStore implements SessionStore {
     } catch (error) {
       if (error instanceof ReplyError) throw this.refused(error as Error)
       this.onCommandError()
+      // Written, but maybe on the master alone: the store answers (replica-wait.ts logs it).
+      if (error instanceof ReplicaUnacknowledged) throw new GatewayError('session_store_unavailable', 'No replica of the session store acknowledged the write in time.', { cause: error })
       // A command refused because there is no connection tells nothing new: the connection's own
       // error said why. A timeout on a connection that is up is a cause.
       outage?.failed(this.redis.status === 'ready' && !noConnection(error) ? causeOf(error) : undefined)
@@ -364,9 +388,19 @@ export class RedisStore implements SessionStore {
 
   async capExpiry (key: string, ttlMs: number) { await this.run(() => this.redis.capExpiry(key, ttlMs)) }
 
-  async set (key: string, value: string | Uint8Array, ttlMs: number) { await this.run(() => this.redis.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs)) }
-  async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number) {
-    return (await this.run(() => this.redis.replaceValue(key, asBuffer(expected), typeof value === 'string' ? value : asBuffer(value), ttlMs))) === 1
+  async set (key: string, value: string | Uint8Array, ttlMs: number, options: WriteOptions = {}) {
+    const bytes = typeof value === 'string' ? value : asBuffer(value)
+    const replicas = options.replicated === true ? this.replicaWait : undefined
+    if (replicas) await this.run(() => replicas.write((pipeline) => pipeline.set(key, bytes, 'PX', ttlMs)))
+    else await this.run(() => this.redis.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs))
+  }
+
+  async replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number, options: WriteOptions = {}) {
+    const bytes = typeof value === 'string' ? value : asBuffer(value)
+    const replicas = options.replicated === true ? this.replicaWait : undefined
+    if (!replicas) return (await this.run(() => this.redis.replaceValue(key, asBuffer(expected), bytes, ttlMs))) === 1
+    // EVAL, not the script's EVALSHA: a NOSCRIPT answer would send it again after the WAIT.
+    return (await this.run(() => replicas.write<number>((pipeline) => pipeline.eval(REPLACE, 1, key, asBuffer(expected), bytes, ttlMs)))) === 1
   }
 
   take (key: string) { return this.run(() => this.redis.getdel(key)) }
@@ -437,8 +471,13 @@ export class RedisStore implements SessionStore {
   async close (): Promise<void> {
     this.outage.close()
     this.sentinels?.close()
+    this.replicaWait?.close()
     for (const outage of this.nodes.values()) outage.close()
     // Each connection within store.timeout, whatever its state (frozen, never connected).
-    await Promise.all([closeWithin(this.redis, this.timeoutMs), this.subscription?.close(this.timeoutMs)])
+    await Promise.all([
+      closeWithin(this.redis, this.timeoutMs),
+      this.subscription?.close(this.timeoutMs),
+      this.replicaWait && closeWithin(this.replicaWait.connection, this.timeoutMs),
+    ])
   }
 }

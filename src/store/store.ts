@@ -6,6 +6,18 @@ import { randomBytes } from 'node:crypto'
 import type { Cluster, Redis } from 'ioredis'
 import { GatewayError } from '../errors.js'
 
+/** How a write counts as done. */
+export interface WriteOptions {
+  /**
+   * Only once a replica has acknowledged it (WAIT 1 <store.timeout> on the connection that took
+   * it), where the store is set to wait (`store.waitForReplica`): for what a browser is told exists
+   * (a new session, a refreshed one). A write no replica acknowledged in time is
+   * `session_store_unavailable` with {@link ReplicaUnacknowledged} as its cause: it may be on the
+   * master alone, which a failover would lose.
+   */
+  readonly replicated?: boolean
+}
+
 /**
  * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, PTTL, SET PX, GETDEL,
  * DEL, SET NX PX), but {@link replace} and {@link capExpiry}, one Lua script on one key each.
@@ -22,13 +34,13 @@ export interface KeyValue {
   /** Makes the key expire within `ttlMs` at the latest, never later than it would; nothing if it is absent. */
   capExpiry (key: string, ttlMs: number): Promise<void>
   /** Stores a value (text, or bytes as they are) for `ttlMs`. */
-  set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void>
+  set (key: string, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<void>
   /**
    * Stores `value` for `ttlMs` only while the key still holds exactly `expected` (the bytes a reader
    * got); true when it did. A key deleted or changed since is left as it is, never created again:
    * a write that was under way cannot bring back what was ended meanwhile.
    */
-  replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number): Promise<boolean>
+  replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<boolean>
   /** Reads and deletes atomically: only one caller ever gets the value (one-time login flows). */
   take (key: string): Promise<string | null>
   delete (key: string): Promise<void>
@@ -149,6 +161,23 @@ export class StoreRefusal extends Error {
     super(message, options)
     this.name = 'StoreRefusal'
   }
+}
+
+/**
+ * The cause of a `session_store_unavailable` error when a write was made but no replica
+ * acknowledged it within store.timeout (see {@link WriteOptions.replicated}). `message` says how
+ * long was waited and what WAIT answered (never a key or a value).
+ */
+export class ReplicaUnacknowledged extends Error {
+  constructor (message: string) {
+    super(message)
+    this.name = 'ReplicaUnacknowledged'
+  }
+}
+
+/** True when `error` is a write no replica acknowledged (see {@link ReplicaUnacknowledged}). */
+export function unacknowledgedByReplica (error: unknown): error is GatewayError & { cause: ReplicaUnacknowledged } {
+  return error instanceof GatewayError && error.code === 'session_store_unavailable' && error.cause instanceof ReplicaUnacknowledged
 }
 
 /**

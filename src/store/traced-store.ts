@@ -2,7 +2,7 @@
 // only when tracing is on: with it off the gateway uses the store itself, at no cost. Attributes
 // name the store and the operation, never a key (keys derive from session ids) nor a value.
 import type { Spans } from '../ops/tracing-settings.js'
-import type { LockHandle, SessionStore, StoreHealth } from './store.js'
+import type { LockHandle, SessionStore, StoreHealth, WriteOptions } from './store.js'
 
 /** `store` with a span around each command a request waits for (readiness and subscriptions run on their own). */
 export class TracedStore implements SessionStore {
@@ -24,8 +24,8 @@ export class TracedStore implements SessionStore {
   getAndTouchBytes (key: string, ttlMs: number): Promise<Buffer | null> { return this.traced('getAndTouchBytes', () => this.store.getAndTouchBytes(key, ttlMs)) }
   remainingMs (key: string): Promise<number | null> { return this.traced('remainingMs', () => this.store.remainingMs(key)) }
   capExpiry (key: string, ttlMs: number): Promise<void> { return this.traced('capExpiry', () => this.store.capExpiry(key, ttlMs)) }
-  set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void> { return this.traced('set', () => this.store.set(key, value, ttlMs)) }
-  replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number): Promise<boolean> { return this.traced('replace', () => this.store.replace(key, expected, value, ttlMs)) }
+  set (key: string, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<void> { return this.traced('set', () => this.store.set(key, value, ttlMs, options)) }
+  replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<boolean> { return this.traced('replace', () => this.store.replace(key, expected, value, ttlMs, options)) }
   take (key: string): Promise<string | null> { return this.traced('take', () => this.store.take(key)) }
   delete (key: string): Promise<void> { return this.traced('delete', () => this.store.delete(key)) }
   claim (key: string, value: string, ttlMs: number): Promise<boolean> { return this.traced('claim', () => this.store.claim(key, value, ttlMs)) }

@@ -126,6 +126,7 @@ describe('config defaults', () => {
           "timeoutMs": 500,
           "type": "memory",
           "url": undefined,
+          "waitForReplica": false,
         },
         "tracing": {
           "otlp": undefined,

@@ -8,7 +8,9 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { Redis } from 'ioredis'
 import { freePort, waitFor } from './net.js'
+import { acknowledged } from './redis-sentinel.js'
 
 const run = promisify(execFile)
 
@@ -85,6 +87,25 @@ export async function startRedisCluster (options: ClusterOptions = {}): Promise<
           const info = (await run('redis-cli', ['-p', String(port), 'info', 'replication'])).stdout
           return info.includes('role:master') || (info.includes('master_link_status:up') && info.includes('master_sync_in_progress:0'))
         }, 30_000, `replica ${port} in sync with its master`)
+      }
+      // ...and acknowledging writes: after a full copy Redis streams to a replica only from its
+      // first acknowledgement (up to a second later), and a sign-in waits for one
+      // (store.waitForReplica). A key of each master's own slots: the first of a few that it takes.
+      for (const port of ports) {
+        if (!(await redisCli(port, 'role')).startsWith('master')) continue
+        const redis = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0 })
+        redis.on('error', () => {})
+        try {
+          await waitFor(async () => {
+            for (let n = 0; n < 256; n++) {
+              const answer = await acknowledged(redis, `cluster-probe-${n}`)
+              if (answer !== undefined) return answer
+            }
+            return false
+          }, 10_000, `the replica of ${port} to acknowledge writes`)
+        } finally {
+          redis.disconnect()
+        }
       }
     }
   } catch (error) {

@@ -98,6 +98,22 @@ export interface TestSentinelSet {
   stop (): Promise<void>
 }
 
+/**
+ * Whether a replica of the master `redis` is connected to acknowledges a write made on it: `key`
+ * set, WAIT 1 for 100 ms on the same connection, then deleted. Undefined (never thrown) when the
+ * master refuses `key` (MOVED: a cluster node that does not own its slot).
+ */
+export async function acknowledged (redis: Redis, key: string): Promise<boolean | undefined> {
+  try {
+    await redis.set(key, '1')
+  } catch {
+    return undefined
+  }
+  const replicas = await redis.wait(1, 100)
+  await redis.del(key)
+  return replicas >= 1
+}
+
 /** ACL line of a user with every right, password `password`. */
 const aclUser = ({ username, password }: { username: string, password: string }) => `user ${username} on >${password} ~* &* +@all`
 
@@ -183,6 +199,9 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
     await waitFor(() => ask(masterPort, async (r) => await r.ping() === 'PONG'), 10_000, `redis master on port ${masterPort}`)
     // The replica has finished its first full copy: until then a write to the master is not on it.
     await waitFor(() => ask(replicaPort, async (r) => /master_link_status:up/.test(await r.info('replication'))), 10_000, `redis replica on port ${replicaPort} in sync`)
+    // ...and acknowledges writes: after a full copy Redis streams to a replica only from its first
+    // acknowledgement (up to a second later), and a sign-in waits for one (store.waitForReplica).
+    await waitFor(() => ask(masterPort, async (r) => await acknowledged(r, 'sentinel-set-probe') === true), 10_000, `redis replica on port ${replicaPort} to acknowledge writes`)
     const sentinels = sentinelPorts.map((port): SentinelProcess => {
       let child = start(files.sentinel(port), '--sentinel')
       return {

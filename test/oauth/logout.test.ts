@@ -48,7 +48,7 @@ beforeAll(async () => {
       { path: '/flaky/', upstream: upstream.url, provider: 'flaky' },
     ],
   })
-  store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: 500, readiness: 'required' }, gateway.app.log)
+  store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: 500, readiness: 'required', waitForReplica: false }, gateway.app.log)
 })
 
 afterAll(async () => {

@@ -37,7 +37,8 @@ describe('store.sentinel', () => {
     sentinel = await startSentinel(master.url)
     upstream = await startUpstream()
     stack = await startGatewayWithProvider({
-      store: { type: 'redis', sentinel: { name: 'mymaster', nodes: [sentinel.node] } },
+      // A master without a replica: nothing could acknowledge a sign-in (store.waitForReplica).
+      store: { type: 'redis', sentinel: { name: 'mymaster', nodes: [sentinel.node] }, waitForReplica: false },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     })
     gateway = stack.gateway

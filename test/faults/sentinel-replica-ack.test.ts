@@ -1,0 +1,82 @@
+// A sign-in the gateway acknowledged survives a failover (reliability round 3). A Sentinel master
+// whose replica cannot acknowledge (the replica frozen with SIGSTOP: its replication link stays
+// open, nothing is applied or acknowledged), as a master cut off from its replicas looks to the
+// gateway: the sign-in's callback waits store.timeout for WAIT 1 and is answered 503
+// session_store_unavailable, with no session cookie, on a page whose button starts the sign-in
+// again; the cause is logged once. Once the replica is back that button signs in, and the session
+// it gives survives a failover the sentinel is told to make (SENTINEL FAILOVER): the record was on
+// the replica before the browser got its cookie.
+import { Redis } from 'ioredis'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { sessionStatus } from '../helpers/gateway.js'
+import { startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
+import { waitFor } from '../helpers/net.js'
+import { startSentinelSet, type TestSentinelSet } from '../helpers/redis-sentinel.js'
+
+/**
+ * store.timeout: one store command, and WAIT's own timeout. Above the default: the sign-ins after
+ * the thaw need the replica's answer within it, and a machine busy with the rest of the suite can
+ * starve the replica of the CPU for longer than 500 ms.
+ */
+const TIMEOUT_MS = 1000
+
+let set: TestSentinelSet
+let stack: FaultStack
+let watcher: Redis
+const announced: string[] = []
+
+beforeAll(async () => {
+  set = await startSentinelSet({ downAfterMs: 5000, failoverTimeoutMs: 2000 })
+  watcher = set.client(set.sentinel.port, { retryStrategy: () => 100 })
+  watcher.on('message', (channel: string) => announced.push(channel))
+  await watcher.subscribe('+switch-master')
+  stack = await startFaultStack({
+    store: { type: 'redis', sentinel: { name: 'mymaster', nodes: set.nodes }, timeout: `${TIMEOUT_MS}ms` },
+    session: { cacheTtl: '0s' },
+  })
+})
+afterAll(async () => {
+  set?.replica.thaw()
+  watcher?.disconnect()
+  await stack?.close()
+  await set?.stop()
+})
+
+const replication = (port: number) => set.ask(port, (redis) => redis.info('replication'))
+const sessionCookie = (browser: Browser) => browser.cookies.get('gw_session')?.value
+const logLines = () => stack.gateway.logs.map((line) => JSON.parse(line) as { level: number, msg: string, reason?: string })
+
+describe('a Sentinel master whose replica cannot acknowledge', () => {
+  it('answers the sign-in 503 without a cookie, and a sign-in once the replica is back survives a failover', async () => {
+    set.replica.freeze()
+    const browser = new Browser()
+    const refused = await browser.navigate(`${stack.gateway.url}/app/x`, { login: 'alice' })
+    const page = await refused.text()
+    expect(refused.status).toBe(503)
+    expect(sessionCookie(browser)).toBeUndefined()
+    expect(page).toContain('session_store_unavailable')
+    // The page's button starts the sign-in over, toward where it was going.
+    const again = /<a class="button" href="([^"]+)">Try again<\/a>/.exec(page)?.[1]?.replaceAll('&#38;', '&')
+    expect(again).toBe(`${stack.gateway.url}/oauth/login/demo/?next=${encodeURIComponent('/app/x')}`)
+    // Logged once, naming the cause (after the outage log's hysteresis).
+    await waitFor(async () => logLines().some((line) => line.msg.startsWith('no replica of the session store acknowledged')), 5000, 'the cause to be logged')
+    expect(logLines().filter((line) => line.msg.startsWith('no replica of the session store acknowledged'))).toHaveLength(1)
+    expect(logLines().find((line) => line.msg.startsWith('no replica'))!.reason).toMatch(/within 1000 ms/)
+
+    set.replica.thaw()
+    await waitFor(async () => /master_link_status:up/.test(await replication(set.replica.port)), 10_000, 'the replica to follow its master again')
+    const signedIn = await browser.navigate(again!, { login: 'alice' })
+    expect(signedIn.status).toBe(200)
+    const cookie = sessionCookie(browser)!
+    expect(cookie).toBeDefined()
+    expect(await set.ask(set.replica.port, (redis) => redis.keys('gw:session:*'))).toHaveLength(1)
+
+    await set.ask(set.sentinel.port, (redis) => redis.call('SENTINEL', 'FAILOVER', 'mymaster'))
+    await waitFor(async () => announced.includes('+switch-master'), 10_000, 'the sentinel to promote the replica')
+    await waitFor(async () => /role:master/.test(await replication(set.replica.port)), 10_000, 'the replica to be master')
+    await waitFor(async () => await sessionStatus(stack.gateway, cookie) !== 503, 10_000, 'the gateway to reach the promoted replica')
+    expect(await sessionStatus(stack.gateway, cookie)).toBe(200)
+    expect(logLines().filter((line) => line.level >= 50)).toEqual([])
+  }, 60_000)
+})
