@@ -8,7 +8,7 @@ import { Assertions } from './assertion/assertions.js'
 import { KeyRing } from './assertion/keys.js'
 import { configWarnings } from './config/config.js'
 import type { GatewayConfig, StoreConfig } from './config/types.js'
-import { registerErrorHandler } from './http/error-handler.js'
+import { registerErrorHandler, type OnErrorAnswer } from './http/error-handler.js'
 import { GatewayError } from './errors.js'
 import { edgeRewriter, registerEdge } from './http/edge.js'
 import { guardUpgrades } from './http/upgrades.js'
@@ -148,6 +148,13 @@ function sessionIndexes (app: FastifyInstance, { store, sealer, sessions, ttlMs,
   return { sessionIndex, personIndex }
 }
 
+/** What a store outage costs the clients. The readiness probe's 503 reports the outage; it is not a request failed. */
+function countStoreUnavailable (metrics: Metrics): OnErrorAnswer {
+  return (request, code) => {
+    if (code === 'session_store_unavailable' && request.routeOptions.url !== READINESS_PATH) metrics.storeUnavailableRequests.inc()
+  }
+}
+
 export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {}): Promise<FastifyInstance> {
   const logStream = deps.logStream ?? new BatchedDestination()
   const app = Fastify({
@@ -197,10 +204,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
 
   startAndStop(app, { providers, sessions, assertions, store })
 
-  registerErrorHandler(app, config.server.baseUrl, (request, code) => {
-    // What a store outage costs the clients. The readiness probe's 503 reports the outage; it is not a request failed.
-    if (code === 'session_store_unavailable' && request.routeOptions.url !== READINESS_PATH) metrics.storeUnavailableRequests.inc()
-  })
+  registerErrorHandler(app, config.server.baseUrl, countStoreUnavailable(metrics))
   registerEdge(app)
   // With metrics.listen, /metrics is served apart (and answers 404 on the public port).
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)
