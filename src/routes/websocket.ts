@@ -9,7 +9,7 @@ import type { IncomingMessage } from 'node:http'
 import { WebSocketServer, type WebSocket } from 'ws'
 import type { RouteConfig } from '../config/types.js'
 import { logUpgrade } from '../http/request-end.js'
-import { upgradeOf } from '../http/upgrades.js'
+import { upgradeOf, type Upgrade } from '../http/upgrades.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import type { UpstreamTarget } from '../proxy/cut-off.js'
 import type { UpstreamHeaders } from '../proxy/request-headers.js'
@@ -41,6 +41,36 @@ function upstreamUrl (request: FastifyRequest, reply: WithFromParameters, prefix
   const url = new URL(dest, origin)
   url.search = new URL(request.url, 'ws://gateway').search
   return url
+}
+
+/**
+ * Watches the client's socket while the upstream's leg opens: a client that leaves (its end of the
+ * connection closed, which only reading shows) gives that up. What it sends meanwhile (nothing, if
+ * it waits for the 101 as it must) is kept for the upgrade, up to `limit` bytes; more ends it.
+ * `head`: stops watching, and returns what ws is to read first.
+ */
+function watchClient ({ socket, head }: Upgrade, limit: number): { gone: Promise<void>, head: () => Buffer } {
+  const early: Buffer[] = [head]
+  let size = head.length
+  const onData = (chunk: Buffer) => {
+    early.push(chunk)
+    size += chunk.length
+    if (size > limit) socket.destroy()
+  }
+  socket.on('data', onData)
+  socket.resume()
+  const gone = new Promise<void>((resolve) => {
+    socket.once('end', () => resolve())
+    socket.once('close', () => resolve())
+  })
+  return {
+    gone,
+    head: () => {
+      // ws reads the socket from the same synchronous step on (its 'data' listener): nothing is missed.
+      socket.off('data', onData)
+      return Buffer.concat(early)
+    },
+  }
 }
 
 /** The link's hooks (proxy/websocket.ts): once both legs are open, the registries keep them on a protected route. */
@@ -79,7 +109,7 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
     const upgrade = upgradeOf(request.raw)
     if (upgrade === undefined) return
     const url = upstreamUrl(request, reply as WithFromParameters, this.prefix, upstreamOrigin)
-    const clientGone = new Promise<void>((resolve) => upgrade.socket.once('close', () => resolve()))
+    const client = watchClient(upgrade, route.websocketMaxMessage)
     sockets?.handing(request)
     bearerSockets?.handing(request)
     let upstream: WebSocket
@@ -94,12 +124,13 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
           sockets?.opening(leg)
           bearerSockets?.opening(leg)
         },
-        clientGone,
+        clientGone: client.gone,
       })
     } catch (error) {
       // A client that left first is owed no answer (its socket is gone).
       if (error instanceof UpstreamHandshakeError && error.code === 'WS_CLIENT_GONE') {
         reply.hijack()
+        upgrade.socket.destroy()
         return
       }
       throw upstreamError(target, error as Error, request.url)
@@ -107,10 +138,10 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
     reply.hijack()
     if (upstream.protocol !== '') chosen.set(request.raw, upstream.protocol)
     let linked = false
-    server.handleUpgrade(request.raw, upgrade.socket, upgrade.head, (client) => {
+    server.handleUpgrade(request.raw, upgrade.socket, client.head(), (source) => {
       linked = true
       logUpgrade(request)
-      link(client, upstream, hooks)
+      link(source, upstream, hooks)
     })
     // ws answered the client's handshake itself (400: not a valid websocket handshake), or its socket had gone.
     if (!linked) {

@@ -6,13 +6,13 @@
 // (its connection cut, no close frame) closes the client's socket with 1014 (bad gateway), not
 // the proxy library's 4006. Real sockets, real `ws` upstreams.
 import { createServer as createHttpServer } from 'node:http'
-import { createServer as createTcpServer, type Socket } from 'node:net'
+import { connect as connectTcp, createServer as createTcpServer, type Socket } from 'node:net'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
 import { metricValue } from '../helpers/metrics.js'
-import { close, listen, refusedUrl } from '../helpers/net.js'
+import { close, listen, refusedUrl, waitFor } from '../helpers/net.js'
 
 /** The /hung/ route's timeout: how long its upstream's handshake may take. */
 const HUNG_TIMEOUT_MS = 500
@@ -24,8 +24,11 @@ const live = new WebSocketServer({ server: liveServer })
 const upstreamSockets: WebSocket[] = []
 /** An upstream that answers every upgrade 503. */
 const refusing = createHttpServer((_req, res) => res.end())
-/** An upstream that takes connections and never answers. */
-const hung = createTcpServer((socket) => { hungSockets.push(socket) })
+/** An upstream that takes connections, reads them (so it sees them end) and never answers. */
+const hung = createTcpServer((socket) => {
+  hungSockets.push(socket)
+  socket.resume()
+})
 const hungSockets: Socket[] = []
 
 beforeAll(async () => {
@@ -46,6 +49,8 @@ beforeAll(async () => {
       { path: '/down/', upstream: await refusedUrl(), auth: 'none', websocket: true, rewritePrefix: '/' },
       { path: '/refusing/', upstream: await listen(refusing), auth: 'none', websocket: true, rewritePrefix: '/' },
       { path: '/hung/', upstream: hungUrl, auth: 'none', websocket: true, rewritePrefix: '/', timeout: `${HUNG_TIMEOUT_MS}ms` },
+      // The same upstream with a timeout far past the test's own: only the client's leaving can end its wait.
+      { path: '/hung-long/', upstream: hungUrl, auth: 'none', websocket: true, rewritePrefix: '/', timeout: '1h' },
     ],
   })
 })
@@ -110,6 +115,20 @@ describe('an upgrade to an upstream that is down', () => {
     expect(elapsed).toBeGreaterThanOrEqual(HUNG_TIMEOUT_MS * 0.9)
     expect(elapsed).toBeLessThan(HUNG_TIMEOUT_MS + ONE_ANSWER_MS)
     await expect.poll(() => linesOf('/hung/feed')).toContainEqual(expect.objectContaining({ msg: 'upstream timed out', route: '/hung' }))
+  })
+})
+
+describe('a client that leaves while the upstream is connecting', () => {
+  it('makes the gateway give the upstream\'s connection up, not hold it until the route\'s timeout', async () => {
+    const before = hungSockets.length
+    const port = Number(new URL(gateway.url).port)
+    const client = connectTcp(port, '127.0.0.1')
+    client.on('error', () => {})
+    client.write(`GET /hung-long/feed HTTP/1.1\r\nhost: 127.0.0.1:${port}\r\norigin: ${gateway.url}\r\nconnection: Upgrade\r\nupgrade: websocket\r\nsec-websocket-version: 13\r\nsec-websocket-key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n`)
+    await waitFor(async () => hungSockets.length > before, 5000, 'the gateway to connect to the upstream')
+    const upstreamClosed = new Promise((resolve) => hungSockets[before]!.once('close', resolve))
+    client.destroy()
+    await upstreamClosed
   })
 })
 
