@@ -68,7 +68,8 @@ export class RequestEnd extends LogController {
 /**
  * The log line of a websocket upgrade the gateway passes on: Fastify writes none for it (the socket
  * is handed over, no response is sent), so the audit fields would be missing. Written once, when the
- * upstream handshake starts, at the level of `request completed`.
+ * client's upgrade is answered 101 (the upstream's leg is open by then), at the level of
+ * `request completed`.
  */
 export function logUpgrade (request: FastifyRequest): void {
   const fields = { method: request.method, url: loggableUrl(request.url), statusCode: 101 }

@@ -1,9 +1,10 @@
 // Upgrade requests. Node hands every request with an Upgrade header to the server's 'upgrade'
-// listeners, outside the HTTP server's own answering and timeouts; @fastify/http-proxy's listener
-// then marks each one as a websocket, and on a route without `websocket: true` nothing ever
-// answers it: the socket stays open for good. Only a websocket upgrade to a websocket route goes
-// to that listener here; every other upgrade request is answered as the ordinary HTTP request it
-// also is (the Upgrade header is hop-by-hop and never forwarded), and its socket is closed after.
+// listeners, outside the HTTP server's own answering and timeouts. A websocket upgrade to a
+// websocket route goes through Fastify's routing with its socket kept (upgradeOf), so that the
+// route's hooks judge it and then either take the socket over (routes/websocket.ts, once the
+// upstream's leg is open) or answer it as HTTP (401, 403, 502, 504) on that socket. Every other
+// upgrade request is answered as the ordinary HTTP request it also is (the Upgrade header is
+// hop-by-hop and never forwarded). Either way the socket is closed after an HTTP answer.
 import { ServerResponse, type IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
@@ -11,21 +12,36 @@ import type { RouteConfig } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { refuseAtEdge } from './edge.js'
 
-type UpgradeListener = (request: IncomingMessage, socket: Duplex, head: Buffer) => void
+/** An upgrade request's socket and the bytes read past its headers. */
+export interface Upgrade {
+  readonly socket: Duplex
+  readonly head: Buffer
+}
+
+const upgrades = new WeakMap<IncomingMessage, Upgrade>()
+
+/** The socket of a websocket upgrade to a websocket route; undefined for any other request. */
+export function upgradeOf (request: IncomingMessage): Upgrade | undefined {
+  return upgrades.get(request)
+}
 
 /** True when `path` (canonical) is under one of the route prefixes. */
 function underAny (path: string, prefixes: string[]): boolean {
   return prefixes.some((prefix) => prefix === '/' || path === prefix || path.startsWith(`${prefix}/`))
 }
 
-/** Answers an upgrade request through Fastify as plain HTTP, then closes its socket. */
-function answerAsHttp (app: FastifyInstance, request: IncomingMessage, socket: Duplex): void {
+/**
+ * Routes an upgrade request through Fastify on its socket, which is closed after an HTTP answer;
+ * `websocket`: kept for the route's hooks to take over (upgradeOf).
+ */
+function route (app: FastifyInstance, request: IncomingMessage, socket: Duplex, head: Buffer, websocket: boolean): void {
   socket.on('error', () => socket.destroy())
   // Node stops parsing at an upgrade request's headers: a body it declares would never arrive.
   const length = request.headers['content-length']
   if ((length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined) {
     refuseAtEdge(request, 'an upgrade request may not carry a body')
   }
+  if (websocket) upgrades.set(request, { socket, head })
   const response = new ServerResponse(request)
   response.shouldKeepAlive = false
   response.assignSocket(socket as Parameters<ServerResponse['assignSocket']>[0])
@@ -34,22 +50,16 @@ function answerAsHttp (app: FastifyInstance, request: IncomingMessage, socket: D
 }
 
 /**
- * Puts the gateway's dispatcher in front of the 'upgrade' listeners registered so far (call once
- * every route is registered): websocket upgrades under a websocket route go to them, the rest are
- * answered as HTTP.
+ * Answers every upgrade request (call once every route is registered): websocket upgrades under a
+ * websocket route are kept for that route to take over, the rest are answered as HTTP.
  */
 export function guardUpgrades (app: FastifyInstance, routes: RouteConfig[]): void {
   const websocketPrefixes = routes.filter((route) => route.websocket).map((route) => route.path)
-  const proxies = app.server.listeners('upgrade') as UpgradeListener[]
   app.server.removeAllListeners('upgrade')
   app.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const target = canonicalTarget(request.url ?? '')
     const path = target.ok ? target.url.split('?', 1)[0]! : undefined
     const websocket = request.headers.upgrade?.toLowerCase() === 'websocket'
-    if (websocket && path !== undefined && underAny(path, websocketPrefixes)) {
-      for (const proxy of proxies) proxy(request, socket, head)
-      return
-    }
-    answerAsHttp(app, request, socket)
+    route(app, request, socket, head, websocket && path !== undefined && underAny(path, websocketPrefixes))
   })
 }

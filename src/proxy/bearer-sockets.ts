@@ -16,7 +16,7 @@ import { LegAdmissions } from './leg-admissions.js'
 export const TOKEN_ENDED_CODE = 1008
 export const TOKEN_ENDED_REASON = 'token ended'
 
-/** WebSocket.OPEN: `ws` is @fastify/http-proxy's dependency, not ours, so only its types are imported. */
+/** WebSocket.OPEN, as a plain number. */
 const OPEN = 1
 /** Node fires a timer set for more than 2^31 - 1 ms at once: a later end is reached in several waits. */
 const MAX_DELAY_MS = 24 * 3600 * 1000
@@ -59,17 +59,17 @@ export class BearerSockets {
     this.admissions.admit(request, { hold, recheck })
   }
 
-  /** The proxy is about to create the upstream leg of `request`'s websocket (its header rewrite). */
+  /** The upstream leg of `request`'s websocket is about to be created. */
   handing (request: object): void {
     this.admissions.handing(request)
   }
 
-  /** ws's `finishRequest`: the upstream leg just created belongs to the request last handed. */
+  /** The upstream leg just created belongs to the request last handed. */
   opening (target: WebSocket): void {
     this.admissions.opening(target)
   }
 
-  /** Both legs are open (the proxy's onConnect): watched until their token ends, if a token let them through. */
+  /** Both legs are open (the link's onConnect): watched until their token ends, if a token let them through. */
   connected (source: WebSocket, target: WebSocket): void {
     const watch = this.admissions.of(target)
     if (watch === undefined || source.readyState !== OPEN || target.readyState !== OPEN) return

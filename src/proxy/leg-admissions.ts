@@ -1,9 +1,8 @@
-// Which upgrade an upstream websocket leg was made for. The upgrade reaches the proxy's hooks only
-// through @fastify/http-proxy, so a registry that must know what let a socket through (a session:
-// session-sockets.ts; a bearer token: bearer-sockets.ts) keeps it by request (admit), has it handed
-// over when the proxy rewrites the upstream handshake's headers (handing), ties it to the upstream
-// leg as ws creates it (opening: its finishRequest, called in the constructor in the same
-// synchronous step), and reads it back once both legs are open (of).
+// Which upgrade an upstream websocket leg was made for. A registry that must know what let a socket
+// through (a session: session-sockets.ts; a bearer token: bearer-sockets.ts) keeps it by request
+// (admit) from the route's access hooks, has it handed over just before the upstream leg is created
+// for that request (handing), ties it to that leg in the same synchronous step (opening,
+// routes/websocket.ts), and reads it back once both legs are open (of).
 import type { WebSocket } from 'ws'
 
 export class LegAdmissions<T> {
@@ -17,12 +16,12 @@ export class LegAdmissions<T> {
     this.admitted.set(request, admission)
   }
 
-  /** The proxy is about to create the upstream leg of `request`'s websocket (its header rewrite). */
+  /** The upstream leg of `request`'s websocket is about to be created. */
   handing (request: object): void {
     this.handed = this.admitted.get(request)
   }
 
-  /** ws's `finishRequest`: the upstream leg just created belongs to the request last handed. */
+  /** The upstream leg just created belongs to the request last handed. */
   opening (target: WebSocket): void {
     if (this.handed !== undefined) this.legs.set(target, this.handed)
     this.handed = undefined

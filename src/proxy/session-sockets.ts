@@ -11,9 +11,8 @@
 //   closes the sockets with 1008; else the next deadline is set. The same check runs once when a
 //   session's first socket is kept: an ending heard before that (between the upgrade's admission
 //   and the upstream's answer) is found there.
-// The upgrade request reaches the proxy's hooks only through @fastify/http-proxy: which session let
-// an upstream leg through is kept as leg-admissions.ts says, and read back once both legs are open
-// (connected).
+// Which session let an upstream leg through is kept as leg-admissions.ts says, and read back once
+// both legs are open (connected).
 import type { WebSocket } from 'ws'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
@@ -25,7 +24,7 @@ import { LegAdmissions } from './leg-admissions.js'
 export const SESSION_ENDED_CODE = 1008
 export const SESSION_ENDED_REASON = 'session ended'
 
-/** WebSocket.OPEN: `ws` is @fastify/http-proxy's dependency, not ours, so only its types are imported. */
+/** WebSocket.OPEN, as a plain number. */
 const OPEN = 1
 /** The least time between two checks of one session: a deadline already past never spins. */
 const MIN_DELAY_MS = 1000
@@ -112,17 +111,17 @@ export class SessionSockets {
     })
   }
 
-  /** The proxy is about to create the upstream leg of `request`'s websocket (its header rewrite). */
+  /** The upstream leg of `request`'s websocket is about to be created. */
   handing (request: object): void {
     this.admissions.handing(request)
   }
 
-  /** ws's `finishRequest`: the upstream leg just created belongs to the request last handed. */
+  /** The upstream leg just created belongs to the request last handed. */
   opening (target: WebSocket): void {
     this.admissions.opening(target)
   }
 
-  /** Both legs are open (the proxy's onConnect): kept under their session, if a session let them through. */
+  /** Both legs are open (the link's onConnect): kept under their session, if a session let them through. */
   connected (source: WebSocket, target: WebSocket): void {
     const admission = this.admissions.of(target)
     if (admission === undefined || source.readyState !== OPEN || target.readyState !== OPEN) return
@@ -172,7 +171,7 @@ export class SessionSockets {
 
   private closeLegs (id: string, legs: readonly Legs[], why: string): void {
     for (const { source, target } of legs) {
-      // Both legs at once, so each end hears why; the proxy's own close handler then finds them closing.
+      // Both legs at once, so each end hears why; the link's own close handler then finds them closing.
       if (source.readyState === OPEN) source.close(SESSION_ENDED_CODE, SESSION_ENDED_REASON)
       if (target.readyState === OPEN) target.close(SESSION_ENDED_CODE, SESSION_ENDED_REASON)
     }

@@ -17,8 +17,8 @@ declare module 'fastify' {
   }
 }
 
-/** Error codes of an upstream that took longer than the route's timeout (undici's, and reply-from's for its own). */
-const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'FST_REPLY_FROM_GATEWAY_TIMEOUT'])
+/** Error codes of an upstream that took longer than the route's timeout (undici's, reply-from's for its own, a websocket upgrade's: websocket-link.ts). */
+const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'FST_REPLY_FROM_GATEWAY_TIMEOUT', 'WS_HANDSHAKE_TIMEOUT'])
 
 /**
  * An upstream failure as the client sees it (504 for a timeout, 502 for anything else) and as the
@@ -26,14 +26,15 @@ const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UN
  * gateway).
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.6.3 (502) and #section-15.6.5 (504)
  */
-export function upstreamError (target: UpstreamTarget, error: Error & { code?: string }, retryUrl: string): GatewayError {
+export function upstreamError (target: UpstreamTarget, error: Error & { code?: string, status?: number | undefined }, retryUrl: string): GatewayError {
   if (TIMEOUTS.has(error.code ?? '')) {
     return new GatewayError('gateway_timeout', 'The application did not answer in time.', {
       details: { retryUrl, log: { msg: 'upstream timed out', fields: { ...target } } },
     })
   }
   // `errno`, not `code`: log fields named code are redacted (they usually hold OAuth values).
-  const fields = { ...target, errno: error.code, reason: error.message }
+  // `status`: what an upstream answered a websocket upgrade instead of 101.
+  const fields = { ...target, errno: error.code, reason: error.message, ...(error.status === undefined ? {} : { status: error.status }) }
   const msg = error.code === 'ECONNREFUSED' ? 'upstream refused the connection' : 'upstream failed'
   return new GatewayError('bad_gateway', 'The application could not be reached.', { details: { retryUrl, log: { msg, fields } } })
 }

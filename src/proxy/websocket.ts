@@ -1,12 +1,12 @@
-// The two legs of a proxied websocket (client and upstream), as @fastify/http-proxy's hooks see
-// them: a message over websocketMaxMessage closes both with 1009, and backpressure bounds the bytes
+// The two legs of a proxied websocket (client and upstream), as the link's hooks see them
+// (websocket-link.ts): a message over websocketMaxMessage closes both with 1009, and backpressure bounds the bytes
 // waiting on each leg. The proxy sends every message it reads without looking at what is still
-// unsent, so a peer that never reads (or an upstream still connecting) would otherwise make the
+// unsent, so a peer that never reads would otherwise make the
 // gateway keep everything the other side sends.
 // @see https://www.rfc-editor.org/rfc/rfc6455#section-5.5.3 (an unsolicited Pong needs no answer)
 import type { WebSocket } from 'ws'
 
-/** WebSocket.CONNECTING and OPEN: `ws` is @fastify/http-proxy's dependency, not ours, so only its types are imported. */
+/** WebSocket.CONNECTING and OPEN, as plain numbers. */
 const CONNECTING = 0
 const OPEN = 1
 
@@ -22,7 +22,7 @@ export function websocketHighWater (maxMessage: number): number {
   return Math.max(2 * maxMessage, HIGH_WATER_FLOOR)
 }
 
-/** The proxy's hooks for one route's websockets (@fastify/http-proxy's `wsHooks`). */
+/** The hooks of one route's websockets, called by the link (websocket-link.ts) as @fastify/http-proxy's `wsHooks` were. */
 export interface WebSocketHooks {
   onConnect: (context: unknown, source: WebSocket, target: WebSocket) => void
   onIncomingMessage: (context: unknown, source: WebSocket, target: WebSocket, message: { data: Buffer | ArrayBuffer | Buffer[] }) => void
@@ -102,7 +102,7 @@ export function passTooBig (_context: unknown, source: WebSocket, target: WebSoc
     return
   }
   for (const [from, to] of [[source, target], [target, source]] as const) {
-    // Before the proxy's own listener, which closes the other leg with 1011.
+    // Before the link's own listener, which closes the other leg with 1014 or 1001 (websocket-link.ts).
     from.prependListener('error', (error: Error & { code?: string }) => {
       if (error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' && to.readyState === OPEN) to.close(1009, 'Message too big')
     })

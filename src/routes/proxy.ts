@@ -3,7 +3,8 @@
 // request-header rewrite (proxy/request-headers.ts) over the route's own connection pool
 // (proxy/upstream-pool.ts: the timeout covers the wait for a connection). Upstream failures are
 // answered by proxy/upstream-response.ts; an answer that breaks off after its headers went out is
-// logged and counted by RequestEnd (proxy/cut-off.ts names what happened).
+// logged and counted by RequestEnd (proxy/cut-off.ts names what happened). A websocket route's
+// upgrades are taken over before the proxy's handler (routes/websocket.ts).
 import httpProxy, { type FastifyHttpProxyOptions } from '@fastify/http-proxy'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
@@ -17,7 +18,6 @@ import { claimPaths } from '../config/rules.js'
 import type { ClaimHeader, GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
-import { logUpgrade } from '../http/request-end.js'
 import { allCookieNames, loginUrl, switchAccountUrl } from '../oauth/urls.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Metrics } from '../ops/metrics.js'
@@ -30,11 +30,11 @@ import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
-import { websocketHooks } from '../proxy/websocket.js'
 import { namesMethods } from '../access/method-override.js'
 import { methodOverrideHook } from './method-override.js'
 import type { FormReplay } from './preserved-body.js'
 import { resourceMetadataUrl } from './protected-resource.js'
+import { websocketRoute } from './websocket.js'
 
 export interface ProxyDeps {
   config: GatewayConfig
@@ -54,10 +54,6 @@ export interface ProxyDeps {
   bearerSockets?: BearerSockets | undefined
   /** Tracing is on: the gateway's own `traceparent` goes upstream instead of the client's. */
   traced?: boolean
-}
-
-type WsClientOptions = NonNullable<FastifyHttpProxyOptions['wsClientOptions']> & {
-  rewriteRequestHeaders: (headers: Record<string, string>, request: FastifyRequest) => Record<string, string>
 }
 
 /** What act() needs of the route besides the verdict. */
@@ -281,35 +277,8 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
       onResponse: (request, reply, response) => sendUpstreamResponse(target, deadlines, request, reply, upstreamResponse(response)),
     },
   }
-  // The upgrade request goes through the same access hook; the upstream handshake gets the same headers.
-  // (@fastify/http-proxy documents wsClientOptions.rewriteRequestHeaders; its types omit it.)
-  // maxPayload bounds each message on both legs (ws holds a message whole until its last frame);
-  // the hooks bound the bytes waiting to be sent on each (proxy/websocket.ts).
-  // The upstream's handshake is bounded by the route's timeout, as its HTTP answers are: a client
-  // leg is never held open (its messages queued) behind an upstream that never answers.
-  // The session an upgrade was admitted with goes from the request to the upstream leg as the
-  // proxy creates it (finishRequest runs in ws's constructor, right after the header rewrite).
-  const wsClientOptions: WsClientOptions = {
-    rewriteRequestHeaders: (_headers, request) => {
-      logUpgrade(request)
-      sockets?.handing(request)
-      bearerSockets?.handing(request)
-      return headers.websocket(route, request)
-    },
-    finishRequest: (upstreamRequest, target) => {
-      sockets?.opening(target)
-      bearerSockets?.opening(target)
-      upstreamRequest.end()
-    },
-    maxPayload: route.websocketMaxMessage,
-    handshakeTimeout: route.timeoutMs,
-  }
-  const onOpen = route.auth !== 'required' || (sockets === undefined && bearerSockets === undefined)
-    ? undefined
-    : (...legs: Parameters<BearerSockets['connected']>) => {
-        sockets?.connected(...legs)
-        bearerSockets?.connected(...legs)
-      }
-  const websocket = { websocket: true, wsClientOptions, wsServerOptions: { maxPayload: route.websocketMaxMessage }, wsHooks: websocketHooks(route.websocketMaxMessage, onOpen) } as const
-  await scope.register(httpProxy, route.websocket ? { ...options, ...websocket } : options)
+  // The upgrade request goes through the same access hook; the upstream handshake gets the same
+  // headers; the upstream's leg is opened before the client's upgrade is answered (websocket.ts).
+  if (route.websocket) websocketRoute(scope, route, { target, headers, sockets, bearerSockets })
+  await scope.register(httpProxy, options)
 }

@@ -1,0 +1,152 @@
+// A websocket route's upgrades, once the route's hooks have let one through (origin, access, the
+// registries of session-sockets.ts and bearer-sockets.ts): the upstream's leg is opened first, with
+// the headers the upstream handshake gets (proxy/request-headers.ts) and within the route's
+// timeout; only then is the client's upgrade answered 101 and both legs linked
+// (proxy/websocket-link.ts). An upstream that is down is answered as HTTP answers it: 502
+// `bad_gateway`, 504 `gateway_timeout`, logged with the route (proxy/upstream-response.ts).
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { IncomingMessage } from 'node:http'
+import { WebSocketServer, type WebSocket } from 'ws'
+import type { RouteConfig } from '../config/types.js'
+import { logUpgrade } from '../http/request-end.js'
+import { upgradeOf, type Upgrade } from '../http/upgrades.js'
+import type { BearerSockets } from '../proxy/bearer-sockets.js'
+import type { UpstreamTarget } from '../proxy/cut-off.js'
+import type { UpstreamHeaders } from '../proxy/request-headers.js'
+import type { SessionSockets } from '../proxy/session-sockets.js'
+import { upstreamError } from '../proxy/upstream-response.js'
+import { CLIENT_GONE_CODE, CLIENT_GONE_REASON, link, openUpstream, UpstreamHandshakeError } from '../proxy/websocket-link.js'
+import { websocketHooks, type WebSocketHooks } from '../proxy/websocket.js'
+
+/** What a websocket route's upgrades need besides the route. */
+export interface WebSocketRouteDeps {
+  readonly target: UpstreamTarget
+  readonly headers: UpstreamHeaders
+  readonly sockets?: SessionSockets | undefined
+  readonly bearerSockets?: BearerSockets | undefined
+}
+
+/** @fastify/http-proxy's reply decorator: the upstream path of a request, as its HTTP proxy rewrites it. */
+type WithFromParameters = FastifyReply & { fromParameters: (url: string, params: unknown, prefix: string) => { url: string } }
+
+/** The sub-protocols a client offered (Sec-WebSocket-Protocol), in its order. */
+function offered (request: IncomingMessage): string[] {
+  const header = request.headers['sec-websocket-protocol']
+  return header === undefined ? [] : header.split(',').map((protocol) => protocol.trim()).filter((protocol) => protocol !== '')
+}
+
+/** The upstream's address of an upgrade: the same rewrite as the route's HTTP requests (its traversal checks included), the query as sent. */
+function upstreamUrl (request: FastifyRequest, reply: WithFromParameters, prefix: string, origin: URL): URL {
+  const dest = reply.fromParameters(request.url, request.params, prefix).url.split('?', 1)[0]!
+  const url = new URL(dest, origin)
+  url.search = new URL(request.url, 'ws://gateway').search
+  return url
+}
+
+/**
+ * Watches the client's socket while the upstream's leg opens: a client that leaves (its end of the
+ * connection closed, which only reading shows) gives that up. What it sends meanwhile (nothing, if
+ * it waits for the 101 as it must) is kept for the upgrade, up to `limit` bytes; more ends it.
+ * `head`: stops watching, and returns what ws is to read first.
+ */
+function watchClient ({ socket, head }: Upgrade, limit: number): { gone: Promise<void>, head: () => Buffer } {
+  const early: Buffer[] = [head]
+  let size = head.length
+  const onData = (chunk: Buffer) => {
+    early.push(chunk)
+    size += chunk.length
+    if (size > limit) socket.destroy()
+  }
+  socket.on('data', onData)
+  socket.resume()
+  const gone = new Promise<void>((resolve) => {
+    socket.once('end', () => resolve())
+    socket.once('close', () => resolve())
+  })
+  return {
+    gone,
+    head: () => {
+      // ws reads the socket from the same synchronous step on (its 'data' listener): nothing is missed.
+      socket.off('data', onData)
+      return Buffer.concat(early)
+    },
+  }
+}
+
+/** The link's hooks (proxy/websocket.ts): once both legs are open, the registries keep them on a protected route. */
+function linkHooks (route: RouteConfig, sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): WebSocketHooks {
+  const onOpen = route.auth !== 'required' || (sockets === undefined && bearerSockets === undefined)
+    ? undefined
+    : (source: WebSocket, upstream: WebSocket) => {
+        sockets?.connected(source, upstream)
+        bearerSockets?.connected(source, upstream)
+      }
+  return websocketHooks(route.websocketMaxMessage, onOpen)
+}
+
+/**
+ * Adds to the route's scope (before @fastify/http-proxy, whose HTTP routes these upgrades reach):
+ * a preHandler that takes every websocket upgrade over, and a preClose that closes the open ones.
+ */
+export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { target, headers, sockets, bearerSockets }: WebSocketRouteDeps): void {
+  const upstreamOrigin = new URL(route.upstream)
+  upstreamOrigin.protocol = upstreamOrigin.protocol === 'https:' ? 'wss:' : 'ws:'
+  /** The sub-protocol each upstream chose, answered to its client. */
+  const chosen = new WeakMap<IncomingMessage, string>()
+  const server = new WebSocketServer({
+    noServer: true,
+    maxPayload: route.websocketMaxMessage,
+    handleProtocols: (_protocols, request) => chosen.get(request) || false,
+  })
+  const hooks = linkHooks(route, sockets, bearerSockets)
+  // The gateway is closing: its websockets end (their peers reconnect elsewhere), and the server
+  // can then close (an upgraded socket would hold it open).
+  scope.addHook('preClose', (done) => {
+    for (const client of server.clients) client.close(CLIENT_GONE_CODE, CLIENT_GONE_REASON)
+    done()
+  })
+  scope.addHook('preHandler', async function (request: FastifyRequest, reply: FastifyReply) {
+    const upgrade = upgradeOf(request.raw)
+    if (upgrade === undefined) return
+    const url = upstreamUrl(request, reply as WithFromParameters, this.prefix, upstreamOrigin)
+    const client = watchClient(upgrade, route.websocketMaxMessage)
+    sockets?.handing(request)
+    bearerSockets?.handing(request)
+    let upstream: WebSocket
+    try {
+      upstream = await openUpstream({
+        url,
+        protocols: offered(request.raw),
+        headers: headers.websocket(route, request),
+        maxPayload: route.websocketMaxMessage,
+        timeoutMs: route.timeoutMs,
+        created: (leg) => {
+          sockets?.opening(leg)
+          bearerSockets?.opening(leg)
+        },
+        clientGone: client.gone,
+      })
+    } catch (error) {
+      // A client that left first is owed no answer (its socket is gone).
+      if (error instanceof UpstreamHandshakeError && error.code === 'WS_CLIENT_GONE') {
+        reply.hijack()
+        upgrade.socket.destroy()
+        return
+      }
+      throw upstreamError(target, error as Error, request.url)
+    }
+    reply.hijack()
+    if (upstream.protocol !== '') chosen.set(request.raw, upstream.protocol)
+    let linked = false
+    server.handleUpgrade(request.raw, upgrade.socket, client.head(), (source) => {
+      linked = true
+      logUpgrade(request)
+      link(source, upstream, hooks)
+    })
+    // ws answered the client's handshake itself (400: not a valid websocket handshake), or its socket had gone.
+    if (!linked) {
+      upstream.resume()
+      upstream.close(CLIENT_GONE_CODE, CLIENT_GONE_REASON)
+    }
+  })
+}
