@@ -6,7 +6,8 @@
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
 import { Sealer, randomToken } from '../src/session/seal.js'
-import { decodeRecord, encodeRecord, type SessionRecord } from '../src/session/session.js'
+import { type SessionRecord } from '../src/session/session.js'
+import { decodeRecord, encodeRecord } from '../src/session/sealed-record.js'
 import { storeKeys } from '../src/store/store.js'
 import { BENCH_SESSION_SECRET } from './targets.js'
 

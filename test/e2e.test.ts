@@ -4,7 +4,7 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Sealer } from '../src/session/seal.js'
-import { decodeRecord } from '../src/session/session.js'
+import { decodeRecord } from '../src/session/sealed-record.js'
 import { Browser } from './helpers/browser.js'
 import { metricValue } from './helpers/metrics.js'
 import { reserveBaseUrl, startGateway, TEST_SECRET, type TestGateway } from './helpers/gateway.js'

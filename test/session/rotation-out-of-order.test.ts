@@ -9,7 +9,7 @@
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Sealer, SealingKey, keyIdOf } from '../../src/session/seal.js'
-import { decodeRecord, storedJson } from '../../src/session/session.js'
+import { decodeRecord, storedJson } from '../../src/session/sealed-record.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { metricValue } from '../helpers/metrics.js'
