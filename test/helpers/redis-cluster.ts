@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
 import { freePort, waitFor } from './net.js'
+import { launched } from './redis.js'
 import { acknowledged } from './redis-sentinel.js'
 
 const run = promisify(execFile)
@@ -52,18 +53,21 @@ async function clusterPort (taken: number[]): Promise<number> {
   throw new Error('no free port pair for a Redis Cluster node')
 }
 
+/** How many port pairs a node is offered before the cluster's start counts as failed. */
+const PORT_OFFERS = 5
+
 export async function startRedisCluster (options: ClusterOptions = {}): Promise<TestCluster> {
   const replicas = options.replicas ?? 0
   const dir = await mkdtemp(join(tmpdir(), 'gw-cluster-'))
   const ports: number[] = []
-  for (let i = 0; i < 3 * (1 + replicas); i++) ports.push(await clusterPort(ports))
-  const children: ChildProcess[] = ports.map((port) => spawn('redis-server', [
+  const children: ChildProcess[] = []
+  const node = (port: number) => spawn('redis-server', [
     '--port', String(port), '--bind', '127.0.0.1', '--cluster-enabled', 'yes', '--cluster-config-file', `nodes-${port}.conf`,
     '--dir', dir, '--save', '', '--appendonly', 'no',
     // A replica's first full copy starts at once, not after Redis's default 5 s wait for more replicas.
     '--repl-diskless-sync-delay', '0',
     ...(options.nodeTimeoutMs ? ['--cluster-node-timeout', String(options.nodeTimeoutMs)] : []),
-  ], { stdio: 'ignore' }))
+  ], { stdio: ['ignore', 'pipe', 'pipe'] })
   const killChild = async (child: ChildProcess) => {
     if (child.exitCode !== null || child.signalCode !== null) return
     const exited = new Promise((resolve) => child.once('exit', resolve))
@@ -72,8 +76,23 @@ export async function startRedisCluster (options: ClusterOptions = {}): Promise<
   }
   const stop = async () => { await Promise.all(children.map(killChild)) }
   try {
-    for (const port of ports) {
-      await waitFor(async () => (await run('redis-cli', ['-p', String(port), 'ping'])).stdout.trim() === 'PONG', 10_000, `cluster node ${port}`)
+    // Each node waits on redis-server's own word (ready, or exited and why), never on a clock. Its
+    // ports were free a moment before; the OS may meanwhile hand one to another socket (an outgoing
+    // connection's own end), and then the node is offered another pair.
+    for (let i = 0; i < 3 * (1 + replicas); i++) {
+      for (let offer = 1; ; offer++) {
+        const port = await clusterPort(ports)
+        const child = node(port)
+        try {
+          await launched(child)
+          ports.push(port)
+          children.push(child)
+          break
+        } catch (error) {
+          await killChild(child)
+          if (offer === PORT_OFFERS || !String(error).includes('Address already in use')) throw error
+        }
+      }
     }
     await run('redis-cli', ['--cluster', 'create', ...ports.map((p) => `127.0.0.1:${p}`), '--cluster-replicas', String(replicas), '--cluster-yes'])
     for (const port of ports) {

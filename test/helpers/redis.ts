@@ -171,7 +171,7 @@ export function redisServerPath (): string | undefined {
 }
 
 /** redis-server said it is ready, or it exited first (its own words say why, such as a port taken meanwhile). */
-async function launched (child: ChildProcess): Promise<void> {
+export async function launched (child: ChildProcess): Promise<void> {
   let said = ''
   await new Promise<void>((resolve, reject) => {
     const listen = (chunk: Buffer) => {
