@@ -3,15 +3,27 @@
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import type { Session, SessionRecord, Sessions } from '../session/session.js'
 
+/** A session just started: its id and the record it holds. */
+export interface StartedSession { id: string, record: SessionRecord }
+
 /**
- * Starts a session holding `record` under a new id, ends the one the request came with, and sets
- * the new cookie on the reply (`alone`: see Sessions.start). Returns the new session's id and the
- * record it holds.
+ * Starts a session holding `record` under a new id, ends the one the request came with, runs
+ * `indexed` (what must know of the session before anyone holds it: the sign-out indexes), and only
+ * then sets the new cookie on the reply (`alone`: see Sessions.start). Should `indexed` fail (the
+ * store refusing or unreachable), the new session is ended and no cookie names it: a session that
+ * sign-out everywhere or a back-channel logout could not find is never handed out.
  */
-export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord, alone?: () => SessionRecord): Promise<{ id: string, record: SessionRecord }> {
+export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord, { alone, indexed }: { alone?: () => SessionRecord, indexed?: (started: StartedSession) => Promise<void> } = {}): Promise<StartedSession> {
   const started = await sessions.start(request.headers.cookie, record, alone)
+  const session = { id: started.id, record: started.record }
+  try {
+    await indexed?.(session)
+  } catch (error) {
+    await sessions.endById(started.id).catch(() => {})
+    throw error
+  }
   reply.setCookie(sessions.cookieName, started.cookie, sessions.cookieOptions)
-  return { id: started.id, record: started.record }
+  return session
 }
 
 /**

@@ -5,7 +5,7 @@
 // the session, then 302 to where the sign-in was going).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
-import { startSession } from '../http/session-cookie.js'
+import { startSession, type StartedSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
 import { maxAgeSeconds } from '../oauth/step-up.js'
@@ -92,9 +92,10 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
   const { sessions, sessionIndex, clock } = context
   const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
   const previous = (await sessions.load(request.headers.cookie))?.record
-  const started = previous
-    ? await startSession(sessions, request, reply, withSignIn(previous, name, signIn), fresh)
-    : await startSession(sessions, request, reply, fresh())
-  for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
-  await context.personIndex.add(started, browserFamily(request.headers['user-agent']))
+  const indexed = async (started: StartedSession) => {
+    for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
+    await context.personIndex.add(started, browserFamily(request.headers['user-agent']))
+  }
+  if (previous) await startSession(sessions, request, reply, withSignIn(previous, name, signIn), { alone: fresh, indexed })
+  else await startSession(sessions, request, reply, fresh(), { indexed })
 }

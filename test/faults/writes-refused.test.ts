@@ -195,3 +195,23 @@ describe('writes refused (NOPERM: an ACL that lets the gateway write its refresh
     }
   })
 })
+
+describe("writes refused after the session's own (NOPERM on a person's index)", () => {
+  it('a sign-in is 503 with no session cookie, and the session it started does not stay', async () => {
+    // The gateway (the default user) may write every key but a person's index: its session record
+    // is written (and acknowledged), then the index that sign-out everywhere reads is refused.
+    await admin.call('ACL', 'SETUSER', 'test-admin', 'on', '>test-admin-password', '~*', '&*', '+@all')
+    await admin.call('AUTH', 'test-admin', 'test-admin-password')
+    await admin.call('ACL', 'SETUSER', 'default', 'resetkeys', '%R~*', '%W~gw:[^p]*')
+    try {
+      const sessions = new Set(await admin.keys('gw:session:*'))
+      const browser = new Browser()
+      const response = await browser.navigate(`${gateway.url}/app/`)
+      expect(response.status).toBe(503)
+      expect(browser.cookieHeader(`${gateway.url}/app/`) ?? '').not.toContain('gw_session=')
+      expect((await admin.keys('gw:session:*')).filter((key) => !sessions.has(key))).toEqual([])
+    } finally {
+      await admin.call('ACL', 'SETUSER', 'default', 'resetkeys', '~*')
+    }
+  })
+})
