@@ -20,7 +20,7 @@ const quantile = (samples: number[], q: number) => [...samples].sort((a, b) => a
 const ms = (n: number) => `${n.toFixed(3)} ms`
 
 const set = await startSentinelSet()
-const config: StoreConfig = { type: 'redis', url: undefined, cluster: undefined, sentinel: { name: 'mymaster', nodes: set.nodes }, keyPrefix: 'bench:', timeoutMs: 500, readiness: 'required', waitForReplica: true }
+const config: StoreConfig = { type: 'redis', url: undefined, cluster: undefined, sentinel: { name: 'mymaster', nodes: set.nodes }, keyPrefix: 'bench:', timeoutMs: 500, readiness: 'required', waitForReplica: 1 }
 const store = new RedisStore(config, pino({ level: 'silent' }))
 try {
   if (!await store.ready(10_000)) throw new Error('the store did not connect')

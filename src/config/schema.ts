@@ -126,9 +126,9 @@ const Store = Section({
   })),
   keyPrefix: filled(Text('Prefix of every key the gateway writes.', { default: 'gw:' })),
   timeout: Duration('How long one store command may take (50ms to 30s; connecting may take twice as long); then the request answers 503 `session_store_unavailable`. Raise it for a Redis far away.', '500ms'),
-  waitForReplica: Type.Optional(Type.Boolean({
-    description: 'A new session (and a token refresh) counts as written only once a replica has acknowledged it (`WAIT 1 <timeout>`), else 503 `session_store_unavailable` and no cookie: a master cut off from its replicas cannot take a sign-in with it when it is demoted. With `url`, only for a master that has replicas (with none, every sign-in is a 503). See operations.md.',
-    defaultText: 'true with `sentinel` or `cluster`, false with `url`',
+  waitForReplica: Type.Optional(Type.Union([Type.Boolean(), Type.Integer({ minimum: 1, maximum: 16 })], {
+    description: 'A new session (and a token refresh) counts as written only once a replica has acknowledged it (`WAIT 1 <timeout>`), else 503 `session_store_unavailable` and no cookie: a master cut off from its replicas cannot take a sign-in with it when it is demoted. A number waits for that many replicas: with two or more, set it to all of them to hold through a planned failover and a partition that leaves the master one replica, at the cost that one replica down refuses every sign-in. With `url`, only for a master that has replicas (with none, every sign-in is a 503). See operations.md.',
+    defaultText: 'true (one replica) with `sentinel` or `cluster`, false with `url`',
   })),
   readiness: filled(Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('ignored')], {
     default: 'required', description: '`required`: /readyz answers 503 when no part of the store answers; `ignored`: always 200, with the store\'s state in the body (see operations.md).',

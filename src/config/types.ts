@@ -76,7 +76,8 @@ export interface StoreConfig {
    * Whether a new session or a refreshed one counts as written only once a replica has acknowledged
    * it (WAIT 1 <timeoutMs>). By default true in the Sentinel and Cluster forms, false with `url`.
    */
-  waitForReplica: boolean
+  /** How many replicas must acknowledge a new session or a refresh before it counts (0: none, no WAIT). */
+  waitForReplica: number
 }
 
 /** Where each identity field is found in the ID token claims or the userinfo JSON (dotted paths). */

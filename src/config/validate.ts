@@ -335,8 +335,8 @@ function validateStore (issues: Issues, raw: Sections['store']): StoreConfig {
     keyPrefix: raw.keyPrefix,
     timeoutMs: duration(issues, ['store', 'timeout'], raw.timeout, 50, 30_000),
     readiness: raw.readiness,
-    // A Sentinel or Cluster form has replicas by design; a single URL may have none.
-    waitForReplica: raw.waitForReplica ?? (sentinel !== undefined || cluster !== undefined),
+    // A Sentinel or Cluster form has replicas by design; a single URL may have none. true is one replica.
+    waitForReplica: Number(raw.waitForReplica ?? (sentinel !== undefined || cluster !== undefined)),
   }
 }
 

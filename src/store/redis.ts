@@ -272,7 +272,7 @@ export class RedisStore implements SessionStore {
     this.redis.on('ready', () => this.outage.succeeded())
     if (this.redis instanceof Cluster) this.watchNodes(this.redis)
     else this.redis.on('close', () => this.outage.failed())
-    if (config.waitForReplica) this.replicaWait = this.replicaConnection()
+    if (config.waitForReplica > 0) this.replicaWait = this.replicaConnection(config.waitForReplica)
     if (config.sentinel) {
       this.sentinels = new SentinelWatch({
         name: config.sentinel.name,
@@ -291,10 +291,10 @@ export class RedisStore implements SessionStore {
    * node or sentinels, credentials, timeouts and key prefix). Its connection errors are the store's
    * own connection's too, which logs them; its commands' failures are logged as the store's.
    */
-  private replicaConnection (): ReplicaWait {
+  private replicaConnection (replicas: number): ReplicaWait {
     const connection = this.redis.duplicate()
     connection.on('error', () => {})
-    return new ReplicaWait(connection, this.timeoutMs, new OutageLog(this.log, { replicasOf: this.name }, this.hysteresis, this.clock))
+    return new ReplicaWait(connection, replicas, this.timeoutMs, new OutageLog(this.log, { replicasOf: this.name }, this.hysteresis, this.clock))
   }
 
   /**

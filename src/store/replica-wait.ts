@@ -23,6 +23,8 @@ export class ReplicaWait {
   constructor (
     /** The connection of these writes only (a duplicate of the store's). */
     readonly connection: Redis | Cluster,
+    /** store.waitForReplica: how many replicas must acknowledge. */
+    private readonly count: number,
     /** store.timeout: how long WAIT waits for a replica. */
     private readonly timeoutMs: number,
     /** Logged when no replica has acknowledged for a while, and when one does again. */
@@ -30,14 +32,14 @@ export class ReplicaWait {
   ) {}
 
   /**
-   * Sends the one command `write` adds to a pipeline, then WAIT 1 store.timeout: the write's reply
-   * once a replica has acknowledged it. Throws the write's own error (Redis's reply, a timeout),
+   * Sends the one command `write` adds to a pipeline, then WAIT <count> store.timeout: the write's
+   * reply once that many replicas have acknowledged it. Throws the write's own error (Redis's reply, a timeout),
    * or {@link ReplicaUnacknowledged} when WAIT counted no replica.
    */
   async write<T> (write: (pipeline: ChainableCommander) => void): Promise<T> {
     // A cluster not connected yet would hold the pipeline until it is, past every timeout.
     if (this.connection instanceof Cluster && this.connection.status !== 'ready') throw new Error('Connection is closed.')
-    const wait = new Command('wait', [1, this.timeoutMs], { replyEncoding: 'utf8' })
+    const wait = new Command('wait', [this.count, this.timeoutMs], { replyEncoding: 'utf8' })
     // Redis answers WAIT after store.timeout at the latest; its answer may then take up to one
     // more command's time to arrive. (A timer set here is kept: ioredis sets commandTimeout only
     // on a command that has none.)
@@ -53,7 +55,10 @@ export class ReplicaWait {
       if (written[0]) throw written[0]
       if (waited[0]) throw waited[0]
       const replicas = Number(waited[1])
-      if (replicas < 1) throw this.unacknowledged(`no replica acknowledged the write within ${this.timeoutMs} ms (WAIT 1 ${this.timeoutMs} answered ${replicas})`)
+      if (replicas < this.count) {
+        const which = this.count === 1 ? 'no replica' : `${replicas} of the ${this.count} replicas`
+        throw this.unacknowledged(`${which} acknowledged the write within ${this.timeoutMs} ms (WAIT ${this.count} ${this.timeoutMs} answered ${replicas})`)
+      }
       this.replicas.succeeded()
       return written[1] as T
     } catch (error) {

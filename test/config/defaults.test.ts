@@ -126,7 +126,7 @@ describe('config defaults', () => {
           "timeoutMs": 500,
           "type": "memory",
           "url": undefined,
-          "waitForReplica": false,
+          "waitForReplica": 0,
         },
         "tracing": {
           "otlp": undefined,

@@ -95,7 +95,7 @@ describe('SIGTERM while Redis is frozen', () => {
 })
 
 describe('a store that never connected', () => {
-  const config = (url: string) => ({ type: 'redis' as const, url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: TIMEOUT_MS, readiness: 'required' as const, waitForReplica: false })
+  const config = (url: string) => ({ type: 'redis' as const, url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: TIMEOUT_MS, readiness: 'required' as const, waitForReplica: 0 })
 
   /** Closes a store made for `url` that subscribed and never became ready; how long closing took. */
   async function closeUnconnected (url: string): Promise<number> {

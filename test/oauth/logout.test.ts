@@ -49,7 +49,7 @@ beforeAll(async () => {
       { path: '/flaky/', upstream: upstream.url, provider: 'flaky' },
     ],
   })
-  store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: 500, readiness: 'required', waitForReplica: false }, gateway.app.log)
+  store = new RedisStore({ type: 'redis', url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: 500, readiness: 'required', waitForReplica: 0 }, gateway.app.log)
 })
 
 afterAll(async () => {

@@ -58,7 +58,7 @@ const backends: Array<[string, () => Promise<Backend>]> = [
     return { stores: [store, store], close: () => store.close() }
   }],
   ['redis', async () => {
-    const config = { type: 'redis' as const, url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: `nr${randomToken().slice(0, 6)}:`, timeoutMs: 2000, readiness: 'required' as const, waitForReplica: false }
+    const config = { type: 'redis' as const, url: redis.url, cluster: undefined, sentinel: undefined, keyPrefix: `nr${randomToken().slice(0, 6)}:`, timeoutMs: 2000, readiness: 'required' as const, waitForReplica: 0 }
     const stores = [new RedisStore(config, pino({ level: 'silent' })), new RedisStore(config, pino({ level: 'silent' }))]
     for (const store of stores) expect(await store.ready(10_000)).toBe(true)
     return {

@@ -30,7 +30,7 @@ const TIMEOUT_MS = 200
 const PATIENT_MS = 2000
 
 function storeConfig (form: Partial<StoreConfig>): StoreConfig {
-  return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'rw:', timeoutMs: TIMEOUT_MS, readiness: 'required', waitForReplica: false, ...form }
+  return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'rw:', timeoutMs: TIMEOUT_MS, readiness: 'required', waitForReplica: 0, ...form }
 }
 
 /** How many WAIT commands the Redis at `url` has run (INFO commandstats). */
@@ -45,12 +45,17 @@ async function waits (url: string): Promise<number> {
 
 describe('store.waitForReplica in the config', () => {
   const store = (yaml: string) => parseConfig(`store:\n  type: redis\n${yaml}`, {}).store.waitForReplica
-  it('is on for the Sentinel and Cluster forms, off for one URL, and as given when given', () => {
-    expect(store('  sentinel: { name: mymaster, nodes: ["127.0.0.1:26379"] }')).toBe(true)
-    expect(store('  cluster: ["redis://127.0.0.1:7000"]')).toBe(true)
-    expect(store('  url: redis://127.0.0.1:6379')).toBe(false)
-    expect(store('  sentinel: { name: mymaster, nodes: ["127.0.0.1:26379"] }\n  waitForReplica: false')).toBe(false)
-    expect(store('  url: redis://127.0.0.1:6379\n  waitForReplica: true')).toBe(true)
+  it('is one replica for the Sentinel and Cluster forms, none for one URL, and as given when given (true: one)', () => {
+    expect(store('  sentinel: { name: mymaster, nodes: ["127.0.0.1:26379"] }')).toBe(1)
+    expect(store('  cluster: ["redis://127.0.0.1:7000"]')).toBe(1)
+    expect(store('  url: redis://127.0.0.1:6379')).toBe(0)
+    expect(store('  sentinel: { name: mymaster, nodes: ["127.0.0.1:26379"] }\n  waitForReplica: false')).toBe(0)
+    expect(store('  url: redis://127.0.0.1:6379\n  waitForReplica: true')).toBe(1)
+    expect(store('  sentinel: { name: mymaster, nodes: ["127.0.0.1:26379"] }\n  waitForReplica: 2')).toBe(2)
+  })
+
+  it.each([['0'], ['17'], ['1.5'], ['"all"']])('refuses waitForReplica: %s, naming the key', (value) => {
+    expect(() => store(`  sentinel: { name: mymaster, nodes: ["127.0.0.1:26379"] }\n  waitForReplica: ${value}`)).toThrow(/store\.waitForReplica/)
   })
 })
 
@@ -60,7 +65,7 @@ describe('a Redis without a replica', () => {
   afterAll(async () => { await redis?.stop() })
 
   it('with waitForReplica false: a write that asks for a replica is written at once, and no WAIT is sent', async () => {
-    const store = new RedisStore(storeConfig({ url: redis.url, waitForReplica: false }), silent)
+    const store = new RedisStore(storeConfig({ url: redis.url, waitForReplica: 0 }), silent)
     try {
       const before = await waits(redis.url)
       await store.set('off', 'v', 10_000, { replicated: true })
@@ -73,7 +78,7 @@ describe('a Redis without a replica', () => {
   })
 
   it('with waitForReplica true: the write is refused as unacknowledged after WAIT; writes that do not ask never wait', async () => {
-    const store = new RedisStore(storeConfig({ url: redis.url, waitForReplica: true }), silent)
+    const store = new RedisStore(storeConfig({ url: redis.url, waitForReplica: 1 }), silent)
     try {
       expect(await store.ready(5000)).toBe(true)
       const before = await waits(redis.url)
@@ -105,7 +110,7 @@ describe('sessions on a Redis without a replica, with waitForReplica true', () =
   beforeAll(async () => {
     redis = await startRedis('spawn')
     plain = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:' }), silent)
-    waiting = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:', waitForReplica: true }), silent)
+    waiting = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:', waitForReplica: 1 }), silent)
     expect(await plain.ready(5000)).toBe(true)
     expect(await waiting.ready(5000)).toBe(true)
   })
@@ -146,7 +151,7 @@ describe('a Sentinel master with a replica', () => {
   afterAll(async () => { await set?.stop() })
 
   it('counts a write once the replica has it: it is on the replica the moment the write resolves', async () => {
-    const store = new RedisStore(storeConfig({ sentinel: { name: 'mymaster', nodes: set.nodes }, waitForReplica: true, timeoutMs: PATIENT_MS }), silent)
+    const store = new RedisStore(storeConfig({ sentinel: { name: 'mymaster', nodes: set.nodes }, waitForReplica: 1, timeoutMs: PATIENT_MS }), silent)
     try {
       expect(await store.ready(5000)).toBe(true)
       for (let i = 0; i < 20; i++) {
@@ -155,6 +160,24 @@ describe('a Sentinel master with a replica', () => {
       }
       expect(await store.replace('s0', Buffer.from('v0'), 'changed', 10_000, { replicated: true })).toBe(true)
       expect(await set.ask(set.replica.port, (replica) => replica.get('rw:s0'))).toBe('changed')
+    } finally {
+      await store.close()
+    }
+  })
+})
+
+describe('a Sentinel master with one replica, told to wait for two', () => {
+  let set: TestSentinelSet
+  beforeAll(async () => { set = await startSentinelSet() })
+  afterAll(async () => { await set?.stop() })
+
+  it('refuses the write as unacknowledged, saying how many replicas had it', async () => {
+    const store = new RedisStore(storeConfig({ sentinel: { name: 'mymaster', nodes: set.nodes }, waitForReplica: 2 }), silent)
+    try {
+      expect(await store.ready(5000)).toBe(true)
+      const refused = await store.set('two', 'v', 10_000, { replicated: true }).then(() => undefined, (error: unknown) => error)
+      expect(unacknowledgedByReplica(refused)).toBe(true)
+      expect((refused as GatewayError & { cause: Error }).cause.message).toBe(`1 of the 2 replicas acknowledged the write within ${TIMEOUT_MS} ms (WAIT 2 ${TIMEOUT_MS} answered 1)`)
     } finally {
       await store.close()
     }
@@ -175,7 +198,7 @@ describe('a Redis Cluster with a replica per master, one replica killed', () => 
     await cluster.kill(replica)
     await waitFor(async () => /connected_slaves:0/.test(await redisCli(lonely, 'info', 'replication')), 10_000, 'the master to lose its replica')
 
-    const store = new RedisStore(storeConfig({ cluster: cluster.urls, waitForReplica: true, timeoutMs: PATIENT_MS }), silent)
+    const store = new RedisStore(storeConfig({ cluster: cluster.urls, waitForReplica: 1, timeoutMs: PATIENT_MS }), silent)
     try {
       expect(await store.ready(10_000)).toBe(true)
       // At once: those on that master queue behind each other's WAIT, and are refused as unacknowledged too.

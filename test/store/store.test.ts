@@ -36,7 +36,7 @@ interface Backend {
 const STORE_TIMEOUT_MS = 500
 
 function redisConfig (form: Partial<StoreConfig>): StoreConfig {
-  return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: STORE_TIMEOUT_MS, readiness: 'required', waitForReplica: false, ...form }
+  return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: STORE_TIMEOUT_MS, readiness: 'required', waitForReplica: 0, ...form }
 }
 
 async function redisBackend (config: StoreConfig, raw: Redis | Cluster, stop: () => Promise<void>, redis?: TestRedis): Promise<Backend> {
