@@ -5,9 +5,9 @@
 // error; a command Redis answers with an error (OOM, READONLY, NOPERM) is a refusal, logged apart
 // (refusal-log.ts). Writes that must be on a replica before they count (store.waitForReplica) go
 // with a WAIT on a connection of their own (replica-wait.ts).
-import { Redis, Cluster, ReplyError, type RedisOptions, type Result } from 'ioredis'
+import { Redis, Cluster, ReplyError } from 'ioredis'
 import type { Logger } from '../ops/logger.js'
-import type { SentinelConfig, StoreConfig } from '../config/types.js'
+import type { StoreConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
@@ -16,155 +16,12 @@ import { closeWithin, RedisSubscription, type ChannelListener } from './redis-su
 import { SentinelWatch, type MasterSwitch } from './sentinel-watch.js'
 import { lockOwner, ReplicaUnacknowledged, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth, type WriteOptions } from './store.js'
 import { ReplicaWait } from './replica-wait.js'
-
-/**
- * Deletes KEYS[1] only while it holds ARGV[1] (the owner's token): 1 when deleted, else 0. One key,
- * so it runs on the node owning that key's slot in a Redis Cluster too.
- */
-const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
-/**
- * SET KEYS[1] ARGV[2] PX ARGV[3] only while it holds exactly ARGV[1] (byte for byte): 1 when set,
- * else 0. An absent key is never created (GET of it is false, which equals no string).
- */
-const REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end"
-/** PEXPIRE only when it lengthens the key's life (a key without expiry counts as shorter: PTTL -1). */
-/** CAP_EXPIRY: the key expires within ARGV[1] ms at the latest (a key without expiry gets one); never later than it would. */
-const CAP_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left == -1 or left > tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
-const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
-const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
-const TAKE_MEMBERS = "local members = redis.call('smembers', KEYS[1]) redis.call('del', KEYS[1]) return members"
-/**
- * ZADD ARGV[1] (member) with score ARGV[2], the expiry grown to ARGV[3], then only the ARGV[4]
- * highest-scored members kept: the ones removed are returned (lowest first).
- */
-const ADD_RANKED = "redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) " +
-  "local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[3]) then redis.call('pexpire', KEYS[1], ARGV[3]) end " +
-  "local over = redis.call('zcard', KEYS[1]) - tonumber(ARGV[4]) if over <= 0 then return {} end " +
-  "local dropped = redis.call('zrange', KEYS[1], 0, over - 1) redis.call('zremrangebyrank', KEYS[1], 0, over - 1) return dropped"
-
-declare module 'ioredis' {
-  interface RedisCommander<Context> {
-    /** RELEASE_LOCK, defined on each connection with defineCommand (EVALSHA, EVAL on NOSCRIPT). */
-    releaseLock (key: string, owner: string): Result<number, Context>
-    /** REPLACE: a write conditional on the value read. */
-    replaceValue (key: string, expected: Buffer, value: string | Buffer, ttlMs: number): Result<number, Context>
-    /** CAP_EXPIRY: a key's expiry brought nearer, never further. */
-    capExpiry (key: string, ttlMs: number): Result<number, Context>
-    /** GROW_EXPIRY, ADD_MEMBER, TAKE_MEMBERS: the Sets role, one script on one key each. */
-    growExpiry (key: string, ttlMs: number): Result<number, Context>
-    addMember (key: string, member: string, ttlMs: number): Result<number, Context>
-    takeMembers (key: string): Result<string[], Context>
-    /** ADD_RANKED: the ranked sets' bounded add. */
-    addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Result<string[], Context>
-  }
-}
+import { createClient, hostPort, sentinelConnection, SUBSCRIBER } from './redis-connection.js'
+import { defineScripts, REPLACE } from './redis-scripts.js'
 
 /** The same bytes as a Buffer (ioredis sends a Buffer argument as it is, other views as text). */
 function asBuffer (bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-}
-
-/** The longest ioredis waits between two reconnection attempts. */
-export const MAX_RECONNECT_DELAY_MS = 1000
-
-/** How long ioredis waits between reconnection attempts. */
-const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS)
-
-/**
- * Short timeouts (store.timeout, 500 ms by default; connecting twice that) and no offline queue:
- * during an outage a request fails fast instead of queueing. Nor is a command sent again after a
- * reconnection (ioredis's autoResendUnfulfilledCommands): one that timed out was answered 503, and
- * must not run later (a lock claimed for nothing, a sign-in state consumed after its request
- * failed); one still unanswered when the connection closed ends at its own commandTimeout.
- */
-function clientOptions (config: StoreConfig) {
-  return {
-    enableOfflineQueue: false,
-    autoResendUnfulfilledCommands: false,
-    connectTimeout: 2 * config.timeoutMs,
-    commandTimeout: config.timeoutMs,
-    // A connection dropped (closing the store, a Sentinel switch) waits no longer than a command
-    // for the other side to close its end: a frozen Redis never does.
-    disconnectTimeout: config.timeoutMs,
-    maxRetriesPerRequest: 1,
-    retryStrategy,
-  } satisfies RedisOptions
-}
-
-function hostPort (address: string): { host: string, port: number } {
-  const url = new URL(address.includes('://') ? address : `redis://${address}`)
-  return { host: url.hostname, port: Number(url.port || 6379) }
-}
-
-/**
- * The Sentinel form. ioredis asks a sentinel for the master, then keeps its connection to it until
- * that connection fails; a frozen master (SIGSTOP, a partition) never fails it: commands time out,
- * the connection stays, and the gateway would keep answering 503 after the sentinels promoted a
- * replica, then write to the old master once it woke, until demoted (writes its resync drops).
- * So the store listens to the sentinels' `+switch-master` (sentinel-watch.ts) and drops the
- * connection then, and that drop does not wait more than one command timeout for the old master to
- * close its side (ioredis's disconnectTimeout, 2 s by default): a frozen one never does. A
- * sentinel's answer is waited for no longer than a command either.
- */
-function sentinelOptions (sentinel: SentinelConfig, timeoutMs: number) {
-  return {
-    name: sentinel.name,
-    sentinels: sentinel.nodes.map(hostPort),
-    username: sentinel.username,
-    password: sentinel.password,
-    sentinelUsername: sentinel.sentinelUsername,
-    sentinelPassword: sentinel.sentinelPassword,
-    // TLS as for rediss://: Node's CAs, NODE_EXTRA_CA_CERTS included; to the sentinels and to the
-    // master they name.
-    ...(sentinel.tls === true ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
-    disconnectTimeout: timeoutMs,
-    sentinelCommandTimeout: timeoutMs,
-  } satisfies RedisOptions
-}
-
-/** A connection to one sentinel, as ioredis's own to ask for the master: credentials, TLS, timeouts. */
-function sentinelConnection (sentinel: SentinelConfig, timeoutMs: number): RedisOptions {
-  const options = sentinelOptions(sentinel, timeoutMs)
-  return {
-    username: options.sentinelUsername,
-    password: options.sentinelPassword,
-    tls: 'sentinelTLS' in options ? options.sentinelTLS : undefined,
-    connectTimeout: 2 * timeoutMs,
-    disconnectTimeout: timeoutMs,
-    retryStrategy,
-  }
-}
-
-/**
- * The subscriber connection's own options: no command timeout (a SUBSCRIBE waits for its answer),
- * and subscribed by redis-subscription.ts on each connection, not by ioredis from its offline queue
- * (emptied after maxRetriesPerRequest failed attempts, so a start with Redis unreachable never
- * subscribed) nor by its autoResubscribe (which forgets a SUBSCRIBE refused or never answered).
- */
-const SUBSCRIBER = { enableOfflineQueue: false, commandTimeout: undefined, autoResubscribe: false } satisfies RedisOptions
-
-function createClient (config: StoreConfig): Redis | Cluster {
-  const keyPrefix = config.keyPrefix
-  if (config.cluster) {
-    const first = new URL(config.cluster[0]!)
-    return new Cluster(config.cluster.map(hostPort), {
-      keyPrefix,
-      enableOfflineQueue: false,
-      clusterRetryStrategy: retryStrategy,
-      // ioredis re-reads the slot map only after some errors ("Connection is closed.", MOVED); a
-      // command that times out on a dead master triggers none, so a promoted replica could go
-      // unnoticed. Re-reading it every 2 s bounds that (one CLUSTER SLOTS per 2 s).
-      slotsRefreshInterval: 2000,
-      redisOptions: {
-        ...clientOptions(config),
-        username: decodeURIComponent(first.username) || undefined,
-        password: decodeURIComponent(first.password) || undefined,
-        tls: first.protocol === 'rediss:' ? {} : undefined,
-      },
-    })
-  }
-  if (config.sentinel) return new Redis({ ...clientOptions(config), ...sentinelOptions(config.sentinel, config.timeoutMs), keyPrefix })
-  return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...clientOptions(config), keyPrefix })
 }
 
 /**
@@ -253,13 +110,7 @@ export class RedisStore implements SessionStore {
     this.hysteresis = options.hysteresis ?? DEFAULT_HYSTERESIS
     this.clock = options.clock ?? systemClock
     this.redis = createClient(config)
-    this.redis.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
-    this.redis.defineCommand('replaceValue', { numberOfKeys: 1, lua: REPLACE })
-    this.redis.defineCommand('capExpiry', { numberOfKeys: 1, lua: CAP_EXPIRY })
-    this.redis.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
-    this.redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
-    this.redis.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
-    this.redis.defineCommand('addRanked', { numberOfKeys: 1, lua: ADD_RANKED })
+    defineScripts(this.redis)
     this.channelPrefix = config.keyPrefix
     this.timeoutMs = config.timeoutMs
     this.name = storeName(config)

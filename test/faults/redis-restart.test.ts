@@ -4,7 +4,7 @@
 // in again works; never a 500. Either way the log has exactly one "unreachable" and one "reachable
 // again" line for the outage, and no error line per failed request.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MAX_RECONNECT_DELAY_MS } from '../../src/store/redis.js'
+import { MAX_RECONNECT_DELAY_MS } from '../../src/store/redis-connection.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
 import { answersAfter, ask, hammer, startFaultStack, type Answer, type FaultStack } from '../helpers/fault-stack.js'

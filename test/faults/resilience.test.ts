@@ -5,7 +5,7 @@
 // Time: the session cache is off (its own tests cover it) and the outage lines' hysteresis is 100 ms
 // (tested with fake timers in test/store/outage-log.test.ts), so nothing here waits a second for them.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { MAX_RECONNECT_DELAY_MS } from '../../src/store/redis.js'
+import { MAX_RECONNECT_DELAY_MS } from '../../src/store/redis-connection.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
 import { metricValue } from '../helpers/metrics.js'

@@ -1,0 +1,107 @@
+// How the store connects to Redis: one URL, a Cluster or a Sentinel group, with the credentials,
+// TLS, timeouts and reconnection of store config; and the connection a sentinel is asked on.
+import { Redis, Cluster, type RedisOptions } from 'ioredis'
+import type { SentinelConfig, StoreConfig } from '../config/types.js'
+
+/** The longest ioredis waits between two reconnection attempts. */
+export const MAX_RECONNECT_DELAY_MS = 1000
+
+/** How long ioredis waits between reconnection attempts. */
+const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS)
+
+/**
+ * Short timeouts (store.timeout, 500 ms by default; connecting twice that) and no offline queue:
+ * during an outage a request fails fast instead of queueing. Nor is a command sent again after a
+ * reconnection (ioredis's autoResendUnfulfilledCommands): one that timed out was answered 503, and
+ * must not run later (a lock claimed for nothing, a sign-in state consumed after its request
+ * failed); one still unanswered when the connection closed ends at its own commandTimeout.
+ */
+function clientOptions (config: StoreConfig) {
+  return {
+    enableOfflineQueue: false,
+    autoResendUnfulfilledCommands: false,
+    connectTimeout: 2 * config.timeoutMs,
+    commandTimeout: config.timeoutMs,
+    // A connection dropped (closing the store, a Sentinel switch) waits no longer than a command
+    // for the other side to close its end: a frozen Redis never does.
+    disconnectTimeout: config.timeoutMs,
+    maxRetriesPerRequest: 1,
+    retryStrategy,
+  } satisfies RedisOptions
+}
+
+export function hostPort (address: string): { host: string, port: number } {
+  const url = new URL(address.includes('://') ? address : `redis://${address}`)
+  return { host: url.hostname, port: Number(url.port || 6379) }
+}
+
+/**
+ * The Sentinel form. ioredis asks a sentinel for the master, then keeps its connection to it until
+ * that connection fails; a frozen master (SIGSTOP, a partition) never fails it: commands time out,
+ * the connection stays, and the gateway would keep answering 503 after the sentinels promoted a
+ * replica, then write to the old master once it woke, until demoted (writes its resync drops).
+ * So the store listens to the sentinels' `+switch-master` (sentinel-watch.ts) and drops the
+ * connection then, and that drop does not wait more than one command timeout for the old master to
+ * close its side (ioredis's disconnectTimeout, 2 s by default): a frozen one never does. A
+ * sentinel's answer is waited for no longer than a command either.
+ */
+function sentinelOptions (sentinel: SentinelConfig, timeoutMs: number) {
+  return {
+    name: sentinel.name,
+    sentinels: sentinel.nodes.map(hostPort),
+    username: sentinel.username,
+    password: sentinel.password,
+    sentinelUsername: sentinel.sentinelUsername,
+    sentinelPassword: sentinel.sentinelPassword,
+    // TLS as for rediss://: Node's CAs, NODE_EXTRA_CA_CERTS included; to the sentinels and to the
+    // master they name.
+    ...(sentinel.tls === true ? { tls: {}, sentinelTLS: {}, enableTLSForSentinelMode: true } : {}),
+    disconnectTimeout: timeoutMs,
+    sentinelCommandTimeout: timeoutMs,
+  } satisfies RedisOptions
+}
+
+/** A connection to one sentinel, as ioredis's own to ask for the master: credentials, TLS, timeouts. */
+export function sentinelConnection (sentinel: SentinelConfig, timeoutMs: number): RedisOptions {
+  const options = sentinelOptions(sentinel, timeoutMs)
+  return {
+    username: options.sentinelUsername,
+    password: options.sentinelPassword,
+    tls: 'sentinelTLS' in options ? options.sentinelTLS : undefined,
+    connectTimeout: 2 * timeoutMs,
+    disconnectTimeout: timeoutMs,
+    retryStrategy,
+  }
+}
+
+/**
+ * The subscriber connection's own options: no command timeout (a SUBSCRIBE waits for its answer),
+ * and subscribed by redis-subscription.ts on each connection, not by ioredis from its offline queue
+ * (emptied after maxRetriesPerRequest failed attempts, so a start with Redis unreachable never
+ * subscribed) nor by its autoResubscribe (which forgets a SUBSCRIBE refused or never answered).
+ */
+export const SUBSCRIBER = { enableOfflineQueue: false, commandTimeout: undefined, autoResubscribe: false } satisfies RedisOptions
+
+export function createClient (config: StoreConfig): Redis | Cluster {
+  const keyPrefix = config.keyPrefix
+  if (config.cluster) {
+    const first = new URL(config.cluster[0]!)
+    return new Cluster(config.cluster.map(hostPort), {
+      keyPrefix,
+      enableOfflineQueue: false,
+      clusterRetryStrategy: retryStrategy,
+      // ioredis re-reads the slot map only after some errors ("Connection is closed.", MOVED); a
+      // command that times out on a dead master triggers none, so a promoted replica could go
+      // unnoticed. Re-reading it every 2 s bounds that (one CLUSTER SLOTS per 2 s).
+      slotsRefreshInterval: 2000,
+      redisOptions: {
+        ...clientOptions(config),
+        username: decodeURIComponent(first.username) || undefined,
+        password: decodeURIComponent(first.password) || undefined,
+        tls: first.protocol === 'rediss:' ? {} : undefined,
+      },
+    })
+  }
+  if (config.sentinel) return new Redis({ ...clientOptions(config), ...sentinelOptions(config.sentinel, config.timeoutMs), keyPrefix })
+  return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...clientOptions(config), keyPrefix })
+}

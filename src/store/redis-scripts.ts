@@ -1,0 +1,57 @@
+// The store's Lua scripts: where a method must compare and then act on one key (releasing a lock,
+// a conditional write, the sets), one script runs it atomically. Defined on each connection with
+// defineCommand (EVALSHA, EVAL on NOSCRIPT).
+import type { Cluster, Redis, Result } from 'ioredis'
+
+/**
+ * Deletes KEYS[1] only while it holds ARGV[1] (the owner's token): 1 when deleted, else 0. One key,
+ * so it runs on the node owning that key's slot in a Redis Cluster too.
+ */
+const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end"
+/**
+ * SET KEYS[1] ARGV[2] PX ARGV[3] only while it holds exactly ARGV[1] (byte for byte): 1 when set,
+ * else 0. An absent key is never created (GET of it is false, which equals no string).
+ */
+export const REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end"
+/** PEXPIRE only when it lengthens the key's life (a key without expiry counts as shorter: PTTL -1). */
+/** CAP_EXPIRY: the key expires within ARGV[1] ms at the latest (a key without expiry gets one); never later than it would. */
+const CAP_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left == -1 or left > tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
+const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
+const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
+const TAKE_MEMBERS = "local members = redis.call('smembers', KEYS[1]) redis.call('del', KEYS[1]) return members"
+/**
+ * ZADD ARGV[1] (member) with score ARGV[2], the expiry grown to ARGV[3], then only the ARGV[4]
+ * highest-scored members kept: the ones removed are returned (lowest first).
+ */
+const ADD_RANKED = "redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) " +
+  "local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[3]) then redis.call('pexpire', KEYS[1], ARGV[3]) end " +
+  "local over = redis.call('zcard', KEYS[1]) - tonumber(ARGV[4]) if over <= 0 then return {} end " +
+  "local dropped = redis.call('zrange', KEYS[1], 0, over - 1) redis.call('zremrangebyrank', KEYS[1], 0, over - 1) return dropped"
+
+declare module 'ioredis' {
+  interface RedisCommander<Context> {
+    /** RELEASE_LOCK, defined on each connection with defineCommand (EVALSHA, EVAL on NOSCRIPT). */
+    releaseLock (key: string, owner: string): Result<number, Context>
+    /** REPLACE: a write conditional on the value read. */
+    replaceValue (key: string, expected: Buffer, value: string | Buffer, ttlMs: number): Result<number, Context>
+    /** CAP_EXPIRY: a key's expiry brought nearer, never further. */
+    capExpiry (key: string, ttlMs: number): Result<number, Context>
+    /** GROW_EXPIRY, ADD_MEMBER, TAKE_MEMBERS: the Sets role, one script on one key each. */
+    growExpiry (key: string, ttlMs: number): Result<number, Context>
+    addMember (key: string, member: string, ttlMs: number): Result<number, Context>
+    takeMembers (key: string): Result<string[], Context>
+    /** ADD_RANKED: the ranked sets' bounded add. */
+    addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Result<string[], Context>
+  }
+}
+
+/** Defines every script on `redis` as a command of its own. */
+export function defineScripts (redis: Redis | Cluster): void {
+  redis.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
+  redis.defineCommand('replaceValue', { numberOfKeys: 1, lua: REPLACE })
+  redis.defineCommand('capExpiry', { numberOfKeys: 1, lua: CAP_EXPIRY })
+  redis.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
+  redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
+  redis.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
+  redis.defineCommand('addRanked', { numberOfKeys: 1, lua: ADD_RANKED })
+}
