@@ -32,8 +32,7 @@
 //                    (--rounds N, default 3, order alternating), with its memory at peak (bench/README.md)
 //   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
-import autocannon from 'autocannon'
-import { appendFile, mkdir, mkdtemp, readFile, readdir, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises'
 import { availableParallelism, tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { parseArgs } from 'node:util'
@@ -43,14 +42,22 @@ import { freePort } from '../test/helpers/net.js'
 import { startRedis } from '../test/helpers/redis.js'
 import { APACHE_SESSION_COOKIE, apacheBinary, apacheRedirectUri, startApache } from './apache.js'
 import { summarizeProfile } from './profile.js'
+import { againstBench } from './against.js'
 import { refreshStormBench, refreshStormReport } from './refresh-storm.js'
 import { sessionBytesBench, sessionBytesTable } from './session-bytes.js'
 import { signinAb, signinBench, signinTable, type SigninVariant } from './signin.js'
-import { cpuOfTree, rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
-import { wrk, type LoadResult } from './wrk.js'
+import { load as loadWith, median, mb, middleHalf, round, tableRows, type Run } from './load.js'
+import { rssOfTree, startBareProxy, startGateway, startUpstream, which, type Target } from './targets.js'
 
+// `--against` alone (or before another option) compares with the last release.
+const argv = process.argv.slice(2)
+const againstAt = argv.indexOf('--against')
+if (againstAt !== -1 && (argv[againstAt + 1] === undefined || argv[againstAt + 1]!.startsWith('--'))) argv.splice(againstAt + 1, 0, 'release')
 const { values: args } = parseArgs({
+  args: argv,
   options: {
+    against: { type: 'string' },
+    'max-growth': { type: 'string' },
     quick: { type: 'boolean' },
     soak: { type: 'boolean' },
     profile: { type: 'boolean' },
@@ -86,80 +93,8 @@ const bearer = args.bearer === true
 const BEARER_AUDIENCE = 'api://bench'
 const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
 if (generator !== 'wrk' && generator !== 'autocannon') throw new Error(`--generator must be wrk or autocannon, not ${generator}`)
-
-interface Run {
-  target: string
-  rep: number
-  rps: number
-  p50: number
-  p99: number
-  errors: number
-  non2xx: number
-  /** Peak resident memory of the largest process (the worker) during the run, MB. */
-  peakRssMb: number
-  processes: number
-  /** CPU time (user + system, all of the target's processes) per request, µs: less noisy than req/s. */
-  cpuUsPerRequest: number
-  /** Share of the machine's CPU time the hypervisor gave to others during the run (%): host noise. */
-  stealPct: number
-}
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
-}
-/** The middle half of the values (first and third quartile): how much a per-repetition ratio moved. */
-const middleHalf = (values: number[]): [number, number] => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const at = (q: number) => sorted[Math.min(sorted.length - 1, Math.round(q * (sorted.length - 1)))]!
-  return [at(0.25), at(0.75)]
-}
-const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits
-const mb = (bytes: number) => Math.round(bytes / 1e5) / 10
-
-/** Load on a target for durationS; with pauseMs, each connection waits that long after every answer. */
-async function load (target: Target, durationS: number, headers: Record<string, string>, pauseMs = 0): Promise<Omit<Run, 'target' | 'rep'>> {
-  let peak = 0
-  let processes = 1
-  const sampler = setInterval(() => {
-    rssOfTree(target.pid).then((sizes) => {
-      peak = Math.max(peak, ...sizes)
-      processes = sizes.length
-    }, () => {})
-  }, 250)
-  const url = `${target.url}/app/bench`
-  const cpuBefore = await cpuOfTree(target.pid)
-  const stealBefore = await machineCpu()
-  const sent = target.headers ?? headers
-  const result = generator === 'wrk' ? await wrk(url, connections, durationS, sent, pauseMs) : await autocannonLoad(url, durationS, sent, pauseMs)
-  clearInterval(sampler)
-  const cpuMs = await cpuOfTree(target.pid) - cpuBefore
-  const stealAfter = await machineCpu()
-  const stealPct = round(100 * (stealAfter.steal - stealBefore.steal) / Math.max(1, stealAfter.total - stealBefore.total), 1)
-  return { ...result, peakRssMb: mb(peak), processes, cpuUsPerRequest: Math.round(cpuMs * 1000 / (result.rps * durationS)), stealPct }
-}
-
-/** The machine's CPU time so far (clock ticks): all of it, and what the hypervisor stole (/proc/stat). */
-async function machineCpu (): Promise<{ total: number, steal: number }> {
-  try {
-    const fields = (await readFile('/proc/stat', 'utf8')).split('\n', 1)[0]!.trim().split(/\s+/).slice(1, 9).map(Number)
-    return { total: fields.reduce((a, b) => a + b, 0), steal: fields[7] ?? 0 }
-  } catch {
-    return { total: 0, steal: 0 }
-  }
-}
-
-async function autocannonLoad (url: string, durationS: number, headers: Record<string, string>, pauseMs: number): Promise<LoadResult> {
-  const result = await autocannon({ url, connections, duration: durationS, headers, ...(pauseMs > 0 ? { connectionRate: 1000 / pauseMs } : {}) })
-  return {
-    rps: Math.round(result.requests.average),
-    p50: result.latency.p50,
-    p99: result.latency.p99,
-    errors: result.errors + result.timeouts,
-    non2xx: result.non2xx,
-  }
-}
+const settings = { generator, connections } as const
+const load = async (target: Target, durationS: number, headers: Record<string, string>, pauseMs = 0) => await loadWith(settings, target, durationS, headers, pauseMs)
 
 async function main (): Promise<void> {
   const cores = availableParallelism()
@@ -254,19 +189,6 @@ async function interleaved (targets: Target[], headers: Record<string, string>, 
     }
   }
   return runs
-}
-
-/** The per-repetition rows and the median row of each target. */
-function tableRows (targets: Target[], runs: Run[]): string {
-  const rows = runs.map((r) => `| ${r.target} | ${r.rep} | ${r.rps} | ${r.p50} | ${r.p99} | ${r.errors} | ${r.non2xx} | ${r.cpuUsPerRequest} | ${r.peakRssMb} (${r.processes} proc.) | ${r.stealPct} |`)
-  const medianRows = targets.map((t) => {
-    const own = runs.filter((r) => r.target === t.name)
-    const mid = (f: (r: Run) => number, digits: number) => round(median(own.map(f)), digits)
-    return `| ${t.name} | median | ${mid((r) => r.rps, 0)} | ${mid((r) => r.p50, 2)} | ${mid((r) => r.p99, 2)} | ${own.reduce((n, r) => n + r.errors, 0)} | ${own.reduce((n, r) => n + r.non2xx, 0)} | ${mid((r) => r.cpuUsPerRequest, 0)} | ${Math.max(...own.map((r) => r.peakRssMb))} | ${mid((r) => r.stealPct, 1)} |`
-  })
-  return `| target | rep | req/s | p50 ms | p99 ms | errors | non-2xx | CPU µs/request | peak RSS MB (largest process) | host steal % |
-|---|---|---|---|---|---|---|---|---|---|
-${[...rows, ...medianRows].join('\n')}`
 }
 
 async function compare (targets: Target[], headers: Record<string, string>, upstreamKind: string, cores: number): Promise<void> {
@@ -500,7 +422,31 @@ async function record (file: string | undefined, report: string, summary: object
   process.stdout.write(`\nwritten: ${file ? `${file}, ` : ''}bench/results/history.jsonl\n`)
 }
 
+/** `--against <ref>`: this build against another, in alternating rounds (bench/against.ts). */
+async function againstMode (): Promise<void> {
+  const maxGrowth = args['max-growth'] === undefined ? undefined : Number(args['max-growth'])
+  if (maxGrowth !== undefined && !(maxGrowth > 0)) throw new Error(`--max-growth must be a percentage above 0, not ${args['max-growth']}`)
+  const { report, summary, failure } = await againstBench({
+    ref: args.against!,
+    settings,
+    rounds: Number(args.rounds ?? (args.quick ? 16 : 9)),
+    seconds: Number(args.seconds ?? (args.quick ? 1 : 5)),
+    full: args.quick !== true,
+    signins: Number(args.signins ?? 600),
+    concurrency: Number(args.concurrency ?? 32),
+    logLevel,
+    maxGrowthPct: maxGrowth,
+  })
+  process.stdout.write(`\n${report}`)
+  await record(args.quick ? undefined : 'bench/results/against.md', report, { against: args.against, ...summary })
+  if (failure !== undefined) {
+    process.stderr.write(`bench: ${failure}\n`)
+    process.exitCode = 1
+  }
+}
+
 async function entry (): Promise<void> {
+  if (args.against !== undefined) return await againstMode()
   const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes']
   if (!args.signin && !args['refresh-storm'] && !args['session-bytes']) await main()
   if (quickSmoke || args.signin || args['refresh-storm'] || args['session-bytes']) await modes()

@@ -18,7 +18,7 @@ import { apacheBinary, apacheRedirectUri, startApache } from './apache.js'
 import { summarizeProfile } from './profile.js'
 import { Stops, mean, measured, quantile, round, startProviderProcess, type ProviderProcess } from './stack.js'
 import type { MemoryPeak } from './memory-sampler.js'
-import { cpuOfTree, startGateway, startUpstream, type Target } from './targets.js'
+import { cpuOfTree, startGateway, startUpstream, type StartCommand, type Target } from './targets.js'
 
 export interface SigninOptions {
   /** Sign-ins measured per target (after a warm-up of `concurrency` sign-ins). */
@@ -41,6 +41,8 @@ export interface SigninVariant {
   env?: Record<string, string>
   /** Another build's entry point (default dist/src/main.js). */
   main?: string
+  /** That build's own `npm start` flags and environment (default: this build's). */
+  startCommand?: StartCommand
 }
 
 /** The hops of one sign-in that the target (not the provider) answers, in ms from request to response headers. */
@@ -192,6 +194,7 @@ function gatewayStarter (stops: Stops, common: Omit<Parameters<typeof startGatew
       nodeArgs: ['--import', SAMPLER, ...(variant.nodeArgs ?? [])],
       env: { ...variant.env, GATEWAY_BENCH_MEMORY: memoryFile },
       main: variant.main,
+      startCommand: variant.startCommand,
     }))
     return { ...target, memoryFile }
   }

@@ -95,6 +95,28 @@ export interface GatewayOptions {
   moreProviders?: Record<string, string>
   /** Top-level config sections to add or replace (e.g. rateLimit). */
   config?: Record<string, unknown>
+  /** How the build's own `npm start` runs it (another build's, for --against); default: this build's. */
+  startCommand?: StartCommand
+}
+
+/** The node flags and environment a build's `npm start` gives the gateway (its package.json). */
+export interface StartCommand {
+  nodeArgs: readonly string[]
+  env: Readonly<Record<string, string>>
+}
+
+/**
+ * What a package.json's `start` script gives node, as `VAR=value ... exec node <flags> <main>` spells
+ * it: the environment assignments before `node`, the flags between it and the entry point.
+ */
+export async function startCommandOf (packageJson: string): Promise<StartCommand> {
+  const script = (JSON.parse(await readFile(packageJson, 'utf8')) as { scripts?: { start?: string } }).scripts?.start ?? ''
+  const words = script.split(/\s+/).filter(Boolean)
+  const at = words.indexOf('node')
+  if (at === -1) throw new Error(`${packageJson}: its start script does not run node: ${script}`)
+  const env = Object.fromEntries(words.slice(0, at).filter((word) => /^[A-Z_]+=/.test(word)).map((word) => [word.slice(0, word.indexOf('=')), word.slice(word.indexOf('=') + 1)]))
+  const main = words.findIndex((word, i) => i > at && !word.startsWith('-'))
+  return { nodeArgs: words.slice(at + 1, main === -1 ? undefined : main), env }
 }
 
 /** session.secret of every gateway the bench starts (the refresh storm seals records with it). */
@@ -120,8 +142,9 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}), ...(options.bearer ? { bearer: options.bearer } : {}) }],
     ...options.config,
   }))
-  const child = spawn(process.execPath, [...GATEWAY_NODE_FLAGS, ...(options.nodeArgs ?? []), options.main ?? 'dist/src/main.js', '--config', file], {
-    stdio: 'ignore', env: { ...process.env, ...GATEWAY_NODE_ENV, LOG_LEVEL: options.logLevel ?? 'info', ...options.env },
+  const shipped = options.startCommand ?? { nodeArgs: GATEWAY_NODE_FLAGS, env: GATEWAY_NODE_ENV }
+  const child = spawn(process.execPath, [...shipped.nodeArgs, ...(options.nodeArgs ?? []), options.main ?? 'dist/src/main.js', '--config', file], {
+    stdio: 'ignore', env: { ...process.env, ...shipped.env, LOG_LEVEL: options.logLevel ?? 'info', ...options.env },
   })
   return await started(options.name, child, url, '/readyz')
 }

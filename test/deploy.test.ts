@@ -4,12 +4,13 @@
 // reach its port and endpoints, the grace period covers the preStop sleep plus shutdownTimeout.
 // (scripts/docker-k8s-check.sh runs the image with that same environment and config.)
 import { execFileSync } from 'node:child_process'
-import { existsSync, readdirSync, readFileSync } from 'node:fs'
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { createRequire } from 'node:module'
 import { parseAllDocuments } from 'yaml'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { GATEWAY_NODE_ENV, GATEWAY_NODE_FLAGS } from '../bench/targets.js'
+import { GATEWAY_NODE_ENV, GATEWAY_NODE_FLAGS, startCommandOf } from '../bench/targets.js'
 import { ConfigError, parseConfig } from '../src/config/config.js'
 import type { GatewayConfig } from '../src/config/types.js'
 
@@ -244,6 +245,15 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
     // The final stage's ENV (after the last FROM) sets each variable.
     const finalStage = dockerfile.slice(dockerfile.lastIndexOf('\nFROM '))
     for (const setting of env) expect(finalStage).toMatch(new RegExp(`^(ENV |\\s+)${setting}( \\\\)?$`, 'm'))
+  })
+
+  it('`npm run bench -- --against` reads a build\'s node flags and environment from its start script as `npm start` runs them', async () => {
+    expect(await startCommandOf('package.json')).toEqual({ nodeArgs: GATEWAY_NODE_FLAGS, env: GATEWAY_NODE_ENV })
+    const dir = mkdtempSync(join(tmpdir(), 'gw-start-'))
+    const script = (start: string) => { writeFileSync(join(dir, 'package.json'), JSON.stringify({ scripts: { start } })); return join(dir, 'package.json') }
+    expect(await startCommandOf(script('node dist/src/main.js'))).toEqual({ nodeArgs: [], env: {} })
+    expect(await startCommandOf(script('A=1 B_C=x=y exec node --x=1 --y dist/src/main.js --config g.yaml'))).toEqual({ nodeArgs: ['--x=1', '--y'], env: { A: '1', B_C: 'x=y' } })
+    await expect(startCommandOf(script('tsx src/main.ts'))).rejects.toThrow(/does not run node/)
   })
 
   it('the Service and the PodDisruptionBudget select the gateway pods, and the budget allows a drain', () => {

@@ -46,6 +46,16 @@ describe('the release', () => {
     expect(releaseNotes(tag, pkg.version, changelog)).toEqual({ problem: expect.stringContaining(problem) as string })
   })
 
+  it('bench/releases.json names the newest dated version, on a commit of this history whose package.json has it', async () => {
+    // What `npm run bench -- --against` and CI's guard compare with (docs/performance.md).
+    const { releases } = JSON.parse(await readFile('bench/releases.json', 'utf8')) as { releases: Array<{ version: string, date: string, commit: string }> }
+    const last = releases.at(-1)!
+    const newest = /^## (\d+\.\d+\.\d+) \((\d{4}-\d{2}-\d{2})\)$/m.exec(changelog)!
+    expect([last.version, last.date]).toEqual([newest[1], newest[2]])
+    const shipped = (await promisify(execFile)('git', ['show', `${last.commit}:package.json`], { encoding: 'utf8' })).stdout
+    expect((JSON.parse(shipped) as { version: string }).version).toBe(last.version)
+  })
+
   it('refuses a version whose section is missing, undated or empty', () => {
     expect(releaseNotes('v2.0.0', '2.0.0', '# Changelog\n\n## Unreleased\n\n- x\n')).toEqual({ problem: 'CHANGELOG.md has no section "## 2.0.0 (YYYY-MM-DD)": rename "## Unreleased" to it' })
     expect(releaseNotes('v2.0.0', '2.0.0', '## 2.0.0\n\n- x\n')).toHaveProperty('problem')
