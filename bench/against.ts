@@ -3,9 +3,10 @@
 // change on the request path is judged against what shipped and not only against variants of itself.
 // The ref is built once in a git worktree of its own under the system's temporary directory (reused
 // while its commit is the same); each build runs as its own package.json's `npm start` runs it.
-// Both builds are loaded in alternating order, round after round (A B, B A, ...), on a plain route
-// with a signed-in session cookie and on a route with `bearer:` with a machine client's JWT; each
-// figure is the median of the per-round ratios of the two runs next to each other in time. The full
+// Both builds are loaded in alternating order, round after round (A B, B A, ...), with a signed-in
+// session cookie and with a machine client's JWT (one route that takes both), by fresh processes of
+// each build in turn; each figure is the median of the per-round ratios of the two runs next to
+// each other in time. The full
 // form adds the bare proxy (gateway/bare for each build) and a sign-in storm of each build.
 // With --max-growth P it fails (exit 1) when either build's CPU per request is more than P% above
 // the ref's: CI runs `npm run bench -- --against --quick --max-growth 10`.
@@ -37,6 +38,9 @@ export interface AgainstOptions {
   /** A git ref; `release` (the default): the last release's commit in bench/releases.json. */
   ref: string
   settings: LoadSettings
+  /** Pairs of fresh processes, one of each build. */
+  blocks: number
+  /** Rounds per pair (each loads both builds on each path). */
   rounds: number
   seconds: number
   /** The full form: with the bare proxy and a sign-in storm of each build. */
@@ -111,38 +115,28 @@ export async function thisBuild (): Promise<Build> {
 interface Stack {
   stops: Stops
   bare: Target
-  /** Each build on a plain route, then each build on a route with `bearer:`. */
-  plain: [Target, Target]
-  bearer: [Target, Target]
-  sessionHeaders: [Record<string, string>, Record<string, string>]
+  /** A fresh process of each build, both serving a route that takes a session cookie or a bearer JWT. */
+  pair (block: number): Promise<{ targets: [Target, Target], sessionHeaders: [Record<string, string>, Record<string, string>], stop: () => Promise<void> }>
   tokenHeaders: Record<string, string>
 }
 
-/** Redis, the upstream, the bare proxy, the provider and both builds twice, each signed in through the real flow. */
-async function startStack (builds: [Build, Build], logLevel: string): Promise<Stack> {
+/** Redis, the upstream, the bare proxy and the provider; each block's pair of gateways is started by `pair`. */
+async function startStack (builds: [Build, Build], logLevel: string, blocks: number): Promise<Stack> {
   const stops = new Stops()
   try {
     const redis = stops.add(await startRedis(process.env.TEST_REDIS === undefined ? 'spawn' : undefined))
     const upstream = stops.add(await startUpstream())
     const bare = stops.add(await startBareProxy(upstream.url))
-    const ports = await Promise.all([0, 1, 2, 3].map(async () => await freePort()))
+    const ports: number[] = []
+    for (let i = 0; i < 2 * blocks; i++) ports.push(await freePort())
     const clientSecret = 'bench-client-secret'
     const as = stops.add(await startAuthorizationServer({
       clients: [{ client_id: 'bench', client_secret: clientSecret, redirect_uris: ports.map((p) => `http://127.0.0.1:${p}/oauth/authorized/demo/`) }],
       machineClients: [{ client_id: 'bench-ci', client_secret: clientSecret }],
       resources: { [BEARER_AUDIENCE]: { scope: 'bench.read' } },
     }))
-    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, workers: 1 as const }
-    const gateway = async (build: Build, port: number, bearer: boolean) => stops.add(await startGateway({
-      ...common,
-      name: `${build.label}${bearer ? ', bearer JWT' : ', session'}`,
-      port,
-      main: build.main,
-      startCommand: build.startCommand,
-      ...(bearer ? { bearer: { audience: BEARER_AUDIENCE } } : {}),
-    }))
-    const plain: [Target, Target] = [await gateway(builds[0], ports[0]!, false), await gateway(builds[1], ports[1]!, false)]
-    const bearer: [Target, Target] = [await gateway(builds[0], ports[2]!, true), await gateway(builds[1], ports[3]!, true)]
+    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, workers: 1 as const, bearer: { audience: BEARER_AUDIENCE } }
+    const gateway = async (build: Build, port: number) => await startGateway({ ...common, name: build.label, port, main: build.main, startCommand: build.startCommand })
     // Each build signs its own user in: a session record one build wrote is not assumed readable by the other.
     const signIn = async (target: Target) => {
       const browser = new Browser()
@@ -150,50 +144,70 @@ async function startStack (builds: [Build, Build], logLevel: string): Promise<St
       if (landed.status !== 200) throw new Error(`sign-in at ${target.name} failed: ${landed.status}`)
       return { accept: 'application/json', cookie: `gw_session=${browser.cookies.get('gw_session')!.value}` }
     }
-    const sessionHeaders: Stack['sessionHeaders'] = [await signIn(plain[0]), await signIn(plain[1])]
+    const pair: Stack['pair'] = async (block) => {
+      const targets: [Target, Target] = [await gateway(builds[0], ports[2 * block]!), await gateway(builds[1], ports[2 * block + 1]!)]
+      const stop = async () => { await Promise.all(targets.map(async (target) => { await target.stop() })) }
+      try {
+        return { targets, sessionHeaders: [await signIn(targets[0]), await signIn(targets[1])], stop }
+      } catch (error) {
+        await stop()
+        throw error
+      }
+    }
     const form = new URLSearchParams({ grant_type: 'client_credentials', client_id: 'bench-ci', client_secret: clientSecret, resource: BEARER_AUDIENCE, scope: 'bench.read' })
     const token = await (await fetch(`${as.issuer}/token`, { method: 'POST', body: form })).json() as { access_token?: string }
     if (token.access_token === undefined) throw new Error('the provider refused the bench\'s client-credentials grant')
-    return { stops, bare, plain, bearer, sessionHeaders, tokenHeaders: { accept: 'application/json', authorization: `Bearer ${token.access_token}` } }
+    return { stops, bare, pair, tokenHeaders: { accept: 'application/json', authorization: `Bearer ${token.access_token}` } }
   } catch (error) {
     await stops.run()
     throw error
   }
 }
 
+/** The two paths each pair is loaded on. */
+const PATHS = ['proxied, session cookie', 'proxied, bearer JWT'] as const
+
 /**
- * Both builds in alternating order, `rounds` times (with the bare proxy first in each round of the
- * full form), and each pair's ratios; after a warm-up of every target.
+ * `blocks` times: a fresh process of each build (a process's JIT can be luckier or unluckier than
+ * another's of the same code for its whole life), warmed up, then both loaded in alternating order
+ * `rounds` times on each path (with the bare proxy first in each round of the full form); every
+ * round gives each path one ratio.
  */
 async function alternate (options: AgainstOptions, stack: Stack): Promise<{ runs: Run[], compared: Compared[] }> {
-  const pairs = [
-    { what: 'proxied, session cookie', targets: stack.plain, headers: stack.sessionHeaders },
-    { what: 'proxied, bearer JWT', targets: stack.bearer, headers: [stack.tokenHeaders, stack.tokenHeaders] },
-  ]
-  const measure = async (target: Target, headers: Record<string, string>, rep: number) => {
-    const result: Run = { target: target.name, rep, ...(await load(options.settings, target, options.seconds, headers)) }
-    process.stdout.write(`  ${target.name} #${rep}: ${result.rps} req/s, p99 ${result.p99} ms, ${result.cpuUsPerRequest} µs CPU/request, ${result.errors} errors, ${result.non2xx} non-2xx\n`)
-    if (result.errors + result.non2xx > 0) throw new Error(`${target.name} answered ${result.non2xx} non-2xx and ${result.errors} errors: the figures would not be of the proxied path`)
+  const measure = async (target: Target, name: string, headers: Record<string, string>, rep: number) => {
+    const result: Run = { target: name, rep, ...(await load(options.settings, target, options.seconds, headers)) }
+    process.stdout.write(`  ${name} #${rep}: ${result.rps} req/s, p99 ${result.p99} ms, ${result.cpuUsPerRequest} µs CPU/request, ${result.errors} errors, ${result.non2xx} non-2xx\n`)
+    if (result.errors + result.non2xx > 0) throw new Error(`${name} answered ${result.non2xx} non-2xx and ${result.errors} errors: the figures would not be of the proxied path`)
     return result
   }
-  for (const pair of pairs) for (const [i, target] of pair.targets.entries()) await load(options.settings, target, 3, pair.headers[i]!) // warm-up
-  if (options.full) await load(options.settings, stack.bare, 3, stack.sessionHeaders[0])
+  if (options.full) await load(options.settings, stack.bare, 3, stack.tokenHeaders)
   const runs: Run[] = []
-  const rounds = pairs.map(() => [] as Array<[Run, Run]>)
-  for (let rep = 1; rep <= options.rounds; rep++) {
-    for (const [p, pair] of pairs.entries()) {
-      if (options.full && p === 0) runs.push(await measure(stack.bare, stack.sessionHeaders[0], rep))
-      const order = rep % 2 === 1 ? [0, 1] : [1, 0]
-      const measured: Run[] = []
-      for (const i of order) measured[i] = await measure(pair.targets[i]!, pair.headers[i]!, rep)
-      runs.push(...order.map((i) => measured[i]!))
-      rounds[p]!.push([measured[0]!, measured[1]!])
+  const rounds = PATHS.map(() => [] as Array<[Run, Run]>)
+  let rep = 0
+  for (let block = 0; block < options.blocks; block++) {
+    const { targets, sessionHeaders, stop } = await stack.pair(block)
+    try {
+      const paths = [sessionHeaders, [stack.tokenHeaders, stack.tokenHeaders]] as const
+      for (const headers of paths) for (const [i, target] of targets.entries()) await load(options.settings, target, 2, headers[i]!) // warm-up
+      for (let r = 0; r < options.rounds; r++) {
+        rep++
+        if (options.full) runs.push(await measure(stack.bare, 'bare proxy', stack.tokenHeaders, rep))
+        for (const [p, headers] of paths.entries()) {
+          const order = (block + r) % 2 === 0 ? [0, 1] : [1, 0]
+          const measured: Run[] = []
+          for (const i of order) measured[i] = await measure(targets[i]!, `${targets[i]!.name}, ${PATHS[p]!.slice('proxied, '.length)}`, headers[i]!, rep)
+          runs.push(...order.map((i) => measured[i]!))
+          rounds[p]!.push([measured[0]!, measured[1]!])
+        }
+      }
+    } finally {
+      await stop()
     }
   }
-  const compared = pairs.map((pair, p): Compared => {
+  const compared = PATHS.map((what, p): Compared => {
     const per = (f: (r: Run) => number) => round(median(rounds[p]!.map(([ours, theirs]) => f(ours) / f(theirs))), 3)
     return {
-      what: pair.what,
+      what,
       ours: rounds[p]!.map(([ours]) => ours),
       theirs: rounds[p]!.map(([, theirs]) => theirs),
       ratio: { cpu: per((r) => r.cpuUsPerRequest), rps: per((r) => r.rps), p99: per((r) => r.p99) },
@@ -205,8 +219,8 @@ async function alternate (options: AgainstOptions, stack: Stack): Promise<{ runs
 /** The comparison, its report and, with `maxGrowthPct`, why it failed (undefined: it passed). */
 export async function againstBench (options: AgainstOptions & { maxGrowthPct?: number | undefined }): Promise<{ report: string, summary: object, failure: string | undefined }> {
   const builds: [Build, Build] = [await thisBuild(), await buildRef(options.ref)]
-  process.stdout.write(`against: ${builds[0].label} and ${builds[1].label}, ${options.rounds} alternating rounds of ${options.seconds}s per target\n`)
-  const stack = await startStack(builds, options.logLevel)
+  process.stdout.write(`against: ${builds[0].label} and ${builds[1].label}, ${options.blocks} pairs of fresh processes, ${options.rounds} alternating rounds of ${options.seconds}s per target each\n`)
+  const stack = await startStack(builds, options.logLevel, options.blocks)
   let measured: Awaited<ReturnType<typeof alternate>>
   try {
     measured = await alternate(options, stack)
@@ -246,7 +260,7 @@ function againstReport (builds: [Build, Build], options: AgainstOptions, { runs,
   const signins = storm.length === 0
     ? ''
     : `\nSign-in storm, a fresh 1-worker process of each build per round, ${options.signins} sign-ins by ${options.concurrency} clients, 2 rounds in alternating order:\n\n| build (round) | CPU ms/sign-in | sign-ins/s | peak RSS MB |\n|---|---|---|---|\n${storm.map((s) => `| ${s.target} | ${s.cpuMsPerSignin} | ${s.perSecond} | ${s.peakRssMb} |`).join('\n')}\n`
-  return `Against ${builds[1].label} ${new Date().toISOString()}: ${options.settings.generator} ${options.settings.connections} connections, ${options.rounds} rounds of ${options.seconds}s per target in alternating order, gateway LOG_LEVEL ${options.logLevel}, each build as its own \`npm start\` runs it.
+  return `Against ${builds[1].label} ${new Date().toISOString()}: ${options.settings.generator} ${options.settings.connections} connections, ${options.blocks} pairs of fresh processes (one of each build) with ${options.rounds} rounds of ${options.seconds}s per target each, in alternating order, gateway LOG_LEVEL ${options.logLevel}, each build as its own \`npm start\` runs it.
 
 | path | figure | ${builds[0].label} | ${builds[1].label} | this / ref (median of per-round ratios) |
 |---|---|---|---|---|

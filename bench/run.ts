@@ -58,6 +58,7 @@ const { values: args } = parseArgs({
   options: {
     against: { type: 'string' },
     'max-growth': { type: 'string' },
+    blocks: { type: 'string' },
     quick: { type: 'boolean' },
     soak: { type: 'boolean' },
     profile: { type: 'boolean' },
@@ -429,8 +430,9 @@ async function againstMode (): Promise<void> {
   const { report, summary, failure } = await againstBench({
     ref: args.against!,
     settings,
-    rounds: Number(args.rounds ?? (args.quick ? 16 : 9)),
-    seconds: Number(args.seconds ?? (args.quick ? 1 : 5)),
+    blocks: Number(args.blocks ?? (args.quick ? 6 : 3)),
+    rounds: Number(args.rounds ?? (args.quick ? 2 : 3)),
+    seconds: Number(args.seconds ?? (args.quick ? 2 : 5)),
     full: args.quick !== true,
     signins: Number(args.signins ?? 600),
     concurrency: Number(args.concurrency ?? 32),
