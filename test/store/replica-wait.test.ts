@@ -67,6 +67,8 @@ describe('a Redis without a replica', () => {
   it('with waitForReplica false: a write that asks for a replica is written at once, and no WAIT is sent', async () => {
     const store = new RedisStore(storeConfig({ url: redis.url, waitForReplica: 0 }), silent)
     try {
+      // Connected first: the store queues nothing while it connects (a command then is a 503 by design).
+      expect(await store.ready(5000)).toBe(true)
       const before = await waits(redis.url)
       await store.set('off', 'v', 10_000, { replicated: true })
       expect(await store.replace('off', Buffer.from('v'), 'w', 10_000, { replicated: true })).toBe(true)
