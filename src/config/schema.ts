@@ -223,7 +223,7 @@ const Route = Type.Object({
   path: Type.String({ description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
   upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
   provider: Text('Whose access token is injected; required when `auth: required`.'),
-  rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`).', { defaultText: 'the path is forwarded unchanged' }),
+  rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md).', { defaultText: 'the path is forwarded unchanged' }),
   timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
   maxConnections: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' }))),
   auth: filled(Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('none')], { default: 'required', description: '`required`, or `none` for a public route (still proxied, no token).' }))),

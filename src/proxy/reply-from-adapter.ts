@@ -1,19 +1,19 @@
-// Where the gateway's upstream pool meets @fastify/reply-from (through @fastify/http-proxy), and the
+// Where the gateway's upstream pool meets @fastify/reply-from, and the
 // only place their types are bridged. reply-from takes as its undici dispatcher any object with a
 // `request` method and calls only the callback form of it; over undici it hands onResponse
 // `{ statusCode, headers, stream }` with the dispatcher's body as `stream`, while its types describe
 // the node:http response. test/proxy/reply-from-adapter.test.ts runs a real reply-from over a real
 // pool and checks both, so an upgrade that changes either fails there.
-import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
+import type { FastifyReplyFromHooks, FastifyReplyFromOptions } from '@fastify/reply-from'
 import type { IncomingHttpHeaders } from 'node:http'
 import { Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
 import { UpstreamFailure, type UpstreamPool } from './upstream-pool.js'
 
-/** The dispatcher form of @fastify/http-proxy's `undici` option. */
-type ReplyFromDispatcher = Extract<NonNullable<FastifyHttpProxyOptions['undici']>, { request: Dispatcher['request'] }>
+/** The dispatcher form of @fastify/reply-from's `undici` option. */
+type ReplyFromDispatcher = Extract<NonNullable<FastifyReplyFromOptions['undici']>, { request: Dispatcher['request'] }>
 
-type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions']>['onResponse']>
+type OnResponse = NonNullable<FastifyReplyFromHooks['onResponse']>
 
 /** What reply-from hands to onResponse as its third argument, as its types spell it. */
 export type ReplyFromResponse = Parameters<OnResponse>[2]
@@ -25,7 +25,7 @@ export interface UpstreamResponse {
   stream: (Readable & { arrayBuffer?: () => Promise<ArrayBuffer> }) | UpstreamFailure
 }
 
-/** `pool` as @fastify/http-proxy's `undici` option: reply-from will send the route's requests through it. */
+/** `pool` as @fastify/reply-from's `undici` option: reply-from will send the route's requests through it. */
 export function replyFromDispatcher (pool: UpstreamPool): ReplyFromDispatcher {
   // The cast: Dispatcher['request'] is overloaded (a promise form and a callback form); UpstreamPool
   // has only the callback form, the one reply-from calls (`pool.request(req, callback)`).

@@ -1,7 +1,7 @@
 // The upstream's answer on its way to the client, and an upstream failure as the client and the
 // operator see it: timeouts are 504 `gateway_timeout`, everything else 502 `bad_gateway`, each
 // logged as one warn line naming the route (the upstream is down, not the gateway).
-import type { FastifyHttpProxyOptions } from '@fastify/http-proxy'
+import type { FastifyReplyFromHooks } from '@fastify/reply-from'
 import type { Readable } from 'node:stream'
 import { GatewayError } from '../errors.js'
 import type { BodyDeadlines } from './body-deadline.js'
@@ -42,7 +42,7 @@ export function upstreamError (target: UpstreamTarget, error: Error & { code?: s
 /** Upstream bodies of declared length up to this size are read whole and sent in one write. */
 const BUFFERED_BODY_MAX = 64 * 1024
 
-type OnResponse = NonNullable<NonNullable<FastifyHttpProxyOptions['replyOptions']>['onResponse']>
+type OnResponse = NonNullable<FastifyReplyFromHooks['onResponse']>
 
 /**
  * Sends the upstream's answer on. A small body of declared length is read whole, then sent with

@@ -13,6 +13,7 @@ import { upgradeOf, type Upgrade } from '../http/upgrades.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import type { UpstreamTarget } from '../proxy/cut-off.js'
 import type { UpstreamHeaders } from '../proxy/request-headers.js'
+import type { UpstreamPaths } from '../proxy/upstream-path.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import { upstreamError } from '../proxy/upstream-response.js'
 import { CLIENT_GONE_CODE, CLIENT_GONE_REASON, link, openUpstream, UpstreamHandshakeError } from '../proxy/websocket-link.js'
@@ -22,12 +23,11 @@ import { websocketHooks, type WebSocketHooks } from '../proxy/websocket.js'
 export interface WebSocketRouteDeps {
   readonly target: UpstreamTarget
   readonly headers: UpstreamHeaders
+  /** The route's path as it goes upstream: the same mapping as its HTTP requests. */
+  readonly paths: UpstreamPaths
   readonly sockets?: SessionSockets | undefined
   readonly bearerSockets?: BearerSockets | undefined
 }
-
-/** @fastify/http-proxy's reply decorator: the upstream path of a request, as its HTTP proxy rewrites it. */
-type WithFromParameters = FastifyReply & { fromParameters: (url: string, params: unknown, prefix: string) => { url: string } }
 
 /** The sub-protocols a client offered (Sec-WebSocket-Protocol), in its order. */
 function offered (request: IncomingMessage): string[] {
@@ -35,11 +35,11 @@ function offered (request: IncomingMessage): string[] {
   return header === undefined ? [] : header.split(',').map((protocol) => protocol.trim()).filter((protocol) => protocol !== '')
 }
 
-/** The upstream's address of an upgrade: the same rewrite as the route's HTTP requests (its traversal checks included), the query as sent. */
-function upstreamUrl (request: FastifyRequest, reply: WithFromParameters, prefix: string, origin: URL): URL {
-  const dest = reply.fromParameters(request.url, request.params, prefix).url.split('?', 1)[0]!
-  const url = new URL(dest, origin)
-  url.search = new URL(request.url, 'ws://gateway').search
+/** The upstream's address of an upgrade: the same path as the route's HTTP requests, the query as the edge made it. */
+function upstreamUrl (target: string, paths: UpstreamPaths, origin: URL): URL {
+  const queryAt = target.indexOf('?')
+  const url = new URL(paths.path(queryAt === -1 ? target : target.slice(0, queryAt)), origin)
+  if (queryAt !== -1) url.search = target.slice(queryAt)
   return url
 }
 
@@ -85,10 +85,10 @@ function linkHooks (route: RouteConfig, sockets: SessionSockets | undefined, bea
 }
 
 /**
- * Adds to the route's scope (before @fastify/http-proxy, whose HTTP routes these upgrades reach):
+ * Adds to the route's scope (before the route's proxy handler, which these upgrades reach):
  * a preHandler that takes every websocket upgrade over, and a preClose that closes the open ones.
  */
-export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { target, headers, sockets, bearerSockets }: WebSocketRouteDeps): void {
+export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { target, headers, paths, sockets, bearerSockets }: WebSocketRouteDeps): void {
   const upstreamOrigin = new URL(route.upstream)
   upstreamOrigin.protocol = upstreamOrigin.protocol === 'https:' ? 'wss:' : 'ws:'
   /** The sub-protocol each upstream chose, answered to its client. */
@@ -108,7 +108,7 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
   scope.addHook('preHandler', async function (request: FastifyRequest, reply: FastifyReply) {
     const upgrade = upgradeOf(request.raw)
     if (upgrade === undefined) return
-    const url = upstreamUrl(request, reply as WithFromParameters, this.prefix, upstreamOrigin)
+    const url = upstreamUrl(request.url, paths, upstreamOrigin)
     const client = watchClient(upgrade, route.websocketMaxMessage)
     sockets?.handing(request)
     bearerSockets?.handing(request)

@@ -4,6 +4,7 @@
 // `/big/<bytes>` a body that large; `/untyped` no content-type; `/truncated` and `/stall` promise
 // 100 bytes, send 10, then drop the connection or go quiet (each with an x-upstream header).
 // `/set-cookies` and `/set-cookie` try to set the gateway's own cookies (and one of the app's).
+// `/redirect?to=<value>` answers 302 with that Location; `/count` reads the body and answers its size.
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import { close, listen } from './net.js'
 
@@ -24,6 +25,17 @@ export async function startUpstream (): Promise<Upstream> {
     const request = { method: req.method ?? '', url: req.url ?? '', headers: req.headers }
     seen.push(request)
     if (req.url?.endsWith('/slow')) return
+    const redirect = /\/redirect\?to=(.*)$/.exec(req.url ?? '')
+    if (redirect) {
+      res.writeHead(302, { location: decodeURIComponent(redirect[1]!), 'content-type': 'text/plain' }).end()
+      return
+    }
+    if (req.url?.endsWith('/count')) {
+      let bytes = 0
+      req.on('data', (chunk: Buffer) => { bytes += chunk.length })
+      req.on('end', () => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify({ bytes })) })
+      return
+    }
     const delay = /\/delay\/(\d+)$/.exec(req.url ?? '')
     if (delay) {
       setTimeout(() => res.end(JSON.stringify(request)), Number(delay[1]))

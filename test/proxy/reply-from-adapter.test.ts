@@ -1,9 +1,9 @@
 // The contract between the gateway's upstream pool and @fastify/reply-from (src/proxy/reply-from-adapter.ts):
-// a real Fastify with @fastify/http-proxy sends through a real UpstreamPool to a real node:http
+// a real Fastify with @fastify/reply-from (as src/routes/proxy.ts registers it) sends through a real UpstreamPool to a real node:http
 // upstream, and what reply-from hands to onResponse is what the adapter promises: `{ statusCode,
 // headers, stream }` with an undici body (it has arrayBuffer, which the small-body path reads) or the
 // pool's UpstreamFailure. A reply-from upgrade that changes either fails here.
-import httpProxy from '@fastify/http-proxy'
+import replyFrom from '@fastify/reply-from'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -45,27 +45,22 @@ async function proxyTo (origin: string): Promise<{ app: FastifyInstance, seen: A
   const seen: Array<{ raw: ReplyFromResponse, read: UpstreamResponse }> = []
   const app = Fastify()
   apps.push(app)
-  await app.register(httpProxy, {
-    upstream: origin,
-    prefix: '/app',
-    rewritePrefix: '/app',
-    undici: replyFromDispatcher(pool),
-    replyOptions: {
-      onResponse: (_request, reply, raw) => {
-        let read: UpstreamResponse
-        try {
-          read = upstreamResponse(raw)
-        } catch (error) {
-          // Answered at once: reply-from waits for onResponse to send something.
-          reply.code(500).send(String(error))
-          return
-        }
-        seen.push({ raw, read })
-        if (read.stream instanceof UpstreamFailure) reply.code(502).send('failed')
-        else reply.send(read.stream)
-      },
+  await app.register(replyFrom, { base: origin, undici: replyFromDispatcher(pool) })
+  app.get('/app/*', (_request, reply) => reply.from('/app/x', {
+    onResponse: (_request, reply, raw) => {
+      let read: UpstreamResponse
+      try {
+        read = upstreamResponse(raw)
+      } catch (error) {
+        // Answered at once: reply-from waits for onResponse to send something.
+        reply.code(500).send(String(error))
+        return
+      }
+      seen.push({ raw, read })
+      if (read.stream instanceof UpstreamFailure) reply.code(502).send('failed')
+      else reply.send(read.stream)
     },
-  })
+  }))
   return { app, seen, requests: () => requests }
 }
 
