@@ -30,6 +30,8 @@
 //                    --ab-flags "F", --ab-env "K=V K=V", --ab-main PATH: instead, an A/B of the 1-worker
 //                    gateway as shipped against it with those node flags, environment or another build
 //                    (--rounds N, default 3, order alternating), with its memory at peak (bench/README.md)
+//   --ab-rules       instead, the same build with its route judging `allow` and `deny` rules, sending
+//                    two claim headers and accepting machine clients, against the plain route
 //   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import { appendFile, mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises'
@@ -81,6 +83,7 @@ const { values: args } = parseArgs({
     'ab-flags': { type: 'string' },
     'ab-env': { type: 'string' },
     'ab-main': { type: 'string' },
+    'ab-rules': { type: 'boolean' },
     rounds: { type: 'string' },
   },
 })
@@ -376,12 +379,22 @@ async function modes (): Promise<boolean> {
 }
 
 /** The gateway as --ab-flags, --ab-env and --ab-main start it; undefined without them. */
-function abVariant (): SigninVariant | undefined {
+function abVariant (): (SigninVariant & { route?: Record<string, unknown> }) | undefined {
+  // The same build, its route with what a route may judge and send: `allow`, `deny`, `headers:` and `bearer:`.
+  if (args['ab-rules'] === true) return { name: 'B: route with allow, deny, headers, bearer', route: RULED_ROUTE }
   if (args['ab-flags'] === undefined && args['ab-env'] === undefined && args['ab-main'] === undefined) return undefined
   const env = Object.fromEntries((args['ab-env'] ?? '').split(/\s+/).filter(Boolean).map((pair) => [pair.slice(0, pair.indexOf('=')), pair.slice(pair.indexOf('=') + 1)]))
   const nodeArgs = (args['ab-flags'] ?? '').split(/\s+/).filter(Boolean)
   const description = [...nodeArgs, ...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...(args['ab-main'] ? [args['ab-main']] : [])].join(' ')
   return { name: `B: ${description}`, nodeArgs, env, main: args['ab-main'] }
+}
+
+/** The route of `--ab-rules`: rules the bench's user passes (after every `deny` is checked), two claim headers, machine clients too. */
+const RULED_ROUTE = {
+  allow: [{ groups: ['admins'] }, { domains: ['example.test'], methods: ['GET', 'HEAD'] }],
+  deny: [{ paths: ['/app/admin/*'] }, { emails: ['mallory@evil.test'] }, { groups: ['blocked'] }],
+  headers: { 'X-Email': 'claims.email', 'X-Groups': 'claims.groups' },
+  bearer: { audience: 'api://bench' },
 }
 
 /** `--ab-*` without a mode: the bare proxy, the shipped 1-worker gateway and the variant, interleaved. */

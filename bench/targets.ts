@@ -95,6 +95,8 @@ export interface GatewayOptions {
   moreProviders?: Record<string, string>
   /** Top-level config sections to add or replace (e.g. rateLimit). */
   config?: Record<string, unknown>
+  /** Keys to add to the route (rules, `headers:`). */
+  route?: Record<string, unknown>
   /** How the build's own `npm start` runs it (another build's, for --against); default: this build's. */
   startCommand?: StartCommand
 }
@@ -139,7 +141,7 @@ export async function startGateway (options: GatewayOptions & { port: number }):
     store: { type: 'redis', url: options.redisUrl },
     providers: Object.fromEntries(Object.entries({ demo: options.clientId, ...options.moreProviders }).map(([name, clientId]) =>
       [name, { clientId, clientSecret: options.clientSecret, issuer: options.issuer, scope: 'openid profile email' }])),
-    routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}), ...(options.bearer ? { bearer: options.bearer } : {}) }],
+    routes: [{ path: '/app/', upstream: options.upstream, provider: 'demo', ...(options.assertion ? { assertion: true } : {}), ...(options.bearer ? { bearer: options.bearer } : {}), ...options.route }],
     ...options.config,
   }))
   const shipped = options.startCommand ?? { nodeArgs: GATEWAY_NODE_FLAGS, env: GATEWAY_NODE_ENV }
