@@ -45,6 +45,8 @@ export interface AgainstOptions {
   seconds: number
   /** The full form: with the bare proxy and a sign-in storm of each build. */
   full: boolean
+  /** Both builds loaded at once in each round (half the connections each) instead of one after the other. */
+  together: boolean
   signins: number
   concurrency: number
   logLevel: string
@@ -174,8 +176,8 @@ const PATHS = ['proxied, session cookie', 'proxied, bearer JWT'] as const
  * round gives each path one ratio.
  */
 async function alternate (options: AgainstOptions, stack: Stack): Promise<{ runs: Run[], compared: Compared[] }> {
-  const measure = async (target: Target, name: string, headers: Record<string, string>, rep: number) => {
-    const result: Run = { target: name, rep, ...(await load(options.settings, target, options.seconds, headers)) }
+  const measure = async (target: Target, name: string, headers: Record<string, string>, rep: number, settings = options.settings) => {
+    const result: Run = { target: name, rep, ...(await load(settings, target, options.seconds, headers)) }
     process.stdout.write(`  ${name} #${rep}: ${result.rps} req/s, p99 ${result.p99} ms, ${result.cpuUsPerRequest} µs CPU/request, ${result.errors} errors, ${result.non2xx} non-2xx\n`)
     if (result.errors + result.non2xx > 0) throw new Error(`${name} answered ${result.non2xx} non-2xx and ${result.errors} errors: the figures would not be of the proxied path`)
     return result
@@ -195,7 +197,12 @@ async function alternate (options: AgainstOptions, stack: Stack): Promise<{ runs
         for (const [p, headers] of paths.entries()) {
           const order = (block + r) % 2 === 0 ? [0, 1] : [1, 0]
           const measured: Run[] = []
-          for (const i of order) measured[i] = await measure(targets[i]!, `${targets[i]!.name}, ${PATHS[p]!.slice('proxied, '.length)}`, headers[i]!, rep)
+          const name = (i: number) => `${targets[i]!.name}, ${PATHS[p]!.slice('proxied, '.length)}`
+          if (options.together) {
+            // Both at once, each by half the connections: whatever the machine does in those seconds, both see it.
+            const half = { ...options.settings, connections: Math.ceil(options.settings.connections / 2) }
+            await Promise.all(order.map(async (i) => { measured[i] = await measure(targets[i]!, name(i), headers[i]!, rep, half) }))
+          } else for (const i of order) measured[i] = await measure(targets[i]!, name(i), headers[i]!, rep)
           runs.push(...order.map((i) => measured[i]!))
           rounds[p]!.push([measured[0]!, measured[1]!])
         }
