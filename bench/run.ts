@@ -447,11 +447,13 @@ async function againstMode (): Promise<void> {
   const { report, summary, failure } = await againstBench({
     ref: args.against!,
     settings,
-    blocks: Number(args.blocks ?? (args.quick ? 6 : 3)),
-    rounds: Number(args.rounds ?? (args.quick ? 2 : 3)),
+    blocks: Number(args.blocks ?? (args.quick ? 10 : 3)),
+    rounds: Number(args.rounds ?? 3),
     seconds: Number(args.seconds ?? (args.quick ? 2 : 5)),
     full: args.quick !== true,
-    together: args.together === true,
+    // The guard's form loads both builds at once (the machine's noise then hits both alike); the
+    // full form one after the other, so that each build's req/s is its own.
+    together: args.together ?? args.quick === true,
     signins: Number(args.signins ?? 600),
     concurrency: Number(args.concurrency ?? 32),
     logLevel,
