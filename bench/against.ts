@@ -3,13 +3,14 @@
 // change on the request path is judged against what shipped and not only against variants of itself.
 // The ref is built once in a git worktree of its own under the system's temporary directory (reused
 // while its commit is the same); each build runs as its own package.json's `npm start` runs it.
-// Both builds are loaded in alternating order, round after round (A B, B A, ...), with a signed-in
-// session cookie and with a machine client's JWT (one route that takes both), by fresh processes of
-// each build in turn; each figure is the median of the per-round ratios of the two runs next to
-// each other in time. The full
-// form adds the bare proxy (gateway/bare for each build) and a sign-in storm of each build.
-// With --max-growth P it fails (exit 1) when either build's CPU per request is more than P% above
-// the ref's: CI runs `npm run bench -- --against --quick --max-growth 10`.
+// Both builds are loaded round after round with a signed-in session cookie and with a machine
+// client's JWT (one route that takes both), by fresh processes of each build in turn: at once (half
+// the connections each; the quick form, CI's guard) or one after the other in alternating order
+// (the full form, so that each build's req/s is its own). Each figure is the median of the
+// per-round ratios. The full form adds the bare proxy (gateway/bare for each build) and a sign-in
+// storm of each build.
+// With --max-growth P it fails (exit 1) when this build's CPU per request, on either path, is more
+// than P% above the ref's: CI runs `npm run bench -- --against --quick --max-growth 10`.
 import { execFile } from 'node:child_process'
 import { access, readFile, rm, symlink } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
