@@ -2,10 +2,12 @@
 // operator's file from docs/forward-auth/ with only its addresses and served name replaced, wrapped
 // in the few process-level settings a test run needs (no daemon, files in a temporary folder, no
 // admin API).
-// Listens on a loopback port from the OS.
+// Listens on a loopback port from the OS, held from the moment the OS gives it until the proxy answers
+// on it (see `holdFrontPort`).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { request } from 'node:http'
+import { createServer, type AddressInfo, type Server } from 'node:net'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -37,6 +39,8 @@ export interface FrontAddresses {
 
 export interface FrontProxy {
   url: string
+  /** The loopback port it listens on. */
+  port: number
   /** The config file as run. */
   config: string
   stop (): Promise<void>
@@ -116,25 +120,75 @@ import ${dir}/site.Caddyfile
 `
 }
 
+/** A port {@link holdFrontPort} holds for a proxy {@link startFrontProxy} starts. */
+export interface HeldPort {
+  port: number
+  release (): Promise<void>
+}
+
 /**
- * Starts `kind` with its docs template; resolves once it answers HTTP.
+ * A loopback port from the OS, bound with SO_REUSEPORT and kept bound until the proxy (which binds
+ * it with SO_REUSEPORT too: Caddy always does, nginx with `reuseport`) answers on it. A port freed
+ * before the proxy starts can be taken in between as the local port of one of the suite's outgoing
+ * connections, and the proxy then exits with "address already in use". A connection the kernel
+ * hands to this socket meanwhile is closed, and the readiness probe asks again.
+ */
+export async function holdFrontPort (): Promise<HeldPort> {
+  const server: Server = createServer((socket) => socket.destroy())
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen({ port: 0, host: '127.0.0.1', reusePort: SHARES_PORTS }, resolve)
+  })
+  server.unref()
+  const { port } = server.address() as AddressInfo
+  return { port, release: async () => { if (server.listening) await new Promise<void>((resolve) => server.close(() => resolve())) } }
+}
+
+/**
+ * Whether this Node binds with SO_REUSEPORT (22.12 and later, every supported line). On the machine's
+ * Node 20 (unsupported) the held port is let go right before the proxy starts: a window of the
+ * proxy's start-up instead of none.
+ */
+const SHARES_PORTS = Number(process.versions.node.split('.')[0]) >= 22
+
+/**
+ * The file as run on the held port: nginx with `reuseport` on the one listen line that opens it (nginx
+ * takes it once per address); Caddy (which always sets SO_REUSEPORT) bound to 127.0.0.1, as the held
+ * socket is: it would bind every interface, and the kernel would keep handing connections to the more
+ * specific held socket.
+ */
+function onHeldPort (kind: FrontKind, config: string, addresses: FrontAddresses): string {
+  if (kind === 'nginx' && !SHARES_PORTS) return config
+  const [line, shared] = kind === 'nginx'
+    ? [`listen 127.0.0.1:${addresses.port} default_server;`, `listen 127.0.0.1:${addresses.port} default_server reuseport;`]
+    : [`http://${addresses.host ?? '127.0.0.1'}:${addresses.port} {`, `http://${addresses.host ?? '127.0.0.1'}:${addresses.port} {\n  bind 127.0.0.1`]
+  if (!config.includes(line)) throw new Error(`the ${kind} file has no "${line}"`)
+  return config.replace(line, shared)
+}
+
+/**
+ * Starts `kind` with its docs template on a loopback port from the OS (`where.port`, when the caller
+ * must know it first, as a gateway's allowed redirect host); resolves once it answers HTTP.
  * @param edit a change to the rendered file, for a test that shows a line of it matters (it must
  *   change something)
  */
-export async function startFrontProxy (kind: FrontKind, addresses: FrontAddresses, edit?: (config: string) => string): Promise<FrontProxy> {
+export async function startFrontProxy (kind: FrontKind, where: Omit<FrontAddresses, 'port'> & { port?: HeldPort }, edit?: (config: string) => string): Promise<FrontProxy> {
   const binary = frontBinary(kind)
   if (!binary) throw new Error(`${kind} is not installed (.ci/run installs it)`)
+  const held = where.port ?? await holdFrontPort()
+  const addresses: FrontAddresses = { ...where, port: held.port }
   const rendered = await renderTemplate(kind, addresses)
   const config = edit ? edit(rendered) : rendered
   if (config === rendered && edit) throw new Error(`the edit changed nothing in ${FRONT_TEMPLATES[kind]}`)
   const dir = await mkdtemp(join(tmpdir(), `gw-${kind}-`))
   let child: ChildProcess
+  if (!SHARES_PORTS) await held.release()
   if (kind === 'nginx') {
-    await writeFile(join(dir, 'site.conf'), config)
+    await writeFile(join(dir, 'site.conf'), onHeldPort(kind, config, addresses))
     await writeFile(join(dir, 'nginx.conf'), nginxMain(dir))
     child = spawn(binary, ['-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { stdio: ['ignore', 'pipe', 'pipe'] })
   } else {
-    await writeFile(join(dir, 'site.Caddyfile'), config)
+    await writeFile(join(dir, 'site.Caddyfile'), onHeldPort(kind, config, addresses))
     await writeFile(join(dir, 'Caddyfile'), caddyMain(dir))
     child = spawn(binary, ['run', '--config', join(dir, 'Caddyfile'), '--adapter', 'caddyfile'], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -160,8 +214,10 @@ export async function startFrontProxy (kind: FrontKind, addresses: FrontAddresse
     ])
   } catch (error) {
     const log = kind === 'nginx' ? await readFile(join(dir, 'error.log'), 'utf8').catch(() => '') : ''
+    await held.release()
     await stop()
     throw new Error(`${kind} did not start: ${String(error)}\n${output}\n${log}`)
   }
-  return { url, config, stop }
+  await held.release()
+  return { url, port: addresses.port, config, stop }
 }

@@ -13,9 +13,8 @@ import { stringify } from 'yaml'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { readFile } from 'node:fs/promises'
 import { Browser } from '../helpers/browser.js'
-import { FRONT_TEMPLATES, frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
+import { FRONT_TEMPLATES, frontBinary, holdFrontPort, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { oidcClient, reserveBaseUrl, startGateway, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
-import { freePort } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
@@ -562,7 +561,7 @@ describe.each(FRONTS)('forward-auth behind a real %s', (kind) => {
 
   beforeAll(async () => {
     if (missing.includes(kind)) return
-    const port = await freePort()
+    const port = await holdFrontPort()
     gateway = await startGateway({
       server: { ...behindFronts, trustProxy: ['127.0.0.1'] },
       store: { type: 'redis', url: redis.url },
@@ -570,7 +569,7 @@ describe.each(FRONTS)('forward-auth behind a real %s', (kind) => {
       routes: [],
       // The front's host is listed: its application gets the assertion, through the shipped file.
       assertion: {},
-      forwardAuth: { allowedRedirectHosts: [`127.0.0.1:${port}`], hosts: { '127.0.0.1': {} } },
+      forwardAuth: { allowedRedirectHosts: [`127.0.0.1:${port.port}`], hosts: { '127.0.0.1': {} } },
     })
     front = await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(upstream.url).host })
   })

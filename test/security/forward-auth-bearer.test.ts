@@ -11,7 +11,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import { clientCredentialsToken } from '../helpers/machine.js'
-import { freePort } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
@@ -76,8 +75,8 @@ describe.each(FRONTS)('machine clients through the docs\' %s snippet', (kind) =>
   beforeAll(async () => {
     if (missing.includes(kind)) return
     for (const host of [API, PLAIN]) {
-      const port = await freePort()
-      fronts[host] = { port, front: await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host }) }
+      const front = await startFrontProxy(kind, { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host })
+      fronts[host] = { port: front.port, front }
     }
   })
 

@@ -14,7 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { cookieValue } from '../../src/session/session.js'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
-import { close, freePort, listen } from '../helpers/net.js'
+import { close, listen } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
@@ -84,11 +84,8 @@ beforeAll(async () => {
   }))
   for (const login of ['alice', 'bob'] as const) sessions[login] = await sessionCookie(gateway, login)
   for (const kind of FRONTS.filter((name) => !missing.includes(name))) {
-    const port = await freePort()
-    fronts[kind] = {
-      port,
-      front: await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: PAYROLL }),
-    }
+    const front = await startFrontProxy(kind, { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: PAYROLL })
+    fronts[kind] = { port: front.port, front }
   }
 })
 
@@ -189,8 +186,8 @@ describe.each(FRONTS)('the docs\' %s snippet and the gateway agree on which cook
       res.end()
     })
     const authUrl = await listen(auth)
-    port = await freePort()
-    front = await startFrontProxy(kind, { port, gateway: new URL(authUrl).host, upstream: new URL(app.url).host })
+    front = await startFrontProxy(kind, { gateway: new URL(authUrl).host, upstream: new URL(app.url).host })
+    port = front.port
   })
 
   afterAll(async () => {

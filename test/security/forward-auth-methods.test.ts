@@ -10,7 +10,7 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
-import { close, freePort, listen } from '../helpers/net.js'
+import { close, listen } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
@@ -76,8 +76,8 @@ afterAll(async () => {
 
 /** Starts `kind` serving admin.example.com, with the snippet edited by `edit` when given. */
 async function front (kind: FrontKind, edit?: (config: string) => string): Promise<{ front: FrontProxy, port: number }> {
-  const port = await freePort()
-  return { port, front: await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: ADMIN }, edit) }
+  const front = await startFrontProxy(kind, { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: ADMIN }, edit)
+  return { port: front.port, front }
 }
 
 describe.each(FRONTS)('the docs\' %s snippet and forwardAuth.hosts rules on the method and path', (kind) => {

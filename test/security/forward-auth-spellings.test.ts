@@ -10,9 +10,9 @@
 import { createServer, type Server } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
+import { frontBinary, holdFrontPort, startFrontProxy, type FrontKind, type FrontProxy, type HeldPort } from '../helpers/front-proxy.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { close, freePort, listen } from '../helpers/net.js'
+import { close, listen } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -83,14 +83,18 @@ let app: CgiUpstream
 let gateway: TestGateway
 let cookie: string
 /** The proxies' ports: each snippet as shipped, and each with its load-bearing line undone. */
-const ports: Record<FrontKind | `careless-${FrontKind}`, number> = { nginx: 0, caddy: 0, 'careless-nginx': 0, 'careless-caddy': 0 }
+const held = {} as Record<FrontKind | `careless-${FrontKind}`, HeldPort>
+const ports = {} as Record<keyof typeof held, number>
 
 beforeAll(async () => {
   redis = await startRedis()
   app = await startCgiUpstream()
   const server = await reserveBaseUrl()
   op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
-  for (const name of Object.keys(ports) as Array<keyof typeof ports>) ports[name] = await freePort()
+  for (const name of ['nginx', 'caddy', 'careless-nginx', 'careless-caddy'] as const) {
+    held[name] = await holdFrontPort()
+    ports[name] = held[name].port
+  }
   gateway = await startGateway({
     server: { ...server, trustProxy: ['127.0.0.1'] },
     store: { type: 'redis', url: redis.url },
@@ -128,7 +132,7 @@ describe.each(FRONTS)('the docs\' %s snippet in front of a CGI-style application
 
   beforeAll(async () => {
     if (missing.includes(kind)) return
-    front = await startFrontProxy(kind, { port: ports[kind], gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host })
+    front = await startFrontProxy(kind, { port: held[kind], gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host })
   })
 
   afterAll(async () => {
@@ -166,7 +170,7 @@ describe.each(FRONTS)('the line of the %s snippet that stops the `_` spellings',
   beforeAll(async () => {
     if (missing.includes(kind)) return
     const [line, edited] = LOAD_BEARING[kind]
-    careless = await startFrontProxy(kind, { port: ports[`careless-${kind}`], gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host },
+    careless = await startFrontProxy(kind, { port: held[`careless-${kind}`], gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host },
       (config) => config.replaceAll(line, edited))
   })
 

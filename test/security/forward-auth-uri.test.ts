@@ -12,7 +12,7 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
-import { close, freePort, listen } from '../helpers/net.js'
+import { close, listen } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
@@ -74,8 +74,8 @@ beforeAll(async () => {
   }))
   bob = await sessionCookie(gateway, 'bob')
   if (!installed) return
-  port = await freePort()
-  front = await startFrontProxy('nginx', { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: PAYROLL }, nginxExample)
+  front = await startFrontProxy('nginx', { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: PAYROLL }, nginxExample)
+  port = front.port
 })
 
 afterAll(async () => {

@@ -11,7 +11,6 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
-import { freePort } from '../helpers/net.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
@@ -139,8 +138,9 @@ describe.each(FRONTS)('through the docs\' %s file, which passes the raw target t
   beforeAll(async () => {
     if (missing.includes(kind)) return
     for (const host of [ADMIN, REPORTS]) {
-      ports[host] = await freePort()
-      fronts.push(await startFrontProxy(kind, { port: ports[host]!, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host }))
+      const front = await startFrontProxy(kind, { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host })
+      ports[host] = front.port
+      fronts.push(front)
     }
   })
 

@@ -7,7 +7,6 @@ import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
-import { freePort } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startOverrideUpstream, type OverrideUpstream } from '../helpers/override-upstream.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -60,8 +59,8 @@ describe.each(FRONTS)('the docs\' %s snippet, a host whose rules deny DELETE', (
 
   beforeAll(async () => {
     if (missing.includes(kind)) return
-    port = await freePort()
-    front = await startFrontProxy(kind, { port, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: ADMIN })
+    front = await startFrontProxy(kind, { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: ADMIN })
+    port = front.port
   })
 
   afterAll(async () => {

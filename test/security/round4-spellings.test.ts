@@ -9,7 +9,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startCaseInsensitiveUpstream, type CaseInsensitiveUpstream } from '../helpers/case-insensitive-upstream.js'
 import { frontBinary, startFrontProxy, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
-import { freePort } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const WIKI = 'wiki.example.com'
@@ -133,7 +132,6 @@ describe('forward-auth with a forwardAuth.hosts deny rule on /wiki/admin/*', () 
   let closeAll: () => Promise<void>
   let cookie: string
   let front: FrontProxy | undefined
-  let frontPort = 0
 
   beforeAll(async () => {
     ;({ gateway, close: closeAll } = await startForwardAuthGateway(redis.url, {
@@ -141,8 +139,7 @@ describe('forward-auth with a forwardAuth.hosts deny rule on /wiki/admin/*', () 
     }))
     cookie = await sessionCookie(gateway, 'alice')
     if (nginx !== undefined) {
-      frontPort = await freePort()
-      front = await startFrontProxy('nginx', { port: frontPort, gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: WIKI })
+      front = await startFrontProxy('nginx', { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: WIKI })
     }
   })
 
@@ -172,7 +169,7 @@ describe('forward-auth with a forwardAuth.hosts deny rule on /wiki/admin/*', () 
   /** `GET target` through nginx as wiki.example.com with the session; the status (0: no answer). */
   async function through (target: string): Promise<number> {
     return await new Promise((resolve, reject) => {
-      const socket = connect(frontPort, '127.0.0.1', () => {
+      const socket = connect(front!.port, '127.0.0.1', () => {
         socket.write([`GET ${target} HTTP/1.1`, `Host: ${WIKI}`, 'Accept: application/json', `Cookie: ${cookie}`, 'Connection: close', '', ''].join('\r\n'))
       })
       let data = ''
