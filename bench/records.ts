@@ -18,8 +18,11 @@ export const KEY_PREFIX = 'gw:'
 
 export const sealer = new Sealer(BENCH_SESSION_SECRET)
 
+/** The store id of the session behind `cookie`. */
+export const sessionId = (cookie: string) => sealer.idFor(PURPOSE, cookie)
+
 /** The Redis key (with the prefix) of the session behind `cookie`. */
-export const sessionKey = (cookie: string) => `${KEY_PREFIX}${storeKeys.session(sealer.idFor(PURPOSE, cookie))}`
+export const sessionKey = (cookie: string) => `${KEY_PREFIX}${storeKeys.session(sessionId(cookie))}`
 
 export const sealRecord = (cookie: string, record: SessionRecord) => encodeRecord(sealer, cookie, record)
 

@@ -6,17 +6,23 @@
 // identity, the seal: IV, tag and base64url). Then `records` records of each shape are written
 // with the gateway's own sealing code (bench/records.ts), each with its own cookie and random token
 // strings of the real lengths, and Redis's used_memory before and after gives the bytes per session,
-// extrapolated to a million. oidc-provider's tokens are opaque and short; many providers issue JWT
-// access tokens of 1-2 KB, so a third shape takes the real one-provider record with a 1,200-character
-// access token (a stand-in of that size, said so in the table).
+// extrapolated to a million. Then each of those sessions is listed in the person index with the
+// gateway's own PersonIndex over its RedisStore (one entry under each provider's person key, each
+// record a person of its own), and used_memory again gives what sign out everywhere costs per
+// session. oidc-provider's tokens are opaque and short; many providers issue JWT access tokens of
+// 1-2 KB, so a third shape takes the real one-provider record with a 1,200-character access token (a
+// stand-in of that size, said so in the table).
 import { Redis } from 'ioredis'
 import { Browser } from '../test/helpers/browser.js'
 import { freePort } from '../test/helpers/net.js'
 import { startRedis } from '../test/helpers/redis.js'
+import pino from 'pino'
+import { PersonIndex } from '../src/session/person-index.js'
 import { type SessionRecord } from '../src/session/session.js'
+import { RedisStore } from '../src/store/redis.js'
 import { storedJson } from '../src/session/sealed-record.js'
 import { toWire } from '../src/session/record-wire.js'
-import { openRecord, randomText, sessionKey, writeSessions } from './records.js'
+import { KEY_PREFIX, openRecord, randomText, sealer, sessionId, sessionKey, writeSessions } from './records.js'
 import { Stops, round, startProviderProcess } from './stack.js'
 import { startGateway, startUpstream } from './targets.js'
 
@@ -37,6 +43,8 @@ export interface SessionShape {
   identityBytes: number
   /** Redis used_memory growth per record over `records` records of this shape. */
   perRecordBytes: number
+  /** Redis used_memory growth per session when each is listed in the person index (one entry per provider). */
+  personIndexBytes: number
   /** ...times a million, GB (10^9). */
   millionGb: number
 }
@@ -45,14 +53,29 @@ function tokenBytes (record: SessionRecord): number {
   return Object.values(record.tokens).reduce((n, t) => n + t.access_token.length + (t.refresh_token?.length ?? 0), 0)
 }
 
-/** A copy of `record` with fresh random token strings of the same lengths (each record its own). */
+/** A copy of `record` with fresh random token strings and subjects of the same lengths (each record its own person). */
 function likeRecord (record: SessionRecord, accessLength?: number): SessionRecord {
+  const identities = Object.fromEntries(Object.entries(record.identities ?? {}).map(([name, identity]) => [name, { ...identity, subject: randomText(identity.subject?.length ?? 8) }]))
   const tokens = Object.fromEntries(Object.entries(record.tokens).map(([name, t]) => [name, {
     ...t,
     access_token: randomText(accessLength ?? t.access_token.length),
     ...(t.refresh_token ? { refresh_token: randomText(t.refresh_token.length) } : {}),
   }]))
-  return { ...record, createdAt: Date.now(), tokens }
+  return { ...record, createdAt: Date.now(), tokens, identities }
+}
+
+/** Lists each session in the person index as a sign-in does, with the gateway's own index and store. */
+async function indexSessions (redisUrl: string, sessions: Array<{ cookie: string, record: SessionRecord }>): Promise<void> {
+  const store = new RedisStore({ type: 'redis', url: redisUrl, cluster: undefined, sentinel: undefined, keyPrefix: KEY_PREFIX, timeoutMs: 5000, readiness: 'required', waitForReplica: 0 }, pino({ level: 'silent' }))
+  try {
+    if (!await store.ready(5000)) throw new Error(`no Redis at ${redisUrl}`)
+    const index = new PersonIndex(store, async () => {}, sealer, 8 * 3600_000)
+    for (let start = 0; start < sessions.length; start += 200) {
+      await Promise.all(sessions.slice(start, start + 200).map(async ({ cookie, record }) => await index.add({ id: sessionId(cookie), record }, 'Chrome')))
+    }
+  } finally {
+    await store.close()
+  }
 }
 
 async function usedMemory (redis: Redis): Promise<number> {
@@ -90,7 +113,7 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
       const value = (await redis.getBuffer(key))!
       return { value, memoryUsage: Number(await redis.memory('USAGE', key)), record: openRecord(cookie, value)! }
     }
-    const shapes: Array<Omit<SessionShape, 'perRecordBytes' | 'millionGb'> & { record: SessionRecord, accessLength?: number }> = []
+    const shapes: Array<Omit<SessionShape, 'perRecordBytes' | 'personIndexBytes' | 'millionGb'> & { record: SessionRecord, accessLength?: number }> = []
     const shape = (label: string, got: Awaited<ReturnType<typeof read>>) => {
       const json = storedJson(got.record)
       return {
@@ -121,9 +144,12 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
     for (const s of shapes) {
       await redis.flushdb()
       const before = await usedMemory(redis)
-      const cookies = await writeSessions(redisServer.url, options.records, 8 * 3600_000, () => likeRecord(s.record, s.accessLength))
+      const records = Array.from({ length: options.records }, () => likeRecord(s.record, s.accessLength))
+      const cookies = await writeSessions(redisServer.url, options.records, 8 * 3600_000, (i) => records[i]!)
       const after = await usedMemory(redis)
       const perRecordBytes = Math.round((after - before) / options.records)
+      await indexSessions(redisServer.url, cookies.map((cookie, i) => ({ cookie, record: records[i]! })))
+      const personIndexBytes = Math.round((await usedMemory(redis) - after) / options.records)
       const sample = cookies[0]!
       const value = (await redis.getBuffer(sessionKey(sample)))!
       const { record: _record, accessLength: _length, ...rest } = s
@@ -132,7 +158,8 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
         valueBytes: Number.isNaN(s.valueBytes) ? value.length : s.valueBytes,
         memoryUsage: Number.isNaN(s.memoryUsage) ? Number(await redis.memory('USAGE', sessionKey(sample))) : s.memoryUsage,
         perRecordBytes,
-        millionGb: round(perRecordBytes * 1e6 / 1e9, 2),
+        personIndexBytes,
+        millionGb: round((perRecordBytes + personIndexBytes) * 1e6 / 1e9, 2),
       })
     }
     return results
@@ -142,8 +169,8 @@ export async function sessionBytesBench (options: SessionBytesOptions): Promise<
 }
 
 export function sessionBytesTable (results: SessionShape[]): string {
-  const rows = results.map((r) => `| ${r.shape} | ${r.tokenBytes} | ${r.jsonBytes} | ${r.identityBytes} | ${r.valueBytes} | ${r.valueBytes - r.tokenBytes} (${Math.round(100 * (r.valueBytes - r.tokenBytes) / r.valueBytes)}%) | ${r.memoryUsage} | **${r.perRecordBytes}** | **${r.millionGb} GB** |`)
-  return `| session | token strings B | record JSON B | of which identities B | stored value B | gateway overhead beyond the tokens B | MEMORY USAGE B | Redis used_memory per session B | a million sessions |
-|---|---|---|---|---|---|---|---|---|
+  const rows = results.map((r) => `| ${r.shape} | ${r.tokenBytes} | ${r.jsonBytes} | ${r.identityBytes} | ${r.valueBytes} | ${r.valueBytes - r.tokenBytes} (${Math.round(100 * (r.valueBytes - r.tokenBytes) / r.valueBytes)}%) | ${r.memoryUsage} | **${r.perRecordBytes}** | ${r.personIndexBytes} | **${r.perRecordBytes + r.personIndexBytes}** | **${r.millionGb} GB** |`)
+  return `| session | token strings B | record JSON B | of which identities B | stored value B | gateway overhead beyond the tokens B | MEMORY USAGE B | Redis used_memory per record B | person index per session B | per session, both B | a million sessions |
+|---|---|---|---|---|---|---|---|---|---|---|
 ${rows.join('\n')}`
 }

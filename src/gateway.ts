@@ -139,7 +139,7 @@ const AUDIT_FIELDS = ['auditUser', 'auditRule', 'auditOriginal', 'auditDecision'
  */
 function sessionIndexes (app: FastifyInstance, { store, sealer, sessions, ttlMs, clock }: { store: SessionStore, sealer: Sealer, sessions: Sessions, ttlMs: number, clock: Clock }): { sessionIndex: SessionIndex, personIndex: PersonIndex } {
   const sessionIndex = new SessionIndex(store, sealer, ttlMs)
-  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer.keys.map((key) => key.derive('person-index').export()), ttlMs, clock)
+  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer, ttlMs, clock)
   sessions.onRenewed((session) => {
     // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
     sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))

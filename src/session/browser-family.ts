@@ -3,8 +3,9 @@
 // most the header's first 512 characters: linear in that length, no regex, so no header costs more.
 // A User-Agent is the client's own word: it labels a session for its owner, and decides nothing.
 
-/** What the list of sessions shows for a session's browser. */
-export type BrowserFamily = 'Firefox' | 'Chrome' | 'Edge' | 'Safari' | 'curl' | 'other'
+/** What the list of sessions shows for a session's browser (the order is the person index's stored byte: append only). */
+export const BROWSER_FAMILIES = ['Firefox', 'Chrome', 'Edge', 'Safari', 'curl', 'other'] as const
+export type BrowserFamily = typeof BROWSER_FAMILIES[number]
 
 /** How much of the header is looked at: real ones fit; a longer one is read no further. */
 export const USER_AGENT_READ = 512

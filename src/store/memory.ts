@@ -70,6 +70,7 @@ export class MemoryStore implements SessionStore {
     if (set) set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
   }
 
+  /** Ranked members by their bytes as latin1 text (one character per byte): a Map key that compares as bytes. */
   private liveRanked (key: string): { members: Map<string, number>, expiresAt: number } | undefined {
     const set = this.ranked.get(key)
     if (set && set.expiresAt <= this.clock.now()) {
@@ -84,23 +85,23 @@ export class MemoryStore implements SessionStore {
     return [...members].sort(([a, x], [b, y]) => x - y || (a < b ? -1 : a > b ? 1 : 0)).map(([member]) => member)
   }
 
-  async addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Promise<string[]> {
+  async addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> {
     const set = this.liveRanked(key) ?? { members: new Map<string, number>(), expiresAt: 0 }
-    set.members.set(member, score)
+    set.members.set(member.toString('latin1'), score)
     set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
     this.ranked.set(key, set)
     const dropped = MemoryStore.inOrder(set.members).slice(0, Math.max(0, set.members.size - max))
     for (const gone of dropped) set.members.delete(gone)
-    return dropped
+    return dropped.map((gone) => Buffer.from(gone, 'latin1'))
   }
 
-  async rankedMembers (key: string): Promise<string[]> {
+  async rankedMembers (key: string): Promise<Buffer[]> {
     const set = this.liveRanked(key)
-    return set ? MemoryStore.inOrder(set.members) : []
+    return set ? MemoryStore.inOrder(set.members).map((member) => Buffer.from(member, 'latin1')) : []
   }
 
-  async removeRanked (key: string, member: string): Promise<void> {
-    this.liveRanked(key)?.members.delete(member)
+  async removeRanked (key: string, member: Buffer): Promise<void> {
+    this.liveRanked(key)?.members.delete(member.toString('latin1'))
   }
 
   async takeMembers (key: string): Promise<string[]> {

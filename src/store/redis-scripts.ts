@@ -41,7 +41,9 @@ declare module 'ioredis' {
     addMember (key: string, member: string, ttlMs: number): Result<number, Context>
     takeMembers (key: string): Result<string[], Context>
     /** ADD_RANKED: the ranked sets' bounded add. */
-    addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Result<string[], Context>
+    addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<string[], Context>
+    /** The same, with the dropped members as bytes (ioredis defines the Buffer form of each command). */
+    addRankedBuffer (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<Buffer[], Context>
   }
 }
 

@@ -263,9 +263,9 @@ export class RedisStore implements SessionStore {
   async addMember (key: string, member: string, ttlMs: number) { await this.run(() => this.redis.addMember(key, member, ttlMs)) }
   async extend (key: string, ttlMs: number) { await this.run(() => this.redis.growExpiry(key, ttlMs)) }
   takeMembers (key: string) { return this.run(() => this.redis.takeMembers(key)) }
-  addRanked (key: string, member: string, score: number, ttlMs: number, max: number) { return this.run(() => this.redis.addRanked(key, member, score, ttlMs, max)) }
-  rankedMembers (key: string) { return this.run(() => this.redis.zrange(key, 0, -1)) }
-  async removeRanked (key: string, member: string) { await this.run(() => this.redis.zrem(key, member)) }
+  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number) { return this.run(() => this.redis.addRankedBuffer(key, member, score, ttlMs, max)) }
+  rankedMembers (key: string) { return this.run(() => this.redis.zrangeBuffer(key, 0, -1)) }
+  async removeRanked (key: string, member: Buffer) { await this.run(() => this.redis.zrem(key, member)) }
 
   async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
     const owner = lockOwner()

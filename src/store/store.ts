@@ -52,7 +52,7 @@ export interface KeyValue {
 }
 
 /**
- * Sets of short strings with an expiry that only ever grows, for indexes whose entries must live
+ * Sets of short strings (ranked sets: of bytes) with an expiry that only ever grows, for indexes whose entries must live
  * as long as the longest-lived thing they point to. On Redis each method is one Lua script on one
  * key (atomic, and fine on a Cluster).
  */
@@ -68,11 +68,11 @@ export interface Sets {
    * more, and keeps only the `max` highest-scored members: the ones dropped (lowest first), so the
    * caller can end what they stood for. One Lua script on Redis (ZADD, ZREMRANGEBYRANK).
    */
-  addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Promise<string[]>
-  /** A ranked set's members, lowest score first (none when absent). */
-  rankedMembers (key: string): Promise<string[]>
+  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]>
+  /** A ranked set's members (bytes), lowest score first (none when absent). */
+  rankedMembers (key: string): Promise<Buffer[]>
   /** Removes `member` from a ranked set; nothing if it is not there. */
-  removeRanked (key: string, member: string): Promise<void>
+  removeRanked (key: string, member: Buffer): Promise<void>
 }
 
 /** A held lock: its key and the random token of the owner that acquired it. */

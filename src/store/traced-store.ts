@@ -32,9 +32,9 @@ export class TracedStore implements SessionStore {
   addMember (key: string, member: string, ttlMs: number): Promise<void> { return this.traced('addMember', () => this.store.addMember(key, member, ttlMs)) }
   extend (key: string, ttlMs: number): Promise<void> { return this.traced('extend', () => this.store.extend(key, ttlMs)) }
   takeMembers (key: string): Promise<string[]> { return this.traced('takeMembers', () => this.store.takeMembers(key)) }
-  addRanked (key: string, member: string, score: number, ttlMs: number, max: number): Promise<string[]> { return this.traced('addRanked', () => this.store.addRanked(key, member, score, ttlMs, max)) }
-  rankedMembers (key: string): Promise<string[]> { return this.traced('rankedMembers', () => this.store.rankedMembers(key)) }
-  removeRanked (key: string, member: string): Promise<void> { return this.traced('removeRanked', () => this.store.removeRanked(key, member)) }
+  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> { return this.traced('addRanked', () => this.store.addRanked(key, member, score, ttlMs, max)) }
+  rankedMembers (key: string): Promise<Buffer[]> { return this.traced('rankedMembers', () => this.store.rankedMembers(key)) }
+  removeRanked (key: string, member: Buffer): Promise<void> { return this.traced('removeRanked', () => this.store.removeRanked(key, member)) }
   acquire (key: string, ttlMs: number): Promise<LockHandle | null> { return this.traced('acquire', () => this.store.acquire(key, ttlMs)) }
   release (handle: LockHandle): Promise<boolean> { return this.traced('release', () => this.store.release(handle)) }
   publish (channel: string, message: string): Promise<void> { return this.traced('publish', () => this.store.publish(channel, message)) }

@@ -35,6 +35,9 @@ interface Backend {
 /** store.timeout of the Redis stores here: one command; connecting may take twice as long. */
 const STORE_TIMEOUT_MS = 500
 
+/** A ranked-set member from text (members are bytes). */
+const m = (text: string) => Buffer.from(text)
+
 function redisConfig (form: Partial<StoreConfig>): StoreConfig {
   return { type: 'redis', url: undefined, cluster: undefined, sentinel: undefined, keyPrefix: 'gw:', timeoutMs: STORE_TIMEOUT_MS, readiness: 'required', waitForReplica: 0, ...form }
 }
@@ -362,33 +365,42 @@ describe.each(backends)('store contract: %s', (name, open) => {
   })
 
   it('a ranked set keeps the `max` highest scores, hands back the ones it dropped (lowest first), and lists lowest first', async () => {
-    expect(await store.addRanked('ranked', 'b', 20, 10_000, 3)).toEqual([])
-    expect(await store.addRanked('ranked', 'a', 10, 10_000, 3)).toEqual([])
-    expect(await store.addRanked('ranked', 'c', 30, 10_000, 3)).toEqual([])
-    expect(await store.rankedMembers('ranked')).toEqual(['a', 'b', 'c'])
-    expect(await store.addRanked('ranked', 'd', 40, 10_000, 3)).toEqual(['a'])
-    expect(await store.addRanked('ranked', 'e', 50, 10_000, 2)).toEqual(['b', 'c'])
-    expect(await store.rankedMembers('ranked')).toEqual(['d', 'e'])
-    await store.removeRanked('ranked', 'd')
-    await store.removeRanked('ranked', 'never-there')
-    expect(await store.rankedMembers('ranked')).toEqual(['e'])
+    expect(await store.addRanked('ranked', m('b'), 20, 10_000, 3)).toEqual([])
+    expect(await store.addRanked('ranked', m('a'), 10, 10_000, 3)).toEqual([])
+    expect(await store.addRanked('ranked', m('c'), 30, 10_000, 3)).toEqual([])
+    expect(await store.rankedMembers('ranked')).toEqual([m('a'), m('b'), m('c')])
+    expect(await store.addRanked('ranked', m('d'), 40, 10_000, 3)).toEqual([m('a')])
+    expect(await store.addRanked('ranked', m('e'), 50, 10_000, 2)).toEqual([m('b'), m('c')])
+    expect(await store.rankedMembers('ranked')).toEqual([m('d'), m('e')])
+    await store.removeRanked('ranked', m('d'))
+    await store.removeRanked('ranked', m('never-there'))
+    expect(await store.rankedMembers('ranked')).toEqual([m('e')])
     expect(await store.rankedMembers('ranked-absent')).toEqual([])
   })
 
   it("a ranked set's expiry only grows, extend lengthens it, and without it the set expires", async () => {
-    await store.addRanked('ranked-grow', 'a', 1, before(50_000), 10)
-    await store.addRanked('ranked-grow', 'b', 2, before(30), 10)
-    await store.addRanked('ranked-gone', 'a', 1, before(100), 10)
-    await store.addRanked('ranked-kept', 'a', 1, before(100), 10)
+    await store.addRanked('ranked-grow', m('a'), 1, before(50_000), 10)
+    await store.addRanked('ranked-grow', m('b'), 2, before(30), 10)
+    await store.addRanked('ranked-gone', m('a'), 1, before(100), 10)
+    await store.addRanked('ranked-kept', m('a'), 1, before(100), 10)
     await store.extend('ranked-kept', before(50_000))
     if (backend.raw) {
       expect(await pttl('ranked-grow')).toBeGreaterThan(before(30))
       expect(await pttl('ranked-kept')).toBeGreaterThan(before(100))
       await outlive('ranked-gone', 150)
     } else await elapse(150)
-    expect(await store.rankedMembers('ranked-grow')).toEqual(['a', 'b'])
-    expect(await store.rankedMembers('ranked-kept')).toEqual(['a'])
+    expect(await store.rankedMembers('ranked-grow')).toEqual([m('a'), m('b')])
+    expect(await store.rankedMembers('ranked-kept')).toEqual([m('a')])
     expect(await store.rankedMembers('ranked-gone')).toEqual([])
+  })
+
+  it('a ranked member is bytes, kept and compared as bytes: NUL, 0xff, invalid UTF-8, and ties ordered bytewise as Redis orders them', async () => {
+    const members = [Buffer.from([0x01, 0x00, 0xff]), Buffer.from([0x01, 0x00]), Buffer.from([0xc3, 0x28]), Buffer.from([0x00])]
+    for (const member of members) await store.addRanked('ranked-bytes', member, 5, 10_000, 10)
+    expect(await store.rankedMembers('ranked-bytes')).toEqual([Buffer.from([0x00]), Buffer.from([0x01, 0x00]), Buffer.from([0x01, 0x00, 0xff]), Buffer.from([0xc3, 0x28])])
+    await store.removeRanked('ranked-bytes', Buffer.from([0x01, 0x00]))
+    expect(await store.addRanked('ranked-bytes', Buffer.from([0xff]), 6, 10_000, 3)).toEqual([Buffer.from([0x00])])
+    expect(await store.rankedMembers('ranked-bytes')).toEqual([Buffer.from([0x01, 0x00, 0xff]), Buffer.from([0xc3, 0x28]), Buffer.from([0xff])])
   })
 
   it('publishes to every subscriber of a channel', async () => {
