@@ -18,7 +18,7 @@ import { sharedLookup } from '../ops/shared-lookup.js'
 const MAX_BODY_BYTES = 1024 * 1024
 
 /** undici's own default, written out: how long a connection attempt (name lookup included) may take. */
-const CONNECT_TIMEOUT_MS = 10_000
+export const CONNECT_TIMEOUT_MS = 10_000
 
 const agent = new Agent({ keepAliveTimeout: 10_000, connections: 64, connectTimeout: CONNECT_TIMEOUT_MS, connect: { lookup: sharedLookup(CONNECT_TIMEOUT_MS) } })
 
