@@ -31,7 +31,8 @@
 //                    gateway as shipped against it with those node flags, environment or another build
 //                    (--rounds N, default 3, order alternating), with its memory at peak (bench/README.md)
 //   --ab-rules       instead, the same build with its route judging `allow` and `deny` rules, sending
-//                    two claim headers and accepting machine clients, against the plain route
+//                    two claim headers and accepting machine clients, against the plain route;
+//                    with --profile, the profiled gateway's route is that one
 //   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import { appendFile, mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises'
@@ -133,7 +134,9 @@ async function main (): Promise<void> {
       ...(bearer ? { machineClients: [{ client_id: 'bench-ci', client_secret: clientSecret }], resources: { [BEARER_AUDIENCE]: { scope: 'bench.read' } } } : {}),
     }))
     const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, assertion, ...(bearer ? { bearer: { audience: BEARER_AUDIENCE } } : {}) }
-    const gateway = started(await startGateway({ ...common, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
+    // --profile --ab-rules: the profiled gateway's route is the ruled one.
+    const profiledRoute = args.profile && args['ab-rules'] === true ? { route: RULED_ROUTE } : {}
+    const gateway = started(await startGateway({ ...common, ...profiledRoute, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
     const variant = abVariant()
     // With --ab-*, the second gateway is the 1-worker gateway started otherwise, instead of workers: auto.
     const gatewayAuto = started(await startGateway(variant
