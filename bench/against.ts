@@ -33,6 +33,8 @@ export interface Build {
   label: string
   main: string
   startCommand: StartCommand
+  /** Keys added to its route (--ab-rules: the rules, claim headers and bearer of RULED_ROUTE). */
+  route?: Record<string, unknown>
 }
 
 export interface AgainstOptions {
@@ -51,6 +53,8 @@ export interface AgainstOptions {
   signins: number
   concurrency: number
   logLevel: string
+  /** Instead of another ref: this build with these keys on its route, against this build as it is. */
+  routeVariant?: { label: string, route: Record<string, unknown> } | undefined
 }
 
 /** The figures of one comparison: this build's and the ref's medians, and the median of the per-round ratios. */
@@ -139,7 +143,7 @@ async function startStack (builds: [Build, Build], logLevel: string, blocks: num
       resources: { [BEARER_AUDIENCE]: { scope: 'bench.read' } },
     }))
     const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, workers: 1 as const, bearer: { audience: BEARER_AUDIENCE } }
-    const gateway = async (build: Build, port: number) => await startGateway({ ...common, name: build.label, port, main: build.main, startCommand: build.startCommand })
+    const gateway = async (build: Build, port: number) => await startGateway({ ...common, name: build.label, port, main: build.main, startCommand: build.startCommand, route: build.route })
     // Each build signs its own user in: a session record one build wrote is not assumed readable by the other.
     const signIn = async (target: Target) => {
       const browser = new Browser()
@@ -190,7 +194,8 @@ async function alternate (options: AgainstOptions, stack: Stack): Promise<{ runs
   for (let block = 0; block < options.blocks; block++) {
     const { targets, sessionHeaders, stop } = await stack.pair(block)
     try {
-      const paths = [sessionHeaders, [stack.tokenHeaders, stack.tokenHeaders]] as const
+      // A route variant is loaded with sessions only: its deny rule on an e-mail refuses every token without one.
+      const paths = options.routeVariant ? [sessionHeaders] : [sessionHeaders, [stack.tokenHeaders, stack.tokenHeaders]] as const
       // Warm-up (the JIT, the pools), both at once where the rounds load them so.
       for (const headers of paths) {
         if (options.together) await Promise.all(targets.map(async (target, i) => await load(options.settings, target, 2, headers[i]!)))
@@ -216,21 +221,22 @@ async function alternate (options: AgainstOptions, stack: Stack): Promise<{ runs
       await stop()
     }
   }
-  const compared = PATHS.map((what, p): Compared => {
-    const per = (f: (r: Run) => number) => round(median(rounds[p]!.map(([ours, theirs]) => f(ours) / f(theirs))), 3)
-    return {
-      what,
-      ours: rounds[p]!.map(([ours]) => ours),
-      theirs: rounds[p]!.map(([, theirs]) => theirs),
-      ratio: { cpu: per((r) => r.cpuUsPerRequest), rps: per((r) => r.rps), p99: per((r) => r.p99) },
-    }
-  })
+  const per = (p: number, f: (r: Run) => number) => round(median(rounds[p]!.map(([ours, theirs]) => f(ours) / f(theirs))), 3)
+  const compared = PATHS.flatMap((what, p): Compared[] => rounds[p]!.length === 0
+    ? []
+    : [{
+        what,
+        ours: rounds[p]!.map(([ours]) => ours),
+        theirs: rounds[p]!.map(([, theirs]) => theirs),
+        ratio: { cpu: per(p, (r) => r.cpuUsPerRequest), rps: per(p, (r) => r.rps), p99: per(p, (r) => r.p99) },
+      }])
   return { runs, compared }
 }
 
 /** The comparison, its report and, with `maxGrowthPct`, why it failed (undefined: it passed). */
 export async function againstBench (options: AgainstOptions & { maxGrowthPct?: number | undefined }): Promise<{ report: string, summary: object, failure: string | undefined }> {
-  const builds: [Build, Build] = [await thisBuild(), await buildRef(options.ref)]
+  const ours = await thisBuild()
+  const builds: [Build, Build] = options.routeVariant ? [{ ...ours, ...options.routeVariant }, ours] : [ours, await buildRef(options.ref)]
   process.stdout.write(`against: ${builds[0].label} and ${builds[1].label}, ${options.blocks} pairs of fresh processes, ${options.rounds} alternating rounds of ${options.seconds}s per target each\n`)
   const stack = await startStack(builds, options.logLevel, options.blocks)
   let measured: Awaited<ReturnType<typeof alternate>>
@@ -239,7 +245,8 @@ export async function againstBench (options: AgainstOptions & { maxGrowthPct?: n
   } finally {
     await stack.stops.run()
   }
-  const storm = options.full
+  // A route's rules are not on the sign-in's path: a route variant has no storm.
+  const storm = options.full && !options.routeVariant
     ? await signinAb({ signins: options.signins, concurrency: options.concurrency, profile: false, logLevel: options.logLevel, rounds: 2, variants: builds.map((build) => ({ name: build.label, main: build.main, startCommand: build.startCommand })) })
     : []
   const report = againstReport(builds, options, measured, storm)

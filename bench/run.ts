@@ -32,7 +32,8 @@
 //                    (--rounds N, default 3, order alternating), with its memory at peak (bench/README.md)
 //   --ab-rules       instead, the same build with its route judging `allow` and `deny` rules, sending
 //                    two claim headers and accepting machine clients, against the plain route;
-//                    with --profile, the profiled gateway's route is that one
+//                    with --profile, the profiled gateway's route is that one; with --against, the
+//                    two routes of this build in --against's rounds (the ref is not built)
 //   --quick alone runs the hot-path comparison once and each scale mode at a tiny size (the CI smoke).
 // This is a benchmark, not a test: it asserts nothing; the figures are for reading.
 import { appendFile, mkdir, mkdtemp, readdir, writeFile } from 'node:fs/promises'
@@ -461,6 +462,8 @@ async function againstMode (): Promise<void> {
     concurrency: Number(args.concurrency ?? 32),
     logLevel,
     maxGrowthPct: maxGrowth,
+    // --ab-rules: the route with rules against the plain one, both of this build, in the same rounds.
+    routeVariant: args['ab-rules'] === true ? { label: 'this tree, route with allow, deny, headers, bearer', route: RULED_ROUTE } : undefined,
   })
   process.stdout.write(`\n${report}`)
   await record(args.quick ? undefined : 'bench/results/against.md', report, { against: args.against, ...summary })

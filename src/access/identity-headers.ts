@@ -146,10 +146,28 @@ const NONE: ClaimHeaderValues = Object.freeze({ ok: true, headers: Object.freeze
  */
 export function claimHeaderValues (identity: Identity | undefined, mapping: readonly ClaimHeader[]): ClaimHeaderValues {
   if (mapping.length === 0 || identity?.claims === undefined) return NONE
+  // Made once per identity and route: a session's identity is one object across its requests.
+  let byRoute = claimValues.get(identity)
+  if (byRoute === undefined) {
+    byRoute = new Map()
+    claimValues.set(identity, byRoute)
+  }
+  let values = byRoute.get(mapping)
+  if (values === undefined) {
+    values = claimHeaderValuesOf(identity.claims, mapping)
+    byRoute.set(mapping, values)
+  }
+  return values
+}
+
+/** Each identity's claim header values, by the route's mapping (one array per route). */
+const claimValues = new WeakMap<Identity, Map<readonly ClaimHeader[], ClaimHeaderValues>>()
+
+function claimHeaderValuesOf (claims: NonNullable<Identity['claims']>, mapping: readonly ClaimHeader[]): ClaimHeaderValues {
   const headers: Array<readonly [string, string]> = []
   for (const { name, claim } of mapping) {
     // Own properties only: a claim named `constructor` must not read Object's.
-    const values = Object.hasOwn(identity.claims, claim) ? identity.claims[claim] : undefined
+    const values = Object.hasOwn(claims, claim) ? claims[claim] : undefined
     if (values === undefined || values.length === 0) continue
     // Judged on the values as given: the list encoding would turn a control character at an
     // element's end into `%0D`, a value cleaned rather than refused.
@@ -166,5 +184,5 @@ export function claimHeaderValues (identity: Identity | undefined, mapping: read
     if (bytes.toString('utf8') !== joined) return { ok: false, header: name, problem: 'is not valid Unicode' }
     headers.push([name, bytes.toString('latin1')])
   }
-  return { ok: true, headers }
+  return Object.freeze({ ok: true, headers: Object.freeze(headers) })
 }

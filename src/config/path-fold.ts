@@ -68,6 +68,8 @@ function withoutFormat (segment: string): string {
   return dot === segment.length - 1 ? segment : segment.slice(0, dot)
 }
 
+const NO_FORMS: readonly string[] = Object.freeze([])
+
 /**
  * A folded path as common routers dispatch it, the readings that differ from it: every script
  * segment followed by more segments taken away (PATH_INFO) and a trailing `/` taken away (Express
@@ -76,7 +78,10 @@ function withoutFormat (segment: string): string {
  * (src/access/rules.ts), which reads its glob the same way (`glob`: a last segment holding `*` keeps
  * its suffix, or `/api/*.json` would deny all of `/api/`); linear in the path.
  */
-export function routedForms (path: string, glob = false): string[] {
+export function routedForms (path: string, glob = false): readonly string[] {
+  // Without a dot there is no script segment and no format suffix, and without a trailing `/` nothing
+  // to take away: most paths, and no array or string is made for them.
+  if (!path.includes('.') && !path.endsWith('/')) return NO_FORMS
   const segments = path.split('/')
   if (segments.length > 2 && segments[segments.length - 1] === '') segments.pop()
   const last = segments.length - 1

@@ -8,7 +8,7 @@
 // name no methods get no hook at all. The method-override headers (X-HTTP-Method-Override and kin)
 // never reach the upstream of a protected route (proxy/headers.ts), so they need no judging here.
 import { Readable } from 'node:stream'
-import type { FastifyReply, FastifyRequest, preParsingAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
 import { bodyOverrides, formKind, queryOverrides, refusedOverride } from '../access/method-override.js'
 import { refusal } from '../access/refusal.js'
 import type { Judge } from '../access/rules.js'
@@ -81,11 +81,21 @@ function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | u
     : refusal(decision, { subject: 'this route', switchAccountUrl: route.switchAccount(request.url) })
 }
 
-/** The route's preParsing hook: see the file's header. */
-export function methodOverrideHook (route: OverrideRoute): preParsingAsyncHookHandler {
+/**
+ * The route's preParsing hook: see the file's header. A request that can name no other method (not
+ * a POST, no query) goes on at once, with no promise made for it: most requests of such a route.
+ */
+export function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
+  const judged = judgedOverrides(route)
+  return (request, reply, payload, done) => {
+    if (request.auditDecision !== 'allow' || (request.method !== 'POST' && !request.url.includes('?'))) return done(null, payload)
+    judged(request, reply, payload).then((body) => { done(null, body) }, done)
+  }
+}
+
+function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload) => Promise<RequestPayload> {
   const maxBytes = route.maxBytes ?? OVERRIDE_BODY_MAX
   return async (request, reply, payload) => {
-    if (request.auditDecision !== 'allow') return payload
     const kind = request.method === 'POST' ? formKind(request.headers['content-type']) : undefined
     const methods = queryOverrides(request.url)
     let body: Buffer | undefined
