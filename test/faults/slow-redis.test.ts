@@ -113,7 +113,9 @@ describe('a slow session store', () => {
       const answers = await Promise.all(Array.from({ length: 20 }, (_, i) => ask(`${stack.gateway.url}/app/burst`, cookie, i % 2 ? 'text/html' : 'application/json')))
       for (const answer of answers) {
         expect(answer.status).toBe(503)
-        expect(answer.ms).toBeLessThan(SLOW_MS)
+        // Before any reply could have come (the delay there and back): no answer waited for one. Not
+        // the one-way delay: a busy machine answered one at 1,001 ms, its timer late, no reply near.
+        expect(answer.ms).toBeLessThan(UNBOUNDED_READ_MS)
       }
       // The bound is the command timeout, not the delay: no answer waited for the late reply.
       expect(Math.min(...answers.map((answer) => answer.ms))).toBeGreaterThanOrEqual(COMMAND_TIMEOUT_MS - 50)
