@@ -2,7 +2,7 @@
 // OTLP/HTTP receiver. The span tree of a sign-in and a proxied request, one traceparent upstream
 // (the gateway's), no secret in any byte the collector gets; the OTEL_* variables; sampling; a
 // collector that is down or stuck; hostile incoming trace context; and, off, nothing loaded at all.
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -11,7 +11,7 @@ import { TracingEnvError, tracingSettings } from '../../src/ops/tracing-settings
 import type { TracingConfig } from '../../src/config/types.js'
 import { Browser } from '../helpers/browser.js'
 import { startGateway, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
-import { freePort, refusedUrl, waitFor } from '../helpers/net.js'
+import { refusedUrl, waitFor } from '../helpers/net.js'
 import { Children } from '../helpers/processes.js'
 import { rawRequest } from '../helpers/raw-http.js'
 import { startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp-receiver.js'
@@ -355,18 +355,33 @@ describe('tracing with a collector that does not answer', () => {
   })
 })
 
+/** The port a gateway process says it listens on (its own log line), or why it exited first: no clock. */
+async function listeningPort (child: ChildProcess, exited: Promise<number | null>): Promise<number> {
+  let output = ''
+  const listening = new Promise<number>((resolve) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString()
+      const port = /Server listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(output)?.[1]
+      if (port !== undefined) resolve(Number(port))
+    })
+  })
+  return await Promise.race([listening, exited.then((code) => { throw new Error(`the gateway exited (${code}) before it listened:\n${output}`) })])
+}
+
 describe('tracing in the CLI', () => {
   it('sends the spans still queued when SIGTERM comes, then exits 0', async () => {
     const receiver = await startOtlpReceiver()
     try {
-      const port = await freePort()
       const dir = await mkdtemp(join(tmpdir(), 'gw-tracing-'))
       const file = join(dir, 'gateway.yaml')
-      await writeFile(file, stringify({ server: { host: '127.0.0.1', port }, session: { secret: 'test-session-secret-0123456789-abcdefghij' }, store: { type: 'memory' }, routes: [{ path: '/pub/', upstream: upstream.url, auth: 'none' }] }))
+      // Port 0: the gateway takes a port from the OS itself and says which (no port freed for it
+      // beforehand that another socket could take meanwhile).
+      await writeFile(file, stringify({ server: { host: '127.0.0.1', port: 0 }, session: { secret: 'test-session-secret-0123456789-abcdefghij' }, store: { type: 'memory' }, routes: [{ path: '/pub/', upstream: upstream.url, auth: 'none' }] }))
       const env = { ...process.env, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '' }
       const child = children.add(spawn(process.execPath, ['dist/src/main.js', '--config', file], { env, stdio: ['ignore', 'pipe', 'pipe'] }))
       const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
-      await waitFor(async () => (await rawRequest(port, '/pub/cli')).status === 200, 10_000, 'the gateway to answer')
+      const port = await listeningPort(child, exited)
+      expect((await rawRequest(port, '/pub/cli')).status).toBe(200)
       // The batch is sent every 5 s: right away, only a flush at shutdown can have sent it.
       expect(receiver.spans.filter((span) => span.attributes['url.path'] === '/pub/cli')).toEqual([])
       child.kill('SIGTERM')
