@@ -138,13 +138,16 @@ export class UpstreamPool {
     callback(null, error === null ? data : failure(error, pending))
   }
 
-  /** A request whose deadline has come, out of the list: it is answered 504 and aborted. */
+  /**
+   * A request whose deadline has come, out of the list: it is answered 504, then aborted. In that
+   * order: the answer is on its way before undici lets go of the request's body.
+   */
   private expire (pending: Pending): void {
     const callback = pending.callback!
     pending.callback = null
     const error = new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`)
-    pending.abort(error)
     callback(null, failure(error, pending))
+    pending.abort(error)
   }
 }
 

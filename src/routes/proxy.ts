@@ -29,6 +29,7 @@ import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from '../proxy
 import { clientBoundHeaders } from '../proxy/headers.js'
 import { UpstreamHeaders } from '../proxy/request-headers.js'
 import { replyFromDispatcher, upstreamResponse } from '../proxy/reply-from-adapter.js'
+import { upstreamBody } from '../proxy/request-body.js'
 import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { upstreamPaths, type UpstreamPaths } from '../proxy/upstream-path.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
@@ -276,8 +277,9 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
     onResponse: (request, reply, response) => sendUpstreamResponse(target, deadlines, request, reply, upstreamResponse(response)),
   }
   // Bodies stream to the upstream as they come, whatever their type: nothing parses them here.
+  // An upstream failing mid-upload must not end the client's request before it is answered (request-body.ts).
   scope.removeAllContentTypeParsers()
-  scope.addContentTypeParser('*', (_request, payload, done) => { done(null, payload) })
+  scope.addContentTypeParser('*', (_request, payload, done) => { done(null, upstreamBody(payload)) })
   // The upgrade request goes through the same access hook; the upstream handshake gets the same
   // headers; the upstream's leg is opened before the client's upgrade is answered (websocket.ts).
   if (route.websocket) websocketRoute(scope, route, { target, headers, paths, sockets, bearerSockets })

@@ -4,7 +4,8 @@
 // `/big/<bytes>` a body that large; `/untyped` no content-type; `/truncated` and `/stall` promise
 // 100 bytes, send 10, then drop the connection or go quiet (each with an x-upstream header).
 // `/set-cookies` and `/set-cookie` try to set the gateway's own cookies (and one of the app's).
-// `/redirect?to=<value>` answers 302 with that Location; `/count` reads the body and answers its size.
+// `/redirect?to=<value>` answers 302 with that Location; `/count` reads the body and answers its size
+// (a body that stops short is recorded in `cutShort`).
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import { close, listen } from './net.js'
 
@@ -13,6 +14,8 @@ export interface SeenRequest { method: string, url: string, headers: IncomingHtt
 export interface Upstream {
   url: string
   seen: SeenRequest[]
+  /** The `/count` requests whose body ended before it was all sent, with the bytes that came. */
+  cutShort: Array<{ url: string, bytes: number }>
   /** Lets the pending `/stream` answers finish. */
   release (): void
   close (): Promise<void>
@@ -20,6 +23,7 @@ export interface Upstream {
 
 export async function startUpstream (): Promise<Upstream> {
   const seen: SeenRequest[] = []
+  const cutShort: Upstream['cutShort'] = []
   const held: Array<() => void> = []
   const server: Server = createServer((req, res) => {
     const request = { method: req.method ?? '', url: req.url ?? '', headers: req.headers }
@@ -34,6 +38,7 @@ export async function startUpstream (): Promise<Upstream> {
       let bytes = 0
       req.on('data', (chunk: Buffer) => { bytes += chunk.length })
       req.on('end', () => { res.setHeader('content-type', 'application/json'); res.end(JSON.stringify({ bytes })) })
+      req.on('close', () => { if (!req.complete) cutShort.push({ url: req.url ?? '', bytes }) })
       return
     }
     const delay = /\/delay\/(\d+)$/.exec(req.url ?? '')
@@ -84,5 +89,5 @@ export async function startUpstream (): Promise<Upstream> {
   })
   const url = await listen(server)
   const release = () => { for (const end of held.splice(0)) end() }
-  return { url, seen, release, close: async () => { release(); await close(server) } }
+  return { url, seen, cutShort, release, close: async () => { release(); await close(server) } }
 }

@@ -1,6 +1,7 @@
 // The proxy: browsers without a token go to the login, API clients get 401 with login_url; with a
 // token the bearer replaces the client's Authorization, the gateway's cookies are removed and
 // X-Forwarded-* are set; auth: none routes pass untouched; upstream failures map to 502/504.
+import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
@@ -166,6 +167,39 @@ describe('a protected route with a token', () => {
     expect((await response.json() as { error: string }).error).toBe('gateway_timeout')
     // The /app/ route's timeout bounds the wait for the answer; the rest is one answer.
     expect(Date.now() - started).toBeLessThan(APP_TIMEOUT_MS + ONE_ANSWER_MS)
+  })
+
+  // An upload the upstream stops reading: the answer must not wait for the client to finish
+  // sending (it never could: nobody reads the rest), nor for the client to give up.
+  const UPLOAD = new Uint8Array(8 * 1024 * 1024)
+
+  it('answers 504 to an upload the upstream never reads, within the route timeout, and closes the connection', async () => {
+    const started = Date.now()
+    const response = await signedIn.fetch(`${gateway.url}/app/slow`, { method: 'POST', body: UPLOAD, headers: { accept: 'application/json' } })
+    expect(response.status).toBe(504)
+    expect(response.headers.get('connection')).toBe('close')
+    expect((await response.json() as { error: string }).error).toBe('gateway_timeout')
+    expect(Date.now() - started).toBeLessThan(APP_TIMEOUT_MS + ONE_ANSWER_MS)
+  })
+
+  it('answers 502 to an upload when the upstream drops the connection mid-way', async () => {
+    const response = await signedIn.fetch(`${gateway.url}/app/close`, { method: 'POST', body: UPLOAD, headers: { accept: 'application/json' } })
+    expect(response.status).toBe(502)
+    expect(response.headers.get('connection')).toBe('close')
+    expect((await response.json() as { error: string }).error).toBe('bad_gateway')
+  })
+
+  it('ends the upstream request when the client goes away mid-upload', async () => {
+    const before = upstream.cutShort.length
+    // A route with the default timeout: the upstream request ends because the client left, not at a deadline.
+    const client = request(`${gateway.url}/public/count`, { method: 'POST', headers: { 'content-length': String(UPLOAD.length) } })
+    client.on('error', () => {})
+    client.write(UPLOAD.subarray(0, 256 * 1024))
+    // Once the upstream has some of it, the client leaves.
+    await expect.poll(() => upstream.seen.at(-1)?.url).toBe('/public/count')
+    client.destroy()
+    await expect.poll(() => upstream.cutShort.length).toBe(before + 1)
+    expect(upstream.cutShort.at(-1)!.bytes).toBeLessThan(256 * 1024 + 1)
   })
 
   it('answers 502 bad_gateway when the upstream drops the connection', async () => {
