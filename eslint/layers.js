@@ -28,10 +28,11 @@ export const WITHOUT_FASTIFY = ['config', 'store', 'session', 'assertion', 'oaut
 export function restrictedFor (folder) {
   const allowed = new Set([folder, ...LAYERS[folder]])
   const patterns = Object.keys(LAYERS).filter((other) => !allowed.has(other)).map((other) => ({
-    group: [`../${other}/*`],
+    // From a folder's own subfolder (config/validate/) too.
+    group: [`../${other}/*`, `../../${other}/*`],
     message: `src/${folder}/ may import only ${LAYERS[folder].map((name) => `src/${name}/`).join(', ') || 'nothing but src/errors.ts'} (eslint/layers.js, docs/architecture.md).`,
   }))
-  patterns.push({ group: ['../gateway.js', '../main.js'], message: 'Only main.ts imports the composition root.' })
+  patterns.push({ group: ['../gateway.js', '../main.js', '../../gateway.js', '../../main.js'], message: 'Only main.ts imports the composition root.' })
   if (WITHOUT_FASTIFY.includes(folder)) {
     patterns.push({ group: ['fastify', 'fastify/*', '@fastify/*'], message: `src/${folder}/ stays free of Fastify: take plain values, return values; the glue is in src/http/ and src/routes/.` })
   }

@@ -44,6 +44,10 @@ describe('the layers', () => {
     expect(importProblems('session', "import type { Verdict } from '../access/authorize.js'\n")).toHaveLength(1)
     expect(importProblems('store', "import { buildGateway } from '../gateway.js'\n")).toHaveLength(1)
     expect(importProblems('access', "import type { Sessions } from '../session/session.js'\nimport { GatewayError } from '../errors.js'\n")).toEqual([])
+    // A file of a folder's subfolder (src/config/validate/) is held to its folder's rule.
+    expect(importProblems('config', "import { Access } from '../../access/authorize.js'\n")).toHaveLength(1)
+    expect(importProblems('config', "import { buildGateway } from '../../gateway.js'\n")).toHaveLength(1)
+    expect(importProblems('config', "import { GatewayError } from '../../errors.js'\n")).toEqual([])
   })
 
   it('keeps Fastify out of the folders below the edge, and only those', () => {

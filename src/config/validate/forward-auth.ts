@@ -1,0 +1,71 @@
+// The `forwardAuth` section: the hosts a sign-in may return to, and each host's rules and bearer
+// block.
+import { isIP } from 'node:net'
+import type { BearerConfig, ForwardAuthConfig, RuleLists } from '../types.js'
+import { Issues, describe } from '../reader.js'
+import { bearerSection } from '../bearer.js'
+import { ruleLists } from '../rules.js'
+import { isPublicSuffix } from '../safety.js'
+import { type Sections, LABEL } from './values.js'
+
+/** `host`, `.domain` or either with `:port`: see ForwardAuthConfig. */
+const REDIRECT_HOST = new RegExp(`^(\\.)?(${LABEL}(?:\\.${LABEL})*)(?::(\\d{1,5}))?$`)
+
+export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): ForwardAuthConfig {
+  const path = ['forwardAuth', 'allowedRedirectHosts']
+  const allowedRedirectHosts = raw.allowedRedirectHosts.flatMap((entry, i) => {
+    const lower = entry.trim().toLowerCase()
+    if (/[^\x21-\x7e]/.test(lower)) {
+      issues.add([...path, i], `must be written in ASCII (punycode, such as xn--bcher-kva.example), got ${describe(entry)}`)
+      return []
+    }
+    const match = REDIRECT_HOST.exec(lower)
+    if (!match || (match[3] !== undefined && (Number(match[3]) < 1 || Number(match[3]) > 65535))) {
+      issues.add([...path, i], `must be a host name, optionally with a leading dot (and its subdomains) or a :port, such as .example.com or app.example.org:8443, got ${describe(entry)}`)
+      return []
+    }
+    if (match[1] && !match[2]!.includes('.')) {
+      issues.add([...path, i], `${describe(entry)} would allow every host under a top-level domain: name your own domain, such as .example.com`)
+      return []
+    }
+    if (isPublicSuffix(match[2]!)) {
+      issues.add([...path, i], `${describe(entry)} is a public suffix (in the Public Suffix List): strangers own hosts under it; name your own domain, such as .example.com`)
+      return []
+    }
+    return [lower]
+  })
+  const hosts = validateHosts(issues, raw.hosts)
+  return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts) }
+}
+
+/** The hosts whose callers may bring their own tokens, with their bearer blocks. */
+function hostBearers (hosts: ReadonlyMap<string, HostPolicy>): Map<string, BearerConfig> {
+  return new Map([...hosts].flatMap(([host, { bearer }]) => bearer === undefined ? [] : [[host, bearer] as const]))
+}
+
+/** A key of forwardAuth.hosts: a lower-case host name or IPv4 address, without port or leading dot. */
+const HOST_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`)
+
+type HostYaml = NonNullable<Sections['forwardAuth']['hosts']>[string]
+
+/** What forwardAuth.hosts keeps for one host. */
+interface HostPolicy { rules: RuleLists, bearer: BearerConfig | undefined }
+
+/** forwardAuth.hosts: each host's `allow` and `deny` as lists of rules (one rule object is a list of one), and its `bearer`. */
+function validateHosts (issues: Issues, raw: Record<string, HostYaml>): Map<string, HostPolicy> {
+  const hosts = new Map<string, HostPolicy>()
+  for (const [entry, rules] of Object.entries(raw)) {
+    const at = ['forwardAuth', 'hosts', entry]
+    const host = entry.trim().toLowerCase()
+    if (!HOST_NAME.test(host) && isIP(host) !== 4) {
+      issues.add(at, `must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got ${describe(entry)}`)
+      continue
+    }
+    if (hosts.has(host)) {
+      issues.add(at, `names the host ${describe(host)} a second time`)
+      continue
+    }
+    hosts.set(host, { rules: ruleLists(issues, at, rules, { host }), bearer: bearerSection(issues, [...at, 'bearer'], rules.bearer, null) })
+  }
+  return hosts
+}

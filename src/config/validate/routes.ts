@@ -1,0 +1,162 @@
+// One entry of `routes`, and what the routes must not do to each other (a less protected one
+// reaching a protected one's upstream paths).
+import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../types.js'
+import { Issues, closest, describe, type Path } from '../reader.js'
+import { bearerSection } from '../bearer.js'
+import { globProblem, ruleLists } from '../rules.js'
+import { lessProtected, reachMessage, upstreamReach } from '../safety.js'
+import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
+import { validateIdentityHeaders, validateClaimHeaders } from './headers.js'
+
+const RESERVED_PATHS = ['/oauth', '/healthz', '/readyz', '/metrics']
+
+const HTTP_METHODS = ['*', 'GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+
+function validatePublic (issues: Issues, path: Path, raw: string[]): PublicRule[] {
+  return raw.flatMap((entry, i) => {
+    const rule = entry.trim()
+    const [method = '', glob = '', extra] = rule.split(/\s+/)
+    if (!HTTP_METHODS.includes(method.toUpperCase()) || (glob !== '*' && !glob.startsWith('/')) || extra !== undefined) {
+      issues.add([...path, i], `must be "METHOD /path/glob" such as "GET /app/static/*" or "OPTIONS *", got ${describe(rule)}`)
+      return []
+    }
+    const problem = globProblem(glob)
+    if (problem !== undefined) issues.add([...path, i], `${problem}, got ${describe(glob)}`)
+    return [{ method: method.toUpperCase(), path: glob }]
+  })
+}
+
+export function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers: string[]): RouteConfig {
+  const path = ['routes', index]
+  const at = (key: string): Path => [...path, key]
+  const prefix = validateRoutePath(issues, at, raw.path)
+  const auth = raw.auth
+  const provider = raw.provider
+  checkRouteProvider(issues, at, auth, provider, providers)
+  const rewritePrefix = raw.rewritePrefix
+  if (rewritePrefix !== undefined && !rewritePrefix.startsWith('/')) issues.add(at('rewritePrefix'), `must start with /, got ${describe(rewritePrefix)}`)
+  const upstream = validateUpstream(issues, at, raw.upstream)
+  const assertion = raw.assertion
+  if (assertion && auth === 'none') issues.add(at('assertion'), 'needs auth: required (a route without a session has nobody to vouch for)')
+  if (raw.bearer !== undefined && auth === 'none') issues.add(at('bearer'), 'needs auth: required (a public route checks no token)')
+  return {
+    path: prefix,
+    upstream: upstream ?? 'http://invalid',
+    provider,
+    rewritePrefix,
+    timeoutMs: duration(issues, at('timeout'), raw.timeout, 100, DAY),
+    maxConnections: raw.maxConnections,
+    auth,
+    websocket: raw.websocket,
+    rules: ruleLists(issues, path, raw, { route: prefix }),
+    headers: validateClaimHeaders(issues, at('headers'), raw.headers ?? {}),
+    public: validatePublic(issues, at('public'), raw.public),
+    identityHeaders: validateIdentityHeaders(issues, at('identityHeaders'), raw.identityHeaders),
+    allowedOrigins: validateOrigins(issues, at('allowedOrigins'), raw.allowedOrigins),
+    assertion,
+    websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
+    methodOverrideMaxBody: size(issues, at('methodOverrideMaxBody'), raw.methodOverrideMaxBody, 1024, 1024 ** 3),
+    bearer: bearerSection(issues, at('bearer'), raw.bearer, provider),
+    reauth: validateReauth(issues, at('reauth'), raw.reauth, auth, raw.bearer !== undefined),
+    preserveBodyBytes: validatePreserveBody(issues, at('preserveBody'), raw.preserveBody, auth),
+  }
+}
+
+/** `reauth:` on a route: a step-up age (1m to 30d) and the acceptable `acr` values. */
+function validateReauth (issues: Issues, at: Path, raw: RouteRaw['reauth'], auth: RouteRaw['auth'], bearer: boolean): ReauthConfig | undefined {
+  if (raw === undefined) return undefined
+  if (auth === 'none') issues.add(at, 'needs auth: required (a public route has no sign-in to be recent)')
+  // RFC 9470 would have the token carry auth_time and acr, which machine clients' tokens
+  // (client credentials) do not: every one would be refused, or a person's token would skip the step-up.
+  if (bearer) issues.add(at, 'cannot be combined with bearer: a machine client\'s token carries no sign-in the gateway can judge; put the step-up paths on a route of their own')
+  if (raw.maxAge === undefined) {
+    if (!issues.touched([...at, 'maxAge'])) issues.add([...at, 'maxAge'], 'must say how recent the sign-in must be, such as 15m')
+    return undefined
+  }
+  const acr = [...new Set(raw.acr ?? [])]
+  // Sent space-separated in acr_values and quoted in a WWW-Authenticate challenge.
+  acr.forEach((value, i) => {
+    if (!/^[\x21\x23-\x5b\x5d-\x7e]+$/.test(value)) issues.add([...at, 'acr', i], `must be printable ASCII without spaces, quotes or backslashes, got ${describe(value)}`)
+  })
+  return { maxAgeMs: duration(issues, [...at, 'maxAge'], raw.maxAge, 60_000, 30 * DAY), acr }
+}
+
+/** `reauth:` judges the ID token's `auth_time` and `acr`: the route's provider must sign in with OpenID Connect. */
+export function checkReauthProvider (issues: Issues, at: Path, route: RouteConfig, providers: Record<string, ProviderConfig>): void {
+  if (route.reauth === undefined || route.provider === undefined) return
+  const provider = Object.hasOwn(providers, route.provider) ? providers[route.provider] : undefined
+  if (provider !== undefined && !provider.openid) {
+    issues.add(at, `needs a provider whose scope includes openid: ${describe(route.provider)} gives no ID token, whose auth_time says when the person signed in`)
+  }
+}
+
+/** `preserveBody:` on a route: a size from 1KiB to 10MiB, or false (off). */
+function validatePreserveBody (issues: Issues, at: Path, raw: RouteRaw['preserveBody'], auth: RouteRaw['auth']): number | undefined {
+  if (raw === undefined || raw === false) return undefined
+  if (auth === 'none') issues.add(at, 'needs auth: required (a public route never sends anyone to sign in)')
+  return size(issues, at, raw, 1024, 10 * 1024 * 1024)
+}
+
+/** A route's path prefix, without trailing slashes ("/" when missing or invalid), clear of the gateway's own endpoints. */
+function validateRoutePath (issues: Issues, at: KeyPath, raw: string | undefined): string {
+  let prefix = raw ?? '/'
+  if (raw !== undefined && (!prefix.startsWith('/') || /[*?#:\s]/.test(prefix))) {
+    issues.add(at('path'), `must be a path prefix such as /app/, got ${describe(prefix)}`)
+    prefix = '/'
+  }
+  prefix = prefix.length > 1 ? prefix.replace(/\/+$/, '') : prefix
+  if (RESERVED_PATHS.some((reserved) => prefix === reserved || prefix.startsWith(`${reserved}/`))) {
+    issues.add(at('path'), `must not overlap the gateway's own ${prefix.startsWith('/oauth') ? '/oauth/' : prefix} endpoint`)
+  }
+  return prefix
+}
+
+/** A route's provider: required with auth: required, and one of the configured providers. */
+function checkRouteProvider (issues: Issues, at: KeyPath, auth: RouteRaw['auth'], provider: string | undefined, providers: string[]): void {
+  if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
+    issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
+  }
+  if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider]) && !issues.assumed(['providers', provider])) {
+    const match = closest(provider, providers)
+    issues.add(at('provider'), 'names no configured provider', match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
+  }
+}
+
+/** A route's upstream: an http(s) origin, with no path, query or fragment (rewritePrefix maps paths). */
+function validateUpstream (issues: Issues, at: KeyPath, raw: string | undefined): string | undefined {
+  const upstream = url(issues, at('upstream'), raw, ['http', 'https'])
+  if (upstream !== undefined && (new URL(upstream).pathname !== '/' || /[?#]/.test(upstream))) {
+    issues.add(at('upstream'), `must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got ${describe(upstream)}`)
+  }
+  return upstream
+}
+
+/** Origins a websocket route accepts besides the gateway's own: `scheme://host[:port]`, nothing more. */
+function validateOrigins (issues: Issues, path: Path, raw: string[]): string[] {
+  return raw.flatMap((entry, i) => {
+    const origin = entry.trim()
+    let parsed: URL | undefined
+    try {
+      parsed = new URL(origin)
+    } catch {}
+    if (!parsed || !['http:', 'https:'].includes(parsed.protocol) || parsed.origin !== origin.replace(/\/$/, '')) {
+      issues.add([...path, i], `must be an origin such as https://app.example.com (scheme, host and port only), got ${describe(origin)}`)
+      return []
+    }
+    return [parsed.origin]
+  })
+}
+
+/**
+ * A less protected route that reaches every upstream path of a protected one is refused at the
+ * less protected route's path (partial reach is a warning, see safety.ts's configWarnings).
+ */
+export function refuseReachingRoutes (issues: Issues, routes: readonly RouteConfig[]): void {
+  routes.forEach((other, i) => {
+    routes.forEach((target, j) => {
+      if (i === j || !lessProtected(other, target) || upstreamReach(other, target) !== 'all') return
+      if (issues.touched(['routes', i]) || issues.touched(['routes', j])) return
+      issues.add(['routes', i, 'path'], reachMessage(routes, i, j, 'all'))
+    })
+  })
+}

@@ -1,0 +1,36 @@
+// The `server` and `rateLimit` sections.
+import { availableParallelism } from 'node:os'
+import type { RateBudget, RateLimitConfig, ServerConfig } from '../types.js'
+import { Issues } from '../reader.js'
+import { type Sections, duration, url } from './values.js'
+import { trustProxy, checkTrustAll } from './trust-proxy.js'
+
+export function validateServer (issues: Issues, raw: Sections['server']): ServerConfig {
+  const port = raw.port
+  // Computed from the port, so the schema only describes it (defaultText).
+  const baseUrl = url(issues, ['server', 'baseUrl'], raw.baseUrl, ['http', 'https']) ?? `http://localhost:${port}`
+  if (raw.baseUrl !== undefined && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
+  const host = raw.host
+  const trusted = trustProxy(issues, raw.trustProxy)
+  if (!issues.touched(['server', 'host'])) checkTrustAll(issues, trusted, host)
+  return {
+    host,
+    port,
+    baseUrl: baseUrl.replace(/\/+$/, ''),
+    trustProxy: trusted,
+    shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, 0, 300_000),
+    // `auto` is this machine's core count, known only here.
+    workers: raw.workers === 'auto' ? availableParallelism() : raw.workers,
+  }
+}
+
+const RATE_WINDOWS: Record<string, number> = { s: 1000, sec: 1000, second: 1000, min: 60_000, minute: 60_000, h: 3_600_000, hour: 3_600_000 }
+
+/** `600/min`, `10/s`, `5000/h`, or `off` (the schema has checked the form). */
+export function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig {
+  const value = raw.login
+  if (value === false || value.trim() === 'off') return { login: undefined }
+  // RATE_PATTERN (schema.ts) has let through only `N/unit` with a unit of RATE_WINDOWS.
+  const [max, unit] = value.replace(/\s+/g, '').split('/') as [string, string]
+  return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit]! } satisfies RateBudget }
+}
