@@ -3,7 +3,7 @@
 // start in every test here and fail in the container. Follows dist/src/main.js's imports, static
 // and dynamic, through the built files (types are erased there, so type-only imports do not count).
 import { existsSync, readFileSync } from 'node:fs'
-import { builtinModules } from 'node:module'
+import { builtinModules, createRequire } from 'node:module'
 import { dirname, resolve } from 'node:path'
 import ts from 'typescript'
 import { describe, expect, it } from 'vitest'
@@ -40,5 +40,11 @@ describe('the built gateway', () => {
     expect(packages.size).toBeGreaterThan(5)
     const missing = [...packages].filter(([name]) => manifest.dependencies[name] === undefined).map(([name, file]) => `${name} (imported by ${file})`)
     expect(missing).toEqual([])
+  })
+
+  it('loads the one proxy-addr Fastify uses, so the two agree on who is a trusted proxy (src/http/trust-proxy.ts)', () => {
+    const ours = createRequire(import.meta.url).resolve('@fastify/proxy-addr')
+    const fastifys = createRequire(createRequire(import.meta.url).resolve('fastify')).resolve('@fastify/proxy-addr')
+    expect(fastifys).toBe(ours)
   })
 })

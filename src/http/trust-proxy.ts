@@ -1,20 +1,18 @@
 // Who is a trusted proxy: server.trustProxy as the same test Fastify applies before it reads
 // X-Forwarded-For/-Host/-Proto. Forward-auth (whose X-Forwarded-Uri/-Host to believe) and the proxy
 // (whose X-Forwarded-Host to pass on) both ask it, so neither can trust a peer the other does not.
-import { createRequire } from 'node:module'
+import proxyAddr from '@fastify/proxy-addr'
 
 /** proxy-addr's trust function: is the hop at `address` (0 = the peer) a trusted proxy? */
 export type TrustFn = (address: string, hop: number) => boolean
 
 /**
  * server.trustProxy compiled: true trusts every peer, false none, a list is compiled by the
- * proxy-addr that Fastify itself uses (loaded from Fastify's own dependencies, so the two can never
- * disagree on who is trusted).
+ * proxy-addr Fastify itself uses (a dependency of ours at Fastify's range, so npm installs one copy
+ * for both: the two can never disagree on who is trusted; test/runtime-dependencies.test.ts checks it).
  */
 export function trustTest (trustProxy: boolean | string[]): TrustFn {
   if (trustProxy === true) return () => true
   if (trustProxy === false) return () => false
-  const fromFastify = createRequire(createRequire(import.meta.url).resolve('fastify'))
-  const proxyAddr = fromFastify('@fastify/proxy-addr') as { compile (list: string[]): TrustFn }
   return proxyAddr.compile(trustProxy)
 }

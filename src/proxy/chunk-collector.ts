@@ -14,6 +14,9 @@ import { runInNewContext } from 'node:vm'
 /** Streamed body bytes between two minor collections: what written chunks may hold at most, per process. */
 export const COLLECT_EVERY_BYTES = 8 * 1024 * 1024
 
+/** The bytes of one streamed body that have flowed on to the client so far. */
+export interface Flowed { bytes: number }
+
 /** Counts the bytes of streamed answers and runs `collect` after every `everyBytes` of them. */
 export class ChunkCollector {
   private passed = 0
@@ -21,17 +24,23 @@ export class ChunkCollector {
   constructor (private readonly everyBytes: number, private readonly collect: () => void) {}
 
   /**
-   * Counts `body`'s chunks as they flow to the client. The body is paused first, so the listener
-   * does not start the flow before the reply's pipe is attached (which resumes it, and pauses it
-   * again whenever the client's socket is full: the listener never reads on its own).
+   * Counts `body`'s chunks as they flow to the client, and returns the count of this body's bytes
+   * (what a cut-off's log line reports). The body is paused first, so the listener does not start
+   * the flow before the reply's pipe is attached (which resumes it, and pauses it again whenever the
+   * client's socket is full: the listener never reads on its own).
    */
-  watch (body: Readable): void {
+  watch (body: Readable): Flowed {
+    const flowed = { bytes: 0 }
     body.pause()
-    body.on('data', this.count)
+    body.on('data', (chunk: Buffer) => {
+      flowed.bytes += chunk.length
+      this.count(chunk.length)
+    })
+    return flowed
   }
 
-  private readonly count = (chunk: Buffer): void => {
-    this.passed += chunk.length
+  private count (bytes: number): void {
+    this.passed += bytes
     if (this.passed < this.everyBytes) return
     this.passed = 0
     this.collect()

@@ -2,7 +2,7 @@
 // or a body chunk came later than the route's timeout). Before the answer's headers went out the
 // gateway still answers 502/504 (upstream-response.ts); after, the client can only see the connection end,
 // and this names what happened for the one `request errored` line (http/request-end.ts).
-import type { Readable } from 'node:stream'
+import type { Flowed } from './chunk-collector.js'
 
 /** Where the route's upstream failures are logged from: its path, its origin (never userinfo), its timeout. */
 export interface UpstreamTarget { route: string, upstream: string, timeoutMs: number }
@@ -17,27 +17,14 @@ export function isUpstreamBodyError (error: unknown): error is Error & { code: s
   return typeof code === 'string' && code.startsWith('UND_ERR_') && code !== 'UND_ERR_ABORTED'
 }
 
-let bytesRead: symbol | undefined
-
 /**
- * How many bytes of the upstream's body the gateway passed on to the client: what undici read,
- * less what was still waiting in the stream. undici counts what it read (for its own size limits)
- * under a symbol it does not export; read only on this error path, so nothing is counted per chunk.
- */
-function bytesPassedOn (body: Readable): number | undefined {
-  bytesRead ??= Object.getOwnPropertySymbols(body).find((symbol) => symbol.description === 'kBytesRead')
-  const read = bytesRead === undefined ? undefined : (body as unknown as Record<symbol, unknown>)[bytesRead]
-  return typeof read === 'number' ? read - body.readableLength : undefined
-}
-
-/**
- * The log fields of an upstream failure that broke off an answer already under way (route, bytes
- * sent, the upstream's error; never a header or body byte), or undefined when it was the client
- * that left.
+ * The log fields of an upstream failure that broke off an answer already under way (route, the
+ * bytes of its body passed on to the client, the upstream's error; never a header or body byte), or
+ * undefined when it was the client that left.
  * @see https://www.rfc-editor.org/rfc/rfc9112#section-8 (an incomplete message: all the client can tell)
  */
-export function cutOffFields (target: UpstreamTarget, error: Error, body: Readable | undefined): Record<string, unknown> | undefined {
+export function cutOffFields (target: UpstreamTarget, error: Error, body: Flowed | undefined): Record<string, unknown> | undefined {
   if (!isUpstreamBodyError(error)) return undefined
   // `errno`, not `code`: log fields named code are redacted (they usually hold OAuth values).
-  return { ...target, bytesSent: body === undefined ? undefined : bytesPassedOn(body), errno: error.code, reason: error.message }
+  return { ...target, bytesSent: body?.bytes, errno: error.code, reason: error.message }
 }

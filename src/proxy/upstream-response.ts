@@ -2,18 +2,17 @@
 // operator see it: timeouts are 504 `gateway_timeout`, everything else 502 `bad_gateway`, each
 // logged as one warn line naming the route (the upstream is down, not the gateway).
 import type { FastifyReplyFromHooks } from '@fastify/reply-from'
-import type { Readable } from 'node:stream'
 import { GatewayError } from '../errors.js'
 import type { BodyDeadlines } from './body-deadline.js'
-import { chunkCollector } from './chunk-collector.js'
+import { chunkCollector, type Flowed } from './chunk-collector.js'
 import type { UpstreamTarget } from './cut-off.js'
 import type { UpstreamResponse } from './reply-from-adapter.js'
 import { UpstreamFailure } from './upstream-pool.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The upstream's body while it streams to the client: what a cut-off's line counts the bytes of. */
-    upstreamBody: Readable | undefined
+    /** The bytes of the upstream's body that have streamed to the client: what a cut-off's line reports. */
+    upstreamBody: Flowed | undefined
   }
 }
 
@@ -61,9 +60,8 @@ export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDea
   const small = Number(headers['content-length']) <= BUFFERED_BODY_MAX && headers['content-type'] !== undefined &&
     request.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
   if (!small || stream.arrayBuffer === undefined) {
-    request.upstreamBody = stream
     // Its written chunks are freed every few MiB, not after tens of them (chunk-collector.ts).
-    chunkCollector().watch(stream)
+    request.upstreamBody = chunkCollector().watch(stream)
     reply.send(stream)
     return
   }

@@ -138,17 +138,18 @@ describe('a fast download through the built gateway', () => {
 })
 
 describe('ChunkCollector', () => {
-  it('collects once per `everyBytes` of streamed chunks, and never starts a body flowing itself', async () => {
+  it('collects once per `everyBytes` of streamed chunks, counts each body\'s, and never starts a body flowing itself', async () => {
     let collections = 0
     const collector = new ChunkCollector(100, () => { collections++ })
     const body = new PassThrough()
-    collector.watch(body)
+    const flowed = collector.watch(body)
     body.write(Buffer.alloc(60))
     body.write(Buffer.alloc(60))
     // Paused until a reader (the reply's pipe) takes it: nothing counted, nothing lost.
     await new Promise((resolve) => setImmediate(resolve))
     expect(body.readableFlowing).toBe(false)
     expect(collections).toBe(0)
+    expect(flowed.bytes).toBe(0)
     const read: Buffer[] = []
     body.on('data', (chunk: Buffer) => read.push(chunk))
     body.resume()
@@ -156,5 +157,6 @@ describe('ChunkCollector', () => {
     await new Promise((resolve) => body.once('end', resolve))
     expect(Buffer.concat(read).length).toBe(220)
     expect(collections).toBe(2)
+    expect(flowed.bytes).toBe(220)
   })
 })
