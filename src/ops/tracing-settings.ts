@@ -13,7 +13,14 @@ export interface TracingSettings {
   serviceName: string
   /** 0 to 1: the share of root traces recorded. */
   sampleRatio: number
+  /** How long one export may take, its retries included, before it is given up (ms). */
+  exportTimeoutMs: number
 }
+
+/** The specification's default for OTEL_EXPORTER_OTLP_TIMEOUT. */
+const EXPORT_TIMEOUT_MS = 10_000
+/** An export timeout past this would hold a shutdown longer than any orchestrator waits. */
+const EXPORT_TIMEOUT_MAX_MS = 120_000
 
 /**
  * Runs `fn` inside a span named `name` when a traced request is under way; what the store's and
@@ -46,16 +53,30 @@ function endpoint (variable: string, text: string): URL {
 }
 
 /**
+ * OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT: milliseconds, a whole number
+ * from 1 to 120000 (default 10000).
+ * @throws TracingEnvError when the one that counts is not such a number
+ */
+function exportTimeout (env: NodeJS.ProcessEnv): number {
+  const variable = read(env, 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT') !== undefined ? 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT' : 'OTEL_EXPORTER_OTLP_TIMEOUT'
+  const text = read(env, variable)
+  if (text === undefined) return EXPORT_TIMEOUT_MS
+  const ms = /^\d{1,6}$/.test(text) ? Number(text) : NaN
+  if (!(ms >= 1 && ms <= EXPORT_TIMEOUT_MAX_MS)) throw new TracingEnvError(`${variable}: must be a number of milliseconds from 1 to ${EXPORT_TIMEOUT_MAX_MS}, got ${describe(text)}`)
+  return ms
+}
+
+/**
  * Where spans go, or undefined when tracing is off: `tracing.otlp`, else
  * OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (the whole URL), else OTEL_EXPORTER_OTLP_ENDPOINT (a base, to
  * which `/v1/traces` is added); OTEL_SDK_DISABLED=true turns it off whatever is set, and
- * OTEL_SERVICE_NAME wins over `tracing.serviceName`.
- * @throws TracingEnvError when a variable that counts is not a usable URL
+ * OTEL_SERVICE_NAME wins over `tracing.serviceName`; an export's timeout is {@link exportTimeout}'s.
+ * @throws TracingEnvError when a variable that counts is not a usable URL or timeout
  */
 export function tracingSettings (config: TracingConfig, env: NodeJS.ProcessEnv): TracingSettings | undefined {
   if (read(env, 'OTEL_SDK_DISABLED')?.toLowerCase() === 'true') return undefined
   const serviceName = read(env, 'OTEL_SERVICE_NAME') ?? config.serviceName
-  const settings = (tracesUrl: string): TracingSettings => ({ tracesUrl, serviceName, sampleRatio: config.sampleRatio })
+  const settings = (tracesUrl: string): TracingSettings => ({ tracesUrl, serviceName, sampleRatio: config.sampleRatio, exportTimeoutMs: exportTimeout(env) })
   if (config.otlp !== undefined) return settings(`${config.otlp}/v1/traces`)
   const traces = read(env, 'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT')
   if (traces !== undefined) return settings(endpoint('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', traces).href)

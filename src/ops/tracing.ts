@@ -20,8 +20,6 @@ import type { Spans, TracingSettings } from './tracing-settings.js'
 
 /** Spans waiting for the collector; past this many, new ones are dropped (a collector that is down costs memory up to here, never a request). */
 const MAX_QUEUE = 2048
-/** How long one export may take before it is given up. */
-const EXPORT_TIMEOUT_MS = 10_000
 /** How long closing waits for the last spans to reach the collector. */
 const FLUSH_AT_CLOSE_MS = 3000
 /** A hostile path or name is cut to this many characters in any attribute. */
@@ -156,13 +154,13 @@ function storeSpans (tracer: Tracer): Spans {
 /** Starts tracing as `settings` say; {@link Tracing.shutdown} undoes it. */
 export function startTracing (settings: TracingSettings, log: Logger): Tracing {
   installGlobals()
-  const exporter = new OTLPTraceExporter({ url: settings.tracesUrl, timeoutMillis: EXPORT_TIMEOUT_MS })
+  const exporter = new OTLPTraceExporter({ url: settings.tracesUrl, timeoutMillis: settings.exportTimeoutMs })
   const provider = new TracerProvider({
     resource: resourceFromAttributes({ [ATTR_SERVICE_NAME]: settings.serviceName }),
     // A caller's sampled traceparent is followed; a trace begun here is kept at the configured ratio.
     sampler: new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(settings.sampleRatio) }),
     spanLimits: { attributeValueLengthLimit: MAX_ATTRIBUTE_CHARS },
-    spanProcessors: [new BatchSpanProcessor({ exporter: new ReportingExporter(exporter, log, settings.tracesUrl), maxQueueSize: MAX_QUEUE, exportTimeoutMillis: EXPORT_TIMEOUT_MS })],
+    spanProcessors: [new BatchSpanProcessor({ exporter: new ReportingExporter(exporter, log, settings.tracesUrl), maxQueueSize: MAX_QUEUE, exportTimeoutMillis: settings.exportTimeoutMs })],
   })
   // Enabled as it is made (it listens on undici's diagnostics channels); its spans go to `provider`.
   const undici = new UndiciInstrumentation({ startSpanHook: redactedUrl })

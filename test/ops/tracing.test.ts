@@ -51,8 +51,31 @@ describe('tracing settings', () => {
   })
 
   it('takes OTEL_SERVICE_NAME over tracing.serviceName, and the configured ratio', () => {
-    expect(tracingSettings({ ...CONFIG, otlp: 'http://c', sampleRatio: 0.5 }, { OTEL_SERVICE_NAME: 'edge' })).toEqual({ tracesUrl: 'http://c/v1/traces', serviceName: 'edge', sampleRatio: 0.5 })
+    expect(tracingSettings({ ...CONFIG, otlp: 'http://c', sampleRatio: 0.5 }, { OTEL_SERVICE_NAME: 'edge' })).toEqual({ tracesUrl: 'http://c/v1/traces', serviceName: 'edge', sampleRatio: 0.5, exportTimeoutMs: 10_000 })
     expect(tracingSettings({ ...CONFIG, otlp: 'http://c', serviceName: 'mine' }, {})?.serviceName).toBe('mine')
+  })
+
+  it.each([
+    ['the default', {}, 10_000],
+    ['OTEL_EXPORTER_OTLP_TIMEOUT', { OTEL_EXPORTER_OTLP_TIMEOUT: '2500' }, 2500],
+    ['the traces variable over the general one', { OTEL_EXPORTER_OTLP_TIMEOUT: '2500', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: ' 700 ' }, 700],
+    ['a blank traces variable counts as unset', { OTEL_EXPORTER_OTLP_TIMEOUT: '2500', OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: '' }, 2500],
+  ])('takes an export timeout from %s', (_name, env, ms) => {
+    expect(tracingSettings({ ...CONFIG, otlp: 'http://c' }, env)?.exportTimeoutMs).toBe(ms)
+  })
+
+  it('reads no timeout while tracing is off: a malformed one does not count then', () => {
+    expect(tracingSettings(CONFIG, { OTEL_EXPORTER_OTLP_TIMEOUT: 'soon' })).toBeUndefined()
+  })
+
+  it.each([
+    ['OTEL_EXPORTER_OTLP_TIMEOUT', '0', 'OTEL_EXPORTER_OTLP_TIMEOUT: must be a number of milliseconds from 1 to 120000, got "0"'],
+    ['OTEL_EXPORTER_OTLP_TIMEOUT', '10s', 'OTEL_EXPORTER_OTLP_TIMEOUT: must be a number of milliseconds from 1 to 120000, got "10s"'],
+    ['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', '-5', 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: must be a number of milliseconds from 1 to 120000, got "-5"'],
+    ['OTEL_EXPORTER_OTLP_TRACES_TIMEOUT', '1e9', 'OTEL_EXPORTER_OTLP_TRACES_TIMEOUT: must be a number of milliseconds from 1 to 120000, got "1e9"'],
+    ['OTEL_EXPORTER_OTLP_TIMEOUT', '999999', 'OTEL_EXPORTER_OTLP_TIMEOUT: must be a number of milliseconds from 1 to 120000, got "999999"'],
+  ])('refuses %s=%s naming the variable', (name, value, message) => {
+    expect(() => tracingSettings({ ...CONFIG, otlp: 'http://c' }, { [name]: value })).toThrow(new TracingEnvError(message))
   })
 
   it.each([
@@ -323,7 +346,9 @@ describe('tracing on', () => {
 
 describe('tracing with a collector that does not answer', () => {
   it('still answers every request when the collector is down, and says so once', async () => {
-    const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/pub/', upstream: upstream.url, auth: 'none' }], tracing: { otlp: await refusedUrl() } })
+    // Each export gives up at its timeout, before the exporter's first retry (a second or so later).
+    const env = { OTEL_EXPORTER_OTLP_TIMEOUT: '300' }
+    const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/pub/', upstream: upstream.url, auth: 'none' }], tracing: { otlp: await refusedUrl() } }, { deps: { env } })
     try {
       for (let batch = 0; batch < 3; batch++) {
         for (let i = 0; i < 5; i++) expect((await fetch(`${gateway.url}/pub/down-${i}`)).status).toBe(200)
