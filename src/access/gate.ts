@@ -92,7 +92,7 @@ export const UNREAD: SessionState = Object.freeze({ kind: 'unread' })
 /** No session, or no usable token for the route's provider (none, expired and not refreshable). */
 export const NO_SESSION: SessionState = Object.freeze({ kind: 'none' })
 
-/** Signed in with a usable token; `stepUp`: but not recently enough for the route's `reauth` (./step-up.ts). */
+/** Signed in with a usable token; `stepUp`: but not recently enough for the route's `reauth` (./step-up-route.ts). */
 export function signedIn (accessToken: string, identity: Identity | undefined, stepUp = false): SessionState {
   return stepUp ? { kind: 'signed_in', accessToken, identity, stepUp } : { kind: 'signed_in', accessToken, identity }
 }
@@ -252,7 +252,7 @@ function stepUp (gate: RouteGate, reauth: ReauthConfig, html: boolean, next: str
 
 /**
  * Whether `target` (canonical) is judged on a route at `prefix`: the test row 1 makes, which is
- * also how the router picks the route (the longest prefix that covers it: ./step-up.ts).
+ * also how the router picks the route (the longest prefix that covers it: ./step-up-route.ts).
  */
 export function covers (prefix: string, target: string): boolean {
   return unjudgeable(prefix, target) === undefined

@@ -1,4 +1,4 @@
-// Who may pass: `allow` and `deny` lists of rules (src/config/rules.ts reads them), compiled once
+// Who may pass: `allow` and `deny` lists of rules (src/config/rule-lists.ts reads them), compiled once
 // into one pure function of (identity, method, canonical path). A rule holds when every condition it
 // gives holds; a list inside a condition matches any of its values. `deny` wins; no `allow` list
 // lets any signed-in person in. Paths are matched by glob.ts, linearly in the path, never by a

@@ -25,7 +25,7 @@ export interface FlowRecord {
   verifier?: string
   /** OIDC nonce sent in the authorize request, expected in the ID token. */
   nonce?: string
-  /** The binding of the form kept before this sign-in, when the sign-in was started for one (routes/preserved-body.ts). */
+  /** The binding of the form kept before this sign-in, when the sign-in was started for one (routes/form-replay.ts). */
   form?: string
 }
 

@@ -2,7 +2,7 @@
 // accepted `acr`, judged by the ID token's `auth_time` and `acr`. One definition of "recent
 // enough" for the request pipeline (access/authorize.ts) and the callback (./sign-in.ts): a
 // sign-in the callback accepts is one the gate lets through, so a provider's answer can never send
-// a browser round in a loop. Which route a sign-in is for is access/step-up.ts's.
+// a browser round in a loop. Which route a sign-in is for is access/step-up-route.ts's.
 // @see https://openid.net/specs/openid-connect-core-1_0.html#AuthRequest (max_age, acr_values)
 // @see https://www.rfc-editor.org/rfc/rfc9470 (OAuth 2.0 Step Up Authentication Challenge)
 import type { ReauthConfig } from '../config/types.js'

@@ -2,7 +2,7 @@
 // through (a session: session-sockets.ts; a bearer token: bearer-sockets.ts) keeps it by request
 // (admit) from the route's access hooks, has it handed over just before the upstream leg is created
 // for that request (handing), ties it to that leg in the same synchronous step (opening,
-// routes/websocket.ts), and reads it back once both legs are open (of).
+// routes/websocket-route.ts), and reads it back once both legs are open (of).
 import type { WebSocket } from 'ws'
 
 export class LegAdmissions<T> {

@@ -11,7 +11,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1
 import type { BearerReports } from '../access/bearer-report.js'
 import { bearerToken, compileBearer, type BearerGuard } from '../access/bearer.js'
-import { claimPaths } from '../config/rules.js'
+import { claimPaths } from '../config/rule-lists.js'
 import type { BearerConfig, GatewayConfig } from '../config/types.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 

@@ -2,7 +2,7 @@
 // the hosts a browser may be sent back to, the check of a provider named in the path, and the
 // step-up (`reauth:`) a sign-in must meet, found from the route its `next` is for.
 import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
-import { reauthFor } from '../access/step-up.js'
+import { reauthFor } from '../access/step-up-route.js'
 import type { GatewayConfig, ReauthConfig } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { unknownProvider } from '../errors.js'
@@ -16,7 +16,7 @@ import { cookieNames, loginUrl, type CookieNames } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { PersonIndex } from '../session/person-index.js'
-import type { FormReplay } from './preserved-body.js'
+import type { FormReplay } from './form-replay.js'
 import type { CookieOptions as SessionCookieOptions, Sessions } from '../session/session.js'
 
 export interface OAuthDeps {

@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { homeRoutes } from './home.js'
 import { oauthContext, type OAuthDeps } from './oauth-context.js'
-import { signInRoutes } from './sign-in.js'
+import { signInRoutes } from './sign-in-endpoints.js'
 import { sessionsRoutes } from './sessions.js'
 import { signOutRoutes } from './sign-out.js'
 

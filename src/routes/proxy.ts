@@ -6,7 +6,7 @@
 // route's prefix rewritten and nothing else (proxy/upstream-path.ts); request bodies stream
 // unparsed. Upstream failures are answered by proxy/upstream-response.ts; an answer that breaks
 // off after its headers went out is logged and counted by RequestEnd (proxy/cut-off.ts names what
-// happened). A websocket route's upgrades are taken over before the proxy's handler (routes/websocket.ts).
+// happened). A websocket route's upgrades are taken over before the proxy's handler (routes/websocket-route.ts).
 import replyFrom, { type FastifyReplyFromHooks as ReplyOptions } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
@@ -17,7 +17,7 @@ import { compileGate } from '../access/gate.js'
 import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from '../access/identity-headers.js'
 import { refusal, unsendableHeader } from '../access/refusal.js'
 import type { Assertions } from '../assertion/assertions.js'
-import { claimPaths } from '../config/rules.js'
+import { claimPaths } from '../config/rule-lists.js'
 import type { ClaimHeader, GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
@@ -36,10 +36,10 @@ import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import { namesMethods } from '../access/method-override.js'
-import { methodOverrideHook } from './method-override.js'
-import type { FormReplay } from './preserved-body.js'
+import { methodOverrideHook } from './method-override-hook.js'
+import type { FormReplay } from './form-replay.js'
 import { resourceMetadataUrl } from './protected-resource.js'
-import { websocketRoute } from './websocket.js'
+import { websocketRoute } from './websocket-route.js'
 
 export interface ProxyDeps {
   config: GatewayConfig

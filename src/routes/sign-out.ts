@@ -2,7 +2,7 @@
 // GET /oauth/logout/<provider>/, where a provider sends the browser back after its own sign-out.
 // A sign-out another site asked for gets a confirmation page instead (login/logout CSRF). With
 // `switch=<provider>` ("Use another account", offered by the 403 page) the sign-out ends with a new
-// sign-in there that asks the person to choose the account (src/routes/sign-in.ts). With
+// sign-in there that asks the person to choose the account (src/routes/sign-in-endpoints.ts). With
 // `everywhere=1`, every other session of the same person ends too (src/routes/sessions.ts); that is
 // only ever a POST: a GET naming `everywhere` gets the confirmation page.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -14,7 +14,7 @@ import { unknownProvider } from '../errors.js'
 import { safeNext } from '../oauth/urls.js'
 import type { Session } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
-import { beginSignIn } from './sign-in.js'
+import { beginSignIn } from './sign-in-endpoints.js'
 
 /** The sign-out's parameters, from the form or the query: where to go, and "Use another account". */
 interface SignOutParameters {

@@ -1,5 +1,5 @@
 // The `_method` scan without a server (src/access/method-override.ts) and the bounded body read
-// (src/routes/method-override.ts): hostile Content-Types, boundaries and part headers, bodies built
+// (src/routes/method-override-hook.ts): hostile Content-Types, boundaries and part headers, bodies built
 // to make a scan quadratic (each must finish fast), and a body that trickles past the route's
 // timeout on an injected clock; boundaries parsers read differently (refused), parts named by Content-ID,
 // and a property that the scan finds every `_method` a Rack- or PHP-like reading finds, or refuses. The end-to-end cases are test/security/round4-method-override.test.ts.
@@ -8,7 +8,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { bodyOverrides, formKind, isOverrideField, queryOverrides } from '../../src/access/method-override.js'
 import { boundaryReadings } from '../../src/access/multipart-boundary.js'
-import { readBounded } from '../../src/routes/method-override.js'
+import { readBounded } from '../../src/routes/method-override-hook.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
 import { effectiveMethod } from '../helpers/override-upstream.js'
 import { growth } from '../helpers/cost.js'

@@ -6,7 +6,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compileRules } from '../../src/access/rules.js'
-import type { RuleYaml } from '../../src/config/rules.js'
+import type { RuleYaml } from '../../src/config/rule-lists.js'
 import type { Identity } from '../../src/session/record.js'
 import { lists } from '../helpers/rules.js'
 

@@ -5,7 +5,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compileRules, allOf } from '../../src/access/rules.js'
-import type { RuleYaml } from '../../src/config/rules.js'
+import type { RuleYaml } from '../../src/config/rule-lists.js'
 import type { Identity } from '../../src/session/record.js'
 import { anyOf, lists } from '../helpers/rules.js'
 

@@ -1,5 +1,5 @@
-// Rules as the config makes them (src/config/rules.ts), for tests that build gates by hand.
-import { normalisedRule, type RuleYaml } from '../../src/config/rules.js'
+// Rules as the config makes them (src/config/rule-lists.ts), for tests that build gates by hand.
+import { normalisedRule, type RuleYaml } from '../../src/config/rule-lists.js'
 import type { Rule, RuleLists } from '../../src/config/types.js'
 
 /** One rule, named as the config would name the `index`th of `list`. */

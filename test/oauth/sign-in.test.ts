@@ -1,6 +1,6 @@
 // The sign-in callback's protocol steps (src/oauth/sign-in.ts's completeSignIn) called straight,
 // with no gateway server: a flow begun with `Flows` over the in-process store, as the login route
-// begins it (src/routes/sign-in.ts), then the callback's query and the flow cookie handed in. The
+// begins it (src/routes/sign-in-endpoints.ts), then the callback's query and the flow cookie handed in. The
 // provider is the token endpoint stub as a plain OAuth 2.0 provider with a userinfo endpoint. A good
 // callback gives tokens, identity and `next`; a missing or foreign state is `invalid_state`; the
 // provider's `error=access_denied` is `access_denied`; an unverified address as the user name is

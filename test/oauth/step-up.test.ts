@@ -1,10 +1,10 @@
 // Step-up's one definition of "recent enough" (oauth/step-up.ts), over hostile ID token claims; the
-// route a `next` is for (access/step-up.ts); the gate's order (the rules before the step-up); and
+// route a `next` is for (access/step-up-route.ts); the gate's order (the rules before the step-up); and
 // the config that step-up refuses (with `bearer:`, or on a provider without ID tokens).
 import { describe, expect, it } from 'vitest'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { compileGate, decide, signedIn } from '../../src/access/gate.js'
-import { reauthFor, routeFor } from '../../src/access/step-up.js'
+import { reauthFor, routeFor } from '../../src/access/step-up-route.js'
 import { checkStepUp } from '../../src/oauth/sign-in.js'
 import { AUTH_TIME_SKEW_SECONDS, stepUpProblem } from '../../src/oauth/step-up.js'
 import type { ReauthConfig, RouteConfig } from '../../src/config/types.js'

@@ -3,8 +3,8 @@
 import { isIP } from 'node:net'
 import type { BearerConfig, ForwardAuthConfig, RuleLists } from '../types.js'
 import { Issues, describe } from '../reader.js'
-import { bearerSection } from '../bearer.js'
-import { ruleLists } from '../rules.js'
+import { bearerSection } from '../bearer-section.js'
+import { ruleLists } from '../rule-lists.js'
 import { isPublicSuffix } from '../safety.js'
 import { type Sections, LABEL } from './values.js'
 

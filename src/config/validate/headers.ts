@@ -2,7 +2,7 @@
 // and clashes between them.
 import type { AssertionConfig, ClaimHeader, IdentityHeaders, RouteConfig } from '../types.js'
 import { Issues, describe, type Path } from '../reader.js'
-import { CLAIM_PATH } from '../rules.js'
+import { CLAIM_PATH } from '../rule-lists.js'
 import { reservedHeaderProblem } from '../safety.js'
 import { DAY, type Sections, type RouteRaw, duration } from './values.js'
 

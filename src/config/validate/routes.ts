@@ -2,8 +2,8 @@
 // reaching a protected one's upstream paths).
 import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../types.js'
 import { Issues, closest, describe, type Path } from '../reader.js'
-import { bearerSection } from '../bearer.js'
-import { globProblem, ruleLists } from '../rules.js'
+import { bearerSection } from '../bearer-section.js'
+import { globProblem, ruleLists } from '../rule-lists.js'
 import { lessProtected, reachMessage, upstreamReach } from '../safety.js'
 import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
 import { validateIdentityHeaders, validateClaimHeaders } from './headers.js'

@@ -3,7 +3,7 @@ import { availableParallelism } from 'node:os'
 import type { RateBudget, RateLimitConfig, ServerConfig } from '../types.js'
 import { Issues } from '../reader.js'
 import { type Sections, duration, url } from './values.js'
-import { trustProxy, checkTrustAll } from './trust-proxy.js'
+import { trustProxy, checkTrustAll } from './proxy-ranges.js'
 
 export function validateServer (issues: Issues, raw: Sections['server']): ServerConfig {
   const port = raw.port

@@ -20,7 +20,7 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
   const { config, metrics, signinLimit, cookies, redirectHosts } = context
 
   // Any `prompt` in this address is ignored: only the gateway's own "Use another account" sets one.
-  // `form`: the binding of the form kept before this sign-in (routes/preserved-body.ts), carried in the signed state.
+  // `form`: the binding of the form kept before this sign-in (routes/form-replay.ts), carried in the signed state.
   app.get<{ Params: { provider: string }, Querystring: { next?: string, form?: unknown } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
     return await beginSignIn(context, request, reply, context.providerName(request), safeNext(request.query.next, redirectHosts), false, parseFormBinding(request.query.form))
   })
