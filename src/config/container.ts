@@ -4,7 +4,7 @@
 // each sidecar, and that may be meant. The probe is injectable, and GATEWAY_IN_CONTAINER (true or
 // false) overrides what it finds (false: silence the warnings where localhost is meant).
 import { existsSync } from 'node:fs'
-import { isLoopbackHost } from './safety.js'
+import { isLoopbackHost } from './loopback.js'
 import type { GatewayConfig } from './types.js'
 
 /** What the container probe looks at. */

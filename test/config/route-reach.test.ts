@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest'
 import { configProblems } from '../helpers/config.js'
 import { configWarnings, parseConfig } from '../../src/config/config.js'
 import type { RouteConfig } from '../../src/config/types.js'
-import { upstreamReach } from '../../src/config/safety.js'
+import { upstreamReach } from '../../src/config/route-reach.js'
 
 const UP = 'http://127.0.0.1:9100'
 const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='

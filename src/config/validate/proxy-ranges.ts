@@ -2,7 +2,7 @@
 // network of proxies, and `true` only on loopback.
 import { BlockList, isIP } from 'node:net'
 import { Issues, describe } from '../reader.js'
-import { isLoopbackHost } from '../safety.js'
+import { isLoopbackHost } from '../loopback.js'
 
 /** proxy-addr's names for address groups, accepted besides addresses and CIDR ranges. */
 const PROXY_GROUPS = ['loopback', 'linklocal', 'uniquelocal']

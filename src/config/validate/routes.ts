@@ -4,7 +4,7 @@ import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../t
 import { Issues, closest, describe, type Path } from '../reader.js'
 import { bearerSection } from '../bearer-section.js'
 import { globProblem, ruleLists } from '../rule-lists.js'
-import { lessProtected, reachMessage, upstreamReach } from '../safety.js'
+import { lessProtected, reachMessage, upstreamReach } from '../route-reach.js'
 import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
 import { validateIdentityHeaders, validateClaimHeaders } from './headers.js'
 

@@ -2,7 +2,8 @@
 import { isIP } from 'node:net'
 import type { SessionConfig } from '../types.js'
 import { Issues, describe } from '../reader.js'
-import { isLoopbackHost, secretProblem, shippedSecretProblem } from '../safety.js'
+import { isLoopbackHost } from '../loopback.js'
+import { secretProblem, shippedSecretProblem } from '../safety.js'
 import { DAY, type Sections, LABEL, duration } from './values.js'
 
 const COOKIE_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/

@@ -1,0 +1,126 @@
+// Where two routes meet at one upstream: a less protected route (no sign-in, another provider,
+// other rules) that reaches a protected route's upstream paths would let a stranger walk around its
+// protection. Reaching all of them is refused (validate/routes.ts), some of them is a warning.
+import { isLoopbackHost } from './loopback.js'
+import type { RouteConfig } from './types.js'
+
+/**
+ * The upstream paths a route sends requests to: `exact`, and `prefix` followed by nothing or by
+ * anything that does not start with `/` (request targets are canonical: never an empty segment).
+ */
+interface UpstreamSpace { prefix: string, exact: string | undefined }
+
+/** The route's path and what is below it, as the gateway matches them: `/app` and `/app/...`. */
+function requestSpace (route: RouteConfig): UpstreamSpace {
+  return route.path === '/' ? { prefix: '/', exact: undefined } : { prefix: `${route.path}/`, exact: route.path }
+}
+
+/**
+ * Where `route` sends the requests in `requests` (a part of its own request space, such as the
+ * subtree of a route nested in it): request P + x goes upstream as R + x, R being rewritePrefix (P
+ * itself when absent). Below `/`, reply-from drops a trailing `/` of R, so P/x goes to R/x; a route
+ * at `/` sends /x to R + `x`.
+ */
+function mapped (route: RouteConfig, requests: UpstreamSpace): UpstreamSpace {
+  const rewrite = route.rewritePrefix ?? route.path
+  const base = route.path === '/' ? rewrite : rewrite.replace(/\/+$/, '')
+  const cut = route.path === '/' ? 1 : route.path.length
+  const map = (path: string) => `${base}${path.slice(cut)}` || '/'
+  return { prefix: map(requests.prefix), exact: requests.exact === undefined ? undefined : map(requests.exact) }
+}
+
+function inSpace (path: string, space: UpstreamSpace): boolean {
+  return path === space.exact || (path.startsWith(space.prefix) && path[space.prefix.length] !== '/')
+}
+
+/** `inner`'s request space lies inside `outer`'s: the gateway gives those requests to `inner`. */
+function nested (inner: RouteConfig, outer: RouteConfig): boolean {
+  return inner.path !== outer.path && (outer.path === '/' || inner.path.startsWith(`${outer.path}/`))
+}
+
+/** A character no configured path has: it stands for "any other character" below. */
+const OTHER = '\u0000'
+
+/**
+ * How much of `target`'s upstream paths `other` reaches on the same upstream origin: `all`, `some`
+ * or `none`. Where one route is nested in the other, the paths that the outer one would map the
+ * inner one's requests to do not count: those requests go to the inner route (a public `/` beside
+ * a protected `/app/` reaches none of its paths; with `rewritePrefix: /` it reaches all of them but
+ * `/app/...`, which is all; a public `/static/` inside a protected `/` reaches none).
+ *
+ * Each space is made of a few strings, so the answer is decided exactly by trying each string `s`,
+ * `s/`, and both followed by a character none of them has: every path passes the same tests as one
+ * of these.
+ */
+export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' | 'some' | 'none' {
+  if (!sameServer(other.upstream, target.upstream)) return 'none'
+  const reached = mapped(other, requestSpace(other))
+  const protectedSpace = mapped(target, requestSpace(target))
+  const shadows = [
+    ...(nested(target, other) ? [mapped(other, requestSpace(target))] : []),
+    ...(nested(other, target) ? [mapped(target, requestSpace(other))] : []),
+  ]
+  const strings = [reached, protectedSpace, ...shadows].flatMap((space) => [space.prefix, ...(space.exact === undefined ? [] : [space.exact])])
+  const candidates = [`/${OTHER}`, ...strings.flatMap((text) => [text, `${text}${OTHER}`, `${text}/`, `${text}/${OTHER}`])].filter((path) => !path.includes('//'))
+  const contested = candidates.filter((path) => inSpace(path, protectedSpace) && !shadows.some((shadow) => inSpace(path, shadow)))
+  const hits = contested.filter((path) => inSpace(path, reached)).length
+  return hits === 0 ? 'none' : hits === contested.length ? 'all' : 'some'
+}
+
+/**
+ * Two upstream URLs that may name one server: the same origin, or the same scheme and port on two
+ * loopback names (`localhost`, `127.0.0.1`, `127.0.0.2` and `[::1]` may all reach one process
+ * listening on every loopback address).
+ */
+function sameServer (a: string, b: string): boolean {
+  const first = new URL(a)
+  const second = new URL(b)
+  if (first.origin === second.origin) return true
+  return first.protocol === second.protocol && first.port === second.port && isLoopbackHost(first.hostname) && isLoopbackHost(second.hostname)
+}
+
+/**
+ * `other` lets in someone `target` would refuse: no sign-in at all, people of another provider, or
+ * where `target` has rules (allow, deny), other rules or none (the same rules are the same protection).
+ */
+export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
+  if (target.auth !== 'required') return false
+  if (other.auth === 'none' || other.provider !== target.provider) return true
+  const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
+  return ruled && JSON.stringify(other.rules) !== JSON.stringify(target.rules)
+}
+
+/** How a route is named in a message: its index and path. */
+export function routeName (route: RouteConfig, index: number): string {
+  return `routes[${index}] (${route.path === '/' ? '/' : `${route.path}/`})`
+}
+
+/** Why `other` lets a stranger past `target`, in the words of a problem or a warning. */
+export function reachMessage (routes: readonly RouteConfig[], otherIndex: number, targetIndex: number, reach: 'all' | 'some'): string {
+  const other = routes[otherIndex]!
+  const target = routes[targetIndex]!
+  const how = other.auth === 'none'
+    ? 'with no sign-in'
+    : other.provider !== target.provider
+      ? `to anyone signed in at ${JSON.stringify(other.provider)}`
+      : other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
+  const upstream = new URL(target.upstream).origin
+  return reach === 'all'
+    ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects, ${how}: ` +
+      'give the routes different upstream paths (rewritePrefix) or the same protection'
+    : `reaches some of the paths of ${upstream} that ${routeName(target, targetIndex)} protects (through ${routeName(target, targetIndex)} they need a sign-in), ${how}; ` +
+      'make sure the upstream serves nothing private there'
+}
+
+/** The warning for each less protected route that reaches some of a protected one's upstream paths. */
+export function reachWarnings (routes: readonly RouteConfig[]): string[] {
+  const warnings: string[] = []
+  routes.forEach((other, i) => {
+    routes.forEach((target, j) => {
+      if (i !== j && lessProtected(other, target) && upstreamReach(other, target) === 'some') {
+        warnings.push(`routes[${i}].path: ${reachMessage(routes, i, j, 'some')}`)
+      }
+    })
+  })
+  return warnings
+}
