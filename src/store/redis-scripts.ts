@@ -13,11 +13,16 @@ const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis
  * else 0. An absent key is never created (GET of it is false, which equals no string).
  */
 export const REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end"
-/** PEXPIRE only when it lengthens the key's life (a key without expiry counts as shorter: PTTL -1). */
-/** CAP_EXPIRY: the key expires within ARGV[1] ms at the latest (a key without expiry gets one); never later than it would. */
+/** The key expires within ARGV[1] ms at the latest (a key without expiry gets one); never later than it would. */
 const CAP_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left == -1 or left > tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
+/**
+ * PEXPIRE ARGV[1] only when it lengthens the key's life (a key without expiry counts as shorter:
+ * PTTL -1): 1, or 0 when there is no such key.
+ */
 const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
+/** SADD ARGV[1], then the set's expiry grown to ARGV[2] ms as GROW_EXPIRY grows it. */
 const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
+/** The set's members, and the set deleted: taken once, by one caller. */
 const TAKE_MEMBERS = "local members = redis.call('smembers', KEYS[1]) redis.call('del', KEYS[1]) return members"
 /**
  * ZADD ARGV[1] (member) with score ARGV[2], the expiry grown to ARGV[3], then only the ARGV[4]
