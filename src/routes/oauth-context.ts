@@ -17,7 +17,8 @@ import type { Clock } from '../ops/clock.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { PersonIndex } from '../session/person-index.js'
 import type { FormReplay } from './form-replay.js'
-import type { CookieOptions as SessionCookieOptions, Sessions } from '../session/session.js'
+import type { CookieOptions as SessionCookieOptions } from '../session/cookie.js'
+import type { Sessions } from '../session/session.js'
 
 export interface OAuthDeps {
   config: GatewayConfig

@@ -14,20 +14,10 @@ import { PreviousSecretReads } from './previous-secret-reads.js'
 import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type WriteOptions } from '../store/store.js'
 import { isGatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
+import { cookieValue, sessionCookieOptions, type CookieOptions } from './cookie.js'
+import { Lifetime } from './lifetime.js'
 
 export type { ProviderSession, Session, SessionRecord, TokenSet } from './record.js'
-
-/**
- * The attributes of the session cookie (RFC 6265 §4.1.2), in the shape cookie serializers take.
- * @see https://www.rfc-editor.org/rfc/rfc6265#section-4.1.2
- */
-export interface CookieOptions {
-  readonly path: string
-  readonly httpOnly: boolean
-  readonly sameSite: 'lax'
-  readonly secure: boolean
-  readonly domain?: string
-}
 
 /** A session just started: its `id` (store and logs) and the `cookie` value the browser gets. */
 export interface Started {
@@ -56,20 +46,6 @@ export interface StoredRecord {
   readonly stored: Buffer
 }
 
-/** The value of the first cookie called `name` in a Cookie header (RFC 6265 §5.4), undefined if none. */
-export function cookieValue (header: string | undefined, name: string): string | undefined {
-  if (!header) return undefined
-  let start = 0
-  while (start < header.length) {
-    let end = header.indexOf(';', start)
-    if (end === -1) end = header.length
-    const eq = header.indexOf('=', start)
-    if (eq !== -1 && eq < end && header.slice(start, eq).trim() === name) return header.slice(eq + 1, end).trim()
-    start = end + 1
-  }
-  return undefined
-}
-
 /**
  * Sessions over a key-value store: what a Cookie header opens, and starting, refreshing and ending
  * them. Records are sealed to their cookie (./seal.ts); recently read ones are cached (./cache.ts).
@@ -77,6 +53,7 @@ export function cookieValue (header: string | undefined, name: string): string |
 export class Sessions {
   readonly cookieOptions: CookieOptions
   private readonly cache: SessionCache
+  private readonly lifetime: Lifetime
   /** Store reads under way, by cookie: concurrent requests of one session share one read. */
   private readonly reading = new Map<string, { generation: number, session: Promise<Session | null> }>()
   /** Sessions read within `session.ttl` that still need a previous secret (gateway_sessions_previous_secret). */
@@ -87,16 +64,10 @@ export class Sessions {
     private readonly sealer: Sealer,
     private readonly config: SessionConfig,
     /** What "now" is for the cache window and `session.maxAge`; tests move it. */
-    private readonly clock: Clock = systemClock
+    clock: Clock = systemClock
   ) {
-    this.cookieOptions = Object.freeze({
-      path: '/',
-      httpOnly: true,
-      sameSite: 'lax',
-      secure: config.cookieSecure,
-      // session.cookieDomain: hosts under one parent domain share the sign-in (forward-auth).
-      ...(config.cookieDomain ? { domain: config.cookieDomain } : {}),
-    })
+    this.cookieOptions = sessionCookieOptions(config)
+    this.lifetime = new Lifetime(config, clock)
     this.cache = new SessionCache(config.cacheTtlMs, clock)
     this.previousSecretReads = new PreviousSecretReads(config.ttlMs, clock)
   }
@@ -159,29 +130,7 @@ export class Sessions {
     const cookie = this.cookie(cookieHeader)
     const session = cookie === undefined ? undefined : this.cache.get(cookie)
     // Past maxAge it is not served from memory: load() ends it.
-    return session !== undefined && this.lifeLeft(session.record) > 0 ? session : undefined
-  }
-
-  /**
-   * When `record`'s session ends however active it is (`session.maxAge` after its sign-in), in
-   * milliseconds since the epoch. A refresh or another provider's sign-in keeps `createdAt`, so
-   * nothing extends it.
-   */
-  endsAt (record: SessionRecord): number {
-    return record.createdAt + this.config.maxAgeMs
-  }
-
-  /** How long `record`'s session has left before `session.maxAge` (0 or less: past it). */
-  private lifeLeft (record: SessionRecord): number {
-    return this.endsAt(record) - this.clock.now()
-  }
-
-  /**
-   * The store expiry of a write or renewal of `record`: the idle timeout, never beyond maxAge, so
-   * the store forgets the session at maxAge however active it is (at least 1 ms: a store refuses 0).
-   */
-  private expiryOf (record: SessionRecord): number {
-    return Math.max(1, Math.min(this.config.ttlMs, this.lifeLeft(record)))
+    return session !== undefined && this.lifetime.left(session.record) > 0 ? session : undefined
   }
 
   /** Called after a store read renewed a session that has provider sessions or identities (the back-channel logout and person indexes follow it). */
@@ -200,7 +149,7 @@ export class Sessions {
     if (!cookie) return null
     const cached = this.cache.get(cookie)
     if (cached) {
-      if (this.lifeLeft(cached.record) > 0) return cached
+      if (this.lifetime.left(cached.record) > 0) return cached
       // Past maxAge: ended here, so that what hangs off it ends too (the store has forgotten it by now).
       await this.endPastMaxAge(cached.id)
       return null
@@ -238,7 +187,7 @@ export class Sessions {
    * sign-in time is sealed, so the store's expiry can only be capped once it is read).
    */
   private async withinMaxAge (id: string, key: string, record: SessionRecord): Promise<boolean> {
-    const left = this.lifeLeft(record)
+    const left = this.lifetime.left(record)
     if (left <= 0) {
       await this.endPastMaxAge(id)
       return false
@@ -278,7 +227,7 @@ export class Sessions {
   private async sealAgain (session: Session, key: SealingKey, stored: Buffer): Promise<boolean> {
     if (!sealedUnderAnother(this.sealer, key, stored)) return true
     try {
-      return await this.store.replace(storeKeys.session(session.id), stored, encodeRecord(this.sealer, session.cookie, session.record, key), this.expiryOf(session.record))
+      return await this.store.replace(storeKeys.session(session.id), stored, encodeRecord(this.sealer, session.cookie, session.record, key), this.lifetime.expiry(session.record))
     } catch (error) {
       if (isGatewayError(error) && error.code === 'session_store_unavailable') return false
       throw error
@@ -307,7 +256,7 @@ export class Sessions {
     const stored = key ? await this.store.getBytes(storeKeys.session(session.id)) : null
     const record = decodeRecord(this.sealer, session.cookie, stored, key)
     // Past maxAge it is no session to refresh (the next read ends it).
-    return record && stored && this.lifeLeft(record) > 0 ? { record, stored } : null
+    return record && stored && this.lifetime.left(record) > 0 ? { record, stored } : null
   }
 
   /**
@@ -340,7 +289,7 @@ export class Sessions {
   async update (session: Session, read: StoredRecord, record: SessionRecord): Promise<Session | null> {
     // The store id stays the one of the secret the cookie was made under, and the record is sealed with it.
     const key = sessionKey(this.sealer, session)
-    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, key), this.expiryOf(record), REPLICATED)
+    const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, key), this.lifetime.expiry(record), REPLICATED)
       .catch(async (error: unknown) => {
         // Written on the master all the same: what every instance holds of the old record is stale.
         if (unacknowledgedByReplica(error)) await this.invalidate(session.id)
@@ -376,7 +325,7 @@ export class Sessions {
     const generation = this.cache.generation
     const key = storeKeys.session(id)
     // A new id: nothing was read under it, so nothing to compare with.
-    await this.write(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
+    await this.write(key, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record))
     if (old) {
       const oldId = await this.takeOld(old)
       if (oldId !== undefined) {
@@ -385,7 +334,7 @@ export class Sessions {
         await this.forget(oldId)
       } else if (alone) {
         record = alone()
-        await this.write(key, encodeRecord(this.sealer, cookie, record), this.expiryOf(record))
+        await this.write(key, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record))
       }
     }
     // The browser's next request (the page it signed in for) is answered from this instance's
