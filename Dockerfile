@@ -8,8 +8,9 @@ FROM ${NODE_IMAGE} AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json ./
+COPY tsconfig.json tsconfig.build.json tsconfig.validators.json ./
 COPY src ./src
+COPY scripts/compile-validators.ts ./scripts/
 COPY demo ./demo
 RUN npm run build
 

@@ -1,6 +1,6 @@
 /* eslint-disable no-template-curly-in-string -- environment variable names in ${VAR} form */
 // The schema's outputs stay current (gateway.schema.json, the reference in docs/configuration.md,
-// the gateway's validators in src/config/schema.generated.ts),
+// the gateway's validators that `npm run build` writes to src/config/schema.generated.ts),
 // and every example config in the repository validates: through the gateway's own checks, and
 // through the published schema as an editor reads it (`${VAR}` unreplaced).
 import { readFile } from 'node:fs/promises'
@@ -8,7 +8,8 @@ import { Ajv } from 'ajv'
 import { describe, expect, it } from 'vitest'
 import { parse } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
-import { GENERATED_VALIDATORS, generatedValidators, publishedSchema, withReference } from '../../scripts/publish-config.js'
+import { GENERATED_VALIDATORS, generatedValidators } from '../../scripts/compile-validators.js'
+import { publishedSchema, withReference } from '../../scripts/publish-config.js'
 
 const GOOD_SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 /** What a deployment supplies for variables without a default; the others keep their defaults. */
@@ -52,7 +53,7 @@ describe('published from the schema', () => {
     expect(await readFile('gateway.schema.json', 'utf8')).toBe(publishedSchema())
   })
 
-  it('the validators compiled ahead of time are current (npm run docs:config)', async () => {
+  it('the validators compiled ahead of time are current (npm run build)', async () => {
     expect(await readFile(GENERATED_VALIDATORS, 'utf8')).toBe(generatedValidators())
   })
 
