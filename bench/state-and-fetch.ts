@@ -13,7 +13,7 @@ import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { parseArgs } from 'node:util'
 import { providerFetch } from '../src/oauth/provider-http.js'
-import { openState, signState } from '../src/oauth/signed-state.js'
+import { openState, signState, stateKey, stateKeyring } from '../src/oauth/signed-state.js'
 
 const { values: args } = parseArgs({ options: { iterations: { type: 'string' }, rounds: { type: 'string' }, calls: { type: 'string' } } })
 const ITERATIONS = Number(args.iterations ?? 20_000)
@@ -32,20 +32,21 @@ async function timed (run: () => Promise<void>, count: number): Promise<{ wallUs
 
 async function stateBench (): Promise<void> {
   const bytes = randomBytes(32)
-  const key = createSecretKey(bytes)
+  const key = stateKey('bench', createSecretKey(bytes))
+  const ring = stateKeyring([key])
   const claims = { p: 'demo', next: '/app/', n: randomBytes(32).toString('base64url'), b: randomBytes(32).toString('base64url'), s: 1 }
   const ttlMs = 600_000
   const own = async () => {
     for (let i = 0; i < ITERATIONS; i++) {
       const now = Date.now()
-      const opened = openState(key, signState(key, claims, ttlMs, now), now)
+      const opened = openState(ring, signState(key, claims, ttlMs, now), now)
       if (!opened.ok) throw new Error('own state did not open')
     }
   }
   const jose = async () => {
     for (let i = 0; i < ITERATIONS; i++) {
       const iat = Math.floor(Date.now() / 1000)
-      const token = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256' }).setIssuedAt(iat).setExpirationTime(iat + ttlMs / 1000).sign(bytes)
+      const token = await new SignJWT(claims).setProtectedHeader({ alg: 'HS256', kid: 'bench' }).setIssuedAt(iat).setExpirationTime(iat + ttlMs / 1000).sign(bytes)
       await jwtVerify(token, bytes, { algorithms: ['HS256'] })
     }
   }

@@ -1,14 +1,13 @@
 // The `state` the gateway sends through a provider and reads back: a compact JWS (RFC 7515), HS256,
 // with iat and exp, signed and checked with node:crypto. Only this gateway issues and reads these
 // tokens, so the headers are a fixed set: `{"alg":"HS256","kid":"<id>"}` for each secret the
-// gateway holds (the kid picks the one key to try), and `{"alg":"HS256"}` of earlier versions (the
-// current key); a token with any other header is refused before any MAC is computed (no `alg`
-// choice to confuse, no key tried twice). jose signs the same token through
+// gateway holds (the kid picks the one key to try); a token with any other header (one without a
+// kid, as the builds before 1.0.0 wrote) is refused before any MAC is computed (no `alg` choice to
+// confuse, no key tried twice). jose signs the same token through
 // WebCrypto, at over ten times the cost (docs/performance.md, "Own code where a library would do");
 // the tests check that jose reads what this signs and that this reads what jose signs.
-import { createHmac, KeyObject, timingSafeEqual } from 'node:crypto'
+import { createHmac, timingSafeEqual, type KeyObject } from 'node:crypto'
 
-const HEADER = Buffer.from('{"alg":"HS256"}').toString('base64url')
 const BASE64URL = /^[A-Za-z0-9_-]+$/
 
 /** A key that signs and opens states, its id, and the encoded header that names it. */
@@ -26,35 +25,25 @@ export function stateKey (kid: string, key: KeyObject): StateKey {
 /** The keys states are opened with, by the exact header that names each; built once. */
 export type StateKeyring = ReadonlyMap<string, StateKey>
 
-/**
- * The accepted headers of `keys` (current first): each key's own, and the header without a kid
- * (states signed before key ids) for the current key.
- */
+/** The accepted headers of `keys`: each key's own. */
 export function stateKeyring (keys: readonly StateKey[]): StateKeyring {
-  return new Map([[HEADER, keys[0]!], ...keys.map((key) => [key.header, key] as const)])
-}
-
-/** The key for a header: a keyring's, or a lone key's for the header without kid. */
-function keyFor (keys: KeyObject | StateKeyring, header: string): StateKey | undefined {
-  if (keys instanceof KeyObject) return header === HEADER ? { kid: '', key: keys, header } : undefined
-  return keys.get(header)
+  return new Map(keys.map((key) => [key.header, key] as const))
 }
 
 function mac (key: KeyObject, signingInput: string): string {
   return createHmac('sha256', key).update(signingInput).digest('base64url')
 }
 
-/** `claims` with iat (now) and exp (now + ttl, whole seconds), signed; the header names the key's id (none for a lone KeyObject). */
-export function signState (key: KeyObject | StateKey, claims: Record<string, unknown>, ttlMs: number, nowMs: number): string {
+/** `claims` with iat (now) and exp (now + ttl, whole seconds), signed; the header names the key's id. */
+export function signState (key: StateKey, claims: Record<string, unknown>, ttlMs: number, nowMs: number): string {
   const iat = Math.floor(nowMs / 1000)
   const payload = Buffer.from(JSON.stringify({ ...claims, iat, exp: iat + Math.ceil(ttlMs / 1000) })).toString('base64url')
-  const [header, secret] = key instanceof KeyObject ? [HEADER, key] : [key.header, key.key]
-  const signingInput = `${header}.${payload}`
-  return `${signingInput}.${mac(secret, signingInput)}`
+  const signingInput = `${key.header}.${payload}`
+  return `${signingInput}.${mac(key.key, signingInput)}`
 }
 
 export type OpenedState =
-  | { ok: true, claims: Record<string, unknown> & { exp: number }, /** the id of the key that opened it ('' for a lone KeyObject) */ kid: string }
+  | { ok: true, claims: Record<string, unknown> & { exp: number }, /** the id of the key that opened it */ kid: string }
   | { ok: false, reason: 'invalid' }
   /** `claims`: what the gateway signed, authentic but no longer valid (a page may read where the flow was going). */
   | { ok: false, reason: 'expired', claims: Record<string, unknown> }
@@ -64,9 +53,9 @@ export type OpenedState =
  * or why not: `invalid` (not three parts, a header not in the set, a bad signature, a payload that is not a JSON object, no numeric exp) or `expired` (exp at
  * or before now, as jose counts it with no clock tolerance).
  */
-export function openState (keys: KeyObject | StateKeyring, token: string, nowMs: number): OpenedState {
+export function openState (keys: StateKeyring, token: string, nowMs: number): OpenedState {
   const parts = token.split('.')
-  const key = parts.length === 3 ? keyFor(keys, parts[0]!) : undefined
+  const key = parts.length === 3 ? keys.get(parts[0]!) : undefined
   if (key === undefined || !BASE64URL.test(parts[1]!) || !BASE64URL.test(parts[2]!)) return { ok: false, reason: 'invalid' }
   // Compared as the canonical base64url text: no second spelling of the same signature passes.
   const signature = Buffer.from(parts[2]!)

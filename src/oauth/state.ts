@@ -177,7 +177,7 @@ function ownNext (claims: Record<string, unknown>, provider: string): string | u
 }
 
 /** Signs the state (HS256, key derived from session.secret; the header names its id) with iat and exp. */
-export function issueState (key: KeyObject | StateKey, payload: StatePayload, ttlMs: number, nowMs: number): string {
+export function issueState (key: StateKey, payload: StatePayload, ttlMs: number, nowMs: number): string {
   return signState(key, { ...payload }, ttlMs, nowMs)
 }
 
@@ -185,7 +185,7 @@ export function issueState (key: KeyObject | StateKey, payload: StatePayload, tt
  * Checks signature (with the key the header names), expiry and provider; the message says which
  * check failed. `kid` is the id of the key that signed it.
  */
-export function verifyState (keys: KeyObject | StateKeyring, state: string | undefined, provider: string, nowMs: number): StatePayload & { exp: number, kid: string } {
+export function verifyState (keys: StateKeyring, state: string | undefined, provider: string, nowMs: number): StatePayload & { exp: number, kid: string } {
   if (!state) throw staleSignIn('the state parameter is missing')
   const opened = openState(keys, state, nowMs)
   if (!opened.ok) throw opened.reason === 'expired' ? staleSignIn('the state has expired', ownNext(opened.claims, provider)) : staleSignIn('the state is invalid')

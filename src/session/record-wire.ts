@@ -1,8 +1,7 @@
 // A session record as the store keeps it: the same values under one-letter keys. Field names were
 // a large part of a one-provider session's stored bytes, and cutting them moved its Redis value
 // into a smaller allocation (see docs/performance.md). Only the stored form changes: the
-// rest of the gateway reads SessionRecord as before. Records of earlier versions (long keys) are
-// read by session.ts as they are.
+// rest of the gateway reads SessionRecord as before.
 import type { Identity } from './record.js'
 import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
@@ -10,7 +9,7 @@ import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 interface WireTokens { a: string, e?: number, r?: string }
 /**
  * Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none), kept claims (k),
- * subject (j) and iss (o) (absent in records of earlier versions, which are read without them).
+ * subject (j) and iss (o) (absent in records 1.0.0 wrote, which are read without them).
  */
 interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]>, j?: string, o?: string }
 /** ProviderSession: idToken (d), sid, sub (u), authTime (t), acr (a). */

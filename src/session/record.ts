@@ -38,10 +38,7 @@ export interface Identity {
 /** A person field a token may not carry (Identity.unknown). */
 export type PersonField = 'email' | 'groups'
 
-/**
- * What is kept of a token endpoint response for one provider (RFC 6749 §5.1). Records written by
- * earlier versions also hold `token_type` and `scope`; they are read as before and not written again.
- */
+/** What is kept of a token endpoint response for one provider (RFC 6749 §5.1). */
 export interface TokenSet {
   readonly access_token: string
   /** Seconds since the epoch, from `expires_in`. */

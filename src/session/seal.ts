@@ -163,18 +163,11 @@ export class Sealer {
     return `${this.current.kid}.${this.current.seal(purpose, token, plaintext)}`
   }
 
-  /**
-   * The plaintext of {@link sealNamed}'s output and the key that opened it, or null. A value with
-   * no key id (written by an earlier version) is tried with each secret, current first.
-   */
+  /** The plaintext of {@link sealNamed}'s output and the key that opened it, or null (no key id, a secret no longer held, altered). */
   openNamed (purpose: string, token: string, value: string): { plaintext: string, key: SealingKey } | null {
     const dot = value.indexOf('.')
-    const candidates = dot === -1 ? this.keys : [this.key(value.slice(0, dot))].filter((key) => key !== undefined)
-    const sealed = dot === -1 ? value : value.slice(dot + 1)
-    for (const key of candidates) {
-      const plaintext = key.open(purpose, token, sealed)
-      if (plaintext !== null) return { plaintext, key }
-    }
-    return null
+    const key = dot === -1 ? undefined : this.key(value.slice(0, dot))
+    const plaintext = key?.open(purpose, token, value.slice(dot + 1)) ?? null
+    return key && plaintext !== null ? { plaintext, key } : null
   }
 }

@@ -8,7 +8,7 @@ import type { SessionConfig } from '../config/types.js'
 import type { Sealer, SealingKey } from './seal.js'
 import { randomToken } from './seal.js'
 import type { Session, SessionRecord } from './record.js'
-import { COOKIE_VALUE, SESSION_PURPOSE, cookieKeys, decodeRecord, encodeRecord, sealedUnderAnother, sessionKey } from './sealed-record.js'
+import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, sealedUnderAnother, sessionKey } from './sealed-record.js'
 import { SessionCache } from './cache.js'
 import { PreviousSecretReads } from './previous-secret-reads.js'
 import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type WriteOptions } from '../store/store.js'
@@ -203,21 +203,19 @@ export class Sessions {
 
   /**
    * The record a cookie opens and its store id: one read under the secret the cookie names (none
-   * when the gateway no longer holds it); for a cookie without a key id (an earlier version's), a
-   * read under each secret, current first, until one opens (at most five: secret and four previous).
+   * when the gateway no longer holds it).
    */
   private async find (cookie: string): Promise<{ id: string, key: SealingKey, record: SessionRecord, stored: Buffer } | null> {
-    for (const key of cookieKeys(this.sealer, cookie)) {
-      const id = key.idFor(SESSION_PURPOSE, cookie)
-      const stored = await this.readAndTouch(storeKeys.session(id), this.config.ttlMs)
-      const record = decodeRecord(this.sealer, cookie, stored, key)
-      if (record && stored) return { id, key, record, stored }
-    }
-    return null
+    const key = cookieKey(this.sealer, cookie)
+    if (!key) return null
+    const id = key.idFor(SESSION_PURPOSE, cookie)
+    const stored = await this.readAndTouch(storeKeys.session(id), this.config.ttlMs)
+    const record = decodeRecord(this.sealer, cookie, stored, key)
+    return record && stored ? { id, key, record, stored } : null
   }
 
   /**
-   * Seals a record written under a secret other than its cookie's (an earlier build's, see
+   * Seals a record written under a secret other than its cookie's (1.0.0's, see
    * REKEYED_RECORD) again with its cookie's secret, when that is the current one, over the bytes just
    * read (compare-and-set: a refresh written meanwhile is never overwritten; it was sealed right).
    * The record is the same, so no cache is dropped. Once per record: what it writes needs no more.
@@ -354,16 +352,12 @@ export class Sessions {
     })
   }
 
-  /**
-   * Deletes the record an earlier cookie named (under the secret it names, or under each for a
-   * cookie without a key id) and gives its id; undefined when there was none.
-   */
+  /** Deletes the record an earlier cookie named (under the secret it names) and gives its id; undefined when there was none. */
   private async takeOld (cookie: string): Promise<string | undefined> {
-    for (const key of cookieKeys(this.sealer, cookie)) {
-      const id = key.idFor(SESSION_PURPOSE, cookie)
-      if (await this.store.take(storeKeys.session(id)) !== null) return id
-    }
-    return undefined
+    const key = cookieKey(this.sealer, cookie)
+    if (!key) return undefined
+    const id = key.idFor(SESSION_PURPOSE, cookie)
+    return await this.store.take(storeKeys.session(id)) !== null ? id : undefined
   }
 
   /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */

@@ -16,11 +16,13 @@ import { Providers } from '../../src/oauth/providers.js'
 import { TokenRefresher } from '../../src/oauth/refresh.js'
 import { Metrics } from '../../src/ops/metrics.js'
 import { emptyRecord, withSignIn, type Identity, type TokenSet } from '../../src/session/record.js'
-import { Sealer } from '../../src/session/seal.js'
+import { keyIdOf, Sealer } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
 
 const SECRET = 'a-session-secret-of-at-least-32-characters'
+/** A cookie of the right shape under the session secret's key id that no session has: it takes a store read. */
+const UNKNOWN_COOKIE = `${'A'.repeat(43)}.${keyIdOf(SECRET)}`
 const CACHE_TTL_MS = 1000
 const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: SECRET, ttlMs: 3_600_000, cookieSecure: true, cacheTtlMs: CACHE_TTL_MS, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
 const START = Date.UTC(2031, 0, 1)
@@ -95,6 +97,7 @@ describe('Access.authorize', () => {
   it('a cookie the store does not know is no session', async () => {
     const { access } = await setUp()
     expect(await access.authorize({ gate: gateOf() }, api(`gw_session=${'A'.repeat(43)}`))).toMatchObject({ kind: 'unauthenticated' })
+    expect(await access.authorize({ gate: gateOf() }, api(`gw_session=${UNKNOWN_COOKIE}`))).toMatchObject({ kind: 'unauthenticated' })
   })
 
   it('a fresh token: allow with the token and identity; the second request is answered from the cache, with no promise', async () => {
@@ -137,7 +140,7 @@ describe('Access.authorize', () => {
 
   it('a store that throws on read: unavailable (the promise resolves, it never rejects)', async () => {
     const { access } = await setUp({ broken: true })
-    const verdict = access.authorize({ gate: gateOf() }, browser(`gw_session=${'A'.repeat(43)}`))
+    const verdict = access.authorize({ gate: gateOf() }, browser(`gw_session=${UNKNOWN_COOKIE}`))
     expect(verdict).toBeInstanceOf(Promise)
     const settled = await (verdict as Promise<Verdict>).then((value) => ({ value }), (error: unknown) => ({ rejected: error }))
     expect(settled).toEqual({ value: { kind: 'unavailable', error: expect.objectContaining({ message: 'the store cannot be reached' }) } })

@@ -6,7 +6,7 @@
 import { SignJWT } from 'jose'
 import { MESSAGES } from '../../src/errors.js'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { deriveKey, Sealer } from '../../src/session/seal.js'
+import { deriveKey, keyIdOf, Sealer } from '../../src/session/seal.js'
 import { type SessionRecord } from '../../src/session/session.js'
 import { decodeRecord } from '../../src/session/sealed-record.js'
 import { RedisStore } from '../../src/store/redis.js'
@@ -247,7 +247,7 @@ describe('the return address refuses a bad state', () => {
   }
 
   const forged = (key: Uint8Array, claims: Record<string, unknown>, exp = Math.floor(Date.now() / 1000) + 300) =>
-    new SignJWT({ typ: 'signout', p: 'demo', n: 'x'.repeat(22), b: 'y'.repeat(22), ...claims }).setProtectedHeader({ alg: 'HS256' }).setIssuedAt().setExpirationTime(exp).sign(key)
+    new SignJWT({ typ: 'signout', p: 'demo', n: 'x'.repeat(22), b: 'y'.repeat(22), ...claims }).setProtectedHeader({ alg: 'HS256', kid: keyIdOf(TEST_SECRET) }).setIssuedAt().setExpirationTime(exp).sign(key)
 
   it.each([
     ['no state', async () => '', 'the state parameter is missing'],

@@ -4,7 +4,8 @@
 // oidc-provider for sign-ins; a stub token endpoint only where a fault is injected.
 import { createSecretKey } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { deriveKey } from '../../src/session/seal.js'
+import { deriveKey, keyIdOf } from '../../src/session/seal.js'
+import { stateKey } from '../../src/oauth/signed-state.js'
 import { issueState } from '../../src/oauth/state.js'
 import { safeNext } from '../../src/oauth/urls.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
@@ -183,7 +184,7 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
   it('rejects an expired state with 400 invalid_state', async () => {
     const browser = new Browser()
     await startLogin(browser)
-    const expired = issueState(createSecretKey(deriveKey(TEST_SECRET, 'state')), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
+    const expired = issueState(stateKey(keyIdOf(TEST_SECRET), createSecretKey(deriveKey(TEST_SECRET, 'state'))), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
     await expectStale(callback(browser, { code: 'c', state: expired }), /expired/)
   })
 

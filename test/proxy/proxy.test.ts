@@ -5,7 +5,8 @@ import { request } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { keyIdOf } from '../../src/session/seal.js'
+import { TEST_SECRET, oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { refusedUrl } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -78,8 +79,10 @@ describe('a protected route without a token', () => {
   })
 
   it('treats an unknown or forged session cookie as no session', async () => {
-    const response = await fetch(`${gateway.url}/app/x`, { headers: { accept: 'application/json', cookie: `gw_session=${'A'.repeat(43)}` } })
-    expect(response.status).toBe(401)
+    for (const cookie of ['A'.repeat(43), `${'A'.repeat(43)}.${keyIdOf(TEST_SECRET)}`]) {
+      const response = await fetch(`${gateway.url}/app/x`, { headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
+      expect(response.status).toBe(401)
+    }
   })
 })
 
