@@ -45,6 +45,8 @@ function forEditors (node: Node, branch = false): Node {
       out[key] = Object.fromEntries(Object.entries(value as Record<string, Node>).map(([name, child]) => [name, forEditors(child)]))
     } else if (key === 'items') {
       out[key] = forEditors(value as Node)
+    } else if (key === 'propertyNames') {
+      out[key] = forEditors(value as Node, true)
     } else if (key === 'anyOf') {
       out[key] = (value as Node[]).map((child) => forEditors(child, true))
     } else {

@@ -212,8 +212,14 @@ function reportValueProblems (
 ): Path[] {
   const removals: Path[] = []
   for (const error of errors) {
-    if (error.keyword === 'additionalProperties') continue
+    if (error.keyword === 'additionalProperties' || error.keyword === 'propertyNames') continue
     const path = pathOf(error.instancePath, data)
+    if (error.propertyName !== undefined) {
+      // A key that breaks the mapping's `propertyNames` (a provider name): reported at the key, and
+      // kept, so that what refers to it (a route's provider) is not reported as missing too.
+      issues.add([...path, error.propertyName], `must be ${expectation(error.parentSchema as SchemaNode)}, got ${describe(error.propertyName)}`)
+      continue
+    }
     if (error.keyword === 'required') {
       const key = String((error.params as { missingProperty: string }).missingProperty)
       if (!meant.has(`${error.instancePath}/${key}`)) issues.add([...path, key], 'is required')

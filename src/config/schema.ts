@@ -56,6 +56,23 @@ function Strings (description: string, options: Record<string, unknown> = {}) {
   return Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description, expected: 'a list of strings', ...options }))
 }
 
+/**
+ * A string that must match `pattern` (ECMAScript syntax, as JSON Schema's `pattern`), phrased as
+ * "must be <expected>" by --check; an editor validating against gateway.schema.json reports the
+ * same values.
+ */
+function Matching (pattern: string, expected: string, options: Record<string, unknown> = {}) {
+  return Type.String({ pattern, expected, ...options })
+}
+
+/** `GET` in any case, as a pattern (JSON Schema patterns take no flags). */
+function anyCase (word: string): string {
+  return [...word].map((c) => `[${c.toUpperCase()}${c.toLowerCase()}]`).join('')
+}
+
+/** A `public` entry: `"METHOD /path/glob"` or `"METHOD *"`, METHOD a known one or `*`, in any case. */
+const PUBLIC_RULE = `^\\s*(?:\\*|${['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].map(anyCase).join('|')})\\s+(?:\\*|/\\S*)\\s*$`
+
 function Section<T extends Record<string, TSchema>> (properties: T, description: string) {
   return filled(Type.Object(properties, { additionalProperties: false, description, default: {} }))
 }
@@ -85,7 +102,9 @@ const Server = Section({
 }, 'Where the gateway listens and how it is reached.')
 
 const Session = Section({
-  cookieName: filled(Text('The session cookie; the sign-in flow cookie is `<cookieName>_flow`. On https, `__Host-gw` gives every gateway cookie Path=/, Secure and no Domain.', { default: 'gw_session' })),
+  cookieName: filled(Text('The session cookie; the sign-in flow cookie is `<cookieName>_flow`. On https, `__Host-gw` gives every gateway cookie Path=/, Secure and no Domain.', {
+    default: 'gw_session', pattern: "^[A-Za-z0-9!#$%&'*+\\-.^_`|~]+$", expected: 'a cookie name (letters, digits, - and _)',
+  })),
   secret: Text('At least 32 random characters (`openssl rand -base64 32`); a guessable one is refused. Signs the state and keys the encryption of stored sessions. Absent: a random one per process, with a warning (sessions then die with the process and cannot be shared).', {
     defaultText: 'random per process (warned)', examples: ['${GATEWAY_SESSION_SECRET}'],
   }),
@@ -174,21 +193,24 @@ const Provider = Type.Object({
 }, { additionalProperties: false, description: 'One provider (its name is the `<provider>` in /oauth/login/<provider>/): a client registered there.' })
 
 /** A condition's values: a non-empty list (an empty one would match nobody, or read as "not given"). */
-function Values (description: string) {
-  return Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description, expected: 'a non-empty list of strings', minItems: 1 }))
+function Values (description: string, item = Type.String({ minLength: 1 })) {
+  return Type.Optional(Type.Array(item, { description, expected: 'a non-empty list of strings', minItems: 1 }))
 }
 
 const Rule = Type.Object({
   users: Values('People by the provider\'s subject (`sub`; GitHub: the numeric `id`), exactly; a user name matches in `allow` only when it is the person\'s verified e-mail address, in `deny` always.'),
-  emails: Values('E-mail addresses; an address the provider has not verified matches no `allow` rule, and does match a `deny` rule.'),
-  domains: Values('E-mail domains (the whole domain of the address); unverified addresses as for `emails`.'),
+  emails: Values('E-mail addresses; an address the provider has not verified matches no `allow` rule, and does match a `deny` rule.',
+    Matching('^\\s*[^\\s@*]+@[^\\s@*]+\\s*$', 'one e-mail address such as alice@example.com (no wildcard: use domains)')),
+  domains: Values('E-mail domains (the whole domain of the address); unverified addresses as for `emails`.',
+    Matching('^\\s*@?[^\\s@*/:.]+(?:\\.[^\\s@*/:.]+)*\\s*$', 'a domain such as example.com (the whole domain of an address; no wildcard, scheme or path)')),
   groups: Values('Groups.'),
   claims: Type.Optional(Type.Record(Type.String(), Type.Array(Type.Union([Type.String({ minLength: 1 }), Type.Number(), Type.Boolean()]), { minItems: 1 }), {
     description: 'Claim path (dotted, such as `realm_access.roles`, or a JSON pointer) to the accepted values; an array claim matches when any element does. Numbers and booleans compare as written.',
     expected: 'a mapping of claim path to a non-empty list of values, such as { realm_access.roles: [reporter] }',
     examples: [{ 'realm_access.roles': ['reporter'] }],
   })),
-  methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does.'),
+  methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does.',
+    Matching('^\\s*[A-Za-z]+\\s*$', 'a request method such as GET or POST')),
   paths: Values('Globs on the canonical request path (`/app/admin/*`; `*` matches any characters, `/` included); the query is not part of it.'),
 }, { additionalProperties: false, description: 'One rule: it holds when every condition it gives holds (a list inside a condition matches any of its values).' })
 
@@ -220,10 +242,10 @@ const Bearer = Type.Object({
 }, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, MCP clients) that bring their own access token: a request with one is judged by the token instead of a session, never redirected to sign in, and the token goes upstream unchanged (see machine-clients.md).' })
 
 const Route = Type.Object({
-  path: Type.String({ description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
+  path: Matching('^/[^*?#:\\s]*$', 'a path prefix such as /app/', { description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
   upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
   provider: Text('Whose access token is injected; required when `auth: required`.'),
-  rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md).', { defaultText: 'the path is forwarded unchanged' }),
+  rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md).', { defaultText: 'the path is forwarded unchanged', pattern: '^/', expected: 'a path that starts with /' }),
   timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
   maxConnections: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' }))),
   auth: filled(Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('none')], { default: 'required', description: '`required`, or `none` for a public route (still proxied, no token).' }))),
@@ -235,7 +257,9 @@ const Route = Type.Object({
     expected: 'a mapping of header name to claims.<path>',
     examples: [{ 'X-Roles': 'claims.realm_access.roles', 'X-Tenant': 'claims.tid' }],
   })),
-  public: filled(Strings('`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', { default: [], examples: [['OPTIONS *', 'GET /app/static/*']] })),
+  public: filled(Type.Optional(Type.Array(Matching(PUBLIC_RULE, '"METHOD /path/glob" such as "GET /app/static/*" or "OPTIONS *"'), {
+    description: '`"METHOD /path/glob"` rules that pass without a session (`*` matches anything; METHOD may be `*`).', expected: 'a list of strings', default: [], examples: [['OPTIONS *', 'GET /app/static/*']],
+  }))),
   identityHeaders: filled(Type.Optional(IdentityHeaders)),
   websocketMaxMessage: Size('WebSocket routes: the largest message either way, a size (`64KiB`, `1MiB`) or a number of bytes, 1KiB to 1GiB; a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
   methodOverrideMaxBody: Size('Routes whose rules name `methods`: the largest form (urlencoded, multipart, JSON or untyped POST) body read to find a `_method` field, a size (`1MiB`, `50MiB`) or a number of bytes, 1KiB to 1GiB; a larger one is refused with 413 `payload_too_large`. The body is held whole in memory while it is read (see endpoints.md, "Rules").', '1MiB'),
@@ -244,7 +268,10 @@ const Route = Type.Object({
   bearer: Type.Optional(Bearer),
   reauth: Type.Optional(Type.Object({
     maxAge: Type.Unsafe<string | number>({ type: ['string', 'number'], pattern: DURATION_PATTERN, minimum: 0, description: 'How old the sign-in at the provider may be (1m to 30d; the provider\'s `auth_time` is allowed 60 s of clock skew); an older one signs in again with `max_age`.', expected: DURATION_EXPECTED, examples: ['15m'] }),
-    acr: Strings('Authentication context classes (`acr`) of which the sign-in must have one; requested with `acr_values`.', { examples: [['urn:mace:incommon:iap:silver']] }),
+    // Sent space-separated in acr_values and quoted in a WWW-Authenticate challenge.
+    acr: Type.Optional(Type.Array(Matching('^[\\x21\\x23-\\x5b\\x5d-\\x7e]+$', 'printable ASCII without spaces, quotes or backslashes'), {
+      description: 'Authentication context classes (`acr`) of which the sign-in must have one; requested with `acr_values`.', expected: 'a list of strings', examples: [['urn:mace:incommon:iap:silver']],
+    })),
   }, { additionalProperties: false, description: 'Step-up: this route needs a recent sign-in (and one of the `acr` values); other routes keep using the session (see endpoints.md, "Step-up").' })),
   preserveBody: Type.Optional(Type.Union([Type.Unsafe<string | number>({ type: ['string', 'integer'], pattern: SIZE_PATTERN, minimum: 0 }), Type.Literal(false)], {
     description: 'A browser form POST (urlencoded or multipart, at most this size, 1KiB to 10MiB) that meets a missing or expired session is kept, sealed, through the sign-in and then delivered to the upstream once. `false` or absent: off.',
@@ -308,7 +335,11 @@ export const GatewayYamlSchema = Type.Object({
   session: filled(Type.Optional(Session)),
   store: filled(Type.Optional(Store)),
   state: filled(Type.Optional(State)),
-  providers: Type.Optional(Type.Record(Type.String(), Provider, { description: 'The providers, keyed by name (letters, digits, `-` and `_`).', expected: 'a mapping of provider name to settings' })),
+  providers: Type.Optional(Type.Record(Type.String(), Provider, {
+    description: 'The providers, keyed by name (letters, digits, `-` and `_`).',
+    expected: 'a mapping of provider name to settings',
+    propertyNames: { pattern: '^[A-Za-z0-9_-]+$', expected: 'a provider name (letters, digits, - and _)' },
+  })),
   routes: Type.Optional(Type.Array(Route, { description: 'Proxied path prefixes, each with its upstream.', expected: 'a list of routes' })),
   metrics: filled(Type.Optional(Metrics)),
   rateLimit: filled(Type.Optional(RateLimit)),

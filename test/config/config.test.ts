@@ -167,7 +167,7 @@ routes:
     websocket: maybe
 `
     expect(problems(text)).toEqual([
-      'providers.bad name: a provider name may only use letters, digits, - and _ (line 3)',
+      'providers.bad name: must be a provider name (letters, digits, - and _), got "bad name" (line 3)',
       'providers.bad name.clientSecret: is required (line 3)',
       'providers.bad name.scope: is required; or set preset: github, gitlab, google, microsoft, keycloak (line 3)',
       'providers.bad name.clientId: must not be empty (line 4)',

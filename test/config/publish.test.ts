@@ -7,7 +7,7 @@ import { readFile } from 'node:fs/promises'
 import { Ajv } from 'ajv'
 import { describe, expect, it } from 'vitest'
 import { parse } from 'yaml'
-import { parseConfig } from '../../src/config/config.js'
+import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { GENERATED_VALIDATORS, generatedValidators } from '../../scripts/compile-validators.js'
 import { publishedSchema, withReference } from '../../scripts/publish-config.js'
 
@@ -87,5 +87,48 @@ describe('every example config validates', async () => {
   it('the published schema flags a misspelt key as an editor would', () => {
     expect(editorCheck({ providers: { demo: { clientId: '${ID}', clientSecrt: 'x' } } })).toBe(false)
     expect(editorCheck({ server: { port: '${GATEWAY_PORT:-8080}', workers: 'auto' } })).toBe(true)
+  })
+})
+
+/**
+ * The rules on one value that live in the schema: an editor validating gateway.yaml against
+ * gateway.schema.json refuses each of these values where --check does, and --check says it there
+ * in the schema's words ("must be <expected>, got ...").
+ */
+describe('an editor reports what --check reports', () => {
+  const BASE = { session: { secret: GOOD_SECRET }, providers: { demo: { clientId: 'id', clientSecret: 'secret', issuer: 'http://127.0.0.1:9000', scope: 'openid' } } }
+  const route = (extra: Record<string, unknown>) => ({ ...BASE, routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'demo', ...extra }] })
+  it.each<[string, Record<string, unknown>, string, string]>([
+    ['a cookie name with a space', { ...BASE, session: { secret: GOOD_SECRET, cookieName: 'gw session' } }, 'session.cookieName', 'must be a cookie name'],
+    ['a cookie name with ;', { ...BASE, session: { secret: GOOD_SECRET, cookieName: 'gw;x=1' } }, 'session.cookieName', 'must be a cookie name'],
+    ['a provider name with a space', { ...BASE, providers: { 'bad name': BASE.providers.demo } }, 'providers.bad name', 'must be a provider name'],
+    ['a provider name with a dot', { ...BASE, providers: { 'a.b': BASE.providers.demo } }, 'providers.a.b', 'must be a provider name'],
+    ['a route path without /', route({ path: 'app/' }), 'routes[0].path', 'must be a path prefix'],
+    ['a route path with a glob', route({ path: '/app/*' }), 'routes[0].path', 'must be a path prefix'],
+    ['a route path with a query', route({ path: '/app?x' }), 'routes[0].path', 'must be a path prefix'],
+    ['a rewritePrefix without /', route({ rewritePrefix: 'api' }), 'routes[0].rewritePrefix', 'must be a path that starts with /'],
+    ['a public entry without a method', route({ public: ['/app/static/*'] }), 'routes[0].public[0]', 'must be "METHOD /path/glob"'],
+    ['a public entry with an unknown method', route({ public: ['FETCH /app/x'] }), 'routes[0].public[0]', 'must be "METHOD /path/glob"'],
+    ['a public entry with a third word', route({ public: ['GET /app/x y'] }), 'routes[0].public[0]', 'must be "METHOD /path/glob"'],
+    ['a method with a digit', route({ allow: [{ methods: ['GET2'] }] }), 'routes[0].allow[0].methods[0]', 'must be a request method'],
+    ['two methods in one entry', route({ deny: [{ methods: ['GET POST'] }] }), 'routes[0].deny[0].methods[0]', 'must be a request method'],
+    ['a wildcard e-mail address', route({ allow: [{ emails: ['*@example.com'] }] }), 'routes[0].allow[0].emails[0]', 'must be one e-mail address'],
+    ['an e-mail address with two @', route({ allow: [{ emails: ['a@b@example.com'] }] }), 'routes[0].allow[0].emails[0]', 'must be one e-mail address'],
+    ['a domain written as a URL', route({ allow: [{ domains: ['https://example.com'] }] }), 'routes[0].allow[0].domains[0]', 'must be a domain'],
+    ['a wildcard domain', route({ allow: [{ domains: ['*.example.com'] }] }), 'routes[0].allow[0].domains[0]', 'must be a domain'],
+    ['an acr with a space', route({ reauth: { maxAge: '15m', acr: ['a b'] } }), 'routes[0].reauth.acr[0]', 'must be printable ASCII'],
+    ['an acr with a quote', route({ reauth: { maxAge: '15m', acr: ['a"b'] } }), 'routes[0].reauth.acr[0]', 'must be printable ASCII'],
+  ])('%s', (_case, config, path, message) => {
+    expect(editorCheck(config), 'the published schema refuses it').toBe(false)
+    let error: unknown
+    try { parseConfig(JSON.stringify(config), {}, 'gateway.yaml') } catch (caught) { error = caught }
+    expect(error).toBeInstanceOf(ConfigError)
+    expect((error as ConfigError).problems).toContainEqual(expect.objectContaining({ path, message: expect.stringContaining(message) }))
+  })
+
+  it('and passes what both accept, written with spaces around it and in any case', () => {
+    const config = route({ public: [' get /app/static/* ', 'OPTIONS *'], allow: [{ methods: [' post '], emails: [' Alice@Example.com '], domains: ['@example.org'] }], rewritePrefix: '/' })
+    expect(editorCheck(config), JSON.stringify(editorCheck.errors)).toBe(true)
+    expect(() => parseConfig(JSON.stringify(config), {}, 'gateway.yaml')).not.toThrow()
   })
 })

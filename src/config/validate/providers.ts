@@ -6,8 +6,6 @@ import { Issues, type Path } from '../reader.js'
 import { plainHttpHost, plainHttpProblem, shippedSecretProblem } from '../safety.js'
 import { type ProviderRaw, type KeyPath, duration, url } from './values.js'
 
-const PROVIDER_NAME = /^[A-Za-z0-9_-]+$/
-
 /** The documents discovery reads: OpenID Connect Discovery 1.0 and RFC 8414. */
 const WELL_KNOWN = ['/.well-known/openid-configuration', '/.well-known/oauth-authorization-server']
 
@@ -31,7 +29,6 @@ const PRESET_HINT = `or set preset: ${PRESET_NAMES.join(', ')}`
 export function validateProvider (issues: Issues, name: string, raw: ProviderRaw, loopbackOnly: boolean): ProviderConfig {
   const path = ['providers', name]
   const at = (key: string): Path => [...path, key]
-  if (!PROVIDER_NAME.test(name)) issues.add(path, 'a provider name may only use letters, digits, - and _')
   // A key that has a problem, or that a misspelt key next to it was meant to be, counts as given:
   // nothing that depends on it is reported.
   const given = (key: keyof ProviderRaw): boolean => raw[key] !== undefined || issues.touched(at(key))

@@ -6,11 +6,8 @@ import { isLoopbackHost } from '../loopback.js'
 import { secretProblem, shippedSecretProblem } from '../safety.js'
 import { DAY, type Sections, LABEL, duration } from './values.js'
 
-const COOKIE_NAME = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/
-
 export function validateSession (issues: Issues, raw: Sections['session'], baseUrl: string, baseUrlTouched: boolean): SessionConfig {
   const cookieName = raw.cookieName
-  if (!COOKIE_NAME.test(cookieName)) issues.add(['session', 'cookieName'], `must be a cookie name (letters, digits, - and _), got ${describe(cookieName)}`)
   const secret = raw.secret
   const loopbackOnly = isLoopbackHost(new URL(baseUrl).hostname)
   const weakness = secret ? shippedSecretProblem(secret, loopbackOnly) ?? secretProblem(secret) : undefined
