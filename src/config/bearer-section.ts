@@ -4,7 +4,8 @@
 // URL names, known only per request), scopes are single scope tokens. What cannot be checked is a
 // problem at its key path: an issuer that is no provider, or a provider without `issuer` (no
 // discovery, so no keys to verify a token with and no introspection endpoint).
-import { closest, describe, type Issues, type Path } from './reader.js'
+import { describe, type Issues, type Path } from './problems.js'
+import { closest } from './did-you-mean.js'
 import type { BearerConfig, ProviderConfig } from './types.js'
 
 /** A `bearer:` block as gateway.yaml writes it (the schema pass has checked the types and keys). */

@@ -4,14 +4,14 @@
 // effects (no network, no store).
 import { readFile } from 'node:fs/promises'
 import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, type Document, type Node } from 'yaml'
-import { Issues, formatPath, formatProblem, isObject, type ConfigProblem, type Path } from './reader.js'
+import { Issues, formatPath, formatProblem, isObject, type ConfigProblem, type Path } from './problems.js'
 import { yamlSyntaxProblem } from './slips.js'
 import type { GatewayConfig } from './types.js'
 import { PLACEHOLDER, validate } from './validate.js'
 
-export type { ConfigProblem } from './reader.js'
+export type { ConfigProblem } from './problems.js'
 
-export { parseDuration, parseSize } from './reader.js'
+export { parseDuration, parseSize } from './units.js'
 export { configWarnings } from './safety.js'
 export { containerWarnings, inContainer } from './container.js'
 

@@ -4,7 +4,7 @@
 // silently admit everyone, or match nothing, is a problem at its key path: a rule without
 // conditions, an empty list, a claim path or path glob that no canonical request can meet.
 import { canonicalTarget } from './canonical.js'
-import { describe, type Issues, type Path } from './reader.js'
+import { describe, type Issues, type Path } from './problems.js'
 import type { ClaimCondition, Rule, RuleLists } from './types.js'
 
 /** One rule as gateway.yaml writes it (the schema pass has checked the types and keys). */

@@ -8,7 +8,8 @@
 import type { ErrorObject } from 'ajv'
 import type { FilledYaml } from './schema.js'
 import { check, fill, schema } from './schema.generated.js'
-import { closest, describe, didYouMean, isObject, type Issues, type Path } from './reader.js'
+import { describe, isObject, type Issues, type Path } from './problems.js'
+import { closest, didYouMean } from './did-you-mean.js'
 import { reportSlips, sectionsHolding } from './slips.js'
 
 /** A JSON Schema node, read loosely (this file only reads the keywords schema.ts uses). */

@@ -33,7 +33,7 @@ function Duration (description: string, fallback: string) {
   })))
 }
 
-/** `1048576` (bytes), `64KiB`, `1MiB`, `1.5MB`: see reader.ts's parseSize. */
+/** `1048576` (bytes), `64KiB`, `1MiB`, `1.5MB`: see units.ts's parseSize. */
 export const SIZE_PATTERN = '^[ \\t]*\\d{1,16}(?:\\.\\d{1,16})?[ \\t]*(?:[KkMmGg][Ii]?[Bb]|[Bb])?[ \\t]*$'
 const SIZE_EXPECTED = 'a size such as 65536, 64KiB or 1MiB'
 
@@ -69,6 +69,14 @@ function Matching (pattern: string, expected: string, options: Record<string, un
 function anyCase (word: string): string {
   return [...word].map((c) => `[${c.toUpperCase()}${c.toLowerCase()}]`).join('')
 }
+
+/**
+ * A header the gateway fills with who the user is (identity, claim and assertion headers): letters,
+ * digits and `-` only. CGI, WSGI and PHP read `_` and `.` as `-`, so a client's `X-App-User` would
+ * reach such an application as the same variable as a configured `X_App_User` (the gateway drops a
+ * client's other spellings of `-` names).
+ */
+const FILLED_HEADER = { pattern: '^[A-Za-z0-9-]+$', expected: 'a header name of letters, digits and "-" only (CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling)' }
 
 /** A `public` entry: `"METHOD /path/glob"` or `"METHOD *"`, METHOD a known one or `*`, in any case. */
 const PUBLIC_RULE = `^\\s*(?:\\*|${['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].map(anyCase).join('|')})\\s+(?:\\*|/\\S*)\\s*$`
@@ -220,9 +228,9 @@ function RuleList (description: string) {
 }
 
 const IdentityHeaders = Type.Object({
-  user: filled(Text('Header with the user name.', { default: 'X-Forwarded-User' })),
-  email: filled(Text('Header with the e-mail address.', { default: 'X-Forwarded-Email' })),
-  groups: filled(Text('Header with the groups, comma-joined (each group\'s `%`, `,`, `;`, `"` and white space at its ends percent-encoded).', { default: 'X-Forwarded-Groups' })),
+  user: filled(Text('Header with the user name.', { default: 'X-Forwarded-User', ...FILLED_HEADER })),
+  email: filled(Text('Header with the e-mail address.', { default: 'X-Forwarded-Email', ...FILLED_HEADER })),
+  groups: filled(Text('Header with the groups, comma-joined (each group\'s `%`, `,`, `;`, `"` and white space at its ends percent-encoded).', { default: 'X-Forwarded-Groups', ...FILLED_HEADER })),
 }, { additionalProperties: false, default: {}, description: 'Names of the identity headers sent upstream.' })
 
 /** Machine clients with their own access tokens (`bearer:` on a route or a forward-auth host). */
@@ -255,6 +263,7 @@ const Route = Type.Object({
   headers: Type.Optional(Type.Record(Type.String(), Type.String({ minLength: 1 }), {
     description: 'Upstream request headers filled from the session\'s claims: `X-Roles: claims.realm_access.roles` (arrays comma-joined; in each element `%`, `,`, `;`, `"` and white space at its ends percent-encoded). The same names sent by clients are dropped on every route.',
     expected: 'a mapping of header name to claims.<path>',
+    propertyNames: FILLED_HEADER,
     examples: [{ 'X-Roles': 'claims.realm_access.roles', 'X-Tenant': 'claims.tid' }],
   })),
   public: filled(Type.Optional(Type.Array(Matching(PUBLIC_RULE, '"METHOD /path/glob" such as "GET /app/static/*" or "OPTIONS *"'), {
@@ -308,7 +317,7 @@ const Tracing = Section({
 }, 'OpenTelemetry traces (off unless an OTLP endpoint is given); see operations.md.')
 
 const Assertion = Section({
-  header: filled(Text('The request header that carries the assertion.', { default: 'X-Gateway-Assertion' })),
+  header: filled(Text('The request header that carries the assertion.', { default: 'X-Gateway-Assertion', ...FILLED_HEADER })),
   ttl: Duration('Lifetime of one assertion (5s to 10m).', '60s'),
   rotateEvery: Duration('How often the shared signing key is replaced (1h to 90d); the previous key stays published one more period.', '24h'),
 }, 'The signed identity assertion (ES256 JWT) sent to routes with `assertion: true`; keys at /.well-known/jwks.json.')

@@ -6,7 +6,7 @@
 // the mapping it is in, but is an absent key of the section just above it, or of a mapping around
 // it), reports each run of them once, and takes them out of the data; the keys they were meant to
 // be count as present, so nothing reports their absence.
-import { formatPath, isObject, type ConfigProblem, type Issues, type Path } from './reader.js'
+import { formatPath, isObject, type ConfigProblem, type Issues, type Path } from './problems.js'
 
 /** A JSON Schema node, read loosely: only what the walk needs. */
 export interface ShapeNode {

@@ -6,7 +6,7 @@
 // each provider keeps, a route's bearer issuers and step-up provider) is here.
 import type { ForwardAuthConfig, GatewayConfig, ProviderConfig, RouteConfig } from './types.js'
 import { applyPreset } from './presets.js'
-import { Issues, describe, isObject, type Path } from './reader.js'
+import { Issues, describe, isObject, type Path } from './problems.js'
 import { checkBearerIssuers } from './bearer-section.js'
 import { claimPaths } from './rule-lists.js'
 import type { ProviderYaml } from './schema.js'

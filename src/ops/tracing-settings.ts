@@ -3,7 +3,7 @@
 // loads it (src/ops/tracing.ts is imported only when {@link tracingSettings} says so).
 // @see https://opentelemetry.io/docs/specs/otel/protocol/exporter/ (the OTEL_EXPORTER_OTLP_* variables)
 // @see https://opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/
-import { describe } from '../config/reader.js'
+import { describe } from '../config/problems.js'
 import type { TracingConfig } from '../config/types.js'
 
 /** What the tracer is started with. */

@@ -332,7 +332,7 @@ describe('assertion config', () => {
   it.each([
     [{ assertion: { ttl: '1s' } }, 'assertion.ttl: must be between 5s and 10m, got "1s"'],
     [{ assertion: { rotateEvery: '10m' } }, 'assertion.rotateEvery: must be between 1h and 90d, got "10m"'],
-    [{ assertion: { header: 'X Bad' } }, 'assertion.header: must be a header name, got "X Bad"'],
+    [{ assertion: { header: 'X Bad' } }, 'assertion.header: must be a header name of letters, digits and "-" only (CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling), got "X Bad"'],
     [{ assertion: { header: 'Authorization' } }, 'assertion.header: must not be a header the gateway sets itself (authorization), got "Authorization"'],
     [{ assertion: { other: 1 } }, 'assertion.other: unknown key (expected one of: header, ttl, rotateEvery)'],
     [{ routes: [{ path: '/o/', upstream: 'http://127.0.0.1:9', auth: 'none', assertion: true }] }, 'routes[0].assertion: needs auth: required (a route without a session has nobody to vouch for)'],

@@ -116,6 +116,9 @@ describe('an editor reports what --check reports', () => {
     ['an e-mail address with two @', route({ allow: [{ emails: ['a@b@example.com'] }] }), 'routes[0].allow[0].emails[0]', 'must be one e-mail address'],
     ['a domain written as a URL', route({ allow: [{ domains: ['https://example.com'] }] }), 'routes[0].allow[0].domains[0]', 'must be a domain'],
     ['a wildcard domain', route({ allow: [{ domains: ['*.example.com'] }] }), 'routes[0].allow[0].domains[0]', 'must be a domain'],
+    ['an identity header with _', route({ identityHeaders: { user: 'X_App_User' } }), 'routes[0].identityHeaders.user', 'must be a header name of letters, digits and "-" only'],
+    ['a claim header with .', route({ headers: { 'X.Roles': 'claims.roles' } }), 'routes[0].headers.X.Roles', 'must be a header name of letters, digits and "-" only'],
+    ['an assertion header with a space', { ...BASE, assertion: { header: 'X Bad' } }, 'assertion.header', 'must be a header name of letters, digits and "-" only'],
     ['an acr with a space', route({ reauth: { maxAge: '15m', acr: ['a b'] } }), 'routes[0].reauth.acr[0]', 'must be printable ASCII'],
     ['an acr with a quote', route({ reauth: { maxAge: '15m', acr: ['a"b'] } }), 'routes[0].reauth.acr[0]', 'must be printable ASCII'],
   ])('%s', (_case, config, path, message) => {

@@ -52,7 +52,7 @@ describe('claim and identity header names an application trusts to describe the 
 
   it.each([['X_HTTP_Method_Override'], ['Content_Type'], ['Sec_Fetch_Site']])('refuses the `_` spelling %s (CGI reads it as the `-` one)', (name) => {
     expect(claimHeader(name)).toEqual([
-      `routes[0].headers.${name}: may hold only letters, digits and "-": CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling, got ${JSON.stringify(name)}`,
+      `routes[0].headers.${name}: must be a header name of letters, digits and "-" only (CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling), got ${JSON.stringify(name)}`,
     ])
   })
 

@@ -84,7 +84,7 @@ describe('bad rules are refused at their key path', () => {
     ['a claim header named Connection', { headers: { Connection: 'claims.tid' } }, /must not be/],
     ['a claim header named Cookie', { headers: { Cookie: 'claims.tid' } }, /must not be/],
     ['a claim header named Content-Length', { headers: { 'Content-Length': 'claims.tid' } }, /must not be/],
-    ['a claim header with _ (CGI reads it as -)', { headers: { X_Roles: 'claims.tid' } }, /may hold only letters, digits and "-"/],
+    ['a claim header with _ (CGI reads it as -)', { headers: { X_Roles: 'claims.tid' } }, /must be a header name of letters, digits and "-" only/],
     ['a claim header named X-Forwarded-For', { headers: { 'X-Forwarded-For': 'claims.tid' } }, /^routes\[0\]\.headers\.X-Forwarded-For: must not be a header the gateway sets itself/],
     ['a claim header named X-Real-IP', { headers: { 'X-Real-IP': 'claims.tid' } }, /must not be a header the gateway sets itself/],
     ['a claim header named as the assertion header', { headers: { 'X-Gateway-Assertion': 'claims.tid' } }, /^routes\[0\]\.headers: names x-gateway-assertion, which is one of this route's identity headers or the assertion header/],

@@ -69,13 +69,13 @@ function stalePaths (file: string, text: string): string[] {
 describe('paths named in comments', () => {
   it('reports a made-up file, an outside document and an issue number, and nothing in strings', () => {
     const text = [
-      '// See src/http/no-such-file.ts and problems.ts, as SPEC.md says (issue 23).',
+      '// See src/http/no-such-file.ts and no-such-helper.ts, as SPEC.md says (issue 23).',
       '/** Docs in ../shared/SPEC.md; src/errors.ts and docs/errors.md exist. */',
       "const s = 'src/not-a-comment.ts'",
     ].join('\n')
     expect(stalePaths('src/example.ts', text)).toEqual([
       'src/example.ts: src/http/no-such-file.ts',
-      'src/example.ts: problems.ts',
+      'src/example.ts: no-such-helper.ts',
       'src/example.ts: SPEC.md',
       'src/example.ts: issue 23',
       'src/example.ts: ../shared',

@@ -265,7 +265,7 @@ describe('more unsafe settings refused, each naming its key', () => {
       session: { secret: GOOD_SECRET },
       routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', auth: 'none', identityHeaders: { user } }],
     })).map(bare)
-    const refused = (where: string, name: string) => `${where}: may hold only letters, digits and "-": CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling, got ${JSON.stringify(name)}`
+    const refused = (where: string, name: string) => `${where}: must be a header name of letters, digits and "-" only (CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling), got ${JSON.stringify(name)}`
 
     it.each([['X_App_User'], ['x_app_user'], ['X.App.User'], ['X-App_User'], ['content_length'], ['Transfer_Encoding'], ['X-App-User.']])('refuses %s', (name) => {
       expect(named(name)).toEqual([refused('routes[0].identityHeaders.user', name)])

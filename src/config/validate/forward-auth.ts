@@ -2,7 +2,7 @@
 // block.
 import { isIP } from 'node:net'
 import type { BearerConfig, ForwardAuthConfig, RuleLists } from '../types.js'
-import { Issues, describe } from '../reader.js'
+import { Issues, describe } from '../problems.js'
 import { bearerSection } from '../bearer-section.js'
 import { ruleLists } from '../rule-lists.js'
 import { isPublicSuffix } from '../safety.js'

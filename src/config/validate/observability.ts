@@ -1,7 +1,7 @@
 // The `metrics` and `tracing` sections.
 import { isIP } from 'node:net'
 import type { MetricsConfig, ServerConfig, TracingConfig } from '../types.js'
-import { Issues, checkUrl, describe } from '../reader.js'
+import { Issues, checkUrl, describe } from '../problems.js'
 import type { Sections } from './values.js'
 
 const WILDCARD_HOSTS = ['0.0.0.0', '::']

@@ -2,7 +2,7 @@
 // loopback.
 import type { ProviderConfig } from '../types.js'
 import { PRESET_NAMES } from '../presets.js'
-import { Issues, type Path } from '../reader.js'
+import { Issues, type Path } from '../problems.js'
 import { plainHttpHost, plainHttpProblem, shippedSecretProblem } from '../safety.js'
 import { type ProviderRaw, type KeyPath, duration, url } from './values.js'
 

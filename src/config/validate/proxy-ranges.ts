@@ -1,7 +1,7 @@
 // `server.trustProxy`: addresses, CIDR ranges and proxy-addr's group names, none wider than a
 // network of proxies, and `true` only on loopback.
 import { BlockList, isIP } from 'node:net'
-import { Issues, describe } from '../reader.js'
+import { Issues, describe } from '../problems.js'
 import { isLoopbackHost } from '../loopback.js'
 
 /** proxy-addr's names for address groups, accepted besides addresses and CIDR ranges. */

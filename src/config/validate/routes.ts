@@ -1,7 +1,8 @@
 // One entry of `routes`, and what the routes must not do to each other (a less protected one
 // reaching a protected one's upstream paths).
 import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../types.js'
-import { Issues, closest, describe, type Path } from '../reader.js'
+import { Issues, describe, type Path } from '../problems.js'
+import { closest } from '../did-you-mean.js'
 import { bearerSection } from '../bearer-section.js'
 import { globProblem, ruleLists } from '../rule-lists.js'
 import { lessProtected, reachMessage, upstreamReach } from '../route-reach.js'

@@ -1,7 +1,7 @@
 // The `server` and `rateLimit` sections.
 import { availableParallelism } from 'node:os'
 import type { RateBudget, RateLimitConfig, ServerConfig } from '../types.js'
-import { Issues } from '../reader.js'
+import { Issues } from '../problems.js'
 import { type Sections, duration, url } from './values.js'
 import { trustProxy, checkTrustAll } from './proxy-ranges.js'
 

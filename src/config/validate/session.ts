@@ -1,7 +1,7 @@
 // The `session` section: the cookie's name, domain and Secure flag, the secrets, the lifetimes.
 import { isIP } from 'node:net'
 import type { SessionConfig } from '../types.js'
-import { Issues, describe } from '../reader.js'
+import { Issues, describe } from '../problems.js'
 import { isLoopbackHost } from '../loopback.js'
 import { secretProblem, shippedSecretProblem } from '../safety.js'
 import { DAY, type Sections, LABEL, duration } from './values.js'

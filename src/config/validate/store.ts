@@ -1,6 +1,6 @@
 // The `store` section: one of url, cluster or sentinel.
 import type { SentinelConfig, StoreConfig } from '../types.js'
-import { Issues, checkUrl, type Path } from '../reader.js'
+import { Issues, checkUrl, type Path } from '../problems.js'
 import { type Sections, duration, url } from './values.js'
 
 function validateSentinel (issues: Issues, raw: NonNullable<Sections['store']['sentinel']>): SentinelConfig {

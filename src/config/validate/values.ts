@@ -1,6 +1,7 @@
 // Shared by the sections: the filled file's types, and durations, sizes and URLs held to their
 // ranges.
-import { Issues, checkUrl, describe, formatMs, formatSize, parseDuration, parseSize, type Path } from '../reader.js'
+import { Issues, checkUrl, describe, type Path } from '../problems.js'
+import { formatMs, formatSize, parseDuration, parseSize } from '../units.js'
 import type { FilledYaml } from '../schema.js'
 
 export const DAY = 86_400_000

@@ -1,6 +1,6 @@
 // Problems of a config file, each with its key path, line and an optional hint
-// (`routes[1].upstream: must be ... (line 12)`), and the small readers they share: durations,
-// URLs, how a value is shown in a message, did-you-mean.
+// (`routes[1].upstream: must be ... (line 12)`); how a value is quoted in one (credentials, a URL's
+// query values and secrets masked); and the two checks every section uses, a mapping and a URL.
 
 export type Path = ReadonlyArray<string | number>
 
@@ -91,59 +91,7 @@ export class Issues {
   }
 }
 
-const UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }
-
-/** Parses `300`, `300s`, `5m`, `8h`, `250ms`, `1d` into milliseconds; a bare number is seconds. */
-export function parseDuration (value: unknown): number | undefined {
-  if (typeof value === 'number') return Number.isFinite(value) && value >= 0 ? value * 1000 : undefined
-  if (typeof value !== 'string') return undefined
-  const match = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(value)
-  if (!match) return undefined
-  return Math.round(Number(match[1]) * UNITS[match[2] ?? 's']!)
-}
-
-const SIZE_UNITS: Record<string, number> = { '': 1, b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3, kb: 1000, mb: 1000 ** 2, gb: 1000 ** 3 }
-
-/** Sizes are held to this (1 TiB): anything larger is a typo, and stays an exact integer. */
-const MAX_SIZE = 1024 ** 4
-
-/**
- * Parses a size into bytes: a whole number of bytes (`1048576`), or a string such as `64KiB`,
- * `1MiB`, `1.5MB`, `512 B` (units in any case; KiB/MiB/GiB are powers of 1024, KB/MB/GB of 1000).
- * Undefined for anything else, fractions of a byte and values above 1 TiB included. The pattern
- * has no nested repetition, so it runs in linear time on any input.
- */
-export function parseSize (value: unknown): number | undefined {
-  let bytes: number
-  if (typeof value === 'number') {
-    bytes = value
-  } else if (typeof value === 'string') {
-    const match = /^[ \t]*(\d{1,16}(?:\.\d{1,16})?)[ \t]*([kmg]i?b|b)?[ \t]*$/i.exec(value)
-    if (!match) return undefined
-    bytes = Number(match[1]) * SIZE_UNITS[(match[2] ?? '').toLowerCase()]!
-  } else {
-    return undefined
-  }
-  return Number.isSafeInteger(bytes) && bytes >= 0 && bytes <= MAX_SIZE ? bytes : undefined
-}
-
-/** `1048576` → `1MiB`, `65536` → `64KiB`, `1000` → `1000B`: the largest binary unit that divides it. */
-export function formatSize (bytes: number): string {
-  for (const [unit, size] of [['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) {
-    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`
-  }
-  return `${bytes}B`
-}
-
-export function formatMs (ms: number): string {
-  // Whole days past one day, as the docs write the ranges (30d, not 720h).
-  if (ms > 86_400_000 && ms % 86_400_000 === 0) return `${ms / 86_400_000}d`
-  if (ms % 3_600_000 === 0) return `${ms / 3_600_000}h`
-  if (ms % 60_000 === 0) return `${ms / 60_000}m`
-  if (ms % 1000 === 0) return `${ms / 1000}s`
-  return `${ms}ms`
-}
-
+/** A YAML mapping (not a list, not null). */
 export function isObject (value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
@@ -208,39 +156,4 @@ export function describe (value: unknown): string {
     return JSON.stringify(shown.length > 60 ? `${shown.slice(0, 57)}...` : shown)
   }
   return String(value)
-}
-
-/** Optimal string alignment distance (Levenshtein with adjacent transpositions), case-insensitive. */
-export function editDistance (a: string, b: string): number {
-  const s = a.toLowerCase()
-  const t = b.toLowerCase()
-  const d: number[][] = Array.from({ length: s.length + 1 }, (_, i) => [i, ...new Array<number>(t.length).fill(0)])
-  for (let j = 1; j <= t.length; j++) d[0]![j] = j
-  for (let i = 1; i <= s.length; i++) {
-    for (let j = 1; j <= t.length; j++) {
-      const cost = s[i - 1] === t[j - 1] ? 0 : 1
-      let best = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost)
-      if (i > 1 && j > 1 && s[i - 1] === t[j - 2] && s[i - 2] === t[j - 1]) best = Math.min(best, d[i - 2]![j - 2]! + 1)
-      d[i]![j] = best
-    }
-  }
-  return d[s.length]![t.length]!
-}
-
-/** The closest of `candidates` to `word`, when it is close enough to be a typo of it. */
-export function closest (word: string, candidates: readonly string[]): string | undefined {
-  let best: string | undefined
-  let bestDistance = Infinity
-  for (const candidate of candidates) {
-    const distance = editDistance(word, candidate)
-    if (distance < bestDistance) [best, bestDistance] = [candidate, distance]
-  }
-  const allowed = Math.max(1, Math.min(3, Math.floor(Math.max(word.length, best?.length ?? 0) / 3)))
-  return bestDistance <= allowed ? best : undefined
-}
-
-/** "did you mean `x`?" for a value or key that is close to one of `candidates`. */
-export function didYouMean (word: string, candidates: readonly string[]): string | undefined {
-  const match = closest(word, candidates)
-  return match === undefined ? undefined : `did you mean \`${match}\`?`
 }
