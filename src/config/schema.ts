@@ -250,7 +250,8 @@ const Bearer = Type.Object({
 }, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, MCP clients) that bring their own access token: a request with one is judged by the token instead of a session, never redirected to sign in, and the token goes upstream unchanged (see machine-clients.md).' })
 
 const Route = Type.Object({
-  path: Matching('^/[^*?#:\\s]*$', 'a path prefix such as /app/', { description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
+  // Not under the gateway's own endpoints (/oauth/..., /healthz, /readyz, /metrics), in any trailing-slash spelling.
+  path: Matching('^(?!/(?:oauth|healthz|readyz|metrics)(?:/|$))/[^*?#:\\s]*$', 'a path prefix such as /app/, outside the gateway\'s own /oauth/, /healthz, /readyz and /metrics', { description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
   upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
   provider: Text('Whose access token is injected; required when `auth: required`.'),
   rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md).', { defaultText: 'the path is forwarded unchanged', pattern: '^/', expected: 'a path that starts with /' }),

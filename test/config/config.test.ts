@@ -174,10 +174,10 @@ routes:
       'providers.bad name.authorizeUrl: must be a URL, got "not-a-url" (line 5)',
       'providers.bad name.tokenUrl: must be a http or https URL, got "ftp://op/token" (line 6)',
       'providers.bad name.pkce: must be true or false, got "maybe" (line 7)',
-      'routes[0].path: must be a path prefix such as /app/, got "app" (line 9)',
+      'routes[0].path: must be a path prefix such as /app/, outside the gateway\'s own /oauth/, /healthz, /readyz and /metrics, got "app" (line 9)',
       'routes[0].upstream: must be a http or https URL, got "ftp://x" (line 10)',
       'routes[0].provider: names no configured provider; known: bad name (line 11)',
-      "routes[1].path: must not overlap the gateway's own /oauth/ endpoint (line 12)",
+      "routes[1].path: must be a path prefix such as /app/, outside the gateway's own /oauth/, /healthz, /readyz and /metrics, got \"/oauth/x\" (line 12)",
       'routes[1].upstream: must be an origin such as http://127.0.0.1:9100 (map paths with rewritePrefix), got "http://127.0.0.1:1/base" (line 13)',
       'routes[1].websocket: must be true or false, got "maybe" (line 15)',
     ])

@@ -9,8 +9,6 @@ import { lessProtected, reachMessage, upstreamReach } from '../route-reach.js'
 import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
 import { validateIdentityHeaders, validateClaimHeaders } from './headers.js'
 
-const RESERVED_PATHS = ['/oauth', '/healthz', '/readyz', '/metrics']
-
 function validatePublic (issues: Issues, path: Path, raw: string[]): PublicRule[] {
   return raw.flatMap((entry, i) => {
     // The schema holds it to "METHOD /path/glob" (schema.ts, PUBLIC_RULE).
@@ -24,7 +22,7 @@ function validatePublic (issues: Issues, path: Path, raw: string[]): PublicRule[
 export function validateRoute (issues: Issues, index: number, raw: RouteRaw, providers: string[]): RouteConfig {
   const path = ['routes', index]
   const at = (key: string): Path => [...path, key]
-  const prefix = validateRoutePath(issues, at, raw.path)
+  const prefix = routePrefix(raw.path)
   const auth = raw.auth
   const provider = raw.provider
   checkRouteProvider(issues, at, auth, provider, providers)
@@ -87,13 +85,12 @@ function validatePreserveBody (issues: Issues, at: Path, raw: RouteRaw['preserve
   return size(issues, at, raw, 1024, 10 * 1024 * 1024)
 }
 
-/** A route's path prefix, without trailing slashes ("/" when missing or invalid), clear of the gateway's own endpoints. */
-function validateRoutePath (issues: Issues, at: KeyPath, raw: string | undefined): string {
-  const prefix = raw === undefined || raw.length === 1 ? '/' : raw.replace(/\/+$/, '')
-  if (RESERVED_PATHS.some((reserved) => prefix === reserved || prefix.startsWith(`${reserved}/`))) {
-    issues.add(at('path'), `must not overlap the gateway's own ${prefix.startsWith('/oauth') ? '/oauth/' : prefix} endpoint`)
-  }
-  return prefix
+/**
+ * A route's path prefix without trailing slashes ("/" when missing, or refused by the schema, which
+ * holds it to a path clear of the gateway's own endpoints).
+ */
+function routePrefix (raw: string | undefined): string {
+  return raw === undefined || raw.length === 1 ? '/' : raw.replace(/\/+$/, '')
 }
 
 /** A route's provider: required with auth: required, and one of the configured providers. */
