@@ -129,9 +129,6 @@ function startAndStop (app: FastifyInstance, { providers, sessions, assertions, 
   app.addHook('onClose', async () => store.close())
 }
 
-/** The request fields a protected request's log line reads (src/http/request-end.ts). */
-const AUDIT_FIELDS = ['auditUser', 'auditRule', 'auditOriginal', 'auditDecision', 'auditCredential', 'auditReason'] as const
-
 /**
  * The two indexes that find sessions by who signed in: by the provider's `sid`/`sub` (back-channel
  * logout) and by person (the sessions list, revoke, sign out everywhere). Both are renewed with
@@ -200,7 +197,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorate('assertions', assertions)
   app.decorate('sessions', sessions)
   // Set on protected requests (the proxy's and forward-auth's), read by RequestEnd's log line.
-  for (const field of AUDIT_FIELDS) app.decorateRequest(field, undefined)
+  app.decorateRequest('audit', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
 

@@ -6,19 +6,12 @@
 // identity assertion. Where the guard accepts machine clients (`bearer:`) and the request carries
 // a bearer token, the token is checked (bearer.ts) instead, and no session is read: a caller with a
 // token never gets the browser flow, whatever its Accept. The caller acts on the verdict and on
-// nothing else:
-//
-// | verdict            | the proxy                         | forward-auth                        |
-// |--------------------|-----------------------------------|-------------------------------------|
-// | `allow`            | forwards with token, identity,    | 200 with token, identity headers,   |
-// |                    | assertion                         | assertion                           |
-// | `public`           | forwards with no credentials      | (never: no public rules)            |
-// | `sign_in`          | 302 to the login URL              | (never: it asks as an API client)   |
-// | a refusal          | the error (access/refusal.ts)     | the error, X-Login-URL on a 401     |
+// nothing else, as the one responder (responder.ts) answers it.
 import type { Sessions } from '../session/session.js'
 import type { Identity, Session } from '../session/record.js'
 import type { TokenRefresher } from '../oauth/refresh.js'
 import { stepUpProblem } from '../oauth/step-up.js'
+import type { Credential } from '../ops/audit.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
 import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
@@ -180,9 +173,6 @@ export function auditUser (verdict: Verdict): string | null {
 export function auditRule (verdict: Verdict): string {
   return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.rule ?? 'none' : 'none'
 }
-
-/** The credential a request was judged by, for the request's log line (see {@link auditCredential}). */
-export type Credential = 'bearer' | 'session'
 
 /**
  * Which credential the request was judged by, for the request's log line, so that an audit tells a

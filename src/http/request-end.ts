@@ -5,6 +5,7 @@
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
 import { refusedTarget } from './edge.js'
 import { loggableUrl } from '../ops/logger.js'
+import type { Audit } from '../ops/audit.js'
 import type { RouteMetrics } from '../ops/metrics.js'
 
 declare module 'fastify' {
@@ -19,24 +20,8 @@ declare module 'fastify' {
      * (the client left).
      */
     readonly upstreamCutOff?: (error: Error, request: FastifyRequest) => Record<string, unknown> | undefined
-    /**
-     * On a protected request (a route's or forward-auth's), the audit fields of its log line: who
-     * asked (null: nobody signed in) and which rule decided (`deny[0]`, `allow[1]`, `none`); set
-     * from the pipeline's verdict (access/authorize.ts auditUser, auditRule).
-     */
-    auditUser: string | null | undefined
-    auditRule: string | undefined
-    /** What was decided: `allow`, `forbidden`, `sign_in`, `unauthenticated`, `public`, `unavailable`, `invalid_request`, `token_refused`. */
-    auditDecision: string | undefined
-    /**
-     * What the request was judged by: a machine client's `bearer` token or a person's `session`
-     * (null: neither; access/authorize.ts auditCredential). Undefined where it is not set: no field.
-     */
-    auditCredential: 'bearer' | 'session' | null | undefined
-    /** Why a machine client's token was refused (`token_refused`): one of a closed set of words, never the token. */
-    auditReason: string | undefined
-    /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
-    auditOriginal: { readonly method: string | undefined, readonly url: string } | undefined
+    /** On a protected request (a route's or forward-auth's): the audit fields of its log line (access/responder.ts). */
+    audit: Audit | undefined
   }
 }
 
@@ -73,21 +58,22 @@ export class RequestEnd extends LogController {
  */
 export function logUpgrade (request: FastifyRequest): void {
   const fields = { method: request.method, url: loggableUrl(request.url), statusCode: 101 }
-  request.log.info(request.auditRule === undefined ? fields : { ...fields, ...audit(request) }, 'request upgraded')
+  request.log.info(request.audit === undefined ? fields : { ...fields, ...audited(request.audit) }, 'request upgraded')
 }
 
 /**
  * The audit fields of a protected request's line. `credential` and `reason` are left out of the
  * line where they were not set (pino writes no field whose value is undefined).
  */
-function audit (request: FastifyRequest) {
-  return { decision: request.auditDecision, user: request.auditUser ?? null, rule: request.auditRule, credential: request.auditCredential, reason: request.auditReason }
+function audited (audit: Audit) {
+  return { decision: audit.decision, user: audit.user, rule: audit.rule, credential: audit.credential, reason: audit.reason }
 }
 
 function line (request: FastifyRequest, reply: FastifyReply) {
   const fields = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
-  if (request.auditRule === undefined) return fields
-  const original = request.auditOriginal
-  const audited = { ...fields, ...audit(request) }
-  return original === undefined ? audited : { ...audited, originalMethod: original.method, originalUrl: original.url }
+  const audit = request.audit
+  if (audit === undefined) return fields
+  const original = audit.original
+  const withAudit = { ...fields, ...audited(audit) }
+  return original === undefined ? withAudit : { ...withAudit, originalMethod: original.method, originalUrl: original.url }
 }

@@ -7,30 +7,19 @@ import type { FastifyRequest } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
-import type { Identity } from '../session/record.js'
+import type { Admitted } from '../access/responder.js'
 import { forwardedHostOf } from './forwarded-host.js'
 import { ClientHeaderFilter } from './headers.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
-    /** The provider's access token for this request, set by the access hook of a protected route. */
-    accessToken: string | undefined
-    /**
-     * A machine client's token came in Proxy-Authorization (`bearer.header: proxy-authorization`):
-     * the client's own Authorization is the application's, and passes unchanged.
-     */
-    keepAuthorization: boolean
-    /** Who the user is at the route's provider (identity headers), set by the access hook. */
-    identity: Identity | undefined
-    /** The signed identity assertion for the route's upstream, set by the access hook of a route with `assertion: true`. */
-    assertion: string | undefined
-    /** The route's claim headers (`headers:`) for this identity, checked and encoded by the access hook (access/identity-headers.ts). */
-    claimHeaders: ReadonlyArray<readonly [name: string, value: string]> | undefined
+    /** What an admitted request carries upstream (token, identity, claim headers, assertion), set by a protected route's access hook; undefined on a public path. */
+    allowed: Admitted | undefined
   }
 }
 
 /** What the header rewrite reads of a request (HTTP/1 and HTTP/2 requests both have it). */
-export type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'accessToken' | 'keepAuthorization' | 'identity' | 'assertion' | 'claimHeaders'> & { socket: { remoteAddress?: string } }
+export type ForwardedRequest = Pick<FastifyRequest, 'protocol' | 'ips' | 'allowed'> & { socket: { remoteAddress?: string } }
 
 const FORWARDED_TO_WEBSOCKET = new Set(['authorization', 'cookie', 'origin', 'x-forwarded-for', 'x-forwarded-proto', 'x-forwarded-host', 'user-agent'])
 
@@ -79,11 +68,14 @@ export class UpstreamHeaders {
       // A protected route never forwards the client's own credentials, even on a public path; a
       // machine client's token is forwarded as it came (in Authorization), or, when it came in
       // Proxy-Authorization, the client's own Authorization is the application's.
-      if (request.accessToken) out.authorization = `Bearer ${request.accessToken}`
-      else if (request.keepAuthorization && headers.authorization !== undefined) out.authorization = headers.authorization
-      identityHeaders(request.identity, route.identityHeaders, out)
-      if (request.claimHeaders !== undefined) for (const [name, value] of request.claimHeaders) out[name] = value
-      if (route.assertion && request.assertion !== undefined) out[this.assertionHeader] = request.assertion
+      const allowed = request.allowed
+      if (allowed !== undefined) {
+        if (allowed.accessToken) out.authorization = `Bearer ${allowed.accessToken}`
+        else if (allowed.keepAuthorization && headers.authorization !== undefined) out.authorization = headers.authorization
+        identityHeaders(allowed.identity, route.identityHeaders, out)
+        if (allowed.claimHeaders !== undefined) for (const [name, value] of allowed.claimHeaders) out[name] = value
+        if (route.assertion && allowed.assertion !== undefined) out[this.assertionHeader] = allowed.assertion
+      }
     }
     // With trustProxy, the chain as far back as it runs through trusted hops (Fastify's request.ips,
     // nearest first), else only the peer: a client cannot plant an address upstreams would trust.

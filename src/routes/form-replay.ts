@@ -168,7 +168,7 @@ export class FormReplay {
    */
   readonly deliver: preParsingAsyncHookHandler = async (request, reply, payload) => {
     const { headers } = request
-    if (request.method !== 'POST' || request.auditDecision !== 'allow' || headers['content-length'] !== String(REPLAY_BODY.length) ||
+    if (request.method !== 'POST' || request.audit?.decision !== 'allow' || headers['content-length'] !== String(REPLAY_BODY.length) ||
       formMediaType(headers['content-type']) !== 'application/x-www-form-urlencoded') return payload
     const body = await readBody(payload)
     if (!body.equals(REPLAY_BODY)) return Readable.from([body])

@@ -10,11 +10,12 @@
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { FastifyInstance, FastifyRequest } from 'fastify'
-import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
+import type { Access, Guard } from '../access/authorize.js'
 import type { BearerReports } from '../access/bearer-report.js'
-import { compileGate, unreachable } from '../access/gate.js'
-import { DEFAULT_IDENTITY_HEADERS, identityHeaders, unsendableIdentity } from '../access/identity-headers.js'
-import { refusal, unsendableHeader } from '../access/refusal.js'
+import { compileGate } from '../access/gate.js'
+import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
+import { refusal } from '../access/refusal.js'
+import { respond, type Site } from '../access/responder.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rule-lists.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
@@ -33,7 +34,7 @@ import { credential, HostBearers } from './forward-auth-bearer.js'
 import { resolvesSegments } from './raw-segments.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
-export const LOGIN_URL_HEADER = 'x-login-url'
+export { LOGIN_URL_HEADER } from '../access/responder.js'
 
 export interface ForwardAuthDeps {
   config: GatewayConfig
@@ -182,32 +183,6 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
   return safeNext(text, redirectHosts)
 }
 
-/**
- * The error that answers a refusing verdict: a 401 for nobody signed in names the sign-in address
- * (X-Login-URL) for the proxy in front; a caller that brought a token (`byToken`) is never offered
- * a sign-in or another account.
- */
-function refused (verdict: Exclude<Verdict, { kind: 'allow' }>, byToken: boolean, login: string, switchAccount: () => string): Error {
-  switch (verdict.kind) {
-    case 'unauthenticated':
-    case 'step_up':
-      return refusal(verdict, { subject: 'this provider', headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } })
-    case 'forbidden':
-      return byToken ? refusal(verdict, { subject: 'this provider', byToken }) : refusal(verdict, { subject: 'this provider', switchAccountUrl: switchAccount() })
-    case 'token_refused':
-      return refusal(verdict, { subject: 'this provider' })
-    case 'unavailable':
-    case 'invalid_request':
-      return refusal(verdict, byToken ? { subject: 'this provider' } : { subject: 'this provider', loginUrl: login })
-    case 'public':
-    case 'sign_in':
-      // A gate with no public rules, asked with html false, never answers these.
-      return new Error(`forward-auth's gate answered ${verdict.kind}`)
-    default:
-      return unreachable(verdict)
-  }
-}
-
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
@@ -247,7 +222,6 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     // `public` globs. Never a redirect: the proxy in front answers a browser (X-Login-URL).
     const hostJudge = host === undefined ? undefined : hostJudges.get(host)
     const subject = originalRequest(trusted, request, original)
-    if (original !== undefined) request.auditOriginal = { method: subject.method, url: loggableUrl(original.uri) }
     const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [] }, () => login, judge)
     // Only the host a trusted proxy names can have a bearer block: a stranger's token is not looked at.
@@ -257,22 +231,15 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const guard: Guard = bearer === undefined ? { gate, signer } : { gate, signer, bearer, bearerSigner: (issuer) => signerFor(issuer, audience) }
     const authorization = bearer === undefined ? undefined : credential(request.raw.headersDistinct[bearer.header])
     const verdict = await access.authorize(guard, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie, authorization })
-    request.auditUser = auditUser(verdict)
-    request.auditRule = auditRule(verdict)
-    request.auditDecision = verdict.kind
-    request.auditCredential = auditCredential(verdict, authorization)
-    if (verdict.kind === 'token_refused') request.auditReason = verdict.problem
-    // A caller that brought a token is never offered a sign-in (nor another account).
-    if (verdict.kind !== 'allow') throw refused(verdict, request.auditCredential === 'bearer', login, () => switchAccountUrl(config, provider, back))
-    // A value Node cannot write as a header would fail the answer (a 500): refused whole instead.
-    const unsendable = unsendableIdentity(verdict.identity, DEFAULT_IDENTITY_HEADERS)
-    if (unsendable !== undefined) {
-      request.auditDecision = 'forbidden'
-      throw unsendableHeader('This host', unsendable.header, unsendable.problem)
-    }
-    reply.header('authorization', `Bearer ${verdict.accessToken}`)
-    reply.headers(identityHeaders(verdict.identity, DEFAULT_IDENTITY_HEADERS, {}))
-    if (verdict.assertion !== undefined) reply.header(config.assertion.header, verdict.assertion)
+    const site: Site = { kind: 'forward-auth', identityHeaders: DEFAULT_IDENTITY_HEADERS, claimHeaders: [], switchAccountUrl: (next) => switchAccountUrl(config, provider, next), retry: () => ({ loginUrl: login }) }
+    const answer = respond(verdict, authorization, site, back)
+    request.audit = original === undefined ? answer.audit : { ...answer.audit, original: { method: subject.method, url: loggableUrl(original.uri) } }
+    // The responder never forwards forward-auth's public path nor redirects it (a 500 if it did).
+    if (answer.kind !== 'forward' || answer.allowed === undefined) throw answer.kind === 'refuse' ? answer.error : new Error(`forward-auth was answered ${answer.kind}`)
+    const allowed = answer.allowed
+    reply.header('authorization', `Bearer ${allowed.accessToken}`)
+    reply.headers(identityHeaders(allowed.identity, DEFAULT_IDENTITY_HEADERS, {}))
+    if (allowed.assertion !== undefined) reply.header(config.assertion.header, allowed.assertion)
     return reply.code(200).send()
   })
 }

@@ -72,11 +72,10 @@ export async function readBounded (body: NodeJS.ReadableStream & { destroy (erro
 
 /** The refusal of an admitted request for a method its `_method` names, as the access hook refuses (bearer callers get no sign-in). */
 function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | undefined): Error {
-  request.auditDecision = 'forbidden'
-  request.auditRule = rule ?? 'none'
-  request.auditReason = 'method_override'
-  const decision = { kind: 'forbidden', identity: request.identity, loginUrl: route.loginUrl(request.url), rule } as const
-  return request.auditCredential === 'bearer'
+  const credential = request.audit?.credential ?? null
+  request.audit = { decision: 'forbidden', user: request.audit?.user ?? null, rule: rule ?? 'none', credential, reason: 'method_override' }
+  const decision = { kind: 'forbidden', identity: request.allowed?.identity, loginUrl: route.loginUrl(request.url), rule } as const
+  return credential === 'bearer'
     ? refusal(decision, { subject: 'this route', byToken: true })
     : refusal(decision, { subject: 'this route', switchAccountUrl: route.switchAccount(request.url) })
 }
@@ -88,7 +87,7 @@ function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | u
 export function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
   const judged = judgedOverrides(route)
   return (request, reply, payload, done) => {
-    if (request.auditDecision !== 'allow' || (request.method !== 'POST' && !request.url.includes('?'))) return done(null, payload)
+    if (request.audit?.decision !== 'allow' || (request.method !== 'POST' && !request.url.includes('?'))) return done(null, payload)
     judged(request, reply, payload).then((body) => { done(null, body) }, done)
   }
 }
@@ -107,7 +106,7 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
       }
       methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
     }
-    const refused = methods.length === 0 ? undefined : refusedOverride(route.judge, request.identity, request.url, methods)
+    const refused = methods.length === 0 ? undefined : refusedOverride(route.judge, request.allowed?.identity, request.url, methods)
     if (refused !== undefined) throw refuse(request, route, refused.rule)
     // The very bytes read go upstream; reply-from takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])

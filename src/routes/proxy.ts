@@ -10,15 +10,14 @@
 import replyFrom, { type FastifyReplyFromHooks as ReplyOptions } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
-import { auditCredential, auditRule, auditUser, type Access, type Guard, type Verdict } from '../access/authorize.js'
+import type { Access, Guard, Verdict } from '../access/authorize.js'
 import { bearerToken, compileBearer, type BearerGuard, type BearerOutcome } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
-import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from '../access/identity-headers.js'
-import { refusal, unsendableHeader } from '../access/refusal.js'
+import { respond, type Site } from '../access/responder.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rule-lists.js'
-import type { ClaimHeader, GatewayConfig, RouteConfig } from '../config/types.js'
+import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { allCookieNames, loginUrl, switchAccountUrl } from '../oauth/urls.js'
@@ -61,72 +60,37 @@ export interface ProxyDeps {
   traced?: boolean
 }
 
-/** What act() needs of the route besides the verdict. */
+/** What act() needs of the route besides the verdict: where it is answered, and its kept forms. */
 interface RouteActs {
-  /** The route's `headers:`. */
-  readonly claimHeaders: readonly ClaimHeader[]
-  /** The route's identity header names. */
-  readonly identityHeaders: IdentityHeaderNames
-  readonly switchAccount: (next: string) => string
+  readonly site: Site
   /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in; resolves with the kept form's flow binding. */
   readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<string | undefined>) | undefined
 }
 
 /**
- * Acts on the pipeline's verdict, and on nothing else: only `allow` puts the session's token,
- * identity, claim headers and assertion on the request (what the header rewrite forwards). Calls
+ * Acts on the pipeline's verdict as the responder (access/responder.ts) answers it, and on nothing
+ * else: only an admitted request gets `request.allowed` (what the header rewrite forwards). Calls
  * `done` unless it answered.
  * @param authorization the header the route's bearer check reads, as sent (for the audit fields)
  */
 function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, authorization: string | undefined, route: RouteActs, done: HookHandlerDoneFunction): void {
-  request.auditUser = auditUser(verdict)
-  request.auditRule = auditRule(verdict)
-  request.auditDecision = verdict.kind
-  request.auditCredential = auditCredential(verdict, authorization)
-  if (verdict.kind === 'token_refused') request.auditReason = verdict.problem
-  const { claimHeaders, switchAccount } = route
-  switch (verdict.kind) {
-    case 'allow': {
-      // Checked before anything goes upstream: a value that cannot be sent whole refuses the request
-      // (else the upstream request fails to be written, answered as the upstream's 502).
-      const identity = unsendableIdentity(verdict.identity, route.identityHeaders)
-      if (identity !== undefined) {
-        request.auditDecision = 'forbidden'
-        return done(unsendableHeader('This route', identity.header, identity.problem))
-      }
-      const claims = claimHeaderValues(verdict.identity, claimHeaders)
-      if (!claims.ok) {
-        request.auditDecision = 'forbidden'
-        return done(unsendableHeader('This route', claims.header, claims.problem))
-      }
-      // A machine client's token in Proxy-Authorization is not the application's: its own Authorization passes.
-      request.accessToken = verdict.via === 'proxy-authorization' ? undefined : verdict.accessToken
-      request.keepAuthorization = verdict.via === 'proxy-authorization'
-      request.identity = verdict.identity
-      request.assertion = verdict.assertion
-      request.claimHeaders = claims.headers
+  const answer = respond(verdict, authorization, route.site, request.url)
+  request.audit = answer.audit
+  switch (answer.kind) {
+    case 'forward':
+      request.allowed = answer.allowed
       return done()
-    }
-    case 'public':
-      return done()
-    case 'sign_in':
+    case 'refuse':
+      return done(answer.error)
+    case 'redirect': {
+      const location = answer.location
       if (route.keepForm === undefined) {
-        reply.redirect(verdict.loginUrl, 302)
+        reply.redirect(location, 302)
         return
       }
       // The login address (always with `?next=`) carries the kept form's binding into the flow's signed state.
-      route.keepForm(request, reply).then((form) => { reply.redirect(form === undefined ? verdict.loginUrl : `${verdict.loginUrl}&form=${form}`, 302) }, done)
-      return
-    case 'forbidden':
-      // A machine client is never offered a sign-in or another account.
-      if (request.auditCredential === 'bearer') return done(refusal(verdict, { subject: 'this route', byToken: true }))
-      return done(refusal(verdict, { subject: 'this route', switchAccountUrl: switchAccount(request.url) }))
-    case 'unauthenticated':
-    case 'step_up':
-    case 'unavailable':
-    case 'invalid_request':
-    case 'token_refused':
-      return done(refusal(verdict, { subject: 'this route', retryUrl: request.url }))
+      route.keepForm(request, reply).then((form) => { reply.redirect(form === undefined ? location : `${location}&form=${form}`, 302) }, done)
+    }
   }
 }
 
@@ -148,11 +112,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
 }
 
 export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false }: ProxyDeps): Promise<void> {
-  app.decorateRequest('accessToken', undefined)
-  app.decorateRequest('keepAuthorization', false)
-  app.decorateRequest('identity', undefined)
-  app.decorateRequest('assertion', undefined)
-  app.decorateRequest('claimHeaders', undefined)
+  app.decorateRequest('allowed', undefined)
   app.decorateRequest('upstreamStart', undefined)
   app.decorateRequest('upstreamBody', undefined)
   const gatewayCookies = allCookieNames(config)
@@ -187,7 +147,9 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           keepForm = async (request, reply) => await forms.keep(app, request, reply, limit)
           scope.addHook('preParsing', forms.deliver)
         }
-        const acts: RouteActs = { claimHeaders: route.headers, identityHeaders: route.identityHeaders, switchAccount: (next) => switchAccountUrl(config, route.provider!, next), keepForm }
+        const switchAccount = (next: string) => switchAccountUrl(config, route.provider!, next)
+        const site: Site = { kind: 'route', identityHeaders: route.identityHeaders, claimHeaders: route.headers, switchAccountUrl: switchAccount, retry: (next) => ({ retryUrl: next }) }
+        const acts: RouteActs = { site, keepForm }
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {
@@ -197,7 +159,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           else act(request, reply, verdict, authorization, acts, done)
         })
         // After a kept form is delivered: its body's `_method` is judged too.
-        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount: acts.switchAccount }))
+        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount }))
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
         if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
       }
@@ -212,7 +174,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
  */
 function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider: string): void {
   scope.addHook('onRequest', (request, _reply, done) => {
-    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.auditDecision !== 'allow' || request.auditCredential !== 'session') return done()
+    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'session') return done()
     const admitted = sockets.admit(request, request.headers.cookie, provider)
     if (admitted === undefined) return done()
     admitted.then(() => done(), done)
@@ -231,7 +193,7 @@ function tokenHold (outcome: BearerOutcome): { until: number, introspected: bool
 function admitBearerSockets (scope: FastifyInstance, sockets: BearerSockets, bearer: BearerGuard): void {
   scope.addHook('onRequest', (request, _reply, done) => {
     const token = bearerToken(request.headers[bearer.header])
-    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.auditDecision !== 'allow' || request.auditCredential !== 'bearer' || typeof token !== 'string') return done()
+    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'bearer' || typeof token !== 'string') return done()
     // The check the access hook has just made, answered from its cache; later, each check asks again.
     const recheck = () => {
       const outcome = bearer.check(token)

@@ -37,7 +37,7 @@ function configWith (names: readonly string[]): GatewayConfig | undefined {
 function signedIn (route: RouteConfig, identity: Identity): ForwardedRequest {
   const claims = claimHeaderValues(identity, route.headers)
   if (!claims.ok) throw new Error(`unexpected refusal of ${claims.header}`)
-  return { protocol: 'http', ips: undefined, socket: { remoteAddress: '127.0.0.1' }, accessToken: 'token', keepAuthorization: false, identity, assertion: undefined, claimHeaders: claims.headers }
+  return { protocol: 'http', ips: undefined, socket: { remoteAddress: '127.0.0.1' }, allowed: { accessToken: 'token', keepAuthorization: false, identity, assertion: undefined, claimHeaders: claims.headers } }
 }
 
 const word = fc.stringMatching(/^[A-Za-z0-9]{1,6}$/)

@@ -1,0 +1,24 @@
+// The audit fields of a protected request's log line (http/request-end.ts writes them), declared
+// once: access/responder.ts makes them from the pipeline's verdict, for the proxy and forward-auth.
+
+/** What a request was judged by: a machine client's `bearer` token or a person's `session`. */
+export type Credential = 'bearer' | 'session'
+
+export interface Audit {
+  /**
+   * What was decided: `allow`, `forbidden`, `sign_in`, `unauthenticated`, `step_up`, `public`,
+   * `unavailable`, `invalid_request`, `token_refused` (`forbidden` too where an admitted request was
+   * refused after all).
+   */
+  readonly decision: string
+  /** Who asked (the identity's `sub`), or null when nobody is known. */
+  readonly user: string | null
+  /** The rule that decided (`deny[0]`, `allow[1]`), or `none`. */
+  readonly rule: string
+  /** null: neither a token nor a session (a sign-in, a 401, a public path). */
+  readonly credential: Credential | null
+  /** Why a token or an admitted request was refused after all: one of a closed set of words (`invalid_token`, `method_override`), never a value. */
+  readonly reason?: string | undefined
+  /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
+  readonly original?: { readonly method: string | undefined, readonly url: string } | undefined
+}
