@@ -35,6 +35,15 @@ export default defineConfig({
     pool: 'forks',
     // Removes the Redis containers the workers kept for reuse (test/helpers/redis.ts).
     globalSetup: ['test/global-setup.ts'],
+    // `npm test -- --coverage` (CI runs it so): V8's own counters, over the gateway's sources as the
+    // tests run them in process (a gateway a test starts as a child process is not counted). The
+    // summary is printed at the end of the run; coverage/ holds the per-file report.
+    coverage: {
+      provider: 'v8',
+      include: ['src/**/*.ts'],
+      exclude: ['src/config/schema.generated.ts'],
+      reporter: ['text-summary', 'json-summary'],
+    },
     // Most of a test's time is spent waiting on real parts (Redis, the authorization server, a
     // gateway process, Chromium), not on this process's CPU: two test files per core keep the cores
     // busy (see docs/performance.md).
