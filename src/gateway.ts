@@ -34,7 +34,7 @@ import { MemoryStore } from './store/memory.js'
 import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
 import { TracedStore } from './store/traced-store.js'
-import { REFUSAL_REASONS, type RefusalReason, type SessionStore } from './store/store.js'
+import { COMMAND_REFUSAL_REASONS, type CommandRefusalReason, type SessionStore } from './store/store.js'
 import { systemClock, type Clock } from './ops/clock.js'
 import { forwardAuth } from './routes/forward-auth.js'
 import { jwksRoute } from './routes/jwks.js'
@@ -94,13 +94,13 @@ async function startTracing (config: GatewayConfig, app: FastifyInstance, env: N
 
 function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, { hysteresis, clock, spans }: { hysteresis?: Hysteresis, clock?: Clock, spans?: Spans }): SessionStore {
   // Every reason shows in /metrics from the start, at 0.
-  for (const reason of REFUSAL_REASONS) metrics.storeRefusals.inc({ reason }, 0)
+  for (const reason of COMMAND_REFUSAL_REASONS) metrics.storeRefusals.inc({ reason }, 0)
   if (config.type === 'memory') {
     app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
     const memory = new MemoryStore()
     return spans === undefined ? memory : new TracedStore(memory, spans, 'memory')
   }
-  const onCommandError = (refusal?: RefusalReason) => {
+  const onCommandError = (refusal?: CommandRefusalReason) => {
     metrics.storeErrors.inc()
     if (refusal) metrics.storeRefusals.inc({ reason: refusal })
   }

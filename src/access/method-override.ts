@@ -230,7 +230,7 @@ export function bodyOverrides (kind: FormKind, body: Buffer, contentType: string
  * The first refusal of `judge` for any of the override `methods` on `target`, or undefined when the
  * rules admit each of them (the request's own method was judged before).
  */
-export function refusedOverride (judge: Judge, identity: Identity | undefined, target: string, methods: ReadonlyArray<string | undefined>): Judgement | undefined {
+export function forbiddenOverride (judge: Judge, identity: Identity | undefined, target: string, methods: ReadonlyArray<string | undefined>): Judgement | undefined {
   for (const method of new Set(methods)) {
     const judgement = judge(identity, method, target)
     if (!judgement.admit) return judgement

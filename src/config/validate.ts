@@ -17,8 +17,8 @@ import { validateServer, validateRateLimit } from './validate/server.js'
 import { validateSession } from './validate/session.js'
 import { validateStore } from './validate/store.js'
 import { validateProvider } from './validate/providers.js'
-import { validateRoute, checkReauthProvider, refuseReachingRoutes } from './validate/routes.js'
-import { validateAssertion, refuseHeaderClashes } from './validate/headers.js'
+import { validateRoute, checkReauthProvider, reportReachingRoutes } from './validate/routes.js'
+import { validateAssertion, reportHeaderClashes } from './validate/headers.js'
 import { validateForwardAuth } from './validate/forward-auth.js'
 import { validateMetrics, validateTracing } from './validate/observability.js'
 
@@ -29,14 +29,14 @@ export const PLACEHOLDER = 'REPLACE-ME'
  * Reports each value that still holds the placeholder, and removes it, so that nothing is reported
  * a second time about the same value (its length, its form).
  */
-function refusePlaceholders (issues: Issues, node: Record<string, unknown> | unknown[], path: Path): void {
+function reportPlaceholders (issues: Issues, node: Record<string, unknown> | unknown[], path: Path): void {
   for (const [key, value] of Object.entries(node)) {
     const at: Path = [...path, Array.isArray(node) ? Number(key) : key]
     if (typeof value === 'string' && value.includes(PLACEHOLDER)) {
       issues.add(at, `still holds the placeholder ${PLACEHOLDER}: set the real value (see docs/deployment.md, "Secrets")`)
       if (!Array.isArray(node)) delete node[key]
     } else if (isObject(value) || Array.isArray(value)) {
-      refusePlaceholders(issues, value, at)
+      reportPlaceholders(issues, value, at)
     }
   }
 }
@@ -61,7 +61,7 @@ function keepNamedClaims (providers: Record<string, ProviderConfig>, routes: rea
  */
 export function validate (issues: Issues, plain: unknown): GatewayConfig {
   const checked = checkSchema(issues, plain)
-  refusePlaceholders(issues, checked, [])
+  reportPlaceholders(issues, checked, [])
   // Presets fill what a provider entry leaves out, before the schema's defaults do.
   if (isObject(checked.providers)) {
     for (const [name, entry] of Object.entries(checked.providers)) {
@@ -89,7 +89,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     }
     routes.push(route)
   })
-  refuseReachingRoutes(issues, routes)
+  reportReachingRoutes(issues, routes)
 
   const store = validateStore(issues, raw.store)
   if (store.type === 'memory' && server.workers > 1 && !issues.touched(['store', 'type'])) {
@@ -97,7 +97,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   }
   const forwardAuth = validateForwardAuth(issues, raw.forwardAuth)
   const assertion = validateAssertion(issues, raw.assertion, assertionWritten, routes)
-  refuseHeaderClashes(issues, routes, assertion.header)
+  reportHeaderClashes(issues, routes, assertion.header)
   keepNamedClaims(providers, routes, forwardAuth)
   routes.forEach((route, i) => { if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers) })
   routes.forEach((route, i) => { checkReauthProvider(issues, ['routes', i, 'reauth'], route, providers) })

@@ -90,13 +90,13 @@ export function edgeRewriter (routePrefixes: readonly string[]): (raw: RawReques
   }
 }
 
-/** Refuses a request before it is routed (it is answered 400 `invalid_request` with `reason`). */
-export function refuseAtEdge (raw: RawRequestDefaultExpression, reason: string): void {
+/** Marks a request the edge cannot serve before it is routed (a malformed target, an upgrade with a body): answered 400 `invalid_request` with `reason`. */
+export function rejectMalformed (raw: RawRequestDefaultExpression, reason: string): void {
   (raw as EdgeRequest)[REFUSED] = { code: 'invalid_request', reason }
 }
 
-/** The target as the client sent it, for the log line of a refused request (its query is dropped there). */
-export function refusedTarget (raw: RawRequestDefaultExpression): string | undefined {
+/** The target as the client sent it, for the log line of a request the edge rejected as malformed (its query is dropped there). */
+export function malformedTarget (raw: RawRequestDefaultExpression): string | undefined {
   const request = raw as EdgeRequest
   return request[REFUSED] === undefined ? undefined : request.originalUrl
 }

@@ -3,7 +3,7 @@
 // it here rather than in onResponse hooks keeps hook machinery off the hot path. A streamed answer
 // that breaks off never finishes: Fastify calls streamError instead, on the error path only.
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
-import { refusedTarget } from './edge.js'
+import { malformedTarget } from './edge.js'
 import { loggableUrl } from '../ops/logger.js'
 import type { Audit } from '../ops/audit.js'
 import type { RouteMetrics } from '../ops/metrics.js'
@@ -70,7 +70,7 @@ function audited (audit: Audit) {
 }
 
 function line (request: FastifyRequest, reply: FastifyReply) {
-  const fields = { method: request.method, url: loggableUrl(refusedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
+  const fields = { method: request.method, url: loggableUrl(malformedTarget(request.raw) ?? request.url), statusCode: reply.statusCode, responseTime: Math.round(reply.elapsedTime) }
   const audit = request.audit
   if (audit === undefined) return fields
   const original = audit.original

@@ -10,7 +10,7 @@ import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import type { RouteConfig } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
-import { refuseAtEdge } from './edge.js'
+import { rejectMalformed } from './edge.js'
 
 /** An upgrade request's socket and the bytes read past its headers. */
 export interface Upgrade {
@@ -39,7 +39,7 @@ function route (app: FastifyInstance, request: IncomingMessage, socket: Duplex, 
   // Node stops parsing at an upgrade request's headers: a body it declares would never arrive.
   const length = request.headers['content-length']
   if ((length !== undefined && length !== '0') || request.headers['transfer-encoding'] !== undefined) {
-    refuseAtEdge(request, 'an upgrade request may not carry a body')
+    rejectMalformed(request, 'an upgrade request may not carry a body')
   }
   if (websocket) upgrades.set(request, { socket, head })
   const response = new ServerResponse(request)

@@ -59,7 +59,7 @@ export interface ResolvedProvider extends ProviderConfig {
 }
 
 /** A discovered endpoint the config's rules refuse: retrying cannot help, so it is reported at once. */
-class RefusedEndpoint extends Error {}
+class DisallowedEndpoint extends Error {}
 
 /**
  * A token signed with a key the cached JWKS does not hold (`kid` unknown) refetches the set unless
@@ -94,7 +94,7 @@ export class Providers {
         await this.get(name)
         return
       } catch (error) {
-        if (attempt === attempts || (error instanceof Error && error.cause instanceof RefusedEndpoint)) {
+        if (attempt === attempts || (error instanceof Error && error.cause instanceof DisallowedEndpoint)) {
           this.logDiscoveryFailure(name, error)
           return
         }
@@ -184,7 +184,7 @@ export class Providers {
       // The same rule as for configured endpoints (src/config/validate.ts): no plain http off this machine.
       const host = url === undefined || config.dangerouslyAllowInsecureHttp ? undefined : plainHttpHost(url)
       if (host !== undefined) {
-        throw new RefusedEndpoint(`the discovery document gives ${field} over plain http to ${JSON.stringify(host)}, which is not a loopback host ` +
+        throw new DisallowedEndpoint(`the discovery document gives ${field} over plain http to ${JSON.stringify(host)}, which is not a loopback host ` +
           `(set providers.${config.name}.dangerouslyAllowInsecureHttp: true to allow it)`)
       }
     }

@@ -19,7 +19,7 @@ import { respond, type Site } from '../access/responder.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rule-lists.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
-import { overrideMethod, queryOverrides, refusedOverride } from '../access/method-override.js'
+import { overrideMethod, queryOverrides, forbiddenOverride } from '../access/method-override.js'
 import { canonicalTarget } from '../config/canonical.js'
 import type { GatewayConfig, Rule } from '../config/types.js'
 import { unknownProvider } from '../errors.js'
@@ -125,9 +125,9 @@ function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subje
   return (identity) => {
     const judgement = judge(identity, subject.method, subject.path)
     if (!judgement.admit || subject.overrides.length === 0) return judgement
-    // On the subject's path as told, undefined included (the target refusedOverride passes on is not read).
+    // On the subject's path as told, undefined included (the target forbiddenOverride passes on is not read).
     const onPath: Judge = (who, method) => judge(who, method, subject.path)
-    return refusedOverride(onPath, identity, subject.path ?? '', subject.overrides) ?? judgement
+    return forbiddenOverride(onPath, identity, subject.path ?? '', subject.overrides) ?? judgement
   }
 }
 

@@ -9,7 +9,7 @@
 // never reach the upstream of a protected route (proxy/headers.ts), so they need no judging here.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
-import { bodyOverrides, formKind, queryOverrides, refusedOverride } from '../access/method-override.js'
+import { bodyOverrides, formKind, queryOverrides, forbiddenOverride } from '../access/method-override.js'
 import { refusal } from '../access/refusal.js'
 import type { Judge } from '../access/rules.js'
 import { GatewayError } from '../errors.js'
@@ -106,7 +106,7 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
       }
       methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
     }
-    const refused = methods.length === 0 ? undefined : refusedOverride(route.judge, request.allowed?.identity, request.url, methods)
+    const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, methods)
     if (refused !== undefined) throw refuse(request, route, refused.rule)
     // The very bytes read go upstream; reply-from takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])

@@ -3,7 +3,7 @@
 // once; an outage is logged once when it starts and once when it ends (per node on a Redis Cluster),
 // never once per retry or per failed request (outage-log.ts), naming the connection's last real
 // error; a command Redis answers with an error (OOM, READONLY, NOPERM) is a refusal, logged apart
-// (refusal-log.ts). Writes that must be on a replica before they count (store.waitForReplica) go
+// (command-refusal-log.ts). Writes that must be on a replica before they count (store.waitForReplica) go
 // with a WAIT on a connection of their own (replica-wait.ts).
 import { Redis, Cluster, ReplyError } from 'ioredis'
 import type { Logger } from '../ops/logger.js'
@@ -11,10 +11,10 @@ import type { StoreConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { causeOf, DEFAULT_HYSTERESIS, OutageLog, type Hysteresis } from './outage-log.js'
-import { RefusalLog, refusalReason } from './refusal-log.js'
+import { CommandRefusalLog, commandRefusalReason } from './command-refusal-log.js'
 import { closeWithin, RedisSubscription, type ChannelListener } from './redis-subscription.js'
 import { SentinelWatch, type MasterSwitch } from './sentinel-watch.js'
-import { lockOwner, ReplicaUnacknowledged, StoreRefusal, type LockHandle, type RefusalReason, type SessionStore, type StoreHealth, type WriteOptions } from './store.js'
+import { lockOwner, ReplicaUnacknowledged, StoreRefusal, type LockHandle, type CommandRefusalReason, type SessionStore, type StoreHealth, type WriteOptions } from './store.js'
 import { ReplicaWait } from './replica-wait.js'
 import { createClient, hostPort, sentinelConnection, SUBSCRIBER } from './redis-connection.js'
 import { defineScripts, REPLACE } from './redis-scripts.js'
@@ -74,7 +74,7 @@ async function connected (connection: Redis | Cluster, timeoutMs: number): Promi
 
 export interface RedisStoreOptions {
   /** Told of every failed command (for the store-errors metric), with the reason when Redis refused it. */
-  onCommandError?: (refusal?: RefusalReason) => void
+  onCommandError?: (refusal?: CommandRefusalReason) => void
   /** How long failures (and then answers) must persist before the outage lines are logged. */
   hysteresis?: Hysteresis
   /** The outage lines' clock (how long an outage lasted) and the refusal lines' window. Expiry itself is Redis's own. */
@@ -95,13 +95,13 @@ export class RedisStore implements SessionStore {
   /** Each node of a Redis Cluster, as its own connection sees it. */
   private readonly nodes = new Map<string, OutageLog>()
   /** Commands Redis answered with an error: the store is reachable but refuses them. */
-  private readonly refusals: RefusalLog
+  private readonly refusals: CommandRefusalLog
   /** The Sentinel form: each sentinel's `+switch-master`. */
   private readonly sentinels: SentinelWatch | undefined
   /** store.waitForReplica: the writes that count only once a replica has them, on their own connection. */
   private readonly replicaWait: ReplicaWait | undefined
 
-  private readonly onCommandError: (refusal?: RefusalReason) => void
+  private readonly onCommandError: (refusal?: CommandRefusalReason) => void
   private readonly hysteresis: Hysteresis
   private readonly clock: Clock
 
@@ -115,7 +115,7 @@ export class RedisStore implements SessionStore {
     this.timeoutMs = config.timeoutMs
     this.name = storeName(config)
     this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
-    this.refusals = new RefusalLog(log, { store: this.name }, this.clock)
+    this.refusals = new CommandRefusalLog(log, { store: this.name }, this.clock)
     // ioredis needs an error listener, or it reports each failed reconnection on stderr. The error
     // event carries the cause (ECONNREFUSED, WRONGPASS, NOAUTH, a certificate that does not verify);
     // the close that follows it carries none, so it keeps the cause the outage log already has.
@@ -221,7 +221,7 @@ export class RedisStore implements SessionStore {
    * arguments (keys, sealed values), which never go further than here.
    */
   private refused (error: Error): GatewayError {
-    const reason = refusalReason(error.message)
+    const reason = commandRefusalReason(error.message)
     this.onCommandError(reason)
     this.refusals.refused(reason, error.message)
     return new GatewayError('session_store_unavailable', 'The session store refused the request.', { cause: new StoreRefusal(reason, error.message) })

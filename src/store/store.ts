@@ -149,15 +149,15 @@ export interface SessionStore extends KeyValue, Sets, Lock, Broadcast, Readiness
  * Redis's own error code word (`OOM` under `maxmemory` with `noeviction`, `READONLY` on a replica,
  * `NOPERM` for a missing ACL permission), else `other`. The label of gateway_store_refusals_total.
  */
-export const REFUSAL_REASONS = ['OOM', 'READONLY', 'NOPERM', 'other'] as const
-export type RefusalReason = typeof REFUSAL_REASONS[number]
+export const COMMAND_REFUSAL_REASONS = ['OOM', 'READONLY', 'NOPERM', 'other'] as const
+export type CommandRefusalReason = typeof COMMAND_REFUSAL_REASONS[number]
 
 /**
  * The cause of a `session_store_unavailable` error when the store answered the command with a
  * refusal. `message` is the store's own error text (never a key or a value).
  */
 export class StoreRefusal extends Error {
-  constructor (readonly reason: RefusalReason, message: string, options: { cause?: unknown } = {}) {
+  constructor (readonly reason: CommandRefusalReason, message: string, options: { cause?: unknown } = {}) {
     super(message, options)
     this.name = 'StoreRefusal'
   }

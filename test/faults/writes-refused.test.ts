@@ -10,7 +10,7 @@
 import { readFile } from 'node:fs/promises'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { REFUSAL_LOG_INTERVAL_MS } from '../../src/store/refusal-log.js'
+import { COMMAND_REFUSAL_LOG_INTERVAL_MS } from '../../src/store/command-refusal-log.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { metricValue } from '../helpers/metrics.js'
@@ -124,7 +124,7 @@ describe('writes refused (OOM under noeviction)', () => {
     expect(refused.status).toBe(503)
 
     // One interval later (the gateway's clock), the next refusal is logged with the count left out.
-    at(TOKEN_S - 25 + REFUSAL_LOG_INTERVAL_MS / 1000)
+    at(TOKEN_S - 25 + COMMAND_REFUSAL_LOG_INTERVAL_MS / 1000)
     expect(await ask(cookie)).toEqual({ status: 200, token })
     const second = refusalLines()
     expect(second).toHaveLength(2)

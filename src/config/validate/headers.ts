@@ -78,7 +78,7 @@ export function validateClaimHeaders (issues: Issues, path: Path, raw: Record<st
  * What a route without a session cannot use (rules judge nobody, there are no claims to send), and
  * claim headers named as one of its identity headers or the assertion header (two values for one name).
  */
-export function refuseHeaderClashes (issues: Issues, routes: readonly RouteConfig[], assertionHeader: string): void {
+export function reportHeaderClashes (issues: Issues, routes: readonly RouteConfig[], assertionHeader: string): void {
   routes.forEach((route, i) => {
     if (route.auth === 'none') {
       for (const key of ['allow', 'deny'] as const) {

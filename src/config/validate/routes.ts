@@ -133,7 +133,7 @@ function validateOrigins (issues: Issues, path: Path, raw: string[]): string[] {
  * A less protected route that reaches every upstream path of a protected one is refused at the
  * less protected route's path (partial reach is a warning, see safety.ts's configWarnings).
  */
-export function refuseReachingRoutes (issues: Issues, routes: readonly RouteConfig[]): void {
+export function reportReachingRoutes (issues: Issues, routes: readonly RouteConfig[]): void {
   routes.forEach((other, i) => {
     routes.forEach((target, j) => {
       if (i === j || !lessProtected(other, target) || upstreamReach(other, target) !== 'all') return

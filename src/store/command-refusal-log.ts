@@ -4,31 +4,31 @@
 // Redis's own error text and how many refusals of that reason went unlogged since the last line.
 import type { Logger } from '../ops/logger.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import type { RefusalReason } from './store.js'
+import type { CommandRefusalReason } from './store.js'
 
 /** At most one line per reason in this window. */
-export const REFUSAL_LOG_INTERVAL_MS = 10_000
+export const COMMAND_REFUSAL_LOG_INTERVAL_MS = 10_000
 
 /** Redis's error code word (the first word of its error text), as one of the few the metric knows. */
-export function refusalReason (text: string): RefusalReason {
+export function commandRefusalReason (text: string): CommandRefusalReason {
   const word = /^[A-Z]+/.exec(text)?.[0]
   return word === 'OOM' || word === 'READONLY' || word === 'NOPERM' ? word : 'other'
 }
 
-export class RefusalLog {
+export class CommandRefusalLog {
   /** Per reason: when its last line was written, and the refusals since that were not. */
-  private readonly lines = new Map<RefusalReason, { at: number, suppressed: number }>()
+  private readonly lines = new Map<CommandRefusalReason, { at: number, suppressed: number }>()
 
   constructor (
     private readonly log: Logger,
     private readonly subject: { store: string },
     /** The window's clock; tests move it. */
     private readonly clock: Clock = systemClock,
-    private readonly intervalMs = REFUSAL_LOG_INTERVAL_MS
+    private readonly intervalMs = COMMAND_REFUSAL_LOG_INTERVAL_MS
   ) {}
 
   /** One refused command; `text` is the store's error text (no key, no value). */
-  refused (reason: RefusalReason, text: string): void {
+  refused (reason: CommandRefusalReason, text: string): void {
     const now = this.clock.now()
     const last = this.lines.get(reason)
     if (last && now - last.at < this.intervalMs) {
