@@ -9,7 +9,7 @@
 // paths were read at sign-in, and count a claim a rule names but the session never read as
 // "cannot be told" (deny holds, allow does not), or ask for a new sign-in.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
+import { signIn } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -39,9 +39,7 @@ beforeAll(async () => {
     ...common,
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ claims: { 'realm_access.roles': ['suspended'] } }] }],
   })
-  const alice = new Browser()
-  expect((await alice.navigate(`${before.url}/oauth/login/demo/?next=/oauth/`, { login: 'alice' })).status).toBe(200)
-  cookie = `gw_session=${alice.cookies.get('gw_session')!.value}`
+  cookie = (await signIn(`${before.url}/oauth/login/demo/?next=/oauth/`, 'alice')).cookie
 })
 
 afterAll(async () => {

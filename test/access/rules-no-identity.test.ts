@@ -10,7 +10,7 @@
 // is refused (a deny condition on the person counts as holding, as `unknown` does for method/path).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { compileRules } from '../../src/access/rules.js'
-import { Browser } from '../helpers/browser.js'
+import { signIn } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -56,9 +56,8 @@ afterAll(async () => {
 
 describe('a route that denies staff, and a provider that gives no identity', () => {
   it('keeps bob (staff) out, though his session holds no identity', async () => {
-    const bob = new Browser()
-    expect((await bob.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'bob' })).status).toBe(200)
-    const session = await gateway.app.sessions.load(`gw_session=${bob.cookies.get('gw_session')!.value}`)
+    const { browser: bob, cookie } = await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'bob')
+    const session = await gateway.app.sessions.load(cookie)
     expect(session?.record.identities?.demo).toBeUndefined()
     const before = upstream.seen.length
     const response = await bob.fetch(`${gateway.url}/app/x`, { headers: { accept: 'application/json' } })

@@ -14,7 +14,7 @@ import { stringify } from 'yaml'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { buildGateway } from '../../src/gateway.js'
 import type { FastifyInstance } from 'fastify'
-import { Browser } from '../helpers/browser.js'
+import { Browser, signIn as signInAt } from '../helpers/browser.js'
 import { TEST_SECRET, logCollector, oidcClient, reserveBaseUrl } from '../helpers/gateway.js'
 import { close, listen, releasePort, waitFor } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -110,10 +110,7 @@ afterAll(async () => {
 })
 
 async function signIn (gateway: Instance, login: string, start = '/app/'): Promise<string> {
-  const browser = new Browser()
-  const landed = await browser.navigate(`${gateway.url}${start}`, { login })
-  expect(landed.status).toBe(200)
-  return `gw_session=${browser.cookies.get('gw_session')!.value}`
+  return (await signInAt(`${gateway.url}${start}`, login)).cookie
 }
 
 async function seen (url: string, headers: Record<string, string>): Promise<SeenRequest> {

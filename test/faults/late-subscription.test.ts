@@ -5,7 +5,7 @@
 // (session.cacheTtl), so only the invalidation (or not caching) can explain a 401 within a second.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
+import { signIn as signInAt } from '../helpers/browser.js'
 import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { waitFor } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -51,9 +51,7 @@ async function servedFromCache (gateway: TestGateway, cookie: string): Promise<b
 }
 
 async function signIn (): Promise<string> {
-  const browser = new Browser()
-  expect((await browser.navigate(`${other.url}/app/`)).status).toBe(200)
-  return browser.cookies.get('gw_session')!.value
+  return (await signInAt(`${other.url}/app/`)).value
 }
 
 async function signOut (cookie: string): Promise<void> {

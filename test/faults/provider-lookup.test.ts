@@ -12,7 +12,7 @@ import { generateKeyPair, SignJWT } from 'jose'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { CONNECT_TIMEOUT_MS } from '../../src/oauth/provider-http.js'
-import { Browser } from '../helpers/browser.js'
+import { Browser, signIn as signInAt } from '../helpers/browser.js'
 import { DnsStub, ISSUER_HOST, startNamedStack, TOKEN_HOST } from '../helpers/dns-stub.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import type { TestProvider } from '../helpers/oidc.js'
@@ -92,9 +92,7 @@ class TimedBrowser extends Browser {
 }
 
 async function signIn (): Promise<Browser> {
-  const browser = new Browser()
-  expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
-  return browser
+  return (await signInAt(`${gateway.url}/app/`)).browser
 }
 
 describe('fault: the provider\'s name lookup hangs', () => {

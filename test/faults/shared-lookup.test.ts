@@ -14,7 +14,7 @@
 // (test/helpers/dns-stub.ts): a held lookup is a thread-pool thread taken.
 import { setTimeout as sleep } from 'node:timers/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
+import { Browser, signIn as signInAt } from '../helpers/browser.js'
 import { DnsStub, startNamedStack, TOKEN_HOST } from '../helpers/dns-stub.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import type { TestProvider } from '../helpers/oidc.js'
@@ -86,9 +86,7 @@ class TimedBrowser extends Browser {
 }
 
 async function signIn (): Promise<Browser> {
-  const browser = new Browser()
-  expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
-  return browser
+  return (await signInAt(`${gateway.url}/app/`)).browser
 }
 
 /** A sign-in, timed at its callback: the code exchange asks the token endpoint. */

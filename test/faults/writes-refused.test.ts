@@ -11,7 +11,7 @@ import { readFile } from 'node:fs/promises'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { COMMAND_REFUSAL_LOG_INTERVAL_MS } from '../../src/store/command-refusal-log.js'
-import { Browser } from '../helpers/browser.js'
+import { Browser, signIn as signInAt } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { metricValue } from '../helpers/metrics.js'
 import { refusedUrl } from '../helpers/net.js'
@@ -68,10 +68,8 @@ interface Line { level: number, msg: string, refusal?: string, reason?: string, 
 const refusalLines = () => gateway.logs.map((line) => JSON.parse(line) as Line).filter((line) => line.msg.startsWith('session store refused a command'))
 
 async function signIn (): Promise<{ cookie: string, token: string }> {
-  const browser = new Browser()
-  const response = await browser.navigate(`${gateway.url}/app/`)
-  expect(response.status).toBe(200)
-  return { cookie: browser.cookieHeader(`${gateway.url}/app/`)!, token: (await response.json() as SeenRequest).headers.authorization as string }
+  const { cookie, response } = await signInAt(`${gateway.url}/app/`)
+  return { cookie, token: (await response.json() as SeenRequest).headers.authorization as string }
 }
 
 /** Status and the bearer token the upstream got (if it was reached). */

@@ -74,3 +74,28 @@ export class Browser {
     throw new Error(`no final page after ${options.maxSteps ?? 20} steps from ${url}`)
   }
 }
+
+/** A browser that has signed in, what it landed on, and its session cookie. */
+export interface SignedIn {
+  readonly browser: Browser
+  /** The page it landed on (200). */
+  readonly response: Response
+  /** The session cookie's value. */
+  readonly value: string
+  /** The session cookie as a Cookie header: `<name>=<value>`. */
+  readonly cookie: string
+}
+
+/**
+ * The one way a test signs a person in through the real provider: a new browser opens `url` (a
+ * protected path, or a login URL with `?next=`), signs in as `login` on the provider's form and
+ * consents, and must land with 200 holding the session cookie.
+ */
+export async function signIn (url: string, login?: string, cookieName = 'gw_session'): Promise<SignedIn> {
+  const browser = new Browser()
+  const response = await browser.navigate(url, login === undefined ? {} : { login })
+  if (response.status !== 200) throw new Error(`signing in at ${url} landed with ${response.status}, not 200`)
+  const value = browser.cookies.get(cookieName)?.value
+  if (value === undefined) throw new Error(`signing in at ${url} left no ${cookieName} cookie`)
+  return { browser, response, value, cookie: `${cookieName}=${value}` }
+}

@@ -10,7 +10,7 @@ import { holdAgain, holdPort, releasePort, waitFor } from './net.js'
 import { startOidcProvider, type TestProvider } from './oidc.js'
 import { startRedis } from './redis.js'
 import { startUpstream, type Upstream } from './upstream.js'
-import { Browser } from './browser.js'
+import { signIn } from './browser.js'
 
 export const TEST_SECRET = 'test-session-secret-0123456789-abcdefghij'
 
@@ -188,8 +188,5 @@ export async function startForwardAuthGateway (redisUrl: string, rest: Record<st
 
 /** The session cookie (`gw_session=...`) of `login` signed in at `gateway`'s provider `demo`. */
 export async function sessionCookie (gateway: TestGateway, login: string): Promise<string> {
-  const browser = new Browser()
-  const response = await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login })
-  if (response.status !== 200) throw new Error(`${login} could not sign in: ${response.status}`)
-  return `gw_session=${browser.cookies.get('gw_session')!.value}`
+  return (await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, login)).cookie
 }

@@ -7,7 +7,7 @@
 // is ignored), and repeated or garbled Authorization headers; then the config.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { configProblems } from '../helpers/config.js'
-import { Browser } from '../helpers/browser.js'
+import { signIn } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { clientCredentialsToken } from '../helpers/machine.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -63,9 +63,7 @@ beforeAll(async () => {
   }
   trusting = await startGateway({ ...shared, server: { ...a, trustProxy: ['127.0.0.1'] } })
   untrusting = await startGateway({ ...shared, server: { ...b, trustProxy: ['10.1.2.3'] } })
-  const browser = new Browser()
-  expect((await browser.navigate(`${trusting.url}/oauth/login/demo/?next=/oauth/`, { login: 'alice' })).status).toBe(200)
-  session = `gw_session=${browser.cookies.get('gw_session')!.value}`
+  session = (await signIn(`${trusting.url}/oauth/login/demo/?next=/oauth/`, 'alice')).cookie
 })
 
 afterAll(async () => {

@@ -5,7 +5,7 @@
 import { generateKeyPair, SignJWT, type JWTPayload } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
-import { Browser } from '../helpers/browser.js'
+import { Browser, signIn } from '../helpers/browser.js'
 import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -44,9 +44,8 @@ afterAll(async () => {
 })
 
 async function signedIn (login = 'alice'): Promise<{ browser: Browser, cookie: string }> {
-  const browser = new Browser()
-  expect((await browser.navigate(`${first.url}/app/`, { login })).status).toBe(200)
-  return { browser, cookie: browser.cookies.get('gw_session')!.value }
+  const { browser, value } = await signIn(`${first.url}/app/`, login)
+  return { browser, cookie: value }
 }
 
 async function sessionWorks (cookie: string, on: TestGateway): Promise<boolean> {

@@ -3,7 +3,7 @@
 // out through the other, and the session is gone on both within a second (pub/sub drops the
 // other instance's cached copy).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
+import { signIn } from '../helpers/browser.js'
 import { oidcClient, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -43,9 +43,7 @@ describe('two instances on a Redis Cluster', () => {
   })
 
   it('signs in on one, uses the session and signs out on the other', async () => {
-    const browser = new Browser()
-    expect((await browser.navigate(`${a.url}/app/`, { login: 'dana' })).status).toBe(200)
-    const cookie = `gw_session=${browser.cookies.get('gw_session')!.value}`
+    const { cookie } = await signIn(`${a.url}/app/`, 'dana')
 
     const onB = await fetch(`${b.url}/app/x`, { headers: { ...json, cookie } })
     expect(onB.status).toBe(200)

@@ -7,7 +7,7 @@
 import { createServer } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { Browser } from '../helpers/browser.js'
+import { signIn } from '../helpers/browser.js'
 import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -31,9 +31,7 @@ beforeAll(async () => {
     ],
   })
   gateway = stack.gateway
-  const browser = new Browser()
-  expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'bob' })).status).toBe(200)
-  cookie = `gw_session=${browser.cookies.get('gw_session')!.value}`
+  cookie = (await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'bob')).cookie
 })
 
 afterAll(async () => {

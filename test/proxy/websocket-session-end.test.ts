@@ -9,7 +9,7 @@ import { Redis } from 'ioredis'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { SESSION_ENDED_CODE, SESSION_ENDED_REASON } from '../../src/proxy/session-sockets.js'
-import { Browser } from '../helpers/browser.js'
+import { Browser, signIn as signInAt } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { CI, clientCredentialsToken, RESOURCES } from '../helpers/machine.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
@@ -90,10 +90,7 @@ afterAll(async () => {
 
 /** A browser signed in at the provider `demo` as `login` through the first instance, and its session cookie. */
 async function signIn (login: string): Promise<{ browser: Browser, cookie: string }> {
-  const browser = new Browser()
-  const response = await browser.navigate(`${first.url}/oauth/login/demo/?next=/oauth/`, { login })
-  expect(response.status).toBe(200)
-  return { browser, cookie: `gw_session=${browser.cookies.get('gw_session')!.value}` }
+  return await signInAt(`${first.url}/oauth/login/demo/?next=/oauth/`, login)
 }
 
 /** A browser signed in at the token stub (its token answer shaped by `extra`), and its session cookie. */

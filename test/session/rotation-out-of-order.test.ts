@@ -10,7 +10,7 @@ import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Sealer, SealingKey, keyIdOf } from '../../src/session/seal.js'
 import { decodeRecord, storedJson } from '../../src/session/sealed-record.js'
-import { Browser } from '../helpers/browser.js'
+import { signIn as signInAt } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { metricValue } from '../helpers/metrics.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -67,10 +67,7 @@ const url = (which: 'a' | 'b'): string => `http://127.0.0.1:${instances[which]!.
 
 /** A sign-in at instance A: the session cookie's value. */
 async function signIn (login: string): Promise<string> {
-  const browser = new Browser()
-  const response = await browser.navigate(`${url('a')}/app/`, { login })
-  expect(response.status).toBe(200)
-  return browser.cookies.get('gw_session')!.value
+  return (await signInAt(`${url('a')}/app/`, login)).value
 }
 
 /** The status of an API client's request with `cookie` at one instance, and the bearer token the upstream got. */
