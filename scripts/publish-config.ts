@@ -26,8 +26,12 @@ interface Node {
   [keyword: string]: unknown
 }
 
-/** A `${VAR}` or `${VAR:-default}` reference: allowed wherever a scalar is, since it is replaced before validation. */
-const VARIABLE = { type: 'string', pattern: '\\$\\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\\}', description: 'Replaced from the environment before validation.' }
+/**
+ * A value that is one `${VAR}` or `${VAR:-default}` reference, as a whole: allowed wherever a scalar
+ * is, since it is replaced before validation. Only the whole value: a reference inside a value with
+ * a pattern (`/oauth/${X}`) would otherwise pass the editor whatever the rest of it says.
+ */
+const VARIABLE = { type: 'string', pattern: '^\\$\\{[A-Za-z_][A-Za-z0-9_]*(:-[^}]*)?\\}$', description: 'Replaced from the environment before validation.' }
 
 const types = (node: Node): string[] => node.type === undefined ? [] : Array.isArray(node.type) ? node.type : [node.type]
 

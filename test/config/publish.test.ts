@@ -132,6 +132,13 @@ describe('an editor reports what --check reports', () => {
     expect((error as ConfigError).problems).toContainEqual(expect.objectContaining({ path, message: expect.stringContaining(message) }))
   })
 
+  it('gives no pass to a ${VAR} inside a value with a form, only to one that is the whole value', () => {
+    expect(editorCheck(route({ path: '/oauth/${X}' }))).toBe(false)
+    expect(editorCheck(route({ identityHeaders: { user: 'X_User${X}' } }))).toBe(false)
+    expect(editorCheck({ ...BASE, session: { secret: GOOD_SECRET, cookieName: 'gw;${X}' } })).toBe(false)
+    expect(editorCheck(route({ path: '${APP_PATH}', timeout: '${TIMEOUT:-30s}' })), JSON.stringify(editorCheck.errors)).toBe(true)
+  })
+
   it('and passes what both accept, written with spaces around it and in any case', () => {
     const config = route({ public: [' get /app/static/* ', 'OPTIONS *'], allow: [{ methods: [' post '], emails: [' Alice@Example.com '], domains: ['@example.org'] }], rewritePrefix: '/' })
     expect(editorCheck(config), JSON.stringify(editorCheck.errors)).toBe(true)
