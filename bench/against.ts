@@ -89,8 +89,10 @@ async function samePackages (ours: string, theirs: string): Promise<boolean> {
 }
 
 /**
- * `ref` built in a worktree of its own (reused while it holds that commit's build): with this
- * tree's node_modules when both lockfiles install the same packages, else with its own `npm ci`.
+ * `ref` built in a worktree of its own (reused while it holds that commit's build and its
+ * node_modules resolve): with this tree's node_modules when both lockfiles install the same
+ * packages, else with its own `npm ci`. A worktree whose node_modules link points at a tree since
+ * removed (another clone's) is built again.
  */
 export async function buildRef (ref: string): Promise<Build> {
   const name = ref === 'release' ? (await lastRelease()).commit : ref
@@ -98,7 +100,8 @@ export async function buildRef (ref: string): Promise<Build> {
   const dir = join(tmpdir(), 'gateway-bench-against', commit)
   const main = join(dir, 'dist/src/main.js')
   const label = `${ref === 'release' ? `${(await lastRelease()).version} ` : ''}${commit.slice(0, 7)}`
-  const built = await access(main).then(() => true, () => false)
+  const exists = async (path: string) => await access(path).then(() => true, () => false)
+  const built = await exists(main) && await exists(join(dir, 'node_modules', 'fastify', 'package.json'))
   if (!built) {
     await rm(dir, { recursive: true, force: true })
     await git('worktree', 'prune')

@@ -27,9 +27,18 @@ export function which (binary: string): string | undefined {
   }
 }
 
+/**
+ * `child` once it answers `path` below 500. A process that exits first ends the wait at once, with
+ * its exit code and the end of its stderr (when piped): the cause, not a 20 s timeout.
+ */
 export async function started (name: string, child: ChildProcess, url: string, path = '/'): Promise<Target> {
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
-  await waitFor(async () => (await fetch(`${url}${path}`)).status < 500, 20_000, `${name} at ${url}`)
+  let stderr = ''
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr = (stderr + chunk).slice(-2000) })
+  // 'close', not 'exit': by then the last of its stderr has been read.
+  const died = new Promise<void>((resolve) => child.once('close', () => resolve())).then(() => { throw new Error(`${name} exited (${child.signalCode ?? child.exitCode}) before it answered at ${url}${stderr === '' ? '' : `:\n${stderr}`}`) })
+  died.catch(() => {})
+  await Promise.race([waitFor(async () => (await fetch(`${url}${path}`)).status < 500, 20_000, `${name} at ${url}`), died])
   return {
     name,
     url,
@@ -146,7 +155,8 @@ export async function startGateway (options: GatewayOptions & { port: number }):
   }))
   const shipped = options.startCommand ?? { nodeArgs: GATEWAY_NODE_FLAGS, env: GATEWAY_NODE_ENV }
   const child = spawn(process.execPath, [...shipped.nodeArgs, ...(options.nodeArgs ?? []), options.main ?? 'dist/src/main.js', '--config', file], {
-    stdio: 'ignore', env: { ...process.env, ...shipped.env, LOG_LEVEL: options.logLevel ?? 'info', ...options.env },
+    // stderr: what a gateway that fails to start says (its log lines go to stdout, not read).
+    stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...shipped.env, LOG_LEVEL: options.logLevel ?? 'info', ...options.env },
   })
   return await started(options.name, child, url, '/readyz')
 }
