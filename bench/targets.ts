@@ -32,11 +32,11 @@ export function which (binary: string): string | undefined {
  * its exit code and the end of its stderr (when piped): the cause, not a 20 s timeout.
  */
 export async function started (name: string, child: ChildProcess, url: string, path = '/'): Promise<Target> {
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+  // 'close', not 'exit': by then the last of its stderr has been read.
+  const exited = new Promise<void>((resolve) => child.once('close', () => resolve()))
   let stderr = ''
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => { stderr = (stderr + chunk).slice(-2000) })
-  // 'close', not 'exit': by then the last of its stderr has been read.
-  const died = new Promise<void>((resolve) => child.once('close', () => resolve())).then(() => { throw new Error(`${name} exited (${child.signalCode ?? child.exitCode}) before it answered at ${url}${stderr === '' ? '' : `:\n${stderr}`}`) })
+  const died = exited.then(() => { throw new Error(`${name} exited (${child.signalCode ?? child.exitCode}) before it answered at ${url}${stderr === '' ? '' : `:\n${stderr}`}`) })
   died.catch(() => {})
   await Promise.race([waitFor(async () => (await fetch(`${url}${path}`)).status < 500, 20_000, `${name} at ${url}`), died])
   return {

@@ -70,7 +70,8 @@ export function respond (verdict: Verdict, authorization: string | undefined, si
     user: auditUser(verdict),
     rule: auditRule(verdict),
     credential,
-    ...(verdict.kind === 'token_refused' ? { reason: verdict.problem } : {}),
+    // Undefined elsewhere: the log line leaves it out (pino writes no undefined field).
+    reason: verdict.kind === 'token_refused' ? verdict.problem : undefined,
   }
   switch (verdict.kind) {
     case 'allow':
