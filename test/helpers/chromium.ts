@@ -4,13 +4,19 @@
 import { existsSync } from 'node:fs'
 import { chromium, type Browser, type Page } from 'playwright-core'
 
-export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'
+/**
+ * Debian's `chromium-headless-shell` when it is there, else its `chromium`. The shell is the same
+ * Chromium (Blink, V8, the network stack) without the desktop browser's user interface: what
+ * Playwright itself runs for headless tests. On 2 cores the browser tests cost a quarter of the
+ * CPU with it: 14 s of the suite's CPU instead of 54 s (measured 2026-11-29, the same pages).
+ */
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? ['/usr/bin/chromium-headless-shell', '/usr/bin/chromium'].find((path) => existsSync(path)) ?? '/usr/bin/chromium'
 
 /** Where browser tests leave screenshots for a person to look at. */
 export const ARTIFACTS = 'test/artifacts'
 
 export async function launchChromium (): Promise<Browser> {
-  if (!existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium (or set CHROMIUM_PATH)`)
+  if (!existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: apt-get install -y chromium-headless-shell (or chromium, or set CHROMIUM_PATH)`)
   return await chromium.launch({
     executablePath: CHROMIUM,
     args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
