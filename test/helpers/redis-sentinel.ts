@@ -193,6 +193,14 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
       redis.disconnect()
     }
   }
+  /**
+   * Sentinel asks each Redis it watches for INFO every 10 s (1 s while a failover runs), and demotes
+   * a failed-over master that is back only once it has reported the wrong role for four publish
+   * periods (2 s each): the fault tests waited 8-10 s for that. Sentinel's own test switch
+   * (`SENTINEL DEBUG`, Redis 7.0) sets the periods to 1 s and 250 ms; not a config-file directive,
+   * so it is set again on every start. True once the sentinel took them.
+   */
+  const quicken = (port: number) => ask(port, async (r) => await r.call('SENTINEL', 'DEBUG', 'info-period', '1000', 'publish-period', '250') === 'OK')
   try {
     const master = member(start(files.master), masterPort)
     const replica = member(start(files.replica), replicaPort)
@@ -211,10 +219,11 @@ export async function startSentinelSet (options: SentinelSetOptions = {}): Promi
         kill: async () => { await kill(child) },
         start: async () => {
           child = start(files.sentinel(port), '--sentinel')
-          await waitFor(() => ask(port, async (r) => await r.ping() === 'PONG'), 10_000, `redis sentinel on port ${port} again`)
+          await waitFor(() => quicken(port), 10_000, `redis sentinel on port ${port} again`)
         },
       }
     })
+    for (const port of sentinelPorts) await waitFor(() => quicken(port), 10_000, `redis sentinel on port ${port}`)
     // Each sentinel knows the master and, from the master's INFO, its replica.
     for (const port of sentinelPorts) {
       await waitFor(() => ask(port, async (r) => {
