@@ -1,4 +1,5 @@
-import { availableParallelism } from 'node:os'
+import { availableParallelism, tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { configDefaults, defineConfig } from 'vitest/config'
 import { BaseSequencer, type TestSpecification } from 'vitest/node'
 
@@ -27,6 +28,11 @@ class FailoverFirst extends BaseSequencer {
     return [...sorted.filter(first), ...sorted.filter((file) => !first(file))]
   }
 }
+
+// Node's on-disk cache of compiled code (Node 22.1+), for the workers' packages and for every
+// gateway, CLI and demo process the tests start (they inherit it): a gateway process starts on
+// about a fifth less CPU. Stale entries are never used (each is checked against its source).
+process.env.NODE_COMPILE_CACHE ??= join(tmpdir(), 'oauth-gateway-test-compile-cache')
 
 export default defineConfig({
   test: {

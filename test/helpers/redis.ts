@@ -2,7 +2,7 @@
 // image exists), else a spawned `redis-server` on a free port, else REDIS_URL. Never a fake.
 // TEST_REDIS=container|spawn|url forces one path.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
 import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -101,7 +101,8 @@ export async function removePooledContainers (runPid: number): Promise<void> {
  */
 async function clean (url: string, empty: boolean): Promise<boolean> {
   const { Redis } = await import('ioredis')
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null })
+  // Bounded: a server a fault test froze (SIGSTOP) answers nothing, and then counts as unclean.
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000 })
   try {
     await client.connect()
     if (empty) {
@@ -187,6 +188,65 @@ export async function launched (child: ChildProcess): Promise<void> {
 /** How many ports from the OS a spawned redis-server is offered before its start counts as failed. */
 const PORT_OFFERS = 5
 
+/**
+ * Spawned servers a finished test file released, emptied, for the worker's next file, as `idle`
+ * keeps containers: starting a process from a test worker costs about a tenth of a second of CPU
+ * (the worker is large), and 80-odd files each started one. Only servers of the default path are
+ * kept: a fault test that asks for a spawned server (`startRedis('spawn')`) stops, freezes or
+ * restarts it, and gets one of its own.
+ */
+const idleSpawned: Array<{ url: string, stop (): Promise<void> }> = []
+
+/**
+ * Where each worker lists the pids of the servers it keeps, for test/global-setup.ts to stop those
+ * a worker left when it was killed (a worker that exits stops its own: `process.on('exit')`).
+ */
+export function spawnedPidDir (runPid: number): string {
+  return join(tmpdir(), `gateway-test-redis-${runPid}`)
+}
+
+/** Every spawned server of this worker still running, with its pid file. */
+const running = new Map<ChildProcess, string>()
+process.on('exit', () => {
+  for (const [child, pidFile] of running) {
+    child.kill('SIGKILL')
+    rmSync(pidFile, { force: true })
+  }
+})
+
+async function takeIdleSpawned (): Promise<{ url: string, stop (): Promise<void> } | undefined> {
+  for (let taken = idleSpawned.pop(); taken; taken = idleSpawned.pop()) {
+    if (await clean(taken.url, false)) return taken
+    await taken.stop()
+  }
+  return undefined
+}
+
+/** The default path's spawned server: one a previous file of this worker released, else a new one. */
+async function startPooledSpawned (binary: string): Promise<TestRedis> {
+  const taken = await takeIdleSpawned() ?? await startSpawned(binary, {})
+  let inUse = true
+  const stop = async () => {
+    if (!inUse) return
+    inUse = false
+    await taken.stop()
+  }
+  return {
+    url: taken.url,
+    kind: 'spawn',
+    stop,
+    release: async () => {
+      if (!inUse) return
+      if (await clean(taken.url, true)) {
+        inUse = false
+        idleSpawned.push(taken)
+      } else {
+        await stop()
+      }
+    },
+  }
+}
+
 async function startSpawned (binary: string, options: RedisOptions): Promise<TestRedis> {
   const dir = options.persistent ? await mkdtemp(join(tmpdir(), 'gw-redis-')) : undefined
   let port = 0
@@ -196,7 +256,15 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
   const start = async () => {
     child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
       ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])], { stdio: ['ignore', 'pipe', 'pipe'] })
-    exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    const pidFile = join(spawnedPidDir(process.ppid), String(child.pid))
+    mkdirSync(spawnedPidDir(process.ppid), { recursive: true })
+    writeFileSync(pidFile, '')
+    running.set(child, pidFile)
+    exited = new Promise<void>((resolve) => child.once('exit', () => {
+      running.delete(child)
+      rmSync(pidFile, { force: true })
+      resolve()
+    }))
     await launched(child)
   }
   const stop = async () => {
@@ -223,7 +291,7 @@ export async function startRedis (forced = process.env.TEST_REDIS as RedisKind |
   const binary = redisServerPath()
   if (forced === 'spawn' || (forced === undefined && binary)) {
     if (!binary) throw new Error('TEST_REDIS=spawn, but redis-server is not on PATH (apt-get install -y redis-server)')
-    return await startSpawned(binary, options)
+    return forced === undefined && !options.persistent ? await startPooledSpawned(binary) : await startSpawned(binary, options)
   }
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, kind: 'url', stop: async () => {}, release: async () => {} }
   throw new Error('No Redis for the tests: start a Docker engine with the test image (bash scripts/docker-test-env.sh), ' +
