@@ -2,20 +2,20 @@
 // (judged by access/gate.ts, as the proxy judges a GET of the route's path), the page they came from
 // first, "Signed in as <name> with <provider>" instead of a Sign-in button for that provider, and
 // every name, claim and path escaped. Hostile `next` values never become the first link.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { homePage } from '../../src/http/pages.js'
 import { Browser } from '../helpers/browser.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 let upstream: Upstream
-let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 let alice: Browser
 
-beforeAll(async () => {
+it.beforeAll(async ({ startStack }) => {
   upstream = await startUpstream()
-  stack = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'memory' },
     routes: [
       { path: '/app/', upstream: upstream.url, provider: 'demo' },
@@ -27,13 +27,11 @@ beforeAll(async () => {
       { path: '/open/', upstream: upstream.url, auth: 'none' },
     ],
   })
-  gateway = stack.gateway
   alice = new Browser()
   expect((await alice.navigate(`${gateway.url}/app/`, { login: 'alice' })).status).toBe(200)
 })
 
 afterAll(async () => {
-  await stack?.close()
   await upstream?.close()
 })
 

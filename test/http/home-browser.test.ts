@@ -5,29 +5,27 @@
 import { createSecretKey } from 'node:crypto'
 import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { issueState } from '../../src/oauth/state.js'
 import { deriveKey, keyIdOf } from '../../src/session/seal.js'
 import { stateKey } from '../../src/oauth/signed-state.js'
 import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
-import { startGatewayWithProvider, TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 let upstream: Upstream
-let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 let browser: Browser
 
-beforeAll(async () => {
+it.beforeAll(async ({ startStack }) => {
   await mkdir(ARTIFACTS, { recursive: true })
   upstream = await startUpstream()
-  stack = await startGatewayWithProvider({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }] })
-  gateway = stack.gateway
+  gateway = await startStack({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }] })
   browser = await sharedChromium()
 })
 
 afterAll(async () => {
-  await stack?.close()
   await upstream?.close()
 })
 

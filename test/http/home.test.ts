@@ -1,24 +1,15 @@
 // The gateway's home page, /oauth/: where a refused `next` and every "start over" link lead. `/`
 // redirects there when no route serves it; browsers get a page (who is signed in, a sign-in link
 // per provider, a sign-out form), API clients the /oauth/userinfo/ JSON shape.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 
-let upstream: Upstream
-let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 
-beforeAll(async () => {
-  upstream = await startUpstream()
-  stack = await startGatewayWithProvider({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }] })
-  gateway = stack.gateway
-})
-
-afterAll(async () => {
-  await stack?.close()
-  await upstream?.close()
+it.beforeAll(async ({ startStack, upstream }) => {
+  gateway = await startStack({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }] })
 })
 
 describe('/oauth/', () => {

@@ -5,42 +5,38 @@
 // and a multipart one with a file), and a reload does not post again.
 import { Redis } from 'ioredis'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { sharedChromium } from '../helpers/chromium.js'
 import { startFormUpstream, type FormUpstream } from '../helpers/form-upstream.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { TestRedis } from '../helpers/redis.js'
 
 let redis: TestRedis
 let client: Redis
 let upstream: FormUpstream
 let gateway: TestGateway
-let closeAll: () => Promise<void>
 let browser: Browser
 let context: BrowserContext
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, redis: fileRedis }) => {
+  redis = fileRedis
   client = new Redis(redis.url)
   upstream = await startFormUpstream()
-  const started = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     // Read from the store on every request: a session ended there is gone at once.
     session: { cacheTtl: 0 },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '64KiB' }],
   })
-  gateway = started.gateway
-  closeAll = started.close
   browser = await sharedChromium()
   context = await browser.newContext()
 })
 
 afterAll(async () => {
   await context?.close()
-  await closeAll?.()
   client?.disconnect()
   await upstream?.close()
-  await redis?.release()
 })
 
 /** Signs in as alice on the provider's pages the browser is on (consenting the first time: the provider remembers it). */

@@ -6,11 +6,12 @@
 // the form cookie is `__Host-<name>_form` (Path=/, Secure, no Domain), end to end, and a cookie of
 // the plain name is not read. Real sockets, real Redis, the real authorization server.
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
+import { afterAll, beforeEach, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { TestRedis } from '../helpers/redis.js'
 
 const MARKER = 'gateway-preserved-form=1'
 const URLENCODED = 'application/x-www-form-urlencoded'
@@ -21,27 +22,22 @@ let redis: TestRedis
 let client: Redis
 let upstream: FormUpstream
 let gateway: TestGateway
-let closeAll: () => Promise<void>
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, redis: fileRedis }) => {
+  redis = fileRedis
   client = new Redis(redis.url)
   upstream = await startFormUpstream()
-  const started = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     // Secure cookies on the test's http address: what an https deployment sets.
     session: { cacheTtl: 0, cookieName: SESSION, cookieSecure: true },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB' }],
   })
-  gateway = started.gateway
-  closeAll = started.close
 })
 
 afterAll(async () => {
-  await closeAll?.()
   client?.disconnect()
   await upstream?.close()
-  await redis?.release()
 })
 
 beforeEach(async () => {

@@ -6,38 +6,35 @@
 // where the proxy takes the socket over, since Fastify's LogController never sees that request end.
 import { createServer } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { signIn } from '../helpers/browser.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { close, listen } from '../helpers/net.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import type { TestRedis } from '../helpers/redis.js'
 
 let redis: TestRedis
-let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 const upstreamServer = createServer()
 let cookie = ''
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, redis: fileRedis }) => {
+  redis = fileRedis
   const wss = new WebSocketServer({ server: upstreamServer })
   wss.on('connection', (socket) => socket.on('message', (data) => socket.send(data)))
   const upstream = await listen(upstreamServer)
-  stack = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     routes: [
       { path: '/live/', upstream, provider: 'demo', websocket: true, rewritePrefix: '/live/', allow: [{ users: ['bob'] }] },
       { path: '/closed/', upstream, provider: 'demo', websocket: true, rewritePrefix: '/closed/', deny: [{ users: ['bob'] }] },
     ],
   })
-  gateway = stack.gateway
   cookie = (await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'bob')).cookie
 })
 
 afterAll(async () => {
-  await stack?.close()
   await close(upstreamServer)
-  await redis?.release()
 })
 
 /** Opens `path` and, once open, round-trips one message through the upstream: 101, or the handshake's status. */

@@ -8,12 +8,13 @@
 //   live session (stale entries of re-keyed sessions count toward the 50).
 import { createServer } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
-import { sessionStatus, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { sessionStatus, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { close, listen } from '../helpers/net.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import type { TestRedis } from '../helpers/redis.js'
 
 const URLENCODED = 'application/x-www-form-urlencoded'
 const MARKER = 'gateway-preserved-form=1'
@@ -22,16 +23,15 @@ let redis: TestRedis
 let forms: FormUpstream
 const wsServer = createServer((_req, res) => res.end('plain'))
 let gateway: TestGateway
-let closeAll: () => Promise<void>
 const opened: WebSocket[] = []
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, redis: fileRedis }) => {
+  redis = fileRedis
   forms = await startFormUpstream()
   const wss = new WebSocketServer({ server: wsServer })
   wss.on('connection', (socket) => socket.on('message', (data) => socket.send(`echo ${String(data)}`)))
   const wsUpstream = await listen(wsServer)
-  const started = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     session: { cacheTtl: 0 },
     routes: [
@@ -39,16 +39,12 @@ beforeAll(async () => {
       { path: '/live/', upstream: wsUpstream, provider: 'demo', websocket: true },
     ],
   })
-  gateway = started.gateway
-  closeAll = started.close
 })
 
 afterAll(async () => {
   for (const socket of opened) socket.close()
-  await closeAll?.()
   await forms?.close()
   await close(wsServer)
-  await redis?.release()
 })
 
 /** A browser signed in as `login` (its gateway session cookie is in `browser.cookies`). */

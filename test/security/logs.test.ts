@@ -1,10 +1,11 @@
 // Query-string values never reach the logs (docs/security.md): on every route a logged URL
 // keeps its path and the query's names, not their values. A real gateway, echo upstream and
 // authorization server; every captured line is searched for the values sent.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { loggableUrl } from '../../src/ops/logger.js'
 import { Browser } from '../helpers/browser.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 /** Secret-looking values, each sent once in a query string. */
@@ -18,21 +19,19 @@ const VALUES = {
 
 let upstream: Upstream
 let gateway: TestGateway
-let close: () => Promise<void>
 
-beforeAll(async () => {
+it.beforeAll(async ({ startStack }) => {
   upstream = await startUpstream()
-  ;({ gateway, close } = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'memory' },
     routes: [
       { path: '/app/', upstream: upstream.url, provider: 'demo' },
       { path: '/open/', upstream: upstream.url, auth: 'none' },
     ],
-  }))
+  })
 })
 
 afterAll(async () => {
-  await close?.()
   await upstream?.close()
 })
 

@@ -8,26 +8,26 @@
 import { request as httpRequest } from 'node:http'
 import { connect } from 'node:net'
 import fc from 'fast-check'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { send } from '../helpers/form-upstream.js'
-import { sessionCookie, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { sessionCookie, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { effectiveMethod, startOverrideUpstream, type OverrideUpstream } from '../helpers/override-upstream.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import type { TestRedis } from '../helpers/redis.js'
 
 const FORM = 'application/x-www-form-urlencoded'
 const MIB = 1024 * 1024
 
 let redis: TestRedis
 let app: OverrideUpstream
-let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 let cookie: string
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, redis: fileRedis }) => {
+  redis = fileRedis
   app = await startOverrideUpstream()
-  stack = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     routes: [
       { path: '/app/', upstream: app.url, provider: 'demo', allow: [{ methods: ['GET', 'POST'] }] },
@@ -38,14 +38,11 @@ beforeAll(async () => {
       { path: '/uploads/', upstream: app.url, provider: 'demo', methodOverrideMaxBody: '3MiB', allow: [{ methods: ['GET', 'POST'] }] },
     ],
   })
-  gateway = stack.gateway
   cookie = await sessionCookie(gateway, 'alice')
 })
 
 afterAll(async () => {
-  await stack?.close()
   await app?.close()
-  await redis?.release()
 })
 
 interface Outcome { status: number, error: string | undefined, reached: boolean, body: Buffer | undefined, method: string | undefined }

@@ -4,22 +4,22 @@
 // name) are refused with 400 as ambiguous; a part named by its Content-ID alone (Rack's reading) is
 // judged as a field. Behind the gateway an application that honours `_method` and reads boundaries as
 // Rack and PHP do (test/helpers/override-upstream.ts); a real provider, real Redis, a signed-in person.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { send } from '../helpers/form-upstream.js'
-import { sessionCookie, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { sessionCookie, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { effectiveMethod, startOverrideUpstream, type OverrideUpstream } from '../helpers/override-upstream.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import type { TestRedis } from '../helpers/redis.js'
 
 let redis: TestRedis
 let app: OverrideUpstream
-let stack: Awaited<ReturnType<typeof startGatewayWithProvider>>
 let gateway: TestGateway
 let cookie: string
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, redis: fileRedis }) => {
+  redis = fileRedis
   app = await startOverrideUpstream()
-  stack = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     routes: [
       { path: '/app/', upstream: app.url, provider: 'demo', allow: [{ methods: ['GET', 'POST'] }] },
@@ -27,14 +27,11 @@ beforeAll(async () => {
       { path: '/open/', upstream: app.url, provider: 'demo' },
     ],
   })
-  gateway = stack.gateway
   cookie = await sessionCookie(gateway, 'alice')
 })
 
 afterAll(async () => {
-  await stack?.close()
   await app?.close()
-  await redis?.release()
 })
 
 interface Outcome { status: number, error: string | undefined, message: string | undefined, reached: boolean, method: string | undefined }

@@ -8,11 +8,12 @@
 import { createServer } from 'node:http'
 import fc from 'fast-check'
 import type { BrowserContext } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { sharedChromium, signInAt } from '../helpers/chromium.js'
-import { endedElsewhere, sessionCookie, sessionStatus, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { endedElsewhere, sessionCookie, sessionStatus, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { close, listen } from '../helpers/net.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import type { TestRedis } from '../helpers/redis.js'
 
 /** Every spelling of "everywhere" a query may carry: the parser's own, and those it reads otherwise. */
 const SPELLINGS = [
@@ -27,31 +28,26 @@ ${SPELLINGS.map((query) => `<img src="/oauth/logout/?${query}" alt="">`).join('\
 
 let redis: TestRedis
 let gateway: TestGateway
-let closeAll: () => Promise<void>
 let context: BrowserContext
 const app = createServer((req, res) => {
   res.setHeader('content-type', 'text/html; charset=utf-8')
   res.end(req.url === '/app/hostile' ? PAGE : '<!doctype html><h1>Home</h1>')
 })
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, redis: fileRedis }) => {
+  redis = fileRedis
   const upstream = await listen(app)
-  const started = await startGatewayWithProvider({
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     session: { cacheTtl: '10s' },
     routes: [{ path: '/app/', upstream, provider: 'demo' }],
   })
-  gateway = started.gateway
-  closeAll = started.close
   context = await (await sharedChromium()).newContext()
 })
 
 afterAll(async () => {
   await context?.close()
-  await closeAll?.()
   await close(app)
-  await redis?.release()
 })
 
 /** The Chromium context's session cookie's value. */
