@@ -40,6 +40,8 @@ beforeAll(async () => {
     routes: [
       { path: '/app/', upstream: upstream.url, provider: 'demo', rewritePrefix: '/inner/', timeout: `${APP_TIMEOUT_MS}ms` },
       { path: '/same', upstream: upstream.url, provider: 'demo' },
+      // The default timeout: a 3 MiB upload may take longer than /app/'s 300 ms to reach a busy upstream.
+      { path: '/uploads/', upstream: upstream.url, provider: 'demo' },
       { path: '/public/', upstream: upstream.url, auth: 'none' },
       { path: '/down/', upstream: deadUpstream, auth: 'none' },
     ],
@@ -152,7 +154,7 @@ describe('a protected route with a token', () => {
     'streams a request body of type %s upstream unparsed, beyond any body limit', async (type) => {
       // Bytes, not a string: fetch would declare a string text/plain itself.
       const body = new Uint8Array(3 * 1024 * 1024).fill(97)
-      const response = await signedIn.fetch(`${gateway.url}/app/count`, { method: 'POST', body, headers: { accept: 'application/json', ...(type ? { 'content-type': type } : {}) } })
+      const response = await signedIn.fetch(`${gateway.url}/uploads/count`, { method: 'POST', body, headers: { accept: 'application/json', ...(type ? { 'content-type': type } : {}) } })
       expect(response.status).toBe(200)
       expect(await response.json()).toEqual({ bytes: body.length })
     })
