@@ -8,12 +8,13 @@
 // the accounts lack: bob (staff) signs in without an identity and the route's `deny: [{ groups:
 // [staff] }]` no longer keeps him out. The suggested fix: with any rule given, an undefined identity
 // is refused (a deny condition on the person counts as holding, as `unknown` does for method/path).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { compileRules } from '../../src/access/rules.js'
 import { signIn } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import type { TestRedis } from '../helpers/redis.js'
 import { lists } from '../helpers/rules.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -35,13 +36,11 @@ let upstream: Upstream
 let op: TestProvider
 let gateway: TestGateway
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, op: workerOp, redis: fileRedis }) => {
+  redis = fileRedis
+  op = workerOp
   upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-  gateway = await startGateway({
-    server: { port, baseUrl },
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     providers: { demo: { ...oidcClient(op.issuer, 'c', 's', 'openid email groups'), claims: { user: 'nickname' } } },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ groups: ['staff'] }] }],
@@ -49,9 +48,7 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await gateway?.close()
-  await Promise.all([op?.close(), upstream?.close()])
-  await redis?.release()
+  await upstream?.close()
 })
 
 describe('a route that denies staff, and a provider that gives no identity', () => {

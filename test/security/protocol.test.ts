@@ -3,15 +3,16 @@
 // unverified e-mail address that never satisfies an `emails`/`domains` allow rule. Real Redis, the
 // real oidc-provider (demo/authorization-server.ts), sign-ins walked up to the callback and the
 // callback then sent as it came or altered.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { compileRules } from '../../src/access/rules.js'
 import { lists } from '../helpers/rules.js'
 import { identityFrom } from '../../src/oauth/claims.js'
 import { Browser } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import type { TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 const json = { accept: 'application/json' }
@@ -20,13 +21,11 @@ let upstream: Upstream
 let op: TestProvider
 let gateway: TestGateway
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, op: workerOp, redis: fileRedis }) => {
+  redis = fileRedis
+  op = workerOp
   upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-  gateway = await startGateway({
-    server: { port, baseUrl },
+  gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid profile email groups') },
     routes: [
@@ -39,9 +38,7 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await gateway?.close()
-  await Promise.all([op?.close(), upstream?.close()])
-  await redis?.release()
+  await upstream?.close()
 })
 
 /** A fresh browser, walked through the provider up to (not into) the gateway's callback. */

@@ -4,11 +4,12 @@
 // browsers are sent to sign in, API clients get 401, and the session is ended (gone from Redis,
 // heard by Sessions.onEnded) though it was used all along.
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import type { TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 const MINUTE = 60_000
@@ -22,14 +23,13 @@ let gateway: TestGateway
 const clock = { ms: Date.now(), now (): number { return this.ms } }
 const ended: string[] = []
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, op: workerOp, redis: fileRedis }) => {
+  redis = fileRedis
+  op = workerOp
   client = new Redis(redis.url)
   upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c')])
-  gateway = await startGateway({
-    server: { port, baseUrl, trustProxy: ['127.0.0.1'] },
+  gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
     session: { ttl: '8h', maxAge: '5m' },
     store: { type: 'redis', url: redis.url, keyPrefix: 'maxage:' },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
@@ -40,10 +40,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   client?.disconnect()
-  await gateway?.close()
-  await op?.close()
   await upstream?.close()
-  await redis?.release()
 })
 
 /** The status (and Location) of an API client's or a browser's GET of `path` with `cookie`. */
