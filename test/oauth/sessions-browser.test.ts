@@ -5,25 +5,21 @@
 // left, and the other client is signed out.
 import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { Browser as Client } from '../helpers/browser.js'
 import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
-import { oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
-let op: TestProvider
 let upstream: Upstream
 let gateway: TestGateway
 let browser: Browser
 
-beforeAll(async () => {
+it.beforeAll(async ({ startStack, op }) => {
   await mkdir(ARTIFACTS, { recursive: true })
   upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c')])
-  gateway = await startGateway({
-    server: { port, baseUrl },
+  gateway = await startStack({
     store: { type: 'memory' },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
@@ -32,8 +28,7 @@ beforeAll(async () => {
 })
 
 afterAll(async () => {
-  await gateway?.close()
-  await Promise.all([op?.close(), upstream?.close()])
+  await upstream?.close()
 })
 
 describe('your sessions in a real browser', () => {

@@ -3,28 +3,24 @@
 // and forward-auth's error carries none of the session's credentials (before the request pipeline
 // was one, forward-auth set the bearer token and identity headers and only then signed, so its 503
 // went out with `Authorization: Bearer ...` and `X-Forwarded-User`).
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { GatewayError } from '../../src/errors.js'
 import { Browser } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 describe('an assertion that cannot be signed', () => {
   let upstream: Upstream
-  let op: TestProvider
   let gateway: TestGateway
   let cookie: string
 
-  beforeAll(async () => {
+  it.beforeAll(async ({ startStack }) => {
     upstream = await startUpstream()
-    const { port, baseUrl } = await reserveBaseUrl()
-    op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-    gateway = await startGateway({
-      server: { port, baseUrl, trustProxy: ['127.0.0.1'] },
+    gateway = await startStack({
+      server: { trustProxy: ['127.0.0.1'] },
       assertion: {},
       store: { type: 'memory' },
-      providers: { demo: oidcClient(op.issuer, 'c', 's') },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', assertion: true }],
     })
     // Signed in without visiting /app/, so that no assertion is cached yet.
@@ -35,8 +31,6 @@ describe('an assertion that cannot be signed', () => {
   })
 
   afterAll(async () => {
-    await gateway?.close()
-    await op?.close()
     await upstream?.close()
   })
 
