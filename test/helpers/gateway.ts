@@ -64,18 +64,26 @@ export async function startGateway (raw: Record<string, unknown>, options: Start
     }
   } catch (error) {
     await app.close()
-    await releasePort(config.server.port)
+    // A reserved port goes back to its hold (the next start on it, such as the shared stack's next
+    // file, relies on it); any other is let go.
+    if (reserved) await holdAgainOrSay(config.server.port)
+    else await releasePort(config.server.port)
     throw error
   }
   const close = async () => {
     await app.close()
-    if (reserved) await holdAgain(config.server.port)
+    if (reserved) await holdAgainOrSay(config.server.port)
   }
   return { url: config.server.baseUrl, app, config, logs: lines, close }
 }
 
 /** Ports handed out by reserveBaseUrl(): held in between, see test/helpers/net.ts. */
 const reservedPorts = new Set<number>()
+
+/** Holds a reserved port again; says so when another socket took it meanwhile (the next start on it may then fail with EADDRINUSE). */
+async function holdAgainOrSay (port: number): Promise<void> {
+  if (!await holdAgain(port)) console.warn(`test/helpers/gateway.ts: the reserved port ${port} was taken before it could be held again`)
+}
 
 /** A loopback port from the OS for a gateway, and the base URL it will have (needed before it starts). */
 export async function reserveBaseUrl (): Promise<{ port: number, baseUrl: string }> {

@@ -44,8 +44,9 @@ export async function releasePort (port: number): Promise<void> {
   await new Promise<void>((resolve) => server.close(() => resolve()))
 }
 
-/** Holds `port` again after its server closed (the next user of the same reserved port); false if it was taken meanwhile. */
+/** Holds `port` again after its server closed (the next user of the same reserved port); false if it was taken meanwhile. True if it is held already. */
 export async function holdAgain (port: number): Promise<boolean> {
+  if (held.has(port)) return true
   return await bindAndHold(port).then(() => true, () => false)
 }
 

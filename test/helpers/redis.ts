@@ -17,8 +17,9 @@ export interface TestRedis {
   /** Stops the server: an outage, for fault tests. */
   stop (): Promise<void>
   /**
-   * The test file is done with it (afterAll): a container is emptied and kept for the next file of
-   * this test worker (see `idle`); a spawned server is stopped. Nothing after stop().
+   * The test file is done with it (afterAll): emptied and kept for the next file of this test worker
+   * (a container, see `idle`, or a server of the default spawned path, see `idleSpawned`); one a test
+   * asked to spawn (`startRedis('spawn')`) is stopped. Nothing after stop().
    */
   release (): Promise<void>
   /** Starts it again on the same port (spawned servers only). */
@@ -101,8 +102,9 @@ export async function removePooledContainers (runPid: number): Promise<void> {
  */
 async function clean (url: string, empty: boolean): Promise<boolean> {
   const { Redis } = await import('ioredis')
-  // Bounded: a server a fault test froze (SIGSTOP) answers nothing, and then counts as unclean.
-  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000 })
+  // Bounded: a server that answers nothing (frozen, or wedged by a failed test) counts as unclean
+  // after one command's 2 s (no ready check and no CLIENT SETINFO, each of which would wait as long).
+  const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000, enableReadyCheck: false, disableClientInfo: true })
   try {
     await client.connect()
     if (empty) {
@@ -198,21 +200,13 @@ const PORT_OFFERS = 5
 const idleSpawned: Array<{ url: string, stop (): Promise<void> }> = []
 
 /**
- * Where each worker lists the pids of the servers it keeps, for test/global-setup.ts to stop those
- * a worker left when it was killed (a worker that exits stops its own: `process.on('exit')`).
+ * Where the workers list the pids of the spawned servers still running (a file per server, holding
+ * its port), for test/global-setup.ts to stop at the end of the run: vitest ends its workers with
+ * SIGTERM, which runs no exit handler, so the servers kept for a next file outlive them.
  */
 export function spawnedPidDir (runPid: number): string {
   return join(tmpdir(), `gateway-test-redis-${runPid}`)
 }
-
-/** Every spawned server of this worker still running, with its pid file. */
-const running = new Map<ChildProcess, string>()
-process.on('exit', () => {
-  for (const [child, pidFile] of running) {
-    child.kill('SIGKILL')
-    rmSync(pidFile, { force: true })
-  }
-})
 
 async function takeIdleSpawned (): Promise<{ url: string, stop (): Promise<void> } | undefined> {
   for (let taken = idleSpawned.pop(); taken; taken = idleSpawned.pop()) {
@@ -258,10 +252,8 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
       ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])], { stdio: ['ignore', 'pipe', 'pipe'] })
     const pidFile = join(spawnedPidDir(process.ppid), String(child.pid))
     mkdirSync(spawnedPidDir(process.ppid), { recursive: true })
-    writeFileSync(pidFile, '')
-    running.set(child, pidFile)
+    writeFileSync(pidFile, String(port))
     exited = new Promise<void>((resolve) => child.once('exit', () => {
-      running.delete(child)
       rmSync(pidFile, { force: true })
       resolve()
     }))
@@ -286,12 +278,13 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
   return { url: `redis://127.0.0.1:${port}`, kind: 'spawn', stop, release: stop, restart: start }
 }
 
-export async function startRedis (forced = process.env.TEST_REDIS as RedisKind | undefined, options: RedisOptions = {}): Promise<TestRedis> {
+export async function startRedis (asked?: RedisKind, options: RedisOptions = {}): Promise<TestRedis> {
+  const forced = asked ?? process.env.TEST_REDIS as RedisKind | undefined
   if (forced === 'container' || (forced === undefined && await containersAvailable())) return await startContainer()
   const binary = redisServerPath()
   if (forced === 'spawn' || (forced === undefined && binary)) {
     if (!binary) throw new Error('TEST_REDIS=spawn, but redis-server is not on PATH (apt-get install -y redis-server)')
-    return forced === undefined && !options.persistent ? await startPooledSpawned(binary) : await startSpawned(binary, options)
+    return asked === undefined && !options.persistent ? await startPooledSpawned(binary) : await startSpawned(binary, options)
   }
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, kind: 'url', stop: async () => {}, release: async () => {} }
   throw new Error('No Redis for the tests: start a Docker engine with the test image (bash scripts/docker-test-env.sh), ' +

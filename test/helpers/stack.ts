@@ -3,6 +3,7 @@
 // A test file that needs a provider, Redis and a gateway takes them from here, as fixtures of this
 // `test` (its `test.beforeAll` receives them), instead of starting its own:
 //
+//   import type { TestGateway } from '../helpers/gateway.js'
 //   import { test as it } from '../helpers/stack.js'
 //   let gateway: TestGateway
 //   it.beforeAll(async ({ startStack, upstream }) => {
@@ -10,11 +11,13 @@
 //   })
 //
 // The files of one worker run one after another (vitest.config.ts: isolate: false), so they share
-// the worker's provider and the port its client's redirect URI names; each file gets a Redis of its
-// own (test/helpers/redis.ts hands it one a previous file released, emptied) and its own gateway,
-// closed when the file ends. A file that needs the provider otherwise configured (machine clients,
+// the worker's provider and the port its client's redirect URI names; each file gets its own Redis
+// (test/helpers/redis.ts hands it one a previous file released, emptied; with REDIS_URL, that one
+// server) and its own gateway. The gateway is closed when the file ends; a file whose afterAll
+// closes its upstreams closes the gateway first there (its fixtures' cleanup runs after afterAll).
+// The shared provider asks for the sign-in every time (no remembered sign-in, no logout endpoint). A file that needs the provider otherwise configured (machine clients,
 // its key rotated, its request counts read) starts its own with startGatewayWithProvider.
-import { test as base } from 'vitest'
+import { test as base, expect } from 'vitest'
 import { oidcClient, reserveBaseUrl, startGateway, type StartOptions, type TestGateway } from './gateway.js'
 import { gatewayClient, startOidcProvider } from './oidc.js'
 import { startRedis } from './redis.js'
@@ -44,23 +47,41 @@ export const test = base
     return upstream
   })
   .extend('startStack', { scope: 'file' }, async ({ gatewayAddress, op, redis }, { onCleanup }) => {
-    let running: TestGateway | undefined
-    onCleanup(async () => { await running?.close() })
+    onCleanup(closeStackGateway)
+    // This file, as the gateway on the worker's address knows its starter.
+    const file = { path: expect.getState().testPath ?? 'a test file' }
     return async (raw: StackConfig, options: StartOptions = {}): Promise<TestGateway> => {
-      if (running) throw new Error('startStack: this file\'s gateway is running on the worker\'s address already; close it first, or start another one with startGatewayWithProvider')
-      const gateway = await startGateway({
+      if (stackGateway) {
+        if (stackGateway.file === file) throw new Error('startStack: this file\'s gateway is running on the worker\'s address already; close it first, or start another one with startGatewayWithProvider')
+        // A file whose afterAll failed never reached its fixtures' cleanup: its gateway still holds the worker's address.
+        console.warn(`startStack: closing the gateway that ${stackGateway.file.path} left on the worker's address`)
+        await closeStackGateway()
+      }
+      const starting = startGateway({
         store: { type: 'redis', url: redis.url },
         ...raw,
         server: { ...(raw.server as object | undefined), ...gatewayAddress },
         providers: { demo: oidcClient(op.issuer, 'c', 's'), ...(raw.providers as object | undefined) },
       }, options)
-      running = gateway
-      return {
-        ...gateway,
-        close: async () => {
-          running = undefined
-          await gateway.close()
-        },
+      // Taken before the start is awaited, so that a second call meanwhile meets the guard above.
+      stackGateway = { file, gateway: starting }
+      let gateway: TestGateway
+      try {
+        gateway = await starting
+      } catch (error) {
+        stackGateway = undefined
+        throw error
       }
+      return { ...gateway, close: closeStackGateway }
     }
   })
+
+/** The gateway on the worker's address, and the file that started it (one at a time: one address). */
+let stackGateway: { file: { path: string }, gateway: Promise<TestGateway> } | undefined
+
+/** Closes the gateway on the worker's address, if any; it counts as closed once its close succeeded. */
+async function closeStackGateway (): Promise<void> {
+  if (!stackGateway) return
+  await (await stackGateway.gateway).close()
+  stackGateway = undefined
+}
