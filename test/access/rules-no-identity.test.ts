@@ -48,6 +48,7 @@ it.beforeAll(async ({ startStack, op: workerOp, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await upstream?.close()
 })
 

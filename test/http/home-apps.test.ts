@@ -32,6 +32,7 @@ it.beforeAll(async ({ startStack }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await upstream?.close()
 })
 

@@ -26,6 +26,7 @@ it.beforeAll(async ({ startStack }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await upstream?.close()
 })
 

@@ -28,6 +28,7 @@ it.beforeAll(async ({ startStack, op }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await upstream?.close()
 })
 

@@ -34,6 +34,7 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await context?.close()
   client?.disconnect()
   await upstream?.close()

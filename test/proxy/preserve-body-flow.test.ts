@@ -36,6 +36,7 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   client?.disconnect()
   await upstream?.close()
 })

@@ -34,6 +34,8 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
+  // Before the upstream: a websocket the gateway still holds would keep its close waiting.
+  await gateway?.close()
   await close(upstreamServer)
 })
 

@@ -31,6 +31,7 @@ describe('an assertion that cannot be signed', () => {
   })
 
   afterAll(async () => {
+    await gateway?.close()
     await upstream?.close()
   })
 

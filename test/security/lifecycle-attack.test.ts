@@ -43,6 +43,8 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
 
 afterAll(async () => {
   for (const socket of opened) socket.close()
+  // Before the upstreams: a websocket the gateway still holds would keep wsServer's close waiting.
+  await gateway?.close()
   await forms?.close()
   await close(wsServer)
 })

@@ -38,6 +38,7 @@ it.beforeAll(async ({ startStack, op: workerOp, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await upstream?.close()
 })
 

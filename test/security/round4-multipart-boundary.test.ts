@@ -31,6 +31,7 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await app?.close()
 })
 

@@ -46,6 +46,7 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
+  await gateway?.close()
   await context?.close()
   await close(app)
 })

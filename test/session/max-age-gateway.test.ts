@@ -39,6 +39,7 @@ it.beforeAll(async ({ startStack, op: workerOp, redis: fileRedis }) => {
 }, 60_000)
 
 afterAll(async () => {
+  await gateway?.close()
   client?.disconnect()
   await upstream?.close()
 })
