@@ -39,7 +39,7 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    // Stops the Redis servers and containers the workers kept for reuse (test/helpers/redis.ts).
+    // Removes the Redis containers the workers kept for reuse (test/helpers/redis.ts).
     globalSetup: ['test/global-setup.ts'],
     // `npm test -- --coverage` (CI runs it so): V8's own counters, over the gateway's sources as the
     // tests run them in process (a gateway a test starts as a child process is not counted). The
@@ -55,8 +55,8 @@ export default defineConfig({
     // busy (see docs/performance.md).
     maxWorkers: Math.min(8, 2 * availableParallelism()),
     // A worker imports fastify, oidc-provider and the gateway once, not once per file (see
-    // docs/performance.md). Test files share no module state but the worker's idle Redis servers
-    // and containers (emptied between files), Chromium (a context per file) and the shared stack's
+    // docs/performance.md). Test files share no module state but the worker's idle Redis
+    // containers (emptied between files), Chromium (a context per file) and the shared stack's
     // authorization server and gateway address (test/helpers/stack.ts); each starts its own
     // gateways, stores and registries, and the one that fakes timers restores them after each test.
     isolate: false,

@@ -2,7 +2,7 @@
 // image exists), else a spawned `redis-server` on a free port, else REDIS_URL. Never a fake.
 // TEST_REDIS=container|spawn|url forces one path.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync } from 'node:fs'
 import { mkdtemp } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -17,9 +17,8 @@ export interface TestRedis {
   /** Stops the server: an outage, for fault tests. */
   stop (): Promise<void>
   /**
-   * The test file is done with it (afterAll): emptied and kept for the next file of this test worker
-   * (a container, see `idle`, or a server of the default spawned path, see `idleSpawned`); one a test
-   * asked to spawn (`startRedis('spawn')`) is stopped. Nothing after stop().
+   * The test file is done with it (afterAll): a container is emptied and kept for the next file of
+   * this test worker (see `idle`); a spawned server is stopped. Nothing after stop().
    */
   release (): Promise<void>
   /** Starts it again on the same port (spawned servers only). */
@@ -102,8 +101,8 @@ export async function removePooledContainers (runPid: number): Promise<void> {
  */
 async function clean (url: string, empty: boolean): Promise<boolean> {
   const { Redis } = await import('ioredis')
-  // Bounded: a server that answers nothing (frozen, or wedged by a failed test) counts as unclean
-  // after one command's 2 s (no ready check and no CLIENT SETINFO, each of which would wait as long).
+  // Bounded: a container that answers nothing counts as unclean after one command's 2 s (no ready
+  // check and no CLIENT SETINFO, each of which would wait as long).
   const client = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null, connectTimeout: 2000, commandTimeout: 2000, enableReadyCheck: false, disableClientInfo: true })
   try {
     await client.connect()
@@ -190,57 +189,6 @@ export async function launched (child: ChildProcess): Promise<void> {
 /** How many ports from the OS a spawned redis-server is offered before its start counts as failed. */
 const PORT_OFFERS = 5
 
-/**
- * Spawned servers a finished test file released, emptied, for the worker's next file, as `idle`
- * keeps containers: starting a process from a test worker costs about a tenth of a second of CPU
- * (the worker is large), and 80-odd files each started one. Only servers of the default path are
- * kept: a fault test that asks for a spawned server (`startRedis('spawn')`) stops, freezes or
- * restarts it, and gets one of its own.
- */
-const idleSpawned: Array<{ url: string, stop (): Promise<void> }> = []
-
-/**
- * Where the workers list the pids of the spawned servers still running (a file per server, holding
- * its port), for test/global-setup.ts to stop at the end of the run: vitest ends its workers with
- * SIGTERM, which runs no exit handler, so the servers kept for a next file outlive them.
- */
-export function spawnedPidDir (runPid: number): string {
-  return join(tmpdir(), `gateway-test-redis-${runPid}`)
-}
-
-async function takeIdleSpawned (): Promise<{ url: string, stop (): Promise<void> } | undefined> {
-  for (let taken = idleSpawned.pop(); taken; taken = idleSpawned.pop()) {
-    if (await clean(taken.url, false)) return taken
-    await taken.stop()
-  }
-  return undefined
-}
-
-/** The default path's spawned server: one a previous file of this worker released, else a new one. */
-async function startPooledSpawned (binary: string): Promise<TestRedis> {
-  const taken = await takeIdleSpawned() ?? await startSpawned(binary, {})
-  let inUse = true
-  const stop = async () => {
-    if (!inUse) return
-    inUse = false
-    await taken.stop()
-  }
-  return {
-    url: taken.url,
-    kind: 'spawn',
-    stop,
-    release: async () => {
-      if (!inUse) return
-      if (await clean(taken.url, true)) {
-        inUse = false
-        idleSpawned.push(taken)
-      } else {
-        await stop()
-      }
-    },
-  }
-}
-
 async function startSpawned (binary: string, options: RedisOptions): Promise<TestRedis> {
   const dir = options.persistent ? await mkdtemp(join(tmpdir(), 'gw-redis-')) : undefined
   let port = 0
@@ -250,13 +198,7 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
   const start = async () => {
     child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
       ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])], { stdio: ['ignore', 'pipe', 'pipe'] })
-    const pidFile = join(spawnedPidDir(process.ppid), String(child.pid))
-    mkdirSync(spawnedPidDir(process.ppid), { recursive: true })
-    writeFileSync(pidFile, String(port))
-    exited = new Promise<void>((resolve) => child.once('exit', () => {
-      rmSync(pidFile, { force: true })
-      resolve()
-    }))
+    exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
     await launched(child)
   }
   const stop = async () => {
@@ -278,13 +220,12 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
   return { url: `redis://127.0.0.1:${port}`, kind: 'spawn', stop, release: stop, restart: start }
 }
 
-export async function startRedis (asked?: RedisKind, options: RedisOptions = {}): Promise<TestRedis> {
-  const forced = asked ?? process.env.TEST_REDIS as RedisKind | undefined
+export async function startRedis (forced = process.env.TEST_REDIS as RedisKind | undefined, options: RedisOptions = {}): Promise<TestRedis> {
   if (forced === 'container' || (forced === undefined && await containersAvailable())) return await startContainer()
   const binary = redisServerPath()
   if (forced === 'spawn' || (forced === undefined && binary)) {
     if (!binary) throw new Error('TEST_REDIS=spawn, but redis-server is not on PATH (apt-get install -y redis-server)')
-    return asked === undefined && !options.persistent ? await startPooledSpawned(binary) : await startSpawned(binary, options)
+    return await startSpawned(binary, options)
   }
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, kind: 'url', stop: async () => {}, release: async () => {} }
   throw new Error('No Redis for the tests: start a Docker engine with the test image (bash scripts/docker-test-env.sh), ' +

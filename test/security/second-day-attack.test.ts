@@ -262,8 +262,8 @@ describe('demo:provider\'s printed export line', () => {
     "a'b", '$(touch /tmp/pwned)', '`id`', 'x\nid', 'a b;id', "'$(id)'", "\\'; id #", '-n', 'a\r\nid', 'ü’\u2028id', '!!', '${IFS}id', '"$HOME"', '*',
   ]
   const issuer = 'http://127.0.0.1:9000/path?x=$(id)'
-  // One shell for every value (a process started from a test worker costs a tenth of a second of
-  // CPU), each pasted line in a subshell of its own, the values it exported printed NUL-separated.
+  // One shell for every value, not one per value, each pasted line in a subshell of its own, the
+  // values it exported printed NUL-separated.
   let printed: string[] = []
   beforeAll(() => {
     const script = secrets.map((secret) => `(${gatewayEnvironment(issuer, secret)}; printf '%s\\0%s\\0' "$DEMO_ISSUER" "$DEMO_CLIENT_SECRET")`).join('\n')
