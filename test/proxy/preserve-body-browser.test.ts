@@ -34,8 +34,9 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
 })
 
 afterAll(async () => {
-  await gateway?.close()
+  // The Chromium context first: a connection it keeps open to the gateway would hold the gateway's close.
   await context?.close()
+  await gateway?.close()
   client?.disconnect()
   await upstream?.close()
 })
