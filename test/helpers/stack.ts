@@ -13,10 +13,12 @@
 // The files of one worker run one after another (vitest.config.ts: isolate: false), so they share
 // the worker's provider and the port its client's redirect URI names; each file gets its own Redis
 // (test/helpers/redis.ts: a spawned server, or a container a previous file released, emptied; with
-// REDIS_URL, that one server) and its own gateway. The gateway is closed when the file ends; a file whose afterAll
-// closes its upstreams closes the gateway first there (its fixtures' cleanup runs after afterAll).
-// The shared provider asks for the sign-in every time (no remembered sign-in, no logout endpoint). A file that needs the provider otherwise configured (machine clients,
-// its key rotated, its request counts read) starts its own with startGatewayWithProvider.
+// REDIS_URL, that one server) and its own gateway. The gateway is closed when the file ends; a file
+// whose afterAll closes its upstreams closes the gateway first there (its fixtures' cleanup runs
+// after afterAll), but after a Chromium context. The shared provider asks for the sign-in every
+// time (no remembered sign-in, no logout endpoint). A file that needs the provider otherwise
+// configured (machine clients, its key rotated, its request counts read) starts its own with
+// startGatewayWithProvider.
 import { test as base, expect } from 'vitest'
 import { oidcClient, reserveBaseUrl, startGateway, type StartOptions, type TestGateway } from './gateway.js'
 import { gatewayClient, startOidcProvider } from './oidc.js'
