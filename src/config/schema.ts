@@ -276,6 +276,7 @@ const Route = Type.Object({
   allowedOrigins: filled(Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] })),
   assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
   bearer: Type.Optional(Bearer),
+  agents: Flag('MCP clients and CLIs get tokens for this route from the gateway itself, its OAuth authorization server (needs `auth: required`; see agents.md).', false),
   reauth: Type.Optional(Type.Object({
     maxAge: Type.Unsafe<string | number>({ type: ['string', 'number'], pattern: DURATION_PATTERN, minimum: 0, description: 'How old the sign-in at the provider may be (1m to 30d; the provider\'s `auth_time` is allowed 60 s of clock skew); an older one signs in again with `max_age`.', expected: DURATION_EXPECTED, examples: ['15m'] }),
     // Sent space-separated in acr_values and quoted in a WWW-Authenticate challenge.
@@ -323,6 +324,15 @@ const Assertion = Section({
   rotateEvery: Duration('How often the shared signing key is replaced (1h to 90d); the previous key stays published one more period.', '24h'),
 }, 'The signed identity assertion (ES256 JWT) sent to routes with `assertion: true`; keys at /.well-known/jwks.json.')
 
+const Agents = Section({
+  accessTokenTtl: Duration('Lifetime of the access tokens the gateway issues to agents and CLIs (1m to 1h).', '10m'),
+  refreshTokenTtl: Duration('Lifetime of a refresh token (1h to 90d); each use rotates it. A grant also ends with the session it is (session.maxAge).', '30d'),
+  registration: filled(Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('off')], {
+    default: 'open',
+    description: '`open`: any client may register itself (RFC 7591: public clients, rate-limited per address, capped, unused ones expire); `off`: no registration endpoint.',
+  }))),
+}, 'The gateway as the OAuth authorization server of MCP clients and CLIs for routes with `agents: true` (see agents.md).')
+
 const ForwardAuthHost = Type.Object({
   allow: RuleList('Who may pass: one of these rules must hold; absent: any signed-in person.'),
   deny: RuleList('Who may not pass, even when an allow rule holds.'),
@@ -354,6 +364,7 @@ export const GatewayYamlSchema = Type.Object({
   metrics: filled(Type.Optional(Metrics)),
   rateLimit: filled(Type.Optional(RateLimit)),
   assertion: filled(Type.Optional(Assertion)),
+  agents: filled(Type.Optional(Agents)),
   tracing: filled(Type.Optional(Tracing)),
   forwardAuth: filled(Type.Optional(ForwardAuth)),
 }, { additionalProperties: false, title: 'gateway.yaml', description: 'The configuration of the authenticating gateway.' })

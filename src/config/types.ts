@@ -227,6 +227,8 @@ export interface RouteConfig {
   methodOverrideMaxBody: number
   /** Machine clients with their own access tokens; absent: requests need a session. */
   bearer: BearerConfig | undefined
+  /** MCP clients and CLIs get tokens for this route from the gateway's authorization server (agents/). */
+  agents: boolean
   /** Step-up: the sign-in at the provider must be this recent (and of one of these `acr`); absent: any. */
   reauth: ReauthConfig | undefined
   /** A browser form POST of at most this many bytes that meets no session is delivered after the sign-in; undefined: off. */
@@ -298,6 +300,18 @@ export interface ForwardAuthConfig {
   bearer: ReadonlyMap<string, BearerConfig>
 }
 
+/**
+ * The gateway as the OAuth authorization server of agents and CLIs (src/agents/), on when a route
+ * has `agents: true`.
+ */
+export interface AgentsConfig {
+  enabled: boolean
+  accessTokenTtlMs: number
+  refreshTokenTtlMs: number
+  /** RFC 7591 dynamic registration of public clients. */
+  registration: boolean
+}
+
 export interface GatewayConfig {
   server: ServerConfig
   session: SessionConfig
@@ -308,6 +322,7 @@ export interface GatewayConfig {
   metrics: MetricsConfig
   rateLimit: RateLimitConfig
   assertion: AssertionConfig
+  agents: AgentsConfig
   tracing: TracingConfig
   forwardAuth: ForwardAuthConfig
 }

@@ -21,6 +21,7 @@ import { validateRoute, checkReauthProvider, reportReachingRoutes } from './vali
 import { validateAssertion, reportHeaderClashes } from './validate/headers.js'
 import { validateForwardAuth } from './validate/forward-auth.js'
 import { validateMetrics, validateTracing } from './validate/observability.js'
+import { validateAgents } from './validate/agents.js'
 
 /** The placeholder deploy/kubernetes/base/secrets.env ships for every value an operator must set. */
 export const PLACEHOLDER = 'REPLACE-ME'
@@ -112,6 +113,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     metrics: validateMetrics(issues, raw.metrics, server),
     rateLimit: validateRateLimit(raw.rateLimit),
     assertion,
+    agents: validateAgents(issues, raw.agents, routes, server),
     tracing: validateTracing(issues, raw.tracing),
     forwardAuth,
   }

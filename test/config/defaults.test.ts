@@ -23,6 +23,12 @@ describe('config defaults', () => {
   it('resolves the smallest gateway.yaml to the schema\'s defaults', () => {
     expect(parseConfig(SMALLEST, {})).toMatchInlineSnapshot(`
       {
+        "agents": {
+          "accessTokenTtlMs": 600000,
+          "enabled": false,
+          "refreshTokenTtlMs": 2592000000,
+          "registration": true,
+        },
         "assertion": {
           "enabled": false,
           "header": "x-gateway-assertion",
@@ -69,6 +75,7 @@ describe('config defaults', () => {
         },
         "routes": [
           {
+            "agents": false,
             "allowedOrigins": [],
             "assertion": false,
             "auth": "required",

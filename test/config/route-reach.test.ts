@@ -36,6 +36,7 @@ function route (path: string, rewritePrefix?: string, auth: 'none' | 'required' 
     bearer: undefined,
     reauth: undefined,
     preserveBodyBytes: undefined,
+    agents: false,
   }
 }
 

@@ -75,7 +75,7 @@ const CASES: Array<[name: string, text: string, expected: ConfigProblem[]]> = [
     [p('servr', 13, 'unknown key', 'did you mean `server`?')]],
   ['a key that belongs nowhere above it is still an unknown key',
     `${SESSION}${PROVIDERS}${ROUTES}colour: blue\n`,
-    [p('colour', 13, 'unknown key (expected one of: server, session, store, state, providers, routes, metrics, rateLimit, assertion, tracing, forwardAuth)')]],
+    [p('colour', 13, 'unknown key (expected one of: server, session, store, state, providers, routes, metrics, rateLimit, assertion, agents, tracing, forwardAuth)')]],
 ]
 
 describe('an indentation slip is one problem', () => {

@@ -31,6 +31,7 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
   const assertion = raw.assertion
   if (assertion && auth === 'none') issues.add(at('assertion'), 'needs auth: required (a route without a session has nobody to vouch for)')
   if (raw.bearer !== undefined && auth === 'none') issues.add(at('bearer'), 'needs auth: required (a public route checks no token)')
+  if (raw.agents && auth === 'none') issues.add(at('agents'), 'needs auth: required (a public route needs no token)')
   return {
     path: prefix,
     upstream: upstream ?? 'http://invalid',
@@ -49,6 +50,7 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
     websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
     methodOverrideMaxBody: size(issues, at('methodOverrideMaxBody'), raw.methodOverrideMaxBody, 1024, 1024 ** 3),
     bearer: bearerSection(issues, at('bearer'), raw.bearer, provider),
+    agents: raw.agents,
     reauth: validateReauth(issues, at('reauth'), raw.reauth, auth, raw.bearer !== undefined),
     preserveBodyBytes: validatePreserveBody(issues, at('preserveBody'), raw.preserveBody, auth),
   }
