@@ -18,11 +18,12 @@ export const LAYERS = {
   access: ['config', 'ops', 'session', 'oauth'],
   http: ['config', 'ops', 'store', 'session', 'oauth'],
   proxy: ['config', 'ops', 'session', 'access', 'http'],
-  routes: ['config', 'ops', 'store', 'session', 'assertion', 'oauth', 'access', 'http', 'proxy'],
+  agents: ['config', 'ops', 'store', 'session', 'assertion', 'oauth', 'access'],
+  routes: ['config', 'ops', 'store', 'session', 'assertion', 'oauth', 'access', 'http', 'proxy', 'agents'],
 }
 
 /** Folders whose code knows nothing of the web framework: plain values and functions, testable without a server. */
-export const WITHOUT_FASTIFY = ['config', 'store', 'session', 'assertion', 'oauth', 'access']
+export const WITHOUT_FASTIFY = ['config', 'store', 'session', 'assertion', 'oauth', 'access', 'agents']
 
 /** The no-restricted-imports patterns of one folder: every other folder it may not import, and the composition root. */
 export function restrictedFor (folder) {

@@ -36,6 +36,7 @@ import { RedisStore } from './store/redis.js'
 import { TracedStore } from './store/traced-store.js'
 import { COMMAND_REFUSAL_REASONS, type CommandRefusalReason, type SessionStore } from './store/store.js'
 import { systemClock, type Clock } from './ops/clock.js'
+import type { Agents, AgentsDeps } from './routes/agents.js'
 import { forwardAuth } from './routes/forward-auth.js'
 import { jwksRoute } from './routes/jwks.js'
 import { oauthRoutes } from './routes/oauth.js'
@@ -145,6 +146,25 @@ function sessionIndexes (app: FastifyInstance, { store, sealer, sessions, ttlMs,
   return { sessionIndex, personIndex }
 }
 
+/** One key ring signs the identity assertions and the agents' access tokens: made when either is on. */
+function signing (config: GatewayConfig, app: FastifyInstance, store: SessionStore, sealer: Sealer, clock: Clock): { keys: KeyRing | undefined, assertions: Assertions | undefined } {
+  if (!config.assertion.enabled && !config.agents.enabled) return { keys: undefined, assertions: undefined }
+  const keys = new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log })
+  const assertions = config.assertion.enabled ? new Assertions(keys, { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock }) : undefined
+  return { keys, assertions }
+}
+
+/**
+ * The authorization server for agents, loaded only where a route has `agents: true` (oidc-provider
+ * stays unloaded otherwise). `ownKeys`: no assertions share its key ring, so it follows the ring's rotations itself.
+ */
+async function agentsServer (app: FastifyInstance, config: GatewayConfig, deps: Omit<AgentsDeps, 'config'>, ownKeys: boolean): Promise<Agents | undefined> {
+  if (!config.agents.enabled) return undefined
+  const agents = new (await import('./routes/agents.js')).Agents({ config, ...deps })
+  if (ownKeys) app.addHook('onReady', async () => { await deps.keys.listen(); deps.keys.warmUp() })
+  return agents
+}
+
 /** What a store outage costs the clients. The readiness probe's 503 reports the outage; it is not a request failed. */
 function countStoreUnavailable (metrics: Metrics): OnErrorAnswer {
   return (request, code) => {
@@ -188,9 +208,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const { sessionIndex, personIndex } = sessionIndexes(app, { store, sealer, sessions, ttlMs: config.session.ttlMs, clock })
   const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
-  const assertions = config.assertion.enabled
-    ? new Assertions(new KeyRing(store, sealer, { rotateEveryMs: config.assertion.rotateEveryMs, clock, log: app.log }), { issuer: config.server.baseUrl, ttlMs: config.assertion.ttlMs, clock })
-    : undefined
+  const { keys, assertions } = signing(config, app, store, sealer, clock)
   const access = new Access(sessions, refresher, clock)
   const accessTokens = new AccessTokens(providers, clock, undefined, app.log)
   const bearerReports = new BearerReports(metrics, app.log, clock)
@@ -200,6 +218,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorateRequest('audit', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
+  const agents = keys && await agentsServer(app, config, { store, sealer, sessions, keys, sessionIndex, personIndex, clock, log: app.log }, assertions === undefined)
 
   registerErrorHandler(app, config.server.baseUrl, countStoreUnavailable(metrics))
   registerEdge(app)
@@ -210,8 +229,9 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const forms = config.routes.some((route) => route.preserveBodyBytes !== undefined)
     ? new FormReplay(new PreservedBodies(store, sealer, config.state.ttlMs, clock), config, app.log, signinLimit)
     : undefined
-  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock, forms })
-  if (assertions) await app.register(jwksRoute, { keys: assertions.keys })
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock, forms, agents })
+  if (keys) await app.register(jwksRoute, { keys })
+  if (agents) await agents.register(app)
   await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions })
   await app.register(protectedResources, { config })
   // Websockets end with their session: its ending on any instance, its deadlines (proxy/session-sockets.ts).
@@ -221,7 +241,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   // Machine clients' websockets end with their token: its exp, or its revocation (proxy/bearer-sockets.ts).
   const bearerSockets = new BearerSockets({ clock, timers: deps.timers, log: app.log })
   app.addHook('onClose', async () => bearerSockets.close())
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced: spans !== undefined })
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced: spans !== undefined, grants: agents && ((route) => agents.guardFor(route)) })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

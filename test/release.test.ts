@@ -107,6 +107,6 @@ describe('the SBOM', () => {
     expect(bom.metadata.component).toMatchObject({ name: 'oauth-gateway', version: pkg.version })
     const names = new Set(packageNames(bom.components))
     for (const name of Object.keys(pkg.dependencies)) expect(names, name).toContain(name)
-    for (const name of ['vitest', 'oidc-provider', 'testcontainers', '@cyclonedx/cyclonedx-npm']) expect(names, name).not.toContain(name)
+    for (const name of ['vitest', '@modelcontextprotocol/sdk', 'testcontainers', '@cyclonedx/cyclonedx-npm']) expect(names, name).not.toContain(name)
   })
 })

@@ -13,6 +13,7 @@ import type { TokenRefresher } from '../oauth/refresh.js'
 import { stepUpProblem } from '../oauth/step-up.js'
 import type { Credential } from '../ops/audit.js'
 import { systemClock, type Clock } from '../ops/clock.js'
+import type { TokenProblem } from '../oauth/access-tokens.js'
 import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
 import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
 
@@ -40,6 +41,19 @@ export interface AssertionSigner {
   assertion (id: string, identity: Identity | undefined): Promise<string | undefined>
 }
 
+/** What a token the gateway issued to an agent (src/agents/) stands for: its grant's session, or why it is refused. */
+export type GrantOutcome =
+  | { readonly ok: true, readonly cookie: string }
+  | { readonly ok: false, readonly problem: TokenProblem, readonly message: string }
+
+/** The tokens the gateway issues to agents for one route (`agents: true`). */
+export interface GrantGuard {
+  /** Whether the token names the gateway as its issuer (unchecked): such a token is judged here, never by `bearer:`. */
+  issuedHere (token: string): boolean
+  /** The Cookie header of the session the token's grant is, once its signature, issuer, audience (this route) and lifetime check. */
+  check (token: string): Promise<GrantOutcome>
+}
+
 /** What one request is judged by: a route's (built once) or forward-auth's (built per request). */
 export interface Guard {
   readonly gate: RouteGate
@@ -49,6 +63,8 @@ export interface Guard {
   readonly bearer?: BearerGuard | undefined
   /** Signs the assertion of a machine client, by the provider that issued its token; absent: none. */
   readonly bearerSigner?: ((issuer: string) => AssertionSigner | undefined) | undefined
+  /** The tokens the gateway issues to agents for this route; absent: none are accepted. */
+  readonly grants?: GrantGuard | undefined
 }
 
 /**
@@ -79,6 +95,11 @@ export class Access {
    * Never rejects: a failing store or provider is the `unavailable` verdict.
    */
   authorize (guard: Guard, request: AccessRequest): Verdict | Promise<Verdict> {
+    if (guard.grants !== undefined) {
+      const token = bearerToken(request.authorization)
+      if (typeof token === 'string' && (guard.bearer === undefined || guard.grants.issuedHere(token))) return this.withGrant(guard, guard.grants, request, token)
+      if (token === null && guard.bearer === undefined) return decide(guard.gate, request.method, request.target, false, tokenRefused('malformed', MALFORMED_GRANT, [])) as Verdict
+    }
     if (guard.bearer !== undefined) {
       const token = bearerToken(request.authorization)
       if (token !== undefined) return withToken(guard, guard.bearer, request, token)
@@ -90,6 +111,29 @@ export class Access {
     const decision = decide(guard.gate, request.method, request.target, request.html, state)
     if (decision.kind === 'read_session') return this.afterReading(guard, request)
     return withAssertion(guard, decision, cached)
+  }
+
+  /**
+   * A request with a token the gateway issued to an agent: judged as the grant's session would be
+   * (the provider's token, the rules, the identity), never as the token itself; a grant whose
+   * session has ended is an `inactive` token. The gate's own answer comes first (a public path).
+   */
+  private async withGrant (guard: Guard, grants: GrantGuard, request: AccessRequest, token: string): Promise<Verdict> {
+    const first = decide(guard.gate, request.method, request.target, false, UNREAD)
+    if (first.kind !== 'read_session') return await withAssertion(guard, first, undefined)
+    let outcome: GrantOutcome
+    try {
+      outcome = await grants.check(token)
+    } catch (error) {
+      return { kind: 'unavailable', error }
+    }
+    const refuse = (problem: TokenProblem, message: string) => decide(guard.gate, request.method, request.target, false, tokenRefused(problem, message, [])) as Verdict
+    if (!outcome.ok) return refuse(outcome.problem, outcome.message)
+    const { state, session } = await this.read(outcome.cookie, guard.gate)
+    if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
+    const decision = decide(guard.gate, request.method, request.target, false, state)
+    if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
+    return await withAssertion(guard, decision, session)
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {
@@ -114,6 +158,8 @@ export class Access {
     }
   }
 }
+
+const MALFORMED_GRANT = 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).'
 
 /** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
 function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_session' }>, session: Session | undefined): Verdict | Promise<Verdict> {

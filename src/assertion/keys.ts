@@ -89,6 +89,16 @@ export class KeyRing {
     return this.keys.find((key) => key.activeFrom <= now) ?? this.keys.at(-1)!
   }
 
+  /**
+   * The key to sign with now as a private JWK (with its `kid`), for a signer that takes keys in that
+   * form: the authorization server for agents (src/agents/), whose access tokens this ring signs.
+   */
+  async signingJwk (): Promise<JWK & { kid: string }> {
+    const { kid } = await this.signingKey()
+    const key = this.keys.find((each) => each.kid === kid)!
+    return { ...key.jwk, kid, alg: 'ES256', use: 'sig' }
+  }
+
   /** The public keys, as a JWK Set: the current key, and the previous one during a rotation. */
   async jwks (): Promise<JSONWebKeySet> {
     // Asked for rarely (verifiers cache it), so it waits for a due check: a rotation shows at once.

@@ -36,6 +36,8 @@ export interface CompletedSignIn {
   readonly next: string
   /** The binding of the kept form this sign-in was started for (its signed state says so), if any. */
   readonly form?: string | undefined
+  /** The agent authorization (interaction id) this sign-in was started for, if any: its session is the grant's. */
+  readonly agent?: string | undefined
 }
 
 /**
@@ -64,7 +66,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     const identity = mapped && { ...mapped, iss: provider.expectedIssuer }
     const reauth = deps.stepUp?.(name, next)
     if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
-    return { next, form: flow.form, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
+    return { next, form: flow.form, agent: flow.agent, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
     if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, error.details.flowNext ?? next)
     throw error

@@ -27,6 +27,8 @@ export interface FlowRecord {
   nonce?: string
   /** The binding of the form kept before this sign-in, when the sign-in was started for one (routes/form-replay.ts). */
   form?: string
+  /** The agent authorization (its interaction id) this sign-in was started for (src/agents/): its session is the grant's, not the browser's. */
+  agent?: string
 }
 
 /**
@@ -51,6 +53,8 @@ export interface StatePayload {
   s: number
   /** the binding of the kept form this sign-in was started for, if any */
   f?: string
+  /** the agent authorization this sign-in was started for, if any */
+  a?: string
 }
 
 const FLOW_COOKIE = /^([A-Za-z0-9_-]{43})(?:\.(\d{1,15}))?$/
@@ -111,7 +115,7 @@ export class Flows {
    * Starts a sign-in: the signed `state`, the flow cookie to set, and the PKCE challenge and OIDC
    * nonce for the authorize request. Writes nothing to the store.
    */
-  async begin (cookie: FlowCookie | undefined, flow: { provider: string, next: string, pkce: boolean, openid: boolean, form?: string | undefined }): Promise<{
+  async begin (cookie: FlowCookie | undefined, flow: { provider: string, next: string, pkce: boolean, openid: boolean, form?: string | undefined, agent?: string | undefined }): Promise<{
     state: string
     cookie: FlowCookie
     codeChallenge?: string
@@ -122,6 +126,7 @@ export class Flows {
     const flowKey = this.flowKeys.get(this.stateKey.kid)!
     const payload: StatePayload = { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence }
     if (flow.form !== undefined) payload.f = flow.form
+    if (flow.agent !== undefined) payload.a = flow.agent
     const state = issueState(this.stateKey, payload, this.ttlMs, this.clock.now())
     const verifier = flow.pkce ? flowMac(flowKey, 'pkce', next.binding, id) : undefined
     return {
@@ -158,6 +163,7 @@ export class Flows {
       verifier: options.pkce ? flowMac(flowKey, 'pkce', cookie.binding, payload.n) : undefined,
       nonce: options.openid ? flowMac(flowKey, 'nonce', cookie.binding, payload.n) : undefined,
       form: payload.f,
+      agent: payload.a,
     }
   }
 }
@@ -191,7 +197,8 @@ export function verifyState (keys: StateKeyring, state: string | undefined, prov
   if (!opened.ok) throw opened.reason === 'expired' ? staleSignIn('the state has expired', ownNext(opened.claims, provider)) : staleSignIn('the state is invalid')
   const payload = opened.claims as Partial<StatePayload> & { exp: number }
   if (typeof payload.n !== 'string' || typeof payload.next !== 'string' || typeof payload.p !== 'string' ||
-    typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s) || (payload.f !== undefined && typeof payload.f !== 'string')) {
+    typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s) || (payload.f !== undefined && typeof payload.f !== 'string') ||
+    (payload.a !== undefined && typeof payload.a !== 'string')) {
     throw staleSignIn('the state is invalid')
   }
   if (payload.p !== provider) throw staleSignIn('the state was issued for another provider')

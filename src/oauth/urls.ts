@@ -117,3 +117,27 @@ export function switchAccountUrl (config: Pick<GatewayConfig, 'server'>, provide
 export function loginUrl (config: Pick<GatewayConfig, 'server'>, provider: string, next: string): string {
   return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 }
+
+/** RFC 9728: where a protected resource's metadata lives, before the resource's path. */
+export const PROTECTED_RESOURCE_WELL_KNOWN = '/.well-known/oauth-protected-resource'
+
+/** The route's resource identifier: `{baseUrl}<path>` (the root route: `{baseUrl}` itself). */
+export function resourceIdentifier (baseUrl: string, path: string): string {
+  return path === '/' ? baseUrl : `${baseUrl}${path}`
+}
+
+/** Where the route's metadata is served: the well-known segment between the origin and the resource's path (RFC 9728 §3.1). */
+export function resourceMetadataUrl (baseUrl: string, path: string): string {
+  const resource = new URL(resourceIdentifier(baseUrl, path))
+  return `${resource.origin}${PROTECTED_RESOURCE_WELL_KNOWN}${resource.pathname === '/' ? '' : resource.pathname}`
+}
+
+/** An interaction id of the authorization server for agents (oidc-provider's: base64url), or undefined. */
+export function parseInteractionId (value: unknown): string | undefined {
+  return typeof value === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(value) ? value : undefined
+}
+
+/** Where a person allows or refuses an agent (src/routes/agents.ts); every sign-in for one comes back here. */
+export function agentInteractionUrl (uid: string): string {
+  return `/oauth/agents/interaction/${uid}`
+}

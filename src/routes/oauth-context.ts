@@ -1,7 +1,8 @@
 // What the /oauth/ routes share: their dependencies, the cookies they set and with which options,
 // the hosts a browser may be sent back to, the check of a provider named in the path, and the
 // step-up (`reauth:`) a sign-in must meet, found from the route its `next` is for.
-import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
+import type { FastifyReply, FastifyRequest, onRequestAsyncHookHandler } from 'fastify'
+import type { SignIn } from '../session/record.js'
 import { reauthFor } from '../access/step-up-route.js'
 import type { GatewayConfig, ReauthConfig } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
@@ -40,6 +41,13 @@ export interface OAuthDeps {
   clock: Clock
   /** Forms kept through a sign-in (routes[].preserveBody): offered by the callback. */
   forms?: FormReplay
+  /** Sign-ins started for an agent's authorization (routes/agents.ts): the callback hands them over. */
+  agents?: AgentSignIns
+}
+
+/** Where a sign-in started for an agent's authorization ends: its session is the grant's, not the browser's. */
+export interface AgentSignIns {
+  signedIn (request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void>
 }
 
 /** The session cookie's kind of options, with a lifetime: the flow and sign-out cookies end with their flow. */

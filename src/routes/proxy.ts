@@ -10,7 +10,7 @@
 import replyFrom, { type FastifyReplyFromHooks as ReplyOptions } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
-import type { Access, Guard, Verdict } from '../access/authorize.js'
+import type { Access, GrantGuard, Guard, Verdict } from '../access/authorize.js'
 import { bearerToken, compileBearer, type BearerGuard, type BearerOutcome } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
@@ -20,7 +20,7 @@ import { claimPaths } from '../config/rule-lists.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
-import { allCookieNames, loginUrl, switchAccountUrl } from '../oauth/urls.js'
+import { allCookieNames, loginUrl, resourceMetadataUrl, switchAccountUrl } from '../oauth/urls.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Metrics } from '../ops/metrics.js'
 import { BodyDeadlines } from '../proxy/body-deadline.js'
@@ -37,7 +37,6 @@ import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import { namesMethods } from '../access/method-override.js'
 import { methodOverrideHook } from './method-override-hook.js'
 import type { FormReplay } from './form-replay.js'
-import { resourceMetadataUrl } from './protected-resource.js'
 import { websocketRoute } from './websocket-route.js'
 
 export interface ProxyDeps {
@@ -58,6 +57,8 @@ export interface ProxyDeps {
   bearerSockets?: BearerSockets | undefined
   /** Tracing is on: the gateway's own `traceparent` goes upstream instead of the client's. */
   traced?: boolean
+  /** The check of the tokens the gateway issued to agents, for a route with `agents: true` (absent: none). */
+  grants?: ((route: RouteConfig) => GrantGuard | undefined) | undefined
 }
 
 /** What act() needs of the route besides the verdict: where it is answered, and its kept forms. */
@@ -95,23 +96,23 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
 }
 
 /** The route's guard: its gate, the signer of its assertions when it sends them, and its token check with `bearer:`. */
-function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Assertions | undefined, accessTokens: AccessTokens, reports: BearerReports): Guard {
+function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Assertions | undefined, accessTokens: AccessTokens, reports: BearerReports, grants: GrantGuard | undefined): Guard {
   // The config requires a provider on a protected route (compileGate checks it again).
   const provider = route.provider!
-  const metadata = route.bearer === undefined ? undefined : resourceMetadataUrl(config.server.baseUrl, route.path)
+  const metadata = route.bearer === undefined && !route.agents ? undefined : resourceMetadataUrl(config.server.baseUrl, route.path)
   const gate = compileGate(route, (next) => loginUrl(config, provider, next), undefined, metadata)
   // Signed once per session and then read from a cache; only when it nears expiry is it signed again.
   const audience = new URL(route.upstream).origin
   const signer = route.assertion ? assertions?.forAudience(provider, audience) : undefined
-  if (route.bearer === undefined) return { gate, signer }
+  if (route.bearer === undefined) return { gate, signer, grants }
   // A machine client's identity keeps the claims this route's rules and headers read.
   const kept = [...new Set([...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])]
   const bearer = compileBearer(route.bearer, config.providers, { own: provider, kept }, accessTokens, metadata, reports.for(route.path))
   const bearerSigner = route.assertion && assertions !== undefined ? (issuer: string) => assertions.forAudience(issuer, audience) : undefined
-  return { gate, signer, bearer, bearerSigner }
+  return { gate, signer, bearer, bearerSigner, grants }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false, grants }: ProxyDeps): Promise<void> {
   app.decorateRequest('allowed', undefined)
   app.decorateRequest('upstreamStart', undefined)
   app.decorateRequest('upstreamBody', undefined)
@@ -139,8 +140,9 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         })
       }
       if (route.auth === 'required') {
-        const guard = guardOf(config, route, assertions, accessTokens, bearerReports)
-        const bearerHeader = route.bearer?.header
+        const guard = guardOf(config, route, assertions, accessTokens, bearerReports, grants?.(route))
+        // An agent's token (src/agents/) comes in Authorization.
+        const bearerHeader = route.bearer?.header ?? (route.agents ? 'authorization' : undefined)
         const limit = route.preserveBodyBytes
         let keepForm: RouteActs['keepForm']
         if (forms !== undefined && limit !== undefined) {

@@ -11,7 +11,7 @@ import { completeSignIn } from '../oauth/sign-in.js'
 import { maxAgeSeconds } from '../oauth/step-up.js'
 import { parseFormBinding } from '../oauth/preserved-body.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
-import { HOME, loginUrl, redirectUri, safeNext } from '../oauth/urls.js'
+import { HOME, agentInteractionUrl, loginUrl, parseInteractionId, redirectUri, safeNext } from '../oauth/urls.js'
 import { browserFamily } from '../session/browser-family.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
@@ -21,8 +21,11 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
 
   // Any `prompt` in this address is ignored: only the gateway's own "Use another account" sets one.
   // `form`: the binding of the form kept before this sign-in (routes/form-replay.ts), carried in the signed state.
-  app.get<{ Params: { provider: string }, Querystring: { next?: string, form?: unknown } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
-    return await beginSignIn(context, request, reply, context.providerName(request), safeNext(request.query.next, redirectHosts), false, parseFormBinding(request.query.form))
+  // `agent`: the agent authorization (src/agents/) this sign-in is for; its session becomes the grant's.
+  app.get<{ Params: { provider: string }, Querystring: { next?: string, form?: unknown, agent?: unknown } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
+    const agent = parseInteractionId(request.query.agent)
+    const next = agent === undefined ? safeNext(request.query.next, redirectHosts) : agentInteractionUrl(agent)
+    return await beginSignIn(context, request, reply, context.providerName(request), next, false, parseFormBinding(request.query.form), agent)
   })
 
   app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', { onRequest: signinLimit }, async (request, reply) => {
@@ -33,6 +36,12 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       const completed = await completeSignIn(context, name, queryStart === -1 ? '' : request.url.slice(queryStart + 1), request.cookies[cookies.flow])
       next = completed.next
       const signIn = completed.signIn
+      if (completed.agent !== undefined && context.agents !== undefined) {
+        await context.agents.signedIn(request, reply, completed.agent, name, signIn)
+        metrics.signinsSucceeded.inc({ provider: name })
+        request.log.info({ provider: name, agent: true }, 'sign-in succeeded')
+        return reply.redirect(agentInteractionUrl(completed.agent), 302)
+      }
       await startSignedIn(context, request, reply, name, signIn)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
@@ -59,12 +68,12 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
  * who signs in (accountPrompt) instead of reusing its own session. `form`: the binding of the form
  * kept before this sign-in, which only this flow's callback may offer.
  */
-export async function beginSignIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, next: string, chooseAccount = false, form?: string): Promise<FastifyReply> {
+export async function beginSignIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, next: string, chooseAccount = false, form?: string, agent?: string): Promise<FastifyReply> {
   const { config, providers, flows, metrics, cookies } = context
   const provider = await providers.get(name)
   // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
   const flow = await flows.begin(parseFlowCookie(request.cookies[cookies.flow]), {
-    provider: provider.name, next, pkce: provider.pkce, openid: provider.openid, form,
+    provider: provider.name, next, pkce: provider.pkce, openid: provider.openid, form, agent,
   })
   metrics.signinsStarted.inc({ provider: provider.name })
   const prompt = chooseAccount ? accountPrompt(provider) : undefined

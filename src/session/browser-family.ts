@@ -1,10 +1,11 @@
 // Which browser a User-Agent header names, as a person would recognise it on their list of
-// sessions: Firefox, Chrome, Edge, Safari, curl, or other. A fixed order of substring tests on at
+// sessions: Firefox, Chrome, Edge, Safari, curl, or other (and an agent's grant,
+// src/agents/, which no User-Agent names). A fixed order of substring tests on at
 // most the header's first 512 characters: linear in that length, no regex, so no header costs more.
 // A User-Agent is the client's own word: it labels a session for its owner, and decides nothing.
 
 /** What the list of sessions shows for a session's browser (the order is the person index's stored byte: append only). */
-export const BROWSER_FAMILIES = ['Firefox', 'Chrome', 'Edge', 'Safari', 'curl', 'other'] as const
+export const BROWSER_FAMILIES = ['Firefox', 'Chrome', 'Edge', 'Safari', 'curl', 'other', 'agent (MCP client or CLI)'] as const
 export type BrowserFamily = typeof BROWSER_FAMILIES[number]
 
 /** How much of the header is looked at: real ones fit; a longer one is read no further. */

@@ -1,0 +1,191 @@
+// The gateway as the OAuth 2.1 authorization server of MCP clients and CLIs, for the routes with
+// `agents: true`: panva's oidc-provider (OpenID Certified) embedded, not a hand-written one. It does
+// registration (RFC 7591), PKCE, resource indicators (RFC 8707), single-use codes, refresh rotation
+// with reuse detection and revocation (RFC 7009); the gateway gives it its storage (the store,
+// sealed: store-adapter.ts), its signing key (the assertion key ring: access tokens are ES256 JWTs
+// the routes check themselves, grant-tokens.ts), its accounts (the person of the grant's session)
+// and its pages (routes/agents.ts: the sign-in at the route's provider, then consent).
+// Its endpoints live under /oauth/agents/; its own discovery and userinfo are not served (the
+// gateway publishes RFC 8414 metadata itself, src/routes/agents.ts).
+// @see https://github.com/panva/node-oidc-provider/blob/main/docs/README.md
+import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
+import type { IncomingMessage, ServerResponse } from 'node:http'
+import type { AgentsConfig } from '../config/types.js'
+import type { KeyRing } from '../assertion/keys.js'
+import type { Clock } from '../ops/clock.js'
+import type { Logger } from '../ops/logger.js'
+import type { Sealer } from '../session/seal.js'
+import type { SessionStore } from '../store/store.js'
+import { privateUse, registrationProblem } from './clients.js'
+import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX } from './endpoints.js'
+import type { AgentGrants } from './grants.js'
+import { storeAdapter } from './store-adapter.js'
+
+/** The name under which the gateway's client rules run (no client sends it). */
+const CHECKED = 'x_gateway_checked'
+/** How long a code lives (OAuth 2.1 recommends a short lifetime; SPEC: 60 s). */
+const CODE_TTL_SECONDS = 60
+
+export interface AuthorizationServerOptions {
+  /** `server.baseUrl`: the issuer. */
+  issuer: string
+  agents: AgentsConfig
+  /** Each agents route's resource identifier (`{baseUrl}<path>`). */
+  resources: readonly string[]
+  /** How long a sign-in and consent may take (`state.ttl`). */
+  interactionTtlMs: number
+  store: SessionStore
+  sealer: Sealer
+  keys: KeyRing
+  grants: AgentGrants
+  clock: Clock
+  log: Logger
+  /** The gateway's error page for what cannot go back to the client (an unknown client, a redirect URI not registered). */
+  renderError: (status: number, error: string, description: string | undefined) => string
+}
+
+/** oidc-provider with the key the ring signs with now; rebuilt when the ring rotates. */
+export class AuthorizationServer {
+  private built: { kid: string, provider: Provider, callback: ReturnType<Provider['callback']> } | undefined
+
+  constructor (private readonly options: AuthorizationServerOptions) {}
+
+  /** The provider (for the interaction pages: details, Grant, finishing). */
+  async provider (): Promise<Provider> {
+    return (await this.current()).provider
+  }
+
+  /** Lets oidc-provider answer one request under /oauth/agents/ (the request's body not read yet). */
+  async handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const { callback } = await this.current()
+    await callback(req, res)
+  }
+
+  private async current (): Promise<NonNullable<AuthorizationServer['built']>> {
+    const jwk = await this.options.keys.signingJwk()
+    if (this.built?.kid !== jwk.kid) {
+      const provider = new Provider(this.options.issuer, configuration(this.options, jwk))
+      provider.proxy = false
+      provider.on('server_error', (_ctx, error) => this.options.log.error({ err: error }, 'agents: authorization server error'))
+      this.built = { kid: jwk.kid, provider, callback: provider.callback() }
+    }
+    return this.built
+  }
+}
+
+function configuration (options: AuthorizationServerOptions, jwk: Record<string, unknown>): Configuration {
+  return { ...storage(options, jwk), ...clients(), ...grants(options), features: features(options) }
+}
+
+const seconds = (ms: number) => Math.max(1, Math.floor(ms / 1000))
+
+/** Where it keeps what it issues (the store, sealed), the key it signs with, its cookies, its addresses and pages. */
+function storage (options: AuthorizationServerOptions, jwk: Record<string, unknown>): Configuration {
+  return {
+    adapter: storeAdapter(options.store, options.sealer, {
+      grantRevoked: async (grantId) => await options.grants.end(grantId),
+      clientIdleMs: options.agents.refreshTokenTtlMs,
+      clock: options.clock,
+    }),
+    jwks: { keys: [jwk] },
+    routes: { ...AGENT_ENDPOINTS, jwks: `${AGENTS_PREFIX}/jwks`, userinfo: `${AGENTS_PREFIX}/userinfo`, end_session: `${AGENTS_PREFIX}/end-session` },
+    cookies: {
+      keys: options.sealer.keys.map((key) => key.derive('agents-cookies').export().toString('base64url')),
+      long: { signed: true, httpOnly: true, sameSite: 'lax' },
+      short: { signed: true, httpOnly: true, sameSite: 'lax' },
+      names: { session: 'gw_agents_session', interaction: 'gw_agents_interaction', resume: 'gw_agents_resume' },
+    },
+    interactions: { url: (_ctx, interaction) => `${AGENTS_PREFIX}/interaction/${interaction.uid}` },
+    renderError: (ctx: KoaContextWithOIDC, out, error) => {
+      ctx.type = 'html'
+      ctx.body = options.renderError(error instanceof errors.OIDCProviderError ? error.statusCode : 500, String(out.error), out.error_description === undefined ? undefined : String(out.error_description))
+    },
+  }
+}
+
+/** Public clients only, proven by PKCE (S256), held to the gateway's rules (clients.ts). */
+function clients (): Configuration {
+  return {
+    responseTypes: ['code'],
+    pkce: { required: () => true },
+    allowOmittingSingleRegisteredRedirectUri: false,
+    clientDefaults: {
+      id_token_signed_response_alg: 'ES256',
+      token_endpoint_auth_method: 'none',
+      grant_types: ['authorization_code', 'refresh_token'],
+      response_types: ['code'],
+    },
+    clientAuthMethods: ['none'],
+    // The gateway's own rules on every client, checked before oidc-provider's (clients.ts).
+    extraClientMetadata: {
+      properties: [CHECKED],
+      validator: (_ctx, key, value, metadata) => {
+        if (key !== CHECKED) return
+        if (value !== undefined) throw new errors.InvalidClientMetadata(`${CHECKED} is not client metadata`)
+        const problem = registrationProblem(metadata)
+        if (problem?.field === 'redirect_uris') throw new errors.InvalidRedirectUri(problem.message)
+        if (problem !== undefined) throw new errors.InvalidClientMetadata(problem.message)
+        // The route's scope is granted on the consent page whatever the client registered: a `scope`
+        // read from the route's metadata (MCP clients register one) restricts nothing here.
+        delete metadata.scope
+        // Public clients only: the secret oidc-provider makes for a client that names no method (RFC 7591's default) is dropped.
+        delete metadata.client_secret
+        delete metadata.client_secret_expires_at
+        // A private-use scheme is a native app's (RFC 8252 §7.1), which oidc-provider wants said.
+        if ((metadata.redirect_uris as string[]).some(privateUse)) metadata.application_type = 'native'
+      },
+    },
+    scopes: ['offline_access'],
+    claims: { openid: ['sub'] },
+  }
+}
+
+/** What a grant is: made on the consent page only, bound to the grant's session, its tokens' lifetimes. */
+function grants (options: AuthorizationServerOptions): Configuration {
+  const { agents } = options
+  return {
+    // A grant is made only on the consent page (never reused silently): each authorization asks the person.
+    loadExistingGrant: async (ctx) => {
+      const grantId = ctx.oidc.result?.consent?.grantId
+      return typeof grantId === 'string' ? await ctx.oidc.provider.Grant.find(grantId) : undefined
+    },
+    findAccount: async (_ctx, sub, token) => {
+      // A refresh after the grant's session ended (sign-out everywhere, back-channel logout, revoke) finds nobody: invalid_grant.
+      const grantId = token?.grantId
+      if (typeof grantId === 'string' && !(await options.grants.alive(grantId))) return undefined
+      return { accountId: sub, claims: () => ({ sub }) }
+    },
+    extraTokenClaims: (_ctx, token) => token.kind === 'AccessToken' && token.grantId !== undefined ? { gid: token.grantId } : undefined,
+    issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    rotateRefreshToken: true,
+    ttl: {
+      AccessToken: seconds(agents.accessTokenTtlMs),
+      AuthorizationCode: CODE_TTL_SECONDS,
+      RefreshToken: seconds(agents.refreshTokenTtlMs),
+      Grant: seconds(agents.refreshTokenTtlMs),
+      Interaction: seconds(options.interactionTtlMs),
+      Session: seconds(options.interactionTtlMs),
+    },
+  }
+}
+
+function features (options: AuthorizationServerOptions): Configuration['features'] {
+  const { agents, resources } = options
+  return {
+    devInteractions: { enabled: false },
+    userinfo: { enabled: false },
+    rpInitiatedLogout: { enabled: false },
+    revocation: { enabled: true },
+    registration: { enabled: agents.registration, issueRegistrationAccessToken: false },
+    resourceIndicators: {
+      enabled: true,
+      // With one agents route, a client that names no resource gets that route's tokens.
+      defaultResource: () => resources.length === 1 ? resources[0]! : undefined,
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, resource) => {
+        if (!resources.includes(resource)) throw new errors.InvalidTarget('the resource is not a route of this gateway that agents may reach')
+        return { scope: AGENT_SCOPE, audience: resource, accessTokenTTL: seconds(agents.accessTokenTtlMs), accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }
+      },
+    },
+  }
+}

@@ -1,0 +1,53 @@
+// What a registered agent client may be (RFC 7591 metadata, checked before oidc-provider stores
+// it): a public client (`token_endpoint_auth_method: none`, PKCE its only proof), whose redirect
+// URIs are https, http on a loopback address with any port (RFC 8252 §7.3), or a private-use scheme
+// (RFC 8252 §7.1: a native app's own), and whose name, shown on the consent page, is bounded.
+// @see https://www.rfc-editor.org/rfc/rfc7591#section-2
+// @see https://www.rfc-editor.org/rfc/rfc8252#section-7
+import { isLoopbackHost } from '../config/loopback.js'
+
+/** The longest `client_name` kept: the consent page shows it whole. */
+export const CLIENT_NAME_MAX = 100
+/** At most this many redirect URIs per client. */
+export const REDIRECT_URIS_MAX = 10
+
+/** Schemes that are not an app's own: they run code, read files or name another kind of resource. */
+const NOT_PRIVATE_USE = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:', 'mailto:', 'tel:', 'sms:', 'urn:', 'filesystem:', 'chrome:', 'view-source:', 'intent:'])
+
+/** Why `value` cannot be a redirect URI of an agent client, or undefined when it can. */
+export function redirectUriProblem (value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.length > 2000) return 'is not a URI of at most 2000 characters'
+  const parsed = URL.parse(value)
+  if (parsed === null) return 'is not a URI'
+  if (value.includes('#')) return 'must have no fragment'
+  if (parsed.username !== '' || parsed.password !== '') return 'must carry no user name or password'
+  if (parsed.protocol === 'https:') return parsed.hostname === '' ? 'has no host' : undefined
+  if (parsed.protocol === 'http:') {
+    return isLoopbackHost(parsed.hostname) ? undefined : 'uses http on a host that is not loopback (127.0.0.1, [::1] or localhost): use https'
+  }
+  // A private-use scheme: letters, digits, `+`, `-`, `.`; one that runs code or names other resources is refused.
+  if (!/^[a-z][a-z0-9+.-]*:$/.test(parsed.protocol) || NOT_PRIVATE_USE.has(parsed.protocol)) return `uses the ${parsed.protocol.slice(0, -1)} scheme, which is not an app's own`
+  return undefined
+}
+
+/** Whether `value` uses a private-use scheme (oidc-provider then treats the client as a native app). */
+export function privateUse (value: string): boolean {
+  const protocol = URL.parse(value)?.protocol
+  return protocol !== undefined && protocol !== 'https:' && protocol !== 'http:'
+}
+
+/** Why this registration cannot be kept, or undefined: the redirect URIs, the client authentication and the name. */
+export function registrationProblem (metadata: Record<string, unknown>): { field: 'redirect_uris' | 'other', message: string } | undefined {
+  const uris = metadata.redirect_uris
+  if (!Array.isArray(uris) || uris.length === 0) return { field: 'redirect_uris', message: 'redirect_uris must list at least one URI' }
+  if (uris.length > REDIRECT_URIS_MAX) return { field: 'redirect_uris', message: `redirect_uris may list at most ${REDIRECT_URIS_MAX} URIs` }
+  for (const uri of uris) {
+    const problem = redirectUriProblem(uri)
+    if (problem !== undefined) return { field: 'redirect_uris', message: `redirect URI ${JSON.stringify(String(uri).slice(0, 200))} ${problem}` }
+  }
+  const method = metadata.token_endpoint_auth_method
+  if (method !== undefined && method !== 'none') return { field: 'other', message: 'token_endpoint_auth_method must be none: agent clients are public clients, proven by PKCE' }
+  const name = metadata.client_name
+  if (name !== undefined && (typeof name !== 'string' || name.length > CLIENT_NAME_MAX)) return { field: 'other', message: `client_name must be text of at most ${CLIENT_NAME_MAX} characters` }
+  return undefined
+}

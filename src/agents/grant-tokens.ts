@@ -1,0 +1,94 @@
+// The access tokens the gateway issued to agents, checked where they are used: an ES256 JWT of the
+// assertion key ring (`typ` at+jwt, RFC 9068), `iss` the gateway's base URL, `aud` exactly this
+// route's resource (a token for one route is refused on another), within its lifetime (60 s of
+// clock skew), naming a grant (`gid`) that still has its session.
+// @see https://www.rfc-editor.org/rfc/rfc9068
+import { createHash } from 'node:crypto'
+import { createLocalJWKSet, decodeJwt, errors, jwtVerify, type JWTVerifyGetKey } from 'jose'
+import type { GrantGuard, GrantOutcome } from '../access/authorize.js'
+import type { KeyRing } from '../assertion/keys.js'
+import type { Clock } from '../ops/clock.js'
+import { Lru } from '../ops/lru.js'
+import type { AgentGrants } from './grants.js'
+
+const SKEW_SECONDS = 60
+/** Tokens whose signature this instance checked, kept until their `exp`: a request with one then costs no signature check (a session cookie costs none either). */
+const CHECKED_TOKENS = 10_000
+
+export class GrantTokens {
+  private keySet: Promise<JWTVerifyGetKey> | undefined
+  /** A token's SHA-256 -> its grant, audience and `exp` (clock ms): what a verified token said. */
+  private readonly checked = new Lru<string, { gid: string, resource: string, until: number }>(CHECKED_TOKENS)
+
+  constructor (private readonly issuer: string, private readonly keys: KeyRing, private readonly grants: AgentGrants, private readonly clock: Clock) {
+    keys.onChange(() => { this.keySet = undefined })
+  }
+
+  /** The check of one route's tokens: those whose audience is `resource`. */
+  forResource (resource: string): GrantGuard {
+    return {
+      issuedHere: (token) => this.issuedHere(token),
+      check: async (token) => await this.check(token, resource),
+    }
+  }
+
+  private issuedHere (token: string): boolean {
+    try {
+      return decodeJwt(token).iss === this.issuer
+    } catch {
+      return false
+    }
+  }
+
+  private async check (token: string, resource: string): Promise<GrantOutcome> {
+    const hash = createHash('sha256').update(token).digest('base64url')
+    const known = this.checked.get(hash)
+    if (known !== undefined && known.resource === resource && this.clock.now() < known.until) return await this.session(known.gid)
+    let gid: unknown
+    let exp: unknown
+    try {
+      const { payload } = await jwtVerify(token, await this.verificationKeys(), {
+        issuer: this.issuer,
+        audience: resource,
+        algorithms: ['ES256'],
+        typ: 'at+jwt',
+        requiredClaims: ['exp', 'sub', 'client_id'],
+        clockTolerance: SKEW_SECONDS,
+        currentDate: new Date(this.clock.now()),
+      })
+      gid = payload.gid
+      exp = payload.exp
+    } catch (error) {
+      return refusal(error)
+    }
+    if (typeof gid !== 'string' || gid === '') return { ok: false, problem: 'malformed', message: 'The token names no grant.' }
+    // Kept only until its exp (without the skew): from then on it is checked, and refused, again.
+    if (typeof exp === 'number') this.checked.set(hash, { gid, resource, until: exp * 1000 })
+    return await this.session(gid)
+  }
+
+  /** The grant's session, or `inactive` when the grant has none any more. */
+  private async session (gid: string): Promise<GrantOutcome> {
+    const cookie = await this.grants.cookieHeader(gid)
+    if (cookie === undefined) return { ok: false, problem: 'inactive', message: 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.' }
+    return { ok: true, cookie }
+  }
+
+  private async verificationKeys (): Promise<JWTVerifyGetKey> {
+    this.keySet ??= this.keys.jwks().then((set) => createLocalJWKSet(set))
+    return await this.keySet.catch((error: unknown) => {
+      this.keySet = undefined
+      throw error
+    })
+  }
+}
+
+/** Why jose refused the token, as the gate names refusals. */
+function refusal (error: unknown): GrantOutcome {
+  if (error instanceof errors.JWTExpired) return { ok: false, problem: 'expired', message: 'The token has expired: refresh it, or authorize again.' }
+  if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud') return { ok: false, problem: 'wrong_audience', message: 'The token was issued for another route.' }
+  if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'nbf') return { ok: false, problem: 'not_yet_valid', message: 'The token is not valid yet.' }
+  if (error instanceof errors.JWKSNoMatchingKey) return { ok: false, problem: 'unknown_key', message: 'The token was signed with a key the gateway does not hold.' }
+  if (error instanceof errors.JWSSignatureVerificationFailed) return { ok: false, problem: 'bad_signature', message: 'The token\'s signature does not check.' }
+  return { ok: false, problem: 'malformed', message: 'The token is not one the gateway issued to this route.' }
+}

@@ -1,0 +1,61 @@
+// A grant to an agent is a session of the person: when they allow a client, the gateway starts a
+// session of its own for that grant (the provider's tokens, refreshed as for browsers), and keeps
+// which grant it belongs to. An access token names its grant (`gid`); the grant names its
+// session's cookie, sealed to the grant id; a request with the token is then judged as a browser
+// with that cookie would be. Ending either ends both: a grant revoked (a refresh token used twice,
+// RFC 7009) ends its session, and a session ended (sign-out everywhere, back-channel logout, the
+// sessions page, maxAge) leaves the grant nothing to refresh or to reach.
+import { Lru } from '../ops/lru.js'
+import type { Sealer } from '../session/seal.js'
+import type { Sessions } from '../session/session.js'
+import type { KeyValue } from '../store/store.js'
+
+const PURPOSE = 'agents-grant-session'
+/** Grants whose session cookie this instance remembers: a request with a token then costs no store read for it. */
+const CACHED_GRANTS = 10_000
+
+export class AgentGrants {
+  private readonly cookies = new Lru<string, string>(CACHED_GRANTS)
+
+  constructor (private readonly store: KeyValue, private readonly sealer: Sealer, private readonly sessions: Sessions) {}
+
+  private key (grantId: string): string {
+    return `agents:grant-session:${this.sealer.idFor(PURPOSE, grantId)}`
+  }
+
+  /** Records that `grantId`'s requests are judged by the session of `cookie`, for as long as that session may live. */
+  async bind (grantId: string, cookie: string, ttlMs: number): Promise<void> {
+    await this.store.set(this.key(grantId), this.sealer.seal(PURPOSE, grantId, cookie), ttlMs)
+    this.cookies.set(grantId, cookie)
+  }
+
+  /** The Cookie header that names the grant's session, or undefined when the grant has none (ended, unknown). */
+  async cookieHeader (grantId: string): Promise<string | undefined> {
+    const cookie = await this.cookieOf(grantId)
+    return cookie === undefined ? undefined : `${this.sessions.cookieName}=${cookie}`
+  }
+
+  private async cookieOf (grantId: string): Promise<string | undefined> {
+    const known = this.cookies.get(grantId)
+    if (known !== undefined) return known
+    const sealed = await this.store.get(this.key(grantId))
+    const cookie = sealed === null ? null : this.sealer.open(PURPOSE, grantId, sealed)
+    if (cookie === null) return undefined
+    this.cookies.set(grantId, cookie)
+    return cookie
+  }
+
+  /** Whether the grant's session is still there (a refresh of the grant's tokens asks). */
+  async alive (grantId: string): Promise<boolean> {
+    const header = await this.cookieHeader(grantId)
+    return header !== undefined && await this.sessions.load(header) !== null
+  }
+
+  /** Ends the grant's session (the grant itself was revoked). */
+  async end (grantId: string): Promise<void> {
+    const header = await this.cookieHeader(grantId)
+    this.cookies.delete(grantId)
+    await this.store.delete(this.key(grantId))
+    if (header !== undefined) await this.sessions.end(await this.sessions.load(header))
+  }
+}

@@ -1,0 +1,122 @@
+// oidc-provider's storage (its Adapter interface) on the gateway's store: every artefact of the
+// authorization server for agents (clients, interactions, codes, refresh tokens, grants) is one
+// record, sealed like a session (seal.ts): the store sees a keyed hash of each id and ciphertext
+// bound to that id, so a store dump holds no usable code, token or client. A code or refresh token
+// is used once: `consume` claims it with a set-if-absent, and a second use, even one racing the
+// first, revokes everything its grant issued (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1).
+// @see https://github.com/panva/node-oidc-provider/blob/main/example/my_adapter.js
+import { errors, type Adapter, type AdapterPayload } from 'oidc-provider'
+import type { Clock } from '../ops/clock.js'
+import type { Sealer } from '../session/seal.js'
+import type { SessionStore } from '../store/store.js'
+
+const PREFIX = 'agents:'
+/** Models whose records a second use must find consumed. */
+const CONSUMABLE = new Set(['AuthorizationCode', 'RefreshToken', 'DeviceCode'])
+/** What a record keeps when oidc-provider gives no lifetime (a registered client): bounded all the same. */
+const UNBOUNDED_MS = 30 * 24 * 3600 * 1000
+
+/** What the adapter does beyond storing: a grant revoked, so that the gateway ends its session too. */
+export interface AdapterEvents {
+  /** A grant ended (a code or refresh token used twice, a revocation, a grant deleted). */
+  grantRevoked: (grantId: string) => Promise<void>
+  /** How long an unused registered client is kept (each use renews it). */
+  clientIdleMs: number
+  /** What "now" is when a record is found consumed. */
+  clock: Clock
+}
+
+/** The store adapters of one authorization server, one per oidc-provider model. */
+export function storeAdapter (store: SessionStore, sealer: Sealer, events: AdapterEvents): new (model: string) => Adapter {
+  const grants = new GrantKeys(store, sealer, events)
+  return class StoreAdapter implements Adapter {
+    constructor (private readonly model: string) {}
+
+    private key (id: string): string {
+      return `${PREFIX}${this.model}:${sealer.idFor(`agents-${this.model}`, id)}`
+    }
+
+    private index (kind: string, value: string): string {
+      return `${PREFIX}${this.model}-${kind}:${sealer.idFor(`agents-${this.model}-${kind}`, value)}`
+    }
+
+    async upsert (id: string, payload: AdapterPayload, expiresIn: number | undefined): Promise<void> {
+      const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.clientIdleMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
+      const key = this.key(id)
+      await store.set(key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)
+      if (payload.grantId !== undefined) await grants.add(payload.grantId, key, ttlMs)
+      if (payload.uid !== undefined) await store.set(this.index('uid', payload.uid), sealer.seal('agents-uid', payload.uid, id), ttlMs)
+      if (payload.userCode !== undefined) await store.set(this.index('user-code', payload.userCode), sealer.seal('agents-user-code', payload.userCode, id), ttlMs)
+    }
+
+    async find (id: string): Promise<AdapterPayload | undefined> {
+      const key = this.key(id)
+      // A client is kept while it is used: every lookup renews it.
+      const raw = this.model === 'Client' ? (await store.getAndTouchBytes(key, events.clientIdleMs))?.toString() : await store.get(key)
+      if (raw === null || raw === undefined) return undefined
+      const plain = sealer.open(`agents-${this.model}`, id, raw)
+      if (plain === null) return undefined
+      const payload = JSON.parse(plain) as AdapterPayload
+      if (CONSUMABLE.has(this.model) && await store.get(consumedKey(key)) !== null) payload.consumed = payload.consumed ?? Math.floor(events.clock.now() / 1000)
+      return payload
+    }
+
+    async findByUid (uid: string): Promise<AdapterPayload | undefined> {
+      const sealed = await store.get(this.index('uid', uid))
+      const id = sealed === null ? null : sealer.open('agents-uid', uid, sealed)
+      return id === null ? undefined : await this.find(id)
+    }
+
+    async findByUserCode (userCode: string): Promise<AdapterPayload | undefined> {
+      const sealed = await store.get(this.index('user-code', userCode))
+      const id = sealed === null ? null : sealer.open('agents-user-code', userCode, sealed)
+      return id === null ? undefined : await this.find(id)
+    }
+
+    /**
+     * Marks a code or token used, once: of two uses, even at the same moment, one claims it and
+     * the other revokes its grant and is refused (`invalid_grant`).
+     */
+    async consume (id: string): Promise<void> {
+      const key = this.key(id)
+      const ttlMs = await store.remainingMs(key) ?? 0
+      if (await store.claim(consumedKey(key), '1', Math.max(ttlMs, 1000))) return
+      const payload = await this.find(id)
+      if (payload?.grantId !== undefined) await grants.revoke(payload.grantId)
+      throw new errors.InvalidGrant(`${this.model === 'RefreshToken' ? 'refresh token' : 'authorization code'} already used`)
+    }
+
+    async destroy (id: string): Promise<void> {
+      const key = this.key(id)
+      await store.delete(key)
+    }
+
+    async revokeByGrantId (grantId: string): Promise<void> {
+      await grants.revoke(grantId)
+    }
+  }
+}
+
+/** What each grant issued (the store keys of its codes and tokens, and of the grant itself), so that revoking it deletes them all. */
+class GrantKeys {
+  constructor (private readonly store: SessionStore, private readonly sealer: Sealer, private readonly events: AdapterEvents) {}
+
+  private key (grantId: string): string {
+    return `${PREFIX}grant:${this.sealer.idFor('agents-grant', grantId)}`
+  }
+
+  async add (grantId: string, key: string, ttlMs: number): Promise<void> {
+    await this.store.addMember(this.key(grantId), key, ttlMs)
+  }
+
+  /** Everything the grant issued, and the grant, deleted; then the gateway's side of it (its session). */
+  async revoke (grantId: string): Promise<void> {
+    for (const key of await this.store.takeMembers(this.key(grantId))) await this.store.delete(key)
+    await this.store.delete(`${PREFIX}Grant:${this.sealer.idFor('agents-Grant', grantId)}`)
+    await this.events.grantRevoked(grantId)
+  }
+}
+
+function consumedKey (key: string): string {
+  return `${key}:consumed`
+}

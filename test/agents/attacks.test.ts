@@ -1,0 +1,345 @@
+// The authorization server for agents under attack, over real sockets (the gateway, its Redis, the
+// worker's oidc-provider as the route's provider): registrations it must refuse, authorization
+// requests that must never redirect, a consent it must not take from another site or another
+// browser, a sign-in someone else started, codes and refresh tokens used twice, PKCE gone wrong,
+// and grants used after the person signed out everywhere or revoked them.
+import { createHash, randomBytes } from 'node:crypto'
+import { describe, expect } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+
+let gateway: TestGateway
+const REDIRECT = 'http://127.0.0.1:8976/callback'
+
+/** The gateway's clock: the wall clock plus an offset a test moves (no waiting for a token's expiry). */
+const clock = { offset: 0, now: () => Date.now() + clock.offset }
+
+/** The gateway trusts the loopback proxy's X-Forwarded-For, so that each test's registrations count for an address of their own. */
+const SERVER = { trustProxy: ['127.0.0.1'] }
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  gateway = await startStack({
+    server: SERVER,
+    routes: [
+      { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
+      { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+    ],
+  }, { deps: { clock } })
+})
+
+async function register (metadata: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Response> {
+  return await fetch(`${gateway.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(metadata) })
+}
+
+/** A registered public client, its PKCE pair, and its authorization URL (overrides replace parameters; null drops one). */
+async function client (name = 'Attack test'): Promise<{ id: string, verifier: string, url: (overrides?: Record<string, string | null>) => string }> {
+  const response = await register({ client_name: name, redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }, { 'x-forwarded-for': randomBytes(4).join('.') })
+  expect(response.status).toBe(201)
+  const id = (await response.json() as { client_id: string }).client_id
+  const verifier = randomBytes(32).toString('base64url')
+  const challenge = createHash('sha256').update(verifier).digest('base64url')
+  return {
+    id,
+    verifier,
+    url: (overrides = {}) => {
+      const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', resource: `${gateway.url}/mcp` })
+      for (const [key, value] of Object.entries(overrides)) {
+        if (value === null) query.delete(key)
+        else query.set(key, value)
+      }
+      return `${gateway.url}/oauth/agents/authorize?${query.toString()}`
+    },
+  }
+}
+
+/** The person's part over HTTP: the provider's sign-in, then the consent page; its body and CSRF token. */
+async function toConsent (browser: Browser, url: string, login: string): Promise<{ body: string, csrf: string, action: string }> {
+  const page = await browser.navigate(url, { login })
+  const body = await page.text()
+  expect(page.status, body).toBe(200)
+  return { body, csrf: /name="csrf" value="([^"]+)"/.exec(body)?.[1] ?? '', action: new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, gateway.url).href }
+}
+
+/** Allow on the consent page (as a same-origin form POST), then follow the redirects back to the client: the code. */
+async function allow (browser: Browser, consent: { csrf: string, action: string }, decision = 'allow'): Promise<URL> {
+  let response = await browser.fetch(consent.action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf: consent.csrf, decision }) })
+  while (response.status === 303 || response.status === 302) {
+    const location = new URL(response.headers.get('location')!, consent.action)
+    if (location.href.startsWith(REDIRECT)) return location
+    response = await browser.fetch(location.href)
+  }
+  throw new Error(`the consent ended with ${response.status}: ${await response.text()}`)
+}
+
+async function exchange (id: string, code: string, verifier: string, extra: Record<string, string> = {}): Promise<Response> {
+  return await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, ...extra }) })
+}
+
+async function granted (login = 'alice'): Promise<{ id: string, tokens: { access_token: string, refresh_token: string } }> {
+  const registered = await client()
+  const browser = new Browser()
+  const code = (await allow(browser, await toConsent(browser, registered.url(), login))).searchParams.get('code')
+  expect(code).toBeTruthy()
+  const response = await exchange(registered.id, code!, registered.verifier)
+  expect(response.status).toBe(200)
+  return { id: registered.id, tokens: await response.json() as { access_token: string, refresh_token: string } }
+}
+
+const call = async (token: string, path = '/mcp') => await fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${token}` } })
+const refresh = async (id: string, token: string) => await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: token, client_id: id }) })
+
+describe('metadata', () => {
+  it('publishes RFC 8414 metadata of the endpoints it serves, and names itself in each agents route\'s RFC 9728 metadata and 401', async () => {
+    const metadata = await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json() as Record<string, unknown>
+    expect(metadata).toMatchObject({
+      issuer: gateway.url,
+      authorization_endpoint: `${gateway.url}/oauth/agents/authorize`,
+      token_endpoint: `${gateway.url}/oauth/agents/token`,
+      registration_endpoint: `${gateway.url}/oauth/agents/register`,
+      revocation_endpoint: `${gateway.url}/oauth/agents/revoke`,
+      code_challenge_methods_supported: ['S256'],
+      token_endpoint_auth_methods_supported: ['none'],
+    })
+    expect(metadata).not.toHaveProperty('device_authorization_endpoint')
+    const resource = await (await fetch(`${gateway.url}/.well-known/oauth-protected-resource/mcp`)).json() as Record<string, unknown>
+    expect(resource).toMatchObject({ resource: `${gateway.url}/mcp`, authorization_servers: [gateway.url], scopes_supported: ['access'] })
+    const refused = await fetch(`${gateway.url}/mcp`, { headers: { accept: 'application/json' } })
+    expect(refused.status).toBe(401)
+    expect(refused.headers.get('www-authenticate')).toContain(`resource_metadata="${gateway.url}/.well-known/oauth-protected-resource/mcp"`)
+  })
+})
+
+describe('registration (RFC 7591) refuses what an agent client may not be', () => {
+  it.each([
+    ['http off loopback', { redirect_uris: ['http://evil.example/callback'] }, 'invalid_redirect_uri'],
+    ['http on a look-alike of localhost', { redirect_uris: ['http://localhost.evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['javascript:', { redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
+    ['data:', { redirect_uris: ['data:text/html,hi'] }, 'invalid_redirect_uri'],
+    ['file:', { redirect_uris: ['file:///etc/passwd'] }, 'invalid_redirect_uri'],
+    ['a fragment', { redirect_uris: ['https://app.example/cb#x'] }, 'invalid_redirect_uri'],
+    ['credentials in the URI', { redirect_uris: ['https://user:pw@app.example/cb'] }, 'invalid_redirect_uri'],
+    ['no redirect URI', { redirect_uris: [] }, 'invalid_redirect_uri'],
+    ['eleven redirect URIs', { redirect_uris: Array.from({ length: 11 }, (_, i) => `https://app.example/${i}`) }, 'invalid_redirect_uri'],
+    ['a confidential client', { redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
+    ['a name too long for the consent page', { redirect_uris: [REDIRECT], client_name: 'x'.repeat(101) }, 'invalid_client_metadata'],
+    ['the implicit grant', { redirect_uris: [REDIRECT], grant_types: ['implicit'], response_types: ['id_token'] }, 'invalid_client_metadata'],
+  ])('%s', async (_name, metadata, error) => {
+    const response = await register(metadata, { 'x-forwarded-for': randomBytes(4).join('.') })
+    expect(response.status).toBe(400)
+    expect((await response.json() as { error: string }).error).toBe(error)
+  })
+
+  it.each([
+    ['https', 'https://app.example/callback'],
+    ['http on 127.0.0.1, any port', 'http://127.0.0.1:51234/callback'],
+    ['http on [::1]', 'http://[::1]:8080/cb'],
+    ['http on localhost', 'http://localhost:3333/callback'],
+    ['a private-use scheme', 'com.example.agent:/callback'],
+  ])('accepts %s', async (_name, uri) => {
+    const response = await register({ redirect_uris: [uri] }, { 'x-forwarded-for': randomBytes(4).join('.') })
+    expect(response.status).toBe(201)
+    const body = await response.json() as Record<string, unknown>
+    expect(body.token_endpoint_auth_method).toBe('none')
+    expect(body).not.toHaveProperty('client_secret')
+  })
+
+  it('is bounded per client address: the 11th registration within a minute is 429', async () => {
+    const statuses: number[] = []
+    const headers = { 'x-forwarded-for': '203.0.113.7' }
+    for (let i = 0; i < 11; i++) statuses.push((await register({ redirect_uris: [REDIRECT] }, headers)).status)
+    expect(statuses).toEqual([...Array.from({ length: 10 }, () => 201), 429])
+    // Another address still registers.
+    expect((await register({ redirect_uris: [REDIRECT] }, { 'x-forwarded-for': '203.0.113.8' })).status).toBe(201)
+  })
+})
+
+describe('an authorization request that must not redirect, and one that must not pass', () => {
+  it.each([
+    ['an unknown client', { client_id: 'nobody' }],
+    ['a redirect URI not registered', { redirect_uri: 'http://127.0.0.1:8976/callbackx' }],
+    ['a look-alike redirect URI', { redirect_uri: 'http://127.0.0.1:8976/callback/../evil' }],
+    ['another host\'s redirect URI', { redirect_uri: 'https://evil.example/callback' }],
+  ])('%s is an error page, never a redirect', async (_name, overrides) => {
+    const registered = await client()
+    const response = await fetch(registered.url(overrides), { redirect: 'manual' })
+    expect(response.status).toBe(400)
+    expect(response.headers.get('location')).toBeNull()
+    expect(response.headers.get('content-type')).toContain('text/html')
+  })
+
+  it.each([
+    ['no PKCE', { code_challenge: null, code_challenge_method: null }],
+    ['PKCE plain', { code_challenge_method: 'plain' }],
+    ['a resource that is not an agents route', { resource: 'http://127.0.0.1:1/app/' }],
+    ['response_type token', { response_type: 'token' }],
+  ])('%s goes back to the client as an error', async (_name, overrides) => {
+    const registered = await client()
+    const response = await fetch(registered.url(overrides), { redirect: 'manual' })
+    expect(response.status).toBe(303)
+    const location = new URL(response.headers.get('location')!)
+    expect(location.href.startsWith(REDIRECT)).toBe(true)
+    // In the query, or in the fragment for a response type that answers there.
+    const answer = new URLSearchParams(location.search || location.hash.slice(1))
+    expect(answer.get('error')).toMatch(/^(invalid_request|invalid_target|unsupported_response_type)$/)
+    expect(answer.has('code')).toBe(false)
+    expect(answer.has('access_token')).toBe(false)
+  })
+})
+
+describe('consent is the person\'s, in their browser, on this gateway\'s page', () => {
+  it('refuses a consent POST from another site, or without its CSRF token', async () => {
+    const registered = await client()
+    const browser = new Browser()
+    const consent = await toConsent(browser, registered.url(), 'alice')
+    expect(consent.body).toContain('Attack test')
+    expect(consent.body).toContain('127.0.0.1:8976')
+    const post = async (headers: Record<string, string>, form: Record<string, string>) => await browser.fetch(consent.action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers }, body: new URLSearchParams(form) })
+    expect((await post({ 'sec-fetch-site': 'cross-site', origin: 'https://evil.example' }, { csrf: consent.csrf, decision: 'allow' })).status).toBe(403)
+    expect((await post({ origin: gateway.url }, { decision: 'allow' })).status).toBe(403)
+    expect((await post({ origin: gateway.url }, { csrf: 'x'.repeat(consent.csrf.length), decision: 'allow' })).status).toBe(403)
+    // Still pending: the real form then works.
+    expect((await allow(browser, consent)).searchParams.get('code')).toBeTruthy()
+  })
+
+  it('a sign-in someone else started for their authorization shows them nothing of the person who signed in', async () => {
+    const registered = await client()
+    const attacker = new Browser()
+    // The attacker starts the authorization, and so holds its interaction.
+    const first = await attacker.fetch(registered.url())
+    const interaction = new URL(first.headers.get('location')!, gateway.url)
+    const uid = interaction.pathname.split('/').at(-1)!
+    // The victim is led to sign in "for" that interaction.
+    const victim = new Browser()
+    await victim.navigate(`${gateway.url}/oauth/login/demo/?agent=${uid}`, { login: 'bob' })
+    // The attacker's browser has no sign-in of its own for it: it is sent to sign in, and never sees bob.
+    const page = await attacker.fetch(interaction.href)
+    expect(page.status).toBe(302)
+    expect(page.headers.get('location')).toContain('/oauth/login/demo/')
+    // The victim's browser holds the sign-in but not the interaction: no consent page either.
+    const theirs = await victim.fetch(interaction.href)
+    expect(theirs.status).toBe(400)
+    expect(await theirs.text()).not.toContain('Allow')
+  })
+})
+
+describe('codes, refresh tokens and grants', () => {
+  it('a code used twice: the second is invalid_grant, and what the first issued ends', async () => {
+    const registered = await client()
+    const browser = new Browser()
+    const code = (await allow(browser, await toConsent(browser, registered.url(), 'alice'))).searchParams.get('code')!
+    const first = await exchange(registered.id, code, registered.verifier)
+    expect(first.status).toBe(200)
+    const tokens = await first.json() as { access_token: string, refresh_token: string }
+    expect((await call(tokens.access_token)).status).toBe(200)
+    const second = await exchange(registered.id, code, registered.verifier)
+    expect(second.status).toBe(400)
+    expect((await second.json() as { error: string }).error).toBe('invalid_grant')
+    expect((await call(tokens.access_token)).status).toBe(401)
+    expect((await refresh(registered.id, tokens.refresh_token)).status).toBe(400)
+  })
+
+  it.each([
+    ['the wrong PKCE verifier', (verifier: string) => ({ code_verifier: `${verifier}x` })],
+    ['no PKCE verifier', () => ({ code_verifier: '' })],
+    ['another redirect URI', () => ({ redirect_uri: 'http://127.0.0.1:8977/callback' })],
+  ])('a code with %s is invalid_grant', async (_name, change) => {
+    const registered = await client()
+    const browser = new Browser()
+    const code = (await allow(browser, await toConsent(browser, registered.url(), 'alice'))).searchParams.get('code')!
+    const response = await exchange(registered.id, code, registered.verifier, change(registered.verifier))
+    expect(response.status).toBe(400)
+    expect((await response.json() as { error: string }).error).toMatch(/^invalid_(grant|request)$/)
+  })
+
+  it('a code of another client is refused', async () => {
+    const registered = await client()
+    const other = await client('Another client')
+    const browser = new Browser()
+    const code = (await allow(browser, await toConsent(browser, registered.url(), 'alice'))).searchParams.get('code')!
+    expect((await exchange(other.id, code, registered.verifier)).status).toBe(400)
+  })
+
+  it('a token is refused on another route, and after its refresh token is revoked (RFC 7009)', async () => {
+    const { id, tokens } = await granted()
+    expect((await call(tokens.access_token)).status).toBe(200)
+    expect((await call(tokens.access_token, '/other/')).status).toBe(401)
+    const revoked = await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })
+    expect(revoked.status).toBe(200)
+    expect((await call(tokens.access_token)).status).toBe(401)
+    expect((await refresh(id, tokens.refresh_token)).status).toBe(400)
+  })
+
+  it('a grant ends when the person signs out everywhere: its token gets 401 and its refresh token invalid_grant', async () => {
+    const { id, tokens } = await granted('carol')
+    expect((await call(tokens.access_token)).status).toBe(200)
+    const browser = new Browser()
+    expect((await browser.navigate(`${gateway.url}/app/`, { login: 'carol' })).status).toBe(200)
+    const out = await browser.fetch(`${gateway.url}/oauth/logout/?everywhere=1`, { method: 'POST', body: new URLSearchParams({}), headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' } })
+    expect(await out.text()).toContain('You are signed out')
+    expect((await call(tokens.access_token)).status).toBe(401)
+    expect((await refresh(id, tokens.refresh_token)).status).toBe(400)
+  })
+
+  it('no log line holds a code, a token or the client\'s verifier, and each request to the authorization server is logged', async () => {
+    const registered = await client()
+    const browser = new Browser()
+    const code = (await allow(browser, await toConsent(browser, registered.url(), 'alice'))).searchParams.get('code')!
+    const tokens = await (await exchange(registered.id, code, registered.verifier)).json() as { access_token: string, refresh_token: string }
+    await refresh(registered.id, tokens.refresh_token)
+    await call(tokens.access_token)
+    const log = gateway.logs.join('\n')
+    for (const secret of [code, tokens.access_token, tokens.refresh_token, registered.verifier, tokens.access_token.split('.')[2]!]) expect(log).not.toContain(secret)
+    expect(gateway.logs.some((line) => line.includes('/oauth/agents/token'))).toBe(true)
+  })
+
+  it('a token past its exp (10 minutes, 60 s of skew) is invalid_token, even one checked before', async () => {
+    const { tokens } = await granted()
+    expect((await call(tokens.access_token)).status).toBe(200)
+    clock.offset = 10 * 60_000
+    try {
+      expect((await call(tokens.access_token)).status).toBe(200)
+      clock.offset = 11 * 60_000 + 1000
+      const expired = await call(tokens.access_token)
+      expect(expired.status).toBe(401)
+      expect(expired.headers.get('www-authenticate')).toContain('invalid_token')
+      expect(await expired.text()).toContain('expired')
+    } finally {
+      clock.offset = 0
+    }
+  })
+
+  it('forged and foreign tokens are invalid_token', async () => {
+    const { tokens } = await granted()
+    const [header, payload] = tokens.access_token.split('.')
+    const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString()) as Record<string, unknown>
+    const forged = `${header}.${Buffer.from(JSON.stringify({ ...claims, sub: 'admin' })).toString('base64url')}.${tokens.access_token.split('.')[2]}`
+    const none = `${Buffer.from('{"alg":"none","typ":"at+jwt"}').toString('base64url')}.${payload}.`
+    for (const token of [forged, none, 'Bearer', 'not-a-jwt']) {
+      const response = await call(token)
+      expect(response.status).toBe(401)
+      expect(response.headers.get('www-authenticate')).toContain('invalid_token')
+    }
+  })
+})
+
+// Last: it starts the file's gateway again with rules of its own.
+describe('the route\'s rules', () => {
+  it('refuses a person the route\'s rules refuse, before any grant', async ({ startStack, upstream }) => {
+    await gateway.close()
+    gateway = await startStack({ server: SERVER, routes: [{ path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true, deny: [{ users: ['mallory'] }] }] })
+    const registered = await client()
+    const page = await new Browser().navigate(registered.url({ resource: null }), { login: 'mallory' })
+    expect(page.status).toBe(403)
+    expect(await page.text()).not.toContain('name="csrf"')
+    // With one agents route, `resource` may be left out: alice gets that route's token.
+    const person = new Browser()
+    const consent = await toConsent(person, registered.url({ resource: null }), 'alice')
+    // Another browser cannot answer it.
+    await expect(allow(new Browser(), consent)).rejects.toThrow(/ended with 400/)
+    const code = (await allow(person, consent)).searchParams.get('code')!
+    const tokens = await (await exchange(registered.id, code, registered.verifier, {})).json() as { access_token: string }
+    expect((await call(tokens.access_token)).status).toBe(200)
+  })
+})
