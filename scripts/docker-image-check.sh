@@ -43,7 +43,7 @@ user=$(docker inspect -f '{{.Config.User}}' "$TAG")
 [ "$(docker run --rm "$TAG" id -u)" != 0 ] || fail "the process runs as root"
 echo "ok: runs as user '$user'"
 
-dev=$(docker run --rm "$TAG" sh -c 'ls node_modules | grep -xE "vitest|typescript|oidc-provider|testcontainers|eslint" || true')
+dev=$(docker run --rm "$TAG" sh -c 'ls node_modules | grep -xE "vitest|typescript|testcontainers|eslint|playwright-core|@modelcontextprotocol" || true')
 [ -z "$dev" ] || fail "dev dependencies in the final image: $dev"
 echo "ok: production dependencies only"
 echo "docker image check passed ($TAG, $(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}'))"

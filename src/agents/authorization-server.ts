@@ -19,10 +19,14 @@ import type { SessionStore } from '../store/store.js'
 import { privateUse, registrationProblem } from './clients.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX } from './endpoints.js'
 import type { AgentGrants } from './grants.js'
-import { storeAdapter } from './store-adapter.js'
+import { keepClient, storeAdapter } from './store-adapter.js'
 
 /** The name under which the gateway's client rules run (no client sends it). */
 const CHECKED = 'x_gateway_checked'
+/** How long a registered client nobody has allowed yet is kept. */
+const UNUSED_CLIENT_MS = 3_600_000
+/** Client metadata the gateway has no use for, dropped at registration: large (jwks), fetched by the server (sector_identifier_uri, jwks_uri, request_uris) or shown nowhere. */
+const UNUSED_METADATA = ['jwks', 'jwks_uri', 'sector_identifier_uri', 'request_uris', 'contacts', 'logo_uri', 'client_uri', 'policy_uri', 'tos_uri', 'post_logout_redirect_uris', 'initiate_login_uri', 'backchannel_logout_uri', 'frontchannel_logout_uri', 'software_statement']
 /** How long a code lives (OAuth 2.1 recommends a short lifetime; SPEC: 60 s). */
 const CODE_TTL_SECONDS = 60
 
@@ -32,6 +36,8 @@ export interface AuthorizationServerOptions {
   agents: AgentsConfig
   /** Each agents route's resource identifier (`{baseUrl}<path>`). */
   resources: readonly string[]
+  /** Its cookies' names (oauth/urls.ts's cookieNames: the session, interaction and resume cookies). */
+  cookieNames: readonly [string, string, string]
   /** How long a sign-in and consent may take (`state.ttl`). */
   interactionTtlMs: number
   store: SessionStore
@@ -48,7 +54,16 @@ export interface AuthorizationServerOptions {
 export class AuthorizationServer {
   private built: { kid: string, provider: Provider, callback: ReturnType<Provider['callback']> } | undefined
 
-  constructor (private readonly options: AuthorizationServerOptions) {}
+  private readonly issuer: URL
+
+  constructor (private readonly options: AuthorizationServerOptions) {
+    this.issuer = new URL(options.issuer)
+  }
+
+  /** Keeps a client a person allowed for as long as its grants may live. */
+  async keepClient (clientId: string): Promise<void> {
+    await keepClient(this.options.store, this.options.sealer, clientId, this.options.agents.refreshTokenTtlMs)
+  }
 
   /** The provider (for the interaction pages: details, Grant, finishing). */
   async provider (): Promise<Provider> {
@@ -58,14 +73,36 @@ export class AuthorizationServer {
   /** Lets oidc-provider answer one request under /oauth/agents/ (the request's body not read yet). */
   async handle (req: IncomingMessage, res: ServerResponse): Promise<void> {
     const { callback } = await this.current()
-    await callback(req, res)
+    await callback(this.asIssuer(req), res)
+  }
+
+  /** The interaction this browser holds (its interaction cookie) for the page at `req`'s address. */
+  async interaction (req: IncomingMessage, res: ServerResponse): ReturnType<Provider['interactionDetails']> {
+    return await (await this.provider()).interactionDetails(this.asIssuer(req), res)
+  }
+
+  /** Ends the interaction with the person's answer; oidc-provider sends the browser on. */
+  async finish (req: IncomingMessage, res: ServerResponse, result: Parameters<Provider['interactionFinished']>[2]): Promise<void> {
+    await (await this.provider()).interactionFinished(this.asIssuer(req), res, result, { mergeWithLastSubmission: false })
+  }
+
+  /**
+   * The request as arriving at the issuer (`baseUrl`): its scheme and host, whatever the client sent
+   * and whatever a TLS-terminating proxy in front changed, so that oidc-provider's addresses are the
+   * issuer's and its cookies are Secure exactly when `baseUrl` is https.
+   */
+  private asIssuer (req: IncomingMessage): IncomingMessage {
+    req.headers['x-forwarded-proto'] = this.issuer.protocol.slice(0, -1)
+    req.headers['x-forwarded-host'] = this.issuer.host
+    return req
   }
 
   private async current (): Promise<NonNullable<AuthorizationServer['built']>> {
     const jwk = await this.options.keys.signingJwk()
     if (this.built?.kid !== jwk.kid) {
       const provider = new Provider(this.options.issuer, configuration(this.options, jwk))
-      provider.proxy = false
+      // Koa reads the scheme and host from X-Forwarded-*, which asIssuer sets from baseUrl.
+      provider.proxy = true
       provider.on('server_error', (_ctx, error) => this.options.log.error({ err: error }, 'agents: authorization server error'))
       this.built = { kid: jwk.kid, provider, callback: provider.callback() }
     }
@@ -84,7 +121,7 @@ function storage (options: AuthorizationServerOptions, jwk: Record<string, unkno
   return {
     adapter: storeAdapter(options.store, options.sealer, {
       grantRevoked: async (grantId) => await options.grants.end(grantId),
-      clientIdleMs: options.agents.refreshTokenTtlMs,
+      unusedClientMs: UNUSED_CLIENT_MS,
       clock: options.clock,
     }),
     jwks: { keys: [jwk] },
@@ -93,7 +130,7 @@ function storage (options: AuthorizationServerOptions, jwk: Record<string, unkno
       keys: options.sealer.keys.map((key) => key.derive('agents-cookies').export().toString('base64url')),
       long: { signed: true, httpOnly: true, sameSite: 'lax' },
       short: { signed: true, httpOnly: true, sameSite: 'lax' },
-      names: { session: 'gw_agents_session', interaction: 'gw_agents_interaction', resume: 'gw_agents_resume' },
+      names: { session: options.cookieNames[0], interaction: options.cookieNames[1], resume: options.cookieNames[2] },
     },
     interactions: { url: (_ctx, interaction) => `${AGENTS_PREFIX}/interaction/${interaction.uid}` },
     renderError: (ctx: KoaContextWithOIDC, out, error) => {
@@ -128,6 +165,7 @@ function clients (): Configuration {
         // The route's scope is granted on the consent page whatever the client registered: a `scope`
         // read from the route's metadata (MCP clients register one) restricts nothing here.
         delete metadata.scope
+        for (const unused of UNUSED_METADATA) delete metadata[unused]
         // Public clients only: the secret oidc-provider makes for a client that names no method (RFC 7591's default) is dropped.
         delete metadata.client_secret
         delete metadata.client_secret_expires_at
@@ -153,6 +191,8 @@ function grants (options: AuthorizationServerOptions): Configuration {
       // A refresh after the grant's session ended (sign-out everywhere, back-channel logout, revoke) finds nobody: invalid_grant.
       const grantId = token?.grantId
       if (typeof grantId === 'string' && !(await options.grants.alive(grantId))) return undefined
+      // A client whose grants are used is kept as long as they may be.
+      if (typeof token?.clientId === 'string') await keepClient(options.store, options.sealer, token.clientId, agents.refreshTokenTtlMs)
       return { accountId: sub, claims: () => ({ sub }) }
     },
     extraTokenClaims: (_ctx, token) => token.kind === 'AccessToken' && token.grantId !== undefined ? { gid: token.grantId } : undefined,

@@ -11,8 +11,12 @@ export const CLIENT_NAME_MAX = 100
 /** At most this many redirect URIs per client. */
 export const REDIRECT_URIS_MAX = 10
 
-/** Schemes that are not an app's own: they run code, read files or name another kind of resource. */
-const NOT_PRIVATE_USE = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:', 'mailto:', 'tel:', 'sms:', 'urn:', 'filesystem:', 'chrome:', 'view-source:', 'intent:'])
+/**
+ * Schemes that are not an app's own: they run code, read files, name another kind of resource, or
+ * start a program of the operating system (Windows' `ms-*`, `search-ms`, `shell`; remote shares).
+ */
+const NOT_PRIVATE_USE = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:', 'mailto:', 'tel:', 'sms:', 'urn:', 'filesystem:', 'chrome:', 'view-source:', 'intent:',
+  'search-ms:', 'search:', 'shell:', 'smb:', 'res:', 'jar:', 'mhtml:', 'ssh:', 'telnet:', 'ldap:', 'callto:', 'steam:'])
 
 /** Why `value` cannot be a redirect URI of an agent client, or undefined when it can. */
 export function redirectUriProblem (value: unknown): string | undefined {
@@ -26,7 +30,7 @@ export function redirectUriProblem (value: unknown): string | undefined {
     return isLoopbackHost(parsed.hostname) ? undefined : 'uses http on a host that is not loopback (127.0.0.1, [::1] or localhost): use https'
   }
   // A private-use scheme: letters, digits, `+`, `-`, `.`; one that runs code or names other resources is refused.
-  if (!/^[a-z][a-z0-9+.-]*:$/.test(parsed.protocol) || NOT_PRIVATE_USE.has(parsed.protocol)) return `uses the ${parsed.protocol.slice(0, -1)} scheme, which is not an app's own`
+  if (!/^[a-z][a-z0-9+.-]*:$/.test(parsed.protocol) || NOT_PRIVATE_USE.has(parsed.protocol) || parsed.protocol.startsWith('ms-')) return `uses the ${parsed.protocol.slice(0, -1)} scheme, which is not an app's own`
   return undefined
 }
 

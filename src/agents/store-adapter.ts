@@ -20,8 +20,8 @@ const UNBOUNDED_MS = 30 * 24 * 3600 * 1000
 export interface AdapterEvents {
   /** A grant ended (a code or refresh token used twice, a revocation, a grant deleted). */
   grantRevoked: (grantId: string) => Promise<void>
-  /** How long an unused registered client is kept (each use renews it). */
-  clientIdleMs: number
+  /** How long a registered client is kept before a person first allows it (keepClient then keeps it longer). */
+  unusedClientMs: number
   /** What "now" is when a record is found consumed. */
   clock: Clock
 }
@@ -33,7 +33,7 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     constructor (private readonly model: string) {}
 
     private key (id: string): string {
-      return `${PREFIX}${this.model}:${sealer.idFor(`agents-${this.model}`, id)}`
+      return recordKey(sealer, this.model, id)
     }
 
     private index (kind: string, value: string): string {
@@ -41,7 +41,7 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     }
 
     async upsert (id: string, payload: AdapterPayload, expiresIn: number | undefined): Promise<void> {
-      const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.clientIdleMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
+      const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.unusedClientMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
       const key = this.key(id)
       await store.set(key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)
       if (payload.grantId !== undefined) await grants.add(payload.grantId, key, ttlMs)
@@ -51,9 +51,8 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
 
     async find (id: string): Promise<AdapterPayload | undefined> {
       const key = this.key(id)
-      // A client is kept while it is used: every lookup renews it.
-      const raw = this.model === 'Client' ? (await store.getAndTouchBytes(key, events.clientIdleMs))?.toString() : await store.get(key)
-      if (raw === null || raw === undefined) return undefined
+      const raw = await store.get(key)
+      if (raw === null) return undefined
       const plain = sealer.open(`agents-${this.model}`, id, raw)
       if (plain === null) return undefined
       const payload = JSON.parse(plain) as AdapterPayload
@@ -112,9 +111,21 @@ class GrantKeys {
   /** Everything the grant issued, and the grant, deleted; then the gateway's side of it (its session). */
   async revoke (grantId: string): Promise<void> {
     for (const key of await this.store.takeMembers(this.key(grantId))) await this.store.delete(key)
-    await this.store.delete(`${PREFIX}Grant:${this.sealer.idFor('agents-Grant', grantId)}`)
+    await this.store.delete(recordKey(this.sealer, 'Grant', grantId))
     await this.events.grantRevoked(grantId)
   }
+}
+
+function recordKey (sealer: Sealer, model: string, id: string): string {
+  return `${PREFIX}${model}:${sealer.idFor(`agents-${model}`, id)}`
+}
+
+/**
+ * Keeps a registered client for `ttlMs` more: once a person allowed it, and at each refresh of one
+ * of its grants. A client nobody allowed goes after `unusedClientMs` (registration is open to anyone).
+ */
+export async function keepClient (store: SessionStore, sealer: Sealer, clientId: string, ttlMs: number): Promise<void> {
+  await store.getAndTouchBytes(recordKey(sealer, 'Client', clientId), ttlMs)
 }
 
 function consumedKey (key: string): string {

@@ -18,16 +18,29 @@ export interface CookieNames {
   readonly signOut: string
   /** Binds a form POST kept through a sign-in to this browser (oauth/preserved-body.ts). */
   readonly form: string
+  /** Binds a sign-in for an agent's authorization to this browser (src/routes/agents.ts). */
+  readonly agent: string
+  /** The agents' authorization server's own (src/agents/authorization-server.ts): its session, interaction and resume cookies. */
+  readonly agentsServer: readonly [string, string, string]
 }
 
 export function cookieNames (config: Pick<GatewayConfig, 'session'>): CookieNames {
   const session = config.session.cookieName
-  return { session, flow: `${session}_flow`, signOut: `${session}_signout`, form: `${session}_form` }
+  const bare = session.replace(/^__(?:Host|Secure)-/, '')
+  return {
+    session,
+    flow: `${session}_flow`,
+    signOut: `${session}_signout`,
+    form: `${session}_form`,
+    agent: `${session}_agent`,
+    // Path-scoped by oidc-provider, so never `__Host-` (which needs Path=/).
+    agentsServer: [`${bare}_as`, `${bare}_as_interaction`, `${bare}_as_resume`],
+  }
 }
 
 /** Every cookie name the gateway sets: what it strips from proxied requests and what no upstream may set. */
 export function allCookieNames (config: Pick<GatewayConfig, 'session'>): string[] {
-  return Object.values(cookieNames(config))
+  return Object.values(cookieNames(config)).flat()
 }
 
 const NEXT_MAX_LENGTH = 2048

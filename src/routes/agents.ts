@@ -1,10 +1,12 @@
 // The gateway as the authorization server of MCP clients and CLIs (src/agents/), on Fastify:
 // - GET /.well-known/oauth-authorization-server: RFC 8414 metadata (only the endpoints served);
 // - /oauth/agents/{authorize,token,register,revoke}: oidc-provider, given the request untouched (its
-//   body unread), registration charged per client address;
+//   body unread), each charged per client address; an authorization request is checked here first,
+//   so that a request no person has seen never sends the browser to a client's address;
 // - GET /oauth/agents/interaction/<uid>: where an authorization waits for the person: a sign-in at
-//   the route's provider (whose session becomes the grant's, never the browser's), then the consent
-//   page; POST there: Allow or Deny, from this page only (same origin, and its CSRF token).
+//   the route's provider (kept apart, agents/pending.ts, until they decide; it becomes the grant's
+//   session, never the browser's), then the consent page; POST there: Allow or Deny, from this page
+//   only (same origin, and its CSRF token).
 // A sign-in for an agent ends in this browser with a cookie sealed to the interaction, so a consent
 // page shows only the person who signed in in this browser (no one can bring someone else's sign-in).
 import rateLimit from '@fastify/rate-limit'
@@ -17,6 +19,7 @@ import { AuthorizationServer } from '../agents/authorization-server.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX } from '../agents/endpoints.js'
 import { AgentGrants } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
+import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
@@ -29,14 +32,19 @@ import type { Logger } from '../ops/logger.js'
 import type { PersonIndex } from '../session/person-index.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { Sealer } from '../session/seal.js'
-import type { Session, Sessions } from '../session/session.js'
+import type { Sessions } from '../session/session.js'
 import type { SessionStore } from '../store/store.js'
 import type { AgentSignIns } from './oauth-context.js'
 
-const PENDING_PURPOSE = 'agents-pending'
 const CONSENT_PURPOSE = 'agents-consent'
-/** Registrations per client address and minute: enough for a person's agents, not for a flood. */
-const REGISTRATIONS_PER_MINUTE = 10
+/** Requests per client address and minute: enough for a person's agents, not for a flood. */
+const PER_MINUTE = { registration: 10, authorization: 60, token: 120 } as const
+/** The largest registration accepted (10 redirect URIs of 2,000 characters fit twice over; oidc-provider's own bound is 56 KiB). */
+const REGISTRATION_MAX_BYTES = 8192
+/** The authorization request's parameters the gateway takes; any other is dropped before oidc-provider sees it. */
+const AUTHORIZATION_PARAMETERS = ['response_type', 'client_id', 'redirect_uri', 'code_challenge', 'code_challenge_method', 'resource', 'state']
+/** RFC 7636 §4.1: 43 to 128 characters of the unreserved set. */
+const CODE_CHALLENGE = /^[A-Za-z0-9._~-]{43,128}$/
 
 export interface AgentsDeps {
   config: GatewayConfig
@@ -64,6 +72,7 @@ export class Agents implements AgentSignIns {
   private readonly server: AuthorizationServer
   private readonly tokens: GrantTokens
   private readonly grants: AgentGrants
+  private readonly pendings: PendingSignIns
   private readonly routes: ReadonlyMap<string, RouteConfig>
   private readonly pendingCookie: string
   private readonly ownOrigin: string
@@ -72,11 +81,13 @@ export class Agents implements AgentSignIns {
     const { config } = deps
     this.routes = new Map(config.routes.filter((route) => route.agents).map((route) => [resourceIdentifier(config.server.baseUrl, route.path), route]))
     this.grants = new AgentGrants(deps.store, deps.sealer, deps.sessions)
+    this.pendings = new PendingSignIns(deps.store, deps.sealer, config.state.ttlMs)
     this.tokens = new GrantTokens(config.server.baseUrl, deps.keys, this.grants, deps.clock)
     this.server = new AuthorizationServer({
       issuer: config.server.baseUrl,
       agents: config.agents,
       resources: [...this.routes.keys()],
+      cookieNames: cookieNames(config).agentsServer,
       interactionTtlMs: config.state.ttlMs,
       store: deps.store,
       sealer: deps.sealer,
@@ -86,7 +97,7 @@ export class Agents implements AgentSignIns {
       log: deps.log,
       renderError: (_status, error, description) => messagePage('This authorization cannot go on', `${description ?? error}. Start it again from the agent or CLI.`),
     })
-    this.pendingCookie = `${cookieNames(config).session}_agent`
+    this.pendingCookie = cookieNames(config).agent
     this.ownOrigin = new URL(config.server.baseUrl).origin
   }
 
@@ -96,13 +107,19 @@ export class Agents implements AgentSignIns {
   }
 
   /**
-   * A sign-in started for interaction `uid` completed: a session of its own (the grant's, once the
-   * person allows the client), indexed as every session is, and a cookie sealed to the interaction
-   * that lets this browser, and only it, show the consent page for it.
+   * A sign-in started for interaction `uid` completed: kept apart until the person decides (no
+   * session yet), and a cookie sealed to the interaction that lets this browser, and only it, show
+   * the consent page for it.
    */
   async signedIn (_request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void> {
-    const { sessions, sessionIndex, personIndex, sealer, config, clock } = this.deps
-    const started = await sessions.start(undefined, withSignIn(emptyRecord(clock.now()), provider, signIn))
+    const cookie = await this.pendings.keep(uid, provider, signIn)
+    reply.setCookie(this.pendingCookie, cookie, { ...this.deps.sessions.cookieOptions, maxAge: Math.ceil(this.deps.config.state.ttlMs / 1000) })
+  }
+
+  /** The grant's session: the kept sign-in made a session, indexed as every session is (sign-out everywhere, back-channel logout, the list). */
+  private async startGrantSession (pending: PendingSignIn): Promise<{ id: string, cookie: string }> {
+    const { sessions, sessionIndex, personIndex, clock } = this.deps
+    const started = await sessions.start(undefined, withSignIn(emptyRecord(clock.now()), pending.provider, pending.signIn))
     try {
       for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
       await personIndex.add(started, 'agent (MCP client or CLI)')
@@ -110,9 +127,7 @@ export class Agents implements AgentSignIns {
       await sessions.endById(started.id).catch(() => {})
       throw error
     }
-    reply.setCookie(this.pendingCookie, sealer.seal(PENDING_PURPOSE, uid, started.cookie), {
-      ...sessions.cookieOptions, path: `${AGENTS_PREFIX}/interaction/`, maxAge: Math.ceil(config.state.ttlMs / 1000),
-    })
+    return started
   }
 
   async register (app: FastifyInstance): Promise<void> {
@@ -148,73 +163,101 @@ export class Agents implements AgentSignIns {
     scope.removeAllContentTypeParsers()
     scope.addContentTypeParser('*', (_request, _payload, done) => { done(null) })
     await scope.register(rateLimit, { global: false, skipOnError: true, redis: this.deps.store.redis, nameSpace: 'rate-limit:agents-register:' })
-    const pass = async (request: FastifyRequest, reply: FastifyReply) => {
-      request.raw.url = this.withDefaults(request.url)
+    const pass = async (request: FastifyRequest, reply: FastifyReply, url = request.url) => {
+      request.raw.url = url
       reply.hijack()
       await this.server.handle(request.raw, reply.raw)
     }
-    scope.route({ method: ['GET', 'POST'], url: AGENT_ENDPOINTS.authorization, handler: pass })
-    scope.get(`${AGENT_ENDPOINTS.authorization}/:uid`, pass)
-    for (const url of [AGENT_ENDPOINTS.token, AGENT_ENDPOINTS.revocation]) scope.route({ method: ['POST', 'OPTIONS'], url, handler: pass })
-    if (this.deps.config.agents.registration) {
-      scope.route({
-        method: ['POST', 'OPTIONS'],
-        url: AGENT_ENDPOINTS.registration,
-        config: { rateLimit: { max: REGISTRATIONS_PER_MINUTE, timeWindow: 60_000 } },
-        onRequest: scope.rateLimit({ max: REGISTRATIONS_PER_MINUTE, timeWindow: 60_000 }),
-        handler: pass,
-      })
+    const limit = (max: number) => scope.rateLimit({ max, timeWindow: 60_000 })
+    scope.get(AGENT_ENDPOINTS.authorization, { onRequest: limit(PER_MINUTE.authorization) }, async (request, reply) => {
+      await pass(request, reply, this.authorizationUrl(request.url))
+    })
+    scope.get(`${AGENT_ENDPOINTS.authorization}/:uid`, async (request, reply) => { await pass(request, reply) })
+    for (const url of [AGENT_ENDPOINTS.token, AGENT_ENDPOINTS.revocation]) {
+      scope.route({ method: ['POST', 'OPTIONS'], url, onRequest: limit(PER_MINUTE.token), handler: async (request, reply) => { await pass(request, reply) } })
     }
+    if (!this.deps.config.agents.registration) return
+    scope.route({
+      method: ['POST', 'OPTIONS'],
+      url: AGENT_ENDPOINTS.registration,
+      onRequest: limit(PER_MINUTE.registration),
+      handler: async (request, reply) => {
+        const length = Number(request.headers['content-length'] ?? Number.NaN)
+        if (request.method === 'POST' && !(length <= REGISTRATION_MAX_BYTES)) {
+          throw new GatewayError('payload_too_large', `A registration is at most ${REGISTRATION_MAX_BYTES} bytes, with a Content-Length.`)
+        }
+        await pass(request, reply)
+      },
+    })
   }
 
   /**
-   * An authorization request that names no scope gets the route's one (`access`): MCP clients send
-   * none unless configured, and oidc-provider grants nothing that was not asked for.
+   * The authorization request as oidc-provider gets it: only the parameters the gateway takes, the
+   * route's scope (MCP clients send none unless configured; the consent grants that one), and
+   * refused here, with an error page and no redirect, unless it is a PKCE S256 code request for an
+   * agents route: a request no person has seen must never send the browser to a client's address.
    */
-  private withDefaults (url: string): string {
-    if (!url.startsWith(`${AGENT_ENDPOINTS.authorization}?`)) return url
-    const query = new URLSearchParams(url.slice(url.indexOf('?') + 1))
-    if (query.has('scope')) return url
+  private authorizationUrl (url: string): string {
+    const sent = new URLSearchParams(url.slice(url.indexOf('?') + 1))
+    const query = new URLSearchParams()
+    for (const name of AUTHORIZATION_PARAMETERS) {
+      const values = sent.getAll(name)
+      if (values.length > 1) throw new GatewayError('invalid_request', `The authorization request repeats ${name}.`)
+      if (values.length === 1) query.set(name, values[0]!)
+    }
+    if (query.get('response_type') !== 'code') throw new GatewayError('invalid_request', 'An agent asks for a code: response_type=code.')
+    if (!CODE_CHALLENGE.test(query.get('code_challenge') ?? '') || query.get('code_challenge_method') !== 'S256') {
+      throw new GatewayError('invalid_request', 'An agent proves its requests with PKCE: code_challenge and code_challenge_method=S256.')
+    }
+    const resource = query.get('resource')
+    if (resource === null ? this.routes.size !== 1 : !this.routes.has(resource)) {
+      throw new GatewayError('invalid_request', `The resource must be one of the routes agents may reach: ${[...this.routes.keys()].join(', ')}.`)
+    }
     query.set('scope', AGENT_SCOPE)
     return `${AGENT_ENDPOINTS.authorization}?${query.toString()}`
   }
 
   private async interactions (scope: FastifyInstance): Promise<void> {
     await scope.register(cookie)
-    scope.addHook('onSend', async (_request, reply) => { reply.header('cache-control', 'no-store') })
+    scope.addHook('onSend', async (_request, reply) => {
+      reply.header('cache-control', 'no-store').header('content-security-policy', "frame-ancestors 'none'").header('x-frame-options', 'DENY')
+    })
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 4096 }, (_request, body, done) => {
       done(null, Object.fromEntries(new URLSearchParams(body as string)))
     })
     scope.get<{ Params: { uid: string } }>(`${AGENTS_PREFIX}/interaction/:uid`, async (request, reply) => {
       const pending = await this.pending(request, reply)
-      const session = await this.signedInSession(request, pending.uid)
-      if (session === null) return await reply.redirect(`${loginUrlFor(this.deps.config, pending.route)}&agent=${pending.uid}`, 302)
-      const identity = this.admitted(pending, session)
+      const signIn = await this.pendings.open(pending.uid, request.cookies[this.pendingCookie])
+      if (signIn === undefined) return await reply.redirect(`${loginUrlFor(this.deps.config, pending.route)}&agent=${pending.uid}`, 302)
+      const identity = this.admitted(pending, signIn)
       return await reply.type('text/html; charset=utf-8').send(consentPage(pending, identity, this.csrf(pending.uid, request)))
     })
     scope.post<{ Params: { uid: string }, Body: Record<string, unknown> | undefined }>(`${AGENTS_PREFIX}/interaction/:uid`, async (request, reply) => {
       if (!fromOwnPage(request, this.ownOrigin)) throw new GatewayError('forbidden', 'An agent is allowed only from this gateway\'s own consent page.')
       const pending = await this.pending(request, reply)
-      const session = await this.signedInSession(request, pending.uid)
       const sent = typeof request.body?.csrf === 'string' ? request.body.csrf : ''
-      if (session === null || !sameText(sent, this.csrf(pending.uid, request))) throw new GatewayError('forbidden', 'This consent page has expired or was not this gateway\'s: start the authorization again from the agent.')
-      const identity = this.admitted(pending, session)
-      reply.clearCookie(this.pendingCookie, { ...this.deps.sessions.cookieOptions, path: `${AGENTS_PREFIX}/interaction/` })
-      const provider = await this.server.provider()
+      if (!sameText(sent, this.csrf(pending.uid, request))) throw new GatewayError('forbidden', 'This consent page has expired or was not this gateway\'s: start the authorization again from the agent.')
+      const signIn = await this.pendings.take(pending.uid, request.cookies[this.pendingCookie])
+      if (signIn === undefined) throw new GatewayError('forbidden', 'This consent page has expired or was answered already: start the authorization again from the agent.')
+      const identity = this.admitted(pending, signIn)
+      // Set on the raw reply: oidc-provider answers from here on, and Fastify's cookie hook does not run.
+      reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.deps.sessions.cookieOptions, maxAge: 0 }))
       if (request.body?.decision !== 'allow') {
-        await this.deps.sessions.end(session)
         request.log.info({ client: pending.clientId, route: pending.route.path }, 'agents: the person refused a client')
         reply.hijack()
-        await provider.interactionFinished(request.raw, reply.raw, { error: 'access_denied', error_description: 'The person did not allow this client.' }, { mergeWithLastSubmission: false })
+        await this.server.finish(request.raw, reply.raw, { error: 'access_denied', error_description: 'The person did not allow this client.' })
         return reply
       }
+      const provider = await this.server.provider()
+      const session = await this.startGrantSession(signIn)
       const grant = new provider.Grant({ accountId: identity, clientId: pending.clientId })
       grant.addResourceScope(pending.resource, AGENT_SCOPE)
       const grantId = await grant.save()
-      await this.grants.bind(grantId, this.sessionCookie(request, pending.uid)!, this.deps.config.session.maxAgeMs)
+      await this.grants.bind(grantId, session.cookie, this.deps.config.session.maxAgeMs)
+      await this.server.keepClient(pending.clientId)
       request.log.info({ client: pending.clientId, route: pending.route.path }, 'agents: the person allowed a client')
       reply.hijack()
-      await provider.interactionFinished(request.raw, reply.raw, { login: { accountId: identity }, consent: { grantId } }, { mergeWithLastSubmission: false })
+      await this.server.finish(request.raw, reply.raw, { login: { accountId: identity }, consent: { grantId } })
       return reply
     })
   }
@@ -223,10 +266,10 @@ export class Agents implements AgentSignIns {
   private async pending (request: FastifyRequest<{ Params: { uid: string } }>, reply: FastifyReply): Promise<Pending> {
     const uid = parseInteractionId(request.params.uid)
     const provider = await this.server.provider()
-    let details: Awaited<ReturnType<typeof provider.interactionDetails>>
+    let details: Awaited<ReturnType<AuthorizationServer['interaction']>>
     try {
       if (uid === undefined) throw new Error('not an interaction id')
-      details = await provider.interactionDetails(request.raw, reply.raw)
+      details = await this.server.interaction(request.raw, reply.raw)
     } catch (cause) {
       throw new GatewayError('invalid_request', 'This authorization has expired or was started in another browser: start it again from the agent.', { cause })
     }
@@ -247,23 +290,12 @@ export class Agents implements AgentSignIns {
     }
   }
 
-  /** The grant-to-be's session cookie, from this browser's cookie sealed to the interaction. */
-  private sessionCookie (request: FastifyRequest, uid: string): string | undefined {
-    const sealed = request.cookies[this.pendingCookie]
-    return sealed === undefined ? undefined : this.deps.sealer.open(PENDING_PURPOSE, uid, sealed) ?? undefined
-  }
-
-  private async signedInSession (request: FastifyRequest, uid: string): Promise<Session | null> {
-    const value = this.sessionCookie(request, uid)
-    return value === undefined ? null : await this.deps.sessions.load(`${this.deps.sessions.cookieName}=${value}`)
-  }
-
   /** The person's name for the grant, once the route's rules admit them at all; otherwise 403. */
-  private admitted (pending: Pending, session: Session): string {
+  private admitted (pending: Pending, signIn: PendingSignIn): string {
     const provider = pending.route.provider!
-    const identity = session.record.identities?.[provider]
-    const token = session.record.tokens[provider]?.access_token
-    if (identity === undefined || token === undefined) throw new GatewayError('forbidden', 'The sign-in gave no identity this gateway can name.')
+    const identity = signIn.signIn.identity
+    const token = signIn.signIn.tokens.access_token
+    if (signIn.provider !== provider || identity === undefined) throw new GatewayError('forbidden', 'The sign-in gave no identity this gateway can name.')
     const gate = compileGate(pending.route, (next) => loginUrl(this.deps.config, provider, next))
     const decision = decide(gate, 'GET', pending.route.path, false, signedIn(token, identity))
     if (decision.kind === 'forbidden') throw new GatewayError('forbidden', `This account may not use ${pending.route.path}, so it cannot allow an agent there.`)
@@ -272,7 +304,7 @@ export class Agents implements AgentSignIns {
 
   /** The consent form's token: bound to the interaction and to this browser's sign-in for it. */
   private csrf (uid: string, request: FastifyRequest): string {
-    return this.deps.sealer.idFor(CONSENT_PURPOSE, `${uid}.${this.sessionCookie(request, uid) ?? ''}`)
+    return this.deps.sealer.idFor(CONSENT_PURPOSE, `${uid}.${this.pendings.binding(uid, request.cookies[this.pendingCookie]) ?? ''}`)
   }
 }
 

@@ -132,7 +132,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         // A machine client's bearer token is no such ambient credential (a page cannot put one on a
         // websocket's handshake), and a CLI or service sends no Origin: the token's check decides.
         const origins = new Set([new URL(config.server.baseUrl).origin, ...route.allowedOrigins])
-        const bearerHeader = route.bearer?.header
+        const bearerHeader = route.bearer?.header ?? (route.agents ? 'authorization' : undefined)
         scope.addHook('onRequest', (request, _reply, done) => {
           if (request.headers.upgrade?.toLowerCase() !== 'websocket' || origins.has(request.headers.origin ?? '')) return done()
           if (bearerHeader !== undefined && bearerToken(request.headers[bearerHeader]) !== undefined) return done()

@@ -59,6 +59,10 @@ async function toConsent (browser: Browser, url: string, login: string): Promise
   const page = await browser.navigate(url, { login })
   const body = await page.text()
   expect(page.status, body).toBe(200)
+  // Never framed (clickjacking), never cached.
+  expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+  expect(page.headers.get('x-frame-options')).toBe('DENY')
+  expect(page.headers.get('cache-control')).toBe('no-store')
   return { body, csrf: /name="csrf" value="([^"]+)"/.exec(body)?.[1] ?? '', action: new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, gateway.url).href }
 }
 
@@ -118,6 +122,8 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['javascript:', { redirect_uris: ['javascript:alert(1)'] }, 'invalid_redirect_uri'],
     ['data:', { redirect_uris: ['data:text/html,hi'] }, 'invalid_redirect_uri'],
     ['file:', { redirect_uris: ['file:///etc/passwd'] }, 'invalid_redirect_uri'],
+    ['a Windows program (ms-msdt:)', { redirect_uris: ['ms-msdt:/id PCWDiagnostic'] }, 'invalid_redirect_uri'],
+    ['a Windows search (search-ms:)', { redirect_uris: ['search-ms:query=x'] }, 'invalid_redirect_uri'],
     ['a fragment', { redirect_uris: ['https://app.example/cb#x'] }, 'invalid_redirect_uri'],
     ['credentials in the URI', { redirect_uris: ['https://user:pw@app.example/cb'] }, 'invalid_redirect_uri'],
     ['no redirect URI', { redirect_uris: [] }, 'invalid_redirect_uri'],
@@ -143,6 +149,24 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     const body = await response.json() as Record<string, unknown>
     expect(body.token_endpoint_auth_method).toBe('none')
     expect(body).not.toHaveProperty('client_secret')
+  })
+
+  it('refuses a registration over 8 KiB with 413, and keeps none of the metadata it has no use for (no fetch of a sector_identifier_uri)', async () => {
+    const large = await register({ redirect_uris: [REDIRECT], client_name: 'x', contacts: ['a'.repeat(9000) + '@example.com'] }, { 'x-forwarded-for': randomBytes(4).join('.') })
+    expect(large.status).toBe(413)
+    const response = await register({
+      redirect_uris: [REDIRECT],
+      client_name: 'Kept small',
+      contacts: ['ops@example.com'],
+      logo_uri: 'https://example.com/logo.png',
+      jwks_uri: 'https://127.0.0.1:1/jwks',
+      sector_identifier_uri: 'https://127.0.0.1:1/sector',
+      tos_uri: 'https://example.com/tos',
+    }, { 'x-forwarded-for': randomBytes(4).join('.') })
+    expect(response.status).toBe(201)
+    const body = await response.json() as Record<string, unknown>
+    for (const key of ['contacts', 'logo_uri', 'jwks_uri', 'sector_identifier_uri', 'tos_uri']) expect(body).not.toHaveProperty(key)
+    expect(body.client_name).toBe('Kept small')
   })
 
   it('is bounded per client address: the 11th registration within a minute is 429', async () => {
@@ -172,19 +196,35 @@ describe('an authorization request that must not redirect, and one that must not
   it.each([
     ['no PKCE', { code_challenge: null, code_challenge_method: null }],
     ['PKCE plain', { code_challenge_method: 'plain' }],
+    ['PKCE without its method', { code_challenge_method: null }],
+    ['a code challenge too short', { code_challenge: 'abc' }],
     ['a resource that is not an agents route', { resource: 'http://127.0.0.1:1/app/' }],
     ['response_type token', { response_type: 'token' }],
-  ])('%s goes back to the client as an error', async (_name, overrides) => {
+    ['no response_type', { response_type: null }],
+    ['prompt=none (dropped, so it cannot answer without the person)', { prompt: 'none', response_type: 'token' }],
+  ])('%s is an error page too: a request no person has seen never sends the browser to the client', async (_name, overrides) => {
     const registered = await client()
     const response = await fetch(registered.url(overrides), { redirect: 'manual' })
+    expect(response.status).toBe(400)
+    expect(response.headers.get('location')).toBeNull()
+  })
+
+  it('a repeated parameter is refused, and parameters the gateway does not take never reach the authorization server', async () => {
+    const registered = await client()
+    expect((await fetch(`${registered.url()}&resource=${encodeURIComponent(`${gateway.url}/other/`)}`, { redirect: 'manual' })).status).toBe(400)
+    // prompt=none would have oidc-provider answer login_required to the client at once; dropped, the person is asked.
+    const response = await fetch(registered.url({ prompt: 'none', request_uri: 'urn:x', response_mode: 'form_post' }), { redirect: 'manual' })
     expect(response.status).toBe(303)
-    const location = new URL(response.headers.get('location')!)
-    expect(location.href.startsWith(REDIRECT)).toBe(true)
-    // In the query, or in the fragment for a response type that answers there.
-    const answer = new URLSearchParams(location.search || location.hash.slice(1))
-    expect(answer.get('error')).toMatch(/^(invalid_request|invalid_target|unsupported_response_type)$/)
-    expect(answer.has('code')).toBe(false)
-    expect(answer.has('access_token')).toBe(false)
+    expect(response.headers.get('location')).toMatch(/^\/oauth\/agents\/interaction\//)
+  })
+
+  it('is bounded per client address: the 61st authorization request within a minute is 429', async () => {
+    const registered = await client()
+    const headers = { 'x-forwarded-for': '203.0.113.9' }
+    const statuses: number[] = []
+    for (let i = 0; i < 61; i++) statuses.push((await fetch(registered.url({ response_type: 'token' }), { redirect: 'manual', headers })).status)
+    expect(statuses.slice(0, 60).every((status) => status === 400)).toBe(true)
+    expect(statuses.at(-1)).toBe(429)
   })
 })
 
@@ -199,8 +239,11 @@ describe('consent is the person\'s, in their browser, on this gateway\'s page', 
     expect((await post({ 'sec-fetch-site': 'cross-site', origin: 'https://evil.example' }, { csrf: consent.csrf, decision: 'allow' })).status).toBe(403)
     expect((await post({ origin: gateway.url }, { decision: 'allow' })).status).toBe(403)
     expect((await post({ origin: gateway.url }, { csrf: 'x'.repeat(consent.csrf.length), decision: 'allow' })).status).toBe(403)
-    // Still pending: the real form then works.
+    // Still pending: the real form then works, once, and the browser's sign-in for it is cleared.
+    expect(browser.cookies.has('gw_session_agent')).toBe(true)
     expect((await allow(browser, consent)).searchParams.get('code')).toBeTruthy()
+    expect(browser.cookies.has('gw_session_agent')).toBe(false)
+    expect((await post({ origin: gateway.url }, { csrf: consent.csrf, decision: 'allow' })).status).toBe(400)
   })
 
   it('a sign-in someone else started for their authorization shows them nothing of the person who signed in', async () => {
@@ -221,6 +264,15 @@ describe('consent is the person\'s, in their browser, on this gateway\'s page', 
     const theirs = await victim.fetch(interaction.href)
     expect(theirs.status).toBe(400)
     expect(await theirs.text()).not.toContain('Allow')
+  })
+
+  it('sign-ins for an agent that nobody allows start no session: they cannot push the person\'s sessions out of their list', async () => {
+    const person = new Browser()
+    expect((await person.navigate(`${gateway.url}/app/`, { login: 'erin' })).status).toBe(200)
+    const list = async () => (await (await person.fetch(`${gateway.url}/oauth/sessions/`, { headers: { accept: 'application/json' } })).json() as { sessions: unknown[] }).sessions
+    expect(await list()).toHaveLength(1)
+    for (let i = 0; i < 3; i++) await new Browser().navigate(`${gateway.url}/oauth/login/demo/?agent=forced${i}`, { login: 'erin' })
+    expect(await list()).toHaveLength(1)
   })
 })
 

@@ -1,0 +1,62 @@
+// A sign-in made for an agent's authorization, kept until the person allows or denies the client
+// (at most `state.ttl`), and only then made a session: a sign-in nobody allows leaves nothing
+// lasting (no session, no entry in the person's list that could push older sessions out of it).
+// The browser that signed in holds a random token sealed to the authorization's id; the store holds
+// the sign-in sealed to that token, under a keyed hash of it.
+import { randomToken, type Sealer } from '../session/seal.js'
+import type { SignIn } from '../session/record.js'
+import type { KeyValue } from '../store/store.js'
+
+const PURPOSE = 'agents-pending'
+
+/** A kept sign-in: at which provider, what it brought, and for which authorization. */
+export interface PendingSignIn {
+  readonly uid: string
+  readonly provider: string
+  readonly signIn: SignIn
+}
+
+export class PendingSignIns {
+  constructor (private readonly store: KeyValue, private readonly sealer: Sealer, private readonly ttlMs: number) {}
+
+  private key (token: string): string {
+    return `agents:pending:${this.sealer.idFor(PURPOSE, token)}`
+  }
+
+  /** Keeps the sign-in for authorization `uid`; returns the value of the browser's cookie for it. */
+  async keep (uid: string, provider: string, signIn: SignIn): Promise<string> {
+    const token = randomToken()
+    const pending: PendingSignIn = { uid, provider, signIn }
+    await this.store.set(this.key(token), this.sealer.seal(PURPOSE, token, JSON.stringify(pending)), this.ttlMs)
+    return this.sealer.seal(PURPOSE, uid, token)
+  }
+
+  /** The sign-in the browser's cookie names for authorization `uid`, or undefined (none, another one's, expired, used). */
+  async open (uid: string, cookie: string | undefined): Promise<PendingSignIn | undefined> {
+    const token = this.token(uid, cookie)
+    if (token === undefined) return undefined
+    const sealed = await this.store.get(this.key(token))
+    const plain = sealed === null ? null : this.sealer.open(PURPOSE, token, sealed)
+    const pending = plain === null ? undefined : JSON.parse(plain) as PendingSignIn
+    return pending?.uid === uid ? pending : undefined
+  }
+
+  /** Takes the sign-in (allowed or denied: used once); undefined when it is gone already. */
+  async take (uid: string, cookie: string | undefined): Promise<PendingSignIn | undefined> {
+    const token = this.token(uid, cookie)
+    if (token === undefined) return undefined
+    const sealed = await this.store.take(this.key(token))
+    const plain = sealed === null ? null : this.sealer.open(PURPOSE, token, sealed)
+    const pending = plain === null ? undefined : JSON.parse(plain) as PendingSignIn
+    return pending?.uid === uid ? pending : undefined
+  }
+
+  /** A string that names this browser's sign-in for `uid` (the CSRF token's binding), or undefined. */
+  binding (uid: string, cookie: string | undefined): string | undefined {
+    return this.token(uid, cookie)
+  }
+
+  private token (uid: string, cookie: string | undefined): string | undefined {
+    return cookie === undefined ? undefined : this.sealer.open(PURPOSE, uid, cookie) ?? undefined
+  }
+}
