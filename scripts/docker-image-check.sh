@@ -43,7 +43,8 @@ user=$(docker inspect -f '{{.Config.User}}' "$TAG")
 [ "$(docker run --rm "$TAG" id -u)" != 0 ] || fail "the process runs as root"
 echo "ok: runs as user '$user'"
 
-dev=$(docker run --rm "$TAG" sh -c 'ls node_modules | grep -xE "vitest|typescript|testcontainers|eslint|playwright-core|@modelcontextprotocol" || true')
+# By path: npm prune leaves a scoped package's emptied scope folder behind.
+dev=$(docker run --rm "$TAG" sh -c 'for package in vitest typescript testcontainers eslint playwright-core @modelcontextprotocol/sdk; do [ -e "node_modules/$package" ] && echo "$package"; done; true')
 [ -z "$dev" ] || fail "dev dependencies in the final image: $dev"
 echo "ok: production dependencies only"
 echo "docker image check passed ($TAG, $(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}'))"
