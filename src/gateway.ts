@@ -218,7 +218,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorateRequest('audit', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
-  const agents = keys && await agentsServer(app, config, { store, sealer, sessions, keys, sessionIndex, personIndex, clock, log: app.log }, assertions === undefined)
+  const agents = keys && await agentsServer(app, config, { store, sealer, sessions, keys, sessionIndex, personIndex, clock, log: app.log, metrics }, assertions === undefined)
 
   registerErrorHandler(app, config.server.baseUrl, countStoreUnavailable(metrics))
   registerEdge(app)

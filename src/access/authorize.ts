@@ -69,9 +69,10 @@ export interface Guard {
 
 /**
  * Forward with these credentials. `assertion`: when the guard signs one and the identity is known.
- * `via`: the header a machine client's token came in (absent: a session's token).
+ * `via`: the header a machine client's token came in (absent: a session's token). `grant`: the
+ * Cookie header of the session an agent's token was judged as (its websockets end with it).
  */
-export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined, readonly via?: BearerGuard['header'] }
+export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined, readonly via?: BearerGuard['header'], readonly grant?: string }
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
 export type Verdict = Exclude<Decision, { kind: 'allow' | 'read_session' }> | Allowed
@@ -133,7 +134,8 @@ export class Access {
     if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
     const decision = decide(guard.gate, request.method, request.target, false, state)
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
-    return await withAssertion(guard, decision, session)
+    const verdict = await withAssertion(guard, decision, session)
+    return verdict.kind === 'allow' ? { ...verdict, grant: outcome.cookie } : verdict
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {
@@ -228,7 +230,7 @@ export function auditRule (verdict: Verdict): string {
  * @param authorization the header the guard's bearer check reads, as sent (undefined when the guard has none)
  */
 export function auditCredential (verdict: Verdict, authorization: string | undefined): Credential | null {
-  if (verdict.kind === 'allow') return verdict.via === undefined ? 'session' : 'bearer'
+  if (verdict.kind === 'allow') return verdict.grant !== undefined ? 'agent' : verdict.via === undefined ? 'session' : 'bearer'
   if (verdict.kind === 'token_refused' || bearerToken(authorization) !== undefined) return 'bearer'
   return verdict.kind === 'forbidden' ? 'session' : null
 }

@@ -31,6 +31,8 @@ export interface Admitted {
   readonly assertion: string | undefined
   /** The route's claim headers (`headers:`) for this identity, checked and encoded; none at forward-auth. */
   readonly claimHeaders: ReadonlyArray<readonly [name: string, value: string]> | undefined
+  /** An agent's request: the Cookie header of its grant's session, which its websockets end with. */
+  readonly grant?: string | undefined
 }
 
 /** What the site writes. */
@@ -108,7 +110,7 @@ function allowed (verdict: Extract<Verdict, { kind: 'allow' }>, audit: Audit, si
   return {
     kind: 'forward',
     audit,
-    allowed: { accessToken: keepAuthorization ? undefined : verdict.accessToken, keepAuthorization, identity: verdict.identity, assertion: verdict.assertion, claimHeaders: claims.headers },
+    allowed: { accessToken: keepAuthorization ? undefined : verdict.accessToken, keepAuthorization, identity: verdict.identity, assertion: verdict.assertion, claimHeaders: claims.headers, grant: verdict.grant },
   }
 }
 

@@ -30,6 +30,19 @@ const UNUSED_METADATA = ['jwks', 'jwks_uri', 'sector_identifier_uri', 'request_u
 /** How long a code lives (OAuth 2.1 recommends a short lifetime; SPEC: 60 s). */
 const CODE_TTL_SECONDS = 60
 
+/** What the agents' metrics count: an event, and its result (a name from a bounded set). */
+export type AgentsCount = (event: 'registration' | 'authorization' | 'consent' | 'token' | 'grant' | 'route', result: string) => void
+
+/** The OAuth error codes counted by name; any other is `other` (a label must come from a bounded set). */
+const COUNTED_ERRORS = new Set(['invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'invalid_target',
+  'invalid_redirect_uri', 'invalid_client_metadata', 'access_denied', 'unsupported_response_type', 'login_required', 'consent_required', 'server_error', 'unsupported_token_type'])
+
+/** A refusal's name for the metrics: the OAuth error code, when it is one of the known ones. */
+function errorName (error: unknown): string {
+  const code = (error as { error?: unknown } | undefined)?.error
+  return typeof code === 'string' && COUNTED_ERRORS.has(code) ? code : 'other'
+}
+
 export interface AuthorizationServerOptions {
   /** `server.baseUrl`: the issuer. */
   issuer: string
@@ -46,6 +59,8 @@ export interface AuthorizationServerOptions {
   grants: AgentGrants
   clock: Clock
   log: Logger
+  /** Counts what happens (registrations, tokens, refusals) for /metrics: bounded names only. */
+  count: AgentsCount
   /** The gateway's error page for what cannot go back to the client (an unknown client, a redirect URI not registered). */
   renderError: (status: number, error: string, description: string | undefined) => string
 }
@@ -86,6 +101,20 @@ export class AuthorizationServer {
     await (await this.provider()).interactionFinished(this.asIssuer(req), res, result, { mergeWithLastSubmission: false })
   }
 
+  /** What oidc-provider says it did, counted (metrics: gateway_agents_total). */
+  private counted (provider: Provider): void {
+    const { count } = this.options
+    provider.on('registration_create.success', () => { count('registration', 'registered') })
+    provider.on('registration_create.error', (_ctx, error) => { count('registration', errorName(error)) })
+    provider.on('authorization.error', (_ctx, error) => { count('authorization', errorName(error)) })
+    provider.on('grant.success', (ctx) => {
+      const type = (ctx.oidc.params as Record<string, unknown> | undefined)?.grant_type
+      count('token', type === 'authorization_code' || type === 'refresh_token' ? type : 'other')
+    })
+    provider.on('grant.error', (_ctx, error) => { count('token', errorName(error)) })
+    provider.on('grant.revoked', () => { count('grant', 'revoked') })
+  }
+
   /**
    * The request as arriving at the issuer (`baseUrl`): its scheme and host, whatever the client sent
    * and whatever a TLS-terminating proxy in front changed, so that oidc-provider's addresses are the
@@ -104,6 +133,7 @@ export class AuthorizationServer {
       // Koa reads the scheme and host from X-Forwarded-*, which asIssuer sets from baseUrl.
       provider.proxy = true
       provider.on('server_error', (_ctx, error) => this.options.log.error({ err: error }, 'agents: authorization server error'))
+      this.counted(provider)
       this.built = { kid: jwk.kid, provider, callback: provider.callback() }
     }
     return this.built

@@ -9,6 +9,7 @@ import type { GrantGuard, GrantOutcome } from '../access/authorize.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
+import type { AgentsCount } from './authorization-server.js'
 import type { AgentGrants } from './grants.js'
 
 const SKEW_SECONDS = 60
@@ -20,7 +21,7 @@ export class GrantTokens {
   /** A token's SHA-256 -> its grant, audience and `exp` (clock ms): what a verified token said. */
   private readonly checked = new Lru<string, { gid: string, resource: string, until: number }>(CHECKED_TOKENS)
 
-  constructor (private readonly issuer: string, private readonly keys: KeyRing, private readonly grants: AgentGrants, private readonly clock: Clock) {
+  constructor (private readonly issuer: string, private readonly keys: KeyRing, private readonly grants: AgentGrants, private readonly clock: Clock, private readonly count: AgentsCount) {
     keys.onChange(() => { this.keySet = undefined })
   }
 
@@ -28,7 +29,11 @@ export class GrantTokens {
   forResource (resource: string): GrantGuard {
     return {
       issuedHere: (token) => this.issuedHere(token),
-      check: async (token) => await this.check(token, resource),
+      check: async (token) => {
+        const outcome = await this.check(token, resource)
+        this.count('route', outcome.ok ? 'accepted' : outcome.problem)
+        return outcome
+      },
     }
   }
 

@@ -1,8 +1,11 @@
 // The audit fields of a protected request's log line (http/request-end.ts writes them), declared
 // once: access/responder.ts makes them from the pipeline's verdict, for the proxy and forward-auth.
 
-/** What a request was judged by: a machine client's `bearer` token or a person's `session`. */
-export type Credential = 'bearer' | 'session'
+/**
+ * What a request was judged by: a machine client's `bearer` token, a person's `session`, or an
+ * `agent`'s token the gateway issued (judged as its grant's session, src/agents/).
+ */
+export type Credential = 'bearer' | 'session' | 'agent'
 
 export interface Audit {
   /**

@@ -1,7 +1,7 @@
 // Prometheus metrics (prom-client), one registry per gateway instance: sign-ins, proxied requests,
-// upstream latency, answers the upstream cut off, machine clients' tokens, token refreshes, store
-// errors (the failed commands, and the requests answered 503 for them), sessions that still need a
-// previous secret, and the default process metrics.
+// upstream latency, answers the upstream cut off, machine clients' tokens, the agents' authorization
+// server, token refreshes, store errors (the failed commands, and the requests answered 503 for
+// them), sessions that still need a previous secret, and the default process metrics.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client'
 
 const STATUS_CLASSES = ['1xx', '2xx', '3xx', '4xx', '5xx'] as const
@@ -70,6 +70,14 @@ export class Metrics {
         for (const [result, count] of tally.refused) this.bearerTokens.inc({ route: tally.route, result }, count)
       }
     },
+  })
+
+  /** The agents' authorization server (src/agents/): no client, token or person ever a label. */
+  readonly agents = new Counter({
+    name: 'gateway_agents_total',
+    help: 'The agents\' authorization server (routes with agents: true), by event (registration, authorization, consent, token, grant, route) and result (registered, allowed, denied, the grant type a token was issued for, revoked, accepted, or why it was refused: an OAuth error code or a token problem)',
+    labelNames: ['event', 'result'] as const,
+    registers: [this.registry],
   })
 
   readonly refreshes = new Counter({

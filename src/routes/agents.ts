@@ -15,7 +15,7 @@ import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { compileGate, decide, signedIn } from '../access/gate.js'
 import type { GrantGuard } from '../access/authorize.js'
-import { AuthorizationServer } from '../agents/authorization-server.js'
+import { AuthorizationServer, type AgentsCount } from '../agents/authorization-server.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX } from '../agents/endpoints.js'
 import { AgentGrants } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
@@ -29,6 +29,7 @@ import type { SessionIndex } from '../oauth/session-index.js'
 import { agentInteractionUrl, cookieNames, loginUrl, parseInteractionId, resourceIdentifier } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
+import type { Metrics } from '../ops/metrics.js'
 import type { PersonIndex } from '../session/person-index.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { Sealer } from '../session/seal.js'
@@ -56,6 +57,7 @@ export interface AgentsDeps {
   personIndex: PersonIndex
   clock: Clock
   log: Logger
+  metrics: Metrics
 }
 
 /** What an interaction is about: its client, where the client wants the browser back, the route. */
@@ -76,13 +78,16 @@ export class Agents implements AgentSignIns {
   private readonly routes: ReadonlyMap<string, RouteConfig>
   private readonly pendingCookie: string
   private readonly ownOrigin: string
+  private readonly count: AgentsCount
 
   constructor (private readonly deps: AgentsDeps) {
     const { config } = deps
     this.routes = new Map(config.routes.filter((route) => route.agents).map((route) => [resourceIdentifier(config.server.baseUrl, route.path), route]))
     this.grants = new AgentGrants(deps.store, deps.sealer, deps.sessions)
     this.pendings = new PendingSignIns(deps.store, deps.sealer, config.state.ttlMs)
-    this.tokens = new GrantTokens(config.server.baseUrl, deps.keys, this.grants, deps.clock)
+    const count: AgentsCount = (event, result) => { deps.metrics.agents.inc({ event, result }) }
+    this.count = count
+    this.tokens = new GrantTokens(config.server.baseUrl, deps.keys, this.grants, deps.clock, count)
     this.server = new AuthorizationServer({
       issuer: config.server.baseUrl,
       agents: config.agents,
@@ -93,6 +98,7 @@ export class Agents implements AgentSignIns {
       sealer: deps.sealer,
       keys: deps.keys,
       grants: this.grants,
+      count,
       clock: deps.clock,
       log: deps.log,
       renderError: (_status, error, description) => messagePage('This authorization cannot go on', `${description ?? error}. Start it again from the agent or CLI.`),
@@ -244,6 +250,7 @@ export class Agents implements AgentSignIns {
       reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.deps.sessions.cookieOptions, maxAge: 0 }))
       if (request.body?.decision !== 'allow') {
         request.log.info({ client: pending.clientId, route: pending.route.path }, 'agents: the person refused a client')
+        this.count('consent', 'denied')
         reply.hijack()
         await this.server.finish(request.raw, reply.raw, { error: 'access_denied', error_description: 'The person did not allow this client.' })
         return reply
@@ -256,6 +263,7 @@ export class Agents implements AgentSignIns {
       await this.grants.bind(grantId, session.cookie, this.deps.config.session.maxAgeMs)
       await this.server.keepClient(pending.clientId)
       request.log.info({ client: pending.clientId, route: pending.route.path }, 'agents: the person allowed a client')
+      this.count('consent', 'allowed')
       reply.hijack()
       await this.server.finish(request.raw, reply.raw, { login: { accountId: identity }, consent: { grantId } })
       return reply

@@ -172,12 +172,14 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
 
 /**
  * After the access hook: an upgrade a session let through is kept with that session, so that its
- * websocket ends with it (proxy/session-sockets.ts). A machine client's token has no session.
+ * websocket ends with it (proxy/session-sockets.ts); an agent's, with its grant's session. A
+ * machine client's token has no session.
  */
 function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider: string): void {
   scope.addHook('onRequest', (request, _reply, done) => {
-    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'session') return done()
-    const admitted = sockets.admit(request, request.headers.cookie, provider)
+    const credential = request.audit?.credential
+    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || (credential !== 'session' && credential !== 'agent')) return done()
+    const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant : request.headers.cookie, provider)
     if (admitted === undefined) return done()
     admitted.then(() => done(), done)
   })

@@ -4,9 +4,13 @@
 // browser, a sign-in someone else started, codes and refresh tokens used twice, PKCE gone wrong,
 // and grants used after the person signed out everywhere or revoked them.
 import { createHash, randomBytes } from 'node:crypto'
-import { describe, expect } from 'vitest'
+import { createServer } from 'node:http'
+import { WebSocket, WebSocketServer } from 'ws'
+import { afterAll, describe, expect } from 'vitest'
+import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
+import { close, listen } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
 
 let gateway: TestGateway
@@ -18,10 +22,16 @@ const clock = { offset: 0, now: () => Date.now() + clock.offset }
 /** The gateway trusts the loopback proxy's X-Forwarded-For, so that each test's registrations count for an address of their own. */
 const SERVER = { trustProxy: ['127.0.0.1'] }
 
+/** A websocket upstream that echoes. */
+const live = createServer((_request, response) => response.end('plain HTTP'))
+new WebSocketServer({ server: live }).on('connection', (socket) => socket.on('message', (data) => socket.send(`echo ${String(data)}`)))
+
 it.beforeAll(async ({ startStack, upstream }) => {
+  const liveUrl = await listen(live)
   gateway = await startStack({
     server: SERVER,
     routes: [
+      { path: '/live/', upstream: liveUrl, provider: 'demo', agents: true, websocket: true },
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/app/', upstream: upstream.url, provider: 'demo' },
@@ -81,12 +91,17 @@ async function exchange (id: string, code: string, verifier: string, extra: Reco
   return await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, ...extra }) })
 }
 
-async function granted (login = 'alice'): Promise<{ id: string, tokens: { access_token: string, refresh_token: string } }> {
+afterAll(async () => {
+  await gateway?.close()
+  await close(live)
+})
+
+async function granted (login = 'alice', resource = `${gateway.url}/mcp`): Promise<{ id: string, tokens: { access_token: string, refresh_token: string } }> {
   const registered = await client()
   const browser = new Browser()
-  const code = (await allow(browser, await toConsent(browser, registered.url(), login))).searchParams.get('code')
+  const code = (await allow(browser, await toConsent(browser, registered.url({ resource }), login))).searchParams.get('code')
   expect(code).toBeTruthy()
-  const response = await exchange(registered.id, code!, registered.verifier)
+  const response = await exchange(registered.id, code!, registered.verifier, { resource })
   expect(response.status).toBe(200)
   return { id: registered.id, tokens: await response.json() as { access_token: string, refresh_token: string } }
 }
@@ -373,6 +388,46 @@ describe('codes, refresh tokens and grants', () => {
       expect(response.status).toBe(401)
       expect(response.headers.get('www-authenticate')).toContain('invalid_token')
     }
+  })
+})
+
+describe('an agent\'s websocket', () => {
+  it('passes with the agent\'s token (no Origin: not a browser), and closes within a second when the grant ends', async () => {
+    const { id, tokens } = await granted('gina', `${gateway.url}/live`)
+    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/live/feed`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+    const closed = new Promise<number>((resolve) => socket.once('close', resolve))
+    await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
+    const echo = new Promise((resolve) => socket.once('message', (data) => resolve(String(data))))
+    socket.send('hello')
+    expect(await echo).toBe('echo hello')
+    // The grant ends (its refresh token revoked, RFC 7009): so does its session, and the socket with it.
+    expect((await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })).status).toBe(200)
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error('the socket was still open after a second')), 1000) })
+    try {
+      expect(await Promise.race([closed, late])).toBe(SESSION_ENDED_CODE)
+    } finally {
+      clearTimeout(timer)
+    }
+  })
+})
+
+describe('metrics', () => {
+  it('counts registrations, consents, tokens and refusals by name, and never a client, a token or a person', async () => {
+    const { id, tokens } = await granted('frank')
+    await call(tokens.access_token, '/other/')
+    const text = await (await fetch(`${gateway.url}/metrics`)).text()
+    const value = (event: string, result: string) => Number(new RegExp(`^gateway_agents_total\\{event="${event}",result="${result}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
+    expect(value('registration', 'registered')).toBeGreaterThan(0)
+    expect(value('registration', 'invalid_redirect_uri')).toBeGreaterThan(0)
+    expect(value('consent', 'allowed')).toBeGreaterThan(0)
+    expect(value('token', 'authorization_code')).toBeGreaterThan(0)
+    expect(value('token', 'refresh_token')).toBeGreaterThan(0)
+    expect(value('token', 'invalid_grant')).toBeGreaterThan(0)
+    expect(value('grant', 'revoked')).toBeGreaterThan(0)
+    expect(value('route', 'accepted')).toBeGreaterThan(0)
+    expect(value('route', 'wrong_audience')).toBeGreaterThan(0)
+    for (const secret of [id, tokens.access_token, tokens.refresh_token, 'frank']) expect(text).not.toContain(secret)
   })
 })
 
