@@ -329,7 +329,7 @@ const Agents = Section({
   refreshTokenTtl: Duration('Lifetime of a refresh token (1h to 90d); each use rotates it. A grant also ends with the session it is (session.maxAge).', '30d'),
   registration: filled(Type.Optional(Type.Union([Type.Literal('open'), Type.Literal('off')], {
     default: 'open',
-    description: '`open`: any client may register itself (RFC 7591: public clients, rate-limited per address, capped, unused ones expire); `off`: no registration endpoint.',
+    description: '`open`: any client may register itself (RFC 7591: public clients, 10 per minute per address, at most 8 KiB each, one nobody allowed kept 1 h); `off`: no registration endpoint, and so no new client (clients cannot be configured in gateway.yaml yet).',
   }))),
 }, 'The gateway as the OAuth authorization server of MCP clients and CLIs for routes with `agents: true` (see agents.md).')
 
