@@ -33,19 +33,19 @@ export class PendingSignIns {
 
   /** The sign-in the browser's cookie names for authorization `uid`, or undefined (none, another one's, expired, used). */
   async open (uid: string, cookie: string | undefined): Promise<PendingSignIn | undefined> {
-    const token = this.token(uid, cookie)
-    if (token === undefined) return undefined
-    const sealed = await this.store.get(this.key(token))
-    const plain = sealed === null ? null : this.sealer.open(PURPOSE, token, sealed)
-    const pending = plain === null ? undefined : JSON.parse(plain) as PendingSignIn
-    return pending?.uid === uid ? pending : undefined
+    return await this.read(uid, cookie, async (key) => await this.store.get(key))
   }
 
   /** Takes the sign-in (allowed or denied: used once); undefined when it is gone already. */
   async take (uid: string, cookie: string | undefined): Promise<PendingSignIn | undefined> {
+    return await this.read(uid, cookie, async (key) => await this.store.take(key))
+  }
+
+  /** The kept sign-in for `uid` that `fetch` reads (or takes) from the store, opened. */
+  private async read (uid: string, cookie: string | undefined, fetch: (key: string) => Promise<string | null>): Promise<PendingSignIn | undefined> {
     const token = this.token(uid, cookie)
     if (token === undefined) return undefined
-    const sealed = await this.store.take(this.key(token))
+    const sealed = await fetch(this.key(token))
     const plain = sealed === null ? null : this.sealer.open(PURPOSE, token, sealed)
     const pending = plain === null ? undefined : JSON.parse(plain) as PendingSignIn
     return pending?.uid === uid ? pending : undefined
