@@ -74,9 +74,9 @@ async function recoveryLogged (watched: Watched): Promise<Line> {
   return watched.back()[0]!
 }
 
-/** A redis-server with `args`, on a port from the OS; `port` is where clients connect (the TLS port with TLS). */
-async function spawnRedis (args: (port: number) => string[]): Promise<{ port: number, stop (): Promise<void> }> {
-  const port = await freePort()
+/** A redis-server with `args`, on `port` (else one from the OS); `port` is where clients connect (the TLS port with TLS). */
+async function spawnRedis (args: (port: number) => string[], port?: number): Promise<{ port: number, stop (): Promise<void> }> {
+  port ??= await freePort()
   const child: ChildProcess = spawn(BINARY!, ['--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', ...args(port)], { stdio: 'ignore' })
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   await waitFor(() => accepts(port), 10_000, `redis-server on port ${port}`)
@@ -161,6 +161,34 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
       await expectDocumented(back, port)
     } finally {
       await watched.close()
+      await redis.release()
+    }
+  })
+
+  it("another test's Redis on the port a stopped one freed: WRONGPASS, the outage goes on (a test server's URL has its own user)", async () => {
+    const redis = await startRedis('spawn')
+    const port = Number(new URL(redis.url).port)
+    const watched = storeFor(redis.url)
+    let stranger: Awaited<ReturnType<typeof spawnRedis>> | undefined
+    try {
+      expect(await watched.store.ready(5000)).toBe(true)
+      await redis.stop()
+      await outageLogged(watched)
+      stranger = await spawnRedis((p) => ['--port', String(p)], port)
+      // Refused twice: after the first refusal the store dropped the connection and made another.
+      const client = await admin(port)
+      // ACL LOG: one entry per kind of refusal, with how often it happened.
+      const refusals = async () => (await client.call('ACL', 'LOG') as unknown[][]).reduce<number>((sum, entry) => sum + Number(entry[entry.indexOf('count') + 1]), 0)
+      try {
+        await waitFor(async () => await refusals() >= 2, 5000, 'two sign-ins the other server refused')
+      } finally {
+        client.disconnect()
+      }
+      await expect(watched.store.get('gw-test')).rejects.toMatchObject({ code: 'session_store_unavailable' })
+      expect(watched.back()).toEqual([])
+    } finally {
+      await watched.close()
+      await stranger?.stop()
       await redis.release()
     }
   })

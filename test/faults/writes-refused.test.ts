@@ -64,6 +64,9 @@ beforeEach(async () => {
   await admin.call('REPLICAOF', 'NO', 'ONE')
 })
 
+/** The user the gateway signs in as: the URL's (a spawned server's own user), else Redis's default. */
+const gatewayUser = () => new URL(redis.url).username || 'default'
+
 interface Line { level: number, msg: string, refusal?: string, reason?: string, suppressed?: number, [field: string]: unknown }
 const refusalLines = () => gateway.logs.map((line) => JSON.parse(line) as Line).filter((line) => line.msg.startsWith('session store refused a command'))
 
@@ -171,11 +174,11 @@ describe('writes refused (READONLY: a replica)', () => {
 describe('writes refused (NOPERM: an ACL that lets the gateway write its refresh locks only)', () => {
   it('refreshes, and when the new tokens cannot be stored the request goes on with them', async () => {
     const { cookie, token } = await signIn()
-    // The test's own client keeps every permission as another user; the gateway's (the default
+    // The test's own client keeps every permission as another user; the gateway's (its URL's
     // user) may read every key and write only refresh locks.
     await admin.call('ACL', 'SETUSER', 'test-admin', 'on', '>test-admin-password', '~*', '&*', '+@all')
     await admin.call('AUTH', 'test-admin', 'test-admin-password')
-    await admin.call('ACL', 'SETUSER', 'default', 'resetkeys', '~gw:refresh:*', '%R~*')
+    await admin.call('ACL', 'SETUSER', gatewayUser(), 'resetkeys', '~gw:refresh:*', '%R~*')
     try {
       at(TOKEN_S - 25)
       const grants = refreshGrants
@@ -189,18 +192,18 @@ describe('writes refused (NOPERM: an ACL that lets the gateway write its refresh
       expect(gateway.logs.some((line) => line.includes('token refreshed but not stored'))).toBe(true)
       expect(metricValue(await metrics(), 'gateway_store_refusals_total{reason="NOPERM"}')).toBeGreaterThanOrEqual(2)
     } finally {
-      await admin.call('ACL', 'SETUSER', 'default', 'resetkeys', '~*')
+      await admin.call('ACL', 'SETUSER', gatewayUser(), 'resetkeys', '~*')
     }
   })
 })
 
 describe("writes refused after the session's own (NOPERM on a person's index)", () => {
   it('a sign-in is 503 with no session cookie, and the session it started does not stay', async () => {
-    // The gateway (the default user) may write every key but a person's index: its session record
+    // The gateway (its URL's user) may write every key but a person's index: its session record
     // is written (and acknowledged), then the index that sign-out everywhere reads is refused.
     await admin.call('ACL', 'SETUSER', 'test-admin', 'on', '>test-admin-password', '~*', '&*', '+@all')
     await admin.call('AUTH', 'test-admin', 'test-admin-password')
-    await admin.call('ACL', 'SETUSER', 'default', 'resetkeys', '%R~*', '%W~gw:[^p]*')
+    await admin.call('ACL', 'SETUSER', gatewayUser(), 'resetkeys', '%R~*', '%W~gw:[^p]*')
     try {
       const sessions = new Set(await admin.keys('gw:session:*'))
       const browser = new Browser()
@@ -209,7 +212,7 @@ describe("writes refused after the session's own (NOPERM on a person's index)", 
       expect(browser.cookieHeader(`${gateway.url}/app/`) ?? '').not.toContain('gw_session=')
       expect((await admin.keys('gw:session:*')).filter((key) => !sessions.has(key))).toEqual([])
     } finally {
-      await admin.call('ACL', 'SETUSER', 'default', 'resetkeys', '~*')
+      await admin.call('ACL', 'SETUSER', gatewayUser(), 'resetkeys', '~*')
     }
   })
 })

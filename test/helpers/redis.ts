@@ -4,6 +4,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { mkdtemp } from 'node:fs/promises'
+import { randomBytes } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { StartedTestContainer } from 'testcontainers'
@@ -186,6 +187,9 @@ export async function launched (child: ChildProcess): Promise<void> {
   })
 }
 
+/** The user a spawned server's URL signs in as (see startSpawned). */
+const SPAWNED_USER = 'gateway-test'
+
 /** How many ports from the OS a spawned redis-server is offered before its start counts as failed. */
 const PORT_OFFERS = 5
 
@@ -195,8 +199,14 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
   let child: ChildProcess
   let exited: Promise<void>
   // Waits on redis-server's own word (ready, or exited and why), never on a clock: a busy machine only makes it later.
+  // The URL signs in as a user only this server has. Stopped, the server frees its port, and any
+  // other process may take it; a redis-server another test file starts there would otherwise answer
+  // the gateway's reconnections in this one's place (a full run once saw an outage logged twice,
+  // with a recovery in between that no restart had made). That server refuses the user (WRONGPASS):
+  // still an outage. The default user stays, without a password, for replicas and sentinels.
+  const password = randomBytes(12).toString('hex')
   const start = async () => {
-    child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '',
+    child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--user', SPAWNED_USER, 'on', `>${password}`, '~*', '&*', '+@all',
       ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])], { stdio: ['ignore', 'pipe', 'pipe'] })
     exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
     await launched(child)
@@ -217,7 +227,7 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
       if (offer === PORT_OFFERS || !String(error).includes('Address already in use')) throw error
     }
   }
-  return { url: `redis://127.0.0.1:${port}`, kind: 'spawn', stop, release: stop, restart: start }
+  return { url: `redis://${SPAWNED_USER}:${password}@127.0.0.1:${port}`, kind: 'spawn', stop, release: stop, restart: start }
 }
 
 export async function startRedis (forced = process.env.TEST_REDIS as RedisKind | undefined, options: RedisOptions = {}): Promise<TestRedis> {
