@@ -16,8 +16,9 @@ import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import type { Sealer } from '../session/seal.js'
 import type { SessionStore } from '../store/store.js'
-import { privateUse, registrationProblem } from './clients.js'
-import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX } from './endpoints.js'
+import { deviceOnly, privateUse, registrationProblem } from './clients.js'
+import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from './endpoints.js'
+import { DevicePolling, POLL_INTERVAL_S } from './device-polling.js'
 import type { AgentGrants } from './grants.js'
 import { keepClient, storeAdapter } from './store-adapter.js'
 
@@ -29,9 +30,11 @@ const UNUSED_CLIENT_MS = 3_600_000
 const UNUSED_METADATA = ['jwks', 'jwks_uri', 'sector_identifier_uri', 'request_uris', 'contacts', 'logo_uri', 'client_uri', 'policy_uri', 'tos_uri', 'post_logout_redirect_uris', 'initiate_login_uri', 'backchannel_logout_uri', 'frontchannel_logout_uri', 'software_statement']
 /** How long a code lives (OAuth 2.1 recommends a short lifetime; SPEC: 60 s). */
 const CODE_TTL_SECONDS = 60
+/** How long a device code (and its user code) may wait for the person (RFC 8628 §3.2's example). */
+const DEVICE_CODE_TTL_SECONDS = 600
 
 /** What the agents' metrics count: an event, and its result (a name from a bounded set). */
-export type AgentsCount = (event: 'registration' | 'authorization' | 'consent' | 'token' | 'grant' | 'route', result: string) => void
+export type AgentsCount = (event: 'registration' | 'authorization' | 'device' | 'consent' | 'token' | 'grant' | 'route', result: string) => void
 
 /** The OAuth error codes counted by name; any other is `other` (a label must come from a bounded set). */
 const COUNTED_ERRORS = new Set(['invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'invalid_target',
@@ -63,6 +66,32 @@ export interface AuthorizationServerOptions {
   count: AgentsCount
   /** The gateway's error page for what cannot go back to the client (an unknown client, a redirect URI not registered). */
   renderError: (status: number, error: string, description: string | undefined) => string
+  /** The device flow's pages, in the gateway's look. */
+  devicePages: DevicePages
+}
+
+/** The pages of the device flow (RFC 8628 §3.3): each gets oidc-provider's form (its CSRF field) to show. */
+export interface DevicePages {
+  /** Where the person types the code their CLI shows; `problem` says why the last one did not work. */
+  input: (form: string, problem: string | undefined) => string
+  /** The code entered, and the client that asked for it: the person confirms both before signing in. */
+  confirm: (form: string, clientName: string, userCode: string) => string
+  /** Allowed: the CLI has its tokens at its next poll. */
+  done: (clientName: string) => string
+}
+
+/** A client's name as the pages show it. */
+export function clientName (client: { clientName?: unknown } | undefined): string {
+  const name = client?.clientName
+  return typeof name === 'string' && name !== '' ? name : 'An unnamed client'
+}
+
+/** Why the code the person entered did not work, in words (oidc-provider's errors are its own). */
+function codeProblem (error: Error | undefined): string | undefined {
+  if (error === undefined) return undefined
+  if (error.name === 'AbortedError') return 'You stopped that sign-in; your CLI will say it was refused.'
+  if ('userCode' in error || error.name === 'NoCodeError') return 'That code is not one this gateway gave, or it has expired or was used already: check it against the one your CLI shows.'
+  return 'That did not work: start again from your CLI.'
 }
 
 /** oidc-provider with the key the ring signs with now; rebuilt when the ring rotates. */
@@ -70,9 +99,11 @@ export class AuthorizationServer {
   private built: { kid: string, provider: Provider, callback: ReturnType<Provider['callback']> } | undefined
 
   private readonly issuer: URL
+  private readonly polling: DevicePolling
 
   constructor (private readonly options: AuthorizationServerOptions) {
     this.issuer = new URL(options.issuer)
+    this.polling = new DevicePolling(options.store, options.sealer, options.clock, DEVICE_CODE_TTL_SECONDS * 1000)
   }
 
   /** Keeps a client a person allowed for as long as its grants may live. */
@@ -109,10 +140,31 @@ export class AuthorizationServer {
     provider.on('authorization.error', (_ctx, error) => { count('authorization', errorName(error)) })
     provider.on('grant.success', (ctx) => {
       const type = (ctx.oidc.params as Record<string, unknown> | undefined)?.grant_type
-      count('token', type === 'authorization_code' || type === 'refresh_token' ? type : 'other')
+      count('token', type === 'authorization_code' || type === 'refresh_token' ? type : type === DEVICE_CODE_GRANT ? 'device_code' : 'other')
     })
+    provider.on('device_authorization.success', () => { count('device', 'code_issued') })
+    provider.on('device_authorization.error', (_ctx, error) => { count('device', errorName(error)) })
     provider.on('grant.error', (_ctx, error) => { count('token', errorName(error)) })
     provider.on('grant.revoked', () => { count('grant', 'revoked') })
+  }
+
+  /**
+   * The device flow's pace (RFC 8628 §3.5), which oidc-provider leaves out: the interval in the
+   * device authorization response, and `slow_down` for a CLI that polls sooner than it.
+   */
+  private async paced (ctx: { path: string, status: number, body: unknown, oidc?: { params?: unknown } }): Promise<void> {
+    const body = ctx.body as Record<string, unknown> | undefined
+    if (ctx.path === AGENT_ENDPOINTS.device_authorization && ctx.status === 200 && typeof body?.device_code === 'string') {
+      ctx.body = { ...body, interval: POLL_INTERVAL_S }
+      return
+    }
+    const params = ctx.oidc?.params as Record<string, unknown> | undefined
+    if (ctx.path !== AGENT_ENDPOINTS.token || params?.grant_type !== DEVICE_CODE_GRANT || body?.error !== 'authorization_pending') return
+    const interval = await this.polling.tooSoon(String(params.device_code))
+    if (interval !== undefined) {
+      ctx.body = { error: 'slow_down', error_description: `poll at most every ${interval} seconds` }
+      this.options.count('token', 'slow_down')
+    }
   }
 
   /**
@@ -134,10 +186,20 @@ export class AuthorizationServer {
       provider.proxy = true
       provider.on('server_error', (_ctx, error) => this.options.log.error({ err: error }, 'agents: authorization server error'))
       this.counted(provider)
+      if (this.options.agents.deviceFlow) provider.use(async (ctx, next) => { await next(); await this.paced(ctx) })
       this.built = { kid: jwk.kid, provider, callback: provider.callback() }
     }
     return this.built
   }
+}
+
+/** A page of the gateway's, never framed or cached. */
+function page (ctx: KoaContextWithOIDC, html: string): void {
+  ctx.type = 'html'
+  ctx.set('cache-control', 'no-store')
+  ctx.set('content-security-policy', "frame-ancestors 'none'")
+  ctx.set('x-frame-options', 'DENY')
+  ctx.body = html
 }
 
 function configuration (options: AuthorizationServerOptions, jwk: Record<string, unknown>): Configuration {
@@ -199,6 +261,10 @@ function clients (): Configuration {
         // Public clients only: the secret oidc-provider makes for a client that names no method (RFC 7591's default) is dropped.
         delete metadata.client_secret
         delete metadata.client_secret_expires_at
+        if (deviceOnly(metadata)) {
+          metadata.redirect_uris = []
+          metadata.response_types = []
+        }
         // A private-use scheme is a native app's (RFC 8252 §7.1), which oidc-provider wants said.
         if ((metadata.redirect_uris as string[]).some(privateUse)) metadata.application_type = 'native'
       },
@@ -231,6 +297,7 @@ function grants (options: AuthorizationServerOptions): Configuration {
     ttl: {
       AccessToken: seconds(agents.accessTokenTtlMs),
       AuthorizationCode: CODE_TTL_SECONDS,
+      DeviceCode: DEVICE_CODE_TTL_SECONDS,
       RefreshToken: seconds(agents.refreshTokenTtlMs),
       Grant: seconds(agents.refreshTokenTtlMs),
       Interaction: seconds(options.interactionTtlMs),
@@ -240,17 +307,34 @@ function grants (options: AuthorizationServerOptions): Configuration {
 }
 
 function features (options: AuthorizationServerOptions): Configuration['features'] {
-  const { agents, resources } = options
+  const { agents, resources, devicePages } = options
   return {
     devInteractions: { enabled: false },
+    deviceFlow: {
+      enabled: agents.deviceFlow,
+      // 8 letters from 20 consonants no one mistakes for another (RFC 8628 §6.1), shown as XXXX-XXXX.
+      charset: 'base-20',
+      mask: '****-****',
+      // Nothing about the device is kept or shown: its address could be anyone's (a forwarded header).
+      deviceInfo: () => ({}),
+      userCodeInputSource: (ctx, form, _out, error) => { page(ctx, devicePages.input(form, codeProblem(error))) },
+      userCodeConfirmSource: (ctx, form, client, _info, userCode) => { page(ctx, devicePages.confirm(form, clientName(client), userCode)) },
+      successSource: (ctx) => { page(ctx, devicePages.done(clientName(ctx.oidc.client))) },
+    },
     userinfo: { enabled: false },
     rpInitiatedLogout: { enabled: false },
     revocation: { enabled: true },
     registration: { enabled: agents.registration, issueRegistrationAccessToken: false },
     resourceIndicators: {
       enabled: true,
-      // With one agents route, a client that names no resource gets that route's tokens.
-      defaultResource: () => resources.length === 1 ? resources[0]! : undefined,
+      // With one agents route, a client that names no resource gets that route's tokens. With
+      // several, a device code must name one (the person is shown which); an authorization request
+      // that names none is refused before it gets here (routes/agents.ts).
+      defaultResource: (ctx) => {
+        if (resources.length === 1) return resources[0]!
+        if (ctx.oidc.route === 'device_authorization') throw new errors.InvalidTarget(`resource is required: name one of the routes agents may reach (${resources.join(', ')})`)
+        return undefined
+      },
       useGrantedResource: () => true,
       getResourceServerInfo: (_ctx, resource) => {
         if (!resources.includes(resource)) throw new errors.InvalidTarget('the resource is not a route of this gateway that agents may reach')

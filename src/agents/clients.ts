@@ -5,6 +5,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc7591#section-2
 // @see https://www.rfc-editor.org/rfc/rfc8252#section-7
 import { isLoopbackHost } from '../config/loopback.js'
+import { DEVICE_CODE_GRANT } from './endpoints.js'
 
 /** The longest `client_name` kept: the consent page shows it whole. */
 export const CLIENT_NAME_MAX = 100
@@ -40,10 +41,20 @@ export function privateUse (value: string): boolean {
   return protocol !== undefined && protocol !== 'https:' && protocol !== 'http:'
 }
 
+/**
+ * A CLI of the device flow only (RFC 8628): it asks for codes at the device authorization endpoint
+ * and never receives a redirect, so it registers no redirect URI (and no response type).
+ */
+export function deviceOnly (metadata: Record<string, unknown>): boolean {
+  const types = metadata.grant_types
+  const uris = metadata.redirect_uris
+  return Array.isArray(types) && types.includes(DEVICE_CODE_GRANT) && !types.includes('authorization_code') && (uris === undefined || (Array.isArray(uris) && uris.length === 0))
+}
+
 /** Why this registration cannot be kept, or undefined: the redirect URIs, the client authentication and the name. */
 export function registrationProblem (metadata: Record<string, unknown>): { field: 'redirect_uris' | 'other', message: string } | undefined {
-  const uris = metadata.redirect_uris
-  if (!Array.isArray(uris) || uris.length === 0) return { field: 'redirect_uris', message: 'redirect_uris must list at least one URI' }
+  const uris = deviceOnly(metadata) ? [] : metadata.redirect_uris
+  if (!Array.isArray(uris) || (uris.length === 0 && !deviceOnly(metadata))) return { field: 'redirect_uris', message: 'redirect_uris must list at least one URI (a CLI of the device flow only registers grant_types without authorization_code, and no redirect URI)' }
   if (uris.length > REDIRECT_URIS_MAX) return { field: 'redirect_uris', message: `redirect_uris may list at most ${REDIRECT_URIS_MAX} URIs` }
   for (const uri of uris) {
     const problem = redirectUriProblem(uri)

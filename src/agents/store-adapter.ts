@@ -9,6 +9,7 @@ import { errors, type Adapter, type AdapterPayload } from 'oidc-provider'
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
 import type { SessionStore } from '../store/store.js'
+import { AGENT_SCOPE } from './endpoints.js'
 
 const PREFIX = 'agents:'
 /** Models whose records a second use must find consumed. */
@@ -41,6 +42,10 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     }
 
     async upsert (id: string, payload: AdapterPayload, expiresIn: number | undefined): Promise<void> {
+      // A device code keeps its request, which oidc-provider checks again once the person allowed
+      // it: with the route's scope, whatever the CLI asked for (CLIs often ask for none), as
+      // routes/agents.ts sets it on an authorization request.
+      if (this.model === 'DeviceCode' && payload.params !== undefined) payload.params = { ...payload.params, scope: AGENT_SCOPE }
       const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.unusedClientMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
       const key = this.key(id)
       await store.set(key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)

@@ -310,6 +310,8 @@ export interface AgentsConfig {
   refreshTokenTtlMs: number
   /** RFC 7591 dynamic registration of public clients. */
   registration: boolean
+  /** The device authorization grant (RFC 8628). */
+  deviceFlow: boolean
 }
 
 export interface GatewayConfig {

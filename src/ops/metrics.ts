@@ -75,7 +75,7 @@ export class Metrics {
   /** The agents' authorization server (src/agents/): no client, token or person ever a label. */
   readonly agents = new Counter({
     name: 'gateway_agents_total',
-    help: 'The agents\' authorization server (routes with agents: true), by event (registration, authorization, consent, token, grant, route) and result (registered, allowed, denied, the grant type a token was issued for, revoked, accepted, or why it was refused: an OAuth error code or a token problem)',
+    help: 'The agents\' authorization server (routes with agents: true), by event (registration, authorization, device, consent, token, grant, route) and result (registered, code_issued, allowed, denied, the grant type a token was issued for, revoked, accepted, or why it was refused: an OAuth error code or a token problem)',
     labelNames: ['event', 'result'] as const,
     registers: [this.registry],
   })

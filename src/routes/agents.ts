@@ -15,8 +15,8 @@ import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { compileGate, decide, signedIn } from '../access/gate.js'
 import type { GrantGuard } from '../access/authorize.js'
-import { AuthorizationServer, type AgentsCount } from '../agents/authorization-server.js'
-import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX } from '../agents/endpoints.js'
+import { AuthorizationServer, clientName, type AgentsCount, type DevicePages } from '../agents/authorization-server.js'
+import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from '../agents/endpoints.js'
 import { AgentGrants } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
@@ -38,8 +38,11 @@ import type { SessionStore } from '../store/store.js'
 import type { AgentSignIns } from './oauth-context.js'
 
 const CONSENT_PURPOSE = 'agents-consent'
-/** Requests per client address and minute: enough for a person's agents, not for a flood. */
-const PER_MINUTE = { registration: 10, authorization: 60, token: 120 } as const
+/**
+ * Requests per client address and minute: enough for a person's agents, not for a flood; a code
+ * typed on the device page, enough for typos but not for guessing (20^8 codes, each alive 10 min).
+ */
+const PER_MINUTE = { registration: 10, authorization: 60, token: 120, device: 20, codeEntry: 20 } as const
 /** The largest registration accepted (10 redirect URIs of 2,000 characters fit twice over; oidc-provider's own bound is 56 KiB). */
 const REGISTRATION_MAX_BYTES = 8192
 /** The authorization request's parameters the gateway takes; any other is dropped before oidc-provider sees it. */
@@ -65,7 +68,8 @@ interface Pending {
   uid: string
   clientId: string
   clientName: string
-  redirectHost: string
+  /** Where the browser goes back to; none in the device flow. */
+  redirectHost: string | undefined
   route: RouteConfig
   resource: string
 }
@@ -102,6 +106,7 @@ export class Agents implements AgentSignIns {
       clock: deps.clock,
       log: deps.log,
       renderError: (_status, error, description) => messagePage('This authorization cannot go on', `${description ?? error}. Start it again from the agent or CLI.`),
+      devicePages: DEVICE_PAGES,
     })
     this.pendingCookie = cookieNames(config).agent
     this.ownOrigin = new URL(config.server.baseUrl).origin
@@ -156,7 +161,8 @@ export class Agents implements AgentSignIns {
       jwks_uri: `${base}/.well-known/jwks.json`,
       scopes_supported: [AGENT_SCOPE],
       response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token'],
+      grant_types_supported: ['authorization_code', 'refresh_token', ...(this.deps.config.agents.deviceFlow ? [DEVICE_CODE_GRANT] : [])],
+      ...(this.deps.config.agents.deviceFlow ? { device_authorization_endpoint: `${base}${AGENT_ENDPOINTS.device_authorization}` } : {}),
       code_challenge_methods_supported: ['S256'],
       token_endpoint_auth_methods_supported: ['none'],
       revocation_endpoint_auth_methods_supported: ['none'],
@@ -181,6 +187,17 @@ export class Agents implements AgentSignIns {
     scope.get(`${AGENT_ENDPOINTS.authorization}/:uid`, async (request, reply) => { await pass(request, reply) })
     for (const url of [AGENT_ENDPOINTS.token, AGENT_ENDPOINTS.revocation]) {
       scope.route({ method: ['POST', 'OPTIONS'], url, onRequest: limit(PER_MINUTE.token), handler: async (request, reply) => { await pass(request, reply) } })
+    }
+    if (this.deps.config.agents.deviceFlow) {
+      scope.route({ method: ['POST', 'OPTIONS'], url: AGENT_ENDPOINTS.device_authorization, onRequest: limit(PER_MINUTE.device), handler: async (request, reply) => { await pass(request, reply) } })
+      // The person's pages: the code's entry (each POST a guess, so counted apart) and, after the
+      // sign-in and consent, the page that says the CLI is allowed.
+      scope.get(AGENT_ENDPOINTS.code_verification, async (request, reply) => { await pass(request, reply) })
+      scope.post(AGENT_ENDPOINTS.code_verification, { onRequest: limit(PER_MINUTE.codeEntry) }, async (request, reply) => {
+        if (!fromOwnPage(request, this.ownOrigin)) throw new GatewayError('forbidden', 'A device code is entered only on this gateway\'s own page.')
+        await pass(request, reply)
+      })
+      scope.get(`${AGENT_ENDPOINTS.code_verification}/:uid`, async (request, reply) => { await pass(request, reply) })
     }
     if (!this.deps.config.agents.registration) return
     scope.route({
@@ -287,12 +304,13 @@ export class Agents implements AgentSignIns {
     const route = this.routes.get(resource)
     const client = await provider.Client.find(String(params.client_id))
     if (route === undefined || client === undefined) throw new GatewayError('invalid_request', 'This authorization names no route of this gateway that agents may reach.')
-    const redirect = URL.parse(String(params.redirect_uri))
+    const redirect = typeof params.redirect_uri === 'string' ? URL.parse(params.redirect_uri) : null
     return {
       uid,
       clientId: client.clientId,
-      clientName: typeof client.clientName === 'string' && client.clientName !== '' ? client.clientName : 'An unnamed client',
-      redirectHost: redirect === null ? '' : redirect.host === '' ? `${redirect.protocol}//` : redirect.host,
+      clientName: clientName(client),
+      // None for the device flow: the CLI polls for its tokens.
+      redirectHost: redirect === null ? undefined : redirect.host === '' ? `${redirect.protocol}//` : redirect.host,
       route,
       resource,
     }
@@ -336,11 +354,28 @@ function consentPage (pending: Pending, person: string, csrf: string): string {
   const title = 'Allow an agent?'
   return renderPage(title, `<h1>${escapeHtml(title)}</h1>
 <p><strong>${escapeHtml(pending.clientName)}</strong> asks to use <code>${escapeHtml(pending.route.path)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
-<dl class="seen"><dt>Client</dt><dd>${escapeHtml(pending.clientName)}</dd><dt>Sends you back to</dt><dd><code>${escapeHtml(pending.redirectHost)}</code></dd><dt>Application</dt><dd><code>${escapeHtml(pending.route.path)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
+<dl class="seen"><dt>Client</dt><dd>${escapeHtml(pending.clientName)}</dd>${pending.redirectHost === undefined ? '<dt>Signs in</dt><dd>with the code you entered (a CLI or device)</dd>' : `<dt>Sends you back to</dt><dd><code>${escapeHtml(pending.redirectHost)}</code></dd>`}<dt>Application</dt><dd><code>${escapeHtml(pending.route.path)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
 <p>It can then call this application as you until you sign out everywhere or end it on <a href="/oauth/sessions/">your sessions</a>. Allow it only if you started this from that client.</p>
 <form method="post" action="${escapeHtml(agentInteractionUrl(pending.uid))}">
 <input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
 <button class="button" type="submit" name="decision" value="allow">Allow</button>
 <button class="button" type="submit" name="decision" value="deny" style="background:#777">Deny</button>
 </form>`)
+}
+
+/** The device flow's pages (RFC 8628 §3.3): the code's entry, its confirmation, and the end. */
+const DEVICE_PAGES: DevicePages = {
+  input: (form, problem) => renderPage('Enter the code from your CLI', `<h1>Enter the code from your CLI</h1>
+${problem === undefined ? '<p>Your CLI or device shows a code of 8 letters, such as <code>BDFH-JKLM</code>. Enter it here to sign it in.</p>' : `<p class="problem"><strong>${escapeHtml(problem)}</strong></p>`}
+${form}
+<button class="button" type="submit" form="op.deviceInputForm">Continue</button>`),
+  confirm: (form, name, userCode) => renderPage('Is this your code?', `<h1>Is this your code?</h1>
+<p><strong>${escapeHtml(name)}</strong> asks to sign in with the code</p>
+<p class="user-code"><code style="font-size:1.6rem;letter-spacing:.1em">${escapeHtml(userCode)}</code></p>
+<p>Go on only if you started this yourself and your CLI shows this same code. If someone gave you this code or this link, stop: they would get your access.</p>
+${form}
+<button class="button" type="submit" form="op.deviceConfirmForm">Continue</button>
+<button class="button" type="submit" form="op.deviceConfirmForm" name="abort" value="yes" style="background:#777">Stop</button>`),
+  done: (name) => renderPage('Your CLI is signed in', `<h1>Your CLI is signed in</h1>
+<p><strong>${escapeHtml(name)}</strong> can now use what you allowed. You can close this page, and end its access any time on <a href="/oauth/sessions/">your sessions</a>.</p>`),
 }

@@ -122,6 +122,9 @@ describe('metadata', () => {
       token_endpoint_auth_methods_supported: ['none'],
     })
     expect(metadata).not.toHaveProperty('device_authorization_endpoint')
+    // The device flow is off unless agents.deviceFlow says so: none of its endpoints answer.
+    expect((await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST' })).status).toBe(404)
+    expect((await fetch(`${gateway.url}/oauth/agents/device`)).status).toBe(404)
     const resource = await (await fetch(`${gateway.url}/.well-known/oauth-protected-resource/mcp`)).json() as Record<string, unknown>
     expect(resource).toMatchObject({ resource: `${gateway.url}/mcp`, authorization_servers: [gateway.url], scopes_supported: ['access'] })
     const refused = await fetch(`${gateway.url}/mcp`, { headers: { accept: 'application/json' } })

@@ -20,14 +20,14 @@ ${section}`
 
 describe('agents as read', () => {
   it('is on with the defaults when a route has agents: true, and off otherwise', () => {
-    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true })
+    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true, deviceFlow: false })
     expect(parseConfig(file(), {}).routes[0]!.agents).toBe(true)
     expect(parseConfig(file({ route: 'provider: corp' }), {}).agents.enabled).toBe(false)
   })
 
   it('keeps what the section gives', () => {
-    const config = parseConfig(file({ section: 'agents: { accessTokenTtl: 5m, refreshTokenTtl: 7d, registration: off }\n' }), {})
-    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false })
+    const config = parseConfig(file({ section: 'agents: { accessTokenTtl: 5m, refreshTokenTtl: 7d, registration: off, deviceFlow: true }\n' }), {})
+    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false, deviceFlow: true })
   })
 
   it('takes a loopback http baseUrl (the demo)', () => {
@@ -44,7 +44,8 @@ describe('agents refused', () => {
     ['an access token for a second', file({ section: 'agents: { accessTokenTtl: 1s }\n' }), 'agents.accessTokenTtl:'],
     ['a refresh token for a year', file({ section: 'agents: { refreshTokenTtl: 365d }\n' }), 'agents.refreshTokenTtl:'],
     ['registration neither open nor off', file({ section: 'agents: { registration: closed }\n' }), 'agents.registration:'],
-    ['an unknown key', file({ section: 'agents: { deviceFlow: true }\n' }), 'agents.deviceFlow:'],
+    ['an unknown key', file({ section: 'agents: { clientMetadataDocuments: true }\n' }), 'agents.clientMetadataDocuments:'],
+    ['a device flow that is not a flag', file({ section: 'agents: { deviceFlow: maybe }\n' }), 'agents.deviceFlow:'],
     ['agents that is not a flag', file({ route: 'provider: corp\n    agents: yes please' }), 'routes[0].agents:'],
   ])('%s', (_name, text, start) => {
     const problems = configProblems(text)

@@ -25,6 +25,7 @@ describe('config defaults', () => {
       {
         "agents": {
           "accessTokenTtlMs": 600000,
+          "deviceFlow": false,
           "enabled": false,
           "refreshTokenTtlMs": 2592000000,
           "registration": true,

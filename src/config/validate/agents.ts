@@ -19,5 +19,6 @@ export function validateAgents (issues: Issues, raw: Sections['agents'], routes:
     accessTokenTtlMs: duration(issues, ['agents', 'accessTokenTtl'], raw.accessTokenTtl, 60_000, 3_600_000),
     refreshTokenTtlMs: duration(issues, ['agents', 'refreshTokenTtl'], raw.refreshTokenTtl, 3_600_000, 90 * DAY),
     registration: raw.registration === 'open',
+    deviceFlow: raw.deviceFlow === true,
   }
 }

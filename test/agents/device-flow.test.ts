@@ -1,0 +1,280 @@
+// The device flow (RFC 8628) for CLIs without a browser, over real sockets (the gateway, its Redis,
+// the worker's oidc-provider as the route's provider): a CLI registers without a redirect URI, asks
+// for a code, polls; the person enters the code at /oauth/agents/device, confirms it, signs in at the
+// route's provider and allows the client; the CLI's next poll gets tokens for that route only. And
+// what the RFC asks of the polling (authorization_pending, slow_down, expired_token, access_denied),
+// codes that must not work, and pages that must not be framed or reached from another site.
+import { afterAll, describe, expect, vi } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { metricValue } from '../helpers/metrics.js'
+import { test as it } from '../helpers/stack.js'
+
+const DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code'
+/** RFC 8628 §6.1's base-20 letters, as XXXX-XXXX. */
+const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/
+
+let gateway: TestGateway
+/** The gateway's clock: the wall clock plus an offset a test moves (no waiting out a poll interval). */
+const clock = { offset: 0, now: () => Date.now() + clock.offset }
+/** Polls POLL_S apart: the interval the gateway gives. */
+const POLL_S = 5
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
+    agents: { deviceFlow: true },
+    routes: [
+      { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
+      { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
+    ],
+  }, { deps: { clock } })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+})
+
+interface DeviceAuthorization { device_code: string, user_code: string, verification_uri: string, verification_uri_complete: string, expires_in: number, interval: number }
+type TokenAnswer = Record<string, unknown> & { error?: string, access_token?: string, refresh_token?: string }
+
+let addresses = 0
+/** An address of its own for each CLI and each person (what the gateway counts is per address). */
+const address = () => `10.9.0.${++addresses}`
+/** Each CLI's address. */
+const from = new Map<string, string>()
+
+/** A CLI registered for the device flow only. */
+async function cli (metadata: Record<string, unknown> = {}): Promise<string> {
+  const at = address()
+  const response = await fetch(`${gateway.url}/oauth/agents/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-forwarded-for': at },
+    body: JSON.stringify({ client_name: 'Device test CLI', grant_types: [DEVICE_CODE, 'refresh_token'], token_endpoint_auth_method: 'none', ...metadata }),
+  })
+  const body = await response.json() as Record<string, unknown>
+  expect(response.status, JSON.stringify(body)).toBe(201)
+  from.set(String(body.client_id), at)
+  return String(body.client_id)
+}
+
+async function deviceAuthorization (clientId: string, extra: Record<string, string> = { resource: '' }): Promise<Response> {
+  const params = { client_id: clientId, resource: `${gateway.url}/mcp`, ...extra }
+  if (params.resource === '') params.resource = `${gateway.url}/mcp`
+  return await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST', headers: { 'x-forwarded-for': from.get(clientId) ?? address() }, body: new URLSearchParams(params) })
+}
+
+async function started (clientId: string): Promise<DeviceAuthorization> {
+  const response = await deviceAuthorization(clientId)
+  const body = await response.json() as DeviceAuthorization
+  expect(response.status, JSON.stringify(body)).toBe(200)
+  return body
+}
+
+/** One poll, POLL_S after the last one on the gateway's clock. */
+async function poll (clientId: string, deviceCode: string, { wait = true } = {}): Promise<{ status: number, body: TokenAnswer }> {
+  if (wait) clock.offset += POLL_S * 1000
+  const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: deviceCode, client_id: clientId }) })
+  return { status: response.status, body: await response.json() as TokenAnswer }
+}
+
+const xsrfOf = (html: string) => /name="xsrf" value="([^"]+)"/.exec(html)?.[1] ?? ''
+
+/** A person's browser, at an address of its own. */
+const person = () => new Browser()
+const addressOf = new WeakMap<Browser, string>()
+const at = (browser: Browser) => addressOf.get(browser) ?? addressOf.set(browser, address()).get(browser)!
+
+/** POSTs a form on the device page as the page's own form would. */
+async function submit (browser: Browser, form: Record<string, string>, origin = gateway.url): Promise<Response> {
+  return await browser.fetch(`${gateway.url}/oauth/agents/device`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin, 'x-forwarded-for': at(browser) }, body: new URLSearchParams(form) })
+}
+
+/** The person enters `userCode` on the device page: the page that follows (the confirmation, or the entry again with a problem). */
+async function enter (browser: Browser, userCode: string): Promise<{ status: number, html: string }> {
+  const entry = await browser.fetch(`${gateway.url}/oauth/agents/device`)
+  const response = await submit(browser, { xsrf: xsrfOf(await entry.text()), user_code: userCode })
+  return { status: response.status, html: await response.text() }
+}
+
+/** Confirms the code on the confirmation page, signs in as `login`, and answers the consent page: the last page. */
+async function confirmAndDecide (browser: Browser, confirmation: string, login: string, decision: 'allow' | 'deny'): Promise<{ consent: string, last: Response }> {
+  const userCode = /name="user_code" value="([^"]+)"/.exec(confirmation)![1]!
+  const confirmed = await submit(browser, { xsrf: xsrfOf(confirmation), user_code: userCode, confirm: 'yes' })
+  expect(confirmed.status).toBe(303)
+  const consentPage = await browser.navigate(new URL(confirmed.headers.get('location')!, gateway.url).href, { login })
+  const consent = await consentPage.text()
+  expect(consentPage.status, consent).toBe(200)
+  const csrf = /name="csrf" value="([^"]+)"/.exec(consent)![1]!
+  const action = new URL(/<form method="post" action="([^"]+)"/.exec(consent)![1]!, gateway.url).href
+  let last = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf, decision }) })
+  while (last.status === 302 || last.status === 303) last = await browser.fetch(new URL(last.headers.get('location')!, action).href)
+  return { consent, last }
+}
+
+describe('the device flow', () => {
+  it('metadata names the device authorization endpoint and grant; a CLI registers with no redirect URI', async () => {
+    const metadata = await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json() as Record<string, unknown>
+    expect(metadata.device_authorization_endpoint).toBe(`${gateway.url}/oauth/agents/device/auth`)
+    expect(metadata.grant_types_supported).toContain(DEVICE_CODE)
+    const id = await cli()
+    expect(id).toBeTruthy()
+    // A client of the code flow still needs its redirect URIs.
+    const refused = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '10.9.1.1' }, body: JSON.stringify({ client_name: 'No redirect', token_endpoint_auth_method: 'none' }) })
+    expect(refused.status).toBe(400)
+    expect(await refused.json()).toMatchObject({ error: 'invalid_redirect_uri' })
+  })
+
+  it('signs a CLI in: code, pending, the person confirms and allows, tokens for the route, then the code is spent', async () => {
+    const id = await cli()
+    const device = await started(id)
+    expect(device.user_code).toMatch(USER_CODE)
+    expect(device).toMatchObject({ verification_uri: `${gateway.url}/oauth/agents/device`, expires_in: 600, interval: POLL_S })
+    expect(device.verification_uri_complete).toBe(`${gateway.url}/oauth/agents/device?user_code=${device.user_code}`)
+    expect(await poll(id, device.device_code)).toEqual({ status: 400, body: expect.objectContaining({ error: 'authorization_pending' }) })
+
+    const browser = person()
+    const confirmation = await enter(browser, device.user_code.toLowerCase().replace('-', ' '))
+    expect(confirmation.status).toBe(200)
+    expect(confirmation.html).toContain('Device test CLI')
+    expect(confirmation.html).toContain(device.user_code)
+    const { consent, last } = await confirmAndDecide(browser, confirmation.html, 'dave', 'allow')
+    expect(consent).toContain('with the code you entered')
+    expect(consent).toContain('<code>/mcp</code>')
+    const done = await last.text()
+    expect(last.status, done).toBe(200)
+    expect(done, /<p[^>]*>.*<\/p>/.exec(done)?.[0]).toContain('Your CLI is signed in')
+
+    const tokens = await poll(id, device.device_code)
+    expect(tokens.status, JSON.stringify(tokens.body)).toBe(200)
+    expect(tokens.body).toMatchObject({ token_type: 'Bearer', scope: 'access' })
+    const call = await fetch(`${gateway.url}/mcp`, { headers: { authorization: `Bearer ${tokens.body.access_token!}` } })
+    expect(call.status).toBe(200)
+    const seen = await call.json() as { headers: Record<string, string> }
+    expect(seen.headers.authorization).not.toContain(tokens.body.access_token!)
+    expect(seen.headers['x-forwarded-user']).toBe('dave')
+    expect((await fetch(`${gateway.url}/other/`, { headers: { authorization: `Bearer ${tokens.body.access_token!}` } })).status).toBe(401)
+    const refresh = async (token: string) => await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: token, client_id: id }) })
+    const refreshed = await refresh(tokens.body.refresh_token!)
+    expect(refreshed.status).toBe(200)
+    // The code is spent: used again, it is refused, and what it issued ends (as a code used twice does).
+    expect(await poll(id, device.device_code)).toMatchObject({ status: 400, body: { error: 'invalid_grant' } })
+    expect((await refresh((await refreshed.json() as TokenAnswer).refresh_token!)).status).toBe(400)
+    expect((await fetch(`${gateway.url}/mcp`, { headers: { authorization: `Bearer ${tokens.body.access_token!}` } })).status).toBe(401)
+    const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
+    expect(metricValue(metrics, 'gateway_agents_total{event="device",result="code_issued"}')).toBeGreaterThanOrEqual(1)
+    expect(metricValue(metrics, 'gateway_agents_total{event="token",result="device_code"}')).toBeGreaterThanOrEqual(1)
+  })
+
+  it('in Chromium: the link with the code, its confirmation, the sign-in, the consent and the last page', async () => {
+    const id = await cli({ client_name: 'deploy-cli' })
+    const device = await started(id)
+    const context = await (await sharedChromium()).newContext({ extraHTTPHeaders: { 'x-forwarded-for': address() } })
+    try {
+      const page = await context.newPage()
+      // The link a CLI prints or shows as a QR code: the code comes filled in, and the page asks to confirm it.
+      await page.goto(device.verification_uri_complete)
+      await page.waitForSelector('h1:has-text("Is this your code?")')
+      expect(await page.textContent('.user-code')).toBe(device.user_code)
+      expect(await page.textContent('body')).toContain('deploy-cli')
+      await page.screenshot({ path: `${ARTIFACTS}/agents-device-confirm.png`, fullPage: true })
+      await page.click('button:has-text("Continue")')
+      await page.fill('input[name="login"]', 'erin')
+      await page.click('button:has-text("Sign in")')
+      await page.click('button:has-text("Allow")')
+      await page.waitForSelector('h1:has-text("Allow an agent?")')
+      await page.click('button:has-text("Allow")')
+      await page.waitForSelector('h1:has-text("Your CLI is signed in")')
+      expect(await poll(id, device.device_code)).toMatchObject({ status: 200, body: { token_type: 'Bearer' } })
+    } finally {
+      await context.close()
+    }
+  })
+
+  it('slow_down to a CLI that polls sooner than its interval, which then grows by 5 seconds', async () => {
+    const id = await cli()
+    const device = await started(id)
+    expect((await poll(id, device.device_code)).body.error).toBe('authorization_pending')
+    const early = await poll(id, device.device_code, { wait: false })
+    expect(early).toMatchObject({ status: 400, body: { error: 'slow_down' } })
+    // Now 10 s: 5 s later is too soon again (and makes it 15 s), 15 s later is not.
+    expect((await poll(id, device.device_code)).body.error).toBe('slow_down')
+    clock.offset += 3 * POLL_S * 1000
+    expect((await poll(id, device.device_code, { wait: false })).body.error).toBe('authorization_pending')
+  })
+
+  it('access_denied when the person stops on the confirmation page, or denies on the consent page', async () => {
+    const id = await cli()
+    const stopped = await started(id)
+    const browser = person()
+    const confirmation = await enter(browser, stopped.user_code)
+    const stop = await submit(browser, { xsrf: xsrfOf(confirmation.html), user_code: stopped.user_code, confirm: 'yes', abort: 'yes' })
+    expect(stop.status).toBe(200)
+    expect(await stop.text()).toContain('You stopped that sign-in')
+    expect(await poll(id, stopped.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } })
+
+    const denied = await started(id)
+    const { last } = await confirmAndDecide(browser, (await enter(browser, denied.user_code)).html, 'dave', 'deny')
+    expect(last.status).toBe(200)
+    expect(await poll(id, denied.device_code)).toMatchObject({ status: 400, body: { error: 'access_denied' } })
+  })
+
+  it('expired_token once the code has lived its 10 minutes, and the page refuses it', async () => {
+    const id = await cli()
+    const device = await started(id)
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + (device.expires_in + 1) * 1000 })
+    try {
+      expect(await poll(id, device.device_code, { wait: false })).toMatchObject({ status: 400, body: { error: 'expired_token' } })
+      const page = await enter(person(), device.user_code)
+      expect(page.status).toBe(200)
+      expect(page.html).toContain('That code is not one this gateway gave, or it has expired')
+    } finally {
+      vi.useRealTimers()
+    }
+  })
+
+  it('refuses what must not work: codes no one was given, a code used once, another site\'s form, framing', async () => {
+    const id = await cli()
+    const browser = person()
+    const entry = await browser.fetch(`${gateway.url}/oauth/agents/device`)
+    expect(entry.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    expect(entry.headers.get('x-frame-options')).toBe('DENY')
+    expect(entry.headers.get('cache-control')).toBe('no-store')
+    let xsrf = xsrfOf(await entry.text())
+    // Each is shown the entry again (with the form's next CSRF field), saying why.
+    for (const [code, status] of [['BCDF-GHJK', 200], ['', 200], ['A'.repeat(5000), 200], ['<script>alert(1)</script>', 200], ['BCDF-GHJK\r\nX: y', 200]] as const) {
+      const page = await submit(browser, { xsrf, user_code: code })
+      const html = await page.text()
+      xsrf = xsrfOf(html)
+      expect(page.status, code.slice(0, 20)).toBe(status)
+      expect(html).toContain('That code is not one this gateway gave')
+      expect(html).not.toContain('<script>alert')
+    }
+    // A form posted from another site: refused before oidc-provider sees it.
+    const device = await started(id)
+    expect((await submit(browser, { xsrf, user_code: device.user_code }, 'https://evil.example')).status).toBe(403)
+    // Confirmed once, the code cannot be confirmed again (by this person or anyone else).
+    const confirmation = await enter(browser, device.user_code)
+    await confirmAndDecide(browser, confirmation.html, 'dave', 'allow')
+    expect((await enter(person(), device.user_code)).html).toContain('That code is not one this gateway gave')
+  })
+
+  it('refuses a device authorization that names no route (there are two), a route agents may not reach, or from a client not registered for the device flow', async () => {
+    const id = await cli()
+    const unnamed = await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST', headers: { 'x-forwarded-for': from.get(id)! }, body: new URLSearchParams({ client_id: id }) })
+    // Two routes here: a device code names its route.
+    expect(unnamed.status).toBe(400)
+    expect(await unnamed.json()).toMatchObject({ error: 'invalid_target' })
+    const elsewhere = await deviceAuthorization(id, { resource: `${gateway.url}/app/` })
+    expect(elsewhere.status).toBe(400)
+    expect(await elsewhere.json()).toMatchObject({ error: 'invalid_target' })
+    const codeClient = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '10.9.1.2' }, body: JSON.stringify({ client_name: 'Code only', redirect_uris: ['http://127.0.0.1:9/cb'], token_endpoint_auth_method: 'none' }) })
+    const codeId = String((await codeClient.json() as Record<string, unknown>).client_id)
+    const refused = await deviceAuthorization(codeId)
+    expect(refused.status).toBe(400)
+    // oidc-provider's answer (RFC 6749 would say unauthorized_client): refused all the same.
+    expect(await refused.json()).toMatchObject({ error: 'invalid_request', error_description: `${DEVICE_CODE} is not allowed for this client` })
+    expect((await deviceAuthorization('no-such-client')).status).toBe(401)
+  })
+})
