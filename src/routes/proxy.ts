@@ -34,6 +34,7 @@ import { upstreamPaths, type UpstreamPaths } from '../proxy/upstream-path.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
+import type { GrantStreams } from '../proxy/grant-streams.js'
 import { namesMethods } from '../access/method-override.js'
 import { methodOverrideHook } from './method-override-hook.js'
 import type { FormReplay } from './form-replay.js'
@@ -59,6 +60,8 @@ export interface ProxyDeps {
   traced?: boolean
   /** The check of the tokens the gateway issued to agents, for a route with `agents: true` (absent: none). */
   grants?: ((route: RouteConfig) => GrantGuard | undefined) | undefined
+  /** The answers in flight for agents' tokens, cut when their grant ends (present with `grants`). */
+  grantStreams?: GrantStreams | undefined
 }
 
 /** What act() needs of the route besides the verdict: where it is answered, and its kept forms. */
@@ -112,7 +115,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   return { gate, signer, bearer, bearerSigner, grants }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false, grants }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false, grants, grantStreams }: ProxyDeps): Promise<void> {
   app.decorateRequest('allowed', undefined)
   app.decorateRequest('upstreamStart', undefined)
   app.decorateRequest('upstreamBody', undefined)
@@ -162,6 +165,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         })
         // After a kept form is delivered: its body's `_method` is judged too.
         if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount }))
+        if (route.agents && grantStreams !== undefined) holdGrantStreams(scope, grantStreams)
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
         if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
       }
@@ -182,6 +186,15 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
     const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant : request.headers.cookie, provider)
     if (admitted === undefined) return done()
     admitted.then(() => done(), done)
+  })
+}
+
+/** After the access hook: an agent's request (not an upgrade: its websocket is a session socket) is held with its grant, so that its answer ends with it. */
+function holdGrantStreams (scope: FastifyInstance, streams: GrantStreams): void {
+  scope.addHook('onRequest', (request, reply, done) => {
+    const grant = request.allowed?.grant
+    if (grant !== undefined && request.audit?.credential === 'agent' && request.headers.upgrade === undefined) streams.hold(grant, reply.raw)
+    done()
   })
 }
 

@@ -415,6 +415,37 @@ describe('an agent\'s websocket', () => {
   })
 })
 
+describe('an agent\'s streams', () => {
+  it('are cut within a second when the grant ends (an MCP SSE answer, a long-held GET)', async ({ upstream }) => {
+    const { id, tokens } = await granted('hank', `${gateway.url}/other`)
+    const response = await fetch(`${gateway.url}/other/stream`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe('first,')
+    expect((await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })).status).toBe(200)
+    const cut = reader.read().then(() => 'went on', () => 'cut')
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still open after a second'), 1000) })
+    try {
+      expect(await Promise.race([cut, late])).toBe('cut')
+    } finally {
+      clearTimeout(timer)
+      upstream.release()
+    }
+  })
+
+  it('pass MCP\'s DELETE with its Mcp-Session-Id, and a stream the grant outlives ends as the upstream ends it', async ({ upstream }) => {
+    const { tokens } = await granted('ivan', `${gateway.url}/other`)
+    const auth = { authorization: `Bearer ${tokens.access_token}` }
+    const deleted = await fetch(`${gateway.url}/other/session`, { method: 'DELETE', headers: { ...auth, 'mcp-session-id': 'session-1' } })
+    expect(deleted.status).toBe(200)
+    expect(await deleted.json()).toMatchObject({ method: 'DELETE', url: '/other/session', headers: { 'mcp-session-id': 'session-1' } })
+    const response = await fetch(`${gateway.url}/other/stream`, { headers: auth })
+    upstream.release()
+    expect(await response.text()).toBe('first,last')
+  })
+})
+
 describe('metrics', () => {
   it('counts registrations, consents, tokens and refusals by name, and never a client, a token or a person', async () => {
     const { id, tokens } = await granted('frank')
