@@ -186,20 +186,30 @@ export class AuthorizationServer {
       provider.proxy = true
       provider.on('server_error', (_ctx, error) => this.options.log.error({ err: error }, 'agents: authorization server error'))
       this.counted(provider)
-      if (this.options.agents.deviceFlow) provider.use(async (ctx, next) => { await next(); await this.paced(ctx) })
+      if (this.options.agents.deviceFlow) {
+        provider.use(async (ctx, next) => {
+          await next()
+          if (ctx.path.startsWith(AGENT_ENDPOINTS.code_verification)) unframed(ctx)
+          await this.paced(ctx)
+        })
+      }
       this.built = { kid: jwk.kid, provider, callback: provider.callback() }
     }
     return this.built
   }
 }
 
-/** A page of the gateway's, never framed or cached. */
+/** A page of the gateway's (its headers: unframed). */
 function page (ctx: KoaContextWithOIDC, html: string): void {
   ctx.type = 'html'
+  ctx.body = html
+}
+
+/** Every answer of the device pages (the gateway's, and oidc-provider's own: the form that posts a code from its link) is never framed or cached. */
+function unframed (ctx: { set: (name: string, value: string) => void }): void {
   ctx.set('cache-control', 'no-store')
   ctx.set('content-security-policy', "frame-ancestors 'none'")
   ctx.set('x-frame-options', 'DENY')
-  ctx.body = html
 }
 
 function configuration (options: AuthorizationServerOptions, jwk: Record<string, unknown>): Configuration {

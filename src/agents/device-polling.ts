@@ -33,7 +33,10 @@ export class DevicePolling {
     const now = this.clock.now()
     const early = last !== undefined && now - last.at < last.interval * 1000
     const interval = (last?.interval ?? POLL_INTERVAL_S) + (early ? POLL_INTERVAL_S : 0)
-    await this.store.set(key, JSON.stringify({ at: now, interval } satisfies Polled), this.codeTtlMs)
-    return early ? interval : undefined
+    const next = JSON.stringify({ at: now, interval } satisfies Polled)
+    // Written only over what was read: of two polls at once, one writes and the other was too soon.
+    const written = raw === null ? await this.store.claim(key, next, this.codeTtlMs) : await this.store.replace(key, Buffer.from(raw), next, this.codeTtlMs)
+    if (written) return early ? interval : undefined
+    return Math.max(interval, (last?.interval ?? POLL_INTERVAL_S) + POLL_INTERVAL_S)
   }
 }

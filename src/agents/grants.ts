@@ -11,6 +11,13 @@ import type { Sessions } from '../session/session.js'
 import type { KeyValue } from '../store/store.js'
 
 const PURPOSE = 'agents-grant-session'
+const LABEL_PURPOSE = 'agents-grant-label'
+
+/** What the sessions page says of a grant's session: which client, on which route. */
+export interface GrantLabel {
+  readonly client: string
+  readonly route: string
+}
 /** Grants whose session cookie this instance remembers: a request with a token then costs no store read for it. */
 const CACHED_GRANTS = 10_000
 
@@ -27,6 +34,25 @@ export class AgentGrants {
   async bind (grantId: string, cookie: string, ttlMs: number): Promise<void> {
     await this.store.set(this.key(grantId), this.sealer.seal(PURPOSE, grantId, cookie), ttlMs)
     this.cookies.set(grantId, cookie)
+  }
+
+  /**
+   * Keeps what the person's sessions page shows of the grant's session (`sessionId`): the client's
+   * name and the route, sealed to the session id, for as long as the session may live.
+   */
+  async label (sessionId: string, label: GrantLabel, ttlMs: number): Promise<void> {
+    await this.store.set(this.labelKey(sessionId), this.sealer.seal(LABEL_PURPOSE, sessionId, JSON.stringify(label)), ttlMs)
+  }
+
+  /** The label of a grant's session, or undefined (not a grant's, or ended). */
+  async labelOf (sessionId: string): Promise<GrantLabel | undefined> {
+    const sealed = await this.store.get(this.labelKey(sessionId))
+    const plain = sealed === null ? null : this.sealer.open(LABEL_PURPOSE, sessionId, sealed)
+    return plain === null ? undefined : JSON.parse(plain) as GrantLabel
+  }
+
+  private labelKey (sessionId: string): string {
+    return `agents:grant-label:${this.sealer.idFor(LABEL_PURPOSE, sessionId)}`
   }
 
   /** The Cookie header that names the grant's session, or undefined when the grant has none (ended, unknown). */

@@ -47,11 +47,12 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
       // routes/agents.ts sets it on an authorization request.
       if (this.model === 'DeviceCode' && payload.params !== undefined) payload.params = { ...payload.params, scope: AGENT_SCOPE }
       const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.unusedClientMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
+      if (this.model === 'DeviceCode' && payload.inFlight === true && (await this.find(id))?.inFlight !== true) await claimDeviceCode(store, this.key(id), ttlMs)
       const key = this.key(id)
       await store.set(key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)
       if (payload.grantId !== undefined) await grants.add(payload.grantId, key, ttlMs)
       if (payload.uid !== undefined) await store.set(this.index('uid', payload.uid), sealer.seal('agents-uid', payload.uid, id), ttlMs)
-      if (payload.userCode !== undefined) await store.set(this.index('user-code', payload.userCode), sealer.seal('agents-user-code', payload.userCode, id), ttlMs)
+      if (payload.userCode !== undefined) await indexUserCode(store, sealer, this.index('user-code', payload.userCode), payload.userCode, id, ttlMs)
     }
 
     async find (id: string): Promise<AdapterPayload | undefined> {
@@ -119,6 +120,22 @@ class GrantKeys {
     await this.store.delete(recordKey(this.sealer, 'Grant', grantId))
     await this.events.grantRevoked(grantId)
   }
+}
+
+/**
+ * The first person to confirm a device code claims it, before oidc-provider saves it in flight (two
+ * confirming at once would each start a sign-in, and the last to allow would put their account in
+ * the other's CLI); the second is refused.
+ */
+async function claimDeviceCode (store: SessionStore, key: string, ttlMs: number): Promise<void> {
+  if (!await store.claim(`${key}:in-flight`, '1', ttlMs)) throw new errors.InvalidRequest('this code is being used already')
+}
+
+/** A user code names one device code: a new one that happens to equal a live one is refused, never takes its place. */
+async function indexUserCode (store: SessionStore, sealer: Sealer, key: string, userCode: string, id: string, ttlMs: number): Promise<void> {
+  if (await store.claim(key, sealer.seal('agents-user-code', userCode, id), ttlMs)) return
+  const sealed = await store.get(key)
+  if (sealed === null || sealer.open('agents-user-code', userCode, sealed) !== id) throw new Error('a user code equal to a live one was drawn')
 }
 
 function recordKey (sealer: Sealer, model: string, id: string): string {

@@ -331,6 +331,7 @@ const Agents = Section({
     default: 'open',
     description: '`open`: any client may register itself (RFC 7591: public clients, 10 per minute per address, at most 8 KiB each, one nobody allowed kept 1 h); `off`: no registration endpoint, and so no new client (clients cannot be configured in gateway.yaml yet).',
   }))),
+  registrationsPerHour: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, default: 1000, description: 'Registrations accepted per hour from all addresses together (each address also at most 10 a minute): a client nobody allows is kept 1 h, so this bounds the clients the store holds that no person has allowed.' }))),
   deviceFlow: Flag('The device flow (RFC 8628) for CLIs on a machine without a browser: the person confirms a code at /oauth/agents/device. Off unless set: a person can be talked into entering a code someone else started (see agents.md).', false),
 }, 'The gateway as the OAuth authorization server of MCP clients and CLIs for routes with `agents: true` (see agents.md).')
 

@@ -310,6 +310,8 @@ export interface AgentsConfig {
   refreshTokenTtlMs: number
   /** RFC 7591 dynamic registration of public clients. */
   registration: boolean
+  /** Registrations per hour from all addresses together. */
+  registrationsPerHour: number
   /** The device authorization grant (RFC 8628). */
   deviceFlow: boolean
 }

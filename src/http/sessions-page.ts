@@ -4,9 +4,16 @@
 import type { PersonSession } from '../session/person-index.js'
 import { escapeHtml, renderPage, signOutEverywhereButton } from './pages.js'
 
-/** A session on the list, and whether it is the one this request came with. */
+/** A session on the list, whether it is the one this request came with, and, for an agent's grant, which client on which route. */
 export interface ListedSession extends PersonSession {
   readonly current: boolean
+  readonly agent?: { readonly client: string, readonly route: string } | undefined
+}
+
+/** What the first column says of a session: its browser, or the agent's client and route. */
+function who (session: ListedSession): string {
+  if (session.agent === undefined) return escapeHtml(session.browser)
+  return `${escapeHtml(session.browser)}: <strong>${escapeHtml(session.agent.client)}</strong> on <code>${escapeHtml(session.agent.route)}</code>`
 }
 
 /** A time as a person reads it on the page: `2026-11-26 10:26 UTC`. */
@@ -20,7 +27,7 @@ function row (session: ListedSession): string {
   const action = session.current ? '/oauth/logout/' : `/oauth/sessions/${encodeURIComponent(session.publicId)}/revoke`
   const providers = session.providers.map((provider) => `<code>${escapeHtml(provider)}</code>`).join(', ')
   const label = session.current ? 'Sign out' : 'Revoke'
-  return `<tr${session.current ? ' class="current"' : ''}><td>${escapeHtml(session.browser)}${session.current ? ' <strong>(this browser)</strong>' : ''}</td>` +
+  return `<tr${session.current ? ' class="current"' : ''}><td>${who(session)}${session.current ? ' <strong>(this browser)</strong>' : ''}</td>` +
     `<td>${escapeHtml(when(session.started))}</td><td>${escapeHtml(when(session.lastSeen))}</td><td>${providers}</td>` +
     `<td><form method="post" action="${escapeHtml(action)}"><button type="submit" class="button">${label}</button></form></td></tr>`
 }

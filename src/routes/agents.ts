@@ -9,28 +9,29 @@
 //   only (same origin, and its CSRF token).
 // A sign-in for an agent ends in this browser with a cookie sealed to the interaction, so a consent
 // page shows only the person who signed in in this browser (no one can bring someone else's sign-in).
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { normalizeIP } from '@fastify/rate-limit'
 import cookie from '@fastify/cookie'
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { compileGate, decide, signedIn } from '../access/gate.js'
 import type { GrantGuard } from '../access/authorize.js'
-import { AuthorizationServer, clientName, type AgentsCount, type DevicePages } from '../agents/authorization-server.js'
+import { AuthorizationServer, clientName, type AgentsCount } from '../agents/authorization-server.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from '../agents/endpoints.js'
-import { AgentGrants } from '../agents/grants.js'
+import { AgentGrants, type GrantLabel } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { escapeHtml, renderPage } from '../http/pages.js'
+import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { fromOwnPage } from '../http/request-site.js'
 import type { SessionIndex } from '../oauth/session-index.js'
-import { agentInteractionUrl, cookieNames, loginUrl, parseInteractionId, resourceIdentifier } from '../oauth/urls.js'
+import { cookieNames, loginUrl, parseInteractionId, resourceIdentifier } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import type { Metrics } from '../ops/metrics.js'
 import type { PersonIndex } from '../session/person-index.js'
+import { AGENT_FAMILY } from '../session/browser-family.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { Sealer } from '../session/seal.js'
 import type { Sessions } from '../session/session.js'
@@ -39,10 +40,21 @@ import type { AgentSignIns } from './oauth-context.js'
 
 const CONSENT_PURPOSE = 'agents-consent'
 /**
- * Requests per client address and minute: enough for a person's agents, not for a flood; a code
- * typed on the device page, enough for typos but not for guessing (20^8 codes, each alive 10 min).
+ * Requests per client address and minute, each budget counted apart: enough for a person's agents,
+ * not for a flood; a code typed on the device page, enough for typos but not for guessing (20^8
+ * codes, each alive 10 min); the device page itself (each first visit is a record in the store).
+ * The token endpoint's budget is revocation's too.
  */
-const PER_MINUTE = { registration: 10, authorization: 60, token: 120, device: 20, codeEntry: 20 } as const
+const PER_MINUTE = { registration: 10, authorization: 60, token: 120, device: 20, codeEntry: 20, devicePage: 30 } as const
+/** What each budget is for, as its 429 says. */
+const BUDGET_NAMES: Record<keyof typeof PER_MINUTE, string> = {
+  registration: 'client registrations',
+  authorization: 'authorization requests',
+  token: 'token requests',
+  device: 'device codes',
+  codeEntry: 'codes entered',
+  devicePage: 'visits to the device page',
+}
 /** The largest registration accepted (10 redirect URIs of 2,000 characters fit twice over; oidc-provider's own bound is 56 KiB). */
 const REGISTRATION_MAX_BYTES = 8192
 /** The authorization request's parameters the gateway takes; any other is dropped before oidc-provider sees it. */
@@ -127,13 +139,19 @@ export class Agents implements AgentSignIns {
     reply.setCookie(this.pendingCookie, cookie, { ...this.deps.sessions.cookieOptions, maxAge: Math.ceil(this.deps.config.state.ttlMs / 1000) })
   }
 
-  /** The grant's session: the kept sign-in made a session, indexed as every session is (sign-out everywhere, back-channel logout, the list). */
-  private async startGrantSession (pending: PendingSignIn): Promise<{ id: string, cookie: string }> {
-    const { sessions, sessionIndex, personIndex, clock } = this.deps
+  /** Which client on which route a grant's session is (the sessions page). */
+  async labelOf (sessionId: string): Promise<{ client: string, route: string } | undefined> {
+    return await this.grants.labelOf(sessionId)
+  }
+
+  /** The grant's session: the kept sign-in made a session, indexed as every session is (sign-out everywhere, back-channel logout, the list), with its label for the list. */
+  private async startGrantSession (pending: PendingSignIn, label: GrantLabel): Promise<{ id: string, cookie: string }> {
+    const { sessions, sessionIndex, personIndex, clock, config } = this.deps
     const started = await sessions.start(undefined, withSignIn(emptyRecord(clock.now()), pending.provider, pending.signIn))
     try {
+      await this.grants.label(started.id, label, config.session.maxAgeMs)
       for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
-      await personIndex.add(started, 'agent (MCP client or CLI)')
+      await personIndex.add(started, AGENT_FAMILY)
     } catch (error) {
       await sessions.endById(started.id).catch(() => {})
       throw error
@@ -177,33 +195,61 @@ export class Agents implements AgentSignIns {
     await scope.register(rateLimit, { global: false, skipOnError: true, redis: this.deps.store.redis, nameSpace: 'rate-limit:agents-register:' })
     const pass = async (request: FastifyRequest, reply: FastifyReply, url = request.url) => {
       request.raw.url = url
+      // The endpoints a client calls answer JSON (RFC 6749 §5.2), whatever it accepts: oidc-provider
+      // would answer a browser's Accept with an HTML page, which the device flow's pace reads past.
+      if (request.method === 'POST' && request.routeOptions.url !== AGENT_ENDPOINTS.code_verification) request.raw.headers.accept = 'application/json'
       reply.hijack()
       await this.server.handle(request.raw, reply.raw)
     }
-    const limit = (max: number) => scope.rateLimit({ max, timeWindow: 60_000 })
-    scope.get(AGENT_ENDPOINTS.authorization, { onRequest: limit(PER_MINUTE.authorization) }, async (request, reply) => {
+    // Each budget its own counter (the limiter's key is otherwise the address alone, which every
+    // budget of the gateway, the sign-in's included, would share); IPv6 per /64, as the sign-in's.
+    const tooMany = (what: string) => (_request: FastifyRequest, context: { ttl: number }) => {
+      const seconds = Math.max(1, Math.ceil(context.ttl / 1000))
+      return new GatewayError('rate_limited', `Too many ${what}. Try again in ${seconds} second${seconds === 1 ? '' : 's'}.`, {
+        details: { headers: { 'retry-after': String(seconds) } },
+      })
+    }
+    const limit = (budget: keyof typeof PER_MINUTE) => scope.rateLimit({
+      max: PER_MINUTE[budget],
+      timeWindow: 60_000,
+      keyGenerator: (request) => `agents-${budget}:${normalizeIP(request.ip, 64)}`,
+      errorResponseBuilder: tooMany(`${BUDGET_NAMES[budget]} from your address`),
+    })
+    scope.get(AGENT_ENDPOINTS.authorization, { onRequest: limit('authorization') }, async (request, reply) => {
       await pass(request, reply, this.authorizationUrl(request.url))
     })
     scope.get(`${AGENT_ENDPOINTS.authorization}/:uid`, async (request, reply) => { await pass(request, reply) })
     for (const url of [AGENT_ENDPOINTS.token, AGENT_ENDPOINTS.revocation]) {
-      scope.route({ method: ['POST', 'OPTIONS'], url, onRequest: limit(PER_MINUTE.token), handler: async (request, reply) => { await pass(request, reply) } })
+      scope.route({ method: ['POST', 'OPTIONS'], url, onRequest: limit('token'), handler: async (request, reply) => { await pass(request, reply) } })
     }
     if (this.deps.config.agents.deviceFlow) {
-      scope.route({ method: ['POST', 'OPTIONS'], url: AGENT_ENDPOINTS.device_authorization, onRequest: limit(PER_MINUTE.device), handler: async (request, reply) => { await pass(request, reply) } })
+      scope.route({ method: ['POST', 'OPTIONS'], url: AGENT_ENDPOINTS.device_authorization, onRequest: limit('device'), handler: async (request, reply) => { await pass(request, reply) } })
       // The person's pages: the code's entry (each POST a guess, so counted apart) and, after the
       // sign-in and consent, the page that says the CLI is allowed.
-      scope.get(AGENT_ENDPOINTS.code_verification, async (request, reply) => { await pass(request, reply) })
-      scope.post(AGENT_ENDPOINTS.code_verification, { onRequest: limit(PER_MINUTE.codeEntry) }, async (request, reply) => {
+      // Refused before it is counted: another site cannot spend a person's budget.
+      const ownPage = async (request: FastifyRequest) => {
         if (!fromOwnPage(request, this.ownOrigin)) throw new GatewayError('forbidden', 'A device code is entered only on this gateway\'s own page.')
-        await pass(request, reply)
-      })
-      scope.get(`${AGENT_ENDPOINTS.code_verification}/:uid`, async (request, reply) => { await pass(request, reply) })
+      }
+      const devicePage = limit('devicePage')
+      scope.get(AGENT_ENDPOINTS.code_verification, { onRequest: devicePage }, async (request, reply) => { await pass(request, reply) })
+      scope.post(AGENT_ENDPOINTS.code_verification, { onRequest: [ownPage, limit('codeEntry')] }, async (request, reply) => { await pass(request, reply) })
+      scope.get(`${AGENT_ENDPOINTS.code_verification}/:uid`, { onRequest: devicePage }, async (request, reply) => { await pass(request, reply) })
     }
     if (!this.deps.config.agents.registration) return
+    // All addresses together, per hour (agents.registrationsPerHour): a client nobody allows is kept
+    // an hour, so this bounds the clients the store holds that no person has allowed. A CORS
+    // preflight is not a registration.
+    // Checked apart from the per-address budget (the library runs one limiter hook per request).
+    const everyAddress = scope.createRateLimit({ max: this.deps.config.agents.registrationsPerHour, timeWindow: 3_600_000, keyGenerator: () => 'agents-registration:all' })
+    const registrationsLeft = async (request: FastifyRequest) => {
+      if (request.method !== 'POST') return
+      const checked = await everyAddress(request)
+      if (!checked.isAllowed && checked.isExceeded) throw tooMany('client registrations at this gateway this hour, from every address together')(request, checked)
+    }
     scope.route({
       method: ['POST', 'OPTIONS'],
       url: AGENT_ENDPOINTS.registration,
-      onRequest: limit(PER_MINUTE.registration),
+      onRequest: [limit('registration'), registrationsLeft],
       handler: async (request, reply) => {
         const length = Number(request.headers['content-length'] ?? Number.NaN)
         if (request.method === 'POST' && !(length <= REGISTRATION_MAX_BYTES)) {
@@ -253,7 +299,7 @@ export class Agents implements AgentSignIns {
       const signIn = await this.pendings.open(pending.uid, request.cookies[this.pendingCookie])
       if (signIn === undefined) return await reply.redirect(`${loginUrlFor(this.deps.config, pending.route)}&agent=${pending.uid}`, 302)
       const identity = this.admitted(pending, signIn)
-      return await reply.type('text/html; charset=utf-8').send(consentPage(pending, identity, this.csrf(pending.uid, request)))
+      return await reply.type('text/html; charset=utf-8').send(consentPage({ uid: pending.uid, clientName: pending.clientName, redirectHost: pending.redirectHost, routePath: pending.route.path }, identity, this.csrf(pending.uid, request)))
     })
     scope.post<{ Params: { uid: string }, Body: Record<string, unknown> | undefined }>(`${AGENTS_PREFIX}/interaction/:uid`, async (request, reply) => {
       if (!fromOwnPage(request, this.ownOrigin)) throw new GatewayError('forbidden', 'An agent is allowed only from this gateway\'s own consent page.')
@@ -273,7 +319,7 @@ export class Agents implements AgentSignIns {
         return reply
       }
       const provider = await this.server.provider()
-      const session = await this.startGrantSession(signIn)
+      const session = await this.startGrantSession(signIn, { client: pending.clientName, route: pending.route.path })
       const grant = new provider.Grant({ accountId: identity, clientId: pending.clientId })
       grant.addResourceScope(pending.resource, AGENT_SCOPE)
       const grantId = await grant.save()
@@ -343,39 +389,4 @@ function sameText (a: string, b: string): boolean {
   const left = Buffer.from(a)
   const right = Buffer.from(b)
   return left.length === right.length && timingSafeEqual(left, right)
-}
-
-function messagePage (title: string, text: string): string {
-  return renderPage(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`)
-}
-
-/** The consent page: which client, where it sends the browser back, which route, as whom; Allow or Deny. */
-function consentPage (pending: Pending, person: string, csrf: string): string {
-  const title = 'Allow an agent?'
-  return renderPage(title, `<h1>${escapeHtml(title)}</h1>
-<p><strong>${escapeHtml(pending.clientName)}</strong> asks to use <code>${escapeHtml(pending.route.path)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
-<dl class="seen"><dt>Client</dt><dd>${escapeHtml(pending.clientName)}</dd>${pending.redirectHost === undefined ? '<dt>Signs in</dt><dd>with the code you entered (a CLI or device)</dd>' : `<dt>Sends you back to</dt><dd><code>${escapeHtml(pending.redirectHost)}</code></dd>`}<dt>Application</dt><dd><code>${escapeHtml(pending.route.path)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
-<p>It can then call this application as you until you sign out everywhere or end it on <a href="/oauth/sessions/">your sessions</a>. Allow it only if you started this from that client.</p>
-<form method="post" action="${escapeHtml(agentInteractionUrl(pending.uid))}">
-<input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
-<button class="button" type="submit" name="decision" value="allow">Allow</button>
-<button class="button" type="submit" name="decision" value="deny" style="background:#777">Deny</button>
-</form>`)
-}
-
-/** The device flow's pages (RFC 8628 §3.3): the code's entry, its confirmation, and the end. */
-const DEVICE_PAGES: DevicePages = {
-  input: (form, problem) => renderPage('Enter the code from your CLI', `<h1>Enter the code from your CLI</h1>
-${problem === undefined ? '<p>Your CLI or device shows a code of 8 letters, such as <code>BDFH-JKLM</code>. Enter it here to sign it in.</p>' : `<p class="problem"><strong>${escapeHtml(problem)}</strong></p>`}
-${form}
-<button class="button" type="submit" form="op.deviceInputForm">Continue</button>`),
-  confirm: (form, name, userCode) => renderPage('Is this your code?', `<h1>Is this your code?</h1>
-<p><strong>${escapeHtml(name)}</strong> asks to sign in with the code</p>
-<p class="user-code"><code style="font-size:1.6rem;letter-spacing:.1em">${escapeHtml(userCode)}</code></p>
-<p>Go on only if you started this yourself and your CLI shows this same code. If someone gave you this code or this link, stop: they would get your access.</p>
-${form}
-<button class="button" type="submit" form="op.deviceConfirmForm">Continue</button>
-<button class="button" type="submit" form="op.deviceConfirmForm" name="abort" value="yes" style="background:#777">Stop</button>`),
-  done: (name) => renderPage('Your CLI is signed in', `<h1>Your CLI is signed in</h1>
-<p><strong>${escapeHtml(name)}</strong> can now use what you allowed. You can close this page, and end its access any time on <a href="/oauth/sessions/">your sessions</a>.</p>`),
 }

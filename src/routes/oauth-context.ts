@@ -48,6 +48,8 @@ export interface OAuthDeps {
 /** Where a sign-in started for an agent's authorization ends: its session is the grant's, not the browser's. */
 export interface AgentSignIns {
   signedIn (request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void>
+  /** Which client on which route a grant's session (by store id) is, for the sessions page; undefined when it is not one. */
+  labelOf (sessionId: string): Promise<{ client: string, route: string } | undefined>
 }
 
 /** The session cookie's kind of options, with a lifetime: the flow and sign-out cookies end with their flow. */

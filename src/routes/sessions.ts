@@ -11,6 +11,7 @@ import { endSession } from '../http/session-cookie.js'
 import { sessionsPage, type ListedSession } from '../http/sessions-page.js'
 import { HOME } from '../oauth/urls.js'
 import type { Session } from '../session/record.js'
+import { AGENT_FAMILY } from '../session/browser-family.js'
 import type { OAuthContext } from './oauth-context.js'
 
 /** The list's address. */
@@ -22,6 +23,8 @@ interface SessionJson {
   started: string
   lastSeen: string
   browser: string
+  /** An agent's grant: its client's name and the route. */
+  agent?: { client: string, route: string }
   providers: readonly string[]
   current: boolean
 }
@@ -32,6 +35,7 @@ function toJson (session: ListedSession): SessionJson {
     started: new Date(session.started).toISOString(),
     lastSeen: new Date(session.lastSeen).toISOString(),
     browser: session.browser,
+    ...(session.agent === undefined ? {} : { agent: { client: session.agent.client, route: session.agent.route } }),
     providers: session.providers,
     current: session.current,
   }
@@ -42,7 +46,7 @@ function notSignedIn (): GatewayError {
   return new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', { details: { headers: { 'www-authenticate': 'Bearer' } } })
 }
 
-export function sessionsRoutes (app: FastifyInstance, { config, sessions, personIndex }: OAuthContext): void {
+export function sessionsRoutes (app: FastifyInstance, { config, sessions, personIndex, agents }: OAuthContext): void {
   const ownOrigin = new URL(config.server.baseUrl).origin
 
   /** The request's session, if it holds an identity (a person to list sessions for). */
@@ -54,7 +58,11 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
 
   app.get(SESSIONS, async (request, reply) => {
     const session = await signedIn(request)
-    const listed = (await personIndex.list(session.record)).map((entry) => ({ ...entry, current: entry.sessionId === session.id }))
+    const listed = await Promise.all((await personIndex.list(session.record)).map(async (entry) => ({
+      ...entry,
+      current: entry.sessionId === session.id,
+      agent: entry.browser === AGENT_FAMILY ? await agents?.labelOf(entry.sessionId) : undefined,
+    })))
     if (!wantsHtml(request)) return { sessions: listed.map(toJson) }
     return reply.type('text/html; charset=utf-8')
       .header('content-security-policy', "frame-ancestors 'none'")

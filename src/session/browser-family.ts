@@ -7,6 +7,8 @@
 /** What the list of sessions shows for a session's browser (the order is the person index's stored byte: append only). */
 export const BROWSER_FAMILIES = ['Firefox', 'Chrome', 'Edge', 'Safari', 'curl', 'other', 'agent (MCP client or CLI)'] as const
 export type BrowserFamily = typeof BROWSER_FAMILIES[number]
+/** The family of an agent's grant. */
+export const AGENT_FAMILY: BrowserFamily = 'agent (MCP client or CLI)'
 
 /** How much of the header is looked at: real ones fit; a longer one is read no further. */
 export const USER_AGENT_READ = 512

@@ -18,13 +18,16 @@ const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/
 let gateway: TestGateway
 /** The gateway's clock: the wall clock plus an offset a test moves (no waiting out a poll interval). */
 const clock = { offset: 0, now: () => Date.now() + clock.offset }
+/** agents.registrationsPerHour here. */
+const REGISTRATIONS = 30
 /** Polls POLL_S apart: the interval the gateway gives. */
 const POLL_S = 5
 
 it.beforeAll(async ({ startStack, upstream }) => {
   gateway = await startStack({
     server: { trustProxy: ['127.0.0.1'] },
-    agents: { deviceFlow: true },
+    // Registrations from every address together: this file's tests register fewer; the last one registers up to it.
+    agents: { deviceFlow: true, registrationsPerHour: REGISTRATIONS },
     routes: [
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
@@ -204,6 +207,56 @@ describe('the device flow', () => {
     expect((await poll(id, device.device_code, { wait: false })).body.error).toBe('authorization_pending')
   })
 
+  it('slow_down whatever the CLI accepts, and of polls at the same moment only one is not too soon', async () => {
+    const id = await cli()
+    const device = await started(id)
+    expect((await poll(id, device.device_code)).body.error).toBe('authorization_pending')
+    const html = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { accept: 'text/html' }, body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: device.device_code, client_id: id }) })
+    expect(html.headers.get('content-type')).toContain('application/json')
+    expect(await html.json()).toMatchObject({ error: 'slow_down' })
+    clock.offset += 60_000
+    const answers = await Promise.all(Array.from({ length: 5 }, async () => (await poll(id, device.device_code, { wait: false })).body.error))
+    expect(answers.filter((error) => error === 'authorization_pending')).toHaveLength(1)
+    expect(answers.filter((error) => error === 'slow_down')).toHaveLength(4)
+  })
+
+  it('a code two people confirm at the same moment goes on for one of them only', async () => {
+    const id = await cli()
+    const device = await started(id)
+    const people = [person(), person()]
+    const confirmations = await Promise.all(people.map(async (browser) => (await enter(browser, device.user_code)).html))
+    const answers = await Promise.all(people.map(async (browser, i) => {
+      const response = await submit(browser, { xsrf: xsrfOf(confirmations[i]!), user_code: device.user_code, confirm: 'yes' })
+      return response.status
+    }))
+    expect(answers.filter((status) => status === 303)).toHaveLength(1)
+  })
+
+  it('counts each budget apart: a CLI polling from the person\'s address leaves the code\'s page usable, and too many codes typed get 429', async () => {
+    const id = await cli()
+    const device = await started(id)
+    const browser = person()
+    // The CLI polls from the person's own address, more often than the page's budget.
+    for (let i = 0; i < 25; i++) {
+      const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'x-forwarded-for': at(browser) }, body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: device.device_code, client_id: id }) })
+      expect(response.status).toBe(400)
+    }
+    const entry = await browser.fetch(`${gateway.url}/oauth/agents/device`, { headers: { 'x-forwarded-for': at(browser) } })
+    expect(entry.status).toBe(200)
+    let xsrf = xsrfOf(await entry.text())
+    const statuses: number[] = []
+    let last = ''
+    for (let i = 0; i < 21; i++) {
+      const response = await submit(browser, { xsrf, user_code: 'BCDF-GHJK' })
+      last = await response.text()
+      statuses.push(response.status)
+      xsrf = xsrfOf(last) || xsrf
+    }
+    expect(statuses.slice(0, 20).every((status) => status === 200)).toBe(true)
+    expect(statuses[20]).toBe(429)
+    expect(last).toContain('Too many codes entered from your address')
+  })
+
   it('access_denied when the person stops on the confirmation page, or denies on the consent page', async () => {
     const id = await cli()
     const stopped = await started(id)
@@ -238,9 +291,12 @@ describe('the device flow', () => {
     const id = await cli()
     const browser = person()
     const entry = await browser.fetch(`${gateway.url}/oauth/agents/device`)
-    expect(entry.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
-    expect(entry.headers.get('x-frame-options')).toBe('DENY')
-    expect(entry.headers.get('cache-control')).toBe('no-store')
+    // Every page of the flow, oidc-provider's own form that posts a code from its link too.
+    for (const page of [entry, await person().fetch(`${gateway.url}/oauth/agents/device?user_code=BCDF-GHJK`)]) {
+      expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+      expect(page.headers.get('x-frame-options')).toBe('DENY')
+      expect(page.headers.get('cache-control')).toBe('no-store')
+    }
     let xsrf = xsrfOf(await entry.text())
     // Each is shown the entry again (with the form's next CSRF field), saying why.
     for (const [code, status] of [['BCDF-GHJK', 200], ['', 200], ['A'.repeat(5000), 200], ['<script>alert(1)</script>', 200], ['BCDF-GHJK\r\nX: y', 200]] as const) {
@@ -276,5 +332,25 @@ describe('the device flow', () => {
     // oidc-provider's answer (RFC 6749 would say unauthorized_client): refused all the same.
     expect(await refused.json()).toMatchObject({ error: 'invalid_request', error_description: `${DEVICE_CODE} is not allowed for this client` })
     expect((await deviceAuthorization('no-such-client')).status).toBe(401)
+  })
+
+  // Last: it spends the file's registrations.
+  it('refuses registrations beyond agents.registrationsPerHour from every address together (a CORS preflight is none)', async () => {
+    const register = async (method = 'POST') => await fetch(`${gateway.url}/oauth/agents/register`, {
+      method,
+      headers: { 'content-type': 'application/json', 'x-forwarded-for': address(), origin: 'https://agent.example', 'access-control-request-method': 'POST' },
+      ...(method === 'POST' ? { body: JSON.stringify({ client_name: 'Flood', grant_types: [DEVICE_CODE], token_endpoint_auth_method: 'none' }) } : {}),
+    })
+    let refused: Response | undefined
+    for (let i = 0; i <= REGISTRATIONS && refused === undefined; i++) {
+      const response = await register()
+      if (response.status !== 201) refused = response
+    }
+    expect(refused?.status).toBe(429)
+    expect(refused?.headers.get('retry-after')).toMatch(/^\d+$/)
+    expect(await refused!.text()).toContain('from every address together')
+    // Another address is refused too; a preflight is not refused for it (oidc-provider answers it as it does).
+    expect((await register()).status).toBe(429)
+    expect((await register('OPTIONS')).status).not.toBe(429)
   })
 })

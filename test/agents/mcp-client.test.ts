@@ -175,6 +175,10 @@ describe('an MCP client signs in through the gateway', () => {
     await page.goto(`${gateway.url}/oauth/sessions/`)
     const agentRow = page.locator('table.sessions tbody tr', { hasText: 'agent (MCP client or CLI)' })
     expect(await agentRow.count()).toBe(1)
+    // Which client, on which route.
+    expect(await agentRow.locator('td').first().textContent()).toBe('agent (MCP client or CLI): Test MCP client on /mcp')
+    const listed = await page.evaluate(async () => await (await fetch('/oauth/sessions/', { headers: { accept: 'application/json' } })).json() as { sessions: Array<{ agent?: unknown }> })
+    expect(listed.sessions.map((session) => session.agent).filter(Boolean)).toEqual([{ client: 'Test MCP client', route: '/mcp' }])
     await page.screenshot({ path: `${ARTIFACTS}/agent-on-sessions-page.png`, fullPage: true })
     await agentRow.locator('button:has-text("Revoke")').click()
     await page.waitForURL(`${gateway.url}/oauth/sessions/`)

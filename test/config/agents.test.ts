@@ -20,14 +20,14 @@ ${section}`
 
 describe('agents as read', () => {
   it('is on with the defaults when a route has agents: true, and off otherwise', () => {
-    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true, deviceFlow: false })
+    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true, registrationsPerHour: 1000, deviceFlow: false })
     expect(parseConfig(file(), {}).routes[0]!.agents).toBe(true)
     expect(parseConfig(file({ route: 'provider: corp' }), {}).agents.enabled).toBe(false)
   })
 
   it('keeps what the section gives', () => {
     const config = parseConfig(file({ section: 'agents: { accessTokenTtl: 5m, refreshTokenTtl: 7d, registration: off, deviceFlow: true }\n' }), {})
-    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false, deviceFlow: true })
+    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false, registrationsPerHour: 1000, deviceFlow: true })
   })
 
   it('takes a loopback http baseUrl (the demo)', () => {
@@ -45,6 +45,8 @@ describe('agents refused', () => {
     ['a refresh token for a year', file({ section: 'agents: { refreshTokenTtl: 365d }\n' }), 'agents.refreshTokenTtl:'],
     ['registration neither open nor off', file({ section: 'agents: { registration: closed }\n' }), 'agents.registration:'],
     ['an unknown key', file({ section: 'agents: { clientMetadataDocuments: true }\n' }), 'agents.clientMetadataDocuments:'],
+    ['no registrations at all per hour (say registration: off)', file({ section: 'agents: { registrationsPerHour: 0 }\n' }), 'agents.registrationsPerHour:'],
+    ['registrations per hour that are not a number', file({ section: 'agents: { registrationsPerHour: many }\n' }), 'agents.registrationsPerHour:'],
     ['a device flow that is not a flag', file({ section: 'agents: { deviceFlow: maybe }\n' }), 'agents.deviceFlow:'],
     ['agents that is not a flag', file({ route: 'provider: corp\n    agents: yes please' }), 'routes[0].agents:'],
   ])('%s', (_name, text, start) => {

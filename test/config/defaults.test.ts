@@ -29,6 +29,7 @@ describe('config defaults', () => {
           "enabled": false,
           "refreshTokenTtlMs": 2592000000,
           "registration": true,
+          "registrationsPerHour": 1000,
         },
         "assertion": {
           "enabled": false,

@@ -19,6 +19,7 @@ export function validateAgents (issues: Issues, raw: Sections['agents'], routes:
     accessTokenTtlMs: duration(issues, ['agents', 'accessTokenTtl'], raw.accessTokenTtl, 60_000, 3_600_000),
     refreshTokenTtlMs: duration(issues, ['agents', 'refreshTokenTtl'], raw.refreshTokenTtl, 3_600_000, 90 * DAY),
     registration: raw.registration === 'open',
+    registrationsPerHour: raw.registrationsPerHour ?? 1000,
     deviceFlow: raw.deviceFlow === true,
   }
 }
