@@ -61,6 +61,8 @@ export interface GatewayDeps {
   timers?: SocketTimers
   /** Where the OTEL_* variables are read (default process.env). */
   env?: NodeJS.ProcessEnv
+  /** A certificate authority the hosts of agents.clientMetadataPrivateHosts may be signed by, besides Node's (tests: their own; operators use NODE_EXTRA_CA_CERTS). */
+  extraCa?: string
 }
 
 declare module 'fastify' {
@@ -219,7 +221,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   app.decorateRequest('audit', undefined)
 
   startAndStop(app, { providers, sessions, assertions, store })
-  const agents = keys && await agentsServer(app, config, { store, sealer, sessions, keys, sessionIndex, personIndex, clock, log: app.log, metrics }, assertions === undefined)
+  const agents = keys && await agentsServer(app, config, { store, sealer, sessions, keys, sessionIndex, personIndex, clock, log: app.log, metrics, extraCa: deps.extraCa }, assertions === undefined)
 
   registerErrorHandler(app, config.server.baseUrl, countStoreUnavailable(metrics))
   registerEdge(app)

@@ -19,6 +19,7 @@ import type { SessionStore } from '../store/store.js'
 import { deviceOnly, privateUse, registrationProblem } from './clients.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from './endpoints.js'
 import { DevicePolling, POLL_INTERVAL_S } from './device-polling.js'
+import { documentFetch } from './document-fetch.js'
 import type { AgentGrants } from './grants.js'
 import { keepClient, storeAdapter } from './store-adapter.js'
 
@@ -68,6 +69,8 @@ export interface AuthorizationServerOptions {
   renderError: (status: number, error: string, description: string | undefined) => string
   /** The device flow's pages, in the gateway's look. */
   devicePages: DevicePages
+  /** A certificate authority the hosts of `clientMetadataPrivateHosts` may be signed by, besides Node's (tests: their own). */
+  extraCa?: string | undefined
 }
 
 /** The pages of the device flow (RFC 8628 §3.3): each gets oidc-provider's form (its CSRF field) to show. */
@@ -213,7 +216,7 @@ function unframed (ctx: { set: (name: string, value: string) => void }): void {
 }
 
 function configuration (options: AuthorizationServerOptions, jwk: Record<string, unknown>): Configuration {
-  return { ...storage(options, jwk), ...clients(), ...grants(options), features: features(options) }
+  return { ...storage(options, jwk), ...clients(), ...grants(options), features: features(options), fetch: documentFetch(options.agents.clientMetadataPrivateHosts, options.clock, options.extraCa) }
 }
 
 const seconds = (ms: number) => Math.max(1, Math.floor(ms / 1000))
@@ -335,6 +338,13 @@ function features (options: AuthorizationServerOptions): Configuration['features
     rpInitiatedLogout: { enabled: false },
     revocation: { enabled: true },
     registration: { enabled: agents.registration, issueRegistrationAccessToken: false },
+    // A client named by its metadata document's https URL; held to the gateway's client rules as a
+    // registered one is (the validator above runs on it too).
+    clientIdMetadataDocument: {
+      enabled: agents.clientMetadataDocuments,
+      ack: 'draft-02',
+      cacheDuration: { min: 60, max: 86_400 },
+    },
     resourceIndicators: {
       enabled: true,
       // With one agents route, a client that names no resource gets that route's tokens. With

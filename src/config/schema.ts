@@ -52,8 +52,8 @@ function Flag (description: string, fallback: boolean) {
   return filled(Type.Optional(Type.Boolean({ description, default: fallback })))
 }
 
-function Strings (description: string, options: Record<string, unknown> = {}) {
-  return Type.Optional(Type.Array(Type.String({ minLength: 1 }), { description, expected: 'a list of strings', ...options }))
+function Strings (description: string, options: Record<string, unknown> = {}, item = Type.String({ minLength: 1 })) {
+  return Type.Optional(Type.Array(item, { description, expected: 'a list of strings', ...options }))
 }
 
 /**
@@ -324,6 +324,9 @@ const Assertion = Section({
   rotateEvery: Duration('How often the shared signing key is replaced (1h to 90d); the previous key stays published one more period.', '24h'),
 }, 'The signed identity assertion (ES256 JWT) sent to routes with `assertion: true`; keys at /.well-known/jwks.json.')
 
+/** A host as in a URL: a name, or an IP address (IPv6 in brackets); no scheme, port or path. */
+const HOST = Type.String({ pattern: '^(?:[A-Za-z0-9-]+(?:\\.[A-Za-z0-9-]+)*|\\[[0-9A-Fa-f:.]+\\])$', expected: 'a host name or IP address, without scheme, port or path (such as agents.corp.internal, or [fd00::1])' })
+
 const Agents = Section({
   accessTokenTtl: Duration('Lifetime of the access tokens the gateway issues to agents and CLIs (1m to 1h).', '10m'),
   refreshTokenTtl: Duration('Lifetime of a refresh token (1h to 90d); each use rotates it. A grant also ends with the session it is (session.maxAge).', '30d'),
@@ -332,6 +335,10 @@ const Agents = Section({
     description: '`open`: any client may register itself (RFC 7591: public clients, 10 per minute per address, at most 8 KiB each, one nobody allowed kept 1 h); `off`: no registration endpoint, and so no new client (clients cannot be configured in gateway.yaml yet).',
   }))),
   registrationsPerHour: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000, default: 1000, description: 'Registrations accepted per hour from all addresses together (each address also at most 10 a minute): a client nobody allows is kept 1 h, so this bounds the clients the store holds that no person has allowed.' }))),
+  clientMetadataDocuments: Flag('Clients named by an https URL whose JSON document describes them (OAuth Client ID Metadata Documents, as MCP clients use): fetched when first used (2.5 s at most, 5 KiB at most, no redirects, never from a private or loopback address unless its host is in `clientMetadataPrivateHosts`), kept for its Cache-Control max-age (1 min to 1 day).', false),
+  clientMetadataPrivateHosts: filled(Strings('Hosts (as in the client_id URL) whose client metadata documents may be fetched although they resolve to a private or loopback address: your own agents\' hosts inside the network.', {
+    default: [], maxItems: 32, expected: 'a list of host names or IP addresses such as [agents.corp.internal]', examples: [['agents.corp.internal']],
+  }, HOST)),
   deviceFlow: Flag('The device flow (RFC 8628) for CLIs on a machine without a browser: the person confirms a code at /oauth/agents/device. Off unless set: a person can be talked into entering a code someone else started (see agents.md).', false),
 }, 'The gateway as the OAuth authorization server of MCP clients and CLIs for routes with `agents: true` (see agents.md).')
 

@@ -314,6 +314,10 @@ export interface AgentsConfig {
   registrationsPerHour: number
   /** The device authorization grant (RFC 8628). */
   deviceFlow: boolean
+  /** Clients named by the URL of their metadata document. */
+  clientMetadataDocuments: boolean
+  /** Hosts whose documents may be fetched from a private or loopback address. */
+  clientMetadataPrivateHosts: readonly string[]
 }
 
 export interface GatewayConfig {

@@ -10,6 +10,8 @@ export interface ConsentView {
   /** The interaction's id (the form posts back to it). */
   readonly uid: string
   readonly clientName: string
+  /** The host whose metadata document names the client; none for a client that registered itself. */
+  readonly clientSite: string | undefined
   /** Where the browser goes back to; none in the device flow. */
   readonly redirectHost: string | undefined
   readonly routePath: string
@@ -28,7 +30,7 @@ export function consentPage (view: ConsentView, person: string, csrf: string): s
   const warning = view.redirectHost === undefined ? ' If someone else gave you the code, deny: they would get your access.' : ''
   return renderPage(title, `<h1>${escapeHtml(title)}</h1>
 <p><strong>${escapeHtml(view.clientName)}</strong> asks to use <code>${escapeHtml(view.routePath)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
-<dl class="seen"><dt>Client</dt><dd>${escapeHtml(view.clientName)} (the name it gave itself)</dd>${back}<dt>Application</dt><dd><code>${escapeHtml(view.routePath)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
+<dl class="seen"><dt>Client</dt><dd>${escapeHtml(view.clientName)} ${view.clientSite === undefined ? '(the name it gave itself)' : `(as described at <code>${escapeHtml(view.clientSite)}</code>)`}</dd>${back}<dt>Application</dt><dd><code>${escapeHtml(view.routePath)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
 <p>It can then call this application as you until you sign out everywhere or end it on <a href="/oauth/sessions/">your sessions</a>. Allow it only if you started this from that client.${warning}</p>
 <form method="post" action="${escapeHtml(agentInteractionUrl(view.uid))}">
 <input type="hidden" name="csrf" value="${escapeHtml(csrf)}">

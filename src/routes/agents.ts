@@ -73,6 +73,8 @@ export interface AgentsDeps {
   clock: Clock
   log: Logger
   metrics: Metrics
+  /** A certificate authority the hosts of agents.clientMetadataPrivateHosts may be signed by, besides Node's (tests: their own). */
+  extraCa?: string | undefined
 }
 
 /** What an interaction is about: its client, where the client wants the browser back, the route. */
@@ -80,6 +82,8 @@ interface Pending {
   uid: string
   clientId: string
   clientName: string
+  /** The host of a client named by its metadata document's URL (which vouches for the name); none for a registered one. */
+  clientSite: string | undefined
   /** Where the browser goes back to; none in the device flow. */
   redirectHost: string | undefined
   route: RouteConfig
@@ -119,6 +123,7 @@ export class Agents implements AgentSignIns {
       log: deps.log,
       renderError: (_status, error, description) => messagePage('This authorization cannot go on', `${description ?? error}. Start it again from the agent or CLI.`),
       devicePages: DEVICE_PAGES,
+      extraCa: deps.extraCa,
     })
     this.pendingCookie = cookieNames(config).agent
     this.ownOrigin = new URL(config.server.baseUrl).origin
@@ -182,6 +187,7 @@ export class Agents implements AgentSignIns {
       grant_types_supported: ['authorization_code', 'refresh_token', ...(this.deps.config.agents.deviceFlow ? [DEVICE_CODE_GRANT] : [])],
       ...(this.deps.config.agents.deviceFlow ? { device_authorization_endpoint: `${base}${AGENT_ENDPOINTS.device_authorization}` } : {}),
       code_challenge_methods_supported: ['S256'],
+      ...(this.deps.config.agents.clientMetadataDocuments ? { client_id_metadata_document_supported: true } : {}),
       token_endpoint_auth_methods_supported: ['none'],
       revocation_endpoint_auth_methods_supported: ['none'],
       authorization_response_iss_parameter_supported: true,
@@ -299,7 +305,8 @@ export class Agents implements AgentSignIns {
       const signIn = await this.pendings.open(pending.uid, request.cookies[this.pendingCookie])
       if (signIn === undefined) return await reply.redirect(`${loginUrlFor(this.deps.config, pending.route)}&agent=${pending.uid}`, 302)
       const identity = this.admitted(pending, signIn)
-      return await reply.type('text/html; charset=utf-8').send(consentPage({ uid: pending.uid, clientName: pending.clientName, redirectHost: pending.redirectHost, routePath: pending.route.path }, identity, this.csrf(pending.uid, request)))
+      const view = { uid: pending.uid, clientName: pending.clientName, clientSite: pending.clientSite, redirectHost: pending.redirectHost, routePath: pending.route.path }
+      return await reply.type('text/html; charset=utf-8').send(consentPage(view, identity, this.csrf(pending.uid, request)))
     })
     scope.post<{ Params: { uid: string }, Body: Record<string, unknown> | undefined }>(`${AGENTS_PREFIX}/interaction/:uid`, async (request, reply) => {
       if (!fromOwnPage(request, this.ownOrigin)) throw new GatewayError('forbidden', 'An agent is allowed only from this gateway\'s own consent page.')
@@ -355,6 +362,7 @@ export class Agents implements AgentSignIns {
       uid,
       clientId: client.clientId,
       clientName: clientName(client),
+      clientSite: client.clientId.startsWith('https://') ? URL.parse(client.clientId)?.host : undefined,
       // None for the device flow: the CLI polls for its tokens.
       redirectHost: redirect === null ? undefined : redirect.host === '' ? `${redirect.protocol}//` : redirect.host,
       route,

@@ -20,14 +20,14 @@ ${section}`
 
 describe('agents as read', () => {
   it('is on with the defaults when a route has agents: true, and off otherwise', () => {
-    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true, registrationsPerHour: 1000, deviceFlow: false })
+    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true, registrationsPerHour: 1000, deviceFlow: false, clientMetadataDocuments: false, clientMetadataPrivateHosts: [] })
     expect(parseConfig(file(), {}).routes[0]!.agents).toBe(true)
     expect(parseConfig(file({ route: 'provider: corp' }), {}).agents.enabled).toBe(false)
   })
 
   it('keeps what the section gives', () => {
-    const config = parseConfig(file({ section: 'agents: { accessTokenTtl: 5m, refreshTokenTtl: 7d, registration: off, deviceFlow: true }\n' }), {})
-    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false, registrationsPerHour: 1000, deviceFlow: true })
+    const config = parseConfig(file({ section: 'agents: { accessTokenTtl: 5m, refreshTokenTtl: 7d, registration: off, deviceFlow: true, clientMetadataDocuments: true, clientMetadataPrivateHosts: [Agents.Corp.Internal, "[fd00::1]"] }\n' }), {})
+    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false, registrationsPerHour: 1000, deviceFlow: true, clientMetadataDocuments: true, clientMetadataPrivateHosts: ['agents.corp.internal', '[fd00::1]'] })
   })
 
   it('takes a loopback http baseUrl (the demo)', () => {
@@ -44,7 +44,11 @@ describe('agents refused', () => {
     ['an access token for a second', file({ section: 'agents: { accessTokenTtl: 1s }\n' }), 'agents.accessTokenTtl:'],
     ['a refresh token for a year', file({ section: 'agents: { refreshTokenTtl: 365d }\n' }), 'agents.refreshTokenTtl:'],
     ['registration neither open nor off', file({ section: 'agents: { registration: closed }\n' }), 'agents.registration:'],
-    ['an unknown key', file({ section: 'agents: { clientMetadataDocuments: true }\n' }), 'agents.clientMetadataDocuments:'],
+    ['an unknown key', file({ section: 'agents: { staticClients: [] }\n' }), 'agents.staticClients:'],
+    ['a private host given as a URL', file({ section: 'agents: { clientMetadataPrivateHosts: ["https://agents.corp"] }\n' }), 'agents.clientMetadataPrivateHosts[0]:'],
+    ['a private host with a port', file({ section: 'agents: { clientMetadataPrivateHosts: ["agents.corp:8443"] }\n' }), 'agents.clientMetadataPrivateHosts[0]:'],
+    ['a private host that is empty', file({ section: 'agents: { clientMetadataPrivateHosts: [""] }\n' }), 'agents.clientMetadataPrivateHosts[0]:'],
+    ['a private host with a path', file({ section: 'agents: { clientMetadataPrivateHosts: ["agents.corp/x"] }\n' }), 'agents.clientMetadataPrivateHosts[0]:'],
     ['no registrations at all per hour (say registration: off)', file({ section: 'agents: { registrationsPerHour: 0 }\n' }), 'agents.registrationsPerHour:'],
     ['registrations per hour that are not a number', file({ section: 'agents: { registrationsPerHour: many }\n' }), 'agents.registrationsPerHour:'],
     ['a device flow that is not a flag', file({ section: 'agents: { deviceFlow: maybe }\n' }), 'agents.deviceFlow:'],

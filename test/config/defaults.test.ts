@@ -25,6 +25,8 @@ describe('config defaults', () => {
       {
         "agents": {
           "accessTokenTtlMs": 600000,
+          "clientMetadataDocuments": false,
+          "clientMetadataPrivateHosts": [],
           "deviceFlow": false,
           "enabled": false,
           "refreshTokenTtlMs": 2592000000,

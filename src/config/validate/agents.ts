@@ -21,5 +21,7 @@ export function validateAgents (issues: Issues, raw: Sections['agents'], routes:
     registration: raw.registration === 'open',
     registrationsPerHour: raw.registrationsPerHour ?? 1000,
     deviceFlow: raw.deviceFlow === true,
+    clientMetadataDocuments: raw.clientMetadataDocuments === true,
+    clientMetadataPrivateHosts: (raw.clientMetadataPrivateHosts ?? []).map((host) => host.toLowerCase()),
   }
 }

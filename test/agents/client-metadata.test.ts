@@ -1,0 +1,151 @@
+// Clients named by the https URL of their metadata document (OAuth Client ID Metadata Documents, as
+// MCP clients use), over real sockets: the gateway, its Redis, the worker's oidc-provider as the
+// route's provider, and an https server on 127.0.0.1 holding the documents (listed in
+// clientMetadataPrivateHosts; its certificate trusted through the gateway's extraCa). A good
+// document signs a client in and is fetched once; documents that lie, are too large, redirect,
+// never answer, break the gateway's client rules, or sit at a private address nobody listed, end
+// on an error page, never at a redirect to the client.
+import { createHash, randomBytes } from 'node:crypto'
+import { createServer, type Server } from 'node:https'
+import type { AddressInfo } from 'node:net'
+import { afterAll, describe, expect } from 'vitest'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
+import { Browser } from '../helpers/browser.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import { TEST_CERT, TEST_KEY } from '../helpers/tls-cert.js'
+
+const REDIRECT = 'http://127.0.0.1:8977/callback'
+/** oidc-provider's own bound on one fetch of a document. */
+const FETCH_TIMEOUT_MS = 2500
+
+let gateway: TestGateway
+let base = ''
+const fetched = new Map<string, number>()
+
+/** What each document path answers; `client_id` is filled in with the document's own URL unless given. */
+const documents: Record<string, (url: string) => { status?: number, headers?: Record<string, string>, body?: unknown, hang?: true }> = {
+  '/good.json': (url) => ({ headers: { 'cache-control': 'max-age=600' }, body: { client_id: url, client_name: 'Doc client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
+  '/another-id.json': () => ({ body: { client_id: `${base}/good.json`, client_name: 'Liar', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
+  '/big.json': (url) => ({ body: { client_id: url, client_name: 'Big', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', padding: 'x'.repeat(6000) } }),
+  '/redirect.json': () => ({ status: 302, headers: { location: `${base}/good.json` } }),
+  '/script.json': (url) => ({ body: { client_id: url, client_name: 'Script', redirect_uris: ['javascript:alert(1)'], token_endpoint_auth_method: 'none' } }),
+  // What only the gateway's own client rules refuse (src/agents/clients.ts): the name the consent page shows whole.
+  '/long-name.json': (url) => ({ body: { client_id: url, client_name: 'x'.repeat(101), redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
+  '/secret.json': (url) => ({ body: { client_id: url, client_name: 'Secret', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_post' } }),
+  '/not-json.json': () => ({ body: '<html>not a document</html>' }),
+  '/hang.json': () => ({ hang: true }),
+}
+
+const server: Server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (request, response) => {
+  const path = new URL(request.url ?? '/', base).pathname
+  fetched.set(path, (fetched.get(path) ?? 0) + 1)
+  const answer = documents[path]?.(`https://${request.headers.host ?? ''}${path}`)
+  if (answer === undefined) {
+    response.writeHead(404).end()
+  } else if (answer.hang !== true) {
+    response.writeHead(answer.status ?? 200, { 'content-type': 'application/json', ...answer.headers })
+    response.end(typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body ?? {}))
+  }
+})
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  base = `https://127.0.0.1:${(server.address() as AddressInfo).port}`
+  gateway = await startStack({
+    agents: { clientMetadataDocuments: true, clientMetadataPrivateHosts: ['127.0.0.1'] },
+    routes: [{ path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true }],
+  }, { deps: { extraCa: TEST_CERT } })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  server.closeAllConnections()
+  await new Promise((resolve) => server.close(resolve))
+})
+
+/** An authorization request of the client `clientId`, with its PKCE verifier. */
+function authorization (clientId: string): { url: string, verifier: string } {
+  const verifier = randomBytes(32).toString('base64url')
+  const query = new URLSearchParams({ response_type: 'code', client_id: clientId, redirect_uri: REDIRECT, code_challenge: createHash('sha256').update(verifier).digest('base64url'), code_challenge_method: 'S256' })
+  return { url: `${gateway.url}/oauth/agents/authorize?${query.toString()}`, verifier }
+}
+
+describe('client ID metadata documents', () => {
+  it('are announced in the metadata', async () => {
+    const metadata = await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json() as Record<string, unknown>
+    expect(metadata.client_id_metadata_document_supported).toBe(true)
+  })
+
+  it('sign in a client named by its document: the consent page names the document\'s host, the code is exchanged, and the document is fetched once', async () => {
+    const clientId = `${base}/good.json`
+    const { url, verifier } = authorization(clientId)
+    const browser = new Browser()
+    const page = await browser.navigate(url, { login: 'alice' })
+    const consent = await page.text()
+    expect(page.status, consent).toBe(200)
+    expect(consent).toContain('Doc client')
+    expect(consent).toContain(`as described at <code>${new URL(base).host}</code>`)
+    const csrf = /name="csrf" value="([^"]+)"/.exec(consent)![1]!
+    const action = new URL(/<form method="post" action="([^"]+)"/.exec(consent)![1]!, gateway.url).href
+    let response = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
+    while (!(response.headers.get('location') ?? '').startsWith(REDIRECT)) response = await browser.fetch(new URL(response.headers.get('location')!, action).href)
+    const code = new URL(response.headers.get('location')!).searchParams.get('code')!
+    const tokens = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id: clientId, redirect_uri: REDIRECT, code_verifier: verifier }) })
+    const body = await tokens.json() as { access_token: string }
+    expect(tokens.status, JSON.stringify(body)).toBe(200)
+    expect((await fetch(`${gateway.url}/mcp`, { headers: { authorization: `Bearer ${body.access_token}` } })).status).toBe(200)
+    // Kept for its max-age (within 1 min to 1 day): the authorization, consent and token requests fetched it once.
+    expect(fetched.get('/good.json')).toBe(1)
+  })
+
+  it.each([
+    ['names another client_id', '/another-id.json'],
+    ['is larger than 5 KiB', '/big.json'],
+    ['redirects', '/redirect.json'],
+    ['has a redirect URI the gateway refuses (javascript:)', '/script.json'],
+    ['breaks only the gateway\'s own client rules (a name of 101 characters)', '/long-name.json'],
+    ['asks for a client secret', '/secret.json'],
+    ['is not JSON', '/not-json.json'],
+    ['is nowhere (404)', '/missing.json'],
+  ])('a document that %s is an error page, never a redirect to the client', async (_name, path) => {
+    const response = await new Browser().fetch(authorization(`${base}${path}`).url)
+    expect(response.status).toBeGreaterThanOrEqual(400)
+    expect(response.headers.get('location')).toBeNull()
+    expect(await response.text()).toContain('This authorization cannot go on')
+  })
+
+  it('a document that never answers is an error page within oidc-provider\'s fetch timeout', async () => {
+    const started = Date.now()
+    const response = await new Browser().fetch(authorization(`${base}/hang.json`).url)
+    expect(response.status).toBeGreaterThanOrEqual(400)
+    expect(Date.now() - started).toBeLessThan(FETCH_TIMEOUT_MS + ONE_ANSWER_MS)
+    expect(fetched.get('/hang.json')).toBe(1)
+    // Failed moments ago: refused at once, not fetched again.
+    const again = Date.now()
+    expect((await new Browser().fetch(authorization(`${base}/hang.json`).url)).status).toBeGreaterThanOrEqual(400)
+    expect(Date.now() - again).toBeLessThan(FETCH_TIMEOUT_MS)
+    expect(fetched.get('/hang.json')).toBe(1)
+  })
+
+  it('a document at a loopback or private address whose host is not listed is never fetched', async () => {
+    // The same server, named by a host name that resolves to 127.0.0.1 and is not in clientMetadataPrivateHosts.
+    const before = fetched.get('/good.json') ?? 0
+    const port = new URL(base).port
+    for (const clientId of [`https://localhost:${port}/good.json`, `https://127.0.0.1.nip.invalid:${port}/good.json`]) {
+      const response = await new Browser().fetch(authorization(clientId).url)
+      expect(response.status).toBeGreaterThanOrEqual(400)
+      expect(response.headers.get('location')).toBeNull()
+    }
+    expect(fetched.get('/good.json') ?? 0).toBe(before)
+  })
+
+  it('client_id URLs that are not documents\' are unknown clients: http, credentials, fragments, dot segments', async () => {
+    const port = new URL(base).port
+    for (const clientId of [`http://127.0.0.1:${port}/good.json`, `https://user:pass@127.0.0.1:${port}/good.json`, `${base}/good.json#x`, `${base}/a/../good.json`, `${base}/%2e%2e/good.json`]) {
+      const response = await new Browser().fetch(authorization(clientId).url)
+      expect(response.status, clientId).toBeGreaterThanOrEqual(400)
+      expect(response.headers.get('location')).toBeNull()
+    }
+  })
+})
