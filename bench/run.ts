@@ -27,6 +27,10 @@
 //                    gateway loaded with a signed-in session cookie and with a client-credentials JWT
 //                    (verified once, then served from the token cache), beside the bare proxy
 //                    (bench/results/latest-bearer.md)
+//   --agent          the 1-worker gateway's route has `agents: true` (with --profile: profiled under the agent's token): the same gateway loaded with a
+//                    signed-in session cookie and with a token the gateway issued to an agent (the
+//                    real registration, consent and code exchange: bench/agent.ts), beside the bare
+//                    proxy (bench/results/latest-agent.md)
 //                    --ab-flags "F", --ab-env "K=V K=V", --ab-main PATH: instead, an A/B of the 1-worker
 //                    gateway as shipped against it with those node flags, environment or another build
 //                    (--rounds N, default 3, order alternating), with its memory at peak (bench/README.md)
@@ -47,6 +51,7 @@ import { startRedis } from '../test/helpers/redis.js'
 import { APACHE_SESSION_COOKIE, apacheBinary, apacheRedirectUri, startApache } from './apache.js'
 import { summarizeProfile } from './profile.js'
 import { againstBench } from './against.js'
+import { agentToken } from './agent.js'
 import { refreshStormBench, refreshStormReport } from './refresh-storm.js'
 import { sessionBytesBench, sessionBytesTable } from './session-bytes.js'
 import { signinAb, signinBench, signinTable, type SigninVariant } from './signin.js'
@@ -75,6 +80,7 @@ const { values: args } = parseArgs({
     generator: { type: 'string' },
     assertion: { type: 'boolean' },
     bearer: { type: 'boolean' },
+    agent: { type: 'boolean' },
     signin: { type: 'boolean' },
     'refresh-storm': { type: 'boolean' },
     'session-bytes': { type: 'boolean' },
@@ -96,6 +102,9 @@ const connections = Number(args.connections ?? 50)
 const logLevel = args['log-level'] ?? 'info'
 const assertion = args.assertion === true
 const bearer = args.bearer === true
+const agent = args.agent === true
+/** One gateway loaded two ways (--bearer, --agent): no Apache, no second gateway's figures. */
+const tokenMode = bearer || agent
 /** The resource (RFC 8707) the bench's machine client asks its token for, and the route's audience. */
 const BEARER_AUDIENCE = 'api://bench'
 const generator = args.generator ?? (which('wrk') ? 'wrk' : 'autocannon')
@@ -124,7 +133,7 @@ async function main (): Promise<void> {
     const upstream = started(await startUpstream())
     const bare = started(await startBareProxy(upstream.url, profileArgs(0)))
     const ports = [await freePort(), await freePort()]
-    const httpd = args.soak || args.profile || bearer ? undefined : apacheBinary()
+    const httpd = args.soak || args.profile || tokenMode ? undefined : apacheBinary()
     const apachePort = await freePort()
     const clientSecret = 'bench-client-secret'
     const as = started(await startAuthorizationServer({
@@ -134,7 +143,7 @@ async function main (): Promise<void> {
       ],
       ...(bearer ? { machineClients: [{ client_id: 'bench-ci', client_secret: clientSecret }], resources: { [BEARER_AUDIENCE]: { scope: 'bench.read' } } } : {}),
     }))
-    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, assertion, ...(bearer ? { bearer: { audience: BEARER_AUDIENCE } } : {}) }
+    const common = { upstream: upstream.url, redisUrl: redis.url, issuer: as.issuer, clientId: 'bench', clientSecret, logLevel, assertion, ...(bearer ? { bearer: { audience: BEARER_AUDIENCE } } : {}), ...(agent ? { route: { agents: true } } : {}) }
     // --profile --ab-rules: the profiled gateway's route is the ruled one.
     const profiledRoute = args.profile && args['ab-rules'] === true ? { route: RULED_ROUTE } : {}
     const gateway = started(await startGateway({ ...common, ...profiledRoute, name: 'gateway, 1 worker', port: ports[0]!, workers: 1, nodeArgs: profileArgs(1) }))
@@ -144,7 +153,7 @@ async function main (): Promise<void> {
       ? { ...common, ...variant, port: ports[1]!, workers: 1 }
       : { ...common, name: `gateway, workers: auto (${cores})`, port: ports[1]!, workers: 'auto' }))
     const apache = httpd ? started(await startApache(httpd, { ...common, clientId: 'bench-apache', port: apachePort })) : undefined
-    if (!httpd && !args.soak && !args.profile && !bearer) {
+    if (!httpd && !args.soak && !args.profile && !tokenMode) {
       process.stdout.write('bench: Apache + mod_auth_openidc not installed, so not compared (apt-get install -y apache2 libapache2-mod-auth-openidc)\n')
     }
 
@@ -171,15 +180,16 @@ async function main (): Promise<void> {
       const withToken = { ...gateway, name: 'gateway, 1 worker, bearer JWT', headers: { accept: 'application/json', authorization: `Bearer ${token}` } }
       const check = await fetch(`${gateway.url}/app/bench`, { headers: withToken.headers })
       if (check.status !== 200) throw new Error(`the bearer token does not pass the gateway: ${check.status}`)
-      await bearerCompare([bare, { ...gateway, name: 'gateway, 1 worker, session' }, withToken], headers, upstream.kind, cores)
+      await tokenCompare('bearer', [bare, { ...gateway, name: 'gateway, 1 worker, session' }, withToken], headers, upstream.kind, cores)
+    } else if (agent) {
+      const withToken = { ...gateway, name: 'gateway, 1 worker, agent token', headers: { accept: 'application/json', authorization: `Bearer ${await agentToken(gateway.url, '/app/', 'bench')}` } }
+      const check = await fetch(`${gateway.url}/app/bench`, { headers: withToken.headers })
+      if (check.status !== 200) throw new Error(`the agent's token does not pass the gateway: ${check.status}`)
+      if (args.profile) await profiled([bare, withToken], headers, profiledCpu)
+      else await tokenCompare('agent', [bare, { ...gateway, name: 'gateway, 1 worker, session' }, withToken], headers, upstream.kind, cores)
     } else if (args.soak) await soak(gateway, headers, upstream.kind)
-    else if (args.profile) {
-      for (const [i, target] of [bare, gateway].entries()) {
-        const run = await load(target, seconds, headers)
-        profiledCpu[i] = run.cpuUsPerRequest
-        process.stdout.write(`  ${target.name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (under the profiler)\n`)
-      }
-    } else if (variant) await abCompare([bare, gateway, gatewayAuto], headers)
+    else if (args.profile) await profiled([bare, gateway], headers, profiledCpu)
+    else if (variant) await abCompare([bare, gateway, gatewayAuto], headers)
     else await compare([bare, gateway, gatewayAuto, ...(apache ? [apache] : [])], headers, upstream.kind, cores)
   } finally {
     for (const stop of stops) await stop()
@@ -187,6 +197,15 @@ async function main (): Promise<void> {
   for (const [i, dir] of profileDirs.entries()) {
     const file = join(dir, (await readdir(dir)).find((name) => name.endsWith('.cpuprofile'))!)
     process.stdout.write(`\n## ${i === 0 ? 'bare proxy' : 'gateway, 1 worker'}\n\n${await summarizeProfile(file, 25, profiledCpu[i])}\nprofile: ${file} (open it in Chrome DevTools > Performance)\n`)
+  }
+}
+
+/** The bare proxy and the 1-worker gateway under the profiler, each loaded once (a target's own headers win). */
+async function profiled (targets: Target[], headers: Record<string, string>, profiledCpu: number[]): Promise<void> {
+  for (const [i, target] of targets.entries()) {
+    const run = await load(target, seconds, headers)
+    profiledCpu[i] = run.cpuUsPerRequest
+    process.stdout.write(`  ${target.name}: ${run.rps} req/s, ${run.cpuUsPerRequest} µs CPU/request (under the profiler)\n`)
   }
 }
 
@@ -276,20 +295,27 @@ async function machineToken (issuer: string, clientId: string, clientSecret: str
   return body.access_token
 }
 
+/** What --bearer and --agent load the route with, besides the session cookie. */
+const TOKEN_MODES = {
+  bearer: { label: 'bearer JWT', route: `\`bearer: { audience: ${BEARER_AUDIENCE} }\``, token: 'a client-credentials JWT' },
+  agent: { label: 'agent token', route: '`agents: true`', token: 'a token the gateway issued to an agent' },
+} as const
+
 /**
- * One gateway loaded with a session cookie and with a bearer token, beside the bare proxy,
- * interleaved: what a machine client's request costs against a browser's.
+ * One gateway loaded with a session cookie and with a token (a machine client's, or an agent's the
+ * gateway issued), beside the bare proxy, interleaved: what such a request costs against a browser's.
  */
-async function bearerCompare (targets: Target[], headers: Record<string, string>, upstreamKind: string, cores: number): Promise<void> {
+async function tokenCompare (mode: keyof typeof TOKEN_MODES, targets: Target[], headers: Record<string, string>, upstreamKind: string, cores: number): Promise<void> {
+  const { label, route, token: what } = TOKEN_MODES[mode]
   for (const target of targets) await load(target, 2, headers) // warm-up (JIT, connection pools, the token cache)
   const runs = await interleaved(targets, headers)
   const [bare, session, token] = targets.map((t) => runs.filter((r) => r.target === t.name))
   const perRep = (a: Run[], b: Run[], f: (x: Run, y: Run) => number) => a.map((run, i) => f(run, b[i]!))
   const series: Record<string, number[]> = {
-    bearerVsSessionRps: perRep(token!, session!, (x, y) => x.rps / y.rps),
-    bearerVsSessionCpu: perRep(token!, session!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+    [`${mode}VsSessionRps`]: perRep(token!, session!, (x, y) => x.rps / y.rps),
+    [`${mode}VsSessionCpu`]: perRep(token!, session!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
     sessionVsBareCpu: perRep(session!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
-    bearerVsBareCpu: perRep(token!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
+    [`${mode}VsBareCpu`]: perRep(token!, bare!, (x, y) => x.cpuUsPerRequest / y.cpuUsPerRequest),
   }
   const medians = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, median(values)]))
   const spread = Object.fromEntries(Object.entries(series).map(([key, values]) => [key, middleHalf(values).map((v) => round(v, 2))]))
@@ -298,21 +324,21 @@ async function bearerCompare (targets: Target[], headers: Record<string, string>
     return `**${medians[key]!.toFixed(2)}x**${reps >= 3 ? ` (middle half of the repetitions: ${low!.toFixed(2)} to ${high!.toFixed(2)}x)` : ''}`
   }
   const date = new Date().toISOString()
-  const table = `Benchmark ${date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}; one gateway process whose route has \`bearer: { audience: ${BEARER_AUDIENCE} }\`, loaded with a signed-in session cookie and with a client-credentials JWT.
+  const table = `Benchmark ${date}: ${cores} cores, upstream ${upstreamKind}, ${generator} ${connections} keep-alive connections, GET, ${reps} x ${seconds}s per target, interleaved, gateway LOG_LEVEL ${logLevel}; one gateway process whose route has ${route}, loaded with a signed-in session cookie and with ${what}.
 
 ${tableRows(targets, runs)}
 
-- bearer JWT / session, req/s: ${figure('bearerVsSessionRps')}
-- bearer JWT / session, CPU time per request: ${figure('bearerVsSessionCpu')}
+- ${label} / session, req/s: ${figure(`${mode}VsSessionRps`)}
+- ${label} / session, CPU time per request: ${figure(`${mode}VsSessionCpu`)}
 - session / bare proxy, CPU time per request: ${figure('sessionVsBareCpu')}
-- bearer JWT / bare proxy, CPU time per request: ${figure('bearerVsBareCpu')}
+- ${label} / bare proxy, CPU time per request: ${figure(`${mode}VsBareCpu`)}
 `
   process.stdout.write(`\n${table}`)
   if (quickLook()) return
   await mkdir('bench/results', { recursive: true })
-  await writeFile('bench/results/latest-bearer.md', `${table}\nCommand: \`npm run bench -- --bearer${args.quick ? ' --quick' : ''}\`\n`)
-  await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date, mode: 'bearer', cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, ...medians, spread, runs })}\n`)
-  process.stdout.write('\nwritten: bench/results/latest-bearer.md, bench/results/history.jsonl\n')
+  await writeFile(`bench/results/latest-${mode}.md`, `${table}\nCommand: \`npm run bench -- --${mode}${args.quick ? ' --quick' : ''}\`\n`)
+  await appendFile('bench/results/history.jsonl', `${JSON.stringify({ date, mode, cores, upstream: upstreamKind, generator, logLevel, connections, seconds, reps, ...medians, spread, runs })}\n`)
+  process.stdout.write(`\nwritten: bench/results/latest-${mode}.md, bench/results/history.jsonl\n`)
 }
 
 async function soak (target: Target, headers: Record<string, string>, upstreamKind: string): Promise<void> {
@@ -339,7 +365,7 @@ async function soak (target: Target, headers: Record<string, string>, upstreamKi
 
 /** The sign-in, refresh-storm and session-bytes modes; with --quick and no mode, each at a tiny size. */
 async function modes (): Promise<boolean> {
-  const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes'] && !args.soak && !args.profile && !bearer
+  const quickSmoke = args.quick === true && !args.signin && !args['refresh-storm'] && !args['session-bytes'] && !args.soak && !args.profile && !tokenMode
   const sizes = { signins: Number(args.signins ?? (args.quick ? 20 : 1000)), concurrency: Number(args.concurrency ?? (args.quick ? 4 : 32)) }
   let ran = false
   if (args.signin && (args['ab-flags'] !== undefined || args['ab-env'] !== undefined || args['ab-main'] !== undefined)) {

@@ -52,6 +52,8 @@ export interface GrantGuard {
   issuedHere (token: string): boolean
   /** The Cookie header of the session the token's grant is, once its signature, issuer, audience (this route) and lifetime check. */
   check (token: string): Promise<GrantOutcome>
+  /** The same, at once, for a token this instance checked and whose grant it knows (still within the token's lifetime); else undefined. */
+  checked (token: string): string | undefined
 }
 
 /** What one request is judged by: a route's (built once) or forward-auth's (built per request). */
@@ -70,9 +72,15 @@ export interface Guard {
 /**
  * Forward with these credentials. `assertion`: when the guard signs one and the identity is known.
  * `via`: the header a machine client's token came in (absent: a session's token). `grant`: the
- * Cookie header of the session an agent's token was judged as (its websockets end with it).
+ * session an agent's token was judged as (its websockets and streams end with it).
  */
-export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined, readonly via?: BearerGuard['header'], readonly grant?: string }
+export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined, readonly via?: BearerGuard['header'], readonly grant?: Grant }
+
+/** The session an agent's token was judged as: its Cookie header (its websockets are kept with it) and its store id (its streams). */
+export interface Grant {
+  readonly cookie: string
+  readonly sessionId: string
+}
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
 export type Verdict = Exclude<Decision, { kind: 'allow' | 'read_session' }> | Allowed
@@ -98,7 +106,7 @@ export class Access {
   authorize (guard: Guard, request: AccessRequest): Verdict | Promise<Verdict> {
     if (guard.grants !== undefined) {
       const token = bearerToken(request.authorization)
-      if (typeof token === 'string' && (guard.bearer === undefined || guard.grants.issuedHere(token))) return this.withGrant(guard, guard.grants, request, token)
+      if (typeof token === 'string' && (guard.bearer === undefined || guard.grants.issuedHere(token))) return this.grantAtOnce(guard, guard.grants, request, token) ?? this.withGrant(guard, guard.grants, request, token)
       if (token === null && guard.bearer === undefined) return decide(guard.gate, request.method, request.target, false, tokenRefused('malformed', MALFORMED_GRANT, [])) as Verdict
     }
     if (guard.bearer !== undefined) {
@@ -112,6 +120,24 @@ export class Access {
     const decision = decide(guard.gate, request.method, request.target, request.html, state)
     if (decision.kind === 'read_session') return this.afterReading(guard, request)
     return withAssertion(guard, decision, cached)
+  }
+
+  /**
+   * An agent's request decided without a promise, as a browser's with a cached session is: a token
+   * this instance checked, its grant's session cached with a fresh provider token. Else undefined
+   * (withGrant reads what is missing).
+   */
+  private grantAtOnce (guard: Guard, grants: GrantGuard, request: AccessRequest, token: string): Verdict | Promise<Verdict> | undefined {
+    const cookie = grants.checked(token)
+    const session = cookie === undefined ? undefined : this.sessions.cached(cookie)
+    const fresh = session && this.refresher.freshToken(session, guard.gate.provider)
+    if (!fresh) return undefined
+    const first = decide(guard.gate, request.method, request.target, false, UNREAD)
+    if (first.kind !== 'read_session') return undefined
+    const state = signedIn(fresh.access_token, session.record.identities?.[guard.gate.provider], this.needsStepUp(guard.gate, session))
+    const decision = decide(guard.gate, request.method, request.target, false, state)
+    if (decision.kind === 'read_session') return undefined
+    return withGrantOf(withAssertion(guard, decision, session), { cookie: cookie!, sessionId: session.id })
   }
 
   /**
@@ -130,12 +156,14 @@ export class Access {
     }
     const refuse = (problem: TokenProblem, message: string) => decide(guard.gate, request.method, request.target, false, tokenRefused(problem, message, [])) as Verdict
     if (!outcome.ok) return refuse(outcome.problem, outcome.message)
-    const { state, session } = await this.read(outcome.cookie, guard.gate)
+    const { state, session, tokenless } = await this.read(outcome.cookie, guard.gate)
+    // A grant whose provider token can no longer be renewed (none left to refresh with) is over:
+    // its session ends, so that the agent's refresh is refused too and it authorizes again.
+    if (tokenless !== undefined) await this.sessions.end(tokenless).catch(() => {})
     if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
     const decision = decide(guard.gate, request.method, request.target, false, state)
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
-    const verdict = await withAssertion(guard, decision, session)
-    return verdict.kind === 'allow' ? { ...verdict, grant: outcome.cookie } : verdict
+    return await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id })
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {
@@ -147,11 +175,12 @@ export class Access {
   }
 
   /** The session from the store, its token refreshed if need be, as the gate reads it. */
-  private async read (cookie: string | undefined, gate: RouteGate): Promise<{ state: SessionState, session: Session | undefined }> {
+  private async read (cookie: string | undefined, gate: RouteGate): Promise<{ state: SessionState, session: Session | undefined, tokenless?: Session }> {
     const provider = gate.provider
     try {
       const session = await this.sessions.load(cookie) ?? undefined
       const token = session ? await this.refresher.usableToken(session, provider) : undefined
+      if (session && !token) return { state: NO_SESSION, session: undefined, tokenless: session }
       return session && token
         ? { state: signedIn(token.access_token, session.record.identities?.[provider], this.needsStepUp(gate, session)), session }
         : { state: NO_SESSION, session: undefined }
@@ -164,6 +193,12 @@ export class Access {
 const MALFORMED_GRANT = 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).'
 
 /** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
+/** An allowed verdict carries the grant it was judged as. */
+function withGrantOf (verdict: Verdict | Promise<Verdict>, grant: Grant): Verdict | Promise<Verdict> {
+  const carry = (judged: Verdict): Verdict => judged.kind === 'allow' ? { ...judged, grant } : judged
+  return verdict instanceof Promise ? verdict.then(carry) : carry(verdict)
+}
+
 function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_session' }>, session: Session | undefined): Verdict | Promise<Verdict> {
   if (decision.kind !== 'allow') return decision
   // The gate's own decision when there is nothing to sign: no second object on the hot path.

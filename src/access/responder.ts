@@ -15,7 +15,7 @@
 import type { ClaimHeader } from '../config/types.js'
 import type { Identity } from '../session/record.js'
 import type { Audit } from '../ops/audit.js'
-import { auditCredential, auditRule, auditUser, type Verdict } from './authorize.js'
+import { auditCredential, auditRule, auditUser, type Grant, type Verdict } from './authorize.js'
 import { unreachable } from './gate.js'
 import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from './identity-headers.js'
 import { refusal, unsendableHeader, type Refusal, type RefusalContext } from './refusal.js'
@@ -31,8 +31,8 @@ export interface Admitted {
   readonly assertion: string | undefined
   /** The route's claim headers (`headers:`) for this identity, checked and encoded; none at forward-auth. */
   readonly claimHeaders: ReadonlyArray<readonly [name: string, value: string]> | undefined
-  /** An agent's request: the Cookie header of its grant's session, which its websockets end with. */
-  readonly grant?: string | undefined
+  /** An agent's request: its grant's session (Cookie header and store id), which its websockets and streams end with. */
+  readonly grant?: Grant | undefined
 }
 
 /** What the site writes. */

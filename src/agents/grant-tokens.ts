@@ -3,7 +3,6 @@
 // route's resource (a token for one route is refused on another), within its lifetime (60 s of
 // clock skew), naming a grant (`gid`) that still has its session.
 // @see https://www.rfc-editor.org/rfc/rfc9068
-import { createHash } from 'node:crypto'
 import { createLocalJWKSet, decodeJwt, errors, jwtVerify, type JWTVerifyGetKey } from 'jose'
 import type { GrantGuard, GrantOutcome } from '../access/authorize.js'
 import type { KeyRing } from '../assertion/keys.js'
@@ -13,12 +12,17 @@ import type { AgentsCount } from './authorization-server.js'
 import type { AgentGrants } from './grants.js'
 
 const SKEW_SECONDS = 60
-/** Tokens whose signature this instance checked, kept until their `exp`: a request with one then costs no signature check (a session cookie costs none either). */
+/**
+ * Tokens whose signature this instance checked, kept until their `exp`: a request with one then
+ * costs no signature check (a session cookie costs none either). Keyed by the token itself (under
+ * 1 KB each, so at most a few MB), not a hash of it: a hash per request cost more than the rest of
+ * the check.
+ */
 const CHECKED_TOKENS = 10_000
 
 export class GrantTokens {
   private keySet: Promise<JWTVerifyGetKey> | undefined
-  /** A token's SHA-256 -> its grant, audience and `exp` (clock ms): what a verified token said. */
+  /** A token -> its grant, audience and `exp` (clock ms): what a verified token said. */
   private readonly checked = new Lru<string, { gid: string, resource: string, until: number }>(CHECKED_TOKENS)
 
   constructor (private readonly issuer: string, private readonly keys: KeyRing, private readonly grants: AgentGrants, private readonly clock: Clock, private readonly count: AgentsCount) {
@@ -29,6 +33,11 @@ export class GrantTokens {
   forResource (resource: string): GrantGuard {
     return {
       issuedHere: (token) => this.issuedHere(token),
+      checked: (token) => {
+        const cookie = this.checkedBefore(token, resource)
+        if (cookie !== undefined) this.count('route', 'accepted')
+        return cookie
+      },
       check: async (token) => {
         const outcome = await this.check(token, resource)
         this.count('route', outcome.ok ? 'accepted' : outcome.problem)
@@ -45,9 +54,14 @@ export class GrantTokens {
     }
   }
 
+  /** The grant's session cookie for a token this instance checked for `resource` (still before its exp), when the grant's cookie is at hand. */
+  private checkedBefore (token: string, resource: string): string | undefined {
+    const known = this.checked.get(token)
+    return known !== undefined && known.resource === resource && this.clock.now() < known.until ? this.grants.knownCookieHeader(known.gid) : undefined
+  }
+
   private async check (token: string, resource: string): Promise<GrantOutcome> {
-    const hash = createHash('sha256').update(token).digest('base64url')
-    const known = this.checked.get(hash)
+    const known = this.checked.get(token)
     if (known !== undefined && known.resource === resource && this.clock.now() < known.until) return await this.session(known.gid)
     let gid: unknown
     let exp: unknown
@@ -68,7 +82,7 @@ export class GrantTokens {
     }
     if (typeof gid !== 'string' || gid === '') return { ok: false, problem: 'malformed', message: 'The token names no grant.' }
     // Kept only until its exp (without the skew): from then on it is checked, and refused, again.
-    if (typeof exp === 'number') this.checked.set(hash, { gid, resource, until: exp * 1000 })
+    if (typeof exp === 'number') this.checked.set(token, { gid, resource, until: exp * 1000 })
     return await this.session(gid)
   }
 

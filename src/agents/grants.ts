@@ -61,6 +61,12 @@ export class AgentGrants {
     return cookie === undefined ? undefined : `${this.sessions.cookieName}=${cookie}`
   }
 
+  /** The Cookie header of the grant's session when this instance has it at hand (no store read); else undefined. */
+  knownCookieHeader (grantId: string): string | undefined {
+    const cookie = this.cookies.get(grantId)
+    return cookie === undefined ? undefined : `${this.sessions.cookieName}=${cookie}`
+  }
+
   private async cookieOf (grantId: string): Promise<string | undefined> {
     const known = this.cookies.get(grantId)
     if (known !== undefined) return known

@@ -12,14 +12,13 @@ import type { Sessions } from '../session/session.js'
 export class GrantStreams {
   private readonly open = new Map<string, Set<ServerResponse>>()
 
-  constructor (private readonly sessions: Pick<Sessions, 'idOf' | 'onEnded'>, private readonly log: Logger) {
+  constructor (sessions: Pick<Sessions, 'onEnded'>, private readonly log: Logger) {
     sessions.onEnded((id) => this.end(id))
   }
 
-  /** Keeps `response` (an agent's request just let through) with the session of `grant` (its Cookie header). */
-  hold (grant: string, response: ServerResponse): void {
-    const id = this.sessions.idOf(grant)
-    if (id === undefined || response.writableEnded) return
+  /** Keeps `response` (an agent's request just let through) with its grant's session (`id`, its store id). */
+  hold (id: string, response: ServerResponse): void {
+    if (response.writableEnded) return
     let open = this.open.get(id)
     if (open === undefined) this.open.set(id, open = new Set())
     const held = open

@@ -183,7 +183,7 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
   scope.addHook('onRequest', (request, _reply, done) => {
     const credential = request.audit?.credential
     if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || (credential !== 'session' && credential !== 'agent')) return done()
-    const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant : request.headers.cookie, provider)
+    const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant?.cookie : request.headers.cookie, provider)
     if (admitted === undefined) return done()
     admitted.then(() => done(), done)
   })
@@ -193,7 +193,7 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
 function holdGrantStreams (scope: FastifyInstance, streams: GrantStreams): void {
   scope.addHook('onRequest', (request, reply, done) => {
     const grant = request.allowed?.grant
-    if (grant !== undefined && request.audit?.credential === 'agent' && request.headers.upgrade === undefined) streams.hold(grant, reply.raw)
+    if (grant !== undefined && request.audit?.credential === 'agent' && request.headers.upgrade === undefined) streams.hold(grant.sessionId, reply.raw)
     done()
   })
 }

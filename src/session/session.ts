@@ -133,12 +133,6 @@ export class Sessions {
     return session !== undefined && this.lifetime.left(session.record) > 0 ? session : undefined
   }
 
-  /** The store id of the session the Cookie header names (whether or not it still exists): no store read. */
-  idOf (cookieHeader: string | undefined): string | undefined {
-    const cookie = this.cookie(cookieHeader)
-    return cookie === undefined ? undefined : cookieKey(this.sealer, cookie)?.idFor(SESSION_PURPOSE, cookie)
-  }
-
   /** Called after a store read renewed a session that has provider sessions or identities (the back-channel logout and person indexes follow it). */
   private renewed: ((session: Session) => void) | undefined
 
