@@ -306,6 +306,10 @@ function grants (options: AuthorizationServerOptions): Configuration {
     },
     extraTokenClaims: (_ctx, token) => token.kind === 'AccessToken' && token.grantId !== undefined ? { gid: token.grantId } : undefined,
     issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+    // A code's tokens outlive oidc-provider's own sign-in session (kept only for the interaction):
+    // the grant's life is its gateway session's and refreshTokenTtl (oidc-provider would end them
+    // with that session, minutes later, for want of `offline_access`, which agents never ask).
+    expiresWithSession: () => false,
     rotateRefreshToken: true,
     ttl: {
       AccessToken: seconds(agents.accessTokenTtlMs),

@@ -6,7 +6,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
-import { afterAll, describe, expect } from 'vitest'
+import { afterAll, describe, expect, vi } from 'vitest'
 import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
@@ -377,6 +377,25 @@ describe('codes, refresh tokens and grants', () => {
       expect(await expired.text()).toContain('expired')
     } finally {
       clock.offset = 0
+    }
+  })
+
+  it('a grant whose provider token has expired with none to refresh it with ends: the route says so, and the agent\'s refresh is refused', async () => {
+    // The route's provider issues no refresh token here, and its access tokens live an hour. Every
+    // clock moves (the gateway's, oidc-provider's, the provider's): Date is faked, timers are not.
+    const { id, tokens } = await granted('judy')
+    vi.useFakeTimers({ toFake: ['Date'], now: Date.now() + 2 * 3600_000 })
+    try {
+      const renewed = await refresh(id, tokens.refresh_token)
+      expect(renewed.status, await renewed.clone().text()).toBe(200)
+      const fresh = await renewed.json() as { access_token: string, refresh_token: string }
+      const ended = await call(fresh.access_token)
+      expect(ended.status).toBe(401)
+      expect(await ended.text()).toContain('has ended')
+      // Not a loop of refresh, 401, refresh: the grant is over, the agent authorizes again.
+      expect(await (await refresh(id, fresh.refresh_token)).json()).toMatchObject({ error: 'invalid_grant' })
+    } finally {
+      vi.useRealTimers()
     }
   })
 
