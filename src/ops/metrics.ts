@@ -80,6 +80,16 @@ export class Metrics {
     registers: [this.registry],
   })
 
+  /** Each event and result's child of `agents`, looked up once: an agent's every request counts its route result. */
+  private readonly agentCounters = new Map<string, { inc: () => void }>()
+
+  countAgents (event: string, result: string): void {
+    const key = `${event}\u0000${result}`
+    let counter = this.agentCounters.get(key)
+    if (counter === undefined) this.agentCounters.set(key, counter = this.agents.labels({ event, result }))
+    counter.inc()
+  }
+
   readonly refreshes = new Counter({
     name: 'gateway_token_refreshes_total', help: 'Access token refreshes, by provider and result (refreshed, refused, failed)', labelNames: ['provider', 'result'] as const, registers: [this.registry],
   })

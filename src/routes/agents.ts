@@ -105,15 +105,7 @@ export class Agents implements AgentSignIns {
     this.routes = new Map(config.routes.filter((route) => route.agents).map((route) => [resourceIdentifier(config.server.baseUrl, route.path), route]))
     this.grants = new AgentGrants(deps.store, deps.sealer, deps.sessions)
     this.pendings = new PendingSignIns(deps.store, deps.sealer, config.state.ttlMs)
-    // Each event and result's counter once (prom-client finds a labelled child by building a key of
-    // its labels, which an agent's every request would pay for).
-    const counters = new Map<string, { inc: () => void }>()
-    const count: AgentsCount = (event, result) => {
-      const key = `${event}\u0000${result}`
-      let counter = counters.get(key)
-      if (counter === undefined) counters.set(key, counter = deps.metrics.agents.labels({ event, result }))
-      counter.inc()
-    }
+    const count: AgentsCount = (event, result) => { deps.metrics.countAgents(event, result) }
     this.count = count
     this.tokens = new GrantTokens(config.server.baseUrl, deps.keys, this.grants, deps.clock, count)
     this.server = new AuthorizationServer({
