@@ -9,7 +9,7 @@
 //   only (same origin, and its CSRF token).
 // A sign-in for an agent ends in this browser with a cookie sealed to the interaction, so a consent
 // page shows only the person who signed in in this browser (no one can bring someone else's sign-in).
-import rateLimit, { normalizeIP } from '@fastify/rate-limit'
+import rateLimit from '@fastify/rate-limit'
 import cookie from '@fastify/cookie'
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
@@ -23,6 +23,7 @@ import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
+import { agentLimits } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { fromOwnPage } from '../http/request-site.js'
 import type { SessionIndex } from '../oauth/session-index.js'
@@ -39,22 +40,6 @@ import type { SessionStore } from '../store/store.js'
 import type { AgentSignIns } from './oauth-context.js'
 
 const CONSENT_PURPOSE = 'agents-consent'
-/**
- * Requests per client address and minute, each budget counted apart: enough for a person's agents,
- * not for a flood; a code typed on the device page, enough for typos but not for guessing (20^8
- * codes, each alive 10 min); the device page itself (each first visit is a record in the store).
- * The token endpoint's budget is revocation's too.
- */
-const PER_MINUTE = { registration: 10, authorization: 60, token: 120, device: 20, codeEntry: 20, devicePage: 30 } as const
-/** What each budget is for, as its 429 says. */
-const BUDGET_NAMES: Record<keyof typeof PER_MINUTE, string> = {
-  registration: 'client registrations',
-  authorization: 'authorization requests',
-  token: 'token requests',
-  device: 'device codes',
-  codeEntry: 'codes entered',
-  devicePage: 'visits to the device page',
-}
 /** The largest registration accepted (10 redirect URIs of 2,000 characters fit twice over; oidc-provider's own bound is 56 KiB). */
 const REGISTRATION_MAX_BYTES = 8192
 /** The authorization request's parameters the gateway takes; any other is dropped before oidc-provider sees it. */
@@ -207,22 +192,9 @@ export class Agents implements AgentSignIns {
       reply.hijack()
       await this.server.handle(request.raw, reply.raw)
     }
-    // Each budget its own counter (the limiter's key is otherwise the address alone, which every
-    // budget of the gateway, the sign-in's included, would share); IPv6 per /64, as the sign-in's.
-    const tooMany = (what: string) => (_request: FastifyRequest, context: { ttl: number }) => {
-      const seconds = Math.max(1, Math.ceil(context.ttl / 1000))
-      return new GatewayError('rate_limited', `Too many ${what}. Try again in ${seconds} second${seconds === 1 ? '' : 's'}.`, {
-        details: { headers: { 'retry-after': String(seconds) } },
-      })
-    }
-    const limit = (budget: keyof typeof PER_MINUTE) => scope.rateLimit({
-      max: PER_MINUTE[budget],
-      timeWindow: 60_000,
-      keyGenerator: (request) => `agents-${budget}:${normalizeIP(request.ip, 64)}`,
-      errorResponseBuilder: tooMany(`${BUDGET_NAMES[budget]} from your address`),
-    })
+    const { limit, registrationsLeft } = agentLimits(scope, this.deps.config.agents.registrationsPerHour)
     scope.get(AGENT_ENDPOINTS.authorization, { onRequest: limit('authorization') }, async (request, reply) => {
-      await pass(request, reply, this.authorizationUrl(request.url))
+      await pass(request, reply, this.counted(() => this.authorizationUrl(request.url)))
     })
     scope.get(`${AGENT_ENDPOINTS.authorization}/:uid`, async (request, reply) => { await pass(request, reply) })
     for (const url of [AGENT_ENDPOINTS.token, AGENT_ENDPOINTS.revocation]) {
@@ -242,16 +214,6 @@ export class Agents implements AgentSignIns {
       scope.get(`${AGENT_ENDPOINTS.code_verification}/:uid`, { onRequest: devicePage }, async (request, reply) => { await pass(request, reply) })
     }
     if (!this.deps.config.agents.registration) return
-    // All addresses together, per hour (agents.registrationsPerHour): a client nobody allows is kept
-    // an hour, so this bounds the clients the store holds that no person has allowed. A CORS
-    // preflight is not a registration.
-    // Checked apart from the per-address budget (the library runs one limiter hook per request).
-    const everyAddress = scope.createRateLimit({ max: this.deps.config.agents.registrationsPerHour, timeWindow: 3_600_000, keyGenerator: () => 'agents-registration:all' })
-    const registrationsLeft = async (request: FastifyRequest) => {
-      if (request.method !== 'POST') return
-      const checked = await everyAddress(request)
-      if (!checked.isAllowed && checked.isExceeded) throw tooMany('client registrations at this gateway this hour, from every address together')(request, checked)
-    }
     scope.route({
       method: ['POST', 'OPTIONS'],
       url: AGENT_ENDPOINTS.registration,
@@ -272,6 +234,16 @@ export class Agents implements AgentSignIns {
    * refused here, with an error page and no redirect, unless it is a PKCE S256 code request for an
    * agents route: a request no person has seen must never send the browser to a client's address.
    */
+  /** The gateway's own refusals of an authorization request, counted as oidc-provider's are. */
+  private counted (check: () => string): string {
+    try {
+      return check()
+    } catch (error) {
+      this.count('authorization', 'invalid_request')
+      throw error
+    }
+  }
+
   private authorizationUrl (url: string): string {
     const sent = new URLSearchParams(url.slice(url.indexOf('?') + 1))
     const query = new URLSearchParams()

@@ -7,10 +7,13 @@ import { createHash, randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, describe, expect, vi } from 'vitest'
+import { SignJWT } from 'jose'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
-import type { TestGateway } from '../helpers/gateway.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
+import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
 
 let gateway: TestGateway
@@ -26,11 +29,17 @@ const SERVER = { trustProxy: ['127.0.0.1'] }
 const live = createServer((_request, response) => response.end('plain HTTP'))
 new WebSocketServer({ server: live }).on('connection', (socket) => socket.on('message', (data) => socket.send(`echo ${String(data)}`)))
 
-it.beforeAll(async ({ startStack, upstream }) => {
+/** A provider that sends back-channel logout tokens (the worker's does not), for the route /bcl/. */
+let bclProvider: TestProvider
+
+it.beforeAll(async ({ startStack, upstream, gatewayAddress }) => {
   const liveUrl = await listen(live)
+  bclProvider = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'bcl', 'c2', { backchannel: true })], { logout: true })
   gateway = await startStack({
     server: SERVER,
+    providers: { bcl: oidcClient(bclProvider.issuer, 'c2', 's', 'openid email') },
     routes: [
+      { path: '/bcl/', upstream: upstream.url, provider: 'bcl', agents: true },
       { path: '/live/', upstream: liveUrl, provider: 'demo', agents: true, websocket: true },
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
@@ -93,6 +102,7 @@ async function exchange (id: string, code: string, verifier: string, extra: Reco
 
 afterAll(async () => {
   await gateway?.close()
+  await bclProvider?.close()
   await close(live)
 })
 
@@ -399,6 +409,22 @@ describe('codes, refresh tokens and grants', () => {
     }
   })
 
+  it('back-channel logout at the provider ends the person\'s grants: the token is refused, the refresh too', async () => {
+    const { id, tokens } = await granted('kate', `${gateway.url}/bcl`)
+    expect((await call(tokens.access_token, '/bcl/')).status).toBe(200)
+    const { keys } = await (await fetch(`${bclProvider.issuer}/jwks`)).json() as { keys: Array<{ kid: string }> }
+    const now = Math.floor(Date.now() / 1000)
+    // The provider says: every session of kate ends (a logout token with sub only, OIDC Back-Channel Logout §2.4).
+    const logoutToken = await new SignJWT({ iss: bclProvider.issuer, aud: 'c2', iat: now, exp: now + 120, jti: randomBytes(8).toString('hex'), sub: 'kate', events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
+      .setProtectedHeader({ alg: 'RS256', kid: keys[0]!.kid, typ: 'logout+jwt' }).sign(bclProvider.signingKey)
+    const logout = await fetch(`${gateway.url}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `logout_token=${logoutToken}` })
+    expect(logout.status).toBe(200)
+    const refused = await call(tokens.access_token, '/bcl/')
+    expect(refused.status).toBe(401)
+    expect(refused.headers.get('www-authenticate')).toContain('invalid_token')
+    expect(await (await refresh(id, tokens.refresh_token)).json()).toMatchObject({ error: 'invalid_grant' })
+  })
+
   it('forged and foreign tokens are invalid_token', async () => {
     const { tokens } = await granted()
     const [header, payload] = tokens.access_token.split('.')
@@ -473,6 +499,8 @@ describe('metrics', () => {
     const value = (event: string, result: string) => Number(new RegExp(`^gateway_agents_total\\{event="${event}",result="${result}"\\} (\\d+)$`, 'm').exec(text)?.[1] ?? 0)
     expect(value('registration', 'registered')).toBeGreaterThan(0)
     expect(value('registration', 'invalid_redirect_uri')).toBeGreaterThan(0)
+    // The gateway's own refusals of an authorization request (no PKCE, a resource agents may not reach).
+    expect(value('authorization', 'invalid_request')).toBeGreaterThan(0)
     expect(value('consent', 'allowed')).toBeGreaterThan(0)
     expect(value('token', 'authorization_code')).toBeGreaterThan(0)
     expect(value('token', 'refresh_token')).toBeGreaterThan(0)

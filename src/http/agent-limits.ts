@@ -1,0 +1,59 @@
+// The request budgets of the agents' authorization server (src/routes/agents.ts), per client
+// address and minute, each counted apart: the limiter's key is otherwise the address alone, which
+// every budget of the gateway (the sign-in's included) would share, so an agent polling could lock
+// its person out. IPv6 addresses count per /64, as the sign-in's. Registrations are also bounded
+// from every address together, per hour. Over a budget: 429 `rate_limited` with Retry-After.
+import { normalizeIP } from '@fastify/rate-limit'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { GatewayError } from '../errors.js'
+
+/**
+ * Requests per client address and minute: enough for a person's agents, not for a flood; a code
+ * typed on the device page, enough for typos but not for guessing (20^8 codes, each alive 10 min);
+ * the device page itself (each first visit is a record in the store). The token endpoint's budget
+ * is revocation's too.
+ */
+const PER_MINUTE = { registration: 10, authorization: 60, token: 120, device: 20, codeEntry: 20, devicePage: 30 } as const
+export type Budget = keyof typeof PER_MINUTE
+
+/** What each budget is for, as its 429 says. */
+const BUDGET_NAMES: Record<Budget, string> = {
+  registration: 'client registrations',
+  authorization: 'authorization requests',
+  token: 'token requests',
+  device: 'device codes',
+  codeEntry: 'codes entered',
+  devicePage: 'visits to the device page',
+}
+
+function tooMany (what: string) {
+  return (_request: FastifyRequest, context: { ttl: number }): GatewayError => {
+    const seconds = Math.max(1, Math.ceil(context.ttl / 1000))
+    return new GatewayError('rate_limited', `Too many ${what}. Try again in ${seconds} second${seconds === 1 ? '' : 's'}.`, {
+      details: { headers: { 'retry-after': String(seconds) } },
+    })
+  }
+}
+
+/**
+ * The hooks of `scope` (where @fastify/rate-limit is registered): `limit(budget)` per address, and
+ * `registrationsLeft`, the registrations of every address together within `perHour` (a client
+ * nobody allows is kept an hour, so this bounds the clients the store holds that no person has
+ * allowed; a CORS preflight is not a registration). The second is checked apart from the first:
+ * the library runs one limiter hook per request.
+ */
+export function agentLimits (scope: FastifyInstance, perHour: number) {
+  const limit = (budget: Budget) => scope.rateLimit({
+    max: PER_MINUTE[budget],
+    timeWindow: 60_000,
+    keyGenerator: (request) => `agents-${budget}:${normalizeIP(request.ip, 64)}`,
+    errorResponseBuilder: tooMany(`${BUDGET_NAMES[budget]} from your address`),
+  })
+  const everyAddress = scope.createRateLimit({ max: perHour, timeWindow: 3_600_000, keyGenerator: () => 'agents-registration:all' })
+  const registrationsLeft = async (request: FastifyRequest): Promise<void> => {
+    if (request.method !== 'POST') return
+    const checked = await everyAddress(request)
+    if (!checked.isAllowed && checked.isExceeded) throw tooMany('client registrations at this gateway this hour, from every address together')(request, checked)
+  }
+  return { limit, registrationsLeft }
+}
