@@ -53,8 +53,9 @@ export function deviceOnly (metadata: Record<string, unknown>): boolean {
 
 /** Why this registration cannot be kept, or undefined: the redirect URIs, the client authentication and the name. */
 export function registrationProblem (metadata: Record<string, unknown>): { field: 'redirect_uris' | 'other', message: string } | undefined {
-  const uris = deviceOnly(metadata) ? [] : metadata.redirect_uris
-  if (!Array.isArray(uris) || (uris.length === 0 && !deviceOnly(metadata))) return { field: 'redirect_uris', message: 'redirect_uris must list at least one URI (a CLI of the device flow only registers grant_types without authorization_code, and no redirect URI)' }
+  const onlyDevice = deviceOnly(metadata)
+  const uris = onlyDevice ? [] : metadata.redirect_uris
+  if (!Array.isArray(uris) || (uris.length === 0 && !onlyDevice)) return { field: 'redirect_uris', message: 'redirect_uris must list at least one URI (a CLI of the device flow only registers grant_types without authorization_code, and no redirect URI)' }
   if (uris.length > REDIRECT_URIS_MAX) return { field: 'redirect_uris', message: `redirect_uris may list at most ${REDIRECT_URIS_MAX} URIs` }
   for (const uri of uris) {
     const problem = redirectUriProblem(uri)

@@ -54,15 +54,21 @@ export class GrantTokens {
     }
   }
 
-  /** The grant's session cookie for a token this instance checked for `resource` (still before its exp), when the grant's cookie is at hand. */
-  private checkedBefore (token: string, resource: string): string | undefined {
+  /** The grant of a token this instance checked for `resource`, while still before its exp; else undefined. */
+  private knownGrant (token: string, resource: string): string | undefined {
     const known = this.checked.get(token)
-    return known !== undefined && known.resource === resource && this.clock.now() < known.until ? this.grants.knownCookieHeader(known.gid) : undefined
+    return known !== undefined && known.resource === resource && this.clock.now() < known.until ? known.gid : undefined
+  }
+
+  /** The grant's session cookie for a token checked before, when the grant's cookie is at hand. */
+  private checkedBefore (token: string, resource: string): string | undefined {
+    const gid = this.knownGrant(token, resource)
+    return gid === undefined ? undefined : this.grants.knownCookieHeader(gid)
   }
 
   private async check (token: string, resource: string): Promise<GrantOutcome> {
-    const known = this.checked.get(token)
-    if (known !== undefined && known.resource === resource && this.clock.now() < known.until) return await this.session(known.gid)
+    const known = this.knownGrant(token, resource)
+    if (known !== undefined) return await this.session(known)
     let gid: unknown
     let exp: unknown
     try {

@@ -57,24 +57,23 @@ export class AgentGrants {
 
   /** The Cookie header that names the grant's session, or undefined when the grant has none (ended, unknown). */
   async cookieHeader (grantId: string): Promise<string | undefined> {
-    const cookie = await this.cookieOf(grantId)
-    return cookie === undefined ? undefined : `${this.sessions.cookieName}=${cookie}`
-  }
-
-  /** The Cookie header of the grant's session when this instance has it at hand (no store read); else undefined. */
-  knownCookieHeader (grantId: string): string | undefined {
-    const cookie = this.cookies.get(grantId)
-    return cookie === undefined ? undefined : `${this.sessions.cookieName}=${cookie}`
-  }
-
-  private async cookieOf (grantId: string): Promise<string | undefined> {
-    const known = this.cookies.get(grantId)
+    const known = this.knownCookieHeader(grantId)
     if (known !== undefined) return known
     const sealed = await this.store.get(this.key(grantId))
     const cookie = sealed === null ? null : this.sealer.open(PURPOSE, grantId, sealed)
     if (cookie === null) return undefined
     this.cookies.set(grantId, cookie)
-    return cookie
+    return this.header(cookie)
+  }
+
+  /** The Cookie header of the grant's session when this instance has it at hand (no store read); else undefined. */
+  knownCookieHeader (grantId: string): string | undefined {
+    const cookie = this.cookies.get(grantId)
+    return cookie === undefined ? undefined : this.header(cookie)
+  }
+
+  private header (cookie: string): string {
+    return `${this.sessions.cookieName}=${cookie}`
   }
 
   /** Whether the grant's session is still there (a refresh of the grant's tokens asks). */

@@ -193,7 +193,8 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
 function holdGrantStreams (scope: FastifyInstance, streams: GrantStreams): void {
   scope.addHook('onRequest', (request, reply, done) => {
     const grant = request.allowed?.grant
-    if (grant !== undefined && request.audit?.credential === 'agent' && request.headers.upgrade === undefined) streams.hold(grant.sessionId, reply.raw)
+    // An allowed verdict carries a grant only for an agent's token.
+    if (grant !== undefined && request.headers.upgrade === undefined) streams.hold(grant.sessionId, reply.raw)
     done()
   })
 }
