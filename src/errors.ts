@@ -150,6 +150,10 @@ export interface Refused {
   } | undefined
   /** The refusing rule's name (`deny[0]`); undefined: no `allow` rule matched. */
   readonly rule: string | undefined
+  /** The client address the rules judged (`networks` conditions), when it was told. */
+  readonly address?: string | undefined
+  /** The refusing rule names `networks`: where the request came from refused it. */
+  readonly byNetwork?: boolean
 }
 
 /**

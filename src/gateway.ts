@@ -235,7 +235,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock, forms, agents })
   if (keys) await app.register(jwksRoute, { keys })
   if (agents) await agents.register(app)
-  await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions })
+  await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions, metrics })
   await app.register(protectedResources, { config })
   // Websockets end with their session: its ending on any instance, its deadlines (proxy/session-sockets.ts).
   const sockets = new SessionSockets({ sessions, usableToken: (session, provider) => refresher.usableToken(session, provider), maxAgeMs: config.session.maxAgeMs, clock, timers: deps.timers, log: app.log })

@@ -15,14 +15,10 @@ import type { Credential } from '../ops/audit.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
-import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState } from './gate.js'
+import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState, type Subject } from './gate.js'
 
 /** What the pipeline reads of a request: plain values, so that it knows nothing of Fastify. */
-export interface AccessRequest {
-  /** Upper case. */
-  readonly method: string
-  /** The canonical target (src/config/canonical.ts): the path, then `?` and the query if any. */
-  readonly target: string
+export interface AccessRequest extends Subject {
   /** Whether the client asked for HTML (a browser navigation): sign-in by redirect. */
   readonly html: boolean
   /** The Cookie header, as sent. */
@@ -107,7 +103,7 @@ export class Access {
     if (guard.grants !== undefined) {
       const token = bearerToken(request.authorization)
       if (typeof token === 'string' && (guard.bearer === undefined || guard.grants.issuedHere(token))) return this.grantAtOnce(guard, guard.grants, request, token) ?? this.withGrant(guard, guard.grants, request, token)
-      if (token === null && guard.bearer === undefined) return decide(guard.gate, request.method, request.target, false, tokenRefused('malformed', MALFORMED_GRANT, [])) as Verdict
+      if (token === null && guard.bearer === undefined) return decide(guard.gate, request, false, tokenRefused('malformed', MALFORMED_GRANT, [])) as Verdict
     }
     if (guard.bearer !== undefined) {
       const token = bearerToken(request.authorization)
@@ -117,7 +113,7 @@ export class Access {
     const cached = this.sessions.cached(request.cookie)
     const token = cached && this.refresher.freshToken(cached, provider)
     const state = token ? signedIn(token.access_token, cached.record.identities?.[provider], this.needsStepUp(guard.gate, cached)) : UNREAD
-    const decision = decide(guard.gate, request.method, request.target, request.html, state)
+    const decision = decide(guard.gate, request, request.html, state)
     if (decision.kind === 'read_session') return this.afterReading(guard, request)
     return withAssertion(guard, decision, cached)
   }
@@ -132,10 +128,10 @@ export class Access {
     const session = cookie === undefined ? undefined : this.sessions.cached(cookie)
     const fresh = session && this.refresher.freshToken(session, guard.gate.provider)
     if (!fresh) return undefined
-    const first = decide(guard.gate, request.method, request.target, false, UNREAD)
+    const first = decide(guard.gate, request, false, UNREAD)
     if (first.kind !== 'read_session') return undefined
     const state = signedIn(fresh.access_token, session.record.identities?.[guard.gate.provider], this.needsStepUp(guard.gate, session))
-    const decision = decide(guard.gate, request.method, request.target, false, state)
+    const decision = decide(guard.gate, request, false, state)
     if (decision.kind === 'read_session') return undefined
     return withGrantOf(withAssertion(guard, decision, session), { cookie: cookie!, sessionId: session.id })
   }
@@ -146,7 +142,7 @@ export class Access {
    * session has ended is an `inactive` token. The gate's own answer comes first (a public path).
    */
   private async withGrant (guard: Guard, grants: GrantGuard, request: AccessRequest, token: string): Promise<Verdict> {
-    const first = decide(guard.gate, request.method, request.target, false, UNREAD)
+    const first = decide(guard.gate, request, false, UNREAD)
     if (first.kind !== 'read_session') return await withAssertion(guard, first, undefined)
     let outcome: GrantOutcome
     try {
@@ -154,21 +150,21 @@ export class Access {
     } catch (error) {
       return { kind: 'unavailable', error }
     }
-    const refuse = (problem: TokenProblem, message: string) => decide(guard.gate, request.method, request.target, false, tokenRefused(problem, message, [])) as Verdict
+    const refuse = (problem: TokenProblem, message: string) => decide(guard.gate, request, false, tokenRefused(problem, message, [])) as Verdict
     if (!outcome.ok) return refuse(outcome.problem, outcome.message)
     const { state, session, tokenless } = await this.read(outcome.cookie, guard.gate)
     // A grant whose provider token can no longer be renewed (none left to refresh with) is over:
     // its session ends, so that the agent's refresh is refused too and it authorizes again.
     if (tokenless !== undefined) await this.sessions.end(tokenless).catch(() => {})
     if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
-    const decision = decide(guard.gate, request.method, request.target, false, state)
+    const decision = decide(guard.gate, request, false, state)
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
     return await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id })
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {
     const { state, session } = await this.read(request.cookie, guard.gate)
-    const decision = decide(guard.gate, request.method, request.target, request.html, state)
+    const decision = decide(guard.gate, request, request.html, state)
     // The state is no longer unread, so the gate cannot ask again; should it, that is a bug.
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
     return await withAssertion(guard, decision, session)
@@ -223,7 +219,7 @@ function signed (signer: AssertionSigner, id: string, decision: Extract<Decision
  * looked at), then the token's outcome judged as a session would be. Never reads the store.
  */
 function withToken (guard: Guard, bearer: BearerGuard, request: AccessRequest, token: string | null): Verdict | Promise<Verdict> {
-  const first = decide(guard.gate, request.method, request.target, false, UNREAD)
+  const first = decide(guard.gate, request, false, UNREAD)
   if (first.kind !== 'read_session') return withAssertion(guard, first, undefined)
   let outcome: BearerOutcome | Promise<BearerOutcome>
   try {
@@ -239,7 +235,7 @@ function withToken (guard: Guard, bearer: BearerGuard, request: AccessRequest, t
 
 function tokenVerdict (guard: Guard, bearer: BearerGuard, request: AccessRequest, token: string, outcome: BearerOutcome): Verdict | Promise<Verdict> {
   const state = outcome.ok ? signedIn(token, outcome.identity) : tokenRefused(outcome.problem, outcome.message, outcome.scopes)
-  const decision = decide(guard.gate, request.method, request.target, false, state)
+  const decision = decide(guard.gate, request, false, state)
   if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for a session on a token') }
   if (decision.kind !== 'allow' || !outcome.ok) return decision
   const signer = guard.bearerSigner?.(outcome.issuer)

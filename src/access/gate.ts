@@ -131,7 +131,7 @@ export type Decision =
    * 403 `forbidden`: signed in, but the rules do not admit this identity. `rule` names the rule that
    * refused (`deny[0]`), or is undefined when no `allow` rule matched.
    */
-  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string, readonly rule: string | undefined }
+  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string, readonly rule: string | undefined, readonly refusedBy?: string | undefined, readonly address?: string | undefined }
   /** 503/502: the store or provider failed; `error` says how (signing in again would not help). */
   | { readonly kind: 'unavailable', readonly error: unknown }
   /** 400 `invalid_request`: the request cannot be judged. */
@@ -208,16 +208,26 @@ function unjudgeable (prefix: string | undefined, target: string): string | unde
   return path !== undefined && decodedPrefix !== undefined && startsUnder(decodedPrefix, path) ? undefined : NOT_UNDER_ROUTE
 }
 
+/** What the gate judges of a request besides its session. */
+export interface Subject {
+  /** Upper case. */
+  readonly method: string
+  /** The canonical target (src/config/canonical.ts): the path, then `?` and the query if any. */
+  readonly target: string
+  /** The client address as the gateway resolved it (server.trustProxy); undefined: cannot be told. */
+  readonly address: string | undefined
+}
+
 /**
  * The decision for one request (see the table at the top of this file).
  * @param gate the route's compiled gate
- * @param method the request method, upper case
- * @param target the canonical request target: the path, then `?` and the query if any
+ * @param subject the request's method, canonical target and client address
  * @param html whether the client asked for HTML (a browser navigation): sign-in by redirect
  * @param session the session's state for the gate's provider
  * @param next where a sign-in returns to; the target itself unless the caller knows better
  */
-export function decide (gate: RouteGate, method: string, target: string, html: boolean, session: SessionState, next: string = target): Decision {
+export function decide (gate: RouteGate, subject: Subject, html: boolean, session: SessionState, next: string = subject.target): Decision {
+  const { method, target } = subject
   const reason = unjudgeable(gate.prefix, target)
   if (reason !== undefined) return { kind: 'invalid_request', reason }
   if (gate.auth === 'none' || gate.isPublic(method, target)) return PUBLIC
@@ -233,8 +243,8 @@ export function decide (gate: RouteGate, method: string, target: string, html: b
     case 'token_refused':
       return { kind: 'token_refused', problem: session.problem, message: session.message, scopes: session.scopes, realm: gate.provider, resourceMetadata: gate.resourceMetadata }
     case 'signed_in': {
-      const { admit, rule } = gate.judge(session.identity, method, target)
-      if (!admit) return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule }
+      const { admit, rule, refusedBy } = gate.judge(session.identity, method, target, subject.address)
+      if (!admit) return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule, refusedBy, address: subject.address }
       if (session.stepUp === true && gate.reauth !== undefined) return stepUp(gate, gate.reauth, html, next)
       return { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule }
     }

@@ -227,12 +227,12 @@ export function bodyOverrides (kind: FormKind, body: Buffer, contentType: string
 }
 
 /**
- * The first refusal of `judge` for any of the override `methods` on `target`, or undefined when the
+ * The first refusal of `judge` for any of the override `methods` on `target` from `address`, or undefined when the
  * rules admit each of them (the request's own method was judged before).
  */
-export function forbiddenOverride (judge: Judge, identity: Identity | undefined, target: string, methods: ReadonlyArray<string | undefined>): Judgement | undefined {
+export function forbiddenOverride (judge: Judge, identity: Identity | undefined, target: string, address: string | undefined, methods: ReadonlyArray<string | undefined>): Judgement | undefined {
   for (const method of new Set(methods)) {
-    const judgement = judge(identity, method, target)
+    const judgement = judge(identity, method, target, address)
     if (!judgement.admit) return judgement
   }
   return undefined

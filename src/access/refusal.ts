@@ -30,19 +30,33 @@ export interface RefusalContext {
   byToken?: boolean
 }
 
-/** What the 403 shows: the person's own identity and the refusing rule's name, never the rule's values. */
-export function refusedBy (identity: Identity | undefined, rule: string | undefined): Refused {
+/**
+ * What the 403 shows: the person's own identity and address and the refusing rule's name, never the
+ * rule's values. `kinds`: the refusing rule's conditions (Judgement.refusedBy).
+ */
+export function refusedBy (identity: Identity | undefined, rule: string | undefined, address?: string, kinds?: string): Refused {
   const seen = identity === undefined
     ? undefined
     : { user: identity.sub, email: identity.email, emailVerified: identity.emailVerified !== false, groups: identity.groups }
-  return { seen, rule }
+  const byNetwork = rule !== undefined && kinds?.split('+').includes('networks') === true
+  return { seen, rule, ...(address === undefined ? {} : { address }), ...(byNetwork ? { byNetwork } : {}) }
 }
 
-/** The 403's message in plain words: who, and what refused ("no allow rule matched", or the rule's name). */
+/** The 403's message in plain words: who, and what refused ("no allow rule matched", or the rule's name, and where from). */
 function forbiddenMessage (refused: Refused): string {
   const who = refused.seen?.email ?? refused.seen?.user ?? 'This account'
   const why = refused.rule === undefined ? 'no allow rule matched' : `the rule ${refused.rule} refused`
-  return `${who} may not use this application: ${why}.`
+  const where = refused.byNetwork === true && refused.address !== undefined ? ` requests from ${refused.address}` : ''
+  return `${who} may not use this application${where}: ${why}.`
+}
+
+/** A rules' 403: another account is offered to a person, unless the address refused (another account would come from the same place). */
+function forbidden (decision: Extract<Refusal, { kind: 'forbidden' }>, context: RefusalContext): GatewayError {
+  const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy)
+  const offer = context.switchAccountUrl === undefined || refused.byNetwork === true ? {} : { switchAccountUrl: context.switchAccountUrl }
+  return new GatewayError('forbidden', forbiddenMessage(refused), {
+    details: context.byToken === true ? { refused } : { loginUrl: decision.loginUrl, refused, ...offer },
+  })
 }
 
 /**
@@ -93,14 +107,8 @@ export function refusal (decision: Refusal, context: RefusalContext): Error {
         details: { headers: { 'www-authenticate': challenge(decision.realm, parameters, decision.resourceMetadata) } },
       })
     }
-    case 'forbidden': {
-      const refused = refusedBy(decision.identity, decision.rule)
-      return new GatewayError('forbidden', forbiddenMessage(refused), {
-        details: context.byToken === true
-          ? { refused }
-          : { loginUrl: decision.loginUrl, refused, ...(context.switchAccountUrl === undefined ? {} : { switchAccountUrl: context.switchAccountUrl }) },
-      })
-    }
+    case 'forbidden':
+      return forbidden(decision, context)
     case 'invalid_request':
       return new GatewayError('invalid_request', `The request cannot be served: ${decision.reason}.`)
     case 'unavailable': {

@@ -5,7 +5,8 @@
 // conditions, an empty list, a claim path or path glob that no canonical request can meet.
 import { canonicalTarget } from './canonical.js'
 import { describe, type Issues, type Path } from './problems.js'
-import type { ClaimCondition, Rule, RuleLists } from './types.js'
+import type { ClaimCondition, Network, Rule, RuleLists } from './types.js'
+import { parseNetwork } from './networks.js'
 
 /** One rule as gateway.yaml writes it (the schema pass has checked the types and keys). */
 export interface RuleYaml {
@@ -16,6 +17,7 @@ export interface RuleYaml {
   claims?: Record<string, Array<string | number | boolean>>
   methods?: string[]
   paths?: string[]
+  networks?: string[]
 }
 
 type RuleListYaml = RuleYaml | RuleYaml[] | undefined
@@ -44,12 +46,14 @@ export function normalisedRule (name: string, raw: RuleYaml): Rule {
     claims: Object.entries(raw.claims ?? {}).map(([path, values]): ClaimCondition => ({ path: path.trim(), values: values.map(String) })),
     methods: texts(raw.methods, (method) => method.toUpperCase()),
     paths: texts(raw.paths, (path) => path),
+    // One that does not parse is left out here and reported by checkRule (the config is then refused).
+    networks: (raw.networks ?? []).map(parseNetwork).filter((network): network is Network => typeof network !== 'string'),
   }
 }
 
 /** How many conditions a rule gives. */
 export function conditionCount (rule: Rule): number {
-  return [rule.users, rule.emails, rule.domains, rule.groups, rule.claims, rule.methods, rule.paths].filter((list) => list.length > 0).length
+  return [rule.users, rule.emails, rule.domains, rule.groups, rule.claims, rule.methods, rule.paths, rule.networks].filter((list) => list.length > 0).length
 }
 
 /**
@@ -93,11 +97,15 @@ function spellingProblem (glob: string): string | undefined {
  */
 function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml, routePath: string | undefined): void {
   if (conditionCount(rule) === 0 && !issues.touched(at)) {
-    issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods or paths')
+    issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods, paths or networks')
   }
   for (const path of Object.keys(raw.claims ?? {})) {
     if (!CLAIM_PATH.test(path.trim())) issues.add([...at, 'claims', path], `must be a dotted claim path such as realm_access.roles (or a JSON pointer such as /roles/0), got ${describe(path)}`)
   }
+  raw.networks?.forEach((entry, i) => {
+    const network = parseNetwork(entry)
+    if (typeof network === 'string') issues.add([...at, 'networks', i], `must be ${network}`)
+  })
   rule.paths.forEach((glob, i) => {
     const problem = globProblem(glob) ?? outsideRoute(glob, routePath)
     if (problem !== undefined) issues.add([...at, 'paths', i], `${problem}, got ${describe(glob)}`)

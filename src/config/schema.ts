@@ -10,80 +10,7 @@
 /* eslint-disable no-template-curly-in-string -- examples show ${VAR} references as written in gateway.yaml */
 import Type, { type Static, type TArray, type TObject, type TOptional, type TProperties, type TRecord, type TSchema } from 'typebox'
 import { PRESET_NAMES } from './preset-names.js'
-
-/** `300` (seconds), `300s`, `5m`, `8h`, `1d`, `250ms`. */
-export const DURATION_PATTERN = '^\\s*\\d+(?:\\.\\d+)?\\s*(?:ms|s|m|h|d)?\\s*$'
-const DURATION_EXPECTED = 'a duration such as 300, 300s, 5m or 8h'
-
-/** A schema node with a `default`, which ajv fills in where the key is missing (see `Filled`). */
-interface Defaulted {
-  default: unknown
-}
-
-/** Marks a node that has a `default` for the type checker (`Filled`); throws when it has none. */
-function filled<T extends TSchema> (node: T): T & Defaulted {
-  if (!('default' in node)) throw new Error('schema.ts: filled() is given a node without a default')
-  return node as T & Defaulted
-}
-
-/** A duration (a number of seconds or a string with a unit); its range is checked in validate.ts. */
-function Duration (description: string, fallback: string) {
-  return filled(Type.Optional(Type.Unsafe<string | number>({
-    type: ['string', 'number'], pattern: DURATION_PATTERN, minimum: 0, default: fallback, description, expected: DURATION_EXPECTED,
-  })))
-}
-
-/** `1048576` (bytes), `64KiB`, `1MiB`, `1.5MB`: see units.ts's parseSize. */
-export const SIZE_PATTERN = '^[ \\t]*\\d{1,16}(?:\\.\\d{1,16})?[ \\t]*(?:[KkMmGg][Ii]?[Bb]|[Bb])?[ \\t]*$'
-const SIZE_EXPECTED = 'a size such as 65536, 64KiB or 1MiB'
-
-/** A size (a number of bytes or a string with a unit); its range is checked in validate.ts. */
-function Size (description: string, fallback: string) {
-  return filled(Type.Optional(Type.Unsafe<string | number>({
-    type: ['string', 'integer'], pattern: SIZE_PATTERN, minimum: 0, default: fallback, description, expected: SIZE_EXPECTED,
-  })))
-}
-
-function Text (description: string, options: Record<string, unknown> = {}) {
-  return Type.Optional(Type.String({ description, ...options }))
-}
-
-function Flag (description: string, fallback: boolean) {
-  return filled(Type.Optional(Type.Boolean({ description, default: fallback })))
-}
-
-function Strings (description: string, options: Record<string, unknown> = {}, item = Type.String({ minLength: 1 })) {
-  return Type.Optional(Type.Array(item, { description, expected: 'a list of strings', ...options }))
-}
-
-/**
- * A string that must match `pattern` (ECMAScript syntax, as JSON Schema's `pattern`), phrased as
- * "must be <expected>" by --check; an editor validating against gateway.schema.json reports the
- * same values.
- */
-function Matching (pattern: string, expected: string, options: Record<string, unknown> = {}) {
-  return Type.String({ pattern, expected, ...options })
-}
-
-/** `GET` in any case, as a pattern (JSON Schema patterns take no flags). */
-function anyCase (word: string): string {
-  return [...word].map((c) => `[${c.toUpperCase()}${c.toLowerCase()}]`).join('')
-}
-
-/**
- * A header the gateway fills with who the user is (identity, claim and assertion headers): letters,
- * digits and `-` only. CGI, WSGI and PHP read `_` and `.` as `-`, so a client's `X-App-User` would
- * reach such an application as the same variable as a configured `X_App_User` (the gateway drops a
- * client's other spellings of `-` names).
- */
-const FILLED_HEADER = { pattern: '^[A-Za-z0-9-]+$', expected: 'a header name of letters, digits and "-" only (CGI, WSGI and PHP read "_" and "." as "-", so a client could send the same header in another spelling)' }
-
-/** A `public` entry: `"METHOD /path/glob"` or `"METHOD *"`, METHOD a known one or `*`, in any case. */
-const PUBLIC_RULE = `^\\s*(?:\\*|${['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'].map(anyCase).join('|')})\\s+(?:\\*|/\\S*)\\s*$`
-
-function Section<T extends Record<string, TSchema>> (properties: T, description: string) {
-  return filled(Type.Object(properties, { additionalProperties: false, description, default: {} }))
-}
+import { type Defaulted, DURATION_EXPECTED, DURATION_PATTERN, FILLED_HEADER, Duration, Flag, Matching, PUBLIC_RULE, SIZE_PATTERN, Section, Size, Strings, Text, filled } from './schema-nodes.js'
 
 const Server = Section({
   host: filled(Text('Listen address (the shipped gateway.yaml uses 127.0.0.1; 0.0.0.0 listens on every interface).', { default: '0.0.0.0', minLength: 1 })),
@@ -220,6 +147,7 @@ const Rule = Type.Object({
   methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does.',
     Matching('^\\s*[A-Za-z]+\\s*$', 'a request method such as GET or POST')),
   paths: Values('Globs on the canonical request path (`/app/admin/*`; `*` matches any characters, `/` included); the query is not part of it.'),
+  networks: Values('Client addresses: IPv4 and IPv6 CIDR ranges and single addresses (`10.0.0.0/8`, `"2001:db8::/32"`, `192.0.2.7`); after `!`, a network the address must be outside of (`"!10.8.0.0/16"`). Matched on the address as the gateway resolved it (`server.trustProxy` decides whether X-Forwarded-For counts). Alone in a rule it still needs a signed-in person or token.'),
 }, { additionalProperties: false, description: 'One rule: it holds when every condition it gives holds (a list inside a condition matches any of its values).' })
 
 /** `allow` or `deny`: a list of rules, or one rule object. */

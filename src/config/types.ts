@@ -151,6 +151,18 @@ export interface Rule {
   methods: string[]
   /** Globs on the canonical path (`*` matches any characters, `/` included); the query is never part of it. */
   paths: string[]
+  /** Networks the client address (as resolved under server.trustProxy) must be in. */
+  networks: Network[]
+}
+
+/** One network of a rule's `networks`, as config/networks.ts reads it. */
+export interface Network {
+  readonly address: string
+  /** The prefix length (32 or 128 for a single address). */
+  readonly bits: number
+  readonly family: 'ipv4' | 'ipv6'
+  /** Written `!10.8.0.0/16`: the condition needs the address outside this network. */
+  readonly outside: boolean
 }
 
 /** Who may pass: no `deny` rule holds, and an `allow` rule does (`allow` undefined: any signed-in person). */

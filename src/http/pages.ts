@@ -39,7 +39,7 @@ function backLink (startOver: string): string {
 const BY_TOKEN = 'The access token sent with this request is valid, but this application\'s rules do not admit the client it was issued to.'
 
 /**
- * A rules' 403: what the gateway saw (the person's own user, e-mail and groups), which rule refused
+ * A rules' 403: what the gateway saw (the person's own user, e-mail, groups and address), which rule refused
  * (its name only), and "Use another account", a form POST (sign-out is never a link).
  */
 function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: string | undefined, startOver: string): string {
@@ -50,7 +50,9 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   const rows = seen === undefined
     ? '<dt>Account</dt><dd>the session holds no identity for this provider</dd>'
     : `<dt>User</dt><dd>${escapeHtml(seen.user)}</dd><dt>E-mail</dt><dd>${email}</dd><dt>Groups</dt><dd>${groups}</dd>`
-  const why = rule === undefined ? 'no allow rule matched' : `the rule <code>${escapeHtml(rule)}</code>`
+  const address = refused.address === undefined ? '' : `<dt>Address</dt><dd>${escapeHtml(refused.address)}</dd>`
+  const on = refused.byNetwork === true ? ', on where the request comes from' : ''
+  const why = rule === undefined ? 'no allow rule matched' : `the rule <code>${escapeHtml(rule)}</code>${on}`
   const other = switchAccountUrl === undefined
     ? ''
     : `<form method="post" action="${escapeHtml(switchAccountUrl)}"><button type="submit" class="button">Use another account</button></form>`
@@ -59,7 +61,7 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
 <p>${escapeHtml(explanation)}</p>
 <p>What the gateway saw:</p>
-<dl class="seen">${rows}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
+<dl class="seen">${rows}${address}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
 ${other}
 <p>${backLink(startOver)}</p>
 ${supportLine(error)}`)

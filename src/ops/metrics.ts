@@ -39,6 +39,14 @@ export class Metrics {
     },
   })
 
+  /** Requests the rules refused, by route (`forward-auth` for its endpoint) and the kind of rule (see access/rules.ts Judgement.refusedBy). */
+  readonly ruleRefusals = new Counter({
+    name: 'gateway_rule_refusals_total',
+    help: 'Requests refused 403 by the rules, by route and by what refused: the refusing deny rule\'s conditions (networks, groups+paths, ...) or no_allow_rule',
+    labelNames: ['route', 'refused_by'] as const,
+    registers: [this.registry],
+  })
+
   readonly upstreamDuration = new TalliedHistogram(
     'gateway_upstream_duration_seconds', 'Time from sending a request upstream to the end of its response, by route', this.registry, () => this.routes)
 

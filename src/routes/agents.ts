@@ -276,7 +276,7 @@ export class Agents implements AgentSignIns {
       const pending = await this.pending(request, reply)
       const signIn = await this.pendings.open(pending.uid, request.cookies[this.pendingCookie])
       if (signIn === undefined) return await reply.redirect(`${loginUrlFor(this.deps.config, pending.route)}&agent=${pending.uid}`, 302)
-      const identity = this.admitted(pending, signIn)
+      const identity = this.admitted(pending, signIn, request.ip)
       const view = { uid: pending.uid, clientName: pending.clientName, clientSite: pending.clientSite, redirectHost: pending.redirectHost, routePath: pending.route.path }
       return await reply.type('text/html; charset=utf-8').send(consentPage(view, identity, this.csrf(pending.uid, request)))
     })
@@ -287,7 +287,7 @@ export class Agents implements AgentSignIns {
       if (!sameText(sent, this.csrf(pending.uid, request))) throw new GatewayError('forbidden', 'This consent page has expired or was not this gateway\'s: start the authorization again from the agent.')
       const signIn = await this.pendings.take(pending.uid, request.cookies[this.pendingCookie])
       if (signIn === undefined) throw new GatewayError('forbidden', 'This consent page has expired or was answered already: start the authorization again from the agent.')
-      const identity = this.admitted(pending, signIn)
+      const identity = this.admitted(pending, signIn, request.ip)
       // Set on the raw reply: oidc-provider answers from here on, and Fastify's cookie hook does not run.
       reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.deps.sessions.cookieOptions, maxAge: 0 }))
       if (request.body?.decision !== 'allow') {
@@ -343,13 +343,13 @@ export class Agents implements AgentSignIns {
   }
 
   /** The person's name for the grant, once the route's rules admit them at all; otherwise 403. */
-  private admitted (pending: Pending, signIn: PendingSignIn): string {
+  private admitted (pending: Pending, signIn: PendingSignIn, address: string): string {
     const provider = pending.route.provider!
     const identity = signIn.signIn.identity
     const token = signIn.signIn.tokens.access_token
     if (signIn.provider !== provider || identity === undefined) throw new GatewayError('forbidden', 'The sign-in gave no identity this gateway can name.')
     const gate = compileGate(pending.route, (next) => loginUrl(this.deps.config, provider, next))
-    const decision = decide(gate, 'GET', pending.route.path, false, signedIn(token, identity))
+    const decision = decide(gate, { method: 'GET', target: pending.route.path, address }, false, signedIn(token, identity))
     if (decision.kind === 'forbidden') throw new GatewayError('forbidden', `This account may not use ${pending.route.path}, so it cannot allow an agent there.`)
     return identity.sub
   }

@@ -9,6 +9,7 @@
 // 6750's challenge, never a sign-in address.
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
+import type { Metrics } from '../ops/metrics.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Access, Guard } from '../access/authorize.js'
 import type { BearerReports } from '../access/bearer-report.js'
@@ -46,6 +47,8 @@ export interface ForwardAuthDeps {
   bearerReports: BearerReports
   /** Present when the gateway signs identity assertions: the original URL's origin gets one when allowed (see assertionAudience). */
   assertions?: Assertions | undefined
+  /** Counts the rules' refusals (route `forward-auth`). */
+  metrics: Metrics
 }
 
 /** The one value of a header sent once; undefined when absent or repeated (which to trust would be a guess). */
@@ -90,7 +93,10 @@ function agreed (request: FastifyRequest, name: string, other: string): string |
  * then refuse rather than admit (access/rules.ts).
  */
 function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): OriginalSubject {
-  if (original === undefined || !trusted(request.socket.remoteAddress ?? '', 0)) return { method: undefined, path: undefined, overrides: [] }
+  const fromProxy = trusted(request.socket.remoteAddress ?? '', 0)
+  // The client's address only as a trusted proxy tells it: without its X-Forwarded-For, request.ip is the proxy's own.
+  const address = fromProxy && request.headers['x-forwarded-for'] !== undefined ? request.ip : undefined
+  if (original === undefined || !fromProxy) return { method: undefined, path: undefined, address, overrides: [] }
   // Not a method token (`POST, GET`: values joined by a proxy): it cannot be told.
   const named = agreed(request, 'x-forwarded-method', 'x-original-method')
   const method = named !== undefined && /^[A-Za-z]+$/.test(named) ? named.toUpperCase() : undefined
@@ -98,7 +104,7 @@ function originalRequest (trusted: TrustTest, request: FastifyRequest, original:
   const canonical = uri === original.uri && !resolvesSegments(uri) ? canonicalTarget(uri) : undefined
   const path = canonical?.ok === true ? canonical.url : undefined
   // Judged whether or not the path can be told: a path the rules cannot read does not hide them.
-  return { method, path, overrides: [...queryOverrides(uri ?? ''), ...headerOverrides(request)] }
+  return { method, path, address, overrides: [...queryOverrides(uri ?? ''), ...headerOverrides(request)] }
 }
 
 /**
@@ -117,17 +123,17 @@ function headerOverrides (request: FastifyRequest): Array<string | undefined> {
  * (access/method-override.ts), each judged as well. The body is not sent to forward-auth: a `_method`
  * form field cannot be judged here (docs/forward-auth.md).
  */
-interface OriginalSubject { method: string | undefined, path: string | undefined, overrides: Array<string | undefined> }
+interface OriginalSubject { method: string | undefined, path: string | undefined, address: string | undefined, overrides: Array<string | undefined> }
 
 /** Forward-auth's judge: the query's rules and the host's (compiled at startup), both on the original request. */
 function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subject: OriginalSubject): Judge {
   const judge = allOf([compileRules({ allow: query, deny: [] }), ...(host === undefined ? [] : [host])])
   return (identity) => {
-    const judgement = judge(identity, subject.method, subject.path)
+    const judgement = judge(identity, subject.method, subject.path, subject.address)
     if (!judgement.admit || subject.overrides.length === 0) return judgement
     // On the subject's path as told, undefined included (the target forbiddenOverride passes on is not read).
-    const onPath: Judge = (who, method) => judge(who, method, subject.path)
-    return forbiddenOverride(onPath, identity, subject.path ?? '', subject.overrides) ?? judgement
+    const onPath: Judge = (who, method, _path, address) => judge(who, method, subject.path, address)
+    return forbiddenOverride(onPath, identity, subject.path ?? '', subject.address, subject.overrides) ?? judgement
   }
 }
 
@@ -183,7 +189,7 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
   return safeNext(text, redirectHosts)
 }
 
-export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions }: ForwardAuthDeps): Promise<void> {
+export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions, metrics }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
   // Each host's rules compiled once (their path globs included); the query's are compiled per request.
@@ -230,9 +236,10 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const signer = signerFor(provider, audience)
     const guard: Guard = bearer === undefined ? { gate, signer } : { gate, signer, bearer, bearerSigner: (issuer) => signerFor(issuer, audience) }
     const authorization = bearer === undefined ? undefined : credential(request.raw.headersDistinct[bearer.header])
-    const verdict = await access.authorize(guard, { method: request.method, target: request.url, html: false, cookie: request.headers.cookie, authorization })
+    const verdict = await access.authorize(guard, { method: request.method, target: request.url, address: subject.address, html: false, cookie: request.headers.cookie, authorization })
     const site: Site = { kind: 'forward-auth', identityHeaders: DEFAULT_IDENTITY_HEADERS, claimHeaders: [], switchAccountUrl: (next) => switchAccountUrl(config, provider, next), retry: () => ({ loginUrl: login }) }
     const answer = respond(verdict, authorization, site, back)
+    if (verdict.kind === 'forbidden' && verdict.refusedBy !== undefined) metrics.ruleRefusals.inc({ route: 'forward-auth', refused_by: verdict.refusedBy })
     request.audit = original === undefined ? answer.audit : { ...answer.audit, original: { method: subject.method, url: loggableUrl(original.uri) } }
     // The responder never forwards forward-auth's public path nor redirects it (a 500 if it did).
     if (answer.kind !== 'forward' || answer.allowed === undefined) throw answer.kind === 'refuse' ? answer.error : new Error(`forward-auth was answered ${answer.kind}`)

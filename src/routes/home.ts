@@ -44,24 +44,24 @@ function appRoutes (config: GatewayConfig): AppRoute[] {
  * Whether the gate lets `identity` GET `target` (canonical): the decision the proxy acts on. The
  * token is not the page's to read; only the decision's kind counts.
  */
-function admits (route: AppRoute, identity: Identity | undefined, target: string): boolean {
-  const kind = decide(route.gate, 'GET', target, true, signedIn('', identity)).kind
+function admits (route: AppRoute, identity: Identity | undefined, target: string, address: string | undefined): boolean {
+  const kind = decide(route.gate, { method: 'GET', target, address }, true, signedIn('', identity)).kind
   return kind === 'allow' || kind === 'public'
 }
 
 /**
  * The applications the person signed in with `identities` can open; first, the page they came from
- * (`next`, as safeNext left it) when the route that serves it lets them in.
+ * (`next`, as safeNext left it) when the route that serves it lets them in, judged from `address`.
  */
-function openApps (routes: readonly AppRoute[], identities: Record<string, Identity>, next: string): HomeApp[] {
+function openApps (routes: readonly AppRoute[], identities: Record<string, Identity>, next: string, address: string | undefined): HomeApp[] {
   const apps = routes
-    .filter((route) => Object.hasOwn(identities, route.provider) && admits(route, identities[route.provider], route.href))
+    .filter((route) => Object.hasOwn(identities, route.provider) && admits(route, identities[route.provider], route.href, address))
     .map(({ href }) => ({ label: href, href }))
   const target = next === HOME || !openable(next) ? undefined : canonicalTarget(next)
   if (apps.length === 0 || target === undefined || !target.ok) return apps
   // The route that serves `next` is the one the router picks: the longest prefix covering it.
   const serving = routes.filter((route) => covers(route.gate.prefix ?? '/', target.url)).sort((a, b) => b.href.length - a.href.length)[0]
-  if (serving === undefined || !Object.hasOwn(identities, serving.provider) || !admits(serving, identities[serving.provider], target.url)) return apps
+  if (serving === undefined || !Object.hasOwn(identities, serving.provider) || !admits(serving, identities[serving.provider], target.url, address)) return apps
   return [{ label: next, href: next }, ...apps.filter(({ href }) => href !== next)]
 }
 
@@ -80,7 +80,7 @@ export function homeRoutes (app: FastifyInstance, { config, sessions, signInLink
   app.get<{ Querystring: { next?: string } }>(HOME, async (request, reply) => {
     const identities = (await sessions.load(request.headers.cookie))?.record.identities ?? {}
     if (!wantsHtml(request)) return { identities }
-    const apps = openApps(routes, identities, safeNext(request.query.next))
+    const apps = openApps(routes, identities, safeNext(request.query.next), request.ip)
     const page = homePage(identities, signInLinks, apps, (provider) => switchAccountUrl(config, provider, HOME))
     return reply.type('text/html; charset=utf-8').send(page)
   })

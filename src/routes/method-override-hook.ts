@@ -106,7 +106,7 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
       }
       methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
     }
-    const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, methods)
+    const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods)
     if (refused !== undefined) throw refuse(request, route, refused.rule)
     // The very bytes read go upstream; reply-from takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])

@@ -7,6 +7,7 @@
 // unparsed. Upstream failures are answered by proxy/upstream-response.ts; an answer that breaks
 // off after its headers went out is logged and counted by RequestEnd (proxy/cut-off.ts names what
 // happened). A websocket route's upgrades are taken over before the proxy's handler (routes/websocket-route.ts).
+import { namesNetworks } from '../access/networks.js'
 import replyFrom, { type FastifyReplyFromHooks as ReplyOptions } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import type { IncomingHttpHeaders } from 'node:http'
@@ -69,6 +70,8 @@ interface RouteActs {
   readonly site: Site
   /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in; resolves with the kept form's flow binding. */
   readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<string | undefined>) | undefined
+  /** Counts a refusal by the rules (gateway_rule_refusals_total). */
+  readonly refused: (refusedBy: string) => void
 }
 
 /**
@@ -85,6 +88,7 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
       request.allowed = answer.allowed
       return done()
     case 'refuse':
+      if (verdict.kind === 'forbidden' && verdict.refusedBy !== undefined) route.refused(verdict.refusedBy)
       return done(answer.error)
     case 'redirect': {
       const location = answer.location
@@ -154,12 +158,14 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         }
         const switchAccount = (next: string) => switchAccountUrl(config, route.provider!, next)
         const site: Site = { kind: 'route', identityHeaders: route.identityHeaders, claimHeaders: route.headers, switchAccountUrl: switchAccount, retry: (next) => ({ retryUrl: next }) }
-        const acts: RouteActs = { site, keepForm }
+        const acts: RouteActs = { site, keepForm, refused: (refusedBy) => metrics.ruleRefusals.inc({ route: route.path, refused_by: refusedBy }) }
         // A callback hook: a verdict the pipeline gives at once (a session this instance verified
         // moments ago, with a fresh token) goes through without a promise.
+        // The client address (proxy-addr's walk under trustProxy) only where a rule judges it.
+        const judgesAddress = namesNetworks(route.rules)
         scope.addHook('onRequest', (request, reply, done) => {
           const authorization = bearerHeader === undefined ? undefined : request.headers[bearerHeader]
-          const verdict = access.authorize(guard, { method: request.method, target: request.url, html: wantsHtml(request), cookie: request.headers.cookie, authorization })
+          const verdict = access.authorize(guard, { method: request.method, target: request.url, address: judgesAddress ? request.ip : undefined, html: wantsHtml(request), cookie: request.headers.cookie, authorization })
           if (verdict instanceof Promise) verdict.then((settled) => act(request, reply, settled, authorization, acts, done), done)
           else act(request, reply, verdict, authorization, acts, done)
         })

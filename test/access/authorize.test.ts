@@ -80,8 +80,8 @@ async function setUp (options: { broken?: boolean } = {}) {
   return { clock, store, sessions, access, signIn }
 }
 
-const browser = (cookie?: string, target = '/app/page') => ({ method: 'GET', target, html: true, cookie })
-const api = (cookie?: string, target = '/app/api') => ({ method: 'GET', target, html: false, cookie })
+const browser = (cookie?: string, target = '/app/page') => ({ method: 'GET', target, address: '127.0.0.1', html: true, cookie })
+const api = (cookie?: string, target = '/app/api') => ({ method: 'GET', target, address: '127.0.0.1', html: false, cookie })
 
 describe('Access.authorize', () => {
   it('no cookie, a browser: sign_in with the login URL back to the target', async () => {
@@ -149,7 +149,7 @@ describe('Access.authorize', () => {
   it('`allow` rules that refuse the identity: forbidden, with the identity and a login URL', async () => {
     const { access, signIn } = await setUp()
     const gate = gateOf({ rules: lists([{ domains: ['example.org'] }]) })
-    expect(await access.authorize({ gate }, api(await signIn(bob)))).toEqual({ kind: 'forbidden', identity: bob, loginUrl: login('/app/api'), rule: undefined })
+    expect(await access.authorize({ gate }, api(await signIn(bob)))).toEqual({ kind: 'forbidden', identity: bob, loginUrl: login('/app/api'), rule: undefined, refusedBy: 'no_allow_rule', address: '127.0.0.1' })
     expect(await access.authorize({ gate }, api(await signIn(alice)))).toMatchObject({ kind: 'allow', identity: alice, rule: 'allow[0]' })
   })
 
@@ -228,7 +228,7 @@ describe('the pipeline and the rules agree (fast-check)', () => {
       // Half the runs read the store (a promise), half are answered from the cache.
       if (!fromStore) await access.authorize(guard, api(cookie))
       const verdict = await access.authorize(guard, api(cookie))
-      const admitted = compileRules(rules)(identity, 'GET', '/app/api').admit
+      const admitted = compileRules(rules)(identity, 'GET', '/app/api', undefined).admit
       expect(verdict.kind).toBe(admitted ? 'allow' : 'forbidden')
       clock.ms += 1
     }), { numRuns: 200, seed: 23 })

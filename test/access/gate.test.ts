@@ -116,12 +116,12 @@ describe('the access gate', () => {
   })
 
   it.each(TABLE)('%s', (_name, routeName, method, target, html, session, expected) => {
-    expect(decide(gates[routeName]!, method, target, html, session)).toEqual(expect.objectContaining(expected))
+    expect(decide(gates[routeName]!, { method, target, address: undefined }, html, session)).toEqual(expect.objectContaining(expected))
   })
 
   it('returns the sign-in to the `next` the caller gives (forward-auth knows the original URL)', () => {
     const gate = compileGate(ROUTES.plain, loginFor('demo'))
-    expect(decide(gate, 'GET', '/app/x', true, NO_SESSION, '/app/elsewhere')).toEqual({ kind: 'sign_in', loginUrl: 'https://gw.example/oauth/login/demo/?next=%2Fapp%2Felsewhere' })
+    expect(decide(gate, { method: 'GET', target: '/app/x', address: undefined }, true, NO_SESSION, '/app/elsewhere')).toEqual({ kind: 'sign_in', loginUrl: 'https://gw.example/oauth/login/demo/?next=%2Fapp%2Felsewhere' })
   })
 
   it('refuses to compile a protected route without a provider', () => {
@@ -205,7 +205,7 @@ describe('the gate and the route\'s public matcher agree (fast-check)', () => {
     fc.assert(fc.property(fc.array(ruleArb, { maxLength: 4 }), methodArb, pathArb, queryArb, fc.boolean(), refusedState, (ruleList, method, path, query, html, session) => {
       const gate = compileGate(route({ path: '/', public: ruleList }), loginFor('demo'))
       const target = path + query
-      const decision = decide(gate, method, target, html, session)
+      const decision = decide(gate, { method, target, address: undefined }, html, session)
       if (gate.isPublic(method, target)) {
         expect(decision).toEqual({ kind: 'public' })
       } else {
@@ -217,7 +217,7 @@ describe('the gate and the route\'s public matcher agree (fast-check)', () => {
   it('lets a signed-in user through on a non-public path only with their own token', () => {
     fc.assert(fc.property(fc.array(ruleArb, { maxLength: 4 }), methodArb, pathArb, fc.boolean(), (ruleList, method, path, html) => {
       const gate = compileGate(route({ path: '/', public: ruleList }), loginFor('demo'))
-      const decision = decide(gate, method, path, html, as(alice))
+      const decision = decide(gate, { method, target: path, address: undefined }, html, as(alice))
       expect(decision).toEqual(gate.isPublic(method, path) ? { kind: 'public' } : { kind: 'allow', accessToken: 'token-of-alice', identity: alice })
     }), { numRuns: 1000 })
   })

@@ -31,15 +31,15 @@ describe('claim paths named like Object.prototype members', () => {
 
   it.each(NAMES)('an allow rule on %s that does not hold lets the next rule decide (no throw)', (name) => {
     const judge = compileRules(lists([{ claims: { [name]: ['x'] } }, { claims: { roles: ['reporter'] } }]))
-    expect(judge(reporter, 'GET', '/app/')).toEqual({ admit: true, rule: 'allow[1]' })
+    expect(judge(reporter, 'GET', '/app/', undefined)).toEqual({ admit: true, rule: 'allow[1]' })
   })
 
   it.each(NAMES)('a deny rule on %s that does not hold refuses nobody (no throw)', (name) => {
     const judge = compileRules(lists(undefined, [{ claims: { [name]: ['x'] } }, { claims: { roles: ['banned'] } }]))
     // As a session keeps it: the claim was read at sign-in (both rules name it) and not found.
     const read: Identity = JSON.parse(JSON.stringify({ ...reporter, claims: { ...reporter.claims, [name]: [] } })) as Identity
-    expect(judge(read, 'GET', '/app/')).toEqual({ admit: true, rule: undefined })
+    expect(judge(read, 'GET', '/app/', undefined)).toEqual({ admit: true, rule: undefined })
     // Never read (a rule added since the sign-in): it cannot be told, and the deny holds.
-    expect(judge(reporter, 'GET', '/app/')).toEqual({ admit: false, rule: 'deny[0]' })
+    expect(judge(reporter, 'GET', '/app/', undefined)).toEqual({ admit: false, rule: 'deny[0]', refusedBy: 'claims' })
   })
 })

@@ -34,18 +34,18 @@ describe('a deny glob and the spellings of a path', () => {
     ['/wiki/admin/*', '/wiki/ad.min/x', true],
     ['/wiki/admin/*', '/wiki/page?path=/wiki/admin/x', true],
   ])('deny %s, path %s: admitted %s', (glob, path, admitted) => {
-    expect(denyOf(glob)(undefined, 'GET', path).admit).toBe(admitted)
+    expect(denyOf(glob)(undefined, 'GET', path, undefined).admit).toBe(admitted)
   })
 
   it('an allow glob matches only the exact path', () => {
-    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/public/x').admit).toBe(true)
-    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/PUBLIC/x').admit).toBe(false)
-    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/public./x').admit).toBe(false)
+    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/public/x', undefined).admit).toBe(true)
+    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/PUBLIC/x', undefined).admit).toBe(false)
+    expect(allowOf('/wiki/public/*')(undefined, 'GET', '/wiki/public./x', undefined).admit).toBe(false)
   })
 
   it('the edge folds a route prefix as the rules fold a deny glob', () => {
     expect(prefixSpelling('/wiki/ADMIN./x', ['/wiki/admin'])).toBeDefined()
-    expect(denyOf('/wiki/admin/*')(undefined, 'GET', '/wiki/ADMIN./x').admit).toBe(false)
+    expect(denyOf('/wiki/admin/*')(undefined, 'GET', '/wiki/ADMIN./x', undefined).admit).toBe(false)
   })
 })
 
@@ -85,13 +85,13 @@ describe('properties over random paths and spellings', () => {
       fc.pre(canonical.ok && canonical.url === spelt)
       const path = `/${segments.join('/')}`
       fc.pre(exactly(folded(glob), folded(path)))
-      expect(denyOf(glob)(undefined, 'GET', spelt).admit).toBe(false)
+      expect(denyOf(glob)(undefined, 'GET', spelt, undefined).admit).toBe(false)
     }), { numRuns: 500 })
   })
 
   it('an allow glob never admits a path its exact glob does not match', () => {
     fc.assert(fc.property(cases, ([glob, spelt]) => {
-      if (allowOf(glob)(undefined, 'GET', spelt).admit) expect(exactly(glob, spelt)).toBe(true)
+      if (allowOf(glob)(undefined, 'GET', spelt, undefined).admit) expect(exactly(glob, spelt)).toBe(true)
     }), { numRuns: 500 })
   })
 })
@@ -123,7 +123,7 @@ describe('a deny glob and the paths routers dispatch to the same action', () => 
     ['/api/*.json', '/api/x', true],
     ['/api/*.json', '/api/x.xml', true],
   ])('deny %s, path %s: admitted %s', (glob, path, admitted) => {
-    expect(denyOf(glob)(undefined, 'GET', path).admit).toBe(admitted)
+    expect(denyOf(glob)(undefined, 'GET', path, undefined).admit).toBe(admitted)
   })
 
   it('a deny glob holds on the trailing-/ and format-suffix spellings of what it denies, and an allow never widens', () => {
@@ -132,8 +132,8 @@ describe('a deny glob and the paths routers dispatch to the same action', () => 
       const glob = star ? `${path}/*` : path
       const spelt = `${path}${tail}`
       fc.pre(canonicalTarget(spelt).ok)
-      expect(denyOf(glob)(undefined, 'GET', spelt).admit).toBe(false)
-      if (allowOf(glob)(undefined, 'GET', spelt).admit) expect(exactly(glob, spelt)).toBe(true)
+      expect(denyOf(glob)(undefined, 'GET', spelt, undefined).admit).toBe(false)
+      if (allowOf(glob)(undefined, 'GET', spelt, undefined).admit) expect(exactly(glob, spelt)).toBe(true)
     }), { numRuns: 300 })
   })
 })

@@ -27,7 +27,7 @@ describe('the judge, with no identity', () => {
     [{ claims: { 'realm_access.roles': ['external'] } }],
     [{ groups: ['contractors'], paths: ['/app/admin/*'] }],
   ])('refuses where a deny rule on the person (%j) cannot be told', (deny) => {
-    expect(compileRules(lists(undefined, [deny]))(undefined, 'GET', '/app/admin/x').admit).toBe(false)
+    expect(compileRules(lists(undefined, [deny]))(undefined, 'GET', '/app/admin/x', undefined).admit).toBe(false)
   })
 })
 

@@ -58,7 +58,7 @@ describe('a token identity and the person it names, under the same rules', () =>
       const judge = compileRules(lists(rules.allow, rules.deny))
       const token = tokenIdentityFrom(claimsOf(person, carried), MAPPING, [ROLES_PATH])
       const session = identityFrom(claimsOf(person, { email: true, groups: true, roles: true }), MAPPING, [ROLES_PATH])
-      if (judge(token, 'GET', path).admit) expect(judge(session, 'GET', path).admit).toBe(true)
+      if (judge(token, 'GET', path, undefined).admit) expect(judge(session, 'GET', path, undefined).admit).toBe(true)
     }), { numRuns: 2000 })
   })
 
@@ -66,7 +66,7 @@ describe('a token identity and the person it names, under the same rules', () =>
     fc.assert(fc.property(personArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, rules, path) => {
       const judge = compileRules(lists(rules.allow, rules.deny))
       const claims = claimsOf(person, { email: true, groups: true, roles: true })
-      expect(judge(tokenIdentityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path)).toEqual(judge(identityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path))
+      expect(judge(tokenIdentityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined)).toEqual(judge(identityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined))
     }), { numRuns: 1000 })
   })
 
@@ -75,10 +75,10 @@ describe('a token identity and the person it names, under the same rules', () =>
     expect(token).toMatchObject({ sub: 'mallory', unknown: ['email', 'groups'] })
     expect(token).not.toHaveProperty(['claims', ROLES_PATH])
     for (const condition of [{ emails: ['x@example.org'] }, { domains: ['example.org'] }, { groups: ['admins'] }, { claims: { [ROLES_PATH]: ['deployer'] } }]) {
-      expect(compileRules(lists(undefined, [condition]))(token, 'GET', '/x').admit).toBe(false)
-      expect(compileRules(lists([condition]))(token, 'GET', '/x').admit).toBe(false)
+      expect(compileRules(lists(undefined, [condition]))(token, 'GET', '/x', undefined).admit).toBe(false)
+      expect(compileRules(lists([condition]))(token, 'GET', '/x', undefined).admit).toBe(false)
     }
     // A session's provider that says nothing means "none": the deny rule does not hold.
-    expect(compileRules(lists(undefined, [{ emails: ['x@example.org'] }]))(identityFrom({ sub: 'mallory' }, MAPPING), 'GET', '/x').admit).toBe(true)
+    expect(compileRules(lists(undefined, [{ emails: ['x@example.org'] }]))(identityFrom({ sub: 'mallory' }, MAPPING), 'GET', '/x', undefined).admit).toBe(true)
   })
 })

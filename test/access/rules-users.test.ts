@@ -44,7 +44,7 @@ const TABLE: Row[] = [
 
 describe('users conditions key a person on the subject', () => {
   it.each(TABLE)('%s', (_what, allow, deny, identity, admit) => {
-    expect(compileRules(lists(allow, deny))(identity, 'GET', '/x').admit).toBe(admit)
+    expect(compileRules(lists(allow, deny))(identity, 'GET', '/x', undefined).admit).toBe(admit)
   })
 
   // Entries as the config keeps them (it trims each).
@@ -55,18 +55,18 @@ describe('users conditions key a person on the subject', () => {
       // The rule lists the first person's subject and (by mistake) their reassignable name.
       fc.pre(other !== subject && other !== name)
       const judge = compileRules(lists([{ users: [subject, name] }]))
-      expect(judge(person(name, other), 'GET', '/x').admit).toBe(false)
-      expect(judge(person(otherName, other), 'GET', '/x').admit).toBe(false)
-      expect(judge(person(otherName, subject), 'GET', '/x').admit).toBe(true)
+      expect(judge(person(name, other), 'GET', '/x', undefined).admit).toBe(false)
+      expect(judge(person(otherName, other), 'GET', '/x', undefined).admit).toBe(false)
+      expect(judge(person(otherName, subject), 'GET', '/x', undefined).admit).toBe(true)
     }), { numRuns: 300 })
   })
 
   it('a deny entry holds for every identity whose subject or user name it names', () => {
     fc.assert(fc.property(text, text, text, (entry, subject, name) => {
       const judge = compileRules(lists(undefined, [{ users: [entry] }]))
-      expect(judge(person(entry, subject), 'GET', '/x').admit).toBe(false)
-      expect(judge(person(name, entry), 'GET', '/x').admit).toBe(false)
-      expect(judge(person(name, subject), 'GET', '/x').admit).toBe(entry !== name && entry !== subject)
+      expect(judge(person(entry, subject), 'GET', '/x', undefined).admit).toBe(false)
+      expect(judge(person(name, entry), 'GET', '/x', undefined).admit).toBe(false)
+      expect(judge(person(name, subject), 'GET', '/x', undefined).admit).toBe(entry !== name && entry !== subject)
     }), { numRuns: 300 })
   })
 })

@@ -65,22 +65,23 @@ const TABLE: Row[] = [
 
 describe('the judge (a table)', () => {
   it.each(TABLE)('%s', (_what, allow, deny, identity, method, path, admit, rule) => {
-    expect(compileRules(lists(allow, deny))(identity, method, path)).toEqual({ admit, rule })
+    const judgement = compileRules(lists(allow, deny))(identity, method, path, undefined)
+    expect(judgement).toEqual(admit ? { admit, rule } : { admit, rule, refusedBy: rule === undefined ? 'no_allow_rule' : expect.any(String) })
   })
 
   it('the earlier allow object: any of its conditions admits, naming which', () => {
     const judge = compileRules(anyOf({ emails: ['bob@contractor.example'], groups: ['admins'] }))
-    expect(judge(alice, 'GET', '/x')).toEqual({ admit: true, rule: 'allow.groups' })
-    expect(judge(bob, 'GET', '/x')).toEqual({ admit: true, rule: 'allow.emails' })
-    expect(judge(eve, 'GET', '/x')).toEqual({ admit: false, rule: undefined })
+    expect(judge(alice, 'GET', '/x', undefined)).toEqual({ admit: true, rule: 'allow.groups' })
+    expect(judge(bob, 'GET', '/x', undefined)).toEqual({ admit: true, rule: 'allow.emails' })
+    expect(judge(eve, 'GET', '/x', undefined)).toEqual({ admit: false, rule: undefined, refusedBy: 'no_allow_rule' })
   })
 
   it('allOf: the first refusal decides; admissions are named together', () => {
     const query = compileRules(lists([{ groups: ['staff'] }]))
     const host = compileRules(lists(undefined, [{ domains: ['contractor.example'] }]))
-    expect(allOf([query, host])(alice, 'GET', '/x')).toEqual({ admit: true, rule: 'allow[0]' })
-    expect(allOf([query, host])(bob, 'GET', '/x')).toEqual({ admit: false, rule: 'deny[0]' })
-    expect(allOf([query, compileRules(lists([{ users: ['alice'] }]))])(alice, 'GET', '/x')).toEqual({ admit: true, rule: 'allow[0], allow[0]' })
+    expect(allOf([query, host])(alice, 'GET', '/x', undefined)).toEqual({ admit: true, rule: 'allow[0]' })
+    expect(allOf([query, host])(bob, 'GET', '/x', undefined)).toEqual({ admit: false, rule: 'deny[0]', refusedBy: expect.any(String) })
+    expect(allOf([query, compileRules(lists([{ users: ['alice'] }]))])(alice, 'GET', '/x', undefined)).toEqual({ admit: true, rule: 'allow[0], allow[0]' })
   })
 })
 
@@ -119,15 +120,15 @@ const requestArb = fc.record({ identity: identityArb, method: fc.constantFrom(..
 describe('the judge (fast-check)', () => {
   it('deny always wins: when a deny rule holds alone, no allow list admits', () => {
     fc.assert(fc.property(listsArb, requestArb, ({ allow, deny }, { identity, method, path }) => {
-      const denied = deny.some((rule) => compileRules(lists([rule]))(identity, method, path).admit)
-      if (denied) expect(compileRules(lists(allow, deny))(identity, method, path).admit).toBe(false)
+      const denied = deny.some((rule) => compileRules(lists([rule]))(identity, method, path, undefined).admit)
+      if (denied) expect(compileRules(lists(allow, deny))(identity, method, path, undefined).admit).toBe(false)
     }), { numRuns: 500, seed: 24 })
   })
 
   it('a rule with more conditions never admits more', () => {
     fc.assert(fc.property(conditionsArb, conditionsArb, requestArb, (rule, extra, { identity, method, path }) => {
-      const wider = compileRules(lists([rule]))(identity, method, path).admit
-      const narrower = compileRules(lists([{ ...extra, ...rule }]))(identity, method, path).admit
+      const wider = compileRules(lists([rule]))(identity, method, path, undefined).admit
+      const narrower = compileRules(lists([{ ...extra, ...rule }]))(identity, method, path, undefined).admit
       if (narrower) expect(wider).toBe(true)
     }), { numRuns: 500, seed: 24 })
   })
@@ -135,15 +136,15 @@ describe('the judge (fast-check)', () => {
   it('the query never changes a decision: paths are judged on the path only', () => {
     fc.assert(fc.property(listsArb, requestArb, fc.constantFrom('', '?a=1', '?next=/app/admin/x', '?/docs/a', '?'), ({ allow, deny }, { identity, method, path }, query) => {
       const judge = compileRules(lists(allow, deny))
-      expect(judge(identity, method, path + query)).toEqual(judge(identity, method, path))
+      expect(judge(identity, method, path + query, undefined)).toEqual(judge(identity, method, path, undefined))
     }), { numRuns: 500, seed: 24 })
   })
 
   it('what cannot be told is never admitted where the told value would be refused', () => {
     fc.assert(fc.property(listsArb, requestArb, ({ allow, deny }, { identity, method, path }) => {
       const judge = compileRules(lists(allow, deny))
-      if (judge(identity, undefined, undefined).admit) {
-        expect(judge(identity, method, path).admit).toBe(true)
+      if (judge(identity, undefined, undefined, undefined).admit) {
+        expect(judge(identity, method, path, undefined).admit).toBe(true)
       }
     }), { numRuns: 500, seed: 24 })
   })

@@ -228,11 +228,11 @@ function outcome (config: GatewayConfig, claims: Record<string, unknown>, reques
   const identity = identityFrom(claims, provider.claims, provider.keptClaims)
   if (route === undefined) {
     const [rules] = [...config.forwardAuth.hosts.values()]
-    const judgement = compileRules(rules!)(identity, method === '?' ? undefined : method, path)
+    const judgement = compileRules(rules!)(identity, method === '?' ? undefined : method, path, undefined)
     return [judgement.admit ? 'admit' : 'refuse', judgement.rule].filter(Boolean).join(' ')
   }
   const gate = compileGate(route, (next) => `/oauth/login/${providerName}/?next=${next}`)
-  const decision = decide(gate, method, path!, false, signedIn('token', identity))
+  const decision = decide(gate, { method, target: path!, address: undefined }, false, signedIn('token', identity))
   if (decision.kind === 'allow') return ['admit', decision.rule].filter(Boolean).join(' ')
   if (decision.kind === 'forbidden') return ['refuse', decision.rule].filter(Boolean).join(' ')
   return decision.kind

@@ -180,6 +180,37 @@ export async function startFrontProxy (kind: FrontKind, where: Omit<FrontAddress
   const rendered = await renderTemplate(kind, addresses)
   const config = edit ? edit(rendered) : rendered
   if (config === rendered && edit) throw new Error(`the edit changed nothing in ${FRONT_TEMPLATES[kind]}`)
+  return await runFront(kind, binary, config, addresses, held)
+}
+
+/**
+ * docs/deployment.md's nginx server block in front of the gateway (`gateway`: its host:port), as
+ * written there, on a held loopback port without TLS (the block's certificate lines left out).
+ */
+export async function startNginxInFront (gateway: string): Promise<FrontProxy> {
+  const binary = frontBinary('nginx')
+  if (!binary) throw new Error('nginx is not installed (.ci/run installs it)')
+  const held = await holdFrontPort()
+  const addresses: FrontAddresses = { port: held.port, gateway, upstream: gateway }
+  const docs = await readFile('docs/deployment.md', 'utf8')
+  const block = /A minimal nginx server block:\n\n```nginx\n([\s\S]*?)```/.exec(docs)?.[1]
+  if (block === undefined) throw new Error('docs/deployment.md no longer has its minimal nginx server block')
+  let config = block.replace(/^\s*ssl_certificate.*\n/gm, '')
+  const replacements: Array<[string, string]> = [
+    ['listen 443 ssl;', `listen 127.0.0.1:${held.port} default_server;`],
+    ['server_name gateway.example.com;', 'server_name 127.0.0.1;'],
+    ['X-Forwarded-Host gateway.example.com;', `X-Forwarded-Host 127.0.0.1:${held.port};`],
+    ['127.0.0.1:8080', gateway],
+  ]
+  for (const [from, to] of replacements) {
+    if (!config.includes(from)) throw new Error(`docs/deployment.md's nginx block no longer contains "${from}"`)
+    config = config.replaceAll(from, to)
+  }
+  return await runFront('nginx', binary, config, addresses, held)
+}
+
+/** Runs `kind` with the site `config` on the held port; resolves once it answers HTTP. */
+async function runFront (kind: FrontKind, binary: string, config: string, addresses: FrontAddresses, held: HeldPort): Promise<FrontProxy> {
   const dir = await mkdtemp(join(tmpdir(), `gw-${kind}-`))
   let child: ChildProcess
   if (!SHARES_PORTS) await held.release()

@@ -89,13 +89,13 @@ describe('the gate on a route with reauth', () => {
   const alice = { sub: 'alice', groups: [] }
 
   it('a person the rules refuse is told so, not sent to sign in again', () => {
-    expect(decide(gate, 'GET', '/admin/x', true, signedIn('t', { sub: 'mallory', groups: [] }, true)).kind).toBe('forbidden')
+    expect(decide(gate, { method: 'GET', target: '/admin/x', address: undefined }, true, signedIn('t', { sub: 'mallory', groups: [] }, true)).kind).toBe('forbidden')
   })
 
   it('a sign-in too old: a browser signs in again toward the same page, an API client is told how recent', () => {
-    expect(decide(gate, 'GET', '/admin/x?y=1', true, signedIn('t', alice, true))).toEqual({ kind: 'sign_in', loginUrl: '/oauth/login/demo/?next=%2Fadmin%2Fx%3Fy%3D1' })
-    expect(decide(gate, 'GET', '/admin/x', false, signedIn('t', alice, true))).toEqual({ kind: 'step_up', loginUrl: '/oauth/login/demo/?next=%2Fadmin%2Fx', realm: 'demo', reauth: FIFTEEN_MINUTES })
-    expect(decide(gate, 'GET', '/admin/x', false, signedIn('t', alice)).kind).toBe('allow')
+    expect(decide(gate, { method: 'GET', target: '/admin/x?y=1', address: undefined }, true, signedIn('t', alice, true))).toEqual({ kind: 'sign_in', loginUrl: '/oauth/login/demo/?next=%2Fadmin%2Fx%3Fy%3D1' })
+    expect(decide(gate, { method: 'GET', target: '/admin/x', address: undefined }, false, signedIn('t', alice, true))).toEqual({ kind: 'step_up', loginUrl: '/oauth/login/demo/?next=%2Fadmin%2Fx', realm: 'demo', reauth: FIFTEEN_MINUTES })
+    expect(decide(gate, { method: 'GET', target: '/admin/x', address: undefined }, false, signedIn('t', alice)).kind).toBe('allow')
   })
 })
 

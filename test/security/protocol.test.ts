@@ -133,7 +133,7 @@ describe('repeated callback parameters', () => {
 describe('email_verified: false never satisfies an e-mail rule', () => {
   const mapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
   const admits = (identity: ReturnType<typeof identityFrom>, over: { emails?: string[], domains?: string[], groups?: string[] }) =>
-    compileRules(lists([over]))(identity, 'GET', '/app/').admit
+    compileRules(lists([over]))(identity, 'GET', '/app/', undefined).admit
 
   it.each([
     ['false', false, false],

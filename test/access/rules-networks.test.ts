@@ -1,0 +1,221 @@
+// `networks` in a rule: the config's reading of each entry (src/config/networks.ts) and the gate's
+// test of a client address (src/access/networks.ts), as tables of hostile values, and a property that
+// the two agree with plain prefix arithmetic for any network and address; the rules' meaning (a
+// `deny` holds where the address cannot be told, an `allow` does not; `::/0` is not IPv4); and
+// `--check`'s problems and warnings.
+import fc from 'fast-check'
+import { describe, expect, it } from 'vitest'
+import { stringify } from 'yaml'
+import { compileRules } from '../../src/access/rules.js'
+import { networkTest } from '../../src/access/networks.js'
+import { parseConfig } from '../../src/config/config.js'
+import { parseNetwork } from '../../src/config/networks.js'
+import { configWarnings } from '../../src/config/safety.js'
+import type { Network } from '../../src/config/types.js'
+import type { Identity } from '../../src/session/record.js'
+import { configProblems } from '../helpers/config.js'
+import { TEST_SECRET } from '../helpers/gateway.js'
+import { lists } from '../helpers/rules.js'
+
+const alice: Identity = { sub: 'alice', subject: 'alice', groups: ['staff'] }
+
+function network (entry: string): Network {
+  const parsed = parseNetwork(entry)
+  if (typeof parsed === 'string') throw new Error(parsed)
+  return parsed
+}
+
+describe('a network as gateway.yaml writes it', () => {
+  const READ: Array<[string, Network | RegExp]> = [
+    ['10.0.0.0/8', { address: '10.0.0.0', bits: 8, family: 'ipv4', outside: false }],
+    [' 192.0.2.7 ', { address: '192.0.2.7', bits: 32, family: 'ipv4', outside: false }],
+    ['2001:DB8:0:0::/32', { address: '2001:db8::', bits: 32, family: 'ipv6', outside: false }],
+    ['::1', { address: '::1', bits: 128, family: 'ipv6', outside: false }],
+    ['0.0.0.0/0', { address: '0.0.0.0', bits: 0, family: 'ipv4', outside: false }],
+    ['::/0', { address: '::', bits: 0, family: 'ipv6', outside: false }],
+    ['!10.8.0.0/16', { address: '10.8.0.0', bits: 16, family: 'ipv4', outside: true }],
+    [' ! fd00:8::/32', { address: 'fd00:8::', bits: 32, family: 'ipv6', outside: true }],
+    ['!!10.8.0.0/16', /IP address or CIDR range/],
+    ['!', /IP address or CIDR range/],
+    // Host bits under the prefix: the network, or the address? Said, not guessed.
+    ['10.1.2.3/8', /network's own address \(10\.0\.0\.0\/8\)/],
+    ['2001:db8::1/32', /network's own address \(2001:db8::\/32\)/],
+    ['10.0.0.0/33', /prefix length from 0 to 32/],
+    ['2001:db8::/129', /prefix length from 0 to 128/],
+    ['10.0.0.0/', /prefix length/],
+    ['10.0.0.0/-1', /prefix length/],
+    ['10.0.0.0/8/8', /prefix length/],
+    ['10.0.0.0/ 8', /prefix length/],
+    ['10.0.0/8', /IP address or CIDR range/],
+    ['010.0.0.1', /IP address or CIDR range/],
+    ['10.0.0.256', /IP address or CIDR range/],
+    ['localhost', /IP address or CIDR range/],
+    ['*', /IP address or CIDR range/],
+    ['', /IP address or CIDR range/],
+    ['fe80::1%eth0', /IP address or CIDR range/],
+    ['10.0.0.0-10.0.0.255', /IP address or CIDR range/],
+    // Clients reach the gateway as IPv4: an IPv4 network in IPv6 form would be read two ways.
+    ['::ffff:10.0.0.0/104', /written as IPv4/],
+    ['::ffff:192.0.2.7', /written as IPv4/],
+  ]
+  it.each(READ)('%j', (entry, expected) => {
+    const parsed = parseNetwork(entry)
+    if (expected instanceof RegExp) expect(parsed).toMatch(expected)
+    else expect(parsed).toEqual(expected)
+  })
+})
+
+describe('a client address against networks', () => {
+  const inside = networkTest([network('10.0.0.0/8'), network('2001:db8::/32'), network('192.0.2.7')])
+  const ADDRESSES: Array<[string | undefined, boolean | undefined]> = [
+    ['10.1.2.3', true],
+    ['11.0.0.1', false],
+    ['192.0.2.7', true],
+    ['192.0.2.8', false],
+    // An IPv4 client on an IPv6 socket is the IPv4 address it is.
+    ['::ffff:10.1.2.3', true],
+    ['::FFFF:10.1.2.3', true],
+    ['::ffff:11.0.0.1', false],
+    ['2001:db8::1', true],
+    ['2001:DB8:FFFF::1', true],
+    ['2001:db9::1', false],
+    // Not an address the rules can judge: cannot be told.
+    ['fe80::1%eth0', undefined],
+    ['2001:db8::1%eth0', undefined],
+    ['10.1.2.3:443', undefined],
+    ['', undefined],
+    ['unknown', undefined],
+    [undefined, undefined],
+  ]
+  it.each(ADDRESSES)('%j', (address, expected) => {
+    expect(inside(address)).toBe(expected)
+  })
+
+  it('::/0 holds no IPv4 client, and 0.0.0.0/0 no IPv6 one', () => {
+    expect(networkTest([network('::/0')])('10.0.0.1')).toBe(false)
+    expect(networkTest([network('::/0')])('::ffff:10.0.0.1')).toBe(false)
+    expect(networkTest([network('::/0')])('2001:db8::1')).toBe(true)
+    expect(networkTest([network('0.0.0.0/0')])('2001:db8::1')).toBe(false)
+    expect(networkTest([network('0.0.0.0/0')])('::ffff:10.0.0.1')).toBe(true)
+  })
+})
+
+/** An address as a number, for the reference test: IPv4 as 32 bits, IPv6 as 128. */
+function bitsOf (bytes: number[]): bigint {
+  return bytes.reduce((all, byte) => (all << 8n) | BigInt(byte), 0n)
+}
+
+describe('the config and the gate agree with prefix arithmetic', () => {
+  const v4 = fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 4, maxLength: 4 })
+  const v6 = fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 16, maxLength: 16 })
+  const v6Text = (bytes: number[]): string => Array.from({ length: 8 }, (_, i) => ((bytes[2 * i]! << 8) | bytes[2 * i + 1]!).toString(16)).join(':')
+
+  it('IPv4: an address is inside exactly when its first bits are the network\'s', () => {
+    fc.assert(fc.property(v4, fc.integer({ min: 0, max: 32 }), v4, (net, bits, address) => {
+      const mask = bits === 0 ? 0n : ((1n << BigInt(bits)) - 1n) << BigInt(32 - bits)
+      const base = bitsOf(net) & mask
+      const written = `${[24, 16, 8, 0].map((shift) => Number((base >> BigInt(shift)) & 255n)).join('.')}/${bits}`
+      const test = networkTest([network(written)])
+      expect(test(address.join('.'))).toBe((bitsOf(address) & mask) === base)
+      // The network's own first and last address are inside.
+      expect(test(written.split('/')[0])).toBe(true)
+    }), { numRuns: 500 })
+  })
+
+  it('IPv6: the same, and a written network with host bits is refused, naming the one meant', () => {
+    fc.assert(fc.property(v6, fc.integer({ min: 0, max: 128 }), v6, (net, bits, address) => {
+      const mask = bits === 0 ? 0n : ((1n << BigInt(bits)) - 1n) << BigInt(128 - bits)
+      const base = bitsOf(net) & mask
+      const baseBytes = Array.from({ length: 16 }, (_, i) => Number((base >> BigInt(8 * (15 - i))) & 255n))
+      // Networks among the IPv4-mapped addresses are written as IPv4 (refused in IPv6 form).
+      fc.pre(!(bits >= 96 && baseBytes.slice(0, 10).every((byte) => byte === 0) && baseBytes[10] === 255 && baseBytes[11] === 255))
+      const test = networkTest([network(`${v6Text(baseBytes)}/${bits}`)])
+      fc.pre(!(address.slice(0, 10).every((byte) => byte === 0) && address[10] === 255 && address[11] === 255))
+      expect(test(v6Text(address))).toBe((bitsOf(address) & mask) === base)
+      if (bitsOf(net) !== base) expect(parseNetwork(`${v6Text(net)}/${bits}`)).toMatch(/network's own address/)
+    }), { numRuns: 500 })
+  })
+})
+
+describe('networks in rules', () => {
+  const office = { networks: ['10.0.0.0/8'] }
+
+  it('an allow rule admits from inside only; where the address cannot be told it does not', () => {
+    const judge = compileRules(lists([office]))
+    expect(judge(alice, 'GET', '/x', '10.2.3.4')).toEqual({ admit: true, rule: 'allow[0]' })
+    expect(judge(alice, 'GET', '/x', '192.0.2.1')).toMatchObject({ admit: false, rule: undefined, refusedBy: 'no_allow_rule' })
+    expect(judge(alice, 'GET', '/x', undefined).admit).toBe(false)
+    expect(judge(alice, 'GET', '/x', 'garbage').admit).toBe(false)
+  })
+
+  it('a deny rule refuses from inside, and where the address cannot be told; it names its conditions for the metric', () => {
+    const judge = compileRules(lists(undefined, [{ networks: ['192.0.2.0/24'], paths: ['/x/admin/*'] }]))
+    expect(judge(alice, 'GET', '/x/admin/a', '192.0.2.9')).toEqual({ admit: false, rule: 'deny[0]', refusedBy: 'paths+networks' })
+    expect(judge(alice, 'GET', '/x/admin/a', '10.0.0.1').admit).toBe(true)
+    expect(judge(alice, 'GET', '/x/other', '192.0.2.9').admit).toBe(true)
+    expect(judge(alice, 'GET', '/x/admin/a', undefined).admit).toBe(false)
+    expect(judge(alice, 'GET', '/x/admin/a', 'fe80::1%eth0').admit).toBe(false)
+  })
+
+  it('"contractors never from outside the VPN" is one deny rule: the domain, and the VPN after !', () => {
+    const judge = compileRules(lists(undefined, [{ domains: ['contractor.example'], networks: ['!10.8.0.0/16', '!fd00:8::/32'] }]))
+    const contractor: Identity = { sub: 'c', subject: 'c', email: 'c@contractor.example', groups: [] }
+    expect(judge(contractor, 'GET', '/x', '203.0.113.5').admit).toBe(false)
+    expect(judge(contractor, 'GET', '/x', '2001:db8::5').admit).toBe(false)
+    expect(judge(contractor, 'GET', '/x', '10.8.3.4').admit).toBe(true)
+    expect(judge(contractor, 'GET', '/x', '::ffff:10.8.3.4').admit).toBe(true)
+    expect(judge(contractor, 'GET', '/x', 'fd00:8::1').admit).toBe(true)
+    expect(judge(contractor, 'GET', '/x', undefined).admit).toBe(false)
+    expect(judge(alice, 'GET', '/x', '203.0.113.5').admit).toBe(true)
+  })
+
+  it('plain and ! networks together: inside one of the plain ones and none of the ! ones', () => {
+    const test = networkTest(['10.0.0.0/8', '!10.66.0.0/16'].map(network))
+    expect([test('10.1.0.1'), test('10.66.0.1'), test('11.0.0.1'), test('2001:db8::1')]).toEqual([true, false, false, false])
+    const outsideOnly = networkTest([network('!10.0.0.0/8')])
+    expect([outsideOnly('10.1.0.1'), outsideOnly('11.0.0.1'), outsideOnly('2001:db8::1'), outsideOnly('nope')]).toEqual([false, true, true, undefined])
+  })
+})
+
+describe('networks in gateway.yaml', () => {
+  const PROVIDER = { clientId: 'c', clientSecret: 's', authorizeUrl: 'https://op.example/a', tokenUrl: 'https://op.example/t', scope: 'read' }
+  const yamlOf = (rules: Record<string, unknown>, server: Record<string, unknown> = {}, forwardAuth?: Record<string, unknown>): string => stringify({
+    server,
+    session: { secret: TEST_SECRET },
+    providers: { demo: PROVIDER },
+    routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'demo', ...rules }],
+    ...(forwardAuth ? { forwardAuth } : {}),
+  })
+
+  it('reads networks into the rule, each checked at its own key path', () => {
+    const config = parseConfig(yamlOf({ allow: [{ networks: ['10.0.0.0/8', '2001:db8::/32'] }] }), {})
+    expect(config.routes[0]!.rules.allow![0]!.networks).toEqual([network('10.0.0.0/8'), network('2001:db8::/32')])
+    expect(configProblems(yamlOf({ deny: [{ networks: ['10.0.0.0/8', '10.1.2.3/8', 'vpn'] }] }))).toEqual([
+      expect.stringMatching(/^routes\[0\]\.deny\[0\]\.networks\[1\]: must be the network's own address \(10\.0\.0\.0\/8\), got "10\.1\.2\.3\/8"/),
+      expect.stringMatching(/^routes\[0\]\.deny\[0\]\.networks\[2\]: must be an IP address or CIDR range such as 10\.0\.0\.0\/8/),
+    ])
+    expect(configProblems(yamlOf({ allow: [{ networks: [] }] }))).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]\.networks: must be a non-empty list/)])
+    expect(configProblems(yamlOf({ allow: [{ networks: [10] }] }))).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]\.networks\[0\]: must be a string/)])
+  })
+
+  it('warns where the address judged would be another than the client\'s', () => {
+    const warnings = (rules: Record<string, unknown>, server: Record<string, unknown> = {}, forwardAuth?: Record<string, unknown>): string[] =>
+      configWarnings(parseConfig(yamlOf(rules, server, forwardAuth), {})).filter((warning) => warning.includes('.networks'))
+    // Behind a TLS proxy it does not trust, every client is the proxy.
+    expect(warnings({ allow: [{ networks: ['10.0.0.0/8'] }] }, { baseUrl: 'https://gw.example' })).toEqual([
+      expect.stringMatching(/^routes\[0\]\.allow\[0\]\.networks: server\.baseUrl is https.*set server\.trustProxy/),
+    ])
+    expect(warnings({ allow: [{ networks: ['10.0.0.0/8'] }] }, { baseUrl: 'https://gw.example', trustProxy: ['192.0.2.10'] })).toEqual([])
+    expect(warnings({ allow: [{ networks: ['10.0.0.0/8'] }] }, { baseUrl: 'http://127.0.0.1:8080' })).toEqual([])
+    // An allow network that holds the trusted proxy admits what it sends without X-Forwarded-For.
+    expect(warnings({ allow: [{ networks: ['10.0.0.0/8'] }] }, { trustProxy: ['10.1.0.0/16'] })).toEqual([
+      expect.stringMatching(/^routes\[0\]\.allow\[0\]\.networks: admits the trusted proxy 10\.1\.0\.0\/16 itself/),
+    ])
+    expect(warnings({ allow: [{ networks: ['127.0.0.0/8'] }] }, { trustProxy: ['loopback'] })).toEqual([expect.stringMatching(/admits the trusted proxy 127\.0\.0\.0\/8/)])
+    expect(warnings({ deny: [{ networks: ['10.0.0.0/8'] }] }, { trustProxy: ['10.1.0.0/16'] })).toEqual([])
+    // Forward-auth learns the address only from a trusted proxy.
+    expect(warnings({}, {}, { hosts: { 'app.example.com': { deny: [{ networks: ['10.0.0.0/8'] }] } } })).toEqual([
+      expect.stringMatching(/^forwardAuth\.hosts\.app\.example\.com\.deny\[0\]\.networks: forward-auth learns the client's address only from a trusted proxy.*refuses every request/),
+    ])
+  })
+})
