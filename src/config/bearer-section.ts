@@ -60,7 +60,11 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
       issues.add(where, `names no configured provider: ${describe(name)}`, match !== undefined ? `did you mean \`${match}\`?` : `known: ${names.join(', ') || 'none'}`)
       return
     }
-    if (provider.issuer === undefined) {
+    if (provider.tokenOnly && (bearer.introspect || bearer.claimsFrom === 'introspection')) {
+      const key = bearer.introspect ? 'introspect' : 'claimsFrom'
+      issues.add([...at, key], `asks ${name}'s introspection endpoint, and ${name} is a token-only issuer: introspection needs this gateway's client credentials there, and it has none`, 'accept only its JWTs (introspect: false, claimsFrom: token), or give the provider a clientId and clientSecret')
+    }
+    if (provider.issuer === undefined && !issues.touched(['providers', name, 'issuer'])) {
       issues.add(where, `names provider ${name}, which has no \`issuer\`: without OIDC discovery there are no keys to verify its tokens with`, 'set the provider\'s issuer (its discovery document must list jwks_uri), or name in `issuers` providers that have one (without `issuers`, the route\'s provider is used)')
     }
   })

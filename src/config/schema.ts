@@ -105,8 +105,8 @@ const Claims = Type.Object({
 })
 
 const Provider = Type.Object({
-  clientId: Type.String({ minLength: 1, description: '`client_id` registered at the provider.', examples: ['${GITHUB_CLIENT_ID}'] }),
-  clientSecret: Type.String({ minLength: 1, description: '`client_secret`; sent only to the provider\'s token endpoint (and its revocation endpoint at sign-out), in the form body.', examples: ['${GITHUB_CLIENT_SECRET}'] }),
+  clientId: Type.Optional(Type.String({ minLength: 1, description: '`client_id` registered at the provider. Without `clientId` and `clientSecret` the provider is a token-only issuer (CI systems, workloads): only `issuer` is needed, and it can be named only in a route\'s `bearer.issuers` (see machine-clients.md).', examples: ['${GITHUB_CLIENT_ID}'] })),
+  clientSecret: Type.Optional(Type.String({ minLength: 1, description: '`client_secret`; sent only to the provider\'s token endpoint (and its revocation endpoint at sign-out), in the form body. Required with `clientId`.', examples: ['${GITHUB_CLIENT_SECRET}'] })),
   preset: Type.Optional(Type.Union(PRESET_NAMES.map((name) => Type.Literal(name)), {
     description: 'Fill the endpoints, scope and claims of a well-known provider (recipes in docs/providers.md); keys given here win.',
   })),

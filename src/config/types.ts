@@ -91,8 +91,14 @@ export interface ClaimsMapping {
 /** One <remote_app_name>: a registered OAuth 2.0 client at one provider. */
 export interface ProviderConfig {
   name: string
+  /** Empty for a token-only issuer. */
   clientId: string
   clientSecret: string
+  /**
+   * No client here (no `clientId`/`clientSecret`): an issuer whose tokens machine clients bring (CI
+   * systems, workloads), named only in `bearer.issuers`; nobody signs in with it.
+   */
+  tokenOnly: boolean
   /** Absent only when `issuer` is given: then discovery supplies it. */
   authorizeUrl: string | undefined
   tokenUrl: string | undefined

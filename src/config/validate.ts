@@ -17,7 +17,7 @@ import { validateServer, validateRateLimit } from './validate/server.js'
 import { validateSession } from './validate/session.js'
 import { validateStore } from './validate/store.js'
 import { validateProvider } from './validate/providers.js'
-import { validateRoute, checkReauthProvider, reportReachingRoutes } from './validate/routes.js'
+import { validateRoute, checkReauthProvider, checkSignInProvider, reportReachingRoutes } from './validate/routes.js'
 import { validateAssertion, reportHeaderClashes } from './validate/headers.js'
 import { validateForwardAuth } from './validate/forward-auth.js'
 import { validateMetrics, validateTracing } from './validate/observability.js'
@@ -102,6 +102,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   keepNamedClaims(providers, routes, forwardAuth)
   routes.forEach((route, i) => { if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers) })
   routes.forEach((route, i) => { checkReauthProvider(issues, ['routes', i, 'reauth'], route, providers) })
+  routes.forEach((route, i) => { checkSignInProvider(issues, ['routes', i, 'provider'], route, providers) })
   for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
   return {
     server,

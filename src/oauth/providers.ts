@@ -79,8 +79,9 @@ export class Providers {
     private readonly log: Logger
   ) {}
 
-  has (name: string): boolean {
-    return Object.hasOwn(this.configs, name)
+  /** Whether `name` is a provider people sign in with (not a token-only issuer, whose tokens only machine clients bring). */
+  signsIn (name: string): boolean {
+    return Object.hasOwn(this.configs, name) && !this.configs[name]!.tokenOnly
   }
 
   /** Resolves every provider in the background, retrying with backoff, and logs what still fails. */
@@ -117,7 +118,7 @@ export class Providers {
 
   /** The resolved provider; throws unknown_provider or provider_unavailable. One attempt at a time. */
   get (name: string): Promise<ResolvedProvider> {
-    const config = this.has(name) ? this.configs[name] : undefined
+    const config = Object.hasOwn(this.configs, name) ? this.configs[name] : undefined
     if (!config) return Promise.reject(unknownProvider(name))
     let pending = this.resolved.get(name)
     if (!pending) {
@@ -167,13 +168,10 @@ export class Providers {
   private async discover (config: ProviderConfig): Promise<ResolvedProvider> {
     const issuer = new URL(config.issuer!)
     const metadata = await this.fetchMetadata(issuer, config.timeoutMs)
-    const authorizeUrl = config.authorizeUrl ?? metadata.authorization_endpoint
-    const tokenUrl = config.tokenUrl ?? metadata.token_endpoint
-    if (!authorizeUrl || !tokenUrl) throw new Error('the discovery document has no authorization_endpoint or token_endpoint')
-    if (config.openid && !metadata.jwks_uri) throw new Error('the discovery document has no jwks_uri')
+    const { authorizeUrl, tokenUrl } = grantEndpoints(config, metadata)
     const discovered = {
-      authorization_endpoint: config.authorizeUrl ? undefined : authorizeUrl,
-      token_endpoint: config.tokenUrl ? undefined : tokenUrl,
+      authorization_endpoint: config.authorizeUrl ? undefined : metadata.authorization_endpoint,
+      token_endpoint: config.tokenUrl ? undefined : metadata.token_endpoint,
       userinfo_endpoint: config.userinfoUrl ? undefined : metadata.userinfo_endpoint,
       jwks_uri: metadata.jwks_uri,
       end_session_endpoint: config.endSession && typeof metadata.end_session_endpoint === 'string' ? metadata.end_session_endpoint : undefined,
@@ -207,4 +205,17 @@ export class Providers {
       selectAccount: Array.isArray(metadata.prompt_values_supported) && metadata.prompt_values_supported.includes('select_account'),
     }
   }
+}
+
+/**
+ * Where people sign in and codes are exchanged: the config's, else discovery's. A token-only
+ * issuer's document needs only its keys (GitHub Actions' and Kubernetes' list no endpoints to sign
+ * in at): its endpoints stay empty, never used.
+ */
+function grantEndpoints (config: ProviderConfig, metadata: oauth.AuthorizationServer): { authorizeUrl: string, tokenUrl: string } {
+  const authorizeUrl = config.authorizeUrl ?? metadata.authorization_endpoint ?? (config.tokenOnly ? '' : undefined)
+  const tokenUrl = config.tokenUrl ?? metadata.token_endpoint ?? (config.tokenOnly ? '' : undefined)
+  if (authorizeUrl === undefined || tokenUrl === undefined) throw new Error('the discovery document has no authorization_endpoint or token_endpoint')
+  if ((config.openid || config.tokenOnly) && !metadata.jwks_uri) throw new Error('the discovery document has no jwks_uri')
+  return { authorizeUrl, tokenUrl }
 }

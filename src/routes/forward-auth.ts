@@ -216,7 +216,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
 
   app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>('/oauth/auth/:provider/', async (request, reply) => {
     const provider = request.params.provider
-    if (!providers.has(provider)) throw unknownProvider(provider)
+    if (!providers.signsIn(provider)) throw unknownProvider(provider)
     const original = originalUrl(trusted, request)
     const back = returnTo(original, ownOrigin, redirectHosts)
     const login = loginUrl(config, provider, back)

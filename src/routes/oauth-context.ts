@@ -101,14 +101,14 @@ export function oauthContext (deps: OAuthDeps): OAuthContext {
     flowCookie,
     signOutCookie: { ...flowCookie, maxAge: Math.ceil(signOuts.ttlMs / 1000) },
     redirectHosts: new RedirectHosts(config.forwardAuth.allowedRedirectHosts),
-    signInLinks: Object.keys(config.providers).map((name) => {
+    signInLinks: Object.keys(config.providers).filter((name) => !config.providers[name]!.tokenOnly).map((name) => {
       const route = config.routes.find((r) => r.provider === name)
       return { name, href: loginUrl(config, name, route ? `${route.path.replace(/\/$/, '')}/` : '/') }
     }),
     stepUp: (provider, next) => stepUpOf(config, provider, next),
     providerName (request) {
       const name = request.params.provider
-      if (!providers.has(name)) throw unknownProvider(name)
+      if (!providers.signsIn(name)) throw unknownProvider(name)
       return name
     },
   }

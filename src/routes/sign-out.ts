@@ -87,7 +87,7 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
   function switchProvider (raw: unknown): string | undefined {
     if (raw === undefined) return undefined
     const name = typeof raw === 'string' ? raw : ''
-    if (!providers.has(name)) throw unknownProvider(name)
+    if (!providers.signsIn(name)) throw unknownProvider(name)
     return name
   }
 

@@ -168,7 +168,7 @@ routes:
 `
     expect(problems(text)).toEqual([
       'providers.bad name: must be a provider name (letters, digits, - and _), got "bad name" (line 3)',
-      'providers.bad name.clientSecret: is required (line 3)',
+      'providers.bad name.clientSecret: is required with clientId; leave out both for a provider whose tokens machine clients bring (a token-only issuer) (line 3)',
       'providers.bad name.scope: is required; or set preset: github, gitlab, google, microsoft, keycloak (line 3)',
       'providers.bad name.clientId: must not be empty (line 4)',
       'providers.bad name.authorizeUrl: must be a URL, got "not-a-url" (line 5)',

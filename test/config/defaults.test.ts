@@ -67,6 +67,7 @@ describe('config defaults', () => {
             "pkce": true,
             "scope": "profile",
             "timeoutMs": 10000,
+            "tokenOnly": false,
             "tokenUrl": "https://op.example.org/token",
             "userinfoUrl": undefined,
           },

@@ -38,9 +38,12 @@ export function validateProvider (issues: Issues, name: string, raw: ProviderRaw
   const scope = raw.scope ?? ''
   // A preset (even one with a problem, reported already) supplies the scope and the location.
   const preset = given('preset')
-  if (!given('scope') && !preset) issues.add(at('scope'), 'is required', PRESET_HINT)
+  const tokenOnly = !given('clientId') && !given('clientSecret')
+  if (tokenOnly) checkTokenOnly(issues, at, given, preset)
+  else checkClient(issues, at, given)
+  if (!given('scope') && !preset && !tokenOnly) issues.add(at('scope'), 'is required', PRESET_HINT)
   const openid = scope.split(/\s+/).includes('openid')
-  const { authorizeUrl, tokenUrl } = validateGrantEndpoints(issues, at, raw, given, preset, openid)
+  const { authorizeUrl, tokenUrl } = tokenOnly ? { authorizeUrl: undefined, tokenUrl: undefined } : validateGrantEndpoints(issues, at, raw, given, preset, openid)
   const userinfoUrl = url(issues, at('userinfoUrl'), raw.userinfoUrl, ['http', 'https'])
   const shipped = raw.clientSecret === undefined ? undefined : shippedSecretProblem(raw.clientSecret, loopbackOnly)
   if (shipped !== undefined) issues.add(at('clientSecret'), shipped)
@@ -50,6 +53,7 @@ export function validateProvider (issues: Issues, name: string, raw: ProviderRaw
     name,
     clientId: raw.clientId ?? '',
     clientSecret: raw.clientSecret ?? '',
+    tokenOnly,
     authorizeUrl,
     tokenUrl,
     scope,
@@ -64,6 +68,28 @@ export function validateProvider (issues: Issues, name: string, raw: ProviderRaw
     endSession: raw.endSession,
     // Filled in once the routes and hosts are known (keepNamedClaims).
     keptClaims: [],
+  }
+}
+
+/** A client is its id and its secret: one without the other is a slip, not a token-only issuer. */
+function checkClient (issues: Issues, at: KeyPath, given: (key: keyof ProviderRaw) => boolean): void {
+  if (!given('clientId')) issues.add(at('clientId'), 'is required with clientSecret', 'leave out both for a provider whose tokens machine clients bring (a token-only issuer)')
+  if (!given('clientSecret')) issues.add(at('clientSecret'), 'is required with clientId', 'leave out both for a provider whose tokens machine clients bring (a token-only issuer)')
+}
+
+/**
+ * A provider without a client: an issuer of tokens that machine clients bring (GitHub Actions,
+ * GitLab CI, Kubernetes). Its keys come from discovery, so it needs `issuer`; what only a sign-in
+ * uses is refused rather than ignored.
+ */
+function checkTokenOnly (issues: Issues, at: KeyPath, given: (key: keyof ProviderRaw) => boolean, preset: boolean): void {
+  if (preset) {
+    issues.add(at('preset'), 'fills in a sign-in client, and this provider has no clientId and clientSecret (a token-only issuer)', 'write its issuer instead, or give clientId and clientSecret')
+    return
+  }
+  if (!given('issuer')) issues.add(at('issuer'), 'is required for a provider without clientId and clientSecret (a token-only issuer): its keys come from discovery', 'or give clientId and clientSecret for a provider people sign in with')
+  for (const key of ['authorizeUrl', 'tokenUrl', 'scope'] as const) {
+    if (given(key)) issues.add(at(key), 'is for signing in, and this provider has no clientId and clientSecret (a token-only issuer): nobody signs in with it', 'remove it, or give clientId and clientSecret')
   }
 }
 

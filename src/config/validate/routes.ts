@@ -71,6 +71,14 @@ function validateReauth (issues: Issues, at: Path, raw: RouteRaw['reauth'], auth
   return { maxAgeMs: duration(issues, [...at, 'maxAge'], raw.maxAge, 60_000, 30 * DAY), acr }
 }
 
+/** A route's provider signs people in: a token-only issuer (no client) can only be named in `bearer.issuers`. */
+export function checkSignInProvider (issues: Issues, at: Path, route: RouteConfig, providers: Record<string, ProviderConfig>): void {
+  const provider = route.provider !== undefined && Object.hasOwn(providers, route.provider) ? providers[route.provider] : undefined
+  if (provider?.tokenOnly !== true) return
+  issues.add(at, `names ${provider.name}, a token-only issuer (no clientId and clientSecret): nobody can sign in with it`,
+    `name a provider people sign in with here, and ${provider.name} in bearer.issuers: [${provider.name}] (with bearer.audience) for the tokens it mints`)
+}
+
 /** `reauth:` judges the ID token's `auth_time` and `acr`: the route's provider must sign in with OpenID Connect. */
 export function checkReauthProvider (issues: Issues, at: Path, route: RouteConfig, providers: Record<string, ProviderConfig>): void {
   if (route.reauth === undefined || route.provider === undefined) return

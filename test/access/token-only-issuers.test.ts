@@ -1,0 +1,135 @@
+// Token-only issuers: a provider that is just `issuer:` (no client id or secret), for the tokens CI
+// systems and workloads mint, usable only in `bearer.issuers`; rules on their claims decide which
+// pipelines pass. A real oidc-provider stands in for a CI issuer (client-credentials JWTs carrying a
+// `repository` claim); GitHub Actions and Kubernetes, which cannot be reached from here, answer as
+// their public documentation shows (a discovery document with keys and no sign-in endpoints), and
+// the rules are the recipes' in docs/machine-clients.md, as written there.
+import { readFileSync } from 'node:fs'
+import { expect } from 'vitest'
+import { parse, stringify } from 'yaml'
+import { startCiIssuer, type CiIssuer } from '../helpers/ci-issuers.js'
+import { configProblems } from '../helpers/config.js'
+import { TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { clientCredentialsToken } from '../helpers/machine.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { test as it } from '../helpers/stack.js'
+import type { Upstream } from '../helpers/upstream.js'
+
+const DEPLOY = 'api://deploy'
+const APP = { id: 'ci-app', secret: 'ci-app-secret' }
+const OTHER = { id: 'ci-other', secret: 'ci-other-secret' }
+
+/** The `routes[0]` of the recipe under `heading` in docs/machine-clients.md (its first yaml block). */
+function recipeRoute (heading: string): { bearer: { audience: string }, allow: unknown } {
+  const docs = readFileSync('docs/machine-clients.md', 'utf8')
+  const section = docs.slice(docs.indexOf(`### ${heading}`))
+  const block = /```yaml\n([\s\S]*?)```/.exec(section)?.[1]
+  if (block === undefined) throw new Error(`docs/machine-clients.md has no yaml block under "${heading}"`)
+  return (parse(block) as { routes: Array<{ bearer: { audience: string }, allow: unknown }> }).routes[0]!
+}
+
+let gateway: TestGateway
+let upstream: Upstream
+let ci: TestProvider
+let github: CiIssuer
+let cluster: CiIssuer
+const githubRoute = recipeRoute('GitHub Actions')
+const clusterRoute = recipeRoute('Kubernetes service accounts')
+
+it.beforeAll(async ({ startStack, upstream: echo }) => {
+  upstream = echo
+  ci = await startOidcProvider([], {
+    machineClients: [{ client_id: APP.id, client_secret: APP.secret }, { client_id: OTHER.id, client_secret: OTHER.secret }],
+    resources: { [DEPLOY]: { scope: 'deploy' } },
+    tokenClaims: (clientId) => ({ repository: clientId === APP.id ? 'org/app' : 'org/other', ref: 'refs/heads/main' }),
+  })
+  github = await startCiIssuer('github')
+  cluster = await startCiIssuer('kubernetes')
+  gateway = await startStack({
+    providers: { ci: { issuer: ci.issuer }, 'github-actions': { issuer: github.issuer }, cluster: { issuer: cluster.issuer } },
+    routes: [
+      { path: '/deploy/', upstream: echo.url, provider: 'demo', bearer: { issuers: ['ci'], audience: DEPLOY }, allow: [{ claims: { repository: ['org/app'], ref: ['refs/heads/main'] } }] },
+      { path: '/gh/', upstream: echo.url, provider: 'demo', bearer: { issuers: ['github-actions'], audience: githubRoute.bearer.audience }, allow: githubRoute.allow },
+      { path: '/k8s/', upstream: echo.url, provider: 'demo', bearer: { issuers: ['cluster'], audience: clusterRoute.bearer.audience }, allow: clusterRoute.allow },
+    ],
+  })
+})
+
+it.afterAll(async () => {
+  await gateway?.close()
+  await Promise.all([ci?.close(), github?.close(), cluster?.close()])
+})
+
+async function call (path: string, token?: string): Promise<{ status: number, body: Record<string, unknown> }> {
+  const response = await fetch(`${gateway.url}${path}`, { headers: { accept: 'application/json', ...(token === undefined ? {} : { authorization: `Bearer ${token}` }) } })
+  const text = await response.text()
+  return { status: response.status, body: text === '' ? {} : JSON.parse(text) as Record<string, unknown> }
+}
+
+it('a pipeline of the named repository passes, its token unchanged; another repository of the same issuer is refused', async () => {
+  const token = await clientCredentialsToken(ci, APP, DEPLOY)
+  const seen = upstream.seen.length
+  expect((await call('/deploy/run', token)).status).toBe(200)
+  expect(upstream.seen.slice(seen).map((request) => request.headers.authorization)).toEqual([`Bearer ${token}`])
+  const other = await call('/deploy/run', await clientCredentialsToken(ci, OTHER, DEPLOY))
+  expect(other).toMatchObject({ status: 403, body: { error: 'forbidden', rule: null } })
+  expect(upstream.seen.length - seen).toBe(1)
+})
+
+it('a token for another audience, or none, is refused as on any bearer route', async () => {
+  const wrongAudience = await call('/gh/run', await github.mint('https://github.com/octo-org'))
+  expect(wrongAudience).toMatchObject({ status: 401, body: { error: 'invalid_token' } })
+  expect((await call('/deploy/run')).status).toBe(401)
+})
+
+it('GitHub Actions: the recipe\'s rule passes the repository\'s main branch only', async () => {
+  const audience = githubRoute.bearer.audience
+  expect((await call('/gh/run', await github.mint(audience))).status).toBe(200)
+  expect((await call('/gh/run', await github.mint(audience, { ref: 'refs/heads/feature', sub: 'repo:octo-org/octo-repo:ref:refs/heads/feature' }))).status).toBe(403)
+  // A repository of that name recreated by someone else (GitHub's advice: pin the id as well).
+  expect((await call('/gh/run', await github.mint(audience, { repository_id: '999' }))).status).toBe(403)
+  expect((await call('/gh/run', await github.mint(audience, { repository: 'octo-org/other-repo' }))).status).toBe(403)
+})
+
+it('Kubernetes: the recipe\'s rule passes the named service account of the namespace only', async () => {
+  const audience = clusterRoute.bearer.audience
+  expect((await call('/k8s/run', await cluster.mint(audience))).status).toBe(200)
+  const otherNamespace = { sub: 'system:serviceaccount:dev:deployer', 'kubernetes.io': { namespace: 'dev', serviceaccount: { name: 'deployer', uid: 'u' } } }
+  expect((await call('/k8s/run', await cluster.mint(audience, otherNamespace))).status).toBe(403)
+  const otherAccount = { sub: 'system:serviceaccount:deploy:default', 'kubernetes.io': { namespace: 'deploy', serviceaccount: { name: 'default', uid: 'u' } } }
+  expect((await call('/k8s/run', await cluster.mint(audience, otherAccount))).status).toBe(403)
+})
+
+it('nobody signs in with a token-only issuer: no login, no forward-auth, not on the home page', async () => {
+  for (const path of ['/oauth/login/ci/', '/oauth/authorized/ci/?code=x&state=y', '/oauth/auth/ci/', '/oauth/backchannel-logout/ci/']) {
+    const response = await fetch(`${gateway.url}${path}`, { method: path.includes('backchannel') ? 'POST' : 'GET', headers: { accept: 'application/json' }, redirect: 'manual' })
+    expect([path, response.status, (await response.json() as { error: string }).error]).toEqual([path, 404, 'unknown_provider'])
+  }
+  const home = await (await fetch(`${gateway.url}/oauth/`, { headers: { accept: 'text/html' } })).text()
+  expect(home).toContain('/oauth/login/demo/')
+  expect(home).not.toMatch(/oauth\/login\/(?:ci|github-actions|cluster)\//)
+})
+
+it('--check: only an issuer, named only in bearer.issuers, never asked to introspect', () => {
+  const config = (providers: Record<string, unknown>, route: Record<string, unknown>): string => stringify({
+    session: { secret: TEST_SECRET },
+    providers: { corp: { clientId: 'c', clientSecret: 's', authorizeUrl: 'https://op.example/a', tokenUrl: 'https://op.example/t', scope: 'read' }, ...providers },
+    routes: [{ path: '/deploy/', upstream: 'http://127.0.0.1:9100', provider: 'corp', ...route }],
+  })
+  const gha = { gha: { issuer: 'https://token.actions.githubusercontent.com' } }
+  const bearer = { bearer: { issuers: ['gha'], audience: 'https://gw.example/deploy' } }
+  expect(configProblems(config(gha, bearer))).toEqual([])
+  const TABLE: Array<[Record<string, unknown>, Record<string, unknown>, RegExp]> = [
+    [gha, { provider: 'gha' }, /^routes\[0\]\.provider: names gha, a token-only issuer \(no clientId and clientSecret\): nobody can sign in with it; name a provider people sign in with here, and gha in bearer\.issuers/],
+    [{ gha: {} }, bearer, /^providers\.gha\.issuer: is required for a provider without clientId and clientSecret \(a token-only issuer\)/],
+    [{ gha: { issuer: 'https://token.actions.githubusercontent.com', scope: 'openid' } }, bearer, /^providers\.gha\.scope: is for signing in, and this provider has no clientId and clientSecret/],
+    [{ gha: { issuer: 'https://token.actions.githubusercontent.com', tokenUrl: 'https://x.example/t' } }, bearer, /^providers\.gha\.tokenUrl: is for signing in/],
+    [{ gha: { preset: 'google' } }, bearer, /^providers\.gha\.preset: fills in a sign-in client, and this provider has no clientId and clientSecret/],
+    [{ gha: { issuer: 'https://token.actions.githubusercontent.com', scope: 'openid', clientId: 'x' } }, bearer, /^providers\.gha\.clientSecret: is required with clientId; leave out both for a provider whose tokens machine clients bring/],
+    [{ gha: { issuer: 'https://token.actions.githubusercontent.com', scope: 'openid', clientSecret: 'long-enough-secret-value' } }, bearer, /^providers\.gha\.clientId: is required with clientSecret/],
+    [gha, { bearer: { issuers: ['gha'], audience: 'a', introspect: true } }, /^routes\[0\]\.bearer\.introspect: asks gha's introspection endpoint, and gha is a token-only issuer/],
+    [gha, { bearer: { issuers: ['gha'], audience: 'a', claimsFrom: 'introspection' } }, /^routes\[0\]\.bearer\.claimsFrom: asks gha's introspection endpoint/],
+    [{ gha: { issuer: 'http://ci.example.com' } }, bearer, /^providers\.gha\.issuer: .*plain http/],
+  ]
+  for (const [providers, route, problem] of TABLE) expect([problem, configProblems(config(providers, route))]).toEqual([problem, [expect.stringMatching(problem)]])
+})
