@@ -111,6 +111,8 @@ export type ErrorCode = keyof typeof ERRORS
 export interface ErrorDetails {
   /** Where a person can start the sign-in over (absolute URL). */
   loginUrl?: string
+  /** On a route with several providers: each one's sign-in address (the JSON body's `login_urls`). */
+  loginUrls?: Record<string, string>
   /** Where a person can simply try again (the same address), when signing in again would not help. */
   retryUrl?: string
   /**
@@ -150,6 +152,8 @@ export interface Refused {
   } | undefined
   /** The refusing rule's name (`deny[0]`); undefined: no `allow` rule matched. */
   readonly rule: string | undefined
+  /** On a route with several providers: the one the person signed in with, as judged. */
+  readonly provider?: string | undefined
   /** The client address the rules judged (`networks` conditions), when it was told. */
   readonly address?: string | undefined
   /** The refusing rule names `networks`: where the request came from refused it. */

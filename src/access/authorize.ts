@@ -57,6 +57,8 @@ export interface Guard {
   readonly gate: RouteGate
   /** Signs the assertion an allowed request carries; absent: none. */
   readonly signer?: AssertionSigner | undefined
+  /** On a route with several providers: the signer of each (the session's provider signs). */
+  readonly signers?: Readonly<Record<string, AssertionSigner | undefined>> | undefined
   /** Machine clients' tokens (`bearer:`); absent: only sessions. */
   readonly bearer?: BearerGuard | undefined
   /** Signs the assertion of a machine client, by the provider that issued its token; absent: none. */
@@ -109,13 +111,19 @@ export class Access {
       const token = bearerToken(request.authorization)
       if (token !== undefined) return withToken(guard, guard.bearer, request, token)
     }
-    const provider = guard.gate.provider
     const cached = this.sessions.cached(request.cookie)
+    const several = guard.gate.providers.length > 1
+    const provider = several && cached ? this.freshProvider(guard.gate, cached) : guard.gate.provider
     const token = cached && this.refresher.freshToken(cached, provider)
-    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider], this.needsStepUp(guard.gate, cached)) : UNREAD
+    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider], this.needsStepUp(guard.gate, cached), several ? provider : undefined) : UNREAD
     const decision = decide(guard.gate, request, request.html, state)
     if (decision.kind === 'read_session') return this.afterReading(guard, request)
     return withAssertion(guard, decision, cached)
+  }
+
+  /** On a route with several providers: the first (in the route's order) whose token in the session is fresh, else the route's first. */
+  private freshProvider (gate: RouteGate, session: Session): string {
+    return gate.providers.find((provider) => this.refresher.freshToken(session, provider) !== undefined) ?? gate.provider
   }
 
   /**
@@ -172,14 +180,16 @@ export class Access {
 
   /** The session from the store, its token refreshed if need be, as the gate reads it. */
   private async read (cookie: string | undefined, gate: RouteGate): Promise<{ state: SessionState, session: Session | undefined, tokenless?: Session }> {
-    const provider = gate.provider
     try {
       const session = await this.sessions.load(cookie) ?? undefined
-      const token = session ? await this.refresher.usableToken(session, provider) : undefined
-      if (session && !token) return { state: NO_SESSION, session: undefined, tokenless: session }
-      return session && token
-        ? { state: signedIn(token.access_token, session.record.identities?.[provider], this.needsStepUp(gate, session)), session }
-        : { state: NO_SESSION, session: undefined }
+      if (session === undefined) return { state: NO_SESSION, session: undefined }
+      const several = gate.providers.length > 1
+      // With several providers, the first (in the route's order) whose token is usable, refreshed if need be.
+      for (const provider of gate.providers) {
+        const token = await this.refresher.usableToken(session, provider)
+        if (token) return { state: signedIn(token.access_token, session.record.identities?.[provider], this.needsStepUp(gate, session), several ? provider : undefined), session }
+      }
+      return { state: NO_SESSION, session: undefined, tokenless: session }
     } catch (error) {
       return { state: failed(error), session: undefined }
     }
@@ -197,19 +207,20 @@ function withGrantOf (verdict: Verdict | Promise<Verdict>, grant: Grant): Verdic
 
 function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_session' }>, session: Session | undefined): Verdict | Promise<Verdict> {
   if (decision.kind !== 'allow') return decision
+  const signer = decision.provider === undefined ? guard.signer : guard.signers?.[decision.provider]
   // The gate's own decision when there is nothing to sign: no second object on the hot path.
-  if (guard.signer === undefined || session === undefined || decision.identity === undefined) return decision
-  return signed(guard.signer, session.id, decision, undefined)
+  if (signer === undefined || session === undefined || decision.identity === undefined) return decision
+  return signed(signer, session.id, decision, undefined)
 }
 
 /** An allowed decision with the subject's assertion: at once when one is ready, else once signed. */
 function signed (signer: AssertionSigner, id: string, decision: Extract<Decision, { kind: 'allow' }>, via: Allowed['via']): Verdict | Promise<Verdict> {
-  const { accessToken, identity, rule } = decision
+  const { accessToken, identity, rule, provider } = decision
   const ready = signer.ready(id)
-  if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, assertion: ready, via }
+  if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, provider, assertion: ready, via }
   // A signing that fails (the key ring's store) is the store's failure, answered as such.
   return signer.assertion(id, identity).then(
-    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, assertion, via }),
+    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, provider, assertion, via }),
     (error: unknown): Verdict => ({ kind: 'unavailable', error }))
 }
 
@@ -234,7 +245,7 @@ function withToken (guard: Guard, bearer: BearerGuard, request: AccessRequest, t
 }
 
 function tokenVerdict (guard: Guard, bearer: BearerGuard, request: AccessRequest, token: string, outcome: BearerOutcome): Verdict | Promise<Verdict> {
-  const state = outcome.ok ? signedIn(token, outcome.identity) : tokenRefused(outcome.problem, outcome.message, outcome.scopes)
+  const state = outcome.ok ? signedIn(token, outcome.identity, false, outcome.issuer) : tokenRefused(outcome.problem, outcome.message, outcome.scopes)
   const decision = decide(guard.gate, request, false, state)
   if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for a session on a token') }
   if (decision.kind !== 'allow' || !outcome.ok) return decision

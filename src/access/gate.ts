@@ -49,6 +49,8 @@ export interface GateRoute {
   path: string | undefined
   auth: 'required' | 'none'
   provider: string | undefined
+  /** Every provider whose session passes (`providers: [a, b]`); absent: `provider` alone. */
+  providers?: readonly string[]
   /** Who may pass (`deny` wins; no `allow`: any signed-in person). */
   rules: RuleLists
   public: readonly PublicRule[]
@@ -60,8 +62,12 @@ export interface GateRoute {
 export interface RouteGate {
   readonly prefix: string | undefined
   readonly auth: 'required' | 'none'
-  /** The provider whose token and identity the route needs (empty for `auth: none`). */
+  /** The provider whose token and identity the route needs (empty for `auth: none`); with several, the first. */
   readonly provider: string
+  /** Every provider whose session passes, in the route's order (`[provider]` with one). */
+  readonly providers: readonly string[]
+  /** With several providers: each one's sign-in address that returns to `next` (an API client's 401 names them). */
+  readonly loginUrls: ((next: string) => Record<string, string>) | undefined
   /** Who may pass: the route's rules, compiled (rules.ts). */
   readonly judge: Judge
   /**
@@ -82,7 +88,8 @@ export type SessionState =
   | { readonly kind: 'unread' }
   | { readonly kind: 'none' }
   /** `stepUp`: the sign-in is older than the route's `reauth` allows (or of another `acr`). */
-  | { readonly kind: 'signed_in', readonly accessToken: string, readonly identity: Identity | undefined, readonly stepUp?: boolean }
+  /** `provider`: where the session signed in, when the route has several (absent: the gate's `provider`). */
+  | { readonly kind: 'signed_in', readonly accessToken: string, readonly identity: Identity | undefined, readonly stepUp?: boolean, readonly provider?: string }
   | { readonly kind: 'failed', readonly error: unknown }
   /** A machine client's token that does not pass (`problem` names why; `scopes`: what the route requires). */
   | { readonly kind: 'token_refused', readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[] }
@@ -93,7 +100,8 @@ export const UNREAD: SessionState = Object.freeze({ kind: 'unread' })
 export const NO_SESSION: SessionState = Object.freeze({ kind: 'none' })
 
 /** Signed in with a usable token; `stepUp`: but not recently enough for the route's `reauth` (./step-up-route.ts). */
-export function signedIn (accessToken: string, identity: Identity | undefined, stepUp = false): SessionState {
+export function signedIn (accessToken: string, identity: Identity | undefined, stepUp = false, provider?: string): SessionState {
+  if (provider !== undefined) return { kind: 'signed_in', accessToken, identity, stepUp, provider }
   return stepUp ? { kind: 'signed_in', accessToken, identity, stepUp } : { kind: 'signed_in', accessToken, identity }
 }
 
@@ -110,7 +118,7 @@ export function tokenRefused (problem: TokenProblem, message: string, scopes: re
 /** What the gate decided; `kind` names it, the other fields are what acting on it needs. */
 export type Decision =
   /** Forward with these credentials (bearer token, identity headers); `rule` admitted it (undefined: no rule needed to). */
-  | { readonly kind: 'allow', readonly accessToken: string, readonly identity: Identity | undefined, readonly rule: string | undefined }
+  | { readonly kind: 'allow', readonly accessToken: string, readonly identity: Identity | undefined, readonly rule: string | undefined, readonly provider?: string }
   /** Forward without any credentials of the session. */
   | { readonly kind: 'public' }
   /** Read the session (refreshing its token if need be), then ask again with what was found. */
@@ -118,7 +126,7 @@ export type Decision =
   /** 302 to `loginUrl` (a browser). */
   | { readonly kind: 'sign_in', readonly loginUrl: string }
   /** 401 `unauthenticated` with `login_url` and `WWW-Authenticate: Bearer realm="<realm>"` (and `resource_metadata` on a bearer route). */
-  | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string, readonly resourceMetadata: string | undefined }
+  | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string, readonly resourceMetadata: string | undefined, readonly loginUrls?: Record<string, string> }
   /**
    * 401 `insufficient_user_authentication` (an API client on a route whose `reauth` the session's
    * sign-in does not meet): RFC 9470's challenge with `max_age` (seconds) and `acr_values`.
@@ -131,7 +139,7 @@ export type Decision =
    * 403 `forbidden`: signed in, but the rules do not admit this identity. `rule` names the rule that
    * refused (`deny[0]`), or is undefined when no `allow` rule matched.
    */
-  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string, readonly rule: string | undefined, readonly refusedBy?: string | undefined, readonly address?: string | undefined }
+  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string, readonly rule: string | undefined, readonly refusedBy?: string | undefined, readonly address?: string | undefined, readonly provider?: string | undefined }
   /** 503/502: the store or provider failed; `error` says how (signing in again would not help). */
   | { readonly kind: 'unavailable', readonly error: unknown }
   /** 400 `invalid_request`: the request cannot be judged. */
@@ -161,12 +169,15 @@ export function publicMatcher (rules: readonly PublicRule[]): (method: string, t
  * not the route's own rules (forward-auth judges the original request's method and path).
  * @throws Error when a protected route names no provider (the config refuses that before).
  */
-export function compileGate (route: GateRoute, loginUrl: (next: string) => string, judge: Judge = compileRules(route.rules), resourceMetadata?: string): RouteGate {
+export function compileGate (route: GateRoute, loginUrl: (next: string) => string, judge: Judge = compileRules(route.rules), resourceMetadata?: string,
+  loginUrls?: (next: string) => Record<string, string>): RouteGate {
   if (route.auth === 'required' && route.provider === undefined) throw new Error(`the protected route ${route.path ?? ''} names no provider`)
   return {
     prefix: route.path,
     auth: route.auth,
     provider: route.provider ?? '',
+    providers: route.providers ?? (route.provider === undefined ? [] : [route.provider]),
+    loginUrls,
     judge,
     isPublic: publicMatcher(route.public),
     loginUrl,
@@ -239,18 +250,25 @@ export function decide (gate: RouteGate, subject: Subject, html: boolean, sessio
     case 'none':
       return html
         ? { kind: 'sign_in', loginUrl: gate.loginUrl(next) }
-        : { kind: 'unauthenticated', loginUrl: gate.loginUrl(next), realm: gate.provider, resourceMetadata: gate.resourceMetadata }
+        : unauthenticated(gate, next)
     case 'token_refused':
       return { kind: 'token_refused', problem: session.problem, message: session.message, scopes: session.scopes, realm: gate.provider, resourceMetadata: gate.resourceMetadata }
     case 'signed_in': {
-      const { admit, rule, refusedBy } = gate.judge(session.identity, method, target, subject.address)
-      if (!admit) return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule, refusedBy, address: subject.address }
+      const { admit, rule, refusedBy } = gate.judge(session.identity, method, target, subject.address, session.provider ?? gate.provider)
+      if (!admit) return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule, refusedBy, address: subject.address, provider: session.provider }
       if (session.stepUp === true && gate.reauth !== undefined) return stepUp(gate, gate.reauth, html, next)
-      return { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule }
+      const allowed = { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule } as const
+      return session.provider === undefined ? allowed : { ...allowed, provider: session.provider }
     }
     default:
       return unreachable(session)
   }
+}
+
+/** 401 for an API client without a session: where to sign in (with several providers, each one's address too). */
+function unauthenticated (gate: RouteGate, next: string): Decision {
+  const decision = { kind: 'unauthenticated', loginUrl: gate.loginUrl(next), realm: gate.provider, resourceMetadata: gate.resourceMetadata } as const
+  return gate.loginUrls === undefined ? decision : { ...decision, loginUrls: gate.loginUrls(next) }
 }
 
 /** A sign-in that is not recent enough: a browser signs in again (the login asks for it), an API client is told how recent. */

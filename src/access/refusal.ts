@@ -34,12 +34,12 @@ export interface RefusalContext {
  * What the 403 shows: the person's own identity and address and the refusing rule's name, never the
  * rule's values. `kinds`: the refusing rule's conditions (Judgement.refusedBy).
  */
-export function refusedBy (identity: Identity | undefined, rule: string | undefined, address?: string, kinds?: string): Refused {
+export function refusedBy (identity: Identity | undefined, rule: string | undefined, address?: string, kinds?: string, provider?: string): Refused {
   const seen = identity === undefined
     ? undefined
     : { user: identity.sub, email: identity.email, emailVerified: identity.emailVerified !== false, groups: identity.groups }
   const byNetwork = rule !== undefined && kinds?.split('+').includes('networks') === true
-  return { seen, rule, ...(address === undefined ? {} : { address }), ...(byNetwork ? { byNetwork } : {}) }
+  return { seen, rule, ...(address === undefined ? {} : { address }), ...(byNetwork ? { byNetwork } : {}), ...(provider === undefined ? {} : { provider }) }
 }
 
 /** The 403's message in plain words: who, and what refused ("no allow rule matched", or the rule's name, and where from). */
@@ -50,9 +50,18 @@ function forbiddenMessage (refused: Refused): string {
   return `${who} may not use this application${where}: ${why}.`
 }
 
+/** 401: where to sign in (with several providers, each one's address too). */
+function unauthenticated (decision: Extract<Refusal, { kind: 'unauthenticated' }>, context: RefusalContext): GatewayError {
+  const headers = { 'www-authenticate': challenge(decision.realm, [], decision.resourceMetadata), ...context.headers }
+  const loginUrls = decision.loginUrls === undefined ? {} : { loginUrls: decision.loginUrls }
+  return new GatewayError('unauthenticated', `Sign in first: there is no access token for ${context.subject}.`, {
+    details: { loginUrl: decision.loginUrl, ...loginUrls, headers },
+  })
+}
+
 /** A rules' 403: another account is offered to a person, unless the address refused (another account would come from the same place). */
 function forbidden (decision: Extract<Refusal, { kind: 'forbidden' }>, context: RefusalContext): GatewayError {
-  const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy)
+  const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy, decision.provider)
   const offer = context.switchAccountUrl === undefined || refused.byNetwork === true ? {} : { switchAccountUrl: context.switchAccountUrl }
   return new GatewayError('forbidden', forbiddenMessage(refused), {
     details: context.byToken === true ? { refused } : { loginUrl: decision.loginUrl, refused, ...offer },
@@ -85,9 +94,7 @@ export function unsendableHeader (subject: 'This route' | 'This host', header: s
 export function refusal (decision: Refusal, context: RefusalContext): Error {
   switch (decision.kind) {
     case 'unauthenticated':
-      return new GatewayError('unauthenticated', `Sign in first: there is no access token for ${context.subject}.`, {
-        details: { loginUrl: decision.loginUrl, headers: { 'www-authenticate': challenge(decision.realm, [], decision.resourceMetadata), ...context.headers } },
-      })
+      return unauthenticated(decision, context)
     case 'step_up': {
       const { reauth } = decision
       const maxAge = maxAgeSeconds(reauth)

@@ -33,6 +33,8 @@ export interface Admitted {
   readonly claimHeaders: ReadonlyArray<readonly [name: string, value: string]> | undefined
   /** An agent's request: its grant's session (Cookie header and store id), which its websockets and streams end with. */
   readonly grant?: Grant | undefined
+  /** On a route with several providers: the one whose session passed (its token is the one injected). */
+  readonly provider?: string | undefined
 }
 
 /** What the site writes. */
@@ -110,7 +112,7 @@ function allowed (verdict: Extract<Verdict, { kind: 'allow' }>, audit: Audit, si
   return {
     kind: 'forward',
     audit,
-    allowed: { accessToken: keepAuthorization ? undefined : verdict.accessToken, keepAuthorization, identity: verdict.identity, assertion: verdict.assertion, claimHeaders: claims.headers, grant: verdict.grant },
+    allowed: { accessToken: keepAuthorization ? undefined : verdict.accessToken, keepAuthorization, identity: verdict.identity, assertion: verdict.assertion, claimHeaders: claims.headers, grant: verdict.grant, provider: verdict.provider },
   }
 }
 

@@ -1,12 +1,12 @@
 // Who may pass: `allow` and `deny` lists of rules (src/config/rule-lists.ts reads them), compiled once
-// into one pure function of (identity, method, canonical path, client address). A rule holds when every condition it
+// into one pure function of (identity, method, canonical path, client address, provider). A rule holds when every condition it
 // gives holds; a list inside a condition matches any of its values. `deny` wins; no `allow` list
 // lets any signed-in person in. Paths are matched by glob.ts, linearly in the path, never by a
 // regular expression.
 //
 // What cannot be told (a method or path forward-auth was not given by a trusted proxy, a person
 // without identity, a claim the session never read, an unverified e-mail address, a client address
-// that is not an IP address) never holds in an `allow` rule and always holds in a `deny` rule: what
+// that is not an IP address, a provider not told) never holds in an `allow` rule and always holds in a `deny` rule: what
 // cannot be judged is refused, never admitted. A `deny` rule's GET covers HEAD, and a `paths` glob
 // `/admin/*` covers `/admin` itself.
 //
@@ -38,7 +38,7 @@ export interface Judgement {
  * Judges one request. `path` is the canonical target: a glob never sees its query, from the first
  * `?` (glob.ts). `method` is upper case.
  */
-export type Judge = (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined) => Judgement
+export type Judge = (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, provider?: string) => Judgement
 
 /**
  * One condition of a rule: true when it holds. What the gateway cannot vouch for (a method or path
@@ -46,7 +46,7 @@ export type Judge = (identity: Identity | undefined, method: string | undefined,
  * in a `deny` rule (`inDeny`) and as none in an `allow` rule: refused, never admitted. `readings`: the
  * other ways an application may read the path (see otherReadings), given to `deny` rules only.
  */
-type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, inDeny: boolean, readings: readonly string[]) => boolean
+type Condition = (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, provider: string | undefined, inDeny: boolean, readings: readonly string[]) => boolean
 
 const ADMITTED: Judgement = Object.freeze({ admit: true, rule: undefined })
 const NO_ALLOW: Judgement = Object.freeze({ admit: false, rule: undefined, refusedBy: 'no_allow_rule' })
@@ -65,7 +65,7 @@ function domainOf (email: string): string {
  * told, so it holds in a `deny` rule and fails in an `allow` rule.
  */
 function aboutPerson (test: (identity: Identity, inDeny: boolean) => boolean): Condition {
-  return (identity, _method, _path, _address, inDeny) => identity === undefined ? inDeny : test(identity, inDeny)
+  return (identity, _method, _path, _address, _provider, inDeny) => identity === undefined ? inDeny : test(identity, inDeny)
 }
 
 /**
@@ -134,20 +134,21 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
   if (rule.methods.length > 0) {
     const methods = inDeny && rule.methods.includes('GET') && !rule.methods.includes('HEAD') ? [...rule.methods, 'HEAD'] : rule.methods
-    list.push((_identity, method, _path, _address, deny) => method === undefined ? deny : methods.includes(method))
+    list.push((_identity, method, _path, _address, _provider, deny) => method === undefined ? deny : methods.includes(method))
   }
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(pathMatcher)
     // A deny glob read as the path is: folded, and as routers dispatch it (`/app/index.php/admin` is `/app/admin`).
     const foldedGlobs = inDeny ? rule.paths.flatMap((glob) => [folded(glob), ...routedForms(folded(glob), true)]).map(pathMatcher) : []
-    list.push((_identity, _method, path, _address, deny, readings) => path === undefined
+    list.push((_identity, _method, path, _address, _provider, deny, readings) => path === undefined
       ? deny
       : globs.some((glob) => glob(path)) || readings.some((reading) => foldedGlobs.some((glob) => glob(reading))))
   }
   if (rule.networks.length > 0) {
     const inNetworks = networkTest(rule.networks)
-    list.push((_identity, _method, _path, address, deny) => inNetworks(address) ?? deny)
+    list.push((_identity, _method, _path, address, _provider, deny) => inNetworks(address) ?? deny)
   }
+  if (rule.providers.length > 0) list.push((_identity, _method, _path, _address, provider, deny) => provider === undefined ? deny : rule.providers.includes(provider))
   return list
 }
 
@@ -155,7 +156,7 @@ interface CompiledRule {
   readonly name: string
   /** The condition names it gives, joined by `+`. */
   readonly kinds: string
-  readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, readings?: readonly string[]) => boolean
+  readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, provider: string | undefined, readings?: readonly string[]) => boolean
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
@@ -165,13 +166,13 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
     name: rule.name,
     kinds: CONDITION_NAMES.filter((key) => rule[key].length > 0).join('+'),
     // A rule without conditions holds for nobody (the config refuses one).
-    holds: (identity, method, path, address, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, inDeny, readings)),
+    holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
   }
 }
 
 const NO_READINGS: readonly string[] = Object.freeze([])
 
-const CONDITION_NAMES = ['users', 'emails', 'domains', 'groups', 'claims', 'methods', 'paths', 'networks'] as const
+const CONDITION_NAMES = ['users', 'emails', 'domains', 'groups', 'claims', 'methods', 'paths', 'networks', 'providers'] as const
 
 /**
  * The other ways an application may read `target`'s path (its query cut off), which a `deny` glob,
@@ -198,14 +199,14 @@ export function compileRules (lists: RuleLists): Judge {
   if (allow === undefined && deny.length === 0) return () => ADMITTED
   // Only a list with a `deny` glob folds the path, and then once per request.
   const folds = lists.deny.some((rule) => rule.paths.length > 0)
-  return (identity, method, path, address) => {
+  return (identity, method, path, address, provider) => {
     const readings = folds ? otherReadings(path) : NO_READINGS
     for (const rule of deny) {
-      if (rule.holds(identity, method, path, address, readings)) return { admit: false, rule: rule.name, refusedBy: rule.kinds }
+      if (rule.holds(identity, method, path, address, provider, readings)) return { admit: false, rule: rule.name, refusedBy: rule.kinds }
     }
     if (allow === undefined) return ADMITTED
     for (const rule of allow) {
-      if (rule.holds(identity, method, path, address)) return { admit: true, rule: rule.name }
+      if (rule.holds(identity, method, path, address, provider)) return { admit: true, rule: rule.name }
     }
     return NO_ALLOW
   }
@@ -217,10 +218,10 @@ export function compileRules (lists: RuleLists): Judge {
  */
 export function allOf (judges: readonly Judge[]): Judge {
   if (judges.length === 1) return judges[0]!
-  return (identity, method, path, address) => {
+  return (identity, method, path, address, provider) => {
     const names: string[] = []
     for (const judge of judges) {
-      const judgement = judge(identity, method, path, address)
+      const judgement = judge(identity, method, path, address, provider)
       if (!judgement.admit) return judgement
       if (judgement.rule !== undefined) names.push(judgement.rule)
     }

@@ -20,16 +20,16 @@ export interface BearerYaml {
 }
 
 /**
- * The bearer block at `at`, or undefined when absent. `provider`: the route's, the issuers' default;
+ * The bearer block at `at`, or undefined when absent. `provider`: the route's providers, the issuers' default;
  * null on a forward-auth host, where no `issuers` is kept as an empty list: the provider the
  * forward-auth URL names (/oauth/auth/<provider>/) issues the tokens.
  */
-export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undefined, provider: string | null | undefined): BearerConfig | undefined {
+export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undefined, provider: readonly string[] | null | undefined): BearerConfig | undefined {
   if (raw === undefined) return undefined
   // Absent, or dropped by the schema pass (an empty string, not a string): a problem, never a crash.
   const audience = typeof raw.audience === 'string' ? raw.audience.trim() : ''
   if (audience === '' && !issues.touched([...at, 'audience'])) issues.add([...at, 'audience'], 'must name the audience the tokens are issued for, such as api://orders')
-  const issuers = [...new Set((raw.issuers ?? (typeof provider === 'string' ? [provider] : [])).map((name) => name.trim()))]
+  const issuers = [...new Set((raw.issuers ?? (Array.isArray(provider) ? provider : [])).map((name) => name.trim()))]
   if (issuers.length === 0 && provider !== null && !issues.touched([...at, 'issuers'])) {
     issues.add([...at, 'issuers'], 'must name the providers whose tokens are accepted (there is no route provider to default to)')
   }

@@ -80,12 +80,12 @@ function sameServer (a: string, b: string): boolean {
 }
 
 /**
- * `other` lets in someone `target` would refuse: no sign-in at all, people of another provider, or
+ * `other` lets in someone `target` would refuse: no sign-in at all, people of a provider `target` does not list, or
  * where `target` has rules (allow, deny), other rules or none (the same rules are the same protection).
  */
 export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
   if (target.auth !== 'required') return false
-  if (other.auth === 'none' || other.provider !== target.provider) return true
+  if (other.auth === 'none' || other.providers.some((name) => !target.providers.includes(name))) return true
   const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
   return ruled && JSON.stringify(other.rules) !== JSON.stringify(target.rules)
 }
@@ -99,15 +99,20 @@ export function routeName (route: RouteConfig, index: number): string {
 export function reachMessage (routes: readonly RouteConfig[], otherIndex: number, targetIndex: number, reach: 'all' | 'some'): string {
   const other = routes[otherIndex]!
   const target = routes[targetIndex]!
+  const foreign = other.providers.filter((name) => !target.providers.includes(name))
   const how = other.auth === 'none'
     ? 'with no sign-in'
-    : other.provider !== target.provider
-      ? `to anyone signed in at ${JSON.stringify(other.provider)}`
+    : foreign.length > 0
+      ? `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
       : other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
   const upstream = new URL(target.upstream).origin
+  // The people of several providers on one application: one route that lists them all.
+  const together = other.auth === 'required' && foreign.length > 0
+    ? `; to let the people of ${[...new Set([...target.providers, ...other.providers])].join(' and ')} use one application, make it one route with providers: [${[...new Set([...target.providers, ...other.providers])].join(', ')}] (and rules that name providers where they differ)`
+    : ''
   return reach === 'all'
     ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects, ${how}: ` +
-      'give the routes different upstream paths (rewritePrefix) or the same protection'
+      `give the routes different upstream paths (rewritePrefix) or the same protection${together}`
     : `reaches some of the paths of ${upstream} that ${routeName(target, targetIndex)} protects (through ${routeName(target, targetIndex)} they need a sign-in), ${how}; ` +
       'make sure the upstream serves nothing private there'
 }

@@ -18,6 +18,7 @@ export interface RuleYaml {
   methods?: string[]
   paths?: string[]
   networks?: string[]
+  providers?: string[]
 }
 
 type RuleListYaml = RuleYaml | RuleYaml[] | undefined
@@ -48,12 +49,13 @@ export function normalisedRule (name: string, raw: RuleYaml): Rule {
     paths: texts(raw.paths, (path) => path),
     // One that does not parse is left out here and reported by checkRule (the config is then refused).
     networks: (raw.networks ?? []).map(parseNetwork).filter((network): network is Network => typeof network !== 'string'),
+    providers: texts(raw.providers, (provider) => provider),
   }
 }
 
 /** How many conditions a rule gives. */
 export function conditionCount (rule: Rule): number {
-  return [rule.users, rule.emails, rule.domains, rule.groups, rule.claims, rule.methods, rule.paths, rule.networks].filter((list) => list.length > 0).length
+  return [rule.users, rule.emails, rule.domains, rule.groups, rule.claims, rule.methods, rule.paths, rule.networks, rule.providers].filter((list) => list.length > 0).length
 }
 
 /**
@@ -97,7 +99,7 @@ function spellingProblem (glob: string): string | undefined {
  */
 function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml, routePath: string | undefined): void {
   if (conditionCount(rule) === 0 && !issues.touched(at)) {
-    issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods, paths or networks')
+    issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods, paths, networks or providers')
   }
   for (const path of Object.keys(raw.claims ?? {})) {
     if (!CLAIM_PATH.test(path.trim())) issues.add([...at, 'claims', path], `must be a dotted claim path such as realm_access.roles (or a JSON pointer such as /roles/0), got ${describe(path)}`)
@@ -171,4 +173,14 @@ export function ruleLists (issues: Issues, at: Path, raw: { allow?: RuleListYaml
 /** The claim paths rules name. */
 export function claimPaths (lists: RuleLists): string[] {
   return [...(lists.allow ?? []), ...lists.deny].flatMap((rule) => rule.claims.map((claim) => claim.path))
+}
+
+/** Each rule's `providers` names a configured provider (one that is not would silently never hold). */
+export function checkRuleProviders (issues: Issues, at: Path, lists: RuleLists, names: readonly string[]): void {
+  const rules = [...(lists.allow ?? []).map((rule, i) => [rule, 'allow', i] as const), ...lists.deny.map((rule, i) => [rule, 'deny', i] as const)]
+  for (const [rule, list, i] of rules) {
+    rule.providers.forEach((name, j) => {
+      if (!names.includes(name)) issues.add([...at, list, ...(rule.name.endsWith(']') ? [i] : []), 'providers', j], `names no configured provider: ${describe(name)}`, `known: ${names.join(', ') || 'none'}`)
+    })
+  }
 }

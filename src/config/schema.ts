@@ -147,6 +147,7 @@ const Rule = Type.Object({
   methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does.',
     Matching('^\\s*[A-Za-z]+\\s*$', 'a request method such as GET or POST')),
   paths: Values('Globs on the canonical request path (`/app/admin/*`; `*` matches any characters, `/` included); the query is not part of it.'),
+  providers: Values('The provider the person signed in at (a machine client: its token\'s issuer): on a route with `providers: [corp, github]`, which of them.'),
   networks: Values('Client addresses: IPv4 and IPv6 CIDR ranges and single addresses (`10.0.0.0/8`, `"2001:db8::/32"`, `192.0.2.7`); after `!`, a network the address must be outside of (`"!10.8.0.0/16"`). Matched on the address as the gateway resolved it (`server.trustProxy` decides whether X-Forwarded-For counts). Alone in a rule it still needs a signed-in person or token.'),
 }, { additionalProperties: false, description: 'One rule: it holds when every condition it gives holds (a list inside a condition matches any of its values).' })
 
@@ -181,7 +182,8 @@ const Route = Type.Object({
   // Not under the gateway's own endpoints (/oauth/..., /healthz, /readyz, /metrics), in any trailing-slash spelling.
   path: Matching('^(?!/(?:oauth|healthz|readyz|metrics)(?:/|$))/[^*?#:\\s]*$', 'a path prefix such as /app/, outside the gateway\'s own /oauth/, /healthz, /readyz and /metrics', { description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
   upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
-  provider: Text('Whose access token is injected; required when `auth: required`.'),
+  provider: Text('Whose access token is injected; required when `auth: required` (or `providers`).'),
+  providers: Strings('Several providers for one route, in place of `provider`: a browser without a session meets a chooser page (one button each), a session at any of them passes, and that provider\'s token is injected (endpoints.md, "Several providers on one route").', { minItems: 2, uniqueItems: true, expected: 'a list of at least two provider names', examples: [['corp', 'github']] }),
   rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md).', { defaultText: 'the path is forwarded unchanged', pattern: '^/', expected: 'a path that starts with /' }),
   timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
   maxConnections: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' }))),

@@ -159,6 +159,8 @@ export interface Rule {
   paths: string[]
   /** Networks the client address (as resolved under server.trustProxy) must be in. */
   networks: Network[]
+  /** The provider the person signed in at (a machine client: its token's issuer). */
+  providers: string[]
 }
 
 /** One network of a rule's `networks`, as config/networks.ts reads it. */
@@ -220,7 +222,10 @@ export interface RouteConfig {
   /** Path prefix, normalised to start with `/` and to have no trailing slash (`/` stays `/`). */
   path: string
   upstream: string
+  /** The route's sign-in provider; with `providers: [a, b]`, the first of them. */
   provider: string | undefined
+  /** Every provider a session may be at to pass (`providers:`; `[provider]` when one is named, `[]` for none). */
+  providers: string[]
   rewritePrefix: string | undefined
   /** The upstream's answer must start within this long of the request being sent, waiting for a connection included. */
   timeoutMs: number

@@ -8,7 +8,7 @@ import type { ForwardAuthConfig, GatewayConfig, ProviderConfig, RouteConfig } fr
 import { applyPreset } from './presets.js'
 import { Issues, describe, isObject, type Path } from './problems.js'
 import { checkBearerIssuers } from './bearer-section.js'
-import { claimPaths } from './rule-lists.js'
+import { checkRuleProviders, claimPaths } from './rule-lists.js'
 import type { ProviderYaml } from './schema.js'
 import { checkSchema, withDefaults } from './schema-check.js'
 import { isLoopbackHost } from './loopback.js'
@@ -50,7 +50,7 @@ function reportPlaceholders (issues: Issues, node: Record<string, unknown> | unk
 function keepNamedClaims (providers: Record<string, ProviderConfig>, routes: readonly RouteConfig[], forwardAuth: ForwardAuthConfig): void {
   const hosts = [...forwardAuth.hosts.values()].flatMap(claimPaths)
   for (const provider of Object.values(providers)) {
-    const named = routes.filter((route) => route.provider === provider.name)
+    const named = routes.filter((route) => route.providers.includes(provider.name))
       .flatMap((route) => [...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])
     provider.keptClaims = [...new Set([...named, ...hosts])].sort()
   }
@@ -102,7 +102,9 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   keepNamedClaims(providers, routes, forwardAuth)
   routes.forEach((route, i) => { if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers) })
   routes.forEach((route, i) => { checkReauthProvider(issues, ['routes', i, 'reauth'], route, providers) })
-  routes.forEach((route, i) => { checkSignInProvider(issues, ['routes', i, 'provider'], route, providers) })
+  routes.forEach((route, i) => { checkSignInProvider(issues, ['routes', i, route.providers.length > 1 ? 'providers' : 'provider'], route, providers) })
+  routes.forEach((route, i) => { checkRuleProviders(issues, ['routes', i], route.rules, Object.keys(providers)) })
+  for (const [host, lists] of forwardAuth.hosts) checkRuleProviders(issues, ['forwardAuth', 'hosts', host], lists, Object.keys(providers))
   for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
   return {
     server,

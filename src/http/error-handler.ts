@@ -83,6 +83,7 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
     error: error.code,
     message: error.message,
     ...(signInRemedy(error) ? { login_url: signInRemedy(error) } : {}),
+    ...(error.details.loginUrls === undefined ? {} : { login_urls: error.details.loginUrls }),
     ...refusedFields(error.details),
   })
 }
@@ -94,8 +95,9 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
  */
 function refusedFields ({ refused, switchAccountUrl }: ErrorDetails): Record<string, unknown> {
   if (refused === undefined) return {}
-  const { seen, rule, address, byNetwork } = refused
+  const { seen, rule, address, byNetwork, provider } = refused
   return {
+    ...(provider === undefined ? {} : { provider }),
     seen: seen === undefined ? null : { user: seen.user, email: seen.email ?? null, email_verified: seen.email === undefined ? null : seen.emailVerified, groups: seen.groups },
     ...(address === undefined ? {} : { address }),
     rule: rule ?? null,

@@ -50,6 +50,7 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   const rows = seen === undefined
     ? '<dt>Account</dt><dd>the session holds no identity for this provider</dd>'
     : `<dt>User</dt><dd>${escapeHtml(seen.user)}</dd><dt>E-mail</dt><dd>${email}</dd><dt>Groups</dt><dd>${groups}</dd>`
+  const provider = refused.provider === undefined ? '' : `<dt>Signed in with</dt><dd>${escapeHtml(refused.provider)}</dd>`
   const address = refused.address === undefined ? '' : `<dt>Address</dt><dd>${escapeHtml(refused.address)}</dd>`
   const on = refused.byNetwork === true ? ', on where the request comes from' : ''
   const why = rule === undefined ? 'no allow rule matched' : `the rule <code>${escapeHtml(rule)}</code>${on}`
@@ -61,7 +62,7 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
 <p>${escapeHtml(explanation)}</p>
 <p>What the gateway saw:</p>
-<dl class="seen">${rows}${address}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
+<dl class="seen">${provider}${rows}${address}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
 ${other}
 <p>${backLink(startOver)}</p>
 ${supportLine(error)}`)
@@ -198,4 +199,15 @@ export function signOutConfirmPage (next: string | undefined, switchTo?: string,
 <p>${question}</p>
 <form method="post" action="/oauth/logout/">${hidden}<button type="submit" class="button">${button}</button></form>
 <p><a href="${HOME}">Stay signed in</a></p>`)
+}
+
+/**
+ * A route with several providers, met without a session: the route's name and one sign-in button
+ * per provider, each returning to the page the person asked for.
+ */
+export function chooserPage (route: string, links: ReadonlyArray<{ name: string, href: string }>): string {
+  const buttons = links.map(({ name, href }) => `<a class="button" href="${escapeHtml(href)}">Sign in with ${escapeHtml(name)}</a>`).join(' ')
+  return renderPage('Sign in', `<h1>Sign in to ${escapeHtml(route)}</h1>
+<p>Choose where your account is.</p>
+<p>${buttons}</p>`)
 }

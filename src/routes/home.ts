@@ -17,7 +17,8 @@ import type { OAuthContext } from './oauth-context.js'
 /** A protected route the home page may link, with its gate compiled as the proxy compiles it. */
 interface AppRoute {
   readonly href: string
-  readonly provider: string
+  /** The providers whose people may open it (`providers:`, or its one `provider`). */
+  readonly providers: readonly string[]
   readonly gate: RouteGate
 }
 
@@ -36,7 +37,7 @@ function appRoutes (config: GatewayConfig): AppRoute[] {
     const provider = route.provider
     const href = route.path === '/' ? '/' : `${route.path}/`
     if (route.auth !== 'required' || provider === undefined || !openable(href)) return []
-    return [{ href, provider, gate: compileGate(route, (next) => loginUrl(config, provider, next)) }]
+    return [{ href, providers: route.providers, gate: compileGate(route, (next) => loginUrl(config, provider, next)) }]
   })
 }
 
@@ -44,8 +45,11 @@ function appRoutes (config: GatewayConfig): AppRoute[] {
  * Whether the gate lets `identity` GET `target` (canonical): the decision the proxy acts on. The
  * token is not the page's to read; only the decision's kind counts.
  */
-function admits (route: AppRoute, identity: Identity | undefined, target: string, address: string | undefined): boolean {
-  const kind = decide(route.gate, { method: 'GET', target, address }, true, signedIn('', identity)).kind
+function admits (route: AppRoute, identities: Record<string, Identity>, target: string, address: string | undefined): boolean {
+  // At any of its providers the person is signed in with, as the proxy picks the first of them.
+  const provider = route.providers.find((name) => Object.hasOwn(identities, name))
+  if (provider === undefined) return false
+  const kind = decide(route.gate, { method: 'GET', target, address }, true, signedIn('', identities[provider], false, route.providers.length > 1 ? provider : undefined)).kind
   return kind === 'allow' || kind === 'public'
 }
 
@@ -55,13 +59,13 @@ function admits (route: AppRoute, identity: Identity | undefined, target: string
  */
 function openApps (routes: readonly AppRoute[], identities: Record<string, Identity>, next: string, address: string | undefined): HomeApp[] {
   const apps = routes
-    .filter((route) => Object.hasOwn(identities, route.provider) && admits(route, identities[route.provider], route.href, address))
+    .filter((route) => admits(route, identities, route.href, address))
     .map(({ href }) => ({ label: href, href }))
   const target = next === HOME || !openable(next) ? undefined : canonicalTarget(next)
   if (apps.length === 0 || target === undefined || !target.ok) return apps
   // The route that serves `next` is the one the router picks: the longest prefix covering it.
   const serving = routes.filter((route) => covers(route.gate.prefix ?? '/', target.url)).sort((a, b) => b.href.length - a.href.length)[0]
-  if (serving === undefined || !Object.hasOwn(identities, serving.provider) || !admits(serving, identities[serving.provider], target.url, address)) return apps
+  if (serving === undefined || !admits(serving, identities, target.url, address)) return apps
   return [{ label: next, href: next }, ...apps.filter(({ href }) => href !== next)]
 }
 

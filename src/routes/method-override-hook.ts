@@ -22,6 +22,8 @@ export const OVERRIDE_BODY_MAX = 1024 * 1024
 export interface OverrideRoute {
   /** The route's compiled rules: the judge its gate uses. */
   readonly judge: Judge
+  /** The route's (first) provider: whose session passed, unless the admitted request names another. */
+  readonly provider: string
   /** The route's timeout: the whole body must have arrived within it. */
   readonly timeoutMs: number
   /** The sign-in address that returns to `next` (the 403's "Sign in again"). */
@@ -106,7 +108,7 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
       }
       methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
     }
-    const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods)
+    const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
     if (refused !== undefined) throw refuse(request, route, refused.rule)
     // The very bytes read go upstream; reply-from takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])

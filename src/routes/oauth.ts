@@ -2,6 +2,7 @@
 // (sign-out.ts), the home page and userinfo (home.ts), your sessions and revoke (sessions.ts), and
 // OIDC Back-Channel Logout. Cookies and form bodies are parsed in this scope only, so proxied
 // requests stream untouched; nothing here is cached by a browser or a proxy.
+import { chooserRoutes } from './chooser.js'
 import cookie from '@fastify/cookie'
 import type { FastifyInstance } from 'fastify'
 import { GatewayError } from '../errors.js'
@@ -24,6 +25,7 @@ export async function oauthRoutes (app: FastifyInstance, deps: OAuthDeps): Promi
   signInRoutes(app, context)
   signOutRoutes(app, context)
   homeRoutes(app, context)
+  chooserRoutes(app, context.config)
   sessionsRoutes(app, context)
 
   // OIDC Back-Channel Logout: the provider, server to server; 200 or 400 invalid_request (§2.8).

@@ -7,6 +7,7 @@
 // unparsed. Upstream failures are answered by proxy/upstream-response.ts; an answer that breaks
 // off after its headers went out is logged and counted by RequestEnd (proxy/cut-off.ts names what
 // happened). A websocket route's upgrades are taken over before the proxy's handler (routes/websocket-route.ts).
+import { chooserUrl, loginUrlsOf } from './chooser.js'
 import { namesNetworks } from '../access/networks.js'
 import replyFrom, { type FastifyReplyFromHooks as ReplyOptions } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
@@ -107,11 +108,16 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   // The config requires a provider on a protected route (compileGate checks it again).
   const provider = route.provider!
   const metadata = route.bearer === undefined && !route.agents ? undefined : resourceMetadataUrl(config.server.baseUrl, route.path)
-  const gate = compileGate(route, (next) => loginUrl(config, provider, next), undefined, metadata)
+  // With several providers, a browser chooses (routes/chooser.ts) and an API client is told each one's address.
+  const several = route.providers.length > 1
+  const gate = several
+    ? compileGate(route, (next) => chooserUrl(config, next), undefined, metadata, (next) => loginUrlsOf(config, route, next))
+    : compileGate(route, (next) => loginUrl(config, provider, next), undefined, metadata)
   // Signed once per session and then read from a cache; only when it nears expiry is it signed again.
   const audience = new URL(route.upstream).origin
   const signer = route.assertion ? assertions?.forAudience(provider, audience) : undefined
-  if (route.bearer === undefined) return { gate, signer, grants }
+  const signers = several && route.assertion && assertions !== undefined ? Object.fromEntries(route.providers.map((name) => [name, assertions.forAudience(name, audience)])) : undefined
+  if (route.bearer === undefined) return { gate, signer, signers, grants }
   // A machine client's identity keeps the claims this route's rules and headers read.
   const kept = [...new Set([...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])]
   const bearer = compileBearer(route.bearer, config.providers, { own: provider, kept }, accessTokens, metadata, reports.for(route.path))
@@ -156,13 +162,13 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           keepForm = async (request, reply) => await forms.keep(app, request, reply, limit)
           scope.addHook('preParsing', forms.deliver)
         }
-        const switchAccount = (next: string) => switchAccountUrl(config, route.provider!, next)
+        const switchAccount = switchAccountOf(config, route)
         const site: Site = { kind: 'route', identityHeaders: route.identityHeaders, claimHeaders: route.headers, switchAccountUrl: switchAccount, retry: (next) => ({ retryUrl: next }) }
         const acts: RouteActs = { site, keepForm, refused: (refusedBy) => metrics.ruleRefusals.inc({ route: route.path, refused_by: refusedBy }) }
-        // A callback hook: a verdict the pipeline gives at once (a session this instance verified
-        // moments ago, with a fresh token) goes through without a promise.
         // The client address (proxy-addr's walk under trustProxy) only where a rule judges it.
         const judgesAddress = namesNetworks(route.rules)
+        // A callback hook: a verdict the pipeline gives at once (a session this instance verified
+        // moments ago, with a fresh token) goes through without a promise.
         scope.addHook('onRequest', (request, reply, done) => {
           const authorization = bearerHeader === undefined ? undefined : request.headers[bearerHeader]
           const verdict = access.authorize(guard, { method: request.method, target: request.url, address: judgesAddress ? request.ip : undefined, html: wantsHtml(request), cookie: request.headers.cookie, authorization })
@@ -170,7 +176,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           else act(request, reply, verdict, authorization, acts, done)
         })
         // After a kept form is delivered: its body's `_method` is judged too.
-        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount }))
+        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, provider: guard.gate.provider, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount }))
         if (route.agents && grantStreams !== undefined) holdGrantStreams(scope, grantStreams)
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
         if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
@@ -178,6 +184,13 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
       await registerProxy(scope, route, headers, plantable, sockets, bearerSockets)
     })
   }
+}
+
+/** Where "Use another account" goes: with several providers, a sign-out back to the page, where the chooser lets the person pick again. */
+function switchAccountOf (config: GatewayConfig, route: RouteConfig): (next: string) => string {
+  return route.providers.length > 1
+    ? (next) => `${config.server.baseUrl}/oauth/logout/?next=${encodeURIComponent(next)}`
+    : (next) => switchAccountUrl(config, route.provider!, next)
 }
 
 /**
@@ -189,7 +202,7 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
   scope.addHook('onRequest', (request, _reply, done) => {
     const credential = request.audit?.credential
     if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || (credential !== 'session' && credential !== 'agent')) return done()
-    const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant?.cookie : request.headers.cookie, provider)
+    const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant?.cookie : request.headers.cookie, request.allowed?.provider ?? provider)
     if (admitted === undefined) return done()
     admitted.then(() => done(), done)
   })

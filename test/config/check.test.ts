@@ -82,7 +82,7 @@ const CASES: Case[] = [
     [p('servr', 1, 'unknown key', 'did you mean `server`?')]],
   ['a key with no near match lists what is allowed',
     config(OIDC, '    provider: demo\n    colour: blue\n'),
-    [p('routes[0].colour', 13, 'unknown key (expected one of: path, upstream, provider, rewritePrefix, timeout, maxConnections, auth, websocket, allow, deny, headers, public, identityHeaders, websocketMaxMessage, methodOverrideMaxBody, allowedOrigins, assertion, bearer, agents, reauth, preserveBody)')]],
+    [p('routes[0].colour', 13, 'unknown key (expected one of: path, upstream, provider, providers, rewritePrefix, timeout, maxConnections, auth, websocket, allow, deny, headers, public, identityHeaders, websocketMaxMessage, methodOverrideMaxBody, allowedOrigins, assertion, bearer, agents, reauth, preserveBody)')]],
   ['a key in the wrong case',
     config(OIDC, '    provider: demo\n    rewriteprefix: /\n'),
     [p('routes[0].rewriteprefix', 13, 'unknown key', 'did you mean `rewritePrefix`?')]],

@@ -96,6 +96,9 @@ describe('config defaults', () => {
             "path": "/app",
             "preserveBodyBytes": undefined,
             "provider": "demo",
+            "providers": [
+              "demo",
+            ],
             "public": [],
             "reauth": undefined,
             "rewritePrefix": undefined,

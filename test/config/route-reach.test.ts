@@ -20,6 +20,7 @@ function route (path: string, rewritePrefix?: string, auth: 'none' | 'required' 
     path: path.length > 1 ? path.replace(/\/+$/, '') : path,
     upstream,
     provider: auth === 'required' ? 'p' : undefined,
+    providers: auth === 'required' ? ['p'] : [],
     rewritePrefix,
     timeoutMs: 30_000,
     maxConnections: 128,
@@ -99,10 +100,32 @@ describe('the config refuses full reach and warns about partial reach, naming bo
       routes: [{ path: '/admin/', upstream: UP, provider: 'p', rewritePrefix: '/', allow: { groups: ['admins'] } }, { path: '/other/', upstream: UP, rewritePrefix: '/', ...second }],
     })
     // Each lets in people the other refuses; the first route is named, with the other.
-    const refused = (how: string) => [`routes[0].path: reaches every path of ${UP} that routes[1] (/other/) protects, ${how}: give the routes different upstream paths (rewritePrefix) or the same protection (line 15)`]
-    expect(configProblems(text({ provider: 'gh', allow: { groups: ['admins'] } }), {})).toEqual(refused('to anyone signed in at "p"'))
+    const refused = (how: string, together = '') => [`routes[0].path: reaches every path of ${UP} that routes[1] (/other/) protects, ${how}: give the routes different upstream paths (rewritePrefix) or the same protection${together} (line 15)`]
+    // The refusal names the one-route form that lets the people of both providers in.
+    expect(configProblems(text({ provider: 'gh', allow: { groups: ['admins'] } }), {})).toEqual(refused('to anyone signed in at "p"',
+      '; to let the people of gh and p use one application, make it one route with providers: [gh, p] (and rules that name providers where they differ)'))
     expect(configProblems(text({ provider: 'p', allow: { groups: ['staff'] } }), {})).toEqual(refused('under other rules'))
     expect(configProblems(text({ provider: 'p', allow: { groups: ['admins'] } }), {})).toEqual([])
+  })
+
+  it('a route of several providers is one protection: as that one route the pair is accepted; beside a route of one of them it lets the other\'s people in', () => {
+    const providers = { ...PROVIDERS, gh: { preset: 'github', clientId: 'c', clientSecret: 's' } }
+    const one = stringify({
+      session: { secret: SECRET },
+      providers,
+      routes: [{ path: '/admin/', upstream: UP, providers: ['p', 'gh'], rewritePrefix: '/', allow: [{ providers: ['p'], groups: ['admins'] }, { providers: ['gh'], users: ['42'] }] }],
+    })
+    expect(configProblems(one, {})).toEqual([])
+    const beside = (first: Record<string, unknown>, second: Record<string, unknown>) => stringify({
+      session: { secret: SECRET },
+      providers,
+      routes: [{ path: '/admin/', upstream: UP, rewritePrefix: '/', ...first }, { path: '/other/', upstream: UP, rewritePrefix: '/', ...second }],
+    })
+    // The same providers in another order are the same protection; a route of one of them is not.
+    expect(configProblems(beside({ providers: ['p', 'gh'] }, { providers: ['gh', 'p'] }), {})).toEqual([])
+    expect(configProblems(beside({ provider: 'p' }, { providers: ['p', 'gh'] }), {})).toEqual([
+      expect.stringMatching(/^routes\[1\]\.path: reaches every path .* that routes\[0\] \(\/admin\/\) protects, to anyone signed in at "gh"/),
+    ])
   })
 
   it.each([

@@ -492,7 +492,7 @@ describe('forwardAuth.hosts (config)', () => {
       throw error
     }
   }
-  const rule = (name: string, over: Partial<{ emails: string[], domains: string[], groups: string[] }>) => ({ name, users: [], emails: [], domains: [], groups: [], claims: [], methods: [], paths: [], networks: [], ...over })
+  const rule = (name: string, over: Partial<{ emails: string[], domains: string[], groups: string[] }>) => ({ name, users: [], emails: [], domains: [], groups: [], claims: [], methods: [], paths: [], networks: [], providers: [], ...over })
 
   it('is empty by default', () => {
     expect(parseConfig(stringify({ session: { secret: TEST_SECRET } }), {}, 'test.yaml').forwardAuth.hosts).toEqual(new Map())
@@ -531,9 +531,9 @@ describe('forwardAuth.hosts (config)', () => {
     [{ 'bücher.example': {} }, 'forwardAuth.hosts.bücher.example: must be a host name without port or leading dot, such as payroll.example.com (its rules hold on every port), got "bücher.example"'],
     [{ 'a.example.com': {}, 'A.example.com': {} }, 'forwardAuth.hosts.A.example.com: names the host "a.example.com" a second time'],
     [{ 'a.example.com': { allow: [] } }, 'forwardAuth.hosts.a.example.com.allow: allows nobody: give a rule (or remove allow to let any signed-in person in)'],
-    [{ 'a.example.com': { allow: {} } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give users, emails, domains, groups, claims, methods, paths or networks'],
-    [{ 'a.example.com': { allow: { groups: [' '] } } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give users, emails, domains, groups, claims, methods, paths or networks'],
-    [{ 'a.example.com': { deny: [{ groups: ['x'] }, {}] } }, 'forwardAuth.hosts.a.example.com.deny[1]: gives no condition: give users, emails, domains, groups, claims, methods, paths or networks'],
+    [{ 'a.example.com': { allow: {} } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give users, emails, domains, groups, claims, methods, paths, networks or providers'],
+    [{ 'a.example.com': { allow: { groups: [' '] } } }, 'forwardAuth.hosts.a.example.com.allow: gives no condition: give users, emails, domains, groups, claims, methods, paths, networks or providers'],
+    [{ 'a.example.com': { deny: [{ groups: ['x'] }, {}] } }, 'forwardAuth.hosts.a.example.com.deny[1]: gives no condition: give users, emails, domains, groups, claims, methods, paths, networks or providers'],
   ])('refuses %j', (hosts, message) => {
     expect(problems(hosts)).toEqual([message])
   })

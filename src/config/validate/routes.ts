@@ -24,8 +24,10 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
   const at = (key: string): Path => [...path, key]
   const prefix = routePrefix(raw.path)
   const auth = raw.auth
-  const provider = raw.provider
-  checkRouteProvider(issues, at, auth, provider, providers)
+  const listed = routeProviders(issues, at, raw)
+  const provider = listed[0]
+  checkRouteProvider(issues, at, auth, provider, providers, raw.providers === undefined ? 'provider' : 'providers')
+  for (const other of listed.slice(1)) checkRouteProvider(issues, at, auth, other, providers, 'providers')
   const rewritePrefix = raw.rewritePrefix
   const upstream = validateUpstream(issues, at, raw.upstream)
   const assertion = raw.assertion
@@ -36,6 +38,7 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
     path: prefix,
     upstream: upstream ?? 'http://invalid',
     provider,
+    providers: listed,
     rewritePrefix,
     timeoutMs: duration(issues, at('timeout'), raw.timeout, 100, DAY),
     maxConnections: raw.maxConnections,
@@ -49,7 +52,7 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
     assertion,
     websocketMaxMessage: size(issues, at('websocketMaxMessage'), raw.websocketMaxMessage, 1024, 1024 ** 3),
     methodOverrideMaxBody: size(issues, at('methodOverrideMaxBody'), raw.methodOverrideMaxBody, 1024, 1024 ** 3),
-    bearer: bearerSection(issues, at('bearer'), raw.bearer, provider),
+    bearer: bearerSection(issues, at('bearer'), raw.bearer, listed.length > 0 ? listed : undefined),
     agents: raw.agents,
     reauth: validateReauth(issues, at('reauth'), raw.reauth, auth, raw.bearer !== undefined),
     preserveBodyBytes: validatePreserveBody(issues, at('preserveBody'), raw.preserveBody, auth),
@@ -73,10 +76,12 @@ function validateReauth (issues: Issues, at: Path, raw: RouteRaw['reauth'], auth
 
 /** A route's provider signs people in: a token-only issuer (no client) can only be named in `bearer.issuers`. */
 export function checkSignInProvider (issues: Issues, at: Path, route: RouteConfig, providers: Record<string, ProviderConfig>): void {
-  const provider = route.provider !== undefined && Object.hasOwn(providers, route.provider) ? providers[route.provider] : undefined
-  if (provider?.tokenOnly !== true) return
-  issues.add(at, `names ${provider.name}, a token-only issuer (no clientId and clientSecret): nobody can sign in with it`,
-    `name a provider people sign in with here, and ${provider.name} in bearer.issuers: [${provider.name}] (with bearer.audience) for the tokens it mints`)
+  for (const name of route.providers) {
+    const provider = Object.hasOwn(providers, name) ? providers[name] : undefined
+    if (provider?.tokenOnly !== true) continue
+    issues.add(at, `names ${provider.name}, a token-only issuer (no clientId and clientSecret): nobody can sign in with it`,
+      `name a provider people sign in with here, and ${provider.name} in bearer.issuers: [${provider.name}] (with bearer.audience) for the tokens it mints`)
+  }
 }
 
 /** `reauth:` judges the ID token's `auth_time` and `acr`: the route's provider must sign in with OpenID Connect. */
@@ -103,14 +108,27 @@ function routePrefix (raw: string | undefined): string {
   return raw === undefined || raw.length === 1 ? '/' : raw.replace(/\/+$/, '')
 }
 
-/** A route's provider: required with auth: required, and one of the configured providers. */
-function checkRouteProvider (issues: Issues, at: KeyPath, auth: RouteRaw['auth'], provider: string | undefined, providers: string[]): void {
-  if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('auth'))) {
+/**
+ * The providers a session may be at to pass the route: `providers: [a, b]`, or `provider` alone.
+ * Several of them take what only one provider's sign-in can give off the table (see the checks).
+ */
+function routeProviders (issues: Issues, at: KeyPath, raw: RouteRaw): string[] {
+  if (raw.providers === undefined) return raw.provider === undefined ? [] : [raw.provider]
+  if (raw.provider !== undefined) issues.add(at('provider'), 'cannot be given with providers: list every provider in providers', `providers: [${[raw.provider, ...raw.providers.filter((name) => name !== raw.provider)].join(', ')}]`)
+  const several = raw.providers.length > 1
+  if (several && raw.reauth !== undefined) issues.add(at('reauth'), 'needs one provider: a step-up signs in again at the route\'s provider; put the step-up paths on a route with provider:')
+  if (several && raw.agents === true) issues.add(at('agents'), 'needs one provider: an agent\'s sign-in goes to the route\'s provider; give the agents a route with provider:')
+  return raw.providers
+}
+
+/** A route's provider: required with auth: required, and one of the configured providers. `key`: where it is written. */
+function checkRouteProvider (issues: Issues, at: KeyPath, auth: RouteRaw['auth'], provider: string | undefined, providers: string[], key: 'provider' | 'providers'): void {
+  if (auth === 'required' && provider === undefined && !issues.touched(at('provider')) && !issues.touched(at('providers')) && !issues.touched(at('auth'))) {
     issues.add(at('provider'), 'is required when auth is required', providers.length > 0 ? `known: ${providers.join(', ')}` : undefined)
   }
   if (provider !== undefined && !providers.includes(provider) && !issues.touched(['providers', provider]) && !issues.assumed(['providers', provider])) {
     const match = closest(provider, providers)
-    issues.add(at('provider'), 'names no configured provider', match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
+    issues.add(at(key), `names no configured provider${key === 'providers' ? `: ${describe(provider)}` : ''}`, match !== undefined ? `did you mean \`${match}\`?` : `known: ${providers.join(', ') || 'none'}`)
   }
 }
 
