@@ -19,6 +19,7 @@ import { refusal } from '../access/refusal.js'
 import { respond, type Site } from '../access/responder.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { normalisedRule } from '../config/rule-lists.js'
+import { parseNetwork } from '../config/networks.js'
 import { allOf, compileRules, type Judge } from '../access/rules.js'
 import { overrideMethod, queryOverrides, forbiddenOverride } from '../access/method-override.js'
 import { canonicalTarget } from '../config/canonical.js'
@@ -66,12 +67,18 @@ function listParameter (value: string | string[] | undefined): string[] | undefi
 /**
  * The rules given as query parameters (`emails`, `domains`, `groups`, comma-separated): any of them
  * admits, as one rule each (`query.groups`); undefined when none is given (any signed-in person
- * passes); given but empty, they allow nobody.
+ * passes); given but empty, they allow nobody. `networks` (CIDRs, `!` for outside) is a condition
+ * each of them needs besides (alone: one rule, `query.networks`); one entry that is no network
+ * allows nobody (never a wider rule).
  */
 function queryRules (query: Record<string, string | string[] | undefined>): Rule[] | undefined {
   const given = (['emails', 'domains', 'groups'] as const).map((key) => [key, listParameter(query[key])] as const)
-  if (given.every(([, values]) => values === undefined)) return undefined
-  return given.flatMap(([key, values]) => values === undefined || values.length === 0 ? [] : [normalisedRule(`query.${key}`, { [key]: values })])
+  const networks = listParameter(query.networks)
+  if (given.every(([, values]) => values === undefined) && networks === undefined) return undefined
+  if (networks !== undefined && (networks.length === 0 || networks.some((entry) => typeof parseNetwork(entry) === 'string'))) return []
+  const where = networks === undefined ? {} : { networks }
+  if (given.every(([, values]) => values === undefined)) return [normalisedRule('query.networks', where)]
+  return given.flatMap(([key, values]) => values === undefined || values.length === 0 ? [] : [normalisedRule(`query.${key}`, { [key]: values, ...where })])
 }
 
 /**

@@ -111,10 +111,27 @@ it.skipIf(missing)('forward-auth behind the docs\' nginx judges the address ngin
   expect((await get(auth.port, '/page', '127.0.0.3', { cookie, host, 'x-forwarded-for': '127.0.0.2' })).status).toBe(403)
 })
 
+it.skipIf(missing)('forward-auth\'s query networks= is a condition each query rule needs; one entry that is no network allows nobody', async () => {
+  const port = gateway.config.server.port
+  // As the proxy in front asks: from its own address, naming the client's.
+  const ask = async (query: string, client: string): Promise<number> => (await get(port, `/oauth/auth/demo/${query}`, '127.0.0.1', { cookie, 'x-forwarded-for': client })).status
+  expect(await ask('?networks=127.0.0.2', '127.0.0.2')).toBe(200)
+  expect(await ask('?networks=127.0.0.2', '127.0.0.6')).toBe(403)
+  expect(await ask('?networks=!127.0.0.0/30', '127.0.0.2')).toBe(403)
+  expect(await ask('?networks=!127.0.0.0/30', '127.0.0.9')).toBe(200)
+  expect(await ask('?groups=nobody&networks=127.0.0.2', '127.0.0.2')).toBe(403)
+  expect(await ask('?emails=alice@example.com,x@y.z&networks=127.0.0.9', '127.0.0.2')).toBe(403)
+  for (const hostile of ['10.1.2.3/8', '127.0.0.2,vpn', '', '127.0.0.2%00', '::ffff:127.0.0.2']) {
+    expect([hostile, await ask(`?networks=${encodeURIComponent(hostile)}`, '127.0.0.2')]).toEqual([hostile, 403])
+  }
+})
+
 it.skipIf(missing)('refusals are counted by route and by what refused, never by value', async () => {
   const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="/app",refused_by="no_allow_rule"}')).toBe(4)
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="/app",refused_by="paths+networks"}')).toBe(2)
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="forward-auth",refused_by="networks"}')).toBe(2)
+  // The query's rules are allow rules: their refusals are no_allow_rule (4, and the 5 hostile values).
+  expect(metricValue(metrics, 'gateway_rule_refusals_total{route="forward-auth",refused_by="no_allow_rule"}')).toBe(9)
   expect(metrics).not.toMatch(/gateway_rule_refusals_total\{[^}]*127\.0\.0/)
 })
