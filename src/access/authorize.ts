@@ -113,17 +113,28 @@ export class Access {
     }
     const cached = this.sessions.cached(request.cookie)
     const several = guard.gate.providers.length > 1
-    const provider = several && cached ? this.freshProvider(guard.gate, cached) : guard.gate.provider
-    const token = cached && this.refresher.freshToken(cached, provider)
-    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider], this.needsStepUp(guard.gate, cached), several ? provider : undefined) : UNREAD
+    const provider = several ? cached && this.freshProvider(guard.gate, cached) : guard.gate.provider
+    const token = cached && provider !== undefined && this.refresher.freshToken(cached, provider)
+    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider!], this.needsStepUp(guard.gate, cached), several ? provider : undefined) : UNREAD
     const decision = decide(guard.gate, request, request.html, state)
     if (decision.kind === 'read_session') return this.afterReading(guard, request)
     return withAssertion(guard, decision, cached)
   }
 
-  /** On a route with several providers: the first (in the route's order) whose token in the session is fresh, else the route's first. */
-  private freshProvider (gate: RouteGate, session: Session): string {
-    return gate.providers.find((provider) => this.refresher.freshToken(session, provider) !== undefined) ?? gate.provider
+  /**
+   * On a route with several providers: the one read() would pick (the first in the route's order
+   * whose token is usable), when its token is fresh; undefined when that takes the store (a
+   * refresh), so that both paths judge a session as the same provider.
+   */
+  private freshProvider (gate: RouteGate, session: Session): string | undefined {
+    for (const provider of gate.providers) {
+      const token = session.record.tokens[provider]
+      if (token === undefined) continue
+      if (this.refresher.freshToken(session, provider) !== undefined) return provider
+      // Stale: read() refreshes it first (and goes on to the next only when it cannot).
+      if (token.refresh_token !== undefined) return undefined
+    }
+    return undefined
   }
 
   /**

@@ -4,6 +4,7 @@
 // table of requests -> verdicts; the cached fast path answers without a promise; a store or signer
 // that fails is `unavailable` and never a rejected promise; and a fast-check property that the
 // pipeline allows exactly those identities that a host's rule lists admit (src/access/rules.ts).
+// On a route of several providers, the cached path and the store agree on the provider, in every case.
 import fc from 'fast-check'
 import { pino } from 'pino'
 import { afterEach, describe, expect, it } from 'vitest'
@@ -232,5 +233,47 @@ describe('the pipeline and the rules agree (fast-check)', () => {
       expect(verdict.kind).toBe(admitted ? 'allow' : 'forbidden')
       clock.ms += 1
     }), { numRuns: 200, seed: 23 })
+  })
+})
+
+describe('a route of several providers', () => {
+  /** Expired, with a refresh token: read() refreshes it (here the refresh fails: no provider is configured). */
+  const STALE: TokenSet = { access_token: 'at-stale', refresh_token: 'rt', expires_at: START / 1000 - 60 }
+  const TOKENS = [undefined, FRESH, EXPIRED, STALE]
+  /** Every pair of the two providers' tokens, in both orders of the route's providers. */
+  const CASES = TOKENS.flatMap((demo) => TOKENS.flatMap((partner) => [false, true].map((partnerFirst) => [demo, partner, partnerFirst] as const)))
+
+  /** What read() gives: the first provider (in order) whose token is fresh, unless an earlier one must be refreshed first. */
+  function expected (order: string[], tokens: Record<string, TokenSet | undefined>): { kind: string, provider?: string } {
+    for (const provider of order) {
+      const token = tokens[provider]
+      if (token === undefined || token === EXPIRED) continue
+      return token === FRESH ? { kind: 'allow', provider } : { kind: 'unavailable' }
+    }
+    return { kind: 'unauthenticated' }
+  }
+
+  it.each(CASES)('judges a session as the same provider on the cached path and from the store, with that provider\'s token (demo %o, partner %o, partner first %s)', async (demo, partner, partnerFirst) => {
+    const { access, store, clock } = await setUp()
+    let record = emptyRecord(clock.ms)
+    if (demo) record = withSignIn(record, 'demo', { tokens: { ...demo, access_token: `demo-${demo.access_token}` }, identity: alice })
+    if (partner) record = withSignIn(record, 'partner', { tokens: { ...partner, access_token: `partner-${partner.access_token}` }, identity: bob })
+    const started = await new Sessions(store, new Sealer(SECRET), CONFIG, clock).start(undefined, record)
+    const order = partnerFirst ? ['partner', 'demo'] : ['demo', 'partner']
+    const guard: Guard = { gate: compileGate({ path: '/app', auth: 'required', provider: order[0], providers: order, rules: NO_RULES, public: [] }, login) }
+    const want = expected(order, { demo, partner })
+    const request = api(`gw_session=${started.cookie}`)
+    const fromStore = await access.authorize(guard, request)
+    const cached = access.authorize(guard, request)
+    for (const verdict of [fromStore, await cached]) {
+      expect(verdict.kind).toBe(want.kind)
+      if (verdict.kind === 'allow') {
+        expect(verdict.provider).toBe(want.provider)
+        expect(verdict.accessToken.startsWith(`${want.provider!}-`)).toBe(true)
+        expect(verdict.identity).toEqual(want.provider === 'demo' ? alice : bob)
+      }
+    }
+    // A fresh token of the provider read() picks is answered at once, without the store.
+    if (want.kind === 'allow') expect(cached).not.toBeInstanceOf(Promise)
   })
 })
