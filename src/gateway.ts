@@ -1,5 +1,6 @@
 // buildGateway(config): the app as a Fastify instance with its plugins in order (error
 // handler, probes and metrics, sign-in routes, forward-auth, proxy routes). It never listens: main.ts does, and tests build it.
+import { fastifyTrustProxy } from './http/trust-proxy.js'
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import type { DestinationStream } from 'pino'
 import { Access } from './access/authorize.js'
@@ -182,7 +183,8 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     logger: { ...loggerOptions(deps.logLevel), stream: logStream },
     // One log line and the route's metrics per request, when the response has finished.
     logController: new RequestEnd(),
-    trustProxy: config.server.trustProxy,
+    // The one test forward-auth and the proxy ask too (http/trust-proxy.ts); `true` trusts the peer only.
+    trustProxy: fastifyTrustProxy(config.server.trustProxy),
     routerOptions: { ignoreTrailingSlash: true },
     requestTimeout: 120_000,
     // One canonical target before routing: see src/config/canonical.ts.

@@ -14,7 +14,7 @@ import { stepUpProblem } from '../oauth/step-up.js'
 import type { Credential } from '../ops/audit.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
-import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
+import { bearerToken, named, type BearerGuard, type BearerOutcome } from './bearer.js'
 import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState, type Subject } from './gate.js'
 
 /** What the pipeline reads of a request: plain values, so that it knows nothing of Fastify. */
@@ -115,11 +115,30 @@ export class Access {
     const several = guard.gate.providers.length > 1
     const provider = several ? cached && this.freshProvider(guard.gate, cached) : guard.gate.provider
     const token = cached && provider !== undefined && this.refresher.freshToken(cached, provider)
-    const state = token ? signedIn(token.access_token, cached.record.identities?.[provider!], this.needsStepUp(guard.gate, cached), several ? provider : undefined) : UNREAD
+    const state = token ? signedIn(token.access_token, this.identityAt(guard.gate, cached, provider!), this.needsStepUp(guard.gate, cached), several ? provider : undefined) : UNREAD
     const decision = decide(guard.gate, request, request.html, state)
     if (decision.kind === 'read_session') return this.afterReading(guard, request)
     return withAssertion(guard, decision, cached)
   }
+
+  /**
+   * The session's identity at `provider` as the route names it: the people of a provider other than
+   * the route's first are `<provider>:<user>` (bearer.ts named), so that GitHub's `alice` never
+   * reaches the application as the first provider's `alice`. Named once per identity read.
+   */
+  private identityAt (gate: RouteGate, session: Session, provider: string): Identity | undefined {
+    const identity = session.record.identities?.[provider]
+    if (identity === undefined || provider === gate.provider) return identity
+    let qualified = this.qualified.get(identity)
+    if (qualified === undefined) {
+      qualified = named(identity, provider, gate.provider)
+      this.qualified.set(identity, qualified)
+    }
+    return qualified
+  }
+
+  /** Identities of a route's other providers, as identityAt names them (kept while the session's record is). */
+  private readonly qualified = new WeakMap<Identity, Identity>()
 
   /**
    * On a route with several providers: the one read() would pick (the first in the route's order
@@ -198,7 +217,7 @@ export class Access {
       // With several providers, the first (in the route's order) whose token is usable, refreshed if need be.
       for (const provider of gate.providers) {
         const token = await this.refresher.usableToken(session, provider)
-        if (token) return { state: signedIn(token.access_token, session.record.identities?.[provider], this.needsStepUp(gate, session), several ? provider : undefined), session }
+        if (token) return { state: signedIn(token.access_token, this.identityAt(gate, session, provider), this.needsStepUp(gate, session), several ? provider : undefined), session }
       }
       return { state: NO_SESSION, session: undefined, tokenless: session }
     } catch (error) {

@@ -103,9 +103,10 @@ function identityOf (claims: Readonly<Record<string, unknown>>, provider: Provid
  * `identity` as this route names it: the people of an issuer other than the route's own provider are
  * another name space, so their user name and their subject are qualified `<provider>:<value>` (rules'
  * `users` match either, the identity headers, the assertion's `sub`, the log's `user`): a second
- * issuer's `sub` that equals a subject of the route's own provider never passes as that person.
+ * issuer's `sub` that equals a subject of the route's own provider never passes as that person. The
+ * same holds for the people of a route's second provider (`providers: [corp, github]`).
  */
-function named (identity: Identity, issuer: string, own: string | undefined): Identity {
+export function named (identity: Identity, issuer: string, own: string | undefined): Identity {
   if (own === undefined || issuer === own) return identity
   const subject = identity.subject === undefined ? {} : { subject: `${issuer}:${identity.subject}` }
   return { ...identity, sub: `${issuer}:${identity.sub}`, ...subject }

@@ -6,7 +6,7 @@
 // discovery, so no keys to verify a token with and no introspection endpoint).
 import { describe, type Issues, type Path } from './problems.js'
 import { closest } from './did-you-mean.js'
-import type { BearerConfig, ProviderConfig } from './types.js'
+import type { BearerConfig, ProviderConfig, RouteConfig } from './types.js'
 
 /** A `bearer:` block as gateway.yaml writes it (the schema pass has checked the types and keys). */
 export interface BearerYaml {
@@ -51,6 +51,15 @@ export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undef
  */
 export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConfig, providers: Record<string, ProviderConfig>): void {
   const names = Object.keys(providers)
+  // One issuer under two names (a sign-in provider and a token-only one): its tokens would be taken for the first.
+  const seen = new Map<string, string>()
+  bearer.issuers.forEach((name, i) => {
+    const issuer = Object.hasOwn(providers, name) ? providers[name]!.issuer : undefined
+    if (issuer === undefined) return
+    const first = seen.get(issuer)
+    if (first === undefined) seen.set(issuer, name)
+    else issues.add([...at, 'issuers', i], `names ${name}, whose issuer ${describe(issuer)} is ${first}'s too: every token of it would be judged as ${first}'s`, `keep one of ${first} and ${name} here`)
+  })
   bearer.issuers.forEach((name, i) => {
     const where = [...at, 'issuers', i]
     const provider = Object.hasOwn(providers, name) ? providers[name] : undefined
@@ -65,7 +74,22 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
       issues.add([...at, key], `asks ${name}'s introspection endpoint, and ${name} is a token-only issuer: introspection needs this gateway's client credentials there, and it has none`, 'accept only its JWTs (introspect: false, claimsFrom: token), or give the provider a clientId and clientSecret')
     }
     if (provider.issuer === undefined && !issues.touched(['providers', name, 'issuer'])) {
-      issues.add(where, `names provider ${name}, which has no \`issuer\`: without OIDC discovery there are no keys to verify its tokens with`, 'set the provider\'s issuer (its discovery document must list jwks_uri), or name in `issuers` providers that have one (without `issuers`, the route\'s provider is used)')
+      issues.add(where, `names provider ${name}, which has no \`issuer\`: without OIDC discovery there are no keys to verify its tokens with`, 'set the provider\'s issuer (its discovery document must list jwks_uri), or name in `issuers` providers that have one (without `issuers`, the route\'s providers are used)')
     }
+  })
+}
+
+/**
+ * A route that takes a token-only issuer's tokens (CI systems, workloads) with no `allow` rule on
+ * who the caller is (`claims` or `users`): every repository, project or pod that issuer serves
+ * passes, since the caller chooses the token's audience.
+ */
+export function unpinnedIssuerWarnings (routes: readonly RouteConfig[], providers: Readonly<Record<string, ProviderConfig>>): string[] {
+  return routes.flatMap((route, i) => {
+    const issuers = (route.bearer?.issuers ?? []).filter((name) => Object.hasOwn(providers, name) && providers[name]!.tokenOnly)
+    const pinned = (route.rules.allow ?? []).every((rule) => rule.claims.length > 0 || rule.users.length > 0)
+    if (issuers.length === 0 || (route.rules.allow !== undefined && pinned)) return []
+    return [`routes[${i}].allow: takes tokens of ${issuers.join(', ')}, which mints them for every repository, project or pod it serves (the caller chooses the audience), ` +
+      'and not every allow rule names claims or users: pin who may pass, such as { claims: { repository: [org/app], ref: [refs/heads/main] } } (machine-clients.md)']
   })
 }

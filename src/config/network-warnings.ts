@@ -1,7 +1,8 @@
 // Where a rule's `networks` would judge another address than the client's: the gateway behind a
-// proxy it does not trust (every client is the proxy's address), an `allow` network that holds a
-// trusted proxy (a request the proxy makes without X-Forwarded-For is judged as the proxy), and
-// forward-auth without a trusted proxy (it learns the client's address only from one).
+// proxy it does not trust (every client is the proxy's address), a network that shares addresses
+// with server.trustProxy (a host there is taken for a proxy and names any address it likes; the
+// proxy's own requests without X-Forwarded-For are judged as it), and forward-auth without a trusted
+// proxy (it learns the client's address only from one).
 import { BlockList } from 'node:net'
 import { parseNetwork } from './networks.js'
 import type { GatewayConfig, Network, Rule, RuleLists } from './types.js'
@@ -26,12 +27,20 @@ function trustedNetworks (trustProxy: boolean | string[]): Network[] {
   return trustProxy.flatMap((entry) => GROUPS[entry] ?? [entry]).map(parseNetwork).filter((network): network is Network => typeof network !== 'string')
 }
 
-/** Whether one of `networks` holds the first address of `network` (a trusted proxy's). */
-function holds (networks: readonly Network[], network: Network): boolean {
-  const list = new BlockList()
-  const inside = networks.filter((own) => !own.outside)
-  for (const { address, bits, family } of inside) list.addSubnet(address, bits, family)
-  return inside.some((own) => own.family === network.family) && list.check(network.address, network.family)
+/** Whether two networks share an address: CIDR ranges either nest or are apart, so one holds the other's first address. */
+function overlap (a: Network, b: Network): boolean {
+  if (a.family !== b.family) return false
+  const contains = (outer: Network, inner: Network): boolean => {
+    const list = new BlockList()
+    list.addSubnet(outer.address, outer.bits, outer.family)
+    return list.check(inner.address, inner.family)
+  }
+  return contains(a, b) || contains(b, a)
+}
+
+/** `network` as written: the address, and the prefix unless it is a single address. */
+function written (network: Network): string {
+  return network.bits === (network.family === 'ipv4' ? 32 : 128) ? network.address : `${network.address}/${network.bits}`
 }
 
 export function networkWarnings (config: GatewayConfig): string[] {
@@ -51,10 +60,11 @@ export function networkWarnings (config: GatewayConfig): string[] {
       return [`${at}: server.baseUrl is https, which this gateway does not serve itself, and server.trustProxy is off: ` +
         'behind the proxy that ends TLS every client has the proxy\'s address; set server.trustProxy to that proxy\'s address so that X-Forwarded-For counts']
     }
-    const proxy = inAllow ? trusted.find((network) => holds(rule.networks, network)) : undefined
-    return proxy === undefined
+    // A client inside a trusted range is taken for a proxy: its X-Forwarded-For names any address it likes.
+    const shared = trusted.find((proxy) => rule.networks.some((network) => overlap(proxy, network)))
+    return shared === undefined
       ? []
-      : [`${at}: admits the trusted proxy ${proxy.address}${proxy.bits === (proxy.family === 'ipv4' ? 32 : 128) ? '' : `/${proxy.bits}`} itself: ` +
-        'a request it sends without X-Forwarded-For is judged as the proxy\'s address; make the proxy always set X-Forwarded-For']
+      : [`${at}: names addresses that server.trustProxy trusts (${written(shared)}): a host there is taken for a proxy and can name any address in X-Forwarded-For, ` +
+        'inside these networks or not (and a request the proxy sends without X-Forwarded-For is judged as its own address); list only your proxies in server.trustProxy']
   })
 }

@@ -175,12 +175,16 @@ export function claimPaths (lists: RuleLists): string[] {
   return [...(lists.allow ?? []), ...lists.deny].flatMap((rule) => rule.claims.map((claim) => claim.path))
 }
 
-/** Each rule's `providers` names a configured provider (one that is not would silently never hold). */
+/**
+ * Each rule's `providers` names a provider whose people or tokens reach where the rule is written
+ * (`names`: a route's providers and bearer issuers; any configured one at a forward-auth host): one
+ * that cannot would silently never hold.
+ */
 export function checkRuleProviders (issues: Issues, at: Path, lists: RuleLists, names: readonly string[]): void {
   const rules = [...(lists.allow ?? []).map((rule, i) => [rule, 'allow', i] as const), ...lists.deny.map((rule, i) => [rule, 'deny', i] as const)]
   for (const [rule, list, i] of rules) {
     rule.providers.forEach((name, j) => {
-      if (!names.includes(name)) issues.add([...at, list, ...(rule.name.endsWith(']') ? [i] : []), 'providers', j], `names no configured provider: ${describe(name)}`, `known: ${names.join(', ') || 'none'}`)
+      if (!names.includes(name)) issues.add([...at, list, ...(rule.name.endsWith(']') ? [i] : []), 'providers', j], `names ${describe(name)}, whose people and tokens never reach here: the rule could never hold`, `known here: ${names.join(', ') || 'none'}`)
     })
   }
 }

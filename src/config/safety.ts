@@ -4,6 +4,7 @@
 // settings that are allowed but weaken the gateway (a less protected route that reaches some of a
 // protected route's upstream paths is route-reach.ts's). Pure functions: validate.ts turns their answers into problems, and start-up
 // and `--check` report the warnings.
+import { unpinnedIssuerWarnings } from './bearer-section.js'
 import { networkWarnings } from './network-warnings.js'
 import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
@@ -205,5 +206,6 @@ export function configWarnings (config: GatewayConfig): string[] {
   warnings.push(...reassignableUserWarnings(config))
   warnings.push(...reachWarnings(config.routes))
   warnings.push(...networkWarnings(config))
+  warnings.push(...unpinnedIssuerWarnings(config.routes, config.providers))
   return warnings
 }

@@ -113,19 +113,19 @@ const Provider = Type.Object({
   tenant: Text('`preset: microsoft`: the directory (tenant) ID or domain; the issuer is `https://login.microsoftonline.com/<tenant>/v2.0`.', { minLength: 1 }),
   baseUrl: Text('`preset: keycloak`, `gitlab` or `github`: the server of a self-hosted Keycloak, GitLab or GitHub Enterprise.', { examples: ['https://keycloak.example.com'] }),
   realm: Text('`preset: keycloak`: the realm (with `baseUrl`); the issuer is `<baseUrl>/realms/<realm>`.', { minLength: 1 }),
-  issuer: Text('OIDC issuer: `<issuer>/.well-known/openid-configuration` is read at start for the endpoints and keys; callbacks\' and ID tokens\' `iss` must match it. Required when the scope has `openid`.', {
+  issuer: Text('OIDC issuer: `<issuer>/.well-known/openid-configuration` is read at start for the endpoints and keys; callbacks\' and ID tokens\' `iss` must match it. Required when the scope has `openid`, and for a token-only issuer.', {
     examples: ['https://accounts.google.com'],
   }),
   authorizeUrl: Text('The provider\'s authorization endpoint. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
   tokenUrl: Text('The provider\'s token endpoint. Required without `issuer` or a preset; wins over discovery.', { defaultText: 'from discovery or the preset' }),
   userinfoUrl: Text('Identity for plain OAuth 2.0 providers, called once at sign-in with the access token.', { defaultText: 'from discovery or the preset', examples: ['https://api.github.com/user'] }),
-  scope: Text('`scope` of the authorize request; with `openid` an ID token is required and validated. Required without a preset.', { defaultText: 'the preset\'s', examples: ['openid profile email'] }),
+  scope: Text('`scope` of the authorize request; with `openid` an ID token is required and validated. Required without a preset; refused on a token-only issuer.', { defaultText: 'the preset\'s', examples: ['openid profile email'] }),
   pkce: Flag('PKCE with S256.', true),
   claims: filled(Type.Optional(Claims)),
   timeout: Duration('How long any one call to the provider may take, name lookup and connect included: discovery, its keys (JWKS), token, userinfo, revocation (100ms to 2m). Then 502 `token_exchange_failed` (`provider_unavailable` while discovery has not succeeded).', '10s'),
   endSession: Flag('Sign-out reaches the provider too: its tokens are revoked where discovery advertises `revocation_endpoint`, and the browser signs out there where it advertises `end_session_endpoint` (register `{baseUrl}/oauth/logout/<provider>/` as its post-logout redirect URI). `false`: sign-out ends the gateway\'s session only (see endpoints.md).', true),
   dangerouslyAllowInsecureHttp: Flag('Allow this provider\'s endpoints over plain http to a host that is not loopback (otherwise the config is refused).', false),
-}, { additionalProperties: false, description: 'One provider (its name is the `<provider>` in /oauth/login/<provider>/): a client registered there.' })
+}, { additionalProperties: false, description: 'One provider (its name is the `<provider>` in /oauth/login/<provider>/): a client registered there, or, with only `issuer`, a token-only issuer whose tokens machine clients bring.' })
 
 /** A condition's values: a non-empty list (an empty one would match nobody, or read as "not given"). */
 function Values (description: string, item = Type.String({ minLength: 1 })) {
@@ -147,7 +147,7 @@ const Rule = Type.Object({
   methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does.',
     Matching('^\\s*[A-Za-z]+\\s*$', 'a request method such as GET or POST')),
   paths: Values('Globs on the canonical request path (`/app/admin/*`; `*` matches any characters, `/` included); the query is not part of it.'),
-  providers: Values('The provider the person signed in at (a machine client: its token\'s issuer): on a route with `providers: [corp, github]`, which of them.'),
+  providers: Values('Providers by their names under `providers:` (not their issuer URLs): the one the person signed in at (a machine client: its token\'s issuer; at forward-auth: the one `/oauth/auth/<provider>/` names). On a route, each must be one of its providers or bearer issuers.'),
   networks: Values('Client addresses: IPv4 and IPv6 CIDR ranges and single addresses (`10.0.0.0/8`, `"2001:db8::/32"`, `192.0.2.7`); after `!`, a network the address must be outside of (`"!10.8.0.0/16"`). Matched on the address as the gateway resolved it (`server.trustProxy` decides whether X-Forwarded-For counts). Alone in a rule it still needs a signed-in person or token.'),
 }, { additionalProperties: false, description: 'One rule: it holds when every condition it gives holds (a list inside a condition matches any of its values).' })
 
@@ -182,8 +182,8 @@ const Route = Type.Object({
   // Not under the gateway's own endpoints (/oauth/..., /healthz, /readyz, /metrics), in any trailing-slash spelling.
   path: Matching('^(?!/(?:oauth|healthz|readyz|metrics)(?:/|$))/[^*?#:\\s]*$', 'a path prefix such as /app/, outside the gateway\'s own /oauth/, /healthz, /readyz and /metrics', { description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
   upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
-  provider: Text('Whose access token is injected; required when `auth: required` (or `providers`).'),
-  providers: Strings('Several providers for one route, in place of `provider`: a browser without a session meets a chooser page (one button each), a session at any of them passes, and that provider\'s token is injected (endpoints.md, "Several providers on one route").', { minItems: 2, uniqueItems: true, expected: 'a list of at least two provider names', examples: [['corp', 'github']] }),
+  provider: Text('Whose access token is injected; required when `auth: required`, unless `providers` is given.'),
+  providers: Strings('Several providers for one route, in place of `provider` (at least two, none of them token-only issuers; not with `reauth` or `agents`): a browser without a session meets a chooser page (one button each), a session at any of them passes, and that provider\'s token is injected (endpoints.md, "Several providers on one route").', { minItems: 2, uniqueItems: true, expected: 'a list of at least two provider names', examples: [['corp', 'github']] }),
   rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md).', { defaultText: 'the path is forwarded unchanged', pattern: '^/', expected: 'a path that starts with /' }),
   timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
   maxConnections: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' }))),

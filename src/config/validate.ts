@@ -103,7 +103,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   routes.forEach((route, i) => { if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers) })
   routes.forEach((route, i) => { checkReauthProvider(issues, ['routes', i, 'reauth'], route, providers) })
   routes.forEach((route, i) => { checkSignInProvider(issues, ['routes', i, route.providers.length > 1 ? 'providers' : 'provider'], route, providers) })
-  routes.forEach((route, i) => { checkRuleProviders(issues, ['routes', i], route.rules, Object.keys(providers)) })
+  routes.forEach((route, i) => { checkRuleProviders(issues, ['routes', i], route.rules, [...new Set([...route.providers, ...(route.bearer?.issuers ?? [])])]) })
   for (const [host, lists] of forwardAuth.hosts) checkRuleProviders(issues, ['forwardAuth', 'hosts', host], lists, Object.keys(providers))
   for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
   return {

@@ -135,12 +135,13 @@ interface OriginalSubject { method: string | undefined, path: string | undefined
 /** Forward-auth's judge: the query's rules and the host's (compiled at startup), both on the original request. */
 function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subject: OriginalSubject): Judge {
   const judge = allOf([compileRules({ allow: query, deny: [] }), ...(host === undefined ? [] : [host])])
-  return (identity) => {
-    const judgement = judge(identity, subject.method, subject.path, subject.address)
+  // `provider`: the one the URL names (a session's), or a machine client's token's issuer.
+  return (identity, _method, _path, _address, provider) => {
+    const judgement = judge(identity, subject.method, subject.path, subject.address, provider)
     if (!judgement.admit || subject.overrides.length === 0) return judgement
     // On the subject's path as told, undefined included (the target forbiddenOverride passes on is not read).
-    const onPath: Judge = (who, method, _path, address) => judge(who, method, subject.path, address)
-    return forbiddenOverride(onPath, identity, subject.path ?? '', subject.address, subject.overrides) ?? judgement
+    const onPath: Judge = (who, method, _path, address, by) => judge(who, method, subject.path, address, by)
+    return forbiddenOverride(onPath, identity, subject.path ?? '', subject.address, subject.overrides, provider) ?? judgement
   }
 }
 

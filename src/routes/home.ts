@@ -4,6 +4,7 @@
 // they are signed in with, judged by the access gate itself (access/gate.ts, the rules the proxy
 // applies) for a GET of the route's path.
 import type { FastifyInstance } from 'fastify'
+import { named } from '../access/bearer.js'
 import { compileGate, covers, decide, signedIn, type RouteGate } from '../access/gate.js'
 import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
@@ -49,7 +50,9 @@ function admits (route: AppRoute, identities: Record<string, Identity>, target: 
   // At any of its providers the person is signed in with, as the proxy picks the first of them.
   const provider = route.providers.find((name) => Object.hasOwn(identities, name))
   if (provider === undefined) return false
-  const kind = decide(route.gate, { method: 'GET', target, address }, true, signedIn('', identities[provider], false, route.providers.length > 1 ? provider : undefined)).kind
+  // Named as the proxy names it: the people of a provider other than the route's first are `<provider>:<user>`.
+  const identity = named(identities[provider]!, provider, route.providers[0])
+  const kind = decide(route.gate, { method: 'GET', target, address }, true, signedIn('', identity, false, route.providers.length > 1 ? provider : undefined)).kind
   return kind === 'allow' || kind === 'public'
 }
 

@@ -22,13 +22,15 @@ it.beforeAll(async ({ startStack, upstream: echo, gatewayAddress }) => {
   upstream = echo
   partner = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'partner', 'p2')])
   gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
     providers: { partner: oidcClient(partner.issuer, 'p2', 's') },
+    forwardAuth: { hosts: { 'staff.example.com': { allow: [{ providers: ['demo'] }] }, 'outside.example.com': { deny: [{ providers: ['demo'] }] } } },
     routes: [{
       path: '/app/',
       upstream: echo.url,
       providers: ['demo', 'partner'],
       // The staff (demo) everywhere; partners only their documents.
-      allow: [{ providers: ['demo'] }, { providers: ['partner'], paths: ['/app/docs/*'] }],
+      allow: [{ providers: ['demo'] }, { providers: ['partner'], paths: ['/app/docs/*'] }, { users: ['partner:ann'] }],
     }],
   })
   browser = await sharedChromium()
@@ -69,7 +71,8 @@ it('a browser meets the chooser, signs in at the partner through it, and the par
   expect(reached.map((request) => request.url)).toEqual(['/app/docs/guide'])
   const token = String(reached[0]!.headers.authorization).replace(/^Bearer /, '')
   expect(await issuedBy(partner, token)).toBe(true)
-  expect(reached[0]!.headers['x-forwarded-user']).toBe('pat')
+  // Another provider's people are another name space: never the first provider's `pat`.
+  expect(reached[0]!.headers['x-forwarded-user']).toBe('partner:pat')
 
   // The rules name the provider: a partner is refused outside their documents, and told which rule.
   await page.goto(`${gateway.url}/app/admin`)
@@ -88,6 +91,16 @@ it('a browser meets the chooser, signs in at the partner through it, and the par
   // The home page lists the route once.
   await page.goto(`${gateway.url}/oauth/`)
   expect(await page.locator('ul.apps a.app').allTextContents()).toEqual(['/app/'])
+  await context.close()
+})
+
+it('a users rule names another provider\'s person as <provider>:<subject>; the first provider\'s person of that name is someone else', async () => {
+  const context = await browser.newContext()
+  const page = await context.newPage()
+  await page.goto(`${gateway.url}/app/admin`)
+  await page.click('a:has-text("Sign in with partner")')
+  await signInThere(page, 'ann', `${gateway.url}/app/admin`)
+  expect(upstream.seen.at(-1)!.headers['x-forwarded-user']).toBe('partner:ann')
   await context.close()
 })
 
@@ -125,4 +138,16 @@ it('the chooser takes only a same-origin next, and a next no route of several pr
   const html = await page.text()
   expect(html).not.toContain('<script>')
   expect(html).not.toContain('form=bad')
+})
+
+it('forward-auth judges a host\'s providers rule by the provider its URL names', async () => {
+  const context = await browser.newContext()
+  const page = await context.newPage()
+  await page.goto(`${gateway.url}/oauth/login/demo/?next=%2Foauth%2F`)
+  await signInThere(page, 'carol', `${gateway.url}/oauth/`)
+  const cookie = (await context.cookies()).map(({ name, value }) => `${name}=${value}`).join('; ')
+  await context.close()
+  const ask = async (host: string): Promise<number> => (await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: { cookie, accept: 'application/json', 'x-forwarded-host': host, 'x-forwarded-uri': '/x' } })).status
+  expect(await ask('staff.example.com')).toBe(200)
+  expect(await ask('outside.example.com')).toBe(403)
 })

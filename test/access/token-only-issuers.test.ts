@@ -9,6 +9,8 @@ import { expect } from 'vitest'
 import { parse, stringify } from 'yaml'
 import { startCiIssuer, type CiIssuer } from '../helpers/ci-issuers.js'
 import { configProblems } from '../helpers/config.js'
+import { parseConfig } from '../../src/config/config.js'
+import { configWarnings } from '../../src/config/safety.js'
 import { TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
 import { clientCredentialsToken } from '../helpers/machine.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -132,4 +134,23 @@ it('--check: only an issuer, named only in bearer.issuers, never asked to intros
     [{ gha: { issuer: 'http://ci.example.com' } }, bearer, /^providers\.gha\.issuer: .*plain http/],
   ]
   for (const [providers, route, problem] of TABLE) expect([problem, configProblems(config(providers, route))]).toEqual([problem, [expect.stringMatching(problem)]])
+  // One issuer under two names in one list: its tokens would be judged as the first's.
+  const twice = { gha: { issuer: 'https://token.actions.githubusercontent.com' }, 'gha-2': { issuer: 'https://token.actions.githubusercontent.com' } }
+  expect(configProblems(config(twice, { bearer: { issuers: ['gha', 'gha-2'], audience: 'a' } }))).toEqual([expect.stringMatching(/^routes\[0\]\.bearer\.issuers\[1\]: names gha-2, whose issuer "https:\/\/token\.actions\.githubusercontent\.com" is gha's too/)])
+  // A rule on a provider whose people and tokens never reach the route could never hold.
+  expect(configProblems(config(gha, { ...bearer, allow: [{ providers: ['github'] }] }))).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]\.providers\[0\]: names "github", whose people and tokens never reach here/)])
+  expect(configProblems(config(gha, { ...bearer, allow: [{ providers: ['gha'], claims: { repository: ['o/r'] } }, { providers: ['corp'] }] }))).toEqual([])
+})
+
+it('--check warns where a token-only issuer\'s tokens pass without a rule on who the caller is', () => {
+  const warn = (allow?: unknown[]): string[] => configWarnings(parseConfig(stringify({
+    session: { secret: TEST_SECRET },
+    providers: { corp: { clientId: 'c', clientSecret: 's', authorizeUrl: 'https://op.example/a', tokenUrl: 'https://op.example/t', scope: 'read' }, gha: { issuer: 'https://token.actions.githubusercontent.com' } },
+    routes: [{ path: '/deploy/', upstream: 'http://127.0.0.1:9100', provider: 'corp', bearer: { issuers: ['gha'], audience: 'a' }, ...(allow === undefined ? {} : { allow }) }],
+  }), {})).filter((warning) => warning.includes('takes tokens of'))
+  const unpinned = [expect.stringMatching(/^routes\[0\]\.allow: takes tokens of gha, which mints them for every repository, project or pod it serves/)]
+  expect(warn()).toEqual(unpinned)
+  expect(warn([{ methods: ['POST'] }])).toEqual(unpinned)
+  expect(warn([{ claims: { repository: ['o/r'] } }, { groups: ['deployers'] }])).toEqual(unpinned)
+  expect(warn([{ claims: { repository: ['o/r'] } }, { users: ['alice'] }])).toEqual([])
 })
