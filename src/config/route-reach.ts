@@ -86,6 +86,8 @@ function sameServer (a: string, b: string): boolean {
 export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
   if (target.auth !== 'required') return false
   if (other.auth === 'none' || other.providers.some((name) => !target.providers.includes(name))) return true
+  // The first provider's people keep their plain names: another first one lets its people pass as them.
+  if (other.providers[0] !== target.providers[0]) return true
   const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
   return ruled && JSON.stringify(other.rules) !== JSON.stringify(target.rules)
 }
@@ -104,7 +106,9 @@ export function reachMessage (routes: readonly RouteConfig[], otherIndex: number
     ? 'with no sign-in'
     : foreign.length > 0
       ? `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
-      : other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
+      : other.providers[0] !== target.providers[0]
+        ? `naming the people of ${JSON.stringify(other.providers[0])} without the \`${other.providers[0]}:\` that this route gives them (its first provider is another)`
+        : other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
   const upstream = new URL(target.upstream).origin
   // The people of several providers on one application: one route that lists them all.
   const together = other.auth === 'required' && foreign.length > 0

@@ -24,7 +24,7 @@ const Server = Section({
     Type.Array(Type.String({ expected: 'an IP address or CIDR range such as 10.0.0.0/8 (or loopback, linklocal, uniquelocal)' })),
   ], {
     default: false,
-    description: 'Which peers may set X-Forwarded-* (client address, rate-limit key, forward-auth): `false`, `true` (only with a loopback `server.host`), or the addresses and CIDR ranges of the proxies in front (a list, or a comma-separated string from a variable; no range wider than /8 for IPv4 or /7 for IPv6); `loopback`, `linklocal`, `uniquelocal` name those groups.',
+    description: 'Which peers may set X-Forwarded-* (client address, rate-limit key, forward-auth): `false`, `true` (only with a loopback `server.host`: every peer is a proxy on this machine, and only the peer is trusted: the client is the address it appended), or the addresses and CIDR ranges of the proxies in front (a list, or a comma-separated string from a variable; no range wider than /8 for IPv4 or /7 for IPv6); `loopback`, `linklocal`, `uniquelocal` name those groups.',
     expected: 'true, false or a list of addresses and CIDR ranges such as ["127.0.0.1", "10.0.0.0/8"]',
     examples: [['10.0.0.0/8']],
   }))),

@@ -121,8 +121,12 @@ describe('the config refuses full reach and warns about partial reach, naming bo
       providers,
       routes: [{ path: '/admin/', upstream: UP, rewritePrefix: '/', ...first }, { path: '/other/', upstream: UP, rewritePrefix: '/', ...second }],
     })
-    // The same providers in another order are the same protection; a route of one of them is not.
-    expect(configProblems(beside({ providers: ['p', 'gh'] }, { providers: ['gh', 'p'] }), {})).toEqual([])
+    // The same providers in the same order are the same protection; in another order the first one's
+    // people keep plain names on one route and not on the other, so one could pass as another's person.
+    expect(configProblems(beside({ providers: ['p', 'gh'] }, { providers: ['p', 'gh'] }), {})).toEqual([])
+    expect(configProblems(beside({ providers: ['p', 'gh'] }, { providers: ['gh', 'p'] }), {})).toEqual([
+      expect.stringMatching(/^routes\[0\]\.path: .* naming the people of "p" without the `p:` that this route gives them/),
+    ])
     expect(configProblems(beside({ provider: 'p' }, { providers: ['p', 'gh'] }), {})).toEqual([
       expect.stringMatching(/^routes\[1\]\.path: reaches every path .* that routes\[0\] \(\/admin\/\) protects, to anyone signed in at "gh"/),
     ])
