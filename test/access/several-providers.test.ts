@@ -2,11 +2,12 @@
 // authorization servers (the worker's and a second oidc-provider): Chromium meets the chooser, signs
 // in at each provider through it, and reaches the application with that provider's token; rules
 // name the provider; an API client's 401 names each provider's sign-in; the home page lists the
-// route once.
+// route once; a form submitted without a session is kept through the chooser and the sign-in.
 import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
 import { expect } from 'vitest'
 import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
+import { startFormUpstream, type FormUpstream } from '../helpers/form-upstream.js'
 import { oidcClient, type TestGateway } from '../helpers/gateway.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
@@ -16,16 +17,18 @@ let gateway: TestGateway
 let upstream: Upstream
 let partner: TestProvider
 let browser: Browser
+let forms: FormUpstream
 
 it.beforeAll(async ({ startStack, upstream: echo, gatewayAddress }) => {
   await mkdir(ARTIFACTS, { recursive: true })
   upstream = echo
   partner = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'partner', 'p2')])
+  forms = await startFormUpstream()
   gateway = await startStack({
     server: { trustProxy: ['127.0.0.1'] },
     providers: { partner: oidcClient(partner.issuer, 'p2', 's') },
     forwardAuth: { hosts: { 'staff.example.com': { allow: [{ providers: ['demo'] }] }, 'outside.example.com': { deny: [{ providers: ['demo'] }] } } },
-    routes: [{
+    routes: [{ path: '/forms/', upstream: forms.url, providers: ['demo', 'partner'], preserveBody: '64KiB' }, {
       path: '/app/',
       upstream: echo.url,
       providers: ['demo', 'partner'],
@@ -38,7 +41,7 @@ it.beforeAll(async ({ startStack, upstream: echo, gatewayAddress }) => {
 
 it.afterAll(async () => {
   await gateway?.close()
-  await partner?.close()
+  await Promise.all([partner?.close(), forms?.close()])
 })
 
 /** Whether `token` is an access token `op` issued: its userinfo endpoint answers it. */
@@ -90,7 +93,7 @@ it('a browser meets the chooser, signs in at the partner through it, and the par
 
   // The home page lists the route once.
   await page.goto(`${gateway.url}/oauth/`)
-  expect(await page.locator('ul.apps a.app').allTextContents()).toEqual(['/app/'])
+  expect(await page.locator('ul.apps a.app').allTextContents()).toEqual(['/forms/', '/app/'])
   await context.close()
 })
 
@@ -150,4 +153,23 @@ it('forward-auth judges a host\'s providers rule by the provider its URL names',
   const ask = async (host: string): Promise<number> => (await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: { cookie, accept: 'application/json', 'x-forwarded-host': host, 'x-forwarded-uri': '/x' } })).status
   expect(await ask('staff.example.com')).toBe(200)
   expect(await ask('outside.example.com')).toBe(403)
+})
+
+it('a form submitted without a session is kept through the chooser and the sign-in, and delivered once', async () => {
+  const context = await browser.newContext()
+  const page = await context.newPage()
+  await page.goto(`${gateway.url}/forms/form`)
+  await page.click('a:has-text("Sign in with partner")')
+  await signInThere(page, 'pat', `${gateway.url}/forms/form`)
+  await page.fill('input[name="title"]', 'Hello')
+  await page.fill('textarea[name="comment"]', 'from a partner')
+  // The session is gone (another browser's sign-out, an expiry): the submit meets the chooser.
+  await context.clearCookies()
+  await page.click('button:has-text("Send")')
+  await page.waitForURL((url) => url.pathname === '/oauth/choose/')
+  await page.click('a:has-text("Sign in with partner")')
+  await signInThere(page, 'pat', `${gateway.url}/forms/form?draft=1`)
+  expect(await page.textContent('h1')).toBe('Received')
+  expect(forms.posts.map((post) => [post.url, post.body.toString('utf8')])).toEqual([['/forms/form?draft=1', 'title=Hello&comment=from+a+partner']])
+  await context.close()
 })
