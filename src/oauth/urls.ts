@@ -120,10 +120,12 @@ export function redirectUri (config: Pick<GatewayConfig, 'server'>, provider: st
 
 /**
  * "Use another account": the sign-out address (a POST) that signs out here and at the provider, then
- * starts a sign-in at `provider` that asks the person to choose the account, back to `next`.
+ * starts a sign-in at `provider` that asks the person to choose the account, back to `next`. Without
+ * a provider (a route of several): the sign-out alone, back to `next`, where the chooser offers each.
  */
-export function switchAccountUrl (config: Pick<GatewayConfig, 'server'>, provider: string, next: string): string {
-  return `${config.server.baseUrl}/oauth/logout/?next=${encodeURIComponent(next)}&switch=${encodeURIComponent(provider)}`
+export function switchAccountUrl (config: Pick<GatewayConfig, 'server'>, provider: string | undefined, next: string): string {
+  const signOut = `${config.server.baseUrl}/oauth/logout/?next=${encodeURIComponent(next)}`
+  return provider === undefined ? signOut : `${signOut}&switch=${encodeURIComponent(provider)}`
 }
 
 /** The login address with `next`, absolute so the whole flow runs on {base_url}'s host. */

@@ -4,7 +4,7 @@
 // proxy would serve `next` with (the longest prefix covering it); a `next` no such route serves
 // goes to its own route's sign-in, or home.
 import type { FastifyInstance } from 'fastify'
-import { covers } from '../access/gate.js'
+import { routeFor } from '../access/step-up-route.js'
 import { canonicalTarget } from '../config/canonical.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { chooserPage } from '../http/pages.js'
@@ -23,11 +23,10 @@ export function loginUrlsOf (config: Pick<GatewayConfig, 'server'>, route: Pick<
   return Object.fromEntries(route.providers.map((provider) => [provider, loginUrl(config, provider, next)]))
 }
 
-/** The protected route the proxy serves `next` with, or undefined. */
+/** The route the proxy serves `next` with, or undefined. */
 function servingRoute (config: GatewayConfig, next: string): RouteConfig | undefined {
   const target = canonicalTarget(next)
-  if (!target.ok) return undefined
-  return config.routes.filter((route) => route.auth === 'required' && covers(route.path, target.url)).sort((a, b) => b.path.length - a.path.length)[0]
+  return target.ok ? routeFor(config.routes, target.url) : undefined
 }
 
 export function chooserRoutes (app: FastifyInstance, config: GatewayConfig): void {
@@ -36,7 +35,7 @@ export function chooserRoutes (app: FastifyInstance, config: GatewayConfig): voi
     const form = parseFormBinding(request.query.form)
     const route = next === HOME ? undefined : servingRoute(config, next)
     const withForm = (href: string): string => form === undefined ? href : `${href}&form=${form}`
-    if (route === undefined || route.providers.length === 0) return await reply.redirect(HOME, 302)
+    if (route === undefined || route.auth !== 'required' || route.providers.length === 0) return await reply.redirect(HOME, 302)
     if (route.providers.length === 1) return await reply.redirect(withForm(loginUrl(config, route.providers[0]!, next)), 302)
     const links = route.providers.map((name) => ({ name, href: withForm(loginUrl(config, name, next)) }))
     reply.header('cache-control', 'no-store')

@@ -188,9 +188,8 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
 
 /** Where "Use another account" goes: with several providers, a sign-out back to the page, where the chooser lets the person pick again. */
 function switchAccountOf (config: GatewayConfig, route: RouteConfig): (next: string) => string {
-  return route.providers.length > 1
-    ? (next) => `${config.server.baseUrl}/oauth/logout/?next=${encodeURIComponent(next)}`
-    : (next) => switchAccountUrl(config, route.provider!, next)
+  const provider = route.providers.length > 1 ? undefined : route.provider
+  return (next) => switchAccountUrl(config, provider, next)
 }
 
 /**
