@@ -11,7 +11,7 @@ interface Step { uses?: string, run?: string, with?: Record<string, unknown> }
 interface Job { 'runs-on'?: string, needs?: string, uses?: string, container?: { image: string, options?: string }, steps?: Step[] }
 interface Workflow { on: Record<string, unknown>, jobs: Record<string, Job> }
 
-let pkg: { version: string, dependencies: Record<string, string> }
+let pkg: { version: string, dependencies: Record<string, string>, devDependencies: Record<string, string> }
 let changelog: string
 let ci: Workflow
 let release: Workflow
@@ -26,6 +26,15 @@ beforeAll(async () => {
 })
 
 const step = (job: Job | undefined, action: string) => job?.steps?.find((s) => s.uses?.startsWith(`${action}@`))
+
+/** The SBOM step of the release: CycloneDX's npm tool through npx, at an exact version. */
+const SBOM_STEP = /npx --yes --ignore-scripts (@cyclonedx\/cyclonedx-npm@\d+\.\d+\.\d+) --omit dev --output-format JSON /
+
+/** The tool and exact version the release workflow runs (the SBOM test runs the same). */
+function sbomTool (): string {
+  const run = release.jobs.publish!.steps!.find((s) => SBOM_STEP.test(s.run ?? ''))?.run ?? ''
+  return SBOM_STEP.exec(run)?.[1] ?? 'no SBOM step in release.yml'
+}
 
 describe('the release', () => {
   it('package.json\'s version has a dated changelog section whose text becomes the notes', () => {
@@ -80,7 +89,13 @@ describe('the forge\'s workflows', () => {
     expect(publish.needs).toBe('ci')
     expect(publish.steps!.some((s) => s.run?.includes('node dist/scripts/release-notes.js "$GITHUB_REF_NAME"'))).toBe(true)
     expect(step(publish, 'docker/build-push-action')?.with).toMatchObject({ platforms: 'linux/amd64,linux/arm64', push: true, sbom: true, provenance: 'mode=max' })
-    expect(publish.steps!.some((s) => s.run?.includes('npx cyclonedx-npm --omit dev --output-format JSON'))).toBe(true)
+    expect(sbomTool()).toMatch(/^@cyclonedx\/cyclonedx-npm@\d+\.\d+\.\d+$/)
+  })
+
+  it('the SBOM tool is no dependency: npx fetches it in the release only (its libxmljs2 is native code)', () => {
+    expect(Object.keys(pkg.devDependencies)).not.toContain('@cyclonedx/cyclonedx-npm')
+    expect(Object.keys(pkg.dependencies)).not.toContain('@cyclonedx/cyclonedx-npm')
+    expect(releaseDoc).toContain(`\`npx --yes --ignore-scripts ${sbomTool()} --omit dev\``)
   })
 
   it('publishes the tags docs/release.md promises', () => {
@@ -100,8 +115,9 @@ function packageNames (components: Component[]): string[] {
 }
 
 describe('the SBOM', () => {
-  it('lists every production dependency and no dev dependency', async () => {
-    const { stdout } = await promisify(execFile)('npx', ['cyclonedx-npm', '--omit', 'dev', '--output-format', 'JSON', '--output-file', '-'], { maxBuffer: 64 * 1024 * 1024 })
+  // As the release makes it; the first run fetches the tool from the npm registry into npx's cache.
+  it('lists every production dependency and no dev dependency', { timeout: 120_000 }, async () => {
+    const { stdout } = await promisify(execFile)('npx', ['--yes', '--ignore-scripts', sbomTool(), '--omit', 'dev', '--output-format', 'JSON', '--output-file', '-'], { maxBuffer: 64 * 1024 * 1024 })
     const bom = JSON.parse(stdout) as { bomFormat: string, metadata: { component: { name: string, version: string } }, components: Component[] }
     expect(bom.bomFormat).toBe('CycloneDX')
     expect(bom.metadata.component).toMatchObject({ name: 'oauth-gateway', version: pkg.version })
