@@ -1,6 +1,7 @@
-// /oauth/sessions/ as a page: the signed-in person's sessions, newest first, the current one
-// marked, each with a revoke button (a same-origin form POST), and "sign out everywhere". The same
-// look as the gateway's other pages (pages.ts); every value escaped.
+// /oauth/sessions/ as a page: the signed-in person's sessions, newest first, each named by its
+// browser and operating system and the address it signed in from, the current one marked, each
+// other one with a Revoke button that asks first (revokeConfirmPage: a GET, whose form POSTs), and
+// "sign out everywhere". The same look as the gateway's other pages (pages.ts); every value escaped.
 import type { PersonSession } from '../session/person-index.js'
 import { escapeHtml, renderPage, signOutEverywhereButton } from './pages.js'
 
@@ -10,10 +11,31 @@ export interface ListedSession extends PersonSession {
   readonly agent?: { readonly client: string, readonly route: string } | undefined
 }
 
+/** The form field that says a revoke POST came from the confirmation page's button. */
+export const CONFIRMED = 'confirm'
+
+/** The address of a session's confirmation page, which its form POSTs to as well. */
+export function revokeUrl (publicId: string): string {
+  return `/oauth/sessions/${encodeURIComponent(publicId)}/revoke`
+}
+
+/** A session's browser as a person reads it: `Chrome on macOS`, `curl` (no operating system told), or the family alone when none was kept. */
+export function deviceOf (session: PersonSession): string {
+  const os = session.origin?.os
+  if (os === undefined || os === 'other') return session.browser
+  return `${session.browser === 'other' ? 'Unknown browser' : session.browser} on ${os}`
+}
+
 /** What the first column says of a session: its browser, or the agent's client and route. */
 function who (session: ListedSession): string {
-  if (session.agent === undefined) return escapeHtml(session.browser)
+  if (session.agent === undefined) return escapeHtml(deviceOf(session))
   return `${escapeHtml(session.browser)}: <strong>${escapeHtml(session.agent.client)}</strong> on <code>${escapeHtml(session.agent.route)}</code>`
+}
+
+/** Where a session signed in from: its client address, or a dash when none was kept (an agent's grant, an older session). */
+function from (session: PersonSession): string {
+  const address = session.origin?.address
+  return address === undefined ? '&mdash;' : `<code>${escapeHtml(address)}</code>`
 }
 
 /** A time as a person reads it on the page: `2026-11-26 10:26 UTC`. */
@@ -21,23 +43,44 @@ function when (ms: number): string {
   return `${new Date(ms).toISOString().slice(0, 16).replace('T', ' ')} UTC`
 }
 
+function providersOf (session: PersonSession): string {
+  return session.providers.map((provider) => `<code>${escapeHtml(provider)}</code>`).join(', ')
+}
+
 function row (session: ListedSession): string {
   // This browser's own row signs out as /oauth/ does (the providers' sign-out included): a revoke
   // would leave the provider's session, and the next visit would sign straight back in.
-  const action = session.current ? '/oauth/logout/' : `/oauth/sessions/${encodeURIComponent(session.publicId)}/revoke`
-  const providers = session.providers.map((provider) => `<code>${escapeHtml(provider)}</code>`).join(', ')
-  const label = session.current ? 'Sign out' : 'Revoke'
+  const action = session.current
+    ? '<form method="post" action="/oauth/logout/"><button type="submit" class="button">Sign out</button></form>'
+    : `<a class="button" href="${escapeHtml(revokeUrl(session.publicId))}">Revoke</a>`
   return `<tr${session.current ? ' class="current"' : ''}><td>${who(session)}${session.current ? ' <strong>(this browser)</strong>' : ''}</td>` +
-    `<td>${escapeHtml(when(session.started))}</td><td>${escapeHtml(when(session.lastSeen))}</td><td>${providers}</td>` +
-    `<td><form method="post" action="${escapeHtml(action)}"><button type="submit" class="button">${label}</button></form></td></tr>`
+    `<td>${from(session)}</td><td>${escapeHtml(when(session.started))}</td><td>${escapeHtml(when(session.lastSeen))}</td>` +
+    `<td>${providersOf(session)}</td><td>${action}</td></tr>`
 }
 
 /** The list of one's sessions. */
 export function sessionsPage (sessions: readonly ListedSession[]): string {
   return renderPage('Your sessions', `<h1>Your sessions</h1>
 <p>Where you are signed in at this gateway. Revoking a session signs that browser out at its next request.</p>
-<table class="sessions"><thead><tr><th>Browser</th><th>Started</th><th>Last seen</th><th>Signed in with</th><th></th></tr></thead>
+<table class="sessions"><thead><tr><th>Browser</th><th>Signed in from</th><th>Started</th><th>Last seen</th><th>Signed in with</th><th></th></tr></thead>
 <tbody>${sessions.map(row).join('\n')}</tbody></table>
 ${signOutEverywhereButton()}
 <p><a href="/oauth/">Back</a></p>`)
+}
+
+/**
+ * Asked before a session is revoked (GET /oauth/sessions/<id>/revoke): which session it is, and a
+ * form whose button POSTs the revoke; Cancel goes back to the list. Nothing ends until that POST.
+ */
+export function revokeConfirmPage (session: ListedSession): string {
+  const warning = session.current
+    ? '<p><strong>This is the browser you are using now:</strong> revoking it signs you out here.</p>'
+    : '<p>Revoking it signs that browser out at its next request.</p>'
+  return renderPage('Revoke this session?', `<h1>Revoke this session?</h1>
+<dl class="seen"><dt>Browser</dt><dd>${who(session)}</dd><dt>Signed in from</dt><dd>${from(session)}</dd>` +
+`<dt>Started</dt><dd>${escapeHtml(when(session.started))}</dd><dt>Last seen</dt><dd>${escapeHtml(when(session.lastSeen))}</dd>` +
+`<dt>Signed in with</dt><dd>${providersOf(session)}</dd></dl>
+${warning}
+<form method="post" action="${escapeHtml(revokeUrl(session.publicId))}"><input type="hidden" name="${CONFIRMED}" value="1"><button type="submit" class="button">Revoke this session</button></form>
+<p><a href="/oauth/sessions/">Cancel</a></p>`)
 }

@@ -1,14 +1,17 @@
 // GET /oauth/sessions/ (the signed-in person's own sessions: a page for browsers, JSON for API
-// clients) and POST /oauth/sessions/<public id>/revoke (ends one of them, on every instance). A
-// session is named by its random public id (src/session/person-index.ts), which opens nothing: only
-// the person whose index lists it can revoke it; any other id is 404. Revoking is same-origin only,
-// by sign-out's rule: a POST another site made the browser send is refused and ends nothing.
+// clients), GET /oauth/sessions/<public id>/revoke (a browser's question before a revoke: which
+// session, and a button) and POST /oauth/sessions/<public id>/revoke (ends one of them, on every
+// instance). A session is named by its random public id (src/session/person-index.ts), which opens
+// nothing: only the person whose index lists it can see or revoke it; any other id is 404. Revoking
+// is same-origin only, by sign-out's rule: a POST another site made the browser send is refused and
+// ends nothing. A browser's POST ends a session only from the question's button; without it, the
+// question is asked.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
-import { sessionsPage, type ListedSession } from '../http/sessions-page.js'
+import { CONFIRMED, revokeConfirmPage, revokeUrl, sessionsPage, type ListedSession } from '../http/sessions-page.js'
 import { HOME } from '../oauth/urls.js'
 import type { Session } from '../session/record.js'
 import { AGENT_FAMILY } from '../session/browser-family.js'
@@ -23,6 +26,10 @@ interface SessionJson {
   started: string
   lastSeen: string
   browser: string
+  /** From the User-Agent at sign-in; absent for an agent's grant and sessions begun before it was kept. */
+  os?: string
+  /** The client address it signed in from (an IPv6 one as its /64); absent when not kept. */
+  address?: string
   /** An agent's grant: its client's name and the route. */
   agent?: { client: string, route: string }
   providers: readonly string[]
@@ -30,12 +37,15 @@ interface SessionJson {
 }
 
 function toJson (session: ListedSession): SessionJson {
+  const { origin, agent } = session
   return {
     id: session.publicId,
     started: new Date(session.started).toISOString(),
     lastSeen: new Date(session.lastSeen).toISOString(),
     browser: session.browser,
-    ...(session.agent === undefined ? {} : { agent: { client: session.agent.client, route: session.agent.route } }),
+    ...(origin === undefined ? {} : { os: origin.os }),
+    ...(origin?.address === undefined ? {} : { address: origin.address }),
+    ...(agent === undefined ? {} : { agent: { client: agent.client, route: agent.route } }),
     providers: session.providers,
     current: session.current,
   }
@@ -45,6 +55,20 @@ function toJson (session: ListedSession): SessionJson {
 function notSignedIn (): GatewayError {
   return new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', { details: { headers: { 'www-authenticate': 'Bearer' } } })
 }
+
+function notYours (): GatewayError {
+  return new GatewayError('not_found', 'You have no session with this id.')
+}
+
+/** A page of the gateway's own, never framed. */
+function sendPage (reply: FastifyReply, html: string): FastifyReply {
+  return reply.type('text/html; charset=utf-8')
+    .header('content-security-policy', "frame-ancestors 'none'")
+    .header('x-frame-options', 'DENY')
+    .send(html)
+}
+
+type RevokeRequest = FastifyRequest<{ Params: { publicId: string }, Body: Record<string, unknown> | undefined }>
 
 export function sessionsRoutes (app: FastifyInstance, { config, sessions, personIndex, agents }: OAuthContext): void {
   const ownOrigin = new URL(config.server.baseUrl).origin
@@ -56,27 +80,47 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
     return session
   }
 
-  app.get(SESSIONS, async (request, reply) => {
-    const session = await signedIn(request)
-    const listed = await Promise.all((await personIndex.list(session.record)).map(async (entry) => ({
+  /** The person's sessions as the list shows them. */
+  async function listed (session: Session): Promise<ListedSession[]> {
+    return await Promise.all((await personIndex.list(session.record)).map(async (entry) => ({
       ...entry,
       current: entry.sessionId === session.id,
       agent: entry.browser === AGENT_FAMILY ? await agents?.labelOf(entry.sessionId) : undefined,
     })))
-    if (!wantsHtml(request)) return { sessions: listed.map(toJson) }
-    return reply.type('text/html; charset=utf-8')
-      .header('content-security-policy', "frame-ancestors 'none'")
-      .header('x-frame-options', 'DENY')
-      .send(sessionsPage(listed))
+  }
+
+  /** The person's session listed as `publicId`; 404 when they have none (another person's id included). */
+  async function listedAs (session: Session, publicId: string): Promise<ListedSession> {
+    const found = (await listed(session)).find((entry) => entry.publicId === publicId)
+    if (found === undefined) throw notYours()
+    return found
+  }
+
+  app.get(SESSIONS, async (request, reply) => {
+    const all = await listed(await signedIn(request))
+    if (!wantsHtml(request)) return { sessions: all.map(toJson) }
+    return sendPage(reply, sessionsPage(all))
   })
 
-  app.post<{ Params: { publicId: string } }>(`${SESSIONS}:publicId/revoke`, async (request, reply) => {
+  // The question before a revoke: it ends nothing (a link, a prefetch or another site may ask for it).
+  app.get<{ Params: { publicId: string } }>(`${SESSIONS}:publicId/revoke`, async (request, reply) => {
+    const target = await listedAs(await signedIn(request), request.params.publicId)
+    if (!wantsHtml(request)) return { session: toJson(target) }
+    return sendPage(reply, revokeConfirmPage(target))
+  })
+
+  app.post(`${SESSIONS}:publicId/revoke`, async (request: RevokeRequest, reply) => {
     if (fromAnotherSite(request, ownOrigin)) {
       throw new GatewayError('forbidden', 'A session is revoked only from this gateway\'s own pages.')
     }
     const session = await signedIn(request)
+    if (wantsHtml(request) && request.body?.[CONFIRMED] !== '1') {
+      // A browser's POST without the question's answer (a list page from before the question): ask it.
+      const target = await listedAs(session, request.params.publicId)
+      return reply.redirect(revokeUrl(target.publicId), 303)
+    }
     const target = await personIndex.take(session.record, request.params.publicId)
-    if (target === null) throw new GatewayError('not_found', 'You have no session with this id.')
+    if (target === null) throw notYours()
     if (target === session.id) await endSession(sessions, session, reply)
     else await sessions.endById(target)
     request.log.info({ current: target === session.id }, 'session revoked')

@@ -13,6 +13,7 @@ import { parseFormBinding } from '../oauth/preserved-body.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
 import { HOME, agentInteractionUrl, loginUrl, parseInteractionId, redirectUri, safeNext } from '../oauth/urls.js'
 import { browserFamily } from '../session/browser-family.js'
+import { operatingSystem } from '../session/operating-system.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
@@ -103,7 +104,10 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
   const previous = (await sessions.load(request.headers.cookie))?.record
   const indexed = async (started: StartedSession) => {
     for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
-    await context.personIndex.add(started, browserFamily(request.headers['user-agent']))
+    // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is
+    // the address trustProxy resolved), kept sealed in the entry and written to no log line here.
+    const userAgent = request.headers['user-agent']
+    await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: request.ip })
   }
   if (previous) await startSession(sessions, request, reply, withSignIn(previous, name, signIn), { alone: fresh, indexed })
   else await startSession(sessions, request, reply, fresh(), { indexed })

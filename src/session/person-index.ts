@@ -10,8 +10,9 @@
 // and end them.
 //
 // Each entry is sealed with a session secret to the key it is listed under (./person-entry.ts: a
-// dump does not show which sessions, browsers or times) and holds the session's store id, when it
-// started and the browser family, in 52 bytes: few enough for Redis to keep the key compact. What
+// dump does not show which sessions, browsers, addresses or times) and holds the session's store id,
+// when it started, the browser family and, for a browser's sign-in, its operating system and client
+// address, in at most 61 bytes: few enough for Redis to keep the key compact. What
 // the list and the revoke button name is a public id, a keyed hash of the store id (not the cookie,
 // and it opens nothing); the providers a session shows are those of this person's keys that list it.
 //
@@ -30,7 +31,7 @@ import { createHmac } from 'node:crypto'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { storeKeys, type KeyValue, type Sets } from '../store/store.js'
 import type { BrowserFamily } from './browser-family.js'
-import { openEntry, PUBLIC_ID, sealEntry, type PersonEntry } from './person-entry.js'
+import { openEntry, PUBLIC_ID, sealEntry, type PersonEntry, type SignInOrigin } from './person-entry.js'
 import type { SessionRecord } from './record.js'
 import type { Sealer } from './seal.js'
 
@@ -86,11 +87,12 @@ export class PersonIndex {
   }
 
   /**
-   * Lists a new session (a completed sign-in) under each of its providers' subject. An entry dropped
-   * beyond the bound ends its session (on every instance).
+   * Lists a new session (a completed sign-in) under each of its providers' subject, with where a
+   * browser signed in from (`origin`; none for an agent's grant). An entry dropped beyond the bound
+   * ends its session (on every instance).
    */
-  async add (session: IndexedSession, browser: BrowserFamily): Promise<void> {
-    const entry = { sessionId: session.id, started: session.record.createdAt, browser }
+  async add (session: IndexedSession, browser: BrowserFamily, origin?: SignInOrigin): Promise<void> {
+    const entry = { sessionId: session.id, started: session.record.createdAt, browser, ...(origin === undefined ? {} : { origin }) }
     // Entries of sessions that are gone (the one this sign-in replaced, when it added a provider or
     // stepped up) are removed first: only live sessions count against the bound.
     await this.entries(session.record)

@@ -180,7 +180,11 @@ describe('an MCP client signs in through the gateway', () => {
     const listed = await page.evaluate(async () => await (await fetch('/oauth/sessions/', { headers: { accept: 'application/json' } })).json() as { sessions: Array<{ agent?: unknown }> })
     expect(listed.sessions.map((session) => session.agent).filter(Boolean)).toEqual([{ client: 'Test MCP client', route: '/mcp' }])
     await page.screenshot({ path: `${ARTIFACTS}/agent-on-sessions-page.png`, fullPage: true })
-    await agentRow.locator('button:has-text("Revoke")').click()
+    // Revoke asks first, naming the grant; its button ends it.
+    await agentRow.locator('a:has-text("Revoke")').click()
+    await page.waitForURL(/\/revoke$/)
+    expect(await page.locator('dl.seen dd').first().textContent()).toBe('agent (MCP client or CLI): Test MCP client on /mcp')
+    await page.click('button:has-text("Revoke this session")')
     await page.waitForURL(`${gateway.url}/oauth/sessions/`)
     expect(await page.locator('table.sessions tbody tr', { hasText: 'agent (MCP client or CLI)' }).count()).toBe(0)
     await context.close()

@@ -1,12 +1,14 @@
-// One person-index entry as stored: what goes in comes out (a property over every field), it opens
-// only under the key it was listed under and with a secret of the list, it is small enough for
-// Redis's compact ranked sets (at most 64 bytes), and a table of hostile members (each opens to
-// nothing, never throws). And the small seal under it, against its own tampering table.
+// One person-index entry as stored: what goes in comes out (a property over every field, the
+// sign-in's operating system and address included), it opens only under the key it was listed under
+// and with a secret of the list, it is small enough for Redis's compact ranked sets (at most 64
+// bytes, the largest address included), and a table of hostile members of either format (each opens
+// to nothing, never throws). And the small seal under it, against its own tampering table.
 import { randomBytes } from 'node:crypto'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { BROWSER_FAMILIES } from '../../src/session/browser-family.js'
-import { openEntry, PUBLIC_ID, SEALED_ENTRY, sealEntry, type PersonEntry } from '../../src/session/person-entry.js'
+import { openEntry, PUBLIC_ID, SEALED_ENTRY, SEALED_ENTRY_WITH_ORIGIN, sealEntry, type PersonEntry } from '../../src/session/person-entry.js'
+import { OPERATING_SYSTEMS } from '../../src/session/operating-system.js'
 import { Sealer } from '../../src/session/seal.js'
 
 const CURRENT = 'the-current-session-secret-of-32-characters-or-more'
@@ -34,8 +36,32 @@ describe('a person-index entry', () => {
       }))
   })
 
-  it('is 52 bytes, within the 64 Redis keeps a ranked set compact for', () => {
-    expect(sealEntry(sealer, KEY, entry())).toHaveLength(52)
+  it('opens to the operating system and address it was sealed with: any system, any IPv4 address, an IPv6 one as its /64', () => {
+    fc.assert(fc.property(
+      fc.constantFrom(...OPERATING_SYSTEMS), fc.ipV4(), fc.ipV6(), fc.constantFrom(...BROWSER_FAMILIES),
+      (os, v4, v6, browser) => {
+        const four = openEntry(sealer, KEY, sealEntry(sealer, KEY, entry({ browser, origin: { os, address: v4 } })))
+        expect(four).toMatchObject({ browser, origin: { os, address: v4 } })
+        const six = openEntry(sealer, KEY, sealEntry(sealer, KEY, entry({ browser, origin: { os, address: v6 } })))
+        expect(six!.origin!.os).toBe(os)
+        expect(six!.origin!.address).toMatch(/^[0-9a-f:]+\/64$/)
+      }))
+  })
+
+  it('an entry without an origin (an agent\'s grant) opens without one, as before', () => {
+    expect(openEntry(sealer, KEY, sealEntry(sealer, KEY, entry()))).not.toHaveProperty('origin')
+    expect(openEntry(sealer, KEY, sealEntry(sealer, KEY, entry({ origin: { os: 'Linux', address: 'not an address' } })))!.origin).toEqual({ os: 'Linux' })
+  })
+
+  it('is 52 bytes without an origin, at most 61 with one: within the 64 Redis keeps a ranked set compact for', () => {
+    const sizes: Array<[Partial<PersonEntry>, number]> = [
+      [{}, 52],
+      [{ origin: { os: 'other' } }, 53],
+      [{ origin: { os: 'macOS', address: '203.0.113.7' } }, 57],
+      [{ origin: { os: 'macOS', address: '::ffff:203.0.113.7' } }, 57],
+      [{ origin: { os: 'Linux', address: 'ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff' } }, 61],
+    ]
+    for (const [over, bytes] of sizes) expect(sealEntry(sealer, KEY, entry(over)), JSON.stringify(over)).toHaveLength(bytes)
   })
 
   it('the same session sealed twice is the same member (its ranked set holds it once); two sessions differ', () => {
@@ -63,11 +89,18 @@ describe('a person-index entry', () => {
   })
 
   const good = sealEntry(sealer, KEY, entry())
-  const flipped = (at: number) => { const copy = Buffer.from(good); copy[at]! ^= 1; return copy }
+  const withOrigin = sealEntry(sealer, KEY, entry({ origin: { os: 'iOS', address: '2001:db8:1:2::7' } }))
+  const flipped = (at: number, member = good) => { const copy = Buffer.from(member); copy[at]! ^= 1; return copy }
   const hostile: Array<[string, Buffer]> = [
     ['empty', Buffer.alloc(0)],
     ['the format byte alone', Buffer.from([SEALED_ENTRY])],
-    ['another format byte', Buffer.concat([Buffer.from([0x02]), good.subarray(1)])],
+    ['another format byte', Buffer.concat([Buffer.from([0x03]), good.subarray(1)])],
+    ['an entry without an origin called one with', Buffer.concat([Buffer.from([SEALED_ENTRY_WITH_ORIGIN]), good.subarray(1)])],
+    ['an entry with an origin called one without', Buffer.concat([Buffer.from([SEALED_ENTRY]), withOrigin.subarray(1)])],
+    ['an entry with an origin, cut to an IPv4 one\'s length', withOrigin.subarray(0, 57)],
+    ['an entry with an origin, one byte more', Buffer.concat([withOrigin, Buffer.from([0])])],
+    ['a bit flipped in the operating system byte', flipped(1 + 12 + 39, withOrigin)],
+    ['a bit flipped in the address', flipped(withOrigin.length - 1, withOrigin)],
     ['base64url text (an unreleased build\'s form)', Buffer.from(good.toString('base64url'))],
     ['cut inside the synthetic IV', good.subarray(0, 8)],
     ['cut by one byte', good.subarray(0, good.length - 1)],

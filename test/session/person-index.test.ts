@@ -2,8 +2,9 @@
 // entry per session under each provider's `iss` + subject (never the user name; a record without a
 // subject, written by an earlier version, is under no key), the bound (the oldest beyond it is dropped and its
 // session ended), pruning of sessions that are gone, the key's expiry following its sessions, last
-// seen from the session's remaining idle time, a rotated key list, and a dump that shows no user
-// id. And the User-Agent classifier, with a table of hostile headers.
+// seen from the session's remaining idle time, where each browser signed in from, a rotated key
+// list, and a dump that shows no user id or address. And the User-Agent classifier, with a table of
+// hostile headers.
 import { createHash } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
 import { browserFamily, USER_AGENT_READ } from '../../src/session/browser-family.js'
@@ -174,14 +175,29 @@ describe('person index', () => {
     expect((await index.list(record('alice'))).map((s) => nameOf(s.sessionId))).toEqual(['new'])
   })
 
+  it("lists where each browser signed in from (its operating system and address); an agent's grant, added without, shows none", async () => {
+    const { store, index } = setUp()
+    await index.add(await live(store, 'laptop', record('alice')), 'Chrome', { os: 'macOS', address: '203.0.113.7' })
+    now += 1000
+    await index.add(await live(store, 'phone', record('alice')), 'Safari', { os: 'iOS', address: '2001:db8:1:2:3:4:5:6' })
+    now += 1000
+    await index.add(await live(store, 'agent', record('alice')), 'agent (MCP client or CLI)')
+    expect((await index.list(record('alice'))).map((s) => [nameOf(s.sessionId), s.browser, s.origin])).toEqual([
+      ['agent', 'agent (MCP client or CLI)', undefined],
+      ['phone', 'Safari', { os: 'iOS', address: '2001:db8:1:2::/64' }],
+      ['laptop', 'Chrome', { os: 'macOS', address: '203.0.113.7' }],
+    ])
+  })
+
   it('a store dump shows no user id, session id (as text or bytes), browser or provider', async () => {
     const { store, index } = setUp()
-    await index.add(await live(store, 'session-id-123', record('alice@example.test', ['github'])), 'Firefox')
+    await index.add(await live(store, 'session-id-123', record('alice@example.test', ['github'])), 'Firefox', { os: 'Linux', address: '203.0.113.7' })
     const key = personKey(store)
     const dump = Buffer.concat([Buffer.from(key), ...await store.rankedMembers(key)])
     const id = sid('session-id-123')
-    for (const secret of ['alice', id, 'Firefox', 'github']) expect(dump.includes(secret)).toBe(false)
+    for (const secret of ['alice', id, 'Firefox', 'github', 'Linux', '203.0.113.7']) expect(dump.includes(secret)).toBe(false)
     expect(dump.includes(Buffer.from(id, 'base64url'))).toBe(false)
+    expect(dump.includes(Buffer.from([203, 0, 113, 7]))).toBe(false)
   })
 })
 
