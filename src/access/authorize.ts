@@ -11,6 +11,7 @@ import type { Sessions } from '../session/session.js'
 import type { Identity, Session } from '../session/record.js'
 import type { TokenRefresher } from '../oauth/refresh.js'
 import { stepUpProblem } from '../oauth/step-up.js'
+import { TOKEN_MESSAGES, noTokenMessage } from '../oauth/token-messages.js'
 import type { Credential } from '../ops/audit.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
@@ -104,8 +105,11 @@ export class Access {
   authorize (guard: Guard, request: AccessRequest): Verdict | Promise<Verdict> {
     if (guard.grants !== undefined) {
       const token = bearerToken(request.authorization)
+      if (guard.bearer === undefined && typeof token !== 'undefined') {
+        const none = token === null ? TOKEN_MESSAGES.malformed : noTokenMessage(token)
+        if (none !== undefined) return decide(guard.gate, request, false, tokenRefused(token === null ? 'malformed' : 'no_token', none, [])) as Verdict
+      }
       if (typeof token === 'string' && (guard.bearer === undefined || guard.grants.issuedHere(token))) return this.grantAtOnce(guard, guard.grants, request, token) ?? this.withGrant(guard, guard.grants, request, token)
-      if (token === null && guard.bearer === undefined) return decide(guard.gate, request, false, tokenRefused('malformed', MALFORMED_GRANT, [])) as Verdict
     }
     if (guard.bearer !== undefined) {
       const token = bearerToken(request.authorization)
@@ -225,8 +229,6 @@ export class Access {
     }
   }
 }
-
-const MALFORMED_GRANT = 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).'
 
 /** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
 /** An allowed verdict carries the grant it was judged as. */

@@ -11,6 +11,7 @@ import type { BearerConfig, ProviderConfig } from '../config/types.js'
 import type { AccessTokens, TokenProblem, VerifiedToken } from '../oauth/access-tokens.js'
 import { tokenIdentityFrom, unverifiedUser } from '../oauth/claims.js'
 import type { PersonClaimsAnswer } from '../oauth/person-claims.js'
+import { TOKEN_MESSAGES, noTokenMessage, tokenMessage } from '../oauth/token-messages.js'
 import type { Identity } from '../session/record.js'
 
 /** The outcome of one token on one route: who it is, or why it is refused. */
@@ -39,8 +40,6 @@ export interface BearerGuard {
 /** Counts outcomes (metrics, the refusal log): `accepted`, or the problem. */
 export type BearerReport = (result: TokenProblem | 'accepted') => void
 
-const MALFORMED = 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).'
-
 const b64token = (code: number): boolean =>
   (code >= 48 && code <= 57) || (code >= 65 && code <= 90) || (code >= 97 && code <= 122) ||
   code === 45 /* - */ || code === 46 /* . */ || code === 95 /* _ */ || code === 126 /* ~ */ || code === 43 /* + */ || code === 47 /* / */
@@ -52,13 +51,14 @@ const tchar = (code: number): boolean =>
 /**
  * The token of an Authorization (or Proxy-Authorization) value: `Bearer`, in any case, one or more
  * spaces, then one b64token (RFC 6750 §2.1). Undefined when there is no bearer credential (no
- * header, another scheme such as `Bearerx`: the request is judged by its session); null when the
- * value names the Bearer scheme but carries no single well-formed token (`Bearer`, a tab or a comma
- * after it, two tokens: refused, never judged by a session nor passed on). One pass.
+ * header, another scheme such as `Bearerx`: the request is judged by its session); `''` for the
+ * scheme with nothing after it (`Bearer`, `Bearer  `: no token was sent); null when the value names
+ * the Bearer scheme but carries no single well-formed token (a tab or a comma after it, two tokens).
+ * Both are refused, never judged by a session nor passed on. One pass.
  */
 export function bearerToken (value: string | undefined): string | null | undefined {
   if (value === undefined || value.length < 6 || value.slice(0, 6).toLowerCase() !== 'bearer') return undefined
-  if (value.length === 6) return null
+  if (value.length === 6) return ''
   const next = value.charCodeAt(6)
   if (next !== 32) return tchar(next) ? undefined : null
   let start = 7
@@ -67,6 +67,7 @@ export function bearerToken (value: string | undefined): string | null | undefin
   while (end < value.length && b64token(value.charCodeAt(end))) end++
   const tokenEnd = end
   while (end < value.length && value.charCodeAt(end) === 61 /* = */) end++
+  if (start === value.length) return ''
   return tokenEnd > start && end === value.length ? value.slice(start, end) : null
 }
 
@@ -142,7 +143,7 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     if (added?.ok === false) return refuse(added.problem, added.message)
     const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
     const identity = identityOf(claims, providers[token.issuer]!, scope.kept)
-    if (identity === undefined) return refuse('no_subject', 'The token names no subject (sub or client_id).')
+    if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
     const judged = named(identity, token.issuer, scope.own)
     identities.set(token, judged)
     return accept(token, judged)
@@ -154,10 +155,10 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     const provider = providers[token.issuer]!
     const aud = audiences(token.claims.aud)
     // An ID token for this gateway names the gateway's client id as its only audience.
-    if (aud.length === 1 && aud[0] === provider.clientId && config.audience !== provider.clientId) return refuse('id_token', 'An ID token is not an access token.')
-    if (!aud.includes(config.audience)) return refuse('wrong_audience', 'The token is not issued for this resource (aud).')
+    if (aud.length === 1 && aud[0] === provider.clientId && config.audience !== provider.clientId) return refuse('id_token', TOKEN_MESSAGES.idToken)
+    if (!aud.includes(config.audience)) return refuse('wrong_audience', TOKEN_MESSAGES.wrongAudience)
     const granted = grantedScopes(token.claims)
-    if (config.scopes.some((scope) => !granted.has(scope))) return refuse('insufficient_scope', `The token lacks a scope this resource requires: ${config.scopes.join(' ')}.`)
+    if (config.scopes.some((scope) => !granted.has(scope))) return refuse('insufficient_scope', tokenMessage('insufficientScope', { scopes: config.scopes.join(' ') }))
     if (config.claimsFrom === 'token') return identify(token, undefined)
     const added = tokens.person.claims(raw, token, config.claimsFrom)
     return added instanceof Promise ? added.then((settled) => identify(token, settled)) : identify(token, added)
@@ -167,7 +168,9 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     header: config.header,
     resourceMetadata,
     check (token) {
-      if (token === null) return refuse('malformed', MALFORMED)
+      if (token === null) return refuse('malformed', TOKEN_MESSAGES.malformed)
+      const none = noTokenMessage(token)
+      if (none !== undefined) return refuse('no_token', none)
       const checked = tokens.check(token, config.issuers, config.introspect)
       if (checked instanceof Promise) return checked.then((settled) => settled.ok ? judge(token, settled.token) : refuse(settled.problem, settled.message))
       return checked.ok ? judge(token, checked.token) : refuse(checked.problem, checked.message)

@@ -24,11 +24,12 @@ import { Lru } from '../ops/lru.js'
 import { introspection } from './introspection.js'
 import { IssuerKeys, KeysUnavailable } from './issuer-keys.js'
 import { PersonClaims } from './person-claims.js'
+import { TOKEN_MESSAGES, tokenMessage } from './token-messages.js'
 import { JWKS_COOLDOWN_MS, type Providers, type ResolvedProvider } from './providers.js'
 
 /** Why a token is refused: a metrics label and a log field, never a token or subject. */
 export type TokenProblem =
-  | 'malformed' | 'not_a_jwt' | 'algorithm' | 'id_token' | 'unknown_issuer' | 'unknown_key' | 'bad_signature'
+  | 'no_token' | 'malformed' | 'not_a_jwt' | 'algorithm' | 'id_token' | 'unknown_issuer' | 'unknown_key' | 'bad_signature'
   | 'no_expiry' | 'expired' | 'not_yet_valid' | 'inactive' | 'sender_constrained' | 'wrong_audience' | 'insufficient_scope' | 'no_subject'
   | 'wrong_subject'
 
@@ -65,8 +66,6 @@ export const INTROSPECTION_CACHE_MS = 60_000
  * @see https://www.rfc-editor.org/rfc/rfc9449#section-7.1
  * @see https://www.rfc-editor.org/rfc/rfc8705#section-3
  */
-const SENDER_CONSTRAINED = 'The token is bound to a key (cnf): it is only good with a proof of that key, which the Bearer scheme does not carry.'
-
 /** A JWT's compact form: three base64url parts (the signature may be empty only for `none`, refused anyway). */
 function isCompactJwt (token: string): boolean {
   let dots = 0
@@ -99,17 +98,17 @@ function keysUnavailable (message: string, retryAfterS: number, cause: unknown):
 /** What a failed jose verification means for the caller: a refusal, or (thrown) the provider's keys cannot be read. */
 function verificationProblem (error: unknown, provider: ResolvedProvider): TokenCheck {
   if (error instanceof KeysUnavailable) throw keysUnavailable(error.message, error.retryAfterS, error.cause)
-  if (error instanceof joseErrors.JWTExpired) return refused('expired', 'The token has expired.')
+  if (error instanceof joseErrors.JWTExpired) return refused('expired', TOKEN_MESSAGES.expired)
   if (error instanceof joseErrors.JWTClaimValidationFailed) {
-    if (error.claim === 'nbf') return refused('not_yet_valid', 'The token is not valid yet (nbf).')
-    if (error.claim === 'exp' && error.reason === 'missing') return refused('no_expiry', 'The token has no expiry (exp).')
-    return refused('malformed', `The token's ${error.claim} claim is not valid.`)
+    if (error.claim === 'nbf') return refused('not_yet_valid', TOKEN_MESSAGES.notYetValid)
+    if (error.claim === 'exp' && error.reason === 'missing') return refused('no_expiry', TOKEN_MESSAGES.noExpiry)
+    return refused('malformed', tokenMessage('claimNotValid', { claim: error.claim }))
   }
-  if (error instanceof joseErrors.JWKSNoMatchingKey) return refused('unknown_key', 'The token is signed with a key the issuer does not publish.')
-  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return refused('bad_signature', 'The token\'s signature does not verify.')
-  if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) return refused('algorithm', 'The token\'s signing algorithm is not accepted.')
+  if (error instanceof joseErrors.JWKSNoMatchingKey) return refused('unknown_key', TOKEN_MESSAGES.unknownKey)
+  if (error instanceof joseErrors.JWSSignatureVerificationFailed) return refused('bad_signature', TOKEN_MESSAGES.badSignature)
+  if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) return refused('algorithm', TOKEN_MESSAGES.algorithm)
   if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid || error instanceof joseErrors.JWKSMultipleMatchingKeys) {
-    return refused('malformed', 'The token is not a well-formed JWT.')
+    return refused('malformed', TOKEN_MESSAGES.notWellFormed)
   }
   throw new GatewayError('provider_unavailable', `The signing keys of provider "${provider.name}" could not be read.`, { cause: error })
 }
@@ -150,7 +149,7 @@ export class AccessTokens {
       if (this.clock.now() >= known.until) this.cache.delete(hash)
     }
     if (isCompactJwt(token)) return this.verifyJwt(token, hash, issuers)
-    if (!introspect) return refused('not_a_jwt', 'The token is not a JWT, and this route does not introspect tokens.')
+    if (!introspect) return refused('not_a_jwt', TOKEN_MESSAGES.notJwt)
     // One introspection per token and set of issuers: a route that accepts other issuers must not
     // be handed the answer of an issuer it does not trust.
     const asking = JSON.stringify([hash, issuers])
@@ -189,11 +188,11 @@ export class AccessTokens {
       header = decodeProtectedHeader(token)
       unverified = decodeJwt(token)
     } catch {
-      return refused('malformed', 'The token is not a well-formed JWT.')
+      return refused('malformed', TOKEN_MESSAGES.notWellFormed)
     }
-    if (typeof header.alg !== 'string' || !ASYMMETRIC_ALGORITHMS.includes(header.alg)) return refused('algorithm', 'The token\'s signing algorithm is not accepted (public-key signatures only).')
-    if (mediaType(header) === 'id+jwt' || unverified.nonce !== undefined) return refused('id_token', 'An ID token is not an access token.')
-    if (unverified.cnf !== undefined) return refused('sender_constrained', SENDER_CONSTRAINED)
+    if (typeof header.alg !== 'string' || !ASYMMETRIC_ALGORITHMS.includes(header.alg)) return refused('algorithm', TOKEN_MESSAGES.asymmetricOnly)
+    if (mediaType(header) === 'id+jwt' || unverified.nonce !== undefined) return refused('id_token', TOKEN_MESSAGES.idToken)
+    if (unverified.cnf !== undefined) return refused('sender_constrained', TOKEN_MESSAGES.senderConstrained)
     let provider: ResolvedProvider | undefined
     try {
       provider = await this.issuerOf(unverified.iss, issuers)
@@ -201,7 +200,7 @@ export class AccessTokens {
       // No discovery yet, so no keys: the same "try again" as keys that cannot be read (discovery is retried after as long).
       throw keysUnavailable('The signing keys of the token\'s issuer could not be read; try again shortly.', BEARER_JWKS_COOLDOWN_MS / 1000, error)
     }
-    if (provider === undefined) return refused('unknown_issuer', 'The token is not from an issuer this route accepts.')
+    if (provider === undefined) return refused('unknown_issuer', TOKEN_MESSAGES.unknownIssuer)
     let claims: JWTPayload
     try {
       ({ payload: claims } = await jwtVerify(token, this.keySet(provider).getKey, {
@@ -243,17 +242,17 @@ export class AccessTokens {
       const claims = await introspection(provider, token)
       if (claims.active !== true) continue
       if (claims.iss !== undefined && claims.iss !== provider.expectedIssuer) continue
-      if (claims.cnf !== undefined) return refused('sender_constrained', SENDER_CONSTRAINED)
+      if (claims.cnf !== undefined) return refused('sender_constrained', TOKEN_MESSAGES.senderConstrained)
       const now = this.clock.now() / 1000
-      if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', 'The token has expired.')
-      if (typeof claims.nbf === 'number' && claims.nbf - CLOCK_TOLERANCE_S > now) return refused('not_yet_valid', 'The token is not valid yet (nbf).')
+      if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', TOKEN_MESSAGES.expired)
+      if (typeof claims.nbf === 'number' && claims.nbf - CLOCK_TOLERANCE_S > now) return refused('not_yet_valid', TOKEN_MESSAGES.notYetValid)
       const until = Math.min(this.clock.now() + INTROSPECTION_CACHE_MS, typeof claims.exp === 'number' ? claims.exp * 1000 : Infinity)
       const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until, introspected: true }
       if (until > this.clock.now()) this.cache.set(hash, verified)
       return { ok: true, token: verified }
     }
     return asked
-      ? refused('inactive', 'The token is not active at its issuer.')
-      : refused('not_a_jwt', 'The token is not a JWT, and no issuer of this route advertises an introspection endpoint.')
+      ? refused('inactive', TOKEN_MESSAGES.inactive)
+      : refused('not_a_jwt', TOKEN_MESSAGES.noIntrospection)
   }
 }

@@ -12,6 +12,7 @@ import { Lru } from '../ops/lru.js'
 import { introspection } from './introspection.js'
 import { providerFetch } from './provider-http.js'
 import type { Providers, ResolvedProvider } from './providers.js'
+import { TOKEN_MESSAGES } from './token-messages.js'
 
 /** Where a route reads the person claims a token lacks (`bearer.claimsFrom`, besides `token`). */
 export type ClaimsSource = 'userinfo' | 'introspection'
@@ -30,8 +31,6 @@ export type PersonClaimsAnswer =
   | { readonly ok: true, readonly claims: Readonly<Record<string, unknown>> }
   | { readonly ok: false, readonly problem: 'inactive' | 'wrong_subject', readonly message: string }
 
-const WRONG_SUBJECT = 'The issuer\'s answer about the token names another subject than the token.'
-
 function refused (problem: 'inactive' | 'wrong_subject', message: string): PersonClaimsAnswer {
   return { ok: false, problem, message }
 }
@@ -46,7 +45,7 @@ async function userinfo (provider: ResolvedProvider, token: string): Promise<Per
     const response = await providerFetch(provider.userinfoUrl, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' }, signal: AbortSignal.timeout(provider.timeoutMs) })
     if (response.status === 401 || response.status === 403) {
       await response.arrayBuffer()
-      return refused('inactive', 'The token is not accepted at its issuer\'s userinfo endpoint.')
+      return refused('inactive', TOKEN_MESSAGES.userinfoRefused)
     }
     if (!response.ok) throw new Error(`userinfo answered ${response.status}`)
     body = await response.json()
@@ -65,7 +64,7 @@ async function introspected (provider: ResolvedProvider, token: string): Promise
     throw new GatewayError('provider_unavailable', `Provider "${provider.name}" has no introspection endpoint, which bearer.claimsFrom: introspection reads.`)
   }
   const answer = await introspection(provider, token)
-  if (answer.active !== true) return refused('inactive', 'The token is not active at its issuer.')
+  if (answer.active !== true) return refused('inactive', TOKEN_MESSAGES.inactive)
   return { ok: true, claims: answer }
 }
 
@@ -101,7 +100,7 @@ export class PersonClaims {
     const answer = source === 'userinfo' ? await userinfo(provider, token) : await introspected(provider, token)
     if (!answer.ok) return answer
     const sub = answer.claims.sub
-    if ((source === 'userinfo' || sub !== undefined) && sub !== verified.claims.sub) return refused('wrong_subject', WRONG_SUBJECT)
+    if ((source === 'userinfo' || sub !== undefined) && sub !== verified.claims.sub) return refused('wrong_subject', TOKEN_MESSAGES.wrongSubject)
     this.cache.set(`${source} ${verified.hash}`, { claims: answer.claims, until: verified.until })
     return answer
   }

@@ -13,6 +13,7 @@ import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
+import { TOKEN_MESSAGES, tokenMessage } from '../../src/oauth/token-messages.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
 
@@ -435,6 +436,12 @@ describe('codes, refresh tokens and grants', () => {
       const response = await call(token)
       expect(response.status).toBe(401)
       expect(response.headers.get('www-authenticate')).toContain('invalid_token')
+    }
+    // What a client sends when its token request failed: said as such, not as a bad token.
+    for (const [token, word] of [['', undefined], ['null', 'null'], ['undefined', 'undefined']] as const) {
+      const response = await call(token)
+      expect(response.status).toBe(401)
+      expect(await response.json()).toMatchObject({ error: 'invalid_token', message: word === undefined ? TOKEN_MESSAGES.noToken : tokenMessage('placeholder', { word }) })
     }
   })
 })

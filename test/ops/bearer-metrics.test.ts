@@ -99,19 +99,23 @@ describe('gateway_bearer_tokens_total', () => {
     for (const token of sent) expect(text).not.toContain(token)
   })
 
-  it('counts a Bearer header with no usable token as malformed', async () => {
-    const response = await fetch(`${gateway.url}/orders/empty`, { headers: { authorization: 'Bearer ', accept: 'application/json' } })
+  it('counts a Bearer header with two tokens as malformed, and one with nothing or `null` as no_token', async () => {
+    const response = await fetch(`${gateway.url}/orders/empty`, { headers: { authorization: 'Bearer a b', accept: 'application/json' } })
     expect(response.status).toBe(401)
     expect(metricValue(await scrape(), series('/orders', 'malformed'))).toBe(1)
     expect(refusals('/orders').filter((line) => line.reason === 'malformed')).toHaveLength(1)
+    for (const authorization of ['Bearer ', 'Bearer null']) {
+      expect((await fetch(`${gateway.url}/orders/empty`, { headers: { authorization, accept: 'application/json' } })).status).toBe(401)
+    }
+    expect(metricValue(await scrape(), series('/orders', 'no_token'))).toBe(2)
   })
 })
 
 describe('the log lines of machine clients', () => {
   it('writes one `bearer token refused` line per refused token, with route and reason and nothing of the token', async () => {
     const logged = refusals('/orders')
-    // Of the test above: 1 insufficient_scope, 2 wrong_audience, 1 bad_signature, 1 not_a_jwt, 1 malformed.
-    expect(logged.map((line) => line.reason).sort()).toEqual(['bad_signature', 'insufficient_scope', 'malformed', 'not_a_jwt', 'wrong_audience', 'wrong_audience'])
+    // Of the tests above: 1 insufficient_scope, 2 wrong_audience, 1 bad_signature, 1 not_a_jwt, 1 malformed, 2 no_token.
+    expect(logged.map((line) => line.reason).sort()).toEqual(['bad_signature', 'insufficient_scope', 'malformed', 'no_token', 'no_token', 'not_a_jwt', 'wrong_audience', 'wrong_audience'])
     for (const line of logged) expect(Object.keys(line).filter((key) => !['level', 'time', 'pid', 'hostname', 'msg', 'route', 'reason', 'suppressed'].includes(key))).toEqual([])
     // The first of each reason at info, the second wrong_audience (within the minute) at debug.
     expect(logged.filter((line) => line.reason === 'wrong_audience').map((line) => line.level)).toEqual([30, 20])
