@@ -50,7 +50,7 @@ export async function main (argv: string[]): Promise<number> {
     return 1
   }
   if (check) {
-    for (const warning of [...configWarnings(config), ...containerWarnings(config, inContainer())]) process.stderr.write(`warning: ${warning}\n`)
+    for (const warning of [...configWarnings(config), ...await containerWarnings(config, inContainer())]) process.stderr.write(`warning: ${warning}\n`)
     process.stdout.write(`${file}: OK (${count(Object.keys(config.providers).length, 'provider')}, ${count(config.routes.length, 'route')})\n`)
     return 0
   }
@@ -78,7 +78,7 @@ async function serve (loaded: GatewayConfig): Promise<void> {
   const { buildGateway } = await import('./gateway.js')
   const app = await buildGateway(config)
   // buildGateway logs configWarnings; where this process runs is main's to know.
-  for (const warning of containerWarnings(config, inContainer())) app.log.warn(warning)
+  for (const warning of await containerWarnings(config, inContainer())) app.log.warn(warning)
   await app.listen({ host: config.server.host, port: config.server.port })
   try {
     await app.metricsListener?.listening

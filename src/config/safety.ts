@@ -6,6 +6,7 @@
 // and `--check` report the warnings.
 import { unpinnedIssuerWarnings } from './bearer-section.js'
 import { networkWarnings } from './network-warnings.js'
+import { baseUrlPortWarnings } from './server-warnings.js'
 import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
 import { reassignableUserWarnings } from './reassignable-users.js'
@@ -74,9 +75,8 @@ export const SHIPPED_SECRETS: readonly string[] = [
   'bench-session-secret-0123456789-abcdefghij',
   'bench-client-secret',
   'docker-check-secret-0123456789abcdef',
-  // docs/machine-clients.md's try-it-locally provider and CI client.
-  'gateway-secret',
-  'ci-secret',
+  // The demo provider's CI client (demo/machine.ts, docs/machine-clients.md's "Try it").
+  'ci-secret-change-me',
 ]
 
 /**
@@ -207,5 +207,6 @@ export function configWarnings (config: GatewayConfig): string[] {
   warnings.push(...reachWarnings(config.routes))
   warnings.push(...networkWarnings(config))
   warnings.push(...unpinnedIssuerWarnings(config.routes, config.providers))
+  warnings.push(...baseUrlPortWarnings(config.server))
   return warnings
 }

@@ -10,6 +10,7 @@ import { createInterface } from 'node:readline'
 import { describe, expect, it } from 'vitest'
 import type { ConfigProblem } from '../../src/config/config.js'
 import { configProblemList } from '../helpers/config.js'
+import { refusedUrl } from '../helpers/net.js'
 
 /** Starts the gateway with `file` and returns its log lines up to "Server listening", then stops it. */
 async function startLines (file: string, env: Record<string, string>): Promise<Array<Record<string, unknown>>> {
@@ -205,6 +206,15 @@ describe('the CLI on the common slips', () => {
     await exec('node', ['dist/src/main.js', ...args], { env: { ...process.env, GATEWAY_IN_CONTAINER: 'false', GATEWAY_CONFIG: '', ...env } }).catch((e: unknown) => e as { code: number, stdout: string, stderr: string })
   const GIVE = 'give the config file with --config PATH or the GATEWAY_CONFIG environment variable'
 
+  it('GATEWAY_PORT=8081 on the shipped gateway.yaml without GATEWAY_BASE_URL: --check warns that sign-ins would return to 8080', async () => {
+    const moved = await run(['--check', '--config', 'gateway.yaml'], { GATEWAY_PORT: '8081', GATEWAY_BASE_URL: '' })
+    expect(moved).toMatchObject({ stdout: 'gateway.yaml: OK (1 provider, 1 route)\n' })
+    expect((moved as { stderr: string }).stderr).toContain('warning: server.baseUrl: http://localhost:8080 names port 8080, but the gateway listens on port 8081 (server.port): ' +
+      'after a sign-in, browsers would be sent to port 8080; set server.baseUrl (GATEWAY_BASE_URL in the shipped gateway.yaml) to http://localhost:8081\n')
+    const both = await run(['--check', '--config', 'gateway.yaml'], { GATEWAY_PORT: '8081', GATEWAY_BASE_URL: 'http://localhost:8081' })
+    expect((both as { stderr: string }).stderr).not.toContain('server.baseUrl')
+  })
+
   it('a missing file, for --check and for start, is one line naming the path', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
     const missing = join(dir, 'gateway.yaml')
@@ -238,10 +248,11 @@ describe('the CLI on the common slips', () => {
   it('--check warns about a loopback upstream in a container and exits 0', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
     const file = join(dir, 'gateway.yaml')
-    await writeFile(file, config(OIDC))
+    // Nothing listens at the upstream's address: the warning is given (one that answers: none, test/config/slips-env-file.test.ts).
+    await writeFile(file, config(OIDC).replace('http://127.0.0.1:9100', await refusedUrl()))
     const inside = await run(['--check', '--config', file], { GATEWAY_IN_CONTAINER: 'true' })
     expect(inside).toMatchObject({ stdout: `${file}: OK (1 provider, 1 route)\n` })
-    expect(inside.stderr).toBe('warning: routes[0].upstream: 127.0.0.1 is this container itself, not the machine it runs on; use the service\'s name on the container network (or host.docker.internal), or set GATEWAY_IN_CONTAINER=false if it is meant (a sidecar)\n')
+    expect(inside.stderr).toBe('warning: routes[0].upstream: 127.0.0.2 is this container itself, not the machine it runs on, and nothing listens there in this container; use the service\'s name on the container network (or host.docker.internal), or set GATEWAY_IN_CONTAINER=false if it is meant (a sidecar)\n')
     expect((await run(['--check', '--config', file])).stderr).toBe('')
   })
 })

@@ -2,9 +2,11 @@
 // The usual first-run slips besides indentation: a pasted discovery URL as the issuer, a variable
 // that is empty or not set (and no default offered for a secret), a config file that cannot be
 // read, and loopback addresses inside a container. Each is one problem or one line, pinned exactly.
+import { createServer, type AddressInfo } from 'node:net'
 import { describe, expect, it } from 'vitest'
 import { ConfigFileError, containerWarnings, inContainer, parseConfig } from '../../src/config/config.js'
 import { configProblemList } from '../helpers/config.js'
+import { refusedUrl } from '../helpers/net.js'
 
 const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 
@@ -90,29 +92,49 @@ describe('a loopback address in a container', () => {
     expect(inContainer(given)).toBe(expected)
   })
 
-  const warning = (key: string, host: string) => `${key}: ${host} is this container itself, not the machine it runs on; ` +
+  const warning = (key: string, host: string) => `${key}: ${host} is this container itself, not the machine it runs on, and nothing listens there in this container; ` +
     'use the service\'s name on the container network (or host.docker.internal), or set GATEWAY_IN_CONTAINER=false if it is meant (a sidecar)'
   const loaded = (text: string) => parseConfig(text, {})
+  const nothingListens = async () => false
   it.each([
     ['localhost', 'http://localhost:9000', 'localhost'],
     ['127.0.0.1', 'http://127.0.0.1:9000', '127.0.0.1'],
     ['[::1]', 'http://[::1]:9000', '[::1]'],
     ['a name under localhost', 'http://op.localhost:9000', 'op.localhost'],
-  ])('an issuer on %s', (_name, issuer, host) => {
+  ])('an issuer on %s', async (_name, issuer, host) => {
     const text = config({ issuer, upstream: 'http://app:8080' })
-    expect(containerWarnings(loaded(text), true)).toEqual([warning('providers.demo.issuer', host)])
-    expect(containerWarnings(loaded(text), false)).toEqual([])
+    expect(await containerWarnings(loaded(text), true, nothingListens)).toEqual([warning('providers.demo.issuer', host)])
+    expect(await containerWarnings(loaded(text), false, nothingListens)).toEqual([])
   })
 
-  it('an upstream, a Redis URL and Redis cluster nodes', () => {
+  it('an upstream, a Redis URL and Redis cluster nodes', async () => {
     const text = config({ issuer: 'https://op.example.org', store: 'store:\n  type: redis\n  cluster: ["redis://127.0.0.1:7000", "redis://redis-1:7000"]\n' })
-    expect(containerWarnings(loaded(text), true)).toEqual([warning('routes[0].upstream', '127.0.0.1'), warning('store.cluster[0]', '127.0.0.1')])
+    expect(await containerWarnings(loaded(text), true, nothingListens)).toEqual([warning('routes[0].upstream', '127.0.0.1'), warning('store.cluster[0]', '127.0.0.1')])
     const url = config({ upstream: 'http://app:8080', store: 'store:\n  type: redis\n  url: redis://localhost:6379\n' })
-    expect(containerWarnings(loaded(url), true)).toEqual([warning('store.url', 'localhost')])
+    expect(await containerWarnings(loaded(url), true, nothingListens)).toEqual([warning('store.url', 'localhost')])
   })
 
-  it('nothing for names on the container network', () => {
-    expect(containerWarnings(loaded(config({ upstream: 'http://app:8080' })), true)).toEqual([])
+  it('asks each loopback address at its own port, the scheme\'s default where the URL has none', async () => {
+    const asked: string[] = []
+    const text = config({ issuer: 'http://op.localhost', upstream: 'https://[::1]', store: 'store:\n  type: redis\n  url: redis://localhost\n' })
+    await containerWarnings(loaded(text), true, async (host, port) => { asked.push(`${host} ${port}`); return false })
+    expect(asked.sort()).toEqual(['127.0.0.1 80', '::1 443', 'localhost 6379'])
+  })
+
+  it('nothing where a process in this container listens on the address (the demo, a sidecar): the real probe', async () => {
+    const server = createServer()
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+    const { port } = server.address() as AddressInfo
+    try {
+      expect(await containerWarnings(loaded(config({ upstream: `http://127.0.0.1:${port}` })), true)).toEqual([])
+    } finally {
+      await new Promise((resolve) => server.close(resolve))
+    }
+    expect(await containerWarnings(loaded(config({ upstream: await refusedUrl() })), true)).toEqual([warning('routes[0].upstream', '127.0.0.2')])
+  })
+
+  it('nothing for names on the container network', async () => {
+    expect(await containerWarnings(loaded(config({ upstream: 'http://app:8080' })), true, nothingListens)).toEqual([])
   })
 })
 
