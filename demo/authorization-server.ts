@@ -10,6 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net'
 import { randomBytes } from 'node:crypto'
 import { exportJWK, generateKeyPair, type JWK } from 'jose'
+import { memoryAdapter } from './memory-adapter.js'
 import Provider, { errors, interactionPolicy, type ClientMetadata, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
 
 export interface DemoClient {
@@ -53,7 +54,7 @@ export interface AuthorizationServerOptions {
    * and `consent` are listed and a `select_account` request is refused.
    */
   selectAccount?: boolean
-  /** oidc-provider's storage adapter (default: its quick-start in-memory one, which keeps about 1,000 entries). */
+  /** oidc-provider's storage adapter (default: the demo's in-memory one, ./memory-adapter.ts). */
   adapter?: Configuration['adapter']
   /**
    * A path after the origin in the issuer URL (`/realms/staff`, as Keycloak's): the provider answers
@@ -287,7 +288,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
   let { privateKey } = await generateKeyPair('RS256', { extractable: true })
 
   const configuration: Configuration = {
-    ...(options.adapter ? { adapter: options.adapter } : {}),
+    adapter: options.adapter ?? memoryAdapter(),
     clients: options.clients.map((client): ClientMetadata => ({
       ...client,
       ...(client.backchannel_logout_uri ? { backchannel_logout_session_required: true } : {}),

@@ -1,7 +1,8 @@
 // What `npm run demo:provider` prints: the provider's address, its client and accounts, then the
 // `providers:` and `routes:` blocks and the environment for the operator's own gateway.yaml, ready
-// to paste. Every value the operator needs is printed; none is generated where they cannot see it.
+// to paste, and the machine client with a line that gets a token and calls the gateway (./machine.ts). Every value the operator needs is printed; none is generated where they cannot see it.
 import { demoAccounts } from './authorization-server.js'
+import { machineRoutesYaml, machineText } from './machine.js'
 import { DEMO_CLIENT_ID, DEMO_PROVIDER, shellWord } from './options.js'
 
 export interface LocalProvider {
@@ -10,6 +11,8 @@ export interface LocalProvider {
   gatewayUrls: string[]
   appUrl: string
   rememberSignIn: boolean
+  /** Lifetime of the machine client's access tokens, in seconds. */
+  tokenTtl: number
 }
 
 function accountLines (): string[] {
@@ -34,7 +37,7 @@ routes:
     upstream: ${appUrl}   # the sample app; or your own application
     provider: ${DEMO_PROVIDER}
     rewritePrefix: /
-`
+${machineRoutesYaml(appUrl)}`
 }
 
 /** The `export` line that gives {@link gatewayYaml}'s variables their values. */
@@ -49,6 +52,7 @@ export function localProviderText (provider: LocalProvider): string {
     : 'It asks for a user name at every sign-in (--remember-sign-in keeps it, as real providers do).'
   return `
   Local provider running. ${remember}
+  It keeps everything in memory, on purpose: a restart forgets its sign-ins and tokens.
     issuer        ${provider.issuer}
     client id     ${DEMO_CLIENT_ID}
     client secret ${provider.clientSecret}
@@ -63,6 +67,7 @@ ${gatewayYaml(provider.appUrl)}
 
 ${gatewayEnvironment(provider.issuer, provider.clientSecret)}
 
+${machineText(provider.issuer, provider.gatewayUrls[0]!, provider.tokenTtl)}
   Ctrl-C stops it.
 \n`
 }

@@ -6,6 +6,8 @@ export const DEMO_CLIENT_ID = 'demo-client'
 export const DEMO_CLIENT_SECRET = 'demo-secret-change-me'
 /** The provider's name in gateway.yaml: part of every callback address the client registers. */
 export const DEMO_PROVIDER = 'demo'
+/** The access token lifetime of the demo's machine tokens when `--token-ttl` is not given (seconds). */
+const DEFAULT_TOKEN_TTL = 3600
 /** Where an operator's own gateway listens by default (docs/getting-started.md): both loopback spellings. */
 const DEFAULT_GATEWAY_URLS = ['http://localhost:8080', 'http://127.0.0.1:8080']
 
@@ -19,11 +21,13 @@ flags:
   --remember-sign-in      the provider keeps its own sign-in, as real providers do (the default;
                           env DEMO_PROVIDER_REMEMBER=1)
   --no-remember-sign-in   the provider asks for a user name at every sign-in (env DEMO_PROVIDER_REMEMBER=0)
+  --token-ttl <duration>  lifetime of the machine client's access tokens: 30s, 5m, 1h or seconds
+                          (default 1h; env DEMO_TOKEN_TTL); a short one shows an expired token's answer
   --help                  this text
 
 environment: DEMO_ISSUER_PORT (9000), DEMO_APP_PORT (9100), DEMO_GATEWAY_PORT (8080; 0 picks a free
 port), DEMO_HOST (listen address, 127.0.0.1), DEMO_PUBLIC_ISSUER (the issuer URL when it is published
-at another address), DEMO_CLIENT_SECRET (default ${DEMO_CLIENT_SECRET}), REDIS_URL (the demo's gateway
+at another address), DEMO_TOKEN_TTL (--token-ttl), DEMO_CLIENT_SECRET (default ${DEMO_CLIENT_SECRET}), REDIS_URL (the demo's gateway
 keeps sessions in Redis)
 `
 
@@ -35,6 +39,8 @@ export interface DemoOptions {
   clientSecret: string
   /** The provider keeps its own sign-in (single sign-on, RP-initiated logout, account chooser). */
   rememberSignIn: boolean
+  /** Lifetime of the machine client's access tokens, in seconds. */
+  tokenTtl: number
 }
 
 /** A mistake in the flags or DEMO_* variables, or a port taken: the message is the whole line to show. */
@@ -58,11 +64,23 @@ export function gatewayUrl (value: string, source: string): string {
   return url.origin
 }
 
+/** `--token-ttl`'s value in seconds: a whole number of seconds, minutes or hours, from 1 s to 24 h. */
+export function tokenTtl (value: string, source: string): number {
+  const match = /^([1-9][0-9]{0,5})([smh]?)$/.exec(value)
+  const seconds = match === null ? NaN : Number(match[1]) * ({ '': 1, s: 1, m: 60, h: 3600 } as const)[match[2] as '' | 's' | 'm' | 'h']
+  if (!(seconds <= 86_400)) throw new DemoUsageError(`${source} must be a duration from 1s to 24h, such as 30s, 5m or 1h, got ${JSON.stringify(value)}`)
+  return seconds
+}
+
 function rememberFromEnv (value: string | undefined): boolean {
   if (value === undefined || value === '' || value === '1') return true
   if (value === '0') return false
   throw new DemoUsageError(`DEMO_PROVIDER_REMEMBER must be 1 or 0, got ${JSON.stringify(value)}`)
 }
+
+const FLAGS = '--without-gateway, --gateway-url <url>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help'
+/** The flags that take a value (`--flag value` or `--flag=value`). */
+const VALUED = new Set(['--gateway-url', '--token-ttl'])
 
 /** The options `argv` (the arguments after the script) and `env` give; throws DemoUsageError. */
 export function demoOptions (argv: readonly string[], env: Record<string, string | undefined>): DemoOptions {
@@ -72,6 +90,7 @@ export function demoOptions (argv: readonly string[], env: Record<string, string
     gatewayUrls: env.DEMO_GATEWAY_URL ? [gatewayUrl(env.DEMO_GATEWAY_URL, 'DEMO_GATEWAY_URL')] : DEFAULT_GATEWAY_URLS,
     clientSecret: env.DEMO_CLIENT_SECRET || DEMO_CLIENT_SECRET,
     rememberSignIn: rememberFromEnv(env.DEMO_PROVIDER_REMEMBER),
+    tokenTtl: env.DEMO_TOKEN_TTL ? tokenTtl(env.DEMO_TOKEN_TTL, 'DEMO_TOKEN_TTL') : DEFAULT_TOKEN_TTL,
   }
   for (let i = 0; i < argv.length; i++) {
     const [flag, inline] = argv[i]!.startsWith('--') && argv[i]!.includes('=') ? argv[i]!.split(/=(.*)/s, 2) as [string, string] : [argv[i]!, undefined]
@@ -83,10 +102,14 @@ export function demoOptions (argv: readonly string[], env: Record<string, string
       const value = inline ?? argv[++i]
       if (value === undefined) throw new DemoUsageError('--gateway-url needs a URL, such as --gateway-url http://localhost:8080')
       options.gatewayUrls = [gatewayUrl(value, '--gateway-url')]
+    } else if (flag === '--token-ttl') {
+      const value = inline ?? argv[++i]
+      if (value === undefined) throw new DemoUsageError('--token-ttl needs a duration, such as --token-ttl 30s')
+      options.tokenTtl = tokenTtl(value, '--token-ttl')
     } else {
-      throw new DemoUsageError(`unknown flag ${JSON.stringify(argv[i])}; flags: --without-gateway, --gateway-url <url>, --remember-sign-in, --no-remember-sign-in, --help`)
+      throw new DemoUsageError(`unknown flag ${JSON.stringify(argv[i])}; flags: ${FLAGS}`)
     }
-    if (inline !== undefined && flag !== '--gateway-url') throw new DemoUsageError(`${flag} takes no value, got ${JSON.stringify(argv[i])}`)
+    if (inline !== undefined && !VALUED.has(flag)) throw new DemoUsageError(`${flag} takes no value, got ${JSON.stringify(argv[i])}`)
   }
   if (options.withGateway && argv.some((arg) => arg.startsWith('--gateway-url'))) {
     throw new DemoUsageError('--gateway-url is for your own gateway: use it with --without-gateway (npm run demo:provider)')

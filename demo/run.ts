@@ -14,6 +14,7 @@ import { createServer } from 'node:net'
 import { fileURLToPath } from 'node:url'
 import { startAuthorizationServer, type AuthorizationServer } from './authorization-server.js'
 import { localProviderText } from './instructions.js'
+import { MACHINE_CLIENT, machineResources } from './machine.js'
 import { showGatewayLogs } from './log-view.js'
 import { DEMO_CLIENT_ID, DEMO_PROVIDER, DemoUsageError, USAGE, demoOptions, type DemoOptions } from './options.js'
 import { startSampleApp, type SampleApp } from './sample-app.js'
@@ -69,8 +70,11 @@ async function waitForHealth (url: string, timeoutMs: number): Promise<void> {
   throw new Error(`the gateway did not answer ${url} within ${timeoutMs / 1000}s`)
 }
 
-/** The authorization server with the gateway(s) at `gatewayUrls` as its one client, and the sample app. */
-async function startServices (gatewayUrls: string[], clientSecret: string, rememberSignIn: boolean): Promise<{ as: AuthorizationServer, app: SampleApp }> {
+/**
+ * The authorization server with the gateway(s) at `gatewayUrls` as its one client and a CI job's
+ * machine client (./machine.ts), and the sample app.
+ */
+async function startServices (gatewayUrls: string[], clientSecret: string, options: DemoOptions): Promise<{ as: AuthorizationServer, app: SampleApp }> {
   const host = env.DEMO_HOST ?? '127.0.0.1'
   const issuerPort = port('DEMO_ISSUER_PORT', 9000)
   const appPort = port('DEMO_APP_PORT', 9100)
@@ -90,8 +94,10 @@ async function startServices (gatewayUrls: string[], clientSecret: string, remem
     // As real providers: it remembers the sign-in, signs out when the gateway asks. Without, every
     // sign-in asks for the user again. Either way an account chooser ("Use another account" on the
     // gateway's 403 page).
-    logout: rememberSignIn,
+    logout: options.rememberSignIn,
     selectAccount: true,
+    machineClients: [MACHINE_CLIENT],
+    resources: machineResources(options.tokenTtl),
   }))
   try {
     // The sample app runs beside the authorization server, so it reaches userinfo on loopback.
@@ -109,12 +115,12 @@ function onSignals (stop: (code: number) => Promise<void>): void {
 }
 
 async function withoutGateway (options: DemoOptions): Promise<void> {
-  const { as, app } = await startServices(options.gatewayUrls, options.clientSecret, options.rememberSignIn)
+  const { as, app } = await startServices(options.gatewayUrls, options.clientSecret, options)
   onSignals(async (code) => {
     await Promise.all([as.close(), app.close()])
     process.exit(code)
   })
-  process.stdout.write(localProviderText({ issuer: as.issuer, clientSecret: options.clientSecret, gatewayUrls: options.gatewayUrls, appUrl: app.url, rememberSignIn: options.rememberSignIn }))
+  process.stdout.write(localProviderText({ issuer: as.issuer, clientSecret: options.clientSecret, gatewayUrls: options.gatewayUrls, appUrl: app.url, rememberSignIn: options.rememberSignIn, tokenTtl: options.tokenTtl }))
 }
 
 async function withGateway (options: DemoOptions): Promise<void> {
@@ -123,7 +129,7 @@ async function withGateway (options: DemoOptions): Promise<void> {
   const baseUrl = `http://localhost:${gatewayPort}`
   // Only this demo's own gateway ever sees it: no reason for a known one.
   const clientSecret = randomBytes(24).toString('base64url')
-  const { as, app } = await startServices([baseUrl], clientSecret, options.rememberSignIn)
+  const { as, app } = await startServices([baseUrl], clientSecret, options)
 
   const gateway = spawn(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url)), '--config', fileURLToPath(new URL('../../gateway.yaml', import.meta.url))], {
     stdio: ['ignore', 'pipe', 'inherit'],
@@ -169,7 +175,7 @@ async function withGateway (options: DemoOptions): Promise<void> {
   process.stdout.write(`
   Demo running (sessions in ${env.REDIS_URL ? 'Redis' : 'memory'}):
     gateway               ${baseUrl}
-    authorization server  ${as.issuer}  (any username signs in)
+    authorization server  ${as.issuer}  (any username signs in; it keeps everything in memory, on purpose)
     sample app            ${app.url}  (behind the gateway at /app/)
 
   Open ${baseUrl}/app/ in a browser.   Ctrl-C stops everything.

@@ -57,8 +57,8 @@ async function runToExit (args: string[], env: Record<string, string> = PORTS): 
   return { code, stdout, stderr: stderr.replace(/^oidc-provider WARNING: Unsupported runtime\..*\n/m, '') }
 }
 
-/** What the provider printed, as the operator pastes it: the gateway.yaml blocks and the environment. */
-interface Printed { yaml: string, env: Record<string, string>, issuer: string }
+/** What the provider printed, as the operator pastes it: the gateway.yaml blocks and the environment; and all of it. */
+interface Printed { yaml: string, env: Record<string, string>, issuer: string, appUrl: string, output: string }
 
 async function startProvider (args: string[]): Promise<Printed> {
   const child = startDemo(args, PORTS)
@@ -76,7 +76,7 @@ async function startProvider (args: string[]): Promise<Printed> {
   const exported = /^export (.+)$/m.exec(output)?.[1]
   if (yaml === undefined || exported === undefined) throw new Error(`no gateway.yaml blocks or export line in:\n${output}`)
   const env = Object.fromEntries(exported.split(' ').map((pair) => pair.split(/=(.*)/s, 2) as [string, string]))
-  return { yaml, env, issuer: /^ {4}issuer +(\S+)$/m.exec(output)![1]! }
+  return { yaml, env, issuer: /^ {4}issuer +(\S+)$/m.exec(output)![1]!, appUrl: /^ {4}sample app +(\S+)/m.exec(output)![1]!, output }
 }
 
 /** A real gateway from the printed blocks and environment, listening at `baseUrl` (reserved on `port`). */
@@ -159,18 +159,22 @@ describe('npm run demo:provider', () => {
   it('refuses an unknown flag in one line listing the flags, and prints them all with --help', async () => {
     const bad = await runToExit(['--remember'])
     expect(bad.code).toBe(2)
-    expect(bad.stderr).toBe('demo: unknown flag "--remember"; flags: --without-gateway, --gateway-url <url>, --remember-sign-in, --no-remember-sign-in, --help\n')
+    expect(bad.stderr).toBe('demo: unknown flag "--remember"; flags: --without-gateway, --gateway-url <url>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help\n')
     const help = await runToExit(['--help'])
     expect(help.code).toBe(0)
-    for (const flag of ['--gateway-url', '--remember-sign-in', '--no-remember-sign-in', 'DEMO_ISSUER_PORT', 'DEMO_PROVIDER_REMEMBER']) expect(help.stdout).toContain(flag)
+    for (const flag of ['--gateway-url', '--token-ttl', 'DEMO_TOKEN_TTL', '--remember-sign-in', '--no-remember-sign-in', 'DEMO_ISSUER_PORT', 'DEMO_PROVIDER_REMEMBER']) expect(help.stdout).toContain(flag)
   }, 30_000)
 })
 
 describe('the demo\'s flags and variables', () => {
   it('defaults to the operator\'s gateway on both loopback spellings of port 8080, the shipped secret and a remembered sign-in', () => {
     expect(demoOptions(['--without-gateway'], {})).toEqual({
-      help: false, withGateway: false, gatewayUrls: ['http://localhost:8080', 'http://127.0.0.1:8080'], clientSecret: 'demo-secret-change-me', rememberSignIn: true,
+      help: false, withGateway: false, gatewayUrls: ['http://localhost:8080', 'http://127.0.0.1:8080'], clientSecret: 'demo-secret-change-me', rememberSignIn: true, tokenTtl: 3600,
     })
+    expect(demoOptions(['--token-ttl', '30s'], {}).tokenTtl).toBe(30)
+    expect(demoOptions(['--token-ttl=5m'], { DEMO_TOKEN_TTL: '1h' }).tokenTtl).toBe(300)
+    expect(demoOptions([], { DEMO_TOKEN_TTL: '24h' }).tokenTtl).toBe(86_400)
+    expect(demoOptions([], { DEMO_TOKEN_TTL: '90' }).tokenTtl).toBe(90)
     expect(demoOptions(['--without-gateway', '--gateway-url=https://gw.example.test/', '--no-remember-sign-in'], {})).toMatchObject({ gatewayUrls: ['https://gw.example.test'], rememberSignIn: false })
     expect(demoOptions(['--without-gateway'], { DEMO_GATEWAY_URL: 'http://127.0.0.1:9999', DEMO_PROVIDER_REMEMBER: '0', DEMO_CLIENT_SECRET: 's3' }))
       .toMatchObject({ gatewayUrls: ['http://127.0.0.1:9999'], rememberSignIn: false, clientSecret: 's3' })
@@ -188,7 +192,9 @@ describe('the demo\'s flags and variables', () => {
     [['--without-gateway', '--gateway-url', 'not a url'], '--gateway-url must be a URL such as http://localhost:8080, got "not a url"'],
     [['--gateway-url', 'http://gw'], '--gateway-url is for your own gateway: use it with --without-gateway (npm run demo:provider)'],
     [['--help=yes'], '--help takes no value, got "--help=yes"'],
-    [['-x'], 'unknown flag "-x"; flags: --without-gateway, --gateway-url <url>, --remember-sign-in, --no-remember-sign-in, --help'],
+    [['--token-ttl'], '--token-ttl needs a duration, such as --token-ttl 30s'],
+    ...['0', '0s', '25h', '86401', '-5s', '1.5m', '10 s', '10d', '', 'ten', '1e3', '0x10', '9999999'].map((value) => [['--token-ttl', value], `--token-ttl must be a duration from 1s to 24h, such as 30s, 5m or 1h, got ${JSON.stringify(value)}`] as [string[], string]),
+    [['-x'], 'unknown flag "-x"; flags: --without-gateway, --gateway-url <url>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help'],
   ])('refuses %j: %s', (argv, message) => {
     expect(() => demoOptions(argv, {})).toThrow(new DemoUsageError(message))
   })
@@ -212,4 +218,81 @@ describe('the demo\'s flags and variables', () => {
   ])('prints the secret %j as the one shell word %s', (value, word) => {
     expect(shellWord(value)).toBe(word)
   })
+})
+
+describe('docs/machine-clients.md, "Try it on your machine", run as written against npm run demo:provider', () => {
+  const page = readFileSync(new URL('../docs/machine-clients.md', import.meta.url), 'utf8')
+  const section = page.slice(page.indexOf('## Try it on your machine\n'), page.indexOf('## The bearer block\n'))
+  const [yamlBlock, shellBlock] = ['yaml', 'sh'].map((kind) => [...section.matchAll(new RegExp(`^\`\`\`${kind}\\n([\\s\\S]*?)^\`\`\`$`, 'gm'))].map(([, block]) => block!).find((block) => block.includes('TOKEN=') || block.startsWith('server:')))
+  /** The page's addresses: the provider's and the sample app's defaults, and the operator's gateway. */
+  const PAGE = { issuer: 'http://127.0.0.1:9000', app: 'http://127.0.0.1:9100', gateway: 'http://localhost:8080' }
+
+  /** Each command of the shell block with its output, run in one bash in order (TOKEN carries over). */
+  async function runCommands (commands: readonly string[], printed: Printed, gatewayUrl: string): Promise<string[]> {
+    const live = (line: string) => line.replaceAll(PAGE.issuer, printed.issuer).replaceAll(PAGE.gateway, gatewayUrl)
+    const script = commands.map((line) => `${live(line)}\necho "@@@ end of command"`).join('\n')
+    // stderr holds only curl's progress meter (the page's calls without -s).
+    const child = children.add(spawn('bash', ['-c', script], { stdio: ['ignore', 'pipe', 'ignore'] }))
+    let output = ''
+    child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
+    await new Promise((resolve) => child.once('exit', resolve))
+    return output.split('@@@ end of command\n').slice(0, commands.length)
+  }
+
+  it('the page\'s gateway.yaml is what the provider prints, and its commands get these answers; the token expires when the gateway\'s clock passes its exp', async () => {
+    expect(yamlBlock, 'a yaml block starting with server:').toBeDefined()
+    expect(shellBlock, 'a sh block with TOKEN=').toBeDefined()
+    const { port, baseUrl } = await reserveBaseUrl()
+    const printed = await startProvider(['--gateway-url', baseUrl])
+    // The page shows the blocks as printed, after its one `server:` line.
+    expect(yamlBlock!.replace(/^server:.*\n\n/, '')).toBe(printed.yaml.replaceAll(printed.appUrl, PAGE.app))
+    const commands = shellBlock!.trimEnd().split('\n')
+    // The token lines are the ones the provider printed for the operator's gateway.
+    expect(printed.output).toContain(commands[0]!.replaceAll(PAGE.issuer, printed.issuer).replace(/ -d resource=api:\/\/orders -d scope=orders\.read/, ' -d resource=api://orders -d scope=orders.read'))
+
+    let offset = 0
+    const yaml = yamlBlock!.replace(/^server:.*$/m, `server: { host: 127.0.0.1, port: ${port}, baseUrl: "${baseUrl}" }\nsession: { secret: ${TEST_SECRET} }`).replaceAll(PAGE.app, printed.appUrl)
+    const app = await buildGateway(parseConfig(yaml, printed.env, 'machine.yaml'), { logStream: logCollector().stream, logLevel: 'warn', clock: { now: () => Date.now() + offset } })
+    await app.ready()
+    await releasePort(port)
+    await app.listen({ host: '127.0.0.1', port })
+    try {
+      const outputs = await runCommands(commands, printed, baseUrl)
+      expect(outputs.map((output, i) => [commands[i]!.slice(0, 40), output.length > 0])).toEqual(commands.map((line) => [line.slice(0, 40), !line.includes('=$(')]))
+      const [, withToken, noToken, browser, metadata, nullToken, , opaque] = outputs
+      expect(withToken).toMatch(/x-forwarded-user[^\n]*ci-deploy/)
+      expect(noToken).toMatch(/^HTTP\/1\.1 401 /)
+      expect(noToken).toContain('"error":"unauthenticated"')
+      expect(browser).toMatch(/^HTTP\/1\.1 302 /)
+      expect(JSON.parse(metadata!)).toMatchObject({ resource: `${baseUrl}/orders`, authorization_servers: [printed.issuer] })
+      expect(nullToken).toMatch(/^HTTP\/1\.1 401 /)
+      expect(nullToken).toContain('No token was sent: the header carries \\"null\\" where a token belongs')
+      expect(opaque).toMatch(/x-forwarded-user[^\n]*ci-deploy/)
+
+      // The page: "call again 70 seconds after getting the token" with --token-ttl 10s; here the
+      // token lives the default hour, and the gateway's clock moves past its exp and the 60 s allowed.
+      offset = 3600_000 + 61_000
+      const [, expired] = await runCommands(commands.slice(0, 2).map((line, i) => i === 1 ? line.replace('curl -H', 'curl -si -H') : line), printed, baseUrl)
+      expect(expired).toMatch(/^HTTP\/1\.1 401 /)
+      expect(expired).toContain('The token has expired.')
+    } finally {
+      await app.close()
+    }
+  }, 30_000)
+
+  it('--token-ttl sets the lifetime of the machine client\'s tokens', async () => {
+    const printed = await startProvider(['--token-ttl', '10s'])
+    expect(printed.output).toContain('tokens live   10s')
+    const line = /^TOKEN=\$\((curl [^|]+) \|/m.exec(printed.output)![1]!
+    const answer = await new Promise<string>((resolve) => {
+      const child = children.add(spawn('bash', ['-c', line], { stdio: ['ignore', 'pipe', 'inherit'] }))
+      let out = ''
+      child.stdout.on('data', (chunk: Buffer) => { out += chunk.toString() })
+      child.once('exit', () => resolve(out))
+    })
+    const { access_token: token, expires_in: expiresIn } = JSON.parse(answer) as { access_token: string, expires_in: number }
+    expect(expiresIn).toBe(10)
+    const claims = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as { exp: number, iat: number }
+    expect(claims.exp - claims.iat).toBe(10)
+  }, 30_000)
 })
