@@ -158,6 +158,11 @@ export interface Refused {
   readonly address?: string | undefined
   /** The refusing rule names `networks`: where the request came from refused it. */
   readonly byNetwork?: boolean
+  /**
+   * Only this request was refused (its method and path): the person would pass another request of
+   * the route, so another account is not offered.
+   */
+  readonly refusedFor?: { readonly method: string, readonly path: string }
 }
 
 /**

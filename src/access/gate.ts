@@ -41,7 +41,7 @@ import type { PublicRule, ReauthConfig, RuleLists } from '../config/types.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
-import { compileRules, type Judge } from './rules.js'
+import { compileRules, type Judge, type Judgement } from './rules.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
 export interface GateRoute {
@@ -137,9 +137,19 @@ export type Decision =
   | { readonly kind: 'token_refused', readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[], readonly realm: string, readonly resourceMetadata: string | undefined }
   /**
    * 403 `forbidden`: signed in, but the rules do not admit this identity. `rule` names the rule that
-   * refused (`deny[0]`), or is undefined when no `allow` rule matched.
+   * refused (`deny[0]`), or is undefined when no `allow` rule matched. `refusedFor`: the person would
+   * pass another request of the route; this one (its method and path) is what was refused.
    */
-  | { readonly kind: 'forbidden', readonly identity: Identity | undefined, readonly loginUrl: string, readonly rule: string | undefined, readonly refusedBy?: string | undefined, readonly address?: string | undefined, readonly provider?: string | undefined }
+  | {
+    readonly kind: 'forbidden',
+    readonly identity: Identity | undefined,
+    readonly loginUrl: string,
+    readonly rule: string | undefined,
+    readonly refusedBy?: string | undefined,
+    readonly address?: string | undefined,
+    readonly provider?: string | undefined,
+    readonly refusedFor?: { readonly method: string, readonly path: string }
+  }
   /** 503/502: the store or provider failed; `error` says how (signing in again would not help). */
   | { readonly kind: 'unavailable', readonly error: unknown }
   /** 400 `invalid_request`: the request cannot be judged. */
@@ -254,14 +264,30 @@ export function decide (gate: RouteGate, subject: Subject, html: boolean, sessio
     case 'token_refused':
       return { kind: 'token_refused', problem: session.problem, message: session.message, scopes: session.scopes, realm: gate.provider, resourceMetadata: gate.resourceMetadata }
     case 'signed_in': {
-      const { admit, rule, refusedBy } = gate.judge(session.identity, method, target, subject.address, session.provider ?? gate.provider)
-      if (!admit) return { kind: 'forbidden', identity: session.identity, loginUrl: gate.loginUrl(next), rule, refusedBy, address: subject.address, provider: session.provider }
+      const judgement = gate.judge(session.identity, method, target, subject.address, session.provider ?? gate.provider)
+      const { admit, rule } = judgement
+      if (!admit) return forbidden(gate, session, judgement, subject, next)
       if (session.stepUp === true && gate.reauth !== undefined) return stepUp(gate, gate.reauth, html, next)
       const allowed = { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule } as const
       return session.provider === undefined ? allowed : { ...allowed, provider: session.provider }
     }
     default:
       return unreachable(session)
+  }
+}
+
+/** A rules' refusal: who and what refused, and, when the person would pass another request of the route, which one this was. */
+function forbidden (gate: RouteGate, session: Extract<SessionState, { kind: 'signed_in' }>, judgement: Judgement, subject: Subject, next: string): Decision {
+  const refusedFor = judgement.partial === true ? { refusedFor: { method: subject.method, path: subject.target.split('?', 1)[0]! } } : {}
+  return {
+    kind: 'forbidden',
+    identity: session.identity,
+    loginUrl: gate.loginUrl(next),
+    rule: judgement.rule,
+    refusedBy: judgement.refusedBy,
+    address: subject.address,
+    provider: session.provider,
+    ...refusedFor,
   }
 }
 

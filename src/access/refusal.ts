@@ -34,20 +34,36 @@ export interface RefusalContext {
  * What the 403 shows: the person's own identity and address and the refusing rule's name, never the
  * rule's values. `kinds`: the refusing rule's conditions (Judgement.refusedBy).
  */
-export function refusedBy (identity: Identity | undefined, rule: string | undefined, address?: string, kinds?: string, provider?: string): Refused {
+export function refusedBy (identity: Identity | undefined, rule: string | undefined, address?: string, kinds?: string, provider?: string,
+  refusedFor?: Refused['refusedFor']): Refused {
   const seen = identity === undefined
     ? undefined
     : { user: identity.sub, email: identity.email, emailVerified: identity.emailVerified !== false, groups: identity.groups }
   const byNetwork = rule !== undefined && kinds?.split('+').includes('networks') === true
-  return { seen, rule, ...(address === undefined ? {} : { address }), ...(byNetwork ? { byNetwork } : {}), ...(provider === undefined ? {} : { provider }) }
+  return {
+    seen,
+    rule,
+    ...(address === undefined ? {} : { address }),
+    ...(byNetwork ? { byNetwork } : {}),
+    ...(provider === undefined ? {} : { provider }),
+    ...(refusedFor === undefined ? {} : { refusedFor }),
+  }
 }
 
-/** The 403's message in plain words: who, and what refused ("no allow rule matched", or the rule's name, and where from). */
+/**
+ * The 403's message in plain words: who, what was refused (the application, or only this request's
+ * method and path where the person may use the rest), and what refused it ("no allow rule matched",
+ * or the rule's name, and where from).
+ */
 function forbiddenMessage (refused: Refused): string {
   const who = refused.seen?.email ?? refused.seen?.user ?? 'This account'
   const why = refused.rule === undefined ? 'no allow rule matched' : `the rule ${refused.rule} refused`
-  const where = refused.byNetwork === true && refused.address !== undefined ? ` requests from ${refused.address}` : ''
-  return `${who} may not use this application${where}: ${why}.`
+  const from = refused.byNetwork === true && refused.address !== undefined ? ` from ${refused.address}` : ''
+  if (refused.refusedFor !== undefined) {
+    const { method, path } = refused.refusedFor
+    return `${who} may not ${method} ${path}${from}: ${why}; other requests to this application stay open to this account.`
+  }
+  return `${who} may not use this application${from === '' ? '' : ` requests${from}`}: ${why}.`
 }
 
 /** 401: where to sign in (with several providers, each one's address too). */
@@ -59,10 +75,14 @@ function unauthenticated (decision: Extract<Refusal, { kind: 'unauthenticated' }
   })
 }
 
-/** A rules' 403: another account is offered to a person, unless the address refused (another account would come from the same place). */
+/**
+ * A rules' 403: another account is offered to a person, unless the address refused (another account
+ * would come from the same place) or only this request was (the account may use the rest).
+ */
 function forbidden (decision: Extract<Refusal, { kind: 'forbidden' }>, context: RefusalContext): GatewayError {
-  const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy, decision.provider)
-  const offer = context.switchAccountUrl === undefined || refused.byNetwork === true ? {} : { switchAccountUrl: context.switchAccountUrl }
+  const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy, decision.provider, decision.refusedFor)
+  // Another account is a remedy only where this one is refused everything, from wherever it comes.
+  const offer = context.switchAccountUrl === undefined || refused.byNetwork === true || refused.refusedFor !== undefined ? {} : { switchAccountUrl: context.switchAccountUrl }
   return new GatewayError('forbidden', forbiddenMessage(refused), {
     details: context.byToken === true ? { refused } : { loginUrl: decision.loginUrl, refused, ...offer },
   })

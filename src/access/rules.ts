@@ -32,6 +32,11 @@ export interface Judgement {
    * `deny` rule's condition names joined by `+` (`networks`, `groups+paths`), or `no_allow_rule`.
    */
   readonly refusedBy?: string
+  /**
+   * On a refusal: the person would pass another request of the route (another method or path), so
+   * another account is no remedy. Absent: every request of the route is refused them.
+   */
+  readonly partial?: true
 }
 
 /**
@@ -157,17 +162,38 @@ interface CompiledRule {
   /** The condition names it gives, joined by `+`. */
   readonly kinds: string
   readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, provider: string | undefined, readings?: readonly string[]) => boolean
+  /**
+   * Whether it holds for this person and address on some request of the route: its `methods` and
+   * `paths` left out (an `allow` rule); for a `deny` rule, whether it holds on every request (it
+   * names neither, and holds).
+   */
+  readonly holdsSomewhere: (identity: Identity | undefined, address: string | undefined, provider: string | undefined) => boolean
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
 function compiled (rule: Rule, inDeny: boolean): CompiledRule {
   const list = conditions(rule, inDeny)
+  const onRequest = rule.methods.length > 0 || rule.paths.length > 0
+  const aboutWho = conditions({ ...rule, methods: [], paths: [] }, inDeny)
   return {
     name: rule.name,
     kinds: CONDITION_NAMES.filter((key) => rule[key].length > 0).join('+'),
     // A rule without conditions holds for nobody (the config refuses one).
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
+    holdsSomewhere: (identity, address, provider) => !(inDeny && onRequest) && (aboutWho.length > 0 || onRequest) &&
+      aboutWho.every((condition) => condition(identity, undefined, undefined, address, provider, inDeny, NO_READINGS)),
   }
+}
+
+/**
+ * A refusal, marked `partial` when the person would pass some other request of the route: no
+ * `deny` rule refuses them everywhere, and an `allow` rule (or none at all) admits them somewhere.
+ */
+function refused (judgement: Judgement, deny: readonly CompiledRule[], allow: readonly CompiledRule[] | undefined,
+  identity: Identity | undefined, address: string | undefined, provider: string | undefined): Judgement {
+  if (deny.some((rule) => rule.holdsSomewhere(identity, address, provider))) return judgement
+  const somewhere = allow === undefined || allow.some((rule) => rule.holdsSomewhere(identity, address, provider))
+  return somewhere ? { ...judgement, partial: true } : judgement
 }
 
 const NO_READINGS: readonly string[] = Object.freeze([])
@@ -202,13 +228,13 @@ export function compileRules (lists: RuleLists): Judge {
   return (identity, method, path, address, provider) => {
     const readings = folds ? otherReadings(path) : NO_READINGS
     for (const rule of deny) {
-      if (rule.holds(identity, method, path, address, provider, readings)) return { admit: false, rule: rule.name, refusedBy: rule.kinds }
+      if (rule.holds(identity, method, path, address, provider, readings)) return refused({ admit: false, rule: rule.name, refusedBy: rule.kinds }, deny, allow, identity, address, provider)
     }
     if (allow === undefined) return ADMITTED
     for (const rule of allow) {
       if (rule.holds(identity, method, path, address, provider)) return { admit: true, rule: rule.name }
     }
-    return NO_ALLOW
+    return refused(NO_ALLOW, deny, allow, identity, address, provider)
   }
 }
 
@@ -222,7 +248,8 @@ export function allOf (judges: readonly Judge[]): Judge {
     const names: string[] = []
     for (const judge of judges) {
       const judgement = judge(identity, method, path, address, provider)
-      if (!judgement.admit) return judgement
+      // Another judge may refuse this person everywhere: `partial` is not known of the whole.
+      if (!judgement.admit) return { admit: false, rule: judgement.rule, refusedBy: judgement.refusedBy }
       if (judgement.rule !== undefined) names.push(judgement.rule)
     }
     return names.length === 0 ? ADMITTED : { admit: true, rule: names.join(', ') }

@@ -91,17 +91,19 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
 /**
  * A rules' 403 in JSON: `seen` (the person's own user, e-mail and groups), `address` (the client
  * address the rules judged), `rule` (the refusing rule's name, null when no allow rule matched),
- * `by_network` (that rule names networks) and `switch_account_url` (POST: "Use another account").
+ * `by_network` (that rule names networks), `refused_for` (only this method and path were refused:
+ * the person may use the rest) and `switch_account_url` (POST: "Use another account").
  */
 function refusedFields ({ refused, switchAccountUrl }: ErrorDetails): Record<string, unknown> {
   if (refused === undefined) return {}
-  const { seen, rule, address, byNetwork, provider } = refused
+  const { seen, rule, address, byNetwork, provider, refusedFor } = refused
   return {
     ...(provider === undefined ? {} : { provider }),
     seen: seen === undefined ? null : { user: seen.user, email: seen.email ?? null, email_verified: seen.email === undefined ? null : seen.emailVerified, groups: seen.groups },
     ...(address === undefined ? {} : { address }),
     rule: rule ?? null,
     ...(byNetwork === true ? { by_network: true } : {}),
+    ...(refusedFor === undefined ? {} : { refused_for: { method: refusedFor.method, path: refusedFor.path } }),
     ...(switchAccountUrl === undefined ? {} : { switch_account_url: switchAccountUrl }),
   }
 }

@@ -81,7 +81,9 @@ it.skipIf(missing)('a deny on networks and paths refuses there only, and its 403
   expect(refused.status).toBe(403)
   const body = JSON.parse(refused.body) as Record<string, unknown>
   expect(body).toMatchObject({ rule: 'deny[0]', address: '127.0.0.5', by_network: true })
-  expect(body.message).toMatch(/may not use this application requests from 127\.0\.0\.5: the rule deny\[0\] refused/)
+  // Only the admin paths are refused from there: the message and the page name this request.
+  expect(body.message).toBe('alice may not GET /app/admin/x from 127.0.0.5: the rule deny[0] refused; other requests to this application stay open to this account.')
+  expect(body.refused_for).toEqual({ method: 'GET', path: '/app/admin/x' })
   expect(body.switch_account_url).toBeUndefined()
   const page = await get(front.port, '/app/admin/x', '127.0.0.5', { cookie, accept: 'text/html' })
   expect(page.body).toContain('<dt>Address</dt><dd>127.0.0.5</dd>')

@@ -65,7 +65,7 @@ const TABLE: Row[] = [
 
 describe('the judge (a table)', () => {
   it.each(TABLE)('%s', (_what, allow, deny, identity, method, path, admit, rule) => {
-    const judgement = compileRules(lists(allow, deny))(identity, method, path, undefined)
+    const { partial: _partial, ...judgement } = compileRules(lists(allow, deny))(identity, method, path, undefined)
     expect(judgement).toEqual(admit ? { admit, rule } : { admit, rule, refusedBy: rule === undefined ? 'no_allow_rule' : expect.any(String) })
   })
 
@@ -117,7 +117,40 @@ const listsArb = fc.record({
 })
 const requestArb = fc.record({ identity: identityArb, method: fc.constantFrom(...METHODS), path: fc.constantFrom(...PATHS) })
 
+describe('a refusal of this request only (partial: another request of the route would pass)', () => {
+  it.each([
+    ['a deny on a path', undefined, [{ paths: ['/app/admin/*'] }], alice, 'GET', '/app/admin/x', true],
+    ['a deny on a method', undefined, [{ methods: ['DELETE'] }], alice, 'DELETE', '/app/x', true],
+    ['a deny on a group and a path, for a member', undefined, [{ groups: ['admins'], paths: ['/app/admin/*'] }], alice, 'GET', '/app/admin', true],
+    ['a deny on a group: everywhere', undefined, [{ groups: ['admins'] }], alice, 'GET', '/app/x', false],
+    ['a deny on a path, and one on a group that holds: everywhere', undefined, [{ paths: ['/app/admin/*'] }, { groups: ['admins'] }], alice, 'GET', '/app/admin/x', false],
+    ['an allow on a path, refused elsewhere', [{ paths: ['/app/public/*'] }], [], eve, 'GET', '/app/x', true],
+    ['an allow on a group and methods, refused for another method', [{ groups: ['staff'], methods: ['GET'] }], [], bob, 'POST', '/app/x', true],
+    ['an allow on a group the person is not in: everywhere', [{ groups: ['admins'] }], [], bob, 'GET', '/app/x', false],
+    ['an allow on a group and a path the person is not in: everywhere', [{ groups: ['admins'], paths: ['/app/admin/*'] }], [], bob, 'GET', '/app/admin/x', false],
+    ['an allow for admins on admin paths, and the domain anywhere, for an unverified address: everywhere', [{ groups: ['admins'], paths: ['/app/admin/*'] }, { domains: ['example.org'] }], [], eve, 'GET', '/app/admin/x', false],
+  ] as Array<[string, RuleYaml[] | undefined, RuleYaml[], Identity, string, string, boolean]>)('%s', (_what, allow, deny, identity, method, path, partial) => {
+    const judgement = compileRules(lists(allow, deny))(identity, method, path, undefined)
+    expect(judgement.admit).toBe(false)
+    expect(judgement.partial === true).toBe(partial)
+  })
+
+  it('allOf never says partial: another judge may refuse the person everywhere', () => {
+    const judgement = allOf([compileRules(lists(undefined, [{ methods: ['DELETE'] }])), compileRules(lists([{ groups: ['admins'] }]))])(alice, 'DELETE', '/x', undefined)
+    expect(judgement).toEqual({ admit: false, rule: 'deny[0]', refusedBy: 'methods' })
+  })
+})
+
 describe('the judge (fast-check)', () => {
+  it('a refusal not marked partial refuses the person every method and path', () => {
+    fc.assert(fc.property(listsArb, requestArb, ({ allow, deny }, { identity, method, path }) => {
+      const judge = compileRules(lists(allow, deny))
+      const judgement = judge(identity, method, path, undefined)
+      if (judgement.admit || judgement.partial === true) return
+      for (const otherMethod of METHODS) for (const otherPath of PATHS) expect(judge(identity, otherMethod, otherPath, undefined).admit).toBe(false)
+    }), { numRuns: 500, seed: 24 })
+  })
+
   it('deny always wins: when a deny rule holds alone, no allow list admits', () => {
     fc.assert(fc.property(listsArb, requestArb, ({ allow, deny }, { identity, method, path }) => {
       const denied = deny.some((rule) => compileRules(lists([rule]))(identity, method, path, undefined).admit)

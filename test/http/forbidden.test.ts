@@ -53,6 +53,8 @@ beforeAll(async () => {
       { path: '/choose/', upstream: upstream.url, provider: 'choose', allow: ALICE_ONLY },
       { path: '/plain/', upstream: upstream.url, provider: 'plain', allow: ALICE_ONLY },
       { path: '/sso/', upstream: upstream.url, provider: 'sso', allow: ALICE_ONLY },
+      // Open to everyone signed in, but for its admin pages and DELETE.
+      { path: '/parts/', upstream: upstream.url, provider: 'choose', deny: [{ paths: ['/parts/admin/*'] }, { methods: ['DELETE'] }] },
     ],
   })
 })
@@ -123,6 +125,38 @@ describe('the 403 of a route\'s rules', () => {
     expect(html).toContain('<dt>Refused by</dt><dd class="rule">no allow rule matched</dd>')
     expect(html).toContain(`<form method="post" action="${gateway.url}/oauth/logout/?next=%2Fchoose%2Fx&#38;switch=choose"><button type="submit" class="button">Use another account</button></form>`)
     expect(html).not.toContain('alice@example.test')
+  })
+
+  it.each([
+    ['GET', '/parts/admin/users?page=2', 'deny[0]', '/parts/admin/users'],
+    ['DELETE', '/parts/orders/7', 'deny[1]', '/parts/orders/7'],
+  ])('refused only %s %s: says which request, and offers no other account (this one may use the rest)', async (method, target, rule, path) => {
+    const { cookie } = await signedIn('choose', 'mallory')
+    expect((await fetch(`${gateway.url}/parts/orders/7`, { headers: { cookie: `gw_session=${cookie}` } })).status).toBe(200)
+    const json = await fetch(`${gateway.url}${target}`, { method, headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
+    expect(json.status).toBe(403)
+    const body = await json.json() as Record<string, unknown>
+    expect(body).toMatchObject({
+      error: 'forbidden',
+      message: `mallory@evil.test may not ${method} ${path}: the rule ${rule} refused; other requests to this application stay open to this account.`,
+      rule,
+      refused_for: { method, path },
+    })
+    expect(body.switch_account_url).toBeUndefined()
+    const page = await fetch(`${gateway.url}${target}`, { method, headers: { accept: 'text/html', cookie: `gw_session=${cookie}` } })
+    const html = await page.text()
+    expect(html).toContain(`<dt>Refused</dt><dd class="request"><code>${method} ${path}</code> only</dd>`)
+    expect(html).toContain('may use this application, but not this page or action')
+    expect(html).not.toContain('Use another account')
+  })
+
+  it('refused everything on the route (no allow rule admits the account anywhere): "Use another account" stays', async () => {
+    const { cookie } = await signedIn('choose', 'mallory')
+    const response = await fetch(`${gateway.url}/choose/admin/x`, { method: 'DELETE', headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
+    const body = await response.json() as Record<string, unknown>
+    expect(body).toMatchObject({ message: 'mallory@evil.test may not use this application: no allow rule matched.' })
+    expect(body.refused_for).toBeUndefined()
+    expect(body.switch_account_url).toBeDefined()
   })
 
   it('forward-auth\'s 403 carries the same fields', async () => {
