@@ -16,7 +16,9 @@ export function renderPage (title: string, body: string): string {
 <title>${escapeHtml(title)}</title>
 <style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}
 h1{font-size:1.4rem}.code{color:#666;font-size:.9rem}code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}dl.seen{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.seen dd{margin:0}a.button,button.button{display:inline-block;margin-top:1rem;padding:.5rem 1rem;background:#2456c7;color:#fff;border:0;border-radius:4px;font:inherit;text-decoration:none;cursor:pointer}
-form.inline{display:inline}button.link{background:none;border:0;padding:0;color:#2456c7;font:inherit;font-size:.9rem;text-decoration:underline;cursor:pointer}h2{font-size:1.1rem}ul.apps a.app{font-size:1.1rem}ul.who{list-style:none;padding:0}</style>
+form.inline{display:inline}button.link{background:none;border:0;padding:0;color:#2456c7;font:inherit;font-size:.9rem;text-decoration:underline;cursor:pointer}h2{font-size:1.1rem}ul.apps a.app{font-size:1.1rem}ul.who{list-style:none;padding:0}
+table.sessions{border-collapse:collapse}table.sessions th,table.sessions td{text-align:left;vertical-align:top;padding:.3rem .6rem .3rem 0;overflow-wrap:anywhere}
+@media (max-width:40rem){table.sessions thead{display:none}table.sessions tr{display:block;border-top:1px solid #ddd;padding:.6rem 0}table.sessions td{display:block;padding:.1rem 0}table.sessions td[data-label]::before{content:attr(data-label) ": ";color:#666}}</style>
 </head><body>
 ${body}
 </body></html>
@@ -36,6 +38,7 @@ function backLink (startOver: string): string {
   return `<a href="${escapeHtml(startOver)}">${startOver === HOME ? 'Start over' : 'Go back'}</a>`
 }
 
+const ONLY_THIS_REQUEST = 'You are signed in and may use this application, but not this page or action: its rules keep it from your account. Go back to what you were doing.'
 const BY_TOKEN = 'The access token sent with this request is valid, but this application\'s rules do not admit the client it was issued to.'
 
 /**
@@ -54,15 +57,18 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   const address = refused.address === undefined ? '' : `<dt>Address</dt><dd>${escapeHtml(refused.address)}</dd>`
   const on = refused.byNetwork === true ? ', on where the request comes from' : ''
   const why = rule === undefined ? 'no allow rule matched' : `the rule <code>${escapeHtml(rule)}</code>${on}`
+  const only = refused.refusedFor === undefined ? '' : `<dt>Refused</dt><dd class="request"><code>${escapeHtml(refused.refusedFor.method)} ${escapeHtml(refused.refusedFor.path)}</code> only</dd>`
   const other = switchAccountUrl === undefined
     ? ''
     : `<form method="post" action="${escapeHtml(switchAccountUrl)}"><button type="submit" class="button">Use another account</button></form>`
   // Without a sign-in to offer, the caller brought its own token (a machine client): no account to switch.
-  const explanation = error.details.loginUrl === undefined && switchAccountUrl === undefined ? BY_TOKEN : entry.explanation
+  const explanation = error.details.loginUrl === undefined && switchAccountUrl === undefined
+    ? BY_TOKEN
+    : refused.refusedFor === undefined ? entry.explanation : ONLY_THIS_REQUEST
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
 <p>${escapeHtml(explanation)}</p>
 <p>What the gateway saw:</p>
-<dl class="seen">${provider}${rows}${address}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
+<dl class="seen">${provider}${rows}${address}${only}<dt>Refused by</dt><dd class="rule">${why}</dd></dl>
 ${other}
 <p>${backLink(startOver)}</p>
 ${supportLine(error)}`)
@@ -169,17 +175,27 @@ ${buttons === '' ? '' : `<p>${buttons}</p>`}`)
 
 /** "Sign out everywhere" (/oauth/ and /oauth/sessions/): this session and every other of the same person. */
 export function signOutEverywhereButton (): string {
-  return '<form method="post" action="/oauth/logout/?everywhere=1"><button type="submit" class="button">Sign out everywhere</button></form>'
+  return '<form method="post" action="/oauth/logout/?everywhere=1"><button type="submit" class="button">Sign out everywhere</button></form>' +
+    '<p class="code">Ends your sessions at this gateway on every browser and device. Your provider may still remember you on them: the next visit there signs in again without asking.</p>'
 }
 
 /** The page after /oauth/logout/: one "sign in again" link per provider. */
-export function signedOutPage (links: ReadonlyArray<{ name: string, href: string }>): string {
+export function signedOutPage (links: ReadonlyArray<{ name: string, href: string }>, everywhere = false): string {
   const buttons = links.map(({ name, href }) =>
     `<a class="button" href="${escapeHtml(href)}">Sign in again${links.length > 1 ? ` with ${escapeHtml(name)}` : ''}</a>`).join(' ')
-  return renderPage('Signed out', `<h1>You are signed out</h1>
-<p>Your session at this gateway has ended. The next visit to a protected page asks you to sign in.</p>
+  const said = everywhere
+    ? `<h1>You are signed out everywhere</h1>
+<p>Every session you had at this gateway has ended, on every browser and device, and this browser is signed out at your provider too where the provider offers it.</p>
+<p>${PROVIDER_REMEMBERS}</p>`
+    : `<h1>You are signed out</h1>
+<p>Your session at this gateway has ended. The next visit to a protected page asks you to sign in.</p>`
+  return renderPage('Signed out', `${said}
 ${buttons}`)
 }
+
+/** What "sign out everywhere" cannot do: the provider's own sign-in on the other devices is the provider's. */
+const PROVIDER_REMEMBERS = 'Other browsers are signed out of this gateway, but not of your provider: where the provider still remembers you, ' +
+  'the next visit there signs in again without asking. To end that too, sign out at your provider on those devices (or end its sessions in your account there).'
 
 /**
  * Asked when another site sent the browser to /oauth/logout/, or a GET asked to sign out everywhere or
@@ -193,7 +209,7 @@ export function signOutConfirmPage (next: string | undefined, switchTo?: string,
   const [title, question, button] = switchTo !== undefined
     ? ['Use another account?', 'This ends your session at this gateway and signs you in again with the account you choose. Go on only if you meant to.', 'Use another account']
     : everywhere
-      ? ['Sign out everywhere?', 'This ends every session you have at this gateway, on every device. Sign out everywhere only if you meant to.', 'Sign out everywhere']
+      ? ['Sign out everywhere?', `This ends every session you have at this gateway, on every device. ${PROVIDER_REMEMBERS} Sign out everywhere only if you meant to.`, 'Sign out everywhere']
       : ['Sign out?', 'Another site sent you here to end your session at this gateway. Sign out only if you meant to.', 'Sign out']
   return renderPage(title, `<h1>${title}</h1>
 <p>${question}</p>

@@ -54,8 +54,8 @@ function row (session: ListedSession): string {
     ? '<form method="post" action="/oauth/logout/"><button type="submit" class="button">Sign out</button></form>'
     : `<a class="button" href="${escapeHtml(revokeUrl(session.publicId))}">Revoke</a>`
   return `<tr${session.current ? ' class="current"' : ''}><td>${who(session)}${session.current ? ' <strong>(this browser)</strong>' : ''}</td>` +
-    `<td>${from(session)}</td><td>${escapeHtml(when(session.started))}</td><td>${escapeHtml(when(session.lastSeen))}</td>` +
-    `<td>${providersOf(session)}</td><td>${action}</td></tr>`
+    `<td data-label="Signed in from">${from(session)}</td><td data-label="Started">${escapeHtml(when(session.started))}</td>` +
+    `<td data-label="Last seen">${escapeHtml(when(session.lastSeen))}</td><td data-label="Signed in with">${providersOf(session)}</td><td>${action}</td></tr>`
 }
 
 /** The list of one's sessions. */

@@ -34,6 +34,8 @@ interface SignOutWalk {
   next: string | undefined
   /** "Use another account": the provider to sign in at again at the end, toward `next`. */
   switchTo?: string | undefined
+  /** "Sign out everywhere": the end says what it did and did not end. */
+  everywhere?: true
   steps: SignOutStep[]
 }
 
@@ -58,7 +60,7 @@ function staleSignOut (reason: string): GatewayError {
 }
 
 /** Where a sign-out goes next: a provider's end-session page, or the end of the walk. */
-export type SignOutNext = { url: string } | { done: true, next: string | undefined, switchTo: string | undefined }
+export type SignOutNext = { url: string } | { done: true, next: string | undefined, switchTo: string | undefined, everywhere: boolean }
 
 export class SignOuts {
   /** HS256 keys of the sign-out state (derived from each secret, apart from the sign-in state's), by header. */
@@ -131,15 +133,15 @@ export class SignOuts {
   /**
    * Starts the walk over the providers of `record` that have an end-session endpoint and an ID
    * token. Undefined when there is none; else the sign-out cookie's value and the first address.
-   * `switchTo` ("Use another account") is kept with the walk, for its end.
+   * `switchTo` ("Use another account") and `everywhere` are kept with the walk, for its end.
    */
-  async begin (record: SessionRecord, next: string | undefined, switchTo?: string): Promise<{ cookie: string, url: string } | undefined> {
+  async begin (record: SessionRecord, next: string | undefined, { switchTo, everywhere = false }: { switchTo?: string | undefined, everywhere?: boolean } = {}): Promise<{ cookie: string, url: string } | undefined> {
     const steps = Object.entries(record.providerSessions ?? {})
       .filter((entry): entry is [string, { idToken: string }] => entry[1].idToken !== undefined)
       .map(([provider, { idToken }]) => ({ provider, idToken }))
     if (steps.length === 0) return undefined
     const cookie = randomToken()
-    const step = await this.advance(cookie, { next, switchTo, steps })
+    const step = await this.advance(cookie, { next, switchTo, ...(everywhere ? { everywhere } : {}), steps })
     return 'url' in step ? { cookie, url: step.url } : undefined
   }
 
@@ -161,7 +163,7 @@ export class SignOuts {
     }
     const sealed = await this.store.take(this.walkKey(keys.sealing, cookie))
     const json = sealed === null ? null : keys.sealing.open(PURPOSE, cookie, sealed)
-    if (json === null) return { done: true, next: undefined, switchTo: undefined }
+    if (json === null) return { done: true, next: undefined, switchTo: undefined, everywhere: false }
     this.log.info({ provider }, 'signed out at the provider')
     return await this.advance(cookie, JSON.parse(json) as SignOutWalk)
   }
@@ -174,7 +176,7 @@ export class SignOuts {
       await this.store.set(this.walkKey(this.current.sealing, cookie), this.current.sealing.seal(PURPOSE, cookie, JSON.stringify(walk)), this.ttlMs)
       return { url: this.endSessionUrl(provider, step.idToken, cookie) }
     }
-    return { done: true, next: walk.next, switchTo: walk.switchTo }
+    return { done: true, next: walk.next, switchTo: walk.switchTo, everywhere: walk.everywhere === true }
   }
 
   private endSessionUrl (provider: ResolvedProvider, idToken: string, cookie: string): string {

@@ -70,14 +70,14 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     await endSession(sessions, session, reply)
     if (session) {
       await signOuts.revoke(session.record)
-      const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts), switchTo)
+      const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts), { switchTo, everywhere })
       if (walk) {
         request.log.info('signed out; signing out at the providers')
         reply.setCookie(cookies.signOut, walk.cookie, context.signOutCookie)
         return reply.redirect(walk.url, 302)
       }
     }
-    return await finishSignOut(request, reply, next, switchTo)
+    return await finishSignOut(request, reply, next, switchTo, everywhere)
   }
 
   /**
@@ -93,12 +93,13 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
 
   /**
    * The end of a sign-out: with `switchTo`, a sign-in there that asks who signs in, back to `next`;
-   * else `next`, or (none given, a browser) the signed-out page.
+   * else `next`, or (none given, a browser) the signed-out page, which after "sign out everywhere"
+   * says what that did not end.
    */
-  async function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown, switchTo: string | undefined) {
+  async function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown, switchTo: string | undefined, everywhere: boolean) {
     if (switchTo !== undefined) return await beginSignIn(context, request, reply, switchTo, safeNext(next, redirectHosts), true)
     if (next === undefined && wantsHtml(request)) {
-      return reply.type('text/html; charset=utf-8').send(signedOutPage(context.signInLinks))
+      return reply.type('text/html; charset=utf-8').send(signedOutPage(context.signInLinks, everywhere))
     }
     return reply.redirect(safeNext(next, redirectHosts), 302)
   }
@@ -112,6 +113,6 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     const step = await signOuts.resume(name, state, request.cookies[cookies.signOut])
     if ('url' in step) return reply.redirect(step.url, 302)
     reply.clearCookie(cookies.signOut, context.signOutCookie)
-    return await finishSignOut(request, reply, step.next, step.switchTo)
+    return await finishSignOut(request, reply, step.next, step.switchTo, step.everywhere)
   })
 }

@@ -185,6 +185,23 @@ describe('RP-initiated logout', () => {
     expect(end.body).toContain('You are signed out')
   })
 
+  it('sign out everywhere: this browser is signed out at the provider too, and the end says the provider may still remember the others', async () => {
+    const browser = new Browser()
+    await signIn(browser, '/app/')
+    const other = new Browser()
+    await signIn(other, '/app/')
+    const started = await browser.fetch(`${gateway.url}/oauth/logout/?everywhere=1`, {
+      method: 'POST', body: '', headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
+    })
+    const end = await walk(browser, new URL(started.headers.get('location')!).href)
+    expect(end.visited.some((url) => url.includes('/session/end'))).toBe(true)
+    expect(end.body).toContain('You are signed out everywhere')
+    expect(end.body).toContain('Other browsers are signed out of this gateway, but not of your provider')
+    expect(await sessionWorks(other.cookies.get('gw_session')!.value)).toBe(false)
+    // What the page warns of: the other browser's provider session still signs it in without asking.
+    expect(await signsInSilently(other, '/app/')).toBe(true)
+  })
+
   it('revokes the refresh token at the provider (RFC 7009): it no longer works at the token endpoint', async () => {
     const browser = new Browser()
     await signIn(browser, '/app/')

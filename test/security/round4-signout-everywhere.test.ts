@@ -82,10 +82,13 @@ describe('sign out everywhere from an application page', () => {
     // The person's own choice: the confirmation page's button, a same-origin POST.
     await page.goto(`${gateway.url}/oauth/logout/?everywhere=1`)
     expect(await page.textContent('h1')).toBe('Sign out everywhere?')
+    // It says beforehand what it does not end: the provider's own sign-in on the other devices.
+    expect(await page.textContent('main, body')).toContain('Other browsers are signed out of this gateway, but not of your provider')
     expect(await sessionStatus(gateway, other)).toBe(200)
     await page.click('button:has-text("Sign out everywhere")')
     await page.waitForLoadState('load')
-    expect(await page.textContent('h1')).toBe('You are signed out')
+    expect(await page.textContent('h1')).toBe('You are signed out everywhere')
+    expect(await page.textContent('body')).toContain('the next visit there signs in again without asking')
     expect(await sessionStatus(gateway, own)).toBe(401)
     await endedElsewhere(gateway, other)
     await page.close()
