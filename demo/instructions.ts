@@ -1,9 +1,11 @@
 // What `npm run demo:provider` prints: the provider's address, its client and accounts, then the
 // `providers:` and `routes:` blocks and the environment for the operator's own gateway.yaml, ready
-// to paste, and the machine client with a line that gets a token and calls the gateway (./machine.ts). Every value the operator needs is printed; none is generated where they cannot see it.
+// to paste, the machine client with a line that gets a token and calls the gateway (./machine.ts),
+// and how agents reach the sample app's MCP server through the gateway (./sample-mcp.ts). Every value the operator needs is printed; none is generated where they cannot see it.
 import { demoAccounts } from './authorization-server.js'
 import { machineRoutesYaml, machineText } from './machine.js'
 import { DEMO_CLIENT_ID, DEMO_PROVIDER, shellWord } from './options.js'
+import { MCP_PATH } from './sample-mcp.js'
 
 export interface LocalProvider {
   issuer: string
@@ -37,7 +39,22 @@ routes:
     upstream: ${appUrl}   # the sample app; or your own application
     provider: ${DEMO_PROVIDER}
     rewritePrefix: /
-${machineRoutesYaml(appUrl)}`
+${machineRoutesYaml(appUrl)}  - path: ${MCP_PATH}                      # the sample app's MCP server: agents sign in through the gateway
+    upstream: ${appUrl}
+    provider: ${DEMO_PROVIDER}
+    agents: true
+
+agents:
+  deviceFlow: true                  # CLIs without a browser: a code entered on /oauth/agents/device
+`
+}
+
+/** What the operator's gateway offers agents (MCP clients, CLIs) on the printed `/mcp` route. */
+function agentsText (gatewayUrl: string): string {
+  return `  Agents (MCP clients, CLIs) on ${MCP_PATH}: the gateway is their authorization server; people sign in here.
+    Claude Code   claude mcp add --transport http demo ${gatewayUrl}${MCP_PATH}
+    a CLI         the device flow: docs/agents.md, "Try it on your machine"
+`
 }
 
 /** The `export` line that gives {@link gatewayYaml}'s variables their values. */
@@ -68,6 +85,7 @@ ${gatewayYaml(provider.appUrl)}
 ${gatewayEnvironment(provider.issuer, provider.clientSecret)}
 
 ${machineText(provider.issuer, provider.gatewayUrls[0]!, provider.tokenTtl)}
+${agentsText(provider.gatewayUrls[0]!)}
   Ctrl-C stops it.
 \n`
 }

@@ -1,9 +1,10 @@
 // The demo's protected upstream: a small page showing, first, the headers the gateway added (the
 // bearer token masked, the identity headers, the assertion shortened), then whom it serves (the
 // bearer token's owner, as the provider's userinfo endpoint reports it) and every request header it
-// received, credentials masked.
+// received, credentials masked. At /mcp, an MCP server for agents (./sample-mcp.ts).
 import { createServer, type IncomingHttpHeaders } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { MCP_PATH, serveMcp } from './sample-mcp.js'
 
 export interface SampleApp {
   url: string
@@ -79,6 +80,10 @@ ${owner}
 /** Listens on loopback; `userinfoUrl` is the provider's userinfo endpoint. */
 export async function startSampleApp (options: { port?: number, host?: string, userinfoUrl: string }): Promise<SampleApp> {
   const server = createServer((req, res) => {
+    if (req.url === MCP_PATH || req.url?.startsWith(`${MCP_PATH}?`) === true) {
+      serveMcp(req, res)
+      return
+    }
     userinfo(options.userinfoUrl, req.headers.authorization).then((user) => {
       res.setHeader('content-type', 'text/html; charset=utf-8')
       res.end(render(user, maskHeaders(req.headers), req.url ?? '/'))

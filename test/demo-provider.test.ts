@@ -10,7 +10,9 @@ import { spawn } from 'node:child_process'
 import { randomUUID } from 'node:crypto'
 import { readFileSync } from 'node:fs'
 import { afterAll, describe, expect, it } from 'vitest'
+import type { FastifyInstance } from 'fastify'
 import { parseConfig } from '../src/config/config.js'
+import type { Clock } from '../src/ops/clock.js'
 import { buildGateway } from '../src/gateway.js'
 import { DemoUsageError, demoOptions, shellWord } from '../demo/options.js'
 import { Browser } from './helpers/browser.js'
@@ -220,6 +222,21 @@ describe('the demo\'s flags and variables', () => {
   })
 })
 
+/**
+ * A gateway from docs/machine-clients.md's "Try it" gateway.yaml block (the operator's file), as the
+ * page starts it, on `port`, its clock `clock` (tests move it).
+ */
+async function pageGateway (printed: Printed, port: number, baseUrl: string, clock: Clock): Promise<FastifyInstance> {
+  const page = readFileSync(new URL('../docs/machine-clients.md', import.meta.url), 'utf8')
+  const block = /^```yaml\n(server:[\s\S]*?)^```$/m.exec(page.slice(page.indexOf('## Try it on your machine\n')))![1]!
+  const yaml = block.replace(/^server:.*$/m, `server: { host: 127.0.0.1, port: ${port}, baseUrl: "${baseUrl}" }\nsession: { secret: ${TEST_SECRET} }`).replaceAll('http://127.0.0.1:9100', printed.appUrl)
+  const app = await buildGateway(parseConfig(yaml, printed.env, 'the page\'s gateway.yaml'), { logStream: logCollector().stream, logLevel: 'warn', clock })
+  await app.ready()
+  await releasePort(port)
+  await app.listen({ host: '127.0.0.1', port })
+  return app
+}
+
 describe('docs/machine-clients.md, "Try it on your machine", run as written against npm run demo:provider', () => {
   const page = readFileSync(new URL('../docs/machine-clients.md', import.meta.url), 'utf8')
   const section = page.slice(page.indexOf('## Try it on your machine\n'), page.indexOf('## The bearer block\n'))
@@ -250,12 +267,8 @@ describe('docs/machine-clients.md, "Try it on your machine", run as written agai
     // The token lines are the ones the provider printed for the operator's gateway.
     expect(printed.output).toContain(commands[0]!.replaceAll(PAGE.issuer, printed.issuer).replace(/ -d resource=api:\/\/orders -d scope=orders\.read/, ' -d resource=api://orders -d scope=orders.read'))
 
-    let offset = 0
-    const yaml = yamlBlock!.replace(/^server:.*$/m, `server: { host: 127.0.0.1, port: ${port}, baseUrl: "${baseUrl}" }\nsession: { secret: ${TEST_SECRET} }`).replaceAll(PAGE.app, printed.appUrl)
-    const app = await buildGateway(parseConfig(yaml, printed.env, 'machine.yaml'), { logStream: logCollector().stream, logLevel: 'warn', clock: { now: () => Date.now() + offset } })
-    await app.ready()
-    await releasePort(port)
-    await app.listen({ host: '127.0.0.1', port })
+    const clock = { offset: 0, now: () => Date.now() + clock.offset }
+    const app = await pageGateway(printed, port, baseUrl, clock)
     try {
       const outputs = await runCommands(commands, printed, baseUrl)
       expect(outputs.map((output, i) => [commands[i]!.slice(0, 40), output.length > 0])).toEqual(commands.map((line) => [line.slice(0, 40), !line.includes('=$(')]))
@@ -271,7 +284,7 @@ describe('docs/machine-clients.md, "Try it on your machine", run as written agai
 
       // The page: "call again 70 seconds after getting the token" with --token-ttl 10s; here the
       // token lives the default hour, and the gateway's clock moves past its exp and the 60 s allowed.
-      offset = 3600_000 + 61_000
+      clock.offset = 3600_000 + 61_000
       const [, expired] = await runCommands(commands.slice(0, 2).map((line, i) => i === 1 ? line.replace('curl -H', 'curl -si -H') : line), printed, baseUrl)
       expect(expired).toMatch(/^HTTP\/1\.1 401 /)
       expect(expired).toContain('The token has expired.')
@@ -296,3 +309,65 @@ describe('docs/machine-clients.md, "Try it on your machine", run as written agai
     expect(claims.exp - claims.iat).toBe(10)
   }, 30_000)
 })
+
+describe('docs/agents.md, "Try it on your machine", run as written against npm run demo:provider', () => {
+  const page = readFileSync(new URL('../docs/agents.md', import.meta.url), 'utf8')
+  const section = page.slice(page.indexOf('## Try it on your machine\n'), page.indexOf('## Turn it on\n'))
+  const script = /^```sh\n([\s\S]*?)^```$/m.exec(section)?.[1]
+
+  it('a CLI signs in with the device flow as alice (the person allows it in a browser) and calls the sample app\'s MCP tool through the gateway', async () => {
+    expect(script, 'a sh block under the heading').toBeDefined()
+    expect(script!.startsWith('GW=http://localhost:8080\n')).toBe(true)
+    const { port, baseUrl } = await reserveBaseUrl()
+    const printed = await startProvider(['--gateway-url', baseUrl])
+    // The gateway of machine-clients.md's try-it: the printed blocks, the /mcp route among them.
+    const clock = { offset: 0, now: () => Date.now() + clock.offset }
+    const app = await pageGateway(printed, port, baseUrl, clock)
+    try {
+      // The script as written, but its `sleep` waits for this test instead of the wall clock: the
+      // test moves the gateway's clock by the interval asked for, then lets the script go on.
+      const child = children.add(spawn('bash', ['-c', `sleep () { echo "@@sleep $1"; read -r _; }\n${script!.replace('GW=http://localhost:8080', `GW=${baseUrl}`)}`], { stdio: ['pipe', 'pipe', 'pipe'] }))
+      let output = ''
+      let person: Promise<void> | undefined
+      const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+      child.stderr.on('data', (chunk: Buffer) => { output += chunk.toString() })
+      child.stdout.on('data', (chunk: Buffer) => {
+        output += chunk.toString()
+        const open = /^Open (\S+) and allow demo-cli$/m.exec(output)
+        if (open !== null && person === undefined) person = allowAs(open[1]!, 'alice', baseUrl)
+        const sleeps = output.match(/^@@sleep (\d+)$/gm) ?? []
+        if (sleeps.length > answered) {
+          const seconds = Number(sleeps[answered]!.slice('@@sleep '.length))
+          answered++
+          void (person ?? Promise.resolve()).then(() => { clock.offset += seconds * 1000; child.stdin.write('\n') })
+        }
+      })
+      let answered = 0
+      expect(await exited, output).toBe(0)
+      const answer = output.split('\n').filter((line) => line.startsWith('{')).at(-1)
+      expect(answer, output).toBeDefined()
+      const result = JSON.parse(answer!) as { result: { content: Array<{ text: string }> } }
+      expect(JSON.parse(result.result.content[0]!.text)).toEqual({ user: 'alice', email: 'alice@example.test' })
+    } finally {
+      await app.close()
+    }
+  }, 30_000)
+})
+
+/** The person's part of the device flow: the address with the code, Continue, the sign-in as `login`, and Allow. */
+async function allowAs (url: string, login: string, gatewayUrl: string): Promise<void> {
+  const browser = new Browser()
+  const confirmation = await (await browser.fetch(url)).text()
+  const field = (name: string, html: string) => new RegExp(`name="${name}" value="([^"]+)"`).exec(html)?.[1] ?? ''
+  const confirmed = await browser.fetch(`${gatewayUrl}/oauth/agents/device`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gatewayUrl },
+    body: new URLSearchParams({ xsrf: field('xsrf', confirmation), user_code: field('user_code', confirmation), confirm: 'yes' }),
+  })
+  expect(confirmed.status, confirmation).toBe(303)
+  const consent = await (await browser.navigate(new URL(confirmed.headers.get('location')!, gatewayUrl).href, { login })).text()
+  const action = new URL(/<form method="post" action="([^"]+)"/.exec(consent)![1]!, gatewayUrl).href
+  let last = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gatewayUrl }, body: new URLSearchParams({ csrf: field('csrf', consent), decision: 'allow' }) })
+  while (last.status === 302 || last.status === 303) last = await browser.fetch(new URL(last.headers.get('location')!, action).href)
+  expect(last.status).toBe(200)
+}
