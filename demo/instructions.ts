@@ -36,9 +36,8 @@ export function gatewayYaml (appUrl: string): string {
 
 routes:
   - path: /app/
-    upstream: ${appUrl}   # the sample app; or your own application
+    upstream: ${appUrl}   # the sample app; or your own application (it gets /app/...)
     provider: ${DEMO_PROVIDER}
-    rewritePrefix: /
 ${machineRoutesYaml(appUrl)}  - path: ${MCP_PATH}                      # the sample app's MCP server: agents sign in through the gateway
     upstream: ${appUrl}
     provider: ${DEMO_PROVIDER}

@@ -26,14 +26,12 @@ export function machineRoutesYaml (appUrl: string): string {
   return `  - path: /orders/                  # a CI job's JWT access token (or a person's sign-in)
     upstream: ${appUrl}
     provider: ${DEMO_PROVIDER}
-    rewritePrefix: /
     bearer:
       audience: ${ORDERS}
       scopes: [orders.read]
   - path: /reports/                 # an opaque token, checked at the provider's introspection endpoint
     upstream: ${appUrl}
     provider: ${DEMO_PROVIDER}
-    rewritePrefix: /
     bearer:
       audience: ${REPORTS}
       introspect: true
@@ -58,7 +56,7 @@ export function machineText (issuer: string, gatewayUrl: string, ttl: number): s
     client secret ${MACHINE_CLIENT.client_secret}
     APIs          ${ORDERS}   JWT access tokens; scopes orders.read, orders.write
                   ${REPORTS}  opaque access tokens (the gateway introspects them); scope reports.read
-    tokens live   ${duration(ttl)} (--token-ttl 10s to see one expire)
+    tokens live   ${duration(ttl)}${ttl > 60 ? ' (--token-ttl 10s to see one expire)' : ''}
 
   Get a token as the CI job and call your gateway with it (needs jq):
 

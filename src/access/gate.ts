@@ -179,7 +179,7 @@ export function publicMatcher (rules: readonly PublicRule[]): (method: string, t
  * not the route's own rules (forward-auth judges the original request's method and path).
  * @throws Error when a protected route names no provider (the config refuses that before).
  */
-export function compileGate (route: GateRoute, loginUrl: (next: string) => string, judge: Judge = compileRules(route.rules), resourceMetadata?: string,
+export function compileGate (route: GateRoute, loginUrl: (next: string) => string, judge: Judge = compileRules(route.rules, route.path), resourceMetadata?: string,
   loginUrls?: (next: string) => Record<string, string>): RouteGate {
   if (route.auth === 'required' && route.provider === undefined) throw new Error(`the protected route ${route.path ?? ''} names no provider`)
   return {
@@ -276,9 +276,18 @@ export function decide (gate: RouteGate, subject: Subject, html: boolean, sessio
   }
 }
 
+/** The longest path a 403 shows of the request it refused (a longer one is cut, marked with `…`). */
+const SHOWN_PATH = 200
+
+/** A request target's path as a 403 names it: the query cut off, at most {@link SHOWN_PATH} characters. */
+export function shownPath (target: string): string {
+  const path = target.split('?', 1)[0]!
+  return path.length <= SHOWN_PATH ? path : `${path.slice(0, SHOWN_PATH)}…`
+}
+
 /** A rules' refusal: who and what refused, and, when the person would pass another request of the route, which one this was. */
 function forbidden (gate: RouteGate, session: Extract<SessionState, { kind: 'signed_in' }>, judgement: Judgement, subject: Subject, next: string): Decision {
-  const refusedFor = judgement.partial === true ? { refusedFor: { method: subject.method, path: subject.target.split('?', 1)[0]! } } : {}
+  const refusedFor = judgement.partial !== undefined ? { refusedFor: { method: subject.method, path: shownPath(subject.target) } } : {}
   return {
     kind: 'forbidden',
     identity: session.identity,

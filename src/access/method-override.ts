@@ -230,10 +230,10 @@ export function bodyOverrides (kind: FormKind, body: Buffer, contentType: string
  * The first refusal of `judge` for any of the override `methods` on `target` from `address` (signed in at `provider`), or undefined when the
  * rules admit each of them (the request's own method was judged before).
  */
-export function forbiddenOverride (judge: Judge, identity: Identity | undefined, target: string, address: string | undefined, methods: ReadonlyArray<string | undefined>, provider?: string): Judgement | undefined {
+export function forbiddenOverride (judge: Judge, identity: Identity | undefined, target: string, address: string | undefined, methods: ReadonlyArray<string | undefined>, provider?: string): (Judgement & { readonly method: string | undefined }) | undefined {
   for (const method of new Set(methods)) {
     const judgement = judge(identity, method, target, address, provider)
-    if (!judgement.admit) return judgement
+    if (!judgement.admit) return { ...judgement, method }
   }
   return undefined
 }

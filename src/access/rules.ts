@@ -33,10 +33,11 @@ export interface Judgement {
    */
   readonly refusedBy?: string
   /**
-   * On a refusal: the person would pass another request of the route (another method or path), so
-   * another account is no remedy. Absent: every request of the route is refused them.
+   * On a refusal: another request of the route this person would pass (found among the route's own
+   * path and one path per glob its rules name, in every common method), so that another account is
+   * no remedy. Absent: none of those passes.
    */
-  readonly partial?: true
+  readonly partial?: { readonly method: string, readonly path: string }
 }
 
 /**
@@ -162,38 +163,33 @@ interface CompiledRule {
   /** The condition names it gives, joined by `+`. */
   readonly kinds: string
   readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, provider: string | undefined, readings?: readonly string[]) => boolean
-  /**
-   * Whether it holds for this person and address on some request of the route: its `methods` and
-   * `paths` left out (an `allow` rule); for a `deny` rule, whether it holds on every request (it
-   * names neither, and holds).
-   */
-  readonly holdsSomewhere: (identity: Identity | undefined, address: string | undefined, provider: string | undefined) => boolean
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
 function compiled (rule: Rule, inDeny: boolean): CompiledRule {
   const list = conditions(rule, inDeny)
-  const onRequest = rule.methods.length > 0 || rule.paths.length > 0
-  const aboutWho = conditions({ ...rule, methods: [], paths: [] }, inDeny)
   return {
     name: rule.name,
     kinds: CONDITION_NAMES.filter((key) => rule[key].length > 0).join('+'),
     // A rule without conditions holds for nobody (the config refuses one).
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
-    holdsSomewhere: (identity, address, provider) => !(inDeny && onRequest) && (aboutWho.length > 0 || onRequest) &&
-      aboutWho.every((condition) => condition(identity, undefined, undefined, address, provider, inDeny, NO_READINGS)),
   }
 }
 
+/** The methods a refused person is tried in for another request they would pass. */
+const WITNESS_METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']
+
 /**
- * A refusal, marked `partial` when the person would pass some other request of the route: no
- * `deny` rule refuses them everywhere, and an `allow` rule (or none at all) admits them somewhere.
+ * The requests that stand for "the rest of the route": its own path, and one path per glob its rules
+ * name (each `*` as `x`: a path the glob matches), in every common method.
  */
-function refused (judgement: Judgement, deny: readonly CompiledRule[], allow: readonly CompiledRule[] | undefined,
-  identity: Identity | undefined, address: string | undefined, provider: string | undefined): Judgement {
-  if (deny.some((rule) => rule.holdsSomewhere(identity, address, provider))) return judgement
-  const somewhere = allow === undefined || allow.some((rule) => rule.holdsSomewhere(identity, address, provider))
-  return somewhere ? { ...judgement, partial: true } : judgement
+function witnesses (lists: RuleLists, prefix: string | undefined): ReadonlyArray<readonly [string, string]> {
+  const root = prefix === undefined || prefix === '/' ? '' : prefix.replace(/\/+$/, '')
+  const paths = new Set([root === '' ? '/' : root, `${root}/`])
+  for (const rule of [...(lists.allow ?? []), ...lists.deny]) {
+    for (const glob of rule.paths) if (glob.startsWith('/') && !glob.includes('?')) paths.add(glob.replaceAll('*', 'x'))
+  }
+  return WITNESS_METHODS.flatMap((method) => [...paths].map((path) => [method, path] as const))
 }
 
 const NO_READINGS: readonly string[] = Object.freeze([])
@@ -219,22 +215,30 @@ function otherReadings (target: string | undefined): readonly string[] {
  * `allow` rule that holds, else (with an `allow` list) refused with no rule named. Without any rule,
  * everyone is admitted.
  */
-export function compileRules (lists: RuleLists): Judge {
+export function compileRules (lists: RuleLists, prefix?: string): Judge {
   const deny = lists.deny.map((rule) => compiled(rule, true))
   const allow = lists.allow?.map((rule) => compiled(rule, false))
   if (allow === undefined && deny.length === 0) return () => ADMITTED
   // Only a list with a `deny` glob folds the path, and then once per request.
   const folds = lists.deny.some((rule) => rule.paths.length > 0)
-  return (identity, method, path, address, provider) => {
+  const judge: Judge = (identity, method, path, address, provider) => {
     const readings = folds ? otherReadings(path) : NO_READINGS
     for (const rule of deny) {
-      if (rule.holds(identity, method, path, address, provider, readings)) return refused({ admit: false, rule: rule.name, refusedBy: rule.kinds }, deny, allow, identity, address, provider)
+      if (rule.holds(identity, method, path, address, provider, readings)) return { admit: false, rule: rule.name, refusedBy: rule.kinds }
     }
     if (allow === undefined) return ADMITTED
     for (const rule of allow) {
       if (rule.holds(identity, method, path, address, provider)) return { admit: true, rule: rule.name }
     }
-    return refused(NO_ALLOW, deny, allow, identity, address, provider)
+    return NO_ALLOW
+  }
+  const others = witnesses(lists, prefix)
+  // A refusal (rare) tries the person on the rest of the route; an admission costs nothing more.
+  return (identity, method, path, address, provider) => {
+    const judgement = judge(identity, method, path, address, provider)
+    if (judgement.admit) return judgement
+    const passing = others.find(([otherMethod, otherPath]) => judge(identity, otherMethod, otherPath, address, provider).admit)
+    return passing === undefined ? judgement : { ...judgement, partial: { method: passing[0], path: passing[1] } }
   }
 }
 

@@ -185,7 +185,7 @@ export function signedOutPage (links: ReadonlyArray<{ name: string, href: string
     `<a class="button" href="${escapeHtml(href)}">Sign in again${links.length > 1 ? ` with ${escapeHtml(name)}` : ''}</a>`).join(' ')
   const said = everywhere
     ? `<h1>You are signed out everywhere</h1>
-<p>Every session you had at this gateway has ended, on every browser and device, and this browser is signed out at your provider too where the provider offers it.</p>
+<p>Every session you had at this gateway has ended, on every browser and device. Where your provider offers a sign-out, this browser was sent to it too.</p>
 <p>${PROVIDER_REMEMBERS}</p>`
     : `<h1>You are signed out</h1>
 <p>Your session at this gateway has ended. The next visit to a protected page asks you to sign in.</p>`

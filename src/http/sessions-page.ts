@@ -75,7 +75,9 @@ ${signOutEverywhereButton()}
 export function revokeConfirmPage (session: ListedSession): string {
   const warning = session.current
     ? '<p><strong>This is the browser you are using now:</strong> revoking it signs you out here.</p>'
-    : '<p>Revoking it signs that browser out at its next request.</p>'
+    : session.agent === undefined
+      ? '<p>Revoking it signs that browser out at its next request.</p>'
+      : '<p>Revoking it ends this agent\'s access: its tokens stop working, and it has to be allowed again.</p>'
   return renderPage('Revoke this session?', `<h1>Revoke this session?</h1>
 <dl class="seen"><dt>Browser</dt><dd>${who(session)}</dd><dt>Signed in from</dt><dd>${from(session)}</dd>` +
 `<dt>Started</dt><dd>${escapeHtml(when(session.started))}</dd><dt>Last seen</dt><dd>${escapeHtml(when(session.lastSeen))}</dd>` +

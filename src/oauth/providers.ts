@@ -71,6 +71,20 @@ export const JWKS_COOLDOWN_MS = 5000
 /** After a failed discovery, requests answer at once for this long before it is tried again. */
 const RETRY_AFTER_MS = 5000
 
+/**
+ * A discovery document that names another issuer than the one configured (`http://localhost:9000`
+ * written, `http://127.0.0.1:9000` answered), said with both values: oauth4webapi's own sentence
+ * names neither. Undefined for any other failure.
+ */
+function issuerMismatch (error: unknown, issuer: URL): Error | undefined {
+  if (!(error instanceof oauth.OperationProcessingError) || error.code !== oauth.JSON_ATTRIBUTE_COMPARISON) return undefined
+  const detail = error.cause as { attribute?: unknown, body?: { issuer?: unknown } } | undefined
+  if (detail?.attribute !== 'issuer') return undefined
+  const written = issuer.pathname === '/' ? issuer.origin : issuer.href
+  return new Error(`the discovery document names the issuer ${JSON.stringify(detail.body?.issuer)}, not ${JSON.stringify(written)}: ` +
+    'write the provider\'s issuer exactly as it names itself', { cause: error })
+}
+
 export class Providers {
   private readonly resolved = new Map<string, Promise<ResolvedProvider>>()
 
@@ -161,7 +175,7 @@ export class Providers {
     try {
       return await oauth.processDiscoveryResponse(issuer, response)
     } catch (error) {
-      throw new DiscoveryFailure(discoveryUrl(issuer), response.status, undefined, error)
+      throw new DiscoveryFailure(discoveryUrl(issuer), response.status, undefined, issuerMismatch(error, issuer) ?? error)
     }
   }
 

@@ -57,8 +57,8 @@ export class HostBearers {
   }
 }
 
-/** What bearerToken reads as the Bearer scheme without a single token: refused as malformed. */
-const NO_SINGLE_TOKEN = 'Bearer'
+/** What bearerToken reads as the Bearer scheme without a single token (a tab after it): refused as malformed, not as "no token". */
+const NO_SINGLE_TOKEN = 'Bearer\t'
 
 /**
  * The credential header as the token check reads it: its one value. A header sent more than once

@@ -11,6 +11,7 @@ import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
 import { bodyOverrides, formKind, queryOverrides, forbiddenOverride } from '../access/method-override.js'
 import { refusal } from '../access/refusal.js'
+import { shownPath } from '../access/gate.js'
 import type { Judge } from '../access/rules.js'
 import { GatewayError } from '../errors.js'
 import { nodeTimers, type DeadlineTimers } from '../proxy/deadline-list.js'
@@ -72,11 +73,16 @@ export async function readBounded (body: NodeJS.ReadableStream & { destroy (erro
   return Buffer.concat(chunks)
 }
 
-/** The refusal of an admitted request for a method its `_method` names, as the access hook refuses (bearer callers get no sign-in). */
-function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | undefined): Error {
+/**
+ * The refusal of an admitted request for a method its `_method` names, as the access hook refuses
+ * (bearer callers get no sign-in): only this request's method was refused, since the request itself
+ * was admitted (`refusedFor`, no other account offered).
+ */
+function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | undefined, method: string | undefined): Error {
   const credential = request.audit?.credential ?? null
   request.audit = { decision: 'forbidden', user: request.audit?.user ?? null, rule: rule ?? 'none', credential, reason: 'method_override' }
-  const decision = { kind: 'forbidden', identity: request.allowed?.identity, loginUrl: route.loginUrl(request.url), rule } as const
+  const refusedFor = method === undefined ? {} : { refusedFor: { method, path: shownPath(request.url) } }
+  const decision = { kind: 'forbidden', identity: request.allowed?.identity, loginUrl: route.loginUrl(request.url), rule, ...refusedFor } as const
   return credential === 'bearer'
     ? refusal(decision, { subject: 'this route', byToken: true })
     : refusal(decision, { subject: 'this route', switchAccountUrl: route.switchAccount(request.url) })
@@ -109,7 +115,7 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
       methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
     }
     const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
-    if (refused !== undefined) throw refuse(request, route, refused.rule)
+    if (refused !== undefined) throw refuse(request, route, refused.rule, refused.method)
     // The very bytes read go upstream; reply-from takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])
   }

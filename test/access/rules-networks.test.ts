@@ -150,7 +150,7 @@ describe('networks in rules', () => {
 
   it('a deny rule refuses from inside, and where the address cannot be told; it names its conditions for the metric', () => {
     const judge = compileRules(lists(undefined, [{ networks: ['192.0.2.0/24'], paths: ['/x/admin/*'] }]))
-    expect(judge(alice, 'GET', '/x/admin/a', '192.0.2.9')).toEqual({ admit: false, rule: 'deny[0]', refusedBy: 'paths+networks', partial: true })
+    expect(judge(alice, 'GET', '/x/admin/a', '192.0.2.9')).toEqual({ admit: false, rule: 'deny[0]', refusedBy: 'paths+networks', partial: { method: 'GET', path: '/' } })
     expect(judge(alice, 'GET', '/x/admin/a', '10.0.0.1').admit).toBe(true)
     expect(judge(alice, 'GET', '/x/other', '192.0.2.9').admit).toBe(true)
     expect(judge(alice, 'GET', '/x/admin/a', undefined).admit).toBe(false)

@@ -130,9 +130,21 @@ describe('a refusal of this request only (partial: another request of the route 
     ['an allow on a group and a path the person is not in: everywhere', [{ groups: ['admins'], paths: ['/app/admin/*'] }], [], bob, 'GET', '/app/admin/x', false],
     ['an allow for admins on admin paths, and the domain anywhere, for an unverified address: everywhere', [{ groups: ['admins'], paths: ['/app/admin/*'] }, { domains: ['example.org'] }], [], eve, 'GET', '/app/admin/x', false],
   ] as Array<[string, RuleYaml[] | undefined, RuleYaml[], Identity, string, string, boolean]>)('%s', (_what, allow, deny, identity, method, path, partial) => {
-    const judgement = compileRules(lists(allow, deny))(identity, method, path, undefined)
+    const judge = compileRules(lists(allow, deny), '/app')
+    const judgement = judge(identity, method, path, undefined)
     expect(judgement.admit).toBe(false)
-    expect(judgement.partial === true).toBe(partial)
+    expect(judgement.partial !== undefined).toBe(partial)
+    // The request it names is one the person really passes.
+    if (judgement.partial !== undefined) expect(judge(identity, judgement.partial.method, judgement.partial.path, undefined).admit).toBe(true)
+  })
+
+  it.each([
+    ['a deny on every path for the group', [{ groups: ['staff'] }], [{ groups: ['staff'], paths: ['/**'] }]],
+    ['allow and deny on the same paths', [{ groups: ['staff'], paths: ['/app/admin/*'] }], [{ groups: ['staff'], paths: ['/app/admin/*'] }]],
+    ['a deny on every method', undefined, [{ methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] }]],
+  ] as Array<[string, RuleYaml[] | undefined, RuleYaml[]]>)('refused everywhere in fact: %s', (_what, allow, deny) => {
+    expect(compileRules(lists(allow, deny), '/app')(bob, 'GET', '/app/x', undefined)).toMatchObject({ admit: false })
+    expect(compileRules(lists(allow, deny), '/app')(bob, 'GET', '/app/x', undefined).partial).toBeUndefined()
   })
 
   it('allOf never says partial: another judge may refuse the person everywhere', () => {
@@ -142,12 +154,12 @@ describe('a refusal of this request only (partial: another request of the route 
 })
 
 describe('the judge (fast-check)', () => {
-  it('a refusal not marked partial refuses the person every method and path', () => {
+  it('a refusal names another request only where the person passes it, and never changes who passes', () => {
     fc.assert(fc.property(listsArb, requestArb, ({ allow, deny }, { identity, method, path }) => {
-      const judge = compileRules(lists(allow, deny))
+      const judge = compileRules(lists(allow, deny), '/app')
       const judgement = judge(identity, method, path, undefined)
-      if (judgement.admit || judgement.partial === true) return
-      for (const otherMethod of METHODS) for (const otherPath of PATHS) expect(judge(identity, otherMethod, otherPath, undefined).admit).toBe(false)
+      expect(judgement.admit).toBe(compileRules(lists(allow, deny))(identity, method, path, undefined).admit)
+      if (judgement.partial !== undefined) expect(judge(identity, judgement.partial.method, judgement.partial.path, undefined).admit).toBe(true)
     }), { numRuns: 500, seed: 24 })
   })
 

@@ -150,6 +150,14 @@ describe('the 403 of a route\'s rules', () => {
     expect(html).not.toContain('Use another account')
   })
 
+  it('names at most 200 characters of the refused path (a link cannot put a long text on the page)', async () => {
+    const { cookie } = await signedIn('choose', 'mallory')
+    const path = `/parts/admin/${'Your-account-is-locked-'.repeat(20)}`
+    const body = await (await fetch(`${gateway.url}${path}`, { headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })).json() as { refused_for: { path: string }, message: string }
+    expect(body.refused_for.path).toBe(`${path.slice(0, 200)}…`)
+    expect(body.message).toContain(`${path.slice(0, 200)}…:`)
+  })
+
   it('refused everything on the route (no allow rule admits the account anywhere): "Use another account" stays', async () => {
     const { cookie } = await signedIn('choose', 'mallory')
     const response = await fetch(`${gateway.url}/choose/admin/x`, { method: 'DELETE', headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })

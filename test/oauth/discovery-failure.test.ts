@@ -45,6 +45,18 @@ describe('a failed discovery', () => {
   })
   afterAll(async () => { for (const server of servers) await close(server) })
 
+  it('names both issuers when the document names another one than the config (localhost written, 127.0.0.1 answering)', async () => {
+    const other = createServer((_req, res) => {
+      const port = (other.address() as { port: number }).port
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: `http://127.0.0.1:${port}`, authorization_endpoint: `http://127.0.0.1:${port}/auth`, token_endpoint: `http://127.0.0.1:${port}/token`, jwks_uri: `http://127.0.0.1:${port}/jwks` }))
+    })
+    servers.push(other)
+    const url = await listen(other)
+    const written = url.replace('127.0.0.1', 'localhost')
+    const entry = await discoveryLog(written)
+    expect(entry.reason).toBe(`the discovery document names the issuer "${url}", not "${written}": write the provider's issuer exactly as it names itself`)
+  })
+
   it('logs the URL and the status of a 404', async () => {
     const entry = await discoveryLog(`${notFound}/realms/demo`)
     const url = `${notFound}/realms/demo/.well-known/openid-configuration`

@@ -22,6 +22,7 @@ import { AccessTokens } from '../../src/oauth/access-tokens.js'
 import { Providers } from '../../src/oauth/providers.js'
 import { systemClock } from '../../src/ops/clock.js'
 import { HostBearers } from '../../src/routes/forward-auth-bearer.js'
+import { TOKEN_MESSAGES } from '../../src/oauth/token-messages.js'
 
 const CI = { id: 'ci-job', secret: 'ci-secret' }
 const API = 'api.example.com'
@@ -214,7 +215,8 @@ describe('repeated and garbled Authorization headers on a bearer host', () => {
     ]) {
       const response = await raw(lines)
       expect(response.status, lines.join(' | ')).toBe(401)
-      expect(JSON.parse(response.body)).toMatchObject({ error: 'invalid_token' })
+      // Malformed (more than one token), never "no token was sent".
+      expect(JSON.parse(response.body)).toMatchObject({ error: 'invalid_token', message: TOKEN_MESSAGES.malformed })
       expect(response.headers['x-login-url']).toBeUndefined()
       expect(response.headers.authorization).toBeUndefined()
     }

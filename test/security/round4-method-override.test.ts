@@ -120,6 +120,10 @@ describe('a route that admits GET and POST, behind an application that honours _
     expect(await post('/app/form?a=1&_method=delete', 'binary', 'application/octet-stream')).toMatchObject({ status: 403, reached: false })
     const get = await fetch(`${gateway.url}/app/x?_method=DELETE`, { headers: { accept: 'application/json', cookie } })
     expect(get.status).toBe(403)
+    // Only that method was refused (the request itself passed): the 403 names it and offers no other account.
+    const body = await get.json() as Record<string, unknown>
+    expect(body.refused_for).toEqual({ method: 'DELETE', path: '/app/x' })
+    expect(body.switch_account_url).toBeUndefined()
   })
 
   it('names the refusal in the request\'s log line (the rule, and that a method override was refused)', async () => {
