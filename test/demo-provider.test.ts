@@ -113,6 +113,10 @@ describe('npm run demo:provider', () => {
     expect(config.providers.demo).toMatchObject({ issuer: printed.issuer, clientId: 'demo-client', clientSecret: 'demo-secret-change-me' })
     expect(config.routes[0]).toMatchObject({ path: '/app', provider: 'demo' })
     expect(printed.env.DEMO_ISSUER).toBe(printed.issuer)
+    // docs/getting-started.md shows these blocks as printed (step 3, indented in its list).
+    const page = readFileSync(new URL('../docs/getting-started.md', import.meta.url), 'utf8')
+    const shown = /^ {3}```yaml\n( {3}providers:[\s\S]*?)^ {3}```$/m.exec(page)?.[1]?.replace(/^ {3}/gm, '')
+    expect(shown).toBe(printed.yaml.replaceAll(printed.appUrl, 'http://127.0.0.1:9100'))
   }, 30_000)
 
   it('remembers its sign-in by default: a new gateway session skips its form, and a sign-out at the gateway signs out there too', async () => {
