@@ -34,6 +34,8 @@ export type TokenMessage = keyof typeof TOKEN_MESSAGES
 
 /** The words a client sends in place of a token it did not get (`Bearer null`: a variable never set). */
 const PLACEHOLDERS = new Set(['null', 'undefined', 'None', 'nil', 'NULL', 'false'])
+/** The longest of them: a real token (hundreds of characters) is never hashed for the lookup. */
+const LONGEST_PLACEHOLDER = Math.max(...[...PLACEHOLDERS].map((word) => word.length))
 
 /** `TOKEN_MESSAGES[id]` with each `{name}` replaced by `values[name]`. */
 export function tokenMessage (id: TokenMessage, values: Readonly<Record<string, string>> = {}): string {
@@ -46,5 +48,5 @@ export function tokenMessage (id: TokenMessage, values: Readonly<Record<string, 
  */
 export function noTokenMessage (token: string): string | undefined {
   if (token === '') return TOKEN_MESSAGES.noToken
-  return PLACEHOLDERS.has(token) ? tokenMessage('placeholder', { word: token }) : undefined
+  return token.length <= LONGEST_PLACEHOLDER && PLACEHOLDERS.has(token) ? tokenMessage('placeholder', { word: token }) : undefined
 }
