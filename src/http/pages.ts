@@ -1,8 +1,17 @@
 // The HTML a person sees from the gateway itself: small self-contained pages, every dynamic value
 // escaped, no framework, never a stack trace, token or code.
+import type { FastifyReply } from 'fastify'
 import { ERRORS, type ErrorCode, type GatewayError, type Refused } from '../errors.js'
 import { HOME } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
+
+/** Sends one of these pages as a page of the gateway's own that no other site may frame (a question with a button). */
+export function sendUnframed (reply: FastifyReply, html: string): FastifyReply {
+  return reply.type('text/html; charset=utf-8')
+    .header('content-security-policy', "frame-ancestors 'none'")
+    .header('x-frame-options', 'DENY')
+    .send(html)
+}
 
 /** `text` safe inside HTML text and quoted attribute values. */
 export function escapeHtml (text: string): string {

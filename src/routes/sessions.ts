@@ -9,6 +9,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
+import { sendUnframed } from '../http/pages.js'
 import { fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { CONFIRMED, revokeConfirmPage, revokeUrl, sessionsPage, type ListedSession } from '../http/sessions-page.js'
@@ -60,14 +61,6 @@ function notYours (): GatewayError {
   return new GatewayError('not_found', 'You have no session with this id.')
 }
 
-/** A page of the gateway's own, never framed. */
-function sendPage (reply: FastifyReply, html: string): FastifyReply {
-  return reply.type('text/html; charset=utf-8')
-    .header('content-security-policy', "frame-ancestors 'none'")
-    .header('x-frame-options', 'DENY')
-    .send(html)
-}
-
 type RevokeRequest = FastifyRequest<{ Params: { publicId: string }, Body: Record<string, unknown> | undefined }>
 
 export function sessionsRoutes (app: FastifyInstance, { config, sessions, personIndex, agents }: OAuthContext): void {
@@ -99,14 +92,14 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
   app.get(SESSIONS, async (request, reply) => {
     const all = await listed(await signedIn(request))
     if (!wantsHtml(request)) return { sessions: all.map(toJson) }
-    return sendPage(reply, sessionsPage(all))
+    return sendUnframed(reply, sessionsPage(all))
   })
 
   // The question before a revoke: it ends nothing (a link, a prefetch or another site may ask for it).
   app.get<{ Params: { publicId: string } }>(`${SESSIONS}:publicId/revoke`, async (request, reply) => {
     const target = await listedAs(await signedIn(request), request.params.publicId)
     if (!wantsHtml(request)) return { session: toJson(target) }
-    return sendPage(reply, revokeConfirmPage(target))
+    return sendUnframed(reply, revokeConfirmPage(target))
   })
 
   app.post(`${SESSIONS}:publicId/revoke`, async (request: RevokeRequest, reply) => {

@@ -7,7 +7,7 @@
 // only ever a POST: a GET naming `everywhere` gets the confirmation page.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
-import { signOutConfirmPage, signedOutPage } from '../http/pages.js'
+import { sendUnframed, signOutConfirmPage, signedOutPage } from '../http/pages.js'
 import { fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { unknownProvider } from '../errors.js'
@@ -59,10 +59,7 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     // asking for either, even on a page of the gateway's own origin, is asked first too.
     const postOnly = switchTo !== undefined || namesEverywhere(request.query)
     if (fromAnotherSite(request, ownOrigin) || (postOnly && request.method !== 'POST')) {
-      return reply.type('text/html; charset=utf-8')
-        .header('content-security-policy', "frame-ancestors 'none'")
-        .header('x-frame-options', 'DENY')
-        .send(signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts), switchTo, everywhere))
+      return sendUnframed(reply, signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts), switchTo, everywhere))
     }
     // The gateway's session ends first, whatever the providers then do; everywhere: the person's others too.
     const session = await sessions.load(request.headers.cookie)
