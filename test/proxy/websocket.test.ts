@@ -221,16 +221,21 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
   const limit = 64 * KiB
   /** What one gateway leg may hold unsent: the high-water mark, one message, one socket read. */
   const bound = websocketHighWater(limit) + limit + 64 * KiB
+  /** "Many times the bound": what a reading peer is sent, for the bound to hold over all of it. */
+  const many = 8 * bound
   /**
-   * Past what the kernel's TCP buffers can hold on the way to a client that does not read (its
-   * receive buffer and the gateway's send buffer, each as large as autotuning may grow it: the
-   * largest of net.ipv4.tcp_rmem and tcp_wmem), twice over, in whole MiB; otherwise the kernel takes
-   * everything and the gateway never has to stop reading (on this machine tcp_rmem grows to 32 MiB).
+   * The most a non-reading peer is sent: past what the kernel's TCP buffers can hold on the way to
+   * it (its receive buffer and the gateway's send buffer, each as large as autotuning may grow it:
+   * the largest of net.ipv4.tcp_rmem and tcp_wmem), twice over, in whole MiB; otherwise the kernel
+   * could take everything and the gateway never have to stop reading (on this machine tcp_rmem
+   * grows to 32 MiB). It is sent a round at a time, and only until the gateway has stopped reading
+   * (`untilPaused`): what the kernel really took, a few MiB, not what it might.
    */
   const total = (() => {
     const largest = (name: string) => Number(readFileSync(`/proc/sys/net/ipv4/${name}`, 'utf8').trim().split(/\s+/).at(-1))
     return Math.ceil(2 * (largest('tcp_rmem') + largest('tcp_wmem')) / (1024 * KiB)) * 1024 * KiB
   })()
+  const ROUND = 1024 * KiB
 
   /** The most any gateway leg had unsent right after a send, and how many times one paused. */
   let peak = 0
@@ -248,13 +253,28 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
   })
   afterAll(() => { vi.restoreAllMocks() })
 
-  /** `total` bytes as messages of `size` bytes, each starting with its index. */
-  function messages (size: number): Buffer[] {
-    return Array.from({ length: total / size }, (_, index) => {
+  /** `bytes` as messages of `size` bytes, each starting with its index, the first `from`. */
+  function messages (size: number, bytes: number, from = 0): Buffer[] {
+    return Array.from({ length: bytes / size }, (_, index) => {
       const message = Buffer.alloc(size, 'm')
-      message.writeUInt32BE(index)
+      message.writeUInt32BE(from + index)
       return message
     })
+  }
+
+  /**
+   * Sends `socket` rounds of messages of `size` (pushed onto `sent`), each once `delivered(sent)`
+   * says the last is through, until `stopped()`: the gateway has stopped reading and the bytes it
+   * did not read wait in the peer. At most `total` bytes: past it, the test's expectations fail.
+   */
+  async function untilPaused (socket: WebSocket, size: number, sent: Buffer[], delivered: () => Promise<boolean>, stopped: () => boolean): Promise<void> {
+    while (!stopped() && sent.length * size < total) {
+      for (const message of messages(size, ROUND, sent.length)) {
+        socket.send(message)
+        sent.push(message)
+      }
+      await waitFor(delivered, 20_000, 'the round through the gateway, or the gateway to stop reading')
+    }
   }
 
   async function signedIn (path: string): Promise<WebSocket> {
@@ -284,9 +304,8 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
     // Counted from here: the gateway pauses the upstream's leg while it answers the client's upgrade.
     pauses = 0
     socket.pause()
-    const sent = messages(size)
-    for (const message of sent) socket.send(message)
-    await waitFor(async () => received.get(upstream)!.length === sent.length, 20_000, 'every message at the upstream')
+    const sent: Buffer[] = []
+    await untilPaused(socket, size, sent, async () => received.get(upstream)!.length === sent.length, () => pauses > 0 && upstream.bufferedAmount > 0)
 
     expect(peak).toBeLessThanOrEqual(bound)
     expect(pauses).toBeGreaterThan(0)
@@ -308,10 +327,9 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
     await waitFor(async () => mirrors.length > before, 5000, 'the upstream socket')
     const upstream = mirrors[before]!
     pauses = 0
-    const sent = messages(limit)
-    for (const message of sent) socket.send(message)
+    const sent: Buffer[] = []
     // Without backpressure the gateway reads all of it; with it, reading the client pauses.
-    await waitFor(async () => pauses > 0 || socket.bufferedAmount === 0, 20_000, 'the gateway to pause or read everything')
+    await untilPaused(socket, limit, sent, async () => pauses > 0 || socket.bufferedAmount === 0, () => pauses > 0 && socket.bufferedAmount > 0)
     expect(peak).toBeLessThanOrEqual(bound)
     expect(socket.bufferedAmount).toBeGreaterThan(0)
 
@@ -339,7 +357,7 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
     const socket = await connecting
     expect(mirrors.length).toBeGreaterThan(before)
     const upstream = mirrors[before]!
-    const sent = messages(limit)
+    const sent = messages(limit, many)
     for (const message of sent) socket.send(message)
     await waitFor(async () => received.get(upstream)!.length === sent.length, 20_000, 'every message at the upstream')
     expect(indexes(received.get(upstream)!)).toEqual(indexes(sent))
@@ -350,7 +368,7 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
   it('a client that reads as it goes exchanges many times the bound, in order', async () => {
     peak = 0
     const socket = await signedIn('/flood/mirror')
-    const sent = messages(limit)
+    const sent = messages(limit, many)
     const echoes = collect(socket, sent.length)
     for (const message of sent) socket.send(message)
     expect(indexes(await echoes)).toEqual(indexes(sent))
