@@ -1,7 +1,8 @@
-// Once per `vitest run`, in its main process: after the last test file, the Redis containers the
-// test workers kept for reuse (test/helpers/redis.ts, `idle`) are stopped and removed.
-import { removePooledContainers } from './helpers/redis.js'
+// Once per `vitest run`, in its main process: after the last test file, the Redis servers the test
+// workers kept for reuse (test/helpers/redis.ts, `idle`) end: the containers are stopped and
+// removed, the spawned servers killed.
+import { endPooledServers, removePooledContainers } from './helpers/redis.js'
 
 export async function teardown (): Promise<void> {
-  await removePooledContainers(process.pid)
+  await Promise.all([removePooledContainers(process.pid), endPooledServers(process.pid)])
 }

@@ -2,12 +2,11 @@
 // image exists), else a spawned `redis-server` on a free port, else REDIS_URL. Never a fake.
 // TEST_REDIS=container|spawn|url forces one path.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
-import { mkdtemp } from 'node:fs/promises'
+import { existsSync, rmSync, writeFileSync } from 'node:fs'
+import { mkdir, mkdtemp, readdir, readFile, rm } from 'node:fs/promises'
 import { randomBytes } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import type { StartedTestContainer } from 'testcontainers'
 import { freePort } from './net.js'
 
 export type RedisKind = 'container' | 'spawn' | 'url'
@@ -70,14 +69,18 @@ export function containersAvailable (): Promise<boolean> {
 }
 
 /**
- * Containers of this test worker that a finished test file released, emptied, for the next file to
+ * Servers of this test worker that a finished test file released, emptied, for the next file to
  * take: starting and removing a container costs the engine about as much as a test file's own work
  * (on 2 cores, 2026-11-25: the suite took 47-53 s with one container per file, 38-41 s with one per
- * worker). The files of one worker run one after another, and a released container has no client
- * left, no keys, no scripts (`clean`), checked again when the next file takes it, so a file still
- * gets a Redis no other file is using.
+ * worker), and a test worker forking a redis-server for each file cost the suite about 5 s of its
+ * CPU (a worker's fork copies its page tables, and a worker holds the whole module graph). The files
+ * of one worker run one after another, and a released server has no client left, no keys, no
+ * scripts (`clean`), checked again when the next file takes it, so a file still gets a Redis no
+ * other file is using. A server a file stopped (an outage), or one a test asked for by kind (the
+ * fault tests, which set its config and users), is never kept.
  */
-const idle: Array<{ container: StartedTestContainer, url: string }> = []
+interface Pooled { url: string, end (): Promise<void> }
+const idle: Record<'container' | 'spawn', Pooled[]> = { container: [], spawn: [] }
 
 /** The label every pooled container carries: the vitest run's pid (the workers' parent), for the teardown in test/global-setup.ts. */
 export const POOL_LABEL = 'gateway-test.run'
@@ -122,48 +125,58 @@ async function clean (url: string, empty: boolean): Promise<boolean> {
   }
 }
 
-/** A container a previous file released that is still clean, else undefined (the unclean ones are stopped). */
-async function takeIdle (): Promise<{ container: StartedTestContainer, url: string } | undefined> {
-  for (let taken = idle.pop(); taken; taken = idle.pop()) {
+/** A server of `kind` a previous file released that is still clean, else undefined (the unclean ones are ended). */
+async function takeIdle (kind: keyof typeof idle): Promise<Pooled | undefined> {
+  for (let taken = idle[kind].pop(); taken; taken = idle[kind].pop()) {
     if (await clean(taken.url, false)) return taken
-    await taken.container.stop({ timeout: 1000 }).catch(() => {})
+    await taken.end().catch(() => {})
   }
   return undefined
 }
 
-async function startContainer (): Promise<TestRedis> {
-  process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost'
-  let taken = await takeIdle()
-  if (!taken) {
-    const { GenericContainer, Wait } = await loadTestcontainers()
-    const container = await new GenericContainer(REDIS_IMAGE)
-      .withExposedPorts(6379)
-      .withLabels({ [POOL_LABEL]: String(process.ppid) })
-      .withWaitStrategy(Wait.forLogMessage('Ready to accept connections'))
-      .start()
-    taken = { container, url: `redis://${container.getHost()}:${container.getMappedPort(6379)}` }
-  }
-  const { container, url } = taken
+/**
+ * `server` as a test file's Redis: released, it goes back to the worker's pool when `pooled` and
+ * it was never stopped and empties cleanly; otherwise it is stopped.
+ */
+function lent (server: Pooled & { kind: RedisKind, restart?: () => Promise<void> }, pooled: boolean): TestRedis {
   let inUse = true
+  let stopped = false
   const stop = async () => {
     if (!inUse) return
-    inUse = false
-    await container.stop({ timeout: 1000 })
+    stopped = true
+    await server.end()
   }
   return {
-    url,
-    kind: 'container',
+    url: server.url,
+    kind: server.kind,
     stop,
+    ...(server.restart ? { restart: server.restart } : {}),
     release: async () => {
       if (!inUse) return
-      if (await clean(url, true)) {
+      if (pooled && !stopped && await clean(server.url, true)) {
         inUse = false
-        idle.push(taken)
+        idle[server.kind as keyof typeof idle].push(server)
       } else {
         await stop()
+        inUse = false
       }
     },
   }
+}
+
+async function startContainer (): Promise<TestRedis> {
+  process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost'
+  const taken = await takeIdle('container')
+  if (taken) return lent({ ...taken, kind: 'container' }, true)
+  const { GenericContainer, Wait } = await loadTestcontainers()
+  const container = await new GenericContainer(REDIS_IMAGE)
+    .withExposedPorts(6379)
+    .withLabels({ [POOL_LABEL]: String(process.ppid) })
+    .withWaitStrategy(Wait.forLogMessage('Ready to accept connections'))
+    .start()
+  let ended: Promise<unknown> | undefined
+  const end = async () => { await (ended ??= container.stop({ timeout: 1000 })) }
+  return lent({ url: `redis://${container.getHost()}:${container.getMappedPort(6379)}`, kind: 'container', end }, true)
 }
 
 export function redisServerPath (): string | undefined {
@@ -193,8 +206,33 @@ const SPAWNED_USER = 'gateway-test'
 /** How many ports from the OS a spawned redis-server is offered before its start counts as failed. */
 const PORT_OFFERS = 5
 
-async function startSpawned (binary: string, options: RedisOptions): Promise<TestRedis> {
+/**
+ * Where the spawned servers of this vitest run (the workers' parent) leave their pids while they
+ * run, for the teardown in test/global-setup.ts: the servers a worker keeps for its next file
+ * outlive the worker's last file, and a worker ends on a signal, with no exit handler run.
+ */
+function spawnedPidDir (runPid: number): string {
+  return join(tmpdir(), `gateway-test-redis-${runPid}`)
+}
+
+/** Ends the spawned servers this vitest run (`runPid`) left running in its workers' pools. */
+export async function endPooledServers (runPid: number): Promise<void> {
+  const dir = spawnedPidDir(runPid)
+  const pids = await readdir(dir).catch(() => [])
+  for (const pid of pids.map(Number)) {
+    // Only a redis-server: a pid whose server ended may have been given to another process since.
+    const command = await readFile(`/proc/${pid}/comm`, 'utf8').catch(() => '')
+    if (command.startsWith('redis-server')) process.kill(pid, 'SIGKILL')
+  }
+  await rm(dir, { recursive: true, force: true })
+}
+
+async function startSpawned (binary: string, options: RedisOptions, pooled: boolean): Promise<TestRedis> {
+  const taken = pooled ? await takeIdle('spawn') : undefined
+  if (taken) return lent({ ...taken, kind: 'spawn' }, true)
   const dir = options.persistent ? await mkdtemp(join(tmpdir(), 'gw-redis-')) : undefined
+  const pidDir = spawnedPidDir(process.ppid)
+  await mkdir(pidDir, { recursive: true })
   let port = 0
   let child: ChildProcess
   let exited: Promise<void>
@@ -208,10 +246,15 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
   const start = async () => {
     child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--user', SPAWNED_USER, 'on', `>${password}`, '~*', '&*', '+@all',
       ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])], { stdio: ['ignore', 'pipe', 'pipe'] })
-    exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
+    const pidFile = join(pidDir, String(child.pid))
+    writeFileSync(pidFile, '')
+    exited = new Promise<void>((resolve) => child.once('exit', () => {
+      rmSync(pidFile, { force: true })
+      resolve()
+    }))
     await launched(child)
   }
-  const stop = async () => {
+  const end = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL')
     await exited
   }
@@ -227,15 +270,22 @@ async function startSpawned (binary: string, options: RedisOptions): Promise<Tes
       if (offer === PORT_OFFERS || !String(error).includes('Address already in use')) throw error
     }
   }
-  return { url: `redis://${SPAWNED_USER}:${password}@127.0.0.1:${port}`, kind: 'spawn', stop, release: stop, restart: start }
+  return lent({ url: `redis://${SPAWNED_USER}:${password}@127.0.0.1:${port}`, kind: 'spawn', end, restart: start }, pooled)
 }
 
-export async function startRedis (forced = process.env.TEST_REDIS as RedisKind | undefined, options: RedisOptions = {}): Promise<TestRedis> {
+/**
+ * A Redis for this test file. `kind` asks for one kind of server (a fault test that stops it, sets
+ * its config or its users gets one of its own, never one kept for the next file); without it,
+ * TEST_REDIS, else a container when the engine answers, else a spawned server, else REDIS_URL.
+ */
+export async function startRedis (kind?: RedisKind, options: RedisOptions = {}): Promise<TestRedis> {
+  const forced = kind ?? process.env.TEST_REDIS as RedisKind | undefined
+  const pooled = kind === undefined && !options.persistent
   if (forced === 'container' || (forced === undefined && await containersAvailable())) return await startContainer()
   const binary = redisServerPath()
   if (forced === 'spawn' || (forced === undefined && binary)) {
     if (!binary) throw new Error('TEST_REDIS=spawn, but redis-server is not on PATH (apt-get install -y redis-server)')
-    return await startSpawned(binary, options)
+    return await startSpawned(binary, options, pooled)
   }
   if (process.env.REDIS_URL) return { url: process.env.REDIS_URL, kind: 'url', stop: async () => {}, release: async () => {} }
   throw new Error('No Redis for the tests: start a Docker engine with the test image (bash scripts/docker-test-env.sh), ' +
