@@ -18,10 +18,11 @@ function costOf (fn: (input: string) => unknown, input: string, reps: number): n
  * The ratio of the cost of `fn(large)` to the cost of `fn(small)`. The repetitions are chosen so
  * that the small input costs at least 8 ms (many scheduler ticks: the CPU clock's grain is lost in
  * it); the two sizes are then measured in turn, `trials` times, and the cheapest measurement of
- * each is kept (a busy machine only ever adds cost).
+ * each is kept (a busy machine only ever adds cost, and so does code not yet compiled: a cold
+ * first trial is never the cheapest, so two warm-up calls of each size are enough).
  */
 export function growth (fn: (input: string) => unknown, small: string, large: string, trials = 7): number {
-  for (let i = 0; i < 5; i++) { fn(small); fn(large) }
+  for (let i = 0; i < 2; i++) { fn(small); fn(large) }
   let reps = 1
   while (costOf(fn, small, reps) < 8000 && reps < 1e7) reps *= 2
   let cheapestSmall = Infinity
