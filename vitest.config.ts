@@ -2,6 +2,7 @@ import { availableParallelism, tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import { configDefaults, defineConfig } from 'vitest/config'
 import { BaseSequencer, type TestSpecification } from 'vitest/node'
+import { spread } from './test/helpers/suite-order.js'
 
 /**
  * Fault tests that kill processes or time answers under hundreds of concurrent requests: they run
@@ -39,26 +40,12 @@ class Spread extends BaseSequencer {
     return [...this.spread(sorted.filter((file) => file.project.name !== 'faults-quiet')), ...quiet.filter(first), ...quiet.filter((file) => !first(file))]
   }
 
-  /** `files` in their order, with the waiting ones placed where the time before them is their share's. */
+  /** `files` in their order, the waiting ones spread by the last run's durations, or by count when a file has none. */
   private spread (files: TestSpecification[]): TestSpecification[] {
     const path = (file: TestSpecification) => relative(this.ctx.config.root, file.moduleId)
-    const durations = files.map((file) => this.ctx.cache.getFileTestResults(`${file.project.name}:${path(file)}`)?.duration)
-    // The last run's durations when every file has one; otherwise each file counts as one.
-    const weight = new Map(files.map((file, index) => [file, durations.every((duration) => duration !== undefined) ? Math.max(1, durations[index]!) : 1]))
-    const waiting = files.filter((file) => WAITING.test(path(file)))
-    const busy = files.filter((file) => !WAITING.test(path(file)))
-    const total = (list: TestSpecification[]) => list.reduce((sum, file) => sum + weight.get(file)!, 0)
-    const share = total(waiting) / Math.max(1, total(files))
-    const order: TestSpecification[] = []
-    let waited = 0
-    let elapsed = 0
-    while (waiting.length > 0 || busy.length > 0) {
-      const next = waiting.length > 0 && (busy.length === 0 || waited <= share * elapsed) ? waiting.shift()! : busy.shift()!
-      if (WAITING.test(path(next))) waited += weight.get(next)!
-      elapsed += weight.get(next)!
-      order.push(next)
-    }
-    return order
+    const durations = new Map(files.map((file) => [file, this.ctx.cache.getFileTestResults(`${file.project.name}:${path(file)}`)?.duration]))
+    const known = [...durations.values()].every((duration) => duration !== undefined)
+    return spread(files, (file) => known ? Math.max(1, durations.get(file)!) : 1, (file) => WAITING.test(path(file)))
   }
 }
 
@@ -77,7 +64,7 @@ export default defineConfig({
     // tenth of the suite's CPU, the transforms in the main process and their round trips from the
     // workers (measured 2026-11-29: 114 against 125 s of CPU).
     experimental: { fsModuleCache: true },
-    // Removes the Redis containers the workers kept for reuse (test/helpers/redis.ts).
+    // Ends the Redis servers the workers kept for reuse (test/helpers/redis.ts).
     globalSetup: ['test/global-setup.ts'],
     // `npm test -- --coverage` (CI runs it so): V8's own counters, over the gateway's sources as the
     // tests run them in process (a gateway a test starts as a child process is not counted). The
