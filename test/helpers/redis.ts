@@ -164,9 +164,9 @@ function lent (server: Pooled & { kind: RedisKind, restart?: () => Promise<void>
   }
 }
 
-async function startContainer (): Promise<TestRedis> {
+async function startContainer (pooled: boolean): Promise<TestRedis> {
   process.env.TESTCONTAINERS_HOST_OVERRIDE ??= 'localhost'
-  const taken = await takeIdle('container')
+  const taken = pooled ? await takeIdle('container') : undefined
   if (taken) return lent({ ...taken, kind: 'container' }, true)
   const { GenericContainer, Wait } = await loadTestcontainers()
   const container = await new GenericContainer(REDIS_IMAGE)
@@ -176,7 +176,7 @@ async function startContainer (): Promise<TestRedis> {
     .start()
   let ended: Promise<unknown> | undefined
   const end = async () => { await (ended ??= container.stop({ timeout: 1000 })) }
-  return lent({ url: `redis://${container.getHost()}:${container.getMappedPort(6379)}`, kind: 'container', end }, true)
+  return lent({ url: `redis://${container.getHost()}:${container.getMappedPort(6379)}`, kind: 'container', end }, pooled)
 }
 
 export function redisServerPath (): string | undefined {
@@ -281,7 +281,7 @@ async function startSpawned (binary: string, options: RedisOptions, pooled: bool
 export async function startRedis (kind?: RedisKind, options: RedisOptions = {}): Promise<TestRedis> {
   const forced = kind ?? process.env.TEST_REDIS as RedisKind | undefined
   const pooled = kind === undefined && !options.persistent
-  if (forced === 'container' || (forced === undefined && await containersAvailable())) return await startContainer()
+  if (forced === 'container' || (forced === undefined && await containersAvailable())) return await startContainer(pooled)
   const binary = redisServerPath()
   if (forced === 'spawn' || (forced === undefined && binary)) {
     if (!binary) throw new Error('TEST_REDIS=spawn, but redis-server is not on PATH (apt-get install -y redis-server)')
