@@ -207,7 +207,7 @@ const SPAWNED_USER = 'gateway-test'
 const PORT_OFFERS = 5
 
 /**
- * Where the spawned servers of this vitest run (the workers' parent) leave their pids while they
+ * Where the spawned servers of this vitest run (the workers' parent) that may be kept leave their pids while they
  * run, for the teardown in test/global-setup.ts: the servers a worker keeps for its next file
  * outlive the worker's last file, and a worker ends on a signal, with no exit handler run.
  */
@@ -231,8 +231,10 @@ async function startSpawned (binary: string, options: RedisOptions, pooled: bool
   const taken = pooled ? await takeIdle('spawn') : undefined
   if (taken) return lent({ ...taken, kind: 'spawn' }, true)
   const dir = options.persistent ? await mkdtemp(join(tmpdir(), 'gw-redis-')) : undefined
-  const pidDir = spawnedPidDir(process.ppid)
-  await mkdir(pidDir, { recursive: true })
+  // Only a server that may be kept for the next file leaves its pid (a bench, outside vitest, asks
+  // for its own servers by kind and stops them itself).
+  const pidDir = pooled ? spawnedPidDir(process.ppid) : undefined
+  if (pidDir) await mkdir(pidDir, { recursive: true })
   let port = 0
   let child: ChildProcess
   let exited: Promise<void>
@@ -246,10 +248,10 @@ async function startSpawned (binary: string, options: RedisOptions, pooled: bool
   const start = async () => {
     child = spawn(binary, ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--user', SPAWNED_USER, 'on', `>${password}`, '~*', '&*', '+@all',
       ...(dir ? ['--appendonly', 'yes', '--appendfsync', 'always', '--dir', dir] : ['--appendonly', 'no'])], { stdio: ['ignore', 'pipe', 'pipe'] })
-    const pidFile = join(pidDir, String(child.pid))
-    writeFileSync(pidFile, '')
+    const pidFile = pidDir && join(pidDir, String(child.pid))
+    if (pidFile) writeFileSync(pidFile, '')
     exited = new Promise<void>((resolve) => child.once('exit', () => {
-      rmSync(pidFile, { force: true })
+      if (pidFile) rmSync(pidFile, { force: true })
       resolve()
     }))
     await launched(child)
