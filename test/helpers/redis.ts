@@ -138,7 +138,7 @@ async function takeIdle (kind: keyof typeof idle): Promise<Pooled | undefined> {
  * `server` as a test file's Redis: released, it goes back to the worker's pool when `pooled` and
  * it was never stopped and empties cleanly; otherwise it is stopped.
  */
-function lent (server: Pooled & { kind: RedisKind, restart?: () => Promise<void> }, pooled: boolean): TestRedis {
+function lent (server: Pooled & { kind: keyof typeof idle, restart?: () => Promise<void> }, pooled: boolean): TestRedis {
   let inUse = true
   let stopped = false
   const stop = async () => {
@@ -155,7 +155,7 @@ function lent (server: Pooled & { kind: RedisKind, restart?: () => Promise<void>
       if (!inUse) return
       if (pooled && !stopped && await clean(server.url, true)) {
         inUse = false
-        idle[server.kind as keyof typeof idle].push(server)
+        idle[server.kind].push(server)
       } else {
         await stop()
         inUse = false
