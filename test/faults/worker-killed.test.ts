@@ -56,9 +56,12 @@ beforeAll(async () => {
   }))
   child = spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] })
   child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
+  let stderr = ''
+  child.stderr.on('data', (chunk: Buffer) => { stderr = (stderr + chunk.toString()).slice(-2000) })
   // Both listening: were the victim the only one, the primary would close the port until the other
-  // listens, and every request meanwhile would be refused.
-  await waitFor(async () => (await fetch(`${url}/readyz`)).ok && listening().length === 2, 15_000, 'two workers to be listening')
+  // listens, and every request meanwhile would be refused. A gateway that does not get there says why.
+  const said = () => `two workers to be listening; the gateway ${child.exitCode === null && child.signalCode === null ? 'runs' : `exited (${child.exitCode ?? child.signalCode})`}, its log:\n${output.slice(-3000)}\nits stderr:\n${stderr}`
+  await waitFor(async () => (await fetch(`${url}/readyz`)).ok && listening().length === 2, 15_000, said)
 })
 
 afterAll(async () => {

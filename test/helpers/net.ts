@@ -71,12 +71,16 @@ export async function close (server: Server): Promise<void> {
   await new Promise<void>((resolve) => server.close(() => resolve()))
 }
 
-/** Polls `check` until it returns true or the deadline passes. */
-export async function waitFor (check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+/**
+ * Polls `check` until it returns true or the deadline passes.
+ * @param what what is waited for; a function is asked at the deadline, so that the error can say
+ *   what the awaited process had said by then (its log, its exit)
+ */
+export async function waitFor (check: () => Promise<boolean>, timeoutMs: number, what: string | (() => string)): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     if (await check().catch(() => false)) return
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`)
 }
