@@ -14,12 +14,19 @@ function costOf (fn: (input: string) => unknown, input: string, reps: number): n
   return used.user + used.system
 }
 
+/** A ratio this far below the bound every caller checks (8) after {@link SETTLED_AFTER} trials needs no more of them. */
+const SETTLED_BELOW = 6
+const SETTLED_AFTER = 3
+
 /**
  * The ratio of the cost of `fn(large)` to the cost of `fn(small)`. The repetitions are chosen so
  * that the small input costs at least 8 ms (many scheduler ticks: the CPU clock's grain is lost in
- * it); the two sizes are then measured in turn, `trials` times, and the cheapest measurement of
- * each is kept (a busy machine only ever adds cost, and so does code not yet compiled: a cold
- * first trial is never the cheapest, so two warm-up calls of each size are enough).
+ * it); the two sizes are then measured in turn, up to `trials` times, and the cheapest measurement
+ * of each is kept (a busy machine only ever adds cost, and so does code not yet compiled: a cold
+ * first trial is never the cheapest, so two warm-up calls of each size are enough). Once three
+ * trials put the ratio under 6, the rest are skipped: for linear code (about 4) that is most of
+ * the time spent here; quadratic code (about 16) would need its small input to cost well over
+ * twice its price in each of the three trials to get there, and keeps being measured.
  */
 export function growth (fn: (input: string) => unknown, small: string, large: string, trials = 7): number {
   for (let i = 0; i < 2; i++) { fn(small); fn(large) }
@@ -30,6 +37,7 @@ export function growth (fn: (input: string) => unknown, small: string, large: st
   for (let trial = 0; trial < trials; trial++) {
     cheapestSmall = Math.min(cheapestSmall, costOf(fn, small, reps))
     cheapestLarge = Math.min(cheapestLarge, costOf(fn, large, reps))
+    if (trial + 1 >= SETTLED_AFTER && cheapestLarge / cheapestSmall < SETTLED_BELOW) break
   }
   return cheapestLarge / cheapestSmall
 }
