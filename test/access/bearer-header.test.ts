@@ -54,8 +54,11 @@ describe('bearerToken on hostile values', () => {
 
 describe('bearerToken on any value', () => {
   it('gives undefined, null, \'\' for the scheme and spaces only, or a b64token cut from the value that reads back the same once forwarded as `Bearer <token>`', () => {
+    // Any code point, the bytes a header can hold (latin1) as often as all the rest: fast-check's own
+    // 'binary' unit first maps all 1.1 million code points, 0.7 s of CPU in each worker.
+    const anyCharacter = fc.oneof(fc.integer({ min: 0, max: 0xff }), fc.integer({ min: 0x100, max: 0x10ffff })).map((point) => String.fromCodePoint(point))
     const value = fc.oneof(
-      fc.string({ unit: 'binary' }),
+      fc.string({ unit: anyCharacter }),
       fc.tuple(fc.constantFrom('Bearer', 'bearer', 'BEARER', 'BeArEr'), fc.stringMatching(/^[ \t]{0,3}$/), fc.stringMatching(/^[A-Za-z0-9\-._~+/= ,\t"]{0,40}$/))
         .map(([scheme, gap, rest]) => scheme + gap + rest)
     )
