@@ -58,8 +58,18 @@ function resolves (file: string, path: string): boolean {
 
 /** `file: path` for each path a comment names that does not exist, and each outside reference. */
 function stalePaths (file: string, text: string): string[] {
+  // The whole text first: a comment's paths are among the text's (a comment begins with `/` and
+  // ends at a line's end or `*/`, so each of its matches is one of the text's too), and a file
+  // whose every path resolves and that cites nothing outside needs no parse (most files: the parse
+  // was most of this check's second of CPU).
+  if (CODE.test(file) && staleIn(file, [text]).length === 0) return []
+  return staleIn(file, commentsOf(file, text))
+}
+
+/** `file: path` for each path `comments` name that does not exist, and each outside reference. */
+function staleIn (file: string, comments: string[]): string[] {
   const stale: string[] = []
-  for (const comment of commentsOf(file, text)) {
+  for (const comment of comments) {
     for (const [, path] of comment.matchAll(PATH)) if (!resolves(file, path!)) stale.push(`${file}: ${path}`)
     for (const [reference] of comment.matchAll(OUTSIDE)) stale.push(`${file}: ${reference}`)
   }
