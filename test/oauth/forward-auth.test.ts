@@ -218,10 +218,11 @@ describe('forward-auth: forwardAuth.hosts', () => {
     }), { numRuns: 150 })
   })
 
-  it('keeps the assertion cache bounded whatever hosts and ports a proxy names (2,000 hosts, 300 ports; 20,000 keys in test/assertion/assertion-cache.test.ts)', async () => {
+  it('keeps the assertion cache bounded whatever hosts and ports a proxy names (300 hosts, 300 ports; 20,000 keys in test/assertion/assertion-cache.test.ts)', async () => {
     const assertions = trusting.app.assertions!
     const before = assertions.cached
-    for (let i = 0; i < 2000; i++) {
+    // More hosts than the cache holds (256): had each minted, the count would show it.
+    for (let i = 0; i < 300; i++) {
       expect((await auth(trusting, 'alice', '', from(`h${i}.example.com`))).status).toBe(200)
     }
     // Hosts that are not listed mint nothing: nothing is kept.
