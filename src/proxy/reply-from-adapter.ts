@@ -6,8 +6,8 @@
 // pool and checks both, so an upgrade that changes either fails there.
 import type { FastifyReplyFromHooks, FastifyReplyFromOptions } from '@fastify/reply-from'
 import type { IncomingHttpHeaders } from 'node:http'
-import { Readable } from 'node:stream'
 import type { Dispatcher } from 'undici'
+import { StreamedBody, WholeBody } from './upstream-body.js'
 import { UpstreamFailure, type UpstreamPool } from './upstream-pool.js'
 
 /** The dispatcher form of @fastify/reply-from's `undici` option. */
@@ -21,8 +21,8 @@ export type ReplyFromResponse = Parameters<OnResponse>[2]
 /** What reply-from hands to onResponse over an {@link UpstreamPool}. */
 export interface UpstreamResponse {
   headers: IncomingHttpHeaders
-  /** The body, or why there is none (the route's pool answers failures this way). */
-  stream: (Readable & { arrayBuffer?: () => Promise<ArrayBuffer> }) | UpstreamFailure
+  /** The body, streamed or read whole (the pool decides: upstream-body.ts), or why there is none (the route's pool answers failures this way). */
+  stream: StreamedBody | WholeBody | UpstreamFailure
 }
 
 /** `pool` as @fastify/reply-from's `undici` option: reply-from will send the route's requests through it. */
@@ -33,8 +33,8 @@ export function replyFromDispatcher (pool: UpstreamPool): ReplyFromDispatcher {
 }
 
 /**
- * reply-from's onResponse argument as what it is over the pool: headers and a body stream (an undici
- * body, with arrayBuffer) or an {@link UpstreamFailure}. Anything else is a TypeError: reply-from
+ * reply-from's onResponse argument as what it is over the pool: headers and the pool's body (a
+ * stream, or read whole) or an {@link UpstreamFailure}. Anything else is a TypeError: reply-from
  * changed what it hands over, and nothing downstream could read it.
  */
 export function upstreamResponse (response: ReplyFromResponse): UpstreamResponse {
@@ -44,8 +44,8 @@ export function upstreamResponse (response: ReplyFromResponse): UpstreamResponse
   if (typeof headers !== 'object' || headers === null || Array.isArray(headers)) {
     throw new TypeError('reply-from handed onResponse a response without a headers object')
   }
-  if (!(stream instanceof UpstreamFailure) && !(stream instanceof Readable)) {
-    throw new TypeError('reply-from handed onResponse a response whose stream is neither a Readable nor an UpstreamFailure')
+  if (!(stream instanceof UpstreamFailure) && !(stream instanceof StreamedBody) && !(stream instanceof WholeBody)) {
+    throw new TypeError('reply-from handed onResponse a response whose stream is not the pool\'s body or UpstreamFailure')
   }
   return { headers: headers as IncomingHttpHeaders, stream }
 }

@@ -2,14 +2,21 @@
 // starts a request's headersTimeout only once the request is written to a connection, so a request
 // waiting for one of a busy pool's connections was not timed at all: under load it waited several
 // timeouts. Here the route's timeout counts from the moment the request is handed to the pool.
-import type { EventEmitter } from 'node:events'
+import type { IncomingHttpHeaders } from 'node:http'
 import { Pool, errors, type Dispatcher } from 'undici'
 import { sharedLookup } from '../ops/shared-lookup.js'
 import { DeadlineList, nodeTimers, type DeadlineTimers, type Timed } from './deadline-list.js'
+import { readsWhole, StreamedBody, WholeBody, type UpstreamBody } from './upstream-body.js'
 
-type ResponseData = Dispatcher.ResponseData<Pending>
+/** What a request's caller gets: the answer's status, headers and body, as undici's request API gives them (the only parts @fastify/reply-from reads). */
+export interface UpstreamAnswer {
+  statusCode: number
+  headers: IncomingHttpHeaders
+  body: WholeBody | StreamedBody | UpstreamFailure
+}
+
 /** The callback form of `Dispatcher.request`, the one @fastify/reply-from calls. */
-type Callback = (error: Error | null, data: ResponseData) => void
+type Callback = (error: Error | null, data: UpstreamAnswer) => void
 
 /**
  * Why a request got no answer from the upstream: what the pool hands back, as the body of a
@@ -23,37 +30,61 @@ export class UpstreamFailure {
 }
 
 /**
- * A request given to the pool and not answered yet. It is also the request's abort signal (undici
- * accepts an EventEmitter-like one): firing it at the deadline takes the request out of the pool's
- * queue, or aborts it on its connection.
+ * A request given to the pool and not answered yet, and undici's handler of it: the answer's
+ * headers go to the caller at once, with a body the bytes then feed ({@link UpstreamBody}).
  */
-class Pending implements Timed<Pending> {
+class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
   prev: Pending | null = null
   next: Pending | null = null
-  aborted = false
-  reason: Error | undefined = undefined
-  private listener: (() => void) | undefined = undefined
+  /** Undici's hold on the request, once it is on a connection. */
+  private controller: Dispatcher.DispatchController | undefined = undefined
+  /** Set at the deadline before the request reached a connection: it is aborted as soon as it does. */
+  private expired: Error | undefined = undefined
+  private body: UpstreamBody | undefined = undefined
 
-  constructor (readonly deadline: number, public callback: Callback | null) {}
+  constructor (readonly deadline: number, public callback: Callback | null, private readonly method: string, private readonly pool: UpstreamPool) {}
 
-  on (_event: 'abort', listener: () => void): this {
-    this.listener = listener
-    return this
+  onRequestStart (controller: Dispatcher.DispatchController): void {
+    this.controller = controller
+    if (this.expired !== undefined) controller.abort(this.expired)
   }
 
-  once (event: 'abort', listener: () => void): this {
-    return this.on(event, listener)
+  onResponseStart (controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    const callback = this.callback
+    // Answered already, at its deadline: the late response is not wanted.
+    if (callback === null) return controller.abort(new errors.RequestAbortedError())
+    this.callback = null
+    this.pool.settled(this)
+    const body = readsWhole(this.method, statusCode, headers) ? new WholeBody(controller) : new StreamedBody(controller)
+    this.body = body
+    callback(null, { statusCode, headers, body })
   }
 
-  removeListener (): this {
-    this.listener = undefined
-    return this
+  onResponseData (_controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    this.body?.add(chunk)
   }
 
-  abort (reason: Error): void {
-    this.aborted = true
-    this.reason = reason
-    this.listener?.()
+  onResponseEnd (): void {
+    this.body?.end()
+  }
+
+  onResponseError (_controller: Dispatcher.DispatchController, error: Error): void {
+    if (this.body !== undefined) return this.body.fail(error)
+    const callback = this.callback
+    // Answered already, at its deadline, and aborted since.
+    if (callback === null) return
+    this.callback = null
+    this.pool.settled(this)
+    callback(null, failure(error))
+  }
+
+  /** The deadline has come before the answer's headers: the caller gets a timeout, then undici lets go of the request. */
+  expire (error: Error): void {
+    const callback = this.callback!
+    this.callback = null
+    callback(null, failure(error))
+    if (this.controller !== undefined) this.controller.abort(error)
+    else this.expired = error
   }
 }
 
@@ -70,7 +101,7 @@ export interface UpstreamPoolOptions {
 /** What a test may give in place of the real parts: its own clock and timer, and its own undici Pool. */
 export interface UpstreamPoolParts {
   timers?: DeadlineTimers
-  pool?: Pick<Pool, 'request' | 'destroy'>
+  pool?: Pick<Pool, 'dispatch' | 'destroy'>
 }
 
 /**
@@ -80,7 +111,7 @@ export interface UpstreamPoolParts {
  * @see https://www.rfc-editor.org/rfc/rfc9110#section-15.6.5 (504 Gateway Timeout: what an expired request becomes)
  */
 export class UpstreamPool {
-  private readonly pool: Pick<Pool, 'request' | 'destroy'>
+  private readonly pool: Pick<Pool, 'dispatch' | 'destroy'>
   private readonly timeoutMs: number
   private readonly timers: DeadlineTimers
   private readonly pending: DeadlineList<Pending>
@@ -106,19 +137,19 @@ export class UpstreamPool {
   }
 
   /**
-   * Sends a request; `callback` gets the upstream's answer, or at the latest when the route's
-   * timeout is up, a response whose body is an {@link UpstreamFailure}. It is called once.
+   * Sends a request; `callback` gets the upstream's answer (its body then streams in), or at the
+   * latest when the route's timeout is up, a response whose body is an {@link UpstreamFailure}. It
+   * is called once.
    */
-  request (options: Dispatcher.RequestOptions<Pending>, callback: Callback): void {
-    const pending = new Pending(this.timers.now() + this.timeoutMs, callback)
+  request (options: Dispatcher.DispatchOptions, callback: Callback): void {
+    const pending = new Pending(this.timers.now() + this.timeoutMs, callback, options.method, this)
     this.pending.append(pending)
-    // The options object is reply-from's own, made for this one request. undici reads a signal's
-    // on/once/removeListener, aborted and reason only: Pending has them without an EventEmitter
-    // (a subclass of one cost 1.02-1.04x CPU per proxied request, `npm run bench -- --against`,
-    // 2026-11-29).
-    options.opaque = pending
-    options.signal = pending as unknown as EventEmitter
-    this.pool.request(options, this.answer)
+    this.pool.dispatch(options, pending)
+  }
+
+  /** `pending` has its answer's headers, or its failure: its deadline no longer applies. */
+  settled (pending: Pending): void {
+    this.pending.remove(pending)
   }
 
   /** Lets the pool go: pending requests fail, open connections are closed. */
@@ -127,35 +158,18 @@ export class UpstreamPool {
     await this.pool.destroy()
   }
 
-  private readonly answer = (error: Error | null, data: ResponseData): void => {
-    const pending = data.opaque
-    const callback = pending.callback
-    if (callback === null) {
-      // Answered already, at its deadline: the late response is not wanted.
-      if (error === null) data.body.destroy()
-      return
-    }
-    pending.callback = null
-    this.pending.remove(pending)
-    callback(null, error === null ? data : failure(error, pending))
-  }
-
   /**
    * A request whose deadline has come, out of the list: it is answered 504, then aborted. In that
    * order: the answer is on its way before undici lets go of the request's body.
    */
   private expire (pending: Pending): void {
-    const callback = pending.callback!
-    pending.callback = null
-    const error = new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`)
-    callback(null, failure(error, pending))
-    pending.abort(error)
+    pending.expire(new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`))
   }
 }
 
 /** A response in place of the one that did not come; src/proxy/upstream-response.ts turns it into 502 or 504. */
-function failure (error: Error, pending: Pending): ResponseData {
+function failure (error: Error): UpstreamAnswer {
   // Only statusCode, headers and body are read, and the status is replaced by the gateway's own;
   // not 503, which reply-from would retry for a GET.
-  return { statusCode: 502, statusText: '', headers: {}, body: new UpstreamFailure(error) as unknown as ResponseData['body'], trailers: {}, opaque: pending, context: {} }
+  return { statusCode: 502, headers: {}, body: new UpstreamFailure(error) }
 }

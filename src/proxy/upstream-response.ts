@@ -7,6 +7,7 @@ import type { BodyDeadlines } from './body-deadline.js'
 import { chunkCollector, type Flowed } from './chunk-collector.js'
 import type { UpstreamTarget } from './cut-off.js'
 import type { UpstreamResponse } from './reply-from-adapter.js'
+import { StreamedBody } from './upstream-body.js'
 import { UpstreamFailure } from './upstream-pool.js'
 
 declare module 'fastify' {
@@ -38,39 +39,33 @@ export function upstreamError (target: UpstreamTarget, error: Error & { code?: s
   return new GatewayError('bad_gateway', 'The application could not be reached.', { details: { retryUrl, log: { msg, fields } } })
 }
 
-/** Upstream bodies of declared length up to this size are read whole and sent in one write. */
-const BUFFERED_BODY_MAX = 64 * 1024
-
 type OnResponse = NonNullable<FastifyReplyFromHooks['onResponse']>
 
 /**
- * Sends the upstream's answer on. A small body of declared length is read whole, then sent with
- * the headers in one write, which costs less CPU than a stream pipeline (see docs/performance.md). Nothing reaches the client until it is
- * all there, so the whole read is bounded by the route's timeout from the headers' arrival
- * (`deadlines`), not only the gaps between its chunks. Everything else streams as it arrives:
- * no declared length (chunked, server-sent events), larger bodies, HEAD and bodiless statuses, and
- * answers without a content-type (Fastify would give a buffer one the upstream never sent).
+ * Sends the upstream's answer on. A small body of declared length (the pool decides which:
+ * upstream-body.ts) is read whole, then sent with the headers in one write, which costs less CPU
+ * than a stream pipeline (see docs/performance.md). Nothing reaches the client until it is all
+ * there, so the whole read is bounded by the route's timeout from the headers' arrival
+ * (`deadlines`), not only the gaps between its chunks. Any other body streams as it arrives.
  */
-export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDeadlines, request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { headers, stream }: UpstreamResponse): void {
+export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDeadlines, request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { stream }: UpstreamResponse): void {
   if (stream instanceof UpstreamFailure) {
     reply.send(upstreamError(target, stream.reason, request.url))
     return
   }
-  const status = reply.statusCode
-  const small = Number(headers['content-length']) <= BUFFERED_BODY_MAX && headers['content-type'] !== undefined &&
-    request.method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
-  if (!small || stream.arrayBuffer === undefined) {
+  if (stream instanceof StreamedBody) {
     // Its written chunks are freed every few MiB, not after tens of them (chunk-collector.ts).
     request.upstreamBody = chunkCollector().watch(stream)
     reply.send(stream)
     return
   }
   const read = deadlines.start(stream)
-  stream.arrayBuffer().then((body) => {
+  stream.read((error, body) => {
     deadlines.end(read)
-    reply.send(Buffer.from(body))
-  }, (error: Error) => {
-    deadlines.end(read)
+    if (error === null) {
+      reply.send(body)
+      return
+    }
     // Nothing was sent yet: answer a clean 502/504 without any of the upstream's headers.
     withoutUpstreamHeaders(reply)
     reply.send(upstreamError(target, error, request.url))

@@ -1,8 +1,8 @@
 // The contract between the gateway's upstream pool and @fastify/reply-from (src/proxy/reply-from-adapter.ts):
 // a real Fastify with @fastify/reply-from (as src/routes/proxy.ts registers it) sends through a real UpstreamPool to a real node:http
 // upstream, and what reply-from hands to onResponse is what the adapter promises: `{ statusCode,
-// headers, stream }` with an undici body (it has arrayBuffer, which the small-body path reads) or the
-// pool's UpstreamFailure. A reply-from upgrade that changes either fails here.
+// headers, stream }` with the pool's own body (read whole when small and of declared length, else a
+// stream) or the pool's UpstreamFailure. A reply-from upgrade that changes either fails here.
 import replyFrom from '@fastify/reply-from'
 import Fastify, { type FastifyInstance } from 'fastify'
 import { createServer, type Server } from 'node:http'
@@ -10,6 +10,7 @@ import type { AddressInfo } from 'node:net'
 import { Readable } from 'node:stream'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { replyFromDispatcher, upstreamResponse, type ReplyFromResponse, type UpstreamResponse } from '../../src/proxy/reply-from-adapter.js'
+import { StreamedBody, WholeBody } from '../../src/proxy/upstream-body.js'
 import { UpstreamFailure, UpstreamPool } from '../../src/proxy/upstream-pool.js'
 import { freePort } from '../helpers/net.js'
 
@@ -18,10 +19,12 @@ const pools: UpstreamPool[] = []
 const apps: FastifyInstance[] = []
 
 beforeAll(async () => {
-  upstream = createServer((_req, res) => {
+  upstream = createServer((req, res) => {
     res.setHeader('content-type', 'text/plain')
     res.setHeader('x-upstream', 'yes')
-    res.end('hello')
+    // /app/chunked: no declared length, so the body streams.
+    if (req.url === '/app/chunked') res.write('hel')
+    res.end(req.url === '/app/chunked' ? 'lo' : 'hello')
   })
   await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve))
 })
@@ -46,7 +49,7 @@ async function proxyTo (origin: string): Promise<{ app: FastifyInstance, seen: A
   const app = Fastify()
   apps.push(app)
   await app.register(replyFrom, { base: origin, undici: replyFromDispatcher(pool) })
-  app.get('/app/*', (_request, reply) => reply.from('/app/x', {
+  app.get('/app/*', (request, reply) => reply.from(request.url, {
     onResponse: (_request, reply, raw) => {
       let read: UpstreamResponse
       try {
@@ -58,6 +61,7 @@ async function proxyTo (origin: string): Promise<{ app: FastifyInstance, seen: A
       }
       seen.push({ raw, read })
       if (read.stream instanceof UpstreamFailure) reply.code(502).send('failed')
+      else if (read.stream instanceof WholeBody) read.stream.read((error, body) => { void reply.send(error ?? body) })
       else reply.send(read.stream)
     },
   }))
@@ -65,7 +69,7 @@ async function proxyTo (origin: string): Promise<{ app: FastifyInstance, seen: A
 }
 
 describe('reply-from over an UpstreamPool', () => {
-  it('sends through the pool and hands onResponse statusCode, headers and an undici body stream', async () => {
+  it('sends through the pool and hands onResponse statusCode, headers and a small body read whole', async () => {
     const { app, seen, requests } = await proxyTo(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`)
     const response = await app.inject({ url: '/app/x' })
     expect(response.body).toBe('hello')
@@ -75,8 +79,14 @@ describe('reply-from over an UpstreamPool', () => {
     expect(Object.keys(raw).sort()).toEqual(['headers', 'statusCode', 'stream'])
     expect((raw as unknown as { statusCode: number }).statusCode).toBe(200)
     expect(read.headers).toMatchObject({ 'content-type': 'text/plain', 'x-upstream': 'yes' })
-    expect(read.stream).toBeInstanceOf(Readable)
-    expect(typeof (read.stream as { arrayBuffer?: unknown }).arrayBuffer).toBe('function')
+    expect(read.stream).toBeInstanceOf(WholeBody)
+  })
+
+  it('hands onResponse a stream for a body of no declared length', async () => {
+    const { app, seen } = await proxyTo(`http://127.0.0.1:${(upstream.address() as AddressInfo).port}`)
+    const response = await app.inject({ url: '/app/chunked' })
+    expect(response.body).toBe('hello')
+    expect(seen[0]!.read.stream).toBeInstanceOf(StreamedBody)
   })
 
   it('hands onResponse the pool\'s UpstreamFailure as the stream when the upstream cannot be reached', async () => {
@@ -90,11 +100,13 @@ describe('reply-from over an UpstreamPool', () => {
 })
 
 describe('upstreamResponse', () => {
-  it('refuses what is not headers with a Readable or an UpstreamFailure', () => {
+  it('refuses what is not headers with the pool\'s body or an UpstreamFailure', () => {
     const as = (value: unknown) => value as ReplyFromResponse
     expect(() => upstreamResponse(as({ headers: {}, stream: 'body' }))).toThrow(TypeError)
     expect(() => upstreamResponse(as({ stream: Readable.from([]) }))).toThrow(TypeError)
     expect(() => upstreamResponse(as({ headers: {}, body: Readable.from([]) }))).toThrow(TypeError)
+    // Any other stream is not one the pool made.
+    expect(() => upstreamResponse(as({ headers: {}, stream: Readable.from([]) }))).toThrow(TypeError)
     const failure = new UpstreamFailure(new Error('x'))
     expect(upstreamResponse(as({ headers: {}, stream: failure })).stream).toBe(failure)
   })
