@@ -18,7 +18,7 @@ function requestSpace (route: RouteConfig): UpstreamSpace {
 /**
  * Where `route` sends the requests in `requests` (a part of its own request space, such as the
  * subtree of a route nested in it): request P + x goes upstream as R + x, R being rewritePrefix (P
- * itself when absent). Below `/`, reply-from drops a trailing `/` of R, so P/x goes to R/x; a route
+ * itself when absent). Below `/`, a trailing `/` of R is dropped (proxy/upstream-path.ts), so P/x goes to R/x; a route
  * at `/` sends /x to R + `x`.
  */
 function mapped (route: RouteConfig, requests: UpstreamSpace): UpstreamSpace {

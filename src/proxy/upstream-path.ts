@@ -2,7 +2,7 @@
 // one mapping, both ways. The path is the edge's canonical one (src/config/canonical.ts: no dot
 // segments, no encoded `/`), under the route's path (routing saw to it): the route's path is
 // replaced by its rewritePrefix (by default itself) and nothing else changes. The query is not
-// read here at all: reply-from sends the request target's own, so the upstream gets the query the
+// read here at all: forward.ts sends the request target's own, so the upstream gets the query the
 // gate judged, byte for byte. A Location under the rewritePrefix comes back under the route's
 // path, as nginx's `proxy_redirect default` maps it; an absolute or protocol-relative one passes as
 // the upstream wrote it.

@@ -8,24 +8,24 @@ import { sharedLookup } from '../ops/shared-lookup.js'
 import { DeadlineList, nodeTimers, type DeadlineTimers, type Timed } from './deadline-list.js'
 import { readsWhole, StreamedBody, WholeBody, type UpstreamBody } from './upstream-body.js'
 
-/** What a request's caller gets: the answer's status, headers and body, as undici's request API gives them (the only parts @fastify/reply-from reads). */
+/** What a request's caller gets: the answer's status and headers, and its body as it comes. */
 export interface UpstreamAnswer {
   statusCode: number
   headers: IncomingHttpHeaders
   body: WholeBody | StreamedBody | UpstreamFailure
 }
 
-/** The callback form of `Dispatcher.request`, the one @fastify/reply-from calls. */
-type Callback = (error: Error | null, data: UpstreamAnswer) => void
+/** Called once, with the answer or the failure in its place. */
+type Callback = (answer: UpstreamAnswer) => void
 
 /**
  * Why a request got no answer from the upstream: what the pool hands back, as the body of a
- * response, instead of an error. (@fastify/reply-from logs every error it is given at warn, with
- * its stack, before its onError; the gateway logs each upstream failure once, in src/proxy/upstream-response.ts.)
+ * response, so that every answer takes one path (src/proxy/upstream-response.ts turns it into 502
+ * or 504, and logs it once).
  */
 export class UpstreamFailure {
   constructor (readonly reason: Error & { code?: string }) {}
-  /** reply-from destroys the body when the client has gone away meanwhile: there is nothing to free. */
+  /** A body is destroyed when the client has gone away meanwhile: there is nothing to free. */
   destroy (): void {}
 }
 
@@ -57,7 +57,7 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
     this.pool.settled(this)
     const body = readsWhole(this.method, statusCode, headers) ? new WholeBody(controller) : new StreamedBody(controller)
     this.body = body
-    callback(null, { statusCode, headers, body })
+    callback({ statusCode, headers, body })
   }
 
   onResponseData (_controller: Dispatcher.DispatchController, chunk: Buffer): void {
@@ -75,14 +75,14 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
     if (callback === null) return
     this.callback = null
     this.pool.settled(this)
-    callback(null, failure(error))
+    callback(failure(error))
   }
 
   /** The deadline has come before the answer's headers: the caller gets a timeout, then undici lets go of the request. */
   expire (error: Error): void {
     const callback = this.callback!
     this.callback = null
-    callback(null, failure(error))
+    callback(failure(error))
     if (this.controller !== undefined) this.controller.abort(error)
     else this.expired = error
   }
@@ -169,7 +169,6 @@ export class UpstreamPool {
 
 /** A response in place of the one that did not come; src/proxy/upstream-response.ts turns it into 502 or 504. */
 function failure (error: Error): UpstreamAnswer {
-  // Only statusCode, headers and body are read, and the status is replaced by the gateway's own;
-  // not 503, which reply-from would retry for a GET.
+  // The status and headers are never read: the gateway answers with its own.
   return { statusCode: 502, headers: {}, body: new UpstreamFailure(error) }
 }

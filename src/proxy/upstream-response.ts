@@ -1,14 +1,13 @@
 // The upstream's answer on its way to the client, and an upstream failure as the client and the
 // operator see it: timeouts are 504 `gateway_timeout`, everything else 502 `bad_gateway`, each
 // logged as one warn line naming the route (the upstream is down, not the gateway).
-import type { FastifyReplyFromHooks } from '@fastify/reply-from'
+import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import type { BodyDeadlines } from './body-deadline.js'
 import { chunkCollector, type Flowed } from './chunk-collector.js'
 import type { UpstreamTarget } from './cut-off.js'
-import type { UpstreamResponse } from './reply-from-adapter.js'
 import { StreamedBody } from './upstream-body.js'
-import { UpstreamFailure } from './upstream-pool.js'
+import { UpstreamFailure, type UpstreamAnswer } from './upstream-pool.js'
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -17,8 +16,8 @@ declare module 'fastify' {
   }
 }
 
-/** Error codes of an upstream that took longer than the route's timeout (undici's, reply-from's for its own, a websocket upgrade's: websocket-link.ts). */
-const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'FST_REPLY_FROM_GATEWAY_TIMEOUT', 'WS_HANDSHAKE_TIMEOUT'])
+/** Error codes of an upstream that took longer than the route's timeout (undici's, a websocket upgrade's: websocket-link.ts). */
+const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT', 'WS_HANDSHAKE_TIMEOUT'])
 
 /**
  * An upstream failure as the client sees it (504 for a timeout, 502 for anything else) and as the
@@ -39,8 +38,6 @@ export function upstreamError (target: UpstreamTarget, error: Error & { code?: s
   return new GatewayError('bad_gateway', 'The application could not be reached.', { details: { retryUrl, log: { msg, fields } } })
 }
 
-type OnResponse = NonNullable<FastifyReplyFromHooks['onResponse']>
-
 /**
  * Sends the upstream's answer on. A small body of declared length (the pool decides which:
  * upstream-body.ts) is read whole, then sent with the headers in one write, which costs less CPU
@@ -48,7 +45,7 @@ type OnResponse = NonNullable<FastifyReplyFromHooks['onResponse']>
  * there, so the whole read is bounded by the route's timeout from the headers' arrival
  * (`deadlines`), not only the gaps between its chunks. Any other body streams as it arrives.
  */
-export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDeadlines, request: Parameters<OnResponse>[0], reply: Parameters<OnResponse>[1], { stream }: UpstreamResponse): void {
+export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDeadlines, request: FastifyRequest, reply: FastifyReply, stream: UpstreamAnswer['body']): void {
   if (stream instanceof UpstreamFailure) {
     reply.send(upstreamError(target, stream.reason, request.url))
     return

@@ -178,7 +178,7 @@ export class FormReplay {
     if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
     const kept = token === undefined ? undefined : await this.bodies.take(token, request.url)
     if (kept === undefined || kept.method !== request.method) throw new GatewayError('invalid_request', ALREADY_DELIVERED)
-    // reply-from copies the raw request's headers: the kept body's type and length replace the marker's.
+    // The forwarder copies the request's headers: the kept body's type and length replace the marker's.
     request.raw.headers['content-type'] = kept.contentType
     request.raw.headers['content-length'] = String(kept.body.length)
     request.log.info({ bytes: kept.body.length }, 'kept form delivered after the sign-in')

@@ -116,7 +116,7 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
     }
     const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
     if (refused !== undefined) throw refuse(request, route, refused.rule, refused.method)
-    // The very bytes read go upstream; reply-from takes the stream as the request's body.
+    // The very bytes read go upstream; the forwarder takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])
   }
 }

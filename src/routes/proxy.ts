@@ -1,6 +1,6 @@
 // One encapsulated scope per route: on protected routes an onRequest hook that asks the request
 // pipeline (src/access/authorize.ts) and acts on its verdict, then the route's own path and
-// everything under it sent on by @fastify/reply-from, with the request-header rewrite
+// everything under it sent on by the route's forwarder (proxy/forward.ts), with the request-header rewrite
 // (proxy/request-headers.ts), over the route's own connection pool (proxy/upstream-pool.ts: the
 // timeout covers the wait for a connection). The upstream path is the canonical one with the
 // route's prefix rewritten and nothing else (proxy/upstream-path.ts); request bodies stream
@@ -9,9 +9,7 @@
 // happened). A websocket route's upgrades are taken over before the proxy's handler (routes/websocket-route.ts).
 import { chooserUrl, loginUrlsOf } from './chooser.js'
 import { namesNetworks } from '../access/networks.js'
-import replyFrom, { type FastifyReplyFromHooks as ReplyOptions } from '@fastify/reply-from'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import type { IncomingHttpHeaders } from 'node:http'
 import type { Access, GrantGuard, Guard, Verdict } from '../access/authorize.js'
 import { bearerToken, compileBearer, type BearerGuard, type BearerOutcome } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
@@ -27,13 +25,12 @@ import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Metrics } from '../ops/metrics.js'
 import { BodyDeadlines } from '../proxy/body-deadline.js'
 import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from '../proxy/cut-off.js'
-import { clientBoundHeaders } from '../proxy/headers.js'
 import { UpstreamHeaders } from '../proxy/request-headers.js'
-import { replyFromDispatcher, upstreamResponse } from '../proxy/reply-from-adapter.js'
 import { upstreamBody } from '../proxy/request-body.js'
 import { UpstreamPool } from '../proxy/upstream-pool.js'
-import { upstreamPaths, type UpstreamPaths } from '../proxy/upstream-path.js'
-import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
+import { upstreamPaths } from '../proxy/upstream-path.js'
+import { upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
+import { forwarder } from '../proxy/forward.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import type { GrantStreams } from '../proxy/grant-streams.js'
@@ -243,12 +240,12 @@ function admitBearerSockets (scope: FastifyInstance, sockets: BearerSockets, bea
   })
 }
 
-/** @fastify/reply-from in the route's scope, over the route's own pool, with its error handling. */
+/** The route's forwarder (proxy/forward.ts) in the route's scope, over the route's own pool, with its error handling. */
 async function registerProxy (scope: FastifyInstance, route: RouteConfig, headers: UpstreamHeaders, plantable: readonly string[], sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): Promise<void> {
   const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
   const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
   const deadlines = new BodyDeadlines(route.timeoutMs)
-  // reply-from leaves a pool it was given open; requests in flight have finished by onClose.
+  // Requests in flight have finished by onClose.
   scope.addHook('onClose', async () => {
     deadlines.close()
     await pool.destroy()
@@ -264,16 +261,6 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
   const upstreamCutOff = (error: Error, request: FastifyRequest) => cutOffFields(target, error, request.upstreamBody)
   scope.decorateRequest('upstreamCutOff', { getter: () => upstreamCutOff })
   const paths = upstreamPaths(route.path, route.rewritePrefix)
-  await scope.register(replyFrom, { base: route.upstream, undici: replyFromDispatcher(pool), disableRequestLogging: true })
-  const replyOptions: ReplyOptions = {
-    rewriteRequestHeaders: (request, incoming) => {
-      request.upstreamStart = performance.now()
-      return headers.rewrite(route, request, incoming)
-    },
-    rewriteHeaders: (incoming) => clientBoundHeaders(relocated(incoming, paths), plantable),
-    onError: (reply, { error }) => { reply.send(upstreamError(target, error, reply.request.url)) },
-    onResponse: (request, reply, response) => sendUpstreamResponse(target, deadlines, request, reply, upstreamResponse(response)),
-  }
   // Bodies stream to the upstream as they come, whatever their type: nothing parses them here.
   // An upstream failing mid-upload must not end the client's request before it is answered (request-body.ts).
   scope.removeAllContentTypeParsers()
@@ -281,29 +268,11 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
   // The upgrade request goes through the same access hook; the upstream handshake gets the same
   // headers; the upstream's leg is opened before the client's upgrade is answered (websocket.ts).
   if (route.websocket) websocketRoute(scope, route, { target, headers, paths, sockets, bearerSockets })
-  // The route's own path and everything under it; the query goes upstream as the edge made it (reply-from appends it).
-  const handler = (request: FastifyRequest, reply: FastifyReply) => reply.from(paths.path(request.url.split('?', 1)[0]!), replyOptions)
+  // The route's own path and everything under it.
+  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable })
   const prefix = route.path === '/' ? '' : route.path
   for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler })
 }
 
 /** The methods a route proxies; any other is 404 `not_found`, as for a path no route has. */
 const PROXIED_METHODS = ['DELETE', 'GET', 'HEAD', 'PATCH', 'POST', 'PUT', 'OPTIONS']
-
-/**
- * The upstream's answer headers with a relative Location mapped back under the route's path, and
- * without characters a header value may not hold (Node would refuse to send the answer at all).
- */
-function relocated (headers: IncomingHttpHeaders, paths: UpstreamPaths): IncomingHttpHeaders {
-  for (const [name, value] of Object.entries(headers)) {
-    if (typeof value === 'string' && INVALID_VALUE.test(value)) headers[name] = value.replace(INVALID_VALUE_ALL, '')
-    else if (Array.isArray(value) && value.some((line) => INVALID_VALUE.test(line))) headers[name] = value.map((line) => line.replace(INVALID_VALUE_ALL, ''))
-  }
-  const location = headers.location
-  if (location !== undefined) headers.location = paths.location(location)
-  return headers
-}
-
-/** What RFC 9110 §5.5 does not allow in a field value (HTAB, SP to `~` and obs-text are allowed). */
-const INVALID_VALUE = /[^\t\x20-\x7E\x80-\xFF]/
-const INVALID_VALUE_ALL = new RegExp(INVALID_VALUE.source, 'g')

@@ -31,7 +31,7 @@ interface Sent {
   handler: Dispatcher.DispatchHandler
   controller: Controller
   /** Every call the caller's callback got. */
-  got: Array<{ error: Error | null, data: UpstreamAnswer }>
+  got: Array<{ data: UpstreamAnswer }>
   /** undici puts the request on a connection. */
   start (): void
   /** The upstream's answer's headers come. */
@@ -54,7 +54,7 @@ function setUp (timers = new ManualTimers()) {
   const send = (method = 'GET', started = true): Sent => {
     const controller = new Controller()
     const got: Sent['got'] = []
-    pool.request({ path: '/', method }, (error, data) => { got.push({ error, data }) })
+    pool.request({ path: '/', method }, (data) => { got.push({ data }) })
     const handler = dispatched!
     const entry: Sent = {
       handler,
@@ -79,8 +79,7 @@ describe('UpstreamPool deadlines', () => {
     expect(request.got).toEqual([])
     timers.advance(TIMEOUT_MS)
     expect(request.got).toHaveLength(1)
-    const { error, data } = request.got[0]!
-    expect(error).toBeNull()
+    const { data } = request.got[0]!
     expect(data.body).toBeInstanceOf(UpstreamFailure)
     const reason = (data.body as unknown as UpstreamFailure).reason
     expect(reason).toBeInstanceOf(errors.HeadersTimeoutError)
@@ -128,7 +127,7 @@ describe('UpstreamPool deadlines', () => {
     request.answer()
     timers.advance(10 * TIMEOUT_MS)
     expect(request.got).toHaveLength(1)
-    expect(request.got[0]).toMatchObject({ error: null, data: { statusCode: 200, headers: { 'content-length': '5' } } })
+    expect(request.got[0]).toMatchObject({ data: { statusCode: 200, headers: { 'content-length': '5' } } })
     expect(request.controller.aborted).toBe(false)
   })
 

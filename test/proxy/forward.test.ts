@@ -1,0 +1,109 @@
+// What the route's forwarder (src/proxy/forward.ts) does with an upstream's answer beyond passing
+// it on, through a real gateway and a real node:http upstream: an answer is sent once (a GET
+// answered 503 is not retried behind the client's back), a status no HTTP client may be given is
+// 502, a connection whose request body was not all read is closed after the answer, and a client
+// that has gone lets go of the upstream's answer.
+import { createServer, get, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { connect } from 'node:net'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { startGateway, type TestGateway } from '../helpers/gateway.js'
+import { close, listen } from '../helpers/net.js'
+
+/** How long the route waits for its upstream: the bound of every wait below. */
+const TIMEOUT_MS = 5000
+
+let upstream: Server
+let gateway: TestGateway
+const asked: string[] = []
+/** Resolved with the upstream's response to /app/endless when it closes (the gateway let it go). */
+let endlessClosed: Promise<boolean>
+
+beforeAll(async () => {
+  let closed: (finished: boolean) => void = () => {}
+  endlessClosed = new Promise((resolve) => { closed = resolve })
+  upstream = createServer((request: IncomingMessage, response: ServerResponse) => {
+    asked.push(request.url!)
+    if (request.url === '/app/busy') {
+      response.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '1' }).end('busy')
+    } else if (request.url === '/app/odd-status') {
+      response.writeHead(799, { 'content-type': 'text/plain' }).end('odd')
+    } else if (request.url === '/app/endless') {
+      // Streams until the other side goes: a chunk every 10 ms.
+      response.writeHead(200, { 'content-type': 'text/plain' })
+      const timer = setInterval(() => response.write('x'), 10)
+      response.once('close', () => {
+        clearInterval(timer)
+        closed(response.writableFinished)
+      })
+    } else {
+      // Answers at once, without reading the request's body.
+      response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '2' }).end('ok')
+    }
+  })
+  const url = await listen(upstream)
+  gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: url, auth: 'none', timeout: `${TIMEOUT_MS}ms` }] })
+})
+
+afterAll(async () => {
+  await gateway?.close()
+  if (upstream) await close(upstream)
+})
+
+/** Writes `head` (and `body`) on a socket of its own; resolves with what the gateway sent before its first pause of 100 ms, or before it closed. */
+async function exchange (head: string, body = ''): Promise<string> {
+  return await new Promise((resolve, reject) => {
+    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1', () => socket.write(head + body))
+    let data = ''
+    socket.setEncoding('latin1')
+    socket.setTimeout(TIMEOUT_MS, () => socket.destroy(new Error('no answer within the route timeout')))
+    socket.on('data', (chunk: string) => { data += chunk })
+    socket.on('error', reject)
+    socket.on('close', () => resolve(data))
+  })
+}
+
+describe('the forwarder', () => {
+  it('passes a GET answered 503 on once: the upstream is asked once', async () => {
+    const before = asked.length
+    const response = await fetch(`${gateway.url}/app/busy`)
+    expect(response.status).toBe(503)
+    expect(response.headers.get('retry-after')).toBe('1')
+    expect(await response.text()).toBe('busy')
+    expect(asked.slice(before)).toEqual(['/app/busy'])
+  })
+
+  it('answers 502 bad_gateway for a status outside 100-599', async () => {
+    const response = await fetch(`${gateway.url}/app/odd-status`, { headers: { accept: 'application/json' } })
+    expect(response.status).toBe(502)
+    expect(await response.json()).toMatchObject({ error: 'bad_gateway' })
+  })
+
+  it('closes a connection whose request body was not all read by the time the answer went out', async () => {
+    const port = new URL(gateway.url).port
+    // 10 bytes declared, 3 sent: the answer comes before the rest, which the connection would still owe.
+    const answer = await exchange(`POST /app/upload HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\ncontent-type: text/plain\r\ncontent-length: 10\r\n\r\n`, 'abc')
+    expect(answer).toMatch(/^HTTP\/1\.1 200 /)
+    expect(answer.toLowerCase()).toContain('\r\nconnection: close\r\n')
+  })
+
+  it('keeps the connection of a request whose body was all read', async () => {
+    const response = await fetch(`${gateway.url}/app/upload`, { method: 'POST', body: 'abc' })
+    expect(response.status).toBe(200)
+    expect(response.headers.get('connection')).not.toBe('close')
+    await response.arrayBuffer()
+  })
+
+  it('lets go of the upstream\'s answer once the client has gone', async () => {
+    // A connection of its own, closed by the client once the answer has begun.
+    const status = await new Promise<number | undefined>((resolve, reject) => {
+      const request = get(`${gateway.url}/app/endless`, { agent: false }, (response) => {
+        resolve(response.statusCode)
+        request.destroy()
+      })
+      request.on('error', (error) => { if (!request.destroyed) reject(error) })
+    })
+    expect(status).toBe(200)
+    const finished = await Promise.race([endlessClosed, new Promise<string>((resolve) => setTimeout(() => resolve('still open after the route timeout'), TIMEOUT_MS))])
+    expect(finished).toBe(false)
+  })
+})
