@@ -45,22 +45,22 @@ export function upstreamError (target: UpstreamTarget, error: Error & { code?: s
  * there, so the whole read is bounded by the route's timeout from the headers' arrival
  * (`deadlines`), not only the gaps between its chunks. Any other body streams as it arrives.
  */
-export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDeadlines, request: FastifyRequest, reply: FastifyReply, stream: UpstreamAnswer['body']): void {
-  if (stream instanceof UpstreamFailure) {
-    reply.send(upstreamError(target, stream.reason, request.url))
+export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDeadlines, request: FastifyRequest, reply: FastifyReply, body: UpstreamAnswer['body']): void {
+  if (body instanceof UpstreamFailure) {
+    reply.send(upstreamError(target, body.reason, request.url))
     return
   }
-  if (stream instanceof StreamedBody) {
+  if (body instanceof StreamedBody) {
     // Its written chunks are freed every few MiB, not after tens of them (chunk-collector.ts).
-    request.upstreamBody = chunkCollector().watch(stream)
-    reply.send(stream)
+    request.upstreamBody = chunkCollector().watch(body)
+    reply.send(body)
     return
   }
-  const read = deadlines.start(stream)
-  stream.read((error, body) => {
+  const read = deadlines.start(body)
+  body.read((error, whole) => {
     deadlines.end(read)
     if (error === null) {
-      reply.send(body)
+      reply.send(whole)
       return
     }
     // Nothing was sent yet: answer a clean 502/504 without any of the upstream's headers.
