@@ -7,6 +7,7 @@
 // before: it copied the headers twice, built and cached a URL, and retried a GET answered 503 up
 // to ten times; about 4 µs of CPU per request (docs/performance.md).
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { AsyncResource } from 'node:async_hooks'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { RouteConfig } from '../config/types.js'
@@ -16,7 +17,7 @@ import { clientBoundHeaders } from './headers.js'
 import type { UpstreamHeaders } from './request-headers.js'
 import type { UpstreamAnswer, UpstreamPool } from './upstream-pool.js'
 import type { UpstreamPaths } from './upstream-path.js'
-import { sendUpstreamResponse, upstreamError } from './upstream-response.js'
+import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from './upstream-response.js'
 
 /** What a route's forwarder is made of. */
 export interface ForwardParts {
@@ -42,7 +43,9 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     // Every content type streams unparsed (the route's parser); GET and HEAD are not parsed at all.
     const body = request.body as Readable | undefined
     request.upstreamStart = performance.now()
-    pool.request({ path, method: request.method, headers: out, body }, (answer) => { answered(request, reply, answer) })
+    // Answered in this request's own async context (its trace), not that of whichever request
+    // opened the pooled connection the answer came on.
+    pool.request({ path, method: request.method, headers: out, body }, AsyncResource.bind((answer: UpstreamAnswer) => { answered(request, reply, answer) }))
   }
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {
@@ -52,16 +55,24 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
       body.destroy()
       return
     }
-    if (statusCode < 100 || statusCode > 599) {
-      body.destroy()
-      reply.send(upstreamError(target, Object.assign(new Error(`the upstream answered with status ${statusCode}`), { code: 'UPSTREAM_BAD_STATUS' }), request.url))
-      return
+    if (statusCode < 200 || statusCode > 599) return refuse(request, reply, body, `the upstream answered with status ${statusCode}`)
+    try {
+      reply.code(statusCode)
+      reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable))
+    } catch (error) {
+      // Headers Node will not send as they are: the upstream's answer is not passed on.
+      return refuse(request, reply, body, `the upstream's answer could not be passed on: ${(error as Error).message}`)
     }
-    reply.code(statusCode)
-    reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable))
     // An HTTP/1 connection cannot take another request until this one's body has been read.
     if (!request.raw.complete) reply.header('connection', 'close')
     sendUpstreamResponse(target, deadlines, request, reply, body)
+  }
+
+  /** Lets the upstream's answer go and answers 502 `bad_gateway` without any of its headers. */
+  function refuse (request: FastifyRequest, reply: FastifyReply, body: UpstreamAnswer['body'], reason: string): void {
+    body.destroy()
+    withoutUpstreamHeaders(reply)
+    reply.send(upstreamError(target, Object.assign(new Error(reason), { code: 'UPSTREAM_BAD_ANSWER' }), request.url))
   }
 }
 
@@ -74,8 +85,10 @@ function relocated (headers: IncomingHttpHeaders, paths: UpstreamPaths): Incomin
     if (typeof value === 'string' && INVALID_VALUE.test(value)) headers[name] = value.replace(INVALID_VALUE_ALL, '')
     else if (Array.isArray(value) && value.some((line) => INVALID_VALUE.test(line))) headers[name] = value.map((line) => line.replace(INVALID_VALUE_ALL, ''))
   }
-  const location = headers.location
-  if (location !== undefined) headers.location = paths.location(location)
+  // Two Location headers (undici gives them as a list): each is mapped.
+  const location = headers.location as string | string[] | undefined
+  if (typeof location === 'string') headers.location = paths.location(location)
+  else if (location !== undefined) (headers as Record<string, string | string[]>).location = location.map((value) => paths.location(value))
   return headers
 }
 

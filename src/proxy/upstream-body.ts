@@ -107,6 +107,11 @@ export class StreamedBody extends Readable implements UpstreamBody {
 
   fail (error: Error): void {
     this.ended = true
+    // Whoever reads the stream hears of the error; with no reader yet (or any more), it must not
+    // become an uncaught exception (undici's own body streams do the same).
+    this.on('error', ignore)
     this.destroy(error)
   }
 }
+
+function ignore (): void {}

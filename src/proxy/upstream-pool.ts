@@ -50,6 +50,9 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
   }
 
   onResponseStart (controller: Dispatcher.DispatchController, statusCode: number, headers: IncomingHttpHeaders): void {
+    // An interim answer (102 Processing, 103 Early Hints) is not the answer: the final one follows,
+    // within the same deadline (undici's request API skipped them too).
+    if (statusCode < 200) return
     const callback = this.callback
     // Answered already, at its deadline: the late response is not wanted.
     if (callback === null) return controller.abort(new errors.RequestAbortedError())

@@ -1,8 +1,9 @@
 // What the route's forwarder (src/proxy/forward.ts) does with an upstream's answer beyond passing
 // it on, through a real gateway and a real node:http upstream: an answer is sent once (a GET
-// answered 503 is not retried behind the client's back), a status no HTTP client may be given is
-// 502, a connection whose request body was not all read is closed after the answer, and a client
-// that has gone lets go of the upstream's answer.
+// answered 503 is not retried behind the client's back), a status above 599 is 502, interim
+// answers (102, 103) are not taken for the answer, two Location headers are both mapped back under
+// the route, a connection whose request body was not all read is closed after the answer, and a
+// client that has gone lets go of the upstream's answer.
 import { createServer, get, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -27,6 +28,14 @@ beforeAll(async () => {
       response.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '1' }).end('busy')
     } else if (request.url === '/app/odd-status') {
       response.writeHead(799, { 'content-type': 'text/plain' }).end('odd')
+    } else if (request.url === '/app/interim') {
+      response.writeProcessing()
+      response.writeEarlyHints({ link: '</style.css>; rel=preload; as=style' })
+      response.writeHead(200, { 'content-type': 'text/plain', 'content-length': '5' }).end('final')
+    } else if (request.url?.startsWith('/inner/two-locations')) {
+      // Chunked (no declared length): the body streams.
+      response.setHeader('location', ['/inner/a', '/inner/b'])
+      response.writeHead(302, { 'content-type': 'text/plain' }).end('moved')
     } else if (request.url === '/app/endless') {
       // Streams until the other side goes: a chunk every 10 ms.
       response.writeHead(200, { 'content-type': 'text/plain' })
@@ -41,7 +50,13 @@ beforeAll(async () => {
     }
   })
   const url = await listen(upstream)
-  gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: url, auth: 'none', timeout: `${TIMEOUT_MS}ms` }] })
+  gateway = await startGateway({
+    store: { type: 'memory' },
+    routes: [
+      { path: '/app/', upstream: url, auth: 'none', timeout: `${TIMEOUT_MS}ms` },
+      { path: '/mapped/', upstream: url, auth: 'none', rewritePrefix: '/inner/', timeout: `${TIMEOUT_MS}ms` },
+    ],
+  })
 })
 
 afterAll(async () => {
@@ -72,10 +87,24 @@ describe('the forwarder', () => {
     expect(asked.slice(before)).toEqual(['/app/busy'])
   })
 
-  it('answers 502 bad_gateway for a status outside 100-599', async () => {
+  it('answers 502 bad_gateway for a status above 599', async () => {
     const response = await fetch(`${gateway.url}/app/odd-status`, { headers: { accept: 'application/json' } })
     expect(response.status).toBe(502)
     expect(await response.json()).toMatchObject({ error: 'bad_gateway' })
+  })
+
+  it('waits past 102 Processing and 103 Early Hints for the answer', async () => {
+    const response = await fetch(`${gateway.url}/app/interim`)
+    expect(response.status).toBe(200)
+    expect(await response.text()).toBe('final')
+  })
+
+  it('maps both of two Location headers back under the route, and keeps serving', async () => {
+    const response = await fetch(`${gateway.url}/mapped/two-locations`, { redirect: 'manual' })
+    expect(response.status).toBe(302)
+    expect(response.headers.get('location')).toBe('/mapped/a, /mapped/b')
+    expect(await response.text()).toBe('moved')
+    expect((await fetch(`${gateway.url}/app/busy`)).status).toBe(503)
   })
 
   it('closes a connection whose request body was not all read by the time the answer went out', async () => {
