@@ -7,7 +7,6 @@
 // before: it copied the headers twice, built and cached a URL, and retried a GET answered 503 up
 // to ten times; about 4 µs of CPU per request (docs/performance.md).
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { AsyncResource } from 'node:async_hooks'
 import type { IncomingHttpHeaders } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { RouteConfig } from '../config/types.js'
@@ -43,9 +42,11 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     // Every content type streams unparsed (the route's parser); GET and HEAD are not parsed at all.
     const body = request.body as Readable | undefined
     request.upstreamStart = performance.now()
-    // Answered in this request's own async context (its trace), not that of whichever request
-    // opened the pooled connection the answer came on.
-    pool.request({ path, method: request.method, headers: out, body }, AsyncResource.bind((answer: UpstreamAnswer) => { answered(request, reply, answer) }))
+    // The answer is handled in the async context of whichever request opened the pooled connection
+    // it came on, not this one's: nothing from here on reads that context (tracing keeps each
+    // request's span on the request). Binding it back (AsyncResource.bind) cost half as much CPU
+    // again per request (`npm run bench -- --against`, 2026-11-29).
+    pool.request({ path, method: request.method, headers: out, body }, (answer) => { answered(request, reply, answer) })
   }
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {
