@@ -56,7 +56,8 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
       body.destroy()
       return
     }
-    if (statusCode < 200 || statusCode > 599) return refuse(request, reply, body, `the upstream answered with status ${statusCode}`)
+    // The pool hands on only final answers (200 and up); undici reads three digits, so up to 999.
+    if (statusCode > 599) return refuse(request, reply, body, `the upstream answered with status ${statusCode}`)
     try {
       reply.code(statusCode)
       reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable))

@@ -64,7 +64,11 @@ afterAll(async () => {
   if (upstream) await close(upstream)
 })
 
-/** Writes `head` (and `body`) on a socket of its own; resolves with what the gateway sent before its first pause of 100 ms, or before it closed. */
+/**
+ * Writes `head` (and `body`) on a socket of its own; resolves with all the gateway sent once it has
+ * closed the connection. Not rawRequest (test/helpers/raw-http.ts): that one asks for
+ * `Connection: close` itself, which is what the test must see the gateway choose.
+ */
 async function exchange (head: string, body = ''): Promise<string> {
   return await new Promise((resolve, reject) => {
     const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1', () => socket.write(head + body))
