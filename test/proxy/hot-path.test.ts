@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import pino from 'pino'
 import { describe, expect, it } from 'vitest'
-import { BatchedDestination } from '../../src/ops/log-destination.js'
+import { BatchedDestination, bytesTo } from '../../src/ops/log-destination.js'
 import { Metrics } from '../../src/ops/metrics.js'
 import { Sealer } from '../../src/session/seal.js'
 import { cookieValue } from '../../src/session/cookie.js'
@@ -136,7 +136,7 @@ describe('the session cache', () => {
 describe('BatchedDestination', () => {
   it('hands the lines of one window to its target in one write, in order', async () => {
     const writes: string[] = []
-    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 30)
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {} }, 30)
     destination.write('one\n')
     destination.write('two\n')
     await new Promise((resolve) => setImmediate(resolve))
@@ -149,19 +149,38 @@ describe('BatchedDestination', () => {
     expect(writes).toEqual(['one\ntwo\nthree\n', 'four\n'])
   })
 
-  it('writes a full batch at once, without waiting for the window', () => {
+  it('writes a full batch at once, without waiting for the window, and a line longer than a batch on its own', () => {
     const writes: string[] = []
-    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 60_000, 3)
-    for (const line of ['a\n', 'b\n', 'c\n', 'd\n']) destination.write(line)
-    expect(writes).toEqual(['a\nb\nc\n'])
+    // A line is taken while three bytes for each of its UTF-16 units fit in the batch's 12: 'c\n'
+    // (2 + 3 + 2 bytes written, 6 asked for) starts the next batch.
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {} }, 60_000, 12)
+    for (const line of ['a\n', 'é\n', 'b\n', 'c\n']) destination.write(line)
+    expect(writes).toEqual(['a\né\nb\n'])
+    destination.write('a line of 16 B\n\n')
+    expect(writes).toEqual(['a\né\nb\n', 'c\n', 'a line of 16 B\n\n'])
     destination.flushSync()
-    expect(writes).toEqual(['a\nb\nc\n', 'd\n'])
+    expect(writes).toHaveLength(3)
+  })
+
+  it('keeps what is pending as bytes, not as the lines pino handed it (they die young: see the file)', () => {
+    const writes: Buffer[] = []
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 60_000)
+    destination.write('{"msg":"ünïcödé ✓ 𝄞"}\n')
+    destination.write('{"msg":"two"}\n')
+    destination.flushSync()
+    expect(writes).toHaveLength(1)
+    expect(Buffer.isBuffer(writes[0])).toBe(true)
+    expect(writes[0]!.toString('utf8')).toBe('{"msg":"ünïcödé ✓ 𝄞"}\n{"msg":"two"}\n')
+    // The batch is reused: what was handed on is a copy, which the next lines do not overwrite.
+    destination.write('{"msg":"three"}\n')
+    destination.flush()
+    expect(writes.map((chunk) => chunk.toString('utf8'))).toEqual(['{"msg":"ünïcödé ✓ 𝄞"}\n{"msg":"two"}\n', '{"msg":"three"}\n'])
   })
 
   it('loses nothing on flushSync: every line reaches the file through a real pino destination', async () => {
     const file = join(await mkdtemp(join(tmpdir(), 'gw-log-')), 'out.log')
-    const target = pino.destination({ dest: file, sync: false })
-    await new Promise((resolve) => target.once('ready', resolve))
+    const target = bytesTo(file)
+    await new Promise<void>((resolve) => target.once('ready', resolve))
     const destination = new BatchedDestination(target)
     const log = pino({ base: undefined, timestamp: false }, destination)
     for (let i = 0; i < 1000; i++) log.info({ i }, 'line')
