@@ -1,9 +1,58 @@
-// Loopback ports and servers for tests: ports come from the OS (port 0), never fixed.
+// Loopback ports and servers for tests: never fixed; from the OS (port 0) for a server of the test
+// process itself, from a block of the worker's own for one another process binds (freePort).
+import { randomInt } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { createServer, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 
-/** A free loopback port, obtained by binding port 0 and releasing it. */
+/** Whether `port` can be bound on loopback now (it is let go again at once). */
+export async function bindable (port: number): Promise<boolean> {
+  const server = createServer()
+  return await new Promise((resolve) => {
+    server.once('error', () => resolve(false))
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
+  })
+}
+
+/**
+ * Ports for a server another process binds (a gateway, Redis, nginx a test starts): below the OS's
+ * ephemeral range, from a block of this test worker's own. A port the OS handed out for port 0 and
+ * took back could be handed out again before that process bound it: as the port of another test's
+ * server listening on port 0 (which then took the requests meant for the process, and a check
+ * asking it once hung until the hook's timeout; the process itself exited with EADDRINUSE), or as
+ * the local end of an outgoing connection. The OS hands out neither from below its range, and no
+ * other worker takes from this block, so what can be in the way is only this worker's own earlier
+ * ports, still bound (skipped). 9 blocks (bench, and workers 1-8) of 1,100 end below 20,000, and
+ * their Redis Cluster bus ports (+10,000) below 30,000. Where the ephemeral range starts lower than
+ * that (not Linux's default), the OS's port 0 as before.
+ */
+const BLOCKS_FROM = 10_000
+const BLOCK = 1_100
+const BLOCKS = 9
+let offset = randomInt(BLOCK)
+
+function ephemeralFrom (): number {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0])
+  } catch {
+    return 0
+  }
+}
+const belowEphemeral = ephemeralFrom() > BLOCKS_FROM + BLOCK * BLOCKS + 10_000
+
+/** A loopback port free now, for a server another process will bind (see `BLOCKS_FROM`). */
 export async function freePort (): Promise<number> {
+  if (!belowEphemeral) return await portFromOs()
+  const first = BLOCKS_FROM + (Number(process.env.VITEST_POOL_ID ?? 0) % BLOCKS) * BLOCK
+  for (let tried = 0; tried < BLOCK; tried++) {
+    const port = first + (offset++ % BLOCK)
+    if (await bindable(port)) return port
+  }
+  throw new Error(`no free loopback port in ${first}-${first + BLOCK - 1}`)
+}
+
+/** A free loopback port, obtained by binding port 0 and releasing it. */
+async function portFromOs (): Promise<number> {
   const server = createServer()
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const { port } = server.address() as AddressInfo
@@ -79,7 +128,12 @@ export async function close (server: Server): Promise<void> {
 export async function waitFor (check: () => Promise<boolean>, timeoutMs: number, what: string | (() => string)): Promise<void> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
-    if (await check().catch(() => false)) return
+    // A check that never settles (a request to a server that accepted and never answers) ends at the deadline too.
+    let timer: NodeJS.Timeout | undefined
+    const late = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now())) })
+    const done = await Promise.race([check().catch(() => false), late])
+    clearTimeout(timer)
+    if (done) return
     await new Promise((resolve) => setTimeout(resolve, 50))
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${typeof what === 'string' ? what : what()}`)

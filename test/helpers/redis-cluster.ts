@@ -4,12 +4,11 @@
 // its replica within seconds (failover tests).
 import { execFile, spawn, type ChildProcess } from 'node:child_process'
 import { mkdtemp } from 'node:fs/promises'
-import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import { Redis } from 'ioredis'
-import { freePort, waitFor } from './net.js'
+import { bindable, freePort, waitFor } from './net.js'
 import { launched } from './redis.js'
 import { acknowledged } from './redis-sentinel.js'
 
@@ -34,14 +33,6 @@ export interface ClusterOptions {
 /** Runs redis-cli against one node; its output. */
 export async function redisCli (port: number, ...args: string[]): Promise<string> {
   return (await run('redis-cli', ['-p', String(port), ...args])).stdout
-}
-
-async function bindable (port: number): Promise<boolean> {
-  const server = createServer()
-  return await new Promise((resolve) => {
-    server.once('error', () => resolve(false))
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)))
-  })
 }
 
 /** A free port whose cluster-bus port (+10000) is free too. */
