@@ -59,7 +59,14 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
     this.callback = null
     this.pool.settled(this)
     const body = readsWhole(this.method, statusCode, headers) ? new WholeBody(controller) : new StreamedBody(controller)
-    this.body = body
+    if (statusCode === 204 || statusCode === 304) {
+      // No body, whatever length it declares (a 304 may declare the 200's: RFC 9110 8.6): it ends
+      // with its headers. undici would fail it for the declared bytes that never come (its parser
+      // spares only a HEAD's answer), and the client would get 502 for its 304.
+      body.end()
+    } else {
+      this.body = body
+    }
     callback({ statusCode, headers, body })
   }
 

@@ -1,7 +1,8 @@
 // What the route's forwarder (src/proxy/forward.ts) does with an upstream's answer beyond passing
 // it on, through a real gateway and a real node:http upstream: an answer is sent once (a GET
 // answered 503 is not retried behind the client's back), a status above 599 is 502, interim
-// answers (102, 103) are not taken for the answer, two Location headers are both mapped back under
+// answers (102, 103) are not taken for the answer, a 304 or 204 is passed on though the upstream
+// declared a length for it, two Location headers are both mapped back under
 // the route, a connection whose request body was not all read is closed after the answer, and a
 // client that has gone lets go of the upstream's answer.
 import { createServer, get, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
@@ -26,6 +27,12 @@ beforeAll(async () => {
     asked.push(request.url!)
     if (request.url === '/app/busy') {
       response.writeHead(503, { 'content-type': 'text/plain', 'retry-after': '1' }).end('busy')
+    } else if (request.url === '/app/not-modified') {
+      // RFC 9110 8.6: a 304 may carry the Content-Length the 200 would have had; it has no body.
+      response.writeHead(304, { etag: '"v1"', 'content-length': '5' }).end()
+    } else if (request.url === '/app/no-content') {
+      // Not allowed on a 204 (RFC 9110 8.6), sent all the same by some servers: still no body.
+      response.writeHead(204, { 'content-length': '5' }).end()
     } else if (request.url === '/app/odd-status') {
       response.writeHead(799, { 'content-type': 'text/plain' }).end('odd')
     } else if (request.url === '/app/interim') {
@@ -89,6 +96,21 @@ describe('the forwarder', () => {
     expect(response.headers.get('retry-after')).toBe('1')
     expect(await response.text()).toBe('busy')
     expect(asked.slice(before)).toEqual(['/app/busy'])
+  })
+
+  it.each([
+    ['/app/not-modified', 304],
+    ['/app/no-content', 204],
+  ])('passes %s on as %i without a body though the upstream declared a length, and keeps serving', async (path, status) => {
+    const response = await fetch(`${gateway.url}${path}`, { headers: { 'if-none-match': '"v1"' } })
+    expect(response.status).toBe(status)
+    if (status === 304) expect(response.headers.get('etag')).toBe('"v1"')
+    expect(await response.text()).toBe('')
+    expect((await fetch(`${gateway.url}/app/busy`)).status).toBe(503)
+    // On the wire: the head and nothing after it.
+    const raw = await exchange(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`)
+    expect(raw).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `))
+    expect(raw.endsWith('\r\n\r\n')).toBe(true)
   })
 
   it('answers 502 bad_gateway for a status above 599', async () => {
