@@ -19,7 +19,12 @@ export const WHOLE_BODY_MAX = 64 * 1024
  */
 export function readsWhole (method: string, status: number, headers: IncomingHttpHeaders): boolean {
   return Number(headers['content-length']) <= WHOLE_BODY_MAX && headers['content-type'] !== undefined &&
-    method !== 'HEAD' && status >= 200 && status !== 204 && status !== 304
+    method !== 'HEAD' && status >= 200 && !bodiless(status)
+}
+
+/** A final answer that has no body whatever length it declares (RFC 9110 6.4.1: 204, 304). */
+export function bodiless (status: number): boolean {
+  return status === 204 || status === 304
 }
 
 /** What the pool feeds a body with, from undici's handler. */

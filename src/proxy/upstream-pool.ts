@@ -6,7 +6,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import { Pool, errors, type Dispatcher } from 'undici'
 import { sharedLookup } from '../ops/shared-lookup.js'
 import { DeadlineList, nodeTimers, type DeadlineTimers, type Timed } from './deadline-list.js'
-import { readsWhole, StreamedBody, WholeBody, type UpstreamBody } from './upstream-body.js'
+import { bodiless, readsWhole, StreamedBody, WholeBody, type UpstreamBody } from './upstream-body.js'
 
 /** What a request's caller gets: the answer's status and headers, and its body as it comes. */
 export interface UpstreamAnswer {
@@ -59,7 +59,7 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
     this.callback = null
     this.pool.settled(this)
     const body = readsWhole(this.method, statusCode, headers) ? new WholeBody(controller) : new StreamedBody(controller)
-    if (statusCode === 204 || statusCode === 304) {
+    if (bodiless(statusCode)) {
       // No body, whatever length it declares (a 304 may declare the 200's: RFC 9110 8.6): it ends
       // with its headers. undici would fail it for the declared bytes that never come (its parser
       // spares only a HEAD's answer), and the client would get 502 for its 304.
