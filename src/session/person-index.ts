@@ -16,10 +16,11 @@
 // the list and the revoke button name is a public id, a keyed hash of the store id (not the cookie,
 // and it opens nothing); the providers a session shows are those of this person's keys that list it.
 //
-// The key is a ranked set (score: the sign-in time) kept to MAX_SESSIONS entries: a sign-in beyond
-// that drops the oldest entry and ends its session. The set lives as long as its longest-lived
+// The key is a ranked set (score: the sign-in time) kept to MAX_SESSIONS live entries: a sign-in
+// beyond that drops the oldest entry and ends its session. The set lives as long as its longest-lived
 // session (a sign-in and every renewal of a session's idle timeout grow its expiry, never shorten
-// it), and entries whose session is gone are pruned when the list is read.
+// it), and entries whose session is gone are pruned when the list is read or a sign-in finds the
+// key full. A sign-in into a key with room is one store command (a script).
 //
 // Last seen is read from the session itself: its remaining idle time (PTTL) says when its timeout
 // was last renewed, which a request does when it reads the record from the store (at most one
@@ -27,7 +28,7 @@
 //
 // Keys: every secret of the Sealer (the current one seals, all open), so a rotated secret still
 // finds and opens what its predecessor wrote; the store key is a keyed hash under each secret in turn.
-import { createHmac } from 'node:crypto'
+import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { storeKeys, type KeyValue, type Sets } from '../store/store.js'
 import type { BrowserFamily } from './browser-family.js'
@@ -53,8 +54,8 @@ interface Found { key: string, provider: string, member: Buffer, entry: PersonEn
 export interface IndexedSession { readonly id: string, readonly record: SessionRecord }
 
 export class PersonIndex {
-  /** Each secret's key for the store keys' hash, current first. */
-  private readonly hashKeys: readonly Buffer[]
+  /** Each secret's key for the store keys' hash, current first (KeyObjects: a raw key costs each HMAC about four times as much). */
+  private readonly hashKeys: readonly KeyObject[]
 
   constructor (
     private readonly store: Sets & Pick<KeyValue, 'remainingMs'>,
@@ -67,16 +68,16 @@ export class PersonIndex {
     private readonly clock: Clock = systemClock,
     private readonly max = MAX_SESSIONS
   ) {
-    this.hashKeys = sealer.keys.map((key) => createHmac('sha256', key.derive('person-index').export()).update('hash').digest())
+    this.hashKeys = sealer.keys.map((key) => createSecretKey(createHmac('sha256', key.derive('person-index').export()).update('hash').digest()))
   }
 
-  private storeKey (hashKey: Buffer, provider: string, iss: string, subject: string): string {
+  private storeKey (hashKey: KeyObject, provider: string, iss: string, subject: string): string {
     // JSON: one reading of the three parts, and no raw NUL, which every earlier (provider NUL user name) key holds.
     return storeKeys.person(createHmac('sha256', hashKey).update(JSON.stringify([provider, iss, subject])).digest('base64url'))
   }
 
   /** The person keys of a record's identities (one per provider that gave a subject), under `hashKeys`, with their provider. */
-  private personKeys (record: SessionRecord, hashKeys: readonly Buffer[]): Array<{ key: string, provider: string }> {
+  private personKeys (record: SessionRecord, hashKeys: readonly KeyObject[]): Array<{ key: string, provider: string }> {
     const found: Array<{ key: string, provider: string }> = []
     for (const hashKey of hashKeys) {
       for (const [provider, identity] of Object.entries(record.identities ?? {})) {
@@ -93,15 +94,18 @@ export class PersonIndex {
    */
   async add (session: IndexedSession, browser: BrowserFamily, origin?: SignInOrigin): Promise<void> {
     const entry = { sessionId: session.id, started: session.record.createdAt, browser, ...(origin === undefined ? {} : { origin }) }
-    // Entries of sessions that are gone (the one this sign-in replaced, when it added a provider or
-    // stepped up) are removed first: only live sessions count against the bound.
-    await this.entries(session.record)
     // Ranked by this sign-in's time, not the session's start (a replaced session keeps its start):
     // the entry just added is the newest, never the one the bound drops.
     const now = this.clock.now()
     for (const { key } of this.personKeys(session.record, this.hashKeys.slice(0, 1))) {
-      const dropped = await this.store.addRanked(key, sealEntry(this.sealer, key, entry), now, this.ttlMs, this.max)
-      for (const gone of dropped) {
+      const member = sealEntry(this.sealer, key, entry)
+      // One script while the key has room. Entries of sessions that are gone (the one this sign-in
+      // replaced, when it added a provider or stepped up) wait for the next read of the list, which
+      // prunes them; when the key is full they are pruned first, so only live sessions count
+      // against the bound, and what is still over it is dropped oldest first.
+      if (await this.store.addRankedIfRoom(key, member, now, this.ttlMs, this.max)) continue
+      await this.entries(session.record)
+      for (const gone of await this.store.addRanked(key, member, now, this.ttlMs, this.max)) {
         const sessionId = openEntry(this.sealer, key, gone)?.sessionId
         if (sessionId !== undefined && sessionId !== session.id) await this.end(sessionId)
       }

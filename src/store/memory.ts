@@ -86,6 +86,17 @@ export class MemoryStore implements SessionStore {
   }
 
   async addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> {
+    return this.rank(key, member, score, ttlMs, max)
+  }
+
+  async addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<boolean> {
+    const members = this.liveRanked(key)?.members
+    if (members && !members.has(member.toString('latin1')) && members.size >= max) return false
+    this.rank(key, member, score, ttlMs, max)
+    return true
+  }
+
+  private rank (key: string, member: Buffer, score: number, ttlMs: number, max: number): Buffer[] {
     const set = this.liveRanked(key) ?? { members: new Map<string, number>(), expiresAt: 0 }
     set.members.set(member.toString('latin1'), score)
     set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)

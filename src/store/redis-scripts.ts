@@ -32,6 +32,13 @@ const ADD_RANKED = "redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) " +
   "local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[3]) then redis.call('pexpire', KEYS[1], ARGV[3]) end " +
   "local over = redis.call('zcard', KEYS[1]) - tonumber(ARGV[4]) if over <= 0 then return {} end " +
   "local dropped = redis.call('zrange', KEYS[1], 0, over - 1) redis.call('zremrangebyrank', KEYS[1], 0, over - 1) return dropped"
+/**
+ * ZADD ARGV[1] with score ARGV[2] and the expiry grown as ADD_RANKED does, only when the set then
+ * holds at most ARGV[4] members (a member already there is only re-scored): 1, else 0 and nothing changed.
+ */
+const ADD_RANKED_IF_ROOM = "if not redis.call('zscore', KEYS[1], ARGV[1]) and redis.call('zcard', KEYS[1]) >= tonumber(ARGV[4]) then return 0 end " +
+  "redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) " +
+  "local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[3]) then redis.call('pexpire', KEYS[1], ARGV[3]) end return 1"
 
 declare module 'ioredis' {
   interface RedisCommander<Context> {
@@ -49,6 +56,8 @@ declare module 'ioredis' {
     addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<string[], Context>
     /** The same, with the dropped members as bytes (ioredis defines the Buffer form of each command). */
     addRankedBuffer (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<Buffer[], Context>
+    /** ADD_RANKED_IF_ROOM: the add only within the bound. */
+    addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<number, Context>
   }
 }
 
@@ -61,4 +70,5 @@ export function defineScripts (redis: Redis | Cluster): void {
   redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
   redis.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
   redis.defineCommand('addRanked', { numberOfKeys: 1, lua: ADD_RANKED })
+  redis.defineCommand('addRankedIfRoom', { numberOfKeys: 1, lua: ADD_RANKED_IF_ROOM })
 }

@@ -69,6 +69,11 @@ export interface Sets {
    * caller can end what they stood for. One Lua script on Redis (ZADD, ZREMRANGEBYRANK).
    */
   addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]>
+  /**
+   * The same add, only when the set then holds at most `max` members (a member already there is
+   * only re-scored): true when added; false, and nothing changed, when the set is full.
+   */
+  addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<boolean>
   /** A ranked set's members (bytes), lowest score first (none when absent). */
   rankedMembers (key: string): Promise<Buffer[]>
   /** Removes `member` from a ranked set; nothing if it is not there. */

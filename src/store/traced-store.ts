@@ -34,6 +34,7 @@ export class TracedStore implements SessionStore {
   takeMembers (key: string): Promise<string[]> { return this.traced('takeMembers', () => this.store.takeMembers(key)) }
   addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> { return this.traced('addRanked', () => this.store.addRanked(key, member, score, ttlMs, max)) }
   rankedMembers (key: string): Promise<Buffer[]> { return this.traced('rankedMembers', () => this.store.rankedMembers(key)) }
+  addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<boolean> { return this.traced('addRankedIfRoom', () => this.store.addRankedIfRoom(key, member, score, ttlMs, max)) }
   removeRanked (key: string, member: Buffer): Promise<void> { return this.traced('removeRanked', () => this.store.removeRanked(key, member)) }
   acquire (key: string, ttlMs: number): Promise<LockHandle | null> { return this.traced('acquire', () => this.store.acquire(key, ttlMs)) }
   release (handle: LockHandle): Promise<boolean> { return this.traced('release', () => this.store.release(handle)) }

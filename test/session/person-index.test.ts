@@ -6,7 +6,7 @@
 // list, and a dump that shows no user id or address. And the User-Agent classifier, with a table of
 // hostile headers.
 import { createHash } from 'node:crypto'
-import { afterEach, describe, expect, it } from 'vitest'
+import { afterEach, describe, expect, it, vi } from 'vitest'
 import { browserFamily, USER_AGENT_READ } from '../../src/session/browser-family.js'
 import { PersonIndex } from '../../src/session/person-index.js'
 import { emptyRecord, withSignIn, type SessionRecord } from '../../src/session/record.js'
@@ -93,6 +93,27 @@ describe('person index', () => {
     expect(ended).toEqual(['s1'])
     expect(await store.get(storeKeys.session(sid('s1')))).toBeNull()
     expect((await index.list(record('alice'))).map((s) => nameOf(s.sessionId))).toEqual(['s4', 's3', 's2'])
+  })
+
+  it('a sign-in into a key with room is one store command; into a full key, what is gone is pruned before anyone is ended', async () => {
+    const { store, index, ended } = setUp(SEALER, 3)
+    // Spies call through: they count what the index asks of the store.
+    const asked = { ifRoom: vi.spyOn(store, 'addRankedIfRoom'), bounded: vi.spyOn(store, 'addRanked'), read: vi.spyOn(store, 'rankedMembers') }
+    const counts = () => ({ ifRoom: asked.ifRoom.mock.calls.length, bounded: asked.bounded.mock.calls.length, read: asked.read.mock.calls.length })
+    await index.add(await live(store, 's1', record('alice')), 'Chrome')
+    await index.add(await live(store, 's2', record('alice'), 1000), 'Chrome')
+    now += 1000
+    await index.add(await live(store, 's3', record('alice')), 'Chrome')
+    expect(counts()).toEqual({ ifRoom: 3, bounded: 0, read: 0 })
+    now += 1000
+    // s2 is gone: the fourth sign-in finds the key full, prunes it, fills the room s2 held, and ends nobody.
+    await index.add(await live(store, 's4', record('alice')), 'Chrome')
+    expect(counts()).toEqual({ ifRoom: 4, bounded: 1, read: 1 })
+    expect(ended).toEqual([])
+    expect((await index.list(record('alice'))).map((s) => nameOf(s.sessionId))).toEqual(['s4', 's3', 's1'])
+    // Full of live sessions, the next one ends the oldest.
+    await index.add(await live(store, 's5', record('alice')), 'Chrome')
+    expect(ended).toEqual(['s1'])
   })
 
   it('prunes sessions that are gone, and expires with its sessions unless a renewal keeps it', async () => {

@@ -378,6 +378,21 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.rankedMembers('ranked-absent')).toEqual([])
   })
 
+  it('a ranked add within the bound: true and added while the set has room or holds the member, false and nothing changed when full', async () => {
+    expect(await store.addRankedIfRoom('ranked-room', m('a'), 10, 10_000, 2)).toBe(true)
+    expect(await store.addRankedIfRoom('ranked-room', m('b'), 20, 10_000, 2)).toBe(true)
+    expect(await store.addRankedIfRoom('ranked-room', m('c'), 30, 10_000, 2)).toBe(false)
+    expect(await store.rankedMembers('ranked-room')).toEqual([m('a'), m('b')])
+    // A member already there is re-scored, full or not.
+    expect(await store.addRankedIfRoom('ranked-room', m('a'), 40, 10_000, 2)).toBe(true)
+    expect(await store.rankedMembers('ranked-room')).toEqual([m('b'), m('a')])
+    await store.removeRanked('ranked-room', m('b'))
+    expect(await store.addRankedIfRoom('ranked-room', m('c'), 30, 10_000, 2)).toBe(true)
+    expect(await store.rankedMembers('ranked-room')).toEqual([m('c'), m('a')])
+    // It has the expiry it was given (not none: PTTL -1).
+    if (backend.raw) expect(await pttl('ranked-room')).toBeGreaterThan(0)
+  })
+
   it("a ranked set's expiry only grows, extend lengthens it, and without it the set expires", async () => {
     await store.addRanked('ranked-grow', m('a'), 1, before(50_000), 10)
     await store.addRanked('ranked-grow', m('b'), 2, before(30), 10)
