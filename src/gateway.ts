@@ -28,6 +28,7 @@ import { SessionIndex } from './oauth/session-index.js'
 import { Flows } from './oauth/state.js'
 import { signinRateLimit } from './http/rate-limit.js'
 import { RequestEnd } from './http/request-end.js'
+import { drainOnClose } from './http/drain.js'
 import { Sealer, randomToken } from './session/seal.js'
 import { PersonIndex } from './session/person-index.js'
 import { Sessions } from './session/session.js'
@@ -131,6 +132,7 @@ function startAndStop (app: FastifyInstance, { providers, sessions, assertions, 
     }
     assertions?.keys.warmUp()
   })
+  drainOnClose(app)
   app.addHook('onClose', async () => store.close())
 }
 

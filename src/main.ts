@@ -94,12 +94,8 @@ async function serve (loaded: GatewayConfig): Promise<void> {
       process.exit(1)
     }, config.server.shutdownTimeoutMs)
     timer.unref()
-    // A keep-alive connection whose last request finishes during the shutdown would otherwise stay
-    // open until the client drops it: close each one as soon as it is idle.
-    const idle = setInterval(() => app.server.closeIdleConnections(), 100)
-    idle.unref()
+    // Connections with no request in flight do not hold it (src/http/drain.ts).
     await app.close()
-    clearInterval(idle)
     app.log.info('shut down')
     process.exit(0)
   }

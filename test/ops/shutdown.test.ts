@@ -1,12 +1,15 @@
 // Graceful shutdown of the real CLI process: on SIGTERM it stops accepting connections, lets an
-// in-flight request finish, closes the store and exits 0.
+// in-flight request finish, closes the store and exits 0. A connection that has sent nothing yet (a
+// browser opens such connections ahead of time) does not hold the shutdown: Node would keep it until
+// its headersTimeout (60 s), past the shutdownTimeout, and the process would exit 1.
 import { spawn } from 'node:child_process'
+import { connect, type Socket } from 'node:net'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { stringify } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { TEST_SECRET } from '../helpers/gateway.js'
+import { startGateway, TEST_SECRET } from '../helpers/gateway.js'
 import { freePort, waitFor } from '../helpers/net.js'
 import { Children } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -44,6 +47,12 @@ describe('shutdown', () => {
     const url = `http://127.0.0.1:${port}`
     await waitFor(async () => (await fetch(`${url}/readyz`)).ok, 10_000, 'the gateway to be ready')
 
+    // Connected, and silent: no request on it yet.
+    const silent = connect(port, '127.0.0.1')
+    const silentClosed = new Promise<void>((resolve) => silent.once('close', () => resolve()))
+    silent.on('error', () => {})
+    await new Promise((resolve) => silent.once('connect', resolve))
+
     const seenBefore = upstream.seen.length
     const inFlight = fetch(`${url}/public/delay/1000`)
     await waitFor(async () => upstream.seen.length > seenBefore, 5000, 'the request to reach the upstream')
@@ -55,5 +64,34 @@ describe('shutdown', () => {
     expect(response.status).toBe(200)
     expect(await exited).toBe(0)
     expect(output).toContain('"msg":"shut down"')
+    expect(output).not.toContain('did not finish')
+    await silentClosed
+  })
+
+  it('in process: close() ends a connection that never sends a request, and answers one whose request is already under way', async () => {
+    const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/public/', upstream: upstream.url, auth: 'none' }] })
+    const { port } = new URL(gateway.url)
+    const opened = async () => {
+      const socket = connect(Number(port), '127.0.0.1')
+      socket.on('error', () => {})
+      await new Promise((resolve) => socket.once('connect', resolve))
+      return socket
+    }
+    const ended = (socket: Socket) => new Promise<string>((resolve) => {
+      let received = ''
+      socket.on('data', (chunk: Buffer) => { received += chunk.toString('latin1') })
+      socket.once('close', () => resolve(received))
+    })
+    const silent = await opened()
+    const eager = await opened()
+    const silentEnded = ended(silent)
+    const eagerEnded = ended(eager)
+    // Without the drain this close() waits for the silent connection's headersTimeout (60 s).
+    const closing = gateway.close()
+    eager.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+    await closing
+    expect(await silentEnded).toBe('')
+    // Answered (Fastify answers a request that comes while it closes with 503), not cut off.
+    expect(await eagerEnded).toMatch(/^HTTP\/1\.1 \d{3} /)
   })
 })
