@@ -92,7 +92,8 @@ export class MemoryStore implements SessionStore {
   async addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<boolean> {
     const members = this.liveRanked(key)?.members
     if (members && !members.has(member.toString('latin1')) && members.size >= max) return false
-    this.rank(key, member, score, ttlMs, max)
+    // No trim here: as on Redis, a set already over the bound only has the member re-scored.
+    this.rank(key, member, score, ttlMs, Infinity)
     return true
   }
 

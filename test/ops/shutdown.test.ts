@@ -1,7 +1,8 @@
 // Graceful shutdown of the real CLI process: on SIGTERM it stops accepting connections, lets an
 // in-flight request finish, closes the store and exits 0. A connection that has sent nothing yet (a
-// browser opens such connections ahead of time) does not hold the shutdown: Node would keep it until
-// its headersTimeout (60 s), past the shutdownTimeout, and the process would exit 1.
+// browser opens such connections ahead of time) does not hold the shutdown: Node would keep it
+// past the shutdownTimeout (no timeout of Node's ends it once the server is closing), and the
+// process would exit 1.
 import { spawn } from 'node:child_process'
 import { connect, type Socket } from 'node:net'
 import { mkdtemp, writeFile } from 'node:fs/promises'
@@ -86,7 +87,7 @@ describe('shutdown', () => {
     const eager = await opened()
     const silentEnded = ended(silent)
     const eagerEnded = ended(eager)
-    // Without the drain this close() waits for the silent connection's headersTimeout (60 s).
+    // Without the drain this close() waits for the silent connection as long as it stays open.
     const closing = gateway.close()
     eager.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
     await closing
