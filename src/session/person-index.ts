@@ -97,6 +97,7 @@ export class PersonIndex {
     // Ranked by this sign-in's time, not the session's start (a replaced session keeps its start):
     // the entry just added is the newest, never the one the bound drops.
     const now = this.clock.now()
+    let pruned = false
     for (const { key } of this.personKeys(session.record, this.hashKeys.slice(0, 1))) {
       const member = sealEntry(this.sealer, key, entry)
       // One script while the key has room. Entries of sessions that are gone (the one this sign-in
@@ -104,7 +105,9 @@ export class PersonIndex {
       // prunes them; when the key is full they are pruned first, so only live sessions count
       // against the bound, and what is still over it is dropped oldest first.
       if (await this.store.addRankedIfRoom(key, member, now, this.ttlMs, this.max)) continue
-      await this.entries(session.record)
+      // Pruning reads every key of this person: once per sign-in, however many of them are full.
+      if (!pruned) await this.entries(session.record)
+      pruned = true
       for (const gone of await this.store.addRanked(key, member, now, this.ttlMs, this.max)) {
         const sessionId = openEntry(this.sealer, key, gone)?.sessionId
         if (sessionId !== undefined && sessionId !== session.id) await this.end(sessionId)
