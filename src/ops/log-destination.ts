@@ -9,12 +9,15 @@
 // old generation's collections set the p99 (12 ms against the bare proxy's 6, and a fifth more CPU
 // per request). So the lines wait as bytes in one reused buffer outside V8's heap, and the window is
 // 5 ms: with 25 ms the p99 was still 8 ms (docs/performance.md). Nothing is lost at exit: every
-// destination is written out synchronously then.
+// destination is written out synchronously then (only a write sonic-boom had already started in
+// the last moment may be).
 import pino, { type DestinationStream } from 'pino'
 
 interface Target {
   write (chunk: Buffer): unknown
   flushSync (): void
+  /** Written before it returns: at exit, a write handed to libuv's thread pool may never be made. */
+  writeSync (chunk: Buffer): void
 }
 
 /** Every destination made in this process, written out when it exits (process.exit included). */
@@ -27,9 +30,16 @@ let exitHook = false
  */
 export function bytesTo (dest: number | string): Target & { once (event: 'ready', listener: () => void): unknown } {
   const boom = pino.destination({ dest, sync: false, contentMode: 'buffer' })
+  // sonic-boom's flushSync writes what it holds, but a write it has already started stays on the
+  // thread pool; what is written at exit goes through a synchronous destination of its own instead.
+  let atExit: ReturnType<typeof pino.destination> | undefined
   return {
     write: (chunk) => boom.write(chunk as unknown as string),
     flushSync: () => { boom.flushSync() },
+    writeSync: (chunk) => {
+      atExit ??= pino.destination({ dest, sync: true, contentMode: 'buffer' })
+      atExit.write(chunk as unknown as string)
+    },
     once: (event, listener) => boom.once(event, listener),
   }
 }
@@ -91,13 +101,22 @@ export class BatchedDestination implements DestinationStream {
     this.target.write(chunk)
   }
 
-  /** Writes everything out before returning: at shutdown, and what pino calls on a fatal line. */
+  /**
+   * Writes everything out before returning: at shutdown, and what pino calls on a fatal line. What
+   * the target holds first, then what is pending here, synchronously: handed to the target's
+   * asynchronous write, a process ending right after (the "shut down" line) could lose it.
+   */
   flushSync (): void {
-    this.flush()
+    clearTimeout(this.timer)
+    this.timer = undefined
     try {
       this.target.flushSync()
     } catch {
       // sonic-boom refuses while its file descriptor is not open yet: nothing was written to lose.
     }
+    if (this.used === 0) return
+    const chunk = Buffer.copyBytesFrom(this.batch, 0, this.used)
+    this.used = 0
+    this.target.writeSync(chunk)
   }
 }

@@ -2,6 +2,8 @@
 // cookie straight from the Cookie header, the in-process session cache, the batched log
 // destination in front of sonic-boom, and the per-route metric tallies that prom-client reads at
 // scrape time.
+import { pbkdf2 } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { mkdtemp, readFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -136,7 +138,7 @@ describe('the session cache', () => {
 describe('BatchedDestination', () => {
   it('hands the lines of one window to its target in one write, in order', async () => {
     const writes: string[] = []
-    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {} }, 30)
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {}, writeSync: (chunk) => writes.push(chunk.toString()) }, 30)
     destination.write('one\n')
     destination.write('two\n')
     await new Promise((resolve) => setImmediate(resolve))
@@ -153,7 +155,7 @@ describe('BatchedDestination', () => {
     const writes: string[] = []
     // A line is taken while three bytes for each of its UTF-16 units fit in the batch's 12: 'c\n'
     // (2 + 3 + 2 bytes written, 6 asked for) starts the next batch.
-    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {} }, 60_000, 12)
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {}, writeSync: (chunk) => writes.push(chunk.toString()) }, 60_000, 12)
     for (const line of ['a\n', 'é\n', 'b\n', 'c\n']) destination.write(line)
     expect(writes).toEqual(['a\né\nb\n'])
     destination.write('a line of 16 B\n\n')
@@ -164,7 +166,7 @@ describe('BatchedDestination', () => {
 
   it('keeps what is pending as bytes, not as the lines pino handed it (they die young: see the file)', () => {
     const writes: Buffer[] = []
-    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {} }, 60_000)
+    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk), flushSync: () => {}, writeSync: (chunk) => writes.push(chunk) }, 60_000)
     destination.write('{"msg":"ünïcödé ✓ 𝄞"}\n')
     destination.write('{"msg":"two"}\n')
     destination.flushSync()
@@ -193,6 +195,23 @@ describe('BatchedDestination', () => {
     const lines = await read()
     expect([...lines].sort((a, b) => a - b)).toEqual([...Array(1500).keys()])
     expect(lines.filter((i) => i >= 1000)).toEqual([...Array(500).keys()].map((i) => i + 1000))
+  })
+})
+
+describe('BatchedDestination at exit', () => {
+  it('has written what was pending when flushSync returns, with the thread pool busy (a process exits right after)', async () => {
+    const file = join(await mkdtemp(join(tmpdir(), 'gw-log-')), 'out.log')
+    const target = bytesTo(file)
+    await new Promise<void>((resolve) => target.once('ready', resolve))
+    const destination = new BatchedDestination(target)
+    const log = pino({ base: undefined, timestamp: false }, destination)
+    log.info('shutting down')
+    log.info('shut down')
+    // Every thread of libuv's pool busy, as on a loaded machine: an asynchronous write would wait.
+    const busy = Array.from({ length: Number(process.env.UV_THREADPOOL_SIZE ?? 4) }, async () => await new Promise((resolve) => pbkdf2('x', 'y', 200_000, 32, 'sha256', resolve)))
+    destination.flushSync()
+    expect(readFileSync(file, 'utf8').split('\n').filter(Boolean).map((line) => (JSON.parse(line) as { msg: string }).msg)).toEqual(['shutting down', 'shut down'])
+    await Promise.all(busy)
   })
 })
 
