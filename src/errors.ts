@@ -63,6 +63,11 @@ export const ERRORS = {
     title: 'Sign-in provider unavailable',
     explanation: 'The gateway could not read the sign-in provider\'s configuration. Please try again shortly.',
   },
+  shutting_down: {
+    status: 503,
+    title: 'Gateway restarting',
+    explanation: 'This gateway is shutting down. Please try again in a moment.',
+  },
   rate_limited: {
     status: 429,
     title: 'Too many sign-in attempts',

@@ -39,6 +39,8 @@ export interface UpstreamLeg {
   readonly created?: (leg: WebSocket) => void
   /** Settles when the client's socket closes first: the upstream's handshake is then given up. */
   readonly clientGone: Promise<void>
+  /** Settles when the gateway begins to close: the upstream's handshake is then given up. */
+  readonly shutdown: Promise<void>
 }
 
 /**
@@ -75,6 +77,7 @@ export function openUpstream (leg: UpstreamLeg): Promise<WebSocket> {
       settle(new UpstreamHandshakeError(`the upstream answered the websocket upgrade with ${response.statusCode ?? 0}`, 'WS_UNEXPECTED_RESPONSE', response.statusCode))
     })
     void leg.clientGone.then(() => settle(new UpstreamHandshakeError('the client left before the upstream answered', 'WS_CLIENT_GONE')))
+    void leg.shutdown.then(() => settle(new UpstreamHandshakeError('the gateway began to shut down before the upstream answered', 'WS_SHUTDOWN')))
   })
 }
 

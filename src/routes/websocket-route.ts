@@ -8,6 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import { WebSocketServer, type WebSocket } from 'ws'
 import type { RouteConfig } from '../config/types.js'
+import { GatewayError } from '../errors.js'
 import { logUpgrade } from '../http/request-end.js'
 import { upgradeOf, type Upgrade } from '../http/upgrades.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
@@ -16,7 +17,7 @@ import type { UpstreamHeaders } from '../proxy/request-headers.js'
 import type { UpstreamPaths } from '../proxy/upstream-path.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import { upstreamError } from '../proxy/upstream-response.js'
-import { CLIENT_GONE_CODE, CLIENT_GONE_REASON, link, openUpstream, UpstreamHandshakeError } from '../proxy/websocket-link.js'
+import { CLIENT_GONE_CODE, CLIENT_GONE_REASON, link, openUpstream, UpstreamHandshakeError, type UpstreamLeg } from '../proxy/websocket-link.js'
 import { websocketHooks, type WebSocketHooks } from '../proxy/websocket.js'
 
 /** What a websocket route's upgrades need besides the route. */
@@ -73,6 +74,48 @@ function watchClient ({ socket, head }: Upgrade, limit: number): { gone: Promise
   }
 }
 
+/** The gateway's shutdown as the upgrades still opening their upstream's leg see it. */
+class Shutdown {
+  begun = false
+  /** How to give up each upgrade still opening. */
+  readonly #opening = new Set<() => void>()
+
+  begin (): void {
+    this.begun = true
+    for (const giveUp of this.#opening) giveUp()
+  }
+
+  /** One upgrade's view: `begun` settles when the shutdown begins; `done` once its leg opened or failed. */
+  watch (): { begun: Promise<void>, done: () => void } {
+    let giveUp!: () => void
+    const begun = new Promise<void>((resolve) => { giveUp = resolve })
+    this.#opening.add(giveUp)
+    return { begun, done: () => this.#opening.delete(giveUp) }
+  }
+}
+
+/** The answer to an upgrade the gateway's shutdown overtook: its client tries again, another instance answers. */
+function shuttingDown (): GatewayError {
+  return new GatewayError('shutting_down', 'The gateway is shutting down.')
+}
+
+/**
+ * Opens the upstream's leg of an upgrade (websocket-link.ts), given up when the gateway's shutdown
+ * begins first (503 shutting_down); undefined when the client left first.
+ */
+async function upstreamLeg (leg: Omit<UpstreamLeg, 'shutdown'>, shutdown: Shutdown, target: UpstreamTarget, retryUrl: string): Promise<WebSocket | undefined> {
+  const opening = shutdown.watch()
+  try {
+    return await openUpstream({ ...leg, shutdown: opening.begun })
+  } catch (error) {
+    if (error instanceof UpstreamHandshakeError && error.code === 'WS_CLIENT_GONE') return undefined
+    if (error instanceof UpstreamHandshakeError && error.code === 'WS_SHUTDOWN') throw shuttingDown()
+    throw upstreamError(target, error as Error, retryUrl)
+  } finally {
+    opening.done()
+  }
+}
+
 /** The link's hooks (proxy/websocket.ts): once both legs are open, the registries keep them on a protected route. */
 function linkHooks (route: RouteConfig, sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): WebSocketHooks {
   const onOpen = route.auth !== 'required' || (sockets === undefined && bearerSockets === undefined)
@@ -86,7 +129,8 @@ function linkHooks (route: RouteConfig, sockets: SessionSockets | undefined, bea
 
 /**
  * Adds to the route's scope (before the route's proxy handler, which these upgrades reach):
- * a preHandler that takes every websocket upgrade over, and a preClose that closes the open ones.
+ * a preHandler that takes every websocket upgrade over, and a preClose that closes the open ones
+ * and gives up those still opening their upstream's leg.
  */
 export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { target, headers, paths, sockets, bearerSockets }: WebSocketRouteDeps): void {
   const upstreamOrigin = new URL(route.upstream)
@@ -99,41 +143,40 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
     handleProtocols: (_protocols, request) => chosen.get(request) || false,
   })
   const hooks = linkHooks(route, sockets, bearerSockets)
+  const shutdown = new Shutdown()
   // The gateway is closing: its websockets end (their peers reconnect elsewhere), and the server
-  // can then close (an upgraded socket would hold it open).
+  // can then close (an upgraded socket would hold it open). An upgrade still waiting for its
+  // upstream's handshake is given up and answered 503: linked after this, it would hold the close.
   scope.addHook('preClose', (done) => {
+    shutdown.begin()
     for (const client of server.clients) client.close(CLIENT_GONE_CODE, CLIENT_GONE_REASON)
     done()
   })
   scope.addHook('preHandler', async function (request: FastifyRequest, reply: FastifyReply) {
     const upgrade = upgradeOf(request.raw)
     if (upgrade === undefined) return
+    if (shutdown.begun) throw shuttingDown()
     const url = upstreamUrl(request.url, paths, upstreamOrigin)
     const client = watchClient(upgrade, route.websocketMaxMessage)
     sockets?.handing(request)
     bearerSockets?.handing(request)
-    let upstream: WebSocket
-    try {
-      upstream = await openUpstream({
-        url,
-        protocols: offered(request.raw),
-        headers: headers.websocket(route, request),
-        maxPayload: route.websocketMaxMessage,
-        timeoutMs: route.timeoutMs,
-        created: (leg) => {
-          sockets?.opening(leg)
-          bearerSockets?.opening(leg)
-        },
-        clientGone: client.gone,
-      })
-    } catch (error) {
-      // A client that left first is owed no answer (its socket is gone).
-      if (error instanceof UpstreamHandshakeError && error.code === 'WS_CLIENT_GONE') {
-        reply.hijack()
-        upgrade.socket.destroy()
-        return
-      }
-      throw upstreamError(target, error as Error, request.url)
+    const upstream = await upstreamLeg({
+      url,
+      protocols: offered(request.raw),
+      headers: headers.websocket(route, request),
+      maxPayload: route.websocketMaxMessage,
+      timeoutMs: route.timeoutMs,
+      created: (leg) => {
+        sockets?.opening(leg)
+        bearerSockets?.opening(leg)
+      },
+      clientGone: client.gone,
+    }, shutdown, target, request.url)
+    // A client that left first is owed no answer (its socket is gone).
+    if (upstream === undefined) {
+      reply.hijack()
+      upgrade.socket.destroy()
+      return
     }
     reply.hijack()
     if (upstream.protocol !== '') chosen.set(request.raw, upstream.protocol)

@@ -67,8 +67,8 @@ afterAll(async () => {
 /** What the client saw of its upgrade: opened (101, with the socket), or the status and body it got instead. */
 interface Outcome { status: number, socket?: WebSocket, body?: string }
 
-function upgrade (path: string): Promise<Outcome> {
-  const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}${path}`, { headers: { origin: gateway.url } })
+function upgrade (path: string, base = gateway.url): Promise<Outcome> {
+  const socket = new WebSocket(`${base.replace('http', 'ws')}${path}`, { headers: { origin: base } })
   return new Promise((resolve, reject) => {
     socket.once('open', () => resolve({ status: 101, socket }))
     socket.once('unexpected-response', (_request, response) => {
@@ -183,5 +183,21 @@ describe('a gateway that shuts down', () => {
     await closing.close()
     expect(await clientClosed).toBe(1001)
     expect(await upstreamClosed).toBe(1001)
+  })
+  it('gives up an upgrade still waiting for its upstream\'s handshake, answers it 503 shutting_down, and closes', async () => {
+    // The upstream's timeout is far past the test's own: without giving it up, close() would wait for it.
+    const closing = await startGateway({
+      routes: [{ path: '/hung-long/', upstream: `http://127.0.0.1:${(hung.address() as { port: number }).port}`, auth: 'none', websocket: true, rewritePrefix: '/', timeout: '1h' }],
+    })
+    const before = hungSockets.length
+    const outcome = upgrade('/hung-long/feed', closing.url)
+    await waitFor(async () => hungSockets.length > before, 5000, 'the gateway to connect to the upstream')
+    const upstreamClosed = new Promise((resolve) => hungSockets[before]!.once('close', resolve))
+    await closing.close()
+    const { status, body, socket } = await outcome
+    socket?.close()
+    expect(status).toBe(503)
+    expect(JSON.parse(body!)).toMatchObject({ error: 'shutting_down' })
+    await upstreamClosed
   })
 })
