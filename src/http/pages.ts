@@ -161,16 +161,24 @@ function appList (apps: readonly HomeApp[]): string {
   return `<h2>Your applications</h2>\n<ul class="apps">${items}</ul>\n`
 }
 
+/** The addresses of the agents' routes (an MCP server's), to give an MCP client or a CLI: they are no pages to open. */
+function agentList (addresses: readonly string[]): string {
+  if (addresses.length === 0) return ''
+  const items = addresses.map((address) => `<li><code class="agent">${escapeHtml(address)}</code></li>`).join('')
+  return `<h2>For your agents and CLIs</h2>\n<p>Give this address to an MCP client or a CLI: it signs in through this gateway and asks for your approval. The agents you approved are under <a href="/oauth/sessions/">Your sessions</a>.</p>\n<ul class="apps">${items}</ul>\n`
+}
+
 /**
- * The gateway's home page, /oauth/: the applications the person can open (`apps`, first), whom they
+ * The gateway's home page, /oauth/: the applications the person can open (`apps`, first), the
+ * addresses of the agents' routes they may use (`agents`), whom they
  * are signed in as with which provider, a sign-out button, and a Sign-in button only for the
  * providers they are not signed in with. `switchAccountUrl`: "Use another account" per provider.
  */
 export function homePage (identities: Record<string, Identity>, links: ReadonlyArray<{ name: string, href: string }>, apps: readonly HomeApp[] = [],
-  switchAccountUrl?: (provider: string) => string): string {
+  switchAccountUrl?: (provider: string) => string, agents: readonly string[] = []): string {
   const signedIn = Object.entries(identities).map(([provider, identity]) => signedInLine(provider, identity, switchAccountUrl))
   const who = signedIn.length > 0
-    ? `${appList(apps)}<ul class="who">${signedIn.join('')}</ul>
+    ? `${appList(apps)}${agentList(agents)}<ul class="who">${signedIn.join('')}</ul>
 <form method="post" action="/oauth/logout/"><button type="submit" class="button">Sign out</button></form>
 <p><a href="/oauth/sessions/">Your sessions</a></p>
 ${signOutEverywhereButton()}`

@@ -2,7 +2,8 @@
 // signed in, per provider), and GET / leading to the home page unless a route serves it. The home
 // page links the applications the signed-in person can open: each protected route at a provider
 // they are signed in with, judged by the access gate itself (access/gate.ts, the rules the proxy
-// applies) for a GET of the route's path.
+// applies) for a GET of the route's path; a route with `agents: true` (an MCP server, an API for
+// CLIs) is no page to open, so its address is shown for a client instead.
 import type { FastifyInstance } from 'fastify'
 import { named } from '../access/bearer.js'
 import { compileGate, covers, decide, signedIn, type RouteGate } from '../access/gate.js'
@@ -18,6 +19,8 @@ import type { OAuthContext } from './oauth-context.js'
 /** A protected route the home page may link, with its gate compiled as the proxy compiles it. */
 interface AppRoute {
   readonly href: string
+  /** An `agents: true` route (an MCP server, an API for CLIs): shown as the address to give a client, not linked. */
+  readonly agents: boolean
   /** The providers whose people may open it (`providers:`, or its one `provider`). */
   readonly providers: readonly string[]
   readonly gate: RouteGate
@@ -38,7 +41,7 @@ function appRoutes (config: GatewayConfig): AppRoute[] {
     const provider = route.provider
     const href = route.path === '/' ? '/' : `${route.path}/`
     if (route.auth !== 'required' || provider === undefined || !openable(href)) return []
-    return [{ href, providers: route.providers, gate: compileGate(route, (next) => loginUrl(config, provider, next)) }]
+    return [{ href, agents: route.agents, providers: route.providers, gate: compileGate(route, (next) => loginUrl(config, provider, next)) }]
   })
 }
 
@@ -60,7 +63,8 @@ function admits (route: AppRoute, identities: Record<string, Identity>, target: 
  * The applications the person signed in with `identities` can open; first, the page they came from
  * (`next`, as safeNext left it) when the route that serves it lets them in, judged from `address`.
  */
-function openApps (routes: readonly AppRoute[], identities: Record<string, Identity>, next: string, address: string | undefined): HomeApp[] {
+function openApps (all: readonly AppRoute[], identities: Record<string, Identity>, next: string, address: string | undefined): HomeApp[] {
+  const routes = all.filter((route) => !route.agents)
   const apps = routes
     .filter((route) => admits(route, identities, route.href, address))
     .map(({ href }) => ({ label: href, href }))
@@ -70,6 +74,12 @@ function openApps (routes: readonly AppRoute[], identities: Record<string, Ident
   const serving = routes.filter((route) => covers(route.gate.prefix ?? '/', target.url)).sort((a, b) => b.href.length - a.href.length)[0]
   if (serving === undefined || !admits(serving, identities, target.url, address)) return apps
   return [{ label: next, href: next }, ...apps.filter(({ href }) => href !== next)]
+}
+
+/** The addresses of the `agents: true` routes the person may use, as a client is given them: the gateway's base URL and the route's path. */
+function agentAddresses (routes: readonly AppRoute[], identities: Record<string, Identity>, baseUrl: string, address: string | undefined): string[] {
+  return routes.filter((route) => route.agents && admits(route, identities, route.href, address))
+    .map(({ href }) => `${baseUrl}${href === '/' ? '' : href.slice(0, -1)}`)
 }
 
 export function homeRoutes (app: FastifyInstance, { config, sessions, signInLinks }: OAuthContext): void {
@@ -88,7 +98,8 @@ export function homeRoutes (app: FastifyInstance, { config, sessions, signInLink
     const identities = (await sessions.load(request.headers.cookie))?.record.identities ?? {}
     if (!wantsHtml(request)) return { identities }
     const apps = openApps(routes, identities, safeNext(request.query.next), request.ip)
-    const page = homePage(identities, signInLinks, apps, (provider) => switchAccountUrl(config, provider, HOME))
+    const agents = agentAddresses(routes, identities, config.server.baseUrl, request.ip)
+    const page = homePage(identities, signInLinks, apps, (provider) => switchAccountUrl(config, provider, HOME), agents)
     return reply.type('text/html; charset=utf-8').send(page)
   })
   if (!config.routes.some((route) => route.path === '/')) app.get('/', async (_request, reply) => reply.redirect(HOME, 302))

@@ -25,6 +25,8 @@ it.beforeAll(async ({ startStack }) => {
       { path: '/a"b<c>/', upstream: upstream.url, provider: 'demo' },
       { path: '/café/', upstream: upstream.url, provider: 'demo' },
       { path: '/open/', upstream: upstream.url, auth: 'none' },
+      { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
+      { path: '/tools', upstream: upstream.url, provider: 'demo', agents: true, deny: { users: ['alice'] } },
     ],
   })
   alice = new Browser()
@@ -55,6 +57,13 @@ describe('/oauth/ signed in: the way back to the applications', () => {
     expect(appLinks(page)).toEqual(['/app/', '/it&#39;s/'])
     expect(page).toContain('<a class="app" href="/it&#39;s/">/it&#39;s/</a>')
     expect(page).not.toContain('<c>')
+  })
+
+  it('shows the address of an agents: true route for an MCP client instead of linking it, and only where the rules let the person in', async () => {
+    const page = await home(alice)
+    expect(appLinks(page)).not.toContain('/mcp/')
+    const addresses = [...page.matchAll(/<code class="agent">([^<]*)<\/code>/g)].map((match) => match[1])
+    expect(addresses).toEqual([`${gateway.url}/mcp`])
   })
 
   it('says whom the person is signed in as, offers "Use another account", and no Sign-in button for that provider', async () => {
