@@ -9,14 +9,21 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { endPooledServers, removePooledContainers } from './helpers/redis.js'
 
+/** Set once the run has its directory: the setup runs once per vitest project, and the first one makes it. */
+const MARKER = 'OAUTH_GATEWAY_TESTS_TMPDIR'
 let runDir: string | undefined
 
 export function setup (): void {
+  if (process.env[MARKER] !== undefined) return
   runDir = mkdtempSync(join(tmpdir(), 'oauth-gateway-tests-'))
+  process.env[MARKER] = runDir
   process.env.TMPDIR = runDir
 }
 
 export async function teardown (): Promise<void> {
-  await Promise.all([removePooledContainers(process.pid), endPooledServers(process.pid)])
-  if (runDir !== undefined) rmSync(runDir, { recursive: true, force: true })
+  try {
+    await Promise.all([removePooledContainers(process.pid), endPooledServers(process.pid)])
+  } finally {
+    if (runDir !== undefined) rmSync(runDir, { recursive: true, force: true })
+  }
 }
