@@ -18,6 +18,7 @@ import type { OAuthContext } from './oauth-context.js'
 
 /** A protected route the home page may link, with its gate compiled as the proxy compiles it. */
 interface AppRoute {
+  /** The path linked and judged: the route's path with a slash; an agents route's own path (as its consent judges it). */
   readonly href: string
   /** An `agents: true` route (an MCP server, an API for CLIs): shown as the address to give a client, not linked. */
   readonly agents: boolean
@@ -39,8 +40,9 @@ function openable (href: string): boolean {
 function appRoutes (config: GatewayConfig): AppRoute[] {
   return config.routes.flatMap((route) => {
     const provider = route.provider
-    const href = route.path === '/' ? '/' : `${route.path}/`
-    if (route.auth !== 'required' || provider === undefined || !openable(href)) return []
+    const href = route.path === '/' || route.agents ? route.path : `${route.path}/`
+    // An agents route's address is shown, not linked: no browser sends it.
+    if (route.auth !== 'required' || provider === undefined || (!route.agents && !openable(href))) return []
     return [{ href, agents: route.agents, providers: route.providers, gate: compileGate(route, (next) => loginUrl(config, provider, next)) }]
   })
 }
@@ -63,23 +65,23 @@ function admits (route: AppRoute, identities: Record<string, Identity>, target: 
  * The applications the person signed in with `identities` can open; first, the page they came from
  * (`next`, as safeNext left it) when the route that serves it lets them in, judged from `address`.
  */
-function openApps (all: readonly AppRoute[], identities: Record<string, Identity>, next: string, address: string | undefined): HomeApp[] {
-  const routes = all.filter((route) => !route.agents)
+function openApps (routes: readonly AppRoute[], identities: Record<string, Identity>, next: string, address: string | undefined): HomeApp[] {
   const apps = routes
-    .filter((route) => admits(route, identities, route.href, address))
+    .filter((route) => !route.agents && admits(route, identities, route.href, address))
     .map(({ href }) => ({ label: href, href }))
   const target = next === HOME || !openable(next) ? undefined : canonicalTarget(next)
   if (apps.length === 0 || target === undefined || !target.ok) return apps
-  // The route that serves `next` is the one the router picks: the longest prefix covering it.
-  const serving = routes.filter((route) => covers(route.gate.prefix ?? '/', target.url)).sort((a, b) => b.href.length - a.href.length)[0]
-  if (serving === undefined || !admits(serving, identities, target.url, address)) return apps
+  // The route that serves `next` is the one the router picks: the longest prefix covering it (an
+  // agents route's address is no page: never first).
+  const serving = routes.filter((route) => covers(route.gate.prefix ?? '/', target.url)).sort((a, b) => (b.gate.prefix ?? '/').length - (a.gate.prefix ?? '/').length)[0]
+  if (serving === undefined || serving.agents || !admits(serving, identities, target.url, address)) return apps
   return [{ label: next, href: next }, ...apps.filter(({ href }) => href !== next)]
 }
 
 /** The addresses of the `agents: true` routes the person may use, as a client is given them: the gateway's base URL and the route's path. */
 function agentAddresses (routes: readonly AppRoute[], identities: Record<string, Identity>, baseUrl: string, address: string | undefined): string[] {
   return routes.filter((route) => route.agents && admits(route, identities, route.href, address))
-    .map(({ href }) => `${baseUrl}${href === '/' ? '' : href.slice(0, -1)}`)
+    .map(({ href }) => `${baseUrl}${href === '/' ? '' : href}`)
 }
 
 export function homeRoutes (app: FastifyInstance, { config, sessions, signInLinks }: OAuthContext): void {

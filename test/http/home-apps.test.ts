@@ -26,7 +26,8 @@ it.beforeAll(async ({ startStack }) => {
       { path: '/café/', upstream: upstream.url, provider: 'demo' },
       { path: '/open/', upstream: upstream.url, auth: 'none' },
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
-      { path: '/tools', upstream: upstream.url, provider: 'demo', agents: true, deny: { users: ['alice'] } },
+      { path: '/api/', upstream: upstream.url, provider: 'demo' },
+      { path: '/api/tools', upstream: upstream.url, provider: 'demo', agents: true, deny: { users: ['alice'] } },
     ],
   })
   alice = new Browser()
@@ -54,7 +55,7 @@ describe('/oauth/ signed in: the way back to the applications', () => {
     const page = await home(alice)
     // /admins/ admits only root, /app/private/ denies alice; /open/ needs no sign-in; a path a
     // browser would send otherwise than written (a quote, `<`, non-ASCII) is not linked.
-    expect(appLinks(page)).toEqual(['/app/', '/it&#39;s/'])
+    expect(appLinks(page)).toEqual(['/app/', '/it&#39;s/', '/api/'])
     expect(page).toContain('<a class="app" href="/it&#39;s/">/it&#39;s/</a>')
     expect(page).not.toContain('<c>')
   })
@@ -66,6 +67,11 @@ describe('/oauth/ signed in: the way back to the applications', () => {
     expect(addresses).toEqual([`${gateway.url}/mcp`])
   })
 
+  it('never puts an agents route first, even one inside a route the person may open (judged by the route that serves it)', async () => {
+    expect(appLinks(await home(alice, '?next=/api/tools'))[0]).toBe('/app/')
+    expect(appLinks(await home(alice, '?next=/mcp'))[0]).toBe('/app/')
+  })
+
   it('says whom the person is signed in as, offers "Use another account", and no Sign-in button for that provider', async () => {
     const page = await home(alice)
     expect(page).toContain('Signed in as <strong>alice</strong> with <code>demo</code>')
@@ -75,8 +81,8 @@ describe('/oauth/ signed in: the way back to the applications', () => {
   })
 
   it('puts the page the person came from first, when the gate lets them open it', async () => {
-    expect(appLinks(await home(alice, '?next=%2Fapp%2Freports%3Fmonth%3D3'))).toEqual(['/app/reports?month=3', '/app/', '/it&#39;s/'])
-    expect(appLinks(await home(alice, '?next=%2Fapp%2F'))).toEqual(['/app/', '/it&#39;s/'])
+    expect(appLinks(await home(alice, '?next=%2Fapp%2Freports%3Fmonth%3D3'))).toEqual(['/app/reports?month=3', '/app/', '/it&#39;s/', '/api/'])
+    expect(appLinks(await home(alice, '?next=%2Fapp%2F'))).toEqual(['/app/', '/it&#39;s/', '/api/'])
   })
 
   it.each([
@@ -93,7 +99,7 @@ describe('/oauth/ signed in: the way back to the applications', () => {
     ['a public route', '/open/x'],
   ])('does not put %s first', async (_what, next) => {
     const page = await home(alice, `?next=${encodeURIComponent(next)}`)
-    expect(appLinks(page)).toEqual(['/app/', '/it&#39;s/'])
+    expect(appLinks(page)).toEqual(['/app/', '/it&#39;s/', '/api/'])
     expect(page).not.toContain('evil')
     expect(page).not.toContain('<script>')
   })
