@@ -71,6 +71,8 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   else if (error.code === 'session_store_unavailable') request.log.debug(fields, 'request failed: session store unavailable')
   // Logged once when an issuer's keys cannot be read and once when they can again (oauth/issuer-keys.ts).
   else if (error.code === 'issuer_keys_unavailable') request.log.debug(fields, 'request failed: issuer keys unavailable')
+  // A rolling restart's every upgrade under way: expected, and the client retries elsewhere.
+  else if (error.code === 'shutting_down') request.log.info(fields, 'request failed: the gateway is shutting down')
   else if (error.statusCode >= 500) request.log.error(fields, 'request failed')
   else request.log.info(fields, 'request rejected')
 

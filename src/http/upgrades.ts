@@ -2,7 +2,7 @@
 // listeners, outside the HTTP server's own answering and timeouts. A websocket upgrade to a
 // websocket route goes through Fastify's routing with its socket kept (upgradeOf), so that the
 // route's hooks judge it and then either take the socket over (routes/websocket-route.ts, once the
-// upstream's leg is open) or answer it as HTTP (401, 403, 502, 504) on that socket. Every other
+// upstream's leg is open) or answer it as HTTP (401, 403, 502, 503, 504) on that socket. Every other
 // upgrade request is answered as the ordinary HTTP request it also is (the Upgrade header is
 // hop-by-hop and never forwarded). Either way the socket is closed after an HTTP answer.
 import { ServerResponse, type IncomingMessage } from 'node:http'

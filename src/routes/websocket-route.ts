@@ -3,7 +3,8 @@
 // the headers the upstream handshake gets (proxy/request-headers.ts) and within the route's
 // timeout; only then is the client's upgrade answered 101 and both legs linked
 // (proxy/websocket-link.ts). An upstream that is down is answered as HTTP answers it: 502
-// `bad_gateway`, 504 `gateway_timeout`, logged with the route (proxy/upstream-response.ts).
+// `bad_gateway`, 504 `gateway_timeout`, logged with the route (proxy/upstream-response.ts); one the
+// gateway's shutdown overtakes while its upstream's leg opens, 503 `shutting_down`.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { IncomingMessage } from 'node:http'
 import { WebSocketServer, type WebSocket } from 'ws'

@@ -199,5 +199,9 @@ describe('a gateway that shuts down', () => {
     expect(status).toBe(503)
     expect(JSON.parse(body!)).toMatchObject({ error: 'shutting_down' })
     await upstreamClosed
+    // What every rolling restart with an upgrade under way does: an info line, not an error.
+    const lines = closing.logs.map((line) => JSON.parse(line) as Record<string, unknown>)
+    expect(lines).toContainEqual(expect.objectContaining({ msg: 'request failed: the gateway is shutting down', level: 30 }))
+    expect(lines.filter((line) => line.level === 50)).toEqual([])
   })
 })
