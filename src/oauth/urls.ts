@@ -38,9 +38,14 @@ export function cookieNames (config: Pick<GatewayConfig, 'session'>): CookieName
   }
 }
 
-/** Every cookie name the gateway sets: what it strips from proxied requests and what no upstream may set. */
+/**
+ * Every cookie name the gateway sets: what it strips from proxied requests and what no upstream may
+ * set. The agents' authorization server (oidc-provider) signs its cookies: each comes with a
+ * `<name>.sig` of its own, some with Path=/ (sent on every route).
+ */
 export function allCookieNames (config: Pick<GatewayConfig, 'session'>): string[] {
-  return Object.values(cookieNames(config)).flat()
+  const names = cookieNames(config)
+  return [...Object.values(names).flat(), ...names.agentsServer.map((name) => `${name}.sig`)]
 }
 
 const NEXT_MAX_LENGTH = 2048

@@ -275,6 +275,22 @@ describe('consent is the person\'s, in their browser, on this gateway\'s page', 
     expect((await post({ origin: gateway.url }, { csrf: consent.csrf, decision: 'allow' })).status).toBe(400)
   })
 
+  it('the authorization server\'s cookies, and their .sig companions, never reach an upstream', async ({ upstream }) => {
+    const browser = new Browser()
+    await allow(browser, await toConsent(browser, (await client()).url(), 'alice'))
+    const own = [...browser.cookies.keys()].filter((name) => name.startsWith('gw_session_as'))
+    expect(own).toEqual(expect.arrayContaining(['gw_session_as', 'gw_session_as.sig']))
+    // The same browser signed in to a page route; every cookie it holds goes with the request.
+    expect((await browser.navigate(`${gateway.url}/app/seen-cookies`, { login: 'alice' })).status).toBe(200)
+    browser.cookies.set('app_pref', { value: 'dark', path: '/' })
+    expect((await browser.fetch(`${gateway.url}/app/seen-cookies`)).status).toBe(200)
+    const seen = upstream.seen.filter((request) => request.url.endsWith('/seen-cookies')).at(-1)!
+    // The provider's own cookies are there too: a browser sends a host's cookies to every port of it.
+    const names = String(seen.headers.cookie).split('; ').map((pair) => pair.slice(0, pair.indexOf('=')))
+    expect(names).toContain('app_pref')
+    expect(names.filter((name) => name.startsWith('gw_session'))).toEqual([])
+  })
+
   it('a sign-in someone else started for their authorization shows them nothing of the person who signed in', async () => {
     const registered = await client()
     const attacker = new Browser()
