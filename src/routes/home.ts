@@ -99,9 +99,12 @@ export function homeRoutes (app: FastifyInstance, { config, sessions, signInLink
   app.get<{ Querystring: { next?: string } }>(HOME, async (request, reply) => {
     const identities = (await sessions.load(request.headers.cookie))?.record.identities ?? {}
     if (!wantsHtml(request)) return { identities }
-    const apps = openApps(routes, identities, safeNext(request.query.next), request.ip)
+    const next = safeNext(request.query.next)
+    const apps = openApps(routes, identities, next, request.ip)
     const agents = agentAddresses(routes, identities, config.server.baseUrl, request.ip)
-    const page = homePage(identities, signInLinks, apps, (provider) => switchAccountUrl(config, provider, HOME), agents)
+    // A sign-in from here goes back to where the person was going, else to the provider's first page.
+    const links = next === HOME ? signInLinks : signInLinks.map(({ name }) => ({ name, href: loginUrl(config, name, next) }))
+    const page = homePage(identities, links, apps, (provider) => switchAccountUrl(config, provider, HOME), agents)
     return reply.type('text/html; charset=utf-8').send(page)
   })
   if (!config.routes.some((route) => route.path === '/')) app.get('/', async (_request, reply) => reply.redirect(HOME, 302))

@@ -102,7 +102,8 @@ export function oauthContext (deps: OAuthDeps): OAuthContext {
     signOutCookie: { ...flowCookie, maxAge: Math.ceil(signOuts.ttlMs / 1000) },
     redirectHosts: new RedirectHosts(config.forwardAuth.allowedRedirectHosts),
     signInLinks: Object.keys(config.providers).filter((name) => !config.providers[name]!.tokenOnly).map((name) => {
-      const route = config.routes.find((r) => r.providers.includes(name))
+      // The first page of the provider's: an agents route (an MCP server) is no page to land on.
+      const route = config.routes.find((r) => r.providers.includes(name) && !r.agents)
       return { name, href: loginUrl(config, name, route ? `${route.path.replace(/\/$/, '')}/` : '/') }
     }),
     stepUp: (provider, next) => stepUpOf(config, provider, next),

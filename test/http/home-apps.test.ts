@@ -18,6 +18,8 @@ it.beforeAll(async ({ startStack }) => {
   gateway = await startStack({
     store: { type: 'memory' },
     routes: [
+      // First of the provider's routes: an MCP server is no page to land on after a sign-in.
+      { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/app/', upstream: upstream.url, provider: 'demo' },
       { path: '/admins/', upstream: upstream.url, provider: 'demo', allow: { emails: ['root@example.test'] } },
       { path: '/app/private/', upstream: upstream.url, provider: 'demo', deny: { users: ['alice'] } },
@@ -25,7 +27,6 @@ it.beforeAll(async ({ startStack }) => {
       { path: '/a"b<c>/', upstream: upstream.url, provider: 'demo' },
       { path: '/café/', upstream: upstream.url, provider: 'demo' },
       { path: '/open/', upstream: upstream.url, auth: 'none' },
-      { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/api/', upstream: upstream.url, provider: 'demo' },
       { path: '/api/tools', upstream: upstream.url, provider: 'demo', agents: true, deny: { users: ['alice'] } },
     ],
@@ -109,10 +110,17 @@ describe('/oauth/ signed in: the way back to the applications', () => {
     expect(Object.keys(await response.json() as object)).toEqual(['identities'])
   })
 
-  it('a person not signed in sees no applications and a Sign-in button', async () => {
+  it('a person not signed in sees no applications and a Sign-in button back to the provider\'s first page, not its MCP server', async () => {
     const page = await home(new Browser())
     expect(appLinks(page)).toEqual([])
-    expect(page).toContain('Sign in with demo')
+    expect(page).toContain(`<a class="button" href="${gateway.url}/oauth/login/demo/?next=%2Fapp%2F">Sign in with demo</a>`)
+  })
+
+  it('a person not signed in signs in back to the page named by next, when it is one a sign-in may return to', async () => {
+    expect(await home(new Browser(), '?next=%2Foauth%2Fsessions%2F')).toContain(`href="${gateway.url}/oauth/login/demo/?next=%2Foauth%2Fsessions%2F">Sign in with demo`)
+    for (const hostile of ['%2F%2Fevil.example%2F', 'https%3A%2F%2Fevil.example%2F', '%2F%5Cevil.example']) {
+      expect(await home(new Browser(), `?next=${hostile}`)).toContain(`href="${gateway.url}/oauth/login/demo/?next=%2Fapp%2F">Sign in with demo`)
+    }
   })
 })
 
