@@ -61,7 +61,7 @@ function row (session: ListedSession): string {
 /** The list of one's sessions. */
 export function sessionsPage (sessions: readonly ListedSession[]): string {
   return renderPage('Your sessions', `<h1>Your sessions</h1>
-<p>Where you are signed in at this gateway. Revoking a session signs that browser out at its next request.</p>
+<p>Where you are signed in at this gateway, and the agents you allowed. Revoking a session signs that browser out at its next request; revoking an agent's ends its access.</p>
 <table class="sessions"><thead><tr><th>Browser</th><th>Signed in from</th><th>Started</th><th>Last seen</th><th>Signed in with</th><th></th></tr></thead>
 <tbody>${sessions.map(row).join('\n')}</tbody></table>
 ${signOutEverywhereButton()}

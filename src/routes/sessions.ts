@@ -52,9 +52,15 @@ function toJson (session: ListedSession): SessionJson {
   }
 }
 
-/** As /oauth/userinfo/ answers without a signed-in identity. */
+/**
+ * As /oauth/userinfo/ answers without a signed-in identity, with a way to sign in that comes back
+ * here: the home page's sign-in links return to its `next` (a person who just approved an agent
+ * from a CLI has no session in this browser: an agent's sign-in starts none).
+ */
 function notSignedIn (): GatewayError {
-  return new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', { details: { headers: { 'www-authenticate': 'Bearer' } } })
+  return new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', {
+    details: { headers: { 'www-authenticate': 'Bearer' }, loginUrl: `${HOME}?next=${encodeURIComponent(SESSIONS)}` },
+  })
 }
 
 function notYours (): GatewayError {
