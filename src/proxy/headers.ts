@@ -89,10 +89,21 @@ export class ClientHeaderFilter {
   }
 }
 
-/** The cookie name a Set-Cookie line sets. */
-function setCookieName (line: string): string {
-  const equals = line.indexOf('=')
-  return (equals === -1 ? line : line.slice(0, equals)).trim().toLowerCase()
+/**
+ * The cookie name a Set-Cookie line sets, as a browser sends it back (RFC 6265bis 5.7): the text
+ * before the first `=` of its name-value pair. A nameless cookie (`=gw_session=X`, or `gw_session`
+ * with no `=`) goes back as its value alone, which a server reads as `gw_session=X`: its name is the
+ * value's own up to its `=`.
+ */
+export function setCookieName (line: string): string {
+  const semicolon = line.indexOf(';')
+  const pair = semicolon === -1 ? line : line.slice(0, semicolon)
+  const equals = pair.indexOf('=')
+  const name = equals === -1 ? '' : pair.slice(0, equals).trim()
+  if (name !== '') return name.toLowerCase()
+  const value = pair.slice(equals + 1)
+  const inner = value.indexOf('=')
+  return (inner === -1 ? value : value.slice(0, inner)).trim().toLowerCase()
 }
 
 /**

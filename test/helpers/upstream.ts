@@ -64,7 +64,7 @@ export async function startUpstream (): Promise<Upstream> {
     }
     if (req.url?.endsWith('/set-cookies')) {
       // What a hostile or careless upstream may try: setting the gateway's own cookies.
-      res.setHeader('set-cookie', ['gw_session=PlantedByTheUpstream0123456789abcdefghijklmno; Path=/', 'GW_SESSION_FLOW=x; Path=/oauth/', 'gw_session_as.sig=x; Path=/', 'app=kept; Path=/'])
+      res.setHeader('set-cookie', ['gw_session=PlantedByTheUpstream0123456789abcdefghijklmno; Path=/', 'GW_SESSION_FLOW=x; Path=/oauth/', 'gw_session_as.sig=x; Path=/', '=gw_session=Nameless; Path=/', 'gw_session_flow; Path=/', 'gw_session ; Path=/', 'app=kept; Path=/'])
       res.end('cookies')
       return
     }
