@@ -37,6 +37,7 @@ import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { Sealer } from '../session/seal.js'
 import type { Sessions } from '../session/session.js'
 import type { SessionStore } from '../store/store.js'
+import type { CookieOptions } from '../session/cookie.js'
 import type { AgentSignIns } from './oauth-context.js'
 
 const CONSENT_PURPOSE = 'agents-consent'
@@ -82,6 +83,11 @@ export class Agents implements AgentSignIns {
   private readonly pendings: PendingSignIns
   private readonly routes: ReadonlyMap<string, RouteConfig>
   private readonly pendingCookie: string
+  /**
+   * Host-only, as the sign-in's flow cookie: no `session.cookieDomain`, so that no sibling host (nor
+   * an application behind forward-auth there) gets it; under /oauth/ unless a `__Host-` name needs Path=/.
+   */
+  private readonly pendingCookieOptions: CookieOptions
   private readonly ownOrigin: string
   private readonly count: AgentsCount
 
@@ -111,6 +117,7 @@ export class Agents implements AgentSignIns {
       extraCa: deps.extraCa,
     })
     this.pendingCookie = cookieNames(config).agent
+    this.pendingCookieOptions = { path: /^__host-/i.test(this.pendingCookie) ? '/' : '/oauth/', httpOnly: true, sameSite: 'lax', secure: config.session.cookieSecure }
     this.ownOrigin = new URL(config.server.baseUrl).origin
   }
 
@@ -126,7 +133,7 @@ export class Agents implements AgentSignIns {
    */
   async signedIn (_request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void> {
     const cookie = await this.pendings.keep(uid, provider, signIn)
-    reply.setCookie(this.pendingCookie, cookie, { ...this.deps.sessions.cookieOptions, maxAge: Math.ceil(this.deps.config.state.ttlMs / 1000) })
+    reply.setCookie(this.pendingCookie, cookie, { ...this.pendingCookieOptions, maxAge: Math.ceil(this.deps.config.state.ttlMs / 1000) })
   }
 
   /** Which client on which route a grant's session is (the sessions page). */
@@ -289,7 +296,7 @@ export class Agents implements AgentSignIns {
       if (signIn === undefined) throw new GatewayError('forbidden', 'This consent page has expired or was answered already: start the authorization again from the agent.')
       const identity = this.admitted(pending, signIn, request.ip)
       // Set on the raw reply: oidc-provider answers from here on, and Fastify's cookie hook does not run.
-      reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.deps.sessions.cookieOptions, maxAge: 0 }))
+      reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.pendingCookieOptions, maxAge: 0 }))
       if (request.body?.decision !== 'allow') {
         request.log.info({ client: pending.clientId, route: pending.route.path }, 'agents: the person refused a client')
         this.count('consent', 'denied')

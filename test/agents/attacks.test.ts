@@ -270,6 +270,8 @@ describe('consent is the person\'s, in their browser, on this gateway\'s page', 
     expect((await post({ origin: gateway.url }, { csrf: 'x'.repeat(consent.csrf.length), decision: 'allow' })).status).toBe(403)
     // Still pending: the real form then works, once, and the browser's sign-in for it is cleared.
     expect(browser.cookies.has('gw_session_agent')).toBe(true)
+    // Host-only and under /oauth/, as the sign-in's flow cookie: no application's page gets it.
+    expect(browser.cookies.get('gw_session_agent')!.path).toBe('/oauth/')
     expect((await allow(browser, consent)).searchParams.get('code')).toBeTruthy()
     expect(browser.cookies.has('gw_session_agent')).toBe(false)
     expect((await post({ origin: gateway.url }, { csrf: consent.csrf, decision: 'allow' })).status).toBe(400)
