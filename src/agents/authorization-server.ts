@@ -233,7 +233,9 @@ function storage (options: AuthorizationServerOptions, jwk: Record<string, unkno
     routes: { ...AGENT_ENDPOINTS, jwks: `${AGENTS_PREFIX}/jwks`, userinfo: `${AGENTS_PREFIX}/userinfo`, end_session: `${AGENTS_PREFIX}/end-session` },
     cookies: {
       keys: options.sealer.keys.map((key) => key.derive('agents-cookies').export().toString('base64url')),
-      long: { signed: true, httpOnly: true, sameSite: 'lax' },
+      // Its session cookie (and the `.sig` beside it) only under the server's own paths: an
+      // application on the gateway's host, proxied or behind forward-auth, never gets it.
+      long: { signed: true, httpOnly: true, sameSite: 'lax', path: `${AGENTS_PREFIX}/` },
       short: { signed: true, httpOnly: true, sameSite: 'lax' },
       names: { session: options.cookieNames[0], interaction: options.cookieNames[1], resume: options.cookieNames[2] },
     },

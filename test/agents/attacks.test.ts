@@ -282,6 +282,10 @@ describe('consent is the person\'s, in their browser, on this gateway\'s page', 
     await allow(browser, await toConsent(browser, (await client()).url(), 'alice'))
     const own = [...browser.cookies.keys()].filter((name) => name.startsWith('gw_session_as'))
     expect(own).toEqual(expect.arrayContaining(['gw_session_as', 'gw_session_as.sig']))
+    // Set only under the server's own paths; stripped by name besides, whatever path a browser kept.
+    expect(browser.cookies.get('gw_session_as')!.path).toBe('/oauth/agents/')
+    expect(browser.cookies.get('gw_session_as.sig')!.path).toBe('/oauth/agents/')
+    for (const name of own) browser.cookies.set(name, { ...browser.cookies.get(name)!, path: '/' })
     // The same browser signed in to a page route; every cookie it holds goes with the request.
     expect((await browser.navigate(`${gateway.url}/app/seen-cookies`, { login: 'alice' })).status).toBe(200)
     browser.cookies.set('app_pref', { value: 'dark', path: '/' })
