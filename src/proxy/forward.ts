@@ -28,10 +28,16 @@ export interface ForwardParts {
   deadlines: BodyDeadlines
   /** The gateway's cookie names in lower case: what an upstream's Set-Cookie may never set. */
   plantable: readonly string[]
+  /**
+   * What replaces an upstream's WWW-Authenticate, when set: on an agents route, the gateway's own
+   * challenge, so that no upstream can point the route's clients at another authorization server
+   * (RFC 9728 `resource_metadata`).
+   */
+  challenge?: string | undefined
 }
 
 /** The route's handler: sends each request upstream and its answer back. */
-export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
+export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
   const host = new URL(route.upstream).host
   return (request, reply) => {
     const url = request.url
@@ -61,6 +67,7 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     try {
       reply.code(statusCode)
       reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable))
+      if (challenge !== undefined && answer.headers['www-authenticate'] !== undefined) reply.header('www-authenticate', challenge)
     } catch (error) {
       // Headers Node will not send as they are: the upstream's answer is not passed on.
       return refuse(request, reply, body, `the upstream's answer could not be passed on: ${(error as Error).message}`)

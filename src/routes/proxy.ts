@@ -178,7 +178,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
         if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
       }
-      await registerProxy(scope, route, headers, plantable, sockets, bearerSockets)
+      await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route) })
     })
   }
 }
@@ -241,7 +241,21 @@ function admitBearerSockets (scope: FastifyInstance, sockets: BearerSockets, bea
 }
 
 /** The route's forwarder (proxy/forward.ts) in the route's scope, over the route's own pool, with its error handling. */
-async function registerProxy (scope: FastifyInstance, route: RouteConfig, headers: UpstreamHeaders, plantable: readonly string[], sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): Promise<void> {
+/** An agents route's clients find their authorization server in a 401's challenge: only the gateway's may name one. */
+function agentsChallenge (config: GatewayConfig, route: RouteConfig): string | undefined {
+  return route.agents ? `Bearer resource_metadata="${resourceMetadataUrl(config.server.baseUrl, route.path)}"` : undefined
+}
+
+interface ProxyParts {
+  readonly headers: UpstreamHeaders
+  readonly plantable: readonly string[]
+  readonly sockets: SessionSockets | undefined
+  readonly bearerSockets: BearerSockets | undefined
+  /** What replaces an upstream's WWW-Authenticate (agents routes: the gateway's own challenge). */
+  readonly challenge: string | undefined
+}
+
+async function registerProxy (scope: FastifyInstance, route: RouteConfig, { headers, plantable, sockets, bearerSockets, challenge }: ProxyParts): Promise<void> {
   const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
   const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
   const deadlines = new BodyDeadlines(route.timeoutMs)
@@ -269,7 +283,7 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, header
   // headers; the upstream's leg is opened before the client's upgrade is answered (websocket.ts).
   if (route.websocket) websocketRoute(scope, route, { target, headers, paths, sockets, bearerSockets })
   // The route's own path and everything under it.
-  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable })
+  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge })
   const prefix = route.path === '/' ? '' : route.path
   for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler })
 }

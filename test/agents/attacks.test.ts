@@ -120,6 +120,16 @@ async function granted (login = 'alice', resource = `${gateway.url}/mcp`): Promi
 const call = async (token: string, path = '/mcp') => await fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${token}` } })
 const refresh = async (id: string, token: string) => await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: token, client_id: id }) })
 
+describe('an upstream\'s challenge on an agents route', () => {
+  it('is replaced by the gateway\'s own: no upstream can point the route\'s clients at another authorization server', async () => {
+    const { tokens } = await granted()
+    const response = await call(tokens.access_token, '/mcp/challenge')
+    expect(response.status).toBe(401)
+    expect(await response.text()).toBe('challenged')
+    expect(response.headers.get('www-authenticate')).toBe(`Bearer resource_metadata="${gateway.url}/.well-known/oauth-protected-resource/mcp"`)
+  })
+})
+
 describe('metadata', () => {
   it('publishes RFC 8414 metadata of the endpoints it serves, and names itself in each agents route\'s RFC 9728 metadata and 401', async () => {
     const metadata = await (await fetch(`${gateway.url}/.well-known/oauth-authorization-server`)).json() as Record<string, unknown>

@@ -3,7 +3,8 @@
 // answers after that long. Bodies: `/stream` sends a first chunk and the rest only on release();
 // `/big/<bytes>` a body that large; `/untyped` no content-type; `/truncated` and `/stall` promise
 // 100 bytes, send 10, then drop the connection or go quiet (each with an x-upstream header).
-// `/set-cookies` and `/set-cookie` try to set the gateway's own cookies (and one of the app's).
+// `/set-cookies` and `/set-cookie` try to set the gateway's own cookies (and one of the app's);
+// `/challenge` answers 401 naming an authorization server of its own.
 // `/redirect?to=<value>` answers 302 with that Location; `/count` reads the body and answers its size
 // (a body that stops short is recorded in `cutShort`).
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
@@ -44,6 +45,12 @@ export async function startUpstream (): Promise<Upstream> {
     const delay = /\/delay\/(\d+)$/.exec(req.url ?? '')
     if (delay) {
       setTimeout(() => res.end(JSON.stringify(request)), Number(delay[1]))
+      return
+    }
+    if (req.url?.endsWith('/challenge')) {
+      // An upstream pointing the route's clients at an authorization server of its own (RFC 9728).
+      res.writeHead(401, { 'www-authenticate': 'Bearer resource_metadata="https://evil.example/.well-known/oauth-protected-resource"', 'content-type': 'text/plain' })
+      res.end('challenged')
       return
     }
     if (req.url?.endsWith('/close')) {
