@@ -59,6 +59,9 @@ export function cameFrom (referer: string | undefined, ownOrigin: string, failed
 /** Told of every error answer, with its code, before it is sent (the gateway counts some in /metrics). */
 export type OnErrorAnswer = (request: FastifyRequest, code: ErrorCode) => void
 
+/** The forward-auth endpoint (routes/forward-auth.ts): its answers are shown on the application's host, not the gateway's. */
+const FORWARD_AUTH_ROUTE = '/oauth/auth/:provider/'
+
 function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error, ownOrigin: string, onAnswer: OnErrorAnswer): FastifyReply {
   const error = toGatewayError(thrown)
   onAnswer(request, error.code)
@@ -79,7 +82,9 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   reply.code(error.statusCode).header('cache-control', 'no-store')
   for (const [name, value] of Object.entries(error.details.headers ?? {})) reply.header(name, value)
   if (wantsHtml(request)) {
-    return reply.type('text/html; charset=utf-8').send(errorPage(error, cameFrom(request.headers.referer, ownOrigin, request.url) ?? HOME))
+    // Through forward-auth the page shows at the application's address: a path would lead there.
+    const home = request.routeOptions.url === FORWARD_AUTH_ROUTE ? `${ownOrigin}${HOME}` : HOME
+    return reply.type('text/html; charset=utf-8').send(errorPage(error, cameFrom(request.headers.referer, ownOrigin, request.url) ?? home))
   }
   return reply.type('application/json; charset=utf-8').send({
     error: error.code,

@@ -106,6 +106,10 @@ describe('a machine client on a host with bearer:', () => {
       expect(response.headers.get('x-login-url')).toBeNull()
       expect(response.headers.get('authorization')).toBeNull()
     }
+    // The page shows at the application's address (Caddy passes it on): its way on is the gateway's, in full.
+    const page = await (await auth(API, { authorization: `Bearer ${token}`, accept: 'text/html' })).text()
+    expect(page).toContain(`href="${trusting.url}/oauth/"`)
+    expect(page).not.toContain('href="/')
     const body = await (await auth(API, { authorization: `Bearer ${token}` })).json() as Record<string, unknown>
     expect(body).toMatchObject({ error: 'invalid_token' })
     expect(body).not.toHaveProperty('login_url')
