@@ -4,7 +4,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError, isGatewayError, type ErrorCode, type ErrorDetails } from '../errors.js'
 import { canonicalTarget } from '../config/canonical.js'
-import { HOME } from '../oauth/urls.js'
+import { FORWARD_AUTH_ROUTE, HOME } from '../oauth/urls.js'
 import { errorPage, signInRemedy } from './pages.js'
 
 /** A browser navigation asks for HTML; API clients, `*\/*` and no Accept get JSON. */
@@ -58,9 +58,6 @@ export function cameFrom (referer: string | undefined, ownOrigin: string, failed
 
 /** Told of every error answer, with its code, before it is sent (the gateway counts some in /metrics). */
 export type OnErrorAnswer = (request: FastifyRequest, code: ErrorCode) => void
-
-/** The forward-auth endpoint (routes/forward-auth.ts): its answers are shown on the application's host, not the gateway's. */
-const FORWARD_AUTH_ROUTE = '/oauth/auth/:provider/'
 
 function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error, ownOrigin: string, onAnswer: OnErrorAnswer): FastifyReply {
   const error = toGatewayError(thrown)

@@ -8,6 +8,9 @@ import type { RedirectHosts } from './redirect-hosts.js'
 /** The gateway's home page, and where a refused `next` sends the browser (docs/endpoints.md). */
 export const HOME = '/oauth/'
 
+/** The forward-auth endpoint's route (routes/forward-auth.ts): its answers show at the application's address. */
+export const FORWARD_AUTH_ROUTE = '/oauth/auth/:provider/'
+
 /** The cookies the gateway sets, all named after session.cookieName. */
 export interface CookieNames {
   /** The session cookie. */

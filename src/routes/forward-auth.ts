@@ -29,7 +29,7 @@ import { trustTest } from '../http/trust-proxy.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
 import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
-import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
+import { FORWARD_AUTH_ROUTE, HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 import { loggableUrl } from '../ops/logger.js'
 import { METHOD_OVERRIDES } from '../proxy/headers.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
@@ -222,7 +222,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     reply.header('cache-control', 'no-store')
   })
 
-  app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>('/oauth/auth/:provider/', async (request, reply) => {
+  app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>(FORWARD_AUTH_ROUTE, async (request, reply) => {
     const provider = request.params.provider
     if (!providers.signsIn(provider)) throw unknownProvider(provider)
     const original = originalUrl(trusted, request)

@@ -180,11 +180,7 @@ describe('BatchedDestination', () => {
   })
 
   it('loses nothing on flushSync: every line reaches the file through a real pino destination', async () => {
-    const file = join(await mkdtemp(join(tmpdir(), 'gw-log-')), 'out.log')
-    const target = bytesTo(file)
-    await new Promise<void>((resolve) => target.once('ready', resolve))
-    const destination = new BatchedDestination(target)
-    const log = pino({ base: undefined, timestamp: false }, destination)
+    const { file, destination, log } = await fileLog()
     for (let i = 0; i < 1000; i++) log.info({ i }, 'line')
     destination.flush() // the first batch: sonic-boom writes it asynchronously
     for (let i = 1000; i < 1500; i++) log.info({ i }, 'line') // the second is still pending here
@@ -198,13 +194,18 @@ describe('BatchedDestination', () => {
   })
 })
 
+/** A pino logger writing through a BatchedDestination to a real file (a sonic-boom destination), once that file is open. */
+async function fileLog () {
+  const file = join(await mkdtemp(join(tmpdir(), 'gw-log-')), 'out.log')
+  const target = bytesTo(file)
+  await new Promise<void>((resolve) => target.once('ready', resolve))
+  const destination = new BatchedDestination(target)
+  return { file, destination, log: pino({ base: undefined, timestamp: false }, destination) }
+}
+
 describe('BatchedDestination at exit', () => {
   it('has written what was pending when flushSync returns, with the thread pool busy (a process exits right after)', async () => {
-    const file = join(await mkdtemp(join(tmpdir(), 'gw-log-')), 'out.log')
-    const target = bytesTo(file)
-    await new Promise<void>((resolve) => target.once('ready', resolve))
-    const destination = new BatchedDestination(target)
-    const log = pino({ base: undefined, timestamp: false }, destination)
+    const { file, destination, log } = await fileLog()
     log.info('shutting down')
     log.info('shut down')
     // Every thread of libuv's pool busy, as on a loaded machine: an asynchronous write would wait.

@@ -189,10 +189,10 @@ describe('a gateway that shuts down', () => {
     const closing = await startGateway({
       routes: [{ path: '/hung-long/', upstream: `http://127.0.0.1:${(hung.address() as { port: number }).port}`, auth: 'none', websocket: true, rewritePrefix: '/', timeout: '1h' }],
     })
-    const before = hungSockets.length
+    const connected = new Promise<Socket>((resolve) => hung.once('connection', resolve))
     const outcome = upgrade('/hung-long/feed', closing.url)
-    await waitFor(async () => hungSockets.length > before, 5000, 'the gateway to connect to the upstream')
-    const upstreamClosed = new Promise((resolve) => hungSockets[before]!.once('close', resolve))
+    const upstreamClosed = new Promise((resolve) => { void connected.then((socket) => socket.once('close', resolve)) })
+    await connected
     await closing.close()
     const { status, body, socket } = await outcome
     socket?.close()
