@@ -10,7 +10,7 @@ export const TOKEN_MESSAGES = {
   malformed: 'The request names the Bearer scheme but carries no single well-formed token (Bearer <token>).',
   notWellFormed: 'The token is not a well-formed JWT.',
   claimNotValid: 'The token\'s {claim} claim is not valid.',
-  notJwt: 'The token is not a JWT, and this route does not introspect tokens.',
+  notJwt: 'The token is not a JWT, and tokens are not introspected here.',
   noIntrospection: 'The token is not a JWT, and no issuer of this route advertises an introspection endpoint.',
   algorithm: 'The token\'s signing algorithm is not accepted.',
   asymmetricOnly: 'The token\'s signing algorithm is not accepted (public-key signatures only).',

@@ -169,7 +169,10 @@ describe('what an operator sees of forward-auth\'s token callers', () => {
     expect(before).not.toContain('forward-auth:plain.example.com')
     const accepted = (text: string) => Number(/gateway_bearer_tokens_total\{route="forward-auth:api\.example\.com",result="accepted"\} (\d+)/.exec(text)?.[1] ?? 0)
     expect((await auth(API, { authorization: `Bearer ${await orders()}` })).status).toBe(200)
-    expect((await auth(API, { authorization: 'Bearer not-a-jwt' })).status).toBe(401)
+    const opaque = await auth(API, { authorization: 'Bearer not-a-jwt' })
+    expect(opaque.status).toBe(401)
+    // Said of the host, where there is no route to name.
+    expect(opaque.headers.get('www-authenticate')).toContain('error_description="The token is not a JWT, and tokens are not introspected here."')
     const after = await (await fetch(`${trusting.url}/metrics`)).text()
     expect(accepted(after)).toBe(accepted(before) + 1)
     expect(after).toMatch(/gateway_bearer_tokens_total\{route="forward-auth:api\.example\.com",result="not_a_jwt"\} [1-9]/)
