@@ -21,12 +21,15 @@ flags:
   --remember-sign-in      the provider keeps its own sign-in, as real providers do (the default;
                           env DEMO_PROVIDER_REMEMBER=1)
   --no-remember-sign-in   the provider asks for a user name at every sign-in (env DEMO_PROVIDER_REMEMBER=0)
+  --forward-auth <proxy>  caddy or nginx in front of the sample app, asking the gateway before each
+                          request (docs/forward-auth.md's files, as shipped): open the app at the
+                          address it prints (env DEMO_FRONT_PORT, 8081)
   --token-ttl <duration>  lifetime of the machine client's access tokens: 30s, 5m, 1h or seconds
                           (default 1h; env DEMO_TOKEN_TTL); a short one shows an expired token's answer
   --help                  this text
 
 environment: DEMO_ISSUER_PORT (9000), DEMO_APP_PORT (9100), DEMO_GATEWAY_PORT (8080; 0 picks a free
-port), DEMO_HOST (listen address, 127.0.0.1), DEMO_PUBLIC_ISSUER (the issuer URL when it is published
+port), DEMO_FRONT_PORT (--forward-auth's proxy, 8081; 0 picks a free port), DEMO_HOST (listen address, 127.0.0.1), DEMO_PUBLIC_ISSUER (the issuer URL when it is published
 at another address), DEMO_TOKEN_TTL (--token-ttl), DEMO_CLIENT_SECRET (default ${DEMO_CLIENT_SECRET}), REDIS_URL (the demo's gateway
 keeps sessions in Redis)
 `
@@ -41,6 +44,8 @@ export interface DemoOptions {
   rememberSignIn: boolean
   /** Lifetime of the machine client's access tokens, in seconds. */
   tokenTtl: number
+  /** The proxy to put in front of the sample app with the gateway's forward-auth, if any. */
+  forwardAuth?: 'caddy' | 'nginx'
 }
 
 /** A mistake in the flags or DEMO_* variables, or a port taken: the message is the whole line to show. */
@@ -78,9 +83,9 @@ function rememberFromEnv (value: string | undefined): boolean {
   throw new DemoUsageError(`DEMO_PROVIDER_REMEMBER must be 1 or 0, got ${JSON.stringify(value)}`)
 }
 
-const FLAGS = '--without-gateway, --gateway-url <url>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help'
+const FLAGS = '--without-gateway, --gateway-url <url>, --forward-auth <proxy>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help'
 /** The flags that take a value (`--flag value` or `--flag=value`). */
-const VALUED = new Set(['--gateway-url', '--token-ttl'])
+const VALUED = new Set(['--gateway-url', '--forward-auth', '--token-ttl'])
 
 /** The options `argv` (the arguments after the script) and `env` give; throws DemoUsageError. */
 export function demoOptions (argv: readonly string[], env: Record<string, string | undefined>): DemoOptions {
@@ -102,6 +107,10 @@ export function demoOptions (argv: readonly string[], env: Record<string, string
       const value = inline ?? argv[++i]
       if (value === undefined) throw new DemoUsageError('--gateway-url needs a URL, such as --gateway-url http://localhost:8080')
       options.gatewayUrls = [gatewayUrl(value, '--gateway-url')]
+    } else if (flag === '--forward-auth') {
+      const value = inline ?? argv[++i]
+      if (value !== 'caddy' && value !== 'nginx') throw new DemoUsageError(`--forward-auth needs caddy or nginx, got ${JSON.stringify(value ?? '')}`)
+      options.forwardAuth = value
     } else if (flag === '--token-ttl') {
       const value = inline ?? argv[++i]
       if (value === undefined) throw new DemoUsageError('--token-ttl needs a duration, such as --token-ttl 30s')
@@ -114,6 +123,7 @@ export function demoOptions (argv: readonly string[], env: Record<string, string
   if (options.withGateway && argv.some((arg) => arg.startsWith('--gateway-url'))) {
     throw new DemoUsageError('--gateway-url is for your own gateway: use it with --without-gateway (npm run demo:provider)')
   }
+  if (!options.withGateway && options.forwardAuth !== undefined) throw new DemoUsageError('--forward-auth puts the demo\'s gateway behind a proxy: leave out --without-gateway')
   return options
 }
 

@@ -10,9 +10,14 @@
 // (demo/instructions.ts). Flags and DEMO_* variables: demo/options.ts, `--help`.
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { parseDocument } from 'yaml'
 import { startAuthorizationServer, type AuthorizationServer } from './authorization-server.js'
+import { frontBinary, holdFrontPort, startFrontProxy, type FrontKind, type FrontProxy, type HeldPort } from './front-proxy.js'
 import { localProviderText } from './instructions.js'
 import { MACHINE_CLIENT, machineResources } from './machine.js'
 import { showGatewayLogs } from './log-view.js'
@@ -123,15 +128,47 @@ async function withoutGateway (options: DemoOptions): Promise<void> {
   process.stdout.write(localProviderText({ issuer: as.issuer, clientSecret: options.clientSecret, gatewayUrls: options.gatewayUrls, appUrl: app.url, rememberSignIn: options.rememberSignIn, tokenTtl: options.tokenTtl }))
 }
 
+/** The shipped gateway.yaml. */
+const SHIPPED_CONFIG = fileURLToPath(new URL('../../gateway.yaml', import.meta.url))
+
+/** `--forward-auth`'s proxy, on its port (DEMO_FRONT_PORT), held until the proxy takes it over. */
+interface Front { kind: FrontKind, port: HeldPort, url: string }
+
+async function holdFront (kind: FrontKind): Promise<Front> {
+  if (frontBinary(kind) === undefined) throw new DemoUsageError(`--forward-auth ${kind}: ${kind} is not installed (Debian: apt-get install -y ${kind === 'nginx' ? 'nginx-light' : 'caddy'})`)
+  const requested = port('DEMO_FRONT_PORT', 8081)
+  const held = await onPort(kind, 'DEMO_FRONT_PORT', requested, async () => await holdFrontPort(requested))
+  return { kind, port: held, url: `http://localhost:${held.port}` }
+}
+
+/**
+ * gateway.yaml as shipped, and with \`--forward-auth\` what the proxy in front needs (docs/forward-auth.md,
+ * "The gateway's side"): its X-Forwarded-* trusted from loopback, and the app's address as a place a
+ * sign-in may return to. The app is on the gateway's host name (localhost), so the session cookie
+ * reaches it without session.cookieDomain: browsers share cookies across the ports of a host.
+ */
+async function gatewayConfig (front: Front | undefined): Promise<{ path: string, remove (): Promise<void> }> {
+  if (front === undefined) return { path: SHIPPED_CONFIG, remove: async () => {} }
+  const doc = parseDocument(await readFile(SHIPPED_CONFIG, 'utf8'))
+  doc.setIn(['server', 'trustProxy'], doc.createNode(['127.0.0.1']))
+  doc.setIn(['forwardAuth', 'allowedRedirectHosts'], doc.createNode([`localhost:${front.port.port}`]))
+  const dir = await mkdtemp(join(tmpdir(), 'gateway-demo-'))
+  const path = join(dir, 'gateway.yaml')
+  await writeFile(path, doc.toString())
+  return { path, remove: async () => await rm(dir, { recursive: true, force: true }) }
+}
+
 async function withGateway (options: DemoOptions): Promise<void> {
   const gatewayPort = port('DEMO_GATEWAY_PORT', 8080) || await freePort()
   await portIsFree(gatewayPort)
   const baseUrl = `http://localhost:${gatewayPort}`
   // Only this demo's own gateway ever sees it: no reason for a known one.
   const clientSecret = randomBytes(24).toString('base64url')
+  const front = options.forwardAuth === undefined ? undefined : await holdFront(options.forwardAuth)
   const { as, app } = await startServices([baseUrl], clientSecret, options)
+  const config = await gatewayConfig(front)
 
-  const gateway = spawn(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url)), '--config', fileURLToPath(new URL('../../gateway.yaml', import.meta.url))], {
+  const gateway = spawn(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url)), '--config', config.path], {
     stdio: ['ignore', 'pipe', 'inherit'],
     env: {
       ...env,
@@ -153,14 +190,16 @@ async function withGateway (options: DemoOptions): Promise<void> {
   showGatewayLogs(gateway.stdout, process.stdout)
 
   let stopping = false
+  let proxy: FrontProxy | undefined
   const stop = async (code: number) => {
     if (stopping) return
     stopping = true
+    await proxy?.stop()
     if (gateway.exitCode === null) {
       gateway.kill('SIGTERM')
       await new Promise((resolve) => gateway.once('exit', resolve))
     }
-    await Promise.all([as.close(), app.close()])
+    await Promise.all([as.close(), app.close(), config.remove(), front?.port.release()])
     process.exit(code)
   }
   onSignals(stop)
@@ -172,13 +211,21 @@ async function withGateway (options: DemoOptions): Promise<void> {
   })
 
   await waitForHealth(`http://127.0.0.1:${gatewayPort}/healthz`, 15_000)
+  if (front !== undefined) {
+    try {
+      proxy = await startFrontProxy(front.kind, { gateway: `127.0.0.1:${gatewayPort}`, upstream: new URL(app.url).host, host: 'localhost', port: front.port })
+    } catch (error) {
+      process.stderr.write(`demo: ${error instanceof Error ? error.message : String(error)}\n`)
+      await stop(1)
+    }
+  }
   process.stdout.write(`
   Demo running (sessions in ${env.REDIS_URL ? 'Redis' : 'memory'}):
     gateway               ${baseUrl}
     authorization server  ${as.issuer}  (any username signs in; it keeps everything in memory, on purpose)
-    sample app            ${app.url}  (behind the gateway at /app/)
-
-  Open ${baseUrl}/app/ in a browser.   Ctrl-C stops everything.
+    sample app            ${app.url}  (behind the gateway at /app/${front ? `, and behind ${front.kind} at ${front.url}/` : ''})
+${front ? `    ${front.kind.padEnd(21)} ${front.url}  (docs/forward-auth/${front.kind === 'nginx' ? 'nginx.conf' : 'Caddyfile'} as shipped: it asks the gateway's /oauth/auth/demo/ first)\n` : ''}
+  Open ${front ? `${front.url}/` : `${baseUrl}/app/`} in a browser.   Ctrl-C stops everything.
 \n`)
 }
 

@@ -3,47 +3,26 @@
 // which keeps its sign-in), be asked to sign in again; and
 // reject consent to see the access_denied page. Screenshots of each final page go to
 // test/artifacts/ for a person to look at.
-import { spawn, type ChildProcess } from 'node:child_process'
 import { mkdir } from 'node:fs/promises'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { ARTIFACTS, sharedChromium } from './helpers/chromium.js'
+import { startDemo, type RunningDemo } from './helpers/demo.js'
 
-let demo: ChildProcess
+let demo: RunningDemo
 let demoUrl: string
-let demoOutput = ''
 let browser: Browser
 
 beforeAll(async () => {
   await mkdir(ARTIFACTS, { recursive: true })
-  demo = spawn(process.execPath, ['dist/demo/run.js'], {
-    env: { ...process.env, DEMO_GATEWAY_PORT: '0', DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', REDIS_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  })
-  demoUrl = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the demo printed no URL within 20 s:\n${demoOutput}`)), 20_000)
-    const read = (chunk: Buffer) => {
-      demoOutput += chunk.toString()
-      const match = /Open (http\S+) in a browser/.exec(demoOutput)
-      if (match) {
-        clearTimeout(timer)
-        resolve(match[1]!)
-      }
-    }
-    demo.stdout!.on('data', read)
-    demo.stderr!.on('data', read)
-    demo.once('exit', (code) => reject(new Error(`the demo exited (${code}):\n${demoOutput}`)))
-  })
+  demo = await startDemo()
+  demoUrl = demo.url
   browser = await sharedChromium()
 })
 
 afterAll(async () => {
-  if (demo && demo.exitCode === null) {
-    const exited = new Promise<number | null>((resolve) => demo.once('exit', resolve))
-    demo.kill('SIGINT')
-    // Ctrl-C stops every process the demo started and exits 0.
-    expect(await exited).toBe(0)
-  }
+  // Ctrl-C stops every process the demo started and exits 0.
+  if (demo) expect(await demo.interrupt()).toBe(0)
 })
 
 async function signInAs (page: Page, name: string): Promise<void> {

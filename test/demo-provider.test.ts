@@ -165,7 +165,7 @@ describe('npm run demo:provider', () => {
   it('refuses an unknown flag in one line listing the flags, and prints them all with --help', async () => {
     const bad = await runToExit(['--remember'])
     expect(bad.code).toBe(2)
-    expect(bad.stderr).toBe('demo: unknown flag "--remember"; flags: --without-gateway, --gateway-url <url>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help\n')
+    expect(bad.stderr).toBe('demo: unknown flag "--remember"; flags: --without-gateway, --gateway-url <url>, --forward-auth <proxy>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help\n')
     const help = await runToExit(['--help'])
     expect(help.code).toBe(0)
     for (const flag of ['--gateway-url', '--token-ttl', 'DEMO_TOKEN_TTL', '--remember-sign-in', '--no-remember-sign-in', 'DEMO_ISSUER_PORT', 'DEMO_PROVIDER_REMEMBER']) expect(help.stdout).toContain(flag)
@@ -178,6 +178,9 @@ describe('the demo\'s flags and variables', () => {
       help: false, withGateway: false, gatewayUrls: ['http://localhost:8080', 'http://127.0.0.1:8080'], clientSecret: 'demo-secret-change-me', rememberSignIn: true, tokenTtl: 3600,
     })
     expect(demoOptions(['--token-ttl', '30s'], {}).tokenTtl).toBe(30)
+    expect(demoOptions(['--forward-auth=caddy'], {}).forwardAuth).toBe('caddy')
+    expect(demoOptions(['--forward-auth', 'nginx'], {}).forwardAuth).toBe('nginx')
+    expect(demoOptions([], {}).forwardAuth).toBeUndefined()
     expect(demoOptions(['--token-ttl=5m'], { DEMO_TOKEN_TTL: '1h' }).tokenTtl).toBe(300)
     expect(demoOptions([], { DEMO_TOKEN_TTL: '24h' }).tokenTtl).toBe(86_400)
     expect(demoOptions([], { DEMO_TOKEN_TTL: '90' }).tokenTtl).toBe(90)
@@ -200,7 +203,9 @@ describe('the demo\'s flags and variables', () => {
     [['--help=yes'], '--help takes no value, got "--help=yes"'],
     [['--token-ttl'], '--token-ttl needs a duration, such as --token-ttl 30s'],
     ...['0', '0s', '25h', '86401', '-5s', '1.5m', '10 s', '10d', '', 'ten', '1e3', '0x10', '9999999'].map((value) => [['--token-ttl', value], `--token-ttl must be a duration from 1s to 24h, such as 30s, 5m or 1h, got ${JSON.stringify(value)}`] as [string[], string]),
-    [['-x'], 'unknown flag "-x"; flags: --without-gateway, --gateway-url <url>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help'],
+    ...[[], ['traefik'], ['Caddy'], [''], ['caddy nginx'], ['--without-gateway']].map((value) => [['--forward-auth', ...value], `--forward-auth needs caddy or nginx, got ${JSON.stringify(value[0] ?? '')}`] as [string[], string]),
+    [['--forward-auth=nginx', '--without-gateway'], '--forward-auth puts the demo\'s gateway behind a proxy: leave out --without-gateway'],
+    [['-x'], 'unknown flag "-x"; flags: --without-gateway, --gateway-url <url>, --forward-auth <proxy>, --token-ttl <duration>, --remember-sign-in, --no-remember-sign-in, --help'],
   ])('refuses %j: %s', (argv, message) => {
     expect(() => demoOptions(argv, {})).toThrow(new DemoUsageError(message))
   })

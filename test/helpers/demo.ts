@@ -1,0 +1,44 @@
+// `npm run demo` as a person runs it (dist/demo/run.js, the built demo), on ports from the OS, for
+// the tests that click through it in a real browser.
+import { spawn, type ChildProcess } from 'node:child_process'
+
+export interface RunningDemo {
+  /** The address the demo says to open. */
+  url: string
+  /** What it printed so far. */
+  output (): string
+  /** Ctrl-C: resolves with its exit code (0: it stopped everything it started). */
+  interrupt (): Promise<number | null>
+}
+
+/** Starts the demo with `args` and resolves once it prints the address to open (20 s at most). */
+export async function startDemo (args: string[] = []): Promise<RunningDemo> {
+  const demo: ChildProcess = spawn(process.execPath, ['dist/demo/run.js', ...args], {
+    env: { ...process.env, DEMO_GATEWAY_PORT: '0', DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', DEMO_FRONT_PORT: '0', REDIS_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  })
+  let output = ''
+  const exited = new Promise<number | null>((resolve) => demo.once('exit', resolve))
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the demo printed no URL within 20 s:\n${output}`)), 20_000)
+    const read = (chunk: Buffer) => {
+      output += chunk.toString()
+      const match = /Open (http\S+) in a browser/.exec(output)
+      if (match) {
+        clearTimeout(timer)
+        resolve(match[1]!)
+      }
+    }
+    demo.stdout!.on('data', read)
+    demo.stderr!.on('data', read)
+    exited.then((code) => reject(new Error(`the demo exited (${code}):\n${output}`)), () => {})
+  })
+  return {
+    url,
+    output: () => output,
+    interrupt: async () => {
+      if (demo.exitCode === null && demo.signalCode === null) demo.kill('SIGINT')
+      return await exited
+    },
+  }
+}
