@@ -2,9 +2,11 @@
 // of path globs all spell paths by it). The gateway parses the request line's target once, before
 // routing, and everything after (route match, `public` rules, `allow` rules, rewritePrefix, the
 // path sent upstream, the `next` of a sign-in) reads that one string. Dot segments are removed
-// (RFC 3986 §5.2.4) after percent-encoded unreserved characters are decoded (§6.2.2.2), so `%2e%2e`
-// is `..`; `//` is merged; characters outside RFC 3986's `pchar` are percent-encoded with upper-case
-// hex. What an upstream might read as another path, and what cannot be made canonical without
+// (RFC 3986 §5.2.4) after percent-encoded `pchar` characters are decoded (unreserved, §6.2.2.2, and
+// the sub-delims, `:` and `@`, which a path carries as they are), so `%2e%2e` is `..` and
+// `Special%3AVersion` is `Special:Version`, as the application that decodes the path reads it; `//`
+// is merged; characters outside `pchar` are percent-encoded with upper-case hex. Each character
+// thus has one spelling: a rule written with one cannot be gone around with the other. What an upstream might read as another path, and what cannot be made canonical without
 // guessing, is refused instead: encoded `/`, `\`, `%` or `;`, a raw `\`, `;` segment parameters, `#`, control
 // characters (raw or encoded), invalid percent-encoding or UTF-8, climbing above `/`, a target that is not a
 // path, a segment that begins or ends with `..`. The result is a fixed point of WHATWG URL parsing, so the proxy's `new URL()` sends it as is.
@@ -31,9 +33,13 @@ for (let code = 0; code < 128; code++) {
   else PATH_KIND[code] = Kind.Refuse
 }
 
-/** Whether each ASCII character is RFC 3986 `unreserved` (decoded when percent-encoded): a table, so no pattern runs per byte. */
-const UNRESERVED: boolean[] = []
-for (let code = 0; code < 128; code++) UNRESERVED[code] = /[A-Za-z0-9\-._~]/.test(String.fromCharCode(code))
+/**
+ * Whether each ASCII character is decoded when percent-encoded: `pchar` but `/` (RFC 3986's
+ * unreserved, sub-delims, `:` and `@`), the characters the path keeps as they are. A table, so no
+ * pattern runs per byte.
+ */
+const DECODED: boolean[] = []
+for (let code = 0; code < 128; code++) DECODED[code] = code !== 47 && PATH_KIND[code] === Kind.Keep
 
 /** Characters WHATWG's query state percent-encodes for http(s) URLs; encoded here so the query is stable too. */
 const QUERY_ENCODE = new Set(['"', '<', '>', '\'', ' ', '`'])
@@ -83,7 +89,7 @@ function canonicalPath (raw: string): string | CanonicalTarget {
       const byte = encodedByte(raw, i)
       if (typeof byte !== 'number') return byte
       if (byte >= 0x80) nonAscii = true
-      text += byte < 128 && UNRESERVED[byte] === true ? String.fromCharCode(byte) : encodeByte(byte)
+      text += byte < 128 && DECODED[byte] === true ? String.fromCharCode(byte) : encodeByte(byte)
       plain = false
       i += 2
     } else if (kind === Kind.Keep) {

@@ -75,7 +75,7 @@ export function globProblem (glob: string): string | undefined {
 
 /**
  * Why a glob is not spelled as the edge spells every path (`*` is a character it keeps): a
- * non-ASCII character, lower-case `%xx`, an encoded unreserved byte (`%61`), a character the edge
+ * non-ASCII character, lower-case `%xx`, an encoded byte the edge decodes (`%61`, `%3A`), a character the edge
  * encodes (`{`, `"`, `|`) or refuses (`;`, `%2F`). Such a glob matches no request, so a `deny` would
  * silently never hold: refused, with the spelling to write. Non-ASCII is read as its UTF-8 bytes,
  * as a browser sends it.

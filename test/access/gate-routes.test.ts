@@ -23,6 +23,8 @@ beforeAll(async () => {
       { path: '/app/', upstream: upstream.url, provider: 'demo', public: ['GET /app/static/*', 'OPTIONS *'] },
       { path: '/café/', upstream: upstream.url, provider: 'demo' },
       { path: '/app!/', upstream: upstream.url, provider: 'demo' },
+      { path: '/@admin/', upstream: upstream.url, provider: 'demo' },
+      { path: '/', upstream: upstream.url, auth: 'none' },
     ],
   }, { listen: false })
 })
@@ -64,6 +66,18 @@ describe('the gate behind the router', () => {
     const res = await gateway.app.inject({ url: '/caf%C3%A9/menu', headers: json })
     expect(res.statusCode).toBe(401)
     expect(res.json()).toMatchObject({ error: 'unauthenticated' })
+  })
+
+  it('routes an encoded sub-delimiter, `:` or `@` to the route it spells, never to the public route beside it', async () => {
+    for (const url of ['/@admin/x', '/%40admin/x', '/%40admin', '/%40%61dmin/x']) {
+      const before = upstream.seen.length
+      const res = await gateway.app.inject({ url, headers: json })
+      expect([url, res.statusCode, upstream.seen.length]).toEqual([url, 401, before])
+    }
+    // The public route still serves what is its own, as the upstream receives it.
+    const res = await gateway.app.inject({ url: '/wiki/Special%3AVersion', headers: json })
+    expect(res.statusCode).toBe(200)
+    expect(upstream.seen.at(-1)?.url).toBe('/wiki/Special:Version')
   })
 
   it('judges a route whose path the router matched decoded (a sub-delimiter)', async () => {

@@ -33,6 +33,8 @@ const GLOBS: Array<[string, string, string]> = [
   ['lower-case percent-encoding', '/app/caf%c3%a9/*', spelt('/app/caf%C3%A9/*', '/app/caf%c3%a9/*')],
   ['an encoded unreserved letter', '/app/%61dmin/*', spelt('/app/admin/*', '/app/%61dmin/*')],
   ['an encoded dash and tilde', '/app/%7Euser%2D1', spelt('/app/~user-1', '/app/%7Euser%2D1')],
+  ['an encoded colon (the edge decodes it)', '/wiki/Special%3A*', spelt('/wiki/Special:*', '/wiki/Special%3A*')],
+  ['an encoded at sign and dollar', '/app/%40me/%24batch', spelt('/app/@me/$batch', '/app/%40me/%24batch')],
   ['a brace the edge encodes', '/app/{id}/*', spelt('/app/%7Bid%7D/*', '/app/{id}/*')],
   ['a double quote', '/app/"x"', spelt('/app/%22x%22', '/app/"x"')],
   ['angle brackets and a pipe', '/app/<a|b>', spelt('/app/%3Ca%7Cb%3E', '/app/<a|b>')],

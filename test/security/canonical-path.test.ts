@@ -30,6 +30,12 @@ const CANONICAL: Array<[string, string]> = [
   ['/app/x/%2e%2e', '/app/'],
   ['/%61pp/x', '/app/x'],
   ['/app/%7e%41%5F', '/app/~A_'],
+  // The sub-delims, `:` and `@` are carried as they are, so their encoding is decoded: one spelling each.
+  ['/wiki/Special%3AVersion', '/wiki/Special:Version'],
+  ['/wiki/Special%3aVersion', '/wiki/Special:Version'],
+  ['/odata/%24batch', '/odata/$batch'],
+  ['/%40admin/x', '/@admin/x'],
+  ['/a%21b/%26%27%28%29%2A%2B%2C%3D', '/a!b/&\'()*+,='],
   ['/app/%3f%23', '/app/%3F%23'],
   ['/app/%c3%a9', '/app/%C3%A9'],
   ['/app/a"b', '/app/a%22b'],
@@ -104,7 +110,7 @@ describe('canonicalTarget', () => {
 /** Paths from the alphabet attackers use: separators, dots and their encodings, `;`, `#`, `?`. */
 function hostileTarget (): fc.Arbitrary<string> {
   const piece = fc.constantFrom('/', '/', '.', '..', '%2e', '%2E', '%2f', '%5c', '\\', ';', '#', '?', '%3b', '%00', '//',
-    'app', 'public', 'admin', 'x', '1', '%61pp', 'a%62', '%', '~')
+    'app', 'public', 'admin', 'x', '1', '%61pp', 'a%62', '%', '~', '%3A', '%40', '@', '%2b')
   return fc.array(piece, { minLength: 1, maxLength: 12 }).map((pieces) => `/${pieces.join('')}`)
 }
 

@@ -49,6 +49,7 @@ describe('a route with deny: [{ paths: [/wiki/admin/*] }] before a case-insensit
       routes: [
         { path: '/wiki/', upstream: app.url, provider: 'demo', deny: [{ paths: ['/wiki/admin/*'] }] },
         { path: '/docs/', upstream: app.url, provider: 'demo', allow: [{ paths: ['/docs/public/*'] }] },
+        { path: '/w/', upstream: app.url, provider: 'demo', deny: [{ paths: ['/w/special:*', '/w/$batch', '/w/@me/*'] }] },
       ],
     }))
     cookie = await sessionCookie(gateway, 'alice')
@@ -68,6 +69,14 @@ describe('a route with deny: [{ paths: [/wiki/admin/*] }] before a case-insensit
     const since = app.routed.length
     expect(await status(path)).toBe(403)
     expect(adminReached(since)).toBe(false)
+  })
+
+  // The characters a path carries as they are (sub-delims, `:`, `@`), percent-encoded: the
+  // application decodes them to the denied path, and so does the gateway.
+  it.each(['/w/special%3Aversion', '/w/Special%3aVersion', '/w/%24batch', '/w/%24BATCH', '/w/%40me/x', '/w/%40ME./x'])('refuses %s (403) before the application sees it', async (path) => {
+    const since = app.routed.length
+    expect(await status(path)).toBe(403)
+    expect(app.routed.slice(since)).toEqual([])
   })
 
   it.each(ADMITTED)('admits %s', async (path) => {
