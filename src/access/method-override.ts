@@ -4,8 +4,10 @@
 // body (urlencoded, or any `multipart/*`, whose parts are found by a linear scan, never a regular
 // expression over the body, and named by Content-Disposition `name` or by Content-ID, as Rack does),
 // in a POST without a Content-Type (Rack parses it as a form), and at the top level of a JSON body
-// (Laravel reads its JSON input as the form). A field name counts in every spelling PHP reads as
-// `_method` (a leading space dropped, `.` and ` ` read as `_`, and `_method[...]`).
+// (Laravel reads its JSON input as the form whenever the whole Content-Type header, parameters
+// included, names JSON: `text/plain; x=/json` too, and a form whose header does is read both ways).
+// A field name counts in every spelling PHP reads as `_method` (cut at a NUL, a leading space
+// dropped, `.` and ` ` read as `_`, and `_method[...]`).
 // Every value found is judged, as the upper case the frameworks compare; a value that is no method
 // token is a method that cannot be told, which `allow` rules refuse (rules.ts).
 import type { Identity } from '../session/record.js'
@@ -30,6 +32,12 @@ function mediaType (contentType: string): string {
   return (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase()
 }
 
+/** Laravel's isJson(): the whole Content-Type header, parameters included, contains `/json` or `+json`. */
+function namesJson (contentType: string | undefined): boolean {
+  const header = contentType?.toLowerCase() ?? ''
+  return header.includes('/json') || header.includes('+json')
+}
+
 /**
  * The kind of a POST body an application may read `_method` from, or undefined when none reads it
  * (the body then streams on unread). No Content-Type at all is a form to Rack.
@@ -39,14 +47,14 @@ export function formKind (contentType: string | undefined): FormKind | undefined
   const type = mediaType(contentType)
   if (type === 'application/x-www-form-urlencoded') return 'urlencoded'
   if (type.startsWith('multipart/')) return 'multipart'
-  // Laravel's isJson(): any type naming JSON.
-  if (type.includes('/json') || type.includes('+json')) return 'json'
+  if (namesJson(contentType)) return 'json'
   return undefined
 }
 
 /** Whether a form field name is read as `_method` by one of the frameworks (see the header). */
 export function isOverrideField (name: string): boolean {
-  let folded = name.replace(/^ +/, '')
+  // PHP reads a name as a C string: what follows a NUL is not part of it.
+  let folded = name.split('\0', 1)[0]!.replace(/^ +/, '')
   const bracket = folded.indexOf('[')
   if (bracket !== -1) folded = folded.slice(0, bracket)
   return folded.replace(/[. ]/g, '_') === FIELD
@@ -223,7 +231,9 @@ function jsonOverrides (body: Buffer): Array<string | undefined> {
 export function bodyOverrides (kind: FormKind, body: Buffer, contentType: string | undefined): Array<string | undefined> {
   if (kind === 'json') return jsonOverrides(body)
   const values = kind === 'urlencoded' ? urlencodedValues(body.toString('utf8')) : multipartValues(body, contentType ?? '')
-  return values.filter((value) => value !== '').map((value) => value === undefined ? undefined : overrideMethod(value))
+  const named = values.filter((value) => value !== '').map((value) => value === undefined ? undefined : overrideMethod(value))
+  // A form whose header also names JSON (`; x=+json`): Laravel reads it as JSON.
+  return namesJson(contentType) ? [...named, ...jsonOverrides(body)] : named
 }
 
 /**

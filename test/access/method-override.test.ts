@@ -29,12 +29,18 @@ describe('which bodies may carry _method', () => {
     ['text/plain', undefined],
     ['application/octet-stream', undefined],
     ['application/x-www-form-urlencodedx', undefined],
+    // Laravel's isJson() reads the whole header, parameters too.
+    ['text/plain; x=/json', 'json'],
+    ['application/octet-stream; profile="a+json"', 'json'],
+    ['TEXT/PLAIN; X=/JSON', 'json'],
   ])('%j is %s', (type, kind) => {
     expect(formKind(type)).toBe(kind)
   })
 
   it.each([
     ['_method', true], ['.method', true], [' _method', true], ['_method[]', true], ['_method[a][b]', true],
+    // PHP cuts a name at a NUL.
+    ['_method\0', true], ['_method\0x', true], [' _method\0[]', true], ['\0_method', false],
     ['_METHOD', false], ['method', false], ['__method', false], ['_method_', false], ['x_method', false],
   ])('the field name %j is read as _method: %s', (name, is) => {
     expect(isOverrideField(name)).toBe(is)
@@ -62,6 +68,9 @@ describe('multipart parts named _method, hostile boundaries and headers', () => 
     expect(bodyOverrides('multipart', multipart('b', field, 'DEL ETE'), 'multipart/form-data; boundary=b')).toEqual([undefined])
     expect(bodyOverrides('urlencoded', Buffer.from('_method=%00DELETE'), undefined)).toEqual([undefined])
     expect(bodyOverrides('json', Buffer.from('{"_method":["DELETE"]}'), 'application/json')).toEqual([undefined])
+    // A form whose header also names JSON is read both ways, as Laravel reads it as JSON.
+    expect(bodyOverrides('urlencoded', Buffer.from('{"_method":"DELETE"}'), 'application/x-www-form-urlencoded; x=+json')).toEqual(['DELETE'])
+    expect(bodyOverrides('urlencoded', Buffer.from('_method%00=PUT'), 'application/x-www-form-urlencoded')).toEqual(['PUT'])
     // More parts than Rack reads (4096): what the application sees cannot be told.
     expect(bodyOverrides('multipart', Buffer.from('--b\r\n\r\nx\r\n'.repeat(4097)), 'multipart/form-data; boundary=b')).toEqual([undefined])
     expect(bodyOverrides('multipart', Buffer.from('--b\r\n\r\nx\r\n'.repeat(4096)), 'multipart/form-data; boundary=b')).toEqual([])
