@@ -4,8 +4,11 @@
 // with 403 `forbidden` naming the rule when any is refused (a multipart boundary that parsers read
 // differently is a 400 `invalid_request`: access/multipart-boundary.ts). A body it looks at is read
 // once, whole, within OVERRIDE_BODY_MAX bytes (413 `payload_too_large` beyond) and the route's
-// timeout, then the same bytes go upstream; any other body streams on unread. Routes whose rules
-// name no methods get no hook at all. The method-override headers (X-HTTP-Method-Override and kin)
+// timeout, then the same bytes go upstream; any other body streams on unread. A request a `public`
+// rule let through on its own method is held to the same: where the route's `public` rules name
+// methods, each method its `_method` names must be public on that path too (a `public: [POST
+// /comments]` is no anonymous DELETE to an application that honours `_method=DELETE`), else 403.
+// Routes whose rules and public rules name no methods get no hook at all. The method-override headers (X-HTTP-Method-Override and kin)
 // never reach the upstream of a protected route (proxy/headers.ts), so they need no judging here.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
@@ -33,6 +36,10 @@ export interface OverrideRoute {
   readonly switchAccount: (next: string) => string
   /** The largest body read (default {@link OVERRIDE_BODY_MAX}). */
   readonly maxBytes?: number
+  /** Whether the route's rules name methods: an admitted request's overrides are judged by `judge`. */
+  readonly judgesAllowed: boolean
+  /** The route's `public` test, where its public rules name methods: a public request's overrides must be public too. */
+  readonly isPublic?: (method: string, target: string) => boolean
 }
 
 /** An answer that leaves part of the body unread: the connection is closed after it, never reused mid-body. */
@@ -88,6 +95,13 @@ function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | u
     : refusal(decision, { subject: 'this route', switchAccountUrl: route.switchAccount(request.url) })
 }
 
+/** The refusal of a public request whose `_method` names a method that is not public on its path: no session was read, so no account is offered. */
+function notPublic (request: FastifyRequest, method: string | undefined): Error {
+  request.audit = { decision: 'forbidden', user: null, rule: 'public', credential: null, reason: 'method_override' }
+  const named = method === undefined ? 'a value that is no method' : method
+  return new GatewayError('forbidden', `This ${request.method} is public, but its _method names ${named}, which is not public on ${shownPath(request.url)}: send the request as that method, signed in.`)
+}
+
 /**
  * The route's preParsing hook: see the file's header. A request that can name no other method (not
  * a POST, no query) goes on at once, with no promise made for it: most requests of such a route.
@@ -95,7 +109,9 @@ function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | u
 export function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
   const judged = judgedOverrides(route)
   return (request, reply, payload, done) => {
-    if (request.audit?.decision !== 'allow' || (request.method !== 'POST' && !request.url.includes('?'))) return done(null, payload)
+    const decision = request.audit?.decision
+    const judges = decision === 'allow' ? route.judgesAllowed : decision === 'public' && route.isPublic !== undefined
+    if (!judges || (request.method !== 'POST' && !request.url.includes('?'))) return done(null, payload)
     judged(request, reply, payload).then((body) => { done(null, body) }, done)
   }
 }
@@ -114,8 +130,14 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
       }
       methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
     }
-    const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
-    if (refused !== undefined) throw refuse(request, route, refused.rule, refused.method)
+    if (request.audit?.decision === 'public') {
+      // Not public in the method named: refused outright (a public request carries no session to judge).
+      const at = methods.findIndex((method) => method === undefined || route.isPublic?.(method, request.url) !== true)
+      if (at !== -1) throw notPublic(request, methods[at])
+    } else {
+      const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
+      if (refused !== undefined) throw refuse(request, route, refused.rule, refused.method)
+    }
     // The very bytes read go upstream; the forwarder takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])
   }

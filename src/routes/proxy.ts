@@ -173,7 +173,11 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           else act(request, reply, verdict, authorization, acts, done)
         })
         // After a kept form is delivered: its body's `_method` is judged too.
-        if (namesMethods(route.rules)) scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, provider: guard.gate.provider, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount }))
+        const judgesAllowed = namesMethods(route.rules)
+        const publicMethods = route.public.some((rule) => rule.method !== '*')
+        if (judgesAllowed || publicMethods) {
+          scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, provider: guard.gate.provider, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount, judgesAllowed, isPublic: publicMethods ? guard.gate.isPublic : undefined }))
+        }
         if (route.agents && grantStreams !== undefined) holdGrantStreams(scope, grantStreams)
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
         if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)

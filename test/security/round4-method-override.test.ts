@@ -34,6 +34,7 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
       { path: '/patch/', upstream: app.url, provider: 'demo', allow: [{ methods: ['GET', 'POST', 'PATCH'] }] },
       { path: '/guarded/', upstream: app.url, provider: 'demo', deny: [{ methods: ['DELETE'] }] },
       { path: '/open/', upstream: app.url, provider: 'demo' },
+      { path: '/blog/', upstream: app.url, provider: 'demo', public: ['GET /blog/*', 'POST /blog/comments', 'PATCH /blog/comments'] },
       { path: '/kept/', upstream: app.url, provider: 'demo', preserveBody: '1KiB', allow: [{ methods: ['GET', 'POST'] }] },
       { path: '/uploads/', upstream: app.url, provider: 'demo', methodOverrideMaxBody: '3MiB', allow: [{ methods: ['GET', 'POST'] }] },
     ],
@@ -48,10 +49,10 @@ afterAll(async () => {
 
 interface Outcome { status: number, error: string | undefined, reached: boolean, body: Buffer | undefined, method: string | undefined }
 
-/** A POST (unless `method` says otherwise) of `body` to `path` as the signed-in person; what came back and what the application handled. */
-async function post (path: string, body: Buffer | string, contentType: string | undefined, method = 'POST'): Promise<Outcome> {
+/** A POST (unless `method` says otherwise) of `body` to `path` as the signed-in person (`signedIn`); what came back and what the application handled. */
+async function post (path: string, body: Buffer | string, contentType: string | undefined, method = 'POST', signedIn = true): Promise<Outcome> {
   const before = app.handled.length
-  const headers: Record<string, string> = { accept: 'application/json', cookie }
+  const headers: Record<string, string> = { accept: 'application/json', ...(signedIn ? { cookie } : {}) }
   if (contentType !== undefined) headers['content-type'] = contentType
   const answer = await send(`${gateway.url}${path}`, { method, headers, body })
   const handled = app.handled.slice(before)
@@ -224,6 +225,31 @@ describe('other method rules', () => {
     const outcome = await post('/open/form', large, FORM)
     expect(outcome.status).toBe(200)
     expect(outcome.body!.equals(large)).toBe(true)
+  })
+})
+
+describe('a public rule on POST, behind an application that honours _method', () => {
+  const anonymous = async (path: string, body: string) => await post(path, body, FORM, 'POST', false)
+
+  it.each([
+    ['/blog/comments', '_method=DELETE'],
+    ['/blog/comments?_method=PUT', 'text=hi'],
+    ['/blog/comments', '_method%00=DELETE'],
+    ['/blog/comments', '_method=DEL%20ETE'],
+  ])('is no anonymous other method: POST %s with %j is refused 403 and never reaches the application', async (path, body) => {
+    expect(await anonymous(path, body)).toMatchObject({ status: 403, error: 'forbidden', reached: false })
+  })
+
+  it('says why, in the 403 and the log line', async () => {
+    const answer = await send(`${gateway.url}/blog/comments`, { method: 'POST', headers: { accept: 'application/json', 'content-type': FORM }, body: '_method=DELETE' })
+    expect(JSON.parse(answer.body)).toMatchObject({ error: 'forbidden', message: 'This POST is public, but its _method names DELETE, which is not public on /blog/comments: send the request as that method, signed in.' })
+    const line = gateway.logs.map((text) => JSON.parse(text) as Record<string, unknown>).filter((entry) => entry.url === '/blog/comments').at(-1)!
+    expect(line).toMatchObject({ statusCode: 403, decision: 'forbidden', rule: 'public', reason: 'method_override' })
+  })
+
+  it('passes a plain public POST, and a _method the public rules admit on that path', async () => {
+    expect(await anonymous('/blog/comments', 'text=hi')).toMatchObject({ status: 200, reached: true, method: 'POST' })
+    expect(await anonymous('/blog/comments', '_method=PATCH&text=hi')).toMatchObject({ status: 200, reached: true, method: 'PATCH' })
   })
 })
 
