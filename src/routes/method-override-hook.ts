@@ -12,9 +12,10 @@
 // never reach the upstream of a protected route (proxy/headers.ts), so they need no judging here.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
-import { bodyOverrides, formKind, queryOverrides, forbiddenOverride } from '../access/method-override.js'
+import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods } from '../access/method-override.js'
 import { refusal } from '../access/refusal.js'
-import { shownPath } from '../access/gate.js'
+import { shownPath, type RouteGate } from '../access/gate.js'
+import type { RouteConfig } from '../config/types.js'
 import type { Judge } from '../access/rules.js'
 import { GatewayError } from '../errors.js'
 import { nodeTimers, type DeadlineTimers } from '../proxy/deadline-list.js'
@@ -102,11 +103,28 @@ function notPublic (request: FastifyRequest, method: string | undefined): Error 
   return new GatewayError('forbidden', `This ${request.method} is public, but its _method names ${named}, which is not public on ${shownPath(request.url)}: send the request as that method, signed in.`)
 }
 
+/** The hook of `route` (see the file's header), or undefined when neither its rules nor its public rules name methods. */
+export function methodOverrideHookFor (route: RouteConfig, gate: RouteGate, switchAccount: (next: string) => string): preParsingHookHandler | undefined {
+  const judgesAllowed = namesMethods(route.rules)
+  const publicMethods = route.public.some((rule) => rule.method !== '*')
+  if (!judgesAllowed && !publicMethods) return undefined
+  return methodOverrideHook({
+    judge: gate.judge,
+    provider: gate.provider,
+    timeoutMs: route.timeoutMs,
+    maxBytes: route.methodOverrideMaxBody,
+    loginUrl: gate.loginUrl,
+    switchAccount,
+    judgesAllowed,
+    ...(publicMethods ? { isPublic: gate.isPublic } : {}),
+  })
+}
+
 /**
  * The route's preParsing hook: see the file's header. A request that can name no other method (not
  * a POST, no query) goes on at once, with no promise made for it: most requests of such a route.
  */
-export function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
+function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
   const judged = judgedOverrides(route)
   return (request, reply, payload, done) => {
     const decision = request.audit?.decision

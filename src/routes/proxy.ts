@@ -34,8 +34,7 @@ import { forwarder } from '../proxy/forward.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import type { GrantStreams } from '../proxy/grant-streams.js'
-import { namesMethods } from '../access/method-override.js'
-import { methodOverrideHook } from './method-override-hook.js'
+import { methodOverrideHookFor } from './method-override-hook.js'
 import type { FormReplay } from './form-replay.js'
 import { websocketRoute } from './websocket-route.js'
 
@@ -173,11 +172,8 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           else act(request, reply, verdict, authorization, acts, done)
         })
         // After a kept form is delivered: its body's `_method` is judged too.
-        const judgesAllowed = namesMethods(route.rules)
-        const publicMethods = route.public.some((rule) => rule.method !== '*')
-        if (judgesAllowed || publicMethods) {
-          scope.addHook('preParsing', methodOverrideHook({ judge: guard.gate.judge, provider: guard.gate.provider, timeoutMs: route.timeoutMs, maxBytes: route.methodOverrideMaxBody, loginUrl: guard.gate.loginUrl, switchAccount, judgesAllowed, isPublic: publicMethods ? guard.gate.isPublic : undefined }))
-        }
+        const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
+        if (overrides !== undefined) scope.addHook('preParsing', overrides)
         if (route.agents && grantStreams !== undefined) holdGrantStreams(scope, grantStreams)
         if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
         if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
