@@ -15,10 +15,12 @@
 // with the glob folded the same way: `/wiki/ADMIN./users` is `/wiki/admin/users` to Express or IIS.
 // So does the path as common routers dispatch it (src/config/path-fold.ts routedForms): a script
 // segment followed by more (`/app/index.php/admin/x`, PHP's PATH_INFO), a trailing `/` (Express's
-// and Rails' loose routing) and a format suffix (`/admin.json`, Rails) taken away. An `allow` glob
+// and Rails' loose routing) and a format suffix (`/admin.json`, Rails) taken away; and so does a path
+// a front controller takes from the query (`/index.php?/admin/x`, CodeIgniter). An `allow` glob
 // matches only the exact path: the other readings may refuse more, never admit more.
 import type { Rule, RuleLists } from '../config/types.js'
-import { foldable, folded, routedForms } from '../config/path-fold.js'
+import { canonicalTarget } from '../config/canonical.js'
+import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-fold.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
 import { networkTest } from './networks.js'
@@ -200,14 +202,23 @@ const CONDITION_NAMES = ['users', 'emails', 'domains', 'groups', 'claims', 'meth
  * The other ways an application may read `target`'s path (its query cut off), which a `deny` glob,
  * folded, is compared with: folded as a case-insensitive application reads it (only when that
  * changes it: most paths have no capital letter and no segment ending in `.` or `%20`), and that
- * reading as routers dispatch it (routedForms). None when the path is not told.
+ * reading as routers dispatch it (routedForms); and the same of a path a front controller takes from
+ * the query (queryRoutedPath), made canonical as the edge makes a path (a query path that cannot be
+ * is not read). None when the path is not told.
  */
 function otherReadings (target: string | undefined): readonly string[] {
   if (target === undefined) return NO_READINGS
   const queryAt = target.indexOf('?')
   const path = queryAt === -1 ? target : target.slice(0, queryAt)
   const loose = foldable(path) ? folded(path) : path
-  return [loose, ...routedForms(loose)]
+  const readings = [loose, ...routedForms(loose)]
+  const routed = queryAt === -1 ? undefined : queryRoutedPath(path, target.slice(queryAt + 1))
+  const canonical = routed === undefined ? undefined : canonicalTarget(routed)
+  if (canonical?.ok === true) {
+    const queried = folded(canonical.url.split('?', 1)[0]!)
+    readings.push(queried, ...routedForms(queried))
+  }
+  return readings
 }
 
 /**

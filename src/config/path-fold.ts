@@ -71,6 +71,22 @@ function withoutFormat (segment: string): string {
 const NO_FORMS: readonly string[] = Object.freeze([])
 
 /**
+ * The path a front controller takes from the query (CodeIgniter's `_parse_request_uri`, for servers
+ * that pass the route in the query): when the path is a directory (`/app/`) or a script in one
+ * (`/app/index.php`) and the query starts with `/`, the query up to a second `?`, under that
+ * directory: `/app/index.php?/admin/users` is `/app/admin/users`. Undefined otherwise. Only `deny`
+ * globs hold on it (src/access/rules.ts); the caller makes it canonical.
+ */
+export function queryRoutedPath (path: string, query: string): string | undefined {
+  if (query.charCodeAt(0) !== 47 /* / */) return undefined
+  const slash = path.lastIndexOf('/')
+  const last = path.slice(slash + 1)
+  if (last !== '' && !isScript(last.toLowerCase())) return undefined
+  const end = query.indexOf('?')
+  return `${path.slice(0, slash)}${end === -1 ? query : query.slice(0, end)}`
+}
+
+/**
  * A folded path as common routers dispatch it, the readings that differ from it: every script
  * segment followed by more segments taken away (PATH_INFO) and a trailing `/` taken away (Express
  * without `strict`, Rails: `/admin/` is `/admin`); and that with the last segment's format suffix

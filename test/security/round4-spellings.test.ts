@@ -16,7 +16,7 @@ const nginx = frontBinary('nginx')
 if (nginx === undefined) console.warn('!!! nginx not installed: the deny-spelling tests behind the docs\' nginx file are SKIPPED (.ci/run installs it) !!!')
 
 /** Spellings of /wiki/admin/... that a case-insensitive application routes to its admin pages. */
-const DENIED_SPELLINGS = ['/wiki/admin/users', '/wiki/ADMIN/users', '/wiki/Admin/Users', '/wiki/admin./users', '/wiki/admin%20/users', '/wiki/ADMIN', '/wiki/aDmIn.%20./x', '/wiki/ADMIN%20%20/x', '/wiki/ADMIN.?x=1', '/wiki/Admin?Y=z.']
+const DENIED_SPELLINGS = ['/wiki/admin/users', '/wiki/?/admin/users', '/wiki/index.php?/Admin/users', '/wiki/ADMIN/users', '/wiki/Admin/Users', '/wiki/admin./users', '/wiki/admin%20/users', '/wiki/ADMIN', '/wiki/aDmIn.%20./x', '/wiki/ADMIN%20%20/x', '/wiki/ADMIN.?x=1', '/wiki/Admin?Y=z.']
 /** Paths beside it, which the rule does not deny. */
 const ADMITTED = ['/wiki/page', '/wiki/administrator', '/wiki/Main_Page', '/wiki/admins/x']
 
