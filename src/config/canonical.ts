@@ -6,8 +6,9 @@
 // the sub-delims, `:` and `@`, which a path carries as they are), so `%2e%2e` is `..` and
 // `Special%3AVersion` is `Special:Version`, as the application that decodes the path reads it; `//`
 // is merged; characters outside `pchar` are percent-encoded with upper-case hex. Each character
-// thus has one spelling: a rule written with one cannot be gone around with the other. What an upstream might read as another path, and what cannot be made canonical without
-// guessing, is refused instead: encoded `/`, `\`, `%` or `;`, a raw `\`, `;` segment parameters, `#`, control
+// thus has one spelling: a rule written with one cannot be gone around with the other. What an
+// upstream might read as another path, and what cannot be made canonical without guessing, is
+// refused instead: encoded `/`, `\`, `%` or `;`, a raw `\`, `;` segment parameters, `#`, control
 // characters (raw or encoded), invalid percent-encoding or UTF-8, climbing above `/`, a target that is not a
 // path, a segment that begins or ends with `..`. The result is a fixed point of WHATWG URL parsing, so the proxy's `new URL()` sends it as is.
 // @see https://www.rfc-editor.org/rfc/rfc3986#section-5.2.4

@@ -8,8 +8,9 @@
 // rule let through on its own method is held to the same: where the route's `public` rules name
 // methods, each method its `_method` names must be public on that path too (a `public: [POST
 // /comments]` is no anonymous DELETE to an application that honours `_method=DELETE`), else 403.
-// Routes whose rules and public rules name no methods get no hook at all. The method-override headers (X-HTTP-Method-Override and kin)
-// never reach the upstream of a protected route (proxy/headers.ts), so they need no judging here.
+// Routes whose rules and public rules name no methods get no hook at all. The method-override
+// headers (X-HTTP-Method-Override and kin) never reach the upstream of a protected route
+// (proxy/headers.ts), so they need no judging here.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
 import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods } from '../access/method-override.js'
