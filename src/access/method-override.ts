@@ -101,7 +101,12 @@ export function queryOverrides (target: string): Array<string | undefined> {
 const EXTENDED_MAX = 256
 /** The parts of a multipart body looked at: Rack's own limit (multipart_total_part_limit). */
 const PARTS_MAX = 4096
-const NAME_END = new Set(['"', '[', ';', ' ', '\t', '\r', '\n'])
+/** What ends an RFC 5987 value (its charset and language are set off by `'`: not an end). */
+const EXTENDED_END = new Set(['"', '[', ';', ' ', '\t', '\r', '\n'])
+/** What may follow `_method` in a name a framework reads as `_method` (PHP cuts at a NUL). */
+const NAME_END = new Set([...EXTENDED_END, '\'', '\v', '\f', '\0'])
+/** What PHP's multipart parser skips around a parameter's `=` and value (C's isspace): a folded line too. */
+const BLANK = new Set([' ', '\t', '\r', '\n', '\v', '\f'])
 
 /** The index of the first character at or after `at` that is not a space or tab. */
 function skipSpaces (text: string, at: number): number {
@@ -109,31 +114,38 @@ function skipSpaces (text: string, at: number): number {
   return at
 }
 
+/** The index of the first character at or after `at` that is not {@link BLANK}. */
+function skipBlank (text: string, at: number): number {
+  while (BLANK.has(text[at] ?? '')) at++
+  return at
+}
+
 /** Where an RFC 5987 value starting at `at` ends (`;`, white space, or {@link EXTENDED_MAX} on). */
 function extendedEnd (headers: string, at: number): number {
   const limit = Math.min(headers.length, at + EXTENDED_MAX)
   let end = at
-  while (end < limit && !NAME_END.has(headers[end]!)) end++
+  while (end < limit && !EXTENDED_END.has(headers[end]!)) end++
   return end
 }
 
 /**
  * Whether the parameter whose name ends at `at` (just after `name`) is `=` a value a framework reads
- * as `_method`: quoted or not, after leading spaces, `.` or ` ` for `_`, then its end or `[`; `name*`
- * (RFC 5987) decoded. `next`: where the scan for the next parameter goes on (past an RFC 5987
+ * as `_method`: in double or single quotes or none (PHP takes either), white space of any kind
+ * around `=` and the value (PHP skips it, a folded line too), `.` or ` ` for `_`, then its end, `[`
+ * or a NUL (PHP cuts the name there); `name*` (RFC 5987) decoded. `next`: where the scan for the next parameter goes on (past an RFC 5987
  * value, so that no stretch is read twice: the scan of a header block stays linear).
  */
 function overrideAt (headers: string, at: number): { found: boolean, next: number } {
   const extended = headers[at] === '*'
-  let index = skipSpaces(headers, extended ? at + 1 : at)
+  let index = skipBlank(headers, extended ? at + 1 : at)
   if (headers[index] !== '=') return { found: false, next: at }
-  index = skipSpaces(headers, index + 1)
+  index = skipBlank(headers, index + 1)
   if (extended) {
     const end = extendedEnd(headers, index)
     const value = headers.slice(index, end)
     return { found: isOverrideField(formDecode(value.slice(value.lastIndexOf("'") + 1))), next: end }
   }
-  if (headers[index] === '"') index = skipSpaces(headers, index + 1)
+  if (headers[index] === '"' || headers[index] === '\'') index = skipBlank(headers, index + 1)
   const word = headers.slice(index, index + FIELD.length)
   const after = headers[index + FIELD.length]
   return { found: word.replace(/[. ]/g, '_') === FIELD && (after === undefined || NAME_END.has(after)), next: at }
@@ -202,11 +214,12 @@ function multipartValues (body: Buffer, contentType: string): Array<string | und
     const start = at + delimiter.length
     const next = body.indexOf(delimiter, start)
     const part = body.subarray(start, next === -1 ? body.length : next)
-    const crlf = part.indexOf('\r\n\r\n')
+    // The first empty line: `\n\n`, or `\n\r\n` (in `\r\n\r\n`, and alone, which PHP reads as one too).
     const lf = part.indexOf('\n\n')
-    const end = crlf !== -1 && (lf === -1 || crlf < lf) ? crlf : lf
+    const crlf = part.indexOf('\n\r\n')
+    const end = lf !== -1 && (crlf === -1 || lf < crlf) ? lf : crlf
     if (end !== -1 && namesOverride(part.subarray(0, end).toString('latin1'))) {
-      values.push(part.subarray(end + (end === crlf ? 4 : 2)).toString('utf8').replace(/\r?\n$/, ''))
+      values.push(part.subarray(end + (end === lf ? 2 : 3)).toString('utf8').replace(/\r?\n$/, ''))
     }
     at = next
   }

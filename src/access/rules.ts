@@ -147,8 +147,8 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(pathMatcher)
     // A deny glob read as the path is: folded, and as routers dispatch it (`/app/index.php/admin` is `/app/admin`).
-    const foldedGlobs = inDeny ? rule.paths.flatMap((glob) => [folded(glob), ...routedForms(folded(glob), true)]).map(pathMatcher) : []
-    list.push((_identity, _method, path, _address, _provider, deny, readings) => path === undefined
+    const foldedGlobs = inDeny ? rule.paths.flatMap((glob) => [denyFold(glob), ...routedForms(denyFold(glob), true)]).map(pathMatcher) : []
+    list.push((_identity, _method, path, _address, _provider, deny, readings) => path === undefined || readings === UNTOLD
       ? deny
       : globs.some((glob) => glob(path)) || readings.some((reading) => foldedGlobs.some((glob) => glob(reading))))
   }
@@ -196,6 +196,19 @@ function witnesses (lists: RuleLists, prefix: string | undefined): ReadonlyArray
 
 const NO_READINGS: readonly string[] = Object.freeze([])
 
+/**
+ * `path` folded (path-fold.ts), and with `%2B` read as `+`, as an application that decodes the path
+ * reads it: the edge keeps `%2B` encoded (to an application that reads `+` in a path as a space, the
+ * two differ), so a `deny` glob holds on both spellings. Globs and paths are read alike.
+ */
+function denyFold (path: string): string {
+  const loose = folded(path)
+  return loose.includes('%2b') ? loose.replaceAll('%2b', '+') : loose
+}
+
+/** The readings of a path one of whose readings cannot be told (a query path the edge would refuse): a `deny` glob holds. */
+const UNTOLD: readonly string[] = Object.freeze([])
+
 const CONDITION_NAMES = ['users', 'emails', 'domains', 'groups', 'claims', 'methods', 'paths', 'networks', 'providers'] as const
 
 /**
@@ -203,21 +216,23 @@ const CONDITION_NAMES = ['users', 'emails', 'domains', 'groups', 'claims', 'meth
  * folded, is compared with: folded as a case-insensitive application reads it (only when that
  * changes it: most paths have no capital letter and no segment ending in `.` or `%20`), and that
  * reading as routers dispatch it (routedForms); and the same of a path a front controller takes from
- * the query (queryRoutedPath), made canonical as the edge makes a path (a query path that cannot be
- * is not read). None when the path is not told.
+ * the query (queryRoutedPath), made canonical as the edge makes a path: one that cannot be (an
+ * encoded `/` or NUL), or whose dot or empty segments CodeIgniter reads its own way (it drops `..`
+ * where the edge climbs), is not told ({@link UNTOLD}), and a `deny` glob holds on it. None when the path is not told.
  */
 function otherReadings (target: string | undefined): readonly string[] {
   if (target === undefined) return NO_READINGS
   const queryAt = target.indexOf('?')
   const path = queryAt === -1 ? target : target.slice(0, queryAt)
-  const loose = foldable(path) ? folded(path) : path
+  const loose = foldable(path) ? denyFold(path) : path
   const readings = [loose, ...routedForms(loose)]
   const routed = queryAt === -1 ? undefined : queryRoutedPath(path, target.slice(queryAt + 1))
-  const canonical = routed === undefined ? undefined : canonicalTarget(routed)
-  if (canonical?.ok === true) {
-    const queried = folded(canonical.url.split('?', 1)[0]!)
-    readings.push(queried, ...routedForms(queried))
-  }
+  if (routed === undefined) return readings
+  // CodeIgniter drops `.` and `..` segments where the edge resolves them: such a path is not told either.
+  const canonical = /\/\.|\/\/|%2e/i.test(routed) ? undefined : canonicalTarget(routed)
+  if (canonical?.ok !== true) return UNTOLD
+  const queried = denyFold(canonical.url)
+  readings.push(queried, ...routedForms(queried))
   return readings
 }
 

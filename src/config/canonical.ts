@@ -3,10 +3,12 @@
 // routing, and everything after (route match, `public` rules, `allow` rules, rewritePrefix, the
 // path sent upstream, the `next` of a sign-in) reads that one string. Dot segments are removed
 // (RFC 3986 §5.2.4) after percent-encoded `pchar` characters are decoded (unreserved, §6.2.2.2, and
-// the sub-delims, `:` and `@`, which a path carries as they are), so `%2e%2e` is `..` and
+// the sub-delims but `+`, `:` and `@`, which a path carries as they are), so `%2e%2e` is `..` and
 // `Special%3AVersion` is `Special:Version`, as the application that decodes the path reads it; `//`
 // is merged; characters outside `pchar` are percent-encoded with upper-case hex. Each character
-// thus has one spelling: a rule written with one cannot be gone around with the other. What an
+// thus has one spelling: a rule written with one cannot be gone around with the other. `%2B` stays
+// (an application that reads `+` in a path as a space, PHP's urldecode, tells the two apart): a
+// `deny` glob holds on both (access/rules.ts). What an
 // upstream might read as another path, and what cannot be made canonical without guessing, is
 // refused instead: encoded `/`, `\`, `%` or `;`, a raw `\`, `;` segment parameters, `#`, control
 // characters (raw or encoded), invalid percent-encoding or UTF-8, climbing above `/`, a target that is not a
@@ -35,12 +37,12 @@ for (let code = 0; code < 128; code++) {
 }
 
 /**
- * Whether each ASCII character is decoded when percent-encoded: `pchar` but `/` (RFC 3986's
+ * Whether each ASCII character is decoded when percent-encoded: `pchar` but `/` and `+` (RFC 3986's
  * unreserved, sub-delims, `:` and `@`), the characters the path keeps as they are. A table, so no
  * pattern runs per byte.
  */
 const DECODED: boolean[] = []
-for (let code = 0; code < 128; code++) DECODED[code] = code !== 47 && PATH_KIND[code] === Kind.Keep
+for (let code = 0; code < 128; code++) DECODED[code] = code !== 47 && code !== 43 && PATH_KIND[code] === Kind.Keep
 
 /** Characters WHATWG's query state percent-encodes for http(s) URLs; encoded here so the query is stable too. */
 const QUERY_ENCODE = new Set(['"', '<', '>', '\'', ' ', '`'])

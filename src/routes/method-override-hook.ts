@@ -4,9 +4,9 @@
 // with 403 `forbidden` naming the rule when any is refused (a multipart boundary that parsers read
 // differently is a 400 `invalid_request`: access/multipart-boundary.ts). A body it looks at is read
 // once, whole, within OVERRIDE_BODY_MAX bytes (413 `payload_too_large` beyond) and the route's
-// timeout, then the same bytes go upstream; any other body streams on unread. A request a `public`
-// rule let through on its own method is held to the same: where the route's `public` rules name
-// methods, each method its `_method` names must be public on that path too (a `public: [POST
+// timeout, then the same bytes go upstream; any other body streams on unread. A POST a `public`
+// rule let through is held to the same: where the route's `public` rules name methods, each method
+// its `_method` names must be public on that path too (a `public: [POST
 // /comments]` is no anonymous DELETE to an application that honours `_method=DELETE`), else 403.
 // Routes whose rules and public rules name no methods get no hook at all. The method-override
 // headers (X-HTTP-Method-Override and kin) never reach the upstream of a protected route
@@ -129,7 +129,9 @@ function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
   const judged = judgedOverrides(route)
   return (request, reply, payload, done) => {
     const decision = request.audit?.decision
-    const judges = decision === 'allow' ? route.judgesAllowed : decision === 'public' && route.isPublic !== undefined
+    // Of a public request, only a POST's: Rack, Laravel and Symfony honour `_method` on a POST alone
+    // (a CORS preflight's `OPTIONS ...?_method=PUT` is none).
+    const judges = decision === 'allow' ? route.judgesAllowed : decision === 'public' && route.isPublic !== undefined && request.method === 'POST'
     if (!judges || (request.method !== 'POST' && !request.url.includes('?'))) return done(null, payload)
     judged(request, reply, payload).then((body) => { done(null, body) }, done)
   }

@@ -59,6 +59,12 @@ describe('multipart parts named _method, hostile boundaries and headers', () => 
     ['a quoted name with leading spaces (PHP drops them)', 'b', 'Content-Disposition: form-data; name="  _method"', ['DELETE']],
     ['name .method (PHP reads _method)', 'b', 'Content-Disposition: form-data; name=".method"', ['DELETE']],
     ['an RFC 5987 name*', 'b', "Content-Disposition: form-data; name*=UTF-8''%5Fmethod", ['DELETE']],
+    // What PHP's multipart parser reads as the name _method too.
+    ['a single-quoted name', 'b', "Content-Disposition: form-data; name='_method'", ['DELETE']],
+    ['a vertical tab before the quote', 'b', 'Content-Disposition: form-data; name=\v"_method"', ['DELETE']],
+    ['a form feed before the name', 'b', 'Content-Disposition: form-data; name=\f_method', ['DELETE']],
+    ['a NUL after the name', 'b', 'Content-Disposition: form-data; name="_method\0"', ['DELETE']],
+    ['a folded header line', 'b', 'Content-Disposition: form-data; name=\r\n\t"_method"', ['DELETE']],
     ['_METHOD (no application reads it)', 'b', 'Content-Disposition: form-data; name="_METHOD"', []],
   ])('%s', (_case, boundary, headers, expected) => {
     expect(bodyOverrides('multipart', multipart(boundary, headers), `multipart/form-data; boundary="${boundary}"`)).toEqual(expected)
@@ -72,6 +78,8 @@ describe('multipart parts named _method, hostile boundaries and headers', () => 
     expect(bodyOverrides('urlencoded', Buffer.from('{"_method":"DELETE"}'), 'application/x-www-form-urlencoded; x=+json')).toEqual(['DELETE'])
     expect(bodyOverrides('urlencoded', Buffer.from('_method%00=PUT'), 'application/x-www-form-urlencoded')).toEqual(['PUT'])
     // More parts than Rack reads (4096): what the application sees cannot be told.
+    // Headers ended by `\n\r\n`, which PHP reads as their end.
+    expect(bodyOverrides('multipart', Buffer.from('--b\nContent-Disposition: form-data; name="_method"\n\r\nDELETE\r\n--b--'), 'multipart/form-data; boundary=b')).toEqual(['DELETE'])
     expect(bodyOverrides('multipart', Buffer.from('--b\r\n\r\nx\r\n'.repeat(4097)), 'multipart/form-data; boundary=b')).toEqual([undefined])
     expect(bodyOverrides('multipart', Buffer.from('--b\r\n\r\nx\r\n'.repeat(4096)), 'multipart/form-data; boundary=b')).toEqual([])
   })

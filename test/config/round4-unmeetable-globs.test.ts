@@ -76,6 +76,21 @@ describe('a paths glob no request can meet', () => {
   })
 })
 
+describe('a route path no request can meet', () => {
+  it.each([
+    ['/%40admin/', 'never matches a request: the edge spells such a path "/@admin/", got "/%40admin/"'],
+    ['/wiki/Special%3A/', 'never matches a request: the edge spells such a path "/wiki/Special:/", got "/wiki/Special%3A/"'],
+    ['/%61pp/', 'never matches a request: the edge spells such a path "/app/", got "/%61pp/"'],
+    ['/a%2Fb/', 'never matches a request: the edge refuses such a path (the path has an encoded / or \\), got "/a%2Fb/"'],
+  ])('%s', (path, message) => {
+    expect(configProblemList(yamlOf({ path })).map(({ path, message }) => ({ path, message }))).toEqual([{ path: 'routes[0].path', message }])
+  })
+
+  it.each(['/caf%C3%A9/', '/c%2B%2B/', '/app/'])('a path spelled as the edge spells paths is fine: %s', (path) => {
+    expect(configProblemList(yamlOf({ path }))).toEqual([])
+  })
+})
+
 describe('--check and start-up', () => {
   const run = promisify(execFile)
 

@@ -35,7 +35,10 @@ const CANONICAL: Array<[string, string]> = [
   ['/wiki/Special%3aVersion', '/wiki/Special:Version'],
   ['/odata/%24batch', '/odata/$batch'],
   ['/%40admin/x', '/@admin/x'],
-  ['/a%21b/%26%27%28%29%2A%2B%2C%3D', '/a!b/&\'()*+,='],
+  ['/a%21b/%26%27%28%29%2A%2B%2C%3D', '/a!b/&\'()*%2B,='],
+  // `%2B` stays: an application that reads `+` in a path as a space tells the two apart.
+  ['/tags/c%2b%2b', '/tags/c%2B%2B'],
+  ['/tags/c++', '/tags/c++'],
   ['/app/%3f%23', '/app/%3F%23'],
   ['/app/%c3%a9', '/app/%C3%A9'],
   ['/app/a"b', '/app/a%22b'],

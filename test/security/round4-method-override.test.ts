@@ -247,6 +247,13 @@ describe('a public rule on POST, behind an application that honours _method', ()
     expect(line).toMatchObject({ statusCode: 403, decision: 'forbidden', rule: 'public', reason: 'method_override' })
   })
 
+  it('judges a public POST\'s _method only: a public GET or CORS preflight with ?_method= passes as it did', async () => {
+    const get = await send(`${gateway.url}/blog/post?_method=preview`, { method: 'GET', headers: { accept: 'application/json' } })
+    expect(get.status).toBe(200)
+    const multipartDelete = multipart([[['Content-Disposition: form-data; name=\'_method\''], 'DELETE']])
+    expect(await post('/blog/comments', multipartDelete.body, multipartDelete.type, 'POST', false)).toMatchObject({ status: 403, reached: false })
+  })
+
   it('passes a plain public POST, and a _method the public rules admit on that path', async () => {
     expect(await anonymous('/blog/comments', 'text=hi')).toMatchObject({ status: 200, reached: true, method: 'POST' })
     expect(await anonymous('/blog/comments', '_method=PATCH&text=hi')).toMatchObject({ status: 200, reached: true, method: 'PATCH' })

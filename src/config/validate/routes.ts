@@ -4,6 +4,7 @@ import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../t
 import { Issues, describe, type Path } from '../problems.js'
 import { closest } from '../did-you-mean.js'
 import { bearerSection } from '../bearer-section.js'
+import { canonicalTarget } from '../canonical.js'
 import { globProblem, ruleLists } from '../rule-lists.js'
 import { lessProtected, reachMessage, upstreamReach } from '../route-reach.js'
 import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
@@ -23,6 +24,8 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
   const path = ['routes', index]
   const at = (key: string): Path => [...path, key]
   const prefix = routePrefix(raw.path)
+  const spelling = encodedPathProblem(raw.path)
+  if (spelling !== undefined) issues.add(at('path'), spelling)
   const auth = raw.auth
   const listed = routeProviders(issues, at, raw)
   const provider = listed[0]
@@ -104,6 +107,18 @@ function validatePreserveBody (issues: Issues, at: Path, raw: RouteRaw['preserve
  * A route's path prefix without trailing slashes ("/" when missing, or refused by the schema, which
  * holds it to a path clear of the gateway's own endpoints).
  */
+/**
+ * Why a route path's percent-encoding never meets a request: the edge decodes what a path carries as
+ * it is (`%40` is `@`, canonical.ts) and refuses the rest (`%2F`), so `/%40admin/` would match
+ * nothing and its requests would go to a route beside it. Paths without `%` are the schema's.
+ */
+function encodedPathProblem (raw: string | undefined): string | undefined {
+  if (raw === undefined || !raw.includes('%')) return undefined
+  const canonical = canonicalTarget(raw)
+  if (!canonical.ok) return `never matches a request: the edge refuses such a path (${canonical.reason}), got ${describe(raw)}`
+  return canonical.url === raw ? undefined : `never matches a request: the edge spells such a path ${describe(canonical.url)}, got ${describe(raw)}`
+}
+
 function routePrefix (raw: string | undefined): string {
   return raw === undefined || raw.length === 1 ? '/' : raw.replace(/\/+$/, '')
 }
