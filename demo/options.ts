@@ -28,9 +28,9 @@ flags:
                           (default 1h; env DEMO_TOKEN_TTL); a short one shows an expired token's answer
   --help                  this text
 
-environment: DEMO_ISSUER_PORT (9000), DEMO_APP_PORT (9100), DEMO_GATEWAY_PORT (8080; 0 picks a free
-port), DEMO_FRONT_PORT (--forward-auth's proxy, 8081; 0 picks a free port), DEMO_HOST (listen address, 127.0.0.1), DEMO_PUBLIC_ISSUER (the issuer URL when it is published
-at another address), DEMO_TOKEN_TTL (--token-ttl), DEMO_CLIENT_SECRET (default ${DEMO_CLIENT_SECRET}), REDIS_URL (the demo's gateway
+environment: DEMO_ISSUER_PORT (9000), DEMO_APP_PORT (9100), DEMO_GATEWAY_PORT (8080), DEMO_FRONT_PORT
+(--forward-auth's proxy, 8081): 0 picks a free port for any of them; DEMO_HOST (listen address,
+127.0.0.1), DEMO_PUBLIC_ISSUER (the issuer URL when it is published at another address), DEMO_TOKEN_TTL (--token-ttl), DEMO_CLIENT_SECRET (default ${DEMO_CLIENT_SECRET}), REDIS_URL (the demo's gateway
 keeps sessions in Redis)
 `
 

@@ -57,9 +57,9 @@ async function freePort (): Promise<number> {
 }
 
 /** Fails with DemoUsageError when `portNumber` cannot be listened on (the gateway would fail later, less clearly). */
-async function portIsFree (portNumber: number): Promise<void> {
+async function portIsFree (portNumber: number, what = 'the gateway', variable = 'DEMO_GATEWAY_PORT'): Promise<void> {
   const server = createServer()
-  await onPort('the gateway', 'DEMO_GATEWAY_PORT', portNumber, async () => await new Promise<void>((resolve, reject) => {
+  await onPort(what, variable, portNumber, async () => await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(portNumber, '127.0.0.1', resolve)
   }))
@@ -79,7 +79,7 @@ async function waitForHealth (url: string, timeoutMs: number): Promise<void> {
  * The authorization server with the gateway(s) at `gatewayUrls` as its one client and a CI job's
  * machine client (./machine.ts), and the sample app.
  */
-async function startServices (gatewayUrls: string[], clientSecret: string, options: DemoOptions): Promise<{ as: AuthorizationServer, app: SampleApp }> {
+async function startServices (gatewayUrls: string[], clientSecret: string, options: DemoOptions, signOutUrl?: string): Promise<{ as: AuthorizationServer, app: SampleApp }> {
   const host = env.DEMO_HOST ?? '127.0.0.1'
   const issuerPort = port('DEMO_ISSUER_PORT', 9000)
   const appPort = port('DEMO_APP_PORT', 9100)
@@ -106,7 +106,7 @@ async function startServices (gatewayUrls: string[], clientSecret: string, optio
   }))
   try {
     // The sample app runs beside the authorization server, so it reaches userinfo on loopback.
-    const app = await onPort('the sample app', 'DEMO_APP_PORT', appPort, async () => await startSampleApp({ port: appPort, host, userinfoUrl: `http://127.0.0.1:${as.port}/me` }))
+    const app = await onPort('the sample app', 'DEMO_APP_PORT', appPort, async () => await startSampleApp({ port: appPort, host, userinfoUrl: `http://127.0.0.1:${as.port}/me`, ...(signOutUrl === undefined ? {} : { signOutUrl }) }))
     return { as, app }
   } catch (error) {
     await as.close()
@@ -114,9 +114,20 @@ async function startServices (gatewayUrls: string[], clientSecret: string, optio
   }
 }
 
+/**
+ * Stops on the first SIGINT or SIGTERM, and stays to finish on the next ones: under `npm run`, a
+ * Ctrl-C reaches the demo twice (from the terminal and from npm), and the default action of the
+ * second would end it before it removed its temporary files.
+ */
 function onSignals (stop: (code: number) => Promise<void>): void {
-  process.once('SIGINT', () => { stop(0).catch(() => process.exit(1)) })
-  process.once('SIGTERM', () => { stop(0).catch(() => process.exit(1)) })
+  let stopping = false
+  const once = () => {
+    if (stopping) return
+    stopping = true
+    stop(0).catch(() => process.exit(1))
+  }
+  process.on('SIGINT', once)
+  process.on('SIGTERM', once)
 }
 
 async function withoutGateway (options: DemoOptions): Promise<void> {
@@ -137,6 +148,8 @@ interface Front { kind: FrontKind, port: HeldPort, url: string }
 async function holdFront (kind: FrontKind): Promise<Front> {
   if (frontBinary(kind) === undefined) throw new DemoUsageError(`--forward-auth ${kind}: ${kind} is not installed (Debian: apt-get install -y ${kind === 'nginx' ? 'nginx-light' : 'caddy'})`)
   const requested = port('DEMO_FRONT_PORT', 8081)
+  // Held with SO_REUSEPORT, which another demo's proxy shares: first bound alone, so a port in use says so.
+  if (requested !== 0) await portIsFree(requested, kind, 'DEMO_FRONT_PORT')
   const held = await onPort(kind, 'DEMO_FRONT_PORT', requested, async () => await holdFrontPort(requested))
   return { kind, port: held, url: `http://localhost:${held.port}` }
 }
@@ -165,7 +178,8 @@ async function withGateway (options: DemoOptions): Promise<void> {
   // Only this demo's own gateway ever sees it: no reason for a known one.
   const clientSecret = randomBytes(24).toString('base64url')
   const front = options.forwardAuth === undefined ? undefined : await holdFront(options.forwardAuth)
-  const { as, app } = await startServices([baseUrl], clientSecret, options)
+  // The app's "Sign out" goes to this gateway, also from the proxy's address (another origin).
+  const { as, app } = await startServices([baseUrl], clientSecret, options, front === undefined ? undefined : `${baseUrl}/oauth/logout/`)
   const config = await gatewayConfig(front)
 
   const gateway = spawn(process.execPath, [fileURLToPath(new URL('../src/main.js', import.meta.url)), '--config', config.path], {
@@ -224,7 +238,7 @@ async function withGateway (options: DemoOptions): Promise<void> {
     gateway               ${baseUrl}
     authorization server  ${as.issuer}  (any username signs in; it keeps everything in memory, on purpose)
     sample app            ${app.url}  (behind the gateway at /app/${front ? `, and behind ${front.kind} at ${front.url}/` : ''})
-${front ? `    ${front.kind.padEnd(21)} ${front.url}  (docs/forward-auth/${front.kind === 'nginx' ? 'nginx.conf' : 'Caddyfile'} as shipped: it asks the gateway's /oauth/auth/demo/ first)\n` : ''}
+${front ? `    ${front.kind.padEnd(21)} ${front.url}  (docs/forward-auth/${front.kind === 'nginx' ? 'nginx.conf' : 'Caddyfile'}, its addresses changed: it asks the gateway's /oauth/auth/demo/ first; it serves the name localhost only)\n` : ''}
   Open ${front ? `${front.url}/` : `${baseUrl}/app/`} in a browser.   Ctrl-C stops everything.
 \n`)
 }

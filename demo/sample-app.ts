@@ -52,7 +52,7 @@ function injected (headers: Array<[string, string]>): string {
   return `<section id="injected"><h2>Headers the gateway added</h2>${body}</section>`
 }
 
-function render (user: Record<string, unknown> | string, headers: Array<[string, string]>, path: string): string {
+function render (user: Record<string, unknown> | string, headers: Array<[string, string]>, path: string, signOutUrl: string): string {
   const who = typeof user === 'string'
     ? `<p class="warn">${escape(user)}</p>`
     : `<h1>Hello, ${escape(String(user.name ?? user.sub))}</h1>`
@@ -73,12 +73,16 @@ ${injected(headers)}
 ${owner}
 <h2>Request headers this app received</h2>
 <table>${headers.map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(v)}</td></tr>`).join('')}</table>
-<a class="button" href="/oauth/logout/">Sign out</a>
+<a class="button" href="${escape(signOutUrl)}">Sign out</a>
 </body></html>`
 }
 
-/** Listens on loopback; `userinfoUrl` is the provider's userinfo endpoint. */
-export async function startSampleApp (options: { port?: number, host?: string, userinfoUrl: string }): Promise<SampleApp> {
+/**
+ * Listens on loopback; `userinfoUrl` is the provider's userinfo endpoint; `signOutUrl` the gateway's
+ * sign-out (default `/oauth/logout/`, on the gateway in front; absolute where the app is also
+ * reached through another proxy, as with the demo's `--forward-auth`).
+ */
+export async function startSampleApp (options: { port?: number, host?: string, userinfoUrl: string, signOutUrl?: string }): Promise<SampleApp> {
   const server = createServer((req, res) => {
     if (req.url === MCP_PATH || req.url?.startsWith(`${MCP_PATH}?`) === true) {
       serveMcp(req, res)
@@ -86,7 +90,7 @@ export async function startSampleApp (options: { port?: number, host?: string, u
     }
     userinfo(options.userinfoUrl, req.headers.authorization).then((user) => {
       res.setHeader('content-type', 'text/html; charset=utf-8')
-      res.end(render(user, maskHeaders(req.headers), req.url ?? '/'))
+      res.end(render(user, maskHeaders(req.headers), req.url ?? '/', options.signOutUrl ?? '/oauth/logout/'))
     }, () => {
       res.statusCode = 500
       res.end()

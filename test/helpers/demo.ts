@@ -7,14 +7,18 @@ export interface RunningDemo {
   url: string
   /** What it printed so far. */
   output (): string
-  /** Ctrl-C: resolves with its exit code (0: it stopped everything it started). */
-  interrupt (): Promise<number | null>
+  /**
+   * Ctrl-C: resolves with its exit code (0: it stopped everything it started). `again`: a second
+   * SIGINT once it is stopping (its gateway says so), as under `npm run`, where a Ctrl-C comes from
+   * the terminal and from npm.
+   */
+  interrupt (again?: boolean): Promise<number | null>
 }
 
-/** Starts the demo with `args` and resolves once it prints the address to open (20 s at most). */
-export async function startDemo (args: string[] = []): Promise<RunningDemo> {
+/** Starts the demo with `args` (and `env` over ports from the OS) and resolves once it prints the address to open (20 s at most). */
+export async function startDemo (args: string[] = [], env: Record<string, string> = {}): Promise<RunningDemo> {
   const demo: ChildProcess = spawn(process.execPath, ['dist/demo/run.js', ...args], {
-    env: { ...process.env, DEMO_GATEWAY_PORT: '0', DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', DEMO_FRONT_PORT: '0', REDIS_URL: '' },
+    env: { ...process.env, DEMO_GATEWAY_PORT: '0', DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', DEMO_FRONT_PORT: '0', REDIS_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
@@ -36,8 +40,11 @@ export async function startDemo (args: string[] = []): Promise<RunningDemo> {
   return {
     url,
     output: () => output,
-    interrupt: async () => {
-      if (demo.exitCode === null && demo.signalCode === null) demo.kill('SIGINT')
+    interrupt: async (again = false) => {
+      if (demo.exitCode !== null || demo.signalCode !== null) return await exited
+      const stopping = again ? new Promise<void>((resolve) => { demo.stdout!.on('data', () => { if (output.includes('shutting down')) resolve() }) }) : undefined
+      demo.kill('SIGINT')
+      if (stopping !== undefined) await Promise.race([stopping.then(() => demo.kill('SIGINT')), exited])
       return await exited
     },
   }
