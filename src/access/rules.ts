@@ -21,6 +21,7 @@
 import type { Rule, RuleLists } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-fold.js'
+import { resolvesSegments } from '../config/raw-segments.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
 import { networkTest } from './networks.js'
@@ -229,7 +230,7 @@ function otherReadings (target: string | undefined): readonly string[] {
   const routed = queryAt === -1 ? undefined : queryRoutedPath(path, target.slice(queryAt + 1))
   if (routed === undefined) return readings
   // CodeIgniter drops `.` and `..` segments where the edge resolves them: such a path is not told either.
-  const canonical = /\/\.|\/\/|%2e/i.test(routed) ? undefined : canonicalTarget(routed)
+  const canonical = resolvesSegments(routed) ? undefined : canonicalTarget(routed)
   if (canonical?.ok !== true) return UNTOLD
   const queried = denyFold(canonical.url)
   readings.push(queried, ...routedForms(queried))

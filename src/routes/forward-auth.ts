@@ -33,7 +33,7 @@ import { FORWARD_AUTH_ROUTE, HOME, loginUrl, safeNext, switchAccountUrl } from '
 import { loggableUrl } from '../ops/logger.js'
 import { METHOD_OVERRIDES } from '../proxy/headers.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
-import { resolvesSegments } from './raw-segments.js'
+import { resolvesSegments } from '../config/raw-segments.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export { LOGIN_URL_HEADER } from '../access/responder.js'

@@ -5,7 +5,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { canonicalTarget } from '../../src/config/canonical.js'
-import { resolvesSegments } from '../../src/routes/raw-segments.js'
+import { resolvesSegments } from '../../src/config/raw-segments.js'
 
 describe('resolvesSegments', () => {
   it.each([

@@ -1,5 +1,5 @@
-// Whether a raw original path (forward-auth's X-Forwarded-Uri) has the segments of its canonical
-// form (config/canonical.ts). The proxy in front passes the raw target to the application, which
+// Whether a raw path (forward-auth's X-Forwarded-Uri, a path a front controller takes from the
+// query: access/rules.ts) has the segments of its canonical form (canonical.ts). The proxy in front passes the raw target to the application, which
 // resolves dot and empty segments its own way or not at all (Express serves
 // /admin/users/../../pub from the router at /admin), so where canonicalisation would move a
 // segment, the canonical path is not what the application reads: forward-auth cannot tell the path.
