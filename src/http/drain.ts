@@ -1,19 +1,46 @@
 // A shutdown that waits only for requests. Fastify's close stops accepting connections and ends the
 // keep-alive ones idle at that moment (Node's closeIdleConnections), then waits for every other
-// connection to end. Two kinds would hold it to the shutdownTimeout and an exit status of 1 with
+// connection to end. Three kinds would hold it to the shutdownTimeout and an exit status of 1 with
 // no request in flight: a keep-alive connection whose last request is answered during the shutdown
-// (it stays open until the client ends it), and a connection that has sent nothing yet, which Node
+// (it stays open until the client ends it); a connection that has sent nothing yet, which Node
 // counts as a request whose headers are on their way (once the server is closing no timeout of
-// Node's ends either: it stops its periodic checks). Browsers open such connections ahead of time
-// (preconnect). While the gateway closes, both are ended as they come: the idle ones at once, a
-// silent one once it has read no byte at two checks in a row, looked at again after the event
-// loop has read what had arrived (a request already on its way is read, and answered, instead).
-// Not ended: a client that sent part of a request's headers and stalled; it holds the shutdown to
-// its shutdownTimeout, as a request in flight does.
+// Node's ends either: it stops its periodic checks), and browsers open such connections ahead of
+// time (preconnect); and a client that sent part of a request's headers and stopped. While the
+// gateway closes, each is ended as it comes: the idle ones at once, a silent one once it has read
+// no byte at two checks in a row, a stalled one once it has read nothing more for STALLED_MS, each
+// looked at again after the event loop has read what had arrived (a request already on its way is
+// read, and answered, instead). A connection with a request in flight (its headers read, its answer
+// not yet finished) or taken over as a websocket is never ended here: it holds the shutdown to its
+// shutdownTimeout.
+import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { Socket } from 'node:net'
+import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 
 const CHECK_EVERY_MS = 100
+
+/**
+ * How long a connection that has sent part of a request's headers may read nothing more before the
+ * shutdown ends it: longer than a round trip on any real link, so that headers split over two
+ * flights (a large cookie) still arrive and are answered.
+ */
+const STALLED_MS = 1000
+
+/** The answers under way on each connection. */
+const answering = new WeakMap<Socket | Duplex, Set<ServerResponse>>()
+
+/**
+ * `response` is under way on `socket` until it closes: the shutdown leaves the connection alone.
+ * Every request whose headers Node has read ('request'), and every upgrade request, which Node
+ * hands to the 'upgrade' listeners instead (http/upgrades.ts).
+ */
+export function answeringOn (socket: Socket | Duplex, response: ServerResponse): void {
+  const responses = answering.get(socket) ?? new Set<ServerResponse>()
+  answering.set(socket, responses.add(response))
+  response.once('close', () => responses.delete(response))
+}
+
+const busy = (socket: Socket) => (answering.get(socket)?.size ?? 0) > 0
 
 export function drainOnClose (app: FastifyInstance): void {
   const open = new Set<Socket>()
@@ -21,19 +48,29 @@ export function drainOnClose (app: FastifyInstance): void {
     open.add(socket)
     socket.once('close', () => open.delete(socket))
   })
+  app.server.on('request', (request: IncomingMessage, response: ServerResponse) => answeringOn(request.socket, response))
+
   let timer: NodeJS.Timeout | undefined
   app.addHook('preClose', async () => {
-    const silentAtLastCheck = new WeakSet<Socket>()
+    const lastRead = new WeakMap<Socket, { bytes: number, quietChecks: number }>()
+    /** How many checks in a row have found `socket` with no byte read since the one before. */
+    const quietChecks = (socket: Socket): number => {
+      const last = lastRead.get(socket)
+      if (last?.bytes === socket.bytesRead) return ++last.quietChecks
+      lastRead.set(socket, { bytes: socket.bytesRead, quietChecks: 0 })
+      return 0
+    }
     timer = setInterval(() => {
       app.server.closeIdleConnections()
-      const silent: Socket[] = []
+      const ending: Array<{ socket: Socket, bytes: number }> = []
       for (const socket of open) {
-        if (socket.bytesRead !== 0) continue
-        if (silentAtLastCheck.has(socket)) silent.push(socket)
-        else silentAtLastCheck.add(socket)
+        if (busy(socket)) { lastRead.delete(socket); continue }
+        if (quietChecks(socket) >= (socket.bytesRead === 0 ? 1 : STALLED_MS / CHECK_EVERY_MS)) ending.push({ socket, bytes: socket.bytesRead })
       }
       // Timers run before the loop reads the sockets: what arrived meanwhile is read before this.
-      if (silent.length > 0) setImmediate(() => { for (const socket of silent) if (socket.bytesRead === 0) socket.destroy() })
+      if (ending.length > 0) {
+        setImmediate(() => { for (const { socket, bytes } of ending) if (socket.bytesRead === bytes && !busy(socket)) socket.destroy() })
+      }
     }, CHECK_EVERY_MS)
     timer.unref()
   })

@@ -10,6 +10,7 @@ import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import type { RouteConfig } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
+import { answeringOn } from './drain.js'
 import { rejectMalformed } from './edge.js'
 
 /** An upgrade request's socket and the bytes read past its headers. */
@@ -46,6 +47,7 @@ function route (app: FastifyInstance, request: IncomingMessage, socket: Duplex, 
   response.shouldKeepAlive = false
   response.assignSocket(socket as Parameters<ServerResponse['assignSocket']>[0])
   response.on('finish', () => socket.destroy())
+  answeringOn(socket, response)
   app.routing(request, response)
 }
 

@@ -95,4 +95,30 @@ describe('shutdown', () => {
     // Answered (Fastify answers a request that comes while it closes with 503), not cut off.
     expect(await eagerEnded).toMatch(/^HTTP\/1\.1 \d{3} /)
   })
+
+  it('in process: close() ends a connection that sent part of a request\'s headers and stopped, and one that did so after a request it was answered', async () => {
+    const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/public/', upstream: upstream.url, auth: 'none' }] })
+    const { port } = new URL(gateway.url)
+    const connected = async () => {
+      const socket = connect(Number(port), '127.0.0.1')
+      socket.on('error', () => {})
+      await new Promise((resolve) => socket.once('connect', resolve))
+      let received = ''
+      socket.on('data', (chunk: Buffer) => { received += chunk.toString('latin1') })
+      const closed = new Promise<string>((resolve) => socket.once('close', () => resolve(received)))
+      return { socket, closed, received: () => received }
+    }
+    const stalled = await connected()
+    stalled.socket.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ')
+    const reused = await connected()
+    reused.socket.write('GET /public/first HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+    await waitFor(async () => reused.received().includes('\r\n\r\n'), 5000, 'the first answer on the kept-alive connection')
+    reused.socket.write('GET /public/second HTTP/1.1\r\nHost: 127.0.0.1\r\n')
+    // Before, close() waited for both as long as they stayed open (a CLI gateway: until its
+    // shutdownTimeout, then exit 1).
+    await gateway.close()
+    expect(await stalled.closed).toBe('')
+    const answers = (await reused.closed).match(/^HTTP\/1\.1 /gm)
+    expect(answers).toHaveLength(1)
+  })
 })
