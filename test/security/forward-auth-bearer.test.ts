@@ -105,6 +105,7 @@ describe.each(FRONTS)('machine clients through the docs\' %s snippet', (kind) =>
       const response = await through(API, path, { authorization: `Bearer ${other}`, accept })
       expect(response.status).toBe(401)
       expect(response.headers['www-authenticate']).toMatch(/^Bearer realm="demo", error="invalid_token", error_description="[^"]+"$/)
+      expect(response.headers['cache-control']).toBe('no-store')
       expect(response.headers.location).toBeUndefined()
       expect(response.headers['x-login-url']).toBeUndefined()
       expect(response.body).not.toContain('/oauth/login/')
@@ -117,6 +118,7 @@ describe.each(FRONTS)('machine clients through the docs\' %s snippet', (kind) =>
     const response = await through(API, path, { authorization: `Bearer ${await token('api://orders', 'orders.write')}` })
     expect(response.status).toBe(403)
     expect(response.headers['www-authenticate']).toBe('Bearer realm="demo", error="insufficient_scope", scope="orders.read"')
+    expect(response.headers['cache-control']).toBe('no-store')
     expect(seen(path)).toBeUndefined()
   })
 
@@ -128,6 +130,7 @@ describe.each(FRONTS)('machine clients through the docs\' %s snippet', (kind) =>
     expect(api.status).toBe(401)
     expect(api.headers['x-login-url']).toContain('/oauth/login/demo/')
     expect(api.headers['www-authenticate']).toBe('Bearer realm="demo"')
+    expect(api.headers['cache-control']).toBe('no-store')
   })
 
   it.skipIf(missing.includes(kind))('on a host without bearer: ignores the token: no session is the sign-in, a session passes with its own token', async () => {
