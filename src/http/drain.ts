@@ -26,21 +26,23 @@ const CHECK_EVERY_MS = 100
  */
 const STALLED_MS = 1000
 
-/** The answers under way on each connection. */
-const answering = new WeakMap<Socket | Duplex, Set<ServerResponse>>()
+/**
+ * The last answer begun on each connection. HTTP/1.1 answers a connection's requests in order, so
+ * the connection has one under way exactly when its last has not finished. A websocket's upgrade
+ * answer never finishes (the route takes the socket over).
+ */
+const lastAnswer = new WeakMap<Socket | Duplex, ServerResponse>()
 
 /**
- * `response` is under way on `socket` until it closes: the shutdown leaves the connection alone.
- * Every request whose headers Node has read ('request'), and every upgrade request, which Node
- * hands to the 'upgrade' listeners instead (http/upgrades.ts).
+ * `response` is under way on `socket` until it has been sent: the shutdown leaves the connection
+ * alone. Every request whose headers Node has read ('request'), and every upgrade request, which
+ * Node hands to the 'upgrade' listeners instead (http/upgrades.ts).
  */
 export function answeringOn (socket: Socket | Duplex, response: ServerResponse): void {
-  const responses = answering.get(socket) ?? new Set<ServerResponse>()
-  answering.set(socket, responses.add(response))
-  response.once('close', () => responses.delete(response))
+  lastAnswer.set(socket, response)
 }
 
-const busy = (socket: Socket) => (answering.get(socket)?.size ?? 0) > 0
+const busy = (socket: Socket) => lastAnswer.get(socket)?.writableFinished === false
 
 export function drainOnClose (app: FastifyInstance): void {
   const open = new Set<Socket>()
