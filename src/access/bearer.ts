@@ -9,7 +9,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1 (the Authorization request header field)
 import type { BearerConfig, ProviderConfig } from '../config/types.js'
 import type { AccessTokens, TokenProblem, VerifiedToken } from '../oauth/access-tokens.js'
-import { tokenIdentityFrom, unverifiedUser } from '../oauth/claims.js'
+import { tokenIdentity } from '../oauth/claims.js'
 import type { PersonClaimsAnswer } from '../oauth/person-claims.js'
 import { TOKEN_MESSAGES, noTokenMessage, tokenMessage } from '../oauth/token-messages.js'
 import type { Identity } from '../session/record.js'
@@ -88,19 +88,6 @@ function grantedScopes (claims: VerifiedToken['claims']): Set<string> {
 }
 
 /**
- * The subject of a machine client's token: the issuer's `claims.user` mapping, else `sub`, else
- * `client_id`. A user name that is an e-mail address the issuer has not verified is not taken (anyone
- * may sign up with any address; a sign-in with one is refused): the token's `sub` names it instead.
- * What the claims do not say of the person is marked unknown (oauth/claims.ts tokenIdentityFrom).
- */
-function identityOf (claims: Readonly<Record<string, unknown>>, provider: ProviderConfig, kept: readonly string[]): Identity | undefined {
-  const mapped = unverifiedUser(claims, provider.claims) ? undefined : tokenIdentityFrom(claims, provider.claims, kept)
-  return mapped ??
-    tokenIdentityFrom(claims, { ...provider.claims, user: 'sub' }, kept) ??
-    tokenIdentityFrom(claims, { ...provider.claims, user: 'client_id' }, kept)
-}
-
-/**
  * `identity` as this route names it: the people of an issuer other than the route's own provider are
  * another name space, so their user name and their subject are qualified `<provider>:<value>` (rules'
  * `users` match either, the identity headers, the assertion's `sub`, the log's `user`): a second
@@ -142,7 +129,7 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
   function identify (token: VerifiedToken, added: PersonClaimsAnswer | undefined): BearerOutcome {
     if (added?.ok === false) return refuse(added.problem, added.message)
     const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
-    const identity = identityOf(claims, providers[token.issuer]!, scope.kept)
+    const identity = tokenIdentity(claims, providers[token.issuer]!.claims, scope.kept)
     if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
     const judged = named(identity, token.issuer, scope.own)
     identities.set(token, judged)

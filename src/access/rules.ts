@@ -104,14 +104,16 @@ function claimCondition (path: string, values: readonly string[]): Condition {
  * numeric id), or by the mapped user name only where no other account can come to hold it: when
  * it is the person's verified e-mail address (as an `emails` entry would). A reassignable name
  * (`preferred_username`, a GitHub `login`) never admits. In a `deny` rule either form holds, and so
- * does a session from before the subject was kept (who it is cannot be told).
+ * does a session from before the subject was kept, or a token without `sub` or without the mapped
+ * user name (who it is cannot be told).
  */
 function usersCondition (users: readonly string[]): Condition {
   const listed = new Set(users)
   return aboutPerson((identity, inDeny) => {
-    if (inDeny) return identity.subject === undefined || listed.has(identity.subject) || listed.has(identity.sub)
+    const nameTold = identity.unknown?.includes('user') !== true
+    if (inDeny) return identity.subject === undefined || !nameTold || listed.has(identity.subject) || listed.has(identity.sub)
     if (identity.subject !== undefined && listed.has(identity.subject)) return true
-    return identity.emailVerified !== false && identity.email !== undefined && identity.sub.toLowerCase() === identity.email && listed.has(identity.sub)
+    return nameTold && identity.emailVerified !== false && identity.email !== undefined && identity.sub.toLowerCase() === identity.email && listed.has(identity.sub)
   })
 }
 

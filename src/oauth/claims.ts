@@ -114,12 +114,30 @@ export function unverifiedUser (claims: Record<string, unknown>, mapping: Claims
  * `claims`) each kept path they lack. A session's provider that says nothing means "none"; a token
  * saying nothing means only that access tokens seldom carry these claims.
  */
-export function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
-  const identity = identityFrom(claims, mapping, kept)
-  if (identity === undefined) return undefined
+function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
+  const found = identityFrom(claims, mapping, kept)
+  if (found === undefined) return undefined
+  // The subject is the token's `sub` or nothing: no other claim (a client_id, a user name another
+  // account can come to hold) may stand for the person `users` rules name.
+  const { subject, ...identity } = found
+  const sub = text(claims.sub)
   const unknown: PersonField[] = []
   if (identity.email === undefined) unknown.push('email')
   if (pick(claims, mapping.groups) == null) unknown.push('groups')
   const carried = identity.claims && Object.fromEntries(Object.entries(identity.claims).filter(([path]) => pick(claims, path) != null))
-  return { ...identity, ...withClaims(carried), ...(unknown.length > 0 ? { unknown } : {}) }
+  return { ...identity, ...(sub === undefined ? {} : { subject: sub }), ...withClaims(carried), ...(unknown.length > 0 ? { unknown } : {}) }
+}
+
+/**
+ * The identity of a machine client's token: named by the mapping's user claim, else `sub`, else
+ * `client_id`. A user name that is an e-mail address the issuer has not verified is not taken (anyone
+ * may sign up with any address; a sign-in with one is refused): the token's `sub` names it instead.
+ * What the claims do not say of the person is marked unknown (tokenIdentityFrom), and so is the user
+ * name when another claim stands in for it: a `users` rule cannot tell who it is.
+ */
+export function tokenIdentity (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
+  const mapped = unverifiedUser(claims, mapping) ? undefined : tokenIdentityFrom(claims, mapping, kept)
+  if (mapped !== undefined) return mapped
+  const fallback = tokenIdentityFrom(claims, { ...mapping, user: 'sub' }, kept) ?? tokenIdentityFrom(claims, { ...mapping, user: 'client_id' }, kept)
+  return fallback === undefined || mapping.user === 'sub' ? fallback : { ...fallback, unknown: ['user', ...fallback.unknown ?? []] }
 }

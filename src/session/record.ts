@@ -35,8 +35,11 @@ export interface Identity {
   readonly unknown?: readonly PersonField[]
 }
 
-/** A person field a token may not carry (Identity.unknown). */
-export type PersonField = 'email' | 'groups'
+/**
+ * A person field a token may not carry (Identity.unknown); `user`: the provider's mapped user name
+ * (`claims.user`), which the token lacks or gives only as an unverified e-mail address.
+ */
+export type PersonField = 'user' | 'email' | 'groups'
 
 /** What is kept of a token endpoint response for one provider (RFC 6749 §5.1). */
 export interface TokenSet {

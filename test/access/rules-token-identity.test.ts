@@ -1,5 +1,5 @@
 // Security round 4, as a property: the rules judging a machine client's token identity
-// (oauth/claims.ts tokenIdentityFrom) must agree with the rules judging the person it names
+// (oauth/claims.ts tokenIdentity) must agree with the rules judging the person it names
 // (identityFrom, as a session reads them). Whatever the claims the token lacks really are, a token
 // is never admitted where that person would be refused; a token carrying every claim is judged
 // exactly as the person.
@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest'
 import { compileRules } from '../../src/access/rules.js'
 import type { RuleYaml } from '../../src/config/rule-lists.js'
 import type { ClaimsMapping } from '../../src/config/types.js'
-import { identityFrom, tokenIdentityFrom } from '../../src/oauth/claims.js'
+import { identityFrom, tokenIdentity } from '../../src/oauth/claims.js'
 import { lists } from '../helpers/rules.js'
 
 const MAPPING: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
@@ -56,7 +56,7 @@ describe('a token identity and the person it names, under the same rules', () =>
   it('a token is never admitted where its person is refused, whatever the claims it lacks are', () => {
     fc.assert(fc.property(personArb, carriedArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, carried, rules, path) => {
       const judge = compileRules(lists(rules.allow, rules.deny))
-      const token = tokenIdentityFrom(claimsOf(person, carried), MAPPING, [ROLES_PATH])
+      const token = tokenIdentity(claimsOf(person, carried), MAPPING, [ROLES_PATH])
       const session = identityFrom(claimsOf(person, { email: true, groups: true, roles: true }), MAPPING, [ROLES_PATH])
       if (judge(token, 'GET', path, undefined).admit) expect(judge(session, 'GET', path, undefined).admit).toBe(true)
     }), { numRuns: 2000 })
@@ -66,12 +66,12 @@ describe('a token identity and the person it names, under the same rules', () =>
     fc.assert(fc.property(personArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, rules, path) => {
       const judge = compileRules(lists(rules.allow, rules.deny))
       const claims = claimsOf(person, { email: true, groups: true, roles: true })
-      expect(judge(tokenIdentityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined)).toEqual(judge(identityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined))
+      expect(judge(tokenIdentity(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined)).toEqual(judge(identityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined))
     }), { numRuns: 1000 })
   })
 
   it('a person condition the token cannot answer refuses in deny and does not admit in allow', () => {
-    const token = tokenIdentityFrom({ sub: 'mallory' }, MAPPING, [ROLES_PATH])
+    const token = tokenIdentity({ sub: 'mallory' }, MAPPING, [ROLES_PATH])
     expect(token).toMatchObject({ sub: 'mallory', unknown: ['email', 'groups'] })
     expect(token).not.toHaveProperty(['claims', ROLES_PATH])
     for (const condition of [{ emails: ['x@example.org'] }, { domains: ['example.org'] }, { groups: ['admins'] }, { claims: { [ROLES_PATH]: ['deployer'] } }]) {
@@ -81,4 +81,47 @@ describe('a token identity and the person it names, under the same rules', () =>
     // A session's provider that says nothing means "none": the deny rule does not hold.
     expect(compileRules(lists(undefined, [{ emails: ['x@example.org'] }]))(identityFrom({ sub: 'mallory' }, MAPPING), 'GET', '/x', undefined).admit).toBe(true)
   })
+
+  it('a token whose user name another claim stands in for is never admitted where its person is refused (a users rule lists subjects and names)', () => {
+    fc.assert(fc.property(namedPersonArb, namedCarriedArb, namedListsArb, (person, carried, rules) => {
+      const judge = compileRules(lists(rules.allow, rules.deny))
+      const token = tokenIdentity(namedClaimsOf(person, carried), NAMED, [])
+      const session = identityFrom(namedClaimsOf(person, { sub: true, name: true, clientId: true }), NAMED)
+      if (token !== undefined && judge(token, 'GET', '/x', undefined).admit) expect(judge(session, 'GET', '/x', undefined).admit).toBe(true)
+    }), { numRuns: 2000 })
+  })
+
+  it('a users deny holds on a token without the mapped name or without sub, and a client_id or a name never stands for a subject', () => {
+    const deny = (users: string[], claims: Record<string, unknown>) => compileRules(lists(undefined, [{ users }]))(tokenIdentity(claims, NAMED, [])!, 'GET', '/x', undefined).admit
+    const allow = (users: string[], claims: Record<string, unknown>) => compileRules(lists([{ users }]))(tokenIdentity(claims, NAMED, [])!, 'GET', '/x', undefined).admit
+    // Her name is not in the token: who it is cannot be told.
+    expect(deny(['mallory'], { sub: 's-mallory' })).toBe(false)
+    // No sub: her subject cannot be told.
+    expect(deny(['s-mallory'], { preferred_username: 'mallory', client_id: 'mallory-cli' })).toBe(false)
+    // A name, or a client id, equal to Alice's subject.
+    expect(allow(['s-alice'], { preferred_username: 's-alice', client_id: 'mallory-cli' })).toBe(false)
+    expect(allow(['s-alice'], { client_id: 's-alice' })).toBe(false)
+    // Controls: the subject admits; a token with both, not listed, passes a deny.
+    expect(allow(['s-alice'], { sub: 's-alice' })).toBe(true)
+    expect(deny(['mallory'], { sub: 's-alice', preferred_username: 'alice' })).toBe(true)
+  })
 })
+
+/** A provider that names its people by a reassignable user name (preset: keycloak's mapping). */
+const NAMED: ClaimsMapping = { user: 'preferred_username', email: 'email', name: 'name', groups: 'groups' }
+/** Subjects, and names: `s-alice` is also a name another account can take. */
+const SUBJECTS = ['s-alice', 's-mallory']
+const NAMES = ['alice', 'mallory', 's-alice']
+
+const namedPersonArb = fc.record({ sub: fc.constantFrom(...SUBJECTS), name: fc.constantFrom(...NAMES), clientId: fc.constantFrom('cli', ...SUBJECTS) })
+const namedCarriedArb = fc.record({ sub: fc.boolean(), name: fc.boolean(), clientId: fc.boolean() })
+const usersRuleArb: fc.Arbitrary<RuleYaml> = fc.subarray([...SUBJECTS, ...NAMES], { minLength: 1 }).map((users) => ({ users }))
+const namedListsArb = fc.record({ allow: fc.option(fc.array(usersRuleArb, { minLength: 1, maxLength: 2 }), { nil: undefined }), deny: fc.array(usersRuleArb, { maxLength: 2 }) })
+
+function namedClaimsOf (person: { sub: string, name: string, clientId: string }, carried: { sub: boolean, name: boolean, clientId: boolean }): Record<string, unknown> {
+  return {
+    ...(carried.sub ? { sub: person.sub } : {}),
+    ...(carried.name ? { preferred_username: person.name } : {}),
+    ...(carried.clientId ? { client_id: person.clientId } : {}),
+  }
+}

@@ -32,9 +32,9 @@ const DAVE = client('dave')
 
 /** What the stand-in userinfo endpoint says of each account (as the demo provider's ID tokens do). */
 const PEOPLE: Record<string, Record<string, unknown>> = {
-  mallory: { email: 'mallory@evil.test', groups: [] },
-  alice: { email: 'alice@example.test', groups: ['admins', 'staff'] },
-  bob: { email: 'bob@example.test', groups: ['staff'] },
+  mallory: { email: 'mallory@evil.test', groups: [], preferred_username: 'mallory.m' },
+  alice: { email: 'alice@example.test', groups: ['admins', 'staff'], preferred_username: 'alice.a' },
+  bob: { email: 'bob@example.test', groups: ['staff'], preferred_username: 'bob.b' },
 }
 
 let redis: TestRedis
@@ -68,6 +68,9 @@ beforeAll(async () => {
     providers: {
       demo: oidcClient(op.issuer, 'c', 's', 'openid email groups'),
       people: { ...oidcClient(op.issuer, 'c', 's', 'openid email groups'), userinfoUrl },
+      // Named by a user name (as preset: keycloak maps it), which these tokens do not carry.
+      named: { ...oidcClient(op.issuer, 'c', 's', 'openid email groups'), claims: { user: 'preferred_username' } },
+      namedInfo: { ...oidcClient(op.issuer, 'c', 's', 'openid email groups'), claims: { user: 'preferred_username' }, userinfoUrl },
     },
     routes: [
       { path: '/emails/', upstream: upstream.url, provider: 'demo', deny: { emails: ['mallory@evil.test'] }, bearer: orders },
@@ -80,6 +83,8 @@ beforeAll(async () => {
       { path: '/info-groups/', upstream: upstream.url, provider: 'demo', deny: { groups: ['admins'] }, bearer: people },
       { path: '/info-staff/', upstream: upstream.url, provider: 'demo', allow: { groups: ['staff'] }, headers: { 'X-Groups': 'claims.groups' }, bearer: people },
       { path: '/intro-jwt/', upstream: upstream.url, provider: 'demo', deny: { domains: ['evil.test'] }, bearer: { ...orders, claimsFrom: 'introspection' } },
+      { path: '/names/', upstream: upstream.url, provider: 'named', deny: { users: ['mallory.m'] }, bearer: { ...orders, issuers: ['named'] } },
+      { path: '/info-names/', upstream: upstream.url, provider: 'namedInfo', deny: { users: ['mallory.m'] }, bearer: { ...orders, issuers: ['namedInfo'], claimsFrom: 'userinfo' } },
       { path: '/ledger/', upstream: upstream.url, provider: 'demo', deny: { domains: ['evil.test'] }, bearer: { audience: 'api://ledger', introspect: true, claimsFrom: 'introspection' } },
     ],
   })
@@ -120,6 +125,12 @@ describe('a token that does not carry the claim a person condition reads (claims
 
   it('is not admitted by an allow rule on the claim either', async () => {
     expect((await withToken(BOB, '/staff/x')).status).toBe(403)
+  })
+  it('a users deny naming a user name holds for a token without that name (its sub is not the name): for anyone, as who it is cannot be told; claimsFrom: userinfo tells it', async () => {
+    expect((await withToken(MALLORY, '/names/x')).status).toBe(403)
+    expect((await withToken(BOB, '/names/x')).status).toBe(403)
+    expect((await withToken(MALLORY, '/info-names/x')).status).toBe(403)
+    expect((await withToken(BOB, '/info-names/x')).status).toBe(200)
   })
 })
 
