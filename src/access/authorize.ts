@@ -51,6 +51,8 @@ export interface GrantGuard {
   check (token: string): Promise<GrantOutcome>
   /** The same, at once, for a token this instance checked and whose grant it knows (still within the token's lifetime); else undefined. */
   checked (token: string): string | undefined
+  /** When a token this instance checked for this route ends (its `exp`, clock ms); else undefined. */
+  until (token: string): number | undefined
 }
 
 /** What one request is judged by: a route's (built once) or forward-auth's (built per request). */

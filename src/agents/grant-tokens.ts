@@ -43,6 +43,10 @@ export class GrantTokens {
         this.count('route', outcome.ok ? 'accepted' : outcome.problem)
         return outcome
       },
+      until: (token) => {
+        const known = this.checked.get(token)
+        return known?.resource === resource ? known.until : undefined
+      },
     }
   }
 

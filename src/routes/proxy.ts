@@ -175,8 +175,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
         if (overrides !== undefined) scope.addHook('preParsing', overrides)
         if (route.agents && grantStreams !== undefined) holdGrantStreams(scope, grantStreams)
-        if (route.websocket && sockets !== undefined) admitSockets(scope, sockets, route.provider!)
-        if (route.websocket && bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
+        if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets)
       }
       await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route) })
     })
@@ -187,6 +186,13 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
 function switchAccountOf (config: GatewayConfig, route: RouteConfig): (next: string) => string {
   const provider = route.providers.length > 1 ? undefined : route.provider
   return (next) => switchAccountUrl(config, provider, next)
+}
+
+/** After the access hook: each websocket kept with what let it through, to end with it. */
+function admitWebsockets (scope: FastifyInstance, route: RouteConfig, guard: Guard, sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): void {
+  if (sockets !== undefined) admitSockets(scope, sockets, route.provider!)
+  if (bearerSockets !== undefined && guard.grants !== undefined) admitAgentSockets(scope, bearerSockets, guard.grants)
+  if (bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
 }
 
 /**
@@ -201,6 +207,23 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
     const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant?.cookie : request.headers.cookie, request.allowed?.provider ?? provider)
     if (admitted === undefined) return done()
     admitted.then(() => done(), done)
+  })
+}
+
+/**
+ * After the access hook: an upgrade an agent's token let through is also kept with that token, so
+ * that its websocket ends at the token's `exp` (1008, as a machine client's), or with its grant's
+ * session (admitSockets), whichever comes first.
+ */
+function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, grants: GrantGuard): void {
+  scope.addHook('onRequest', (request, _reply, done) => {
+    const token = bearerToken(request.headers.authorization)
+    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'agent' || typeof token !== 'string') return done()
+    // Checked by the access hook a moment ago; should it be gone from that cache, nothing says how long it holds.
+    const until = grants.until(token)
+    if (until === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
+    sockets.admit(request, { until, introspected: false }, () => undefined)
+    done()
   })
 }
 

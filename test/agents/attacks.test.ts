@@ -7,11 +7,13 @@ import { createHash, randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, describe, expect, vi } from 'vitest'
-import { SignJWT } from 'jose'
+import { SignJWT, decodeJwt } from 'jose'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { TOKEN_ENDED_CODE, TOKEN_ENDED_REASON } from '../../src/proxy/bearer-sockets.js'
 import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, type TestGateway } from '../helpers/gateway.js'
+import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen } from '../helpers/net.js'
 import { TOKEN_MESSAGES, tokenMessage } from '../../src/oauth/token-messages.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
@@ -22,6 +24,8 @@ const REDIRECT = 'http://127.0.0.1:8976/callback'
 
 /** The gateway's clock: the wall clock plus an offset a test moves (no waiting for a token's expiry). */
 const clock = { offset: 0, now: () => Date.now() + clock.offset }
+/** The timers of its websockets' deadlines, fired by the tests (their due times are on `clock`'s scale less its offset). */
+const timers = new ManualTimers()
 
 /** The gateway trusts the loopback proxy's X-Forwarded-For, so that each test's registrations count for an address of their own. */
 const SERVER = { trustProxy: ['127.0.0.1'] }
@@ -46,7 +50,7 @@ it.beforeAll(async ({ startStack, upstream, gatewayAddress }) => {
       { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/app/', upstream: upstream.url, provider: 'demo' },
     ],
-  }, { deps: { clock } })
+  }, { deps: { clock, timers } })
 })
 
 async function register (metadata: Record<string, unknown>, headers: Record<string, string> = {}): Promise<Response> {
@@ -495,6 +499,33 @@ describe('an agent\'s websocket', () => {
       expect(await Promise.race([closed, late])).toBe(SESSION_ENDED_CODE)
     } finally {
       clearTimeout(timer)
+    }
+  })
+})
+
+describe('an agent\'s websocket and its token', () => {
+  it('closes (1008, token ended) when the clock passes its token\'s exp, and not a moment before', async () => {
+    const { tokens } = await granted('june', `${gateway.url}/live`)
+    const exp = decodeJwt(tokens.access_token).exp! * 1000
+    const setBefore = timers.set.length
+    const opening = Date.now()
+    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/live/feed`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+    const closed = new Promise<{ code: number, reason: string }>((resolve) => socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })))
+    await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
+    const echo = async (text: string) => await new Promise((resolve) => { socket.once('message', (data) => resolve(String(data))); socket.send(text) })
+    expect(await echo('hello')).toBe('echo hello')
+    // The token's timer, set as both legs opened at its exp (the session's own is at its provider token's, later).
+    const next = () => timers.set.slice(setBefore).filter((timer) => !timer.done).sort((a, b) => a.at - b.at)[0]!
+    expect(next().at - timers.time).toBeLessThanOrEqual(exp - opening)
+    try {
+      clock.offset = exp - Date.now() - 5000
+      timers.advance(next().at)
+      expect(await echo('still')).toBe('echo still')
+      clock.offset = exp - Date.now()
+      timers.advance(next().at)
+      expect(await closed).toEqual({ code: TOKEN_ENDED_CODE, reason: TOKEN_ENDED_REASON })
+    } finally {
+      clock.offset = 0
     }
   })
 })
