@@ -21,6 +21,7 @@
 import type { Rule, RuleLists } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-fold.js'
+import { foldDomain, foldEmail } from '../config/rule-lists.js'
 import { resolvesSegments } from '../config/raw-segments.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
@@ -66,7 +67,7 @@ function ruleEmail (identity: Identity, inDeny: boolean): string | undefined {
 }
 
 function domainOf (email: string): string {
-  return email.slice(email.lastIndexOf('@') + 1)
+  return foldDomain(email.slice(email.lastIndexOf('@') + 1))
 }
 
 /**
@@ -132,7 +133,7 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.emails.length > 0) {
     list.push(aboutField('email', (identity, deny) => {
       const email = ruleEmail(identity, deny)
-      return email !== undefined && rule.emails.includes(email)
+      return email !== undefined && rule.emails.includes(foldEmail(email))
     }))
   }
   if (rule.domains.length > 0) {

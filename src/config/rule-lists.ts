@@ -3,6 +3,7 @@
 // trimmed, lower-case e-mails and domains, upper-case methods, claim values as text. What could
 // silently admit everyone, or match nothing, is a problem at its key path: a rule without
 // conditions, an empty list, a claim path or path glob that no canonical request can meet.
+import { domainToASCII } from 'node:url'
 import { canonicalTarget } from './canonical.js'
 import { describe, type Issues, type Path } from './problems.js'
 import type { ClaimCondition, Network, Rule, RuleLists } from './types.js'
@@ -36,13 +37,35 @@ function texts (list: readonly string[] | undefined, form: (value: string) => st
   return (list ?? []).map((value) => form(value.trim())).filter((value) => value !== '')
 }
 
+/**
+ * A mail domain as rules compare it, one spelling per DNS name: lower case, without the root's
+ * trailing dot (`example.com.` is `example.com`), and an internationalised name in IDNA's ASCII
+ * form (`Bücher.example` and `xn--bcher-kva.example` are one). The rules and the identity they judge
+ * are both read through it.
+ */
+export function foldDomain (domain: string): string {
+  const lower = domain.toLowerCase()
+  const bare = lower.endsWith('.') ? lower.slice(0, -1) : lower
+  // Not a name IDNA maps (an address's domain literal, a name it refuses): compared as written.
+  return ASCII_NAME.test(bare) ? bare : domainToASCII(bare) || bare
+}
+
+/** An e-mail address as rules compare it: lower case, its domain folded (foldDomain). */
+export function foldEmail (email: string): string {
+  const at = email.lastIndexOf('@')
+  return `${email.slice(0, at + 1).toLowerCase()}${foldDomain(email.slice(at + 1))}`
+}
+
+/** A name of printable ASCII: what IDNA would change only by case, which foldDomain has done. */
+const ASCII_NAME = /^[\x21-\x7e]*$/
+
 /** A rule in the form the gate compares; `name` says where it is written. */
 export function normalisedRule (name: string, raw: RuleYaml): Rule {
   return {
     name,
     users: texts(raw.users, (user) => user),
-    emails: texts(raw.emails, (email) => email.toLowerCase()),
-    domains: texts(raw.domains, (domain) => domain.toLowerCase().replace(/^@/, '')),
+    emails: texts(raw.emails, foldEmail),
+    domains: texts(raw.domains, (domain) => foldDomain(domain.replace(/^@/, ''))),
     groups: texts(raw.groups, (group) => group),
     claims: Object.entries(raw.claims ?? {}).map(([path, values]): ClaimCondition => ({ path: path.trim(), values: values.map(String) })),
     methods: texts(raw.methods, (method) => method.toUpperCase()),

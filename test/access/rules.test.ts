@@ -2,6 +2,7 @@
 // methods and paths against rule lists, and fast-check properties: `deny` always wins, a rule with
 // more conditions never admits more, the query never changes a decision, and what cannot be told
 // (a method or path forward-auth was not given) is refused, never admitted.
+import { domainToASCII } from 'node:url'
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compileRules, allOf } from '../../src/access/rules.js'
@@ -29,6 +30,16 @@ const TABLE: Row[] = [
   ['an unverified e-mail matches a deny domain rule', [{ users: ['eve'] }], [{ domains: ['example.org'] }], eve, 'GET', '/x', false, 'deny[0]'],
   ['a domain is the whole domain, not a suffix', [{ domains: ['example.org'] }], [], id('m', { email: 'm@evilexample.org' }), 'GET', '/x', false, undefined],
   ['a domain of a subdomain is another domain', [{ domains: ['example.org'] }], [], id('m', { email: 'm@x.example.org' }), 'GET', '/x', false, undefined],
+  // One DNS name, one spelling: the root's trailing dot, IDNA's ASCII form and Unicode, any case.
+  ['a deny domain holds on the address with the root\'s dot', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example.' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny e-mail holds on the address with the root\'s dot', undefined, [{ emails: ['m@contractor.example'] }], id('m', { email: 'm@contractor.example.' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain written with the root\'s dot holds on the address without', undefined, [{ domains: ['contractor.example.'] }], id('m', { email: 'm@contractor.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain in Unicode holds on its IDNA form', undefined, [{ domains: ['bücher.example'] }], id('m', { email: 'm@xn--bcher-kva.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain in IDNA form holds on its Unicode form, in capitals', undefined, [{ domains: ['xn--bcher-kva.example'] }], id('m', { email: 'm@BÜCHER.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny e-mail in Unicode holds on its IDNA form', undefined, [{ emails: ['m@bücher.example'] }], id('m', { email: 'm@xn--bcher-kva.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['full-width letters are the ASCII domain', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@ｃｏｎｔｒａｃｔｏｒ.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['an allow domain admits the address with the root\'s dot', [{ domains: ['example.org'] }], [], id('m', { email: 'm@example.org.' }), 'GET', '/x', true, 'allow[0]'],
+  ['another name is still another domain', undefined, [{ domains: ['bücher.example'] }], id('m', { email: 'm@bucher.example' }), 'GET', '/x', true, undefined],
   ['a group', [{ groups: ['admins'] }], [], alice, 'GET', '/x', true, 'allow[0]'],
   ['an array claim matches on any element', [{ claims: { 'realm_access.roles': ['auditor', 'reporter'] } }], [], alice, 'GET', '/x', true, 'allow[0]'],
   ['a number compares as written', [{ claims: { level: [3] } }], [], alice, 'GET', '/x', true, 'allow[0]'],
@@ -62,6 +73,21 @@ const TABLE: Row[] = [
   ['an unknown method meets a deny', [{ groups: ['staff'] }], [{ methods: ['DELETE'] }], alice, undefined, '/x', false, 'deny[0]'],
   ['an unknown path does not meet a deny whose identity part fails', undefined, [{ paths: ['/admin/*'], groups: ['contractors'] }], alice, 'GET', undefined, true, undefined],
 ]
+
+/** Spellings of one mail domain: as written, in capitals, with the root's dot, in IDNA's ASCII form. */
+const SPELLINGS: Array<(domain: string) => string> = [(d) => d, (d) => d.toUpperCase(), (d) => `${d}.`, (d) => domainToASCII(d), (d) => `${domainToASCII(d).toUpperCase()}.`]
+
+describe('a mail domain in any spelling (property: the rule and the address are read one way)', () => {
+  it('a deny rule written in one spelling holds on an address in any other', () => {
+    const label = fc.constantFrom('bücher', 'contractor', 'éclair', 'ｅｘａｍｐｌｅ', 'xn--caf-dma', 'münchen-1')
+    fc.assert(fc.property(label, fc.constantFrom('example', 'co.uk', 'test'), fc.nat(SPELLINGS.length - 1), fc.nat(SPELLINGS.length - 1), (name, tld, rule, address) => {
+      const domain = `${name}.${tld}`
+      const judge = compileRules(lists(undefined, [{ domains: [SPELLINGS[rule]!(domain)] }, { emails: [`m@${SPELLINGS[rule]!(domain)}`] }]))
+      expect(judge(id('x', { email: `x@${SPELLINGS[address]!(domain)}` }), 'GET', '/x', undefined)).toMatchObject({ admit: false, rule: 'deny[0]' })
+      expect(judge(id('m', { email: `m@${SPELLINGS[address]!(domain)}` }), 'GET', '/x', undefined).admit).toBe(false)
+    }), { numRuns: 500 })
+  })
+})
 
 describe('the judge (a table)', () => {
   it.each(TABLE)('%s', (_what, allow, deny, identity, method, path, admit, rule) => {
