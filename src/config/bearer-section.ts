@@ -93,3 +93,24 @@ export function unpinnedIssuerWarnings (routes: readonly RouteConfig[], provider
       'and not every allow rule names claims or users: pin who may pass, such as { claims: { repository: [org/app], ref: [refs/heads/main] } } (machine-clients.md)']
   })
 }
+
+/**
+ * Routes that take tokens of an issuer besides their own provider and admit by groups, e-mail
+ * addresses or domains in a rule that names no provider: only user names (and subjects) are told
+ * apart by issuer (bearer.ts named), so another issuer's `admins` group, or an address it vouches
+ * for, counts as the route's own provider's.
+ */
+export function sharedNameWarnings (routes: readonly RouteConfig[]): string[] {
+  return routes.flatMap((route, i) => {
+    const others = (route.bearer?.issuers ?? []).filter((name) => name !== route.provider)
+    if (others.length === 0) return []
+    return (route.rules.allow ?? []).flatMap((rule) => {
+      const by = (['groups', 'emails', 'domains'] as const).filter((key) => rule[key].length > 0)
+      if (by.length === 0 || rule.providers.length > 0) return []
+      const own = route.provider === undefined ? 'each other\'s' : `${route.provider}'s`
+      return [`routes[${i}].${rule.name}: admits by ${by.join(' and ')} the tokens of ${others.join(', ')} as well as ${own}, and only user names are told apart by issuer ` +
+        `(${others[0]}:alice): another issuer's groups and the addresses it vouches for count as ${own}. Add providers: [${route.provider ?? others[0]}] to the rule to admit its people only, ` +
+        'and a rule of its own for each other issuer (machine-clients.md, "Several issuers")']
+    })
+  })
+}

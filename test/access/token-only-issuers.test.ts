@@ -154,3 +154,16 @@ it('--check warns where a token-only issuer\'s tokens pass without a rule on who
   expect(warn([{ claims: { repository: ['o/r'] } }, { groups: ['deployers'] }])).toEqual(unpinned)
   expect(warn([{ claims: { repository: ['o/r'] } }, { users: ['alice'] }])).toEqual([])
 })
+
+it('--check warns where a rule admits another issuer\'s tokens by groups or e-mail as the route\'s own provider\'s people', () => {
+  const warn = (issuers: string[], allow: unknown[]): string[] => configWarnings(parseConfig(stringify({
+    session: { secret: TEST_SECRET },
+    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: 'https://corp.example', scope: 'openid' }, partner: { issuer: 'https://partner.example' } },
+    routes: [{ path: '/orders/', upstream: 'http://127.0.0.1:9100', provider: 'corp', bearer: { issuers, audience: 'a' }, allow }],
+  }), {})).filter((warning) => warning.includes('told apart by issuer'))
+  expect(warn(['corp', 'partner'], [{ groups: ['admins'] }])).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by groups the tokens of partner as well as corp's, .* Add providers: \[corp\] to the rule/)])
+  expect(warn(['corp', 'partner'], [{ users: ['alice'] }, { emails: ['alice@corp.example'], domains: ['corp.example'] }])).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[1\]: admits by emails and domains the tokens of partner/)])
+  // Named by provider, by user or claim only, or no other issuer: nothing to say.
+  expect(warn(['corp', 'partner'], [{ groups: ['admins'], providers: ['corp'] }, { users: ['partner:bot'] }, { claims: { client_id: ['ci'] } }])).toEqual([])
+  expect(warn(['corp'], [{ groups: ['admins'] }])).toEqual([])
+})
