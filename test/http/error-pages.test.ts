@@ -3,12 +3,11 @@
 // never lands on a 404. "Start over" goes back to the page the person came from when that is a safe
 // page of the gateway's own origin, else to the home page /oauth/.
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { sharedChromium, signInAt } from '../helpers/chromium.js'
 import { cameFrom } from '../../src/http/error-handler.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 
 describe('cameFrom: where "start over" may send a person back to', () => {
   const own = 'https://gw.example.test'
@@ -35,20 +34,13 @@ describe('cameFrom: where "start over" may send a person back to', () => {
 })
 
 describe('error pages in a real browser', () => {
-  let op: TestProvider
-  let upstream: Upstream
   let gateway: TestGateway
   let browser: Browser
   let context: BrowserContext
 
-  beforeAll(async () => {
-    const { port, baseUrl } = await reserveBaseUrl()
-    upstream = await startUpstream()
-    op = await startOidcProvider([{ client_id: 'e', client_secret: 'es', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-    gateway = await startGateway({
-      server: { port, baseUrl },
+  it.beforeAll(async ({ startStack, upstream }) => {
+    gateway = await startStack({
       store: { type: 'memory' },
-      providers: { demo: oidcClient(op.issuer, 'e', 'es') },
       routes: [
         { path: '/app/', upstream: upstream.url, provider: 'demo' },
         // Only the upstream that never answers has a short timeout: a dropped connection is a
@@ -66,9 +58,6 @@ describe('error pages in a real browser', () => {
 
   afterAll(async () => {
     await context?.close()
-    await gateway?.close()
-    await op?.close()
-    await upstream?.close()
   })
 
   /** Opens `path` (from `referer` when given), checks it is the error page `code`, and returns its links. */

@@ -8,12 +8,11 @@
 // 404, asked or revoked; a cross-site revoke ends nothing; "everywhere" ends every session of the
 // person and no one else's. Hostile public ids each get a 4xx and end nothing.
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import { endedElsewhere, oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
+import type { TestRedis } from '../helpers/redis.js'
+import { test as it } from '../helpers/stack.js'
 
 const FIREFOX = 'Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0'
 const CHROME = 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0.0.0 Safari/537.36'
@@ -23,16 +22,11 @@ const SAFARI_IPHONE = 'Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) Ap
 const FORM = { accept: 'text/html', 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' }
 
 let redis: TestRedis
-let op: TestProvider
-let upstream: Upstream
 let first: TestGateway
 let second: TestGateway
 
-beforeAll(async () => {
-  redis = await startRedis()
-  upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c')])
+it.beforeAll(async ({ startStack, op, redis: fileRedis, upstream }) => {
+  redis = fileRedis
   const raw = {
     session: { cacheTtl: '10s' },
     store: { type: 'redis', url: redis.url },
@@ -40,14 +34,12 @@ beforeAll(async () => {
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
   }
   // Its peer (the test, on loopback) is a trusted proxy: a browser's X-Forwarded-For is its address.
-  first = await startGateway({ ...raw, server: { port, baseUrl, trustProxy: ['127.0.0.1'] } })
+  first = await startStack({ ...raw, server: { trustProxy: ['127.0.0.1'] } })
   second = await startGateway(raw)
 })
 
 afterAll(async () => {
-  await Promise.all([first?.close(), second?.close()])
-  await Promise.all([op?.close(), upstream?.close()])
-  await redis?.release()
+  await second?.close()
 })
 
 /** A browser that sends `userAgent` with every request, and `forwardedFor` as its X-Forwarded-For. */

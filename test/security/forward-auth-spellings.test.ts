@@ -8,14 +8,13 @@
 // the gap (issue: X_Forwarded_Groups: admins made a user without groups an admin behind Caddy).
 // Then the lines of each file that make it hold, shown to matter: without them the spoof passes.
 import { createServer, type Server } from 'node:http'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { frontBinary, holdFrontPort, startFrontProxy, type FrontKind, type FrontProxy, type HeldPort } from '../helpers/front-proxy.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { rawRequest } from '../helpers/raw-http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { test as it } from '../helpers/stack.js'
 
 /** The request as a CGI-style application reads it: HTTP_* variables, a later header of the same variable winning. */
 type CgiEnvironment = Record<string, string>
@@ -77,8 +76,6 @@ const LOAD_BEARING: Record<FrontKind, [string, string]> = {
   caddy: ['\t\trequest_header -*_*\n', ''],
 }
 
-let redis: TestRedis
-let op: TestProvider
 let app: CgiUpstream
 let gateway: TestGateway
 let cookie: string
@@ -86,19 +83,15 @@ let cookie: string
 const held = {} as Record<FrontKind | `careless-${FrontKind}`, HeldPort>
 const ports = {} as Record<keyof typeof held, number>
 
-beforeAll(async () => {
-  redis = await startRedis()
+it.beforeAll(async ({ startStack, op }) => {
   app = await startCgiUpstream()
-  const server = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'fa', client_secret: 'fa-secret', redirect_uris: [`${server.baseUrl}/oauth/authorized/demo/`] }])
   for (const name of ['nginx', 'caddy', 'careless-nginx', 'careless-caddy'] as const) {
     held[name] = await holdFrontPort()
     ports[name] = held[name].port
   }
-  gateway = await startGateway({
-    server: { ...server, trustProxy: ['127.0.0.1'] },
-    store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'fa', 'fa-secret', 'openid email groups') },
+  gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups') },
     routes: [],
     forwardAuth: { allowedRedirectHosts: Object.values(ports).map((port) => `127.0.0.1:${port}`) },
     assertion: {},
@@ -111,8 +104,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gateway?.close()
-  await Promise.all([op?.close(), app?.close()])
-  await redis?.release()
+  await app?.close()
 })
 
 /** The CGI variables the application saw for a request through `port` with these header lines. */

@@ -13,45 +13,37 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
 import fc from 'fast-check'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect } from 'vitest'
 import { ClientHeaderFilter } from '../../src/proxy/headers.js'
 import { Browser } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { oidcClient, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { rawRequest } from '../helpers/raw-http.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
+import { test as it } from '../helpers/stack.js'
+import type { SeenRequest, Upstream } from '../helpers/upstream.js'
 
-let redis: TestRedis
-let op: TestProvider
 let upstream: Upstream
 let gateway: TestGateway
 let trusting: TestGateway
 let signedIn: Browser
 let port: number
 
-beforeAll(async () => {
-  redis = await startRedis()
-  upstream = await startUpstream()
-  const reserved = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${reserved.baseUrl}/oauth/authorized/demo/`] }])
+it.beforeAll(async ({ startStack, op, upstream: fileUpstream, gatewayAddress }) => {
+  upstream = fileUpstream
   const routes = [
     { path: '/app/', upstream: upstream.url, provider: 'demo', public: ['GET /app/public/*'] },
     { path: '/custom/', upstream: upstream.url, provider: 'demo', identityHeaders: { user: 'Remote-User', email: 'Remote-Email', groups: 'Remote-Groups' } },
     { path: '/open/', upstream: upstream.url, auth: 'none' },
   ]
-  gateway = await startGateway({ server: reserved, store: { type: 'redis', url: redis.url }, providers: { demo: oidcClient(op.issuer, 'c', 's') }, routes })
+  gateway = await startStack({ routes })
   trusting = await startGateway({ server: { trustProxy: true }, store: { type: 'memory' }, providers: { demo: oidcClient(op.issuer, 'c', 's') }, routes })
-  port = reserved.port
+  port = gatewayAddress.port
   signedIn = new Browser()
   expect((await signedIn.navigate(`${gateway.url}/app/`)).status).toBe(200)
 })
 
 afterAll(async () => {
   await Promise.all([gateway?.close(), trusting?.close()])
-  await Promise.all([op?.close(), upstream?.close()])
-  await redis?.release()
 })
 
 /** What the upstream received for a raw request with these header lines. */

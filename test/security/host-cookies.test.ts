@@ -1,14 +1,12 @@
 // `__Host-` cookie names end to end: every cookie the gateway sets (session and flow) has Path=/,
 // Secure and no Domain, so a sibling host cannot plant or shadow one (RFC 6265bis §4.1.3.2); and
 // config refuses `__Host-`/`__Secure-` names that browsers would drop for want of Secure.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect } from 'vitest'
 import { stringify } from 'yaml'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
 import { Browser } from '../helpers/browser.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 
 /** A browser that also keeps every Set-Cookie line the gateway sent. */
 class RecordingBrowser extends Browser {
@@ -23,30 +21,14 @@ class RecordingBrowser extends Browser {
 }
 
 describe('__Host- cookies through a whole sign-in', () => {
-  let redis: TestRedis
-  let op: TestProvider
-  let upstream: Upstream
   let gateway: TestGateway
 
-  beforeAll(async () => {
-    redis = await startRedis()
-    upstream = await startUpstream()
-    const { port, baseUrl } = await reserveBaseUrl()
-    op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
-    gateway = await startGateway({
-      server: { port, baseUrl },
+  it.beforeAll(async ({ startStack, upstream }) => {
+    gateway = await startStack({
       // Allowed on the test's http://127.0.0.1 baseUrl because cookieSecure is explicit.
       session: { cookieName: '__Host-gw', cookieSecure: true },
-      store: { type: 'redis', url: redis.url },
-      providers: { demo: oidcClient(op.issuer, 'c', 's') },
       routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     })
-  })
-
-  afterAll(async () => {
-    await gateway?.close()
-    await Promise.all([op?.close(), upstream?.close()])
-    await redis?.release()
   })
 
   function expectHostCookie (line: string): void {
@@ -57,7 +39,7 @@ describe('__Host- cookies through a whole sign-in', () => {
     expect(attributes.some((a) => a.startsWith('domain'))).toBe(false)
   }
 
-  it('sets every cookie with Path=/, Secure and no Domain, and the proxied request then works', async () => {
+  it('sets every cookie with Path=/, Secure and no Domain, and the proxied request then works', async ({ upstream }) => {
     const browser = new RecordingBrowser(() => gateway.url)
     const response = await browser.navigate(`${gateway.url}/app/page`)
     expect(response.status).toBe(200)

@@ -4,27 +4,23 @@
 // a cookie that opens no session costs the store no write and no broadcast.
 import { createServer } from 'node:http'
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { endedElsewhere, oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
+import type { TestRedis } from '../helpers/redis.js'
+import { test as it } from '../helpers/stack.js'
 import { randomToken } from '../../src/session/seal.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 let redis: TestRedis
-let op: TestProvider
-let upstream: Upstream
 let gateway: TestGateway
 let second: TestGateway
 let bodies: ReturnType<typeof createServer>
 let bodiesUrl: string
 const received: Array<{ type: string | undefined, body: string }> = []
 
-beforeAll(async () => {
-  redis = await startRedis()
-  upstream = await startUpstream()
+it.beforeAll(async ({ startStack, op, redis: fileRedis, upstream }) => {
+  redis = fileRedis
   bodies = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
@@ -34,8 +30,6 @@ beforeAll(async () => {
     })
   })
   bodiesUrl = await listen(bodies)
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
   const raw = {
     // A long cache, so a stale cached session would show.
     session: { cacheTtl: '10s' },
@@ -46,14 +40,13 @@ beforeAll(async () => {
       { path: '/form/', upstream: bodiesUrl, auth: 'none' },
     ],
   }
-  gateway = await startGateway({ ...raw, server: { port, baseUrl } })
+  gateway = await startStack(raw)
   second = await startGateway(raw)
 })
 
 afterAll(async () => {
   await Promise.all([gateway?.close(), second?.close()])
-  await Promise.all([op?.close(), upstream?.close(), bodies && close(bodies)])
-  await redis?.release()
+  if (bodies) await close(bodies)
 })
 
 async function signedIn (): Promise<{ browser: Browser, cookie: string }> {
