@@ -4,12 +4,11 @@
 // go to a host in forwardAuth.allowedRedirectHosts; hostile values must come back as /oauth/, good
 // ones unchanged. Sign-ins run a few at a time, each lane with its own browser that keeps its
 // provider cookies between sign-ins.
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
-import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
 
 const FALLBACK = '/oauth/'
 
@@ -174,10 +173,7 @@ interface Outcome { signIn: { status: number, location: string | null }, signOut
 /** A payload whose sign-in could not even reach the callback (kept so that one payload fails alone). */
 interface Broken { error: string }
 
-let redis: TestRedis
-let upstream: Upstream
 let gateway: TestGateway
-let closeAll: () => Promise<void>
 const outcomes = new Map<string, Outcome | Broken>()
 
 /** One payload: sign in with it (stopping at the callback's 302), then sign out with it. */
@@ -194,27 +190,17 @@ async function run (browser: Browser, next: string): Promise<Outcome> {
   }
 }
 
-beforeAll(async () => {
-  redis = await startRedis()
-  upstream = await startUpstream()
-  const started = await startGatewayWithProvider({
-    store: { type: 'redis', url: redis.url },
+it.beforeAll(async ({ startStack, upstream }) => {
+  gateway = await startStack({
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     forwardAuth: { allowedRedirectHosts: ALLOWED_REDIRECT_HOSTS },
   })
-  gateway = started.gateway
-  closeAll = started.close
   const queue = [...HOSTILE, ...KEPT, ...ABSOLUTE_HOSTILE, ...ABSOLUTE_KEPT].map(([, next]) => next)
   const lanes = Array.from({ length: 6 }, async () => {
     const browser = new Browser()
     for (let next = queue.shift(); next !== undefined; next = queue.shift()) outcomes.set(next, await run(browser, next).catch((error: unknown) => ({ error: String(error) })))
   })
   await Promise.all(lanes)
-})
-
-afterAll(async () => {
-  await closeAll?.()
-  await Promise.all([upstream?.close(), redis?.release()])
 })
 
 /** The Location, resolved as a browser would (tabs and newlines dropped, `\` read as `/`), stays on the gateway. */
