@@ -45,9 +45,11 @@ function texts (list: readonly string[] | undefined, form: (value: string) => st
  */
 export function foldDomain (domain: string): string {
   const lower = domain.toLowerCase()
-  const bare = lower.endsWith('.') ? lower.slice(0, -1) : lower
   // Not a name IDNA maps (an address's domain literal, a name it refuses): compared as written.
-  return ASCII_NAME.test(bare) ? bare : domainToASCII(bare) || bare
+  // IDNA first: it maps other full stops (。．｡) to `.` and drops soft hyphens, so the root's dot
+  // shows only after it.
+  const ascii = ASCII_NAME.test(lower) ? lower : domainToASCII(lower) || lower
+  return ascii.endsWith('.') ? ascii.slice(0, -1) : ascii
 }
 
 /** An e-mail address as rules compare it: lower case, its domain folded (foldDomain). */

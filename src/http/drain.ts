@@ -7,7 +7,7 @@
 // Node's ends either: it stops its periodic checks), and browsers open such connections ahead of
 // time (preconnect); and a client that sent part of a request's headers and stopped. While the
 // gateway closes, each is ended as it comes: the idle ones at once, a silent one once it has read
-// no byte at two checks in a row, a stalled one once it has read nothing more for STALLED_MS, each
+// no byte at two checks in a row, one still without a whole request after STALLED_MS, each
 // looked at again after the event loop has read what had arrived (a request already on its way is
 // read, and answered, instead). A connection with a request in flight (its headers read, its answer
 // not yet finished) or taken over as a websocket is never ended here: it holds the shutdown to its
@@ -20,9 +20,10 @@ import type { FastifyInstance } from 'fastify'
 const CHECK_EVERY_MS = 100
 
 /**
- * How long a connection that has sent part of a request's headers may read nothing more before the
- * shutdown ends it: longer than a round trip on any real link, so that headers split over two
- * flights (a large cookie) still arrive and are answered.
+ * How long a connection that has sent part of a request's headers may take to finish them once the
+ * shutdown has begun, however it trickles them: longer than a round trip on any real link, so that
+ * headers split over two flights (a large cookie) still arrive and are answered (503, as any request
+ * that comes while the gateway closes).
  */
 const STALLED_MS = 1000
 
@@ -54,24 +55,21 @@ export function drainOnClose (app: FastifyInstance): void {
 
   let timer: NodeJS.Timeout | undefined
   app.addHook('preClose', async () => {
-    const lastRead = new WeakMap<Socket, { bytes: number, quietChecks: number }>()
-    /** How many checks in a row have found `socket` with no byte read since the one before. */
-    const quietChecks = (socket: Socket): number => {
-      const last = lastRead.get(socket)
-      if (last?.bytes === socket.bytesRead) return ++last.quietChecks
-      lastRead.set(socket, { bytes: socket.bytesRead, quietChecks: 0 })
-      return 0
-    }
+    /** How many checks in a row have found each connection without an answer under way. */
+    const idleChecks = new WeakMap<Socket, number>()
     timer = setInterval(() => {
       app.server.closeIdleConnections()
       const ending: Array<{ socket: Socket, bytes: number }> = []
       for (const socket of open) {
-        if (busy(socket)) { lastRead.delete(socket); continue }
-        if (quietChecks(socket) >= (socket.bytesRead === 0 ? 1 : STALLED_MS / CHECK_EVERY_MS)) ending.push({ socket, bytes: socket.bytesRead })
+        if (busy(socket)) { idleChecks.delete(socket); continue }
+        const checks = (idleChecks.get(socket) ?? -1) + 1
+        idleChecks.set(socket, checks)
+        if (checks >= (socket.bytesRead === 0 ? 1 : STALLED_MS / CHECK_EVERY_MS)) ending.push({ socket, bytes: socket.bytesRead })
       }
       // Timers run before the loop reads the sockets: what arrived meanwhile is read before this.
       if (ending.length > 0) {
-        setImmediate(() => { for (const { socket, bytes } of ending) if (socket.bytesRead === bytes && !busy(socket)) socket.destroy() })
+        // A silent one that has begun a request since is given the time the others had.
+        setImmediate(() => { for (const { socket, bytes } of ending) if (!busy(socket) && (bytes !== 0 || socket.bytesRead === 0)) socket.destroy() })
       }
     }, CHECK_EVERY_MS)
     timer.unref()

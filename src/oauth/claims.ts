@@ -139,5 +139,6 @@ export function tokenIdentity (claims: Record<string, unknown>, mapping: ClaimsM
   const mapped = unverifiedUser(claims, mapping) ? undefined : tokenIdentityFrom(claims, mapping, kept)
   if (mapped !== undefined) return mapped
   const fallback = tokenIdentityFrom(claims, { ...mapping, user: 'sub' }, kept) ?? tokenIdentityFrom(claims, { ...mapping, user: 'client_id' }, kept)
-  return fallback === undefined || mapping.user === 'sub' ? fallback : { ...fallback, unknown: ['user', ...fallback.unknown ?? []] }
+  // Named by another claim than the mapping's (its `sub`, its `client_id`): whose name that is cannot be told.
+  return fallback === undefined ? undefined : { ...fallback, unknown: ['user', ...fallback.unknown ?? []] }
 }

@@ -191,7 +191,8 @@ function switchAccountOf (config: GatewayConfig, route: RouteConfig): (next: str
 /** After the access hook: each websocket kept with what let it through, to end with it. */
 function admitWebsockets (scope: FastifyInstance, route: RouteConfig, guard: Guard, sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): void {
   if (sockets !== undefined) admitSockets(scope, sockets, route.provider!)
-  if (bearerSockets !== undefined && guard.grants !== undefined) admitAgentSockets(scope, bearerSockets, guard.grants)
+  // An agent's token comes where the access hook read it: the route's bearer header, else Authorization.
+  if (bearerSockets !== undefined && guard.grants !== undefined) admitAgentSockets(scope, bearerSockets, guard.grants, route.bearer?.header ?? 'authorization')
   if (bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
 }
 
@@ -215,9 +216,9 @@ function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider
  * that its websocket ends at the token's `exp` (1008, as a machine client's), or with its grant's
  * session (admitSockets), whichever comes first.
  */
-function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, grants: GrantGuard): void {
+function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, grants: GrantGuard, header: BearerGuard['header']): void {
   scope.addHook('onRequest', (request, _reply, done) => {
-    const token = bearerToken(request.headers.authorization)
+    const token = bearerToken(request.headers[header])
     if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'agent' || typeof token !== 'string') return done()
     // Checked by the access hook a moment ago; should it be gone from that cache, nothing says how long it holds.
     const until = grants.until(token)

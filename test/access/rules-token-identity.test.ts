@@ -83,10 +83,10 @@ describe('a token identity and the person it names, under the same rules', () =>
   })
 
   it('a token whose user name another claim stands in for is never admitted where its person is refused (a users rule lists subjects and names)', () => {
-    fc.assert(fc.property(namedPersonArb, namedCarriedArb, namedListsArb, (person, carried, rules) => {
+    fc.assert(fc.property(namedPersonArb, namedCarriedArb, namedListsArb, fc.constantFrom(NAMED, MAPPING), (person, carried, rules, mapping) => {
       const judge = compileRules(lists(rules.allow, rules.deny))
-      const token = tokenIdentity(namedClaimsOf(person, carried), NAMED, [])
-      const session = identityFrom(namedClaimsOf(person, { sub: true, name: true, clientId: true }), NAMED)
+      const token = tokenIdentity(namedClaimsOf(person, carried), mapping, [])
+      const session = identityFrom(namedClaimsOf(person, { sub: true, name: true, clientId: true }), mapping)
       if (token !== undefined && judge(token, 'GET', '/x', undefined).admit) expect(judge(session, 'GET', '/x', undefined).admit).toBe(true)
     }), { numRuns: 2000 })
   })
@@ -101,6 +101,10 @@ describe('a token identity and the person it names, under the same rules', () =>
     // A name, or a client id, equal to Alice's subject.
     expect(allow(['s-alice'], { preferred_username: 's-alice', client_id: 'mallory-cli' })).toBe(false)
     expect(allow(['s-alice'], { client_id: 's-alice' })).toBe(false)
+    // The default mapping (claims.user: sub) and a token without sub, named by a client_id that is a listed address.
+    const byClientId = tokenIdentity({ client_id: 'alice@corp.example', email: 'alice@corp.example' }, MAPPING, [])!
+    expect(compileRules(lists([{ users: ['alice@corp.example'] }]))(byClientId, 'GET', '/x', undefined).admit).toBe(false)
+    expect(compileRules(lists(undefined, [{ users: ['someone-else'] }]))(byClientId, 'GET', '/x', undefined).admit).toBe(false)
     // Controls: the subject admits; a token with both, not listed, passes a deny.
     expect(allow(['s-alice'], { sub: 's-alice' })).toBe(true)
     expect(deny(['mallory'], { sub: 's-alice', preferred_username: 'alice' })).toBe(true)
@@ -113,13 +117,16 @@ const NAMED: ClaimsMapping = { user: 'preferred_username', email: 'email', name:
 const SUBJECTS = ['s-alice', 's-mallory']
 const NAMES = ['alice', 'mallory', 's-alice']
 
-const namedPersonArb = fc.record({ sub: fc.constantFrom(...SUBJECTS), name: fc.constantFrom(...NAMES), clientId: fc.constantFrom('cli', ...SUBJECTS) })
+/** A verified address, which a `users` entry may name (and a client may be registered as). */
+const ADDRESS = 'alice@corp.example'
+const namedPersonArb = fc.record({ sub: fc.constantFrom(...SUBJECTS), name: fc.constantFrom(...NAMES), clientId: fc.constantFrom('cli', ADDRESS, ...SUBJECTS), email: fc.constantFrom(ADDRESS, 'm@evil.test') })
 const namedCarriedArb = fc.record({ sub: fc.boolean(), name: fc.boolean(), clientId: fc.boolean() })
-const usersRuleArb: fc.Arbitrary<RuleYaml> = fc.subarray([...SUBJECTS, ...NAMES], { minLength: 1 }).map((users) => ({ users }))
+const usersRuleArb: fc.Arbitrary<RuleYaml> = fc.subarray([...SUBJECTS, ...NAMES, ADDRESS], { minLength: 1 }).map((users) => ({ users }))
 const namedListsArb = fc.record({ allow: fc.option(fc.array(usersRuleArb, { minLength: 1, maxLength: 2 }), { nil: undefined }), deny: fc.array(usersRuleArb, { maxLength: 2 }) })
 
-function namedClaimsOf (person: { sub: string, name: string, clientId: string }, carried: { sub: boolean, name: boolean, clientId: boolean }): Record<string, unknown> {
+function namedClaimsOf (person: { sub: string, name: string, clientId: string, email: string }, carried: { sub: boolean, name: boolean, clientId: boolean }): Record<string, unknown> {
   return {
+    email: person.email,
     ...(carried.sub ? { sub: person.sub } : {}),
     ...(carried.name ? { preferred_username: person.name } : {}),
     ...(carried.clientId ? { client_id: person.clientId } : {}),

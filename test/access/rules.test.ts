@@ -38,6 +38,10 @@ const TABLE: Row[] = [
   ['a deny domain in IDNA form holds on its Unicode form, in capitals', undefined, [{ domains: ['xn--bcher-kva.example'] }], id('m', { email: 'm@BÜCHER.example' }), 'GET', '/x', false, 'deny[0]'],
   ['a deny e-mail in Unicode holds on its IDNA form', undefined, [{ emails: ['m@bücher.example'] }], id('m', { email: 'm@xn--bcher-kva.example' }), 'GET', '/x', false, 'deny[0]'],
   ['full-width letters are the ASCII domain', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@ｃｏｎｔｒａｃｔｏｒ.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain holds on the address with an ideographic full stop as the root\'s dot', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example\u3002' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain holds on the address with a full-width full stop as the root\'s dot', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example\uff0e' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain holds on the address with a halfwidth ideographic full stop as the root\'s dot', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example\uff61' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny e-mail holds on the address with the root\'s dot and a soft hyphen', undefined, [{ emails: ['m@contractor.example'] }], id('m', { email: 'm@contractor.example.\u00ad' }), 'GET', '/x', false, 'deny[0]'],
   ['an allow domain admits the address with the root\'s dot', [{ domains: ['example.org'] }], [], id('m', { email: 'm@example.org.' }), 'GET', '/x', true, 'allow[0]'],
   ['another name is still another domain', undefined, [{ domains: ['bücher.example'] }], id('m', { email: 'm@bucher.example' }), 'GET', '/x', true, undefined],
   ['a group', [{ groups: ['admins'] }], [], alice, 'GET', '/x', true, 'allow[0]'],
@@ -74,8 +78,8 @@ const TABLE: Row[] = [
   ['an unknown path does not meet a deny whose identity part fails', undefined, [{ paths: ['/admin/*'], groups: ['contractors'] }], alice, 'GET', undefined, true, undefined],
 ]
 
-/** Spellings of one mail domain: as written, in capitals, with the root's dot, in IDNA's ASCII form. */
-const SPELLINGS: Array<(domain: string) => string> = [(d) => d, (d) => d.toUpperCase(), (d) => `${d}.`, (d) => domainToASCII(d), (d) => `${domainToASCII(d).toUpperCase()}.`]
+/** Spellings of one mail domain: as written, in capitals, with the root's dot, in IDNA's ASCII form, with other full stops. */
+const SPELLINGS: Array<(domain: string) => string> = [(d) => d, (d) => d.toUpperCase(), (d) => `${d}.`, (d) => domainToASCII(d), (d) => `${domainToASCII(d).toUpperCase()}.`, (d) => `${d}\u3002`, (d) => d.replaceAll('.', '\uff0e')]
 
 describe('a mail domain in any spelling (property: the rule and the address are read one way)', () => {
   it('a deny rule written in one spelling holds on an address in any other', () => {

@@ -46,6 +46,8 @@ it.beforeAll(async ({ startStack, upstream, gatewayAddress }) => {
     routes: [
       { path: '/bcl/', upstream: upstream.url, provider: 'bcl', agents: true },
       { path: '/live/', upstream: liveUrl, provider: 'demo', agents: true, websocket: true },
+      // Its machine clients' tokens, and so its agents', come in Proxy-Authorization.
+      { path: '/pa/', upstream: liveUrl, provider: 'demo', agents: true, websocket: true, bearer: { audience: 'api://pa', header: 'proxy-authorization' } },
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/app/', upstream: upstream.url, provider: 'demo' },
@@ -504,12 +506,15 @@ describe('an agent\'s websocket', () => {
 })
 
 describe('an agent\'s websocket and its token', () => {
-  it('closes (1008, token ended) when the clock passes its token\'s exp, and not a moment before', async () => {
-    const { tokens } = await granted('june', `${gateway.url}/live`)
+  it.each([
+    ['/live', 'authorization', 'june'],
+    ['/pa', 'proxy-authorization', 'jules'],
+  ])('on %s, with the token in %s: closes (1008, token ended) when the clock passes its exp, and not a moment before', async (path, header, login) => {
+    const { tokens } = await granted(login, `${gateway.url}${path}`)
     const exp = decodeJwt(tokens.access_token).exp! * 1000
     const setBefore = timers.set.length
     const opening = Date.now()
-    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/live/feed`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}${path}/feed`, { headers: { [header]: `Bearer ${tokens.access_token}` } })
     const closed = new Promise<{ code: number, reason: string }>((resolve) => socket.once('close', (code, reason) => resolve({ code, reason: String(reason) })))
     await new Promise((resolve, reject) => { socket.once('open', resolve); socket.once('error', reject) })
     const echo = async (text: string) => await new Promise((resolve) => { socket.once('message', (data) => resolve(String(data))); socket.send(text) })

@@ -96,7 +96,7 @@ describe('shutdown', () => {
     expect(await eagerEnded).toMatch(/^HTTP\/1\.1 \d{3} /)
   })
 
-  it('in process: close() ends a connection that sent part of a request\'s headers and stopped, and one that did so after a request it was answered', async () => {
+  it('in process: close() ends a connection that sent part of a request\'s headers and stopped, one that did so after a request it was answered, and one that trickles them', async () => {
     const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/public/', upstream: upstream.url, auth: 'none' }] })
     const { port } = new URL(gateway.url)
     const connected = async () => {
@@ -114,10 +114,19 @@ describe('shutdown', () => {
     reused.socket.write('GET /public/first HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
     await waitFor(async () => reused.received().includes('\r\n\r\n'), 5000, 'the first answer on the kept-alive connection')
     reused.socket.write('GET /public/second HTTP/1.1\r\nHost: 127.0.0.1\r\n')
-    // Before, close() waited for both as long as they stayed open (a CLI gateway: until its
-    // shutdownTimeout, then exit 1).
-    await gateway.close()
+    // One that keeps sending its headers a byte at a time and never ends them.
+    const trickling = await connected()
+    trickling.socket.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ')
+    const trickle = setInterval(() => { if (!trickling.socket.destroyed) trickling.socket.write('a') }, 50)
+    try {
+      // Before, close() waited for all three as long as they stayed open (a CLI gateway: until its
+      // shutdownTimeout, then exit 1).
+      await gateway.close()
+    } finally {
+      clearInterval(trickle)
+    }
     expect(await stalled.closed).toBe('')
+    expect(await trickling.closed).toBe('')
     const answers = (await reused.closed).match(/^HTTP\/1\.1 /gm)
     expect(answers).toHaveLength(1)
   })
