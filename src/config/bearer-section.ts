@@ -6,7 +6,7 @@
 // discovery, so no keys to verify a token with and no introspection endpoint).
 import { describe, type Issues, type Path } from './problems.js'
 import { closest } from './did-you-mean.js'
-import type { BearerConfig, ProviderConfig, RouteConfig } from './types.js'
+import type { BearerConfig, GatewayConfig, ProviderConfig, Rule } from './types.js'
 
 /** A `bearer:` block as gateway.yaml writes it (the schema pass has checked the types and keys). */
 export interface BearerYaml {
@@ -80,36 +80,67 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
 }
 
 /**
- * A route that takes a token-only issuer's tokens (CI systems, workloads) with no `allow` rule on
- * who the caller is (`claims` or `users`): every repository, project or pod that issuer serves
- * passes, since the caller chooses the token's audience.
+ * Where the callers of several issuers meet one set of rules: a route, or a forward-auth host (whose
+ * own provider is the one its URL names, /oauth/auth/<provider>/, so none is known here).
  */
-export function unpinnedIssuerWarnings (routes: readonly RouteConfig[], providers: Readonly<Record<string, ProviderConfig>>): string[] {
-  return routes.flatMap((route, i) => {
-    const issuers = (route.bearer?.issuers ?? []).filter((name) => Object.hasOwn(providers, name) && providers[name]!.tokenOnly)
-    const pinned = (route.rules.allow ?? []).every((rule) => rule.claims.length > 0 || rule.users.length > 0)
-    if (issuers.length === 0 || (route.rules.allow !== undefined && pinned)) return []
-    return [`routes[${i}].allow: takes tokens of ${issuers.join(', ')}, which mints them for every repository, project or pod it serves (the caller chooses the audience), ` +
+interface RulePlace {
+  /** How a message names it: `routes[0]`, `forwardAuth.hosts.deploy.example.com`. */
+  readonly name: string
+  /** What its rules' names (Rule.name) are under: `routes[0]`, `forwardAuth`. */
+  readonly rulesUnder: string
+  /** The provider whose people keep their plain names. */
+  readonly own: string | undefined
+  /** Whose tokens it takes (`bearer.issuers`). */
+  readonly issuers: readonly string[]
+  /** Issuers and providers whose people and tokens its rules meet besides `own`'s. */
+  readonly others: readonly string[]
+  readonly allow: readonly Rule[] | undefined
+}
+
+/** Every route and forward-auth host as a place rules are met. */
+export function rulePlaces (config: Pick<GatewayConfig, 'routes' | 'forwardAuth'>): RulePlace[] {
+  const routes = config.routes.map((route, i): RulePlace => {
+    const issuers = route.bearer?.issuers ?? []
+    const others = [...new Set([...route.providers, ...issuers])].filter((name) => name !== route.provider)
+    return { name: `routes[${i}]`, rulesUnder: `routes[${i}]`, own: route.provider, issuers, others, allow: route.rules.allow }
+  })
+  const hosts = [...config.forwardAuth.hosts].map(([host, rules]): RulePlace => {
+    const issuers = config.forwardAuth.bearer.get(host)?.issuers ?? []
+    return { name: `forwardAuth.hosts.${host}`, rulesUnder: 'forwardAuth', own: undefined, issuers, others: issuers.length > 1 ? issuers : [], allow: rules.allow }
+  })
+  return [...routes, ...hosts]
+}
+
+/**
+ * A route or host that takes a token-only issuer's tokens (CI systems, workloads) with no `allow`
+ * rule on who the caller is (`claims` or `users`): every repository, project or pod that issuer
+ * serves passes, since the caller chooses the token's audience.
+ */
+export function unpinnedIssuerWarnings (places: readonly RulePlace[], providers: Readonly<Record<string, ProviderConfig>>): string[] {
+  return places.flatMap((place) => {
+    const issuers = place.issuers.filter((name) => Object.hasOwn(providers, name) && providers[name]!.tokenOnly)
+    const pinned = (place.allow ?? []).every((rule) => rule.claims.length > 0 || rule.users.length > 0)
+    if (issuers.length === 0 || (place.allow !== undefined && pinned)) return []
+    return [`${place.name}.allow: takes tokens of ${issuers.join(', ')}, which mints them for every repository, project or pod it serves (the caller chooses the audience), ` +
       'and not every allow rule names claims or users: pin who may pass, such as { claims: { repository: [org/app], ref: [refs/heads/main] } } (machine-clients.md)']
   })
 }
 
 /**
- * Routes that take tokens of an issuer besides their own provider and admit by groups, e-mail
- * addresses or domains in a rule that names no provider: only user names (and subjects) are told
- * apart by issuer (bearer.ts named), so another issuer's `admins` group, or an address it vouches
- * for, counts as the route's own provider's.
+ * Routes and hosts that meet the people or tokens of an issuer besides their own provider and admit
+ * by groups, e-mail addresses or domains in a rule that names no provider: only user names (and
+ * subjects) are told apart by issuer (bearer.ts named), so another issuer's `admins` group, or an
+ * address it vouches for, counts as the own provider's.
  */
-export function sharedNameWarnings (routes: readonly RouteConfig[]): string[] {
-  return routes.flatMap((route, i) => {
-    const others = (route.bearer?.issuers ?? []).filter((name) => name !== route.provider)
-    if (others.length === 0) return []
-    return (route.rules.allow ?? []).flatMap((rule) => {
+export function sharedNameWarnings (places: readonly RulePlace[]): string[] {
+  return places.flatMap((place) => {
+    if (place.others.length === 0) return []
+    return (place.allow ?? []).flatMap((rule) => {
       const by = (['groups', 'emails', 'domains'] as const).filter((key) => rule[key].length > 0)
       if (by.length === 0 || rule.providers.length > 0) return []
-      const own = route.provider === undefined ? 'each other\'s' : `${route.provider}'s`
-      return [`routes[${i}].${rule.name}: admits by ${by.join(' and ')} the tokens of ${others.join(', ')} as well as ${own}, and only user names are told apart by issuer ` +
-        `(${others[0]}:alice): another issuer's groups and the addresses it vouches for count as ${own}. Add providers: [${route.provider ?? others[0]}] to the rule to admit its people only, ` +
+      const own = place.own === undefined ? 'each other\'s' : `${place.own}'s`
+      return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${place.others.join(', ')} as well as ${own}, and only user names are told apart by issuer ` +
+        `(${place.others[0]}:alice): another issuer's groups and the addresses it vouches for count as ${own}. Add providers: [${place.own ?? place.others[0]}] to the rule to admit its people only, ` +
         'and a rule of its own for each other issuer (machine-clients.md, "Several issuers")']
     })
   })

@@ -86,10 +86,17 @@ function sameServer (a: string, b: string): boolean {
 export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
   if (target.auth !== 'required') return false
   if (other.auth === 'none' || other.providers.some((name) => !target.providers.includes(name))) return true
+  if (foreignIssuers(other, target).length > 0) return true
   // The first provider's people keep their plain names: another first one lets its people pass as them.
   if (other.providers[0] !== target.providers[0]) return true
   const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
   return ruled && JSON.stringify(other.rules) !== JSON.stringify(target.rules)
+}
+
+/** Issuers whose tokens `other` takes (`bearer.issuers`) and `target` neither takes nor signs its people in with. */
+function foreignIssuers (other: RouteConfig, target: RouteConfig): string[] {
+  const known = new Set([...target.providers, ...target.bearer?.issuers ?? []])
+  return (other.bearer?.issuers ?? []).filter((name) => !known.has(name))
 }
 
 /** How a route is named in a message: its index and path. */
@@ -97,18 +104,24 @@ export function routeName (route: RouteConfig, index: number): string {
   return `routes[${index}] (${route.path === '/' ? '/' : `${route.path}/`})`
 }
 
+/** Who `other` lets past `target`: its first difference in protection, as reachMessage words it. */
+function reachedHow (other: RouteConfig, target: RouteConfig, foreign: readonly string[]): string {
+  if (other.auth === 'none') return 'with no sign-in'
+  if (foreign.length > 0) return `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
+  const tokens = foreignIssuers(other, target)
+  if (tokens.length > 0) return `to the tokens of ${tokens.map((name) => JSON.stringify(name)).join(' or ')} (bearer.issuers)`
+  if (other.providers[0] !== target.providers[0]) {
+    return `naming the people of ${JSON.stringify(other.providers[0])} without the \`${other.providers[0]}:\` that this route gives them (its first provider is another)`
+  }
+  return other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
+}
+
 /** Why `other` lets a stranger past `target`, in the words of a problem or a warning. */
 export function reachMessage (routes: readonly RouteConfig[], otherIndex: number, targetIndex: number, reach: 'all' | 'some'): string {
   const other = routes[otherIndex]!
   const target = routes[targetIndex]!
   const foreign = other.providers.filter((name) => !target.providers.includes(name))
-  const how = other.auth === 'none'
-    ? 'with no sign-in'
-    : foreign.length > 0
-      ? `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
-      : other.providers[0] !== target.providers[0]
-        ? `naming the people of ${JSON.stringify(other.providers[0])} without the \`${other.providers[0]}:\` that this route gives them (its first provider is another)`
-        : other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
+  const how = reachedHow(other, target, foreign)
   const upstream = new URL(target.upstream).origin
   // The people of several providers on one application: one route that lists them all.
   const together = other.auth === 'required' && foreign.length > 0

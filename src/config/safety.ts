@@ -4,7 +4,7 @@
 // settings that are allowed but weaken the gateway (a less protected route that reaches some of a
 // protected route's upstream paths is route-reach.ts's). Pure functions: validate.ts turns their answers into problems, and start-up
 // and `--check` report the warnings.
-import { unpinnedIssuerWarnings, sharedNameWarnings } from './bearer-section.js'
+import { rulePlaces, sharedNameWarnings, unpinnedIssuerWarnings } from './bearer-section.js'
 import { networkWarnings } from './network-warnings.js'
 import { baseUrlPortWarnings } from './server-warnings.js'
 import { isIP } from 'node:net'
@@ -206,8 +206,9 @@ export function configWarnings (config: GatewayConfig): string[] {
   warnings.push(...reassignableUserWarnings(config))
   warnings.push(...reachWarnings(config.routes))
   warnings.push(...networkWarnings(config))
-  warnings.push(...unpinnedIssuerWarnings(config.routes, config.providers))
-  warnings.push(...sharedNameWarnings(config.routes))
+  const places = rulePlaces(config)
+  warnings.push(...unpinnedIssuerWarnings(places, config.providers))
+  warnings.push(...sharedNameWarnings(places))
   warnings.push(...baseUrlPortWarnings(config.server))
   return warnings
 }

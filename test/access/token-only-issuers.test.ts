@@ -155,15 +155,40 @@ it('--check warns where a token-only issuer\'s tokens pass without a rule on who
   expect(warn([{ claims: { repository: ['o/r'] } }, { users: ['alice'] }])).toEqual([])
 })
 
-it('--check warns where a rule admits another issuer\'s tokens by groups or e-mail as the route\'s own provider\'s people', () => {
-  const warn = (issuers: string[], allow: unknown[]): string[] => configWarnings(parseConfig(stringify({
+it('--check warns where a rule admits another issuer\'s people or tokens by groups or e-mail as the own provider\'s, on a route or a forward-auth host', () => {
+  const providers = {
+    corp: { clientId: 'c', clientSecret: 's', issuer: 'https://corp.example', scope: 'openid' },
+    github: { preset: 'github', clientId: 'g', clientSecret: 'gs', scope: 'read:user user:email read:org' },
+    partner: { issuer: 'https://partner.example' },
+  }
+  const warn = (route: Record<string, unknown>, host?: Record<string, unknown>): string[] => configWarnings(parseConfig(stringify({
+    server: { trustProxy: ['127.0.0.1'] },
     session: { secret: TEST_SECRET },
-    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: 'https://corp.example', scope: 'openid' }, partner: { issuer: 'https://partner.example' } },
-    routes: [{ path: '/orders/', upstream: 'http://127.0.0.1:9100', provider: 'corp', bearer: { issuers, audience: 'a' }, allow }],
+    providers,
+    routes: [{ path: '/orders/', upstream: 'http://127.0.0.1:9100', ...('providers' in route ? {} : { provider: 'corp' }), ...route }],
+    ...(host === undefined ? {} : { forwardAuth: { hosts: { 'deploy.example.com': host } } }),
   }), {})).filter((warning) => warning.includes('told apart by issuer'))
-  expect(warn(['corp', 'partner'], [{ groups: ['admins'] }])).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by groups the tokens of partner as well as corp's, .* Add providers: \[corp\] to the rule/)])
-  expect(warn(['corp', 'partner'], [{ users: ['alice'] }, { emails: ['alice@corp.example'], domains: ['corp.example'] }])).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[1\]: admits by emails and domains the tokens of partner/)])
+  const tokens = (issuers: string[]) => ({ bearer: { issuers, audience: 'a' } })
+  expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by groups the people and tokens of partner as well as corp's, .* Add providers: \[corp\] to the rule/)])
+  expect(warn({ ...tokens(['corp', 'partner']), allow: [{ users: ['alice'] }, { emails: ['alice@corp.example'], domains: ['corp.example'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[1\]: admits by emails and domains the people and tokens of partner/)])
+  // A second sign-in provider's people: a GitHub organisation anyone can create is a group there.
+  expect(warn({ providers: ['corp', 'github'], allow: [{ groups: ['payroll'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by groups the people and tokens of github as well as corp's/)])
+  // A forward-auth host, checked as a route is: whose provider the URL names.
+  expect(warn({}, { ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'] }] })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow\[0\]: admits by groups the people and tokens of corp, partner/)])
+  expect(warn({}, { bearer: { issuers: ['partner'], audience: 'a' } })).toEqual([])
   // Named by provider, by user or claim only, or no other issuer: nothing to say.
-  expect(warn(['corp', 'partner'], [{ groups: ['admins'], providers: ['corp'] }, { users: ['partner:bot'] }, { claims: { client_id: ['ci'] } }])).toEqual([])
-  expect(warn(['corp'], [{ groups: ['admins'] }])).toEqual([])
+  expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp'] }, { users: ['partner:bot'] }, { claims: { client_id: ['ci'] } }] })).toEqual([])
+  expect(warn({ ...tokens(['corp']), allow: [{ groups: ['admins'] }] })).toEqual([])
+})
+
+it('--check warns about a forward-auth host that takes a token-only issuer\'s tokens without pinning who may pass, as about a route', () => {
+  const warn = (host: Record<string, unknown>): string[] => configWarnings(parseConfig(stringify({
+    server: { trustProxy: ['127.0.0.1'] },
+    session: { secret: TEST_SECRET },
+    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: 'https://corp.example', scope: 'openid' }, gha: { issuer: 'https://token.actions.githubusercontent.com' } },
+    routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'corp' }],
+    forwardAuth: { hosts: { 'deploy.example.com': host } },
+  }), {})).filter((warning) => warning.includes('every repository'))
+  expect(warn({ bearer: { issuers: ['gha'], audience: 'https://deploy.example.com' } })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow: takes tokens of gha, which mints them for every repository/)])
+  expect(warn({ bearer: { issuers: ['gha'], audience: 'https://deploy.example.com' }, allow: [{ claims: { repository: ['org/app'] } }] })).toEqual([])
 })

@@ -132,6 +132,24 @@ describe('the config refuses full reach and warns about partial reach, naming bo
     ])
   })
 
+  it('a route that takes the tokens of an issuer the protected route does not is less protected: refused when it reaches every path', () => {
+    const providers = { op: { clientId: 'c', clientSecret: 's', scope: 'openid', issuer: 'https://op.example.org' }, partner: { clientId: 'c2', clientSecret: 's2', scope: 'openid', issuer: 'https://partner.example.org' }, gha: { issuer: 'https://token.actions.githubusercontent.com' } }
+    const beside = (ci: Record<string, unknown>, app: Record<string, unknown> = {}) => stringify({
+      session: { secret: SECRET },
+      providers,
+      routes: [{ path: '/app/', upstream: UP, provider: 'op', ...app }, { path: '/ci/', upstream: UP, rewritePrefix: '/app/', provider: 'op', ...ci }],
+    })
+    // A CI issuer's tokens (any repository's, with the audience the caller chose), or a second sign-in provider's.
+    for (const issuer of ['gha', 'partner']) {
+      expect(configProblems(beside({ bearer: { issuers: [issuer], audience: 'a' } }), {})).toEqual([
+        expect.stringMatching(new RegExp(`^routes\\[1\\]\\.path: reaches every path of ${UP.replaceAll('.', '\\.')} that routes\\[0\\] \\(/app/\\) protects, to the tokens of "${issuer}" \\(bearer\\.issuers\\)`)),
+      ])
+    }
+    // The same issuer's tokens on both, or the route's own provider's: no one new.
+    expect(configProblems(beside({ bearer: { issuers: ['gha'], audience: 'a' } }, { bearer: { issuers: ['gha'], audience: 'b' } }), {})).toEqual([])
+    expect(configProblems(beside({ bearer: { audience: 'a' } }), {})).toEqual([])
+  })
+
   it.each([
     ['http://localhost:9100'], ['http://127.0.0.2:9100'], ['http://[::1]:9100'],
   ])('takes %s for the same server as %s on loopback', (spelled) => {
