@@ -4,13 +4,12 @@
 // is made again (a sign-out published meanwhile never reaches it). Sessions are cached for 10 s
 // (session.cacheTtl), so only the invalidation (or not caching) can explain a 401 within a second.
 import { Redis } from 'ioredis'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { afterAll, describe, expect } from 'vitest'
 import { signIn as signInAt } from '../helpers/browser.js'
-import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { endedElsewhere, oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { waitFor } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import { test as it } from '../helpers/stack.js'
 
 /** The channel of session invalidations, under the default store.keyPrefix. */
 const CHANNEL = 'gw:session-invalidated'
@@ -20,8 +19,6 @@ const ENDINGS_CHANNEL = 'gw:session-ended'
 
 let redis: TestRedis
 let admin: Redis
-let op: TestProvider
-let upstream: Upstream
 /** Started while nothing listened on Redis's port. */
 let late: TestGateway
 /** Started once Redis was up: signs in and out. */
@@ -59,13 +56,10 @@ async function signOut (cookie: string): Promise<void> {
   expect(response.status).toBe(302)
 }
 
-beforeAll(async () => {
+it.beforeAll(async ({ startStack, op, upstream }) => {
   // A port where nothing listens: the spawned Redis's, stopped; restart() starts it there again.
   redis = await startRedis('spawn')
   await redis.stop()
-  upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
   const raw = {
     session: { cacheTtl: '10s' },
     store: { type: 'redis', url: redis.url, timeout: '250ms' },
@@ -75,14 +69,13 @@ beforeAll(async () => {
   late = await startGateway(raw)
   await redis.restart!()
   admin = new Redis(redis.url)
-  other = await startGateway({ ...raw, server: { port, baseUrl } })
+  other = await startStack(raw)
 })
 
 afterAll(async () => {
   await admin?.config('SET', 'maxclients', '10000').catch(() => {})
   admin?.disconnect()
   await Promise.all([late?.close(), other?.close()])
-  await Promise.all([op?.close(), upstream?.close()])
   await redis?.release()
 })
 

@@ -2,41 +2,27 @@
 // token the bearer replaces the client's Authorization, the gateway's cookies are removed and
 // X-Forwarded-* are set; auth: none routes pass untouched; upstream failures map to 502/504.
 import { request } from 'node:http'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect } from 'vitest'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
 import { keyIdOf } from '../../src/session/seal.js'
-import { TEST_SECRET, oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
 import { refusedUrl } from '../helpers/net.js'
-import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type SeenRequest, type Upstream } from '../helpers/upstream.js'
+import { test as it } from '../helpers/stack.js'
+import type { SeenRequest, Upstream } from '../helpers/upstream.js'
 
 /** The /app/ route's timeout: the upstream's answer, its headers and each gap in its body, within it. */
 const APP_TIMEOUT_MS = 300
 
-let redis: TestRedis
-let op: TestProvider
 let upstream: Upstream
 let gateway: TestGateway
 let signedIn: Browser
 let deadUpstream: string
 
-beforeAll(async () => {
-  redis = await startRedis()
-  upstream = await startUpstream()
+it.beforeAll(async ({ startStack, upstream: fileUpstream }) => {
+  upstream = fileUpstream
   deadUpstream = await refusedUrl()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([
-    { client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] },
-  ])
-  const provider = (clientId: string, secret: string) => ({
-    ...oidcClient(op.issuer, clientId, secret),
-  })
-  gateway = await startGateway({
-    server: { port, baseUrl },
-    store: { type: 'redis', url: redis.url },
-    providers: { demo: provider('demo-client', 'demo-secret') },
+  gateway = await startStack({
     routes: [
       { path: '/app/', upstream: upstream.url, provider: 'demo', rewritePrefix: '/inner/', timeout: `${APP_TIMEOUT_MS}ms` },
       { path: '/same', upstream: upstream.url, provider: 'demo' },
@@ -49,12 +35,6 @@ beforeAll(async () => {
   signedIn = new Browser()
   const landed = await signedIn.navigate(`${gateway.url}/app/`)
   expect(landed.status).toBe(200)
-})
-
-afterAll(async () => {
-  await gateway?.close()
-  await Promise.all([op?.close(), upstream?.close()])
-  await redis?.release()
 })
 
 async function seen (response: Response): Promise<SeenRequest> {
