@@ -45,11 +45,11 @@ function shortened (value: string): string {
   return value.length <= 48 ? value : `${value.slice(0, 32)}… [${value.length} characters]`
 }
 
-/** The block above the fold: what the gateway added to this request. */
+/** The block above the fold: what the gateway added to this request (itself, or through the proxy in front, which copies them from its answer). */
 function injected (headers: Array<[string, string]>): string {
   const rows = INJECTED.flatMap((name) => headers.filter(([k]) => k === name).map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(shortened(v))}</td></tr>`))
   const body = rows.length === 0 ? '<p class="warn">None: is this page reached through the gateway?</p>' : `<table>${rows.join('')}</table>`
-  return `<section id="injected"><h2>Headers the gateway added</h2>${body}</section>`
+  return `<section id="injected"><h2>Headers the gateway vouches for</h2>${body}</section>`
 }
 
 function render (user: Record<string, unknown> | string, headers: Array<[string, string]>, path: string, signOutUrl: string): string {
