@@ -189,6 +189,11 @@ export function configWarnings (config: GatewayConfig): string[] {
     }
   }
   for (const provider of Object.values(config.providers)) {
+    if (!provider.tokenOnly && provider.issuer !== undefined && !provider.openid) {
+      warnings.push(`providers.${provider.name}.scope has no openid beside an issuer: no ID token is asked for, so who signs in rests on the userinfo answer alone ` +
+        `(and OIDC providers such as Google's and Microsoft's answer userinfo only for openid); add openid to the scope, unless ${provider.name} is a plain OAuth 2.0 server ` +
+        'that publishes its endpoints at that issuer (RFC 8414)')
+    }
     if (!provider.pkce) {
       warnings.push(`providers.${provider.name}.pkce is false: a stolen authorization code can be exchanged without the verifier only this browser's sign-in holds; ` +
         'remove it unless the provider refuses PKCE')

@@ -326,6 +326,18 @@ describe('more unsafe settings refused, each naming its key', () => {
     })
   })
 
+  it('a scope without openid beside an issuer is a warning naming the provider; with openid, or without an issuer, none', () => {
+    const warnings = (provider: Record<string, unknown>) => configWarnings(parseConfig(stringify({
+      session: { secret: GOOD_SECRET },
+      providers: { p: { clientId: 'c', clientSecret: 's', ...provider } },
+    }), {}))
+    expect(warnings({ issuer: 'https://op.example.org', scope: 'profile email' })).toEqual([
+      expect.stringMatching(/^providers\.p\.scope has no openid beside an issuer: no ID token is asked for, .* add openid to the scope, unless p is a plain OAuth 2\.0 server/),
+    ])
+    expect(warnings({ issuer: 'https://op.example.org', scope: 'openid email' })).toEqual([])
+    expect(warnings({ scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t' })).toEqual([])
+  })
+
   it('pkce: false is a warning naming the key', () => {
     const config = parseConfig(stringify({
       session: { secret: GOOD_SECRET },
