@@ -66,7 +66,7 @@ function ruleEmail (identity: Identity, inDeny: boolean): string | undefined {
   return identity.emailVerified === false && !inDeny ? undefined : identity.email
 }
 
-function domainOf (email: string): string {
+function domainOf (email: string): string | undefined {
   return foldDomain(email.slice(email.lastIndexOf('@') + 1))
 }
 
@@ -133,13 +133,18 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.emails.length > 0) {
     list.push(aboutField('email', (identity, deny) => {
       const email = ruleEmail(identity, deny)
-      return email !== undefined && rule.emails.includes(foldEmail(email))
+      if (email === undefined) return false
+      const folded = foldEmail(email)
+      // A domain IDNA refuses: which address it is cannot be told.
+      return folded === undefined ? deny : rule.emails.includes(folded)
     }))
   }
   if (rule.domains.length > 0) {
     list.push(aboutField('email', (identity, deny) => {
       const email = ruleEmail(identity, deny)
-      return email !== undefined && rule.domains.includes(domainOf(email))
+      if (email === undefined) return false
+      const domain = domainOf(email)
+      return domain === undefined ? deny : rule.domains.includes(domain)
     }))
   }
   if (rule.groups.length > 0) list.push(aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))

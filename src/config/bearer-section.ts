@@ -106,7 +106,8 @@ export function rulePlaces (config: Pick<GatewayConfig, 'routes' | 'forwardAuth'
   })
   const hosts = [...config.forwardAuth.hosts].map(([host, rules]): RulePlace => {
     const issuers = config.forwardAuth.bearer.get(host)?.issuers ?? []
-    return { name: `forwardAuth.hosts.${host}`, rulesUnder: 'forwardAuth', own: undefined, issuers, others: issuers.length > 1 ? issuers : [], allow: rules.allow }
+    // Its people are those of the provider the proxy's URL names, whose tokens may be among these.
+    return { name: `forwardAuth.hosts.${host}`, rulesUnder: 'forwardAuth', own: undefined, issuers, others: issuers, allow: rules.allow }
   })
   return [...routes, ...hosts]
 }
@@ -138,9 +139,9 @@ export function sharedNameWarnings (places: readonly RulePlace[]): string[] {
     return (place.allow ?? []).flatMap((rule) => {
       const by = (['groups', 'emails', 'domains'] as const).filter((key) => rule[key].length > 0)
       if (by.length === 0 || rule.providers.length > 0) return []
-      const own = place.own === undefined ? 'each other\'s' : `${place.own}'s`
+      const own = place.own === undefined ? 'those of the provider its URL names (/oauth/auth/<provider>/)' : `${place.own}'s`
       return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${place.others.join(', ')} as well as ${own}, and only user names are told apart by issuer ` +
-        `(${place.others[0]}:alice): another issuer's groups and the addresses it vouches for count as ${own}. Add providers: [${place.own ?? place.others[0]}] to the rule to admit its people only, ` +
+        `(${place.others[0]}:alice): another issuer's groups and the addresses it vouches for count as its own. Add providers: [${place.own ?? '<that provider>'}] to the rule to admit its people only, ` +
         'and a rule of its own for each other issuer (machine-clients.md, "Several issuers")']
     })
   })

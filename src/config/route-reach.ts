@@ -80,17 +80,37 @@ function sameServer (a: string, b: string): boolean {
 }
 
 /**
- * `other` lets in someone `target` would refuse: no sign-in at all, people of a provider `target` does not list, or
- * where `target` has rules (allow, deny), other rules or none (the same rules are the same protection).
+ * `other` lets in someone `target` would refuse: no sign-in at all, people of a provider `target`
+ * does not list or tokens of an issuer it does not take, public paths, an older sign-in than
+ * `target`'s step-up asks, or, where `target` has rules (allow, deny), other rules or none. The
+ * same rules are the same protection, unless they name `paths`: a glob reads each route's own
+ * gateway paths, which lead to other upstream paths on the two routes.
  */
 export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
-  if (target.auth !== 'required') return false
-  if (other.auth === 'none' || other.providers.some((name) => !target.providers.includes(name))) return true
-  if (foreignIssuers(other, target).length > 0) return true
+  return lessProtectedBy(other, target) !== undefined
+}
+
+/** Why `other` is less protected than `target` (lessProtected), or undefined when it is not. */
+type Weaker = 'no_sign_in' | 'providers' | 'issuers' | 'first_provider' | 'public' | 'step_up' | 'path_rules' | 'rules'
+
+function lessProtectedBy (other: RouteConfig, target: RouteConfig): Weaker | undefined {
+  if (target.auth !== 'required') return undefined
+  if (other.auth === 'none') return 'no_sign_in'
+  if (other.providers.some((name) => !target.providers.includes(name))) return 'providers'
+  if (foreignIssuers(other, target).length > 0) return 'issuers'
   // The first provider's people keep their plain names: another first one lets its people pass as them.
-  if (other.providers[0] !== target.providers[0]) return true
+  if (other.providers[0] !== target.providers[0]) return 'first_provider'
+  if (other.public.length > 0) return 'public'
+  if (target.reauth !== undefined && JSON.stringify(other.reauth) !== JSON.stringify(target.reauth)) return 'step_up'
   const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
-  return ruled && JSON.stringify(other.rules) !== JSON.stringify(target.rules)
+  if (!ruled) return undefined
+  if (JSON.stringify(other.rules) !== JSON.stringify(target.rules)) return 'rules'
+  return namesPaths(target.rules) ? 'path_rules' : undefined
+}
+
+/** Whether any rule of `rules` has a `paths` condition. */
+function namesPaths (rules: RouteConfig['rules']): boolean {
+  return [...rules.allow ?? [], ...rules.deny].some((rule) => rule.paths.length > 0)
 }
 
 /** Issuers whose tokens `other` takes (`bearer.issuers`) and `target` neither takes nor signs its people in with. */
@@ -106,14 +126,17 @@ export function routeName (route: RouteConfig, index: number): string {
 
 /** Who `other` lets past `target`: its first difference in protection, as reachMessage words it. */
 function reachedHow (other: RouteConfig, target: RouteConfig, foreign: readonly string[]): string {
-  if (other.auth === 'none') return 'with no sign-in'
-  if (foreign.length > 0) return `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
-  const tokens = foreignIssuers(other, target)
-  if (tokens.length > 0) return `to the tokens of ${tokens.map((name) => JSON.stringify(name)).join(' or ')} (bearer.issuers)`
-  if (other.providers[0] !== target.providers[0]) {
-    return `naming the people of ${JSON.stringify(other.providers[0])} without the \`${other.providers[0]}:\` that this route gives them (its first provider is another)`
+  switch (lessProtectedBy(other, target)) {
+    case 'no_sign_in': return 'with no sign-in'
+    case 'providers': return `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
+    case 'issuers': return `to the tokens of ${foreignIssuers(other, target).map((name) => JSON.stringify(name)).join(' or ')} (bearer.issuers)`
+    case 'first_provider': return `naming the people of ${JSON.stringify(other.providers[0])} without the \`${other.providers[0]}:\` that this route gives them (its first provider is another)`
+    case 'public': return 'with public paths (its public globs read its own gateway paths)'
+    case 'step_up': return 'without the sign-in age this route asks (reauth)'
+    case 'path_rules': return 'under the same rules, whose paths globs read each route\'s own gateway paths'
+    case 'rules':
+    case undefined: return other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
   }
-  return other.rules.allow === undefined && other.rules.deny.length === 0 ? 'to any signed-in user, without its rules' : 'under other rules'
 }
 
 /** Why `other` lets a stranger past `target`, in the words of a problem or a warning. */

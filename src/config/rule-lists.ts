@@ -38,24 +38,25 @@ function texts (list: readonly string[] | undefined, form: (value: string) => st
 }
 
 /**
- * A mail domain as rules compare it, one spelling per DNS name: lower case, without the root's
- * trailing dot (`example.com.` is `example.com`), and an internationalised name in IDNA's ASCII
- * form (`Bücher.example` and `xn--bcher-kva.example` are one). The rules and the identity they judge
- * are both read through it.
+ * A mail domain as rules compare it, one spelling per DNS name: lower case, an internationalised
+ * name in IDNA's ASCII form (`Bücher.example` and `xn--bcher-kva.example` are one; IDNA maps other
+ * full stops, `。．｡`, to `.` and drops soft hyphens), then without the root's trailing dot
+ * (`example.com.` is `example.com`). Undefined for a name IDNA refuses (a joiner inside a label):
+ * which domain it is cannot be told. The rules and the identity they judge are both read through it.
  */
-export function foldDomain (domain: string): string {
+export function foldDomain (domain: string): string | undefined {
   const lower = domain.toLowerCase()
-  // Not a name IDNA maps (an address's domain literal, a name it refuses): compared as written.
-  // IDNA first: it maps other full stops (。．｡) to `.` and drops soft hyphens, so the root's dot
-  // shows only after it.
-  const ascii = ASCII_NAME.test(lower) ? lower : domainToASCII(lower) || lower
+  // ASCII is IDNA's own form already (an address's domain literal, `[192.0.2.1]`, is kept as written).
+  const ascii = ASCII_NAME.test(lower) ? lower : domainToASCII(lower)
+  if (ascii === '') return undefined
   return ascii.endsWith('.') ? ascii.slice(0, -1) : ascii
 }
 
-/** An e-mail address as rules compare it: lower case, its domain folded (foldDomain). */
-export function foldEmail (email: string): string {
+/** An e-mail address as rules compare it: lower case, its domain folded (foldDomain); undefined when that cannot be. */
+export function foldEmail (email: string): string | undefined {
   const at = email.lastIndexOf('@')
-  return `${email.slice(0, at + 1).toLowerCase()}${foldDomain(email.slice(at + 1))}`
+  const domain = foldDomain(email.slice(at + 1))
+  return domain === undefined ? undefined : `${email.slice(0, at + 1).toLowerCase()}${domain}`
 }
 
 /** A name of printable ASCII: what IDNA would change only by case, which foldDomain has done. */
@@ -66,8 +67,9 @@ export function normalisedRule (name: string, raw: RuleYaml): Rule {
   return {
     name,
     users: texts(raw.users, (user) => user),
-    emails: texts(raw.emails, foldEmail),
-    domains: texts(raw.domains, (domain) => foldDomain(domain.replace(/^@/, ''))),
+    // One IDNA refuses matches no address (none folds to it); a deny on it holds on the addresses that cannot be told.
+    emails: texts(raw.emails, (email) => foldEmail(email) ?? email.toLowerCase()),
+    domains: texts(raw.domains, (domain) => foldDomain(domain.replace(/^@/, '')) ?? domain.toLowerCase()),
     groups: texts(raw.groups, (group) => group),
     claims: Object.entries(raw.claims ?? {}).map(([path, values]): ClaimCondition => ({ path: path.trim(), values: values.map(String) })),
     methods: texts(raw.methods, (method) => method.toUpperCase()),

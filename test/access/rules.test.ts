@@ -42,6 +42,11 @@ const TABLE: Row[] = [
   ['a deny domain holds on the address with a full-width full stop as the root\'s dot', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example\uff0e' }), 'GET', '/x', false, 'deny[0]'],
   ['a deny domain holds on the address with a halfwidth ideographic full stop as the root\'s dot', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example\uff61' }), 'GET', '/x', false, 'deny[0]'],
   ['a deny e-mail holds on the address with the root\'s dot and a soft hyphen', undefined, [{ emails: ['m@contractor.example'] }], id('m', { email: 'm@contractor.example.\u00ad' }), 'GET', '/x', false, 'deny[0]'],
+  // A name IDNA refuses (a joiner inside a label; IDNA2003 would drop it): which domain it is cannot be told.
+  ['a deny domain holds on an address whose domain IDNA refuses (a zero-width joiner)', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contrac\u200dtor.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain holds on an address whose domain IDNA refuses (a zero-width non-joiner)', undefined, [{ domains: ['other.example'] }], id('m', { email: 'm@contrac\u200ctor.example' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny e-mail holds on an address whose domain IDNA refuses (the root\'s dot and a joiner)', undefined, [{ emails: ['m@contractor.example'] }], id('m', { email: 'm@contractor.example.\u200d' }), 'GET', '/x', false, 'deny[0]'],
+  ['an allow domain does not admit an address whose domain IDNA refuses', [{ domains: ['contractor.example'] }], [], id('m', { email: 'm@contrac\u200dtor.example' }), 'GET', '/x', false, undefined],
   ['an allow domain admits the address with the root\'s dot', [{ domains: ['example.org'] }], [], id('m', { email: 'm@example.org.' }), 'GET', '/x', true, 'allow[0]'],
   ['another name is still another domain', undefined, [{ domains: ['bücher.example'] }], id('m', { email: 'm@bucher.example' }), 'GET', '/x', true, undefined],
   ['a group', [{ groups: ['admins'] }], [], alice, 'GET', '/x', true, 'allow[0]'],

@@ -175,6 +175,8 @@ it('--check warns where a rule admits another issuer\'s people or tokens by grou
   expect(warn({ providers: ['corp', 'github'], allow: [{ groups: ['payroll'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by groups the people and tokens of github as well as corp's/)])
   // A forward-auth host, checked as a route is: whose provider the URL names.
   expect(warn({}, { ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'] }] })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow\[0\]: admits by groups the people and tokens of corp, partner/)])
+  // One issuer: the URL's provider's people meet its tokens under the same rule.
+  expect(warn({}, { bearer: { issuers: ['partner'], audience: 'a' }, allow: [{ groups: ['admins'] }] })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow\[0\]: admits by groups the people and tokens of partner as well as those of the provider its URL names .* Add providers: \[<that provider>\]/)])
   expect(warn({}, { bearer: { issuers: ['partner'], audience: 'a' } })).toEqual([])
   // Named by provider, by user or claim only, or no other issuer: nothing to say.
   expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp'] }, { users: ['partner:bot'] }, { claims: { client_id: ['ci'] } }] })).toEqual([])

@@ -150,6 +150,32 @@ describe('the config refuses full reach and warns about partial reach, naming bo
     expect(configProblems(beside({ bearer: { audience: 'a' } }), {})).toEqual([])
   })
 
+  it('public paths, a weaker step-up, or the same rules with paths globs (read on each route\'s own gateway paths) are less protection: refused when they reach every path', () => {
+    const providers = { op: { clientId: 'c', clientSecret: 's', scope: 'openid', issuer: 'https://op.example.org' } }
+    const pair = (app: Record<string, unknown>, other: Record<string, unknown>, path = '/ci/') => stringify({
+      session: { secret: SECRET },
+      providers,
+      routes: [{ path: '/app/', upstream: UP, provider: 'op', ...app }, { path, upstream: UP, rewritePrefix: '/app/', provider: 'op', ...other }],
+    })
+    const admins = { allow: [{ groups: ['admins'] }] }
+    // GET /ci/admin/users is upstream /app/admin/users, public.
+    expect(configProblems(pair(admins, { ...admins, public: ['GET /ci/admin/*'] }), {})).toEqual([
+      expect.stringMatching(/^routes\[1\]\.path: reaches every path .* that routes\[0\] \(\/app\/\) protects, with public paths/),
+    ])
+    // /ci/x is upstream /app/x with a sign-in of any age.
+    expect(configProblems(pair({ reauth: { maxAge: '15m' } }, {}), {})).toEqual([
+      expect.stringMatching(/^routes\[1\]\.path: reaches every path .* that routes\[0\] \(\/app\/\) protects, without the sign-in age this route asks \(reauth\)/),
+    ])
+    expect(configProblems(pair({ reauth: { maxAge: '15m' } }, { reauth: { maxAge: '15m' } }), {})).toEqual([])
+    // The same deny on /app/admin/* holds on upstream /app/admin/... through /app/ only: through /,
+    // that upstream path is gateway path /admin/..., which the glob does not name.
+    const denyAdmin = { deny: [{ paths: ['/app/admin/*'] }] }
+    expect(configProblems(pair(denyAdmin, denyAdmin, '/'), {})).toContainEqual(
+      expect.stringMatching(/^routes\[[01]\]\.path: reaches every path .* protects, under the same rules, whose paths globs read each route's own gateway paths/))
+    // The same rules without paths globs are the same protection.
+    expect(configProblems(pair(admins, admins), {})).toEqual([])
+  })
+
   it.each([
     ['http://localhost:9100'], ['http://127.0.0.2:9100'], ['http://[::1]:9100'],
   ])('takes %s for the same server as %s on loopback', (spelled) => {
