@@ -71,51 +71,29 @@ describe('shutdown', () => {
 
   it('in process: close() ends a connection that never sends a request, and answers one whose request is already under way', async () => {
     const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/public/', upstream: upstream.url, auth: 'none' }] })
-    const { port } = new URL(gateway.url)
-    const opened = async () => {
-      const socket = connect(Number(port), '127.0.0.1')
-      socket.on('error', () => {})
-      await new Promise((resolve) => socket.once('connect', resolve))
-      return socket
-    }
-    const ended = (socket: Socket) => new Promise<string>((resolve) => {
-      let received = ''
-      socket.on('data', (chunk: Buffer) => { received += chunk.toString('latin1') })
-      socket.once('close', () => resolve(received))
-    })
-    const silent = await opened()
-    const eager = await opened()
-    const silentEnded = ended(silent)
-    const eagerEnded = ended(eager)
+    const port = Number(new URL(gateway.url).port)
+    const silent = await connected(port)
+    const eager = await connected(port)
     // Without the drain this close() waits for the silent connection as long as it stays open.
     const closing = gateway.close()
-    eager.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
+    eager.socket.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
     await closing
-    expect(await silentEnded).toBe('')
+    expect(await silent.closed).toBe('')
     // Answered (Fastify answers a request that comes while it closes with 503), not cut off.
-    expect(await eagerEnded).toMatch(/^HTTP\/1\.1 \d{3} /)
+    expect(await eager.closed).toMatch(/^HTTP\/1\.1 \d{3} /)
   })
 
   it('in process: close() ends a connection that sent part of a request\'s headers and stopped, one that did so after a request it was answered, and one that trickles them', async () => {
     const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/public/', upstream: upstream.url, auth: 'none' }] })
-    const { port } = new URL(gateway.url)
-    const connected = async () => {
-      const socket = connect(Number(port), '127.0.0.1')
-      socket.on('error', () => {})
-      await new Promise((resolve) => socket.once('connect', resolve))
-      let received = ''
-      socket.on('data', (chunk: Buffer) => { received += chunk.toString('latin1') })
-      const closed = new Promise<string>((resolve) => socket.once('close', () => resolve(received)))
-      return { socket, closed, received: () => received }
-    }
-    const stalled = await connected()
+    const connectedHere = async () => await connected(Number(new URL(gateway.url).port))
+    const stalled = await connectedHere()
     stalled.socket.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Half: ')
-    const reused = await connected()
+    const reused = await connectedHere()
     reused.socket.write('GET /public/first HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n')
     await waitFor(async () => reused.received().includes('\r\n\r\n'), 5000, 'the first answer on the kept-alive connection')
     reused.socket.write('GET /public/second HTTP/1.1\r\nHost: 127.0.0.1\r\n')
     // One that keeps sending its headers a byte at a time and never ends them.
-    const trickling = await connected()
+    const trickling = await connectedHere()
     trickling.socket.write('GET /public/x HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ')
     const trickle = setInterval(() => { if (!trickling.socket.destroyed) trickling.socket.write('a') }, 50)
     try {
@@ -131,3 +109,14 @@ describe('shutdown', () => {
     expect(answers).toHaveLength(1)
   })
 })
+
+/** A client connection to the gateway on `port`: its socket, what it received, and all of it once the connection closed. */
+async function connected (port: number): Promise<{ socket: Socket, closed: Promise<string>, received: () => string }> {
+  const socket = connect(port, '127.0.0.1')
+  socket.on('error', () => {})
+  await new Promise((resolve) => socket.once('connect', resolve))
+  let received = ''
+  socket.on('data', (chunk: Buffer) => { received += chunk.toString('latin1') })
+  const closed = new Promise<string>((resolve) => socket.once('close', () => resolve(received)))
+  return { socket, closed, received: () => received }
+}
