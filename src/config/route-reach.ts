@@ -76,12 +76,22 @@ function sameServer (a: string, b: string): boolean {
   const first = new URL(a)
   const second = new URL(b)
   if (first.origin === second.origin) return true
-  return first.protocol === second.protocol && first.port === second.port && isLoopbackHost(first.hostname) && isLoopbackHost(second.hostname)
+  return first.protocol === second.protocol && first.port === second.port && thisMachine(first.hostname) && thisMachine(second.hostname)
+}
+
+/**
+ * A host a connection takes for this machine: a loopback name, 127.0.0.0/8 as an IPv4-mapped IPv6
+ * address (URL writes `[::ffff:7f00:1]`), or the unspecified address `0.0.0.0` or `[::]` (not
+ * loopback names for what listens, so only here).
+ */
+function thisMachine (hostname: string): boolean {
+  return isLoopbackHost(hostname) || hostname === '0.0.0.0' || hostname === '[::]' || /^\[::ffff:7f[0-9a-f]{2}:[0-9a-f]{1,4}\]$/.test(hostname)
 }
 
 /**
  * `other` lets in someone `target` would refuse: no sign-in at all, people of a provider `target`
- * does not list or tokens of an issuer it does not take, public paths, an older sign-in than
+ * does not list or tokens of an issuer it does not take, tokens short of its scopes, public paths
+ * that lead to `target`'s upstream paths, an older sign-in than
  * `target`'s step-up asks, or, where `target` has rules (allow, deny), other rules or none. The
  * same rules are the same protection, unless they name `paths`: a glob reads each route's own
  * gateway paths, which lead to other upstream paths on the two routes.
@@ -91,7 +101,7 @@ export function lessProtected (other: RouteConfig, target: RouteConfig): boolean
 }
 
 /** Why `other` is less protected than `target` (lessProtected), or undefined when it is not. */
-type Weaker = 'no_sign_in' | 'providers' | 'issuers' | 'first_provider' | 'public' | 'step_up' | 'path_rules' | 'rules'
+type Weaker = 'no_sign_in' | 'providers' | 'issuers' | 'first_provider' | 'scopes' | 'public' | 'step_up' | 'path_rules' | 'rules'
 
 function lessProtectedBy (other: RouteConfig, target: RouteConfig): Weaker | undefined {
   if (target.auth !== 'required') return undefined
@@ -100,12 +110,50 @@ function lessProtectedBy (other: RouteConfig, target: RouteConfig): Weaker | und
   if (foreignIssuers(other, target).length > 0) return 'issuers'
   // The first provider's people keep their plain names: another first one lets its people pass as them.
   if (other.providers[0] !== target.providers[0]) return 'first_provider'
-  if (other.public.length > 0) return 'public'
-  if (target.reauth !== undefined && JSON.stringify(other.reauth) !== JSON.stringify(target.reauth)) return 'step_up'
+  if (fewerScopes(other, target)) return 'scopes'
+  if (opensPaths(other, target)) return 'public'
+  if (target.reauth !== undefined && canonical(other.reauth) !== canonical(target.reauth)) return 'step_up'
   const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
   if (!ruled) return undefined
-  if (JSON.stringify(other.rules) !== JSON.stringify(target.rules)) return 'rules'
+  if (canonicalRules(other.rules) !== canonicalRules(target.rules)) return 'rules'
   return namesPaths(target.rules) ? 'path_rules' : undefined
+}
+
+/** Both take tokens, and `other` asks fewer of the scopes `target` asks (`bearer.scopes`). */
+function fewerScopes (other: RouteConfig, target: RouteConfig): boolean {
+  return other.bearer !== undefined && target.bearer !== undefined && target.bearer.scopes.some((scope) => !other.bearer!.scopes.includes(scope))
+}
+
+/**
+ * A `public` glob of `other` opens upstream paths `target` protects (its globs read its own gateway
+ * paths, mapped upstream as its requests are), beyond those `target` opens itself with the same method.
+ */
+function opensPaths (other: RouteConfig, target: RouteConfig): boolean {
+  const upstreamOf = (route: RouteConfig, glob: string) => mapped(route, { prefix: glob, exact: undefined }).prefix
+  const under = (route: RouteConfig, glob: string) => route.path === '/' || glob === route.path || glob.startsWith(`${route.path}/`)
+  const own = new Set(target.public.filter((rule) => under(target, rule.path)).map((rule) => `${rule.method} ${upstreamOf(target, rule.path)}`))
+  const guarded = mapped(target, requestSpace(target))
+  return other.public.some((rule) => {
+    if (!under(other, rule.path)) return false
+    const upstream = upstreamOf(other, rule.path)
+    if (own.has(`${rule.method} ${upstream}`)) return false
+    const literal = upstream.split('*', 1)[0]!
+    return literal === guarded.exact || literal.startsWith(guarded.prefix) || guarded.prefix.startsWith(literal)
+  })
+}
+
+/** A value in one spelling for comparison: lists sorted (their order changes nothing), keys sorted, a rule's `name` left out. */
+function canonical (value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).sort().join(',')}]`
+  if (value !== null && typeof value === 'object') {
+    return `{${Object.keys(value).filter((key) => key !== 'name').sort().map((key) => `${JSON.stringify(key)}:${canonical((value as Record<string, unknown>)[key])}`).join(',')}}`
+  }
+  return JSON.stringify(value) ?? 'undefined'
+}
+
+/** Rule lists for comparison: the order of rules and of values changes nothing, nor where a rule is written (`allow` or `allow[0]`). */
+function canonicalRules (rules: RouteConfig['rules']): string {
+  return canonical({ allow: rules.allow ?? null, deny: rules.deny })
 }
 
 /** Whether any rule of `rules` has a `paths` condition. */
@@ -131,7 +179,8 @@ function reachedHow (other: RouteConfig, target: RouteConfig, foreign: readonly 
     case 'providers': return `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
     case 'issuers': return `to the tokens of ${foreignIssuers(other, target).map((name) => JSON.stringify(name)).join(' or ')} (bearer.issuers)`
     case 'first_provider': return `naming the people of ${JSON.stringify(other.providers[0])} without the \`${other.providers[0]}:\` that this route gives them (its first provider is another)`
-    case 'public': return 'with public paths (its public globs read its own gateway paths)'
+    case 'scopes': return 'to tokens without every scope this route asks (bearer.scopes)'
+    case 'public': return 'with public paths that lead to them (its public globs read its own gateway paths)'
     case 'step_up': return 'without the sign-in age this route asks (reauth)'
     case 'path_rules': return 'under the same rules, whose paths globs read each route\'s own gateway paths'
     case 'rules':

@@ -246,6 +246,53 @@ const UPSTREAM = paths(3)
 const prefix = fc.constantFrom('/', '/a', '/b', '/a/b', '/ab')
 const rewrite = fc.option(fc.constantFrom('/', '/a', '/a/', '/b/', '/a/b', '/ab/'), { nil: undefined })
 
+describe('what counts as less protection, from outside readings: counted, and the same protection written otherwise', () => {
+  const providers = { op: { clientId: 'c', clientSecret: 's', scope: 'openid email', issuer: 'https://op.example.org' } }
+  const text = (routes: unknown[]) => stringify({ session: { secret: SECRET }, providers, routes })
+  /** /app/ and `path` rewriting to /app/: `path` reaches every upstream path of /app/. */
+  const pair = (app: Record<string, unknown>, other: Record<string, unknown>, path = '/ci/') =>
+    text([{ path: '/app/', upstream: UP, provider: 'op', ...app }, { path, upstream: UP, rewritePrefix: '/app/', provider: 'op', ...other }])
+  const FULL = /reaches every path of http:\/\/127\.0\.0\.1:9100 that routes\[\d\] \(\/(app|ci)\/\) protects/
+
+  it('a route that takes tokens short of the scopes the other asks: refused', () => {
+    expect(configProblems(pair({ bearer: { audience: 'api', scopes: ['admin'] } }, { bearer: { audience: 'api' } }), {})).toEqual([
+      expect.stringMatching(/^routes\[1\]\.path: reaches every path .* to tokens without every scope this route asks \(bearer\.scopes\)/),
+    ])
+    expect(configProblems(pair({ bearer: { audience: 'api', scopes: ['admin', 'read'] } }, { bearer: { audience: 'api', scopes: ['read', 'admin'] } }), {})).toEqual([])
+  })
+
+  it.each([['http://0.0.0.0:9100'], ['http://[::ffff:127.0.0.1]:9100'], ['http://[::]:9100']])('%s beside http://127.0.0.1:9100 is one server', (spelled) => {
+    const config = text([{ path: '/', upstream: spelled, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'op', rewritePrefix: '/' }])
+    expect(configProblems(config, {})).toContainEqual(expect.stringMatching(/^routes\[0\]\.path: reaches every path/))
+  })
+
+  it.each([['/x/../app/'], ['/./app/'], ['/app/./'], ['/app//']])('a rewritePrefix with dot or empty segments (%s) is refused: an upstream reads it as another path', (rewrite) => {
+    const config = text([{ path: '/app/', upstream: UP, provider: 'op' }, { path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: rewrite }])
+    expect(configProblems(config, {})).toContainEqual(expect.stringMatching(/^routes\[1\]\.rewritePrefix: has dot or empty segments/))
+  })
+
+  it.each([
+    ['groups in another order', { allow: [{ groups: ['a', 'b'] }] }, { allow: [{ groups: ['b', 'a'] }] }],
+    ['allow rules in another order', { allow: [{ groups: ['a'] }, { users: ['u'] }] }, { allow: [{ users: ['u'] }, { groups: ['a'] }] }],
+    ['one allow rule as an object and as a list', { allow: { groups: ['admins'] } }, { allow: [{ groups: ['admins'] }] }],
+    ['acr values in another order', { reauth: { maxAge: '15m', acr: ['mfa', 'hwk'] } }, { reauth: { maxAge: '15m', acr: ['hwk', 'mfa'] } }],
+  ])('%s is the same protection: accepted', (_what, app, other) => {
+    expect(configProblems(pair(app, other), {})).toEqual([])
+  })
+
+  it('public paths that lead outside the protected route\'s upstream paths, or to ones it opens itself, are no less protection', () => {
+    // Public GET /assets/* is upstream /assets/..., none of the /app/... paths /legacy/ protects.
+    expect(configProblems(text([{ path: '/', upstream: UP, provider: 'op', public: ['GET /assets/*'] }, { path: '/legacy/', upstream: UP, provider: 'op', rewritePrefix: '/app/' }]), {})).toEqual([])
+    // A UI and an API route on one backend root, each with the one public health path.
+    expect(configProblems(text([
+      { path: '/app/', upstream: UP, provider: 'op', rewritePrefix: '/', public: ['GET /app/healthz'] },
+      { path: '/api/', upstream: UP, provider: 'op', rewritePrefix: '/', public: ['GET /api/healthz'] },
+    ]), {})).toEqual([])
+    // One that leads into them is less: upstream /app/admin/... public through /ci/.
+    expect(configProblems(pair({}, { public: ['GET /ci/admin/*'] }), {})).toContainEqual(expect.stringMatching(FULL))
+  })
+})
+
 describe('upstreamReach agrees with the model', () => {
   it('refused iff every upstream path of the protected route (but those its own requests name) is reached; warned iff some are', () => {
     fc.assert(fc.property(prefix, rewrite, prefix, rewrite, (lessPath, lessRewrite, path, rewritePrefix) => {

@@ -1,5 +1,6 @@
 // One entry of `routes`, and what the routes must not do to each other (a less protected one
 // reaching a protected one's upstream paths).
+import { resolvesSegments } from '../raw-segments.js'
 import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../types.js'
 import { Issues, describe, type Path } from '../problems.js'
 import { closest } from '../did-you-mean.js'
@@ -32,6 +33,10 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
   checkRouteProvider(issues, at, auth, provider, providers, raw.providers === undefined ? 'provider' : 'providers')
   for (const other of listed.slice(1)) checkRouteProvider(issues, at, auth, other, providers, 'providers')
   const rewritePrefix = raw.rewritePrefix
+  // An upstream reads `/x/../app/` as `/app/`: the route-reach check and the rules must see that one.
+  if (rewritePrefix !== undefined && resolvesSegments(rewritePrefix)) {
+    issues.add(at('rewritePrefix'), `has dot or empty segments, which an upstream would resolve to another path; write the path they stand for, got ${describe(rewritePrefix)}`)
+  }
   const upstream = validateUpstream(issues, at, raw.upstream)
   const assertion = raw.assertion
   if (assertion && auth === 'none') issues.add(at('assertion'), 'needs auth: required (a route without a session has nobody to vouch for)')
