@@ -2,7 +2,7 @@
 // other rules) that reaches a protected route's upstream paths would let a stranger walk around its
 // protection. Reaching all of them is refused (validate/routes.ts), some of them is a warning.
 import { isLoopbackHost } from './loopback.js'
-import type { RouteConfig } from './types.js'
+import type { ProviderConfig, RouteConfig } from './types.js'
 
 /**
  * The upstream paths a route sends requests to: `exact`, and `prefix` followed by nothing or by
@@ -96,14 +96,22 @@ function thisMachine (hostname: string): boolean {
  * same rules are the same protection, unless they name `paths`: a glob reads each route's own
  * gateway paths, which lead to other upstream paths on the two routes.
  */
-export function lessProtected (other: RouteConfig, target: RouteConfig): boolean {
-  return lessProtectedBy(other, target) !== undefined
+export function lessProtected (other: RouteConfig, target: RouteConfig, tokenOnly: TokenOnly = NONE): boolean {
+  return lessProtectedBy(other, target, tokenOnly) !== undefined
+}
+
+/** Which providers are token-only issuers (CI systems, workloads), whose callers choose their tokens' audience. */
+export type TokenOnly = ReadonlySet<string>
+const NONE: TokenOnly = new Set()
+
+export function tokenOnlyIssuers (providers: Readonly<Record<string, ProviderConfig>>): TokenOnly {
+  return new Set(Object.values(providers).filter((provider) => provider.tokenOnly).map((provider) => provider.name))
 }
 
 /** Why `other` is less protected than `target` (lessProtected), or undefined when it is not. */
-type Weaker = 'no_sign_in' | 'providers' | 'issuers' | 'first_provider' | 'scopes' | 'public' | 'step_up' | 'path_rules' | 'rules'
+type Weaker = 'no_sign_in' | 'providers' | 'issuers' | 'first_provider' | 'scopes' | 'audience' | 'public' | 'step_up' | 'path_rules' | 'rules'
 
-function lessProtectedBy (other: RouteConfig, target: RouteConfig): Weaker | undefined {
+function lessProtectedBy (other: RouteConfig, target: RouteConfig, tokenOnly: TokenOnly): Weaker | undefined {
   if (target.auth !== 'required') return undefined
   if (other.auth === 'none') return 'no_sign_in'
   if (other.providers.some((name) => !target.providers.includes(name))) return 'providers'
@@ -111,6 +119,7 @@ function lessProtectedBy (other: RouteConfig, target: RouteConfig): Weaker | und
   // The first provider's people keep their plain names: another first one lets its people pass as them.
   if (other.providers[0] !== target.providers[0]) return 'first_provider'
   if (fewerScopes(other, target)) return 'scopes'
+  if (otherAudience(other, target, tokenOnly)) return 'audience'
   if (opensPaths(other, target)) return 'public'
   if (target.reauth !== undefined && canonical(other.reauth) !== canonical(target.reauth)) return 'step_up'
   const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
@@ -122,6 +131,15 @@ function lessProtectedBy (other: RouteConfig, target: RouteConfig): Weaker | und
 /** Both take tokens, and `other` asks fewer of the scopes `target` asks (`bearer.scopes`). */
 function fewerScopes (other: RouteConfig, target: RouteConfig): boolean {
   return other.bearer !== undefined && target.bearer !== undefined && target.bearer.scopes.some((scope) => !other.bearer!.scopes.includes(scope))
+}
+
+/**
+ * Both take tokens, for other audiences, and `other` takes some issuer's that is no token-only one:
+ * an authorization server's audience says which clients may call (a CI issuer's caller chooses it).
+ */
+function otherAudience (other: RouteConfig, target: RouteConfig, tokenOnly: TokenOnly): boolean {
+  if (other.bearer === undefined || target.bearer === undefined || other.bearer.audience === target.bearer.audience) return false
+  return other.bearer.issuers.some((issuer) => !tokenOnly.has(issuer))
 }
 
 /**
@@ -173,13 +191,14 @@ export function routeName (route: RouteConfig, index: number): string {
 }
 
 /** Who `other` lets past `target`: its first difference in protection, as reachMessage words it. */
-function reachedHow (other: RouteConfig, target: RouteConfig, foreign: readonly string[]): string {
-  switch (lessProtectedBy(other, target)) {
+function reachedHow (other: RouteConfig, target: RouteConfig, foreign: readonly string[], tokenOnly: TokenOnly): string {
+  switch (lessProtectedBy(other, target, tokenOnly)) {
     case 'no_sign_in': return 'with no sign-in'
     case 'providers': return `to anyone signed in at ${foreign.map((name) => JSON.stringify(name)).join(' or ')}`
     case 'issuers': return `to the tokens of ${foreignIssuers(other, target).map((name) => JSON.stringify(name)).join(' or ')} (bearer.issuers)`
     case 'first_provider': return `naming the people of ${JSON.stringify(other.providers[0])} without the \`${other.providers[0]}:\` that this route gives them (its first provider is another)`
     case 'scopes': return 'to tokens without every scope this route asks (bearer.scopes)'
+    case 'audience': return 'to tokens for another audience (bearer.audience)'
     case 'public': return 'with public paths that lead to them (its public globs read its own gateway paths)'
     case 'step_up': return 'without the sign-in age this route asks (reauth)'
     case 'path_rules': return 'under the same rules, whose paths globs read each route\'s own gateway paths'
@@ -189,11 +208,11 @@ function reachedHow (other: RouteConfig, target: RouteConfig, foreign: readonly 
 }
 
 /** Why `other` lets a stranger past `target`, in the words of a problem or a warning. */
-export function reachMessage (routes: readonly RouteConfig[], otherIndex: number, targetIndex: number, reach: 'all' | 'some'): string {
+export function reachMessage (routes: readonly RouteConfig[], otherIndex: number, targetIndex: number, reach: 'all' | 'some', tokenOnly: TokenOnly = NONE): string {
   const other = routes[otherIndex]!
   const target = routes[targetIndex]!
   const foreign = other.providers.filter((name) => !target.providers.includes(name))
-  const how = reachedHow(other, target, foreign)
+  const how = reachedHow(other, target, foreign, tokenOnly)
   const upstream = new URL(target.upstream).origin
   // The people of several providers on one application: one route that lists them all.
   const together = other.auth === 'required' && foreign.length > 0
@@ -207,12 +226,12 @@ export function reachMessage (routes: readonly RouteConfig[], otherIndex: number
 }
 
 /** The warning for each less protected route that reaches some of a protected one's upstream paths. */
-export function reachWarnings (routes: readonly RouteConfig[]): string[] {
+export function reachWarnings (routes: readonly RouteConfig[], tokenOnly: TokenOnly = NONE): string[] {
   const warnings: string[] = []
   routes.forEach((other, i) => {
     routes.forEach((target, j) => {
-      if (i !== j && lessProtected(other, target) && upstreamReach(other, target) === 'some') {
-        warnings.push(`routes[${i}].path: ${reachMessage(routes, i, j, 'some')}`)
+      if (i !== j && lessProtected(other, target, tokenOnly) && upstreamReach(other, target) === 'some') {
+        warnings.push(`routes[${i}].path: ${reachMessage(routes, i, j, 'some', tokenOnly)}`)
       }
     })
   })

@@ -11,7 +11,7 @@ import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
 import { reassignableUserWarnings } from './reassignable-users.js'
 import { isLoopbackHost } from './loopback.js'
-import { reachWarnings } from './route-reach.js'
+import { reachWarnings, tokenOnlyIssuers } from './route-reach.js'
 import type { GatewayConfig, RouteConfig } from './types.js'
 
 /** How to make a good secret, said in every secret problem. */
@@ -209,7 +209,7 @@ export function configWarnings (config: GatewayConfig): string[] {
     }
   })
   warnings.push(...reassignableUserWarnings(config))
-  warnings.push(...reachWarnings(config.routes))
+  warnings.push(...reachWarnings(config.routes, tokenOnlyIssuers(config.providers)))
   warnings.push(...networkWarnings(config))
   const places = rulePlaces(config)
   warnings.push(...unpinnedIssuerWarnings(places, config.providers))

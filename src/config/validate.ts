@@ -18,6 +18,7 @@ import { validateSession } from './validate/session.js'
 import { validateStore } from './validate/store.js'
 import { validateProvider } from './validate/providers.js'
 import { validateRoute, checkReauthProvider, checkSignInProvider, reportReachingRoutes } from './validate/routes.js'
+import { tokenOnlyIssuers } from './route-reach.js'
 import { validateAssertion, reportHeaderClashes } from './validate/headers.js'
 import { validateForwardAuth } from './validate/forward-auth.js'
 import { validateMetrics, validateTracing } from './validate/observability.js'
@@ -90,7 +91,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
     }
     routes.push(route)
   })
-  reportReachingRoutes(issues, routes)
+  reportReachingRoutes(issues, routes, tokenOnlyIssuers(providers))
 
   const store = validateStore(issues, raw.store)
   if (store.type === 'memory' && server.workers > 1 && !issues.touched(['store', 'type'])) {

@@ -261,6 +261,13 @@ describe('what counts as less protection, from outside readings: counted, and th
     expect(configProblems(pair({ bearer: { audience: 'api', scopes: ['admin', 'read'] } }, { bearer: { audience: 'api', scopes: ['read', 'admin'] } }), {})).toEqual([])
   })
 
+  it('a route that takes an authorization server\'s tokens for another audience: refused (a CI issuer\'s caller chooses the audience: not counted there)', () => {
+    expect(configProblems(pair({ bearer: { audience: 'admin-api' } }, { bearer: { audience: 'public-api' } }), {})).toEqual([
+      expect.stringMatching(/^routes\[[01]\]\.path: reaches every path .* to tokens for another audience \(bearer\.audience\)/),
+    ])
+    expect(configProblems(pair({ bearer: { audience: 'api' } }, { bearer: { audience: 'api' } }), {})).toEqual([])
+  })
+
   it.each([['http://0.0.0.0:9100'], ['http://[::ffff:127.0.0.1]:9100'], ['http://[::]:9100']])('%s beside http://127.0.0.1:9100 is one server', (spelled) => {
     const config = text([{ path: '/', upstream: spelled, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'op', rewritePrefix: '/' }])
     expect(configProblems(config, {})).toContainEqual(expect.stringMatching(/^routes\[0\]\.path: reaches every path/))

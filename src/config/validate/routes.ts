@@ -7,7 +7,7 @@ import { closest } from '../did-you-mean.js'
 import { bearerSection } from '../bearer-section.js'
 import { canonicalTarget } from '../canonical.js'
 import { globProblem, ruleLists } from '../rule-lists.js'
-import { lessProtected, reachMessage, upstreamReach } from '../route-reach.js'
+import { lessProtected, reachMessage, upstreamReach, type TokenOnly } from '../route-reach.js'
 import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
 import { validateIdentityHeaders, validateClaimHeaders } from './headers.js'
 
@@ -181,12 +181,12 @@ function validateOrigins (issues: Issues, path: Path, raw: string[]): string[] {
  * A less protected route that reaches every upstream path of a protected one is refused at the
  * less protected route's path (partial reach is a warning, see safety.ts's configWarnings).
  */
-export function reportReachingRoutes (issues: Issues, routes: readonly RouteConfig[]): void {
+export function reportReachingRoutes (issues: Issues, routes: readonly RouteConfig[], tokenOnly: TokenOnly): void {
   routes.forEach((other, i) => {
     routes.forEach((target, j) => {
-      if (i === j || !lessProtected(other, target) || upstreamReach(other, target) !== 'all') return
+      if (i === j || !lessProtected(other, target, tokenOnly) || upstreamReach(other, target) !== 'all') return
       if (issues.touched(['routes', i]) || issues.touched(['routes', j])) return
-      issues.add(['routes', i, 'path'], reachMessage(routes, i, j, 'all'))
+      issues.add(['routes', i, 'path'], reachMessage(routes, i, j, 'all', tokenOnly))
     })
   })
 }
