@@ -143,19 +143,29 @@ function otherAudience (other: RouteConfig, target: RouteConfig, tokenOnly: Toke
 }
 
 /**
+ * The upstream paths a `public` glob of `route` opens, as the literal they start with: the glob's
+ * text before its first `*`, mapped as the route's requests are; a glob whose literal stops short of
+ * the route's prefix (`*`, `/c*` on `/ci/`) opens all of the route's paths. Undefined when it opens
+ * none of them (a glob outside the route never matches).
+ */
+function openedUpstream (route: RouteConfig, glob: string): string | undefined {
+  const space = requestSpace(route)
+  const literal = glob.split('*', 1)[0]!
+  const inRoute = (path: string) => path === space.exact || path.startsWith(space.prefix)
+  if (inRoute(literal)) return mapped(route, { prefix: literal, exact: undefined }).prefix
+  return literal !== glob && (space.prefix.startsWith(literal) || space.exact?.startsWith(literal) === true) ? mapped(route, space).prefix : undefined
+}
+
+/**
  * A `public` glob of `other` opens upstream paths `target` protects (its globs read its own gateway
  * paths, mapped upstream as its requests are), beyond those `target` opens itself with the same method.
  */
 function opensPaths (other: RouteConfig, target: RouteConfig): boolean {
-  const upstreamOf = (route: RouteConfig, glob: string) => mapped(route, { prefix: glob, exact: undefined }).prefix
-  const under = (route: RouteConfig, glob: string) => route.path === '/' || glob === route.path || glob.startsWith(`${route.path}/`)
-  const own = new Set(target.public.filter((rule) => under(target, rule.path)).map((rule) => `${rule.method} ${upstreamOf(target, rule.path)}`))
+  const own = new Set(target.public.map((rule) => `${rule.method} ${openedUpstream(target, rule.path)}`))
   const guarded = mapped(target, requestSpace(target))
   return other.public.some((rule) => {
-    if (!under(other, rule.path)) return false
-    const upstream = upstreamOf(other, rule.path)
-    if (own.has(`${rule.method} ${upstream}`)) return false
-    const literal = upstream.split('*', 1)[0]!
+    const literal = openedUpstream(other, rule.path)
+    if (literal === undefined || own.has(`${rule.method} ${literal}`)) return false
     return literal === guarded.exact || literal.startsWith(guarded.prefix) || guarded.prefix.startsWith(literal)
   })
 }
