@@ -71,6 +71,19 @@ function domainOf (email: string): string | undefined {
 }
 
 /**
+ * An `emails` or `domains` condition: the person's address, as `fold` reads it (the address, its
+ * domain), is listed. One whose domain IDNA refuses cannot be told.
+ */
+function addressCondition (fold: (email: string) => string | undefined, listed: readonly string[]): Condition {
+  return aboutField('email', (identity, deny) => {
+    const email = ruleEmail(identity, deny)
+    if (email === undefined) return false
+    const folded = fold(email)
+    return folded === undefined ? deny : listed.includes(folded)
+  })
+}
+
+/**
  * A condition about the person: with no identity (a provider that gave no user name) it cannot be
  * told, so it holds in a `deny` rule and fails in an `allow` rule.
  */
@@ -130,23 +143,8 @@ function pathMatcher (glob: string): (path: string) => boolean {
 function conditions (rule: Rule, inDeny: boolean): Condition[] {
   const list: Condition[] = []
   if (rule.users.length > 0) list.push(usersCondition(rule.users))
-  if (rule.emails.length > 0) {
-    list.push(aboutField('email', (identity, deny) => {
-      const email = ruleEmail(identity, deny)
-      if (email === undefined) return false
-      const folded = foldEmail(email)
-      // A domain IDNA refuses: which address it is cannot be told.
-      return folded === undefined ? deny : rule.emails.includes(folded)
-    }))
-  }
-  if (rule.domains.length > 0) {
-    list.push(aboutField('email', (identity, deny) => {
-      const email = ruleEmail(identity, deny)
-      if (email === undefined) return false
-      const domain = domainOf(email)
-      return domain === undefined ? deny : rule.domains.includes(domain)
-    }))
-  }
+  if (rule.emails.length > 0) list.push(addressCondition(foldEmail, rule.emails))
+  if (rule.domains.length > 0) list.push(addressCondition(domainOf, rule.domains))
   if (rule.groups.length > 0) list.push(aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
   if (rule.methods.length > 0) {
