@@ -21,7 +21,7 @@
 import type { Rule, RuleLists } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-fold.js'
-import { foldDomain, foldEmail } from '../config/rule-lists.js'
+import { foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
 import { resolvesSegments } from '../config/raw-segments.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
@@ -123,9 +123,11 @@ function claimCondition (path: string, values: readonly string[]): Condition {
  */
 function usersCondition (users: readonly string[]): Condition {
   const listed = new Set(users)
+  // A deny reads entries and names in any case (foldName); an allow only as written.
+  const deniedNames = new Set(users.map(foldName))
   return aboutPerson((identity, inDeny) => {
     const nameTold = identity.unknown?.includes('user') !== true
-    if (inDeny) return identity.subject === undefined || !nameTold || listed.has(identity.subject) || listed.has(identity.sub)
+    if (inDeny) return identity.subject === undefined || !nameTold || deniedNames.has(foldName(identity.subject)) || deniedNames.has(foldName(identity.sub))
     if (identity.subject !== undefined && listed.has(identity.subject)) return true
     return nameTold && identity.emailVerified !== false && identity.email !== undefined && identity.sub.toLowerCase() === identity.email && listed.has(identity.sub)
   })

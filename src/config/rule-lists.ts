@@ -59,6 +59,16 @@ export function foldEmail (email: string): string | undefined {
   return domain === undefined ? undefined : `${email.slice(0, at + 1).toLowerCase()}${domain}`
 }
 
+/**
+ * A user name or subject as a `deny` entry compares it: lower case, and one that is an address with
+ * its domain folded as `emails` fold it. A name's case is how the provider displays it (GitHub lets
+ * a person rename `mallory` to `Mallory`; an Azure UPN keeps the case it was typed in), so a deny
+ * written in another case must still hold.
+ */
+export function foldName (name: string): string {
+  return (name.includes('@') ? foldEmail(name) : undefined) ?? name.toLowerCase()
+}
+
 /** A name of printable ASCII: what IDNA would change only by case, which foldDomain has done. */
 const ASCII_NAME = /^[\x21-\x7e]*$/
 

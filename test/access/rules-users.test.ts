@@ -6,7 +6,7 @@
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { compileRules } from '../../src/access/rules.js'
-import type { RuleYaml } from '../../src/config/rule-lists.js'
+import { foldName, type RuleYaml } from '../../src/config/rule-lists.js'
 import type { Identity } from '../../src/session/record.js'
 import { lists } from '../helpers/rules.js'
 
@@ -40,6 +40,13 @@ const TABLE: Row[] = [
   ['deny: a reassignable name holds for every account holding it', undefined, [{ users: ['alice'] }], SECOND, false],
   ['deny: a session from before the subject was kept cannot be told, and is refused', undefined, [{ users: [ALICE.subject!] }], person('bob', undefined), false],
   ['deny: an unverified address as the name still holds', undefined, [{ users: ['alice@example.org'] }], { ...MAILED, emailVerified: false }, false],
+  // A name's case is the provider's display: GitHub lets mallory rename to Mallory, an Azure UPN keeps the case typed.
+  ['deny: a user name in another case holds', undefined, [{ users: ['mallory'] }], person('Mallory', '4242'), false],
+  ['deny: an entry in another case holds for the name', undefined, [{ users: ['MALLORY'] }], person('mallory', '4242'), false],
+  ['deny: an address name in another case, its domain ending in the root\'s dot, holds', undefined, [{ users: ['mallory@corp.example'] }], person('Mallory@CORP.example.', 'x'), false],
+  ['deny: an address name with an IDNA domain holds for its ASCII form', undefined, [{ users: ['mallory@xn--bcher-kva.example'] }], person('mallory@Bücher.example', 'x'), false],
+  ['deny: a subject in another case holds (a deny refuses more, never less)', undefined, [{ users: [ALICE.subject!.toUpperCase()] }], ALICE, false],
+  ['deny: a name that differs by more than case does not hold', undefined, [{ users: ['mallory'] }], person('mallory2', '4242'), true],
 ]
 
 describe('users conditions key a person on the subject', () => {
@@ -61,12 +68,26 @@ describe('users conditions key a person on the subject', () => {
     }), { numRuns: 300 })
   })
 
-  it('a deny entry holds for every identity whose subject or user name it names', () => {
-    fc.assert(fc.property(text, text, text, (entry, subject, name) => {
-      const judge = compileRules(lists(undefined, [{ users: [entry] }]))
-      expect(judge(person(entry, subject), 'GET', '/x', undefined).admit).toBe(false)
-      expect(judge(person(name, entry), 'GET', '/x', undefined).admit).toBe(false)
-      expect(judge(person(name, subject), 'GET', '/x', undefined).admit).toBe(entry !== name && entry !== subject)
+  /** `value` with the letters at the `upper` positions in upper case and the rest in lower case. */
+  const cased = (value: string, upper: boolean[]) => [...value].map((char, index) => upper[index % upper.length] ? char.toUpperCase() : char.toLowerCase()).join('')
+  const casing = fc.array(fc.boolean(), { minLength: 1, maxLength: 8 })
+
+  it('a deny entry holds for every identity whose subject or user name it names, in any case', () => {
+    fc.assert(fc.property(text, text, text, casing, casing, (entry, subject, name, entryCase, nameCase) => {
+      const judge = compileRules(lists(undefined, [{ users: [cased(entry, entryCase)] }]))
+      expect(judge(person(cased(entry, nameCase), subject), 'GET', '/x', undefined).admit).toBe(false)
+      expect(judge(person(name, cased(entry, nameCase)), 'GET', '/x', undefined).admit).toBe(false)
+      const same = (a: string, b: string) => foldName(a) === foldName(b)
+      expect(judge(person(name, subject), 'GET', '/x', undefined).admit).toBe(!same(entry, name) && !same(entry, subject))
     }), { numRuns: 300 })
+  })
+
+  it('an address as a deny entry holds for the name in every spelling its domain folds from', () => {
+    const label = fc.stringMatching(/^[a-z][a-z0-9]{0,8}$/)
+    fc.assert(fc.property(label, label, casing, fc.boolean(), (local, domain, nameCase, rootDot) => {
+      const judge = compileRules(lists(undefined, [{ users: [`${local}@${domain}.example`] }]))
+      const name = `${cased(`${local}@${domain}.example`, nameCase)}${rootDot ? '.' : ''}`
+      expect(judge(person(name, 'subject-1'), 'GET', '/x', undefined).admit).toBe(false)
+    }), { numRuns: 200 })
   })
 })
