@@ -2,6 +2,7 @@
 // other rules) that reaches a protected route's upstream paths would let a stranger walk around its
 // protection. Reaching all of them is refused (validate/routes.ts), some of them is a warning.
 import { isLoopbackHost } from './loopback.js'
+import { folded } from './path-fold.js'
 import type { ProviderConfig, RouteConfig } from './types.js'
 
 /**
@@ -53,6 +54,21 @@ const OTHER = '\u0000'
  * of these.
  */
 export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' | 'some' | 'none' {
+  return exactReach(readLoosely(other), readLoosely(target))
+}
+
+/**
+ * `route` with its path and rewritePrefix as a case-insensitive upstream reads them (path-fold.ts:
+ * lower case, no trailing dots or `%20`s): to IIS or Express, `rewritePrefix: /APP/` is `/app/`. The
+ * gateway's own paths read so too: the edge refuses a request spelled like another route's prefix
+ * in another case (http/edge.ts, prefixSpelling), so such a request reaches no upstream.
+ */
+function readLoosely (route: RouteConfig): RouteConfig {
+  return { ...route, path: folded(route.path), rewritePrefix: route.rewritePrefix === undefined ? undefined : folded(route.rewritePrefix) }
+}
+
+/** upstreamReach, upstream paths compared exactly. */
+function exactReach (other: RouteConfig, target: RouteConfig): 'all' | 'some' | 'none' {
   if (!sameServer(other.upstream, target.upstream)) return 'none'
   const reached = mapped(other, requestSpace(other))
   const protectedSpace = mapped(target, requestSpace(target))
@@ -228,10 +244,12 @@ export function reachMessage (routes: readonly RouteConfig[], otherIndex: number
   const together = other.auth === 'required' && foreign.length > 0
     ? `; to let the people of ${[...new Set([...target.providers, ...other.providers])].join(' and ')} use one application, make it one route with providers: [${[...new Set([...target.providers, ...other.providers])].join(', ')}] (and rules that name providers where they differ)`
     : ''
+  // Reached only as a case-insensitive upstream reads the paths (readLoosely): say so.
+  const loosely = exactReach(other, target) === reach ? '' : ' (as an upstream that reads paths in any letter case, such as IIS, reads them)'
   return reach === 'all'
-    ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects, ${how}: ` +
+    ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects${loosely}, ${how}: ` +
       `give the routes different upstream paths (rewritePrefix) or the same protection${together}`
-    : `reaches some of the paths of ${upstream} that ${routeName(target, targetIndex)} protects (through ${routeName(target, targetIndex)} they need a sign-in), ${how}; ` +
+    : `reaches some of the paths of ${upstream} that ${routeName(target, targetIndex)} protects${loosely} (through ${routeName(target, targetIndex)} they need a sign-in), ${how}; ` +
       'make sure the upstream serves nothing private there'
 }
 

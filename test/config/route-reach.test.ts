@@ -62,6 +62,12 @@ describe('upstreamReach: which upstream paths of a protected route another route
     [['/static/', undefined], ['/', undefined], 'none'], // a public folder of a protected site
     [['/static/', '/'], ['/', undefined], 'all'],
     [['/a/', undefined], ['/a/b/', '/'], 'some'],
+    // Upstream paths as a case-insensitive upstream (IIS, Express) reads them: /APP/ is /app/.
+    [['/pub/', '/APP/'], ['/app/', undefined], 'all'],
+    [['/pub/', '/App./'], ['/app/', undefined], 'all'],
+    [['/pub/', '/app/'], ['/APP/', undefined], 'all'],
+    [['/', '/APP'], ['/app/', '/app/'], 'some'],
+    [['/pub/', '/APP/X/'], ['/app/', undefined], 'some'],
   ] as const)('%j beside protected %j reaches %s', ([lessPath, lessRewrite], [path, rewrite], expected) => {
     expect(upstreamReach(route(lessPath, lessRewrite, 'none'), route(path, rewrite))).toBe(expected)
   })
@@ -79,6 +85,13 @@ describe('the config refuses full reach and warns about partial reach, naming bo
     const text = config([{ path: '/', upstream: UP, auth: 'none' }, { path: '/app/', upstream: UP, provider: 'p', rewritePrefix: '/' }])
     expect(configProblems(text, {})).toEqual([
       `routes[0].path: reaches every path of ${UP} that routes[1] (/app/) protects, with no sign-in: give the routes different upstream paths (rewritePrefix) or the same protection (line 11)`,
+    ])
+  })
+
+  it('refuses a public route whose rewritePrefix is a protected route\'s upstream path in another letter case, and says so', () => {
+    const text = config([{ path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: '/APP/' }, { path: '/app/', upstream: UP, provider: 'p' }])
+    expect(configProblems(text, {})).toEqual([
+      `routes[0].path: reaches every path of ${UP} that routes[1] (/app/) protects (as an upstream that reads paths in any letter case, such as IIS, reads them), with no sign-in: give the routes different upstream paths (rewritePrefix) or the same protection (line 11)`,
     ])
   })
 
@@ -304,6 +317,17 @@ describe('what counts as less protection, from outside readings: counted, and th
 })
 
 describe('upstreamReach agrees with the model', () => {
+  it('is the same for either route\'s paths in any letter case', () => {
+    const recase = (text: string | undefined, upper: boolean[]) => text === undefined ? undefined : [...text].map((char, index) => upper[index % upper.length] ? char.toUpperCase() : char).join('')
+    const casing = fc.array(fc.boolean(), { minLength: 1, maxLength: 4 })
+    fc.assert(fc.property(prefix, rewrite, prefix, rewrite, casing, casing, (lessPath, lessRewrite, path, rewritePrefix, lessCase, targetCase) => {
+      fc.pre(lessPath !== path)
+      const exact = upstreamReach(route(lessPath, lessRewrite, 'none'), route(path, rewritePrefix))
+      expect(upstreamReach(route(lessPath, recase(lessRewrite, lessCase), 'none'), route(path, recase(rewritePrefix, targetCase)))).toBe(exact)
+      expect(upstreamReach(route(recase(lessPath, lessCase)!, lessRewrite, 'none'), route(recase(path, targetCase)!, rewritePrefix))).toBe(exact)
+    }), { numRuns: 300 })
+  })
+
   it('refused iff every upstream path of the protected route (but those its own requests name) is reached; warned iff some are', () => {
     fc.assert(fc.property(prefix, rewrite, prefix, rewrite, (lessPath, lessRewrite, path, rewritePrefix) => {
       fc.pre(lessPath !== path)
