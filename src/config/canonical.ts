@@ -79,6 +79,21 @@ export function canonicalTarget (raw: string): CanonicalTarget {
   return { ok: true, url: `${path}?${query}` }
 }
 
+/**
+ * A route's `path` (or a prefix of it) in the edge's spelling: the canonical request path it
+ * matches (`/café` is `/caf%C3%A9`, `/a"b` is `/a%22b`); the path as written when it has none.
+ */
+export function requestSpelling (path: string): string {
+  if (path === '' || path === '/') return path
+  const target = configuredTarget(path)
+  return target.ok ? target.url : path
+}
+
+/** canonicalTarget of a path written in the config, whose non-ASCII characters are written as they are (`/café`). */
+export function configuredTarget (path: string): CanonicalTarget {
+  return canonicalTarget(path.replace(/[^\p{ASCII}]+/gu, encodeURIComponent))
+}
+
 /** The path's segments decoded where safe, then dot segments removed and empty segments merged. */
 function canonicalPath (raw: string): string | CanonicalTarget {
   let text = ''

@@ -18,9 +18,47 @@ function trimmedEnd (segment: string): number {
   }
 }
 
-/** `path` as a case-insensitive application reads it: lower case, each segment without trailing dots and `%20`s. */
+/** A lower-case hex digit of a byte above 0x7F's first digit (8-f). */
+const highDigit = (code: number): boolean => (code >= 56 /* 8 */ && code <= 57 /* 9 */) || (code >= 97 /* a */ && code <= 102 /* f */)
+/** A lower-case hex digit. */
+const hexDigit = (code: number): boolean => (code >= 48 /* 0 */ && code <= 57 /* 9 */) || (code >= 97 /* a */ && code <= 102 /* f */)
+
+/**
+ * `lower` (a canonical path in lower case) with its non-ASCII letters in lower case too: `%c3%84`
+ * (Ä) is `%c3%a4` (ä), as IIS and .NET compare paths. Each run of encoded bytes above 0x7F (UTF-8:
+ * the edge refuses anything else) is decoded, lowered and encoded again, its escapes in lower case.
+ */
+function lowerNonAscii (lower: string): string {
+  let out = ''
+  let from = 0
+  let at = lower.indexOf('%')
+  while (at !== -1) {
+    let end = at
+    while (lower.charCodeAt(end) === 37 /* % */ && highDigit(lower.charCodeAt(end + 1)) && hexDigit(lower.charCodeAt(end + 2))) end += 3
+    if (end > at) {
+      const text = Buffer.from(lower.slice(at, end).replaceAll('%', ''), 'hex').toString('utf8')
+      out += lower.slice(from, at) + encodeURIComponent(text.toLowerCase()).toLowerCase()
+      from = end
+    }
+    at = lower.indexOf('%', Math.max(end, at + 1))
+  }
+  return from === 0 ? lower : out + lower.slice(from)
+}
+
+/**
+ * `lower` with `%2b` read as `+`: the edge keeps it encoded (an application may read a raw `+` as a
+ * space), but most upstreams decode it, so `/c%2B%2B/x` is a route `/c++/`'s path to them.
+ */
+function plusDecoded (lower: string): string {
+  return lower.includes('%2b') ? lower.replaceAll('%2b', '+') : lower
+}
+
+/**
+ * `path` as a case-insensitive application reads it: lower case (non-ASCII letters too), `%2B` as
+ * `+`, each segment without trailing dots and `%20`s.
+ */
 export function folded (path: string): string {
-  const lower = path.toLowerCase()
+  const lower = lowerNonAscii(plusDecoded(path.toLowerCase()))
   let out = ''
   let start = 0
   for (;;) {

@@ -2,6 +2,7 @@
 // other rules) that reaches a protected route's upstream paths would let a stranger walk around its
 // protection. Reaching all of them is refused (validate/routes.ts), some of them is a warning.
 import { isLoopbackHost } from './loopback.js'
+import { requestSpelling } from './canonical.js'
 import { folded } from './path-fold.js'
 import type { ProviderConfig, RouteConfig } from './types.js'
 
@@ -19,13 +20,12 @@ function requestSpace (route: RouteConfig): UpstreamSpace {
 /**
  * Where `route` sends the requests in `requests` (a part of its own request space, such as the
  * subtree of a route nested in it): request P + x goes upstream as R + x, R being rewritePrefix (P
- * itself when absent). Below `/`, a trailing `/` of R is dropped (proxy/upstream-path.ts), so P/x goes to R/x; a route
- * at `/` sends /x to R + `x`.
+ * itself when absent) without its trailing `/` (proxy/upstream-path.ts), so P/x goes to R/x and a
+ * route at `/` sends /x to R/x, whether R ends in `/` or not.
  */
 function mapped (route: RouteConfig, requests: UpstreamSpace): UpstreamSpace {
-  const rewrite = route.rewritePrefix ?? route.path
-  const base = route.path === '/' ? rewrite : rewrite.replace(/\/+$/, '')
-  const cut = route.path === '/' ? 1 : route.path.length
+  const base = (route.rewritePrefix ?? route.path).replace(/\/+$/, '')
+  const cut = route.path === '/' ? 0 : route.path.length
   const map = (path: string) => `${base}${path.slice(cut)}` || '/'
   return { prefix: map(requests.prefix), exact: requests.exact === undefined ? undefined : map(requests.exact) }
 }
@@ -58,13 +58,15 @@ export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' |
 }
 
 /**
- * `route` with its path and rewritePrefix as a case-insensitive upstream reads them (path-fold.ts:
- * lower case, no trailing dots or `%20`s): to IIS or Express, `rewritePrefix: /APP/` is `/app/`. The
+ * `route` with its path and rewritePrefix in the request's spelling (`/café` is `/caf%C3%A9`), as a
+ * case-insensitive upstream reads them (path-fold.ts: lower case, non-ASCII letters too, `%2B` as
+ * `+`, no trailing dots or `%20`s): to IIS or Express, `rewritePrefix: /APP/` is `/app/`. The
  * gateway's own paths read so too: the edge refuses a request spelled like another route's prefix
  * in another case (http/edge.ts, prefixSpelling), so such a request reaches no upstream.
  */
 function readLoosely (route: RouteConfig): RouteConfig {
-  return { ...route, path: folded(route.path), rewritePrefix: route.rewritePrefix === undefined ? undefined : folded(route.rewritePrefix) }
+  const read = (path: string) => path === '/' ? path : folded(requestSpelling(path))
+  return { ...route, path: read(route.path), rewritePrefix: route.rewritePrefix === undefined ? undefined : read(route.rewritePrefix) }
 }
 
 /** upstreamReach, upstream paths compared exactly. */
@@ -79,8 +81,10 @@ function exactReach (other: RouteConfig, target: RouteConfig): 'all' | 'some' | 
   const strings = [reached, protectedSpace, ...shadows].flatMap((space) => [space.prefix, ...(space.exact === undefined ? [] : [space.exact])])
   const candidates = [`/${OTHER}`, ...strings.flatMap((text) => [text, `${text}${OTHER}`, `${text}/`, `${text}/${OTHER}`])].filter((path) => !path.includes('//'))
   const contested = candidates.filter((path) => inSpace(path, protectedSpace) && !shadows.some((shadow) => inSpace(path, shadow)))
-  const hits = contested.filter((path) => inSpace(path, reached)).length
-  return hits === 0 ? 'none' : hits === contested.length ? 'all' : 'some'
+  const hit = (path: string) => inSpace(path, reached)
+  if (!contested.some(hit)) return 'none'
+  // Everything below the protected path is all of it, its bare path (`/app`, often a redirect to `/app/`) or not.
+  return contested.every((path) => path === protectedSpace.exact || hit(path)) ? 'all' : 'some'
 }
 
 /**

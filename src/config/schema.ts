@@ -133,7 +133,7 @@ function Values (description: string, item = Type.String({ minLength: 1 })) {
 }
 
 const Rule = Type.Object({
-  users: Values('People by the provider\'s subject (`sub`; GitHub: the numeric `id`), exactly; a user name matches in `allow` only when it is the person\'s verified e-mail address, in `deny` always.'),
+  users: Values('People by the provider\'s subject (`sub`; GitHub: the numeric `id`): exactly in `allow`, in any letter case in `deny`; a user name matches in `allow` only when it is the person\'s verified e-mail address, in `deny` always.'),
   emails: Values('E-mail addresses; an address the provider has not verified matches no `allow` rule, and does match a `deny` rule.',
     Matching('^\\s*[^\\s@*]+@[^\\s@*]+\\s*$', 'one e-mail address such as alice@example.com (no wildcard: use domains)')),
   domains: Values('E-mail domains (the whole domain of the address); unverified addresses as for `emails`.',
@@ -180,11 +180,11 @@ const Bearer = Type.Object({
 
 const Route = Type.Object({
   // Not under the gateway's own endpoints (/oauth/..., /healthz, /readyz, /metrics), in any trailing-slash spelling.
-  path: Matching('^(?!/(?:oauth|healthz|readyz|metrics)(?:/|$))/[^*?#:\\s]*$', 'a path prefix such as /app/, outside the gateway\'s own /oauth/, /healthz, /readyz and /metrics', { description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`.', examples: ['/app/'] }),
+  path: Matching('^(?!/(?:oauth|healthz|readyz|metrics)(?:/|$))/[^*?#:\\s]*$', 'a path prefix such as /app/, outside the gateway\'s own /oauth/, /healthz, /readyz and /metrics', { description: 'Path prefix: `/app/` matches `/app` and `/app/...`, not `/application`. Written as the router matches it, decoded (`/café/`, not `/caf%C3%A9/`).', examples: ['/app/'] }),
   upstream: Type.String({ description: 'The application behind this route: an origin such as `http://127.0.0.1:9100`.', examples: ['http://127.0.0.1:9100'] }),
   provider: Text('Whose access token is injected; required when `auth: required`, unless `providers` is given.'),
   providers: Strings('Several providers for one route, in place of `provider` (at least two, none of them token-only issuers; not with `reauth` or `agents`): a browser without a session meets a chooser page (one button each), a session at any of them passes, and that provider\'s token is injected (endpoints.md, "Several providers on one route").', { minItems: 2, uniqueItems: true, expected: 'a list of at least two provider names', examples: [['corp', 'github']] }),
-  rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md).', { defaultText: 'the path is forwarded unchanged', pattern: '^/', expected: 'a path that starts with /' }),
+  rewritePrefix: Text('Replaces `path` in the upstream request (`/app/x` with `rewritePrefix: /` becomes `/x`); the query goes as sent, and a `Location` the upstream answers under it comes back under `path` (upstreams.md). Written as the gateway spells paths (non-ASCII as `%XX`, no `%7E` for `~`, no `;` or `\\`).', { defaultText: 'the path is forwarded unchanged', pattern: '^/', expected: 'a path that starts with /' }),
   timeout: Duration('Upstream answer timeout, waiting for a connection included (100ms to 1d); then 504 `gateway_timeout`.', '30s'),
   maxConnections: filled(Type.Optional(Type.Integer({ minimum: 1, maximum: 10_000, default: 128, description: 'Connections to the upstream per process; requests beyond wait for one (see upstreams.md).' }))),
   auth: filled(Type.Optional(Type.Union([Type.Literal('required'), Type.Literal('none')], { default: 'required', description: '`required`, or `none` for a public route (still proxied, no token).' }))),

@@ -7,7 +7,7 @@
 // is linear in what the client sends.
 import type { FastifyInstance, RawRequestDefaultExpression } from 'fastify'
 import { GatewayError } from '../errors.js'
-import { canonicalTarget } from '../config/canonical.js'
+import { canonicalTarget, requestSpelling } from '../config/canonical.js'
 import { foldable, folded } from '../config/path-fold.js'
 
 /**
@@ -46,19 +46,38 @@ function under (path: string, prefix: string): boolean {
 
 /**
  * Routes' prefixes a path may be read as by a case-insensitive upstream, though the router (which
- * compares exactly) does not match it: `/ADMIN/x` and `/admin./x` are `/admin/x` to IIS or Express.
- * Judging such a path by the route that does match it (a public `/` route, say) would let it past a
- * protected prefix, so it is refused. Returns why, or undefined.
+ * compares exactly) does not match it: `/ADMIN/x` and `/admin./x` are `/admin/x` to IIS or Express,
+ * and `/reportserver/x` is a route `/ReportServer/`'s. Judging such a path by the route that does
+ * match it (a public `/` route, say) would let it past a protected prefix, so it is refused.
+ * Returns why, or undefined.
  */
 export function prefixSpelling (path: string, prefixes: readonly string[]): string | undefined {
-  if (!foldable(path)) return undefined
-  const loose = folded(path)
-  for (const prefix of prefixes) {
-    if (!under(path, prefix) && under(loose, folded(prefix))) {
-      return `the path is spelled like the route ${prefix || '/'}/ only in letter case or trailing dots and spaces`
+  return spellingCheck(prefixes)(path)
+}
+
+/**
+ * prefixSpelling over `prefixes`, each read once: in the edge's spelling (`/café` is the request
+ * path `/caf%C3%A9`) and folded. A path with nothing to fold (most) is checked only against the
+ * prefixes that have: against the others, reading both folded changes nothing.
+ */
+function spellingCheck (prefixes: readonly string[]): (path: string) => string | undefined {
+  const read = prefixes.map((name) => {
+    const prefix = requestSpelling(name)
+    return { name, prefix, loose: folded(prefix), foldable: foldable(prefix) }
+  })
+  const foldablePrefixes = read.filter((prefix) => prefix.foldable)
+  return (path) => {
+    const pathFoldable = foldable(path)
+    const list = pathFoldable ? read : foldablePrefixes
+    if (list.length === 0) return undefined
+    const loose = pathFoldable ? folded(path) : path
+    for (const { name, prefix, loose: loosePrefix } of list) {
+      if (!under(path, prefix) && under(loose, loosePrefix)) {
+        return `the path is spelled like the route ${name || '/'}/ only in letter case or trailing dots and spaces`
+      }
     }
+    return undefined
   }
-  return undefined
 }
 
 /**
@@ -67,7 +86,7 @@ export function prefixSpelling (path: string, prefixes: readonly string[]): stri
  * target may not spell differently (see prefixSpelling).
  */
 export function edgeRewriter (routePrefixes: readonly string[]): (raw: RawRequestDefaultExpression) => string {
-  const prefixes = routePrefixes.map((path) => path.replace(/\/+$/, ''))
+  const spelling = spellingCheck(routePrefixes.map((path) => path.replace(/\/+$/, '')))
   return (raw) => {
     const request = raw as EdgeRequest
     if (request[REFUSED] !== undefined) return REFUSED_PLACEHOLDER
@@ -82,7 +101,7 @@ export function edgeRewriter (routePrefixes: readonly string[]): (raw: RawReques
     if (refusal === undefined) {
       const url = (target as { url: string }).url
       const queryAt = url.indexOf('?')
-      refusal = prefixSpelling(queryAt === -1 ? url : url.slice(0, queryAt), prefixes)
+      refusal = spelling(queryAt === -1 ? url : url.slice(0, queryAt))
       if (refusal === undefined) return url
     }
     request[REFUSED] = { code: 'invalid_request', reason: refusal }

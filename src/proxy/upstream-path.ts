@@ -8,6 +8,8 @@
 // the upstream wrote it.
 // @see https://nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_redirect
 
+import { requestSpelling } from '../config/canonical.js'
+
 export interface UpstreamPaths {
   /** The upstream path of a canonical path under the route (no query). */
   path (canonicalPath: string): string
@@ -30,8 +32,9 @@ function startsUnder (value: string, prefix: string): boolean {
  * @param rewritePrefix the route's `rewritePrefix`; absent: the path is forwarded unchanged
  */
 export function upstreamPaths (routePath: string, rewritePrefix: string | undefined): UpstreamPaths {
-  const from = bare(routePath)
-  const to = bare(rewritePrefix ?? routePath)
+  // The route's path as the canonical paths under it spell it (`/ü` is `/%C3%BC`).
+  const from = bare(requestSpelling(routePath))
+  const to = bare(rewritePrefix ?? requestSpelling(routePath))
   if (from === to) return { path: (canonicalPath) => canonicalPath, location: (value) => value }
   return {
     path: (canonicalPath) => `${to}${canonicalPath.slice(from.length)}` || '/',

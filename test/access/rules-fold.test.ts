@@ -55,6 +55,10 @@ describe('a deny glob and the spellings of a path', () => {
     ['/wiki/admin/*', '/wiki/ADMINS/x', true],
     ['/wiki/admin/*', '/wiki/ad.min/x', true],
     ['/wiki/admin/*', '/wiki/page?path=/wiki/admin/x', true],
+    // Non-ASCII letters in another case (IIS and .NET read É as é), and %2B as + (most upstreams decode it).
+    ['/caf%C3%A9/*', '/CAF%C3%89/x', false],
+    ['/caf%C3%A9/*', '/caf%C3%A8/x', true],
+    ['/c++/admin/*', '/c%2B%2B/admin/x', false],
   ])('deny %s, path %s: admitted %s', (glob, path, admitted) => {
     expect(denyOf(glob)(undefined, 'GET', path, undefined).admit).toBe(admitted)
   })
@@ -68,6 +72,10 @@ describe('a deny glob and the spellings of a path', () => {
   it('the edge folds a route prefix as the rules fold a deny glob', () => {
     expect(prefixSpelling('/wiki/ADMIN./x', ['/wiki/admin'])).toBeDefined()
     expect(denyOf('/wiki/admin/*')(undefined, 'GET', '/wiki/ADMIN./x', undefined).admit).toBe(false)
+    expect(prefixSpelling('/CAF%C3%89/x', ['/café'])).toBeDefined()
+    expect(denyOf('/caf%C3%A9/*')(undefined, 'GET', '/CAF%C3%89/x', undefined).admit).toBe(false)
+    expect(prefixSpelling('/c%2B%2B/x', ['/c++'])).toBeDefined()
+    expect(denyOf('/c++/*')(undefined, 'GET', '/c%2B%2B/x', undefined).admit).toBe(false)
   })
 })
 

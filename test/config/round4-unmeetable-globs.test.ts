@@ -82,11 +82,14 @@ describe('a route path no request can meet', () => {
     ['/wiki/Special%3A/', 'never matches a request: the edge spells such a path "/wiki/Special:/", got "/wiki/Special%3A/"'],
     ['/%61pp/', 'never matches a request: the edge spells such a path "/app/", got "/%61pp/"'],
     ['/a%2Fb/', 'never matches a request: the edge refuses such a path (the path has an encoded / or \\), got "/a%2Fb/"'],
+    // The router compares a request's path decoded: /caf%C3%A9/x is /café/x to it.
+    ['/caf%C3%A9/', 'never matches a request: the router reads a request\'s path decoded, so write it decoded: "/café/", got "/caf%C3%A9/"'],
+    ['/c%2B%2B/', 'never matches a request: the router reads a request\'s path decoded, so write it decoded: "/c++/", got "/c%2B%2B/"'],
   ])('%s', (path, message) => {
     expect(configProblemList(yamlOf({ path })).map(({ path, message }) => ({ path, message }))).toEqual([{ path: 'routes[0].path', message }])
   })
 
-  it.each(['/caf%C3%A9/', '/c%2B%2B/', '/app/'])('a path spelled as the edge spells paths is fine: %s', (path) => {
+  it.each(['/café/', '/c++/', '/app/'])('a path as the router matches it is fine: %s', (path) => {
     expect(configProblemList(yamlOf({ path }))).toEqual([])
   })
 })

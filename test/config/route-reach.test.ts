@@ -9,6 +9,7 @@ import { configProblems } from '../helpers/config.js'
 import { configWarnings, parseConfig } from '../../src/config/config.js'
 import type { RouteConfig } from '../../src/config/types.js'
 import { upstreamReach } from '../../src/config/route-reach.js'
+import { upstreamPaths } from '../../src/proxy/upstream-path.js'
 
 const UP = 'http://127.0.0.1:9100'
 const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
@@ -55,10 +56,11 @@ describe('upstreamReach: which upstream paths of a protected route another route
     [['/public/', undefined], ['/app/', undefined], 'none'],
     [['/pub/', '/x/'], ['/app/', '/y/'], 'none'],
     [['/pub/', '/x'], ['/app/', '/xy/'], 'none'], // /x is a segment, not a string prefix
-    [['/', '/x'], ['/app/', '/xy/'], 'all'], // a route at / sends /y... to /x + "y..."
+    [['/', '/x'], ['/app/', '/xy/'], 'none'], // a route at / sends /y to /x/y, as the proxy does (upstream-path.ts)
     [['/pub/', '/x/y/'], ['/app/', '/x/'], 'some'],
     [['/', undefined], ['/a/b/', '/a/'], 'all'], // all of upstream /a/... but /a/b/..., which clients ask /a/b/ for
-    [['/', '/x'], ['/app/', '/x/'], 'some'], // / goes to /x, /y to /xy: never below /x/
+    [['/', '/x'], ['/app/', '/x/'], 'all'], // / goes to /x/, /y to /x/y: all below /x/, and the bare /x is not counted
+    [['/', '/app'], ['/app/', undefined], 'all'], // the same without a trailing / (anonymous /admin/users was upstream /app/admin/users)
     [['/static/', undefined], ['/', undefined], 'none'], // a public folder of a protected site
     [['/static/', '/'], ['/', undefined], 'all'],
     [['/a/', undefined], ['/a/b/', '/'], 'some'],
@@ -66,7 +68,9 @@ describe('upstreamReach: which upstream paths of a protected route another route
     [['/pub/', '/APP/'], ['/app/', undefined], 'all'],
     [['/pub/', '/App./'], ['/app/', undefined], 'all'],
     [['/pub/', '/app/'], ['/APP/', undefined], 'all'],
-    [['/', '/APP'], ['/app/', '/app/'], 'some'],
+    [['/', '/APP'], ['/app/', '/app/'], 'all'],
+    [['/pub/', '/%C3%84pp/'], ['/äpp/', undefined], 'all'], // IIS and .NET read Ä as ä
+    [['/pub/', '/c%2B%2B/'], ['/c++/', undefined], 'all'], // most upstreams decode %2B
     [['/pub/', '/APP/X/'], ['/app/', undefined], 'some'],
   ] as const)('%j beside protected %j reaches %s', ([lessPath, lessRewrite], [path, rewrite], expected) => {
     expect(upstreamReach(route(lessPath, lessRewrite, 'none'), route(path, rewrite))).toBe(expected)
@@ -215,8 +219,7 @@ describe('the config refuses full reach and warns about partial reach, naming bo
 
 /**
  * The model: the gateway gives a request to the route with the longest matching path (`/app`
- * matches `/app` and `/app/...`), and reply-from sends P + x upstream as R + x (R without its
- * trailing `/` below `/`; a route at `/` sends /x to R + "x").
+ * matches `/app` and `/app/...`), and the proxy's own mapping (upstream-path.ts) sends it upstream.
  */
 function owner (routes: RouteConfig[], request: string): RouteConfig | undefined {
   const matching = routes.filter((r) => r.path === '/' || request === r.path || request.startsWith(`${r.path}/`))
@@ -224,23 +227,15 @@ function owner (routes: RouteConfig[], request: string): RouteConfig | undefined
 }
 
 function upstreamPath (r: RouteConfig, request: string): string {
-  const rewrite = r.rewritePrefix ?? r.path
-  if (r.path === '/') return rewrite + request.slice(1)
-  return (rewrite.replace(/\/+$/, '') + request.slice(r.path.length)) || '/'
+  return upstreamPaths(r.path, r.rewritePrefix).path(request)
 }
 
 /** The requests `r` sends upstream as `upstream` (the inverse of upstreamPath), canonical ones only. */
 function requestsFor (r: RouteConfig, upstream: string): string[] {
-  const rewrite = r.rewritePrefix ?? r.path
-  const found: string[] = []
-  if (r.path === '/') {
-    if (upstream.startsWith(rewrite)) found.push(`/${upstream.slice(rewrite.length)}`)
-  } else {
-    const base = rewrite.replace(/\/+$/, '')
-    if (upstream === (base || '/')) found.push(r.path)
-    if (upstream.startsWith(`${base}/`)) found.push(r.path + upstream.slice(base.length))
-  }
-  return found.filter((q) => !q.includes('//') && upstreamPath(r, q) === upstream)
+  const base = (r.rewritePrefix ?? r.path).replace(/\/+$/, '')
+  const rest = upstream.startsWith(`${base}/`) ? upstream.slice(base.length) : undefined
+  const found = r.path === '/' ? [rest] : [r.path, rest === undefined ? undefined : r.path + rest]
+  return found.filter((q): q is string => q !== undefined && !q.includes('//') && upstreamPath(r, q) === upstream)
 }
 
 /** Upstream paths of up to three segments (with and without a trailing `/`), from pieces of the routes' paths. */
@@ -328,7 +323,7 @@ describe('upstreamReach agrees with the model', () => {
     }), { numRuns: 300 })
   })
 
-  it('refused iff every upstream path of the protected route (but those its own requests name) is reached; warned iff some are', () => {
+  it('refused iff every upstream path of the protected route (but those its own requests name, and its bare path) is reached; warned iff some are', () => {
     fc.assert(fc.property(prefix, rewrite, prefix, rewrite, (lessPath, lessRewrite, path, rewritePrefix) => {
       fc.pre(lessPath !== path)
       const less = route(lessPath, lessRewrite, 'none')
@@ -340,7 +335,9 @@ describe('upstreamReach agrees with the model', () => {
       const shadowed = (u: string) => requestsFor(less, u).some((q) => owner(routes, q) === target) || requestsFor(target, u).some((q) => owner(routes, q) === less)
       const contested = UPSTREAM.filter((u) => servedBy(target, u) && !shadowed(u))
       const hits = contested.filter((u) => servedBy(less, u)).length
-      const expected = hits === 0 ? 'none' : hits === contested.length ? 'all' : 'some'
+      // The protected route's bare path (request /app's upstream path) is not needed for all.
+      const bare = target.path === '/' ? undefined : upstreamPath(target, target.path)
+      const expected = hits === 0 ? 'none' : contested.every((u) => u === bare || servedBy(less, u)) ? 'all' : 'some'
       expect(upstreamReach(less, target)).toBe(expected)
     }), { numRuns: 500 })
   })

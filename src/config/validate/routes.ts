@@ -5,7 +5,7 @@ import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../t
 import { Issues, describe, type Path } from '../problems.js'
 import { closest } from '../did-you-mean.js'
 import { bearerSection } from '../bearer-section.js'
-import { canonicalTarget } from '../canonical.js'
+import { canonicalTarget, configuredTarget } from '../canonical.js'
 import { globProblem, ruleLists } from '../rule-lists.js'
 import { lessProtected, reachMessage, upstreamReach, type TokenOnly } from '../route-reach.js'
 import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
@@ -36,6 +36,9 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
   // An upstream reads `/x/../app/` as `/app/`: the route-reach check and the rules must see that one.
   if (rewritePrefix !== undefined && resolvesSegments(rewritePrefix)) {
     issues.add(at('rewritePrefix'), `has dot or empty segments, which an upstream would resolve to another path; write the path they stand for, got ${describe(rewritePrefix)}`)
+  } else if (rewritePrefix !== undefined) {
+    const spelling = rewriteSpellingProblem(rewritePrefix)
+    if (spelling !== undefined) issues.add(at('rewritePrefix'), spelling)
   }
   const upstream = validateUpstream(issues, at, raw.upstream)
   const assertion = raw.assertion
@@ -114,14 +117,37 @@ function validatePreserveBody (issues: Issues, at: Path, raw: RouteRaw['preserve
  */
 /**
  * Why a route path's percent-encoding never meets a request: the edge decodes what a path carries as
- * it is (`%40` is `@`, canonical.ts) and refuses the rest (`%2F`), so `/%40admin/` would match
- * nothing and its requests would go to a route beside it. Paths without `%` are the schema's.
+ * it is (`%40` is `@`, canonical.ts) and refuses the rest (`%2F`), and the router matches the path
+ * decoded (`%C3%A4` is `ä`), so `/%40admin/` or `/%C3%A4pp/` would match nothing and its requests
+ * would go to a route beside it. Paths without `%` are the schema's.
  */
 function encodedPathProblem (raw: string | undefined): string | undefined {
   if (raw === undefined || !raw.includes('%')) return undefined
   const canonical = canonicalTarget(raw)
   if (!canonical.ok) return `never matches a request: the edge refuses such a path (${canonical.reason}), got ${describe(raw)}`
-  return canonical.url === raw ? undefined : `never matches a request: the edge spells such a path ${describe(canonical.url)}, got ${describe(raw)}`
+  if (canonical.url !== raw) return `never matches a request: the edge spells such a path ${describe(canonical.url)}, got ${describe(raw)}`
+  // `/%C3%A4pp/`: the router compares a request's path decoded (`/äpp/...`) with the route's as written.
+  return `never matches a request: the router reads a request's path decoded, so write it decoded: ${describe(decodedPath(raw))}, got ${describe(raw)}`
+}
+
+/**
+ * Why a rewritePrefix is not in the one spelling the gateway compares upstream paths in (the edge's,
+ * canonical.ts): an upstream decodes `%7E`, `%61` or `%41PP` to another path than the route-reach
+ * check would read, drops a `;v=1` parameter (Tomcat, Jetty) and reads `\` as `/` (IIS).
+ */
+function rewriteSpellingProblem (raw: string): string | undefined {
+  const target = configuredTarget(raw)
+  if (!target.ok) return `is a path the edge would refuse in a request (${target.reason}), which an upstream may read as another path, got ${describe(raw)}`
+  return target.url === raw ? undefined : `is spelled otherwise than the gateway spells paths: write ${describe(target.url)}, got ${describe(raw)}`
+}
+
+/** `raw` with its percent-encoding decoded, where it decodes. */
+function decodedPath (raw: string): string {
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return raw
+  }
 }
 
 function routePrefix (raw: string | undefined): string {

@@ -1,0 +1,114 @@
+// An outside tester's findings on the spelling of routes' paths and rewritePrefixes (a public route
+// beside a protected one on one upstream):
+// - a protected route whose path has capitals (`/ReportServer/`, as SSRS, OWA and Citrix have) was
+//   reached by an anonymous lower-case `/reportserver/x` through a public `/`: the edge checked only
+//   requests with something to fold;
+// - a route path written percent-encoded (`/%C3%A4pp/`) matched none of its own requests (the router
+//   reads a request's path decoded), and a non-ASCII one (`/café/`) was compared raw with the edge's
+//   encoded request paths (`/CAF%C3%A9/x` passed), which also cut a wrong upstream path with a
+//   rewritePrefix (`/ü/` to `/pub/`: `/pubC3%BC/y`);
+// - a route at `/` with `rewritePrefix: /app` (no trailing `/`) was modelled as sending /x to `/appx`,
+//   where the proxy sends `/app/x`: anonymous `/admin/users` reached a protected `/app/`'s upstream
+//   `/app/admin/users` with a warning only;
+// - a rewritePrefix was compared as written: `%7E`, `%61`, `%41PP`, `app%2E`, `;v=1`, `\..\`, `%C3%84`
+//   are read by some upstream as another path.
+// Each row failed on the code before.
+import { stringify } from 'yaml'
+import { afterAll, describe, expect, it } from 'vitest'
+import { ConfigError } from '../../src/config/config.js'
+import { prefixSpelling } from '../../src/http/edge.js'
+import { upstreamPaths } from '../../src/proxy/upstream-path.js'
+import { configProblems } from '../helpers/config.js'
+import { startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startUpstream } from '../helpers/upstream.js'
+
+const DEMO = { clientId: 'c', clientSecret: 's', authorizeUrl: 'http://127.0.0.1:9/auth', tokenUrl: 'http://127.0.0.1:9/token', scope: 'profile' }
+const closing: Array<() => Promise<void>> = []
+afterAll(async () => { for (const close of closing.reverse()) await close() })
+
+/** Whether an anonymous GET `url` reaches the upstream as `seen` (false when the config is refused). */
+async function lands (routes: (upstream: string) => unknown[], url: string, seen: string): Promise<boolean> {
+  const upstream = await startUpstream()
+  closing.push(async () => { await upstream.close() })
+  let gateway: TestGateway
+  try {
+    gateway = await startGateway({ store: { type: 'memory' }, providers: { demo: DEMO }, routes: routes(upstream.url) }, { listen: false })
+  } catch (error) {
+    if (error instanceof ConfigError) return false
+    throw error
+  }
+  closing.push(async () => { await gateway.close() })
+  const response = await gateway.app.inject({ url, headers: { accept: 'application/json' } })
+  return response.statusCode === 200 && upstream.seen.some((one) => one.url === seen)
+}
+
+const withPublicRoot = (path: string) => (upstream: string) => [{ path, upstream, provider: 'demo' }, { path: '/', upstream, auth: 'none' }]
+
+describe('a protected route\'s path, spelled otherwise by the request, beside a public /', () => {
+  it('route /ReportServer/: a lower-case /reportserver/x is refused at the edge', async () => {
+    expect(prefixSpelling('/reportserver/x', ['/ReportServer', ''])).toBeDefined()
+    expect(await lands(withPublicRoot('/ReportServer/'), '/reportserver/x', '/reportserver/x')).toBe(false)
+  })
+
+  it('route /%C3%A4pp/ (which would match none of its own requests) is refused', async () => {
+    expect(await lands(withPublicRoot('/%C3%A4pp/'), '/%C3%A4pp/x', '/%C3%A4pp/x')).toBe(false)
+  })
+
+  it('route /café/: /CAF%C3%A9/x and /caf%C3%89/x (É) are refused at the edge', async () => {
+    expect(prefixSpelling('/CAF%C3%A9/x', ['/café', ''])).toBeDefined()
+    expect(await lands(withPublicRoot('/café/'), '/CAF%C3%A9/x', '/CAF%C3%A9/x')).toBe(false)
+    expect(await lands(withPublicRoot('/café/'), '/caf%C3%89/x', '/caf%C3%89/x')).toBe(false)
+  })
+
+  it('route /c++/: /c%2B%2B/x (which most upstreams decode to /c++/x) is refused at the edge', async () => {
+    expect(await lands(withPublicRoot('/c++/'), '/c%2B%2B/x', '/c%2B%2B/x')).toBe(false)
+  })
+
+  it('route /ü/ with rewritePrefix /pub/ sends /%C3%BC/y to /pub/y', async () => {
+    expect(await lands((upstream) => [{ path: '/ü/', upstream, auth: 'none', rewritePrefix: '/pub/' }], '/%C3%BC/y', '/pub/y')).toBe(true)
+  })
+
+  it('public / with rewritePrefix /app (no trailing /) beside protected /app/: the config is refused, so /admin/users never arrives as /app/admin/users', async () => {
+    const routes = (upstream: string) => [{ path: '/app/', upstream, provider: 'demo' }, { path: '/', upstream, auth: 'none', rewritePrefix: '/app' }]
+    expect(await lands(routes, '/admin/users', '/app/admin/users')).toBe(false)
+  })
+})
+
+const UP = 'http://127.0.0.1:9100'
+const PROVIDERS = { p: { clientId: 'c', clientSecret: 's', scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t' } }
+const config = (routes: unknown[]) => stringify({ session: { secret: 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk=' }, providers: PROVIDERS, routes })
+
+describe('the route-reach check reads rewritePrefixes as the proxy and the upstream do', () => {
+  it.each([
+    ['/app', '/app/', undefined],
+    ['/APP', '/app/', '/app/'],
+    ['/x', '/app/', '/x/'],
+  ])('public / with rewritePrefix %s beside protected %s (%s) is refused', (rewrite, path, targetRewrite) => {
+    expect(upstreamPaths('/', rewrite).path('/admin')).toBe(`${rewrite}/admin`)
+    const text = config([{ path: '/', upstream: UP, auth: 'none', rewritePrefix: rewrite }, { path, upstream: UP, provider: 'p', rewritePrefix: targetRewrite }])
+    expect(configProblems(text, {})).toContainEqual(expect.stringMatching(/^routes\[0\]\.path: reaches every path/))
+  })
+
+  it.each([
+    ['/%7Ealice/', '/alice/', '/~alice/', 'is spelled otherwise than the gateway spells paths: write "/~alice/", got "/%7Ealice/"'], // Apache user directories
+    ['/%61pp/', '/app/', undefined, 'is spelled otherwise than the gateway spells paths: write "/app/", got "/%61pp/"'],
+    ['/%41PP/', '/app/', undefined, 'is spelled otherwise than the gateway spells paths: write "/APP/", got "/%41PP/"'],
+    ['/app%2E/', '/app/', undefined, 'is spelled otherwise than the gateway spells paths: write "/app./", got "/app%2E/"'],
+    ['/app;v=1/', '/app/', undefined, 'is a path the edge would refuse in a request'], // Tomcat, Jetty: a path parameter
+    ['/x\\..\\app/', '/app/', undefined, 'is a path the edge would refuse in a request'], // IIS: \ is /
+    ['/%C3%84pp/', '/äpp/', undefined, undefined], // IIS, ASP.NET: Ä is ä
+    ['/APP./', '/app/', undefined, undefined],
+  ])('public /pub/ with rewritePrefix %s beside protected %s (%s) is refused', (rewrite, path, targetRewrite, spelling) => {
+    const problems = configProblems(config([{ path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: rewrite }, { path, upstream: UP, provider: 'p', rewritePrefix: targetRewrite }]), {})
+    if (spelling === undefined) expect(problems).toContainEqual(expect.stringMatching(/^routes\[0\]\.path: reaches every path .* \(as an upstream that reads paths in any letter case, such as IIS, reads them\)/))
+    else expect(problems).toContainEqual(expect.stringContaining(`routes[0].rewritePrefix: ${spelling}`))
+  })
+
+  it('a rewritePrefix in the gateway\'s spelling is fine; one with raw non-ASCII (which would go upstream so) is told the spelling', () => {
+    for (const rewrite of ['/~alice/', '/caf%C3%A9/', '/c++/', '/a:b@c/']) {
+      expect(configProblems(config([{ path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: rewrite }]), {})).toEqual([])
+    }
+    expect(configProblems(config([{ path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: '/café/' }]), {}))
+      .toEqual([expect.stringContaining('routes[0].rewritePrefix: is spelled otherwise than the gateway spells paths: write "/caf%C3%A9/", got "/café/"')])
+  })
+})
