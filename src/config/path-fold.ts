@@ -24,6 +24,17 @@ const highDigit = (code: number): boolean => (code >= 56 /* 8 */ && code <= 57 /
 const hexDigit = (code: number): boolean => (code >= 48 /* 0 */ && code <= 57 /* 9 */) || (code >= 97 /* a */ && code <= 102 /* f */)
 
 /**
+ * A letter as case-insensitive comparisons read it: lower case, by way of upper case where that is
+ * one letter, so that `ı` and `ſ` are `i` and `s` (Java's equalsIgnoreCase, Python's IGNORECASE),
+ * and `İ` is `i` (Spring's Character.toLowerCase; JavaScript gives `i` and a combining dot).
+ */
+function foldLetter (letter: string): string {
+  if (letter === '\u0130') return 'i'
+  const upper = letter.toUpperCase()
+  return ([...upper].length === 1 ? upper : letter).toLowerCase()
+}
+
+/**
  * `lower` (a canonical path in lower case) with its non-ASCII letters in lower case too: `%c3%84`
  * (Ä) is `%c3%a4` (ä), as IIS and .NET compare paths. Each run of encoded bytes above 0x7F (UTF-8:
  * the edge refuses anything else) is decoded, lowered and encoded again, its escapes in lower case.
@@ -37,7 +48,7 @@ function lowerNonAscii (lower: string): string {
     while (lower.charCodeAt(end) === 37 /* % */ && highDigit(lower.charCodeAt(end + 1)) && hexDigit(lower.charCodeAt(end + 2))) end += 3
     if (end > at) {
       const text = Buffer.from(lower.slice(at, end).replaceAll('%', ''), 'hex').toString('utf8')
-      out += lower.slice(from, at) + encodeURIComponent(text.toLowerCase()).toLowerCase()
+      out += lower.slice(from, at) + encodeURIComponent([...text].map(foldLetter).join('')).toLowerCase()
       from = end
     }
     at = lower.indexOf('%', Math.max(end, at + 1))

@@ -12,6 +12,11 @@
 //   `/app/admin/users` with a warning only;
 // - a rewritePrefix was compared as written: `%7E`, `%61`, `%41PP`, `app%2E`, `;v=1`, `\..\`, `%C3%84`
 //   are read by some upstream as another path.
+// A second tester, on those fixes:
+// - a protected route whose path has empty or dot segments (`/docs//api/`) matched no request (the
+//   edge merges and removes them before routing): a public `/` beside it served its paths;
+// - Unicode letters that toLowerCase does not fold as Java, Spring and Python do (`İ`, `ı`, `ſ`);
+// - a rewritePrefix with a query (`/index.php?/`) was accepted.
 // Each row failed on the code before.
 import { stringify } from 'yaml'
 import { afterAll, describe, expect, it } from 'vitest'
@@ -110,5 +115,38 @@ describe('the route-reach check reads rewritePrefixes as the proxy and the upstr
     }
     expect(configProblems(config([{ path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: '/café/' }]), {}))
       .toEqual([expect.stringContaining('routes[0].rewritePrefix: is spelled otherwise than the gateway spells paths: write "/caf%C3%A9/", got "/café/"')])
+  })
+})
+
+describe('a protected route whose path has empty or dot segments never matches a request', () => {
+  it.each(['/docs//api/', '/docs/./api/', '/app/../docs/api/'])('route %s: a config error', (path) => {
+    expect(configProblems(config([{ path, upstream: UP, provider: 'p' }, { path: '/', upstream: UP, auth: 'none' }]), {}))
+      .toContainEqual(expect.stringMatching(/^routes\[0\]\.path: has dot or empty segments, which the edge removes from every request before routing/))
+  })
+
+  it('route /docs//api/ beside a public /: anonymous /docs/api/secret never reaches the upstream', async () => {
+    expect(await lands((upstream) => [{ path: '/docs//api/', upstream, provider: 'demo' }, { path: '/', upstream, auth: 'none' }], '/docs/api/secret', '/docs/api/secret')).toBe(false)
+  })
+})
+
+describe('Unicode letters as Java, Spring and Python compare them case-insensitively', () => {
+  // Spring 6 PathPattern (setCaseSensitive(false)) compares Character.toLowerCase(c): İ (U+0130) is
+  // `i`; Java's equalsIgnoreCase and Python's re.IGNORECASE (Django `(?i)`) read ı (U+0131) as `i`
+  // and ſ (U+017F) as `s`. JavaScript's toLowerCase gives `i` and a combining dot for İ, and keeps ı and ſ.
+  it.each([
+    ['/%C4%B0nternal/x', '/internal'],
+    ['/adm%C4%B1n/x', '/admin'],
+    ['/%C5%BFecret/x', '/secret'],
+    ['/%E2%84%AAb/x', '/kb'],
+  ])('%s is refused beside a route %s/', (path, prefix) => {
+    expect(prefixSpelling(path, [prefix, ''])).toBeDefined()
+  })
+})
+
+describe('a rewritePrefix with a query or fragment', () => {
+  // `/pub/admin/users` would go upstream as `/index.php?//admin/users`, CodeIgniter's `/admin/users`.
+  it.each(['/index.php?/', '/search?q=', '/a#b'])('rewritePrefix %s is a config error', (rewritePrefix) => {
+    expect(configProblems(config([{ path: '/admin/', upstream: UP, provider: 'p' }, { path: '/pub/', upstream: UP, auth: 'none', rewritePrefix }]), {}))
+      .toContainEqual(expect.stringContaining('routes[1].rewritePrefix: is a path: a query or fragment in it would be sent before the request\'s path'))
   })
 })

@@ -27,6 +27,8 @@ export function validateRoute (issues: Issues, index: number, raw: RouteRaw, pro
   const prefix = routePrefix(raw.path)
   const spelling = encodedPathProblem(raw.path)
   if (spelling !== undefined) issues.add(at('path'), spelling)
+  // The edge merges `//` and removes dot segments before routing: `/docs//api/` would match no request.
+  else if (resolvesSegments(prefix)) issues.add(at('path'), `has dot or empty segments, which the edge removes from every request before routing, so it would match none; write the path they stand for, got ${describe(raw.path)}`)
   const auth = raw.auth
   const listed = routeProviders(issues, at, raw)
   const provider = listed[0]
@@ -136,6 +138,7 @@ function encodedPathProblem (raw: string | undefined): string | undefined {
  * check would read, drops a `;v=1` parameter (Tomcat, Jetty) and reads `\` as `/` (IIS).
  */
 function rewriteSpellingProblem (raw: string): string | undefined {
+  if (raw.includes('?') || raw.includes('#')) return `is a path: a query or fragment in it would be sent before the request's path (\`/index.php?/\` sends /x as /index.php?//x), got ${describe(raw)}`
   const target = configuredTarget(raw)
   if (!target.ok) return `is a path the edge would refuse in a request (${target.reason}), which an upstream may read as another path, got ${describe(raw)}`
   return target.url === raw ? undefined : `is spelled otherwise than the gateway spells paths: write ${describe(target.url)}, got ${describe(raw)}`
