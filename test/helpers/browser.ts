@@ -1,7 +1,14 @@
 // A minimal cookie-keeping HTTP client that walks redirects one at a time like a browser, and
 // fills in oidc-provider's dev login and consent forms. Real sockets, no interception.
+import { request } from 'undici'
 
 interface StoredCookie { value: string, path: string }
+
+/** One hop of a walk: what `navigate` reads of an answer (its body whole), and the answer as a Response. */
+interface Answer { status: number, location: string | undefined, contentType: string | undefined, body: Buffer, response: () => Response }
+
+/** Statuses whose answer has no body (a Response refuses one). */
+const NULL_BODY = new Set([101, 204, 205, 304])
 
 export interface Hop { url: string, status: number, location?: string }
 
@@ -28,6 +35,37 @@ export class Browser {
     return response
   }
 
+  /**
+   * One hop of `navigate`, through undici's `request` rather than `fetch`: a sign-in is a dozen
+   * hops, and fetch's Request, Headers and body streams cost about 0.3 ms of CPU each (a fifth of a
+   * test sign-in's, measured 2026-11-30). The same cookies, Accept header and record in `hops`.
+   */
+  private async hop (url: string, form?: URLSearchParams): Promise<Answer> {
+    const headers: Record<string, string> = { accept: 'text/html,application/xhtml+xml' }
+    if (form) headers['content-type'] = 'application/x-www-form-urlencoded'
+    // A browser whose own fetch watches or changes its requests (a subclass) sees every hop.
+    if (this.fetch !== Browser.prototype.fetch) {
+      const response = await this.fetch(url, form ? { method: 'POST', body: form, headers } : {})
+      const body = Buffer.from(await response.clone().arrayBuffer())
+      return { status: response.status, location: response.headers.get('location') ?? undefined, contentType: response.headers.get('content-type') ?? undefined, body, response: () => response }
+    }
+    const cookie = this.cookieHeader(url)
+    if (cookie) headers.cookie = cookie
+    const answer = await request(url, { method: form ? 'POST' : 'GET', headers, body: form?.toString() })
+    const body = Buffer.from(await answer.body.arrayBuffer())
+    for (const line of [answer.headers['set-cookie'] ?? []].flat()) this.keep(line)
+    const { location, 'content-type': contentType } = answer.headers
+    const hop: Answer = {
+      status: answer.statusCode,
+      location: typeof location === 'string' ? location : undefined,
+      contentType: typeof contentType === 'string' ? contentType : undefined,
+      body,
+      response: () => responseOf(answer.statusCode, answer.headers, body),
+    }
+    this.hops.push({ url, status: hop.status, location: hop.location })
+    return hop
+  }
+
   private keep (line: string): void {
     const [pair = '', ...attributes] = line.split(';')
     const name = pair.slice(0, pair.indexOf('=')).trim()
@@ -44,35 +82,40 @@ export class Browser {
    */
   async navigate (url: string, options: { login?: string, consent?: boolean, maxSteps?: number } = {}): Promise<Response> {
     let current = url
-    let init: RequestInit = {}
+    let form: URLSearchParams | undefined
     for (let step = 0; step < (options.maxSteps ?? 20); step++) {
-      const response = await this.fetch(current, init)
-      init = {}
-      const location = response.headers.get('location')
-      if (response.status >= 300 && response.status < 400 && location) {
-        current = new URL(location, current).href
-        await response.arrayBuffer()
+      const answer = await this.hop(current, form)
+      form = undefined
+      if (answer.status >= 300 && answer.status < 400 && answer.location) {
+        current = new URL(answer.location, current).href
         continue
       }
-      const body = response.headers.get('content-type')?.includes('text/html') ? await response.clone().text() : ''
+      const body = answer.contentType?.includes('text/html') === true ? answer.body.toString() : ''
       const prompt = /name="prompt" value="(\w+)"/.exec(body)?.[1]
       const action = /<form[^>]*action="([^"]+)"/.exec(body)?.[1]
-      if (!prompt || !action) return response
-      await response.arrayBuffer()
+      if (!prompt || !action) return answer.response()
       if (prompt === 'consent' && options.consent === false) {
         current = new URL(`${action}/abort`, current).href
         continue
       }
-      const form = new URLSearchParams({ prompt })
+      form = new URLSearchParams({ prompt })
       if (prompt === 'login') {
         form.set('login', options.login ?? 'alice')
         form.set('password', 'any')
       }
       current = new URL(action, current).href
-      init = { method: 'POST', body: form, headers: { 'content-type': 'application/x-www-form-urlencoded' } }
     }
     throw new Error(`no final page after ${options.maxSteps ?? 20} steps from ${url}`)
   }
+}
+
+/** An answer of undici's `request` as the Response a caller reads. */
+function responseOf (status: number, fields: Record<string, string | string[] | undefined>, body: Buffer): Response {
+  const headers = new Headers()
+  for (const [name, value] of Object.entries(fields)) {
+    for (const one of [value ?? []].flat()) headers.append(name, one)
+  }
+  return new Response(NULL_BODY.has(status) ? null : body, { status, headers })
 }
 
 /** A browser that has signed in, what it landed on, and its session cookie. */
