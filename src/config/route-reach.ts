@@ -65,8 +65,17 @@ export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' |
  * in another case (http/edge.ts, prefixSpelling), so such a request reaches no upstream.
  */
 function readLoosely (route: RouteConfig): RouteConfig {
-  const read = (path: string) => path === '/' ? path : folded(requestSpelling(path))
-  return { ...route, path: read(route.path), rewritePrefix: route.rewritePrefix === undefined ? undefined : read(route.rewritePrefix) }
+  return readAs(route, (path) => folded(requestSpelling(path)))
+}
+
+/** `route` with its path and rewritePrefix in the request's spelling only: how the message tells a loose reach from an exact one. */
+function readExactly (route: RouteConfig): RouteConfig {
+  return readAs(route, requestSpelling)
+}
+
+function readAs (route: RouteConfig, read: (path: string) => string): RouteConfig {
+  const each = (path: string) => path === '/' ? path : read(path)
+  return { ...route, path: each(route.path), rewritePrefix: route.rewritePrefix === undefined ? undefined : each(route.rewritePrefix) }
 }
 
 /** upstreamReach, upstream paths compared exactly. */
@@ -249,7 +258,7 @@ export function reachMessage (routes: readonly RouteConfig[], otherIndex: number
     ? `; to let the people of ${[...new Set([...target.providers, ...other.providers])].join(' and ')} use one application, make it one route with providers: [${[...new Set([...target.providers, ...other.providers])].join(', ')}] (and rules that name providers where they differ)`
     : ''
   // Reached only as a case-insensitive upstream reads the paths (readLoosely): say so.
-  const loosely = exactReach(other, target) === reach ? '' : ' (as an upstream that reads paths in any letter case, such as IIS, reads them)'
+  const loosely = exactReach(readExactly(other), readExactly(target)) === reach ? '' : ' (as an upstream that reads paths in any letter case, such as IIS, reads them)'
   return reach === 'all'
     ? `reaches every path of ${upstream} that ${routeName(target, targetIndex)} protects${loosely}, ${how}: ` +
       `give the routes different upstream paths (rewritePrefix) or the same protection${together}`

@@ -116,6 +116,11 @@ describe('the route-reach check reads rewritePrefixes as the proxy and the upstr
     expect(configProblems(config([{ path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: '/café/' }]), {}))
       .toEqual([expect.stringContaining('routes[0].rewritePrefix: is spelled otherwise than the gateway spells paths: write "/caf%C3%A9/", got "/café/"')])
   })
+
+  it('a rewritePrefix that is a non-ASCII route path in the request\'s spelling reaches it exactly, and the message does not call it a case reading', () => {
+    const problems = configProblems(config([{ path: '/pub/', upstream: UP, auth: 'none', rewritePrefix: '/caf%C3%A9/' }, { path: '/café/', upstream: UP, provider: 'p' }]), {})
+    expect(problems).toContainEqual(expect.stringMatching(/^routes\[0\]\.path: reaches every path of http:\/\/127\.0\.0\.1:9100 that routes\[1\] \(\/café\/\) protects, with no sign-in/))
+  })
 })
 
 describe('a protected route whose path has empty or dot segments never matches a request', () => {
