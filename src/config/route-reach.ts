@@ -65,7 +65,9 @@ export function upstreamReach (other: RouteConfig, target: RouteConfig): 'all' |
  * in another case (http/edge.ts, prefixSpelling), so such a request reaches no upstream.
  */
 function readLoosely (route: RouteConfig): RouteConfig {
-  return readAs(route, (path) => folded(requestSpelling(path)))
+  const loose = readAs(route, (path) => folded(requestSpelling(path)))
+  // Public globs are written in the request's spelling already.
+  return { ...loose, public: route.public.map((rule) => ({ ...rule, path: rule.path === '*' ? '*' : folded(rule.path) })) }
 }
 
 /** `route` with its path and rewritePrefix in the request's spelling only: how the message tells a loose reach from an exact one. */
@@ -149,7 +151,7 @@ function lessProtectedBy (other: RouteConfig, target: RouteConfig, tokenOnly: To
   if (other.providers[0] !== target.providers[0]) return 'first_provider'
   if (fewerScopes(other, target)) return 'scopes'
   if (otherAudience(other, target, tokenOnly)) return 'audience'
-  if (opensPaths(other, target)) return 'public'
+  if (opensPaths(readLoosely(other), readLoosely(target))) return 'public'
   if (target.reauth !== undefined && canonical(other.reauth) !== canonical(target.reauth)) return 'step_up'
   const ruled = target.rules.allow !== undefined || target.rules.deny.length > 0
   if (!ruled) return undefined

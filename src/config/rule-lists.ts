@@ -4,7 +4,7 @@
 // silently admit everyone, or match nothing, is a problem at its key path: a rule without
 // conditions, an empty list, a claim path or path glob that no canonical request can meet.
 import { domainToASCII } from 'node:url'
-import { canonicalTarget } from './canonical.js'
+import { canonicalTarget, requestSpelling } from './canonical.js'
 import { describe, type Issues, type Path } from './problems.js'
 import type { ClaimCondition, Network, Rule, RuleLists } from './types.js'
 import { parseNetwork } from './networks.js'
@@ -153,7 +153,8 @@ function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml, routePa
 
 /** Why a glob can match no path of the route (`/admin/*` on a route `/app/`), or undefined. */
 function outsideRoute (glob: string, routePath: string | undefined): string | undefined {
-  if (routePath === undefined || routePath === '/' || glob === '*' || glob.startsWith(routePath)) return undefined
+  // Globs are in the request's spelling: on a route `/café`, `/caf%C3%A9/admin/*`.
+  if (routePath === undefined || routePath === '/' || glob === '*' || glob.startsWith(requestSpelling(routePath))) return undefined
   return `is outside the route's path ${routePath}/: every request this route judges is under it (rules see the gateway's path, before rewritePrefix)`
 }
 

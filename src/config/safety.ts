@@ -10,6 +10,7 @@ import { baseUrlPortWarnings } from './server-warnings.js'
 import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
 import { reassignableUserWarnings } from './reassignable-users.js'
+import { requestSpelling } from './canonical.js'
 import { isLoopbackHost } from './loopback.js'
 import { reachWarnings, tokenOnlyIssuers } from './route-reach.js'
 import type { GatewayConfig, RouteConfig } from './types.js'
@@ -160,7 +161,7 @@ function coversRoute (glob: string, route: RouteConfig): boolean {
   if (glob === '*') return true
   const star = glob.indexOf('*')
   if (star === -1 || !/^\**$/.test(glob.slice(star))) return false
-  const under = route.path === '/' ? '/' : `${route.path}/`
+  const under = route.path === '/' ? '/' : `${requestSpelling(route.path)}/`
   return under.startsWith(glob.slice(0, star))
 }
 

@@ -9,7 +9,7 @@ import { ServerResponse, type IncomingMessage } from 'node:http'
 import type { Duplex } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
 import type { RouteConfig } from '../config/types.js'
-import { canonicalTarget } from '../config/canonical.js'
+import { canonicalTarget, requestSpelling } from '../config/canonical.js'
 import { answeringOn } from './drain.js'
 import { rejectMalformed } from './edge.js'
 
@@ -56,7 +56,8 @@ function route (app: FastifyInstance, request: IncomingMessage, socket: Duplex, 
  * websocket route are kept for that route to take over, the rest are answered as HTTP.
  */
 export function guardUpgrades (app: FastifyInstance, routes: RouteConfig[]): void {
-  const websocketPrefixes = routes.filter((route) => route.websocket).map((route) => route.path)
+  // In the request's spelling, as the paths they are compared with: `/café` is `/caf%C3%A9`.
+  const websocketPrefixes = routes.filter((route) => route.websocket).map((route) => requestSpelling(route.path))
   app.server.removeAllListeners('upgrade')
   app.server.on('upgrade', (request: IncomingMessage, socket: Duplex, head: Buffer) => {
     const target = canonicalTarget(request.url ?? '')

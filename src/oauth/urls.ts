@@ -3,6 +3,7 @@
 // browser may be sent afterwards (`safeNext`): a plain same-origin path, or an absolute URL on a host
 // in forwardAuth.allowedRedirectHosts.
 import type { GatewayConfig } from '../config/types.js'
+import { requestSpelling } from '../config/canonical.js'
 import type { RedirectHosts } from './redirect-hosts.js'
 
 /** The gateway's home page, and where a refused `next` sends the browser (docs/endpoints.md). */
@@ -146,7 +147,8 @@ export const PROTECTED_RESOURCE_WELL_KNOWN = '/.well-known/oauth-protected-resou
 
 /** The route's resource identifier: `{baseUrl}<path>` (the root route: `{baseUrl}` itself). */
 export function resourceIdentifier (baseUrl: string, path: string): string {
-  return path === '/' ? baseUrl : `${baseUrl}${path}`
+  // The route's path as a request spells it (`/café` is `/caf%C3%A9`), as the metadata address is.
+  return path === '/' ? baseUrl : `${baseUrl}${requestSpelling(path)}`
 }
 
 /** Where the route's metadata is served: the well-known segment between the origin and the resource's path (RFC 9728 §3.1). */

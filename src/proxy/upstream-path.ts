@@ -41,7 +41,10 @@ export function upstreamPaths (routePath: string, rewritePrefix: string | undefi
     location: (value) => {
       // Only a path on the upstream's own host is the upstream's to map (not `//host/...`).
       if (!value.startsWith('/') || value.startsWith('//') || !startsUnder(value, to)) return value
-      return `${from}${value.slice(to.length)}` || '/'
+      const mapped = `${from}${value.slice(to.length)}` || '/'
+      // `/app//evil.example/x` is a path on the upstream's host; cut to `//evil.example/x` it would
+      // lead a browser to another host (`/\\` too: browsers read `\\` as `/`). Such a one passes as written.
+      return mapped.startsWith('//') || mapped.startsWith('/\\') ? value : mapped
     },
   }
 }

@@ -17,12 +17,22 @@
 //   edge merges and removes them before routing): a public `/` beside it served its paths;
 // - Unicode letters that toLowerCase does not fold as Java, Spring and Python do (`İ`, `ı`, `ſ`);
 // - a rewritePrefix with a query (`/index.php?/`) was accepted.
+// A third tester:
+// - route reach compared a route's raw path (`/café`) with `public` globs and rewritePrefixes in the
+//   request's spelling, and never folded case there: a public glob leading to a protected
+//   route's upstream paths loaded silently;
+// - a root route with a rewritePrefix mapped an upstream's `Location: /app//evil.example/x` back to
+//   `//evil.example/x`, another host;
+// - a websocket route `/café/` never upgraded, a glob on it could not be written, and its RFC 9728
+//   `resource` was spelled otherwise than its metadata address;
+// - route paths the edge refuses in every request (`;`, `\`, `/a../`) loaded.
 // Each row failed on the code before.
 import { stringify } from 'yaml'
 import { afterAll, describe, expect, it } from 'vitest'
 import { ConfigError } from '../../src/config/config.js'
 import { prefixSpelling } from '../../src/http/edge.js'
 import { upstreamPaths } from '../../src/proxy/upstream-path.js'
+import { resourceIdentifier, resourceMetadataUrl } from '../../src/oauth/urls.js'
 import { configProblems } from '../helpers/config.js'
 import { startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startUpstream } from '../helpers/upstream.js'
@@ -153,5 +163,48 @@ describe('a rewritePrefix with a query or fragment', () => {
   it.each(['/index.php?/', '/search?q=', '/a#b'])('rewritePrefix %s is a config error', (rewritePrefix) => {
     expect(configProblems(config([{ path: '/admin/', upstream: UP, provider: 'p' }, { path: '/pub/', upstream: UP, auth: 'none', rewritePrefix }]), {}))
       .toContainEqual(expect.stringContaining('routes[1].rewritePrefix: is a path: a query or fragment in it would be sent before the request\'s path'))
+  })
+})
+
+describe('a public glob that leads to a protected route\'s upstream paths, through a non-ASCII path or another case', () => {
+  it('ASCII: refused at load (the control)', async () => {
+    const routes = (upstream: string) => [{ path: '/shop/', upstream, provider: 'demo' }, { path: '/u/', upstream, provider: 'demo', rewritePrefix: '/shop/', public: ['GET /u/admin/*'] }]
+    expect(await lands(routes, '/u/admin/x', '/shop/admin/x')).toBe(false)
+  })
+
+  it.each([
+    ['protected /café/, public glob on /u/ rewriting to /caf%C3%A9/', '/café/', '/u/', '/caf%C3%A9/', 'GET /u/admin/*', '/u/admin/x'],
+    ['public glob on /ü/ rewriting to protected /shop/', '/shop/', '/ü/', '/shop/', 'GET /%C3%BC/admin/*', '/%C3%BC/admin/x'],
+    ['rewritePrefix /APP/ beside protected /app/ (IIS: /app/)', '/app/', '/u/', '/APP/', 'GET /u/admin/*', '/u/admin/x'],
+  ])('%s: refused at load', async (_name, protectedPath, path, rewritePrefix, glob, url) => {
+    const routes = (upstream: string) => [{ path: protectedPath, upstream, provider: 'demo' }, { path, upstream, provider: 'demo', rewritePrefix, public: [glob] }]
+    expect(await lands(routes, url, `${rewritePrefix.replace(/\/$/, '')}/admin/x`)).toBe(false)
+  })
+})
+
+describe('what else reads a non-ASCII route path', () => {
+  it('a Location a root route\'s rewritePrefix maps back never leads off the gateway\'s origin', () => {
+    const paths = upstreamPaths('/', '/app/')
+    const staysOn = (origin: string, location: string) => new URL(location, origin).origin === origin
+    for (const location of ['/app//evil.example/x', '/app/\\evil.example/x']) {
+      expect(staysOn('https://gateway.example', paths.location(location)), `${location} came back as ${paths.location(location)}`).toBe(true)
+    }
+    expect(paths.location('/app/next?x=1')).toBe('/next?x=1')
+  })
+
+  it('path globs on /café/ and /a{b}/ are written in the request\'s spelling', () => {
+    const text = (route: Record<string, unknown>) => stringify({ session: { secret: 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk=' }, providers: PROVIDERS, routes: [{ upstream: UP, provider: 'p', ...route }] })
+    expect(configProblems(text({ path: '/café/', deny: [{ paths: ['/caf%C3%A9/admin/*'] }], allow: [{ users: ['1'], paths: ['/caf%C3%A9/x/*'] }] }), {})).toEqual([])
+    expect(configProblems(text({ path: '/a{b}/', deny: [{ paths: ['/a%7Bb%7D/admin/*'] }] }), {})).toEqual([])
+  })
+
+  it('RFC 9728: a route\'s resource is the URL its metadata address is derived from', () => {
+    const resource = resourceIdentifier('https://gw.example', '/café')
+    expect(resource).toBe('https://gw.example/caf%C3%A9')
+    expect(resourceMetadataUrl('https://gw.example', '/café')).toBe('https://gw.example/.well-known/oauth-protected-resource/caf%C3%A9')
+  })
+
+  it.each(['/a;b/', '/a\\b/', '/a../'])('route path %s, which the edge refuses in every request, is a config error', (path) => {
+    expect(configProblems(config([{ path, upstream: UP, provider: 'p' }]), {})).toContainEqual(expect.stringMatching(/^routes\[0\]\.path: never matches a request: the edge refuses such a path/))
   })
 })

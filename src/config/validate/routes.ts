@@ -5,7 +5,7 @@ import type { ProviderConfig, PublicRule, ReauthConfig, RouteConfig } from '../t
 import { Issues, describe, type Path } from '../problems.js'
 import { closest } from '../did-you-mean.js'
 import { bearerSection } from '../bearer-section.js'
-import { canonicalTarget, configuredTarget } from '../canonical.js'
+import { configuredTarget } from '../canonical.js'
 import { globProblem, ruleLists } from '../rule-lists.js'
 import { lessProtected, reachMessage, upstreamReach, type TokenOnly } from '../route-reach.js'
 import { DAY, type RouteRaw, type KeyPath, duration, size, url } from './values.js'
@@ -124,9 +124,10 @@ function validatePreserveBody (issues: Issues, at: Path, raw: RouteRaw['preserve
  * would go to a route beside it. Paths without `%` are the schema's.
  */
 function encodedPathProblem (raw: string | undefined): string | undefined {
-  if (raw === undefined || !raw.includes('%')) return undefined
-  const canonical = canonicalTarget(raw)
+  if (raw === undefined) return undefined
+  const canonical = configuredTarget(raw)
   if (!canonical.ok) return `never matches a request: the edge refuses such a path (${canonical.reason}), got ${describe(raw)}`
+  if (!raw.includes('%')) return undefined
   if (canonical.url !== raw) return `never matches a request: the edge spells such a path ${describe(canonical.url)}, got ${describe(raw)}`
   // `/%C3%A4pp/`: the router compares a request's path decoded (`/äpp/...`) with the route's as written.
   return `never matches a request: the router reads a request's path decoded, so write it decoded: ${describe(decodedPath(raw))}, got ${describe(raw)}`
