@@ -12,6 +12,7 @@ import type { GatewayConfig, StoreConfig } from './config/types.js'
 import { registerErrorHandler, type OnErrorAnswer } from './http/error-handler.js'
 import { GatewayError } from './errors.js'
 import { edgeRewriter, registerEdge } from './http/edge.js'
+import { spelledPrefixPasses } from './config/route-reach.js'
 import { guardUpgrades } from './http/upgrades.js'
 import { BatchedDestination } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
@@ -190,7 +191,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     routerOptions: { ignoreTrailingSlash: true },
     requestTimeout: 120_000,
     // One canonical target before routing: see src/config/canonical.ts.
-    rewriteUrl: edgeRewriter([...config.routes.map((route) => route.path), '/oauth']),
+    rewriteUrl: edgeRewriter([...config.routes.map((route) => route.path), '/oauth'], spelledPrefixPasses(config)),
     // What the router itself cannot decode is answered like any other bad target, never with its text.
     frameworkErrors: (error, _request, reply) => {
       (reply as FastifyReply).send(new GatewayError('invalid_request', 'The request cannot be served: the target cannot be decoded.', { cause: error }))

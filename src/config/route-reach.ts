@@ -4,7 +4,7 @@
 import { isLoopbackHost } from './loopback.js'
 import { requestSpelling } from './canonical.js'
 import { folded } from './path-fold.js'
-import type { ProviderConfig, RouteConfig } from './types.js'
+import type { GatewayConfig, ProviderConfig, RouteConfig } from './types.js'
 
 /**
  * The upstream paths a route sends requests to: `exact`, and `prefix` followed by nothing or by
@@ -279,4 +279,26 @@ export function reachWarnings (routes: readonly RouteConfig[], tokenOnly: TokenO
     })
   })
   return warnings
+}
+
+/**
+ * For the edge (http/edge.ts, MayPass): whether a request the router gives to the route at prefix
+ * `routed` may go on though it reads as a path under the route at `loose` (`/reportserver/x` beside
+ * a route `/ReportServer/`): both are routes, and the router's is no less protected. Prefixes as the
+ * edge names them (a route's path without its trailing `/`, `''` for `/`). Each pair is judged once.
+ */
+export function spelledPrefixPasses (config: Pick<GatewayConfig, 'routes' | 'providers'>): (routed: string, loose: string) => boolean {
+  const byPrefix = new Map(config.routes.map((route) => [route.path.replace(/\/+$/, ''), route]))
+  const tokenOnly = tokenOnlyIssuers(config.providers)
+  const judged = new Map<string, boolean>()
+  return (routed, loose) => {
+    const key = `${routed}\u0000${loose}`
+    let passes = judged.get(key)
+    if (passes === undefined) {
+      const [router, reading] = [byPrefix.get(routed), byPrefix.get(loose)]
+      passes = router !== undefined && reading !== undefined && !lessProtected(router, reading, tokenOnly)
+      judged.set(key, passes)
+    }
+    return passes
+  }
 }

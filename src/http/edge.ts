@@ -51,16 +51,25 @@ function under (path: string, prefix: string): boolean {
  * match it (a public `/` route, say) would let it past a protected prefix, so it is refused.
  * Returns why, or undefined.
  */
-export function prefixSpelling (path: string, prefixes: readonly string[]): string | undefined {
-  return spellingCheck(prefixes)(path)
+export function prefixSpelling (path: string, prefixes: readonly string[], mayPass?: MayPass): string | undefined {
+  return spellingCheck(prefixes, mayPass)(path)
 }
+
+/**
+ * Whether a request the router gives to the route at prefix `routed` may go on though it reads as a
+ * path under the route at `loose`: that route is no better protected than the router's (the same
+ * sign-in, rules, step-up...), so reading the path either way admits the same people.
+ */
+export type MayPass = (routed: string, loose: string) => boolean
+
+const NEVER: MayPass = () => false
 
 /**
  * prefixSpelling over `prefixes`, each read once: in the edge's spelling (`/café` is the request
  * path `/caf%C3%A9`) and folded. A path with nothing to fold (most) is checked only against the
  * prefixes that have: against the others, reading both folded changes nothing.
  */
-function spellingCheck (prefixes: readonly string[]): (path: string) => string | undefined {
+function spellingCheck (prefixes: readonly string[], mayPass: MayPass = NEVER): (path: string) => string | undefined {
   const read = prefixes.map((name) => {
     const prefix = requestSpelling(name)
     return { name, prefix, loose: folded(prefix), foldable: foldable(prefix) }
@@ -73,6 +82,8 @@ function spellingCheck (prefixes: readonly string[]): (path: string) => string |
     const loose = pathFoldable ? folded(path) : path
     for (const { name, prefix, loose: loosePrefix } of list) {
       if (!under(path, prefix) && under(loose, loosePrefix)) {
+        const routed = routedPrefix(read, path)
+        if (routed !== undefined && mayPass(routed, name)) continue
         return `the path is spelled like the route ${name || '/'}/ only in letter case or trailing dots and spaces`
       }
     }
@@ -80,13 +91,22 @@ function spellingCheck (prefixes: readonly string[]): (path: string) => string |
   }
 }
 
+/** The prefix (as named) the router gives `path` to: the longest that `path` is under as it is spelled. */
+function routedPrefix (read: ReadonlyArray<{ name: string, prefix: string }>, path: string): string | undefined {
+  let found: { name: string, prefix: string } | undefined
+  for (const entry of read) {
+    if (under(path, entry.prefix) && (found === undefined || entry.prefix.length > found.prefix.length)) found = entry
+  }
+  return found?.name
+}
+
 /**
  * Fastify's `rewriteUrl`: the canonical target, or a placeholder with the refusal noted on the
  * request. `routePrefixes`: the configured routes' paths (without their trailing `/`), which a
  * target may not spell differently (see prefixSpelling).
  */
-export function edgeRewriter (routePrefixes: readonly string[]): (raw: RawRequestDefaultExpression) => string {
-  const spelling = spellingCheck(routePrefixes.map((path) => path.replace(/\/+$/, '')))
+export function edgeRewriter (routePrefixes: readonly string[], mayPass?: MayPass): (raw: RawRequestDefaultExpression) => string {
+  const spelling = spellingCheck(routePrefixes.map((path) => path.replace(/\/+$/, '')), mayPass)
   return (raw) => {
     const request = raw as EdgeRequest
     if (request[REFUSED] !== undefined) return REFUSED_PLACEHOLDER

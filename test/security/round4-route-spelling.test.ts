@@ -133,6 +133,29 @@ describe('the route-reach check reads rewritePrefixes as the proxy and the upstr
   })
 })
 
+describe('a spelling the router gives to a route no less protected goes on (the second tester\'s over-refusals)', () => {
+  /** The status an anonymous GET `url` gets. */
+  async function status (routes: (upstream: string) => unknown[], url: string): Promise<number> {
+    const upstream = await startUpstream()
+    closing.push(async () => { await upstream.close() })
+    const gateway = await startGateway({ store: { type: 'memory' }, providers: { demo: DEMO }, routes: routes(upstream.url) }, { listen: false })
+    closing.push(async () => { await gateway.close() })
+    return (await gateway.app.inject({ url, headers: { accept: 'application/json' } })).statusCode
+  }
+
+  it('/ReportServer/ and / behind the same sign-in: /reportserver/x asks for the sign-in (401), as Microsoft\'s own links spell it', async () => {
+    expect(await status((upstream) => [{ path: '/ReportServer/', upstream, provider: 'demo' }, { path: '/', upstream, provider: 'demo' }], '/reportserver/x')).toBe(401)
+  })
+
+  it('a protected /app/ with a public /app/Static/: /app/static/x, routed to the protected /app/, asks for the sign-in', async () => {
+    expect(await status((upstream) => [{ path: '/app/', upstream, provider: 'demo' }, { path: '/app/Static/', upstream, auth: 'none' }], '/app/static/x')).toBe(401)
+  })
+
+  it('a public / beside a protected /ReportServer/ still refuses /reportserver/x (400)', async () => {
+    expect(await status(withPublicRoot('/ReportServer/'), '/reportserver/x')).toBe(400)
+  })
+})
+
 describe('a protected route whose path has empty or dot segments never matches a request', () => {
   it.each(['/docs//api/', '/docs/./api/', '/app/../docs/api/'])('route %s: a config error', (path) => {
     expect(configProblems(config([{ path, upstream: UP, provider: 'p' }, { path: '/', upstream: UP, auth: 'none' }]), {}))
