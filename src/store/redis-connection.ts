@@ -14,14 +14,20 @@ const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT
  * during an outage a request fails fast instead of queueing. Nor is a command sent again after a
  * reconnection (ioredis's autoResendUnfulfilledCommands): one that timed out was answered 503, and
  * must not run later (a lock claimed for nothing, a sign-in state consumed after its request
- * failed); one still unanswered when the connection closed ends at its own commandTimeout.
+ * failed); one still unanswered when the connection closed ends at its deadline.
+ *
+ * The store's own commands end at store.timeout, judged after the sockets are read (deadline.ts).
+ * ioredis's commandTimeout, which judges before, is only the bound of what the store does not run
+ * itself on the connection (the sign-in rate limiter's counter, a publish), at twice that: set to
+ * store.timeout, it would fail a store command whose reply is waiting before the store's own
+ * deadline could see it.
  */
 function clientOptions (config: StoreConfig) {
   return {
     enableOfflineQueue: false,
     autoResendUnfulfilledCommands: false,
     connectTimeout: 2 * config.timeoutMs,
-    commandTimeout: config.timeoutMs,
+    commandTimeout: 2 * config.timeoutMs,
     // A connection dropped (closing the store, a Sentinel switch) waits no longer than a command
     // for the other side to close its end: a frozen Redis never does.
     disconnectTimeout: config.timeoutMs,

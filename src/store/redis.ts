@@ -18,6 +18,7 @@ import { lockOwner, ReplicaUnacknowledged, StoreRefusal, type LockHandle, type C
 import { ReplicaWait } from './replica-wait.js'
 import { createClient, hostPort, sentinelConnection, SUBSCRIBER } from './redis-connection.js'
 import { defineScripts, REPLACE } from './redis-scripts.js'
+import { answeredWithin } from './deadline.js'
 
 /** The same bytes as a Buffer (ioredis sends a Buffer argument as it is, other views as text). */
 function asBuffer (bytes: Uint8Array): Buffer {
@@ -143,7 +144,12 @@ export class RedisStore implements SessionStore {
    * own connection's too, which logs them; its commands' failures are logged as the store's.
    */
   private replicaConnection (replicas: number): ReplicaWait {
-    const connection = this.redis.duplicate()
+    // Its commands are bounded by ioredis at store.timeout (the WAIT at twice that): replica-wait.ts
+    // tells a write queued behind a WAIT by that timeout.
+    const commandTimeout = this.timeoutMs
+    const connection = this.redis instanceof Cluster
+      ? this.redis.duplicate(undefined, { redisOptions: { ...this.redis.options.redisOptions, commandTimeout } })
+      : this.redis.duplicate({ commandTimeout })
     connection.on('error', () => {})
     return new ReplicaWait(connection, replicas, this.timeoutMs, new OutageLog(this.log, { replicasOf: this.name }, this.hysteresis, this.clock))
   }
@@ -195,12 +201,16 @@ export class RedisStore implements SessionStore {
     return (await Promise.all(connections.map((connection) => connected(connection, timeoutMs)))).every(Boolean)
   }
 
-  private async run<T> (command: () => Promise<T>): Promise<T> {
+  /**
+   * One command, ended at store.timeout (deadline.ts: judged after the sockets are read), or at the
+   * bounds of its own when `deadline` is false (a write that waits for a replica).
+   */
+  private async run<T> (command: () => Promise<T>, deadline = true): Promise<T> {
     // On a cluster a command tells of one node, unnamed: the nodes' own connections tell their
     // state, and the cluster's connection events the whole store's.
     const outage = this.redis instanceof Cluster ? undefined : this.outage
     try {
-      const result = await command()
+      const result = await (deadline ? answeredWithin(command(), this.timeoutMs) : command())
       outage?.succeeded()
       return result
     } catch (error) {
@@ -242,7 +252,7 @@ export class RedisStore implements SessionStore {
   async set (key: string, value: string | Uint8Array, ttlMs: number, options: WriteOptions = {}) {
     const bytes = typeof value === 'string' ? value : asBuffer(value)
     const replicas = options.replicated === true ? this.replicaWait : undefined
-    if (replicas) await this.run(() => replicas.write((pipeline) => pipeline.set(key, bytes, 'PX', ttlMs)))
+    if (replicas) await this.run(() => replicas.write((pipeline) => pipeline.set(key, bytes, 'PX', ttlMs)), false)
     else await this.run(() => this.redis.set(key, Buffer.isBuffer(value) || typeof value === 'string' ? value : Buffer.from(value), 'PX', ttlMs))
   }
 
@@ -251,7 +261,7 @@ export class RedisStore implements SessionStore {
     const replicas = options.replicated === true ? this.replicaWait : undefined
     if (!replicas) return (await this.run(() => this.redis.replaceValue(key, asBuffer(expected), bytes, ttlMs))) === 1
     // EVAL, not the script's EVALSHA: a NOSCRIPT answer would send it again after the WAIT.
-    return (await this.run(() => replicas.write<number>((pipeline) => pipeline.eval(REPLACE, 1, key, asBuffer(expected), bytes, ttlMs)))) === 1
+    return (await this.run(() => replicas.write<number>((pipeline) => pipeline.eval(REPLACE, 1, key, asBuffer(expected), bytes, ttlMs)), false)) === 1
   }
 
   take (key: string) { return this.run(() => this.redis.getdel(key)) }
@@ -307,7 +317,7 @@ export class RedisStore implements SessionStore {
     const answers = await Promise.all(masters.map(async (redis) => {
       const key = nodeKey(redis)
       try {
-        await redis.ping()
+        await answeredWithin(redis.ping(), this.timeoutMs)
         this.node(key).succeeded()
         return { key, ok: true }
       } catch (error) {

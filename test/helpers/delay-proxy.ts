@@ -10,6 +10,12 @@ export interface DelayProxy {
   port: number
   /** Holds every chunk received from now on for `ms` (in both directions). */
   setDelay (ms: number): void
+  /**
+   * Once the next chunk from the target is on its way to the client (handed to the kernel, so the
+   * client's socket holds it), keeps this process from running anything else for `ms` (a busy
+   * loop), as a process starved of the CPU is: its due timers then run before it reads that socket.
+   */
+  stallAfterNextAnswer (ms: number): void
   close (): Promise<void>
 }
 
@@ -22,7 +28,7 @@ class DelayedPipe {
   private timer: NodeJS.Timeout | undefined
   private lastDue = 0
 
-  constructor (private readonly to: Socket, private readonly delay: () => number) {}
+  constructor (private readonly to: Socket, private readonly delay: () => number, private readonly written: () => void = () => {}) {}
 
   push (chunk: Buffer): void {
     const due = Math.max(Date.now() + this.delay(), this.lastDue)
@@ -35,7 +41,7 @@ class DelayedPipe {
     if (this.timer) return
     while (this.queue.length > 0 && this.queue[0]!.due <= Date.now()) {
       const { chunk } = this.queue.shift()!
-      if (!this.to.destroyed) this.to.write(chunk)
+      if (!this.to.destroyed) this.to.write(chunk, this.written)
     }
     if (this.queue.length === 0) return
     this.timer = setTimeout(() => {
@@ -52,12 +58,18 @@ class DelayedPipe {
 
 export async function startDelayProxy (target: { host: string, port: number }): Promise<DelayProxy> {
   let delay = 0
+  let stallMs = 0
   const sockets = new Set<Socket>()
+  const answered = () => {
+    const until = performance.now() + stallMs
+    stallMs = 0
+    while (performance.now() < until) { /* starved */ }
+  }
   const server: Server = createServer((client) => {
     const upstream = connect(target.port, target.host)
     sockets.add(client).add(upstream)
     const toUpstream = new DelayedPipe(upstream, () => delay)
-    const toClient = new DelayedPipe(client, () => delay)
+    const toClient = new DelayedPipe(client, () => delay, answered)
     client.on('data', (chunk: Buffer) => toUpstream.push(chunk))
     upstream.on('data', (chunk: Buffer) => toClient.push(chunk))
     const end = () => {
@@ -77,6 +89,7 @@ export async function startDelayProxy (target: { host: string, port: number }): 
     host: '127.0.0.1',
     port,
     setDelay: (ms) => { delay = ms },
+    stallAfterNextAnswer: (ms) => { stallMs = ms },
     close: async () => {
       for (const socket of sockets) socket.destroy()
       await new Promise<void>((resolve) => server.close(() => resolve()))

@@ -11,6 +11,7 @@ import { GatewayError } from '../../src/errors.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { RedisStore } from '../../src/store/redis.js'
 import type { SessionStore } from '../../src/store/store.js'
+import { startDelayProxy } from '../helpers/delay-proxy.js'
 import { containersAvailable, redisServerPath, startRedis, type RedisKind, type TestRedis } from '../helpers/redis.js'
 import { startRedisCluster } from '../helpers/redis-cluster.js'
 import { startSentinel } from '../helpers/redis-sentinel.js'
@@ -441,6 +442,23 @@ describe.each(backends)('store contract: %s', (name, open) => {
   })
 
   if (name.startsWith('redis (')) {
+    it('uses a reply that came within store.timeout though the process ran again only after it: the deadline is judged after the socket is read', async () => {
+      await store.set('starved', 'answered', 10_000)
+      const { hostname, port } = new URL(backend.redis!.url)
+      const relay = await startDelayProxy({ host: hostname, port: Number(port) })
+      const starved = new RedisStore(redisConfig({ url: `redis://${relay.host}:${relay.port}` }), silent)
+      try {
+        expect(await starved.ready(10_000)).toBe(true)
+        // The reply reaches the store's socket, then this process runs nothing for longer than
+        // store.timeout: its command's timer is due before it reads that socket.
+        relay.stallAfterNextAnswer(STORE_TIMEOUT_MS + 1)
+        await expect(starved.get('starved')).resolves.toBe('answered')
+      } finally {
+        await starved.close()
+        await relay.close()
+      }
+    })
+
     it('keeps keys under the configured prefix, and fails with session_store_unavailable once Redis is gone', async () => {
       await store.set('prefixed', 'v', 10_000)
       expect(await backend.raw!.get('gw:prefixed')).toBe('v')
