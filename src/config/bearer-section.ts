@@ -129,16 +129,21 @@ export function unpinnedIssuerWarnings (places: readonly RulePlace[], providers:
 
 /**
  * Routes and hosts that meet the people or tokens of an issuer besides their own provider and admit
- * by groups, e-mail addresses or domains in a rule that names no provider: only user names (and
- * subjects) are told apart by issuer (bearer.ts named), so another issuer's `admins` group, or an
- * address it vouches for, counts as the own provider's.
+ * by groups, e-mail addresses or domains in a rule that names no provider, or names several: only
+ * user names (and subjects) are told apart by issuer (bearer.ts named), so another issuer's `admins`
+ * group, or an address it vouches for, counts as the own provider's.
  */
 export function sharedNameWarnings (places: readonly RulePlace[]): string[] {
   return places.flatMap((place) => {
     if (place.others.length === 0) return []
     return (place.allow ?? []).flatMap((rule) => {
       const by = (['groups', 'emails', 'domains'] as const).filter((key) => rule[key].length > 0)
-      if (by.length === 0 || rule.providers.length > 0) return []
+      if (by.length === 0 || rule.providers.length === 1) return []
+      if (rule.providers.length > 1) {
+        const [first, second] = rule.providers
+        return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${rule.providers.join(', ')} under one rule, and only user names are told apart by issuer ` +
+          `(${second}:alice): ${second}'s groups and the addresses it vouches for count as ${first}'s. Write a rule for each provider, unless they are one directory (machine-clients.md, "Several issuers")`]
+      }
       const own = place.own === undefined ? 'those of the provider its URL names (/oauth/auth/<provider>/)' : `${place.own}'s`
       return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${place.others.join(', ')} as well as ${own}, and only user names are told apart by issuer ` +
         `(${place.others[0]}:alice): another issuer's groups and the addresses it vouches for count as its own. Add providers: [${place.own ?? '<that provider>'}] to the rule to admit its people only, ` +

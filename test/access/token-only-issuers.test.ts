@@ -178,6 +178,11 @@ it('--check warns where a rule admits another issuer\'s people or tokens by grou
   // One issuer: the URL's provider's people meet its tokens under the same rule.
   expect(warn({}, { bearer: { issuers: ['partner'], audience: 'a' }, allow: [{ groups: ['admins'] }] })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow\[0\]: admits by groups the people and tokens of partner as well as those of the provider its URL names .* Add providers: \[<that provider>\]/)])
   expect(warn({}, { bearer: { issuers: ['partner'], audience: 'a' } })).toEqual([])
+  // Named by several providers: their groups and addresses meet under one rule as well.
+  expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp', 'partner'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by groups the people and tokens of corp, partner under one rule, .* partner's groups and the addresses it vouches for count as corp's\. Write a rule for each provider/)])
+  expect(warn({ providers: ['corp', 'github'], allow: [{ emails: ['a@corp.example'], providers: ['github', 'corp'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by emails the people and tokens of github, corp under one rule/)])
+  expect(warn({}, { ...tokens(['corp', 'partner']), allow: [{ domains: ['corp.example'], providers: ['corp', 'partner'] }] })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow\[0\]: admits by domains the people and tokens of corp, partner under one rule/)])
+  expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp'] }, { groups: ['admins'], providers: ['partner'] }] })).toEqual([])
   // Named by provider, by user or claim only, or no other issuer: nothing to say.
   expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp'] }, { users: ['partner:bot'] }, { claims: { client_id: ['ci'] } }] })).toEqual([])
   expect(warn({ ...tokens(['corp']), allow: [{ groups: ['admins'] }] })).toEqual([])
