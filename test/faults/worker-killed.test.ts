@@ -89,7 +89,10 @@ async function killUnderLoad (cookie: string, signal: NodeJS.Signals) {
   await waitFor(async () => listening().includes(started().at(-1)!), 20_000, 'the new worker to listen')
   const answered = load.answers.length
   await waitFor(async () => load.answers.length >= answered + 40, 20_000, 'requests after the restart')
-  const answers = await load.stop()
+  // A request sent before the primary logged the death and unanswered after 40 others is lost (the
+  // test allows it): one on a connection the primary was handing to the dying worker, which it holds
+  // until the client gives up (nodejs/node#21940). This client gives up on it now.
+  const answers = await load.stop(exits().at(-1)!.time)
   return { victim, answers, afterKill: answers.slice(killedAt), replacement: started().at(-1)! }
 }
 

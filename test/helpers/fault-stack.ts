@@ -73,10 +73,10 @@ export async function answersAfter (load: { answers: Answer[] }, since: number, 
 const CLIENT_PATIENCE_MS = 15_000
 
 /** One request to `url` with the session cookie, as a browser (HTML) or an API client (JSON); status 0 when no answer came. */
-export async function ask (url: string, cookie: string, accept: 'application/json' | 'text/html'): Promise<Answer> {
-  const started = Date.now()
+export async function ask (url: string, cookie: string, accept: 'application/json' | 'text/html', abandon?: AbortSignal, started = Date.now()): Promise<Answer> {
+  const patience = AbortSignal.timeout(CLIENT_PATIENCE_MS)
   try {
-    const response = await fetch(url, { headers: { cookie, accept }, redirect: 'manual', signal: AbortSignal.timeout(CLIENT_PATIENCE_MS) })
+    const response = await fetch(url, { headers: { cookie, accept }, redirect: 'manual', signal: abandon ? AbortSignal.any([patience, abandon]) : patience })
     const body = await response.text()
     return { status: response.status, body, location: response.headers.get('location'), accept, ms: Date.now() - started, startedAt: started }
   } catch (error) {
@@ -92,20 +92,28 @@ const PACE_MS = 5
  * `clients` loops each sending one request after another (JSON and HTML in turn), PACE_MS apart,
  * until `stop()`; `stop()` resolves with every answer, in the order they came. The pause keeps the
  * load steady without spinning on fast 503s, which took the CPU other test files need.
+ * `stop(abandonSentBefore)` gives up at once on a request still unanswered that was sent before
+ * that time (status 0), rather than waiting out the client's patience: one a test already counts
+ * as lost, such as one on a connection that died with its process.
  */
-export function hammer (url: string, cookie: string, clients = 4): { answers: Answer[], stop (): Promise<Answer[]> } {
+export function hammer (url: string, cookie: string, clients = 4): { answers: Answer[], stop (abandonSentBefore?: number): Promise<Answer[]> } {
   const answers: Answer[] = []
   const state = { running: true }
+  const unanswered = new Set<{ startedAt: number, abandon: AbortController }>()
   const loops = Array.from({ length: clients }, async (_, i) => {
     for (let n = 0; state.running; n++) {
-      answers.push(await ask(url, cookie, (i + n) % 2 === 0 ? 'application/json' : 'text/html'))
+      const request = { startedAt: Date.now(), abandon: new AbortController() }
+      unanswered.add(request)
+      answers.push(await ask(url, cookie, (i + n) % 2 === 0 ? 'application/json' : 'text/html', request.abandon.signal, request.startedAt))
+      unanswered.delete(request)
       await new Promise((resolve) => setTimeout(resolve, PACE_MS))
     }
   })
   return {
     answers,
-    stop: async () => {
+    stop: async (abandonSentBefore) => {
       state.running = false
+      for (const request of unanswered) if (abandonSentBefore !== undefined && request.startedAt < abandonSentBefore) request.abandon.abort()
       await Promise.all(loops)
       return answers
     },
