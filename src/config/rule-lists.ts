@@ -40,16 +40,18 @@ function texts (list: readonly string[] | undefined, form: (value: string) => st
 /**
  * A mail domain as rules compare it, one spelling per DNS name: lower case, an internationalised
  * name in IDNA's ASCII form (`Bücher.example` and `xn--bcher-kva.example` are one; IDNA maps other
- * full stops, `。．｡`, to `.` and drops soft hyphens), then without the root's trailing dot
- * (`example.com.` is `example.com`). Undefined for a name IDNA refuses (a joiner inside a label):
+ * full stops, `。．｡`, to `.` and drops soft hyphens), then without the root's trailing dot, however
+ * often it is written (`example.com.` and `example.com..` are `example.com`, as to a mail server
+ * or resolver that drops them). Undefined for a name IDNA refuses (a joiner inside a label):
  * which domain it is cannot be told. The rules and the identity they judge are both read through it.
  */
 export function foldDomain (domain: string): string | undefined {
   const lower = domain.toLowerCase()
   // ASCII is IDNA's own form already (an address's domain literal, `[192.0.2.1]`, is kept as written).
   const ascii = ASCII_NAME.test(lower) ? lower : domainToASCII(lower)
-  if (ascii === '') return undefined
-  return ascii.endsWith('.') ? ascii.slice(0, -1) : ascii
+  let end = ascii.length
+  while (end > 0 && ascii[end - 1] === '.') end--
+  return end === 0 ? undefined : ascii.slice(0, end)
 }
 
 /** An e-mail address as rules compare it: lower case, its domain folded (foldDomain); undefined when that cannot be. */

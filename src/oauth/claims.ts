@@ -109,10 +109,25 @@ export function unverifiedUser (claims: Record<string, unknown>, mapping: Claims
 }
 
 /**
+ * Whether a claim's value can be read whole as rules read it: one value, or a list of values, each
+ * one that `scalar` reads. A claim absent, or in a shape the gateway does not read (a list of lists,
+ * an object, a list holding null or objects), cannot be: what the unread part says is not known.
+ */
+function readable (value: unknown, scalar: (item: unknown) => boolean): boolean {
+  return value != null && (Array.isArray(value) ? value.every(scalar) : scalar(value))
+}
+
+/** A group as list() reads it: text or a number. */
+const groupValue = (item: unknown) => typeof item === 'string' || typeof item === 'number'
+/** A claim value as claimText reads it. */
+const claimValue = (item: unknown) => claimText(item) !== undefined
+
+/**
  * The identity in a token's claims (with what the route's `claimsFrom` source added), marking what
  * they do not say of the person: no usable e-mail address, no groups claim, and (left out of
  * `claims`) each kept path they lack. A session's provider that says nothing means "none"; a token
- * saying nothing means only that access tokens seldom carry these claims.
+ * saying nothing means only that access tokens seldom carry these claims. A claim in a shape the
+ * gateway does not read counts as one the token lacks: a `deny` on it holds.
  */
 function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
   const found = identityFrom(claims, mapping, kept)
@@ -123,8 +138,8 @@ function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapp
   const sub = text(claims.sub)
   const unknown: PersonField[] = []
   if (identity.email === undefined) unknown.push('email')
-  if (pick(claims, mapping.groups) == null) unknown.push('groups')
-  const carried = identity.claims && Object.fromEntries(Object.entries(identity.claims).filter(([path]) => pick(claims, path) != null))
+  if (!readable(pick(claims, mapping.groups), groupValue)) unknown.push('groups')
+  const carried = identity.claims && Object.fromEntries(Object.entries(identity.claims).filter(([path]) => readable(pick(claims, path), claimValue)))
   return { ...identity, ...(sub === undefined ? {} : { subject: sub }), ...withClaims(carried), ...(unknown.length > 0 ? { unknown } : {}) }
 }
 

@@ -26,8 +26,24 @@ const personArb = fc.record({
   roles: fc.subarray(ROLES),
 })
 
-/** Which of the person's claims the token carries. */
-const carriedArb = fc.record({ email: fc.boolean(), groups: fc.boolean(), roles: fc.boolean() })
+/**
+ * How a token carries a list claim of the person's: not at all, as a list of texts, or in a shape
+ * the gateway does not read (its values in a nested list, as objects, as an object's keys, beside a
+ * null, or one of them nested and the rest plain).
+ */
+const SHAPES = {
+  plain: (values: string[]): unknown => values,
+  nested: (values: string[]): unknown => [values],
+  objects: (values: string[]): unknown => values.map((name) => ({ name })),
+  keyed: (values: string[]): unknown => Object.fromEntries(values.map((value) => [value, true])),
+  nulls: (values: string[]): unknown => [...values, null],
+  mixed: (values: string[]): unknown => values.length === 0 ? [[]] : [[values[0]], ...values.slice(1)],
+}
+type Shape = keyof typeof SHAPES | false
+const shapeArb = fc.constantFrom<Shape>(false, ...Object.keys(SHAPES) as Array<keyof typeof SHAPES>)
+
+/** Which of the person's claims the token carries, and how. */
+const carriedArb = fc.record({ email: fc.boolean(), groups: shapeArb, roles: shapeArb })
 
 const ruleArb: fc.Arbitrary<RuleYaml> = fc.record({
   users: fc.subarray(USERS, { minLength: 1 }),
@@ -41,14 +57,15 @@ const ruleArb: fc.Arbitrary<RuleYaml> = fc.record({
 const listsArb = fc.record({ allow: fc.option(fc.array(ruleArb, { minLength: 1, maxLength: 3 }), { nil: undefined }), deny: fc.array(ruleArb, { maxLength: 3 }) })
 
 interface Person { sub: string, email: string, groups: string[], roles: string[] }
-interface Carried { email: boolean, groups: boolean, roles: boolean }
+interface Carried { email: boolean, groups: Shape, roles: Shape }
+const ALL: Carried = { email: true, groups: 'plain', roles: 'plain' }
 
 function claimsOf (person: Person, carried: Carried): Record<string, unknown> {
   return {
     sub: person.sub,
     ...(carried.email ? { email: person.email } : {}),
-    ...(carried.groups ? { groups: person.groups } : {}),
-    ...(carried.roles ? { realm_access: { roles: person.roles } } : {}),
+    ...(carried.groups ? { groups: SHAPES[carried.groups](person.groups) } : {}),
+    ...(carried.roles ? { realm_access: { roles: SHAPES[carried.roles](person.roles) } } : {}),
   }
 }
 
@@ -57,7 +74,7 @@ describe('a token identity and the person it names, under the same rules', () =>
     fc.assert(fc.property(personArb, carriedArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, carried, rules, path) => {
       const judge = compileRules(lists(rules.allow, rules.deny))
       const token = tokenIdentity(claimsOf(person, carried), MAPPING, [ROLES_PATH])
-      const session = identityFrom(claimsOf(person, { email: true, groups: true, roles: true }), MAPPING, [ROLES_PATH])
+      const session = identityFrom(claimsOf(person, ALL), MAPPING, [ROLES_PATH])
       if (judge(token, 'GET', path, undefined).admit) expect(judge(session, 'GET', path, undefined).admit).toBe(true)
     }), { numRuns: 2000 })
   })
@@ -65,7 +82,7 @@ describe('a token identity and the person it names, under the same rules', () =>
   it('a token that carries every claim is judged exactly as its person', () => {
     fc.assert(fc.property(personArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, rules, path) => {
       const judge = compileRules(lists(rules.allow, rules.deny))
-      const claims = claimsOf(person, { email: true, groups: true, roles: true })
+      const claims = claimsOf(person, ALL)
       expect(judge(tokenIdentity(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined)).toEqual(judge(identityFrom(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined))
     }), { numRuns: 1000 })
   })
@@ -78,6 +95,18 @@ describe('a token identity and the person it names, under the same rules', () =>
       expect(compileRules(lists(undefined, [condition]))(token, 'GET', '/x', undefined).admit).toBe(false)
       expect(compileRules(lists([condition]))(token, 'GET', '/x', undefined).admit).toBe(false)
     }
+    // A claim in a shape the gateway does not read is one the token cannot answer.
+    for (const [groups, roles] of [[[['admins']], { deployer: true }], [[null], [{ name: 'deployer' }]], [['staff', ['admins']], ['reader', ['deployer']]]]) {
+      const shaped = tokenIdentity({ sub: 'mallory', email: 'm@evil.test', groups, realm_access: { roles } }, MAPPING, [ROLES_PATH])
+      expect(shaped).toMatchObject({ unknown: ['groups'] })
+      expect(shaped).not.toHaveProperty(['claims', ROLES_PATH])
+      expect(compileRules(lists(undefined, [{ groups: ['admins'] }]))(shaped, 'GET', '/x', undefined).admit).toBe(false)
+      expect(compileRules(lists(undefined, [{ claims: { [ROLES_PATH]: ['deployer'] } }]))(shaped, 'GET', '/x', undefined).admit).toBe(false)
+    }
+    // Controls: an empty list says "none", and numbers and booleans are read as text.
+    const plain = tokenIdentity({ sub: 'mallory', groups: [], realm_access: { roles: [7, true] } }, MAPPING, [ROLES_PATH])
+    expect(plain).toMatchObject({ groups: [], unknown: ['email'], claims: { [ROLES_PATH]: ['7', 'true'] } })
+    expect(compileRules(lists(undefined, [{ groups: ['admins'] }]))(plain, 'GET', '/x', undefined).admit).toBe(true)
     // A session's provider that says nothing means "none": the deny rule does not hold.
     expect(compileRules(lists(undefined, [{ emails: ['x@example.org'] }]))(identityFrom({ sub: 'mallory' }, MAPPING), 'GET', '/x', undefined).admit).toBe(true)
   })

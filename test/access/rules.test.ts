@@ -33,6 +33,9 @@ const TABLE: Row[] = [
   // One DNS name, one spelling: the root's trailing dot, IDNA's ASCII form and Unicode, any case.
   ['a deny domain holds on the address with the root\'s dot', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example.' }), 'GET', '/x', false, 'deny[0]'],
   ['a deny e-mail holds on the address with the root\'s dot', undefined, [{ emails: ['m@contractor.example'] }], id('m', { email: 'm@contractor.example.' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain holds on the address with the root\'s dot written twice', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@contractor.example..' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny e-mail holds on the address with the root\'s dot written three times', undefined, [{ emails: ['m@contractor.example'] }], id('m', { email: 'm@CONTRACTOR.example...' }), 'GET', '/x', false, 'deny[0]'],
+  ['a deny domain holds on an address whose domain is dots alone (which domain cannot be told)', undefined, [{ domains: ['contractor.example'] }], id('m', { email: 'm@..' }), 'GET', '/x', false, 'deny[0]'],
   ['a deny domain written with the root\'s dot holds on the address without', undefined, [{ domains: ['contractor.example.'] }], id('m', { email: 'm@contractor.example' }), 'GET', '/x', false, 'deny[0]'],
   ['a deny domain in Unicode holds on its IDNA form', undefined, [{ domains: ['bücher.example'] }], id('m', { email: 'm@xn--bcher-kva.example' }), 'GET', '/x', false, 'deny[0]'],
   ['a deny domain in IDNA form holds on its Unicode form, in capitals', undefined, [{ domains: ['xn--bcher-kva.example'] }], id('m', { email: 'm@BÜCHER.example' }), 'GET', '/x', false, 'deny[0]'],
@@ -83,8 +86,8 @@ const TABLE: Row[] = [
   ['an unknown path does not meet a deny whose identity part fails', undefined, [{ paths: ['/admin/*'], groups: ['contractors'] }], alice, 'GET', undefined, true, undefined],
 ]
 
-/** Spellings of one mail domain: as written, in capitals, with the root's dot, in IDNA's ASCII form, with other full stops. */
-const SPELLINGS: Array<(domain: string) => string> = [(d) => d, (d) => d.toUpperCase(), (d) => `${d}.`, (d) => domainToASCII(d), (d) => `${domainToASCII(d).toUpperCase()}.`, (d) => `${d}\u3002`, (d) => d.replaceAll('.', '\uff0e')]
+/** Spellings of one mail domain: as written, in capitals, with the root's dot (once or twice), in IDNA's ASCII form, with other full stops. */
+const SPELLINGS: Array<(domain: string) => string> = [(d) => d, (d) => d.toUpperCase(), (d) => `${d}.`, (d) => `${d}..`, (d) => domainToASCII(d), (d) => `${domainToASCII(d).toUpperCase()}.`, (d) => `${d}\u3002`, (d) => d.replaceAll('.', '\uff0e')]
 
 describe('a mail domain in any spelling (property: the rule and the address are read one way)', () => {
   it('a deny rule written in one spelling holds on an address in any other', () => {

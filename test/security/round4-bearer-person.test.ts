@@ -29,6 +29,10 @@ const EVE = client('eve')
 /** Opaque-token clients whose introspection answer carries an e-mail address (the JWT clients' carry none). */
 const CAROL = client('carol')
 const DAVE = client('dave')
+/** A token whose groups claim is in a shape the gateway does not read (a list of lists). */
+const FRANK = client('frank')
+/** A token whose address is the denied one with the root's dot written twice. */
+const GRACE = client('grace')
 
 /** What the stand-in userinfo endpoint says of each account (as the demo provider's ID tokens do). */
 const PEOPLE: Record<string, Record<string, unknown>> = {
@@ -57,8 +61,13 @@ beforeAll(async () => {
   userinfoUrl = `${await listen(userinfo)}/userinfo`
   const { port, baseUrl } = await reserveBaseUrl()
   op = await startMachineProvider(baseUrl, {
-    machineClients: [CI, MALLORY, ALICE, BOB, EVE, CAROL, DAVE].map((c) => ({ client_id: c.id, client_secret: c.secret })),
-    tokenClaims: (id) => id === CAROL.id ? { email: 'carol@evil.test' } : id === DAVE.id ? { email: 'dave@example.test' } : undefined,
+    machineClients: [CI, MALLORY, ALICE, BOB, EVE, CAROL, DAVE, FRANK, GRACE].map((c) => ({ client_id: c.id, client_secret: c.secret })),
+    tokenClaims: (id) => ({
+      [CAROL.id]: { email: 'carol@evil.test' },
+      [DAVE.id]: { email: 'dave@example.test' },
+      [FRANK.id]: { email: 'frank@example.test', groups: [['admins']] },
+      [GRACE.id]: { email: 'mallory@evil.test..', groups: ['staff'] },
+    })[id],
   })
   const orders = { audience: 'api://orders' }
   const people = { ...orders, issuers: ['people'], claimsFrom: 'userinfo' }
@@ -121,6 +130,15 @@ describe('a token that does not carry the claim a person condition reads (claims
     expect((await withToken(BOB, '/emails/x')).status).toBe(403)
     expect((await withToken(BOB, '/scoped/admin/users')).status).toBe(403)
     expect((await withToken(BOB, '/scoped/wiki')).status).toBe(200)
+  })
+
+  it('carried in a shape the gateway does not read, or spelled with more root dots, it is refused as well', async () => {
+    for (const [who, path] of [[FRANK, '/groups/x'], [FRANK, '/claims/x'], [GRACE, '/emails/x'], [GRACE, '/domains/x']] as const) {
+      expect({ who: who.id, path, status: (await withToken(who, path)).status }).toEqual({ who: who.id, path, status: 403 })
+    }
+    // Controls: a groups claim read whole, without the denied group, passes.
+    expect((await withToken(GRACE, '/groups/x')).status).toBe(200)
+    expect((await withToken(GRACE, '/staff/x')).status).toBe(200)
   })
 
   it('is not admitted by an allow rule on the claim either', async () => {
