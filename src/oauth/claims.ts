@@ -55,16 +55,32 @@ function claimText (value: unknown): string | undefined {
 }
 
 /**
+ * Whether a claim's value can be read whole as rules read it: one value, or a list of values, each
+ * one that `scalar` reads. A claim absent, or in a shape the gateway does not read (a list of lists,
+ * an object, a list holding null or objects), cannot be: what the unread part says is not known.
+ */
+function readable (value: unknown, scalar: (item: unknown) => boolean): boolean {
+  return value != null && (Array.isArray(value) ? value.every(scalar) : scalar(value))
+}
+
+/** A group as list() reads it: text or a number. */
+const groupValue = (item: unknown) => typeof item === 'string' || typeof item === 'number'
+/** A claim value as claimText reads it. */
+const claimValue = (item: unknown) => claimText(item) !== undefined
+
+/**
  * The claims at `paths` (the provider's keptClaims), each as a list of texts: an array claim's
- * elements, or a single value; objects are left out. A path the claims do not have is kept as no
- * values: read and not found, which rules tell from a path never read (one a rule added since names).
- * Undefined when no path is named.
+ * elements, or a single value. A path the claims do not have is kept as no values: read and not
+ * found, which rules tell from a path never read (one a rule added since names). A path whose value
+ * is in a shape the gateway does not read (an object, a list of lists) is left out, as never read:
+ * what it says cannot be told, so a `deny` on it holds. Undefined when no path is named.
  */
 export function keptClaims (claims: Record<string, unknown>, paths: readonly string[]): Record<string, string[]> | undefined {
   if (paths.length === 0) return undefined
-  return Object.fromEntries(paths.map((path) => {
+  return Object.fromEntries(paths.flatMap((path) => {
     const value = pick(claims, path)
-    return [path, (Array.isArray(value) ? value : [value]).flatMap((item) => claimText(item) ?? [])]
+    if (value != null && !readable(value, claimValue)) return []
+    return [[path, (Array.isArray(value) ? value : [value]).flatMap((item) => claimText(item) ?? [])]]
   }))
 }
 
@@ -107,20 +123,6 @@ export function unverifiedUser (claims: Record<string, unknown>, mapping: Claims
   const user = mapping.user.replace(/^\//, '')
   return (user === 'email' || mapping.user === mapping.email) && unverified(claims.email_verified)
 }
-
-/**
- * Whether a claim's value can be read whole as rules read it: one value, or a list of values, each
- * one that `scalar` reads. A claim absent, or in a shape the gateway does not read (a list of lists,
- * an object, a list holding null or objects), cannot be: what the unread part says is not known.
- */
-function readable (value: unknown, scalar: (item: unknown) => boolean): boolean {
-  return value != null && (Array.isArray(value) ? value.every(scalar) : scalar(value))
-}
-
-/** A group as list() reads it: text or a number. */
-const groupValue = (item: unknown) => typeof item === 'string' || typeof item === 'number'
-/** A claim value as claimText reads it. */
-const claimValue = (item: unknown) => claimText(item) !== undefined
 
 /**
  * The identity in a token's claims (with what the route's `claimsFrom` source added), marking what

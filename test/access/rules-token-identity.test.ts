@@ -109,6 +109,14 @@ describe('a token identity and the person it names, under the same rules', () =>
     expect(compileRules(lists(undefined, [{ groups: ['admins'] }]))(plain, 'GET', '/x', undefined).admit).toBe(true)
     // A session's provider that says nothing means "none": the deny rule does not hold.
     expect(compileRules(lists(undefined, [{ emails: ['x@example.org'] }]))(identityFrom({ sub: 'mallory' }, MAPPING), 'GET', '/x', undefined).admit).toBe(true)
+    expect(compileRules(lists(undefined, [{ claims: { [ROLES_PATH]: ['deployer'] } }]))(identityFrom({ sub: 'mallory' }, MAPPING, [ROLES_PATH]), 'GET', '/x', undefined).admit).toBe(true)
+    // A session's claim in a shape the gateway does not read cannot be told: a deny on it holds, an allow does not admit.
+    for (const roles of [[['deployer']], { deployer: true }, ['reader', null]]) {
+      const session = identityFrom({ sub: 'mallory', realm_access: { roles } }, MAPPING, [ROLES_PATH])
+      expect(session).not.toHaveProperty(['claims', ROLES_PATH])
+      expect(compileRules(lists(undefined, [{ claims: { [ROLES_PATH]: ['deployer'] } }]))(session, 'GET', '/x', undefined).admit).toBe(false)
+      expect(compileRules(lists([{ claims: { [ROLES_PATH]: ['reader'] } }]))(session, 'GET', '/x', undefined).admit).toBe(false)
+    }
   })
 
   it('a token whose user name another claim stands in for is never admitted where its person is refused (a users rule lists subjects and names)', () => {
