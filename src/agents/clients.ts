@@ -1,14 +1,29 @@
 // What a registered agent client may be (RFC 7591 metadata, checked before oidc-provider stores
 // it): a public client (`token_endpoint_auth_method: none`, PKCE its only proof), whose redirect
 // URIs are https, http on a loopback address with any port (RFC 8252 §7.3), or a private-use scheme
-// (RFC 8252 §7.1: a native app's own), and whose name, shown on the consent page, is bounded.
+// (RFC 8252 §7.1: a native app's own), and whose name, shown on the consent page, is bounded and
+// shows all it holds.
 // @see https://www.rfc-editor.org/rfc/rfc7591#section-2
 // @see https://www.rfc-editor.org/rfc/rfc8252#section-7
-import { isLoopbackHost } from '../config/loopback.js'
 import { DEVICE_CODE_GRANT } from './endpoints.js'
 
 /** The longest `client_name` kept: the consent page shows it whole. */
 export const CLIENT_NAME_MAX = 100
+
+/**
+ * What a `client_name` may not hold: control characters (a line break, a tab), invisible ones
+ * (zero-width spaces and joiners, soft hyphens) and direction overrides or isolates (U+202E), which
+ * hide or reorder what the consent page says around the name: `Cl\u200Baude` passing as `Claude`,
+ * an override left open turning "(the name it gave itself)" around.
+ */
+const HIDDEN_IN_A_NAME = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
+
+/**
+ * The hosts an http redirect URI may name (RFC 8252 §7.3): the loopback addresses, and `localhost`,
+ * which browsers send to loopback themselves. A name under `.localhost` or another 127.x address is
+ * refused: outside the browsers that keep them on this machine, a resolver may look such a name up.
+ */
+const LOOPBACK_REDIRECT_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost'])
 /** At most this many redirect URIs per client. */
 export const REDIRECT_URIS_MAX = 10
 
@@ -28,7 +43,7 @@ export function redirectUriProblem (value: unknown): string | undefined {
   if (parsed.username !== '' || parsed.password !== '') return 'must carry no user name or password'
   if (parsed.protocol === 'https:') return parsed.hostname === '' ? 'has no host' : undefined
   if (parsed.protocol === 'http:') {
-    return isLoopbackHost(parsed.hostname) ? undefined : 'uses http on a host that is not loopback (127.0.0.1, [::1] or localhost): use https'
+    return LOOPBACK_REDIRECT_HOSTS.has(parsed.hostname) ? undefined : 'uses http on a host other than 127.0.0.1, [::1] or localhost: use https'
   }
   // A private-use scheme: letters, digits, `+`, `-`, `.`; one that runs code or names other resources is refused.
   if (!/^[a-z][a-z0-9+.-]*:$/.test(parsed.protocol) || NOT_PRIVATE_USE.has(parsed.protocol) || parsed.protocol.startsWith('ms-')) return `uses the ${parsed.protocol.slice(0, -1)} scheme, which is not an app's own`
@@ -65,5 +80,8 @@ export function registrationProblem (metadata: Record<string, unknown>): { field
   if (method !== undefined && method !== 'none') return { field: 'other', message: 'token_endpoint_auth_method must be none: agent clients are public clients, proven by PKCE' }
   const name = metadata.client_name
   if (name !== undefined && (typeof name !== 'string' || name.length > CLIENT_NAME_MAX)) return { field: 'other', message: `client_name must be text of at most ${CLIENT_NAME_MAX} characters` }
+  if (typeof name === 'string' && HIDDEN_IN_A_NAME.test(name)) {
+    return { field: 'other', message: 'client_name must hold no control or invisible characters (line breaks, tabs, zero-width spaces or joiners, direction overrides): the consent page shows it as written' }
+  }
   return undefined
 }

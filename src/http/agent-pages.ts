@@ -29,8 +29,8 @@ export function consentPage (view: ConsentView, person: string, csrf: string): s
     : `<dt>Sends you back to</dt><dd><code>${escapeHtml(view.redirectHost)}</code></dd>`
   const warning = view.redirectHost === undefined ? ' If someone else gave you the code, deny: they would get your access.' : ''
   return renderPage(title, `<h1>${escapeHtml(title)}</h1>
-<p><strong>${escapeHtml(view.clientName)}</strong> asks to use <code>${escapeHtml(view.routePath)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
-<dl class="seen"><dt>Client</dt><dd>${escapeHtml(view.clientName)} ${view.clientSite === undefined ? '(the name it gave itself)' : `(as described at <code>${escapeHtml(view.clientSite)}</code>)`}</dd>${back}<dt>Application</dt><dd><code>${escapeHtml(view.routePath)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
+<p><strong><bdi>${escapeHtml(view.clientName)}</bdi></strong> asks to use <code>${escapeHtml(view.routePath)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
+<dl class="seen"><dt>Client</dt><dd><bdi>${escapeHtml(view.clientName)}</bdi> ${view.clientSite === undefined ? '(the name it gave itself)' : `(as described at <code>${escapeHtml(view.clientSite)}</code>)`}</dd>${back}<dt>Application</dt><dd><code>${escapeHtml(view.routePath)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
 <p>It can then call this application as you until you sign out everywhere or end it on <a href="/oauth/sessions/">your sessions</a>. Allow it only if you started this from that client.${warning}</p>
 <form method="post" action="${escapeHtml(agentInteractionUrl(view.uid))}">
 <input type="hidden" name="csrf" value="${escapeHtml(csrf)}">
@@ -46,7 +46,7 @@ ${problem === undefined ? '<p>Your CLI or device shows a code of 8 letters, such
 ${form}
 <button class="button" type="submit" form="op.deviceInputForm">Continue</button>`),
   confirm: (form: string, name: string, userCode: string): string => renderPage('Is this your code?', `<h1>Is this your code?</h1>
-<p>A client that calls itself <strong>${escapeHtml(name)}</strong> asks to sign in with the code</p>
+<p>A client that calls itself <strong><bdi>${escapeHtml(name)}</bdi></strong> asks to sign in with the code</p>
 <p class="user-code"><code style="font-size:1.6rem;letter-spacing:.1em">${escapeHtml(userCode)}</code></p>
 <p>Go on only if you started this yourself and your CLI shows this same code. If someone gave you this code or this link, stop: they would get your access.</p>
 ${form}

@@ -29,7 +29,7 @@ export function deviceOf (session: PersonSession): string {
 /** What the first column says of a session: its browser, or the agent's client and route. */
 function who (session: ListedSession): string {
   if (session.agent === undefined) return escapeHtml(deviceOf(session))
-  return `${escapeHtml(session.browser)}: <strong>${escapeHtml(session.agent.client)}</strong> on <code>${escapeHtml(session.agent.route)}</code>`
+  return `${escapeHtml(session.browser)}: <strong><bdi>${escapeHtml(session.agent.client)}</bdi></strong> on <code>${escapeHtml(session.agent.route)}</code>`
 }
 
 /** Where a session signed in from: its client address, or a dash when none was kept (an agent's grant, an older session). */

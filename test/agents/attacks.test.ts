@@ -175,6 +175,14 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['eleven redirect URIs', { redirect_uris: Array.from({ length: 11 }, (_, i) => `https://app.example/${i}`) }, 'invalid_redirect_uri'],
     ['a confidential client', { redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_basic' }, 'invalid_client_metadata'],
     ['a name too long for the consent page', { redirect_uris: [REDIRECT], client_name: 'x'.repeat(101) }, 'invalid_client_metadata'],
+    ['http on a name under .localhost (a resolver may look it up)', { redirect_uris: ['http://evil.localhost:8976/callback'] }, 'invalid_redirect_uri'],
+    ['http on another loopback address than 127.0.0.1', { redirect_uris: ['http://127.0.0.2:8976/callback'] }, 'invalid_redirect_uri'],
+    ['a name that turns the page\'s sentence around (a right-to-left override)', { redirect_uris: [REDIRECT], client_name: 'Claude Code\u202E' }, 'invalid_client_metadata'],
+    ['a name with a direction isolate left open', { redirect_uris: [REDIRECT], client_name: 'Claude Code\u2066' }, 'invalid_client_metadata'],
+    ['a name with zero-width characters (a look-alike)', { redirect_uris: [REDIRECT], client_name: 'Cl\u200Baude\u200D Code' }, 'invalid_client_metadata'],
+    ['a name with a soft hyphen', { redirect_uris: [REDIRECT], client_name: 'Clau\u00ADde' }, 'invalid_client_metadata'],
+    ['a name with a line break and a tab', { redirect_uris: [REDIRECT], client_name: 'Claude Code\n\t(verified)' }, 'invalid_client_metadata'],
+    ['a name with a line separator', { redirect_uris: [REDIRECT], client_name: 'Claude\u2028Code' }, 'invalid_client_metadata'],
     ['the implicit grant', { redirect_uris: [REDIRECT], grant_types: ['implicit'], response_types: ['id_token'] }, 'invalid_client_metadata'],
   ])('%s', async (_name, metadata, error) => {
     const response = await register(metadata, { 'x-forwarded-for': randomBytes(4).join('.') })
@@ -274,6 +282,12 @@ describe('an authorization request that must not redirect, and one that must not
 })
 
 describe('consent is the person\'s, in their browser, on this gateway\'s page', () => {
+  it('shows a name in a right-to-left script apart from the sentence around it', async () => {
+    const consent = await toConsent(new Browser(), (await client('עוזר קוד')).url(), 'alice')
+    expect(consent.body).toContain('<strong><bdi>עוזר קוד</bdi></strong> asks to use')
+    expect(consent.body).toContain('<dd><bdi>עוזר קוד</bdi> (the name it gave itself)</dd>')
+  })
+
   it('refuses a consent POST from another site, or without its CSRF token', async () => {
     const registered = await client()
     const browser = new Browser()

@@ -32,6 +32,7 @@ const documents: Record<string, (url: string) => { status?: number, headers?: Re
   '/script.json': (url) => ({ body: { client_id: url, client_name: 'Script', redirect_uris: ['javascript:alert(1)'], token_endpoint_auth_method: 'none' } }),
   // What only the gateway's own client rules refuse (src/agents/clients.ts): the name the consent page shows whole.
   '/long-name.json': (url) => ({ body: { client_id: url, client_name: 'x'.repeat(101), redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
+  '/hidden-name.json': (url) => ({ body: { client_id: url, client_name: 'Doc\u202E client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
   '/secret.json': (url) => ({ body: { client_id: url, client_name: 'Secret', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_post' } }),
   '/not-json.json': () => ({ body: '<html>not a document</html>' }),
   '/hang.json': () => ({ hang: true }),
@@ -105,6 +106,7 @@ describe('client ID metadata documents', () => {
     ['redirects', '/redirect.json'],
     ['has a redirect URI the gateway refuses (javascript:)', '/script.json'],
     ['breaks only the gateway\'s own client rules (a name of 101 characters)', '/long-name.json'],
+    ['names itself with a direction override', '/hidden-name.json'],
     ['asks for a client secret', '/secret.json'],
     ['is not JSON', '/not-json.json'],
     ['is nowhere (404)', '/missing.json'],
