@@ -87,11 +87,13 @@ export function keptClaims (claims: Record<string, unknown>, paths: readonly str
 /**
  * The identity in `claims`, or undefined when the mapping's user field is missing: the mapped user
  * name, and the stable `sub` (with its `iss`) that people are keyed on. `kept`: the claim paths
- * rules and claim headers name, kept besides (and only those).
+ * rules and claim headers name, kept besides (and only those). Groups or a kept claim in a shape the
+ * gateway does not read are marked as what cannot be told (`unknown`, a path left out of `claims`).
  */
 export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[] = []): Identity | undefined {
   const sub = text(pick(claims, mapping.user))
   if (!sub) return undefined
+  const groups = pick(claims, mapping.groups)
   const email = text(pick(claims, mapping.email))?.toLowerCase()
   const name = text(pick(claims, mapping.name))
   const iss = text(claims.iss)
@@ -103,8 +105,11 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
     ...(email ? { email } : {}),
     ...(email && unverified(claims.email_verified) ? { emailVerified: false as const } : {}),
     ...(name ? { name } : {}),
-    groups: list(pick(claims, mapping.groups)),
+    groups: list(groups),
     ...withClaims(keptClaims(claims, kept)),
+    // Groups in a shape the gateway does not read (objects, lists of lists) cannot be told: a
+    // `deny` on groups holds. A provider that names no groups at all means "none".
+    ...(groups != null && !readable(groups, groupValue) ? { unknown: ['groups' as const] } : {}),
   }
 }
 

@@ -2,16 +2,17 @@
 // a large part of a one-provider session's stored bytes, and cutting them moved its Redis value
 // into a smaller allocation (see docs/performance.md). Only the stored form changes: the
 // rest of the gateway reads SessionRecord as before.
-import type { Identity } from './record.js'
+import type { Identity, PersonField } from './record.js'
 import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
 /** TokenSet: access_token, expires_at, refresh_token. */
 interface WireTokens { a: string, e?: number, r?: string }
 /**
  * Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none), kept claims (k),
- * subject (j) and iss (o) (absent in records 1.0.0 wrote, which are read without them).
+ * subject (j) and iss (o) (absent in records 1.0.0 wrote, which are read without them), and the
+ * fields the claims did not tell (x, left out when none).
  */
-interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]>, j?: string, o?: string }
+interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]>, j?: string, o?: string, x?: readonly PersonField[] }
 /** ProviderSession: idToken (d), sid, sub (u), authTime (t), acr (a). */
 interface WireProviderSession { d?: string, s?: string, u?: string, t?: number, a?: string }
 /** SessionRecord: createdAt, tokens, identities, providerSessions. */
@@ -46,6 +47,7 @@ export function toWire (record: SessionRecord): WireRecord {
       k: identity.claims,
       j: identity.subject,
       o: identity.iss,
+      x: identity.unknown,
     } satisfies Record<keyof WireIdentity, unknown>)),
     p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub, t: session.authTime, a: session.acr } satisfies Record<keyof WireProviderSession, unknown>)),
   } satisfies Record<keyof WireRecord, unknown>)
@@ -58,8 +60,7 @@ export function fromWire (wire: WireRecord): SessionRecord {
     createdAt: wire.c,
     tokens: mapValues(wire.t, (tokens): TokenSet => defined({ access_token: tokens.a, expires_at: tokens.e, refresh_token: tokens.r } satisfies Record<keyof TokenSet, unknown>)),
     identities: wire.i && mapValues(wire.i, (identity): Identity => defined({
-      // Only a machine client's identity has unknown fields, and that is never stored.
-      unknown: undefined,
+      unknown: identity.x,
       sub: identity.s,
       email: identity.m,
       emailVerified: identity.v,

@@ -28,9 +28,10 @@ export interface Identity {
    */
   readonly claims?: Readonly<Record<string, readonly string[]>>
   /**
-   * Only on a machine client's identity (never stored): the person fields its token (with the
-   * route's `claimsFrom` answer) did not carry. A rule cannot tell them (access/rules.ts); a claim
-   * path it did not carry is left out of `claims`, which rules read the same way.
+   * The person fields the claims did not tell: on a machine client's identity (never stored), those
+   * its token (with the route's `claimsFrom` answer) did not carry; on a session's, groups the
+   * provider gave in a shape the gateway does not read. A rule cannot tell them (access/rules.ts); a
+   * claim path not carried or not read is left out of `claims`, which rules read the same way.
    */
   readonly unknown?: readonly PersonField[]
 }

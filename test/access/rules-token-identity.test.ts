@@ -110,7 +110,15 @@ describe('a token identity and the person it names, under the same rules', () =>
     // A session's provider that says nothing means "none": the deny rule does not hold.
     expect(compileRules(lists(undefined, [{ emails: ['x@example.org'] }]))(identityFrom({ sub: 'mallory' }, MAPPING), 'GET', '/x', undefined).admit).toBe(true)
     expect(compileRules(lists(undefined, [{ claims: { [ROLES_PATH]: ['deployer'] } }]))(identityFrom({ sub: 'mallory' }, MAPPING, [ROLES_PATH]), 'GET', '/x', undefined).admit).toBe(true)
-    // A session's claim in a shape the gateway does not read cannot be told: a deny on it holds, an allow does not admit.
+    // A session's groups or claim in a shape the gateway does not read cannot be told: a deny on it holds, an allow does not admit.
+    for (const groups of [[['admins']], [{ name: 'admins' }], { admins: true }, ['staff', null]]) {
+      const session = identityFrom({ sub: 'mallory', groups }, MAPPING)
+      expect(session).toMatchObject({ unknown: ['groups'] })
+      expect(compileRules(lists(undefined, [{ groups: ['admins'] }]))(session, 'GET', '/x', undefined).admit).toBe(false)
+      expect(compileRules(lists([{ groups: ['staff'] }]))(session, 'GET', '/x', undefined).admit).toBe(false)
+    }
+    expect(identityFrom({ sub: 'mallory', groups: 'staff, ops' }, MAPPING)).not.toHaveProperty('unknown')
+    expect(identityFrom({ sub: 'mallory' }, MAPPING)).not.toHaveProperty('unknown')
     for (const roles of [[['deployer']], { deployer: true }, ['reader', null]]) {
       const session = identityFrom({ sub: 'mallory', realm_access: { roles } }, MAPPING, [ROLES_PATH])
       expect(session).not.toHaveProperty(['claims', ROLES_PATH])

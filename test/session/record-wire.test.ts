@@ -19,6 +19,7 @@ const identity = fc.record({
   groups: fc.array(text, { maxLength: 4 }),
   subject: text,
   iss: text,
+  unknown: fc.constant(['groups' as const]),
 }, { requiredKeys: ['sub', 'groups'] })
 const providerSession = fc.record({ idToken: text, sid: text, sub: text }, { requiredKeys: [] })
 
