@@ -17,10 +17,11 @@ const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT
  * failed); one still unanswered when the connection closed ends at its deadline.
  *
  * The store's own commands end at store.timeout, judged after the sockets are read (deadline.ts).
- * ioredis's commandTimeout, which judges before, is only the bound of what the store does not run
- * itself on the connection (the sign-in rate limiter's counter, a publish), at twice that: set to
- * store.timeout, it would fail a store command whose reply is waiting before the store's own
- * deadline could see it.
+ * ioredis's commandTimeout, which judges before, bounds what the store does not run itself on the
+ * connection (the sign-in rate limiter's counter, a publish, ioredis's own ready check), at twice
+ * that: set to store.timeout, it would fail a store command whose reply is waiting before the
+ * store's own deadline could see it. So a process kept from the CPU for up to twice store.timeout
+ * still uses a reply that came in time; one kept away longer fails the command as before.
  */
 function clientOptions (config: StoreConfig) {
   return {
