@@ -43,8 +43,10 @@ export function upstreamPaths (routePath: string, rewritePrefix: string | undefi
       if (!value.startsWith('/') || value.startsWith('//') || !startsUnder(value, to)) return value
       const mapped = `${from}${value.slice(to.length)}` || '/'
       // `/app//evil.example/x` is a path on the upstream's host; cut to `//evil.example/x` it would
-      // lead a browser to another host (`/\\` too: browsers read `\\` as `/`). Such a one passes as written.
-      return mapped.startsWith('//') || mapped.startsWith('/\\') ? value : mapped
+      // lead a browser to another host (`/\\` too: browsers read `\\` as `/`; and `/<TAB>/`, since
+      // they remove tabs and line breaks from a URL before reading it). Such a one passes as written.
+      const read = mapped.replace(/[\t\n\r]/g, '')
+      return read.startsWith('//') || read.startsWith('/\\') ? value : mapped
     },
   }
 }

@@ -43,6 +43,18 @@ describe('the upstream path of a route', () => {
     }))
   })
 
+  it('never maps a Location that stays on the upstream\'s origin to one that leaves the gateway\'s, as a browser reads both (WHATWG URL: tabs and line breaks removed, \\ read as /)', () => {
+    const tail = fc.array(fc.constantFrom('/', '\\', '\t', '\n', '\r', ' ', 'e', '.', '?', '#', '@', ':', '%2F'), { maxLength: 8 }).map((parts) => parts.join(''))
+    const upstreamOrigin = 'https://upstream.example'
+    const gatewayOrigin = 'https://gateway.example'
+    fc.assert(fc.property(fc.constantFrom<[string, string]>(['/', '/inner/'], ['/', '/inner'], ['/app', '/inner/'], ['/app', '/']), tail, ([routePath, rewrite], rest) => {
+      const value = `${rewrite.replace(/\/$/, '')}${rest}`
+      const mapped = upstreamPaths(routePath, rewrite).location(value)
+      if (mapped === value || URL.parse(value, upstreamOrigin)?.origin !== upstreamOrigin) return
+      expect(URL.parse(mapped, gatewayOrigin)?.origin, `${JSON.stringify(value)} mapped to ${JSON.stringify(mapped)}`).toBe(gatewayOrigin)
+    }), { numRuns: 3000 })
+  })
+
   it('leaves any Location that is not under the rewritePrefix as the upstream wrote it, and keeps the rest under the route', () => {
     const rest = fc.string({ maxLength: 20 })
     const location = fc.oneof(fc.string({ maxLength: 30 }), rest.map((r) => `https://host.example${r}`), rest.map((r) => `//${r}`), rest.map((r) => `/inner${r}`), rest.map((r) => `/${r}`))

@@ -209,7 +209,7 @@ describe('what else reads a non-ASCII route path', () => {
   it('a Location a root route\'s rewritePrefix maps back never leads off the gateway\'s origin', () => {
     const paths = upstreamPaths('/', '/app/')
     const staysOn = (origin: string, location: string) => new URL(location, origin).origin === origin
-    for (const location of ['/app//evil.example/x', '/app/\\evil.example/x']) {
+    for (const location of ['/app//evil.example/x', '/app/\\evil.example/x', '/app/\t/evil.example/x', '/app/\t\\evil.example/x', '/app/\r\n/evil.example/x']) {
       expect(staysOn('https://gateway.example', paths.location(location)), `${location} came back as ${paths.location(location)}`).toBe(true)
     }
     expect(paths.location('/app/next?x=1')).toBe('/next?x=1')
