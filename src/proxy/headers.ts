@@ -4,7 +4,8 @@
 // spelling an upstream could read as one of those (`_` for `-`: CGI, WSGI and PHP read
 // `X_Forwarded_User` as `X-Forwarded-User`), and the identity headers of other gateways an application
 // moved behind this one may still trust (Authelia, Authentik, Grafana's auth proxy, oauth2-proxy,
-// Cloudflare Access, AWS ALB, Azure App Service), minus hop-by-hop headers (RFC 9110 §7.6.1); then
+// Cloudflare Access, AWS ALB, Azure App Service, Pomerium, Google's IAP, Kubernetes' front proxy,
+// Keycloak Gatekeeper, Vouch), minus hop-by-hop headers (RFC 9110 §7.6.1); then
 // the gateway's own, with X-Forwarded-Host naming the gateway's public host, never the client's Host. Client-bound: the upstream's headers minus hop-by-hop ones, so its keep-alive
 // terms never override the client connection's.
 // @see https://www.rfc-editor.org/rfc/rfc9110#section-7.6.1
@@ -22,11 +23,16 @@ const CLIENT_NEVER = [
   'cookie', 'forwarded', 'x-original-url', 'x-original-uri', 'x-rewrite-url', 'x-host', 'x-original-host',
   // What frameworks and CDNs read as the client's address (Rails' remote_ip reads Client-IP).
   'x-real-ip', 'x-client-ip', 'client-ip', 'true-client-ip', 'x-cluster-client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-proxyuser-ip',
+  'x-originating-ip', 'x-remote-addr', 'x-remote-ip', 'x-original-forwarded-for',
+  // What frameworks read as the scheme a proxy in front was reached on (the gateway sets X-Forwarded-Proto).
+  'front-end-https', 'x-url-scheme', 'x-scheme',
   // Identity headers other gateways set, which an application moved behind this one may still trust:
-  // the gateway's own defaults, Authelia's Remote-*, and the X-Authenticated-User / X-Auth-User of many
-  // proxies and plugins.
-  'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-remote-user', 'x-remote-email', 'x-remote-groups',
+  // the gateway's own defaults, Kubernetes' front proxy (X-Remote-User, -Group), Authelia's Remote-*,
+  // the X-Authenticated-User / X-Auth-User of many proxies and plugins, and Keycloak Gatekeeper's
+  // X-Auth-* (not its X-Auth-Token, which APIs take as their own key).
+  'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-remote-user', 'x-remote-email', 'x-remote-groups', 'x-remote-group',
   'remote-user', 'remote-groups', 'remote-email', 'remote-name', 'x-authenticated-user', 'x-auth-user',
+  'x-auth-email', 'x-auth-username', 'x-auth-userid', 'x-auth-subject', 'x-auth-roles', 'x-auth-groups', 'x-auth-audience', 'x-auth-expiresin',
   'x-gateway-assertion', 'proxy-authorization', 'expect',
   // W3C Baggage: name-value pairs that upstreams' tracing libraries read into their context (a user
   // id, a tenant) as if a trusted hop had set them; the gateway's tracing propagates none.
@@ -41,9 +47,16 @@ export const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-m
  * Prefixes of header families dropped whole: X-Forwarded-* (the gateway's), and other gateways'
  * identity families: oauth2-proxy's X-Auth-Request-*, Grafana's X-WEBAUTH-*, Authentik's
  * X-Authentik-*, Cloudflare Access's Cf-Access-* (its JWT and user e-mail), AWS ALB's X-Amzn-Oidc-*,
- * Azure App Service's X-MS-CLIENT-PRINCIPAL, -NAME, -ID and -IDP (hence no `-` after it).
+ * Azure App Service's X-MS-CLIENT-PRINCIPAL, -NAME, -ID and -IDP (hence no `-` after it),
+ * Pomerium's X-Pomerium-* (its JWT, X-Pomerium-Claim-*), Google IAP's
+ * X-Goog-Authenticated-User-* and X-Goog-Iap-Jwt-Assertion, Kubernetes' X-Remote-Extra-*, Vouch's
+ * X-Vouch-*.
  */
-const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-authentik-', 'cf-access-', 'x-amzn-oidc-', 'x-ms-client-principal']
+const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-authentik-', 'cf-access-', 'x-amzn-oidc-', 'x-ms-client-principal',
+  'x-pomerium-', 'x-goog-authenticated-user-', 'x-goog-iap-', 'x-remote-extra-', 'x-vouch-']
+
+/** One test for every prefix at once. */
+const OWNED_PREFIX = new RegExp(`^(?:${OWNED_PREFIXES.join('|')})`)
 
 /** The names listed in a Connection header (lower case), which are hop-by-hop too. */
 function connectionListed (value: string | string[] | number | undefined): string[] {
@@ -74,7 +87,7 @@ export class ClientHeaderFilter {
   }
 
   private owned (name: string): boolean {
-    return this.dropped.has(name) || OWNED_PREFIXES.some((prefix) => name.startsWith(prefix))
+    return this.dropped.has(name) || OWNED_PREFIX.test(name)
   }
 
   /** The client's headers that may go upstream, as a new object (deleting keys makes V8's objects slow). */

@@ -44,6 +44,8 @@ const NAMES = [
   'X-WEBAUTH-USER', 'X-WEBAUTH-GROUPS', 'X-authentik-username', 'X-authentik-groups', 'X-Auth-Request-User', 'X-Auth-Request-Groups',
   'Cf-Access-Jwt-Assertion', 'Cf-Access-Authenticated-User-Email', 'X-Amzn-Oidc-Data', 'X-Amzn-Oidc-Identity',
   'X-MS-CLIENT-PRINCIPAL', 'X-MS-CLIENT-PRINCIPAL-NAME',
+  'X-Pomerium-Jwt-Assertion', 'X-Pomerium-Claim-Email', 'X-Goog-Authenticated-User-Email', 'X-Goog-Iap-Jwt-Assertion',
+  'X-Remote-User', 'X-Remote-Group', 'X-Remote-Extra-Scopes', 'X-Auth-Email', 'X-Auth-Username', 'X-Auth-Groups', 'X-Vouch-User',
   // oauth2-proxy's X-Forwarded-* beyond the gateway's three, and what the proxy itself sets or clears.
   'X-Forwarded-Preferred-Username', 'X-Forwarded-Access-Token', 'X-Forwarded-For', 'X-Forwarded-Host',
   'X-Real-IP', 'X-Original-URL', 'X-Original-URI',

@@ -65,6 +65,7 @@ const SPOOFED = [
   'X_Gateway_Assertion', 'Proxy-Authorization', 'Client-IP', 'Client_IP', 'X-Cluster-Client-IP', 'CF-Connecting-IP',
   'Fastly-Client-IP', 'X-ProxyUser-Ip', 'X-Host', 'X-Original-Host', 'X-Auth-Request-User', 'X-Auth-Request-Email',
   'x_auth_request_groups', 'X-Remote-User', 'X.Forwarded.User', 'Remote.User',
+  'X-Originating-IP', 'X-Remote-Addr', 'X_Remote_Addr', 'X-Remote-IP', 'X-Original-Forwarded-For', 'Front-End-Https', 'X-Url-Scheme', 'X-Scheme',
 ]
 
 /** The spoofed value's trace in what the upstream saw: no header may carry it. */
@@ -112,7 +113,8 @@ describe('client headers that could be read as the gateway\'s own', () => {
 /**
  * The identity headers of other gateways that applications commonly trust (docs/security.md),
  * with the members their vendors document for each family: Authelia, Grafana's auth proxy,
- * Authentik, oauth2-proxy, Cloudflare Access, AWS ALB, Azure App Service, and the lone names.
+ * Authentik, oauth2-proxy, Cloudflare Access, AWS ALB, Azure App Service, Pomerium, Google's IAP,
+ * Kubernetes' front proxy, Keycloak Gatekeeper, Vouch, and the lone names.
  */
 const OTHER_GATEWAYS = [
   'Remote-User', 'Remote-Groups', 'Remote-Email', 'Remote-Name',
@@ -123,6 +125,12 @@ const OTHER_GATEWAYS = [
   'Cf-Access-Jwt-Assertion', 'Cf-Access-Authenticated-User-Email', 'Cf-Access-Client-Id',
   'X-Amzn-Oidc-Data', 'X-Amzn-Oidc-Identity', 'X-Amzn-Oidc-Accesstoken',
   'X-MS-CLIENT-PRINCIPAL', 'X-MS-CLIENT-PRINCIPAL-NAME', 'X-MS-CLIENT-PRINCIPAL-ID', 'X-MS-CLIENT-PRINCIPAL-IDP',
+  // Pomerium (its JWT and claim headers), Google's IAP, Kubernetes' front proxy, Keycloak Gatekeeper, Vouch.
+  'X-Pomerium-Jwt-Assertion', 'X-Pomerium-Claim-Email', 'X-Pomerium-Claim-Groups',
+  'X-Goog-Authenticated-User-Email', 'X-Goog-Authenticated-User-Id', 'X-Goog-Iap-Jwt-Assertion',
+  'X-Remote-Group', 'X-Remote-Extra-Scopes',
+  'X-Auth-Email', 'X-Auth-Username', 'X-Auth-Userid', 'X-Auth-Subject', 'X-Auth-Roles', 'X-Auth-Groups',
+  'X-Vouch-User', 'X-Vouch-IdP-Claims-Groups',
 ]
 
 /** Every way to join a name's words with `-`, `_` or `.` (what CGI-style servers read as one name). */
