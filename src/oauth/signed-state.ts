@@ -45,8 +45,8 @@ export function signState (key: StateKey, claims: Record<string, unknown>, ttlMs
 export type OpenedState =
   | { ok: true, claims: Record<string, unknown> & { exp: number }, /** the id of the key that opened it */ kid: string }
   | { ok: false, reason: 'invalid' }
-  /** `claims`: what the gateway signed, authentic but no longer valid (a page may read where the flow was going). */
-  | { ok: false, reason: 'expired', claims: Record<string, unknown> }
+  /** `claims`: what the gateway signed, authentic but no longer valid (a page may read where the flow was going); `kid`: the key that signed it. */
+  | { ok: false, reason: 'expired', claims: Record<string, unknown>, kid: string }
 
 /**
  * The claims of a state this gateway signed with one of `keys` (the one its header names: one MAC),
@@ -70,6 +70,6 @@ export function openState (keys: StateKeyring, token: string, nowMs: number): Op
   if (typeof claims !== 'object' || claims === null || Array.isArray(claims)) return { ok: false, reason: 'invalid' }
   const exp = (claims as { exp?: unknown }).exp
   if (typeof exp !== 'number' || !Number.isFinite(exp)) return { ok: false, reason: 'invalid' }
-  if (exp <= Math.floor(nowMs / 1000)) return { ok: false, reason: 'expired', claims: claims as Record<string, unknown> }
+  if (exp <= Math.floor(nowMs / 1000)) return { ok: false, reason: 'expired', claims: claims as Record<string, unknown>, kid: key.kid }
   return { ok: true, claims: claims as Record<string, unknown> & { exp: number }, kid: key.kid }
 }

@@ -5,12 +5,15 @@
 // a state is usable once, only in the browser that started it, for one provider, before it expires.
 // The state's header names the key id of the secret it was signed with; the binding tag, verifier
 // and nonce are made with that same secret's flow key, so a sign-in begun before a secret rotation
-// (session.previousSecrets) completes after it.
+// (session.previousSecrets) completes after it. The provider sees the state (in its logs, its
+// analytics, the browser's history of its pages) and may decode a JWS: where the sign-in goes back
+// to (`next`, whose query may hold an application's own code or a reset token), the kept form's
+// binding and the agent interaction are sealed in it (`x`, AES-256-GCM with that secret's keys).
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-10.12
 import { createHash, createHmac, randomBytes, type KeyObject } from 'node:crypto'
 import { GatewayError, MESSAGES } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import { randomToken, type Sealer } from '../session/seal.js'
+import { randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import { storeKeys, type KeyValue } from '../store/store.js'
 import { openState, signState, stateKey, stateKeyring, type StateKey, type StateKeyring } from './signed-state.js'
 
@@ -40,22 +43,34 @@ export interface FlowCookie {
   sequence: number
 }
 
+/** What a state carries that the provider must not read, sealed in it (`x`). */
+interface Hidden {
+  next: string
+  /** the binding of the kept form this sign-in was started for, if any */
+  f?: string
+  /** the agent authorization this sign-in was started for, if any */
+  a?: string
+}
+
 /** The signed state's claims besides iat and exp. */
 export interface StatePayload {
   /** provider (<remote_app_name>) */
   p: string
-  next: string
+  /** {@link Hidden}, sealed to the state's id with the signing secret's keys (base64url) */
+  x: string
   /** the state's random id: the used-state key, and an input of the verifier and nonce */
   n: string
   /** a keyed hash of the browser's flow binding: the state only completes in that browser */
   b: string
   /** the sign-in's sequence number in that browser */
   s: number
-  /** the binding of the kept form this sign-in was started for, if any */
-  f?: string
-  /** the agent authorization this sign-in was started for, if any */
-  a?: string
 }
+
+/** A state as the callback reads it: its claims with what was sealed in them, and the key id that signed it. */
+export type OpenedSignIn = Omit<StatePayload, 'x'> & Hidden & { exp: number, kid: string }
+
+/** The sealing purpose of {@link Hidden}. */
+const HIDDEN = 'state-hidden'
 
 const FLOW_COOKIE = /^([A-Za-z0-9_-]{43})(?:\.(\d{1,15}))?$/
 
@@ -100,8 +115,8 @@ export class Flows {
 
   constructor (
     private readonly store: KeyValue,
-    /** session.secret and previousSecrets: new states are signed with the current one. */
-    sealer: Sealer,
+    /** session.secret and previousSecrets: new states are signed and sealed with the current one. */
+    private readonly sealer: Sealer,
     readonly ttlMs: number,
     private readonly clock: Clock = systemClock
   ) {
@@ -124,10 +139,8 @@ export class Flows {
     const next = { binding: cookie?.binding ?? randomToken(), sequence: (cookie?.sequence ?? 0) + 1 }
     const id = randomBytes(16).toString('base64url')
     const flowKey = this.flowKeys.get(this.stateKey.kid)!
-    const payload: StatePayload = { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence }
-    if (flow.form !== undefined) payload.f = flow.form
-    if (flow.agent !== undefined) payload.a = flow.agent
-    const state = issueState(this.stateKey, payload, this.ttlMs, this.clock.now())
+    const claims = { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence, ...(flow.form === undefined ? {} : { f: flow.form }), ...(flow.agent === undefined ? {} : { a: flow.agent }) }
+    const state = issueState(this.stateKey, this.sealer.key(this.stateKey.kid)!, claims, this.ttlMs, this.clock.now())
     const verifier = flow.pkce ? flowMac(flowKey, 'pkce', next.binding, id) : undefined
     return {
       state,
@@ -144,7 +157,7 @@ export class Flows {
    * Only a signed, unexpired state of this browser reaches the store (one SET NX).
    */
   async complete (state: string | undefined, provider: string, cookie: FlowCookie | undefined, options: { pkce: boolean, openid: boolean }): Promise<FlowRecord> {
-    const payload = verifyState(this.stateKeys, state, provider, this.clock.now())
+    const payload = verifyState(this.stateKeys, this.sealer, state, provider, this.clock.now())
     // The flow key of the secret that signed the state (the one its header named).
     const flowKey = this.flowKeys.get(payload.kid)!
     if (!cookie) throw staleSignIn('the sign-in was started in another browser (no flow cookie)', payload.next)
@@ -177,30 +190,52 @@ function staleSignIn (reason: string, next?: string): GatewayError {
   return new GatewayError('invalid_state', MESSAGES.staleSignIn, { cause: new Error(reason), details: next === undefined ? {} : { flowNext: next } })
 }
 
-/** The `next` of an expired state this gateway signed for `provider`, when it holds one. */
-function ownNext (claims: Record<string, unknown>, provider: string): string | undefined {
-  return claims.p === provider && typeof claims.next === 'string' ? claims.next : undefined
+/** A text or nothing, as the optional fields of {@link Hidden} are. */
+const optionalText = (value: unknown): value is string | undefined => value === undefined || typeof value === 'string'
+
+/**
+ * What `claims` sealed (opened with `key`, to the state's id), or undefined when it cannot be read.
+ * A state 1.0.0 signed carries them in the clear (`next`, `f`, `a`): read so for `state.ttl` after an upgrade.
+ */
+function hiddenOf (claims: Record<string, unknown>, key: SealingKey | undefined): Hidden | undefined {
+  let hidden: Record<string, unknown> = claims
+  if (claims.x !== undefined) {
+    const text = typeof claims.x === 'string' && typeof claims.n === 'string' ? key?.open(HIDDEN, claims.n, claims.x) : undefined
+    const parsed: unknown = typeof text === 'string' ? JSON.parse(text) : undefined
+    if (typeof parsed !== 'object' || parsed === null) return undefined
+    hidden = parsed as Record<string, unknown>
+  }
+  if (typeof hidden.next !== 'string' || !optionalText(hidden.f) || !optionalText(hidden.a)) return undefined
+  return { next: hidden.next, ...(hidden.f === undefined ? {} : { f: hidden.f }), ...(hidden.a === undefined ? {} : { a: hidden.a }) }
 }
 
-/** Signs the state (HS256, key derived from session.secret; the header names its id) with iat and exp. */
-export function issueState (key: StateKey, payload: StatePayload, ttlMs: number, nowMs: number): string {
+/**
+ * The state of `claims`: what the provider must not read sealed with `sealing` (the same secret's
+ * keys), then signed (HS256, key derived from session.secret; the header names its id) with iat and exp.
+ */
+export function issueState (key: StateKey, sealing: SealingKey, claims: Omit<StatePayload, 'x'> & Hidden, ttlMs: number, nowMs: number): string {
+  const { next, f, a, ...open } = claims
+  const hidden: Hidden = { next, ...(f === undefined ? {} : { f }), ...(a === undefined ? {} : { a }) }
+  const payload: StatePayload = { ...open, x: sealing.seal(HIDDEN, open.n, JSON.stringify(hidden)) }
   return signState(key, { ...payload }, ttlMs, nowMs)
 }
 
 /**
- * Checks signature (with the key the header names), expiry and provider; the message says which
- * check failed. `kid` is the id of the key that signed it.
+ * Checks signature (with the key the header names), expiry and provider, and opens what it sealed;
+ * the message says which check failed. `kid` is the id of the key that signed it.
  */
-export function verifyState (keys: StateKeyring, state: string | undefined, provider: string, nowMs: number): StatePayload & { exp: number, kid: string } {
+export function verifyState (keys: StateKeyring, sealer: Sealer, state: string | undefined, provider: string, nowMs: number): OpenedSignIn {
   if (!state) throw staleSignIn('the state parameter is missing')
   const opened = openState(keys, state, nowMs)
-  if (!opened.ok) throw opened.reason === 'expired' ? staleSignIn('the state has expired', ownNext(opened.claims, provider)) : staleSignIn('the state is invalid')
+  if (!opened.ok) {
+    // The `next` of an expired state this gateway signed for `provider`: "Start again" goes back toward it.
+    throw opened.reason === 'expired' ? staleSignIn('the state has expired', opened.claims.p === provider ? hiddenOf(opened.claims, sealer.key(opened.kid))?.next : undefined) : staleSignIn('the state is invalid')
+  }
   const payload = opened.claims as Partial<StatePayload> & { exp: number }
-  if (typeof payload.n !== 'string' || typeof payload.next !== 'string' || typeof payload.p !== 'string' ||
-    typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s) || (payload.f !== undefined && typeof payload.f !== 'string') ||
-    (payload.a !== undefined && typeof payload.a !== 'string')) {
+  const hidden = hiddenOf(opened.claims, sealer.key(opened.kid))
+  if (typeof payload.n !== 'string' || typeof payload.p !== 'string' || typeof payload.b !== 'string' || !Number.isSafeInteger(payload.s) || hidden === undefined) {
     throw staleSignIn('the state is invalid')
   }
   if (payload.p !== provider) throw staleSignIn('the state was issued for another provider')
-  return { ...(payload as StatePayload & { exp: number }), kid: opened.kid }
+  return { p: payload.p, n: payload.n, b: payload.b, s: payload.s!, ...hidden, exp: payload.exp, kid: opened.kid }
 }

@@ -7,7 +7,7 @@ import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
 import { afterAll, describe, expect } from 'vitest'
 import { issueState } from '../../src/oauth/state.js'
-import { deriveKey, keyIdOf } from '../../src/session/seal.js'
+import { deriveKey, keyIdOf, Sealer } from '../../src/session/seal.js'
 import { stateKey } from '../../src/oauth/signed-state.js'
 import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
 import { TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
@@ -54,7 +54,7 @@ describe('pages a person reads, in a real browser', () => {
     const context = await browser.newContext()
     const page = await context.newPage()
     // A state this gateway signed, issued ten minutes before now with five minutes to live.
-    const expired = issueState(stateKey(keyIdOf(TEST_SECRET), createSecretKey(deriveKey(TEST_SECRET, 'state'))), { p: 'demo', next: '/app/reports', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
+    const expired = issueState(stateKey(keyIdOf(TEST_SECRET), createSecretKey(deriveKey(TEST_SECRET, 'state'))), new Sealer(TEST_SECRET).current, { p: 'demo', next: '/app/reports', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
     const response = await page.goto(`${gateway.url}/oauth/authorized/demo/?code=c&state=${expired}`)
     expect(response!.status()).toBe(400)
     const text = await page.locator('body').innerText()

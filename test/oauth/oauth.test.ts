@@ -4,7 +4,7 @@
 // oidc-provider for sign-ins; a stub token endpoint only where a fault is injected.
 import { createSecretKey } from 'node:crypto'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { deriveKey, keyIdOf } from '../../src/session/seal.js'
+import { deriveKey, keyIdOf, Sealer } from '../../src/session/seal.js'
 import { stateKey } from '../../src/oauth/signed-state.js'
 import { issueState } from '../../src/oauth/state.js'
 import { safeNext } from '../../src/oauth/urls.js'
@@ -99,11 +99,12 @@ describe('GET /oauth/login/<provider>/', () => {
     })
     expect(params.code_challenge).toMatch(/^[A-Za-z0-9_-]{43}$/)
     expect(params.code_verifier).toBeUndefined()
-    // The state is a JWS whose payload carries the provider, next, its id, a tag of the browser's
-    // binding and a sequence number, never the verifier.
+    // The state is a JWS whose payload carries the provider, its id, a tag of the browser's binding,
+    // a sequence number and, sealed (x), where the sign-in goes back to; never the verifier, and
+    // nothing the provider can read of `next`.
     const [, payload] = state.split('.')
     const claims = JSON.parse(Buffer.from(payload!, 'base64url').toString()) as Record<string, unknown>
-    expect(Object.keys(claims).sort()).toEqual(['b', 'exp', 'iat', 'n', 'next', 'p', 's'])
+    expect(Object.keys(claims).sort()).toEqual(['b', 'exp', 'iat', 'n', 'p', 's', 'x'])
     expect((claims.exp as number) - (claims.iat as number)).toBe(300)
   })
 
@@ -184,7 +185,7 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
   it('rejects an expired state with 400 invalid_state', async () => {
     const browser = new Browser()
     await startLogin(browser)
-    const expired = issueState(stateKey(keyIdOf(TEST_SECRET), createSecretKey(deriveKey(TEST_SECRET, 'state'))), { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
+    const expired = issueState(stateKey(keyIdOf(TEST_SECRET), createSecretKey(deriveKey(TEST_SECRET, 'state'))), new Sealer(TEST_SECRET).current, { p: 'stub', next: '/', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
     await expectStale(callback(browser, { code: 'c', state: expired }), /expired/)
   })
 

@@ -47,7 +47,7 @@ describe('signed state', () => {
     const exp = Math.floor(NOW / 1000) + 300
     expect(openState(ring, token, exp * 1000 - 1).ok).toBe(true)
     // Still the gateway's own claims: a page may read where an expired sign-in was going.
-    expect(openState(ring, token, exp * 1000)).toEqual({ ok: false, reason: 'expired', claims: { p: 'demo', iat: exp - 300, exp } })
+    expect(openState(ring, token, exp * 1000)).toEqual({ ok: false, reason: 'expired', claims: { p: 'demo', iat: exp - 300, exp }, kid: key.kid })
   })
 
   const good = signState(key, { p: 'demo', next: '/' }, 300_000, NOW)

@@ -56,6 +56,39 @@ describe('a sign-in across a secret rotation', () => {
   })
 })
 
+describe('what the state seals (where the sign-in goes back to, the kept form, the agent interaction)', () => {
+  const s1 = stateKey(keyIdOf(S1), createSecretKey(deriveKey(S1, 'state')))
+  const payloadOf = (state: string) => JSON.parse(Buffer.from(state.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>
+
+  it('is unreadable in the state and comes back whole at the callback, across a rotation too', async () => {
+    const store = newStore()
+    const flow = { ...FLOW, next: '/app/cb?code=secret-code&reset=secret-reset', form: 'form-binding-123', agent: 'agent-interaction-456' }
+    const begun = await flows(store, [S1]).begin(undefined, flow)
+    const seen = Buffer.from(begun.state.split('.')[1]!, 'base64url').toString()
+    for (const value of ['secret-code', 'secret-reset', '/app/cb', 'form-binding-123', 'agent-interaction-456']) expect(seen).not.toContain(value)
+    expect(await flows(store, [S2, S1]).complete(begun.state, 'demo', begun.cookie, flow)).toMatchObject({ next: flow.next, form: flow.form, agent: flow.agent })
+  })
+
+  it('a state 1.0.0 signed, with them in the clear, still completes within its lifetime after an upgrade', async () => {
+    const store = newStore()
+    const begun = await flows(store, [S1]).begin(undefined, FLOW)
+    const { x: _sealed, ...claims } = payloadOf(begun.state)
+    const older = signState(s1, { ...claims, next: '/app/older', f: 'form-1' }, 300_000, NOW)
+    expect(await flows(store, [S1]).complete(older, 'demo', begun.cookie, FLOW)).toMatchObject({ next: '/app/older', form: 'form-1' })
+  })
+
+  it('one sealed to another state\'s id, or with another secret, is invalid', async () => {
+    const store = newStore()
+    const first = await flows(store, [S1]).begin(undefined, FLOW)
+    const second = await flows(store, [S1]).begin(first.cookie, FLOW)
+    const moved = signState(s1, { ...payloadOf(first.state), x: payloadOf(second.state).x }, 300_000, NOW)
+    await expect(flows(store, [S1]).complete(moved, 'demo', second.cookie, FLOW)).rejects.toMatchObject({ code: 'invalid_state', cause: new Error('the state is invalid') })
+    const elsewhere = await flows(newStore(), [S2]).begin(undefined, FLOW)
+    const foreign = signState(s1, { ...payloadOf(first.state), x: payloadOf(elsewhere.state).x }, 300_000, NOW)
+    await expect(flows(store, [S1]).complete(foreign, 'demo', first.cookie, FLOW)).rejects.toMatchObject({ code: 'invalid_state', cause: new Error('the state is invalid') })
+  })
+})
+
 describe('the accepted state headers', () => {
   const s1 = stateKey(keyIdOf(S1), createSecretKey(deriveKey(S1, 'state')))
   const s2 = stateKey(keyIdOf(S2), createSecretKey(deriveKey(S2, 'state')))

@@ -175,3 +175,20 @@ describe('email_verified: false never satisfies an e-mail rule', () => {
     expect((await carol.fetch(`${gateway.url}/email/x`, { headers: json })).status).toBe(200)
   })
 })
+
+describe('what the provider sees of a sign-in (its logs, its analytics, the history of its pages)', () => {
+  it('never reads where the sign-in goes back to: a protected URL\'s query (an application\'s own code, a reset token) is sealed in the state', async () => {
+    const secrets = ['AppOwnOauthCode9f8e7d6c5b4a', 'AppOwnOauthState1a2b3c4d5e6f', 'PasswordResetToken5c4b3a2f1e']
+    const target = `/app/integrations/callback?code=${secrets[0]}&state=${secrets[1]}&reset=${secrets[2]}`
+    const browser = new Browser()
+    const response = await browser.navigate(`${gateway.url}${target}`, { login: 'alice' })
+    expect(response.status).toBe(200)
+    // The application gets its query back after the sign-in.
+    expect(upstream.seen.at(-1)?.url).toBe(target)
+    const authorize = new URL(browser.hops.find((hop) => hop.location?.startsWith(op.issuer) === true)!.location!)
+    const state = authorize.searchParams.get('state')!
+    const seen = `${authorize.href}\n${Buffer.from(state.split('.')[1]!, 'base64url').toString('utf8')}`
+    expect(secrets.filter((secret) => seen.includes(secret))).toEqual([])
+    expect(seen).not.toContain('integrations')
+  })
+})
