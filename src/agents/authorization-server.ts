@@ -213,6 +213,7 @@ function unframed (ctx: { set: (name: string, value: string) => void }): void {
   ctx.set('cache-control', 'no-store')
   ctx.set('content-security-policy', "frame-ancestors 'none'")
   ctx.set('x-frame-options', 'DENY')
+  ctx.set('referrer-policy', 'same-origin')
 }
 
 function configuration (options: AuthorizationServerOptions, jwk: Record<string, unknown>): Configuration {

@@ -81,7 +81,8 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   if (wantsHtml(request)) {
     // Through forward-auth the page shows at the application's address: a path would lead there.
     const home = request.routeOptions.url === FORWARD_AUTH_ROUTE ? `${ownOrigin}${HOME}` : HOME
-    return reply.type('text/html; charset=utf-8').send(errorPage(error, cameFrom(request.headers.referer, ownOrigin, request.url) ?? home))
+    // Another site never learns the page's address (a callback's code and state, a `next` with its query).
+    return reply.type('text/html; charset=utf-8').header('referrer-policy', 'same-origin').send(errorPage(error, cameFrom(request.headers.referer, ownOrigin, request.url) ?? home))
   }
   return reply.type('application/json; charset=utf-8').send({
     error: error.code,

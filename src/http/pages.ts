@@ -10,6 +10,8 @@ export function sendUnframed (reply: FastifyReply, html: string): FastifyReply {
   return reply.type('text/html; charset=utf-8')
     .header('content-security-policy', "frame-ancestors 'none'")
     .header('x-frame-options', 'DENY')
+    // Another site never learns the page's address (a `next` with its query, a code in a callback's).
+    .header('referrer-policy', 'same-origin')
     .send(html)
 }
 

@@ -274,7 +274,7 @@ export class Agents implements AgentSignIns {
   private async interactions (scope: FastifyInstance): Promise<void> {
     await scope.register(cookie)
     scope.addHook('onSend', async (_request, reply) => {
-      reply.header('cache-control', 'no-store').header('content-security-policy', "frame-ancestors 'none'").header('x-frame-options', 'DENY')
+      reply.header('cache-control', 'no-store').header('content-security-policy', "frame-ancestors 'none'").header('x-frame-options', 'DENY').header('referrer-policy', 'same-origin')
     })
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 4096 }, (_request, body, done) => {
       done(null, Object.fromEntries(new URLSearchParams(body as string)))

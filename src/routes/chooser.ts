@@ -7,7 +7,7 @@ import type { FastifyInstance } from 'fastify'
 import { routeFor } from '../access/step-up-route.js'
 import { canonicalTarget } from '../config/canonical.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
-import { chooserPage } from '../http/pages.js'
+import { chooserPage, sendUnframed } from '../http/pages.js'
 import { parseFormBinding } from '../oauth/preserved-body.js'
 import { HOME, loginUrl, safeNext } from '../oauth/urls.js'
 
@@ -39,6 +39,7 @@ export function chooserRoutes (app: FastifyInstance, config: GatewayConfig): voi
     if (route.providers.length === 1) return await reply.redirect(withForm(loginUrl(config, route.providers[0]!, next)), 302)
     const links = route.providers.map((name) => ({ name, href: withForm(loginUrl(config, name, next)) }))
     reply.header('cache-control', 'no-store')
-    return await reply.type('text/html; charset=utf-8').send(chooserPage(route.path === '/' ? '/' : `${route.path}/`, links))
+    // Its address holds `next`: never framed, and never told to the provider a choice leads to.
+    return await sendUnframed(reply, chooserPage(route.path === '/' ? '/' : `${route.path}/`, links))
   })
 }

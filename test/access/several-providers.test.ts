@@ -67,8 +67,11 @@ it('a browser meets the chooser, signs in at the partner through it, and the par
   expect(await page.locator('a.button').allTextContents()).toEqual(['Sign in with demo', 'Sign in with partner'])
   await page.screenshot({ path: `${ARTIFACTS}/several-providers-chooser.png`, fullPage: true })
   const seen = upstream.seen.length
+  const toPartner = page.waitForRequest((request) => request.url().startsWith(partner.issuer))
   await page.click('a:has-text("Sign in with partner")')
   expect(page.url().startsWith(partner.issuer)).toBe(true)
+  // The chooser's address holds `next` (its query too): the provider is not told it, nor the gateway's origin.
+  expect((await toPartner).headers().referer).toBeUndefined()
   await signInThere(page, 'pat', target)
   const reached = upstream.seen.slice(seen)
   expect(reached.map((request) => request.url)).toEqual(['/app/docs/guide'])

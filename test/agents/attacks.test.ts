@@ -89,6 +89,7 @@ async function toConsent (browser: Browser, url: string, login: string): Promise
   expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
   expect(page.headers.get('x-frame-options')).toBe('DENY')
   expect(page.headers.get('cache-control')).toBe('no-store')
+  expect(page.headers.get('referrer-policy')).toBe('same-origin')
   return { body, csrf: /name="csrf" value="([^"]+)"/.exec(body)?.[1] ?? '', action: new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, gateway.url).href }
 }
 

@@ -296,6 +296,8 @@ describe('the device flow', () => {
       expect(page.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
       expect(page.headers.get('x-frame-options')).toBe('DENY')
       expect(page.headers.get('cache-control')).toBe('no-store')
+      // The page's address may hold the code (user_code): no other site is told it.
+      expect(page.headers.get('referrer-policy')).toBe('same-origin')
     }
     let xsrf = xsrfOf(await entry.text())
     // Each is shown the entry again (with the form's next CSRF field), saying why.

@@ -191,4 +191,12 @@ describe('what the provider sees of a sign-in (its logs, its analytics, the hist
     expect(secrets.filter((secret) => seen.includes(secret))).toEqual([])
     expect(seen).not.toContain('integrations')
   })
+
+  it('is not told the address of a callback\'s error page by the browser either (its query holds the code and state)', async () => {
+    const browser = new Browser()
+    const callback = await reachCallback(browser, `${gateway.url}/app/x?token=secret`)
+    const failed = await browser.fetch(`${gateway.url}/oauth/authorized/demo/?error=access_denied&state=${encodeURIComponent(callback.searchParams.get('state')!)}`, { headers: { accept: 'text/html' } })
+    expect(failed.status).toBeGreaterThanOrEqual(400)
+    expect(failed.headers.get('referrer-policy')).toBe('same-origin')
+  })
 })
