@@ -232,13 +232,13 @@ export class Access {
   }
 }
 
-/** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
 /** An allowed verdict carries the grant it was judged as. */
 function withGrantOf (verdict: Verdict | Promise<Verdict>, grant: Grant): Verdict | Promise<Verdict> {
   const carry = (judged: Verdict): Verdict => judged.kind === 'allow' ? { ...judged, grant } : judged
   return verdict instanceof Promise ? verdict.then(carry) : carry(verdict)
 }
 
+/** The decision as a verdict: an allowed one with the guard's assertion (signed now if none is ready). */
 function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_session' }>, session: Session | undefined): Verdict | Promise<Verdict> {
   if (decision.kind !== 'allow') return decision
   const signer = decision.provider === undefined ? guard.signer : guard.signers?.[decision.provider]
@@ -248,8 +248,12 @@ function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_
 }
 
 /** An allowed decision with the subject's assertion: at once when one is ready, else once signed. */
-function signed (signer: AssertionSigner, id: string, decision: Extract<Decision, { kind: 'allow' }>, via: Allowed['via']): Verdict | Promise<Verdict> {
+function signed (signer: AssertionSigner, session: string, decision: Extract<Decision, { kind: 'allow' }>, via: Allowed['via']): Verdict | Promise<Verdict> {
   const { accessToken, identity, rule, provider } = decision
+  // Kept by the session (or token) and the name this route gives its person: one route may name a
+  // second issuer's `alice` `partner:alice`, another whose own provider that is `alice`, and the
+  // assertion one signed must never reach the other's upstream.
+  const id = `${session} ${identity?.sub ?? ''}`
   const ready = signer.ready(id)
   if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, provider, assertion: ready, via }
   // A signing that fails (the key ring's store) is the store's failure, answered as such.

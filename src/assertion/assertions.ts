@@ -34,7 +34,7 @@ interface Entry {
 /** Re-sign when less than this share of the lifetime is left. */
 const RENEW_WHEN_LEFT = 1 / 3
 
-/** The assertions of one provider for one audience, by session id (or a machine client's token hash). */
+/** The assertions of one provider for one audience, by session id (or a machine client's token hash) and the name the route gives the person (authorize.ts signed). */
 export class AudienceAssertions {
   /** Signings under way, by session id: concurrent requests of one session share one. */
   private readonly signing = new Map<string, Promise<string>>()

@@ -2,7 +2,7 @@
 // authorization servers each issue a token whose subject is `alice`; the route's own provider's
 // alice keeps her name, the second issuer's is `partner:alice` in rules, X-Forwarded-User, the
 // signed assertion and the refusal's `seen.user`, on a route and at forward-auth.
-import { createRemoteJWKSet, jwtVerify } from 'jose'
+import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
@@ -12,6 +12,8 @@ import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 const ALICE = { id: 'alice', secret: 'alice-secret' }
 const HOST = 'api.example.com'
+/** A forward-auth host without rules: any token of its issuers passes, named as the URL's provider names it. */
+const OPEN_HOST = 'reports.example.com'
 
 let redis: TestRedis
 let upstream: Upstream
@@ -35,8 +37,10 @@ beforeAll(async () => {
       { path: '/team/', upstream: upstream.url, provider: 'demo', allow: { users: ['alice'] }, bearer },
       { path: '/shared/', upstream: upstream.url, provider: 'demo', assertion: true, bearer },
       { path: '/partners/', upstream: upstream.url, provider: 'demo', allow: { users: ['partner:alice'] }, bearer },
+      // The partner's own route on the same upstream: there its alice is the plain one.
+      { path: '/partner-side/', upstream: upstream.url, provider: 'partner', assertion: true, bearer },
     ],
-    forwardAuth: { hosts: { [HOST]: { allow: { users: ['alice'] }, bearer } } },
+    forwardAuth: { hosts: { [HOST]: { allow: { users: ['alice'] }, bearer }, [OPEN_HOST]: { bearer } } },
   })
 })
 
@@ -70,6 +74,26 @@ describe('a second issuer\'s alice', () => {
     expect(assertion.payload).toMatchObject({ sub: 'partner:alice', provider: 'partner' })
     expect((await call(partner, '/partners/x')).status).toBe(200)
     expect((await call(home, '/partners/x')).status).toBe(403)
+  })
+
+  it('is named by each route in its own assertion when one token goes to two routes of one upstream, or one host under two providers', async () => {
+    const token = await clientCredentialsToken(partner, ALICE, 'api://orders')
+    const send = async (path: string, headers: Record<string, string> = {}) => await fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${token}`, ...headers } })
+    const sub = (assertion: unknown) => decodeJwt(String(assertion)).sub
+    const seen = (path: string) => upstream.seen.find((request) => request.url === path)!.headers
+    // First where the partner is the route's own provider, then where it is not: the assertion of
+    // the first (sub alice) must not be the second's.
+    expect((await send('/partner-side/a')).status).toBe(200)
+    expect((await send('/shared/c')).status).toBe(200)
+    expect(sub(seen('/partner-side/a')['x-gateway-assertion'])).toBe('alice')
+    expect(seen('/shared/c')['x-forwarded-user']).toBe('partner:alice')
+    expect(sub(seen('/shared/c')['x-gateway-assertion'])).toBe('partner:alice')
+    const asked = { 'x-forwarded-host': OPEN_HOST, 'x-forwarded-uri': '/x', 'x-forwarded-method': 'GET' }
+    const asPartner = await send('/oauth/auth/partner/', asked)
+    expect(sub(asPartner.headers.get('x-gateway-assertion'))).toBe('alice')
+    const asHome = await send('/oauth/auth/demo/', asked)
+    expect(asHome.status).toBe(200)
+    expect(sub(asHome.headers.get('x-gateway-assertion'))).toBe('partner:alice')
   })
 
   it('is told from the forward-auth URL\'s provider\'s alice at forward-auth too', async () => {
