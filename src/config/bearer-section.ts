@@ -151,3 +151,19 @@ export function sharedNameWarnings (places: readonly RulePlace[]): string[] {
     })
   })
 }
+
+/**
+ * Routes and hosts that introspect opaque tokens of several issuers: such a token names no issuer,
+ * so it goes to each one's introspection endpoint in turn until one calls it active, and each
+ * issuer sees the tokens of the others listed after it (access-tokens.ts introspect).
+ */
+export function introspectionWarnings (config: Pick<GatewayConfig, 'routes' | 'forwardAuth'>): string[] {
+  const places: Array<[string, BearerConfig | undefined]> = [
+    ...config.routes.map((route, i): [string, BearerConfig | undefined] => [`routes[${i}].bearer`, route.bearer]),
+    ...[...config.forwardAuth.bearer].map(([host, bearer]): [string, BearerConfig | undefined] => [`forwardAuth.hosts.${host}.bearer`, bearer]),
+  ]
+  return places.flatMap(([at, bearer]) => bearer?.introspect === true && bearer.issuers.length > 1
+    ? [`${at}.introspect: an opaque token names no issuer, so it is introspected at ${bearer.issuers.join(', then ')} in turn until one calls it active: ` +
+      `each sees the tokens of those listed after it (${bearer.issuers[0]} those of ${bearer.issuers.slice(1).join(' and ')}). List one issuer where tokens are introspected, or only issuers of one party (machine-clients.md)`]
+    : [])
+}

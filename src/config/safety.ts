@@ -4,7 +4,7 @@
 // settings that are allowed but weaken the gateway (a less protected route that reaches some of a
 // protected route's upstream paths is route-reach.ts's). Pure functions: validate.ts turns their answers into problems, and start-up
 // and `--check` report the warnings.
-import { rulePlaces, sharedNameWarnings, unpinnedIssuerWarnings } from './bearer-section.js'
+import { introspectionWarnings, rulePlaces, sharedNameWarnings, unpinnedIssuerWarnings } from './bearer-section.js'
 import { networkWarnings } from './network-warnings.js'
 import { baseUrlPortWarnings } from './server-warnings.js'
 import { isIP } from 'node:net'
@@ -215,6 +215,7 @@ export function configWarnings (config: GatewayConfig): string[] {
   const places = rulePlaces(config)
   warnings.push(...unpinnedIssuerWarnings(places, config.providers))
   warnings.push(...sharedNameWarnings(places))
+  warnings.push(...introspectionWarnings(config))
   warnings.push(...baseUrlPortWarnings(config.server))
   return warnings
 }

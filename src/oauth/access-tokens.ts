@@ -96,6 +96,11 @@ function keysUnavailable (message: string, retryAfterS: number, cause: unknown):
 }
 
 /** What a failed jose verification means for the caller: a refusal, or (thrown) the provider's keys cannot be read. */
+/** An introspection answer's `token_type` or `typ` that names another kind of token than an access token. */
+function notAnAccessToken (type: unknown): boolean {
+  return typeof type === 'string' && /refresh|offline|id[_-]?token|^id$/i.test(type)
+}
+
 function verificationProblem (error: unknown, provider: ResolvedProvider): TokenCheck {
   if (error instanceof KeysUnavailable) throw keysUnavailable(error.message, error.retryAfterS, error.cause)
   if (error instanceof joseErrors.JWTExpired) return refused('expired', TOKEN_MESSAGES.expired)
@@ -242,6 +247,10 @@ export class AccessTokens {
       const claims = await introspection(provider, token)
       if (claims.active !== true) continue
       if (claims.iss !== undefined && claims.iss !== provider.expectedIssuer) continue
+      // Active, but not an access token: a refresh token (oidc-provider leaves its token_type out;
+      // Keycloak says typ Refresh or Offline), meant for the token endpoint with the client's own
+      // authentication, or an ID token. As an access token it is no token at all.
+      if (notAnAccessToken(claims.token_type) || notAnAccessToken(claims.typ)) return refused('inactive', TOKEN_MESSAGES.inactive)
       if (claims.cnf !== undefined) return refused('sender_constrained', TOKEN_MESSAGES.senderConstrained)
       const now = this.clock.now() / 1000
       if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', TOKEN_MESSAGES.expired)

@@ -188,6 +188,21 @@ it('--check warns where a rule admits another issuer\'s people or tokens by grou
   expect(warn({ ...tokens(['corp']), allow: [{ groups: ['admins'] }] })).toEqual([])
 })
 
+it('--check warns where opaque tokens of several issuers are introspected: each issuer sees the tokens of those listed after it', () => {
+  const warn = (bearer: Record<string, unknown>, host?: Record<string, unknown>): string[] => configWarnings(parseConfig(stringify({
+    server: { trustProxy: ['127.0.0.1'] },
+    session: { secret: TEST_SECRET },
+    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: 'https://corp.example', scope: 'openid' }, partner: { clientId: 'p', clientSecret: 'ps', issuer: 'https://partner.example', scope: 'openid' } },
+    routes: [{ path: '/api/', upstream: 'http://127.0.0.1:9100', provider: 'corp', bearer: { audience: 'api://a', ...bearer } }],
+    ...(host === undefined ? {} : { forwardAuth: { hosts: { 'api.example.com': { bearer: { audience: 'api://a', ...host } } } } }),
+  }), {})).filter((warning) => warning.includes('introspect'))
+  expect(warn({ issuers: ['partner', 'corp'], introspect: true })).toEqual([expect.stringMatching(/^routes\[0\]\.bearer\.introspect: an opaque token names no issuer, so it is introspected at partner, then corp in turn .* \(partner those of corp\)/)])
+  expect(warn({ issuers: ['corp'], introspect: true }, { issuers: ['corp', 'partner'], introspect: true })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.api\.example\.com\.bearer\.introspect: .* at corp, then partner/)])
+  // One issuer, or several that only sign JWTs: nothing to say.
+  expect(warn({ issuers: ['corp'], introspect: true })).toEqual([])
+  expect(warn({ issuers: ['partner', 'corp'] })).toEqual([])
+})
+
 it('--check warns about a forward-auth host that takes a token-only issuer\'s tokens without pinning who may pass, as about a route', () => {
   const warn = (host: Record<string, unknown>): string[] => configWarnings(parseConfig(stringify({
     server: { trustProxy: ['127.0.0.1'] },

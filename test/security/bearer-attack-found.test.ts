@@ -3,10 +3,12 @@
 // here with its own signing key where a claim must be odd, real Redis, a real echo upstream.
 // Each case here was found by an attack and failed before its fix.
 import { decodeProtectedHeader, SignJWT, type JWTPayload } from 'jose'
+import { createServer, type Server } from 'node:http'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { oidcClient, reserveBaseUrl, startForwardAuthGateway, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { CI, clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
 import type { TestProvider } from '../helpers/oidc.js'
+import { close, listen } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -15,10 +17,29 @@ let upstream: Upstream
 let op: TestProvider
 let gateway: TestGateway
 let kid: string
+/**
+ * A Keycloak stand-in (it cannot be reached from here): its discovery and an RFC 7662 endpoint that
+ * answers each token as Keycloak's documentation shows, a refresh token with `typ: Refresh`.
+ */
+let keycloak: { url: string, answers: Map<string, Record<string, unknown>>, server: Server }
 
 beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
+  const answers = new Map<string, Record<string, unknown>>()
+  const server = createServer((req, res) => {
+    const json = (value: unknown) => { res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(value)) }
+    if (req.url === '/.well-known/openid-configuration') {
+      json({ issuer: keycloak.url, authorization_endpoint: `${keycloak.url}/auth`, token_endpoint: `${keycloak.url}/token`, jwks_uri: `${keycloak.url}/certs`, introspection_endpoint: `${keycloak.url}/token/introspect` })
+    } else if (req.url === '/certs') {
+      json({ keys: [] })
+    } else {
+      let body = ''
+      req.on('data', (chunk: Buffer) => { body += chunk.toString() })
+      req.on('end', () => { json(answers.get(new URLSearchParams(body).get('token') ?? '') ?? { active: false }) })
+    }
+  })
+  keycloak = { url: await listen(server), answers, server }
   const reserved = await reserveBaseUrl()
   op = await startMachineProvider(reserved.baseUrl)
   kid = decodeProtectedHeader(await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')).kid!
@@ -29,6 +50,7 @@ beforeAll(async () => {
       demo: oidcClient(op.issuer, 'c', 's', 'openid email groups'),
       // The same issuer, its users named by their e-mail address (as preset: google does).
       mail: { ...oidcClient(op.issuer, 'c', 's', 'openid email groups'), claims: { user: 'email' } },
+      keycloak: oidcClient(keycloak.url, 'c', 's'),
     },
     routes: [
       { path: '/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders' } },
@@ -36,13 +58,14 @@ beforeAll(async () => {
       { path: '/ledger-jwt-only/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger' } },
       { path: '/café/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders' } },
       { path: '/boss/', upstream: upstream.url, provider: 'mail', allow: { users: ['boss@example.com'] }, bearer: { audience: 'api://orders' } },
+      { path: '/kc/', upstream: upstream.url, provider: 'keycloak', bearer: { audience: 'api://kc', introspect: true } },
     ],
   })
 })
 
 afterAll(async () => {
   await gateway?.close()
-  await Promise.all([op?.close(), upstream?.close()])
+  await Promise.all([op?.close(), upstream?.close(), keycloak && close(keycloak.server)])
   await redis?.release()
 })
 
@@ -184,6 +207,22 @@ describe('introspection', () => {
   // route with the same issuer and audience whose block says `introspect: false` (documented as
   // "refuses tokens that are not JWTs"), for up to 60 s; before the first route saw it, the same
   // request is refused (not_a_jwt). Which route a client called first changes the answer.
+  it('an active refresh token (or ID token) is no access token: refused as inactive, whatever its aud', async () => {
+    const exp = Math.floor(Date.now() / 1000) + 3600
+    const about = { iss: keycloak.url, sub: 'alice', aud: 'api://kc', exp }
+    keycloak.answers.set('kc-access', { active: true, token_type: 'Bearer', typ: 'Bearer', ...about })
+    keycloak.answers.set('kc-refresh', { active: true, typ: 'Refresh', ...about })
+    keycloak.answers.set('kc-offline', { active: true, typ: 'Offline', ...about })
+    keycloak.answers.set('rfc-refresh', { active: true, token_type: 'refresh_token', ...about })
+    keycloak.answers.set('rfc-id', { active: true, token_type: 'urn:ietf:params:oauth:token-type:id_token', ...about })
+    expect((await get('/kc/x', { authorization: 'Bearer kc-access' })).status).toBe(200)
+    for (const token of ['kc-refresh', 'kc-offline', 'rfc-refresh', 'rfc-id']) {
+      const answer = await get('/kc/x', { authorization: `Bearer ${token}` })
+      expect({ token, status: answer.status }).toEqual({ token, status: 401 })
+      expect(answer.body).toContain('invalid_token')
+    }
+  })
+
   it('a route without introspect refuses an opaque token even after another route introspected it', async () => {
     const token = await clientCredentialsToken(op, CI, 'api://ledger', 'ledger.read')
     expect((await get('/ledger-jwt-only/before', { authorization: `Bearer ${token}` })).status).toBe(401)
