@@ -22,7 +22,7 @@ export function websocketHighWater (maxMessage: number): number {
   return Math.max(2 * maxMessage, HIGH_WATER_FLOOR)
 }
 
-/** The hooks of one route's websockets, called by the link (websocket-link.ts). */
+/** The hooks of one route's websockets, called by the link (websocket-link.ts) before each message, ping or pong it passes on. */
 export interface WebSocketHooks {
   onConnect: (context: unknown, source: WebSocket, target: WebSocket) => void
   onIncomingMessage: (context: unknown, source: WebSocket, target: WebSocket, message: { data: Buffer | ArrayBuffer | Buffer[] }) => void

@@ -240,12 +240,18 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
   /** The most any gateway leg had unsent right after a send, and how many times one paused. */
   let peak = 0
   let pauses = 0
-  const { send, pause } = WebSocket.prototype
+  const { send, pause, ping, pong } = WebSocket.prototype
   beforeAll(() => {
     vi.spyOn(WebSocket.prototype, 'send').mockImplementation(function (this: WebSocket, ...args: Parameters<WebSocket['send']>) {
       send.apply(this, args)
       if (!ours.has(this)) peak = Math.max(peak, this.bufferedAmount)
     })
+    for (const [name, original] of [['ping', ping], ['pong', pong]] as const) {
+      vi.spyOn(WebSocket.prototype, name).mockImplementation(function (this: WebSocket, ...args: Parameters<WebSocket['ping']>) {
+        original.apply(this, args)
+        if (!ours.has(this)) peak = Math.max(peak, this.bufferedAmount)
+      })
+    }
     vi.spyOn(WebSocket.prototype, 'pause').mockImplementation(function (this: WebSocket) {
       if (!ours.has(this)) pauses++
       pause.call(this)
@@ -337,6 +343,26 @@ describe('the bytes waiting on each leg are bounded (backpressure)', () => {
     await waitFor(async () => received.get(upstream)!.length === sent.length, 20_000, 'every message at the upstream')
     expect(indexes(received.get(upstream)!)).toEqual(indexes(sent))
     expect(peak).toBeLessThanOrEqual(bound)
+    socket.close()
+  })
+
+  it.each(['pong', 'ping'] as const)('an upstream that never reads and a client flooding it with %ss: the gateway holds no more than for messages', async (kind) => {
+    peak = 0
+    const before = mirrors.length
+    const socket = await signedIn('/flood/sink')
+    await waitFor(async () => mirrors.length > before, 5000, 'the upstream socket')
+    pauses = 0
+    // The largest a control frame may carry (RFC 6455 §5.5); unsolicited pongs need no answer.
+    const frame = Buffer.alloc(125, 'p')
+    // The gateway stopped reading the client, or (pings: ws answers each itself, and ends a
+    // connection whose answers pile up) ended it.
+    const held = () => (pauses > 0 && socket.bufferedAmount > 0) || socket.readyState !== WebSocket.OPEN
+    for (let sent = 0; sent < total && !held(); sent += ROUND) {
+      for (let i = 0; i < ROUND / frame.length; i++) socket[kind](frame)
+      await waitFor(async () => held() || socket.bufferedAmount === 0, 20_000, 'the round through the gateway, or the gateway to stop reading')
+    }
+    expect(peak).toBeLessThanOrEqual(bound)
+    expect(held()).toBe(true)
     socket.close()
   })
 
