@@ -108,10 +108,18 @@ export function link (client: WebSocket, upstream: WebSocket, hooks: WebSocketHo
   })
   // Pings and pongs wait behind the messages on the same leg: held back as messages are, so that a
   // peer sending unsolicited pongs to one that does not read cannot fill the gateway with them.
-  client.on('ping', (data) => { if (upstream.readyState === WebSocket.OPEN) { hooks.onIncomingMessage(undefined, client, upstream, { data }); upstream.ping(data) } })
-  client.on('pong', (data) => { if (upstream.readyState === WebSocket.OPEN) { hooks.onIncomingMessage(undefined, client, upstream, { data }); upstream.pong(data) } })
-  upstream.on('ping', (data) => { if (client.readyState === WebSocket.OPEN) { hooks.onOutgoingMessage(undefined, client, upstream, { data }); client.ping(data) } })
-  upstream.on('pong', (data) => { if (client.readyState === WebSocket.OPEN) { hooks.onOutgoingMessage(undefined, client, upstream, { data }); client.pong(data) } })
+  for (const kind of ['ping', 'pong'] as const) {
+    client.on(kind, (data: Buffer) => {
+      if (upstream.readyState !== WebSocket.OPEN) return
+      hooks.onIncomingMessage(undefined, client, upstream, { data })
+      upstream[kind](data)
+    })
+    upstream.on(kind, (data: Buffer) => {
+      if (client.readyState !== WebSocket.OPEN) return
+      hooks.onOutgoingMessage(undefined, client, upstream, { data })
+      client[kind](data)
+    })
+  }
   client.on('close', (code, reason) => closeAfter(upstream, code, reason, toUpstream))
   upstream.on('close', (code, reason) => closeAfter(client, code, reason, toClient))
   // The error's text stays in the gateway: the other end learns only that this leg failed.
