@@ -25,8 +25,15 @@ import { redisServerPath, startRedis } from '../helpers/redis.js'
 const NODE_CA_HINT = '; if the root CA is installed locally, try running Node.js with --use-system-ca'
 const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
 
-/** The outage is logged 200 ms after the failures began, the recovery 200 ms after the answers did. */
-const HYSTERESIS = { downAfterMs: 200, upAfterMs: 200 }
+/** store.timeout of the stores here (storeFor). */
+const STORE_TIMEOUT_MS = 250
+/**
+ * The outage is logged once the failures have lasted as long as a connection attempt may (ioredis's
+ * connectTimeout, twice store.timeout): by then the first attempt has ended with its cause (a TLS
+ * error, ECONNREFUSED, ETIMEDOUT), whatever the machine's load; the failures of the requests sent
+ * meanwhile carry none. The recovery is logged 200 ms after the answers began.
+ */
+const HYSTERESIS = { downAfterMs: 2 * STORE_TIMEOUT_MS, upAfterMs: 200 }
 const BINARY = redisServerPath()
 
 interface Line { level: number, msg: string, store?: string, reason?: string, lastReason?: string, [field: string]: unknown }
@@ -35,7 +42,7 @@ interface Line { level: number, msg: string, store?: string, reason?: string, la
 function storeFor (url: string) {
   const { stream, lines } = logCollector()
   const log = pino(loggerOptions('info'), stream) as unknown as FastifyBaseLogger
-  const config = parseConfig(stringify({ store: { type: 'redis', url, timeout: '250ms' } }), {}, 'test.yaml').store
+  const config = parseConfig(stringify({ store: { type: 'redis', url, timeout: `${STORE_TIMEOUT_MS}ms` } }), {}, 'test.yaml').store
   const store = new RedisStore(config, log, { hysteresis: HYSTERESIS })
   // Steady requests, every 20 ms: their failures must not take the place of the cause.
   const state = { running: true }
