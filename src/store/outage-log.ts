@@ -12,6 +12,13 @@ export interface Hysteresis {
   downAfterMs: number
   /** Successes with no failure in between for this long: the recovery is logged. */
   upAfterMs: number
+  /**
+   * Failures that have not yet said why (a closed connection, a command with no connection) wait
+   * this much longer for the connection attempt that ends with the cause (a refused connection, a
+   * certificate, ETIMEDOUT at the connect timeout): the store's connect bound. 0 (the default)
+   * logs "connection closed" at once.
+   */
+  causeWaitMs?: number
 }
 
 /**
@@ -46,6 +53,8 @@ export class OutageLog {
   private outageReason = ''
   private downSince = 0
   private failuresDuringOutage = 0
+  /** Failures have lasted downAfterMs with no cause said yet: the line waits for one (causeWaitMs). */
+  private awaitingCause = false
 
   constructor (
     private readonly log: Logger,
@@ -73,17 +82,23 @@ export class OutageLog {
   failed (reason?: string): void {
     if (this.closed) return
     if (reason !== undefined) this.lastReason = reason
+    if (this.awaitingCause) {
+      if (reason !== undefined) this.markDown()
+      return
+    }
     if (this.down) {
       this.failuresDuringOutage++
       // A failure breaks the run of answers that would have ended the outage.
       this.cancel()
       return
     }
-    if (this.runStart === undefined) this.start(this.hysteresis.downAfterMs, () => this.markDown())
+    if (this.runStart === undefined) this.start(this.hysteresis.downAfterMs, () => this.persisted())
   }
 
   succeeded (): void {
     if (this.closed) return
+    // The outage lasted downAfterMs, and ended before anything said why: logged as it was.
+    if (this.awaitingCause) this.markDown()
     if (!this.down) {
       // A blip shorter than downAfterMs: not an outage, and its cause is not the next one's.
       this.cancel()
@@ -109,6 +124,23 @@ export class OutageLog {
     clearTimeout(this.timer)
     this.timer = undefined
     this.runStart = undefined
+    this.awaitingCause = false
+  }
+
+  /**
+   * Failures have lasted downAfterMs. With no cause said yet, the line waits up to causeWaitMs for
+   * one; the wait is judged after the sockets have been read (setImmediate: Node runs due timers
+   * before it reads the sockets), so an error already received is never logged as a closed connection.
+   */
+  private persisted (): void {
+    const waitMs = this.hysteresis.causeWaitMs ?? 0
+    if (this.lastReason !== '' || waitMs === 0) {
+      this.markDown()
+      return
+    }
+    this.awaitingCause = true
+    this.timer = setTimeout(() => setImmediate(() => { if (this.awaitingCause) this.markDown() }), waitMs)
+    this.timer.unref()
   }
 
   private markDown (): void {

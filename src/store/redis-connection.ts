@@ -23,11 +23,16 @@ const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT
  * store's own deadline could see it. So a process kept from the CPU for up to twice store.timeout
  * still uses a reply that came in time; one kept away longer fails the command as before.
  */
+/** How long a connection attempt may take before it fails with ETIMEDOUT (ioredis's connectTimeout): twice store.timeout. */
+export function connectBoundMs (timeoutMs: number): number {
+  return 2 * timeoutMs
+}
+
 function clientOptions (config: StoreConfig) {
   return {
     enableOfflineQueue: false,
     autoResendUnfulfilledCommands: false,
-    connectTimeout: 2 * config.timeoutMs,
+    connectTimeout: connectBoundMs(config.timeoutMs),
     commandTimeout: 2 * config.timeoutMs,
     // A connection dropped (closing the store, a Sentinel switch) waits no longer than a command
     // for the other side to close its end: a frozen Redis never does.
@@ -75,7 +80,7 @@ export function sentinelConnection (sentinel: SentinelConfig, timeoutMs: number)
     username: options.sentinelUsername,
     password: options.sentinelPassword,
     tls: 'sentinelTLS' in options ? options.sentinelTLS : undefined,
-    connectTimeout: 2 * timeoutMs,
+    connectTimeout: connectBoundMs(timeoutMs),
     disconnectTimeout: timeoutMs,
     retryStrategy,
   }

@@ -16,7 +16,7 @@ import { closeWithin, RedisSubscription, type ChannelListener } from './redis-su
 import { SentinelWatch, type MasterSwitch } from './sentinel-watch.js'
 import { lockOwner, ReplicaUnacknowledged, StoreRefusal, type LockHandle, type CommandRefusalReason, type SessionStore, type StoreHealth, type WriteOptions } from './store.js'
 import { ReplicaWait } from './replica-wait.js'
-import { createClient, hostPort, sentinelConnection, SUBSCRIBER } from './redis-connection.js'
+import { connectBoundMs, createClient, hostPort, sentinelConnection, SUBSCRIBER } from './redis-connection.js'
 import { defineScripts, REPLACE } from './redis-scripts.js'
 import { answeredWithin } from './deadline.js'
 
@@ -108,7 +108,8 @@ export class RedisStore implements SessionStore {
 
   constructor (config: StoreConfig, private readonly log: Logger, options: RedisStoreOptions = {}) {
     this.onCommandError = options.onCommandError ?? (() => {})
-    this.hysteresis = options.hysteresis ?? DEFAULT_HYSTERESIS
+    // Failures with no cause yet wait for the connection attempt that ends with one (outage-log.ts).
+    this.hysteresis = { causeWaitMs: connectBoundMs(config.timeoutMs), ...(options.hysteresis ?? DEFAULT_HYSTERESIS) }
     this.clock = options.clock ?? systemClock
     this.redis = createClient(config)
     defineScripts(this.redis)

@@ -82,6 +82,54 @@ describe('OutageLog', () => {
     ])
   })
 
+  describe('waiting for the cause (causeWaitMs: the connection attempt that says why)', () => {
+    beforeEach(() => {
+      outage.close()
+      const collector = logCollector()
+      lines = collector.lines
+      outage = new OutageLog(pino({ level: 'debug' }, collector.stream) as unknown as FastifyBaseLogger, { node: '127.0.0.1:7001' }, { downAfterMs: 1000, upAfterMs: 1000, causeWaitMs: 1000 })
+    })
+
+    it('names the cause that comes after downAfterMs, at once, and counts the outage from its first failure', () => {
+      every50(1500, () => outage.failed())
+      expect(messages()).toEqual([])
+      outage.failed('self-signed certificate')
+      expect(lines.map((line) => JSON.parse(line) as { reason?: string })).toEqual([expect.objectContaining({ reason: 'self-signed certificate' })])
+      every50(1000, () => outage.succeeded())
+      expect(JSON.parse(lines[1]!)).toMatchObject({ reason: 'self-signed certificate', downForMs: 2500 })
+    })
+
+    it('says "connection closed" when nothing said why within the wait', () => {
+      every50(1950, () => outage.failed())
+      expect(messages()).toEqual([])
+      every50(100, () => outage.failed())
+      expect(lines.map((line) => JSON.parse(line) as { reason?: string })).toEqual([expect.objectContaining({ reason: 'connection closed' })])
+    })
+
+    it('logs an outage that ends during the wait, with no cause, as one line each way', () => {
+      every50(1200, () => outage.failed())
+      every50(1500, () => outage.succeeded())
+      expect(lines.map((line) => JSON.parse(line) as { msg: string, reason?: string })).toEqual([
+        expect.objectContaining({ msg: expect.stringMatching(/^session store node unreachable/) as string, reason: 'connection closed' }),
+        expect.objectContaining({ msg: 'session store node reachable again', reason: 'connection closed' }),
+      ])
+    })
+
+    it('does not wait when the cause is known by downAfterMs', () => {
+      outage.failed('connect ECONNREFUSED 127.0.0.1:7001')
+      every50(1050, () => outage.failed())
+      expect(lines.map((line) => JSON.parse(line) as { reason?: string })).toEqual([expect.objectContaining({ reason: 'connect ECONNREFUSED 127.0.0.1:7001' })])
+    })
+
+    it('logs nothing once closed during the wait', () => {
+      every50(1200, () => outage.failed())
+      outage.close()
+      outage.failed('too late')
+      vi.advanceTimersByTime(5000)
+      expect(messages()).toEqual([])
+    })
+  })
+
   it('logs nothing after close', () => {
     outage.close()
     every50(5000, () => outage.failed('Connection is closed.'))
