@@ -9,6 +9,11 @@ export const MAX_RECONNECT_DELAY_MS = 1000
 /** How long ioredis waits between reconnection attempts. */
 const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT_DELAY_MS)
 
+/** How long a connection attempt may take before it fails with ETIMEDOUT (ioredis's connectTimeout): twice store.timeout. */
+export function connectBoundMs (timeoutMs: number): number {
+  return 2 * timeoutMs
+}
+
 /**
  * Short timeouts (store.timeout, 500 ms by default; connecting twice that) and no offline queue:
  * during an outage a request fails fast instead of queueing. Nor is a command sent again after a
@@ -23,11 +28,6 @@ const retryStrategy = (attempt: number) => Math.min(100 * attempt, MAX_RECONNECT
  * store's own deadline could see it. So a process kept from the CPU for up to twice store.timeout
  * still uses a reply that came in time; one kept away longer fails the command as before.
  */
-/** How long a connection attempt may take before it fails with ETIMEDOUT (ioredis's connectTimeout): twice store.timeout. */
-export function connectBoundMs (timeoutMs: number): number {
-  return 2 * timeoutMs
-}
-
 function clientOptions (config: StoreConfig) {
   return {
     enableOfflineQueue: false,
