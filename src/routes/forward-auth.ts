@@ -52,12 +52,6 @@ export interface ForwardAuthDeps {
   metrics: Metrics
 }
 
-/** The one value of a header sent once; undefined when absent or repeated (which to trust would be a guess). */
-function single (request: FastifyRequest, name: string): string | undefined {
-  const values = request.raw.headersDistinct[name]
-  return values?.length === 1 ? values[0] : undefined
-}
-
 /** A comma-separated list from one or more query parameters of that name; undefined when absent. */
 function listParameter (value: string | string[] | undefined): string[] | undefined {
   if (value === undefined) return undefined
@@ -107,11 +101,10 @@ function originalRequest (trusted: TrustTest, request: FastifyRequest, original:
   // Not a method token (`POST, GET`: values joined by a proxy): it cannot be told.
   const named = agreed(request, 'x-forwarded-method', 'x-original-method')
   const method = named !== undefined && /^[A-Za-z]+$/.test(named) ? named.toUpperCase() : undefined
-  const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
-  const canonical = uri === original.uri && !resolvesSegments(uri) ? canonicalTarget(uri) : undefined
+  const canonical = resolvesSegments(original.uri) ? undefined : canonicalTarget(original.uri)
   const path = canonical?.ok === true ? canonical.url : undefined
   // Judged whether or not the path can be told: a path the rules cannot read does not hide them.
-  return { method, path, address, overrides: [...queryOverrides(uri ?? ''), ...headerOverrides(request)] }
+  return { method, path, address, overrides: [...queryOverrides(original.uri), ...headerOverrides(request)] }
 }
 
 /**
@@ -152,14 +145,16 @@ type TrustTest = ReturnType<typeof trustTest>
 interface OriginalUrl { text: string, uri: string, url: URL }
 
 /**
- * The URL the user asked the proxy in front for, from X-Forwarded-Proto/-Host and X-Forwarded-Uri
- * (else X-Original-URI), only when the peer is a proxy trustProxy admits; anyone else could send
- * these headers. `text` is the URL as given (what `next` will be checked as), `url` as parsed.
- * Undefined when it cannot be told.
+ * The URL the user asked the proxy in front for, from X-Forwarded-Proto/-Host and the one
+ * X-Forwarded-Uri and X-Original-URI agree on (see agreed: a proxy sets one, and may pass the other
+ * on from the client, which then names another request than the one the application gets), only
+ * when the peer is a proxy trustProxy admits; anyone else could send these headers. `text` is the
+ * URL as given (what `next` will be checked as), `url` as parsed. Undefined when it cannot be told:
+ * its method, path and `?_method=` are then unknown, and rules that name methods or paths refuse.
  */
 function originalUrl (trusted: TrustTest, request: FastifyRequest): OriginalUrl | undefined {
   if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
-  const uri = single(request, 'x-forwarded-uri') ?? single(request, 'x-original-uri')
+  const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
   if (uri === undefined || !uri.startsWith('/') || (request.protocol !== 'http' && request.protocol !== 'https')) return undefined
   const text = `${request.protocol}://${request.host}${uri}`
   try {

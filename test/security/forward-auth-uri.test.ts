@@ -64,15 +64,18 @@ let gateway: TestGateway
 let front: FrontProxy | undefined
 let port = 0
 let bob = ''
+let alice = ''
 
 beforeAll(async () => {
   redis = await startRedis()
   app = await startRecorder()
   ;({ gateway, op } = await startForwardAuthGateway(redis.url, {
     // Staff may use payroll, but only admins its /admin/ pages.
-    forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['staff'] }, deny: { paths: ['/admin/*'], users: ['bob'] } } } },
+    // And no one deletes through it, not even by `?_method=DELETE` (Laravel, Symfony act on it).
+    forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['staff'] }, deny: [{ paths: ['/admin/*'], users: ['bob'] }, { methods: ['DELETE'] }] } } },
   }))
   bob = await sessionCookie(gateway, 'bob')
+  alice = await sessionCookie(gateway, 'alice')
   if (!installed) return
   front = await startFrontProxy('nginx', { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(app.url).host, host: PAYROLL }, nginxExample)
   port = front.port
@@ -103,5 +106,48 @@ describe('forward-auth behind nginx setting X-Original-URI (nginx\'s own auth_re
     const status = await get(port, '/admin/salaries', [`Cookie: ${bob}`, `X-Forwarded-Uri: ${claimed}`])
     expect(app.paths.slice(before)).toEqual([])
     expect(status).toBe(403)
+  })
+})
+
+// Tester's finding (round 4): with the two URI headers disagreeing, the path was unknown but the
+// `?_method=` of the request nginx named (X-Original-URI) was not judged at all, so alice's
+// `/reports?_method=DELETE` with her own `X-Forwarded-Uri: /reports` passed a host that denies
+// DELETE, and the audit line named the URI she chose. (bob is refused either way: his deny names
+// paths, and a path that cannot be told is refused.) Now the original request cannot be told:
+// its method is unknown too, so a `methods` rule holds (deny) or does not admit (allow), and the
+// audit line names no original URL rather than the client's.
+describe('forward-auth when X-Forwarded-Uri and X-Original-URI disagree', () => {
+  /** /oauth/auth/ asked directly, as the trusted proxy (127.0.0.1) asks it, for alice. */
+  async function ask (method: string, headers: Record<string, string>): Promise<number> {
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, {
+      headers: { cookie: alice, host: PAYROLL, 'x-forwarded-host': PAYROLL, 'x-forwarded-proto': 'http', 'x-forwarded-method': method, accept: 'application/json', ...headers },
+    })
+    await response.arrayBuffer()
+    return response.status
+  }
+
+  it.each([
+    ['X-Original-URI alone', { 'x-original-uri': '/reports?_method=DELETE' }],
+    ['X-Forwarded-Uri alone', { 'x-forwarded-uri': '/reports?_method=DELETE' }],
+    ['the client\'s own X-Forwarded-Uri beside it', { 'x-original-uri': '/reports?_method=DELETE', 'x-forwarded-uri': '/reports' }],
+    ['the client\'s own X-Original-URI beside it', { 'x-forwarded-uri': '/reports?_method=DELETE', 'x-original-uri': '/reports' }],
+  ])('refuses POST /reports?_method=DELETE named in %s', async (_, headers) => {
+    expect(await ask('POST', headers)).toBe(403)
+  })
+
+  it('refuses a request whose two URI headers disagree, and never logs the client\'s one as the original URL', async () => {
+    expect(await ask('POST', { 'x-original-uri': '/reports', 'x-forwarded-uri': '/public' })).toBe(403)
+    const line = gateway.logs.map((text) => JSON.parse(text) as Record<string, unknown>).filter((entry) => entry.msg === 'request completed' && String(entry.url).startsWith('/oauth/auth/demo/')).at(-1)
+    expect(line).toMatchObject({ statusCode: 403 })
+    expect(line).not.toHaveProperty('originalUrl')
+    // Both agreeing (a proxy that sets both): the request as named.
+    expect(await ask('GET', { 'x-original-uri': '/reports', 'x-forwarded-uri': '/reports' })).toBe(200)
+  })
+
+  it.skipIf(!installed)('through nginx, never lets alice\'s ?_method=DELETE reach the application by her own X-Forwarded-Uri', async () => {
+    const before = app.paths.length
+    expect(await get(port, '/reports?_method=DELETE', [`Cookie: ${alice}`])).toBe(403)
+    expect(await get(port, '/reports?_method=DELETE', [`Cookie: ${alice}`, 'X-Forwarded-Uri: /reports'])).toBe(403)
+    expect(app.paths.slice(before)).toEqual([])
   })
 })
