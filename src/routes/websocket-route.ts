@@ -1,5 +1,6 @@
 // A websocket route's upgrades, once the route's hooks have let one through (origin, access, the
-// registries of session-sockets.ts and bearer-sockets.ts): the upstream's leg is opened first, with
+// registries of session-sockets.ts and bearer-sockets.ts) and its handshake is one ws accepts
+// (proxy/websocket-handshake.ts: else 400 `invalid_request`): the upstream's leg is opened first, with
 // the headers the upstream handshake gets (proxy/request-headers.ts) and within the route's
 // timeout; only then is the client's upgrade answered 101 and both legs linked
 // (proxy/websocket-link.ts). An upstream that is down is answered as HTTP answers it: 502
@@ -20,6 +21,7 @@ import type { SessionSockets } from '../proxy/session-sockets.js'
 import { upstreamError } from '../proxy/upstream-response.js'
 import { CLIENT_GONE_CODE, CLIENT_GONE_REASON, link, openUpstream, UpstreamHandshakeError, type UpstreamLeg } from '../proxy/websocket-link.js'
 import { websocketHooks, type WebSocketHooks } from '../proxy/websocket.js'
+import { handshakeProblem } from '../proxy/websocket-handshake.js'
 
 /** What a websocket route's upgrades need besides the route. */
 export interface WebSocketRouteDeps {
@@ -157,6 +159,9 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
     const upgrade = upgradeOf(request.raw)
     if (upgrade === undefined) return
     if (shutdown.begun) throw shuttingDown()
+    // One ws would refuse after the upstream's leg had opened never reaches the upstream.
+    const problem = handshakeProblem(request.raw)
+    if (problem !== undefined) throw new GatewayError('invalid_request', problem)
     const url = upstreamUrl(request.url, paths, upstreamOrigin)
     const client = watchClient(upgrade, route.websocketMaxMessage)
     sockets?.handing(request)

@@ -205,3 +205,46 @@ describe('a gateway that shuts down', () => {
     expect(lines.filter((line) => line.level === 50)).toEqual([])
   })
 })
+
+describe('a client handshake ws would refuse (proxy/websocket-handshake.ts)', () => {
+  /** The status line and body the gateway answers to an upgrade of /live/feed with these header lines, once it has closed the socket. */
+  async function rawUpgrade (method: string, lines: string[]): Promise<{ status: number, body: string }> {
+    const port = new URL(gateway.url).port
+    return await new Promise((resolve, reject) => {
+      const socket = connectTcp(Number(port), '127.0.0.1', () => {
+        socket.write([`${method} /live/feed HTTP/1.1`, `Host: 127.0.0.1:${port}`, `Origin: ${gateway.url}`, 'Accept: application/json', 'Upgrade: websocket', 'Connection: Upgrade', ...lines, '', ''].join('\r\n'))
+      })
+      let data = ''
+      socket.setEncoding('latin1')
+      socket.on('data', (chunk: string) => { data += chunk })
+      socket.on('error', reject)
+      socket.on('close', () => resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0), body: data.slice(data.indexOf('\r\n\r\n') + 4) }))
+    })
+  }
+
+  it.each([
+    ['no key', 'GET', ['Sec-WebSocket-Version: 13']],
+    ['a key that is no 16 bytes', 'GET', ['Sec-WebSocket-Key: c2hvcnQ=', 'Sec-WebSocket-Version: 13']],
+    ['version 7', 'GET', ['Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 7']],
+    ['a sub-protocol twice', 'GET', ['Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13', 'Sec-WebSocket-Protocol: chat, chat']],
+    ['POST', 'POST', ['Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version: 13', 'Content-Length: 0']],
+  ])('%s: 400 invalid_request, and the upstream is never asked', async (_, method, lines) => {
+    let asked = 0
+    const count = () => { asked++ }
+    liveServer.on('upgrade', count)
+    try {
+      const answer = await rawUpgrade(method, lines)
+      expect(answer.status).toBe(400)
+      expect(JSON.parse(answer.body)).toMatchObject({ error: 'invalid_request' })
+      expect(asked).toBe(0)
+    } finally {
+      liveServer.off('upgrade', count)
+    }
+  })
+
+  it('a valid one is still linked', async () => {
+    const outcome = await upgrade('/live/feed')
+    expect(outcome.status).toBe(101)
+    outcome.socket!.close()
+  })
+})
