@@ -14,6 +14,7 @@ import type { AgentsConfig } from '../config/types.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
+import { agentTokenAudience } from '../oauth/urls.js'
 import type { Sealer } from '../session/seal.js'
 import type { SessionStore } from '../store/store.js'
 import { deviceOnly, privateUse, registrationProblem } from './clients.js'
@@ -365,7 +366,7 @@ function features (options: AuthorizationServerOptions): Configuration['features
       useGrantedResource: () => true,
       getResourceServerInfo: (_ctx, resource) => {
         if (!resources.includes(resource)) throw new errors.InvalidTarget('the resource is not a route of this gateway that agents may reach')
-        return { scope: AGENT_SCOPE, audience: resource, accessTokenTTL: seconds(agents.accessTokenTtlMs), accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }
+        return { scope: AGENT_SCOPE, audience: agentTokenAudience(resource), accessTokenTTL: seconds(agents.accessTokenTtlMs), accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }
       },
     },
   }

@@ -6,6 +6,7 @@
 import { createLocalJWKSet, decodeJwt, errors, jwtVerify, type JWTVerifyGetKey } from 'jose'
 import type { GrantGuard, GrantOutcome } from '../access/authorize.js'
 import type { KeyRing } from '../assertion/keys.js'
+import { agentTokenAudience } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
 import type { AgentsCount } from './authorization-server.js'
@@ -78,7 +79,7 @@ export class GrantTokens {
     try {
       const { payload } = await jwtVerify(token, await this.verificationKeys(), {
         issuer: this.issuer,
-        audience: resource,
+        audience: agentTokenAudience(resource),
         algorithms: ['ES256'],
         typ: 'at+jwt',
         requiredClaims: ['exp', 'sub', 'client_id'],

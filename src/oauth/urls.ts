@@ -151,6 +151,16 @@ export function resourceIdentifier (baseUrl: string, path: string): string {
   return path === '/' ? baseUrl : `${baseUrl}${requestSpelling(path)}`
 }
 
+/**
+ * The `aud` of an agent's access token for a route's resource: the resource, except that a bare
+ * origin (the root route's, when baseUrl has no path) gets its `/`. Every identity assertion's `aud`
+ * is an origin (docs/assertion.md), and an upstream on the gateway's own origin checks exactly that
+ * one: an agent's token, signed with the same keys, must never pass there for an assertion.
+ */
+export function agentTokenAudience (resource: string): string {
+  return new URL(resource).pathname === '/' && !resource.endsWith('/') ? `${resource}/` : resource
+}
+
 /** Where the route's metadata is served: the well-known segment between the origin and the resource's path (RFC 9728 §3.1). */
 export function resourceMetadataUrl (baseUrl: string, path: string): string {
   const resource = new URL(resourceIdentifier(baseUrl, path))

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, describe, expect, vi } from 'vitest'
-import { SignJWT, decodeJwt } from 'jose'
+import { SignJWT, createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { TOKEN_ENDED_CODE, TOKEN_ENDED_REASON } from '../../src/proxy/bearer-sockets.js'
 import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
@@ -619,5 +619,46 @@ describe('the route\'s rules', () => {
     const code = (await allow(person, consent)).searchParams.get('code')!
     const tokens = await (await exchange(registered.id, code, registered.verifier, {})).json() as { access_token: string }
     expect((await call(tokens.access_token)).status).toBe(200)
+  })
+})
+
+// Tester's finding: the root route's resource is the gateway's bare origin, and its agents' tokens
+// named it as `aud`, which is exactly the `aud` of a forward-auth assertion for an application on
+// the gateway's own origin. Signed with the same keys and `iss`, such a token passed the verifier
+// docs/assertion.md gives upstreams (signature, iss, aud, ES256) as "the gateway vouches for bob",
+// for an application whose rules had refused him. Now its `aud` is the origin with its `/`.
+describe('the root route\'s tokens', () => {
+  it('never pass for an identity assertion on the gateway\'s own origin', async ({ startStack, upstream, op }) => {
+    await gateway.close()
+    gateway = await startStack({
+      server: SERVER,
+      // Groups, for the forward-auth rule below; identity assertions on.
+      providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid groups') },
+      assertion: { ttl: '60s' },
+      routes: [{ path: '/', upstream: upstream.url, provider: 'demo', agents: true }],
+    })
+    const origin = new URL(gateway.url).origin
+    const keys = createRemoteJWKSet(new URL('/.well-known/jwks.json', gateway.url))
+    // As docs/assertion.md verifies, for an application on the gateway's own origin.
+    const asAssertion = async (token: string) => (await jwtVerify(token, keys, { issuer: gateway.url, audience: origin, algorithms: ['ES256'] })).payload
+    const forwarded = { 'x-forwarded-proto': 'http', 'x-forwarded-host': new URL(gateway.url).host, 'x-forwarded-uri': '/admin/' }
+
+    // A real assertion for that origin verifies so (alice is an admin)...
+    const alice = new Browser()
+    await alice.navigate(`${gateway.url}/`, { login: 'alice' })
+    const vouched = await alice.fetch(`${gateway.url}/oauth/auth/demo/?groups=admins`, { headers: forwarded })
+    expect(vouched.status).toBe(200)
+    expect((await asAssertion(vouched.headers.get('x-gateway-assertion')!)).sub).toBe('alice')
+    // ...bob gets none there...
+    const bob = new Browser()
+    await bob.navigate(`${gateway.url}/`, { login: 'bob' })
+    const refused = await bob.fetch(`${gateway.url}/oauth/auth/demo/?groups=admins`, { headers: { ...forwarded, accept: 'application/json' } })
+    expect(refused.status).toBe(403)
+    expect(refused.headers.get('x-gateway-assertion')).toBeNull()
+    // ...and the token of an agent bob allowed on the root route is no assertion, though it works there.
+    const { tokens } = await granted('bob', gateway.url)
+    expect(decodeJwt(tokens.access_token).aud).toBe(`${origin}/`)
+    await expect(asAssertion(tokens.access_token)).rejects.toThrow(/aud/)
+    expect((await call(tokens.access_token, '/')).status).toBe(200)
   })
 })
