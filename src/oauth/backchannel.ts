@@ -11,7 +11,7 @@ import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import type { ResolvedProvider } from './providers.js'
-import type { SessionIndex } from './session-index.js'
+import type { ProviderSessionClaims, SessionIndex } from './session-index.js'
 
 /** The member of the `events` claim that makes a JWT a logout token. */
 export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout'
@@ -80,9 +80,10 @@ export async function verifyLogoutToken (provider: ResolvedProvider, token: unkn
 
 /** The claims §2.6 asks of a logout token whose signature and times were verified. */
 function logoutClaims (claims: JWTPayload): LogoutClaims {
+  // §2.4: `events` is a JSON object, and so is its back-channel logout member (not null, not a list).
+  const isObject = (value: unknown) => typeof value === 'object' && value !== null && !Array.isArray(value)
   const events = claims.events
-  if (typeof events !== 'object' || events === null || Array.isArray(events) ||
-    typeof (events as Record<string, unknown>)[BACKCHANNEL_LOGOUT_EVENT] !== 'object') {
+  if (!isObject(events) || !isObject((events as Record<string, unknown>)[BACKCHANNEL_LOGOUT_EVENT])) {
     throw invalid(`The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`)
   }
   if (claims.nonce !== undefined) throw invalid('The logout token carries a nonce, which a logout token must not.')
@@ -111,13 +112,29 @@ export class BackchannelLogout {
     const jti = createHash('sha256').update(claims.jti).digest('base64url')
     // 2 s more than a token can be accepted for: its age is checked in whole seconds.
     const rememberMs = (LOGOUT_TOKEN_MAX_AGE_S + 2 * CLOCK_TOLERANCE_S + 2) * 1000
-    if (!(await this.store.claim(storeKeys.usedState(`logout-token:${provider.name}:${jti}`), '1', rememberMs))) {
+    const used = storeKeys.usedState(`logout-token:${provider.name}:${jti}`)
+    if (!(await this.store.claim(used, '1', rememberMs))) {
       throw invalid('The logout token has already been used (jti).')
     }
-    const ids = claims.sid !== undefined
-      ? await this.index.take(provider.name, 'sid', claims.sid)
-      : await this.index.take(provider.name, 'sub', claims.sub!)
-    for (const id of ids) await this.sessions.endById(id)
+    const named: ProviderSessionClaims = claims.sid !== undefined ? { sid: claims.sid } : { sub: claims.sub! }
+    let ids: string[] = []
+    let ended = 0
+    try {
+      ids = claims.sid !== undefined
+        ? await this.index.take(provider.name, 'sid', claims.sid)
+        : await this.index.take(provider.name, 'sub', claims.sub!)
+      for (const id of ids) {
+        await this.sessions.endById(id)
+        ended++
+      }
+    } catch (error) {
+      // The store failed half-way (503): the provider sends the same token again, and that retry
+      // must end what this one did not. So the jti is released and the sessions not yet ended go
+      // back into the index; best effort, since the store may fail again (the jti then stays used
+      // until rememberMs, and those sessions end at their own timeouts).
+      await Promise.all([this.store.delete(used), ...ids.slice(ended).map((id) => this.index.add(provider.name, named, id))]).catch(() => {})
+      throw error
+    }
     this.log.info({ provider: provider.name, by: claims.sid !== undefined ? 'sid' : 'sub', sessions: ids.length }, 'back-channel logout')
     return ids.length
   }

@@ -2,9 +2,17 @@
 // the provider ends its session, posts a logout token to one instance, and the next request
 // through either instance is no longer signed in. A logout token is verified in full: a table of
 // forged and malformed ones each gets 400 invalid_request naming what is wrong.
-import { generateKeyPair, SignJWT, type JWTPayload } from 'jose'
+import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose'
+import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { GatewayError } from '../../src/errors.js'
+import { BACKCHANNEL_LOGOUT_EVENT, BackchannelLogout } from '../../src/oauth/backchannel.js'
+import type { ResolvedProvider } from '../../src/oauth/providers.js'
+import type { SessionIndex } from '../../src/oauth/session-index.js'
+import { systemClock } from '../../src/ops/clock.js'
+import type { Logger } from '../../src/ops/logger.js'
+import type { Sessions } from '../../src/session/session.js'
+import { MemoryStore } from '../../src/store/memory.js'
 import { Browser, signIn } from '../helpers/browser.js'
 import { endedElsewhere, oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
@@ -126,6 +134,10 @@ describe('back-channel logout refuses a bad logout token', () => {
     ['with a nonce (an ID token, say)', async () => `logout_token=${await logoutToken({ nonce: 'n' })}`, 'The logout token carries a nonce, which a logout token must not.'],
     ['without events', async () => `logout_token=${await logoutToken({ events: undefined })}`, `The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`],
     ['with another event', async () => `logout_token=${await logoutToken({ events: { 'https://example.com/other': {} } })}`, `The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`],
+    // §2.4: the member "MUST be a JSON object" (JavaScript's typeof says 'object' for null and lists too).
+    ['with the event null', async () => `logout_token=${await logoutToken({ events: { [BACKCHANNEL_LOGOUT_EVENT]: null } })}`, `The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`],
+    ['with the event a list', async () => `logout_token=${await logoutToken({ events: { [BACKCHANNEL_LOGOUT_EVENT]: [{}] } })}`, `The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`],
+    ['with events a list', async () => `logout_token=${await logoutToken({ events: [{ [BACKCHANNEL_LOGOUT_EVENT]: {} }] })}`, `The logout token has no events claim with the member ${BACKCHANNEL_LOGOUT_EVENT}.`],
     ['with neither sid nor sub', async () => `logout_token=${await logoutToken({ sid: undefined, sub: undefined })}`, 'The logout token names neither sid nor sub.'],
     ['without jti', async () => `logout_token=${await logoutToken({ jti: undefined })}`, 'The logout token has no jti.'],
     ['without iat', async () => `logout_token=${await logoutToken({ iat: undefined })}`, 'The logout token has no iat, or one in the future or too long ago.'],
@@ -161,5 +173,49 @@ describe('back-channel logout refuses a bad logout token', () => {
   it('an unknown provider: 404 unknown_provider', async () => {
     const response = await fetch(`${first.url}/oauth/backchannel-logout/nope/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: 'logout_token=x' })
     expect(response.status).toBe(404)
+  })
+})
+
+// Tester's finding: the jti was marked used before the sessions were looked up and ended, so a
+// store that failed half-way (a 503 to the provider) made the provider's retry of the same token a
+// "replay": the sessions it ended stayed signed in. Here the store's failure is injected (the index
+// and the sessions are stand-ins that fail once; the jti store is the real memory store).
+describe('a back-channel logout the store fails half-way through', () => {
+  it('is completed by the provider\'s retry of the same token', async () => {
+    const { privateKey, publicKey } = await generateKeyPair('RS256')
+    const provider = { name: 'demo', clientId: 'c', expectedIssuer: 'https://op.example', jwks: createLocalJWKSet({ keys: [{ ...await exportJWK(publicKey), kid: 'k1', alg: 'RS256' }] }) } as unknown as ResolvedProvider
+    // The index of sub "alice": two sessions; its entries are taken (and put back) as the real one's are.
+    let entries = ['s1', 's2']
+    const index = {
+      take: async () => { const taken = entries; entries = []; return taken },
+      add: async (_provider: string, _claims: unknown, id: string) => { entries.push(id) },
+    } as unknown as SessionIndex
+    // Ending s2 fails once, as a store command that times out does.
+    const ended: string[] = []
+    let failures = 1
+    const sessions = {
+      endById: async (id: string) => {
+        if (id === 's2' && failures-- > 0) throw new GatewayError('session_store_unavailable', 'The session store did not answer in time.')
+        ended.push(id)
+      },
+    } as unknown as Sessions
+    const store = new MemoryStore()
+    const log = pino({ level: 'silent' }) as unknown as Logger
+    const backchannel = new BackchannelLogout(store, index, sessions, log, systemClock)
+    const now = Math.floor(Date.now() / 1000)
+    const token = await new SignJWT({ sub: 'alice', events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'logout+jwt' })
+      .setIssuer('https://op.example').setAudience('c').setIssuedAt(now).setExpirationTime(now + 120).setJti(crypto.randomUUID())
+      .sign(privateKey)
+    try {
+      await expect(backchannel.logout(provider, token)).rejects.toMatchObject({ code: 'session_store_unavailable' })
+      expect(ended).toEqual(['s1'])
+      await expect(backchannel.logout(provider, token)).resolves.toBe(1)
+      expect(ended).toEqual(['s1', 's2'])
+      // Done once: now it is a replay.
+      await expect(backchannel.logout(provider, token)).rejects.toThrow('The logout token has already been used (jti).')
+    } finally {
+      await store.close()
+    }
   })
 })
