@@ -118,7 +118,8 @@ function remedy (error: GatewayError, startOver: string): [href: string, label: 
   if (error.code === 'invalid_state') return [flowNext !== undefined && loginUrl !== undefined ? loginUrl : HOME, 'Start again']
   const signIn = signInRemedy(error)
   // A failed sign-in callback has no address of its own to retry: starting the sign-in over is the retry.
-  if (signIn) return [signIn, 'Sign in again']
+  // No signed-in identity (never signed in here, perhaps): "Sign in".
+  if (signIn) return [signIn, error.code === 'unauthenticated' ? 'Sign in' : 'Sign in again']
   if (retryUrl) return [retryUrl, 'Try again']
   if (loginUrl) return [loginUrl, 'Try again']
   return [startOver, startOver === HOME ? 'Start over' : 'Go back']

@@ -13,7 +13,8 @@ import { sendUnframed } from '../http/pages.js'
 import { fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { CONFIRMED, revokeConfirmPage, revokeUrl, sessionsPage, type ListedSession } from '../http/sessions-page.js'
-import { HOME } from '../oauth/urls.js'
+import type { GatewayConfig } from '../config/types.js'
+import { HOME, loginUrl } from '../oauth/urls.js'
 import type { Session } from '../session/record.js'
 import { AGENT_FAMILY } from '../session/browser-family.js'
 import type { OAuthContext } from './oauth-context.js'
@@ -54,12 +55,14 @@ function toJson (session: ListedSession): SessionJson {
 
 /**
  * As /oauth/userinfo/ answers without a signed-in identity, with a way to sign in that comes back
- * here: the home page's sign-in links return to its `next` (a person who just approved an agent
- * from a CLI has no session in this browser: an agent's sign-in starts none).
+ * here (a person who just approved an agent from a CLI has no session in this browser: an agent's
+ * sign-in starts none): the one provider's sign-in, or with several the home page's links, which
+ * return to its `next`.
  */
-function notSignedIn (): GatewayError {
+function notSignedIn (config: GatewayConfig, signInLinks: OAuthContext['signInLinks']): GatewayError {
+  const only = signInLinks.length === 1 ? signInLinks[0]!.name : undefined
   return new GatewayError('unauthenticated', 'No signed-in identity: sign in first.', {
-    details: { headers: { 'www-authenticate': 'Bearer' }, loginUrl: `${HOME}?next=${encodeURIComponent(SESSIONS)}` },
+    details: { headers: { 'www-authenticate': 'Bearer' }, loginUrl: only !== undefined ? loginUrl(config, only, SESSIONS) : `${HOME}?next=${encodeURIComponent(SESSIONS)}` },
   })
 }
 
@@ -69,13 +72,13 @@ function notYours (): GatewayError {
 
 type RevokeRequest = FastifyRequest<{ Params: { publicId: string }, Body: Record<string, unknown> | undefined }>
 
-export function sessionsRoutes (app: FastifyInstance, { config, sessions, personIndex, agents }: OAuthContext): void {
+export function sessionsRoutes (app: FastifyInstance, { config, sessions, personIndex, agents, signInLinks }: OAuthContext): void {
   const ownOrigin = new URL(config.server.baseUrl).origin
 
   /** The request's session, if it holds an identity (a person to list sessions for). */
   async function signedIn (request: FastifyRequest): Promise<Session> {
     const session = await sessions.load(request.headers.cookie)
-    if (!session || Object.keys(session.record.identities ?? {}).length === 0) throw notSignedIn()
+    if (!session || Object.keys(session.record.identities ?? {}).length === 0) throw notSignedIn(config, signInLinks)
     return session
   }
 
