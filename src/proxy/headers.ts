@@ -24,6 +24,11 @@ const CLIENT_NEVER = [
   // What frameworks and CDNs read as the client's address (Rails' remote_ip reads Client-IP).
   'x-real-ip', 'x-client-ip', 'client-ip', 'true-client-ip', 'x-cluster-client-ip', 'cf-connecting-ip', 'fastly-client-ip', 'x-proxyuser-ip',
   'x-originating-ip', 'x-remote-addr', 'x-remote-ip', 'x-original-forwarded-for',
+  // ...and what libraries and hosting platforms read as it (npm request-ip, django-ipware, PHP's and
+  // Java's getIp snippets; Google App Engine, DigitalOcean, Fly.io, Envoy and Istio, Azure Front Door,
+  // WebLogic's plug-in): an application moved from one may still be configured to trust it.
+  'x-forwarded', 'forwarded-for', 'x-appengine-user-ip', 'do-connecting-ip', 'cf-pseudo-ipv4', 'fly-client-ip',
+  'x-envoy-external-address', 'x-azure-clientip', 'x-azure-socketip', 'proxy-client-ip', 'wl-proxy-client-ip',
   // What frameworks read as the scheme a proxy in front was reached on (the gateway sets X-Forwarded-Proto).
   'front-end-https', 'x-url-scheme', 'x-scheme',
   // Identity headers other gateways set, which an application moved behind this one may still trust:

@@ -66,6 +66,9 @@ const SPOOFED = [
   'Fastly-Client-IP', 'X-ProxyUser-Ip', 'X-Host', 'X-Original-Host', 'X-Auth-Request-User', 'X-Auth-Request-Email',
   'x_auth_request_groups', 'X-Remote-User', 'X.Forwarded.User', 'Remote.User',
   'X-Originating-IP', 'X-Remote-Addr', 'X_Remote_Addr', 'X-Remote-IP', 'X-Original-Forwarded-For', 'Front-End-Https', 'X-Url-Scheme', 'X-Scheme',
+  // A tester's list (round 4): what request-ip, django-ipware and hosting platforms read as the client's address.
+  'X-Forwarded', 'X_Forwarded', 'Forwarded-For', 'Forwarded_For', 'X-Appengine-User-Ip', 'DO-Connecting-IP', 'Cf-Pseudo-IPv4', 'Fly-Client-IP',
+  'X-Envoy-External-Address', 'X-Azure-ClientIP', 'X-Azure-SocketIP', 'Proxy-Client-IP', 'WL-Proxy-Client-IP', 'WL_Proxy_Client_IP',
 ]
 
 /** The spoofed value's trace in what the upstream saw: no header may carry it. */
