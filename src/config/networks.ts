@@ -2,7 +2,7 @@
 // address must be outside it), read once into the form the gate's matcher takes (src/access/networks.ts). What could be read two ways is refused with the
 // spelling to write: host bits set under the prefix (`10.1.2.3/8`: the network 10.0.0.0/8, or the
 // address?), an IPv4 address in IPv6 form (`::ffff:10.0.0.1`: clients reach the gateway as IPv4).
-import { BlockList, isIP, SocketAddress } from 'node:net'
+import { BlockList, isIP, isIPv4, SocketAddress } from 'node:net'
 import { describe } from './problems.js'
 import type { Network } from './types.js'
 
@@ -61,4 +61,18 @@ function ipv6Bytes (address: string): number[] {
 function ipv4Groups (dotted: string): number[] {
   const [a = 0, b = 0, c = 0, d = 0] = dotted.split('.').map(Number)
   return [(a << 8) | b, (c << 8) | d]
+}
+
+/**
+ * A client's address (the socket's, or the entry of X-Forwarded-For a trusted proxy wrote) without
+ * the port some proxies write after it (`203.0.113.9:51234`, `[2001:db8::1]:51234`: Azure
+ * Application Gateway's X-Forwarded-For does): one client, whichever connection it came on. What
+ * is judged on the address (`networks` rules) and counted by it (the rate limits) reads this.
+ * Anything else is returned as it is.
+ */
+export function withoutPort (address: string): string {
+  const bracketed = /^\[([^\]]+)\](?::\d{1,5})?$/.exec(address)
+  if (bracketed !== null) return bracketed[1]!
+  const colon = address.lastIndexOf(':')
+  return colon !== -1 && address.indexOf(':') === colon && /^\d{1,5}$/.test(address.slice(colon + 1)) && isIPv4(address.slice(0, colon)) ? address.slice(0, colon) : address
 }

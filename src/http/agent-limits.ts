@@ -5,6 +5,7 @@
 // from every address together, per hour. Over a budget: 429 `rate_limited` with Retry-After.
 import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
+import { withoutPort } from '../config/networks.js'
 import { GatewayError } from '../errors.js'
 
 /**
@@ -46,7 +47,7 @@ export function agentLimits (scope: FastifyInstance, perHour: number) {
   const limit = (budget: Budget) => scope.rateLimit({
     max: PER_MINUTE[budget],
     timeWindow: 60_000,
-    keyGenerator: (request) => `agents-${budget}:${normalizeIP(request.ip, 64)}`,
+    keyGenerator: (request) => `agents-${budget}:${normalizeIP(withoutPort(request.ip), 64)}`,
     errorResponseBuilder: tooMany(`${BUDGET_NAMES[budget]} from your address`),
   })
   const everyAddress = scope.createRateLimit({ max: perHour, timeWindow: 3_600_000, keyGenerator: () => 'agents-registration:all' })

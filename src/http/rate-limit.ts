@@ -2,8 +2,9 @@
 // shared by /oauth/login/* and /oauth/authorized/*, kept in Redis when the sessions are (so every
 // instance counts together), else in this process. Over the budget: 429 `rate_limited` with
 // Retry-After (RFC 6585 §4). A store outage lets requests through rather than failing them.
-import rateLimit from '@fastify/rate-limit'
+import rateLimit, { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, onRequestAsyncHookHandler } from 'fastify'
+import { withoutPort } from '../config/networks.js'
 import type { RateBudget } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import type { SharedConnection } from '../store/store.js'
@@ -24,6 +25,8 @@ export async function signinRateLimit (app: FastifyInstance, budget: RateBudget 
     skipOnError: true,
     redis: store.redis,
     nameSpace: 'rate-limit:signin:',
+    // One client, whichever connection its proxy names it on (withoutPort); IPv6 per /64, the library's default.
+    keyGenerator: (request) => normalizeIP(withoutPort(request.ip), 64),
     errorResponseBuilder: (_request, context) => {
       const seconds = Math.max(1, Math.ceil(context.ttl / 1000))
       return new GatewayError('rate_limited', `Too many sign-in requests from your address. Try again in ${seconds} second${seconds === 1 ? '' : 's'}.`, {

@@ -3,6 +3,7 @@
 // has `reauth:`) and
 // GET /oauth/authorized/<provider>/ (the provider's answer: oauth/sign-in.ts's protocol steps, then
 // the session, then 302 to where the sign-in was going).
+import { withoutPort } from '../config/networks.js'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { startSession, type StartedSession } from '../http/session-cookie.js'
@@ -107,7 +108,7 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
     // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is
     // the address trustProxy resolved), kept sealed in the entry and written to no log line here.
     const userAgent = request.headers['user-agent']
-    await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: request.ip })
+    await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: withoutPort(request.ip) })
   }
   if (previous) await startSession(sessions, request, reply, withSignIn(previous, name, signIn), { alone: fresh, indexed })
   else await startSession(sessions, request, reply, fresh(), { indexed })

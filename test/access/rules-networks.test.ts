@@ -9,7 +9,9 @@ import { stringify } from 'yaml'
 import { compileRules } from '../../src/access/rules.js'
 import { networkTest } from '../../src/access/networks.js'
 import { parseConfig } from '../../src/config/config.js'
-import { parseNetwork } from '../../src/config/networks.js'
+import { normalizeIP } from '@fastify/rate-limit'
+import { parseNetwork, withoutPort } from '../../src/config/networks.js'
+import { addressBytes, addressText } from '../../src/session/client-address.js'
 import { configWarnings } from '../../src/config/safety.js'
 import type { Network } from '../../src/config/types.js'
 import type { Identity } from '../../src/session/record.js'
@@ -82,13 +84,43 @@ describe('a client address against networks', () => {
     // Not an address the rules can judge: cannot be told.
     ['fe80::1%eth0', undefined],
     ['2001:db8::1%eth0', undefined],
-    ['10.1.2.3:443', undefined],
+    ['[fe80::1%eth0]:443', undefined],
+    // The other spellings of an IPv4-mapped address (a trusted proxy's X-Forwarded-For may use them).
+    ['::ffff:a01:203', true],
+    ['0:0:0:0:0:ffff:10.1.2.3', true],
+    ['0:0:0:0:0:FFFF:0A01:0203', true],
+    ['::0:ffff:11.0.0.1', false],
+    // With the port some proxies write after it (Azure Application Gateway): the client it names.
+    ['10.1.2.3:443', true],
+    ['11.0.0.1:443', false],
+    ['[2001:db8::1]:443', true],
+    ['[2001:db8::1]', true],
+    ['[::ffff:10.1.2.3]:80', true],
+    ['10.1.2.3:', undefined],
+    ['10.1.2.3:443:1', undefined],
     ['', undefined],
     ['unknown', undefined],
     [undefined, undefined],
   ]
   it.each(ADDRESSES)('%j', (address, expected) => {
     expect(inside(address)).toBe(expected)
+  })
+
+  it('reads every spelling of a client as the rate limits and the sessions page do (tester\'s finding, round 4)', () => {
+    const bytes = fc.array(fc.integer({ min: 0, max: 255 }), { minLength: 4, maxLength: 4 })
+    fc.assert(fc.property(bytes, fc.integer({ min: 0, max: 32 }), bytes, fc.integer({ min: 1, max: 65535 }), (net, bits, address, port) => {
+      const dotted = address.join('.')
+      const hex = [address[0]! * 256 + address[1]!, address[2]! * 256 + address[3]!].map((group) => group.toString(16))
+      const spellings = [dotted, `::ffff:${dotted}`, `::FFFF:${hex.join(':')}`, `0:0:0:0:0:ffff:${dotted}`, `${dotted}:${port}`, `[::ffff:${hex.join(':')}]:${port}`]
+      const written = String(networkAddressOf(net, bits))
+      const test = networkTest([network(`${written}/${bits}`)])
+      for (const spelling of spellings) {
+        expect(test(spelling), spelling).toBe(test(dotted))
+        // The rate limits' key and the sessions page's address: the same client.
+        expect(normalizeIP(withoutPort(spelling), 64), spelling).toBe(dotted)
+        expect(addressText(addressBytes(withoutPort(spelling))), spelling).toBe(dotted)
+      }
+    }))
   })
 
   it('::/0 holds no IPv4 client, and 0.0.0.0/0 no IPv6 one', () => {
@@ -221,3 +253,11 @@ describe('networks in gateway.yaml', () => {
     ])
   })
 })
+
+/** The network address of `bytes` under a prefix of `bits` (host bits cleared), dotted. */
+function networkAddressOf (bytes: number[], bits: number): string {
+  return bytes.map((byte, i) => {
+    const kept = Math.max(0, Math.min(8, bits - 8 * i))
+    return byte & (0xff << (8 - kept)) & 0xff
+  }).join('.')
+}

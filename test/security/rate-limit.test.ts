@@ -42,6 +42,9 @@ afterAll(async () => {
 })
 
 let addresses = 0
+/** The address the port rows spell with ports. */
+let newAddressText = ''
+
 /** A client address of its own (the gateways trust X-Forwarded-For), so tests do not share budgets. */
 function newAddress (): string {
   addresses++
@@ -108,6 +111,17 @@ describe('rateLimit.login: a budget per client address over the sign-in endpoint
     for (let i = 0; i < 6; i++) await login(one, busy)
     await expectLimited(await login(one, busy))
     expect((await login(one, newAddress())).status).toBe(302)
+  })
+
+  // Tester's finding (round 4): a proxy that writes the client's port (Azure Application Gateway)
+  // made each new connection a new budget.
+  it.each([
+    ['an IPv4 client', (port: number) => `${newAddressText}:${port}`],
+    ['an IPv6 client, in brackets', (port: number) => `[2001:db8:7::${port.toString(16)}]:${port}`],
+  ])('counts %s its proxy names with a new port on each connection as one client', async (_, spelled) => {
+    newAddressText = newAddress()
+    for (let port = 40001; port <= 40006; port++) await login(one, spelled(port))
+    await expectLimited(await login(one, spelled(40007)))
   })
 
   it('leaves every other endpoint alone for an address over the budget', async () => {
