@@ -12,6 +12,7 @@ import type { Readable } from 'node:stream'
 import type { RouteConfig } from '../config/types.js'
 import type { BodyDeadlines } from './body-deadline.js'
 import type { UpstreamTarget } from './cut-off.js'
+import { requestSpelling } from '../config/canonical.js'
 import { clientBoundHeaders } from './headers.js'
 import type { UpstreamHeaders } from './request-headers.js'
 import type { UpstreamAnswer, UpstreamPool } from './upstream-pool.js'
@@ -39,6 +40,9 @@ export interface ForwardParts {
 /** The route's handler: sends each request upstream and its answer back. */
 export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
   const host = new URL(route.upstream).host
+  // The route's pages as browsers see them, for the headers that could reach past it (headers.ts originReach).
+  const spelled = requestSpelling(route.path)
+  const scope = spelled.endsWith('/') ? spelled : `${spelled}/`
   return (request, reply) => {
     const url = request.url
     const query = url.indexOf('?')
@@ -66,7 +70,7 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     if (statusCode > 599) return refuse(request, reply, body, `the upstream answered with status ${statusCode}`)
     try {
       reply.code(statusCode)
-      reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable))
+      reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable, scope))
       if (challenge !== undefined && answer.headers['www-authenticate'] !== undefined) reply.header('www-authenticate', challenge)
     } catch (error) {
       // Headers Node will not send as they are: the upstream's answer is not passed on.

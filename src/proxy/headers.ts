@@ -125,18 +125,21 @@ export function setCookieName (line: string): string {
 }
 
 /**
- * The upstream's response headers without hop-by-hop ones, and without any Set-Cookie for the
- * gateway's own cookies: an upstream must not plant or replace a session (a new object only when
- * something is removed).
+ * The upstream's response headers without hop-by-hop ones, without any Set-Cookie for the
+ * gateway's own cookies (an upstream must not plant or replace a session), and without what would
+ * reach past the route on the origin it shares with the other routes and the gateway's own pages
+ * (originReach). A new object only when something is removed.
  * @param gatewayCookies the names of the gateway's cookies
+ * @param scope the route's path prefix as browsers spell it, ending in `/`
  */
-export function clientBoundHeaders (headers: IncomingHttpHeaders, gatewayCookies: readonly string[]): IncomingHttpHeaders {
+export function clientBoundHeaders (headers: IncomingHttpHeaders, gatewayCookies: readonly string[], scope: string): IncomingHttpHeaders {
   // undici gives one Set-Cookie as a string, several as an array.
   const raw = headers['set-cookie'] as string | string[] | undefined
   const setCookie = typeof raw === 'string' ? [raw] : raw
   const planted = setCookie?.some((line) => gatewayCookies.includes(setCookieName(line))) === true
   if (!planted && headers.connection === undefined && headers['keep-alive'] === undefined && headers['transfer-encoding'] === undefined &&
-    headers['proxy-connection'] === undefined && headers.upgrade === undefined && headers.trailer === undefined && headers.te === undefined) {
+    headers['proxy-connection'] === undefined && headers.upgrade === undefined && headers.trailer === undefined && headers.te === undefined &&
+    headers['service-worker-allowed'] === undefined && headers['clear-site-data'] === undefined) {
     return headers
   }
   const listed = connectionListed(headers.connection as string | undefined)
@@ -149,5 +152,40 @@ export function clientBoundHeaders (headers: IncomingHttpHeaders, gatewayCookies
     if (kept.length > 0) out['set-cookie'] = kept
     else delete out['set-cookie']
   }
+  originReach(out, scope)
   return out
+}
+
+/** What an origin-wide `"*"` of Clear-Site-Data still clears once cookies are left out. */
+const CLEARED_BUT_COOKIES = ['"cache"', '"storage"', '"executionContexts"']
+
+/**
+ * Takes out of `headers` what would let one route's upstream act on the whole origin:
+ * - Service-Worker-Allowed naming a scope beyond the route (`/`): the route's service worker would
+ *   then serve every page of the origin, other routes' and the gateway's sign-in pages, for as long
+ *   as it stays installed. Kept when it names a path within the route;
+ * - Clear-Site-Data's `"cookies"` (and `"*"`, which includes them): the browser would delete the
+ *   gateway's session cookie, and every cookie of the site. Its other types are kept.
+ */
+function originReach (headers: IncomingHttpHeaders, scope: string): void {
+  const allowed = headers['service-worker-allowed']
+  if (allowed !== undefined && !(typeof allowed === 'string' && withinScope(allowed, scope))) delete headers['service-worker-allowed']
+  const clearing = headers['clear-site-data']
+  if (clearing === undefined) return
+  const types = (Array.isArray(clearing) ? clearing : [clearing]).flatMap((value) => value.split(',')).map((type) => type.trim()).filter((type) => type !== '')
+  const kept = [...new Set(types.flatMap((type) => type === '"*"' ? CLEARED_BUT_COOKIES : type.toLowerCase() === '"cookies"' ? [] : [type]))]
+  if (kept.length > 0) headers['clear-site-data'] = kept.join(', ')
+  else delete headers['clear-site-data']
+}
+
+/** Whether a Service-Worker-Allowed value (an absolute path) names a scope within `scope`. */
+function withinScope (value: string, scope: string): boolean {
+  const path = value.trim()
+  // A relative path resolves against the script's own address, which the gateway does not see here: not kept.
+  if (!path.startsWith('/') || path.startsWith('//') || path.includes('\\')) return false
+  try {
+    return new URL(path, 'http://gateway.invalid').pathname.startsWith(scope)
+  } catch {
+    return false
+  }
 }

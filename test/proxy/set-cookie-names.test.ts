@@ -24,7 +24,7 @@ function sentBack (line: string): string | undefined {
 }
 
 function kept (line: string): boolean {
-  const out = clientBoundHeaders({ 'set-cookie': [line, 'app=1'] }, PLANTABLE)['set-cookie'] as string[]
+  const out = clientBoundHeaders({ 'set-cookie': [line, 'app=1'] }, PLANTABLE, '/app/')['set-cookie'] as string[]
   return out.includes(line)
 }
 
@@ -51,5 +51,53 @@ describe('Set-Cookie from an upstream, as a browser stores it', () => {
       const header = sentBack(line)
       for (const name of GATEWAY) expect(cookieValue(header, name), `${JSON.stringify(line)} kept, sent back as ${JSON.stringify(header)}`).toBeUndefined()
     }), { numRuns: 3000 })
+  })
+})
+
+// Tester's finding (round 4): routes share the gateway's origin, so an upstream's
+// Service-Worker-Allowed and Clear-Site-Data reached past its route (a worker of /app/ serving
+// every page of the origin; the gateway's session cookie deleted). The browser side:
+// test/security/upstream-origin-browser.test.ts.
+describe('headers of an upstream\'s answer that could reach past its route (/app/)', () => {
+  const passed = (headers: Record<string, string | string[]>) => clientBoundHeaders(headers, PLANTABLE, '/app/')
+
+  it.each<[string | string[], boolean]>([
+    ['/app/', true],
+    ['/app/static/', true],
+    [' /app/ ', true],
+    ['/', false],
+    ['/ap', false],
+    ['/app', false],
+    ['/APP/', false],
+    ['/app/../', false],
+    ['/app/%2e%2e/', false],
+    ['/app/..%2f', true],
+    ['//evil.example/app/', false],
+    ['/\\evil.example/app/', false],
+    ['app/', false],
+    ['./', false],
+    ['http://127.0.0.1/app/', false],
+    ['', false],
+    [['/app/', '/'], false],
+  ])('Service-Worker-Allowed %j: passed on %s', (value, kept) => {
+    expect(passed({ 'service-worker-allowed': value })['service-worker-allowed']).toEqual(kept ? value : undefined)
+  })
+
+  it.each<[string | string[], string | undefined]>([
+    ['"cookies"', undefined],
+    ['"COOKIES"', undefined],
+    ['"cache", "cookies"', '"cache"'],
+    ['"storage"', '"storage"'],
+    ['"*"', '"cache", "storage", "executionContexts"'],
+    ['"cache", "*"', '"cache", "storage", "executionContexts"'],
+    [['"cookies"', '"cache"'], '"cache"'],
+    [' , "cookies" ,', undefined],
+  ])('Clear-Site-Data %j: passed on as %j', (value, kept) => {
+    expect(passed({ 'clear-site-data': value })['clear-site-data']).toEqual(kept)
+  })
+
+  it('passes an answer without them as it came (no copy)', () => {
+    const headers = { 'content-type': 'text/html', 'cache-control': 'no-store' }
+    expect(passed(headers)).toBe(headers)
   })
 })
