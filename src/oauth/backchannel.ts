@@ -11,7 +11,7 @@ import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
 import { storeKeys, type SessionStore } from '../store/store.js'
 import type { ResolvedProvider } from './providers.js'
-import type { ProviderSessionClaims, SessionIndex } from './session-index.js'
+import type { SessionIndex } from './session-index.js'
 
 /** The member of the `events` claim that makes a JWT a logout token. */
 export const BACKCHANNEL_LOGOUT_EVENT = 'http://schemas.openid.net/event/backchannel-logout'
@@ -116,13 +116,11 @@ export class BackchannelLogout {
     if (!(await this.store.claim(used, '1', rememberMs))) {
       throw invalid('The logout token has already been used (jti).')
     }
-    const named: ProviderSessionClaims = claims.sid !== undefined ? { sid: claims.sid } : { sub: claims.sub! }
+    const [claim, value] = claims.sid !== undefined ? ['sid', claims.sid] as const : ['sub', claims.sub!] as const
     let ids: string[] = []
     let ended = 0
     try {
-      ids = claims.sid !== undefined
-        ? await this.index.take(provider.name, 'sid', claims.sid)
-        : await this.index.take(provider.name, 'sub', claims.sub!)
+      ids = await this.index.take(provider.name, claim, value)
       for (const id of ids) {
         await this.sessions.endById(id)
         ended++
@@ -132,10 +130,10 @@ export class BackchannelLogout {
       // must end what this one did not. So the jti is released and the sessions not yet ended go
       // back into the index; best effort, since the store may fail again (the jti then stays used
       // until rememberMs, and those sessions end at their own timeouts).
-      await Promise.all([this.store.delete(used), ...ids.slice(ended).map((id) => this.index.add(provider.name, named, id))]).catch(() => {})
+      await Promise.all([this.store.delete(used), ...ids.slice(ended).map((id) => this.index.add(provider.name, { [claim]: value }, id))]).catch(() => {})
       throw error
     }
-    this.log.info({ provider: provider.name, by: claims.sid !== undefined ? 'sid' : 'sub', sessions: ids.length }, 'back-channel logout')
+    this.log.info({ provider: provider.name, by: claim, sessions: ids.length }, 'back-channel logout')
     return ids.length
   }
 }

@@ -3,8 +3,8 @@
 // has `reauth:`) and
 // GET /oauth/authorized/<provider>/ (the provider's answer: oauth/sign-in.ts's protocol steps, then
 // the session, then 302 to where the sign-in was going).
-import { withoutPort } from '../config/networks.js'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { withoutPort } from '../config/networks.js'
 import { GatewayError } from '../errors.js'
 import { startSession, type StartedSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
