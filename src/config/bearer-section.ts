@@ -56,8 +56,8 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
   bearer.issuers.forEach((name, i) => {
     const issuer = Object.hasOwn(providers, name) ? providers[name]!.issuer : undefined
     if (issuer === undefined) return
-    const first = seen.get(issuer)
-    if (first === undefined) seen.set(issuer, name)
+    const first = seen.get(sameIssuer(issuer))
+    if (first === undefined) seen.set(sameIssuer(issuer), name)
     else issues.add([...at, 'issuers', i], `names ${name}, whose issuer ${describe(issuer)} is ${first}'s too: every token of it would be judged as ${first}'s`, `keep one of ${first} and ${name} here`)
   })
   bearer.issuers.forEach((name, i) => {
@@ -113,17 +113,30 @@ export function rulePlaces (config: Pick<GatewayConfig, 'routes' | 'forwardAuth'
 }
 
 /**
- * A route or host that takes a token-only issuer's tokens (CI systems, workloads) with no `allow`
- * rule on who the caller is (`claims` or `users`): every repository, project or pod that issuer
- * serves passes, since the caller chooses the token's audience.
+ * Claims of CI systems' tokens (GitHub Actions, GitLab CI) whose values every repository or project
+ * can present for itself: its own `main` branch, an environment it names `production`, a push, a
+ * hosted runner. A rule on these alone pins nobody.
+ * @see https://docs.github.com/en/actions/security-for-github-actions/security-hardening-your-deployments/about-security-hardening-with-openid-connect
+ * @see https://docs.gitlab.com/ci/secrets/id_token_authentication/
+ */
+const ANYONES_CLAIMS = new Set(['ref', 'ref_type', 'ref_path', 'ref_protected', 'environment', 'environment_protected', 'deployment_tier',
+  'event_name', 'runner_environment', 'repository_visibility', 'pipeline_source', 'sha', 'workflow', 'workflow_sha', 'job_workflow_sha',
+  'head_ref', 'base_ref', 'run_id', 'run_number', 'run_attempt', 'iss', 'aud', 'iat', 'nbf', 'exp', 'jti'])
+
+/**
+ * A route or host that takes a token-only issuer's tokens (CI systems, workloads) with an `allow`
+ * rule that says nothing of who the caller is: no `users`, and no claim but those every repository
+ * can present (ANYONES_CLAIMS). Every repository, project or pod that issuer serves then passes,
+ * since the caller chooses the token's audience.
  */
 export function unpinnedIssuerWarnings (places: readonly RulePlace[], providers: Readonly<Record<string, ProviderConfig>>): string[] {
   return places.flatMap((place) => {
     const issuers = place.issuers.filter((name) => Object.hasOwn(providers, name) && providers[name]!.tokenOnly)
-    const pinned = (place.allow ?? []).every((rule) => rule.claims.length > 0 || rule.users.length > 0)
+    const pinned = (place.allow ?? []).every((rule) => rule.users.length > 0 || rule.claims.some((claim) => !ANYONES_CLAIMS.has(claim.path.replace(/^\//, ''))))
     if (issuers.length === 0 || (place.allow !== undefined && pinned)) return []
     return [`${place.name}.allow: takes tokens of ${issuers.join(', ')}, which mints them for every repository, project or pod it serves (the caller chooses the audience), ` +
-      'and not every allow rule names claims or users: pin who may pass, such as { claims: { repository: [org/app], ref: [refs/heads/main] } } (machine-clients.md)']
+      'and not every allow rule names users or a claim that tells callers apart (ref, environment, event_name and the like any repository can present for itself): ' +
+      'pin who may pass, such as { claims: { repository: [org/app], ref: [refs/heads/main] } } (machine-clients.md)']
   })
 }
 
@@ -166,4 +179,18 @@ export function introspectionWarnings (config: Pick<GatewayConfig, 'routes' | 'f
     ? [`${at}.introspect: an opaque token names no issuer, so it is introspected at ${bearer.issuers.join(', then ')} in turn until one calls it active: ` +
       `each sees the tokens of those listed after it (${bearer.issuers[0]} those of ${bearer.issuers.slice(1).join(' and ')}). List one issuer where tokens are introspected, or only issuers of one party (machine-clients.md)`]
     : [])
+}
+
+/**
+ * One issuer however it is written: discovery reads `https://GitLab.example.com:443/` and
+ * `https://gitlab.example.com` as the same (the host in lower case, the default port and a trailing
+ * `/` left out), and both providers would then expect one `iss`.
+ */
+function sameIssuer (issuer: string): string {
+  try {
+    const url = new URL(issuer)
+    return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}${url.search}`
+  } catch {
+    return issuer
+  }
 }

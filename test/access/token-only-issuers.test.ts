@@ -137,6 +137,13 @@ it('--check: only an issuer, named only in bearer.issuers, never asked to intros
   // One issuer under two names in one list: its tokens would be judged as the first's.
   const twice = { gha: { issuer: 'https://token.actions.githubusercontent.com' }, 'gha-2': { issuer: 'https://token.actions.githubusercontent.com' } }
   expect(configProblems(config(twice, { bearer: { issuers: ['gha', 'gha-2'], audience: 'a' } }))).toEqual([expect.stringMatching(/^routes\[0\]\.bearer\.issuers\[1\]: names gha-2, whose issuer "https:\/\/token\.actions\.githubusercontent\.com" is gha's too/)])
+  // However the second writes it: discovery reads these as the same issuer (tester's finding, round 4).
+  for (const spelling of ['https://Token.Actions.GitHubUserContent.com', 'https://token.actions.githubusercontent.com:443/', 'https://token.actions.githubusercontent.com//']) {
+    const spelled = { gha: twice.gha, 'gha-2': { issuer: spelling } }
+    expect([spelling, configProblems(config(spelled, { bearer: { issuers: ['gha', 'gha-2'], audience: 'a' } }))]).toEqual([spelling, [expect.stringMatching(/^routes\[0\]\.bearer\.issuers\[1\]: names gha-2, whose issuer .* is gha's too/)]])
+  }
+  // Another path is another issuer (GitLab's groups, Keycloak's realms).
+  expect(configProblems(config({ gha: twice.gha, 'gha-2': { issuer: 'https://token.actions.githubusercontent.com/other' } }, { bearer: { issuers: ['gha', 'gha-2'], audience: 'a' } }))).toEqual([])
   // A rule on a provider whose people and tokens never reach the route could never hold.
   expect(configProblems(config(gha, { ...bearer, allow: [{ providers: ['github'] }] }))).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]\.providers\[0\]: names "github", whose people and tokens never reach here/)])
   expect(configProblems(config(gha, { ...bearer, allow: [{ providers: ['gha'], claims: { repository: ['o/r'] } }, { providers: ['corp'] }] }))).toEqual([])
@@ -153,6 +160,16 @@ it('--check warns where a token-only issuer\'s tokens pass without a rule on who
   expect(warn([{ methods: ['POST'] }])).toEqual(unpinned)
   expect(warn([{ claims: { repository: ['o/r'] } }, { groups: ['deployers'] }])).toEqual(unpinned)
   expect(warn([{ claims: { repository: ['o/r'] } }, { users: ['alice'] }])).toEqual([])
+  // Claims every repository can present for itself pin nobody: its own main branch, an environment
+  // it names production, a push (tester's finding, round 4).
+  for (const claims of [
+    { ref: ['refs/heads/main'] },
+    { environment: ['production'] },
+    { '/ref': ['refs/heads/main'], ref_type: ['branch'], event_name: ['push'] },
+    { runner_environment: ['github-hosted'], repository_visibility: ['private'] },
+  ]) expect([claims, warn([{ claims }])]).toEqual([claims, unpinned])
+  expect(warn([{ claims: { repository_owner_id: ['123'], ref: ['refs/heads/main'] } }])).toEqual([])
+  expect(warn([{ claims: { job_workflow_ref: ['o/r/.github/workflows/deploy.yml@refs/heads/main'] } }])).toEqual([])
 })
 
 it('--check warns where a rule admits another issuer\'s people or tokens by groups or e-mail as the own provider\'s, on a route or a forward-auth host', () => {
