@@ -27,18 +27,23 @@ export function handshakeProblem ({ method, headers }: Handshake): string | unde
   // As ws reads it: `+value`, so " 13" and "13.0" are 13 and a repeated header ("13, 13") is not.
   const version = Number(headers['sec-websocket-version'])
   if (version !== 13 && version !== 8) return 'The Sec-WebSocket-Version header is missing or is not 13.'
-  const protocols = headers['sec-websocket-protocol']
-  if (protocols !== undefined && (typeof protocols !== 'string' || !protocolListValid(protocols))) return 'The Sec-WebSocket-Protocol header is not a list of distinct sub-protocol names.'
+  if (offeredProtocols(headers['sec-websocket-protocol']) === undefined) return 'The Sec-WebSocket-Protocol header is not a list of distinct sub-protocol names.'
   return undefined
 }
 
-/** A comma-separated list of distinct tokens, blanks allowed around each but not before the first or after the last. */
-function protocolListValid (header: string): boolean {
-  const seen = new Set<string>()
+/**
+ * The sub-protocols a handshake offers (Sec-WebSocket-Protocol), in its order: what the upstream's
+ * leg offers in turn. Undefined when ws could not read the list: distinct tokens separated by
+ * commas, blanks allowed around each but not before the first or after the last.
+ */
+export function offeredProtocols (header: string | string[] | undefined): string[] | undefined {
+  if (header === undefined) return []
+  if (typeof header !== 'string' || /[ \t]$/.test(header)) return undefined
+  const names: string[] = []
   for (const [i, item] of header.split(',').entries()) {
     const name = (i === 0 ? FIRST_PROTOCOL : NEXT_PROTOCOL).exec(item)?.[1]
-    if (name === undefined || seen.has(name)) return false
-    seen.add(name)
+    if (name === undefined || names.includes(name)) return undefined
+    names.push(name)
   }
-  return !/[ \t]$/.test(header)
+  return names
 }

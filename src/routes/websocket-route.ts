@@ -21,7 +21,7 @@ import type { SessionSockets } from '../proxy/session-sockets.js'
 import { upstreamError } from '../proxy/upstream-response.js'
 import { CLIENT_GONE_CODE, CLIENT_GONE_REASON, link, openUpstream, UpstreamHandshakeError, type UpstreamLeg } from '../proxy/websocket-link.js'
 import { websocketHooks, type WebSocketHooks } from '../proxy/websocket.js'
-import { handshakeProblem } from '../proxy/websocket-handshake.js'
+import { handshakeProblem, offeredProtocols } from '../proxy/websocket-handshake.js'
 
 /** What a websocket route's upgrades need besides the route. */
 export interface WebSocketRouteDeps {
@@ -31,12 +31,6 @@ export interface WebSocketRouteDeps {
   readonly paths: UpstreamPaths
   readonly sockets?: SessionSockets | undefined
   readonly bearerSockets?: BearerSockets | undefined
-}
-
-/** The sub-protocols a client offered (Sec-WebSocket-Protocol), in its order. */
-function offered (request: IncomingMessage): string[] {
-  const header = request.headers['sec-websocket-protocol']
-  return header === undefined ? [] : header.split(',').map((protocol) => protocol.trim()).filter((protocol) => protocol !== '')
 }
 
 /** The upstream's address of an upgrade: the same path as the route's HTTP requests, the query as the edge made it. */
@@ -168,7 +162,8 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
     bearerSockets?.handing(request)
     const upstream = await upstreamLeg({
       url,
-      protocols: offered(request.raw),
+      // Read by handshakeProblem above: a list ws accepts.
+      protocols: offeredProtocols(request.headers['sec-websocket-protocol']) ?? [],
       headers: headers.websocket(route, request),
       maxPayload: route.websocketMaxMessage,
       timeoutMs: route.timeoutMs,
