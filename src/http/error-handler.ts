@@ -5,7 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { GatewayError, isGatewayError, type ErrorCode, type ErrorDetails } from '../errors.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { FORWARD_AUTH_ROUTE, HOME } from '../oauth/urls.js'
-import { errorPage, signInRemedy } from './pages.js'
+import { errorPage, sendUnframed, signInRemedy } from './pages.js'
 
 /** A browser navigation asks for HTML; API clients, `*\/*` and no Accept get JSON. */
 export function wantsHtml (request: FastifyRequest): boolean {
@@ -81,8 +81,9 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   if (wantsHtml(request)) {
     // Through forward-auth the page shows at the application's address: a path would lead there.
     const home = request.routeOptions.url === FORWARD_AUTH_ROUTE ? `${ownOrigin}${HOME}` : HOME
-    // Another site never learns the page's address (a callback's code and state, a `next` with its query).
-    return reply.type('text/html; charset=utf-8').header('referrer-policy', 'same-origin').send(errorPage(error, cameFrom(request.headers.referer, ownOrigin, request.url) ?? home))
+    // Unframed: a 401's "Sign in" and a 403's "Use another account" are buttons another page could
+    // lay a decoy over. Another site never learns the page's address (a callback's code and state).
+    return sendUnframed(reply, errorPage(error, cameFrom(request.headers.referer, ownOrigin, request.url) ?? home))
   }
   return reply.type('application/json; charset=utf-8').send({
     error: error.code,

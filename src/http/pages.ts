@@ -5,7 +5,12 @@ import { ERRORS, type ErrorCode, type GatewayError, type Refused } from '../erro
 import { HOME } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 
-/** Sends one of these pages as a page of the gateway's own that no other site may frame (a question with a button). */
+/**
+ * Sends one of these pages: every page of the gateway's own goes out through here, since each has a
+ * button (sign in, sign out everywhere, use another account, allow) that a page framing it could
+ * trick out of a click. No other page may frame it, a same-site one included: SameSite=Lax sends
+ * the session cookie into a frame on a sibling host or another port of the same host.
+ */
 export function sendUnframed (reply: FastifyReply, html: string): FastifyReply {
   return reply.type('text/html; charset=utf-8')
     .header('content-security-policy', "frame-ancestors 'none'")

@@ -11,7 +11,7 @@ import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { wantsHtml } from '../http/error-handler.js'
-import { homePage, type HomeApp } from '../http/pages.js'
+import { homePage, sendUnframed, type HomeApp } from '../http/pages.js'
 import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
@@ -105,7 +105,8 @@ export function homeRoutes (app: FastifyInstance, { config, sessions, signInLink
     // A sign-in from here goes back to where the person was going, else to the provider's first page.
     const links = next === HOME ? signInLinks : signInLinks.map(({ name }) => ({ name, href: loginUrl(config, name, next) }))
     const page = homePage(identities, links, apps, (provider) => switchAccountUrl(config, provider, HOME), agents)
-    return reply.type('text/html; charset=utf-8').send(page)
+    // Unframed: its "Sign out everywhere" is a same-origin POST that a framing page could trick out of a click.
+    return sendUnframed(reply, page)
   })
   if (!config.routes.some((route) => route.path === '/')) app.get('/', async (_request, reply) => reply.redirect(HOME, 302))
 }

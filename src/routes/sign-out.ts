@@ -96,7 +96,7 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
   async function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown, switchTo: string | undefined, everywhere: boolean) {
     if (switchTo !== undefined) return await beginSignIn(context, request, reply, switchTo, safeNext(next, redirectHosts), true)
     if (next === undefined && wantsHtml(request)) {
-      return reply.type('text/html; charset=utf-8').send(signedOutPage(context.signInLinks, everywhere))
+      return sendUnframed(reply, signedOutPage(context.signInLinks, everywhere))
     }
     return reply.redirect(safeNext(next, redirectHosts), 302)
   }

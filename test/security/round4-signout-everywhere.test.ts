@@ -4,7 +4,9 @@
 // a GET naming `everywhere` gets the confirmation page, and only its button (a same-origin POST)
 // signs out everywhere. Real Chromium, a real authorization server, real Redis, a real upstream.
 // A property: no spelling of the key (any letter case, percent-encoded letters, any value, repeated)
-// makes a same-origin GET more than the confirmation page.
+// makes a same-origin GET more than the confirmation page. And no page of the gateway's own can be
+// framed: a page on another port of the same host (the same site, so the Lax session cookie goes
+// into its frame) that frames /oauth/ shows nothing there, and a click ends nothing.
 import { createServer } from 'node:http'
 import fc from 'fast-check'
 import type { BrowserContext } from 'playwright-core'
@@ -33,6 +35,13 @@ const app = createServer((req, res) => {
   res.setHeader('content-type', 'text/html; charset=utf-8')
   res.end(req.url === '/app/hostile' ? PAGE : '<!doctype html><h1>Home</h1>')
 })
+/** A page of another port of the same host, that frames the gateway address its `?src=` names. */
+const framing = createServer((req, res) => {
+  const src = new URL(req.url ?? '/', 'http://framing').searchParams.get('src') ?? ''
+  res.setHeader('content-type', 'text/html; charset=utf-8')
+  res.end(`<!doctype html><h1>Win a prize</h1><iframe src="${src.replaceAll('"', '')}" width="800" height="600"></iframe>`)
+})
+let framingUrl: string
 
 it.beforeAll(async ({ startStack, redis: fileRedis }) => {
   redis = fileRedis
@@ -40,8 +49,9 @@ it.beforeAll(async ({ startStack, redis: fileRedis }) => {
   gateway = await startStack({
     store: { type: 'redis', url: redis.url },
     session: { cacheTtl: '10s' },
-    routes: [{ path: '/app/', upstream, provider: 'demo' }],
+    routes: [{ path: '/app/', upstream, provider: 'demo' }, { path: '/staff/', upstream, provider: 'demo', allow: [{ users: ['bob'] }] }],
   })
+  framingUrl = await listen(framing)
   context = await (await sharedChromium()).newContext()
 })
 
@@ -50,6 +60,7 @@ afterAll(async () => {
   await context?.close()
   await gateway?.close()
   await close(app)
+  await close(framing)
 })
 
 /** The Chromium context's session cookie's value. */
@@ -118,5 +129,42 @@ describe('every spelling of everywhere on a GET', () => {
       expect(answer.body).toContain('<form method="post" action="/oauth/logout/">')
     }), { numRuns: 60 })
     expect(await sessionStatus(gateway, cookie)).toBe(200)
+  })
+})
+
+describe('a page of the same site framing the gateway\'s pages', () => {
+  it('sees none of /oauth/\'s buttons in its frame, and the sessions live on', async () => {
+    const page = await context.newPage()
+    await signInAt(page, `${gateway.url}/app/`, 'carol')
+    const other = (await sessionCookie(gateway, 'carol')).slice('gw_session='.length)
+    const own = await chromiumCookie()
+    await page.goto(`${framingUrl}/?src=${encodeURIComponent(`${gateway.url}/oauth/`)}`, { waitUntil: 'load' })
+    const frame = page.frames().find((candidate) => candidate !== page.mainFrame())!
+    // Chromium refuses the framed page: the frame holds its error page, not the gateway's buttons.
+    const button = frame.locator('button:has-text("Sign out everywhere")')
+    expect(await button.count()).toBe(0)
+    expect(await sessionStatus(gateway, own)).toBe(200)
+    expect(await sessionStatus(gateway, other)).toBe(200)
+    await page.close()
+  })
+
+  it('every page of the gateway\'s own says no page may frame it', async () => {
+    const carol = await sessionCookie(gateway, 'carol')
+    const pages = {
+      home: await fetch(`${gateway.url}/oauth/`, { headers: { accept: 'text/html', cookie: carol } }),
+      refused: await fetch(`${gateway.url}/staff/`, { headers: { accept: 'text/html', cookie: carol } }),
+      unauthenticated: await fetch(`${gateway.url}/oauth/sessions/`, { headers: { accept: 'text/html' } }),
+      missing: await fetch(`${gateway.url}/oauth/nothing-here`, { headers: { accept: 'text/html' } }),
+      signedOut: await fetch(`${gateway.url}/oauth/logout/`, { method: 'POST', headers: { accept: 'text/html', cookie: carol, 'sec-fetch-site': 'same-origin', origin: gateway.url } }),
+      sessions: await fetch(`${gateway.url}/oauth/sessions/`, { headers: { accept: 'text/html', cookie: await sessionCookie(gateway, 'carol') } }),
+      confirm: await fetch(`${gateway.url}/oauth/logout/?everywhere=1`, { headers: { accept: 'text/html', 'sec-fetch-site': 'same-origin' } }),
+    }
+    const seen = Object.fromEntries(Object.entries(pages).map(([name, answer]) => [name, {
+      status: answer.status,
+      type: answer.headers.get('content-type'),
+      framing: [answer.headers.get('content-security-policy'), answer.headers.get('x-frame-options')],
+    }]))
+    const unframed = (status: number) => ({ status, type: 'text/html; charset=utf-8', framing: ["frame-ancestors 'none'", 'DENY'] })
+    expect(seen).toEqual({ home: unframed(200), refused: unframed(403), unauthenticated: unframed(401), missing: unframed(404), signedOut: unframed(200), sessions: unframed(200), confirm: unframed(200) })
   })
 })
