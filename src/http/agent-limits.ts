@@ -2,11 +2,29 @@
 // address and minute, each counted apart: the limiter's key is otherwise the address alone, which
 // every budget of the gateway (the sign-in's included) would share, so an agent polling could lock
 // its person out. IPv6 addresses count per /64, as the sign-in's. Registrations are also bounded
-// from every address together, per hour. Over a budget: 429 `rate_limited` with Retry-After.
+// from every address together, per hour. Over a budget: 429 `rate_limited` with Retry-After. And
+// the sizes of what anyone may make the authorization server keep: a registration, a device code's
+// request, an authorization request's `state`.
 import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { withoutPort } from '../config/networks.js'
 import { GatewayError } from '../errors.js'
+
+/** The largest registration accepted (10 redirect URIs of 2,000 characters fit twice over; oidc-provider's own bound is 56 KiB). */
+export const REGISTRATION_MAX_BYTES = 8192
+/**
+ * The largest device authorization request accepted: its `client_id`, `scope` and `resource` fit
+ * many times over. oidc-provider keeps the whole request with the device code for its 10 minutes,
+ * free-text parameters too (`login_hint`, `acr_values`, ...), and anyone may ask for a code: up to
+ * its own 56 KiB bound, a stranger's 20 requests a minute kept 13 MB in the store.
+ */
+export const DEVICE_REQUEST_MAX_BYTES = 1024
+/**
+ * The longest `state` an agent may send: oidc-provider keeps it with the authorization request for
+ * `state.ttl`, whoever asked. A CSRF value needs a few dozen characters; one that carries the
+ * client's own data, a few hundred.
+ */
+export const STATE_MAX_LENGTH = 512
 
 /**
  * Requests per client address and minute: enough for a person's agents, not for a flood; a code
@@ -57,4 +75,10 @@ export function agentLimits (scope: FastifyInstance, perHour: number) {
     if (!checked.isAllowed && checked.isExceeded) throw tooMany('client registrations at this gateway this hour, from every address together')(request, checked)
   }
   return { limit, registrationsLeft }
+}
+
+/** Refuses a POST whose body could be larger than `max` bytes (one without a Content-Length too), before any of it is read. */
+export function bounded (request: FastifyRequest, max: number, what: string): void {
+  const length = Number(request.headers['content-length'] ?? Number.NaN)
+  if (request.method === 'POST' && !(length <= max)) throw new GatewayError('payload_too_large', `${what} is at most ${max} bytes, with a Content-Length.`)
 }

@@ -23,7 +23,7 @@ import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { agentLimits } from '../http/agent-limits.js'
+import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { fromOwnPage } from '../http/request-site.js'
 import type { SessionIndex } from '../oauth/session-index.js'
@@ -41,8 +41,6 @@ import type { CookieOptions } from '../session/cookie.js'
 import type { AgentSignIns } from './oauth-context.js'
 
 const CONSENT_PURPOSE = 'agents-consent'
-/** The largest registration accepted (10 redirect URIs of 2,000 characters fit twice over; oidc-provider's own bound is 56 KiB). */
-const REGISTRATION_MAX_BYTES = 8192
 /** The authorization request's parameters the gateway takes; any other is dropped before oidc-provider sees it. */
 const AUTHORIZATION_PARAMETERS = ['response_type', 'client_id', 'redirect_uri', 'code_challenge', 'code_challenge_method', 'resource', 'state']
 /** RFC 7636 §4.1: 43 to 128 characters of the unreserved set. */
@@ -208,7 +206,15 @@ export class Agents implements AgentSignIns {
       scope.route({ method: ['POST', 'OPTIONS'], url, onRequest: limit('token'), handler: async (request, reply) => { await pass(request, reply) } })
     }
     if (this.deps.config.agents.deviceFlow) {
-      scope.route({ method: ['POST', 'OPTIONS'], url: AGENT_ENDPOINTS.device_authorization, onRequest: limit('device'), handler: async (request, reply) => { await pass(request, reply) } })
+      scope.route({
+        method: ['POST', 'OPTIONS'],
+        url: AGENT_ENDPOINTS.device_authorization,
+        onRequest: limit('device'),
+        handler: async (request, reply) => {
+          bounded(request, DEVICE_REQUEST_MAX_BYTES, 'A device authorization request')
+          await pass(request, reply)
+        },
+      })
       // The person's pages: the code's entry (each POST a guess, so counted apart) and, after the
       // sign-in and consent, the page that says the CLI is allowed.
       // Refused before it is counted: another site cannot spend a person's budget.
@@ -226,21 +232,12 @@ export class Agents implements AgentSignIns {
       url: AGENT_ENDPOINTS.registration,
       onRequest: [limit('registration'), registrationsLeft],
       handler: async (request, reply) => {
-        const length = Number(request.headers['content-length'] ?? Number.NaN)
-        if (request.method === 'POST' && !(length <= REGISTRATION_MAX_BYTES)) {
-          throw new GatewayError('payload_too_large', `A registration is at most ${REGISTRATION_MAX_BYTES} bytes, with a Content-Length.`)
-        }
+        bounded(request, REGISTRATION_MAX_BYTES, 'A registration')
         await pass(request, reply)
       },
     })
   }
 
-  /**
-   * The authorization request as oidc-provider gets it: only the parameters the gateway takes, the
-   * route's scope (MCP clients send none unless configured; the consent grants that one), and
-   * refused here, with an error page and no redirect, unless it is a PKCE S256 code request for an
-   * agents route: a request no person has seen must never send the browser to a client's address.
-   */
   /** The gateway's own refusals of an authorization request, counted as oidc-provider's are. */
   private counted (check: () => string): string {
     try {
@@ -251,6 +248,13 @@ export class Agents implements AgentSignIns {
     }
   }
 
+  /**
+   * The authorization request as oidc-provider gets it: only the parameters the gateway takes, the
+   * route's scope (MCP clients send none unless configured; the consent grants that one), and
+   * refused here, with an error page and no redirect, unless it is a PKCE S256 code request for an
+   * agents route with a `state` of at most STATE_MAX_LENGTH: a request no person has seen must never
+   * send the browser to a client's address, nor keep more than a few kilobytes.
+   */
   private authorizationUrl (url: string): string {
     const sent = new URLSearchParams(url.slice(url.indexOf('?') + 1))
     const query = new URLSearchParams()
@@ -260,6 +264,7 @@ export class Agents implements AgentSignIns {
       if (values.length === 1) query.set(name, values[0]!)
     }
     if (query.get('response_type') !== 'code') throw new GatewayError('invalid_request', 'An agent asks for a code: response_type=code.')
+    if ((query.get('state') ?? '').length > STATE_MAX_LENGTH) throw new GatewayError('invalid_request', `The state is at most ${STATE_MAX_LENGTH} characters.`)
     if (!CODE_CHALLENGE.test(query.get('code_challenge') ?? '') || query.get('code_challenge_method') !== 'S256') {
       throw new GatewayError('invalid_request', 'An agent proves its requests with PKCE: code_challenge and code_challenge_method=S256.')
     }

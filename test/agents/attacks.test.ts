@@ -5,6 +5,7 @@
 // and grants used after the person signed out everywhere or revoked them.
 import { createHash, randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
+import { Redis } from 'ioredis'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, describe, expect, vi } from 'vitest'
 import { SignJWT, createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose'
@@ -34,10 +35,13 @@ const SERVER = { trustProxy: ['127.0.0.1'] }
 const live = createServer((_request, response) => response.end('plain HTTP'))
 new WebSocketServer({ server: live }).on('connection', (socket) => socket.on('message', (data) => socket.send(`echo ${String(data)}`)))
 
+/** The gateway's store, read directly: what a request nobody signs in for keeps there. */
+let store: Redis
 /** A provider that sends back-channel logout tokens (the worker's does not), for the route /bcl/. */
 let bclProvider: TestProvider
 
-it.beforeAll(async ({ startStack, upstream, gatewayAddress }) => {
+it.beforeAll(async ({ startStack, upstream, gatewayAddress, redis }) => {
+  store = new Redis(redis.url)
   const liveUrl = await listen(live)
   bclProvider = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'bcl', 'c2', { backchannel: true })], { logout: true })
   gateway = await startStack({
@@ -109,6 +113,7 @@ async function exchange (id: string, code: string, verifier: string, extra: Reco
 }
 
 afterAll(async () => {
+  store?.disconnect()
   await gateway?.close()
   await bclProvider?.close()
   await close(live)
@@ -256,6 +261,7 @@ describe('an authorization request that must not redirect, and one that must not
     ['response_type token', { response_type: 'token' }],
     ['no response_type', { response_type: null }],
     ['prompt=none (dropped, so it cannot answer without the person)', { prompt: 'none', response_type: 'token' }],
+    ['a state over 512 characters (kept for state.ttl, whoever asks)', { state: 'x'.repeat(513) }],
   ])('%s is an error page too: a request no person has seen never sends the browser to the client', async (_name, overrides) => {
     const registered = await client()
     const response = await fetch(registered.url(overrides), { redirect: 'manual' })
@@ -270,6 +276,22 @@ describe('an authorization request that must not redirect, and one that must not
     const response = await fetch(registered.url({ prompt: 'none', request_uri: 'urn:x', response_mode: 'form_post' }), { redirect: 'manual' })
     expect(response.status).toBe(303)
     expect(response.headers.get('location')).toMatch(/^\/oauth\/agents\/interaction\//)
+  })
+
+  it('keeps a few kilobytes for a request nobody signs in for, whatever its size', async () => {
+    const registered = await client()
+    const interactionBytes = async () => {
+      const keys = await store.keys('*agents:Interaction:*')
+      return (await Promise.all(keys.map(async (key) => Number(await store.memory('USAGE', key) ?? 0)))).reduce((sum, size) => sum + size, 0)
+    }
+    const before = await interactionBytes()
+    const refused = await fetch(registered.url({ state: 'x'.repeat(513) }), { redirect: 'manual' })
+    expect(refused.status).toBe(400)
+    expect(await refused.text()).toContain('The state is at most 512 characters.')
+    expect(await interactionBytes()).toBe(before)
+    const longest = await fetch(registered.url({ state: 'x'.repeat(512) }), { redirect: 'manual' })
+    expect(longest.status).toBe(303)
+    expect(await interactionBytes() - before).toBeLessThan(6144)
   })
 
   it('is bounded per client address: the 61st authorization request within a minute is 429', async () => {

@@ -4,6 +4,7 @@
 // route's provider and allows the client; the CLI's next poll gets tokens for that route only. And
 // what the RFC asks of the polling (authorization_pending, slow_down, expired_token, access_denied),
 // codes that must not work, and pages that must not be framed or reached from another site.
+import { Redis } from 'ioredis'
 import { afterAll, describe, expect, vi } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
@@ -16,6 +17,8 @@ const DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code'
 const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/
 
 let gateway: TestGateway
+/** The gateway's store, read directly: what a device code keeps there. */
+let store: Redis
 /** The gateway's clock: the wall clock plus an offset a test moves (no waiting out a poll interval). */
 const clock = { offset: 0, now: () => Date.now() + clock.offset }
 /** agents.registrationsPerHour here. */
@@ -23,7 +26,8 @@ const REGISTRATIONS = 30
 /** Polls POLL_S apart: the interval the gateway gives. */
 const POLL_S = 5
 
-it.beforeAll(async ({ startStack, upstream }) => {
+it.beforeAll(async ({ startStack, upstream, redis }) => {
+  store = new Redis(redis.url)
   gateway = await startStack({
     server: { trustProxy: ['127.0.0.1'] },
     // Registrations from every address together: this file's tests register fewer; the last one registers up to it.
@@ -36,6 +40,7 @@ it.beforeAll(async ({ startStack, upstream }) => {
 })
 
 afterAll(async () => {
+  store?.disconnect()
   await gateway?.close()
 })
 
@@ -115,6 +120,38 @@ async function confirmAndDecide (browser: Browser, confirmation: string, login: 
   while (last.status === 302 || last.status === 303) last = await browser.fetch(new URL(last.headers.get('location')!, action).href)
   return { consent, last }
 }
+
+describe('what anyone\'s device code keeps in the store', () => {
+  /** The bytes of the device codes' records in the store. */
+  async function deviceCodeBytes (): Promise<number> {
+    const keys = await store.keys('*agents:DeviceCode:*')
+    const sizes = await Promise.all(keys.map(async (key) => Number(await store.memory('USAGE', key) ?? 0)))
+    return sizes.reduce((sum, size) => sum + size, 0)
+  }
+
+  it('a request over 1 KiB (oidc-provider would keep its free-text parameters for 10 minutes) is refused 413 and keeps nothing; one within it keeps about a kilobyte', async () => {
+    const clientId = await cli()
+    const before = await deviceCodeBytes()
+    const filler = 'x'.repeat(4000)
+    const large = await deviceAuthorization(clientId, { resource: '', scope: 'openid', login_hint: filler, acr_values: filler })
+    expect(large.status).toBe(413)
+    expect(await large.json()).toMatchObject({ error: 'payload_too_large', message: 'A device authorization request is at most 1024 bytes, with a Content-Length.' })
+    expect(await deviceCodeBytes()).toBe(before)
+
+    // As much free text as fits: what one request can make the store keep for the code's 10 minutes.
+    const fits = 'x'.repeat(1024 - new URLSearchParams({ client_id: clientId, resource: `${gateway.url}/mcp`, scope: 'openid', login_hint: '' }).toString().length)
+    const kept = await deviceAuthorization(clientId, { resource: '', scope: 'openid', login_hint: fits })
+    expect(kept.status).toBe(200)
+    expect(await deviceCodeBytes() - before).toBeLessThan(4096)
+  })
+
+  it('a request without a Content-Length is refused before any of it is read', async () => {
+    const clientId = await cli()
+    const body = new ReadableStream<Uint8Array>({ start (controller) { controller.enqueue(new TextEncoder().encode(`client_id=${clientId}`)); controller.close() } })
+    const answer = await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': from.get(clientId)! }, body, duplex: 'half' } as RequestInit)
+    expect(answer.status).toBe(413)
+  })
+})
 
 describe('the device flow', () => {
   it('metadata names the device authorization endpoint and grant; a CLI registers with no redirect URI', async () => {
