@@ -122,6 +122,12 @@ export class MemoryStore implements SessionStore {
     return set ? [...set.members] : []
   }
 
+  async removeMember (key: string, member: string): Promise<void> {
+    const set = this.liveSet(key)
+    set?.members.delete(member)
+    if (set?.members.size === 0) this.sets.delete(key)
+  }
+
   async get (key: string): Promise<string | null> {
     const entry = this.live(key)
     return entry ? text(entry.value) : null

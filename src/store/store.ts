@@ -63,6 +63,8 @@ export interface Sets {
   extend (key: string, ttlMs: number): Promise<void>
   /** Every member, and the set deleted, atomically: only one caller ever gets them. */
   takeMembers (key: string): Promise<string[]>
+  /** Takes `member` out of the set, its expiry unchanged (an empty set is gone); nothing if it is absent. */
+  removeMember (key: string, member: string): Promise<void>
   /**
    * Adds `member` with `score` to a ranked set (created if absent), makes it live at least `ttlMs`
    * more, and keeps only the `max` highest-scored members: the ones dropped (lowest first), so the

@@ -32,6 +32,7 @@ export class TracedStore implements SessionStore {
   addMember (key: string, member: string, ttlMs: number): Promise<void> { return this.traced('addMember', () => this.store.addMember(key, member, ttlMs)) }
   extend (key: string, ttlMs: number): Promise<void> { return this.traced('extend', () => this.store.extend(key, ttlMs)) }
   takeMembers (key: string): Promise<string[]> { return this.traced('takeMembers', () => this.store.takeMembers(key)) }
+  removeMember (key: string, member: string): Promise<void> { return this.traced('removeMember', () => this.store.removeMember(key, member)) }
   addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> { return this.traced('addRanked', () => this.store.addRanked(key, member, score, ttlMs, max)) }
   rankedMembers (key: string): Promise<Buffer[]> { return this.traced('rankedMembers', () => this.store.rankedMembers(key)) }
   addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<boolean> { return this.traced('addRankedIfRoom', () => this.store.addRankedIfRoom(key, member, score, ttlMs, max)) }

@@ -409,6 +409,30 @@ describe('codes, refresh tokens and grants', () => {
     expect((await response.json() as { error: string }).error).toMatch(/^invalid_(grant|request)$/)
   })
 
+  it('a grant refreshed again and again keeps its used refresh tokens\' records bounded; the last one used again still ends the grant', async () => {
+    const setsBefore = new Set(await store.keys('*agents:grant:*'))
+    const { id, tokens } = await granted('alice')
+    const [grantSet] = (await store.keys('*agents:grant:*')).filter((key) => !setsBefore.has(key) && !key.endsWith(':last-used'))
+    const usedRecords = async () => (await store.keys('*agents:RefreshToken:*')).filter((key) => !key.endsWith(':consumed')).length
+    const recordsBefore = await usedRecords()
+    const used: string[] = [tokens.refresh_token]
+    for (let i = 0; i < 12; i++) {
+      const answer = await refresh(id, used.at(-1)!)
+      expect(answer.status).toBe(200)
+      used.push((await answer.json() as { refresh_token: string }).refresh_token)
+    }
+    // The grant's list: its code, the live refresh token, the last one used, the grant; not one per refresh.
+    expect(await store.scard(grantSet!)).toBeLessThanOrEqual(4)
+    expect(await usedRecords() - recordsBefore).toBeLessThanOrEqual(2)
+    // One used earlier than the last is unknown now (refused); the last one used again ends the grant.
+    expect((await refresh(id, used[0]!)).status).toBe(400)
+    expect((await refresh(id, used.at(-1)!)).status).toBe(200)
+    const reused = await refresh(id, used.at(-2)!)
+    expect(reused.status).toBe(400)
+    expect((await reused.json() as { error: string }).error).toBe('invalid_grant')
+    expect((await refresh(id, used.at(-1)!)).status).toBe(400)
+  })
+
   it('a code of another client is refused', async () => {
     const registered = await client()
     const other = await client('Another client')

@@ -339,6 +339,21 @@ describe.each(backends)('store contract: %s', (name, open) => {
     expect(await store.takeMembers('set-all')).toEqual([])
   })
 
+  it('removeMember takes one member out and keeps the rest and the expiry; the last one out takes the set', async () => {
+    await store.addMember('set-remove', 'a', 10_000)
+    await store.addMember('set-remove', 'b', 10_000)
+    await store.removeMember('set-remove', 'a')
+    await store.removeMember('set-remove', 'never-there')
+    await store.removeMember('set-absent-remove', 'a')
+    if (backend.raw) expect(await pttl('set-remove')).toBeGreaterThan(9_000)
+    expect(await store.takeMembers('set-remove')).toEqual(['b'])
+    await store.addMember('set-emptied', 'a', 10_000)
+    await store.removeMember('set-emptied', 'a')
+    await store.addMember('set-emptied', 'b', 100)
+    if (backend.raw) expect(await pttl('set-emptied')).toBeLessThanOrEqual(100)
+    expect(await store.takeMembers('set-emptied')).toEqual(['b'])
+  })
+
   it("a set's expiry only grows: adding or extending with a shorter ttl never shortens it", async () => {
     await store.addMember('set-grow', 'a', before(30))
     await store.addMember('set-grow', 'b', before(50_000))
