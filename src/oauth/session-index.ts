@@ -62,6 +62,15 @@ export class SessionIndex {
     for (const key of this.keys(this.hashKeys, providerSessions)) await this.store.extend(key, this.ttlMs)
   }
 
+  /**
+   * Session `id` ended here (signed out, or replaced by a sign-in in its browser): it leaves its
+   * entries, under every secret. Otherwise a person who signs in again and again while one of their
+   * sessions stays in use keeps a set that grows by one id per sign-in.
+   */
+  async remove (providerSessions: Record<string, ProviderSessionClaims> | undefined, id: string): Promise<void> {
+    for (const key of this.keys(this.hashKeys, providerSessions)) await this.store.removeMember(key, id)
+  }
+
   /** The ids of the sessions with this `sid` or `sub` under any secret, and the entries removed (they are about to end). */
   async take (provider: string, claim: SessionClaim, value: string): Promise<string[]> {
     const ids = new Set<string>()

@@ -102,9 +102,11 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
 async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<void> {
   const { sessions, sessionIndex, clock } = context
   const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
-  const previous = (await sessions.load(request.headers.cookie))?.record
+  const replaced = await sessions.load(request.headers.cookie)
+  const previous = replaced?.record
   const indexed = async (started: StartedSession) => {
     for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
+    if (replaced) await sessionIndex.remove(replaced.record.providerSessions, replaced.id)
     // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is
     // the address trustProxy resolved), kept sealed in the entry and written to no log line here.
     const userAgent = request.headers['user-agent']

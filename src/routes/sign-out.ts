@@ -66,6 +66,7 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     if (everywhere && session) await endOthers(context, session, request)
     await endSession(sessions, session, reply)
     if (session) {
+      await context.sessionIndex.remove(session.record.providerSessions, session.id)
       await signOuts.revoke(session.record)
       const walk = await signOuts.begin(session.record, next === undefined ? undefined : safeNext(next, redirectHosts), { switchTo, everywhere })
       if (walk) {

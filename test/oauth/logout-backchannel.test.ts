@@ -4,6 +4,7 @@
 // forged and malformed ones each gets 400 invalid_request naming what is wrong.
 import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose'
 import pino from 'pino'
+import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { GatewayError } from '../../src/errors.js'
 import { BACKCHANNEL_LOGOUT_EVENT, BackchannelLogout } from '../../src/oauth/backchannel.js'
@@ -113,6 +114,24 @@ describe('back-channel logout', () => {
     expect(await sessionWorks(b.cookie, second)).toBe(false)
     await endedElsewhere(first, a.cookie)
     await endedElsewhere(first, b.cookie)
+  })
+
+  it('lists only the sessions that live: a sign-in in the same browser takes the one it replaced out, a sign-out its own', async () => {
+    const store = new Redis(redis.url)
+    try {
+      const before = new Set(await store.keys('*logout:demo:sub:*'))
+      const { browser, cookie } = await signedIn('erin')
+      const [erins] = (await store.keys('*logout:demo:sub:*')).filter((key) => !before.has(key))
+      for (let i = 0; i < 5; i++) expect((await browser.navigate(`${first.url}/oauth/login/demo/?next=/app/`, { login: 'erin' })).status).toBe(200)
+      // Five sign-ins, one live session: one id listed, not six.
+      expect(await store.smembers(erins!)).toHaveLength(1)
+      expect(await sessionWorks(cookie, first)).toBe(false)
+      const signedOut = await browser.fetch(`${first.url}/oauth/logout/`, { method: 'POST', headers: { 'sec-fetch-site': 'same-origin' } })
+      expect(signedOut.status).toBe(302)
+      expect(await store.exists(erins!)).toBe(0)
+    } finally {
+      store.disconnect()
+    }
   })
 
   it('a valid token that names no known session answers 200 and ends nothing', async () => {
