@@ -1,5 +1,6 @@
 // buildGateway(config): the app as a Fastify instance with its plugins in order (error
 // handler, probes and metrics, sign-in routes, forward-auth, proxy routes). It never listens: main.ts does, and tests build it.
+import { timeOwnBodies } from './routes/own-bodies.js'
 import { fastifyTrustProxy } from './http/trust-proxy.js'
 import Fastify, { type FastifyInstance, type FastifyReply } from 'fastify'
 import type { DestinationStream } from 'pino'
@@ -220,8 +221,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const access = new Access(sessions, refresher, clock)
   const accessTokens = new AccessTokens(providers, clock, undefined, app.log)
   const bearerReports = new BearerReports(metrics, app.log, clock)
-  app.decorate('assertions', assertions)
-  app.decorate('sessions', sessions)
+  app.decorate('assertions', assertions).decorate('sessions', sessions)
   // Set on protected requests (the proxy's and forward-auth's), read by RequestEnd's log line.
   app.decorateRequest('audit', undefined)
 
@@ -230,6 +230,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
 
   registerErrorHandler(app, config.server.baseUrl, countStoreUnavailable(metrics))
   registerEdge(app)
+  timeOwnBodies(app, deps.timers)
   // With metrics.listen, /metrics is served apart (and answers 404 on the public port).
   if (config.metrics.listen) serveMetricsApart(app, config.metrics.listen, metrics)
   await app.register(probes, { store, metrics, servesMetrics: config.metrics.listen === undefined, readiness: config.store.readiness })

@@ -5,6 +5,7 @@
 // and grants used after the person signed out everywhere or revoked them.
 import { createHash, randomBytes } from 'node:crypto'
 import { createServer } from 'node:http'
+import { connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, describe, expect, vi } from 'vitest'
@@ -17,6 +18,7 @@ import { oidcClient, type TestGateway } from '../helpers/gateway.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen } from '../helpers/net.js'
 import { TOKEN_MESSAGES, tokenMessage } from '../../src/oauth/token-messages.js'
+import { OWN_BODY_MS } from '../../src/routes/own-bodies.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
 
@@ -649,6 +651,56 @@ describe('metrics', () => {
 })
 
 // Last: it starts the file's gateway again with rules of its own.
+describe('a body that never arrives at the gateway\'s own endpoints', () => {
+  /** A timer set now for OWN_BODY_MS (the file's timers count from whole milliseconds, as Node's do). */
+  const isBodyDeadline = (timer: { at: number }) => Math.abs(timer.at - timers.time - OWN_BODY_MS) <= 1
+  /**
+   * Sends `path` a POST that declares 200 bytes and sends 3, moves the gateway's timers to the body's
+   * deadline, and gives what the socket received before it closed.
+   */
+  async function stalled (path: string, type: string): Promise<{ answer: string }> {
+    const setBefore = timers.set.length
+    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1')
+    let answer = ''
+    socket.on('data', (chunk: Buffer) => { answer += chunk.toString('latin1') })
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    socket.write(`POST ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ${type}\r\nContent-Length: 200\r\n\r\nabc`)
+    const timer = await vi.waitFor(() => {
+      const set = timers.set.slice(setBefore).find((candidate) => !candidate.done && isBodyDeadline(candidate))
+      if (set === undefined) throw new Error(`no body deadline yet; answered ${JSON.stringify(answer.slice(0, 300))}`)
+      return set
+    })
+    // Nothing answered before the deadline: the client is still sending, as far as anyone knows.
+    expect(answer).toBe('')
+    timer.done = true
+    timer.callback()
+    await closed
+    return { answer }
+  }
+
+  const form = 'application/x-www-form-urlencoded'
+  it.each([['/oauth/agents/token', form], ['/oauth/agents/register', 'application/json'], ['/oauth/logout/', form], ['/oauth/backchannel-logout/bcl/', form]])('%s: 400 invalid_request at the deadline, and the connection closed', async (path, type) => {
+    const logged = gateway.logs.length
+    const { answer } = await stalled(path, type)
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /)
+    expect(answer.slice(answer.indexOf('\r\n\r\n') + 4)).toBe(JSON.stringify({ error: 'invalid_request', message: `The request's body did not arrive within ${OWN_BODY_MS} ms.` }))
+    // One line says why, and nothing of the aborted read is logged as a failure.
+    const lines = gateway.logs.slice(logged).map((line) => JSON.parse(line) as { level: number, msg: string, error?: string })
+    expect(lines.filter((line) => line.msg === 'request rejected')).toMatchObject([{ level: 30, error: 'invalid_request' }])
+    expect(lines.filter((line) => line.level >= 40)).toEqual([])
+  })
+
+  it('a body that arrives whole is answered as ever, and its deadline cancelled', async () => {
+    const setBefore = timers.set.length
+    const answer = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'unknown', client_id: 'nobody' }) })
+    expect(answer.status).toBeGreaterThanOrEqual(400)
+    await answer.arrayBuffer()
+    const deadlines = timers.set.slice(setBefore).filter(isBodyDeadline)
+    expect(deadlines).toHaveLength(1)
+    await vi.waitFor(() => { expect(deadlines[0]!.done).toBe(true) })
+  })
+})
+
 describe('the route\'s rules', () => {
   it('refuses a person the route\'s rules refuse, before any grant', async ({ startStack, upstream }) => {
     await gateway.close()

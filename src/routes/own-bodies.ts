@@ -1,0 +1,45 @@
+// A deadline on the request bodies the gateway's own endpoints read (/oauth/...: the agents' token,
+// registration and device endpoints, the back-channel logout, the sign-out and consent forms). Each
+// is a few hundred bytes to 8 KiB: one still not whole OWN_BODY_MS after its headers is a client
+// holding the socket, not one sending a form. It is answered 400 `invalid_request` (as a proxied
+// route's form read for `_method` is at its route's timeout) and its connection closed. Before,
+// only Node's requestTimeout (120 s, checked every 30 s) ended it: a stranger held each socket for
+// up to 150 s. Proxied routes' bodies are the upstream's to read, within the route's timeout.
+import type { IncomingHttpHeaders } from 'node:http'
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import { GatewayError } from '../errors.js'
+import { HOME } from '../oauth/urls.js'
+import { socketTimers, type SocketTimers } from '../proxy/session-sockets.js'
+
+/** How long after its headers the body of a request to the gateway's own endpoints must have arrived. */
+export const OWN_BODY_MS = 10_000
+
+/** Whether the request says a body follows (a declared length above 0, or a chunked one). */
+function bodyFollows (headers: IncomingHttpHeaders): boolean {
+  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')
+}
+
+/** Answers the request that is still sending its body, if nothing has been answered yet, and closes its connection. */
+function expire (request: FastifyRequest, reply: FastifyReply): void {
+  const response = reply.raw
+  const socket = request.raw.socket
+  if (response.headersSent) {
+    socket.destroy()
+    return
+  }
+  const error = new GatewayError('invalid_request', `The request's body did not arrive within ${OWN_BODY_MS} ms.`)
+  request.log.info({ error: error.code, message: error.message }, 'request rejected')
+  const body = JSON.stringify({ error: error.code, message: error.message })
+  response.writeHead(error.statusCode, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store', connection: 'close' })
+  response.end(body, () => socket.destroy())
+}
+
+/** Times the bodies of requests to the gateway's own endpoints. `timers`: Node's unless a test moves them. */
+export function timeOwnBodies (app: FastifyInstance, timers: SocketTimers = socketTimers): void {
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.raw.complete || !request.url.startsWith(HOME) || !bodyFollows(request.headers)) return done()
+    const cancel = timers.setTimeout(() => { if (!request.raw.complete) expire(request, reply) }, OWN_BODY_MS)
+    reply.raw.once('close', cancel)
+    done()
+  })
+}
