@@ -6,7 +6,7 @@
 // only Node's requestTimeout (120 s, checked every 30 s) ended it: a stranger held each socket for
 // up to 150 s. Proxied routes' bodies are the upstream's to read, within the route's timeout.
 import type { IncomingHttpHeaders } from 'node:http'
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
+import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { HOME } from '../oauth/urls.js'
 import { socketTimers, type SocketTimers } from '../proxy/session-sockets.js'
@@ -34,12 +34,19 @@ function expire (request: FastifyRequest, reply: FastifyReply): void {
   response.end(body, () => socket.destroy())
 }
 
-/** Times the bodies of requests to the gateway's own endpoints. `timers`: Node's unless a test moves them. */
+/**
+ * Times the bodies of requests to the gateway's own endpoints: a first onRequest hook on each route
+ * under /oauth/ as it is added, so that a proxied request runs none of it. `timers`: Node's unless a
+ * test moves them.
+ */
 export function timeOwnBodies (app: FastifyInstance, timers: SocketTimers = socketTimers): void {
-  app.addHook('onRequest', (request, reply, done) => {
-    if (request.raw.complete || !request.url.startsWith(HOME) || !bodyFollows(request.headers)) return done()
+  const deadline: onRequestHookHandler = (request, reply, done) => {
+    if (request.raw.complete || !bodyFollows(request.headers)) return done()
     const cancel = timers.setTimeout(() => { if (!request.raw.complete) expire(request, reply) }, OWN_BODY_MS)
     reply.raw.once('close', cancel)
     done()
+  }
+  app.addHook('onRoute', (route) => {
+    if (route.url.startsWith(HOME)) route.onRequest = [deadline, ...[route.onRequest ?? []].flat()]
   })
 }

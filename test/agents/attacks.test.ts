@@ -690,6 +690,13 @@ describe('a body that never arrives at the gateway\'s own endpoints', () => {
     expect(lines.filter((line) => line.level >= 40)).toEqual([])
   })
 
+  it('a proxied route\'s request body is not timed here (it is the upstream\'s to read, within the route\'s timeout)', async () => {
+    const setBefore = timers.set.length
+    const answer = await fetch(`${gateway.url}/app/upload`, { method: 'POST', body: 'a=1' })
+    await answer.arrayBuffer()
+    expect(timers.set.slice(setBefore).filter(isBodyDeadline)).toEqual([])
+  })
+
   it('a body that arrives whole is answered as ever, and its deadline cancelled', async () => {
     const setBefore = timers.set.length
     const answer = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: 'unknown', client_id: 'nobody' }) })
