@@ -7,6 +7,7 @@
 // What the token does not say of the person is unknown to the rules, never "none"; a person of an
 // issuer other than the route's provider is named `<provider>:<user>`.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1 (the Authorization request header field)
+import { introspectedIssuers } from '../config/bearer-section.js'
 import type { BearerConfig, ProviderConfig } from '../config/types.js'
 import type { AccessTokens, TokenProblem, VerifiedToken } from '../oauth/access-tokens.js'
 import { tokenIdentity } from '../oauth/claims.js'
@@ -116,6 +117,8 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
   tokens: AccessTokens, resourceMetadata: string | undefined, report: BearerReport = () => {}): BearerGuard {
   /** Each verified token's identity on this route, computed once (the entry lives as long as the token's cache entry). */
   const identities = new WeakMap<VerifiedToken, Identity>()
+  /** Where an opaque token goes: no issuer outside these ever sees it. */
+  const introspected = introspectedIssuers(config)
   const refuse = (problem: TokenProblem, message: string): BearerOutcome => {
     report(problem)
     return { ok: false, problem, message, scopes: config.scopes }
@@ -158,7 +161,7 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
       if (token === null) return refuse('malformed', TOKEN_MESSAGES.malformed)
       const none = noTokenMessage(token)
       if (none !== undefined) return refuse('no_token', none)
-      const checked = tokens.check(token, config.issuers, config.introspect)
+      const checked = tokens.check(token, config.issuers, introspected)
       if (checked instanceof Promise) return checked.then((settled) => settled.ok ? judge(token, settled.token) : refuse(settled.problem, settled.message))
       return checked.ok ? judge(token, checked.token) : refuse(checked.problem, checked.message)
     },

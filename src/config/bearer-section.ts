@@ -15,7 +15,7 @@ export interface BearerYaml {
   issuers?: string[]
   scopes: string[]
   header: 'authorization' | 'proxy-authorization'
-  introspect: boolean
+  introspect: boolean | string
   claimsFrom: BearerConfig['claimsFrom']
 }
 
@@ -42,7 +42,17 @@ export function bearerSection (issues: Issues, at: Path, raw: BearerYaml | undef
     // A scope is one token of the space-separated `scope` claim: `a b` could never be found in it.
     if (/[\s"\\]/.test(scope)) issues.add([...at, 'scopes', i], `must be one scope, without spaces or quotes, got ${describe(scope)}`)
   })
-  return { audience, issuers, scopes: raw.scopes, header: raw.header, introspect: raw.introspect, claimsFrom: raw.claimsFrom }
+  const introspect = typeof raw.introspect === 'string' ? raw.introspect.trim() : raw.introspect
+  if (typeof introspect === 'string' && !issuers.includes(introspect)) {
+    issues.add([...at, 'introspect'], `names ${describe(introspect)}, which is not one of issuers (${issuers.join(', ') || 'none listed'})`, issuers.length === 0 ? 'list the provider in issuers too' : 'name one of issuers, or true for each of them')
+  }
+  return { audience, issuers, scopes: raw.scopes, header: raw.header, introspect, claimsFrom: raw.claimsFrom }
+}
+
+/** The issuers whose introspection endpoints `bearer` sends opaque tokens to, in order. */
+export function introspectedIssuers (bearer: Pick<BearerConfig, 'issuers' | 'introspect'>): readonly string[] {
+  if (bearer.introspect === true) return bearer.issuers
+  return bearer.introspect === false ? [] : [bearer.introspect]
 }
 
 /**
@@ -69,8 +79,9 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
       issues.add(where, `names no configured provider: ${describe(name)}`, match !== undefined ? `did you mean \`${match}\`?` : `known: ${names.join(', ') || 'none'}`)
       return
     }
-    if (provider.tokenOnly && (bearer.introspect || bearer.claimsFrom === 'introspection')) {
-      const key = bearer.introspect ? 'introspect' : 'claimsFrom'
+    const introspected = introspectedIssuers(bearer).includes(name)
+    if (provider.tokenOnly && (introspected || bearer.claimsFrom === 'introspection')) {
+      const key = introspected ? 'introspect' : 'claimsFrom'
       issues.add([...at, key], `asks ${name}'s introspection endpoint, and ${name} is a token-only issuer: introspection needs this gateway's client credentials there, and it has none`, 'accept only its JWTs (introspect: false, claimsFrom: token), or give the provider a clientId and clientSecret')
     }
     if (provider.issuer === undefined && !issues.touched(['providers', name, 'issuer'])) {
@@ -177,7 +188,7 @@ export function introspectionWarnings (config: Pick<GatewayConfig, 'routes' | 'f
   ]
   return places.flatMap(([at, bearer]) => bearer?.introspect === true && bearer.issuers.length > 1
     ? [`${at}.introspect: an opaque token names no issuer, so it is introspected at ${bearer.issuers.join(', then ')} in turn until one calls it active: ` +
-      `each sees the tokens of those listed after it (${bearer.issuers[0]} those of ${bearer.issuers.slice(1).join(' and ')}). List one issuer where tokens are introspected, or only issuers of one party (machine-clients.md)`]
+      `each sees the tokens of those listed after it (${bearer.issuers[0]} those of ${bearer.issuers.slice(1).join(' and ')}). Name the one issuer whose tokens are opaque (introspect: ${bearer.issuers[0]}), or list only issuers of one party (machine-clients.md)`]
     : [])
 }
 

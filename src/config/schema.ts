@@ -175,7 +175,12 @@ const Bearer = Type.Object({
     default: 'token',
     description: 'Where rules read the person claims (e-mail, groups, `claims`) a token does not carry: `token` (a rule on a claim the token lacks cannot be told: `deny` refuses, `allow` does not admit), `userinfo` (the issuer\'s userinfo endpoint, called with the token), or `introspection` (the issuer\'s RFC 7662 answer); the answer is reused until the token expires (see machine-clients.md).',
   }))),
-  introspect: Flag('Also accept tokens that are not JWTs: each is checked at the issuer\'s RFC 7662 introspection endpoint with this gateway\'s `clientId` and `clientSecret` (a positive answer is reused at most 60 s). `false`: such tokens are refused.', false),
+  introspect: filled(Type.Optional(Type.Union([Type.Boolean(), Type.String({ minLength: 1 })], {
+    default: false,
+    expected: 'true, false or the name of one of `issuers`',
+    description: 'Also accept tokens that are not JWTs: each is checked at an issuer\'s RFC 7662 introspection endpoint with this gateway\'s `clientId` and `clientSecret` (a positive answer is reused at most 60 s). `true`: at each of `issuers` in turn until one calls it active (an opaque token names no issuer, so each sees those of the issuers after it); the name of one of `issuers`: at that one only, the others\' tokens being JWTs. `false`: such tokens are refused.',
+    examples: ['corp'],
+  }))),
 }, { additionalProperties: false, description: 'Machine clients (CI jobs, CLIs, services, MCP clients) that bring their own access token: a request with one is judged by the token instead of a session, never redirected to sign in, and the token goes upstream unchanged (see machine-clients.md).' })
 
 const Route = Type.Object({

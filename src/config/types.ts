@@ -212,8 +212,8 @@ export interface BearerConfig {
   scopes: string[]
   /** The request header that carries the token: `authorization`, or `proxy-authorization` (the app keeps its own Authorization). */
   header: 'authorization' | 'proxy-authorization'
-  /** Tokens that are not JWTs are checked at the issuers' introspection endpoints (RFC 7662). */
-  introspect: boolean
+  /** Tokens that are not JWTs are checked at the issuers' introspection endpoints (RFC 7662): every issuer's (`true`), one issuer's (its name), or none. */
+  introspect: boolean | string
   /** Where rules read the person claims a token lacks: nowhere (`token`: they cannot be told), userinfo, or introspection. */
   claimsFrom: 'token' | 'userinfo' | 'introspection'
 }

@@ -66,6 +66,9 @@ beforeAll(async () => {
       { path: '/ledger/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', introspect: true } },
       { path: '/brief/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://brief', introspect: true } },
       { path: '/vault/', upstream: upstream.url, provider: 'gone', bearer: { audience: 'api://ledger', introspect: true } },
+      // Two issuers; opaque tokens only demo's: the other never sees one.
+      { path: '/one/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', issuers: ['other', 'demo'], introspect: 'demo' } },
+      { path: '/each/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger', issuers: ['other', 'demo'], introspect: true } },
     ],
   }, { deps: { clock } })
 })
@@ -320,6 +323,17 @@ describe('opaque tokens by introspection', () => {
     clock.offset = 61_000
     await expectRefused(token, { status: 401, error: 'invalid_token', description: 'not active', prefix: '/ledger/' })
     expect(op.requests('/token/introspection')).toBeGreaterThan(asked)
+  })
+
+  it('introspect: <issuer> sends opaque tokens to that issuer only; introspect: true to each in turn', async () => {
+    const token = await ledgerToken()
+    const askedOther = other.requests('/token/introspection')
+    expect(await statusOf(token, '/one/')).toEqual({ status: 200, seen: true })
+    await expectRefused('made-up-opaque-token-for-one', { status: 401, error: 'invalid_token', description: 'not active', prefix: '/one/' })
+    expect(other.requests('/token/introspection')).toBe(askedOther)
+    // Listed first with introspect: true, the other issuer is asked about demo's token.
+    expect(await statusOf(await ledgerToken(), '/each/')).toEqual({ status: 200, seen: true })
+    expect(other.requests('/token/introspection')).toBe(askedOther + 1)
   })
 
   it('refuses an unknown opaque token', async () => {

@@ -215,7 +215,9 @@ it('--check warns where opaque tokens of several issuers are introspected: each 
   }), {})).filter((warning) => warning.includes('introspect'))
   expect(warn({ issuers: ['partner', 'corp'], introspect: true })).toEqual([expect.stringMatching(/^routes\[0\]\.bearer\.introspect: an opaque token names no issuer, so it is introspected at partner, then corp in turn .* \(partner those of corp\)/)])
   expect(warn({ issuers: ['corp'], introspect: true }, { issuers: ['corp', 'partner'], introspect: true })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.api\.example\.com\.bearer\.introspect: .* at corp, then partner/)])
-  // One issuer, or several that only sign JWTs: nothing to say.
+  expect(warn({ issuers: ['partner', 'corp'], introspect: true })[0]).toContain('Name the one issuer whose tokens are opaque (introspect: partner)')
+  // One issuer introspected (by name, or the only one listed), or several that only sign JWTs: nothing to say.
+  expect(warn({ issuers: ['partner', 'corp'], introspect: 'corp' })).toEqual([])
   expect(warn({ issuers: ['corp'], introspect: true })).toEqual([])
   expect(warn({ issuers: ['partner', 'corp'] })).toEqual([])
 })

@@ -48,6 +48,7 @@ scopes: [orders.read, orders.write]
 header: proxy-authorization
 introspect: true`), {})
     expect(config.routes[0]!.bearer).toEqual({ audience: 'api://orders', issuers: ['corp'], scopes: ['orders.read', 'orders.write'], header: 'proxy-authorization', introspect: true, claimsFrom: 'token' })
+    expect(parseConfig(route('audience: api://orders\nintrospect: " corp "'), {}).routes[0]!.bearer).toMatchObject({ introspect: 'corp' })
   })
 
   it('reads claimsFrom, and an empty one (null) as the default, token', () => {
@@ -90,8 +91,14 @@ describe('a hostile or mistaken bearer block is one problem at its key path and 
       'routes[0].bearer.header: must be one of authorization, proxy-authorization, got "x-token" (line 11)'],
     ['the header name capitalised', route('audience: api://orders\nheader: Authorization'),
       'routes[0].bearer.header: must be one of authorization, proxy-authorization, got "Authorization"; did you mean `authorization`? (line 11)'],
-    ['introspect not a boolean', route('audience: api://orders\nintrospect: "yes"'),
-      'routes[0].bearer.introspect: must be true or false, got "yes" (line 11)'],
+    ['introspect neither a flag nor an issuer', route('audience: api://orders\nintrospect: "yes"'),
+      'routes[0].bearer.introspect: names "yes", which is not one of issuers (corp); name one of issuers, or true for each of them (line 11)'],
+    ['introspect a number', route('audience: api://orders\nintrospect: 1'),
+      'routes[0].bearer.introspect: must be true, false or the name of one of `issuers`, got 1 (line 11)'],
+    ['introspect naming a provider not in issuers', route('audience: api://orders\nissuers: [corp]\nintrospect: github'),
+      'routes[0].bearer.introspect: names "github", which is not one of issuers (corp); name one of issuers, or true for each of them (line 12)'],
+    ['a forward-auth host introspecting a provider it does not list', host('audience: api://orders\nintrospect: corp'),
+      'forwardAuth.hosts.api.example.com.bearer.introspect: names "corp", which is not one of issuers (none listed); list the provider in issuers too (line 10)'],
     ['an unknown key (scope for scopes)', route('audience: api://orders\nscope: [orders.read]'),
       'routes[0].bearer.scope: unknown key; did you mean `scopes`? (line 11)'],
     ['bearer as a string', route('').replace('    bearer:\n', '    bearer: api://orders\n'),

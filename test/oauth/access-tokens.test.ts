@@ -55,20 +55,20 @@ describe('the verification cache', () => {
   it('answers a token verified before at once (no promise) until its exp, then verifies it again', async () => {
     const tokens = new AccessTokens(providers, clock)
     const token = await jwt()
-    const first = await tokens.check(token, ['demo'], false)
+    const first = await tokens.check(token, ['demo'], [])
     expect(first).toMatchObject({ ok: true, token: { issuer: 'demo', hash: sha256(token) } })
-    const again = tokens.check(token, ['demo'], false)
+    const again = tokens.check(token, ['demo'], [])
     expect(again).not.toBeInstanceOf(Promise)
     expect(again).toEqual(first)
     clock.offset = decodeJwt(token).exp! * 1000 - Date.now()
-    const afterExp = tokens.check(token, ['demo'], false)
+    const afterExp = tokens.check(token, ['demo'], [])
     expect(afterExp).toBeInstanceOf(Promise)
   })
 
   it('keys entries by the token\'s SHA-256, never the token', async () => {
     const tokens = new AccessTokens(providers, clock)
     const issued = [await jwt(), await opaque()]
-    for (const token of issued) expect(await tokens.check(token, ['demo'], true)).toMatchObject({ ok: true })
+    for (const token of issued) expect(await tokens.check(token, ['demo'], ['demo'])).toMatchObject({ ok: true })
     const keys = [...cacheOf(tokens).keys()]
     expect(keys.sort()).toEqual(issued.map(sha256).sort())
     for (const token of issued) expect(keys).not.toContain(token)
@@ -77,11 +77,11 @@ describe('the verification cache', () => {
   it('holds at most maxEntries tokens, however many distinct ones arrive', async () => {
     const tokens = new AccessTokens(providers, clock, 3)
     const issued = await Promise.all(Array.from({ length: 10 }, async () => await jwt()))
-    for (const token of issued) expect(await tokens.check(token, ['demo'], false)).toMatchObject({ ok: true })
+    for (const token of issued) expect(await tokens.check(token, ['demo'], [])).toMatchObject({ ok: true })
     expect(tokens.size).toBe(3)
     // The most recent ones are the ones kept.
-    expect(tokens.check(issued[9]!, ['demo'], false)).not.toBeInstanceOf(Promise)
-    expect(tokens.check(issued[0]!, ['demo'], false)).toBeInstanceOf(Promise)
+    expect(tokens.check(issued[9]!, ['demo'], [])).not.toBeInstanceOf(Promise)
+    expect(tokens.check(issued[0]!, ['demo'], [])).toBeInstanceOf(Promise)
   })
 })
 
@@ -116,7 +116,7 @@ describe('hostile JWTs are refused, never taken for a provider outage', () => {
     const tokens = new AccessTokens(providers, clock)
     const [header, body] = make()
     const token = `${b64(header)}.${b64(body)}.${b64('not-a-signature')}`
-    await expect(Promise.resolve(tokens.check(token, ['demo'], false))).resolves.toMatchObject({ ok: false })
+    await expect(Promise.resolve(tokens.check(token, ['demo'], []))).resolves.toMatchObject({ ok: false })
   })
 })
 
@@ -124,7 +124,7 @@ describe('introspection', () => {
   it('asks once for one token that many requests bring at the same moment', async () => {
     const tokens = new AccessTokens(providers, clock)
     const before = op.requests('/token/introspection')
-    const answers = await Promise.all(Array.from({ length: 20 }, async () => await tokens.check('made-up-opaque-token-0123456789', ['demo'], true)))
+    const answers = await Promise.all(Array.from({ length: 20 }, async () => await tokens.check('made-up-opaque-token-0123456789', ['demo'], ['demo'])))
     expect(answers.every((answer) => !answer.ok && answer.problem === 'inactive')).toBe(true)
     expect(op.requests('/token/introspection')).toBe(before + 1)
   })
@@ -132,18 +132,18 @@ describe('introspection', () => {
   it('does not hand a route one issuer\'s answer when the route accepts only another issuer, even at the same moment', async () => {
     const tokens = new AccessTokens(providers, clock)
     const token = await opaque()
-    const [fromDemo, fromOther] = await Promise.all([tokens.check(token, ['demo'], true), tokens.check(token, ['other'], true)])
+    const [fromDemo, fromOther] = await Promise.all([tokens.check(token, ['demo'], ['demo']), tokens.check(token, ['other'], ['other'])])
     expect(fromDemo).toMatchObject({ ok: true, token: { issuer: 'demo' } })
     expect(fromOther).toMatchObject({ ok: false, problem: 'inactive' })
     // And once the answer is cached, the other route is not handed it either.
-    expect(await tokens.check(token, ['other'], true)).toMatchObject({ ok: false, problem: 'inactive' })
+    expect(await tokens.check(token, ['other'], ['other'])).toMatchObject({ ok: false, problem: 'inactive' })
   })
 
   it('does not let a route that does not introspect accept an opaque token another route had introspected', async () => {
     const tokens = new AccessTokens(providers, clock)
     const token = await opaque()
-    expect(await tokens.check(token, ['demo'], true)).toMatchObject({ ok: true })
-    expect(await tokens.check(token, ['demo'], false)).toMatchObject({ ok: false, problem: 'not_a_jwt' })
+    expect(await tokens.check(token, ['demo'], ['demo'])).toMatchObject({ ok: true })
+    expect(await tokens.check(token, ['demo'], [])).toMatchObject({ ok: false, problem: 'not_a_jwt' })
   })
 
   describe('an endpoint that fails', () => {
@@ -174,7 +174,7 @@ describe('introspection', () => {
 
     it('rejects with provider_unavailable when the endpoint refuses the connection', async () => {
       const { tokens } = await withEndpoint(`${await refusedUrl()}/token/introspection`)
-      const outcome = await settle(tokens.check(await opaque(), ['demo'], true))
+      const outcome = await settle(tokens.check(await opaque(), ['demo'], ['demo']))
       expect(outcome).toBeInstanceOf(GatewayError)
       expect(outcome).toMatchObject({ code: 'provider_unavailable', statusCode: 502 })
     })
@@ -184,7 +184,7 @@ describe('introspection', () => {
       expect(provider.timeoutMs).toBe(300)
       const token = await opaque()
       const started = performance.now()
-      const outcome = await settle(tokens.check(token, ['demo'], true))
+      const outcome = await settle(tokens.check(token, ['demo'], ['demo']))
       expect(outcome).toMatchObject({ code: 'provider_unavailable', statusCode: 502 })
       expect(performance.now() - started).toBeLessThan(provider.timeoutMs + ONE_ANSWER_MS)
       // The failure is not remembered as an answer: the next request asks again.
