@@ -243,6 +243,8 @@ function storage (options: AuthorizationServerOptions, jwk: Record<string, unkno
     },
     interactions: { url: (_ctx, interaction) => `${AGENTS_PREFIX}/interaction/${interaction.uid}` },
     renderError: (ctx: KoaContextWithOIDC, out, error) => {
+      // A page of the gateway's own, as every other: never framed.
+      unframed(ctx)
       ctx.type = 'html'
       ctx.body = options.renderError(error instanceof errors.OIDCProviderError ? error.statusCode : 500, String(out.error), out.error_description === undefined ? undefined : String(out.error_description))
     },

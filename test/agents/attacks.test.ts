@@ -246,12 +246,20 @@ describe('an authorization request that must not redirect, and one that must not
     ['a redirect URI not registered', { redirect_uri: 'http://127.0.0.1:8976/callbackx' }],
     ['a look-alike redirect URI', { redirect_uri: 'http://127.0.0.1:8976/callback/../evil' }],
     ['another host\'s redirect URI', { redirect_uri: 'https://evil.example/callback' }],
-  ])('%s is an error page, never a redirect', async (_name, overrides) => {
+  ])('%s is an error page, never a redirect, and never framed', async (_name, overrides) => {
     const registered = await client()
     const response = await fetch(registered.url(overrides), { redirect: 'manual' })
     expect(response.status).toBe(400)
     expect(response.headers.get('location')).toBeNull()
     expect(response.headers.get('content-type')).toContain('text/html')
+    expect([response.headers.get('content-security-policy'), response.headers.get('x-frame-options')]).toEqual(["frame-ancestors 'none'", 'DENY'])
+  })
+
+  it('a resume address with no authorization behind it is an error page, never framed', async () => {
+    const response = await fetch(`${gateway.url}/oauth/agents/authorize/abcdefghijklmnopqrstu`, { headers: { accept: 'text/html' } })
+    expect(response.status).toBeGreaterThanOrEqual(400)
+    expect(response.headers.get('content-type')).toContain('text/html')
+    expect([response.headers.get('content-security-policy'), response.headers.get('x-frame-options')]).toEqual(["frame-ancestors 'none'", 'DENY'])
   })
 
   it.each([
