@@ -4,7 +4,8 @@
 // holding the socket, not one sending a form. It is answered 400 `invalid_request` (as a proxied
 // route's form read for `_method` is at its route's timeout) and its connection closed. Before,
 // only Node's requestTimeout (120 s, checked every 30 s) ended it: a stranger held each socket for
-// up to 150 s. Proxied routes' bodies are the upstream's to read, within the route's timeout.
+// up to 150 s. A request answered before its body arrived has its connection closed after the
+// answer. Proxied routes' bodies are the upstream's to read, within the route's timeout.
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { GatewayError } from '../errors.js'
@@ -43,7 +44,13 @@ export function timeOwnBodies (app: FastifyInstance, timers: SocketTimers = sock
   const deadline: onRequestHookHandler = (request, reply, done) => {
     if (request.raw.complete || !bodyFollows(request.headers)) return done()
     const cancel = timers.setTimeout(() => { if (!request.raw.complete) expire(request, reply) }, OWN_BODY_MS)
-    reply.raw.once('close', cancel)
+    reply.raw.once('close', () => {
+      cancel()
+      // Answered before its body arrived (a size refused, a page that reads none): Node would keep
+      // the connection open for the rest of the body, as long as the client trickles it.
+      const socket = request.raw.socket
+      if (!request.raw.complete && !socket.destroyed) socket.end(() => socket.destroy())
+    })
     done()
   }
   app.addHook('onRoute', (route) => {

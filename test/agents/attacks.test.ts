@@ -712,6 +712,20 @@ describe('a body that never arrives at the gateway\'s own endpoints', () => {
     expect(lines.filter((line) => line.level >= 40)).toEqual([])
   })
 
+  it.each([
+    ['a registration over its size (413)', 'POST /oauth/agents/register HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000', 413],
+    ['the home page, which reads no body', 'GET /oauth/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100000', 200],
+  ])('%s: answered before its body arrived, the connection is closed after the answer', async (_name, head, status) => {
+    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1')
+    let answer = ''
+    socket.on('data', (chunk: Buffer) => { answer += chunk.toString('latin1') })
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()))
+    socket.write(`${head}\r\n\r\nabc`)
+    // Closed by the gateway: the test's own timeout would end a connection left waiting for the body.
+    await closed
+    expect(answer).toMatch(new RegExp(`^HTTP/1\\.1 ${status} `))
+  })
+
   it('a proxied route\'s request body is not timed here (it is the upstream\'s to read, within the route\'s timeout)', async () => {
     const setBefore = timers.set.length
     const answer = await fetch(`${gateway.url}/app/upload`, { method: 'POST', body: 'a=1' })
