@@ -189,9 +189,12 @@ function chooserPage (uid: string, clientId: string, current: string | undefined
 <button type="submit">Sign in</button></form>`)
 }
 
-/** The user name a sign-in form gave, reduced to the characters account ids may have. */
+/**
+ * The user name a sign-in form gave, reduced to the characters account ids may have; `:` among them,
+ * as many directories allow (a gateway tells `partner:ann` here from the partner's `ann`).
+ */
 function loginName (form: URLSearchParams): string {
-  return (form.get('login') ?? '').trim().toLowerCase().replace(/[^a-z0-9._-]/g, '').slice(0, 64) || 'anonymous'
+  return (form.get('login') ?? '').trim().toLowerCase().replace(/[^a-z0-9._:-]/g, '').slice(0, 64) || 'anonymous'
 }
 
 /** The provider's own sign-out question (RP-initiated logout); `form` is oidc-provider's hidden form. */

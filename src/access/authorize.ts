@@ -15,7 +15,8 @@ import { TOKEN_MESSAGES, noTokenMessage } from '../oauth/token-messages.js'
 import type { Credential } from '../ops/audit.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
-import { bearerToken, named, type BearerGuard, type BearerOutcome } from './bearer.js'
+import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
+import { isQualified, qualify } from './name-spaces.js'
 import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState, type Subject } from './gate.js'
 
 /** What the pipeline reads of a request: plain values, so that it knows nothing of Fastify. */
@@ -129,21 +130,22 @@ export class Access {
 
   /**
    * The session's identity at `provider` as the route names it: the people of a provider other than
-   * the route's first are `<provider>:<user>` (bearer.ts named), so that GitHub's `alice` never
-   * reaches the application as the first provider's `alice`. Named once per identity read.
+   * the route's first are `<provider>:<user>` (name-spaces.ts), so that GitHub's `alice` never
+   * reaches the application as the first provider's `alice`, nor the first's `github:alice` as
+   * GitHub's. Qualified once per identity read.
    */
   private identityAt (gate: RouteGate, session: Session, provider: string): Identity | undefined {
     const identity = session.record.identities?.[provider]
-    if (identity === undefined || provider === gate.provider) return identity
+    if (identity === undefined || !isQualified(identity, provider, gate.provider, gate.foreign)) return identity
     let qualified = this.qualified.get(identity)
     if (qualified === undefined) {
-      qualified = named(identity, provider, gate.provider)
+      qualified = qualify(identity, provider)
       this.qualified.set(identity, qualified)
     }
     return qualified
   }
 
-  /** Identities of a route's other providers, as identityAt names them (kept while the session's record is). */
+  /** Identities qualified by their own provider, as identityAt names them (kept while the session's record is). */
   private readonly qualified = new WeakMap<Identity, Identity>()
 
   /**

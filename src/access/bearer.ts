@@ -5,7 +5,7 @@
 // judges in place of a session: the token's identity (the issuer's `claims` mapping, plus the
 // claims this route's rules and headers name, read where `claimsFrom` says), or why it is refused.
 // What the token does not say of the person is unknown to the rules, never "none"; a person of an
-// issuer other than the route's provider is named `<provider>:<user>`.
+// issuer other than the route's provider is named `<provider>:<user>` (name-spaces.ts).
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1 (the Authorization request header field)
 import { introspectedIssuers } from '../config/bearer-section.js'
 import type { BearerConfig, ProviderConfig } from '../config/types.js'
@@ -14,6 +14,7 @@ import { tokenIdentity } from '../oauth/claims.js'
 import type { PersonClaimsAnswer } from '../oauth/person-claims.js'
 import { TOKEN_MESSAGES, noTokenMessage, tokenMessage } from '../oauth/token-messages.js'
 import type { Identity } from '../session/record.js'
+import { named } from './name-spaces.js'
 
 /** The outcome of one token on one route: who it is, or why it is refused. */
 export type BearerOutcome =
@@ -88,23 +89,12 @@ function grantedScopes (claims: VerifiedToken['claims']): Set<string> {
   return granted
 }
 
-/**
- * `identity` as this route names it: the people of an issuer other than the route's own provider are
- * another name space, so their user name and their subject are qualified `<provider>:<value>` (rules'
- * `users` match either, the identity headers, the assertion's `sub`, the log's `user`): a second
- * issuer's `sub` that equals a subject of the route's own provider never passes as that person. The
- * same holds for the people of a route's second provider (`providers: [corp, github]`).
- */
-export function named (identity: Identity, issuer: string, own: string | undefined): Identity {
-  if (own === undefined || issuer === own) return identity
-  const subject = identity.subject === undefined ? {} : { subject: `${issuer}:${identity.subject}` }
-  return { ...identity, sub: `${issuer}:${identity.sub}`, ...subject }
-}
-
 /** The route's own provider (whose people keep their plain user name) and the claim paths its rules and headers name. */
 export interface BearerScope {
   /** Undefined: every issuer's people keep their plain name (no route provider to tell them from). */
   readonly own: string | undefined
+  /** The route's other name spaces (name-spaces.ts foreignSpaces): its own people whose name reads as theirs are qualified too. */
+  readonly foreign: ReadonlySet<string>
   /** The claim paths kept in the identity, as a session keeps its provider's. */
   readonly kept: readonly string[]
 }
@@ -134,7 +124,7 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
     const identity = tokenIdentity(claims, providers[token.issuer]!.claims, scope.kept)
     if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
-    const judged = named(identity, token.issuer, scope.own)
+    const judged = named(identity, token.issuer, scope.own, scope.foreign)
     identities.set(token, judged)
     return accept(token, judged)
   }

@@ -232,7 +232,9 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const hostJudge = host === undefined ? undefined : hostJudges.get(host)
     const subject = originalRequest(trusted, request, original)
     const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
-    const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [] }, () => login, judge)
+    // The host's bearer issuers are name spaces beside the provider's (name-spaces.ts), for its sessions too.
+    const issuers = host === undefined ? undefined : config.forwardAuth.bearer.get(host)
+    const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [], bearer: issuers }, () => login, judge)
     // Only the host a trusted proxy names can have a bearer block: a stranger's token is not looked at.
     const bearer = hostBearers.guard(host, provider)
     const audience = original?.url.origin

@@ -116,7 +116,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   if (route.bearer === undefined) return { gate, signer, signers, grants }
   // A machine client's identity keeps the claims this route's rules and headers read.
   const kept = [...new Set([...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])]
-  const bearer = compileBearer(route.bearer, config.providers, { own: provider, kept }, accessTokens, metadata, reports.for(route.path))
+  const bearer = compileBearer(route.bearer, config.providers, { own: provider, foreign: gate.foreign, kept }, accessTokens, metadata, reports.for(route.path))
   const bearerSigner = route.assertion && assertions !== undefined ? (issuer: string) => assertions.forAudience(issuer, audience) : undefined
   return { gate, signer, bearer, bearerSigner, grants }
 }

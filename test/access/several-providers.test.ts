@@ -108,6 +108,14 @@ it('a users rule names another provider\'s person as <provider>:<subject>; the f
   await signInThere(page, 'ann', `${gateway.url}/app/admin`)
   expect(upstream.seen.at(-1)!.headers['x-forwarded-user']).toBe('partner:ann')
   await context.close()
+  // The first provider's account named partner:ann (a directory may allow `:` in names) is demo:partner:ann.
+  const other = await browser.newContext()
+  const second = await other.newPage()
+  await second.goto(`${gateway.url}/app/x`)
+  await second.click('a:has-text("Sign in with demo")')
+  await signInThere(second, 'partner:ann', `${gateway.url}/app/x`)
+  expect(upstream.seen.at(-1)!.headers['x-forwarded-user']).toBe('demo:partner:ann')
+  await other.close()
 })
 
 it('a browser signs in at the first provider through the chooser too', async () => {

@@ -11,6 +11,8 @@ import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
 const ALICE = { id: 'alice', secret: 'alice-secret' }
+/** A client of the route's own provider whose name reads as the partner's alice. */
+const LOOKALIKE = { id: 'partner:alice', secret: 'lookalike-secret' }
 const HOST = 'api.example.com'
 /** A forward-auth host without rules: any token of its issuers passes, named as the URL's provider names it. */
 const OPEN_HOST = 'reports.example.com'
@@ -26,7 +28,7 @@ beforeAll(async () => {
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
   const machineClients = [{ client_id: ALICE.id, client_secret: ALICE.secret }]
-  home = await startMachineProvider(baseUrl, { machineClients })
+  home = await startMachineProvider(baseUrl, { machineClients: [...machineClients, { client_id: LOOKALIKE.id, client_secret: LOOKALIKE.secret }] })
   partner = await startMachineProvider(baseUrl, { machineClients })
   const bearer = { audience: 'api://orders', issuers: ['demo', 'partner'] }
   gateway = await startGateway({
@@ -50,8 +52,8 @@ afterAll(async () => {
   await redis?.release()
 })
 
-async function call (op: TestProvider, path: string, headers: Record<string, string> = {}): Promise<Response> {
-  const token = await clientCredentialsToken(op, ALICE, 'api://orders')
+async function call (op: TestProvider, path: string, headers: Record<string, string> = {}, client = ALICE): Promise<Response> {
+  const token = await clientCredentialsToken(op, client, 'api://orders')
   return await fetch(`${gateway.url}${path}`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json', ...headers } })
 }
 
@@ -104,5 +106,22 @@ describe('a second issuer\'s alice', () => {
     expect((await call(partner, '/oauth/auth/demo/', headers)).status).toBe(403)
     // Asked for the partner provider, the partner's alice is the plain one.
     expect((await call(partner, '/oauth/auth/partner/', headers)).status).toBe(200)
+  })
+
+  it('is never the own provider\'s account named partner:alice: that one is demo:partner:alice wherever the route has another name space', async () => {
+    const refused = await call(home, '/partners/x', {}, LOOKALIKE)
+    expect(refused.status).toBe(403)
+    expect(await refused.json()).toMatchObject({ error: 'forbidden', seen: { user: 'demo:partner:alice' } })
+    expect((await call(home, '/shared/lookalike', {}, LOOKALIKE)).status).toBe(200)
+    const seen = upstream.seen.find((request) => request.url === '/shared/lookalike')!.headers
+    expect(seen['x-forwarded-user']).toBe('demo:partner:alice')
+    expect(decodeJwt(String(seen['x-gateway-assertion']))).toMatchObject({ sub: 'demo:partner:alice', provider: 'demo' })
+    // At forward-auth, where the host's issuers are the other name spaces.
+    const asked = await call(home, '/oauth/auth/demo/', { 'x-forwarded-host': OPEN_HOST, 'x-forwarded-uri': '/x', 'x-forwarded-method': 'GET' }, LOOKALIKE)
+    expect(decodeJwt(String(asked.headers.get('x-gateway-assertion'))).sub).toBe('demo:partner:alice')
+    // Where the partner is the route's own provider, the partner's people keep their plain names
+    // and the demo's are qualified: demo's partner:alice is demo:partner:alice there too.
+    expect((await call(home, '/partner-side/lookalike', {}, LOOKALIKE)).status).toBe(200)
+    expect(upstream.seen.find((request) => request.url === '/partner-side/lookalike')!.headers['x-forwarded-user']).toBe('demo:partner:alice')
   })
 })
