@@ -29,7 +29,7 @@ import { JWKS_COOLDOWN_MS, type Providers, type ResolvedProvider } from './provi
 
 /** Why a token is refused: a metrics label and a log field, never a token or subject. */
 export type TokenProblem =
-  | 'no_token' | 'malformed' | 'not_a_jwt' | 'algorithm' | 'id_token' | 'unknown_issuer' | 'unknown_key' | 'bad_signature'
+  | 'no_token' | 'malformed' | 'not_a_jwt' | 'algorithm' | 'id_token' | 'other_token' | 'unknown_issuer' | 'unknown_key' | 'bad_signature'
   | 'no_expiry' | 'expired' | 'not_yet_valid' | 'inactive' | 'sender_constrained' | 'wrong_audience' | 'insufficient_scope' | 'no_subject'
   | 'wrong_subject'
 
@@ -95,11 +95,28 @@ function keysUnavailable (message: string, retryAfterS: number, cause: unknown):
   return new GatewayError('issuer_keys_unavailable', message, { cause, details: { headers: { 'retry-after': String(retryAfterS) } } })
 }
 
-/** What a failed jose verification means for the caller: a refusal, or (thrown) the provider's keys cannot be read. */
 /** An introspection answer's `token_type` or `typ` that names another kind of token than an access token. */
 function notAnAccessToken (type: unknown): boolean {
   return typeof type === 'string' && /refresh|offline|id[_-]?token|^id$/i.test(type)
 }
+
+/**
+ * Why a JWT, by what it says of itself, is another kind of token than an access token: an ID token
+ * (`typ` `id+jwt`, a `nonce`, or its own `typ` claim `ID` as Keycloak writes), a logout token or
+ * another security event (`typ` `logout+jwt`/`secevent+jwt`, an `events` claim: RFC 8417; its `typ` claim
+ * `Logout`), or a
+ * refresh token (its `typ` claim `Refresh` or `Offline`). Undefined: nothing says so.
+ * @see https://openid.net/specs/openid-connect-backchannel-1_0.html#LogoutToken
+ */
+function otherKind (header: ProtectedHeaderParameters, claims: JWTPayload): TokenCheck | undefined {
+  const type = mediaType(header)
+  if (type === 'id+jwt' || claims.nonce !== undefined || (typeof claims.typ === 'string' && /^id$/i.test(claims.typ))) return refused('id_token', TOKEN_MESSAGES.idToken)
+  if (type === 'logout+jwt' || type === 'secevent+jwt' || claims.events !== undefined || (typeof claims.typ === 'string' && /^logout$/i.test(claims.typ))) return refused('other_token', TOKEN_MESSAGES.securityEvent)
+  if (notAnAccessToken(claims.typ)) return refused('other_token', TOKEN_MESSAGES.refreshToken)
+  return undefined
+}
+
+/** What a failed jose verification means for the caller: a refusal, or (thrown) the provider's keys cannot be read. */
 
 function verificationProblem (error: unknown, provider: ResolvedProvider): TokenCheck {
   if (error instanceof KeysUnavailable) throw keysUnavailable(error.message, error.retryAfterS, error.cause)
@@ -197,7 +214,8 @@ export class AccessTokens {
       return refused('malformed', TOKEN_MESSAGES.notWellFormed)
     }
     if (typeof header.alg !== 'string' || !ASYMMETRIC_ALGORITHMS.includes(header.alg)) return refused('algorithm', TOKEN_MESSAGES.asymmetricOnly)
-    if (mediaType(header) === 'id+jwt' || unverified.nonce !== undefined) return refused('id_token', TOKEN_MESSAGES.idToken)
+    const other = otherKind(header, unverified)
+    if (other !== undefined) return other
     if (unverified.cnf !== undefined) return refused('sender_constrained', TOKEN_MESSAGES.senderConstrained)
     let provider: ResolvedProvider | undefined
     try {

@@ -15,6 +15,8 @@ export const TOKEN_MESSAGES = {
   algorithm: 'The token\'s signing algorithm is not accepted.',
   asymmetricOnly: 'The token\'s signing algorithm is not accepted (public-key signatures only).',
   idToken: 'An ID token is not an access token.',
+  securityEvent: 'A logout token (a security event) is not an access token.',
+  refreshToken: 'A refresh token is not an access token.',
   senderConstrained: 'The token is bound to a key (cnf): it is only good with a proof of that key, which the Bearer scheme does not carry.',
   unknownIssuer: 'The token is not from an issuer this route accepts.',
   unknownKey: 'The token is signed with a key the issuer does not publish.',

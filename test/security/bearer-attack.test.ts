@@ -69,10 +69,13 @@ afterAll(async () => {
 })
 
 /** A token signed with the provider's own key (its JWKS publishes it): claims as an attacker who got one minted would hold. */
-async function signed (claims: JWTPayload): Promise<string> {
+/** The OpenID back-channel logout event, as a logout token's `events` names it. */
+const BCL_EVENT = 'http://schemas.openid.net/event/backchannel-logout'
+
+async function signed (claims: JWTPayload, typ = 'at+jwt'): Promise<string> {
   const now = Math.floor(Date.now() / 1000)
   return await new SignJWT({ iss: op.issuer, aud: 'api://orders', scope: 'orders.read', sub: 'svc', iat: now, exp: now + 300, ...claims })
-    .setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' }).sign(op.signingKey)
+    .setProtectedHeader({ alg: 'RS256', kid, typ }).sign(op.signingKey)
 }
 
 /** The upstream's record of the last request whose path is `path`. */
@@ -235,6 +238,22 @@ describe('token confusion', () => {
     const idTyp = await new SignJWT({ iss: op.issuer, aud: 'api://orders', scope: 'orders.read', sub: 'svc', exp: Math.floor(Date.now() / 1000) + 300 })
       .setProtectedHeader({ alg: 'RS256', kid, typ: 'application/ID+JWT' }).sign(op.signingKey)
     expect((await get('/orders/id-typ', { authorization: `Bearer ${idTyp}` })).status).toBe(401)
+  })
+
+  it.each([
+    ['a back-channel logout token (typ logout+jwt, events)', { events: { [BCL_EVENT]: {} }, sid: 's1', jti: 'j1' }, 'logout+jwt', 'A logout token (a security event) is not an access token.'],
+    ['a logout token typed JWT, told by its events claim', { events: { [BCL_EVENT]: {} }, jti: 'j2' }, 'JWT', 'A logout token (a security event) is not an access token.'],
+    ['a security event token (typ secevent+jwt)', { jti: 'j3' }, 'secevent+jwt', 'A logout token (a security event) is not an access token.'],
+    ['a token whose own typ claim says Logout (Keycloak)', { typ: 'Logout' }, 'JWT', 'A logout token (a security event) is not an access token.'],
+    ['a token whose own typ claim says ID (Keycloak)', { typ: 'ID' }, 'JWT', 'An ID token is not an access token.'],
+    ['a token whose own typ claim says Refresh (Keycloak)', { typ: 'Refresh' }, 'JWT', 'A refresh token is not an access token.'],
+    ['a token whose own typ claim says Offline (Keycloak)', { typ: 'Offline' }, 'JWT', 'A refresh token is not an access token.'],
+  ])('%s, signed by the route\'s issuer for its audience, is refused: it is no access token', async (_name, claims, typ, message) => {
+    const refused = await get('/orders/other-kind', { authorization: `Bearer ${await signed(claims, typ)}` })
+    expect(refused.status).toBe(401)
+    expect(JSON.parse(refused.body)).toMatchObject({ error: 'invalid_token', message })
+    // Keycloak's access tokens say typ Bearer in their claims: they pass.
+    expect((await get('/orders/kc-bearer', { authorization: `Bearer ${await signed({ typ: 'Bearer' }, 'JWT')}` })).status).toBe(200)
   })
 
   it('odd claim types: sub as a number is its text, groups as an object are no groups, never a 500', async () => {
