@@ -94,7 +94,8 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
   const sub = text(pick(claims, mapping.user))
   if (!sub) return undefined
   const groups = pick(claims, mapping.groups)
-  const email = text(pick(claims, mapping.email))?.toLowerCase()
+  const emailClaim = pick(claims, mapping.email)
+  const email = text(emailClaim)?.toLowerCase()
   const name = text(pick(claims, mapping.name))
   const iss = text(claims.iss)
   return {
@@ -107,10 +108,18 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
     ...(name ? { name } : {}),
     groups: list(groups),
     ...withClaims(keptClaims(claims, kept)),
-    // Groups in a shape the gateway does not read (objects, lists of lists) cannot be told: a
-    // `deny` on groups holds. A provider that names no groups at all means "none".
-    ...(groups != null && !readable(groups, groupValue) ? { unknown: ['groups' as const] } : {}),
+    ...unknownOf(groups != null && !readable(groups, groupValue), emailClaim != null && typeof emailClaim !== 'string' && typeof emailClaim !== 'number'),
   }
+}
+
+/**
+ * Groups or an e-mail address in a shape the gateway does not read (objects, lists of lists; a list
+ * of addresses, as `emails.value` maps SCIM's) cannot be told: a `deny` on them holds, as for a
+ * token that lacks them. A provider that names no groups, or no address, at all means "none".
+ */
+function unknownOf (groups: boolean, email: boolean): { unknown?: PersonField[] } {
+  const unknown: PersonField[] = [...(groups ? ['groups' as const] : []), ...(email ? ['email' as const] : [])]
+  return unknown.length > 0 ? { unknown } : {}
 }
 
 function withClaims (claims: Readonly<Record<string, readonly string[]>> | undefined): { claims?: Readonly<Record<string, readonly string[]>> } {

@@ -87,6 +87,18 @@ describe('a token identity and the person it names, under the same rules', () =>
     }), { numRuns: 1000 })
   })
 
+  it('a session whose provider gives its address in a shape the gateway does not read is never admitted where the person is refused, and is judged as a token carrying it so', () => {
+    // A list of addresses (SCIM's `emails: [{ value }]` mapped as `emails.value`), an object, a nested list.
+    const emailShapeArb = fc.constantFrom<Array<(email: string) => unknown>>((email) => [email], (email) => [email, 'other@example.org'], (email) => ({ value: email }), (email) => [[email]], () => true)
+    fc.assert(fc.property(personArb, emailShapeArb, listsArb, fc.constantFrom('/admin/users', '/wiki'), (person, emailShape, rules, path) => {
+      const judge = compileRules(lists(rules.allow, rules.deny))
+      const claims = { ...claimsOf(person, ALL), email: emailShape(person.email) }
+      const unread = identityFrom(claims, MAPPING, [ROLES_PATH])
+      if (judge(unread, 'GET', path, undefined).admit) expect(judge(identityFrom(claimsOf(person, ALL), MAPPING, [ROLES_PATH]), 'GET', path, undefined).admit).toBe(true)
+      expect(judge(unread, 'GET', path, undefined).admit).toBe(judge(tokenIdentity(claims, MAPPING, [ROLES_PATH]), 'GET', path, undefined).admit)
+    }), { numRuns: 2000 })
+  })
+
   it('a person condition the token cannot answer refuses in deny and does not admit in allow', () => {
     const token = tokenIdentity({ sub: 'mallory' }, MAPPING, [ROLES_PATH])
     expect(token).toMatchObject({ sub: 'mallory', unknown: ['email', 'groups'] })
