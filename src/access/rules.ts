@@ -21,7 +21,7 @@
 import type { Rule, RuleLists } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-fold.js'
-import { foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
+import { foldDomain, foldEmail, foldName, withoutSubaddress } from '../config/rule-lists.js'
 import { resolvesSegments } from '../config/raw-segments.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
@@ -79,7 +79,11 @@ function addressCondition (fold: (email: string) => string | undefined, listed: 
     const email = ruleEmail(identity, deny)
     if (email === undefined) return false
     const folded = fold(email)
-    return folded === undefined ? deny : listed.includes(folded)
+    if (folded === undefined) return deny
+    if (listed.includes(folded)) return true
+    // A deny on an address holds for its subaddresses too (`mallory+2@` is `mallory@`'s mailbox).
+    const untagged = deny ? withoutSubaddress(folded) : undefined
+    return untagged !== undefined && listed.includes(untagged)
   })
 }
 

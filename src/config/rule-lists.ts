@@ -54,21 +54,41 @@ export function foldDomain (domain: string): string | undefined {
   return end === 0 ? undefined : ascii.slice(0, end)
 }
 
-/** An e-mail address as rules compare it: lower case, its domain folded (foldDomain); undefined when that cannot be. */
+/**
+ * An e-mail address as rules compare it: its local part in Unicode's composed form (NFC: `josé`
+ * typed with a combining accent is `josé`) and lower case, and without quotes that change nothing
+ * (`"mallory"@` is `mallory@`, the same mailbox: RFC 5321 §4.1.2); its domain folded (foldDomain).
+ * Undefined when the domain cannot be.
+ */
 export function foldEmail (email: string): string | undefined {
   const at = email.lastIndexOf('@')
   const domain = foldDomain(email.slice(at + 1))
-  return domain === undefined ? undefined : `${email.slice(0, at + 1).toLowerCase()}${domain}`
+  if (domain === undefined) return undefined
+  const local = email.slice(0, Math.max(at, 0)).normalize('NFC').toLowerCase()
+  const quoted = /^"([^"\\\s]*)"$/.exec(local)
+  const bare = quoted !== null && DOT_ATOM.test(quoted[1]!) ? quoted[1]! : local
+  return at < 0 ? domain : `${bare}@${domain}`
+}
+
+/** A local part that needs no quotes (RFC 5322 dot-atom, and any non-ASCII letter, RFC 6531). */
+const DOT_ATOM = /^[^\s"(),.:;<>@[\\\]]+(?:\.[^\s"(),.:;<>@[\\\]]+)*$/u
+
+/** `local+tag@domain` as `local@domain` (a subaddress: the same mailbox at most providers); undefined for an address without a tag. */
+export function withoutSubaddress (folded: string): string | undefined {
+  const at = folded.lastIndexOf('@')
+  const plus = folded.indexOf('+')
+  return plus > 0 && plus < at ? `${folded.slice(0, plus)}${folded.slice(at)}` : undefined
 }
 
 /**
- * A user name or subject as a `deny` entry compares it: lower case, and one that is an address with
- * its domain folded as `emails` fold it. A name's case is how the provider displays it (GitHub lets
+ * A user name or subject as a `deny` entry compares it: in Unicode's compatibility form (NFKC: a
+ * combining accent composed, `ｍａｌｌｏｒｙ` is `mallory`) and lower case, and one that is an address
+ * folded as `emails` fold it. A name's case is how the provider displays it (GitHub lets
  * a person rename `mallory` to `Mallory`; an Azure UPN keeps the case it was typed in), so a deny
  * written in another case must still hold.
  */
 export function foldName (name: string): string {
-  return (name.includes('@') ? foldEmail(name) : undefined) ?? name.toLowerCase()
+  return (name.includes('@') ? foldEmail(name) : undefined) ?? name.normalize('NFKC').toLowerCase()
 }
 
 /** A name of printable ASCII: what IDNA would change only by case, which foldDomain has done. */

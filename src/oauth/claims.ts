@@ -33,10 +33,14 @@ function text (value: unknown): string | undefined {
   return undefined
 }
 
+/**
+ * Groups as rules compare them: a list's texts, or one string split at its commas (`staff, ops`).
+ * White space inside a name is part of it (`Domain Admins` is one group, as ADFS sends a single one).
+ */
 function list (value: unknown): string[] {
   if (Array.isArray(value)) return value.flatMap((item) => text(item) ?? [])
   const single = text(value)
-  return single ? single.split(/[,\s]+/).filter(Boolean) : []
+  return single ? single.split(/\s*,\s*/).filter(Boolean) : []
 }
 
 /**
