@@ -39,7 +39,7 @@ import type { Hysteresis } from './store/outage-log.js'
 import { RedisStore } from './store/redis.js'
 import { TracedStore } from './store/traced-store.js'
 import { COMMAND_REFUSAL_REASONS, type CommandRefusalReason, type SessionStore } from './store/store.js'
-import { systemClock, type Clock } from './ops/clock.js'
+import { systemClock, type Clock, type Timers } from './ops/clock.js'
 import type { Agents, AgentsDeps } from './routes/agents.js'
 import { forwardAuth } from './routes/forward-auth.js'
 import { jwksRoute } from './routes/jwks.js'
@@ -49,7 +49,7 @@ import { protectedResources } from './routes/protected-resource.js'
 import { proxyRoutes } from './routes/proxy.js'
 import { FormReplay } from './routes/form-replay.js'
 import { PreservedBodies } from './oauth/preserved-body.js'
-import { SessionSockets, type SocketTimers } from './proxy/session-sockets.js'
+import { SessionSockets } from './proxy/session-sockets.js'
 import { GrantStreams } from './proxy/grant-streams.js'
 import { BearerSockets } from './proxy/bearer-sockets.js'
 
@@ -62,7 +62,7 @@ export interface GatewayDeps {
   /** How long a Redis store's outage (and recovery) must persist before it is logged (default 1 s each). */
   storeHysteresis?: Hysteresis
   /** The timers of open websockets' session deadlines (default Node's, unref'd): tests fire them as they move `clock`. */
-  timers?: SocketTimers
+  timers?: Timers
   /** Where the OTEL_* variables are read (default process.env). */
   env?: NodeJS.ProcessEnv
   /** A certificate authority the hosts of agents.clientMetadataPrivateHosts may be signed by, besides Node's (tests: their own; operators use NODE_EXTRA_CA_CERTS). */

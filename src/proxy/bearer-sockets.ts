@@ -9,7 +9,7 @@
 import type { WebSocket } from 'ws'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
-import { socketTimers, type SocketTimers } from './session-sockets.js'
+import { nodeTimers, type Timers } from '../ops/clock.js'
 import { LegAdmissions } from './leg-admissions.js'
 
 /** The close code and reason both legs get when their token ends (RFC 6455 §7.4.1: policy violation). */
@@ -48,10 +48,10 @@ interface Legs {
 export class BearerSockets {
   private readonly admissions = new LegAdmissions<Watch>()
   private readonly live = new Set<Legs>()
-  private readonly timers: SocketTimers
+  private readonly timers: Timers
 
-  constructor (private readonly deps: { clock: Clock, timers?: SocketTimers | undefined, log: Logger }) {
-    this.timers = deps.timers ?? socketTimers
+  constructor (private readonly deps: { clock: Clock, timers?: Timers | undefined, log: Logger }) {
+    this.timers = deps.timers ?? nodeTimers
   }
 
   /** Keeps the token that let `request` (an upgrade) through: how long it holds, and how to check it again. */

@@ -12,24 +12,16 @@ export interface Timed<T> {
   readonly deadline: number
 }
 
+import { nodeTimers, type Timers } from '../ops/clock.js'
+
 /** The clock and the timer a list keeps its deadlines with; a test gives its own to move time itself. */
-export interface DeadlineTimers {
+export interface DeadlineTimers extends Timers {
+  /** Monotonic milliseconds. */
   now (): number
-  /**
-   * Calls `callback` once, `ms` from now, unless the returned function is called first. The timer
-   * must not keep the process alive.
-   */
-  setTimeout (callback: () => void, ms: number): () => void
 }
 
-/** performance.now() and unref'd Node timers. */
-export const nodeTimers: DeadlineTimers = {
-  now: () => performance.now(),
-  setTimeout: (callback, ms) => {
-    const timer = setTimeout(callback, ms).unref()
-    return () => clearTimeout(timer)
-  },
-}
+/** performance.now() and Node's unref'd timers (ops/clock.ts). */
+export const deadlineTimers: DeadlineTimers = { now: () => performance.now(), setTimeout: nodeTimers.setTimeout }
 
 export class DeadlineList<T extends Timed<T>> {
   private head: T | null = null
@@ -46,7 +38,7 @@ export class DeadlineList<T extends Timed<T>> {
      * timer is set again for the remaining fraction).
      */
     private readonly earlyMs: number,
-    private readonly timers: DeadlineTimers = nodeTimers
+    private readonly timers: DeadlineTimers = deadlineTimers
   ) {}
 
   append (item: T): void {

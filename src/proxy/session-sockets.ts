@@ -15,7 +15,7 @@
 // both legs are open (connected).
 import type { WebSocket } from 'ws'
 import { GatewayError } from '../errors.js'
-import type { Clock } from '../ops/clock.js'
+import { nodeTimers, type Clock, type Timers } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import type { Session, Sessions, TokenSet } from '../session/session.js'
 import { LegAdmissions } from './leg-admissions.js'
@@ -36,19 +36,6 @@ const MAX_DELAY_MS = 24 * 3600 * 1000
 /** How long after a check that failed (the store or the provider unreachable) it runs again; the sockets stay open meanwhile. */
 const RETRY_MS = 5000
 
-/** Sets a timer that must not keep the process alive; the returned function cancels it. */
-export interface SocketTimers {
-  setTimeout (callback: () => void, ms: number): () => void
-}
-
-/** Node's timers, unref'd. */
-export const socketTimers: SocketTimers = {
-  setTimeout: (callback, ms) => {
-    const timer = setTimeout(callback, ms).unref()
-    return () => clearTimeout(timer)
-  },
-}
-
 export interface SessionSocketsDeps {
   sessions: Pick<Sessions, 'cached' | 'load' | 'peek' | 'capIdle' | 'onEnded'>
   /** A usable token of `provider` in `session`, refreshed if need be (oauth/refresh.ts); undefined: none. */
@@ -57,7 +44,7 @@ export interface SessionSocketsDeps {
   maxAgeMs: number
   /** What "now" is for the deadlines (the gateway's clock). */
   clock: Clock
-  timers?: SocketTimers
+  timers?: Timers
   log: Logger
 }
 
@@ -87,10 +74,10 @@ type Outcome = { kind: 'all', why: string } | { kind: 'some', refused: ReadonlyS
 export class SessionSockets {
   private readonly entries = new Map<string, Entry>()
   private readonly admissions = new LegAdmissions<Admission>()
-  private readonly timers: SocketTimers
+  private readonly timers: Timers
 
   constructor (private readonly deps: SessionSocketsDeps) {
-    this.timers = deps.timers ?? socketTimers
+    this.timers = deps.timers ?? nodeTimers
     deps.sessions.onEnded((id) => this.end(id, 'ended'))
   }
 

@@ -5,7 +5,7 @@
 import type { IncomingHttpHeaders } from 'node:http'
 import { Pool, errors, type Dispatcher } from 'undici'
 import { sharedLookup } from '../ops/shared-lookup.js'
-import { DeadlineList, nodeTimers, type DeadlineTimers, type Timed } from './deadline-list.js'
+import { DeadlineList, deadlineTimers, type DeadlineTimers, type Timed } from './deadline-list.js'
 import { bodiless, readsWhole, StreamedBody, WholeBody, type UpstreamBody } from './upstream-body.js'
 
 /** What a request's caller gets: the answer's status and headers, and its body as it comes. */
@@ -128,7 +128,7 @@ export class UpstreamPool {
 
   constructor ({ origin, timeoutMs, maxConnections }: UpstreamPoolOptions, parts: UpstreamPoolParts = {}) {
     this.timeoutMs = timeoutMs
-    this.timers = parts.timers ?? nodeTimers
+    this.timers = parts.timers ?? deadlineTimers
     // Timers fire on whole milliseconds: a deadline within one of now has come.
     this.pending = new DeadlineList<Pending>((pending) => this.expire(pending), 1, this.timers)
     // headersTimeout stays as a backstop: the deadline here always comes first. Connecting longer

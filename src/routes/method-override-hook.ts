@@ -19,7 +19,7 @@ import { shownPath, type RouteGate } from '../access/gate.js'
 import type { RouteConfig } from '../config/types.js'
 import type { Judge } from '../access/rules.js'
 import { GatewayError } from '../errors.js'
-import { nodeTimers, type DeadlineTimers } from '../proxy/deadline-list.js'
+import { deadlineTimers, type DeadlineTimers } from '../proxy/deadline-list.js'
 
 /** The largest body read to find `_method` in (1 MiB); a larger one is refused with 413 on such a route. */
 export const OVERRIDE_BODY_MAX = 1024 * 1024
@@ -55,7 +55,7 @@ function unreadBody (reply: FastifyReply, error: GatewayError): GatewayError {
  * early, the error that answers the request. `declared` is the Content-Length, checked before
  * anything is read.
  */
-export async function readBounded (body: NodeJS.ReadableStream & { destroy (error?: Error): unknown }, declared: string | undefined, maxBytes: number, timeoutMs: number, timers: DeadlineTimers = nodeTimers): Promise<Buffer> {
+export async function readBounded (body: NodeJS.ReadableStream & { destroy (error?: Error): unknown }, declared: string | undefined, maxBytes: number, timeoutMs: number, timers: DeadlineTimers = deadlineTimers): Promise<Buffer> {
   const tooLarge = () => new GatewayError('payload_too_large', `The request body is larger than this route reads to check its method rules (${maxBytes} bytes).`)
   if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge()
   let late = false

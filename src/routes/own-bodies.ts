@@ -10,7 +10,7 @@ import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { HOME } from '../oauth/urls.js'
-import { socketTimers, type SocketTimers } from '../proxy/session-sockets.js'
+import { nodeTimers, type Timers } from '../ops/clock.js'
 
 /** How long after its headers the body of a request to the gateway's own endpoints must have arrived. */
 export const OWN_BODY_MS = 10_000
@@ -40,7 +40,7 @@ function expire (request: FastifyRequest, reply: FastifyReply): void {
  * under /oauth/ as it is added, so that a proxied request runs none of it. `timers`: Node's unless a
  * test moves them.
  */
-export function timeOwnBodies (app: FastifyInstance, timers: SocketTimers = socketTimers): void {
+export function timeOwnBodies (app: FastifyInstance, timers: Timers = nodeTimers): void {
   const deadline: onRequestHookHandler = (request, reply, done) => {
     if (request.raw.complete || !bodyFollows(request.headers)) return done()
     const cancel = timers.setTimeout(() => { if (!request.raw.complete) expire(request, reply) }, OWN_BODY_MS)
