@@ -136,17 +136,21 @@ export class Access {
    */
   private identityAt (gate: RouteGate, session: Session, provider: string): Identity | undefined {
     const identity = session.record.identities?.[provider]
-    if (identity === undefined || !isQualified(identity, provider, gate.provider, gate.foreign)) return identity
-    let qualified = this.qualified.get(identity)
+    if (identity === undefined || !isQualified(identity, provider, gate.provider, gate.spaces)) return identity
+    // The own provider's people are qualified with their old names kept (aka): a memo of each kind.
+    const memo = provider === gate.provider ? this.ownQualified : this.qualified
+    let qualified = memo.get(identity)
     if (qualified === undefined) {
-      qualified = qualify(identity, provider)
-      this.qualified.set(identity, qualified)
+      qualified = qualify(identity, provider, gate.provider)
+      memo.set(identity, qualified)
     }
     return qualified
   }
 
-  /** Identities qualified by their own provider, as identityAt names them (kept while the session's record is). */
+  /** Identities of a route's other providers, qualified as identityAt names them (kept while the session's record is). */
   private readonly qualified = new WeakMap<Identity, Identity>()
+  /** Identities of a route's own provider whose names read as qualified ones, qualified as identityAt names them. */
+  private readonly ownQualified = new WeakMap<Identity, Identity>()
 
   /**
    * On a route with several providers: the one read() would pick (the first in the route's order

@@ -93,8 +93,8 @@ function grantedScopes (claims: VerifiedToken['claims']): Set<string> {
 export interface BearerScope {
   /** Undefined: every issuer's people keep their plain name (no route provider to tell them from). */
   readonly own: string | undefined
-  /** The route's other name spaces (name-spaces.ts foreignSpaces): its own people whose name reads as theirs are qualified too. */
-  readonly foreign: ReadonlySet<string>
+  /** The gateway's name spaces (name-spaces.ts): the own issuer's people whose name reads as qualified are qualified too. */
+  readonly spaces: ReadonlySet<string>
   /** The claim paths kept in the identity, as a session keeps its provider's. */
   readonly kept: readonly string[]
 }
@@ -124,7 +124,7 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
     const identity = tokenIdentity(claims, providers[token.issuer]!.claims, scope.kept)
     if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
-    const judged = named(identity, token.issuer, scope.own, scope.foreign)
+    const judged = named(identity, token.issuer, scope.own, scope.spaces)
     identities.set(token, judged)
     return accept(token, judged)
   }

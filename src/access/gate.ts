@@ -41,7 +41,6 @@ import type { PublicRule, ReauthConfig, RuleLists } from '../config/types.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
-import { foreignSpaces } from './name-spaces.js'
 import { compileRules, type Judge, type Judgement } from './rules.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
@@ -57,8 +56,8 @@ export interface GateRoute {
   public: readonly PublicRule[]
   /** Step-up: how recent the sign-in at the provider must be (absent: any). */
   reauth?: ReauthConfig | undefined
-  /** Its token check's issuers, when it has one (their people are another name space on the route). */
-  bearer?: { readonly issuers: readonly string[] } | undefined
+  /** The gateway's name spaces (access/name-spaces.ts nameSpaces); absent: none to tell apart. */
+  spaces?: ReadonlySet<string> | undefined
 }
 
 /** A route's gate, compiled once at startup: its rules as matchers (src/access/glob.ts), its login address. */
@@ -69,8 +68,8 @@ export interface RouteGate {
   readonly provider: string
   /** Every provider whose session passes, in the route's order (`[provider]` with one). */
   readonly providers: readonly string[]
-  /** The route's name spaces besides `provider`'s: its other providers and bearer issuers (name-spaces.ts). */
-  readonly foreign: ReadonlySet<string>
+  /** The gateway's name spaces, which its own people's names may read as (name-spaces.ts). */
+  readonly spaces: ReadonlySet<string>
   /** With several providers: each one's sign-in address that returns to `next` (an API client's 401 names them). */
   readonly loginUrls: ((next: string) => Record<string, string>) | undefined
   /** Who may pass: the route's rules, compiled (rules.ts). */
@@ -192,7 +191,7 @@ export function compileGate (route: GateRoute, loginUrl: (next: string) => strin
     auth: route.auth,
     provider: route.provider ?? '',
     providers: route.providers ?? (route.provider === undefined ? [] : [route.provider]),
-    foreign: foreignSpaces(route.provider, route.providers, route.bearer?.issuers),
+    spaces: route.spaces ?? NO_SPACES,
     loginUrls,
     judge,
     isPublic: publicMatcher(route.public),
@@ -201,6 +200,9 @@ export function compileGate (route: GateRoute, loginUrl: (next: string) => strin
     reauth: route.reauth,
   }
 }
+
+/** A gateway of one provider: its people's names read as nobody else's. */
+const NO_SPACES: ReadonlySet<string> = new Set()
 
 const NOT_A_PATH = 'the request target is not a path'
 const NOT_UNDER_ROUTE = 'the request target is not under the route\'s path'

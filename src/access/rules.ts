@@ -21,7 +21,7 @@
 import type { Rule, RuleLists } from '../config/types.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-fold.js'
-import { foldDomain, foldEmail, foldName, withoutSubaddress } from '../config/rule-lists.js'
+import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
 import { resolvesSegments } from '../config/raw-segments.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { globMatcher } from './glob.js'
@@ -82,8 +82,7 @@ function addressCondition (fold: (email: string) => string | undefined, listed: 
     if (folded === undefined) return deny
     if (listed.includes(folded)) return true
     // A deny on an address holds for its subaddresses too (`mallory+2@` is `mallory@`'s mailbox).
-    const untagged = deny ? withoutSubaddress(folded) : undefined
-    return untagged !== undefined && listed.includes(untagged)
+    return deny && subaddressOf(listed, folded)
   })
 }
 
@@ -131,10 +130,26 @@ function usersCondition (users: readonly string[]): Condition {
   const deniedNames = new Set(users.map(foldName))
   return aboutPerson((identity, inDeny) => {
     const nameTold = identity.unknown?.includes('user') !== true
-    if (inDeny) return identity.subject === undefined || !nameTold || deniedNames.has(foldName(identity.subject)) || deniedNames.has(foldName(identity.sub))
+    if (inDeny) return identity.subject === undefined || !nameTold || [identity.subject, identity.sub, ...identity.aka ?? []].some((name) => denies(deniedNames, name))
     if (identity.subject !== undefined && listed.has(identity.subject)) return true
     return nameTold && identity.emailVerified !== false && identity.email !== undefined && identity.sub.toLowerCase() === identity.email && listed.has(identity.sub)
   })
+}
+
+/** Whether a `deny` entry names `name`: as foldName spells it, or (an address) any subaddress of an entry (`mallory+2@` of `mallory@`). */
+function denies (denied: ReadonlySet<string>, name: string): boolean {
+  const folded = foldName(name)
+  return denied.has(folded) || subaddressOf(denied, folded)
+}
+
+/** Whether `folded` (an address as foldEmail spells it) is `<entry's local part>+<tag>@<entry's domain>` for a listed entry. */
+function subaddressOf (listed: ReadonlySet<string> | readonly string[], folded: string): boolean {
+  const at = folded.lastIndexOf('@')
+  for (let plus = folded.indexOf('+'); plus > 0 && plus < at; plus = folded.indexOf('+', plus + 1)) {
+    const entry = `${folded.slice(0, plus)}${folded.slice(at)}`
+    if (Array.isArray(listed) ? listed.includes(entry) : (listed as ReadonlySet<string>).has(entry)) return true
+  }
+  return false
 }
 
 /** A `paths` glob: `/admin/*` covers `/admin` itself too, as a route's path `/admin/` does. */
@@ -149,9 +164,9 @@ function pathMatcher (glob: string): (path: string) => boolean {
 function conditions (rule: Rule, inDeny: boolean): Condition[] {
   const list: Condition[] = []
   if (rule.users.length > 0) list.push(usersCondition(rule.users))
-  if (rule.emails.length > 0) list.push(addressCondition(foldEmail, rule.emails))
+  if (rule.emails.length > 0) list.push(inDeny ? addressCondition(foldDeniedEmail, rule.emails.map((email) => foldDeniedEmail(email) ?? email)) : addressCondition(foldEmail, rule.emails))
   if (rule.domains.length > 0) list.push(addressCondition(domainOf, rule.domains))
-  if (rule.groups.length > 0) list.push(aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))
+  if (rule.groups.length > 0) list.push(aboutField('groups', (identity, deny) => identity.groups.some((group) => rule.groups.includes(group)) || (deny && identity.groupWords?.some((word) => rule.groups.includes(word)) === true)))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
   if (rule.methods.length > 0) {
     const methods = inDeny && rule.methods.includes('GET') && !rule.methods.includes('HEAD') ? [...rule.methods, 'HEAD'] : rule.methods

@@ -73,22 +73,38 @@ export function foldEmail (email: string): string | undefined {
 /** A local part that needs no quotes (RFC 5322 dot-atom, and any non-ASCII letter, RFC 6531). */
 const DOT_ATOM = /^[^\s"(),.:;<>@[\\\]]+(?:\.[^\s"(),.:;<>@[\\\]]+)*$/u
 
-/** `local+tag@domain` as `local@domain` (a subaddress: the same mailbox at most providers); undefined for an address without a tag. */
-export function withoutSubaddress (folded: string): string | undefined {
-  const at = folded.lastIndexOf('@')
-  const plus = folded.indexOf('+')
-  return plus > 0 && plus < at ? `${folded.slice(0, plus)}${folded.slice(at)}` : undefined
+/**
+ * A name or address as a `deny` compares it, before foldEmail or lower case: in Unicode's
+ * compatibility form (NFKC: `ｍａｌｌｏｒｙ` is `mallory`, a combining accent is composed), without
+ * default-ignorable code points (a soft hyphen, a zero-width space: `mal\u00adlory` shows as
+ * `mallory`), and an address without its comments and its quoted local part's escapes
+ * (`mallory(x)@`, `"mal\\lory"@` are `mallory@`: RFC 5322 §3.2.2, §3.4.1). A deny folds more than an
+ * allow may: it refuses more, never less.
+ */
+function loosened (name: string): string {
+  const plain = name.normalize('NFKC').replace(/\p{Default_Ignorable_Code_Point}/gu, '')
+  if (!plain.includes('@')) return plain
+  let bare = plain
+  for (let last = ''; last !== bare;) [last, bare] = [bare, bare.replace(/\([^()]*\)/g, '')]
+  const at = bare.lastIndexOf('@')
+  const local = bare.slice(0, at)
+  return /^".*"$/s.test(local) ? `${local.replace(/\\(.)/gs, '$1')}${bare.slice(at)}` : bare
+}
+
+/** An address as a `deny` on `emails` compares it: loosened, then as foldEmail. */
+export function foldDeniedEmail (email: string): string | undefined {
+  return foldEmail(loosened(email))
 }
 
 /**
- * A user name or subject as a `deny` entry compares it: in Unicode's compatibility form (NFKC: a
- * combining accent composed, `ｍａｌｌｏｒｙ` is `mallory`) and lower case, and one that is an address
- * folded as `emails` fold it. A name's case is how the provider displays it (GitHub lets
+ * A user name or subject as a `deny` entry compares it: loosened, in lower case, and one that is
+ * an address folded as `emails` fold it. A name's case is how the provider displays it (GitHub lets
  * a person rename `mallory` to `Mallory`; an Azure UPN keeps the case it was typed in), so a deny
  * written in another case must still hold.
  */
 export function foldName (name: string): string {
-  return (name.includes('@') ? foldEmail(name) : undefined) ?? name.normalize('NFKC').toLowerCase()
+  const plain = loosened(name)
+  return (plain.includes('@') ? foldEmail(plain) : undefined) ?? plain.toLowerCase()
 }
 
 /** A name of printable ASCII: what IDNA would change only by case, which foldDomain has done. */

@@ -83,7 +83,7 @@ function refused (problem: TokenProblem, message: string): TokenCheck {
 
 /** The media type in `typ`, lower case and without `application/` (RFC 7515 §4.1.9). */
 function mediaType (header: ProtectedHeaderParameters): string | undefined {
-  return typeof header.typ === 'string' ? header.typ.toLowerCase().replace(/^application\//, '') : undefined
+  return typeof header.typ === 'string' ? header.typ.split(';')[0]!.trim().toLowerCase().replace(/^application\//, '') : undefined
 }
 
 /**
@@ -102,7 +102,8 @@ function notAnAccessToken (type: unknown): boolean {
 
 /**
  * Why a JWT, by what it says of itself, is another kind of token than an access token: an ID token
- * (`typ` `id+jwt`, a `nonce`, or its own `typ` claim `ID` as Keycloak writes), a logout token or
+ * (`typ` `id+jwt`, a `nonce`, an `at_hash` or `c_hash`, or its own `typ` claim `ID` or
+ * `Serialized-ID` as Keycloak writes), a logout token or
  * another security event (`typ` `logout+jwt`/`secevent+jwt`, an `events` claim: RFC 8417; its `typ` claim
  * `Logout`), or a
  * refresh token (its `typ` claim `Refresh` or `Offline`). Undefined: nothing says so.
@@ -110,7 +111,7 @@ function notAnAccessToken (type: unknown): boolean {
  */
 function otherKind (header: ProtectedHeaderParameters, claims: JWTPayload): TokenCheck | undefined {
   const type = mediaType(header)
-  if (type === 'id+jwt' || claims.nonce !== undefined || (typeof claims.typ === 'string' && /^id$/i.test(claims.typ))) return refused('id_token', TOKEN_MESSAGES.idToken)
+  if (type === 'id+jwt' || claims.nonce !== undefined || claims.at_hash !== undefined || claims.c_hash !== undefined || (typeof claims.typ === 'string' && /^(?:serialized-)?id$/i.test(claims.typ))) return refused('id_token', TOKEN_MESSAGES.idToken)
   if (type === 'logout+jwt' || type === 'secevent+jwt' || claims.events !== undefined || (typeof claims.typ === 'string' && /^logout$/i.test(claims.typ))) return refused('other_token', TOKEN_MESSAGES.securityEvent)
   if (notAnAccessToken(claims.typ)) return refused('other_token', TOKEN_MESSAGES.refreshToken)
   return undefined

@@ -44,11 +44,13 @@ function list (value: unknown): string[] {
 }
 
 /**
- * Whether `email_verified` says no: boolean false, or the string "false" that some providers send.
+ * Whether `email_verified` does not say yes: anything but boolean true or the string "true" that
+ * some providers send (false, "false", 0, "no", null, a list, an object). Absent counts as yes, as
+ * the standard claims' providers that verify every address leave it out.
  * @see https://openid.net/specs/openid-connect-core-1_0.html#StandardClaims
  */
 function unverified (value: unknown): boolean {
-  return value === false || (typeof value === 'string' && value.trim().toLowerCase() === 'false')
+  return value !== undefined && value !== true && !(typeof value === 'string' && value.trim().toLowerCase() === 'true')
 }
 
 /** A claim value as the values rules compare: text, numbers and booleans as written (`42`, `true`). */
@@ -65,6 +67,13 @@ function claimText (value: unknown): string | undefined {
  */
 function readable (value: unknown, scalar: (item: unknown) => boolean): boolean {
   return value != null && (Array.isArray(value) ? value.every(scalar) : scalar(value))
+}
+
+/** The words of groups sent as one string whose names hold white space or `;` (Identity.groupWords); none otherwise. */
+function wordsOf (value: unknown): { groupWords?: string[] } {
+  const names = typeof value === 'string' ? list(value) : []
+  const words = names.filter((name) => /[\s;]/.test(name)).flatMap((name) => name.split(/[\s;]+/)).filter(Boolean)
+  return words.length > 0 ? { groupWords: words } : {}
 }
 
 /** A group as list() reads it: text or a number. */
@@ -99,7 +108,9 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
   if (!sub) return undefined
   const groups = pick(claims, mapping.groups)
   const emailClaim = pick(claims, mapping.email)
-  const email = text(emailClaim)?.toLowerCase()
+  const address = text(emailClaim)?.toLowerCase()
+  // Text that is not one address (two, comma-separated; a display name) cannot be told either.
+  const email = address !== undefined && /[\s,;<>]/.test(address) ? undefined : address
   const name = text(pick(claims, mapping.name))
   const iss = text(claims.iss)
   return {
@@ -111,8 +122,9 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
     ...(email && unverified(claims.email_verified) ? { emailVerified: false as const } : {}),
     ...(name ? { name } : {}),
     groups: list(groups),
+    ...wordsOf(groups),
     ...withClaims(keptClaims(claims, kept)),
-    ...unknownOf(groups != null && !readable(groups, groupValue), emailClaim != null && typeof emailClaim !== 'string' && typeof emailClaim !== 'number'),
+    ...unknownOf(groups != null && !readable(groups, groupValue), emailClaim != null && email === undefined && !(typeof emailClaim === 'string' && emailClaim.trim() === '')),
   }
 }
 

@@ -11,7 +11,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-2.1
 import type { BearerReports } from '../access/bearer-report.js'
 import { bearerToken, compileBearer, type BearerGuard } from '../access/bearer.js'
-import { foreignSpaces } from '../access/name-spaces.js'
+import { nameSpaces } from '../access/name-spaces.js'
 import { claimPaths } from '../config/rule-lists.js'
 import type { BearerConfig, GatewayConfig } from '../config/types.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
@@ -54,7 +54,7 @@ export class HostBearers {
     // The identity keeps the claims the host's rules name, as a session keeps its provider's.
     const rules = this.config.forwardAuth.hosts.get(host)
     const kept = rules === undefined ? [] : claimPaths(rules)
-    return compileBearer({ ...bearer, issuers }, this.config.providers, { own: provider, foreign: foreignSpaces(provider, issuers), kept }, this.tokens, undefined, this.reports.for(`forward-auth:${host}`))
+    return compileBearer({ ...bearer, issuers }, this.config.providers, { own: provider, spaces: nameSpaces(this.config.providers), kept }, this.tokens, undefined, this.reports.for(`forward-auth:${host}`))
   }
 }
 

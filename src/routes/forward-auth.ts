@@ -13,6 +13,7 @@ import type { Metrics } from '../ops/metrics.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Access, Guard } from '../access/authorize.js'
 import type { BearerReports } from '../access/bearer-report.js'
+import { nameSpaces } from '../access/name-spaces.js'
 import { compileGate } from '../access/gate.js'
 import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../access/identity-headers.js'
 import { refusal } from '../access/refusal.js'
@@ -199,6 +200,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
   const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))
   const ownOrigin = new URL(config.server.baseUrl).origin
   const hostBearers = new HostBearers(config, accessTokens, bearerReports)
+  // Whose names its people's may read as (access/name-spaces.ts).
+  const spaces = nameSpaces(config.providers)
   // Each bearer host's series shows in /metrics from the start, at 0.
   for (const host of config.forwardAuth.bearer.keys()) bearerReports.for(`forward-auth:${host}`)
 
@@ -232,9 +235,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const hostJudge = host === undefined ? undefined : hostJudges.get(host)
     const subject = originalRequest(trusted, request, original)
     const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
-    // The host's bearer issuers are name spaces beside the provider's (name-spaces.ts), for its sessions too.
-    const issuers = host === undefined ? undefined : config.forwardAuth.bearer.get(host)
-    const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [], bearer: issuers }, () => login, judge)
+    const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [], spaces }, () => login, judge)
     // Only the host a trusted proxy names can have a bearer block: a stranger's token is not looked at.
     const bearer = hostBearers.guard(host, provider)
     const audience = original?.url.origin

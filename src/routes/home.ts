@@ -5,7 +5,7 @@
 // applies) for a GET of the route's path; a route with `agents: true` (an MCP server, an API for
 // CLIs) is no page to open, so its address is shown for a client instead.
 import type { FastifyInstance } from 'fastify'
-import { named } from '../access/name-spaces.js'
+import { named, nameSpaces } from '../access/name-spaces.js'
 import { compileGate, covers, decide, signedIn, type RouteGate } from '../access/gate.js'
 import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
@@ -43,7 +43,7 @@ function appRoutes (config: GatewayConfig): AppRoute[] {
     const href = route.path === '/' || route.agents ? route.path : `${route.path}/`
     // An agents route's address is shown, not linked: no browser sends it.
     if (route.auth !== 'required' || provider === undefined || (!route.agents && !openable(href))) return []
-    return [{ href, agents: route.agents, providers: route.providers, gate: compileGate(route, (next) => loginUrl(config, provider, next)) }]
+    return [{ href, agents: route.agents, providers: route.providers, gate: compileGate({ ...route, spaces: nameSpaces(config.providers) }, (next) => loginUrl(config, provider, next)) }]
   })
 }
 
@@ -56,7 +56,7 @@ function admits (route: AppRoute, identities: Record<string, Identity>, target: 
   const provider = route.providers.find((name) => Object.hasOwn(identities, name))
   if (provider === undefined) return false
   // Named as the proxy names it: the people of a provider other than the route's first are `<provider>:<user>`.
-  const identity = named(identities[provider]!, provider, route.providers[0], route.gate.foreign)
+  const identity = named(identities[provider]!, provider, route.providers[0], route.gate.spaces)
   const kind = decide(route.gate, { method: 'GET', target, address }, true, signedIn('', identity, false, route.providers.length > 1 ? provider : undefined)).kind
   return kind === 'allow' || kind === 'public'
 }

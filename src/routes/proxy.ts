@@ -14,6 +14,7 @@ import type { Access, GrantGuard, Guard, Verdict } from '../access/authorize.js'
 import { bearerToken, compileBearer, type BearerGuard, type BearerOutcome } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
+import { nameSpaces } from '../access/name-spaces.js'
 import { respond, type Site } from '../access/responder.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rule-lists.js'
@@ -106,9 +107,10 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   const metadata = route.bearer === undefined && !route.agents ? undefined : resourceMetadataUrl(config.server.baseUrl, route.path)
   // With several providers, a browser chooses (routes/chooser.ts) and an API client is told each one's address.
   const several = route.providers.length > 1
+  const named = { ...route, spaces: nameSpaces(config.providers) }
   const gate = several
-    ? compileGate(route, (next) => chooserUrl(config, next), undefined, metadata, (next) => loginUrlsOf(config, route, next))
-    : compileGate(route, (next) => loginUrl(config, provider, next), undefined, metadata)
+    ? compileGate(named, (next) => chooserUrl(config, next), undefined, metadata, (next) => loginUrlsOf(config, route, next))
+    : compileGate(named, (next) => loginUrl(config, provider, next), undefined, metadata)
   // Signed once per session and then read from a cache; only when it nears expiry is it signed again.
   const audience = new URL(route.upstream).origin
   const signer = route.assertion ? assertions?.forAudience(provider, audience) : undefined
@@ -116,7 +118,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   if (route.bearer === undefined) return { gate, signer, signers, grants }
   // A machine client's identity keeps the claims this route's rules and headers read.
   const kept = [...new Set([...claimPaths(route.rules), ...route.headers.map((header) => header.claim)])]
-  const bearer = compileBearer(route.bearer, config.providers, { own: provider, foreign: gate.foreign, kept }, accessTokens, metadata, reports.for(route.path))
+  const bearer = compileBearer(route.bearer, config.providers, { own: provider, spaces: gate.spaces, kept }, accessTokens, metadata, reports.for(route.path))
   const bearerSigner = route.assertion && assertions !== undefined ? (issuer: string) => assertions.forAudience(issuer, audience) : undefined
   return { gate, signer, bearer, bearerSigner, grants }
 }

@@ -10,9 +10,9 @@ interface WireTokens { a: string, e?: number, r?: string }
 /**
  * Identity: sub, email (m), emailVerified (v, only ever false), name, groups (left out when none), kept claims (k),
  * subject (j) and iss (o) (absent in records 1.0.0 wrote, which are read without them), and the
- * fields the claims did not tell (x, left out when none).
+ * fields the claims did not tell (x, left out when none), the words of groups sent as one string (w).
  */
-interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]>, j?: string, o?: string, x?: readonly PersonField[] }
+interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]>, j?: string, o?: string, x?: readonly PersonField[], w?: readonly string[] }
 /** ProviderSession: idToken (d), sid, sub (u), authTime (t), acr (a). */
 interface WireProviderSession { d?: string, s?: string, u?: string, t?: number, a?: string }
 /** SessionRecord: createdAt, tokens, identities, providerSessions. */
@@ -48,6 +48,7 @@ export function toWire (record: SessionRecord): WireRecord {
       j: identity.subject,
       o: identity.iss,
       x: identity.unknown,
+      w: identity.groupWords,
     } satisfies Record<keyof WireIdentity, unknown>)),
     p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub, t: session.authTime, a: session.acr } satisfies Record<keyof WireProviderSession, unknown>)),
   } satisfies Record<keyof WireRecord, unknown>)
@@ -69,6 +70,9 @@ export function fromWire (wire: WireRecord): SessionRecord {
       claims: identity.k,
       subject: identity.j,
       iss: identity.o,
+      groupWords: identity.w,
+      // Given by a route (access/name-spaces.ts), never stored.
+      aka: undefined,
     } satisfies Record<keyof Identity, unknown>)),
     providerSessions: wire.p && mapValues(wire.p, (session): ProviderSession => defined({ idToken: session.d, sid: session.s, sub: session.u, authTime: session.t, acr: session.a } satisfies Record<keyof ProviderSession, unknown>)),
   } satisfies Record<keyof SessionRecord, unknown>)

@@ -10,6 +10,11 @@ export interface Identity {
   /** The user name the provider's `claims.user` maps (shown, logged, sent upstream); it may be reassignable. */
   readonly sub: string
   /**
+   * The names an own provider's account had before a route qualified it (access/name-spaces.ts:
+   * `partner:alice` named `corp:partner:alice`): a `deny` on `users` holds on them too. Never stored.
+   */
+  readonly aka?: readonly string[]
+  /**
    * Who the provider says this is for good: the `sub` of its ID token, userinfo or access token
    * (GitHub: the numeric `id`; a provider without any: the mapped user name). People are keyed on
    * `iss` + `subject`, never on `sub`. Absent in records written before it was kept.
@@ -22,6 +27,12 @@ export interface Identity {
   readonly emailVerified?: false
   readonly name?: string
   readonly groups: readonly string[]
+  /**
+   * The words of groups a provider sent as one string with white space or `;` in it (`staff
+   * contractors`): whether it named one group or several cannot be told, so `groups` holds it whole
+   * (what an `allow` matches) and a `deny` holds on each word as well.
+   */
+  readonly groupWords?: readonly string[]
   /**
    * The claims some rule or claim header names (the provider's `keptClaims`), by path, each as a
    * list of values in text form; absent when none is named.

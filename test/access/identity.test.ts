@@ -194,7 +194,9 @@ describe('a user name that is an unverified e-mail address', () => {
     ['user and email on one custom path', true, { ...defaults, user: 'mail', email: 'mail' }, { mail: 'eve@x.test', email_verified: false }],
     ['user: email, email_verified true', false, google, { email: 'eve@x.test', email_verified: true }],
     ['user: email, email_verified absent (counts as verified, as for headers and rules)', false, google, { email: 'eve@x.test' }],
-    ['user: email, email_verified 0 (not a "no" OIDC defines)', false, google, { email: 'eve@x.test', email_verified: 0 }],
+    ['user: email, email_verified 0 (not the yes OIDC defines)', true, google, { email: 'eve@x.test', email_verified: 0 }],
+    ['user: email, email_verified null', true, google, { email: 'eve@x.test', email_verified: null }],
+    ['user: email, email_verified "TRUE"', false, google, { email: 'eve@x.test', email_verified: 'TRUE' }],
     ['user: sub, email_verified false (the address is not the name)', false, defaults, { sub: 'eve', email: 'eve@x.test', email_verified: false }],
   ] as const)('%s: refused %s', (_name, refused, mapping, claims) => {
     expect(unverifiedUser(claims, mapping)).toBe(refused)

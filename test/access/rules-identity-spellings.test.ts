@@ -14,8 +14,11 @@ import { lists } from '../helpers/rules.js'
 
 const MAPPING: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
 
-function admitted (allow: RuleYaml[] | undefined, deny: RuleYaml[], claims: Record<string, unknown>): boolean {
-  return compileRules(lists(allow, deny))(identityFrom(claims, MAPPING), 'GET', '/app/', '127.0.0.1').admit
+/** A provider whose user name is the (verified) e-mail address. */
+const BY_EMAIL: ClaimsMapping = { user: 'email', email: 'email', name: 'name', groups: 'groups' }
+
+function admitted (allow: RuleYaml[] | undefined, deny: RuleYaml[], claims: Record<string, unknown>, mapping = MAPPING): boolean {
+  return compileRules(lists(allow, deny))(identityFrom(claims, mapping), 'GET', '/app/', '127.0.0.1').admit
 }
 
 describe('a deny on an address or a user, and the same person spelt otherwise', () => {
@@ -70,5 +73,64 @@ describe('random spellings of an address', () => {
       fc.pre(name !== other)
       expect(admitted(undefined, [{ emails: [`${name}@corp.example`] }], { sub: 'u1', email: spell(other, how) })).toBe(true)
     }), { numRuns: 500 })
+  })
+})
+
+describe('groups sent as one string: a deny holds on each of its words', () => {
+  it('deny groups: [contractors] holds for groups "staff contractors"', () => {
+    expect(admitted(undefined, [{ groups: ['contractors'] }], { sub: 'u1', groups: 'staff contractors' })).toBe(false)
+  })
+  it('deny groups: [contractors] holds for groups "staff\\ncontractors" / tab separated', () => {
+    expect(admitted(undefined, [{ groups: ['contractors'] }], { sub: 'u1', groups: 'staff\ncontractors' })).toBe(false)
+    expect(admitted(undefined, [{ groups: ['contractors'] }], { sub: 'u1', groups: 'staff\tcontractors' })).toBe(false)
+  })
+  it('deny groups: [contractors] holds for groups "staff;contractors"', () => {
+    expect(admitted(undefined, [{ groups: ['contractors'] }], { sub: 'u1', groups: 'staff;contractors' })).toBe(false)
+  })
+})
+
+describe('a deny users entry that is an address is folded as an emails entry', () => {
+  it('deny users: [mallory@corp] holds for the user name mallory+2@corp (as deny emails does)', () => {
+    expect(admitted(undefined, [{ emails: ['mallory@corp.example'] }], { email: 'mallory+2@corp.example' }, BY_EMAIL)).toBe(false)
+    expect(admitted(undefined, [{ users: ['mallory@corp.example'] }], { email: 'mallory+2@corp.example' }, BY_EMAIL)).toBe(false)
+  })
+  it('deny users: [mallory@corp] holds for a full-width local part (NFKC applies to plain names only)', () => {
+    expect(admitted(undefined, [{ users: ['mallory'] }], { sub: '\uff4d\uff41\uff4c\uff4c\uff4f\uff52\uff59' })).toBe(false)
+    expect(admitted(undefined, [{ users: ['mallory@corp.example'] }], { sub: '\uff4d\uff41\uff4c\uff4c\uff4f\uff52\uff59@corp.example' })).toBe(false)
+  })
+  it('deny users: [mallory] holds for a name with a default-ignorable code point (soft hyphen, zero-width space)', () => {
+    expect(admitted(undefined, [{ users: ['mallory'] }], { sub: 'mal\u00adlory' })).toBe(false)
+    expect(admitted(undefined, [{ users: ['mallory'] }], { sub: 'mal\u200blory' })).toBe(false)
+  })
+})
+
+describe('other spellings of the same mailbox in an emails deny', () => {
+  it.each([
+    ['a quoted local part with a quoted-pair (RFC 5321: "mal\\lory" is mallory)', '"mal\\lory"@corp.example'],
+    ['a quoted, escaped subaddress', '"mallory\\+x"@corp.example'],
+    ['a comment in the local part (RFC 5322 CFWS)', 'mallory(x)@corp.example'],
+    ['a comment before the domain', 'mallory@(x)corp.example'],
+  ])('%s is refused', (_name, email) => {
+    expect(admitted(undefined, [{ emails: ['mallory@corp.example'] }], { sub: 'u1', email })).toBe(false)
+  })
+
+  it('a deny entry written with a tag refuses the tag with a further tag (mallory+x+y@)', () => {
+    expect(admitted(undefined, [{ emails: ['mallory+x@corp.example'] }], { sub: 'u1', email: 'mallory+x+y@corp.example' })).toBe(false)
+  })
+})
+
+describe('an e-mail claim that is text but not one address cannot be told', () => {
+  const claims = { sub: 'u1', email: 'mallory@contractor.example, mallory@corp.example' }
+  it('a deny on the contractor domain holds', () => {
+    expect(admitted(undefined, [{ domains: ['contractor.example'] }], claims)).toBe(false)
+  })
+  it('an allow on corp does not admit', () => {
+    expect(admitted([{ domains: ['corp.example'] }], [], claims)).toBe(false)
+  })
+})
+
+describe('an email_verified that does not say yes counts as unverified', () => {
+  it.each([[0], ['0'], ['no'], [['false']], [{ value: false }]])('email_verified %j: an allow on the address does not admit', (verified) => {
+    expect(admitted([{ emails: ['alice@corp.example'] }], [], { sub: 'u1', email: 'alice@corp.example', email_verified: verified })).toBe(false)
   })
 })

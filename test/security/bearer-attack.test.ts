@@ -248,6 +248,11 @@ describe('token confusion', () => {
     ['a token whose own typ claim says ID (Keycloak)', { typ: 'ID' }, 'JWT', 'An ID token is not an access token.'],
     ['a token whose own typ claim says Refresh (Keycloak)', { typ: 'Refresh' }, 'JWT', 'A refresh token is not an access token.'],
     ['a token whose own typ claim says Offline (Keycloak)', { typ: 'Offline' }, 'JWT', 'A refresh token is not an access token.'],
+    ['a token whose own typ claim says Serialized-ID (Keycloak)', { typ: 'Serialized-ID' }, 'JWT', 'An ID token is not an access token.'],
+    ['an ID token without a nonce (a refreshed one), told by its at_hash', { at_hash: 'x6Gx4mQ2XvU6o8m3nA0e1g', auth_time: 1, azp: 'c' }, 'JWT', 'An ID token is not an access token.'],
+    ['an ID token without a nonce, told by its c_hash', { c_hash: 'x6Gx4mQ2XvU6o8m3nA0e1g', azp: 'c' }, 'JWT', 'An ID token is not an access token.'],
+    ['a logout token whose typ has a parameter', { events: { [BCL_EVENT]: {} }, jti: 'j4' }, 'logout+jwt; charset=utf-8', 'A logout token (a security event) is not an access token.'],
+    ['a token whose typ header says ID with a parameter', { jti: 'j5' }, 'application/id+jwt ; q=1', 'An ID token is not an access token.'],
   ])('%s, signed by the route\'s issuer for its audience, is refused: it is no access token', async (_name, claims, typ, message) => {
     const refused = await get('/orders/other-kind', { authorization: `Bearer ${await signed(claims, typ)}` })
     expect(refused.status).toBe(401)

@@ -13,6 +13,8 @@ import { startUpstream, type Upstream } from '../helpers/upstream.js'
 const ALICE = { id: 'alice', secret: 'alice-secret' }
 /** A client of the route's own provider whose name reads as the partner's alice. */
 const LOOKALIKE = { id: 'partner:alice', secret: 'lookalike-secret' }
+/** The same, in another case. */
+const CASED = { id: 'Partner:alice', secret: 'cased-secret' }
 const HOST = 'api.example.com'
 /** A forward-auth host without rules: any token of its issuers passes, named as the URL's provider names it. */
 const OPEN_HOST = 'reports.example.com'
@@ -28,7 +30,7 @@ beforeAll(async () => {
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
   const machineClients = [{ client_id: ALICE.id, client_secret: ALICE.secret }]
-  home = await startMachineProvider(baseUrl, { machineClients: [...machineClients, { client_id: LOOKALIKE.id, client_secret: LOOKALIKE.secret }] })
+  home = await startMachineProvider(baseUrl, { machineClients: [...machineClients, ...[LOOKALIKE, CASED].map(({ id, secret }) => ({ client_id: id, client_secret: secret }))] })
   partner = await startMachineProvider(baseUrl, { machineClients })
   const bearer = { audience: 'api://orders', issuers: ['demo', 'partner'] }
   gateway = await startGateway({
@@ -41,6 +43,10 @@ beforeAll(async () => {
       { path: '/partners/', upstream: upstream.url, provider: 'demo', allow: { users: ['partner:alice'] }, bearer },
       // The partner's own route on the same upstream: there its alice is the plain one.
       { path: '/partner-side/', upstream: upstream.url, provider: 'partner', assertion: true, bearer },
+      // Beside /shared/ on its upstream, without the partner: the own people only.
+      { path: '/internal/', upstream: upstream.url, provider: 'demo', assertion: true, bearer: { ...bearer, issuers: ['demo'] } },
+      // A deny written for the own account partner:alice before the partner issuer was added.
+      { path: '/guarded/', upstream: upstream.url, provider: 'demo', deny: { users: ['partner:alice'] }, bearer },
     ],
     forwardAuth: { hosts: { [HOST]: { allow: { users: ['alice'] }, bearer }, [OPEN_HOST]: { bearer } } },
   })
@@ -124,4 +130,24 @@ describe('a second issuer\'s alice', () => {
     expect((await call(home, '/partner-side/lookalike', {}, LOOKALIKE)).status).toBe(200)
     expect(upstream.seen.find((request) => request.url === '/partner-side/lookalike')!.headers['x-forwarded-user']).toBe('demo:partner:alice')
   })
+
+  it('is never the own account partner:alice on a route of the same upstream without the partner, nor Partner:alice in another case', async () => {
+    expect((await call(home, '/internal/lookalike', {}, LOOKALIKE)).status).toBe(200)
+    const internal = seen('/internal/lookalike')
+    expect(internal['x-forwarded-user']).toBe('demo:partner:alice')
+    expect(decodeJwt(String(internal['x-gateway-assertion'])).sub).toBe('demo:partner:alice')
+    expect((await call(home, '/shared/cased', {}, CASED)).status).toBe(200)
+    expect(seen('/shared/cased')['x-forwarded-user']).toBe('demo:Partner:alice')
+  })
+
+  it('a deny written for the own account partner:alice still refuses it once the route takes the partner\'s tokens, and refuses the partner\'s alice too', async () => {
+    expect((await call(home, '/guarded/x', {}, LOOKALIKE)).status).toBe(403)
+    expect((await call(home, '/guarded/x', {}, CASED)).status).toBe(403)
+    expect((await call(partner, '/guarded/x')).status).toBe(403)
+    expect((await call(home, '/guarded/x')).status).toBe(200)
+  })
 })
+
+function seen (path: string): Record<string, unknown> {
+  return upstream.seen.find((request) => request.url === path)!.headers as Record<string, unknown>
+}

@@ -20,6 +20,7 @@ const identity = fc.record({
   subject: text,
   iss: text,
   unknown: fc.constant(['groups' as const]),
+  groupWords: fc.array(text, { minLength: 1, maxLength: 4 }),
 }, { requiredKeys: ['sub', 'groups'] })
 const providerSession = fc.record({ idToken: text, sid: text, sub: text }, { requiredKeys: [] })
 
