@@ -13,13 +13,28 @@ const PARAMETER_NAME = /^[\w.[\]%-]{0,32}$/
 
 /**
  * The request URL as logged: the path, and of the query only its parameter names
- * (`/app/x?access_token=abc&b=2` → `/app/x?access_token&b`). Called once per request: a URL
- * without `?` is returned as is.
+ * (`/app/x?access_token=abc&b=2` → `/app/x?access_token&b`); of a path parameter too
+ * (`/app;jsessionid=abc` → `/app;jsessionid=…`), and nothing of a fragment, which no client should
+ * send and a refused one may (`/cb#access_token=abc` → `/cb#…`). Called once per request: a URL
+ * without `?`, `#` or `;` is returned as is.
  */
 export function loggableUrl (url: string): string {
+  const hash = url.indexOf('#')
   const query = url.indexOf('?')
-  if (query === -1) return url
-  let out = url.slice(0, query + 1)
+  if (hash !== -1 && (query === -1 || hash < query)) return `${loggablePath(url.slice(0, hash))}#…`
+  if (query === -1) return loggablePath(url)
+  return loggableQuery(loggablePath(url.slice(0, query)), url, query)
+}
+
+/** A path with each `;name=value` parameter's value left out (a session id in a URL, `;jsessionid=`). */
+function loggablePath (path: string): string {
+  if (!path.includes(';')) return path
+  return path.replace(/;([^;/=]*)=[^;/]*/g, (_parameter, name: string) => PARAMETER_NAME.test(name) ? `;${name}=…` : ';…')
+}
+
+/** `path` and the names of the query of `url` (from its `?` at `query`). */
+function loggableQuery (path: string, url: string, query: number): string {
+  let out = `${path}?`
   let start = query + 1
   while (start <= url.length) {
     let end = url.indexOf('&', start)

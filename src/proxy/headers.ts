@@ -40,8 +40,9 @@ const CLIENT_NEVER = [
   'x-auth-email', 'x-auth-username', 'x-auth-userid', 'x-auth-subject', 'x-auth-roles', 'x-auth-groups', 'x-auth-audience', 'x-auth-expiresin',
   'x-gateway-assertion', 'proxy-authorization', 'expect',
   // W3C Baggage: name-value pairs that upstreams' tracing libraries read into their context (a user
-  // id, a tenant) as if a trusted hop had set them; the gateway's tracing propagates none.
-  'baggage',
+  // id, a tenant) as if a trusted hop had set them; the gateway's tracing propagates none. So do
+  // Jaeger's and OpenTracing's baggage headers (below, and their prefixes uberctx-, ot-baggage-).
+  'baggage', 'jaeger-baggage',
   ...HOP_BY_HOP,
 ]
 
@@ -58,7 +59,7 @@ export const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-m
  * X-Vouch-*.
  */
 const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-authentik-', 'cf-access-', 'x-amzn-oidc-', 'x-ms-client-principal',
-  'x-pomerium-', 'x-goog-authenticated-user-', 'x-goog-iap-', 'x-remote-extra-', 'x-vouch-']
+  'x-pomerium-', 'x-goog-authenticated-user-', 'x-goog-iap-', 'x-remote-extra-', 'x-vouch-', 'uberctx-', 'ot-baggage-']
 
 /** One test for every prefix at once. */
 const OWNED_PREFIX = new RegExp(`^(?:${OWNED_PREFIXES.join('|')})`)

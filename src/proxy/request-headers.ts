@@ -34,6 +34,11 @@ function stripCookies (header: string | undefined, names: readonly string[]): st
   return kept.length > 0 ? kept.map((part) => part.trim()).join('; ') : undefined
 }
 
+/** The trace context headers of W3C Trace Context and of the other formats tracers read. */
+const TRACE_CONTEXT = ['traceparent', 'tracestate', 'b3', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-parentspanid', 'x-b3-sampled', 'x-b3-flags',
+  'uber-trace-id', 'x-datadog-trace-id', 'x-datadog-parent-id', 'x-datadog-sampling-priority', 'x-datadog-origin', 'x-datadog-tags',
+  'sentry-trace', 'x-cloud-trace-context']
+
 export class UpstreamHeaders {
   private readonly filters: Record<RouteConfig['auth'], ClientHeaderFilter>
   private readonly forwardedHost: ReturnType<typeof forwardedHostOf>
@@ -43,7 +48,9 @@ export class UpstreamHeaders {
    * @param gatewayCookies the cookies the gateway sets (oauth/urls.ts): never forwarded
    * @param traced tracing is on: the client's `traceparent` and `tracestate` are not forwarded, since
    *   the gateway's request continues that trace and sends its own (W3C Trace Context §3: a
-   *   participant replaces them), so the upstream sees exactly one; off, they pass as they came
+   *   participant replaces them), so the upstream sees exactly one; nor is a trace context in another
+   *   format (B3, Jaeger, Datadog, Sentry, Google Cloud), which would have the application join the
+   *   client's trace with its sampling decision beside the gateway's; off, they pass as they came
    */
   constructor (config: GatewayConfig, private readonly gatewayCookies: readonly string[], traced = false) {
     // Identity headers are dropped on every route, whatever names any route uses for them, and so
@@ -52,7 +59,7 @@ export class UpstreamHeaders {
     const identityNames = [
       ...Object.values(DEFAULT_IDENTITY_HEADERS), config.assertion.header,
       ...config.routes.flatMap((route) => [...Object.values(route.identityHeaders), ...route.headers.map((header) => header.name)]),
-      ...(traced ? ['traceparent', 'tracestate'] : []),
+      ...(traced ? TRACE_CONTEXT : []),
     ]
     this.filters = { none: new ClientHeaderFilter(identityNames, false), required: new ClientHeaderFilter(identityNames, true) }
     this.forwardedHost = forwardedHostOf(config.server.baseUrl, config.server.trustProxy)

@@ -75,6 +75,12 @@ describe('loggableUrl', () => {
     ['/app/x?sk_live_SECRETNAME12345', '/app/x?…'],
     ['/app/x?a=b&SECRETFLAG', '/app/x?a&…'],
     ['/oauth/authorized/demo/?code=c&state=s&iss=https%3A%2F%2Fop', '/oauth/authorized/demo/?code&state&iss'],
+    ['/pub/callback#access_token=SECRET', '/pub/callback#…'],
+    ['/pub/callback#x?access_token=SECRET', '/pub/callback#…'],
+    ['/pub/account;jsessionid=SECRET', '/pub/account;jsessionid=…'],
+    ['/pub/a;jsessionid=SECRET/b;v=1?t=SECRET', '/pub/a;jsessionid=…/b;v=…?t'],
+    ['/pub/a;eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9x=SECRET', '/pub/a;…'],
+    ['/pub/a;flag', '/pub/a;flag'],
   ])('%s is logged as %s', (url, logged) => {
     expect(loggableUrl(url)).toBe(logged)
   })

@@ -91,12 +91,47 @@ describe('a client\'s baggage never reaches the upstream', () => {
     try {
       const path = `/pub/baggage-${on ? 'on' : 'off'}`
       const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
-      const response = await rawRequest(port(gateway), path, [`traceparent: ${traceparent}`, 'baggage: userId=alice,isAdmin=true', 'Baggage: tenant=evil'])
+      // W3C's, and Jaeger's and OpenTracing's, which their propagators read into the same Baggage.
+      const response = await rawRequest(port(gateway), path, [`traceparent: ${traceparent}`, 'baggage: userId=alice,isAdmin=true', 'Baggage: tenant=evil',
+        'uberctx-user-id: admin', 'jaeger-baggage: user-id=admin, tenant=acme', 'ot-baggage-tenant: acme', 'UBERCTX_ROLE: admin'])
       expect(response.status).toBe(200)
       const seen = upstream.seen.filter((request) => request.url === path)
       expect(seen).toHaveLength(1)
       expect(seen[0]!.headers).not.toHaveProperty('baggage')
-      expect(JSON.stringify(seen[0]!.headers)).not.toMatch(/isAdmin|tenant=evil/)
+      expect(JSON.stringify(seen[0]!.headers)).not.toMatch(/isAdmin|tenant=|admin|acme/)
+    } finally {
+      await gateway.close()
+    }
+  })
+})
+
+describe('a client\'s trace context in another format, with tracing on', () => {
+  it('never reaches the upstream beside the gateway\'s own (B3, Jaeger, Datadog, Sentry, Google Cloud)', async () => {
+    const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/pub/', upstream: upstream.url, auth: 'none' }], tracing: { otlp: receiver.url, sampleRatio: 0 } })
+    try {
+      const path = '/pub/other-formats'
+      const foreign = {
+        b3: '80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-d',
+        'x-b3-traceid': '80f198ee56343ba864fe8b2a57d3eff7',
+        'x-b3-spanid': 'e457b5a2e4d86bd1',
+        'x-b3-parentspanid': '05e3ac9a4f6e3b90',
+        'x-b3-sampled': '1',
+        'x-b3-flags': '1',
+        'uber-trace-id': '80f198ee56343ba864fe8b2a57d3eff7:e457b5a2e4d86bd1:0:3',
+        'x-datadog-trace-id': '1234567890',
+        'x-datadog-parent-id': '987654321',
+        'x-datadog-sampling-priority': '2',
+        'x-datadog-origin': 'synthetics',
+        'x-datadog-tags': '_dd.p.dm=-4',
+        'sentry-trace': '80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1',
+        'x-cloud-trace-context': '80f198ee56343ba864fe8b2a57d3eff7/1;o=1',
+      }
+      expect((await rawRequest(port(gateway), path, Object.entries(foreign).map(([name, value]) => `${name}: ${value}`))).status).toBe(200)
+      const seen = upstream.seen.filter((request) => request.url === path)
+      expect(seen).toHaveLength(1)
+      // The gateway's own, unsampled at ratio 0; none of the client's.
+      expect(seen[0]!.headers.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/)
+      expect(Object.keys(foreign).filter((name) => seen[0]!.headers[name] !== undefined)).toEqual([])
     } finally {
       await gateway.close()
     }
