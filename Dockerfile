@@ -25,6 +25,11 @@ FROM build AS production-dependencies
 RUN npm prune --omit=dev
 
 FROM ${NODE_IMAGE}
+# No package manager in the running image (npm, npx, corepack, yarn: the official image's under
+# /usr/local, a Debian-style base's under /usr): code that got to run in the process cannot fetch
+# and run packages with them.
+RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack /usr/local/bin/yarn \
+      /usr/local/bin/yarnpkg /opt/yarn-v* /usr/lib/node_modules/npm /usr/lib/node_modules/corepack /usr/bin/npm /usr/bin/npx
 # MALLOC_ARENA_MAX=2: glibc's malloc keeps two arenas instead of one per thread that allocates
 # (libuv's pool runs crypto jobs): 11-16 MB less at a sign-in storm's peak (docs/performance.md, "Memory").
 ENV NODE_ENV=production \

@@ -2,7 +2,7 @@
 # Builds the project's Dockerfile against a local Node base image (no registry needed; see
 # docker-test-env.sh), runs the image, and checks it: /healthz answers, HEALTHCHECK turns healthy,
 # it runs an LTS release of Node, `--check` passes on the shipped config inside it, it runs as a
-# non-root user, and the final image holds production dependencies only. Exits non-zero on the
+# non-root user, and the final image holds production dependencies only and no package manager. Exits non-zero on the
 # first failed check.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,4 +47,8 @@ echo "ok: runs as user '$user'"
 dev=$(docker run --rm "$TAG" sh -c 'for package in vitest typescript testcontainers eslint playwright-core @modelcontextprotocol/sdk; do [ -e "node_modules/$package" ] && echo "$package"; done; true')
 [ -z "$dev" ] || fail "dev dependencies in the final image: $dev"
 echo "ok: production dependencies only"
+
+managers=$(docker run --rm "$TAG" sh -c 'for tool in npm npx corepack yarn yarnpkg; do command -v "$tool"; done; true')
+[ -z "$managers" ] || fail "package managers in the final image: $managers"
+echo "ok: no package manager"
 echo "docker image check passed ($TAG, $(docker image inspect -f '{{.Size}}' "$TAG" | awk '{printf "%.0f MB", $1/1e6}'))"

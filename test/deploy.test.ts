@@ -130,6 +130,7 @@ function gatewayPod (objects: K8sObject[]) {
 const REAL_SECRETS = {
   GATEWAY_SESSION_SECRET: 'q8Zr0sVt4mXw2yB7nC1eD5fG9hJ3kL6pQ0aS2dF4gH8=',
   OIDC_CLIENT_SECRET: 'w3Er5Ty7Ui9Op1As3Df5Gh7Jk9Lz2Xc4Vb6Nm8Qw0E=',
+  REDIS_URL: 'redis://:5f0c8d6e2b9a47f1c3e8d0b6a2f4c9e7@redis:6379/0',
 }
 
 describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-models)', () => {
@@ -141,7 +142,7 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
   })
 
   it('the base renders a Deployment, Service, PodDisruptionBudget, ConfigMap and Secret', () => {
-    expect(base.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'PodDisruptionBudget', 'Secret', 'Service'])
+    expect(base.map((o) => o.kind).sort()).toEqual(['ConfigMap', 'Deployment', 'NetworkPolicy', 'PodDisruptionBudget', 'Secret', 'Service'])
   })
 
   it('every object of the base and of the with-redis overlay is valid against the Kubernetes schemas', async () => {
@@ -177,7 +178,7 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
   it('gateway.yaml is valid with the pod environment once the placeholder secrets are replaced', () => {
     const { env, gatewayYaml } = gatewayPod(overlay)
     const config = parseConfig(gatewayYaml, { ...env, ...REAL_SECRETS })
-    expect(config.store).toMatchObject({ type: 'redis', url: 'redis://redis:6379/0' })
+    expect(config.store).toMatchObject({ type: 'redis', url: REAL_SECRETS.REDIS_URL })
     expect(config.session.secret).toBe(REAL_SECRETS.GATEWAY_SESSION_SECRET)
   })
 
@@ -281,5 +282,36 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
     expect(policy.spec!.ingress[0].from[0].podSelector.matchLabels).toEqual({ 'app.kubernetes.io/name': 'oauth-gateway' })
     // The base alone expects the operator's Redis; only the overlay's Secret names this one.
     expect(gatewayPod(base).env.REDIS_URL).toContain('REPLACE-ME')
+  })
+
+  it('the with-redis overlay\'s Redis asks for the password the gateway sends, and refuses writes when full rather than being killed', () => {
+    const { env, secret, gatewayYaml } = gatewayPod(overlay)
+    const redis = find(overlay, 'Deployment', 'redis').spec!.template.spec.containers[0]
+    const args = redis.args as string[]
+    const option = (name: string) => args[args.indexOf(name) + 1]
+    expect(option('--requirepass')).toBe('$(REDIS_PASSWORD)')
+    expect(redis.env).toEqual([{ name: 'REDIS_PASSWORD', valueFrom: { secretKeyRef: { name: secret.metadata.name, key: 'REDIS_PASSWORD' } } }])
+    const password = Buffer.from(secret.data!.REDIS_PASSWORD!, 'base64').toString('utf8')
+    expect(new URL(env.REDIS_URL!).password).toBe(password)
+    expect(option('--maxmemory-policy')).toBe('noeviction')
+    expect(Number.parseInt(option('--maxmemory')!, 10) * 1024 * 1024).toBeLessThan(256 * 1024 * 1024)
+    expect(redis.resources.limits.memory).toBe('256Mi')
+    // Both are placeholders: a deployment that forgot them does not start.
+    expect(password).toBe('REPLACE-ME')
+    expect(() => parseConfig(gatewayYaml, { ...env, GATEWAY_SESSION_SECRET: REAL_SECRETS.GATEWAY_SESSION_SECRET, OIDC_CLIENT_SECRET: REAL_SECRETS.OIDC_CLIENT_SECRET })).toThrow(/store\.url/)
+  })
+
+  it('only the ingress controller\'s namespace reaches the gateway\'s port, and only the monitoring namespace its metrics', () => {
+    const { deployment, container } = gatewayPod(base)
+    const policy = find(base, 'NetworkPolicy', 'oauth-gateway')
+    expect(deployment.spec!.template.metadata.labels).toMatchObject(policy.spec!.podSelector.matchLabels)
+    expect(policy.spec!.policyTypes).toEqual(['Ingress'])
+    const rules = policy.spec!.ingress as Array<{ from: Array<{ namespaceSelector?: { matchLabels: Record<string, string> }, podSelector?: unknown }>, ports: Array<{ port: string }> }>
+    expect(rules.map((rule) => [rule.from.map((peer) => peer.namespaceSelector?.matchLabels), rule.ports.map((port) => port.port)])).toEqual([
+      [[{ 'kubernetes.io/metadata.name': 'ingress-nginx' }], ['http']],
+      [[{ 'kubernetes.io/metadata.name': 'monitoring' }], ['metrics']],
+    ])
+    // The named ports are the container's: the gateway's and its metrics listener's.
+    expect(container.ports.map((port: { name: string }) => port.name).sort()).toEqual(['http', 'metrics'])
   })
 })
