@@ -24,6 +24,7 @@ import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-f
 import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
 import { resolvesSegments } from '../config/raw-segments.js'
 import type { Identity, PersonField } from '../session/record.js'
+import { deniedAddress, deniedNames, listedOrSubaddress } from './deny-forms.js'
 import { globMatcher } from './glob.js'
 import { networkTest } from './networks.js'
 
@@ -80,9 +81,21 @@ function addressCondition (fold: (email: string) => string | undefined, listed: 
     if (email === undefined) return false
     const folded = fold(email)
     if (folded === undefined) return deny
-    if (listed.includes(folded)) return true
-    // A deny on an address holds for its subaddresses too (`mallory+2@` is `mallory@`'s mailbox).
-    return deny && subaddressOf(listed, folded)
+    return listed.includes(folded)
+  })
+}
+
+/**
+ * An `emails` or `domains` condition of a `deny` rule: the person's address as a deny folds it
+ * (deny-forms.ts), or a subaddress of it, is listed (`emails`), or its domain is (`domains`); one
+ * that cannot be told holds.
+ */
+function deniedAddressCondition (listed: readonly string[], part: 'address' | 'domain'): Condition {
+  return aboutField('email', (identity) => {
+    const folded = deniedAddress(identity)
+    if (folded === null) return true
+    if (folded === undefined) return false
+    return part === 'address' ? listedOrSubaddress(listed, folded) : listed.includes(folded.slice(folded.lastIndexOf('@') + 1))
   })
 }
 
@@ -126,30 +139,19 @@ function claimCondition (path: string, values: readonly string[]): Condition {
  */
 function usersCondition (users: readonly string[]): Condition {
   const listed = new Set(users)
-  // A deny reads entries and names in any case (foldName); an allow only as written.
-  const deniedNames = new Set(users.map(foldName))
+  // A deny reads entries and names in any spelling (foldName, deny-forms.ts); an allow only as written.
+  const denied = users.map(foldName)
   return aboutPerson((identity, inDeny) => {
     const nameTold = identity.unknown?.includes('user') !== true
-    if (inDeny) return identity.subject === undefined || !nameTold || [identity.subject, identity.sub, ...identity.aka ?? []].some((name) => denies(deniedNames, name))
+    if (inDeny) return identity.subject === undefined || !nameTold || isDenied(denied, deniedNames(identity))
     if (identity.subject !== undefined && listed.has(identity.subject)) return true
     return nameTold && identity.emailVerified !== false && identity.email !== undefined && identity.sub.toLowerCase() === identity.email && listed.has(identity.sub)
   })
 }
 
-/** Whether a `deny` entry names `name`: as foldName spells it, or (an address) any subaddress of an entry (`mallory+2@` of `mallory@`). */
-function denies (denied: ReadonlySet<string>, name: string): boolean {
-  const folded = foldName(name)
-  return denied.has(folded) || subaddressOf(denied, folded)
-}
-
-/** Whether `folded` (an address as foldEmail spells it) is `<entry's local part>+<tag>@<entry's domain>` for a listed entry. */
-function subaddressOf (listed: ReadonlySet<string> | readonly string[], folded: string): boolean {
-  const at = folded.lastIndexOf('@')
-  for (let plus = folded.indexOf('+'); plus > 0 && plus < at; plus = folded.indexOf('+', plus + 1)) {
-    const entry = `${folded.slice(0, plus)}${folded.slice(at)}`
-    if (Array.isArray(listed) ? listed.includes(entry) : (listed as ReadonlySet<string>).has(entry)) return true
-  }
-  return false
+/** Whether a `users` deny's entries name one of a person's names (null: too long to tell, so they do). */
+function isDenied (denied: readonly string[], names: readonly string[] | null): boolean {
+  return names === null || names.some((name) => listedOrSubaddress(denied, name))
 }
 
 /** A `paths` glob: `/admin/*` covers `/admin` itself too, as a route's path `/admin/` does. */
@@ -164,8 +166,8 @@ function pathMatcher (glob: string): (path: string) => boolean {
 function conditions (rule: Rule, inDeny: boolean): Condition[] {
   const list: Condition[] = []
   if (rule.users.length > 0) list.push(usersCondition(rule.users))
-  if (rule.emails.length > 0) list.push(inDeny ? addressCondition(foldDeniedEmail, rule.emails.map((email) => foldDeniedEmail(email) ?? email)) : addressCondition(foldEmail, rule.emails))
-  if (rule.domains.length > 0) list.push(addressCondition(domainOf, rule.domains))
+  if (rule.emails.length > 0) list.push(inDeny ? deniedAddressCondition(rule.emails.map((email) => foldDeniedEmail(email) ?? email), 'address') : addressCondition(foldEmail, rule.emails))
+  if (rule.domains.length > 0) list.push(inDeny ? deniedAddressCondition(rule.domains, 'domain') : addressCondition(domainOf, rule.domains))
   if (rule.groups.length > 0) list.push(aboutField('groups', (identity, deny) => identity.groups.some((group) => rule.groups.includes(group)) || (deny && identity.groupWords?.some((word) => rule.groups.includes(word)) === true)))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
   if (rule.methods.length > 0) {

@@ -76,19 +76,35 @@ const DOT_ATOM = /^[^\s"(),.:;<>@[\\\]]+(?:\.[^\s"(),.:;<>@[\\\]]+)*$/u
 /**
  * A name or address as a `deny` compares it, before foldEmail or lower case: in Unicode's
  * compatibility form (NFKC: `ｍａｌｌｏｒｙ` is `mallory`, a combining accent is composed), without
- * default-ignorable code points (a soft hyphen, a zero-width space: `mal\u00adlory` shows as
- * `mallory`), and an address without its comments and its quoted local part's escapes
+ * default-ignorable code points in a name or an address's local part (a soft hyphen, a zero-width
+ * space: `mal\u00adlory` shows as `mallory`), and an address without its comments and its quoted local part's escapes
  * (`mallory(x)@`, `"mal\\lory"@` are `mallory@`: RFC 5322 §3.2.2, §3.4.1). A deny folds more than an
  * allow may: it refuses more, never less.
  */
 function loosened (name: string): string {
-  const plain = name.normalize('NFKC').replace(/\p{Default_Ignorable_Code_Point}/gu, '')
-  if (!plain.includes('@')) return plain
-  let bare = plain
-  for (let last = ''; last !== bare;) [last, bare] = [bare, bare.replace(/\([^()]*\)/g, '')]
+  const plain = name.normalize('NFKC')
+  if (!plain.includes('@')) return plain.replace(IGNORABLE, '')
+  const bare = withoutComments(plain)
   const at = bare.lastIndexOf('@')
-  const local = bare.slice(0, at)
-  return /^".*"$/s.test(local) ? `${local.replace(/\\(.)/gs, '$1')}${bare.slice(at)}` : bare
+  // The domain keeps them: IDNA refuses a joiner inside a label, and such a domain cannot be told.
+  const local = bare.slice(0, at).replace(IGNORABLE, '')
+  return `${/^".*"$/s.test(local) ? local.replace(/\\(.)/gs, '$1') : local}${bare.slice(at)}`
+}
+
+/** Code points that show as nothing (a soft hyphen, a zero-width space or joiner). */
+const IGNORABLE = /\p{Default_Ignorable_Code_Point}/gu
+
+/** `address` without its comments, nested ones too (`a(b(c))@x` is `a@x`), in one pass; an unmatched `)` is kept. */
+function withoutComments (address: string): string {
+  if (!address.includes('(')) return address
+  let depth = 0
+  let out = ''
+  for (const char of address) {
+    if (char === '(') depth++
+    else if (char === ')' && depth > 0) depth--
+    else if (depth === 0) out += char
+  }
+  return out
 }
 
 /** An address as a `deny` on `emails` compares it: loosened, then as foldEmail. */

@@ -26,10 +26,21 @@ export function loggableUrl (url: string): string {
   return loggableQuery(loggablePath(url.slice(0, query)), url, query)
 }
 
-/** A path with each `;name=value` parameter's value left out (a session id in a URL, `;jsessionid=`). */
+/**
+ * A path with each `;name=value` parameter's value left out (a session id in a URL, `;jsessionid=`),
+ * `;` and `=` also percent-encoded; a parameter without `=` is `…`, as a bare query name is.
+ */
 function loggablePath (path: string): string {
-  if (!path.includes(';')) return path
-  return path.replace(/;([^;/=]*)=[^;/]*/g, (_parameter, name: string) => PARAMETER_NAME.test(name) ? `;${name}=…` : ';…')
+  if (!path.includes(';') && !(path.includes('%') && /%3b/i.test(path))) return path
+  return path.split('/').map((segment) => {
+    const [first, ...parameters] = segment.split(/;|%3b/i)
+    return parameters.length === 0
+      ? segment
+      : `${first!}${parameters.map((parameter) => {
+        const name = /^(.*?)(?:=|%3d)/i.exec(parameter)?.[1]
+        return name !== undefined && PARAMETER_NAME.test(name) ? `;${name}=…` : ';…'
+      }).join('')}`
+  }).join('/')
 }
 
 /** `path` and the names of the query of `url` (from its `?` at `query`). */

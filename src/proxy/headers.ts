@@ -41,8 +41,9 @@ const CLIENT_NEVER = [
   'x-gateway-assertion', 'proxy-authorization', 'expect',
   // W3C Baggage: name-value pairs that upstreams' tracing libraries read into their context (a user
   // id, a tenant) as if a trusted hop had set them; the gateway's tracing propagates none. So do
-  // Jaeger's and OpenTracing's baggage headers (below, and their prefixes uberctx-, ot-baggage-).
-  'baggage', 'jaeger-baggage',
+  // its older name (.NET's Correlation-Context), Jaeger's and OpenTracing's baggage headers (below,
+  // and their prefixes uberctx-, ot-baggage-).
+  'baggage', 'correlation-context', 'jaeger-baggage',
   ...HOP_BY_HOP,
 ]
 

@@ -2,7 +2,7 @@
 // a large part of a one-provider session's stored bytes, and cutting them moved its Redis value
 // into a smaller allocation (see docs/performance.md). Only the stored form changes: the
 // rest of the gateway reads SessionRecord as before.
-import type { Identity, PersonField } from './record.js'
+import { NOT_ONE_ADDRESS, type Identity, type PersonField } from './record.js'
 import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
 /** TokenSet: access_token, expires_at, refresh_token. */
@@ -54,6 +54,12 @@ export function toWire (record: SessionRecord): WireRecord {
   } satisfies Record<keyof WireRecord, unknown>)
 }
 
+/** The stored address, or none and `email` unknown when it is not one address. */
+function unreadAddress (identity: WireIdentity): { email: string | undefined, unknown: readonly PersonField[] | undefined } {
+  if (identity.m === undefined || !NOT_ONE_ADDRESS.test(identity.m)) return { email: identity.m, unknown: identity.x }
+  return { email: undefined, unknown: [...new Set([...identity.x ?? [], 'email' as const])] }
+}
+
 export function fromWire (wire: WireRecord): SessionRecord {
   // `satisfies Record<keyof ...>`: a field added to a record type fails to compile here until it
   // has a wire key, and then in toWire until it is written there.
@@ -61,9 +67,9 @@ export function fromWire (wire: WireRecord): SessionRecord {
     createdAt: wire.c,
     tokens: mapValues(wire.t, (tokens): TokenSet => defined({ access_token: tokens.a, expires_at: tokens.e, refresh_token: tokens.r } satisfies Record<keyof TokenSet, unknown>)),
     identities: wire.i && mapValues(wire.i, (identity): Identity => defined({
-      unknown: identity.x,
+      // An address that is not one (`a@x, b@y`, as 1.0.0 kept it) cannot be told, as at a sign-in now.
+      ...unreadAddress(identity),
       sub: identity.s,
-      email: identity.m,
       emailVerified: identity.v,
       name: identity.n,
       groups: identity.g ?? [],

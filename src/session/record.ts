@@ -6,6 +6,12 @@
  * The signed-in identity at one provider, as kept in the session and shown at /oauth/userinfo/ (read
  * from the provider's claims by oauth/claims.ts).
  */
+/**
+ * Text that is not one e-mail address (two, comma-separated; a display name; a comment), which the
+ * gateway does not read as an address: who it names cannot be told (oauth/claims.ts).
+ */
+export const NOT_ONE_ADDRESS = /[\s,;<>()]/
+
 export interface Identity {
   /** The user name the provider's `claims.user` maps (shown, logged, sent upstream); it may be reassignable. */
   readonly sub: string

@@ -10,6 +10,9 @@ import { compileRules } from '../../src/access/rules.js'
 import type { RuleYaml } from '../../src/config/rule-lists.js'
 import type { ClaimsMapping } from '../../src/config/types.js'
 import { identityFrom } from '../../src/oauth/claims.js'
+import { LONGEST_NAME } from '../../src/access/deny-forms.js'
+import type { Identity } from '../../src/session/record.js'
+import { fromWire, type WireRecord } from '../../src/session/record-wire.js'
 import { lists } from '../helpers/rules.js'
 
 const MAPPING: ClaimsMapping = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
@@ -132,5 +135,40 @@ describe('an e-mail claim that is text but not one address cannot be told', () =
 describe('an email_verified that does not say yes counts as unverified', () => {
   it.each([[0], ['0'], ['no'], [['false']], [{ value: false }]])('email_verified %j: an allow on the address does not admit', (verified) => {
     expect(admitted([{ emails: ['alice@corp.example'] }], [], { sub: 'u1', email: 'alice@corp.example', email_verified: verified })).toBe(false)
+  })
+})
+
+describe('names and addresses a deny cannot read', () => {
+  const judge = (allow: RuleYaml[] | undefined, deny: RuleYaml[], identity: Identity): boolean => compileRules(lists(allow, deny))(identity, 'GET', '/app/', '127.0.0.1').admit
+
+  it.each([
+    ['nested comments', `${'('.repeat(LONGEST_NAME)}${')'.repeat(LONGEST_NAME)}x@corp.example`],
+    ['many subaddresses', `${'a+'.repeat(LONGEST_NAME)}@corp.example`],
+    ['a long name', 'm'.repeat(LONGEST_NAME + 1)],
+  ])('%s longer than any person\'s meet every users and emails deny, and no allow is widened', (_name, long) => {
+    const identity: Identity = { sub: long, subject: long, email: long, groups: ['staff'] }
+    expect(judge(undefined, [{ users: ['mallory'] }], identity)).toBe(false)
+    expect(judge(undefined, [{ emails: ['mallory@corp.example'] }], identity)).toBe(false)
+    expect(judge([{ groups: ['staff'] }], [], identity)).toBe(true)
+    expect(judge([{ users: ['mallory'] }], [], identity)).toBe(false)
+  })
+
+  it.each([
+    ['a comment after the domain', 'mallory@evil.example(x)'],
+    ['a comment before the domain', 'mallory@(x)evil.example'],
+  ])('%s: a deny on the domain holds as a deny on the address does, and the provider\'s claim is not read as an address at all', (_name, email) => {
+    const identity: Identity = { sub: 'm', subject: 'm', email, groups: [] }
+    expect(judge(undefined, [{ emails: ['mallory@evil.example'] }], identity)).toBe(false)
+    expect(judge(undefined, [{ domains: ['evil.example'] }], identity)).toBe(false)
+    expect(identityFrom({ sub: 'm', email }, MAPPING)).toMatchObject({ unknown: ['email'] })
+  })
+
+  it('an address 1.0.0 stored as two ("carol@contractor.example, c@corp.example") is read as one that cannot be told', () => {
+    const wire = { c: 1, t: { corp: { a: 'at' } }, i: { corp: { s: 'carol', j: 'carol-sub', m: 'carol@contractor.example, c@corp.example' } } } as unknown as WireRecord
+    const identity = fromWire(wire).identities!.corp!
+    expect(identity).toMatchObject({ unknown: ['email'] })
+    expect(identity.email).toBeUndefined()
+    expect(judge(undefined, [{ domains: ['contractor.example'] }], identity)).toBe(false)
+    expect(judge([{ domains: ['corp.example'] }], [], identity)).toBe(false)
   })
 })

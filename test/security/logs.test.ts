@@ -80,7 +80,12 @@ describe('loggableUrl', () => {
     ['/pub/account;jsessionid=SECRET', '/pub/account;jsessionid=…'],
     ['/pub/a;jsessionid=SECRET/b;v=1?t=SECRET', '/pub/a;jsessionid=…/b;v=…?t'],
     ['/pub/a;eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9x=SECRET', '/pub/a;…'],
-    ['/pub/a;flag', '/pub/a;flag'],
+    ['/pub/a;flag', '/pub/a;…'],
+    ['/app;sk_live_SECRET/x', '/app;…/x'],
+    ['/app%3Bjsessionid=SECRET', '/app;jsessionid=…'],
+    ['/app;jsessionid%3DSECRET', '/app;jsessionid=…'],
+    ['/app%3bjsessionid%3dSECRET/x?y=1', '/app;jsessionid=…/x?y'],
+    ['/app/100%25/x', '/app/100%25/x'],
   ])('%s is logged as %s', (url, logged) => {
     expect(loggableUrl(url)).toBe(logged)
   })

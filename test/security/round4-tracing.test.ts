@@ -93,7 +93,8 @@ describe('a client\'s baggage never reaches the upstream', () => {
       const traceparent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01'
       // W3C's, and Jaeger's and OpenTracing's, which their propagators read into the same Baggage.
       const response = await rawRequest(port(gateway), path, [`traceparent: ${traceparent}`, 'baggage: userId=alice,isAdmin=true', 'Baggage: tenant=evil',
-        'uberctx-user-id: admin', 'jaeger-baggage: user-id=admin, tenant=acme', 'ot-baggage-tenant: acme', 'UBERCTX_ROLE: admin'])
+        'uberctx-user-id: admin', 'jaeger-baggage: user-id=admin, tenant=acme', 'ot-baggage-tenant: acme', 'UBERCTX_ROLE: admin',
+        'Correlation-Context: userId=admin,isAdmin=true', 'correlation_context: tenant=acme'])
       expect(response.status).toBe(200)
       const seen = upstream.seen.filter((request) => request.url === path)
       expect(seen).toHaveLength(1)
@@ -106,7 +107,7 @@ describe('a client\'s baggage never reaches the upstream', () => {
 })
 
 describe('a client\'s trace context in another format, with tracing on', () => {
-  it('never reaches the upstream beside the gateway\'s own (B3, Jaeger, Datadog, Sentry, Google Cloud)', async () => {
+  it('never reaches the upstream beside the gateway\'s own (B3, Jaeger, Datadog, Sentry, Google Cloud, .NET, X-Ray, OpenTracing, gRPC, Elastic, New Relic)', async () => {
     const gateway = await startGateway({ store: { type: 'memory' }, routes: [{ path: '/pub/', upstream: upstream.url, auth: 'none' }], tracing: { otlp: receiver.url, sampleRatio: 0 } })
     try {
       const path = '/pub/other-formats'
@@ -125,6 +126,15 @@ describe('a client\'s trace context in another format, with tracing on', () => {
         'x-datadog-tags': '_dd.p.dm=-4',
         'sentry-trace': '80f198ee56343ba864fe8b2a57d3eff7-e457b5a2e4d86bd1-1',
         'x-cloud-trace-context': '80f198ee56343ba864fe8b2a57d3eff7/1;o=1',
+        'request-id': '|4bf92f3577b34da6a3ce929d0e0e4736.00f067aa0ba902b7.',
+        'x-amzn-trace-id': 'Root=1-5759e988-bd862e3fe1be46a994272793;Sampled=1',
+        'ot-tracer-traceid': '80f198ee56343ba8',
+        'ot-tracer-spanid': 'e457b5a2e4d86bd1',
+        'ot-tracer-sampled': 'true',
+        'x-ot-span-context': '80f198ee56343ba8;e457b5a2e4d86bd1;0',
+        'grpc-trace-bin': 'AAAKi/GJ5B8dT5WGHZ9XXnQ=',
+        'elastic-apm-traceparent': '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+        newrelic: 'eyJ2IjpbMCwxXX0=',
       }
       expect((await rawRequest(port(gateway), path, Object.entries(foreign).map(([name, value]) => `${name}: ${value}`))).status).toBe(200)
       const seen = upstream.seen.filter((request) => request.url === path)
