@@ -113,10 +113,13 @@ export function checkUrl (issues: Issues, path: Path, text: string, protocols: r
 }
 
 /**
- * `user:password@` at the start of a value (after a scheme, if any): a Redis URL or a sentinel node
- * written with credentials. Its password is never repeated in a problem, which may be logged.
+ * `user:password@` at the start of a value: after a scheme, up to the value's last `@` (a Redis URL
+ * whose password holds a `/`, as `openssl rand -base64` writes half the time, is no URL, and its
+ * password must still not show); without one, a sentinel node's `user:password@host`. A password is
+ * never repeated in a problem, which may be logged.
  */
-const CREDENTIALS = /^([a-z][a-z0-9+.-]*:\/\/)?([^\s/@:]*):[^\s/@]*@/i
+const CREDENTIALS = /^([a-z][a-z0-9+.-]*:\/\/)([^\s/@:]*):\S*@/i
+const BARE_CREDENTIALS = /^([^\s/@:]*):[^\s/@]*@/
 
 /** Shorter values are not masked: they would mask ordinary words of a message, and say little. */
 const MASKED_MIN = 6
@@ -152,7 +155,7 @@ export function describe (value: unknown): string {
   if (Array.isArray(value)) return value.length === 0 ? 'an empty list' : 'a list'
   if (typeof value === 'object') return 'a mapping'
   if (typeof value === 'string') {
-    const shown = maskQueryValues(value.replace(CREDENTIALS, '$1$2:***@'))
+    const shown = maskQueryValues(CREDENTIALS.test(value) ? value.replace(CREDENTIALS, '$1$2:***@') : value.replace(BARE_CREDENTIALS, '$1:***@'))
     return JSON.stringify(shown.length > 60 ? `${shown.slice(0, 57)}...` : shown)
   }
   return String(value)

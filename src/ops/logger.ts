@@ -8,6 +8,9 @@ import type { BaseLogger, LoggerOptions } from 'pino'
 /** What the parts below the web framework log through (Fastify's `app.log` is one). */
 export type Logger = Pick<BaseLogger, 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'level'>
 
+/** The `user:password@` of an absolute URL, up to the authority's end. */
+const USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i
+
 /** A query parameter name worth keeping, when an `=` follows it; a bare name may be a token (`?sk_live_…`). */
 const PARAMETER_NAME = /^[\w.[\]%-]{0,32}$/
 
@@ -15,10 +18,13 @@ const PARAMETER_NAME = /^[\w.[\]%-]{0,32}$/
  * The request URL as logged: the path, and of the query only its parameter names
  * (`/app/x?access_token=abc&b=2` → `/app/x?access_token&b`); of a path parameter too
  * (`/app;jsessionid=abc` → `/app;jsessionid=…`), and nothing of a fragment, which no client should
- * send and a refused one may (`/cb#access_token=abc` → `/cb#…`). Called once per request: a URL
- * without `?`, `#` or `;` is returned as is.
+ * send and a refused one may (`/cb#access_token=abc` → `/cb#…`), nor of an absolute-form target's
+ * user and password (`http://u:pw@h/x` → `http://…@h/x`). Called once per request: a path without
+ * `?`, `#` or `;` is returned as is.
  */
 export function loggableUrl (url: string): string {
+  // An absolute-form target (`http://u:pw@host/x`, which the gateway refuses) without its user and password.
+  if (url.charCodeAt(0) !== 47 && url.includes('@')) url = url.replace(USERINFO, '$1…@')
   const hash = url.indexOf('#')
   const query = url.indexOf('?')
   if (hash !== -1 && (query === -1 || hash < query)) return `${loggablePath(url.slice(0, hash))}#…`

@@ -43,7 +43,7 @@ const CLIENT_NEVER = [
   // id, a tenant) as if a trusted hop had set them; the gateway's tracing propagates none. So do
   // its older name (.NET's Correlation-Context), Jaeger's and OpenTracing's baggage headers (below,
   // and their prefixes uberctx-, ot-baggage-).
-  'baggage', 'correlation-context', 'jaeger-baggage',
+  'baggage', 'correlation-context', 'jaeger-baggage', 'sw8-correlation', 'x-honeycomb-trace',
   ...HOP_BY_HOP,
 ]
 

@@ -38,7 +38,7 @@ function stripCookies (header: string | undefined, names: readonly string[]): st
 const TRACE_CONTEXT = ['traceparent', 'tracestate', 'b3', 'x-b3-traceid', 'x-b3-spanid', 'x-b3-parentspanid', 'x-b3-sampled', 'x-b3-flags',
   'uber-trace-id', 'x-datadog-trace-id', 'x-datadog-parent-id', 'x-datadog-sampling-priority', 'x-datadog-origin', 'x-datadog-tags',
   'sentry-trace', 'x-cloud-trace-context', 'request-id', 'x-amzn-trace-id', 'ot-tracer-traceid', 'ot-tracer-spanid', 'ot-tracer-sampled',
-  'x-ot-span-context', 'grpc-trace-bin', 'elastic-apm-traceparent', 'newrelic']
+  'x-ot-span-context', 'grpc-trace-bin', 'elastic-apm-traceparent', 'newrelic', 'sw8', 'x-instana-t', 'x-instana-s', 'x-instana-l', 'x-dynatrace']
 
 export class UpstreamHeaders {
   private readonly filters: Record<RouteConfig['auth'], ClientHeaderFilter>

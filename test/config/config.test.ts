@@ -139,6 +139,8 @@ describe('config: every problem names its key path', () => {
     ['a sentinel node with credentials', 'store: { type: redis, sentinel: { name: m, nodes: ["default:s3cret@10.0.0.1:26379"] } }',
       ['store.sentinel.nodes[0]: must be "host:port" (a password goes in sentinelPassword, not here), got "default:***@10.0.0.1:26379" (line 1)']],
     ['a store url with a password that is not redis', 'store: { type: redis, url: "http://u:s3cret@x" }', ['store.url: must be a redis or rediss URL, got "http://u:***@x" (line 1)']],
+    ['a store url whose password holds a / (no URL, its password still masked)', 'store: { type: redis, url: "redis://:Zx9/Qw+Lk3PASS@redis:6379/0" }', ['store.url: must be a URL, got "redis://:***@redis:6379/0" (line 1)']],
+    ['a store url whose password holds a / and an @', 'store: { type: redis, url: "redis://u:a/b@c@redis:6379/0" }', ['store.url: must be a URL, got "redis://u:***@redis:6379/0" (line 1)']],
     ['a sentinel user without a password', 'store: { type: redis, sentinel: { name: m, nodes: ["a:1"], username: gw, sentinelUsername: watcher } }',
       ['store.sentinel.password: is required with username (line 1)', 'store.sentinel.sentinelPassword: is required with sentinelUsername (line 1)']],
     ['a bad base URL', 'server: { baseUrl: "ftp://x" }', ['server.baseUrl: must be a http or https URL, got "ftp://x" (line 1)']],

@@ -86,6 +86,9 @@ describe('loggableUrl', () => {
     ['/app;jsessionid%3DSECRET', '/app;jsessionid=…'],
     ['/app%3bjsessionid%3dSECRET/x?y=1', '/app;jsessionid=…/x?y'],
     ['/app/100%25/x', '/app/100%25/x'],
+    ['http://u:SECRETPW@127.0.0.1/app/x', 'http://…@127.0.0.1/app/x'],
+    ['http://SECRETTOKEN@127.0.0.1/app/x?y=1', 'http://…@127.0.0.1/app/x?y'],
+    ['http://127.0.0.1/app/x@y', 'http://127.0.0.1/app/x@y'],
   ])('%s is logged as %s', (url, logged) => {
     expect(loggableUrl(url)).toBe(logged)
   })

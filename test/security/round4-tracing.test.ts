@@ -94,12 +94,14 @@ describe('a client\'s baggage never reaches the upstream', () => {
       // W3C's, and Jaeger's and OpenTracing's, which their propagators read into the same Baggage.
       const response = await rawRequest(port(gateway), path, [`traceparent: ${traceparent}`, 'baggage: userId=alice,isAdmin=true', 'Baggage: tenant=evil',
         'uberctx-user-id: admin', 'jaeger-baggage: user-id=admin, tenant=acme', 'ot-baggage-tenant: acme', 'UBERCTX_ROLE: admin',
-        'Correlation-Context: userId=admin,isAdmin=true', 'correlation_context: tenant=acme'])
+        'Correlation-Context: userId=admin,isAdmin=true', 'correlation_context: tenant=acme', 'sw8-correlation: YWRtaW4=:dHJ1ZQ==',
+        'x-honeycomb-trace: 1;trace_id=abc,parent_id=def,context=eyJ1c2VyIjoiYWRtaW4ifQ=='])
       expect(response.status).toBe(200)
       const seen = upstream.seen.filter((request) => request.url === path)
       expect(seen).toHaveLength(1)
       expect(seen[0]!.headers).not.toHaveProperty('baggage')
       expect(JSON.stringify(seen[0]!.headers)).not.toMatch(/isAdmin|tenant=|admin|acme/)
+      for (const name of ['uberctx-user-id', 'jaeger-baggage', 'ot-baggage-tenant', 'uberctx_role', 'correlation-context', 'correlation_context', 'sw8-correlation', 'x-honeycomb-trace']) expect(seen[0]!.headers).not.toHaveProperty(name)
     } finally {
       await gateway.close()
     }
@@ -135,6 +137,11 @@ describe('a client\'s trace context in another format, with tracing on', () => {
         'grpc-trace-bin': 'AAAKi/GJ5B8dT5WGHZ9XXnQ=',
         'elastic-apm-traceparent': '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
         newrelic: 'eyJ2IjpbMCwxXX0=',
+        sw8: '1-MTIz-NDU2-0-c2VydmljZQ==-aW5zdGFuY2U=-L2FwcA==-dGFyZ2V0',
+        'x-instana-t': '80f198ee56343ba8',
+        'x-instana-s': 'e457b5a2e4d86bd1',
+        'x-instana-l': '1',
+        'x-dynatrace': 'FW4;129;12345;0;0;0;0;1',
       }
       expect((await rawRequest(port(gateway), path, Object.entries(foreign).map(([name, value]) => `${name}: ${value}`))).status).toBe(200)
       const seen = upstream.seen.filter((request) => request.url === path)
