@@ -14,7 +14,7 @@ import cookie from '@fastify/cookie'
 import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { compileGate, decide, signedIn } from '../access/gate.js'
-import { nameSpaces } from '../access/name-spaces.js'
+import { named, nameSpaces } from '../access/name-spaces.js'
 import type { GrantGuard } from '../access/authorize.js'
 import { AuthorizationServer, clientName, type AgentsCount } from '../agents/authorization-server.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from '../agents/endpoints.js'
@@ -362,7 +362,8 @@ export class Agents implements AgentSignIns {
     const token = signIn.signIn.tokens.access_token
     if (signIn.provider !== provider || identity === undefined) throw new GatewayError('forbidden', 'The sign-in gave no identity this gateway can name.')
     const gate = compileGate({ ...pending.route, spaces: nameSpaces(this.deps.config.providers) }, (next) => loginUrl(this.deps.config, provider, next))
-    const decision = decide(gate, { method: 'GET', target: pending.route.path, address }, false, signedIn(token, identity))
+    // Judged under the name the route gives the person (name-spaces.ts), as the grant's requests will be.
+    const decision = decide(gate, { method: 'GET', target: pending.route.path, address }, false, signedIn(token, named(identity, provider, provider, gate.spaces)))
     if (decision.kind === 'forbidden') throw new GatewayError('forbidden', `This account may not use ${pending.route.path}, so it cannot allow an agent there.`)
     return identity.sub
   }

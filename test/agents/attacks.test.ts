@@ -761,6 +761,19 @@ describe('the route\'s rules', () => {
     const tokens = await (await exchange(registered.id, code, registered.verifier, {})).json() as { access_token: string }
     expect((await call(tokens.access_token)).status).toBe(200)
   })
+
+  it('judges the person under the name the route gives them, as the grant\'s requests will be: demo\'s partner:mallory is demo:partner:mallory', async ({ startStack, upstream, op }) => {
+    await gateway.close()
+    gateway = await startStack({
+      server: SERVER,
+      // A second provider makes partner: a name space; its client is never used here.
+      providers: { partner: oidcClient(op.issuer, 'unused', 's') },
+      routes: [{ path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true, deny: [{ users: ['demo:partner:mallory'] }] }],
+    })
+    const page = await new Browser().navigate((await client()).url({ resource: null }), { login: 'partner:mallory' })
+    expect(page.status).toBe(403)
+    expect(await page.text()).not.toContain('name="csrf"')
+  })
 })
 
 // Tester's finding: the root route's resource is the gateway's bare origin, and its agents' tokens
