@@ -38,11 +38,15 @@ node scripts/k8s-pod-env.mjs "$work/rendered.yaml" "$work"
 chmod 755 "$work" "$work/config" && chmod 644 "$work"/config/*
 spec() { node -p "const s = require('$work/spec.json'); $1"; }
 
-# The placeholders in secrets.env are refused by the gateway (by design); an operator replaces them,
-# and so does this check, with random values of the same kind.
+# The placeholders in secrets.env and the overlay's Redis password are refused by the gateway (by
+# design); an operator replaces them, and so does this check, with random values of the same kind:
+# one Redis password in REDIS_URL and in the Redis container's $(REDIS_PASSWORD), as Kubernetes
+# expands it from the same Secret.
 secret() { head -c 32 /dev/urandom | base64; }
+redis_password=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
 sed -i -e "s|^GATEWAY_SESSION_SECRET=REPLACE-ME\$|GATEWAY_SESSION_SECRET=$(secret)|" \
-  -e "s|^OIDC_CLIENT_SECRET=REPLACE-ME\$|OIDC_CLIENT_SECRET=$(secret)|" "$work/env"
+  -e "s|^OIDC_CLIENT_SECRET=REPLACE-ME\$|OIDC_CLIENT_SECRET=$(secret)|" \
+  -e "s|^REDIS_URL=redis://:REPLACE-ME@|REDIS_URL=redis://:$redis_password@|" "$work/env"
 grep -q REPLACE-ME "$work/env" && fail "a placeholder the overlay should have set is left: $(grep REPLACE-ME "$work/env" | cut -d= -f1)"
 
 docker network create "$net" >/dev/null
@@ -52,7 +56,9 @@ redis_run() {
   local user; user=$(spec 's.redis.user')
   local args=(--user "$user" --read-only --cap-drop ALL --security-opt no-new-privileges)
   for dir in $(spec "s.redis.writable.join(' ')"); do args+=(--tmpfs "$dir:uid=${user%%:*},mode=0700"); done
-  mapfile -t redis_args < <(spec "s.redis.args.join('\n')")
+  mapfile -t redis_args < <(spec "s.redis.args.join('\n')" | sed "s|\$(REDIS_PASSWORD)|$redis_password|")
+  [[ " ${redis_args[*]} " == *" --requirepass $redis_password "* ]] || fail "the overlay's Redis does not ask for REDIS_PASSWORD"
+  [ "$(spec "s.redis.env?.find((e) => e.name === 'REDIS_PASSWORD')?.valueFrom?.secretKeyRef?.key ?? ''")" = REDIS_PASSWORD ] || fail "the overlay's Redis does not take REDIS_PASSWORD from the Secret"
   docker run -d --name "$net-redis" --network "$net" --network-alias "$(spec 's.redis.serviceName')" "${args[@]}" "$REDIS_IMAGE" "${redis_args[@]}" >/dev/null
 }
 redis_run

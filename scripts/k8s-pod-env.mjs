@@ -68,6 +68,7 @@ const spec = {
   redis: redis && {
     serviceName: new URL(env.REDIS_URL).hostname,
     args: redisContainer.args ?? [],
+    env: redisContainer.env ?? [],
     user: `${redis.spec.template.spec.securityContext.runAsUser}:${redis.spec.template.spec.securityContext.runAsGroup}`,
     writable: redisContainer.volumeMounts.map((m) => m.mountPath),
   },
