@@ -18,9 +18,17 @@ const ASCII = /^[\x20-\x7e]*$/
  * provider (its people's names cannot read as another's).
  */
 export function nameSpaces (providers: Readonly<Record<string, unknown>>): ReadonlySet<string> {
-  const names = Object.keys(providers)
-  return names.length < 2 ? NONE : new Set(names.map(foldName))
+  let spaces = byConfig.get(providers)
+  if (spaces === undefined) {
+    const names = Object.keys(providers)
+    spaces = names.length < 2 ? NONE : new Set(names.map(foldName))
+    byConfig.set(providers, spaces)
+  }
+  return spaces
 }
+
+/** Each config's name spaces, made once: every route, forward-auth and the agents' consent share them. */
+const byConfig = new WeakMap<object, ReadonlySet<string>>()
 
 /**
  * Whether `identity`, of `issuer`, is named `<issuer>:<user>` on a route whose own provider is
