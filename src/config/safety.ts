@@ -7,6 +7,7 @@
 import { introspectionWarnings, rulePlaces, sharedNameWarnings, unpinnedIssuerWarnings } from './bearer-section.js'
 import { networkWarnings } from './network-warnings.js'
 import { baseUrlPortWarnings } from './server-warnings.js'
+import { upstreamNameWarnings } from './upstream-names.js'
 import { isIP } from 'node:net'
 import { parse as parseHost } from 'tldts'
 import { reassignableUserWarnings } from './reassignable-users.js'
@@ -215,6 +216,7 @@ export function configWarnings (config: GatewayConfig): string[] {
   const places = rulePlaces(config)
   warnings.push(...unpinnedIssuerWarnings(places, config.providers))
   warnings.push(...sharedNameWarnings(places))
+  warnings.push(...upstreamNameWarnings(config))
   warnings.push(...introspectionWarnings(config))
   warnings.push(...baseUrlPortWarnings(config.server))
   return warnings
