@@ -33,6 +33,11 @@ export const ERRORS = {
     title: 'Request too large',
     explanation: 'This request\'s body is larger than this address accepts.',
   },
+  unsupported_content_encoding: {
+    status: 415,
+    title: 'Compressed body not accepted',
+    explanation: 'This address reads the request body and cannot read it compressed; send it without Content-Encoding.',
+  },
   token_exchange_failed: {
     status: 502,
     title: 'Sign-in provider did not answer as expected',

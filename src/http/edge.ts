@@ -1,7 +1,7 @@
 // The edge: every request (and every upgrade request) is made canonical before Fastify routes it,
 // through Fastify's `rewriteUrl`, so routing, the access decision and the proxy all read one string
 // (see src/config/canonical.ts). A target that cannot be made canonical, or a request with more
-// than one Host header, is routed nowhere and answered 400 `invalid_request` by the first onRequest
+// than one Host header or with a transfer coding besides chunked, is routed nowhere and answered 400 `invalid_request` by the first onRequest
 // hook; a target longer than 8 KiB is answered 414 `uri_too_long` the same way, before anything reads it.
 // Everything here is a scan of the client's bytes, never a regular expression: the edge's cost
 // is linear in what the client sends.
@@ -29,6 +29,20 @@ type EdgeRequest = RawRequestDefaultExpression & { [REFUSED]?: Refusal, original
 const REFUSED_PLACEHOLDER = '/'
 
 const TOO_LONG: Refusal = Object.freeze({ code: 'uri_too_long', reason: `the request target is longer than ${MAX_TARGET_BYTES} bytes` })
+
+/**
+ * A transfer coding besides `chunked` (`Transfer-Encoding: gzip, chunked`), which Node accepts and
+ * hands on chunk-decoded but still coded: forwarded, the upstream would read the coded bytes as the
+ * body, since Transfer-Encoding is hop-by-hop. Returns the coding, or undefined.
+ */
+function otherTransferCoding (header: string | undefined): string | undefined {
+  if (header === undefined) return undefined
+  for (const coding of header.split(',')) {
+    const name = coding.trim().toLowerCase()
+    if (name !== 'chunked') return name === '' ? '(an empty one)' : name
+  }
+  return undefined
+}
 
 function hostHeaders (rawHeaders: string[]): number {
   let count = 0
@@ -118,6 +132,8 @@ export function edgeRewriter (routePrefixes: readonly string[], mayPass?: MayPas
     const target = canonicalTarget(sent)
     let refusal = target.ok ? undefined : target.reason
     if (refusal === undefined && hostHeaders(request.rawHeaders) > 1) refusal = 'the request has more than one Host header'
+    const coding = refusal === undefined ? otherTransferCoding(request.headers['transfer-encoding']) : undefined
+    if (coding !== undefined) refusal = `its Transfer-Encoding names ${coding.slice(0, 64)}, which the gateway does not decode: send the body chunked or with a Content-Length`
     if (refusal === undefined) {
       const url = (target as { url: string }).url
       const queryAt = url.indexOf('?')

@@ -4,7 +4,10 @@
 // with 403 `forbidden` naming the rule when any is refused (a multipart boundary that parsers read
 // differently is a 400 `invalid_request`: access/multipart-boundary.ts). A body it looks at is read
 // once, whole, within OVERRIDE_BODY_MAX bytes (413 `payload_too_large` beyond) and the route's
-// timeout, then the same bytes go upstream; any other body streams on unread. A POST a `public`
+// timeout, then the same bytes go upstream; any other body streams on unread. Such a body with a
+// Content-Encoding (gzip, deflate, br) is refused, 415 `unsupported_content_encoding`: the hook
+// would judge compressed bytes, and an application that decompresses request bodies (Express's
+// body-parser does by default) would read the `_method` inside them. A POST a `public`
 // rule let through is held to the same: where the route's `public` rules name methods, each method
 // its `_method` names must be public on that path too (a `public: [POST
 // /comments]` is no anonymous DELETE to an application that honours `_method=DELETE`), else 403.
@@ -42,6 +45,15 @@ export interface OverrideRoute {
   readonly judgesAllowed: boolean
   /** The route's `public` test, where its public rules name methods: a public request's overrides must be public too. */
   readonly isPublic?: (method: string, target: string) => boolean
+}
+
+/** Whether a Content-Encoding header names a coding: anything but absent, empty or `identity`. */
+export function contentCoded (header: string | undefined): boolean {
+  if (header === undefined) return false
+  return header.split(',').some((coding) => {
+    const name = coding.trim().toLowerCase()
+    return name !== '' && name !== 'identity'
+  })
 }
 
 /** An answer that leaves part of the body unread: the connection is closed after it, never reused mid-body. */
@@ -144,6 +156,10 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
     const methods = queryOverrides(request.url)
     let body: Buffer | undefined
     if (kind !== undefined) {
+      if (contentCoded(request.headers['content-encoding'])) {
+        reply.header('accept-encoding', 'identity')
+        throw unreadBody(reply, new GatewayError('unsupported_content_encoding', `This route reads a ${request.method}'s body to judge its _method, and cannot read it with Content-Encoding ${request.headers['content-encoding']}: send the body without Content-Encoding.`))
+      }
       try {
         body = await readBounded(payload, request.headers['content-length'], maxBytes, route.timeoutMs)
       } catch (error) {
