@@ -96,22 +96,33 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
 /**
  * The session of a completed sign-in, under a new id. Built on the browser's session, so one
  * session holds every provider; rebuilt alone should that session end before the new one replaces
- * it (nothing it held may come back). The new id replaces the old one in the back-channel index for
- * every provider of the session, not only this one.
+ * it (nothing it held may come back). The new id is listed in the back-channel index for every
+ * provider of the session, not only this one, and in the person index, before the old id ends
+ * (Sessions.start), and the old id leaves the back-channel index once it has ended.
  */
 async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<void> {
   const { sessions, sessionIndex, clock } = context
   const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
   const replaced = await sessions.load(request.headers.cookie)
-  const previous = replaced?.record
   const indexed = async (started: StartedSession) => {
     for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
-    if (replaced) await sessionIndex.remove(replaced.record.providerSessions, replaced.id)
     // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is
     // the address trustProxy resolved), kept sealed in the entry and written to no log line here.
     const userAgent = request.headers['user-agent']
     await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: withoutPort(request.ip) })
   }
-  if (previous) await startSession(sessions, request, reply, withSignIn(previous, name, signIn), { alone: fresh, indexed })
-  else await startSession(sessions, request, reply, fresh(), { indexed })
+  if (!replaced) {
+    await startSession(sessions, request, reply, fresh(), { indexed })
+    return
+  }
+  const carried = withSignIn(replaced.record, name, signIn)
+  const started = await startSession(sessions, request, reply, carried, { alone: fresh, indexed })
+  // Entries that name ids no session has any more are harmless (a logout ends nothing there), but
+  // need not wait for their expiry: the old id's, and the new id's for the providers of an old
+  // session that ended meanwhile (the new one was rebuilt without them).
+  const dropped = Object.fromEntries(Object.entries(carried.providerSessions ?? {}).filter(([known]) => started.record.providerSessions?.[known] === undefined))
+  await Promise.all([
+    sessionIndex.remove(replaced.record.providerSessions, replaced.id),
+    sessionIndex.remove(dropped, started.id),
+  ]).catch((error: unknown) => { request.log.debug({ err: error }, 'logout index entries of an ended session not removed') })
 }

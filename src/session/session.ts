@@ -12,7 +12,7 @@ import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, s
 import { SessionCache } from './cache.js'
 import { PreviousSecretReads } from './previous-secret-reads.js'
 import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type WriteOptions } from '../store/store.js'
-import { isGatewayError } from '../errors.js'
+import { GatewayError, isGatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { cookieValue, sessionCookieOptions, type CookieOptions } from './cookie.js'
 import { Lifetime } from './lifetime.js'
@@ -23,6 +23,14 @@ export type { ProviderSession, Session, SessionRecord, TokenSet } from './record
 export interface Started {
   readonly id: string
   readonly cookie: string
+}
+
+/** What Sessions.start runs besides its writes: see there. */
+export interface StartSteps {
+  /** The record without what the replaced session held, should that session have ended meanwhile. */
+  readonly alone?: () => SessionRecord
+  /** Lists the new session where sign-outs look, before the replaced one ends. */
+  readonly indexed?: (session: { id: string, record: SessionRecord }) => Promise<void>
 }
 
 /**
@@ -305,25 +313,31 @@ export class Sessions {
   }
 
   /**
-   * Stores `record` under a brand-new id (no fixation) and ends the session the old Cookie header
-   * named, if any, in one step that tells whether it was still there (GETDEL). When `record` was
-   * built on that session's record (a sign-in adds a provider to the session the browser has) and
-   * the session was ended meanwhile (a sign-out, a back-channel logout), `alone` rebuilds it without
-   * what the ended session held, and that is what is kept: nothing an ended session held comes back
-   * under the new id. The new cookie has not left the gateway yet, so no request can see the first
-   * write. Each write counts only once a replica has it (REPLICATED): else this throws
-   * `session_store_unavailable` before the old session is ended, and no cookie is to be given.
-   * The caller sets `cookie` as `cookieName` with `cookieOptions`.
+   * Stores `record` under a brand-new id (no fixation); runs `indexed`, which lists it where
+   * sign-outs look, so that one that finds the old id finds this one too (failing, the new session
+   * is ended); then ends the session the old Cookie header named in one step that tells whether it
+   * was still there (GETDEL). When `record` was built on that session (a sign-in adds a provider)
+   * and it ended meanwhile, `alone` rebuilds it without what the ended one held, written only over
+   * the first write: a sign-out that reached the new id too stays done (400 `invalid_state`). The
+   * cookie has not left the gateway yet. Each write counts only once a replica has it
+   * (REPLICATED), else `session_store_unavailable` before the old session ends.
    * @see https://owasp.org/www-community/attacks/Session_fixation
    */
-  async start (oldCookieHeader: string | undefined, record: SessionRecord, alone?: () => SessionRecord): Promise<Started & { record: SessionRecord }> {
+  async start (oldCookieHeader: string | undefined, record: SessionRecord, { alone, indexed }: StartSteps = {}): Promise<Started & { record: SessionRecord }> {
     const old = this.cookie(oldCookieHeader)
     const cookie = `${randomToken()}.${this.sealer.current.kid}`
     const id = this.sealer.current.idFor(SESSION_PURPOSE, cookie)
     const generation = this.cache.generation
     const key = storeKeys.session(id)
     // A new id: nothing was read under it, so nothing to compare with.
-    await this.write(key, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record))
+    const written = encodeRecord(this.sealer, cookie, record)
+    await this.write(key, written, this.lifetime.expiry(record))
+    try {
+      await indexed?.({ id, record })
+    } catch (error) {
+      await this.endById(id).catch(() => {})
+      throw error
+    }
     if (old) {
       const oldId = await this.takeOld(old)
       if (oldId !== undefined) {
@@ -332,7 +346,9 @@ export class Sessions {
         await this.forget(oldId)
       } else if (alone) {
         record = alone()
-        await this.write(key, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record))
+        if (!await this.store.replace(key, written, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record), REPLICATED)) {
+          throw new GatewayError('invalid_state', 'This browser\'s session was signed out while the sign-in was being completed: sign in again.')
+        }
       }
     }
     // The browser's next request (the page it signed in for) is answered from this instance's

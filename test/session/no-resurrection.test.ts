@@ -134,7 +134,7 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
     const alone = () => withTokens(emptyRecord(SIGNED_IN_AT), 'github', { access_token: 'gh' })
     // ... and the session ended before the new one replaced it.
     await end(old.cookie, old.id)
-    const started = await a.start(header(old.cookie), merged, alone)
+    const started = await a.start(header(old.cookie), merged, { alone })
     expect(started.record).toEqual(alone())
     for (const instance of [a, b]) {
       expect((await instance.load(header(started.cookie)))?.record.tokens).toEqual({ github: { access_token: 'gh' } })
@@ -142,11 +142,46 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
     }
   })
 
+  it('a sign-out that finds the new id while the old one is still there (the index step, before the old id ends) ends both, and the sign-in keeps neither', async () => {
+    const old = await a.start(undefined, RECORD)
+    const merged = withTokens(RECORD, 'github', { access_token: 'gh' })
+    const alone = () => withTokens(emptyRecord(SIGNED_IN_AT), 'github', { access_token: 'gh' })
+    let newId: string | undefined
+    // "Sign out everywhere" on the other instance, in the moment after the new id was listed.
+    const indexed = async ({ id }: { id: string }) => {
+      newId = id
+      await b.endById(old.id)
+      await b.endById(id)
+    }
+    await expect(a.start(header(old.cookie), merged, { alone, indexed })).rejects.toMatchObject({ code: 'invalid_state' })
+    for (const instance of [a, b]) expect(await instance.load(header(old.cookie))).toBeNull()
+    expect(newId).toBeDefined()
+    expect(await backend.stores[0]!.getBytes(storeKeys.session(newId!))).toBeNull()
+  })
+
+  it('the new id is listed (the index step) before the old one ends: a sign-out that finds the old id then finds the new one too', async () => {
+    const old = await a.start(undefined, RECORD)
+    const merged = withTokens(RECORD, 'github', { access_token: 'gh' })
+    const seen: boolean[] = []
+    const indexed = async () => { seen.push((await b.load(header(old.cookie))) !== null) }
+    await a.start(header(old.cookie), merged, { alone: () => merged, indexed })
+    expect(seen).toEqual([true])
+  })
+
+  it('an index step that fails ends the new session, and the old one stays', async () => {
+    const old = await a.start(undefined, RECORD)
+    let newId: string | undefined
+    const indexed = async ({ id }: { id: string }) => { newId = id; throw new Error('the index refused') }
+    await expect(a.start(header(old.cookie), RECORD, { indexed })).rejects.toThrow('the index refused')
+    expect(await b.load(header(old.cookie))).not.toBeNull()
+    expect(await backend.stores[0]!.getBytes(storeKeys.session(newId!))).toBeNull()
+  })
+
   it('a sign-in over a session still there keeps what it held under the new id and ends the old id everywhere', async () => {
     const old = await a.start(undefined, RECORD)
     expect(await b.load(header(old.cookie))).not.toBeNull()
     const merged = withTokens(RECORD, 'github', { access_token: 'gh' })
-    const started = await a.start(header(old.cookie), merged, () => { throw new Error('not rebuilt while the old session is there') })
+    const started = await a.start(header(old.cookie), merged, { alone: () => { throw new Error('not rebuilt while the old session is there') } })
     expect(started.record).toEqual(merged)
     await forgottenEverywhere(old.cookie)
     for (const instance of [a, b]) {

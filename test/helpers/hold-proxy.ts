@@ -1,0 +1,63 @@
+// A TCP proxy in front of Redis for one gateway instance, to hold its commands from a known point
+// on, deterministically: once a chunk containing every string of `after` has passed on a connection,
+// the first chunk on that connection containing every string of `hold`, and all that follows it
+// there, wait until `release()`. Order is kept. (Written by an outside tester, round 4.)
+import { createServer, connect, type Socket } from 'node:net'
+import type { AddressInfo } from 'node:net'
+
+export interface HoldProxy {
+  port: number
+  /** Arms the hold: after a chunk containing `after`, hold from the first chunk containing `hold`. */
+  arm (after: string[], hold: string[]): Promise<void>
+  release (): void
+  close (): Promise<void>
+}
+
+export async function startHoldProxy (target: { host: string, port: number }): Promise<HoldProxy> {
+  let armed: { after: string[], hold: string[], held: () => void } | undefined
+  /** Counts arm() calls: `after` must be seen again after each one. */
+  let arming = 0
+  const has = (text: string, all: string[]) => all.every((part) => text.includes(part.toLowerCase()))
+  const releases: Array<() => void> = []
+  const sockets = new Set<Socket>()
+  const server = createServer((client) => {
+    const upstream = connect(target.port, target.host)
+    sockets.add(client).add(upstream)
+    let seenAfter = -1
+    let holding = false
+    const queue: Buffer[] = []
+    client.on('data', (chunk: Buffer) => {
+      if (holding) { queue.push(chunk); return }
+      const text = chunk.toString('latin1').toLowerCase()
+      if (armed && seenAfter === arming && has(text, armed.hold)) {
+        holding = true
+        queue.push(chunk)
+        const { held } = armed
+        armed = undefined
+        releases.push(() => { holding = false; for (const c of queue.splice(0)) upstream.write(c) })
+        held()
+        return
+      }
+      if (armed && has(text, armed.after)) seenAfter = arming
+      upstream.write(chunk)
+    })
+    upstream.on('data', (chunk: Buffer) => client.write(chunk))
+    const end = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream) }
+    client.on('error', end).on('close', end)
+    upstream.on('error', end).on('close', end)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  return {
+    port: (server.address() as AddressInfo).port,
+    arm: (after, hold) => new Promise<void>((resolve) => {
+      arming++
+      armed = { after, hold, held: resolve }
+    }),
+    release: () => { for (const r of releases.splice(0)) r() },
+    close: async () => {
+      for (const r of releases.splice(0)) r()
+      for (const s of sockets) s.destroy()
+      await new Promise<void>((resolve) => server.close(() => resolve()))
+    },
+  }
+}

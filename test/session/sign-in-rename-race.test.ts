@@ -1,0 +1,127 @@
+// A sign-in that adds a provider to a browser's session gives it a new id and ends the old one. A
+// sign-out handled on the other instance in the middle of that (a back-channel logout of the first
+// provider, "sign out everywhere") must end the session under whichever id it has by then. Found by
+// an outside tester: the new id was listed where sign-outs look (the back-channel and person
+// indexes) only after the old one had ended, so a sign-out in between found neither, and the
+// session went on under its new id with the ended provider's tokens. Now the new id is listed
+// before the old one ends (Sessions.start). Each moment is forced: instance B reaches Redis through
+// a proxy that holds its commands from a known one on (test/helpers/hold-proxy.ts).
+import { SignJWT } from 'jose'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { signIn, type Browser } from '../helpers/browser.js'
+import { reachCallback } from '../helpers/callback.js'
+import { oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
+
+let redis: TestRedis
+let op: TestProvider
+let op2: TestProvider
+let upstream: Upstream
+let proxy: HoldProxy
+let a: TestGateway
+let b: TestGateway
+let kid: string
+
+beforeAll(async () => {
+  redis = await startRedis()
+  upstream = await startUpstream()
+  proxy = await startHoldProxy({ host: new URL(redis.url).hostname, port: Number(new URL(redis.url).port) })
+  const viaProxy = new URL(redis.url)
+  viaProxy.hostname = '127.0.0.1'
+  viaProxy.port = String(proxy.port)
+  const { port, baseUrl } = await reserveBaseUrl()
+  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })], { logout: true })
+  op2 = await startOidcProvider([gatewayClient(baseUrl, 'second', 'c2')])
+  const raw = {
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email'), second: oidcClient(op2.issuer, 'c2', 's') },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/two/', upstream: upstream.url, provider: 'second' }],
+  }
+  // B: the instance the browser signs in on (its Redis through the proxy); A: the other.
+  b = await startGateway({ ...raw, store: { type: 'redis', url: viaProxy.href }, server: { port, baseUrl } })
+  a = await startGateway({ ...raw, store: { type: 'redis', url: redis.url } })
+  kid = ((await (await fetch(`${op.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys[0]!.kid
+})
+
+afterAll(async () => {
+  proxy?.release()
+  await Promise.all([a?.close(), b?.close()])
+  await Promise.all([op?.close(), op2?.close(), upstream?.close(), proxy?.close()])
+  await redis?.release()
+})
+
+async function backchannelLogout (sub: string): Promise<void> {
+  const now = Math.floor(Date.now() / 1000)
+  const token = await new SignJWT({ iss: op.issuer, aud: 'c', iat: now, exp: now + 120, jti: crypto.randomUUID(), sub, events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
+    .setProtectedHeader({ alg: 'RS256', kid, typ: 'logout+jwt' }).sign(op.signingKey)
+  const response = await fetch(`${a.url}/oauth/backchannel-logout/demo/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ logout_token: token }) })
+  await response.arrayBuffer()
+  expect(response.status).toBe(200)
+}
+
+async function signOutEverywhere (other: Browser): Promise<void> {
+  const response = await other.fetch(`${a.url}/oauth/logout/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: a.url }, body: new URLSearchParams({ everywhere: '1', next: '/' }) })
+  await response.arrayBuffer()
+  expect(response.status).toBe(302)
+}
+
+/**
+ * The moments of B's sign-in: right after the old id ended (B's next command held: the code before
+ * listed the new id only then), and after the new id was listed but before the old one ended.
+ */
+const MOMENTS = {
+  'right after the old id ended': { after: ['getdel', 'session:'], hold: [] as string[] },
+  'after the new id was listed, before the old one ended': { after: ['person:'], hold: ['getdel', 'session:'] },
+}
+type Moment = keyof typeof MOMENTS
+
+/** Signs `browser` in at `second` on B over its demo session, runs `meanwhile` with B held at `moment`; the sign-in's status and the browser's cookie after it. */
+async function addSecondProviderWhile (browser: Browser, moment: Moment, meanwhile: () => Promise<void>): Promise<{ status: number, cookie: string }> {
+  const callback = await reachCallback(browser, `${b.url}/oauth/login/second/?next=/two/`)
+  const held = proxy.arm(MOMENTS[moment].after, MOMENTS[moment].hold)
+  const answered = browser.fetch(callback.href)
+  await held
+  try {
+    await meanwhile()
+  } finally {
+    proxy.release()
+  }
+  const response = await answered
+  await response.arrayBuffer()
+  return { status: response.status, cookie: browser.cookies.get('gw_session')!.value }
+}
+
+describe.each(Object.keys(MOMENTS) as Moment[])('a sign-in adding a provider, with a sign-out on the other instance %s', (moment) => {
+  it('a back-channel logout of the first provider ends the session under its new id too', async () => {
+    const { browser, value: old } = await signIn(`${b.url}/app/`, 'carol')
+    const { status, cookie } = await addSecondProviderWhile(browser, moment, async () => { await backchannelLogout('carol') })
+    // Completed (302) under a new id without carol's demo session, or refused (400 invalid_state: sign in again).
+    expect([302, 400]).toContain(status)
+    for (const instance of [a, b]) {
+      expect(await sessionStatus(instance, old)).toBe(401)
+      expect(await sessionStatus(instance, cookie, '/app/x')).toBe(401)
+    }
+  })
+
+  it('"sign out everywhere" from another browser ends the session under its new id too', async () => {
+    const { browser, value: old } = await signIn(`${b.url}/app/`, 'dave')
+    const other = await signIn(`${b.url}/app/`, 'dave')
+    const { status, cookie } = await addSecondProviderWhile(browser, moment, async () => { await signOutEverywhere(other.browser) })
+    expect([302, 400]).toContain(status)
+    for (const instance of [a, b]) {
+      for (const session of [old, other.value, cookie]) expect(await sessionStatus(instance, session, '/app/x')).toBe(401)
+    }
+  })
+})
+
+it('control: a back-channel logout after the sign-in completed ends the renamed session', async () => {
+  const { browser } = await signIn(`${b.url}/app/`, 'erin')
+  const { status, cookie } = await addSecondProviderWhile(browser, 'right after the old id ended', async () => {})
+  expect(status).toBe(302)
+  expect(await sessionStatus(a, cookie, '/app/x')).toBe(200)
+  await backchannelLogout('erin')
+  expect(await sessionStatus(a, cookie, '/app/x')).toBe(401)
+})
