@@ -33,10 +33,10 @@ export const ERRORS = {
     title: 'Request too large',
     explanation: 'This request\'s body is larger than this address accepts.',
   },
-  unsupported_content_encoding: {
+  unsupported_media_type: {
     status: 415,
-    title: 'Compressed body not accepted',
-    explanation: 'This address reads the request body and cannot read it compressed; send it without Content-Encoding.',
+    title: 'Body not accepted in this form',
+    explanation: 'This address reads the request body to check it, and cannot read it compressed or in this character set; send it uncompressed, in UTF-8.',
   },
   token_exchange_failed: {
     status: 502,

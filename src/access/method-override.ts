@@ -7,7 +7,10 @@
 // (Laravel reads its JSON input as the form whenever the whole Content-Type header, parameters
 // included, names JSON: `text/plain; x=/json` too, and a form whose header does is read both ways).
 // A field name counts in every spelling PHP reads as `_method` (cut at a NUL, a leading space
-// dropped, `.` and ` ` read as `_`, and `_method[...]`).
+// dropped, `.` and ` ` read as `_`, and `_method[...]`; percent-decoded as PHP does, each `%XX` on
+// its own) and Rack 2.2 does (`[_method]`, `_method]`). A body is read without a leading UTF-8
+// byte order mark, as Express's body-parser reads it; one in a character set that could spell
+// `_method` in other bytes is not read at all (the hook refuses it).
 // Every value found is judged, as the upper case the frameworks compare; a value that is no method
 // token is a method that cannot be told, which `allow` rules refuse (rules.ts).
 import type { Identity } from '../session/record.js'
@@ -57,7 +60,22 @@ export function isOverrideField (name: string): boolean {
   let folded = name.split('\0', 1)[0]!.replace(/^ +/, '')
   const bracket = folded.indexOf('[')
   if (bracket !== -1) folded = folded.slice(0, bracket)
-  return folded.replace(/[. ]/g, '_') === FIELD
+  return folded.replace(/[. ]/g, '_') === FIELD || rackKey(name) === FIELD
+}
+
+/**
+ * The key Rack 2.2 stores a field named `name` under when it names no nested or list value
+ * (query_parser.rb normalize_params: `\A[\[\]]*([^\[\]]+)\]*` and nothing after the match): leading
+ * brackets and trailing `]` dropped, so `[_method]`, `_method]` and `]_method` are `_method` there.
+ * A scan, not that expression.
+ */
+function rackKey (name: string): string | undefined {
+  let start = 0
+  while (name[start] === '[' || name[start] === ']') start++
+  let end = start
+  while (end < name.length && name[end] !== '[' && name[end] !== ']') end++
+  for (let at = end; at < name.length; at++) if (name[at] !== ']') return undefined
+  return end > start ? name.slice(start, end) : undefined
 }
 
 /** The method a `_method` value names: upper case, or undefined (cannot be told) when it is no method token. */
@@ -77,6 +95,28 @@ function formDecode (text: string): string {
 }
 
 /**
+ * Percent-decoding as PHP does it (php_url_decode): each valid `%XX` on its own, as one byte (here
+ * one character, U+0000 to U+00FF), an invalid one left as it is: `%5Fmethod%00%FF` is `_method`
+ * to PHP (the name cut at the NUL), though decodeURIComponent refuses the whole of it.
+ */
+function phpDecode (text: string): string {
+  let decoded = ''
+  for (let at = 0; at < text.length; at++) {
+    const char = text[at]!
+    const hex = char === '%' ? text.slice(at + 1, at + 3) : ''
+    if (hex.length === 2 && HEX.test(hex)) {
+      decoded += String.fromCharCode(Number.parseInt(hex, 16))
+      at += 2
+    } else {
+      decoded += char === '+' ? ' ' : char
+    }
+  }
+  return decoded
+}
+
+const HEX = /^[0-9A-Fa-f]{2}$/
+
+/**
  * The values of `_method` fields in urlencoded text (a query, or a body), split at `&` and at `;`
  * (Rack 2 splits at both). Empty values name nothing, as in every framework.
  */
@@ -84,7 +124,8 @@ function urlencodedValues (text: string): string[] {
   const values: string[] = []
   for (const pair of text.split(/[&;]/)) {
     const equals = pair.indexOf('=')
-    if (equals === -1 || !isOverrideField(formDecode(pair.slice(0, equals)))) continue
+    const name = pair.slice(0, equals)
+    if (equals === -1 || !(isOverrideField(formDecode(name)) || isOverrideField(phpDecode(name)))) continue
     const value = formDecode(pair.slice(equals + 1))
     if (value !== '') values.push(value)
   }
@@ -104,7 +145,7 @@ const PARTS_MAX = 4096
 /** What ends an RFC 5987 value (its charset and language are set off by `'`: not an end). */
 const EXTENDED_END = new Set(['"', '[', ';', ' ', '\t', '\r', '\n'])
 /** What may follow `_method` in a name a framework reads as `_method` (PHP cuts at a NUL). */
-const NAME_END = new Set([...EXTENDED_END, '\'', '\v', '\f', '\0'])
+const NAME_END = new Set([...EXTENDED_END, ']', '\'', '\v', '\f', '\0'])
 /** What PHP's multipart parser skips around a parameter's `=` and value (C's isspace): a folded line too. */
 const BLANK = new Set([' ', '\t', '\r', '\n', '\v', '\f'])
 
@@ -146,6 +187,8 @@ function overrideAt (headers: string, at: number): { found: boolean, next: numbe
     return { found: isOverrideField(formDecode(value.slice(value.lastIndexOf("'") + 1))), next: end }
   }
   if (headers[index] === '"' || headers[index] === '\'') index = skipBlank(headers, index + 1)
+  // Rack 2.2 drops a name's leading brackets (rackKey).
+  while (headers[index] === '[' || headers[index] === ']') index++
   const word = headers.slice(index, index + FIELD.length)
   const after = headers[index + FIELD.length]
   return { found: word.replace(/[. ]/g, '_') === FIELD && (after === undefined || NAME_END.has(after)), next: at }
@@ -230,7 +273,7 @@ function multipartValues (body: Buffer, contentType: string): Array<string | und
 function jsonOverrides (body: Buffer): Array<string | undefined> {
   let parsed: unknown
   try {
-    parsed = JSON.parse(body.toString('utf8'))
+    parsed = JSON.parse(withoutBom(body).toString('utf8'))
   } catch {
     return []
   }
@@ -240,10 +283,36 @@ function jsonOverrides (body: Buffer): Array<string | undefined> {
   return [typeof value === 'string' ? overrideMethod(value) : undefined]
 }
 
+const BOM = Buffer.from([0xef, 0xbb, 0xbf])
+
+/** `body` without a leading UTF-8 byte order mark, which Express's body-parser drops before it parses (iconv-lite). */
+function withoutBom (body: Buffer): Buffer {
+  return body.subarray(0, 3).equals(BOM) ? body.subarray(3) : body
+}
+
+/** The character sets in which `_method` is the same bytes as in UTF-8 (body-parser reads urlencoded bodies in the first and last only). */
+const ASCII_CHARSETS = new Set(['utf-8', 'utf8', 'us-ascii', 'ascii', 'iso-8859-1', 'latin1'])
+
+/**
+ * The `charset` a form or JSON body's Content-Type names, when it is one in which an application
+ * could read `_method` from other bytes than the gateway does (Express's body-parser decodes a JSON
+ * body in any UTF: `{"+AF8-method":"DELETE"}` in UTF-7 is `{"_method":"DELETE"}` to it); undefined
+ * when it names none or one of {@link ASCII_CHARSETS}.
+ */
+export function unreadCharset (contentType: string | undefined): string | undefined {
+  for (const parameter of (contentType ?? '').split(';').slice(1)) {
+    const equals = parameter.indexOf('=')
+    if (equals === -1 || parameter.slice(0, equals).trim().toLowerCase() !== 'charset') continue
+    const charset = parameter.slice(equals + 1).trim().replace(/^"(.*)"$/, '$1').toLowerCase()
+    if (!ASCII_CHARSETS.has(charset)) return charset
+  }
+  return undefined
+}
+
 /** The methods a POST body of `kind` names in `_method` fields (undefined: a value that is no method). */
 export function bodyOverrides (kind: FormKind, body: Buffer, contentType: string | undefined): Array<string | undefined> {
   if (kind === 'json') return jsonOverrides(body)
-  const values = kind === 'urlencoded' ? urlencodedValues(body.toString('utf8')) : multipartValues(body, contentType ?? '')
+  const values = kind === 'urlencoded' ? urlencodedValues(withoutBom(body).toString('utf8')) : multipartValues(body, contentType ?? '')
   const named = values.filter((value) => value !== '').map((value) => value === undefined ? undefined : overrideMethod(value))
   // A form whose header also names JSON (`; x=+json`): Laravel reads it as JSON.
   return namesJson(contentType) ? [...named, ...jsonOverrides(body)] : named

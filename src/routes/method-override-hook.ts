@@ -5,9 +5,10 @@
 // differently is a 400 `invalid_request`: access/multipart-boundary.ts). A body it looks at is read
 // once, whole, within OVERRIDE_BODY_MAX bytes (413 `payload_too_large` beyond) and the route's
 // timeout, then the same bytes go upstream; any other body streams on unread. Such a body with a
-// Content-Encoding (gzip, deflate, br) is refused, 415 `unsupported_content_encoding`: the hook
+// Content-Encoding (gzip, deflate, br) is refused, 415 `unsupported_media_type`: the hook
 // would judge compressed bytes, and an application that decompresses request bodies (Express's
-// body-parser does by default) would read the `_method` inside them. A POST a `public`
+// body-parser does by default) would read the `_method` inside them; so is a form or JSON body in
+// a charset that could spell `_method` in other bytes (UTF-7, UTF-16: body-parser decodes them). A POST a `public`
 // rule let through is held to the same: where the route's `public` rules name methods, each method
 // its `_method` names must be public on that path too (a `public: [POST
 // /comments]` is no anonymous DELETE to an application that honours `_method=DELETE`), else 403.
@@ -16,7 +17,7 @@
 // (proxy/headers.ts), so they need no judging here.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
-import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods } from '../access/method-override.js'
+import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods, unreadCharset } from '../access/method-override.js'
 import { refusal } from '../access/refusal.js'
 import { shownPath, type RouteGate } from '../access/gate.js'
 import type { RouteConfig } from '../config/types.js'
@@ -158,7 +159,11 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
     if (kind !== undefined) {
       if (contentCoded(request.headers['content-encoding'])) {
         reply.header('accept-encoding', 'identity')
-        throw unreadBody(reply, new GatewayError('unsupported_content_encoding', `This route reads a ${request.method}'s body to judge its _method, and cannot read it with Content-Encoding ${request.headers['content-encoding']}: send the body without Content-Encoding.`))
+        throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to judge its _method, and cannot read it with Content-Encoding ${request.headers['content-encoding']}: send the body without Content-Encoding.`))
+      }
+      const charset = kind === 'multipart' ? undefined : unreadCharset(request.headers['content-type'])
+      if (charset !== undefined) {
+        throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to judge its _method, and cannot read it in charset ${charset.slice(0, 40)}: send it in UTF-8.`))
       }
       try {
         body = await readBounded(payload, request.headers['content-length'], maxBytes, route.timeoutMs)

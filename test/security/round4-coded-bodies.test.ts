@@ -3,7 +3,7 @@
 // compressed bytes and found no `_method`, and an application whose body parser inflates request
 // bodies (Express's body-parser does by default) read `_method=DELETE` inside: a public `POST
 // /blog/comments` became an anonymous DELETE, a route that allows GET and POST a DELETE. Now such a
-// body is refused, 415 `unsupported_content_encoding`. And a transfer coding besides chunked
+// body is refused, 415 `unsupported_media_type`. And a transfer coding besides chunked
 // (`Transfer-Encoding: gzip, chunked`), which Node decodes only of its chunks: forwarded, the
 // upstream read the gzip bytes as the plain body; now 400 at the edge, the upstream not called.
 import { createServer, type IncomingMessage, type Server } from 'node:http'
@@ -99,7 +99,7 @@ describe('a form whose body is compressed, on a route whose rules or public rule
     expect(acted.slice(before)).toEqual([])
   })
 
-  it.each(CODED)('public POST, Content-Encoding %j: 415 unsupported_content_encoding with Accept-Encoding: identity, the application never called', async (coding, body) => {
+  it.each(CODED)('public POST, Content-Encoding %j: 415 unsupported_media_type with Accept-Encoding: identity, the application never called', async (coding, body) => {
     const before = acted.length
     const answer = await raw(['POST /blog/comments HTTP/1.1', FORM, `Content-Length: ${body.length}`, `Content-Encoding: ${coding}`], body)
     expect([answer.status, /\r\naccept-encoding: identity\r\n/i.test(answer.head)]).toEqual([415, true])
