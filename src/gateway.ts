@@ -238,7 +238,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const forms = config.routes.some((route) => route.preserveBodyBytes !== undefined)
     ? new FormReplay(new PreservedBodies(store, sealer, config.state.ttlMs, clock), config, app.log, signinLimit)
     : undefined
-  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock, forms, agents })
+  await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock, forms, agents, refreshes: refresher })
   if (keys) await app.register(jwksRoute, { keys })
   if (agents) await agents.register(app)
   await app.register(forwardAuth, { config, providers, access, accessTokens, bearerReports, assertions, metrics })

@@ -13,7 +13,7 @@ import type { Metrics } from '../ops/metrics.js'
 import { withTokens, type Session, type TokenSet } from '../session/record.js'
 import type { Sessions, StoredRecord } from '../session/session.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import { refusedByStore, storeKeys, type Lock } from '../store/store.js'
+import { refusedByStore, storeKeys, type Lock, type LockHandle } from '../store/store.js'
 import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
@@ -52,6 +52,37 @@ export class TokenRefresher {
     /** What "now" is when deciding whether a token has expired; tests move it. */
     private readonly clock: Clock = systemClock
   ) {}
+
+  /**
+   * Runs `fn` holding the refresh locks of `session`'s providers that have a refresh token (but
+   * `except`): a refresh in flight on any instance ends first, its result in the record `fn` reads
+   * again, and none begins until `fn` is done. A sign-in that renames the session (a new id, the
+   * old one ended) would otherwise build on the record read before such a refresh landed, and the
+   * session would send the refresh token the provider had already redeemed (found by an outside
+   * tester). A lock is waited for at most as long as a refresh may hold it.
+   */
+  async holdingRefreshes<T> (session: Session, except: string, fn: () => Promise<T>): Promise<T> {
+    const held: LockHandle[] = []
+    try {
+      for (const [name, token] of Object.entries(session.record.tokens)) {
+        if (name !== except && token?.refresh_token !== undefined) held.push(await this.waitForLock(session.id, name))
+      }
+      return await fn()
+    } finally {
+      await Promise.all(held.map(async (lock) => await this.store.release(lock).catch(() => false)))
+    }
+  }
+
+  private async waitForLock (sessionId: string, name: string): Promise<LockHandle> {
+    const holdMs = (await this.providers.get(name)).timeoutMs + 5000
+    const deadline = this.clock.now() + holdMs
+    for (;;) {
+      const held = await this.store.acquire(storeKeys.refreshLock(sessionId, name), holdMs)
+      if (held) return held
+      if (this.clock.now() > deadline) throw new GatewayError('token_exchange_failed', 'A token refresh of this session did not finish in time.')
+      await sleep(POLL_MS)
+    }
+  }
 
   /** The token of `provider` in `session` if it is usable as it is (no refresh needed). */
   freshToken (session: Session, provider: string): TokenSet | undefined {

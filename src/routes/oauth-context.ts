@@ -19,6 +19,7 @@ import type { Metrics } from '../ops/metrics.js'
 import type { PersonIndex } from '../session/person-index.js'
 import type { FormReplay } from './form-replay.js'
 import type { CookieOptions as SessionCookieOptions } from '../session/cookie.js'
+import type { Session } from '../session/record.js'
 import type { Sessions } from '../session/session.js'
 
 export interface OAuthDeps {
@@ -43,6 +44,8 @@ export interface OAuthDeps {
   forms?: FormReplay
   /** Sign-ins started for an agent's authorization (routes/agents.ts): the callback hands them over. */
   agents?: AgentSignIns
+  /** Holds a session's token refreshes while a sign-in renames it (oauth/refresh.ts holdingRefreshes); absent: none held. */
+  refreshes?: { holdingRefreshes: <T>(session: Session, except: string, fn: () => Promise<T>) => Promise<T> }
 }
 
 /** Where a sign-in started for an agent's authorization ends: its session is the grant's, not the browser's. */

@@ -103,26 +103,31 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
 async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<void> {
   const { sessions, sessionIndex, clock } = context
   const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
-  const replaced = await sessions.load(request.headers.cookie)
+  const loaded = await sessions.load(request.headers.cookie)
   const indexed = async (started: StartedSession) => {
     for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
     // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is
     // the address trustProxy resolved), kept sealed in the entry and written to no log line here.
     const userAgent = request.headers['user-agent']
-    await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: withoutPort(request.ip) })
+    await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: withoutPort(request.ip) }, loaded?.id)
   }
-  if (!replaced) {
+  if (!loaded) {
     await startSession(sessions, request, reply, fresh(), { indexed })
     return
   }
-  const carried = withSignIn(replaced.record, name, signIn)
-  const started = await startSession(sessions, request, reply, carried, { alone: fresh, indexed })
-  // Entries that name ids no session has any more are harmless (a logout ends nothing there), but
-  // need not wait for their expiry: the old id's, and the new id's for the providers of an old
-  // session that ended meanwhile (the new one was rebuilt without them).
-  const dropped = Object.fromEntries(Object.entries(carried.providerSessions ?? {}).filter(([known]) => started.record.providerSessions?.[known] === undefined))
-  await Promise.all([
-    sessionIndex.remove(replaced.record.providerSessions, replaced.id),
-    sessionIndex.remove(dropped, started.id),
-  ]).catch((error: unknown) => { request.log.debug({ err: error }, 'logout index entries of an ended session not removed') })
+  const renamed = async () => {
+    // Read again under the refresh locks: a refresh that ended meanwhile is in it.
+    const replaced = await sessions.reload(loaded)
+    const carried = replaced ? withSignIn(replaced.record, name, signIn) : fresh()
+    const started = await startSession(sessions, request, reply, carried, { alone: fresh, indexed })
+    // Entries that name ids no session has any more are harmless (a logout ends nothing there), but
+    // need not wait for their expiry: the old id's, and the new id's for the providers of an old
+    // session that ended meanwhile (the new one was rebuilt without them).
+    const dropped = Object.fromEntries(Object.entries(carried.providerSessions ?? {}).filter(([known]) => started.record.providerSessions?.[known] === undefined))
+    await Promise.all([
+      sessionIndex.remove((replaced ?? loaded).record.providerSessions, loaded.id),
+      sessionIndex.remove(dropped, started.id),
+    ]).catch((error: unknown) => { request.log.debug({ err: error }, 'logout index entries of an ended session not removed') })
+  }
+  await (context.refreshes ? context.refreshes.holdingRefreshes(loaded, name, renamed) : renamed())
 }

@@ -90,9 +90,9 @@ export class PersonIndex {
   /**
    * Lists a new session (a completed sign-in) under each of its providers' subject, with where a
    * browser signed in from (`origin`; none for an agent's grant). An entry dropped beyond the bound
-   * ends its session (on every instance).
+   * ends its session (on every instance), but `replacing`'s: the session the new one replaces.
    */
-  async add (session: IndexedSession, browser: BrowserFamily, origin?: SignInOrigin): Promise<void> {
+  async add (session: IndexedSession, browser: BrowserFamily, origin?: SignInOrigin, replacing?: string): Promise<void> {
     const entry = { sessionId: session.id, started: session.record.createdAt, browser, ...(origin === undefined ? {} : { origin }) }
     // Ranked by this sign-in's time, not the session's start (a replaced session keeps its start):
     // the entry just added is the newest, never the one the bound drops.
@@ -106,11 +106,18 @@ export class PersonIndex {
       // against the bound, and what is still over it is dropped oldest first.
       if (await this.store.addRankedIfRoom(key, member, now, this.ttlMs, this.max)) continue
       // Pruning reads every key of this person: once per sign-in, however many of them are full.
-      if (!pruned) await this.entries(session.record)
+      // The session this sign-in replaces ends right after (Sessions.start): it does not count.
+      if (!pruned) {
+        for (const found of await this.entries(session.record)) {
+          if (found.entry.sessionId === replacing) await this.store.removeRanked(found.key, found.member)
+        }
+      }
       pruned = true
       for (const gone of await this.store.addRanked(key, member, now, this.ttlMs, this.max)) {
         const sessionId = openEntry(this.sealer, key, gone)?.sessionId
-        if (sessionId !== undefined && sessionId !== session.id) await this.end(sessionId)
+        // The session this sign-in replaces (its id ends right after, Sessions.start) is not ended
+        // here: that would lose what it carries into the new one (found by an outside tester).
+        if (sessionId !== undefined && sessionId !== session.id && sessionId !== replacing) await this.end(sessionId)
       }
     }
   }

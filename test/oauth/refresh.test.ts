@@ -194,9 +194,44 @@ describe('token refresh', () => {
     expect(a.logs.join('\n')).toContain('session ended during its token refresh')
   })
 
+  it('a sign-in at another provider on the other instance while a refresh waits on the provider waits for it: the renamed session has the new refresh token, the redeemed one is never sent again', async () => {
+    // Found by an outside tester: the sign-in (a new id for the session, the old one ended) was built
+    // on the record read before the refresh landed; the refresh's write over the old id failed, and
+    // the session went on with the refresh token the provider had just redeemed.
+    const browser = await stubSignIn({ expires_in: SHORT_S, refresh_token: 'refresh-renamed' })
+    const cookie = browser.cookieHeader(`${a.url}/stub/`)!
+    expireShortTokens()
+    stub.extra = { expires_in: 3600, refresh_token: 'refresh-after-rename' }
+    const asked = stub.requests.length
+    const answer = holdTokenAnswers()
+    const refreshing = stubStatus(a, cookie)
+    await waitFor(async () => stub.requests.length > asked, 5000, 'the refresh to reach the token endpoint')
+    // The browser signs in at demo on B: let its code exchange finish, then answer the refresh.
+    let exchanged = 0
+    const count = (ctx: { oidc: { params?: { grant_type?: unknown } } }) => { if (ctx.oidc.params?.grant_type === 'authorization_code') exchanged++ }
+    op.provider.on('grant.success', count)
+    try {
+      const signingIn = browser.navigate(`${b.url}/oauth/login/demo/?next=/app/`)
+      await waitFor(async () => exchanged > 0, 10_000, 'the sign-in\'s code exchange')
+      answer()
+      const [during, signedIn] = await Promise.all([refreshing, signingIn])
+      expect([during, signedIn.status]).toEqual([200, 200])
+      await signedIn.arrayBuffer()
+    } finally {
+      op.provider.off('grant.success', count)
+    }
+    const renamed = browser.cookieHeader(`${b.url}/stub/`)!
+    expect(renamed).not.toBe(cookie)
+    expect(await stubStatus(a, renamed)).toBe(200)
+    expect(await stubStatus(b, renamed)).toBe(200)
+    // One refresh with refresh-renamed, and none since: the renamed session holds the new token.
+    const used = stub.requests.slice(asked).map((request) => new URLSearchParams(request.body).get('refresh_token'))
+    expect(used).toEqual(['refresh-renamed'])
+  })
+
   it('logs no token, refresh token or client secret along the way', () => {
     const logs = [...a.logs, ...b.logs].join('\n')
-    for (const secret of ['refresh-1', 'refresh-2', 'refresh-held', 'refresh-rotated', 'rt-secret', 'stub-secret', 'stub-token-']) expect(logs).not.toContain(secret)
+    for (const secret of ['refresh-1', 'refresh-2', 'refresh-held', 'refresh-rotated', 'refresh-renamed', 'refresh-after-rename', 'rt-secret', 'stub-secret', 'stub-token-']) expect(logs).not.toContain(secret)
     expect(logs).toContain('token refresh refused')
   })
 })

@@ -16,6 +16,7 @@ import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import { MAX_SESSIONS } from '../../src/session/person-index.js'
 
 let redis: TestRedis
 let op: TestProvider
@@ -124,4 +125,26 @@ it('control: a back-channel logout after the sign-in completed ends the renamed 
   expect(await sessionStatus(a, cookie, '/app/x')).toBe(200)
   await backchannelLogout('erin')
   expect(await sessionStatus(a, cookie, '/app/x')).toBe(401)
+})
+
+describe('a sign-in adding a provider when the person has MAX_SESSIONS sessions (found by an outside tester: the new id, listed while the old one still lived, counted it)', () => {
+  /** The person's MAX_SESSIONS sessions on B (the proxy holds nothing here), signed in one after another; the browser of the `renamed`-th (0: the oldest). */
+  async function sessionsOf (login: string, renamed: number) {
+    const signedIn = []
+    for (let i = 0; i < MAX_SESSIONS; i++) signedIn.push(await signIn(`${b.url}/app/`, login))
+    return { all: signedIn.map((session) => session.value), browser: signedIn[renamed]!.browser, old: signedIn[renamed]!.value }
+  }
+
+  it.each([['the oldest', 0], ['another than the oldest', 7]])('renaming %s ends none of them and keeps the provider it had', async (_name, renamed) => {
+    const { all, browser, old } = await sessionsOf(`bound-${renamed}`, renamed)
+    const landed = await browser.navigate(`${b.url}/two/`, { login: `bound-${renamed}` })
+    await landed.arrayBuffer()
+    expect(landed.status).toBe(200)
+    const cookie = browser.cookies.get('gw_session')!.value
+    expect(cookie).not.toBe(old)
+    expect([await sessionStatus(b, cookie, '/two/x'), await sessionStatus(b, cookie, '/app/x')]).toEqual([200, 200])
+    // MAX_SESSIONS before, MAX_SESSIONS after (one renamed): every other one still answers.
+    const others = all.filter((value) => value !== old)
+    expect(await Promise.all(others.map(async (value) => await sessionStatus(b, value, '/app/x')))).toEqual(others.map(() => 200))
+  })
 })
