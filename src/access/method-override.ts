@@ -60,7 +60,19 @@ export function isOverrideField (name: string): boolean {
   let folded = name.split('\0', 1)[0]!.replace(/^ +/, '')
   const bracket = folded.indexOf('[')
   if (bracket !== -1) folded = folded.slice(0, bracket)
-  return folded.replace(/[. ]/g, '_') === FIELD || rackKey(name) === FIELD
+  return folded.replace(/[. ]/g, '_') === FIELD || rackKey(name) === FIELD || qsKey(name) === FIELD
+}
+
+/**
+ * The key qs (Express's `urlencoded({ extended: true })`, body-parser 1's default) stores a field
+ * under when its name starts with a bracket: the first `[...]` segment's content, whatever follows
+ * (`[_method]x` and `[_method][]` are `_method` there, a string or a list whose first value
+ * method-override takes).
+ */
+function qsKey (name: string): string | undefined {
+  if (name[0] !== '[') return undefined
+  const close = name.indexOf(']')
+  return close === -1 ? undefined : name.slice(1, close)
 }
 
 /**
@@ -186,12 +198,31 @@ function overrideAt (headers: string, at: number): { found: boolean, next: numbe
     const value = headers.slice(index, end)
     return { found: isOverrideField(formDecode(value.slice(value.lastIndexOf("'") + 1))), next: end }
   }
+  // Rack unescapes a quoted name's quoted-pairs (`"\\_method"` is `_method` to it): read so too.
+  if (headers[index] === '"' && quotedIsOverride(headers, index + 1)) return { found: true, next: at }
   if (headers[index] === '"' || headers[index] === '\'') index = skipBlank(headers, index + 1)
   // Rack 2.2 drops a name's leading brackets (rackKey).
   while (headers[index] === '[' || headers[index] === ']') index++
   const word = headers.slice(index, index + FIELD.length)
   const after = headers[index + FIELD.length]
   return { found: word.replace(/[. ]/g, '_') === FIELD && (after === undefined || NAME_END.has(after)), next: at }
+}
+
+/**
+ * Whether the quoted string from `at` (just after its `"`), its quoted-pairs unescaped as Rack
+ * does (`\\x` is `x`), names `_method`: read to its closing quote, its line's end or
+ * {@link EXTENDED_MAX} characters on.
+ */
+function quotedIsOverride (headers: string, at: number): boolean {
+  const limit = Math.min(headers.length, at + EXTENDED_MAX)
+  let name = ''
+  for (let index = at; index < limit; index++) {
+    const char = headers[index]!
+    if (char === '"' || char === '\r' || char === '\n') break
+    if (char === '\\' && index + 1 < limit) name += headers[++index]
+    else name += char
+  }
+  return isOverrideField(name)
 }
 
 /** Whether the Content-ID value from `at` (white space skipped, to its line's end) is `_method`, with or without `<>`. */
@@ -240,6 +271,23 @@ function namesOverride (headers: string): boolean {
 }
 
 /**
+ * The value of a multipart part (its bytes after the boundary) if its header block names it
+ * `_method`, read both where PHP ends the block, at the first empty line (`\n\n`, or `\n\r\n`:
+ * in `\r\n\r\n`, and alone), and where Rack does, at the first `\r\n\r\n` only (a bare `\n\n`
+ * before it is inside Rack's block). At most two values; each reading is one pass.
+ */
+function partValues (part: Buffer): string[] {
+  const lf = part.indexOf('\n\n')
+  const crlf = part.indexOf('\n\r\n')
+  const php = lf !== -1 && (crlf === -1 || lf < crlf) ? { end: lf, skip: 2 } : { end: crlf, skip: 3 }
+  const at = part.indexOf('\r\n\r\n')
+  // In `\r\n\r\n`, PHP's empty line is its `\n\r\n`, a byte on: the same block and value as Rack's.
+  const readings = at === -1 || at + 1 === php.end ? [php] : [php, { end: at, skip: 4 }]
+  return readings.filter(({ end }) => end !== -1 && namesOverride(part.subarray(0, end).toString('latin1')))
+    .map(({ end, skip }) => part.subarray(end + skip).toString('utf8').replace(/\r?\n$/, ''))
+}
+
+/**
  * The values of `_method` parts of a multipart body, with the one boundary every parser reads (a
  * Content-Type they read differently is refused: multipart-boundary.ts). Every `--boundary` starts a
  * part wherever it stands (more parts than a strict parser finds only means more is judged); a part's
@@ -257,13 +305,7 @@ function multipartValues (body: Buffer, contentType: string): Array<string | und
     const start = at + delimiter.length
     const next = body.indexOf(delimiter, start)
     const part = body.subarray(start, next === -1 ? body.length : next)
-    // The first empty line: `\n\n`, or `\n\r\n` (in `\r\n\r\n`, and alone, which PHP reads as one too).
-    const lf = part.indexOf('\n\n')
-    const crlf = part.indexOf('\n\r\n')
-    const end = lf !== -1 && (crlf === -1 || lf < crlf) ? lf : crlf
-    if (end !== -1 && namesOverride(part.subarray(0, end).toString('latin1'))) {
-      values.push(part.subarray(end + (end === lf ? 2 : 3)).toString('utf8').replace(/\r?\n$/, ''))
-    }
+    values.push(...partValues(part))
     at = next
   }
   return values
