@@ -138,7 +138,7 @@ it.beforeAll(async ({ startStack }) => {
     })
   })
   // Express with the extended (qs) urlencoded parser and method-override's documented body getter
-  // (method-override index.js: `method = Array.isArray(val) ? val[0] : val`, upper-cased when supported).
+  // (the method-override package: `method = Array.isArray(val) ? val[0] : val`, upper-cased when supported).
   const methods = ['get', 'head', 'post', 'put', 'delete', 'options', 'patch']
   const ex = express()
   ex.use(express.urlencoded({ extended: true }))
