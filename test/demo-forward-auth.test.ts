@@ -7,7 +7,7 @@ import { readdir } from 'node:fs/promises'
 import { createServer, type AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import type { Browser } from 'playwright-core'
-import { beforeAll, describe, expect, it } from 'vitest'
+import { beforeAll, describe, expect, it, onTestFailed } from 'vitest'
 import type { FrontKind } from '../demo/front-proxy.js'
 import { sharedChromium, signInAt } from './helpers/chromium.js'
 import { startDemo } from './helpers/demo.js'
@@ -23,10 +23,13 @@ beforeAll(async () => {
 describe.each(KINDS)('npm run demo -- --forward-auth %s', (kind) => {
   it('signs a person in at the app\'s own address and passes who they are, not the gateway\'s cookies', async () => {
     const demo = await startDemo(['--forward-auth', kind])
+    // Should a step hang, the failure names it (each waits less than the test's 30 s) and shows what the demo printed.
+    onTestFailed(() => { console.error(`the demo printed:\n${demo.output()}`) })
     try {
       expect(demo.url).toMatch(/^http:\/\/localhost:\d+\/$/)
       expect(demo.output()).toContain(`docs/forward-auth/${kind === 'nginx' ? 'nginx.conf' : 'Caddyfile'}, its addresses changed`)
       const context = await browser.newContext()
+      context.setDefaultTimeout(10_000)
       const page = await context.newPage()
       await signInAt(page, demo.url, 'alice')
       await page.waitForSelector('h1:has-text("Hello, Alice")')
