@@ -19,24 +19,17 @@
 //    `utf-*` charset): `application/json; charset=utf-7` with `{"+AF8-method":"DELETE"}` is
 //    `{"_method":"DELETE"}`; with charset=utf-16le the gateway's JSON.parse fails and reads nothing.
 //    With method-override's documented body getter.
-import { createServer, type IncomingMessage, type Server } from 'node:http'
-import { connect } from 'node:net'
-import express from 'express'
+import { createServer, type Server } from 'node:http'
 import fc from 'fast-check'
 import { afterAll, describe, expect } from 'vitest'
 import { bodyOverrides } from '../../src/access/method-override.js'
 import { sessionCookie, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
+import { bodyOf, differentials, expressApp as startExpress, type OverrideCase } from '../helpers/override-apps.js'
 import { test as it } from '../helpers/stack.js'
 
 type Framework = 'rack' | 'php' | 'express'
 const acted: Record<Framework, string[]> = { rack: [], php: [], express: [] }
-
-async function bodyOf (request: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const chunk of request) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks)
-}
 
 // ---- Rack 2.2 (Rack::MethodOverride: req.POST['_method'], POST only) ----
 const RACK_METHODS = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'PATCH', 'LINK', 'UNLINK']
@@ -155,22 +148,7 @@ it.beforeAll(async ({ startStack }) => {
       response.end('{}')
     })
   })
-  // Express 5 with its own body parsers (body-parser 2.4) and method-override's documented body getter.
-  const methods = ['get', 'head', 'post', 'put', 'delete', 'options', 'patch']
-  const ex = express()
-  ex.use(express.urlencoded({ extended: false }))
-  ex.use(express.json())
-  ex.use((request, _response, next) => {
-    const body = request.body as Record<string, unknown> | undefined
-    if (body !== undefined && typeof body === 'object' && '_method' in body) {
-      const value = Array.isArray(body._method) ? body._method[0] : body._method
-      if (typeof value === 'string' && methods.includes(value.toLowerCase())) request.method = value.toUpperCase()
-    }
-    next()
-  })
-  ex.use((request, response) => { acted.express.push(request.method); response.json({}) })
-  ex.use((_error: unknown, request: express.Request, response: express.Response, _next: express.NextFunction) => { acted.express.push(`error:${request.method}`); response.status(400).end() })
-  expressApp = createServer(ex)
+  expressApp = startExpress(false, acted.express)
   const [rack, php, exp] = await Promise.all([listen(rackApp), listen(phpApp), listen(expressApp)])
   direct.rack = Number(new URL(rack).port)
   direct.php = Number(new URL(php).port)
@@ -193,32 +171,10 @@ afterAll(async () => {
   for (const server of [rackApp, phpApp, expressApp]) if (server) await close(server)
 })
 
-/** A raw request: `head` lines, then `body`; the status code. */
-async function raw (to: number, head: string[], body: Buffer): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const socket = connect(to, '127.0.0.1', () => {
-      socket.write([...head, 'Host: gateway', 'Accept: application/json', `Content-Length: ${body.length}`, 'Connection: close', '', ''].join('\r\n'))
-      socket.write(body)
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-  })
-}
-
-interface Case { framework: Framework, target: string, headers: string[], body: Buffer }
+type Case = OverrideCase<Framework>
 
 /** The application acts as DELETE when sent the request itself; through the gateway it is refused and never acts as DELETE. */
-async function differential ({ framework, target, headers, body }: Case): Promise<{ direct: string | undefined, status: number, acted: string[] }> {
-  let before = acted[framework].length
-  await raw(direct[framework], [`POST ${target} HTTP/1.1`, ...headers], body)
-  const directly = acted[framework][before]
-  before = acted[framework].length
-  const status = await raw(port, [`POST ${target} HTTP/1.1`, ...headers], body)
-  return { direct: directly, status, acted: acted[framework].slice(before) }
-}
+const differential = differentials(acted, direct, () => port)
 
 const FORM = 'Content-Type: application/x-www-form-urlencoded'
 const multipart = (name: string) => Buffer.from(`--b\r\nContent-Disposition: form-data; name="${name}"\r\n\r\nDELETE\r\n--b--\r\n`)

@@ -19,22 +19,15 @@
 //    (`Content-Disposition:[^:]*;\s*name=`) reads across it, Rack 3.x's MULTIPART_CONTENT_ID
 //    (`^Content-ID:` per line) finds a Content-ID after it. The gateway ends a part's headers at
 //    the first `\n\n` (method-override.ts multipartValues); it now reads the block both ways (partValues).
-import { createServer, type IncomingMessage, type Server } from 'node:http'
-import { connect } from 'node:net'
-import express from 'express'
+import { createServer, type Server } from 'node:http'
 import { afterAll, describe, expect } from 'vitest'
 import { sessionCookie, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
+import { bodyOf, differentials, expressApp as startExpress, type OverrideCase } from '../helpers/override-apps.js'
 import { test as it } from '../helpers/stack.js'
 
 type Framework = 'rack22' | 'rack3' | 'express'
 const acted: Record<Framework, string[]> = { rack22: [], rack3: [], express: [] }
-
-async function bodyOf (request: IncomingMessage): Promise<Buffer> {
-  const chunks: Buffer[] = []
-  for await (const chunk of request) chunks.push(chunk as Buffer)
-  return Buffer.concat(chunks)
-}
 
 const RACK_METHODS = ['GET', 'HEAD', 'PUT', 'POST', 'DELETE', 'OPTIONS', 'PATCH', 'LINK', 'UNLINK']
 
@@ -137,22 +130,8 @@ it.beforeAll(async ({ startStack }) => {
       response.end('{}')
     })
   })
-  // Express with the extended (qs) urlencoded parser and method-override's documented body getter
-  // (the method-override package: `method = Array.isArray(val) ? val[0] : val`, upper-cased when supported).
-  const methods = ['get', 'head', 'post', 'put', 'delete', 'options', 'patch']
-  const ex = express()
-  ex.use(express.urlencoded({ extended: true }))
-  ex.use((request, _response, next) => {
-    const body = request.body as Record<string, unknown> | undefined
-    if (body !== undefined && typeof body === 'object' && '_method' in body) {
-      const value = Array.isArray(body._method) ? body._method[0] : body._method
-      if (typeof value === 'string' && methods.includes(value.toLowerCase())) request.method = value.toUpperCase()
-    }
-    next()
-  })
-  ex.use((request, response) => { acted.express.push(request.method); response.json({}) })
-  ex.use((_error: unknown, request: express.Request, response: express.Response, _next: express.NextFunction) => { acted.express.push(`error:${request.method}`); response.status(400).end() })
-  expressApp = createServer(ex)
+  // Express with the extended (qs) urlencoded parser (test/helpers/override-apps.ts).
+  expressApp = startExpress(true, acted.express)
   const [r22, r3, exp] = await Promise.all([listen(rack22App), listen(rack3App), listen(expressApp)])
   direct.rack22 = Number(new URL(r22).port)
   direct.rack3 = Number(new URL(r3).port)
@@ -174,31 +153,10 @@ afterAll(async () => {
   for (const server of [rack22App, rack3App, expressApp]) if (server) await close(server)
 })
 
-/** A raw request: `head` lines, then `body`; the status code. */
-async function raw (to: number, head: string[], body: Buffer): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const socket = connect(to, '127.0.0.1', () => {
-      socket.write([...head, 'Host: gateway', 'Accept: application/json', `Content-Length: ${body.length}`, 'Connection: close', '', ''].join('\r\n'))
-      socket.write(body)
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-  })
-}
+type Case = OverrideCase<Framework>
 
-interface Case { framework: Framework, target: string, headers: string[], body: Buffer }
-
-async function differential ({ framework, target, headers, body }: Case): Promise<{ direct: string | undefined, status: number, acted: string[] }> {
-  let before = acted[framework].length
-  await raw(direct[framework], [`POST ${target} HTTP/1.1`, ...headers], body)
-  const directly = acted[framework][before]
-  before = acted[framework].length
-  const status = await raw(port, [`POST ${target} HTTP/1.1`, ...headers], body)
-  return { direct: directly, status, acted: acted[framework].slice(before) }
-}
+/** The application acts as DELETE when sent the request itself; through the gateway it is refused and never acts as DELETE. */
+const differential = differentials(acted, direct, () => port)
 
 const FORM = 'Content-Type: application/x-www-form-urlencoded'
 const MULTIPART = 'Content-Type: multipart/form-data; boundary=b'
