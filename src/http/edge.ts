@@ -1,8 +1,9 @@
 // The edge: every request (and every upgrade request) is made canonical before Fastify routes it,
 // through Fastify's `rewriteUrl`, so routing, the access decision and the proxy all read one string
 // (see src/config/canonical.ts). A target that cannot be made canonical, or a request with more
-// than one Host header or with a transfer coding besides chunked, is routed nowhere and answered 400 `invalid_request` by the first onRequest
-// hook; a target longer than 8 KiB is answered 414 `uri_too_long` the same way, before anything reads it.
+// than one Host header or a transfer coding besides chunked, is routed nowhere and answered 400
+// `invalid_request` by the first onRequest hook; a target longer than 8 KiB is answered 414
+// `uri_too_long` the same way, before anything reads it.
 // Everything here is a scan of the client's bytes, never a regular expression: the edge's cost
 // is linear in what the client sends.
 import type { FastifyInstance, RawRequestDefaultExpression } from 'fastify'

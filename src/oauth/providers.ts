@@ -98,6 +98,11 @@ export class Providers {
     return Object.hasOwn(this.configs, name) && !this.configs[name]!.tokenOnly
   }
 
+  /** The token endpoint timeout of provider `name` as configured (no discovery); undefined for a name not configured. */
+  timeoutOf (name: string): number | undefined {
+    return Object.hasOwn(this.configs, name) ? this.configs[name]!.timeoutMs : undefined
+  }
+
   /** Resolves every provider in the background, retrying with backoff, and logs what still fails. */
   warmUp (attempts = 4): void {
     for (const name of Object.keys(this.configs)) this.warmUpOne(name, attempts).catch(() => {})

@@ -65,7 +65,10 @@ export class TokenRefresher {
     const held: LockHandle[] = []
     try {
       for (const [name, token] of Object.entries(session.record.tokens)) {
-        if (name !== except && token?.refresh_token !== undefined) held.push(await this.waitForLock(session.id, name))
+        // Read from the config, not discovery: a provider whose discovery fails must not stop a
+        // sign-in at another. One no longer configured is refreshed nowhere.
+        const timeoutMs = this.providers.timeoutOf(name)
+        if (name !== except && token?.refresh_token !== undefined && timeoutMs !== undefined) held.push(await this.waitForLock(session.id, name, timeoutMs))
       }
       return await fn()
     } finally {
@@ -73,8 +76,8 @@ export class TokenRefresher {
     }
   }
 
-  private async waitForLock (sessionId: string, name: string): Promise<LockHandle> {
-    const holdMs = (await this.providers.get(name)).timeoutMs + 5000
+  private async waitForLock (sessionId: string, name: string, timeoutMs: number): Promise<LockHandle> {
+    const holdMs = timeoutMs + 5000
     const deadline = this.clock.now() + holdMs
     for (;;) {
       const held = await this.store.acquire(storeKeys.refreshLock(sessionId, name), holdMs)
