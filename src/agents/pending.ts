@@ -2,10 +2,12 @@
 // (at most `state.ttl`), and only then made a session: a sign-in nobody allows leaves nothing
 // lasting (no session, no entry in the person's list that could push older sessions out of it).
 // The browser that signed in holds a random token sealed to the authorization's id; the store holds
-// the sign-in sealed to that token, under a keyed hash of it.
+// the sign-in sealed to that token, under a keyed hash of it. That key is listed for back-channel
+// logout as a session id is (store.ts isPendingSignInKey): a logout of the provider session while the consent
+// page is open deletes the kept sign-in, and the Allow that follows finds nothing to make a session of.
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { SignIn } from '../session/record.js'
-import type { KeyValue } from '../store/store.js'
+import { storeKeys, type KeyValue } from '../store/store.js'
 
 const PURPOSE = 'agents-pending'
 
@@ -20,15 +22,16 @@ export class PendingSignIns {
   constructor (private readonly store: KeyValue, private readonly sealer: Sealer, private readonly ttlMs: number) {}
 
   private key (token: string): string {
-    return `agents:pending:${this.sealer.idFor(PURPOSE, token)}`
+    return storeKeys.pendingSignIn(this.sealer.idFor(PURPOSE, token))
   }
 
-  /** Keeps the sign-in for authorization `uid`; returns the value of the browser's cookie for it. */
-  async keep (uid: string, provider: string, signIn: SignIn): Promise<string> {
+  /** Keeps the sign-in for authorization `uid`: the value of the browser's cookie for it, and its store key. */
+  async keep (uid: string, provider: string, signIn: SignIn): Promise<{ cookie: string, key: string }> {
     const token = randomToken()
     const pending: PendingSignIn = { uid, provider, signIn }
-    await this.store.set(this.key(token), this.sealer.seal(PURPOSE, token, JSON.stringify(pending)), this.ttlMs)
-    return this.sealer.seal(PURPOSE, uid, token)
+    const key = this.key(token)
+    await this.store.set(key, this.sealer.seal(PURPOSE, token, JSON.stringify(pending)), this.ttlMs)
+    return { cookie: this.sealer.seal(PURPOSE, uid, token), key }
   }
 
   /** The sign-in the browser's cookie names for authorization `uid`, or undefined (none, another one's, expired, used). */

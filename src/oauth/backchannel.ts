@@ -9,7 +9,7 @@ import type { Logger } from '../ops/logger.js'
 import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
 import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
-import { storeKeys, type SessionStore } from '../store/store.js'
+import { isPendingSignInKey, storeKeys, type SessionStore } from '../store/store.js'
 import type { ResolvedProvider } from './providers.js'
 import type { SessionIndex } from './session-index.js'
 
@@ -122,7 +122,9 @@ export class BackchannelLogout {
     try {
       ids = await this.index.take(provider.name, claim, value)
       for (const id of ids) {
-        await this.sessions.endById(id)
+        // A kept sign-in that waits for the person's consent to an agent (agents/pending.ts) goes with its provider session.
+        if (isPendingSignInKey(id)) await this.store.delete(id)
+        else await this.sessions.endById(id)
         ended++
       }
     } catch (error) {

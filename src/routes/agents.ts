@@ -131,7 +131,11 @@ export class Agents implements AgentSignIns {
    * the consent page for it.
    */
   async signedIn (_request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void> {
-    const cookie = await this.pendings.keep(uid, provider, signIn)
+    const { cookie, key } = await this.pendings.keep(uid, provider, signIn)
+    // Listed as a session would be: a back-channel logout of this provider session before the
+    // person allows deletes it (found by an outside tester: the Allow made a session of it).
+    const claims = withSignIn(emptyRecord(this.deps.clock.now()), provider, signIn).providerSessions?.[provider]
+    if (claims !== undefined) await this.deps.sessionIndex.add(provider, claims, key)
     reply.setCookie(this.pendingCookie, cookie, { ...this.pendingCookieOptions, maxAge: Math.ceil(this.deps.config.state.ttlMs / 1000) })
   }
 
@@ -299,7 +303,7 @@ export class Agents implements AgentSignIns {
       const sent = typeof request.body?.csrf === 'string' ? request.body.csrf : ''
       if (!sameText(sent, this.csrf(pending.uid, request))) throw new GatewayError('forbidden', 'This consent page has expired or was not this gateway\'s: start the authorization again from the agent.')
       const signIn = await this.pendings.take(pending.uid, request.cookies[this.pendingCookie])
-      if (signIn === undefined) throw new GatewayError('forbidden', 'This consent page has expired or was answered already: start the authorization again from the agent.')
+      if (signIn === undefined) throw new GatewayError('forbidden', 'This consent page has expired, was answered already, or its sign-in was ended at the provider: start the authorization again from the agent.')
       const identity = this.admitted(pending, signIn, request.ip)
       // Set on the raw reply: oidc-provider answers from here on, and Fastify's cookie hook does not run.
       reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.pendingCookieOptions, maxAge: 0 }))

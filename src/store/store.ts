@@ -204,4 +204,11 @@ export const storeKeys = {
   refreshLock: (sessionId: string, provider: string) => `refresh:${sessionId}:${provider}`,
   /** A person's sessions (src/session/person-index.ts): `hash` is a keyed hash of (provider, sub). */
   person: (hash: string) => `person:${hash}`,
+  /** A sign-in kept for an agent's authorization until the person allows it (src/agents/pending.ts), listed for back-channel logout as a session id is. */
+  pendingSignIn: (hash: string) => `agents:pending:${hash}`,
 } as const
+
+/** Whether an id the back-channel index lists is a kept sign-in's key (storeKeys.pendingSignIn), not a session's id, which has no `:`. */
+export function isPendingSignInKey (id: string): boolean {
+  return id.startsWith('agents:pending:')
+}

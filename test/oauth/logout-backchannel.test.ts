@@ -2,6 +2,7 @@
 // the provider ends its session, posts a logout token to one instance, and the next request
 // through either instance is no longer signed in. A logout token is verified in full: a table of
 // forged and malformed ones each gets 400 invalid_request naming what is wrong.
+import { createHash, randomBytes } from 'node:crypto'
 import { createLocalJWKSet, exportJWK, generateKeyPair, SignJWT, type JWTPayload } from 'jose'
 import pino from 'pino'
 import { Redis } from 'ioredis'
@@ -39,7 +40,7 @@ beforeAll(async () => {
     session: { cacheTtl: '10s' },
     store: { type: 'redis', url: redis.url },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
-    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/agent/', upstream: upstream.url, provider: 'demo', agents: true }],
   }
   first = await startGateway({ ...raw, server: { port, baseUrl } })
   second = await startGateway(raw)
@@ -236,5 +237,37 @@ describe('a back-channel logout the store fails half-way through', () => {
     } finally {
       await store.close()
     }
+  })
+})
+
+describe('an agent\'s authorization whose sign-in waits for the person\'s consent', () => {
+  it('a back-channel logout of that provider session while the consent page is open deletes the kept sign-in: Allow answers 403 and makes no session', async () => {
+    // Found by an outside tester: the kept sign-in was listed nowhere, so the logout (acknowledged
+    // 200) ended nothing, and the Allow that followed made the agent a session of it.
+    const redirect = 'http://127.0.0.1:8976/callback'
+    const registered = await fetch(`${first.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: 'pending', redirect_uris: [redirect], token_endpoint_auth_method: 'none' }) })
+    expect(registered.status).toBe(201)
+    const clientId = (await registered.json() as { client_id: string }).client_id
+    const query = new URLSearchParams({
+      response_type: 'code',
+      client_id: clientId,
+      redirect_uri: redirect,
+      code_challenge_method: 'S256',
+      code_challenge: createHash('sha256').update(randomBytes(32).toString('base64url')).digest('base64url'),
+      resource: `${first.url}/agent`,
+    })
+    const browser = new Browser()
+    const page = await browser.navigate(`${first.url}/oauth/agents/authorize?${query.toString()}`, { login: 'kim' })
+    const body = await page.text()
+    expect(page.status, body).toBe(200)
+    const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
+    const action = new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, first.url).href
+
+    const logout = await fetch(`${first.url}/oauth/backchannel-logout/demo/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ logout_token: await logoutToken({ sub: 'kim', sid: undefined }) }) })
+    await logout.arrayBuffer()
+    expect(logout.status).toBe(200)
+
+    const allowed = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json', origin: first.url }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
+    expect([allowed.status, (await allowed.json() as { error: string }).error]).toEqual([403, 'forbidden'])
   })
 })
