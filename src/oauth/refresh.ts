@@ -13,7 +13,7 @@ import type { Metrics } from '../ops/metrics.js'
 import { withTokens, type Session, type TokenSet } from '../session/record.js'
 import type { Sessions, StoredRecord } from '../session/session.js'
 import { systemClock, type Clock } from '../ops/clock.js'
-import { refusedByStore, storeKeys, type Lock, type LockHandle } from '../store/store.js'
+import { refusedByStore, storeKeys, type KeyValue, type Lock, type LockHandle } from '../store/store.js'
 import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
@@ -40,11 +40,14 @@ type Current = { token: undefined } | { token: TokenSet, read: StoredRecord }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
+/** Marks a refresh that failed, for the requests that waited on its lock (they then do not ask again). */
+const failureKey = (sessionId: string, provider: string) => `${storeKeys.refreshLock(sessionId, provider)}:failed`
+
 export class TokenRefresher {
   private readonly inFlight = new Map<string, Promise<TokenSet | undefined>>()
 
   constructor (
-    private readonly store: Lock,
+    private readonly store: Lock & Pick<KeyValue, 'get' | 'set'>,
     private readonly sessions: Sessions,
     private readonly providers: Providers,
     private readonly metrics: Metrics,
@@ -59,32 +62,46 @@ export class TokenRefresher {
    * again, and none begins until `fn` is done. A sign-in that renames the session (a new id, the
    * old one ended) would otherwise build on the record read before such a refresh landed, and the
    * session would send the refresh token the provider had already redeemed (found by an outside
-   * tester). A lock is waited for at most as long as a refresh may hold it.
+   * tester). The locks are taken all at once or none (acquireAll), so none runs out while another
+   * is waited for. A provider's timeout is read from the config, not discovery: a provider whose
+   * discovery fails must not stop a sign-in at another; one no longer configured is refreshed nowhere.
    */
   async holdingRefreshes<T> (session: Session, except: string, fn: () => Promise<T>): Promise<T> {
-    const held: LockHandle[] = []
+    const wanted = Object.entries(session.record.tokens).flatMap(([name, token]) => {
+      const timeoutMs = this.providers.timeoutOf(name)
+      return name !== except && token?.refresh_token !== undefined && timeoutMs !== undefined ? [{ key: storeKeys.refreshLock(session.id, name), holdMs: timeoutMs + 5000 }] : []
+    })
+    const held = await this.acquireAll(wanted)
     try {
-      for (const [name, token] of Object.entries(session.record.tokens)) {
-        // Read from the config, not discovery: a provider whose discovery fails must not stop a
-        // sign-in at another. One no longer configured is refreshed nowhere.
-        const timeoutMs = this.providers.timeoutOf(name)
-        if (name !== except && token?.refresh_token !== undefined && timeoutMs !== undefined) held.push(await this.waitForLock(session.id, name, timeoutMs))
-      }
       return await fn()
     } finally {
-      await Promise.all(held.map(async (lock) => await this.store.release(lock).catch(() => false)))
+      await this.releaseAll(held)
     }
   }
 
-  private async waitForLock (sessionId: string, name: string, timeoutMs: number): Promise<LockHandle> {
-    const holdMs = timeoutMs + 5000
-    const deadline = this.clock.now() + holdMs
+  /**
+   * Every lock of `wanted`, or, while one is another's (a refresh under way), none: those taken are
+   * let go and all are tried again, at most as long as the longest may be held.
+   */
+  private async acquireAll (wanted: ReadonlyArray<{ key: string, holdMs: number }>): Promise<LockHandle[]> {
+    if (wanted.length === 0) return []
+    const deadline = this.clock.now() + Math.max(...wanted.map(({ holdMs }) => holdMs))
     for (;;) {
-      const held = await this.store.acquire(storeKeys.refreshLock(sessionId, name), holdMs)
-      if (held) return held
+      const held: LockHandle[] = []
+      for (const { key, holdMs } of wanted) {
+        const lock = await this.store.acquire(key, holdMs)
+        if (lock === null) break
+        held.push(lock)
+      }
+      if (held.length === wanted.length) return held
+      await this.releaseAll(held)
       if (this.clock.now() > deadline) throw new GatewayError('token_exchange_failed', 'A token refresh of this session did not finish in time.')
       await sleep(POLL_MS)
     }
+  }
+
+  private async releaseAll (held: readonly LockHandle[]): Promise<void> {
+    await Promise.all(held.map(async (lock) => await this.store.release(lock).catch(() => false)))
   }
 
   /** The token of `provider` in `session` if it is usable as it is (no refresh needed). */
@@ -164,11 +181,15 @@ export class TokenRefresher {
     // The session may have changed between our read and the lock: signed out, or refreshed already.
     const current = await this.current(session, provider, stale)
     if (current.token !== stale) return current.token && isFresh(current.token, this.clock.now()) ? current.token : undefined
-    // ...and if it has not, the other instance's refresh failed just now. Asking again would make
-    // these requests wait a second timeout and double the load on a provider that is struggling.
-    if (waited) throw new GatewayError('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
-    const result = await refreshTokens(provider, stale.refresh_token!, this.clock).catch((error: unknown) => {
+    // ...and if it has not, the other instance's refresh failed just now (it says so: the holder
+    // may also have been a sign-in, holdingRefreshes, that ended without renaming the session).
+    // Asking again would make these requests wait a second timeout and double the load on a
+    // provider that is struggling.
+    const failed = failureKey(session.id, provider.name)
+    if (waited && await this.store.get(failed) !== null) throw new GatewayError('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
+    const result = await refreshTokens(provider, stale.refresh_token!, this.clock).catch(async (error: unknown) => {
       this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
+      await this.store.set(failed, '1', provider.timeoutMs + 5000).catch(() => {})
       throw error
     })
     if (result === 'refused') {

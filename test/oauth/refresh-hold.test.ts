@@ -1,9 +1,23 @@
 // TokenRefresher.holdingRefreshes, what a sign-in that renames a session holds while it builds the
 // new one (sign-in-endpoints.ts): the refresh lock of each provider of the session that has a
 // refresh token and is configured, read from the config alone (a provider whose discovery fails, or
-// one no longer configured, must not stop a sign-in at another). No server.
+// one no longer configured, must not stop a sign-in at another); all at once or none, so that no
+// lock runs out while another is waited for, and a refresh of one provider goes on while the
+// sign-in waits for another's; and a refresh that waited on a sign-in's hold refreshes itself,
+// where one that waited on a failed refresh shares its failure. Found by outside testers
+// re-reading the hold. The first test has no server; the others run two gateways on real Redis
+// (A through a proxy that can hold its commands), two token stubs and an OIDC provider.
+import { Redis } from 'ioredis'
 import pino from 'pino'
-import { describe, expect, it } from 'vitest'
+import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { oidcClient, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { freePort, waitFor } from '../helpers/net.js'
+import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
+import { startUpstream, type Upstream } from '../helpers/upstream.js'
 import type { ProviderConfig } from '../../src/config/types.js'
 import type { Metrics } from '../../src/ops/metrics.js'
 import { Providers } from '../../src/oauth/providers.js'
@@ -45,4 +59,150 @@ describe('holdingRefreshes', () => {
     expect(await store.acquire(storeKeys.refreshLock(session.id, 'corp'), 1000)).not.toBeNull()
     await store.close()
   })
+})
+
+const json = { accept: 'application/json' }
+/** Tokens from a stub sign-in: usable for 3 s of the gateways' clock (30 s skew). */
+const SHORT_S = 33
+const clock = { offset: 0, now: () => Date.now() + clock.offset }
+
+let redis: TestRedis
+let monitorClient: Redis
+let proxy: HoldProxy
+let op: TestProvider
+let stubA: TokenStub
+let stubB: TokenStub
+let upstream: Upstream
+let a: TestGateway
+let b: TestGateway
+/** Every SET of a refresh lock Redis saw (MONITOR): who tried which lock. */
+const lockSets: string[][] = []
+
+beforeAll(async () => {
+  redis = await startRedis()
+  monitorClient = new Redis(redis.url)
+  const monitor = await monitorClient.monitor()
+  monitor.on('monitor', (_time: string, args: unknown[]) => { if (String(args[0]).toLowerCase() === 'set' && String(args[1]).includes('refresh:')) lockSets.push(args.map(String)) })
+  upstream = await startUpstream()
+  stubA = await startTokenStub()
+  stubB = await startTokenStub()
+  proxy = await startHoldProxy({ host: new URL(redis.url).hostname, port: Number(new URL(redis.url).port) })
+  const viaProxy = new URL(redis.url)
+  viaProxy.hostname = '127.0.0.1'
+  viaProxy.port = String(proxy.port)
+  const [portA, portB] = [await freePort(), await freePort()]
+  const urls = [`http://127.0.0.1:${portA}`, `http://127.0.0.1:${portB}`]
+  op = await startOidcProvider([{ client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: urls.map((url) => `${url}/oauth/authorized/demo/`) }])
+  const shared = (port: number, url: string, redisUrl: string) => ({
+    server: { port, baseUrl: url },
+    store: { type: 'redis', url: redisUrl },
+    providers: {
+      demo: oidcClient(op.issuer, 'demo-client', 'demo-secret', 'openid'),
+      sa: { clientId: 'sa-client', clientSecret: 'sa-secret', authorizeUrl: `${stubA.url}/authorize`, tokenUrl: `${stubA.url}/token`, scope: 'read' },
+      sb: { clientId: 'sb-client', clientSecret: 'sb-secret', authorizeUrl: `${stubB.url}/authorize`, tokenUrl: `${stubB.url}/token`, scope: 'read' },
+    },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/sa/', upstream: upstream.url, provider: 'sa' },
+      { path: '/sb/', upstream: upstream.url, provider: 'sb' },
+    ],
+  })
+  a = await startGateway(shared(portA, urls[0]!, viaProxy.href), { deps: { clock } })
+  b = await startGateway(shared(portB, urls[1]!, redis.url), { deps: { clock } })
+})
+
+afterAll(async () => {
+  proxy?.release()
+  for (const stub of [stubA, stubB]) if (stub) stub.hold = undefined
+  await Promise.all([a?.close(), b?.close()])
+  await Promise.all([op?.close(), stubA?.close(), stubB?.close(), upstream?.close(), proxy?.close()])
+  monitorClient?.disconnect()
+  await redis?.release()
+})
+
+/** Signs `browser` in at the stub provider `name` on B (its token response shaped by `extra`). */
+async function stubSignIn (browser: Browser, name: string, stub: TokenStub, extra: Record<string, unknown>): Promise<void> {
+  stub.mode = 'ok'
+  stub.extra = extra
+  const login = await browser.fetch(`${b.url}/oauth/login/${name}/?next=/${name}/`)
+  const state = new URL(login.headers.get('location')!).searchParams.get('state')!
+  expect((await browser.fetch(`${b.url}/oauth/authorized/${name}/?code=c&state=${encodeURIComponent(state)}`)).status).toBe(302)
+}
+
+/** Holds `stub`'s token answers until the returned function is called. */
+function hold (stub: TokenStub): () => void {
+  let answer!: () => void
+  stub.hold = new Promise((resolve) => { answer = resolve })
+  return () => {
+    stub.hold = undefined
+    answer()
+  }
+}
+
+async function status (gateway: TestGateway, path: string, cookie: string): Promise<{ status: number, body: string }> {
+  const response = await fetch(`${gateway.url}${path}`, { headers: { ...json, cookie } })
+  return { status: response.status, body: await response.text() }
+}
+
+const refreshTokensSent = (stub: TokenStub, from: number) => stub.requests.slice(from).map((request) => new URLSearchParams(request.body).get('refresh_token'))
+
+describe('a sign-in that renames a session with refresh tokens at two providers', () => {
+  it('holds no lock while it waits for one: a refresh of the other provider goes on meanwhile and is carried into the renamed session', async () => {
+    clock.offset = 0
+    const browser = new Browser()
+    await stubSignIn(browser, 'sa', stubA, { expires_in: SHORT_S, refresh_token: 'ra-1' })
+    await stubSignIn(browser, 'sb', stubB, { expires_in: SHORT_S, refresh_token: 'rb-1' })
+    const cookie = browser.cookieHeader(`${b.url}/sa/`)!
+    clock.offset += 4000 // both tokens expired
+    const [askedA, askedB] = [stubA.requests.length, stubB.requests.length]
+    // A refresh of sb on B waits on its provider: B holds sb's lock.
+    stubB.extra = { expires_in: 3600, refresh_token: 'rb-2' }
+    const answerB = hold(stubB)
+    const refreshingB = status(b, '/sb/x', cookie)
+    await waitFor(async () => stubB.requests.length > askedB, 5000, 'sb\'s refresh to reach its token endpoint')
+    // The browser signs in at demo on A, which waits for sb's lock.
+    const signingIn = browser.navigate(`${a.url}/oauth/login/demo/?next=/app/`)
+    const sets = lockSets.length
+    await waitFor(async () => lockSets.slice(sets).some((args) => args[1]!.endsWith(':sb')), 10_000, 'the sign-in to try sb\'s lock')
+    // Meanwhile a request of the session refreshes sa on B: sa's lock is free (the sign-in let go of it).
+    stubA.extra = { expires_in: 3600, refresh_token: 'ra-2' }
+    expect(await status(b, '/sa/x', cookie)).toEqual({ status: 200, body: expect.any(String) as string })
+    answerB()
+    expect((await refreshingB).status).toBe(200)
+    const signedIn = await signingIn
+    await signedIn.arrayBuffer()
+    expect(signedIn.status).toBe(200)
+    const renamed = browser.cookieHeader(`${a.url}/sa/`)!
+    expect(renamed).not.toBe(cookie)
+    // Both refreshes landed before the rename: the renamed session refreshes neither again.
+    expect((await status(a, '/sa/x', renamed)).status).toBe(200)
+    expect((await status(a, '/sb/x', renamed)).status).toBe(200)
+    expect([refreshTokensSent(stubA, askedA), refreshTokensSent(stubB, askedB)]).toEqual([['ra-1'], ['rb-1']])
+  })
+
+  it('a refresh that waited on a sign-in that then failed refreshes itself, instead of answering 502 "failed just now"', async () => {
+    clock.offset = 0
+    const browser = new Browser()
+    await stubSignIn(browser, 'sa', stubA, { expires_in: SHORT_S, refresh_token: 'ra-held' })
+    const cookie = browser.cookieHeader(`${b.url}/sa/`)!
+    clock.offset += 4000 // sa's token expired
+    stubA.extra = { expires_in: 3600, refresh_token: 'ra-after' }
+    // A's sign-in at demo takes sa's refresh lock; its next command (reading the record again) stalls.
+    const stalled = proxy.arm(['refresh:', ':sa', 'nx'], ['session:'])
+    const signingIn = browser.navigate(`${a.url}/oauth/login/demo/?next=/app/`)
+    await stalled
+    const sets = lockSets.length
+    // A request of the session on B needs sa refreshed: the lock is the sign-in's, so it waits.
+    const refreshing = status(b, '/sa/x', cookie)
+    await waitFor(async () => lockSets.length > sets, 5000, 'B to try sa\'s refresh lock')
+    // The stalled command outlasts store.timeout: the sign-in fails and lets go of the lock.
+    const signedIn = await signingIn
+    await signedIn.arrayBuffer()
+    expect(signedIn.status).toBeGreaterThanOrEqual(500)
+    const asked = stubA.requests.length
+    proxy.release()
+    const during = await refreshing
+    expect({ status: during.status, body: during.status === 200 ? '' : during.body }).toEqual({ status: 200, body: '' })
+    expect(refreshTokensSent(stubA, asked)).toEqual(['ra-held'])
+  }, 60_000)
 })
