@@ -40,14 +40,18 @@ type Current = { token: undefined } | { token: TokenSet, read: StoredRecord }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Marks a refresh that failed, for the requests that waited on its lock (they then do not ask again). */
-const failureKey = (sessionId: string, provider: string) => `${storeKeys.refreshLock(sessionId, provider)}:failed`
+/**
+ * Marks a refresh that failed, for the requests that waited on its lock (they then do not ask
+ * again); whoever next takes the lock without having waited deletes it: a failure before that is
+ * history. Its own key space: a provider's name cannot make it another's lock.
+ */
+const failureKey = (sessionId: string, provider: string) => `refresh-failed:${sessionId}:${provider}`
 
 export class TokenRefresher {
   private readonly inFlight = new Map<string, Promise<TokenSet | undefined>>()
 
   constructor (
-    private readonly store: Lock & Pick<KeyValue, 'get' | 'set'>,
+    private readonly store: Lock & Pick<KeyValue, 'get' | 'set' | 'delete'>,
     private readonly sessions: Sessions,
     private readonly providers: Providers,
     private readonly metrics: Metrics,
@@ -69,10 +73,12 @@ export class TokenRefresher {
   async holdingRefreshes<T> (session: Session, except: string, fn: () => Promise<T>): Promise<T> {
     const wanted = Object.entries(session.record.tokens).flatMap(([name, token]) => {
       const timeoutMs = this.providers.timeoutOf(name)
-      return name !== except && token?.refresh_token !== undefined && timeoutMs !== undefined ? [{ key: storeKeys.refreshLock(session.id, name), holdMs: timeoutMs + 5000 }] : []
+      return name !== except && token?.refresh_token !== undefined && timeoutMs !== undefined ? [{ key: storeKeys.refreshLock(session.id, name), failed: failureKey(session.id, name), holdMs: timeoutMs + 5000 }] : []
     })
     const held = await this.acquireAll(wanted)
     try {
+      // A failure before this hold is history: a request that waits on it refreshes itself.
+      await Promise.all(wanted.map(async ({ failed }) => { await this.store.delete(failed).catch(() => {}) }))
       return await fn()
     } finally {
       await this.releaseAll(held)
@@ -83,15 +89,21 @@ export class TokenRefresher {
    * Every lock of `wanted`, or, while one is another's (a refresh under way), none: those taken are
    * let go and all are tried again, at most as long as the longest may be held.
    */
-  private async acquireAll (wanted: ReadonlyArray<{ key: string, holdMs: number }>): Promise<LockHandle[]> {
+  private async acquireAll (wanted: ReadonlyArray<{ key: string, failed: string, holdMs: number }>): Promise<LockHandle[]> {
     if (wanted.length === 0) return []
     const deadline = this.clock.now() + Math.max(...wanted.map(({ holdMs }) => holdMs))
     for (;;) {
       const held: LockHandle[] = []
-      for (const { key, holdMs } of wanted) {
-        const lock = await this.store.acquire(key, holdMs)
-        if (lock === null) break
-        held.push(lock)
+      try {
+        for (const { key, holdMs } of wanted) {
+          const lock = await this.store.acquire(key, holdMs)
+          if (lock === null) break
+          held.push(lock)
+        }
+      } catch (error) {
+        // The store failed half-way: those taken are let go (found by an outside tester).
+        await this.releaseAll(held)
+        throw error
       }
       if (held.length === wanted.length) return held
       await this.releaseAll(held)
@@ -150,6 +162,8 @@ export class TokenRefresher {
       const held = await this.store.acquire(lock, holdMs)
       if (held) {
         try {
+          // Taken without waiting: an earlier failure is history (failureKey).
+          if (!waited) await this.store.delete(failureKey(session.id, name)).catch(() => {})
           return await this.refreshHoldingLock(session, provider, stale, waited)
         } finally {
           // Released only if still ours: had the refresh outlasted holdMs, the lock may be another's by now.

@@ -68,6 +68,8 @@ const clock = { offset: 0, now: () => Date.now() + clock.offset }
 
 let redis: TestRedis
 let monitorClient: Redis
+/** Reads keys (the monitoring client can do nothing else). */
+let reader: Redis
 let proxy: HoldProxy
 let op: TestProvider
 let stubA: TokenStub
@@ -81,6 +83,7 @@ const lockSets: string[][] = []
 beforeAll(async () => {
   redis = await startRedis()
   monitorClient = new Redis(redis.url)
+  reader = new Redis(redis.url)
   const monitor = await monitorClient.monitor()
   monitor.on('monitor', (_time: string, args: unknown[]) => { if (String(args[0]).toLowerCase() === 'set' && String(args[1]).includes('refresh:')) lockSets.push(args.map(String)) })
   upstream = await startUpstream()
@@ -117,6 +120,7 @@ afterAll(async () => {
   await Promise.all([a?.close(), b?.close()])
   await Promise.all([op?.close(), stubA?.close(), stubB?.close(), upstream?.close(), proxy?.close()])
   monitorClient?.disconnect()
+  reader?.disconnect()
   await redis?.release()
 })
 
@@ -204,5 +208,53 @@ describe('a sign-in that renames a session with refresh tokens at two providers'
     const during = await refreshing
     expect({ status: during.status, body: during.status === 200 ? '' : during.body }).toEqual({ status: 200, body: '' })
     expect(refreshTokensSent(stubA, asked)).toEqual(['ra-held'])
+  }, 60_000)
+  it('a sign-in whose second refresh lock cannot be taken (the store times out) lets go of the first one it took', async () => {
+    clock.offset = 0
+    const browser = new Browser()
+    await stubSignIn(browser, 'sa', stubA, { expires_in: SHORT_S, refresh_token: 'ra-leak' })
+    await stubSignIn(browser, 'sb', stubB, { expires_in: SHORT_S, refresh_token: 'rb-leak' })
+    // A's sign-in at demo takes sa's lock; its try of sb's lock stalls and outlasts store.timeout.
+    const stalled = proxy.arm(['refresh:', ':sa', 'nx'], ['refresh:', ':sb', 'nx'])
+    const sets = lockSets.length
+    const signingIn = browser.navigate(`${a.url}/oauth/login/demo/?next=/app/`)
+    await stalled
+    const signedIn = await signingIn
+    await signedIn.arrayBuffer()
+    expect(signedIn.status).toBeGreaterThanOrEqual(500)
+    const saKey = lockSets.slice(sets).map((args) => args[1]!).find((key) => key.endsWith(':sa'))!
+    proxy.release()
+    // What A sent after the stalled command reaches Redis: sa's lock is let go with it.
+    await waitFor(async () => lockSets.slice(sets).some((args) => args[1]!.endsWith(':sb')), 5000, 'the stalled SET to reach Redis')
+    await waitFor(async () => await reader.get(saKey) === null, 3000, 'sa\'s lock to be let go')
+  }, 60_000)
+
+  it('a refresh that waited on a sign-in refreshes itself even when another refresh of that provider failed seconds before', async () => {
+    clock.offset = 0
+    const browser = new Browser()
+    await stubSignIn(browser, 'sa', stubA, { expires_in: SHORT_S, refresh_token: 'ra-m1' })
+    const cookie = browser.cookieHeader(`${b.url}/sa/`)!
+    clock.offset += 4000 // sa's token expired
+    // A refresh on B fails (nobody waits on it): 502, and its failure is marked.
+    stubA.mode = 'error500'
+    expect((await status(b, '/sa/x', cookie)).status).toBe(502)
+    stubA.mode = 'ok'
+    stubA.extra = { expires_in: 3600, refresh_token: 'ra-m2' }
+    // A's sign-in at demo takes sa's refresh lock; its next command (reading the record again) stalls.
+    const stalled = proxy.arm(['refresh:', ':sa', 'nx'], ['session:'])
+    const signingIn = browser.navigate(`${a.url}/oauth/login/demo/?next=/app/`)
+    await stalled
+    const sets = lockSets.length
+    const refreshing = status(b, '/sa/x', cookie)
+    await waitFor(async () => lockSets.length > sets, 5000, 'B to try sa\'s refresh lock')
+    const signedIn = await signingIn
+    await signedIn.arrayBuffer()
+    expect(signedIn.status).toBeGreaterThanOrEqual(500)
+    const asked = stubA.requests.length
+    proxy.release()
+    const during = await refreshing
+    // B waited on the sign-in, not on the failed refresh: it asks the provider itself.
+    expect({ status: during.status, body: during.status === 200 ? '' : during.body }).toEqual({ status: 200, body: '' })
+    expect(refreshTokensSent(stubA, asked)).toEqual(['ra-m1'])
   }, 60_000)
 })
