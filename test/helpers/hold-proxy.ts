@@ -7,13 +7,17 @@ import type { AddressInfo } from 'node:net'
 
 export interface HoldProxy {
   port: number
+  /** The Redis URL it was started for, through the proxy. */
+  url: string
   /** Arms the hold: after a chunk containing `after`, hold from the first chunk containing `hold`. */
   arm (after: string[], hold: string[]): Promise<void>
   release (): void
   close (): Promise<void>
 }
 
-export async function startHoldProxy (target: { host: string, port: number }): Promise<HoldProxy> {
+/** A proxy in front of the Redis at `redisUrl`. */
+export async function startHoldProxy (redisUrl: string): Promise<HoldProxy> {
+  const target = { host: new URL(redisUrl).hostname, port: Number(new URL(redisUrl).port) }
   let armed: { after: string[], hold: string[], held: () => void } | undefined
   /** Counts arm() calls: `after` must be seen again after each one. */
   let arming = 0
@@ -49,6 +53,7 @@ export async function startHoldProxy (target: { host: string, port: number }): P
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return {
     port: (server.address() as AddressInfo).port,
+    url: viaProxy(redisUrl, (server.address() as AddressInfo).port),
     arm: (after, hold) => new Promise<void>((resolve) => {
       arming++
       armed = { after, hold, held: resolve }
@@ -60,4 +65,12 @@ export async function startHoldProxy (target: { host: string, port: number }): P
       await new Promise<void>((resolve) => server.close(() => resolve()))
     },
   }
+}
+
+/** `redisUrl` with its host and port those of the proxy on 127.0.0.1:`port`. */
+function viaProxy (redisUrl: string, port: number): string {
+  const url = new URL(redisUrl)
+  url.hostname = '127.0.0.1'
+  url.port = String(port)
+  return url.href
 }

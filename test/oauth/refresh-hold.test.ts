@@ -89,10 +89,7 @@ beforeAll(async () => {
   upstream = await startUpstream()
   stubA = await startTokenStub()
   stubB = await startTokenStub()
-  proxy = await startHoldProxy({ host: new URL(redis.url).hostname, port: Number(new URL(redis.url).port) })
-  const viaProxy = new URL(redis.url)
-  viaProxy.hostname = '127.0.0.1'
-  viaProxy.port = String(proxy.port)
+  proxy = await startHoldProxy(redis.url)
   const [portA, portB] = [await freePort(), await freePort()]
   const urls = [`http://127.0.0.1:${portA}`, `http://127.0.0.1:${portB}`]
   op = await startOidcProvider([{ client_id: 'demo-client', client_secret: 'demo-secret', redirect_uris: urls.map((url) => `${url}/oauth/authorized/demo/`) }])
@@ -110,7 +107,7 @@ beforeAll(async () => {
       { path: '/sb/', upstream: upstream.url, provider: 'sb' },
     ],
   })
-  a = await startGateway(shared(portA, urls[0]!, viaProxy.href), { deps: { clock } })
+  a = await startGateway(shared(portA, urls[0]!, proxy.url), { deps: { clock } })
   b = await startGateway(shared(portB, urls[1]!, redis.url), { deps: { clock } })
 })
 

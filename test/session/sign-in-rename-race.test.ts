@@ -30,10 +30,7 @@ let kid: string
 beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
-  proxy = await startHoldProxy({ host: new URL(redis.url).hostname, port: Number(new URL(redis.url).port) })
-  const viaProxy = new URL(redis.url)
-  viaProxy.hostname = '127.0.0.1'
-  viaProxy.port = String(proxy.port)
+  proxy = await startHoldProxy(redis.url)
   const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })], { logout: true })
   op2 = await startOidcProvider([gatewayClient(baseUrl, 'second', 'c2')])
@@ -42,7 +39,7 @@ beforeAll(async () => {
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/two/', upstream: upstream.url, provider: 'second' }],
   }
   // B: the instance the browser signs in on (its Redis through the proxy); A: the other.
-  b = await startGateway({ ...raw, store: { type: 'redis', url: viaProxy.href }, server: { port, baseUrl } })
+  b = await startGateway({ ...raw, store: { type: 'redis', url: proxy.url }, server: { port, baseUrl } })
   a = await startGateway({ ...raw, store: { type: 'redis', url: redis.url } })
   kid = ((await (await fetch(`${op.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys[0]!.kid
 })
