@@ -5,21 +5,19 @@
 // records (session bytes), where signing in through the provider thousands of times would take minutes.
 import { randomBytes } from 'node:crypto'
 import { Redis } from 'ioredis'
-import { Sealer, randomToken } from '../src/session/seal.js'
+import { Sealer } from '../src/session/seal.js'
 import { type SessionRecord } from '../src/session/session.js'
-import { decodeRecord, encodeRecord } from '../src/session/sealed-record.js'
+import { SESSION_PURPOSE, decodeRecord, encodeRecord, newCookie } from '../src/session/sealed-record.js'
 import { storeKeys } from '../src/store/store.js'
 import { BENCH_SESSION_SECRET } from './targets.js'
 
-/** The purpose string src/session/session.ts seals records with (not exported there). */
-const PURPOSE = 'session'
 /** store.keyPrefix's default, which the bench's gateways use. */
 export const KEY_PREFIX = 'gw:'
 
 export const sealer = new Sealer(BENCH_SESSION_SECRET)
 
 /** The store id of the session behind `cookie`. */
-export const sessionId = (cookie: string) => sealer.idFor(PURPOSE, cookie)
+export const sessionId = (cookie: string) => sealer.idFor(SESSION_PURPOSE, cookie)
 
 /** The Redis key (with the prefix) of the session behind `cookie`. */
 export const sessionKey = (cookie: string) => `${KEY_PREFIX}${storeKeys.session(sessionId(cookie))}`
@@ -39,7 +37,7 @@ export async function writeSessions (redisUrl: string, count: number, ttlMs: num
     for (let start = 0; start < count; start += 1000) {
       const batch = redis.pipeline()
       for (let i = start; i < Math.min(count, start + 1000); i++) {
-        const cookie = reuse?.[i] ?? randomToken()
+        const cookie = reuse?.[i] ?? newCookie(sealer)
         cookies.push(cookie)
         batch.set(sessionKey(cookie), sealRecord(cookie, make(i)), 'PX', ttlMs)
       }

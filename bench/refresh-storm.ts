@@ -108,6 +108,16 @@ async function askEach (gateways: Target[], cookies: string[], concurrency: numb
   return non200
 }
 
+/** The first answer other than 200 to `cookie`'s session on any of `gateways`, as status and body. */
+async function fetchFirst (gateways: Target[], cookie: string): Promise<string | undefined> {
+  for (const gateway of gateways) {
+    const response = await fetch(`${gateway.url}/app/check`, { headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
+    const body = await response.text()
+    if (response.status !== 200) return `${gateway.name}: ${response.status} ${body.slice(0, 200)}`
+  }
+  return undefined
+}
+
 export async function refreshStormBench (options: RefreshStormOptions): Promise<RefreshStormResult> {
   const stops = new Stops()
   try {
@@ -145,6 +155,10 @@ export async function refreshStormBench (options: RefreshStormOptions): Promise<
     const far = Math.floor(Date.now() / 1000) + 24 * 3600
     const cookies = await writeSessions(redis.url, options.sessions, ttlMs, (i) => record(i, far))
     const dir = await mkdtemp(join(tmpdir(), 'gw-bench-storm-'))
+    // A record the gateways cannot read would have every request measured as a 401 (as when the
+    // cookie's shape changed and these were not made like the gateway's): refuse to measure that.
+    const first = await fetchFirst(gateways, cookies[0]!)
+    if (first !== undefined) throw new Error(`refresh-storm: a session written for the bench is not read by the gateway (${first}): bench/records.ts no longer writes what src/session/session.ts reads`)
     const script = join(dir, 'storm.lua')
     await writeFile(script, luaScript(cookies))
     const load = async (seconds: number) => {

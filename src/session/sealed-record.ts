@@ -2,7 +2,7 @@
 // cookie with the secret the cookie was made under (./seal.ts), and the cookie's own shape (its
 // random part, then that secret's key id). ./session.ts reads and writes sessions with these.
 import type { Sealer, SealingKey } from './seal.js'
-import { KEY_ID_LENGTH } from './seal.js'
+import { KEY_ID_LENGTH, randomToken } from './seal.js'
 import type { SessionRecord } from './record.js'
 import { fromWire, toWire, type WireRecord } from './record-wire.js'
 
@@ -10,6 +10,11 @@ import { fromWire, toWire, type WireRecord } from './record-wire.js'
 export const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{8}$/
 const COOKIE_TOKEN_LENGTH = 43
 export const SESSION_PURPOSE = 'session'
+
+/** A new session's cookie: 256 random bits, then the key id of the current secret ({@link COOKIE_VALUE}). */
+export function newCookie (sealer: Sealer): string {
+  return `${randomToken()}.${sealer.current.kid}`
+}
 
 /**
  * The first byte of a stored record, which says its format. Each format is the JSON of the record's

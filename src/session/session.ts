@@ -6,9 +6,8 @@
 // (src/http/session-cookie.ts), so every step can be called, and tested, without a server.
 import type { SessionConfig } from '../config/types.js'
 import type { Sealer, SealingKey } from './seal.js'
-import { randomToken } from './seal.js'
 import type { Session, SessionRecord } from './record.js'
-import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, sealedUnderAnother, sessionKey } from './sealed-record.js'
+import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, newCookie, sealedUnderAnother, sessionKey } from './sealed-record.js'
 import { SessionCache } from './cache.js'
 import { PreviousSecretReads } from './previous-secret-reads.js'
 import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type WriteOptions } from '../store/store.js'
@@ -325,7 +324,7 @@ export class Sessions {
    */
   async start (oldCookieHeader: string | undefined, record: SessionRecord, { alone, indexed }: StartSteps = {}): Promise<Started & { record: SessionRecord }> {
     const old = this.cookie(oldCookieHeader)
-    const cookie = `${randomToken()}.${this.sealer.current.kid}`
+    const cookie = newCookie(this.sealer)
     const id = this.sealer.current.idFor(SESSION_PURPOSE, cookie)
     const generation = this.cache.generation
     const key = storeKeys.session(id)
