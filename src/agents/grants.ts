@@ -87,6 +87,6 @@ export class AgentGrants {
     const header = await this.cookieHeader(grantId)
     this.cookies.delete(grantId)
     await this.store.delete(this.key(grantId))
-    if (header !== undefined) await this.sessions.end(await this.sessions.load(header))
+    if (header !== undefined) await this.sessions.end(await this.sessions.load(header), header)
   }
 }

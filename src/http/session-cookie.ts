@@ -20,10 +20,10 @@ export async function startSession (sessions: Sessions, request: FastifyRequest,
 }
 
 /**
- * Ends the request's session (`session`, as `sessions.load` returned it: null ends nothing in the
- * store) and clears its cookie.
+ * Ends the request's session (`session`, as `sessions.load` returned it), and the one its cookie
+ * was renamed to a moment ago by a sign-in in another tab (Sessions.end), and clears its cookie.
  */
-export async function endSession (sessions: Sessions, session: Session | null, reply: FastifyReply): Promise<void> {
-  await sessions.end(session)
+export async function endSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, session: Session | null): Promise<void> {
+  await sessions.end(session, request.headers.cookie)
   reply.clearCookie(sessions.cookieName, sessions.cookieOptions)
 }

@@ -123,7 +123,7 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
     }
     const target = await personIndex.take(session.record, request.params.publicId)
     if (target === null) throw notYours()
-    if (target === session.id) await endSession(sessions, session, reply)
+    if (target === session.id) await endSession(sessions, request, reply, session)
     else await sessions.endById(target)
     request.log.info({ current: target === session.id }, 'session revoked')
     return revoked(request, reply, target === session.id)

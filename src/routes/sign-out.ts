@@ -64,7 +64,7 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     // The gateway's session ends first, whatever the providers then do; everywhere: the person's others too.
     const session = await sessions.load(request.headers.cookie)
     if (everywhere && session) await endOthers(context, session, request)
-    await endSession(sessions, session, reply)
+    await endSession(sessions, request, reply, session)
     if (session) {
       await context.sessionIndex.remove(session.record.providerSessions, session.id)
       await signOuts.revoke(session.record)

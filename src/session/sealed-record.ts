@@ -38,6 +38,16 @@ const REKEYED_RECORD = 0x03
  */
 const COMPACT_PURPOSE = 'session:compact'
 
+/**
+ * A session's record as read from the store, with the exact bytes it was read as. A write over it
+ * (Sessions.update) is a compare-and-set against those bytes: they change at every write (a fresh
+ * nonce) and are gone once the session ends, so no version field is needed in the record.
+ */
+export interface StoredRecord {
+  readonly record: SessionRecord
+  readonly stored: Buffer
+}
+
 /** The JSON that is sealed into a stored record (its wire form). */
 export function storedJson (record: SessionRecord): string {
   return JSON.stringify(toWire(record))

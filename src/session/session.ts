@@ -7,9 +7,10 @@
 import type { SessionConfig } from '../config/types.js'
 import type { Sealer, SealingKey } from './seal.js'
 import type { Session, SessionRecord } from './record.js'
-import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, newCookie, sealedUnderAnother, sessionKey } from './sealed-record.js'
+import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, newCookie, sealedUnderAnother, sessionKey, type StoredRecord } from './sealed-record.js'
 import { SessionCache } from './cache.js'
 import { PreviousSecretReads } from './previous-secret-reads.js'
+import { Renames } from './renames.js'
 import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type WriteOptions } from '../store/store.js'
 import { GatewayError, isGatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
@@ -17,6 +18,7 @@ import { cookieValue, sessionCookieOptions, type CookieOptions } from './cookie.
 import { Lifetime } from './lifetime.js'
 
 export type { ProviderSession, Session, SessionRecord, TokenSet } from './record.js'
+export type { StoredRecord } from './sealed-record.js'
 
 /** A session just started: its `id` (store and logs) and the `cookie` value the browser gets. */
 export interface Started {
@@ -44,16 +46,6 @@ const INVALIDATIONS = 'session-invalidated'
 const ENDINGS = 'session-ended'
 
 /**
- * A session's record as read from the store, with the exact bytes it was read as. A write over it
- * ({@link Sessions.update}) is a compare-and-set against those bytes: they change at every write
- * (a fresh nonce) and are gone once the session ends, so no version field is needed in the record.
- */
-export interface StoredRecord {
-  readonly record: SessionRecord
-  readonly stored: Buffer
-}
-
-/**
  * Sessions over a key-value store: what a Cookie header opens, and starting, refreshing and ending
  * them. Records are sealed to their cookie (./seal.ts); recently read ones are cached (./cache.ts).
  */
@@ -65,6 +57,7 @@ export class Sessions {
   private readonly reading = new Map<string, { generation: number, session: Promise<Session | null> }>()
   /** Sessions read within `session.ttl` that still need a previous secret (gateway_sessions_previous_secret). */
   private readonly previousSecretReads: PreviousSecretReads
+  private readonly renames: Renames
 
   constructor (
     private readonly store: KeyValue & Broadcast,
@@ -77,6 +70,7 @@ export class Sessions {
     this.lifetime = new Lifetime(config, clock)
     this.cache = new SessionCache(config.cacheTtlMs, clock)
     this.previousSecretReads = new PreviousSecretReads(config.ttlMs, clock)
+    this.renames = new Renames(store)
   }
 
   /**
@@ -314,16 +308,14 @@ export class Sessions {
   /**
    * Stores `record` under a brand-new id (no fixation); runs `indexed`, which lists it where
    * sign-outs look, so that one that finds the old id finds this one too (failing, the new session
-   * is ended); then ends the session the old Cookie header named in one step that tells whether it
-   * was still there (GETDEL). When `record` was built on that session (a sign-in adds a provider)
-   * and it ended meanwhile, `alone` rebuilds it without what the ended one held, written only over
-   * the first write: a sign-out that reached the new id too stays done (400 `invalid_state`). The
-   * cookie has not left the gateway yet. Each write counts only once a replica has it
-   * (REPLICATED), else `session_store_unavailable` before the old session ends.
+   * is ended); then ends the session the old Cookie header named, leaving its id pointing at the new
+   * one (./renames.ts). When `record` was built on that session (a sign-in adds a provider) and it
+   * had ended meanwhile, `alone` rebuilds it without what the ended one held, written only over the
+   * first write: a sign-out that reached the new id too stays done (400 `invalid_state`). Each write
+   * counts only once a replica has it (REPLICATED), else `session_store_unavailable` first.
    * @see https://owasp.org/www-community/attacks/Session_fixation
    */
   async start (oldCookieHeader: string | undefined, record: SessionRecord, { alone, indexed }: StartSteps = {}): Promise<Started & { record: SessionRecord }> {
-    const old = this.cookie(oldCookieHeader)
     const cookie = newCookie(this.sealer)
     const id = this.sealer.current.idFor(SESSION_PURPOSE, cookie)
     const generation = this.cache.generation
@@ -337,9 +329,9 @@ export class Sessions {
       await this.endById(id).catch(() => {})
       throw error
     }
-    if (old) {
-      const oldId = await this.takeOld(old)
-      if (oldId !== undefined) {
+    const oldId = this.idOf(oldCookieHeader)
+    if (oldId !== undefined) {
+      if (await this.renames.rename(oldId, id)) {
         // The old id is no more: what hangs off it (an open websocket) ends with it, on every
         // instance, and comes back under the new cookie.
         await this.forget(oldId)
@@ -367,14 +359,6 @@ export class Sessions {
     })
   }
 
-  /** Deletes the record an earlier cookie named (under the secret it names) and gives its id; undefined when there was none. */
-  private async takeOld (cookie: string): Promise<string | undefined> {
-    const key = cookieKey(this.sealer, cookie)
-    if (!key) return undefined
-    const id = key.idFor(SESSION_PURPOSE, cookie)
-    return await this.store.take(storeKeys.session(id)) !== null ? id : undefined
-  }
-
   /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */
   async endById (id: string): Promise<void> {
     await this.store.delete(storeKeys.session(id))
@@ -389,11 +373,19 @@ export class Sessions {
   }
 
   /**
-   * Ends `session`, as {@link load} returned it for the request; nothing for null. A Cookie header
-   * that opens no session (made up, already signed out) is not worth a write or a broadcast: it
-   * costs the caller's one read, no more. The caller clears the cookie.
+   * Ends `session`, as {@link load} returned it for the Cookie header, and the session that header's
+   * cookie was renamed to within the last minute (./renames.ts), as another tab's sign-in does. A
+   * made-up cookie costs a read of the pointer, no write and no broadcast. The caller clears the cookie.
    */
-  async end (session: Session | null): Promise<void> {
+  async end (session: Session | null, cookieHeader?: string): Promise<void> {
     if (session) await this.endById(session.id)
+    const id = session?.id ?? this.idOf(cookieHeader)
+    for (const renamed of id === undefined ? [] : await this.renames.chain(id)) await this.endById(renamed)
+  }
+
+  /** The store id the Cookie header's session cookie names, under the secret it names; undefined for none the gateway holds. */
+  private idOf (cookieHeader: string | undefined): string | undefined {
+    const cookie = this.cookie(cookieHeader)
+    return cookie === undefined ? undefined : cookieKey(this.sealer, cookie)?.idFor(SESSION_PURPOSE, cookie)
   }
 }

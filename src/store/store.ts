@@ -202,6 +202,8 @@ export const storeKeys = {
   /** A sign-in state that came back once (the state's random id, not a secret). */
   usedState: (id: string) => `used-state:${id}`,
   refreshLock: (sessionId: string, provider: string) => `refresh:${sessionId}:${provider}`,
+  /** A renamed session's old id, pointing at its new one for a minute (src/session/renames.ts). */
+  renamed: (oldId: string) => `renamed:${oldId}`,
   /** A person's sessions (src/session/person-index.ts): `hash` is a keyed hash of (provider, sub). */
   person: (hash: string) => `person:${hash}`,
   /** A sign-in kept for an agent's authorization until the person allows it (src/agents/pending.ts), listed for back-channel logout as a session id is. */

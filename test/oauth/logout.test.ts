@@ -168,6 +168,26 @@ describe('RP-initiated logout', () => {
     expect(await signsInSilently(browser, '/second/')).toBe(false)
   })
 
+  it('a sign-out sent with the cookie a sign-in in another tab just renamed ends the renamed session (it found none before)', async () => {
+    const browser = new Browser()
+    await signIn(browser, '/app/')
+    const before = sessionCookie(browser)
+    // Tab A adds a provider: the session gets a new id and cookie. Tab B's sign-out left with the old one.
+    await signIn(browser, '/second/')
+    const renamed = sessionCookie(browser)
+    expect(renamed).not.toBe(before)
+    const response = await fetch(`${gateway.url}/oauth/logout/`, {
+      method: 'POST',
+      body: new URLSearchParams(),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin', accept: 'text/html', cookie: `gw_session=${before}` },
+      redirect: 'manual',
+    })
+    await response.arrayBuffer()
+    expect(response.headers.get('set-cookie')).toMatch(/^gw_session=;/)
+    expect(await sessionWorks(renamed, '/second/')).toBe(false)
+    expect(await sessionWorks(before)).toBe(false)
+  })
+
   it('the sign-out cookie never reaches an upstream', async () => {
     const browser = new Browser()
     await signIn(browser, '/app/')

@@ -123,6 +123,50 @@ describe('Sessions', () => {
     expect(ids.size).toBe(20)
   })
 
+  describe('a sign-out with the cookie a sign-in in another tab renamed a moment ago', () => {
+    // Tab A's sign-in (a second provider, a step-up) gives the session a new id and cookie; tab B's
+    // sign-out, sent before the browser had the new cookie, comes with the old one. Before: it found
+    // nothing, and A's answer, arriving last, left the browser signed in.
+    it('ends the renamed session, and the old cookie still opens nothing', async () => {
+      const { sessions } = await setUp()
+      const first = await sessions.start(undefined, RECORD)
+      const second = await sessions.start(header(first.cookie), RECORD)
+      expect(await sessions.load(header(first.cookie))).toBeNull()
+      await sessions.end(null, header(first.cookie))
+      expect(await sessions.load(header(second.cookie))).toBeNull()
+    })
+
+    it('follows renames one after another, and a copy cached from before the rename ends the new session too', async () => {
+      const { sessions } = await setUp()
+      const first = await sessions.start(undefined, RECORD)
+      const stale = (await sessions.load(header(first.cookie)))!
+      const second = await sessions.start(header(first.cookie), RECORD)
+      const third = await sessions.start(header(second.cookie), RECORD)
+      await sessions.end(stale, header(first.cookie))
+      expect(await sessions.load(header(third.cookie))).toBeNull()
+    })
+
+    it('gives no say to a cookie whose session had ended before the sign-in, to a made-up one, or after a minute', async () => {
+      const { clock, sessions } = await setUp()
+      const ended = await sessions.start(undefined, RECORD)
+      await sessions.end(await sessions.load(header(ended.cookie)))
+      const after = await sessions.start(header(ended.cookie), RECORD)
+      await sessions.end(null, header(ended.cookie))
+      expect(await sessions.load(header(after.cookie))).not.toBeNull()
+
+      await sessions.end(null, header(`${'A'.repeat(43)}.${after.cookie.slice(44)}`))
+      expect(await sessions.load(header(after.cookie))).not.toBeNull()
+
+      const second = await sessions.start(header(after.cookie), RECORD)
+      // The session's idle timeout (session.ttl) is a minute too: a request halfway renews it.
+      clock.ms += 30_001
+      expect(await sessions.load(header(second.cookie))).not.toBeNull()
+      clock.ms += 30_000
+      await sessions.end(null, header(after.cookie))
+      expect(await sessions.load(header(second.cookie))).not.toBeNull()
+    })
+  })
+
   it('opens nothing for a tampered, foreign, malformed or missing cookie', async () => {
     const { store, sessions } = await setUp()
     const { cookie } = await sessions.start(undefined, RECORD)

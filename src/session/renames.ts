@@ -1,0 +1,44 @@
+// A session renamed by a sign-in (one that adds a provider or steps up gets a new id and cookie,
+// Sessions.start) leaves its old id pointing at the new id for a minute. A sign-out that comes with
+// the old cookie (another tab's, sent before the browser had the new one) then ends the renamed
+// session too, where it found nothing before and the sign-in's answer, arriving last, signed the
+// browser in again. The pointer is only ever followed to end a session, never to read one: the old
+// cookie opens nothing, and learns nothing of the new session (not its record, tokens or ID token).
+import type { KeyValue } from '../store/store.js'
+import { storeKeys } from '../store/store.js'
+
+/** How long an old id points at the new one: far longer than a request in flight takes. */
+export const RENAME_POINTER_MS = 60_000
+/** A chain of renames within that minute is followed this far. */
+const MAX_HOPS = 4
+
+export class Renames {
+  constructor (private readonly store: KeyValue) {}
+
+  /**
+   * Deletes the old session's record, its id pointing at `newId` from just before: there is no
+   * moment when a sign-out finds neither. False when it was not there (ended meanwhile): the
+   * pointer is taken back, and that cookie gets no say over the new session.
+   */
+  async rename (oldId: string, newId: string): Promise<boolean> {
+    await this.store.set(storeKeys.renamed(oldId), newId, RENAME_POINTER_MS)
+    if (await this.store.take(storeKeys.session(oldId)) !== null) return true
+    await this.store.delete(storeKeys.renamed(oldId)).catch(() => {})
+    return false
+  }
+
+  /**
+   * The ids `id` was renamed to within the minute, in order. Only read: ending a session twice is
+   * harmless, and a sign-out with a made-up cookie writes nothing (a store that refuses writes
+   * still answers it).
+   */
+  async chain (id: string): Promise<string[]> {
+    const ids: string[] = []
+    for (let from: string | null = id; ids.length < MAX_HOPS;) {
+      from = await this.store.get(storeKeys.renamed(from))
+      if (from === null) break
+      ids.push(from)
+    }
+    return ids
+  }
+}
