@@ -204,15 +204,26 @@ export function signOutEverywhereButton (): string {
     '<p class="code">Ends your sessions at this gateway on every browser and device. Your provider may still remember you on them: the next visit there signs in again without asking.</p>'
 }
 
+/**
+ * What a sign-out ended: this browser's session; every session of its person; or, where "sign out
+ * everywhere" was asked but this browser's session was already gone (ended, or renamed by a
+ * sign-in in another tab a moment before), only what this browser held: whose other sessions to
+ * end could not be told, and the page says so rather than claim it.
+ */
+export type SignedOut = 'here' | 'everywhere' | 'not-everywhere'
+
 /** The page after /oauth/logout/: one "sign in again" link per provider. */
-export function signedOutPage (links: ReadonlyArray<{ name: string, href: string }>, everywhere = false): string {
+export function signedOutPage (links: ReadonlyArray<{ name: string, href: string }>, ended: SignedOut = 'here'): string {
   const buttons = links.map(({ name, href }) =>
     `<a class="button" href="${escapeHtml(href)}">Sign in again${links.length > 1 ? ` with ${escapeHtml(name)}` : ''}</a>`).join(' ')
-  const said = everywhere
+  const said = ended === 'everywhere'
     ? `<h1>You are signed out everywhere</h1>
 <p>Every session you had at this gateway has ended, on every browser and device. Where your provider offers a sign-out, this browser was sent to it too.</p>
 <p>${PROVIDER_REMEMBERS}</p>`
-    : `<h1>You are signed out</h1>
+    : ended === 'not-everywhere'
+      ? `<h1>Only this browser is signed out</h1>
+<p>This browser's session had already ended or changed (a sign-in in another tab) when you asked, so the gateway could not tell whose other sessions to end: none were. To end them, sign in again and choose "Sign out everywhere".</p>`
+      : `<h1>You are signed out</h1>
 <p>Your session at this gateway has ended. The next visit to a protected page asks you to sign in.</p>`
   return renderPage('Signed out', `${said}
 ${buttons}`)

@@ -7,7 +7,7 @@
 // only ever a POST: a GET naming `everywhere` gets the confirmation page.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
-import { sendUnframed, signOutConfirmPage, signedOutPage } from '../http/pages.js'
+import { sendUnframed, signOutConfirmPage, signedOutPage, type SignedOut } from '../http/pages.js'
 import { fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { unknownProvider } from '../errors.js'
@@ -75,7 +75,7 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
         return reply.redirect(walk.url, 302)
       }
     }
-    return await finishSignOut(request, reply, next, switchTo, everywhere)
+    return await finishSignOut(request, reply, next, switchTo, !everywhere ? 'here' : session ? 'everywhere' : 'not-everywhere')
   }
 
   /**
@@ -94,10 +94,10 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
    * else `next`, or (none given, a browser) the signed-out page, which after "sign out everywhere"
    * says what that did not end.
    */
-  async function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown, switchTo: string | undefined, everywhere: boolean) {
+  async function finishSignOut (request: FastifyRequest, reply: FastifyReply, next: unknown, switchTo: string | undefined, ended: SignedOut) {
     if (switchTo !== undefined) return await beginSignIn(context, request, reply, switchTo, safeNext(next, redirectHosts), true)
     if (next === undefined && wantsHtml(request)) {
-      return sendUnframed(reply, signedOutPage(context.signInLinks, everywhere))
+      return sendUnframed(reply, signedOutPage(context.signInLinks, ended))
     }
     return reply.redirect(safeNext(next, redirectHosts), 302)
   }
@@ -111,6 +111,6 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     const step = await signOuts.resume(name, state, request.cookies[cookies.signOut])
     if ('url' in step) return reply.redirect(step.url, 302)
     reply.clearCookie(cookies.signOut, context.signOutCookie)
-    return await finishSignOut(request, reply, step.next, step.switchTo, step.everywhere)
+    return await finishSignOut(request, reply, step.next, step.switchTo, step.everywhere ? 'everywhere' : 'here')
   })
 }

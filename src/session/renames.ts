@@ -4,7 +4,7 @@
 // session too, where it found nothing before and the sign-in's answer, arriving last, signed the
 // browser in again. The pointer is only ever followed to end a session, never to read one: the old
 // cookie opens nothing, and learns nothing of the new session (not its record, tokens or ID token).
-import type { KeyValue } from '../store/store.js'
+import type { KeyValue, Lock } from '../store/store.js'
 import { storeKeys } from '../store/store.js'
 
 /** How long an old id points at the new one: far longer than a request in flight takes. */
@@ -13,17 +13,25 @@ export const RENAME_POINTER_MS = 60_000
 const MAX_HOPS = 4
 
 export class Renames {
-  constructor (private readonly store: KeyValue) {}
+  constructor (private readonly store: KeyValue & Lock) {}
 
   /**
    * Deletes the old session's record, its id pointing at `newId` from just before: there is no
-   * moment when a sign-out finds neither. False when it was not there (ended meanwhile): the
-   * pointer is taken back, and that cookie gets no say over the new session.
+   * moment when a sign-out finds neither. False when it was not there (renamed or ended meanwhile):
+   * the pointer is taken back, and that cookie gets no say over the new session. The pointer is
+   * only set where none is (a later sign-in with the same old cookie, which finds its record
+   * gone, neither replaces nor deletes the pointer of the sign-in that renamed it), and taken back
+   * only while it is this sign-in's (compare-and-delete); the sign-in that did take the record
+   * sets it whatever another left there.
    */
   async rename (oldId: string, newId: string): Promise<boolean> {
-    await this.store.set(storeKeys.renamed(oldId), newId, RENAME_POINTER_MS)
-    if (await this.store.take(storeKeys.session(oldId)) !== null) return true
-    await this.store.delete(storeKeys.renamed(oldId)).catch(() => {})
+    const key = storeKeys.renamed(oldId)
+    const claimed = await this.store.claim(key, newId, RENAME_POINTER_MS)
+    if (await this.store.take(storeKeys.session(oldId)) !== null) {
+      if (!claimed) await this.store.set(key, newId, RENAME_POINTER_MS)
+      return true
+    }
+    if (claimed) await this.store.release({ key, owner: newId }).catch(() => {})
     return false
   }
 

@@ -11,7 +11,7 @@ import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, n
 import { SessionCache } from './cache.js'
 import { PreviousSecretReads } from './previous-secret-reads.js'
 import { Renames } from './renames.js'
-import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type WriteOptions } from '../store/store.js'
+import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type Lock, type WriteOptions } from '../store/store.js'
 import { GatewayError, isGatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { cookieValue, sessionCookieOptions, type CookieOptions } from './cookie.js'
@@ -60,7 +60,7 @@ export class Sessions {
   private readonly renames: Renames
 
   constructor (
-    private readonly store: KeyValue & Broadcast,
+    private readonly store: KeyValue & Broadcast & Lock,
     private readonly sealer: Sealer,
     private readonly config: SessionConfig,
     /** What "now" is for the cache window and `session.maxAge`; tests move it. */
@@ -323,15 +323,17 @@ export class Sessions {
     // A new id: nothing was read under it, so nothing to compare with.
     const written = encodeRecord(this.sealer, cookie, record)
     await this.write(key, written, this.lifetime.expiry(record))
+    const oldId = this.idOf(oldCookieHeader)
+    let renamed = false
     try {
       await indexed?.({ id, record })
+      if (oldId !== undefined) renamed = await this.renames.rename(oldId, id)
     } catch (error) {
       await this.endById(id).catch(() => {})
       throw error
     }
-    const oldId = this.idOf(oldCookieHeader)
     if (oldId !== undefined) {
-      if (await this.renames.rename(oldId, id)) {
+      if (renamed) {
         // The old id is no more: what hangs off it (an open websocket) ends with it, on every
         // instance, and comes back under the new cookie.
         await this.forget(oldId)

@@ -188,6 +188,29 @@ describe('RP-initiated logout', () => {
     expect(await sessionWorks(before)).toBe(false)
   })
 
+  it('"sign out everywhere" from that tab does not claim what it could not do: the page says only this browser is signed out', async () => {
+    // An outside tester's row: the page said "signed out everywhere" while the person's phone stayed
+    // signed in. The old cookie never opens the renamed session, so whose others to end is unknown.
+    const phone = new Browser()
+    await signIn(phone, '/app/')
+    const laptop = new Browser()
+    await signIn(laptop, '/app/')
+    const before = sessionCookie(laptop)
+    await signIn(laptop, '/second/')
+    const response = await fetch(`${gateway.url}/oauth/logout/`, {
+      method: 'POST',
+      body: new URLSearchParams({ everywhere: '1' }),
+      headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin', accept: 'text/html', cookie: `gw_session=${before}` },
+      redirect: 'manual',
+    })
+    const page = await response.text()
+    expect(response.status).toBe(200)
+    expect(page).toContain('Only this browser is signed out')
+    expect(page).not.toContain('signed out everywhere')
+    expect(await sessionWorks(sessionCookie(laptop), '/second/')).toBe(false)
+    expect(await sessionWorks(sessionCookie(phone))).toBe(true)
+  })
+
   it('the sign-out cookie never reaches an upstream', async () => {
     const browser = new Browser()
     await signIn(browser, '/app/')

@@ -35,6 +35,22 @@ class CountingStore extends MemoryStore {
   }
 }
 
+/** Refuses the rename pointer's write when told to, and lists the session records written. */
+class PointerRefusingStore extends CountingStore {
+  refusing = false
+  readonly sessionsWritten: string[] = []
+  override async claim (key: string, value: string, ttlMs: number): Promise<boolean> {
+    if (this.refusing && key.startsWith('renamed:')) throw new Error('store unreachable')
+    return await super.claim(key, value, ttlMs)
+  }
+
+  override async set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void> {
+    if (this.refusing && key.startsWith('renamed:')) throw new Error('store unreachable')
+    if (key.startsWith('session:')) this.sessionsWritten.push(key)
+    await super.set(key, value, ttlMs)
+  }
+}
+
 const stores: MemoryStore[] = []
 afterEach(async () => { for (const store of stores.splice(0)) await store.close() })
 
@@ -144,6 +160,29 @@ describe('Sessions', () => {
       const third = await sessions.start(header(second.cookie), RECORD)
       await sessions.end(stale, header(first.cookie))
       expect(await sessions.load(header(third.cookie))).toBeNull()
+    })
+
+    it('a later sign-in with the same old cookie (its record gone) neither replaces nor deletes the pointer', async () => {
+      // Two tabs complete sign-ins (a step-up, a second provider) with the same old cookie; a
+      // third signs out with it (an outside tester's row: the second sign-in erased the pointer).
+      const { sessions } = await setUp()
+      const old = await sessions.start(undefined, RECORD)
+      const first = await sessions.start(header(old.cookie), RECORD)
+      const second = await sessions.start(header(old.cookie), RECORD)
+      await sessions.end(await sessions.load(header(old.cookie)), header(old.cookie))
+      expect(await sessions.load(header(first.cookie))).toBeNull()
+      expect(await sessions.load(header(second.cookie))).not.toBeNull()
+    })
+
+    it('a store that fails the pointer fails the sign-in and leaves no session that no cookie names (nor ends the old one)', async () => {
+      const store = new PointerRefusingStore({ clock: { now: () => 1_700_000_000_000 } })
+      const { sessions } = await setUp(undefined, store)
+      const old = await sessions.start(undefined, RECORD)
+      store.refusing = true
+      await expect(sessions.start(header(old.cookie), RECORD)).rejects.toThrow('store unreachable')
+      expect(store.sessionsWritten).toHaveLength(2)
+      expect(await store.getBytes(store.sessionsWritten[1]!)).toBeNull()
+      expect(await sessions.load(header(old.cookie))).not.toBeNull()
     })
 
     it('gives no say to a cookie whose session had ended before the sign-in, to a made-up one, or after a minute', async () => {
