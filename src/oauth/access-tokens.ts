@@ -16,7 +16,8 @@
 // @see https://www.rfc-editor.org/rfc/rfc9068 (JWT profile for access tokens)
 // @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
 import { hash as digest } from 'node:crypto'
-import { decodeJwt, decodeProtectedHeader, errors as joseErrors, jwtVerify, type JWTPayload, type ProtectedHeaderParameters } from 'jose'
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, type JWTPayload, type ProtectedHeaderParameters } from 'jose'
+import { verifyJwt } from './verify-jwt.js'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
@@ -130,7 +131,7 @@ function verificationProblem (error: unknown, provider: ResolvedProvider): Token
   if (error instanceof joseErrors.JWKSNoMatchingKey) return refused('unknown_key', TOKEN_MESSAGES.unknownKey)
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return refused('bad_signature', TOKEN_MESSAGES.badSignature)
   if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) return refused('algorithm', TOKEN_MESSAGES.algorithm)
-  if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid || error instanceof joseErrors.JWKSMultipleMatchingKeys) {
+  if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) {
     return refused('malformed', TOKEN_MESSAGES.notWellFormed)
   }
   throw new GatewayError('provider_unavailable', `The signing keys of provider "${provider.name}" could not be read.`, { cause: error })
@@ -228,7 +229,7 @@ export class AccessTokens {
     if (provider === undefined) return refused('unknown_issuer', TOKEN_MESSAGES.unknownIssuer)
     let claims: JWTPayload
     try {
-      ({ payload: claims } = await jwtVerify(token, this.keySet(provider).getKey, {
+      ({ payload: claims } = await verifyJwt(token, this.keySet(provider).getKey, {
         issuer: provider.expectedIssuer,
         algorithms: ASYMMETRIC_ALGORITHMS,
         clockTolerance: CLOCK_TOLERANCE_S,

@@ -6,7 +6,8 @@
 import { createHash } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
-import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
+import { errors as joseErrors, type JWTPayload } from 'jose'
+import { verifyJwt } from './verify-jwt.js'
 import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
 import { isPendingSignInKey, storeKeys, type SessionStore } from '../store/store.js'
@@ -42,7 +43,7 @@ function joseProblem (error: unknown): GatewayError {
     }
   }
   if (error instanceof joseErrors.JWSSignatureVerificationFailed || error instanceof joseErrors.JWKSNoMatchingKey ||
-    error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JWKSMultipleMatchingKeys ||
+    error instanceof joseErrors.JOSEAlgNotAllowed ||
     // A JWK Set holds no symmetric keys: an HS256 token (signed with the client secret, say) lands here.
     error instanceof joseErrors.JOSENotSupported) {
     return invalid('The logout token is not signed with the provider\'s keys.', error)
@@ -64,7 +65,7 @@ export async function verifyLogoutToken (provider: ResolvedProvider, token: unkn
   if (!provider.jwks) throw invalid(`Provider "${provider.name}" is not an OpenID Connect provider: there are no keys to verify a logout token with.`)
   let claims: JWTPayload
   try {
-    claims = (await jwtVerify(token, provider.jwks, {
+    claims = (await verifyJwt(token, provider.jwks, {
       issuer: provider.expectedIssuer,
       audience: provider.clientId,
       requiredClaims: ['iat', 'jti'],

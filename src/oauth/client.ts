@@ -3,7 +3,8 @@
 // §5.2) through oauth4webapi, ID token validation (OIDC Core §3.1.3.7: JWKS signature with jose;
 // iss, aud, exp and nonce), userinfo, and the refresh grant (§6). Library errors are translated
 // here, once.
-import { errors as joseErrors, jwtVerify, type JWTPayload } from 'jose'
+import { errors as joseErrors, type JWTPayload } from 'jose'
+import { verifyJwt } from './verify-jwt.js'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
@@ -222,7 +223,7 @@ export async function exchangeCode (
     let idClaims: JWTPayload | undefined
     if (provider.openid) {
       // oauth4webapi checked iss, aud, exp and nonce; the signature is checked against the JWKS here.
-      idClaims = (await jwtVerify(result.id_token!, provider.jwks!, { issuer: as.issuer, audience: provider.clientId })).payload
+      idClaims = (await verifyJwt(result.id_token!, provider.jwks!, { issuer: as.issuer, audience: provider.clientId })).payload
     }
     return { tokens: toTokenSet(result, clock), idClaims, idToken: provider.openid ? result.id_token : undefined }
   } catch (error) {
