@@ -774,6 +774,24 @@ describe('the route\'s rules', () => {
     expect(page.status).toBe(403)
     expect(await page.text()).not.toContain('name="csrf"')
   })
+
+  // An outside tester's rows: from the grant's second request on (its token checked and its session
+  // cached on this instance), the person was judged and named by the provider's raw identity.
+  it('names and judges the person so on every request of the grant, not only its first', async ({ startStack, upstream, op }) => {
+    await gateway.close()
+    gateway = await startStack({
+      server: SERVER,
+      providers: { partner: oidcClient(op.issuer, 'unused', 's') },
+      routes: [{ path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true, deny: [{ users: ['demo:partner:mallory'], paths: ['/mcp/admin'] }] }],
+    })
+    const { tokens } = await granted('partner:mallory', `${gateway.url}/mcp`)
+    for (let i = 0; i < 3; i++) {
+      const before = upstream.seen.length
+      expect((await call(tokens.access_token, `/mcp/x${i}`)).status).toBe(200)
+      expect(upstream.seen.slice(before).at(-1)!.headers['x-forwarded-user'], `request ${i + 1}`).toBe('demo:partner:mallory')
+      expect((await call(tokens.access_token, '/mcp/admin')).status, `request ${i + 1}`).toBe(403)
+    }
+  })
 })
 
 // Tester's finding: the root route's resource is the gateway's bare origin, and its agents' tokens
