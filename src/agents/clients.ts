@@ -28,11 +28,16 @@ const LOOPBACK_REDIRECT_HOSTS = new Set(['127.0.0.1', '[::1]', 'localhost'])
 export const REDIRECT_URIS_MAX = 10
 
 /**
- * Schemes that are not an app's own: they run code, read files, name another kind of resource, or
- * start a program of the operating system (Windows' `ms-*`, `search-ms`, `shell`; remote shares).
+ * Schemes that are not an app's own: they run code, read files, name another kind of resource,
+ * start a program of the operating system (Windows' `ms-*`, `search-ms`, `shell`; remote shares),
+ * or open a browser at the web address that follows them (`microsoft-edge:https://...`,
+ * `x-safari-https://...`, `googlechromes://...`): the code would go to that site, by whatever
+ * name the consent page showed (an outside tester's finding).
  */
 const NOT_PRIVATE_USE = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:', 'mailto:', 'tel:', 'sms:', 'urn:', 'filesystem:', 'chrome:', 'view-source:', 'intent:',
-  'search-ms:', 'search:', 'shell:', 'smb:', 'res:', 'jar:', 'mhtml:', 'ssh:', 'telnet:', 'ldap:', 'callto:', 'steam:'])
+  'search-ms:', 'search:', 'shell:', 'smb:', 'res:', 'jar:', 'mhtml:', 'ssh:', 'telnet:', 'ldap:', 'callto:', 'steam:',
+  'microsoft-edge:', 'microsoft-edge-holographic:', 'x-safari-http:', 'x-safari-https:', 'googlechrome:', 'googlechromes:', 'firefox:',
+  'firefox-private:', 'opera-http:', 'opera-https:', 'brave:', 'edge:', 'x-web-search:'])
 
 /** Why `value` cannot be a redirect URI of an agent client, or undefined when it can. */
 export function redirectUriProblem (value: unknown): string | undefined {

@@ -352,8 +352,9 @@ export class Agents implements AgentSignIns {
       clientId: client.clientId,
       clientName: clientName(client),
       clientSite: client.clientId.startsWith('https://') ? URL.parse(client.clientId)?.host : undefined,
-      // None for the device flow: the CLI polls for its tokens.
-      redirectHost: redirect === null ? undefined : redirect.host === '' ? `${redirect.protocol}//` : redirect.host,
+      // None for the device flow: the CLI polls for its tokens. A private-use URI without a host
+      // (com.example.app:/callback) is shown whole but its query, so that no address hides behind its scheme.
+      redirectHost: redirect === null ? undefined : redirect.host === '' ? `${redirect.protocol}${redirect.pathname}`.slice(0, 200) : redirect.host,
       route,
       resource,
     }

@@ -177,6 +177,11 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['file:', { redirect_uris: ['file:///etc/passwd'] }, 'invalid_redirect_uri'],
     ['a Windows program (ms-msdt:)', { redirect_uris: ['ms-msdt:/id PCWDiagnostic'] }, 'invalid_redirect_uri'],
     ['a Windows search (search-ms:)', { redirect_uris: ['search-ms:query=x'] }, 'invalid_redirect_uri'],
+    // An outside tester's rows: each opens a browser at the web address after it, where the code would go.
+    ['Edge at a web address (microsoft-edge:https://...)', { redirect_uris: ['microsoft-edge:https://evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['Safari at a web address (x-safari-https://...)', { redirect_uris: ['x-safari-https://evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['Chrome at a web address (googlechromes://...)', { redirect_uris: ['googlechromes://evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['Firefox at a web address (firefox:https://...)', { redirect_uris: ['firefox:https://evil.example/cb'] }, 'invalid_redirect_uri'],
     ['a fragment', { redirect_uris: ['https://app.example/cb#x'] }, 'invalid_redirect_uri'],
     ['credentials in the URI', { redirect_uris: ['https://user:pw@app.example/cb'] }, 'invalid_redirect_uri'],
     ['no redirect URI', { redirect_uris: [] }, 'invalid_redirect_uri'],
@@ -210,6 +215,16 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     const body = await response.json() as Record<string, unknown>
     expect(body.token_endpoint_auth_method).toBe('none')
     expect(body).not.toHaveProperty('client_secret')
+  })
+
+  it('names a private-use redirect URI without a host in full on the consent page, never as its scheme alone', async () => {
+    const uri = 'com.example.agent:/oauth/callback'
+    const response = await register({ client_name: 'Native', redirect_uris: [uri] }, { 'x-forwarded-for': randomBytes(4).join('.') })
+    const id = (await response.json() as { client_id: string }).client_id
+    const challenge = createHash('sha256').update('v'.repeat(43)).digest('base64url')
+    const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: challenge, code_challenge_method: 'S256', resource: `${gateway.url}/mcp` })
+    const page = await new Browser().navigate(`${gateway.url}/oauth/agents/authorize?${query.toString()}`, { login: 'alice' })
+    expect(await page.text()).toContain('<dt>Sends you back to</dt><dd><code>com.example.agent:/oauth/callback</code></dd>')
   })
 
   it('refuses a registration over 8 KiB with 413, and keeps none of the metadata it has no use for (no fetch of a sector_identifier_uri)', async () => {
