@@ -366,8 +366,11 @@ function features (options: AuthorizationServerOptions): Configuration['features
         return undefined
       },
       useGrantedResource: () => true,
-      getResourceServerInfo: (_ctx, resource) => {
+      getResourceServerInfo: (ctx, resource) => {
         if (!resources.includes(resource)) throw new errors.InvalidTarget('the resource is not a route of this gateway that agents may reach')
+        // A grant is for one route (the person is shown which): a device code naming two was taken
+        // here and refused only at the person's consent page (an outside tester's note).
+        if (Array.isArray(ctx.oidc.params?.resource) && ctx.oidc.params.resource.length > 1) throw new errors.InvalidTarget('name one resource: a grant is for one route agents may reach')
         return { scope: AGENT_SCOPE, audience: agentTokenAudience(resource), accessTokenTTL: seconds(agents.accessTokenTtlMs), accessTokenFormat: 'jwt', jwt: { sign: { alg: 'ES256' } } }
       },
     },

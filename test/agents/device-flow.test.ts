@@ -364,6 +364,10 @@ describe('the device flow', () => {
     const elsewhere = await deviceAuthorization(id, { resource: `${gateway.url}/app/` })
     expect(elsewhere.status).toBe(400)
     expect(await elsewhere.json()).toMatchObject({ error: 'invalid_target' })
+    // Two routes in one code: refused here, not only at the person's consent page.
+    const both = await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST', headers: { 'x-forwarded-for': from.get(id)! }, body: new URLSearchParams([['client_id', id], ['resource', `${gateway.url}/mcp`], ['resource', `${gateway.url}/other`]]) })
+    expect(both.status).toBe(400)
+    expect(await both.json()).toMatchObject({ error: 'invalid_target', error_description: 'name one resource: a grant is for one route agents may reach' })
     const codeClient = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': '10.9.1.2' }, body: JSON.stringify({ client_name: 'Code only', redirect_uris: ['http://127.0.0.1:9/cb'], token_endpoint_auth_method: 'none' }) })
     const codeId = String((await codeClient.json() as Record<string, unknown>).client_id)
     const refused = await deviceAuthorization(codeId)
