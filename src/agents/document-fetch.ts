@@ -32,11 +32,38 @@ export function documentFetch (privateHosts: readonly string[], clock: Clock, ex
     // oidc-provider may look a client up more than once for one request: a document that failed
     // does not hold each of them for the whole fetch timeout again.
     if ((failed.get(href) ?? 0) > clock.now()) throw new Error('this client metadata document could not be fetched moments ago')
+    const fail = () => { failed.set(href, clock.now() + FAILED_FETCH_MS) }
     try {
-      return await fetchOnce(href, init ?? {})
+      return failingWithBody(await fetchOnce(href, init ?? {}), fail)
     } catch (error) {
-      failed.set(href, clock.now() + FAILED_FETCH_MS)
+      fail()
       throw error
     }
   }
+}
+
+/**
+ * `response` with a body whose failure to arrive (the fetch timeout firing while oidc-provider reads
+ * it) calls `fail`, as a failure before the headers does: a document that sends its headers and
+ * then trickles forever was looked up again within the same request, each time for the whole
+ * timeout, and never failed at once (an outside tester's finding). A body oidc-provider cancels
+ * (over its size cap) is a document that arrived, and is not remembered.
+ */
+function failingWithBody (response: Response, fail: () => void): Response {
+  if (response.body === null) return response
+  const reader = response.body.getReader()
+  const body = new ReadableStream<Uint8Array>({
+    async pull (controller) {
+      try {
+        const { done, value } = await reader.read()
+        if (done) controller.close()
+        else controller.enqueue(value)
+      } catch (error) {
+        fail()
+        controller.error(error)
+      }
+    },
+    async cancel (reason) { await reader.cancel(reason) },
+  })
+  return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers })
 }

@@ -24,7 +24,7 @@ let base = ''
 const fetched = new Map<string, number>()
 
 /** What each document path answers; `client_id` is filled in with the document's own URL unless given. */
-const documents: Record<string, (url: string) => { status?: number, headers?: Record<string, string>, body?: unknown, hang?: true }> = {
+const documents: Record<string, (url: string) => { status?: number, headers?: Record<string, string>, body?: unknown, hang?: true, trickle?: true }> = {
   '/good.json': (url) => ({ headers: { 'cache-control': 'max-age=600' }, body: { client_id: url, client_name: 'Doc client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
   '/another-id.json': () => ({ body: { client_id: `${base}/good.json`, client_name: 'Liar', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
   '/big.json': (url) => ({ body: { client_id: url, client_name: 'Big', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', padding: 'x'.repeat(6000) } }),
@@ -36,6 +36,8 @@ const documents: Record<string, (url: string) => { status?: number, headers?: Re
   '/secret.json': (url) => ({ body: { client_id: url, client_name: 'Secret', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'client_secret_post' } }),
   '/not-json.json': () => ({ body: '<html>not a document</html>' }),
   '/hang.json': () => ({ hang: true }),
+  // Its headers and a first byte at once, then a space every 200 ms, never ending.
+  '/trickle.json': () => ({ trickle: true }),
 }
 
 const server: Server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (request, response) => {
@@ -44,6 +46,10 @@ const server: Server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (request
   const answer = documents[path]?.(`https://${request.headers.host ?? ''}${path}`)
   if (answer === undefined) {
     response.writeHead(404).end()
+  } else if (answer.trickle === true) {
+    response.writeHead(200, { 'content-type': 'application/json' }).write('{')
+    const dribble = setInterval(() => response.write(' '), 200)
+    response.on('close', () => clearInterval(dribble))
   } else if (answer.hang !== true) {
     response.writeHead(answer.status ?? 200, { 'content-type': 'application/json', ...answer.headers })
     response.end(typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body ?? {}))
@@ -117,17 +123,22 @@ describe('client ID metadata documents', () => {
     expect(await response.text()).toContain('This authorization cannot go on')
   })
 
-  it('a document that never answers is an error page within oidc-provider\'s fetch timeout', async () => {
+  // The trickle is an outside tester's row: its body's timeout went unremembered, and one request
+  // fetched it twice, for twice the timeout, and every later one again.
+  it.each([
+    ['never answers', '/hang.json'],
+    ['sends its headers, then its body a byte at a time, never ending', '/trickle.json'],
+  ])('a document that %s is an error page within oidc-provider\'s fetch timeout, fetched once, then fails at once', async (_case, path) => {
     const started = Date.now()
-    const response = await new Browser().fetch(authorization(`${base}/hang.json`).url)
+    const response = await new Browser().fetch(authorization(`${base}${path}`).url)
     expect(response.status).toBeGreaterThanOrEqual(400)
     expect(Date.now() - started).toBeLessThan(FETCH_TIMEOUT_MS + ONE_ANSWER_MS)
-    expect(fetched.get('/hang.json')).toBe(1)
+    expect(fetched.get(path)).toBe(1)
     // Failed moments ago: refused at once, not fetched again.
     const again = Date.now()
-    expect((await new Browser().fetch(authorization(`${base}/hang.json`).url)).status).toBeGreaterThanOrEqual(400)
+    expect((await new Browser().fetch(authorization(`${base}${path}`).url)).status).toBeGreaterThanOrEqual(400)
     expect(Date.now() - again).toBeLessThan(FETCH_TIMEOUT_MS)
-    expect(fetched.get('/hang.json')).toBe(1)
+    expect(fetched.get(path)).toBe(1)
   })
 
   it('a document at a loopback or private address whose host is not listed is never fetched', async () => {
