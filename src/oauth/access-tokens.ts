@@ -193,13 +193,17 @@ export class AccessTokens {
    */
   private async issuerOf (iss: unknown, issuers: readonly string[]): Promise<ResolvedProvider | undefined> {
     if (typeof iss !== 'string') return undefined
-    let failure: unknown
-    for (const name of issuers) {
+    // Only the issuers configured under the token's `iss` are looked up (discovery confirms it), so a
+    // token of one never waits for another's discovery that hangs (an outside tester's finding: a
+    // GitHub Actions token waited out an unreachable issuer listed before it, every few seconds).
+    const named = issuers.filter((name) => sameIssuer(this.providers.configuredIssuer(name), iss))
+    let failure: IssuerUnavailable | undefined
+    for (const name of named.length > 0 ? named : issuers) {
       try {
         const provider = await this.providers.get(name)
         if (provider.expectedIssuer === iss) return provider
       } catch (error) {
-        failure ??= error
+        failure ??= new IssuerUnavailable(named.length > 0 ? name : undefined, error)
       }
     }
     if (failure !== undefined) throw failure
@@ -224,7 +228,9 @@ export class AccessTokens {
       provider = await this.issuerOf(unverified.iss, issuers)
     } catch (error) {
       // No discovery yet, so no keys: the same "try again" as keys that cannot be read (discovery is retried after as long).
-      throw keysUnavailable('The signing keys of the token\'s issuer could not be read; try again shortly.', BEARER_JWKS_COOLDOWN_MS / 1000, error)
+      const { provider: name, cause } = error as IssuerUnavailable
+      const whose = name === undefined ? 'the token\'s issuer' : `provider "${name}"`
+      throw keysUnavailable(`The signing keys of ${whose} could not be read (its configuration could not be read); try again in ${BEARER_JWKS_COOLDOWN_MS / 1000} s.`, BEARER_JWKS_COOLDOWN_MS / 1000, cause)
     }
     if (provider === undefined) return refused('unknown_issuer', TOKEN_MESSAGES.unknownIssuer)
     let claims: JWTPayload
@@ -261,11 +267,21 @@ export class AccessTokens {
    */
   private async introspect (token: string, hash: string, issuers: readonly string[]): Promise<TokenCheck> {
     let asked = false
+    // An issuer that cannot be asked (discovery or introspection failing) does not stop the others:
+    // its failure is the answer only when none of them calls the token active (it might have).
+    let failure: unknown
     for (const name of issuers) {
-      const provider = await this.providers.get(name)
-      if (provider.introspectionUrl === undefined) continue
-      asked = true
-      const claims = await introspection(provider, token)
+      let claims: Awaited<ReturnType<typeof introspection>>
+      let provider: ResolvedProvider
+      try {
+        provider = await this.providers.get(name)
+        if (provider.introspectionUrl === undefined) continue
+        asked = true
+        claims = await introspection(provider, token)
+      } catch (error) {
+        failure ??= error
+        continue
+      }
       if (claims.active !== true) continue
       if (claims.iss !== undefined && claims.iss !== provider.expectedIssuer) continue
       // Active, but not an access token: a refresh token (oidc-provider leaves its token_type out;
@@ -281,8 +297,21 @@ export class AccessTokens {
       if (until > this.clock.now()) this.cache.set(hash, verified)
       return { ok: true, token: verified }
     }
+    if (failure !== undefined) throw failure
     return asked
       ? refused('inactive', TOKEN_MESSAGES.inactive)
       : refused('not_a_jwt', TOKEN_MESSAGES.noIntrospection)
   }
+}
+
+/** Why a token's issuer could not be looked up: the provider, when the token's `iss` named it. */
+class IssuerUnavailable extends Error {
+  constructor (readonly provider: string | undefined, override readonly cause: unknown) {
+    super('the issuer\'s configuration could not be read', { cause })
+  }
+}
+
+/** Whether a configured issuer and a token's `iss` name the same issuer (a trailing `/` aside, as configs and issuers differ on it). */
+function sameIssuer (configured: string | undefined, iss: string): boolean {
+  return configured !== undefined && configured.replace(/\/$/, '') === iss.replace(/\/$/, '')
 }

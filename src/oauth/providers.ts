@@ -98,6 +98,11 @@ export class Providers {
     return Object.hasOwn(this.configs, name) && !this.configs[name]!.tokenOnly
   }
 
+  /** The issuer of provider `name` as configured (no discovery); undefined for a name not configured, or one without. */
+  configuredIssuer (name: string): string | undefined {
+    return Object.hasOwn(this.configs, name) ? this.configs[name]!.issuer : undefined
+  }
+
   /** The token endpoint timeout of provider `name` as configured (no discovery); undefined for a name not configured. */
   timeoutOf (name: string): number | undefined {
     return Object.hasOwn(this.configs, name) ? this.configs[name]!.timeoutMs : undefined
