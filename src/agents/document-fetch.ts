@@ -47,23 +47,33 @@ export function documentFetch (privateHosts: readonly string[], clock: Clock, ex
  * it) calls `fail`, as a failure before the headers does: a document that sends its headers and
  * then trickles forever was looked up again within the same request, each time for the whole
  * timeout, and never failed at once (an outside tester's finding). A body oidc-provider cancels
- * (over its size cap) is a document that arrived, and is not remembered.
+ * (over its size cap, with or without a Content-Length) is a document that arrived, and is not
+ * remembered.
  */
 function failingWithBody (response: Response, fail: () => void): Response {
   if (response.body === null) return response
   const reader = response.body.getReader()
+  // Cancelled by oidc-provider (over its cap): what the read under way then does is no failure.
+  let cancelled = false
   const body = new ReadableStream<Uint8Array>({
     async pull (controller) {
+      let chunk: Awaited<ReturnType<typeof reader.read>>
       try {
-        const { done, value } = await reader.read()
-        if (done) controller.close()
-        else controller.enqueue(value)
+        chunk = await reader.read()
       } catch (error) {
-        fail()
+        if (!cancelled) fail()
         controller.error(error)
+        return
       }
+      if (cancelled) return
+      if (chunk.done) controller.close()
+      else controller.enqueue(chunk.value)
     },
-    async cancel (reason) { await reader.cancel(reason) },
-  })
+    async cancel (reason) {
+      cancelled = true
+      await reader.cancel(reason)
+    },
+    // Nothing is read before oidc-provider asks for it (a stream pulls one chunk ahead by default).
+  }, { highWaterMark: 0 })
   return new Response(body, { status: response.status, statusText: response.statusText, headers: response.headers })
 }

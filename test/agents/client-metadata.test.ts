@@ -24,10 +24,12 @@ let base = ''
 const fetched = new Map<string, number>()
 
 /** What each document path answers; `client_id` is filled in with the document's own URL unless given. */
-const documents: Record<string, (url: string) => { status?: number, headers?: Record<string, string>, body?: unknown, hang?: true, trickle?: true }> = {
+const documents: Record<string, (url: string) => { status?: number, headers?: Record<string, string>, body?: unknown, hang?: true, trickle?: true, chunked?: true }> = {
   '/good.json': (url) => ({ headers: { 'cache-control': 'max-age=600' }, body: { client_id: url, client_name: 'Doc client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
   '/another-id.json': () => ({ body: { client_id: `${base}/good.json`, client_name: 'Liar', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
   '/big.json': (url) => ({ body: { client_id: url, client_name: 'Big', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', padding: 'x'.repeat(6000) } }),
+  // The same without a Content-Length: oidc-provider finds it too large only while reading it.
+  '/big-chunked.json': (url) => ({ chunked: true, body: { client_id: url, client_name: 'Big', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', padding: 'x'.repeat(6000) } }),
   '/redirect.json': () => ({ status: 302, headers: { location: `${base}/good.json` } }),
   '/script.json': (url) => ({ body: { client_id: url, client_name: 'Script', redirect_uris: ['javascript:alert(1)'], token_endpoint_auth_method: 'none' } }),
   // What only the gateway's own client rules refuse (src/agents/clients.ts): the name the consent page shows whole.
@@ -50,6 +52,10 @@ const server: Server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (request
     response.writeHead(200, { 'content-type': 'application/json' }).write('{')
     const dribble = setInterval(() => response.write(' '), 200)
     response.on('close', () => clearInterval(dribble))
+  } else if (answer.chunked === true) {
+    const text = JSON.stringify(answer.body)
+    response.writeHead(200, { 'content-type': 'application/json' }).write(text.slice(0, 4000))
+    response.end(text.slice(4000))
   } else if (answer.hang !== true) {
     response.writeHead(answer.status ?? 200, { 'content-type': 'application/json', ...answer.headers })
     response.end(typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body ?? {}))
@@ -109,6 +115,7 @@ describe('client ID metadata documents', () => {
   it.each([
     ['names another client_id', '/another-id.json'],
     ['is larger than 5 KiB', '/big.json'],
+    ['is larger than 5 KiB, sent without a Content-Length', '/big-chunked.json'],
     ['redirects', '/redirect.json'],
     ['has a redirect URI the gateway refuses (javascript:)', '/script.json'],
     ['breaks only the gateway\'s own client rules (a name of 101 characters)', '/long-name.json'],
@@ -121,6 +128,15 @@ describe('client ID metadata documents', () => {
     expect(response.status).toBeGreaterThanOrEqual(400)
     expect(response.headers.get('location')).toBeNull()
     expect(await response.text()).toContain('This authorization cannot go on')
+  })
+
+  // A reviewer's row: the chunked one's cancel (oidc-provider stops reading it at its cap) was
+  // taken for a failed fetch, and the next try was refused at once instead of fetched again.
+  it.each([['/big.json'], ['/big-chunked.json']])('a document that arrived but was refused (%s, too large) is fetched again on the next try', async (path) => {
+    expect((await new Browser().fetch(authorization(`${base}${path}`).url)).status).toBeGreaterThanOrEqual(400)
+    const before = fetched.get(path) ?? 0
+    expect((await new Browser().fetch(authorization(`${base}${path}`).url)).status).toBeGreaterThanOrEqual(400)
+    expect(fetched.get(path)).toBeGreaterThan(before)
   })
 
   // The trickle is an outside tester's row: its body's timeout went unremembered, and one request
