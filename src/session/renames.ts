@@ -28,7 +28,8 @@ export class Renames {
     const key = storeKeys.renamed(oldId)
     const claimed = await this.store.claim(key, newId, RENAME_POINTER_MS)
     if (await this.store.take(storeKeys.session(oldId)) !== null) {
-      if (!claimed) await this.store.set(key, newId, RENAME_POINTER_MS)
+      // The old session is gone now: the sign-in stands, whatever becomes of this write.
+      if (!claimed) await this.store.set(key, newId, RENAME_POINTER_MS).catch(() => {})
       return true
     }
     if (claimed) await this.store.release({ key, owner: newId }).catch(() => {})
@@ -38,12 +39,13 @@ export class Renames {
   /**
    * The ids `id` was renamed to within the minute, in order. Only read: ending a session twice is
    * harmless, and a sign-out with a made-up cookie writes nothing (a store that refuses writes
-   * still answers it).
+   * still answers it). Best effort: a pointer that cannot be read (its key on a Redis Cluster
+   * node that is down) ends the chain, and never a sign-out whose own session is already ended.
    */
   async chain (id: string): Promise<string[]> {
     const ids: string[] = []
     for (let from: string | null = id; ids.length < MAX_HOPS;) {
-      from = await this.store.get(storeKeys.renamed(from))
+      from = await this.store.get(storeKeys.renamed(from)).catch(() => null)
       if (from === null) break
       ids.push(from)
     }

@@ -35,19 +35,33 @@ class CountingStore extends MemoryStore {
   }
 }
 
-/** Refuses the rename pointer's write when told to, and lists the session records written. */
+/**
+ * Fails the rename pointer's commands it is told to (as a Redis Cluster node holding `renamed:`
+ * keys that is down), finds it claimed by another sign-in when told to, and lists the session
+ * records written.
+ */
 class PointerRefusingStore extends CountingStore {
-  refusing = false
+  readonly refusing = new Set<'claim' | 'set' | 'get'>()
+  claimedElsewhere = false
   readonly sessionsWritten: string[] = []
+  private refuse (command: 'claim' | 'set' | 'get', key: string): void {
+    if (this.refusing.has(command) && key.startsWith('renamed:')) throw new Error('store unreachable')
+  }
+
   override async claim (key: string, value: string, ttlMs: number): Promise<boolean> {
-    if (this.refusing && key.startsWith('renamed:')) throw new Error('store unreachable')
-    return await super.claim(key, value, ttlMs)
+    this.refuse('claim', key)
+    return this.claimedElsewhere && key.startsWith('renamed:') ? false : await super.claim(key, value, ttlMs)
   }
 
   override async set (key: string, value: string | Uint8Array, ttlMs: number): Promise<void> {
-    if (this.refusing && key.startsWith('renamed:')) throw new Error('store unreachable')
+    this.refuse('set', key)
     if (key.startsWith('session:')) this.sessionsWritten.push(key)
     await super.set(key, value, ttlMs)
+  }
+
+  override async get (key: string): Promise<string | null> {
+    this.refuse('get', key)
+    return await super.get(key)
   }
 }
 
@@ -178,11 +192,33 @@ describe('Sessions', () => {
       const store = new PointerRefusingStore({ clock: { now: () => 1_700_000_000_000 } })
       const { sessions } = await setUp(undefined, store)
       const old = await sessions.start(undefined, RECORD)
-      store.refusing = true
+      store.refusing.add('claim').add('set')
       await expect(sessions.start(header(old.cookie), RECORD)).rejects.toThrow('store unreachable')
       expect(store.sessionsWritten).toHaveLength(2)
       expect(await store.getBytes(store.sessionsWritten[1]!)).toBeNull()
       expect(await sessions.load(header(old.cookie))).not.toBeNull()
+    })
+
+    // A reviewer's rows: each ended the new session after the old one was taken, or left a sign-out half done.
+    it('a pointer that cannot be written once the old record is taken leaves the sign-in standing', async () => {
+      const store = new PointerRefusingStore({ clock: { now: () => 1_700_000_000_000 } })
+      const { sessions } = await setUp(undefined, store)
+      const old = await sessions.start(undefined, RECORD)
+      store.claimedElsewhere = true
+      store.refusing.add('set')
+      const renamed = await sessions.start(header(old.cookie), RECORD)
+      expect(await sessions.load(header(renamed.cookie))).not.toBeNull()
+      expect(await sessions.load(header(old.cookie))).toBeNull()
+    })
+
+    it('a sign-out whose pointer cannot be read still ends its own session, without an error', async () => {
+      const store = new PointerRefusingStore({ clock: { now: () => 1_700_000_000_000 } })
+      const { sessions } = await setUp(undefined, store)
+      const live = await sessions.start(undefined, RECORD)
+      store.refusing.add('get')
+      await expect(sessions.end(await sessions.load(header(live.cookie)), header(live.cookie))).resolves.toBeUndefined()
+      await expect(sessions.end(null, header(`${'A'.repeat(43)}.${live.cookie.slice(44)}`))).resolves.toBeUndefined()
+      expect(await sessions.load(header(live.cookie))).toBeNull()
     })
 
     it('gives no say to a cookie whose session had ended before the sign-in, to a made-up one, or after a minute', async () => {
