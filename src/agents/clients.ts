@@ -30,14 +30,25 @@ export const REDIRECT_URIS_MAX = 10
 /**
  * Schemes that are not an app's own: they run code, read files, name another kind of resource,
  * start a program of the operating system (Windows' `ms-*`, `search-ms`, `shell`; remote shares),
- * or open a browser at the web address that follows them (`microsoft-edge:https://...`,
- * `x-safari-https://...`, `googlechromes://...`): the code would go to that site, by whatever
- * name the consent page showed (an outside tester's finding).
+ * open a browser or another app at the web address that follows them (`microsoft-edge:https://...`,
+ * `x-safari-https://...`, `googlechromes://...`, `android-app://<browser>/https/...`): the code
+ * would go to that site, by whatever name the consent page showed (an outside tester's finding,
+ * and a reviewer's further ones). A list cannot be complete: the consent page also shows where the
+ * code goes in full.
  */
 const NOT_PRIVATE_USE = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:', 'mailto:', 'tel:', 'sms:', 'urn:', 'filesystem:', 'chrome:', 'view-source:', 'intent:',
   'search-ms:', 'search:', 'shell:', 'smb:', 'res:', 'jar:', 'mhtml:', 'ssh:', 'telnet:', 'ldap:', 'callto:', 'steam:',
-  'microsoft-edge:', 'microsoft-edge-holographic:', 'x-safari-http:', 'x-safari-https:', 'googlechrome:', 'googlechromes:', 'firefox:',
-  'firefox-private:', 'opera-http:', 'opera-https:', 'brave:', 'edge:', 'x-web-search:'])
+  'microsoft-edge:', 'microsoft-edge-http:', 'microsoft-edge-https:', 'microsoft-edge-holographic:', 'read:', 'x-safari-http:', 'x-safari-https:',
+  'googlechrome:', 'googlechromes:', 'firefox:', 'firefox-private:', 'opera-http:', 'opera-https:', 'touch-http:', 'touch-https:', 'brave:', 'edge:',
+  'ddgquicklink:', 'x-web-search:', 'android-app:', 'ios-app:',
+  // The schemes a web site may claim in a browser (registerProtocolHandler's safelist; `web+*` below):
+  // the code would go to whatever site claimed it.
+  'bitcoin:', 'ftps:', 'geo:', 'im:', 'irc:', 'ircs:', 'magnet:', 'matrix:', 'mms:', 'news:', 'nntp:', 'openpgp4fpr:', 'sftp:', 'sip:', 'smsto:', 'webcal:', 'wtai:', 'xmpp:'])
+
+/** A scheme no app may take as its own: listed above, Windows' `ms-*`, or a web site's `web+*`. */
+function notPrivateUse (protocol: string): boolean {
+  return NOT_PRIVATE_USE.has(protocol) || protocol.startsWith('ms-') || protocol.startsWith('web+')
+}
 
 /** Why `value` cannot be a redirect URI of an agent client, or undefined when it can. */
 export function redirectUriProblem (value: unknown): string | undefined {
@@ -51,7 +62,7 @@ export function redirectUriProblem (value: unknown): string | undefined {
     return LOOPBACK_REDIRECT_HOSTS.has(parsed.hostname) ? undefined : 'uses http on a host other than 127.0.0.1, [::1] or localhost: use https'
   }
   // A private-use scheme: letters, digits, `+`, `-`, `.`; one that runs code or names other resources is refused.
-  if (!/^[a-z][a-z0-9+.-]*:$/.test(parsed.protocol) || NOT_PRIVATE_USE.has(parsed.protocol) || parsed.protocol.startsWith('ms-')) return `uses the ${parsed.protocol.slice(0, -1)} scheme, which is not an app's own`
+  if (!/^[a-z][a-z0-9+.-]*:$/.test(parsed.protocol) || notPrivateUse(parsed.protocol)) return `uses the ${parsed.protocol.slice(0, -1)} scheme, which is not an app's own`
   return undefined
 }
 

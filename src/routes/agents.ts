@@ -352,9 +352,10 @@ export class Agents implements AgentSignIns {
       clientId: client.clientId,
       clientName: clientName(client),
       clientSite: client.clientId.startsWith('https://') ? URL.parse(client.clientId)?.host : undefined,
-      // None for the device flow: the CLI polls for its tokens. A private-use URI without a host
-      // (com.example.app:/callback) is shown whole but its query, so that no address hides behind its scheme.
-      redirectHost: redirect === null ? undefined : redirect.host === '' ? `${redirect.protocol}${redirect.pathname}`.slice(0, 200) : redirect.host,
+      // None for the device flow: the CLI polls for its tokens. A private-use URI (an app's own
+      // scheme, whose host means nothing to the system) is shown whole but its query, so that no
+      // address hides behind its scheme; a web address, by its host.
+      redirectHost: redirect === null ? undefined : isWeb(redirect) ? redirect.host : `${redirect.protocol}${redirect.host === '' ? '' : `//${redirect.host}`}${redirect.pathname}`.slice(0, 200),
       route,
       resource,
     }
@@ -388,4 +389,9 @@ function sameText (a: string, b: string): boolean {
   const left = Buffer.from(a)
   const right = Buffer.from(b)
   return left.length === right.length && timingSafeEqual(left, right)
+}
+
+/** Whether a redirect URI is a web address (https, or http on loopback), not an app's own scheme. */
+function isWeb (url: URL): boolean {
+  return url.protocol === 'https:' || url.protocol === 'http:'
 }

@@ -182,6 +182,13 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['Safari at a web address (x-safari-https://...)', { redirect_uris: ['x-safari-https://evil.example/cb'] }, 'invalid_redirect_uri'],
     ['Chrome at a web address (googlechromes://...)', { redirect_uris: ['googlechromes://evil.example/cb'] }, 'invalid_redirect_uri'],
     ['Firefox at a web address (firefox:https://...)', { redirect_uris: ['firefox:https://evil.example/cb'] }, 'invalid_redirect_uri'],
+    // A reviewer's rows: more of the same, and schemes a web site may claim in a browser.
+    ['Edge\'s https twin (microsoft-edge-https://...)', { redirect_uris: ['microsoft-edge-https://evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['Android\'s browser by its package (android-app://...)', { redirect_uris: ['android-app://com.android.chrome/https/evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['legacy Edge\'s reading view (read:https://...)', { redirect_uris: ['read:https://evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['a web site\'s own scheme (web+agent:)', { redirect_uris: ['web+agent:/callback'] }, 'invalid_redirect_uri'],
+    ['a scheme any web site may claim (webcal:)', { redirect_uris: ['webcal://evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['another (xmpp:)', { redirect_uris: ['xmpp:/callback'] }, 'invalid_redirect_uri'],
     ['a fragment', { redirect_uris: ['https://app.example/cb#x'] }, 'invalid_redirect_uri'],
     ['credentials in the URI', { redirect_uris: ['https://user:pw@app.example/cb'] }, 'invalid_redirect_uri'],
     ['no redirect URI', { redirect_uris: [] }, 'invalid_redirect_uri'],
@@ -225,6 +232,16 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: challenge, code_challenge_method: 'S256', resource: `${gateway.url}/mcp` })
     const page = await new Browser().navigate(`${gateway.url}/oauth/agents/authorize?${query.toString()}`, { login: 'alice' })
     expect(await page.text()).toContain('<dt>Sends you back to</dt><dd><code>com.example.agent:/oauth/callback</code></dd>')
+  })
+
+  it('names a private-use redirect URI with a host in full too (its host means nothing to the system: the app of the scheme gets the code)', async () => {
+    const uri = 'cursor://anysphere.cursor-retrieval/oauth/callback'
+    const response = await register({ client_name: 'Native', redirect_uris: [uri] }, { 'x-forwarded-for': randomBytes(4).join('.') })
+    const id = (await response.json() as { client_id: string }).client_id
+    const challenge = createHash('sha256').update('v'.repeat(43)).digest('base64url')
+    const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: challenge, code_challenge_method: 'S256', resource: `${gateway.url}/mcp` })
+    const page = await new Browser().navigate(`${gateway.url}/oauth/agents/authorize?${query.toString()}`, { login: 'alice' })
+    expect(await page.text()).toContain('<dt>Sends you back to</dt><dd><code>cursor://anysphere.cursor-retrieval/oauth/callback</code></dd>')
   })
 
   it('refuses a registration over 8 KiB with 413, and keeps none of the metadata it has no use for (no fetch of a sector_identifier_uri)', async () => {
