@@ -16,8 +16,8 @@
 // @see https://www.rfc-editor.org/rfc/rfc9068 (JWT profile for access tokens)
 // @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
 import { hash as digest } from 'node:crypto'
-import { decodeJwt, decodeProtectedHeader, errors as joseErrors, type JWTPayload, type ProtectedHeaderParameters } from 'jose'
-import { verifyJwt } from './verify-jwt.js'
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, type JWTPayload, type JWTVerifyOptions, type ProtectedHeaderParameters } from 'jose'
+import { TooManyCandidates, verifyJwt } from './verify-jwt.js'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
@@ -129,12 +129,28 @@ function verificationProblem (error: unknown, provider: ResolvedProvider): Token
     return refused('malformed', tokenMessage('claimNotValid', { claim: error.claim }))
   }
   if (error instanceof joseErrors.JWKSNoMatchingKey) return refused('unknown_key', TOKEN_MESSAGES.unknownKey)
+  if (error instanceof TooManyCandidates) return refused('unknown_key', TOKEN_MESSAGES.tooManyKeys)
   if (error instanceof joseErrors.JWSSignatureVerificationFailed) return refused('bad_signature', TOKEN_MESSAGES.badSignature)
   if (error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof joseErrors.JOSENotSupported) return refused('algorithm', TOKEN_MESSAGES.algorithm)
   if (error instanceof joseErrors.JWSInvalid || error instanceof joseErrors.JWTInvalid) {
     return refused('malformed', TOKEN_MESSAGES.notWellFormed)
   }
   throw new GatewayError('provider_unavailable', `The signing keys of provider "${provider.name}" could not be read.`, { cause: error })
+}
+
+/**
+ * A JWT's claims, verified with its issuer's keys. A signature that fails with the keys held may be
+ * of a key the issuer published since under a `kid` already held: it is verified once more after
+ * the keys are read again, when that may be done (IssuerKeys.readAgain).
+ */
+async function verifiedClaims (token: string, keys: IssuerKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
+  const arrived = keys.mark
+  try {
+    return (await verifyJwt(token, keys.getKey, options)).payload
+  } catch (error) {
+    if (!(error instanceof joseErrors.JWSSignatureVerificationFailed) || !await keys.readAgain(arrived)) throw error
+    return (await verifyJwt(token, keys.getKey, options)).payload
+  }
 }
 
 export class AccessTokens {
@@ -235,13 +251,7 @@ export class AccessTokens {
     if (provider === undefined) return refused('unknown_issuer', TOKEN_MESSAGES.unknownIssuer)
     let claims: JWTPayload
     try {
-      ({ payload: claims } = await verifyJwt(token, this.keySet(provider).getKey, {
-        issuer: provider.expectedIssuer,
-        algorithms: ASYMMETRIC_ALGORITHMS,
-        clockTolerance: CLOCK_TOLERANCE_S,
-        currentDate: new Date(this.clock.now()),
-        requiredClaims: ['exp'],
-      }))
+      claims = await verifiedClaims(token, this.keySet(provider), { issuer: provider.expectedIssuer, algorithms: ASYMMETRIC_ALGORITHMS, clockTolerance: CLOCK_TOLERANCE_S, currentDate: new Date(this.clock.now()), requiredClaims: ['exp'] })
     } catch (error) {
       return verificationProblem(error, provider)
     }
@@ -267,21 +277,23 @@ export class AccessTokens {
    */
   private async introspect (token: string, hash: string, issuers: readonly string[]): Promise<TokenCheck> {
     let asked = false
-    // An issuer that cannot be asked (discovery or introspection failing) does not stop the others:
-    // its failure is the answer only when none of them calls the token active (it might have).
+    // An issuer whose configuration cannot be read (down since the gateway started, or unreachable)
+    // does not stop the others: its failure is the answer only when none of them calls the token
+    // active (it might have). One that was read but whose introspection fails (an error, a 429, a
+    // timeout) ends it with 502: that it fail is no stranger's way to send its tokens on to the
+    // issuers listed after it (an outside reviewer's point).
     let failure: unknown
     for (const name of issuers) {
-      let claims: Awaited<ReturnType<typeof introspection>>
       let provider: ResolvedProvider
       try {
         provider = await this.providers.get(name)
-        if (provider.introspectionUrl === undefined) continue
-        asked = true
-        claims = await introspection(provider, token)
       } catch (error) {
         failure ??= error
         continue
       }
+      if (provider.introspectionUrl === undefined) continue
+      asked = true
+      const claims = await introspection(provider, token)
       if (claims.active !== true) continue
       if (claims.iss !== undefined && claims.iss !== provider.expectedIssuer) continue
       // Active, but not an access token: a refresh token (oidc-provider leaves its token_type out;

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import { errors as joseErrors, type JWTPayload } from 'jose'
-import { verifyJwt } from './verify-jwt.js'
+import { TooManyCandidates, verifyJwt } from './verify-jwt.js'
 import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
 import { isPendingSignInKey, storeKeys, type SessionStore } from '../store/store.js'
@@ -43,7 +43,7 @@ function joseProblem (error: unknown): GatewayError {
     }
   }
   if (error instanceof joseErrors.JWSSignatureVerificationFailed || error instanceof joseErrors.JWKSNoMatchingKey ||
-    error instanceof joseErrors.JOSEAlgNotAllowed ||
+    error instanceof joseErrors.JOSEAlgNotAllowed || error instanceof TooManyCandidates ||
     // A JWK Set holds no symmetric keys: an HS256 token (signed with the client secret, say) lands here.
     error instanceof joseErrors.JOSENotSupported) {
     return invalid('The logout token is not signed with the provider\'s keys.', error)

@@ -97,6 +97,26 @@ export class IssuerKeys {
     throw this.unavailable()
   }
 
+  /** Fetches begun so far: a read counts as begun after a token met now when {@link readAgain} is given this. */
+  get mark (): number {
+    return this.started
+  }
+
+  /**
+   * After a token's signature failed with the keys held: whether keys read since `arrived` (the
+   * {@link mark} when the token was met) are held now, reading them once more first when none is
+   * and the cooldown allows, as for an unknown `kid`. A key the issuer re-published under a `kid`
+   * already held (a rotation that keeps its `kid`), or added where the token names none, is then
+   * found by verifying again (an outside tester's finding: such tokens were refused until the
+   * background read, up to 10 minutes); a forged signature costs the issuer at most one read per
+   * cooldown, and within it is refused at once, as before.
+   */
+  async readAgain (arrived: number): Promise<boolean> {
+    if (this.generation <= arrived && this.pending === undefined && !this.coolingDown()) void this.refetch()
+    if (this.pending !== undefined) await this.pending
+    return this.generation > arrived
+  }
+
   /** The key for `header` in `local`; undefined when it holds none for it. */
   private async lookup (local: LocalSet, header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<Key | undefined> {
     try {

@@ -20,6 +20,7 @@ export const TOKEN_MESSAGES = {
   senderConstrained: 'The token is bound to a key (cnf): it is only good with a proof of that key, which the Bearer scheme does not carry.',
   unknownIssuer: 'The token is not from an issuer this route accepts.',
   unknownKey: 'The token is signed with a key the issuer does not publish.',
+  tooManyKeys: 'The token names no key the gateway can tell among the issuer\'s: it fits more of them than the gateway tries (4). Sign it with a kid naming one key.',
   badSignature: 'The token\'s signature does not verify.',
   noExpiry: 'The token has no expiry (exp).',
   expired: 'The token has expired.',

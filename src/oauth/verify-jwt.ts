@@ -8,8 +8,24 @@
 // @see https://github.com/panva/jose/blob/main/docs/jwks/local/functions/createLocalJWKSet.md
 import { errors, jwtVerify, type CryptoKey, type JWTVerifyGetKey, type JWTVerifyOptions, type JWTVerifyResult, type KeyObject } from 'jose'
 
-/** Candidates tried at most: a token without a `kid` costs one signature check per key, never more than this. */
-const MAX_CANDIDATES = 10
+/**
+ * Candidates tried at most: each costs a signature check, and a token without a `kid` is anyone's
+ * to send. Past them the token is refused for naming no key among too many (`TooManyCandidates`),
+ * never as a bad signature, which it may not be.
+ */
+export const MAX_CANDIDATES = 4
+
+/** A token that fits more of the issuer's keys than {@link MAX_CANDIDATES}, none of those tried its signer. */
+export class TooManyCandidates extends errors.JOSEError {}
+
+/**
+ * What one candidate's failure says: the claims failed on a signature that verified (the right
+ * key: its answer is the token's), or the key is not the one (a bad signature, or a key this
+ * runtime will not use, such as a 1,024-bit RSA key an issuer still lists while it moves off it).
+ */
+function signedByThisKey (error: unknown): boolean {
+  return error instanceof errors.JWTClaimValidationFailed || error instanceof errors.JWTExpired || error instanceof errors.JWTInvalid
+}
 
 export async function verifyJwt (token: string, keys: JWTVerifyGetKey, options: JWTVerifyOptions): Promise<JWTVerifyResult> {
   try {
@@ -18,11 +34,11 @@ export async function verifyJwt (token: string, keys: JWTVerifyGetKey, options: 
     if (!(error instanceof errors.JWKSMultipleMatchingKeys)) throw error
     let tried = 0
     for await (const key of error as unknown as AsyncIterable<CryptoKey | KeyObject>) {
-      if (++tried > MAX_CANDIDATES) break
+      if (++tried > MAX_CANDIDATES) throw new TooManyCandidates(`the token fits more than ${MAX_CANDIDATES} of the issuer's keys`)
       try {
         return await jwtVerify(token, key, options)
       } catch (inner) {
-        if (!(inner instanceof errors.JWSSignatureVerificationFailed)) throw inner
+        if (signedByThisKey(inner)) throw inner
       }
     }
     throw new errors.JWSSignatureVerificationFailed()

@@ -3,9 +3,10 @@
 // leaves trying the candidates to the caller; before, every such token was refused as "not a
 // well-formed JWT" (machine clients' tokens, ID tokens and logout tokens alike). A token of a key
 // that is not published stays refused, and a claim that fails on the right key says so.
+import { generateKeyPairSync } from 'node:crypto'
 import { SignJWT, createLocalJWKSet, errors, exportJWK, generateKeyPair, jwtVerify, type CryptoKey, type JWK } from 'jose'
 import { beforeAll, describe, expect, it } from 'vitest'
-import { verifyJwt } from '../../src/oauth/verify-jwt.js'
+import { MAX_CANDIDATES, TooManyCandidates, verifyJwt } from '../../src/oauth/verify-jwt.js'
 
 const ISSUER = 'https://issuer.example'
 const NOW_S = 1_800_000_000
@@ -49,6 +50,22 @@ describe('verifyJwt', () => {
   it('a claim that fails on the key that signed it says so (expired), whichever candidate comes first', async () => {
     const keys = createLocalJWKSet({ keys: await published(['k1', 'k1']) })
     await expect(verifyJwt(await token(pairs[1]!.privateKey, 'k1', NOW_S - 60), keys, OPTIONS)).rejects.toBeInstanceOf(errors.JWTExpired)
+  })
+
+  // A reviewer's rows: a candidate this runtime will not use (an RSA key under 2,048 bits, which
+  // jose refuses only when it verifies) ended the loop with a TypeError, a 502, before the key
+  // that signed; and past the cap the token was called a bad signature, which it need not be.
+  it.each([['k1'], [undefined]] as const)('a 1,024-bit key an issuer still lists first does not stop the key that signed (kid %s)', async (kid) => {
+    const legacy = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey.export({ format: 'jwk' }) as JWK
+    const keys = createLocalJWKSet({ keys: [{ ...legacy, alg: 'RS256', use: 'sig', ...(kid === undefined ? {} : { kid }) }, ...await published([kid])] })
+    expect((await verifyJwt(await token(pairs[0]!.privateKey, kid), keys, OPTIONS)).payload.sub).toBe('ci')
+  })
+
+  it(`a token that fits more than ${MAX_CANDIDATES} keys, none of those tried its signer: refused as naming no key it can be told by, not as a bad signature`, async () => {
+    const more = await Promise.all(Array.from({ length: MAX_CANDIDATES + 1 }, async () => await generateKeyPair('RS256', { extractable: true })))
+    const keys = createLocalJWKSet({ keys: await Promise.all(more.map(async (pair) => ({ ...await exportJWK(pair.publicKey), alg: 'RS256', use: 'sig' }))) })
+    await expect(verifyJwt(await token(more.at(-1)!.privateKey, undefined), keys, OPTIONS)).rejects.toBeInstanceOf(TooManyCandidates)
+    expect((await verifyJwt(await token(more[MAX_CANDIDATES - 1]!.privateKey, undefined), keys, OPTIONS)).payload.sub).toBe('ci')
   })
 
   it('one key for the kid: as jose, nothing tried twice', async () => {
