@@ -224,24 +224,18 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     expect(body).not.toHaveProperty('client_secret')
   })
 
-  it('names a private-use redirect URI without a host in full on the consent page, never as its scheme alone', async () => {
-    const uri = 'com.example.agent:/oauth/callback'
+  // A private-use URI's host means nothing to the system (the app of the scheme gets the code):
+  // with or without one, it is shown whole but its query, never as its scheme alone.
+  it.each([
+    ['without a host', 'com.example.agent:/oauth/callback'],
+    ['with a host', 'cursor://anysphere.cursor-retrieval/oauth/callback'],
+  ])('names a private-use redirect URI %s in full on the consent page', async (_case, uri) => {
     const response = await register({ client_name: 'Native', redirect_uris: [uri] }, { 'x-forwarded-for': randomBytes(4).join('.') })
     const id = (await response.json() as { client_id: string }).client_id
     const challenge = createHash('sha256').update('v'.repeat(43)).digest('base64url')
     const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: challenge, code_challenge_method: 'S256', resource: `${gateway.url}/mcp` })
     const page = await new Browser().navigate(`${gateway.url}/oauth/agents/authorize?${query.toString()}`, { login: 'alice' })
-    expect(await page.text()).toContain('<dt>Sends you back to</dt><dd><code>com.example.agent:/oauth/callback</code></dd>')
-  })
-
-  it('names a private-use redirect URI with a host in full too (its host means nothing to the system: the app of the scheme gets the code)', async () => {
-    const uri = 'cursor://anysphere.cursor-retrieval/oauth/callback'
-    const response = await register({ client_name: 'Native', redirect_uris: [uri] }, { 'x-forwarded-for': randomBytes(4).join('.') })
-    const id = (await response.json() as { client_id: string }).client_id
-    const challenge = createHash('sha256').update('v'.repeat(43)).digest('base64url')
-    const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: uri, code_challenge: challenge, code_challenge_method: 'S256', resource: `${gateway.url}/mcp` })
-    const page = await new Browser().navigate(`${gateway.url}/oauth/agents/authorize?${query.toString()}`, { login: 'alice' })
-    expect(await page.text()).toContain('<dt>Sends you back to</dt><dd><code>cursor://anysphere.cursor-retrieval/oauth/callback</code></dd>')
+    expect(await page.text()).toContain(`<dt>Sends you back to</dt><dd><code>${uri}</code></dd>`)
   })
 
   it('refuses a registration over 8 KiB with 413, and keeps none of the metadata it has no use for (no fetch of a sector_identifier_uri)', async () => {
