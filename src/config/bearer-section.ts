@@ -195,9 +195,10 @@ export function introspectionWarnings (config: Pick<GatewayConfig, 'routes' | 'f
 /**
  * One issuer however it is written: discovery reads `https://GitLab.example.com:443/` and
  * `https://gitlab.example.com` as the same (the host in lower case, the default port and a trailing
- * `/` left out), and both providers would then expect one `iss`.
+ * `/` left out), and both providers would then expect one `iss`. Also how a token's `iss` is
+ * matched to the configured issuers before any discovery (src/oauth/access-tokens.ts).
  */
-function sameIssuer (issuer: string): string {
+export function sameIssuer (issuer: string): string {
   try {
     const url = new URL(issuer)
     return `${url.protocol}//${url.host}${url.pathname.replace(/\/+$/, '')}${url.search}`

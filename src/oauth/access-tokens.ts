@@ -18,6 +18,7 @@
 import { hash as digest } from 'node:crypto'
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, type JWTPayload, type JWTVerifyOptions, type ProtectedHeaderParameters } from 'jose'
 import { TooManyCandidates, verifyJwt } from './verify-jwt.js'
+import { sameIssuer } from '../config/bearer-section.js'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
@@ -212,7 +213,11 @@ export class AccessTokens {
     // Only the issuers configured under the token's `iss` are looked up (discovery confirms it), so a
     // token of one never waits for another's discovery that hangs (an outside tester's finding: a
     // GitHub Actions token waited out an unreachable issuer listed before it, every few seconds).
-    const named = issuers.filter((name) => sameIssuer(this.providers.configuredIssuer(name), iss))
+    const wanted = sameIssuer(iss)
+    const named = issuers.filter((name) => {
+      const configured = this.providers.configuredIssuer(name)
+      return configured !== undefined && sameIssuer(configured) === wanted
+    })
     let failure: IssuerUnavailable | undefined
     for (const name of named.length > 0 ? named : issuers) {
       try {
@@ -321,9 +326,4 @@ class IssuerUnavailable extends Error {
   constructor (readonly provider: string | undefined, override readonly cause: unknown) {
     super('the issuer\'s configuration could not be read', { cause })
   }
-}
-
-/** Whether a configured issuer and a token's `iss` name the same issuer (a trailing `/` aside, as configs and issuers differ on it). */
-function sameIssuer (configured: string | undefined, iss: string): boolean {
-  return configured !== undefined && configured.replace(/\/$/, '') === iss.replace(/\/$/, '')
 }
