@@ -67,7 +67,8 @@ const SHORT_S = 33
 const clock = { offset: 0, now: () => Date.now() + clock.offset }
 
 let redis: TestRedis
-let monitorClient: Redis
+/** MONITOR's own connection (ioredis opens a new one for it): closed in afterAll, else it outlives the file and reconnects into the next file's pooled Redis. */
+let monitor: Redis
 /** Reads keys (the monitoring client can do nothing else). */
 let reader: Redis
 let proxy: HoldProxy
@@ -82,9 +83,8 @@ const lockSets: string[][] = []
 
 beforeAll(async () => {
   redis = await startRedis()
-  monitorClient = new Redis(redis.url)
   reader = new Redis(redis.url)
-  const monitor = await monitorClient.monitor()
+  monitor = await new Redis(redis.url, { lazyConnect: true }).monitor()
   monitor.on('monitor', (_time: string, args: unknown[]) => { if (String(args[0]).toLowerCase() === 'set' && String(args[1]).includes('refresh:')) lockSets.push(args.map(String)) })
   upstream = await startUpstream()
   stubA = await startTokenStub()
@@ -116,7 +116,7 @@ afterAll(async () => {
   for (const stub of [stubA, stubB]) if (stub) stub.hold = undefined
   await Promise.all([a?.close(), b?.close()])
   await Promise.all([op?.close(), stubA?.close(), stubB?.close(), upstream?.close(), proxy?.close()])
-  monitorClient?.disconnect()
+  monitor?.disconnect()
   reader?.disconnect()
   await redis?.release()
 })
