@@ -12,11 +12,19 @@ export const CLIENT_NAME_MAX = 100
 
 /**
  * What a `client_name` may not hold: control characters (a line break, a tab), invisible ones
- * (zero-width spaces and joiners, soft hyphens) and direction overrides or isolates (U+202E), which
- * hide or reorder what the consent page says around the name: `Cl\u200Baude` passing as `Claude`,
- * an override left open turning "(the name it gave itself)" around.
+ * (zero-width spaces and joiners, soft hyphens, and every other default-ignorable code point: the
+ * Hangul fillers, the combining grapheme joiner, variation selectors), and direction overrides or
+ * isolates (U+202E), which hide or reorder what the consent page says around the name:
+ * `Cl\u200Baude` or `Claude\u3164Code` passing as `Claude`, an override left open turning the
+ * page's words around (outside testers' findings).
  */
-const HIDDEN_IN_A_NAME = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}]/u
+const HIDDEN_IN_A_NAME = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/u
+
+/**
+ * The consent page's own words about whose a name is: a name may not say them, so a client that
+ * registered itself cannot claim a host vouches for it (`Claude Code (as described at claude.ai)`).
+ */
+const PAGE_WORDS_IN_A_NAME = /as\s+described\s+at|gave\s+itself|calls\s+itself/iu
 
 /**
  * The hosts an http redirect URI may name (RFC 8252 §7.3): the loopback addresses, and `localhost`,
@@ -98,6 +106,9 @@ export function registrationProblem (metadata: Record<string, unknown>): { field
   if (name !== undefined && (typeof name !== 'string' || name.length > CLIENT_NAME_MAX)) return { field: 'other', message: `client_name must be text of at most ${CLIENT_NAME_MAX} characters` }
   if (typeof name === 'string' && HIDDEN_IN_A_NAME.test(name)) {
     return { field: 'other', message: 'client_name must hold no control or invisible characters (line breaks, tabs, zero-width spaces or joiners, direction overrides): the consent page shows it as written' }
+  }
+  if (typeof name === 'string' && PAGE_WORDS_IN_A_NAME.test(name)) {
+    return { field: 'other', message: 'client_name must not say whose name it is ("as described at", "calls itself"): the consent page says that' }
   }
   return undefined
 }

@@ -21,6 +21,15 @@ export function messagePage (title: string, text: string): string {
   return renderPage(title, `<h1>${escapeHtml(title)}</h1>\n<p>${escapeHtml(text)}</p>`)
 }
 
+/**
+ * The client as the consent page's first sentence names it: whose word the name is comes before
+ * it, so nothing in a name can read as the page's own words after it.
+ */
+function whose (view: ConsentView): string {
+  const name = `<strong><bdi>${escapeHtml(view.clientName)}</bdi></strong>`
+  return view.clientSite === undefined ? `A client that calls itself ${name}` : `${name}, as described at <code>${escapeHtml(view.clientSite)}</code>,`
+}
+
 /** The consent page: which client, where it sends the browser back, which route, as whom; Allow or Deny. */
 export function consentPage (view: ConsentView, person: string, csrf: string): string {
   const title = 'Allow an agent?'
@@ -29,8 +38,8 @@ export function consentPage (view: ConsentView, person: string, csrf: string): s
     : `<dt>Sends you back to</dt><dd><code>${escapeHtml(view.redirectHost)}</code></dd>`
   const warning = view.redirectHost === undefined ? ' If someone else gave you the code, deny: they would get your access.' : ''
   return renderPage(title, `<h1>${escapeHtml(title)}</h1>
-<p><strong><bdi>${escapeHtml(view.clientName)}</bdi></strong> asks to use <code>${escapeHtml(view.routePath)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
-<dl class="seen"><dt>Client</dt><dd><bdi>${escapeHtml(view.clientName)}</bdi> ${view.clientSite === undefined ? '(the name it gave itself)' : `(as described at <code>${escapeHtml(view.clientSite)}</code>)`}</dd>${back}<dt>Application</dt><dd><code>${escapeHtml(view.routePath)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
+<p>${whose(view)} asks to use <code>${escapeHtml(view.routePath)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
+<dl class="seen"><dt>Named by</dt><dd>${view.clientSite === undefined ? 'itself: anyone may register a client under any name' : `<code>${escapeHtml(view.clientSite)}</code>, where its description is`}</dd>${back}<dt>Application</dt><dd><code>${escapeHtml(view.routePath)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
 <p>It can then call this application as you until you sign out everywhere or end it on <a href="/oauth/sessions/">your sessions</a>. Allow it only if you started this from that client.${warning}</p>
 <form method="post" action="${escapeHtml(agentInteractionUrl(view.uid))}">
 <input type="hidden" name="csrf" value="${escapeHtml(csrf)}">

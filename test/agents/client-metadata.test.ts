@@ -98,7 +98,8 @@ describe('client ID metadata documents', () => {
     const consent = await page.text()
     expect(page.status, consent).toBe(200)
     expect(consent).toContain('Doc client')
-    expect(consent).toContain(`as described at <code>${new URL(base).host}</code>`)
+    expect(consent).toContain(`<strong><bdi>Doc client</bdi></strong>, as described at <code>${new URL(base).host}</code>, asks to use`)
+    expect(consent).toContain(`<dt>Named by</dt><dd><code>${new URL(base).host}</code>, where its description is</dd>`)
     const csrf = /name="csrf" value="([^"]+)"/.exec(consent)![1]!
     const action = new URL(/<form method="post" action="([^"]+)"/.exec(consent)![1]!, gateway.url).href
     let response = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
