@@ -9,6 +9,7 @@
 // gateway publishes RFC 8414 metadata itself, src/routes/agents.ts).
 // @see https://github.com/panva/node-oidc-provider/blob/main/docs/README.md
 import Provider, { errors, type Configuration, type KoaContextWithOIDC } from 'oidc-provider'
+import { createHash } from 'node:crypto'
 import type { IncomingMessage, ServerResponse } from 'node:http'
 import type { AgentsConfig } from '../config/types.js'
 import type { KeyRing } from '../assertion/keys.js'
@@ -70,6 +71,8 @@ export interface AuthorizationServerOptions {
   renderError: (status: number, error: string, description: string | undefined) => string
   /** The device flow's pages, in the gateway's look. */
   devicePages: DevicePages
+  /** The headers of the gateway's pages (src/http/pages.ts PAGE_HEADERS), on every page of the device flow and every error page. */
+  pageHeaders: Readonly<Record<string, string>>
   /** A certificate authority the hosts of `clientMetadataPrivateHosts` may be signed by, besides Node's (tests: their own). */
   extraCa?: string | undefined
 }
@@ -193,7 +196,7 @@ export class AuthorizationServer {
       if (this.options.agents.deviceFlow) {
         provider.use(async (ctx, next) => {
           await next()
-          if (ctx.path.startsWith(AGENT_ENDPOINTS.code_verification)) unframed(ctx)
+          if (ctx.path.startsWith(AGENT_ENDPOINTS.code_verification)) unframed(ctx, this.options.pageHeaders, ctx.body)
           await this.paced(ctx)
         })
       }
@@ -209,12 +212,21 @@ function page (ctx: KoaContextWithOIDC, html: string): void {
   ctx.body = html
 }
 
+/**
+ * The one script a page of the device flow runs: oidc-provider's own (lib/response_modes/form_post.js),
+ * which posts the code that came in the link (`?user_code=`) with its CSRF field, so that the person
+ * sees the confirmation. Allowed by its hash, and only on a page that holds it as written.
+ */
+const FORM_POST_SCRIPT = `
+    document.addEventListener('DOMContentLoaded', function () { document.forms[0].submit() });
+  `
+const FORM_POST_ALLOWED = `; script-src 'sha256-${createHash('sha256').update(FORM_POST_SCRIPT).digest('base64')}'`
+
 /** Every answer of the device pages (the gateway's, and oidc-provider's own: the form that posts a code from its link) is never framed or cached. */
-function unframed (ctx: { set: (name: string, value: string) => void }): void {
+function unframed (ctx: { set: (name: string, value: string) => void }, headers: Readonly<Record<string, string>>, body?: unknown): void {
   ctx.set('cache-control', 'no-store')
-  ctx.set('content-security-policy', "frame-ancestors 'none'")
-  ctx.set('x-frame-options', 'DENY')
-  ctx.set('referrer-policy', 'same-origin')
+  for (const [name, value] of Object.entries(headers)) ctx.set(name, value)
+  if (typeof body === 'string' && body.includes(`<script>${FORM_POST_SCRIPT}</script>`)) ctx.set('content-security-policy', headers['content-security-policy'] + FORM_POST_ALLOWED)
 }
 
 function configuration (options: AuthorizationServerOptions, jwk: Record<string, unknown>): Configuration {
@@ -244,7 +256,7 @@ function storage (options: AuthorizationServerOptions, jwk: Record<string, unkno
     interactions: { url: (_ctx, interaction) => `${AGENTS_PREFIX}/interaction/${interaction.uid}` },
     renderError: (ctx: KoaContextWithOIDC, out, error) => {
       // A page of the gateway's own, as every other: never framed.
-      unframed(ctx)
+      unframed(ctx, options.pageHeaders)
       ctx.type = 'html'
       ctx.body = options.renderError(error instanceof errors.OIDCProviderError ? error.statusCode : 500, String(out.error), out.error_description === undefined ? undefined : String(out.error_description))
     },

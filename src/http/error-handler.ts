@@ -76,7 +76,8 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   else if (error.statusCode >= 500) request.log.error(fields, 'request failed')
   else request.log.info(fields, 'request rejected')
 
-  reply.code(error.statusCode).header('cache-control', 'no-store')
+  // nosniff: a JSON answer is never read as a page or a script, whatever a value in it looks like.
+  reply.code(error.statusCode).header('cache-control', 'no-store').header('x-content-type-options', 'nosniff')
   for (const [name, value] of Object.entries(error.details.headers ?? {})) reply.header(name, value)
   if (wantsHtml(request)) {
     // Through forward-auth the page shows at the application's address: a path would lead there.

@@ -6,18 +6,26 @@ import { HOME } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 
 /**
- * Sends one of these pages: every page of the gateway's own goes out through here, since each has a
- * button (sign in, sign out everywhere, use another account, allow) that a page framing it could
- * trick out of a click. No other page may frame it, a same-site one included: SameSite=Lax sends
- * the session cookie into a frame on a sibling host or another port of the same host.
+ * The headers of every page of the gateway's own (and of oidc-provider's device pages). Each page
+ * has a button (sign in, sign out everywhere, use another account, allow) that a page framing it
+ * could trick out of a click, so no other page may frame it, a same-site one included: SameSite=Lax
+ * sends the session cookie into a frame on a sibling host or another port of the same host. The
+ * pages run no script and load nothing: `default-src 'none'` keeps it so should a value ever slip
+ * past the escaping, with their own inline style. No `form-action`: a page's POST answers with a
+ * redirect to a provider (sign-out) or to an agent's redirect URI (consent), which Chromium checks
+ * against it. Another site never learns the page's address (a `next` with its query, a code in a
+ * callback's).
  */
+export const PAGE_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy': "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'",
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'same-origin',
+  'x-content-type-options': 'nosniff',
+}
+
+/** Sends one of these pages: every page of the gateway's own goes out through here, with PAGE_HEADERS. */
 export function sendUnframed (reply: FastifyReply, html: string): FastifyReply {
-  return reply.type('text/html; charset=utf-8')
-    .header('content-security-policy', "frame-ancestors 'none'")
-    .header('x-frame-options', 'DENY')
-    // Another site never learns the page's address (a `next` with its query, a code in a callback's).
-    .header('referrer-policy', 'same-origin')
-    .send(html)
+  return reply.type('text/html; charset=utf-8').headers(PAGE_HEADERS).send(html)
 }
 
 /** `text` safe inside HTML text and quoted attribute values. */

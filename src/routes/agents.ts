@@ -26,6 +26,7 @@ import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
+import { PAGE_HEADERS } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
 import type { SessionIndex } from '../oauth/session-index.js'
 import { cookieNames, loginUrl, parseInteractionId, resourceIdentifier } from '../oauth/urls.js'
@@ -113,6 +114,7 @@ export class Agents implements AgentSignIns {
       log: deps.log,
       renderError: (_status, error, description) => messagePage('This authorization cannot go on', `${description ?? error}. Start it again from the agent or CLI.`),
       devicePages: DEVICE_PAGES,
+      pageHeaders: PAGE_HEADERS,
       extraCa: deps.extraCa,
     })
     this.pendingCookie = cookieNames(config).agent
@@ -284,7 +286,7 @@ export class Agents implements AgentSignIns {
   private async interactions (scope: FastifyInstance): Promise<void> {
     await scope.register(cookie)
     scope.addHook('onSend', async (_request, reply) => {
-      reply.header('cache-control', 'no-store').header('content-security-policy', "frame-ancestors 'none'").header('x-frame-options', 'DENY').header('referrer-policy', 'same-origin')
+      reply.header('cache-control', 'no-store').headers(PAGE_HEADERS)
     })
     scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'string', bodyLimit: 4096 }, (_request, body, done) => {
       done(null, Object.fromEntries(new URLSearchParams(body as string)))

@@ -31,7 +31,7 @@ function expire (request: FastifyRequest, reply: FastifyReply): void {
   const error = new GatewayError('invalid_request', `The request's body did not arrive within ${OWN_BODY_MS} ms.`)
   request.log.info({ error: error.code, message: error.message }, 'request rejected')
   const body = JSON.stringify({ error: error.code, message: error.message })
-  response.writeHead(error.statusCode, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store', connection: 'close' })
+  response.writeHead(error.statusCode, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), 'cache-control': 'no-store', 'x-content-type-options': 'nosniff', connection: 'close' })
   response.end(body, () => socket.destroy())
 }
 

@@ -203,6 +203,14 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['a name with a soft hyphen', { redirect_uris: [REDIRECT], client_name: 'Clau\u00ADde' }, 'invalid_client_metadata'],
     ['a name with a line break and a tab', { redirect_uris: [REDIRECT], client_name: 'Claude Code\n\t(verified)' }, 'invalid_client_metadata'],
     ['a name with a line separator', { redirect_uris: [REDIRECT], client_name: 'Claude\u2028Code' }, 'invalid_client_metadata'],
+    // An outside tester's: default-ignorable code points outside category Cf render as nothing too.
+    ['a name with a Hangul filler (U+3164)', { redirect_uris: [REDIRECT], client_name: 'Claude\u3164Code' }, 'invalid_client_metadata'],
+    ['a name with a Hangul choseong filler (U+115F)', { redirect_uris: [REDIRECT], client_name: 'Cl\u115Faude Code' }, 'invalid_client_metadata'],
+    ['a name with a halfwidth Hangul filler (U+FFA0)', { redirect_uris: [REDIRECT], client_name: 'Claude Code\uFFA0' }, 'invalid_client_metadata'],
+    ['a name with a combining grapheme joiner (U+034F)', { redirect_uris: [REDIRECT], client_name: 'Cl\u034Faude Code' }, 'invalid_client_metadata'],
+    ['a name with a variation selector (U+FE0F)', { redirect_uris: [REDIRECT], client_name: 'Clau\uFE0Fde Code' }, 'invalid_client_metadata'],
+    ['a name that says a site vouches for it', { redirect_uris: [REDIRECT], client_name: 'Claude Code (as described at claude.ai)' }, 'invalid_client_metadata'],
+    ['a name that says whose name it is', { redirect_uris: [REDIRECT], client_name: 'Claude Code, which calls  itself so' }, 'invalid_client_metadata'],
     ['the implicit grant', { redirect_uris: [REDIRECT], grant_types: ['implicit'], response_types: ['id_token'] }, 'invalid_client_metadata'],
   ])('%s', async (_name, metadata, error) => {
     const response = await register(metadata, { 'x-forwarded-for': randomBytes(4).join('.') })
@@ -278,14 +286,16 @@ describe('an authorization request that must not redirect, and one that must not
     expect(response.status).toBe(400)
     expect(response.headers.get('location')).toBeNull()
     expect(response.headers.get('content-type')).toContain('text/html')
-    expect([response.headers.get('content-security-policy'), response.headers.get('x-frame-options')]).toEqual(["frame-ancestors 'none'", 'DENY'])
+    expect(response.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    expect(response.headers.get('x-frame-options')).toBe('DENY')
   })
 
   it('a resume address with no authorization behind it is an error page, never framed', async () => {
     const response = await fetch(`${gateway.url}/oauth/agents/authorize/abcdefghijklmnopqrstu`, { headers: { accept: 'text/html' } })
     expect(response.status).toBeGreaterThanOrEqual(400)
     expect(response.headers.get('content-type')).toContain('text/html')
-    expect([response.headers.get('content-security-policy'), response.headers.get('x-frame-options')]).toEqual(["frame-ancestors 'none'", 'DENY'])
+    expect(response.headers.get('content-security-policy')).toContain("frame-ancestors 'none'")
+    expect(response.headers.get('x-frame-options')).toBe('DENY')
   })
 
   it.each([
@@ -343,8 +353,8 @@ describe('an authorization request that must not redirect, and one that must not
 describe('consent is the person\'s, in their browser, on this gateway\'s page', () => {
   it('shows a name in a right-to-left script apart from the sentence around it', async () => {
     const consent = await toConsent(new Browser(), (await client('עוזר קוד')).url(), 'alice')
-    expect(consent.body).toContain('<strong><bdi>עוזר קוד</bdi></strong> asks to use')
-    expect(consent.body).toContain('<dd><bdi>עוזר קוד</bdi> (the name it gave itself)</dd>')
+    expect(consent.body).toContain('A client that calls itself <strong><bdi>עוזר קוד</bdi></strong> asks to use')
+    expect(consent.body).toContain('<dt>Named by</dt><dd>itself: anyone may register a client under any name</dd>')
   })
 
   it('refuses a consent POST from another site, or without its CSRF token', async () => {

@@ -177,7 +177,8 @@ describe('an MCP client signs in through the gateway', () => {
     expect(await agentRow.count()).toBe(1)
     // Which client, on which route.
     expect(await agentRow.locator('td').first().textContent()).toBe('agent (MCP client or CLI): Test MCP client on /mcp')
-    const listed = await page.evaluate(async () => await (await fetch('/oauth/sessions/', { headers: { accept: 'application/json' } })).json() as { sessions: Array<{ agent?: unknown }> })
+    // The JSON form with the browser's cookies (the page itself may fetch nothing: its Content-Security-Policy).
+    const listed = await (await context.request.get(`${gateway.url}/oauth/sessions/`, { headers: { accept: 'application/json' } })).json() as { sessions: Array<{ agent?: unknown }> }
     expect(listed.sessions.map((session) => session.agent).filter(Boolean)).toEqual([{ client: 'Test MCP client', route: '/mcp' }])
     await page.screenshot({ path: `${ARTIFACTS}/agent-on-sessions-page.png`, fullPage: true })
     // Revoke asks first, naming the grant; its button ends it.

@@ -162,9 +162,9 @@ describe('a page of the same site framing the gateway\'s pages', () => {
     const seen = Object.fromEntries(Object.entries(pages).map(([name, answer]) => [name, {
       status: answer.status,
       type: answer.headers.get('content-type'),
-      framing: [answer.headers.get('content-security-policy'), answer.headers.get('x-frame-options')],
+      framing: [answer.headers.get('content-security-policy')?.includes("frame-ancestors 'none'"), answer.headers.get('x-frame-options')],
     }]))
-    const unframed = (status: number) => ({ status, type: 'text/html; charset=utf-8', framing: ["frame-ancestors 'none'", 'DENY'] })
+    const unframed = (status: number) => ({ status, type: 'text/html; charset=utf-8', framing: [true, 'DENY'] })
     expect(seen).toEqual({ home: unframed(200), refused: unframed(403), unauthenticated: unframed(401), missing: unframed(404), signedOut: unframed(200), sessions: unframed(200), confirm: unframed(200) })
   })
 })
