@@ -236,7 +236,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   await app.register(probes, { store, metrics, servesMetrics: config.metrics.listen === undefined, readiness: config.store.readiness })
   const signinLimit = await signinRateLimit(app, config.rateLimit.login, store)
   const forms = config.routes.some((route) => route.preserveBodyBytes !== undefined)
-    ? new FormReplay(new PreservedBodies(store, sealer, config.state.ttlMs, clock), config, app.log, signinLimit)
+    ? new FormReplay(new PreservedBodies(store, sealer, config.state.ttlMs, clock), sessions, config, app.log, signinLimit)
     : undefined
   await app.register(oauthRoutes, { config, providers, sessions, flows, metrics, signOuts, backchannel, sessionIndex, personIndex, signinLimit, clock, forms, agents, refreshes: refresher })
   if (keys) await app.register(jwksRoute, { keys })

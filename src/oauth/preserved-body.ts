@@ -11,6 +11,7 @@
 // binding in the sealed value, carried by the login address into that flow's signed state). Only
 // the callback of that flow may offer it, which marks it offered, and only an offered body is taken:
 // a form cookie planted from another browser, or left from before a different sign-in, is not replayed.
+import { createHash } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import { KEY_ID_LENGTH, randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import type { KeyValue } from '../store/store.js'
@@ -38,6 +39,8 @@ interface KeptWire {
   flow: string
   /** That flow's callback has offered it: the one state in which it is taken. */
   offered: boolean
+  /** The session that callback started ({@link formOwner}): the one it is delivered to. */
+  owner?: string
 }
 
 const PURPOSE = 'preserved-body'
@@ -51,6 +54,15 @@ const BINDING = /^[A-Za-z0-9_-]{43}$/
 /** The kept form's flow binding in the login address's `form`, or undefined when absent or malformed. */
 export function parseFormBinding (value: unknown): string | undefined {
   return typeof value === 'string' && BINDING.test(value) ? value : undefined
+}
+
+/**
+ * Whose a kept form is once its flow signed someone in: the session that sign-in started (a hash of
+ * its store id), the one session it is delivered to. An outside tester's finding: an offered form
+ * outlived a sign-out in its browser and went upstream as the next person who signed in there.
+ */
+export function formOwner (sessionId: string): string {
+  return createHash('sha256').update(sessionId).digest('base64url')
 }
 
 /** The token in a form cookie's value, or undefined when absent or malformed. */
@@ -100,13 +112,13 @@ export class PreservedBodies {
 
   /**
    * The sign-in callback's question: whether `token` holds a body for `path` that waits for the
-   * flow whose binding is `flow`. If so it is marked offered (written back for the rest of its
-   * lifetime); a body of another flow stays as it is.
+   * flow whose binding is `flow`. If so it is marked offered to `owner`, the session that flow started
+   * (written back for the rest of its lifetime); a body of another flow stays as it is.
    */
-  async offer (token: string, path: string, flow: string): Promise<boolean> {
+  async offer (token: string, path: string, flow: string, owner: string): Promise<boolean> {
     const found = await this.read(token, path)
     if (found === undefined || found.wire.flow !== flow) return false
-    if (!found.wire.offered) await this.write(found.sealing, token, { ...found.wire, offered: true })
+    if (!found.wire.offered) await this.write(found.sealing, token, { ...found.wire, offered: true, owner })
     return true
   }
 
@@ -116,17 +128,18 @@ export class PreservedBodies {
   }
 
   /**
-   * The offered body `token` kept for `path`, deleted as it is read: only one caller ever gets it.
+   * The offered body `token` kept for `path`, deleted as it is read: only one caller ever gets it,
+   * and only when that is `owner`, the session it was offered to (any other session's marker deletes it).
    * One not offered yet is left where it is (a stray marker does not spend the form of a flow under way).
    */
-  async take (token: string, path: string): Promise<KeptBody | undefined> {
+  async take (token: string, path: string, owner: string): Promise<KeptBody | undefined> {
     const sealing = this.sealingKey(token)
     if (!sealing) return undefined
     // Anything else found (an expired or unreadable value) is taken, and so gone from the store.
     if ((await this.read(token, path))?.wire.offered === false) return undefined
     const sealed = await this.store.take(this.key(sealing, token, path))
     const wire = sealed === null ? undefined : this.open(sealing, token, path, sealed)
-    if (wire === undefined || !wire.offered) return undefined
+    if (wire === undefined || !wire.offered || wire.owner !== owner) return undefined
     return { method: wire.method, path: wire.path, contentType: wire.contentType, body: Buffer.from(wire.body, 'base64') }
   }
 

@@ -17,7 +17,8 @@ import type { GatewayConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { escapeHtml } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
-import { parseFormToken, type PreservedBodies } from '../oauth/preserved-body.js'
+import { formOwner, parseFormToken, type PreservedBodies } from '../oauth/preserved-body.js'
+import type { Sessions } from '../session/session.js'
 import { cookieNames } from '../oauth/urls.js'
 import type { Logger } from '../ops/logger.js'
 
@@ -82,6 +83,8 @@ export class FormReplay {
 
   constructor (
     private readonly bodies: PreservedBodies,
+    /** The sessions: which one a marker POST comes in (its cookie's store id). */
+    private readonly sessions: Pick<Sessions, 'idOf'>,
     config: Pick<GatewayConfig, 'session' | 'server'>,
     private readonly log: Logger,
     /** The sign-in endpoints' budget: each kept body is charged to it. */
@@ -138,11 +141,11 @@ export class FormReplay {
    * that waits for this flow (`form`, the binding its signed state carried), answers with the page
    * that submits it, and true; else false (the caller redirects to `next`).
    */
-  async offer (request: FastifyRequest, reply: FastifyReply, next: string, form: string | undefined): Promise<boolean> {
+  async offer (request: FastifyRequest, reply: FastifyReply, next: string, form: string | undefined, owner: string): Promise<boolean> {
     const token = this.token(request)
     if (token === undefined || form === undefined) return false
     try {
-      if (!(await this.bodies.offer(token, next, form))) return false
+      if (!(await this.bodies.offer(token, next, form, owner))) return false
     } catch (error) {
       // The sign-in itself succeeded: the browser goes on to `next`, without the form.
       this.log.warn({ err: error }, 'a kept form could not be read after the sign-in')
@@ -162,7 +165,7 @@ export class FormReplay {
 
   /**
    * A preserveBody route's preParsing hook: an allowed POST whose body is the marker takes the kept
-   * body (once) and sends it upstream in the marker's place, with its content type; without one it is
+   * body (once, in the session it was offered to) and sends it upstream in the marker's place, with its content type; without one it is
    * refused (400). Any other body streams on untouched, but a body as long as the marker, read and
    * given back.
    */
@@ -176,7 +179,8 @@ export class FormReplay {
     const site = headers['sec-fetch-site']
     const token = site === undefined || site === 'same-origin' ? this.token(request) : undefined
     if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
-    const kept = token === undefined ? undefined : await this.bodies.take(token, request.url)
+    const session = this.sessions.idOf(request.headers.cookie)
+    const kept = token === undefined || session === undefined ? undefined : await this.bodies.take(token, request.url, formOwner(session))
     if (kept === undefined || kept.method !== request.method) throw new GatewayError('invalid_request', ALREADY_DELIVERED)
     // The forwarder copies the request's headers: the kept body's type and length replace the marker's.
     request.raw.headers['content-type'] = kept.contentType

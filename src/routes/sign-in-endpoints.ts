@@ -10,7 +10,7 @@ import { startSession, type StartedSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
 import { maxAgeSeconds } from '../oauth/step-up.js'
-import { parseFormBinding } from '../oauth/preserved-body.js'
+import { formOwner, parseFormBinding } from '../oauth/preserved-body.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
 import { HOME, agentInteractionUrl, loginUrl, parseInteractionId, redirectUri, safeNext } from '../oauth/urls.js'
 import { browserFamily } from '../session/browser-family.js'
@@ -44,12 +44,12 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
         request.log.info({ provider: name, agent: true }, 'sign-in succeeded')
         return reply.redirect(agentInteractionUrl(completed.agent), 302)
       }
-      await startSignedIn(context, request, reply, name, signIn)
+      const sessionId = await startSignedIn(context, request, reply, name, signIn)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
       const target = safeNext(next, redirectHosts)
-      if (await context.forms?.offer(request, reply, target, completed.form) === true) return reply
+      if (await context.forms?.offer(request, reply, target, completed.form, formOwner(sessionId)) === true) return reply
       return reply.redirect(target, 302)
     } catch (error) {
       const reason = error instanceof GatewayError ? error.code : 'internal_error'
@@ -100,7 +100,7 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
  * provider of the session, not only this one, and in the person index, before the old id ends
  * (Sessions.start), and the old id leaves the back-channel index once it has ended.
  */
-async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<void> {
+async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<string> {
   const { sessions, sessionIndex, clock } = context
   const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
   const loaded = await sessions.load(request.headers.cookie)
@@ -111,15 +111,14 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
     const userAgent = request.headers['user-agent']
     await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: withoutPort(request.ip) }, loaded?.id)
   }
-  if (!loaded) {
-    await startSession(sessions, request, reply, fresh(), { indexed })
-    return
-  }
+  if (!loaded) return (await startSession(sessions, request, reply, fresh(), { indexed })).id
+  let id = ''
   const renamed = async () => {
     // Read again under the refresh locks: a refresh that ended meanwhile is in it.
     const replaced = await sessions.reload(loaded)
     const carried = replaced ? withSignIn(replaced.record, name, signIn) : fresh()
     const started = await startSession(sessions, request, reply, carried, { alone: fresh, indexed })
+    id = started.id
     // Entries that name ids no session has any more are harmless (a logout ends nothing there), but
     // need not wait for their expiry: the old id's, and the new id's for the providers of an old
     // session that ended meanwhile (the new one was rebuilt without them).
@@ -130,4 +129,5 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
     ]).catch((error: unknown) => { request.log.debug({ err: error }, 'logout index entries of an ended session not removed') })
   }
   await (context.refreshes ? context.refreshes.holdingRefreshes(loaded, name, renamed) : renamed())
+  return id
 }

@@ -386,7 +386,7 @@ export class Sessions {
   }
 
   /** The store id the Cookie header's session cookie names, under the secret it names; undefined for none the gateway holds. */
-  private idOf (cookieHeader: string | undefined): string | undefined {
+  idOf (cookieHeader: string | undefined): string | undefined {
     const cookie = this.cookie(cookieHeader)
     return cookie === undefined ? undefined : cookieKey(this.sealer, cookie)?.idFor(SESSION_PURPOSE, cookie)
   }

@@ -2,7 +2,7 @@
 // names the secret it was kept under, so opening costs one try, and a token naming a secret the
 // gateway no longer holds costs no store read.
 import { describe, expect, it } from 'vitest'
-import { PreservedBodies, parseFormToken } from '../../src/oauth/preserved-body.js'
+import { PreservedBodies, formOwner, parseFormToken } from '../../src/oauth/preserved-body.js'
 import { Sealer } from '../../src/session/seal.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import type { KeyValue } from '../../src/store/store.js'
@@ -21,15 +21,34 @@ function counted (store: MemoryStore): { store: KeyValue, reads: () => number } 
   return { store: wrapped, reads: () => reads }
 }
 
+const OWNER = formOwner('session-that-the-flow-started')
+
+describe('a kept form goes to the session its flow started, and to no other', () => {
+  it('another session\'s marker (the browser signed out, someone else signed in) gets nothing, and the form is gone', async () => {
+    const bodies = new PreservedBodies(new MemoryStore(), new Sealer(S1), 60_000, clock)
+    const { token, flow } = await bodies.keep(FORM)
+    expect(await bodies.offer(token, FORM.path, flow, OWNER)).toBe(true)
+    expect(await bodies.take(token, FORM.path, formOwner('the-next-persons-session'))).toBeUndefined()
+    expect(await bodies.take(token, FORM.path, OWNER)).toBeUndefined()
+  })
+
+  it('its own session takes it once', async () => {
+    const bodies = new PreservedBodies(new MemoryStore(), new Sealer(S1), 60_000, clock)
+    const { token, flow } = await bodies.keep(FORM)
+    await bodies.offer(token, FORM.path, flow, OWNER)
+    expect((await bodies.take(token, FORM.path, OWNER))?.body.toString()).toBe('note=hello+world')
+  })
+})
+
 describe('kept forms across a secret rotation', () => {
   it('a form kept under [s1] is delivered once under [s2, previous s1]', async () => {
     const store = new MemoryStore()
     const { token, flow } = await new PreservedBodies(store, new Sealer(S1), 60_000, clock).keep(FORM)
     expect(parseFormToken(token)).toBe(token)
     const rotated = new PreservedBodies(store, new Sealer(S2, [S1]), 60_000, clock)
-    expect(await rotated.offer(token, FORM.path, flow)).toBe(true)
-    expect((await rotated.take(token, FORM.path))?.body.toString()).toBe('note=hello+world')
-    expect(await rotated.take(token, FORM.path)).toBeUndefined()
+    expect(await rotated.offer(token, FORM.path, flow, OWNER)).toBe(true)
+    expect((await rotated.take(token, FORM.path, OWNER))?.body.toString()).toBe('note=hello+world')
+    expect(await rotated.take(token, FORM.path, OWNER)).toBeUndefined()
   })
 
   it('once s1 is gone, its token finds nothing and costs no store read', async () => {
@@ -37,8 +56,8 @@ describe('kept forms across a secret rotation', () => {
     const { token, flow } = await new PreservedBodies(backing, new Sealer(S1), 60_000, clock).keep(FORM)
     const { store, reads } = counted(backing)
     const retired = new PreservedBodies(store, new Sealer(S2), 60_000, clock)
-    expect(await retired.offer(token, FORM.path, flow)).toBe(false)
-    expect(await retired.take(token, FORM.path)).toBeUndefined()
+    expect(await retired.offer(token, FORM.path, flow, OWNER)).toBe(false)
+    expect(await retired.take(token, FORM.path, OWNER)).toBeUndefined()
     expect(reads()).toBe(0)
   })
 })
