@@ -20,22 +20,51 @@ function costOf (fn: (input: string) => unknown, input: string, reps: number): n
 
 /** A ratio this far below the bound every caller checks (8) after {@link SETTLED_AFTER} trials needs no more of them. */
 const SETTLED_BELOW = 6
-const SETTLED_AFTER = 3
+const SETTLED_AFTER = 2
+
+/** How many of the clock's steps the small input's measurement spans at least. */
+const GRAINS = 8
+
+let grain: number | undefined
+
+/**
+ * The step of this thread's CPU clock, in microseconds: the largest of a few consecutive advances.
+ * On many kernels getrusage(RUSAGE_THREAD) moves by whole scheduler ticks (4 ms at HZ=250, as on
+ * this project's machines; the process clock does not), so a measurement only two ticks long read
+ * as twice its cost or as nothing: a linear check once failed with a ratio of Infinity.
+ */
+function clockStep (): number {
+  if (grain !== undefined) return grain
+  let largest = 0
+  let last = process.threadCpuUsage()
+  for (let seen = 0; seen < 8;) {
+    const now = process.threadCpuUsage()
+    const step = now.user + now.system - last.user - last.system
+    if (step > 0) {
+      largest = Math.max(largest, step)
+      seen++
+      last = now
+    }
+  }
+  grain = largest
+  return grain
+}
 
 /**
  * The ratio of the cost of `fn(large)` to the cost of `fn(small)`. The repetitions are chosen so
- * that the small input costs at least 8 ms (many scheduler ticks: the CPU clock's grain is lost in
- * it); the two sizes are then measured in turn, up to `trials` times, and the cheapest measurement
+ * that the small input costs at least 8 ms and 8 steps of the CPU clock (its grain is then at most
+ * an eighth of the measurement); the two sizes are then measured in turn, up to `trials` times, and the cheapest measurement
  * of each is kept (a busy machine only ever adds cost, and so does code not yet compiled: a cold
- * first trial is never the cheapest, so two warm-up calls of each size are enough). Once three
+ * first trial is never the cheapest, so two warm-up calls of each size are enough). Once two
  * trials put the ratio under 6, the rest are skipped: for linear code (about 4) that is most of
  * the time spent here; quadratic code (about 16) would need its small input to cost well over
- * twice its price in each of the three trials to get there, and keeps being measured.
+ * twice its price in both trials to get there, and keeps being measured.
  */
 export function growth (fn: (input: string) => unknown, small: string, large: string, trials = 7): number {
   for (let i = 0; i < 2; i++) { fn(small); fn(large) }
+  const least = Math.max(8000, GRAINS * clockStep())
   let reps = 1
-  while (costOf(fn, small, reps) < 8000 && reps < 1e7) reps *= 2
+  while (costOf(fn, small, reps) < least && reps < 1e7) reps *= 2
   let cheapestSmall = Infinity
   let cheapestLarge = Infinity
   for (let trial = 0; trial < trials; trial++) {
