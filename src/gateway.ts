@@ -14,6 +14,7 @@ import { registerErrorHandler, type OnErrorAnswer } from './http/error-handler.j
 import { GatewayError } from './errors.js'
 import { edgeRewriter, registerEdge } from './http/edge.js'
 import { spelledPrefixPasses } from './config/route-reach.js'
+import { sameIssuer } from './config/bearer-section.js'
 import { guardUpgrades } from './http/upgrades.js'
 import { BatchedDestination } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
@@ -138,14 +139,28 @@ function startAndStop (app: FastifyInstance, { providers, sessions, assertions, 
   app.addHook('onClose', async () => store.close())
 }
 
+/** The providers configured with the same issuer as each provider (itself included): one person's sign-ins through any of them are one person's. */
+function issuerSiblings (providers: GatewayConfig['providers']): (provider: string) => readonly string[] {
+  const byIssuer = new Map<string, string[]>()
+  for (const [name, provider] of Object.entries(providers)) {
+    if (provider.issuer === undefined) continue
+    const issuer = sameIssuer(provider.issuer)
+    byIssuer.set(issuer, [...byIssuer.get(issuer) ?? [], name])
+  }
+  return (provider) => {
+    const issuer = providers[provider]?.issuer
+    return issuer === undefined ? [provider] : byIssuer.get(sameIssuer(issuer)) ?? [provider]
+  }
+}
+
 /**
  * The two indexes that find sessions by who signed in: by the provider's `sid`/`sub` (back-channel
  * logout) and by person (the sessions list, revoke, sign out everywhere). Both are renewed with
  * the sessions they list.
  */
-function sessionIndexes (app: FastifyInstance, { store, sealer, sessions, ttlMs, clock }: { store: SessionStore, sealer: Sealer, sessions: Sessions, ttlMs: number, clock: Clock }): { sessionIndex: SessionIndex, personIndex: PersonIndex } {
+function sessionIndexes (app: FastifyInstance, { store, sealer, sessions, ttlMs, clock, siblings }: { store: SessionStore, sealer: Sealer, sessions: Sessions, ttlMs: number, clock: Clock, siblings: (provider: string) => readonly string[] }): { sessionIndex: SessionIndex, personIndex: PersonIndex } {
   const sessionIndex = new SessionIndex(store, sealer, ttlMs)
-  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer, ttlMs, clock)
+  const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer, ttlMs, clock, siblings)
   sessions.onRenewed((session) => {
     // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
     sessionIndex.touch(session.record.providerSessions).catch((error: unknown) => app.log.debug({ err: error }, 'logout index not renewed'))
@@ -214,7 +229,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const flows = new Flows(store, sealer, config.state.ttlMs, clock)
   const providers = new Providers(config.providers, app.log)
   const signOuts = new SignOuts(store, sealer, providers, config.state.ttlMs, config.server.baseUrl, app.log, clock)
-  const { sessionIndex, personIndex } = sessionIndexes(app, { store, sealer, sessions, ttlMs: config.session.ttlMs, clock })
+  const { sessionIndex, personIndex } = sessionIndexes(app, { store, sealer, sessions, ttlMs: config.session.ttlMs, clock, siblings: issuerSiblings(config.providers) })
   const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
   const { keys, assertions } = signing(config, app, store, sealer, clock)

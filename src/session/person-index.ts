@@ -1,7 +1,11 @@
 // A person's sessions, for "your sessions", revoke and sign out everywhere. A person is a provider's
 // `iss` + `sub` (Identity.subject), never the mapped user name, which a provider may let another
 // account take: `person:<h>` holds one entry per session signed in as that subject at that provider,
-// where `<h>` is a keyed hash of (provider, iss, subject), so a store dump shows no user id.
+// where `<h>` is a keyed hash of (provider, iss, subject), so a store dump shows no user id. One
+// issuer behind several provider entries (two clients of one Keycloak realm) is one person: the
+// list, revoke and sign out everywhere read the keys of every provider configured with the same
+// issuer (`siblings`), under the subject and `iss` the session's own sign-in gave. An outside
+// tester's finding: a session signed in through the second entry was neither listed nor ended.
 //
 // Sessions written before the subject was kept (no `subject` in their identity) have no person key:
 // they list nothing and sign out everywhere ends only themselves. Their entries, kept under a hash of
@@ -66,6 +70,8 @@ export class PersonIndex {
     /** The session's idle timeout: how long an entry lives after its last sign-in or renewal. */
     private readonly ttlMs: number,
     private readonly clock: Clock = systemClock,
+    /** The providers configured with the same issuer as `provider`, itself included (the one person's keys). */
+    private readonly siblings: (provider: string) => readonly string[] = (provider) => [provider],
     private readonly max = MAX_SESSIONS
   ) {
     this.hashKeys = sealer.keys.map((key) => createSecretKey(createHmac('sha256', key.derive('person-index').export()).update('hash').digest()))
@@ -76,15 +82,19 @@ export class PersonIndex {
     return storeKeys.person(createHmac('sha256', hashKey).update(JSON.stringify([provider, iss, subject])).digest('base64url'))
   }
 
-  /** The person keys of a record's identities (one per provider that gave a subject), under `hashKeys`, with their provider. */
-  private personKeys (record: SessionRecord, hashKeys: readonly KeyObject[]): Array<{ key: string, provider: string }> {
-    const found: Array<{ key: string, provider: string }> = []
+  /**
+   * The person keys of a record's identities (one per provider that gave a subject), under `hashKeys`,
+   * with their provider; with `siblings`, also those of the providers configured with the same issuer.
+   */
+  private personKeys (record: SessionRecord, hashKeys: readonly KeyObject[], siblings = false): Array<{ key: string, provider: string }> {
+    const found = new Map<string, string>()
     for (const hashKey of hashKeys) {
-      for (const [provider, identity] of Object.entries(record.identities ?? {})) {
-        if (identity.subject !== undefined) found.push({ key: this.storeKey(hashKey, provider, identity.iss ?? '', identity.subject), provider })
+      for (const [own, identity] of Object.entries(record.identities ?? {})) {
+        if (identity.subject === undefined) continue
+        for (const provider of siblings ? this.siblings(own) : [own]) found.set(this.storeKey(hashKey, provider, identity.iss ?? '', identity.subject), provider)
       }
     }
-    return found
+    return [...found].map(([key, provider]) => ({ key, provider }))
   }
 
   /**
@@ -130,7 +140,7 @@ export class PersonIndex {
   /** Every live entry of the person `record` signs in as; entries whose session is gone are removed. */
   private async entries (record: SessionRecord): Promise<Array<Found & { remaining: number }>> {
     const live: Array<Found & { remaining: number }> = []
-    for (const { key, provider } of this.personKeys(record, this.hashKeys)) {
+    for (const { key, provider } of this.personKeys(record, this.hashKeys, true)) {
       // At most MAX_SESSIONS members: their sessions are asked about at once, not one after another.
       await Promise.all((await this.store.rankedMembers(key)).map(async (member) => {
         const entry = openEntry(this.sealer, key, member)

@@ -32,7 +32,10 @@ export const test = base
   // eslint-disable-next-line no-empty-pattern -- vitest reads a fixture's dependencies from its first argument's pattern
   .extend('gatewayAddress', { scope: 'worker' }, async ({}) => await reserveBaseUrl())
   .extend('op', { scope: 'worker' }, async ({ gatewayAddress }, { onCleanup }) => {
-    const op = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'demo', 'c')])
+    // The client's redirect URIs name the provider `demo` and a second name for the same client,
+    // `demo-twin` (a file adds it to `providers`): one issuer behind two provider entries.
+    const client = gatewayClient(gatewayAddress.baseUrl, 'demo', 'c')
+    const op = await startOidcProvider([{ ...client, redirect_uris: [...client.redirect_uris, ...gatewayClient(gatewayAddress.baseUrl, 'demo-twin', 'c').redirect_uris] }])
     onCleanup(async () => { await op.close() })
     return op
   })

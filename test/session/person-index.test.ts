@@ -44,7 +44,7 @@ function record (sub: string, providers: string[] = ['demo'], createdAt = now): 
 function setUp (sealer = SEALER, max?: number, store = new MemoryStore({ clock })) {
   stores.push(store)
   const ended: string[] = []
-  const index = new PersonIndex(store, async (id) => { ended.push(nameOf(id)); await store.delete(storeKeys.session(id)) }, sealer, TTL, clock, max)
+  const index = new PersonIndex(store, async (id) => { ended.push(nameOf(id)); await store.delete(storeKeys.session(id)) }, sealer, TTL, clock, undefined, max)
   return { store, index, ended }
 }
 
