@@ -14,6 +14,7 @@ import { Readable } from 'node:stream'
 import { fastifyCookie } from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookHandler, preParsingAsyncHookHandler } from 'fastify'
 import type { GatewayConfig } from '../config/types.js'
+import { formatSize } from '../config/units.js'
 import { GatewayError } from '../errors.js'
 import { escapeHtml } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
@@ -44,14 +45,24 @@ async function readBody (stream: NodeJS.ReadableStream): Promise<Buffer> {
   return Buffer.concat(chunks)
 }
 
-/** A browser navigation of one of the gateway's pages (a form submitted in the page, not XHR or fetch) whose body may be kept. */
-function keepable (request: FastifyRequest, limit: number, ownOrigin: string): boolean {
+/** A browser navigation of one of the gateway's pages (a form submitted in the page, not XHR or fetch) with a form's body. */
+function formNavigation (request: FastifyRequest, ownOrigin: string): boolean {
   const { headers } = request
   const mode = headers['sec-fetch-mode']
   if (request.method !== 'POST' || (mode !== undefined && mode !== 'navigate') || !fromOwnPage(request, ownOrigin)) return false
-  if (formMediaType(headers['content-type']) === undefined || headers['transfer-encoding'] !== undefined) return false
+  return formMediaType(headers['content-type']) !== undefined
+}
+
+/** Such a form whose body may be kept: its length given, and within `limit`. */
+function keepable (request: FastifyRequest, limit: number): boolean {
+  const { headers } = request
+  if (headers['transfer-encoding'] !== undefined) return false
   const length = headers['content-length']
   return length !== undefined && /^\d{1,9}$/.test(length) && Number(length) <= limit
+}
+
+function formTooLarge (limit: number): string {
+  return `Your session had ended, and this form is larger than the ${formatSize(limit)} this application keeps through a sign-in, so it was not sent. Go back to copy what you typed, sign in, then send it again.`
 }
 
 const ALREADY_DELIVERED = 'This form was already delivered after your sign-in (or waited longer than a sign-in may take): it is not sent again. Open the page again to fill in a new one.'
@@ -102,12 +113,16 @@ export class FormReplay {
   }
 
   /**
-   * Before the redirect to sign in: keeps the body of a browser's form POST within `limit` and sets
-   * the form cookie; anything else is left as it is (the body is not read). Resolves with the binding
-   * of the sign-in flow the kept body waits for (the login address carries it), if one was kept.
+   * Before the redirect to sign in (to `loginUrl`): keeps the body of a browser's form POST within
+   * `limit` and sets the form cookie; such a form over `limit` (or of no stated length) is a 401
+   * page that says it was not sent; anything else is left as it is (the body is not read). Resolves
+   * with the binding of the sign-in flow the kept body waits for (the login address carries it), if one was kept.
    */
-  async keep (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, limit: number): Promise<string | undefined> {
-    if (!keepable(request, limit, this.ownOrigin)) return undefined
+  async keep (app: FastifyInstance, request: FastifyRequest, reply: FastifyReply, limit: number, loginUrl: string): Promise<string | undefined> {
+    if (!formNavigation(request, this.ownOrigin)) return undefined
+    // Sent to sign in, the person would lose what they typed without a word: the page says so, and
+    // Back still has it (an outside tester's finding).
+    if (!keepable(request, limit)) throw new GatewayError('unauthenticated', formTooLarge(limit), { details: { loginUrl: new URL(loginUrl, this.ownOrigin).href } })
     await this.charge(app, request, reply)
     const body = await readBody(request.raw)
     // The marker met an ended session: the body kept before still waits, under the same cookie and binding.

@@ -67,7 +67,7 @@ export interface ProxyDeps {
 interface RouteActs {
   readonly site: Site
   /** With `preserveBody`: keeps a browser's form POST before the redirect to sign in; resolves with the kept form's flow binding. */
-  readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply) => Promise<string | undefined>) | undefined
+  readonly keepForm?: ((request: FastifyRequest, reply: FastifyReply, loginUrl: string) => Promise<string | undefined>) | undefined
   /** Counts a refusal by the rules (gateway_rule_refusals_total). */
   readonly refused: (refusedBy: string) => void
 }
@@ -95,7 +95,7 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
         return
       }
       // The login address (always with `?next=`) carries the kept form's binding into the flow's signed state.
-      route.keepForm(request, reply).then((form) => { reply.redirect(form === undefined ? location : `${location}&form=${form}`, 302) }, done)
+      route.keepForm(request, reply, location).then((form) => { reply.redirect(form === undefined ? location : `${location}&form=${form}`, 302) }, done)
     }
   }
 }
@@ -157,7 +157,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         const limit = route.preserveBodyBytes
         let keepForm: RouteActs['keepForm']
         if (forms !== undefined && limit !== undefined) {
-          keepForm = async (request, reply) => await forms.keep(app, request, reply, limit)
+          keepForm = async (request, reply, loginUrl) => await forms.keep(app, request, reply, limit, loginUrl)
           scope.addHook('preParsing', forms.deliver)
         }
         const switchAccount = switchAccountOf(config, route)
