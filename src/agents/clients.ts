@@ -49,6 +49,8 @@ const NOT_PRIVATE_USE = new Set(['javascript:', 'data:', 'file:', 'vbscript:', '
   'microsoft-edge:', 'microsoft-edge-http:', 'microsoft-edge-https:', 'microsoft-edge-holographic:', 'read:', 'x-safari-http:', 'x-safari-https:',
   'googlechrome:', 'googlechromes:', 'firefox:', 'firefox-private:', 'opera-http:', 'opera-https:', 'touch-http:', 'touch-https:', 'brave:', 'edge:',
   'ddgquicklink:', 'x-web-search:', 'android-app:', 'ios-app:',
+  // From the second outside reading: Firefox Focus/Klar, Yandex, Vivaldi, Samsung Internet, UC and Opera open the address after them.
+  'firefox-focus:', 'firefox-klar:', 'focus:', 'yandexbrowser-open-url:', 'vivaldi:', 'samsunginternet:', 'ucbrowser:', 'opera:', 'operaintent:',
   // The schemes a web site may claim in a browser (registerProtocolHandler's safelist; `web+*` below):
   // the code would go to whatever site claimed it.
   'bitcoin:', 'ftps:', 'geo:', 'im:', 'irc:', 'ircs:', 'magnet:', 'matrix:', 'mms:', 'news:', 'nntp:', 'openpgp4fpr:', 'sftp:', 'sip:', 'smsto:', 'webcal:', 'wtai:', 'xmpp:'])

@@ -187,6 +187,8 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['Android\'s browser by its package (android-app://...)', { redirect_uris: ['android-app://com.android.chrome/https/evil.example/cb'] }, 'invalid_redirect_uri'],
     ['legacy Edge\'s reading view (read:https://...)', { redirect_uris: ['read:https://evil.example/cb'] }, 'invalid_redirect_uri'],
     ['a web site\'s own scheme (web+agent:)', { redirect_uris: ['web+agent:/callback'] }, 'invalid_redirect_uri'],
+    ['Firefox Focus, which opens the address after it', { redirect_uris: ['firefox-focus://open-url?url=https://evil.example/cb'] }, 'invalid_redirect_uri'],
+    ['Yandex Browser, which opens the address after it', { redirect_uris: ['yandexbrowser-open-url://https%3A%2F%2Fevil.example%2Fcb'] }, 'invalid_redirect_uri'],
     ['a scheme any web site may claim (webcal:)', { redirect_uris: ['webcal://evil.example/cb'] }, 'invalid_redirect_uri'],
     ['another (xmpp:)', { redirect_uris: ['xmpp:/callback'] }, 'invalid_redirect_uri'],
     ['a fragment', { redirect_uris: ['https://app.example/cb#x'] }, 'invalid_redirect_uri'],
