@@ -139,17 +139,22 @@ function startAndStop (app: FastifyInstance, { providers, sessions, assertions, 
   app.addHook('onClose', async () => store.close())
 }
 
-/** The providers configured with the same issuer as each provider (itself included): one person's sign-ins through any of them are one person's. */
+/**
+ * The providers configured with the same issuer as each provider (itself included): one person's
+ * sign-ins through any of them are one person's. Only OIDC ones (`openid` in the scope): their
+ * subject is the ID token's `sub`, while another's may be its mapped user name where userinfo names
+ * no `sub`, which someone could choose to equal a `sub` (an outside reviewer's point).
+ */
 function issuerSiblings (providers: GatewayConfig['providers']): (provider: string) => readonly string[] {
   const byIssuer = new Map<string, string[]>()
   for (const [name, provider] of Object.entries(providers)) {
-    if (provider.issuer === undefined) continue
+    if (provider.issuer === undefined || !provider.openid) continue
     const issuer = sameIssuer(provider.issuer)
     byIssuer.set(issuer, [...byIssuer.get(issuer) ?? [], name])
   }
-  return (provider) => {
-    const issuer = providers[provider]?.issuer
-    return issuer === undefined ? [provider] : byIssuer.get(sameIssuer(issuer)) ?? [provider]
+  return (name) => {
+    const provider = providers[name]
+    return provider?.issuer === undefined || !provider.openid ? [name] : byIssuer.get(sameIssuer(provider.issuer)) ?? [name]
   }
 }
 

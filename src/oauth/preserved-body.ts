@@ -13,6 +13,7 @@
 // a form cookie planted from another browser, or left from before a different sign-in, is not replayed.
 import { createHash } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
+import type { Identity } from '../session/record.js'
 import { KEY_ID_LENGTH, randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import type { KeyValue } from '../store/store.js'
 
@@ -39,8 +40,21 @@ interface KeptWire {
   flow: string
   /** That flow's callback has offered it: the one state in which it is taken. */
   offered: boolean
-  /** The session that callback started ({@link formOwner}): the one it is delivered to. */
-  owner?: string
+  /** The session that callback started, and who signed in ({@link FormOwner}): the one session it is delivered to. */
+  owner?: FormOwner
+}
+
+/**
+ * Whose a kept form is once its flow signed someone in: the session that sign-in started (a hash of
+ * its store id), the one session it is delivered to, and the person (the provider, `iss` and
+ * subject of the sign-in), the one person it may be offered to again: the marker met an ended
+ * session (signed out on another device), and the same person signed in again through the same
+ * flow. An outside tester's finding: an offered form outlived a sign-out in its browser and went
+ * upstream as the next person who signed in there.
+ */
+export interface FormOwner {
+  readonly session: string
+  readonly person: string
 }
 
 const PURPOSE = 'preserved-body'
@@ -56,12 +70,13 @@ export function parseFormBinding (value: unknown): string | undefined {
   return typeof value === 'string' && BINDING.test(value) ? value : undefined
 }
 
-/**
- * Whose a kept form is once its flow signed someone in: the session that sign-in started (a hash of
- * its store id), the one session it is delivered to. An outside tester's finding: an offered form
- * outlived a sign-out in its browser and went upstream as the next person who signed in there.
- */
-export function formOwner (sessionId: string): string {
+/** The owner of a form a sign-in of `provider` as `identity` offers to the session `sessionId` it started. */
+export function formOwner (sessionId: string, provider: string, identity: Identity | undefined): FormOwner {
+  return { session: sessionSeal(sessionId), person: JSON.stringify([provider, identity?.iss ?? null, identity?.subject ?? identity?.sub ?? null]) }
+}
+
+/** How a kept form names the session it goes to: a hash of its store id. */
+export function sessionSeal (sessionId: string): string {
   return createHash('sha256').update(sessionId).digest('base64url')
 }
 
@@ -113,12 +128,15 @@ export class PreservedBodies {
   /**
    * The sign-in callback's question: whether `token` holds a body for `path` that waits for the
    * flow whose binding is `flow`. If so it is marked offered to `owner`, the session that flow started
-   * (written back for the rest of its lifetime); a body of another flow stays as it is.
+   * (written back for the rest of its lifetime); a body of another flow stays as it is, and so does
+   * one offered before to another person.
    */
-  async offer (token: string, path: string, flow: string, owner: string): Promise<boolean> {
+  async offer (token: string, path: string, flow: string, owner: FormOwner): Promise<boolean> {
     const found = await this.read(token, path)
     if (found === undefined || found.wire.flow !== flow) return false
-    if (!found.wire.offered) await this.write(found.sealing, token, { ...found.wire, offered: true, owner })
+    const before = found.wire.owner
+    if (before !== undefined && before.person !== owner.person) return false
+    if (before?.session !== owner.session) await this.write(found.sealing, token, { ...found.wire, offered: true, owner })
     return true
   }
 
@@ -129,17 +147,19 @@ export class PreservedBodies {
 
   /**
    * The offered body `token` kept for `path`, deleted as it is read: only one caller ever gets it,
-   * and only when that is `owner`, the session it was offered to (any other session's marker deletes it).
-   * One not offered yet is left where it is (a stray marker does not spend the form of a flow under way).
+   * and only in `session` ({@link sessionSeal}), the session it was offered to. One not offered yet,
+   * or offered to another session, is left where it is (a stray marker does not spend the form of a
+   * flow under way, nor one its person may still be offered again).
    */
-  async take (token: string, path: string, owner: string): Promise<KeptBody | undefined> {
+  async take (token: string, path: string, session: string): Promise<KeptBody | undefined> {
     const sealing = this.sealingKey(token)
     if (!sealing) return undefined
     // Anything else found (an expired or unreadable value) is taken, and so gone from the store.
-    if ((await this.read(token, path))?.wire.offered === false) return undefined
+    const found = (await this.read(token, path))?.wire
+    if (found !== undefined && found.owner?.session !== session) return undefined
     const sealed = await this.store.take(this.key(sealing, token, path))
     const wire = sealed === null ? undefined : this.open(sealing, token, path, sealed)
-    if (wire === undefined || !wire.offered || wire.owner !== owner) return undefined
+    if (wire === undefined || wire.owner?.session !== session) return undefined
     return { method: wire.method, path: wire.path, contentType: wire.contentType, body: Buffer.from(wire.body, 'base64') }
   }
 

@@ -16,9 +16,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestAsyncHookH
 import type { GatewayConfig } from '../config/types.js'
 import { formatSize } from '../config/units.js'
 import { GatewayError } from '../errors.js'
-import { escapeHtml } from '../http/pages.js'
+import { escapeHtml, PAGE_HEADERS } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
-import { formOwner, parseFormToken, type PreservedBodies } from '../oauth/preserved-body.js'
+import { parseFormToken, sessionSeal, type FormOwner, type PreservedBodies } from '../oauth/preserved-body.js'
 import type { Sessions } from '../session/session.js'
 import { cookieNames } from '../oauth/urls.js'
 import type { Logger } from '../ops/logger.js'
@@ -156,7 +156,7 @@ export class FormReplay {
    * that waits for this flow (`form`, the binding its signed state carried), answers with the page
    * that submits it, and true; else false (the caller redirects to `next`).
    */
-  async offer (request: FastifyRequest, reply: FastifyReply, next: string, form: string | undefined, owner: string): Promise<boolean> {
+  async offer (request: FastifyRequest, reply: FastifyReply, next: string, form: string | undefined, owner: FormOwner): Promise<boolean> {
     const token = this.token(request)
     if (token === undefined || form === undefined) return false
     try {
@@ -167,9 +167,14 @@ export class FormReplay {
       return false
     }
     const nonce = randomBytes(16).toString('base64')
+    // A page of the gateway's own (PAGE_HEADERS) that runs its one script, by a nonce. No
+    // form-action, as on the other pages: Chromium would also hold the application's answer to the
+    // POST to it, and a redirect to another origin would be blocked (a re-reading's point).
     await reply.code(200)
       .header('content-type', 'text/html; charset=utf-8')
-      .header('content-security-policy', `default-src 'none'; script-src 'nonce-${nonce}'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'`)
+      .header('cache-control', 'no-store')
+      .headers(PAGE_HEADERS)
+      .header('content-security-policy', `${PAGE_HEADERS['content-security-policy']}; script-src 'nonce-${nonce}'`)
       // The form's POST carries the gateway's origin (`Origin`, and `Referer` without a path), as the
       // person's own submission did: an application's CSRF check of the origin accepts it, and the
       // callback's address (its code and state) is never sent on.
@@ -195,7 +200,7 @@ export class FormReplay {
     const token = site === undefined || site === 'same-origin' ? this.token(request) : undefined
     if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
     const session = this.sessions.idOf(request.headers.cookie)
-    const kept = token === undefined || session === undefined ? undefined : await this.bodies.take(token, request.url, formOwner(session))
+    const kept = token === undefined || session === undefined ? undefined : await this.bodies.take(token, request.url, sessionSeal(session))
     if (kept === undefined || kept.method !== request.method) throw new GatewayError('invalid_request', ALREADY_DELIVERED)
     // The forwarder copies the request's headers: the kept body's type and length replace the marker's.
     request.raw.headers['content-type'] = kept.contentType

@@ -49,7 +49,7 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
       const target = safeNext(next, redirectHosts)
-      if (await context.forms?.offer(request, reply, target, completed.form, formOwner(sessionId)) === true) return reply
+      if (await context.forms?.offer(request, reply, target, completed.form, formOwner(sessionId, name, signIn.identity)) === true) return reply
       return reply.redirect(target, 302)
     } catch (error) {
       const reason = error instanceof GatewayError ? error.code : 'internal_error'

@@ -5,7 +5,7 @@
 // test/oauth/preserved-body-rotation.test.ts.
 import { afterAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { send, startFormUpstream, type FormUpstream } from '../helpers/form-upstream.js'
+import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { test as it } from '../helpers/stack.js'
 
@@ -55,8 +55,52 @@ describe('a kept form offered to one person, who then signed out', () => {
     const before = upstream.posts.length
     const marker = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { 'content-type': URLENCODED, 'sec-fetch-site': 'same-origin', cookie: browser.cookieHeader(`${gateway.url}/app/form`) ?? '' } })
     const delivered = upstream.posts.slice(before).map((p) => p.body.toString())
-    // Alice's form is alice's: nothing of hers reaches the upstream as mallory, and it is gone.
+    // Alice's form is alice's: nothing of hers reaches the upstream as mallory.
     expect(delivered, `alice's kept form was delivered after her sign-out (status ${marker.status})`).not.toContain('transfer=alice-to-charity')
     expect(marker.status).toBe(400)
+  })
+})
+
+/** A form kept for alice, offered to her first session, which then ends on another device before the marker. */
+async function offeredThenEnded (): Promise<{ browser: Browser, marker: Answer }> {
+  const browser = new Browser()
+  const OWN = { 'content-type': URLENCODED, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate' }
+  const kept = await send(`${gateway.url}/app/form`, { body: 'note=alice-typed-this', headers: OWN })
+  const formLine = (kept.headers['set-cookie'] ?? []).find((l) => l.startsWith('gw_session_form='))!
+  browser.cookies.set('gw_session_form', { value: formLine.slice('gw_session_form='.length).split(';', 1)[0]!, path: '/' })
+  const page = await browser.navigate(new URL(kept.headers.location!, gateway.url).href, { login: 'alice' })
+  expect(await page.text()).toContain('gateway-preserved-form')
+  const phone = new Browser()
+  await phone.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'alice' })
+  const out = await phone.fetch(`${gateway.url}/oauth/logout/?everywhere=1`, { method: 'POST', headers: { accept: 'application/json', 'content-type': URLENCODED }, body: '' })
+  await out.arrayBuffer()
+  // The marker (the page's noscript button, a reload) meets the ended session: sent to sign in, the form waits.
+  const marker = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { ...OWN, cookie: browser.cookieHeader(`${gateway.url}/app/form`) ?? '' } })
+  expect(marker.status).toBe(302)
+  expect(marker.headers.location).toContain('form=')
+  for (const name of [...browser.cookies.keys()]) if (name.startsWith('_')) browser.cookies.delete(name)
+  return { browser, marker }
+}
+
+// A re-reading's finding (a regression of the fix above): the person's own second sign-in could no
+// longer take the form, whose first owner stayed.
+describe('a kept form whose first session ended before the marker', () => {
+  it('is delivered once the same person signs in again through the marker', async () => {
+    const { browser, marker } = await offeredThenEnded()
+    const again = await browser.navigate(new URL(marker.headers.location!, gateway.url).href, { login: 'alice' })
+    expect(await again.text()).toContain('gateway-preserved-form')
+    const before = upstream.posts.length
+    const delivered = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { 'content-type': URLENCODED, 'sec-fetch-site': 'same-origin', cookie: browser.cookieHeader(`${gateway.url}/app/form`) ?? '' } })
+    expect(upstream.posts.slice(before).map((post) => post.body.toString()), `marker answered ${delivered.status}`).toEqual(['note=alice-typed-this'])
+  })
+
+  it('is not offered to another person who signs in through that marker, nor delivered to them', async () => {
+    const { browser, marker } = await offeredThenEnded()
+    const mallory = await browser.navigate(new URL(marker.headers.location!, gateway.url).href, { login: 'mallory' })
+    expect(await mallory.text()).not.toContain('gateway-preserved-form')
+    const before = upstream.posts.length
+    const sent = await send(`${gateway.url}/app/form`, { body: MARKER, headers: { 'content-type': URLENCODED, 'sec-fetch-site': 'same-origin', cookie: browser.cookieHeader(`${gateway.url}/app/form`) ?? '' } })
+    expect(sent.status).toBe(400)
+    expect(upstream.posts.slice(before).map((post) => post.body.toString())).not.toContain('note=alice-typed-this')
   })
 })

@@ -101,7 +101,9 @@ describe('a form POST that meets a missing session', () => {
     const nonce = /'nonce-([^']+)'/.exec(csp)?.[1]
     expect(nonce).toBeDefined()
     expect(html).toContain(`<script nonce="${nonce}">`)
-    expect(csp).toContain("form-action 'self'")
+    // The gateway's page headers, and its one script by that nonce.
+    expect(csp).toBe(`default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; frame-ancestors 'none'; script-src 'nonce-${nonce}'`)
+    expect([page.headers.get('x-content-type-options'), page.headers.get('x-frame-options'), page.headers.get('cache-control'), page.headers.get('referrer-policy')]).toEqual(['nosniff', 'DENY', 'no-store', 'origin'])
     const keys = await keptKeys()
     expect(keys).toHaveLength(1)
     // The store forgets it by itself within state.ttl (5 minutes here), used or not.
