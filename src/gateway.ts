@@ -14,7 +14,6 @@ import { registerErrorHandler, type OnErrorAnswer } from './http/error-handler.j
 import { GatewayError } from './errors.js'
 import { edgeRewriter, registerEdge } from './http/edge.js'
 import { spelledPrefixPasses } from './config/route-reach.js'
-import { sameIssuer } from './config/bearer-section.js'
 import { guardUpgrades } from './http/upgrades.js'
 import { BatchedDestination } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
@@ -33,7 +32,7 @@ import { signinRateLimit } from './http/rate-limit.js'
 import { RequestEnd } from './http/request-end.js'
 import { drainOnClose } from './http/drain.js'
 import { Sealer, randomToken } from './session/seal.js'
-import { PersonIndex } from './session/person-index.js'
+import { issuerSiblings, PersonIndex } from './session/person-index.js'
 import { Sessions } from './session/session.js'
 import { MemoryStore } from './store/memory.js'
 import type { Hysteresis } from './store/outage-log.js'
@@ -137,25 +136,6 @@ function startAndStop (app: FastifyInstance, { providers, sessions, assertions, 
   })
   drainOnClose(app)
   app.addHook('onClose', async () => store.close())
-}
-
-/**
- * The providers configured with the same issuer as each provider (itself included): one person's
- * sign-ins through any of them are one person's. Only OIDC ones (`openid` in the scope): their
- * subject is the ID token's `sub`, while another's may be its mapped user name where userinfo names
- * no `sub`, which someone could choose to equal a `sub` (an outside reviewer's point).
- */
-function issuerSiblings (providers: GatewayConfig['providers']): (provider: string) => readonly string[] {
-  const byIssuer = new Map<string, string[]>()
-  for (const [name, provider] of Object.entries(providers)) {
-    if (provider.issuer === undefined || !provider.openid) continue
-    const issuer = sameIssuer(provider.issuer)
-    byIssuer.set(issuer, [...byIssuer.get(issuer) ?? [], name])
-  }
-  return (name) => {
-    const provider = providers[name]
-    return provider?.issuer === undefined || !provider.openid ? [name] : byIssuer.get(sameIssuer(provider.issuer)) ?? [name]
-  }
 }
 
 /**

@@ -33,6 +33,8 @@
 // Keys: every secret of the Sealer (the current one seals, all open), so a rotated secret still
 // finds and opens what its predecessor wrote; the store key is a keyed hash under each secret in turn.
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
+import { sameIssuer } from '../config/bearer-section.js'
+import type { ProviderConfig } from '../config/types.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { storeKeys, type KeyValue, type Sets } from '../store/store.js'
 import type { BrowserFamily } from './browser-family.js'
@@ -195,5 +197,24 @@ export class PersonIndex {
       await this.store.removeRanked(key, member)
     }
     return [...others]
+  }
+}
+
+/**
+ * The providers configured with the same issuer as each provider (itself included): one person's
+ * sign-ins through any of them are one person's. Only OIDC ones (`openid` in the scope): their
+ * subject is the ID token's `sub`, while another's may be its mapped user name where userinfo names
+ * no `sub`, which someone could choose to equal a `sub` (an outside reviewer's point).
+ */
+export function issuerSiblings (providers: Readonly<Record<string, Pick<ProviderConfig, 'issuer' | 'openid'>>>): (provider: string) => readonly string[] {
+  const byIssuer = new Map<string, string[]>()
+  for (const [name, provider] of Object.entries(providers)) {
+    if (provider.issuer === undefined || !provider.openid) continue
+    const issuer = sameIssuer(provider.issuer)
+    byIssuer.set(issuer, [...byIssuer.get(issuer) ?? [], name])
+  }
+  return (name) => {
+    const provider = providers[name]
+    return provider?.issuer === undefined || !provider.openid ? [name] : byIssuer.get(sameIssuer(provider.issuer)) ?? [name]
   }
 }

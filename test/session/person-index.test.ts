@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import { browserFamily, USER_AGENT_READ } from '../../src/session/browser-family.js'
-import { PersonIndex } from '../../src/session/person-index.js'
+import { issuerSiblings, PersonIndex } from '../../src/session/person-index.js'
 import { emptyRecord, withSignIn, type SessionRecord } from '../../src/session/record.js'
 import { Sealer } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'
@@ -251,5 +251,26 @@ describe('browser family from the User-Agent', () => {
   ]
   it.each(table)('%s', (_name, header, family) => {
     expect(browserFamily(header)).toBe(family)
+  })
+})
+
+describe('the providers that share a person (one issuer behind several entries)', () => {
+  const siblings = issuerSiblings({
+    corp: { issuer: 'https://login.example.com/realms/corp', openid: true },
+    'corp-admin': { issuer: 'https://LOGIN.example.com:443/realms/corp/', openid: true },
+    'corp-plain': { issuer: 'https://login.example.com/realms/corp', openid: false },
+    other: { issuer: 'https://login.example.com/realms/other', openid: true },
+    github: { issuer: undefined, openid: false },
+  })
+  it.each([
+    ['the same issuer, spelled otherwise (host case, default port, trailing slash)', 'corp', ['corp', 'corp-admin']],
+    ['from the other entry', 'corp-admin', ['corp', 'corp-admin']],
+    // Its subject may be a mapped user name (userinfo without `sub`), which could equal someone's `sub`.
+    ['an entry of that issuer without openid: only itself', 'corp-plain', ['corp-plain']],
+    ['another realm of the same host', 'other', ['other']],
+    ['a provider without an issuer', 'github', ['github']],
+    ['a name no provider has', 'nobody', ['nobody']],
+  ])('%s', (_what, provider, expected) => {
+    expect(siblings(provider)).toEqual(expected)
   })
 })
