@@ -21,10 +21,24 @@ export const CLIENT_NAME_MAX = 100
 const HIDDEN_IN_A_NAME = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}]/u
 
 /**
+ * Blank characters but the space (a no-break or ideographic space, the braille blank), and a run of
+ * more combining marks on one letter than any script writes (they stack over the rows above).
+ */
+const BLANK_IN_A_NAME = /(?! )[\p{Zs}\u2800]|\p{M}{4}/u
+
+/**
  * The consent page's own words about whose a name is: a name may not say them, so a client that
  * registered itself cannot claim a host vouches for it (`Claude Code (as described at claude.ai)`).
+ * Read in the name's letters only, after NFKC and with the Cyrillic and Greek letters that look like
+ * Latin ones read as those: `ａｓ‑described at` and a Cyrillic `а` say it too (a re-reading's point).
  */
-const PAGE_WORDS_IN_A_NAME = /as\s+described\s+at|gave\s+itself|calls\s+itself/iu
+const PAGE_WORDS_IN_A_NAME = /asdescribedat|gaveitself|callsitself/u
+const LOOKALIKES: Readonly<Record<string, string>> = { а: 'a', с: 'c', е: 'e', і: 'i', о: 'o', р: 'p', ѕ: 's', ԁ: 'd', ӏ: 'l', х: 'x', у: 'y', ԛ: 'q', ԝ: 'w', α: 'a', ε: 'e', ι: 'i', ο: 'o', ν: 'v', τ: 't', ı: 'i' }
+
+/** The letters of `name` as the page's words would be read in it. */
+function lettersOf (name: string): string {
+  return name.normalize('NFKC').toLowerCase().replace(/[^\p{L}]/gu, '').replace(/./gu, (letter) => LOOKALIKES[letter] ?? letter)
+}
 
 /**
  * The hosts an http redirect URI may name (RFC 8252 §7.3): the loopback addresses, and `localhost`,
@@ -109,7 +123,10 @@ export function registrationProblem (metadata: Record<string, unknown>): { field
   if (typeof name === 'string' && HIDDEN_IN_A_NAME.test(name)) {
     return { field: 'other', message: 'client_name must hold no control or invisible characters (line breaks, tabs, zero-width spaces or joiners, direction overrides): the consent page shows it as written' }
   }
-  if (typeof name === 'string' && PAGE_WORDS_IN_A_NAME.test(name)) {
+  if (typeof name === 'string' && BLANK_IN_A_NAME.test(name)) {
+    return { field: 'other', message: 'client_name must hold no blank characters but the space, nor marks stacked on one letter: the consent page shows it as written' }
+  }
+  if (typeof name === 'string' && PAGE_WORDS_IN_A_NAME.test(lettersOf(name))) {
     return { field: 'other', message: 'client_name must not say whose name it is ("as described at", "calls itself"): the consent page says that' }
   }
   return undefined

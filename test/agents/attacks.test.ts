@@ -213,6 +213,15 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['a name with a variation selector (U+FE0F)', { redirect_uris: [REDIRECT], client_name: 'Clau\uFE0Fde Code' }, 'invalid_client_metadata'],
     ['a name that says a site vouches for it', { redirect_uris: [REDIRECT], client_name: 'Claude Code (as described at claude.ai)' }, 'invalid_client_metadata'],
     ['a name that says whose name it is', { redirect_uris: [REDIRECT], client_name: 'Claude Code, which calls  itself so' }, 'invalid_client_metadata'],
+    // A re-reading's: the same words and blanks in other spellings.
+    ['those words with a Cyrillic а', { redirect_uris: [REDIRECT], client_name: 'Claude Code (\u0430s described at claude.ai)' }, 'invalid_client_metadata'],
+    ['those words in fullwidth letters', { redirect_uris: [REDIRECT], client_name: 'Claude, who \uff43\uff41\uff4c\uff4c\uff53 \uff49\uff54\uff53\uff45\uff4c\uff46 Claude' }, 'invalid_client_metadata'],
+    ['those words joined by no-break hyphens', { redirect_uris: [REDIRECT], client_name: 'Claude Code (as\u2011described\u2011at claude.ai)' }, 'invalid_client_metadata'],
+    ['braille blanks (U+2800)', { redirect_uris: [REDIRECT], client_name: `Claude${'\u2800'.repeat(16)}Code` }, 'invalid_client_metadata'],
+    ['ideographic spaces (U+3000)', { redirect_uris: [REDIRECT], client_name: 'Claude\u3000\u3000Code' }, 'invalid_client_metadata'],
+    ['a no-break space', { redirect_uris: [REDIRECT], client_name: 'Claude\u00a0Code' }, 'invalid_client_metadata'],
+    ['combining marks stacked over the rows above', { redirect_uris: [REDIRECT], client_name: `C${'\u0364'.repeat(90)}laude` }, 'invalid_client_metadata'],
+    ['a tag character (U+E0041)', { redirect_uris: [REDIRECT], client_name: 'Claude\u{E0041}Code' }, 'invalid_client_metadata'],
     ['the implicit grant', { redirect_uris: [REDIRECT], grant_types: ['implicit'], response_types: ['id_token'] }, 'invalid_client_metadata'],
   ])('%s', async (_name, metadata, error) => {
     const response = await register(metadata, { 'x-forwarded-for': randomBytes(4).join('.') })
@@ -353,6 +362,17 @@ describe('an authorization request that must not redirect, and one that must not
 })
 
 describe('consent is the person\'s, in their browser, on this gateway\'s page', () => {
+  it.each([
+    ['Vietnamese, decomposed (two marks on a letter)', 'Tro\u031B\u0323 ly\u0301 ma\u0303'],
+    ['Thai', 'ผู้ช่วยโค้ด'],
+    ['Hindi', 'कोड सहायक'],
+    ['Hebrew with vowel points', 'עוֹזֵר קוֹד'],
+    ['a name that recounts, but does not say whose it is', 'Describer at large'],
+  ])('registers a name in %s', async (_what, name) => {
+    const response = await register({ client_name: name, redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }, { 'x-forwarded-for': randomBytes(4).join('.') })
+    expect(response.status, await response.clone().text()).toBe(201)
+  })
+
   it('shows a name in a right-to-left script apart from the sentence around it', async () => {
     const consent = await toConsent(new Browser(), (await client('עוזר קוד')).url(), 'alice')
     expect(consent.body).toContain('A client that calls itself <strong><bdi>עוזר קוד</bdi></strong> asks to use')
