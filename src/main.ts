@@ -51,7 +51,9 @@ export async function main (argv: string[]): Promise<number> {
   }
   if (check) {
     for (const warning of [...configWarnings(config), ...await containerWarnings(config, inContainer())]) process.stderr.write(`warning: ${warning}\n`)
-    process.stdout.write(`${file}: OK (${count(Object.keys(config.providers).length, 'provider')}, ${count(config.routes.length, 'route')})\n`)
+    // The forward-auth hosts kept in gateway.yaml, when there are any: a file of those alone is no empty file.
+    const hosts = config.forwardAuth.hosts.size === 0 ? '' : `, ${count(config.forwardAuth.hosts.size, 'forward-auth host')}`
+    process.stdout.write(`${file}: OK (${count(Object.keys(config.providers).length, 'provider')}, ${count(config.routes.length, 'route')}${hosts})\n`)
     return 0
   }
 

@@ -174,6 +174,10 @@ describe('the --check command', () => {
     const ok = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'good.yaml')])
     expect(ok.stdout).toBe(`${join(dir, 'good.yaml')}: OK (1 provider, 1 route)\n`)
     expect(ok.stderr).toBe('')
+    // Forward-auth hosts kept in the file are counted (a newcomer's point: a file of those alone read "0 routes" only).
+    await writeFile(join(dir, 'hosts.yaml'), config(OIDC, '    provider: demo\n', 'forwardAuth:\n  hosts:\n    payroll.example.com:\n      allow: [{ groups: [payroll] }]\n'))
+    const hosts = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'hosts.yaml')])
+    expect(hosts.stdout).toBe(`${join(dir, 'hosts.yaml')}: OK (1 provider, 1 route, 1 forward-auth host)\n`)
 
     const bad = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'bad.yaml')]).catch((e: unknown) => e) as { code: number, stdout: string, stderr: string }
     expect(bad.code).toBe(1)
