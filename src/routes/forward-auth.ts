@@ -169,13 +169,16 @@ function originalUrl (trusted: TrustTest, request: FastifyRequest): OriginalUrl 
  * The host a trusted proxy says the request is for (X-Forwarded-Host, else Host), as
  * forwardAuth.hosts names hosts (see hostKey), read by the parser that reads the original URL;
  * undefined when the peer is no trusted proxy (its word names nothing), null when the value is
- * not a host (which rules apply could not be told: refused).
+ * not a host (which rules apply could not be told: refused). A name with an empty label is none:
+ * `payroll.example.com..` (two trailing dots, which hostKey left one of) matched no entry of
+ * forwardAuth.hosts, so its rules did not apply (an outside tester's finding).
  */
 function forwardedHost (trusted: TrustTest, request: FastifyRequest): string | undefined | null {
   if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
   try {
     const url = new URL(`http://${request.host}/`)
-    return url.hostname === '' ? null : hostKey(url)
+    const key = hostKey(url)
+    return key === '' || key.split('.').includes('') ? null : key
   } catch {
     return null
   }

@@ -159,6 +159,12 @@ describe('forward-auth: forwardAuth.hosts', () => {
     ['a bracketed non-address', '[payroll.example.com]'],
     ['a bad port', 'payroll.example.com:99999'],
     ['a forbidden code point', 'payroll.example.com%00'],
+    // An outside tester's: with two trailing dots it matched no entry, so payroll's rules did not apply.
+    ['two trailing dots', 'payroll.example.com..'],
+    ['three, in upper case', 'PAYROLL.EXAMPLE.COM...'],
+    ['two trailing dots and a port', 'payroll.example.com..:8443'],
+    ['an empty label inside', 'payroll..example.com'],
+    ['a leading dot', '.payroll.example.com'],
   ])('answers 400 invalid_request to %s from a trusted proxy', async (_name, host) => {
     const response = await auth(trusting, 'alice', '', from(host))
     expect(response.status).toBe(400)
