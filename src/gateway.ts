@@ -251,7 +251,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const bearerSockets = new BearerSockets({ clock, timers: deps.timers, log: app.log })
   app.addHook('onClose', async () => bearerSockets.close())
   // An agent's answers in flight (SSE streams) end with its grant (proxy/grant-streams.ts).
-  const grantStreams = agents && new GrantStreams(sessions, app.log)
+  const grantStreams = agents && new GrantStreams(sessions, app.log, clock, deps.timers)
   await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced: spans !== undefined, grants: agents && ((route) => agents.guardFor(route)), grantStreams })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))

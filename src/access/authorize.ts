@@ -78,10 +78,11 @@ export interface Guard {
  */
 export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined, readonly via?: BearerGuard['header'], readonly grant?: Grant }
 
-/** The session an agent's token was judged as: its Cookie header (its websockets are kept with it) and its store id (its streams). */
+/** The session an agent's token was judged as: its Cookie header (its websockets are kept with it), its store id (its streams) and when it began (their session.maxAge). */
 export interface Grant {
   readonly cookie: string
   readonly sessionId: string
+  readonly createdAt: number
 }
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
@@ -193,7 +194,7 @@ export class Access {
     if (first.kind !== 'read_session') return undefined
     const decision = decide(guard.gate, request, false, state)
     if (decision.kind === 'read_session') return undefined
-    return withGrantOf(withAssertion(guard, decision, session), { cookie: cookie!, sessionId: session.id })
+    return withGrantOf(withAssertion(guard, decision, session), { cookie: cookie!, sessionId: session.id, createdAt: session.record.createdAt })
   }
 
   /**
@@ -219,7 +220,7 @@ export class Access {
     if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
     const decision = decide(guard.gate, request, false, state)
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
-    return await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id })
+    return await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id, createdAt: session!.record.createdAt })
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {

@@ -13,6 +13,8 @@ import type { AgentsCount } from './authorization-server.js'
 import type { AgentGrants } from './grants.js'
 
 const SKEW_SECONDS = 60
+/** The same skew in ms: a token is let through until its `exp` plus this, and an agent's stream lasts as long. */
+export const TOKEN_SKEW_MS = SKEW_SECONDS * 1000
 /**
  * Tokens whose signature this instance checked, kept until their `exp`: a request with one then
  * costs no signature check (a session cookie costs none either). Keyed by the token itself (under

@@ -35,6 +35,7 @@ import { forwarder } from '../proxy/forward.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import type { GrantStreams } from '../proxy/grant-streams.js'
+import { TOKEN_SKEW_MS } from '../agents/grant-tokens.js'
 import { methodOverrideHookFor } from './method-override-hook.js'
 import type { FormReplay } from './form-replay.js'
 import { websocketRoute } from './websocket-route.js'
@@ -176,7 +177,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         // After a kept form is delivered: its body's `_method` is judged too.
         const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
         if (overrides !== undefined) scope.addHook('preParsing', overrides)
-        if (route.agents && grantStreams !== undefined) holdGrantStreams(scope, grantStreams)
+        if (route.agents && grantStreams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, grantStreams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs)
         if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets)
       }
       await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route) })
@@ -230,12 +231,21 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
   })
 }
 
-/** After the access hook: an agent's request (not an upgrade: its websocket is a session socket) is held with its grant, so that its answer ends with it. */
-function holdGrantStreams (scope: FastifyInstance, streams: GrantStreams): void {
+/**
+ * After the access hook: an agent's request (not an upgrade: its websocket is a session socket) is
+ * held with its grant, so that its answer ends with it, and at the end of the token it came with
+ * or of the grant's session.maxAge, whichever is first.
+ */
+function holdGrantStreams (scope: FastifyInstance, streams: GrantStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number): void {
   scope.addHook('onRequest', (request, reply, done) => {
     const grant = request.allowed?.grant
     // An allowed verdict carries a grant only for an agent's token.
-    if (grant !== undefined && request.headers.upgrade === undefined) streams.hold(grant.sessionId, reply.raw)
+    if (grant !== undefined && request.headers.upgrade === undefined) {
+      const token = bearerToken(request.headers[header])
+      // Cut once the token would be refused: its exp plus the skew a request is let through with.
+      const expires = typeof token === 'string' ? grants.until(token) : undefined
+      streams.hold(grant.sessionId, reply.raw, Math.min(grant.createdAt + maxAgeMs, expires === undefined ? Infinity : expires + TOKEN_SKEW_MS))
+    }
     done()
   })
 }

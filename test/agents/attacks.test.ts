@@ -697,6 +697,30 @@ describe('an agent\'s streams', () => {
     }
   })
 
+  // An outside tester's finding: a stream outlived the token it was opened with (the grant's websocket closes at its exp).
+  it('are cut at the end of the access token they were opened with', async ({ upstream }) => {
+    const { tokens } = await granted('stream-exp', `${gateway.url}/other`)
+    const exp = (JSON.parse(Buffer.from(tokens.access_token.split('.')[1]!, 'base64url').toString()) as { exp: number }).exp
+    const response = await fetch(`${gateway.url}/other/stream`, { headers: { authorization: `Bearer ${tokens.access_token}` } })
+    const reader = response.body!.getReader()
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe('first,')
+    try {
+      // The stream's deadline, on the timers' own scale: the token's exp and its 60 s of skew, seen from now.
+      const due = timers.time + exp * 1000 + 60_000 - Date.now()
+      let cut = false
+      const read = reader.read().then(() => 'went on', () => { cut = true; return 'cut' })
+      timers.advance(due - 2000)
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(cut).toBe(false)
+      clock.offset = exp * 1000 + 61_000 - Date.now()
+      timers.advance(due + 1000)
+      expect(await read).toBe('cut')
+    } finally {
+      clock.offset = 0
+      upstream.release()
+    }
+  })
+
   it('pass MCP\'s DELETE with its Mcp-Session-Id, and a stream the grant outlives ends as the upstream ends it', async ({ upstream }) => {
     const { tokens } = await granted('ivan', `${gateway.url}/other`)
     const auth = { authorization: `Bearer ${tokens.access_token}` }

@@ -1,0 +1,40 @@
+// An agent's grant the way an MCP client gets one, for test files that need a token and nothing
+// else of the flow: registration (RFC 7591), authorization with PKCE, the person's sign-in and
+// Allow in a fetch browser, and the code exchanged at the token endpoint.
+import { createHash, randomBytes } from 'node:crypto'
+import { expect } from 'vitest'
+import { Browser } from './browser.js'
+
+const REDIRECT = 'http://127.0.0.1:8976/callback'
+
+export interface AgentTokens { access_token: string, refresh_token: string }
+
+/** A grant for `login` on the resource `resource` at the gateway `gatewayUrl`: its client id and tokens. */
+export async function agentGrant (gatewayUrl: string, login: string, resource: string): Promise<{ id: string, tokens: AgentTokens }> {
+  const registered = await fetch(`${gatewayUrl}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomBytes(4).join('.') }, body: JSON.stringify({ client_name: 'Test agent', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }) })
+  expect(registered.status).toBe(201)
+  const id = (await registered.json() as { client_id: string }).client_id
+  const verifier = randomBytes(32).toString('base64url')
+  const challenge = createHash('sha256').update(verifier).digest('base64url')
+  const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', resource })
+  const browser = new Browser()
+  const page = await browser.navigate(`${gatewayUrl}/oauth/agents/authorize?${query.toString()}`, { login })
+  const body = await page.text()
+  expect(page.status, body).toBe(200)
+  const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
+  const action = new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, gatewayUrl).href
+  let response = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gatewayUrl }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
+  let code: string | null = null
+  while (response.status === 303 || response.status === 302) {
+    const location = new URL(response.headers.get('location')!, action)
+    if (location.href.startsWith(REDIRECT)) {
+      code = location.searchParams.get('code')
+      break
+    }
+    response = await browser.fetch(location.href)
+  }
+  expect(code).toBeTruthy()
+  const token = await fetch(`${gatewayUrl}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code: code!, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource }) })
+  expect(token.status).toBe(200)
+  return { id, tokens: await token.json() as AgentTokens }
+}
