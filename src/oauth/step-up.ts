@@ -34,6 +34,15 @@ export function stepUpProblem (reauth: ReauthConfig, signIn: SignInStrength | un
   return undefined
 }
 
+/**
+ * The moment (clock ms) after which `signIn` no longer meets `reauth`'s maxAge (as stepUpProblem
+ * judges it, its skew included); undefined when it names no sign-in time (stepUpProblem refuses it).
+ */
+export function stepUpEnds (reauth: ReauthConfig, signIn: SignInStrength | undefined): number | undefined {
+  const authTime = signIn?.authTime
+  return typeof authTime === 'number' && Number.isFinite(authTime) ? (authTime + AUTH_TIME_SKEW_SECONDS) * 1000 + reauth.maxAgeMs + 1 : undefined
+}
+
 /** `reauth.maxAge` as the `max_age` the provider is sent: whole seconds. */
 export function maxAgeSeconds (reauth: ReauthConfig): number {
   return Math.floor(reauth.maxAgeMs / 1000)

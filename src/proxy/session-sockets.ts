@@ -8,7 +8,10 @@
 //   of a provider its sockets were admitted for. The check then reads the session without renewing
 //   it (an open websocket is no activity) and asks for a usable token (the refresher may refresh
 //   it; the idle timeout its write renewed is put back): gone, past maxAge, or no usable token
-//   closes the sockets with 1008; else the next deadline is set. The same check runs once when a
+//   closes the sockets with 1008; else the next deadline is set. A socket of a route with `reauth`
+//   also closes once the sign-in it was admitted under is older than `reauth.maxAge`, as a request
+//   of that route would be sent to sign in again (an outside tester's finding: such a socket lasted
+//   as long as its session). The same check runs once when a
 //   session's first socket is kept: an ending heard before that (between the upgrade's admission
 //   and the upstream's answer) is found there.
 // Which session let an upstream leg through is kept as leg-admissions.ts says, and read back once
@@ -48,17 +51,22 @@ export interface SessionSocketsDeps {
   log: Logger
 }
 
-/** The session an upgrade request was let through with, and the provider of its route. */
+/** When a route's `reauth` no longer admits `session` (clock ms): its sign-in's time plus `reauth.maxAge`; undefined: never. */
+export type StepUpDeadline = (session: Session) => number | undefined
+
+/** The session an upgrade request was let through with, the provider of its route, and when the route's step-up ends. */
 interface Admission {
   readonly session: Session
   readonly provider: string
+  readonly until: number | undefined
 }
 
-/** One proxied websocket: the client's leg, the upstream's, and the provider its route signs in with. */
+/** One proxied websocket: the client's leg, the upstream's, the provider its route signs in with, and when its step-up ends. */
 interface Legs {
   readonly source: WebSocket
   readonly target: WebSocket
   readonly provider: string
+  readonly until: number | undefined
 }
 
 /** A session with open sockets: them, and its one timer. */
@@ -68,8 +76,8 @@ interface Entry {
   cancel: (() => void) | undefined
 }
 
-/** What a check found: every socket ends (`all`), or those of some providers, and when to look again. */
-type Outcome = { kind: 'all', why: string } | { kind: 'some', refused: ReadonlySet<string>, at: number }
+/** What a check found: every socket ends (`all`), or those of some providers and those whose step-up is past, and when to look again. */
+type Outcome = { kind: 'all', why: string } | { kind: 'some', refused: ReadonlySet<string>, stale: ReadonlySet<Legs>, at: number }
 
 export class SessionSockets {
   private readonly entries = new Map<string, Entry>()
@@ -86,15 +94,15 @@ export class SessionSockets {
    * pipeline has just read it) when it is there, else read again; a session ended meanwhile refuses
    * the upgrade (401).
    */
-  admit (request: object, cookie: string | undefined, provider: string): Promise<void> | undefined {
+  admit (request: object, cookie: string | undefined, provider: string, stepUp?: StepUpDeadline): Promise<void> | undefined {
     const cached = this.deps.sessions.cached(cookie)
     if (cached !== undefined) {
-      this.admissions.admit(request, { session: cached, provider })
+      this.admissions.admit(request, { session: cached, provider, until: stepUp?.(cached) })
       return undefined
     }
     return this.deps.sessions.load(cookie).then((session) => {
       if (session === null) throw new GatewayError('unauthenticated', 'The session ended before this websocket connection was made.')
-      this.admissions.admit(request, { session, provider })
+      this.admissions.admit(request, { session, provider, until: stepUp?.(session) })
     })
   }
 
@@ -112,14 +120,14 @@ export class SessionSockets {
   connected (source: WebSocket, target: WebSocket): void {
     const admission = this.admissions.of(target)
     if (admission === undefined || source.readyState !== OPEN || target.readyState !== OPEN) return
-    const { session, provider } = admission
+    const { session, provider, until } = admission
     let entry = this.entries.get(session.id)
     const first = entry === undefined
     if (entry === undefined) {
       entry = { session, legs: new Set(), cancel: undefined }
       this.entries.set(session.id, entry)
     }
-    const legs: Legs = { source, target, provider }
+    const legs: Legs = { source, target, provider, until }
     entry.legs.add(legs)
     const gone = () => this.forget(session.id, legs)
     source.once('close', gone)
@@ -174,16 +182,16 @@ export class SessionSockets {
       outcome = await this.outcome(entry)
     } catch (error) {
       this.deps.log.warn({ err: error, session: entry.session.id.slice(0, 8) }, 'websockets\' session could not be checked; trying again shortly')
-      outcome = { kind: 'some', refused: new Set(), at: this.deps.clock.now() + RETRY_MS }
+      outcome = { kind: 'some', refused: new Set(), stale: new Set(), at: this.deps.clock.now() + RETRY_MS }
     }
     const id = entry.session.id
     // Ended (or its sockets all closed) while the check was under way: nothing is left to do.
     if (this.entries.get(id) !== entry) return
     if (outcome.kind === 'all') return this.end(id, outcome.why)
-    if (outcome.refused.size > 0) {
-      const refused = [...entry.legs].filter((legs) => outcome.refused.has(legs.provider))
+    if (outcome.refused.size > 0 || outcome.stale.size > 0) {
+      const refused = [...entry.legs].filter((legs) => outcome.refused.has(legs.provider) || outcome.stale.has(legs))
       for (const legs of refused) entry.legs.delete(legs)
-      this.closeLegs(id, refused, 'token')
+      this.closeLegs(id, refused, outcome.refused.size > 0 ? 'token' : 'reauth')
       if (entry.legs.size === 0) {
         this.entries.delete(id)
         return
@@ -213,6 +221,13 @@ export class SessionSockets {
     }
     // The refresh's write renewed the idle timeout: an open websocket is no activity, so it is put back.
     if (refreshed) await this.deps.sessions.capIdle(session, peeked.idleMs)
-    return { kind: 'some', refused, at }
+    // A route's step-up ends with the sign-in the socket was admitted under (a newer one renames the session, which ends this one's sockets).
+    const stale = new Set<Legs>()
+    for (const legs of entry.legs) {
+      if (legs.until === undefined) continue
+      if (legs.until <= now) stale.add(legs)
+      else at = Math.min(at, legs.until)
+    }
+    return { kind: 'some', refused, stale, at }
   }
 }

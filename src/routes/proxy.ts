@@ -18,10 +18,12 @@ import { nameSpaces } from '../access/name-spaces.js'
 import { respond, type Site } from '../access/responder.js'
 import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rule-lists.js'
-import type { GatewayConfig, RouteConfig } from '../config/types.js'
+import type { GatewayConfig, ReauthConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { wantsHtml } from '../http/error-handler.js'
 import { allCookieNames, loginUrl, resourceMetadataUrl, switchAccountUrl } from '../oauth/urls.js'
+import { stepUpEnds } from '../oauth/step-up.js'
+import type { Session } from '../session/session.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Metrics } from '../ops/metrics.js'
 import { BodyDeadlines } from '../proxy/body-deadline.js'
@@ -193,7 +195,7 @@ function switchAccountOf (config: GatewayConfig, route: RouteConfig): (next: str
 
 /** After the access hook: each websocket kept with what let it through, to end with it. */
 function admitWebsockets (scope: FastifyInstance, route: RouteConfig, guard: Guard, sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): void {
-  if (sockets !== undefined) admitSockets(scope, sockets, route.provider!)
+  if (sockets !== undefined) admitSockets(scope, sockets, route.provider!, route.reauth)
   // An agent's token comes where the access hook read it: the route's bearer header, else Authorization.
   if (bearerSockets !== undefined && guard.grants !== undefined) admitAgentSockets(scope, bearerSockets, guard.grants, route.bearer?.header ?? 'authorization')
   if (bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
@@ -204,11 +206,13 @@ function admitWebsockets (scope: FastifyInstance, route: RouteConfig, guard: Gua
  * websocket ends with it (proxy/session-sockets.ts); an agent's, with its grant's session. A
  * machine client's token has no session.
  */
-function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider: string): void {
+function admitSockets (scope: FastifyInstance, sockets: SessionSockets, provider: string, reauth: ReauthConfig | undefined): void {
+  // On a route with `reauth`, a socket lasts as long as the sign-in it was admitted under meets it.
+  const stepUp = reauth === undefined ? undefined : (session: Session) => stepUpEnds(reauth, session.record.providerSessions?.[provider])
   scope.addHook('onRequest', (request, _reply, done) => {
     const credential = request.audit?.credential
     if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || (credential !== 'session' && credential !== 'agent')) return done()
-    const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant?.cookie : request.headers.cookie, request.allowed?.provider ?? provider)
+    const admitted = sockets.admit(request, credential === 'agent' ? request.allowed?.grant?.cookie : request.headers.cookie, request.allowed?.provider ?? provider, stepUp)
     if (admitted === undefined) return done()
     admitted.then(() => done(), done)
   })
