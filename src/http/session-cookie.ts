@@ -1,6 +1,7 @@
 // The Fastify side of the session cookie: src/session/ works on Cookie header values and returns
 // cookie values; these two steps read the request's header and set or clear the cookie on the reply.
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { hostOnly } from '../session/cookie.js'
 import type { Session, SessionRecord, Sessions, StartSteps } from '../session/session.js'
 
 /** A session just started: its id and the record it holds. */
@@ -16,7 +17,14 @@ export interface StartedSession { id: string, record: SessionRecord }
 export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord, steps: StartSteps = {}): Promise<StartedSession> {
   const started = await sessions.start(request.headers.cookie, record, steps)
   reply.setCookie(sessions.cookieName, started.cookie, sessions.cookieOptions)
+  clearHostOnly(sessions, reply)
   return { id: started.id, record: started.record }
+}
+
+/** With `session.cookieDomain`: the session cookie an earlier configuration left on this host goes too (cookie.ts hostOnly). */
+function clearHostOnly (sessions: Sessions, reply: FastifyReply): void {
+  const options = hostOnly(sessions.cookieOptions)
+  if (options !== undefined) reply.clearCookie(sessions.cookieName, options)
 }
 
 /**
@@ -26,4 +34,5 @@ export async function startSession (sessions: Sessions, request: FastifyRequest,
 export async function endSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, session: Session | null): Promise<void> {
   await sessions.end(session, request.headers.cookie)
   reply.clearCookie(sessions.cookieName, sessions.cookieOptions)
+  clearHostOnly(sessions, reply)
 }

@@ -26,16 +26,38 @@ export function sessionCookieOptions (config: SessionConfig): CookieOptions {
   })
 }
 
-/** The value of the first cookie called `name` in a Cookie header (RFC 6265 §5.4), undefined if none. */
+/**
+ * The value of the cookie called `name` in a Cookie header (RFC 6265 §5.4): undefined if none, and
+ * if the header names it twice with two values. Under a shared `session.cookieDomain` a sibling host
+ * can plant its own session cookie with a longer Path, which browsers send first: read first-wins,
+ * the person's requests there went on as the planter, with no sign of it (an outside tester's
+ * finding). Which of the two is the person's cannot be told, so neither opens a session.
+ */
 export function cookieValue (header: string | undefined, name: string): string | undefined {
   if (!header) return undefined
+  let found: string | undefined
   let start = 0
   while (start < header.length) {
     let end = header.indexOf(';', start)
     if (end === -1) end = header.length
     const eq = header.indexOf('=', start)
-    if (eq !== -1 && eq < end && header.slice(start, eq).trim() === name) return header.slice(eq + 1, end).trim()
+    if (eq !== -1 && eq < end && header.slice(start, eq).trim() === name) {
+      const value = header.slice(eq + 1, end).trim()
+      if (found !== undefined && found !== value) return undefined
+      found = value
+    }
     start = end + 1
   }
-  return undefined
+  return found
+}
+
+/**
+ * The session cookie's attributes without its Domain: where `session.cookieDomain` is set, the
+ * cookie an earlier configuration left on the gateway's own host, cleared beside every cookie set
+ * or cleared, so that it never stands beside the shared one as a second value (which opens nothing).
+ */
+export function hostOnly (options: CookieOptions): CookieOptions | undefined {
+  if (options.domain === undefined) return undefined
+  const { domain: _domain, ...rest } = options
+  return rest
 }

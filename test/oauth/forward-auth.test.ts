@@ -126,6 +126,22 @@ describe('forward-auth: forwardAuth.hosts', () => {
     }
   })
 
+  // An outside tester's finding: a sibling host under a shared cookieDomain plants its own session
+  // cookie with a longer Path, which the browser sends first; read first-wins, bob's requests there
+  // went on as mallory. Which value is bob's cannot be told: neither opens.
+  it('opens neither of two session cookies (one a sibling host planted), and answers as no session', async () => {
+    const url = `${trusting.url}/oauth/auth/demo/`
+    const session = (who: string) => browsers[who]!.cookieHeader(url)!.split('; ').find((cookie) => cookie.startsWith('gw_session='))!
+    const response = await fetch(url, { headers: { ...json, ...from('app.example.com'), cookie: `${session('mallory')}; ${session('bob')}` }, redirect: 'manual' })
+    expect(response.status).toBe(401)
+    expect(response.headers.get('x-forwarded-user')).toBeNull()
+    // Either alone is its person's.
+    for (const who of ['mallory', 'bob']) {
+      const alone = await fetch(url, { headers: { ...json, ...from('app.example.com'), cookie: session(who) }, redirect: 'manual' })
+      expect([alone.status, alone.headers.get('x-forwarded-user')]).toEqual([200, who])
+    }
+  })
+
   it('lets alice into payroll with an assertion for its origin, and still applies the query (AND)', async () => {
     const response = await auth(trusting, 'alice', '', from('payroll.example.com'))
     expect(response.status).toBe(200)
@@ -441,12 +457,17 @@ describe('session.cookieDomain', () => {
       const login = await browser.fetch(`${listening}/oauth/login/stub/?next=/oauth/`)
       const state = new URL(login.headers.get('location')!).searchParams.get('state')!
       const callback = await browser.fetch(`${listening}/oauth/authorized/stub/?code=c&state=${encodeURIComponent(state)}`)
-      const session = callback.headers.getSetCookie().find((line) => line.startsWith('gw_session='))
+      const sessionLines = (response: Response) => response.headers.getSetCookie().filter((line) => line.startsWith('gw_session='))
+      const [session, hostOnly] = sessionLines(callback)
       expect(session).toMatch(/; Domain=example\.test(;|$)/)
+      // The session cookie an earlier configuration left on the gateway's own host is cleared beside
+      // it, or the two would be two values of one cookie, which open nothing.
+      expect(hostOnly).toMatch(/^gw_session=; Max-Age=0; /)
+      expect(hostOnly).not.toMatch(/Domain=/i)
       // The flow cookie stays on the gateway's own host.
       expect(login.headers.getSetCookie().find((line) => line.startsWith('gw_session_flow='))).not.toMatch(/Domain=/i)
       const logout = await browser.fetch(`${listening}/oauth/logout/?next=/`, { method: 'POST' })
-      expect(logout.headers.getSetCookie().find((line) => line.startsWith('gw_session='))).toMatch(/; Domain=example\.test(;|$)/)
+      expect(sessionLines(logout).map((line) => /Domain=/i.test(line))).toEqual([true, false])
     } finally {
       await gateway.close()
     }

@@ -26,8 +26,13 @@ describe('cookieValue', () => {
     expect(cookieValue('  gw_session = abc ; x=1', 'gw_session')).toBe('abc')
   })
 
-  it('takes the first of two cookies with the name, as a browser sends the most specific path first', () => {
-    expect(cookieValue('gw_session=first; gw_session=second', 'gw_session')).toBe('first')
+  // An outside tester's finding: under a shared cookieDomain a sibling host planted one with a
+  // longer Path, which browsers send first, and the person's requests there went on as the planter.
+  it('takes neither of two cookies with the name and different values (which is the person\'s cannot be told); one value twice is that value', () => {
+    expect(cookieValue('gw_session=planted; gw_session=mine', 'gw_session')).toBeUndefined()
+    expect(cookieValue('gw_session=mine; theme=dark; gw_session=planted', 'gw_session')).toBeUndefined()
+    expect(cookieValue('gw_session=same; gw_session=same', 'gw_session')).toBe('same')
+    expect(cookieValue('gw_session=same;gw_session= same ', 'gw_session')).toBe('same')
   })
 
   it('does not mistake a cookie whose name merely contains the name', () => {
