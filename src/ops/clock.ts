@@ -14,6 +14,13 @@ export interface Timers {
   setTimeout (callback: () => void, ms: number): () => void
 }
 
+/**
+ * The longest a deadline's timer is set for: Node fires a timer set for more than 2^31 - 1 ms
+ * (24.8 days) at once, and a session may live 400 days. A later deadline is reached in several
+ * waits, each looking again when it fires.
+ */
+export const MAX_TIMER_MS = 24 * 3600 * 1000
+
 /** Node's timers, unref'd. */
 export const nodeTimers: Timers = {
   setTimeout: (callback, ms) => {

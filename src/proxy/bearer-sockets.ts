@@ -7,9 +7,8 @@
 // leaves the sockets open meanwhile. The admission travels from the upgrade request to the upstream
 // leg as session-sockets.ts's does (admit, handing, opening, connected).
 import type { WebSocket } from 'ws'
-import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
-import { nodeTimers, type Timers } from '../ops/clock.js'
+import { MAX_TIMER_MS, nodeTimers, type Clock, type Timers } from '../ops/clock.js'
 import { LegAdmissions } from './leg-admissions.js'
 
 /** The close code and reason both legs get when their token ends (RFC 6455 §7.4.1: policy violation). */
@@ -18,8 +17,6 @@ export const TOKEN_ENDED_REASON = 'token ended'
 
 /** WebSocket.OPEN, as a plain number. */
 const OPEN = 1
-/** Node fires a timer set for more than 2^31 - 1 ms at once: a later end is reached in several waits. */
-const MAX_DELAY_MS = 24 * 3600 * 1000
 /** How long after a check that failed (the issuer unreachable) it runs again. */
 const RETRY_MS = 5000
 
@@ -91,7 +88,7 @@ export class BearerSockets {
   }
 
   private schedule (legs: Legs, at: number): void {
-    const delay = Math.min(Math.max(at - this.deps.clock.now(), 0), MAX_DELAY_MS)
+    const delay = Math.min(Math.max(at - this.deps.clock.now(), 0), MAX_TIMER_MS)
     legs.cancel = this.timers.setTimeout(() => { void this.check(legs) }, delay)
   }
 

@@ -9,12 +9,9 @@
 // (an outside tester's finding: a stream outlived both, while the grant's websocket closed at
 // them). A response that ends by itself leaves the registry, and its timer with it.
 import type { ServerResponse } from 'node:http'
-import { nodeTimers, systemClock, type Clock, type Timers } from '../ops/clock.js'
+import { MAX_TIMER_MS, nodeTimers, systemClock, type Clock, type Timers } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import type { Sessions } from '../session/session.js'
-
-/** The longest a timer is set for: Node fires one set for more than 2^31 - 1 ms (24.8 days) at once. */
-const MAX_DELAY_MS = 24 * 3600 * 1000
 
 export class GrantStreams {
   private readonly open = new Map<string, Set<ServerResponse>>()
@@ -51,7 +48,7 @@ export class GrantStreams {
         response.destroy()
         return
       }
-      cancel = this.timers.setTimeout(arm, Math.min(delay, MAX_DELAY_MS))
+      cancel = this.timers.setTimeout(arm, Math.min(delay, MAX_TIMER_MS))
     }
     arm()
     return () => cancel()

@@ -18,7 +18,7 @@
 // both legs are open (connected).
 import type { WebSocket } from 'ws'
 import { GatewayError } from '../errors.js'
-import { nodeTimers, type Clock, type Timers } from '../ops/clock.js'
+import { MAX_TIMER_MS, nodeTimers, type Clock, type Timers } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import type { Session, Sessions, TokenSet } from '../session/session.js'
 import { LegAdmissions } from './leg-admissions.js'
@@ -31,11 +31,6 @@ export const SESSION_ENDED_REASON = 'session ended'
 const OPEN = 1
 /** The least time between two checks of one session: a deadline already past never spins. */
 const MIN_DELAY_MS = 1000
-/**
- * The most: Node fires a timer set for more than 2^31 - 1 ms (24.8 days) at once, and `ttl` may be
- * 30 days, `maxAge` 400. A session whose deadline is further is looked at once a day until then.
- */
-const MAX_DELAY_MS = 24 * 3600 * 1000
 /** How long after a check that failed (the store or the provider unreachable) it runs again; the sockets stay open meanwhile. */
 const RETRY_MS = 5000
 
@@ -197,7 +192,7 @@ export class SessionSockets {
         return
       }
     }
-    const delay = Math.min(Math.max(outcome.at - this.deps.clock.now(), MIN_DELAY_MS), MAX_DELAY_MS)
+    const delay = Math.min(Math.max(outcome.at - this.deps.clock.now(), MIN_DELAY_MS), MAX_TIMER_MS)
     entry.cancel = this.timers.setTimeout(() => { void this.check(entry) }, delay)
   }
 
