@@ -14,6 +14,7 @@ import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { TOKEN_ENDED_CODE, TOKEN_ENDED_REASON } from '../../src/proxy/bearer-sockets.js'
 import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
+import { backToClient, pkcePair } from '../helpers/agent-grant.js'
 import { oidcClient, type TestGateway } from '../helpers/gateway.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen } from '../helpers/net.js'
@@ -70,8 +71,7 @@ async function client (name = 'Attack test'): Promise<{ id: string, verifier: st
   const response = await register({ client_name: name, redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }, { 'x-forwarded-for': randomBytes(4).join('.') })
   expect(response.status).toBe(201)
   const id = (await response.json() as { client_id: string }).client_id
-  const verifier = randomBytes(32).toString('base64url')
-  const challenge = createHash('sha256').update(verifier).digest('base64url')
+  const { verifier, challenge } = pkcePair()
   return {
     id,
     verifier,
@@ -101,13 +101,8 @@ async function toConsent (browser: Browser, url: string, login: string): Promise
 
 /** Allow on the consent page (as a same-origin form POST), then follow the redirects back to the client: the code. */
 async function allow (browser: Browser, consent: { csrf: string, action: string }, decision = 'allow'): Promise<URL> {
-  let response = await browser.fetch(consent.action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf: consent.csrf, decision }) })
-  while (response.status === 303 || response.status === 302) {
-    const location = new URL(response.headers.get('location')!, consent.action)
-    if (location.href.startsWith(REDIRECT)) return location
-    response = await browser.fetch(location.href)
-  }
-  throw new Error(`the consent ended with ${response.status}: ${await response.text()}`)
+  const response = await browser.fetch(consent.action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf: consent.csrf, decision }) })
+  return await backToClient(browser, response, consent.action, REDIRECT)
 }
 
 async function exchange (id: string, code: string, verifier: string, extra: Record<string, string> = {}): Promise<Response> {

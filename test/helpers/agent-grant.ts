@@ -9,13 +9,29 @@ const REDIRECT = 'http://127.0.0.1:8976/callback'
 
 export interface AgentTokens { access_token: string, refresh_token: string }
 
+/** A PKCE verifier and its S256 challenge (RFC 7636). */
+export function pkcePair (): { verifier: string, challenge: string } {
+  const verifier = randomBytes(32).toString('base64url')
+  return { verifier, challenge: createHash('sha256').update(verifier).digest('base64url') }
+}
+
+/** Follows the consent POST's answer (`response`, to `from`) through the redirects back to the client's `redirect`: where it lands, with the code or the error. */
+export async function backToClient (browser: Browser, response: Response, from: string, redirect: string): Promise<URL> {
+  let answer = response
+  while (answer.status === 303 || answer.status === 302) {
+    const location = new URL(answer.headers.get('location')!, from)
+    if (location.href.startsWith(redirect)) return location
+    answer = await browser.fetch(location.href)
+  }
+  throw new Error(`the consent ended with ${answer.status}: ${await answer.text()}`)
+}
+
 /** A grant for `login` on the resource `resource` at the gateway `gatewayUrl`: its client id and tokens. */
 export async function agentGrant (gatewayUrl: string, login: string, resource: string): Promise<{ id: string, tokens: AgentTokens }> {
   const registered = await fetch(`${gatewayUrl}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomBytes(4).join('.') }, body: JSON.stringify({ client_name: 'Test agent', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }) })
   expect(registered.status).toBe(201)
   const id = (await registered.json() as { client_id: string }).client_id
-  const verifier = randomBytes(32).toString('base64url')
-  const challenge = createHash('sha256').update(verifier).digest('base64url')
+  const { verifier, challenge } = pkcePair()
   const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', resource })
   const browser = new Browser()
   const page = await browser.navigate(`${gatewayUrl}/oauth/agents/authorize?${query.toString()}`, { login })
@@ -23,16 +39,8 @@ export async function agentGrant (gatewayUrl: string, login: string, resource: s
   expect(page.status, body).toBe(200)
   const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
   const action = new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, gatewayUrl).href
-  let response = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gatewayUrl }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
-  let code: string | null = null
-  while (response.status === 303 || response.status === 302) {
-    const location = new URL(response.headers.get('location')!, action)
-    if (location.href.startsWith(REDIRECT)) {
-      code = location.searchParams.get('code')
-      break
-    }
-    response = await browser.fetch(location.href)
-  }
+  const response = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gatewayUrl }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
+  const code = (await backToClient(browser, response, action, REDIRECT)).searchParams.get('code')
   expect(code).toBeTruthy()
   const token = await fetch(`${gatewayUrl}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code: code!, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource }) })
   expect(token.status).toBe(200)
