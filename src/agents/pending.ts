@@ -11,11 +11,16 @@ import { storeKeys, type KeyValue } from '../store/store.js'
 
 const PURPOSE = 'agents-pending'
 
-/** A kept sign-in: at which provider, what it brought, and for which authorization. */
+/**
+ * A kept sign-in: at which provider, what it brought, for which authorization, and when it was made
+ * (the grant's session counts `session.maxAge` from then, as a browser's does from its callback, not
+ * from the Allow up to `state.ttl` later; absent in what a gateway before this kept).
+ */
 export interface PendingSignIn {
   readonly uid: string
   readonly provider: string
   readonly signIn: SignIn
+  readonly at?: number
 }
 
 export class PendingSignIns {
@@ -25,10 +30,10 @@ export class PendingSignIns {
     return storeKeys.pendingSignIn(this.sealer.idFor(PURPOSE, token))
   }
 
-  /** Keeps the sign-in for authorization `uid`: the value of the browser's cookie for it, and its store key. */
-  async keep (uid: string, provider: string, signIn: SignIn): Promise<{ cookie: string, key: string }> {
+  /** Keeps the sign-in for authorization `uid`, made at `at`: the value of the browser's cookie for it, and its store key. */
+  async keep (uid: string, provider: string, signIn: SignIn, at: number): Promise<{ cookie: string, key: string }> {
     const token = randomToken()
-    const pending: PendingSignIn = { uid, provider, signIn }
+    const pending: PendingSignIn = { uid, provider, signIn, at }
     const key = this.key(token)
     await this.store.set(key, this.sealer.seal(PURPOSE, token, JSON.stringify(pending)), this.ttlMs)
     return { cookie: this.sealer.seal(PURPOSE, uid, token), key }

@@ -133,10 +133,11 @@ export class Agents implements AgentSignIns {
    * the consent page for it.
    */
   async signedIn (_request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void> {
-    const { cookie, key } = await this.pendings.keep(uid, provider, signIn)
+    const at = this.deps.clock.now()
+    const { cookie, key } = await this.pendings.keep(uid, provider, signIn, at)
     // Listed as a session would be: a back-channel logout of this provider session before the
     // person allows deletes it (found by an outside tester: the Allow made a session of it).
-    const claims = withSignIn(emptyRecord(this.deps.clock.now()), provider, signIn).providerSessions?.[provider]
+    const claims = withSignIn(emptyRecord(at), provider, signIn).providerSessions?.[provider]
     if (claims !== undefined) await this.deps.sessionIndex.add(provider, claims, key)
     reply.setCookie(this.pendingCookie, cookie, { ...this.pendingCookieOptions, maxAge: Math.ceil(this.deps.config.state.ttlMs / 1000) })
   }
@@ -149,7 +150,7 @@ export class Agents implements AgentSignIns {
   /** The grant's session: the kept sign-in made a session, indexed as every session is (sign-out everywhere, back-channel logout, the list), with its label for the list. */
   private async startGrantSession (pending: PendingSignIn, label: GrantLabel): Promise<{ id: string, cookie: string }> {
     const { sessions, sessionIndex, personIndex, clock, config } = this.deps
-    const started = await sessions.start(undefined, withSignIn(emptyRecord(clock.now()), pending.provider, pending.signIn))
+    const started = await sessions.start(undefined, withSignIn(emptyRecord(pending.at ?? clock.now()), pending.provider, pending.signIn))
     try {
       await this.grants.label(started.id, label, config.session.maxAgeMs)
       for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)

@@ -1,7 +1,8 @@
 // An agent's open answers (MCP's SSE answers and long-held GET streams) end at the grant's
 // session.maxAge, as its websocket does, even with a token that lives longer (an outside tester's
 // finding: a stream outlived both the grant's lifetime and the token it was opened with; the token's
-// end is a row of test/agents/attacks.test.ts). The gateway's clock and timers are the test's.
+// end is a row of test/agents/attacks.test.ts), and the grant's maxAge counts from the sign-in it is
+// made of, not from the Allow up to state.ttl later. The gateway's clock and timers are the test's.
 import { describe, expect } from 'vitest'
 import { agentGrant } from '../helpers/agent-grant.js'
 import type { TestGateway } from '../helpers/gateway.js'
@@ -46,6 +47,23 @@ describe('an agent\'s long-held GET stream', () => {
     } finally {
       clock.offset = 0
       upstream.release()
+    }
+  })
+})
+
+describe('an agent\'s grant', () => {
+  it('counts session.maxAge from the person\'s sign-in, not from the Allow that came later', async () => {
+    // The consent page stays open four minutes (within state.ttl) before the Allow.
+    const { tokens } = await agentGrant(gateway.url, 'grant-from-sign-in', `${gateway.url}/other`, () => { clock.offset = 4 * 60_000 })
+    try {
+      const bearer = { authorization: `Bearer ${tokens.access_token}` }
+      clock.offset = MAX_AGE_MS - 60_000
+      expect((await fetch(`${gateway.url}/other/x`, { headers: bearer })).status).toBe(200)
+      // Past the sign-in's maxAge, still inside the Allow's: over.
+      clock.offset = MAX_AGE_MS + 60_000
+      expect((await fetch(`${gateway.url}/other/x`, { headers: bearer })).status).toBe(401)
+    } finally {
+      clock.offset = 0
     }
   })
 })

@@ -26,8 +26,8 @@ export async function backToClient (browser: Browser, response: Response, from: 
   throw new Error(`the consent ended with ${answer.status}: ${await answer.text()}`)
 }
 
-/** A grant for `login` on the resource `resource` at the gateway `gatewayUrl`: its client id and tokens. */
-export async function agentGrant (gatewayUrl: string, login: string, resource: string): Promise<{ id: string, tokens: AgentTokens }> {
+/** A grant for `login` on the resource `resource` at the gateway `gatewayUrl`: its client id and tokens. `beforeAllow` runs while the consent page is open. */
+export async function agentGrant (gatewayUrl: string, login: string, resource: string, beforeAllow?: () => void): Promise<{ id: string, tokens: AgentTokens }> {
   const registered = await fetch(`${gatewayUrl}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomBytes(4).join('.') }, body: JSON.stringify({ client_name: 'Test agent', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }) })
   expect(registered.status).toBe(201)
   const id = (await registered.json() as { client_id: string }).client_id
@@ -39,6 +39,7 @@ export async function agentGrant (gatewayUrl: string, login: string, resource: s
   expect(page.status, body).toBe(200)
   const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
   const action = new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, gatewayUrl).href
+  beforeAllow?.()
   const response = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gatewayUrl }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
   const code = (await backToClient(browser, response, action, REDIRECT)).searchParams.get('code')
   expect(code).toBeTruthy()
