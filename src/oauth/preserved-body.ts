@@ -75,8 +75,13 @@ export function formOwner (sessionId: string, provider: string, identity: Identi
   return { session: sessionSeal(sessionId), person: JSON.stringify([provider, identity?.iss ?? null, identity?.subject ?? identity?.sub ?? null]) }
 }
 
+/** Whether `caller` may take the form `wire`: it was offered, to that session or to that person. */
+function ownedBy (wire: KeptWire, caller: FormOwner): boolean {
+  return wire.owner !== undefined && (wire.owner.session === caller.session || wire.owner.person === caller.person)
+}
+
 /** How a kept form names the session it goes to: a hash of its store id. */
-export function sessionSeal (sessionId: string): string {
+function sessionSeal (sessionId: string): string {
   return createHash('sha256').update(sessionId).digest('base64url')
 }
 
@@ -147,19 +152,20 @@ export class PreservedBodies {
 
   /**
    * The offered body `token` kept for `path`, deleted as it is read: only one caller ever gets it,
-   * and only in `session` ({@link sessionSeal}), the session it was offered to. One not offered yet,
-   * or offered to another session, is left where it is (a stray marker does not spend the form of a
-   * flow under way, nor one its person may still be offered again).
+   * and only the owner it was offered to ({@link FormOwner}): that session, or another session of
+   * that person (a sign-in in another tab renamed the session between the replay page and its
+   * POST). One not offered yet, or offered to someone else, is left where it is (a stray marker
+   * does not spend the form of a flow under way, nor one its person may still be offered again).
    */
-  async take (token: string, path: string, session: string): Promise<KeptBody | undefined> {
+  async take (token: string, path: string, caller: FormOwner): Promise<KeptBody | undefined> {
     const sealing = this.sealingKey(token)
     if (!sealing) return undefined
     // Anything else found (an expired or unreadable value) is taken, and so gone from the store.
     const found = (await this.read(token, path))?.wire
-    if (found !== undefined && found.owner?.session !== session) return undefined
+    if (found !== undefined && !ownedBy(found, caller)) return undefined
     const sealed = await this.store.take(this.key(sealing, token, path))
     const wire = sealed === null ? undefined : this.open(sealing, token, path, sealed)
-    if (wire === undefined || wire.owner?.session !== session) return undefined
+    if (wire === undefined || !ownedBy(wire, caller)) return undefined
     return { method: wire.method, path: wire.path, contentType: wire.contentType, body: Buffer.from(wire.body, 'base64') }
   }
 

@@ -18,7 +18,7 @@ import { formatSize } from '../config/units.js'
 import { GatewayError } from '../errors.js'
 import { escapeHtml, PAGE_HEADERS } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
-import { parseFormToken, sessionSeal, type FormOwner, type PreservedBodies } from '../oauth/preserved-body.js'
+import { formOwner, parseFormToken, type FormOwner, type PreservedBodies } from '../oauth/preserved-body.js'
 import type { Sessions } from '../session/session.js'
 import { cookieNames } from '../oauth/urls.js'
 import type { Logger } from '../ops/logger.js'
@@ -184,12 +184,17 @@ export class FormReplay {
   }
 
   /**
-   * A preserveBody route's preParsing hook: an allowed POST whose body is the marker takes the kept
-   * body (once, in the session it was offered to) and sends it upstream in the marker's place, with its content type; without one it is
-   * refused (400). Any other body streams on untouched, but a body as long as the marker, read and
-   * given back.
+   * The preParsing hook of a preserveBody route whose sign-in provider is `provider`: an allowed POST
+   * whose body is the marker takes the kept body (once, in the session it was offered to or another
+   * of that person's) and sends it upstream in the marker's place, with its content type; without
+   * one it is refused (400). Any other body streams on untouched, but a body as long as the marker,
+   * read and given back.
    */
-  readonly deliver: preParsingAsyncHookHandler = async (request, reply, payload) => {
+  deliverer (provider: string | undefined): preParsingAsyncHookHandler {
+    return async (request, reply, payload) => await this.deliver(request, reply, payload, provider)
+  }
+
+  private async deliver (...[request, reply, payload, provider]: [...Parameters<preParsingAsyncHookHandler>, string | undefined]): Promise<NodeJS.ReadableStream> {
     const { headers } = request
     if (request.method !== 'POST' || request.audit?.decision !== 'allow' || headers['content-length'] !== String(REPLAY_BODY.length) ||
       formMediaType(headers['content-type']) !== 'application/x-www-form-urlencoded') return payload
@@ -200,7 +205,10 @@ export class FormReplay {
     const token = site === undefined || site === 'same-origin' ? this.token(request) : undefined
     if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
     const session = this.sessions.idOf(request.headers.cookie)
-    const kept = token === undefined || session === undefined ? undefined : await this.bodies.take(token, request.url, sessionSeal(session))
+    const allowed = request.allowed
+    const kept = token === undefined || session === undefined || allowed === undefined
+      ? undefined
+      : await this.bodies.take(token, request.url, formOwner(session, allowed.provider ?? provider ?? '', allowed.identity))
     if (kept === undefined || kept.method !== request.method) throw new GatewayError('invalid_request', ALREADY_DELIVERED)
     // The forwarder copies the request's headers: the kept body's type and length replace the marker's.
     request.raw.headers['content-type'] = kept.contentType

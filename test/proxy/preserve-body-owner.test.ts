@@ -3,7 +3,8 @@
 // offered it, nothing tied it to anyone; she signed out (the form cookie and the offered body
 // stayed), someone else signed in in the same browser, and a marker POST delivered her form to the
 // upstream as him. A re-reading's: the fix lost the form of a person whose first session ended
-// before the marker. The unit rows are in test/oauth/preserved-body-rotation.test.ts.
+// before the marker; and a sign-in in another tab, renaming the session before the marker, lost the
+// form (it is that person's still). The unit rows are in test/oauth/preserved-body-rotation.test.ts.
 import { afterAll, describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
@@ -96,5 +97,17 @@ describe('a kept form whose first session ended before the marker (signed out ev
     const sent = await marker(browser)
     expect(sent.answer.status).toBe(400)
     expect(sent.delivered).toEqual([])
+  })
+})
+
+describe('a kept form whose session was renamed before the marker (a sign-in in another tab)', () => {
+  it('is delivered once, in the renamed session of the same person', async () => {
+    const browser = await offeredToAlice('note=typed-before-the-other-tab')
+    const before = browser.cookies.get('gw_session')?.value
+    expect((await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/oauth/`, { login: 'alice' })).status).toBe(200)
+    expect(browser.cookies.get('gw_session')?.value).not.toBe(before)
+    const sent = await marker(browser)
+    expect(sent.delivered, `the form was not delivered (status ${sent.answer.status})`).toEqual(['note=typed-before-the-other-tab'])
+    expect((await marker(browser)).delivered).toEqual([])
   })
 })
