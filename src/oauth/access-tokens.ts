@@ -16,18 +16,17 @@
 // @see https://www.rfc-editor.org/rfc/rfc9068 (JWT profile for access tokens)
 // @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
 import { hash as digest } from 'node:crypto'
-import { decodeJwt, decodeProtectedHeader, errors as joseErrors, type JWTPayload, type JWTVerifyOptions, type ProtectedHeaderParameters } from 'jose'
-import { TooManyCandidates, verifyJwt } from './verify-jwt.js'
+import { decodeJwt, decodeProtectedHeader, errors as joseErrors, type JWTPayload, type ProtectedHeaderParameters } from 'jose'
+import { TooManyCandidates } from './verify-jwt.js'
 import { sameIssuer } from '../config/bearer-section.js'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
-import type { Logger } from '../ops/logger.js'
 import { Lru } from '../ops/lru.js'
 import { introspection } from './introspection.js'
-import { IssuerKeys, KeysUnavailable } from './issuer-keys.js'
+import { JWKS_COOLDOWN_MS, KeysUnavailable, verifiedClaims, type IssuerKeys } from './issuer-keys.js'
 import { PersonClaims } from './person-claims.js'
 import { TOKEN_MESSAGES, tokenMessage } from './token-messages.js'
-import { JWKS_COOLDOWN_MS, type Providers, type ResolvedProvider } from './providers.js'
+import type { Providers, ResolvedProvider } from './providers.js'
 
 /** Why a token is refused: a metrics label and a log field, never a token or subject. */
 export type TokenProblem =
@@ -139,32 +138,15 @@ function verificationProblem (error: unknown, provider: ResolvedProvider): Token
   throw new GatewayError('provider_unavailable', `The signing keys of provider "${provider.name}" could not be read.`, { cause: error })
 }
 
-/**
- * A JWT's claims, verified with its issuer's keys. A signature that fails with the keys held may be
- * of a key the issuer published since under a `kid` already held: it is verified once more after
- * the keys are read again, when that may be done (IssuerKeys.readAgain).
- */
-async function verifiedClaims (token: string, keys: IssuerKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
-  const arrived = keys.mark
-  try {
-    return (await verifyJwt(token, keys.getKey, options)).payload
-  } catch (error) {
-    if (!(error instanceof joseErrors.JWSSignatureVerificationFailed) || !await keys.readAgain(arrived)) throw error
-    return (await verifyJwt(token, keys.getKey, options)).payload
-  }
-}
-
 export class AccessTokens {
   private readonly cache: Lru<string, VerifiedToken>
-  private readonly keySets = new Map<string, IssuerKeys>()
   /** Introspections under way, by token hash and issuers: concurrent requests with one token share one. */
   private readonly introspecting = new Map<string, Promise<TokenCheck>>()
 
   /** The person claims a token lacks, from its issuer's userinfo or introspection (`bearer.claimsFrom`). */
   readonly person: PersonClaims
 
-  /** `log`: where an issuer whose keys cannot be read is reported (once when it starts, once when it ends). */
-  constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000, private readonly log?: Logger) {
+  constructor (private readonly providers: Providers, private readonly clock: Clock, maxEntries = 10_000) {
     this.cache = new Lru(maxEntries)
     this.person = new PersonClaims(providers, clock, maxEntries)
   }
@@ -265,15 +247,10 @@ export class AccessTokens {
     return { ok: true, token: verified }
   }
 
-  /** The issuer's keys for machine clients' tokens: a set of their own per provider (issuer-keys.ts). */
+  /** The issuer's keys (issuer-keys.ts: one set per provider, which sign-ins use too). */
   private keySet (provider: ResolvedProvider): IssuerKeys {
-    let keys = this.keySets.get(provider.name)
-    if (keys === undefined) {
-      if (provider.jwksUri === undefined) throw new GatewayError('provider_unavailable', `Provider "${provider.name}" publishes no signing keys (jwks_uri).`)
-      keys = new IssuerKeys(provider.name, provider.jwksUri, provider.timeoutMs, this.clock, this.log)
-      this.keySets.set(provider.name, keys)
-    }
-    return keys
+    if (provider.keys === undefined) throw new GatewayError('provider_unavailable', `Provider "${provider.name}" publishes no signing keys (jwks_uri).`)
+    return provider.keys
   }
 
   /**

@@ -7,7 +7,8 @@ import { createHash } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import { errors as joseErrors, type JWTPayload } from 'jose'
-import { TooManyCandidates, verifyJwt } from './verify-jwt.js'
+import { KeysUnavailable, verifiedClaims } from './issuer-keys.js'
+import { TooManyCandidates } from './verify-jwt.js'
 import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
 import { isPendingSignInKey, storeKeys, type SessionStore } from '../store/store.js'
@@ -48,7 +49,10 @@ function joseProblem (error: unknown): GatewayError {
     error instanceof joseErrors.JOSENotSupported) {
     return invalid('The logout token is not signed with the provider\'s keys.', error)
   }
-  if (error instanceof joseErrors.JWKSTimeout || (error instanceof Error && error.name === 'TypeError')) {
+  // The token may be good: the keys it needs could not be read. A 5xx, not 400 ("this token is
+  // bad"), which would tell the provider not to send it again (an outside tester's finding).
+  if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error })
+  if (error instanceof Error && error.name === 'TypeError') {
     return new GatewayError('provider_unavailable', 'The provider\'s keys could not be read.', { cause: error })
   }
   return invalid('The logout token is not a valid signed JWT.', error)
@@ -62,17 +66,17 @@ function joseProblem (error: unknown): GatewayError {
  */
 export async function verifyLogoutToken (provider: ResolvedProvider, token: unknown, currentDate?: Date): Promise<LogoutClaims> {
   if (typeof token !== 'string' || token === '') throw invalid('The request has no logout_token.')
-  if (!provider.jwks) throw invalid(`Provider "${provider.name}" is not an OpenID Connect provider: there are no keys to verify a logout token with.`)
+  if (!provider.keys) throw invalid(`Provider "${provider.name}" is not an OpenID Connect provider: there are no keys to verify a logout token with.`)
   let claims: JWTPayload
   try {
-    claims = (await verifyJwt(token, provider.jwks, {
+    claims = await verifiedClaims(token, provider.keys, {
       issuer: provider.expectedIssuer,
       audience: provider.clientId,
       requiredClaims: ['iat', 'jti'],
       maxTokenAge: LOGOUT_TOKEN_MAX_AGE_S,
       clockTolerance: CLOCK_TOLERANCE_S,
       ...(currentDate ? { currentDate } : {}),
-    })).payload
+    })
   } catch (error) {
     throw joseProblem(error)
   }

@@ -4,7 +4,7 @@
 // iss, aud, exp and nonce), userinfo, and the refresh grant (§6). Library errors are translated
 // here, once.
 import { errors as joseErrors, type JWTPayload } from 'jose'
-import { verifyJwt } from './verify-jwt.js'
+import { KeysUnavailable, verifiedClaims } from './issuer-keys.js'
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
@@ -164,6 +164,9 @@ function tokenErrorMessage (provider: ResolvedProvider, error: unknown): string 
 
 /** `token_exchange_failed` for a library error met in the code exchange or a refresh, the error as its cause. */
 export function tokenExchangeError (provider: ResolvedProvider, error: unknown): GatewayError {
+  // The ID token may be good: its keys could not be read (the provider's JWKS is down, and the set
+  // held has no key for it). Not "the ID token is invalid".
+  if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error })
   return new GatewayError('token_exchange_failed', tokenErrorMessage(provider, error), { cause: error })
 }
 
@@ -223,7 +226,8 @@ export async function exchangeCode (
     let idClaims: JWTPayload | undefined
     if (provider.openid) {
       // oauth4webapi checked iss, aud, exp and nonce; the signature is checked against the JWKS here.
-      idClaims = (await verifyJwt(result.id_token!, provider.jwks!, { issuer: as.issuer, audience: provider.clientId })).payload
+      if (provider.keys === undefined) throw new Error('the provider publishes no signing keys (jwks_uri)')
+      idClaims = await verifiedClaims(result.id_token!, provider.keys, { issuer: as.issuer, audience: provider.clientId })
     }
     return { tokens: toTokenSet(result, clock), idClaims, idToken: provider.openid ? result.id_token : undefined }
   } catch (error) {

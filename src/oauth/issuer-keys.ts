@@ -1,8 +1,12 @@
-// One issuer's signing keys (its JWKS) for machine clients' tokens, with the refetch rule of the
-// sign-in key set (reliability round 3): a token whose `kid` the set does not hold refetches it when
-// the last fetch is older than JWKS_COOLDOWN_MS, one fetch at a time, so tokens with made-up `kid`s
-// cost the provider at most one fetch per cooldown. A failed fetch (refused, timed out, not a key
-// set) keeps every key already read: a token of a known key passes while the issuer is down.
+// One issuer's signing keys (its JWKS), the one set per provider that ID tokens at sign-in, logout
+// tokens at back-channel logout and machine clients' tokens are checked against (reliability round
+// 3): a token whose `kid` the set does not hold refetches it when the last fetch began more than
+// JWKS_COOLDOWN_MS ago, one fetch at a time, so tokens with made-up `kid`s cost the provider at most
+// one fetch per cooldown, whether the fetches succeed or fail. A failed fetch (refused, timed out,
+// not a key set) keeps every key already read: a token of a known key passes while the issuer is
+// down, and a set older than JWKS_MAX_AGE_MS is read again in the background, never waited for.
+// (jose's createRemoteJWKSet, which sign-ins used before, waited for that read and threw when it
+// failed, and timed its cooldown from the last good fetch: an outside tester's findings.)
 //
 // A client must not be told its token is bad when the gateway only could not tell (RFC 6750's 401
 // makes it throw the token away): an unknown `kid` is refused (`JWKSNoMatchingKey`) only when a
@@ -12,12 +16,20 @@
 // @see https://www.rfc-editor.org/rfc/rfc7517#section-5 (JWK Set)
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3.1 (invalid_token)
 import { hash } from 'node:crypto'
-import { createLocalJWKSet, errors as joseErrors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters } from 'jose'
+import { createLocalJWKSet, errors as joseErrors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters, type JWTPayload, type JWTVerifyOptions } from 'jose'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import { Lru } from '../ops/lru.js'
 import { providerFetch } from './provider-http.js'
-import { JWKS_COOLDOWN_MS } from './providers.js'
+import { verifyJwt } from './verify-jwt.js'
+
+/**
+ * A token signed with a key the set does not hold (`kid` unknown) refetches the set unless a fetch
+ * began this recently (jose's default is 30 s, which kept sign-ins failing that long after a
+ * provider rotated its key). It also bounds what tokens with made-up `kid`s can cost the provider:
+ * one JWKS fetch per this long, per gateway process and provider.
+ */
+export const JWKS_COOLDOWN_MS = 5000
 
 /** A set read this long ago is read again in the background when a token is checked (jose's own default). */
 export const JWKS_MAX_AGE_MS = 10 * 60_000
@@ -84,6 +96,10 @@ export class IssuerKeys {
     }
     const found = await this.lookup(this.local!, header, token)
     if (found !== undefined) return found
+    // No set can hold a key for it (a `kid` that is not a string), or the set holds its `kid` and
+    // that key is not for its `alg`: a refusal now, not "try again" (hostile tokens are refused,
+    // never taken for an outage, however many come within a cooldown).
+    if (header.kid !== undefined && (typeof header.kid !== 'string' || this.kids.includes(kidName(header)))) throw new joseErrors.JWKSNoMatchingKey()
     const name = kidName(header)
     if (this.unknown.peek(name) === undefined) this.unknown.set(name, arrived)
     if (this.pending === undefined && !this.coolingDown()) void this.refetch()
@@ -152,15 +168,30 @@ export class IssuerKeys {
       this.kids = kids
       this.generation = generation
       this.fetchedAt = began
-      if (this.failure !== undefined) this.log?.info({ provider: this.name }, 'signing keys read again; machine clients\' tokens are checked against them')
+      if (this.failure !== undefined) this.log?.info({ provider: this.name }, 'signing keys read again; tokens are checked against them')
       this.failure = undefined
     }, (error: unknown) => {
       if (this.failure === undefined) {
         this.log?.warn({ provider: this.name, url: this.url, reason: error instanceof Error ? error.message : String(error) },
-          `signing keys could not be read; tokens of keys already read keep passing, others get 503 issuer_keys_unavailable until they can be (tried at most once per ${JWKS_COOLDOWN_MS / 1000} s)`)
+          `signing keys could not be read; tokens of keys already read keep passing, others wait until they can be (sign-ins 502 provider_unavailable, machine clients 503 issuer_keys_unavailable; tried at most once per ${JWKS_COOLDOWN_MS / 1000} s)`)
       }
       this.failure = error ?? new Error('the JWKS could not be read')
     }).finally(() => { this.pending = undefined })
     return this.pending
+  }
+}
+
+/**
+ * A JWT's claims, verified with its issuer's keys. A signature that fails with the keys held may be
+ * of a key the issuer published since under a `kid` already held: it is verified once more after
+ * the keys are read again, when that may be done ({@link IssuerKeys.readAgain}).
+ */
+export async function verifiedClaims (token: string, keys: IssuerKeys, options: JWTVerifyOptions): Promise<JWTPayload> {
+  const arrived = keys.mark
+  try {
+    return (await verifyJwt(token, keys.getKey, options)).payload
+  } catch (error) {
+    if (!(error instanceof joseErrors.JWSSignatureVerificationFailed) || !await keys.readAgain(arrived)) throw error
+    return (await verifyJwt(token, keys.getKey, options)).payload
   }
 }

@@ -4,13 +4,14 @@
 // that provider answer 502 provider_unavailable instead of the gateway refusing to start. Every call
 // here (discovery, the JWKS) goes through providerFetch and ends within the provider's `timeout`.
 // @see https://openid.net/specs/openid-connect-discovery-1_0.html
+import { systemClock, type Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
-import { createRemoteJWKSet, customFetch, type JWTVerifyGetKey } from 'jose'
 import * as oauth from 'oauth4webapi'
 import type { ProviderConfig } from '../config/types.js'
 import { plainHttpHost } from '../config/safety.js'
 import { GatewayError, unknownProvider } from '../errors.js'
 import { DiscoveryFailure, discoveryUrl, networkCode } from './discovery-failure.js'
+import { IssuerKeys } from './issuer-keys.js'
 import { providerFetch } from './provider-http.js'
 
 /** A provider with every endpoint known. */
@@ -19,10 +20,8 @@ export interface ResolvedProvider extends ProviderConfig {
   tokenUrl: string
   /** The identifier `iss` must carry: the configured issuer, else the authorize URL's origin. */
   expectedIssuer: string
-  /** The provider's signing keys, when it is an OIDC provider. */
-  jwks: JWTVerifyGetKey | undefined
-  /** Where those keys are published (discovery's `jwks_uri`): machine clients' tokens are checked against a set of their own. */
-  jwksUri: string | undefined
+  /** The provider's signing keys (discovery's `jwks_uri`), when it publishes them: ID tokens, logout tokens and machine clients' tokens are checked against this one set. */
+  keys: IssuerKeys | undefined
   /**
    * Where opaque access tokens are checked (discovery's `introspection_endpoint`).
    * @see https://www.rfc-editor.org/rfc/rfc8414#section-2
@@ -61,13 +60,6 @@ export interface ResolvedProvider extends ProviderConfig {
 /** A discovered endpoint the config's rules refuse: retrying cannot help, so it is reported at once. */
 class DisallowedEndpoint extends Error {}
 
-/**
- * A token signed with a key the cached JWKS does not hold (`kid` unknown) refetches the set unless
- * it was fetched this recently (jose's default is 30 s, which kept sign-ins failing that long after
- * a provider rotated its key). It also bounds what tokens with made-up `kid`s can cost the provider:
- * one JWKS fetch per this long, per gateway process and provider.
- */
-export const JWKS_COOLDOWN_MS = 5000
 /** After a failed discovery, requests answer at once for this long before it is tried again. */
 const RETRY_AFTER_MS = 5000
 
@@ -90,7 +82,9 @@ export class Providers {
 
   constructor (
     private readonly configs: Record<string, ProviderConfig>,
-    private readonly log: Logger
+    private readonly log: Logger,
+    /** When each provider's keys were read (their refetch rule). */
+    private readonly clock: Clock = systemClock
   ) {}
 
   /** Whether `name` is a provider people sign in with (not a token-only issuer, whose tokens only machine clients bring). */
@@ -160,7 +154,7 @@ export class Providers {
     if (!needsDiscovery) {
       // No discovery to list prompt values: GitHub documents `prompt=select_account` (its account picker).
       // @see https://docs.github.com/en/apps/oauth-apps/building-oauth-apps/authorizing-oauth-apps#1-request-a-users-github-identity
-      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, jwks: undefined, jwksUri: undefined, introspectionUrl: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false, selectAccount: config.preset === 'github' }
+      return { ...config, authorizeUrl: config.authorizeUrl!, tokenUrl: config.tokenUrl!, expectedIssuer: config.issuer ?? new URL(config.authorizeUrl!).origin, keys: undefined, introspectionUrl: undefined, issParameterSupported: false, endSessionUrl: undefined, revocationUrl: undefined, backchannelLogout: false, selectAccount: config.preset === 'github' }
     }
     try {
       return await this.discover(config)
@@ -217,10 +211,7 @@ export class Providers {
       tokenUrl,
       userinfoUrl: config.userinfoUrl ?? metadata.userinfo_endpoint,
       expectedIssuer: metadata.issuer,
-      jwks: metadata.jwks_uri
-        ? createRemoteJWKSet(new URL(metadata.jwks_uri), { timeoutDuration: config.timeoutMs, cooldownDuration: JWKS_COOLDOWN_MS, [customFetch]: providerFetch })
-        : undefined,
-      jwksUri: metadata.jwks_uri,
+      keys: metadata.jwks_uri ? new IssuerKeys(config.name, metadata.jwks_uri, config.timeoutMs, this.clock, this.log) : undefined,
       introspectionUrl: discovered.introspection_endpoint,
       issParameterSupported: metadata.authorization_response_iss_parameter_supported === true,
       endSessionUrl: discovered.end_session_endpoint,

@@ -8,7 +8,7 @@ import type { AddressInfo } from 'node:net'
 import { errors as joseErrors, exportJWK, generateKeyPair, type FlattenedJWSInput, type JWK } from 'jose'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { IssuerKeys, KeysUnavailable } from '../../src/oauth/issuer-keys.js'
-import { JWKS_COOLDOWN_MS } from '../../src/oauth/providers.js'
+import { JWKS_COOLDOWN_MS } from '../../src/oauth/issuer-keys.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 
 type Mode = 'ok' | 'garbage' | 'error' | 'empty' | 'hang'

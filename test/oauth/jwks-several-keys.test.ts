@@ -10,7 +10,7 @@ import { expect } from 'vitest'
 import type { TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
-import { JWKS_COOLDOWN_MS } from '../../src/oauth/providers.js'
+import { JWKS_COOLDOWN_MS } from '../../src/oauth/issuer-keys.js'
 
 const AUD = 'https://gateway.example.com/deploy'
 let gateway: TestGateway
