@@ -25,7 +25,7 @@ import { allOf, compileRules, type Judge } from '../access/rules.js'
 import { overrideMethod, queryOverrides, forbiddenOverride } from '../access/method-override.js'
 import { canonicalTarget } from '../config/canonical.js'
 import type { GatewayConfig, Rule } from '../config/types.js'
-import { unknownProvider } from '../errors.js'
+import { GatewayError, unknownProvider } from '../errors.js'
 import { trustTest } from '../http/trust-proxy.js'
 import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
@@ -57,6 +57,24 @@ export interface ForwardAuthDeps {
 function listParameter (value: string | string[] | undefined): string[] | undefined {
   if (value === undefined) return undefined
   return (Array.isArray(value) ? value : [value]).flatMap((item) => item.split(',')).map((item) => item.trim()).filter(Boolean)
+}
+
+/** The query parameters forward-auth reads: all of them rules, written in the proxy's configuration. */
+const QUERY_RULE_KEYS = new Set(['emails', 'domains', 'groups', 'networks'])
+
+/**
+ * 400 for a query parameter forward-auth does not read. The query is the operator's configuration
+ * (the proxy's auth address): a typo (`group=`), another gateway's spelling (`allowed_groups=`), a
+ * case (`Groups=`) or a condition only gateway.yaml has (`users=`) was dropped, and every signed-in
+ * person passed the rule the operator meant (an outside tester's finding). Never a client's: the
+ * shipped nginx and Caddy files send no query of the client's here.
+ */
+function refuseUnreadParameters (query: Record<string, unknown>): void {
+  const unread = Object.keys(query).find((key) => !QUERY_RULE_KEYS.has(key))
+  if (unread === undefined) return
+  const name = unread.length > 40 ? `${unread.slice(0, 40)}…` : unread
+  throw new GatewayError('invalid_request', `Forward-auth reads only emails, domains, groups and networks from its query; ${JSON.stringify(name)} is none of them, so the rule it names cannot be applied. ` +
+    'Fix the auth address in the proxy\'s configuration (behind Caddy, end forward_auth\'s uri with "?", so that the client\'s own query is not passed on).')
 }
 
 /**
@@ -237,6 +255,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     // `public` globs. Never a redirect: the proxy in front answers a browser (X-Login-URL).
     const hostJudge = host === undefined ? undefined : hostJudges.get(host)
     const subject = originalRequest(trusted, request, original)
+    refuseUnreadParameters(request.query)
     const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [], spaces }, () => login, judge)
     // Only the host a trusted proxy names can have a bearer block: a stranger's token is not looked at.

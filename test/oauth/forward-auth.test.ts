@@ -329,6 +329,21 @@ describe('forward-auth: allow rules in the query', () => {
   it('answers 401, not 403, when nobody is signed in', async () => {
     expect((await auth(trusting, undefined, '?groups=admins')).status).toBe(401)
   })
+
+  // An outside tester's finding: each of these was dropped, and bob (staff, not admins) passed.
+  it.each([
+    'group=admins', 'Groups=admins', 'groups[]=admins', 'allowed_groups=admins', 'users=alice', 'providers=nobody',
+    'claims=level:5', 'network=10.0.0.0/8', 'email=alice@example.test', 'domain=example.org', 'groups=staff&user=alice',
+  ])('answers ?%s, a parameter it does not read, 400 naming it, whoever asks', async (query) => {
+    for (const who of ['bob', undefined]) {
+      const response = await auth(trusting, who, `?${query}`)
+      expect(response.status).toBe(400)
+      const body = await response.json() as { error: string, message: string }
+      expect(body.error).toBe('invalid_request')
+      expect(body.message).toContain(`${JSON.stringify([...new URLSearchParams(query).keys()].find((key) => !['groups'].includes(key)))} is none of them`)
+      expect(response.headers.get('authorization')).toBeNull()
+    }
+  })
 })
 
 describe('forward-auth: not signed in', () => {
