@@ -54,6 +54,12 @@ export interface AuthorizationServerOptions {
    * and `consent` are listed and a `select_account` request is refused.
    */
   selectAccount?: boolean
+  /**
+   * A new refresh token at every refresh, the one used redeemed (a second use is refused and ends
+   * the grant), as providers do for public clients. Default: oidc-provider's own rule (confidential
+   * clients keep theirs until 70% of its lifetime has passed).
+   */
+  rotateRefreshTokens?: boolean
   /** oidc-provider's storage adapter (default: the demo's in-memory one, ./memory-adapter.ts). */
   adapter?: Configuration['adapter']
   /**
@@ -353,6 +359,7 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
     ...(options.logout ? { fetch: (url: string | URL | Request, init?: RequestInit) => { delete (init as { dispatcher?: unknown } | undefined)?.dispatcher; return fetch(url, init) } } : {}),
     ...(options.acrValues === undefined ? {} : { acrValues: options.acrValues }),
     issueRefreshToken: async () => true,
+    ...(options.rotateRefreshTokens === true ? { rotateRefreshToken: () => true } : {}),
     ttl: {
       // A resource server's accessTokenTTL (getResourceServerInfo) reaches a token only through here.
       ClientCredentials: (_ctx, token) => token.resourceServer?.accessTokenTTL ?? 3600,

@@ -6,6 +6,10 @@
 // while the provider answered (sign-out, back-channel logout) stays ended. A store that refuses
 // the writes (OOM under noeviction, READONLY) does not stop a session whose access token is still
 // valid: the request goes on with that token, and a later one refreshes once the store writes again.
+// A refresh the provider answered but whose result the store refused is kept in this process (see
+// `unwritten`): the next request of that session uses it and writes it, and never sends the refresh
+// token the provider has redeemed (a provider that rotates refresh tokens refuses a reused one and
+// may end the grant: an outside tester's finding, a sign-out caused by one refused write).
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { Logger } from '../ops/logger.js'
 import { GatewayError } from '../errors.js'
@@ -13,6 +17,7 @@ import type { Metrics } from '../ops/metrics.js'
 import { withTokens, type Session, type TokenSet } from '../session/record.js'
 import type { Sessions, StoredRecord } from '../session/session.js'
 import { systemClock, type Clock } from '../ops/clock.js'
+import { Lru } from '../ops/lru.js'
 import { refusedByStore, storeKeys, type KeyValue, type Lock, type LockHandle } from '../store/store.js'
 import { refreshTokens } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
@@ -35,6 +40,12 @@ function isStillValid (token: TokenSet, nowMs: number): boolean {
   return token.expires_at === undefined || token.expires_at > nowMs / 1000
 }
 
+/** How many refreshes whose result the store refused are kept in a process (oldest forgotten first). */
+const UNWRITTEN_MAX = 10_000
+
+/** A refresh's result the store refused: `tokens`, in place of the stored token whose access token is `replaces`. */
+interface Unwritten { readonly replaces: string, readonly tokens: TokenSet }
+
 /** A provider's token as the store holds it now, with the record it is in. */
 type Current = { token: undefined } | { token: TokenSet, read: StoredRecord }
 
@@ -49,6 +60,13 @@ const failureKey = (sessionId: string, provider: string) => `refresh-failed:${se
 
 export class TokenRefresher {
   private readonly inFlight = new Map<string, Promise<TokenSet | undefined>>()
+  /**
+   * By session id and provider: a refresh whose result the store refused. Used, and written, in
+   * place of the stored token while the store still holds the one it replaced; forgotten once the
+   * store has it, or holds another (a sign-in, another instance's refresh). Per process: another
+   * instance still reads the stored token.
+   */
+  private readonly unwritten = new Lru<string, Unwritten>(UNWRITTEN_MAX)
 
   constructor (
     private readonly store: Lock & Pick<KeyValue, 'get' | 'set' | 'delete'>,
@@ -127,14 +145,37 @@ export class TokenRefresher {
     const token = session.record.tokens[provider]
     if (!token) return undefined
     if (isFresh(token, this.clock.now())) return token
-    if (!token.refresh_token) return undefined
     const key = `${session.id}:${provider}`
+    const kept = this.unwritten.peek(key)
+    if (kept !== undefined && kept.replaces !== token.access_token) this.unwritten.delete(key)
+    if (kept === undefined && !token.refresh_token) return undefined
     let pending = this.inFlight.get(key)
     if (!pending) {
-      pending = this.refreshOrKeep(session, provider, token).finally(() => this.inFlight.delete(key))
+      pending = (kept?.replaces === token.access_token ? this.useUnwritten(session, provider, kept) : this.refreshOrKeep(session, provider, token))
+        .finally(() => this.inFlight.delete(key))
       this.inFlight.set(key, pending)
     }
     return await pending
+  }
+
+  /**
+   * A refresh's result the store refused, in place of the stored token: written now if the store
+   * takes it (then forgotten); refreshed from, when it is due itself. Its request goes on with it
+   * whether or not the store takes it yet.
+   */
+  private async useUnwritten (session: Session, name: string, kept: Unwritten): Promise<TokenSet | undefined> {
+    if (!isFresh(kept.tokens, this.clock.now())) return await this.refreshOrKeep(session, name, kept.tokens, kept.replaces)
+    const current = await this.current(session, name, kept.tokens, kept.replaces)
+    if (current.token !== kept.tokens) {
+      this.unwritten.delete(`${session.id}:${name}`)
+      return current.token && isFresh(current.token, this.clock.now()) ? current.token : undefined
+    }
+    const written = await this.write(session, name, current.read, kept.tokens).catch((error: unknown) => {
+      if (!refusedByStore(error)) throw error
+      return 'refused' as const
+    })
+    if (written !== 'refused') this.unwritten.delete(`${session.id}:${name}`)
+    return written === false ? undefined : kept.tokens
   }
 
   /**
@@ -142,9 +183,9 @@ export class TokenRefresher {
    * provider was asked) the token it has goes on while it is still valid: a refresh is due 30 s
    * before expiry, and a store at `maxmemory` should not turn those 30 s into 503s.
    */
-  private async refreshOrKeep (session: Session, name: string, stale: TokenSet): Promise<TokenSet | undefined> {
+  private async refreshOrKeep (session: Session, name: string, stale: TokenSet, replaces?: string): Promise<TokenSet | undefined> {
     try {
-      return await this.refreshOnce(session, name, stale)
+      return await this.refreshOnce(session, name, stale, replaces)
     } catch (error) {
       if (!refusedByStore(error) || !isStillValid(stale, this.clock.now())) throw error
       this.log.debug({ provider: name, session: session.id.slice(0, 8), refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
@@ -152,7 +193,8 @@ export class TokenRefresher {
     }
   }
 
-  private async refreshOnce (session: Session, name: string, stale: TokenSet): Promise<TokenSet | undefined> {
+  /** `replaces`: `stale` is a refresh's unwritten result, and the store still holds the token whose access token this is. */
+  private async refreshOnce (session: Session, name: string, stale: TokenSet, replaces: string | undefined): Promise<TokenSet | undefined> {
     const provider = await this.providers.get(name)
     const lock = storeKeys.refreshLock(session.id, name)
     const holdMs = provider.timeoutMs + 5000
@@ -164,7 +206,7 @@ export class TokenRefresher {
         try {
           // Taken without waiting: an earlier failure is history (failureKey).
           if (!waited) await this.store.delete(failureKey(session.id, name)).catch(() => {})
-          return await this.refreshHoldingLock(session, provider, stale, waited)
+          return await this.refreshHoldingLock(session, provider, stale, waited, replaces)
         } finally {
           // Released only if still ours: had the refresh outlasted holdMs, the lock may be another's by now.
           await this.store.release(held).catch(() => {})
@@ -173,7 +215,7 @@ export class TokenRefresher {
       // Another instance is refreshing: its result lands in the session record.
       waited = true
       await sleep(POLL_MS)
-      const { token: current } = await this.current(session, provider, stale)
+      const { token: current } = await this.current(session, name, stale, replaces)
       if (current !== stale) return current && isFresh(current, this.clock.now()) ? current : undefined
       if (this.clock.now() > deadline) throw new GatewayError('token_exchange_failed', 'The token refresh did not finish in time.')
     }
@@ -183,17 +225,17 @@ export class TokenRefresher {
    * The provider's token as stored now (`stale` itself when unchanged, undefined when gone), and
    * the record it is in: a refresh writes its result into that record, not into the one first read.
    */
-  private async current (session: Session, provider: ResolvedProvider, stale: TokenSet): Promise<Current> {
+  private async current (session: Session, provider: string, stale: TokenSet, replaces?: string): Promise<Current> {
     const read = await this.sessions.reload(session)
-    const token = read?.record.tokens[provider.name]
+    const token = read?.record.tokens[provider]
     if (!read || !token) return { token: undefined }
-    return { read, token: token.access_token === stale.access_token ? stale : token }
+    return { read, token: token.access_token === stale.access_token || token.access_token === replaces ? stale : token }
   }
 
   /** `waited`: another instance held the lock first; it released it, so its refresh has ended. */
-  private async refreshHoldingLock (session: Session, provider: ResolvedProvider, stale: TokenSet, waited: boolean): Promise<TokenSet | undefined> {
+  private async refreshHoldingLock (session: Session, provider: ResolvedProvider, stale: TokenSet, waited: boolean, replaces: string | undefined): Promise<TokenSet | undefined> {
     // The session may have changed between our read and the lock: signed out, or refreshed already.
-    const current = await this.current(session, provider, stale)
+    const current = await this.current(session, provider.name, stale, replaces)
     if (current.token !== stale) return current.token && isFresh(current.token, this.clock.now()) ? current.token : undefined
     // ...and if it has not, the other instance's refresh failed just now (it says so: the holder
     // may also have been a sign-in, holdingRefreshes, that ended without renaming the session).
@@ -207,22 +249,26 @@ export class TokenRefresher {
       throw error
     })
     if (result === 'refused') {
-      await this.write(session, provider, current.read, undefined)
+      await this.write(session, provider.name, current.read, undefined)
       this.metrics.refreshes.inc({ provider: provider.name, result: 'refused' })
       this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'token refresh refused; sign-in needed')
       return undefined
     }
     const tokens: TokenSet = { ...result, refresh_token: result.refresh_token ?? stale.refresh_token }
     this.metrics.refreshes.inc({ provider: provider.name, result: 'refreshed' })
-    const written = await this.write(session, provider, current.read, tokens).catch((error: unknown) => {
+    const key = `${session.id}:${provider.name}`
+    const written = await this.write(session, provider.name, current.read, tokens).catch((error: unknown) => {
       if (!refusedByStore(error)) throw error
-      // The provider has answered: its new token serves this request. The store keeps the old
-      // tokens, so the next request refreshes again (a provider that rotates refresh tokens and
-      // refuses a reused one then asks for a sign-in).
-      this.log.info({ provider: provider.name, session: session.id.slice(0, 8), refusal: error.cause.reason }, 'token refreshed but not stored (the store refused the write); this request goes on with the new token')
+      // The provider has answered: its new tokens serve this request, and are kept here for the
+      // session's next ones, which write them once the store takes writes again.
+      this.log.info({ provider: provider.name, session: session.id.slice(0, 8), refusal: error.cause.reason }, 'token refreshed but not stored (the store refused the write); this request goes on with the new token, and this instance keeps it until the store takes it')
       return 'refused' as const
     })
-    if (written === 'refused') return tokens
+    if (written === 'refused') {
+      this.unwritten.set(key, { replaces: current.read.record.tokens[provider.name]!.access_token, tokens })
+      return tokens
+    }
+    this.unwritten.delete(key)
     if (written) return tokens
     this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'session ended during its token refresh; the new tokens were not kept')
     return undefined
@@ -234,9 +280,9 @@ export class TokenRefresher {
    * so). A record changed but still there (another provider's refresh) is read again and the
    * tokens written into that one, so neither refresh loses the other's.
    */
-  private async write (session: Session, provider: ResolvedProvider, read: StoredRecord, tokens: TokenSet | undefined): Promise<boolean> {
+  private async write (session: Session, provider: string, read: StoredRecord, tokens: TokenSet | undefined): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
-      if (await this.sessions.update(session, read, withTokens(read.record, provider.name, tokens))) return true
+      if (await this.sessions.update(session, read, withTokens(read.record, provider, tokens))) return true
       const again = await this.sessions.reload(session)
       if (!again) return false
       if (attempt === WRITE_ATTEMPTS) throw new GatewayError('token_exchange_failed', 'The session kept changing during the token refresh. Please try again.')

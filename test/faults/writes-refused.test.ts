@@ -38,7 +38,8 @@ beforeAll(async () => {
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }],
-    { accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : TOKEN_S })
+    // It rotates refresh tokens: a redeemed one used again is refused and ends the grant.
+    { accessTokenTtl: (_client, grantType) => grantType === 'refresh_token' ? 3600 : TOKEN_S, rotateRefreshTokens: true })
   op.provider.on('grant.success', (ctx) => { if (ctx.oidc.params?.grant_type === 'refresh_token') refreshGrants++ })
   gateway = await startGateway({
     server: { port, baseUrl },
@@ -172,7 +173,7 @@ describe('writes refused (READONLY: a replica)', () => {
 })
 
 describe('writes refused (NOPERM: an ACL that lets the gateway write its refresh locks only)', () => {
-  it('refreshes, and when the new tokens cannot be stored the request goes on with them', async () => {
+  it('refreshes, and when the new tokens cannot be stored the request goes on with them; the next requests use them, never the redeemed refresh token', async () => {
     const { cookie, token } = await signIn()
     // The test's own client keeps every permission as another user; the gateway's (its URL's
     // user) may read every key and write only refresh locks.
@@ -191,9 +192,24 @@ describe('writes refused (NOPERM: an ACL that lets the gateway write its refresh
       expect(noperm[0]!.reason).toMatch(/^NOPERM /)
       expect(gateway.logs.some((line) => line.includes('token refreshed but not stored'))).toBe(true)
       expect(metricValue(await metrics(), 'gateway_store_refusals_total{reason="NOPERM"}')).toBeGreaterThanOrEqual(2)
+      // Still refused: the next request goes on with the new token, not a second refresh.
+      expect(await ask(cookie)).toEqual({ status: 200, token: answer.token })
+      expect(refreshGrants).toBe(grants + 1)
     } finally {
       await admin.call('ACL', 'SETUSER', gatewayUser(), 'resetkeys', '~*')
     }
+    // The store writes again. An outside tester's finding: the store still held the refresh token
+    // the provider had redeemed; past the old access token's expiry it was sent again, the provider
+    // (rotating refresh tokens) refused it and ended the grant, and the person had to sign in again.
+    at(TOKEN_S + 1)
+    const kept = await ask(cookie)
+    expect(kept.status).toBe(200)
+    // ...and the new tokens are in the store now: past their own expiry, a refresh with the new refresh token.
+    at(3600 + 60)
+    const grants = refreshGrants
+    const later = await ask(cookie)
+    expect(later.status).toBe(200)
+    expect(refreshGrants).toBe(grants + 1)
   })
 })
 
