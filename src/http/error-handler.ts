@@ -27,7 +27,10 @@ function describeCause (cause: unknown): Record<string, unknown> | undefined {
   if (!(cause instanceof Error)) return undefined
   // `errno`: the library's error code (ECONNREFUSED, UND_ERR_...), named apart from OAuth's `code`.
   const { code } = cause as { code?: unknown }
-  return { type: cause.name, message: cause.message, errno: code, cause: describeCause(cause.cause) }
+  // A JSON parse error quotes the text around its fault: a provider's answer that is not JSON (a
+  // code or token in it) would reach the log in pieces (an outside tester's finding).
+  const message = cause instanceof SyntaxError ? 'the text is not valid JSON (its message, which quotes the text, is left out)' : cause.message
+  return { type: cause.name, message, errno: code, cause: describeCause(cause.cause) }
 }
 
 /**

@@ -75,7 +75,28 @@ function requestOptions (provider: ResolvedProvider, url: string) {
   return { signal: AbortSignal.timeout(provider.timeoutMs), [oauth.allowInsecureRequests]: url.startsWith('http:'), [oauth.customFetch]: providerFetch }
 }
 
-const ERROR_CODE = /^[\w.-]{1,64}$/
+/**
+ * The error codes of the IANA OAuth Extensions Error Registry a provider may answer a sign-in or a
+ * token request with (RFC 6749, RFC 6750, OpenID Connect, RFC 8707, RFC 8628, RFC 9449, RFC 9396),
+ * and GitHub's:
+ * only these are repeated to the person and the log. Anything else is a provider's own word, which
+ * could carry what it was sent (an outside tester put a value of their own in the callback's `error`).
+ * @see https://www.iana.org/assignments/oauth-parameters/oauth-parameters.xhtml#extensions-error
+ */
+const ERROR_CODES = new Set([
+  'invalid_request', 'unauthorized_client', 'access_denied', 'unsupported_response_type', 'invalid_scope', 'server_error',
+  'temporarily_unavailable', 'invalid_client', 'invalid_grant', 'unsupported_grant_type', 'invalid_token', 'insufficient_scope',
+  'interaction_required', 'login_required', 'account_selection_required', 'consent_required', 'invalid_request_uri',
+  'invalid_request_object', 'request_not_supported', 'request_uri_not_supported', 'registration_not_supported', 'invalid_target',
+  'authorization_pending', 'slow_down', 'expired_token', 'invalid_dpop_proof', 'use_dpop_nonce', 'invalid_authorization_details',
+  'unmet_authentication_requirements',
+  // GitHub's own, as its documentation lists them (token and authorization errors).
+  // @see https://docs.github.com/en/apps/oauth-apps/maintaining-oauth-apps/troubleshooting-oauth-app-access-token-request-errors
+  'bad_verification_code', 'incorrect_client_credentials', 'redirect_uri_mismatch', 'unverified_user_email', 'application_suspended',
+])
+
+/** `value` when it is a registered OAuth error code, else `fallback`. */
+const knownError = (value: unknown, fallback: string): string => typeof value === 'string' && ERROR_CODES.has(value) ? value : fallback
 
 /** Callback parameters that must appear at most once; a second copy is refused before any is used. */
 const SINGLE_PARAMETERS = ['code', 'state', 'iss'] as const
@@ -103,8 +124,7 @@ export function callbackParameters (search: string): URLSearchParams {
 export function checkCallback (provider: ResolvedProvider, query: URLSearchParams): URLSearchParams {
   const error = query.get('error')
   if (error !== null) {
-    const code = ERROR_CODE.test(error) ? error : 'unknown_error'
-    throw new GatewayError('access_denied', `The provider answered "${code}".`)
+    throw new GatewayError('access_denied', `The provider answered "${knownError(error, 'unknown_error')}".`)
   }
   if (!query.get('code')) throw new GatewayError('invalid_request', 'The callback has no code parameter.')
   try {
@@ -136,7 +156,7 @@ type Describe = (provider: ResolvedProvider, error: Error) => string
  */
 const TOKEN_ERRORS: ReadonlyArray<readonly [type: abstract new (...args: never[]) => Error, code: string, describe: Describe]> = [
   [oauth.ResponseBodyError, oauth.RESPONSE_BODY_ERROR, (_provider, error) =>
-    `The token endpoint refused the request (${ERROR_CODE.test((error as oauth.ResponseBodyError).error) ? (error as oauth.ResponseBodyError).error : 'error'}).`],
+    `The token endpoint refused the request (${knownError((error as oauth.ResponseBodyError).error, 'error')}).`],
   [DOMException, 'TimeoutError', (provider) => `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`],
   [DOMException, 'AbortError', (provider) => `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`],
   [joseErrors.JWKSTimeout, joseErrors.JWKSTimeout.code, (provider) => `The provider's keys (JWKS) did not answer within ${provider.timeoutMs / 1000}s.`],

@@ -14,6 +14,11 @@ const USERINFO = /^([a-z][a-z0-9+.-]*:\/\/)[^/?#]*@/i
 /** A query parameter name worth keeping, when an `=` follows it; a bare name may be a token (`?sk_live_…`). */
 const PARAMETER_NAME = /^[\w.[\]%-]{0,32}$/
 
+/** Whether the request target `url` names the query parameter `name` as the log would keep it: as written, with an `=` after it. */
+export function loggedParameterName (url: string, name: string): boolean {
+  return PARAMETER_NAME.test(name) && (url.split('?', 2)[1] ?? '').split('&').some((part) => part.startsWith(`${name}=`))
+}
+
 /**
  * The request URL as logged: the path, and of the query only its parameter names
  * (`/app/x?access_token=abc&b=2` → `/app/x?access_token&b`); of a path parameter too

@@ -31,7 +31,7 @@ import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
 import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
 import { FORWARD_AUTH_ROUTE, HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
-import { loggableUrl } from '../ops/logger.js'
+import { loggableUrl, loggedParameterName } from '../ops/logger.js'
 import { METHOD_OVERRIDES } from '../proxy/headers.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
 import { resolvesSegments } from '../config/raw-segments.js'
@@ -69,11 +69,12 @@ const QUERY_RULE_KEYS = new Set(['emails', 'domains', 'groups', 'networks'])
  * person passed the rule the operator meant (an outside tester's finding). Never a client's: the
  * shipped nginx and Caddy files send no query of the client's here.
  */
-function refuseUnreadParameters (query: Record<string, unknown>): void {
+function refuseUnreadParameters (query: Record<string, unknown>, url: string): void {
   const unread = Object.keys(query).find((key) => !QUERY_RULE_KEYS.has(key))
   if (unread === undefined) return
-  const name = unread.length > 40 ? `${unread.slice(0, 40)}…` : unread
-  throw new GatewayError('invalid_request', `Forward-auth reads only emails, domains, groups and networks from its query; ${JSON.stringify(name)} is none of them, so the rule it names cannot be applied. ` +
+  // Named only as the log names it (a bare or long name may be a token: a re-reading's point).
+  const named = loggedParameterName(url, unread) ? JSON.stringify(unread) : 'a parameter (its name left out: not one the log keeps)'
+  throw new GatewayError('invalid_request', `Forward-auth reads only emails, domains, groups and networks from its query; ${named} is none of them, so the rule it names cannot be applied. ` +
     'Fix the auth address in the proxy\'s configuration (behind Caddy, end forward_auth\'s uri with "?", so that the client\'s own query is not passed on).')
 }
 
@@ -255,7 +256,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     // `public` globs. Never a redirect: the proxy in front answers a browser (X-Login-URL).
     const hostJudge = host === undefined ? undefined : hostJudges.get(host)
     const subject = originalRequest(trusted, request, original)
-    refuseUnreadParameters(request.query)
+    refuseUnreadParameters(request.query, request.url)
     const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [], spaces }, () => login, judge)
     // Only the host a trusted proxy names can have a bearer block: a stranger's token is not looked at.

@@ -344,6 +344,21 @@ describe('forward-auth: allow rules in the query', () => {
       expect(response.headers.get('authorization')).toBeNull()
     }
   })
+
+  // A re-reading's finding: the 400 quoted what the log hides (a bare name, a long one: a token).
+  it.each([
+    ['a bare token as the whole query', '?eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJhbGljZSJ9.BareTokSig123', 'eyJhbGciOiJIUzI1NiJ9'],
+    ['a name longer than the log keeps', '?AccessTokenAsNameXq1w2e3r4t5y6u7i8o9p0a1s2d3f=1', 'AccessTokenAsNameXq1w'],
+    ['a value after a name it does not read', '?access_token=ValueSecretMm9n8b7v6c5x4z3', 'ValueSecretMm9n8b7v6c5x4z3'],
+  ])('answers %s 400 without quoting it, in the answer or the log', async (_what, query, secret) => {
+    const before = trusting.logs.length
+    const response = await auth(trusting, 'bob', query)
+    expect(response.status).toBe(400)
+    expect(await response.text()).not.toContain(secret)
+    const logs = trusting.logs.slice(before).join('\n')
+    expect(logs).toContain('is none of them')
+    expect(logs).not.toContain(secret)
+  })
 })
 
 describe('forward-auth: not signed in', () => {
