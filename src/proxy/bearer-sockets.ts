@@ -10,6 +10,7 @@ import type { WebSocket } from 'ws'
 import type { Logger } from '../ops/logger.js'
 import { MAX_TIMER_MS, nodeTimers, type Clock, type Timers } from '../ops/clock.js'
 import { LegAdmissions } from './leg-admissions.js'
+import { closeLeg } from './websocket.js'
 
 /** The close code and reason both legs get when their token ends (RFC 6455 §7.4.1: policy violation). */
 export const TOKEN_ENDED_CODE = 1008
@@ -115,8 +116,8 @@ export class BearerSockets {
   private end (legs: Legs, why: string): void {
     this.live.delete(legs)
     const { source, target } = legs
-    if (source.readyState === OPEN) source.close(TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
-    if (target.readyState === OPEN) target.close(TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
+    if (source.readyState === OPEN) closeLeg(source, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
+    if (target.readyState === OPEN) closeLeg(target, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
     this.deps.log.info({ why }, 'websocket closed: its bearer token ended')
   }
 }

@@ -22,6 +22,7 @@ import { MAX_TIMER_MS, nodeTimers, type Clock, type Timers } from '../ops/clock.
 import type { Logger } from '../ops/logger.js'
 import type { Session, Sessions, TokenSet } from '../session/session.js'
 import { LegAdmissions } from './leg-admissions.js'
+import { closeLeg } from './websocket.js'
 
 /** The close code and reason both legs get when their session ends (RFC 6455 §7.4.1: policy violation). */
 export const SESSION_ENDED_CODE = 1008
@@ -162,8 +163,8 @@ export class SessionSockets {
   private closeLegs (id: string, legs: readonly Legs[], why: string): void {
     for (const { source, target } of legs) {
       // Both legs at once, so each end hears why; the link's own close handler then finds them closing.
-      if (source.readyState === OPEN) source.close(SESSION_ENDED_CODE, SESSION_ENDED_REASON)
-      if (target.readyState === OPEN) target.close(SESSION_ENDED_CODE, SESSION_ENDED_REASON)
+      if (source.readyState === OPEN) closeLeg(source, SESSION_ENDED_CODE, SESSION_ENDED_REASON)
+      if (target.readyState === OPEN) closeLeg(target, SESSION_ENDED_CODE, SESSION_ENDED_REASON)
     }
     this.deps.log.info({ session: id.slice(0, 8), sockets: legs.length, why }, 'websockets closed: their session ended')
   }

@@ -9,7 +9,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6455#section-7.4.1 and the IANA registry of close codes (1014)
 import type { ClientRequest, IncomingMessage } from 'node:http'
 import { WebSocket } from 'ws'
-import type { WebSocketHooks } from './websocket.js'
+import { closeLeg, type WebSocketHooks } from './websocket.js'
 
 /** The close code and reason the client gets when the upstream's leg vanished or failed. */
 export const UPSTREAM_GONE_CODE = 1014
@@ -89,9 +89,9 @@ function sendable (code: number): boolean {
 /** Closes `leg` (if still open) as `from`'s close says, or with `gone` when `from` vanished. */
 function closeAfter (leg: WebSocket, code: number, reason: Buffer, gone: readonly [number, string]): void {
   if (leg.readyState !== WebSocket.OPEN) return
-  if (code === 1005) leg.close()
-  else if (sendable(code)) leg.close(code, reason)
-  else leg.close(gone[0], gone[1])
+  if (code === 1005) closeLeg(leg)
+  else if (sendable(code)) closeLeg(leg, code, reason)
+  else closeLeg(leg, gone[0], gone[1])
 }
 
 /** Links the client's leg and the upstream's, both open: everything passes both ways until one ends. */

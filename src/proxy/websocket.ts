@@ -6,9 +6,33 @@
 // @see https://www.rfc-editor.org/rfc/rfc6455#section-5.5.3 (an unsolicited Pong needs no answer)
 import type { WebSocket } from 'ws'
 
-/** WebSocket.CONNECTING and OPEN, as plain numbers. */
+/** WebSocket.CONNECTING, OPEN and CLOSED, as plain numbers. */
 const CONNECTING = 0
 const OPEN = 1
+const CLOSED = 3
+
+/**
+ * How long a leg the gateway closes has to answer its close frame before its socket is cut: as long
+ * as the shutdown gives a stalled connection (http/drain.ts). ws's own bound is 30 s, past the
+ * default `server.shutdownTimeout` (10 s): a peer that never answered held the shutdown until the
+ * process exited with status 1 (an outside tester's finding).
+ */
+export const CLOSE_GRACE_MS = 1000
+
+/**
+ * Closes `leg` with `code` and `reason` (none: a close frame without a code), and cuts its socket
+ * if the peer has not answered within {@link CLOSE_GRACE_MS}. A paused leg (backpressure) is
+ * resumed first: it could not read the answer otherwise.
+ */
+export function closeLeg (leg: WebSocket, code?: number, reason?: string | Buffer): void {
+  if (leg.readyState === CLOSED) return
+  leg.resume()
+  if (code === undefined) leg.close()
+  else leg.close(code, reason)
+  const timer = setTimeout(() => { leg.terminate() }, CLOSE_GRACE_MS)
+  timer.unref()
+  leg.once('close', () => { clearTimeout(timer) })
+}
 
 /** The high-water mark's floor: below it, pausing costs round trips and saves nothing. */
 const HIGH_WATER_FLOOR = 64 * 1024
@@ -98,13 +122,13 @@ function byteLength (data: Buffer | ArrayBuffer | Buffer[]): number {
  */
 export function passTooBig (_context: unknown, source: WebSocket, target: WebSocket): void {
   if (source.readyState !== OPEN) {
-    target.close(1009, 'Message too big')
+    closeLeg(target, 1009, 'Message too big')
     return
   }
   for (const [from, to] of [[source, target], [target, source]] as const) {
     // Before the link's own listener, which closes the other leg with 1014 or 1001 (websocket-link.ts).
     from.prependListener('error', (error: Error & { code?: string }) => {
-      if (error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' && to.readyState === OPEN) to.close(1009, 'Message too big')
+      if (error.code === 'WS_ERR_UNSUPPORTED_MESSAGE_LENGTH' && to.readyState === OPEN) closeLeg(to, 1009, 'Message too big')
     })
   }
 }

@@ -20,7 +20,7 @@ import type { UpstreamPaths } from '../proxy/upstream-path.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import { upstreamError } from '../proxy/upstream-response.js'
 import { CLIENT_GONE_CODE, CLIENT_GONE_REASON, link, openUpstream, UpstreamHandshakeError, type UpstreamLeg } from '../proxy/websocket-link.js'
-import { websocketHooks, type WebSocketHooks } from '../proxy/websocket.js'
+import { closeLeg, websocketHooks, type WebSocketHooks } from '../proxy/websocket.js'
 import { handshakeProblem, offeredProtocols } from '../proxy/websocket-handshake.js'
 
 /** What a websocket route's upgrades need besides the route. */
@@ -146,7 +146,8 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
   // upstream's handshake is given up and answered 503: linked after this, it would hold the close.
   scope.addHook('preClose', (done) => {
     shutdown.begin()
-    for (const client of server.clients) client.close(CLIENT_GONE_CODE, CLIENT_GONE_REASON)
+    // Bounded: a client that never answers (or whose leg is paused) is cut after CLOSE_GRACE_MS.
+    for (const client of server.clients) closeLeg(client, CLIENT_GONE_CODE, CLIENT_GONE_REASON)
     done()
   })
   scope.addHook('preHandler', async function (request: FastifyRequest, reply: FastifyReply) {
@@ -189,8 +190,7 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
     })
     // ws answered the client's handshake itself (400: not a valid websocket handshake), or its socket had gone.
     if (!linked) {
-      upstream.resume()
-      upstream.close(CLIENT_GONE_CODE, CLIENT_GONE_REASON)
+      closeLeg(upstream, CLIENT_GONE_CODE, CLIENT_GONE_REASON)
     }
   })
 }

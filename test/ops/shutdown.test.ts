@@ -4,14 +4,17 @@
 // past the shutdownTimeout (no timeout of Node's ends it once the server is closing), and the
 // process would exit 1.
 import { spawn } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import { createServer } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { WebSocketServer } from 'ws'
 import { stringify } from 'yaml'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startGateway, TEST_SECRET } from '../helpers/gateway.js'
-import { freePort, waitFor } from '../helpers/net.js'
+import { freePort, listen, waitFor } from '../helpers/net.js'
 import { Children } from '../helpers/processes.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
@@ -112,7 +115,64 @@ describe('shutdown', () => {
     const answers = (await reused.closed).match(/^HTTP\/1\.1 /gm)
     expect(answers).toHaveLength(1)
   })
+
+  // An outside tester's finding: the gateway's close frame waited for ws's own 30 s close timeout,
+  // past the default shutdownTimeout (10 s), when the client never answered it (as it did when the
+  // gateway had paused the client's leg, backpressure from an upstream that reads nothing, and so
+  // never read the answer: closeLeg resumes it). The bound is the test's shutdownTimeout: past it
+  // the CLI exits with status 1.
+  describe('in process: close() with a websocket open', () => {
+    let echo: WebSocketServer
+    let echoUrl: string
+    beforeAll(async () => {
+      const server = createServer()
+      echo = new WebSocketServer({ server })
+      echo.on('connection', (socket) => { socket.on('message', (data, binary) => { socket.send(data, { binary }) }) })
+      echoUrl = await listen(server)
+    })
+    afterAll(async () => {
+      for (const socket of echo.clients) socket.terminate()
+      echo.close()
+    })
+
+    it('cuts a client that never answers the close frame, within the shutdownTimeout', async () => {
+      const gateway = await startGateway({ store: { type: 'memory' }, server: { shutdownTimeout: SHUTDOWN }, routes: [{ path: '/ws/', upstream: echoUrl, auth: 'none', websocket: true }] })
+      const socket = await silentWebSocket(gateway.url, '/ws/x')
+      const closing = gateway.close()
+      const closed = await Promise.race([closing.then(() => true), sleep(SHUTDOWN_MS).then(() => false)])
+      socket.destroy()
+      await closing
+      expect(closed, 'close() waited past the shutdownTimeout for a client that never answers').toBe(true)
+    })
+  })
 })
+
+const SHUTDOWN = '2s'
+const SHUTDOWN_MS = 2000
+const sleep = async (ms: number) => await new Promise((resolve) => setTimeout(resolve, ms))
+
+/** A raw websocket client of `gatewayUrl`: completes the handshake for `path`, then never reads again (never answers a close frame). */
+async function silentWebSocket (gatewayUrl: string, path: string): Promise<Socket> {
+  const port = Number(new URL(gatewayUrl).port)
+  const socket = connect(port, '127.0.0.1')
+  socket.on('error', () => {})
+  const key = Buffer.alloc(16, 7).toString('base64')
+  socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\nOrigin: ${gatewayUrl}\r\n\r\n`)
+  let head = ''
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      head += chunk.toString('latin1')
+      if (!head.includes('\r\n\r\n')) return
+      socket.off('data', onData)
+      socket.pause()
+      const accept = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64')
+      if (head.startsWith('HTTP/1.1 101') && head.includes(accept)) resolve()
+      else reject(new Error(head))
+    }
+    socket.on('data', onData)
+  })
+  return socket
+}
 
 /** A client connection to the gateway on `port`: its socket, what it received, and all of it once the connection closed. */
 async function connected (port: number): Promise<{ socket: Socket, closed: Promise<string>, received: () => string }> {

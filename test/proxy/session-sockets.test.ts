@@ -28,6 +28,9 @@ class Leg extends EventEmitter {
     })
   }
 
+  resume (): void {}
+  terminate (): void {}
+
   get ws (): WebSocket { return this as unknown as WebSocket }
 }
 
