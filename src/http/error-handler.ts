@@ -1,6 +1,7 @@
 // The only renderer of errors: a small HTML page for browsers, JSON for everyone else. Messages
 // come from GatewayError (safe by construction); anything else is a generic 500 whose details go
 // to the log only.
+import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError, isGatewayError, type ErrorCode, type ErrorDetails } from '../errors.js'
 import { canonicalTarget } from '../config/canonical.js'
@@ -62,8 +63,23 @@ export function cameFrom (referer: string | undefined, ownOrigin: string, failed
 /** Told of every error answer, with its code, before it is sent (the gateway counts some in /metrics). */
 export type OnErrorAnswer = (request: FastifyRequest, code: ErrorCode) => void
 
+/** Whether the request says a body follows (a declared length above 0, or a chunked one). */
+export function bodyFollows (headers: IncomingHttpHeaders): boolean {
+  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')
+}
+
+/**
+ * An answer sent before the request's body has arrived (a refusal, a redirect to sign in, a 404)
+ * closes its connection: Node would keep it open for the rest of the body, as long as the client
+ * trickles it (an outside tester held sockets so past a 404 and a 401).
+ */
+export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply): void {
+  if (!request.raw.complete && bodyFollows(request.headers)) reply.header('connection', 'close')
+}
+
 function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error, ownOrigin: string, onAnswer: OnErrorAnswer): FastifyReply {
   const error = toGatewayError(thrown)
+  closeIfBodyUnread(request, reply)
   onAnswer(request, error.code)
   const { log } = error.details
   const fields = { error: error.code, message: error.message, cause: describeCause(error.cause) }

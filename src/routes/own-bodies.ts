@@ -6,19 +6,14 @@
 // only Node's requestTimeout (120 s, checked every 30 s) ended it: a stranger held each socket for
 // up to 150 s. A request answered before its body arrived has its connection closed after the
 // answer. Proxied routes' bodies are the upstream's to read, within the route's timeout.
-import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { GatewayError } from '../errors.js'
+import { bodyFollows } from '../http/error-handler.js'
 import { HOME } from '../oauth/urls.js'
 import { nodeTimers, type Timers } from '../ops/clock.js'
 
 /** How long after its headers the body of a request to the gateway's own endpoints must have arrived. */
 export const OWN_BODY_MS = 10_000
-
-/** Whether the request says a body follows (a declared length above 0, or a chunked one). */
-function bodyFollows (headers: IncomingHttpHeaders): boolean {
-  return headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0')
-}
 
 /** Answers the request that is still sending its body, if nothing has been answered yet, and closes its connection. */
 function expire (request: FastifyRequest, reply: FastifyReply): void {

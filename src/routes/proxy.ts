@@ -20,7 +20,7 @@ import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rule-lists.js'
 import type { GatewayConfig, ReauthConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { wantsHtml } from '../http/error-handler.js'
+import { closeIfBodyUnread, wantsHtml } from '../http/error-handler.js'
 import { allCookieNames, loginUrl, resourceMetadataUrl, switchAccountUrl } from '../oauth/urls.js'
 import { stepUpEnds } from '../oauth/step-up.js'
 import type { Session } from '../session/session.js'
@@ -94,11 +94,15 @@ function act (request: FastifyRequest, reply: FastifyReply, verdict: Verdict, au
     case 'redirect': {
       const location = answer.location
       if (route.keepForm === undefined) {
+        closeIfBodyUnread(request, reply)
         reply.redirect(location, 302)
         return
       }
       // The login address (always with `?next=`) carries the kept form's binding into the flow's signed state.
-      route.keepForm(request, reply, location).then((form) => { reply.redirect(form === undefined ? location : `${location}&form=${form}`, 302) }, done)
+      route.keepForm(request, reply, location).then((form) => {
+        closeIfBodyUnread(request, reply)
+        reply.redirect(form === undefined ? location : `${location}&form=${form}`, 302)
+      }, done)
     }
   }
 }
