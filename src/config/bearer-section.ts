@@ -126,12 +126,16 @@ export function rulePlaces (config: Pick<GatewayConfig, 'routes' | 'forwardAuth'
 /**
  * Claims of CI systems' tokens (GitHub Actions, GitLab CI) whose values every repository or project
  * can present for itself: its own `main` branch, an environment it names `production`, a push, a
- * hosted runner. A rule on these alone pins nobody.
+ * hosted runner, its visibility, its owner's access level (everyone owns their own project), and
+ * the workflow or pipeline file it runs (`job_workflow_ref`, `ci_config_ref_uri`: any repository
+ * may call a public reusable workflow or include another project's pipeline, and its tokens then
+ * name that file, not the caller; an outside tester's point). A rule on these alone pins nobody.
  * @see https://docs.github.com/en/actions/security-for-github-actions/security-hardening-your-deployments/about-security-hardening-with-openid-connect
  * @see https://docs.gitlab.com/ci/secrets/id_token_authentication/
  */
 const ANYONES_CLAIMS = new Set(['ref', 'ref_type', 'ref_path', 'ref_protected', 'environment', 'environment_protected', 'deployment_tier',
-  'event_name', 'runner_environment', 'repository_visibility', 'pipeline_source', 'sha', 'workflow', 'workflow_sha', 'job_workflow_sha',
+  'event_name', 'runner_environment', 'repository_visibility', 'project_visibility', 'user_access_level', 'pipeline_source', 'sha',
+  'workflow', 'workflow_sha', 'job_workflow_ref', 'job_workflow_sha', 'ci_config_ref_uri', 'ci_config_sha',
   'head_ref', 'base_ref', 'run_id', 'run_number', 'run_attempt', 'iss', 'aud', 'iat', 'nbf', 'exp', 'jti'])
 
 /**

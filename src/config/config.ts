@@ -118,6 +118,7 @@ function toPlain (doc: Document, env: Env, lineCounter: LineCounter, reading: Re
       }
     }
     if (isScalar(node)) {
+      if (typeof node.value === 'number' && isRuleClaimValue(path)) return node.source ?? String(node.value)
       if (typeof node.value !== 'string') return node.value
       const value = substitute(node.value, env, (name, empty) => reading.missing.push({ path, name, empty }), (name, given) => {
         if (SECRET_LIKE.test(name)) reading.secrets.push(given)
@@ -145,6 +146,19 @@ function toPlain (doc: Document, env: Env, lineCounter: LineCounter, reading: Re
     return out
   }
   return walk(doc.contents, [])
+}
+
+/**
+ * Whether `path` is a value of an allow or deny rule's `claims` condition (`allow[0].claims.ref[1]`,
+ * `deny.claims.project_id`). Such a value is compared as text with the token's claim, so a number is
+ * kept as written: `ref: [1.10]` is the tag "1.10", not the number 1.1, and `2.0` is "2.0" (an
+ * outside tester's finding: the rule meant for one ref admitted another, and a deny never held).
+ */
+function isRuleClaimValue (path: Path): boolean {
+  const at = path.lastIndexOf('claims')
+  if (at < 1 || !(path.length === at + 2 || (path.length === at + 3 && typeof path[at + 2] === 'number'))) return false
+  const list = typeof path[at - 1] === 'number' ? path[at - 2] : path[at - 1]
+  return list === 'allow' || list === 'deny'
 }
 
 /** Removes the value at `path` (a value whose variable is missing: it has been reported). */

@@ -133,7 +133,7 @@ export interface ProviderConfig {
 /** A claim condition: the claim at `path` (dotted, or a JSON pointer) has one of `values` (an array claim: any element). */
 export interface ClaimCondition {
   path: string
-  /** As written, numbers and booleans as text (`42`, `true`): claims are compared in the same form. */
+  /** As written, numbers and booleans as text (`42`, `1.10`, `true`: a YAML number as its source text): claims are compared in the same form. */
   values: string[]
 }
 

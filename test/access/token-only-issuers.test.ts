@@ -167,9 +167,39 @@ it('--check warns where a token-only issuer\'s tokens pass without a rule on who
     { environment: ['production'] },
     { '/ref': ['refs/heads/main'], ref_type: ['branch'], event_name: ['push'] },
     { runner_environment: ['github-hosted'], repository_visibility: ['private'] },
+    // The reusable workflow or pipeline file run, not the repository that runs it (any may call a
+    // public one); GitLab's visibility and the caller's access level, which everyone has for their own.
+    { job_workflow_ref: ['o/r/.github/workflows/deploy.yml@refs/heads/main'] },
+    { ci_config_ref_uri: ['gitlab.example.com/o/r//.gitlab-ci.yml@refs/heads/main'] },
+    { project_visibility: ['private'], user_access_level: ['owner'] },
   ]) expect([claims, warn([{ claims }])]).toEqual([claims, unpinned])
   expect(warn([{ claims: { repository_owner_id: ['123'], ref: ['refs/heads/main'] } }])).toEqual([])
-  expect(warn([{ claims: { job_workflow_ref: ['o/r/.github/workflows/deploy.yml@refs/heads/main'] } }])).toEqual([])
+  expect(warn([{ claims: { repository_owner: ['o'], job_workflow_ref: ['o/r/.github/workflows/deploy.yml@refs/heads/main'] } }])).toEqual([])
+})
+
+it('reads a claim value written as a YAML number as written: `1.10` is the ref "1.10", not 1.1', () => {
+  const text = `
+session: { secret: ${TEST_SECRET} }
+providers:
+  corp: { clientId: c, clientSecret: s, authorizeUrl: "https://op.example/a", tokenUrl: "https://op.example/t", scope: read }
+  gitlab-ci: { issuer: "https://gitlab.example.com" }
+routes:
+  - path: /deploy/
+    upstream: http://127.0.0.1:9100
+    provider: corp
+    bearer: { issuers: [gitlab-ci], audience: "https://gw.example/deploy" }
+    allow:
+      - { providers: [gitlab-ci], claims: { project_id: [42], ref: [1.10, 2.0, 1e3, 0x2A, "1.20"], ref_protected: [true] } }
+    deny:
+      claims: { ref: [3.0] }
+`
+  const { rules } = parseConfig(text, {}).routes[0]!
+  expect(rules.allow![0]!.claims).toEqual([
+    { path: 'project_id', values: ['42'] },
+    { path: 'ref', values: ['1.10', '2.0', '1e3', '0x2A', '1.20'] },
+    { path: 'ref_protected', values: ['true'] },
+  ])
+  expect(rules.deny[0]!.claims).toEqual([{ path: 'ref', values: ['3.0'] }])
 })
 
 it('--check warns where a rule admits another issuer\'s people or tokens by groups or e-mail as the own provider\'s, on a route or a forward-auth host', () => {
