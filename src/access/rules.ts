@@ -120,12 +120,15 @@ function aboutField (field: PersonField, test: (identity: Identity, inDeny: bool
  * not match; one the session never read (named by a rule added since) cannot be told. Own entries
  * only: a claim path such as `constructor` must not read what every object inherits.
  */
-function claimCondition (path: string, values: readonly string[]): Condition {
+function claimCondition (path: string, values: readonly string[], inDeny: boolean): Condition {
   const accepted = new Set(values)
-  return aboutPerson((identity, inDeny) => {
+  // A deny reads values in any spelling, as a `users` deny does (foldName): an owner or a group a
+  // provider spells `Evil-Corp` is the `evil-corp` the operator typed (an outside tester's finding).
+  const denied = inDeny ? new Set(values.map(foldName)) : accepted
+  return aboutPerson((identity, deny) => {
     const claims = identity.claims
-    if (claims === undefined || !Object.hasOwn(claims, path)) return inDeny
-    return claims[path]!.some((value) => accepted.has(value))
+    if (claims === undefined || !Object.hasOwn(claims, path)) return deny
+    return deny ? claims[path]!.some((value) => denied.has(foldName(value))) : claims[path]!.some((value) => accepted.has(value))
   })
 }
 
@@ -169,7 +172,7 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.emails.length > 0) list.push(inDeny ? deniedAddressCondition(rule.emails.map((email) => foldDeniedEmail(email) ?? email), 'address') : addressCondition(foldEmail, rule.emails))
   if (rule.domains.length > 0) list.push(inDeny ? deniedAddressCondition(rule.domains, 'domain') : addressCondition(domainOf, rule.domains))
   if (rule.groups.length > 0) list.push(aboutField('groups', (identity, deny) => identity.groups.some((group) => rule.groups.includes(group)) || (deny && identity.groupWords?.some((word) => rule.groups.includes(word)) === true)))
-  for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values))
+  for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values, inDeny))
   if (rule.methods.length > 0) {
     const methods = inDeny && rule.methods.includes('GET') && !rule.methods.includes('HEAD') ? [...rule.methods, 'HEAD'] : rule.methods
     list.push((_identity, method, _path, _address, _provider, deny) => method === undefined ? deny : methods.includes(method))

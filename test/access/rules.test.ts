@@ -74,6 +74,10 @@ const TABLE: Row[] = [
   ['no identity: a deny about the path alone still decides on the path', undefined, [{ paths: ['/admin/*'] }], undefined, 'GET', '/x', true, undefined],
   ['a claim never read (a rule added since the sign-in) holds in a deny', undefined, [{ claims: { suspended: [true] } }], alice, 'GET', '/x', false, 'deny[0]'],
   ['a claim read and not found does not hold in a deny', undefined, [{ claims: { suspended: [true] } }], id('al', { claims: { suspended: [] } }), 'GET', '/x', true, undefined],
+  // An outside tester's finding: GitHub spells the owner its way (`Evil-Corp`), the operator typed `evil-corp`.
+  ['a deny claim holds in another letter case', undefined, [{ claims: { repository_owner: ['evil-corp'] } }], id('ci', { claims: { repository_owner: ['Evil-Corp'] } }), 'GET', '/x', false, 'deny[0]'],
+  ['... and written in capitals, on the value in lower case', undefined, [{ claims: { repository_owner: ['EVIL-CORP'] } }], id('ci', { claims: { repository_owner: ['evil-corp'] } }), 'GET', '/x', false, 'deny[0]'],
+  ['an allow claim admits only as written', [{ claims: { repository_owner: ['good-corp'] } }], [], id('ci', { claims: { repository_owner: ['Good-Corp'] } }), 'GET', '/x', false, undefined],
   ['a deny glob /admin/* covers /admin itself', undefined, [{ paths: ['/admin/*'] }], alice, 'GET', '/admin', false, 'deny[0]'],
   ['... and /admin with a query', undefined, [{ paths: ['/admin/*'] }], alice, 'GET', '/admin?tab=users', false, 'deny[0]'],
   ['... but not /administrator', undefined, [{ paths: ['/admin/*'] }], alice, 'GET', '/administrator', true, undefined],
