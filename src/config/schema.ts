@@ -140,7 +140,7 @@ const Rule = Type.Object({
     Matching('^\\s*@?[^\\s@*/:.]+(?:\\.[^\\s@*/:.]+)*\\s*$', 'a domain such as example.com (the whole domain of an address; no wildcard, scheme or path)')),
   groups: Values('Groups.'),
   claims: Type.Optional(Type.Record(Type.String(), Type.Array(Type.Union([Type.String({ minLength: 1 }), Type.Number(), Type.Boolean()]), { minItems: 1 }), {
-    description: 'Claim path (dotted, such as `realm_access.roles`, or a JSON pointer) to the accepted values; an array claim matches when any element does. Numbers and booleans compare as written.',
+    description: 'Claim path (dotted, such as `realm_access.roles`, or a JSON pointer) to the accepted values; an array claim matches when any element does. Numbers and booleans compare as written (`1.10` is `1.10`); exactly in `allow`, in any letter case in `deny`.',
     expected: 'a mapping of claim path to a non-empty list of values, such as { realm_access.roles: [reporter] }',
     examples: [{ 'realm_access.roles': ['reporter'] }],
   })),
