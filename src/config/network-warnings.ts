@@ -21,10 +21,14 @@ function sites (at: string, lists: RuleLists, forwardAuth: boolean): Site[] {
   return [...(lists.allow ?? []).map((rule) => named(rule, true)), ...lists.deny.map((rule) => named(rule, false))].filter((site) => site.rule.networks.length > 0)
 }
 
-/** The trusted proxies' networks (trustProxy's addresses, ranges and group names). */
+/**
+ * The trusted proxies' networks (trustProxy's addresses, ranges and group names). `true` trusts
+ * every peer, and is allowed only on a loopback server.host, whose peers are all loopback addresses
+ * (an outside tester's finding: it had no overlap warning at all).
+ */
 function trustedNetworks (trustProxy: boolean | string[]): Network[] {
-  if (typeof trustProxy === 'boolean') return []
-  return trustProxy.flatMap((entry) => GROUPS[entry] ?? [entry]).map(parseNetwork).filter((network): network is Network => typeof network !== 'string')
+  if (trustProxy === false) return []
+  return (trustProxy === true ? GROUPS.loopback! : trustProxy.flatMap((entry) => GROUPS[entry] ?? [entry])).map(parseNetwork).filter((network): network is Network => typeof network !== 'string')
 }
 
 /** Whether two networks share an address: CIDR ranges either nest or are apart, so one holds the other's first address. */

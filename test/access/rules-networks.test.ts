@@ -246,6 +246,10 @@ describe('networks in gateway.yaml', () => {
     expect(warnings({ deny: [{ networks: ['10.66.0.0/16'] }] }, { trustProxy: ['10.0.0.0/8'] })).toEqual([expect.stringMatching(/^routes\[0\]\.deny\[0\]\.networks: names addresses/)])
     expect(warnings({ deny: [{ networks: ['!10.8.0.0/16'] }] }, { trustProxy: ['10.8.0.1'] })).toEqual([expect.stringMatching(shares)])
     expect(warnings({ allow: [{ networks: ['127.0.0.0/8'] }] }, { trustProxy: ['loopback'] })).toEqual([expect.stringMatching(/trusts \(127\.0\.0\.0\/8\)/)])
+    // `true` (allowed on a loopback server.host only) trusts every peer, all of them loopback (an outside tester's finding: no warning).
+    expect(warnings({ allow: [{ networks: ['127.0.0.0/8'] }] }, { host: '127.0.0.1', trustProxy: true })).toEqual([expect.stringMatching(/trusts \(127\.0\.0\.0\/8\)/)])
+    expect(warnings({ deny: [{ networks: ['::1'] }] }, { host: '127.0.0.1', trustProxy: true })).toEqual([expect.stringMatching(/trusts \(::1\)/)])
+    expect(warnings({ allow: [{ networks: ['10.0.0.0/8'] }] }, { host: '127.0.0.1', trustProxy: true })).toEqual([])
     expect(warnings({ allow: [{ networks: ['10.8.0.0/16', '2001:db8::/32'] }] }, { trustProxy: ['192.0.2.10', '2001:db9::1'] })).toEqual([])
     // Forward-auth learns the address only from a trusted proxy.
     expect(warnings({}, {}, { hosts: { 'app.example.com': { deny: [{ networks: ['10.0.0.0/8'] }] } } })).toEqual([
