@@ -157,11 +157,14 @@ export class Flows {
    * Only a signed, unexpired state of this browser reaches the store (one SET NX).
    */
   async complete (state: string | undefined, provider: string, cookie: FlowCookie | undefined, options: { pkce: boolean, openid: boolean }): Promise<FlowRecord> {
-    const payload = verifyState(this.stateKeys, this.sealer, state, provider, this.clock.now())
+    // Where an expired state was going is said only to the browser that started it.
+    const owns = (claims: Record<string, unknown>, kid: string) => cookie !== undefined && this.flowKeys.has(kid) && claims.b === bindingTag(this.flowKeys.get(kid)!, cookie.binding)
+    const payload = verifyState(this.stateKeys, this.sealer, state, provider, this.clock.now(), owns)
     // The flow key of the secret that signed the state (the one its header named).
     const flowKey = this.flowKeys.get(payload.kid)!
-    if (!cookie) throw staleSignIn('the sign-in was started in another browser (no flow cookie)', payload.next)
-    if (payload.b !== bindingTag(flowKey, cookie.binding)) throw staleSignIn('the sign-in was started in another browser', payload.next)
+    // Another browser's state (leaked from the provider's logs, say) says nothing of where it was going.
+    if (!cookie) throw staleSignIn('the sign-in was started in another browser (no flow cookie)')
+    if (payload.b !== bindingTag(flowKey, cookie.binding)) throw staleSignIn('the sign-in was started in another browser')
     if (payload.s <= cookie.sequence - MAX_FLOWS_IN_FLIGHT) {
       throw staleSignIn(`this browser started more than ${MAX_FLOWS_IN_FLIGHT} sign-ins after this one, so it was dropped`, payload.next)
     }
@@ -224,12 +227,17 @@ export function issueState (key: StateKey, sealing: SealingKey, claims: Omit<Sta
  * Checks signature (with the key the header names), expiry and provider, and opens what it sealed;
  * the message says which check failed. `kid` is the id of the key that signed it.
  */
-export function verifyState (keys: StateKeyring, sealer: Sealer, state: string | undefined, provider: string, nowMs: number): OpenedSignIn {
+export function verifyState (keys: StateKeyring, sealer: Sealer, state: string | undefined, provider: string, nowMs: number,
+  owns: (claims: Record<string, unknown>, kid: string) => boolean): OpenedSignIn {
   if (!state) throw staleSignIn('the state parameter is missing')
   const opened = openState(keys, state, nowMs)
   if (!opened.ok) {
-    // The `next` of an expired state this gateway signed for `provider`: "Start again" goes back toward it.
-    throw opened.reason === 'expired' ? staleSignIn('the state has expired', opened.claims.p === provider ? hiddenOf(opened.claims, sealer.key(opened.kid))?.next : undefined) : staleSignIn('the state is invalid')
+    // The `next` of an expired state this gateway signed for `provider`, in the browser that started
+    // it (`owns`: its flow cookie's binding): "Start again" goes back toward it. To anyone else who
+    // holds the state, nothing of it: the sealed `next` may carry an application's own token (an
+    // outside tester's finding: the callback's login_url opened it for any caller).
+    const mine = opened.reason === 'expired' && opened.claims.p === provider && owns(opened.claims, opened.kid)
+    throw opened.reason === 'expired' ? staleSignIn('the state has expired', mine ? hiddenOf(opened.claims, sealer.key(opened.kid))?.next : undefined) : staleSignIn('the state is invalid')
   }
   const payload = opened.claims as Partial<StatePayload> & { exp: number }
   const hidden = hiddenOf(opened.claims, sealer.key(opened.kid))

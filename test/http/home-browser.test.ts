@@ -53,8 +53,12 @@ describe('pages a person reads, in a real browser', () => {
   it('an expired sign-in link: the plain sentence, the code for support, and Start again toward where it was going', async () => {
     const context = await browser.newContext()
     const page = await context.newPage()
-    // A state this gateway signed, issued ten minutes before now with five minutes to live.
-    const expired = issueState(stateKey(keyIdOf(TEST_SECRET), createSecretKey(deriveKey(TEST_SECRET, 'state'))), new Sealer(TEST_SECRET).current, { p: 'demo', next: '/app/reports', n: 'x', b: 'x', s: 1 }, 300_000, Date.now() - 600_000)
+    // The browser's sign-in: its flow cookie, and the state it carried to the provider. That state,
+    // signed again as issued ten minutes before now with five minutes to live, for this browser (its
+    // binding), so that the page may say where it was going.
+    const started = await context.request.get(`${gateway.url}/oauth/login/demo/?next=/app/reports`, { maxRedirects: 0 })
+    const claims = JSON.parse(Buffer.from(new URL(started.headers().location!).searchParams.get('state')!.split('.')[1]!, 'base64url').toString('utf8')) as { b: string }
+    const expired = issueState(stateKey(keyIdOf(TEST_SECRET), createSecretKey(deriveKey(TEST_SECRET, 'state'))), new Sealer(TEST_SECRET).current, { p: 'demo', next: '/app/reports', n: 'x', b: claims.b, s: 1 }, 300_000, Date.now() - 600_000)
     const response = await page.goto(`${gateway.url}/oauth/authorized/demo/?code=c&state=${expired}`)
     expect(response!.status()).toBe(400)
     const text = await page.locator('body').innerText()
