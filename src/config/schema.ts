@@ -234,7 +234,7 @@ const RateLimit = Section({
   // `off` and `false` both turn it off: YAML 1.1 habits write `off`, and some tools write `false`.
   login: filled(Type.Optional(Type.Union([Type.String({ pattern: RATE_PATTERN }), Type.Literal('off'), Type.Literal(false)], {
     default: '600/min',
-    description: 'Sign-in requests (/oauth/login/, /oauth/authorized/) per client address, shared by instances on one Redis: `N/s`, `N/min` or `N/h`; `off` (or `false`): no limit.',
+    description: 'Sign-in requests (/oauth/login/, /oauth/authorized/, and "Use another account": /oauth/logout/ with `switch`) per client address, shared by instances on one Redis: `N/s`, `N/min` or `N/h`; `off` (or `false`): no limit.',
     expected: 'a rate such as 600/min, 10/s or 5000/h (at least 1), or off',
   }))),
 }, 'Per client address request budgets (429 `rate_limited`).')

@@ -124,6 +124,20 @@ describe('rateLimit.login: a budget per client address over the sign-in endpoint
     await expectLimited(await login(one, spelled(40007)))
   })
 
+  // An outside tester's finding: "Use another account" begins a sign-in too, and was not charged.
+  it('charges "Use another account" (POST /oauth/logout/?switch=) to the budget, refused before anything ends', async () => {
+    const address = newAddress()
+    const switchAccount = () => fetch(`${one.url}/oauth/logout/?switch=stub&next=/app/`, { method: 'POST', headers: { accept: 'application/json', 'x-forwarded-for': address }, redirect: 'manual' })
+    for (let i = 0; i < 4; i++) expect((await login(one, address)).status).toBe(302)
+    const started = await switchAccount()
+    expect(started.status).toBe(302)
+    expect(started.headers.get('location')).toMatch(/^http:\/\/127\.0\.0\.1:9\/authorize\?/)
+    await expectLimited(await switchAccount())
+    await expectLimited(await login(one, address))
+    // A plain sign-out is no sign-in: never charged, never refused.
+    expect((await fetch(`${one.url}/oauth/logout/?next=/app/`, { method: 'POST', headers: { 'x-forwarded-for': address }, redirect: 'manual' })).status).toBe(302)
+  })
+
   it('leaves every other endpoint alone for an address over the budget', async () => {
     const address = newAddress()
     for (let i = 0; i < 6; i++) await login(one, address)
