@@ -12,11 +12,17 @@ interface HostRule {
   port: string
 }
 
-/** forwardAuth.allowedRedirectHosts, compiled once (entries are already validated by the config). */
+/** The port a URL of `protocol` reaches when it names none. */
+const DEFAULT_PORTS: Readonly<Record<string, string>> = { 'http:': '80', 'https:': '443' }
+
+/**
+ * forwardAuth.allowedRedirectHosts, compiled once (entries are already validated by the config),
+ * and the gateway's own origin (`ownOrigin`): the absolute targets a browser may be sent to.
+ */
 export class RedirectHosts {
   private readonly rules: HostRule[]
 
-  constructor (entries: readonly string[]) {
+  constructor (entries: readonly string[], private readonly ownOrigin?: string) {
     this.rules = entries.map((entry) => {
       const colon = entry.lastIndexOf(':')
       const name = colon === -1 ? entry : entry.slice(0, colon)
@@ -24,19 +30,23 @@ export class RedirectHosts {
     })
   }
 
-  /** No host is listed: absolute redirect targets are never allowed. */
+  /** No host is listed and no own origin is known: absolute redirect targets are never allowed. */
   get empty (): boolean {
-    return this.rules.length === 0
+    return this.rules.length === 0 && this.ownOrigin === undefined
   }
 
   /**
    * Whether `url` (already parsed by the WHATWG URL parser, so `hostname` is lower-case ASCII and
-   * `port` is '' for the default port) is on a listed host. A host listed without a port allows
-   * only the scheme's default port; a leading dot allows the domain itself and every subdomain, on
-   * a label boundary (`.example.com` allows `a.example.com`, never `evilexample.com`).
+   * `port` is '' for the default port) is on the gateway's own origin or a listed host. A host listed
+   * without a port allows only the scheme's default port, and one listed with a port allows the URLs
+   * that reach that port, written or not (`host:443` allows `https://host/`: an outside tester's
+   * finding); a leading dot allows the domain itself and every subdomain, on a label boundary
+   * (`.example.com` allows `a.example.com`, never `evilexample.com`).
    */
   allows (url: URL): boolean {
-    return this.rules.some((rule) => rule.port === url.port &&
+    if (url.origin === this.ownOrigin) return true
+    const port = url.port === '' ? DEFAULT_PORTS[url.protocol] : url.port
+    return this.rules.some((rule) => (rule.port === '' ? url.port === '' : rule.port === port) &&
       (url.hostname === rule.host || (rule.subdomains && url.hostname.endsWith(`.${rule.host}`))))
   }
 }

@@ -217,10 +217,10 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
 
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions, metrics }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
-  const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts)
+  const ownOrigin = new URL(config.server.baseUrl).origin
+  const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts, ownOrigin)
   // Each host's rules compiled once (their path globs included); the query's are compiled per request.
   const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))
-  const ownOrigin = new URL(config.server.baseUrl).origin
   const hostBearers = new HostBearers(config, accessTokens, bearerReports)
   // Whose names its people's may read as (access/name-spaces.ts).
   const spaces = nameSpaces(config.providers)

@@ -103,7 +103,7 @@ export function oauthContext (deps: OAuthDeps): OAuthContext {
     cookies: cookieNames(config),
     flowCookie,
     signOutCookie: { ...flowCookie, maxAge: Math.ceil(signOuts.ttlMs / 1000) },
-    redirectHosts: new RedirectHosts(config.forwardAuth.allowedRedirectHosts),
+    redirectHosts: new RedirectHosts(config.forwardAuth.allowedRedirectHosts, new URL(config.server.baseUrl).origin),
     signInLinks: Object.keys(config.providers).filter((name) => !config.providers[name]!.tokenOnly).map((name) => {
       // The first page of the provider's: an agents route (an MCP server) is no page to land on.
       const route = config.routes.find((r) => r.providers.includes(name) && !r.agents)

@@ -93,8 +93,11 @@ const HOSTILE: Array<[name: string, next: string]> = [
   ['very long //', `//${'a'.repeat(5000)}.evil.example`],
 ]
 
-/** The gateway's forwardAuth.allowedRedirectHosts in this file: a domain with its subdomains, one host, one host:port. */
-const ALLOWED_REDIRECT_HOSTS = ['.example.com', 'app.example.org', 'ports.example.net:8443']
+/**
+ * The gateway's forwardAuth.allowedRedirectHosts in this file: a domain with its subdomains, one
+ * host, one host:port, one host with https's own port spelled out, one with a zero-padded port.
+ */
+const ALLOWED_REDIRECT_HOSTS = ['.example.com', 'app.example.org', 'ports.example.net:8443', 'secure.example.net:443', 'padded.example.net:08443']
 
 /** Absolute URLs aimed at (or dressed up as) an allowed host that must still fall back to /oauth/. */
 const ABSOLUTE_HOSTILE: Array<[name: string, next: string]> = [
@@ -152,6 +155,9 @@ const ABSOLUTE_KEPT: Array<[name: string, next: string]> = [
   ['allowed: a host listed as is', 'https://app.example.org/dashboard/'],
   ['allowed: a host with its listed port', 'https://ports.example.net:8443/x'],
   ['allowed: an origin without a trailing slash', 'https://app.example.org'],
+  // An outside tester's findings: the entry's port was compared as text with the URL's ('' for the default).
+  ['allowed: https on a host listed with :443', 'https://secure.example.net/app'],
+  ['allowed: the port a zero-padded entry names', 'https://padded.example.net:8443/'],
 ]
 
 /** Odd but harmless values: same-origin paths that pass unchanged. */
@@ -249,6 +255,14 @@ describe('open redirects through next', () => {
     expect([outcome.signIn.status, outcome.signIn.location]).toEqual([302, next])
     expect([outcome.signOut.status, outcome.signOut.location]).toEqual([302, next])
     expect(new URL(next).username + new URL(next).password).toBe('')
+  })
+
+  // SPEC, Security floor: absolute URLs to the gateway's own origin (an outside tester's finding: refused).
+  it('sends an absolute URL on the gateway\'s own origin there unchanged after sign-in and after sign-out', async () => {
+    const next = `${gateway.url}/app/page?x=1`
+    const outcome = await run(new Browser(), next)
+    expect([outcome.signIn.status, outcome.signIn.location]).toEqual([302, next])
+    expect([outcome.signOut.status, outcome.signOut.location]).toEqual([302, next])
   })
 
   it.each(KEPT)('keeps %s unchanged after sign-in and after sign-out', (_name, next) => {

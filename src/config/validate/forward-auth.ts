@@ -32,7 +32,8 @@ export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth'
       issues.add([...path, i], `${describe(entry)} is a public suffix (in the Public Suffix List): strangers own hosts under it; name your own domain, such as .example.com`)
       return []
     }
-    return [lower]
+    // The port as a number spells it (`:08443` is 8443, as a URL's port is read).
+    return [`${match[1] ?? ''}${match[2]!}${match[3] === undefined ? '' : `:${Number(match[3])}`}`]
   })
   const hosts = validateHosts(issues, raw.hosts)
   return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts) }
