@@ -73,6 +73,8 @@ export type OpenedSignIn = Omit<StatePayload, 'x'> & Hidden & { exp: number, kid
 const HIDDEN = 'state-hidden'
 
 const FLOW_COOKIE = /^([A-Za-z0-9_-]{43})(?:\.(\d{1,15}))?$/
+/** The largest sequence number a flow cookie holds (15 digits, as FLOW_COOKIE reads them). */
+const MAX_SEQUENCE = 999_999_999_999_999
 
 /** The flow cookie's value, or undefined when it is absent or malformed. */
 export function parseFlowCookie (value: string | undefined): FlowCookie | undefined {
@@ -136,7 +138,9 @@ export class Flows {
     codeChallenge?: string
     nonce?: string
   }> {
-    const next = { binding: cookie?.binding ?? randomToken(), sequence: (cookie?.sequence ?? 0) + 1 }
+    // A cookie at the largest sequence (one a sibling host planted: a browser never gets there)
+    // starts a binding of its own; its next number could not be read back (an outside tester's point).
+    const next = cookie === undefined || cookie.sequence >= MAX_SEQUENCE ? { binding: randomToken(), sequence: 1 } : { binding: cookie.binding, sequence: cookie.sequence + 1 }
     const id = randomBytes(16).toString('base64url')
     const flowKey = this.flowKeys.get(this.stateKey.kid)!
     const claims = { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence, ...(flow.form === undefined ? {} : { f: flow.form }), ...(flow.agent === undefined ? {} : { a: flow.agent }) }

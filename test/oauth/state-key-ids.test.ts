@@ -6,7 +6,7 @@
 import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
 import { afterEach, describe, expect, it } from 'vitest'
 import { openState, signState, stateKey, stateKeyring, type StateKey, type StateKeyring } from '../../src/oauth/signed-state.js'
-import { Flows, pkceChallenge } from '../../src/oauth/state.js'
+import { Flows, formatFlowCookie, parseFlowCookie, pkceChallenge } from '../../src/oauth/state.js'
 import { deriveKey, keyIdOf, Sealer } from '../../src/session/seal.js'
 import { MemoryStore } from '../../src/store/memory.js'
 
@@ -30,6 +30,21 @@ function newStore (): MemoryStore {
 }
 
 const header = (state: string) => JSON.parse(Buffer.from(state.split('.')[0]!, 'base64url').toString()) as unknown
+
+describe('the flow cookie\'s sequence', () => {
+  // An outside tester's point: a planted cookie at the largest sequence made the gateway write a
+  // 16-digit one it could not read back, and the sign-in it had just started failed.
+  it('starts a binding of its own after the largest sequence, and that sign-in completes', async () => {
+    const store = newStore()
+    const planted = parseFlowCookie(`${'a'.repeat(43)}.999999999999999`)!
+    const begun = await flows(store, [S1]).begin(planted, FLOW)
+    expect(begun.cookie.binding).not.toBe(planted.binding)
+    expect(begun.cookie.sequence).toBe(1)
+    const sent = parseFlowCookie(formatFlowCookie(begun.cookie))
+    expect(sent).toEqual(begun.cookie)
+    expect((await flows(store, [S1]).complete(begun.state, 'demo', sent, FLOW)).next).toBe('/app/')
+  })
+})
 
 describe('a sign-in across a secret rotation', () => {
   it('begun under [s1], completes under [s2, previous s1] with the same verifier and nonce', async () => {
