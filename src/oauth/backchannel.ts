@@ -52,9 +52,6 @@ function joseProblem (error: unknown): GatewayError {
   // The token may be good: the keys it needs could not be read. A 5xx, not 400 ("this token is
   // bad"), which would tell the provider not to send it again (an outside tester's finding).
   if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error })
-  if (error instanceof Error && error.name === 'TypeError') {
-    return new GatewayError('provider_unavailable', 'The provider\'s keys could not be read.', { cause: error })
-  }
   return invalid('The logout token is not a valid signed JWT.', error)
 }
 

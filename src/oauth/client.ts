@@ -78,8 +78,7 @@ function requestOptions (provider: ResolvedProvider, url: string) {
 /**
  * The error codes of the IANA OAuth Extensions Error Registry a provider may answer a sign-in or a
  * token request with (RFC 6749, RFC 6750, OpenID Connect, RFC 8707, RFC 8628, RFC 9449, RFC 9396),
- * and GitHub's:
- * only these are repeated to the person and the log. Anything else is a provider's own word, which
+ * and GitHub's: only these are repeated to the person and the log. Anything else is a provider's own word, which
  * could carry what it was sent (an outside tester put a value of their own in the callback's `error`).
  * @see https://www.iana.org/assignments/oauth-parameters/oauth-parameters.xhtml#extensions-error
  */
@@ -159,7 +158,6 @@ const TOKEN_ERRORS: ReadonlyArray<readonly [type: abstract new (...args: never[]
     `The token endpoint refused the request (${knownError((error as oauth.ResponseBodyError).error, 'error')}).`],
   [DOMException, 'TimeoutError', (provider) => `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`],
   [DOMException, 'AbortError', (provider) => `The token endpoint did not answer within ${provider.timeoutMs / 1000}s.`],
-  [joseErrors.JWKSTimeout, joseErrors.JWKSTimeout.code, (provider) => `The provider's keys (JWKS) did not answer within ${provider.timeoutMs / 1000}s.`],
   [joseErrors.JOSEError, '*', () => ID_TOKEN_INVALID],
   [oauth.OperationProcessingError, oauth.JWT_CLAIM_COMPARISON, () => ID_TOKEN_INVALID],
   [oauth.OperationProcessingError, oauth.JWT_TIMESTAMP_CHECK, () => ID_TOKEN_INVALID],

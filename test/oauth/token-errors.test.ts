@@ -6,6 +6,7 @@ import { errors as joseErrors, generateKeyPair, jwtVerify, SignJWT } from 'jose'
 import * as oauth from 'oauth4webapi'
 import { describe, expect, it } from 'vitest'
 import { tokenExchangeError } from '../../src/oauth/client.js'
+import { KeysUnavailable } from '../../src/oauth/issuer-keys.js'
 import type { ResolvedProvider } from '../../src/oauth/providers.js'
 
 const provider = { timeoutMs: 500 } as ResolvedProvider
@@ -52,14 +53,15 @@ describe('tokenExchangeError', () => {
     expect({ code: error.code, message: error.message }).toEqual({ code: 'token_exchange_failed', message })
   })
 
-  it('a signature jose refuses is an invalid ID token, and a JWKS timeout names the keys', async () => {
+  it('a signature jose refuses is an invalid ID token, and keys that cannot be read are provider_unavailable, naming them', async () => {
     const signer = await generateKeyPair('RS256')
     const other = await generateKeyPair('RS256')
     const jwt = await new SignJWT(claims()).setProtectedHeader({ alg: 'RS256' }).sign(signer.privateKey)
     const refused = await jwtVerify(jwt, other.publicKey).then(() => undefined, (error: unknown) => error)
     expect(refused).toBeInstanceOf(joseErrors.JWSSignatureVerificationFailed)
     expect(tokenExchangeError(provider, refused).message).toBe(ID_TOKEN)
-    expect(tokenExchangeError(provider, new joseErrors.JWKSTimeout()).message).toBe('The provider\'s keys (JWKS) did not answer within 0.5s.')
+    const unreadable = tokenExchangeError(provider, new KeysUnavailable(5, 'The signing keys of provider "stub" could not be read; try again in 5 s.'))
+    expect({ code: unreadable.code, message: unreadable.message }).toEqual({ code: 'provider_unavailable', message: 'The signing keys of provider "stub" could not be read; try again in 5 s.' })
   })
 
   it('an aborted or timed-out signal is the provider\'s timeout; a TypeError (fetch failed) is unreachable', () => {
