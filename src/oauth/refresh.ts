@@ -248,7 +248,9 @@ export class TokenRefresher {
       await this.store.set(failed, '1', provider.timeoutMs + 5000).catch(() => {})
       throw error
     })
+    const key = `${session.id}:${provider.name}`
     if (result === 'refused') {
+      this.unwritten.delete(key)
       await this.write(session, provider.name, current.read, undefined)
       this.metrics.refreshes.inc({ provider: provider.name, result: 'refused' })
       this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'token refresh refused; sign-in needed')
@@ -256,7 +258,6 @@ export class TokenRefresher {
     }
     const tokens: TokenSet = { ...result, refresh_token: result.refresh_token ?? stale.refresh_token }
     this.metrics.refreshes.inc({ provider: provider.name, result: 'refreshed' })
-    const key = `${session.id}:${provider.name}`
     const written = await this.write(session, provider.name, current.read, tokens).catch((error: unknown) => {
       if (!refusedByStore(error)) throw error
       // The provider has answered: its new tokens serve this request, and are kept here for the
