@@ -41,7 +41,7 @@ import type { PublicRule, ReauthConfig, RuleLists } from '../config/types.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
-import { compileRules, type Judge, type Judgement } from './rules.js'
+import { admitsQueryReadings, compileRules, type Judge, type Judgement } from './rules.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
 export interface GateRoute {
@@ -171,7 +171,8 @@ export function publicMatcher (rules: readonly PublicRule[]): (method: string, t
   const compiled = rules.map(({ method, path }) => ({ method, path: globMatcher(path) }))
   return (method, target) => {
     for (const rule of compiled) {
-      if ((rule.method === '*' || rule.method === method) && rule.path(target)) return true
+      // Public only with every path its query routes to (`GET /app/` does not make `/app/?/admin/` public).
+      if ((rule.method === '*' || rule.method === method) && rule.path(target) && admitsQueryReadings(target, rule.path)) return true
     }
     return false
   }

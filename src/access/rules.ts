@@ -19,10 +19,8 @@
 // a front controller takes from the query (`/index.php?/admin/x`, CodeIgniter). An `allow` glob
 // matches only the exact path: the other readings may refuse more, never admit more.
 import type { Rule, RuleLists } from '../config/types.js'
-import { canonicalTarget } from '../config/canonical.js'
-import { foldable, folded, queryRoutedPath, routedForms } from '../config/path-fold.js'
+import { foldable, folded, queryReadings, routedForms } from '../config/path-fold.js'
 import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
-import { resolvesSegments } from '../config/raw-segments.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { deniedAddress, deniedNames, listedOrSubaddress } from './deny-forms.js'
 import { globMatcher } from './glob.js'
@@ -174,16 +172,20 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.groups.length > 0) list.push(aboutField('groups', (identity, deny) => identity.groups.some((group) => rule.groups.includes(group)) || (deny && identity.groupWords?.some((word) => rule.groups.includes(word)) === true)))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values, inDeny))
   if (rule.methods.length > 0) {
-    const methods = inDeny && rule.methods.includes('GET') && !rule.methods.includes('HEAD') ? [...rule.methods, 'HEAD'] : rule.methods
+    const methods = inDeny ? withSameActions(rule.methods) : rule.methods
     list.push((_identity, method, _path, _address, _provider, deny) => method === undefined ? deny : methods.includes(method))
   }
   if (rule.paths.length > 0) {
     const globs = rule.paths.map(pathMatcher)
     // A deny glob read as the path is: folded, and as routers dispatch it (`/app/index.php/admin` is `/app/admin`).
     const foldedGlobs = inDeny ? rule.paths.flatMap((glob) => [denyFold(glob), ...routedForms(denyFold(glob), true)]).map(pathMatcher) : []
+    const admits = (path: string) => globs.some((glob) => glob(path))
     list.push((_identity, _method, path, _address, _provider, deny, readings) => path === undefined || readings === UNTOLD
       ? deny
-      : globs.some((glob) => glob(path)) || readings.some((reading) => foldedGlobs.some((glob) => glob(reading))))
+      : deny
+        ? admits(path) || readings.some((reading) => foldedGlobs.some((glob) => glob(reading)))
+        // An allow glob admits the path only with every path its query routes to.
+        : admits(path) && admitsQueryReadings(path, admits))
   }
   if (rule.networks.length > 0) {
     const inNetworks = networkTest(rule.networks)
@@ -191,6 +193,18 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   }
   if (rule.providers.length > 0) list.push((_identity, _method, _path, _address, provider, deny) => provider === undefined ? deny : rule.providers.includes(provider))
   return list
+}
+
+/**
+ * Methods that routers send to the same action as one a `deny` names: HEAD to GET's (every
+ * framework), PATCH and PUT to one `update` (Rails' resources; an outside tester's finding: a deny
+ * on PUT let PATCH through). A deny on either holds on both.
+ */
+const SAME_ACTION: Readonly<Record<string, string>> = { GET: 'HEAD', PUT: 'PATCH', PATCH: 'PUT' }
+
+function withSameActions (methods: readonly string[]): readonly string[] {
+  const more = methods.flatMap((method) => Object.hasOwn(SAME_ACTION, method) && !methods.includes(SAME_ACTION[method]!) ? [SAME_ACTION[method]!] : [])
+  return more.length === 0 ? methods : [...methods, ...new Set(more)]
 }
 
 interface CompiledRule {
@@ -259,14 +273,19 @@ function otherReadings (target: string | undefined): readonly string[] {
   const path = queryAt === -1 ? target : target.slice(0, queryAt)
   const loose = foldable(path) ? denyFold(path) : path
   const readings = [loose, ...routedForms(loose)]
-  const routed = queryAt === -1 ? undefined : queryRoutedPath(path, target.slice(queryAt + 1))
-  if (routed === undefined) return readings
-  // CodeIgniter drops `.` and `..` segments where the edge resolves them: such a path is not told either.
-  const canonical = resolvesSegments(routed) ? undefined : canonicalTarget(routed)
-  if (canonical?.ok !== true) return UNTOLD
-  const queried = denyFold(canonical.url)
-  readings.push(queried, ...routedForms(queried))
+  const queried = queryReadings(target)
+  if (queried === undefined) return UNTOLD
+  for (const routed of queried) {
+    const reading = denyFold(routed)
+    readings.push(reading, ...routedForms(reading))
+  }
   return readings
+}
+
+/** Whether every path `target`'s query routes to (queryReadings) is one `admits` admits too; false when one cannot be told. */
+export function admitsQueryReadings (target: string, admits: (path: string) => boolean): boolean {
+  const readings = queryReadings(target, false)
+  return readings !== undefined && readings.every(admits)
 }
 
 /**

@@ -4,7 +4,10 @@
 // such spellings of a route's prefix (src/http/edge.ts) and a `deny` glob holds on them
 // (src/access/rules.ts): one fold, so the two cannot disagree. Beside it, the readings of routers
 // that dispatch a path to another action's (routedForms: PATH_INFO, a trailing `/`, a format suffix),
-// which only `deny` globs hold on. Scans of the path, linear in its length, never a regular expression.
+// which `deny` globs hold on and the edge refuses where they reach another route's prefix, and the
+// paths front controllers take from a query (queryReadings). Scans of the path, linear in its length.
+import { canonicalTarget } from './canonical.js'
+import { resolvesSegments } from './raw-segments.js'
 
 /** Where `segment`'s trailing run of dots and `%20`s starts (its length when it has none). */
 function trimmedEnd (segment: string): number {
@@ -97,24 +100,23 @@ export function foldable (path: string): boolean {
 
 /**
  * Segments that name a script which routes the rest of the path itself (PHP's PATH_INFO:
- * `/app/index.php/admin/users` is Symfony's or Laravel's `/admin/users`; CGI, classic ASP and
- * ASP.NET handlers alike).
+ * `/app/index.php/admin/users` is Symfony's or Laravel's `/admin/users`; CGI, FastCGI (Django's
+ * `mysite.fcgi`), mod_wsgi, classic ASP, ASP.NET handlers and ISAPI extensions alike).
  */
-const SCRIPT_SUFFIXES = ['.php', '.phtml', '.cgi', '.pl', '.asp', '.aspx', '.asmx', '.ashx', '.svc']
+const SCRIPT_SUFFIXES = ['.php', '.phtml', '.cgi', '.fcgi', '.wsgi', '.pl', '.asp', '.aspx', '.asmx', '.ashx', '.svc', '.dll', '.exe']
 
 function isScript (segment: string): boolean {
   return SCRIPT_SUFFIXES.some((suffix) => segment.length > suffix.length && segment.endsWith(suffix))
 }
 
-/** `segment` without a format suffix (`admin` of `admin` + `.json`: Rails' `(.:format)`): a final `.` and 1-10 letters or digits. */
+/**
+ * `segment` without a format suffix (`admin` of `admin` + `.json`: Rails' `(.:format)`, whose
+ * format is any run of characters but `/`, `.` and `?`: `admin.a-b` is `admin` too, an outside
+ * tester's finding against the letters and digits read before): a final `.` and what follows it.
+ */
 function withoutFormat (segment: string): string {
   const dot = segment.lastIndexOf('.')
-  if (dot <= 0 || segment.length - dot - 1 > 10) return segment
-  for (let i = dot + 1; i < segment.length; i++) {
-    const code = segment.charCodeAt(i)
-    if (!((code >= 97 && code <= 122) || (code >= 48 && code <= 57))) return segment
-  }
-  return dot === segment.length - 1 ? segment : segment.slice(0, dot)
+  return dot <= 0 || dot === segment.length - 1 ? segment : segment.slice(0, dot)
 }
 
 const NO_FORMS: readonly string[] = Object.freeze([])
@@ -133,6 +135,35 @@ export function queryRoutedPath (path: string, query: string): string | undefine
   if (last !== '' && !isScript(last.toLowerCase())) return undefined
   const end = query.indexOf('?')
   return `${path.slice(0, slash)}${end === -1 ? query : query.slice(0, end)}`
+}
+
+/**
+ * The query parameters front controllers take the route from: Drupal 7's `q`
+ * (`/index.php?q=admin/people`) and Yii's `r` (`/index.php?r=admin/users`).
+ */
+const ROUTE_PARAMETERS = new Set(['q', 'r'])
+
+/**
+ * Every path a front controller may take from the query of `path` (a directory or a script in one):
+ * {@link queryRoutedPath}, and each value of a route parameter (ROUTE_PARAMETERS, every copy: PHP
+ * reads the last; only with `parameters`), under that directory, as sent. Raw paths for the caller
+ * to make canonical; none for most requests (no query, or a path that is no directory or script).
+ * An outside tester's finding: only CodeIgniter's `?/` was read.
+ */
+export function queryRoutedPaths (path: string, query: string, parameters = true): string[] {
+  if (query === '') return []
+  const slash = path.lastIndexOf('/')
+  const last = path.slice(slash + 1)
+  if (last !== '' && !isScript(last.toLowerCase())) return []
+  const routed = queryRoutedPath(path, query)
+  const paths = routed === undefined ? [] : [routed]
+  if (!parameters) return paths
+  for (const pair of query.split('&')) {
+    const equals = pair.indexOf('=')
+    // The value as sent (the caller's canonical form decodes what may be decoded, and refuses an encoded `/`).
+    if (equals > 0 && ROUTE_PARAMETERS.has(pair.slice(0, equals)) && equals < pair.length - 1) paths.push(`${path.slice(0, slash)}/${pair.slice(equals + 1).replace(/^\/+/, '')}`)
+  }
+  return paths
 }
 
 /**
@@ -157,4 +188,29 @@ export function routedForms (path: string, glob = false): readonly string[] {
   const forms = dispatched === path ? [] : [dispatched]
   if (bare !== final) forms.push(`${dispatched.slice(0, dispatched.length - final.length)}${bare}`)
   return forms
+}
+
+/**
+ * The paths a front controller takes from `target`'s query (queryRoutedPaths: CodeIgniter's `?/`,
+ * Drupal's `q`, Yii's `r`), each made canonical as the edge makes a path, without its own query;
+ * undefined when one cannot be (an encoded `/` or NUL), or when its dot or empty segments the
+ * application reads its own way (CodeIgniter drops `..` where the edge climbs). None for most.
+ * A `deny` glob holds on each (and on the untold). A `public` or `allow` glob admits, and the edge
+ * lets a path past another route's prefix, only when each path a query starting with `/` routes to
+ * (`parameters` false) is admitted too: `GET /app/` public does not make `/app/?/admin/users`
+ * public. Not `?q=` and `?r=`: a search box's `?q=admin` is no route to most applications.
+ */
+export function queryReadings (target: string, parameters = true): readonly string[] | undefined {
+  const queryAt = target.indexOf('?')
+  if (queryAt === -1) return NO_FORMS
+  const routed = queryRoutedPaths(target.slice(0, queryAt), target.slice(queryAt + 1), parameters)
+  if (routed.length === 0) return NO_FORMS
+  const paths: string[] = []
+  for (const path of routed) {
+    const canonical = resolvesSegments(path) ? undefined : canonicalTarget(path)
+    if (canonical?.ok !== true) return undefined
+    const end = canonical.url.indexOf('?')
+    paths.push(end === -1 ? canonical.url : canonical.url.slice(0, end))
+  }
+  return paths
 }

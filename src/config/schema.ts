@@ -144,7 +144,7 @@ const Rule = Type.Object({
     expected: 'a mapping of claim path to a non-empty list of values, such as { realm_access.roles: [reporter] }',
     examples: [{ 'realm_access.roles': ['reporter'] }],
   })),
-  methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does.',
+  methods: Values('Request methods (`GET`, `POST`, ...; any case). In `allow`, GET does not cover HEAD; in `deny` it does, and PUT and PATCH cover each other (routers send both to one update).',
     Matching('^\\s*[A-Za-z]+\\s*$', 'a request method such as GET or POST')),
   paths: Values('Globs on the canonical request path (`/app/admin/*`; `*` matches any characters, `/` included); the query is not part of it.'),
   providers: Values('Providers by their names under `providers:` (not their issuer URLs): the one the person signed in at (a machine client: its token\'s issuer; at forward-auth: the one `/oauth/auth/<provider>/` names). On a route, each must be one of its providers or bearer issuers.'),

@@ -9,7 +9,7 @@
 import type { FastifyInstance, RawRequestDefaultExpression } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { canonicalTarget, requestSpelling } from '../config/canonical.js'
-import { foldable, folded } from '../config/path-fold.js'
+import { foldable, folded, queryReadings, routedForms } from '../config/path-fold.js'
 
 /**
  * The longest request target the gateway reads, in bytes (Node refuses a raw byte above 0x7F in
@@ -66,8 +66,8 @@ function under (path: string, prefix: string): boolean {
  * match it (a public `/` route, say) would let it past a protected prefix, so it is refused.
  * Returns why, or undefined.
  */
-export function prefixSpelling (path: string, prefixes: readonly string[], mayPass?: MayPass): string | undefined {
-  return spellingCheck(prefixes, mayPass)(path)
+export function prefixSpelling (path: string, prefixes: readonly string[], mayPass?: MayPass, query = ''): string | undefined {
+  return spellingCheck(prefixes, mayPass)(path, query)
 }
 
 /**
@@ -84,16 +84,15 @@ const NEVER: MayPass = () => false
  * path `/caf%C3%A9`) and folded. A path with nothing to fold (most) is checked only against the
  * prefixes that have: against the others, reading both folded changes nothing.
  */
-function spellingCheck (prefixes: readonly string[], mayPass: MayPass = NEVER): (path: string) => string | undefined {
+function spellingCheck (prefixes: readonly string[], mayPass: MayPass = NEVER): (path: string, query: string) => string | undefined {
   const read = prefixes.map((name) => {
     const prefix = requestSpelling(name)
     return { name, prefix, loose: folded(prefix), foldable: foldable(prefix) }
   })
   const foldablePrefixes = read.filter((prefix) => prefix.foldable)
-  return (path) => {
+  return (path, query) => {
     const pathFoldable = foldable(path)
     const list = pathFoldable ? read : foldablePrefixes
-    if (list.length === 0) return undefined
     const loose = pathFoldable ? folded(path) : path
     for (const { name, prefix, loose: loosePrefix } of list) {
       if (!under(path, prefix) && under(loose, loosePrefix)) {
@@ -102,8 +101,31 @@ function spellingCheck (prefixes: readonly string[], mayPass: MayPass = NEVER): 
         return `the path is spelled like the route ${name || '/'}/ only in letter case or trailing dots and spaces`
       }
     }
-    return undefined
+    return read.length > 1 ? dispatchedElsewhere(read, path, loose, query, mayPass) : undefined
   }
+}
+
+/**
+ * Whether routers that dispatch a path to another action's read `path` as one under another route's
+ * prefix than the router gives it: PATH_INFO and a format suffix (routedForms: `/index.php/admin/x`
+ * and `/admin.json` are `/admin/...` to Laravel and Rails), a front controller's route in the query
+ * starting with `/` (queryReadings: `/?/admin/x`). A public `/` beside a protected `/admin/` on one
+ * upstream would pass them (an outside tester's finding), so they are refused as a case spelling
+ * is, unless that route is no better protected (`mayPass`). The reason names no part of the query.
+ * Only a path with a dot, or a query, is read.
+ */
+function dispatchedElsewhere (read: ReadonlyArray<{ name: string, prefix: string, loose: string }>, path: string, loose: string, query: string, mayPass: MayPass): string | undefined {
+  if (!path.includes('.') && query === '') return undefined
+  const readings = [...routedForms(loose), ...(query === '' ? [] : queryReadings(`${path}?${query}`, false) ?? []).map(folded)]
+  for (const reading of readings) {
+    for (const { name, prefix, loose: loosePrefix } of read) {
+      if (under(path, prefix) || under(loose, loosePrefix) || !under(reading, loosePrefix)) continue
+      const routed = routedPrefix(read, path)
+      if (routed !== undefined && mayPass(routed, name)) continue
+      return `the path reads as one under the route ${name || '/'}/ to applications that route by a script's path, a format suffix or the query`
+    }
+  }
+  return undefined
 }
 
 /** The prefix (as named) the router gives `path` to: the longest that `path` is under as it is spelled. */
@@ -138,7 +160,7 @@ export function edgeRewriter (routePrefixes: readonly string[], mayPass?: MayPas
     if (refusal === undefined) {
       const url = (target as { url: string }).url
       const queryAt = url.indexOf('?')
-      refusal = spelling(queryAt === -1 ? url : url.slice(0, queryAt))
+      refusal = queryAt === -1 ? spelling(url, '') : spelling(url.slice(0, queryAt), url.slice(queryAt + 1))
       if (refusal === undefined) return url
     }
     request[REFUSED] = { code: 'invalid_request', reason: refusal }

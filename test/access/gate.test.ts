@@ -4,6 +4,7 @@
 // a path the public rules do not match never passes without a session.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
+import { queryRoutedPaths } from '../../src/config/path-fold.js'
 import type { PublicRule } from '../../src/config/types.js'
 import { anyOf, NO_RULES } from '../helpers/rules.js'
 import { compileGate, decide, failed, NO_SESSION, publicMatcher, signedIn, UNREAD, type Decision, type GateRoute, type SessionState } from '../../src/access/gate.js'
@@ -180,10 +181,13 @@ const methodArb = fc.constantFrom('GET', 'HEAD', 'POST', 'OPTIONS', 'DELETE')
 const ruleArb = fc.record({ method: fc.constantFrom('*', 'GET', 'POST', 'OPTIONS'), path: globArb })
 const queryArb = fc.oneof(fc.constant(''), fc.array(fc.oneof(pathChar, fc.constantFrom('=', '&', '?', '%2F')), { maxLength: 8 }).map((chars) => `?${chars.join('')}`))
 const refusedState = fc.constantFrom<SessionState>(NO_SESSION, UNREAD, storeDown)
+/** Whether `query` names no path a front controller would take from it (src/config/path-fold.ts). */
+const routesNowhere = (path: string, query: string) => queryRoutedPaths(path, query.slice(1), false).length === 0
 
 describe('the gate and the route\'s public matcher agree (fast-check)', () => {
-  it('matches a rule exactly when its method matches and its glob matches the path, whatever the query', () => {
+  it('matches a rule exactly when its method matches and its glob matches the path, whatever the query (that routes nowhere)', () => {
     fc.assert(fc.property(fc.array(ruleArb, { maxLength: 4 }), methodArb, pathArb, queryArb, (ruleList, method, path, query) => {
+      fc.pre(routesNowhere(path, query))
       const expected = ruleList.some((rule) => (rule.method === '*' || rule.method === method) && globMatches(rule.path, path))
       expect(publicMatcher(ruleList)(method, path + query)).toBe(expected)
     }), { numRuns: 2000 })
@@ -192,6 +196,7 @@ describe('the gate and the route\'s public matcher agree (fast-check)', () => {
   it('agrees with the plain glob on globs cut from the target itself (a `*` across `?`, a prefix, a suffix)', () => {
     // Globs made of the target's own pieces meet it often, where random globs seldom would.
     fc.assert(fc.property(pathArb, queryArb, fc.nat(), fc.nat(), fc.constantFrom('star', 'prefix', 'suffix'), (path, query, a, b, shape) => {
+      fc.pre(routesNowhere(path, query))
       const target = path + query
       const i = 1 + (a % path.length)
       const j = Math.max(i, b % (target.length + 1))
@@ -199,6 +204,26 @@ describe('the gate and the route\'s public matcher agree (fast-check)', () => {
       const expected = !glob.includes('?') && globMatches(glob, path)
       expect(publicMatcher([{ method: 'GET', path: glob }])('GET', target)).toBe(expected)
     }), { numRuns: 3000 })
+  })
+
+  // An outside tester's finding: `GET /app/` public made `/app/?/admin/users` (CodeIgniter's admin) public.
+  it('matches a query that routes to another path (?/x under a directory or script) only when the glob matches that path too', () => {
+    // Plain paths (letters and `-`): what the edge would refuse or move is in the rows below.
+    const plainPath = fc.array(fc.constantFrom('/', 'a', 'b', '-'), { maxLength: 12 }).map((chars) => `/${chars.join('')}`)
+    fc.assert(fc.property(fc.array(ruleArb, { maxLength: 4 }), methodArb, plainPath, fc.constantFrom('?/'), plainPath, (ruleList, method, path, form, routed) => {
+      const directory = path.slice(0, path.lastIndexOf('/') + 1)
+      const target = `${directory}${form}${routed.slice(1)}`
+      const reading = `${directory.slice(0, -1)}/${routed.slice(1)}`
+      fc.pre(!routed.startsWith('//') && !reading.includes('//'))
+      const expected = ruleList.some((rule) => (rule.method === '*' || rule.method === method) && globMatches(rule.path, directory) && globMatches(rule.path, reading))
+      expect(publicMatcher(ruleList)(method, target)).toBe(expected)
+    }), { numRuns: 2000 })
+    const matcher = publicMatcher(rules('GET /app/', 'GET /app/index.php'))
+    for (const target of ['/app/?/admin/users', '/app/index.php?/admin/users', '/app/?/admin/users?x=1']) expect([target, matcher('GET', target)]).toEqual([target, false])
+    // A route parameter (Drupal's q, Yii's r) only widens a deny: a search box's ?q=admin is no route to most applications.
+    for (const target of ['/app/', '/app/?page=2', '/app/index.php?lang=en', '/app/?q=admin/people', '/app/index.php?r=admin']) expect([target, matcher('GET', target)]).toEqual([target, true])
+    // One the edge would refuse (an encoded `/`) or read its own way (dot segments) cannot be told: not public.
+    for (const target of ['/app/?/x%2F..%2Fadmin', '/app/?/../admin', '/app/?//admin']) expect([target, publicMatcher(rules('GET *'))('GET', target)]).toEqual([target, false])
   })
 
   it('never asks a public path to sign in, and never lets a non-public path through without a session', () => {

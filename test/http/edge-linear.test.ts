@@ -25,12 +25,29 @@ const reference = {
   folded (path: string): string {
     return path.toLowerCase().split('/').map((segment) => segment.replace(/(?:\.|%20)+$/, '')).join('/')
   },
+  /** Script segments followed by more taken away, then the last segment's format suffix (src/config/path-fold.ts routedForms). */
+  dispatched (loose: string): string[] {
+    const segments = loose.split('/')
+    if (segments.length > 2 && segments[segments.length - 1] === '') segments.pop()
+    const kept = segments.filter((segment, i) => i === segments.length - 1 || !/^.+\.(php|phtml|cgi|fcgi|wsgi|pl|asp|aspx|asmx|ashx|svc|dll|exe)$/.test(segment))
+    const joined = kept.join('/')
+    return [joined, joined.replace(/([^/])\.[^/.]+$/, '$1')].filter((reading) => reading !== loose)
+  },
   prefixSpelling (path: string, prefixes: readonly string[]): string | undefined {
     const loose = reference.folded(path)
     for (const prefix of prefixes) {
       const spelled = requestSpelling(prefix)
       if (!reference.under(path, spelled) && reference.under(loose, reference.folded(spelled))) {
         return `the path is spelled like the route ${prefix || '/'}/ only in letter case or trailing dots and spaces`
+      }
+    }
+    if (prefixes.length < 2 || !path.includes('.')) return undefined
+    for (const reading of reference.dispatched(loose)) {
+      for (const prefix of prefixes) {
+        const spelled = requestSpelling(prefix)
+        if (!reference.under(path, spelled) && !reference.under(loose, reference.folded(spelled)) && reference.under(reading, reference.folded(spelled))) {
+          return `the path reads as one under the route ${prefix || '/'}/ to applications that route by a script's path, a format suffix or the query`
+        }
       }
     }
     return undefined

@@ -1,0 +1,102 @@
+// Readings of a path that routers dispatch to another action's, against routes, `deny` globs,
+// `public` globs and `deny` methods. An outside tester's findings:
+// - the edge refused only case and trailing-dot spellings of another route's prefix: a public `/`
+//   beside a protected `/admin/` on one upstream served `/admin.json` (Rails: /admin),
+//   `/index.php/admin/users` (Laravel, Symfony: /admin/users) and `/?/admin/users` (CodeIgniter)
+//   anonymously, and a public `/site/` did the same for a protected `/site/admin/`;
+// - a `deny` glob missed Rails formats other than 1-10 letters or digits (`admin.a-b`), FastCGI,
+//   mod_wsgi and ISAPI scripts' PATH_INFO, and Drupal's `?q=` and Yii's `?r=` routes;
+// - a `public` glob `GET /pub/` made `/pub/?/admin/users` public (CodeIgniter's admin);
+// - a `deny` on PUT let PATCH through (Rails routes both to `update`).
+// The upstream's record says whether anything reached it.
+import { describe, expect } from 'vitest'
+import { signIn, type SignedIn } from '../helpers/browser.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { Upstream } from '../helpers/upstream.js'
+
+let gateway: TestGateway
+let up: Upstream
+let alice: SignedIn
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  up = upstream
+  gateway = await startStack({
+    routes: [
+      { path: '/admin/', upstream: upstream.url, provider: 'demo' },
+      { path: '/site/admin/', upstream: upstream.url, provider: 'demo' },
+      { path: '/site/', upstream: upstream.url, auth: 'none' },
+      { path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ paths: ['/app/admin/*', '/app/users/*/edit'] }, { methods: ['PUT', 'DELETE'], paths: ['/app/users/*'] }] },
+      { path: '/pub/', upstream: upstream.url, provider: 'demo', public: ['GET /pub/', 'GET /pub/index.php', 'GET /pub/*.css'] },
+      { path: '/', upstream: upstream.url, auth: 'none' },
+    ],
+  })
+  alice = await signIn(`${gateway.url}/app/x`, 'alice')
+})
+
+/** `method url` (signed in as alice, or anonymous): the status and whether anything reached the upstream. */
+async function send (url: string, { method = 'GET', signedIn = false, body }: { method?: string, signedIn?: boolean, body?: string } = {}): Promise<{ status: number, reached: boolean }> {
+  const before = up.seen.length
+  const headers: Record<string, string> = { accept: 'application/json', ...(signedIn ? { cookie: alice.cookie } : {}), ...(body === undefined ? {} : { 'content-type': 'application/x-www-form-urlencoded' }) }
+  const response = await fetch(`${gateway.url}${url}`, { method, headers, body, redirect: 'manual' })
+  await response.arrayBuffer()
+  return { status: response.status, reached: up.seen.length > before }
+}
+
+describe('a path that routers read as under another route\'s prefix', () => {
+  it.each([
+    ['/admin.json', 'Rails: /admin(.:format)'],
+    ['/admin.json/', 'Rails, a trailing / and a format'],
+    ['/index.php/admin/users', 'PATH_INFO: Laravel, Symfony'],
+    ['/index.php?/admin/users', 'CodeIgniter: the route from the query'],
+    ['/?/admin/users', 'CodeIgniter, the directory form'],
+    ['/site/admin.json', 'Rails, a nested route'],
+    ['/site/Admin.json', 'Rails, a nested route in another case'],
+    ['/site/index.php/admin/users', 'PATH_INFO under /site/'],
+    ['/site/index.php?/admin/users', 'CodeIgniter under /site/'],
+  ])('anonymous %s (%s): 400 at the edge, nothing upstream', async (url) => {
+    expect(await send(url)).toEqual({ status: 400, reached: false })
+  })
+
+  it.each(['/about.html', '/index.php/about', '/?/about', '/?q=admin', '/site/page.json', '/site/?/page'])('held: %s, read under no protected route, passes', async (url) => {
+    expect(await send(url)).toEqual({ status: 200, reached: true })
+  })
+})
+
+describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', () => {
+  it.each([
+    ['/app/admin.a-b', 'Rails: any format but /, . and ?'],
+    ['/app/admin.a_b', 'Rails, with _'],
+    ['/app/admin.abcdefghijk', 'Rails, 11 characters'],
+    ['/app/users/1/edit.x-y', 'Rails users#edit'],
+    ['/app/mysite.fcgi/admin/users', 'Django behind FastCGI'],
+    ['/app/site.wsgi/admin/users', 'mod_wsgi'],
+    ['/app/isapi.dll/admin/users', 'an ISAPI extension'],
+    ['/app/?q=admin/users', 'Drupal 7'],
+    ['/app/index.php?q=admin/users', 'Drupal 7, index.php'],
+    ['/app/index.php?r=admin/users', 'Yii'],
+    ['/app/index.php?q=x&q=admin/users', 'Drupal 7, the last of two (PHP reads the last)'],
+  ])('%s (%s) is 403, nothing upstream', async (url) => {
+    expect(await send(url, { signedIn: true })).toEqual({ status: 403, reached: false })
+  })
+
+  it.each(['/app/administrator', '/app/search?q=admin/users', '/app/users/1'])('held: %s passes', async (url) => {
+    expect(await send(url, { signedIn: true })).toEqual({ status: 200, reached: true })
+  })
+})
+
+describe('deny methods [PUT, DELETE] on /app/users/*', () => {
+  it('PATCH (Rails: the same update as PUT) is 403 too, nothing upstream', async () => {
+    expect(await send('/app/users/1', { method: 'PATCH', signedIn: true, body: 'user[admin]=true' })).toEqual({ status: 403, reached: false })
+  })
+})
+
+describe('public GET /pub/, GET /pub/index.php and GET /pub/*.css on a protected /pub/', () => {
+  it.each(['/pub/?/admin/users', '/pub/index.php?/admin/users'])('anonymous %s (CodeIgniter: /admin/users) is not public: 401, nothing upstream', async (url) => {
+    expect(await send(url)).toEqual({ status: 401, reached: false })
+  })
+
+  it.each(['/pub/', '/pub/?page=2', '/pub/index.php', '/pub/site.css', '/pub/?q=admin'])('held: anonymous %s is public', async (url) => {
+    expect(await send(url)).toEqual({ status: 200, reached: true })
+  })
+})
