@@ -92,6 +92,25 @@ describe('groups sent as one string: a deny holds on each of its words', () => {
   })
 })
 
+// An outside tester's finding: JavaScript's trim() took Unicode spaces off a name's and a group's
+// ends, so `alice\u3000` (another account at the provider) went upstream as alice, and a group
+// `admins\u00a0` passed an allow on admins. Only spaces and tabs are trimmed, as HTTP trims.
+describe('Unicode spaces at the ends of a name or a group are part of it', () => {
+  const MAPPED: ClaimsMapping = { user: 'preferred_username', email: 'email', name: 'name', groups: 'team' }
+  it.each(['alice\u3000', '\ufeffalice', 'alice\u00a0', '\u2028alice', 'alice\u0085'])('the user name %j is not alice', (name) => {
+    expect(identityFrom({ sub: 'zed-sub', preferred_username: name }, MAPPED)?.sub).toBe(name)
+  })
+  it.each([['admins\u00a0'], ['\u2028admins'], ['admins\u3000, staff']])('the group %j does not pass an allow on admins', (team) => {
+    expect(admitted([{ groups: ['admins'] }], [], { sub: 'zed-sub', preferred_username: 'zed', team }, MAPPED)).toBe(false)
+    // The control: the same person in admins passes.
+    expect(admitted([{ groups: ['admins'] }], [], { sub: 'zed-sub', preferred_username: 'zed', team: 'admins' }, MAPPED)).toBe(true)
+  })
+  it('spaces and tabs at the ends are still trimmed, and commas still split', () => {
+    const identity = identityFrom({ sub: ' alice\t', preferred_username: ' alice ', team: ' admins ,\tstaff ' }, MAPPED)
+    expect([identity?.sub, identity?.groups]).toEqual(['alice', ['admins', 'staff']])
+  })
+})
+
 describe('a deny users entry that is an address is folded as an emails entry', () => {
   it('deny users: [mallory@corp] holds for the user name mallory+2@corp (as deny emails does)', () => {
     expect(admitted(undefined, [{ emails: ['mallory@corp.example'] }], { email: 'mallory+2@corp.example' }, BY_EMAIL)).toBe(false)
