@@ -158,6 +158,25 @@ export function clientBoundHeaders (headers: IncomingHttpHeaders, gatewayCookies
   return out
 }
 
+/**
+ * The Cache-Control of an answer the gateway sent for a person (an admitted request with an
+ * identity), so that no shared cache in front of the gateway (a CDN, a company proxy) keeps it for
+ * the next caller: such a cache sees the request with only the gateway's cookie, not the
+ * Authorization and identity headers the upstream answered, and an upstream's `public, max-age` (or
+ * a `Vary` on headers no browser sends, or no directive at all) let it serve alice's page to bob,
+ * or a protected file to anyone (an outside tester's finding). `private` is added unless the answer
+ * says `private` or `no-store` already; `public` and `s-maxage` go. Undefined: leave it as it is.
+ * @see https://www.rfc-editor.org/rfc/rfc9111#section-5.2.2.7
+ */
+export function personalCacheControl (value: string | string[] | undefined): string | undefined {
+  if (value === undefined) return 'private'
+  const directives = (Array.isArray(value) ? value.join(',') : value).split(',').map((directive) => directive.trim()).filter((directive) => directive !== '')
+  const names = directives.map((directive) => directive.split('=', 1)[0]!.toLowerCase())
+  // A `private` with fields (`private="set-cookie"`) keeps only those from shared caches.
+  if (directives.some((directive, i) => (names[i] === 'private' && !directive.includes('=')) || names[i] === 'no-store')) return undefined
+  return ['private', ...directives.filter((_directive, i) => names[i] !== 'public' && names[i] !== 's-maxage')].join(', ')
+}
+
 /** What an origin-wide `"*"` of Clear-Site-Data still clears once cookies are left out. */
 const CLEARED_BUT_COOKIES = ['"cache"', '"storage"', '"executionContexts"']
 
