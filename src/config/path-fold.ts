@@ -144,26 +144,61 @@ export function queryRoutedPath (path: string, query: string): string | undefine
 const ROUTE_PARAMETERS = new Set(['q', 'r'])
 
 /**
- * Every path a front controller may take from the query of `path` (a directory or a script in one):
- * {@link queryRoutedPath}, and each value of a route parameter (ROUTE_PARAMETERS, every copy: PHP
- * reads the last; only with `parameters`), under that directory, as sent. Raw paths for the caller
- * to make canonical; none for most requests (no query, or a path that is no directory or script).
- * An outside tester's finding: only CodeIgniter's `?/` was read.
+ * A query parameter's name as PHP reads it: decoded (`%71` is `q`, `+` a space) and without the
+ * spaces it drops at the start; undefined when it cannot be decoded.
  */
-export function queryRoutedPaths (path: string, query: string, parameters = true): string[] {
-  if (query === '') return []
+function parameterName (raw: string): string | undefined {
+  try {
+    return decodeURIComponent(raw.replaceAll('+', ' ')).trimStart()
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A route parameter's value as the application reads it (decoded), as a canonical path's segments
+ * spell it: empty, `.` and `..` segments left out (a router matches no route by them), each segment
+ * encoded. Undefined when the value cannot be decoded.
+ */
+function parameterPath (raw: string): string | undefined {
+  let value: string
+  try {
+    value = decodeURIComponent(raw.replaceAll('+', ' '))
+  } catch {
+    return undefined
+  }
+  return value.split('/').filter((segment) => segment !== '' && segment !== '.' && segment !== '..').map(encodeURIComponent).join('/')
+}
+
+/**
+ * The paths a front controller may take from the query of `path` (a directory or a script in one):
+ * `routed`, {@link queryRoutedPath}'s, as sent; and with `parameters`, the last value of each route
+ * parameter (ROUTE_PARAMETERS, named in any spelling PHP reads as it; PHP reads the last copy),
+ * under that directory, decoded and spelled again (`?q=admin%2Fusers` is `admin/users`). Raw paths
+ * for the caller to make canonical; none for most requests (no query, or a path that is no
+ * directory or script). Outside testers' findings: only CodeIgniter's `?/` was read, then every
+ * copy of `q` was (a request's cost grew with the copies times its path), then `%71=` was not.
+ */
+export function queryRoutedPaths (path: string, query: string, parameters = true): { routed: string | undefined, parameters: string[] } {
+  const none = { routed: undefined, parameters: [] }
+  if (query === '') return none
   const slash = path.lastIndexOf('/')
   const last = path.slice(slash + 1)
-  if (last !== '' && !isScript(last.toLowerCase())) return []
+  if (last !== '' && !isScript(last.toLowerCase())) return none
   const routed = queryRoutedPath(path, query)
-  const paths = routed === undefined ? [] : [routed]
-  if (!parameters) return paths
+  if (!parameters) return { routed, parameters: [] }
+  const values = new Map<string, string>()
   for (const pair of query.split('&')) {
     const equals = pair.indexOf('=')
-    // The value as sent (the caller's canonical form decodes what may be decoded, and refuses an encoded `/`).
-    if (equals > 0 && ROUTE_PARAMETERS.has(pair.slice(0, equals)) && equals < pair.length - 1) paths.push(`${path.slice(0, slash)}/${pair.slice(equals + 1).replace(/^\/+/, '')}`)
+    const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
+    if (name !== undefined && ROUTE_PARAMETERS.has(name)) values.set(name, pair.slice(equals + 1))
   }
-  return paths
+  const found: string[] = []
+  for (const value of values.values()) {
+    const routedPath = parameterPath(value)
+    if (routedPath !== undefined && routedPath !== '') found.push(`${path.slice(0, slash)}/${routedPath}`)
+  }
+  return { routed, parameters: found }
 }
 
 /**
@@ -203,14 +238,24 @@ export function routedForms (path: string, glob = false): readonly string[] {
 export function queryReadings (target: string, parameters = true): readonly string[] | undefined {
   const queryAt = target.indexOf('?')
   if (queryAt === -1) return NO_FORMS
-  const routed = queryRoutedPaths(target.slice(0, queryAt), target.slice(queryAt + 1), parameters)
-  if (routed.length === 0) return NO_FORMS
+  const { routed, parameters: found } = queryRoutedPaths(target.slice(0, queryAt), target.slice(queryAt + 1), parameters)
+  if (routed === undefined && found.length === 0) return NO_FORMS
   const paths: string[] = []
-  for (const path of routed) {
-    const canonical = resolvesSegments(path) ? undefined : canonicalTarget(path)
+  if (routed !== undefined) {
+    // CodeIgniter reads a `?/` path its own way (it drops `..` where the edge climbs): one the edge would move is not told.
+    const canonical = resolvesSegments(routed) ? undefined : canonicalTarget(routed)
     if (canonical?.ok !== true) return undefined
-    const end = canonical.url.indexOf('?')
-    paths.push(end === -1 ? canonical.url : canonical.url.slice(0, end))
+    paths.push(pathOnly(canonical.url))
+  }
+  // A route parameter's path is spelled from its decoded segments: one that is still no canonical path is no route.
+  for (const path of found) {
+    const canonical = canonicalTarget(path)
+    if (canonical.ok) paths.push(pathOnly(canonical.url))
   }
   return paths
+}
+
+function pathOnly (url: string): string {
+  const end = url.indexOf('?')
+  return end === -1 ? url : url.slice(0, end)
 }

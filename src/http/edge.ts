@@ -116,7 +116,11 @@ function spellingCheck (prefixes: readonly string[], mayPass: MayPass = NEVER): 
  */
 function dispatchedElsewhere (read: ReadonlyArray<{ name: string, prefix: string, loose: string }>, path: string, loose: string, query: string, mayPass: MayPass): string | undefined {
   if (!path.includes('.') && query === '') return undefined
-  const readings = [...routedForms(loose), ...(query === '' ? [] : queryReadings(`${path}?${query}`, false) ?? []).map(folded)]
+  const queried = query === '' ? [] : queryReadings(`${path}?${query}`, false)
+  // A `?/` path the edge cannot tell (dot or empty segments, which CodeIgniter drops, an encoded
+  // `/`) could be any route's: refused, as the rules refuse it (a re-reading's finding).
+  if (queried === undefined) return 'the query names a path under the route a front controller would read in its own way'
+  const readings = [...routedForms(loose), ...queried.flatMap((reading) => { const again = folded(reading); return [again, ...routedForms(again)] })]
   for (const reading of readings) {
     for (const { name, prefix, loose: loosePrefix } of read) {
       if (under(path, prefix) || under(loose, loosePrefix) || !under(reading, loosePrefix)) continue

@@ -36,8 +36,11 @@ function text (value: unknown): string | undefined {
   return undefined
 }
 
+/** ASCII white space: a space, a tab, a line feed or carriage return, a form feed, a vertical tab. */
+const asciiSpace = (code: number): boolean => code === 32 || (code >= 9 && code <= 13)
+
 /**
- * `value` without the spaces and tabs at its ends: only those, as HTTP trims a header value. A
+ * `value` without the ASCII white space at its ends (a provider's `alice\r\n`): only that. A
  * Unicode space (no-break, ideographic, a line separator) or a BOM at an end is part of the name:
  * trimmed, `alice\u3000` was vouched for as `alice`, and `admins\u00a0` passed a rule on `admins`
  * (an outside tester's finding; JavaScript's trim() takes them all).
@@ -45,8 +48,8 @@ function text (value: unknown): string | undefined {
 function trimSpaces (value: string): string {
   let start = 0
   let end = value.length
-  while (start < end && (value.charCodeAt(start) === 32 || value.charCodeAt(start) === 9)) start++
-  while (end > start && (value.charCodeAt(end - 1) === 32 || value.charCodeAt(end - 1) === 9)) end--
+  while (start < end && asciiSpace(value.charCodeAt(start))) start++
+  while (end > start && asciiSpace(value.charCodeAt(end - 1))) end--
   return start === 0 && end === value.length ? value : value.slice(start, end)
 }
 

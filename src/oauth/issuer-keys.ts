@@ -96,10 +96,14 @@ export class IssuerKeys {
     }
     const found = await this.lookup(this.local!, header, token)
     if (found !== undefined) return found
-    // No set can hold a key for it (a `kid` that is not a string), or the set holds its `kid` and
-    // that key is not for its `alg`: a refusal now, not "try again" (hostile tokens are refused,
-    // never taken for an outage, however many come within a cooldown).
-    if (header.kid !== undefined && (typeof header.kid !== 'string' || this.kids.includes(kidName(header)))) throw new joseErrors.JWKSNoMatchingKey()
+    // No set can hold a key for it (a `kid` that is not a string): a refusal now. The set holds its
+    // `kid` and that key is not for its `alg`: read again when the cooldown allows (an issuer that
+    // moved to another algorithm under the same `kid`: a re-reading's finding), then a refusal, not
+    // "try again" (hostile tokens are refused, never taken for an outage, however many come).
+    if (header.kid !== undefined) {
+      if (typeof header.kid !== 'string') throw new joseErrors.JWKSNoMatchingKey()
+      if (this.kids.includes(kidName(header))) return await this.heldKidAgain(header, token)
+    }
     const name = kidName(header)
     if (this.unknown.peek(name) === undefined) this.unknown.set(name, arrived)
     if (this.pending === undefined && !this.coolingDown()) void this.refetch()
@@ -111,6 +115,15 @@ export class IssuerKeys {
     const firstMet = this.unknown.get(name) ?? arrived
     if (this.failure === undefined && this.generation > firstMet) throw new joseErrors.JWKSNoMatchingKey()
     throw this.unavailable()
+  }
+
+  /** A `kid` the set holds, whose key is not for the token's `alg`: the set read again if the cooldown allows, then the key or a refusal. */
+  private async heldKidAgain (header: JWSHeaderParameters, token: FlattenedJWSInput): Promise<Key> {
+    if (this.pending === undefined && !this.coolingDown()) void this.refetch()
+    if (this.pending !== undefined) await this.pending
+    const after = await this.lookup(this.local!, header, token)
+    if (after !== undefined) return after
+    throw new joseErrors.JWKSNoMatchingKey()
   }
 
   /** Fetches begun so far: a read counts as begun after a token met now when {@link readAgain} is given this. */

@@ -13,7 +13,7 @@ import type { RouteConfig } from '../config/types.js'
 import type { BodyDeadlines } from './body-deadline.js'
 import type { UpstreamTarget } from './cut-off.js'
 import { requestSpelling } from '../config/canonical.js'
-import { clientBoundHeaders, personalCacheControl } from './headers.js'
+import { clientBoundHeaders, keepPersonal } from './headers.js'
 import type { UpstreamHeaders } from './request-headers.js'
 import type { UpstreamAnswer, UpstreamPool } from './upstream-pool.js'
 import type { UpstreamPaths } from './upstream-path.js'
@@ -73,8 +73,7 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
       reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable, scope))
       if (challenge !== undefined && answer.headers['www-authenticate'] !== undefined) reply.header('www-authenticate', challenge)
       // An answer made for a person: no shared cache in front of the gateway keeps it for another.
-      const personal = request.allowed === undefined ? undefined : personalCacheControl(answer.headers['cache-control'])
-      if (personal !== undefined) reply.header('cache-control', personal)
+      if (request.allowed !== undefined) keepPersonal(reply, answer.headers)
     } catch (error) {
       // Headers Node will not send as they are: the upstream's answer is not passed on.
       return refuse(request, reply, body, `the upstream's answer could not be passed on: ${(error as Error).message}`)

@@ -177,6 +177,23 @@ export function personalCacheControl (value: string | string[] | undefined): str
   return ['private', ...directives.filter((_directive, i) => names[i] !== 'public' && names[i] !== 's-maxage')].join(', ')
 }
 
+/**
+ * Headers a CDN reads ahead of Cache-Control (RFC 9213's `CDN-Cache-Control` and its targeted
+ * `<name>-CDN-Cache-Control`, Fastly's `Surrogate-Control`, Akamai's `Edge-Control`): on a person's
+ * answer they would let the CDN keep it all the same (a re-reading's finding).
+ * @see https://www.rfc-editor.org/rfc/rfc9213
+ */
+function cdnControl (name: string): boolean {
+  return name === 'surrogate-control' || name === 'edge-control' || name.endsWith('cdn-cache-control')
+}
+
+/** An admitted answer's caching, made for its person alone: {@link personalCacheControl}, and no CDN's own control header. */
+export function keepPersonal (reply: { header: (name: string, value: string) => unknown, removeHeader: (name: string) => unknown }, headers: IncomingHttpHeaders): void {
+  const personal = personalCacheControl(headers['cache-control'])
+  if (personal !== undefined) reply.header('cache-control', personal)
+  for (const name in headers) if (cdnControl(name)) reply.removeHeader(name)
+}
+
 /** What an origin-wide `"*"` of Clear-Site-Data still clears once cookies are left out. */
 const CLEARED_BUT_COOKIES = ['"cache"', '"storage"', '"executionContexts"']
 

@@ -19,6 +19,7 @@ const ANSWERS: Record<string, string | undefined> = {
   none: undefined,
   private: 'private, max-age=60',
   'no-store': 'no-store',
+  cdn: 'max-age=600',
 }
 
 let gateway: TestGateway
@@ -28,7 +29,9 @@ let alice: SignedIn
 it.beforeAll(async ({ startStack }) => {
   upstream = createServer((req, res) => {
     const cacheControl = ANSWERS[(req.url ?? '').split('/').pop()!]
-    res.writeHead(200, { 'content-type': 'text/plain', vary: 'Authorization, X-Forwarded-User', ...(cacheControl === undefined ? {} : { 'cache-control': cacheControl }) })
+    // `cdn`: the headers CDNs read ahead of Cache-Control too (a re-reading's finding).
+    const cdn = req.url?.endsWith('/cdn') ? { 'cdn-cache-control': 'public, max-age=3600', 'cloudflare-cdn-cache-control': 'max-age=3600', 'surrogate-control': 'max-age=3600', 'edge-control': 'cache-maxage=1h' } : {}
+    res.writeHead(200, { 'content-type': 'text/plain', vary: 'Authorization, X-Forwarded-User', ...cdn, ...(cacheControl === undefined ? {} : { 'cache-control': cacheControl }) })
     res.end(`hello ${String(req.headers['x-forwarded-user'] ?? 'nobody')}`)
   })
   const url = await listen(upstream)
@@ -62,6 +65,18 @@ describe('an answer made for a signed-in person', () => {
     ['no-store', 'no-store'],
   ])('upstream %s: Cache-Control %s', async (path, expected) => {
     expect(await cacheControlOf(`/app/${path}`, alice.cookie)).toBe(expected)
+  })
+})
+
+describe('a CDN\'s own control headers on an answer made for a person', () => {
+  it('are dropped; an answer made for nobody keeps them', async () => {
+    const mine = await fetch(`${gateway.url}/app/cdn`, { headers: { cookie: alice.cookie } })
+    await mine.arrayBuffer()
+    expect(['cdn-cache-control', 'cloudflare-cdn-cache-control', 'surrogate-control', 'edge-control'].map((name) => mine.headers.get(name))).toEqual([null, null, null, null])
+    expect(mine.headers.get('cache-control')).toBe('private, max-age=600')
+    const anyone = await fetch(`${gateway.url}/site/cdn`)
+    await anyone.arrayBuffer()
+    expect(anyone.headers.get('cdn-cache-control')).toBe('public, max-age=3600')
   })
 })
 

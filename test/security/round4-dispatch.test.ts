@@ -58,6 +58,11 @@ describe('a path that routers read as under another route\'s prefix', () => {
     expect(await send(url)).toEqual({ status: 400, reached: false })
   })
 
+  // A re-reading's findings: a `?/` path the edge could not tell passed, and a script before `?/` was kept.
+  it.each(['/?/../admin/users', '/?//admin/users', '/?/admin//users', '/index.php?/../admin/users', '/index.php/?/admin/users'])('anonymous %s (CodeIgniter drops dot and empty segments, and its script): 400, nothing upstream', async (url) => {
+    expect(await send(url)).toEqual({ status: 400, reached: false })
+  })
+
   it.each(['/about.html', '/index.php/about', '/?/about', '/?q=admin', '/site/page.json', '/site/?/page'])('held: %s, read under no protected route, passes', async (url) => {
     expect(await send(url)).toEqual({ status: 200, reached: true })
   })
@@ -76,11 +81,20 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     ['/app/index.php?q=admin/users', 'Drupal 7, index.php'],
     ['/app/index.php?r=admin/users', 'Yii'],
     ['/app/index.php?q=x&q=admin/users', 'Drupal 7, the last of two (PHP reads the last)'],
+    // A re-reading's findings: the name in another spelling PHP reads as q or r.
+    ['/app/?%71=admin/users', 'q encoded'],
+    ['/app/index.php?%72=admin/users', 'r encoded'],
+    ['/app/?%71=x&%71=admin/users', 'the last of two encoded'],
+    ['/app/?+q=admin/users', 'a space PHP drops before the name'],
+    ['/app/?%20q=admin/users', 'an encoded space before the name'],
+    ['/app/?q=admin%2Fusers', 'the value decoded, as Drupal reads it'],
   ])('%s (%s) is 403, nothing upstream', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 403, reached: false })
   })
 
-  it.each(['/app/administrator', '/app/search?q=admin/users', '/app/users/1'])('held: %s passes', async (url) => {
+  // A re-reading's finding: searches whose q could not be made a path were refused by every deny glob.
+  it.each(['/app/administrator', '/app/search?q=admin/users', '/app/users/1', '/app/?q=TCP%2FIP', '/app/?q=https%3A%2F%2Fexample.com%2F',
+    '/app/?q=https://example.com/', '/app/search/?q=a//b', '/app/?q=..', '/app/index.php?r=..%2F'])('held: %s passes', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 200, reached: true })
   })
 })
