@@ -50,7 +50,7 @@ import { proxyRoutes } from './routes/proxy.js'
 import { FormReplay } from './routes/form-replay.js'
 import { PreservedBodies } from './oauth/preserved-body.js'
 import { SessionSockets } from './proxy/session-sockets.js'
-import { GrantStreams } from './proxy/grant-streams.js'
+import { SessionStreams } from './proxy/session-streams.js'
 import { BearerSockets } from './proxy/bearer-sockets.js'
 
 export interface GatewayDeps {
@@ -250,9 +250,9 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   // Machine clients' websockets end with their token: its exp, or its revocation (proxy/bearer-sockets.ts).
   const bearerSockets = new BearerSockets({ clock, timers: deps.timers, log: app.log })
   app.addHook('onClose', async () => bearerSockets.close())
-  // An agent's answers in flight (SSE streams) end with its grant (proxy/grant-streams.ts).
-  const grantStreams = agents && new GrantStreams(sessions, app.log, clock, deps.timers)
-  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced: spans !== undefined, grants: agents && ((route) => agents.guardFor(route)), grantStreams })
+  // An agent's answers in flight and a browser's event streams end with their session (proxy/session-streams.ts).
+  const streams = new SessionStreams(sessions, app.log, clock, deps.timers)
+  await app.register(proxyRoutes, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced: spans !== undefined, grants: agents && ((route) => agents.guardFor(route)), streams })
   // Once every route (and so every websocket proxy's upgrade listener) is registered.
   app.addHook('onReady', async () => guardUpgrades(app, config.routes))
   return app

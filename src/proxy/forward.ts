@@ -7,7 +7,7 @@
 // before: it copied the headers twice, built and cached a URL, and retried a GET answered 503 up
 // to ten times; about a tenth of a proxied request's CPU (docs/performance.md).
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import type { IncomingHttpHeaders } from 'node:http'
+import type { IncomingHttpHeaders, ServerResponse } from 'node:http'
 import type { Readable } from 'node:stream'
 import type { RouteConfig } from '../config/types.js'
 import type { BodyDeadlines } from './body-deadline.js'
@@ -35,10 +35,12 @@ export interface ForwardParts {
    * (RFC 9728 `resource_metadata`).
    */
   challenge?: string | undefined
+  /** A browser's event stream a session let through: held with that session, to end with it (session-streams.ts). */
+  eventStreams?: ((request: FastifyRequest, response: ServerResponse) => void) | undefined
 }
 
 /** The route's handler: sends each request upstream and its answer back. */
-export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
+export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge, eventStreams }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
   const host = new URL(route.upstream).host
   // The route's pages as browsers see them, for the headers that could reach past it (headers.ts originReach).
   const spelled = requestSpelling(route.path)
@@ -73,7 +75,10 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
       reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable, scope))
       if (challenge !== undefined && answer.headers['www-authenticate'] !== undefined) reply.header('www-authenticate', challenge)
       // An answer made for a person: no shared cache in front of the gateway keeps it for another.
-      if (request.allowed !== undefined) keepPersonal(reply, answer.headers)
+      if (request.allowed !== undefined) {
+        keepPersonal(reply, answer.headers)
+        if (eventStreams !== undefined && isEventStream(answer.headers['content-type'])) eventStreams(request, reply.raw)
+      }
     } catch (error) {
       // Headers Node will not send as they are: the upstream's answer is not passed on.
       return refuse(request, reply, body, `the upstream's answer could not be passed on: ${(error as Error).message}`)
@@ -106,6 +111,19 @@ function relocated (headers: IncomingHttpHeaders, paths: UpstreamPaths): Incomin
   else if (location !== undefined) (headers as Record<string, string | string[]>).location = location.map((value) => paths.location(value))
   return headers
 }
+
+/**
+ * Whether an answer's Content-Type is `text/event-stream`, with or without parameters, in any case:
+ * what a browser's EventSource takes as a stream (any other type fails it).
+ */
+export function isEventStream (type: string | undefined): boolean {
+  if (type === undefined || type.length < EVENT_STREAM.length || type.slice(0, EVENT_STREAM.length).toLowerCase() !== EVENT_STREAM) return false
+  const next = type.charCodeAt(EVENT_STREAM.length)
+  // The end, `;` before parameters, or white space before it.
+  return Number.isNaN(next) || next === 59 || next === 32 || next === 9
+}
+
+const EVENT_STREAM = 'text/event-stream'
 
 /** What RFC 9110 §5.5 does not allow in a field value (HTAB, SP to `~` and obs-text are allowed). */
 const INVALID_VALUE = /[^\t\x20-\x7E\x80-\xFF]/

@@ -10,6 +10,7 @@
 import { chooserUrl, loginUrlsOf } from './chooser.js'
 import { namesNetworks } from '../access/networks.js'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
+import type { ServerResponse } from 'node:http'
 import type { Access, GrantGuard, Guard, Verdict } from '../access/authorize.js'
 import { bearerToken, compileBearer, type BearerGuard, type BearerOutcome } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
@@ -33,10 +34,10 @@ import { upstreamBody } from '../proxy/request-body.js'
 import { UpstreamPool } from '../proxy/upstream-pool.js'
 import { upstreamPaths } from '../proxy/upstream-path.js'
 import { upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
-import { forwarder } from '../proxy/forward.js'
+import { forwarder, type ForwardParts } from '../proxy/forward.js'
 import type { SessionSockets } from '../proxy/session-sockets.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
-import type { GrantStreams } from '../proxy/grant-streams.js'
+import type { SessionStreams } from '../proxy/session-streams.js'
 import { TOKEN_SKEW_MS } from '../agents/grant-tokens.js'
 import { methodOverrideHookFor } from './method-override-hook.js'
 import type { FormReplay } from './form-replay.js'
@@ -62,8 +63,8 @@ export interface ProxyDeps {
   traced?: boolean
   /** The check of the tokens the gateway issued to agents, for a route with `agents: true` (absent: none). */
   grants?: ((route: RouteConfig) => GrantGuard | undefined) | undefined
-  /** The answers in flight for agents' tokens, cut when their grant ends (present with `grants`). */
-  grantStreams?: GrantStreams | undefined
+  /** The answers in flight for agents' tokens and browsers' event streams, cut when their session ends (absent: they outlive it). */
+  streams?: SessionStreams | undefined
 }
 
 /** What act() needs of the route besides the verdict: where it is answered, and its kept forms. */
@@ -130,7 +131,7 @@ function guardOf (config: GatewayConfig, route: RouteConfig, assertions: Asserti
   return { gate, signer, bearer, bearerSigner, grants }
 }
 
-export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false, grants, grantStreams }: ProxyDeps): Promise<void> {
+export async function proxyRoutes (app: FastifyInstance, { config, access, accessTokens, metrics, bearerReports, assertions, forms, sockets, bearerSockets, traced = false, grants, streams }: ProxyDeps): Promise<void> {
   app.decorateRequest('allowed', undefined)
   app.decorateRequest('upstreamStart', undefined)
   app.decorateRequest('upstreamBody', undefined)
@@ -183,10 +184,11 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         // After a kept form is delivered: its body's `_method` is judged too.
         const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
         if (overrides !== undefined) scope.addHook('preParsing', overrides)
-        if (route.agents && grantStreams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, grantStreams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs)
+        if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs)
         if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets)
       }
-      await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route) })
+      const eventStreams = route.auth === 'required' && streams !== undefined ? browserStreams(streams, route, config.session.maxAgeMs) : undefined
+      await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route), eventStreams })
     })
   }
 }
@@ -244,7 +246,7 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
  * held with its grant, so that its answer ends with it, and at the end of the token it came with
  * or of the grant's session.maxAge, whichever is first.
  */
-function holdGrantStreams (scope: FastifyInstance, streams: GrantStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number): void {
+function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number): void {
   scope.addHook('onRequest', (request, reply, done) => {
     const grant = request.allowed?.grant
     // An allowed verdict carries a grant only for an agent's token.
@@ -252,10 +254,27 @@ function holdGrantStreams (scope: FastifyInstance, streams: GrantStreams, grants
       const token = bearerToken(request.headers[header])
       // Cut once the token would be refused: its exp plus the skew a request is let through with.
       const expires = typeof token === 'string' ? grants.until(token) : undefined
-      streams.hold(grant.sessionId, reply.raw, Math.min(grant.createdAt + maxAgeMs, expires === undefined ? Infinity : expires + TOKEN_SKEW_MS))
+      streams.hold(grant.sessionId, reply.raw, Math.min(grant.createdAt + maxAgeMs, expires === undefined ? Infinity : expires + TOKEN_SKEW_MS), 'agent')
     }
     done()
   })
+}
+
+/**
+ * A browser's event stream (an upstream's `text/event-stream` answer to a request a session let
+ * through) is held with that session, so that it ends with it, at its `session.maxAge`, or once
+ * the route's `reauth` no longer admits the sign-in it was let through under.
+ */
+function browserStreams (streams: SessionStreams, route: RouteConfig, maxAgeMs: number): (request: FastifyRequest, response: ServerResponse) => void {
+  const { reauth } = route
+  return (request, response) => {
+    if (request.audit?.credential !== 'session') return
+    const provider = request.allowed?.provider ?? route.provider!
+    streams.holdBrowser(request.headers.cookie, response, (session) => {
+      const stepUp = reauth === undefined ? undefined : stepUpEnds(reauth, session.record.providerSessions?.[provider])
+      return Math.min(session.record.createdAt + maxAgeMs, stepUp ?? Infinity)
+    })
+  }
 }
 
 /** A token's outcome as the hold of its websockets (proxy/bearer-sockets.ts): undefined when refused. */
@@ -284,7 +303,6 @@ function admitBearerSockets (scope: FastifyInstance, sockets: BearerSockets, bea
   })
 }
 
-/** The route's forwarder (proxy/forward.ts) in the route's scope, over the route's own pool, with its error handling. */
 /** An agents route's clients find their authorization server in a 401's challenge: only the gateway's may name one. */
 function agentsChallenge (config: GatewayConfig, route: RouteConfig): string | undefined {
   return route.agents ? `Bearer resource_metadata="${resourceMetadataUrl(config.server.baseUrl, route.path)}"` : undefined
@@ -297,9 +315,11 @@ interface ProxyParts {
   readonly bearerSockets: BearerSockets | undefined
   /** What replaces an upstream's WWW-Authenticate (agents routes: the gateway's own challenge). */
   readonly challenge: string | undefined
+  readonly eventStreams: ForwardParts['eventStreams']
 }
 
-async function registerProxy (scope: FastifyInstance, route: RouteConfig, { headers, plantable, sockets, bearerSockets, challenge }: ProxyParts): Promise<void> {
+/** The route's forwarder (proxy/forward.ts) in the route's scope, over the route's own pool, with its error handling. */
+async function registerProxy (scope: FastifyInstance, route: RouteConfig, { headers, plantable, sockets, bearerSockets, challenge, eventStreams }: ProxyParts): Promise<void> {
   const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
   const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
   const deadlines = new BodyDeadlines(route.timeoutMs)
@@ -327,7 +347,7 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, { head
   // headers; the upstream's leg is opened before the client's upgrade is answered (websocket.ts).
   if (route.websocket) websocketRoute(scope, route, { target, headers, paths, sockets, bearerSockets })
   // The route's own path and everything under it.
-  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge })
+  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, eventStreams })
   const prefix = route.path === '/' ? '' : route.path
   for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler })
 }

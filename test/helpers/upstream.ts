@@ -1,6 +1,7 @@
 // An echo upstream on a loopback port: answers JSON with the request it received, and records it.
 // `/slow` never answers (timeouts), `/close` drops the connection (bad gateway), `/delay/<ms>`
-// answers after that long. Bodies: `/stream` sends a first chunk and the rest only on release();
+// answers after that long. Bodies: `/stream` sends a first chunk and the rest only on release(),
+// `/events` likewise as a `text/event-stream` (its type in `?type=` when given);
 // `/big/<bytes>` a body that large; `/untyped` no content-type; `/truncated` and `/stall` promise
 // 100 bytes, send 10, then drop the connection or go quiet (each with an x-upstream header).
 // `/set-cookies` and `/set-cookie` try to set the gateway's own cookies (and one of the app's);
@@ -17,7 +18,7 @@ export interface Upstream {
   seen: SeenRequest[]
   /** The `/count` requests whose body ended before it was all sent, with the bytes that came. */
   cutShort: Array<{ url: string, bytes: number }>
-  /** Lets the pending `/stream` answers finish. */
+  /** Lets the pending `/stream` and `/events` answers finish. */
   release (): void
   close (): Promise<void>
 }
@@ -55,6 +56,13 @@ export async function startUpstream (): Promise<Upstream> {
     }
     if (req.url?.endsWith('/close')) {
       req.socket.destroy()
+      return
+    }
+    const events = /\/events(?:\?type=(.*))?$/.exec(req.url ?? '')
+    if (events) {
+      res.writeHead(200, { 'content-type': events[1] === undefined ? 'text/event-stream' : decodeURIComponent(events[1]), 'cache-control': 'no-store' })
+      res.write('data: first\n\n')
+      held.push(() => res.end('data: last\n\n'))
       return
     }
     if (req.url?.endsWith('/stream')) {
