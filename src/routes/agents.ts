@@ -7,8 +7,7 @@
 //   the route's provider (kept apart, agents/pending.ts, until they decide; it becomes the grant's
 //   session, never the browser's), then the consent page; POST there: Allow or Deny, from this page
 //   only (same origin, and its CSRF token).
-// A sign-in for an agent ends in this browser with a cookie sealed to the interaction, so a consent
-// page shows only the person who signed in in this browser (no one can bring someone else's sign-in).
+// A sign-in for an agent leaves this browser a cookie sealed to the interaction: its consent page shows only who signed in here.
 import rateLimit from '@fastify/rate-limit'
 import cookie from '@fastify/cookie'
 import { timingSafeEqual } from 'node:crypto'
@@ -147,7 +146,7 @@ export class Agents implements AgentSignIns {
     return await this.grants.labelOf(sessionId)
   }
 
-  /** The grant's session: the kept sign-in made a session, indexed as every session is (sign-out everywhere, back-channel logout, the list), with its label for the list. */
+  /** The grant's session: the kept sign-in made a session, indexed as every session is (sign-out everywhere, back-channel logout, the list), with its label for the list; refused when its person signed out everywhere since that sign-in (listed, then asked: sign out everywhere finds it listed or marked the person first). */
   private async startGrantSession (pending: PendingSignIn, label: GrantLabel): Promise<{ id: string, cookie: string }> {
     const { sessions, sessionIndex, personIndex, clock, config } = this.deps
     const started = await sessions.start(undefined, withSignIn(emptyRecord(pending.at ?? clock.now()), pending.provider, pending.signIn))
@@ -155,6 +154,7 @@ export class Agents implements AgentSignIns {
       await this.grants.label(started.id, label, config.session.maxAgeMs)
       for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
       await personIndex.add(started, AGENT_FAMILY)
+      if (await personIndex.signedOutSince(started.record, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was made before its person signed out everywhere: start the authorization again from the agent.')
     } catch (error) {
       await sessions.endById(started.id).catch(() => {})
       throw error

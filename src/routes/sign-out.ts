@@ -28,10 +28,15 @@ interface SignOutParameters {
  * Sign out everywhere: every other session of the person `session` signs in as (the same `sub` at
  * any of its providers) ends, on every instance; the caller ends `session` itself.
  */
-async function endOthers ({ personIndex, sessions }: OAuthContext, session: Session, request: FastifyRequest): Promise<void> {
-  const others = await personIndex.takeOthers(session.record, session.id)
+async function endOthers ({ personIndex, sessions, config }: OAuthContext, session: Session, request: FastifyRequest): Promise<void> {
+  // Marked for state.ttl: the longest an agent's sign-in is kept before its Allow (routes/agents.ts).
+  const { others, gone } = await personIndex.takeOthers(session.record, session.id, config.state.ttlMs)
   for (const id of others) await sessions.endById(id)
-  request.log.info({ ended: others.length }, 'signing out everywhere')
+  // A session listed but gone may have been renamed by a sign-in in the meantime: its new id too.
+  const skip = new Set([session.id, ...others])
+  let renamed = 0
+  for (const id of gone) renamed += await sessions.endRenamed(id, skip)
+  request.log.info({ ended: others.length + renamed }, 'signing out everywhere')
 }
 
 /**

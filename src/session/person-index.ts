@@ -64,7 +64,7 @@ export class PersonIndex {
   private readonly hashKeys: readonly KeyObject[]
 
   constructor (
-    private readonly store: Sets & Pick<KeyValue, 'remainingMs'>,
+    private readonly store: Sets & Pick<KeyValue, 'remainingMs' | 'get' | 'set'>,
     /** Ends a session on every instance (Sessions.endById): an entry dropped beyond the bound. */
     private readonly end: (sessionId: string) => Promise<void>,
     /** The session secrets' keys: the current one seals, all open. */
@@ -139,8 +139,11 @@ export class PersonIndex {
     for (const { key } of this.personKeys(record, this.hashKeys)) await this.store.extend(key, this.ttlMs)
   }
 
-  /** Every live entry of the person `record` signs in as; entries whose session is gone are removed. */
-  private async entries (record: SessionRecord): Promise<Array<Found & { remaining: number }>> {
+  /**
+   * Every live entry of the person `record` signs in as; entries whose session is gone are removed
+   * (their session ids added to `gone`, when given).
+   */
+  private async entries (record: SessionRecord, gone?: string[]): Promise<Array<Found & { remaining: number }>> {
     const live: Array<Found & { remaining: number }> = []
     for (const { key, provider } of this.personKeys(record, this.hashKeys, true)) {
       // At most MAX_SESSIONS members: their sessions are asked about at once, not one after another.
@@ -148,7 +151,10 @@ export class PersonIndex {
         const entry = openEntry(this.sealer, key, member)
         const remaining = entry ? await this.store.remainingMs(storeKeys.session(entry.sessionId)) : null
         if (entry && remaining !== null) live.push({ key, provider, member, entry, remaining })
-        else await this.store.removeRanked(key, member)
+        else {
+          if (entry) gone?.push(entry.sessionId)
+          await this.store.removeRanked(key, member)
+        }
       }))
     }
     return live
@@ -188,15 +194,37 @@ export class PersonIndex {
     return sessionId
   }
 
-  /** The store ids of every other session of the person `record` signs in as, and their entries removed. */
-  async takeOthers (record: SessionRecord, currentId: string): Promise<string[]> {
+  /**
+   * The store ids of every other session of the person `record` signs in as, and their entries
+   * removed (`others`); and those listed whose session was gone when read (`gone`), which the
+   * caller follows to where a sign-in renamed them (an outside tester's finding: a session renamed
+   * between the list's read and its check was missed). First the person is marked signed out
+   * everywhere for `markMs` (signedOutSince): a sign-in kept from before then (an agent's consent
+   * page left open) is made no session.
+   */
+  async takeOthers (record: SessionRecord, currentId: string, markMs: number): Promise<{ others: string[], gone: string[] }> {
+    const now = String(this.clock.now())
+    for (const { key } of this.personKeys(record, this.hashKeys.slice(0, 1), true)) await this.store.set(storeKeys.signedOutEverywhere(key), now, markMs)
     const others = new Set<string>()
-    for (const { key, member, entry } of await this.entries(record)) {
+    const gone: string[] = []
+    for (const { key, member, entry } of await this.entries(record, gone)) {
       if (entry.sessionId === currentId) continue
       others.add(entry.sessionId)
       await this.store.removeRanked(key, member)
     }
-    return [...others]
+    return { others: [...others], gone: gone.filter((id) => id !== currentId) }
+  }
+
+  /**
+   * Whether the person `record` signs in as signed out everywhere at or after `at` (clock ms), at
+   * any of its providers' keys: within the mark's time (takeOthers' `markMs`).
+   */
+  async signedOutSince (record: SessionRecord, at: number): Promise<boolean> {
+    for (const { key } of this.personKeys(record, this.hashKeys.slice(0, 1), true)) {
+      const mark = await this.store.get(storeKeys.signedOutEverywhere(key))
+      if (mark !== null && Number(mark) >= at) return true
+    }
+    return false
   }
 }
 

@@ -382,7 +382,14 @@ export class Sessions {
   async end (session: Session | null, cookieHeader?: string): Promise<void> {
     if (session) await this.endById(session.id)
     const id = session?.id ?? this.idOf(cookieHeader)
-    for (const renamed of id === undefined ? [] : await this.renames.chain(id)) await this.endById(renamed)
+    if (id !== undefined) await this.endRenamed(id)
+  }
+
+  /** Ends the sessions a sign-in renamed `id` to in the last minute (./renames.ts) but `skip`'s; how many. */
+  async endRenamed (id: string, skip: ReadonlySet<string> = new Set()): Promise<number> {
+    const renamed = (await this.renames.chain(id)).filter((to) => !skip.has(to))
+    for (const to of renamed) await this.endById(to)
+    return renamed.length
   }
 
   /** The store id the Cookie header's session cookie names, under the secret it names; undefined for none the gateway holds. */

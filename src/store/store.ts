@@ -206,6 +206,8 @@ export const storeKeys = {
   renamed: (oldId: string) => `renamed:${oldId}`,
   /** A person's sessions (src/session/person-index.ts): `hash` is a keyed hash of (provider, sub). */
   person: (hash: string) => `person:${hash}`,
+  /** When the person of a person key last signed out everywhere: a sign-in kept from before then is made no session (src/session/person-index.ts). */
+  signedOutEverywhere: (personKey: string) => `signed-out:${personKey}`,
   /** A sign-in kept for an agent's authorization until the person allows it (src/agents/pending.ts), listed for back-channel logout as a session id is. */
   pendingSignIn: (hash: string) => `agents:pending:${hash}`,
 } as const

@@ -180,7 +180,7 @@ describe('person index', () => {
     await index.add(await live(store, 'second', named('id-2')), 'Chrome')
     await index.add(await live(store, 'elsewhere', named('id-1', 'https://other.example')), 'curl')
     expect((await index.list(named('id-2'))).map((s) => nameOf(s.sessionId))).toEqual(['second'])
-    expect(await index.takeOthers(named('id-2'), sid('second'))).toEqual([])
+    expect(await index.takeOthers(named('id-2'), sid('second'), TTL)).toEqual({ others: [], gone: [] })
     const [theirs] = await index.list(named('id-1'))
     expect(await index.take(named('id-2'), theirs!.publicId)).toBeNull()
     expect((await index.list(named('id-1'))).map((s) => nameOf(s.sessionId))).toEqual(['first'])
@@ -192,7 +192,7 @@ describe('person index', () => {
     await index.add(await live(store, 'old', old), 'Firefox')
     await index.add(await live(store, 'new', record('alice')), 'Chrome')
     expect((await index.list(old))).toEqual([])
-    expect(await index.takeOthers(old, sid('old'))).toEqual([])
+    expect(await index.takeOthers(old, sid('old'), TTL)).toEqual({ others: [], gone: [] })
     expect((await index.list(record('alice'))).map((s) => nameOf(s.sessionId))).toEqual(['new'])
   })
 
