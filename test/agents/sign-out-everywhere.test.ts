@@ -56,17 +56,27 @@ async function call (token: string): Promise<number> {
   return response.status
 }
 
+/** The code's exchange at the token endpoint. */
+async function exchange (agent: { id: string, verifier: string }, code: string): Promise<Response> {
+  return await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id: agent.id, redirect_uri: REDIRECT, code_verifier: agent.verifier, resource: `${gateway.url}/mcp` }) })
+}
+
+/** The person's laptop, signed in, and another browser showing the consent page of a new agent, signed in there too. */
+async function consentBeside (login: string): Promise<{ laptop: Browser, other: Browser, agent: { id: string, verifier: string }, consent: { csrf: string, action: string } }> {
+  const laptop = new Browser()
+  expect((await laptop.navigate(`${gateway.url}/app/`, { login })).status).toBe(200)
+  const other = new Browser()
+  const agent = await client()
+  return { laptop, other, agent, consent: await toConsent(other, agent.url, login) }
+}
+
 async function allow (browser: Browser, consent: { csrf: string, action: string }): Promise<Response> {
   return await browser.fetch(consent.action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf: consent.csrf, decision: 'allow' }) })
 }
 
 it('refuses the Allow of a consent page opened before "sign out everywhere": no code, no grant', async () => {
-  const laptop = new Browser()
-  expect((await laptop.navigate(`${gateway.url}/app/`, { login: 'pend-alice' })).status).toBe(200)
   // Another browser has signed in at the provider for an agent and shows the consent page.
-  const other = new Browser()
-  const agent = await client()
-  const consent = await toConsent(other, agent.url, 'pend-alice')
+  const { laptop, other, consent } = await consentBeside('pend-alice')
   expect(await signOutEverywhere(laptop)).toContain('You are signed out everywhere')
   const response = await allow(other, consent)
   expect(response.status).toBe(403)
@@ -88,21 +98,16 @@ it('allows a consent page signed in after "sign out everywhere"', async () => {
   const consent = await toConsent(other, agent.url, 'pend-carol')
   const response = await allow(other, consent)
   const code = (await backToClient(other, response, consent.action, REDIRECT)).searchParams.get('code')!
-  const token = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id: agent.id, redirect_uri: REDIRECT, code_verifier: agent.verifier, resource: `${gateway.url}/mcp` }) })
+  const token = await exchange(agent, code)
   expect(token.status).toBe(200)
   expect(await call((await token.json() as { access_token: string }).access_token)).toBe(200)
 })
 
 it('ends a grant whose code was issued before "sign out everywhere" (its token 401, or the code refused)', async () => {
-  const laptop = new Browser()
-  expect((await laptop.navigate(`${gateway.url}/app/`, { login: 'pend-bob' })).status).toBe(200)
-  const other = new Browser()
-  const agent = await client()
-  const consent = await toConsent(other, agent.url, 'pend-bob')
-  const response = await other.fetch(consent.action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf: consent.csrf, decision: 'allow' }) })
-  const code = (await backToClient(other, response, consent.action, REDIRECT)).searchParams.get('code')!
+  const { laptop, other, agent, consent } = await consentBeside('pend-bob')
+  const code = (await backToClient(other, await allow(other, consent), consent.action, REDIRECT)).searchParams.get('code')!
   expect(await signOutEverywhere(laptop)).toContain('You are signed out everywhere')
-  const token = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code, client_id: agent.id, redirect_uri: REDIRECT, code_verifier: agent.verifier, resource: `${gateway.url}/mcp` }) })
+  const token = await exchange(agent, code)
   if (token.status === 200) expect(await call((await token.json() as { access_token: string }).access_token)).toBe(401)
   else expect(token.status).toBe(400)
 })
