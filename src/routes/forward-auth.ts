@@ -101,8 +101,8 @@ function queryRules (query: Record<string, string | string[] | undefined>): Rule
  * X-Original-Method: ingress-nginx) and may pass the other on from the client as it came: a client
  * that sends the other one differently only refuses itself.
  */
-function agreed (request: FastifyRequest, name: string, other: string): string | undefined {
-  const values = [...(request.raw.headersDistinct[name] ?? []), ...(request.raw.headersDistinct[other] ?? [])]
+function agreed (request: FastifyRequest, name: string, other: string, ...more: string[]): string | undefined {
+  const values = [...(request.raw.headersDistinct[name] ?? []), ...(request.raw.headersDistinct[other] ?? []), ...more]
   // Sent more than once (a proxy that appends rather than replaces): what the client added could be either.
   return values.every((value) => value === values[0]) ? values[0] : undefined
 }
@@ -174,9 +174,16 @@ interface OriginalUrl { text: string, uri: string, url: URL }
  */
 function originalUrl (trusted: TrustTest, request: FastifyRequest): OriginalUrl | undefined {
   if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
-  const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri')
-  if (uri === undefined || !uri.startsWith('/') || (request.protocol !== 'http' && request.protocol !== 'https')) return undefined
-  const text = `${request.protocol}://${request.host}${uri}`
+  const named = namedUrl(request)
+  if (named === null) return undefined
+  const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri', ...(named === undefined ? [] : [named.uri]))
+  const host = forwardedHostName(request, named)
+  const proto = named?.scheme ?? request.protocol
+  // ingress-nginx empties X-Forwarded-Proto; one that names another scheme than the URL leaves it untold.
+  const sentProto = request.headers['x-forwarded-proto']
+  if (named !== undefined && typeof sentProto === 'string' && sentProto !== '' && sentProto.toLowerCase() !== named.scheme) return undefined
+  if (uri === undefined || !uri.startsWith('/') || host === null || (proto !== 'http' && proto !== 'https')) return undefined
+  const text = `${proto}://${host}${uri}`
   try {
     return { text, uri, url: new URL(text) }
   } catch {
@@ -194,10 +201,47 @@ function originalUrl (trusted: TrustTest, request: FastifyRequest): OriginalUrl 
  */
 function forwardedHost (trusted: TrustTest, request: FastifyRequest): string | undefined | null {
   if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
+  const named = namedUrl(request)
+  const host = named === null ? null : forwardedHostName(request, named)
+  if (host === null) return null
   try {
-    const url = new URL(`http://${request.host}/`)
+    const url = new URL(`http://${host}/`)
     const key = hostKey(url)
     return key === '' || key.split('.').includes('') ? null : key
+  } catch {
+    return null
+  }
+}
+
+/** The original request as X-Original-URL names it: its scheme (lower case), host and raw path with query. */
+interface NamedUrl { scheme: string, host: string, uri: string }
+
+/**
+ * X-Original-URL, which ingress-nginx's auth location sets (`$scheme://$http_host$request_uri`)
+ * where other proxies set X-Forwarded-Host and -Uri: the Host it sends is the auth-url's own, and a
+ * client's X-Forwarded-Host and -Uri pass through it as the client wrote them (an outside tester's
+ * finding: per-host rules judged the gateway's own host, and a client chose the path a `deny`
+ * judged). Undefined when not sent; null when it cannot be read (sent twice, or joined by a proxy
+ * into one value with `, `; no http(s) URL with a host and a path), which leaves the host and the
+ * path untold. Read from a trusted proxy only.
+ */
+function namedUrl (request: FastifyRequest): NamedUrl | undefined | null {
+  const values = request.raw.headersDistinct['x-original-url']
+  if (values === undefined) return undefined
+  const match = values.length === 1 ? /^(https?):\/\/([^/?#\\@\s]+)(\/[^#\s]*)$/i.exec(values[0]!) : null
+  return match === null ? null : { scheme: match[1]!.toLowerCase(), host: match[2]!, uri: match[3]! }
+}
+
+/**
+ * The host the original request was for: X-Forwarded-Host (else Host, as request.host reads them
+ * from a trusted proxy), or X-Original-URL's where that is sent. Both sent: they must name the same
+ * host (hostKey), else null: the host cannot be told, and whose rules apply with it.
+ */
+function forwardedHostName (request: FastifyRequest, named: NamedUrl | undefined): string | null {
+  if (named === undefined) return request.host
+  if (request.headers['x-forwarded-host'] === undefined) return named.host
+  try {
+    return hostKey(new URL(`${named.scheme}://${request.host}/`)) === hostKey(new URL(`${named.scheme}://${named.host}/`)) ? named.host : null
   } catch {
     return null
   }

@@ -1,0 +1,174 @@
+// Forward-auth behind ingress-nginx's auth location, whose lines are copied below from
+// kubernetes/ingress-nginx's rootfs/etc/nginx/template/nginx.tmpl (`location = {{ $authPath }}`)
+// with docs/forward-auth.md's four annotations filled in, run by the real nginx. That location sets
+// Host to the auth-url's own host and names the original request in X-Original-URL
+// (`$scheme://$http_host$request_uri`) and X-Original-Method, empties X-Forwarded-Proto, and passes
+// every other header of the client on. An outside tester's finding: the gateway judged the auth-url's
+// host (no forwardAuth.hosts entry: every signed-in person passed payroll), or a client's own
+// X-Forwarded-Host, and read the path a `deny` judged from a client's own X-Forwarded-Uri. It now
+// reads X-Original-URL, which every other source of the host and path must agree with.
+import { request } from 'node:http'
+import { afterAll, describe, expect } from 'vitest'
+import { signIn } from '../helpers/browser.js'
+import { rawRequest } from '../helpers/raw-http.js'
+import { frontBinary, holdFrontPort, type FrontProxy } from '../helpers/front-proxy.js'
+import { runFront } from '../../demo/front-proxy.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { Upstream } from '../helpers/upstream.js'
+
+const PAYROLL = 'payroll.example.com'
+const nginx = frontBinary('nginx')
+if (nginx === undefined) console.warn('!!! nginx not installed: the ingress-nginx forward-auth tests are SKIPPED (.ci/run installs it) !!!')
+
+let gateway: TestGateway
+let app: Upstream
+let front: FrontProxy
+const cookies: Record<string, string> = {}
+
+/** The site ingress-nginx renders for an Ingress `host: payroll.example.com` with the docs' four annotations. */
+function ingressSite (port: number, gatewayHostPort: string, upstream: string): string {
+  return `
+server {
+    listen 127.0.0.1:${port} default_server;
+    server_name ${PAYROLL};
+    underscores_in_headers off;
+    ignore_invalid_headers on;
+
+    # ---- copied from nginx.tmpl's auth location (auth-url: http://${gatewayHostPort}/oauth/auth/demo/) ----
+    location = /_external-auth-Lw-Prefix {
+        internal;
+        proxy_intercept_errors      off;
+        proxy_pass_request_body     off;
+        proxy_set_header            Content-Length          "";
+        proxy_set_header            X-Forwarded-Proto       "";
+        proxy_set_header            X-Request-ID            $request_id;
+        proxy_set_header            Host                    ${gatewayHostPort};
+        proxy_set_header            X-Original-URL          $scheme://$http_host$request_uri;
+        proxy_set_header            X-Original-Method       $request_method;
+        proxy_set_header            X-Sent-From             "nginx-ingress-controller";
+        proxy_set_header            X-Real-IP               $remote_addr;
+        proxy_set_header            X-Forwarded-For        $remote_addr;
+        proxy_set_header            X-Auth-Request-Redirect $request_uri;
+        proxy_ssl_server_name       on;
+        proxy_pass_request_headers  on;
+        proxy_http_version 1.1;
+        set $target "http://${gatewayHostPort}/oauth/auth/demo/";
+        proxy_pass $target;
+    }
+
+    location @64e8dfbf2ac6d4a5df4d1d7e9e0e57caa2b8cde7 {
+        internal;
+        add_header Set-Cookie $auth_cookie;
+        return 302 http://${gatewayHostPort}/oauth/login/demo/?next=$scheme://$best_http_host$request_uri;  # ingress-nginx escapes it with set_escape_uri (set-misc, not in Debian's nginx): not what this file tests
+    }
+
+    location / {
+        set $best_http_host $http_host;
+        auth_request        /_external-auth-Lw-Prefix;
+        auth_request_set    $auth_cookie $upstream_http_set_cookie;
+        add_header          Set-Cookie $auth_cookie;
+        auth_request_set $authHeader0 $upstream_http_authorization;
+        proxy_set_header 'Authorization' $authHeader0;
+        auth_request_set $authHeader1 $upstream_http_x_forwarded_user;
+        proxy_set_header 'X-Forwarded-User' $authHeader1;
+        auth_request_set $authHeader2 $upstream_http_x_forwarded_email;
+        proxy_set_header 'X-Forwarded-Email' $authHeader2;
+        auth_request_set $authHeader3 $upstream_http_x_forwarded_groups;
+        proxy_set_header 'X-Forwarded-Groups' $authHeader3;
+        auth_request_set $authHeader4 $upstream_http_x_gateway_assertion;
+        proxy_set_header 'X-Gateway-Assertion' $authHeader4;
+        proxy_set_header X-Forwarded-Host $best_http_host;
+        proxy_set_header X-Forwarded-For $remote_addr;
+        proxy_set_header X-Forwarded-Proto $scheme;
+        proxy_pass http://${upstream};
+    }
+}
+`
+}
+
+it.beforeAll(async ({ startStack, op, upstream }) => {
+  app = upstream
+  gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups') },
+    // payroll: admins only, and never its /admin/ pages, as docs/forward-auth.md's example.
+    forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['admins'] }, deny: { paths: ['/admin/*'] } } } },
+    routes: [],
+  })
+  for (const login of ['alice', 'bob']) cookies[login] = (await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, login)).cookie
+  if (nginx === undefined) return
+  const held = await holdFrontPort()
+  const gatewayHostPort = `127.0.0.1:${gateway.config.server.port}`
+  const config = ingressSite(held.port, gatewayHostPort, new URL(upstream.url).host)
+  front = await runFront('nginx', nginx, config, { port: held.port, gateway: gatewayHostPort, upstream: new URL(upstream.url).host, host: PAYROLL }, held)
+})
+
+afterAll(async () => {
+  await front?.stop()
+})
+
+async function through (path: string, lines: Record<string, string>): Promise<{ status: number, user: string | undefined }> {
+  const before = app.seen.length
+  const status = await new Promise<number>((resolve, reject) => {
+    const req = request({ host: '127.0.0.1', port: front.port, path, headers: { host: PAYROLL, accept: 'application/json', ...lines } }, (res) => {
+      res.resume()
+      res.on('end', () => resolve(res.statusCode ?? 0))
+    })
+    req.on('error', reject)
+    req.end()
+  })
+  const reached = app.seen.slice(before).find((seen) => seen.url === path)
+  return { status, user: reached?.headers['x-forwarded-user'] as string | undefined }
+}
+
+describe('behind ingress-nginx\'s auth location', () => {
+  it.skipIf(nginx === undefined)('applies payroll\'s rules: alice (admins) passes with her identity, bob does not', async () => {
+    expect(await through('/pay', { cookie: cookies.alice! })).toEqual({ status: 200, user: 'alice' })
+    expect(await through('/pay', { cookie: cookies.bob! })).toEqual({ status: 403, user: undefined })
+  })
+
+  it.skipIf(nginx === undefined)('lets no X-Forwarded-Host of the client\'s choose the rules (refused: the host cannot be told, which nginx answers 500)', async () => {
+    expect(await through('/pay', { cookie: cookies.bob!, 'x-forwarded-host': 'other.example.com' })).toEqual({ status: 500, user: undefined })
+    // The host it asked for, named again: no other rules, the same answer.
+    expect(await through('/pay', { cookie: cookies.bob!, 'x-forwarded-host': PAYROLL })).toEqual({ status: 403, user: undefined })
+  })
+
+  it.skipIf(nginx === undefined)('lets no X-Forwarded-Uri of the client\'s choose the path a deny judges', async () => {
+    expect(await through('/admin/users', { cookie: cookies.alice! })).toEqual({ status: 403, user: undefined })
+    expect(await through('/admin/users', { cookie: cookies.alice!, 'x-forwarded-uri': '/pay' })).toEqual({ status: 403, user: undefined })
+  })
+})
+
+describe('X-Original-URL from a trusted proxy', () => {
+  // Asked directly (the peer is a trusted proxy): alice may use payroll's /pay, never /admin/*; a
+  // host that cannot be told is refused (400), a path that cannot be told refuses the path rules.
+  const rows: Array<[string, Record<string, string>, number]> = [
+    ['payroll, /pay', { 'x-original-url': `https://${PAYROLL}/pay` }, 200],
+    ['payroll in upper case with its port', { 'x-original-url': 'https://PAYROLL.example.com:443/pay' }, 200],
+    ['payroll, /admin/users', { 'x-original-url': `https://${PAYROLL}/admin/users` }, 403],
+    ['payroll, /admin/users spelled with a dot segment', { 'x-original-url': `https://${PAYROLL}/x/../admin/users` }, 403],
+    ['agreeing X-Forwarded-Host and -Uri', { 'x-original-url': `https://${PAYROLL}/pay`, 'x-forwarded-host': PAYROLL, 'x-forwarded-uri': '/pay' }, 200],
+    ['another X-Forwarded-Host', { 'x-original-url': `https://${PAYROLL}/pay`, 'x-forwarded-host': 'other.example.com' }, 400],
+    ['another X-Forwarded-Uri over /admin/', { 'x-original-url': `https://${PAYROLL}/admin/users`, 'x-forwarded-uri': '/pay' }, 403],
+    ['another X-Original-URI over /admin/', { 'x-original-url': `https://${PAYROLL}/admin/users`, 'x-original-uri': '/pay' }, 403],
+    ['X-Forwarded-Proto naming another scheme over /admin/', { 'x-original-url': `https://${PAYROLL}/admin/users`, 'x-forwarded-proto': 'http' }, 403],
+    ['two values joined into one', { 'x-original-url': `https://${PAYROLL}/pay, https://other.example.com/pay` }, 400],
+    ['no path', { 'x-original-url': `https://${PAYROLL}` }, 400],
+    ['user information', { 'x-original-url': `https://x@${PAYROLL}/pay` }, 400],
+    ['another scheme', { 'x-original-url': `ftp://${PAYROLL}/pay` }, 400],
+    ['a relative URL', { 'x-original-url': '/pay' }, 400],
+    ['a backslash in the host', { 'x-original-url': `https://${PAYROLL}\\@other.example.com/pay` }, 400],
+  ]
+  it.each(rows)('%s', async (_name, headers, status) => {
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: { cookie: cookies.alice!, accept: 'application/json', ...headers } })
+    await response.arrayBuffer()
+    expect(response.status).toBe(status)
+  })
+
+  it('refuses it sent twice (400): either could be the client\'s', async () => {
+    const port = gateway.config.server.port
+    const response = await rawRequest(port, '/oauth/auth/demo/', [`Cookie: ${cookies.alice!}`, `X-Original-URL: https://${PAYROLL}/pay`, `X-Original-URL: https://${PAYROLL}/pay`])
+    expect(response.status).toBe(400)
+  })
+})
