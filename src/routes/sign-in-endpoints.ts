@@ -95,7 +95,7 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
 
 /**
  * The session of a completed sign-in, under a new id. Built on the browser's session, so one
- * session holds every provider; rebuilt alone should that session end before the new one replaces
+ * session holds every provider, when that session is of the same person (PersonIndex.samePerson); rebuilt alone should that session end before the new one replaces
  * it (nothing it held may come back). The new id is listed in the back-channel index for every
  * provider of the session, not only this one, and in the person index, before the old id ends
  * (Sessions.start), and the old id leaves the back-channel index once it has ended.
@@ -103,7 +103,11 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
 async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<string> {
   const { sessions, sessionIndex, clock } = context
   const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
-  const loaded = await sessions.load(request.headers.cookie)
+  const found = await sessions.load(request.headers.cookie)
+  // Another person's session in this browser (another account at this provider or one of its
+  // issuer, or a session a sibling host planted under cookieDomain: an outside tester's finding) is
+  // not built on: the sign-in starts a session of its own, and that one stays as it is.
+  const loaded = found !== null && context.personIndex.samePerson(found.record, name, signIn.identity) ? found : null
   const indexed = async (started: StartedSession) => {
     for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
     // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is

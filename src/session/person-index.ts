@@ -39,7 +39,7 @@ import { systemClock, type Clock } from '../ops/clock.js'
 import { storeKeys, type KeyValue, type Sets } from '../store/store.js'
 import type { BrowserFamily } from './browser-family.js'
 import { openEntry, PUBLIC_ID, sealEntry, type PersonEntry, type SignInOrigin } from './person-entry.js'
-import type { SessionRecord } from './record.js'
+import type { Identity, SessionRecord } from './record.js'
 import type { Sealer } from './seal.js'
 
 /** The most sessions one person keeps; a sign-in beyond ends the oldest. */
@@ -213,6 +213,22 @@ export class PersonIndex {
       await this.store.removeRanked(key, member)
     }
     return { others: [...others], gone: gone.filter((id) => id !== currentId) }
+  }
+
+  /**
+   * Whether a sign-in at `provider` as `identity` is the person `record` holds at that provider and
+   * at each other of the same issuer (the same `iss` and subject; the user name for records from
+   * before the subject was kept). A record that holds none of them is anyone's: a sign-in adding a
+   * provider to a session cannot tell (security.md, "Upstream cookies").
+   */
+  samePerson (record: SessionRecord, provider: string, identity: Identity | undefined): boolean {
+    for (const name of this.siblings(provider)) {
+      const held = record.identities?.[name]
+      if (held === undefined) continue
+      if (identity === undefined || (held.subject ?? held.sub) !== (identity.subject ?? identity.sub)) return false
+      if (held.iss !== undefined && identity.iss !== undefined && held.iss !== identity.iss) return false
+    }
+    return true
   }
 
   /**
