@@ -326,7 +326,8 @@ export async function startAuthorizationServer (options: AuthorizationServerOpti
             postLogoutSuccessSource: (ctx) => { ctx.type = 'html'; ctx.body = page('Signed out', '<h1>You are signed out</h1>') },
           }
         : { enabled: false },
-      revocation: { enabled: options.logout === true },
+      // A client revokes only its own tokens (oidc-provider's default, written out: the default prints a notice).
+      revocation: { enabled: options.logout === true, allowedPolicy: async (_ctx, client, token) => token.clientId === client.clientId },
       backchannelLogout: { enabled: options.logout === true },
       clientCredentials: { enabled: options.machineClients !== undefined },
       // Any confidential client may ask about any token (the gateway asks with its own credentials).

@@ -358,7 +358,9 @@ function features (options: AuthorizationServerOptions): Configuration['features
     },
     userinfo: { enabled: false },
     rpInitiatedLogout: { enabled: false },
-    revocation: { enabled: true },
+    // RFC 7009: a client revokes only the tokens issued to it; another's is answered 200 and left as
+    // it is. oidc-provider's default, written out: the default prints a notice to the console.
+    revocation: { enabled: true, allowedPolicy: async (_ctx, client, token) => token.clientId === client.clientId },
     registration: { enabled: agents.registration, issueRegistrationAccessToken: false },
     // A client named by its metadata document's https URL; held to the gateway's client rules as a
     // registered one is (the validator above runs on it too).

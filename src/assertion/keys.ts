@@ -12,6 +12,7 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type Cry
 import { GatewayError } from '../errors.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { Broadcast, KeyValue } from '../store/store.js'
+import { noConnection } from '../store/redis.js'
 import type { Clock } from '../ops/clock.js'
 
 /** A key as stored: the private JWK (its public part is derived from it). Times are the gateway clock's, ms. */
@@ -213,6 +214,8 @@ export class KeyRing {
 /** An error's message and its cause's, for the log (the public message alone would hide what to fix). */
 function reason (error: unknown): string {
   if (!(error instanceof Error)) return String(error)
+  // ioredis's words for a command with no connection to go on (a newcomer's reading): the store's outage line names the cause.
+  if (noConnection(error)) return 'the session store is not reachable'
   return error.cause instanceof Error ? `${error.message} (${error.cause.message})` : error.message
 }
 

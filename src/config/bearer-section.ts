@@ -57,9 +57,10 @@ export function introspectedIssuers (bearer: Pick<BearerConfig, 'issuers' | 'int
 
 /**
  * Each bearer block's issuers are providers with an `issuer`: discovery gives the keys a JWT is
- * verified with and the endpoint an opaque token is introspected at.
+ * verified with and the endpoint an opaque token is introspected at. `reported`: names a problem
+ * was reported for already (a route's unknown provider).
  */
-export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConfig, providers: Record<string, ProviderConfig>): void {
+export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConfig, providers: Record<string, ProviderConfig>, reported: readonly string[] = []): void {
   const names = Object.keys(providers)
   // One issuer under two names (a sign-in provider and a token-only one): its tokens would be taken for the first.
   const seen = new Map<string, string>()
@@ -74,7 +75,8 @@ export function checkBearerIssuers (issues: Issues, at: Path, bearer: BearerConf
     const where = [...at, 'issuers', i]
     const provider = Object.hasOwn(providers, name) ? providers[name] : undefined
     if (provider === undefined) {
-      if (issues.touched(['providers', name]) || issues.assumed(['providers', name])) return
+      // Told already: the provider's own section, or the route's provider the issuers default to (one mistake, one message).
+      if (issues.touched(['providers', name]) || issues.assumed(['providers', name]) || reported.includes(name)) return
       const match = closest(name, names)
       issues.add(where, `names no configured provider: ${describe(name)}`, match !== undefined ? `did you mean \`${match}\`?` : `known: ${names.join(', ') || 'none'}`)
       return

@@ -101,7 +101,10 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   const assertion = validateAssertion(issues, raw.assertion, assertionWritten, routes)
   reportHeaderClashes(issues, routes, assertion.header)
   keepNamedClaims(providers, routes, forwardAuth)
-  routes.forEach((route, i) => { if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers) })
+  routes.forEach((route, i) => {
+    const reported = issues.touched(['routes', i, 'provider']) || issues.touched(['routes', i, 'providers']) ? route.providers : []
+    if (route.bearer !== undefined) checkBearerIssuers(issues, ['routes', i, 'bearer'], route.bearer, providers, reported)
+  })
   routes.forEach((route, i) => { checkReauthProvider(issues, ['routes', i, 'reauth'], route, providers) })
   routes.forEach((route, i) => { checkSignInProvider(issues, ['routes', i, route.providers.length > 1 ? 'providers' : 'provider'], route, providers) })
   routes.forEach((route, i) => { checkRuleProviders(issues, ['routes', i], route.rules, [...new Set([...route.providers, ...(route.bearer?.issuers ?? [])])]) })

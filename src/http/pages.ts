@@ -232,7 +232,7 @@ export function signedOutPage (links: ReadonlyArray<{ name: string, href: string
       ? `<h1>Only this browser is signed out</h1>
 <p>This browser's session had already ended or changed (a sign-in in another tab) when you asked, so the gateway could not tell whose other sessions to end: none were. To end them, sign in again and choose "Sign out everywhere".</p>`
       : `<h1>You are signed out</h1>
-<p>Your session at this gateway has ended. The next visit to a protected page asks you to sign in.</p>`
+<p>Your session at this gateway has ended. The next visit to a protected page signs you in again: it asks who you are, unless your provider still remembers you (if you stayed signed in there).</p>`
   return renderPage('Signed out', `${said}
 ${buttons}`)
 }

@@ -61,7 +61,7 @@ function row (session: ListedSession): string {
 /** The list of one's sessions. */
 export function sessionsPage (sessions: readonly ListedSession[]): string {
   return renderPage('Your sessions', `<h1>Your sessions</h1>
-<p>Where you are signed in at this gateway, and the agents you allowed. Revoking a session signs that browser out at its next request; revoking an agent's ends its access.</p>
+<p>Where you are signed in at this gateway, and the agents you allowed. Revoking a session ends it at this gateway (where your provider still remembers that browser, its next visit signs in again without asking); revoking an agent's ends its access.</p>
 <table class="sessions"><thead><tr><th>Browser</th><th>Signed in from</th><th>Started</th><th>Last seen</th><th>Signed in with</th><th></th></tr></thead>
 <tbody>${sessions.map(row).join('\n')}</tbody></table>
 ${signOutEverywhereButton()}
@@ -76,7 +76,7 @@ export function revokeConfirmPage (session: ListedSession): string {
   const warning = session.current
     ? '<p><strong>This is the browser you are using now:</strong> revoking it signs you out here.</p>'
     : session.agent === undefined
-      ? '<p>Revoking it signs that browser out at its next request.</p>'
+      ? '<p>Revoking it ends this session at this gateway, at once. It does not sign that browser out of your provider: where the provider still remembers it, its next visit here signs in again without asking. To lock a lost device out, also end its session at your provider (in your account there).</p>'
       : '<p>Revoking it ends this agent\'s access: its tokens stop working, and it has to be allowed again.</p>'
   return renderPage('Revoke this session?', `<h1>Revoke this session?</h1>
 <dl class="seen"><dt>Browser</dt><dd>${who(session)}</dd><dt>Signed in from</dt><dd>${from(session)}</dd>` +

@@ -41,7 +41,7 @@ function connectionCause (error: Error): string | undefined {
  */
 const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^Reached the max retries per request limit/]
 
-function noConnection (error: unknown): boolean {
+export function noConnection (error: unknown): boolean {
   return error instanceof Error && NO_CONNECTION.some((pattern) => pattern.test(error.message))
 }
 

@@ -73,6 +73,9 @@ describe('a hostile or mistaken bearer block is one problem at its key path and 
       'routes[0].bearer.audience: must name the audience the tokens are issued for, such as api://orders (line 10)'],
     ['an issuer that names no provider', route('audience: api://orders\nissuers: [crop]'),
       'routes[0].bearer.issuers[0]: names no configured provider: "crop"; did you mean `corp`? (line 11)'],
+    // A newcomer's reading: the route's misspelled provider was told twice, once at a key the file does not hold.
+    ['a route provider that names no provider, which the issuers default to', route('audience: api://orders', { provider: 'provider: crop' }),
+      'routes[0].provider: names no configured provider; did you mean `corp`? (line 8)'],
     ['an issuer without `issuer` (a preset with no discovery)', route('audience: api://orders\nissuers: [github]'),
       'routes[0].bearer.issuers[0]: names provider github, which has no `issuer`: without OIDC discovery there are no keys to verify its tokens with; set the provider\'s issuer (its discovery document must list jwks_uri), or name in `issuers` providers that have one (without `issuers`, the route\'s providers are used) (line 11)'],
     ['a default issuer without `issuer` (the route\'s provider)', route('audience: api://orders', { provider: 'provider: github' }),
