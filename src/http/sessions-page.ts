@@ -58,10 +58,10 @@ function row (session: ListedSession): string {
     `<td data-label="Last seen">${escapeHtml(when(session.lastSeen))}</td><td data-label="Signed in with">${providersOf(session)}</td><td>${action}</td></tr>`
 }
 
-/** The list of one's sessions. */
-export function sessionsPage (sessions: readonly ListedSession[]): string {
+/** The list of one's sessions; `revoked`: just back from a revoke, which the page says. */
+export function sessionsPage (sessions: readonly ListedSession[], revoked = false): string {
   return renderPage('Your sessions', `<h1>Your sessions</h1>
-<p>Where you are signed in at this gateway, and the agents you allowed. Revoking a session ends it at this gateway (where your provider still remembers that browser, its next visit signs in again without asking); revoking an agent's ends its access.</p>
+${revoked ? '<p class="notice"><strong>The session was revoked:</strong> it has ended at this gateway.</p>\n' : ''}<p>Where you are signed in at this gateway, and the agents you allowed. Revoking a session ends it at this gateway (where your provider still remembers that browser, its next visit signs in again without asking); revoking an agent's ends its access.</p>
 <table class="sessions"><thead><tr><th>Browser</th><th>Signed in from</th><th>Started</th><th>Last seen</th><th>Signed in with</th><th></th></tr></thead>
 <tbody>${sessions.map(row).join('\n')}</tbody></table>
 ${signOutEverywhereButton()}

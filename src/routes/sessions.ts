@@ -98,10 +98,11 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
     return found
   }
 
-  app.get(SESSIONS, async (request, reply) => {
+  app.get<{ Querystring: { revoked?: unknown } }>(SESSIONS, async (request, reply) => {
     const all = await listed(await signedIn(request))
     if (!wantsHtml(request)) return { sessions: all.map(toJson) }
-    return sendUnframed(reply, sessionsPage(all))
+    // Back from a revoke (a newcomer's reading: the row only disappeared): the page says what happened.
+    return sendUnframed(reply, sessionsPage(all, request.query.revoked === '1'))
   })
 
   // The question before a revoke: it ends nothing (a link, a prefetch or another site may ask for it).
@@ -133,5 +134,5 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
 /** 303 back to the list (to /oauth/ once the current session itself was revoked); JSON: 200. */
 function revoked (request: FastifyRequest, reply: FastifyReply, wasCurrent: boolean): FastifyReply {
   if (!wantsHtml(request)) return reply.send({ revoked: true })
-  return reply.redirect(wasCurrent ? HOME : SESSIONS, 303)
+  return reply.redirect(wasCurrent ? HOME : `${SESSIONS}?revoked=1`, 303)
 }

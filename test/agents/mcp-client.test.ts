@@ -186,7 +186,7 @@ describe('an MCP client signs in through the gateway', () => {
     await page.waitForURL(/\/revoke$/)
     expect(await page.locator('dl.seen dd').first().textContent()).toBe('agent (MCP client or CLI): Test MCP client on /mcp')
     await page.click('button:has-text("Revoke this session")')
-    await page.waitForURL(`${gateway.url}/oauth/sessions/`)
+    await page.waitForURL(`${gateway.url}/oauth/sessions/?revoked=1`)
     expect(await page.locator('table.sessions tbody tr', { hasText: 'agent (MCP client or CLI)' }).count()).toBe(0)
     await context.close()
     expect((await ping()).status).toBe(401)

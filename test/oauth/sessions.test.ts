@@ -227,7 +227,7 @@ describe('revoke', () => {
     expect(await sessionStatus(first, chrome.cookie)).toBe(200)
 
     const answered = await revoke(firefox, target.id, first, FORM, 'confirm=1')
-    expect([answered.status, answered.headers.get('location')]).toEqual([303, '/oauth/sessions/'])
+    expect([answered.status, answered.headers.get('location')]).toEqual([303, '/oauth/sessions/?revoked=1'])
     await endedEverywhere(chrome.cookie)
     expect((await list(firefox)).map((s) => s.current)).toEqual([true])
   })
@@ -256,8 +256,11 @@ describe('revoke', () => {
     const [newest, own] = await list(firefox)
     expect(own!.current).toBe(true)
     const other = await revoke(firefox, newest!.id, first, FORM, 'confirm=1')
-    expect([other.status, other.headers.get('location')]).toEqual([303, '/oauth/sessions/'])
+    expect([other.status, other.headers.get('location')]).toEqual([303, '/oauth/sessions/?revoked=1'])
     await endedEverywhere(chrome.cookie)
+    // The list it goes back to says what happened (a newcomer's reading: the row only disappeared).
+    const back = await firefox.browser.fetch(`${first.url}/oauth/sessions/?revoked=1`, { headers: { accept: 'text/html' } })
+    expect(await back.text()).toContain('The session was revoked')
     // Its own session's question says so.
     expect(await (await askToRevoke(firefox, own!.id)).text()).toContain('This is the browser you are using now')
     const self = await revoke(firefox, own!.id, first, FORM, 'confirm=1')
