@@ -148,8 +148,8 @@ export function errorPage (error: GatewayError, startOver: string): string {
   if (refused !== undefined) return refusedPage(error, refused, switchAccountUrl, startOver)
   const [href, label] = remedy(error, startOver)
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
-${sentences(error, entry.explanation).map((text) => `<p>${escapeHtml(text)}</p>\n`).join('')}${supportLine(error)}
-<a class="button" href="${escapeHtml(href)}">${label}</a>`)
+${sentences(error, entry.explanation).map((text) => `<p>${escapeHtml(text)}</p>\n`).join('')}<a class="button" href="${escapeHtml(href)}">${label}</a>
+${supportLine(error)}`)
 }
 
 /** An application the home page links: its path (or the page the person came from) and where the link goes. */
