@@ -14,8 +14,9 @@ export interface StartedSession { id: string, record: SessionRecord }
  * is ended and no cookie names it: a session that sign-out everywhere or a back-channel logout
  * could not find is never handed out.
  */
-export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord, steps: StartSteps = {}): Promise<StartedSession> {
-  const started = await sessions.start(request.headers.cookie, record, steps)
+export async function startSession (sessions: Sessions, request: FastifyRequest, reply: FastifyReply, record: SessionRecord, steps: StartSteps = {}, replace = true): Promise<StartedSession> {
+  // `replace` false: the browser's session is another person's, which this one neither renames nor ends.
+  const started = await sessions.start(replace ? request.headers.cookie : undefined, record, steps)
   reply.setCookie(sessions.cookieName, started.cookie, sessions.cookieOptions)
   clearHostOnly(sessions, reply)
   return { id: started.id, record: started.record }

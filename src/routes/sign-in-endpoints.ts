@@ -115,7 +115,9 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
     const userAgent = request.headers['user-agent']
     await context.personIndex.add(started, browserFamily(userAgent), { os: operatingSystem(userAgent), address: withoutPort(request.ip) }, loaded?.id)
   }
-  if (!loaded) return (await startSession(sessions, request, reply, fresh(), { indexed })).id
+  // Another person's session is not renamed either (a re-reading's finding: its holder could end
+  // this one through the rename's pointer, by signing out or signing out everywhere).
+  if (!loaded) return (await startSession(sessions, request, reply, fresh(), { indexed }, found === null)).id
   let id = ''
   const renamed = async () => {
     // Read again under the refresh locks: a refresh that ended meanwhile is in it.

@@ -65,7 +65,8 @@ describe('a sign-in over another person\'s session', () => {
       await revoked.arrayBuffer()
     }
     expect(await forwardAuth('demo', alice)).toEqual({ status: 200, user: 'alice' })
-    expect(others).toEqual([])
+    // Her own planted session only (it stays hers: the sign-in neither built on it nor renamed it).
+  expect(others.map((session) => session.providers)).toEqual([['demo-twin']])
   })
 })
 
@@ -77,5 +78,33 @@ describe('a sign-in of the same person', () => {
     const cookie = `gw_session=${first.browser.cookies.get('gw_session')!.value}`
     expect(await forwardAuth('demo', cookie)).toEqual({ status: 200, user: 'twin-dora' })
     expect(await forwardAuth('demo-twin', cookie)).toEqual({ status: 200, user: 'twin-dora' })
+  })
+})
+
+describe('the other person\'s session a sign-in did not build on', () => {
+  // A re-reading's finding: the sign-in still renamed it, so for a minute its cookie's holder could
+  // end the new person's session through the rename's pointer.
+  async function logout (cookie: string, everywhere: boolean): Promise<void> {
+    const response = await fetch(`${gateway.url}/oauth/logout/${everywhere ? '?everywhere=1' : ''}`, { method: 'POST', redirect: 'manual', headers: { accept: 'application/json', cookie } })
+    await response.arrayBuffer()
+    expect(response.status).toBeLessThan(400)
+  }
+
+  it('stays as it is: the planter\'s session still opens', async () => {
+    const planted = await signIn(`${gateway.url}/oauth/login/demo-twin/?next=/oauth/`, 'mallory-r3')
+    await aliceSignsInOverPlantedCookie(planted.value)
+    expect(await forwardAuth('demo-twin', planted.cookie)).toEqual({ status: 200, user: 'mallory-r3' })
+  })
+
+  it('cannot end the new person\'s session: not by its own sign-out, nor by sign out everywhere from another of its person\'s', async () => {
+    const planted = await signIn(`${gateway.url}/oauth/login/demo-twin/?next=/oauth/`, 'mallory-r1')
+    const elsewhere = await signIn(`${gateway.url}/oauth/login/demo-twin/?next=/oauth/`, 'mallory-r1')
+    const alice = await aliceSignsInOverPlantedCookie(planted.value)
+    await logout(elsewhere.cookie, true)
+    expect(await forwardAuth('demo', alice)).toEqual({ status: 200, user: 'alice' })
+    const again = await signIn(`${gateway.url}/oauth/login/demo-twin/?next=/oauth/`, 'mallory-r2')
+    const bob = await aliceSignsInOverPlantedCookie(again.value)
+    await logout(again.cookie, false)
+    expect(await forwardAuth('demo', bob)).toEqual({ status: 200, user: 'alice' })
   })
 })
