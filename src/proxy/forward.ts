@@ -35,12 +35,12 @@ export interface ForwardParts {
    * (RFC 9728 `resource_metadata`).
    */
   challenge?: string | undefined
-  /** A browser's event stream a session let through: held with that session, to end with it (session-streams.ts). */
-  eventStreams?: ((request: FastifyRequest, response: ServerResponse) => void) | undefined
+  /** A browser's streamed answer (an event stream, a body of no declared length) a session let through: held with that session, to end with it (session-streams.ts). */
+  streams?: ((request: FastifyRequest, response: ServerResponse) => void) | undefined
 }
 
 /** The route's handler: sends each request upstream and its answer back. */
-export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge, eventStreams }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
+export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
   const host = new URL(route.upstream).host
   // The route's pages as browsers see them, for the headers that could reach past it (headers.ts originReach).
   const spelled = requestSpelling(route.path)
@@ -77,7 +77,7 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
       // An answer made for a person: no shared cache in front of the gateway keeps it for another.
       if (request.allowed !== undefined) {
         keepPersonal(reply, answer.headers)
-        if (eventStreams !== undefined && isEventStream(answer.headers['content-type'])) eventStreams(request, reply.raw)
+        if (streams !== undefined && streamed(request.method, answer)) streams(request, reply.raw)
       }
     } catch (error) {
       // Headers Node will not send as they are: the upstream's answer is not passed on.
@@ -113,17 +113,35 @@ function relocated (headers: IncomingHttpHeaders, paths: UpstreamPaths): Incomin
 }
 
 /**
- * Whether an answer's Content-Type is `text/event-stream`, with or without parameters, in any case:
- * what a browser's EventSource takes as a stream (any other type fails it).
+ * Whether an answer's Content-Type is `text/event-stream`, as a browser's EventSource reads it
+ * (Fetch's "extract a MIME type": of a list, the last type that parses, `*\/*` passed over; any
+ * case, any parameters). A re-reading's finding: `text/html, text/event-stream` is a stream to
+ * Chromium, and was not held.
+ * @see https://fetch.spec.whatwg.org/#concept-header-extract-mime-type
  */
 export function isEventStream (type: string | undefined): boolean {
-  if (type === undefined || type.length < EVENT_STREAM.length || type.slice(0, EVENT_STREAM.length).toLowerCase() !== EVENT_STREAM) return false
-  const next = type.charCodeAt(EVENT_STREAM.length)
-  // The end, `;` before parameters, or white space before it.
-  return Number.isNaN(next) || next === 59 || next === 32 || next === 9
+  if (type === undefined) return false
+  let essence: string | undefined
+  for (const value of type.split(',')) {
+    const parsed = value.split(';', 1)[0]!.trim().toLowerCase()
+    if (MEDIA_TYPE.test(parsed) && parsed !== '*/*') essence = parsed
+  }
+  return essence === 'text/event-stream'
 }
 
-const EVENT_STREAM = 'text/event-stream'
+/** A media type's essence: a token, `/`, a token (RFC 9110 §5.6.2). */
+const MEDIA_TYPE = /^[!#$%&'*+.^_`|~0-9a-z-]+\/[!#$%&'*+.^_`|~0-9a-z-]+$/
+
+/**
+ * Whether an answer's body is streamed to the client for as long as the upstream keeps it open: an
+ * event stream, or any body of no declared length (an NDJSON feed, a long poll; a re-reading's
+ * finding: a `text/plain` stream went on after its person signed out everywhere). Not a HEAD's,
+ * a 204's or a 304's, which have none.
+ */
+function streamed (method: string, answer: UpstreamAnswer): boolean {
+  if (method === 'HEAD' || answer.statusCode === 204 || answer.statusCode === 304) return false
+  return answer.headers['content-length'] === undefined || isEventStream(answer.headers['content-type'])
+}
 
 /** What RFC 9110 §5.5 does not allow in a field value (HTAB, SP to `~` and obs-text are allowed). */
 const INVALID_VALUE = /[^\t\x20-\x7E\x80-\xFF]/

@@ -16,20 +16,26 @@
 import type { ServerResponse } from 'node:http'
 import { MAX_TIMER_MS, nodeTimers, systemClock, type Clock, type Timers } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
+import { Lru } from '../ops/lru.js'
 import type { Session, Sessions } from '../session/session.js'
+
+/** How many ended sessions' ids are kept: far more than end while one store read is under way. */
+const ENDED_KEPT = 4096
 
 /** Whose streams a line of the log is about. */
 export type StreamHolder = 'agent' | 'browser'
 
 export class SessionStreams {
   private readonly open = new Map<string, Set<ServerResponse>>()
+  /** The sessions whose ending this instance heard last: a response held after that is cut at once. */
+  private readonly ended = new Lru<string, true>(ENDED_KEPT)
 
   constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
     sessions.onEnded((id) => this.end(id))
   }
 
   /**
-   * Keeps `response`, a browser's event stream, with the session its request's cookie named, until
+   * Keeps `response`, a browser's streamed answer, with the session its request's cookie named, until
    * `until(session)`: the session from this instance's cache (the access check has just read it),
    * else from the store (a slow upstream answered after the cache let it go). A session gone
    * meanwhile cuts the stream at once.
@@ -55,7 +61,14 @@ export class SessionStreams {
    * `until` (clock ms) at the latest.
    */
   hold (id: string, response: ServerResponse, until: number, who: StreamHolder): void {
-    if (response.writableEnded) return
+    // Gone already (its client left while the session was read): its 'close' has been heard, and it
+    // would never leave the registry (a re-reading's finding).
+    if (response.writableEnded || response.destroyed) return
+    // Its session's ending was heard while it was read from the store: cut now, not at maxAge.
+    if (this.ended.peek(id) !== undefined) {
+      response.destroy()
+      return
+    }
     let open = this.open.get(id)
     if (open === undefined) this.open.set(id, open = new Set())
     const held = open
@@ -92,6 +105,7 @@ export class SessionStreams {
   }
 
   private end (id: string): void {
+    this.ended.set(id, true)
     const open = this.open.get(id)
     if (open === undefined) return
     this.open.delete(id)

@@ -187,8 +187,8 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs)
         if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets)
       }
-      const eventStreams = route.auth === 'required' && streams !== undefined ? browserStreams(streams, route, config.session.maxAgeMs) : undefined
-      await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route), eventStreams })
+      const browser = route.auth === 'required' && streams !== undefined ? browserStreams(streams, route, config.session.maxAgeMs) : undefined
+      await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route), streams: browser })
     })
   }
 }
@@ -261,9 +261,9 @@ function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, gran
 }
 
 /**
- * A browser's event stream (an upstream's `text/event-stream` answer to a request a session let
- * through) is held with that session, so that it ends with it, at its `session.maxAge`, or once
- * the route's `reauth` no longer admits the sign-in it was let through under.
+ * A browser's streamed answer (an event stream, or a body of no declared length, to a request a
+ * session let through) is held with that session, so that it ends with it, at its
+ * `session.maxAge`, or once the route's `reauth` no longer admits the sign-in it was let through under.
  */
 function browserStreams (streams: SessionStreams, route: RouteConfig, maxAgeMs: number): (request: FastifyRequest, response: ServerResponse) => void {
   const { reauth } = route
@@ -315,11 +315,11 @@ interface ProxyParts {
   readonly bearerSockets: BearerSockets | undefined
   /** What replaces an upstream's WWW-Authenticate (agents routes: the gateway's own challenge). */
   readonly challenge: string | undefined
-  readonly eventStreams: ForwardParts['eventStreams']
+  readonly streams: ForwardParts['streams']
 }
 
 /** The route's forwarder (proxy/forward.ts) in the route's scope, over the route's own pool, with its error handling. */
-async function registerProxy (scope: FastifyInstance, route: RouteConfig, { headers, plantable, sockets, bearerSockets, challenge, eventStreams }: ProxyParts): Promise<void> {
+async function registerProxy (scope: FastifyInstance, route: RouteConfig, { headers, plantable, sockets, bearerSockets, challenge, streams }: ProxyParts): Promise<void> {
   const target: UpstreamTarget = { route: route.path, upstream: new URL(route.upstream).origin, timeoutMs: route.timeoutMs }
   const pool = new UpstreamPool({ origin: target.upstream, timeoutMs: route.timeoutMs, maxConnections: route.maxConnections })
   const deadlines = new BodyDeadlines(route.timeoutMs)
@@ -347,7 +347,7 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, { head
   // headers; the upstream's leg is opened before the client's upgrade is answered (websocket.ts).
   if (route.websocket) websocketRoute(scope, route, { target, headers, paths, sockets, bearerSockets })
   // The route's own path and everything under it.
-  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, eventStreams })
+  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams })
   const prefix = route.path === '/' ? '' : route.path
   for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler })
 }

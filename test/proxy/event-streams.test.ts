@@ -3,10 +3,16 @@
 // sign out everywhere cut it before their answer comes back, the session's maxAge and the route's
 // reauth.maxAge when the injected clock reaches them. An outside tester's finding: a page's SSE
 // went on streaming a person's data after they signed out everywhere. Another person's stream goes
-// on. The gateway's clock and timers are the test's; the upstream holds each stream open until
+// on. A re-reading's findings: a type list EventSource reads as a stream (`text/html,
+// text/event-stream`) and a streamed answer of another type went on; a response whose client left,
+// or whose session's ending was heard, while its session was read from the store was held for good.
+// The gateway's clock and timers are the test's; the upstream holds each stream open until
 // release(), so a stream that was not cut reads its last event instead of failing.
+import { createServer, request as httpRequest, type ServerResponse } from 'node:http'
 import { describe, expect } from 'vitest'
 import { isEventStream } from '../../src/proxy/forward.js'
+import { SessionStreams } from '../../src/proxy/session-streams.js'
+import type { Session } from '../../src/session/record.js'
 import { signIn } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
@@ -104,6 +110,99 @@ describe('a browser\'s event stream', () => {
   })
 })
 
+describe('a browser\'s streamed answer of another spelling or type', () => {
+  // Each type: Chromium's EventSource reads it as a stream (Fetch takes a list's last type, */* passed over).
+  it.for(['text/html, text/event-stream', 'text/event-stream,', 'text/event-stream, */*'])('%j is cut by sign out everywhere', async (type, { upstream }) => {
+    const mine = await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'sse-list-type')
+    const stolen = await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'sse-list-type')
+    const stream = await open(`/app/events?type=${encodeURIComponent(type)}`, stolen.cookie)
+    await signOut(mine.cookie, true)
+    upstream.release()
+    expect(await stream.next).toBe('cut')
+  })
+
+  it('a text/plain body of no declared length (a fetch() reader, an NDJSON feed) is cut by sign out everywhere', async ({ upstream }) => {
+    const mine = await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'sse-plain')
+    const stolen = await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'sse-plain')
+    const response = await fetch(`${gateway.url}/app/stream`, { headers: { cookie: stolen.cookie } })
+    const reader = response.body!.getReader()
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe('first,')
+    const next = reader.read().then(() => 'went on', () => 'cut')
+    await signOut(mine.cookie, true)
+    upstream.release()
+    expect(await next).toBe('cut')
+  })
+})
+
+/** A SessionStreams whose store read the test settles itself, holding a real response. */
+async function storePath (): Promise<{ streams: SessionStreams, settle: (session: Session | null) => void, ended: (id: string) => void, response: ServerResponse, closeClient: () => Promise<void>, stop: () => Promise<void> }> {
+  let settle!: (session: Session | null) => void
+  let endListener!: (id: string) => void
+  const sessions = {
+    onEnded: (listener: (id: string) => void) => { endListener = listener },
+    cached: () => undefined,
+    load: async () => await new Promise<Session | null>((resolve) => { settle = resolve }),
+  }
+  const log = { info: () => {}, warn: () => {} }
+  // Only the parts SessionStreams calls; the casts say so.
+  const streams = new SessionStreams(sessions as never, log as never, timers, timers)
+  let response!: ServerResponse
+  let gotIt!: () => void
+  const got = new Promise<void>((resolve) => { gotIt = resolve })
+  const server = createServer((_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/event-stream' })
+    res.write('data: first\n\n')
+    response = res
+    gotIt()
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const client = httpRequest({ host: '127.0.0.1', port: (server.address() as { port: number }).port, path: '/events' })
+  client.on('error', () => {})
+  client.on('response', (res) => res.resume())
+  client.end()
+  await got
+  const closeClient = async (): Promise<void> => {
+    const closed = new Promise<void>((resolve) => response.once('close', resolve))
+    client.destroy()
+    await closed
+  }
+  const stop = async (): Promise<void> => {
+    server.closeAllConnections()
+    await new Promise((resolve) => server.close(resolve))
+  }
+  return { streams, settle: (session) => settle(session), ended: (id) => endListener(id), response, closeClient, stop }
+}
+
+const storedSession = (id: string): Session => ({ id, cookie: 'c', record: { createdAt: timers.time } } as unknown as Session)
+
+describe('a browser\'s stream whose session is read from the store', () => {
+  it('leaves the registry when its client went away during the read', async () => {
+    const path = await storePath()
+    try {
+      path.streams.holdBrowser('gw_session=x', path.response, () => timers.time + 3_600_000)
+      await path.closeClient()
+      path.settle(storedSession('leaked-session'))
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(path.streams.size).toBe(0)
+    } finally {
+      await path.stop()
+    }
+  })
+
+  it('is cut when its session\'s ending was heard during the read', async () => {
+    const path = await storePath()
+    try {
+      path.streams.holdBrowser('gw_session=x', path.response, () => timers.time + 3_600_000)
+      path.ended('raced-session')
+      path.settle(storedSession('raced-session'))
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(path.response.destroyed).toBe(true)
+    } finally {
+      await path.stop()
+    }
+  })
+})
+
 describe('isEventStream', () => {
   // What a browser's EventSource takes as a stream: the essence text/event-stream, in any case, with any parameters.
   const rows: Array<[string | undefined, boolean]> = [
@@ -112,6 +211,10 @@ describe('isEventStream', () => {
     ['text/event-stream;charset=utf-8', true],
     ['text/event-stream ; charset=utf-8', true],
     ['text/event-stream\t;x=y', true],
+    ['text/html, text/event-stream', true],
+    ['text/event-stream,', true],
+    ['text/event-stream, */*', true],
+    ['text/event-stream, not a type', true],
     [undefined, false],
     ['', false],
     ['text/event', false],
