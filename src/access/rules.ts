@@ -114,6 +114,17 @@ function aboutField (field: PersonField, test: (identity: Identity, inDeny: bool
 }
 
 /**
+ * A `groups` condition of a `deny` rule: a group, or a word of one (groupWords), in any spelling
+ * (foldName: case, compatibility forms, invisible characters), as a `users` or `claims` deny reads
+ * its values (an outside tester's finding: a token's `Contractors`, `ｃｏｎｔｒａｃｔｏｒｓ` or
+ * `contrac\u00adtors` passed a deny on `contractors`). An `allow` reads groups only as written.
+ */
+function deniedGroupsCondition (groups: readonly string[]): Condition {
+  const denied = new Set(groups.map(foldName))
+  return aboutField('groups', (identity) => identity.groups.some((group) => denied.has(foldName(group))) || identity.groupWords?.some((word) => denied.has(foldName(word))) === true)
+}
+
+/**
  * A claim condition. A claim the session read at sign-in and did not find (kept as no values) does
  * not match; one the session never read (named by a rule added since) cannot be told. Own entries
  * only: a claim path such as `constructor` must not read what every object inherits.
@@ -169,7 +180,7 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.users.length > 0) list.push(usersCondition(rule.users))
   if (rule.emails.length > 0) list.push(inDeny ? deniedAddressCondition(rule.emails.map((email) => foldDeniedEmail(email) ?? email), 'address') : addressCondition(foldEmail, rule.emails))
   if (rule.domains.length > 0) list.push(inDeny ? deniedAddressCondition(rule.domains, 'domain') : addressCondition(domainOf, rule.domains))
-  if (rule.groups.length > 0) list.push(aboutField('groups', (identity, deny) => identity.groups.some((group) => rule.groups.includes(group)) || (deny && identity.groupWords?.some((word) => rule.groups.includes(word)) === true)))
+  if (rule.groups.length > 0) list.push(inDeny ? deniedGroupsCondition(rule.groups) : aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values, inDeny))
   if (rule.methods.length > 0) {
     const methods = inDeny ? withSameActions(rule.methods) : rule.methods

@@ -138,7 +138,7 @@ const Rule = Type.Object({
     Matching('^\\s*[^\\s@*]+@[^\\s@*]+\\s*$', 'one e-mail address such as alice@example.com (no wildcard: use domains)')),
   domains: Values('E-mail domains (the whole domain of the address); unverified addresses as for `emails`.',
     Matching('^\\s*@?[^\\s@*/:.]+(?:\\.[^\\s@*/:.]+)*\\s*$', 'a domain such as example.com (the whole domain of an address; no wildcard, scheme or path)')),
-  groups: Values('Groups.'),
+  groups: Values('Groups: exactly in `allow`; in `deny`, in any letter case, compatibility form (fullwidth) or with invisible characters, and each word of groups sent as one string.'),
   claims: Type.Optional(Type.Record(Type.String(), Type.Array(Type.Union([Type.String({ minLength: 1 }), Type.Number(), Type.Boolean()]), { minItems: 1 }), {
     description: 'Claim path (dotted, such as `realm_access.roles`, or a JSON pointer) to the accepted values; an array claim matches when any element does. Numbers and booleans compare as written (`1.10` is `1.10`); exactly in `allow`, in any letter case in `deny`.',
     expected: 'a mapping of claim path to a non-empty list of values, such as { realm_access.roles: [reporter] }',

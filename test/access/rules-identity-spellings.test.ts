@@ -92,6 +92,30 @@ describe('groups sent as one string: a deny holds on each of its words', () => {
   })
 })
 
+// An outside tester's finding: a deny on groups compared as written, so a token's (or a provider's)
+// `Contractors`, fullwidth letters or a soft hyphen passed a deny on `contractors`; a users or claims
+// deny already folded. An allow on groups stays as written.
+describe('a deny on a group, and the group spelt otherwise', () => {
+  it.each<[string, string | string[]]>([
+    ['another case', ['Contractors']],
+    ['fullwidth letters', ['\uff43\uff4f\uff4e\uff54\uff52\uff41\uff43\uff54\uff4f\uff52\uff53']],
+    ['a soft hyphen', ['contrac\u00adtors']],
+    ['a zero-width space', ['contractors\u200b']],
+    ['a word of one string, in another case', 'staff CONTRACTORS'],
+  ])('holds on %s', (_name, groups) => {
+    expect(admitted(undefined, [{ groups: ['contractors'] }], { sub: 'u1', groups })).toBe(false)
+  })
+
+  it('holds on an entry written in another case', () => {
+    expect(admitted(undefined, [{ groups: ['Contractors'] }], { sub: 'u1', groups: ['contractors'] })).toBe(false)
+  })
+
+  it('an allow on a group admits it only as written', () => {
+    expect(admitted([{ groups: ['admins'] }], [], { sub: 'u1', groups: ['Admins'] })).toBe(false)
+    expect(admitted([{ groups: ['admins'] }], [], { sub: 'u1', groups: ['admins'] })).toBe(true)
+  })
+})
+
 // An outside tester's finding: JavaScript's trim() took Unicode spaces off a name's and a group's
 // ends, so `alice\u3000` (another account at the provider) went upstream as alice, and a group
 // `admins\u00a0` passed an allow on admins. Only spaces and tabs are trimmed, as HTTP trims.
