@@ -3,10 +3,9 @@
 // - /oauth/agents/{authorize,token,register,revoke}: oidc-provider, given the request untouched (its
 //   body unread), each charged per client address; an authorization request is checked here first,
 //   so that a request no person has seen never sends the browser to a client's address;
-// - GET /oauth/agents/interaction/<uid>: where an authorization waits for the person: a sign-in at
-//   the route's provider (kept apart, agents/pending.ts, until they decide; it becomes the grant's
-//   session, never the browser's), then the consent page; POST there: Allow or Deny, from this page
-//   only (same origin, and its CSRF token).
+// - GET /oauth/agents/interaction/<uid>: where an authorization waits for the person: a sign-in at the route's
+//   provider (kept apart, agents/pending.ts, until they decide; it becomes the grant's session, never the
+//   browser's), then the consent page; POST there: Allow or Deny, from this page only (same origin, CSRF token).
 // A sign-in for an agent leaves this browser a cookie sealed to the interaction: its consent page shows only who signed in here.
 import rateLimit from '@fastify/rate-limit'
 import cookie from '@fastify/cookie'
@@ -21,6 +20,7 @@ import { AgentGrants, type GrantLabel } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
 import type { KeyRing } from '../assertion/keys.js'
+import { requestSpelling } from '../config/canonical.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH } from '../http/agent-limits.js'
@@ -384,8 +384,8 @@ export class Agents implements AgentSignIns {
 }
 
 function loginUrlFor (config: GatewayConfig, route: RouteConfig): string {
-  // Where the sign-in goes after is decided by its `agent` binding, not by `next`.
-  return loginUrl(config, route.provider!, '/oauth/')
+  // Its `agent` binding decides where it goes; `next` names the route, whose `reauth` then asks for max_age (an agent was refused on every such route).
+  return loginUrl(config, route.provider!, `${requestSpelling(route.path).replace(/\/$/, '')}/`)
 }
 
 function sameText (a: string, b: string): boolean {

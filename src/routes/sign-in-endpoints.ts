@@ -26,8 +26,11 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
   // `agent`: the agent authorization (src/agents/) this sign-in is for; its session becomes the grant's.
   app.get<{ Params: { provider: string }, Querystring: { next?: string, form?: unknown, agent?: unknown } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
     const agent = parseInteractionId(request.query.agent)
-    const next = agent === undefined ? safeNext(request.query.next, redirectHosts) : agentInteractionUrl(agent)
-    return await beginSignIn(context, request, reply, context.providerName(request), next, false, parseFormBinding(request.query.form), agent)
+    const asked = safeNext(request.query.next, redirectHosts)
+    // An agent's sign-in goes back to its interaction; its `next` names the route, whose `reauth` it
+    // must meet (an outside tester's finding: none was asked for, and every request was refused).
+    const next = agent === undefined ? asked : agentInteractionUrl(agent)
+    return await beginSignIn(context, request, reply, context.providerName(request), next, false, parseFormBinding(request.query.form), agent, asked)
   })
 
   app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', { onRequest: signinLimit }, async (request, reply) => {
@@ -68,9 +71,10 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
  * A new flow at provider `name` toward `next` (already checked by safeNext), then 302 to the
  * provider. `chooseAccount`: "Use another account" (src/routes/sign-out.ts); the provider must ask
  * who signs in (accountPrompt) instead of reusing its own session. `form`: the binding of the form
- * kept before this sign-in, which only this flow's callback may offer.
+ * kept before this sign-in, which only this flow's callback may offer. `forRoute`: the path whose
+ * route's `reauth` the sign-in must meet (`next`, but for an agent's, which goes back to its interaction).
  */
-export async function beginSignIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, next: string, chooseAccount = false, form?: string, agent?: string): Promise<FastifyReply> {
+export async function beginSignIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, next: string, chooseAccount = false, form?: string, agent?: string, forRoute = next): Promise<FastifyReply> {
   const { config, providers, flows, metrics, cookies } = context
   const provider = await providers.get(name)
   // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
@@ -79,7 +83,7 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
   })
   metrics.signinsStarted.inc({ provider: provider.name })
   const prompt = chooseAccount ? accountPrompt(provider) : undefined
-  const reauth = context.stepUp(provider.name, next)
+  const reauth = context.stepUp(provider.name, forRoute)
   const stepUp = reauth === undefined ? {} : { maxAge: maxAgeSeconds(reauth), acrValues: reauth.acr }
   request.log.info({ provider: provider.name, ...(prompt ? { prompt } : {}), ...(reauth ? { stepUp: true } : {}) }, 'sign-in started')
   reply.setCookie(cookies.flow, formatFlowCookie(flow.cookie), context.flowCookie)
