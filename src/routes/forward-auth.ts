@@ -248,6 +248,21 @@ function forwardedHostName (request: FastifyRequest, named: NamedUrl | undefined
 }
 
 /**
+ * Whether the proxy in front named the original host only in X-Original-URL, as ingress-nginx's
+ * auth location does from `$http_host`: the client's Host header, while nginx chose the Ingress by
+ * the request line's host when the target is in absolute form (a re-reading's finding: `GET
+ * http://payroll.example.com/pay` with `Host: wiki.example.com` was judged by wiki's rules). With
+ * `forwardAuth.hosts` rules, such a request is refused until the proxy also sends the host it chose
+ * in X-Forwarded-Host (`$host`), which must then agree (forwardedHostName).
+ */
+function namedOnlyInUrl (request: FastifyRequest): boolean {
+  return request.headers['x-original-url'] !== undefined && request.headers['x-forwarded-host'] === undefined
+}
+
+const NAMED_ONLY_IN_URL = 'the proxy in front named the host only in X-Original-URL, which the client\'s Host header writes; ' +
+  'have it send the host it chose as X-Forwarded-Host too (ingress-nginx: auth-proxy-set-headers with X-Forwarded-Host: $host, docs/forward-auth.md)'
+
+/**
  * Where the sign-in returns: the path itself when the original URL is on the gateway's own
  * origin, else the absolute URL when its host is allowed; otherwise /oauth/. Either way the
  * value as sent, checked by safeNext (which refuses what the URL parser would have changed).
@@ -294,6 +309,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const login = loginUrl(config, provider, back)
     const host = forwardedHost(trusted, request)
     if (host === null) throw refusal({ kind: 'invalid_request', reason: 'the forwarded host is not a host name' }, { subject: 'this provider' })
+    if (host !== undefined && config.forwardAuth.hosts.size > 0 && namedOnlyInUrl(request)) throw refusal({ kind: 'invalid_request', reason: NAMED_ONLY_IN_URL }, { subject: 'this provider' })
     // The query's rules, and the host's rules from gateway.yaml besides: a caller that leaves out the
     // query (or a proxy configured without it) gets no more than the host allows. Both judge the
     // original request (its method and path), not this one. Compiled per request: a few rules, no

@@ -6,8 +6,13 @@
 // every other header of the client on. An outside tester's finding: the gateway judged the auth-url's
 // host (no forwardAuth.hosts entry: every signed-in person passed payroll), or a client's own
 // X-Forwarded-Host, and read the path a `deny` judged from a client's own X-Forwarded-Uri. It now
-// reads X-Original-URL, which every other source of the host and path must agree with.
+// reads X-Original-URL, which every other source of the host and path must agree with. A re-reading's
+// finding: X-Original-URL's host is the client's Host header, while nginx chooses the Ingress by the
+// request line's host for an absolute-form target; the docs' annotations now come with the
+// auth-proxy-set-headers ConfigMap (X-Forwarded-Host: $host, the host nginx chose), and an Ingress
+// without it is refused while forwardAuth.hosts has rules.
 import { request } from 'node:http'
+import { connect } from 'node:net'
 import { afterAll, describe, expect } from 'vitest'
 import { signIn } from '../helpers/browser.js'
 import { rawRequest } from '../helpers/raw-http.js'
@@ -18,6 +23,10 @@ import { test as it } from '../helpers/stack.js'
 import type { Upstream } from '../helpers/upstream.js'
 
 const PAYROLL = 'payroll.example.com'
+/** An Ingress without the docs' auth-proxy-set-headers. */
+const BARE = 'bare.example.com'
+/** A host with no rules of its own. */
+const WIKI = 'wiki.example.com'
 const nginx = frontBinary('nginx')
 if (nginx === undefined) console.warn('!!! nginx not installed: the ingress-nginx forward-auth tests are SKIPPED (.ci/run installs it) !!!')
 
@@ -26,12 +35,26 @@ let app: Upstream
 let front: FrontProxy
 const cookies: Record<string, string> = {}
 
-/** The site ingress-nginx renders for an Ingress `host: payroll.example.com` with the docs' four annotations. */
-function ingressSite (port: number, gatewayHostPort: string, upstream: string): string {
+/**
+ * The sites ingress-nginx renders: its catch-all default server (the default backend's 404), and an
+ * Ingress with the docs' four annotations for each of `hosts`, with the docs' `auth-proxy-set-headers`
+ * ConfigMap (`X-Forwarded-Host: $host`, the host nginx chose) where `chosen`, without it elsewhere.
+ */
+function ingressSites (port: number, gatewayHostPort: string, upstream: string, hosts: Record<string, { chosen: boolean }>): string {
   return `
 server {
     listen 127.0.0.1:${port} default_server;
-    server_name ${PAYROLL};
+    server_name _;
+    location / { return 404; }
+}
+${Object.entries(hosts).map(([host, { chosen }]) => ingressSite(port, gatewayHostPort, upstream, host, chosen)).join('\n')}`
+}
+
+function ingressSite (port: number, gatewayHostPort: string, upstream: string, host: string, chosen: boolean): string {
+  return `
+server {
+    listen 127.0.0.1:${port};
+    server_name ${host};
     underscores_in_headers off;
     ignore_invalid_headers on;
 
@@ -50,17 +73,12 @@ server {
         proxy_set_header            X-Real-IP               $remote_addr;
         proxy_set_header            X-Forwarded-For        $remote_addr;
         proxy_set_header            X-Auth-Request-Redirect $request_uri;
+        ${chosen ? '# auth-proxy-set-headers (the docs\' ConfigMap):\n        proxy_set_header X-Forwarded-Host "$host";' : '# no auth-proxy-set-headers'}
         proxy_ssl_server_name       on;
         proxy_pass_request_headers  on;
         proxy_http_version 1.1;
         set $target "http://${gatewayHostPort}/oauth/auth/demo/";
         proxy_pass $target;
-    }
-
-    location @64e8dfbf2ac6d4a5df4d1d7e9e0e57caa2b8cde7 {
-        internal;
-        add_header Set-Cookie $auth_cookie;
-        return 302 http://${gatewayHostPort}/oauth/login/demo/?next=$scheme://$best_http_host$request_uri;  # ingress-nginx escapes it with set_escape_uri (set-misc, not in Debian's nginx): not what this file tests
     }
 
     location / {
@@ -93,20 +111,37 @@ it.beforeAll(async ({ startStack, op, upstream }) => {
     server: { trustProxy: ['127.0.0.1'] },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email groups') },
     // payroll: admins only, and never its /admin/ pages, as docs/forward-auth.md's example.
-    forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['admins'] }, deny: { paths: ['/admin/*'] } } } },
+    forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { allow: { groups: ['admins'] }, deny: { paths: ['/admin/*'] } }, [BARE]: { allow: { groups: ['admins'] } } } },
     routes: [],
   })
   for (const login of ['alice', 'bob']) cookies[login] = (await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, login)).cookie
   if (nginx === undefined) return
   const held = await holdFrontPort()
   const gatewayHostPort = `127.0.0.1:${gateway.config.server.port}`
-  const config = ingressSite(held.port, gatewayHostPort, new URL(upstream.url).host)
+  const config = ingressSites(held.port, gatewayHostPort, new URL(upstream.url).host, { [PAYROLL]: { chosen: true }, [BARE]: { chosen: false } })
   front = await runFront('nginx', nginx, config, { port: held.port, gateway: gatewayHostPort, upstream: new URL(upstream.url).host, host: PAYROLL }, held)
 })
 
 afterAll(async () => {
   await front?.stop()
 })
+
+/** One request written as is to nginx: `target` on the request line (origin or absolute form), `host` in Host. */
+async function raw (target: string, host: string, cookie: string): Promise<{ status: number, user: string | undefined }> {
+  const before = app.seen.length
+  const status = await new Promise<number>((resolve, reject) => {
+    const socket = connect(front.port, '127.0.0.1', () => {
+      socket.write([`GET ${target} HTTP/1.1`, `Host: ${host}`, `Cookie: ${cookie}`, 'Accept: application/json', 'Connection: close', '', ''].join('\r\n'))
+    })
+    let data = ''
+    socket.setEncoding('latin1')
+    socket.on('data', (chunk: string) => { data += chunk })
+    socket.on('error', reject)
+    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
+  })
+  const reached = app.seen.slice(before)[0]
+  return { status, user: reached?.headers['x-forwarded-user'] as string | undefined }
+}
 
 async function through (path: string, lines: Record<string, string>): Promise<{ status: number, user: string | undefined }> {
   const before = app.seen.length
@@ -128,10 +163,22 @@ describe('behind ingress-nginx\'s auth location', () => {
     expect(await through('/pay', { cookie: cookies.bob! })).toEqual({ status: 403, user: undefined })
   })
 
-  it.skipIf(nginx === undefined)('lets no X-Forwarded-Host of the client\'s choose the rules (refused: the host cannot be told, which nginx answers 500)', async () => {
-    expect(await through('/pay', { cookie: cookies.bob!, 'x-forwarded-host': 'other.example.com' })).toEqual({ status: 500, user: undefined })
-    // The host it asked for, named again: no other rules, the same answer.
-    expect(await through('/pay', { cookie: cookies.bob!, 'x-forwarded-host': PAYROLL })).toEqual({ status: 403, user: undefined })
+  it.skipIf(nginx === undefined)('lets no X-Forwarded-Host of the client\'s choose the rules: nginx sets the one it chose', async () => {
+    expect(await through('/pay', { cookie: cookies.bob!, 'x-forwarded-host': WIKI })).toEqual({ status: 403, user: undefined })
+  })
+
+  // A re-reading's finding: X-Original-URL's host is the client's Host header, while nginx chose the
+  // Ingress by the request line's host (an absolute-form target); wiki's rules (none) were applied.
+  it.skipIf(nginx === undefined)('refuses an absolute-form target whose Host names another host (the host cannot be told: 400, which nginx answers 500)', async () => {
+    expect(await raw(`http://${PAYROLL}/pay`, WIKI, cookies.bob!)).toEqual({ status: 500, user: undefined })
+    expect(await raw(`http://${PAYROLL}/admin/users`, WIKI, cookies.alice!)).toEqual({ status: 500, user: undefined })
+    // In origin form, an unknown Host reaches the catch-all server, and payroll's own Host its rules.
+    expect(await raw('/pay', WIKI, cookies.bob!)).toEqual({ status: 404, user: undefined })
+    expect(await raw('/pay', PAYROLL, cookies.alice!)).toEqual({ status: 200, user: 'alice' })
+  })
+
+  it.skipIf(nginx === undefined)('refuses every request of an Ingress without the X-Forwarded-Host header, when forwardAuth.hosts has rules', async () => {
+    expect(await raw('/pay', BARE, cookies.alice!)).toEqual({ status: 500, user: undefined })
   })
 
   it.skipIf(nginx === undefined)('lets no X-Forwarded-Uri of the client\'s choose the path a deny judges', async () => {
@@ -141,9 +188,12 @@ describe('behind ingress-nginx\'s auth location', () => {
 })
 
 describe('X-Original-URL from a trusted proxy', () => {
-  // Asked directly (the peer is a trusted proxy): alice may use payroll's /pay, never /admin/*; a
-  // host that cannot be told is refused (400), a path that cannot be told refuses the path rules.
-  const rows: Array<[string, Record<string, string>, number]> = [
+  // Asked directly (the peer is a trusted proxy) as the configured Ingress asks (X-Forwarded-Host:
+  // the host nginx chose, unless a row says otherwise): alice may use payroll's /pay, never
+  // /admin/*; a host that cannot be told is refused (400), a path that cannot be told refuses the
+  // path rules.
+  const rows: Array<[string, Record<string, string | undefined>, number]> = [
+    ['X-Original-URL alone (forwardAuth.hosts has rules)', { 'x-original-url': `https://${PAYROLL}/pay`, 'x-forwarded-host': undefined }, 400],
     ['payroll, /pay', { 'x-original-url': `https://${PAYROLL}/pay` }, 200],
     ['payroll in upper case with its port', { 'x-original-url': 'https://PAYROLL.example.com:443/pay' }, 200],
     ['payroll, /admin/users', { 'x-original-url': `https://${PAYROLL}/admin/users` }, 403],
@@ -161,14 +211,15 @@ describe('X-Original-URL from a trusted proxy', () => {
     ['a backslash in the host', { 'x-original-url': `https://${PAYROLL}\\@other.example.com/pay` }, 400],
   ]
   it.each(rows)('%s', async (_name, headers, status) => {
-    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: { cookie: cookies.alice!, accept: 'application/json', ...headers } })
+    const sent = Object.entries({ cookie: cookies.alice!, accept: 'application/json', 'x-forwarded-host': PAYROLL, ...headers }).filter((entry): entry is [string, string] => entry[1] !== undefined)
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: sent })
     await response.arrayBuffer()
     expect(response.status).toBe(status)
   })
 
   it('refuses it sent twice (400): either could be the client\'s', async () => {
     const port = gateway.config.server.port
-    const response = await rawRequest(port, '/oauth/auth/demo/', [`Cookie: ${cookies.alice!}`, `X-Original-URL: https://${PAYROLL}/pay`, `X-Original-URL: https://${PAYROLL}/pay`])
+    const response = await rawRequest(port, '/oauth/auth/demo/', [`Cookie: ${cookies.alice!}`, `X-Forwarded-Host: ${PAYROLL}`, `X-Original-URL: https://${PAYROLL}/pay`, `X-Original-URL: https://${PAYROLL}/pay`])
     expect(response.status).toBe(400)
   })
 })
