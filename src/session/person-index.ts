@@ -204,7 +204,8 @@ export class PersonIndex {
    */
   async takeOthers (record: SessionRecord, currentId: string, markMs: number): Promise<{ others: string[], gone: string[] }> {
     const now = String(this.clock.now())
-    for (const { key } of this.personKeys(record, this.hashKeys.slice(0, 1), true)) await this.store.set(storeKeys.signedOutEverywhere(key), now, markMs)
+    // Under every secret's key: an instance of a rolling rotation that seals with the other finds it.
+    for (const { key } of this.personKeys(record, this.hashKeys, true)) await this.store.set(storeKeys.signedOutEverywhere(key), now, markMs)
     const others = new Set<string>()
     const gone: string[] = []
     for (const { key, member, entry } of await this.entries(record, gone)) {
@@ -225,7 +226,9 @@ export class PersonIndex {
     for (const name of this.siblings(provider)) {
       const held = record.identities?.[name]
       if (held === undefined) continue
-      if (identity === undefined || (held.subject ?? held.sub) !== (identity.subject ?? identity.sub)) return false
+      // A record from before the subject was kept is compared by user name (a re-reading's point).
+      const same = held.subject === undefined ? held.sub === identity?.sub : held.subject === identity?.subject
+      if (identity === undefined || !same) return false
       if (held.iss !== undefined && identity.iss !== undefined && held.iss !== identity.iss) return false
     }
     return true
@@ -236,7 +239,7 @@ export class PersonIndex {
    * any of its providers' keys: within the mark's time (takeOthers' `markMs`).
    */
   async signedOutSince (record: SessionRecord, at: number): Promise<boolean> {
-    for (const { key } of this.personKeys(record, this.hashKeys.slice(0, 1), true)) {
+    for (const { key } of this.personKeys(record, this.hashKeys, true)) {
       const mark = await this.store.get(storeKeys.signedOutEverywhere(key))
       if (mark !== null && Number(mark) >= at) return true
     }

@@ -146,6 +146,22 @@ describe('person index', () => {
     expect((await index.list(record('alice')))[0]).toMatchObject({ started: begun, lastSeen: renewed })
   })
 
+  // A re-reading's point: the mark was written and read under the current secret's key only, so an
+  // instance of a rolling rotation that sealed with the other one did not see it.
+  it('a sign out everywhere marks the person for instances of either side of a key rotation', async () => {
+    const store = new MemoryStore({ clock })
+    const rotated = setUp(new Sealer(SECRET, [OLD_SECRET]), undefined, store)
+    const before = setUp(new Sealer(OLD_SECRET, [SECRET]), undefined, store)
+    const at = now
+    now += 1000
+    await rotated.index.takeOthers(record('alice'), sid('current'), TTL)
+    expect(await before.index.signedOutSince(record('alice'), at)).toBe(true)
+    expect(await rotated.index.signedOutSince(record('alice'), at)).toBe(true)
+    // A sign-in made after it, and another person, are not marked.
+    expect(await before.index.signedOutSince(record('alice'), now + 1)).toBe(false)
+    expect(await before.index.signedOutSince(record('bob'), at)).toBe(false)
+  })
+
   it('after a key rotation the old key still reads and opens what it wrote; the new key writes', async () => {
     const store = new MemoryStore({ clock })
     const before = setUp(new Sealer(OLD_SECRET), undefined, store)
@@ -272,5 +288,29 @@ describe('the providers that share a person (one issuer behind several entries)'
     ['a name no provider has', 'nobody', ['nobody']],
   ])('%s', (_what, provider, expected) => {
     expect(siblings(provider)).toEqual(expected)
+  })
+})
+
+describe('samePerson: whether a sign-in is the person a session holds', () => {
+  const index = new PersonIndex(new MemoryStore({ clock }), async () => {}, SEALER, TTL, clock, issuerSiblings({
+    demo: { issuer: 'https://op.example', openid: true },
+    twin: { issuer: 'https://op.example', openid: true },
+    other: { issuer: 'https://other.example', openid: true },
+  }))
+  // `subject` null: a record written before the subject was kept.
+  const signIn = (sub: string, subject: string | null = sub, iss = 'https://op.example') => ({ sub, groups: [], ...(subject === null ? {} : { subject, iss }) })
+  const held = (provider: string, identity: ReturnType<typeof signIn>): SessionRecord => withSignIn(emptyRecord(now), provider, { tokens: { access_token: 'at' }, identity })
+  it.each<[string, SessionRecord, string, ReturnType<typeof signIn> | undefined, boolean]>([
+    ['the same subject at the provider', held('demo', signIn('alice')), 'demo', signIn('alice'), true],
+    ['another subject at the provider', held('demo', signIn('mallory')), 'demo', signIn('alice'), false],
+    ['another subject at a provider of the same issuer', held('twin', signIn('mallory')), 'demo', signIn('alice'), false],
+    ['the same subject at a provider of the same issuer', held('twin', signIn('alice')), 'demo', signIn('alice'), true],
+    ['someone at a provider of another issuer (cannot be told)', held('other', signIn('mallory', 'mallory', 'https://other.example')), 'demo', signIn('alice'), true],
+    ['a record from before the subject was kept, the same user name', held('demo', signIn('alice', null)), 'demo', signIn('alice', 'sub-1'), true],
+    ['a record from before the subject was kept, another user name', held('demo', signIn('mallory', null)), 'demo', signIn('alice', 'sub-1'), false],
+    ['a sign-in that gave no identity over one that did', held('demo', signIn('alice')), 'demo', undefined, false],
+    ['an empty session', emptyRecord(now), 'demo', signIn('alice'), true],
+  ])('%s', (_name, record, provider, identity, expected) => {
+    expect(index.samePerson(record, provider, identity)).toBe(expected)
   })
 })
