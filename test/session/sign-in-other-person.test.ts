@@ -66,7 +66,7 @@ describe('a sign-in over another person\'s session', () => {
     }
     expect(await forwardAuth('demo', alice)).toEqual({ status: 200, user: 'alice' })
     // Her own planted session only (it stays hers: the sign-in neither built on it nor renamed it).
-  expect(others.map((session) => session.providers)).toEqual([['demo-twin']])
+    expect(others.map((session) => session.providers)).toEqual([['demo-twin']])
   })
 })
 
