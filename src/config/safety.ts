@@ -204,6 +204,11 @@ export function configWarnings (config: GatewayConfig): string[] {
   config.routes.forEach((route, i) => {
     const warning = publicWarning(route, i)
     if (warning) warnings.push(warning)
+    // An outside tester's finding: the sign-in budget is all that bounds what strangers can have kept (a kept form needs no cookie).
+    if (route.preserveBodyBytes !== undefined && config.rateLimit.login === undefined) {
+      warnings.push(`routes[${i}].preserveBody with rateLimit.login off: nothing bounds the forms strangers can have kept (up to ${route.preserveBodyBytes} bytes each, for state.ttl, ` +
+        'with no cookie needed); a proxy in front counts requests, not the bytes kept: set rateLimit.login, or preserveBody: false')
+    }
     const anyOf = route.rules.allow?.filter((rule) => rule.name.startsWith('allow.')).map((rule) => rule.name.slice('allow.'.length)) ?? []
     if (anyOf.length > 0) {
       warnings.push(`routes[${i}].allow: this object admits any of ${anyOf.join(', ')}, as it did before rule lists, where a rule needs all of its conditions; ` +

@@ -338,6 +338,19 @@ describe('more unsafe settings refused, each naming its key', () => {
     expect(warnings({ scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t' })).toEqual([])
   })
 
+  // An outside tester's finding: with the sign-in budget off, 700 cookieless form POSTs from one
+  // address were all kept, and nothing said so.
+  it('preserveBody with rateLimit.login off is a warning naming the route', () => {
+    const config = (login: string | undefined) => parseConfig(stringify({
+      session: { secret: GOOD_SECRET },
+      ...(login === undefined ? {} : { rateLimit: { login } }),
+      providers: { p: { clientId: 'c', clientSecret: 's', scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t' } },
+      routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'p', preserveBody: '64KiB' }],
+    }), {})
+    expect(configWarnings(config('off'))).toEqual([expect.stringMatching(/^routes\[0\]\.preserveBody with rateLimit\.login off: nothing bounds the forms strangers can have kept \(up to 65536 bytes each/)])
+    expect(configWarnings(config(undefined))).toEqual([])
+  })
+
   it('pkce: false is a warning naming the key', () => {
     const config = parseConfig(stringify({
       session: { secret: GOOD_SECRET },
