@@ -119,14 +119,34 @@ function relocated (headers: IncomingHttpHeaders, paths: UpstreamPaths): Incomin
  * Chromium, and was not held.
  * @see https://fetch.spec.whatwg.org/#concept-header-extract-mime-type
  */
-export function isEventStream (type: string | undefined): boolean {
+export function isEventStream (type: string | readonly string[] | undefined): boolean {
   if (type === undefined) return false
+  // Two Content-Type lines come as a list (undici), which Fetch reads joined (a re-reading's
+  // finding: `split` on a list threw, and every answer to a signed-in person was a 502).
   let essence: string | undefined
-  for (const value of type.split(',')) {
+  for (const value of mediaTypes(typeof type === 'string' ? type : type.join(','))) {
     const parsed = value.split(';', 1)[0]!.trim().toLowerCase()
     if (MEDIA_TYPE.test(parsed) && parsed !== '*/*') essence = parsed
   }
   return essence === 'text/event-stream'
+}
+
+/** A Content-Type value's types: split at each `,` outside a quoted parameter value (`x="a,b"` is one). */
+function mediaTypes (value: string): string[] {
+  const types: string[] = []
+  let start = 0
+  let quoted = false
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i)
+    if (quoted && code === 92 /* \\ */) i++
+    else if (code === 34 /* " */) quoted = !quoted
+    else if (code === 44 /* , */ && !quoted) {
+      types.push(value.slice(start, i))
+      start = i + 1
+    }
+  }
+  types.push(value.slice(start))
+  return types
 }
 
 /** A media type's essence: a token, `/`, a token (RFC 9110 §5.6.2). */
@@ -140,7 +160,7 @@ const MEDIA_TYPE = /^[!#$%&'*+.^_`|~0-9a-z-]+\/[!#$%&'*+.^_`|~0-9a-z-]+$/
  */
 function streamed (method: string, answer: UpstreamAnswer): boolean {
   if (method === 'HEAD' || answer.statusCode === 204 || answer.statusCode === 304) return false
-  return answer.headers['content-length'] === undefined || isEventStream(answer.headers['content-type'])
+  return answer.headers['content-length'] === undefined || isEventStream(answer.headers['content-type'] as string | string[] | undefined)
 }
 
 /** What RFC 9110 §5.5 does not allow in a field value (HTAB, SP to `~` and obs-text are allowed). */

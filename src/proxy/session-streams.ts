@@ -27,10 +27,11 @@ export type StreamHolder = 'agent' | 'browser'
 
 export class SessionStreams {
   private readonly open = new Map<string, Set<ServerResponse>>()
+  private readonly holds = new Map<ServerResponse, Held>()
   /** The sessions whose ending this instance heard last: a response held after that is cut at once. */
   private readonly ended = new Lru<string, true>(ENDED_KEPT)
 
-  constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
+  constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load' | 'renamedTo'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
     sessions.onEnded((id) => this.end(id))
   }
 
@@ -69,16 +70,26 @@ export class SessionStreams {
       response.destroy()
       return
     }
+    const held: Held = { id, who, cancel: this.deadline(response, until, who) }
+    this.holds.set(response, held)
+    this.place(id, response)
+    response.once('close', () => {
+      held.cancel()
+      this.holds.delete(response)
+      this.unplace(held.id, response)
+    })
+  }
+
+  private place (id: string, response: ServerResponse): void {
     let open = this.open.get(id)
     if (open === undefined) this.open.set(id, open = new Set())
-    const held = open
-    held.add(response)
-    const cancel = this.deadline(response, until, who)
-    response.once('close', () => {
-      cancel()
-      held.delete(response)
-      if (held.size === 0 && this.open.get(id) === held) this.open.delete(id)
-    })
+    open.add(response)
+  }
+
+  private unplace (id: string, response: ServerResponse): void {
+    const open = this.open.get(id)
+    if (open === undefined || !open.delete(response) || open.size > 0) return
+    this.open.delete(id)
   }
 
   /** Cuts `response` at `until`; a deadline beyond the longest timer is set again when that one fires. */
@@ -104,12 +115,39 @@ export class SessionStreams {
     return size
   }
 
+  /**
+   * Session `id` ended: its agents' answers are cut; its browser's are cut unless a sign-in in
+   * another tab renamed the session (its old id ends then, on every instance; the rename's pointer
+   * says to what), when they go on under the new id (a re-reading's finding: a person's downloads
+   * were cut by their own step-up in another tab).
+   */
   private end (id: string): void {
     this.ended.set(id, true)
     const open = this.open.get(id)
     if (open === undefined) return
     this.open.delete(id)
-    for (const response of open) response.destroy()
-    this.log.info({ session: id.slice(0, 8), streams: open.size }, 'streams closed: their session ended')
+    const browser = [...open].filter((response) => this.holds.get(response)?.who === 'browser')
+    const cut = (responses: readonly ServerResponse[]) => {
+      for (const response of responses) response.destroy()
+      if (responses.length > 0) this.log.info({ session: id.slice(0, 8), streams: responses.length }, 'streams closed: their session ended')
+    }
+    cut([...open].filter((response) => !browser.includes(response)))
+    if (browser.length === 0) return
+    this.sessions.renamedTo(id).then((next) => {
+      // Closed meanwhile: nothing to do for those.
+      const live = browser.filter((response) => this.holds.has(response))
+      if (next === undefined || this.ended.peek(next) !== undefined) return cut(live)
+      for (const response of live) {
+        this.holds.get(response)!.id = next
+        this.place(next, response)
+      }
+    }, () => cut(browser))
   }
+}
+
+/** A held answer: the session it is held with (renamed sessions move it), whose it is, and its deadline's cancel. */
+interface Held {
+  id: string
+  readonly who: StreamHolder
+  readonly cancel: () => void
 }

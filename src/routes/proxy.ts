@@ -22,6 +22,7 @@ import { claimPaths } from '../config/rule-lists.js'
 import type { GatewayConfig, ReauthConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
 import { closeIfBodyUnread, wantsHtml } from '../http/error-handler.js'
+import { upgradeOf } from '../http/upgrades.js'
 import { allCookieNames, loginUrl, resourceMetadataUrl, switchAccountUrl } from '../oauth/urls.js'
 import { stepUpEnds } from '../oauth/step-up.js'
 import type { Session } from '../session/session.js'
@@ -249,8 +250,10 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
 function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number): void {
   scope.addHook('onRequest', (request, reply, done) => {
     const grant = request.allowed?.grant
-    // An allowed verdict carries a grant only for an agent's token.
-    if (grant !== undefined && request.headers.upgrade === undefined) {
+    // An allowed verdict carries a grant only for an agent's token. Only a websocket the route takes
+    // over is not an answer (its sockets are kept apart): any other Upgrade header is answered as
+    // HTTP, and was not held (a re-reading's finding: `Upgrade: h2c` kept a stream past its grant).
+    if (grant !== undefined && upgradeOf(request.raw) === undefined) {
       const token = bearerToken(request.headers[header])
       // Cut once the token would be refused: its exp plus the skew a request is let through with.
       const expires = typeof token === 'string' ? grants.until(token) : undefined

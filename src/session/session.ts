@@ -1,7 +1,6 @@
-// Session cookie <-> store record: load, start (always a new id), end. The cookie is 256 random
-// bits and the key id of the secret it was made under (`<43 chars>.<kid>`); the store key is a keyed
-// hash of it under that secret, and the record is sealed with a key derived from it and that same
-// secret (./seal.ts). A cookie naming a secret the gateway no longer holds costs no store read.
+// Session cookie <-> store record: load, start (always a new id), end. The cookie is 256 random bits and the key id of
+// the secret it was made under (`<43 chars>.<kid>`); the store key is a keyed hash of it under that secret, and the record
+// is sealed with a key derived from it and that same secret (./seal.ts). A cookie of a secret no longer held: no store read.
 // No Fastify here: callers hand in the Cookie header and set or clear the cookie themselves
 // (src/http/session-cookie.ts), so every step can be called, and tested, without a server.
 import type { SessionConfig } from '../config/types.js'
@@ -35,9 +34,8 @@ export interface StartSteps {
 }
 
 /**
- * A session's record counts as written only once a replica has it (where store.waitForReplica
- * says so): a browser is never given a cookie, nor a refresh's result kept, for a record a master
- * cut off from its replicas would lose when demoted.
+ * A session's record counts as written only once a replica has it (where store.waitForReplica says so): a browser is
+ * never given a cookie, nor a refresh's result kept, for a record a master cut off from its replicas would lose when demoted.
  */
 const REPLICATED: WriteOptions = { replicated: true }
 
@@ -45,10 +43,7 @@ const INVALIDATIONS = 'session-invalidated'
 /** Ids of sessions that ended (not changed): what hangs off a session on any instance ends with it. */
 const ENDINGS = 'session-ended'
 
-/**
- * Sessions over a key-value store: what a Cookie header opens, and starting, refreshing and ending
- * them. Records are sealed to their cookie (./seal.ts); recently read ones are cached (./cache.ts).
- */
+/** Sessions over a key-value store: what a Cookie header opens; starting, refreshing, ending them (sealed to their cookie, ./seal.ts; cached, ./cache.ts). */
 export class Sessions {
   readonly cookieOptions: CookieOptions
   private readonly cache: SessionCache
@@ -384,6 +379,9 @@ export class Sessions {
     const id = session?.id ?? this.idOf(cookieHeader)
     if (id !== undefined) await this.endRenamed(id)
   }
+
+  /** The session a sign-in renamed `id` to in the last minute (./renames.ts), the last of a chain; undefined: none. */
+  async renamedTo (id: string): Promise<string | undefined> { return (await this.renames.chain(id)).at(-1) }
 
   /** Ends the sessions a sign-in renamed `id` to in the last minute (./renames.ts) but `skip`'s; how many. */
   async endRenamed (id: string, skip: ReadonlySet<string> = new Set()): Promise<number> {

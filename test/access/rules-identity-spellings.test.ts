@@ -106,6 +106,16 @@ describe('a deny on a group, and the group spelt otherwise', () => {
     expect(admitted(undefined, [{ groups: ['contractors'] }], { sub: 'u1', groups })).toBe(false)
   })
 
+  // A re-reading's finding: a group that is an address kept a joiner in its domain (IDNA refuses it).
+  it.each([
+    ['a zero-width joiner inside the domain', 'contractors@co\u200drp.example'],
+    ['a zero-width non-joiner inside the domain', 'contractors@co\u200crp.example'],
+    ['a joiner and another case', 'Contractors@CO\u200dRP.example'],
+  ])('holds on an address-like group with %s', (_name, group) => {
+    expect(admitted(undefined, [{ groups: ['contractors@corp.example'] }], { sub: 'u1', groups: [group] })).toBe(false)
+    expect(admitted(undefined, [{ groups: ['contractors@corp.example'] }], { sub: 'u1', groups: ['staff@corp.example'] })).toBe(true)
+  })
+
   it('holds on an entry written in another case', () => {
     expect(admitted(undefined, [{ groups: ['Contractors'] }], { sub: 'u1', groups: ['contractors'] })).toBe(false)
   })

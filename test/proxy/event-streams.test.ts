@@ -205,7 +205,7 @@ describe('a browser\'s stream whose session is read from the store', () => {
 
 describe('isEventStream', () => {
   // What a browser's EventSource takes as a stream: the essence text/event-stream, in any case, with any parameters.
-  const rows: Array<[string | undefined, boolean]> = [
+  const rows: Array<[string | string[] | undefined, boolean]> = [
     ['text/event-stream', true],
     ['TEXT/EVENT-STREAM', true],
     ['text/event-stream;charset=utf-8', true],
@@ -215,6 +215,11 @@ describe('isEventStream', () => {
     ['text/event-stream,', true],
     ['text/event-stream, */*', true],
     ['text/event-stream, not a type', true],
+    // A re-reading's findings: a comma inside a quoted parameter splits nothing; two lines come as a list.
+    ['text/event-stream; x="a,text/html;"', true],
+    ['text/html; x="a,text/event-stream"', false],
+    [['text/plain', 'text/event-stream'], true],
+    [['text/event-stream', 'text/plain; charset=utf-8'], false],
     [undefined, false],
     ['', false],
     ['text/event', false],

@@ -1,0 +1,139 @@
+// Where a held stream meets other parts (a re-reading's findings, each failing on the code before):
+// a person's own download must go on when a sign-in in another tab renames their session (the old
+// id ends; SessionStreams follows the rename's pointer); an agent's request with an Upgrade header
+// that is no websocket taken over (h2c, any other) is answered as HTTP and must be held like any
+// other; an upstream's two Content-Type lines (a list) must not turn a signed-in person's answer
+// into a 502. A body of declared length is not held (upstreams.md says so).
+import { connect } from 'node:net'
+import { createServer, type Server } from 'node:http'
+import { afterAll, describe, expect } from 'vitest'
+import { agentGrant } from '../helpers/agent-grant.js'
+import { signIn } from '../helpers/browser.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+
+let gateway: TestGateway
+let odd: Server
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  odd = createServer((_req, res) => {
+    // Two Content-Type lines and a declared length: what some frameworks' middlewares send.
+    res.writeHead(200, [['content-type', 'text/plain'], ['content-type', 'text/plain; charset=utf-8'], ['content-length', '5']])
+    res.end('hello')
+  })
+  await new Promise<void>((resolve) => odd.listen(0, '127.0.0.1', resolve))
+  const oddUrl = `http://127.0.0.1:${(odd.address() as { port: number }).port}`
+  gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/admin/', upstream: upstream.url, provider: 'demo', reauth: { maxAge: '5m' } },
+      { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
+      { path: '/odd/', upstream: oddUrl, provider: 'demo' },
+    ],
+  })
+})
+
+afterAll(async () => {
+  await new Promise((resolve) => { odd?.closeAllConnections(); odd?.close(resolve) })
+})
+
+/** Reads `/…/stream`'s first chunk; `next` settles with 'went on' (the upstream's last chunk came) or 'cut'. */
+async function openStream (url: string, headers: Record<string, string>): Promise<{ next: Promise<string> }> {
+  const response = await fetch(url, { headers })
+  expect(response.status).toBe(200)
+  const reader = response.body!.getReader()
+  expect(new TextDecoder().decode((await reader.read()).value)).toBe('first,')
+  const rest = async (): Promise<string> => {
+    let text = ''
+    for (let chunk = await reader.read(); !chunk.done; chunk = await reader.read()) text += new TextDecoder().decode(chunk.value)
+    return text === 'last' ? 'went on' : `ended with ${JSON.stringify(text)}`
+  }
+  return { next: rest().catch(() => 'cut') }
+}
+
+/** The same, with a raw socket (fetch will not send an Upgrade header): 'went on' or 'cut'. */
+async function openRaw (path: string, lines: string[]): Promise<{ next: Promise<string> }> {
+  const socket = connect(gateway.config.server.port, '127.0.0.1')
+  socket.setEncoding('latin1')
+  let data = ''
+  let firstSeen!: () => void
+  const first = new Promise<void>((resolve) => { firstSeen = resolve })
+  const closed = new Promise<string>((resolve) => {
+    socket.on('data', (chunk: string) => {
+      data += chunk
+      if (data.includes('first,')) firstSeen()
+    })
+    socket.on('error', () => resolve('cut'))
+    socket.on('close', () => resolve(/\r\n0\r\n\r\n$/.test(data) && data.includes('last') ? 'went on' : 'cut'))
+  })
+  socket.write([`GET ${path} HTTP/1.1`, `Host: 127.0.0.1:${gateway.config.server.port}`, ...lines, ...(lines.some((line) => /^connection:/i.test(line)) ? [] : ['Connection: close']), '', ''].join('\r\n'))
+  await first
+  expect(data).toMatch(/^HTTP\/1\.1 200/)
+  return { next: closed }
+}
+
+async function signOutEverywhere (cookie: string): Promise<void> {
+  const response = await fetch(`${gateway.url}/oauth/logout/?everywhere=1`, { method: 'POST', redirect: 'manual', headers: { accept: 'application/json', cookie } })
+  await response.arrayBuffer()
+  expect(response.status).toBeLessThan(400)
+}
+
+describe('a person\'s own download in flight', () => {
+  it('control: goes on when nothing happens to its session', async ({ upstream }) => {
+    const { cookie } = await signIn(`${gateway.url}/oauth/login/demo/?next=/app/`, 'seam-downloader-0')
+    const download = await openStream(`${gateway.url}/app/files/stream`, { cookie })
+    upstream.release()
+    expect(await download.next).toBe('went on')
+  })
+
+  it('goes on when the same person steps up for another route in another tab (the session is renamed, not ended)', async ({ upstream }) => {
+    const { browser, cookie } = await signIn(`${gateway.url}/oauth/login/demo/?next=/app/`, 'seam-downloader')
+    const download = await openStream(`${gateway.url}/app/files/stream`, { cookie })
+    // Another tab of the same browser: /admin/ asks for a fresh sign-in (reauth), of the same person.
+    const landed = await browser.navigate(`${gateway.url}/oauth/login/demo/?next=/admin/`, { login: 'seam-downloader' })
+    expect(landed.status).toBe(200)
+    expect(browser.cookies.get('gw_session')!.value).not.toBe(cookie.split('=')[1])
+    upstream.release()
+    expect(await download.next).toBe('went on')
+  })
+})
+
+describe('an agent\'s stream', () => {
+  it('control: without an Upgrade header it is cut when its person signs out everywhere', async ({ upstream }) => {
+    const { tokens } = await agentGrant(gateway.url, 'seam-agent-a', `${gateway.url}/mcp`)
+    const stream = await openRaw('/mcp/stream', [`Authorization: Bearer ${tokens.access_token}`])
+    const person = await signIn(`${gateway.url}/oauth/login/demo/?next=/app/`, 'seam-agent-a')
+    await signOutEverywhere(person.cookie)
+    upstream.release()
+    expect(await stream.next).toBe('cut')
+  })
+
+  it.for([
+    ['Upgrade: h2c (no Connection: upgrade)', ['Upgrade: h2c']],
+    ['Connection: Upgrade, Upgrade: foo', ['Upgrade: foo', 'Connection: Upgrade']],
+  ] as Array<[string, string[]]>)('with %s it is still cut when its person signs out everywhere', async ([, extra], { upstream }) => {
+    const login = `seam-agent-${extra.length}`
+    const { tokens } = await agentGrant(gateway.url, login, `${gateway.url}/mcp`)
+    const stream = await openRaw('/mcp/stream', [`Authorization: Bearer ${tokens.access_token}`, ...extra])
+    const person = await signIn(`${gateway.url}/oauth/login/demo/?next=/app/`, login)
+    await signOutEverywhere(person.cookie)
+    // The grant's session is gone: a new request with the token is refused...
+    const after = await fetch(`${gateway.url}/mcp/x`, { headers: { authorization: `Bearer ${tokens.access_token}`, accept: 'application/json' } })
+    await after.arrayBuffer()
+    expect(after.status).toBe(401)
+    upstream.release()
+    // ...and so should the stream it opened before be.
+    expect(await stream.next).toBe('cut')
+  })
+})
+
+describe('an upstream that sends Content-Type twice with a Content-Length', () => {
+  it('is answered to a signed-in person as to anyone (not 502)', async () => {
+    const { cookie } = await signIn(`${gateway.url}/oauth/login/demo/?next=/app/`, 'seam-odd')
+    const response = await fetch(`${gateway.url}/odd/page`, { headers: { cookie } })
+    const body = await response.text()
+    expect(response.status, body).toBe(200)
+    expect(body).toBe('hello')
+  })
+})
