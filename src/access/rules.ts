@@ -131,7 +131,8 @@ function deniedGroupsCondition (groups: readonly string[]): Condition {
  */
 function groupSpellings (group: string): string[] {
   const folded = foldName(group)
-  const bare = group.normalize('NFKC').replace(INVISIBLE, '').toLowerCase()
+  // Folded in full once they are out: a joiner and a trailing dot together (a re-reading's finding).
+  const bare = foldName(group.normalize('NFKC').replace(INVISIBLE, ''))
   return folded === bare ? [folded] : [folded, bare]
 }
 

@@ -35,7 +35,7 @@ export interface ForwardParts {
    * (RFC 9728 `resource_metadata`).
    */
   challenge?: string | undefined
-  /** A browser's streamed answer (an event stream, a body of no declared length) a session let through: held with that session, to end with it (session-streams.ts). */
+  /** A browser's event stream a session let through: held with that session, to end with it (session-streams.ts). */
   streams?: ((request: FastifyRequest, response: ServerResponse) => void) | undefined
 }
 
@@ -153,14 +153,15 @@ function mediaTypes (value: string): string[] {
 const MEDIA_TYPE = /^[!#$%&'*+.^_`|~0-9a-z-]+\/[!#$%&'*+.^_`|~0-9a-z-]+$/
 
 /**
- * Whether an answer's body is streamed to the client for as long as the upstream keeps it open: an
- * event stream, or any body of no declared length (an NDJSON feed, a long poll; a re-reading's
- * finding: a `text/plain` stream went on after its person signed out everywhere). Not a HEAD's,
- * a 204's or a 304's, which have none.
+ * Whether an answer is a browser's event stream, held with its session (session-streams.ts): not a
+ * HEAD's, a 204's or a 304's, which have no body. Other answers of no declared length (a download,
+ * an NDJSON feed) are not held: a sign-in in another tab renames the session, which ends the old
+ * id, and cut the person's own downloads with it (a re-reading's finding), where an EventSource
+ * connects again by itself.
  */
 function streamed (method: string, answer: UpstreamAnswer): boolean {
   if (method === 'HEAD' || answer.statusCode === 204 || answer.statusCode === 304) return false
-  return answer.headers['content-length'] === undefined || isEventStream(answer.headers['content-type'] as string | string[] | undefined)
+  return isEventStream(answer.headers['content-type'] as string | string[] | undefined)
 }
 
 /** What RFC 9110 §5.5 does not allow in a field value (HTAB, SP to `~` and obs-text are allowed). */

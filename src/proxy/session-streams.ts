@@ -11,7 +11,9 @@
 // When the session ends (Sessions.onEnded: sign-out, sign-out everywhere, a revoke, back-channel
 // logout, on every instance) each is cut: its socket destroyed, since a stream has no status left
 // to say why; the next request (an EventSource reconnects by itself) gets the sign-in or the 401
-// that says it. A response that ends by itself leaves the registry, and its timer with it.
+// that says it (a sign-in in another tab renames the session, ending its old id: the EventSource
+// connects again under the new one). A response that ends by itself leaves the registry, and its
+// timer with it.
 // Websockets are session-sockets.ts's and bearer-sockets.ts's.
 import type { ServerResponse } from 'node:http'
 import { MAX_TIMER_MS, nodeTimers, systemClock, type Clock, type Timers } from '../ops/clock.js'
@@ -27,16 +29,15 @@ export type StreamHolder = 'agent' | 'browser'
 
 export class SessionStreams {
   private readonly open = new Map<string, Set<ServerResponse>>()
-  private readonly holds = new Map<ServerResponse, Held>()
   /** The sessions whose ending this instance heard last: a response held after that is cut at once. */
   private readonly ended = new Lru<string, true>(ENDED_KEPT)
 
-  constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load' | 'renamedTo'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
+  constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
     sessions.onEnded((id) => this.end(id))
   }
 
   /**
-   * Keeps `response`, a browser's streamed answer, with the session its request's cookie named, until
+   * Keeps `response`, a browser's event stream, with the session its request's cookie named, until
    * `until(session)`: the session from this instance's cache (the access check has just read it),
    * else from the store (a slow upstream answered after the cache let it go). A session gone
    * meanwhile cuts the stream at once.
@@ -70,13 +71,11 @@ export class SessionStreams {
       response.destroy()
       return
     }
-    const held: Held = { id, who, cancel: this.deadline(response, until, who) }
-    this.holds.set(response, held)
+    const cancel = this.deadline(response, until, who)
     this.place(id, response)
     response.once('close', () => {
-      held.cancel()
-      this.holds.delete(response)
-      this.unplace(held.id, response)
+      cancel()
+      this.unplace(id, response)
     })
   }
 
@@ -115,39 +114,12 @@ export class SessionStreams {
     return size
   }
 
-  /**
-   * Session `id` ended: its agents' answers are cut; its browser's are cut unless a sign-in in
-   * another tab renamed the session (its old id ends then, on every instance; the rename's pointer
-   * says to what), when they go on under the new id (a re-reading's finding: a person's downloads
-   * were cut by their own step-up in another tab).
-   */
   private end (id: string): void {
     this.ended.set(id, true)
     const open = this.open.get(id)
     if (open === undefined) return
     this.open.delete(id)
-    const browser = [...open].filter((response) => this.holds.get(response)?.who === 'browser')
-    const cut = (responses: readonly ServerResponse[]) => {
-      for (const response of responses) response.destroy()
-      if (responses.length > 0) this.log.info({ session: id.slice(0, 8), streams: responses.length }, 'streams closed: their session ended')
-    }
-    cut([...open].filter((response) => !browser.includes(response)))
-    if (browser.length === 0) return
-    this.sessions.renamedTo(id).then((next) => {
-      // Closed meanwhile: nothing to do for those.
-      const live = browser.filter((response) => this.holds.has(response))
-      if (next === undefined || this.ended.peek(next) !== undefined) return cut(live)
-      for (const response of live) {
-        this.holds.get(response)!.id = next
-        this.place(next, response)
-      }
-    }, () => cut(browser))
+    for (const response of open) response.destroy()
+    this.log.info({ session: id.slice(0, 8), streams: open.size }, 'streams closed: their session ended')
   }
-}
-
-/** A held answer: the session it is held with (renamed sessions move it), whose it is, and its deadline's cancel. */
-interface Held {
-  id: string
-  readonly who: StreamHolder
-  readonly cancel: () => void
 }

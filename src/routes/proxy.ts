@@ -185,7 +185,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         // After a kept form is delivered: its body's `_method` is judged too.
         const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
         if (overrides !== undefined) scope.addHook('preParsing', overrides)
-        if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs)
+        if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs, route.websocket)
         if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets)
       }
       const browser = route.auth === 'required' && streams !== undefined ? browserStreams(streams, route, config.session.maxAgeMs) : undefined
@@ -247,13 +247,14 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
  * held with its grant, so that its answer ends with it, and at the end of the token it came with
  * or of the grant's session.maxAge, whichever is first.
  */
-function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number): void {
+function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number, websockets: boolean): void {
   scope.addHook('onRequest', (request, reply, done) => {
     const grant = request.allowed?.grant
     // An allowed verdict carries a grant only for an agent's token. Only a websocket the route takes
     // over is not an answer (its sockets are kept apart): any other Upgrade header is answered as
     // HTTP, and was not held (a re-reading's finding: `Upgrade: h2c` kept a stream past its grant).
-    if (grant !== undefined && upgradeOf(request.raw) === undefined) {
+    // upgrades.ts marks an upgrade by the websocket route's prefix: a route nested under it answers it as HTTP (a re-reading's finding).
+    if (grant !== undefined && !(websockets && upgradeOf(request.raw) !== undefined)) {
       const token = bearerToken(request.headers[header])
       // Cut once the token would be refused: its exp plus the skew a request is let through with.
       const expires = typeof token === 'string' ? grants.until(token) : undefined

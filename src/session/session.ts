@@ -380,9 +380,6 @@ export class Sessions {
     if (id !== undefined) await this.endRenamed(id)
   }
 
-  /** The session a sign-in renamed `id` to in the last minute (./renames.ts), the last of a chain; undefined: none. */
-  async renamedTo (id: string): Promise<string | undefined> { return (await this.renames.chain(id)).at(-1) }
-
   /** Ends the sessions a sign-in renamed `id` to in the last minute (./renames.ts) but `skip`'s; how many. */
   async endRenamed (id: string, skip: ReadonlySet<string> = new Set()): Promise<number> {
     const renamed = (await this.renames.chain(id)).filter((to) => !skip.has(to))

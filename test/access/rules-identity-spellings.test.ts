@@ -111,9 +111,15 @@ describe('a deny on a group, and the group spelt otherwise', () => {
     ['a zero-width joiner inside the domain', 'contractors@co\u200drp.example'],
     ['a zero-width non-joiner inside the domain', 'contractors@co\u200crp.example'],
     ['a joiner and another case', 'Contractors@CO\u200dRP.example'],
+    ['a joiner and an ideographic full stop', 'contractors@co\u200drp\u3002example'],
+    ['a joiner and a trailing dot', 'contractors@co\u200drp.example.'],
   ])('holds on an address-like group with %s', (_name, group) => {
     expect(admitted(undefined, [{ groups: ['contractors@corp.example'] }], { sub: 'u1', groups: [group] })).toBe(false)
     expect(admitted(undefined, [{ groups: ['contractors@corp.example'] }], { sub: 'u1', groups: ['staff@corp.example'] })).toBe(true)
+  })
+
+  it('holds on a joiner in a Unicode domain, the deny written in punycode', () => {
+    expect(admitted(undefined, [{ groups: ['contractors@xn--bcher-kva.example'] }], { sub: 'u1', groups: ['contractors@b\u00fc\u200dcher.example'] })).toBe(false)
   })
 
   it('holds on an entry written in another case', () => {

@@ -1,9 +1,9 @@
-// Where a held stream meets other parts (a re-reading's findings, each failing on the code before):
-// a person's own download must go on when a sign-in in another tab renames their session (the old
-// id ends; SessionStreams follows the rename's pointer); an agent's request with an Upgrade header
-// that is no websocket taken over (h2c, any other) is answered as HTTP and must be held like any
-// other; an upstream's two Content-Type lines (a list) must not turn a signed-in person's answer
-// into a 502. A body of declared length is not held (upstreams.md says so).
+// Where a held stream meets other parts (re-readings' findings, each failing on the code of its
+// day): a person's own download must go on when a sign-in in another tab renames their session
+// (only event streams are held for a browser: a rename ends the old id); an agent's request with an
+// Upgrade header that is no websocket its route takes over (h2c, any other, or a websocket upgrade
+// on a route nested under a websocket route) is answered as HTTP and must be held like any other;
+// an upstream's two Content-Type lines (a list) must not turn a signed-in person's answer into a 502.
 import { connect } from 'node:net'
 import { createServer, type Server } from 'node:http'
 import { afterAll, describe, expect } from 'vitest'
@@ -30,6 +30,8 @@ it.beforeAll(async ({ startStack, upstream }) => {
       { path: '/admin/', upstream: upstream.url, provider: 'demo', reauth: { maxAge: '5m' } },
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/odd/', upstream: oddUrl, provider: 'demo' },
+      { path: '/ws', upstream: upstream.url, provider: 'demo', agents: true, websocket: true },
+      { path: '/ws/files', upstream: upstream.url, provider: 'demo', agents: true },
     ],
   })
 })
@@ -109,17 +111,19 @@ describe('an agent\'s stream', () => {
     expect(await stream.next).toBe('cut')
   })
 
+  // The last row: a websocket upgrade to a route nested under a websocket route, which answers it as HTTP.
   it.for([
-    ['Upgrade: h2c (no Connection: upgrade)', ['Upgrade: h2c']],
-    ['Connection: Upgrade, Upgrade: foo', ['Upgrade: foo', 'Connection: Upgrade']],
-  ] as Array<[string, string[]]>)('with %s it is still cut when its person signs out everywhere', async ([, extra], { upstream }) => {
+    ['Upgrade: h2c (no Connection: upgrade)', ['Upgrade: h2c'], '/mcp'],
+    ['Connection: Upgrade, Upgrade: foo', ['Upgrade: foo', 'Connection: Upgrade'], '/mcp'],
+    ['a websocket upgrade on a route nested under a websocket route', ['Upgrade: websocket', 'Connection: Upgrade', 'Sec-WebSocket-Version: 13', 'Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ=='], '/ws/files'],
+  ] as Array<[string, string[], string]>)('with %s it is still cut when its person signs out everywhere', async ([, extra, route], { upstream }) => {
     const login = `seam-agent-${extra.length}`
-    const { tokens } = await agentGrant(gateway.url, login, `${gateway.url}/mcp`)
-    const stream = await openRaw('/mcp/stream', [`Authorization: Bearer ${tokens.access_token}`, ...extra])
+    const { tokens } = await agentGrant(gateway.url, login, `${gateway.url}${route}`)
+    const stream = await openRaw(`${route}/stream`, [`Authorization: Bearer ${tokens.access_token}`, ...extra])
     const person = await signIn(`${gateway.url}/oauth/login/demo/?next=/app/`, login)
     await signOutEverywhere(person.cookie)
     // The grant's session is gone: a new request with the token is refused...
-    const after = await fetch(`${gateway.url}/mcp/x`, { headers: { authorization: `Bearer ${tokens.access_token}`, accept: 'application/json' } })
+    const after = await fetch(`${gateway.url}${route}/x`, { headers: { authorization: `Bearer ${tokens.access_token}`, accept: 'application/json' } })
     await after.arrayBuffer()
     expect(after.status).toBe(401)
     upstream.release()
