@@ -155,9 +155,9 @@ const MEDIA_TYPE = /^[!#$%&'*+.^_`|~0-9a-z-]+\/[!#$%&'*+.^_`|~0-9a-z-]+$/
 /**
  * Whether an answer is a browser's event stream, held with its session (session-streams.ts): not a
  * HEAD's, a 204's or a 304's, which have no body. Other answers of no declared length (a download,
- * an NDJSON feed) are not held: a sign-in in another tab renames the session, which ends the old
- * id, and cut the person's own downloads with it (a re-reading's finding), where an EventSource
- * connects again by itself.
+ * an NDJSON feed) are not held: a sign-in in another tab renames the session, which ends its old
+ * id, and a first version that held them cut the person's own downloads so (a re-reading's
+ * finding); an EventSource connects again by itself.
  */
 function streamed (method: string, answer: UpstreamAnswer): boolean {
   if (method === 'HEAD' || answer.statusCode === 204 || answer.statusCode === 304) return false
