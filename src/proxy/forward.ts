@@ -123,8 +123,11 @@ export function isEventStream (type: string | readonly string[] | undefined): bo
   if (type === undefined) return false
   // Two Content-Type lines come as a list (undici), which Fetch reads joined (a re-reading's
   // finding: `split` on a list threw, and every answer to a signed-in person was a 502).
+  const joined = typeof type === 'string' ? type : type.join(',')
+  // Most answers name no event stream at all: no split, no array, on the proxied path.
+  if (!EVENT_STREAM.test(joined)) return false
   let essence: string | undefined
-  for (const value of mediaTypes(typeof type === 'string' ? type : type.join(','))) {
+  for (const value of mediaTypes(joined)) {
     const parsed = value.split(';', 1)[0]!.trim().toLowerCase()
     if (MEDIA_TYPE.test(parsed) && parsed !== '*/*') essence = parsed
   }
@@ -148,6 +151,8 @@ function mediaTypes (value: string): string[] {
   types.push(value.slice(start))
   return types
 }
+
+const EVENT_STREAM = /event-stream/i
 
 /** A media type's essence: a token, `/`, a token (RFC 9110 §5.6.2). */
 const MEDIA_TYPE = /^[!#$%&'*+.^_`|~0-9a-z-]+\/[!#$%&'*+.^_`|~0-9a-z-]+$/
