@@ -113,8 +113,7 @@ function agreed (request: FastifyRequest, name: string, other: string, ...more: 
  * also when its raw segments are not those of its canonical form: resolvesSegments), and rules
  * then refuse rather than admit (access/rules.ts).
  */
-function originalRequest (trusted: TrustTest, request: FastifyRequest, original: OriginalUrl | undefined): OriginalSubject {
-  const fromProxy = trusted(request.socket.remoteAddress ?? '', 0)
+function originalRequest (fromProxy: boolean, request: FastifyRequest, original: OriginalUrl | undefined): OriginalSubject {
   // The client's address only as a trusted proxy tells it: without its X-Forwarded-For, request.ip is the proxy's own.
   const address = fromProxy && request.headers['x-forwarded-for'] !== undefined ? request.ip : undefined
   if (original === undefined || !fromProxy) return { method: undefined, path: undefined, address, overrides: [] }
@@ -158,9 +157,6 @@ function forwardJudge (query: Rule[] | undefined, host: Judge | undefined, subje
   }
 }
 
-/** What trustTest (src/http/trust-proxy.ts) returns: whether a peer is a proxy trustProxy admits. */
-type TrustTest = ReturnType<typeof trustTest>
-
 /** The original URL: `text` as given (what `next` will be checked as), `uri` its path and query, `url` as parsed. */
 interface OriginalUrl { text: string, uri: string, url: URL }
 
@@ -172,10 +168,8 @@ interface OriginalUrl { text: string, uri: string, url: URL }
  * URL as given (what `next` will be checked as), `url` as parsed. Undefined when it cannot be told:
  * its method, path and `?_method=` are then unknown, and rules that name methods or paths refuse.
  */
-function originalUrl (trusted: TrustTest, request: FastifyRequest): OriginalUrl | undefined {
-  if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
-  const named = namedUrl(request)
-  if (named === null) return undefined
+function originalUrl (fromProxy: boolean, request: FastifyRequest, named: NamedUrl | undefined | null): OriginalUrl | undefined {
+  if (!fromProxy || named === null) return undefined
   const uri = agreed(request, 'x-forwarded-uri', 'x-original-uri', ...(named === undefined ? [] : [named.uri]))
   const host = forwardedHostName(request, named)
   const proto = named?.scheme ?? request.protocol
@@ -199,9 +193,8 @@ function originalUrl (trusted: TrustTest, request: FastifyRequest): OriginalUrl 
  * `payroll.example.com..` (two trailing dots, which hostKey left one of) matched no entry of
  * forwardAuth.hosts, so its rules did not apply (an outside tester's finding).
  */
-function forwardedHost (trusted: TrustTest, request: FastifyRequest): string | undefined | null {
-  if (!trusted(request.socket.remoteAddress ?? '', 0)) return undefined
-  const named = namedUrl(request)
+function forwardedHost (fromProxy: boolean, request: FastifyRequest, named: NamedUrl | undefined | null): string | undefined | null {
+  if (!fromProxy) return undefined
   const host = named === null ? null : forwardedHostName(request, named)
   if (host === null) return null
   try {
@@ -304,10 +297,13 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
   app.get<{ Params: { provider: string }, Querystring: Record<string, string | string[] | undefined> }>(FORWARD_AUTH_ROUTE, async (request, reply) => {
     const provider = request.params.provider
     if (!providers.signsIn(provider)) throw unknownProvider(provider)
-    const original = originalUrl(trusted, request)
+    // Whether a trusted proxy asks, and the X-Original-URL it names, read once for every use below.
+    const fromProxy = trusted(request.socket.remoteAddress ?? '', 0)
+    const named = fromProxy ? namedUrl(request) : undefined
+    const original = originalUrl(fromProxy, request, named)
     const back = returnTo(original, ownOrigin, redirectHosts)
     const login = loginUrl(config, provider, back)
-    const host = forwardedHost(trusted, request)
+    const host = forwardedHost(fromProxy, request, named)
     if (host === null) throw refusal({ kind: 'invalid_request', reason: 'the forwarded host is not a host name' }, { subject: 'this provider' })
     if (host !== undefined && config.forwardAuth.hosts.size > 0 && namedOnlyInUrl(request)) throw refusal({ kind: 'invalid_request', reason: NAMED_ONLY_IN_URL }, { subject: 'this provider' })
     // The query's rules, and the host's rules from gateway.yaml besides: a caller that leaves out the
@@ -315,7 +311,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     // original request (its method and path), not this one. Compiled per request: a few rules, no
     // `public` globs. Never a redirect: the proxy in front answers a browser (X-Login-URL).
     const hostJudge = host === undefined ? undefined : hostJudges.get(host)
-    const subject = originalRequest(trusted, request, original)
+    const subject = originalRequest(fromProxy, request, original)
     refuseUnreadParameters(request.query, request.url)
     const judge = forwardJudge(queryRules(request.query), hostJudge, subject)
     const gate = compileGate({ path: undefined, auth: 'required', provider, rules: { allow: undefined, deny: [] }, public: [], spaces }, () => login, judge)
