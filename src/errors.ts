@@ -141,6 +141,8 @@ export interface ErrorDetails {
    * state could not be read as the gateway's own.
    */
   flowNext?: string
+  /** On a sign-in's `invalid_state`: the state was this browser's own and had been used (a Back or a reload of the callback). */
+  stateUsed?: boolean
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
   /**

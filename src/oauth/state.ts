@@ -175,7 +175,9 @@ export class Flows {
     // exp is in whole seconds; the marker outlives the state by a second at most.
     const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
     if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
-      throw staleSignIn('the state has already been used', payload.next)
+      const used = staleSignIn('the state has already been used', payload.next)
+      used.details.stateUsed = true
+      throw used
     }
     return {
       provider,

@@ -55,6 +55,8 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       if (await context.forms?.offer(request, reply, target, completed.form, formOwner(sessionId, name, signIn.identity)) === true) return reply
       return reply.redirect(target, 302)
     } catch (error) {
+      const done = await finishedSignIn(context, request, name, error)
+      if (done !== undefined) return reply.redirect(done, 302)
       const reason = error instanceof GatewayError ? error.code : 'internal_error'
       metrics.signinsFailed.inc({ provider: name, reason })
       if (error instanceof GatewayError) {
@@ -65,6 +67,21 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       throw error
     }
   })
+}
+
+/**
+ * Where a callback whose state this browser already used goes when the sign-in it was for is done:
+ * the state's `next`, when this browser's session holds a sign-in at `name` (a Back or a reload of
+ * the callback after signing in, which otherwise showed an error page to someone signed in: a
+ * newcomer's reading). Nothing is exchanged or changed; the route at `next` judges the session as
+ * ever. Undefined otherwise (the error stands), also when the store cannot tell.
+ */
+async function finishedSignIn (context: OAuthContext, request: FastifyRequest, name: string, error: unknown): Promise<string | undefined> {
+  if (!(error instanceof GatewayError) || error.details.stateUsed !== true || error.details.flowNext === undefined) return undefined
+  const session = await context.sessions.load(request.headers.cookie).catch(() => undefined)
+  if (session?.record.tokens[name] === undefined) return undefined
+  request.log.info({ provider: name }, 'sign-in callback used again; the browser is signed in, sent on')
+  return safeNext(error.details.flowNext, context.redirectHosts)
 }
 
 /**

@@ -189,12 +189,34 @@ describe('GET /oauth/authorized/<provider>/: state', () => {
     await expectStale(callback(browser, { code: 'c', state: expired }), /expired/)
   })
 
-  it('rejects a replayed state with 400 invalid_state (each state is usable once)', async () => {
+  it('a replayed state: 400 invalid_state without the session its first use made, on to next with it (each state is usable once)', async () => {
     const browser = new Browser()
     const { state } = await startLogin(browser)
     expect((await callback(browser, { code: 'c', state })).status).toBe(302)
+    // The browser without the session the first use made (signed out since, say): the error.
+    const session = 'gw_session'
+    const kept = browser.cookies.get(session)!
+    browser.cookies.delete(session)
     await expectStale(callback(browser, { code: 'c', state }), /already been used/)
+    // With it (a Back or a reload of the callback once signed in): on to where the sign-in was going, no second exchange.
+    browser.cookies.set(session, kept)
+    const again = await callback(browser, { code: 'c', state }, 'stub', 'text/html')
+    expect(again.status).toBe(302)
+    expect(again.headers.get('location')).toBe('/stub/page')
     expect(stub.requests).toHaveLength(1)
+  })
+
+  it('a used state of a browser signed in at another provider only: 400 invalid_state, not sent on', async () => {
+    const browser = new Browser()
+    const { state } = await startLogin(browser)
+    expect((await callback(browser, { code: 'c', state })).status).toBe(302)
+    const nopkce = await startLogin(browser, 'nopkce', '/stub/np')
+    const session = 'gw_session'
+    const signedInAtStub = browser.cookies.get(session)!
+    expect((await callback(browser, { code: 'c', state: nopkce.state }, 'nopkce')).status).toBe(302)
+    // The session as it was before the second sign-in: stub only; nopkce's used state does not send it on.
+    browser.cookies.set(session, signedInAtStub)
+    await expectStale(callback(browser, { code: 'c', state: nopkce.state }, 'nopkce'), /already been used/)
   })
 
   it('rejects a state from another browser with 400 invalid_state, with or without a flow cookie', async () => {
