@@ -27,13 +27,31 @@ export class Renames {
   async rename (oldId: string, newId: string): Promise<boolean> {
     const key = storeKeys.renamed(oldId)
     const claimed = await this.store.claim(key, newId, RENAME_POINTER_MS)
-    if (await this.store.take(storeKeys.session(oldId)) !== null) {
+    if (await this.taken(oldId) !== null) {
       // The old session is gone now: the sign-in stands, whatever becomes of this write.
       if (!claimed) await this.store.set(key, newId, RENAME_POINTER_MS).catch(() => {})
       return true
     }
     if (claimed) await this.store.release({ key, owner: newId }).catch(() => {})
     return false
+  }
+
+  /**
+   * The old session's record, taken (GETDEL); null when it was not there. A take whose answer did
+   * not come (store.timeout, a dropped connection) may have run: the old record may be gone, so
+   * the sign-in must stand, or the browser would be signed out by a store fault (an outside
+   * tester's finding: the new session was deleted and the browser, its old record taken, had
+   * neither). The old record is deleted again, best effort, so that its cookie opens nothing
+   * either way. Counted as taken: the new record keeps what the old one held (a sign-out of the
+   * old cookie in another tab in that same moment, before the pointer, is the one it does not see).
+   */
+  private async taken (oldId: string): Promise<string | true | null> {
+    try {
+      return await this.store.take(storeKeys.session(oldId))
+    } catch {
+      await this.store.delete(storeKeys.session(oldId)).catch(() => {})
+      return true
+    }
   }
 
   /**

@@ -1,7 +1,10 @@
 // A TCP proxy in front of Redis for one gateway instance, to hold its commands from a known point
 // on, deterministically: once a chunk containing every string of `after` has passed on a connection,
 // the first chunk on that connection containing every string of `hold`, and all that follows it
-// there, wait until `release()`. Order is kept. (Written by an outside tester, round 4.)
+// there, wait until `release()`. Order is kept. (Written by an outside tester, round 4.) Or, with
+// armReplies, the command runs and its reply is late: a chunk containing every string of `on` passes,
+// and every reply on that connection from then on waits until `release()` (a slow link: Redis did
+// the command, the gateway heard nothing within store.timeout).
 import { createServer, connect, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
 
@@ -11,6 +14,8 @@ export interface HoldProxy {
   url: string
   /** Arms the hold: after a chunk containing `after`, hold from the first chunk containing `hold`. */
   arm (after: string[], hold: string[]): Promise<void>
+  /** Arms a hold of replies: the chunk containing `on` runs, the replies from then on wait. */
+  armReplies (on: string[]): Promise<void>
   release (): void
   close (): Promise<void>
 }
@@ -19,6 +24,7 @@ export interface HoldProxy {
 export async function startHoldProxy (redisUrl: string): Promise<HoldProxy> {
   const target = { host: new URL(redisUrl).hostname, port: Number(new URL(redisUrl).port) }
   let armed: { after: string[], hold: string[], held: () => void } | undefined
+  let armedReplies: { on: string[], held: () => void } | undefined
   /** Counts arm() calls: `after` must be seen again after each one. */
   let arming = 0
   const has = (text: string, all: string[]) => all.every((part) => text.includes(part.toLowerCase()))
@@ -30,9 +36,18 @@ export async function startHoldProxy (redisUrl: string): Promise<HoldProxy> {
     let seenAfter = -1
     let holding = false
     const queue: Buffer[] = []
+    let holdingReplies = false
+    const replies: Buffer[] = []
     client.on('data', (chunk: Buffer) => {
       if (holding) { queue.push(chunk); return }
       const text = chunk.toString('latin1').toLowerCase()
+      if (armedReplies && has(text, armedReplies.on)) {
+        holdingReplies = true
+        const { held } = armedReplies
+        armedReplies = undefined
+        releases.push(() => { holdingReplies = false; for (const c of replies.splice(0)) client.write(c) })
+        held()
+      }
       if (armed && seenAfter === arming && has(text, armed.hold)) {
         holding = true
         queue.push(chunk)
@@ -45,7 +60,10 @@ export async function startHoldProxy (redisUrl: string): Promise<HoldProxy> {
       if (armed && has(text, armed.after)) seenAfter = arming
       upstream.write(chunk)
     })
-    upstream.on('data', (chunk: Buffer) => client.write(chunk))
+    upstream.on('data', (chunk: Buffer) => {
+      if (holdingReplies) replies.push(chunk)
+      else client.write(chunk)
+    })
     const end = () => { client.destroy(); upstream.destroy(); sockets.delete(client); sockets.delete(upstream) }
     client.on('error', end).on('close', end)
     upstream.on('error', end).on('close', end)
@@ -58,6 +76,7 @@ export async function startHoldProxy (redisUrl: string): Promise<HoldProxy> {
       arming++
       armed = { after, hold, held: resolve }
     }),
+    armReplies: (on) => new Promise<void>((resolve) => { armedReplies = { on, held: resolve } }),
     release: () => { for (const r of releases.splice(0)) r() },
     close: async () => {
       for (const r of releases.splice(0)) r()
