@@ -135,7 +135,7 @@ export class KeyRing {
     this.checkAt = this.options.clock.now() + RETRY_MS
     let stored = await this.read()
     if (manage && stored === null) stored = await this.create()
-    else if (manage && stored !== null && this.options.clock.now() >= stored[0]!.createdAt + this.options.rotateEveryMs) stored = await this.rotate(stored)
+    if (manage && stored !== null && this.options.clock.now() >= stored[0]!.createdAt + this.options.rotateEveryMs) stored = await this.rotate(stored)
     if (stored !== null) await this.adopt(stored)
     this.checkAt = this.options.clock.now() + RELOAD_EVERY_MS
   }
@@ -170,17 +170,24 @@ export class KeyRing {
     return this.sealer.sealNamed(SEAL_PURPOSE, SEAL_TOKEN, JSON.stringify({ keys }))
   }
 
-  /** Long enough to outlive the next rotation; a set nobody rotated for two periods is made anew. */
+  /** Long enough to outlive the next rotation; a set nobody read for two periods is made anew (create keeps the key in use). */
   private get storeTtl (): number {
     return 2 * this.options.rotateEveryMs
   }
 
-  /** The first set, unless another instance made one first (then that one). */
+  /**
+   * The first set, unless another instance made one first (then that one). A set that vanished
+   * while this instance holds one (it expired after two quiet periods, or the store lost it) is
+   * written back as this instance holds it: the key it signs with stays published, and a rotation,
+   * if due, follows as ever (an outside tester's finding: the request that found the set gone was
+   * signed with a key no JWK Set held any more, and a set made anew signed at once, unpublished).
+   */
   private async create (): Promise<StoredKey[] | null> {
     const now = this.options.clock.now()
-    const keys = [await newKey(now, now)]
+    const held = this.keys.length > 0
+    const keys = held ? this.keys.map(storedForm) : [await newKey(now, now)]
     if (await this.store.claim(STORE_KEY, this.sealed(keys), this.storeTtl)) {
-      this.options.log.info({ kid: keys[0]!.kid }, 'assertion signing key created')
+      this.options.log.info({ kid: keys[0]!.kid }, held ? 'assertion signing keys written again: the set was gone from the store' : 'assertion signing key created')
       await this.store.publish(CHANGED, keys[0]!.kid)
       return keys
     }
@@ -223,6 +230,11 @@ async function newKey (createdAt: number, activeFrom: number): Promise<StoredKey
   const { privateKey } = await generateKeyPair('ES256', { extractable: true })
   const jwk = await exportJWK(privateKey)
   return { kid: await calculateJwkThumbprint(jwk), createdAt, activeFrom, jwk }
+}
+
+/** A loaded key as the set stores it. */
+function storedForm ({ kid, createdAt, activeFrom, jwk }: LoadedKey): StoredKey {
+  return { kid, createdAt, activeFrom, jwk }
 }
 
 async function loadKey (key: StoredKey): Promise<LoadedKey> {

@@ -9,6 +9,7 @@ import type { IncomingHttpHeaders, Server } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { pathToFileURL } from 'node:url'
+import { Redis } from 'ioredis'
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
 import { ConfigError, parseConfig } from '../../src/config/config.js'
@@ -310,6 +311,31 @@ describe('keys shared by every instance on one store', () => {
     expect((await verify({ headers: { 'x-gateway-assertion': old } })).sub).toBe('alice')
     const keys = createRemoteJWKSet(new URL(`${a.url}/.well-known/jwks.json`))
     await jwtVerify(fresh, keys, { issuer: b.url, audience: new URL(echo.url).origin, currentDate: new Date(clock.now()) })
+    clock.offset = 0
+  })
+
+  // An outside tester's finding: the set lives 2 x rotateEvery in the store; after two quiet periods
+  // it was gone, the request that found so was signed with a key no JWK Set held any more, and the
+  // set made anew signed at once, unpublished until then.
+  it('a set gone from the store is made again as a rotation: the key in use stays published, the new one signs after the lead', async () => {
+    clock.offset = 0
+    const cookie = await signIn(a, 'alice')
+    clock.offset = 3 * DAY
+    await jwks(a)
+    const inUse = decodeProtectedHeader(await assertionOf(`${a.url}/signed/x`, cookie)).kid
+    // Redis let the set expire (what its TTL does after two quiet periods), or lost it.
+    const admin = new Redis(redis.url)
+    await admin.del('gw:assertion-keys').finally(() => admin.disconnect())
+    // Past a's next check, and its cached assertion's end: the next request signs and looks again.
+    clock.offset = 3 * DAY + 2 * 60_000
+    expect(decodeProtectedHeader(await assertionOf(`${a.url}/signed/x`, cookie)).kid).toBe(inUse)
+    const published = (await jwks(a)).keys.map((key) => key.kid)
+    expect(published).toHaveLength(2)
+    expect(published).toContain(inUse)
+    clock.offset = 3 * DAY + 8 * 60_000
+    const next = decodeProtectedHeader(await assertionOf(`${a.url}/signed/x`, cookie)).kid
+    expect(next).not.toBe(inUse)
+    expect(published).toContain(next)
     clock.offset = 0
   })
 })
