@@ -14,6 +14,7 @@ import { Browser } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { test as it } from '../helpers/stack.js'
 import { TEST_CERT, TEST_KEY } from '../helpers/tls-cert.js'
+import { specialUse } from '../../src/agents/document-fetch.js'
 
 const REDIRECT = 'http://127.0.0.1:8977/callback'
 /** oidc-provider's own bound on one fetch of a document. */
@@ -61,6 +62,9 @@ const server: Server = createServer({ key: TEST_KEY, cert: TEST_CERT }, (request
     response.end(typeof answer.body === 'string' ? answer.body : JSON.stringify(answer.body ?? {}))
   }
 })
+/** TCP connections the document server accepted. */
+let connected = 0
+server.on('connection', () => { connected++ })
 
 it.beforeAll(async ({ startStack, upstream }) => {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
@@ -158,16 +162,22 @@ describe('client ID metadata documents', () => {
     expect(fetched.get(path)).toBe(1)
   })
 
-  it('a document at a loopback or private address whose host is not listed is never fetched', async () => {
-    // The same server, named by a host name that resolves to 127.0.0.1 and is not in clientMetadataPrivateHosts.
+  // An outside tester's finding: oidc-provider's pool judged the address of a socket already
+  // connected, so each of these opened a TCP connection and a TLS handshake to the internal port (a
+  // blind port scan for a stranger); now none is connected to.
+  it('a document at a loopback or private address whose host is not listed is never fetched, nor connected to', async () => {
+    // The same server, named by other spellings of its address and by a name that resolves to it, none
+    // of them what clientMetadataPrivateHosts lists (127.0.0.1, which `2130706433` or `127.1` also name in a URL).
     const before = fetched.get('/good.json') ?? 0
+    const connections = connected
     const port = new URL(base).port
-    for (const clientId of [`https://localhost:${port}/good.json`, `https://127.0.0.1.nip.invalid:${port}/good.json`]) {
-      const response = await new Browser().fetch(authorization(clientId).url)
-      expect(response.status).toBeGreaterThanOrEqual(400)
+    for (const host of ['localhost', '127.0.0.1.nip.invalid', '0.0.0.0', '[::1]', '[::ffff:127.0.0.1]', '[::ffff:7f00:1]', '[64:ff9b::7f00:1]']) {
+      const response = await new Browser().fetch(authorization(`https://${host}:${port}/good.json`).url)
+      expect(response.status, host).toBeGreaterThanOrEqual(400)
       expect(response.headers.get('location')).toBeNull()
     }
     expect(fetched.get('/good.json') ?? 0).toBe(before)
+    expect(connected).toBe(connections)
   })
 
   it('client_id URLs that are not documents\' are unknown clients: http, credentials, fragments, dot segments', async () => {
@@ -177,5 +187,18 @@ describe('client ID metadata documents', () => {
       expect(response.status, clientId).toBeGreaterThanOrEqual(400)
       expect(response.headers.get('location')).toBeNull()
     }
+  })
+})
+
+describe('which addresses a document is never fetched from (unlisted)', () => {
+  it.each([
+    '127.0.0.1', '127.255.255.254', '0.0.0.0', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '198.18.0.1', '224.0.0.1',
+    '255.255.255.255', '::', '[::1]', '::1', 'fe80::1', 'fd00::1', 'fc00::1', '::ffff:10.0.0.1', '[::ffff:7f00:1]', '64:ff9b::a00:1', '2001:db8::1', 'ff02::1',
+  ])('%s: special-use', (address) => {
+    expect(specialUse(address)).toBe(true)
+  })
+
+  it.each(['93.184.216.34', '8.8.8.8', '2606:4700::1', '[2a00:1450::1]', '::ffff:8.8.8.8', 'agent.example.com', ''])('%j: not special-use (a name is judged by what it resolves to)', (address) => {
+    expect(specialUse(address)).toBe(false)
   })
 })
