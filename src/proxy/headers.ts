@@ -65,11 +65,22 @@ const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-auth
 /** One test for every prefix at once. */
 const OWNED_PREFIX = new RegExp(`^(?:${OWNED_PREFIXES.join('|')})`)
 
-/** The names listed in a Connection header (lower case), which are hop-by-hop too. */
-function connectionListed (value: string | string[] | number | undefined): string[] {
-  if (typeof value !== 'string') return []
-  return value.split(',').map((name) => name.trim().toLowerCase()).filter(Boolean)
+/**
+ * The names listed in a Connection header (lower case), which are hop-by-hop too. A long list is a
+ * Set: each header name is looked up in it, and a client chooses both counts (an outside tester's
+ * finding: 1,500 names against 1,500 tokens cost 7 ms a request); a short one (`keep-alive`) an array.
+ */
+function connectionListed (value: string | string[] | number | undefined): { includes: (name: string) => boolean } {
+  if (typeof value !== 'string') return NONE_LISTED
+  const names = value.split(',').map((name) => name.trim().toLowerCase()).filter(Boolean)
+  if (names.length <= SHORT_LIST) return names
+  const set = new Set(names)
+  return { includes: (name) => set.has(name) }
 }
+
+const NONE_LISTED: readonly string[] = []
+/** Up to this many names, an array's scan is quicker than making a Set. */
+const SHORT_LIST = 8
 
 /** Which client headers a route drops before adding the gateway's own. */
 export class ClientHeaderFilter {
