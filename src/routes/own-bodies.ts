@@ -5,12 +5,21 @@
 // route's form read for `_method` is at its route's timeout) and its connection closed. Before,
 // only Node's requestTimeout (120 s, checked every 30 s) ended it: a stranger held each socket for
 // up to 150 s. A request answered before its body arrived has its connection closed after the
-// answer. Proxied routes' bodies are the upstream's to read, within the route's timeout.
+// answer. The same holds for every other route of the gateway's own (the probes, /metrics, the
+// `/` redirect, the /.well-known documents: an outside tester's finding, each answered and then
+// waited for a trickled body); proxied routes' bodies are the upstream's to read, within the
+// route's timeout (their routes say `config: { proxied: true }`).
 import type { FastifyInstance, FastifyReply, FastifyRequest, onRequestHookHandler } from 'fastify'
 import { GatewayError } from '../errors.js'
 import { bodyFollows } from '../http/error-handler.js'
-import { HOME } from '../oauth/urls.js'
 import { nodeTimers, type Timers } from '../ops/clock.js'
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The route proxies to an upstream, which reads the body: no deadline of the gateway's own. */
+    proxied?: boolean
+  }
+}
 
 /** How long after its headers the body of a request to the gateway's own endpoints must have arrived. */
 export const OWN_BODY_MS = 10_000
@@ -32,8 +41,8 @@ function expire (request: FastifyRequest, reply: FastifyReply): void {
 
 /**
  * Times the bodies of requests to the gateway's own endpoints: a first onRequest hook on each route
- * under /oauth/ as it is added, so that a proxied request runs none of it. `timers`: Node's unless a
- * test moves them.
+ * but the proxied ones as it is added, so that a proxied request runs none of it. `timers`: Node's
+ * unless a test moves them.
  */
 export function timeOwnBodies (app: FastifyInstance, timers: Timers = nodeTimers): void {
   const deadline: onRequestHookHandler = (request, reply, done) => {
@@ -49,6 +58,6 @@ export function timeOwnBodies (app: FastifyInstance, timers: Timers = nodeTimers
     done()
   }
   app.addHook('onRoute', (route) => {
-    if (route.url.startsWith(HOME)) route.onRequest = [deadline, ...[route.onRequest ?? []].flat()]
+    if (route.config?.proxied !== true) route.onRequest = [deadline, ...[route.onRequest ?? []].flat()]
   })
 }

@@ -353,7 +353,7 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, { head
   // The route's own path and everything under it.
   const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams })
   const prefix = route.path === '/' ? '' : route.path
-  for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler })
+  for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler, config: { proxied: true } })
 }
 
 /** The methods a route proxies; any other is 404 `not_found`, as for a path no route has. */

@@ -43,6 +43,17 @@ describe('an answer sent before the request body arrived', () => {
     expect(head).toContain('connection: close')
   })
 
+  // An outside tester's finding: the gateway's own answers outside /oauth/ waited for the rest.
+  it.each([
+    ['/healthz', 'http/1.1 200'],
+    ['/readyz', 'http/1.1 200'],
+    ['/metrics', 'http/1.1 200'],
+    ['/', 'http/1.1 302'],
+  ])('GET %s, the gateway\'s own: answered, and the connection ends', async (path, status) => {
+    const head = await send(stalledPost(path, 'application/json').replace(/^POST/, 'GET'), 'closed')
+    expect(head).toMatch(new RegExp(`^${status} `))
+  })
+
   it('a request without a body keeps its connection', async () => {
     const head = await send('GET /nowhere/x HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: application/json\r\n\r\n', 'answered')
     expect(head).toMatch(/^http\/1\.1 404 /)
