@@ -58,10 +58,16 @@ function row (session: ListedSession): string {
     `<td data-label="Last seen">${escapeHtml(when(session.lastSeen))}</td><td data-label="Signed in with">${providersOf(session)}</td><td>${action}</td></tr>`
 }
 
-/** The list of one's sessions; `revoked`: just back from a revoke, which the page says. */
-export function sessionsPage (sessions: readonly ListedSession[], revoked = false): string {
+/** What the list says when it is back from a revoke. */
+const REVOKED = {
+  session: '<p class="notice"><strong>The session was revoked:</strong> it has ended at this gateway.</p>\n',
+  agent: '<p class="notice"><strong>The agent\'s access was revoked:</strong> its tokens no longer work.</p>\n',
+}
+
+/** The list of one's sessions; `revoked`: just back from a revoke of a session or an agent's access, which the page says. */
+export function sessionsPage (sessions: readonly ListedSession[], revoked?: keyof typeof REVOKED): string {
   return renderPage('Your sessions', `<h1>Your sessions</h1>
-${revoked ? '<p class="notice"><strong>The session was revoked:</strong> it has ended at this gateway.</p>\n' : ''}<p>Where you are signed in at this gateway, and the agents you allowed. Revoking a session ends it at this gateway (where your provider still remembers that browser, its next visit signs in again without asking); revoking an agent's ends its access.</p>
+${revoked === undefined ? '' : REVOKED[revoked]}<p>Where you are signed in at this gateway, and the agents you allowed. Revoking a session ends it at this gateway (where your provider still remembers that browser, its next visit signs in again without asking); revoking an agent's ends its access.</p>
 <table class="sessions"><thead><tr><th>Browser</th><th>Signed in from</th><th>Started</th><th>Last seen</th><th>Signed in with</th><th></th></tr></thead>
 <tbody>${sessions.map(row).join('\n')}</tbody></table>
 ${signOutEverywhereButton()}
@@ -78,11 +84,13 @@ export function revokeConfirmPage (session: ListedSession): string {
     : session.agent === undefined
       ? '<p>Revoking it ends this session at this gateway, at once. It does not sign that browser out of your provider: where the provider still remembers it, its next visit here signs in again without asking. To lock a lost device out, also end its session at your provider (in your account there).</p>'
       : '<p>Revoking it ends this agent\'s access: its tokens stop working, and it has to be allowed again.</p>'
-  return renderPage('Revoke this session?', `<h1>Revoke this session?</h1>
-<dl class="seen"><dt>Browser</dt><dd>${who(session)}</dd><dt>Signed in from</dt><dd>${from(session)}</dd>` +
+  // An agent's grant is its access, not a browser's session (a newcomer's reading).
+  const [question, kind, button] = session.agent === undefined ? ['Revoke this session?', 'Browser', 'Revoke this session'] : ['Revoke this agent\'s access?', 'Agent', 'Revoke access']
+  return renderPage(question, `<h1>${question}</h1>
+<dl class="seen"><dt>${kind}</dt><dd>${who(session)}</dd><dt>Signed in from</dt><dd>${from(session)}</dd>` +
 `<dt>Started</dt><dd>${escapeHtml(when(session.started))}</dd><dt>Last seen</dt><dd>${escapeHtml(when(session.lastSeen))}</dd>` +
 `<dt>Signed in with</dt><dd>${providersOf(session)}</dd></dl>
 ${warning}
-<form method="post" action="${escapeHtml(revokeUrl(session.publicId))}"><input type="hidden" name="${CONFIRMED}" value="1"><button type="submit" class="button">Revoke this session</button></form>
+<form method="post" action="${escapeHtml(revokeUrl(session.publicId))}"><input type="hidden" name="${CONFIRMED}" value="1"><button type="submit" class="button">${button}</button></form>
 <p><a href="/oauth/sessions/">Cancel</a></p>`)
 }

@@ -99,10 +99,18 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
   }
 
   app.get<{ Querystring: { revoked?: unknown } }>(SESSIONS, async (request, reply) => {
-    const all = await listed(await signedIn(request))
+    const session = await signedIn(request).catch((error: unknown) => {
+      // A browser is sent to sign in and comes back here, as to a protected route (a newcomer's reading:
+      // a person who had just approved a CLI, whose browser holds no session, read the 401 page as a failure).
+      if (wantsHtml(request) && error instanceof GatewayError && error.code === 'unauthenticated') return error.details.loginUrl!
+      throw error
+    })
+    if (typeof session === 'string') return reply.redirect(session, 302)
+    const all = await listed(session)
     if (!wantsHtml(request)) return { sessions: all.map(toJson) }
     // Back from a revoke (a newcomer's reading: the row only disappeared): the page says what happened.
-    return sendUnframed(reply, sessionsPage(all, request.query.revoked === '1'))
+    const { revoked: what } = request.query
+    return sendUnframed(reply, sessionsPage(all, what === '1' ? 'session' : what === 'agent' ? 'agent' : undefined))
   })
 
   // The question before a revoke: it ends nothing (a link, a prefetch or another site may ask for it).
@@ -124,15 +132,17 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
     }
     const target = await personIndex.take(session.record, request.params.publicId)
     if (target === null) throw notYours()
+    // The list then says what ended: a session, or an agent's access (a newcomer's reading).
+    const agent = target !== session.id && wantsHtml(request) && await agents?.labelOf(target) !== undefined
     if (target === session.id) await endSession(sessions, request, reply, session)
     else await sessions.endById(target)
     request.log.info({ current: target === session.id }, 'session revoked')
-    return revoked(request, reply, target === session.id)
+    return revoked(request, reply, target === session.id, agent)
   })
 }
 
 /** 303 back to the list (to /oauth/ once the current session itself was revoked); JSON: 200. */
-function revoked (request: FastifyRequest, reply: FastifyReply, wasCurrent: boolean): FastifyReply {
+function revoked (request: FastifyRequest, reply: FastifyReply, wasCurrent: boolean, agent: boolean): FastifyReply {
   if (!wantsHtml(request)) return reply.send({ revoked: true })
-  return reply.redirect(wasCurrent ? HOME : `${SESSIONS}?revoked=1`, 303)
+  return reply.redirect(wasCurrent ? HOME : `${SESSIONS}?revoked=${agent ? 'agent' : '1'}`, 303)
 }

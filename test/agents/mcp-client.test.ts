@@ -185,8 +185,11 @@ describe('an MCP client signs in through the gateway', () => {
     await agentRow.locator('a:has-text("Revoke")').click()
     await page.waitForURL(/\/revoke$/)
     expect(await page.locator('dl.seen dd').first().textContent()).toBe('agent (MCP client or CLI): Test MCP client on /mcp')
-    await page.click('button:has-text("Revoke this session")')
-    await page.waitForURL(`${gateway.url}/oauth/sessions/?revoked=1`)
+    // Worded as an agent's access, not a browser's session (a newcomer's reading).
+    expect([await page.locator('h1').textContent(), await page.locator('dl.seen dt').first().textContent()]).toEqual(['Revoke this agent\'s access?', 'Agent'])
+    await page.click('button:has-text("Revoke access")')
+    await page.waitForURL(`${gateway.url}/oauth/sessions/?revoked=agent`)
+    expect(await page.locator('p.notice').textContent()).toBe('The agent\'s access was revoked: its tokens no longer work.')
     expect(await page.locator('table.sessions tbody tr', { hasText: 'agent (MCP client or CLI)' }).count()).toBe(0)
     await context.close()
     expect((await ping()).status).toBe(401)

@@ -153,7 +153,7 @@ describe('a page of the same site framing the gateway\'s pages', () => {
     const pages = {
       home: await fetch(`${gateway.url}/oauth/`, { headers: { accept: 'text/html', cookie: carol } }),
       refused: await fetch(`${gateway.url}/staff/`, { headers: { accept: 'text/html', cookie: carol } }),
-      unauthenticated: await fetch(`${gateway.url}/oauth/sessions/`, { headers: { accept: 'text/html' } }),
+      unauthenticated: await fetch(`${gateway.url}/oauth/userinfo/`, { headers: { accept: 'text/html' } }),
       missing: await fetch(`${gateway.url}/oauth/nothing-here`, { headers: { accept: 'text/html' } }),
       signedOut: await fetch(`${gateway.url}/oauth/logout/`, { method: 'POST', headers: { accept: 'text/html', cookie: carol, 'sec-fetch-site': 'same-origin', origin: gateway.url } }),
       sessions: await fetch(`${gateway.url}/oauth/sessions/`, { headers: { accept: 'text/html', cookie: await sessionCookie(gateway, 'carol') } }),
