@@ -57,13 +57,32 @@ async function freePort (): Promise<number> {
 }
 
 /** Fails with DemoUsageError when `portNumber` cannot be listened on (the gateway would fail later, less clearly). */
-async function portIsFree (portNumber: number, what = 'the gateway', variable = 'DEMO_GATEWAY_PORT'): Promise<void> {
+async function portIsFree (portNumber: number, what: string, variable: string): Promise<void> {
   const server = createServer()
   await onPort(what, variable, portNumber, async () => await new Promise<void>((resolve, reject) => {
     server.once('error', reject)
     server.listen(portNumber, '127.0.0.1', resolve)
   }))
   await new Promise<void>((resolve) => server.close(() => resolve()))
+}
+
+/** A fixed port the demo will listen on, what listens there, and the variable that moves it. */
+interface PortUse { port: number, what: string, variable: string }
+
+/**
+ * Every fixed port in `uses` tried before anything starts: all of those taken said in one message
+ * (a newcomer's reading: with 8080 and 9000 both taken, the demo said one, then the next).
+ */
+async function portsAreFree (uses: readonly PortUse[]): Promise<void> {
+  const taken: string[] = []
+  for (const { port: portNumber, what, variable } of uses) {
+    if (portNumber === 0) continue
+    await portIsFree(portNumber, what, variable).catch((error: unknown) => {
+      if (!(error instanceof DemoUsageError)) throw error
+      taken.push(error.message)
+    })
+  }
+  if (taken.length > 0) throw new DemoUsageError(taken.join('; '))
 }
 
 async function waitForHealth (url: string, timeoutMs: number): Promise<void> {
@@ -130,7 +149,16 @@ function onSignals (stop: (code: number) => Promise<void>): void {
   process.on('SIGTERM', once)
 }
 
+/** The provider's and the sample app's ports, as startServices will take them. */
+function servicePorts (): PortUse[] {
+  return [
+    { port: port('DEMO_ISSUER_PORT', 9000), what: 'the authorization server', variable: 'DEMO_ISSUER_PORT' },
+    { port: port('DEMO_APP_PORT', 9100), what: 'the sample app', variable: 'DEMO_APP_PORT' },
+  ]
+}
+
 async function withoutGateway (options: DemoOptions): Promise<void> {
+  await portsAreFree(servicePorts())
   const { as, app } = await startServices(options.gatewayUrls, options.clientSecret, options)
   onSignals(async (code) => {
     await Promise.all([as.close(), app.close()])
@@ -172,8 +200,10 @@ async function gatewayConfig (front: Front | undefined): Promise<{ path: string,
 }
 
 async function withGateway (options: DemoOptions): Promise<void> {
-  const gatewayPort = port('DEMO_GATEWAY_PORT', 8080) || await freePort()
-  await portIsFree(gatewayPort)
+  const requested = port('DEMO_GATEWAY_PORT', 8080)
+  const frontPort = options.forwardAuth === undefined ? [] : [{ port: port('DEMO_FRONT_PORT', 8081), what: options.forwardAuth, variable: 'DEMO_FRONT_PORT' }]
+  await portsAreFree([{ port: requested, what: 'the gateway', variable: 'DEMO_GATEWAY_PORT' }, ...servicePorts(), ...frontPort])
+  const gatewayPort = requested || await freePort()
   const baseUrl = `http://localhost:${gatewayPort}`
   // Only this demo's own gateway ever sees it: no reason for a known one.
   const clientSecret = randomBytes(24).toString('base64url')

@@ -148,17 +148,18 @@ describe('npm run demo:provider', () => {
     }
   }, 30_000)
 
-  it('says in one line which port is taken and which variable moves it', async () => {
-    const taken = await holdPort()
+  it('says in one line which ports are taken and which variables move them, all of them at once', async () => {
+    const [taken, alsoTaken] = [await holdPort(), await holdPort()]
     try {
-      const { code, stdout, stderr } = await runToExit([], { ...PORTS, DEMO_ISSUER_PORT: String(taken) })
+      const { code, stdout, stderr } = await runToExit([], { ...PORTS, DEMO_ISSUER_PORT: String(taken), DEMO_APP_PORT: String(alsoTaken) })
       expect(code).toBe(2)
       expect(stdout).toBe('')
       expect(stderr.split('\n').filter((line) => line.startsWith('demo:'))).toEqual([
-        `demo: port ${taken} (the authorization server) is in use: set DEMO_ISSUER_PORT to another (0 picks a free one)`,
+        `demo: port ${taken} (the authorization server) is in use: set DEMO_ISSUER_PORT to another (0 picks a free one); ` +
+        `port ${alsoTaken} (the sample app) is in use: set DEMO_APP_PORT to another (0 picks a free one)`,
       ])
     } finally {
-      await releasePort(taken)
+      await Promise.all([releasePort(taken), releasePort(alsoTaken)])
     }
   }, 30_000)
 

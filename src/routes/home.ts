@@ -16,6 +16,9 @@ import { HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
 import type { Identity } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
+/** What browsers ask every site for. */
+const FAVICON = '/favicon.ico'
+
 /** A protected route the home page may link, with its gate compiled as the proxy compiles it. */
 interface AppRoute {
   /** The path linked and judged: the route's path with a slash; an agents route's own path (as its consent judges it). */
@@ -109,4 +112,9 @@ export function homeRoutes (app: FastifyInstance, { config, sessions, signInLink
     return sendUnframed(reply, page)
   })
   if (!config.routes.some((route) => route.path === '/')) app.get('/', async (_request, reply) => reply.redirect(HOME, 302))
+  // Every browser asks for it on every page of the gateway's own: no icon, and no `request rejected`
+  // log line each time (a newcomer's reading), where no route serves it.
+  if (!config.routes.some((route) => covers(route.path, FAVICON))) {
+    app.get(FAVICON, async (_request, reply) => reply.code(204).send())
+  }
 }

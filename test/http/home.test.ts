@@ -19,6 +19,14 @@ describe('/oauth/', () => {
     expect(response.headers.get('location')).toBe('/oauth/')
   })
 
+  // A newcomer's reading: every page load logged `request rejected` (not_found) for the icon.
+  it('answers a browser\'s /favicon.ico with 204 and no log line of a refusal, where no route serves it', async () => {
+    const before = gateway.logs.length
+    const response = await new Browser().fetch(`${gateway.url}/favicon.ico`)
+    expect(response.status).toBe(204)
+    expect(gateway.logs.slice(before).filter((line) => line.includes('request rejected'))).toEqual([])
+  })
+
   it('shows a browser that nobody is signed in, with a sign-in link per provider and no sign-out button', async () => {
     const page = await (await new Browser().fetch(`${gateway.url}/oauth/`)).text()
     expect(page).toContain('You are not signed in.')
