@@ -46,6 +46,8 @@ const RELOAD_EVERY_MS = 60_000
 /** The JWK Set's max-age, and how long a new key is published before it signs (rotateEvery is at least 1 h). */
 export const PUBLISH_LEAD_MS = 300_000
 const ROTATION_LOCK_MS = 30_000
+/** How long the store keeps the set after its last write, at least (see storeTtl). */
+const KEPT_MS = 366 * 86_400_000
 const RETRY_MS = 5000
 
 export interface KeyRingOptions {
@@ -170,21 +172,29 @@ export class KeyRing {
     return this.sealer.sealNamed(SEAL_PURPOSE, SEAL_TOKEN, JSON.stringify({ keys }))
   }
 
-  /** Long enough to outlive the next rotation; a set nobody read for two periods is made anew (create keeps the key in use). */
+  /**
+   * Kept until replaced: far past any rotation, so that no quiet spell lets the store forget the set
+   * while instances sign with it (an outside tester's finding: it lived two periods, and a quiet
+   * weekend lost it). A year, or two periods when those are longer.
+   */
   private get storeTtl (): number {
-    return 2 * this.options.rotateEveryMs
+    return Math.max(2 * this.options.rotateEveryMs, KEPT_MS)
   }
 
   /**
-   * The first set, unless another instance made one first (then that one). A set that vanished
-   * while this instance holds one (it expired after two quiet periods, or the store lost it) is
-   * written back as this instance holds it: the key it signs with stays published, and a rotation,
-   * if due, follows as ever (an outside tester's finding: the request that found the set gone was
-   * signed with a key no JWK Set held any more, and a set made anew signed at once, unpublished).
+   * The first set, unless another instance made one first (then that one). A set the store lost (a
+   * Redis without persistence restarted) while this instance holds one not yet due for rotation is
+   * written back as this instance holds it, so the key it signs with stays published. A set held
+   * longer may be one this instance heard no rotation of (a lost message, idle since): written
+   * back, it would bring a retired key back to sign (a re-reading's finding), so a new key is made,
+   * as by an instance that holds none; the others adopt it at once (its message), and what they
+   * signed with the key the store lost no longer verifies (at most `ttl`, which their cached
+   * assertions live).
    */
   private async create (): Promise<StoredKey[] | null> {
     const now = this.options.clock.now()
-    const held = this.keys.length > 0
+    const newest = this.keys[0]
+    const held = newest !== undefined && now < newest.createdAt + this.options.rotateEveryMs
     const keys = held ? this.keys.map(storedForm) : [await newKey(now, now)]
     if (await this.store.claim(STORE_KEY, this.sealed(keys), this.storeTtl)) {
       this.options.log.info({ kid: keys[0]!.kid }, held ? 'assertion signing keys written again: the set was gone from the store' : 'assertion signing key created')

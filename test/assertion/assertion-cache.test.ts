@@ -104,3 +104,66 @@ describe('Assertions: the caches keyed by audience', () => {
     expect(route.ready(alices.id)).toBeUndefined()
   })
 })
+
+/** A key ring on `store`, rotating daily, at the clock's time. */
+function ring (store: MemoryStore, clock: { now: () => number }): KeyRing {
+  return new KeyRing(store, new Sealer(TEST_SECRET), { rotateEveryMs: DAY, clock, log: pino({ level: 'silent' }) })
+}
+
+const kids = async (keys: KeyRing) => (await keys.jwks()).keys.map((key) => key.kid)
+const DAY = 86_400_000
+
+// Outside testers' findings: the set lived two periods in the store, so a quiet weekend lost it and
+// the next request was signed with a key no JWK Set held; then (a re-reading of the fix, which
+// wrote back the noticing instance's memory) a new instance made a key of its own, and a stale one
+// brought a retired key back to sign.
+describe('the assertion keys after a quiet spell, or a store that lost them', () => {
+  it('a quiet weekend: the set is still in the store, and an instance started then signs with the key in use', async () => {
+    let now = Date.parse('2026-01-02T00:00:00Z')
+    const clock = { now: () => now }
+    const store = new MemoryStore({ clock })
+    const running = ring(store, clock)
+    await running.listen()
+    const inUse = (await running.signingKey()).kid
+    now += 3 * DAY
+    const started = ring(store, clock)
+    await started.listen()
+    // It adopts the set (and rotates it: due), so the key in use signs for the lead and stays published.
+    expect((await started.signingKey()).kid).toBe(inUse)
+    now += 2 * 60_000
+    expect(await kids(running)).toContain(inUse)
+  })
+
+  it('a store that lost the set: an instance whose keys are current writes them back; one that missed rotations never brings a retired key back', async () => {
+    let now = Date.parse('2026-01-02T00:00:00Z')
+    const clock = { now: () => now }
+    const store = new MemoryStore({ clock })
+    // `stale` hears of no rotation (no subscription: a lost message) and serves nothing meanwhile.
+    const stale = ring(store, clock)
+    const retired = (await stale.signingKey()).kid
+    const busy = ring(store, clock)
+    await busy.listen()
+    now += DAY + 1000
+    await busy.jwks()
+    now += DAY + 1000
+    await busy.jwks()
+    now += 6 * 60_000
+    await busy.jwks()
+    const inUse = (await busy.signingKey()).kid
+    expect(await kids(busy)).not.toContain(retired)
+    // Lost by the store; the busy instance (current keys) notices first: written back as they were.
+    await store.delete('assertion-keys')
+    now += 2 * 60_000
+    expect(await kids(busy)).toContain(inUse)
+    expect((await busy.signingKey()).kid).toBe(inUse)
+    // Lost again; the stale one notices first this time: a new key, never its retired one.
+    await store.delete('assertion-keys')
+    now += 2 * 60_000
+    const made = await kids(stale)
+    expect(made).not.toContain(retired)
+    expect((await stale.signingKey()).kid).not.toBe(retired)
+    now += 2 * 60_000
+    expect(await kids(busy)).toEqual(made)
+    expect((await busy.signingKey()).kid).not.toBe(retired)
+  })
+})
