@@ -256,6 +256,26 @@ const NAMED_ONLY_IN_URL = 'the proxy in front named the host only in X-Original-
   'have it send the host it chose as X-Forwarded-Host too (ingress-nginx: auth-proxy-set-headers with X-Forwarded-Host: $host, docs/forward-auth.md)'
 
 /**
+ * Whether this is a browser's own request for the answer, not a proxy's for the request it guards:
+ * a browser's Fetch Metadata (`Sec-Fetch-Site`, which proxies pass on from the request they guard)
+ * from a peer no `server.trustProxy` entry admits, or an original request a trusted proxy names
+ * that is itself for this endpoint. Answered, the 200 hands the provider's access token (and the
+ * assertion) to whatever script runs on the gateway's origin (an outside tester's finding: `fetch('/oauth/auth/demo/')`
+ * from a page of another route read the person's token): the proxy in front must be a trusted one.
+ */
+function browserOwn (request: FastifyRequest, fromProxy: boolean, original: OriginalUrl | undefined): boolean {
+  if (request.headers['sec-fetch-site'] === undefined) return false
+  if (!fromProxy) return true
+  // As the gateway's edge reads a target (`%61uth` is `auth`), in any case.
+  const canonical = original === undefined ? undefined : canonicalTarget(original.uri)
+  return canonical?.ok === true && canonical.url.toLowerCase().startsWith(FORWARD_AUTH_PREFIX)
+}
+
+const FORWARD_AUTH_PREFIX = '/oauth/auth/'
+const BROWSER_OWN = 'Forward-auth answers the proxy in front of an application, not a browser: this request carries a browser\'s Sec-Fetch-Site ' +
+  'and comes from no proxy that server.trustProxy admits (or names this endpoint as the request it guards); list the proxy in server.trustProxy'
+
+/**
  * Where the sign-in returns: the path itself when the original URL is on the gateway's own
  * origin, else the absolute URL when its host is allowed; otherwise /oauth/. Either way the
  * value as sent, checked by safeNext (which refuses what the URL parser would have changed).
@@ -301,6 +321,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const fromProxy = trusted(request.socket.remoteAddress ?? '', 0)
     const named = fromProxy ? namedUrl(request) : undefined
     const original = originalUrl(fromProxy, request, named)
+    if (browserOwn(request, fromProxy, original)) throw new GatewayError('forbidden', BROWSER_OWN)
     const back = returnTo(original, ownOrigin, redirectHosts)
     const login = loginUrl(config, provider, back)
     const host = forwardedHost(fromProxy, request, named)

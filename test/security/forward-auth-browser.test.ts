@@ -1,0 +1,66 @@
+// Forward-auth's 200 carries the person's provider access token (and the assertion) for the proxy
+// in front to copy onto the application's request. An outside tester's finding: a script on the
+// gateway's origin (a page of another route) fetched /oauth/auth/demo/ itself and read the token.
+// A browser's own request is refused now: one that carries Fetch Metadata (Sec-Fetch-Site) from a
+// peer no server.trustProxy entry admits, or whose trusted proxy names this endpoint as the request
+// it guards. The proxy's own requests (which carry the guarded request's Sec-Fetch-* as they came)
+// pass as before.
+import { describe, expect } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+
+let gateway: TestGateway
+let cookie: string
+
+/** What a page's fetch('/oauth/auth/demo/') sends besides the cookie. */
+const BROWSER_FETCH = { accept: '*/*', 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' }
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
+    assertion: {},
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/pub/', upstream: upstream.url, auth: 'none' }],
+    forwardAuth: { hosts: { '127.0.0.1': {} } },
+  })
+  const browser = new Browser()
+  expect((await browser.navigate(`${gateway.url}/app/`, { login: 'alice' })).status).toBe(200)
+  cookie = `gw_session=${browser.cookies.get('gw_session')!.value}`
+})
+
+/**
+ * Forward-auth asked with `headers` from 127.0.0.1, the proxy the gateway trusts (over a socket), or
+ * from another address (`remoteAddress`, through inject).
+ */
+async function ask (remoteAddress: string, headers: Record<string, string>) {
+  if (remoteAddress === '127.0.0.1') {
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: { cookie, ...headers } })
+    const error = response.status === 200 ? undefined : (await response.json() as { error: string }).error
+    return { status: response.status, error, token: response.headers.get('authorization') ?? undefined, assertion: response.headers.get('x-gateway-assertion') ?? undefined }
+  }
+  const response = await gateway.app.inject({ method: 'GET', url: '/oauth/auth/demo/', remoteAddress, headers: { cookie, ...headers } })
+  return { status: response.statusCode, error: response.statusCode === 200 ? undefined : (response.json() as { error: string }).error, token: response.headers.authorization, assertion: response.headers['x-gateway-assertion'] }
+}
+
+describe('forward-auth asked by a browser itself', () => {
+  it.each([
+    ['a page\'s fetch, straight to the gateway (no trusted proxy)', '192.0.2.7', BROWSER_FETCH],
+    ['a page\'s navigation to it, straight', '192.0.2.7', { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate', 'sec-fetch-dest': 'document' }],
+    ['relayed by the trusted proxy, which names this endpoint as the request', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/oauth/auth/demo/', 'x-forwarded-host': '127.0.0.1' }],
+    ['relayed, the endpoint named in another spelling of its host', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/oauth/auth/demo/?x=1', 'x-forwarded-host': '127.0.0.1:80' }],
+    ['relayed, the endpoint named with an encoded letter', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/oauth/%61uth/demo/', 'x-forwarded-host': '127.0.0.1' }],
+    ['relayed, the endpoint named in capitals', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/OAuth/Auth/demo/', 'x-forwarded-host': '127.0.0.1' }],
+  ])('%s: 403, no token, no assertion', async (_case, from, headers) => {
+    expect(await ask(from, headers)).toEqual({ status: 403, error: 'forbidden', token: undefined, assertion: undefined })
+  })
+
+  it.each([
+    ['the trusted proxy, guarding a page load (the browser\'s Sec-Fetch-* passed on)', '127.0.0.1', { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate', 'x-forwarded-uri': '/app/x', 'x-forwarded-host': '127.0.0.1' }],
+    ['the trusted proxy, guarding an application\'s own fetch', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/app/api', 'x-forwarded-host': '127.0.0.1' }],
+    ['a caller that is no browser (no Fetch Metadata), untrusted', '192.0.2.7', { accept: '*/*' }],
+  ])('%s: 200 with the token', async (_case, from, headers) => {
+    const answer = await ask(from, headers)
+    expect(answer.status).toBe(200)
+    expect(answer.token).toMatch(/^Bearer \S{20,}$/)
+  })
+})
