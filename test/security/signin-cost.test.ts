@@ -156,9 +156,13 @@ describe('one state, once, on any instance', () => {
     const browser = new Browser()
     const state = await startLogin(browser)
     expect((await callback(browser, state)).status).toBe(302)
+    const exchanged = stub.requests.length
+    // Without the session its first use made (a browser signed in at that provider goes on to `next`, exchanging nothing).
+    browser.cookies.delete('gw_session')
     const replay = await callback(browser, state, second.url)
     expect(replay.status).toBe(400)
     expect(await replay.json()).toMatchObject({ error: 'invalid_state', message: 'This sign-in link has expired or was already used; start again.' })
+    expect(stub.requests.length).toBe(exchanged)
   })
 })
 
