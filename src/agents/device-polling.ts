@@ -7,7 +7,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc8628#section-3.5
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
-import type { SessionStore } from '../store/store.js'
+import { firstHeld, type SessionStore } from '../store/store.js'
 
 /** The interval the device authorization response gives, and what each `slow_down` adds (seconds). */
 export const POLL_INTERVAL_S = 5
@@ -27,8 +27,10 @@ export class DevicePolling {
    * (seconds, already grown by 5 for the next polls) when it asked too soon, else undefined.
    */
   async tooSoon (deviceCode: string): Promise<number | undefined> {
-    const key = `agents:device-poll:${this.sealer.idFor('agents-device-poll', deviceCode)}`
-    const raw = await this.store.get(key)
+    // Under the id of the secret current at its first poll (an instance before a rotation), else the current one's.
+    const keys = this.sealer.idsFor('agents-device-poll', deviceCode).map((id) => `agents:device-poll:${id}`)
+    const found = await firstHeld(this.store, keys)
+    const [key, raw] = found === undefined ? [keys[0]!, null] : [found.key, found.value]
     const last = raw === null ? undefined : JSON.parse(raw) as Polled
     const now = this.clock.now()
     const early = last !== undefined && now - last.at < last.interval * 1000

@@ -8,7 +8,7 @@
 import { Lru } from '../ops/lru.js'
 import type { Sealer } from '../session/seal.js'
 import type { Sessions } from '../session/session.js'
-import type { KeyValue } from '../store/store.js'
+import { firstHeld, type KeyValue } from '../store/store.js'
 
 const PURPOSE = 'agents-grant-session'
 const LABEL_PURPOSE = 'agents-grant-label'
@@ -26,13 +26,14 @@ export class AgentGrants {
 
   constructor (private readonly store: KeyValue, private readonly sealer: Sealer, private readonly sessions: Sessions) {}
 
-  private key (grantId: string): string {
-    return `agents:grant-session:${this.sealer.idFor(PURPOSE, grantId)}`
+  /** Where the grant's session is named: under every secret's id, the current one first (a grant made before a rotation). */
+  private keys (grantId: string): string[] {
+    return this.sealer.idsFor(PURPOSE, grantId).map((id) => `agents:grant-session:${id}`)
   }
 
   /** Records that `grantId`'s requests are judged by the session of `cookie`, for as long as that session may live. */
   async bind (grantId: string, cookie: string, ttlMs: number): Promise<void> {
-    await this.store.set(this.key(grantId), this.sealer.seal(PURPOSE, grantId, cookie), ttlMs)
+    await this.store.set(this.keys(grantId)[0]!, this.sealer.seal(PURPOSE, grantId, cookie), ttlMs)
     this.cookies.set(grantId, cookie)
   }
 
@@ -41,26 +42,26 @@ export class AgentGrants {
    * name and the route, sealed to the session id, for as long as the session may live.
    */
   async label (sessionId: string, label: GrantLabel, ttlMs: number): Promise<void> {
-    await this.store.set(this.labelKey(sessionId), this.sealer.seal(LABEL_PURPOSE, sessionId, JSON.stringify(label)), ttlMs)
+    await this.store.set(this.labelKeys(sessionId)[0]!, this.sealer.seal(LABEL_PURPOSE, sessionId, JSON.stringify(label)), ttlMs)
   }
 
   /** The label of a grant's session, or undefined (not a grant's, or ended). */
   async labelOf (sessionId: string): Promise<GrantLabel | undefined> {
-    const sealed = await this.store.get(this.labelKey(sessionId))
-    const plain = sealed === null ? null : this.sealer.open(LABEL_PURPOSE, sessionId, sealed)
+    const sealed = await firstHeld(this.store, this.labelKeys(sessionId))
+    const plain = sealed === undefined ? null : this.sealer.open(LABEL_PURPOSE, sessionId, sealed.value)
     return plain === null ? undefined : JSON.parse(plain) as GrantLabel
   }
 
-  private labelKey (sessionId: string): string {
-    return `agents:grant-label:${this.sealer.idFor(LABEL_PURPOSE, sessionId)}`
+  private labelKeys (sessionId: string): string[] {
+    return this.sealer.idsFor(LABEL_PURPOSE, sessionId).map((id) => `agents:grant-label:${id}`)
   }
 
   /** The Cookie header that names the grant's session, or undefined when the grant has none (ended, unknown). */
   async cookieHeader (grantId: string): Promise<string | undefined> {
     const known = this.knownCookieHeader(grantId)
     if (known !== undefined) return known
-    const sealed = await this.store.get(this.key(grantId))
-    const cookie = sealed === null ? null : this.sealer.open(PURPOSE, grantId, sealed)
+    const sealed = await firstHeld(this.store, this.keys(grantId))
+    const cookie = sealed === undefined ? null : this.sealer.open(PURPOSE, grantId, sealed.value)
     if (cookie === null) return undefined
     this.cookies.set(grantId, cookie)
     return this.header(cookie)
@@ -86,7 +87,7 @@ export class AgentGrants {
   async end (grantId: string): Promise<void> {
     const header = await this.cookieHeader(grantId)
     this.cookies.delete(grantId)
-    await this.store.delete(this.key(grantId))
+    for (const key of this.keys(grantId)) await this.store.delete(key)
     if (header !== undefined) await this.sessions.end(await this.sessions.load(header), header)
   }
 }

@@ -26,15 +26,16 @@ export interface PendingSignIn {
 export class PendingSignIns {
   constructor (private readonly store: KeyValue, private readonly sealer: Sealer, private readonly ttlMs: number) {}
 
-  private key (token: string): string {
-    return storeKeys.pendingSignIn(this.sealer.idFor(PURPOSE, token))
+  /** Where the sign-in is kept: under every secret's id, the current one first (one kept by an instance before a rotation). */
+  private keys (token: string): string[] {
+    return this.sealer.idsFor(PURPOSE, token).map((id) => storeKeys.pendingSignIn(id))
   }
 
   /** Keeps the sign-in for authorization `uid`, made at `at`: the value of the browser's cookie for it, and its store key. */
   async keep (uid: string, provider: string, signIn: SignIn, at: number): Promise<{ cookie: string, key: string }> {
     const token = randomToken()
     const pending: PendingSignIn = { uid, provider, signIn, at }
-    const key = this.key(token)
+    const key = this.keys(token)[0]!
     await this.store.set(key, this.sealer.seal(PURPOSE, token, JSON.stringify(pending)), this.ttlMs)
     return { cookie: this.sealer.seal(PURPOSE, uid, token), key }
   }
@@ -53,7 +54,8 @@ export class PendingSignIns {
   private async read (uid: string, cookie: string | undefined, fetch: (key: string) => Promise<string | null>): Promise<PendingSignIn | undefined> {
     const token = this.token(uid, cookie)
     if (token === undefined) return undefined
-    const sealed = await fetch(this.key(token))
+    let sealed: string | null = null
+    for (const key of this.keys(token)) if ((sealed = await fetch(key)) !== null) break
     const plain = sealed === null ? null : this.sealer.open(PURPOSE, token, sealed)
     const pending = plain === null ? undefined : JSON.parse(plain) as PendingSignIn
     return pending?.uid === uid ? pending : undefined

@@ -3,12 +3,15 @@
 // record, sealed like a session (seal.ts): the store sees a keyed hash of each id and ciphertext
 // bound to that id, so a store dump holds no usable code, token or client. A code or refresh token
 // is used once: `consume` claims it with a set-if-absent, and a second use, even one racing the
-// first, revokes everything its grant issued (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1).
+// first, revokes everything its grant issued (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1). A record is kept
+// under the id of the secret that was current when it was made, and found under any secret the
+// gateway holds (Sealer.idsFor), so a rotation of session.secret loses no client, grant or token
+// before its step 3 (an outside tester's finding: an instance at step 2 found none of them).
 // @see https://github.com/panva/node-oidc-provider/blob/main/example/my_adapter.js
 import { errors, type Adapter, type AdapterPayload } from 'oidc-provider'
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
-import type { SessionStore } from '../store/store.js'
+import { firstHeld, type SessionStore } from '../store/store.js'
 import { AGENT_SCOPE } from './endpoints.js'
 
 const PREFIX = 'agents:'
@@ -33,12 +36,13 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
   return class StoreAdapter implements Adapter {
     constructor (private readonly model: string) {}
 
-    private key (id: string): string {
-      return recordKey(sealer, this.model, id)
+    /** Where the record of `id` is kept (under an earlier secret's id, made before a rotation), or undefined. */
+    private async located (id: string): Promise<{ key: string, value: string } | undefined> {
+      return await firstHeld(store, recordKeys(sealer, this.model, id))
     }
 
-    private index (kind: string, value: string): string {
-      return `${PREFIX}${this.model}-${kind}:${sealer.idFor(`agents-${this.model}-${kind}`, value)}`
+    private indexes (kind: string, value: string): string[] {
+      return sealer.idsFor(`agents-${this.model}-${kind}`, value).map((each) => `${PREFIX}${this.model}-${kind}:${each}`)
     }
 
     async upsert (id: string, payload: AdapterPayload, expiresIn: number | undefined): Promise<void> {
@@ -47,18 +51,18 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
       // routes/agents.ts sets it on an authorization request.
       if (this.model === 'DeviceCode' && payload.params !== undefined) payload.params = { ...payload.params, scope: AGENT_SCOPE }
       const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.unusedClientMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
-      if (this.model === 'DeviceCode' && payload.inFlight === true && (await this.find(id))?.inFlight !== true) await claimDeviceCode(store, this.key(id), ttlMs)
-      const key = this.key(id)
+      const key = await writeKey(store, sealer, this.model, id)
+      if (this.model === 'DeviceCode' && payload.inFlight === true && (await this.find(id))?.inFlight !== true) await claimDeviceCode(store, key, ttlMs)
       await store.set(key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)
       if (payload.grantId !== undefined) await grants.add(payload.grantId, key, ttlMs)
-      if (payload.uid !== undefined) await store.set(this.index('uid', payload.uid), sealer.seal('agents-uid', payload.uid, id), ttlMs)
-      if (payload.userCode !== undefined) await indexUserCode(store, sealer, this.index('user-code', payload.userCode), payload.userCode, id, ttlMs)
+      if (payload.uid !== undefined) await store.set(this.indexes('uid', payload.uid)[0]!, sealer.seal('agents-uid', payload.uid, id), ttlMs)
+      if (payload.userCode !== undefined) await indexUserCode(store, sealer, this.indexes('user-code', payload.userCode)[0]!, payload.userCode, id, ttlMs)
     }
 
     async find (id: string): Promise<AdapterPayload | undefined> {
-      const key = this.key(id)
-      const raw = await store.get(key)
-      if (raw === null) return undefined
+      const found = await this.located(id)
+      if (found === undefined) return undefined
+      const { key, value: raw } = found
       const plain = sealer.open(`agents-${this.model}`, id, raw)
       if (plain === null) return undefined
       const payload = JSON.parse(plain) as AdapterPayload
@@ -69,14 +73,14 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     }
 
     async findByUid (uid: string): Promise<AdapterPayload | undefined> {
-      const sealed = await store.get(this.index('uid', uid))
-      const id = sealed === null ? null : sealer.open('agents-uid', uid, sealed)
+      const sealed = await firstHeld(store, this.indexes('uid', uid))
+      const id = sealed === undefined ? null : sealer.open('agents-uid', uid, sealed.value)
       return id === null ? undefined : await this.find(id)
     }
 
     async findByUserCode (userCode: string): Promise<AdapterPayload | undefined> {
-      const sealed = await store.get(this.index('user-code', userCode))
-      const id = sealed === null ? null : sealer.open('agents-user-code', userCode, sealed)
+      const sealed = await firstHeld(store, this.indexes('user-code', userCode))
+      const id = sealed === undefined ? null : sealer.open('agents-user-code', userCode, sealed.value)
       return id === null ? undefined : await this.find(id)
     }
 
@@ -85,7 +89,7 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
      * the other revokes its grant and is refused (`invalid_grant`).
      */
     async consume (id: string): Promise<void> {
-      const key = this.key(id)
+      const key = await writeKey(store, sealer, this.model, id)
       const ttlMs = Math.max(await store.remainingMs(key) ?? 0, 1000)
       if (await store.claim(consumedKey(key), '1', ttlMs)) {
         if (this.model === 'RefreshToken') await grants.rotated(id, key, (await this.find(id))?.grantId, ttlMs)
@@ -97,7 +101,7 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     }
 
     async destroy (id: string): Promise<void> {
-      await store.delete(this.key(id))
+      for (const key of recordKeys(sealer, this.model, id)) await store.delete(key)
     }
 
     async revokeByGrantId (grantId: string): Promise<void> {
@@ -110,12 +114,13 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
 class GrantKeys {
   constructor (private readonly store: SessionStore, private readonly sealer: Sealer, private readonly events: AdapterEvents) {}
 
-  private key (grantId: string): string {
-    return `${PREFIX}grant:${this.sealer.idFor('agents-grant', grantId)}`
+  /** The grant's list under every secret's id, the current one first (where add puts what it issues). */
+  private keys (grantId: string): string[] {
+    return this.sealer.idsFor('agents-grant', grantId).map((id) => `${PREFIX}grant:${id}`)
   }
 
   async add (grantId: string, key: string, ttlMs: number): Promise<void> {
-    await this.store.addMember(this.key(grantId), key, ttlMs)
+    await this.store.addMember(this.keys(grantId)[0]!, key, ttlMs)
   }
 
   /**
@@ -127,13 +132,15 @@ class GrantKeys {
   async rotated (id: string, key: string, grantId: string | undefined, ttlMs: number): Promise<void> {
     if (grantId === undefined) return
     await this.store.set(key, this.sealer.seal('agents-RefreshToken', id, JSON.stringify({ grantId, used: true })), ttlMs)
-    await this.store.removeMember(this.key(grantId), key)
+    for (const list of this.keys(grantId)) await this.store.removeMember(list, key)
   }
 
   /** Everything the grant issued, and the grant, deleted; then the gateway's side of it (its session). */
   async revoke (grantId: string): Promise<void> {
-    for (const key of await this.store.takeMembers(this.key(grantId))) await this.store.delete(key)
-    await this.store.delete(recordKey(this.sealer, 'Grant', grantId))
+    for (const list of this.keys(grantId)) {
+      for (const key of await this.store.takeMembers(list)) await this.store.delete(key)
+    }
+    for (const key of recordKeys(this.sealer, 'Grant', grantId)) await this.store.delete(key)
     await this.events.grantRevoked(grantId)
   }
 }
@@ -158,12 +165,25 @@ function recordKey (sealer: Sealer, model: string, id: string): string {
   return `${PREFIX}${model}:${sealer.idFor(`agents-${model}`, id)}`
 }
 
+/** Where a record of `model` may be: under every secret's id, the current one first. */
+function recordKeys (sealer: Sealer, model: string, id: string): string[] {
+  return sealer.idsFor(`agents-${model}`, id).map((each) => `${PREFIX}${model}:${each}`)
+}
+
+/** Where a write of `id` goes: where its record is kept already, else under the current secret's id. */
+async function writeKey (store: SessionStore, sealer: Sealer, model: string, id: string): Promise<string> {
+  const current = recordKey(sealer, model, id)
+  return sealer.keys.length === 1 ? current : (await firstHeld(store, recordKeys(sealer, model, id)))?.key ?? current
+}
+
 /**
  * Keeps a registered client for `ttlMs` more: once a person allowed it, and at each refresh of one
  * of its grants. A client nobody allowed goes after `unusedClientMs` (registration is open to anyone).
  */
 export async function keepClient (store: SessionStore, sealer: Sealer, clientId: string, ttlMs: number): Promise<void> {
-  await store.getAndTouchBytes(recordKey(sealer, 'Client', clientId), ttlMs)
+  for (const key of recordKeys(sealer, 'Client', clientId)) {
+    if (await store.getAndTouchBytes(key, ttlMs) !== null) return
+  }
 }
 
 function consumedKey (key: string): string {

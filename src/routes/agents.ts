@@ -298,13 +298,13 @@ export class Agents implements AgentSignIns {
       if (signIn === undefined) return await reply.redirect(`${loginUrlFor(this.deps.config, pending.route)}&agent=${pending.uid}`, 302)
       const identity = this.admitted(pending, signIn, request.ip)
       const view = { uid: pending.uid, clientName: pending.clientName, clientSite: pending.clientSite, redirectHost: pending.redirectHost, routePath: pending.route.path }
-      return await reply.type('text/html; charset=utf-8').send(consentPage(view, identity, this.csrf(pending.uid, request)))
+      return await reply.type('text/html; charset=utf-8').send(consentPage(view, identity, this.csrfs(pending.uid, request)[0]!))
     })
     scope.post<{ Params: { uid: string }, Body: Record<string, unknown> | undefined }>(`${AGENTS_PREFIX}/interaction/:uid`, async (request, reply) => {
       if (!fromOwnPage(request, this.ownOrigin)) throw new GatewayError('forbidden', 'An agent is allowed only from this gateway\'s own consent page.')
       const pending = await this.pending(request, reply)
       const sent = typeof request.body?.csrf === 'string' ? request.body.csrf : ''
-      if (!sameText(sent, this.csrf(pending.uid, request))) throw new GatewayError('forbidden', 'This consent page has expired or was not this gateway\'s: start the authorization again from the agent.')
+      if (!this.csrfs(pending.uid, request).some((csrf) => sameText(sent, csrf))) throw new GatewayError('forbidden', 'This consent page has expired or was not this gateway\'s: start the authorization again from the agent.')
       const signIn = await this.pendings.take(pending.uid, request.cookies[this.pendingCookie])
       if (signIn === undefined) throw new GatewayError('forbidden', 'This consent page has expired, was answered already, or its sign-in was ended at the provider: start the authorization again from the agent.')
       const identity = this.admitted(pending, signIn, request.ip)
@@ -377,9 +377,9 @@ export class Agents implements AgentSignIns {
     return identity.sub
   }
 
-  /** The consent form's token: bound to the interaction and to this browser's sign-in for it. */
-  private csrf (uid: string, request: FastifyRequest): string {
-    return this.deps.sealer.idFor(CONSENT_PURPOSE, `${uid}.${this.pendings.binding(uid, request.cookies[this.pendingCookie]) ?? ''}`)
+  /** The consent form's token, bound to the interaction and to this browser's sign-in for it: under each secret (the page from an instance before a rotation), current first. */
+  private csrfs (uid: string, request: FastifyRequest): string[] {
+    return this.deps.sealer.idsFor(CONSENT_PURPOSE, `${uid}.${this.pendings.binding(uid, request.cookies[this.pendingCookie]) ?? ''}`)
   }
 }
 

@@ -116,7 +116,10 @@ export class SealingKey {
 
 /**
  * The keys of `session.secret` (current: every write) and of `session.previousSecrets` (opening
- * only), found by key id. The methods of one key ({@link seal}, {@link idFor}, ...) use the current one.
+ * only), found by key id. {@link seal} and {@link idFor} use the current one; {@link open} opens what
+ * any of them sealed, and {@link idsFor} names where a record written under any of them is kept,
+ * so that what the agents' server keeps by a keyed id (clients, grants, tokens) is found through a
+ * rotation (an outside tester's finding: an instance at step 2 found none of what step 1 made).
  */
 export class Sealer {
   /** The current secret's keys: everything written is sealed or signed with these. */
@@ -142,12 +145,22 @@ export class Sealer {
     return this.current.idFor(purpose, token)
   }
 
+  /** {@link idFor} under every secret, the current one first. */
+  idsFor (purpose: string, token: string): string[] {
+    return this.keys.map((key) => key.idFor(purpose, token))
+  }
+
   sealBytes (purpose: string, token: string, plaintext: string): Buffer {
     return this.current.sealBytes(purpose, token, plaintext)
   }
 
+  /** What any of the secrets sealed (the current one tried first), or null. */
   openBytes (purpose: string, token: string, raw: Uint8Array): string | null {
-    return this.current.openBytes(purpose, token, raw)
+    for (const key of this.keys) {
+      const plaintext = key.openBytes(purpose, token, raw)
+      if (plaintext !== null) return plaintext
+    }
+    return null
   }
 
   seal (purpose: string, token: string, plaintext: string): string {
@@ -155,7 +168,7 @@ export class Sealer {
   }
 
   open (purpose: string, token: string, sealed: string): string | null {
-    return this.current.open(purpose, token, sealed)
+    return this.openBytes(purpose, token, Buffer.from(sealed, 'base64url'))
   }
 
   /** {@link seal} with the current key, its key id in front (`<kid>.<sealed>`): what {@link openNamed} opens in one try. */

@@ -216,3 +216,12 @@ export const storeKeys = {
 export function isPendingSignInKey (id: string): boolean {
   return id.startsWith('agents:pending:')
 }
+
+/** The first of `keys` the store holds, with its value (a record kept under an earlier secret's id: Sealer.idsFor). */
+export async function firstHeld (store: Pick<KeyValue, 'get'>, keys: readonly string[]): Promise<{ key: string, value: string } | undefined> {
+  for (const key of keys) {
+    const value = await store.get(key)
+    if (value !== null) return { key, value }
+  }
+  return undefined
+}

@@ -245,3 +245,23 @@ describe('the back-channel logout index', () => {
     expect(await rotated.take('demo', 'sid', 'sid-1')).toEqual(['session-1'])
   })
 })
+
+describe('Sealer: what the agents\' server keeps by a keyed id, through a rotation', () => {
+  const S1 = 'first-session-secret-0123456789-abcdefghijkl'
+  const S2 = 'second-session-secret-9876543210-zyxwvutsrqpo'
+
+  it('opens what any held secret sealed, the current one first; nothing a secret no longer held sealed', () => {
+    const sealed = new Sealer(S1).seal('agents-Client', 'id', 'payload')
+    expect(new Sealer(S2, [S1]).open('agents-Client', 'id', sealed)).toBe('payload')
+    expect(new Sealer(S1, [S2]).open('agents-Client', 'id', sealed)).toBe('payload')
+    expect(new Sealer(S2).open('agents-Client', 'id', sealed)).toBeNull()
+    expect(new Sealer(S2, [S1]).open('agents-Client', 'another id', sealed)).toBeNull()
+  })
+
+  it('names the id under every held secret, the current one first: each instance of a rotation finds the other\'s', () => {
+    const step1 = new Sealer(S1, [S2])
+    const step2 = new Sealer(S2, [S1])
+    expect(step1.idsFor('agents-Grant', 'g')).toEqual([step1.idFor('agents-Grant', 'g'), step2.idFor('agents-Grant', 'g')])
+    expect(step2.idsFor('agents-Grant', 'g')).toEqual([...step1.idsFor('agents-Grant', 'g')].reverse())
+  })
+})
