@@ -77,7 +77,10 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
 
   /** The request's session, if it holds an identity (a person to list sessions for). */
   async function signedIn (request: FastifyRequest): Promise<Session> {
-    const session = await sessions.load(request.headers.cookie)
+    return identified(await sessions.load(request.headers.cookie))
+  }
+
+  function identified (session: Session | null): Session {
     if (!session || Object.keys(session.record.identities ?? {}).length === 0) throw notSignedIn(config, signInLinks)
     return session
   }
@@ -99,14 +102,12 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
   }
 
   app.get<{ Querystring: { revoked?: unknown } }>(SESSIONS, async (request, reply) => {
-    const session = await signedIn(request).catch((error: unknown) => {
-      // A browser is sent to sign in and comes back here, as to a protected route (a newcomer's reading:
-      // a person who had just approved a CLI, whose browser holds no session, read the 401 page as a failure).
-      if (wantsHtml(request) && error instanceof GatewayError && error.code === 'unauthenticated') return error.details.loginUrl!
-      throw error
-    })
-    if (typeof session === 'string') return reply.redirect(session, 302)
-    const all = await listed(session)
+    const loaded = await sessions.load(request.headers.cookie)
+    // A browser without a session is sent to sign in and comes back here, as to a protected route (a
+    // newcomer's reading: a person who had just approved a CLI read the 401 page as a failure); one
+    // whose sign-in named nobody gets that page (sent round again, it looped: a re-reading's finding).
+    if (loaded === null && wantsHtml(request)) return reply.redirect(notSignedIn(config, signInLinks).details.loginUrl!, 302)
+    const all = await listed(identified(loaded))
     if (!wantsHtml(request)) return { sessions: all.map(toJson) }
     // Back from a revoke (a newcomer's reading: the row only disappeared): the page says what happened.
     const { revoked: what } = request.query
@@ -132,10 +133,11 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
     }
     const target = await personIndex.take(session.record, request.params.publicId)
     if (target === null) throw notYours()
-    // The list then says what ended: a session, or an agent's access (a newcomer's reading).
-    const agent = target !== session.id && wantsHtml(request) && await agents?.labelOf(target) !== undefined
     if (target === session.id) await endSession(sessions, request, reply, session)
     else await sessions.endById(target)
+    // The list then says what ended, a session or an agent's access (a newcomer's reading): asked once
+    // it has ended (a store fault before left an agent unlisted and still working: a re-reading's finding).
+    const agent = target !== session.id && wantsHtml(request) && await agents?.labelOf(target).catch(() => undefined) !== undefined
     request.log.info({ current: target === session.id }, 'session revoked')
     return revoked(request, reply, target === session.id, agent)
   })
