@@ -257,23 +257,27 @@ const NAMED_ONLY_IN_URL = 'the proxy in front named the host only in X-Original-
 
 /**
  * Whether this is a browser's own request for the answer, not a proxy's for the request it guards:
- * a browser's Fetch Metadata (`Sec-Fetch-Site`, which proxies pass on from the request they guard)
- * from a peer no `server.trustProxy` entry admits, or an original request a trusted proxy names
- * that is itself for this endpoint. Answered, the 200 hands the provider's access token (and the
- * assertion) to whatever script runs on the gateway's origin (an outside tester's finding: `fetch('/oauth/auth/demo/')`
- * from a page of another route read the person's token): the proxy in front must be a trusted one.
+ * it carries a browser's Fetch Metadata (`Sec-Fetch-Site`, which proxies pass on from the request
+ * they guard) and comes from a peer no `server.trustProxy` entry admits, or from a trusted one that
+ * names no original request (a relay of the page's request: a re-reading's finding, through
+ * deployment.md's nginx) or names this endpoint on the gateway's own origin. Answered, the 200
+ * hands the provider's access token (and the assertion) to whatever script runs on the gateway's
+ * origin (an outside tester's finding: `fetch('/oauth/auth/demo/')` from a page of another route
+ * read the person's token). An application's own `/oauth/auth/...` on its own host is no such case.
  */
-function browserOwn (request: FastifyRequest, fromProxy: boolean, original: OriginalUrl | undefined): boolean {
+function browserOwn (request: FastifyRequest, fromProxy: boolean, original: OriginalUrl | undefined, ownHost: string): boolean {
   if (request.headers['sec-fetch-site'] === undefined) return false
-  if (!fromProxy) return true
+  if (!fromProxy || original === undefined) return true
   // As the gateway's edge reads a target (`%61uth` is `auth`), in any case.
-  const canonical = original === undefined ? undefined : canonicalTarget(original.uri)
-  return canonical?.ok === true && canonical.url.toLowerCase().startsWith(FORWARD_AUTH_PREFIX)
+  const canonical = canonicalTarget(original.uri)
+  // On the gateway's own host, whatever scheme or port the proxy in front serves it on.
+  return original.url.hostname === ownHost && canonical.ok && canonical.url.toLowerCase().startsWith(FORWARD_AUTH_PREFIX)
 }
 
 const FORWARD_AUTH_PREFIX = '/oauth/auth/'
 const BROWSER_OWN = 'Forward-auth answers the proxy in front of an application, not a browser: this request carries a browser\'s Sec-Fetch-Site ' +
-  'and comes from no proxy that server.trustProxy admits (or names this endpoint as the request it guards); list the proxy in server.trustProxy'
+  'and comes from no proxy that server.trustProxy admits, or from one that names no original request or this endpoint as the one it guards; ' +
+  'list the proxy in server.trustProxy, and have it send X-Forwarded-Uri (docs/forward-auth.md)'
 
 /**
  * Where the sign-in returns: the path itself when the original URL is on the gateway's own
@@ -290,6 +294,7 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions, metrics }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const ownOrigin = new URL(config.server.baseUrl).origin
+  const ownHost = new URL(ownOrigin).hostname
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts, ownOrigin)
   // Each host's rules compiled once (their path globs included); the query's are compiled per request.
   const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))
@@ -321,7 +326,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const fromProxy = trusted(request.socket.remoteAddress ?? '', 0)
     const named = fromProxy ? namedUrl(request) : undefined
     const original = originalUrl(fromProxy, request, named)
-    if (browserOwn(request, fromProxy, original)) throw new GatewayError('forbidden', BROWSER_OWN)
+    if (browserOwn(request, fromProxy, original, ownHost)) throw new GatewayError('forbidden', BROWSER_OWN)
     const back = returnTo(original, ownOrigin, redirectHosts)
     const login = loginUrl(config, provider, back)
     const host = forwardedHost(fromProxy, request, named)

@@ -7,11 +7,14 @@
 // pass as before.
 import { describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
+import { frontBinary, startNginxInFront, type FrontProxy } from '../helpers/front-proxy.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { test as it } from '../helpers/stack.js'
 
 let gateway: TestGateway
 let cookie: string
+/** docs/deployment.md's nginx block in front of the gateway (TLS left out), where nginx is installed (.ci/run installs it). */
+let relay: FrontProxy | undefined
 
 /** What a page's fetch('/oauth/auth/demo/') sends besides the cookie. */
 const BROWSER_FETCH = { accept: '*/*', 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' }
@@ -26,7 +29,10 @@ it.beforeAll(async ({ startStack, upstream }) => {
   const browser = new Browser()
   expect((await browser.navigate(`${gateway.url}/app/`, { login: 'alice' })).status).toBe(200)
   cookie = `gw_session=${browser.cookies.get('gw_session')!.value}`
+  if (frontBinary('nginx') !== undefined) relay = await startNginxInFront(`127.0.0.1:${gateway.config.server.port}`)
 })
+
+it.afterAll(async () => { await relay?.stop() })
 
 /**
  * Forward-auth asked with `headers` from 127.0.0.1, the proxy the gateway trusts (over a socket), or
@@ -50,6 +56,10 @@ describe('forward-auth asked by a browser itself', () => {
     ['relayed, the endpoint named in another spelling of its host', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/oauth/auth/demo/?x=1', 'x-forwarded-host': '127.0.0.1:80' }],
     ['relayed, the endpoint named with an encoded letter', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/oauth/%61uth/demo/', 'x-forwarded-host': '127.0.0.1' }],
     ['relayed, the endpoint named in capitals', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/OAuth/Auth/demo/', 'x-forwarded-host': '127.0.0.1' }],
+    // A re-reading's findings: a relay that names no original request (deployment.md's nginx), and
+    // one whose two names the script made disagree (the original request cannot be told).
+    ['relayed by a trusted proxy that names no original request', '127.0.0.1', BROWSER_FETCH],
+    ['relayed, the script\'s own X-Original-URI disagreeing with the relay\'s X-Forwarded-Uri', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/oauth/auth/demo/', 'x-forwarded-host': '127.0.0.1', 'x-original-uri': '/app/x' }],
   ])('%s: 403, no token, no assertion', async (_case, from, headers) => {
     expect(await ask(from, headers)).toEqual({ status: 403, error: 'forbidden', token: undefined, assertion: undefined })
   })
@@ -58,9 +68,25 @@ describe('forward-auth asked by a browser itself', () => {
     ['the trusted proxy, guarding a page load (the browser\'s Sec-Fetch-* passed on)', '127.0.0.1', { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate', 'x-forwarded-uri': '/app/x', 'x-forwarded-host': '127.0.0.1' }],
     ['the trusted proxy, guarding an application\'s own fetch', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/app/api', 'x-forwarded-host': '127.0.0.1' }],
     ['a caller that is no browser (no Fetch Metadata), untrusted', '192.0.2.7', { accept: '*/*' }],
+    // A re-reading's finding: an application on another host whose own pages are under /oauth/auth/.
+    ['the trusted proxy, guarding another host\'s own /oauth/auth/ page', '127.0.0.1', { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate', 'x-forwarded-uri': '/oauth/auth/settings/', 'x-forwarded-host': 'app.example.com' }],
   ])('%s: 200 with the token', async (_case, from, headers) => {
     const answer = await ask(from, headers)
     expect(answer.status).toBe(200)
     expect(answer.token).toMatch(/^Bearer \S{20,}$/)
+  })
+})
+
+describe('through docs/deployment.md\'s nginx (a relay of every request to the gateway)', () => {
+  // A re-reading's finding: that relay named no original request, so the page's fetch was answered.
+  it.each([
+    ['a page\'s fetch', BROWSER_FETCH],
+    ['a page\'s fetch naming an original request of its own', { ...BROWSER_FETCH, 'x-forwarded-uri': '/app/x' }],
+    ['a script\'s request without Fetch Metadata', { accept: '*/*' }],
+  ])('%s: no token, no assertion (the block does not pass /oauth/auth/ on)', async (_case, headers) => {
+    if (relay === undefined) return expect(frontBinary('nginx')).toBeUndefined()
+    const response = await fetch(`${relay.url}/oauth/auth/demo/`, { headers: { cookie, ...headers } })
+    await response.arrayBuffer()
+    expect([response.status, response.headers.get('authorization'), response.headers.get('x-gateway-assertion')]).toEqual([404, null, null])
   })
 })
