@@ -36,7 +36,7 @@ const MIN_DELAY_MS = 1000
 const RETRY_MS = 5000
 
 export interface SessionSocketsDeps {
-  sessions: Pick<Sessions, 'cached' | 'load' | 'peek' | 'capIdle' | 'onEnded'>
+  sessions: Pick<Sessions, 'cached' | 'load' | 'peek' | 'capIdle' | 'onEnded' | 'exists'>
   /** A usable token of `provider` in `session`, refreshed if need be (oauth/refresh.ts); undefined: none. */
   usableToken: (session: Session, provider: string) => Promise<TokenSet | undefined>
   /** session.maxAge. */
@@ -82,7 +82,10 @@ export class SessionSockets {
 
   constructor (private readonly deps: SessionSocketsDeps) {
     this.timers = deps.timers ?? nodeTimers
-    deps.sessions.onEnded((id) => this.end(id, 'ended'))
+    // After a gap in the endings' broadcast (an ending may have gone unheard): each held session is looked for again.
+    deps.sessions.onEnded((id) => this.end(id, 'ended'), () => {
+      for (const id of [...this.entries.keys()]) deps.sessions.exists(id).then((exists) => { if (!exists) this.end(id, 'ended') }, () => {})
+    })
   }
 
   /**

@@ -32,8 +32,15 @@ export class SessionStreams {
   /** The sessions whose ending this instance heard last: a response held after that is cut at once. */
   private readonly ended = new Lru<string, true>(ENDED_KEPT)
 
-  constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
-    sessions.onEnded((id) => this.end(id))
+  constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load' | 'exists'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
+    sessions.onEnded((id) => this.end(id), () => this.lookAgain())
+  }
+
+  /** After a gap in the endings' broadcast: each held session still in the store goes on, the others' streams are cut. */
+  private lookAgain (): void {
+    for (const id of [...this.open.keys()]) {
+      this.sessions.exists(id).then((exists) => { if (!exists) this.end(id) }, () => {})
+    }
   }
 
   /**

@@ -80,23 +80,30 @@ export class Sessions {
   /** Listens for other instances' logouts and refreshes (call once, before serving). */
   async listen (): Promise<void> {
     await this.store.subscribe(INVALIDATIONS, (id) => this.cache.dropId(id), (listening) => this.cache.listening(listening))
-    await this.store.subscribe(ENDINGS, (id) => this.ended(id))
+    // Heard again after a gap (a Redis restart): endings may have been missed (an outside tester's finding: an event stream outlived its sign-out).
+    await this.store.subscribe(ENDINGS, (id) => this.ended(id), (listening) => { if (listening) for (const { missed } of this.endListeners) missed?.() })
   }
 
-  private readonly endListeners: Array<(id: string) => void> = []
+  private readonly endListeners: Array<{ ended: (id: string) => void, missed?: (() => void) | undefined }> = []
 
   /**
    * Calls `listener` with the id of each session that ends, on this instance or any other sharing
    * the store (sign-out, sign-out everywhere, revoke, back-channel logout, maxAge). It may be
-   * called twice for one id (here at once, then from the broadcast): it must not mind.
+   * called twice for one id (here at once, then from the broadcast): it must not mind. `missed`:
+   * after a gap in the broadcast, when endings may have gone unheard (see {@link exists}).
    */
-  onEnded (listener: (id: string) => void): void {
-    this.endListeners.push(listener)
+  onEnded (listener: (id: string) => void, missed?: () => void): void {
+    this.endListeners.push({ ended: listener, missed })
   }
 
   private ended (id: string): void {
     this.previousSecretReads.forget(id)
-    for (const listener of this.endListeners) listener(id)
+    for (const { ended } of this.endListeners) ended(id)
+  }
+
+  /** Whether the session with this store id is still in the store. */
+  async exists (id: string): Promise<boolean> {
+    return await this.store.remainingMs(storeKeys.session(id)) !== null
   }
 
   /** Drops the session from every instance's cache (this one at once). */
@@ -109,19 +116,13 @@ export class Sessions {
     return this.config.cookieName
   }
 
-  /**
-   * The session cookie's value, read from the Cookie header itself (the first one of that name, as
-   * browsers send the most specific first): proxied requests do not pay for parsing every cookie.
-   */
+  /** The session cookie's value, read from the Cookie header itself: proxied requests do not pay for parsing every cookie. */
   private cookie (cookieHeader: string | undefined): string | undefined {
     const value = cookieValue(cookieHeader, this.config.cookieName)
     return value !== undefined && COOKIE_VALUE.test(value) ? value : undefined
   }
 
-  /**
-   * The session named by the Cookie header if this instance verified it moments ago (within
-   * `session.cacheTtl`): no store round trip, no promise, no allocation beyond the cookie's value.
-   */
+  /** The session of the Cookie header if this instance verified it within `session.cacheTtl`: no store round trip, no promise. */
   cached (cookieHeader: string | undefined): Session | undefined {
     const cookie = this.cookie(cookieHeader)
     const session = cookie === undefined ? undefined : this.cache.get(cookie)

@@ -40,6 +40,7 @@ function setUp (options: { tokens?: (provider: string) => TokenSet | undefined, 
   timers.time = 1_000_000_000
   const stored = new Map<string, { idleMs: number } | 'unreachable'>()
   const ended: Array<(id: string) => void> = []
+  const missed: Array<() => void> = []
   const capped: Array<[string, number]> = []
   const sessions = {
     cached: (cookie: string | undefined) => cookie === undefined ? undefined : sessionOf(cookie),
@@ -50,7 +51,11 @@ function setUp (options: { tokens?: (provider: string) => TokenSet | undefined, 
       return entry === undefined ? null : { record: session.record, idleMs: entry.idleMs }
     },
     capIdle: async (session: Session, idleMs: number) => { capped.push([session.id, idleMs]) },
-    onEnded: (listener: (id: string) => void) => { ended.push(listener) },
+    onEnded: (listener: (id: string) => void, gap?: () => void) => {
+      ended.push(listener)
+      if (gap !== undefined) missed.push(gap)
+    },
+    exists: async (id: string) => stored.has(id),
   }
   const sessionOf = (id: string): Session => ({ id, cookie: id, record: { createdAt: timers.time, tokens: { a: { access_token: 'a' }, b: { access_token: 'b' } } } })
   const registry = new SessionSockets({
@@ -73,7 +78,7 @@ function setUp (options: { tokens?: (provider: string) => TokenSet | undefined, 
     registry.connected(source.ws, target.ws)
     return { source, target }
   }
-  return { timers, stored, registry, connect, capped, end: (id: string) => { for (const listener of ended) listener(id) } }
+  return { timers, stored, registry, connect, capped, end: (id: string) => { for (const listener of ended) listener(id) }, gap: () => { for (const lookAgain of missed) lookAgain() } }
 }
 
 /** Lets the registry's checks (promises) run. */
@@ -109,6 +114,21 @@ describe('the registry of sessions\' websockets', () => {
     expect([source.closedWith, target.closedWith]).toEqual([SESSION_ENDED_CODE, SESSION_ENDED_CODE])
     await settle()
     expect(registry.size).toEqual({ sessions: 0, sockets: 0 })
+  })
+
+  // An outside tester's finding (for event streams; websockets waited for their next check, maxAge at worst).
+  it('after a gap in the endings\' broadcast, the sockets of a session no longer in the store close; the others go on', async () => {
+    const { stored, registry, connect, gap } = setUp()
+    const gone = connect('s1')
+    const kept = connect('s2')
+    await settle()
+    // Signed out on another instance while this one heard nothing.
+    stored.delete('s1')
+    gap()
+    await settle()
+    expect([gone.source.closedWith, kept.source.closedWith]).toEqual([SESSION_ENDED_CODE, undefined])
+    await settle()
+    expect(registry.size).toEqual({ sessions: 1, sockets: 1 })
   })
 
   it('a store that cannot be read keeps the sockets open and is asked again 5 s later', async () => {
