@@ -22,6 +22,7 @@ import { MAX_TIMER_MS, nodeTimers, type Clock, type Timers } from '../ops/clock.
 import type { Logger } from '../ops/logger.js'
 import type { Session, Sessions, TokenSet } from '../session/session.js'
 import { LegAdmissions } from './leg-admissions.js'
+import { lookForEnded } from './missed-endings.js'
 import { closeLeg } from './websocket.js'
 
 /** The close code and reason both legs get when their session ends (RFC 6455 §7.4.1: policy violation). */
@@ -82,10 +83,8 @@ export class SessionSockets {
 
   constructor (private readonly deps: SessionSocketsDeps) {
     this.timers = deps.timers ?? nodeTimers
-    // After a gap in the endings' broadcast (an ending may have gone unheard): each held session is looked for again.
-    deps.sessions.onEnded((id) => this.end(id, 'ended'), () => {
-      for (const id of [...this.entries.keys()]) deps.sessions.exists(id).then((exists) => { if (!exists) this.end(id, 'ended') }, () => {})
-    })
+    const held = { exists: (id: string) => deps.sessions.exists(id), holds: (id: string) => this.entries.has(id), end: (id: string) => this.end(id, 'ended'), timers: this.timers }
+    deps.sessions.onEnded((id) => this.end(id, 'ended'), () => lookForEnded(this.entries.keys(), held))
   }
 
   /**

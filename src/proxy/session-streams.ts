@@ -19,6 +19,7 @@ import type { ServerResponse } from 'node:http'
 import { MAX_TIMER_MS, nodeTimers, systemClock, type Clock, type Timers } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import { Lru } from '../ops/lru.js'
+import { lookForEnded } from './missed-endings.js'
 import type { Session, Sessions } from '../session/session.js'
 
 /** How many ended sessions' ids are kept: far more than end while one store read is under way. */
@@ -33,14 +34,8 @@ export class SessionStreams {
   private readonly ended = new Lru<string, true>(ENDED_KEPT)
 
   constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load' | 'exists'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
-    sessions.onEnded((id) => this.end(id), () => this.lookAgain())
-  }
-
-  /** After a gap in the endings' broadcast: each held session still in the store goes on, the others' streams are cut. */
-  private lookAgain (): void {
-    for (const id of [...this.open.keys()]) {
-      this.sessions.exists(id).then((exists) => { if (!exists) this.end(id) }, () => {})
-    }
+    const held = { exists: (id: string) => sessions.exists(id), holds: (id: string) => this.open.has(id), end: (id: string) => this.end(id), timers }
+    sessions.onEnded((id) => this.end(id), () => lookForEnded(this.open.keys(), held))
   }
 
   /**
