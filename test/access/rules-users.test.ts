@@ -47,6 +47,11 @@ const TABLE: Row[] = [
   ['deny: an address name with an IDNA domain holds for its ASCII form', undefined, [{ users: ['mallory@xn--bcher-kva.example'] }], person('mallory@Bücher.example', 'x'), false],
   ['deny: a subject in another case holds (a deny refuses more, never less)', undefined, [{ users: [ALICE.subject!.toUpperCase()] }], ALICE, false],
   ['deny: a name that differs by more than case does not hold', undefined, [{ users: ['mallory'] }], person('mallory2', '4242'), true],
+  // A session in 1.0's record form (signed in under 1.0, or refreshed by a 1.0.0 instance during a rolling upgrade,
+  // which drops the mark of groups that could not be read): its groups cannot be told either (a re-reading's finding).
+  ['deny on groups: a session from before the subject was kept is refused, whatever groups it lists', undefined, [{ groups: ['contractors'] }], person('zed', undefined, { groups: ['staff'] }), false],
+  ['deny on groups: with its subject, its groups are read', undefined, [{ groups: ['contractors'] }], person('zed', '77', { groups: ['staff'] }), true],
+  ['allow on groups: a session from before the subject was kept is admitted by its groups as ever', [{ groups: ['staff'] }], [], person('zed', undefined, { groups: ['staff'] }), true],
 ]
 
 describe('users conditions key a person on the subject', () => {
