@@ -18,14 +18,26 @@ export interface HeldSessions {
   /** Ends what the registry holds of the session. */
   end: (id: string) => void
   timers: Timers
+  /** The sessions a look is under way or due again for: another gap meanwhile adds none (a re-reading's finding: a look per gap piled up). */
+  readonly looking: Set<string>
 }
 
 /** Looks for each of `ids` in the store, ending those gone; a look that fails is made again. */
 export function lookForEnded (ids: Iterable<string>, held: HeldSessions): void {
   const look = (id: string): void => {
-    held.exists(id).then((there) => { if (!there) held.end(id) }, () => {
-      held.timers.setTimeout(() => { if (held.holds(id)) look(id) }, LOOK_AGAIN_MS)
+    held.exists(id).then((there) => {
+      held.looking.delete(id)
+      if (!there) held.end(id)
+    }, () => {
+      held.timers.setTimeout(() => {
+        if (held.holds(id)) look(id)
+        else held.looking.delete(id)
+      }, LOOK_AGAIN_MS)
     })
   }
-  for (const id of [...ids]) look(id)
+  for (const id of [...ids]) {
+    if (held.looking.has(id)) continue
+    held.looking.add(id)
+    look(id)
+  }
 }
