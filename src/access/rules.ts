@@ -121,10 +121,10 @@ function aboutField (field: PersonField, test: (identity: Identity, inDeny: bool
  */
 function deniedGroupsCondition (groups: readonly string[]): Condition {
   const denied = new Set(groups.flatMap(groupSpellings))
-  // A session in 1.0's record form (no subject: signed in under 1.0, or refreshed by a 1.0.0 instance
-  // during a rolling upgrade, which drops what this build keeps, the mark of groups that could not
-  // be read included: a re-reading's finding) cannot tell its groups: it meets the deny, as a `users` deny.
-  return aboutField('groups', (identity) => identity.subject === undefined || foldedGroups(identity).some((spelling) => denied.has(spelling)))
+  // A session in 1.0's record form cannot tell its groups (Identity.untoldGroups: an outside
+  // tester's run of a rolling upgrade): it meets the deny, as a `users` deny. A token marks what it
+  // does not say in `unknown` (aboutField).
+  return aboutField('groups', (identity) => identity.untoldGroups === true || foldedGroups(identity).some((spelling) => denied.has(spelling)))
 }
 
 /**

@@ -79,6 +79,8 @@ export function fromWire (wire: WireRecord): SessionRecord {
       groupWords: identity.w,
       // Given by a route (access/name-spaces.ts), never stored.
       aka: undefined,
+      // A record 1.0.0 wrote (or rewrote at a refresh during a rolling upgrade) has no subject.
+      untoldGroups: identity.j === undefined ? true as const : undefined,
     } satisfies Record<keyof Identity, unknown>)),
     providerSessions: wire.p && mapValues(wire.p, (session): ProviderSession => defined({ idToken: session.d, sid: session.s, sub: session.u, authTime: session.t, acr: session.a } satisfies Record<keyof ProviderSession, unknown>)),
   } satisfies Record<keyof SessionRecord, unknown>)

@@ -21,6 +21,12 @@ export interface Identity {
    */
   readonly aka?: readonly string[]
   /**
+   * Read from a record in 1.0's form (no subject: signed in under 1.0, or refreshed by a 1.0.0
+   * instance during a rolling upgrade): 1.0 dropped the groups it could not read without a mark, so
+   * which groups the person holds cannot be told, and a `deny` on groups holds. Never stored.
+   */
+  readonly untoldGroups?: true
+  /**
    * Who the provider says this is for good: the `sub` of its ID token, userinfo or access token
    * (GitHub: the numeric `id`; a provider without any: the mapped user name). People are keyed on
    * `iss` + `subject`, never on `sub`. Absent in records written before it was kept.

@@ -24,7 +24,7 @@ const S3 = 'key-id-secret-three-0123456789-abcdefghijk'
 const CONFIG: SessionConfig = { cookieName: 'gw_session', secret: S1, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 1000, maxAgeMs: 7 * 86_400_000, previousSecrets: [] }
 const RECORD = withSignIn(emptyRecord(Date.now()), 'demo', {
   tokens: { access_token: 'at-1', refresh_token: 'rt-1' },
-  identity: { sub: 'alice', groups: [] },
+  identity: { sub: 'alice', subject: 'alice-subject', groups: [] },
   providerSession: { sid: 'sid-1', sub: 'alice' },
 })
 

@@ -22,7 +22,7 @@ const TOKENS: TokenSet = {
 }
 const RECORD: SessionRecord = withSignIn(emptyRecord(1_700_000_000_000), 'demo', {
   tokens: TOKENS,
-  identity: { sub: 'alice', email: 'alice@example.com', groups: ['staff'] },
+  identity: { sub: 'alice', subject: 'alice-subject', email: 'alice@example.com', groups: ['staff'] },
   providerSession: { idToken: 'eyJhbGciOiJSUzI1NiJ9.id-token-body.sig', sid: 'sid-1', sub: 'alice' },
 })
 
