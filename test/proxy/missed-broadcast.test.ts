@@ -96,12 +96,7 @@ describe('an instance that missed a sign-out broadcast', () => {
     await waitFor(async () => await subscribers() === 2, 5000, 'both instances subscribed')
     const { cookie } = await signIn(`${a.url}/oauth/login/demo/?next=/oauth/`, 'missed-broadcast')
     // The person's page, served by B, holds an event stream.
-    const response = await fetch(`${b.url}/app/events`, { headers: { cookie, accept: 'text/event-stream' } })
-    expect(response.status).toBe(200)
-    const reader = response.body!.getReader()
-    expect(new TextDecoder().decode((await reader.read()).value)).toBe('data: first\n\n')
-    let cut = false
-    void (async () => { try { while (!(await reader.read()).done); } catch { } cut = true })()
+    const cut = await streamOnB(cookie)
 
     // B's subscriber connection drops and cannot come back for a moment; A's comes back at once.
     proxy.refusing = true
@@ -119,6 +114,6 @@ describe('an instance that missed a sign-out broadcast', () => {
     // B's cache is guarded: the session is no longer served there.
     expect(await sessionStatus(b, cookie.replace(/^gw_session=/, ''))).toBe(401)
     // And the ended session's stream on B is cut within the second (SPEC: streams end with their session on every instance).
-    await waitFor(async () => cut, 1000, 'B to cut the ended session\'s event stream').finally(() => upstream.release())
+    await waitFor(async () => cut(), 1000, 'B to cut the ended session\'s event stream').finally(() => upstream.release())
   })
 })
