@@ -175,9 +175,8 @@ interface Front { kind: FrontKind, port: HeldPort, url: string }
 
 async function holdFront (kind: FrontKind): Promise<Front> {
   if (frontBinary(kind) === undefined) throw new DemoUsageError(`--forward-auth ${kind}: ${kind} is not installed (Debian: apt-get install -y ${kind === 'nginx' ? 'nginx-light' : 'caddy'})`)
+  // Held with SO_REUSEPORT, which another demo's proxy shares: withGateway's portsAreFree bound it alone first, so a port in use said so.
   const requested = port('DEMO_FRONT_PORT', 8081)
-  // Held with SO_REUSEPORT, which another demo's proxy shares: first bound alone, so a port in use says so.
-  if (requested !== 0) await portIsFree(requested, kind, 'DEMO_FRONT_PORT')
   const held = await onPort(kind, 'DEMO_FRONT_PORT', requested, async () => await holdFrontPort(requested))
   return { kind, port: held, url: `http://localhost:${held.port}` }
 }
