@@ -291,6 +291,9 @@ const ForwardAuth = Section({
     expected: 'a mapping of host name to { allow, deny, bearer }',
     examples: [{ 'payroll.example.com': { allow: [{ groups: ['payroll'] }] } }],
   }))),
+  proxySecret: Text('A secret the proxy in front sends in X-Forward-Auth-Secret with each of its auth requests (at least 32 random characters: `openssl rand -base64 32`; letters, digits and + / = . _ ~ -). Set: /oauth/auth/ answers only requests that carry it (403 otherwise), so that no page\'s script can ask for the token through a proxy that relays the gateway\'s host. Absent: any request from a server.trustProxy address is answered. See forward-auth.md.', {
+    examples: ['${GATEWAY_FORWARD_AUTH_SECRET}'], pattern: '^[A-Za-z0-9+/=._~-]+$', expected: 'a secret of letters, digits and + / = . _ ~ - (what a proxy\'s configuration can send as a header value as written)',
+  }),
 }, 'Forward-auth (/oauth/auth/<provider>/) for a proxy in front; see forward-auth.md.')
 
 /** The whole of gateway.yaml. */

@@ -321,6 +321,8 @@ export interface ForwardAuthConfig {
   hosts: ReadonlyMap<string, RuleLists>
   /** Hosts (keys as in `hosts`) whose callers may bring their own access tokens. */
   bearer: ReadonlyMap<string, BearerConfig>
+  /** What the proxy in front sends in X-Forward-Auth-Secret; set, /oauth/auth/ answers nothing else. */
+  proxySecret: string | undefined
 }
 
 /**

@@ -97,7 +97,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   if (store.type === 'memory' && server.workers > 1 && !issues.touched(['store', 'type'])) {
     issues.add(['server', 'workers'], 'several workers need a shared store: set store.type to redis (the memory store lives in one process)')
   }
-  const forwardAuth = validateForwardAuth(issues, raw.forwardAuth)
+  const forwardAuth = validateForwardAuth(issues, raw.forwardAuth, isLoopbackHost(new URL(server.baseUrl).hostname))
   const assertion = validateAssertion(issues, raw.assertion, assertionWritten, routes)
   reportHeaderClashes(issues, routes, assertion.header)
   keepNamedClaims(providers, routes, forwardAuth)

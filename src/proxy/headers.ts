@@ -39,6 +39,8 @@ const CLIENT_NEVER = [
   'remote-user', 'remote-groups', 'remote-email', 'remote-name', 'x-authenticated-user', 'x-auth-user',
   'x-auth-email', 'x-auth-username', 'x-auth-userid', 'x-auth-subject', 'x-auth-roles', 'x-auth-groups', 'x-auth-audience', 'x-auth-expiresin',
   'x-gateway-assertion', 'proxy-authorization', 'expect',
+  // forwardAuth.proxySecret, should a proxy in front send it with more than its auth requests.
+  'x-forward-auth-secret',
   // W3C Baggage: name-value pairs that upstreams' tracing libraries read into their context (a user
   // id, a tenant) as if a trusted hop had set them; the gateway's tracing propagates none. So do
   // its older name (.NET's Correlation-Context), Jaeger's and OpenTracing's baggage headers (below,

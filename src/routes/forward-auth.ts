@@ -9,6 +9,7 @@
 // 6750's challenge, never a sign-in address.
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
+import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Metrics } from '../ops/metrics.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Access, Guard } from '../access/authorize.js'
@@ -274,6 +275,23 @@ function browserOwn (request: FastifyRequest, fromProxy: boolean, original: Orig
   return original.url.hostname === ownHost && canonical.ok && canonical.url.toLowerCase().startsWith(FORWARD_AUTH_PREFIX)
 }
 
+/** The header that carries forwardAuth.proxySecret from the proxy in front. */
+export const PROXY_SECRET_HEADER = 'x-forward-auth-secret'
+
+/**
+ * Whether the request carries forwardAuth.proxySecret (its SHA-256 `digest`) once in
+ * X-Forward-Auth-Secret, compared in constant time. A relay of the gateway's host passes a page's
+ * own request on with whatever X-Forwarded-Uri its script wrote, which nothing else tells from the
+ * proxy's auth request; the script does not know the secret.
+ */
+function carriesSecret (request: FastifyRequest, digest: Buffer): boolean {
+  const sent = request.raw.headersDistinct[PROXY_SECRET_HEADER]
+  return sent?.length === 1 && timingSafeEqual(createHash('sha256').update(sent[0]!).digest(), digest)
+}
+
+const NO_PROXY_SECRET = 'Forward-auth answers only the proxy in front, which sends forwardAuth.proxySecret in X-Forward-Auth-Secret with each auth request; ' +
+  'this request has none, or another value (docs/forward-auth.md, "The proxy\'s secret")'
+
 const FORWARD_AUTH_PREFIX = '/oauth/auth/'
 const BROWSER_OWN = 'Forward-auth answers the proxy in front of an application, not a browser: this request carries a browser\'s Sec-Fetch-Site ' +
   'and comes from no proxy that server.trustProxy admits, or from one that names no original request or this endpoint as the one it guards; ' +
@@ -296,6 +314,14 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
   const ownOrigin = new URL(config.server.baseUrl).origin
   const ownHost = new URL(ownOrigin).hostname
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts, ownOrigin)
+  // Whether the request carries forwardAuth.proxySecret: always, when none is set.
+  const proxyDigest = config.forwardAuth.proxySecret === undefined ? undefined : createHash('sha256').update(config.forwardAuth.proxySecret).digest()
+  const proxySent = proxyDigest === undefined ? () => true : (request: FastifyRequest) => carriesSecret(request, proxyDigest)
+  /** Why this is no auth request of the proxy in front (forwardAuth.proxySecret, then browserOwn); undefined when it may be. */
+  function notTheProxy (request: FastifyRequest, fromProxy: boolean, original: OriginalUrl | undefined): string | undefined {
+    if (!proxySent(request)) return NO_PROXY_SECRET
+    return browserOwn(request, fromProxy, original, ownHost) ? BROWSER_OWN : undefined
+  }
   // Each host's rules compiled once (their path globs included); the query's are compiled per request.
   const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))
   const hostBearers = new HostBearers(config, accessTokens, bearerReports)
@@ -326,7 +352,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const fromProxy = trusted(request.socket.remoteAddress ?? '', 0)
     const named = fromProxy ? namedUrl(request) : undefined
     const original = originalUrl(fromProxy, request, named)
-    if (browserOwn(request, fromProxy, original, ownHost)) throw new GatewayError('forbidden', BROWSER_OWN)
+    const notFromProxy = notTheProxy(request, fromProxy, original)
+    if (notFromProxy !== undefined) throw new GatewayError('forbidden', notFromProxy)
     const back = returnTo(original, ownOrigin, redirectHosts)
     const login = loginUrl(config, provider, back)
     const host = forwardedHost(fromProxy, request, named)

@@ -43,6 +43,7 @@ describe('config defaults', () => {
           "allowedRedirectHosts": [],
           "bearer": Map {},
           "hosts": Map {},
+          "proxySecret": undefined,
         },
         "metrics": {
           "listen": undefined,

@@ -5,13 +5,13 @@ import type { BearerConfig, ForwardAuthConfig, RuleLists } from '../types.js'
 import { Issues, describe } from '../problems.js'
 import { bearerSection } from '../bearer-section.js'
 import { ruleLists } from '../rule-lists.js'
-import { isPublicSuffix } from '../safety.js'
+import { isPublicSuffix, secretProblem, shippedSecretProblem } from '../safety.js'
 import { type Sections, LABEL } from './values.js'
 
 /** `host`, `.domain` or either with `:port`: see ForwardAuthConfig. */
 const REDIRECT_HOST = new RegExp(`^(\\.)?(${LABEL}(?:\\.${LABEL})*)(?::(\\d{1,5}))?$`)
 
-export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth']): ForwardAuthConfig {
+export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth'], loopbackOnly: boolean): ForwardAuthConfig {
   const path = ['forwardAuth', 'allowedRedirectHosts']
   const allowedRedirectHosts = raw.allowedRedirectHosts.flatMap((entry, i) => {
     const lower = entry.trim().toLowerCase()
@@ -36,7 +36,15 @@ export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth'
     return [`${match[1] ?? ''}${match[2]!}${match[3] === undefined ? '' : `:${Number(match[3])}`}`]
   })
   const hosts = validateHosts(issues, raw.hosts)
-  return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts) }
+  return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts), proxySecret: proxySecret(issues, raw.proxySecret, loopbackOnly) }
+}
+
+/** forwardAuth.proxySecret: held to session.secret's rules (a guessable one would open what it closes). */
+function proxySecret (issues: Issues, raw: string | undefined, loopbackOnly: boolean): string | undefined {
+  if (raw === undefined) return undefined
+  const weakness = shippedSecretProblem(raw, loopbackOnly) ?? secretProblem(raw)
+  if (weakness !== undefined) issues.add(['forwardAuth', 'proxySecret'], weakness)
+  return raw
 }
 
 /** The hosts whose callers may bring their own tokens, with their bearer blocks. */

@@ -1,0 +1,165 @@
+// forwardAuth.proxySecret (docs/forward-auth.md, "The proxy's secret"): set, /oauth/auth/ answers
+// only requests that carry it in X-Forward-Auth-Secret. It closes what the relay rule leaves to the
+// operator: through any relay of the gateway's host, a page's script could name an original request
+// itself (its own X-Forwarded-Uri) and read the person's token from the 200, which the gateway
+// could not tell from the proxy's auth request (the limit test/security/forward-auth-browser.test.ts
+// documents). The shipped nginx and Caddy files with the one line forward-auth.md gives, a real
+// sign-in through each; the same nginx without it; and the header never reaching an upstream.
+import { randomBytes } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import { request } from 'node:http'
+import { describe, expect } from 'vitest'
+import { stringify } from 'yaml'
+import { Browser } from '../helpers/browser.js'
+import { configProblems } from '../helpers/config.js'
+import { frontBinary, holdFrontPort, startFrontProxy, type FrontKind, type FrontProxy, type HeldPort } from '../helpers/front-proxy.js'
+import { TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
+import { test as it } from '../helpers/stack.js'
+import type { SeenRequest } from '../helpers/upstream.js'
+
+const SECRET = randomBytes(32).toString('base64')
+let gateway: TestGateway
+let cookie: string
+const fronts: Partial<Record<'nginx' | 'caddy' | 'nginxWithout', FrontProxy>> = {}
+
+/** The proxy's line as forward-auth.md gives it (an inline code span of "The proxy's secret"). */
+async function documentedLine (start: string): Promise<string> {
+  const docs = await readFile('docs/forward-auth.md', 'utf8')
+  const line = new RegExp(`\`(${start}[^\`]*)\``).exec(docs)?.[1]
+  if (line === undefined) throw new Error(`docs/forward-auth.md no longer shows "${start}..."`)
+  return line
+}
+
+/** The shipped file with the documented line where forward-auth.md says it goes. */
+async function withSecretLine (kind: FrontKind): Promise<(config: string) => string> {
+  if (kind === 'nginx') {
+    const line = (await documentedLine('proxy_set_header X-Forward-Auth-Secret')).replace('<the secret>', SECRET)
+    return (config) => config.replace('location = /_gateway_auth {\n        internal;\n', `location = /_gateway_auth {\n        internal;\n        ${line}\n`)
+  }
+  const line = await documentedLine('header_up X-Forward-Auth-Secret')
+  return (config) => config.replace('uri /oauth/auth/demo/?\n', `uri /oauth/auth/demo/?\n\t\t\t${line}\n`)
+}
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  const kinds = (['nginx', 'caddy'] as const).filter((kind) => frontBinary(kind) !== undefined)
+  const ports = new Map<FrontKind, HeldPort>()
+  for (const kind of kinds) ports.set(kind, await holdFrontPort())
+  gateway = await startStack({
+    server: { trustProxy: ['127.0.0.1'] },
+    assertion: {},
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+    forwardAuth: { proxySecret: SECRET, allowedRedirectHosts: [...ports.values()].map(({ port }) => `127.0.0.1:${port}`), hosts: { '127.0.0.1': {} } },
+  })
+  const browser = new Browser()
+  expect((await browser.navigate(`${gateway.url}/app/`, { login: 'alice' })).status).toBe(200)
+  cookie = `gw_session=${browser.cookies.get('gw_session')!.value}`
+  const where = { gateway: `127.0.0.1:${gateway.config.server.port}`, upstream: new URL(upstream.url).host }
+  // Caddy reads the secret from its environment, as the documented line says.
+  process.env.GATEWAY_FORWARD_AUTH_SECRET = SECRET
+  for (const kind of kinds) fronts[kind] = await startFrontProxy(kind, { ...where, port: ports.get(kind)! }, await withSecretLine(kind))
+  if (kinds.includes('nginx')) fronts.nginxWithout = await startFrontProxy('nginx', where)
+})
+
+it.afterAll(async () => {
+  delete process.env.GATEWAY_FORWARD_AUTH_SECRET
+  await Promise.all(Object.values(fronts).map(async (front) => { await front.stop() }))
+})
+
+/** Forward-auth asked from 127.0.0.1 (a trusted proxy's address) with `headers`: its status, error and token. */
+async function ask (headers: Record<string, string | string[]>, withCookie = true) {
+  return await new Promise<{ status: number, error: string | undefined, token: string | undefined }>((resolve, reject) => {
+    const asked = request(`${gateway.url}/oauth/auth/demo/`, { headers: { accept: 'application/json', ...(withCookie ? { cookie } : {}), ...headers } }, (response) => {
+      let body = ''
+      response.setEncoding('utf8').on('data', (chunk: string) => { body += chunk }).on('end', () => {
+        resolve({ status: response.statusCode!, error: response.statusCode === 200 ? undefined : (JSON.parse(body) as { error: string }).error, token: response.headers.authorization })
+      })
+    })
+    asked.on('error', reject).end()
+  })
+}
+
+/** What the relay of a page's fetch sends when the page's script names an original request of its own. */
+const SCRIPT_THROUGH_RELAY = { 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors', 'x-forwarded-uri': '/app/x', 'x-forwarded-host': '127.0.0.1' }
+const PROXY = { 'x-forwarded-uri': '/app/x', 'x-forwarded-host': '127.0.0.1', 'x-forwarded-method': 'GET' }
+
+describe('forward-auth with forwardAuth.proxySecret', () => {
+  it.each([
+    ['a page\'s script through a relay, naming an original request itself (answered 200 without the secret setting)', SCRIPT_THROUGH_RELAY],
+    ['the proxy\'s headers without the secret', PROXY],
+    ['another value', { ...PROXY, 'x-forward-auth-secret': randomBytes(32).toString('base64') }],
+    ['the secret with a character more', { ...PROXY, 'x-forward-auth-secret': `${SECRET}x` }],
+    ['the secret sent twice (a proxy that appends: one of them could be the client\'s)', { ...PROXY, 'x-forward-auth-secret': [SECRET, SECRET] }],
+    ['the secret in another header\'s name', { ...PROXY, 'x-forward-auth-secret-': SECRET }],
+    ['an empty value', { ...PROXY, 'x-forward-auth-secret': '' }],
+  ])('%s: 403 forbidden, no token', async (_case, headers) => {
+    expect(await ask(headers)).toEqual({ status: 403, error: 'forbidden', token: undefined })
+  })
+
+  it('refuses before the session is read: no sign-in address for a caller without it', async () => {
+    expect(await ask(PROXY, false)).toEqual({ status: 403, error: 'forbidden', token: undefined })
+  })
+
+  it('answers the proxy that sends it: 200 with the token, and 401 with the sign-in address for nobody', async () => {
+    const answer = await ask({ ...PROXY, 'x-forward-auth-secret': SECRET })
+    expect(answer.status).toBe(200)
+    expect(answer.token).toMatch(/^Bearer \S{20,}$/)
+    expect(await ask({ ...PROXY, 'x-forward-auth-secret': SECRET }, false)).toMatchObject({ status: 401, error: 'unauthenticated' })
+  })
+
+  it('never sends the header to a route\'s upstream', async ({ upstream }) => {
+    const response = await fetch(`${gateway.url}/app/seen`, { headers: { cookie, 'x-forward-auth-secret': SECRET, x_forward_auth_secret: SECRET } })
+    const seen = await response.json() as SeenRequest
+    expect(response.status).toBe(200)
+    expect(JSON.stringify(seen.headers)).not.toContain(SECRET)
+    expect(upstream.seen.at(-1)?.url).toBe('/app/seen')
+  })
+})
+
+describe.each(['nginx', 'caddy'] as const)('the shipped %s file with forward-auth.md\'s line', (kind) => {
+  it('signs a browser in through it, and its application gets the token but never the secret', async () => {
+    const front = fronts[kind]
+    if (front === undefined) return expect(frontBinary(kind)).toBeUndefined()
+    const response = await new Browser().navigate(`${front.url}/app/page`, { login: 'bob' })
+    expect(response.status).toBe(200)
+    const seen = await response.json() as SeenRequest
+    expect(seen.headers.authorization).toMatch(/^Bearer \S+$/)
+    expect(seen.headers['x-forwarded-user']).toBe('bob')
+    expect(JSON.stringify(seen.headers)).not.toContain(SECRET)
+  })
+})
+
+describe('the shipped nginx file without the line', () => {
+  it('is refused: the gateway\'s 403 becomes nginx\'s own, and the application is never asked', async ({ upstream }) => {
+    const front = fronts.nginxWithout
+    if (front === undefined) return expect(frontBinary('nginx')).toBeUndefined()
+    const before = upstream.seen.length
+    const response = await fetch(`${front.url}/app/page`, { headers: { cookie } })
+    await response.arrayBuffer()
+    expect(response.status).toBe(403)
+    expect(upstream.seen.length).toBe(before)
+  })
+})
+
+describe('forwardAuth.proxySecret in gateway.yaml', () => {
+  const file = (proxySecret: string) => stringify({
+    server: { baseUrl: 'https://auth.example.com' },
+    session: { secret: TEST_SECRET },
+    providers: { demo: { clientId: 'c', clientSecret: 's', issuer: 'https://op.example.com', scope: 'openid' } },
+    routes: [],
+    forwardAuth: { proxySecret },
+  })
+
+  it.each([
+    ['short', 'x'.repeat(8), 'must be at least 32 characters, got 8'],
+    ['a pattern repeated', 'abcd'.repeat(10), 'is a 4-character pattern repeated'],
+    ['with a space', `${SECRET} x`, 'must be a secret of letters, digits and + / = . _ ~ -'],
+    ['with a quote nginx would end the value at', `${SECRET}"`, 'must be a secret of letters, digits and + / = . _ ~ -'],
+    ['with a `$` nginx would read as a variable', `${SECRET}$host`, 'must be a secret of letters, digits and + / = . _ ~ -'],
+  ])('%s: refused at forwardAuth.proxySecret', (_case, value, message) => {
+    expect(configProblems(file(value))).toEqual([expect.stringMatching(new RegExp(`^forwardAuth\\.proxySecret: ${message.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`))])
+  })
+
+  it('takes one made with openssl rand -base64 32', () => {
+    expect(configProblems(file(SECRET))).toEqual([])
+  })
+})
