@@ -18,16 +18,25 @@ export interface HeldSessions {
   /** Ends what the registry holds of the session. */
   end: (id: string) => void
   timers: Timers
-  /** The sessions a look is under way or due again for: another gap meanwhile adds none (a re-reading's finding: a look per gap piled up). */
-  readonly looking: Set<string>
+  /**
+   * The sessions a look is under way or due again for: another gap meanwhile starts no second look
+   * (a re-reading's finding: a look per gap piled up), but marks it (true) to be made once more
+   * when it answers "there", since it may have read the store before that gap's missed ending (a
+   * re-reading of that fix: the session ended in the second gap was never looked for again).
+   */
+  readonly looking: Map<string, boolean>
 }
 
-/** Looks for each of `ids` in the store, ending those gone; a look that fails is made again. */
+/** Looks for each of `ids` in the store, ending those gone; a look that fails is made again, as is one a later gap overtook. */
 export function lookForEnded (ids: Iterable<string>, held: HeldSessions): void {
   const look = (id: string): void => {
+    held.looking.set(id, false)
     held.exists(id).then((there) => {
-      held.looking.delete(id)
-      if (!there) held.end(id)
+      if (!there) {
+        held.looking.delete(id)
+        held.end(id)
+      } else if (held.looking.get(id) === true && held.holds(id)) look(id)
+      else held.looking.delete(id)
     }, () => {
       held.timers.setTimeout(() => {
         if (held.holds(id)) look(id)
@@ -36,8 +45,7 @@ export function lookForEnded (ids: Iterable<string>, held: HeldSessions): void {
     })
   }
   for (const id of [...ids]) {
-    if (held.looking.has(id)) continue
-    held.looking.add(id)
-    look(id)
+    if (held.looking.has(id)) held.looking.set(id, true)
+    else look(id)
   }
 }

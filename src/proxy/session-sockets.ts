@@ -83,7 +83,7 @@ export class SessionSockets {
 
   constructor (private readonly deps: SessionSocketsDeps) {
     this.timers = deps.timers ?? nodeTimers
-    const held = { exists: (id: string) => deps.sessions.exists(id), holds: (id: string) => this.entries.has(id), end: (id: string) => this.end(id, 'ended'), timers: this.timers, looking: new Set<string>() }
+    const held = { exists: (id: string) => deps.sessions.exists(id), holds: (id: string) => this.entries.has(id), end: (id: string) => this.end(id, 'ended'), timers: this.timers, looking: new Map<string, boolean>() }
     deps.sessions.onEnded((id) => this.end(id, 'ended'), () => lookForEnded(this.entries.keys(), held))
   }
 

@@ -34,7 +34,7 @@ export class SessionStreams {
   private readonly ended = new Lru<string, true>(ENDED_KEPT)
 
   constructor (private readonly sessions: Pick<Sessions, 'onEnded' | 'cached' | 'load' | 'exists'>, private readonly log: Logger, private readonly clock: Clock = systemClock, private readonly timers: Timers = nodeTimers) {
-    const held = { exists: (id: string) => sessions.exists(id), holds: (id: string) => this.open.has(id), end: (id: string) => this.end(id), timers, looking: new Set<string>() }
+    const held = { exists: (id: string) => sessions.exists(id), holds: (id: string) => this.open.has(id), end: (id: string) => this.end(id), timers, looking: new Map<string, boolean>() }
     sessions.onEnded((id) => this.end(id), () => lookForEnded(this.open.keys(), held))
   }
 

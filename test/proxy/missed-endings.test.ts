@@ -1,7 +1,9 @@
 // The looks for held sessions after a gap in the endings' broadcast (src/proxy/missed-endings.ts),
 // with the test's timers: one look per held session however many gaps come while the store fails (a
 // re-reading's finding: each gap started another chain of looks, 6 every 5 s after 3 gaps for 2
-// sessions), again 5 s after one the store did not answer, none once the session is no longer held.
+// sessions), again 5 s after one the store did not answer, none once the session is no longer held;
+// and once more after a look a later gap overtook (a re-reading's finding: it had read the store
+// before that gap's missed ending, and the session was never looked for again).
 import { describe, expect, it } from 'vitest'
 import { LOOK_AGAIN_MS, lookForEnded, type HeldSessions } from '../../src/proxy/missed-endings.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
@@ -18,7 +20,7 @@ function registry (answer: () => Promise<boolean>) {
     holds: (id) => held.has(id),
     end: (id) => { held.delete(id); counted.ended.push(id) },
     timers,
-    looking: new Set(),
+    looking: new Map(),
   }
   return { timers, held, counted, sessions }
 }
@@ -51,5 +53,23 @@ describe('looks for held sessions after gaps in the endings\' broadcast', () => 
     expect(counted.ended).toEqual(['s1'])
     expect(timers.live()).toEqual([])
     expect(sessions.looking.size).toBe(0)
+  })
+
+  it('a gap while a look is under way: that look answers "there" from before the gap, and the session is looked for once more', async () => {
+    let inStore = true
+    let answerFirst: (there: boolean) => void = () => {}
+    const { held, counted, sessions } = registry(async () => {
+      if (counted.looks === 1) return await new Promise<boolean>((resolve) => { answerFirst = resolve })
+      return inStore
+    })
+    held.delete('s2')
+    lookForEnded(held, sessions)
+    await settle()
+    inStore = false
+    lookForEnded(held, sessions)
+    await settle()
+    answerFirst(true)
+    await settle()
+    expect({ ended: counted.ended, looks: counted.looks, looking: sessions.looking.size }).toEqual({ ended: ['s1'], looks: 2, looking: 0 })
   })
 })
