@@ -1,0 +1,27 @@
+// The nginx file docs/forward-auth.md ships, as an operator drops it into an http block without
+// settings of its own (Debian's nginx.conf has none for this): `nginx -t` passes without a warning.
+// A newcomer's finding: its ~90 proxy_set_header lines made every test and reload warn "could not
+// build optimal proxy_headers_hash" with nginx's default hash sizes.
+import { spawnSync } from 'node:child_process'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { describe, expect, it } from 'vitest'
+import { FRONT_TEMPLATES, frontBinary } from '../helpers/front-proxy.js'
+
+describe('docs/forward-auth/nginx.conf', () => {
+  it('passes nginx -t in a plain http block, without a warning', async () => {
+    const nginx = frontBinary('nginx')
+    if (nginx === undefined) return
+    const dir = await mkdtemp(join(tmpdir(), 'gw-nginx-t-'))
+    try {
+      await writeFile(join(dir, 'site.conf'), (await readFile(FRONT_TEMPLATES.nginx, 'utf8')).replaceAll('listen 80', 'listen 127.0.0.1:1'))
+      await writeFile(join(dir, 'nginx.conf'), `pid ${dir}/nginx.pid;\nerror_log ${dir}/error.log;\nevents {}\nhttp {\n  access_log off;\n  include ${dir}/site.conf;\n}\n`)
+      const run = spawnSync(nginx, ['-t', '-p', dir, '-e', join(dir, 'error.log'), '-c', join(dir, 'nginx.conf')], { encoding: 'utf8' })
+      expect(run.stderr).toContain('test is successful')
+      expect(run.stderr).not.toContain('[warn]')
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
+  })
+})
