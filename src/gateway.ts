@@ -8,7 +8,7 @@ import { Access } from './access/authorize.js'
 import { BearerReports } from './access/bearer-report.js'
 import { Assertions } from './assertion/assertions.js'
 import { KeyRing } from './assertion/keys.js'
-import { configWarnings } from './config/config.js'
+import { configWarnings, processWarnings } from './config/config.js'
 import type { GatewayConfig, StoreConfig } from './config/types.js'
 import { registerErrorHandler, type OnErrorAnswer } from './http/error-handler.js'
 import { GatewayError } from './errors.js'
@@ -104,7 +104,6 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
   // Every reason shows in /metrics from the start, at 0.
   for (const reason of COMMAND_REFUSAL_REASONS) metrics.storeRefusals.inc({ reason }, 0)
   if (config.type === 'memory') {
-    app.log.warn('store.type is memory: sessions live in this process only (one instance, lost on restart)')
     const memory = new MemoryStore()
     return spans === undefined ? memory : new TracedStore(memory, spans, 'memory')
   }
@@ -116,11 +115,9 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
   return spans === undefined ? redis : new TracedStore(redis, spans, 'redis')
 }
 
-/** session.secret, or a random one for this process (with a warning: sessions then die with it). */
-function sessionSecret (config: GatewayConfig, app: FastifyInstance): string {
-  if (config.session.secret) return config.session.secret
-  app.log.warn('session.secret is not set: using a random one, so sessions will not survive a restart and cannot be shared between instances')
-  return randomToken()
+/** session.secret, or a random one for this process (configWarnings says so: sessions then die with it). */
+function sessionSecret (config: GatewayConfig): string {
+  return config.session.secret ?? randomToken()
 }
 
 /** Before serving: the providers' discovery begun, the invalidation channels listened to, the store asked once; at close, the store closed. */
@@ -199,10 +196,10 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
     },
   })
 
-  for (const warning of configWarnings(config)) app.log.warn(warning)
+  for (const warning of [...processWarnings(config), ...configWarnings(config)]) app.log.warn(warning)
   const spans = await startTracing(config, app, deps.env ?? process.env)
 
-  const secret = sessionSecret(config, app)
+  const secret = sessionSecret(config)
 
   const metrics = new Metrics()
   const clock = deps.clock ?? systemClock

@@ -6,7 +6,7 @@ import cluster from 'node:cluster'
 import { parseArgs } from 'node:util'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
-import { ConfigError, configWarnings, containerWarnings, inContainer, loadConfig } from './config/config.js'
+import { ConfigError, configWarnings, containerWarnings, inContainer, loadConfig, processWarnings } from './config/config.js'
 import type { GatewayConfig } from './config/types.js'
 import { loggerOptions } from './ops/logger.js'
 import { TracingEnvError, tracingSettings } from './ops/tracing-settings.js'
@@ -50,7 +50,7 @@ export async function main (argv: string[]): Promise<number> {
     return 1
   }
   if (check) {
-    for (const warning of [...configWarnings(config), ...await containerWarnings(config, inContainer())]) process.stderr.write(`warning: ${warning}\n`)
+    for (const warning of [...processWarnings(config), ...configWarnings(config), ...await containerWarnings(config, inContainer())]) process.stderr.write(`warning: ${warning}\n`)
     // The forward-auth hosts kept in gateway.yaml, when there are any: a file of those alone is no empty file.
     const hosts = config.forwardAuth.hosts.size === 0 ? '' : `, ${count(config.forwardAuth.hosts.size, 'forward-auth host')}`
     process.stdout.write(`${file}: OK (${count(Object.keys(config.providers).length, 'provider')}, ${count(config.routes.length, 'route')}${hosts})\n`)

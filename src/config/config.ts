@@ -12,7 +12,7 @@ import { PLACEHOLDER, validate } from './validate.js'
 export type { ConfigProblem } from './problems.js'
 
 export { parseDuration, parseSize } from './units.js'
-export { configWarnings } from './safety.js'
+export { configWarnings, processWarnings } from './safety.js'
 export { containerWarnings, inContainer } from './container.js'
 
 /** Every problem found in a config file, each naming its key path. */

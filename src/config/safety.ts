@@ -182,6 +182,18 @@ function publicWarning (route: RouteConfig, index: number): string | undefined {
  * Settings that are allowed but weaken the gateway, one sentence each: `--check` prints them and
  * start-up logs them at warn level. Pure: the same config always gives the same list.
  */
+/**
+ * What a gateway of `config` keeps only in its process: its session secret (made at each start when
+ * none is set) and its sessions (a memory store). Said at the start and by --check (a newcomer's
+ * finding: --check said OK, and the start warned).
+ */
+export function processWarnings (config: GatewayConfig): string[] {
+  return [
+    ...(config.session.secret ? [] : ['session.secret is not set: each start makes a random one, so sessions will not survive a restart and cannot be shared between instances; set one (openssl rand -base64 32)']),
+    ...(config.store.type === 'memory' ? ['store.type is memory: sessions live in this process only (one instance, lost on restart)'] : []),
+  ]
+}
+
 export function configWarnings (config: GatewayConfig): string[] {
   const warnings: string[] = []
   for (const provider of Object.values(config.providers)) {

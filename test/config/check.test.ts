@@ -41,6 +41,8 @@ ${provider}routes:
 ${route}${extra}`
 }
 const OIDC = '    clientId: c\n    clientSecret: s\n    issuer: https://op.example.org\n    scope: openid\n'
+/** Appended to a file whose --check output is read whole: a memory store is a warning of its own (processWarnings). */
+const REDIS_STORE = 'store:\n  type: redis\n'
 /** The base config with `session.previousSecrets: <list>` on line 3. */
 const withPrevious = (list: string): string => config(OIDC).replace(`secret: ${SECRET}\n`, `secret: ${SECRET}\n  previousSecrets: ${list}\n`)
 const PREVIOUS = 'Zp7Lq2Wx9Rt4Vb8Nc3Md6Kf1Jh5Gs0Ya='
@@ -169,7 +171,7 @@ describe('the --check command', () => {
 
   it('prints only "OK" for a good file, and one line per problem for a bad one', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-check-'))
-    await writeFile(join(dir, 'good.yaml'), config(OIDC))
+    await writeFile(join(dir, 'good.yaml'), config(OIDC, '    provider: demo\n', REDIS_STORE))
     await writeFile(join(dir, 'bad.yaml'), config('    clientId: c\n    clientSecrt: s\n    issuer: https://op.example.org\n    scope: openid\n', '    provider: dmeo\n'))
     const ok = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'good.yaml')])
     expect(ok.stdout).toBe(`${join(dir, 'good.yaml')}: OK (1 provider, 1 route)\n`)
@@ -188,9 +190,18 @@ describe('the --check command', () => {
 `)
   })
 
+  it('says what the start would warn about a process of its own: no session.secret, a memory store (a newcomer\'s finding: --check said only OK)', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-check-'))
+    await writeFile(join(dir, 'own.yaml'), config(OIDC).replace(`session:\n  secret: ${SECRET}\n`, ''))
+    const own = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'own.yaml')])
+    expect(own.stdout).toBe(`${join(dir, 'own.yaml')}: OK (1 provider, 1 route)\n`)
+    expect(own.stderr).toBe('warning: session.secret is not set: each start makes a random one, so sessions will not survive a restart and cannot be shared between instances; set one (openssl rand -base64 32)\n' +
+      'warning: store.type is memory: sessions live in this process only (one instance, lost on restart)\n')
+  })
+
   it('prints the warning for a public route reaching part of a protected route\'s upstream and exits 0; full reach exits 1, naming both routes', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-check-'))
-    const routes = (publicPath: string) => `${config(OIDC, '    provider: demo\n    rewritePrefix: /\n')}  - path: ${publicPath}\n    upstream: http://127.0.0.1:9100\n    auth: none\n`
+    const routes = (publicPath: string) => `${config(OIDC, '    provider: demo\n    rewritePrefix: /\n')}  - path: ${publicPath}\n    upstream: http://127.0.0.1:9100\n    auth: none\n${REDIS_STORE}`
     await writeFile(join(dir, 'some.yaml'), routes('/public/'))
     await writeFile(join(dir, 'all.yaml'), routes('/'))
     const some = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'some.yaml')])
@@ -254,7 +265,7 @@ describe('the CLI on the common slips', () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
     const file = join(dir, 'gateway.yaml')
     // Nothing listens at the upstream's address: the warning is given (one that answers: none, test/config/slips-env-file.test.ts).
-    await writeFile(file, config(OIDC).replace('http://127.0.0.1:9100', await refusedUrl()))
+    await writeFile(file, config(OIDC, '    provider: demo\n', REDIS_STORE).replace('http://127.0.0.1:9100', await refusedUrl()))
     const inside = await run(['--check', '--config', file], { GATEWAY_IN_CONTAINER: 'true' })
     expect(inside).toMatchObject({ stdout: `${file}: OK (1 provider, 1 route)\n` })
     expect(inside.stderr).toBe('warning: routes[0].upstream: 127.0.0.2 is this container itself, not the machine it runs on, and nothing listens there in this container; use the service\'s name on the container network (or host.docker.internal), or set GATEWAY_IN_CONTAINER=false if it is meant (a sidecar)\n')

@@ -129,6 +129,7 @@ describe('warnings: allowed, but said out loud', () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-unsafe-'))
     await writeFile(join(dir, 'warn.yaml'), stringify({
       session: { secret: GOOD_SECRET },
+      store: { type: 'redis' },
       providers: { p: { clientId: 'c', clientSecret: 's', scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t' } },
       routes: [route(['* *'])],
     }))
