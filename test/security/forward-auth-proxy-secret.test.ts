@@ -141,10 +141,11 @@ describe('the shipped nginx file without the line', () => {
 })
 
 describe('forwardAuth.proxySecret in gateway.yaml', () => {
-  const file = (proxySecret: string) => stringify({
+  const OTHER = randomBytes(32).toString('base64')
+  const file = (proxySecret: string, session: Record<string, unknown> = { secret: TEST_SECRET }, clientSecret = 's') => stringify({
     server: { baseUrl: 'https://auth.example.com' },
-    session: { secret: TEST_SECRET },
-    providers: { demo: { clientId: 'c', clientSecret: 's', issuer: 'https://op.example.com', scope: 'openid' } },
+    session,
+    providers: { demo: { clientId: 'c', clientSecret, issuer: 'https://op.example.com', scope: 'openid' } },
     routes: [],
     forwardAuth: { proxySecret },
   })
@@ -161,5 +162,15 @@ describe('forwardAuth.proxySecret in gateway.yaml', () => {
 
   it('takes one made with openssl rand -base64 32', () => {
     expect(configProblems(file(SECRET))).toEqual([])
+  })
+
+  // An outside tester's finding: the proxy's configuration holds it (nginx's file, a ConfigMap), and
+  // session.secret keys the stored sessions.
+  it.each([
+    ['session.secret', file(TEST_SECRET)],
+    ['one of session.previousSecrets', file(SECRET, { secret: OTHER, previousSecrets: [SECRET] })],
+    ['a provider\'s clientSecret', file(SECRET, { secret: TEST_SECRET }, SECRET)],
+  ])('the same value as %s: refused', (_case, text) => {
+    expect(configProblems(text)).toEqual([expect.stringMatching(/^forwardAuth\.proxySecret: is another secret of this file .*make one of its own/)])
   })
 })

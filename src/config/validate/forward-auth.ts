@@ -39,6 +39,17 @@ export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth'
   return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts), proxySecret: proxySecret(issues, raw.proxySecret, loopbackOnly) }
 }
 
+/**
+ * A forwardAuth.proxySecret that is another of the file's secrets (session.secret, one of
+ * session.previousSecrets, a provider's clientSecret): refused, since the proxy's configuration
+ * holds it, and whoever reads that would hold the other too (an outside tester's finding:
+ * session.secret keys the stored sessions).
+ */
+export function checkProxySecretOwn (issues: Issues, proxySecret: string | undefined, others: Array<string | undefined>): void {
+  if (proxySecret === undefined || !others.includes(proxySecret)) return
+  issues.add(['forwardAuth', 'proxySecret'], 'is another secret of this file (session.secret, a previous one or a provider\'s clientSecret): the proxy\'s configuration holds it, so make one of its own (openssl rand -base64 32)')
+}
+
 /** forwardAuth.proxySecret: held to session.secret's rules (a guessable one would open what it closes). */
 function proxySecret (issues: Issues, raw: string | undefined, loopbackOnly: boolean): string | undefined {
   if (raw === undefined) return undefined
