@@ -22,7 +22,7 @@ export interface RefusalContext {
   retryUrl?: string
   /** On `unavailable`: the sign-in address to offer (when the failure names none). */
   loginUrl?: string
-  /** On `unauthenticated` and `step_up`: response headers besides WWW-Authenticate. */
+  /** On `unauthenticated` and `step_up`: response headers besides WWW-Authenticate; on `forbidden`, sent with the offer of another account. */
   headers?: Record<string, string>
   /** On `forbidden`: where "Use another account" POSTs (sign-out, then a sign-in that lets the person choose). */
   switchAccountUrl?: string
@@ -82,7 +82,7 @@ function unauthenticated (decision: Extract<Refusal, { kind: 'unauthenticated' }
 function forbidden (decision: Extract<Refusal, { kind: 'forbidden' }>, context: RefusalContext): GatewayError {
   const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy, decision.provider, decision.refusedFor)
   // Another account is a remedy only where this one is refused everything, from wherever it comes.
-  const offer = context.switchAccountUrl === undefined || refused.byNetwork === true || refused.refusedFor !== undefined ? {} : { switchAccountUrl: context.switchAccountUrl }
+  const offer = context.switchAccountUrl === undefined || refused.byNetwork === true || refused.refusedFor !== undefined ? {} : { switchAccountUrl: context.switchAccountUrl, headers: context.headers }
   return new GatewayError('forbidden', forbiddenMessage(refused), {
     details: context.byToken === true ? { refused } : { loginUrl: decision.loginUrl, refused, ...offer },
   })

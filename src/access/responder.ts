@@ -61,6 +61,13 @@ const SUBJECT = { route: 'this route', 'forward-auth': 'this provider' } as cons
 const UNSENDABLE = { route: 'This route', 'forward-auth': 'This host' } as const
 /** The response header that carries the login URL of forward-auth's 401, for the proxy in front to redirect a browser to. */
 export const LOGIN_URL_HEADER = 'x-login-url'
+/**
+ * The response header that carries "Use another account" (a sign-out address, which asks first when
+ * a page of another site links to it) on forward-auth's 403 to a person, for the proxy in front to
+ * offer: nginx's auth_request keeps no body (a newcomer's finding: a refused person saw nginx's bare
+ * 403 page, with no way on).
+ */
+export const SWITCH_ACCOUNT_HEADER = 'x-switch-account-url'
 
 /**
  * The answer to `verdict` at `site`, with its audit fields.
@@ -120,8 +127,11 @@ function allowed (verdict: Extract<Verdict, { kind: 'allow' }>, audit: Audit, si
 function refusalContext (verdict: Refusal, site: Site, next: string, byToken: boolean): RefusalContext {
   const subject = SUBJECT[site.kind]
   switch (verdict.kind) {
-    case 'forbidden':
-      return byToken ? { subject, byToken } : { subject, switchAccountUrl: site.switchAccountUrl(next) }
+    case 'forbidden': {
+      if (byToken) return { subject, byToken }
+      const switchAccountUrl = site.switchAccountUrl(next)
+      return site.kind === 'forward-auth' ? { subject, switchAccountUrl, headers: { [SWITCH_ACCOUNT_HEADER]: switchAccountUrl } } : { subject, switchAccountUrl }
+    }
     case 'unauthenticated':
     case 'step_up':
       // The proxy in front cannot read the JSON body: the sign-in address goes in a header.

@@ -5,6 +5,7 @@
 // could not tell from the proxy's auth request (the limit test/security/forward-auth-browser.test.ts
 // documents). The shipped nginx and Caddy files with the one line forward-auth.md gives, a real
 // sign-in through each; the same nginx without it; and the header never reaching an upstream.
+// Behind the same files, the page a refused person sees, with "Use another account".
 import { randomBytes } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { request } from 'node:http'
@@ -48,7 +49,8 @@ it.beforeAll(async ({ startStack, upstream }) => {
     server: { trustProxy: ['127.0.0.1'] },
     assertion: {},
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
-    forwardAuth: { proxySecret: SECRET, allowedRedirectHosts: [...ports.values()].map(({ port }) => `127.0.0.1:${port}`), hosts: { '127.0.0.1': {} } },
+    // Mallory is refused: the page a person refused behind each file sees.
+    forwardAuth: { proxySecret: SECRET, allowedRedirectHosts: [...ports.values()].map(({ port }) => `127.0.0.1:${port}`), hosts: { '127.0.0.1': { deny: { users: ['mallory'] } } } },
   })
   const browser = new Browser()
   expect((await browser.navigate(`${gateway.url}/app/`, { login: 'alice' })).status).toBe(200)
@@ -125,6 +127,42 @@ describe.each(['nginx', 'caddy'] as const)('the shipped %s file with forward-aut
     expect(seen.headers.authorization).toMatch(/^Bearer \S+$/)
     expect(seen.headers['x-forwarded-user']).toBe('bob')
     expect(JSON.stringify(seen.headers)).not.toContain(SECRET)
+  })
+})
+
+// A newcomer's finding: behind nginx a refused person saw nginx's bare 403 page, with no way on (the
+// gateway's page, with "Use another account", is the auth request's body, which nginx drops).
+describe.each(['nginx', 'caddy'] as const)('a person refused behind the shipped %s file', (kind) => {
+  it('sees that this account may not open the page, and "Use another account" leads to the gateway, which asks first', async () => {
+    const front = fronts[kind]
+    if (front === undefined) return expect(frontBinary(kind)).toBeUndefined()
+    const browser = new Browser()
+    const refused = await browser.navigate(`${front.url}/app/page?x=1`, { login: 'mallory' })
+    expect(refused.status).toBe(403)
+    const page = await refused.text()
+    expect(page).toContain('You are signed in, but this application is not open to your account.')
+    // nginx's page links to it; the gateway's own (which Caddy passes on) has a form of another site.
+    const offer = kind === 'nginx' ? /<a href="([^"]+)">Use another account<\/a>/.exec(page)?.[1] : /<form method="post" action="([^"]+)"><button[^>]*>Use another account</.exec(page)?.[1].replaceAll('&#38;', '&')
+    const to = new URL(offer!)
+    expect([to.origin, to.pathname, to.searchParams.get('switch'), to.searchParams.get('next')]).toEqual([gateway.url, '/oauth/logout/', 'demo', `${front.url}/app/page?x=1`])
+    // Followed as a link (or a form of another site): the gateway asks before it signs anyone out.
+    const asked = await browser.fetch(offer!)
+    expect(asked.status).toBe(200)
+    expect(await asked.text()).toContain('Use another account?')
+  })
+})
+
+describe('a client refused behind the shipped nginx file', () => {
+  it('gets nginx\'s own 403 when it is no browser: no page, no address', async () => {
+    const front = fronts.nginx
+    if (front === undefined) return expect(frontBinary('nginx')).toBeUndefined()
+    const browser = new Browser()
+    expect((await browser.navigate(`${front.url}/app/page`, { login: 'mallory' })).status).toBe(403)
+    const response = await fetch(`${front.url}/app/page`, { headers: { accept: 'application/json', cookie: browser.cookieHeader(`${gateway.url}/`)! } })
+    const body = await response.text()
+    expect(response.status).toBe(403)
+    expect(body).toContain('403 Forbidden')
+    expect(body).not.toContain('/oauth/logout/')
   })
 })
 
