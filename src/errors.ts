@@ -207,6 +207,8 @@ export function isGatewayError (error: unknown): error is GatewayError {
 export const MESSAGES = {
   /** A sign-in's `state` that does not pass, in words a person reads; which check failed goes to the log (the cause). */
   staleSignIn: 'This sign-in link has expired or was already used; start again.',
+  /** A sign-in's return without any `state` (someone opened the address itself): nothing expired. */
+  noSignIn: 'This address finishes a sign-in, and works only when the sign-in provider sends you here; start again.',
   /** The same for a sign-out's return from a provider: the home page shows whether the person is still signed in. */
   staleSignOut: 'This sign-out link has expired or was already used; start again.',
   unknownProvider: (name: string) => `No provider named "${name.slice(0, 64)}" is configured.`,

@@ -235,7 +235,7 @@ export function issueState (key: StateKey, sealing: SealingKey, claims: Omit<Sta
  */
 export function verifyState (keys: StateKeyring, sealer: Sealer, state: string | undefined, provider: string, nowMs: number,
   owns: (claims: Record<string, unknown>, kid: string) => boolean): OpenedSignIn {
-  if (!state) throw staleSignIn('the state parameter is missing')
+  if (!state) throw new GatewayError('invalid_state', MESSAGES.noSignIn, { cause: new Error('the state parameter is missing') })
   const opened = openState(keys, state, nowMs)
   if (!opened.ok) {
     // The `next` of an expired state this gateway signed for `provider`, in the browser that started

@@ -107,16 +107,16 @@ describe('completeSignIn', () => {
   })
 
   it.each([
-    ['no state parameter', (_flow: { state: string, cookie: string }) => query({ code: 'c' }), (flow: { cookie: string }) => flow.cookie, '/oauth/'],
-    ['a tampered state', (flow: { state: string }) => query({ code: 'c', state: `${flow.state}x` }), (flow: { cookie: string }) => flow.cookie, '/oauth/'],
+    ['no state parameter', (_flow: { state: string, cookie: string }) => query({ code: 'c' }), (flow: { cookie: string }) => flow.cookie, '/oauth/', MESSAGES.noSignIn],
+    ['a tampered state', (flow: { state: string }) => query({ code: 'c', state: `${flow.state}x` }), (flow: { cookie: string }) => flow.cookie, '/oauth/', MESSAGES.staleSignIn],
     // The state is the gateway's own, but another browser's: where it was going is not said (it may
     // carry an application's token; test/security/state-next.test.ts).
-    ['no flow cookie (another browser)', (flow: { state: string }) => query({ code: 'c', state: flow.state }), () => undefined, '/oauth/'],
-  ])('%s is invalid_state, with a loginUrl', async (_name, callback, cookie, next) => {
+    ['no flow cookie (another browser)', (flow: { state: string }) => query({ code: 'c', state: flow.state }), () => undefined, '/oauth/', MESSAGES.staleSignIn],
+  ])('%s is invalid_state, with a loginUrl', async (_name, callback, cookie, next, message) => {
     const flow = await beginFlow()
     const error = await refusal('stub', callback(flow), cookie(flow))
     expect(error.code).toBe('invalid_state')
-    expect(error.message).toBe(MESSAGES.staleSignIn)
+    expect(error.message).toBe(message)
     expect(error.details.loginUrl).toBe(loginUrl(config, 'stub', next))
     expect(stub.requests.length).toBe(0)
   })
