@@ -251,6 +251,9 @@ export function yamlSyntaxProblem (text: string, error: YamlError): ConfigProble
   const start = error.line === undefined ? undefined : KEY_BEFORE_SLIP.has(error.code) ? error.line + 1 : error.line
   const slipLine = start === undefined ? undefined : nextContentLine(lines, start, 1)
   const aboveLine = slipLine === undefined ? undefined : nextContentLine(lines, slipLine - 1, -1)
+  // A tab in the indentation: its column is not the one an editor shows (a newcomer's finding).
+  const tabbed = [error.line, slipLine].find((n) => n !== undefined && /^ *\t/.test(lines[n - 1] ?? ''))
+  if (tabbed !== undefined) return { path: 'YAML syntax', line: tabbed, message: `line ${tabbed} is indented with a tab, and YAML indents with spaces only`, hint: 'indent it with spaces, lined up with the key it belongs beside' }
   const slip = slipLine === undefined ? undefined : keyOn(lines[slipLine - 1])
   const above = aboveLine === undefined ? undefined : keyOn(lines[aboveLine - 1])
   if (!slip || !above || slip.column === above.column) return { path: 'YAML syntax', line: error.line, message: error.message }

@@ -58,6 +58,10 @@ const CASES: Array<[name: string, text: string, expected: ConfigProblem[]]> = [
   ['one key in the middle of a provider dedented (the keys around it are in line)',
     `${SESSION}providers:\n  demo:\n    scope: openid\n  issuer: https://op.example.org\n    clientId: c\n    clientSecret: s\n${ROUTES}`,
     [p('YAML syntax', 6, '`issuer` starts at column 3, left of `scope` on line 5 and `clientId` on line 7 (column 5)', 'line it up with `scope` and `clientId`')]],
+  // A newcomer's finding: the message counted the tab as one column, where the editor showed it lined up.
+  ['a provider key indented with a tab',
+    `${SESSION}providers:\n  demo:\n    clientId: c\n    clientSecret: s\n\tissuer: https://op.example.org\n    scope: openid\n${ROUTES}`,
+    [p('YAML syntax', 7, 'line 7 is indented with a tab, and YAML indents with spaces only', 'indent it with spaces, lined up with the key it belongs beside')]],
   ['route keys dedented inside the list item',
     `${SESSION}${PROVIDERS}routes:\n  - path: /app/\n  upstream: http://127.0.0.1:9100\n  provider: demo\n`,
     [p('YAML syntax', 11, '`upstream` starts at column 3, left of `path` on line 10 (column 5)', 'line it up with `path`, or with the key of the mapping it belongs to')]],
