@@ -49,7 +49,9 @@ function shortened (value: string): string {
 function injected (headers: Array<[string, string]>): string {
   const rows = INJECTED.flatMap((name) => headers.filter(([k]) => k === name).map(([k, v]) => `<tr><th>${escape(k)}</th><td>${escape(shortened(v))}</td></tr>`))
   const body = rows.length === 0 ? '<p class="warn">None: is this page reached through the gateway?</p>' : `<table>${rows.join('')}</table>`
-  return `<section id="injected"><h2>Headers the gateway vouches for</h2>${body}</section>`
+  // A newcomer's point: a route that renames them (identityHeaders) or adds its own (headers:) seemed to lose them here.
+  const names = '<p class="note">By their default names; a route\'s <code>identityHeaders</code> and <code>headers:</code> may name others, which show under &ldquo;Request headers this app received&rdquo; below.</p>'
+  return `<section id="injected"><h2>Headers the gateway vouches for</h2>${body}${names}</section>`
 }
 
 function render (user: Record<string, unknown> | string, headers: Array<[string, string]>, path: string, signOutUrl: string): string {
@@ -66,7 +68,7 @@ function render (user: Record<string, unknown> | string, headers: Array<[string,
 table{border-collapse:collapse;width:100%;margin-bottom:1rem}th,td{text-align:left;padding:.2rem .5rem;border-bottom:1px solid #eee;vertical-align:top}
 th{width:12rem;color:#555;font-weight:600}td{font-family:ui-monospace,monospace;word-break:break-all}#injected{background:#f6f8fc;border:1px solid #dbe3f3;border-radius:6px;padding:.2rem .8rem}
 @media (max-width:30rem){th{width:auto}#injected th,#injected td{display:block;border:0;padding:0 .2rem}#injected td{padding-bottom:.3rem}}
-.warn{color:#a33}a.button{display:inline-block;padding:.5rem 1rem;background:#444;color:#fff;border-radius:4px;text-decoration:none}</style></head><body>
+.warn{color:#a33}.note{color:#555;font-size:.9rem;margin:.2rem 0 .5rem}a.button{display:inline-block;padding:.5rem 1rem;background:#444;color:#fff;border-radius:4px;text-decoration:none}</style></head><body>
 <p><small>Sample upstream app &middot; path <code>${escape(path)}</code></small></p>
 ${who}
 ${injected(headers)}

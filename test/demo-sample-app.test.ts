@@ -72,6 +72,8 @@ describe('the sample app', () => {
     expect(text).not.toContain('secret-access-token-value')
     expect(text).toContain('alice@example.test')
     expect(text).toContain(`[${ASSERTION.length} characters]`)
+    // Names a route may change are said to be the defaults (a newcomer's point: renamed ones seemed lost).
+    expect(text).toContain('By their default names; a route\'s identityHeaders and headers: may name others')
     // Claims with markup are shown as text.
     expect(await page.locator('h1').innerText()).toBe('Hello, Alice <b>Liddell</b>')
     await page.screenshot({ path: `${ARTIFACTS}/sample-app-${what.replace(' ', '-')}.png` })
