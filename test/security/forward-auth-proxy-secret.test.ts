@@ -152,6 +152,31 @@ describe.each(['nginx', 'caddy'] as const)('a person refused behind the shipped 
   })
 })
 
+// A re-reading's finding: the address in the answer's headers is the original URL percent-encoded,
+// past nginx's default buffer for them at a long address (nginx's 500, no page and no sign-in).
+describe('the longest address behind the shipped nginx file', () => {
+  const LONG = `/app/page?q=${'/'.repeat(1950)}`
+
+  it('a refused person still gets the page with "Use another account"', async () => {
+    const front = fronts.nginx
+    if (front === undefined) return expect(frontBinary('nginx')).toBeUndefined()
+    const browser = new Browser()
+    expect((await browser.navigate(`${front.url}/app/`, { login: 'mallory' })).status).toBe(403)
+    expect(`${front.url}${LONG}`.length).toBeLessThan(2048)
+    const response = await browser.fetch(`${front.url}${LONG}`)
+    expect(response.status).toBe(403)
+    expect(await response.text()).toContain('Use another account')
+  })
+
+  it('a browser without a session is still sent to sign in, back to that address', async () => {
+    const front = fronts.nginx
+    if (front === undefined) return expect(frontBinary('nginx')).toBeUndefined()
+    const response = await new Browser().fetch(`${front.url}${LONG}`)
+    expect(response.status).toBe(302)
+    expect(new URL(response.headers.get('location')!).searchParams.get('next')).toBe(`${front.url}${LONG}`)
+  })
+})
+
 describe('a client refused behind the shipped nginx file', () => {
   it('gets nginx\'s own 403 when it is no browser: no page, no address', async () => {
     const front = fronts.nginx
