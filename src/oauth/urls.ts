@@ -139,7 +139,11 @@ export function switchAccountUrl (config: Pick<GatewayConfig, 'server'>, provide
 
 /** The login address with `next`, absolute so the whole flow runs on {base_url}'s host. */
 export function loginUrl (config: Pick<GatewayConfig, 'server'>, provider: string, next: string): string {
-  return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
+  // Longer than `next` may be (safeNext), the sign-in goes to /oauth/ anyway: an address of up to
+  // three times the request's length said nothing more, and a proxy in front with nginx's 4k header
+  // buffer answered it with a 502 (a re-reading's finding).
+  const kept = next.length > NEXT_MAX_LENGTH ? HOME : next
+  return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(kept)}`
 }
 
 /** RFC 9728: where a protected resource's metadata lives, before the resource's path. */

@@ -78,6 +78,25 @@ describe('forward-auth asked by a browser itself', () => {
 })
 
 describe('through docs/deployment.md\'s nginx (a relay of every request to the gateway)', () => {
+  // A re-reading's finding: at a long address the sign-in's redirects outgrew nginx's default 4k
+  // header buffer (nginx's 502): the route's, whose `next` is the address encoded, and the sign-in's
+  // to the provider, whose state seals it. The longest `next` the gateway keeps, and one past it.
+  it.each([
+    ['the longest next kept', 2040, true],
+    ['a next past what is kept (the sign-in returns to /oauth/)', 6000, false],
+  ])('a browser at a long address is sent to sign in and on to the provider: %s', async (_case, slashes, kept) => {
+    if (relay === undefined) return expect(frontBinary('nginx')).toBeUndefined()
+    const target = `/app/x?q=${'/'.repeat(slashes - '/app/x?q='.length)}`
+    const browser = new Browser()
+    const toSignIn = await browser.fetch(`${relay.url}${target}`)
+    expect(toSignIn.status).toBe(302)
+    const login = toSignIn.headers.get('location')!
+    expect(new URL(login).searchParams.get('next')).toBe(kept ? target : '/oauth/')
+    const toProvider = await browser.fetch(login.replace(gateway.url, relay.url))
+    expect(toProvider.status).toBe(302)
+    expect(toProvider.headers.get('location')).toMatch(/\/auth\?/)
+  })
+
   // A re-reading's finding: that relay named no original request, so the page's fetch was answered.
   it.each([
     ['a page\'s fetch', BROWSER_FETCH],
