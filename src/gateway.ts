@@ -115,7 +115,7 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
   return spans === undefined ? redis : new TracedStore(redis, spans, 'redis')
 }
 
-/** session.secret, or a random one for this process (configWarnings says so: sessions then die with it). */
+/** session.secret, or a random one for this process (processWarnings says so: sessions then die with it). */
 function sessionSecret (config: GatewayConfig): string {
   return config.session.secret ?? randomToken()
 }

@@ -179,10 +179,6 @@ function publicWarning (route: RouteConfig, index: number): string | undefined {
 }
 
 /**
- * Settings that are allowed but weaken the gateway, one sentence each: `--check` prints them and
- * start-up logs them at warn level. Pure: the same config always gives the same list.
- */
-/**
  * What a gateway of `config` keeps only in its process: its session secret (made at each start when
  * none is set) and its sessions (a memory store). Said at the start and by --check (a newcomer's
  * finding: --check said OK, and the start warned).
@@ -194,6 +190,10 @@ export function processWarnings (config: GatewayConfig): string[] {
   ]
 }
 
+/**
+ * Settings that are allowed but weaken the gateway, one sentence each: `--check` prints them and
+ * start-up logs them at warn level. Pure: the same config always gives the same list.
+ */
 export function configWarnings (config: GatewayConfig): string[] {
   const warnings: string[] = []
   for (const provider of Object.values(config.providers)) {
