@@ -276,7 +276,7 @@ function browserOwn (request: FastifyRequest, fromProxy: boolean, original: Orig
 }
 
 /** The header that carries forwardAuth.proxySecret from the proxy in front. */
-export const PROXY_SECRET_HEADER = 'x-forward-auth-secret'
+const PROXY_SECRET_HEADER = 'x-forward-auth-secret'
 
 /**
  * Whether the request carries forwardAuth.proxySecret (its SHA-256 `digest`) once in
