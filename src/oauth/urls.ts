@@ -133,17 +133,24 @@ export function redirectUri (config: Pick<GatewayConfig, 'server'>, provider: st
  * a provider (a route of several): the sign-out alone, back to `next`, where the chooser offers each.
  */
 export function switchAccountUrl (config: Pick<GatewayConfig, 'server'>, provider: string | undefined, next: string): string {
-  const signOut = `${config.server.baseUrl}/oauth/logout/?next=${encodeURIComponent(next)}`
+  const signOut = `${config.server.baseUrl}/oauth/logout/?next=${nextParameter(next)}`
   return provider === undefined ? signOut : `${signOut}&switch=${encodeURIComponent(provider)}`
 }
 
 /** The login address with `next`, absolute so the whole flow runs on {base_url}'s host. */
 export function loginUrl (config: Pick<GatewayConfig, 'server'>, provider: string, next: string): string {
-  // Longer than `next` may be (safeNext), the sign-in goes to /oauth/ anyway: an address of up to
-  // three times the request's length said nothing more, and a proxy in front with nginx's 4k header
-  // buffer answered it with a 502 (a re-reading's finding).
-  const kept = next.length > NEXT_MAX_LENGTH ? HOME : next
-  return `${config.server.baseUrl}/oauth/login/${provider}/?next=${encodeURIComponent(kept)}`
+  return `${config.server.baseUrl}/oauth/login/${provider}/?next=${nextParameter(next)}`
+}
+
+/**
+ * `next` as a query parameter of one of the gateway's addresses, encoded; `/oauth/` when it is
+ * longer than safeNext keeps (the sign-in, the chooser and the sign-out then go there anyway): an
+ * address of up to three times the request's length said nothing more, and a proxy in front with
+ * nginx's 4k header buffer answered its redirect with a 502 (re-readings' findings: the sign-in's,
+ * then the chooser's).
+ */
+export function nextParameter (next: string): string {
+  return encodeURIComponent(next.length > NEXT_MAX_LENGTH ? HOME : next)
 }
 
 /** RFC 9728: where a protected resource's metadata lives, before the resource's path. */

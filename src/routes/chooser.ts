@@ -9,13 +9,13 @@ import { canonicalTarget } from '../config/canonical.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { chooserPage, sendUnframed } from '../http/pages.js'
 import { parseFormBinding } from '../oauth/preserved-body.js'
-import { HOME, loginUrl, safeNext } from '../oauth/urls.js'
+import { HOME, loginUrl, nextParameter, safeNext } from '../oauth/urls.js'
 
 export const CHOOSER = '/oauth/choose/'
 
 /** The chooser's address for a route with several providers, returning to `next`. */
 export function chooserUrl (config: Pick<GatewayConfig, 'server'>, next: string): string {
-  return `${config.server.baseUrl}${CHOOSER}?next=${encodeURIComponent(next)}`
+  return `${config.server.baseUrl}${CHOOSER}?next=${nextParameter(next)}`
 }
 
 /** Each provider's sign-in address for the route, returning to `next`. */

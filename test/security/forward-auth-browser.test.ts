@@ -8,7 +8,7 @@
 import { describe, expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { frontBinary, startNginxInFront, type FrontProxy } from '../helpers/front-proxy.js'
-import type { TestGateway } from '../helpers/gateway.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
 import { test as it } from '../helpers/stack.js'
 
 let gateway: TestGateway
@@ -19,11 +19,16 @@ let relay: FrontProxy | undefined
 /** What a page's fetch('/oauth/auth/demo/') sends besides the cookie. */
 const BROWSER_FETCH = { accept: '*/*', 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors', 'sec-fetch-dest': 'empty' }
 
-it.beforeAll(async ({ startStack, upstream }) => {
+it.beforeAll(async ({ startStack, upstream, op }) => {
   gateway = await startStack({
     server: { trustProxy: ['127.0.0.1'] },
     assertion: {},
-    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/pub/', upstream: upstream.url, auth: 'none' }],
+    providers: { 'demo-twin': oidcClient(op.issuer, 'c', 's') },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/pub/', upstream: upstream.url, auth: 'none' },
+      { path: '/multi/', upstream: upstream.url, providers: ['demo', 'demo-twin'] },
+    ],
     forwardAuth: { hosts: { '127.0.0.1': {} } },
   })
   const browser = new Browser()
@@ -78,23 +83,29 @@ describe('forward-auth asked by a browser itself', () => {
 })
 
 describe('through docs/deployment.md\'s nginx (a relay of every request to the gateway)', () => {
-  // A re-reading's finding: at a long address the sign-in's redirects outgrew nginx's default 4k
-  // header buffer (nginx's 502): the route's, whose `next` is the address encoded, and the sign-in's
-  // to the provider, whose state seals it. The longest `next` the gateway keeps, and one past it.
+  // Re-readings' findings: at a long address the sign-in's redirects outgrew nginx's default 4k
+  // header buffer (nginx's 502): the route's, whose `next` is the address encoded (up to three
+  // times its length: a query of `&`), the chooser's of a route with several providers, and the
+  // sign-in's to the provider, whose state seals `next`. The longest `next` the gateway keeps, and
+  // one past it (sent to /oauth/ by the sign-in and the chooser alike: no longer named at all).
   it.each([
-    ['the longest next kept', 2040, true],
-    ['a next past what is kept (the sign-in returns to /oauth/)', 6000, false],
-  ])('a browser at a long address is sent to sign in and on to the provider: %s', async (_case, slashes, kept) => {
+    ['a route of one provider, the longest next kept', '/app/', 2048, true],
+    ['a route of one provider, a next past what is kept', '/app/', 6000, false],
+    ['a route of several providers, the longest next kept', '/multi/', 2048, true],
+    ['a route of several providers, a next past what is kept', '/multi/', 6000, false],
+  ])('a browser at a long address is sent to sign in and on: %s', async (_case, prefix, length, kept) => {
     if (relay === undefined) return expect(frontBinary('nginx')).toBeUndefined()
-    const target = `/app/x?q=${'/'.repeat(slashes - '/app/x?q='.length)}`
+    const target = `${prefix}x?q=${'&'.repeat(length - `${prefix}x?q=`.length)}`
     const browser = new Browser()
     const toSignIn = await browser.fetch(`${relay.url}${target}`)
     expect(toSignIn.status).toBe(302)
-    const login = toSignIn.headers.get('location')!
-    expect(new URL(login).searchParams.get('next')).toBe(kept ? target : '/oauth/')
-    const toProvider = await browser.fetch(login.replace(gateway.url, relay.url))
-    expect(toProvider.status).toBe(302)
-    expect(toProvider.headers.get('location')).toMatch(/\/auth\?/)
+    const signIn = toSignIn.headers.get('location')!
+    expect(signIn.length).toBeLessThan(16 * 1024)
+    expect(new URL(signIn).searchParams.get('next')).toBe(kept ? target : '/oauth/')
+    const onward = await browser.fetch(signIn.replace(gateway.url, relay.url))
+    // The sign-in's redirect to the provider; the chooser's page (or, with no next of a route, its redirect).
+    if (prefix === '/app/') expect([onward.status, onward.headers.get('location')]).toEqual([302, expect.stringMatching(/\/auth\?/)])
+    else expect(onward.status).toBe(kept ? 200 : 302)
   })
 
   // A re-reading's finding: that relay named no original request, so the page's fetch was answered.
