@@ -166,20 +166,39 @@ export function unpinnedIssuerWarnings (places: readonly RulePlace[], providers:
 export function sharedNameWarnings (places: readonly RulePlace[]): string[] {
   return places.flatMap((place) => {
     if (place.others.length === 0) return []
-    return (place.allow ?? []).flatMap((rule) => {
-      const by = (['groups', 'emails', 'domains'] as const).filter((key) => rule[key].length > 0)
-      if (by.length === 0 || rule.providers.length === 1) return []
-      if (rule.providers.length > 1) {
-        const [first, second] = rule.providers
-        return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${rule.providers.join(', ')} under one rule, and only user names are told apart by issuer ` +
-          `(${second}:alice): ${second}'s groups and the addresses it vouches for count as ${first}'s. Write a rule for each provider, unless they are one directory (machine-clients.md, "Several issuers")`]
-      }
-      const own = place.own === undefined ? 'those of the provider its URL names (/oauth/auth/<provider>/)' : `${place.own}'s`
-      return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${place.others.join(', ')} as well as ${own}, and only user names are told apart by issuer ` +
-        `(${place.others[0]}:alice): another issuer's groups and the addresses it vouches for count as its own. Add providers: [${place.own ?? '<that provider>'}] to the rule to admit its people only, ` +
-        'and a rule of its own for each other issuer (machine-clients.md, "Several issuers")']
-    })
+    return (place.allow ?? []).flatMap((rule) => [...sharedClaimWarning(place, rule), ...sharedByName(place, rule)])
   })
+}
+
+/**
+ * A rule that admits by `claims` (and no `users`, which are told apart by issuer) at a place that
+ * meets several providers' people or tokens, and names no one provider: a claim's value is its
+ * issuer's own word, which another issuer can say too (an outside tester's finding: the docs'
+ * GitHub Actions recipe, its repository's name and ids pinned, admitted a second GitHub's token
+ * with the same values, and a partner directory's person with a claim the rule named).
+ */
+function sharedClaimWarning (place: RulePlace, rule: Rule): string[] {
+  if (rule.claims.length === 0 || rule.users.length > 0 || rule.providers.length === 1) return []
+  const parties = [...new Set([...(place.own === undefined ? [] : [place.own]), ...place.others])]
+  const named = rule.claims.map((claim) => claim.path.replace(/^\//, '')).join(', ')
+  return [`${place.rulesUnder}.${rule.name}: admits by claims (${named}) whoever carries those values among the people and tokens of ${parties.join(', ')}${place.own === undefined ? ' and the provider its URL names' : ''}: ` +
+    'a claim\'s value is its issuer\'s own word, and another issuer can say the same (another CI system, a partner\'s directory). ' +
+    'Add providers: [<the one it is for>] to the rule (machine-clients.md, "Several issuers")']
+}
+
+/** sharedNameWarnings for groups, e-mail addresses and domains. */
+function sharedByName (place: RulePlace, rule: Rule): string[] {
+  const by = (['groups', 'emails', 'domains'] as const).filter((key) => rule[key].length > 0)
+  if (by.length === 0 || rule.providers.length === 1) return []
+  if (rule.providers.length > 1) {
+    const [first, second] = rule.providers
+    return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${rule.providers.join(', ')} under one rule, and only user names are told apart by issuer ` +
+      `(${second}:alice): ${second}'s groups and the addresses it vouches for count as ${first}'s. Write a rule for each provider, unless they are one directory (machine-clients.md, "Several issuers")`]
+  }
+  const own = place.own === undefined ? 'those of the provider its URL names (/oauth/auth/<provider>/)' : `${place.own}'s`
+  return [`${place.rulesUnder}.${rule.name}: admits by ${by.join(' and ')} the people and tokens of ${place.others.join(', ')} as well as ${own}, and only user names are told apart by issuer ` +
+    `(${place.others[0]}:alice): another issuer's groups and the addresses it vouches for count as its own. Add providers: [${place.own ?? '<that provider>'}] to the rule to admit its people only, ` +
+    'and a rule of its own for each other issuer (machine-clients.md, "Several issuers")']
 }
 
 /**

@@ -230,9 +230,38 @@ it('--check warns where a rule admits another issuer\'s people or tokens by grou
   expect(warn({ providers: ['corp', 'github'], allow: [{ emails: ['a@corp.example'], providers: ['github', 'corp'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by emails the people and tokens of github, corp under one rule/)])
   expect(warn({}, { ...tokens(['corp', 'partner']), allow: [{ domains: ['corp.example'], providers: ['corp', 'partner'] }] })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow\[0\]: admits by domains the people and tokens of corp, partner under one rule/)])
   expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp'] }, { groups: ['admins'], providers: ['partner'] }] })).toEqual([])
-  // Named by provider, by user or claim only, or no other issuer: nothing to say.
-  expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp'] }, { users: ['partner:bot'] }, { claims: { client_id: ['ci'] } }] })).toEqual([])
+  // Named by provider, by user only, or no other issuer: nothing to say.
+  expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'], providers: ['corp'] }, { users: ['partner:bot'] }] })).toEqual([])
   expect(warn({ ...tokens(['corp']), allow: [{ groups: ['admins'] }] })).toEqual([])
+})
+
+// An outside tester's finding: the GitHub Actions recipe's rule (a repository's name and ids
+// pinned) admitted a second GitHub's token with the same values, and a partner directory's person
+// with a claim a rule named; --check said nothing, as it does for groups.
+it('--check warns where a rule admits by claims at a place of several providers\' people or tokens and names no one provider', () => {
+  const providers = {
+    corp: { clientId: 'c', clientSecret: 's', issuer: 'https://corp.example', scope: 'openid' },
+    partner: { clientId: 'p', clientSecret: 'ps', issuer: 'https://partner.example', scope: 'openid' },
+    gha: { issuer: 'https://token.actions.githubusercontent.com' },
+    ghes: { issuer: 'https://ghes.partner.example/_services/token' },
+  }
+  const PINNED = { repository: ['octo-org/octo-repo'], repository_id: ['456'], ref: ['refs/heads/main'] }
+  const warn = (route: Record<string, unknown>, host?: Record<string, unknown>): string[] => configWarnings(parseConfig(stringify({
+    server: { trustProxy: ['127.0.0.1'] },
+    session: { secret: TEST_SECRET },
+    providers,
+    routes: [{ path: '/deploy/', upstream: 'http://127.0.0.1:9100', ...('providers' in route ? {} : { provider: 'corp' }), ...route }],
+    ...(host === undefined ? {} : { forwardAuth: { hosts: { 'deploy.example.com': host } } }),
+  }), {})).filter((warning) => warning.includes('admits by claims'))
+  const tokens = (issuers: string[]) => ({ bearer: { issuers, audience: 'a' } })
+  expect(warn({ ...tokens(['gha', 'ghes']), allow: [{ claims: PINNED }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by claims \(repository, repository_id, ref\) whoever carries those values among the people and tokens of corp, gha, ghes: .* Add providers: \[<the one it is for>\]/)])
+  // The recipe's route: people of corp and tokens of gha.
+  expect(warn({ ...tokens(['gha']), allow: [{ claims: PINNED }] })).toHaveLength(1)
+  expect(warn({ providers: ['corp', 'partner'], allow: [{ claims: { department: ['finance'] } }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by claims \(department\) whoever carries those values among the people and tokens of corp, partner:/)])
+  expect(warn({}, { ...tokens(['gha']), allow: [{ claims: PINNED }] })).toEqual([expect.stringMatching(/^forwardAuth\.hosts\.deploy\.example\.com\.allow\[0\]: admits by claims .* of gha and the provider its URL names:/)])
+  // Named by its one provider, pinned by users as well, or one party only: nothing to say.
+  expect(warn({ ...tokens(['gha', 'ghes']), allow: [{ claims: PINNED, providers: ['gha'] }, { claims: { client_id: ['ci'] }, users: ['ghes:bot'] }] })).toEqual([])
+  expect(warn({ ...tokens(['corp']), allow: [{ claims: { client_id: ['ci'] } }] })).toEqual([])
 })
 
 it('--check warns where opaque tokens of several issuers are introspected: each issuer sees the tokens of those listed after it', () => {
