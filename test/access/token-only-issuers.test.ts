@@ -202,20 +202,30 @@ routes:
   expect(rules.deny[0]!.claims).toEqual([{ path: 'ref', values: ['3.0'] }])
 })
 
+/**
+ * --check's warnings that contain `about`, for a route of `providers` (of `corp` unless it names
+ * `providers`) and, with `host`, a forward-auth host deploy.example.com.
+ */
+function placeWarnings (providers: Record<string, unknown>, about: string, route: Record<string, unknown>, host?: Record<string, unknown>): string[] {
+  return configWarnings(parseConfig(stringify({
+    server: { trustProxy: ['127.0.0.1'] },
+    session: { secret: TEST_SECRET },
+    providers,
+    routes: [{ path: '/orders/', upstream: 'http://127.0.0.1:9100', ...('providers' in route ? {} : { provider: 'corp' }), ...route }],
+    ...(host === undefined ? {} : { forwardAuth: { hosts: { 'deploy.example.com': host } } }),
+  }), {})).filter((warning) => warning.includes(about))
+}
+
+/** A route's or host's bearer block taking tokens of `issuers`. */
+const tokens = (issuers: string[]) => ({ bearer: { issuers, audience: 'a' } })
+
 it('--check warns where a rule admits another issuer\'s people or tokens by groups or e-mail as the own provider\'s, on a route or a forward-auth host', () => {
   const providers = {
     corp: { clientId: 'c', clientSecret: 's', issuer: 'https://corp.example', scope: 'openid' },
     github: { preset: 'github', clientId: 'g', clientSecret: 'gs', scope: 'read:user user:email read:org' },
     partner: { issuer: 'https://partner.example' },
   }
-  const warn = (route: Record<string, unknown>, host?: Record<string, unknown>): string[] => configWarnings(parseConfig(stringify({
-    server: { trustProxy: ['127.0.0.1'] },
-    session: { secret: TEST_SECRET },
-    providers,
-    routes: [{ path: '/orders/', upstream: 'http://127.0.0.1:9100', ...('providers' in route ? {} : { provider: 'corp' }), ...route }],
-    ...(host === undefined ? {} : { forwardAuth: { hosts: { 'deploy.example.com': host } } }),
-  }), {})).filter((warning) => warning.includes('told apart by issuer'))
-  const tokens = (issuers: string[]) => ({ bearer: { issuers, audience: 'a' } })
+  const warn = (route: Record<string, unknown>, host?: Record<string, unknown>): string[] => placeWarnings(providers, 'told apart by issuer', route, host)
   expect(warn({ ...tokens(['corp', 'partner']), allow: [{ groups: ['admins'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by groups the people and tokens of partner as well as corp's, .* Add providers: \[corp\] to the rule/)])
   expect(warn({ ...tokens(['corp', 'partner']), allow: [{ users: ['alice'] }, { emails: ['alice@corp.example'], domains: ['corp.example'] }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[1\]: admits by emails and domains the people and tokens of partner/)])
   // A second sign-in provider's people: a GitHub organisation anyone can create is a group there.
@@ -246,14 +256,7 @@ it('--check warns where a rule admits by claims at a place of several providers\
     ghes: { issuer: 'https://ghes.partner.example/_services/token' },
   }
   const PINNED = { repository: ['octo-org/octo-repo'], repository_id: ['456'], ref: ['refs/heads/main'] }
-  const warn = (route: Record<string, unknown>, host?: Record<string, unknown>): string[] => configWarnings(parseConfig(stringify({
-    server: { trustProxy: ['127.0.0.1'] },
-    session: { secret: TEST_SECRET },
-    providers,
-    routes: [{ path: '/deploy/', upstream: 'http://127.0.0.1:9100', ...('providers' in route ? {} : { provider: 'corp' }), ...route }],
-    ...(host === undefined ? {} : { forwardAuth: { hosts: { 'deploy.example.com': host } } }),
-  }), {})).filter((warning) => warning.includes('admits by claims'))
-  const tokens = (issuers: string[]) => ({ bearer: { issuers, audience: 'a' } })
+  const warn = (route: Record<string, unknown>, host?: Record<string, unknown>): string[] => placeWarnings(providers, 'admits by claims', route, host)
   expect(warn({ ...tokens(['gha', 'ghes']), allow: [{ claims: PINNED }] })).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]: admits by claims \(repository, repository_id, ref\) whoever carries those values among the people and tokens of corp, gha, ghes: .* Add providers: \[<the one it is for>\]/)])
   // The recipe's route: people of corp and tokens of gha.
   expect(warn({ ...tokens(['gha']), allow: [{ claims: PINNED }] })).toHaveLength(1)
