@@ -283,6 +283,9 @@ const ForwardAuthHost = Type.Object({
   bearer: Type.Optional(Bearer),
 }, { additionalProperties: false, description: 'The rules of one host behind the proxy in front.' })
 
+/** What forwardAuth.proxySecret and its previous values are written in: what a proxy's configuration sends as written. */
+const PROXY_SECRET = { pattern: '^[A-Za-z0-9+/=._~-]+$', expected: 'a secret of letters, digits and + / = . _ ~ - (what a proxy\'s configuration can send as a header value as written)' }
+
 const ForwardAuth = Section({
   allowedRedirectHosts: filled(Strings('Hosts outside the gateway a browser may be sent back to after signing in: `app.example.org`, `.example.com` (that domain and its subdomains), `host:8443`.', { default: [] })),
   hosts: filled(Type.Optional(Type.Record(Type.String(), ForwardAuthHost, {
@@ -292,8 +295,11 @@ const ForwardAuth = Section({
     examples: [{ 'payroll.example.com': { allow: [{ groups: ['payroll'] }] } }],
   }))),
   proxySecret: Text('A secret the proxy in front sends in X-Forward-Auth-Secret with each of its auth requests (at least 32 random characters: `openssl rand -base64 32`; letters, digits and + / = . _ ~ -). Set: /oauth/auth/ answers only requests that carry it (403 otherwise), so that no page\'s script can ask for the token through a proxy that relays the gateway\'s host. Absent: any request from a server.trustProxy address is answered. See forward-auth.md.', {
-    examples: ['${GATEWAY_FORWARD_AUTH_SECRET}'], pattern: '^[A-Za-z0-9+/=._~-]+$', expected: 'a secret of letters, digits and + / = . _ ~ - (what a proxy\'s configuration can send as a header value as written)',
+    examples: ['${GATEWAY_FORWARD_AUTH_SECRET}'], ...PROXY_SECRET,
   }),
+  previousProxySecrets: filled(Strings('Earlier values of `proxySecret` still taken while the proxies in front change to the new one: a change of the secret refuses no auth request (forward-auth.md, "Changing the secret"). At most 4; each follows the rules for `proxySecret`. Drop them when `gateway_forward_auth_previous_proxy_secret_total` stops growing on every instance.', {
+    default: [], examples: [['${GATEWAY_PREVIOUS_FORWARD_AUTH_SECRET}']], maxItems: 4, expected: 'a list of at most 4 secrets',
+  }, Type.String({ minLength: 1, ...PROXY_SECRET }))),
 }, 'Forward-auth (/oauth/auth/<provider>/) for a proxy in front; see forward-auth.md.')
 
 /** The whole of gateway.yaml. */

@@ -323,6 +323,8 @@ export interface ForwardAuthConfig {
   bearer: ReadonlyMap<string, BearerConfig>
   /** What the proxy in front sends in X-Forward-Auth-Secret; set, /oauth/auth/ answers nothing else. */
   proxySecret: string | undefined
+  /** Earlier values of proxySecret still taken while the proxies in front change to the new one. */
+  previousProxySecrets: string[]
 }
 
 /**

@@ -110,7 +110,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   routes.forEach((route, i) => { checkRuleProviders(issues, ['routes', i], route.rules, [...new Set([...route.providers, ...(route.bearer?.issuers ?? [])])]) })
   for (const [host, lists] of forwardAuth.hosts) checkRuleProviders(issues, ['forwardAuth', 'hosts', host], lists, Object.keys(providers))
   for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
-  checkProxySecretOwn(issues, forwardAuth.proxySecret, [raw.session.secret, ...raw.session.previousSecrets, ...Object.values(providers).map((provider) => provider.clientSecret)])
+  checkProxySecretOwn(issues, forwardAuth, [raw.session.secret, ...raw.session.previousSecrets, ...Object.values(providers).map((provider) => provider.clientSecret)])
   return {
     server,
     session: validateSession(issues, raw.session, server.baseUrl, issues.touched(['server', 'baseUrl'])),

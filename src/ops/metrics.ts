@@ -39,6 +39,16 @@ export class Metrics {
     },
   })
 
+  /**
+   * Forward-auth requests that carried one of forwardAuth.previousProxySecrets: while it grows, a
+   * proxy in front still sends an old secret; once it stays put on every instance, drop them.
+   */
+  readonly previousProxySecret = new Counter({
+    name: 'gateway_forward_auth_previous_proxy_secret_total',
+    help: 'Forward-auth requests answered because they carried one of forwardAuth.previousProxySecrets, not forwardAuth.proxySecret: drop the previous ones when it stops growing on every instance',
+    registers: [this.registry],
+  })
+
   /** Requests the rules refused, by route (`forward-auth` for its endpoint) and the kind of rule (see access/rules.ts Judgement.refusedBy). */
   readonly ruleRefusals = new Counter({
     name: 'gateway_rule_refusals_total',

@@ -9,7 +9,6 @@
 // 6750's challenge, never a sign-in address.
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
-import { createHash, timingSafeEqual } from 'node:crypto'
 import type { Metrics } from '../ops/metrics.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Access, Guard } from '../access/authorize.js'
@@ -36,6 +35,7 @@ import { loggableUrl, loggedParameterName } from '../ops/logger.js'
 import { METHOD_OVERRIDES } from '../proxy/headers.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
 import { resolvesSegments } from '../config/raw-segments.js'
+import { NO_PROXY_SECRET, proxySecretTest } from './proxy-secret.js'
 
 /** The response header that carries the login URL of a 401, for the proxy in front to redirect a browser to. */
 export { LOGIN_URL_HEADER } from '../access/responder.js'
@@ -50,7 +50,7 @@ export interface ForwardAuthDeps {
   bearerReports: BearerReports
   /** Present when the gateway signs identity assertions: the original URL's origin gets one when allowed (see assertionAudience). */
   assertions?: Assertions | undefined
-  /** Counts the rules' refusals (route `forward-auth`). */
+  /** Counts the rules' refusals (route `forward-auth`) and the previous proxy secrets taken. */
   metrics: Metrics
 }
 
@@ -275,23 +275,6 @@ function browserOwn (request: FastifyRequest, fromProxy: boolean, original: Orig
   return original.url.hostname === ownHost && canonical.ok && canonical.url.toLowerCase().startsWith(FORWARD_AUTH_PREFIX)
 }
 
-/** The header that carries forwardAuth.proxySecret from the proxy in front. */
-const PROXY_SECRET_HEADER = 'x-forward-auth-secret'
-
-/**
- * Whether the request carries forwardAuth.proxySecret (its SHA-256 `digest`) once in
- * X-Forward-Auth-Secret, compared in constant time. A relay of the gateway's host passes a page's
- * own request on with whatever X-Forwarded-Uri its script wrote, which nothing else tells from the
- * proxy's auth request; the script does not know the secret.
- */
-function carriesSecret (request: FastifyRequest, digest: Buffer): boolean {
-  const sent = request.raw.headersDistinct[PROXY_SECRET_HEADER]
-  return sent?.length === 1 && timingSafeEqual(createHash('sha256').update(sent[0]!).digest(), digest)
-}
-
-const NO_PROXY_SECRET = 'Forward-auth answers only the proxy in front, which sends forwardAuth.proxySecret in X-Forward-Auth-Secret with each auth request; ' +
-  'this request has none, or another value (docs/forward-auth.md, "The proxy\'s secret")'
-
 const FORWARD_AUTH_PREFIX = '/oauth/auth/'
 const BROWSER_OWN = 'Forward-auth answers the proxy in front of an application, not a browser: this request carries a browser\'s Sec-Fetch-Site ' +
   'and comes from no proxy that server.trustProxy admits, or from one that names no original request or this endpoint as the one it guards; ' +
@@ -314,9 +297,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
   const ownOrigin = new URL(config.server.baseUrl).origin
   const ownHost = new URL(ownOrigin).hostname
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts, ownOrigin)
-  // Whether the request carries forwardAuth.proxySecret: always, when none is set.
-  const proxyDigest = config.forwardAuth.proxySecret === undefined ? undefined : createHash('sha256').update(config.forwardAuth.proxySecret).digest()
-  const proxySent = proxyDigest === undefined ? () => true : (request: FastifyRequest) => carriesSecret(request, proxyDigest)
+  const proxySent = proxySecretTest(config.forwardAuth, metrics)
   /** Why this is no auth request of the proxy in front (forwardAuth.proxySecret, then browserOwn); undefined when it may be. */
   function notTheProxy (request: FastifyRequest, fromProxy: boolean, original: OriginalUrl | undefined): string | undefined {
     if (!proxySent(request)) return NO_PROXY_SECRET

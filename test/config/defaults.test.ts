@@ -43,6 +43,7 @@ describe('config defaults', () => {
           "allowedRedirectHosts": [],
           "bearer": Map {},
           "hosts": Map {},
+          "previousProxySecrets": [],
           "proxySecret": undefined,
         },
         "metrics": {

@@ -13,12 +13,15 @@ import { describe, expect } from 'vitest'
 import { stringify } from 'yaml'
 import { Browser } from '../helpers/browser.js'
 import { configProblems } from '../helpers/config.js'
+import { metricValue } from '../helpers/metrics.js'
 import { frontBinary, holdFrontPort, startFrontProxy, type FrontKind, type FrontProxy, type HeldPort } from '../helpers/front-proxy.js'
 import { TEST_SECRET, type TestGateway } from '../helpers/gateway.js'
 import { test as it } from '../helpers/stack.js'
 import type { SeenRequest } from '../helpers/upstream.js'
 
 const SECRET = randomBytes(32).toString('base64')
+// The value the proxies sent before SECRET (forwardAuth.previousProxySecrets), during a change.
+const PREVIOUS = randomBytes(32).toString('base64')
 let gateway: TestGateway
 let cookie: string
 const fronts: Partial<Record<'nginx' | 'caddy' | 'nginxWithout', FrontProxy>> = {}
@@ -50,7 +53,7 @@ it.beforeAll(async ({ startStack, upstream }) => {
     assertion: {},
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
     // Mallory is refused: the page a person refused behind each file sees.
-    forwardAuth: { proxySecret: SECRET, allowedRedirectHosts: [...ports.values()].map(({ port }) => `127.0.0.1:${port}`), hosts: { '127.0.0.1': { deny: { users: ['mallory'] } } } },
+    forwardAuth: { proxySecret: SECRET, previousProxySecrets: [PREVIOUS], allowedRedirectHosts: [...ports.values()].map(({ port }) => `127.0.0.1:${port}`), hosts: { '127.0.0.1': { deny: { users: ['mallory'] } } } },
   })
   const browser = new Browser()
   expect((await browser.navigate(`${gateway.url}/app/`, { login: 'alice' })).status).toBe(200)
@@ -82,6 +85,7 @@ async function ask (headers: Record<string, string | string[]>, withCookie = tru
 
 /** What the relay of a page's fetch sends when the page's script names an original request of its own. */
 const SCRIPT_THROUGH_RELAY = { 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'cors', 'x-forwarded-uri': '/app/x', 'x-forwarded-host': '127.0.0.1' }
+const PREVIOUS_COUNTER = 'gateway_forward_auth_previous_proxy_secret_total'
 const PROXY = { 'x-forwarded-uri': '/app/x', 'x-forwarded-host': '127.0.0.1', 'x-forwarded-method': 'GET' }
 
 describe('forward-auth with forwardAuth.proxySecret', () => {
@@ -95,6 +99,21 @@ describe('forward-auth with forwardAuth.proxySecret', () => {
     ['an empty value', { ...PROXY, 'x-forward-auth-secret': '' }],
   ])('%s: 403 forbidden, no token', async (_case, headers) => {
     expect(await ask(headers)).toEqual({ status: 403, error: 'forbidden', token: undefined })
+  })
+
+  it('takes the previous value during a change of the secret, and counts each request that carried it', async () => {
+    const counted = async () => metricValue(await (await fetch(`${gateway.url}/metrics`)).text(), PREVIOUS_COUNTER)
+    const before = await counted()
+    expect(before).toBeDefined()
+    const answer = await ask({ ...PROXY, 'x-forward-auth-secret': PREVIOUS })
+    expect(answer.status).toBe(200)
+    expect(answer.token).toMatch(/^Bearer \S{20,}$/)
+    expect(await counted()).toBe(before! + 1)
+    // The current value, refusals and the two values together are not counted.
+    await ask({ ...PROXY, 'x-forward-auth-secret': SECRET })
+    expect(await ask({ ...PROXY, 'x-forward-auth-secret': [PREVIOUS, SECRET] })).toMatchObject({ status: 403 })
+    expect(await ask({ ...PROXY, 'x-forward-auth-secret': `${PREVIOUS}x` })).toMatchObject({ status: 403 })
+    expect(await counted()).toBe(before! + 1)
   })
 
   it('refuses before the session is read: no sign-in address for a caller without it', async () => {
@@ -205,12 +224,12 @@ describe('the shipped nginx file without the line', () => {
 
 describe('forwardAuth.proxySecret in gateway.yaml', () => {
   const OTHER = randomBytes(32).toString('base64')
-  const file = (proxySecret: string, session: Record<string, unknown> = { secret: TEST_SECRET }, clientSecret = 's') => stringify({
+  const file = (proxySecret: string | undefined, session: Record<string, unknown> = { secret: TEST_SECRET }, clientSecret = 's', previousProxySecrets?: string[]) => stringify({
     server: { baseUrl: 'https://auth.example.com' },
     session,
     providers: { demo: { clientId: 'c', clientSecret, issuer: 'https://op.example.com', scope: 'openid' } },
     routes: [],
-    forwardAuth: { proxySecret },
+    forwardAuth: { proxySecret, previousProxySecrets },
   })
 
   it.each([
@@ -225,6 +244,22 @@ describe('forwardAuth.proxySecret in gateway.yaml', () => {
 
   it('takes one made with openssl rand -base64 32', () => {
     expect(configProblems(file(SECRET))).toEqual([])
+  })
+
+  it('takes previous values beside it, held to the same rules', () => {
+    expect(configProblems(file(SECRET, undefined, undefined, [PREVIOUS]))).toEqual([])
+  })
+
+  it.each([
+    ['without a proxySecret', file(undefined, undefined, undefined, [PREVIOUS]), /^forwardAuth\.previousProxySecrets: needs forwardAuth\.proxySecret: previous values are only taken while/],
+    ['the same as proxySecret', file(SECRET, undefined, undefined, [SECRET]), /^forwardAuth\.previousProxySecrets\[0\]: is the same as forwardAuth\.proxySecret: a previous secret must be the one it replaced/],
+    ['repeated', file(SECRET, undefined, undefined, [PREVIOUS, PREVIOUS]), /^forwardAuth\.previousProxySecrets\[1\]: repeats an earlier entry/],
+    ['short', file(SECRET, undefined, undefined, ['x'.repeat(8)]), /^forwardAuth\.previousProxySecrets\[0\]: must be at least 32 characters, got 8/],
+    ['with a quote nginx would end the value at', file(SECRET, undefined, undefined, [`${PREVIOUS}"`]), /^forwardAuth\.previousProxySecrets\[0\]: must be a secret of letters, digits and \+ \/ = \. _ ~ -/],
+    ['session.secret', file(SECRET, undefined, undefined, [TEST_SECRET]), /^forwardAuth\.previousProxySecrets\[0\]: is another secret of this file .*make one of its own/],
+    ['five of them', file(SECRET, undefined, undefined, Array.from({ length: 5 }, () => randomBytes(32).toString('base64'))), /^forwardAuth\.previousProxySecrets: must be a list of at most 4 secrets/],
+  ])('a previous value %s: refused', (_case, text, message) => {
+    expect(configProblems(text)).toEqual([expect.stringMatching(message)])
   })
 
   // An outside tester's finding: the proxy's configuration holds it (nginx's file, a ConfigMap), and

@@ -2,11 +2,11 @@
 // block.
 import { isIP } from 'node:net'
 import type { BearerConfig, ForwardAuthConfig, RuleLists } from '../types.js'
-import { Issues, describe } from '../problems.js'
+import { Issues, describe, type Path } from '../problems.js'
 import { bearerSection } from '../bearer-section.js'
 import { ruleLists } from '../rule-lists.js'
 import { isPublicSuffix, secretProblem, shippedSecretProblem } from '../safety.js'
-import { type Sections, LABEL } from './values.js'
+import { type Sections, LABEL, previousSecrets } from './values.js'
 
 /** `host`, `.domain` or either with `:port`: see ForwardAuthConfig. */
 const REDIRECT_HOST = new RegExp(`^(\\.)?(${LABEL}(?:\\.${LABEL})*)(?::(\\d{1,5}))?$`)
@@ -36,26 +36,31 @@ export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth'
     return [`${match[1] ?? ''}${match[2]!}${match[3] === undefined ? '' : `:${Number(match[3])}`}`]
   })
   const hosts = validateHosts(issues, raw.hosts)
-  return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts), proxySecret: proxySecret(issues, raw.proxySecret, loopbackOnly) }
+  return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts), ...proxySecrets(issues, raw, loopbackOnly) }
 }
 
 /**
- * A forwardAuth.proxySecret that is another of the file's secrets (session.secret, one of
- * session.previousSecrets, a provider's clientSecret): refused, since the proxy's configuration
- * holds it, and whoever reads that would hold the other too (an outside tester's finding:
- * session.secret keys the stored sessions).
+ * A forwardAuth.proxySecret (or a previous one) that is another of the file's secrets
+ * (session.secret, one of session.previousSecrets, a provider's clientSecret): refused, since the
+ * proxy's configuration holds it, and whoever reads that would hold the other too (an outside
+ * tester's finding: session.secret keys the stored sessions).
  */
-export function checkProxySecretOwn (issues: Issues, proxySecret: string | undefined, others: Array<string | undefined>): void {
-  if (proxySecret === undefined || !others.includes(proxySecret)) return
-  issues.add(['forwardAuth', 'proxySecret'], 'is another secret of this file (session.secret, a previous one or a provider\'s clientSecret): the proxy\'s configuration holds it, so make one of its own (openssl rand -base64 32)')
+export function checkProxySecretOwn (issues: Issues, { proxySecret, previousProxySecrets }: Pick<ForwardAuthConfig, 'proxySecret' | 'previousProxySecrets'>, others: Array<string | undefined>): void {
+  const refuse = (path: Path, value: string | undefined) => {
+    if (value !== undefined && others.includes(value)) issues.add(path, 'is another secret of this file (session.secret, a previous one or a provider\'s clientSecret): the proxy\'s configuration holds it, so make one of its own (openssl rand -base64 32)')
+  }
+  refuse(['forwardAuth', 'proxySecret'], proxySecret)
+  // forEach: an entry the schema refused is a hole in the list.
+  previousProxySecrets.forEach((value, i) => { refuse(['forwardAuth', 'previousProxySecrets', i], value) })
 }
 
-/** forwardAuth.proxySecret: held to session.secret's rules (a guessable one would open what it closes). */
-function proxySecret (issues: Issues, raw: string | undefined, loopbackOnly: boolean): string | undefined {
-  if (raw === undefined) return undefined
-  const weakness = shippedSecretProblem(raw, loopbackOnly) ?? secretProblem(raw)
+/** forwardAuth.proxySecret and its previous values: held to session.secret's rules (a guessable one would open what it closes). */
+function proxySecrets (issues: Issues, raw: Sections['forwardAuth'], loopbackOnly: boolean): Pick<ForwardAuthConfig, 'proxySecret' | 'previousProxySecrets'> {
+  const proxySecret = raw.proxySecret
+  const weakness = proxySecret === undefined ? undefined : shippedSecretProblem(proxySecret, loopbackOnly) ?? secretProblem(proxySecret)
   if (weakness !== undefined) issues.add(['forwardAuth', 'proxySecret'], weakness)
-  return raw
+  const current = { name: 'forwardAuth.proxySecret', value: proxySecret, why: 'previous values are only taken while the proxies in front change to the new one' }
+  return { proxySecret, previousProxySecrets: previousSecrets(issues, ['forwardAuth', 'previousProxySecrets'], raw.previousProxySecrets, current, loopbackOnly) }
 }
 
 /** The hosts whose callers may bring their own tokens, with their bearer blocks. */

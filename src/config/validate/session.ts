@@ -4,7 +4,7 @@ import type { SessionConfig } from '../types.js'
 import { Issues, describe } from '../problems.js'
 import { isLoopbackHost } from '../loopback.js'
 import { secretProblem, shippedSecretProblem } from '../safety.js'
-import { DAY, type Sections, LABEL, duration } from './values.js'
+import { DAY, type Sections, LABEL, duration, previousSecrets } from './values.js'
 
 export function validateSession (issues: Issues, raw: Sections['session'], baseUrl: string, baseUrlTouched: boolean): SessionConfig {
   const cookieName = raw.cookieName
@@ -26,34 +26,11 @@ export function validateSession (issues: Issues, raw: Sections['session'], baseU
     secret: secret || undefined,
     ttlMs: duration(issues, ['session', 'ttl'], raw.ttl, 60_000, 30 * DAY),
     maxAgeMs: duration(issues, ['session', 'maxAge'], raw.maxAge, 5 * 60_000, 400 * DAY),
-    previousSecrets: validatePreviousSecrets(issues, raw.previousSecrets, secret, loopbackOnly),
+    previousSecrets: previousSecrets(issues, ['session', 'previousSecrets'], raw.previousSecrets, { name: 'session.secret', value: secret, why: 'previous secrets only open what they sealed, and new sessions must be sealed with a fixed secret' }, loopbackOnly),
     cookieSecure,
     cacheTtlMs: duration(issues, ['session', 'cacheTtl'], raw.cacheTtl, 0, 10_000),
     cookieDomain: validateCookieDomain(issues, raw.cookieDomain, cookieName, baseUrl),
   }
-}
-
-/**
- * `session.previousSecrets`: each follows the rules for `secret`, none repeats `secret` or another
- * (a repeat would only cost a try), and they need a `secret` to be previous to.
- */
-function validatePreviousSecrets (issues: Issues, raw: string[], secret: string | undefined, loopbackOnly: boolean): string[] {
-  if (raw.length > 0 && !secret) {
-    issues.add(['session', 'previousSecrets'], 'needs session.secret: previous secrets only open what they sealed, and new sessions must be sealed with a fixed secret')
-    return []
-  }
-  const seen = new Set(secret ? [secret] : [])
-  raw.forEach((previous, i) => {
-    const at = ['session', 'previousSecrets', i]
-    if (seen.has(previous)) {
-      issues.add(at, previous === secret ? 'is the same as session.secret: a previous secret must be the one it replaced' : 'repeats an earlier entry')
-      return
-    }
-    seen.add(previous)
-    const weakness = shippedSecretProblem(previous, loopbackOnly) ?? secretProblem(previous)
-    if (weakness) issues.add(at, weakness)
-  })
-  return raw
 }
 
 const DOMAIN_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*$`)

@@ -3,6 +3,7 @@
 import { Issues, checkUrl, describe, type Path } from '../problems.js'
 import { formatMs, formatSize, parseDuration, parseSize } from '../units.js'
 import type { FilledYaml } from '../schema.js'
+import { secretProblem, shippedSecretProblem } from '../safety.js'
 
 export const DAY = 86_400_000
 
@@ -53,4 +54,37 @@ export function size (issues: Issues, path: Path, value: string | number, min: n
 /** A URL with one of `protocols`, or undefined (with a problem) when it is not one. */
 export function url (issues: Issues, path: Path, value: string | undefined, protocols: readonly string[]): string | undefined {
   return value === undefined ? undefined : checkUrl(issues, path, value, protocols)
+}
+
+/** The secret a list of previous ones follows (session.secret, forwardAuth.proxySecret). */
+export interface CurrentSecret {
+  /** As a problem names it: `session.secret`. */
+  name: string
+  value: string | undefined
+  /** Why previous values need it, said when it is absent. */
+  why: string
+}
+
+/**
+ * Earlier values of a secret (session.previousSecrets, forwardAuth.previousProxySecrets): each
+ * follows the rules for the secret, none repeats it or another (a repeat would only cost a try),
+ * and they need a secret to be previous to.
+ */
+export function previousSecrets (issues: Issues, path: Path, raw: string[], current: CurrentSecret, loopbackOnly: boolean): string[] {
+  if (raw.length > 0 && !current.value) {
+    issues.add(path, `needs ${current.name}: ${current.why}`)
+    return []
+  }
+  const seen = new Set(current.value ? [current.value] : [])
+  raw.forEach((previous, i) => {
+    const at = [...path, i]
+    if (seen.has(previous)) {
+      issues.add(at, previous === current.value ? `is the same as ${current.name}: a previous secret must be the one it replaced` : 'repeats an earlier entry')
+      return
+    }
+    seen.add(previous)
+    const weakness = shippedSecretProblem(previous, loopbackOnly) ?? secretProblem(previous)
+    if (weakness) issues.add(at, weakness)
+  })
+  return raw
 }
