@@ -12,6 +12,7 @@ import { request } from 'node:http'
 import { describe, expect } from 'vitest'
 import { stringify } from 'yaml'
 import { Browser } from '../helpers/browser.js'
+import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
 import { configProblems } from '../helpers/config.js'
 import { metricValue } from '../helpers/metrics.js'
 import { frontBinary, holdFrontPort, startFrontProxy, type FrontKind, type FrontProxy, type HeldPort } from '../helpers/front-proxy.js'
@@ -168,6 +169,39 @@ describe.each(['nginx', 'caddy'] as const)('a person refused behind the shipped 
     const asked = await browser.fetch(offer!)
     expect(asked.status).toBe(200)
     expect(await asked.text()).toContain('Use another account?')
+  })
+})
+
+// The same page clicked through in a real browser (Debian's Chromium): nginx's page, its link, the
+// gateway's question, the provider's sign-in, and the page itself for the other account.
+describe('a person refused behind the shipped nginx file, in Chromium', () => {
+  it('reads nginx\'s page, follows "Use another account", confirms, signs in as bob and reaches the page', async () => {
+    const front = fronts.nginx
+    if (front === undefined) return expect(frontBinary('nginx')).toBeUndefined()
+    const context = await (await sharedChromium()).newContext()
+    try {
+      const page = await context.newPage()
+      const target = `${front.url}/app/page?x=1`
+      await page.goto(target)
+      await page.fill('input[name="login"]', 'mallory')
+      await page.click('button:has-text("Sign in")')
+      await page.click('button:has-text("Allow")')
+      await page.waitForURL(target)
+      expect(await page.textContent('h1')).toBe('Not allowed')
+      await page.screenshot({ path: `${ARTIFACTS}/nginx-forbidden.png`, fullPage: true })
+      await page.click('a:has-text("Use another account")')
+      await page.waitForSelector('h1:has-text("Use another account?")')
+      expect(new URL(page.url()).origin).toBe(gateway.url)
+      await page.click('button:has-text("Use another account")')
+      await page.fill('input[name="login"]', 'bob')
+      await page.click('button:has-text("Sign in")')
+      await page.click('button:has-text("Allow")')
+      await page.waitForURL(target)
+      const seen = JSON.parse(await page.textContent('body') ?? '') as SeenRequest
+      expect([seen.url, seen.headers['x-forwarded-user']]).toEqual(['/app/page?x=1', 'bob'])
+    } finally {
+      await context.close()
+    }
   })
 })
 
