@@ -14,11 +14,11 @@ const GROUPS: Record<string, string[]> = {
   uniquelocal: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'],
 }
 
-interface Site { readonly at: string, readonly rule: Rule, readonly inAllow: boolean, readonly forwardAuth: boolean }
+interface Site { readonly at: string, readonly rule: Rule }
 
-function sites (at: string, lists: RuleLists, forwardAuth: boolean): Site[] {
-  const named = (rule: Rule, inAllow: boolean): Site => ({ at: `${at}.${rule.name}.networks`, rule, inAllow, forwardAuth })
-  return [...(lists.allow ?? []).map((rule) => named(rule, true)), ...lists.deny.map((rule) => named(rule, false))].filter((site) => site.rule.networks.length > 0)
+function sites (at: string, lists: RuleLists): Site[] {
+  const named = (rule: Rule): Site => ({ at: `${at}.${rule.name}.networks`, rule })
+  return [...(lists.allow ?? []), ...lists.deny].map(named).filter((site) => site.rule.networks.length > 0)
 }
 
 /**
@@ -49,17 +49,14 @@ function written (network: Network): string {
 
 export function networkWarnings (config: GatewayConfig): string[] {
   const all = [
-    ...config.routes.flatMap((route, i) => sites(`routes[${i}]`, route.rules, false)),
-    ...[...config.forwardAuth.hosts.values()].flatMap((lists) => sites('forwardAuth', lists, true)),
+    ...config.routes.flatMap((route, i) => sites(`routes[${i}]`, route.rules)),
+    ...[...config.forwardAuth.hosts.values()].flatMap((lists) => sites('forwardAuth', lists)),
   ]
   if (all.length === 0) return []
   const { trustProxy, baseUrl } = config.server
   const trusted = trustedNetworks(trustProxy)
-  return all.flatMap(({ at, rule, inAllow, forwardAuth }): string[] => {
-    if (forwardAuth && trustProxy === false) {
-      return [`${at}: forward-auth learns the client's address only from a trusted proxy's X-Forwarded-For, and server.trustProxy is off: ` +
-        `this rule ${inAllow ? 'never admits' : 'refuses every request'}; set server.trustProxy to the proxy in front`]
-    }
+  // forwardAuth.hosts needs server.trustProxy (a config error without it), so its rules are judged on a proxy's word.
+  return all.flatMap(({ at, rule }): string[] => {
     if (trustProxy === false && baseUrl.startsWith('https:')) {
       return [`${at}: server.baseUrl is https, which this gateway does not serve itself, and server.trustProxy is off: ` +
         'behind the proxy that ends TLS every client has the proxy\'s address; set server.trustProxy to that proxy\'s address so that X-Forwarded-For counts']

@@ -20,7 +20,7 @@ import { validateProvider } from './validate/providers.js'
 import { validateRoute, checkReauthProvider, checkSignInProvider, reportReachingRoutes } from './validate/routes.js'
 import { tokenOnlyIssuers } from './route-reach.js'
 import { validateAssertion, reportHeaderClashes } from './validate/headers.js'
-import { checkProxySecretOwn, validateForwardAuth } from './validate/forward-auth.js'
+import { checkForwardAuthAgainst, validateForwardAuth } from './validate/forward-auth.js'
 import { validateMetrics, validateTracing } from './validate/observability.js'
 import { validateAgents } from './validate/agents.js'
 
@@ -110,7 +110,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   routes.forEach((route, i) => { checkRuleProviders(issues, ['routes', i], route.rules, [...new Set([...route.providers, ...(route.bearer?.issuers ?? [])])]) })
   for (const [host, lists] of forwardAuth.hosts) checkRuleProviders(issues, ['forwardAuth', 'hosts', host], lists, Object.keys(providers))
   for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
-  checkProxySecretOwn(issues, forwardAuth, [raw.session.secret, ...raw.session.previousSecrets, ...Object.values(providers).map((provider) => provider.clientSecret)])
+  checkForwardAuthAgainst(issues, forwardAuth, server.trustProxy, [raw.session.secret, ...raw.session.previousSecrets, ...Object.values(providers).map((provider) => provider.clientSecret)])
   return {
     server,
     session: validateSession(issues, raw.session, server.baseUrl, issues.touched(['server', 'baseUrl'])),

@@ -275,6 +275,9 @@ function browserOwn (request: FastifyRequest, fromProxy: boolean, original: Orig
   return original.url.hostname === ownHost && canonical.ok && canonical.url.toLowerCase().startsWith(FORWARD_AUTH_PREFIX)
 }
 
+const HOST_UNTOLD = 'Forward-auth cannot tell which host this request is for: it comes from no proxy that server.trustProxy admits (only a trusted proxy\'s X-Forwarded-Host is read), ' +
+  'and forwardAuth.hosts has rules, which would not be applied; list the proxy in server.trustProxy (docs/forward-auth.md)'
+
 const FORWARD_AUTH_PREFIX = '/oauth/auth/'
 const BROWSER_OWN = 'Forward-auth answers the proxy in front of an application, not a browser: this request carries a browser\'s Sec-Fetch-Site ' +
   'and comes from no proxy that server.trustProxy admits, or from one that names no original request or this endpoint as the one it guards; ' +
@@ -298,10 +301,12 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
   const ownHost = new URL(ownOrigin).hostname
   const redirectHosts = new RedirectHosts(config.forwardAuth.allowedRedirectHosts, ownOrigin)
   const proxySent = proxySecretTest(config.forwardAuth, metrics)
-  /** Why this is no auth request of the proxy in front (forwardAuth.proxySecret, then browserOwn); undefined when it may be. */
+  /** Why this is no auth request of the proxy in front (forwardAuth.proxySecret, browserOwn, a host untold); undefined when it may be. */
   function notTheProxy (request: FastifyRequest, fromProxy: boolean, original: OriginalUrl | undefined): string | undefined {
     if (!proxySent(request)) return NO_PROXY_SECRET
-    return browserOwn(request, fromProxy, original, ownHost) ? BROWSER_OWN : undefined
+    if (browserOwn(request, fromProxy, original, ownHost)) return BROWSER_OWN
+    // Whose host's rules apply only a trusted proxy can say: answering a stranger would skip them.
+    return !fromProxy && config.forwardAuth.hosts.size > 0 ? HOST_UNTOLD : undefined
   }
   // Each host's rules compiled once (their path globs included); the query's are compiled per request.
   const hostJudges = new Map([...config.forwardAuth.hosts].map(([host, rules]) => [host, compileRules(rules)]))

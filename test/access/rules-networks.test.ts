@@ -251,10 +251,11 @@ describe('networks in gateway.yaml', () => {
     expect(warnings({ deny: [{ networks: ['::1'] }] }, { host: '127.0.0.1', trustProxy: true })).toEqual([expect.stringMatching(/trusts \(::1\)/)])
     expect(warnings({ allow: [{ networks: ['10.0.0.0/8'] }] }, { host: '127.0.0.1', trustProxy: true })).toEqual([])
     expect(warnings({ allow: [{ networks: ['10.8.0.0/16', '2001:db8::/32'] }] }, { trustProxy: ['192.0.2.10', '2001:db9::1'] })).toEqual([])
-    // Forward-auth learns the address only from a trusted proxy.
-    expect(warnings({}, {}, { hosts: { 'app.example.com': { deny: [{ networks: ['10.0.0.0/8'] }] } } })).toEqual([
-      expect.stringMatching(/^forwardAuth\.hosts\.app\.example\.com\.deny\[0\]\.networks: forward-auth learns the client's address only from a trusted proxy.*refuses every request/),
+    // Forward-auth learns the address only from a trusted proxy: its hosts' rules need one (a config error).
+    expect(configProblems(yamlOf({}, {}, { hosts: { 'app.example.com': { deny: [{ networks: ['10.0.0.0/8'] }] } } }))).toEqual([
+      expect.stringMatching(/^forwardAuth\.hosts: needs server\.trustProxy to admit the proxy in front/),
     ])
+    expect(warnings({}, { trustProxy: ['192.0.2.10'] }, { hosts: { 'app.example.com': { deny: [{ networks: ['10.0.0.0/8'] }] } } })).toEqual([])
   })
 })
 

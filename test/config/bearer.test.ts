@@ -31,6 +31,8 @@ function host (bearer: string): string {
     api.example.com:
       bearer:
 ${bearer.trim().split('\n').map((line) => `        ${line}`).join('\n')}
+server:
+  trustProxy: [10.0.0.5]
 `
 }
 

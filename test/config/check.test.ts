@@ -177,7 +177,7 @@ describe('the --check command', () => {
     expect(ok.stdout).toBe(`${join(dir, 'good.yaml')}: OK (1 provider, 1 route)\n`)
     expect(ok.stderr).toBe('')
     // Forward-auth hosts kept in the file are counted (a newcomer's point: a file of those alone read "0 routes" only).
-    await writeFile(join(dir, 'hosts.yaml'), config(OIDC, '    provider: demo\n', 'forwardAuth:\n  hosts:\n    payroll.example.com:\n      allow: [{ groups: [payroll] }]\n'))
+    await writeFile(join(dir, 'hosts.yaml'), config(OIDC, '    provider: demo\n', 'forwardAuth:\n  hosts:\n    payroll.example.com:\n      allow: [{ groups: [payroll] }]\nserver:\n  trustProxy: [10.0.0.5]\n'))
     const hosts = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'hosts.yaml')])
     expect(hosts.stdout).toBe(`${join(dir, 'hosts.yaml')}: OK (1 provider, 1 route, 1 forward-auth host)\n`)
 

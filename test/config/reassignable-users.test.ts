@@ -24,7 +24,8 @@ function warnings (provider: string, rules: Record<string, unknown>, forwardAuth
     session: { secret: TEST_SECRET },
     providers: { [provider]: PROVIDERS[provider] },
     routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider, ...rules }],
-    ...(forwardAuth ? { forwardAuth } : {}),
+    // The proxy in front, which forwardAuth.hosts needs to be trusted.
+    ...(forwardAuth ? { forwardAuth, server: { trustProxy: ['10.0.0.5'] } } : {}),
   })
   return configWarnings(parseConfig(text, {})).filter((warning) => warning.includes('.users: '))
 }

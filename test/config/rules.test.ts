@@ -15,7 +15,8 @@ function yamlOf (route: Record<string, unknown>, forwardAuth?: Record<string, un
     session: { secret: TEST_SECRET },
     providers: { demo: PROVIDER, other: PROVIDER },
     routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'demo', ...route }],
-    ...(forwardAuth ? { forwardAuth } : {}),
+    // The proxy in front, which forwardAuth.hosts needs to be trusted.
+    ...(forwardAuth ? { forwardAuth, server: { trustProxy: ['10.0.0.5'] } } : {}),
   })
 }
 

@@ -195,12 +195,11 @@ describe('tokens where no bearer block applies', () => {
     expect(anonymous.headers.get('x-login-url')).toContain('/oauth/login/demo/')
   })
 
-  it('a caller trustProxy does not admit, naming a bearer host, gets no token check and no identity', async () => {
+  it('a caller trustProxy does not admit, naming a bearer host, gets no token check and no identity: refused (which host it asks for cannot be told)', async () => {
     const token = await orders()
     const response = await auth(API, { authorization: `Bearer ${token}` }, { gateway: untrusting })
-    expect(response.status).toBe(401)
-    expect(await response.json()).toMatchObject({ error: 'unauthenticated' })
-    expect(response.headers.get('www-authenticate')).toBe('Bearer realm="demo"')
+    expect(response.status).toBe(403)
+    expect(await response.json()).toMatchObject({ error: 'forbidden' })
     expect(response.headers.get('x-forwarded-user')).toBeNull()
     expect(response.headers.get('authorization')).toBeNull()
   })
@@ -256,7 +255,7 @@ describe('repeated and garbled Authorization headers on a bearer host', () => {
 
 describe('the config of a forward-auth host\'s bearer block', () => {
   const base = (bearer: Record<string, unknown>): string => stringify({
-    server: { baseUrl: 'https://auth.example.com' },
+    server: { baseUrl: 'https://auth.example.com', trustProxy: '10.0.0.5' },
     session: { secret: 'a-long-enough-session-secret-0123456789-abcdef' },
     providers: { demo: { clientId: 'c', clientSecret: 's', issuer: 'https://id.example.com', scope: 'openid' } },
     forwardAuth: { hosts: { [API]: { bearer } } },
@@ -269,7 +268,7 @@ describe('the config of a forward-auth host\'s bearer block', () => {
 
   it('compiles one check per (host, provider) pair on first use, however often asked: at most hosts x providers (a block naming its issuers too: the URL\'s provider is the one whose people keep their plain name)', () => {
     const config = parseConfig(stringify({
-      server: { baseUrl: 'https://auth.example.com' },
+      server: { baseUrl: 'https://auth.example.com', trustProxy: '10.0.0.5' },
       session: { secret: 'a-long-enough-session-secret-0123456789-abcdef' },
       providers: Object.fromEntries(['a', 'b', 'c'].map((name) => [name, { clientId: name, clientSecret: 's', issuer: `https://${name}.example.com`, scope: 'openid' }])),
       forwardAuth: { hosts: { 'x.example.com': { bearer: { audience: 'api://x' } }, 'y.example.com': { bearer: { audience: 'api://y', issuers: ['a'] } }, 'z.example.com': {} } },
@@ -292,7 +291,7 @@ describe('the config of a forward-auth host\'s bearer block', () => {
 
   it('refuses header: proxy-authorization (the proxy in front sets the application\'s Authorization)', () => {
     expect(configProblems(base({ audience: 'api://orders', header: 'proxy-authorization' }))).toEqual([
-      'forwardAuth.hosts.api.example.com.bearer.header: must be authorization on a forward-auth host: the proxy in front sets the application\'s Authorization from the gateway\'s answer, so a token in Proxy-Authorization cannot leave the application its own; leave header out, or put the route behind the gateway\'s own proxy (routes:) (line 16)',
+      'forwardAuth.hosts.api.example.com.bearer.header: must be authorization on a forward-auth host: the proxy in front sets the application\'s Authorization from the gateway\'s answer, so a token in Proxy-Authorization cannot leave the application its own; leave header out, or put the route behind the gateway\'s own proxy (routes:) (line 17)',
     ])
   })
 })

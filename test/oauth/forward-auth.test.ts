@@ -106,8 +106,9 @@ describe('forward-auth: the signed identity assertion', () => {
     const foreign = await auth(trusting, 'alice', '', from('evil.example.net'))
     expect(foreign.status).toBe(200)
     expect(foreign.headers.get('x-gateway-assertion')).toBeNull()
+    // A stranger is refused while forwardAuth.hosts has rules (which host it asks for cannot be told).
     const stranger = await auth(untrusting, 'alice', '', from('app.example.com'))
-    expect(stranger.status).toBe(200)
+    expect(stranger.status).toBe(403)
     expect(stranger.headers.get('x-gateway-assertion')).toBeNull()
   })
 })
@@ -211,10 +212,16 @@ describe('forward-auth: forwardAuth.hosts', () => {
     expect(response.headers.get('x-gateway-assertion')).toBeNull()
   })
 
-  it('does not apply a host\'s rules, nor mint, on the word of a caller trustProxy does not admit', async () => {
-    const response = await auth(untrusting, 'bob', '', from('payroll.example.com'))
-    expect(response.status).toBe(200)
-    expect(response.headers.get('x-gateway-assertion')).toBeNull()
+  // An outside tester's finding: a caller trustProxy does not admit (a proxy moved out of the listed
+  // range) was answered 200 with bob's token for payroll, whose rules refuse him: its X-Forwarded-Host
+  // names nothing, so no host's rules applied. Which host it asks for cannot be told: refused.
+  it('refuses a caller trustProxy does not admit while forwardAuth.hosts has rules: no token, no assertion', async () => {
+    for (const who of ['bob', 'alice', undefined]) {
+      const response = await auth(untrusting, who, '', from('payroll.example.com'))
+      expect(response.status).toBe(403)
+      expect(((await response.json()) as { message: string }).message).toMatch(/^Forward-auth cannot tell which host this request is for: .*list the proxy in server\.trustProxy/)
+      expect([response.headers.get('authorization'), response.headers.get('x-gateway-assertion'), response.headers.get('x-login-url')]).toEqual([null, null, null])
+    }
   })
 
   it('never mints for a host whose rules it did not apply, however the host is spelt (fast-check)', async () => {
@@ -398,11 +405,11 @@ describe('forward-auth: not signed in', () => {
     expect(await nextOf(await auth(trusting, undefined, '', headers))).toBe('/oauth/')
   })
 
-  it('ignores X-Forwarded-Uri, X-Original-URI and X-Forwarded-Host from a caller trustProxy does not admit', async () => {
+  it('sends no sign-in address naming X-Forwarded-Uri, X-Original-URI or X-Forwarded-Host of a caller trustProxy does not admit', async () => {
     const headers = { 'x-forwarded-proto': 'https', 'x-forwarded-host': 'app.example.com', 'x-forwarded-uri': '/reports/', 'x-original-uri': '/other/' }
     const response = await auth(untrusting, undefined, '', headers)
-    expect(await nextOf(response)).toBe('/oauth/')
-    expect(response.headers.get('x-login-url')!.startsWith(`${untrusting.url}/oauth/login/demo/`)).toBe(true)
+    expect(response.status).toBe(403)
+    expect(response.headers.get('x-login-url')).toBeNull()
   })
 
   it('answers 401 to a session that has no token for that provider', async () => {
@@ -540,7 +547,7 @@ describe('forwardAuth.allowedRedirectHosts', () => {
 })
 
 describe('forwardAuth.hosts (config)', () => {
-  const parse = (hosts: unknown) => parseConfig(stringify({ session: { secret: TEST_SECRET }, forwardAuth: { hosts } }), {}, 'test.yaml')
+  const parse = (hosts: unknown) => parseConfig(stringify({ server: { trustProxy: ['10.0.0.5'] }, session: { secret: TEST_SECRET }, forwardAuth: { hosts } }), {}, 'test.yaml')
   const problems = (hosts: unknown): string[] => {
     try {
       parse(hosts)

@@ -65,6 +65,8 @@ describe('forward-auth asked by a browser itself', () => {
     // one whose two names the script made disagree (the original request cannot be told).
     ['relayed by a trusted proxy that names no original request', '127.0.0.1', BROWSER_FETCH],
     ['relayed, the script\'s own X-Original-URI disagreeing with the relay\'s X-Forwarded-Uri', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/oauth/auth/demo/', 'x-forwarded-host': '127.0.0.1', 'x-original-uri': '/app/x' }],
+    // No browser, but untrusted while forwardAuth.hosts has rules: which host it asks for cannot be told.
+    ['a caller that is no browser (no Fetch Metadata), untrusted', '192.0.2.7', { accept: '*/*' }],
   ])('%s: 403, no token, no assertion', async (_case, from, headers) => {
     expect(await ask(from, headers)).toEqual({ status: 403, error: 'forbidden', token: undefined, assertion: undefined })
   })
@@ -72,7 +74,6 @@ describe('forward-auth asked by a browser itself', () => {
   it.each([
     ['the trusted proxy, guarding a page load (the browser\'s Sec-Fetch-* passed on)', '127.0.0.1', { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate', 'x-forwarded-uri': '/app/x', 'x-forwarded-host': '127.0.0.1' }],
     ['the trusted proxy, guarding an application\'s own fetch', '127.0.0.1', { ...BROWSER_FETCH, 'x-forwarded-uri': '/app/api', 'x-forwarded-host': '127.0.0.1' }],
-    ['a caller that is no browser (no Fetch Metadata), untrusted', '192.0.2.7', { accept: '*/*' }],
     // A re-reading's finding: an application on another host whose own pages are under /oauth/auth/.
     ['the trusted proxy, guarding another host\'s own /oauth/auth/ page', '127.0.0.1', { 'sec-fetch-site': 'none', 'sec-fetch-mode': 'navigate', 'x-forwarded-uri': '/oauth/auth/settings/', 'x-forwarded-host': 'app.example.com' }],
   ])('%s: 200 with the token', async (_case, from, headers) => {

@@ -259,7 +259,7 @@ describe('the shipped nginx file without the line', () => {
 describe('forwardAuth.proxySecret in gateway.yaml', () => {
   const OTHER = randomBytes(32).toString('base64')
   const file = (proxySecret: string | undefined, session: Record<string, unknown> = { secret: TEST_SECRET }, clientSecret = 's', previousProxySecrets?: string[]) => stringify({
-    server: { baseUrl: 'https://auth.example.com' },
+    server: { baseUrl: 'https://auth.example.com', trustProxy: ['10.0.0.5'] },
     session,
     providers: { demo: { clientId: 'c', clientSecret, issuer: 'https://op.example.com', scope: 'openid' } },
     routes: [],
@@ -294,6 +294,25 @@ describe('forwardAuth.proxySecret in gateway.yaml', () => {
     ['five of them', file(SECRET, undefined, undefined, Array.from({ length: 5 }, () => randomBytes(32).toString('base64'))), /^forwardAuth\.previousProxySecrets: must be a list of at most 4 secrets/],
   ])('a previous value %s: refused', (_case, text, message) => {
     expect(configProblems(text)).toEqual([expect.stringMatching(message)])
+  })
+
+  // An outside tester's finding: a proxy with the secret but outside server.trustProxy was answered
+  // as a stranger, and forwardAuth.hosts' rules were skipped (200 with a token the host's rules refuse).
+  it('refuses proxySecret and forwardAuth.hosts while server.trustProxy admits no proxy', () => {
+    const untrusting = (forwardAuth: Record<string, unknown>, trustProxy?: unknown) => stringify({
+      server: { baseUrl: 'https://auth.example.com', ...(trustProxy === undefined ? {} : { trustProxy }) },
+      session: { secret: TEST_SECRET },
+      providers: { demo: { clientId: 'c', clientSecret: 's', issuer: 'https://op.example.com', scope: 'openid' } },
+      forwardAuth,
+    })
+    const hosts = { 'payroll.example.com': { deny: { users: ['alice'] } } }
+    expect(configProblems(untrusting({ proxySecret: SECRET, hosts }))).toEqual([
+      expect.stringMatching(/^forwardAuth\.proxySecret: needs server\.trustProxy to admit the proxy in front that sends it/),
+      expect.stringMatching(/^forwardAuth\.hosts: needs server\.trustProxy to admit the proxy in front: only a trusted proxy's X-Forwarded-Host names the host/),
+    ])
+    expect(configProblems(untrusting({ hosts }, false))).toHaveLength(1)
+    expect(configProblems(untrusting({ proxySecret: SECRET, hosts }, ['10.0.0.5']))).toEqual([])
+    expect(configProblems(untrusting({ allowedRedirectHosts: ['app.example.com'] }))).toEqual([])
   })
 
   // An outside tester's finding: the proxy's configuration holds it (nginx's file, a ConfigMap), and

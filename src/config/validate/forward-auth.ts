@@ -39,19 +39,37 @@ export function validateForwardAuth (issues: Issues, raw: Sections['forwardAuth'
   return { allowedRedirectHosts, hosts: new Map([...hosts].map(([host, policy]) => [host, policy.rules])), bearer: hostBearers(hosts), ...proxySecrets(issues, raw, loopbackOnly) }
 }
 
+/** What forwardAuth needs of the rest of the file: a trusted proxy, and secrets of its own (not `others`). */
+export function checkForwardAuthAgainst (issues: Issues, forwardAuth: ForwardAuthConfig, trustProxy: boolean | string[], others: Array<string | undefined>): void {
+  if (!issues.touched(['server', 'trustProxy'])) checkForwardAuthTrust(issues, forwardAuth, trustProxy)
+  checkProxySecretOwn(issues, forwardAuth, others)
+}
+
 /**
  * A forwardAuth.proxySecret (or a previous one) that is another of the file's secrets
  * (session.secret, one of session.previousSecrets, a provider's clientSecret): refused, since the
  * proxy's configuration holds it, and whoever reads that would hold the other too (an outside
  * tester's finding: session.secret keys the stored sessions).
  */
-export function checkProxySecretOwn (issues: Issues, { proxySecret, previousProxySecrets }: Pick<ForwardAuthConfig, 'proxySecret' | 'previousProxySecrets'>, others: Array<string | undefined>): void {
+function checkProxySecretOwn (issues: Issues, { proxySecret, previousProxySecrets }: Pick<ForwardAuthConfig, 'proxySecret' | 'previousProxySecrets'>, others: Array<string | undefined>): void {
   const refuse = (path: Path, value: string | undefined) => {
     if (value !== undefined && others.includes(value)) issues.add(path, 'is another secret of this file (session.secret, a previous one or a provider\'s clientSecret): the proxy\'s configuration holds it, so make one of its own (openssl rand -base64 32)')
   }
   refuse(['forwardAuth', 'proxySecret'], proxySecret)
   // forEach: an entry the schema refused is a hole in the list.
   previousProxySecrets.forEach((value, i) => { refuse(['forwardAuth', 'previousProxySecrets', i], value) })
+}
+
+/**
+ * forwardAuth.hosts and proxySecret need a proxy that server.trustProxy admits: the host whose rules
+ * apply is read only from a trusted proxy (a stranger's request is refused while hosts has rules),
+ * and a secret sent by an untrusted one would open nothing.
+ */
+function checkForwardAuthTrust (issues: Issues, forwardAuth: Pick<ForwardAuthConfig, 'hosts' | 'proxySecret'>, trustProxy: boolean | string[]): void {
+  if (trustProxy === true || (Array.isArray(trustProxy) && trustProxy.length > 0)) return
+  const why = 'needs server.trustProxy to admit the proxy in front: only a trusted proxy\'s X-Forwarded-Host names the host whose rules apply, and every other caller is refused'
+  if (forwardAuth.hosts.size > 0) issues.add(['forwardAuth', 'hosts'], why)
+  if (forwardAuth.proxySecret !== undefined) issues.add(['forwardAuth', 'proxySecret'], 'needs server.trustProxy to admit the proxy in front that sends it: forward-auth reads the original request only from a trusted proxy')
 }
 
 /** forwardAuth.proxySecret and its previous values: held to session.secret's rules (a guessable one would open what it closes). */
