@@ -15,7 +15,7 @@ import { isLoopbackHost } from './loopback.js'
 import { duration } from './validate/values.js'
 import { validateServer, validateRateLimit } from './validate/server.js'
 import { validateSession } from './validate/session.js'
-import { validateStore } from './validate/store.js'
+import { storePasswords, validateStore } from './validate/store.js'
 import { validateProvider } from './validate/providers.js'
 import { validateRoute, checkReauthProvider, checkSignInProvider, reportReachingRoutes } from './validate/routes.js'
 import { tokenOnlyIssuers } from './route-reach.js'
@@ -110,7 +110,7 @@ export function validate (issues: Issues, plain: unknown): GatewayConfig {
   routes.forEach((route, i) => { checkRuleProviders(issues, ['routes', i], route.rules, [...new Set([...route.providers, ...(route.bearer?.issuers ?? [])])]) })
   for (const [host, lists] of forwardAuth.hosts) checkRuleProviders(issues, ['forwardAuth', 'hosts', host], lists, Object.keys(providers))
   for (const [host, bearer] of forwardAuth.bearer) checkBearerIssuers(issues, ['forwardAuth', 'hosts', host, 'bearer'], bearer, providers)
-  checkForwardAuthAgainst(issues, forwardAuth, server.trustProxy, [raw.session.secret, ...raw.session.previousSecrets, ...Object.values(providers).map((provider) => provider.clientSecret)])
+  checkForwardAuthAgainst(issues, forwardAuth, server.trustProxy, [raw.session.secret, ...raw.session.previousSecrets, ...Object.values(providers).map((provider) => provider.clientSecret), ...storePasswords(store)])
   return {
     server,
     session: validateSession(issues, raw.session, server.baseUrl, issues.touched(['server', 'baseUrl'])),

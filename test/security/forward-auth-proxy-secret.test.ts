@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { request } from 'node:http'
 import { describe, expect } from 'vitest'
-import { stringify } from 'yaml'
+import { parse, stringify } from 'yaml'
 import { Browser } from '../helpers/browser.js'
 import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
 import { configProblems } from '../helpers/config.js'
@@ -294,6 +294,18 @@ describe('forwardAuth.proxySecret in gateway.yaml', () => {
     ['five of them', file(SECRET, undefined, undefined, Array.from({ length: 5 }, () => randomBytes(32).toString('base64'))), /^forwardAuth\.previousProxySecrets: must be a list of at most 4 secrets/],
   ])('a previous value %s: refused', (_case, text, message) => {
     expect(configProblems(text)).toEqual([expect.stringMatching(message)])
+  })
+
+  // An outside tester's finding: a store password, which opens the session store itself, was taken.
+  it.each([
+    ['store.url\'s password', { type: 'redis', url: `redis://:${encodeURIComponent(SECRET)}@redis.internal:6379/0` }, [SECRET], 'forwardAuth.proxySecret'],
+    ['a store.cluster node\'s password', { type: 'redis', cluster: [`redis://:${encodeURIComponent(SECRET)}@10.0.0.1:6379`] }, [SECRET], 'forwardAuth.proxySecret'],
+    ['store.sentinel.password', { type: 'redis', sentinel: { name: 'm', nodes: ['10.0.0.1:26379'], password: SECRET } }, [SECRET], 'forwardAuth.proxySecret'],
+    ['store.sentinel.sentinelPassword', { type: 'redis', sentinel: { name: 'm', nodes: ['10.0.0.1:26379'], sentinelPassword: SECRET } }, [SECRET], 'forwardAuth.proxySecret'],
+    ['store.sentinel.password, as a previous value', { type: 'redis', sentinel: { name: 'm', nodes: ['10.0.0.1:26379'], password: SECRET } }, [OTHER, SECRET], 'forwardAuth.previousProxySecrets[0]'],
+  ])('the same value as %s: refused', (_case, store, [proxySecret, previous], at) => {
+    const text = stringify({ ...parse(file(proxySecret!, undefined, undefined, previous === undefined ? undefined : [previous])), store })
+    expect(configProblems(text)).toEqual([expect.stringMatching(new RegExp(`^${at!.replace(/[.[\]]/g, '\\$&')}: is another secret of this file .*store password`))])
   })
 
   // An outside tester's finding: a proxy with the secret but outside server.trustProxy was answered

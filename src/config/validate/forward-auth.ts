@@ -47,13 +47,13 @@ export function checkForwardAuthAgainst (issues: Issues, forwardAuth: ForwardAut
 
 /**
  * A forwardAuth.proxySecret (or a previous one) that is another of the file's secrets
- * (session.secret, one of session.previousSecrets, a provider's clientSecret): refused, since the
+ * (session.secret, one of session.previousSecrets, a provider's clientSecret, a store password): refused, since the
  * proxy's configuration holds it, and whoever reads that would hold the other too (an outside
  * tester's finding: session.secret keys the stored sessions).
  */
 function checkProxySecretOwn (issues: Issues, { proxySecret, previousProxySecrets }: Pick<ForwardAuthConfig, 'proxySecret' | 'previousProxySecrets'>, others: Array<string | undefined>): void {
   const refuse = (path: Path, value: string | undefined) => {
-    if (value !== undefined && others.includes(value)) issues.add(path, 'is another secret of this file (session.secret, a previous one or a provider\'s clientSecret): the proxy\'s configuration holds it, so make one of its own (openssl rand -base64 32)')
+    if (value !== undefined && others.includes(value)) issues.add(path, 'is another secret of this file (session.secret, a previous one, a provider\'s clientSecret or a store password): the proxy\'s configuration holds it, so make one of its own (openssl rand -base64 32)')
   }
   refuse(['forwardAuth', 'proxySecret'], proxySecret)
   // forEach: an entry the schema refused is a hole in the list.

@@ -43,3 +43,17 @@ export function validateStore (issues: Issues, raw: Sections['store']): StoreCon
     waitForReplica: Number(raw.waitForReplica ?? (sentinel !== undefined || cluster !== undefined)),
   }
 }
+
+/** The passwords the store's configuration holds (its URLs' and Sentinel's): secrets another key must not reuse. */
+export function storePasswords (store: StoreConfig): string[] {
+  const fromUrl = (text: string): string[] => {
+    try {
+      const password = new URL(text).password
+      return password === '' ? [] : [decodeURIComponent(password)]
+    } catch {
+      return []
+    }
+  }
+  const urls = [...(store.url === undefined ? [] : [store.url]), ...(store.cluster ?? [])]
+  return [...urls.flatMap(fromUrl), ...[store.sentinel?.password, store.sentinel?.sentinelPassword].filter((value): value is string => value !== undefined)]
+}
