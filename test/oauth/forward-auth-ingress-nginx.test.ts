@@ -1,6 +1,6 @@
 // Forward-auth behind ingress-nginx's auth location, whose lines are copied below from
 // kubernetes/ingress-nginx's rootfs/etc/nginx/template/nginx.tmpl (`location = {{ $authPath }}`)
-// with docs/forward-auth.md's four annotations filled in, run by the real nginx. That location sets
+// with docs/forward-auth.md's annotations filled in, run by the real nginx. That location sets
 // Host to the auth-url's own host and names the original request in X-Original-URL
 // (`$scheme://$http_host$request_uri`) and X-Original-Method, empties X-Forwarded-Proto, and passes
 // every other header of the client on. An outside tester's finding: the gateway judged the auth-url's
@@ -11,6 +11,7 @@
 // request line's host for an absolute-form target; the docs' annotations now come with the
 // auth-proxy-set-headers ConfigMap (X-Forwarded-Host: $host, the host nginx chose), and an Ingress
 // without it is refused while forwardAuth.hosts has rules.
+import { readFileSync } from 'node:fs'
 import { request } from 'node:http'
 import { connect } from 'node:net'
 import { afterAll, describe, expect } from 'vitest'
@@ -28,6 +29,8 @@ const BARE = 'bare.example.com'
 /** A host with no rules of its own. */
 const WIKI = 'wiki.example.com'
 const nginx = frontBinary('nginx')
+/** The auth location's buffers as the docs' proxy-buffer-size annotation sets them (the controller's default: 4k). */
+const BUFFER_SIZE = /nginx\.ingress\.kubernetes\.io\/proxy-buffer-size: "(\d+k)"/.exec(readFileSync('docs/forward-auth.md', 'utf8'))?.[1] ?? '4k'
 if (nginx === undefined) console.warn('!!! nginx not installed: the ingress-nginx forward-auth tests are SKIPPED (.ci/run installs it) !!!')
 
 let gateway: TestGateway
@@ -37,7 +40,7 @@ const cookies: Record<string, string> = {}
 
 /**
  * The sites ingress-nginx renders: its catch-all default server (the default backend's 404), and an
- * Ingress with the docs' four annotations for each of `hosts`, with the docs' `auth-proxy-set-headers`
+ * Ingress with the docs' annotations for each of `hosts`, with the docs' `auth-proxy-set-headers`
  * ConfigMap (`X-Forwarded-Host: $host`, the host nginx chose) where `chosen`, without it elsewhere.
  */
 function ingressSites (port: number, gatewayHostPort: string, upstream: string, hosts: Record<string, { chosen: boolean }>): string {
@@ -73,6 +76,10 @@ server {
         proxy_set_header            X-Real-IP               $remote_addr;
         proxy_set_header            X-Forwarded-For        $remote_addr;
         proxy_set_header            X-Auth-Request-Redirect $request_uri;
+        # proxy-buffer-size (the docs' annotation; the controller's default is 4k), as nginx.tmpl writes it
+        proxy_buffering             off;
+        proxy_buffer_size           ${BUFFER_SIZE};
+        proxy_buffers               4 ${BUFFER_SIZE};
         ${chosen ? '# auth-proxy-set-headers (the docs\' ConfigMap):\n        proxy_set_header X-Forwarded-Host "$host";' : '# no auth-proxy-set-headers'}
         proxy_ssl_server_name       on;
         proxy_pass_request_headers  on;
@@ -81,9 +88,16 @@ server {
         proxy_pass $target;
     }
 
+    # auth-signin (the docs' annotation), with auth-signin-redirect-param next
+    location @auth-signin {
+        internal;
+        return 302 http://${gatewayHostPort}/oauth/login/demo/?next=$scheme://$http_host$request_uri;
+    }
+
     location / {
         set $best_http_host $http_host;
         auth_request        /_external-auth-Lw-Prefix;
+        error_page 401 = @auth-signin;
         auth_request_set    $auth_cookie $upstream_http_set_cookie;
         add_header          Set-Cookie $auth_cookie;
         auth_request_set $authHeader0 $upstream_http_authorization;
@@ -184,6 +198,33 @@ describe('behind ingress-nginx\'s auth location', () => {
   it.skipIf(nginx === undefined)('lets no X-Forwarded-Uri of the client\'s choose the path a deny judges', async () => {
     expect(await through('/admin/users', { cookie: cookies.alice! })).toEqual({ status: 403, user: undefined })
     expect(await through('/admin/users', { cookie: cookies.alice!, 'x-forwarded-uri': '/pay' })).toEqual({ status: 403, user: undefined })
+  })
+})
+
+// An outside tester's finding: at the controller's default 4k buffers the gateway's 401 (its
+// X-Login-Url names the address percent-encoded, up to three times as long) was nginx's 500 for an
+// address well under the 2,048 characters the gateway keeps: no sign-in. The docs' annotation.
+describe('a long address behind ingress-nginx\'s auth location, with the docs\' proxy-buffer-size', () => {
+  /** A browser without a session at `path` on payroll: the status, and where it is sent. */
+  async function visit (path: string): Promise<{ status: number, next: string | null | undefined }> {
+    return await new Promise((resolve, reject) => {
+      const asked = request({ host: '127.0.0.1', port: front.port, path, headers: { host: PAYROLL, accept: 'text/html' } }, (response) => {
+        response.resume()
+        const location = response.headers.location
+        response.on('end', () => resolve({ status: response.statusCode ?? 0, next: location === undefined ? undefined : new URL(location).searchParams.get('next') }))
+      })
+      asked.on('error', reject).end()
+    })
+  }
+
+  it.skipIf(nginx === undefined).each([
+    ['2,048 characters of slashes (each three in the sign-in address)', (room: number) => `/pay?q=${'/'.repeat(room - '/pay?q='.length)}`],
+    ['a deep path of one-letter segments', (room: number) => `/docs${'/a'.repeat(Math.floor((room - '/docs'.length) / 2))}`],
+  ])('%s: sent to sign in, back to that address', async (_case, path) => {
+    const room = 2048 - `http://${PAYROLL}`.length
+    const target = path(room)
+    expect(`http://${PAYROLL}${target}`.length).toBeGreaterThan(2040)
+    expect(await visit(target)).toEqual({ status: 302, next: `http://${PAYROLL}${target}` })
   })
 })
 
