@@ -6,9 +6,9 @@
 import { execFileSync } from 'node:child_process'
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
+import { dirname, join, relative, resolve } from 'node:path'
 import { createRequire } from 'node:module'
-import { parseAllDocuments } from 'yaml'
+import { parseAllDocuments, stringify } from 'yaml'
 import { beforeAll, describe, expect, it } from 'vitest'
 import { GATEWAY_NODE_ENV, GATEWAY_NODE_FLAGS, startCommandOf } from '../bench/targets.js'
 import { ConfigError, parseConfig } from '../src/config/config.js'
@@ -115,9 +115,11 @@ function gatewayPod (objects: K8sObject[]) {
   const secret = find(objects, 'Secret', 'gateway-secrets')
   const configMap = find(objects, 'ConfigMap', 'gateway-config')
   const env: Record<string, string> = {}
-  for (const entry of container.env as Array<{ name: string, value?: string, valueFrom?: { secretKeyRef?: { name: string, key: string } } }>) {
+  for (const entry of container.env as Array<{ name: string, value?: string, valueFrom?: { secretKeyRef?: { name: string, key: string, optional?: boolean } } }>) {
     if (entry.value !== undefined) env[entry.name] = entry.value
     const ref = entry.valueFrom?.secretKeyRef
+    // An optional key the Secret does not hold (GATEWAY_PREVIOUS_SECRET outside a rotation) is no variable.
+    if (ref?.optional === true && secret.data?.[ref.key] === undefined) continue
     if (ref) {
       expect(ref.name, `${entry.name} comes from the generated Secret`).toBe(secret.metadata.name)
       env[entry.name] = Buffer.from(secret.data![ref.key]!, 'base64').toString('utf8')
@@ -180,6 +182,26 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
     const config = parseConfig(gatewayYaml, { ...env, ...REAL_SECRETS })
     expect(config.store).toMatchObject({ type: 'redis', url: REAL_SECRETS.REDIS_URL })
     expect(config.session.secret).toBe(REAL_SECRETS.GATEWAY_SESSION_SECRET)
+  })
+
+  // A newcomer's finding: operations.md's Kubernetes steps for rotating the session secret named an
+  // env entry base/deployment.yaml did not have, so step 1's pods refused to start.
+  it('a session-secret rotation as operations.md writes it: the pods get GATEWAY_PREVIOUS_SECRET from the Secret, and gateway.yaml opens with both', () => {
+    const docs = readFileSync('docs/operations.md', 'utf8')
+    const lines = /under `session:`, only while a rotation is under way:\n\n```yaml\n([^`]+)```/.exec(docs)?.[1]
+    expect(lines, 'operations.md shows the lines for gateway.yaml').toBeDefined()
+    const dir = mkdtempSync(join(tmpdir(), 'gw-rotation-'))
+    const baseYaml = readFileSync(join(BASE, 'gateway.yaml'), 'utf8')
+    writeFileSync(join(dir, 'gateway.yaml'), baseYaml.replace('session:\n', `session:\n${lines!.trimEnd().split('\n').map((line) => `  ${line}`).join('\n')}\n`))
+    writeFileSync(join(dir, 'kustomization.yaml'), stringify({
+      resources: [relative(dir, resolve(BASE))],
+      configMapGenerator: [{ name: 'gateway-config', behavior: 'replace', files: ['gateway.yaml'] }],
+      secretGenerator: [{ name: 'gateway-secrets', behavior: 'merge', literals: [`GATEWAY_PREVIOUS_SECRET=${REAL_SECRETS.OIDC_CLIENT_SECRET.split('').reverse().join('')}`] }],
+    }))
+    const { env, gatewayYaml } = gatewayPod(render(dir))
+    const config = parseConfig(gatewayYaml, { ...env, ...REAL_SECRETS })
+    expect(config.session.previousSecrets).toEqual([env.GATEWAY_PREVIOUS_SECRET])
+    expect(gatewayPod(base).env).not.toHaveProperty('GATEWAY_PREVIOUS_SECRET')
   })
 
   it('the shipped placeholder secrets are refused, so a deployment that forgot them does not start', () => {
