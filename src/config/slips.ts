@@ -242,6 +242,16 @@ export interface YamlError { code: string, line: number | undefined, message: st
 const KEY_BEFORE_SLIP = new Set(['BLOCK_AS_IMPLICIT_KEY', 'MULTILINE_IMPLICIT_KEY'])
 
 /**
+ * `[${VAR}]`: in a flow list or mapping, `{` opens a mapping, and YAML's message says nothing of
+ * what to write (a newcomer's finding, rotating a secret).
+ */
+function flowVariable (lines: string[], error: YamlError): ConfigProblem | undefined {
+  const variable = error.line === undefined ? undefined : /[[{,]\s*(\$\{[A-Za-z_][A-Za-z0-9_]*\})/.exec(lines[error.line - 1] ?? '')?.[1]
+  if (variable === undefined) return undefined
+  return { path: 'YAML syntax', line: error.line, message: `${error.message}: ${variable} inside [ ] or { } reads as a mapping`, hint: `quote it ("${variable}"), or write the list one item a line (- ${variable})` }
+}
+
+/**
  * One problem for a YAML syntax error: the first one yaml reports (the others on the lines after
  * it follow from it, as yaml reads the rest of the mapping differently), and when a line's key
  * starts at another column than the key above it, which two.
@@ -254,6 +264,8 @@ export function yamlSyntaxProblem (text: string, error: YamlError): ConfigProble
   // A tab in the indentation: its column is not the one an editor shows (a newcomer's finding).
   const tabbed = [error.line, slipLine].find((n) => n !== undefined && /^ *\t/.test(lines[n - 1] ?? ''))
   if (tabbed !== undefined) return { path: 'YAML syntax', line: tabbed, message: `line ${tabbed} is indented with a tab, and YAML indents with spaces only`, hint: 'indent it with spaces, lined up with the key it belongs beside' }
+  const flow = flowVariable(lines, error)
+  if (flow !== undefined) return flow
   const slip = slipLine === undefined ? undefined : keyOn(lines[slipLine - 1])
   const above = aboveLine === undefined ? undefined : keyOn(lines[aboveLine - 1])
   if (!slip || !above || slip.column === above.column) return { path: 'YAML syntax', line: error.line, message: error.message }

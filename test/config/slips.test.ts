@@ -62,6 +62,10 @@ const CASES: Array<[name: string, text: string, expected: ConfigProblem[]]> = [
   ['a provider key indented with a tab',
     `${SESSION}providers:\n  demo:\n    clientId: c\n    clientSecret: s\n\tissuer: https://op.example.org\n    scope: openid\n${ROUTES}`,
     [p('YAML syntax', 7, 'line 7 is indented with a tab, and YAML indents with spaces only', 'indent it with spaces, lined up with the key it belongs beside')]],
+  // A newcomer's finding (rotating the session secret): YAML's own message said nothing of what to write.
+  ['a ${VARIABLE} in a [ ] list',
+    `session:\n  secret: ${SECRET}\n  previousSecrets: [\${GATEWAY_PREVIOUS_SECRET}]\n${PROVIDERS}${ROUTES}`,
+    [p('YAML syntax', 3, 'Missing , or : between flow sequence items: ${GATEWAY_PREVIOUS_SECRET} inside [ ] or { } reads as a mapping', 'quote it ("${GATEWAY_PREVIOUS_SECRET}"), or write the list one item a line (- ${GATEWAY_PREVIOUS_SECRET})')]],
   ['route keys dedented inside the list item',
     `${SESSION}${PROVIDERS}routes:\n  - path: /app/\n  upstream: http://127.0.0.1:9100\n  provider: demo\n`,
     [p('YAML syntax', 11, '`upstream` starts at column 3, left of `path` on line 10 (column 5)', 'line it up with `path`, or with the key of the mapping it belongs to')]],
