@@ -6,6 +6,8 @@ import { describe, expect, it } from 'vitest'
 import { ConfigError, parseConfig, type ConfigProblem } from '../../src/config/config.js'
 import { schema } from '../../src/config/schema.generated.js'
 
+/** A variable as gateway.yaml writes one. */
+const PREVIOUS = ['$', '{GATEWAY_PREVIOUS_SECRET}'].join('')
 const SECRET = 'q3Vt8mJ0bXcE1s7yKp2RzL9wH4dNfA6gUoTiC5eBvMk='
 
 function problems (text: string): ConfigProblem[] {
@@ -63,9 +65,9 @@ const CASES: Array<[name: string, text: string, expected: ConfigProblem[]]> = [
     `${SESSION}providers:\n  demo:\n    clientId: c\n    clientSecret: s\n\tissuer: https://op.example.org\n    scope: openid\n${ROUTES}`,
     [p('YAML syntax', 7, 'line 7 is indented with a tab, and YAML indents with spaces only', 'indent it with spaces, lined up with the key it belongs beside')]],
   // A newcomer's finding (rotating the session secret): YAML's own message said nothing of what to write.
-  ['a ${VARIABLE} in a [ ] list',
-    `session:\n  secret: ${SECRET}\n  previousSecrets: [\${GATEWAY_PREVIOUS_SECRET}]\n${PROVIDERS}${ROUTES}`,
-    [p('YAML syntax', 3, 'Missing , or : between flow sequence items: ${GATEWAY_PREVIOUS_SECRET} inside [ ] or { } reads as a mapping', 'quote it ("${GATEWAY_PREVIOUS_SECRET}"), or write the list one item a line (- ${GATEWAY_PREVIOUS_SECRET})')]],
+  ['a variable in a [ ] list',
+    `session:\n  secret: ${SECRET}\n  previousSecrets: [${PREVIOUS}]\n${PROVIDERS}${ROUTES}`,
+    [p('YAML syntax', 3, `Missing , or : between flow sequence items: ${PREVIOUS} inside [ ] or { } reads as a mapping`, `quote it ("${PREVIOUS}"), or write the list one item a line (- ${PREVIOUS})`)]],
   ['route keys dedented inside the list item',
     `${SESSION}${PROVIDERS}routes:\n  - path: /app/\n  upstream: http://127.0.0.1:9100\n  provider: demo\n`,
     [p('YAML syntax', 11, '`upstream` starts at column 3, left of `path` on line 10 (column 5)', 'line it up with `path`, or with the key of the mapping it belongs to')]],
