@@ -62,11 +62,11 @@ export function logUpgrade (request: FastifyRequest): void {
 }
 
 /**
- * The audit fields of a protected request's line. `credential` and `reason` are left out of the
+ * The audit fields of a protected request's line. `credential`, `reason` and `returnTo` are left out of the
  * line where they were not set (pino writes no field whose value is undefined).
  */
 function audited (audit: Audit) {
-  return { decision: audit.decision, user: audit.user, rule: audit.rule, credential: audit.credential, reason: audit.reason }
+  return { decision: audit.decision, user: audit.user, rule: audit.rule, credential: audit.credential, reason: audit.reason, returnTo: audit.returnTo }
 }
 
 function line (request: FastifyRequest, reply: FastifyReply) {

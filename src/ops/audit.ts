@@ -24,4 +24,10 @@ export interface Audit {
   readonly reason?: string | undefined
   /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
   readonly original?: { readonly method: string | undefined, readonly url: string } | undefined
+  /**
+   * On forward-auth's 401 and at /oauth/login/: `refused` when the address to return to after the
+   * sign-in was not taken (another origin whose host, with its port, forwardAuth.allowedRedirectHosts
+   * does not list, or no plain address), so the sign-in ends at /oauth/.
+   */
+  readonly returnTo?: 'refused' | undefined
 }

@@ -10,6 +10,7 @@
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { Metrics } from '../ops/metrics.js'
+import type { Audit } from '../ops/audit.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Access, Guard } from '../access/authorize.js'
 import type { BearerReports } from '../access/bearer-report.js'
@@ -295,6 +296,17 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
   return safeNext(text, redirectHosts)
 }
 
+/**
+ * The audit fields of a forward-auth answer: the original request a trusted proxy named, and on a
+ * 401 whether its address was refused as the sign-in's return (a newcomer's finding: a host listed
+ * without the port it is served on sent every sign-in to /oauth/, and nothing said why).
+ */
+function forwardAudit (audit: Audit, original: OriginalUrl | undefined, method: string | undefined, back: string): Audit {
+  if (original === undefined) return audit
+  const returnRefused = back === HOME && audit.decision === 'unauthenticated' && original.uri !== HOME
+  return { ...audit, original: { method, url: loggableUrl(original.uri) }, ...(returnRefused ? { returnTo: 'refused' as const } : {}) }
+}
+
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions, metrics }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const ownOrigin = new URL(config.server.baseUrl).origin
@@ -364,7 +376,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const site: Site = { kind: 'forward-auth', identityHeaders: DEFAULT_IDENTITY_HEADERS, claimHeaders: [], switchAccountUrl: (next) => switchAccountUrl(config, provider, next), retry: () => ({ loginUrl: login }) }
     const answer = respond(verdict, authorization, site, back)
     if (verdict.kind === 'forbidden' && verdict.refusedBy !== undefined) metrics.ruleRefusals.inc({ route: 'forward-auth', refused_by: verdict.refusedBy })
-    request.audit = original === undefined ? answer.audit : { ...answer.audit, original: { method: subject.method, url: loggableUrl(original.uri) } }
+    request.audit = forwardAudit(answer.audit, original, subject.method, back)
     // The responder never forwards forward-auth's public path nor redirects it (a 500 if it did).
     if (answer.kind !== 'forward' || answer.allowed === undefined) throw answer.kind === 'refuse' ? answer.error : new Error(`forward-auth was answered ${answer.kind}`)
     const allowed = answer.allowed

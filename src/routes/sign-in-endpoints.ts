@@ -18,6 +18,9 @@ import { operatingSystem } from '../session/operating-system.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
+/** Said once per sign-in whose `next` was not taken (a newcomer's finding: nothing said why a sign-in ended at /oauth/). */
+const RETURN_REFUSED = 'sign-in return address refused, the sign-in ends at /oauth/: an address on another origin needs its host (with its port, unless the scheme\'s default) in forwardAuth.allowedRedirectHosts, and any address must be written as the URL parser writes it (docs/forward-auth.md)'
+
 export function signInRoutes (app: FastifyInstance, context: OAuthContext): void {
   const { config, metrics, signinLimit, cookies, redirectHosts } = context
 
@@ -27,6 +30,7 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
   app.get<{ Params: { provider: string }, Querystring: { next?: string, form?: unknown, agent?: unknown } }>('/oauth/login/:provider/', { onRequest: signinLimit }, async (request, reply) => {
     const agent = parseInteractionId(request.query.agent)
     const asked = safeNext(request.query.next, redirectHosts)
+    if (asked === HOME && typeof request.query.next === 'string' && request.query.next !== HOME) request.log.info({ returnTo: 'refused' }, RETURN_REFUSED)
     // An agent's sign-in goes back to its interaction; its `next` names the route, whose `reauth` it
     // must meet (an outside tester's finding: none was asked for, and every request was refused).
     const next = agent === undefined ? asked : agentInteractionUrl(agent)

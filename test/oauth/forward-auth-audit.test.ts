@@ -19,7 +19,7 @@ let cookie = ''
 beforeAll(async () => {
   redis = await startRedis()
   ;({ gateway, op } = await startForwardAuthGateway(redis.url, {
-    forwardAuth: { hosts: { [PAYROLL]: { deny: [{ paths: ['/admin/*'], users: ['bob'] }] } } },
+    forwardAuth: { allowedRedirectHosts: [PAYROLL], hosts: { [PAYROLL]: { deny: [{ paths: ['/admin/*'], users: ['bob'] }] } } },
   }))
   cookie = await sessionCookie(gateway, 'alice')
 })
@@ -40,5 +40,35 @@ describe('the audit line of a forward-auth request', () => {
     const line = gateway.logs.map((text) => JSON.parse(text) as Record<string, unknown>).filter((entry) => entry.msg === 'request completed' && String(entry.url).startsWith('/oauth/auth/demo/')).at(-1)
     expect(line).toMatchObject({ user: 'alice', rule: 'none', statusCode: 200 })
     expect(Object.values(line!)).toContain('/admin/salaries?year')
+  })
+})
+
+// A newcomer's finding: allowedRedirectHosts: [127.0.0.1] for an application served on a port sent
+// every sign-in back to /oauth/, and no line said why.
+describe('a return address the sign-in does not take', () => {
+  const lines = () => gateway.logs.map((text) => JSON.parse(text) as Record<string, unknown>)
+  async function nobody (host: string): Promise<Record<string, unknown> | undefined> {
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, { headers: { 'x-forwarded-proto': 'https', 'x-forwarded-host': host, 'x-forwarded-uri': '/page', 'x-forwarded-method': 'GET' } })
+    expect(response.status).toBe(401)
+    await response.arrayBuffer()
+    return lines().filter((entry) => entry.msg === 'request completed' && String(entry.url).startsWith('/oauth/auth/demo/')).at(-1)
+  }
+
+  it('is named on forward-auth\'s 401 line (returnTo: refused), and not where the host is listed', async () => {
+    expect(await nobody(`${PAYROLL}:8443`)).toMatchObject({ decision: 'unauthenticated', returnTo: 'refused' })
+    expect(await nobody(PAYROLL)).not.toHaveProperty('returnTo')
+  })
+
+  it('is said at /oauth/login/, without the address itself', async () => {
+    const before = lines().length
+    const next = `https://${PAYROLL}:8443/page?token=t0p-s3cret`
+    const response = await fetch(`${gateway.url}/oauth/login/demo/?next=${encodeURIComponent(next)}`, { redirect: 'manual' })
+    expect(response.status).toBe(302)
+    const said = lines().slice(before).filter((entry) => entry.returnTo === 'refused')
+    expect(said).toEqual([expect.objectContaining({ msg: expect.stringMatching(/^sign-in return address refused, the sign-in ends at \/oauth\/: .*allowedRedirectHosts/) })])
+    expect(gateway.logs.slice(before).join('\n')).not.toContain('t0p-s3cret')
+    const listed = lines().length
+    await (await fetch(`${gateway.url}/oauth/login/demo/?next=${encodeURIComponent(`https://${PAYROLL}/page`)}`, { redirect: 'manual' })).arrayBuffer()
+    expect(lines().slice(listed).filter((entry) => entry.returnTo === 'refused')).toEqual([])
   })
 })
