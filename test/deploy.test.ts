@@ -204,6 +204,25 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
     expect(gatewayPod(base).env).not.toHaveProperty('GATEWAY_PREVIOUS_SECRET')
   })
 
+  // A re-reading's finding: forward-auth.md's change of the proxy secret named variables no pod had.
+  it('a change of forwardAuth.proxySecret as forward-auth.md writes its step 1: the pods get both variables from the Secret', () => {
+    const docs = readFileSync('docs/forward-auth.md', 'utf8')
+    const block = /1\. On every instance of the gateway:[\s\S]*?```yaml\n([\s\S]*?)\s*```/.exec(docs)?.[1]
+    expect(block, 'forward-auth.md shows step 1\'s lines').toBeDefined()
+    const dir = mkdtempSync(join(tmpdir(), 'gw-proxy-secret-'))
+    const lines = block!.split('\n').map((line) => line.replace(/^ {3}/, '')).join('\n')
+    writeFileSync(join(dir, 'gateway.yaml'), `${readFileSync(join(BASE, 'gateway.yaml'), 'utf8')}\n${lines}`)
+    const [current, previous] = ['tV8xQ2mK5pL9wR3nB7cD1fG4hJ6sA0zE2yU8iO5kM3=', 'Lp4Hs9Qd2Wm7Xc1Vb6Nz3Rk8Tf5Gy0Ju2Ai7Ko4Se9=']
+    writeFileSync(join(dir, 'kustomization.yaml'), stringify({
+      resources: [relative(dir, resolve(BASE))],
+      configMapGenerator: [{ name: 'gateway-config', behavior: 'replace', files: ['gateway.yaml'] }],
+      secretGenerator: [{ name: 'gateway-secrets', behavior: 'merge', literals: [`GATEWAY_FORWARD_AUTH_SECRET=${current}`, `GATEWAY_PREVIOUS_FORWARD_AUTH_SECRET=${previous}`] }],
+    }))
+    const { env, gatewayYaml } = gatewayPod(render(dir))
+    const config = parseConfig(gatewayYaml, { ...env, ...REAL_SECRETS })
+    expect([config.forwardAuth.proxySecret, config.forwardAuth.previousProxySecrets]).toEqual([current, [previous]])
+  })
+
   it('the shipped placeholder secrets are refused, so a deployment that forgot them does not start', () => {
     const { env, gatewayYaml } = gatewayPod(base)
     expect(env.GATEWAY_SESSION_SECRET).toBe('REPLACE-ME')

@@ -246,7 +246,9 @@ const KEY_BEFORE_SLIP = new Set(['BLOCK_AS_IMPLICIT_KEY', 'MULTILINE_IMPLICIT_KE
  * what to write (a newcomer's finding, rotating a secret).
  */
 function flowVariable (lines: string[], error: YamlError): ConfigProblem | undefined {
-  const variable = error.line === undefined ? undefined : /[[{,]\s*(\$\{[A-Za-z_][A-Za-z0-9_]*\})/.exec(lines[error.line - 1] ?? '')?.[1]
+  // Quoted scalars and a comment taken out first: a variable there is not the cause (a re-reading's finding).
+  const bare = (lines[(error.line ?? 0) - 1] ?? '').replace(/"(?:[^"\\]|\\.)*"|'(?:[^']|'')*'/g, '""').replace(/(^|\s)#.*$/, '')
+  const variable = error.line === undefined ? undefined : /[[{,]\s*(\$\{[A-Za-z_][A-Za-z0-9_]*\})/.exec(bare)?.[1]
   if (variable === undefined) return undefined
   return { path: 'YAML syntax', line: error.line, message: `${error.message}: ${variable} inside [ ] or { } reads as a mapping`, hint: `quote it ("${variable}"), or write the list one item a line (- ${variable})` }
 }

@@ -102,6 +102,20 @@ const topKeys = Object.keys(root.properties!)
 /** Sections whose keys are fixed (not a mapping of names such as forwardAuth.hosts). */
 const sections = topKeys.filter((name) => root.properties![name]!.properties !== undefined)
 
+// A re-reading's finding: a variable in a comment or a quoted scalar of the line was blamed too.
+describe('a variable on a line YAML refuses for another reason', () => {
+  it.each([
+    ['a block list item with a comment naming a [variable]', `  previousSecrets:\n    - "x" "y"   # was [${PREVIOUS}]\n`],
+    ['a flow list of quoted items missing a comma, its comment naming a [variable]', `  previousSecrets: ["a" "b"]   # was [${PREVIOUS}]\n`],
+    ['a quoted string that holds a comma and a variable', `  previousSecrets: ["a,${PREVIOUS}" "b"]\n`],
+    ['a single-quoted one', `  previousSecrets: ['a,${PREVIOUS}' 'b']\n`],
+  ])('%s: not blamed on the variable', (_name, lines) => {
+    const found = problems(`session:\n  secret: ${SECRET}\n${lines}${PROVIDERS}${ROUTES}`)
+    expect(found).toHaveLength(1)
+    expect(found[0]!.message).not.toMatch(/reads as a mapping/)
+  })
+})
+
 describe('the rule agrees with the schema', () => {
   const cases = sections.flatMap((section) => Object.keys(root.properties![section]!.properties!)
     // A key that is also a section's name at the top level is that section there: not a slip.

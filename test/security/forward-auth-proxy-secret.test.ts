@@ -299,6 +299,8 @@ describe('forwardAuth.proxySecret in gateway.yaml', () => {
   // An outside tester's finding: a store password, which opens the session store itself, was taken.
   it.each([
     ['store.url\'s password', { type: 'redis', url: `redis://:${encodeURIComponent(SECRET)}@redis.internal:6379/0` }, [SECRET], 'forwardAuth.proxySecret'],
+    // A re-reading's finding: ioredis also reads `?password=` from the URL.
+    ['store.url\'s ?password=', { type: 'redis', url: `redis://redis.internal:6379/0?password=${encodeURIComponent(SECRET)}` }, [SECRET], 'forwardAuth.proxySecret'],
     ['a store.cluster node\'s password', { type: 'redis', cluster: [`redis://:${encodeURIComponent(SECRET)}@10.0.0.1:6379`] }, [SECRET], 'forwardAuth.proxySecret'],
     ['store.sentinel.password', { type: 'redis', sentinel: { name: 'm', nodes: ['10.0.0.1:26379'], password: SECRET } }, [SECRET], 'forwardAuth.proxySecret'],
     ['store.sentinel.sentinelPassword', { type: 'redis', sentinel: { name: 'm', nodes: ['10.0.0.1:26379'], sentinelPassword: SECRET } }, [SECRET], 'forwardAuth.proxySecret'],

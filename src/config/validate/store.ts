@@ -46,10 +46,11 @@ export function validateStore (issues: Issues, raw: Sections['store']): StoreCon
 
 /** The passwords the store's configuration holds (its URLs' and Sentinel's): secrets another key must not reuse. */
 export function storePasswords (store: StoreConfig): string[] {
+  // ioredis reads a password from the userinfo and from `?password=` (a re-reading's finding).
   const fromUrl = (text: string): string[] => {
     try {
-      const password = new URL(text).password
-      return password === '' ? [] : [decodeURIComponent(password)]
+      const url = new URL(text)
+      return [url.password === '' ? undefined : decodeURIComponent(url.password), url.searchParams.get('password') ?? undefined].filter((value): value is string => value !== undefined && value !== '')
     } catch {
       return []
     }
