@@ -53,8 +53,8 @@ export interface AuthorizationServerOptions {
   /** `server.baseUrl`: the issuer. */
   issuer: string
   agents: AgentsConfig
-  /** Each agents route's resource identifier (`{baseUrl}<path>`). */
-  resources: readonly string[]
+  /** Each agents route's path by its resource identifier (`{baseUrl}<path>`). */
+  resources: ReadonlyMap<string, string>
   /** Its cookies' names (oauth/urls.ts's cookieNames: the session, interaction and resume cookies). */
   cookieNames: readonly [string, string, string]
   /** How long a sign-in and consent may take (`state.ttl`). */
@@ -81,8 +81,8 @@ export interface AuthorizationServerOptions {
 export interface DevicePages {
   /** Where the person types the code their CLI shows; `problem` says why the last one did not work. */
   input: (form: string, problem: string | undefined) => string
-  /** The code entered, and the client that asked for it: the person confirms both before signing in. */
-  confirm: (form: string, clientName: string, userCode: string) => string
+  /** The code entered, the client that asked for it and the route (absent: unknown): the person confirms them before signing in. */
+  confirm: (form: string, clientName: string, userCode: string, routePath: string | undefined) => string
   /** Allowed: the CLI has its tokens at its next poll. */
   done: (clientName: string) => string
 }
@@ -91,6 +91,13 @@ export interface DevicePages {
 export function clientName (client: { clientName?: unknown } | undefined): string {
   const name = client?.clientName
   return typeof name === 'string' && name !== '' ? name : 'An unnamed client'
+}
+
+/** The route a device code's tokens would reach, for its first page (an outside tester's finding: it named the client only). */
+function deviceRoute (ctx: KoaContextWithOIDC, resources: ReadonlyMap<string, string>): string | undefined {
+  const asked: unknown = ctx.oidc.entities.DeviceCode?.params?.resource
+  const resource = typeof asked === 'string' ? asked : Array.isArray(asked) && asked.length === 1 ? asked[0] as unknown : resources.size === 1 ? [...resources.keys()][0] : undefined
+  return typeof resource === 'string' ? resources.get(resource) : undefined
 }
 
 /** Why the code the person entered did not work, in words (oidc-provider's errors are its own). */
@@ -342,7 +349,8 @@ function grants (options: AuthorizationServerOptions): Configuration {
 }
 
 function features (options: AuthorizationServerOptions): Configuration['features'] {
-  const { agents, resources, devicePages } = options
+  const { agents, devicePages } = options
+  const resources = [...options.resources.keys()]
   return {
     devInteractions: { enabled: false },
     deviceFlow: {
@@ -353,7 +361,7 @@ function features (options: AuthorizationServerOptions): Configuration['features
       // Nothing about the device is kept or shown: its address could be anyone's (a forwarded header).
       deviceInfo: () => ({}),
       userCodeInputSource: (ctx, form, _out, error) => { page(ctx, devicePages.input(form, codeProblem(error))) },
-      userCodeConfirmSource: (ctx, form, client, _info, userCode) => { page(ctx, devicePages.confirm(form, clientName(client), userCode)) },
+      userCodeConfirmSource: (ctx, form, client, _info, userCode) => { page(ctx, devicePages.confirm(form, clientName(client), userCode, deviceRoute(ctx, options.resources))) },
       successSource: (ctx) => { page(ctx, devicePages.done(clientName(ctx.oidc.client))) },
     },
     userinfo: { enabled: false },

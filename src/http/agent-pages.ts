@@ -54,9 +54,10 @@ export const DEVICE_PAGES = {
 ${problem === undefined ? '<p>Your CLI or device shows a code of 8 letters, such as <code>BDFH-JKLM</code>. Enter it here to sign it in.</p>' : `<p class="problem"><strong>${escapeHtml(problem)}</strong></p>`}
 ${form}
 <button class="button" type="submit" form="op.deviceInputForm">Continue</button>`),
-  confirm: (form: string, name: string, userCode: string): string => renderPage('Is this your code?', `<h1>Is this your code?</h1>
-<p>A client that calls itself <strong><bdi>${escapeHtml(name)}</bdi></strong> asks to sign in with the code</p>
+  confirm: (form: string, name: string, userCode: string, routePath: string | undefined): string => renderPage('Is this your code?', `<h1>Is this your code?</h1>
+<p>A client that calls itself <strong><bdi>${escapeHtml(name)}</bdi></strong> asks to sign in${routePath === undefined ? '' : ` to <code>${escapeHtml(routePath)}</code>`} with the code</p>
 <p class="user-code"><code style="font-size:1.6rem;letter-spacing:.1em">${escapeHtml(userCode)}</code></p>
+${routePath === undefined ? '' : `<dl class="seen"><dt>Application</dt><dd><code>${escapeHtml(routePath)}</code></dd></dl>\n`}
 <p>Go on only if you started this yourself and your CLI shows this same code. If someone gave you this code or this link, stop: they would get your access.</p>
 ${form}
 <button class="button" type="submit" form="op.deviceConfirmForm">Continue</button>

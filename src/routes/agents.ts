@@ -101,7 +101,7 @@ export class Agents implements AgentSignIns {
     this.server = new AuthorizationServer({
       issuer: config.server.baseUrl,
       agents: config.agents,
-      resources: [...this.routes.keys()],
+      resources: new Map([...this.routes].map(([resource, route]) => [resource, route.path])),
       cookieNames: cookieNames(config).agentsServer,
       interactionTtlMs: config.state.ttlMs,
       store: deps.store,

@@ -218,6 +218,8 @@ describe('the device flow', () => {
       await page.waitForSelector('h1:has-text("Is this your code?")')
       expect(await page.textContent('.user-code')).toBe(device.user_code)
       expect(await page.textContent('body')).toContain('deploy-cli')
+      // An outside tester's finding: the page a phished person lands on named the client only; it names the route too.
+      expect(await page.textContent('.seen dd')).toBe('/mcp')
       await page.screenshot({ path: `${ARTIFACTS}/agents-device-confirm.png`, fullPage: true })
       await page.click('button:has-text("Continue")')
       await page.fill('input[name="login"]', 'erin')
@@ -230,6 +232,17 @@ describe('the device flow', () => {
     } finally {
       await context.close()
     }
+  })
+
+  it('the code\'s first page names the route a code for another route would reach', async () => {
+    const id = await cli({ client_name: 'deploy-cli' })
+    const response = await deviceAuthorization(id, { resource: `${gateway.url}/other` })
+    const device = await response.json() as DeviceAuthorization
+    expect(response.status).toBe(200)
+    const { html } = await enter(new Browser(), device.user_code)
+    expect(html).toContain('Is this your code?')
+    expect(html).toContain('asks to sign in to <code>/other</code> with the code')
+    expect(html).toContain('<dt>Application</dt><dd><code>/other</code></dd>')
   })
 
   it('slow_down to a CLI that polls sooner than its interval, which then grows by 5 seconds', async () => {
