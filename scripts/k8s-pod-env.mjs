@@ -26,6 +26,9 @@ const env = {}
 for (const entry of container.env) {
   const ref = entry.valueFrom?.secretKeyRef
   if (ref && ref.name !== secret.metadata.name) throw new Error(`${entry.name} comes from an unknown Secret ${ref.name}`)
+  // An optional key the Secret does not hold (GATEWAY_PREVIOUS_SECRET outside a rotation) is no variable, as in the pod.
+  if (ref?.optional === true && secret.data?.[ref.key] === undefined) continue
+  if (ref && secret.data?.[ref.key] === undefined) throw new Error(`${entry.name}: the Secret ${ref.name} has no key ${ref.key}`)
   env[entry.name] = ref ? Buffer.from(secret.data[ref.key], 'base64').toString('utf8') : entry.value
 }
 const configPath = env.GATEWAY_CONFIG ?? '/etc/gateway/gateway.yaml'
