@@ -128,6 +128,18 @@ function gatewayPod (objects: K8sObject[]) {
   return { deployment, pod, container, secret, configMap, env, gatewayYaml: configMap.data!['gateway.yaml']! }
 }
 
+/** A step of a documented change rendered as an overlay of the base: its gateway.yaml (`edit` of the base's) and the Secret's keys it adds. */
+function overlayStep (edit: (yaml: string) => string, secrets: Record<string, string>): K8sObject[] {
+  const dir = mkdtempSync(join(tmpdir(), 'gw-step-'))
+  writeFileSync(join(dir, 'gateway.yaml'), edit(readFileSync(join(BASE, 'gateway.yaml'), 'utf8')))
+  writeFileSync(join(dir, 'kustomization.yaml'), stringify({
+    resources: [relative(dir, resolve(BASE))],
+    configMapGenerator: [{ name: 'gateway-config', behavior: 'replace', files: ['gateway.yaml'] }],
+    secretGenerator: [{ name: 'gateway-secrets', behavior: 'merge', literals: Object.entries(secrets).map(([key, value]) => `${key}=${value}`) }],
+  }))
+  return render(dir)
+}
+
 /** Random secrets, as an operator replaces the placeholders with (openssl rand -base64 32). */
 const REAL_SECRETS = {
   GATEWAY_SESSION_SECRET: 'q8Zr0sVt4mXw2yB7nC1eD5fG9hJ3kL6pQ0aS2dF4gH8=',
@@ -190,15 +202,9 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
     const docs = readFileSync('docs/operations.md', 'utf8')
     const lines = /under `session:`, only while a rotation is under way:\n\n```yaml\n([^`]+)```/.exec(docs)?.[1]
     expect(lines, 'operations.md shows the lines for gateway.yaml').toBeDefined()
-    const dir = mkdtempSync(join(tmpdir(), 'gw-rotation-'))
-    const baseYaml = readFileSync(join(BASE, 'gateway.yaml'), 'utf8')
-    writeFileSync(join(dir, 'gateway.yaml'), baseYaml.replace('session:\n', `session:\n${lines!.trimEnd().split('\n').map((line) => `  ${line}`).join('\n')}\n`))
-    writeFileSync(join(dir, 'kustomization.yaml'), stringify({
-      resources: [relative(dir, resolve(BASE))],
-      configMapGenerator: [{ name: 'gateway-config', behavior: 'replace', files: ['gateway.yaml'] }],
-      secretGenerator: [{ name: 'gateway-secrets', behavior: 'merge', literals: [`GATEWAY_PREVIOUS_SECRET=${REAL_SECRETS.OIDC_CLIENT_SECRET.split('').reverse().join('')}`] }],
-    }))
-    const { env, gatewayYaml } = gatewayPod(render(dir))
+    const { env, gatewayYaml } = gatewayPod(overlayStep(
+      (yaml) => yaml.replace('session:\n', `session:\n${lines!.trimEnd().split('\n').map((line) => `  ${line}`).join('\n')}\n`),
+      { GATEWAY_PREVIOUS_SECRET: REAL_SECRETS.OIDC_CLIENT_SECRET.split('').reverse().join('') }))
     const config = parseConfig(gatewayYaml, { ...env, ...REAL_SECRETS })
     expect(config.session.previousSecrets).toEqual([env.GATEWAY_PREVIOUS_SECRET])
     expect(gatewayPod(base).env).not.toHaveProperty('GATEWAY_PREVIOUS_SECRET')
@@ -209,16 +215,9 @@ describe.skipIf(!KUBECTL)('Kubernetes manifests (kubectl kustomize + kubernetes-
     const docs = readFileSync('docs/forward-auth.md', 'utf8')
     const block = /1\. On every instance of the gateway:[\s\S]*?```yaml\n([\s\S]*?)\s*```/.exec(docs)?.[1]
     expect(block, 'forward-auth.md shows step 1\'s lines').toBeDefined()
-    const dir = mkdtempSync(join(tmpdir(), 'gw-proxy-secret-'))
     const lines = block!.split('\n').map((line) => line.replace(/^ {3}/, '')).join('\n')
-    writeFileSync(join(dir, 'gateway.yaml'), `${readFileSync(join(BASE, 'gateway.yaml'), 'utf8')}\n${lines}`)
     const [current, previous] = ['tV8xQ2mK5pL9wR3nB7cD1fG4hJ6sA0zE2yU8iO5kM3=', 'Lp4Hs9Qd2Wm7Xc1Vb6Nz3Rk8Tf5Gy0Ju2Ai7Ko4Se9=']
-    writeFileSync(join(dir, 'kustomization.yaml'), stringify({
-      resources: [relative(dir, resolve(BASE))],
-      configMapGenerator: [{ name: 'gateway-config', behavior: 'replace', files: ['gateway.yaml'] }],
-      secretGenerator: [{ name: 'gateway-secrets', behavior: 'merge', literals: [`GATEWAY_FORWARD_AUTH_SECRET=${current}`, `GATEWAY_PREVIOUS_FORWARD_AUTH_SECRET=${previous}`] }],
-    }))
-    const { env, gatewayYaml } = gatewayPod(render(dir))
+    const { env, gatewayYaml } = gatewayPod(overlayStep((yaml) => `${yaml}\n${lines}`, { GATEWAY_FORWARD_AUTH_SECRET: current, GATEWAY_PREVIOUS_FORWARD_AUTH_SECRET: previous }))
     const config = parseConfig(gatewayYaml, { ...env, ...REAL_SECRETS })
     expect([config.forwardAuth.proxySecret, config.forwardAuth.previousProxySecrets]).toEqual([current, [previous]])
   })

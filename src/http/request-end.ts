@@ -62,11 +62,11 @@ export function logUpgrade (request: FastifyRequest): void {
 }
 
 /**
- * The audit fields of a protected request's line. `credential`, `reason` and `returnTo` are left out of the
+ * The audit fields of a protected request's line. `credential` and `reason` are left out of the
  * line where they were not set (pino writes no field whose value is undefined).
  */
 function audited (audit: Audit) {
-  return { decision: audit.decision, user: audit.user, rule: audit.rule, credential: audit.credential, reason: audit.reason, returnTo: audit.returnTo }
+  return { decision: audit.decision, user: audit.user, rule: audit.rule, credential: audit.credential, reason: audit.reason }
 }
 
 function line (request: FastifyRequest, reply: FastifyReply) {
@@ -75,5 +75,6 @@ function line (request: FastifyRequest, reply: FastifyReply) {
   if (audit === undefined) return fields
   const original = audit.original
   const withAudit = { ...fields, ...audited(audit) }
-  return original === undefined ? withAudit : { ...withAudit, originalMethod: original.method, originalUrl: original.url }
+  // Forward-auth's own fields (returnTo is only ever set there): a proxied request's line is built without them.
+  return original === undefined ? withAudit : { ...withAudit, originalMethod: original.method, originalUrl: original.url, returnTo: audit.returnTo }
 }
