@@ -339,6 +339,8 @@ export interface AgentsConfig {
   registration: boolean
   /** Registrations per hour from all addresses together. */
   registrationsPerHour: number
+  /** Token and revocation requests per minute from one client address. */
+  tokenRequestsPerMinute: number
   /** The device authorization grant (RFC 8628). */
   deviceFlow: boolean
   /** Clients named by the URL of their metadata document. */

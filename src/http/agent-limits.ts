@@ -5,6 +5,7 @@
 // from every address together, per hour. Over a budget: 429 `rate_limited` with Retry-After. And
 // the sizes of what anyone may make the authorization server keep: a registration, a device code's
 // request, an authorization request's `state`.
+import { createHash } from 'node:crypto'
 import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { withoutPort } from '../config/networks.js'
@@ -29,17 +30,16 @@ export const STATE_MAX_LENGTH = 512
 /**
  * Requests per client address and minute: enough for a person's agents, not for a flood; a code
  * typed on the device page, enough for typos but not for guessing (20^8 codes, each alive 10 min);
- * the device page itself (each first visit is a record in the store). The token endpoint's budget
- * is revocation's too.
+ * the device page itself (each first visit is a record in the store). The token and revocation
+ * endpoints' budgets are `tokenBudgets`, per credential and (agents.tokenRequestsPerMinute) per address.
  */
-const PER_MINUTE = { registration: 10, authorization: 60, token: 120, device: 20, codeEntry: 20, devicePage: 30 } as const
+const PER_MINUTE = { registration: 10, authorization: 60, device: 20, codeEntry: 20, devicePage: 30 } as const
 export type Budget = keyof typeof PER_MINUTE
 
 /** What each budget is for, as its 429 says. */
 const BUDGET_NAMES: Record<Budget, string> = {
   registration: 'client registrations',
   authorization: 'authorization requests',
-  token: 'token requests',
   device: 'device codes',
   codeEntry: 'codes entered',
   devicePage: 'visits to the device page',
@@ -75,6 +75,55 @@ export function agentLimits (scope: FastifyInstance, perHour: number) {
     if (!checked.isAllowed && checked.isExceeded) throw tooMany('client registrations at this gateway this hour, from every address together')(request, checked)
   }
   return { limit, registrationsLeft }
+}
+
+/** The largest token or revocation request read (a client_id URL, a redirect URI and a resource of 2,000 characters each fit). */
+export const TOKEN_REQUEST_MAX_BYTES = 8192
+/**
+ * Requests per minute that one code, refresh token or device code may take at the token and
+ * revocation endpoints: a CLI polling at the 5 s interval takes 12, one that slows down fewer.
+ */
+export const PER_CREDENTIAL = 30
+
+/** The parameter that carries each grant's credential, and revocation's. */
+const CREDENTIAL_PARAMETER: Record<string, string> = {
+  authorization_code: 'code',
+  refresh_token: 'refresh_token',
+  'urn:ietf:params:oauth:grant-type:device_code': 'device_code',
+}
+
+/**
+ * The credential a token or revocation request (its form body) carries, hashed (no code or token
+ * becomes a store key): the key of its own budget. None when the body names no one grant type or
+ * credential once; oidc-provider refuses such a request, counted for the address alone.
+ */
+export function credentialOf (body: unknown): string | undefined {
+  if (!Buffer.isBuffer(body)) return undefined
+  const form = new URLSearchParams(body.toString('latin1'))
+  const types = form.getAll('grant_type')
+  const name = types.length === 0 ? 'token' : types.length === 1 ? CREDENTIAL_PARAMETER[types[0]!] : undefined
+  const values = name === undefined ? [] : form.getAll(name)
+  return values.length === 1 && values[0] !== '' ? createHash('sha256').update(values[0]!).digest('base64url') : undefined
+}
+
+/**
+ * The token and revocation endpoints' budgets, checked once the body is read: each credential its
+ * own PER_CREDENTIAL a minute, so that one runaway client (a CLI that ignores slow_down, an agent
+ * refreshing in a loop) spends only its own, then `perAddress` a minute from every client at one
+ * address together, which bounds what anyone there sends with made-up credentials. A request over
+ * its credential's budget is not counted for the address.
+ */
+export function tokenBudgets (scope: FastifyInstance, perAddress: number) {
+  const credential = scope.createRateLimit({ max: PER_CREDENTIAL, timeWindow: 60_000, keyGenerator: (request) => `agents-credential:${credentialOf(request.body) ?? ''}` })
+  const address = scope.createRateLimit({ max: perAddress, timeWindow: 60_000, keyGenerator: (request) => `agents-token:${normalizeIP(withoutPort(request.ip), 64)}` })
+  return async (request: FastifyRequest): Promise<void> => {
+    if (credentialOf(request.body) !== undefined) {
+      const checked = await credential(request)
+      if (!checked.isAllowed && checked.isExceeded) throw tooMany('requests with this code or token')(request, checked)
+    }
+    const checked = await address(request)
+    if (!checked.isAllowed && checked.isExceeded) throw tooMany('token requests from your address')(request, checked)
+  }
 }
 
 /** Refuses a POST whose body could be larger than `max` bytes (one without a Content-Length too), before any of it is read. */

@@ -13,10 +13,11 @@ export function wantsHtml (request: FastifyRequest): boolean {
   return (request.headers.accept ?? '').includes('text/html')
 }
 
-/** Turns anything thrown into a GatewayError: Fastify's own 4xx keep their status. */
+/** Turns anything thrown into a GatewayError: Fastify's own 4xx keep their status (a body over a route's bodyLimit is `payload_too_large`, as the gateway's own size checks say). */
 function toGatewayError (error: FastifyError | Error): GatewayError {
   if (isGatewayError(error)) return error
   const status = (error as FastifyError).statusCode
+  if (status === 413) return new GatewayError('payload_too_large', error.message, { cause: error })
   if (status !== undefined && status >= 400 && status < 500) {
     return new GatewayError('invalid_request', error.message, { cause: error, status })
   }

@@ -1,7 +1,8 @@
 // The gateway as the authorization server of MCP clients and CLIs (src/agents/), on Fastify:
 // - GET /.well-known/oauth-authorization-server: RFC 8414 metadata (only the endpoints served);
 // - /oauth/agents/{authorize,token,register,revoke}: oidc-provider, given the request untouched (its
-//   body unread), each charged per client address; an authorization request is checked here first,
+//   body unread but the token and revocation forms, read to count each credential apart), each
+//   charged per client address; an authorization request is checked here first,
 //   so that a request no person has seen never sends the browser to a client's address;
 // - GET /oauth/agents/interaction/<uid>: where an authorization waits for the person: a sign-in at the route's
 //   provider (kept apart, agents/pending.ts, until they decide; it becomes the grant's session, never the
@@ -15,7 +16,7 @@ import { compileGate, decide, signedIn } from '../access/gate.js'
 import { named, nameSpaces } from '../access/name-spaces.js'
 import type { GrantGuard } from '../access/authorize.js'
 import { AuthorizationServer, clientName, type AgentsCount } from '../agents/authorization-server.js'
-import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from '../agents/endpoints.js'
+import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, authorizationServerMetadata } from '../agents/endpoints.js'
 import { AgentGrants, type GrantLabel } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
@@ -23,7 +24,8 @@ import type { KeyRing } from '../assertion/keys.js'
 import { requestSpelling } from '../config/canonical.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH } from '../http/agent-limits.js'
+import { withBody } from '../http/replayed-request.js'
+import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { PAGE_HEADERS } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
@@ -164,55 +166,31 @@ export class Agents implements AgentSignIns {
 
   async register (app: FastifyInstance): Promise<void> {
     app.get('/.well-known/oauth-authorization-server', async (_request, reply) => {
-      return reply.header('cache-control', 'public, max-age=300').header('access-control-allow-origin', '*').send(this.metadata())
+      return reply.header('cache-control', 'public, max-age=300').header('access-control-allow-origin', '*').send(authorizationServerMetadata(this.deps.config.server.baseUrl, this.deps.config.agents))
     })
     await app.register(async (scope) => { await this.endpoints(scope) })
     await app.register(async (scope) => { await this.interactions(scope) })
   }
 
-  /** RFC 8414 metadata: the endpoints served, and what they accept. */
-  private metadata (): Record<string, unknown> {
-    const base = this.deps.config.server.baseUrl
-    return {
-      issuer: base,
-      authorization_endpoint: `${base}${AGENT_ENDPOINTS.authorization}`,
-      token_endpoint: `${base}${AGENT_ENDPOINTS.token}`,
-      ...(this.deps.config.agents.registration ? { registration_endpoint: `${base}${AGENT_ENDPOINTS.registration}` } : {}),
-      revocation_endpoint: `${base}${AGENT_ENDPOINTS.revocation}`,
-      jwks_uri: `${base}/.well-known/jwks.json`,
-      scopes_supported: [AGENT_SCOPE],
-      response_types_supported: ['code'],
-      grant_types_supported: ['authorization_code', 'refresh_token', ...(this.deps.config.agents.deviceFlow ? [DEVICE_CODE_GRANT] : [])],
-      ...(this.deps.config.agents.deviceFlow ? { device_authorization_endpoint: `${base}${AGENT_ENDPOINTS.device_authorization}` } : {}),
-      code_challenge_methods_supported: ['S256'],
-      ...(this.deps.config.agents.clientMetadataDocuments ? { client_id_metadata_document_supported: true } : {}),
-      token_endpoint_auth_methods_supported: ['none'],
-      revocation_endpoint_auth_methods_supported: ['none'],
-      authorization_response_iss_parameter_supported: true,
-    }
-  }
-
-  /** oidc-provider's endpoints: the request as it came (the edge's canonical target), its body unread. */
+  /** oidc-provider's endpoints: the request as it came (the edge's canonical target), its body unread (but tokenEndpoints'). */
   private async endpoints (scope: FastifyInstance): Promise<void> {
     scope.removeAllContentTypeParsers()
     scope.addContentTypeParser('*', (_request, _payload, done) => { done(null) })
     await scope.register(rateLimit, { global: false, skipOnError: true, redis: this.deps.store.redis, nameSpace: 'rate-limit:agents-register:' })
-    const pass = async (request: FastifyRequest, reply: FastifyReply, url = request.url) => {
+    const pass = async (request: FastifyRequest, reply: FastifyReply, url = request.url, body?: Buffer) => {
       request.raw.url = url
       // The endpoints a client calls answer JSON (RFC 6749 §5.2), whatever it accepts: oidc-provider
       // would answer a browser's Accept with an HTML page, which the device flow's pace reads past.
       if (request.method === 'POST' && request.routeOptions.url !== AGENT_ENDPOINTS.code_verification) request.raw.headers.accept = 'application/json'
       reply.hijack()
-      await this.server.handle(request.raw, reply.raw)
+      await this.server.handle(body === undefined ? request.raw : withBody(request.raw, body), reply.raw)
     }
     const { limit, registrationsLeft } = agentLimits(scope, this.deps.config.agents.registrationsPerHour)
     scope.get(AGENT_ENDPOINTS.authorization, { onRequest: limit('authorization') }, async (request, reply) => {
       await pass(request, reply, this.counted(() => this.authorizationUrl(request.url)))
     })
     scope.get(`${AGENT_ENDPOINTS.authorization}/:uid`, async (request, reply) => { await pass(request, reply) })
-    for (const url of [AGENT_ENDPOINTS.token, AGENT_ENDPOINTS.revocation]) {
-      scope.route({ method: ['POST', 'OPTIONS'], url, onRequest: limit('token'), handler: async (request, reply) => { await pass(request, reply) } })
-    }
+    await scope.register(async (tokens) => { this.tokenEndpoints(tokens, pass) })
     if (this.deps.config.agents.deviceFlow) {
       scope.route({
         method: ['POST', 'OPTIONS'],
@@ -244,6 +222,24 @@ export class Agents implements AgentSignIns {
         await pass(request, reply)
       },
     })
+  }
+
+  /**
+   * The token and revocation endpoints: the form read here (at most TOKEN_REQUEST_MAX_BYTES) so
+   * that each code, refresh token or device code is counted apart (tokenBudgets), and handed to
+   * oidc-provider as it came. Any other body goes on unread (oidc-provider refuses it).
+   */
+  private tokenEndpoints (scope: FastifyInstance, pass: (request: FastifyRequest, reply: FastifyReply, url: string, body?: Buffer) => Promise<void>): void {
+    scope.addContentTypeParser('application/x-www-form-urlencoded', { parseAs: 'buffer', bodyLimit: TOKEN_REQUEST_MAX_BYTES }, (_request, body, done) => { done(null, body) })
+    const budgets = tokenBudgets(scope, this.deps.config.agents.tokenRequestsPerMinute)
+    for (const url of [AGENT_ENDPOINTS.token, AGENT_ENDPOINTS.revocation]) {
+      scope.route({
+        method: ['POST', 'OPTIONS'],
+        url,
+        preHandler: budgets,
+        handler: async (request, reply) => { await pass(request, reply, request.url, Buffer.isBuffer(request.body) ? request.body : undefined) },
+      })
+    }
   }
 
   /** The gateway's own refusals of an authorization request, counted as oidc-provider's are. */

@@ -10,6 +10,7 @@ import { Browser } from '../helpers/browser.js'
 import { ARTIFACTS, sharedChromium } from '../helpers/chromium.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { metricValue } from '../helpers/metrics.js'
+import { PER_CREDENTIAL } from '../../src/http/agent-limits.js'
 import { test as it } from '../helpers/stack.js'
 
 const DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code'
@@ -25,13 +26,15 @@ const clock = { offset: 0, now: () => Date.now() + clock.offset }
 const REGISTRATIONS = 30
 /** Polls POLL_S apart: the interval the gateway gives. */
 const POLL_S = 5
+/** agents.tokenRequestsPerMinute here: from one address, every client together. */
+const TOKEN_REQUESTS = 45
 
 it.beforeAll(async ({ startStack, upstream, redis }) => {
   store = new Redis(redis.url)
   gateway = await startStack({
     server: { trustProxy: ['127.0.0.1'] },
     // Registrations from every address together: this file's tests register fewer; the last one registers up to it.
-    agents: { deviceFlow: true, registrationsPerHour: REGISTRATIONS },
+    agents: { deviceFlow: true, registrationsPerHour: REGISTRATIONS, tokenRequestsPerMinute: TOKEN_REQUESTS },
     routes: [
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
       { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
@@ -80,10 +83,10 @@ async function started (clientId: string): Promise<DeviceAuthorization> {
   return body
 }
 
-/** One poll, POLL_S after the last one on the gateway's clock. */
-async function poll (clientId: string, deviceCode: string, { wait = true } = {}): Promise<{ status: number, body: TokenAnswer }> {
+/** One poll from the CLI's address, POLL_S after the last one on the gateway's clock. */
+async function poll (clientId: string, deviceCode: string, { wait = true, at = from.get(clientId) } = {}): Promise<{ status: number, body: TokenAnswer }> {
   if (wait) clock.offset += POLL_S * 1000
-  const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: deviceCode, client_id: clientId }) })
+  const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'x-forwarded-for': at ?? address() }, body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: deviceCode, client_id: clientId }) })
   return { status: response.status, body: await response.json() as TokenAnswer }
 }
 
@@ -305,6 +308,59 @@ describe('the device flow', () => {
     expect(statuses.slice(0, 20).every((status) => status === 200)).toBe(true)
     expect(statuses[20]).toBe(429)
     expect(last).toContain('Too many codes entered from your address')
+  })
+
+  it('counts each device code\'s polls apart: a CLI polling too fast at an office\'s one address gets 429, its neighbours\' polls go on', async () => {
+    const office = address()
+    const [runaway, neighbour] = [await cli(), await cli()]
+    const [mine, theirs] = [await started(runaway), await started(neighbour)]
+    // Ignoring slow_down, as fast as it can: its code's 30 a minute, then 429 naming the code.
+    const answers: TokenAnswer[] = []
+    for (let i = 0; i <= PER_CREDENTIAL; i++) answers.push((await poll(runaway, mine.device_code, { wait: false, at: office })).body)
+    expect(answers.slice(0, PER_CREDENTIAL).every((answer) => answer.error === 'slow_down' || answer.error === 'authorization_pending')).toBe(true)
+    expect(answers.at(-1)).toMatchObject({ error: 'rate_limited', message: expect.stringContaining('Too many requests with this code or token') })
+    // Its refused polls did not spend the address's budget: the neighbour polls there at its pace, up to what is left of it.
+    for (let i = 0; i < TOKEN_REQUESTS - PER_CREDENTIAL; i++) expect((await poll(neighbour, theirs.device_code, { at: office })).body.error).toBe('authorization_pending')
+    // Then the address's own budget: everyone there waits, with Retry-After; another address does not.
+    const over = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'x-forwarded-for': office }, body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: theirs.device_code, client_id: neighbour }) })
+    expect(over.status).toBe(429)
+    expect(over.headers.get('retry-after')).toMatch(/^\d+$/)
+    expect((await over.json() as TokenAnswer).message).toContain('Too many token requests from your address')
+    expect((await poll(neighbour, theirs.device_code, { at: address() })).body.error).toBe('authorization_pending')
+  })
+
+  it('bounds made-up codes by the address: each has a budget of its own, all of them together the address\'s', async () => {
+    const at = address()
+    const id = await cli()
+    const statuses: number[] = []
+    for (let i = 0; i <= TOKEN_REQUESTS; i++) statuses.push((await poll(id, `made-up-${i}`, { wait: false, at })).status)
+    expect(statuses.slice(0, TOKEN_REQUESTS).every((status) => status === 400)).toBe(true)
+    expect(statuses.at(-1)).toBe(429)
+    // No code becomes a store key: the budgets' keys hold its hash.
+    const keys = await store.keys('*made-up*')
+    expect(keys).toEqual([])
+  })
+
+  it('reads the token endpoint\'s form once and hands oidc-provider the same bytes: hostile bodies', async () => {
+    const id = await cli()
+    const { device_code: code } = await started(id)
+    const form = (fields: [string, string][]) => new URLSearchParams(fields).toString()
+    const valid = form([['grant_type', DEVICE_CODE], ['device_code', code], ['client_id', id]])
+    const rows: Array<[string, Record<string, string>, BodyInit, number, string]> = [
+      ['the form as a CLI sends it', {}, valid, 400, 'authorization_pending'],
+      ['with a charset', { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, valid, 400, 'authorization_pending'],
+      ['in chunks, without a Content-Length', {}, new Blob([valid]).stream(), 400, 'authorization_pending'],
+      ['over 8 KiB', {}, `${valid}&pad=${'x'.repeat(8192)}`, 413, 'payload_too_large'],
+      ['as JSON (not read: oidc-provider refuses it)', { 'content-type': 'application/json' }, JSON.stringify({ grant_type: DEVICE_CODE, device_code: code, client_id: id }), 400, 'invalid_request'],
+      ['the device code twice', {}, `${valid}&device_code=${code}`, 400, 'invalid_request'],
+      ['the grant type twice', {}, `${valid}&grant_type=refresh_token`, 400, 'invalid_request'],
+      ['a broken escape', {}, `${valid}&x=%E0%A4%A`, 400, 'authorization_pending'],
+    ]
+    for (const [what, headers, body, status, error] of rows) {
+      clock.offset += POLL_S * 1000
+      const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', 'x-forwarded-for': address(), ...headers }, body, ...(body instanceof ReadableStream ? { duplex: 'half' } : {}) })
+      expect({ what, status: response.status, error: (await response.json() as TokenAnswer).error }).toEqual({ what, status, error })
+    }
   })
 
   it('access_denied when the person stops on the confirmation page, or denies on the consent page', async () => {

@@ -20,14 +20,14 @@ ${section}`
 
 describe('agents as read', () => {
   it('is on with the defaults when a route has agents: true, and off otherwise', () => {
-    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true, registrationsPerHour: 1000, deviceFlow: false, clientMetadataDocuments: false, clientMetadataPrivateHosts: [] })
+    expect(parseConfig(file(), {}).agents).toEqual({ enabled: true, accessTokenTtlMs: 600_000, refreshTokenTtlMs: 30 * 24 * 3_600_000, registration: true, registrationsPerHour: 1000, tokenRequestsPerMinute: 600, deviceFlow: false, clientMetadataDocuments: false, clientMetadataPrivateHosts: [] })
     expect(parseConfig(file(), {}).routes[0]!.agents).toBe(true)
     expect(parseConfig(file({ route: 'provider: corp' }), {}).agents.enabled).toBe(false)
   })
 
   it('keeps what the section gives', () => {
-    const config = parseConfig(file({ section: 'agents: { accessTokenTtl: 5m, refreshTokenTtl: 7d, registration: off, deviceFlow: true, clientMetadataDocuments: true, clientMetadataPrivateHosts: [Agents.Corp.Internal, "[fd00::1]"] }\n' }), {})
-    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false, registrationsPerHour: 1000, deviceFlow: true, clientMetadataDocuments: true, clientMetadataPrivateHosts: ['agents.corp.internal', '[fd00::1]'] })
+    const config = parseConfig(file({ section: 'agents: { accessTokenTtl: 5m, refreshTokenTtl: 7d, registration: off, tokenRequestsPerMinute: 2000, deviceFlow: true, clientMetadataDocuments: true, clientMetadataPrivateHosts: [Agents.Corp.Internal, "[fd00::1]"] }\n' }), {})
+    expect(config.agents).toEqual({ enabled: true, accessTokenTtlMs: 300_000, refreshTokenTtlMs: 7 * 24 * 3_600_000, registration: false, registrationsPerHour: 1000, tokenRequestsPerMinute: 2000, deviceFlow: true, clientMetadataDocuments: true, clientMetadataPrivateHosts: ['agents.corp.internal', '[fd00::1]'] })
   })
 
   it('takes a loopback http baseUrl (the demo)', () => {
@@ -51,6 +51,8 @@ describe('agents refused', () => {
     ['a private host with a path', file({ section: 'agents: { clientMetadataPrivateHosts: ["agents.corp/x"] }\n' }), 'agents.clientMetadataPrivateHosts[0]:'],
     ['no registrations at all per hour (say registration: off)', file({ section: 'agents: { registrationsPerHour: 0 }\n' }), 'agents.registrationsPerHour:'],
     ['registrations per hour that are not a number', file({ section: 'agents: { registrationsPerHour: many }\n' }), 'agents.registrationsPerHour:'],
+    ['no token requests at all per minute', file({ section: 'agents: { tokenRequestsPerMinute: 0 }\n' }), 'agents.tokenRequestsPerMinute:'],
+    ['token requests per minute that are not a whole number', file({ section: 'agents: { tokenRequestsPerMinute: 1.5 }\n' }), 'agents.tokenRequestsPerMinute:'],
     ['a device flow that is not a flag', file({ section: 'agents: { deviceFlow: maybe }\n' }), 'agents.deviceFlow:'],
     ['agents that is not a flag', file({ route: 'provider: corp\n    agents: yes please' }), 'routes[0].agents:'],
   ])('%s', (_name, text, start) => {

@@ -32,6 +32,7 @@ describe('config defaults', () => {
           "refreshTokenTtlMs": 2592000000,
           "registration": true,
           "registrationsPerHour": 1000,
+          "tokenRequestsPerMinute": 600,
         },
         "assertion": {
           "enabled": false,

@@ -181,10 +181,10 @@ describe('back-channel logout refuses a bad logout token', () => {
     expect(await replay.json()).toEqual({ error: 'invalid_request', message: 'The logout token has already been used (jti).' })
   })
 
-  it('an oversized body: 413 invalid_request, and a JSON body: 400 invalid_request', async () => {
+  it('an oversized body: 413 payload_too_large, and a JSON body: 400 invalid_request', async () => {
     const big = await post(`logout_token=${'a'.repeat(20_000)}`)
     expect(big.status).toBe(413)
-    expect(((await big.json()) as { error: string }).error).toBe('invalid_request')
+    expect(((await big.json()) as { error: string }).error).toBe('payload_too_large')
     const json = await post(JSON.stringify({ logout_token: await logoutToken() }), first, 'application/json')
     expect(json.status).toBe(400)
     expect(await json.json()).toEqual({ error: 'invalid_request', message: 'A logout token comes as a form field (application/x-www-form-urlencoded).' })

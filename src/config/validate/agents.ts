@@ -20,6 +20,7 @@ export function validateAgents (issues: Issues, raw: Sections['agents'], routes:
     refreshTokenTtlMs: duration(issues, ['agents', 'refreshTokenTtl'], raw.refreshTokenTtl, 3_600_000, 90 * DAY),
     registration: raw.registration === 'open',
     registrationsPerHour: raw.registrationsPerHour ?? 1000,
+    tokenRequestsPerMinute: raw.tokenRequestsPerMinute ?? 600,
     deviceFlow: raw.deviceFlow === true,
     clientMetadataDocuments: raw.clientMetadataDocuments === true,
     clientMetadataPrivateHosts: (raw.clientMetadataPrivateHosts ?? []).map((host) => host.toLowerCase()),
