@@ -11,7 +11,8 @@
 // `/admin/*` covers `/admin` itself.
 //
 // A `deny` glob also holds on the path as a case-insensitive application reads it (lower case, each
-// segment without trailing dots and spaces: src/config/path-fold.ts, the edge's own fold), compared
+// segment without trailing dots and spaces and IIS's NTFS stream suffix: src/config/path-fold.ts,
+// the edge's own fold), compared
 // with the glob folded the same way: `/wiki/ADMIN./users` is `/wiki/admin/users` to Express or IIS.
 // So does the path as common routers dispatch it (src/config/path-fold.ts routedForms): a script
 // segment followed by more (`/app/index.php/admin/x`, PHP's PATH_INFO), a trailing `/` (Express's

@@ -1,6 +1,7 @@
 // A canonical path as a case-insensitive application reads it (IIS always, ASP.NET, Express and Koa
-// routers by default): lower case, each segment without its trailing dots and spaces, so
-// `/wiki/ADMIN./users` and `/wiki/admin%20/users` are `/wiki/admin/users` there. The edge refuses
+// routers by default): lower case, each segment without its trailing dots and spaces and IIS's NTFS
+// stream suffix, so `/wiki/ADMIN./users`, `/wiki/admin%20/users` and `/wiki/admin::$INDEX_ALLOCATION/users`
+// are `/wiki/admin/users` there. The edge refuses
 // such spellings of a route's prefix (src/http/edge.ts) and a `deny` glob holds on them
 // (src/access/rules.ts): one fold, so the two cannot disagree. Beside it, the readings of routers
 // that dispatch a path to another action's (routedForms: PATH_INFO, a trailing `/`, a format suffix),
@@ -19,6 +20,20 @@ function trimmedEnd (segment: string): number {
     else if (end >= 3 && segment.charCodeAt(end - 1) === 48 /* 0 */ && segment.charCodeAt(end - 2) === 50 /* 2 */ && segment.charCodeAt(end - 3) === 37 /* % */) end -= 3
     else return end
   }
+}
+
+/**
+ * An NTFS stream suffix (`name:stream:$TYPE`, the stream's name possibly empty), as IIS on NTFS
+ * reads it: `admin::$index_allocation` and `admin:$i30:$index_allocation` are the directory `admin`,
+ * `page.aspx::$data` the file (an outside tester's finding: a deny on `/app/admin/*` did not hold).
+ */
+const NTFS_STREAM = /^([^:]*):[^:]*:\$[a-z0-9_]+$/
+
+/** `segment` (in lower case) as NTFS names it: without a stream suffix, and without trailing dots and `%20`s on either side of it. */
+function fileName (segment: string): string {
+  const trimmed = segment.slice(0, trimmedEnd(segment))
+  const name = NTFS_STREAM.exec(trimmed)?.[1] ?? trimmed
+  return name.slice(0, trimmedEnd(name))
 }
 
 /** A lower-case hex digit of a byte above 0x7F's first digit (8-f). */
@@ -69,7 +84,7 @@ function plusDecoded (lower: string): string {
 
 /**
  * `path` as a case-insensitive application reads it: lower case (non-ASCII letters too), `%2B` as
- * `+`, each segment without trailing dots and `%20`s.
+ * `+`, each segment without trailing dots and `%20`s, and without an NTFS stream suffix.
  */
 export function folded (path: string): string {
   const lower = lowerNonAscii(plusDecoded(path.toLowerCase()))
@@ -78,19 +93,20 @@ export function folded (path: string): string {
   for (;;) {
     const slash = lower.indexOf('/', start)
     const segment = slash === -1 ? lower.slice(start) : lower.slice(start, slash)
-    out += segment.slice(0, trimmedEnd(segment))
+    out += fileName(segment)
     if (slash === -1) return out
     out += '/'
     start = slash + 1
   }
 }
 
-/** Whether {@link folded} could change `path`: a capital letter, or a segment ending in a dot or an encoded space. */
+/** Whether {@link folded} could change `path`: a capital letter, a segment ending in a dot or an encoded space, or a `:$` (an NTFS stream's type). */
 export function foldable (path: string): boolean {
   for (let i = 0; i < path.length; i++) {
     const code = path.charCodeAt(i)
     if (code >= 65 && code <= 90) return true
     const next = path.charCodeAt(i + 1)
+    if (code === 58 /* : */ && next === 36 /* $ */) return true
     // NaN past the end: a segment ends at a `/` or at the end of the path.
     const segmentEnd = next === 47 /* / */ || Number.isNaN(next)
     if (segmentEnd && (code === 46 /* . */ || (code === 48 /* 0 */ && i >= 2 && path.charCodeAt(i - 1) === 50 /* 2 */ && path.charCodeAt(i - 2) === 37 /* % */))) return true

@@ -98,7 +98,7 @@ function spellingCheck (prefixes: readonly string[], mayPass: MayPass = NEVER): 
       if (!under(path, prefix) && under(loose, loosePrefix)) {
         const routed = routedPrefix(read, path)
         if (routed !== undefined && mayPass(routed, name)) continue
-        return `the path is spelled like the route ${name || '/'}/ only in letter case or trailing dots and spaces`
+        return `the path is spelled like the route ${name || '/'}/ only in letter case, trailing dots and spaces, or an NTFS stream suffix`
       }
     }
     return read.length > 1 ? dispatchedElsewhere(read, path, loose, query, mayPass) : undefined

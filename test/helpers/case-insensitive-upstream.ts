@@ -1,6 +1,7 @@
 // An application that routes as Express and Koa do by default, and IIS always: case-insensitively,
-// and (as IIS and Windows file names do) with each segment's trailing dots and spaces dropped, so
-// `/wiki/ADMIN./users` and `/wiki/admin%20/users` reach its `/wiki/admin/users`. It answers with the
+// and (as IIS and Windows file names do) with each segment's trailing dots and spaces dropped and
+// NTFS's stream suffix read as the file or directory itself, so `/wiki/ADMIN./users`,
+// `/wiki/admin%20/users` and `/wiki/admin::$INDEX_ALLOCATION/users` reach its `/wiki/admin/users`. It answers with the
 // path it routed on, and records each request's target as it arrived. Listens on a loopback port
 // from the OS. With `frontController`, it also dispatches as a PHP front controller and Rails do: a
 // script segment followed by more is the script, the rest its PATH_INFO (`/app/index.php/admin/x`
@@ -17,7 +18,7 @@ export interface CaseInsensitiveUpstream {
   close (): Promise<void>
 }
 
-/** The path as such a router reads it: decoded, lower case, each segment without trailing dots and spaces. */
+/** The path as such a router reads it: decoded, lower case, each segment without trailing dots and spaces and an NTFS stream suffix. */
 export function routedPath (target: string): string {
   const path = target.split('?')[0]!
   return path.split('/').map((segment) => {
@@ -25,7 +26,8 @@ export function routedPath (target: string): string {
     try {
       decoded = decodeURIComponent(segment)
     } catch {}
-    return decoded.toLowerCase().replace(/[. ]+$/, '')
+    // NTFS's `name:stream:$TYPE` is the file or directory `name` (the default stream, or its index).
+    return decoded.toLowerCase().replace(/[. ]+$/, '').replace(/^([^:]*):[^:]*:\$\w+$/, '$1').replace(/[. ]+$/, '')
   }).join('/')
 }
 

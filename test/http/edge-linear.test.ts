@@ -15,15 +15,16 @@ import type { Upstream } from '../helpers/upstream.js'
 /**
  * The functions edge.ts had before (the reference; quadratic, so on short inputs only), with two
  * mends since: a path is checked whether it has anything to fold or not (a lower-case
- * `/reportserver/x` is a route `/ReportServer/`'s to IIS), and prefixes are read in the request's
- * spelling (`/café` is `/caf%C3%A9`).
+ * `/reportserver/x` is a route `/ReportServer/`'s to IIS), prefixes are read in the request's
+ * spelling (`/café` is `/caf%C3%A9`), and a segment's NTFS stream suffix is cut (`admin::$DATA`).
  */
 const reference = {
   under (path: string, prefix: string): boolean {
     return prefix === '' || path === prefix || (path.startsWith(prefix) && path[prefix.length] === '/')
   },
   folded (path: string): string {
-    return path.toLowerCase().split('/').map((segment) => segment.replace(/(?:\.|%20)+$/, '')).join('/')
+    const trim = (segment: string) => segment.replace(/(?:\.|%20)+$/, '')
+    return path.toLowerCase().split('/').map((segment) => trim(trim(segment).replace(/^([^:]*):[^:]*:\$[a-z0-9_]+$/, '$1'))).join('/')
   },
   /** Script segments followed by more taken away, then the last segment's format suffix (src/config/path-fold.ts routedForms). */
   dispatched (loose: string): string[] {
@@ -38,7 +39,7 @@ const reference = {
     for (const prefix of prefixes) {
       const spelled = requestSpelling(prefix)
       if (!reference.under(path, spelled) && reference.under(loose, reference.folded(spelled))) {
-        return `the path is spelled like the route ${prefix || '/'}/ only in letter case or trailing dots and spaces`
+        return `the path is spelled like the route ${prefix || '/'}/ only in letter case, trailing dots and spaces, or an NTFS stream suffix`
       }
     }
     if (prefixes.length < 2 || !path.includes('.')) return undefined
@@ -64,7 +65,7 @@ function edgeWork (target: string): unknown {
 }
 
 describe('prefixSpelling as a scan', () => {
-  const piece = fc.constantFrom('/', 'a', 'A', 'p', 'P', '.', '..', '%20', '%2', '%', '20', '0', 'x', '%20.', '.%20')
+  const piece = fc.constantFrom('/', 'a', 'A', 'p', 'P', '.', '..', '%20', '%2', '%', '20', '0', 'x', '%20.', '.%20', ':', '$', '::$data', ':$I30:$INDEX_ALLOCATION', ':s:$x')
   const path = fc.array(piece, { maxLength: 12 }).map((parts) => `/${parts.join('')}`)
   const prefix = fc.oneof(fc.constantFrom('', '/app', '/APP', '/a.', '/admin'), fc.array(piece, { maxLength: 4 }).map((parts) => `/${parts.join('')}`))
 
