@@ -150,6 +150,8 @@ export type Decision =
     readonly loginUrl: string,
     readonly rule: string | undefined,
     readonly refusedBy?: string | undefined,
+    /** No allow rule takes this address: no account would pass from here (Judgement.byAddress). */
+    readonly byAddress?: boolean,
     readonly address?: string | undefined,
     readonly provider?: string | undefined,
     readonly refusedFor?: { readonly method: string, readonly path: string }
@@ -303,6 +305,7 @@ function forbidden (gate: RouteGate, session: Extract<SessionState, { kind: 'sig
     loginUrl: gate.loginUrl(next),
     rule: judgement.rule,
     refusedBy: judgement.refusedBy,
+    ...(judgement.byAddress ? { byAddress: true } : {}),
     address: subject.address,
     provider: session.provider,
     ...refusedFor,

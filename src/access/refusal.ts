@@ -32,14 +32,15 @@ export interface RefusalContext {
 
 /**
  * What the 403 shows: the person's own identity and address and the refusing rule's name, never the
- * rule's values. `kinds`: the refusing rule's conditions (Judgement.refusedBy).
+ * rule's values. `kinds`: the refusing rule's conditions (Judgement.refusedBy); `byAddress`: no allow
+ * rule takes the address (Judgement.byAddress). Either way the address refused.
  */
 export function refusedBy (identity: Identity | undefined, rule: string | undefined, address?: string, kinds?: string, provider?: string,
-  refusedFor?: Refused['refusedFor']): Refused {
+  refusedFor?: Refused['refusedFor'], byAddress = false): Refused {
   const seen = identity === undefined
     ? undefined
     : { user: identity.sub, email: identity.email, emailVerified: identity.emailVerified !== false, groups: identity.groups }
-  const byNetwork = rule !== undefined && kinds?.split('+').includes('networks') === true
+  const byNetwork = byAddress || (rule !== undefined && kinds?.split('+').includes('networks') === true)
   return {
     seen,
     rule,
@@ -57,13 +58,13 @@ export function refusedBy (identity: Identity | undefined, rule: string | undefi
  */
 function forbiddenMessage (refused: Refused): string {
   const who = refused.seen?.email ?? refused.seen?.user ?? 'This account'
-  const why = refused.rule === undefined ? 'no allow rule matched' : `the rule ${refused.rule} refused`
+  const why = refused.rule !== undefined ? `the rule ${refused.rule} refused` : refused.byNetwork === true ? 'no allow rule takes this address' : 'no allow rule matched'
   const from = refused.byNetwork === true && refused.address !== undefined ? ` from ${refused.address}` : ''
   if (refused.refusedFor !== undefined) {
     const { method, path } = refused.refusedFor
     return `${who} may not ${method} ${path}${from}: ${why}; other requests to this application stay open to this account.`
   }
-  return `${who} may not use this application${from === '' ? '' : ` requests${from}`}: ${why}.`
+  return `${who} may not use this application${from}: ${why}.`
 }
 
 /** 401: where to sign in (with several providers, each one's address too). */
@@ -80,7 +81,7 @@ function unauthenticated (decision: Extract<Refusal, { kind: 'unauthenticated' }
  * would come from the same place) or only this request was (the account may use the rest).
  */
 function forbidden (decision: Extract<Refusal, { kind: 'forbidden' }>, context: RefusalContext): GatewayError {
-  const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy, decision.provider, decision.refusedFor)
+  const refused = refusedBy(decision.identity, decision.rule, decision.address, decision.refusedBy, decision.provider, decision.refusedFor, decision.byAddress)
   // Another account is a remedy only where this one is refused everything, from wherever it comes.
   const offer = context.switchAccountUrl === undefined || refused.byNetwork === true || refused.refusedFor !== undefined ? {} : { switchAccountUrl: context.switchAccountUrl, headers: context.headers }
   return new GatewayError('forbidden', forbiddenMessage(refused), {

@@ -42,6 +42,11 @@ export interface Judgement {
    * no remedy. Absent: none of those passes.
    */
   readonly partial?: { readonly method: string, readonly path: string }
+  /**
+   * On a refusal with no allow rule matched: every allow rule names networks this address is not in,
+   * so no account would pass from here (the 403 offers none, and says the address refused).
+   */
+  readonly byAddress?: true
 }
 
 /**
@@ -60,6 +65,7 @@ type Condition = (identity: Identity | undefined, method: string | undefined, pa
 
 const ADMITTED: Judgement = Object.freeze({ admit: true, rule: undefined })
 const NO_ALLOW: Judgement = Object.freeze({ admit: false, rule: undefined, refusedBy: 'no_allow_rule' })
+const NO_ALLOW_FROM_HERE: Judgement = Object.freeze({ ...NO_ALLOW, byAddress: true })
 
 /** The address a rule may match: in an `allow` rule, none when the provider marked it unverified. */
 function ruleEmail (identity: Identity, inDeny: boolean): string | undefined {
@@ -254,6 +260,8 @@ interface CompiledRule {
   /** The condition names it gives, joined by `+`. */
   readonly kinds: string
   readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, provider: string | undefined, readings?: readonly string[]) => boolean
+  /** Whether its `networks` (if any) take `address`: someone from there could meet it. */
+  readonly takesAddress: (address: string | undefined) => boolean
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
@@ -264,6 +272,7 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
     kinds: CONDITION_NAMES.filter((key) => rule[key].length > 0).join('+'),
     // A rule without conditions holds for nobody (the config refuses one).
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
+    takesAddress: rule.networks.length === 0 ? () => true : ((inNetworks) => (address: string | undefined) => inNetworks(address) === true)(networkTest(rule.networks)),
   }
 }
 
@@ -350,7 +359,7 @@ export function compileRules (lists: RuleLists, prefix?: string): Judge {
     for (const rule of allow) {
       if (rule.holds(identity, method, path, address, provider)) return { admit: true, rule: rule.name }
     }
-    return NO_ALLOW
+    return allow.some((rule) => rule.takesAddress(address)) ? NO_ALLOW : NO_ALLOW_FROM_HERE
   }
   const others = witnesses(lists, prefix)
   // A refusal (rare) tries the person on the rest of the route; an admission costs nothing more.
@@ -373,7 +382,7 @@ export function allOf (judges: readonly Judge[]): Judge {
     for (const judge of judges) {
       const judgement = judge(identity, method, path, address, provider)
       // Another judge may refuse this person everywhere: `partial` is not known of the whole.
-      if (!judgement.admit) return { admit: false, rule: judgement.rule, refusedBy: judgement.refusedBy }
+      if (!judgement.admit) return { admit: false, rule: judgement.rule, refusedBy: judgement.refusedBy, ...(judgement.byAddress ? { byAddress: true } : {}) }
       if (judgement.rule !== undefined) names.push(judgement.rule)
     }
     return names.length === 0 ? ADMITTED : { admit: true, rule: names.join(', ') }

@@ -182,6 +182,15 @@ export function parseConfig (text: string, env: Env = process.env, source = 'gat
     const message = first.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')
     throw new ConfigError(source, [yamlSyntaxProblem(text, { code: first.code, line: first.linePos?.[0]?.line, message })])
   }
+  // A value written with a bare `!` (`!10.8.0.0/16`, an excluded network) is a YAML tag, which
+  // gateway.yaml never uses: yaml drops it and keeps what follows (here nothing), so the value read
+  // is not the one written. Refused with the quoting to write (an operator's finding).
+  const tag = doc.warnings.find((warning) => warning.code === 'TAG_RESOLVE_FAILED')
+  if (tag !== undefined) {
+    // The value is not echoed: it may be a secret that starts with `!`.
+    const message = 'a value that starts with a bare ! is read as a YAML tag, and gateway.yaml uses none: quote it, as in networks: ["!10.8.0.0/16"]'
+    throw new ConfigError(source, [{ path: 'YAML syntax', line: tag.linePos?.[0]?.line, message }])
+  }
   const reading: Reading = { lines: new Map(), missing: [], secrets: [] }
   let plain: unknown
   try {

@@ -189,9 +189,6 @@ function spellingProblem (glob: string): string | undefined {
  * `rewritePrefix`); undefined for a forward-auth host.
  */
 function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml, routePath: string | undefined): void {
-  if (conditionCount(rule) === 0 && !issues.touched(at)) {
-    issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods, paths, networks or providers')
-  }
   for (const path of Object.keys(raw.claims ?? {})) {
     if (!CLAIM_PATH.test(path.trim())) issues.add([...at, 'claims', path], `must be a dotted claim path such as realm_access.roles (or a JSON pointer such as /roles/0), got ${describe(path)}`)
   }
@@ -199,6 +196,10 @@ function checkRule (issues: Issues, at: Path, rule: Rule, raw: RuleYaml, routePa
     const network = parseNetwork(entry)
     if (typeof network === 'string') issues.add([...at, 'networks', i], `must be ${network}`)
   })
+  // After its values' own problems: a rule whose only condition is a bad network gives one message, at the network.
+  if (conditionCount(rule) === 0 && !issues.touched(at)) {
+    issues.add(at, 'gives no condition: give users, emails, domains, groups, claims, methods, paths, networks or providers')
+  }
   rule.paths.forEach((glob, i) => {
     const problem = globProblem(glob) ?? outsideRoute(glob, routePath)
     if (problem !== undefined) issues.add([...at, 'paths', i], `${problem}, got ${describe(glob)}`)

@@ -63,6 +63,8 @@ function backLink (startOver: string): string {
 }
 
 const ONLY_THIS_REQUEST = 'You are signed in and may use this application, but not this page or action: its rules keep it from your account. Go back to what you were doing.'
+/** A 403 the address decided: another account would come from the same place. */
+const FROM_HERE = 'This application is not open to requests from where this one comes from (the address below), whichever account makes them. Connect from a network its rules take (a VPN or an office network) and try again.'
 const BY_TOKEN = 'The access token sent with this request is valid, but this application\'s rules do not admit the client it was issued to.'
 
 /**
@@ -80,7 +82,7 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   const provider = refused.provider === undefined ? '' : `<dt>Signed in with</dt><dd>${escapeHtml(refused.provider)}</dd>`
   const address = refused.address === undefined ? '' : `<dt>Address</dt><dd>${escapeHtml(refused.address)}</dd>`
   const on = refused.byNetwork === true ? ', on where the request comes from' : ''
-  const why = rule === undefined ? 'no allow rule matched' : `the rule <code>${escapeHtml(rule)}</code>${on}`
+  const why = rule !== undefined ? `the rule <code>${escapeHtml(rule)}</code>${on}` : refused.byNetwork === true ? 'no allow rule takes this address' : 'no allow rule matched'
   const only = refused.refusedFor === undefined ? '' : `<dt>Refused</dt><dd class="request"><code>${escapeHtml(refused.refusedFor.method)} ${escapeHtml(refused.refusedFor.path)}</code> only</dd>`
   const other = switchAccountUrl === undefined
     ? ''
@@ -88,7 +90,7 @@ function refusedPage (error: GatewayError, refused: Refused, switchAccountUrl: s
   // Without a sign-in to offer, the caller brought its own token (a machine client): no account to switch.
   const explanation = error.details.loginUrl === undefined && switchAccountUrl === undefined
     ? BY_TOKEN
-    : refused.refusedFor === undefined ? entry.explanation : ONLY_THIS_REQUEST
+    : refused.refusedFor !== undefined ? ONLY_THIS_REQUEST : refused.byNetwork === true ? FROM_HERE : entry.explanation
   return renderPage(entry.title, `<h1>${escapeHtml(entry.title)}</h1>
 <p>${escapeHtml(explanation)}</p>
 <p>What the gateway saw:</p>

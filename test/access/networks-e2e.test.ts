@@ -69,7 +69,14 @@ it.skipIf(missing)('through the proxy: admitted from an allowed address, refused
   expect(await get(front.port, '/app/x', '127.0.0.4', { cookie })).toMatchObject({ status: 200 })
   const outside = await get(front.port, '/app/x', '127.0.0.3', { cookie })
   expect(outside.status).toBe(403)
-  expect(JSON.parse(outside.body)).toMatchObject({ error: 'forbidden', rule: null, address: '127.0.0.3' })
+  // Every allow rule names networks this address is not in: no account would pass from here, so none is offered (an operator's finding).
+  const body = JSON.parse(outside.body) as Record<string, unknown>
+  expect(body).toMatchObject({ error: 'forbidden', rule: null, address: '127.0.0.3', by_network: true, message: 'alice may not use this application from 127.0.0.3: no allow rule takes this address.' })
+  expect(body.switch_account_url).toBeUndefined()
+  const page = await get(front.port, '/app/x', '127.0.0.3', { cookie, accept: 'text/html' })
+  expect(page.body).toContain('no allow rule takes this address')
+  expect(page.body).toContain('Connect from a network its rules take')
+  expect(page.body).not.toContain('Use another account')
   // The client's own X-Forwarded-For comes first in the proxy's: the address judged is the one the proxy saw.
   expect((await get(front.port, '/app/x', '127.0.0.3', { cookie, 'x-forwarded-for': '127.0.0.2' })).status).toBe(403)
   expect(upstream.seen.length - seen).toBe(2)
@@ -130,7 +137,7 @@ it.skipIf(missing)('forward-auth\'s query networks= is a condition each query ru
 
 it.skipIf(missing)('refusals are counted by route and by what refused, never by value', async () => {
   const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
-  expect(metricValue(metrics, 'gateway_rule_refusals_total{route="/app",refused_by="no_allow_rule"}')).toBe(4)
+  expect(metricValue(metrics, 'gateway_rule_refusals_total{route="/app",refused_by="no_allow_rule"}')).toBe(5)
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="/app",refused_by="paths+networks"}')).toBe(2)
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="forward-auth",refused_by="networks"}')).toBe(2)
   // The query's rules are allow rules: their refusals are no_allow_rule (4, and the 5 hostile values).

@@ -230,6 +230,28 @@ describe('networks in gateway.yaml', () => {
     expect(configProblems(yamlOf({ allow: [{ networks: [10] }] }))).toEqual([expect.stringMatching(/^routes\[0\]\.allow\[0\]\.networks\[0\]: must be a string/)])
   })
 
+  it.each([
+    ['an allow rule of that network only', { allow: [{ networks: ['10.1.2.3/8'] }] }, 'routes[0].allow[0].networks[0]'],
+    ['the object form', { allow: { networks: ['10.1.2.3/8'] } }, 'routes[0].allow.networks[0]'],
+    ['a deny rule', { deny: { networks: ['10.1.2.3/8'] } }, 'routes[0].deny.networks[0]'],
+    ['IPv4 in IPv6 form', { allow: [{ networks: ['::ffff:10.0.0.0/104'] }] }, 'routes[0].allow[0].networks[0]'],
+    ['a name', { allow: [{ networks: ['intranet'] }] }, 'routes[0].allow[0].networks[0]'],
+  ])('one bad network, one problem at it (not "gives no condition" besides, an operator\'s finding): %s', (_what, rules, at) => {
+    const problems = configProblems(yamlOf(rules))
+    expect(problems).toHaveLength(1)
+    expect(problems[0]!.startsWith(`${at}: must be`)).toBe(true)
+  })
+
+  it('a bare !network (a YAML tag, read as nothing) is refused with the quoting to write, its text not echoed', () => {
+    const text = yamlOf({ deny: [{ domains: ['contractor.example'], networks: ['PLACE'] }] }).replace('- PLACE', '- !10.77.0.0/16')
+    expect(text).toContain('!10.77.0.0/16')
+    const problems = configProblems(text)
+    expect(problems).toEqual([expect.stringMatching(/^YAML syntax: a value that starts with a bare ! is read as a YAML tag, and gateway.yaml uses none: quote it, .* \(line \d+\)$/)])
+    expect(problems[0]).not.toContain('10.77')
+    // A secret that starts with ! is not echoed either.
+    expect(configProblems(yamlOf({}).replace('clientSecret: s', 'clientSecret: !s3cr3t-value')).join('\n')).not.toContain('s3cr3t')
+  })
+
   it('warns where the address judged would be another than the client\'s', () => {
     const warnings = (rules: Record<string, unknown>, server: Record<string, unknown> = {}, forwardAuth?: Record<string, unknown>): string[] =>
       configWarnings(parseConfig(yamlOf(rules, server, forwardAuth), {})).filter((warning) => warning.includes('.networks'))
@@ -266,3 +288,18 @@ function networkAddressOf (bytes: number[], bits: number): string {
     return byte & (0xff << (8 - kept)) & 0xff
   }).join('.')
 }
+
+describe('a refusal with no allow rule matched, and the address', () => {
+  const bob: Identity = { sub: 'bob', subject: 'bob', email: 'bob@example.com', groups: [] }
+  it.each([
+    ['every allow rule names networks the address is not in: no account would pass from here', [{ networks: ['10.8.0.0/16'] }, { emails: ['boss@example.com'], networks: ['10.9.0.0/16'] }], '192.0.2.1', true],
+    ['an address that cannot be told, the same', [{ networks: ['10.8.0.0/16'] }], undefined, true],
+    ['an allow rule without networks: another account might pass', [{ networks: ['10.8.0.0/16'] }, { emails: ['boss@example.com'] }], '192.0.2.1', undefined],
+    ['an allow rule whose networks take the address, not the person: another account might pass', [{ emails: ['boss@example.com'], networks: ['192.0.2.0/24'] }], '192.0.2.1', undefined],
+    ['an excluded network: the address is out', [{ networks: ['0.0.0.0/0', '!192.0.2.0/24'] }], '192.0.2.1', true],
+  ])('%s', (_what, allow, address, byAddress) => {
+    const judgement = compileRules(lists(allow))(bob, 'GET', '/app/x', address)
+    expect(judgement).toMatchObject({ admit: false, rule: undefined, refusedBy: 'no_allow_rule' })
+    expect(judgement.byAddress).toBe(byAddress)
+  })
+})

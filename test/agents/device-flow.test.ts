@@ -346,7 +346,7 @@ describe('the device flow', () => {
     const { device_code: code } = await started(id)
     const form = (fields: [string, string][]) => new URLSearchParams(fields).toString()
     const valid = form([['grant_type', DEVICE_CODE], ['device_code', code], ['client_id', id]])
-    const rows: Array<[string, Record<string, string>, BodyInit, number, string]> = [
+    const rows: Array<[string, Record<string, string>, NonNullable<RequestInit['body']>, number, string]> = [
       ['the form as a CLI sends it', {}, valid, 400, 'authorization_pending'],
       ['with a charset', { 'content-type': 'application/x-www-form-urlencoded; charset=utf-8' }, valid, 400, 'authorization_pending'],
       ['in chunks, without a Content-Length', {}, new Blob([valid]).stream(), 400, 'authorization_pending'],
