@@ -58,8 +58,9 @@ async function readSet (url: string, timeoutMs: number): Promise<{ local: LocalS
   const response = await providerFetch(url, { method: 'GET', headers: { accept: 'application/json, application/jwk-set+json' }, signal: AbortSignal.timeout(timeoutMs) })
   if (response.status !== 200) throw new Error(`the JWKS answered ${response.status}`)
   const json = await response.json() as JSONWebKeySet
+  // An empty set is a key set (RFC 7517): the issuer withdrew every key (one revoked before its
+  // successor is out), and its tokens are refused, not kept passing (an outside tester's finding).
   const local = createLocalJWKSet(json)
-  if (json.keys.length === 0) throw new Error('the JWKS holds no key')
   return { local, kids: json.keys.map((key) => kidName({ kid: key.kid })) }
 }
 
@@ -175,6 +176,8 @@ export class IssuerKeys {
     const began = this.clock.now()
     this.triedAt = began
     this.pending = readSet(this.url, this.timeoutMs).then(({ local, kids }) => {
+      // Said once when the set becomes empty (or is empty at the first read), not at every read.
+      if (kids.length === 0 && (this.kids.length > 0 || this.generation === 0)) this.log?.warn({ provider: this.name, url: this.url }, 'the issuer publishes no signing key: every token of it is refused until it publishes one')
       // A key the issuer no longer publishes: its tokens are refused at once, not answered "try again".
       for (const kid of this.kids) if (!kids.includes(kid)) this.unknown.set(kid, -1)
       this.local = local

@@ -70,7 +70,7 @@ describe('an issuer\'s key set for machine clients', () => {
     mode = 'ok'
     const { set, clock } = keySet()
     expect(await outcome(set, 'k1')).toBe('key')
-    for (const bad of ['garbage', 'error', 'empty'] as const) {
+    for (const bad of ['garbage', 'error'] as const) {
       mode = bad
       clock.at += JWKS_COOLDOWN_MS
       const before = served
@@ -81,6 +81,31 @@ describe('an issuer\'s key set for machine clients', () => {
       expect(await outcome(set, 'k2')).toBe(`try again in ${JWKS_COOLDOWN_MS / 1000 - 2}`)
       expect(served).toBe(before + 1)
     }
+  })
+
+  it('an empty key set withdraws every key (RFC 7517: a key set): their tokens are refused, not kept passing, and said once', async () => {
+    keys = [await publicKey('k1')]
+    mode = 'ok'
+    const clock = { at: Date.UTC(2031, 0, 1), now: () => clock.at }
+    const warnings: string[] = []
+    const log = { warn: (_fields: unknown, message: string) => { warnings.push(message) }, info: () => {} }
+    const set = new IssuerKeys('demo', url, 2000, clock, log as unknown as ConstructorParameters<typeof IssuerKeys>[4])
+    expect(await outcome(set, 'k1')).toBe('key')
+    // The issuer revokes its only key before it has another: k1 is refused once a read has seen it gone.
+    mode = 'empty'
+    clock.at += JWKS_COOLDOWN_MS
+    expect(await outcome(set, 'made-up')).toBe('refused')
+    expect(await outcome(set, 'k1')).toBe('refused')
+    clock.at += JWKS_COOLDOWN_MS
+    expect(await outcome(set, 'other')).toBe('refused')
+    expect(await outcome(set, 'k1')).toBe('refused')
+    expect(warnings).toEqual(['the issuer publishes no signing key: every token of it is refused until it publishes one'])
+    // It publishes a new key: that one passes, k1 stays refused.
+    mode = 'ok'
+    keys = [await publicKey('k2')]
+    clock.at += JWKS_COOLDOWN_MS
+    expect(await outcome(set, 'k2')).toBe('key')
+    expect(await outcome(set, 'k1')).toBe('refused')
   })
 
   it('refuses an unknown kid only after a read begun since it was met, and at once a key the issuer dropped', async () => {
