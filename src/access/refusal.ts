@@ -30,17 +30,24 @@ export interface RefusalContext {
   byToken?: boolean
 }
 
+/** The conditions about the account: a rule with one of them might not hold for another account. */
+const ACCOUNT_CONDITIONS = new Set(['users', 'emails', 'domains', 'groups', 'claims', 'providers'])
+
 /**
  * What the 403 shows: the person's own identity and address and the refusing rule's name, never the
  * rule's values. `kinds`: the refusing rule's conditions (Judgement.refusedBy); `byAddress`: no allow
- * rule takes the address (Judgement.byAddress). Either way the address refused.
+ * rule takes the address (Judgement.byAddress). `byNetwork` when the address refused whatever the
+ * account: no allow rule takes it, or the refusing rule names networks and nothing about the account
+ * (a deny on contractors' group outside the VPN does not hold for a staff account: an outside
+ * tester's finding).
  */
 export function refusedBy (identity: Identity | undefined, rule: string | undefined, address?: string, kinds?: string, provider?: string,
   refusedFor?: Refused['refusedFor'], byAddress = false): Refused {
   const seen = identity === undefined
     ? undefined
     : { user: identity.sub, email: identity.email, emailVerified: identity.emailVerified !== false, groups: identity.groups }
-  const byNetwork = byAddress || (rule !== undefined && kinds?.split('+').includes('networks') === true)
+  const conditions = rule === undefined ? [] : kinds?.split('+') ?? []
+  const byNetwork = byAddress || (conditions.includes('networks') && !conditions.some((condition) => ACCOUNT_CONDITIONS.has(condition)))
   return {
     seen,
     rule,

@@ -3,7 +3,7 @@
 // validate.ts) collects every problem with its key path and line. Loading a config has no side
 // effects (no network, no store).
 import { readFile } from 'node:fs/promises'
-import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, type Document, type Node } from 'yaml'
+import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, visit, type Document, type Node } from 'yaml'
 import { Issues, formatPath, formatProblem, isObject, type ConfigProblem, type Path } from './problems.js'
 import { yamlSyntaxProblem } from './slips.js'
 import type { GatewayConfig } from './types.js'
@@ -170,6 +170,25 @@ function removeAt (plain: unknown, path: Path): void {
 }
 
 /**
+ * Where the first node with a YAML tag starts, if any. gateway.yaml uses none, and a value written
+ * with a bare `!` is one: `!10.8.0.0/16` (an excluded network) is an unknown tag that yaml drops
+ * with its text, read as nothing (an operator's finding), `! 10.8.0.0/16` the non-specific tag,
+ * read as the network itself, an exclusion turned into its opposite (an outside tester's), and
+ * `!!str`, `!!binary` or a `%TAG` directive change what a value is read as. Quoting says it plainly.
+ */
+function taggedNode (doc: Document): number | undefined {
+  let at: number | undefined
+  visit(doc, (_key, node) => {
+    if ((isScalar(node) || isMap(node) || isSeq(node)) && node.tag !== undefined) {
+      at = node.range?.[0] ?? 0
+      return visit.BREAK
+    }
+    return undefined
+  })
+  return at
+}
+
+/**
  * Parses and validates config text. Throws a {@link ConfigError} listing every problem.
  * @param source the file name used in messages
  */
@@ -182,14 +201,11 @@ export function parseConfig (text: string, env: Env = process.env, source = 'gat
     const message = first.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')
     throw new ConfigError(source, [yamlSyntaxProblem(text, { code: first.code, line: first.linePos?.[0]?.line, message })])
   }
-  // A value written with a bare `!` (`!10.8.0.0/16`, an excluded network) is a YAML tag, which
-  // gateway.yaml never uses: yaml drops it and keeps what follows (here nothing), so the value read
-  // is not the one written. Refused with the quoting to write (an operator's finding).
-  const tag = doc.warnings.find((warning) => warning.code === 'TAG_RESOLVE_FAILED')
-  if (tag !== undefined) {
+  const tagAt = taggedNode(doc)
+  if (tagAt !== undefined) {
     // The value is not echoed: it may be a secret that starts with `!`.
-    const message = 'a value that starts with a bare ! is read as a YAML tag, and gateway.yaml uses none: quote it, as in networks: ["!10.8.0.0/16"]'
-    throw new ConfigError(source, [{ path: 'YAML syntax', line: tag.linePos?.[0]?.line, message }])
+    const message = 'a value that starts with ! (`!10.8.0.0/16`, `! 10.8.0.0/16`, `!!str 5`) is read as a YAML tag, which changes or drops the value, and gateway.yaml uses none: quote the value, as in networks: ["!10.8.0.0/16"]'
+    throw new ConfigError(source, [{ path: 'YAML syntax', line: lineCounter.linePos(tagAt).line, message }])
   }
   const reading: Reading = { lines: new Map(), missing: [], secrets: [] }
   let plain: unknown

@@ -6,6 +6,7 @@
 // the sizes of what anyone may make the authorization server keep: a registration, a device code's
 // request, an authorization request's `state`.
 import { createHash } from 'node:crypto'
+import querystring from 'node:querystring'
 import { normalizeIP } from '@fastify/rate-limit'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { withoutPort } from '../config/networks.js'
@@ -86,10 +87,25 @@ export const TOKEN_REQUEST_MAX_BYTES = 8192
 export const PER_CREDENTIAL = 30
 
 /** The parameter that carries each grant's credential, and revocation's. */
-const CREDENTIAL_PARAMETER: Record<string, string> = {
+const CREDENTIAL_PARAMETER: Readonly<Record<string, string | undefined>> = {
   authorization_code: 'code',
   refresh_token: 'refresh_token',
   'urn:ietf:params:oauth:grant-type:device_code': 'device_code',
+}
+
+/**
+ * The form as oidc-provider reads it (lib/shared/selective_body.js): decoded in the Content-Type's
+ * charset (UTF-8 without one), then node:querystring with its first 1,000 parameters, so that the
+ * credential budgeted is the one it reads (an outside tester's finding: with URLSearchParams, a
+ * second `device_code` past the 1,000th parameter made two of it, and no budget of its own).
+ */
+function formOf (body: Buffer, contentType: string | undefined): querystring.ParsedUrlQuery | undefined {
+  const charset = /;\s*charset="?([^";\s]+)/i.exec(contentType ?? '')?.[1]
+  try {
+    return querystring.parse(charset === undefined ? body.toString() : new TextDecoder(charset).decode(body))
+  } catch {
+    return undefined
+  }
 }
 
 /**
@@ -97,32 +113,36 @@ const CREDENTIAL_PARAMETER: Record<string, string> = {
  * becomes a store key): the key of its own budget. None when the body names no one grant type or
  * credential once; oidc-provider refuses such a request, counted for the address alone.
  */
-export function credentialOf (body: unknown): string | undefined {
-  if (!Buffer.isBuffer(body)) return undefined
-  const form = new URLSearchParams(body.toString('latin1'))
-  const types = form.getAll('grant_type')
-  const name = types.length === 0 ? 'token' : types.length === 1 ? CREDENTIAL_PARAMETER[types[0]!] : undefined
-  const values = name === undefined ? [] : form.getAll(name)
-  return values.length === 1 && values[0] !== '' ? createHash('sha256').update(values[0]!).digest('base64url') : undefined
+export function credentialOf (request: FastifyRequest): string | undefined {
+  const form = Buffer.isBuffer(request.body) ? formOf(request.body, request.headers['content-type']) : undefined
+  if (form === undefined) return undefined
+  const type = form.grant_type
+  const name = type === undefined ? 'token' : typeof type === 'string' && Object.hasOwn(CREDENTIAL_PARAMETER, type) ? CREDENTIAL_PARAMETER[type] : undefined
+  const value = name === undefined ? undefined : form[name]
+  return typeof value === 'string' && value !== '' ? createHash('sha256').update(value).digest('base64url') : undefined
 }
 
 /**
  * The token and revocation endpoints' budgets, checked once the body is read: each credential its
  * own PER_CREDENTIAL a minute, so that one runaway client (a CLI that ignores slow_down, an agent
  * refreshing in a loop) spends only its own, then `perAddress` a minute from every client at one
- * address together, which bounds what anyone there sends with made-up credentials. A request over
- * its credential's budget is not counted for the address.
+ * address together, which bounds what anyone there sends with made-up credentials. The credential's
+ * count is read first and raised last: a request over its credential's budget is not counted for
+ * the address, and one the address refuses leaves no key for its credential (an outside tester's
+ * finding: made-up codes past the address's budget each left one in the store).
  */
 export function tokenBudgets (scope: FastifyInstance, perAddress: number) {
-  const credential = scope.createRateLimit({ max: PER_CREDENTIAL, timeWindow: 60_000, keyGenerator: (request) => `agents-credential:${credentialOf(request.body) ?? ''}` })
+  const credential = scope.createRateLimit({ max: PER_CREDENTIAL, timeWindow: 60_000, keyGenerator: (request) => `agents-credential:${credentialOf(request) ?? ''}` })
   const address = scope.createRateLimit({ max: perAddress, timeWindow: 60_000, keyGenerator: (request) => `agents-token:${normalizeIP(withoutPort(request.ip), 64)}` })
   return async (request: FastifyRequest): Promise<void> => {
-    if (credentialOf(request.body) !== undefined) {
-      const checked = await credential(request)
-      if (!checked.isAllowed && checked.isExceeded) throw tooMany('requests with this code or token')(request, checked)
+    const carries = credentialOf(request) !== undefined
+    if (carries) {
+      const spent = await credential(request, { increment: false })
+      if (!spent.isAllowed && spent.remaining === 0 && spent.ttl > 0) throw tooMany('requests with this code or token')(request, spent)
     }
     const checked = await address(request)
     if (!checked.isAllowed && checked.isExceeded) throw tooMany('token requests from your address')(request, checked)
+    if (carries) await credential(request)
   }
 }
 

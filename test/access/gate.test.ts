@@ -6,11 +6,12 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { queryRoutedPaths } from '../../src/config/path-fold.js'
 import type { PublicRule } from '../../src/config/types.js'
-import { anyOf, NO_RULES } from '../helpers/rules.js'
+import { anyOf, lists, NO_RULES } from '../helpers/rules.js'
 import { compileGate, decide, failed, NO_SESSION, publicMatcher, signedIn, UNREAD, type Decision, type GateRoute, type SessionState } from '../../src/access/gate.js'
 import type { Identity } from '../../src/session/record.js'
 import { refusal } from '../../src/access/refusal.js'
 import { GatewayError } from '../../src/errors.js'
+import { errorPage } from '../../src/http/pages.js'
 
 const loginFor = (provider: string) => (next: string) => `https://gw.example/oauth/login/${provider}/?next=${encodeURIComponent(next)}`
 
@@ -245,5 +246,28 @@ describe('the gate and the route\'s public matcher agree (fast-check)', () => {
       const decision = decide(gate, { method, target: path, address: undefined }, html, as(alice))
       expect(decision).toEqual(gate.isPublic(method, path) ? { kind: 'public' } : { kind: 'allow', accessToken: 'token-of-alice', identity: alice })
     }), { numRuns: 1000 })
+  })
+})
+
+describe('a 403 by address: only where no account would pass from there', () => {
+  const OUTSIDE = '203.0.113.9'
+  const SWITCH = 'https://gw.example/oauth/switch-account?next=%2Fapp%2Fx'
+  const answer = (route: GateRoute, identity: Identity, provider: string) =>
+    decide(compileGate(route, (next) => `https://gw.example/oauth/login/${provider}/?next=${encodeURIComponent(next)}`), { method: 'GET', target: '/app/x', address: OUTSIDE }, true, signedIn('t', identity, false, provider))
+  // An outside tester's finding: a deny naming the account and the network said "whichever account" and offered none.
+  it.each([
+    ['several providers: github accounts only from the office', lists(undefined, [{ providers: ['github'], networks: ['!10.0.0.0/8'] }]), { sub: 'a', subject: 'a', groups: [] }, 'github', { sub: 'b', subject: 'b', groups: [] }, 'google', false],
+    ['contractors only from the VPN', lists(undefined, [{ groups: ['contractors'], networks: ['!10.0.0.0/8'] }]), { sub: 'a', subject: 'a', groups: ['contractors'] }, 'google', { sub: 'a2', subject: 'a2', groups: ['staff'] }, 'google', false],
+    ['nobody from outside the VPN (a deny on networks alone)', lists(undefined, [{ networks: ['!10.0.0.0/8'] }]), { sub: 'a', subject: 'a', groups: [] }, 'google', undefined, undefined, true],
+    ['staff only from the VPN (every allow rule names networks)', lists([{ groups: ['staff'], networks: ['10.0.0.0/8'] }]), { sub: 'a', subject: 'a', groups: ['staff'] }, 'google', undefined, undefined, true],
+  ] as const)('%s', (_what, rules, refusedWho, refusedAt, otherWho, otherAt, fromHere) => {
+    const route: GateRoute = { path: '/app', auth: 'required', provider: 'google', providers: ['google', 'github'], rules, public: [] }
+    if (otherWho !== undefined) expect(answer(route, otherWho, otherAt!).kind).toBe('allow')
+    const decision = answer(route, refusedWho, refusedAt)
+    expect(decision.kind).toBe('forbidden')
+    const error = refusal(decision as Extract<Decision, { kind: 'forbidden' }>, { subject: 'this route', switchAccountUrl: SWITCH }) as GatewayError
+    expect(error.details.refused?.byNetwork === true).toBe(fromHere)
+    expect(error.details.switchAccountUrl).toBe(fromHere ? undefined : SWITCH)
+    expect(errorPage(error, '/').includes('whichever account makes them')).toBe(fromHere)
   })
 })

@@ -242,13 +242,21 @@ describe('networks in gateway.yaml', () => {
     expect(problems[0]!.startsWith(`${at}: must be`)).toBe(true)
   })
 
-  it('a bare !network (a YAML tag, read as nothing) is refused with the quoting to write, its text not echoed', () => {
-    const text = yamlOf({ deny: [{ domains: ['contractor.example'], networks: ['PLACE'] }] }).replace('- PLACE', '- !10.77.0.0/16')
-    expect(text).toContain('!10.77.0.0/16')
+  it.each([
+    ['a bare !network: an unknown tag, read as nothing (an operator\'s finding)', '- !10.77.0.0/16'],
+    ['! and a space: the non-specific tag, read as the network itself, the exclusion turned round (an outside tester\'s finding)', '- ! 10.77.0.0/16'],
+    ['in a flow list', '[ ! 10.77.0.0/16 ]'],
+    ['!!str', '- !!str 10.77.0.0/16'],
+  ])('a YAML tag is refused with the quoting to write, its text not echoed: %s', (_what, written) => {
+    const text = yamlOf({ deny: [{ domains: ['contractor.example'], networks: ['PLACE'] }] }).replace(/\n\s+- PLACE/, written.startsWith('[') ? ` ${written}` : `\n        ${written}`)
+    expect(text).toContain('10.77.0.0/16')
     const problems = configProblems(text)
-    expect(problems).toEqual([expect.stringMatching(/^YAML syntax: a value that starts with a bare ! is read as a YAML tag, and gateway.yaml uses none: quote it, .* \(line \d+\)$/)])
+    expect(problems).toEqual([expect.stringMatching(/^YAML syntax: a value that starts with ! .* is read as a YAML tag, which changes or drops the value, and gateway.yaml uses none: quote the value, .* \(line \d+\)$/)])
     expect(problems[0]).not.toContain('10.77')
-    // A secret that starts with ! is not echoed either.
+  })
+
+  it('a %TAG directive and a secret that starts with ! (not echoed) are refused alike', () => {
+    expect(configProblems(`%TAG !x! tag:yaml.org,2002:\n---\n${yamlOf({}).replace('clientSecret: s', 'clientSecret: !x!str s')}`)).toEqual([expect.stringMatching(/^YAML syntax: .* YAML tag/)])
     expect(configProblems(yamlOf({}).replace('clientSecret: s', 'clientSecret: !s3cr3t-value')).join('\n')).not.toContain('s3cr3t')
   })
 

@@ -341,6 +341,35 @@ describe('the device flow', () => {
     expect(keys).toEqual([])
   })
 
+  it('keeps no budget for a made-up code the address\'s budget refused (an outside tester\'s finding: one key each)', async () => {
+    const at = address()
+    const before = (await store.keys('*agents-credential*')).length
+    const statuses: number[] = []
+    for (let i = 0; i < TOKEN_REQUESTS * 3; i++) {
+      const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'x-forwarded-for': at }, body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: `junk-${i}`, client_id: 'x' }) })
+      statuses.push(response.status)
+      await response.arrayBuffer()
+    }
+    expect(statuses.filter((status) => status === 429)).toHaveLength(TOKEN_REQUESTS * 2)
+    expect((await store.keys('*agents-credential*')).length - before).toBe(TOKEN_REQUESTS)
+  })
+
+  it.each([
+    ['a second device_code past the 1,000th parameter (oidc-provider reads the first 1,000)', (form: string) => `${form}&${Array.from({ length: 1000 }, (_, i) => `p${i}=`).join('&')}&device_code=other`, 'application/x-www-form-urlencoded'],
+  ] as const)('budgets the device code oidc-provider reads, however the form is spelt: %s', async (_what, spell, contentType) => {
+    const at = address()
+    const id = await cli()
+    const { device_code: code } = await started(id)
+    const form = new URLSearchParams({ grant_type: DEVICE_CODE, device_code: code, client_id: id }).toString()
+    const answers: string[] = []
+    for (let i = 0; i <= PER_CREDENTIAL; i++) {
+      const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'content-type': contentType, 'x-forwarded-for': at }, body: spell(form) })
+      answers.push(String((await response.json() as TokenAnswer).error))
+    }
+    expect(answers[0]).toMatch(/^(authorization_pending|slow_down)$/)
+    expect(answers.at(-1)).toBe('rate_limited')
+  })
+
   it('reads the token endpoint\'s form once and hands oidc-provider the same bytes: hostile bodies', async () => {
     const id = await cli()
     const { device_code: code } = await started(id)
