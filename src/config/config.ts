@@ -188,6 +188,19 @@ function taggedNode (doc: Document): number | undefined {
   return at
 }
 
+/** Where the first alias that names no anchor set before it starts, if any (yaml's toJS would throw a ReferenceError without a place). */
+function unresolvedAlias (doc: Document): number | undefined {
+  let at: number | undefined
+  visit(doc, {
+    Alias (_key, node) {
+      if (node.resolve(doc) !== undefined) return undefined
+      at = node.range?.[0] ?? 0
+      return visit.BREAK
+    },
+  })
+  return at
+}
+
 /**
  * Parses and validates config text. Throws a {@link ConfigError} listing every problem.
  * @param source the file name used in messages
@@ -200,6 +213,12 @@ export function parseConfig (text: string, env: Env = process.env, source = 'gat
   if (first) {
     const message = first.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')
     throw new ConfigError(source, [yamlSyntaxProblem(text, { code: first.code, line: first.linePos?.[0]?.line, message })])
+  }
+  const unresolved = unresolvedAlias(doc)
+  if (unresolved !== undefined) {
+    // Not echoed either: `clientSecret: *x...` is a secret that starts with `*` as often as an alias.
+    const message = 'a value that starts with * is read as a YAML alias, and no anchor (&name) before it has its name: quote the value if the * is part of it'
+    throw new ConfigError(source, [{ path: 'YAML syntax', line: lineCounter.linePos(unresolved).line, message }])
   }
   const tagAt = taggedNode(doc)
   if (tagAt !== undefined) {

@@ -41,6 +41,13 @@ describe('YAML aliases', () => {
     expect(message).toMatch(/^ConfigError: test\.yaml: /)
     expect(message).not.toMatch(/call stack/i)
   })
+
+  it('an alias that names no anchor (a secret that starts with *) is said as what it is, with its line, the value not echoed', () => {
+    // It read "its aliases expand to too many values", without a line (an outside tester's finding).
+    const message = messageOf(`${SESSION}providers:\n  corp:\n    clientSecret: *Sup3rSecretValue\nroutes: []\n`)
+    expect(message).toMatch(/a value that starts with \* is read as a YAML alias, and no anchor \(&name\) before it has its name: quote the value if the \* is part of it \(line \d+\)/)
+    expect(message).not.toContain('Sup3rSecretValue')
+  })
 })
 
 describe('a secret in a config message', () => {
