@@ -137,8 +137,11 @@ class GrantKeys {
 
   /** Everything the grant issued, and the grant, deleted; then the gateway's side of it (its session). */
   async revoke (grantId: string): Promise<void> {
+    // Each list read, what it names deleted, then the list: a reply lost half-way leaves the rest to a retry.
     for (const list of this.keys(grantId)) {
-      for (const key of await this.store.takeMembers(list)) await this.store.delete(key)
+      const keys = await this.store.members(list)
+      for (const key of keys) await this.store.delete(key)
+      for (const key of keys) await this.store.removeMember(list, key)
     }
     for (const key of recordKeys(this.sealer, 'Grant', grantId)) await this.store.delete(key)
     await this.events.grantRevoked(grantId)

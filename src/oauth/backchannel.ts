@@ -120,21 +120,20 @@ export class BackchannelLogout {
     }
     const [claim, value] = claims.sid !== undefined ? ['sid', claims.sid] as const : ['sub', claims.sub!] as const
     let ids: string[] = []
-    let ended = 0
     try {
-      ids = await this.index.take(provider.name, claim, value)
+      // Read, ended, then taken out of the index: a store that fails half-way (a 503, a reply come
+      // too late) leaves the index whole for the provider's retry of the same token.
+      ids = await this.index.find(provider.name, claim, value)
       for (const id of ids) {
         // A kept sign-in that waits for the person's consent to an agent (agents/pending.ts) goes with its provider session.
         if (isPendingSignInKey(id)) await this.store.delete(id)
         else await this.sessions.endById(id)
-        ended++
       }
+      await this.index.drop(provider.name, claim, value, ids)
     } catch (error) {
-      // The store failed half-way (503): the provider sends the same token again, and that retry
-      // must end what this one did not. So the jti is released and the sessions not yet ended go
-      // back into the index; best effort, since the store may fail again (the jti then stays used
-      // until rememberMs, and those sessions end at their own timeouts).
-      await Promise.all([this.store.delete(used), ...ids.slice(ended).map((id) => this.index.add(provider.name, { [claim]: value }, id))]).catch(() => {})
+      // The retry must be taken: the jti is released (best effort, since the store may fail again:
+      // it then stays used until rememberMs, and those sessions end at their own timeouts).
+      await this.store.delete(used).catch(() => {})
       throw error
     }
     this.log.info({ provider: provider.name, by: claim, sessions: ids.length }, 'back-channel logout')

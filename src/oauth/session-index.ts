@@ -71,12 +71,20 @@ export class SessionIndex {
     for (const key of this.keys(this.hashKeys, providerSessions)) await this.store.removeMember(key, id)
   }
 
-  /** The ids of the sessions with this `sid` or `sub` under any secret, and the entries removed (they are about to end). */
-  async take (provider: string, claim: SessionClaim, value: string): Promise<string[]> {
+  /** The ids of the sessions with this `sid` or `sub` under any secret (read: the caller ends them, then {@link drop}s them). */
+  async find (provider: string, claim: SessionClaim, value: string): Promise<string[]> {
     const ids = new Set<string>()
     for (const hashKey of this.hashKeys) {
-      for (const id of await this.store.takeMembers(storeKey(hashKey, provider, claim, value))) ids.add(id)
+      for (const id of await this.store.members(storeKey(hashKey, provider, claim, value))) ids.add(id)
     }
     return [...ids]
+  }
+
+  /** Takes ended sessions' ids out of this `sid` or `sub`'s entries, under every secret. */
+  async drop (provider: string, claim: SessionClaim, value: string, ids: readonly string[]): Promise<void> {
+    for (const hashKey of this.hashKeys) {
+      const key = storeKey(hashKey, provider, claim, value)
+      for (const id of ids) await this.store.removeMember(key, id)
+    }
   }
 }

@@ -131,7 +131,7 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
       const target = await listedAs(session, request.params.publicId)
       return reply.redirect(revokeUrl(target.publicId), 303)
     }
-    const target = await personIndex.take(session.record, request.params.publicId)
+    const target = await personIndex.find(session.record, request.params.publicId)
     if (target === null) throw notYours()
     if (target === session.id) await endSession(sessions, request, reply, session)
     else await sessions.endById(target)

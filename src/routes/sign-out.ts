@@ -30,7 +30,7 @@ interface SignOutParameters {
  */
 async function endOthers ({ personIndex, sessions, config }: OAuthContext, session: Session, request: FastifyRequest): Promise<void> {
   // Marked for state.ttl: the longest an agent's sign-in is kept before its Allow (routes/agents.ts).
-  const { others, gone } = await personIndex.takeOthers(session.record, session.id, config.state.ttlMs)
+  const { others, gone } = await personIndex.othersOf(session.record, session.id, config.state.ttlMs)
   for (const id of others) await sessions.endById(id)
   // A session listed but gone may have been renamed by a sign-in in the meantime: its new id too.
   const skip = new Set([session.id, ...others])

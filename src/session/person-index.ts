@@ -180,38 +180,36 @@ export class PersonIndex {
   }
 
   /**
-   * The store id of the session listed as `publicId` for the person `record` signs in as, and its
-   * entries removed; null when that person has no such session (another person's id included).
+   * The store id of the session listed as `publicId` for the person `record` signs in as; null when
+   * that person has no such session (another person's id included). Its entries stay until the
+   * caller has ended it (the next read prunes them): a revoke whose store reply came late (a 503)
+   * finds it again when tried again (an outside tester's finding: taken out first, it was left
+   * running, unlisted, and no page could end it).
    */
-  async take (record: SessionRecord, publicId: string): Promise<string | null> {
+  async find (record: SessionRecord, publicId: string): Promise<string | null> {
     if (!PUBLIC_ID.test(publicId)) return null
-    let sessionId: string | null = null
-    for (const { key, member, entry } of await this.entries(record)) {
-      if (entry.publicId !== publicId) continue
-      sessionId = entry.sessionId
-      await this.store.removeRanked(key, member)
+    for (const { entry } of await this.entries(record)) {
+      if (entry.publicId === publicId) return entry.sessionId
     }
-    return sessionId
+    return null
   }
 
   /**
-   * The store ids of every other session of the person `record` signs in as, and their entries
-   * removed (`others`); and those listed whose session was gone when read (`gone`), which the
+   * The store ids of every other session of the person `record` signs in as (`others`: their
+   * entries stay until the caller has ended them, as find's); and those listed whose session was gone when read (`gone`), which the
    * caller follows to where a sign-in renamed them (an outside tester's finding: a session renamed
    * between the list's read and its check was missed). First the person is marked signed out
    * everywhere for `markMs` (signedOutSince): a sign-in kept from before then (an agent's consent
    * page left open) is made no session.
    */
-  async takeOthers (record: SessionRecord, currentId: string, markMs: number): Promise<{ others: string[], gone: string[] }> {
+  async othersOf (record: SessionRecord, currentId: string, markMs: number): Promise<{ others: string[], gone: string[] }> {
     const now = String(this.clock.now())
     // Under every secret's key: an instance of a rolling rotation that seals with the other finds it.
     for (const { key } of this.personKeys(record, this.hashKeys, true)) await this.store.set(storeKeys.signedOutEverywhere(key), now, markMs)
     const others = new Set<string>()
     const gone: string[] = []
-    for (const { key, member, entry } of await this.entries(record, gone)) {
-      if (entry.sessionId === currentId) continue
-      others.add(entry.sessionId)
-      await this.store.removeRanked(key, member)
+    for (const { entry } of await this.entries(record, gone)) {
+      if (entry.sessionId !== currentId) others.add(entry.sessionId)
     }
     return { others: [...others], gone: gone.filter((id) => id !== currentId) }
   }
@@ -236,7 +234,7 @@ export class PersonIndex {
 
   /**
    * Whether the person `record` signs in as signed out everywhere at or after `at` (clock ms), at
-   * any of its providers' keys: within the mark's time (takeOthers' `markMs`).
+   * any of its providers' keys: within the mark's time (othersOf's `markMs`).
    */
   async signedOutSince (record: SessionRecord, at: number): Promise<boolean> {
     for (const { key } of this.personKeys(record, this.hashKeys, true)) {

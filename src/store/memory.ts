@@ -116,9 +116,8 @@ export class MemoryStore implements SessionStore {
     this.liveRanked(key)?.members.delete(member.toString('latin1'))
   }
 
-  async takeMembers (key: string): Promise<string[]> {
+  async members (key: string): Promise<string[]> {
     const set = this.liveSet(key)
-    this.sets.delete(key)
     return set ? [...set.members] : []
   }
 

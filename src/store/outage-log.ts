@@ -36,6 +36,9 @@ export function causeOf (error: unknown): string {
 
 export const DEFAULT_HYSTERESIS: Hysteresis = { downAfterMs: 1000, upAfterMs: 1000 }
 
+/** At most one line a minute for failures shorter than an outage (each ends with an answer). */
+export const BLIPS_LINE_MS = 60_000
+
 /**
  * The up/down state of one store or node. Feed it every failure and success (connection events and
  * command results); it logs a warn line when failures have persisted for `downAfterMs` with no
@@ -55,6 +58,9 @@ export class OutageLog {
   private failuresDuringOutage = 0
   /** Failures have lasted downAfterMs with no cause said yet: the line waits for one (causeWaitMs). */
   private awaitingCause = false
+  /** Runs of failures shorter than an outage since the last line about them, and when that was. */
+  private blipsUnsaid = 0
+  private blipsSaidAt = -Infinity
 
   constructor (
     private readonly log: Logger,
@@ -101,6 +107,7 @@ export class OutageLog {
     if (this.awaitingCause) this.markDown()
     if (!this.down) {
       // A blip shorter than downAfterMs: not an outage, and its cause is not the next one's.
+      if (this.runStart !== undefined) this.blip()
       this.cancel()
       this.lastReason = ''
       return
@@ -141,6 +148,24 @@ export class OutageLog {
     this.awaitingCause = true
     this.timer = setTimeout(() => setImmediate(() => { if (this.awaitingCause) this.markDown() }), waitMs)
     this.timer.unref()
+  }
+
+  /**
+   * A run of failures ended by an answer before it was an outage: requests that needed the store
+   * then got 503 (a command whose reply came after store.timeout, a connection that came back). Said
+   * at most once a minute, with how many such runs there were: before, only a debug line per
+   * request told of them (an outside tester's finding). A sentinel's serve no request.
+   */
+  private blip (): void {
+    this.blipsUnsaid++
+    const now = this.clock.now()
+    if ('sentinel' in this.subject || now - this.blipsSaidAt < BLIPS_LINE_MS) return
+    const what = 'replicasOf' in this.subject
+      ? 'no replica of the session store acknowledged a write in time, then one did; the sign-in or refresh that wrote it got 503 session_store_unavailable'
+      : `${this.target} failed for less than ${this.hysteresis.downAfterMs} ms; requests that needed it then got 503 session_store_unavailable`
+    this.log.warn({ ...this.subject, reason: this.lastReason || 'connection closed', times: this.blipsUnsaid }, `${what} (said at most once a minute: times counts since the last such line)`)
+    this.blipsUnsaid = 0
+    this.blipsSaidAt = now
   }
 
   private markDown (): void {

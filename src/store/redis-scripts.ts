@@ -22,8 +22,6 @@ const CAP_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then 
 const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
 /** SADD ARGV[1], then the set's expiry grown to ARGV[2] ms as GROW_EXPIRY grows it. */
 const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
-/** The set's members, and the set deleted: taken once, by one caller. */
-const TAKE_MEMBERS = "local members = redis.call('smembers', KEYS[1]) redis.call('del', KEYS[1]) return members"
 /**
  * ZADD ARGV[1] (member) with score ARGV[2], the expiry grown to ARGV[3], then only the ARGV[4]
  * highest-scored members kept: the ones removed are returned (lowest first).
@@ -48,10 +46,9 @@ declare module 'ioredis' {
     replaceValue (key: string, expected: Buffer, value: string | Buffer, ttlMs: number): Result<number, Context>
     /** CAP_EXPIRY: a key's expiry brought nearer, never further. */
     capExpiry (key: string, ttlMs: number): Result<number, Context>
-    /** GROW_EXPIRY, ADD_MEMBER, TAKE_MEMBERS: the Sets role, one script on one key each. */
+    /** GROW_EXPIRY, ADD_MEMBER: the Sets role's writes, one script on one key each. */
     growExpiry (key: string, ttlMs: number): Result<number, Context>
     addMember (key: string, member: string, ttlMs: number): Result<number, Context>
-    takeMembers (key: string): Result<string[], Context>
     /** ADD_RANKED: the ranked sets' bounded add. */
     addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<string[], Context>
     /** The same, with the dropped members as bytes (ioredis defines the Buffer form of each command). */
@@ -68,7 +65,6 @@ export function defineScripts (redis: Redis | Cluster): void {
   redis.defineCommand('capExpiry', { numberOfKeys: 1, lua: CAP_EXPIRY })
   redis.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
   redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })
-  redis.defineCommand('takeMembers', { numberOfKeys: 1, lua: TAKE_MEMBERS })
   redis.defineCommand('addRanked', { numberOfKeys: 1, lua: ADD_RANKED })
   redis.defineCommand('addRankedIfRoom', { numberOfKeys: 1, lua: ADD_RANKED_IF_ROOM })
 }

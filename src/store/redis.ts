@@ -273,7 +273,7 @@ export class RedisStore implements SessionStore {
 
   async addMember (key: string, member: string, ttlMs: number) { await this.run(() => this.redis.addMember(key, member, ttlMs)) }
   async extend (key: string, ttlMs: number) { await this.run(() => this.redis.growExpiry(key, ttlMs)) }
-  takeMembers (key: string) { return this.run(() => this.redis.takeMembers(key)) }
+  members (key: string) { return this.run(() => this.redis.smembers(key)) }
   async removeMember (key: string, member: string) { await this.run(() => this.redis.srem(key, member)) }
   addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number) { return this.run(() => this.redis.addRankedBuffer(key, member, score, ttlMs, max)) }
   async addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number) { return (await this.run(() => this.redis.addRankedIfRoom(key, member, score, ttlMs, max))) === 1 }

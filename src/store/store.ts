@@ -61,8 +61,12 @@ export interface Sets {
   addMember (key: string, member: string, ttlMs: number): Promise<void>
   /** Makes the set live at least `ttlMs` more (never shortens it); nothing if it is absent. */
   extend (key: string, ttlMs: number): Promise<void>
-  /** Every member, and the set deleted, atomically: only one caller ever gets them. */
-  takeMembers (key: string): Promise<string[]>
+  /**
+   * Every member (none when absent). Read, not taken: a caller ends what they point to, then takes
+   * each out, so that a reply lost on the way (a 503) leaves them to the retry (an outside tester's
+   * finding: a back-channel logout whose take answered late was answered 200 on its retry and ended nothing).
+   */
+  members (key: string): Promise<string[]>
   /** Takes `member` out of the set, its expiry unchanged (an empty set is gone); nothing if it is absent. */
   removeMember (key: string, member: string): Promise<void>
   /**

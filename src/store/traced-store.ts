@@ -31,7 +31,7 @@ export class TracedStore implements SessionStore {
   claim (key: string, value: string, ttlMs: number): Promise<boolean> { return this.traced('claim', () => this.store.claim(key, value, ttlMs)) }
   addMember (key: string, member: string, ttlMs: number): Promise<void> { return this.traced('addMember', () => this.store.addMember(key, member, ttlMs)) }
   extend (key: string, ttlMs: number): Promise<void> { return this.traced('extend', () => this.store.extend(key, ttlMs)) }
-  takeMembers (key: string): Promise<string[]> { return this.traced('takeMembers', () => this.store.takeMembers(key)) }
+  members (key: string): Promise<string[]> { return this.traced('members', () => this.store.members(key)) }
   removeMember (key: string, member: string): Promise<void> { return this.traced('removeMember', () => this.store.removeMember(key, member)) }
   addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> { return this.traced('addRanked', () => this.store.addRanked(key, member, score, ttlMs, max)) }
   rankedMembers (key: string): Promise<Buffer[]> { return this.traced('rankedMembers', () => this.store.rankedMembers(key)) }

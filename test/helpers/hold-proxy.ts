@@ -17,6 +17,8 @@ export interface HoldProxy {
   /** Arms a hold of replies: the chunk containing `on` runs, the replies from then on wait. */
   armReplies (on: string[]): Promise<void>
   release (): void
+  /** Takes back an arming that was never met (the command it waits for did not come). */
+  disarm (): void
   close (): Promise<void>
 }
 
@@ -78,6 +80,7 @@ export async function startHoldProxy (redisUrl: string): Promise<HoldProxy> {
     }),
     armReplies: (on) => new Promise<void>((resolve) => { armedReplies = { on, held: resolve } }),
     release: () => { for (const r of releases.splice(0)) r() },
+    disarm: () => { armed = undefined; armedReplies = undefined },
     close: async () => {
       for (const r of releases.splice(0)) r()
       for (const s of sockets) s.destroy()

@@ -240,9 +240,10 @@ describe('the back-channel logout index', () => {
     clock.ms = 50_000
     await rotated.touch({ demo: { sid: 'sid-1', sub: 'alice' } })
     clock.ms = 100_000
-    expect((await rotated.take('demo', 'sub', 'alice')).sort()).toEqual(['session-1', 'session-2'])
-    expect(await rotated.take('demo', 'sub', 'alice')).toEqual([])
-    expect(await rotated.take('demo', 'sid', 'sid-1')).toEqual(['session-1'])
+    expect((await rotated.find('demo', 'sub', 'alice')).sort()).toEqual(['session-1', 'session-2'])
+    await rotated.drop('demo', 'sub', 'alice', ['session-1', 'session-2'])
+    expect(await rotated.find('demo', 'sub', 'alice')).toEqual([])
+    expect(await rotated.find('demo', 'sid', 'sid-1')).toEqual(['session-1'])
   })
 })
 

@@ -32,7 +32,7 @@ function counting (store: SessionStore): { store: SessionStore, writes: string[]
       const value: unknown = Reflect.get(target, name, receiver)
       if (typeof value !== 'function') return value
       const method = value as (...args: unknown[]) => unknown
-      const isWrite = ['set', 'replace', 'delete', 'take', 'claim', 'publish', 'addMember', 'takeMembers', 'extend', 'addRanked', 'addRankedIfRoom', 'removeRanked', 'acquire', 'release'].includes(String(name))
+      const isWrite = ['set', 'replace', 'delete', 'take', 'claim', 'publish', 'addMember', 'removeMember', 'extend', 'addRanked', 'addRankedIfRoom', 'removeRanked', 'acquire', 'release'].includes(String(name))
       return (...args: unknown[]) => {
         if (isWrite) writes.push(String(name))
         return method.apply(target, args)

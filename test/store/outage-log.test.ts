@@ -1,5 +1,5 @@
 // The outage log's hysteresis, with time injected (fake timers): failures mixed with answers (a
-// flapping connection, a partial cluster outage) log nothing; failures that persist log one
+// flapping connection, a partial cluster outage) are no outage, told at most once a minute; failures that persist log one
 // "unreachable" line, and only steady answers log the one "reachable again" line.
 import type { FastifyBaseLogger } from 'fastify'
 import pino from 'pino'
@@ -23,6 +23,8 @@ afterEach(() => {
 })
 
 const messages = () => lines.map((line) => (JSON.parse(line) as { msg: string }).msg)
+/** The line about failures shorter than an outage. */
+const BRIEF = 'session store node failed for less than 1000 ms; requests that needed it then got 503 session_store_unavailable (said at most once a minute: times counts since the last such line)'
 
 /** Calls `event` every 50 ms for `ms`. */
 function every50 (ms: number, event: (i: number) => void): void {
@@ -33,17 +35,20 @@ function every50 (ms: number, event: (i: number) => void): void {
 }
 
 describe('OutageLog', () => {
-  it('logs nothing for failures mixed with answers, however long they go on', () => {
-    every50(60_000, (i) => i % 3 === 0 ? outage.succeeded() : outage.failed('Connection is closed.'))
-    expect(messages()).toEqual([])
+  it('logs failures mixed with answers as no outage, and at most one line a minute about them, however long they go on', () => {
+    every50(120_000, (i) => i % 3 === 0 ? outage.succeeded() : outage.failed('Connection is closed.'))
+    expect(messages()).toEqual([BRIEF, BRIEF])
+    // The second line counts the runs of failures since the first: 800 in a minute of this.
+    expect(lines.map((line) => (JSON.parse(line) as { times: number }).times)).toEqual([1, 400])
     expect(outage.isDown).toBe(false)
   })
 
-  it('logs a blip shorter than downAfterMs as nothing', () => {
+  it('logs a blip shorter than downAfterMs as no outage, once, with its cause (a 503 it caused has its reason in the log)', () => {
     every50(900, () => outage.failed('Command timed out'))
     outage.succeeded()
     vi.advanceTimersByTime(5000)
-    expect(messages()).toEqual([])
+    expect(messages()).toEqual([BRIEF])
+    expect(JSON.parse(lines[0]!)).toMatchObject({ level: 40, node: '127.0.0.1:7001', reason: 'Command timed out', times: 1 })
   })
 
   it('logs one line when failures persist and one when answers have been steady, not on a single answer', () => {
