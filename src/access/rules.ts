@@ -12,8 +12,8 @@
 //
 // A `deny` glob also holds on the path as a case-insensitive application reads it (lower case, each
 // segment without trailing dots and spaces and IIS's NTFS stream suffix: src/config/path-fold.ts,
-// the edge's own fold), compared
-// with the glob folded the same way: `/wiki/ADMIN./users` is `/wiki/admin/users` to Express or IIS.
+// the edge's own fold), compared with the glob folded the same way: `/wiki/ADMIN./users` is
+// `/wiki/admin/users` to Express or IIS.
 // So does the path as common routers dispatch it (src/config/path-fold.ts routedForms): a script
 // segment followed by more (`/app/index.php/admin/x`, PHP's PATH_INFO), a trailing `/` (Express's
 // and Rails' loose routing) and a format suffix (`/admin.json`, Rails) taken away; and so does a path
@@ -272,8 +272,15 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
     kinds: CONDITION_NAMES.filter((key) => rule[key].length > 0).join('+'),
     // A rule without conditions holds for nobody (the config refuses one).
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
-    takesAddress: rule.networks.length === 0 ? () => true : ((inNetworks) => (address: string | undefined) => inNetworks(address) === true)(networkTest(rule.networks)),
+    takesAddress: addressTest(rule),
   }
+}
+
+/** Whether `rule`'s networks (any address when it names none) take an address: one that cannot be told is taken by none. */
+function addressTest (rule: Rule): (address: string | undefined) => boolean {
+  if (rule.networks.length === 0) return () => true
+  const inNetworks = networkTest(rule.networks)
+  return (address) => inNetworks(address) === true
 }
 
 /** The methods a refused person is tried in for another request they would pass. */

@@ -196,11 +196,11 @@ export class PersonIndex {
 
   /**
    * The store ids of every other session of the person `record` signs in as (`others`: their
-   * entries stay until the caller has ended them, as find's); and those listed whose session was gone when read (`gone`), which the
-   * caller follows to where a sign-in renamed them (an outside tester's finding: a session renamed
-   * between the list's read and its check was missed). First the person is marked signed out
-   * everywhere for `markMs` (signedOutSince): a sign-in kept from before then (an agent's consent
-   * page left open) is made no session.
+   * entries stay until the caller has ended them, as find's); and those listed whose session was
+   * gone when read (`gone`), which the caller follows to where a sign-in renamed them (an outside
+   * tester's finding: a session renamed between the list's read and its check was missed). First
+   * the person is marked signed out everywhere for `markMs` (signedOutSince): a sign-in kept from
+   * before then (an agent's consent page left open) is made no session.
    */
   async othersOf (record: SessionRecord, currentId: string, markMs: number): Promise<{ others: string[], gone: string[] }> {
     const now = String(this.clock.now())
