@@ -131,3 +131,16 @@ export function registrationProblem (metadata: Record<string, unknown>): { field
   }
   return undefined
 }
+
+/**
+ * Where a client wants the browser back, as the consent page shows it: none for the device flow
+ * (the CLI polls for its tokens); a web address (https, or http on loopback) by its host; a
+ * private-use URI (an app's own scheme, whose host means nothing to the system) whole but its
+ * query, so that no address hides behind its scheme.
+ */
+export function redirectShown (uri: unknown): string | undefined {
+  const redirect = typeof uri === 'string' ? URL.parse(uri) : null
+  if (redirect === null) return undefined
+  if (redirect.protocol === 'https:' || redirect.protocol === 'http:') return redirect.host
+  return `${redirect.protocol}${redirect.host === '' ? '' : `//${redirect.host}`}${redirect.pathname}`.slice(0, 200)
+}

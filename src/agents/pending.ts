@@ -7,7 +7,7 @@
 // page is open deletes the kept sign-in, and the Allow that follows finds nothing to make a session of.
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { SignIn } from '../session/record.js'
-import { storeKeys, type KeyValue } from '../store/store.js'
+import { storeKeys, type KeyValue, type Lock } from '../store/store.js'
 
 const PURPOSE = 'agents-pending'
 
@@ -24,7 +24,7 @@ export interface PendingSignIn {
 }
 
 export class PendingSignIns {
-  constructor (private readonly store: KeyValue, private readonly sealer: Sealer, private readonly ttlMs: number) {}
+  constructor (private readonly store: KeyValue & Lock, private readonly sealer: Sealer, private readonly ttlMs: number) {}
 
   /** Where the sign-in is kept: under every secret's id, the current one first (one kept by an instance before a rotation). */
   private keys (token: string): string[] {
@@ -45,12 +45,31 @@ export class PendingSignIns {
     return await this.read(uid, cookie, async (key) => await this.store.get(key))
   }
 
-  /** Takes the sign-in (allowed or denied: used once); undefined when it is gone already. */
-  async take (uid: string, cookie: string | undefined): Promise<PendingSignIn | undefined> {
-    return await this.read(uid, cookie, async (key) => await this.store.take(key))
+  /**
+   * The sign-in, claimed for the person's answer (allowed or denied: once, even by two answers at
+   * the same moment); undefined when it is gone or answered already. `given` when the answer is
+   * written (the kept sign-in deleted, best effort: the claim already stops a second answer);
+   * `giveBack` when writing it failed (a store reply that came too late: the person's retry of the
+   * same answer goes on, where taking it first had lost the authorization, an outside tester's
+   * finding). The claim holds a value of this answer's own: giving back never frees another's.
+   */
+  async answer (uid: string, cookie: string | undefined): Promise<{ signIn: PendingSignIn, given: () => Promise<void>, giveBack: () => Promise<void> } | undefined> {
+    let at: string | undefined
+    const signIn = await this.read(uid, cookie, async (key) => { const sealed = await this.store.get(key); if (sealed !== null) at = key; return sealed })
+    if (signIn === undefined || at === undefined) return undefined
+    const kept = at
+    const claim = { key: `${kept}:answered`, owner: randomToken() }
+    const giveBack = async (): Promise<void> => { await this.store.release(claim).catch(() => false) }
+    try {
+      if (!await this.store.claim(claim.key, claim.owner, this.ttlMs)) return undefined
+    } catch (error) {
+      await giveBack()
+      throw error
+    }
+    return { signIn, given: async () => { await this.store.delete(kept).catch(() => {}) }, giveBack }
   }
 
-  /** The kept sign-in for `uid` that `fetch` reads (or takes) from the store, opened. */
+  /** The kept sign-in for `uid` that `fetch` reads from the store, opened. */
   private async read (uid: string, cookie: string | undefined, fetch: (key: string) => Promise<string | null>): Promise<PendingSignIn | undefined> {
     const token = this.token(uid, cookie)
     if (token === undefined) return undefined

@@ -9,12 +9,37 @@
 // before its step 3 (an outside tester's finding: an instance at step 2 found none of them).
 // @see https://github.com/panva/node-oidc-provider/blob/main/example/my_adapter.js
 import { errors, type Adapter, type AdapterPayload } from 'oidc-provider'
+import { randomBytes } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
 import { firstHeld, type SessionStore } from '../store/store.js'
 import { AGENT_SCOPE } from './endpoints.js'
+import { onFailure, undoAll } from './request-undo.js'
 
 const PREFIX = 'agents:'
+/**
+ * Claims the one use of the code or token kept at `key`: true when this request did. The claim
+ * holds a value of this request's own, so that the request's failure gives back only its own claim
+ * (request-undo.ts), never another use's.
+ */
+async function claimOnce (store: SessionStore, key: string, ttlMs: number): Promise<boolean> {
+  const claim = { key: consumedKey(key), owner: randomBytes(12).toString('base64url') }
+  return await undoneOnStoreFailure(async () => {
+    onFailure(async () => { await store.release(claim) })
+    return await store.claim(claim.key, claim.owner, ttlMs)
+  })
+}
+
+/** `step`, and when the store fails in it, the request's claims given back before oidc-provider answers 503 (request-undo.ts). */
+async function undoneOnStoreFailure<T> (step: () => Promise<T>): Promise<T> {
+  try {
+    return await step()
+  } catch (error) {
+    await undoAll()
+    throw error
+  }
+}
+
 /** Models whose records a second use must find consumed. */
 const CONSUMABLE = new Set(['AuthorizationCode', 'RefreshToken', 'DeviceCode'])
 /** What a record keeps when oidc-provider gives no lifetime (a registered client): bounded all the same. */
@@ -91,8 +116,8 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     async consume (id: string): Promise<void> {
       const key = await writeKey(store, sealer, this.model, id)
       const ttlMs = Math.max(await store.remainingMs(key) ?? 0, 1000)
-      if (await store.claim(consumedKey(key), '1', ttlMs)) {
-        if (this.model === 'RefreshToken') await grants.rotated(id, key, (await this.find(id))?.grantId, ttlMs)
+      if (await claimOnce(store, key, ttlMs)) {
+        if (this.model === 'RefreshToken') await grants.rotated(id, await this.located(id), (await this.find(id))?.grantId, ttlMs)
         return
       }
       const payload = await this.find(id)
@@ -129,10 +154,14 @@ class GrantKeys {
    * whole, each rotated token's record (1.2 KB) and list entry stayed for the token's 30 days: a
    * person refreshing at 120 a minute grew the store by 200 MB a day. Now about 300 bytes.
    */
-  async rotated (id: string, key: string, grantId: string | undefined, ttlMs: number): Promise<void> {
-    if (grantId === undefined) return
-    await this.store.set(key, this.sealer.seal('agents-RefreshToken', id, JSON.stringify({ grantId, used: true })), ttlMs)
-    for (const list of this.keys(grantId)) await this.store.removeMember(list, key)
+  async rotated (id: string, kept: { key: string, value: string } | undefined, grantId: string | undefined, ttlMs: number): Promise<void> {
+    if (grantId === undefined || kept === undefined) return
+    // Should the request fail after this, the record is put back whole, with the claim (request-undo.ts).
+    onFailure(async () => { await this.store.set(kept.key, kept.value, ttlMs); await this.add(grantId, kept.key, ttlMs) })
+    await undoneOnStoreFailure(async () => {
+      await this.store.set(kept.key, this.sealer.seal('agents-RefreshToken', id, JSON.stringify({ grantId, used: true })), ttlMs)
+      for (const list of this.keys(grantId)) await this.store.removeMember(list, kept.key)
+    })
   }
 
   /** Everything the grant issued, and the grant, deleted; then the gateway's side of it (its session). */

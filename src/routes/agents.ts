@@ -10,20 +10,21 @@
 // A sign-in for an agent leaves this browser a cookie sealed to the interaction: its consent page shows only who signed in here.
 import rateLimit from '@fastify/rate-limit'
 import cookie from '@fastify/cookie'
-import { timingSafeEqual } from 'node:crypto'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { compileGate, decide, signedIn } from '../access/gate.js'
 import { named, nameSpaces } from '../access/name-spaces.js'
 import type { GrantGuard } from '../access/authorize.js'
 import { AuthorizationServer, clientName, type AgentsCount } from '../agents/authorization-server.js'
+import { redirectShown } from '../agents/clients.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, authorizationServerMetadata } from '../agents/endpoints.js'
 import { AgentGrants, type GrantLabel } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
+import { undoneIfFailed } from '../agents/request-undo.js'
 import type { KeyRing } from '../assertion/keys.js'
 import { requestSpelling } from '../config/canonical.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
+import { GatewayError, isGatewayError } from '../errors.js'
 import { withBody } from '../http/replayed-request.js'
 import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
@@ -37,7 +38,7 @@ import type { Metrics } from '../ops/metrics.js'
 import type { PersonIndex } from '../session/person-index.js'
 import { AGENT_FAMILY } from '../session/browser-family.js'
 import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
-import type { Sealer } from '../session/seal.js'
+import { sameText, type Sealer } from '../session/seal.js'
 import type { Sessions } from '../session/session.js'
 import type { SessionStore } from '../store/store.js'
 import type { CookieOptions } from '../session/cookie.js'
@@ -237,7 +238,8 @@ export class Agents implements AgentSignIns {
         method: ['POST', 'OPTIONS'],
         url,
         preHandler: budgets,
-        handler: async (request, reply) => { await pass(request, reply, request.url, Buffer.isBuffer(request.body) ? request.body : undefined) },
+        // A request answered 5xx (the store failed) gives back the code or token it claimed: its retry is no second use.
+        handler: async (request, reply) => { await undoneIfFailed(async () => { await pass(request, reply, request.url, Buffer.isBuffer(request.body) ? request.body : undefined) }, () => reply.raw.statusCode >= 500) },
       })
     }
   }
@@ -301,31 +303,43 @@ export class Agents implements AgentSignIns {
       const pending = await this.pending(request, reply)
       const sent = typeof request.body?.csrf === 'string' ? request.body.csrf : ''
       if (!this.csrfs(pending.uid, request).some((csrf) => sameText(sent, csrf))) throw new GatewayError('forbidden', 'This consent page has expired or was not this gateway\'s: start the authorization again from the agent.')
-      const signIn = await this.pendings.take(pending.uid, request.cookies[this.pendingCookie])
-      if (signIn === undefined) throw new GatewayError('forbidden', 'This consent page has expired, was answered already, or its sign-in was ended at the provider: start the authorization again from the agent.')
-      const identity = this.admitted(pending, signIn, request.ip)
-      // Set on the raw reply: oidc-provider answers from here on, and Fastify's cookie hook does not run.
-      reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.pendingCookieOptions, maxAge: 0 }))
-      if (request.body?.decision !== 'allow') {
-        request.log.info({ client: pending.clientId, route: pending.route.path }, 'agents: the person refused a client')
-        this.count('consent', 'denied')
-        reply.hijack()
-        await this.server.finish(request.raw, reply.raw, { error: 'access_denied', error_description: 'The person did not allow this client.' })
-        return reply
+      const answer = await this.pendings.answer(pending.uid, request.cookies[this.pendingCookie])
+      if (answer === undefined) throw new GatewayError('forbidden', 'This consent page has expired, was answered already, or its sign-in was ended at the provider: start the authorization again from the agent.')
+      const allowed = request.body?.decision === 'allow'
+      let result: Parameters<AuthorizationServer['finish']>[2]
+      try {
+        result = allowed ? await this.allow(pending, answer.signIn, request.ip) : { error: 'access_denied', error_description: 'The person did not allow this client.' }
+      } catch (error) {
+        await answer.giveBack()
+        throw error
       }
-      const provider = await this.server.provider()
-      const session = await this.startGrantSession(signIn, { client: pending.clientName, route: pending.route.path })
+      await answer.given()
+      request.log.info({ client: pending.clientId, route: pending.route.path }, allowed ? 'agents: the person allowed a client' : 'agents: the person refused a client')
+      this.count('consent', allowed ? 'allowed' : 'denied')
+      // Set on the raw reply once the answer is written: oidc-provider answers from here on, and Fastify's cookie hook does not run.
+      reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.pendingCookieOptions, maxAge: 0 }))
+      reply.hijack()
+      await this.server.finish(request.raw, reply.raw, result)
+      return reply
+    })
+  }
+
+  /** The person's Allow written: the grant's session, the grant, the client kept; a failure leaves no session behind. */
+  private async allow (pending: Pending, signIn: PendingSignIn, address: string): Promise<Parameters<AuthorizationServer['finish']>[2]> {
+    const identity = this.admitted(pending, signIn, address)
+    const provider = await this.server.provider()
+    const session = await this.startGrantSession(signIn, { client: pending.clientName, route: pending.route.path })
+    try {
       const grant = new provider.Grant({ accountId: identity, clientId: pending.clientId })
       grant.addResourceScope(pending.resource, AGENT_SCOPE)
       const grantId = await grant.save()
       await this.grants.bind(grantId, session.cookie, this.deps.config.session.maxAgeMs)
       await this.server.keepClient(pending.clientId)
-      request.log.info({ client: pending.clientId, route: pending.route.path }, 'agents: the person allowed a client')
-      this.count('consent', 'allowed')
-      reply.hijack()
-      await this.server.finish(request.raw, reply.raw, { login: { accountId: identity }, consent: { grantId } })
-      return reply
-    })
+      return { login: { accountId: identity }, consent: { grantId } }
+    } catch (error) {
+      await this.deps.sessions.endById(session.id).catch(() => {})
+      throw error
+    }
   }
 
   /** The interaction named in the path, as oidc-provider holds it for this browser (its interaction cookie). */
@@ -337,6 +351,8 @@ export class Agents implements AgentSignIns {
       if (uid === undefined) throw new Error('not an interaction id')
       details = await this.server.interaction(request.raw, reply.raw)
     } catch (cause) {
+      // The store failing is a 503 to try again after, not an authorization to start over (an outside tester's finding).
+      if (isGatewayError(cause) && cause.code === 'session_store_unavailable') throw cause
       throw new GatewayError('invalid_request', 'This authorization has expired or was started in another browser: start it again from the agent.', { cause })
     }
     if (details.uid !== uid) throw new GatewayError('invalid_request', 'This authorization was started in another tab or browser: start it again from the agent.')
@@ -345,16 +361,12 @@ export class Agents implements AgentSignIns {
     const route = this.routes.get(resource)
     const client = await provider.Client.find(String(params.client_id))
     if (route === undefined || client === undefined) throw new GatewayError('invalid_request', 'This authorization names no route of this gateway that agents may reach.')
-    const redirect = typeof params.redirect_uri === 'string' ? URL.parse(params.redirect_uri) : null
     return {
       uid,
       clientId: client.clientId,
       clientName: clientName(client),
       clientSite: client.clientId.startsWith('https://') ? URL.parse(client.clientId)?.host : undefined,
-      // None for the device flow: the CLI polls for its tokens. A private-use URI (an app's own
-      // scheme, whose host means nothing to the system) is shown whole but its query, so that no
-      // address hides behind its scheme; a web address, by its host.
-      redirectHost: redirect === null ? undefined : isWeb(redirect) ? redirect.host : `${redirect.protocol}${redirect.host === '' ? '' : `//${redirect.host}`}${redirect.pathname}`.slice(0, 200),
+      redirectHost: redirectShown(params.redirect_uri),
       route,
       resource,
     }
@@ -382,15 +394,4 @@ export class Agents implements AgentSignIns {
 function loginUrlFor (config: GatewayConfig, route: RouteConfig): string {
   // Its `agent` binding decides where it goes; `next` names the route, whose `reauth` then asks for max_age (an agent was refused on every such route).
   return loginUrl(config, route.provider!, `${requestSpelling(route.path).replace(/\/$/, '')}/`)
-}
-
-function sameText (a: string, b: string): boolean {
-  const left = Buffer.from(a)
-  const right = Buffer.from(b)
-  return left.length === right.length && timingSafeEqual(left, right)
-}
-
-/** Whether a redirect URI is a web address (https, or http on loopback), not an app's own scheme. */
-function isWeb (url: URL): boolean {
-  return url.protocol === 'https:' || url.protocol === 'http:'
 }

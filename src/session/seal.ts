@@ -184,3 +184,10 @@ export class Sealer {
     return key && plaintext !== null ? { plaintext, key } : null
   }
 }
+
+/** Whether two texts are the same, in time that does not tell how much of them is (a CSRF token compared with the one expected). */
+export function sameText (a: string, b: string): boolean {
+  const left = Buffer.from(a)
+  const right = Buffer.from(b)
+  return left.length === right.length && timingSafeEqual(left, right)
+}

@@ -1,0 +1,116 @@
+// The agents' authorization server when a Redis reply comes later than store.timeout (a slow link:
+// Redis did the command, the gateway heard nothing in time). A store fault is a 503 and never a
+// sign-out, and the retry of the same request goes on (outside testers' findings, each seen
+// failing before): a refresh whose one-use claim was answered late ended the grant at its retry (a
+// second use of the token, to the gateway); the consent's Allow took the kept sign-in first, so
+// its retry after a late reply found nothing (403) and the person had to start over from the agent;
+// the consent page's read of the interaction answered late was "This authorization has expired"
+// (400), not the store's 503.
+import { randomBytes } from 'node:crypto'
+import { expect } from 'vitest'
+import { agentGrant, backToClient, pkcePair, type AgentTokens } from '../helpers/agent-grant.js'
+import { Browser } from '../helpers/browser.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { test as it } from '../helpers/stack.js'
+
+/** store.timeout: the bound of one store command, which a held reply outlasts. */
+const STORE_TIMEOUT_MS = 300
+const REDIRECT = 'http://127.0.0.1:8976/callback'
+
+let gateway: TestGateway
+let proxy: HoldProxy
+
+it.beforeAll(async ({ startStack, upstream, redis }) => {
+  proxy = await startHoldProxy(redis.url)
+  gateway = await startStack({
+    store: { type: 'redis', url: proxy.url, timeout: `${STORE_TIMEOUT_MS}ms` },
+    session: { cacheTtl: 0 },
+    routes: [{ path: '/other/', upstream: upstream.url, provider: 'demo', agents: true }],
+  })
+})
+
+it.afterAll(async () => {
+  await gateway?.close()
+  await proxy?.close()
+})
+
+async function refresh (id: string, refreshToken: string): Promise<{ status: number, body: Record<string, unknown> }> {
+  const answer = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { accept: 'application/json' }, body: new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: id }) })
+  const text = await answer.text()
+  let body: Record<string, unknown>
+  try { body = JSON.parse(text) as Record<string, unknown> } catch { body = { text } }
+  return { status: answer.status, body }
+}
+
+async function routeStatus (token: string): Promise<number> {
+  const answer = await fetch(`${gateway.url}/other/x`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })
+  await answer.arrayBuffer()
+  return answer.status
+}
+
+it('a refresh whose one-use claim is answered late: 503, and the retry with the same refresh token keeps the grant', async () => {
+  const { id, tokens } = await agentGrant(gateway.url, 'late-refresh', `${gateway.url}/other`)
+  expect(await routeStatus(tokens.access_token)).toBe(200)
+
+  const held = proxy.armReplies(['consumed', 'nx'])
+  const first = await refresh(id, tokens.refresh_token)
+  await held
+  proxy.release()
+  // A store fault: 503 (never a 400 invalid_grant that would make the client drop its grant).
+  expect(first.status, JSON.stringify(first.body)).toBe(503)
+
+  // The client retries with the only refresh token it has.
+  const retry = await refresh(id, tokens.refresh_token)
+  const stillWorks = await routeStatus(tokens.access_token)
+  expect({ retry: retry.status, retryError: retry.body.error, grantStillWorks: stillWorks }).toEqual({ retry: 200, retryError: undefined, grantStillWorks: 200 })
+  // And the new refresh token works; the old one, now used for real, is not reused twice.
+  const next = retry.body as unknown as AgentTokens
+  expect((await refresh(id, next.refresh_token)).status).toBe(200)
+})
+
+/** Up to the consent page: the browser on it, its form's action and csrf. */
+async function consentPage (login: string): Promise<{ browser: Browser, action: string, csrf: string }> {
+  const resource = `${gateway.url}/other`
+  const registered = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomBytes(4).join('.') }, body: JSON.stringify({ client_name: 'Test agent', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }) })
+  expect(registered.status).toBe(201)
+  const id = (await registered.json() as { client_id: string }).client_id
+  const { challenge } = pkcePair()
+  const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', resource })
+  const browser = new Browser()
+  const page = await browser.navigate(`${gateway.url}/oauth/agents/authorize?${query.toString()}`, { login })
+  const body = await page.text()
+  expect(page.status, body).toBe(200)
+  const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
+  const action = new URL(/<form method="post" action="([^"]+)"/.exec(body)![1]!, gateway.url).href
+  return { browser, action, csrf }
+}
+
+async function allow (browser: Browser, action: string, csrf: string): Promise<Response> {
+  return await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url, accept: 'text/html' }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
+}
+
+it('the interaction\'s read answered late: 503 session_store_unavailable, not "this authorization has expired"', async () => {
+  const { browser, action, csrf } = await consentPage('consent-late-read')
+  const held = proxy.armReplies(['agents:interaction:'])
+  const answer = await allow(browser, action, csrf)
+  const text = await answer.text()
+  await held
+  proxy.release()
+  expect({ status: answer.status, storeNamed: text.includes('session_store_unavailable') }, text.slice(0, 400)).toEqual({ status: 503, storeNamed: true })
+})
+
+it('a reply late while the Allow is written: 503, and the same Allow again completes the authorization', async () => {
+  const { browser, action, csrf } = await consentPage('consent-late-write')
+  const held = proxy.armReplies(['grant-label'])
+  const first = await allow(browser, action, csrf)
+  await first.arrayBuffer()
+  await held
+  proxy.release()
+  expect(first.status).toBe(503)
+  const again = await allow(browser, action, csrf)
+  const refused = again.status >= 400 ? (await again.text()).slice(0, 400) : ''
+  // A redirect on its way back to the client with a code (never the 403 "expired, or answered already").
+  expect([302, 303], refused).toContain(again.status)
+  expect((await backToClient(browser, again, action, REDIRECT)).searchParams.get('code')).toBeTruthy()
+})
