@@ -30,6 +30,19 @@ async function claimOnce (store: SessionStore, key: string, ttlMs: number): Prom
   })
 }
 
+/**
+ * Deletes a record under every secret's key. A revocation (RFC 7009) deletes the refresh token
+ * (`kept`), then revokes its grant: should the request fail after, the token is put back for the
+ * client's retry to find (it found none and answered 200, the grant going on: an outside tester's finding).
+ */
+async function destroyRecord (store: SessionStore, keys: readonly string[], kept: { key: string, value: string } | undefined): Promise<void> {
+  if (kept !== undefined) {
+    const ttlMs = Math.max(await store.remainingMs(kept.key) ?? 0, 1000)
+    onFailure(async () => { await store.set(kept.key, kept.value, ttlMs) })
+  }
+  await undoneOnStoreFailure(async () => { for (const key of keys) await store.delete(key) })
+}
+
 /** `step`, and when the store fails in it, the request's claims given back before oidc-provider answers 503 (request-undo.ts). */
 async function undoneOnStoreFailure<T> (step: () => Promise<T>): Promise<T> {
   try {
@@ -126,11 +139,11 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     }
 
     async destroy (id: string): Promise<void> {
-      for (const key of recordKeys(sealer, this.model, id)) await store.delete(key)
+      await destroyRecord(store, recordKeys(sealer, this.model, id), this.model === 'RefreshToken' ? await this.located(id) : undefined)
     }
 
     async revokeByGrantId (grantId: string): Promise<void> {
-      await grants.revoke(grantId)
+      await undoneOnStoreFailure(async () => { await grants.revoke(grantId) })
     }
   }
 }

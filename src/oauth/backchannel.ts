@@ -128,6 +128,9 @@ export class BackchannelLogout {
         // A kept sign-in that waits for the person's consent to an agent (agents/pending.ts) goes with its provider session.
         if (isPendingSignInKey(id)) await this.store.delete(id)
         else await this.sessions.endById(id)
+        // Every session of the subject: one a sign-in in its browser renamed since the index was read
+        // too (an outside tester's finding). Not by `sid`: a rename is a new sign-in, another provider session.
+        if (claim === 'sub' && !isPendingSignInKey(id)) await this.sessions.endRenamed(id)
       }
       await this.index.drop(provider.name, claim, value, ids)
     } catch (error) {

@@ -134,7 +134,11 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
     const target = await personIndex.find(session.record, request.params.publicId)
     if (target === null) throw notYours()
     if (target === session.id) await endSession(sessions, request, reply, session)
-    else await sessions.endById(target)
+    else {
+      await sessions.endById(target)
+      // Renamed by a sign-in in its browser since it was read (an outside tester's finding): that one too.
+      await sessions.endRenamed(target, new Set([session.id]))
+    }
     // The list then says what ended, a session or an agent's access (a newcomer's reading): asked once
     // it has ended (a store fault before left an agent unlisted and still working: a re-reading's finding).
     const agent = target !== session.id && wantsHtml(request) && await agents?.labelOf(target).catch(() => undefined) !== undefined

@@ -31,10 +31,14 @@ interface SignOutParameters {
 async function endOthers ({ personIndex, sessions, config }: OAuthContext, session: Session, request: FastifyRequest): Promise<void> {
   // Marked for state.ttl: the longest an agent's sign-in is kept before its Allow (routes/agents.ts).
   const { others, gone } = await personIndex.othersOf(session.record, session.id, config.state.ttlMs)
-  for (const id of others) await sessions.endById(id)
-  // A session listed but gone may have been renamed by a sign-in in the meantime: its new id too.
+  // A session may be renamed by a sign-in in its browser at any moment (listed but gone when read,
+  // or after: an outside tester's finding, a rename between the check and the delete): its new id too.
   const skip = new Set([session.id, ...others])
   let renamed = 0
+  for (const id of others) {
+    await sessions.endById(id)
+    renamed += await sessions.endRenamed(id, skip)
+  }
   for (const id of gone) renamed += await sessions.endRenamed(id, skip)
   request.log.info({ ended: others.length + renamed }, 'signing out everywhere')
 }

@@ -5,7 +5,8 @@
 // second use of the token, to the gateway); the consent's Allow took the kept sign-in first, so
 // its retry after a late reply found nothing (403) and the person had to start over from the agent;
 // the consent page's read of the interaction answered late was "This authorization has expired"
-// (400), not the store's 503.
+// (400), not the store's 503; and a revocation (RFC 7009) whose grant's revoke failed after the
+// token was deleted was answered 200 at its retry, the grant going on.
 import { randomBytes } from 'node:crypto'
 import { expect } from 'vitest'
 import { agentGrant, backToClient, pkcePair, type AgentTokens } from '../helpers/agent-grant.js'
@@ -113,4 +114,27 @@ it('a reply late while the Allow is written: 503, and the same Allow again compl
   // A redirect on its way back to the client with a code (never the 403 "expired, or answered already").
   expect([302, 303], refused).toContain(again.status)
   expect((await backToClient(browser, again, action, REDIRECT)).searchParams.get('code')).toBeTruthy()
+})
+
+async function lateFrom (on: string[], act: () => Promise<Response>): Promise<Response> {
+  const armed = proxy.armReplies(on)
+  const answer = await act()
+  await answer.arrayBuffer()
+  proxy.disarm()
+  proxy.release()
+  void armed
+  return answer
+}
+
+it('a revoke (RFC 7009) whose grant-list read is answered late, then retried, ends the grant', async () => {
+  const { id, tokens } = await agentGrant(gateway.url, 'agent-late', `${gateway.url}/other`)
+  const bearer = { authorization: `Bearer ${tokens.access_token}` }
+  expect((await fetch(`${gateway.url}/other/x`, { headers: bearer })).status).toBe(200)
+  const revoke = async () => await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })
+  const first = await lateFrom(['smembers', 'agents:grant:'], revoke)
+  // The client is told the revoke failed (or it was done): either way, tried again, the grant must be over.
+  const statuses = [first.status]
+  if (first.status !== 200) statuses.push((await revoke()).status)
+  const after = (await fetch(`${gateway.url}/other/x`, { headers: bearer })).status
+  expect({ statuses, accessTokenAfterRevoke: after }).toMatchObject({ accessTokenAfterRevoke: 401 })
 })

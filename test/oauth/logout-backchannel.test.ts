@@ -218,6 +218,7 @@ describe('a back-channel logout the store fails half-way through', () => {
         if (id === 's2' && failures-- > 0) throw new GatewayError('session_store_unavailable', 'The session store did not answer in time.')
         ended.push(id)
       },
+      endRenamed: async () => 0,
     } as unknown as Sessions
     const store = new MemoryStore()
     const log = pino({ level: 'silent' }) as unknown as Logger
