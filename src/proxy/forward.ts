@@ -15,6 +15,7 @@ import type { UpstreamTarget } from './cut-off.js'
 import { requestSpelling } from '../config/canonical.js'
 import { clientBoundHeaders, keepPersonal } from './headers.js'
 import type { UpstreamHeaders } from './request-headers.js'
+import { StreamedBody } from './upstream-body.js'
 import type { UpstreamAnswer, UpstreamPool } from './upstream-pool.js'
 import type { UpstreamPaths } from './upstream-path.js'
 import { sendUpstreamResponse, upstreamError, withoutUpstreamHeaders } from './upstream-response.js'
@@ -37,10 +38,12 @@ export interface ForwardParts {
   challenge?: string | undefined
   /** A browser's event stream a session let through: held with that session, to end with it (session-streams.ts). */
   streams?: ((request: FastifyRequest, response: ServerResponse) => void) | undefined
+  /** The route's event streams under way, which a shutdown ends cleanly (routes/proxy.ts). */
+  eventStreams?: Set<StreamedBody> | undefined
 }
 
 /** The route's handler: sends each request upstream and its answer back. */
-export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
+export function forwarder ({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams, eventStreams }: ForwardParts): (request: FastifyRequest, reply: FastifyReply) => void {
   const host = new URL(route.upstream).host
   // The route's pages as browsers see them, for the headers that could reach past it (headers.ts originReach).
   const spelled = requestSpelling(route.path)
@@ -74,10 +77,16 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
       reply.code(statusCode)
       reply.headers(clientBoundHeaders(relocated(answer.headers, paths), plantable, scope))
       if (challenge !== undefined && answer.headers['www-authenticate'] !== undefined) reply.header('www-authenticate', challenge)
+      const eventStream = streamed(request.method, answer)
       // An answer made for a person: no shared cache in front of the gateway keeps it for another.
       if (request.allowed !== undefined) {
         keepPersonal(reply, answer.headers)
-        if (streams !== undefined && streamed(request.method, answer)) streams(request, reply.raw)
+        if (streams !== undefined && eventStream) streams(request, reply.raw)
+      }
+      // Ended cleanly by a shutdown (an outside tester's finding: nothing ended it, and it held the shutdown past its timeout).
+      if (eventStream && eventStreams !== undefined && body instanceof StreamedBody) {
+        eventStreams.add(body)
+        body.once('close', () => eventStreams.delete(body))
       }
     } catch (error) {
       // Headers Node will not send as they are: the upstream's answer is not passed on.

@@ -110,7 +110,20 @@ export class StreamedBody extends Readable implements UpstreamBody {
     this.push(null)
   }
 
+  /**
+   * Ends the stream here, cleanly (a chunked answer's last chunk), and lets the upstream's answer
+   * go: a shutdown ends an event stream so, and its reader (an EventSource) reconnects elsewhere.
+   */
+  finish (): void {
+    if (this.ended) return
+    this.ended = true
+    this.push(null)
+    this.controller.abort(new errors.RequestAbortedError())
+  }
+
   fail (error: Error): void {
+    // The upstream let go by finish(): its abort is no failure of the stream.
+    if (this.ended) return
     this.ended = true
     // Whoever reads the stream hears of the error; with no reader yet (or any more), it must not
     // become an uncaught exception (undici's own body streams do the same).

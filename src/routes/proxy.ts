@@ -33,6 +33,7 @@ import { cutOffFields, isUpstreamBodyError, type UpstreamTarget } from '../proxy
 import { UpstreamHeaders } from '../proxy/request-headers.js'
 import { upstreamBody } from '../proxy/request-body.js'
 import { UpstreamPool } from '../proxy/upstream-pool.js'
+import type { StreamedBody } from '../proxy/upstream-body.js'
 import { upstreamPaths } from '../proxy/upstream-path.js'
 import { upstreamError, withoutUpstreamHeaders } from '../proxy/upstream-response.js'
 import { forwarder, type ForwardParts } from '../proxy/forward.js'
@@ -351,7 +352,14 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, { head
   // headers; the upstream's leg is opened before the client's upgrade is answered (websocket.ts).
   if (route.websocket) websocketRoute(scope, route, { target, headers, paths, sockets, bearerSockets })
   // The route's own path and everything under it.
-  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams })
+  // A shutdown waits for the requests in flight, but an event stream never ends by itself: each is
+  // ended cleanly first (its EventSource reconnects to another instance), as websockets are closed.
+  const eventStreams = new Set<StreamedBody>()
+  scope.addHook('preClose', async () => {
+    if (eventStreams.size > 0) scope.log.info({ route: route.path, streams: eventStreams.size }, 'event streams ended for the shutdown')
+    for (const body of eventStreams) body.finish()
+  })
+  const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams, eventStreams })
   const prefix = route.path === '/' ? '' : route.path
   for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler, config: { proxied: true } })
 }

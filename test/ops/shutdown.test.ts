@@ -5,7 +5,7 @@
 // process would exit 1.
 import { spawn } from 'node:child_process'
 import { createHash } from 'node:crypto'
-import { createServer } from 'node:http'
+import { createServer, type ServerResponse } from 'node:http'
 import { connect, type Socket } from 'node:net'
 import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -143,6 +143,42 @@ describe('shutdown', () => {
       socket.destroy()
       await closing
       expect(closed, 'close() waited past the shutdownTimeout for a client that never answers').toBe(true)
+    })
+  })
+  // An outside tester's finding: an upstream's event stream never ends by itself, and nothing ended
+  // it, so close() waited for it for ever in process (the CLI: exit 1 at the shutdownTimeout, the
+  // stream cut mid-chunk). It is ended cleanly first: its EventSource reconnects elsewhere.
+  describe('in process: close() with an event stream open', () => {
+    const held = new Set<ServerResponse>()
+    let feedUrl: string
+    beforeAll(async () => {
+      feedUrl = await listen(createServer((_request, response) => {
+        response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+        response.write('data: first\n\n')
+        held.add(response)
+      }))
+    })
+    afterAll(() => { for (const response of held) response.destroy() })
+
+    it('ends the stream cleanly, and close() within the shutdownTimeout', async () => {
+      const gateway = await startGateway({ store: { type: 'memory' }, server: { shutdownTimeout: SHUTDOWN }, routes: [{ path: '/feed/', upstream: feedUrl, auth: 'none' }] })
+      const answer = await fetch(`${gateway.url}/feed/live`, { headers: { accept: 'text/event-stream' } })
+      const reader = answer.body!.getReader()
+      expect(new TextDecoder().decode((await reader.read()).value)).toContain('data: first')
+      const ending = (async () => {
+        try {
+          for (;;) if ((await reader.read()).done) return 'a clean end'
+        } catch (error) {
+          return `cut off: ${String((error as Error).cause ?? error)}`
+        }
+      })()
+      const closing = gateway.close()
+      const closed = await Promise.race([closing.then(() => true), sleep(SHUTDOWN_MS).then(() => false)])
+      // Either way the test ends: the upstream ends its streams, so a close still waiting finishes.
+      for (const response of held) response.end()
+      await closing
+      expect({ closed, stream: await ending }).toEqual({ closed: true, stream: 'a clean end' })
+      expect(gateway.logs.some((line) => line.includes('event streams ended for the shutdown'))).toBe(true)
     })
   })
 })
