@@ -11,7 +11,10 @@
 // @see https://openid.net/specs/openid-connect-backchannel-1_0.html#BCActions
 import { createHmac, type KeyObject } from 'node:crypto'
 import type { Sealer } from '../session/seal.js'
-import type { Sets } from '../store/store.js'
+import { isPendingSignInKey, storeKeys, type KeyValue, type Sets } from '../store/store.js'
+
+/** The size past which a set is pruned of ended sessions at a sign-in: more than a person keeps at one provider session. */
+export const PRUNE_ABOVE = 16
 
 /** Which claim of the provider's session a key is for. */
 export type SessionClaim = 'sid' | 'sub'
@@ -29,7 +32,7 @@ export class SessionIndex {
   private readonly hashKeys: readonly KeyObject[]
 
   constructor (
-    private readonly store: Sets,
+    private readonly store: Sets & Pick<KeyValue, 'remainingMs'>,
     /** session.secret (adds) and previousSecrets (renewals and logouts too). */
     sealer: Sealer,
     /** How long an entry lives after the last sign-in or renewal of a session in it (the session's idle timeout). */
@@ -49,9 +52,25 @@ export class SessionIndex {
     return keys
   }
 
-  /** Records that session `id` signed in with this provider session's `sid` and `sub` (either may be absent), under the current secret. */
+  /**
+   * Records that session `id` signed in with this provider session's `sid` and `sub` (either may be
+   * absent), under the current secret. A set grown past PRUNE_ABOVE loses the ids of sessions gone
+   * (ended by sign out everywhere, a revoke, a timeout: none of them knows the entries): a person
+   * who keeps one session in use and signs in again and again grew it by one id a sign-in, each
+   * ended again by a back-channel logout (an outside tester's finding). Below it, a sign-in costs no
+   * more commands than before.
+   */
   async add (provider: string, claims: ProviderSessionClaims, id: string): Promise<void> {
-    for (const key of this.keys(this.hashKeys.slice(0, 1), { [provider]: claims })) await this.store.addMember(key, id, this.ttlMs)
+    for (const key of this.keys(this.hashKeys.slice(0, 1), { [provider]: claims })) {
+      if (await this.store.addMember(key, id, this.ttlMs) > PRUNE_ABOVE) await this.prune(key)
+    }
+  }
+
+  /** Takes out of the set at `key` the ids whose session (or kept sign-in) is gone. */
+  private async prune (key: string): Promise<void> {
+    for (const id of await this.store.members(key)) {
+      if (await this.store.remainingMs(isPendingSignInKey(id) ? id : storeKeys.session(id)) === null) await this.store.removeMember(key, id)
+    }
   }
 
   /**

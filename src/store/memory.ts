@@ -58,11 +58,12 @@ export class MemoryStore implements SessionStore {
     return set
   }
 
-  async addMember (key: string, member: string, ttlMs: number): Promise<void> {
+  async addMember (key: string, member: string, ttlMs: number): Promise<number> {
     const set = this.liveSet(key) ?? { members: new Set<string>(), expiresAt: 0 }
     set.members.add(member)
     set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
     this.sets.set(key, set)
+    return set.members.size
   }
 
   async extend (key: string, ttlMs: number): Promise<void> {

@@ -20,8 +20,8 @@ const CAP_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then 
  * PTTL -1): 1, or 0 when there is no such key.
  */
 const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left < tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
-/** SADD ARGV[1], then the set's expiry grown to ARGV[2] ms as GROW_EXPIRY grows it. */
-const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return 1"
+/** SADD ARGV[1], then the set's expiry grown to ARGV[2] ms as GROW_EXPIRY grows it: the set's size. */
+const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return redis.call('scard', KEYS[1])"
 /**
  * ZADD ARGV[1] (member) with score ARGV[2], the expiry grown to ARGV[3], then only the ARGV[4]
  * highest-scored members kept: the ones removed are returned (lowest first).

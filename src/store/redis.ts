@@ -271,7 +271,7 @@ export class RedisStore implements SessionStore {
     return (await this.run(() => this.redis.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
   }
 
-  async addMember (key: string, member: string, ttlMs: number) { await this.run(() => this.redis.addMember(key, member, ttlMs)) }
+  addMember (key: string, member: string, ttlMs: number) { return this.run(() => this.redis.addMember(key, member, ttlMs)) }
   async extend (key: string, ttlMs: number) { await this.run(() => this.redis.growExpiry(key, ttlMs)) }
   members (key: string) { return this.run(() => this.redis.smembers(key)) }
   async removeMember (key: string, member: string) { await this.run(() => this.redis.srem(key, member)) }

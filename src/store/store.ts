@@ -57,8 +57,8 @@ export interface KeyValue {
  * key (atomic, and fine on a Cluster).
  */
 export interface Sets {
-  /** Adds `member` to the set (created if absent) and makes it live at least `ttlMs` more. */
-  addMember (key: string, member: string, ttlMs: number): Promise<void>
+  /** Adds `member` to the set (created if absent) and makes it live at least `ttlMs` more: how many members it then has. */
+  addMember (key: string, member: string, ttlMs: number): Promise<number>
   /** Makes the set live at least `ttlMs` more (never shortens it); nothing if it is absent. */
   extend (key: string, ttlMs: number): Promise<void>
   /**

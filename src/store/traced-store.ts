@@ -29,7 +29,7 @@ export class TracedStore implements SessionStore {
   take (key: string): Promise<string | null> { return this.traced('take', () => this.store.take(key)) }
   delete (key: string): Promise<void> { return this.traced('delete', () => this.store.delete(key)) }
   claim (key: string, value: string, ttlMs: number): Promise<boolean> { return this.traced('claim', () => this.store.claim(key, value, ttlMs)) }
-  addMember (key: string, member: string, ttlMs: number): Promise<void> { return this.traced('addMember', () => this.store.addMember(key, member, ttlMs)) }
+  addMember (key: string, member: string, ttlMs: number): Promise<number> { return this.traced('addMember', () => this.store.addMember(key, member, ttlMs)) }
   extend (key: string, ttlMs: number): Promise<void> { return this.traced('extend', () => this.store.extend(key, ttlMs)) }
   members (key: string): Promise<string[]> { return this.traced('members', () => this.store.members(key)) }
   removeMember (key: string, member: string): Promise<void> { return this.traced('removeMember', () => this.store.removeMember(key, member)) }

@@ -9,7 +9,7 @@ import pino from 'pino'
 import { afterEach, describe, expect, it, vi } from 'vitest'
 import type { SessionConfig } from '../../src/config/types.js'
 import { KeyRing } from '../../src/assertion/keys.js'
-import { SessionIndex } from '../../src/oauth/session-index.js'
+import { PRUNE_ABOVE, SessionIndex } from '../../src/oauth/session-index.js'
 import { emptyRecord, withSignIn, withTokens } from '../../src/session/record.js'
 import { keyIdOf, randomToken, Sealer, SealingKey } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'
@@ -230,6 +230,23 @@ describe('the assertion key set', () => {
 })
 
 describe('the back-channel logout index', () => {
+  it(`keeps the ids of ended sessions only until a sign-in finds more than ${PRUNE_ABOVE} (an outside tester's finding: one more a sign-in, without bound)`, async () => {
+    const store = new MemoryStore()
+    stores.push(store)
+    const index = new SessionIndex(store, new Sealer(S1), 60_000)
+    // The person keeps one session in use and a kept agent sign-in; every other sign-in ends (sign out everywhere, a revoke) without its entry.
+    await store.set(storeKeys.session('kept'), 'sealed', 60_000)
+    const pending = storeKeys.pendingSignIn('waiting')
+    await store.set(pending, 'sealed', 60_000)
+    await index.add('demo', { sub: 'alice' }, 'kept')
+    await index.add('demo', { sub: 'alice' }, pending)
+    for (let i = 0; i < PRUNE_ABOVE - 2; i++) await index.add('demo', { sub: 'alice' }, `ended-${i}`)
+    expect(await index.find('demo', 'sub', 'alice')).toHaveLength(PRUNE_ABOVE)
+    await store.set(storeKeys.session('new'), 'sealed', 60_000)
+    await index.add('demo', { sub: 'alice' }, 'new')
+    expect((await index.find('demo', 'sub', 'alice')).sort()).toEqual([pending, 'kept', 'new'].sort())
+  })
+
   it('a session listed under s1 is found under [s2, previous s1]; a renewal keeps its entry alive', async () => {
     const clock = { ms: 0, now (): number { return this.ms } }
     const store = new MemoryStore({ clock })
