@@ -38,8 +38,8 @@ export interface ForwardParts {
   challenge?: string | undefined
   /** A browser's event stream a session let through: held with that session, to end with it (session-streams.ts). */
   streams?: ((request: FastifyRequest, response: ServerResponse) => void) | undefined
-  /** The route's event streams under way, which a shutdown ends cleanly (routes/proxy.ts). */
-  eventStreams?: Set<StreamedBody> | undefined
+  /** The route's event streams under way, which a shutdown ends cleanly (routes/proxy.ts); `closing` once it has begun. */
+  eventStreams?: { readonly open: Set<StreamedBody>, closing: boolean } | undefined
 }
 
 /** The route's handler: sends each request upstream and its answer back. */
@@ -85,8 +85,10 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
       }
       // Ended cleanly by a shutdown (an outside tester's finding: nothing ended it, and it held the shutdown past its timeout).
       if (eventStream && eventStreams !== undefined && body instanceof StreamedBody) {
-        eventStreams.add(body)
-        body.once('close', () => eventStreams.delete(body))
+        // One answered after the shutdown began (its upstream slower than the hook: an attacker's finding) ends at once.
+        if (eventStreams.closing) body.finish()
+        eventStreams.open.add(body)
+        body.once('close', () => eventStreams.open.delete(body))
       }
     } catch (error) {
       // Headers Node will not send as they are: the upstream's answer is not passed on.

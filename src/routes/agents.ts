@@ -11,8 +11,6 @@
 import rateLimit from '@fastify/rate-limit'
 import cookie from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { compileGate, decide, signedIn } from '../access/gate.js'
-import { named, nameSpaces } from '../access/name-spaces.js'
 import type { GrantGuard } from '../access/authorize.js'
 import { AuthorizationServer, clientName, type AgentsCount } from '../agents/authorization-server.js'
 import { redirectShown } from '../agents/clients.js'
@@ -22,7 +20,6 @@ import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
 import { undoneIfFailed } from '../agents/request-undo.js'
 import type { KeyRing } from '../assertion/keys.js'
-import { requestSpelling } from '../config/canonical.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError, isGatewayError } from '../errors.js'
 import { withBody } from '../http/replayed-request.js'
@@ -31,7 +28,7 @@ import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { PAGE_HEADERS } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
 import type { SessionIndex } from '../oauth/session-index.js'
-import { cookieNames, loginUrl, parseInteractionId, resourceIdentifier } from '../oauth/urls.js'
+import { cookieNames, parseInteractionId, resourceIdentifier } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import type { Metrics } from '../ops/metrics.js'
@@ -43,6 +40,7 @@ import type { Sessions } from '../session/session.js'
 import type { SessionStore } from '../store/store.js'
 import type { CookieOptions } from '../session/cookie.js'
 import type { AgentSignIns } from './oauth-context.js'
+import { admittedAs, loginUrlFor } from './agent-admission.js'
 
 const CONSENT_PURPOSE = 'agents-consent'
 /** The authorization request's parameters the gateway takes; any other is dropped before oidc-provider sees it. */
@@ -294,7 +292,7 @@ export class Agents implements AgentSignIns {
       const pending = await this.pending(request, reply)
       const signIn = await this.pendings.open(pending.uid, request.cookies[this.pendingCookie])
       if (signIn === undefined) return await reply.redirect(`${loginUrlFor(this.deps.config, pending.route)}&agent=${pending.uid}`, 302)
-      const identity = this.admitted(pending, signIn, request.ip)
+      const identity = admittedAs(this.deps.config, pending.route, signIn, request.ip)
       const view = { uid: pending.uid, clientName: pending.clientName, clientSite: pending.clientSite, redirectHost: pending.redirectHost, routePath: pending.route.path }
       return await reply.type('text/html; charset=utf-8').send(consentPage(view, identity, this.csrfs(pending.uid, request)[0]!))
     })
@@ -306,27 +304,38 @@ export class Agents implements AgentSignIns {
       const answer = await this.pendings.answer(pending.uid, request.cookies[this.pendingCookie])
       if (answer === undefined) throw new GatewayError('forbidden', 'This consent page has expired, was answered already, or its sign-in was ended at the provider: start the authorization again from the agent.')
       const allowed = request.body?.decision === 'allow'
-      let result: Parameters<AuthorizationServer['finish']>[2]
+      let made: { result: Parameters<AuthorizationServer['finish']>[2], sessionId?: string } | undefined
       try {
-        result = allowed ? await this.allow(pending, answer.signIn, request.ip) : { error: 'access_denied', error_description: 'The person did not allow this client.' }
+        made = allowed ? await this.allow(pending, answer.signIn, request.ip) : { result: { error: 'access_denied', error_description: 'The person did not allow this client.' } }
+        // Set on the raw reply: oidc-provider answers (it saves the result, then redirects), and Fastify's cookie hook does not run.
+        reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.pendingCookieOptions, maxAge: 0 }))
+        await this.server.finish(request.raw, reply.raw, made.result)
       } catch (error) {
+        // Nothing is kept of an answer that could not be given (an outside tester's finding: a late
+        // reply while oidc-provider saved it left a grant no client got, and the retry 403): its
+        // session ends, the sign-in is the retry's, and the error is the answer (a 503), unless
+        // oidc-provider had begun its own.
+        if (made?.sessionId !== undefined) await this.deps.sessions.endById(made.sessionId).catch(() => {})
         await answer.giveBack()
-        throw error
+        if (!reply.raw.headersSent) {
+          reply.raw.removeHeader('set-cookie')
+          throw error
+        }
+        reply.hijack()
+        reply.raw.destroy()
+        return reply
       }
+      reply.hijack()
       await answer.given()
       request.log.info({ client: pending.clientId, route: pending.route.path }, allowed ? 'agents: the person allowed a client' : 'agents: the person refused a client')
       this.count('consent', allowed ? 'allowed' : 'denied')
-      // Set on the raw reply once the answer is written: oidc-provider answers from here on, and Fastify's cookie hook does not run.
-      reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.pendingCookieOptions, maxAge: 0 }))
-      reply.hijack()
-      await this.server.finish(request.raw, reply.raw, result)
       return reply
     })
   }
 
   /** The person's Allow written: the grant's session, the grant, the client kept; a failure leaves no session behind. */
-  private async allow (pending: Pending, signIn: PendingSignIn, address: string): Promise<Parameters<AuthorizationServer['finish']>[2]> {
-    const identity = this.admitted(pending, signIn, address)
+  private async allow (pending: Pending, signIn: PendingSignIn, address: string): Promise<{ result: Parameters<AuthorizationServer['finish']>[2], sessionId: string }> {
+    const identity = admittedAs(this.deps.config, pending.route, signIn, address)
     const provider = await this.server.provider()
     const session = await this.startGrantSession(signIn, { client: pending.clientName, route: pending.route.path })
     try {
@@ -335,7 +344,7 @@ export class Agents implements AgentSignIns {
       const grantId = await grant.save()
       await this.grants.bind(grantId, session.cookie, this.deps.config.session.maxAgeMs)
       await this.server.keepClient(pending.clientId)
-      return { login: { accountId: identity }, consent: { grantId } }
+      return { result: { login: { accountId: identity }, consent: { grantId } }, sessionId: session.id }
     } catch (error) {
       await this.deps.sessions.endById(session.id).catch(() => {})
       throw error
@@ -372,26 +381,8 @@ export class Agents implements AgentSignIns {
     }
   }
 
-  /** The person's name for the grant, once the route's rules admit them at all; otherwise 403. */
-  private admitted (pending: Pending, signIn: PendingSignIn, address: string): string {
-    const provider = pending.route.provider!
-    const identity = signIn.signIn.identity
-    const token = signIn.signIn.tokens.access_token
-    if (signIn.provider !== provider || identity === undefined) throw new GatewayError('forbidden', 'The sign-in gave no identity this gateway can name.')
-    const gate = compileGate({ ...pending.route, spaces: nameSpaces(this.deps.config.providers) }, (next) => loginUrl(this.deps.config, provider, next))
-    // Judged under the name the route gives the person (name-spaces.ts), as the grant's requests will be.
-    const decision = decide(gate, { method: 'GET', target: pending.route.path, address }, false, signedIn(token, named(identity, provider, provider, gate.spaces)))
-    if (decision.kind === 'forbidden') throw new GatewayError('forbidden', `This account may not use ${pending.route.path}, so it cannot allow an agent there.`)
-    return identity.sub
-  }
-
   /** The consent form's token, bound to the interaction and to this browser's sign-in for it: under each secret (the page from an instance before a rotation), current first. */
   private csrfs (uid: string, request: FastifyRequest): string[] {
     return this.deps.sealer.idsFor(CONSENT_PURPOSE, `${uid}.${this.pendings.binding(uid, request.cookies[this.pendingCookie]) ?? ''}`)
   }
-}
-
-function loginUrlFor (config: GatewayConfig, route: RouteConfig): string {
-  // Its `agent` binding decides where it goes; `next` names the route, whose `reauth` then asks for max_age (an agent was refused on every such route).
-  return loginUrl(config, route.provider!, `${requestSpelling(route.path).replace(/\/$/, '')}/`)
 }

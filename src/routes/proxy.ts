@@ -354,10 +354,11 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, { head
   // The route's own path and everything under it.
   // A shutdown waits for the requests in flight, but an event stream never ends by itself: each is
   // ended cleanly first (its EventSource reconnects to another instance), as websockets are closed.
-  const eventStreams = new Set<StreamedBody>()
+  const eventStreams = { open: new Set<StreamedBody>(), closing: false }
   scope.addHook('preClose', async () => {
-    if (eventStreams.size > 0) scope.log.info({ route: route.path, streams: eventStreams.size }, 'event streams ended for the shutdown')
-    for (const body of eventStreams) body.finish()
+    eventStreams.closing = true
+    if (eventStreams.open.size > 0) scope.log.info({ route: route.path, streams: eventStreams.open.size }, 'event streams ended for the shutdown')
+    for (const body of eventStreams.open) body.finish()
   })
   const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams, eventStreams })
   const prefix = route.path === '/' ? '' : route.path

@@ -116,6 +116,21 @@ it('a reply late while the Allow is written: 503, and the same Allow again compl
   expect((await backToClient(browser, again, action, REDIRECT)).searchParams.get('code')).toBeTruthy()
 })
 
+it('a reply late while oidc-provider writes the interaction\'s result: 503, and the same Allow again completes the authorization', async () => {
+  // An attacker's finding: that write came after the kept sign-in was deleted, so the browser got no
+  // answer, the retry was 403, and a grant no client got was left with its session.
+  const { browser, action, csrf } = await consentPage('consent-late-finish')
+  const held = proxy.armReplies(['set', 'interaction:'])
+  const first = await allow(browser, action, csrf)
+  await first.arrayBuffer()
+  await held
+  proxy.release()
+  expect(first.status).toBe(503)
+  const again = await allow(browser, action, csrf)
+  expect([302, 303]).toContain(again.status)
+  expect((await backToClient(browser, again, action, REDIRECT)).searchParams.get('code')).toBeTruthy()
+})
+
 async function lateFrom (on: string[], act: () => Promise<Response>): Promise<Response> {
   const armed = proxy.armReplies(on)
   const answer = await act()

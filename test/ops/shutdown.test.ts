@@ -150,12 +150,18 @@ describe('shutdown', () => {
   // stream cut mid-chunk). It is ended cleanly first: its EventSource reconnects elsewhere.
   describe('in process: close() with an event stream open', () => {
     const held = new Set<ServerResponse>()
+    /** Answers held back: a request for `/feed/late` is answered when the test lets it go. */
+    const waiting: Array<() => void> = []
     let feedUrl: string
     beforeAll(async () => {
-      feedUrl = await listen(createServer((_request, response) => {
-        response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
-        response.write('data: first\n\n')
-        held.add(response)
+      feedUrl = await listen(createServer((request, response) => {
+        const answer = () => {
+          response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' })
+          response.write('data: first\n\n')
+          held.add(response)
+        }
+        if (request.url?.includes('late') === true) waiting.push(answer)
+        else answer()
       }))
     })
     afterAll(() => { for (const response of held) response.destroy() })
@@ -179,6 +185,33 @@ describe('shutdown', () => {
       await closing
       expect({ closed, stream: await ending }).toEqual({ closed: true, stream: 'a clean end' })
       expect(gateway.logs.some((line) => line.includes('event streams ended for the shutdown'))).toBe(true)
+    })
+
+    // An attacker's finding: one answered after the shutdown began (its upstream slower than the hook) was added after it ran.
+    it('ends one its upstream answers after the shutdown began, at once and cleanly', async () => {
+      const gateway = await startGateway({ store: { type: 'memory' }, server: { shutdownTimeout: SHUTDOWN }, routes: [{ path: '/feed/', upstream: feedUrl, auth: 'none' }] })
+      const early = await fetch(`${gateway.url}/feed/early`, { headers: { accept: 'text/event-stream' } })
+      const earlyReader = early.body!.getReader()
+      await earlyReader.read()
+      void (async () => { try { for (;;) if ((await earlyReader.read()).done) return } catch {} })()
+      // The second is in flight: the upstream has its request and answers only once the shutdown's hook has run.
+      const late = fetch(`${gateway.url}/feed/late`, { headers: { accept: 'text/event-stream' } })
+      await waitFor(async () => waiting.length === 1, 5000, 'the upstream to have the late request')
+      const closing = gateway.close()
+      await waitFor(async () => gateway.logs.some((line) => line.includes('event streams ended for the shutdown')), 5000, 'the shutdown\'s hook')
+      waiting.shift()!()
+      const reader = (await late).body!.getReader()
+      const ending = (async () => {
+        try {
+          for (;;) if ((await reader.read()).done) return 'a clean end'
+        } catch (error) {
+          return `cut off: ${String((error as Error).cause ?? error)}`
+        }
+      })()
+      const closed = await Promise.race([closing.then(() => true), sleep(SHUTDOWN_MS).then(() => false)])
+      for (const response of held) response.end()
+      await closing
+      expect({ closed, stream: await ending }).toEqual({ closed: true, stream: 'a clean end' })
     })
   })
 })
