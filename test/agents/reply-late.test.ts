@@ -119,22 +119,12 @@ it.each([['the grant is written', ['grant-label']], ['oidc-provider writes the i
   expect((await backToClient(browser, again, action, REDIRECT)).searchParams.get('code')).toBeTruthy()
 })
 
-async function lateFrom (on: string[], act: () => Promise<Response>): Promise<Response> {
-  const armed = proxy.armReplies(on)
-  const answer = await act()
-  await answer.arrayBuffer()
-  proxy.disarm()
-  proxy.release()
-  void armed
-  return answer
-}
-
 it('a revoke (RFC 7009) whose grant-list read is answered late, then retried, ends the grant', async () => {
   const { id, tokens } = await agentGrant(gateway.url, 'agent-late', `${gateway.url}/other`)
   const bearer = { authorization: `Bearer ${tokens.access_token}` }
   expect((await fetch(`${gateway.url}/other/x`, { headers: bearer })).status).toBe(200)
   const revoke = async () => await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })
-  const first = await lateFrom(['smembers', 'agents:grant:'], revoke)
+  const first = await proxy.lateFrom(['smembers', 'agents:grant:'], revoke)
   // The client is told the revoke failed (or it was done): either way, tried again, the grant must be over.
   const statuses = [first.status]
   if (first.status !== 200) statuses.push((await revoke()).status)

@@ -7,6 +7,7 @@
 // the command, the gateway heard nothing within store.timeout).
 import { createServer, connect, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
+import { startGateway, type TestGateway } from './gateway.js'
 
 export interface HoldProxy {
   port: number
@@ -19,6 +20,8 @@ export interface HoldProxy {
   release (): void
   /** Takes back an arming that was never met (the command it waits for did not come). */
   disarm (): void
+  /** `act`'s answer, its store replies held from the first chunk holding every string of `on` (if one comes) until it has answered, then let go. */
+  lateFrom (on: string[], act: () => Promise<Response>): Promise<Response>
   close (): Promise<void>
 }
 
@@ -81,6 +84,15 @@ export async function startHoldProxy (redisUrl: string): Promise<HoldProxy> {
     armReplies: (on) => new Promise<void>((resolve) => { armedReplies = { on, held: resolve } }),
     release: () => { for (const r of releases.splice(0)) r() },
     disarm: () => { armed = undefined; armedReplies = undefined },
+    lateFrom: async (on, act) => {
+      void new Promise<void>((resolve) => { armedReplies = { on, held: resolve } })
+      const answer = await act()
+      await answer.arrayBuffer()
+      armed = undefined
+      armedReplies = undefined
+      for (const r of releases.splice(0)) r()
+      return answer
+    },
     close: async () => {
       for (const r of releases.splice(0)) r()
       for (const s of sockets) s.destroy()
@@ -95,4 +107,23 @@ function viaProxy (redisUrl: string, port: number): string {
   url.hostname = '127.0.0.1'
   url.port = String(port)
   return url.href
+}
+
+/**
+ * A second gateway (instance A) of `raw` beside the file's shared one, on the same Redis but
+ * through a hold proxy, so that a test can hold A's commands or replies at a chosen step while
+ * browsers use the shared instance (B, at the address the provider's redirect URI names).
+ */
+export async function heldInstance (redisUrl: string, raw: Record<string, unknown>): Promise<{ gateway: TestGateway, proxy: HoldProxy, close: () => Promise<void> }> {
+  const proxy = await startHoldProxy(redisUrl)
+  const gateway = await startGateway({ ...raw, store: { type: 'redis', url: proxy.url } })
+  return {
+    gateway,
+    proxy,
+    close: async () => {
+      proxy.release()
+      await gateway.close()
+      await proxy.close()
+    },
+  }
 }

@@ -8,14 +8,15 @@ import { afterAll, expect } from 'vitest'
 import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { signIn } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
-import { oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
+import { heldInstance, type HoldProxy } from '../helpers/hold-proxy.js'
 import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
 
 let a: TestGateway
 let b: TestGateway
 let proxy: HoldProxy
+let closeA: () => Promise<void>
 let bcl: TestProvider
 
 it.beforeAll(async ({ startStack, upstream, redis, gatewayAddress, op }) => {
@@ -26,14 +27,11 @@ it.beforeAll(async ({ startStack, upstream, redis, gatewayAddress, op }) => {
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/bcl/', upstream: upstream.url, provider: 'bcl' }],
   }
   b = await startStack(raw)
-  proxy = await startHoldProxy(redis.url)
-  a = await startGateway({ ...raw, store: { type: 'redis', url: proxy.url } })
+  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, raw))
 })
 
 afterAll(async () => {
-  proxy?.release()
-  await a?.close()
-  await proxy?.close()
+  await closeA?.()
   await bcl?.close()
 })
 

@@ -40,17 +40,6 @@ it.afterAll(async () => {
   await bcl?.close()
 })
 
-/** `act`, its store replies held from the first command holding every string of `on` (if one comes) until it has answered. */
-async function lateFrom (on: string[], act: () => Promise<Response>): Promise<Response> {
-  const armed = hold.armReplies(on)
-  const answer = await act()
-  await answer.arrayBuffer()
-  hold.disarm()
-  hold.release()
-  void armed
-  return answer
-}
-
 const signOutEverywhere = async (cookie: string): Promise<Response> => await fetch(`${gateway.url}/oauth/logout/`, {
   method: 'POST', redirect: 'manual', headers: { cookie: `gw_session=${cookie}`, accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: 'everywhere=1',
 })
@@ -84,7 +73,7 @@ describe('the log', () => {
   it('a 503 from one late reply has a line at warn naming its cause', async () => {
     const { value: cookie } = await signIn(`${gateway.url}/bcl/`, 'bcl-log')
     const from = gateway.logs.length
-    const first = await lateFrom(['logout:bcl:sub:'], async () => await post(await logoutToken('bcl-log')))
+    const first = await hold.lateFrom(['logout:bcl:sub:'], async () => await post(await logoutToken('bcl-log')))
     expect(first.status).toBe(503)
     // The next command answered: the run of failures was no outage, and it is said so.
     expect(await status(cookie)).toBe(200)
@@ -98,7 +87,7 @@ describe('sign out everywhere', () => {
     const login = `soe-${on[0]}`
     const mine = (await signIn(`${gateway.url}/app/`, login)).value
     const other = (await signIn(`${gateway.url}/app/`, login)).value
-    const first = await lateFrom(on, async () => await signOutEverywhere(mine))
+    const first = await hold.lateFrom(on, async () => await signOutEverywhere(mine))
     if (first.status === 503) expect((await signOutEverywhere(mine)).status).toBeLessThan(400)
     else expect(first.status).toBeLessThan(400)
     expect(await sessionStatus(gateway, other)).toBe(401)
@@ -111,7 +100,7 @@ describe('a revoke on the sessions page', () => {
     const mine = (await signIn(`${gateway.url}/app/`, login)).value
     const other = (await signIn(`${gateway.url}/app/`, login)).value
     const target = (await listed(mine)).find((entry) => !entry.current)!
-    const first = await lateFrom(on, async () => await revoke(mine, target.id))
+    const first = await hold.lateFrom(on, async () => await revoke(mine, target.id))
     if (first.status === 503) {
       // Still listed while it runs, and so revocable again; once ended (its delete ran), no longer listed.
       const running = await sessionStatus(gateway, other) === 200
@@ -131,7 +120,7 @@ describe('a back-channel logout', () => {
     const { value: cookie } = await signIn(`${gateway.url}/bcl/`, login)
     expect(await status(cookie)).toBe(200)
     const token = await logoutToken(login)
-    const first = await lateFrom(on, async () => await post(token))
+    const first = await hold.lateFrom(on, async () => await post(token))
     expect(first.status).toBe(503)
     expect((await post(token)).status).toBe(200)
     expect(await status(cookie)).toBe(401)

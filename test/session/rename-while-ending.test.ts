@@ -7,13 +7,14 @@
 import { afterAll, expect } from 'vitest'
 import { signIn } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
-import { oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
+import { heldInstance, type HoldProxy } from '../helpers/hold-proxy.js'
 import { test as it } from '../helpers/stack.js'
 
 let b: TestGateway
 let a: TestGateway
 let proxy: HoldProxy
+let closeA: () => Promise<void>
 
 it.beforeAll(async ({ startStack, op, redis, upstream }) => {
   const raw = {
@@ -21,15 +22,10 @@ it.beforeAll(async ({ startStack, op, redis, upstream }) => {
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
   }
   b = await startStack(raw)
-  proxy = await startHoldProxy(redis.url)
-  a = await startGateway({ ...raw, session: { cacheTtl: 0 }, store: { type: 'redis', url: proxy.url } })
+  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, session: { cacheTtl: 0 } }))
 })
 
-afterAll(async () => {
-  proxy?.release()
-  await a?.close()
-  await proxy?.close()
-})
+afterAll(async () => { await closeA?.() })
 
 it('"sign out everywhere" ends a session renamed between its live check and its delete', async () => {
   const laptop = await signIn(`${b.url}/app/`, 'late-rename-alice')

@@ -9,13 +9,14 @@
 import { afterAll, expect } from 'vitest'
 import { signIn } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
-import { oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
+import { heldInstance, type HoldProxy } from '../helpers/hold-proxy.js'
 import { test as it } from '../helpers/stack.js'
 
 let b: TestGateway
 let a: TestGateway
 let proxy: HoldProxy
+let closeA: () => Promise<void>
 
 it.beforeAll(async ({ startStack, op, redis, upstream }) => {
   const raw = {
@@ -25,15 +26,10 @@ it.beforeAll(async ({ startStack, op, redis, upstream }) => {
   // B: where browsers sign in (the worker's address, which the provider's redirect URI names).
   b = await startStack(raw)
   // A: where "sign out everywhere" is handled; its Redis through a proxy that can hold its commands.
-  proxy = await startHoldProxy(redis.url)
-  a = await startGateway({ ...raw, store: { type: 'redis', url: proxy.url } })
+  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, raw))
 })
 
-afterAll(async () => {
-  proxy?.release()
-  await a?.close()
-  await proxy?.close()
-})
+afterAll(async () => { await closeA?.() })
 
 it('"sign out everywhere" ends a session renamed between its read of the person\'s list and its check of each entry', async () => {
   const laptop = await signIn(`${b.url}/app/`, 'race-alice')
