@@ -41,7 +41,8 @@ import type { PublicRule, ReauthConfig, RuleLists } from '../config/types.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
-import { admitsQueryReadings, compileRules, type Judge, type Judgement } from './rules.js'
+import { admitsQueryReadings } from './path-readings.js'
+import { compileRules, type Judge, type Judgement } from './rules.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
 export interface GateRoute {

@@ -20,12 +20,13 @@
 // a front controller takes from the query (`/index.php?/admin/x`, CodeIgniter). An `allow` glob
 // matches only the exact path: the other readings may refuse more, never admit more.
 import type { Rule, RuleLists } from '../config/types.js'
-import { foldable, folded, queryReadings, routedForms } from '../config/path-fold.js'
+import { routedForms } from '../config/path-fold.js'
 import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { deniedAddress, deniedNames, listedOrSubaddress } from './deny-forms.js'
 import { globMatcher } from './glob.js'
 import { networkTest } from './networks.js'
+import { admitsQueryReadings, denyFold, NO_READINGS, otherReadings, UNTOLD } from './path-readings.js'
 
 /** The outcome, and the rule that decided it (`deny[0]`, `allow[1]`; undefined: no rule did). */
 export interface Judgement {
@@ -43,8 +44,9 @@ export interface Judgement {
    */
   readonly partial?: { readonly method: string, readonly path: string }
   /**
-   * On a refusal with no allow rule matched: every allow rule names networks this address is not in,
-   * so no account would pass from here (the 403 offers none, and says the address refused).
+   * On a refusal with no allow rule matched: an allow rule takes this request (its methods and paths)
+   * from other networks, and none from this address, so no account would pass from here (the 403
+   * offers none, and says the address refused).
    */
   readonly byAddress?: true
 }
@@ -219,6 +221,18 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
   if (rule.domains.length > 0) list.push(inDeny ? deniedAddressCondition(rule.domains, 'domain') : addressCondition(domainOf, rule.domains))
   if (rule.groups.length > 0) list.push(inDeny ? deniedGroupsCondition(rule.groups) : aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values, inDeny))
+  list.push(...requestConditions(rule, inDeny))
+  if (rule.networks.length > 0) {
+    const inNetworks = networkTest(rule.networks)
+    list.push((_identity, _method, _path, address, _provider, deny) => inNetworks(address) ?? deny)
+  }
+  if (rule.providers.length > 0) list.push((_identity, _method, _path, _address, provider, deny) => provider === undefined ? deny : rule.providers.includes(provider))
+  return list
+}
+
+/** The conditions on the request itself (`methods`, `paths`): what no account and no network changes. */
+function requestConditions (rule: Rule, inDeny: boolean): Condition[] {
+  const list: Condition[] = []
   if (rule.methods.length > 0) {
     const methods = inDeny ? withSameActions(rule.methods) : rule.methods
     list.push((_identity, method, _path, _address, _provider, deny) => method === undefined ? deny : methods.includes(method))
@@ -235,11 +249,6 @@ function conditions (rule: Rule, inDeny: boolean): Condition[] {
         // An allow glob admits the path only with every path its query routes to.
         : admits(path) && admitsQueryReadings(path, admits))
   }
-  if (rule.networks.length > 0) {
-    const inNetworks = networkTest(rule.networks)
-    list.push((_identity, _method, _path, address, _provider, deny) => inNetworks(address) ?? deny)
-  }
-  if (rule.providers.length > 0) list.push((_identity, _method, _path, _address, provider, deny) => provider === undefined ? deny : rule.providers.includes(provider))
   return list
 }
 
@@ -260,8 +269,12 @@ interface CompiledRule {
   /** The condition names it gives, joined by `+`. */
   readonly kinds: string
   readonly holds: (identity: Identity | undefined, method: string | undefined, path: string | undefined, address: string | undefined, provider: string | undefined, readings?: readonly string[]) => boolean
-  /** Whether its `networks` (if any) take `address`: someone from there could meet it. */
-  readonly takesAddress: (address: string | undefined) => boolean
+  /**
+   * Whether someone at `address` could meet it with this request: its `methods` and `paths` take
+   * the request, and its `networks` (if any) the address. `undefined`: the request is not one it
+   * takes, from anywhere.
+   */
+  readonly takesFrom: (method: string | undefined, path: string | undefined, address: string | undefined) => boolean | undefined
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
@@ -272,15 +285,17 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
     kinds: CONDITION_NAMES.filter((key) => rule[key].length > 0).join('+'),
     // A rule without conditions holds for nobody (the config refuses one).
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
-    takesAddress: addressTest(rule),
+    takesFrom: requestTest(rule, inDeny),
   }
 }
 
-/** Whether `rule`'s networks (any address when it names none) take an address: one that cannot be told is taken by none. */
-function addressTest (rule: Rule): (address: string | undefined) => boolean {
-  if (rule.networks.length === 0) return () => true
-  const inNetworks = networkTest(rule.networks)
-  return (address) => inNetworks(address) === true
+/** CompiledRule.takesFrom of `rule`: an address that cannot be told is taken by no `networks`. */
+function requestTest (rule: Rule, inDeny: boolean): CompiledRule['takesFrom'] {
+  const request = requestConditions(rule, inDeny)
+  const inNetworks = rule.networks.length === 0 ? () => true : networkTest(rule.networks)
+  return (method, path, address) => request.every((condition) => condition(undefined, method, path, address, undefined, inDeny, NO_READINGS))
+    ? inNetworks(address) === true
+    : undefined
 }
 
 /** The methods a refused person is tried in for another request they would pass. */
@@ -299,52 +314,7 @@ function witnesses (lists: RuleLists, prefix: string | undefined): ReadonlyArray
   return WITNESS_METHODS.flatMap((method) => [...paths].map((path) => [method, path] as const))
 }
 
-const NO_READINGS: readonly string[] = Object.freeze([])
-
-/**
- * `path` folded (path-fold.ts), and with `%2B` read as `+`, as an application that decodes the path
- * reads it: the edge keeps `%2B` encoded (to an application that reads `+` in a path as a space, the
- * two differ), so a `deny` glob holds on both spellings. Globs and paths are read alike.
- */
-function denyFold (path: string): string {
-  const loose = folded(path)
-  return loose.includes('%2b') ? loose.replaceAll('%2b', '+') : loose
-}
-
-/** The readings of a path one of whose readings cannot be told (a query path the edge would refuse): a `deny` glob holds. */
-const UNTOLD: readonly string[] = Object.freeze([])
-
 const CONDITION_NAMES = ['users', 'emails', 'domains', 'groups', 'claims', 'methods', 'paths', 'networks', 'providers'] as const
-
-/**
- * The other ways an application may read `target`'s path (its query cut off), which a `deny` glob,
- * folded, is compared with: folded as a case-insensitive application reads it (only when that
- * changes it: most paths have no capital letter and no segment ending in `.` or `%20`), and that
- * reading as routers dispatch it (routedForms); and the same of a path a front controller takes from
- * the query (queryRoutedPath), made canonical as the edge makes a path: one that cannot be (an
- * encoded `/` or NUL), or whose dot or empty segments CodeIgniter reads its own way (it drops `..`
- * where the edge climbs), is not told ({@link UNTOLD}), and a `deny` glob holds on it. None when the path is not told.
- */
-function otherReadings (target: string | undefined): readonly string[] {
-  if (target === undefined) return NO_READINGS
-  const queryAt = target.indexOf('?')
-  const path = queryAt === -1 ? target : target.slice(0, queryAt)
-  const loose = foldable(path) ? denyFold(path) : path
-  const readings = [loose, ...routedForms(loose)]
-  const queried = queryReadings(target)
-  if (queried === undefined) return UNTOLD
-  for (const routed of queried) {
-    const reading = denyFold(routed)
-    readings.push(reading, ...routedForms(reading))
-  }
-  return readings
-}
-
-/** Whether every path `target`'s query routes to (queryReadings) is one `admits` admits too; false when one cannot be told. */
-export function admitsQueryReadings (target: string, admits: (path: string) => boolean): boolean {
-  const readings = queryReadings(target, false)
-  return readings !== undefined && readings.every(admits)
-}
 
 /**
  * The judge of `lists`: refused by the first `deny` rule that holds, else admitted by the first
@@ -366,7 +336,9 @@ export function compileRules (lists: RuleLists, prefix?: string): Judge {
     for (const rule of allow) {
       if (rule.holds(identity, method, path, address, provider)) return { admit: true, rule: rule.name }
     }
-    return allow.some((rule) => rule.takesAddress(address)) ? NO_ALLOW : NO_ALLOW_FROM_HERE
+    // From here when some rule takes this request from another network, and none from this one.
+    const reach = allow.map((rule) => rule.takesFrom(method, path, address))
+    return reach.includes(false) && !reach.includes(true) ? NO_ALLOW_FROM_HERE : NO_ALLOW
   }
   const others = witnesses(lists, prefix)
   // A refusal (rare) tries the person on the rest of the route; an admission costs nothing more.

@@ -305,6 +305,11 @@ describe('a refusal with no allow rule matched, and the address', () => {
     ['an allow rule without networks: another account might pass', [{ networks: ['10.8.0.0/16'] }, { emails: ['boss@example.com'] }], '192.0.2.1', undefined],
     ['an allow rule whose networks take the address, not the person: another account might pass', [{ emails: ['boss@example.com'], networks: ['192.0.2.0/24'] }], '192.0.2.1', undefined],
     ['an excluded network: the address is out', [{ networks: ['0.0.0.0/0', '!192.0.2.0/24'] }], '192.0.2.1', true],
+    // No network helps a request no allow rule takes: the page must not send the person to a VPN for it.
+    ['the only networked allow rule is for other paths: no network would pass this one', [{ networks: ['10.8.0.0/16'], paths: ['/app/admin/*'] }], '192.0.2.1', undefined],
+    ['the only networked allow rule is for other methods, the same', [{ networks: ['10.8.0.0/16'], methods: ['POST'] }], '192.0.2.1', undefined],
+    ['a rule for this path from another network, one for other paths from here: from here', [{ networks: ['10.8.0.0/16'], paths: ['/app/*'] }, { networks: ['192.0.2.0/24'], paths: ['/app/admin/*'] }], '192.0.2.1', true],
+    ['a rule for this path and method from another network: from here', [{ networks: ['10.8.0.0/16'], paths: ['/app/*'], methods: ['GET'] }], '192.0.2.1', true],
   ])('%s', (_what, allow, address, byAddress) => {
     const judgement = compileRules(lists(allow))(bob, 'GET', '/app/x', address)
     expect(judgement).toMatchObject({ admit: false, rule: undefined, refusedBy: 'no_allow_rule' })
