@@ -7,7 +7,7 @@
 // page is open deletes the kept sign-in, and the Allow that follows finds nothing to make a session of.
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { SignIn } from '../session/record.js'
-import { storeKeys, type KeyValue, type Lock } from '../store/store.js'
+import { ownClaim, storeKeys, type KeyValue, type Lock } from '../store/store.js'
 
 const PURPOSE = 'agents-pending'
 
@@ -58,15 +58,9 @@ export class PendingSignIns {
     const signIn = await this.read(uid, cookie, async (key) => { const sealed = await this.store.get(key); if (sealed !== null) at = key; return sealed })
     if (signIn === undefined || at === undefined) return undefined
     const kept = at
-    const claim = { key: `${kept}:answered`, owner: randomToken() }
-    const giveBack = async (): Promise<void> => { await this.store.release(claim).catch(() => false) }
-    try {
-      if (!await this.store.claim(claim.key, claim.owner, this.ttlMs)) return undefined
-    } catch (error) {
-      await giveBack()
-      throw error
-    }
-    return { signIn, given: async () => { await this.store.delete(kept).catch(() => {}) }, giveBack }
+    const claim = ownClaim(this.store, `${kept}:answered`)
+    if (!await claim.take(this.ttlMs)) return undefined
+    return { signIn, given: async () => { await this.store.delete(kept).catch(() => {}) }, giveBack: claim.giveBack }
   }
 
   /** The kept sign-in for `uid` that `fetch` reads from the store, opened. */

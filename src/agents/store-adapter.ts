@@ -9,10 +9,9 @@
 // before its step 3 (an outside tester's finding: an instance at step 2 found none of them).
 // @see https://github.com/panva/node-oidc-provider/blob/main/example/my_adapter.js
 import { errors, type Adapter, type AdapterPayload } from 'oidc-provider'
-import { randomBytes } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
-import { firstHeld, type SessionStore } from '../store/store.js'
+import { firstHeld, ownClaim, type SessionStore } from '../store/store.js'
 import { AGENT_SCOPE } from './endpoints.js'
 import { onFailure, undoAll } from './request-undo.js'
 
@@ -23,10 +22,10 @@ const PREFIX = 'agents:'
  * (request-undo.ts), never another use's.
  */
 async function claimOnce (store: SessionStore, key: string, ttlMs: number): Promise<boolean> {
-  const claim = { key: consumedKey(key), owner: randomBytes(12).toString('base64url') }
+  const claim = ownClaim(store, consumedKey(key))
   return await undoneOnStoreFailure(async () => {
-    onFailure(async () => { await store.release(claim) })
-    return await store.claim(claim.key, claim.owner, ttlMs)
+    onFailure(claim.giveBack)
+    return await claim.take(ttlMs)
   })
 }
 

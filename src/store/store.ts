@@ -97,6 +97,35 @@ export function lockOwner (): string {
   return randomBytes(16).toString('base64url')
 }
 
+/** A claim of one key under a value of its taker's own (ownClaim). */
+export interface OwnClaim {
+  /** Sets the key if absent, for `ttlMs`: true when this claim did. When the store fails, the claim is given back (the write may have landed, its reply lost), and the error thrown. */
+  take (ttlMs: number): Promise<boolean>
+  /** Deletes the key while it holds this claim's value, never another's; best effort. */
+  giveBack (): Promise<void>
+}
+
+/**
+ * A claim of `key` that can be given back: a used code or token whose request failed, an answer
+ * that could not be written. It holds a value of its own, so that giving it back never frees a
+ * claim another request took meanwhile.
+ */
+export function ownClaim (store: Pick<KeyValue, 'claim'> & Pick<Lock, 'release'>, key: string): OwnClaim {
+  const handle = { key, owner: lockOwner() }
+  const giveBack = async (): Promise<void> => { await store.release(handle).catch(() => false) }
+  return {
+    take: async (ttlMs) => {
+      try {
+        return await store.claim(key, handle.owner, ttlMs)
+      } catch (error) {
+        await giveBack()
+        throw error
+      }
+    },
+    giveBack,
+  }
+}
+
 /**
  * A lock shared by every instance on the store, held until released or until its time runs out.
  * Acquire is SET key owner NX PX ttl; release deletes the key only while it still holds this
