@@ -29,15 +29,23 @@ const BLANK_IN_A_NAME = /(?! )[\p{Zs}\u2800]|\p{M}{4}/u
 /**
  * The consent page's own words about whose a name is: a name may not say them, so a client that
  * registered itself cannot claim a host vouches for it (`Claude Code (as described at claude.ai)`).
- * Read in the name's letters only, after NFKC and with the Cyrillic and Greek letters that look like
- * Latin ones read as those: `ａｓ‑described at` and a Cyrillic `а` say it too (a re-reading's point).
+ * Read in the name's letters only, after NFKC and with the Cyrillic, Greek and Latin letters that look
+ * like plain Latin ones (a single-storey ɑ, small capitals) read as those: `ａｓ‑described at` and a
+ * Cyrillic `а` say it too (a re-reading's point).
  */
 const PAGE_WORDS_IN_A_NAME = /asdescribedat|gaveitself|callsitself/u
-const LOOKALIKES: Readonly<Record<string, string>> = { а: 'a', с: 'c', е: 'e', і: 'i', о: 'o', р: 'p', ѕ: 's', ԁ: 'd', ӏ: 'l', х: 'x', у: 'y', ԛ: 'q', ԝ: 'w', α: 'a', ε: 'e', ι: 'i', ο: 'o', ν: 'v', τ: 't', ı: 'i' }
+/** Letters that look like plain Latin ones, each read as the Latin letter in the same place of its pair. */
+const LOOKALIKES = new Map(([
+  ['асеіорѕԁӏхуԛԝһј', 'aceiopsdlxyqwhj'], // Cyrillic
+  ['αειοντκρυχϲ', 'aeiovtkpuxc'], // Greek
+  // Latin's own (an outside tester's finding: a single-storey ɑ for "a"), and its small capitals, which NFKC keeps.
+  ['ıɑɛɡɩʋǀ', 'iaegivl'],
+  ['ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ', 'abcdefghijklmnoprstuvwyz'],
+] as const).flatMap(([letters, readings]) => [...letters].map((letter, i) => [letter, readings[i]!] as const)))
 
 /** The letters of `name` as the page's words would be read in it. */
 function lettersOf (name: string): string {
-  return name.normalize('NFKC').toLowerCase().replace(/[^\p{L}]/gu, '').replace(/./gu, (letter) => LOOKALIKES[letter] ?? letter)
+  return name.normalize('NFKC').toLowerCase().replace(/[^\p{L}]/gu, '').replace(/./gu, (letter) => LOOKALIKES.get(letter) ?? letter)
 }
 
 /**
@@ -61,7 +69,7 @@ export const REDIRECT_URIS_MAX = 10
 const NOT_PRIVATE_USE = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'blob:', 'about:', 'ftp:', 'ws:', 'wss:', 'mailto:', 'tel:', 'sms:', 'urn:', 'filesystem:', 'chrome:', 'view-source:', 'intent:',
   'search-ms:', 'search:', 'shell:', 'smb:', 'res:', 'jar:', 'mhtml:', 'ssh:', 'telnet:', 'ldap:', 'callto:', 'steam:',
   'microsoft-edge:', 'microsoft-edge-http:', 'microsoft-edge-https:', 'microsoft-edge-holographic:', 'read:', 'x-safari-http:', 'x-safari-https:',
-  'googlechrome:', 'googlechromes:', 'firefox:', 'firefox-private:', 'opera-http:', 'opera-https:', 'touch-http:', 'touch-https:', 'brave:', 'edge:',
+  'googlechrome:', 'googlechromes:', 'googlechrome-x-callback:', 'firefox:', 'firefox-private:', 'opera-http:', 'opera-https:', 'touch-http:', 'touch-https:', 'brave:', 'edge:',
   'ddgquicklink:', 'x-web-search:', 'android-app:', 'ios-app:',
   // From the second outside reading: Firefox Focus/Klar, Yandex, Vivaldi, Samsung Internet, UC and Opera open the address after them.
   'firefox-focus:', 'firefox-klar:', 'focus:', 'yandexbrowser-open-url:', 'vivaldi:', 'samsunginternet:', 'ucbrowser:', 'opera:', 'operaintent:',

@@ -370,11 +370,13 @@ export class Agents implements AgentSignIns {
     const route = this.routes.get(resource)
     const client = await provider.Client.find(String(params.client_id))
     if (route === undefined || client === undefined) throw new GatewayError('invalid_request', 'This authorization names no route of this gateway that agents may reach.')
+    // A document's URL in any letter case of its scheme (oidc-provider takes `HTTPS://` too: an outside tester's finding).
+    const document = URL.parse(client.clientId)
     return {
       uid,
       clientId: client.clientId,
       clientName: clientName(client),
-      clientSite: client.clientId.startsWith('https://') ? URL.parse(client.clientId)?.host : undefined,
+      clientSite: document?.protocol === 'https:' ? document.host : undefined,
       redirectHost: redirectShown(params.redirect_uri),
       route,
       resource,

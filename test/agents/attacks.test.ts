@@ -176,6 +176,8 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['Edge at a web address (microsoft-edge:https://...)', { redirect_uris: ['microsoft-edge:https://evil.example/cb'] }, 'invalid_redirect_uri'],
     ['Safari at a web address (x-safari-https://...)', { redirect_uris: ['x-safari-https://evil.example/cb'] }, 'invalid_redirect_uri'],
     ['Chrome at a web address (googlechromes://...)', { redirect_uris: ['googlechromes://evil.example/cb'] }, 'invalid_redirect_uri'],
+    // An outside tester's: Chrome for iOS's third scheme opens the address in its url parameter.
+    ['Chrome\'s x-callback scheme (googlechrome-x-callback://...?url=...)', { redirect_uris: ['googlechrome-x-callback://x-callback-url/open/?url=https%3A%2F%2Fevil.example%2Fcb'] }, 'invalid_redirect_uri'],
     ['Firefox at a web address (firefox:https://...)', { redirect_uris: ['firefox:https://evil.example/cb'] }, 'invalid_redirect_uri'],
     // A reviewer's rows: more of the same, and schemes a web site may claim in a browser.
     ['Edge\'s https twin (microsoft-edge-https://...)', { redirect_uris: ['microsoft-edge-https://evil.example/cb'] }, 'invalid_redirect_uri'],
@@ -210,6 +212,9 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     ['a name that says whose name it is', { redirect_uris: [REDIRECT], client_name: 'Claude Code, which calls  itself so' }, 'invalid_client_metadata'],
     // A re-reading's: the same words and blanks in other spellings.
     ['those words with a Cyrillic а', { redirect_uris: [REDIRECT], client_name: 'Claude Code (\u0430s described at claude.ai)' }, 'invalid_client_metadata'],
+    // An outside tester's: Latin's own look-alikes, which NFKC keeps.
+    ['those words with a Latin alpha (ɑ) for a', { redirect_uris: [REDIRECT], client_name: 'Claude Code (\u0251s described \u0251t claude.ai)' }, 'invalid_client_metadata'],
+    ['those words in small capitals', { redirect_uris: [REDIRECT], client_name: 'Claude, who \u1d04\u1d00\u029f\u029f\ua731 \u026a\u1d1b\ua731\u1d07\u029f\ua730 Claude' }, 'invalid_client_metadata'],
     ['those words in fullwidth letters', { redirect_uris: [REDIRECT], client_name: 'Claude, who \uff43\uff41\uff4c\uff4c\uff53 \uff49\uff54\uff53\uff45\uff4c\uff46 Claude' }, 'invalid_client_metadata'],
     ['those words joined by no-break hyphens', { redirect_uris: [REDIRECT], client_name: 'Claude Code (as\u2011described\u2011at claude.ai)' }, 'invalid_client_metadata'],
     ['braille blanks (U+2800)', { redirect_uris: [REDIRECT], client_name: `Claude${'\u2800'.repeat(16)}Code` }, 'invalid_client_metadata'],

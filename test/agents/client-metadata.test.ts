@@ -27,6 +27,8 @@ const fetched = new Map<string, number>()
 /** What each document path answers; `client_id` is filled in with the document's own URL unless given. */
 const documents: Record<string, (url: string) => { status?: number, headers?: Record<string, string>, body?: unknown, hang?: true, trickle?: true, chunked?: true }> = {
   '/good.json': (url) => ({ headers: { 'cache-control': 'max-age=600' }, body: { client_id: url, client_name: 'Doc client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
+  // Its client_id spells the scheme in capitals, as it is asked for: oidc-provider takes `HTTPS://` too.
+  '/upper.json': (url) => ({ body: { client_id: url.replace('https://', 'HTTPS://'), client_name: 'Doc client', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
   '/another-id.json': () => ({ body: { client_id: `${base}/good.json`, client_name: 'Liar', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' } }),
   '/big.json': (url) => ({ body: { client_id: url, client_name: 'Big', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none', padding: 'x'.repeat(6000) } }),
   // The same without a Content-Length: oidc-provider finds it too large only while reading it.
@@ -115,6 +117,17 @@ describe('client ID metadata documents', () => {
     expect((await fetch(`${gateway.url}/mcp`, { headers: { authorization: `Bearer ${body.access_token}` } })).status).toBe(200)
     // Kept for its max-age (within 1 min to 1 day): the authorization, consent and token requests fetched it once.
     expect(fetched.get('/good.json')).toBe(1)
+  })
+
+  // An outside tester's finding: oidc-provider takes an https client_id in any case of its scheme,
+  // and the page named the document's host only for a lower-case `https://`: the client was shown
+  // as one that named itself, the host to judge it by nowhere (with `registration: off` too).
+  it('whose client_id spells https in capitals: the consent page still names the document\'s host', async () => {
+    const page = await new Browser().navigate(authorization(`HTTPS://${new URL(base).host}/upper.json`).url, { login: 'alice' })
+    const consent = await page.text()
+    expect(page.status, consent).toBe(200)
+    expect(consent).toContain(`<strong><bdi>Doc client</bdi></strong>, as described at <code>${new URL(base).host}</code>, asks to use`)
+    expect(consent).not.toContain('calls itself')
   })
 
   it.each([
