@@ -56,7 +56,8 @@ export interface Answer {
 }
 
 /** One request over node:http (no Sec-Fetch-Mode unless given; Accept text/html unless given). */
-export async function send (url: string, options: { method?: string, headers?: Record<string, string>, body?: Buffer | string } = {}): Promise<Answer> {
+/** `chunks`: the body sent chunked (no Content-Length), each piece a chunk of its own, instead of `body`. */
+export async function send (url: string, options: { method?: string, headers?: Record<string, string>, body?: Buffer | string, chunks?: readonly string[] } = {}): Promise<Answer> {
   return await new Promise((resolve, reject) => {
     const headers = { accept: 'text/html,application/xhtml+xml', ...options.headers }
     const body = options.body === undefined ? undefined : Buffer.from(options.body)
@@ -67,6 +68,7 @@ export async function send (url: string, options: { method?: string, headers?: R
       res.on('error', reject)
     })
     outgoing.on('error', reject)
+    for (const chunk of options.chunks ?? []) outgoing.write(chunk)
     outgoing.end(body)
   })
 }
