@@ -22,6 +22,7 @@ import { formOwner, parseFormToken, type FormOwner, type PreservedBodies } from 
 import type { Sessions } from '../session/session.js'
 import { cookieNames } from '../oauth/urls.js'
 import type { Logger } from '../ops/logger.js'
+import { nodeTimers, type Timers } from '../ops/clock.js'
 
 /** The self-submitted form's one field: what the replay POST carries instead of the kept body. */
 export const REPLAY_BODY = Buffer.from('gateway-preserved-form=1')
@@ -47,18 +48,29 @@ async function readBody (stream: NodeJS.ReadableStream): Promise<Buffer> {
 
 /**
  * The body's first bytes, at least `count` of them unless it is shorter (then all of it), and the
- * whole body as a stream to send on: those bytes, then the rest as it comes.
+ * whole body as a stream to send on: those bytes, then the rest as it comes. Those bytes must
+ * arrive within `timeoutMs` (the route's timeout, as the upstream would have waited for them), else
+ * 400 and the connection closed: a client that stalls does not hold its socket until Node's own
+ * requestTimeout.
  */
-async function firstBytes (stream: NodeJS.ReadableStream, count: number): Promise<{ head: Buffer, whole: NodeJS.ReadableStream }> {
+async function firstBytes (stream: NodeJS.ReadableStream, count: number, timeoutMs: number, timers: Timers): Promise<{ head: Buffer, whole: NodeJS.ReadableStream }> {
   const chunks = stream[Symbol.asyncIterator]()
   const read: Buffer[] = []
   let length = 0
   let ended = false
-  while (length < count && !ended) {
-    const next = await chunks.next()
-    if (next.done === true) ended = true
-    else read.push(Buffer.from(next.value))
-    length += ended ? 0 : read.at(-1)!.length
+  let cancel = (): void => {}
+  const late = new Promise<never>((_resolve, reject) => { cancel = timers.setTimeout(() => { reject(new Error('late')) }, timeoutMs) })
+  try {
+    while (length < count && !ended) {
+      const next = await Promise.race([chunks.next(), late])
+      if (next.done === true) ended = true
+      else read.push(Buffer.from(next.value))
+      length += ended ? 0 : read.at(-1)!.length
+    }
+  } catch (error) {
+    throw new GatewayError('invalid_request', `The request cannot be served: its body did not arrive within ${timeoutMs} ms, or ended before it was whole.`, { cause: error })
+  } finally {
+    cancel()
   }
   const head = Buffer.concat(read)
   if (ended) return { head, whole: Readable.from([head]) }
@@ -119,7 +131,9 @@ export class FormReplay {
     config: Pick<GatewayConfig, 'session' | 'server'>,
     private readonly log: Logger,
     /** The sign-in endpoints' budget: each kept body is charged to it. */
-    private readonly signinLimit?: onRequestAsyncHookHandler
+    private readonly signinLimit?: onRequestAsyncHookHandler,
+    /** The timers of the deadline on a body read to tell the marker. */
+    private readonly timers: Timers = nodeTimers
   ) {
     this.cookieName = cookieNames(config).form
     this.ownOrigin = new URL(config.server.baseUrl).origin
@@ -210,17 +224,20 @@ export class FormReplay {
    * one it is refused (400). Any other body streams on untouched, but its first bytes (a body as long
    * as the marker, or one of no stated length), read and given back.
    */
-  deliverer (provider: string | undefined): preParsingAsyncHookHandler {
-    return async (request, reply, payload) => await this.deliver(request, reply, payload, provider)
+  deliverer (route: { provider: string | undefined, timeoutMs: number }): preParsingAsyncHookHandler {
+    return async (request, reply, payload) => await this.deliver(request, reply, payload, route)
   }
 
-  private async deliver (...[request, reply, payload, provider]: [...Parameters<preParsingAsyncHookHandler>, string | undefined]): Promise<NodeJS.ReadableStream> {
+  private async deliver (...[request, reply, payload, { provider, timeoutMs }]: [...Parameters<preParsingAsyncHookHandler>, { provider: string | undefined, timeoutMs: number }]): Promise<NodeJS.ReadableStream> {
     const { headers } = request
     // A body of no stated length (chunked) may be the marker too: its first bytes tell (an outside tester's finding).
     const length = headers['content-length']
     if (request.method !== 'POST' || request.audit?.decision !== 'allow' || (length !== undefined && length !== String(REPLAY_BODY.length)) ||
       formMediaType(headers['content-type']) !== 'application/x-www-form-urlencoded') return payload
-    const { head, whole } = await firstBytes(payload, REPLAY_BODY.length + 1)
+    const { head, whole } = await firstBytes(payload, REPLAY_BODY.length + 1, timeoutMs, this.timers).catch((error: unknown) => {
+      reply.header('connection', 'close')
+      throw error
+    })
     if (!head.equals(REPLAY_BODY)) return whole
     // Only the gateway's own page submits the marker (a browser says so; a request without the header counts as same-origin).
     const site = headers['sec-fetch-site']

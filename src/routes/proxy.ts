@@ -168,7 +168,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         let keepForm: RouteActs['keepForm']
         if (forms !== undefined && limit !== undefined) {
           keepForm = async (request, reply, loginUrl) => await forms.keep(app, request, reply, limit, loginUrl)
-          scope.addHook('preParsing', forms.deliverer(route.provider))
+          scope.addHook('preParsing', forms.deliverer(route))
         }
         const switchAccount = switchAccountOf(config, route)
         const site: Site = { kind: 'route', identityHeaders: route.identityHeaders, claimHeaders: route.headers, switchAccountUrl: switchAccount, retry: (next) => ({ retryUrl: next }) }

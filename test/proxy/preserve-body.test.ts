@@ -4,6 +4,8 @@
 // they were. What is never kept (XHR/fetch, other types, too large, routes without preserveBody),
 // what finds nothing (reloads, made-up or another browser's cookies, an expired body), and that the
 // store keeps nothing once a body is used. Time is the injected clock's.
+import { once } from 'node:events'
+import { connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
@@ -32,6 +34,7 @@ beforeAll(async () => {
     routes: [
       { path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB' },
       { path: '/plain/', upstream: upstream.url, provider: 'demo' },
+      { path: '/slow/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB', timeout: '300ms' },
     ],
   }, { deps: { clock: { now: () => Date.now() + offset } } })
   gateway = started.gateway
@@ -272,6 +275,26 @@ describe('what finds nothing', () => {
     const again = await send(`${gateway.url}/app/form`, { chunks: [MARKER], headers: { 'content-type': URLENCODED, cookie } })
     expect(again.status).toBe(400)
     expect(upstream.posts.length).toBe(before + 1)
+  })
+
+  // The first bytes are read before anything goes upstream: a client that stalls in them is
+  // answered at the route's timeout, as the upstream would have stopped waiting, never held until
+  // Node's requestTimeout (120 s; the socket's own 10 s bound below fails the test first).
+  it.each([
+    ['chunked', 'Transfer-Encoding: chunked\r\n\r\n5\r\ngatew\r\n'],
+    ['with Content-Length: 24', 'Content-Length: 24\r\n\r\ngatew'],
+  ])('a form body that stalls in its first bytes (%s) is 400 at the route\'s timeout, its connection closed', async (_case, rest) => {
+    const { browser } = await keepAndSignIn('/app/form', 'unused=2')
+    const before = upstream.posts.length
+    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1')
+    socket.setTimeout(10_000, () => socket.destroy())
+    let answer = ''
+    socket.setEncoding('latin1').on('data', (chunk: string) => { answer += chunk })
+    socket.write(`POST /slow/form HTTP/1.1\r\nHost: x\r\nAccept: text/html\r\nCookie: ${browser.cookieHeader(`${gateway.url}/slow/form`) ?? ''}\r\nContent-Type: ${URLENCODED}\r\n${rest}`)
+    await once(socket, 'close')
+    expect(answer).toMatch(/^HTTP\/1\.1 400 /)
+    expect(answer.toLowerCase()).toContain('connection: close')
+    expect(upstream.posts.length).toBe(before)
   })
 
   it.each([
