@@ -10,6 +10,7 @@
 import { GatewayError, type Refused } from '../errors.js'
 import type { Identity } from '../session/record.js'
 import { unreachable, type Decision } from './gate.js'
+import { PERSON_CONDITIONS } from './rules.js'
 import { maxAgeSeconds } from '../oauth/step-up.js'
 
 /** The decisions that end the request with an error. */
@@ -31,7 +32,7 @@ export interface RefusalContext {
 }
 
 /** The conditions about the account: a rule with one of them might not hold for another account. */
-const ACCOUNT_CONDITIONS = new Set(['users', 'emails', 'domains', 'groups', 'claims', 'providers'])
+const ACCOUNT_CONDITIONS = new Set<string>(PERSON_CONDITIONS)
 
 /**
  * What the 403 shows: the person's own identity and address and the refusing rule's name, never the

@@ -275,6 +275,8 @@ interface CompiledRule {
    * takes, from anywhere.
    */
   readonly takesFrom: (method: string | undefined, path: string | undefined, address: string | undefined) => boolean | undefined
+  /** It names no condition on the person (users, emails, domains, groups, claims, providers): it holds for everyone alike. */
+  readonly personless: boolean
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
@@ -286,6 +288,7 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
     // A rule without conditions holds for nobody (the config refuses one).
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
     takesFrom: requestTest(rule, inDeny),
+    personless: PERSON_CONDITIONS.every((key) => rule[key].length === 0),
   }
 }
 
@@ -315,6 +318,8 @@ function witnesses (lists: RuleLists, prefix: string | undefined): ReadonlyArray
 }
 
 const CONDITION_NAMES = ['users', 'emails', 'domains', 'groups', 'claims', 'methods', 'paths', 'networks', 'providers'] as const
+/** The conditions on the person: a rule with none holds for every account alike. */
+export const PERSON_CONDITIONS = ['users', 'emails', 'domains', 'groups', 'claims', 'providers'] as const
 
 /**
  * The judge of `lists`: refused by the first `deny` rule that holds, else admitted by the first
@@ -336,9 +341,11 @@ export function compileRules (lists: RuleLists, prefix?: string): Judge {
     for (const rule of allow) {
       if (rule.holds(identity, method, path, address, provider)) return { admit: true, rule: rule.name }
     }
-    // From here when some rule takes this request from another network, and none from this one.
+    // From here when some rule takes this request from another network, none from this one, and no
+    // deny rule refuses it to everyone (from some network: the allow rule's, maybe; an outside tester's finding).
     const reach = allow.map((rule) => rule.takesFrom(method, path, address))
-    return reach.includes(false) && !reach.includes(true) ? NO_ALLOW_FROM_HERE : NO_ALLOW
+    const fromHere = reach.includes(false) && !reach.includes(true) && !deny.some((rule) => rule.personless && rule.takesFrom(method, path, address) !== undefined)
+    return fromHere ? NO_ALLOW_FROM_HERE : NO_ALLOW
   }
   const others = witnesses(lists, prefix)
   // A refusal (rare) tries the person on the rest of the route; an admission costs nothing more.

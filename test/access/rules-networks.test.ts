@@ -316,3 +316,42 @@ describe('a refusal with no allow rule matched, and the address', () => {
     expect(judgement.byAddress).toBe(byAddress)
   })
 })
+
+// A re-reading's: "connect from a network its rules take" only when some network would admit this
+// request for someone, and then with deny rules too.
+describe('a refusal by address, and what some network would admit', () => {
+  const bob: Identity = { sub: 'bob', subject: 'bob', email: 'bob@example.com', groups: [] }
+  it('a deny rule that refuses this path to everyone from the only allowing network: the person is not sent there', () => {
+    const judge = compileRules(lists([{ networks: ['10.8.0.0/16'] }], [{ networks: ['10.8.0.0/16'], paths: ['/app/admin/*'] }]))
+    expect(judge(bob, 'GET', '/app/admin/x', '10.8.0.1').admit).toBe(false)
+    expect(judge(bob, 'GET', '/app/admin/x', '192.0.2.1')).toMatchObject({ admit: false, rule: undefined })
+    expect(judge(bob, 'GET', '/app/admin/x', '192.0.2.1').byAddress).toBeUndefined()
+    expect(judge(bob, 'GET', '/app/x', '192.0.2.1').byAddress).toBe(true)
+  })
+
+  const NETWORKS = ['10.8.0.0/16', '10.9.0.0/16', '192.0.2.0/24', '!10.8.1.0/24']
+  const ADDRESSES = ['10.8.0.1', '10.8.1.1', '10.9.0.1', '192.0.2.1', '198.51.100.1']
+  const IDENTITIES: Identity[] = [bob, { sub: 'boss', subject: 'boss', email: 'boss@example.com', groups: [] }, { sub: 'eve', subject: 'eve', email: 'eve@example.com', groups: [] }]
+  const REQUESTS = [['GET', '/app/x'], ['POST', '/app/admin/y'], ['DELETE', '/other/z']] as const
+  const request = {
+    networks: fc.subarray(NETWORKS, { minLength: 1 }),
+    paths: fc.subarray(['/app/*', '/app/admin/*', '/app/**', '/other/*'], { minLength: 1 }),
+    methods: fc.subarray(['GET', 'POST', 'DELETE'], { minLength: 1 }),
+  }
+  const rule = (person: boolean): fc.Arbitrary<Record<string, string[]>> => fc.record<Record<string, string[]>>(person ? { ...request, emails: fc.subarray(['bob@example.com', 'boss@example.com'], { minLength: 1 }) } : request, { requiredKeys: [] })
+    .filter((conditions) => Object.keys(conditions).length > 0)
+  const someAdmits = (judge: ReturnType<typeof compileRules>, method: string, path: string) =>
+    ADDRESSES.some((address) => IDENTITIES.some((identity) => judge(identity, method, path, address).admit))
+
+  // Deny rules about the request alone: one on a person refuses that person everywhere, which the
+  // address does not tell (the page says no account passes from here, not that this one would there).
+  it('property: byAddress only when some address admits someone for the same request; and, with allow rules alone, always then when none does from here', () => {
+    fc.assert(fc.property(fc.array(rule(true), { minLength: 1, maxLength: 3 }), fc.array(rule(false), { maxLength: 2 }), fc.constantFrom(...ADDRESSES), fc.constantFrom(...IDENTITIES), fc.constantFrom(...REQUESTS), (allow, deny, address, identity, [method, path]) => {
+      const judge = compileRules(lists(allow, deny))
+      const judgement = judge(identity, method, path, address)
+      if (judgement.byAddress === true) expect(someAdmits(judge, method, path)).toBe(true)
+      const fromHere = IDENTITIES.some((other) => judge(other, method, path, address).admit)
+      if (deny.length === 0 && !judgement.admit && judgement.byAddress !== true && !fromHere) expect(someAdmits(judge, method, path)).toBe(false)
+    }), { numRuns: 2000 })
+  })
+})
