@@ -29,11 +29,12 @@ const BLANK_IN_A_NAME = /(?! )[\p{Zs}\u2800]|\p{M}{4}/u
 /**
  * The consent page's own words about whose a name is: a name may not say them, so a client that
  * registered itself cannot claim a host vouches for it (`Claude Code (as described at claude.ai)`).
- * Read in the name's letters only, after NFKC and with the Cyrillic, Greek and Latin letters that look
- * like plain Latin ones (a single-storey ɑ, small capitals) read as those: `ａｓ‑described at` and a
- * Cyrillic `а` say it too (a re-reading's point).
+ * Read in the name's letters only, after NFKC and with the Cyrillic, Greek, Cherokee and Latin
+ * letters that look like plain Latin ones (a single-storey ɑ, small capitals, capitals of any of
+ * them) read as those: `ａｓ‑described at`, a Cyrillic `а` and `AS DESCRIΒED` with a Greek Beta say
+ * it too (re-readings' points).
  */
-const PAGE_WORDS_IN_A_NAME = /asdescribedat|gaveitself|callsitself/u
+const PAGE_WORDS = ['as described at', 'gave itself', 'calls itself']
 /** Letters that look like plain Latin ones, each read as the Latin letter in the same place of its pair. */
 const LOOKALIKES = new Map(([
   ['асеіорѕԁӏхуԛԝһј', 'aceiopsdlxyqwhj'], // Cyrillic
@@ -41,12 +42,22 @@ const LOOKALIKES = new Map(([
   // Latin's own (an outside tester's finding: a single-storey ɑ for "a"), and its small capitals, which NFKC keeps.
   ['ıɑɛɡɩʋǀ', 'iaegivl'],
   ['ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢ', 'abcdefghijklmnoprstuvwyz'],
+  // Capitals, read before the name is lower-cased (a re-reading's finding: Β, В and Т lower-case to β, в, т).
+  ['ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ', 'abezhikmnoptyx'], // Greek
+  ['АВЕКМНОРСТХУЅІЈԚԜ', 'abekmhopctxysijqw'], // Cyrillic
+  ['ᎪᏴᏟᎠᎬᏀᎻᏆᎫᏦᏞᎷᏢᏒᏚᎢᏙᏔᏉᏃ', 'abcdeghijklmprstvwvz'], // Cherokee
 ] as const).flatMap(([letters, readings]) => [...letters].map((letter, i) => [letter, readings[i]!] as const)))
 
 /** The letters of `name` as the page's words would be read in it. */
 function lettersOf (name: string): string {
-  return name.normalize('NFKC').toLowerCase().replace(/[^\p{L}]/gu, '').replace(/./gu, (letter) => LOOKALIKES.get(letter) ?? letter)
+  const read = (text: string) => text.replace(/./gu, (letter) => LOOKALIKES.get(letter) ?? letter)
+  // Looked up before lower-casing (capitals) and after (what lower-casing made); an `l` is read as
+  // the `i` of a capital `I`, which it is in sans-serif type ("caIIs itself").
+  return read(read(name.normalize('NFKC')).toLowerCase().replace(/[^\p{L}]/gu, '')).replaceAll('l', 'i')
 }
+
+/** PAGE_WORDS as lettersOf reads them. */
+const PAGE_WORDS_READ = PAGE_WORDS.map(lettersOf)
 
 /**
  * The hosts an http redirect URI may name (RFC 8252 §7.3): the loopback addresses, and `localhost`,
@@ -134,7 +145,7 @@ export function registrationProblem (metadata: Record<string, unknown>): { field
   if (typeof name === 'string' && BLANK_IN_A_NAME.test(name)) {
     return { field: 'other', message: 'client_name must hold no blank characters but the space, nor marks stacked on one letter: the consent page shows it as written' }
   }
-  if (typeof name === 'string' && PAGE_WORDS_IN_A_NAME.test(lettersOf(name))) {
+  if (typeof name === 'string' && PAGE_WORDS_READ.some((words) => lettersOf(name).includes(words))) {
     return { field: 'other', message: 'client_name must not say whose name it is ("as described at", "calls itself"): the consent page says that' }
   }
   return undefined

@@ -215,6 +215,11 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
     // An outside tester's: Latin's own look-alikes, which NFKC keeps.
     ['those words with a Latin alpha (ɑ) for a', { redirect_uris: [REDIRECT], client_name: 'Claude Code (\u0251s described \u0251t claude.ai)' }, 'invalid_client_metadata'],
     ['those words in small capitals', { redirect_uris: [REDIRECT], client_name: 'Claude, who \u1d04\u1d00\u029f\u029f\ua731 \u026a\u1d1b\ua731\u1d07\u029f\ua730 Claude' }, 'invalid_client_metadata'],
+    // A re-reading's: capitals of other scripts (lower-cased into letters the map did not read), Cherokee, and I for l.
+    ['those words in capitals with a Greek Beta', { redirect_uris: [REDIRECT], client_name: 'Claude Code (AS DESCRI\u0392ED AT claude.ai)' }, 'invalid_client_metadata'],
+    ['those words in capitals with a Cyrillic Te', { redirect_uris: [REDIRECT], client_name: 'Claude Code (CALLS I\u0422SELF claude.ai)' }, 'invalid_client_metadata'],
+    ['those words in Cherokee capitals', { redirect_uris: [REDIRECT], client_name: 'Claude Code (\u13AA\u13DA \u13A0\u13AC\u13DA\u13DF\u13D2\u13C6\u13F4\u13AC\u13A0 \u13AA\u13A2 claude.ai)' }, 'invalid_client_metadata'],
+    ['those words with a capital I for each l', { redirect_uris: [REDIRECT], client_name: 'Claude Code (caIIs itseIf)' }, 'invalid_client_metadata'],
     ['those words in fullwidth letters', { redirect_uris: [REDIRECT], client_name: 'Claude, who \uff43\uff41\uff4c\uff4c\uff53 \uff49\uff54\uff53\uff45\uff4c\uff46 Claude' }, 'invalid_client_metadata'],
     ['those words joined by no-break hyphens', { redirect_uris: [REDIRECT], client_name: 'Claude Code (as\u2011described\u2011at claude.ai)' }, 'invalid_client_metadata'],
     ['braille blanks (U+2800)', { redirect_uris: [REDIRECT], client_name: `Claude${'\u2800'.repeat(16)}Code` }, 'invalid_client_metadata'],
