@@ -25,7 +25,7 @@ import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule
 import type { Identity, PersonField } from '../session/record.js'
 import { deniedAddress, deniedNames, listedOrSubaddress } from './deny-forms.js'
 import { globMatcher } from './glob.js'
-import { networkTest } from './networks.js'
+import { networkTest, type NetworkTest } from './networks.js'
 import { admitsQueryReadings, denyFold, NO_READINGS, otherReadings, UNTOLD } from './path-readings.js'
 
 /** The outcome, and the rule that decided it (`deny[0]`, `allow[1]`; undefined: no rule did). */
@@ -213,19 +213,19 @@ function pathMatcher (glob: string): (path: string) => boolean {
   return (path) => matches(path) || directory(path)
 }
 
-/** Each condition the rule gives, compiled. `inDeny`: a `deny` rule's GET covers HEAD (the same handler answers both). */
-function conditions (rule: Rule, inDeny: boolean): Condition[] {
+/**
+ * Each condition the rule gives, compiled. `inDeny`: a `deny` rule's GET covers HEAD (the same handler
+ * answers both). `request` and `inNetworks`: its request conditions and its networks' test, compiled once for it.
+ */
+function conditions (rule: Rule, inDeny: boolean, request: readonly Condition[], inNetworks: NetworkTest | undefined): Condition[] {
   const list: Condition[] = []
   if (rule.users.length > 0) list.push(usersCondition(rule.users))
   if (rule.emails.length > 0) list.push(inDeny ? deniedAddressCondition(rule.emails.map((email) => foldDeniedEmail(email) ?? email), 'address') : addressCondition(foldEmail, rule.emails))
   if (rule.domains.length > 0) list.push(inDeny ? deniedAddressCondition(rule.domains, 'domain') : addressCondition(domainOf, rule.domains))
   if (rule.groups.length > 0) list.push(inDeny ? deniedGroupsCondition(rule.groups) : aboutField('groups', (identity) => identity.groups.some((group) => rule.groups.includes(group))))
   for (const claim of rule.claims) list.push(claimCondition(claim.path, claim.values, inDeny))
-  list.push(...requestConditions(rule, inDeny))
-  if (rule.networks.length > 0) {
-    const inNetworks = networkTest(rule.networks)
-    list.push((_identity, _method, _path, address, _provider, deny) => inNetworks(address) ?? deny)
-  }
+  list.push(...request)
+  if (inNetworks !== undefined) list.push((_identity, _method, _path, address, _provider, deny) => inNetworks(address) ?? deny)
   if (rule.providers.length > 0) list.push((_identity, _method, _path, _address, provider, deny) => provider === undefined ? deny : rule.providers.includes(provider))
   return list
 }
@@ -281,23 +281,23 @@ interface CompiledRule {
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
 function compiled (rule: Rule, inDeny: boolean): CompiledRule {
-  const list = conditions(rule, inDeny)
+  const request = requestConditions(rule, inDeny)
+  const inNetworks = rule.networks.length > 0 ? networkTest(rule.networks) : undefined
+  const list = conditions(rule, inDeny, request, inNetworks)
   return {
     name: rule.name,
     kinds: CONDITION_NAMES.filter((key) => rule[key].length > 0).join('+'),
     // A rule without conditions holds for nobody (the config refuses one).
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
-    takesFrom: requestTest(rule, inDeny),
+    takesFrom: requestTest(request, inNetworks, inDeny),
     personless: PERSON_CONDITIONS.every((key) => rule[key].length === 0),
   }
 }
 
-/** CompiledRule.takesFrom of `rule`: an address that cannot be told is taken by no `networks`. */
-function requestTest (rule: Rule, inDeny: boolean): CompiledRule['takesFrom'] {
-  const request = requestConditions(rule, inDeny)
-  const inNetworks = rule.networks.length === 0 ? () => true : networkTest(rule.networks)
+/** CompiledRule.takesFrom of a rule: an address that cannot be told is taken by no `networks`. */
+function requestTest (request: readonly Condition[], inNetworks: NetworkTest | undefined, inDeny: boolean): CompiledRule['takesFrom'] {
   return (method, path, address) => request.every((condition) => condition(undefined, method, path, address, undefined, inDeny, NO_READINGS))
-    ? inNetworks(address) === true
+    ? inNetworks === undefined || inNetworks(address) === true
     : undefined
 }
 

@@ -145,7 +145,8 @@ export function registrationProblem (metadata: Record<string, unknown>): { field
   if (typeof name === 'string' && BLANK_IN_A_NAME.test(name)) {
     return { field: 'other', message: 'client_name must hold no blank characters but the space, nor marks stacked on one letter: the consent page shows it as written' }
   }
-  if (typeof name === 'string' && PAGE_WORDS_READ.some((words) => lettersOf(name).includes(words))) {
+  const letters = typeof name === 'string' ? lettersOf(name) : ''
+  if (PAGE_WORDS_READ.some((words) => letters.includes(words))) {
     return { field: 'other', message: 'client_name must not say whose name it is ("as described at", "calls itself"): the consent page says that' }
   }
   return undefined

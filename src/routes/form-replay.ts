@@ -63,9 +63,13 @@ async function firstBytes (stream: NodeJS.ReadableStream, count: number, timeout
   try {
     while (length < count && !ended) {
       const next = await Promise.race([chunks.next(), late])
-      if (next.done === true) ended = true
-      else read.push(Buffer.from(next.value))
-      length += ended ? 0 : read.at(-1)!.length
+      if (next.done === true) {
+        ended = true
+      } else {
+        const chunk: Buffer = typeof next.value === 'string' ? Buffer.from(next.value) : next.value
+        read.push(chunk)
+        length += chunk.length
+      }
     }
   } catch (error) {
     throw new GatewayError('invalid_request', `The request cannot be served: its body did not arrive within ${timeoutMs} ms, or ended before it was whole.`, { cause: error })
