@@ -24,6 +24,7 @@ import { routedForms } from '../config/path-fold.js'
 import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { deniedAddress, deniedNames, listedOrSubaddress } from './deny-forms.js'
+import { addressSet, isEmpty, minus, union, type AddressSet } from './address-sets.js'
 import { globMatcher } from './glob.js'
 import { networkTest, type NetworkTest } from './networks.js'
 import { admitsQueryReadings, denyFold, NO_READINGS, otherReadings, UNTOLD } from './path-readings.js'
@@ -277,6 +278,8 @@ interface CompiledRule {
   readonly takesFrom: (method: string | undefined, path: string | undefined, address: string | undefined) => boolean | undefined
   /** It names no condition on the person (users, emails, domains, groups, claims, providers): it holds for everyone alike. */
   readonly personless: boolean
+  /** The addresses its `networks` take (every address without them). */
+  readonly region: AddressSet
 }
 
 /** `inDeny`: the rule is a `deny` rule (see Condition). */
@@ -291,6 +294,7 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
     holds: (identity, method, path, address, provider, readings = NO_READINGS) => list.length > 0 && list.every((condition) => condition(identity, method, path, address, provider, inDeny, readings)),
     takesFrom: requestTest(request, inNetworks, inDeny),
     personless: PERSON_CONDITIONS.every((key) => rule[key].length === 0),
+    region: addressSet(rule.networks),
   }
 }
 
@@ -341,20 +345,30 @@ export function compileRules (lists: RuleLists, prefix?: string): Judge {
     for (const rule of allow) {
       if (rule.holds(identity, method, path, address, provider)) return { admit: true, rule: rule.name }
     }
-    // From here when some rule takes this request from another network, none from this one, and no
-    // deny rule refuses it to everyone (from some network: the allow rule's, maybe; an outside tester's finding).
-    const reach = allow.map((rule) => rule.takesFrom(method, path, address))
-    const fromHere = reach.includes(false) && !reach.includes(true) && !deny.some((rule) => rule.personless && rule.takesFrom(method, path, address) !== undefined)
-    return fromHere ? NO_ALLOW_FROM_HERE : NO_ALLOW
+    return NO_ALLOW
   }
   const others = witnesses(lists, prefix)
   // A refusal (rare) tries the person on the rest of the route; an admission costs nothing more.
   return (identity, method, path, address, provider) => {
-    const judgement = judge(identity, method, path, address, provider)
-    if (judgement.admit) return judgement
+    const found = judge(identity, method, path, address, provider)
+    if (found.admit) return found
+    const judgement = found === NO_ALLOW && allow !== undefined && fromElsewhere(allow, deny, method, path, address) ? NO_ALLOW_FROM_HERE : found
     const passing = others.find(([otherMethod, otherPath]) => judge(identity, otherMethod, otherPath, address, provider).admit)
     return passing === undefined ? judgement : { ...judgement, partial: { method: passing[0], path: passing[1] } }
   }
+}
+
+/**
+ * Whether no allow rule takes this request from `address` but one takes it from another address,
+ * where no deny rule on the request alone refuses it (an outside tester's finding: such a deny rule
+ * may cover the allow rule's network; a re-reading's: or lie beside it, the guest Wi-Fi beside the VPN).
+ */
+function fromElsewhere (allow: readonly CompiledRule[], deny: readonly CompiledRule[], method: string | undefined, path: string | undefined, address: string | undefined): boolean {
+  const reach = allow.map((rule) => rule.takesFrom(method, path, address))
+  if (!reach.includes(false) || reach.includes(true)) return false
+  const open = union(allow.filter((_rule, i) => reach[i] !== undefined).map((rule) => rule.region))
+  const shut = union(deny.filter((rule) => rule.personless && rule.takesFrom(method, path, address) !== undefined).map((rule) => rule.region))
+  return !isEmpty(minus(open, shut))
 }
 
 /**

@@ -46,8 +46,8 @@ function networkAddress (address: string, family: 'ipv4' | 'ipv6', bits: number)
   return canonicalAddress(groups.join(':'), family)
 }
 
-/** The 16 bytes of an IPv6 address (`::` expanded; an embedded IPv4 tail read as its 4 bytes). */
-function ipv6Bytes (address: string): number[] {
+/** The 16 bytes of an IPv6 address as Node spells it (`::` expanded; an embedded IPv4 tail read as its 4 bytes). */
+export function ipv6Bytes (address: string): number[] {
   const [head = '', tail] = address.split('::')
   const groups = (part: string | undefined): number[] => part === undefined || part === ''
     ? []

@@ -7,6 +7,7 @@
 // labels a session for its owner, and decides nothing.
 // @see https://www.rfc-editor.org/rfc/rfc4291#section-2.5.4
 import { isIP, SocketAddress } from 'node:net'
+import { ipv6Bytes } from '../config/networks.js'
 
 /** How much of an IPv6 address is kept: its /64 network. */
 const IPV6_KEPT = 8
@@ -19,7 +20,7 @@ export function addressBytes (address: string | undefined): Buffer {
   const version = isIP(bare)
   if (version === 4) return Buffer.from(bare.split('.').map(Number))
   if (version !== 6) return Buffer.alloc(0)
-  const bytes = ipv6Bytes(new SocketAddress({ address: bare, family: 'ipv6' }).address)
+  const bytes = Buffer.from(ipv6Bytes(new SocketAddress({ address: bare, family: 'ipv6' }).address))
   const mapped = bytes.subarray(0, 10).every((byte) => byte === 0) && bytes[10] === 0xff && bytes[11] === 0xff
   return mapped ? bytes.subarray(12) : bytes.subarray(0, IPV6_KEPT)
 }
@@ -30,21 +31,4 @@ export function addressText (bytes: Uint8Array): string | undefined {
   if (bytes.length !== IPV6_KEPT) return undefined
   const groups = Array.from({ length: 8 }, (_, i) => i < IPV6_KEPT / 2 ? ((bytes[2 * i]! << 8) | bytes[2 * i + 1]!).toString(16) : '0')
   return `${new SocketAddress({ address: groups.join(':'), family: 'ipv6' }).address}/${IPV6_KEPT * 8}`
-}
-
-/** The 16 bytes of an IPv6 address as Node spells it (`::` expanded; an embedded IPv4 tail read as its 4 bytes). */
-function ipv6Bytes (address: string): Buffer {
-  const [head = '', tail = ''] = address.split('::')
-  const groups = (part: string): number[] => part === ''
-    ? []
-    : part.split(':').flatMap((group) => group.includes('.') ? ipv4Groups(group) : [parseInt(group, 16)])
-  const left = groups(head)
-  const right = groups(tail)
-  const all = [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right]
-  return Buffer.from(all.flatMap((group) => [group >> 8, group & 0xff]))
-}
-
-function ipv4Groups (dotted: string): number[] {
-  const [a = 0, b = 0, c = 0, d = 0] = dotted.split('.').map(Number)
-  return [(a << 8) | b, (c << 8) | d]
 }

@@ -7,6 +7,7 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { stringify } from 'yaml'
 import { compileRules } from '../../src/access/rules.js'
+import { addressSet, isEmpty, minus, union } from '../../src/access/address-sets.js'
 import { networkTest } from '../../src/access/networks.js'
 import { parseConfig } from '../../src/config/config.js'
 import { normalizeIP } from '@fastify/rate-limit'
@@ -166,6 +167,31 @@ describe('the config and the gate agree with prefix arithmetic', () => {
       expect(test(v6Text(address))).toBe((bitsOf(address) & mask) === base)
       if (bitsOf(net) !== base) expect(parseNetwork(`${v6Text(net)}/${bits}`)).toMatch(/network's own address/)
     }), { numRuns: 500 })
+  })
+})
+
+// Two readings of one `networks` list that must agree: the gate's test of an address
+// (access/networks.ts) and the set of addresses the refusal page reasons with (access/address-sets.ts).
+describe('the addresses a rule takes, as a set', () => {
+  const inBlock = fc.tuple(fc.integer({ min: 0, max: 255 }), fc.integer({ min: 24, max: 32 }), fc.boolean())
+    .map(([host, bits, outside]) => `${outside ? '!' : ''}${networkAddressOf([10, 0, 0, host], bits)}/${bits}`)
+  // Each list takes some of 10.0.0.0/24 only (one plain network there at least): all 256 addresses can be tried.
+  const list = fc.tuple(inBlock.filter((entry) => !entry.startsWith('!')), fc.array(inBlock, { maxLength: 3 })).map(([first, rest]) => [first, ...rest].map(network))
+  it('property: some address is in the allow lists and none of the deny lists exactly when the sets say so', () => {
+    fc.assert(fc.property(fc.array(list, { minLength: 1, maxLength: 3 }), fc.array(list, { maxLength: 3 }), (allow, deny) => {
+      const tests = (lists: Network[][]) => lists.map((networks) => networkTest(networks))
+      const [inAllow, inDeny] = [tests(allow), tests(deny)]
+      const some = Array.from({ length: 256 }, (_, host) => `10.0.0.${host}`).some((address) => inAllow.some((test) => test(address)) && !inDeny.some((test) => test(address)))
+      expect(!isEmpty(minus(union(allow.map(addressSet)), union(deny.map(addressSet))))).toBe(some)
+    }), { numRuns: 500 })
+  })
+
+  it('a list with no plain network takes every address of both families but its ! ones', () => {
+    const set = addressSet([network('!10.0.0.0/8')])
+    expect(isEmpty(minus(set, addressSet([network('0.0.0.0/0')])))).toBe(false)
+    expect(isEmpty(minus(set, union([addressSet([network('0.0.0.0/0')]), addressSet([network('::/0')])])))).toBe(true)
+    expect(isEmpty(minus(addressSet([network('10.1.0.0/16')]), set))).toBe(false)
+    expect(isEmpty(minus(addressSet([network('10.1.0.0/16')]), addressSet([network('10.0.0.0/8')])))).toBe(true)
   })
 })
 
@@ -329,6 +355,28 @@ describe('a refusal by address, and what some network would admit', () => {
     expect(judge(bob, 'GET', '/app/x', '192.0.2.1').byAddress).toBe(true)
   })
 
+  // A re-reading's: the deny rule's networks were not compared with the allow rule's, so any deny
+  // rule on the request alone turned the tell off, even one beside the allow rule's network.
+  it.each([
+    ['allow the VPN, deny the guest Wi-Fi: from home, the VPN would pass', [{ networks: ['10.8.0.0/16'] }], [{ networks: ['192.168.77.0/24'] }], true],
+    ['allow the VPN, deny a range around it: no address passes', [{ networks: ['10.8.0.0/16'] }], [{ networks: ['10.0.0.0/8'] }], undefined],
+    ['allow 10/8, deny one /16 inside it: the rest of 10/8 passes', [{ networks: ['10.0.0.0/8'] }], [{ networks: ['10.8.0.0/16'] }], true],
+    ['allow two /24s, deny exactly both: none passes', [{ networks: ['10.8.1.0/24', '10.8.2.0/24'] }], [{ networks: ['10.8.1.0/24'] }, { networks: ['10.8.2.0/24'] }], undefined],
+    ['allow two /24s, deny one: the other passes', [{ networks: ['10.8.1.0/24', '10.8.2.0/24'] }], [{ networks: ['10.8.1.0/24'] }], true],
+    ['a deny of 10/8 but the VPN (! in a deny): the VPN passes', [{ networks: ['10.8.0.0/16'] }], [{ networks: ['10.0.0.0/8', '!10.8.0.0/16'] }], true],
+    ['a deny of 10/8 but another network: none passes', [{ networks: ['10.8.0.0/16'] }], [{ networks: ['10.0.0.0/8', '!10.9.0.0/16'] }], undefined],
+    ['an IPv6 allow and an IPv4 deny around here: IPv6 passes', [{ networks: ['fd00:8::/32'] }], [{ networks: ['10.0.0.0/8'] }], true],
+    ['an IPv6 allow and a deny of the same /64: none passes', [{ networks: ['fd00:8::/64'] }], [{ networks: ['fd00:8::/64'] }], undefined],
+    ['a deny of this path from the VPN: none passes', [{ networks: ['10.8.0.0/16'] }], [{ networks: ['10.8.0.0/16'], paths: ['/app/*'] }], undefined],
+    ['a deny without networks on other paths: the VPN passes this one', [{ networks: ['10.8.0.0/16'] }], [{ paths: ['/app/admin/*'] }], true],
+    ['a deny of the VPN on other paths: the VPN passes this one', [{ networks: ['10.8.0.0/16'] }], [{ networks: ['10.8.0.0/16'], paths: ['/app/admin/*'] }], true],
+    ['a deny of a person from the VPN: another account passes there', [{ networks: ['10.8.0.0/16'] }], [{ emails: ['bob@example.com'], networks: ['10.8.0.0/16'] }], true],
+  ])('%s', (_what, allow, deny, byAddress) => {
+    const judgement = compileRules(lists(allow, deny))(bob, 'GET', '/app/x', '192.0.2.1')
+    expect(judgement).toMatchObject({ admit: false, rule: undefined, refusedBy: 'no_allow_rule' })
+    expect(judgement.byAddress).toBe(byAddress)
+  })
+
   const NETWORKS = ['10.8.0.0/16', '10.9.0.0/16', '192.0.2.0/24', '!10.8.1.0/24']
   const ADDRESSES = ['10.8.0.1', '10.8.1.1', '10.9.0.1', '192.0.2.1', '198.51.100.1']
   const IDENTITIES: Identity[] = [bob, { sub: 'boss', subject: 'boss', email: 'boss@example.com', groups: [] }, { sub: 'eve', subject: 'eve', email: 'eve@example.com', groups: [] }]
@@ -345,13 +393,13 @@ describe('a refusal by address, and what some network would admit', () => {
 
   // Deny rules about the request alone: one on a person refuses that person everywhere, which the
   // address does not tell (the page says no account passes from here, not that this one would there).
-  it('property: byAddress only when some address admits someone for the same request; and, with allow rules alone, always then when none does from here', () => {
+  it('property: byAddress only when some address admits someone for the same request; and, when no allow rule matched, always then when none does from here', () => {
     fc.assert(fc.property(fc.array(rule(true), { minLength: 1, maxLength: 3 }), fc.array(rule(false), { maxLength: 2 }), fc.constantFrom(...ADDRESSES), fc.constantFrom(...IDENTITIES), fc.constantFrom(...REQUESTS), (allow, deny, address, identity, [method, path]) => {
       const judge = compileRules(lists(allow, deny))
       const judgement = judge(identity, method, path, address)
       if (judgement.byAddress === true) expect(someAdmits(judge, method, path)).toBe(true)
       const fromHere = IDENTITIES.some((other) => judge(other, method, path, address).admit)
-      if (deny.length === 0 && !judgement.admit && judgement.byAddress !== true && !fromHere) expect(someAdmits(judge, method, path)).toBe(false)
+      if (judgement.refusedBy === 'no_allow_rule' && judgement.byAddress !== true && !fromHere) expect(someAdmits(judge, method, path)).toBe(false)
     }), { numRuns: 2000 })
   })
 })
