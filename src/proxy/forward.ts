@@ -61,7 +61,9 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     // it came on, not this one's: nothing from here on reads that context (tracing keeps each
     // request's span on the request). Binding it back (AsyncResource.bind) made a request cost 1.5
     // times the CPU (`npm run bench -- --against`, 2026-11-29).
-    pool.request({ path, method: request.method, headers: out, body }, (answer) => { answered(request, reply, answer) })
+    const sent = pool.request({ path, method: request.method, headers: out, body }, (answer) => { answered(request, reply, answer) })
+    // A client gone before the answer: the upstream's request goes too (after the answer, a no-op).
+    reply.raw.once('close', () => { sent.cancel() })
   }
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {

@@ -88,6 +88,20 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
     callback(failure(error))
   }
 
+  /**
+   * The client has gone before the answer's headers (an attacker's finding: the request held the
+   * upstream and a connection of the pool until the route's timeout): nobody waits for the answer,
+   * so undici lets go of the request now, a queued one as soon as it reaches a connection.
+   */
+  cancel (): void {
+    if (this.callback === null) return
+    this.callback = null
+    this.pool.settled(this)
+    const error = new errors.RequestAbortedError('The client went away before the answer')
+    if (this.controller !== undefined) this.controller.abort(error)
+    else this.expired = error
+  }
+
   /** The deadline has come before the answer's headers: the caller gets a timeout, then undici lets go of the request. */
   expire (error: Error): void {
     const callback = this.callback!
@@ -149,12 +163,13 @@ export class UpstreamPool {
   /**
    * Sends a request; `callback` gets the upstream's answer (its body then streams in), or at the
    * latest when the route's timeout is up, a response whose body is an {@link UpstreamFailure}. It
-   * is called once.
+   * is called once, unless the request is cancelled first (the client has gone).
    */
-  request (options: Dispatcher.DispatchOptions, callback: Callback): void {
+  request (options: Dispatcher.DispatchOptions, callback: Callback): { cancel (): void } {
     const pending = new Pending(this.timers.now() + this.timeoutMs, callback, options.method, this)
     this.pending.append(pending)
     this.pool.dispatch(options, pending)
+    return pending
   }
 
   /** `pending` has its answer's headers, or its failure: its deadline no longer applies. */

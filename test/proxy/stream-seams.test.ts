@@ -10,13 +10,22 @@ import { afterAll, describe, expect } from 'vitest'
 import { agentGrant } from '../helpers/agent-grant.js'
 import { signIn } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
+import { waitFor } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
 
 let gateway: TestGateway
 let odd: Server
+/** The odd upstream's `/hold` requests, which it never answers, and whether their connection closed. */
+const holding: Array<{ url: string, closed: boolean }> = []
 
 it.beforeAll(async ({ startStack, upstream }) => {
-  odd = createServer((_req, res) => {
+  odd = createServer((req, res) => {
+    if (req.url?.endsWith('/hold')) {
+      const entry = { url: req.url, closed: false }
+      holding.push(entry)
+      res.on('close', () => { entry.closed = true })
+      return
+    }
     // Two Content-Type lines and a declared length: what some frameworks' middlewares send.
     res.writeHead(200, [['content-type', 'text/plain'], ['content-type', 'text/plain; charset=utf-8'], ['content-length', '5']])
     res.end('hello')
@@ -32,6 +41,9 @@ it.beforeAll(async ({ startStack, upstream }) => {
       { path: '/odd/', upstream: oddUrl, provider: 'demo' },
       { path: '/ws', upstream: upstream.url, provider: 'demo', agents: true, websocket: true },
       { path: '/ws/files', upstream: upstream.url, provider: 'demo', agents: true },
+      // Long timeouts, as an MCP route's (docs/agents.md): what a client that left held until then.
+      { path: '/held/', upstream: oddUrl, provider: 'demo', timeout: '10m' },
+      { path: '/one/', upstream: oddUrl, auth: 'none', timeout: '10m', maxConnections: 1 },
     ],
   })
 })
@@ -139,5 +151,37 @@ describe('an upstream that sends Content-Type twice with a Content-Length', () =
     const body = await response.text()
     expect(response.status, body).toBe(200)
     expect(body).toBe('hello')
+  })
+})
+
+// An attacker's finding: a client that left before the upstream answered left the upstream's
+// request, and the connection of the route's pool it held, to the route's timeout (10 minutes here).
+describe('a client that leaves before the answer', () => {
+  /** Sends GET `path` on a socket of its own, waits until the upstream holds it, and goes away. */
+  async function leave (path: string, cookie?: string): Promise<{ url: string, closed: boolean }> {
+    const before = holding.length
+    const socket = connect(gateway.config.server.port, '127.0.0.1', () => {
+      socket.write([`GET ${path} HTTP/1.1`, 'Host: 127.0.0.1', ...(cookie === undefined ? [] : [`Cookie: ${cookie}`]), '', ''].join('\r\n'))
+    })
+    socket.on('error', () => {})
+    await waitFor(async () => holding.length > before, 10_000, `the upstream to get ${path}`)
+    socket.destroy()
+    return holding[before]!
+  }
+
+  it.each([
+    ['a signed-in person\'s, on a protected route', '/held/hold', true],
+    ['anyone\'s, on a public route', '/one/hold', false],
+  ])('%s: the upstream\'s request is let go, its connection closed', async (_what, path, signedIn) => {
+    const cookie = signedIn ? (await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'leaver')).cookie : undefined
+    const held = await leave(path, cookie)
+    await waitFor(async () => held.closed, 10_000, 'the upstream\'s connection of a request whose client left to close')
+  })
+
+  it('frees its connection of the pool: the next client of a route with maxConnections 1 is answered', async () => {
+    await leave('/one/hold')
+    const response = await fetch(`${gateway.url}/one/next`, { signal: AbortSignal.timeout(10_000) })
+    expect(response.status).toBe(200)
+    expect(await response.text()).toBe('hello')
   })
 })

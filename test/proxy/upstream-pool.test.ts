@@ -38,6 +38,8 @@ interface Sent {
   answer (headers?: IncomingHttpHeaders, status?: number): void
   /** The request fails in undici (before or after the headers). */
   fail (error: Error): void
+  /** The client has gone (src/proxy/forward.ts). */
+  cancel (): void
 }
 
 function setUp (timers = new ManualTimers()) {
@@ -54,7 +56,7 @@ function setUp (timers = new ManualTimers()) {
   const send = (method = 'GET', started = true): Sent => {
     const controller = new Controller()
     const got: Sent['got'] = []
-    pool.request({ path: '/', method }, (data) => { got.push({ data }) })
+    const sent = pool.request({ path: '/', method }, (data) => { got.push({ data }) })
     const handler = dispatched!
     const entry: Sent = {
       handler,
@@ -63,12 +65,56 @@ function setUp (timers = new ManualTimers()) {
       start: () => handler.onRequestStart!(controller, {}),
       answer: (headers = { 'content-type': 'text/plain', 'content-length': '5' }, status = 200) => handler.onResponseStart!(controller, status, headers, 'OK'),
       fail: (error) => handler.onResponseError!(controller, error),
+      cancel: () => { sent.cancel() },
     }
     if (started) entry.start()
     return entry
   }
   return { timers, pool, send, destroyed: () => destroyed }
 }
+
+// An attacker's finding: a request whose client left before the answer held the upstream and a
+// connection of the route's pool until the route's timeout.
+describe('UpstreamPool: a request whose client has gone', () => {
+  it('is aborted on its connection at once, keeps no deadline, and its caller is not called', () => {
+    const { timers, send } = setUp()
+    const request = send()
+    request.cancel()
+    expect(request.controller.reason).toBeInstanceOf(errors.RequestAbortedError)
+    timers.advance(10 * TIMEOUT_MS)
+    request.fail(request.controller.reason!)
+    expect(request.got).toEqual([])
+  })
+
+  it('still waiting for a connection: aborted as soon as it gets one, never sent', () => {
+    const { send } = setUp()
+    const request = send('GET', false)
+    request.cancel()
+    expect(request.controller.aborted).toBe(false)
+    request.start()
+    expect(request.controller.reason).toBeInstanceOf(errors.RequestAbortedError)
+    expect(request.got).toEqual([])
+  })
+
+  it('after its answer came (the reply closing as it ends): nothing happens to the answer', () => {
+    const { send } = setUp()
+    const request = send()
+    request.answer()
+    request.cancel()
+    expect(request.controller.aborted).toBe(false)
+    expect(request.got).toHaveLength(1)
+  })
+
+  it('an answer that comes after it is let go, and not handed on', () => {
+    const { send } = setUp()
+    const request = send()
+    request.cancel()
+    request.controller.aborted = false
+    request.answer()
+    expect(request.controller.aborted).toBe(true)
+    expect(request.got).toEqual([])
+  })
+})
 
 describe('UpstreamPool deadlines', () => {
   it('answers a request the upstream has not answered with a timeout failure at its deadline, and aborts it', () => {
