@@ -101,31 +101,50 @@ function hasControl (text: string): boolean {
 }
 
 /**
+ * Why `text` cannot be a header value as it is: a control character would make Node refuse the
+ * whole message; a lone surrogate would go as U+FFFD, the spelling of another name (`x\ud800` and
+ * `x\ufffd` reached the upstream as one user: an attacker's finding). Undefined when it can.
+ */
+function unsendableText (text: string): string | undefined {
+  if (hasControl(text)) return 'holds a control character'
+  return LONE_SURROGATE.test(text) ? 'is not valid Unicode' : undefined
+}
+
+/** A surrogate not in a pair: read by code point (`u`), a pair is one code point of its own. */
+const LONE_SURROGATE = /\p{Cs}/u
+
+/**
  * The identity header whose value cannot be sent, and why; undefined when every one can. A user
- * name, address or group holding a control character (an issuer's claim, or a signed token's) would
- * make Node refuse the whole message: refused whole, as a claim header is, never cleaned.
+ * name, address or group that cannot (an issuer's claim, or a signed token's) is refused whole, as a
+ * claim header is, never cleaned.
  */
 export function unsendableIdentity (identity: Identity | undefined, names: IdentityHeaderNames): { readonly header: string, readonly problem: string } | undefined {
   if (identity === undefined) return undefined
-  let field = controlFields.get(identity)
-  if (field === undefined) {
-    field = controlField(identity)
-    controlFields.set(identity, field)
+  let found = unsendableFields.get(identity)
+  if (found === undefined) {
+    found = unsendableField(identity)
+    unsendableFields.set(identity, found)
   }
-  return field === null ? undefined : { header: names[field], problem: 'holds a control character' }
+  return found === null ? undefined : { header: names[found.field], problem: found.problem }
 }
 
 /**
- * Each identity's field holding a control character (null: none), judged once: identities are
+ * Each identity's field that cannot be sent, and why (null: none), judged once: identities are
  * immutable and shared by every request of a session or token, so the proxy's hot path pays a
  * WeakMap lookup, not a scan and a join per request.
  */
-const controlFields = new WeakMap<Identity, keyof IdentityHeaderNames | null>()
+const unsendableFields = new WeakMap<Identity, { field: keyof IdentityHeaderNames, problem: string } | null>()
 
-function controlField (identity: Identity): keyof IdentityHeaderNames | null {
-  if (hasControl(identity.sub)) return 'user'
-  if (identity.email !== undefined && identity.emailVerified !== false && hasControl(identity.email)) return 'email'
-  return identity.groups.some(hasControl) ? 'groups' : null
+function unsendableField (identity: Identity): { field: keyof IdentityHeaderNames, problem: string } | null {
+  const user = unsendableText(identity.sub)
+  if (user !== undefined) return { field: 'user', problem: user }
+  const email = identity.email !== undefined && identity.emailVerified !== false ? unsendableText(identity.email) : undefined
+  if (email !== undefined) return { field: 'email', problem: email }
+  for (const group of identity.groups) {
+    const problem = unsendableText(group)
+    if (problem !== undefined) return { field: 'groups', problem }
+  }
+  return null
 }
 
 /** What the claim headers of a route come to for one identity: the header lines, or why none may be sent. */

@@ -36,6 +36,17 @@ function text (value: unknown): string | undefined {
   return undefined
 }
 
+/**
+ * A name that tells people apart (the user name, `sub`) as the provider gave it, or none when it has
+ * ASCII white space at an end: trimmed, `…:ref:refs/heads/main\t` (another subject at the issuer)
+ * passed a `users` rule on the name without it, and kept, it would reach the upstream as that name
+ * all the same, since HTTP trims a header value's ends (an attacker's finding).
+ */
+function exactName (value: unknown): string | undefined {
+  const found = text(value)
+  return typeof value === 'string' && found !== value ? undefined : found
+}
+
 /** ASCII white space: a space, a tab, a line feed or carriage return, a form feed, a vertical tab. */
 const asciiSpace = (code: number): boolean => code === 32 || (code >= 9 && code <= 13)
 
@@ -124,8 +135,10 @@ export function keptClaims (claims: Record<string, unknown>, paths: readonly str
  * gateway does not read are marked as what cannot be told (`unknown`, a path left out of `claims`).
  */
 export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[] = []): Identity | undefined {
-  const sub = text(pick(claims, mapping.user))
-  if (!sub) return undefined
+  const sub = exactName(pick(claims, mapping.user))
+  // A `sub` with white space at an end names nobody the gateway can tell apart: no identity, not the user name in its place.
+  const subject = exactName(claims.sub)
+  if (!sub || (typeof claims.sub === 'string' && subject === undefined)) return undefined
   const groups = pick(claims, mapping.groups)
   const emailClaim = pick(claims, mapping.email)
   const address = text(emailClaim)?.toLowerCase()
@@ -136,7 +149,7 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
   return {
     sub,
     // A provider that names no `sub` gives nothing steadier than the user name (see --check's warning).
-    subject: text(claims.sub) ?? sub,
+    subject: subject ?? sub,
     ...(iss ? { iss } : {}),
     ...(email ? { email } : {}),
     ...(email && unverified(claims.email_verified) ? { emailVerified: false as const } : {}),
@@ -187,7 +200,7 @@ function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapp
   // The subject is the token's `sub` or nothing: no other claim (a client_id, a user name another
   // account can come to hold) may stand for the person `users` rules name.
   const { subject, ...identity } = found
-  const sub = text(claims.sub)
+  const sub = exactName(claims.sub)
   const unknown: PersonField[] = []
   if (identity.email === undefined) unknown.push('email')
   if (!readable(pick(claims, mapping.groups), groupValue)) unknown.push('groups')

@@ -145,9 +145,16 @@ describe('Unicode spaces at the ends of a name or a group are part of it', () =>
     // The control: the same person in admins passes.
     expect(admitted([{ groups: ['admins'] }], [], { sub: 'zed-sub', preferred_username: 'zed', team: 'admins' }, MAPPED)).toBe(true)
   })
-  it('ASCII white space at the ends is still trimmed (a provider\'s alice\\r\\n too), and commas still split', () => {
-    const identity = identityFrom({ sub: ' alice\t', preferred_username: ' alice\r\n', team: ' admins ,\tstaff\n' }, MAPPED)
+  it('ASCII white space at a group\'s ends is still trimmed, and commas still split', () => {
+    const identity = identityFrom({ sub: 'alice-sub', preferred_username: 'alice', team: ' admins ,\tstaff\n' }, MAPPED)
     expect([identity?.sub, identity?.groups]).toEqual(['alice', ['admins', 'staff']])
+  })
+  // An attacker's finding: trimmed, `alice\t` (another account) passed a users rule on alice; kept, it
+  // would reach the upstream as alice all the same (HTTP trims a header value's ends).
+  it.each([' alice', 'alice\t', 'alice\r\n', 'alice '])('a user name or sub %j is nobody the gateway can tell apart: no identity', (name) => {
+    expect(identityFrom({ sub: 'alice-sub', preferred_username: name }, MAPPED)).toBeUndefined()
+    expect(identityFrom({ sub: name, preferred_username: 'alice' }, MAPPED)).toBeUndefined()
+    expect(identityFrom({ sub: 'alice-sub', preferred_username: 'alice' }, MAPPED)).toMatchObject({ sub: 'alice', subject: 'alice-sub' })
   })
 })
 

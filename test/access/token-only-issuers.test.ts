@@ -18,6 +18,8 @@ import { test as it } from '../helpers/stack.js'
 import type { Upstream } from '../helpers/upstream.js'
 
 const DEPLOY = 'api://deploy'
+/** The documented example job's subject (test/helpers/ci-issuers.ts). */
+const PINNED_SUB = 'repo:octo-org/octo-repo:ref:refs/heads/main'
 const APP = { id: 'ci-app', secret: 'ci-app-secret' }
 const OTHER = { id: 'ci-other', secret: 'ci-other-secret' }
 
@@ -53,6 +55,7 @@ it.beforeAll(async ({ startStack, upstream: echo }) => {
       { path: '/deploy/', upstream: echo.url, provider: 'demo', bearer: { issuers: ['ci'], audience: DEPLOY }, allow: [{ claims: { repository: ['org/app'], ref: ['refs/heads/main'] } }] },
       { path: '/gh/', upstream: echo.url, provider: 'demo', bearer: { issuers: ['github-actions'], audience: githubRoute.bearer.audience }, allow: githubRoute.allow },
       { path: '/k8s/', upstream: echo.url, provider: 'demo', bearer: { issuers: ['cluster'], audience: clusterRoute.bearer.audience }, allow: clusterRoute.allow },
+      { path: '/gh-users/', upstream: echo.url, provider: 'demo', bearer: { issuers: ['github-actions'], audience: githubRoute.bearer.audience }, allow: [{ users: [`github-actions:${PINNED_SUB}`] }] },
     ],
   })
 })
@@ -91,6 +94,27 @@ it('GitHub Actions: the recipe\'s rule passes the repository\'s main branch only
   // A repository of that name recreated by someone else (GitHub's advice: pin the id as well).
   expect((await call('/gh/run', await github.mint(audience, { repository_id: '999' }))).status).toBe(403)
   expect((await call('/gh/run', await github.mint(audience, { repository: 'octo-org/other-repo' }))).status).toBe(403)
+})
+
+// An attacker's finding: a `sub` with white space at an end was trimmed, so another subject at the
+// issuer passed a `users` rule on the pinned one and reached the upstream under its name; and a
+// lone surrogate went as U+FFFD, one X-Forwarded-User for two subjects.
+it('a subject is the issuer\'s as written: one with white space at an end or a lone surrogate passes no rule on another and reaches no upstream', async () => {
+  const audience = githubRoute.bearer.audience
+  expect((await call('/gh-users/run', await github.mint(audience, { sub: PINNED_SUB }))).status).toBe(200)
+  const seen = upstream.seen.length
+  const statuses: unknown[] = []
+  for (const sub of [`${PINNED_SUB}\t`, `${PINNED_SUB}\n`, ` ${PINNED_SUB}`, `${PINNED_SUB}\r\n`, `${PINNED_SUB} `]) {
+    statuses.push([sub, (await call('/gh-users/run', await github.mint(audience, { sub }))).status])
+    // The recipe's rule is on claims, which are the pinned job's: still refused, never sent on as another name.
+    statuses.push([sub, (await call('/gh/run', await github.mint(audience, { sub }))).status])
+  }
+  const lone = `${PINNED_SUB}\ud800`
+  statuses.push([lone, (await call('/gh/run', await github.mint(audience, { sub: lone }))).status])
+  expect(statuses.filter(([, status]) => status === 200)).toEqual([])
+  expect(upstream.seen.length).toBe(seen)
+  // The control: U+FFFD itself is a character an issuer may write.
+  expect((await call('/gh/run', await github.mint(audience, { sub: `${PINNED_SUB}\ufffd` }))).status).toBe(200)
 })
 
 it('Kubernetes: the recipe\'s rule passes the named service account of the namespace only', async () => {
