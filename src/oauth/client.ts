@@ -10,7 +10,7 @@ import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { TokenSet } from '../session/record.js'
 import { fetchGitHubUser } from './github.js'
-import { providerFetch } from './provider-http.js'
+import { providerFetch, UnreadableAnswer } from './provider-http.js'
 import type { ResolvedProvider } from './providers.js'
 
 export interface AuthorizationParams {
@@ -162,6 +162,7 @@ const TOKEN_ERRORS: ReadonlyArray<readonly [type: abstract new (...args: never[]
   [oauth.OperationProcessingError, oauth.JWT_CLAIM_COMPARISON, () => ID_TOKEN_INVALID],
   [oauth.OperationProcessingError, oauth.JWT_TIMESTAMP_CHECK, () => ID_TOKEN_INVALID],
   [oauth.OperationProcessingError, oauth.INVALID_RESPONSE, (_provider, error) => aboutJwt(error.cause) ? ID_TOKEN_INVALID : NOT_USABLE],
+  [UnreadableAnswer, '*', () => 'The token endpoint\'s answer could not be read (too large, or cut off).'],
   [TypeError, '*', () => 'The token endpoint could not be reached.'],
 ]
 
@@ -281,10 +282,13 @@ export async function fetchUserinfo (provider: ResolvedProvider, accessToken: st
 
 /**
  * POSTs grant_type=refresh_token with the client credentials in the form body. Returns 'refused'
- * when the provider answers with an OAuth error (the refresh token is no good: sign in again);
- * throws `token_exchange_failed` when it cannot be asked (unreachable, timeout, bad answer).
+ * when the provider's answer is a verdict on the grant (the refresh token is no good: sign in
+ * again); throws `token_exchange_failed` for anything else, and the token is kept for a retry:
+ * unreachable, a timeout, a bad answer, and an OAuth error that says nothing of the token (an
+ * attacker's finding: a 429, the gateway's own `invalid_client` when its secret expired, or a
+ * `temporarily_unavailable` dropped every session's tokens).
  * The new `expires_at` is counted from `clock`.
- * @see https://www.rfc-editor.org/rfc/rfc6749#section-6
+ * @see https://www.rfc-editor.org/rfc/rfc6749#section-5.2
  */
 export async function refreshTokens (provider: ResolvedProvider, refreshToken: string, clock: Clock): Promise<TokenSet | 'refused'> {
   const as = authorizationServer(provider)
@@ -295,10 +299,17 @@ export async function refreshTokens (provider: ResolvedProvider, refreshToken: s
     ))
     return toTokenSet(await oauth.processRefreshTokenResponse(as, client, response), clock)
   } catch (error) {
-    if (error instanceof oauth.ResponseBodyError) return 'refused'
+    if (error instanceof oauth.ResponseBodyError && error.status !== 429 && GRANT_VERDICTS.has(error.error)) return 'refused'
     throw tokenExchangeError(provider, error)
   }
 }
+
+/**
+ * The errors that are about the grant itself, so this refresh token will never be taken again:
+ * RFC 6749's, and GitHub's `bad_refresh_token` (which it answers with HTTP 200).
+ * @see https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens
+ */
+const GRANT_VERDICTS = new Set(['invalid_grant', 'invalid_scope', 'unauthorized_client', 'bad_refresh_token'])
 
 /**
  * Revokes one token at the provider's revocation endpoint, the client authenticated as at the

@@ -63,6 +63,13 @@ async function untilAborted (pending: Promise<Answer>, signal: AbortSignal | und
   }
 }
 
+/**
+ * The provider answered, but its answer could not be read whole (larger than the cap, cut off in
+ * its body, a status no HTTP answer has): a TypeError as fetch's network failures are, told apart
+ * so that a person is not told the endpoint "could not be reached" (a tester's finding).
+ */
+export class UnreadableAnswer extends TypeError {}
+
 /** `fetch(url, init)` for the provider calls, as described above. */
 export async function providerFetch (url: string | URL, init: RequestInit = {}): Promise<Response> {
   const signal = init.signal ?? undefined
@@ -93,9 +100,9 @@ export async function providerFetch (url: string | URL, init: RequestInit = {}):
   } catch (error) {
     answer.body.destroy()
     if (signal?.aborted) throw signal.reason
-    throw new TypeError('fetch failed', { cause: error })
+    throw new UnreadableAnswer('fetch failed', { cause: error })
   }
-  if (answer.statusCode < 200 || answer.statusCode > 599) throw new TypeError('fetch failed', { cause: new Error(`status ${answer.statusCode}`) })
+  if (answer.statusCode < 200 || answer.statusCode > 599) throw new UnreadableAnswer('fetch failed', { cause: new Error(`status ${answer.statusCode}`) })
   const headers = new Headers()
   for (const [name, value] of Object.entries(answer.headers)) {
     if (value === undefined) continue

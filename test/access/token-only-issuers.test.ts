@@ -103,7 +103,7 @@ it('a subject is the issuer\'s as written: one with white space at an end or a l
   const audience = githubRoute.bearer.audience
   expect((await call('/gh-users/run', await github.mint(audience, { sub: PINNED_SUB }))).status).toBe(200)
   const seen = upstream.seen.length
-  const statuses: unknown[] = []
+  const statuses: Array<[string, number]> = []
   for (const sub of [`${PINNED_SUB}\t`, `${PINNED_SUB}\n`, ` ${PINNED_SUB}`, `${PINNED_SUB}\r\n`, `${PINNED_SUB} `]) {
     statuses.push([sub, (await call('/gh-users/run', await github.mint(audience, { sub }))).status])
     // The recipe's rule is on claims, which are the pinned job's: still refused, never sent on as another name.

@@ -7,6 +7,7 @@ import * as oauth from 'oauth4webapi'
 import { describe, expect, it } from 'vitest'
 import { tokenExchangeError } from '../../src/oauth/client.js'
 import { KeysUnavailable } from '../../src/oauth/issuer-keys.js'
+import { UnreadableAnswer } from '../../src/oauth/provider-http.js'
 import type { ResolvedProvider } from '../../src/oauth/providers.js'
 
 const provider = { timeoutMs: 500 } as ResolvedProvider
@@ -69,6 +70,8 @@ describe('tokenExchangeError', () => {
     expect(tokenExchangeError(provider, new DOMException('The operation was aborted due to timeout', 'TimeoutError')).message)
       .toBe('The token endpoint did not answer within 0.5s.')
     expect(tokenExchangeError(provider, new TypeError('fetch failed')).message).toBe('The token endpoint could not be reached.')
+    // It answered, too large or cut off (a tester's finding: told as unreachable).
+    expect(tokenExchangeError(provider, new UnreadableAnswer('fetch failed')).message).toBe('The token endpoint\'s answer could not be read (too large, or cut off).')
     expect(tokenExchangeError(provider, new Error('anything else')).message).toBe(NOT_USABLE)
   })
 })
