@@ -180,6 +180,8 @@ export class IssuerKeys {
       if (kids.length === 0 && (this.kids.length > 0 || this.generation === 0)) this.log?.warn({ provider: this.name, url: this.url }, 'the issuer publishes no signing key: every token of it is refused until it publishes one')
       // A key the issuer no longer publishes: its tokens are refused at once, not answered "try again".
       for (const kid of this.kids) if (!kids.includes(kid)) this.unknown.set(kid, -1)
+      // So does a token that names no key, which any key held would have served (a tester's finding: "try again").
+      if (kids.length === 0) this.unknown.set('', -1)
       this.local = local
       this.kids = kids
       this.generation = generation
