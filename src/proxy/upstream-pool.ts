@@ -102,6 +102,11 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
     else this.expired = error
   }
 
+  /** Whether undici has put the request on a connection (it may have been sent). */
+  get connected (): boolean {
+    return this.controller !== undefined
+  }
+
   /** The deadline has come before the answer's headers: the caller gets a timeout, then undici lets go of the request. */
   expire (error: Error): void {
     const callback = this.callback!
@@ -137,11 +142,13 @@ export interface UpstreamPoolParts {
 export class UpstreamPool {
   private readonly pool: Pick<Pool, 'dispatch' | 'destroy'>
   private readonly timeoutMs: number
+  private readonly maxConnections: number
   private readonly timers: DeadlineTimers
   private readonly pending: DeadlineList<Pending>
 
   constructor ({ origin, timeoutMs, maxConnections }: UpstreamPoolOptions, parts: UpstreamPoolParts = {}) {
     this.timeoutMs = timeoutMs
+    this.maxConnections = maxConnections
     this.timers = parts.timers ?? deadlineTimers
     // Timers fire on whole milliseconds: a deadline within one of now has come.
     this.pending = new DeadlineList<Pending>((pending) => this.expire(pending), 1, this.timers)
@@ -188,7 +195,11 @@ export class UpstreamPool {
    * order: the answer is on its way before undici lets go of the request's body.
    */
   private expire (pending: Pending): void {
-    pending.expire(new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`))
+    // Never on a connection: the upstream never had it, so the line says so (a tester's finding: a
+    // name whose lookup never answers was logged as an application that answered late).
+    pending.expire(pending.connected
+      ? new errors.HeadersTimeoutError(`No answer within ${this.timeoutMs} ms`)
+      : new errors.ConnectTimeoutError(`No connection to the upstream within ${this.timeoutMs} ms: its name did not resolve, its connection did not open, or all ${this.maxConnections} of the route's connections stayed busy`))
   }
 }
 

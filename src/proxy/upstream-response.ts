@@ -27,8 +27,9 @@ const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UN
  */
 export function upstreamError (target: UpstreamTarget, error: Error & { code?: string, status?: number | undefined }, retryUrl: string): GatewayError {
   if (TIMEOUTS.has(error.code ?? '')) {
+    // The reason tells a request the upstream never got (no connection) from one it did not answer.
     return new GatewayError('gateway_timeout', 'The application did not answer in time.', {
-      details: { retryUrl, log: { msg: 'upstream timed out', fields: { ...target } } },
+      details: { retryUrl, log: { msg: 'upstream timed out', fields: { ...target, errno: error.code, reason: error.message } } },
     })
   }
   // `errno`, not `code`: log fields named code are redacted (they usually hold OAuth values).

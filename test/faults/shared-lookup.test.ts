@@ -139,8 +139,13 @@ describe('fault: a name lookup that hangs under many requests is one lookup, not
     const before = dns.lookups(UPSTREAM_HOST)
     const get = async (i: number) => await timed(async () => await fetch(`${gateway.url}/named/data/${i}`, { headers: { accept: 'application/json' } }))
 
+    const from = gateway.logs.length
     const concurrent = await Promise.all(Array.from({ length: 2 * CONCURRENT }, async (_, i) => await get(i)))
     for (const answer of concurrent) expectAnswered(answer, 504, 'gateway_timeout')
+    // Each line says the application never had the request (a tester's finding: it read as a slow application's).
+    const lines = gateway.logs.slice(from).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'upstream timed out')
+    expect(lines).toHaveLength(2 * CONCURRENT)
+    for (const line of lines) expect(line).toMatchObject({ errno: 'UND_ERR_CONNECT_TIMEOUT', reason: expect.stringMatching(/^No connection to the upstream within 500 ms: its name did not resolve/) })
     expect(dns.lookups(UPSTREAM_HOST) - before).toBe(1)
     expect(dns.pending(UPSTREAM_HOST)).toBe(1)
 
