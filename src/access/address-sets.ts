@@ -7,6 +7,7 @@
 // networks.ts), kept as sorted, disjoint, closed ranges of the address read as a number.
 import { ipv6Bytes } from '../config/networks.js'
 import type { Network } from '../config/types.js'
+import { NO_READINGS, otherReadings } from './path-readings.js'
 
 type Family = Network['family']
 type Ranges = ReadonlyArray<readonly [bigint, bigint]>
@@ -15,13 +16,54 @@ export type AddressSet = Readonly<Record<Family, Ranges>>
 const BITS: Readonly<Record<Family, number>> = { ipv4: 32, ipv6: 128 }
 const FAMILIES = ['ipv4', 'ipv6'] as const
 
-/** Every address of both families: what a rule without `networks` takes. */
-export const EVERY_ADDRESS: AddressSet = Object.freeze({ ipv4: [[0n, (1n << 32n) - 1n]], ipv6: [[0n, (1n << 128n) - 1n]] })
+/** What {@link fromElsewhere} reads of a compiled rule (rules.ts CompiledRule). */
+export interface RuleReach {
+  /** Whether someone at the address could meet it with this request; undefined: the request is not one it takes. */
+  readonly takesFrom: (method: string | undefined, path: string | undefined, address: string | undefined, readings?: readonly string[]) => boolean | undefined
+  /** It names no condition on the person. */
+  readonly personless: boolean
+  /** The addresses its `networks` take. */
+  readonly region: AddressSet
+}
+
+/**
+ * Whether no allow rule takes this request from `address` but one takes it from another address,
+ * where no deny rule on the request alone refuses it (an outside tester's finding: such a deny rule
+ * may cover the allow rule's network; a re-reading's: or lie beside it, the guest Wi-Fi beside the
+ * VPN), each deny rule reading the path as the gate does (folded, as routers dispatch it). The sets
+ * are compared once per choice of the rules that take the request, at most {@link CHOICES} kept.
+ */
+export function fromElsewhere (allow: readonly RuleReach[], deny: readonly RuleReach[], folds: boolean): (method: string | undefined, path: string | undefined, address: string | undefined) => boolean {
+  const compared = new Map<string, boolean>()
+  return (method, path, address) => {
+    const reach = allow.map((rule) => rule.takesFrom(method, path, address))
+    if (!reach.includes(false) || reach.includes(true)) return false
+    const readings = folds ? otherReadings(path) : NO_READINGS
+    const shutting = deny.map((rule) => rule.personless && rule.takesFrom(method, path, address, readings) !== undefined)
+    const choice = `${reach.map((taken) => taken === undefined ? 0 : 1).join('')}:${shutting.map(Number).join('')}`
+    let left = compared.get(choice)
+    if (left === undefined) {
+      const open = union(allow.filter((_rule, i) => reach[i] !== undefined).map((rule) => rule.region))
+      left = someLeft(open, union(deny.filter((_rule, i) => shutting[i]).map((rule) => rule.region)))
+      if (compared.size < CHOICES) compared.set(choice, left)
+    }
+    return left
+  }
+}
+
+/** How many choices of rules a route's refusals remember the comparison of. */
+const CHOICES = 64
+
+/** IPv4-mapped IPv6 addresses (`::ffff:0:0/96`): no client comes from there, it is judged as the IPv4 address it is. */
+const MAPPED: AddressSet = Object.freeze({ ipv4: [], ipv6: [[0xffffn << 32n, (0xffffn << 32n) + 0xffffffffn]] })
+
+/** Every address a client can come from, of both families: what a rule without `networks` takes. */
+export const EVERY_ADDRESS: AddressSet = minus({ ipv4: [[0n, (1n << 32n) - 1n]], ipv6: [[0n, (1n << 128n) - 1n]] }, MAPPED)
 
 /** The addresses `networks` take: inside one of the plain ones (any, when there are none) and outside every `!` one. */
 export function addressSet (networks: readonly Network[]): AddressSet {
   const inside = networks.filter((network) => !network.outside)
-  const taken = inside.length === 0 ? EVERY_ADDRESS : union(inside.map(single))
+  const taken = inside.length === 0 ? EVERY_ADDRESS : minus(union(inside.map(single)), MAPPED)
   return minus(taken, union(networks.filter((network) => network.outside).map(single)))
 }
 
@@ -30,13 +72,40 @@ export function union (sets: readonly AddressSet[]): AddressSet {
   return perFamily((family) => merged(sets.flatMap((set) => set[family])))
 }
 
-/** The addresses of `from` that are not in `away`. */
+/** The addresses of `from` that are not in `away`: one pass over both (each sorted and disjoint). */
 export function minus (from: AddressSet, away: AddressSet): AddressSet {
-  return perFamily((family) => away[family].reduce<Ranges>((left, range) => left.flatMap((kept) => without(kept, range)), from[family]))
+  return perFamily((family) => rangesMinus(from[family], away[family]))
+}
+
+/** Whether some address of `from` is not in `away`, without making the set. */
+export function someLeft (from: AddressSet, away: AddressSet): boolean {
+  return FAMILIES.some((family) => rangesMinus(from[family], away[family], true).length > 0)
 }
 
 export function isEmpty (set: AddressSet): boolean {
   return FAMILIES.every((family) => set[family].length === 0)
+}
+
+/**
+ * `from` without `away`, both sorted and disjoint, walked together once (an attacker's finding: a
+ * walk of `from` for each range of `away` cost a second per refusal with 5,000 networks a side).
+ * `first`: stop at the first range left.
+ */
+function rangesMinus (from: Ranges, away: Ranges, first = false): Ranges {
+  const out: Array<readonly [bigint, bigint]> = []
+  let j = 0
+  for (const [start, end] of from) {
+    let at = start
+    while (j < away.length && away[j]![1] < at) j++
+    for (let k = j; k < away.length && away[k]![0] <= end && at <= end; k++) {
+      const [cutStart, cutEnd] = away[k]!
+      if (cutStart > at) out.push([at, cutStart - 1n])
+      if (cutEnd >= at) at = cutEnd + 1n
+    }
+    if (at <= end) out.push([at, end])
+    if (first && out.length > 0) return out
+  }
+  return out
 }
 
 function perFamily (each: (family: Family) => Ranges): AddressSet {
@@ -61,10 +130,4 @@ function merged (ranges: Ranges): Ranges {
     else out.push([first, last])
   }
   return out
-}
-
-/** `kept` with `range` taken out: none, one or two ranges. */
-function without ([first, last]: readonly [bigint, bigint], [start, end]: readonly [bigint, bigint]): Ranges {
-  if (end < first || start > last) return [[first, last]]
-  return [...(start > first ? [[first, start - 1n] as const] : []), ...(end < last ? [[end + 1n, last] as const] : [])]
 }

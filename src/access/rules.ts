@@ -24,7 +24,7 @@ import { routedForms } from '../config/path-fold.js'
 import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
 import type { Identity, PersonField } from '../session/record.js'
 import { deniedAddress, deniedNames, listedOrSubaddress } from './deny-forms.js'
-import { addressSet, isEmpty, minus, union, type AddressSet } from './address-sets.js'
+import { addressSet, fromElsewhere, type AddressSet } from './address-sets.js'
 import { globMatcher } from './glob.js'
 import { networkTest, type NetworkTest } from './networks.js'
 import { admitsQueryReadings, denyFold, NO_READINGS, otherReadings, UNTOLD } from './path-readings.js'
@@ -275,7 +275,7 @@ interface CompiledRule {
    * the request, and its `networks` (if any) the address. `undefined`: the request is not one it
    * takes, from anywhere.
    */
-  readonly takesFrom: (method: string | undefined, path: string | undefined, address: string | undefined) => boolean | undefined
+  readonly takesFrom: (method: string | undefined, path: string | undefined, address: string | undefined, readings?: readonly string[]) => boolean | undefined
   /** It names no condition on the person (users, emails, domains, groups, claims, providers): it holds for everyone alike. */
   readonly personless: boolean
   /** The addresses its `networks` take (every address without them). */
@@ -300,7 +300,7 @@ function compiled (rule: Rule, inDeny: boolean): CompiledRule {
 
 /** CompiledRule.takesFrom of a rule: an address that cannot be told is taken by no `networks`. */
 function requestTest (request: readonly Condition[], inNetworks: NetworkTest | undefined, inDeny: boolean): CompiledRule['takesFrom'] {
-  return (method, path, address) => request.every((condition) => condition(undefined, method, path, address, undefined, inDeny, NO_READINGS))
+  return (method, path, address, readings = NO_READINGS) => request.every((condition) => condition(undefined, method, path, address, undefined, inDeny, readings))
     ? inNetworks === undefined || inNetworks(address) === true
     : undefined
 }
@@ -348,27 +348,15 @@ export function compileRules (lists: RuleLists, prefix?: string): Judge {
     return NO_ALLOW
   }
   const others = witnesses(lists, prefix)
+  const elsewhere = allow === undefined ? () => false : fromElsewhere(allow, deny, folds)
   // A refusal (rare) tries the person on the rest of the route; an admission costs nothing more.
   return (identity, method, path, address, provider) => {
     const found = judge(identity, method, path, address, provider)
     if (found.admit) return found
-    const judgement = found === NO_ALLOW && allow !== undefined && fromElsewhere(allow, deny, method, path, address) ? NO_ALLOW_FROM_HERE : found
+    const judgement = found === NO_ALLOW && allow !== undefined && elsewhere(method, path, address) ? NO_ALLOW_FROM_HERE : found
     const passing = others.find(([otherMethod, otherPath]) => judge(identity, otherMethod, otherPath, address, provider).admit)
     return passing === undefined ? judgement : { ...judgement, partial: { method: passing[0], path: passing[1] } }
   }
-}
-
-/**
- * Whether no allow rule takes this request from `address` but one takes it from another address,
- * where no deny rule on the request alone refuses it (an outside tester's finding: such a deny rule
- * may cover the allow rule's network; a re-reading's: or lie beside it, the guest Wi-Fi beside the VPN).
- */
-function fromElsewhere (allow: readonly CompiledRule[], deny: readonly CompiledRule[], method: string | undefined, path: string | undefined, address: string | undefined): boolean {
-  const reach = allow.map((rule) => rule.takesFrom(method, path, address))
-  if (!reach.includes(false) || reach.includes(true)) return false
-  const open = union(allow.filter((_rule, i) => reach[i] !== undefined).map((rule) => rule.region))
-  const shut = union(deny.filter((rule) => rule.personless && rule.takesFrom(method, path, address) !== undefined).map((rule) => rule.region))
-  return !isEmpty(minus(open, shut))
 }
 
 /**
