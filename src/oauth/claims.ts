@@ -38,14 +38,18 @@ function text (value: unknown): string | undefined {
 
 /**
  * A name that tells people apart (the user name, `sub`) as the provider gave it, or none when it has
- * ASCII white space at an end: trimmed, `…:ref:refs/heads/main\t` (another subject at the issuer)
- * passed a `users` rule on the name without it, and kept, it would reach the upstream as that name
- * all the same, since HTTP trims a header value's ends (an attacker's finding).
+ * white space at an end: trimmed, `…:ref:refs/heads/main\t` (another subject at the issuer) passed
+ * a `users` rule on the name without it, and kept, it would reach the upstream as that name all the
+ * same, since HTTP trims a header value's ends (an attacker's finding); so would `alice\u00a0` to an
+ * application that trims (Go's TrimSpace, JavaScript's trim(), Python's strip(): a re-reading's).
  */
 function exactName (value: unknown): string | undefined {
   const found = text(value)
-  return typeof value === 'string' && found !== value ? undefined : found
+  return typeof value === 'string' && (found !== value || SPACE_AT_AN_END.test(value)) ? undefined : found
 }
+
+/** White space as the common trims read it, at either end: JavaScript's `\s`, and NEL and U+180E, which Go's and Python's take too. */
+const SPACE_AT_AN_END = /^[\s\u0085\u180e]|[\s\u0085\u180e]$/
 
 /** ASCII white space: a space, a tab, a line feed or carriage return, a form feed, a vertical tab. */
 const asciiSpace = (code: number): boolean => code === 32 || (code >= 9 && code <= 13)
