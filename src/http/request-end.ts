@@ -44,10 +44,21 @@ export class RequestEnd extends LogController {
    */
   override streamError (error: Error, request: FastifyRequest, reply: FastifyReply): void {
     const cutOff = request.upstreamCutOff?.(error, request)
-    if (cutOff === undefined) return
+    if (cutOff === undefined) return logAbandoned(request, reply, 'during')
     request.routeMetrics?.recordCutOff(reply.statusCode, request.upstreamStart)
     reply.log.error({ ...line(request, reply), ...cutOff }, 'request errored')
   }
+}
+
+/**
+ * The line of a request whose client went away before its answer was sent (`before`: before the
+ * upstream answered, so the status is 499, as nginx logs a client that closed its request) or
+ * while it was (`during`: the status that began). Fastify writes none, and an admitted request
+ * that reached the upstream had no line and no audit fields at all (an attacker's finding).
+ */
+export function logAbandoned (request: FastifyRequest, reply: FastifyReply, when: 'before' | 'during'): void {
+  const fields = line(request, reply)
+  reply.log.info(when === 'before' ? { ...fields, statusCode: 499 } : fields, `request abandoned: the client went away ${when} the answer`)
 }
 
 /**

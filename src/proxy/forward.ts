@@ -13,6 +13,7 @@ import type { RouteConfig } from '../config/types.js'
 import type { BodyDeadlines } from './body-deadline.js'
 import type { UpstreamTarget } from './cut-off.js'
 import { requestSpelling } from '../config/canonical.js'
+import { logAbandoned } from '../http/request-end.js'
 import { clientBoundHeaders, keepPersonal } from './headers.js'
 import type { UpstreamHeaders } from './request-headers.js'
 import { StreamedBody } from './upstream-body.js'
@@ -62,8 +63,8 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     // request's span on the request). Binding it back (AsyncResource.bind) made a request cost 1.5
     // times the CPU (`npm run bench -- --against`, 2026-11-29).
     const sent = pool.request({ path, method: request.method, headers: out, body }, (answer) => { answered(request, reply, answer) })
-    // A client gone before the answer: the upstream's request goes too (after the answer, a no-op).
-    reply.raw.once('close', () => { sent.cancel() })
+    // A client gone before the answer: the upstream's request goes too, and its line is written (after the answer, a no-op).
+    reply.raw.once('close', () => { if (sent.cancel()) logAbandoned(request, reply, 'before') })
   }
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {

@@ -91,15 +91,17 @@ class Pending implements Timed<Pending>, Dispatcher.DispatchHandler {
   /**
    * The client has gone before the answer's headers (an attacker's finding: the request held the
    * upstream and a connection of the pool until the route's timeout): nobody waits for the answer,
-   * so undici lets go of the request now, a queued one as soon as it reaches a connection.
+   * so undici lets go of the request now, a queued one as soon as it reaches a connection. False
+   * when it had been answered (or had failed) already: nothing to let go.
    */
-  cancel (): void {
-    if (this.callback === null) return
+  cancel (): boolean {
+    if (this.callback === null) return false
     this.callback = null
     this.pool.settled(this)
     const error = new errors.RequestAbortedError('The client went away before the answer')
     if (this.controller !== undefined) this.controller.abort(error)
     else this.expired = error
+    return true
   }
 
   /** Whether undici has put the request on a connection (it may have been sent). */
@@ -172,7 +174,7 @@ export class UpstreamPool {
    * latest when the route's timeout is up, a response whose body is an {@link UpstreamFailure}. It
    * is called once, unless the request is cancelled first (the client has gone).
    */
-  request (options: Dispatcher.DispatchOptions, callback: Callback): { cancel (): void } {
+  request (options: Dispatcher.DispatchOptions, callback: Callback): { cancel (): boolean } {
     const pending = new Pending(this.timers.now() + this.timeoutMs, callback, options.method, this)
     this.pending.append(pending)
     this.pool.dispatch(options, pending)

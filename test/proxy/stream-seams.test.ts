@@ -178,6 +178,21 @@ describe('a client that leaves before the answer', () => {
     await waitFor(async () => held.closed, 10_000, 'the upstream\'s connection of a request whose client left to close')
   })
 
+  // An attacker's finding: such a request, admitted and sent upstream, wrote no line, and so no audit fields.
+  it('is written down: one line with its audit fields, status 499; and one that leaves during the answer, with the status begun', async () => {
+    const { cookie } = await signIn(`${gateway.url}/oauth/login/demo/?next=/oauth/`, 'auditee')
+    const lines = (url: string) => gateway.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.url === url)
+    await leave('/held/audit/hold', cookie)
+    await waitFor(async () => lines('/held/audit/hold').length > 0, 10_000, 'the line of a request whose client left')
+    expect(lines('/held/audit/hold')).toEqual([expect.objectContaining({ msg: 'request abandoned: the client went away before the answer', statusCode: 499, decision: 'allow', user: 'auditee' })])
+    const controller = new AbortController()
+    const response = await fetch(`${gateway.url}/app/audit/stream`, { headers: { cookie }, signal: controller.signal })
+    await response.body!.getReader().read()
+    controller.abort()
+    await waitFor(async () => lines('/app/audit/stream').length > 0, 10_000, 'the line of a request whose client left during the answer')
+    expect(lines('/app/audit/stream')).toEqual([expect.objectContaining({ msg: 'request abandoned: the client went away during the answer', statusCode: 200, decision: 'allow', user: 'auditee' })])
+  })
+
   it('frees its connection of the pool: the next client of a route with maxConnections 1 is answered', async () => {
     await leave('/one/hold')
     const response = await fetch(`${gateway.url}/one/next`, { signal: AbortSignal.timeout(10_000) })
