@@ -63,8 +63,10 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     // request's span on the request). Binding it back (AsyncResource.bind) made a request cost 1.5
     // times the CPU (`npm run bench -- --against`, 2026-11-29).
     const sent = pool.request({ path, method: request.method, headers: out, body }, (answer) => { answered(request, reply, answer) })
-    // A client gone before the answer: the upstream's request goes too, and its line is written (after the answer, a no-op).
-    reply.raw.once('close', () => { if (sent.cancel()) logAbandoned(request, reply, 'before') })
+    // A client gone before the answer: the upstream's request goes too, and its line is written
+    // (after the answer, a no-op). `on`, not `once`: a response closes once, and once's wrapper is
+    // one more allocation per request.
+    reply.raw.on('close', () => { if (sent.cancel()) logAbandoned(request, reply, 'before') })
   }
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {
