@@ -57,9 +57,13 @@ export class RequestEnd extends LogController {
  * that reached the upstream had no line and no audit fields at all (an attacker's finding).
  */
 export function logAbandoned (request: FastifyRequest, reply: FastifyReply, when: 'before' | 'during'): void {
-  const fields = line(request, reply)
-  reply.log.info(when === 'before' ? { ...fields, statusCode: 499 } : fields, `request abandoned: the client went away ${when} the answer`)
+  const statusCode = when === 'before' ? CLIENT_CLOSED : reply.statusCode
+  request.routeMetrics?.record(statusCode, request.upstreamStart)
+  reply.log.info({ ...line(request, reply), statusCode }, `request abandoned: the client went away ${when} the answer`)
 }
+
+/** nginx's status for a request its client closed before the answer: counted and logged as a 4xx. */
+const CLIENT_CLOSED = 499
 
 /**
  * The log line of a websocket upgrade the gateway passes on: Fastify writes none for it (the socket

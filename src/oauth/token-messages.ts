@@ -30,7 +30,7 @@ export const TOKEN_MESSAGES = {
   wrongSubject: 'The issuer\'s answer about the token names another subject than the token.',
   wrongAudience: 'The token is not issued for this resource (aud).',
   insufficientScope: 'The token lacks a scope this resource requires: {scopes}.',
-  noSubject: 'The token names no subject (sub or client_id).',
+  noSubject: 'The token names no subject the gateway can tell apart (its sub or client_id is missing, or has white space at an end).',
 } as const
 
 export type TokenMessage = keyof typeof TOKEN_MESSAGES

@@ -4,6 +4,8 @@
 // Upgrade header that is no websocket its route takes over (h2c, any other, or a websocket upgrade
 // on a route nested under a websocket route) is answered as HTTP and must be held like any other;
 // an upstream's two Content-Type lines (a list) must not turn a signed-in person's answer into a 502.
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { connect } from 'node:net'
 import { createServer, type Server } from 'node:http'
 import { afterAll, describe, expect } from 'vitest'
@@ -15,6 +17,7 @@ import { test as it } from '../helpers/stack.js'
 
 let gateway: TestGateway
 let odd: Server
+const operations = readFileSync(new URL('../../docs/operations.md', import.meta.url), 'utf8')
 /** The odd upstream's `/hold` requests, which it never answers, and whether their connection closed. */
 const holding: Array<{ url: string, closed: boolean }> = []
 
@@ -191,6 +194,13 @@ describe('a client that leaves before the answer', () => {
     controller.abort()
     await waitFor(async () => lines('/app/audit/stream').length > 0, 10_000, 'the line of a request whose client left during the answer')
     expect(lines('/app/audit/stream')).toEqual([expect.objectContaining({ msg: 'request abandoned: the client went away during the answer', statusCode: 200, decision: 'allow', user: 'auditee' })])
+    // An operator's reading: the audit filter operations.md gives ("Who opened /admin/ yesterday"), run with jq, selects both.
+    const block = /```sh\n([\s\S]*?)```/.exec(operations.slice(operations.indexOf('"Who opened `/admin/` yesterday')))![1]!
+    const [, flag, filter] = /^jq (-\w) '([\s\S]*?)' gateway-[\d-]+\.log/.exec(block)!
+    const selected = (prefix: string) => execFileSync('jq', [flag!, filter!.replace('"/admin/"', `"${prefix}"`)], { input: `${gateway.logs.join('\n')}\n`, encoding: 'utf8' })
+      .split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.user === 'auditee')
+    expect(selected('/held/').map((line) => line.url)).toEqual(['/held/audit/hold'])
+    expect(selected('/app/').map((line) => line.url)).toEqual(['/app/audit/stream'])
   })
 
   it('frees its connection of the pool: the next client of a route with maxConnections 1 is answered', async () => {
