@@ -48,8 +48,12 @@ function exactName (value: unknown): string | undefined {
   return typeof value === 'string' && (found !== value || SPACE_AT_AN_END.test(value)) ? undefined : found
 }
 
-/** White space as the common trims read it, at either end: JavaScript's `\s`, and NEL and U+180E, which Go's and Python's take too. */
-const SPACE_AT_AN_END = /^[\s\u0085\u180e]|[\s\u0085\u180e]$/
+/**
+ * White space as the common trims read it, at either end: JavaScript's `\s`, NEL and U+180E, which
+ * Go's and Python's take too, and the separators U+001C to U+001F, which Python's strip() takes.
+ */
+// eslint-disable-next-line no-control-regex -- the separators are the point: they are what Python's strip() takes
+const SPACE_AT_AN_END = /^[\s\u0085\u180e\x1c-\x1f]|[\s\u0085\u180e\x1c-\x1f]$/
 
 /** ASCII white space: a space, a tab, a line feed or carriage return, a form feed, a vertical tab. */
 const asciiSpace = (code: number): boolean => code === 32 || (code >= 9 && code <= 13)

@@ -305,11 +305,14 @@ export async function refreshTokens (provider: ResolvedProvider, refreshToken: s
 }
 
 /**
- * The errors that are about the grant itself, so this refresh token will never be taken again:
- * RFC 6749's, and GitHub's `bad_refresh_token` (which it answers with HTTP 200).
+ * The errors that are about the grant itself, so this refresh token will not be taken again without
+ * the person: RFC 6749's, OpenID Connect's that ask for a sign-in (Microsoft Entra answers a refresh
+ * that Conditional Access or MFA now blocks with `interaction_required`: an attacker's finding, kept
+ * at 502 until the session's maxAge), and GitHub's `bad_refresh_token` (which it answers with HTTP 200).
+ * @see https://openid.net/specs/openid-connect-core-1_0.html#AuthError
  * @see https://docs.github.com/en/apps/creating-github-apps/authenticating-with-a-github-app/refreshing-user-access-tokens
  */
-const GRANT_VERDICTS = new Set(['invalid_grant', 'invalid_scope', 'unauthorized_client', 'bad_refresh_token'])
+const GRANT_VERDICTS = new Set(['invalid_grant', 'invalid_scope', 'unauthorized_client', 'interaction_required', 'login_required', 'consent_required', 'bad_refresh_token'])
 
 /**
  * Revokes one token at the provider's revocation endpoint, the client authenticated as at the

@@ -140,7 +140,7 @@ describe('Unicode spaces at the ends of a name or a group', () => {
   const MAPPED: ClaimsMapping = { user: 'preferred_username', email: 'email', name: 'name', groups: 'team' }
   // A re-reading's: kept, such a name still read as alice to an application that trims (Go's
   // TrimSpace, JavaScript's trim(), Python's strip()): it names nobody, as ASCII white space does.
-  it.each(['alice\u3000', '\ufeffalice', 'alice\u00a0', '\u2028alice', 'alice\u0085', 'alice\u2003', '\u180ealice'])('the user name or sub %j is not alice: it names nobody', (name) => {
+  it.each(['alice\u3000', '\ufeffalice', 'alice\u00a0', '\u2028alice', 'alice\u0085', 'alice\u2003', '\u180ealice', 'alice\x1f', '\x1calice'])('the user name or sub %j is not alice: it names nobody', (name) => {
     expect(identityFrom({ sub: 'zed-sub', preferred_username: name }, MAPPED)).toBeUndefined()
     expect(identityFrom({ sub: name, preferred_username: 'zed' }, MAPPED)).toBeUndefined()
   })

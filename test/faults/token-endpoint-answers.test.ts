@@ -24,7 +24,7 @@ const TOKEN_TTL_S = 60
 const clock = { offset: 0, now: () => Date.now() + clock.offset }
 const CLIENT_SECRET = 'stub-client-secret-DO-NOT-LOG'
 
-type Mode = 'ok' | 'trickle' | 'invalid-json' | 'html' | 'huge' | 'cut' | 'rate-limited' | 'invalid-client' | 'temporarily-unavailable' | 'invalid-grant'
+type Mode = 'ok' | 'trickle' | 'invalid-json' | 'html' | 'huge' | 'cut' | 'rate-limited' | 'invalid-client' | 'temporarily-unavailable' | 'invalid-grant' | 'interaction-required'
 let mode: Mode = 'ok'
 let issued = 0
 const timers = new Set<NodeJS.Timeout>()
@@ -77,6 +77,7 @@ function tokenAnswer (req: IncomingMessage, res: ServerResponse): void {
     case 'invalid-client': return json(401, { error: 'invalid_client' })
     case 'temporarily-unavailable': return json(400, { error: 'temporarily_unavailable' })
     case 'invalid-grant': return json(400, { error: 'invalid_grant', error_description: 'Token is not active' })
+    case 'interaction-required': return json(400, { error: 'interaction_required', error_description: 'AADSTS50076: you must use multi-factor authentication' })
   }
 }
 
@@ -214,10 +215,12 @@ it.for(['huge', 'cut'] as const)('sign-in: a token endpoint that answers %s is n
   expect(page).toContain('answer could not be read')
 })
 
-it('refresh: invalid_grant is a verdict on the grant: the tokens are dropped, and the person signs in again', async () => {
+// An attacker's finding: Microsoft Entra answers a refresh that Conditional Access or MFA now blocks
+// with interaction_required, which a retry never passes: the session was stuck at 502.
+it.for(['invalid-grant', 'interaction-required'] as const)('refresh: %s is a verdict on the grant: the tokens are dropped, and the person signs in again', async (verdict) => {
   const browser = await signedIn()
   clock.offset = (TOKEN_TTL_S - 20) * 1000
-  mode = 'invalid-grant'
+  mode = verdict
   const response = await browser.fetch(`${gateway.url}/stub/data`, { headers: { accept: 'application/json' } })
   expect(response.status).toBe(401)
   await response.arrayBuffer()
