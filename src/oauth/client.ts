@@ -300,8 +300,17 @@ export async function refreshTokens (provider: ResolvedProvider, refreshToken: s
     return toTokenSet(await oauth.processRefreshTokenResponse(as, client, response), clock)
   } catch (error) {
     if (error instanceof oauth.ResponseBodyError && error.status !== 429 && GRANT_VERDICTS.has(error.error)) return 'refused'
-    throw tokenExchangeError(provider, error)
+    const failed = tokenExchangeError(provider, error)
+    // Too many requests: how long the provider asked the gateway to leave its refreshes alone.
+    if (error instanceof oauth.ResponseBodyError && error.status === 429) failed.details.headers = { 'retry-after': String(retryAfterS(error.response.headers.get('retry-after'), clock)) }
+    throw failed
   }
+}
+
+/** A 429's Retry-After (seconds, or an HTTP date) in whole seconds, 1 to 60; 5 when it gives none. */
+function retryAfterS (value: string | null, clock: Clock): number {
+  const seconds = value === null ? NaN : /^\d+$/.test(value.trim()) ? Number(value.trim()) : (Date.parse(value) - clock.now()) / 1000
+  return Number.isFinite(seconds) ? Math.min(60, Math.max(1, Math.ceil(seconds))) : 5
 }
 
 /**

@@ -31,6 +31,12 @@ const POLL_MS = 50
  */
 const WRITE_ATTEMPTS = 3
 
+/** The seconds a refresh failure asks to wait before the next (a provider's 429, oauth/client.ts), if it does. */
+function pausedFor (error: unknown): number | undefined {
+  const after = error instanceof GatewayError && error.code === 'token_exchange_failed' ? error.details.headers?.['retry-after'] : undefined
+  return after === undefined ? undefined : Number(after)
+}
+
 function isFresh (token: TokenSet, nowMs: number): boolean {
   return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowMs / 1000
 }
@@ -67,6 +73,8 @@ export class TokenRefresher {
    * instance still reads the stored token.
    */
   private readonly unwritten = new Lru<string, Unwritten>(UNWRITTEN_MAX)
+  /** Per provider: until when its last 429 asked this instance to send no refresh (ms, the clock's). */
+  private readonly pausedUntil = new Map<string, number>()
 
   constructor (
     private readonly store: Lock & Pick<KeyValue, 'get' | 'set' | 'delete'>,
@@ -185,12 +193,31 @@ export class TokenRefresher {
    */
   private async refreshOrKeep (session: Session, name: string, stale: TokenSet, replaces?: string): Promise<TokenSet | undefined> {
     try {
+      this.checkPause(name)
       return await this.refreshOnce(session, name, stale, replaces)
     } catch (error) {
-      if (!refusedByStore(error) || !isStillValid(stale, this.clock.now())) throw error
+      if (!isStillValid(stale, this.clock.now())) throw error
+      // The provider asked for a pause (429): the token it issued is still good meanwhile.
+      if (pausedFor(error) !== undefined) return stale
+      if (!refusedByStore(error)) throw error
       this.log.debug({ provider: name, session: session.id.slice(0, 8), refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
       return stale
     }
+  }
+
+  /**
+   * Refused at once, without asking, while the provider's last 429 asks for a pause (an attacker's
+   * finding: every request of every session asked again, adding to what the provider refused).
+   */
+  private checkPause (name: string): void {
+    const until = this.pausedUntil.get(name)
+    if (until === undefined) return
+    const seconds = Math.ceil((until - this.clock.now()) / 1000)
+    if (seconds <= 0) {
+      this.pausedUntil.delete(name)
+      return
+    }
+    throw new GatewayError('token_exchange_failed', `The sign-in provider asked for a pause; try again in ${seconds} s.`, { details: { headers: { 'retry-after': String(seconds) } } })
   }
 
   /** `replaces`: `stale` is a refresh's unwritten result, and the store still holds the token whose access token this is. */
@@ -246,6 +273,8 @@ export class TokenRefresher {
     const result = await refreshTokens(provider, stale.refresh_token!, this.clock).catch(async (error: unknown) => {
       this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
       await this.store.set(failed, '1', provider.timeoutMs + 5000).catch(() => {})
+      const pause = pausedFor(error)
+      if (pause !== undefined) this.pausedUntil.set(provider.name, this.clock.now() + pause * 1000)
       throw error
     })
     const key = `${session.id}:${provider.name}`

@@ -73,7 +73,9 @@ function tokenAnswer (req: IncomingMessage, res: ServerResponse): void {
       setImmediate(() => req.socket.destroy())
       return
     }
-    case 'rate-limited': return json(429, { error: 'too_many_requests', error_description: 'Global limit has been reached' })
+    case 'rate-limited':
+      res.setHeader('retry-after', String(PAUSE_S))
+      return json(429, { error: 'too_many_requests', error_description: 'Global limit has been reached' })
     case 'invalid-client': return json(401, { error: 'invalid_client' })
     case 'temporarily-unavailable': return json(400, { error: 'temporarily_unavailable' })
     case 'invalid-grant': return json(400, { error: 'invalid_grant', error_description: 'Token is not active' })
@@ -81,7 +83,13 @@ function tokenAnswer (req: IncomingMessage, res: ServerResponse): void {
   }
 }
 
+/** The pause a 429 asks for (Retry-After, seconds). */
+const PAUSE_S = 7
+/** Requests the token endpoint got. */
+let tokenCalls = 0
+
 const server = createServer((req, res) => {
+  tokenCalls++
   // The request body is read whole before any answer (the refresh token in it is checked below).
   req.resume()
   req.on('end', () => tokenAnswer(req, res))
@@ -193,7 +201,7 @@ it('a failed sign-in does not touch the session the browser already has', async 
 // rate-limits, the gateway's own client credentials are refused, the provider is briefly
 // unavailable) was taken for a refusal: the session's tokens were dropped, and every signed-in
 // person had to sign in again.
-it.for(['rate-limited', 'invalid-client', 'temporarily-unavailable'] as const)('refresh: a token endpoint that answers %s is a failure to retry (502), not a refusal: the token is kept', async (fault) => {
+it.for(['invalid-client', 'temporarily-unavailable'] as const)('refresh: a token endpoint that answers %s is a failure to retry (502), not a refusal: the token is kept', async (fault) => {
   const browser = await signedIn()
   clock.offset = (TOKEN_TTL_S - 20) * 1000
   mode = fault
@@ -226,4 +234,31 @@ it.for(['invalid-grant', 'interaction-required'] as const)('refresh: %s is a ver
   await response.arrayBuffer()
   mode = 'ok'
   expect(await status(browser)).toBe(401)
+})
+
+// An attacker's finding: with a provider answering 429, every request of every session whose token
+// had expired asked the token endpoint again at once, adding to what it refused. Its Retry-After is
+// a pause for this instance's refreshes at that provider: a token still valid goes on meanwhile,
+// an expired one is 502 at once with the Retry-After, and nothing is asked until the pause is over.
+it('refresh: a 429 pauses the refreshes at that provider for its Retry-After', async () => {
+  const browser = await signedIn()
+  mode = 'rate-limited'
+  clock.offset = (TOKEN_TTL_S - 20) * 1000
+  expect(await status(browser)).toBe(200)
+  clock.offset = (TOKEN_TTL_S + 60) * 1000
+  const before = tokenCalls
+  const answers: Array<[number, string | null]> = []
+  for (let i = 0; i < 5; i++) {
+    const response = await browser.fetch(`${gateway.url}/stub/data`, { headers: { accept: 'application/json' } })
+    await response.arrayBuffer()
+    answers.push([response.status, response.headers.get('retry-after')])
+  }
+  expect(answers.map(([code]) => code)).toEqual([502, 502, 502, 502, 502])
+  expect(answers.every(([, after]) => after !== null && Number(after) >= 1 && Number(after) <= PAUSE_S)).toBe(true)
+  expect(tokenCalls - before).toBe(1)
+  // The pause over and the provider back: the same cookie refreshes (the pause ends here, for the next tests).
+  mode = 'ok'
+  clock.offset += PAUSE_S * 1000
+  expect(await status(browser)).toBe(200)
+  expect(tokenCalls - before).toBe(2)
 })
