@@ -71,9 +71,12 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {
     const { statusCode, body } = answer
-    // The client has gone meanwhile: nothing to answer, and the upstream's answer is let go.
+    // The client has gone meanwhile: nothing to answer, the upstream's answer is let go, and the
+    // request's line is written (an attacker's finding: it left none; its close comes after this,
+    // and finds nothing to cancel).
     if (request.raw.socket.destroyed) {
       body.destroy()
+      logAbandoned(request, reply, 'before')
       return
     }
     // The pool hands on only final answers (200 and up); undici reads three digits, so up to 999.

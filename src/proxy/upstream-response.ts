@@ -3,6 +3,7 @@
 // logged as one warn line naming the route (the upstream is down, not the gateway).
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
+import { logAbandoned } from '../http/request-end.js'
 import type { BodyDeadlines } from './body-deadline.js'
 import { chunkCollector, type Flowed } from './chunk-collector.js'
 import type { UpstreamTarget } from './cut-off.js'
@@ -58,8 +59,14 @@ export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDea
     return
   }
   const read = deadlines.start(body)
+  let gone: (() => void) | undefined
   body.read((error, whole) => {
     deadlines.end(read)
+    if (gone !== undefined) {
+      reply.raw.off('close', gone)
+      // The client went away during the read: its line is written, there is nobody to answer.
+      if (request.raw.socket.destroyed) return
+    }
     if (error === null) {
       reply.send(whole)
       return
@@ -68,6 +75,16 @@ export function sendUpstreamResponse (target: UpstreamTarget, deadlines: BodyDea
     withoutUpstreamHeaders(reply)
     reply.send(upstreamError(target, error, request.url))
   })
+  // Still reading (the body did not come with the headers): a client that goes meanwhile lets the
+  // upstream's answer go at once, and its request's line is written (an attacker's finding: no line,
+  // and the upstream's connection held to the route's timeout).
+  if (read.body !== null) {
+    gone = () => {
+      body.destroy()
+      logAbandoned(request, reply, 'before')
+    }
+    reply.raw.on('close', gone)
+  }
 }
 
 /** Drops the upstream's headers from a reply that has not started: those Fastify holds, and those a stream reply already put on the response. */

@@ -23,6 +23,14 @@ const holding: Array<{ url: string, closed: boolean }> = []
 
 it.beforeAll(async ({ startStack, upstream }) => {
   odd = createServer((req, res) => {
+    if (req.url?.endsWith('/part')) {
+      // A small body of declared length, which the gateway reads whole, of which a tenth comes.
+      const entry = { url: req.url, closed: false }
+      res.on('close', () => { entry.closed = true })
+      res.writeHead(200, { 'content-type': 'text/plain', 'content-length': '100' })
+      res.write('x'.repeat(10), () => { holding.push(entry) })
+      return
+    }
     if (req.url?.endsWith('/hold')) {
       const entry = { url: req.url, closed: false }
       holding.push(entry)
@@ -201,6 +209,16 @@ describe('a client that leaves before the answer', () => {
       .split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.user === 'auditee')
     expect(selected('/held/').map((line) => line.url)).toEqual(['/held/audit/hold'])
     expect(selected('/app/').map((line) => line.url)).toEqual(['/app/audit/stream'])
+  })
+
+  // An attacker's finding: a client that left while a small answer was read whole wrote no line,
+  // and the upstream's connection was held to the route's timeout (10 minutes here).
+  it('while a small answer is read whole: the upstream\'s answer is let go, and one line is written', async () => {
+    const held = await leave('/one/audit/part')
+    await waitFor(async () => held.closed, 10_000, 'the upstream\'s connection of an answer whose client left to close')
+    const written = () => gateway.logs.map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.url === '/one/audit/part')
+    await waitFor(async () => written().length > 0, 10_000, 'the line of a request whose client left during the read')
+    expect(written()).toEqual([expect.objectContaining({ msg: 'request abandoned: the client went away before the answer', statusCode: 499 })])
   })
 
   it('frees its connection of the pool: the next client of a route with maxConnections 1 is answered', async () => {
