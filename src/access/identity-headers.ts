@@ -198,10 +198,9 @@ function claimHeaderValuesOf (claims: NonNullable<Identity['claims']>, mapping: 
       headers.push([name, joined])
       continue
     }
-    const bytes = Buffer.from(joined, 'utf8')
     // A lone surrogate has no UTF-8 form: it would go as U+FFFD, a value the provider never gave.
-    if (bytes.toString('utf8') !== joined) return { ok: false, header: name, problem: 'is not valid Unicode' }
-    headers.push([name, bytes.toString('latin1')])
+    if (LONE_SURROGATE.test(joined)) return { ok: false, header: name, problem: 'is not valid Unicode' }
+    headers.push([name, Buffer.from(joined, 'utf8').toString('latin1')])
   }
   return Object.freeze({ ok: true, headers: Object.freeze(headers) })
 }

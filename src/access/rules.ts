@@ -353,7 +353,7 @@ export function compileRules (lists: RuleLists, prefix?: string): Judge {
   return (identity, method, path, address, provider) => {
     const found = judge(identity, method, path, address, provider)
     if (found.admit) return found
-    const judgement = found === NO_ALLOW && allow !== undefined && elsewhere(method, path, address) ? NO_ALLOW_FROM_HERE : found
+    const judgement = found === NO_ALLOW && elsewhere(method, path, address) ? NO_ALLOW_FROM_HERE : found
     const passing = others.find(([otherMethod, otherPath]) => judge(identity, otherMethod, otherPath, address, provider).admit)
     return passing === undefined ? judgement : { ...judgement, partial: { method: passing[0], path: passing[1] } }
   }
