@@ -16,7 +16,7 @@ export interface Hysteresis {
    * Failures that have not yet said why (a closed connection, a command with no connection) wait
    * this much longer for the connection attempt that ends with the cause (a refused connection, a
    * certificate, ETIMEDOUT at the connect timeout): the store's connect bound. 0 (the default)
-   * logs "connection closed" at once.
+   * logs at once what is known: "connection closed" (or "no connection yet" before any had opened).
    */
   causeWaitMs?: number
 }
@@ -61,6 +61,11 @@ export class OutageLog {
   /** Runs of failures shorter than an outage since the last line about them, and when that was. */
   private blipsUnsaid = 0
   private blipsSaidAt = -Infinity
+  /**
+   * Whether a connection has ever answered or closed: until then a failure that says no cause is a
+   * first connection not open yet (a slow start), not a closed one.
+   */
+  private everConnected = false
 
   constructor (
     private readonly log: Logger,
@@ -101,10 +106,17 @@ export class OutageLog {
     if (this.runStart === undefined) this.start(this.hysteresis.downAfterMs, () => this.persisted())
   }
 
+  /** The connection closed with no error of its own: a failure whose cause, if none comes, is that. */
+  connectionClosed (): void {
+    this.everConnected = true
+    this.failed()
+  }
+
   succeeded (): void {
     if (this.closed) return
     // The outage lasted downAfterMs, and ended before anything said why: logged as it was.
     if (this.awaitingCause) this.markDown()
+    this.everConnected = true
     if (!this.down) {
       // A blip shorter than downAfterMs: not an outage, and its cause is not the next one's.
       if (this.runStart !== undefined) this.blip()
@@ -163,7 +175,7 @@ export class OutageLog {
     const what = 'replicasOf' in this.subject
       ? 'no replica of the session store acknowledged a write in time, then one did; the sign-in or refresh that wrote it got 503 session_store_unavailable'
       : `${this.target} failed for less than ${this.hysteresis.downAfterMs} ms; requests that needed it then got 503 session_store_unavailable`
-    this.log.warn({ ...this.subject, reason: this.lastReason || 'connection closed', times: this.blipsUnsaid }, `${what} (said at most once a minute: times counts since the last such line)`)
+    this.log.warn({ ...this.subject, reason: this.reason, times: this.blipsUnsaid }, `${what} (said at most once a minute: times counts since the last such line)`)
     this.blipsUnsaid = 0
     this.blipsSaidAt = now
   }
@@ -173,8 +185,13 @@ export class OutageLog {
     this.downSince = this.runStart ?? this.clock.now()
     this.failuresDuringOutage = 0
     this.cancel()
-    this.outageReason = this.lastReason || 'connection closed'
+    this.outageReason = this.reason
     this.log.warn({ ...this.subject, reason: this.outageReason }, this.downMessage())
+  }
+
+  /** The run's cause: the last real error, or what is known without one. */
+  private get reason (): string {
+    return this.lastReason || (this.everConnected ? 'connection closed' : 'no connection yet')
   }
 
   private downMessage (): string {

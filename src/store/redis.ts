@@ -124,7 +124,7 @@ export class RedisStore implements SessionStore {
     this.redis.on('error', (error: Error) => this.outage.failed(connectionCause(error)))
     this.redis.on('ready', () => this.outage.succeeded())
     if (this.redis instanceof Cluster) this.watchNodes(this.redis)
-    else this.redis.on('close', () => this.outage.failed())
+    else this.redis.on('close', () => this.outage.connectionClosed())
     if (config.waitForReplica > 0) this.replicaWait = this.replicaConnection(config.waitForReplica)
     if (config.sentinel) {
       this.sentinels = new SentinelWatch({

@@ -54,7 +54,7 @@ export class SentinelWatch {
       commandTimeout: undefined,
     })
     redis.on('error', (error: Error) => outage.failed(causeOf(error)))
-    redis.on('close', () => outage.failed())
+    redis.on('close', () => outage.connectionClosed())
     // ioredis may say 'ready' on a connection whose AUTH failed (without a ready check): only an
     // answered SUBSCRIBE counts as the sentinel being there. A refusal from the sentinel (NOPERM)
     // is a cause; a connection already closing is not (its own error said why).

@@ -39,8 +39,12 @@ const BINARY = redisServerPath()
 
 interface Line { level: number, msg: string, store?: string, reason?: string, lastReason?: string, [field: string]: unknown }
 
-/** A store as the gateway makes it (config through parseConfig), logging as the gateway does, with requests going on. */
-function storeFor (url: string, timeoutMs = STORE_TIMEOUT_MS) {
+/**
+ * A store as the gateway makes it (config through parseConfig), logging as the gateway does, with
+ * requests going on: from the start (a store broken from the start), or, as the gateway serves,
+ * once its first connection has opened (a store that breaks later, whose outage is then the only one).
+ */
+function storeFor (url: string, { timeoutMs = STORE_TIMEOUT_MS, requestsFrom = 'ready' }: { timeoutMs?: number, requestsFrom?: 'start' | 'ready' } = {}) {
   const { stream, lines } = logCollector()
   const log = pino(loggerOptions('info'), stream) as unknown as FastifyBaseLogger
   const config = parseConfig(stringify({ store: { type: 'redis', url, timeout: `${timeoutMs}ms` } }), {}, 'test.yaml').store
@@ -48,6 +52,7 @@ function storeFor (url: string, timeoutMs = STORE_TIMEOUT_MS) {
   // Steady requests, every 20 ms: their failures must not take the place of the cause.
   const state = { running: true }
   const load = (async () => {
+    if (requestsFrom === 'ready') await store.ready(5000)
     while (state.running) {
       await store.get('gw-test').catch(() => {})
       await new Promise((resolve) => setTimeout(resolve, 20))
@@ -244,9 +249,30 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
     }
   })
 
+  it('a first connection slower than downAfterMs, with requests already coming: "no connection yet", never "connection closed"', async () => {
+    const redis = await spawnRedis((port) => ['--port', String(port)])
+    // Each way 150 ms: the ready check's answer comes 300 ms or more after the connection opened,
+    // after the requests' failures (no connection yet, no cause) have lasted downAfterMs.
+    const slow = await startDelayProxy({ host: '127.0.0.1', port: redis.port })
+    slow.setDelay(150)
+    const watched = storeFor(`redis://127.0.0.1:${slow.port}`, { requestsFrom: 'start' })
+    try {
+      const down = await outageLogged(watched)
+      expect(down.reason).toBe('no connection yet')
+      const back = await recoveryLogged(watched)
+      expect(back.reason).toBe('no connection yet')
+      const documented = (await readFile('docs/operations.md', 'utf8')).split('\n').find((line) => line.startsWith('| `no connection yet`'))
+      expect(documented).toBeDefined()
+    } finally {
+      await watched.close()
+      await slow.close()
+      await redis.stop()
+    }
+  })
+
   it('a certificate that does not verify: the TLS error, until the gateway trusts it', async () => {
     const { redis, cert } = await tlsRedis(dir, 'self-signed')
-    const watched = storeFor(`rediss://127.0.0.1:${redis.port}`)
+    const watched = storeFor(`rediss://127.0.0.1:${redis.port}`, { requestsFrom: 'start' })
     try {
       const down = await outageLogged(watched)
       // Node 24 adds a hint to the same error (docs/operations.md shows both).
@@ -273,7 +299,7 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
     // end it with ETIMEDOUT.
     const slow = await startDelayProxy({ host: '127.0.0.1', port: redis.port })
     slow.setDelay(150)
-    const watched = storeFor(`rediss://127.0.0.1:${slow.port}`, 1000)
+    const watched = storeFor(`rediss://127.0.0.1:${slow.port}`, { timeoutMs: 1000, requestsFrom: 'start' })
     try {
       const down = await outageLogged(watched)
       expect(down.reason).toMatch(new RegExp(`^self-signed certificate(?:${escape(NODE_CA_HINT)})?$`))
@@ -286,7 +312,7 @@ describe.skipIf(!BINARY)('outage lines name their real cause', () => {
 
   it('a plain redis:// URL to a TLS port: the reset or close the server answers with, never ioredis\'s "Stream isn\'t writeable"', async () => {
     const { redis } = await tlsRedis(dir, 'plain')
-    const watched = storeFor(`redis://127.0.0.1:${redis.port}`)
+    const watched = storeFor(`redis://127.0.0.1:${redis.port}`, { requestsFrom: 'start' })
     try {
       const down = await outageLogged(watched)
       // The server resets the connection or closes it, as the bytes happen to meet: either is named.

@@ -78,7 +78,7 @@ describe('OutageLog', () => {
   })
 
   it('says "connection closed" only when nothing said why, and names a cause that changed during the outage', () => {
-    every50(2000, () => outage.failed())
+    every50(2000, () => outage.connectionClosed())
     every50(1000, () => outage.failed('NOAUTH Authentication required.'))
     every50(1000, () => outage.succeeded())
     expect(lines.map((line) => JSON.parse(line) as { reason?: string, lastReason?: string })).toEqual([
@@ -105,19 +105,35 @@ describe('OutageLog', () => {
     })
 
     it('says "connection closed" when nothing said why within the wait', () => {
-      every50(1950, () => outage.failed())
+      every50(1950, () => outage.connectionClosed())
       expect(messages()).toEqual([])
       every50(100, () => outage.failed())
       expect(lines.map((line) => JSON.parse(line) as { reason?: string })).toEqual([expect.objectContaining({ reason: 'connection closed' })])
     })
 
     it('logs an outage that ends during the wait, with no cause, as one line each way', () => {
+      outage.succeeded()
       every50(1200, () => outage.failed())
       every50(1500, () => outage.succeeded())
       expect(lines.map((line) => JSON.parse(line) as { msg: string, reason?: string })).toEqual([
         expect.objectContaining({ msg: expect.stringMatching(/^session store node unreachable/) as string, reason: 'connection closed' }),
         expect.objectContaining({ msg: 'session store node reachable again', reason: 'connection closed' }),
       ])
+    })
+
+    it('says "no connection yet", not "connection closed", for a first connection slow to open (nothing had closed)', () => {
+      // Requests that came before the store's first connection opened (the gateway serves after
+      // waiting 2 s for it) fail with no cause; the connection then opens with no error.
+      every50(1200, () => outage.failed())
+      outage.succeeded()
+      every50(1500, () => outage.succeeded())
+      expect(lines.map((line) => JSON.parse(line) as { reason?: string })).toEqual([
+        expect.objectContaining({ reason: 'no connection yet' }),
+        expect.objectContaining({ reason: 'no connection yet' }),
+      ])
+      // Once a connection has been open, the same failures follow its closing.
+      every50(2500, () => outage.failed())
+      expect(JSON.parse(lines[2]!)).toMatchObject({ reason: 'connection closed' })
     })
 
     it('does not wait when the cause is known by downAfterMs', () => {
