@@ -200,6 +200,17 @@ export function isGatewayError (error: unknown): error is GatewayError {
   return error instanceof GatewayError
 }
 
+/** The cause's identifying fields only: library errors may carry bodies with tokens in them. */
+export function describeCause (cause: unknown): Record<string, unknown> | undefined {
+  if (!(cause instanceof Error)) return undefined
+  // `errno`: the library's error code (ECONNREFUSED, UND_ERR_...), named apart from OAuth's `code`.
+  const { code } = cause as { code?: unknown }
+  // A JSON parse error quotes the text around its fault: a provider's answer that is not JSON (a
+  // code or token in it) would reach the log in pieces (an outside tester's finding).
+  const message = cause instanceof SyntaxError ? 'the text is not valid JSON (its message, which quotes the text, is left out)' : cause.message
+  return { type: cause.name, message, errno: code, cause: describeCause(cause.cause) }
+}
+
 /**
  * Messages used at more than one place, written once here. The provider name comes from the
  * address, so at most 64 characters of it are echoed.

@@ -3,7 +3,7 @@
 // to the log only.
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { GatewayError, isGatewayError, type ErrorCode, type ErrorDetails } from '../errors.js'
+import { describeCause, GatewayError, isGatewayError, type ErrorCode, type ErrorDetails } from '../errors.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { FORWARD_AUTH_ROUTE, HOME } from '../oauth/urls.js'
 import { errorPage, sendUnframed, signInRemedy } from './pages.js'
@@ -22,17 +22,6 @@ function toGatewayError (error: FastifyError | Error): GatewayError {
     return new GatewayError('invalid_request', error.message, { cause: error, status })
   }
   return new GatewayError('internal_error', 'An unexpected error occurred.', { cause: error })
-}
-
-/** The cause's identifying fields only: library errors may carry bodies with tokens in them. */
-function describeCause (cause: unknown): Record<string, unknown> | undefined {
-  if (!(cause instanceof Error)) return undefined
-  // `errno`: the library's error code (ECONNREFUSED, UND_ERR_...), named apart from OAuth's `code`.
-  const { code } = cause as { code?: unknown }
-  // A JSON parse error quotes the text around its fault: a provider's answer that is not JSON (a
-  // code or token in it) would reach the log in pieces (an outside tester's finding).
-  const message = cause instanceof SyntaxError ? 'the text is not valid JSON (its message, which quotes the text, is left out)' : cause.message
-  return { type: cause.name, message, errno: code, cause: describeCause(cause.cause) }
 }
 
 /**

@@ -12,7 +12,7 @@
 // may end the grant: an outside tester's finding, a sign-out caused by one refused write).
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { Logger } from '../ops/logger.js'
-import { GatewayError } from '../errors.js'
+import { describeCause, GatewayError } from '../errors.js'
 import type { Metrics } from '../ops/metrics.js'
 import { withTokens, type Session, type TokenSet } from '../session/record.js'
 import type { Sessions, StoredRecord } from '../session/session.js'
@@ -35,6 +35,13 @@ const WRITE_ATTEMPTS = 3
 function pausedFor (error: unknown): number | undefined {
   const after = error instanceof GatewayError && error.code === 'token_exchange_failed' ? error.details.headers?.['retry-after'] : undefined
   return after === undefined ? undefined : Number(after)
+}
+
+/** Another request's refresh of this token failed just now (failureKey): not asked again yet. */
+class FailedJustNow extends GatewayError {
+  constructor () {
+    super('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
+  }
 }
 
 function isFresh (token: TokenSet, nowMs: number): boolean {
@@ -187,11 +194,16 @@ export class TokenRefresher {
   }
 
   /**
-   * {@link refreshOnce}, but when the store refuses its writes (the lock, or the record before the
-   * provider was asked) the token it has goes on while it is still valid: a refresh is due 30 s
-   * before expiry, and a store at `maxmemory` should not turn those 30 s into 503s.
+   * {@link refreshOnce}, but while the token it has is still valid (a refresh is due 30 s before
+   * expiry) a refresh that fails does not fail the request: the token goes on. So when the provider
+   * fails (an error answer that is no verdict on the grant, a timeout, an answer that cannot be
+   * read), asks for a pause (429), or the store refuses the writes (the lock, or the record before
+   * the provider was asked): a provider down for a minute or a store at `maxmemory` should not turn
+   * those 30 s into 502s and 503s (oauth2-proxy, too, goes on with a session whose refresh failed).
    */
   private async refreshOrKeep (session: Session, name: string, stale: TokenSet, replaces?: string): Promise<TokenSet | undefined> {
+    // How long the token had when the request came (the log line says it).
+    const expiresInS = stale.expires_at === undefined ? undefined : Math.round(stale.expires_at - this.clock.now() / 1000)
     try {
       this.checkPause(name)
       return await this.refreshOnce(session, name, stale, replaces)
@@ -199,8 +211,17 @@ export class TokenRefresher {
       if (!isStillValid(stale, this.clock.now())) throw error
       // The provider asked for a pause (429): the token it issued is still good meanwhile.
       if (pausedFor(error) !== undefined) return stale
-      if (!refusedByStore(error)) throw error
-      this.log.debug({ provider: name, session: session.id.slice(0, 8), refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
+      const fields = { provider: name, session: session.id.slice(0, 8) }
+      if (refusedByStore(error)) {
+        this.log.debug({ ...fields, refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
+        return stale
+      }
+      if (!(error instanceof GatewayError) || error.code !== 'token_exchange_failed') throw error
+      if (error instanceof FailedJustNow) {
+        this.log.debug(fields, 'token refresh failed just now; the current token is still valid and goes on')
+      } else {
+        this.log.warn({ ...fields, reason: error.message, cause: describeCause(error.cause), expiresInS }, 'token refresh failed; the current token is still valid and goes on (the refresh is asked again by the next request once the provider\'s timeout plus 5 s have passed)')
+      }
       return stale
     }
   }
@@ -231,8 +252,7 @@ export class TokenRefresher {
       const held = await this.store.acquire(lock, holdMs)
       if (held) {
         try {
-          // Taken without waiting: an earlier failure is history (failureKey).
-          if (!waited) await this.store.delete(failureKey(session.id, name)).catch(() => {})
+          if (!waited) await this.judgeEarlierFailure(session.id, name, stale)
           return await this.refreshHoldingLock(session, provider, stale, waited, replaces)
         } finally {
           // Released only if still ours: had the refresh outlasted holdMs, the lock may be another's by now.
@@ -245,6 +265,21 @@ export class TokenRefresher {
       const { token: current } = await this.current(session, name, stale, replaces)
       if (current !== stale) return current && isFresh(current, this.clock.now()) ? current : undefined
       if (this.clock.now() > deadline) throw new GatewayError('token_exchange_failed', 'The token refresh did not finish in time.')
+    }
+  }
+
+  /**
+   * Taken without waiting: an earlier failure (failureKey) is history for an expired token, whose
+   * request asks again. A token still valid does not ask again while it stands (the provider's
+   * timeout plus 5 s): every request of a session whose refresh failed would otherwise wait for a
+   * provider that is failing, and add to its load.
+   */
+  private async judgeEarlierFailure (sessionId: string, name: string, stale: TokenSet): Promise<void> {
+    const failed = failureKey(sessionId, name)
+    if (!isStillValid(stale, this.clock.now())) {
+      await this.store.delete(failed).catch(() => {})
+    } else if (await this.store.get(failed).catch(() => null) !== null) {
+      throw new FailedJustNow()
     }
   }
 
@@ -269,7 +304,7 @@ export class TokenRefresher {
     // Asking again would make these requests wait a second timeout and double the load on a
     // provider that is struggling.
     const failed = failureKey(session.id, provider.name)
-    if (waited && await this.store.get(failed) !== null) throw new GatewayError('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
+    if (waited && await this.store.get(failed) !== null) throw new FailedJustNow()
     const result = await refreshTokens(provider, stale.refresh_token!, this.clock).catch(async (error: unknown) => {
       this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
       await this.store.set(failed, '1', provider.timeoutMs + 5000).catch(() => {})

@@ -2,10 +2,11 @@
 // and trickles one byte a second, answers 200 with text that is not JSON, an HTML page, tens of MB,
 // closes the connection in the middle of its body, or answers a JSON error that is no verdict on the
 // refresh token (429, the gateway's own invalid_client, temporarily_unavailable). At the sign-in
-// callback and at a token refresh: 502 token_exchange_failed within the provider's `timeout` (plus
-// one answer's work), one log line naming the cause, no code, secret or token in the log, and the
-// session neither lost nor changed (the same cookie works once the provider is back). Only
-// invalid_grant (and the other verdicts on the grant) ends the session's tokens.
+// callback and at the refresh of an expired token: 502 token_exchange_failed within the provider's
+// `timeout` (plus one answer's work), one log line naming the cause, no code, secret or token in
+// the log, and the session neither lost nor changed (the same cookie works once the provider is
+// back). At the refresh of a token still valid (due 30 s before it expires): that token goes on.
+// Only invalid_grant (and the other verdicts on the grant) ends the session's tokens.
 // The shared stack (real Redis, the worker's gateway address); a small stub provider injects the
 // faults. The gateway's clock is injected: no waiting for expiry.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
@@ -167,10 +168,10 @@ it.for(BODY_FAULTS)('sign-in: a token endpoint that answers %s ends in 502 token
   for (const secret of [code, CLIENT_SECRET, 'secret"', '-secret']) expect(logs).not.toContain(secret)
 })
 
-it.for(BODY_FAULTS)('refresh: a token endpoint that answers %s ends in 502 within the timeout, and the session is kept for the next try', async ([fault, cause]) => {
+it.for(BODY_FAULTS)('refresh of an expired token: a token endpoint that answers %s ends in 502 within the timeout, and the session is kept for the next try', async ([fault, cause]) => {
   const browser = await signedIn()
   const cookie = browser.cookieHeader(`${gateway.url}/stub/`)
-  clock.offset = (TOKEN_TTL_S - 20) * 1000
+  clock.offset = (TOKEN_TTL_S + 10) * 1000
   mode = fault
   const from = gateway.logs.length
   const start = performance.now()
@@ -188,6 +189,45 @@ it.for(BODY_FAULTS)('refresh: a token endpoint that answers %s ends in 502 withi
   expect(await status(browser)).toBe(200)
 })
 
+/** The token the upstream was given for a request of `browser` (the echo upstream answers with what it got). */
+async function upstreamToken (browser: Browser): Promise<string | undefined> {
+  const response = await browser.fetch(`${gateway.url}/stub/data`, { headers: { accept: 'application/json' } })
+  expect(response.status).toBe(200)
+  return (await response.json() as { headers: Record<string, string> }).headers.authorization
+}
+
+// A tester's finding: a refresh is due 30 s before the token expires, and one that failed then
+// (a provider down for a minute, its 5xx, an answer it cut off) was a 502 for a token that was
+// still good; every request of the session asked the failing provider again, each waiting its timeout.
+it.for(BODY_FAULTS)('refresh of a token still valid: a token endpoint that answers %s does not fail the request: that token goes on, one warn line names the cause, and it is not asked again at once', async ([fault, cause]) => {
+  const browser = await signedIn()
+  const token = await upstreamToken(browser)
+  clock.offset = (TOKEN_TTL_S - 20) * 1000
+  mode = fault
+  const from = gateway.logs.length
+  const before = tokenCalls
+  const start = performance.now()
+  expect(await upstreamToken(browser)).toBe(token)
+  expect(performance.now() - start).toBeLessThan(WITHIN_MS)
+  // The failure stands for the provider's timeout plus 5 s: the next request does not wait for it again.
+  expect(await upstreamToken(browser)).toBe(token)
+  expect(tokenCalls - before).toBe(1)
+  const lines = gateway.logs.slice(from).map((line) => JSON.parse(line) as Record<string, unknown>)
+  const warned = lines.filter((line) => String(line.msg).startsWith('token refresh failed; the current token is still valid'))
+  expect(warned).toHaveLength(1)
+  expect(warned[0]).toMatchObject({ level: 40, provider: 'stub' })
+  // 20 s left, give or take the second the token's expiry was rounded to.
+  expect([19, 20]).toContain(warned[0]!.expiresInS)
+  expect(JSON.stringify(warned[0])).toMatch(cause)
+  expect(errorLines(from, 'token_exchange_failed')).toEqual([])
+  for (const secret of [CLIENT_SECRET, 'rt-secret-', 'at-secret-']) expect(gateway.logs.slice(from).join('\n')).not.toContain(secret)
+  // Expired meanwhile, with the provider back: asked again at once, and refreshed.
+  mode = 'ok'
+  clock.offset = (TOKEN_TTL_S + 10) * 1000
+  expect(await upstreamToken(browser)).not.toBe(token)
+  expect(tokenCalls - before).toBe(2)
+})
+
 it('a failed sign-in does not touch the session the browser already has', async () => {
   const browser = await signedIn()
   mode = 'cut'
@@ -203,7 +243,7 @@ it('a failed sign-in does not touch the session the browser already has', async 
 // person had to sign in again.
 it.for(['invalid-client', 'temporarily-unavailable'] as const)('refresh: a token endpoint that answers %s is a failure to retry (502), not a refusal: the token is kept', async (fault) => {
   const browser = await signedIn()
-  clock.offset = (TOKEN_TTL_S - 20) * 1000
+  clock.offset = (TOKEN_TTL_S + 10) * 1000
   mode = fault
   const response = await browser.fetch(`${gateway.url}/stub/data`, { headers: { accept: 'application/json' } })
   const body = await response.json() as { error: string }

@@ -194,7 +194,7 @@ describe('a sign-in that renames a session with refresh tokens at two providers'
     const browser = new Browser()
     await stubSignIn(browser, 'sa', stubA, { expires_in: SHORT_S, refresh_token: 'ra-held' })
     const cookie = browser.cookieHeader(`${b.url}/sa/`)!
-    clock.offset += 4000 // sa's token expired
+    clock.offset += SHORT_S * 1000 // sa's token expired (one still valid goes on when its refresh fails)
     if (failedBefore) {
       // A refresh on B fails (nobody waits on it): 502, and its failure is marked.
       stubA.mode = 'error500'
