@@ -14,6 +14,7 @@ import type { BodyDeadlines } from './body-deadline.js'
 import type { UpstreamTarget } from './cut-off.js'
 import { requestSpelling } from '../config/canonical.js'
 import { logAbandoned } from '../http/request-end.js'
+import { promised } from './request-body.js'
 import { clientBoundHeaders, keepPersonal } from './headers.js'
 import type { UpstreamHeaders } from './request-headers.js'
 import { StreamedBody } from './upstream-body.js'
@@ -66,7 +67,7 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     // A client gone before the answer: the upstream's request goes too, and its line is written
     // (after the answer, a no-op). `on`, not `once`: a response closes once, and once's wrapper is
     // one more allocation per request.
-    reply.raw.on('close', () => { if (sent.cancel()) logAbandoned(request, reply, 'before') })
+    if (!promised(body)) reply.raw.on('close', () => { if (sent.cancel()) logAbandoned(request, reply, 'before') })
   }
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {

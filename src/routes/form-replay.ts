@@ -23,6 +23,7 @@ import type { Sessions } from '../session/session.js'
 import { cookieNames } from '../oauth/urls.js'
 import type { Logger } from '../ops/logger.js'
 import { nodeTimers, type Timers } from '../ops/clock.js'
+import { mustArrive } from '../proxy/request-body.js'
 
 /** The self-submitted form's one field: what the replay POST carries instead of the kept body. */
 export const REPLAY_BODY = Buffer.from('gateway-preserved-form=1')
@@ -259,6 +260,7 @@ export class FormReplay {
     request.raw.headers['content-length'] = String(kept.body.length)
     delete request.raw.headers['transfer-encoding']
     request.log.info({ bytes: kept.body.length }, 'kept form delivered after the sign-in')
-    return Readable.from([kept.body])
+    // Taken once: a person who leaves before the answer has still sent it (a reload says so).
+    return mustArrive(Readable.from([kept.body]))
   }
 }

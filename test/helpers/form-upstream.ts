@@ -1,7 +1,8 @@
 // An upstream with forms, for the tests of forms that survive a sign-in (routes[].preserveBody):
 // GET `<prefix>form` serves a urlencoded form that posts to `<prefix>form?draft=1`, GET
 // `<prefix>upload` a multipart one with a file field; every POST is recorded with its exact bytes
-// and answered with a page saying how many POSTs arrived. Also a raw form POST over node:http,
+// and answered with a page saying how many POSTs arrived; GET `<prefix>hold` is answered only on
+// `release()` (it holds its connection meanwhile). Also a raw form POST over node:http,
 // which (unlike fetch) sends no Sec-Fetch-Mode of its own, as a browser's form submission does not
 // send `cors`.
 import { createServer, request as httpRequest, type IncomingHttpHeaders, type Server } from 'node:http'
@@ -19,6 +20,10 @@ export interface PostSeen {
 export interface FormUpstream {
   url: string
   posts: PostSeen[]
+  /** How many GET `hold` requests wait for `release()`. */
+  holding (): number
+  /** Answers the GET `hold` requests waiting so far. */
+  release (): void
   close (): Promise<void>
 }
 
@@ -32,11 +37,16 @@ const UPLOAD = `<!doctype html><html><body><h1>Upload</h1>
 
 export async function startFormUpstream (): Promise<FormUpstream> {
   const posts: PostSeen[] = []
+  const held: Array<() => void> = []
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = []
     req.on('data', (chunk: Buffer) => chunks.push(chunk))
     req.on('end', () => {
       res.setHeader('content-type', 'text/html; charset=utf-8')
+      if (req.method === 'GET' && req.url?.endsWith('/hold') === true) {
+        held.push(() => res.end('held'))
+        return
+      }
       if (req.method === 'GET') {
         res.end(req.url?.includes('upload') === true ? UPLOAD : FORM)
         return
@@ -46,7 +56,16 @@ export async function startFormUpstream (): Promise<FormUpstream> {
     })
   })
   const url = await listen(server)
-  return { url, posts, close: async () => { await close(server) } }
+  return {
+    url,
+    posts,
+    holding: () => held.length,
+    release: () => { for (const answer of held.splice(0)) answer() },
+    close: async () => {
+      for (const answer of held.splice(0)) answer()
+      await close(server)
+    },
+  }
 }
 
 export interface Answer {

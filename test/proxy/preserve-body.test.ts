@@ -11,6 +11,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
 import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { waitFor } from '../helpers/net.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 
 const MARKER = 'gateway-preserved-form=1'
@@ -35,6 +36,7 @@ beforeAll(async () => {
       { path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB' },
       { path: '/plain/', upstream: upstream.url, provider: 'demo' },
       { path: '/slow/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB', timeout: '300ms' },
+      { path: '/one/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB', maxConnections: 1 },
     ],
   }, { deps: { clock: { now: () => Date.now() + offset } } })
   gateway = started.gateway
@@ -175,6 +177,30 @@ describe('a form POST that meets a missing session', () => {
     expect(await keptKeys()).toHaveLength(1)
     await submitMarker(browser, '/app/other')
     expect(await keptKeys()).toEqual([])
+  })
+})
+
+describe('a kept form whose browser leaves before the answer', () => {
+  // A carried finding: a client that leaves has its upstream request cancelled (it frees the
+  // route's connection), and so had a kept form's delivery waiting for one of the route's
+  // connections: the form, taken from the store, reached nobody, and a reload said it had been sent.
+  it('is delivered all the same (it was taken once), and only its answer is let go', async () => {
+    const { browser } = await keepAndSignIn('/one/form', 'title=queued&comment=still+sent')
+    const cookie = browser.cookieHeader(`${gateway.url}/one/`) ?? ''
+    // The route's one connection is busy with another request of the same person.
+    const busy = send(`${gateway.url}/one/hold`, { method: 'GET', headers: { cookie } })
+    await waitFor(async () => upstream.holding() > 0, 5000, 'the upstream to hold the first request')
+    // The marker's POST takes the kept form, waits for the connection, and its browser goes away.
+    const socket = connect(Number(new URL(gateway.url).port), '127.0.0.1')
+    await once(socket, 'connect')
+    socket.write(`POST /one/form HTTP/1.1\r\nhost: ${new URL(gateway.url).host}\r\ncontent-type: ${URLENCODED}\r\ncontent-length: ${MARKER.length}\r\naccept: text/html\r\ncookie: ${cookie}\r\n\r\n${MARKER}`)
+    await waitFor(async () => (await keptKeys()).length === 0, 5000, 'the kept form to be taken')
+    socket.destroy()
+    const before = upstream.posts.length
+    upstream.release()
+    expect((await busy).status).toBe(200)
+    await waitFor(async () => upstream.posts.length > before, 5000, 'the kept form to reach the upstream')
+    expect(upstream.posts.at(-1)!.body.toString()).toBe('title=queued&comment=still+sent')
   })
 })
 
