@@ -37,6 +37,9 @@ function pausedFor (error: unknown): number | undefined {
   return after === undefined ? undefined : Number(after)
 }
 
+/** A refresh that failed at the provider: its token endpoint, or its discovery or keys (an ID token in the answer). */
+const PROVIDER_FAILURES = new Set(['token_exchange_failed', 'provider_unavailable'])
+
 /** Another request's refresh of this token failed just now (failureKey): not asked again yet. */
 class FailedJustNow extends GatewayError {
   constructor () {
@@ -197,7 +200,7 @@ export class TokenRefresher {
    * {@link refreshOnce}, but while the token it has is still valid (a refresh is due 30 s before
    * expiry) a refresh that fails does not fail the request: the token goes on. So when the provider
    * fails (an error answer that is no verdict on the grant, a timeout, an answer that cannot be
-   * read), asks for a pause (429), or the store refuses the writes (the lock, or the record before
+   * read, its configuration or keys that cannot be read), asks for a pause (429), or the store refuses the writes (the lock, or the record before
    * the provider was asked): a provider down for a minute or a store at `maxmemory` should not turn
    * those 30 s into 502s and 503s (oauth2-proxy, too, goes on with a session whose refresh failed).
    */
@@ -216,7 +219,7 @@ export class TokenRefresher {
         this.log.debug({ ...fields, refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
         return stale
       }
-      if (!(error instanceof GatewayError) || error.code !== 'token_exchange_failed') throw error
+      if (!(error instanceof GatewayError) || !PROVIDER_FAILURES.has(error.code)) throw error
       if (error instanceof FailedJustNow) {
         this.log.debug(fields, 'token refresh failed just now; the current token is still valid and goes on')
       } else {

@@ -13,8 +13,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import { expect } from 'vitest'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { Browser } from '../helpers/browser.js'
-import type { TestGateway } from '../helpers/gateway.js'
-import { close, listen } from '../helpers/net.js'
+import { startGateway, type TestGateway } from '../helpers/gateway.js'
+import { close, listen, refusedUrl } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
 
 /** The stub provider's `timeout`. */
@@ -98,15 +98,27 @@ const server = createServer((req, res) => {
 let stubUrl = ''
 let gateway: TestGateway
 
-it.beforeAll(async ({ startStack, upstream }) => {
+/**
+ * A second instance on the same store, whose `stub` provider is an OIDC issuer it cannot read (an
+ * instance started while the provider's discovery failed): its refreshes fail with provider_unavailable.
+ */
+let unreadIssuer: TestGateway
+
+it.beforeAll(async ({ startStack, upstream, redis }) => {
   stubUrl = await listen(server)
   gateway = await startStack({
     providers: { stub: { clientId: 'stub-client', clientSecret: CLIENT_SECRET, authorizeUrl: `${stubUrl}/authorize`, tokenUrl: `${stubUrl}/token`, scope: 'read', timeout: `${TIMEOUT_MS}ms` } },
     routes: [{ path: '/stub/', upstream: upstream.url, provider: 'stub' }],
   }, { deps: { clock } })
+  unreadIssuer = await startGateway({
+    store: { type: 'redis', url: redis.url },
+    providers: { stub: { clientId: 'stub-client', clientSecret: CLIENT_SECRET, issuer: await refusedUrl(), scope: 'openid', timeout: `${TIMEOUT_MS}ms` } },
+    routes: [{ path: '/stub/', upstream: upstream.url, provider: 'stub' }],
+  }, { deps: { clock } })
 })
 
 it.afterAll(async () => {
+  await unreadIssuer?.close()
   for (const timer of timers) clearInterval(timer)
   server.closeAllConnections()
   await close(server)
@@ -226,6 +238,24 @@ it.for(BODY_FAULTS)('refresh of a token still valid: a token endpoint that answe
   clock.offset = (TOKEN_TTL_S + 10) * 1000
   expect(await upstreamToken(browser)).not.toBe(token)
   expect(tokenCalls - before).toBe(2)
+})
+
+it('refresh of a token still valid at an instance that cannot read its provider\'s configuration (provider_unavailable): that token goes on', async () => {
+  const browser = await signedIn()
+  const token = await upstreamToken(browser)
+  clock.offset = (TOKEN_TTL_S - 20) * 1000
+  const cookie = browser.cookieHeader(`${gateway.url}/stub/`)!
+  const from = unreadIssuer.logs.length
+  const response = await fetch(`${unreadIssuer.url}/stub/data`, { headers: { accept: 'application/json', cookie } })
+  expect(response.status).toBe(200)
+  expect((await response.json() as { headers: Record<string, string> }).headers.authorization).toBe(token)
+  const warned = unreadIssuer.logs.slice(from).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => String(line.msg).startsWith('token refresh failed;'))
+  expect(warned).toEqual([expect.objectContaining({ provider: 'stub', reason: 'The configuration of provider "stub" could not be read.' })])
+  // Expired, it is 502 there as an expired token's failed refresh is anywhere.
+  clock.offset = (TOKEN_TTL_S + 10) * 1000
+  const expired = await fetch(`${unreadIssuer.url}/stub/data`, { headers: { accept: 'application/json', cookie } })
+  expect(expired.status).toBe(502)
+  expect((await expired.json() as { error: string }).error).toBe('provider_unavailable')
 })
 
 it('a failed sign-in does not touch the session the browser already has', async () => {
