@@ -208,7 +208,11 @@ export function describeCause (cause: unknown): Record<string, unknown> | undefi
   // A JSON parse error quotes the text around its fault: a provider's answer that is not JSON (a
   // code or token in it) would reach the log in pieces (an outside tester's finding).
   const message = cause instanceof SyntaxError ? 'the text is not valid JSON (its message, which quotes the text, is left out)' : cause.message
-  return { type: cause.name, message, errno: code, cause: describeCause(cause.cause) }
+  // The status of an HTTP answer the library did not want: oauth4webapi gives the answer as the
+  // cause, or, for an OAuth error in its body, the status itself.
+  const own = (cause as { status?: unknown }).status
+  const status = cause.cause instanceof Response ? cause.cause.status : typeof own === 'number' ? own : undefined
+  return { type: cause.name, message, errno: code, status, cause: describeCause(cause.cause) }
 }
 
 /**

@@ -20,6 +20,7 @@ import { systemClock, type Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
 import { refusedByStore, storeKeys, type KeyValue, type Lock, type LockHandle } from '../store/store.js'
 import { refreshTokens } from './client.js'
+import { FailedJustNow, failureKey, Paused, pausedFor, PROVIDER_FAILURES } from './refresh-failures.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
 /** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */
@@ -31,29 +32,19 @@ const POLL_MS = 50
  */
 const WRITE_ATTEMPTS = 3
 
-/** The seconds a refresh failure asks to wait before the next (a provider's 429, oauth/client.ts), if it does. */
-function pausedFor (error: unknown): number | undefined {
-  const after = error instanceof GatewayError && error.code === 'token_exchange_failed' ? error.details.headers?.['retry-after'] : undefined
-  return after === undefined ? undefined : Number(after)
-}
-
-/** A refresh that failed at the provider: its token endpoint, or its discovery or keys (an ID token in the answer). */
-const PROVIDER_FAILURES = new Set(['token_exchange_failed', 'provider_unavailable'])
-
-/** Another request's refresh of this token failed just now (failureKey): not asked again yet. */
-class FailedJustNow extends GatewayError {
-  constructor () {
-    super('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
-  }
-}
-
 function isFresh (token: TokenSet, nowMs: number): boolean {
   return token.expires_at === undefined || token.expires_at - EXPIRY_SKEW_S > nowMs / 1000
 }
 
-/** Not expired yet, though due for a refresh (within EXPIRY_SKEW_S of its expiry). */
+/**
+ * A token due for a refresh goes on while its refresh cannot be had only with this long left: one
+ * about to expire would expire on its way (the reason for the refresh's skew).
+ */
+const STILL_VALID_FLOOR_S = 5
+
+/** Not expired yet (STILL_VALID_FLOOR_S left at least), though due for a refresh (within EXPIRY_SKEW_S of its expiry). */
 function isStillValid (token: TokenSet, nowMs: number): boolean {
-  return token.expires_at === undefined || token.expires_at > nowMs / 1000
+  return token.expires_at === undefined || token.expires_at - STILL_VALID_FLOOR_S > nowMs / 1000
 }
 
 /** How many refreshes whose result the store refused are kept in a process (oldest forgotten first). */
@@ -67,13 +58,6 @@ type Current = { token: undefined } | { token: TokenSet, read: StoredRecord }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-/**
- * Marks a refresh that failed, for the requests that waited on its lock (they then do not ask
- * again); whoever next takes the lock without having waited deletes it: a failure before that is
- * history. Its own key space: a provider's name cannot make it another's lock.
- */
-const failureKey = (sessionId: string, provider: string) => `refresh-failed:${sessionId}:${provider}`
-
 export class TokenRefresher {
   private readonly inFlight = new Map<string, Promise<TokenSet | undefined>>()
   /**
@@ -85,6 +69,16 @@ export class TokenRefresher {
   private readonly unwritten = new Lru<string, Unwritten>(UNWRITTEN_MAX)
   /** Per provider: until when its last 429 asked this instance to send no refresh (ms, the clock's). */
   private readonly pausedUntil = new Map<string, number>()
+  /**
+   * By session id and provider: until when a refresh that failed here is not asked again (ms), as
+   * the store's failureKey says for every instance; kept here too, for a store that refuses the mark.
+   */
+  private readonly failedUntil = new Lru<string, number>(UNWRITTEN_MAX)
+  /**
+   * By session id and provider: the access token of a grant the provider refused, whose drop the
+   * store refused to write. It goes nowhere (401) though the store still holds it.
+   */
+  private readonly refusedGrants = new Lru<string, string>(UNWRITTEN_MAX)
 
   constructor (
     private readonly store: Lock & Pick<KeyValue, 'get' | 'set' | 'delete'>,
@@ -109,11 +103,12 @@ export class TokenRefresher {
   async holdingRefreshes<T> (session: Session, except: string, fn: () => Promise<T>): Promise<T> {
     const wanted = Object.entries(session.record.tokens).flatMap(([name, token]) => {
       const timeoutMs = this.providers.timeoutOf(name)
-      return name !== except && token?.refresh_token !== undefined && timeoutMs !== undefined ? [{ key: storeKeys.refreshLock(session.id, name), failed: failureKey(session.id, name), holdMs: timeoutMs + 5000 }] : []
+      return name !== except && token?.refresh_token !== undefined && timeoutMs !== undefined ? [{ key: storeKeys.refreshLock(session.id, name), failed: failureKey(session.id, name), local: `${session.id}:${name}`, holdMs: timeoutMs + 5000 }] : []
     })
     const held = await this.acquireAll(wanted)
     try {
       // A failure before this hold is history: a request that waits on it refreshes itself.
+      for (const { local } of wanted) this.failedUntil.delete(local)
       await Promise.all(wanted.map(async ({ failed }) => { await this.store.delete(failed).catch(() => {}) }))
       return await fn()
     } finally {
@@ -164,6 +159,7 @@ export class TokenRefresher {
     if (!token) return undefined
     if (isFresh(token, this.clock.now())) return token
     const key = `${session.id}:${provider}`
+    if (this.refusedGrants.peek(key) === token.access_token) return undefined
     const kept = this.unwritten.peek(key)
     if (kept !== undefined && kept.replaces !== token.access_token) this.unwritten.delete(key)
     if (kept === undefined && !token.refresh_token) return undefined
@@ -211,22 +207,30 @@ export class TokenRefresher {
       this.checkPause(name)
       return await this.refreshOnce(session, name, stale, replaces)
     } catch (error) {
-      if (!isStillValid(stale, this.clock.now())) throw error
-      // The provider asked for a pause (429): the token it issued is still good meanwhile.
-      if (pausedFor(error) !== undefined) return stale
+      if (!isStillValid(stale, this.clock.now()) || !(error instanceof GatewayError)) throw error
       const fields = { provider: name, session: session.id.slice(0, 8) }
       if (refusedByStore(error)) {
         this.log.debug({ ...fields, refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
-        return stale
-      }
-      if (!(error instanceof GatewayError) || !PROVIDER_FAILURES.has(error.code)) throw error
-      if (error instanceof FailedJustNow) {
-        this.log.debug(fields, 'token refresh failed just now; the current token is still valid and goes on')
+      } else if (error instanceof Paused || error instanceof FailedJustNow) {
+        this.log.debug({ ...fields, reason: error.message }, 'token refresh not asked (a pause, or a failure just now); the current token is still valid and goes on')
+      } else if (PROVIDER_FAILURES.has(error.code)) {
+        this.log.warn({ ...fields, reason: error.message, cause: describeCause(error.cause), retryAfterS: pausedFor(error), expiresInS }, 'token refresh failed; the current token is still valid and goes on (the refresh is asked again by the next request once the provider\'s timeout plus 5 s have passed, or its Retry-After)')
       } else {
-        this.log.warn({ ...fields, reason: error.message, cause: describeCause(error.cause), expiresInS }, 'token refresh failed; the current token is still valid and goes on (the refresh is asked again by the next request once the provider\'s timeout plus 5 s have passed)')
+        throw error
       }
-      return stale
+      return await this.stillHeld(session, name, stale, replaces, error)
     }
+  }
+
+  /**
+   * `stale`, if the session still holds it: one signed out (or whose token another instance
+   * replaced) while the refresh was under way sends it nowhere (an attacker's finding: it went
+   * upstream after the sign-out had been answered). `failure` is thrown when the store cannot say.
+   */
+  private async stillHeld (session: Session, name: string, stale: TokenSet, replaces: string | undefined, failure: Error): Promise<TokenSet | undefined> {
+    const current = await this.current(session, name, stale, replaces).catch(() => { throw failure })
+    if (current.token === stale) return stale
+    return current.token && isFresh(current.token, this.clock.now()) ? current.token : undefined
   }
 
   /**
@@ -241,7 +245,7 @@ export class TokenRefresher {
       this.pausedUntil.delete(name)
       return
     }
-    throw new GatewayError('token_exchange_failed', `The sign-in provider asked for a pause; try again in ${seconds} s.`, { details: { headers: { 'retry-after': String(seconds) } } })
+    throw new Paused(seconds)
   }
 
   /** `replaces`: `stale` is a refresh's unwritten result, and the store still holds the token whose access token this is. */
@@ -279,9 +283,11 @@ export class TokenRefresher {
    */
   private async judgeEarlierFailure (sessionId: string, name: string, stale: TokenSet): Promise<void> {
     const failed = failureKey(sessionId, name)
+    const key = `${sessionId}:${name}`
     if (!isStillValid(stale, this.clock.now())) {
+      this.failedUntil.delete(key)
       await this.store.delete(failed).catch(() => {})
-    } else if (await this.store.get(failed).catch(() => null) !== null) {
+    } else if ((this.failedUntil.peek(key) ?? 0) > this.clock.now() || await this.store.get(failed).catch(() => null) !== null) {
       throw new FailedJustNow()
     }
   }
@@ -308,17 +314,24 @@ export class TokenRefresher {
     // provider that is struggling.
     const failed = failureKey(session.id, provider.name)
     if (waited && await this.store.get(failed) !== null) throw new FailedJustNow()
+    const key = `${session.id}:${provider.name}`
     const result = await refreshTokens(provider, stale.refresh_token!, this.clock).catch(async (error: unknown) => {
       this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
+      this.failedUntil.set(key, this.clock.now() + provider.timeoutMs + 5000)
       await this.store.set(failed, '1', provider.timeoutMs + 5000).catch(() => {})
       const pause = pausedFor(error)
       if (pause !== undefined) this.pausedUntil.set(provider.name, this.clock.now() + pause * 1000)
       throw error
     })
-    const key = `${session.id}:${provider.name}`
     if (result === 'refused') {
       this.unwritten.delete(key)
-      await this.write(session, provider.name, current.read, undefined)
+      await this.write(session, provider.name, current.read, undefined).catch((error: unknown) => {
+        if (!refusedByStore(error)) throw error
+        // Refused by the provider all the same: its token goes nowhere, though the store keeps it
+        // until it takes writes again (an attacker's finding: it went upstream, and every request
+        // sent the refused refresh token again).
+        this.refusedGrants.set(key, stale.access_token)
+      })
       this.metrics.refreshes.inc({ provider: provider.name, result: 'refused' })
       this.log.info({ provider: provider.name, session: session.id.slice(0, 8) }, 'token refresh refused; sign-in needed')
       return undefined

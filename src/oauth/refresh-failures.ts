@@ -1,0 +1,36 @@
+// What a token refresh that failed is: a failure at the provider (the request may go on with a token
+// still valid: refresh.ts), the pause a 429 asks for, and the marks that keep a failing provider
+// from being asked by every request of the session.
+import { GatewayError } from '../errors.js'
+
+/** The seconds a refresh failure asks to wait before the next (a provider's 429, oauth/client.ts), if it does. */
+export function pausedFor (error: unknown): number | undefined {
+  const after = error instanceof GatewayError && error.code === 'token_exchange_failed' ? error.details.headers?.['retry-after'] : undefined
+  return after === undefined ? undefined : Number(after)
+}
+
+/** A refresh that failed at the provider: its token endpoint, or its discovery or keys (an ID token in the answer). */
+export const PROVIDER_FAILURES = new Set(['token_exchange_failed', 'provider_unavailable'])
+
+/** Another request's refresh of this token failed just now (failureKey): not asked again yet. */
+export class FailedJustNow extends GatewayError {
+  constructor () {
+    super('token_exchange_failed', 'The token refresh failed just now. Please try again shortly.')
+  }
+}
+
+/** The provider's last 429 asks for a pause that is not over: not asked (checkPause). */
+export class Paused extends GatewayError {
+  constructor (seconds: number) {
+    super('token_exchange_failed', `The sign-in provider asked for a pause; try again in ${seconds} s.`, { details: { headers: { 'retry-after': String(seconds) } } })
+  }
+}
+
+/**
+ * Marks a refresh that failed, for the requests that waited on its lock (they then do not ask
+ * again), and, while it stands (the provider's timeout plus 5 s), for those of a token still valid
+ * (they go on with it); whoever next takes the lock without having waited, for an expired token,
+ * deletes it: a failure before that is history. Its own key space: a provider's name cannot make it
+ * another's lock.
+ */
+export const failureKey = (sessionId: string, provider: string) => `refresh-failed:${sessionId}:${provider}`
