@@ -7,6 +7,7 @@ import { parseArgs } from 'node:util'
 import { pathToFileURL } from 'node:url'
 import pino from 'pino'
 import { ConfigError, configWarnings, containerWarnings, inContainer, loadConfig, processWarnings } from './config/config.js'
+import { didYouMean } from './config/did-you-mean.js'
 import type { GatewayConfig } from './config/types.js'
 import { loggerOptions } from './ops/logger.js'
 import { TracingEnvError, tracingSettings } from './ops/tracing-settings.js'
@@ -24,12 +25,40 @@ function count (n: number, noun: string): string {
   return `${n} ${noun}${n === 1 ? '' : 's'}`
 }
 
+const OPTIONS = { config: { type: 'string' }, check: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } as const
+
+/**
+ * Why `argv` is not a command line of the gateway's, in words a newcomer can act on: an unknown
+ * option with the one it is close to, or an argument that is not `check` (a config file given
+ * without --config was ignored, and ./gateway.yaml checked or served instead: a newcomer's finding;
+ * `npm start --check --config <file>` without the `--` leaves just that).
+ */
+function argvProblem (argv: string[], error: unknown): string {
+  const unknown = (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? argv.find((arg) => arg.startsWith('-') && !/^--?(?:config|check|help|h)(?:=|$)/.test(arg)) : undefined
+  if (unknown !== undefined) {
+    const name = unknown.replace(/^-+/, '').split('=', 1)[0]!
+    const hint = didYouMean(name, Object.keys(OPTIONS))
+    return `unknown option ${unknown}${hint === undefined ? '' : `; ${hint.replace('`', '`--')}`}`
+  }
+  return (error as Error).message
+}
+
+/** The first argument that is neither an option nor the `check` command, if any. */
+function strayArgument (positionals: readonly string[]): string | undefined {
+  return positionals.find((arg, index) => !(index === 0 && arg === 'check'))
+}
+
 export async function main (argv: string[]): Promise<number> {
   let args
   try {
-    args = parseArgs({ args: argv, allowPositionals: true, options: { config: { type: 'string' }, check: { type: 'boolean' }, help: { type: 'boolean', short: 'h' } } })
+    args = parseArgs({ args: argv, allowPositionals: true, options: OPTIONS })
   } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n${USAGE}\n`)
+    process.stderr.write(`${argvProblem(argv, error)}\n${USAGE}\n`)
+    return 2
+  }
+  const stray = strayArgument(args.positionals)
+  if (stray !== undefined) {
+    process.stderr.write(`unexpected argument ${JSON.stringify(stray)}: a config file is given with --config ${stray} (with npm, after a --: npm start -- --config ${stray} --check)\n${USAGE}\n`)
     return 2
   }
   if (args.values.help) {

@@ -7,6 +7,7 @@ import { LineCounter, isAlias, isMap, isScalar, isSeq, parseDocument, visit, typ
 import { Issues, formatPath, formatProblem, isObject, type ConfigProblem, type Path } from './problems.js'
 import { yamlSyntaxProblem } from './slips.js'
 import type { GatewayConfig } from './types.js'
+import { checkSchema } from './schema-check.js'
 import { PLACEHOLDER, validate } from './validate.js'
 
 export type { ConfigProblem } from './problems.js'
@@ -161,6 +162,13 @@ function isRuleClaimValue (path: Path): boolean {
   return list === 'allow' || list === 'deny'
 }
 
+/** The paths of the keys the schema does not know in `plain` (read on a copy: the error path only). */
+function unknownKeys (plain: unknown): string[] {
+  const probe = new Issues(new Map())
+  checkSchema(probe, structuredClone(plain))
+  return probe.problems.filter((problem) => problem.message.startsWith('unknown key')).map((problem) => problem.path)
+}
+
 /** Removes the value at `path` (a value whose variable is missing: it has been reported). */
 function removeAt (plain: unknown, path: Path): void {
   let parent = plain
@@ -242,7 +250,12 @@ export function parseConfig (text: string, env: Env = process.env, source = 'gat
   const { missing } = reading
   // The shipped placeholder is no secret, and the problem that refuses it names it.
   const issues = new Issues(reading.lines, reading.secrets.filter((value) => !value.includes(PLACEHOLDER)))
+  const misspelt = missing.length === 0 ? [] : unknownKeys(plain)
   for (const variable of missing) {
+    // A key the schema does not know is named as such ("unknown key; did you mean"), as it is once
+    // the variable is set, not as a missing variable beside the real key missing (a newcomer's finding).
+    const at = formatPath(variable.path)
+    if (misspelt.some((key) => at === key || at.startsWith(`${key}.`) || at.startsWith(`${key}[`))) continue
     issues.add(variable.path, `environment variable ${variable.name} ${variable.empty ? 'is empty' : 'is not set'}`, missingHint(variable))
     removeAt(plain, variable.path)
   }

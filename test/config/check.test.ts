@@ -80,6 +80,11 @@ const CASES: Case[] = [
   ['an issuer from a missing variable is one problem',
     config('    clientId: c\n    clientSecret: s\n    issuer: ${OP_ISSUER}\n    scope: openid\n'),
     [p('providers.demo.issuer', 7, 'environment variable OP_ISSUER is not set', 'set it, or write ${OP_ISSUER:-default} for a default')]],
+  // A newcomer's finding: checked before the variable was exported, the misspelt key was reported
+  // as a missing variable, and the key it was meant to be as missing too.
+  ['a misspelt key whose variable is not set: the key, as once it is set',
+    config('    clientId: c\n    clientSecrt: ${OP_CLIENT_SECRET}\n    issuer: https://op.example.org\n    scope: openid\n'),
+    [p('providers.demo.clientSecrt', 6, 'unknown key', 'did you mean `clientSecret`?')]],
   ['a misspelt section',
     `servr:\n  port: 8080\n${config(OIDC)}`,
     [p('servr', 1, 'unknown key', 'did you mean `server`?')]],
@@ -238,6 +243,16 @@ describe('the CLI on the common slips', () => {
     }
     expect(await run([], { GATEWAY_CONFIG: missing })).toMatchObject({ code: 1, stderr: `${missing}: no such file; ${GIVE}\n` })
     expect(await run(['--check', '--config', dir])).toMatchObject({ code: 1, stderr: `${dir}: is a directory, not a config file; ${GIVE}\n` })
+  })
+
+  // A newcomer's findings: `gateway <file> --check` checked ./gateway.yaml and said OK, and
+  // `npm start --check --config <file>` (no `--`: npm keeps both options) served ./gateway.yaml.
+  it('a config file given without --config, or an unknown option, is exit 2 saying what to type', async () => {
+    expect(await run(['my.yaml', '--check'])).toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^unexpected argument "my\.yaml": a config file is given with --config my\.yaml \(with npm, after a --: npm start -- --config my\.yaml --check\)\n/) as string })
+    expect(await run(['my.yaml'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--config my.yaml') as string })
+    expect(await run(['--chek'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^unknown option --chek; did you mean `--check`\?\n/) as string })
+    expect(await run(['--configg=x.yaml'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^unknown option --configg=x\.yaml; did you mean `--config`\?\n/) as string })
+    expect(await run(['check', '--config', 'gateway.yaml'])).toMatchObject({ stdout: 'gateway.yaml: OK (1 provider, 1 route)\n' })
   })
 
   it('an indentation slip is one line', async () => {
