@@ -159,7 +159,7 @@ export class Providers {
     try {
       return await this.discover(config)
     } catch (error) {
-      throw new GatewayError('provider_unavailable', `The configuration of provider "${config.name}" could not be read.`, { cause: error })
+      throw new GatewayError('provider_unavailable', `The OpenID configuration of provider "${config.name}" (its discovery document, from its issuer) could not be read.`, { cause: error })
     }
   }
 

@@ -2,7 +2,7 @@
 // operator see it: timeouts are 504 `gateway_timeout`, everything else 502 `bad_gateway`, each
 // logged as one warn line naming the route (the upstream is down, not the gateway).
 import type { FastifyReply, FastifyRequest } from 'fastify'
-import { GatewayError } from '../errors.js'
+import { ERRORS, GatewayError } from '../errors.js'
 import { logAbandoned } from '../http/request-end.js'
 import type { BodyDeadlines } from './body-deadline.js'
 import { chunkCollector, type Flowed } from './chunk-collector.js'
@@ -29,7 +29,7 @@ const TIMEOUTS = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UN
 export function upstreamError (target: UpstreamTarget, error: Error & { code?: string, status?: number | undefined }, retryUrl: string): GatewayError {
   if (TIMEOUTS.has(error.code ?? '')) {
     // The reason tells a request the upstream never got (no connection) from one it did not answer.
-    return new GatewayError('gateway_timeout', 'The application did not answer in time.', {
+    return new GatewayError('gateway_timeout', ERRORS.gateway_timeout.explanation, {
       details: { retryUrl, log: { msg: 'upstream timed out', fields: { ...target, errno: error.code, reason: error.message } } },
     })
   }
@@ -37,7 +37,8 @@ export function upstreamError (target: UpstreamTarget, error: Error & { code?: s
   // `status`: what an upstream answered a websocket upgrade instead of 101.
   const fields = { ...target, errno: error.code, reason: error.message, ...(error.status === undefined ? {} : { status: error.status }) }
   const msg = error.code === 'ECONNREFUSED' ? 'upstream refused the connection' : 'upstream failed'
-  return new GatewayError('bad_gateway', 'The application could not be reached.', { details: { retryUrl, log: { msg, fields } } })
+  // The catalogue's sentence: the page says it once (a newcomer's finding: it said it twice, in two wordings).
+  return new GatewayError('bad_gateway', ERRORS.bad_gateway.explanation, { details: { retryUrl, log: { msg, fields } } })
 }
 
 /**

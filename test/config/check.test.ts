@@ -85,6 +85,10 @@ const CASES: Case[] = [
   ['a misspelt key whose variable is not set: the key, as once it is set',
     config('    clientId: c\n    clientSecrt: ${OP_CLIENT_SECRET}\n    issuer: https://op.example.org\n    scope: openid\n'),
     [p('providers.demo.clientSecrt', 6, 'unknown key', 'did you mean `clientSecret`?')]],
+  // A newcomer's finding: --check passed it, and sign-ins went to <path>/oauth/..., which the gateway does not serve.
+  ['a baseUrl with a path',
+    `server:\n  baseUrl: https://gw.example.com/auth/\n${config(OIDC)}`,
+    [p('server.baseUrl', 2, 'must be an origin (scheme, host and port), got the path /auth/', 'the gateway serves its own endpoints (/oauth/...) and the routes at the root of its host: give it a host name of its own')]],
   ['a misspelt section',
     `servr:\n  port: 8080\n${config(OIDC)}`,
     [p('servr', 1, 'unknown key', 'did you mean `server`?')]],

@@ -145,7 +145,7 @@ describe('fault: an upstream that breaks off its answer', () => {
       expect(performance.now() - started).toBeGreaterThanOrEqual(TIMEOUT_MS)
       expect(response.status).toBe(504)
       expect(response.head.toLowerCase()).not.toContain('x-upstream')
-      expect(JSON.parse(body.toString())).toEqual({ error: 'gateway_timeout', message: 'The application did not answer in time.' })
+      expect(JSON.parse(body.toString())).toEqual({ error: 'gateway_timeout', message: 'The application behind this gateway did not answer in time.' })
       const lines = linesFor(gateway, path)
       expect(lines.find((line) => line.msg === 'upstream timed out')).toMatchObject({ level: 40, error: 'gateway_timeout', route: '/up', upstream: upstream.url, timeoutMs: TIMEOUT_MS })
       // No error-level line (an "unexpected error" 500 was one), no stack.
@@ -160,7 +160,7 @@ describe('fault: an upstream that breaks off its answer', () => {
       const { body } = await response.ended
       expect(response.status).toBe(502)
       expect(response.head.toLowerCase()).not.toContain('x-upstream')
-      expect(JSON.parse(body.toString())).toEqual({ error: 'bad_gateway', message: 'The application could not be reached.' })
+      expect(JSON.parse(body.toString())).toEqual({ error: 'bad_gateway', message: 'The application behind this gateway could not be reached.' })
       const lines = linesFor(gateway, '/up/late-closed')
       expect(lines.find((line) => line.msg === 'upstream failed')).toMatchObject({ level: 40, error: 'bad_gateway', route: '/up', errno: 'UND_ERR_SOCKET', reason: 'other side closed' })
       expect(lines.filter((line) => (line.level as number) >= 50)).toEqual([])

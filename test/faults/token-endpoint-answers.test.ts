@@ -250,7 +250,7 @@ it('refresh of a token still valid at an instance that cannot read its provider\
   expect(response.status).toBe(200)
   expect((await response.json() as { headers: Record<string, string> }).headers.authorization).toBe(token)
   const warned = unreadIssuer.logs.slice(from).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => String(line.msg).startsWith('token refresh failed;'))
-  expect(warned).toEqual([expect.objectContaining({ provider: 'stub', reason: 'The configuration of provider "stub" could not be read.' })])
+  expect(warned).toEqual([expect.objectContaining({ provider: 'stub', reason: 'The OpenID configuration of provider "stub" (its discovery document, from its issuer) could not be read.' })])
   // Expired, it is 502 there as an expired token's failed refresh is anywhere.
   clock.offset = (TOKEN_TTL_S + 10) * 1000
   const expired = await fetch(`${unreadIssuer.url}/stub/data`, { headers: { accept: 'application/json', cookie } })

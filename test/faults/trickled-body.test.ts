@@ -112,7 +112,7 @@ describe('fault: an upstream that trickles a small body', () => {
     const { status, head, body, firstByteAt } = answer!
     expect(status).toBe(504)
     expect(head.toLowerCase()).not.toContain('x-upstream')
-    expect(JSON.parse(body)).toEqual({ error: 'gateway_timeout', message: 'The application did not answer in time.' })
+    expect(JSON.parse(body)).toEqual({ error: 'gateway_timeout', message: 'The application behind this gateway did not answer in time.' })
     // Not before the route's timeout, counted from the headers (the gateway got them after the
     // upstream wrote them), and within a second timeout: before the fix nothing came in two.
     const waited = firstByteAt - trickle.headAt

@@ -279,11 +279,13 @@ describe('an auth: none route', () => {
   it('answers 502 bad_gateway when the upstream is unreachable (HTML for browsers)', async () => {
     const json = await fetch(`${gateway.url}/down/x`, { headers: { accept: 'application/json' } })
     expect(json.status).toBe(502)
-    expect(await json.json()).toEqual({ error: 'bad_gateway', message: 'The application could not be reached.' })
+    expect(await json.json()).toEqual({ error: 'bad_gateway', message: 'The application behind this gateway could not be reached.' })
     const html = await fetch(`${gateway.url}/down/x`, { headers: { accept: 'text/html' } })
     expect(html.status).toBe(502)
     const page = await html.text()
     expect(page).toContain('bad_gateway')
     expect(page).not.toContain('ECONNREFUSED')
+    // Said once (a newcomer's finding: it said it twice, in two wordings).
+    expect(page.match(/could not be reached/g)).toHaveLength(1)
   })
 })

@@ -10,6 +10,7 @@ export function validateServer (issues: Issues, raw: Sections['server']): Server
   // Computed from the port, so the schema only describes it (defaultText).
   const baseUrl = url(issues, ['server', 'baseUrl'], raw.baseUrl, ['http', 'https']) ?? `http://localhost:${port}`
   if (raw.baseUrl !== undefined && /[?#]/.test(baseUrl)) issues.add(['server', 'baseUrl'], 'must not have a query or fragment')
+  else if (raw.baseUrl !== undefined && !issues.touched(['server', 'baseUrl'])) checkOrigin(issues, baseUrl)
   const host = raw.host
   const trusted = trustProxy(issues, raw.trustProxy)
   if (!issues.touched(['server', 'host'])) checkTrustAll(issues, trusted, host)
@@ -33,4 +34,15 @@ export function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig 
   // RATE_PATTERN (schema.ts) has let through only `N/unit` with a unit of RATE_WINDOWS.
   const [max, unit] = value.replace(/\s+/g, '').split('/') as [string, string]
   return { login: { max: Number(max), windowMs: RATE_WINDOWS[unit]! } satisfies RateBudget }
+}
+
+/**
+ * The gateway's address is an origin: it serves its endpoints at the root of its host (`/oauth/`),
+ * and a path (`https://example.com/auth`) would send sign-ins to `<path>/oauth/...`, which it does
+ * not serve, and `next` without it (a newcomer's finding: --check passed it).
+ */
+function checkOrigin (issues: Issues, baseUrl: string): void {
+  const path = new URL(baseUrl).pathname
+  if (path === '/' || path === '') return
+  issues.add(['server', 'baseUrl'], `must be an origin (scheme, host and port), got the path ${path}`, 'the gateway serves its own endpoints (/oauth/...) and the routes at the root of its host: give it a host name of its own')
 }
