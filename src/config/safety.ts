@@ -196,6 +196,10 @@ export function processWarnings (config: GatewayConfig): string[] {
  */
 export function configWarnings (config: GatewayConfig): string[] {
   const warnings: string[] = []
+  // A newcomer's finding: `routes:` left out (or indented under another key) passed --check as OK.
+  if (config.routes.length === 0 && config.forwardAuth.hosts.size === 0) {
+    warnings.push('routes: none, and no forwardAuth hosts: the gateway protects nothing (only its own /oauth/ pages answer); add a route (routes: - path: /app/ ...)')
+  }
   for (const provider of Object.values(config.providers)) {
     if (provider.dangerouslyAllowInsecureHttp) {
       warnings.push(`providers.${provider.name}.dangerouslyAllowInsecureHttp is true: provider ${provider.name} may be reached over plain http, ` +

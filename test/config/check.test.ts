@@ -259,6 +259,15 @@ describe('the CLI on the common slips', () => {
     expect(await run(['check', '--config', 'gateway.yaml'])).toMatchObject({ stdout: 'gateway.yaml: OK (1 provider, 1 route)\n' })
   })
 
+  it('a config with no routes (and no forward-auth hosts) passes, with a warning that it protects nothing', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
+    const file = join(dir, 'gateway.yaml')
+    await writeFile(file, config(OIDC).replace(/routes:[\s\S]*$/, '') + REDIS_STORE)
+    const answer = await run(['--check', '--config', file])
+    expect(answer).toMatchObject({ stdout: `${file}: OK (1 provider, 0 routes)\n` })
+    expect((answer as { stderr: string }).stderr).toBe('warning: routes: none, and no forwardAuth hosts: the gateway protects nothing (only its own /oauth/ pages answer); add a route (routes: - path: /app/ ...)\n')
+  })
+
   it('an indentation slip is one line', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
     const file = join(dir, 'gateway.yaml')
