@@ -102,14 +102,22 @@ export function checkUrl (issues: Issues, path: Path, text: string, protocols: r
   try {
     url = new URL(text)
   } catch {
-    issues.add(path, `must be a URL, got ${describe(text)}`)
+    issues.add(path, `must be a URL, got ${describe(text)}`, schemeHint(text, protocols))
     return undefined
   }
   if (!protocols.includes(url.protocol.slice(0, -1))) {
-    issues.add(path, `must be a ${protocols.join(' or ')} URL, got ${describe(text)}`)
+    issues.add(path, `must be a ${protocols.join(' or ')} URL, got ${describe(text)}`, schemeHint(text, protocols))
     return undefined
   }
   return text
+}
+
+/** A host and port written without a scheme: `127.0.0.1:9100`, `localhost:9100`, `[::1]:9100`. */
+const HOST_PORT = /^(?:[A-Za-z0-9.-]+|\[[0-9A-Fa-f:.]+\]):\d{1,5}(?:\/[^\s@]*)?$/
+
+/** "did you mean `http://127.0.0.1:9100`?" for a host and port written without a scheme (a newcomer's finding: no hint said what was missing). */
+function schemeHint (text: string, protocols: readonly string[]): string | undefined {
+  return HOST_PORT.test(text) ? `did you mean \`${protocols[0]!}://${text}\`?` : undefined
 }
 
 /**

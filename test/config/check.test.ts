@@ -86,6 +86,12 @@ const CASES: Case[] = [
     config('    clientId: c\n    clientSecrt: ${OP_CLIENT_SECRET}\n    issuer: https://op.example.org\n    scope: openid\n'),
     [p('providers.demo.clientSecrt', 6, 'unknown key', 'did you mean `clientSecret`?')]],
   // A newcomer's finding: --check passed it, and sign-ins went to <path>/oauth/..., which the gateway does not serve.
+  ['an upstream written as a host and port, without its scheme',
+    config(OIDC, '    provider: demo\n').replace('http://127.0.0.1:9100', '127.0.0.1:9100'),
+    [p('routes[0].upstream', 11, 'must be a URL, got "127.0.0.1:9100"', 'did you mean `http://127.0.0.1:9100`?')]],
+  ['an upstream written as localhost and a port, without its scheme',
+    config(OIDC, '    provider: demo\n').replace('http://127.0.0.1:9100', 'localhost:9100'),
+    [p('routes[0].upstream', 11, 'must be a http or https URL, got "localhost:9100"', 'did you mean `http://localhost:9100`?')]],
   ['a baseUrl with a path',
     `server:\n  baseUrl: https://gw.example.com/auth/\n${config(OIDC)}`,
     [p('server.baseUrl', 2, 'must be an origin (scheme, host and port), got the path /auth/', 'the gateway serves its own endpoints (/oauth/...) and the routes at the root of its host: give it a host name of its own')]],

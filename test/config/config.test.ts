@@ -275,7 +275,7 @@ describe('config: tracing', () => {
   })
 
   it.each([
-    ['collector:4318', 'tracing.otlp: must be a http or https URL, got "collector:4318" (line 1)'],
+    ['collector:4318', 'tracing.otlp: must be a http or https URL, got "collector:4318"; did you mean `http://collector:4318`? (line 1)'],
     ['not a url', 'tracing.otlp: must be a URL, got "not a url" (line 1)'],
     ['grpc://collector:4317', 'tracing.otlp: must be a http or https URL, got "grpc://collector:4317" (line 1)'],
     ['https://collector:4318/?token=x', 'tracing.otlp: must have no query or fragment, got "https://collector:4318/?token=***" (line 1)'],
