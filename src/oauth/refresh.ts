@@ -194,11 +194,12 @@ export class TokenRefresher {
 
   /**
    * {@link refreshOnce}, but while the token it has is still valid (a refresh is due 30 s before
-   * expiry) a refresh that fails does not fail the request: the token goes on. So when the provider
-   * fails (an error answer that is no verdict on the grant, a timeout, an answer that cannot be
-   * read, its configuration or keys that cannot be read), asks for a pause (429), or the store refuses the writes (the lock, or the record before
-   * the provider was asked): a provider down for a minute or a store at `maxmemory` should not turn
-   * those 30 s into 502s and 503s (oauth2-proxy, too, goes on with a session whose refresh failed).
+   * expiry) a refresh that fails does not fail the request: the token goes on, if the session still
+   * holds it. So when the provider fails (an error answer that is no verdict on the grant, a
+   * timeout, an answer that cannot be read, its configuration or keys that cannot be read), asks
+   * for a pause (429), or the store refuses the writes (the lock, or the record before the provider
+   * was asked): a provider down for a minute or a store at `maxmemory` should not turn those 30 s
+   * into 502s and 503s (oauth2-proxy, too, goes on with a session whose refresh failed).
    */
   private async refreshOrKeep (session: Session, name: string, stale: TokenSet, replaces?: string): Promise<TokenSet | undefined> {
     // How long the token had when the request came (the log line says it).
