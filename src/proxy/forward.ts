@@ -67,7 +67,7 @@ export function forwarder ({ route, target, pool, paths, headers, deadlines, pla
     // A client gone before the answer: the upstream's request goes too, and its line is written
     // (after the answer, a no-op). `on`, not `once`: a response closes once, and once's wrapper is
     // one more allocation per request.
-    if (!promised(body)) reply.raw.on('close', () => { if (sent.cancel()) logAbandoned(request, reply, 'before') })
+    if (!promised(request.raw)) reply.raw.on('close', () => { if (sent.cancel()) logAbandoned(request, reply, 'before') })
   }
 
   function answered (request: FastifyRequest, reply: FastifyReply, answer: UpstreamAnswer): void {

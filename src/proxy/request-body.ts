@@ -6,30 +6,31 @@
 // client's request go, unread, and the gateway answers 502/504 (with `Connection: close`, since the
 // rest of the body was never read).
 // A client that goes away mid-upload still aborts the upstream request (its request errors: `aborted`).
+import type { IncomingMessage } from 'node:http'
 import { PassThrough, type Readable } from 'node:stream'
 
-/** Request bodies the gateway has promised to deliver (forms kept across a sign-in, taken from the store). */
-const promises = new WeakSet<NodeJS.ReadableStream>()
+/** Requests whose bodies the gateway has promised to deliver (forms kept across a sign-in, taken from the store). */
+const promises = new WeakSet<IncomingMessage>()
 
 /**
- * `body`, marked as one the gateway has promised to deliver: its request is not cancelled when the
- * client leaves before the answer (it was taken from the store once, and a reload of its page says
- * it was delivered); only the answer is let go (forward.ts).
+ * Marks `request` as one whose body the gateway has promised to deliver: it is not cancelled when
+ * the client leaves before the answer (its body was taken from the store once, and a reload of its
+ * page says it was delivered); only the answer is let go (forward.ts). The request, not its body
+ * stream, is marked: a later hook may hand the body on in a stream of its own (an attacker's
+ * finding: a route's method override did, and the mark was lost).
  */
-export function mustArrive (body: NodeJS.ReadableStream): NodeJS.ReadableStream {
-  promises.add(body)
-  return body
+export function mustArrive (request: IncomingMessage): void {
+  promises.add(request)
 }
 
-/** Whether `body` is one {@link mustArrive} marked (or the upstream's stream of one). */
-export function promised (body: NodeJS.ReadableStream | undefined): boolean {
-  return body !== undefined && promises.has(body)
+/** Whether {@link mustArrive} marked `request`. */
+export function promised (request: IncomingMessage): boolean {
+  return promises.has(request)
 }
 
 /** A stream of `payload`'s bytes that undici may destroy without destroying `payload`. */
 export function upstreamBody (payload: Readable): Readable {
   const body = new PassThrough()
-  if (promises.has(payload)) promises.add(body)
   payload.pipe(body)
   body.once('close', () => payload.unpipe(body))
   payload.once('error', (error) => body.destroy(error))

@@ -261,6 +261,7 @@ export class FormReplay {
     delete request.raw.headers['transfer-encoding']
     request.log.info({ bytes: kept.body.length }, 'kept form delivered after the sign-in')
     // Taken once: a person who leaves before the answer has still sent it (a reload says so).
-    return mustArrive(Readable.from([kept.body]))
+    mustArrive(request.raw)
+    return Readable.from([kept.body])
   }
 }
