@@ -38,7 +38,8 @@ function argvProblem (argv: string[], error: unknown): string {
   if (unknown !== undefined) {
     const name = unknown.replace(/^-+/, '').split('=', 1)[0]!
     const hint = didYouMean(name, Object.keys(OPTIONS))
-    return `unknown option ${unknown}${hint === undefined ? '' : `; ${hint.replace('`', '`--')}`}`
+    // The option's name only: a value given with it may be a secret (an attacker's finding: `--client-secret=...` was echoed).
+    return `unknown option ${unknown.split('=', 1)[0]!}${hint === undefined ? '' : `; ${hint.replace('`', '`--')}`}`
   }
   return (error as Error).message
 }

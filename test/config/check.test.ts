@@ -261,7 +261,13 @@ describe('the CLI on the common slips', () => {
     expect(await run(['my.yaml', '--check'])).toMatchObject({ code: 2, stdout: '', stderr: expect.stringMatching(/^unexpected argument "my\.yaml": a config file is given with --config my\.yaml \(with npm, after a --: npm start -- --config my\.yaml --check\)\n/) as string })
     expect(await run(['my.yaml'])).toMatchObject({ code: 2, stderr: expect.stringContaining('--config my.yaml') as string })
     expect(await run(['--chek'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^unknown option --chek; did you mean `--check`\?\n/) as string })
-    expect(await run(['--configg=x.yaml'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^unknown option --configg=x\.yaml; did you mean `--config`\?\n/) as string })
+    expect(await run(['--configg=x.yaml'])).toMatchObject({ code: 2, stderr: expect.stringMatching(/^unknown option --configg; did you mean `--config`\?\n/) as string })
+    // The name only: a value given with an option may be a secret (an attacker's finding).
+    const secret = 'Zp7Lq2Wx9Rt4Vb8Nc3Md6Kf1Jh5Gs0Ya='
+    const pasted = await run(['--check', `--client-secret=${secret}`]) as { code: number, stderr: string }
+    expect(pasted.code).toBe(2)
+    expect(pasted.stderr).toMatch(/^unknown option --client-secret\n/)
+    expect(pasted.stderr).not.toContain(secret)
     expect(await run(['check', '--config', 'gateway.yaml'])).toMatchObject({ stdout: 'gateway.yaml: OK (1 provider, 1 route)\n' })
   })
 

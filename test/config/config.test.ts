@@ -246,6 +246,37 @@ describe('config: routes[].websocketMaxMessage', () => {
   })
 })
 
+// An attacker's finding: the check read the URL parser's path, the gateway used the text as
+// written; spellings the parser normalises away passed, and went into every redirect_uri.
+describe('config: server.baseUrl is an origin, and used as the one it names', () => {
+  const read = (baseUrl: string): { baseUrl: string } | { problems: string[] } => {
+    const text = `server:\n  baseUrl: \${GATEWAY_BASE_URL}\nsession:\n  secret: ${SECRET}\n`
+    try {
+      return { baseUrl: parseConfig(text, { GATEWAY_BASE_URL: baseUrl }).server.baseUrl }
+    } catch (error) {
+      return { problems: (error as { problems: Array<{ path: string, message: string }> }).problems.filter((p) => p.path === 'server.baseUrl').map((p) => p.message) }
+    }
+  }
+  it.each([
+    ['a dot segment', 'https://gw.example.com/.'],
+    ['a dot-dot segment', 'https://gw.example.com/..'],
+    ['a percent-encoded dot segment', 'https://gw.example.com/%2e'],
+    ['a carriage return (a .env file written on Windows)', 'https://gw.example.com\r'],
+    ['a tab', 'https://gw.example.com\t'],
+    ['a backslash (browsers read it as /)', 'https://gw.example.com\\'],
+    ['capitals and the default port', 'HTTPS://GW.example.com:443/'],
+  ])('%s: the origin itself', (_name, text) => {
+    expect(read(text)).toEqual({ baseUrl: 'https://gw.example.com' })
+  })
+
+  it('refuses a user name or password (sent in every redirect_uri), a path, a query; passes an IPv6 origin', () => {
+    expect(read('https://gw:hunter2secret@gw.example.com')).toEqual({ problems: ['must not carry a user name or password: it is sent in every redirect_uri and Location'] })
+    expect(read('https://gw.example.com/auth')).toMatchObject({ problems: [expect.stringContaining('must be an origin') as string] })
+    expect(read('https://gw.example.com/?')).toEqual({ problems: ['must not have a query or fragment'] })
+    expect(read('https://[::1]:8443/')).toEqual({ baseUrl: 'https://[::1]:8443' })
+  })
+})
+
 describe('config: server.trustProxy', () => {
   it.each([
     ['true', true],

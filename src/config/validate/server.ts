@@ -17,7 +17,10 @@ export function validateServer (issues: Issues, raw: Sections['server']): Server
   return {
     host,
     port,
-    baseUrl: baseUrl.replace(/\/+$/, ''),
+    // The origin as the URL parser reads it, not the text: what the check judged is what is used
+    // (an attacker's finding: `https://h/.`, a trailing \r or tab, `https://h\` passed as origins
+    // and were sent on as written, in every redirect_uri and Location).
+    baseUrl: issues.touched(['server', 'baseUrl']) ? baseUrl.replace(/\/+$/, '') : new URL(baseUrl).origin,
     trustProxy: trusted,
     shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, 0, 300_000),
     // `auto` is this machine's core count, known only here.
@@ -42,7 +45,12 @@ export function validateRateLimit (raw: Sections['rateLimit']): RateLimitConfig 
  * not serve, and `next` without it (a newcomer's finding: --check passed it).
  */
 function checkOrigin (issues: Issues, baseUrl: string): void {
-  const path = new URL(baseUrl).pathname
+  const url = new URL(baseUrl)
+  if (url.username !== '' || url.password !== '') {
+    issues.add(['server', 'baseUrl'], 'must not carry a user name or password: it is sent in every redirect_uri and Location')
+    return
+  }
+  const path = url.pathname
   if (path === '/' || path === '') return
   issues.add(['server', 'baseUrl'], `must be an origin (scheme, host and port), got the path ${path}`, 'the gateway serves its own endpoints (/oauth/...) and the routes at the root of its host: give it a host name of its own')
 }
