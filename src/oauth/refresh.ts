@@ -251,7 +251,14 @@ export class TokenRefresher {
 
   /** `replaces`: `stale` is a refresh's unwritten result, and the store still holds the token whose access token this is. */
   private async refreshOnce (session: Session, name: string, stale: TokenSet, replaces: string | undefined): Promise<TokenSet | undefined> {
-    const provider = await this.providers.get(name)
+    const key = `${session.id}:${name}`
+    // A failure marked here stands for a token still valid: not asked again, not the provider's
+    // configuration either (an attacker's finding: a discovery that failed wrote a line per request).
+    if (isStillValid(stale, this.clock.now()) && (this.failedUntil.peek(key) ?? 0) > this.clock.now()) throw new FailedJustNow()
+    const provider = await this.providers.get(name).catch((error: unknown) => {
+      this.failedUntil.set(key, this.clock.now() + (this.providers.timeoutOf(name) ?? 0) + 5000)
+      throw error
+    })
     const lock = storeKeys.refreshLock(session.id, name)
     const holdMs = provider.timeoutMs + 5000
     const deadline = this.clock.now() + holdMs
