@@ -162,11 +162,21 @@ function isRuleClaimValue (path: Path): boolean {
   return list === 'allow' || list === 'deny'
 }
 
-/** The paths of the keys the schema does not know in `plain` (read on a copy: the error path only). */
-function unknownKeys (plain: unknown): string[] {
-  const probe = new Issues(new Map())
+/**
+ * The paths of the keys the schema does not know in `plain` (read on a copy: the error path only),
+ * as paths, not text: a key may hold dots (a host name), and `app` then names no part of
+ * `app.example.com` (an attacker's finding).
+ */
+function unknownKeys (plain: unknown): Path[] {
+  const found: Path[] = []
+  const probe = new (class extends Issues {
+    override add (path: Path, message: string, hint?: string): void {
+      if (message.startsWith('unknown key')) found.push(path)
+      super.add(path, message, hint)
+    }
+  })(new Map())
   checkSchema(probe, structuredClone(plain))
-  return probe.problems.filter((problem) => problem.message.startsWith('unknown key')).map((problem) => problem.path)
+  return found
 }
 
 /** Removes the value at `path` (a value whose variable is missing: it has been reported). */
@@ -254,8 +264,7 @@ export function parseConfig (text: string, env: Env = process.env, source = 'gat
   for (const variable of missing) {
     // A key the schema does not know is named as such ("unknown key; did you mean"), as it is once
     // the variable is set, not as a missing variable beside the real key missing (a newcomer's finding).
-    const at = formatPath(variable.path)
-    if (misspelt.some((key) => at === key || at.startsWith(`${key}.`) || at.startsWith(`${key}[`))) continue
+    if (misspelt.some((key) => key.every((part, i) => variable.path[i] === part))) continue
     issues.add(variable.path, `environment variable ${variable.name} ${variable.empty ? 'is empty' : 'is not set'}`, missingHint(variable))
     removeAt(plain, variable.path)
   }

@@ -172,6 +172,16 @@ describe('--check names one root cause per mistake', () => {
     expect(problems(config(OIDC))).toEqual([])
   })
 
+  // An attacker's finding on the first form: "under an unknown key" was judged on the path's text,
+  // and host names hold dots: ADMIN_EMAIL of host `app.example.com` counted as under `app`'s `example`.
+  it('an unset variable is named missing beside an unknown key whose path only spells like its start', () => {
+    const text = config(OIDC) + 'server:\n  trustProxy: [10.0.0.5]\nforwardAuth:\n  hosts:\n    app:\n      example: x\n    app.example.com:\n      allow: [{ emails: ["${ADMIN_EMAIL}"] }]\n'
+    expect(problems(text).map((problem) => `${problem.path}: ${problem.message}`)).toEqual([
+      'forwardAuth.hosts.app.example: unknown key (expected one of: allow, deny, bearer)',
+      'forwardAuth.hosts.app.example.com.allow[0].emails[0]: environment variable ADMIN_EMAIL is not set',
+    ])
+  })
+
   it('reports several independent mistakes, each once, in file order', () => {
     const text = config('    clientId: c\n    clientSecrt: s\n    issuer: https://op.example.org\n    scope: openid\n', '    provider: dmeo\n    timeout: soon\n')
     expect(problems(text).map((problem) => `${problem.path}:${problem.line}`)).toEqual(['providers.demo.clientSecrt:6', 'routes[0].provider:12', 'routes[0].timeout:13'])
