@@ -15,6 +15,7 @@
 // token is a method that cannot be told, which `allow` rules refuse (rules.ts).
 import type { Identity } from '../session/record.js'
 import type { RuleLists } from '../config/types.js'
+import { phpDecode } from '../config/path-fold.js'
 import { multipartBoundary } from './multipart-boundary.js'
 import type { Judge, Judgement } from './rules.js'
 
@@ -105,28 +106,6 @@ function formDecode (text: string): string {
     return spaced
   }
 }
-
-/**
- * Percent-decoding as PHP does it (php_url_decode): each valid `%XX` on its own, as one byte (here
- * one character, U+0000 to U+00FF), an invalid one left as it is: `%5Fmethod%00%FF` is `_method`
- * to PHP (the name cut at the NUL), though decodeURIComponent refuses the whole of it.
- */
-function phpDecode (text: string): string {
-  let decoded = ''
-  for (let at = 0; at < text.length; at++) {
-    const char = text[at]!
-    const hex = char === '%' ? text.slice(at + 1, at + 3) : ''
-    if (hex.length === 2 && HEX.test(hex)) {
-      decoded += String.fromCharCode(Number.parseInt(hex, 16))
-      at += 2
-    } else {
-      decoded += char === '+' ? ' ' : char
-    }
-  }
-  return decoded
-}
-
-const HEX = /^[0-9A-Fa-f]{2}$/
 
 /**
  * The values of `_method` fields in urlencoded text (a query, or a body), split at `&` and at `;`

@@ -160,31 +160,53 @@ export function queryRoutedPath (path: string, query: string): string | undefine
 const ROUTE_PARAMETERS = new Set(['q', 'r'])
 
 /**
- * A query parameter's name as PHP reads it: decoded (`%71` is `q`, `+` a space) and without the
- * spaces it drops at the start; undefined when it cannot be decoded.
+ * Percent-decoding as PHP does it (php_url_decode): each valid `%XX` on its own, as one byte (here
+ * one character, U+0000 to U+00FF), an invalid one left as it is, `+` a space: `%5Fmethod%00%FF` is
+ * `_method` to PHP (the name cut at the NUL), though decodeURIComponent refuses the whole of it.
  */
-function parameterName (raw: string): string | undefined {
-  try {
-    return decodeURIComponent(raw.replaceAll('+', ' ')).trimStart()
-  } catch {
-    return undefined
+export function phpDecode (text: string): string {
+  let decoded = ''
+  for (let at = 0; at < text.length; at++) {
+    const char = text[at]!
+    const hex = char === '%' ? text.slice(at + 1, at + 3) : ''
+    if (hex.length === 2 && HEX.test(hex)) {
+      decoded += String.fromCharCode(Number.parseInt(hex, 16))
+      at += 2
+    } else {
+      decoded += char === '+' ? ' ' : char
+    }
   }
+  return decoded
+}
+
+const HEX = /^[0-9A-Fa-f]{2}$/
+
+/**
+ * A query parameter's name as PHP registers it (php_register_variable_ex): decoded byte by byte
+ * (`%71` is `q`), read as a C string (cut at a NUL: `q%00x` is `q`), without the spaces it drops at
+ * the start (only spaces: `%09q` is another name).
+ */
+function parameterName (raw: string): string {
+  const name = phpDecode(raw)
+  const nul = name.indexOf('\0')
+  return (nul === -1 ? name : name.slice(0, nul)).replace(/^ +/, '')
 }
 
 /**
- * A route parameter's value as the application reads it (decoded), as a canonical path's segments
- * spell it: empty, `.` and `..` segments left out (a router matches no route by them), each segment
- * encoded. Undefined when the value cannot be decoded.
+ * A route parameter's value as the application reads it (PHP's bytes, read as UTF-8), as a
+ * canonical path's segments spell it: empty, `.` and `..` segments left out (a router matches no
+ * route by them), each segment encoded.
  */
-function parameterPath (raw: string): string | undefined {
-  let value: string
-  try {
-    value = decodeURIComponent(raw.replaceAll('+', ' '))
-  } catch {
-    return undefined
-  }
+function parameterPath (raw: string): string {
+  const value = Buffer.from(phpDecode(raw), 'latin1').toString('utf8')
   return value.split('/').filter((segment) => segment !== '' && segment !== '.' && segment !== '..').map(encodeURIComponent).join('/')
 }
+
+/**
+ * PHP's `max_input_vars` (1000 by default): the pairs of a query it reads, the others dropped. A
+ * query with more is not told (its route parameter may be one PHP reads and the last copy is not).
+ */
+const PHP_INPUT_VARS = 1000
 
 /**
  * The paths a front controller may take from the query of `path` (a directory or a script in one):
@@ -195,7 +217,7 @@ function parameterPath (raw: string): string | undefined {
  * directory or script). Outside testers' findings: only CodeIgniter's `?/` was read, then every
  * copy of `q` was (a request's cost grew with the copies times its path), then `%71=` was not.
  */
-export function queryRoutedPaths (path: string, query: string, parameters = true): { routed: string | undefined, parameters: string[] } {
+export function queryRoutedPaths (path: string, query: string, parameters = true): { routed: string | undefined, parameters: string[] | undefined } {
   const none = { routed: undefined, parameters: [] }
   if (query === '') return none
   const slash = path.lastIndexOf('/')
@@ -204,7 +226,11 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
   const routed = queryRoutedPath(path, query)
   if (!parameters) return { routed, parameters: [] }
   const values = new Map<string, string>()
+  let pairs = 0
   for (const pair of query.split('&')) {
+    // PHP skips empty pairs, and counts the others up to max_input_vars.
+    if (pair === '') continue
+    if (++pairs > PHP_INPUT_VARS) return { routed, parameters: undefined }
     const equals = pair.indexOf('=')
     const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
     if (name !== undefined && ROUTE_PARAMETERS.has(name)) values.set(name, pair.slice(equals + 1))
@@ -212,7 +238,7 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
   const found: string[] = []
   for (const value of values.values()) {
     const routedPath = parameterPath(value)
-    if (routedPath !== undefined && routedPath !== '') found.push(`${path.slice(0, slash)}/${routedPath}`)
+    if (routedPath !== '') found.push(`${path.slice(0, slash)}/${routedPath}`)
   }
   return { routed, parameters: found }
 }
@@ -255,6 +281,7 @@ export function queryReadings (target: string, parameters = true): readonly stri
   const queryAt = target.indexOf('?')
   if (queryAt === -1) return NO_FORMS
   const { routed, parameters: found } = queryRoutedPaths(target.slice(0, queryAt), target.slice(queryAt + 1), parameters)
+  if (found === undefined) return undefined
   if (routed === undefined && found.length === 0) return NO_FORMS
   const paths: string[] = []
   if (routed !== undefined) {
@@ -263,10 +290,12 @@ export function queryReadings (target: string, parameters = true): readonly stri
     if (canonical?.ok !== true) return undefined
     paths.push(pathOnly(canonical.url))
   }
-  // A route parameter's path is spelled from its decoded segments: one that is still no canonical path is no route.
+  // A route parameter's path is spelled from its decoded segments; one that is still no canonical
+  // path (a NUL in it) is not told: the application may read it up to there (an attacker's finding).
   for (const path of found) {
     const canonical = canonicalTarget(path)
-    if (canonical.ok) paths.push(pathOnly(canonical.url))
+    if (!canonical.ok) return undefined
+    paths.push(pathOnly(canonical.url))
   }
   return paths
 }

@@ -88,8 +88,20 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     ['/app/?+q=admin/users', 'a space PHP drops before the name'],
     ['/app/?%20q=admin/users', 'an encoded space before the name'],
     ['/app/?q=admin%2Fusers', 'the value decoded, as Drupal reads it'],
+    // An attacker's findings: names PHP reads as a C string, byte by byte, and its max_input_vars.
+    ['/app/?q%00=admin/users', 'a NUL after the name (PHP cuts the name there)'],
+    ['/app/index.php?q%00x=admin/users', 'a NUL and more after the name'],
+    ['/app/?r%00=admin/users', 'Yii\'s r the same way'],
+    ['/app/?q%00%FF=admin/users', 'a NUL and a byte decodeURIComponent refuses'],
+    ['/app/?q=pub&q%00=admin/users', 'the last copy PHP reads is the NUL one'],
+    ['/app/?q=admin/users/%FF', 'a value byte decodeURIComponent refuses (Drupal routes to the parent path)'],
+    ['/app/?q=admin/users/x%00', 'a NUL in the value'],
   ])('%s (%s) is 403, nothing upstream', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 403, reached: false })
+  })
+
+  it('/app/?q=admin/users&x&...(998 more)&q=pub (max_input_vars: PHP never reads the second q, the 1001st pair) is 403, nothing upstream', async () => {
+    expect(await send(`/app/?q=admin/users&${Array.from({ length: 999 }, () => 'x').join('&')}&q=pub`, { signedIn: true })).toEqual({ status: 403, reached: false })
   })
 
   // A re-reading's finding: searches whose q could not be made a path were refused by every deny glob.

@@ -18,7 +18,9 @@ if (nginx === undefined) console.warn('!!! nginx not installed: the deny-spellin
 /** Spellings of /wiki/admin/... that a case-insensitive application routes to its admin pages. */
 const DENIED_SPELLINGS = ['/wiki/admin/users', '/wiki/?/admin/users', '/wiki/index.php?/Admin/users', '/wiki/ADMIN/users', '/wiki/Admin/Users', '/wiki/admin./users', '/wiki/admin%20/users', '/wiki/ADMIN', '/wiki/aDmIn.%20./x', '/wiki/ADMIN%20%20/x', '/wiki/ADMIN.?x=1', '/wiki/Admin?Y=z.',
   // IIS on NTFS: a stream suffix names the directory or file itself (an outside tester's finding).
-  '/wiki/admin::$INDEX_ALLOCATION/users', '/wiki/ADMIN:$i30:$INDEX_ALLOCATION/users', '/wiki/admin%3A%3A%24DATA', '/wiki/admin.::$data./x']
+  '/wiki/admin::$INDEX_ALLOCATION/users', '/wiki/ADMIN:$i30:$INDEX_ALLOCATION/users', '/wiki/admin%3A%3A%24DATA', '/wiki/admin.::$data./x',
+  // Drupal's ?q= in spellings PHP reads as q: its name cut at a NUL, decoded byte by byte (an attacker's findings).
+  '/wiki/?q%00=admin/users', '/wiki/?q=pub&q%00%FF=admin/users']
 /** Paths beside it, which the rule does not deny. */
 const ADMITTED = ['/wiki/page', '/wiki/administrator', '/wiki/Main_Page', '/wiki/admins/x', '/wiki/admin:notes', '/wiki/page::$DATA']
 
