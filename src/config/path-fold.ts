@@ -187,6 +187,8 @@ const HEX = /^[0-9A-Fa-f]{2}$/
  * the start (only spaces: `%09q` is another name).
  */
 function parameterName (raw: string): string {
+  // Most names are written plainly: nothing to decode, no NUL, no space.
+  if (!raw.includes('%') && !raw.includes('+')) return raw
   const name = phpDecode(raw)
   const nul = name.indexOf('\0')
   return (nul === -1 ? name : name.slice(0, nul)).replace(/^ +/, '')
