@@ -119,7 +119,7 @@ describe('warnings: allowed, but said out loud', () => {
   })
 
   it('warns about the insecure-http opt-in, naming the provider', () => {
-    expect(warnings([], { dangerouslyAllowInsecureHttp: true })).toEqual([
+    expect(warnings([{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'p' }], { dangerouslyAllowInsecureHttp: true })).toEqual([
       'providers.p.dangerouslyAllowInsecureHttp is true: provider p may be reached over plain http, where its tokens and client secret can be read or changed on the network',
     ])
   })
@@ -331,6 +331,7 @@ describe('more unsafe settings refused, each naming its key', () => {
     const warnings = (provider: Record<string, unknown>) => configWarnings(parseConfig(stringify({
       session: { secret: GOOD_SECRET },
       providers: { p: { clientId: 'c', clientSecret: 's', ...provider } },
+      routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'p' }],
     }), {}))
     expect(warnings({ issuer: 'https://op.example.org', scope: 'profile email' })).toEqual([
       expect.stringMatching(/^providers\.p\.scope has no openid beside an issuer: no ID token is asked for, .* add openid to the scope, unless p is a plain OAuth 2\.0 server/),
@@ -356,6 +357,7 @@ describe('more unsafe settings refused, each naming its key', () => {
     const config = parseConfig(stringify({
       session: { secret: GOOD_SECRET },
       providers: { p: { clientId: 'c', clientSecret: 's', scope: 'read', authorizeUrl: 'https://op.example.org/a', tokenUrl: 'https://op.example.org/t', pkce: false } },
+      routes: [{ path: '/app/', upstream: 'http://127.0.0.1:9100', provider: 'p' }],
     }), {})
     expect(configWarnings(config)).toEqual([
       'providers.p.pkce is false: a stolen authorization code can be exchanged without the verifier only this browser\'s sign-in holds; remove it unless the provider refuses PKCE',
