@@ -211,21 +211,38 @@ function parameterPath (raw: string): string {
 const PHP_INPUT_VARS = 1000
 
 /**
- * The paths a front controller may take from the query of `path` (a directory or a script in one):
- * `routed`, {@link queryRoutedPath}'s, as sent; and with `parameters`, the last value of each route
+ * The directories a front controller's base may be for `path` (each `/` of it, root first):
+ * Drupal's route parameter is read on every path it serves, relative to where it is installed,
+ * which the gateway does not know. Undefined past PARAMETER_BASES_MAX: not told.
+ */
+function parameterBases (path: string): string[] | undefined {
+  const bases: string[] = []
+  for (let at = path.indexOf('/'); at !== -1; at = path.indexOf('/', at + 1)) {
+    if (bases.length === PARAMETER_BASES_MAX) return undefined
+    bases.push(path.slice(0, at))
+  }
+  return bases
+}
+
+/** The directories of a path a route parameter is read under, at most (its readings grow with them). */
+const PARAMETER_BASES_MAX = 32
+
+/**
+ * The paths a front controller may take from the query of `path`: `routed`, {@link queryRoutedPath}'s,
+ * as sent, for a directory or a script in one; and with `parameters`, the last value of each route
  * parameter (ROUTE_PARAMETERS, named in any spelling PHP reads as it; PHP reads the last copy),
- * under that directory, decoded and spelled again (`?q=admin%2Fusers` is `admin/users`). Raw paths
- * for the caller to make canonical; none for most requests (no query, or a path that is no
- * directory or script). Outside testers' findings: only CodeIgniter's `?/` was read, then every
- * copy of `q` was (a request's cost grew with the copies times its path), then `%71=` was not.
+ * on any path (Drupal 7 reads `q` first wherever its front controller serves: `/app/node?q=admin`
+ * is `admin`), under each directory of the path (where the application is installed is not known),
+ * decoded and spelled again (`?q=admin%2Fusers` is `admin/users`). Raw paths for the caller to make
+ * canonical; none for most requests. `parameters` undefined: not told. Outside testers' findings:
+ * only CodeIgniter's `?/` was read, then every copy of `q` was (a request's cost grew with the
+ * copies times its path), then `%71=` was not, then `q` only under a directory or a script.
  */
 export function queryRoutedPaths (path: string, query: string, parameters = true): { routed: string | undefined, parameters: string[] | undefined } {
-  const none = { routed: undefined, parameters: [] }
-  if (query === '') return none
+  if (query === '') return { routed: undefined, parameters: [] }
   const slash = path.lastIndexOf('/')
   const last = path.slice(slash + 1)
-  if (last !== '' && !isScript(last.toLowerCase())) return none
-  const routed = queryRoutedPath(path, query)
+  const routed = last === '' || isScript(last.toLowerCase()) ? queryRoutedPath(path, query) : undefined
   if (!parameters) return { routed, parameters: [] }
   const values = new Map<string, string>()
   let pairs = 0
@@ -237,10 +254,13 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
     const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
     if (name !== undefined && ROUTE_PARAMETERS.has(name)) values.set(name, pair.slice(equals + 1))
   }
+  if (values.size === 0) return { routed, parameters: [] }
+  const bases = parameterBases(path)
+  if (bases === undefined) return { routed, parameters: undefined }
   const found: string[] = []
   for (const value of values.values()) {
     const routedPath = parameterPath(value)
-    if (routedPath !== '') found.push(`${path.slice(0, slash)}/${routedPath}`)
+    if (routedPath !== '') for (const base of bases) found.push(`${base}/${routedPath}`)
   }
   return { routed, parameters: found }
 }
@@ -292,12 +312,13 @@ export function queryReadings (target: string, parameters = true): readonly stri
     if (canonical?.ok !== true) return undefined
     paths.push(pathOnly(canonical.url))
   }
-  // A route parameter's path is spelled from its decoded segments; one that is still no canonical
-  // path (a NUL in it) is not told: the application may read it up to there (an attacker's finding).
+  // A route parameter's path is spelled from its decoded segments, each encoded: one the edge would
+  // not take as a path (an encoded `%`, `;` or NUL: a search box's `?q=100%`) is compared as spelled,
+  // so that a deny glob holds on what it names (`admin/users/x%00`), and a search naming no denied
+  // path passes (an attacker's findings: it was skipped, then every such search was refused).
   for (const path of found) {
     const canonical = canonicalTarget(path)
-    if (!canonical.ok) return undefined
-    paths.push(pathOnly(canonical.url))
+    paths.push(canonical.ok ? pathOnly(canonical.url) : path)
   }
   return paths
 }

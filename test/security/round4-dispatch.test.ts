@@ -96,6 +96,12 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     ['/app/?q=pub&q%00=admin/users', 'the last copy PHP reads is the NUL one'],
     ['/app/?q=admin/users/%FF', 'a value byte decodeURIComponent refuses (Drupal routes to the parent path)'],
     ['/app/?q=admin/users/x%00', 'a NUL in the value'],
+    // A re-reading's findings: Drupal 7 reads q first on every path its front controller serves,
+    // under wherever it is installed.
+    ['/app/node?q=admin/users', 'Drupal 7, q on a path that is no directory'],
+    ['/app/user/login?q=admin/users', 'Drupal 7, installed at /app/, q on a deeper path'],
+    ['/app/search?q=admin/users', 'Drupal 7, a search page\'s q naming the denied path'],
+    ['/app/?q=admin/100%25', 'a value the edge would not take as a path, under the denied one'],
   ])('%s (%s) is 403, nothing upstream', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 403, reached: false })
   })
@@ -104,8 +110,15 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     expect(await send(`/app/?q=admin/users&${Array.from({ length: 999 }, () => 'x').join('&')}&q=pub`, { signedIn: true })).toEqual({ status: 403, reached: false })
   })
 
+  // A re-reading's finding: a search box's q that is no path the edge would take (an encoded %, ;,
+  // \\, ...) was refused by every deny glob for a while.
+  it.each(['/app/?q=100%25', '/app/?q=100%25+cotton', '/app/index.php?q=50%25+off', '/app/?q=a%3Bb', '/app/?q=tom;jerry', '/app/?q=C%3A%5CUsers',
+    '/app/?q=...', '/app/?q=...and+more', '/app/?q=line%0Abreak', '/app/?q=tab%09separated'])('held: the search %s passes', async (url) => {
+    expect(await send(url, { signedIn: true })).toEqual({ status: 200, reached: true })
+  })
+
   // A re-reading's finding: searches whose q could not be made a path were refused by every deny glob.
-  it.each(['/app/administrator', '/app/search?q=admin/users', '/app/users/1', '/app/?q=TCP%2FIP', '/app/?q=https%3A%2F%2Fexample.com%2F',
+  it.each(['/app/administrator', '/app/users/1', '/app/?q=TCP%2FIP', '/app/?q=https%3A%2F%2Fexample.com%2F',
     '/app/?q=https://example.com/', '/app/search/?q=a//b', '/app/?q=..', '/app/index.php?r=..%2F'])('held: %s passes', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 200, reached: true })
   })
