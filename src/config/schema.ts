@@ -15,7 +15,7 @@ import { type Defaulted, DURATION_EXPECTED, DURATION_PATTERN, FILLED_HEADER, Dur
 const Server = Section({
   host: filled(Text('Listen address (the shipped gateway.yaml uses 127.0.0.1; 0.0.0.0 listens on every interface).', { default: '0.0.0.0', minLength: 1 })),
   port: filled(Type.Optional(Type.Integer({ minimum: 0, maximum: 65535, default: 8080, description: 'Listen port.' }))),
-  baseUrl: Text('The address browsers use. `redirect_uri` is `{baseUrl}/oauth/authorized/<provider>/`; an origin: no path (the gateway serves at the root of its host: give it a host name of its own), query or fragment.', {
+  baseUrl: Text('The address browsers use. `redirect_uri` is `{baseUrl}/oauth/authorized/<provider>/`; an origin, written as such (lower case, no default port, an IDN host in its ASCII form): no path (the gateway serves at the root of its host: give it a host name of its own), query, fragment or user name.', {
     defaultText: 'http://localhost:<port>', examples: ['https://gateway.example.com'],
   }),
   trustProxy: filled(Type.Optional(Type.Union([

@@ -257,6 +257,8 @@ describe('config: server.baseUrl is an origin, and used as the one it names', ()
       return { problems: (error as { problems: Array<{ path: string, message: string }> }).problems.filter((p) => p.path === 'server.baseUrl').map((p) => p.message) }
     }
   }
+  // And a re-reader's: used as the parser's origin, capitals, a default port or an IDN host were sent
+  // in another spelling than the one registered at the provider. Each is refused, naming the origin.
   it.each([
     ['a dot segment', 'https://gw.example.com/.'],
     ['a dot-dot segment', 'https://gw.example.com/..'],
@@ -265,8 +267,13 @@ describe('config: server.baseUrl is an origin, and used as the one it names', ()
     ['a tab', 'https://gw.example.com\t'],
     ['a backslash (browsers read it as /)', 'https://gw.example.com\\'],
     ['capitals and the default port', 'HTTPS://GW.example.com:443/'],
-  ])('%s: the origin itself', (_name, text) => {
-    expect(read(text)).toEqual({ baseUrl: 'https://gw.example.com' })
+    ['the default port', 'https://gw.example.com:443'],
+  ])('%s: refused, naming the origin to write', (_name, text) => {
+    expect(read(text)).toEqual({ problems: ['must be written as the origin it names, https://gw.example.com'] })
+  })
+
+  it('an IDN host: refused, naming its ASCII form', () => {
+    expect(read('https://bücher.example')).toEqual({ problems: ['must be written as the origin it names, https://xn--bcher-kva.example'] })
   })
 
   it('refuses a user name or password (sent in every redirect_uri), a path, a query; passes an IPv6 origin', () => {
@@ -274,6 +281,8 @@ describe('config: server.baseUrl is an origin, and used as the one it names', ()
     expect(read('https://gw.example.com/auth')).toMatchObject({ problems: [expect.stringContaining('must be an origin') as string] })
     expect(read('https://gw.example.com/?')).toEqual({ problems: ['must not have a query or fragment'] })
     expect(read('https://[::1]:8443/')).toEqual({ baseUrl: 'https://[::1]:8443' })
+    expect(read('https://gw.example.com/')).toEqual({ baseUrl: 'https://gw.example.com' })
+    expect(read('http://localhost:8080')).toEqual({ baseUrl: 'http://localhost:8080' })
   })
 })
 

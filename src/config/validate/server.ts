@@ -17,9 +17,9 @@ export function validateServer (issues: Issues, raw: Sections['server']): Server
   return {
     host,
     port,
-    // The origin as the URL parser reads it, not the text: what the check judged is what is used
-    // (an attacker's finding: `https://h/.`, a trailing \r or tab, `https://h\` passed as origins
-    // and were sent on as written, in every redirect_uri and Location).
+    // The origin as the URL parser reads it, which checkOrigin has found written so: what the check
+    // judged is what is used (an attacker's finding: `https://h/.`, a trailing \r or tab, `https://h\`
+    // passed as origins and were sent on as written, in every redirect_uri and Location).
     baseUrl: issues.touched(['server', 'baseUrl']) ? baseUrl.replace(/\/+$/, '') : new URL(baseUrl).origin,
     trustProxy: trusted,
     shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, 0, 300_000),
@@ -51,6 +51,14 @@ function checkOrigin (issues: Issues, baseUrl: string): void {
     return
   }
   const path = url.pathname
-  if (path === '/' || path === '') return
-  issues.add(['server', 'baseUrl'], `must be an origin (scheme, host and port), got the path ${path}`, 'the gateway serves its own endpoints (/oauth/...) and the routes at the root of its host: give it a host name of its own')
+  if (path !== '/' && path !== '') {
+    issues.add(['server', 'baseUrl'], `must be an origin (scheme, host and port), got the path ${path}`, 'the gateway serves its own endpoints (/oauth/...) and the routes at the root of its host: give it a host name of its own')
+    return
+  }
+  // Written as the origin it names, so that what is sent (redirect_uri, iss) is what the operator
+  // registered: a re-reader's finding: `https://Gateway.Example.com`, `:443` or an IDN host were
+  // sent in the parser's spelling, and a provider compares the redirect URI as text.
+  if (url.origin !== baseUrl.replace(/\/+$/, '')) {
+    issues.add(['server', 'baseUrl'], `must be written as the origin it names, ${url.origin}`, 'the gateway sends it in every redirect_uri and assertion as written, and providers compare the redirect URI as text: register that one')
+  }
 }
