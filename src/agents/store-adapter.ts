@@ -83,14 +83,13 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
     }
 
     async upsert (id: string, payload: AdapterPayload, expiresIn: number | undefined): Promise<void> {
-      // A device code keeps its request, which oidc-provider checks again once the person allowed
-      // it: with the route's scope, whatever the CLI asked for (CLIs often ask for none), as
-      // routes/agents.ts sets it on an authorization request.
+      // A device code keeps its request, which oidc-provider checks again once the person allowed it: with
+      // the route's scope, whatever the CLI asked for (often none), as routes/agents.ts sets it on an authorization request.
       if (this.model === 'DeviceCode' && payload.params !== undefined) payload.params = { ...payload.params, scope: AGENT_SCOPE }
       const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.unusedClientMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
       const key = await writeKey(store, sealer, this.model, id)
-      if (this.model === 'DeviceCode' && payload.inFlight === true && (await this.find(id))?.inFlight !== true) await claimDeviceCode(store, key, ttlMs)
-      await store.set(key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)
+      const put = this.model === 'DeviceCode' && payload.inFlight === true && (await this.find(id))?.inFlight !== true ? saveInFlight : setRecord
+      await put(store, key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)
       if (payload.grantId !== undefined) await grants.add(payload.grantId, key, ttlMs)
       if (payload.uid !== undefined) await store.set(this.indexes('uid', payload.uid)[0]!, sealer.seal('agents-uid', payload.uid, id), ttlMs)
       if (payload.userCode !== undefined) await indexUserCode(store, sealer, this.indexes('user-code', payload.userCode)[0]!, payload.userCode, id, ttlMs)
@@ -194,8 +193,28 @@ class GrantKeys {
  * confirming at once would each start a sign-in, and the last to allow would put their account in
  * the other's CLI); the second is refused.
  */
-async function claimDeviceCode (store: SessionStore, key: string, ttlMs: number): Promise<void> {
-  if (!await store.claim(`${key}:in-flight`, '1', ttlMs)) throw new errors.InvalidRequest('this code is being used already')
+async function setRecord (store: SessionStore, key: string, sealed: string, ttlMs: number): Promise<void> {
+  await store.set(key, sealed, ttlMs)
+}
+
+/**
+ * A device code's record put in flight (its person confirmed it): once (the in-flight claim), and
+ * undone when the store fails (a claim or a write that ran, its reply late), so that the person's
+ * retry of Continue goes on (a tester's finding: the code stayed claimed, or in flight with no
+ * sign-in behind it, and the CLI polled until it expired).
+ */
+async function saveInFlight (store: SessionStore, key: string, sealed: string, ttlMs: number): Promise<void> {
+  const claim = ownClaim(store, `${key}:in-flight`)
+  if (!await claim.take(ttlMs)) throw new errors.InvalidRequest('this code is being used already')
+  let before: string | null = null
+  try {
+    before = await store.get(key)
+    await store.set(key, sealed, ttlMs)
+  } catch (error) {
+    if (before !== null) await store.set(key, before, ttlMs).catch(() => {})
+    await claim.giveBack()
+    throw error
+  }
 }
 
 /** A user code names one device code: a new one that happens to equal a live one is refused, never takes its place. */

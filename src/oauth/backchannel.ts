@@ -11,7 +11,7 @@ import { KeysUnavailable, verifiedClaims } from './issuer-keys.js'
 import { TooManyCandidates } from './verify-jwt.js'
 import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
-import { isPendingSignInKey, storeKeys, type SessionStore } from '../store/store.js'
+import { isPendingSignInKey, ownClaim, storeKeys, type SessionStore } from '../store/store.js'
 import type { ResolvedProvider } from './providers.js'
 import type { SessionIndex } from './session-index.js'
 
@@ -114,15 +114,11 @@ export class BackchannelLogout {
     const jti = createHash('sha256').update(claims.jti).digest('base64url')
     // 2 s more than a token can be accepted for: its age is checked in whole seconds.
     const rememberMs = (LOGOUT_TOKEN_MAX_AGE_S + 2 * CLOCK_TOLERANCE_S + 2) * 1000
-    const used = storeKeys.usedState(`logout-token:${provider.name}:${jti}`)
-    const claimed = await this.store.claim(used, '1', rememberMs).catch(async (error: unknown) => {
-      // A reply that came too late may be of a claim Redis made: released for the provider's retry
-      // (best effort), or the retry is refused as a replay and the sessions never end (found
-      // through a suite run on a busy machine: only the later steps released it).
-      await this.store.delete(used).catch(() => {})
-      throw error
-    })
-    if (!claimed) throw invalid('The logout token has already been used (jti).')
+    // Given back when the store fails, the claim too (a reply that came too late may be of a claim
+    // Redis made), or the provider's retry is refused as a replay and the sessions never end (found
+    // through a suite run on a busy machine: only the later steps gave it back).
+    const used = ownClaim(this.store, storeKeys.usedState(`logout-token:${provider.name}:${jti}`))
+    if (!(await used.take(rememberMs))) throw invalid('The logout token has already been used (jti).')
     const [claim, value] = claims.sid !== undefined ? ['sid', claims.sid] as const : ['sub', claims.sub!] as const
     let ids: string[] = []
     try {
@@ -141,7 +137,7 @@ export class BackchannelLogout {
     } catch (error) {
       // The retry must be taken: the jti is released (best effort, since the store may fail again:
       // it then stays used until rememberMs, and those sessions end at their own timeouts).
-      await this.store.delete(used).catch(() => {})
+      await used.giveBack()
       throw error
     }
     this.log.info({ provider: provider.name, by: claim, sessions: ids.length }, 'back-channel logout')

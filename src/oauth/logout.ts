@@ -17,7 +17,7 @@ import { GatewayError, MESSAGES } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
 import { randomToken, type Sealer, type SealingKey } from '../session/seal.js'
 import type { SessionRecord } from '../session/session.js'
-import { storeKeys, type SessionStore } from '../store/store.js'
+import { ownClaim, storeKeys, type SessionStore } from '../store/store.js'
 import { revokeToken } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 import { openState, signState, stateKey, stateKeyring, type StateKey, type StateKeyring } from './signed-state.js'
@@ -158,7 +158,7 @@ export class SignOuts {
     if (cookie === undefined || !COOKIE_VALUE.test(cookie)) throw staleSignOut('no sign-out cookie: the sign-out was started in another browser, or has already ended')
     if (payload.b !== this.bindingTag(keys.state.key, cookie)) throw staleSignOut('the sign-out was started in another browser')
     const remainingMs = Math.max(1000, (payload.exp + 1) * 1000 - this.clock.now())
-    if (!(await this.store.claim(storeKeys.usedState(payload.n), '1', remainingMs))) {
+    if (!(await ownClaim(this.store, storeKeys.usedState(payload.n)).take(remainingMs))) {
       throw staleSignOut('the state has already been used')
     }
     const sealed = await this.store.take(this.walkKey(keys.sealing, cookie))

@@ -248,12 +248,13 @@ export class FormReplay {
     // Only the gateway's own page submits the marker (a browser says so; a request without the header counts as same-origin).
     const site = headers['sec-fetch-site']
     const token = site === undefined || site === 'same-origin' ? this.token(request) : undefined
-    if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
     const session = this.sessions.idOf(request.headers.cookie)
     const allowed = request.allowed
     const kept = token === undefined || session === undefined || allowed === undefined
       ? undefined
       : await this.bodies.take(token, request.url, formOwner(session, allowed.provider ?? provider ?? '', allowed.identity))
+    // Cleared once the take has answered: a store that failed keeps the form for the reload.
+    if (token !== undefined) reply.header('set-cookie', fastifyCookie.serialize(this.cookieName, '', { ...this.cookie, maxAge: 0 }))
     if (kept === undefined || kept.method !== request.method) throw new GatewayError('invalid_request', ALREADY_DELIVERED)
     // The forwarder copies the request's headers: the kept body's type and length replace the marker's.
     request.raw.headers['content-type'] = kept.contentType

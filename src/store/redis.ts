@@ -282,7 +282,15 @@ export class RedisStore implements SessionStore {
 
   async acquire (key: string, ttlMs: number): Promise<LockHandle | null> {
     const owner = lockOwner()
-    return await this.claim(key, owner, ttlMs) ? { key, owner } : null
+    try {
+      return await this.claim(key, owner, ttlMs) ? { key, owner } : null
+    } catch (error) {
+      // The claim may have run, its reply lost (a late reply): let go of it, or the lock stays held
+      // by nobody until ttlMs, and every request waiting on it with it (a tester's finding: a
+      // refresh's retry waited the provider's timeout plus 5 s).
+      await this.release({ key, owner }).catch(() => false)
+      throw error
+    }
   }
 
   async release ({ key, owner }: LockHandle): Promise<boolean> {
