@@ -15,7 +15,8 @@ import { createHash } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import type { Identity } from '../session/record.js'
 import { KEY_ID_LENGTH, randomToken, type Sealer, type SealingKey } from '../session/seal.js'
-import type { KeyValue } from '../store/store.js'
+import { GatewayError } from '../errors.js'
+import { ownClaim, type KeyValue, type Lock } from '../store/store.js'
 
 /** A kept form POST: what the upstream receives after the sign-in, byte for byte. */
 export interface KeptBody {
@@ -59,6 +60,12 @@ export interface FormOwner {
 
 const PURPOSE = 'preserved-body'
 
+/** How long a take holds its form against another's (given back at once; this only if the store fails to). */
+const TAKING_MS = 30_000
+
+/** What a second take of one form is told while the first is under way (a double submit). */
+const BEING_DELIVERED = 'This form is being sent already (a second click?): its answer goes to the first request. Open the page again in a moment.'
+
 /** The token's shape (randomToken: 32 bytes base64url, then the key id): anything else is no token and opens nothing. */
 const TOKEN = new RegExp(`^[A-Za-z0-9_-]{43}\\.[A-Za-z0-9_-]{${KEY_ID_LENGTH}}$`)
 
@@ -93,7 +100,7 @@ export function parseFormToken (value: string | undefined): string | undefined {
 /** The kept form bodies of browsers in the middle of a sign-in. */
 export class PreservedBodies {
   constructor (
-    private readonly store: KeyValue,
+    private readonly store: KeyValue & Pick<Lock, 'release'>,
     private readonly sealer: Sealer,
     /** `state.ttl`: a kept body lives no longer than the sign-in it waits for. */
     readonly ttlMs: number,
@@ -164,13 +171,17 @@ export class PreservedBodies {
     const found = (await this.read(token, path))?.wire
     if (found !== undefined && !ownedBy(found, caller)) return undefined
     const key = this.key(sealing, token, path)
+    // One take at a time (a double submit reaches two instances): the form put back below is then
+    // never one another request has taken and delivered (a re-reader's finding: it was delivered twice).
+    const taking = ownClaim(this.store, `${key}:taking`)
+    if (!(await taking.take(TAKING_MS))) throw new GatewayError('invalid_request', BEING_DELIVERED)
     const sealed = await this.store.take(key).catch(async (error: unknown) => {
       // The take may have run, its reply lost (a late reply): the form read just before is put back
       // (only where nothing is), for the reload that posts the marker again (a tester's finding: it
       // was gone, and the reload was told it had been delivered). Nothing went upstream.
       if (found !== undefined) await this.store.claim(key, sealing.seal(PURPOSE, token, JSON.stringify(found)), found.expiresAt - this.clock.now()).catch(() => false)
       throw error
-    })
+    }).finally(async () => { await taking.giveBack() })
     const wire = sealed === null ? undefined : this.open(sealing, token, path, sealed)
     if (wire === undefined || !ownedBy(wire, caller)) return undefined
     return { method: wire.method, path: wire.path, contentType: wire.contentType, body: Buffer.from(wire.body, 'base64') }

@@ -255,6 +255,14 @@ describe('the CLI on the common slips', () => {
     expect((both as { stderr: string }).stderr).not.toContain('server.baseUrl')
   })
 
+  // A re-reader's finding: on port 80 the warning's advice (http://localhost:80) was refused as no origin.
+  it('GATEWAY_PORT=80 on the shipped gateway.yaml: the warning\'s advice is a value --check takes', async () => {
+    const warned = await run(['--check', '--config', 'gateway.yaml'], { GATEWAY_PORT: '80', GATEWAY_BASE_URL: '' }) as { stderr: string }
+    const advice = /set server\.baseUrl \(GATEWAY_BASE_URL in the shipped gateway\.yaml\) to (\S+)\n/.exec(warned.stderr)?.[1]
+    expect(advice).toBe('http://localhost:80')
+    expect(await run(['--check', '--config', 'gateway.yaml'], { GATEWAY_PORT: '80', GATEWAY_BASE_URL: advice! })).toMatchObject({ stdout: 'gateway.yaml: OK (1 provider, 1 route)\n' })
+  })
+
   it('a missing file, for --check and for start, is one line naming the path', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'gw-slips-'))
     const missing = join(dir, 'gateway.yaml')

@@ -11,8 +11,9 @@ import { Redis } from 'ioredis'
 import { expect } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { send, startFormUpstream, type Answer, type FormUpstream } from '../helpers/form-upstream.js'
-import type { TestGateway } from '../helpers/gateway.js'
-import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
+import { heldInstance, startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { waitFor } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
 import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
 
@@ -118,6 +119,40 @@ it('the take of the kept body answered late: 503, and the reload (the marker aga
   const retry = await submitMarker(browser, '/app/form?draft=1')
   expect({ status: retry.status, delivered: upstream.posts.slice(before).map((post) => post.body.toString()) }, retry.body.slice(0, 400))
     .toEqual({ status: 200, delivered: ['title=typed-for-an-hour'] })
+})
+
+// A re-reader's finding on the put-back: a double submit reached two instances; B took the form and
+// delivered it while A's take was late, and A put the form back: the reload delivered it again. One
+// take at a time: B is told the form is being sent, A's failed take puts it back, the reload sends it once.
+it('a double submit, one take answered late on another instance: the form is delivered once', async ({ redis, op }) => {
+  const raw = { providers: { demo: oidcClient(op.issuer, 'c', 's') }, session: { cacheTtl: 0 }, store: { timeout: '300ms' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo', preserveBody: '1KiB' }] }
+  const other = await heldInstance(redis.url, raw)
+  try {
+    const browser = new Browser()
+    const kept = await send(`${gateway.url}/app/form?draft=1`, { body: 'title=pay-once', headers: { 'content-type': URLENCODED, 'sec-fetch-site': 'same-origin', 'sec-fetch-mode': 'navigate', origin: gateway.url } })
+    const setCookie = (kept.headers['set-cookie'] ?? []).find((line) => line.startsWith(`${FORM}=`))!
+    browser.cookies.set(FORM, { value: setCookie.slice(FORM.length + 1).split(';', 1)[0]!, path: '/' })
+    expect((await browser.navigate(new URL(kept.headers.location!, gateway.url).href, { login: 'double-submit' })).status).toBe(200)
+    const cookie = browser.cookieHeader(`${gateway.url}/app/form`)!
+    const marker = async (url: string) => await send(`${url}/app/form?draft=1`, { body: MARKER, headers: { 'content-type': URLENCODED, 'sec-fetch-site': 'same-origin', origin: url, cookie } })
+    const before = upstream.posts.length
+    // The first submit reaches the other instance: its take (GETDEL) waits in the link.
+    const held = other.proxy.arm(['get', 'preserved-body:'], ['getdel', 'preserved-body:'])
+    const first = marker(other.gateway.url)
+    await held
+    // The second reaches this one while the first's take is under way: told so, nothing sent.
+    const second = await marker(gateway.url)
+    expect(second.status).toBe(400)
+    expect(second.body).toContain('being sent already')
+    expect((await first).status).toBe(503)
+    other.proxy.release()
+    // The first's commands reach Redis: its take, then the form put back, then its hold let go.
+    await waitFor(async () => (await reader.keys('*preserved-body:*')).length === 1, 5000, 'the form put back, alone')
+    const reload = await marker(gateway.url)
+    expect({ status: reload.status, delivered: upstream.posts.slice(before).map((post) => post.body.toString()) }).toEqual({ status: 200, delivered: ['title=pay-once'] })
+  } finally {
+    await other.close()
+  }
 })
 
 it('the refresh lock\'s reply late: 503, and the reload refreshes at once (no lock left held by nobody)', async () => {

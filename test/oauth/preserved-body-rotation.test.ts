@@ -5,7 +5,6 @@ import { describe, expect, it } from 'vitest'
 import { PreservedBodies, formOwner, parseFormToken } from '../../src/oauth/preserved-body.js'
 import { Sealer } from '../../src/session/seal.js'
 import { MemoryStore } from '../../src/store/memory.js'
-import type { KeyValue } from '../../src/store/store.js'
 
 const S1 = 'first-secret-0123456789-abcdefghijklmnopqrstuvwxyz'
 const S2 = 'second-secret-9876543210-zyxwvutsrqponmlkjihgfedcba'
@@ -13,7 +12,7 @@ const clock = { now: () => 1_700_000_000_000 }
 const FORM = { method: 'POST', path: '/app/form', contentType: 'application/x-www-form-urlencoded', body: Buffer.from('note=hello+world') }
 
 /** The store, counting its reads (get, take). */
-function counted (store: MemoryStore): { store: KeyValue, reads: () => number } {
+function counted (store: MemoryStore): { store: MemoryStore, reads: () => number } {
   let reads = 0
   const wrapped = Object.create(store) as MemoryStore
   wrapped.get = async (key) => { reads++; return await store.get(key) }

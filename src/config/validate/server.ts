@@ -17,10 +17,10 @@ export function validateServer (issues: Issues, raw: Sections['server']): Server
   return {
     host,
     port,
-    // The origin as the URL parser reads it, which checkOrigin has found written so: what the check
-    // judged is what is used (an attacker's finding: `https://h/.`, a trailing \r or tab, `https://h\`
-    // passed as origins and were sent on as written, in every redirect_uri and Location).
-    baseUrl: issues.touched(['server', 'baseUrl']) ? baseUrl.replace(/\/+$/, '') : new URL(baseUrl).origin,
+    // As written, which checkOrigin has found to be the origin it names (an attacker's finding:
+    // `https://h/.`, a trailing \r or tab, `https://h\` passed as origins and were sent on as written,
+    // in every redirect_uri and Location).
+    baseUrl: baseUrl.replace(/\/+$/, ''),
     trustProxy: trusted,
     shutdownTimeoutMs: duration(issues, ['server', 'shutdownTimeout'], raw.shutdownTimeout, 0, 300_000),
     // `auto` is this machine's core count, known only here.
@@ -58,7 +58,11 @@ function checkOrigin (issues: Issues, baseUrl: string): void {
   // Written as the origin it names, so that what is sent (redirect_uri, iss) is what the operator
   // registered: a re-reader's finding: `https://Gateway.Example.com`, `:443` or an IDN host were
   // sent in the parser's spelling, and a provider compares the redirect URI as text.
-  if (url.origin !== baseUrl.replace(/\/+$/, '')) {
+  const written = baseUrl.replace(/\/+$/, '')
+  // The default port written out is the origin too (`http://localhost:80`, as the port warning and
+  // docker-compose.yml write it: a re-reader's finding), and is sent as written.
+  const withPort = url.port === '' ? `${url.protocol}//${url.host}:${url.protocol === 'https:' ? 443 : 80}` : url.origin
+  if (written !== url.origin && written !== withPort) {
     issues.add(['server', 'baseUrl'], `must be written as the origin it names, ${url.origin}`, 'the gateway sends it in every redirect_uri and assertion as written, and providers compare the redirect URI as text: register that one')
   }
 }
