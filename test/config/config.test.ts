@@ -268,11 +268,11 @@ describe('config: server.baseUrl is an origin, and used as the one it names', ()
     ['a backslash (browsers read it as /)', 'https://gw.example.com\\'],
     ['capitals and the default port', 'HTTPS://GW.example.com:443/'],
   ])('%s: refused, naming the origin to write', (_name, text) => {
-    expect(read(text)).toEqual({ problems: ['must be written as the origin it names, https://gw.example.com'] })
+    expect(read(text)).toEqual({ problems: [`must be written as the origin it names, https://gw.example.com, got ${JSON.stringify(text)}`] })
   })
 
   it('an IDN host: refused, naming its ASCII form', () => {
-    expect(read('https://bücher.example')).toEqual({ problems: ['must be written as the origin it names, https://xn--bcher-kva.example'] })
+    expect(read('https://bücher.example')).toEqual({ problems: ['must be written as the origin it names, https://xn--bcher-kva.example, got "https://bücher.example"'] })
   })
 
   it('refuses a user name or password (sent in every redirect_uri), a path, a query; passes an IPv6 origin', () => {

@@ -1,7 +1,7 @@
 // The `server` and `rateLimit` sections.
 import { availableParallelism } from 'node:os'
 import type { RateBudget, RateLimitConfig, ServerConfig } from '../types.js'
-import { Issues } from '../problems.js'
+import { describe, Issues } from '../problems.js'
 import { type Sections, duration, url } from './values.js'
 import { trustProxy, checkTrustAll } from './proxy-ranges.js'
 
@@ -63,6 +63,7 @@ function checkOrigin (issues: Issues, baseUrl: string): void {
   // docker-compose.yml write it: a re-reader's finding), and is sent as written.
   const withPort = url.port === '' ? `${url.protocol}//${url.host}:${url.protocol === 'https:' ? 443 : 80}` : url.origin
   if (written !== url.origin && written !== withPort) {
-    issues.add(['server', 'baseUrl'], `must be written as the origin it names, ${url.origin}`, 'the gateway sends it in every redirect_uri and assertion as written, and providers compare the redirect URI as text: register that one')
+    // The value quoted: a trailing \r or space shows (a re-reader's finding: the message read as the value itself).
+    issues.add(['server', 'baseUrl'], `must be written as the origin it names, ${url.origin}, got ${describe(baseUrl)}`, 'the gateway sends it in every redirect_uri and assertion as written, and providers compare the redirect URI as text: register that one')
   }
 }
