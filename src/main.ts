@@ -34,9 +34,11 @@ const OPTIONS = { config: { type: 'string' }, check: { type: 'boolean' }, help: 
  * `npm start --check --config <file>` without the `--` leaves just that).
  */
 function argvProblem (argv: string[], error: unknown): string {
-  const unknown = (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? argv.find((arg) => arg.startsWith('-') && !/^--?(?:config|check|help|h)(?:=|$)/.test(arg)) : undefined
+  const nameOf = (arg: string) => arg.replace(/^-+/, '').split('=', 1)[0]!
+  const known = new Set([...Object.keys(OPTIONS), OPTIONS.help.short])
+  const unknown = (error as { code?: string }).code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION' ? argv.find((arg) => arg.startsWith('-') && !known.has(nameOf(arg))) : undefined
   if (unknown !== undefined) {
-    const name = unknown.replace(/^-+/, '').split('=', 1)[0]!
+    const name = nameOf(unknown)
     const hint = didYouMean(name, Object.keys(OPTIONS))
     // The option's name only: a value given with it may be a secret (an attacker's finding: `--client-secret=...` was echoed).
     return `unknown option ${unknown.split('=', 1)[0]!}${hint === undefined ? '' : `; ${hint.replace('`', '`--')}`}`

@@ -256,7 +256,7 @@ export class TokenRefresher {
     // configuration either (an attacker's finding: a discovery that failed wrote a line per request).
     if (isStillValid(stale, this.clock.now()) && (this.failedUntil.peek(key) ?? 0) > this.clock.now()) throw new FailedJustNow()
     const provider = await this.providers.get(name).catch((error: unknown) => {
-      this.failedUntil.set(key, this.clock.now() + (this.providers.timeoutOf(name) ?? 0) + 5000)
+      this.markFailed(key, this.providers.timeoutOf(name) ?? 0)
       throw error
     })
     const lock = storeKeys.refreshLock(session.id, name)
@@ -283,11 +283,17 @@ export class TokenRefresher {
     }
   }
 
+  /** A refresh failed here: not asked again for the provider's timeout plus 5 s (as the store's failureKey says). */
+  private markFailed (key: string, timeoutMs: number): void {
+    this.failedUntil.set(key, this.clock.now() + timeoutMs + 5000)
+  }
+
   /**
    * Taken without waiting: an earlier failure (failureKey) is history for an expired token, whose
    * request asks again. A token still valid does not ask again while it stands (the provider's
    * timeout plus 5 s): every request of a session whose refresh failed would otherwise wait for a
-   * provider that is failing, and add to its load.
+   * provider that is failing, and add to its load. (This instance's own mark was judged before the
+   * lock: refreshOnce.)
    */
   private async judgeEarlierFailure (sessionId: string, name: string, stale: TokenSet): Promise<void> {
     const failed = failureKey(sessionId, name)
@@ -295,7 +301,7 @@ export class TokenRefresher {
     if (!isStillValid(stale, this.clock.now())) {
       this.failedUntil.delete(key)
       await this.store.delete(failed).catch(() => {})
-    } else if ((this.failedUntil.peek(key) ?? 0) > this.clock.now() || await this.store.get(failed).catch(() => null) !== null) {
+    } else if (await this.store.get(failed).catch(() => null) !== null) {
       throw new FailedJustNow()
     }
   }
@@ -325,7 +331,7 @@ export class TokenRefresher {
     const key = `${session.id}:${provider.name}`
     const result = await refreshTokens(provider, stale.refresh_token!, this.clock).catch(async (error: unknown) => {
       this.metrics.refreshes.inc({ provider: provider.name, result: 'failed' })
-      this.failedUntil.set(key, this.clock.now() + provider.timeoutMs + 5000)
+      this.markFailed(key, provider.timeoutMs)
       await this.store.set(failed, '1', provider.timeoutMs + 5000).catch(() => {})
       const pause = pausedFor(error)
       if (pause !== undefined) this.pausedUntil.set(provider.name, this.clock.now() + pause * 1000)
