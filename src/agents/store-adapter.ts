@@ -88,7 +88,7 @@ export function storeAdapter (store: SessionStore, sealer: Sealer, events: Adapt
       if (this.model === 'DeviceCode' && payload.params !== undefined) payload.params = { ...payload.params, scope: AGENT_SCOPE }
       const ttlMs = expiresIn === undefined ? (this.model === 'Client' ? events.unusedClientMs : UNBOUNDED_MS) : Math.max(1, expiresIn) * 1000
       const key = await writeKey(store, sealer, this.model, id)
-      const put = this.model === 'DeviceCode' && payload.inFlight === true && (await this.find(id))?.inFlight !== true ? saveInFlight : setRecord
+      const put = this.model === 'DeviceCode' && isConfirmation(payload) ? saveInFlight : setRecord
       await put(store, key, sealer.seal(`agents-${this.model}`, id, JSON.stringify(payload)), ttlMs)
       if (payload.grantId !== undefined) await grants.add(payload.grantId, key, ttlMs)
       if (payload.uid !== undefined) await store.set(this.indexes('uid', payload.uid)[0]!, sealer.seal('agents-uid', payload.uid, id), ttlMs)
@@ -195,6 +195,17 @@ class GrantKeys {
  */
 async function setRecord (store: SessionStore, key: string, sealed: string, ttlMs: number): Promise<void> {
   await store.set(key, sealed, ttlMs)
+}
+
+/**
+ * Whether a device code's write is its person's confirmation: in flight, with neither the sign-in
+ * behind it (`accountId`) nor its end (`error`), which oidc-provider's later writes of the code
+ * carry. Judged on the write, not on the record kept: of two people who confirmed one code at the
+ * same moment, the second one's write came after the first's had put it in flight, and read so it
+ * went through as a later write (a re-reader's finding).
+ */
+function isConfirmation (payload: AdapterPayload): boolean {
+  return payload.inFlight === true && payload.accountId === undefined && payload.error === undefined
 }
 
 /**
