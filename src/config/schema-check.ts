@@ -18,6 +18,7 @@ interface SchemaNode {
   properties?: Record<string, SchemaNode>
   patternProperties?: Record<string, SchemaNode>
   items?: SchemaNode
+  required?: string[]
   anyOf?: SchemaNode[]
   const?: unknown
   minimum?: number
@@ -232,12 +233,33 @@ function reportValueProblems (
       issues.add(path, 'must not be empty')
     } else {
       const options = choices(node)
-      const hint = options && typeof original === 'string' ? didYouMean(original, options) : undefined
+      const hint = options && typeof original === 'string' ? didYouMean(original, options) : shapeHint(node, original)
       issues.add(path, `must be ${expectation(node)}, got ${describe(original)}`, hint)
     }
     removals.push(path)
   }
   return removals
+}
+
+/** A key or name as a hint may quote it: plain, short, one line; anything else is left out. */
+const QUOTABLE = /^[\w./@-]{1,64}$/
+
+/**
+ * How to write a list written as a mapping (`routes:` with `/app/:` under it), or a mapping of
+ * names written as a list (`providers:` with `- name: demo`): the first entry in the right form,
+ * from its own key or name (a newcomer's slip: "must be a list" alone did not say how).
+ */
+function shapeHint (node: SchemaNode, original: unknown): string | undefined {
+  if (types(node).includes('array') && isObject(original)) {
+    const key = node.items?.required?.[0]
+    const first = Object.keys(original)[0]
+    if (key !== undefined && first !== undefined && QUOTABLE.test(first)) return `write each as an item of a list: \`- ${key}: ${first}\`, its other keys indented under it`
+  }
+  if (types(node).includes('object') && Array.isArray(original)) {
+    const name: unknown = original.find(isObject)?.name
+    if (typeof name === 'string' && QUOTABLE.test(name)) return `write each under its name: \`${name}:\`, its keys indented under it (not \`- name: ${name}\`)`
+  }
+  return undefined
 }
 
 /**
