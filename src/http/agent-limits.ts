@@ -108,13 +108,18 @@ function formOf (body: Buffer, contentType: string | undefined): querystring.Par
   }
 }
 
+/** A token or revocation request's form as oidc-provider reads it (its body read as a Buffer), or undefined. */
+export function tokenForm (request: FastifyRequest): querystring.ParsedUrlQuery | undefined {
+  return Buffer.isBuffer(request.body) ? formOf(request.body, request.headers['content-type']) : undefined
+}
+
 /**
  * The credential a token or revocation request (its form body) carries, hashed (no code or token
  * becomes a store key): the key of its own budget. None when the body names no one grant type or
  * credential once; oidc-provider refuses such a request, counted for the address alone.
  */
 export function credentialOf (request: FastifyRequest): string | undefined {
-  const form = Buffer.isBuffer(request.body) ? formOf(request.body, request.headers['content-type']) : undefined
+  const form = tokenForm(request)
   if (form === undefined) return undefined
   const type = form.grant_type
   const name = type === undefined ? 'token' : typeof type === 'string' && Object.hasOwn(CREDENTIAL_PARAMETER, type) ? CREDENTIAL_PARAMETER[type] : undefined

@@ -19,11 +19,12 @@ import { AgentGrants, type GrantLabel } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
 import { undoneIfFailed } from '../agents/request-undo.js'
+import { foreignTarget } from '../agents/token-target.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError, isGatewayError } from '../errors.js'
 import { withBody } from '../http/replayed-request.js'
-import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets } from '../http/agent-limits.js'
+import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets, tokenForm } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { PAGE_HEADERS } from '../http/pages.js'
 import { fromOwnPage } from '../http/request-site.js'
@@ -237,9 +238,18 @@ export class Agents implements AgentSignIns {
         url,
         preHandler: budgets,
         // A request answered 5xx (the store failed) gives back the code or token it claimed: its retry is no second use.
-        handler: async (request, reply) => { await undoneIfFailed(async () => { await pass(request, reply, request.url, Buffer.isBuffer(request.body) ? request.body : undefined) }, () => reply.raw.statusCode >= 500) },
+        handler: async (request, reply) => {
+          if (url === AGENT_ENDPOINTS.token && await foreignTarget(await this.server.provider(), tokenForm(request))) return this.invalidTarget(reply)
+          await undoneIfFailed(async () => { await pass(request, reply, request.url, Buffer.isBuffer(request.body) ? request.body : undefined) }, () => reply.raw.statusCode >= 500)
+        },
       })
     }
+  }
+
+  /** A token request naming a resource its credential was not granted for (agents/token-target.ts): refused as oidc-provider refuses it, nothing spent. */
+  private invalidTarget (reply: FastifyReply): FastifyReply {
+    this.count('token', 'invalid_target')
+    return reply.code(400).header('cache-control', 'no-store').send({ error: 'invalid_target', error_description: 'the resource is not the one this code or token was granted for: name that route, or no resource' })
   }
 
   /** The gateway's own refusals of an authorization request, counted as oidc-provider's are. */
