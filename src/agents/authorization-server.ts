@@ -290,7 +290,7 @@ function clients (): Configuration {
         if (key !== CHECKED) return
         if (value !== undefined) throw new errors.InvalidClientMetadata(`${CHECKED} is not client metadata`)
         const problem = registrationProblem(metadata)
-        if (problem?.field === 'redirect_uris') throw new errors.InvalidRedirectUri(problem.message)
+        if (problem?.field === 'redirect_uris') throw Object.assign(new errors.InvalidRedirectUri(), { error_description: problem.message }) // it takes none: its own is the authorization request's
         if (problem !== undefined) throw new errors.InvalidClientMetadata(problem.message)
         // The route's scope is granted on the consent page whatever the client registered: a `scope`
         // read from the route's metadata (MCP clients register one) restricts nothing here.

@@ -231,7 +231,19 @@ describe('registration (RFC 7591) refuses what an agent client may not be', () =
   ])('%s', async (_name, metadata, error) => {
     const response = await register(metadata, { 'x-forwarded-for': randomBytes(4).join('.') })
     expect(response.status).toBe(400)
-    expect((await response.json() as { error: string }).error).toBe(error)
+    const body = await response.json() as { error: string, error_description: string }
+    expect(body.error).toBe(error)
+    // The gateway's reason, not oidc-provider's authorization-time text (an outside tester's finding).
+    expect(body.error_description).not.toContain('did not match')
+  })
+
+  it.each([
+    ['http off loopback', ['http://evil.example/callback'], 'redirect URI "http://evil.example/callback" uses http on a host other than 127.0.0.1, [::1] or localhost: use https'],
+    ['a fragment', ['https://app.example/cb#x'], 'redirect URI "https://app.example/cb#x" must have no fragment'],
+    ['eleven redirect URIs', Array.from({ length: 11 }, (_, i) => `https://app.example/${i}`), 'redirect_uris may list at most 10 URIs'],
+  ])('says why a redirect URI is refused: %s', async (_name, uris, reason) => {
+    const response = await register({ redirect_uris: uris }, { 'x-forwarded-for': randomBytes(4).join('.') })
+    expect(await response.json()).toEqual({ error: 'invalid_redirect_uri', error_description: reason })
   })
 
   it.each([
