@@ -120,6 +120,15 @@ it.skipIf(missing)('forward-auth behind the docs\' nginx judges the address ngin
   expect((await get(auth.port, '/page', '127.0.0.3', { cookie, host, 'x-forwarded-for': '127.0.0.2' })).status).toBe(403)
 })
 
+it.skipIf(missing)('forward-auth asked by the trusted proxy with an X-Forwarded-For that names no address cannot tell the address either: a deny on networks holds', async () => {
+  const port = gateway.config.server.port
+  const asked = { cookie, 'x-forwarded-host': APP, 'x-forwarded-proto': 'http', 'x-forwarded-uri': '/page', 'x-forwarded-method': 'GET' }
+  expect((await get(port, '/oauth/auth/demo/', '127.0.0.1', asked)).status).toBe(403)
+  // proxy-addr skips empty entries and gives the proxy's own address, which the deny does not name (an outside tester's finding).
+  for (const named of ['', ',', ' ', ' , ,']) expect((await get(port, '/oauth/auth/demo/', '127.0.0.1', { ...asked, 'x-forwarded-for': named })).status, JSON.stringify(named)).toBe(403)
+  expect((await get(port, '/oauth/auth/demo/', '127.0.0.1', { ...asked, 'x-forwarded-for': '127.0.0.2' })).status).toBe(200)
+})
+
 it.skipIf(missing)('forward-auth\'s query networks= is a condition each query rule needs; one entry that is no network allows nobody', async () => {
   const port = gateway.config.server.port
   // As the proxy in front asks: from its own address, naming the client's.
@@ -139,7 +148,8 @@ it.skipIf(missing)('refusals are counted by route and by what refused, never by 
   const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="/app",refused_by="no_allow_rule"}')).toBe(5)
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="/app",refused_by="paths+networks"}')).toBe(2)
-  expect(metricValue(metrics, 'gateway_rule_refusals_total{route="forward-auth",refused_by="networks"}')).toBe(2)
+  // 2 behind nginx, and the 5 asked with no address named.
+  expect(metricValue(metrics, 'gateway_rule_refusals_total{route="forward-auth",refused_by="networks"}')).toBe(7)
   // The query's rules are allow rules: their refusals are no_allow_rule (4, and the 5 hostile values).
   expect(metricValue(metrics, 'gateway_rule_refusals_total{route="forward-auth",refused_by="no_allow_rule"}')).toBe(9)
   expect(metrics).not.toMatch(/gateway_rule_refusals_total\{[^}]*127\.0\.0/)
