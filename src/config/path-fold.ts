@@ -207,6 +207,9 @@ function parameterPath (raw: string): string {
 /**
  * PHP's `max_input_vars` (1000 by default): the pairs of a query it reads, the others dropped. A
  * query with more is not told (its route parameter may be one PHP reads and the last copy is not).
+ * An installation may set it lower, and then reads the last copy among fewer pairs: every copy
+ * within the first 1,000 is read (a copy in the 50th pair and another in the 150th are `q` to a
+ * PHP that reads 100 and to one that reads 1,000).
  */
 const PHP_INPUT_VARS = 1000
 
@@ -224,6 +227,9 @@ function parameterBases (path: string): string[] | undefined {
   return bases
 }
 
+/** The different values of the route parameters a query may give, at most (each is read under every directory); past it the query is not told. */
+const PARAMETER_VALUES_MAX = 8
+
 /** The directories of a path a route parameter is read under, at most (its readings grow with them). */
 const PARAMETER_BASES_MAX = 32
 
@@ -232,8 +238,9 @@ const READINGS_BUDGET = 32 * 1024
 
 /**
  * The paths a front controller may take from the query of `path`: `routed`, {@link queryRoutedPath}'s,
- * as sent, for a directory or a script in one; and with `parameters`, the last value of each route
- * parameter (ROUTE_PARAMETERS, named in any spelling PHP reads as it; PHP reads the last copy),
+ * as sent, for a directory or a script in one; and with `parameters`, every value of each route
+ * parameter (ROUTE_PARAMETERS, named in any spelling PHP reads as it; PHP reads the last copy
+ * within its max_input_vars, which may be lower than PHP_INPUT_VARS),
  * on any path (Drupal 7 reads `q` first wherever its front controller serves: `/app/node?q=admin`
  * is `admin`), under each directory of the path (where the application is installed is not known),
  * decoded and spelled again (`?q=admin%2Fusers` is `admin/users`). Raw paths for the caller to make
@@ -247,7 +254,7 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
   const last = path.slice(slash + 1)
   const routed = last === '' || isScript(last.toLowerCase()) ? queryRoutedPath(path, query) : undefined
   if (!parameters) return { routed, parameters: [] }
-  const values = new Map<string, string>()
+  const values = new Set<string>()
   let pairs = 0
   for (const pair of query.split('&')) {
     // PHP skips empty pairs, and counts the others up to max_input_vars.
@@ -255,16 +262,17 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
     if (++pairs > PHP_INPUT_VARS) return { routed, parameters: undefined }
     const equals = pair.indexOf('=')
     const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
-    if (name !== undefined && ROUTE_PARAMETERS.has(name)) values.set(name, pair.slice(equals + 1))
+    if (name !== undefined && ROUTE_PARAMETERS.has(name) && values.add(pair.slice(equals + 1)).size > PARAMETER_VALUES_MAX) return { routed, parameters: undefined }
   }
   if (values.size === 0) return { routed, parameters: [] }
   const bases = parameterBases(path)
-  // The readings' whole length, bounded: a long path of many directories with long values would
-  // cost milliseconds a request to read (a re-reader's measure: 10 ms for 8 KiB and 32 directories).
-  const spelled = [...values.values()].reduce((sum, value) => sum + value.length, 0)
-  if (bases === undefined || bases.length * (path.length + spelled) > READINGS_BUDGET) return { routed, parameters: undefined }
+  // The readings' whole length (each value under each directory), bounded: a long path of many
+  // directories with long values, or many copies, would cost milliseconds a request to read (a
+  // re-reader's measure: 10 ms for 8 KiB and 32 directories).
+  const spelled = [...values].reduce((sum, value) => sum + value.length, 0)
+  if (bases === undefined || bases.length * (values.size * path.length + spelled) > READINGS_BUDGET) return { routed, parameters: undefined }
   const found: string[] = []
-  for (const value of values.values()) {
+  for (const value of values) {
     const routedPath = parameterPath(value)
     if (routedPath !== '') for (const base of bases) found.push(`${base}/${routedPath}`)
   }

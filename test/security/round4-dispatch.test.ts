@@ -110,6 +110,17 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     expect(await send(`/app/?q=admin/users&${Array.from({ length: 999 }, () => 'x').join('&')}&q=pub`, { signedIn: true })).toEqual({ status: 403, reached: false })
   })
 
+  // A PHP whose max_input_vars is set lower reads the last copy among fewer pairs: every copy is judged.
+  it('/app/?q=admin/users&x&...(147 more)&q=pub (max_input_vars 100 reads the first q, 1,000 the second) is 403, nothing upstream', async () => {
+    expect(await send(`/app/?q=admin/users&${Array.from({ length: 148 }, () => 'x').join('&')}&q=pub`, { signedIn: true })).toEqual({ status: 403, reached: false })
+  })
+
+  it('a query with more than 8 different values of q and r is not told: 403, nothing upstream; the same value many times is read once and passes', async () => {
+    expect(await send(`/app/?${Array.from({ length: 9 }, (_, i) => `q=page${i}`).join('&')}`, { signedIn: true })).toEqual({ status: 403, reached: false })
+    expect(await send(`/app/?${Array.from({ length: 8 }, (_, i) => `q=page${i}`).join('&')}`, { signedIn: true })).toEqual({ status: 200, reached: true })
+    expect(await send(`/app/?${Array.from({ length: 500 }, () => 'q=page').join('&')}`, { signedIn: true })).toEqual({ status: 200, reached: true })
+  })
+
   // A re-reader's measure: a long path of many directories with a route parameter cost 10 ms a
   // request to read under each directory; past a budget of 32 KiB of readings it is not told.
   it('a 7 KiB path of 31 directories with ?q= is not told: 403, nothing upstream', async () => {
@@ -118,7 +129,7 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
 
   // A re-reading's finding: a search box's q that is no path the edge would take (an encoded %, ;,
   // \\, ...) was refused by every deny glob for a while.
-  it.each(['/app/?q=100%25', '/app/?q=100%25+cotton', '/app/index.php?q=50%25+off', '/app/?q=a%3Bb', '/app/?q=tom;jerry', '/app/?q=C%3A%5CUsers',
+  it.each(['/app/?q=100%25', '/app/?q=100%25+cotton', '/app/index.php?q=50%25+off', '/app/?q=a%3Bb', '/app/?q=tom;jerry', '/app/?q=C%3A%5CUsers', '/app/?q=pub&q=search',
     '/app/?q=...', '/app/?q=...and+more', '/app/?q=line%0Abreak', '/app/?q=tab%09separated'])('held: the search %s passes', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 200, reached: true })
   })
