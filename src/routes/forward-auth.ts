@@ -119,7 +119,7 @@ function originalRequest (fromProxy: boolean, request: FastifyRequest, original:
   // The client's address only as a trusted proxy tells it: without an X-Forwarded-For that names one
   // (not empty, not only commas and blanks, which proxy-addr skips), request.ip is the proxy's own.
   const forwardedFor = request.headers['x-forwarded-for']
-  const address = fromProxy && forwardedFor !== undefined && /[^,\s]/.test(forwardedFor) ? request.ip : undefined
+  const address = fromProxy && forwardedFor !== undefined && /[^,\s]/.test(String(forwardedFor)) ? request.ip : undefined
   if (original === undefined || !fromProxy) return { method: undefined, path: undefined, address, overrides: [] }
   // Not a method token (`POST, GET`: values joined by a proxy): it cannot be told.
   const named = agreed(request, 'x-forwarded-method', 'x-original-method')
