@@ -17,6 +17,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3.1 (invalid_token)
 import { hash } from 'node:crypto'
 import { createLocalJWKSet, errors as joseErrors, type FlattenedJWSInput, type JSONWebKeySet, type JWSHeaderParameters, type JWTPayload, type JWTVerifyOptions } from 'jose'
+import { describeCause } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { Logger } from '../ops/logger.js'
 import { Lru } from '../ops/lru.js'
@@ -190,7 +191,9 @@ export class IssuerKeys {
       this.failure = undefined
     }, (error: unknown) => {
       if (this.failure === undefined) {
-        this.log?.warn({ provider: this.name, url: this.url, reason: error instanceof Error ? error.message : String(error) },
+        // The cause's fields too (a closed connection, a body cut off or too large): the message of
+        // the HTTP client's own error is "fetch failed" for each (an outside tester's finding).
+        this.log?.warn({ provider: this.name, url: this.url, reason: error instanceof Error ? error.message : String(error), cause: describeCause(error) },
           `signing keys could not be read; tokens of keys already read keep passing, others wait until they can be (sign-ins 502 provider_unavailable, machine clients 503 issuer_keys_unavailable; tried at most once per ${JWKS_COOLDOWN_MS / 1000} s)`)
       }
       this.failure = error ?? new Error('the JWKS could not be read')
