@@ -8,6 +8,7 @@
 import { createHash } from 'node:crypto'
 import querystring from 'node:querystring'
 import { normalizeIP } from '@fastify/rate-limit'
+import contentType from 'content-type'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { withoutPort } from '../config/networks.js'
 import { GatewayError } from '../errors.js'
@@ -95,16 +96,28 @@ const CREDENTIAL_PARAMETER: Readonly<Record<string, string | undefined>> = {
 
 /**
  * The form as oidc-provider reads it (lib/shared/selective_body.js): decoded in the Content-Type's
- * charset (UTF-8 without one), then node:querystring with its first 1,000 parameters, so that the
- * credential budgeted is the one it reads (an outside tester's finding: with URLSearchParams, a
- * second `device_code` past the 1,000th parameter made two of it, and no budget of its own).
+ * charset as Koa reads it (`ctx.charset`: the content-type package, none when the header does not
+ * parse), UTF-8 without one, then node:querystring with its first 1,000 parameters, so that the
+ * credential budgeted and the resource judged are the ones it reads (outside testers' findings: with
+ * URLSearchParams, a second `device_code` past the 1,000th parameter made two of it, and no budget
+ * of its own; with a pattern of its own, a charset inside a quoted parameter was read, the form
+ * decoded as UTF-16, and a `resource` oidc-provider read went unjudged).
  */
-function formOf (body: Buffer, contentType: string | undefined): querystring.ParsedUrlQuery | undefined {
-  const charset = /;\s*charset="?([^";\s]+)/i.exec(contentType ?? '')?.[1]
+function formOf (body: Buffer, header: string | undefined): querystring.ParsedUrlQuery | undefined {
   try {
-    return querystring.parse(charset === undefined ? body.toString() : new TextDecoder(charset).decode(body))
+    const charset = koaCharset(header)
+    return querystring.parse(charset === '' ? body.toString() : new TextDecoder(charset).decode(body))
   } catch {
     return undefined
+  }
+}
+
+/** Koa's `request.charset` of a Content-Type header: its charset parameter, or '' (none, or a header that does not parse). */
+function koaCharset (header: string | undefined): string {
+  try {
+    return contentType.parse(header ?? '').parameters.charset || ''
+  } catch {
+    return ''
   }
 }
 

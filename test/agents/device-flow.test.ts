@@ -84,9 +84,11 @@ async function started (clientId: string): Promise<DeviceAuthorization> {
 }
 
 /** One poll from the CLI's address, POLL_S after the last one on the gateway's clock. */
-async function poll (clientId: string, deviceCode: string, { wait = true, at = from.get(clientId) } = {}): Promise<{ status: number, body: TokenAnswer }> {
+async function poll (clientId: string, deviceCode: string, { wait = true, at = from.get(clientId), resource = '' } = {}): Promise<{ status: number, body: TokenAnswer }> {
   if (wait) clock.offset += POLL_S * 1000
-  const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'x-forwarded-for': at ?? address() }, body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: deviceCode, client_id: clientId }) })
+  const form = new URLSearchParams({ grant_type: DEVICE_CODE, device_code: deviceCode, client_id: clientId })
+  if (resource !== '') form.set('resource', resource)
+  const response = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'x-forwarded-for': at ?? address() }, body: form })
   return { status: response.status, body: await response.json() as TokenAnswer }
 }
 
@@ -208,6 +210,20 @@ describe('the device flow', () => {
     const metrics = await (await fetch(`${gateway.url}/metrics`)).text()
     expect(metricValue(metrics, 'gateway_agents_total{event="device",result="code_issued"}')).toBeGreaterThanOrEqual(1)
     expect(metricValue(metrics, 'gateway_agents_total{event="token",result="device_code"}')).toBeGreaterThanOrEqual(1)
+  })
+
+  it('a CLI that names its route on every poll: pending until the person allows, then tokens; naming another route is refused and spends nothing', async () => {
+    const id = await cli()
+    const device = await started(id)
+    // Outside testers' findings: the pending code (its route only in its request until then) was
+    // refused invalid_target, which ends a CLI's polling; the code spent by a poll naming another route.
+    expect(await poll(id, device.device_code, { resource: `${gateway.url}/mcp` })).toMatchObject({ status: 400, body: { error: 'authorization_pending' } })
+    const browser = person()
+    await confirmAndDecide(browser, (await enter(browser, device.user_code)).html, 'dave', 'allow')
+    expect(await poll(id, device.device_code, { resource: `${gateway.url}/other/` })).toMatchObject({ status: 400, body: { error: 'invalid_target' } })
+    const tokens = await poll(id, device.device_code, { resource: `${gateway.url}/mcp` })
+    expect(tokens.status, JSON.stringify(tokens.body)).toBe(200)
+    expect((await fetch(`${gateway.url}/mcp`, { headers: { authorization: `Bearer ${tokens.body.access_token!}` } })).status).toBe(200)
   })
 
   it('in Chromium: the link with the code, its confirmation, the sign-in, the consent and the last page', async () => {

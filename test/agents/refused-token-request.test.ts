@@ -84,6 +84,31 @@ describe('a token request refused with invalid_target', () => {
     expect(await own.json()).toHaveProperty('refresh_token')
   })
 
+  // An outside tester's: a Content-Type the gateway's form reader read otherwise than oidc-provider
+  // (Koa's content-type package): the form decoded as UTF-16, its resource unseen, the token spent.
+  it.each([
+    ['a charset= inside a quoted parameter', 'application/x-www-form-urlencoded; x="; charset=utf-16le"'],
+    ['a trailing semicolon (Koa reads no charset)', 'application/x-www-form-urlencoded;charset=utf-16le;'],
+  ])('%s: refused as oidc-provider reads the form, nothing spent', async (_name, contentType) => {
+    const { id, code, verifier } = await allowed()
+    const exchanged = await token({ grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier })
+    const { refresh_token: refreshToken } = await exchanged.json() as { refresh_token: string }
+    const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: id, resource: `${gateway.url}/other/` }).toString()
+    const refused = await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', headers: { 'content-type': contentType }, body: form })
+    expect(await refused.json()).toMatchObject({ error: 'invalid_target' })
+    const retried = await token({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: id })
+    expect(retried.status, await retried.clone().text()).toBe(200)
+  })
+
+  it('a code used already, sent again naming another route, is a code used twice: invalid_grant, and its grant ends', async () => {
+    const { id, code, verifier } = await allowed()
+    const exchanged = await token({ grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier })
+    const { refresh_token: refreshToken } = await exchanged.json() as { refresh_token: string }
+    const replayed = await token({ grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource: `${gateway.url}/other/` })
+    expect(await replayed.json()).toMatchObject({ error: 'invalid_grant' })
+    expect((await token({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: id })).status).toBe(400)
+  })
+
   it('leaves the code it carried usable for the corrected exchange', async () => {
     const { id, code, verifier } = await allowed()
     const refused = await token({ grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource: `${gateway.url}/other/` })
