@@ -10,9 +10,13 @@
 //
 // A client must not be told its token is bad when the gateway only could not tell (RFC 6750's 401
 // makes it throw the token away): an unknown `kid` is refused (`JWKSNoMatchingKey`) only when a
-// successful fetch begun after the gateway first met that `kid` did not hold it, or when the issuer
-// dropped that key from its set; otherwise the keys "cannot be read yet" ({@link KeysUnavailable}:
-// 503 with Retry-After, the time until the next fetch may be made). Time is the injected clock.
+// successful fetch begun after this token arrived did not hold it, or when the issuer dropped that
+// key from its set; otherwise the keys "cannot be read yet" ({@link KeysUnavailable}: 503 with
+// Retry-After, the time until the next fetch may be made). Judged by the token's own arrival, not
+// by when the gateway first met its `kid`: a key published a moment after a read that another
+// token of it had caused (an issuer that signs before it publishes), or a `kid` a stranger sent
+// once before, was refused to the next client within the cooldown (an outside tester's finding).
+// Time is the injected clock.
 // @see https://www.rfc-editor.org/rfc/rfc7517#section-5 (JWK Set)
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3.1 (invalid_token)
 import { hash } from 'node:crypto'
@@ -34,8 +38,8 @@ export const JWKS_COOLDOWN_MS = 5000
 
 /** A set read this long ago is read again in the background when a token is checked (jose's own default). */
 export const JWKS_MAX_AGE_MS = 10 * 60_000
-/** How many unknown `kid`s are remembered (when each was first met): a forgotten one only costs one more 503. */
-const UNKNOWN_KIDS = 1000
+/** How many `kid`s the issuer dropped from its set are remembered (their tokens refused at once): a forgotten one only costs one more 503. */
+const DROPPED_KIDS = 1000
 
 /** The keys cannot be read now (no set yet, or the `kid` may be newer than the set): try again in `retryAfterS`. */
 export class KeysUnavailable extends Error {
@@ -77,8 +81,8 @@ export class IssuerKeys {
   /** Why the last fetch failed; undefined when it succeeded. */
   private failure: unknown
   private pending: Promise<void> | undefined
-  /** Unknown `kid`s: the fetches started when each was first met (-1: the issuer dropped it). */
-  private readonly unknown = new Lru<string, number>(UNKNOWN_KIDS)
+  /** The `kid`s the issuer dropped from its set ('' once the set is empty: a token naming no key). */
+  private readonly dropped = new Lru<string, true>(DROPPED_KIDS)
 
   /** `name`: the provider, in log lines and messages. */
   constructor (private readonly name: string, private readonly url: string, private readonly timeoutMs: number,
@@ -107,15 +111,14 @@ export class IssuerKeys {
       if (this.kids.includes(kidName(header))) return await this.heldKidAgain(header, token)
     }
     const name = kidName(header)
-    if (this.unknown.peek(name) === undefined) this.unknown.set(name, arrived)
     if (this.pending === undefined && !this.coolingDown()) void this.refetch()
     if (this.pending !== undefined) {
       await this.pending
       const after = await this.lookup(this.local!, header, token)
       if (after !== undefined) return after
     }
-    const firstMet = this.unknown.get(name) ?? arrived
-    if (this.failure === undefined && this.generation > firstMet) throw new joseErrors.JWKSNoMatchingKey()
+    const refusing = this.dropped.get(name) === true ? -1 : arrived
+    if (this.failure === undefined && this.generation > refusing) throw new joseErrors.JWKSNoMatchingKey()
     throw this.unavailable()
   }
 
@@ -180,9 +183,9 @@ export class IssuerKeys {
       // Said once when the set becomes empty (or is empty at the first read), not at every read.
       if (kids.length === 0 && (this.kids.length > 0 || this.generation === 0)) this.log?.warn({ provider: this.name, url: this.url }, 'the issuer publishes no signing key: every token of it is refused until it publishes one')
       // A key the issuer no longer publishes: its tokens are refused at once, not answered "try again".
-      for (const kid of this.kids) if (!kids.includes(kid)) this.unknown.set(kid, -1)
+      for (const kid of this.kids) if (!kids.includes(kid)) this.dropped.set(kid, true)
       // So does a token that names no key, which any key held would have served (a tester's finding: "try again").
-      if (kids.length === 0) this.unknown.set('', -1)
+      if (kids.length === 0) this.dropped.set('', true)
       this.local = local
       this.kids = kids
       this.generation = generation

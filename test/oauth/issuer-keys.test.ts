@@ -110,7 +110,7 @@ describe('an issuer\'s key set for machine clients', () => {
     expect(await outcome(set, 'k1')).toBe('refused')
   })
 
-  it('refuses an unknown kid only after a read begun since it was met, and at once a key the issuer dropped', async () => {
+  it('refuses an unknown kid only after a read begun since its token came, and at once a key the issuer dropped', async () => {
     keys = [await publicKey('k1')]
     mode = 'ok'
     const { set, clock } = keySet()
@@ -126,7 +126,9 @@ describe('an issuer\'s key set for machine clients', () => {
     expect(await outcome(set, 'made-up')).toBe(`try again in ${JWKS_COOLDOWN_MS / 1000}`)
     clock.at += JWKS_COOLDOWN_MS
     expect(await outcome(set, 'made-up')).toBe('refused')
-    expect(await outcome(set, 'made-up')).toBe('refused')
+    // Again within that read's cooldown: a key published since may be its (an issuer that signs
+    // before it publishes), so try again, not refused (an outside tester's finding).
+    expect(await outcome(set, 'made-up')).toBe(`try again in ${JWKS_COOLDOWN_MS / 1000}`)
     expect(served).toBe(before + 1)
   })
 

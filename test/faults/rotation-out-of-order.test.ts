@@ -1,0 +1,86 @@
+// A rotation out of order: the issuer signs a token with its new key k2 before it publishes k2 (a
+// multi-region issuer whose JWKS replica lags its signer). The first k2 token costs a read that
+// lacks k2 and is refused 401 (docs/machine-clients.md). Then the issuer publishes k2, and another
+// client brings a k2 token within 5 s of that read: 503 with Retry-After, and the retry passes,
+// never 401, since the key may be newer than the read (an outside tester's finding: it was 401,
+// because the gateway judged by when it first met the kid, not by when this token came; a kid a
+// stranger sent once before was refused the same way). The clock is injected; no waiting.
+import { createServer, type Server } from 'node:http'
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
+import { expect } from 'vitest'
+import { JWKS_COOLDOWN_MS } from '../../src/oauth/issuer-keys.js'
+import type { TestGateway } from '../helpers/gateway.js'
+import { close, listen } from '../helpers/net.js'
+import { test as it } from '../helpers/stack.js'
+
+let issuer: Server
+let issuerUrl: string
+let gateway: TestGateway
+let published: JWK[] = []
+let reads = 0
+const start = Date.now()
+const clock = { offset: 0, now: () => start + clock.offset }
+
+async function keyPair (kid: string): Promise<{ jwk: JWK, key: CryptoKey }> {
+  const pair = await generateKeyPair('RS256', { extractable: true })
+  return { jwk: { ...await exportJWK(pair.publicKey), kid, alg: 'RS256', use: 'sig' }, key: pair.privateKey }
+}
+
+const k1 = await keyPair('k1')
+const k2 = await keyPair('k2')
+
+it.beforeAll(async ({ startStack, upstream }) => {
+  published = [k1.jwk]
+  issuer = createServer((request, response) => {
+    if (request.url === '/.well-known/openid-configuration') {
+      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: issuerUrl, authorization_endpoint: `${issuerUrl}/auth`, token_endpoint: `${issuerUrl}/token`, jwks_uri: `${issuerUrl}/jwks`, response_types_supported: ['code'], subject_types_supported: ['public'], id_token_signing_alg_values_supported: ['RS256'] }))
+      return
+    }
+    reads++
+    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }))
+  })
+  issuerUrl = await listen(issuer)
+  gateway = await startStack({
+    store: { type: 'memory' },
+    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: issuerUrl, scope: 'openid' } },
+    routes: [{ path: '/orders/', upstream: upstream.url, provider: 'corp', bearer: { audience: 'api://orders' } }],
+  }, { deps: { clock } })
+})
+
+it.afterAll(async () => {
+  await gateway?.close()
+  await close(issuer)
+})
+
+async function token (signer: { jwk: JWK, key: CryptoKey }, client: string): Promise<string> {
+  const now = Math.floor(clock.now() / 1000)
+  return await new SignJWT({ client_id: client }).setProtectedHeader({ alg: 'RS256', kid: signer.jwk.kid!, typ: 'at+jwt' })
+    .setIssuer(issuerUrl).setAudience('api://orders').setSubject(client).setIssuedAt(now).setExpirationTime(now + 600).sign(signer.key)
+}
+
+async function call (bearer: string): Promise<{ status: number, error: string | undefined, retryAfter: string | null }> {
+  const response = await fetch(`${gateway.url}/orders/x`, { headers: { authorization: `Bearer ${bearer}`, accept: 'application/json' } })
+  const body = await response.text()
+  return { status: response.status, error: response.status === 200 ? undefined : (JSON.parse(body) as { error: string }).error, retryAfter: response.headers.get('retry-after') }
+}
+
+it('a token of a key published after the last read is "try again" (503), never 401, though its kid was met before that read', async () => {
+  expect((await call(await token(k1, 'warm-up'))).status).toBe(200)
+  clock.offset += JWKS_COOLDOWN_MS
+
+  // The signer runs ahead of the JWKS: one early k2 token, one read without k2, refused (documented).
+  const early = await call(await token(k2, 'early-job'))
+  expect(early.status).toBe(401)
+  const readsThen = reads
+
+  // The issuer publishes k2 now, 1 s after the gateway's last read. Another job's k2 token.
+  published = [k1.jwk, k2.jwk]
+  clock.offset += 1000
+  const later = await call(await token(k2, 'deploy-job'))
+  expect(reads).toBe(readsThen)
+  // The documented answer: 503 issuer_keys_unavailable with Retry-After (the retry passes), not 401.
+  expect(later).toEqual({ status: 503, error: 'issuer_keys_unavailable', retryAfter: '4' })
+
+  clock.offset += JWKS_COOLDOWN_MS
+  expect((await call(await token(k2, 'deploy-job'))).status).toBe(200)
+})
