@@ -10,13 +10,14 @@
 //
 // A client must not be told its token is bad when the gateway only could not tell (RFC 6750's 401
 // makes it throw the token away): an unknown `kid` is refused (`JWKSNoMatchingKey`) only when a
-// successful fetch begun after this token arrived did not hold it, or when the issuer dropped that
-// key from its set; otherwise the keys "cannot be read yet" ({@link KeysUnavailable}: 503 with
-// Retry-After, the time until the next fetch may be made). Judged by the token's own arrival, not
-// by when the gateway first met its `kid`: a key published a moment after a read that another
-// token of it had caused (an issuer that signs before it publishes), or a `kid` a stranger sent
-// once before, was refused to the next client within the cooldown (an outside tester's finding).
-// Time is the injected clock.
+// successful fetch begun after this token first came did not hold it, or when the issuer dropped
+// that key from its set; otherwise the keys "cannot be read yet" ({@link KeysUnavailable}: 503 with
+// Retry-After, the time until the next fetch may be made). Judged by when this token first came
+// (its signature remembered), not by when the gateway first met its `kid`: a key published a
+// moment after a read that another token of it had caused (an issuer that signs before it
+// publishes), or a `kid` a stranger sent once before, was refused to the next client within the
+// cooldown; nor by this request alone: a stranger who began each read just before a client's retry
+// kept that client at "try again" for ever (outside testers' findings). Time is the injected clock.
 // @see https://www.rfc-editor.org/rfc/rfc7517#section-5 (JWK Set)
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3.1 (invalid_token)
 import { hash } from 'node:crypto'
@@ -40,6 +41,8 @@ export const JWKS_COOLDOWN_MS = 5000
 export const JWKS_MAX_AGE_MS = 10 * 60_000
 /** How many `kid`s the issuer dropped from its set are remembered (their tokens refused at once): a forgotten one only costs one more 503. */
 const DROPPED_KIDS = 1000
+/** How many tokens of unknown `kid`s are remembered (when each first came): a forgotten one only costs one more 503. */
+const MET_TOKENS = 1000
 
 /** The keys cannot be read now (no set yet, or the `kid` may be newer than the set): try again in `retryAfterS`. */
 export class KeysUnavailable extends Error {
@@ -83,6 +86,8 @@ export class IssuerKeys {
   private pending: Promise<void> | undefined
   /** The `kid`s the issuer dropped from its set ('' once the set is empty: a token naming no key). */
   private readonly dropped = new Lru<string, true>(DROPPED_KIDS)
+  /** Tokens of unknown `kid`s, by a hash of their signature: the fetches started when each first came. */
+  private readonly met = new Lru<string, number>(MET_TOKENS)
 
   /** `name`: the provider, in log lines and messages. */
   constructor (private readonly name: string, private readonly url: string, private readonly timeoutMs: number,
@@ -111,13 +116,17 @@ export class IssuerKeys {
       if (this.kids.includes(kidName(header))) return await this.heldKidAgain(header, token)
     }
     const name = kidName(header)
+    // Only its holder can send a token again: a stranger cannot move when someone else's first came.
+    const seen = hash('sha256', token.signature, 'base64url')
+    let firstCame = this.met.get(seen)
+    if (firstCame === undefined) this.met.set(seen, firstCame = arrived)
     if (this.pending === undefined && !this.coolingDown()) void this.refetch()
     if (this.pending !== undefined) {
       await this.pending
       const after = await this.lookup(this.local!, header, token)
       if (after !== undefined) return after
     }
-    const refusing = this.dropped.get(name) === true ? -1 : arrived
+    const refusing = this.dropped.get(name) === true ? -1 : firstCame
     if (this.failure === undefined && this.generation > refusing) throw new joseErrors.JWKSNoMatchingKey()
     throw this.unavailable()
   }

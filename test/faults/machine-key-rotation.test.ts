@@ -159,7 +159,7 @@ describe('fault: the provider rotates its signing key under machine-client load'
     expect(answers.slice(advanced).findLastIndex((answer) => answer.status !== 200)).toBeLessThan(answers.length - advanced - 20)
   })
 
-  it('fetches the JWKS once per cooldown for a flood of made-up kids; an unknown kid after a refetch since its token came is 401', async () => {
+  it('fetches the JWKS once per cooldown for a flood of made-up kids; an unknown kid after a refetch since it was first seen is 401', async () => {
     advance(BEARER_JWKS_COOLDOWN_MS)
     const before = jwksFetches()
     // The first of a burst refetches; the others join it, or come within its cooldown.
@@ -183,18 +183,11 @@ describe('fault: the provider rotates its signing key under machine-client load'
     // Past it: one kid alone refetches, and is still unknown: the token is refused.
     advance(BEARER_JWKS_COOLDOWN_MS)
     const alone = await madeUp('made-up-alone')
-    const refused = await call(alone)
-    expect(refused.status).toBe(401)
-    expect(refused.error).toBe('invalid_token')
-    // The same kid again within that read's cooldown may be of a key published since (a signer
-    // ahead of its JWKS): try again, never 401 (an outside tester's finding); after it, 401 again.
-    expectTryAgain(await auth(alone))
+    for (const answer of [await call(alone), await call(alone), await auth(alone)]) {
+      expect(answer.status).toBe(401)
+      expect(answer.error).toBe('invalid_token')
+    }
     expect(jwksFetches()).toBe(before + 2)
-    advance(BEARER_JWKS_COOLDOWN_MS)
-    const atForwardAuth = await auth(alone)
-    expect(atForwardAuth.status).toBe(401)
-    expect(atForwardAuth.error).toBe('invalid_token')
-    expect(jwksFetches()).toBe(before + 3)
   })
 
   it('with the provider down, passes a new token of a key read minutes before, and answers an unknown kid 503 with Retry-After', async () => {

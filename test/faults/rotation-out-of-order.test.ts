@@ -1,10 +1,16 @@
-// A rotation out of order: the issuer signs a token with its new key k2 before it publishes k2 (a
-// multi-region issuer whose JWKS replica lags its signer). The first k2 token costs a read that
-// lacks k2 and is refused 401 (docs/machine-clients.md). Then the issuer publishes k2, and another
-// client brings a k2 token within 5 s of that read: 503 with Retry-After, and the retry passes,
-// never 401, since the key may be newer than the read (an outside tester's finding: it was 401,
-// because the gateway judged by when it first met the kid, not by when this token came; a kid a
-// stranger sent once before was refused the same way). The clock is injected; no waiting.
+// Rotations out of order, and a stranger in between, as a machine client sees them:
+// - The issuer signs a token with its new key k2 before it publishes k2 (a multi-region issuer whose
+//   JWKS replica lags its signer). The first k2 token costs a read that lacks k2 and is refused 401
+//   (docs/machine-clients.md). Then the issuer publishes k2, and another client brings a k2 token
+//   within 5 s of that read: 503 with Retry-After, and the retry passes, never 401, since the key may
+//   be newer than the read (an outside tester's finding: it was 401, because the gateway judged by
+//   when it first met the kid, not by when this token came; a kid a stranger sent once before was
+//   refused the same way).
+// - A client whose token's key the issuer does not publish is refused by its retry, though a
+//   stranger's made-up kid begins each read just before it (a re-reader's finding: judged by this
+//   request alone, not by when the token first came, it was 503 at every retry, never told to get a
+//   new token).
+// The clock is injected; no waiting.
 import { createServer, type Server } from 'node:http'
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
 import { expect } from 'vitest'
@@ -28,6 +34,8 @@ async function keyPair (kid: string): Promise<{ jwk: JWK, key: CryptoKey }> {
 
 const k1 = await keyPair('k1')
 const k2 = await keyPair('k2')
+/** A key the issuer rotated out before this gateway started: never published to it. */
+const k0 = await keyPair('k0')
 
 it.beforeAll(async ({ startStack, upstream }) => {
   published = [k1.jwk]
@@ -83,4 +91,24 @@ it('a token of a key published after the last read is "try again" (503), never 4
 
   clock.offset += JWKS_COOLDOWN_MS
   expect((await call(await token(k2, 'deploy-job'))).status).toBe(200)
+})
+
+it('a token whose key the issuer does not publish is refused (401) by its retry, though a stranger begins each read just before it', async () => {
+  clock.offset += JWKS_COOLDOWN_MS
+  expect((await call(await token(k1, 'warm-up'))).status).toBe(200)
+  clock.offset += JWKS_COOLDOWN_MS
+  const old = await token(k0, 'batch-job')
+  const answers: number[] = []
+  for (let attempt = 0; attempt < 4; attempt++) {
+    // The stranger's made-up kid comes first, once the cooldown allows a read: it begins that read.
+    const readsBefore = reads
+    expect((await call(await token({ ...k0, jwk: { ...k0.jwk, kid: `made-up-${attempt}` } }, 'stranger'))).status).toBe(401)
+    expect(reads).toBe(readsBefore + 1)
+    // The client's same token, a moment later, then again as its Retry-After said.
+    const answer = await call(old)
+    answers.push(answer.status)
+    if (answer.status !== 503) break
+    clock.offset += Number(answer.retryAfter) * 1000
+  }
+  expect(answers).toEqual([503, 401])
 })
