@@ -105,8 +105,13 @@ export interface BearerScope {
  */
 export function compileBearer (config: BearerConfig, providers: Readonly<Record<string, ProviderConfig>>, scope: BearerScope,
   tokens: AccessTokens, resourceMetadata: string | undefined, report: BearerReport = () => {}): BearerGuard {
-  /** Each verified token's identity on this route, computed once (the entry lives as long as the token's cache entry). */
-  const identities = new WeakMap<VerifiedToken, Identity>()
+  /**
+   * Each verified token's identity on this route, computed once (the entry lives as long as the
+   * token's cache entry), with the claims answer it was read from (`claimsFrom`): once that answer
+   * is asked again (an introspection answer after 60 s), the identity is read again from the new one
+   * (an outside tester's finding: a JWT kept its first answer's identity until its `exp`).
+   */
+  const identities = new WeakMap<VerifiedToken, { identity: Identity, from: Readonly<Record<string, unknown>> | undefined }>()
   /** Where an opaque token goes: no issuer outside these ever sees it. */
   const introspected = introspectedIssuers(config)
   const refuse = (problem: TokenProblem, message: string): BearerOutcome => {
@@ -121,17 +126,19 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
   /** The identity from the token's claims and what the route's source adds (the token's own signed claims win). */
   function identify (token: VerifiedToken, added: PersonClaimsAnswer | undefined): BearerOutcome {
     if (added?.ok === false) return refuse(added.problem, added.message)
+    const known = identities.get(token)
+    if (known !== undefined && known.from === added?.claims) return accept(token, known.identity)
     const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
     const identity = tokenIdentity(claims, providers[token.issuer]!.claims, scope.kept)
     if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
     const judged = named(identity, token.issuer, scope.own, scope.spaces)
-    identities.set(token, judged)
+    identities.set(token, { identity: judged, from: added?.claims })
     return accept(token, judged)
   }
 
   function judge (raw: string, token: VerifiedToken): BearerOutcome | Promise<BearerOutcome> {
     const known = identities.get(token)
-    if (known !== undefined) return accept(token, known)
+    if (known !== undefined && config.claimsFrom === 'token') return accept(token, known.identity)
     const provider = providers[token.issuer]!
     const aud = audiences(token.claims.aud)
     // An ID token for this gateway names the gateway's client id as its only audience.

@@ -22,7 +22,7 @@ import { sameIssuer } from '../config/bearer-section.js'
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
-import { introspection } from './introspection.js'
+import { introspection, INTROSPECTION_CACHE_MS } from './introspection.js'
 import { JWKS_COOLDOWN_MS, KeysUnavailable, verifiedClaims, type IssuerKeys } from './issuer-keys.js'
 import { PersonClaims } from './person-claims.js'
 import { TOKEN_MESSAGES, tokenMessage } from './token-messages.js'
@@ -58,8 +58,6 @@ export const ASYMMETRIC_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384
 export const CLOCK_TOLERANCE_S = 60
 /** An unknown `kid` refetches an issuer's keys at most this often: the sign-in key set's rule. */
 export const BEARER_JWKS_COOLDOWN_MS = JWKS_COOLDOWN_MS
-/** An introspection answer is reused at most this long (and never past the token's `exp`). */
-export const INTROSPECTION_CACHE_MS = 60_000
 
 /**
  * A token bound to a key (`cnf`: DPoP's `jkt`, mutual TLS's `x5t#S256`) is good only with a proof of

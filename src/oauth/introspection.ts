@@ -8,6 +8,9 @@ import { GatewayError } from '../errors.js'
 import { providerFetch } from './provider-http.js'
 import type { ResolvedProvider } from './providers.js'
 
+/** An introspection answer is reused at most this long (and never past the token's `exp`). */
+export const INTROSPECTION_CACHE_MS = 60_000
+
 /**
  * The issuer's RFC 7662 answer on `token`, asked with the gateway's client credentials within the
  * provider's timeout; throws `provider_unavailable` when it cannot be had.

@@ -2,14 +2,15 @@
 // where the route's `bearer.claimsFrom` says: the issuer's userinfo endpoint, called with the token
 // itself, or the issuer's RFC 7662 answer on it. Asked once per token and source within the
 // provider's timeout (concurrent requests with one token share the question), and kept by the
-// token's hash (never the token) in a bounded LRU no longer than the token's own verification holds.
+// token's hash (never the token) in a bounded LRU no longer than the token's own verification holds
+// (an introspection answer at most INTROSPECTION_CACHE_MS).
 // An answer about another subject than the token's refuses the token: it is not this person's.
 // @see https://openid.net/specs/openid-connect-core-1_0.html#UserInfo
 // @see https://www.rfc-editor.org/rfc/rfc7662#section-2.2
 import { GatewayError } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
-import { introspection } from './introspection.js'
+import { introspection, INTROSPECTION_CACHE_MS } from './introspection.js'
 import { providerFetch } from './provider-http.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 import { TOKEN_MESSAGES } from './token-messages.js'
@@ -101,7 +102,11 @@ export class PersonClaims {
     if (!answer.ok) return answer
     const sub = answer.claims.sub
     if ((source === 'userinfo' || sub !== undefined) && sub !== verified.claims.sub) return refused('wrong_subject', TOKEN_MESSAGES.wrongSubject)
-    this.cache.set(`${source} ${verified.hash}`, { claims: answer.claims, until: verified.until })
+    // An introspection answer for at most INTROSPECTION_CACHE_MS, as for an opaque token: a JWT the
+    // issuer revoked, or whose person lost a group, was judged on its first answer until its `exp`
+    // (an outside tester's finding). A userinfo answer lives as long as the token's verification.
+    const until = source === 'introspection' ? Math.min(verified.until, this.clock.now() + INTROSPECTION_CACHE_MS) : verified.until
+    this.cache.set(`${source} ${verified.hash}`, { claims: answer.claims, until })
     return answer
   }
 }
