@@ -13,7 +13,7 @@
 // successful fetch begun after this token first came did not hold it, or when the issuer dropped
 // that key from its set; otherwise the keys "cannot be read yet" ({@link KeysUnavailable}: 503 with
 // Retry-After, the time until the next fetch may be made). Judged by when this token first came
-// (its signature remembered), not by when the gateway first met its `kid`: a key published a
+// (its signature remembered for a cooldown or two), not by when the gateway first met its `kid`: a key published a
 // moment after a read that another token of it had caused (an issuer that signs before it
 // publishes), or a `kid` a stranger sent once before, was refused to the next client within the
 // cooldown; nor by this request alone: a stranger who began each read just before a client's retry
@@ -41,8 +41,6 @@ export const JWKS_COOLDOWN_MS = 5000
 export const JWKS_MAX_AGE_MS = 10 * 60_000
 /** How many `kid`s the issuer dropped from its set are remembered (their tokens refused at once): a forgotten one only costs one more 503. */
 const DROPPED_KIDS = 1000
-/** How many tokens of unknown `kid`s are remembered (when each first came): a forgotten one only costs one more 503. */
-const MET_TOKENS = 1000
 
 /** The keys cannot be read now (no set yet, or the `kid` may be newer than the set): try again in `retryAfterS`. */
 export class KeysUnavailable extends Error {
@@ -86,8 +84,17 @@ export class IssuerKeys {
   private pending: Promise<void> | undefined
   /** The `kid`s the issuer dropped from its set ('' once the set is empty: a token naming no key). */
   private readonly dropped = new Lru<string, true>(DROPPED_KIDS)
-  /** Tokens of unknown `kid`s, by a hash of their signature: the fetches started when each first came. */
-  private readonly met = new Lru<string, number>(MET_TOKENS)
+  /**
+   * Tokens of unknown `kid`s, by a hash of their signature: the fetches started when each first
+   * came. Kept for one or two cooldowns after each time it comes (this window's and the last
+   * one's), not by count: a stranger's flood of made-up tokens pushed a client's entry out of a
+   * bounded list before its retry, which then counted as its first arrival, 503 again, for ever (a
+   * re-reader's finding). A flood costs memory for the tokens of two windows only; a client that
+   * retries later than its Retry-After meets one more 503 at most.
+   */
+  private met = new Map<string, number>()
+  private metBefore = new Map<string, number>()
+  private metSince = -Infinity
 
   /** `name`: the provider, in log lines and messages. */
   constructor (private readonly name: string, private readonly url: string, private readonly timeoutMs: number,
@@ -117,9 +124,7 @@ export class IssuerKeys {
     }
     const name = kidName(header)
     // Only its holder can send a token again: a stranger cannot move when someone else's first came.
-    const seen = hash('sha256', token.signature, 'base64url')
-    let firstCame = this.met.get(seen)
-    if (firstCame === undefined) this.met.set(seen, firstCame = arrived)
+    const firstCame = this.firstCame(hash('sha256', token.signature, 'base64url'), arrived)
     if (this.pending === undefined && !this.coolingDown()) void this.refetch()
     if (this.pending !== undefined) {
       await this.pending
@@ -129,6 +134,20 @@ export class IssuerKeys {
     const refusing = this.dropped.get(name) === true ? -1 : firstCame
     if (this.failure === undefined && this.generation > refusing) throw new joseErrors.JWKSNoMatchingKey()
     throw this.unavailable()
+  }
+
+  /** When the token known by `seen` first came (the fetches started then): remembered now as `arrived` if it is new. */
+  private firstCame (seen: string, arrived: number): number {
+    const now = this.clock.now()
+    if (now - this.metSince >= JWKS_COOLDOWN_MS) {
+      this.metBefore = now - this.metSince < 2 * JWKS_COOLDOWN_MS ? this.met : new Map()
+      this.met = new Map()
+      this.metSince = now
+    }
+    // Carried into this window when it comes again: kept while its holder keeps sending it.
+    const known = this.met.get(seen) ?? this.metBefore.get(seen) ?? arrived
+    this.met.set(seen, known)
+    return known
   }
 
   /** A `kid` the set holds, whose key is not for the token's `alg`: the set read again if the cooldown allows, then the key or a refusal. */

@@ -29,9 +29,9 @@ it.beforeAll(async ({ startStack, upstream }) => {
   const { privateKey, publicKey } = await generateKeyPair('RS256')
   const jwk: JWK = { ...await exportJWK(publicKey), kid: 'stand-key', alg: 'RS256', use: 'sig' }
   server = createServer((req, res) => {
-    const json = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+    const json = (status: number, body: unknown): void => { res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body)) }
     if (req.url === '/.well-known/openid-configuration') {
-      return json(200, {
+      json(200, {
         issuer,
         authorization_endpoint: `${issuer}/authorize`,
         token_endpoint: `${issuer}/token`,
@@ -41,8 +41,12 @@ it.beforeAll(async ({ startStack, upstream }) => {
         subject_types_supported: ['public'],
         id_token_signing_alg_values_supported: ['RS256'],
       })
+      return
     }
-    if (req.url === '/jwks') return json(200, { keys: [jwk] })
+    if (req.url === '/jwks') {
+      json(200, { keys: [jwk] })
+      return
+    }
     if (req.url === '/introspect') {
       let body = ''
       req.on('data', (chunk: Buffer) => { body += chunk.toString() })

@@ -134,6 +134,29 @@ describe('an issuer\'s key set for machine clients', () => {
     expect(served).toBe(before + 1)
   })
 
+  it('a stranger flooding made-up tokens cannot keep a client with a foreign kid at "try again" past one retry', async () => {
+    keys = [await publicKey('k1')]
+    mode = 'ok'
+    const { set, clock } = keySet()
+    expect(await outcome(set, 'k1')).toBe('key')
+    // The client's token of a kid the issuer does not publish, 1 s after that read: 503 first.
+    clock.at += 1000
+    expect(await outcome(set, 'foreign')).toBe(`try again in ${JWKS_COOLDOWN_MS / 1000 - 1}`)
+    const seen: string[] = []
+    for (let cycle = 0; cycle < 3; cycle++) {
+      // Within the cooldown the stranger sends 1,000 distinct made-up tokens (a re-reader's finding:
+      // they pushed the client's entry out of a list of 1,000), then begins the next read.
+      const before = served
+      for (let i = 0; i < 1000; i++) await outcome(set, `junk-${cycle}`, `-${i}`)
+      clock.at += JWKS_COOLDOWN_MS
+      await outcome(set, `junk-${cycle}`, '-last')
+      expect(served).toBe(before + 1)
+      // A read begun after the client's token first came lacked its kid: its retry is refused.
+      seen.push(await outcome(set, 'foreign'))
+    }
+    expect(seen).toEqual(['refused', 'refused', 'refused'])
+  })
+
   it('ends a read that hangs at the provider\'s timeout, then tries again no sooner than the cooldown', async () => {
     keys = [await publicKey('k1')]
     mode = 'hang'
