@@ -6,8 +6,9 @@
 // not JWTs go, where the route asks, to the issuer's RFC 7662 introspection endpoint with the
 // gateway's client credentials. What each route asks besides (audience, scopes) is access/bearer.ts's.
 //
-// A verified token is cached by the SHA-256 of the token (never the token itself) until it expires
-// (an introspected one at most 60 s), in a bounded LRU: a request with a known token costs a hash
+// A verified token is cached by the SHA-256 of the token (never the token itself) for as long as it
+// passes (a JWT to its `exp` plus the 60 s tolerance, an introspected one at most 60 s), in a
+// bounded LRU: a request with a known token costs a hash
 // and a map lookup, no signature check. Keys are fetched per issuer into a set of their own
 // (issuer-keys.ts) with the sign-in set's refetch rule: an unknown `kid` refetches it when it is
 // older than 5 s, one fetch at a time. While the keys cannot be read (the issuer down, or a `kid`
@@ -43,6 +44,12 @@ export interface VerifiedToken {
   readonly claims: Readonly<JWTPayload>
   /** Clock milliseconds until which this verification holds (its `exp`; at most 60 s when introspected). */
   readonly until: number
+  /**
+   * Clock milliseconds until which it passes without being checked again: a JWT's `exp` plus the
+   * clock tolerance, within which it still verifies (else each request in that minute verified it
+   * again, and asked a route's `claimsFrom` source again); `until` when introspected.
+   */
+  readonly kept: number
   /** Its issuer's introspection endpoint vouched for it (an opaque token): only routes that introspect accept it. */
   readonly introspected: boolean
 }
@@ -167,8 +174,8 @@ export class AccessTokens {
     const hash = digest('sha256', token, 'base64url')
     const known = this.cache.peek(hash)
     if (known !== undefined) {
-      if (this.clock.now() < known.until && (known.introspected ? introspected : issuers).includes(known.issuer)) return { ok: true, token: known }
-      if (this.clock.now() >= known.until) this.cache.delete(hash)
+      if (this.clock.now() < known.kept && (known.introspected ? introspected : issuers).includes(known.issuer)) return { ok: true, token: known }
+      if (this.clock.now() >= known.kept) this.cache.delete(hash)
     }
     if (isCompactJwt(token)) return this.verifyJwt(token, hash, issuers)
     if (introspected.length === 0) return refused('not_a_jwt', TOKEN_MESSAGES.notJwt)
@@ -240,7 +247,7 @@ export class AccessTokens {
     } catch (error) {
       return verificationProblem(error, provider)
     }
-    const verified: VerifiedToken = { hash, issuer: provider.name, claims, until: claims.exp! * 1000, introspected: false }
+    const verified: VerifiedToken = { hash, issuer: provider.name, claims, until: claims.exp! * 1000, kept: (claims.exp! + CLOCK_TOLERANCE_S) * 1000, introspected: false }
     this.cache.set(hash, verified)
     return { ok: true, token: verified }
   }
@@ -285,7 +292,7 @@ export class AccessTokens {
       if (typeof claims.exp === 'number' && claims.exp + CLOCK_TOLERANCE_S <= now) return refused('expired', TOKEN_MESSAGES.expired)
       if (typeof claims.nbf === 'number' && claims.nbf - CLOCK_TOLERANCE_S > now) return refused('not_yet_valid', TOKEN_MESSAGES.notYetValid)
       const until = Math.min(this.clock.now() + INTROSPECTION_CACHE_MS, typeof claims.exp === 'number' ? claims.exp * 1000 : Infinity)
-      const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until, introspected: true }
+      const verified: VerifiedToken = { hash, issuer: provider.name, claims: claims as JWTPayload, until, kept: until, introspected: true }
       if (until > this.clock.now()) this.cache.set(hash, verified)
       return { ok: true, token: verified }
     }

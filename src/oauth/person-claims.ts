@@ -2,8 +2,8 @@
 // where the route's `bearer.claimsFrom` says: the issuer's userinfo endpoint, called with the token
 // itself, or the issuer's RFC 7662 answer on it. Asked once per token and source within the
 // provider's timeout (concurrent requests with one token share the question), and kept by the
-// token's hash (never the token) in a bounded LRU no longer than the token's own verification holds
-// (an introspection answer at most INTROSPECTION_CACHE_MS).
+// token's hash (never the token) in a bounded LRU as long as the token passes unchecked (`kept`: a
+// JWT's exp plus the clock tolerance), an introspection answer at most INTROSPECTION_CACHE_MS.
 // An answer about another subject than the token's refuses the token: it is not this person's.
 // @see https://openid.net/specs/openid-connect-core-1_0.html#UserInfo
 // @see https://www.rfc-editor.org/rfc/rfc7662#section-2.2
@@ -24,6 +24,7 @@ export interface TokenFacts {
   readonly issuer: string
   readonly claims: Readonly<Record<string, unknown>>
   readonly until: number
+  readonly kept: number
   readonly introspected: boolean
 }
 
@@ -104,8 +105,9 @@ export class PersonClaims {
     if ((source === 'userinfo' || sub !== undefined) && sub !== verified.claims.sub) return refused('wrong_subject', TOKEN_MESSAGES.wrongSubject)
     // An introspection answer for at most INTROSPECTION_CACHE_MS, as for an opaque token: a JWT the
     // issuer revoked, or whose person lost a group, was judged on its first answer until its `exp`
-    // (an outside tester's finding). A userinfo answer lives as long as the token's verification.
-    const until = source === 'introspection' ? Math.min(verified.until, this.clock.now() + INTROSPECTION_CACHE_MS) : verified.until
+    // (an outside tester's finding). A userinfo answer lives as long as the token passes unchecked:
+    // to its `exp` plus the clock tolerance, else each request in that minute asked again.
+    const until = source === 'introspection' ? Math.min(verified.kept, this.clock.now() + INTROSPECTION_CACHE_MS) : verified.kept
     this.cache.set(`${source} ${verified.hash}`, { claims: answer.claims, until })
     return answer
   }

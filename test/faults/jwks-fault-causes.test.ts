@@ -6,69 +6,54 @@
 // all three, the HTTP client's own message). Each fault is one outage: an `ok` read in between ends
 // the previous one ("signing keys read again"). The gateway's clock is injected: the cooldown is
 // passed by moving it, never by waiting.
-import type { Socket } from 'node:net'
-import { createServer, type Server } from 'node:http'
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
 import { expect } from 'vitest'
 import { JWKS_COOLDOWN_MS } from '../../src/oauth/issuer-keys.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import type { TestGateway } from '../helpers/gateway.js'
-import { close, listen } from '../helpers/net.js'
+import { startKeyIssuer, type KeyIssuer } from '../helpers/key-issuer.js'
 import { test as it } from '../helpers/stack.js'
 
 const TIMEOUT_MS = 1500
 type Mode = 'ok' | 'reset' | 'cut' | 'huge'
 
 let mode: Mode = 'ok'
-let issuer: Server
-let issuerUrl: string
+let issuer: KeyIssuer
 let gateway: TestGateway
-let jwk: JWK
-let sign: CryptoKey
-const sockets = new Set<Socket>()
 const start = Date.now()
 const clock = { offset: 0, now: () => start + clock.offset }
 
 it.beforeAll(async ({ startStack, upstream }) => {
-  const pair = await generateKeyPair('RS256', { extractable: true })
-  sign = pair.privateKey
-  jwk = { ...await exportJWK(pair.publicKey), kid: 'k1', alg: 'RS256', use: 'sig' }
-  issuer = createServer((request, response) => {
-    if (request.url === '/.well-known/openid-configuration') {
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: issuerUrl, authorization_endpoint: `${issuerUrl}/auth`, token_endpoint: `${issuerUrl}/token`, jwks_uri: `${issuerUrl}/jwks`, response_types_supported: ['code'], subject_types_supported: ['public'], id_token_signing_alg_values_supported: ['RS256'] }))
-      return
-    }
-    if (mode === 'ok') { response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: [jwk] })); return }
-    if (mode === 'reset') { request.socket.destroy(); return }
-    if (mode === 'cut') {
-      response.writeHead(200, { 'content-type': 'application/json', 'content-length': '5000' })
-      response.write('{"keys":[{"kty":"RSA",')
-      setTimeout(() => request.socket.destroy(), 20)
-      return
-    }
-    // huge: 2 MiB of a well-formed key set, over the gateway's 1 MiB cap
-    response.writeHead(200, { 'content-type': 'application/json' })
-    response.end(JSON.stringify({ keys: [jwk], padding: 'x'.repeat(2 * 1024 * 1024) }))
+  issuer = await startKeyIssuer({
+    jwks: (request, response) => {
+      if (mode === 'ok') return false
+      if (mode === 'reset') {
+        request.socket.destroy()
+      } else if (mode === 'cut') {
+        response.writeHead(200, { 'content-type': 'application/json', 'content-length': '5000' })
+        response.write('{"keys":[{"kty":"RSA",')
+        setTimeout(() => request.socket.destroy(), 20)
+      } else {
+        // huge: 2 MiB of a well-formed key set, over the gateway's 1 MiB cap
+        response.writeHead(200, { 'content-type': 'application/json' })
+        response.end(JSON.stringify({ keys: issuer.published, padding: 'x'.repeat(2 * 1024 * 1024) }))
+      }
+      return true
+    },
   })
-  issuer.on('connection', (socket) => { sockets.add(socket); socket.on('close', () => sockets.delete(socket)) })
-  issuerUrl = await listen(issuer)
   gateway = await startStack({
     store: { type: 'memory' },
-    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: issuerUrl, scope: 'openid', timeout: `${TIMEOUT_MS}ms` } },
+    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: issuer.url, scope: 'openid', timeout: `${TIMEOUT_MS}ms` } },
     routes: [{ path: '/orders/', upstream: upstream.url, provider: 'corp', bearer: { audience: 'api://orders' } }],
   }, { deps: { clock } })
 })
 
 it.afterAll(async () => {
   await gateway?.close()
-  for (const socket of sockets) socket.destroy()
-  await close(issuer)
+  await issuer?.close()
 })
 
 async function token (kid: string): Promise<string> {
-  const now = Math.floor(clock.now() / 1000)
-  return await new SignJWT({ client_id: 'ci' }).setProtectedHeader({ alg: 'RS256', kid, typ: 'at+jwt' })
-    .setIssuer(issuerUrl).setAudience('api://orders').setSubject('ci').setIssuedAt(now).setExpirationTime(now + 600).sign(sign)
+  return await issuer.sign({ client_id: 'ci', sub: 'ci' }, { audience: 'api://orders', now: clock.now(), by: { ...issuer.key, jwk: { ...issuer.key.jwk, kid } } })
 }
 
 async function call (kid: string): Promise<{ status: number, error: string | undefined, retryAfter: string | null, ms: number }> {
@@ -109,7 +94,7 @@ it.for(CAUSES)('a JWKS whose answer fails (%s): 503 issuer_keys_unavailable with
   const said = warnings().slice(before)
   expect(said).toHaveLength(1)
   expect(said[0]!.provider).toBe('corp')
-  expect(said[0]!.url).toBe(`${issuerUrl}/jwks`)
+  expect(said[0]!.url).toBe(`${issuer.url}/jwks`)
   // The reason is the cause, not only "fetch failed".
   expect(JSON.stringify(said[0]!.cause)).toMatch(cause)
 })

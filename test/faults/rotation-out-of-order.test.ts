@@ -11,59 +11,37 @@
 //   request alone, not by when the token first came, it was 503 at every retry, never told to get a
 //   new token).
 // The clock is injected; no waiting.
-import { createServer, type Server } from 'node:http'
-import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose'
 import { expect } from 'vitest'
 import { JWKS_COOLDOWN_MS } from '../../src/oauth/issuer-keys.js'
 import type { TestGateway } from '../helpers/gateway.js'
-import { close, listen } from '../helpers/net.js'
+import { signingKey, startKeyIssuer, type KeyIssuer, type SigningKey } from '../helpers/key-issuer.js'
 import { test as it } from '../helpers/stack.js'
 
-let issuer: Server
-let issuerUrl: string
+let issuer: KeyIssuer
 let gateway: TestGateway
-let published: JWK[] = []
-let reads = 0
 const start = Date.now()
 const clock = { offset: 0, now: () => start + clock.offset }
 
-async function keyPair (kid: string): Promise<{ jwk: JWK, key: CryptoKey }> {
-  const pair = await generateKeyPair('RS256', { extractable: true })
-  return { jwk: { ...await exportJWK(pair.publicKey), kid, alg: 'RS256', use: 'sig' }, key: pair.privateKey }
-}
-
-const k1 = await keyPair('k1')
-const k2 = await keyPair('k2')
+const k2 = await signingKey('k2')
 /** A key the issuer rotated out before this gateway started: never published to it. */
-const k0 = await keyPair('k0')
+const k0 = await signingKey('k0')
 
 it.beforeAll(async ({ startStack, upstream }) => {
-  published = [k1.jwk]
-  issuer = createServer((request, response) => {
-    if (request.url === '/.well-known/openid-configuration') {
-      response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ issuer: issuerUrl, authorization_endpoint: `${issuerUrl}/auth`, token_endpoint: `${issuerUrl}/token`, jwks_uri: `${issuerUrl}/jwks`, response_types_supported: ['code'], subject_types_supported: ['public'], id_token_signing_alg_values_supported: ['RS256'] }))
-      return
-    }
-    reads++
-    response.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ keys: published }))
-  })
-  issuerUrl = await listen(issuer)
+  issuer = await startKeyIssuer()
   gateway = await startStack({
     store: { type: 'memory' },
-    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: issuerUrl, scope: 'openid' } },
+    providers: { corp: { clientId: 'c', clientSecret: 's', issuer: issuer.url, scope: 'openid' } },
     routes: [{ path: '/orders/', upstream: upstream.url, provider: 'corp', bearer: { audience: 'api://orders' } }],
   }, { deps: { clock } })
 })
 
 it.afterAll(async () => {
   await gateway?.close()
-  await close(issuer)
+  await issuer?.close()
 })
 
-async function token (signer: { jwk: JWK, key: CryptoKey }, client: string): Promise<string> {
-  const now = Math.floor(clock.now() / 1000)
-  return await new SignJWT({ client_id: client }).setProtectedHeader({ alg: 'RS256', kid: signer.jwk.kid!, typ: 'at+jwt' })
-    .setIssuer(issuerUrl).setAudience('api://orders').setSubject(client).setIssuedAt(now).setExpirationTime(now + 600).sign(signer.key)
+async function token (signer: SigningKey | 'k1', client: string): Promise<string> {
+  return await issuer.sign({ client_id: client, sub: client }, { audience: 'api://orders', now: clock.now(), by: signer === 'k1' ? issuer.key : signer })
 }
 
 async function call (bearer: string): Promise<{ status: number, error: string | undefined, retryAfter: string | null }> {
@@ -73,19 +51,19 @@ async function call (bearer: string): Promise<{ status: number, error: string | 
 }
 
 it('a token of a key published after the last read is "try again" (503), never 401, though its kid was met before that read', async () => {
-  expect((await call(await token(k1, 'warm-up'))).status).toBe(200)
+  expect((await call(await token('k1', 'warm-up'))).status).toBe(200)
   clock.offset += JWKS_COOLDOWN_MS
 
   // The signer runs ahead of the JWKS: one early k2 token, one read without k2, refused (documented).
   const early = await call(await token(k2, 'early-job'))
   expect(early.status).toBe(401)
-  const readsThen = reads
+  const readsThen = issuer.reads
 
   // The issuer publishes k2 now, 1 s after the gateway's last read. Another job's k2 token.
-  published = [k1.jwk, k2.jwk]
+  issuer.published = [issuer.key.jwk, k2.jwk]
   clock.offset += 1000
   const later = await call(await token(k2, 'deploy-job'))
-  expect(reads).toBe(readsThen)
+  expect(issuer.reads).toBe(readsThen)
   // The documented answer: 503 issuer_keys_unavailable with Retry-After (the retry passes), not 401.
   expect(later).toEqual({ status: 503, error: 'issuer_keys_unavailable', retryAfter: '4' })
 
@@ -95,15 +73,15 @@ it('a token of a key published after the last read is "try again" (503), never 4
 
 it('a token whose key the issuer does not publish is refused (401) by its retry, though a stranger begins each read just before it', async () => {
   clock.offset += JWKS_COOLDOWN_MS
-  expect((await call(await token(k1, 'warm-up'))).status).toBe(200)
+  expect((await call(await token('k1', 'warm-up'))).status).toBe(200)
   clock.offset += JWKS_COOLDOWN_MS
   const old = await token(k0, 'batch-job')
   const answers: number[] = []
   for (let attempt = 0; attempt < 4; attempt++) {
     // The stranger's made-up kid comes first, once the cooldown allows a read: it begins that read.
-    const readsBefore = reads
+    const readsBefore = issuer.reads
     expect((await call(await token({ ...k0, jwk: { ...k0.jwk, kid: `made-up-${attempt}` } }, 'stranger'))).status).toBe(401)
-    expect(reads).toBe(readsBefore + 1)
+    expect(issuer.reads).toBe(readsBefore + 1)
     // The client's same token, a moment later, then again as its Retry-After said.
     const answer = await call(old)
     answers.push(answer.status)

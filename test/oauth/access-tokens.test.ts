@@ -11,7 +11,7 @@ import { stringify } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
 import type { GatewayConfig } from '../../src/config/types.js'
 import { GatewayError } from '../../src/errors.js'
-import { AccessTokens, type TokenCheck } from '../../src/oauth/access-tokens.js'
+import { AccessTokens, CLOCK_TOLERANCE_S, type TokenCheck } from '../../src/oauth/access-tokens.js'
 import { Providers, type ResolvedProvider } from '../../src/oauth/providers.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { oidcClient, TEST_SECRET } from '../helpers/gateway.js'
@@ -52,7 +52,7 @@ const sha256 = (token: string): string => createHash('sha256').update(token).dig
 const cacheOf = (tokens: AccessTokens): Map<string, unknown> => Reflect.get(Reflect.get(tokens, 'cache') as object, 'entries') as Map<string, unknown>
 
 describe('the verification cache', () => {
-  it('answers a token verified before at once (no promise) until its exp, then verifies it again', async () => {
+  it('answers a token verified before at once (no promise) until its exp plus the clock tolerance, then verifies it again', async () => {
     const tokens = new AccessTokens(providers, clock)
     const token = await jwt()
     const first = await tokens.check(token, ['demo'], [])
@@ -60,9 +60,13 @@ describe('the verification cache', () => {
     const again = tokens.check(token, ['demo'], [])
     expect(again).not.toBeInstanceOf(Promise)
     expect(again).toEqual(first)
-    clock.offset = decodeJwt(token).exp! * 1000 - Date.now()
-    const afterExp = tokens.check(token, ['demo'], [])
-    expect(afterExp).toBeInstanceOf(Promise)
+    // Past its exp, it still verifies for CLOCK_TOLERANCE_S: it is not verified again meanwhile.
+    clock.offset = (decodeJwt(token).exp! + CLOCK_TOLERANCE_S) * 1000 - 1 - Date.now()
+    expect(tokens.check(token, ['demo'], [])).toEqual(first)
+    clock.offset += 1
+    const afterTolerance = tokens.check(token, ['demo'], [])
+    expect(afterTolerance).toBeInstanceOf(Promise)
+    expect(await afterTolerance).toMatchObject({ ok: false, problem: 'expired' })
   })
 
   it('keys entries by the token\'s SHA-256, never the token', async () => {
