@@ -33,11 +33,14 @@ const CLIENT_NEVER = [
   'front-end-https', 'x-url-scheme', 'x-scheme',
   // Identity headers other gateways set, which an application moved behind this one may still trust:
   // the gateway's own defaults, Kubernetes' front proxy (X-Remote-User, -Group), Authelia's Remote-*,
-  // the X-Authenticated-User / X-Auth-User of many proxies and plugins, and Keycloak Gatekeeper's
+  // the X-Auth-User of many proxies and plugins (X-Authenticated-* is a prefix below), and Keycloak Gatekeeper's
   // X-Auth-* (not its X-Auth-Token, which APIs take as their own key).
   'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-remote-user', 'x-remote-email', 'x-remote-groups', 'x-remote-group',
-  'remote-user', 'remote-groups', 'remote-email', 'remote-name', 'x-authenticated-user', 'x-auth-user',
+  'remote-user', 'remote-groups', 'remote-email', 'remote-name', 'x-auth-user',
   'x-auth-email', 'x-auth-username', 'x-auth-userid', 'x-auth-subject', 'x-auth-roles', 'x-auth-groups', 'x-auth-audience', 'x-auth-expiresin',
+  // Google Cloud Endpoints' and API Gateway's claims of the caller's JWT, APISIX's and Kong's OIDC
+  // plugins' X-Userinfo and X-ID-Token, Kong's credential, Teleport's JWT.
+  'x-endpoint-api-userinfo', 'x-apigateway-api-userinfo', 'x-userinfo', 'x-id-token', 'x-credential-identifier', 'teleport-jwt-assertion',
   'x-gateway-assertion', 'proxy-authorization', 'expect',
   // forwardAuth.proxySecret, should a proxy in front send it with more than its auth requests.
   'x-forward-auth-secret',
@@ -56,13 +59,17 @@ export const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-m
  * Prefixes of header families dropped whole: X-Forwarded-* (the gateway's), and other gateways'
  * identity families: oauth2-proxy's X-Auth-Request-*, Grafana's X-WEBAUTH-*, Authentik's
  * X-Authentik-*, Cloudflare Access's Cf-Access-* (its JWT and user e-mail), AWS ALB's X-Amzn-Oidc-*,
- * Azure App Service's X-MS-CLIENT-PRINCIPAL, -NAME, -ID and -IDP (hence no `-` after it),
- * Pomerium's X-Pomerium-* (its JWT, X-Pomerium-Claim-*), Google IAP's
- * X-Goog-Authenticated-User-* and X-Goog-Iap-Jwt-Assertion, Kubernetes' X-Remote-Extra-*, Vouch's
- * X-Vouch-*.
+ * Azure App Service's X-MS-CLIENT-PRINCIPAL, -NAME, -ID and -IDP (hence no `-` after it) and its
+ * token store's X-MS-TOKEN-<PROVIDER>-* (the person's ID and access tokens), Pomerium's
+ * X-Pomerium-* (its JWT, X-Pomerium-Claim-*), Google IAP's X-Goog-Authenticated-User-* and
+ * X-Goog-Iap-Jwt-Assertion, Kubernetes' X-Remote-Extra-*, Vouch's X-Vouch-*, Tailscale serve's
+ * Tailscale-User-*, Kong's X-Consumer-* and X-Authenticated-* (-Userid, -Groups, -Scope; and the
+ * X-Authenticated-User of many proxies), and Apache mod_auth_openidc's OIDC_CLAIM_*,
+ * OIDC_access_token and OIDC_id_token (read with `-` for `_`, as `drops` reads every name).
  */
 const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-authentik-', 'cf-access-', 'x-amzn-oidc-', 'x-ms-client-principal',
-  'x-pomerium-', 'x-goog-authenticated-user-', 'x-goog-iap-', 'x-remote-extra-', 'x-vouch-', 'uberctx-', 'ot-baggage-']
+  'x-ms-token-', 'x-pomerium-', 'x-goog-authenticated-user-', 'x-goog-iap-', 'x-remote-extra-', 'x-vouch-', 'tailscale-user-', 'x-consumer-',
+  'x-authenticated-', 'oidc-', 'uberctx-', 'ot-baggage-']
 
 /** One test for every prefix at once. */
 const OWNED_PREFIX = new RegExp(`^(?:${OWNED_PREFIXES.join('|')})`)

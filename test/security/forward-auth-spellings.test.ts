@@ -46,6 +46,8 @@ const NAMES = [
   'X-MS-CLIENT-PRINCIPAL', 'X-MS-CLIENT-PRINCIPAL-NAME',
   'X-Pomerium-Jwt-Assertion', 'X-Pomerium-Claim-Email', 'X-Goog-Authenticated-User-Email', 'X-Goog-Iap-Jwt-Assertion',
   'X-Remote-User', 'X-Remote-Group', 'X-Remote-Extra-Scopes', 'X-Auth-Email', 'X-Auth-Username', 'X-Auth-Groups', 'X-Vouch-User',
+  'X-MS-TOKEN-AAD-ID-TOKEN', 'Tailscale-User-Login', 'X-Consumer-Username', 'X-Authenticated-Userid', 'X-Endpoint-API-UserInfo',
+  'X-Userinfo', 'X-ID-Token', 'OIDC-CLAIM-email', 'OIDC-access-token', 'Teleport-Jwt-Assertion',
   // oauth2-proxy's X-Forwarded-* beyond the gateway's three, and what the proxy itself sets or clears.
   'X-Forwarded-Preferred-Username', 'X-Forwarded-Access-Token', 'X-Forwarded-For', 'X-Forwarded-Host',
   'X-Real-IP', 'X-Original-URL', 'X-Original-URI',

@@ -117,7 +117,8 @@ describe('client headers that could be read as the gateway\'s own', () => {
  * The identity headers of other gateways that applications commonly trust (docs/security.md),
  * with the members their vendors document for each family: Authelia, Grafana's auth proxy,
  * Authentik, oauth2-proxy, Cloudflare Access, AWS ALB, Azure App Service, Pomerium, Google's IAP,
- * Kubernetes' front proxy, Keycloak Gatekeeper, Vouch, and the lone names.
+ * Kubernetes' front proxy, Keycloak Gatekeeper, Vouch, and the lone names; mod_auth_openidc's
+ * OIDC_CLAIM_* written with `-` (the `_` spelling is one of each name's spellings below).
  */
 const OTHER_GATEWAYS = [
   'Remote-User', 'Remote-Groups', 'Remote-Email', 'Remote-Name',
@@ -134,6 +135,15 @@ const OTHER_GATEWAYS = [
   'X-Remote-Group', 'X-Remote-Extra-Scopes',
   'X-Auth-Email', 'X-Auth-Username', 'X-Auth-Userid', 'X-Auth-Subject', 'X-Auth-Roles', 'X-Auth-Groups',
   'X-Vouch-User', 'X-Vouch-IdP-Claims-Groups',
+  // Found passing by an outside tester: Azure App Service's token store, Tailscale serve, Kong,
+  // Google Cloud Endpoints and API Gateway, APISIX's and Kong's OIDC plugins, Apache
+  // mod_auth_openidc (its names carry `_`), Teleport.
+  'X-MS-TOKEN-AAD-ID-TOKEN', 'X-MS-TOKEN-AAD-ACCESS-TOKEN', 'X-MS-TOKEN-GOOGLE-ID-TOKEN',
+  'Tailscale-User-Login', 'Tailscale-User-Name',
+  'X-Consumer-Username', 'X-Consumer-ID', 'X-Consumer-Custom-ID', 'X-Credential-Identifier', 'X-Authenticated-Userid', 'X-Authenticated-Groups', 'X-Authenticated-Scope',
+  'X-Endpoint-API-UserInfo', 'X-Apigateway-Api-Userinfo', 'X-Userinfo', 'X-ID-Token',
+  'OIDC-CLAIM-email', 'OIDC-CLAIM-groups', 'OIDC-access-token', 'OIDC-id-token',
+  'Teleport-Jwt-Assertion',
 ]
 
 /** Every way to join a name's words with `-`, `_` or `.` (what CGI-style servers read as one name). */
