@@ -34,9 +34,9 @@ export interface AccessRequest extends Subject {
  * one audience (assertion/assertions.ts's AudienceAssertions).
  */
 export interface AssertionSigner {
-  /** The subject's assertion when one is signed and fresh; no promise (the fast path). */
-  ready (id: string): string | undefined
-  assertion (id: string, identity: Identity | undefined): Promise<string | undefined>
+  /** The subject's assertion when one is signed for what `identity` says, and fresh; no promise (the fast path). */
+  ready (id: string, identity: Identity): string | undefined
+  assertion (id: string, identity: Identity): Promise<string>
 }
 
 /** What a token the gateway issued to an agent (src/agents/) stands for: its grant's session, or why it is refused. */
@@ -267,11 +267,13 @@ function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_
 /** An allowed decision with the subject's assertion: at once when one is ready, else once signed. */
 function signed (signer: AssertionSigner, session: string, decision: Extract<Decision, { kind: 'allow' }>, via: Allowed['via']): Verdict | Promise<Verdict> {
   const { accessToken, identity, rule, provider } = decision
+  // Nobody to vouch for (a public path): nothing to sign.
+  if (identity === undefined) return { kind: 'allow', accessToken, identity, rule, provider, via }
   // Kept by the session (or token) and the name this route gives its person: one route may name a
   // second issuer's `alice` `partner:alice`, another whose own provider that is `alice`, and the
   // assertion one signed must never reach the other's upstream.
-  const id = `${session} ${identity?.sub ?? ''}`
-  const ready = signer.ready(id)
+  const id = `${session} ${identity.sub}`
+  const ready = signer.ready(id, identity)
   if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, provider, assertion: ready, via }
   // A signing that fails (the key ring's store) is the store's failure, answered as such.
   return signer.assertion(id, identity).then(

@@ -1,6 +1,7 @@
 // Signed identity assertions for upstreams: an ES256 JWT (RFC 7519) saying who the user is, for one
 // audience (the upstream's origin). Not signed per request: one assertion is reused per session,
-// provider and audience until less than a third of its lifetime is left, from bounded LRU caches
+// provider and audience until less than a third of its lifetime is left, or the person's groups or
+// address change, from bounded LRU caches
 // (the proxy's header rewrite reads its route's without a promise).
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
@@ -29,6 +30,23 @@ interface Entry {
   token: string
   /** After this (clock time, ms), a new assertion is signed. */
   renewAt: number
+  /** The identity it was signed for (or one that says the same): another is signed anew. */
+  identity: Identity
+}
+
+/** The e-mail address an assertion shows: none when the provider marked it unverified. */
+const shownEmail = (identity: Identity) => identity.emailVerified === false ? undefined : identity.email
+
+/**
+ * Whether an assertion signed for `signed` says what one for `identity` would: its `sub`, `email`
+ * and `groups` (`provider` and `aud` are the cache's own). By reference first: a session's identity
+ * and a token's are the same object from request to request until they are read again.
+ */
+function saysTheSame (signed: Identity, identity: Identity): boolean {
+  if (signed === identity) return true
+  if (signed.sub !== identity.sub || shownEmail(signed) !== shownEmail(identity)) return false
+  const [a = [], b = []] = [signed.groups, identity.groups]
+  return a.length === b.length && a.every((group, i) => group === b[i])
 }
 
 /** Re-sign when less than this share of the lifetime is left. */
@@ -36,8 +54,8 @@ const RENEW_WHEN_LEFT = 1 / 3
 
 /** The assertions of one provider for one audience, by session id (or a machine client's token hash) and the name the route gives the person (authorize.ts signed). */
 export class AudienceAssertions {
-  /** Signings under way, by session id: concurrent requests of one session share one. */
-  private readonly signing = new Map<string, Promise<string>>()
+  /** Signings under way, by session id: concurrent requests of one session (and identity) share one. */
+  private readonly signing = new Map<string, { identity: Identity, token: Promise<string> }>()
 
   /**
    * @param cache where the signed assertions are kept: the audience's own, or one shared by many
@@ -47,25 +65,27 @@ export class AudienceAssertions {
     private readonly cache: Lru<string, Entry>, private readonly keyOf: (id: string) => string = (id) => id) {}
 
   /**
-   * The assertion of `id` (a session's id, or a machine client's token hash) if one is signed and
-   * fresh: no promise, for the proxy's fast path.
+   * The assertion of `id` (a session's id, or a machine client's token hash) if one is signed for
+   * what `identity` says, and fresh: no promise, for the proxy's fast path. An identity read again
+   * with other groups or another address (a refresh, a token's claims asked again) is signed anew,
+   * never sent upstream on an assertion that still says what the gateway no longer holds.
    */
-  ready (id: string): string | undefined {
+  ready (id: string, identity: Identity): string | undefined {
     const entry = this.cache.get(this.keyOf(id))
-    return entry !== undefined && this.owner.now() < entry.renewAt ? entry.token : undefined
+    if (entry === undefined || this.owner.now() >= entry.renewAt || !saysTheSame(entry.identity, identity)) return undefined
+    entry.identity = identity
+    return entry.token
   }
 
-  /** The assertion of `id` for `identity`, signed if none is fresh; undefined without an identity. */
-  async assertion (id: string, identity: Identity | undefined): Promise<string | undefined> {
-    const ready = this.ready(id)
+  /** The assertion of `id` for `identity`, signed if none is fresh. */
+  async assertion (id: string, identity: Identity): Promise<string> {
+    const ready = this.ready(id, identity)
     if (ready !== undefined) return ready
-    if (!identity) return undefined
-    let pending = this.signing.get(id)
-    if (!pending) {
-      pending = this.sign(id, identity).finally(() => this.signing.delete(id))
-      this.signing.set(id, pending)
-    }
-    return await pending
+    const pending = this.signing.get(id)
+    if (pending !== undefined && saysTheSame(pending.identity, identity)) return await pending.token
+    const token = this.sign(id, identity).finally(() => { if (this.signing.get(id)?.token === token) this.signing.delete(id) })
+    this.signing.set(id, { identity, token })
+    return await token
   }
 
   private async sign (id: string, identity: Identity): Promise<string> {
@@ -74,7 +94,7 @@ export class AudienceAssertions {
     const signedAt = this.owner.now()
     const token = await this.owner.sign(identity, this.provider, this.audience, signedAt)
     if (generation === this.owner.generation) {
-      this.cache.set(this.keyOf(id), { token, renewAt: signedAt + this.owner.ttlMs * (1 - RENEW_WHEN_LEFT) })
+      this.cache.set(this.keyOf(id), { token, renewAt: signedAt + this.owner.ttlMs * (1 - RENEW_WHEN_LEFT), identity })
     }
     return token
   }

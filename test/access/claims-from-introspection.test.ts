@@ -7,9 +7,11 @@
 // The issuer is a stand-in (oidc-provider will not introspect its own JWTs): discovery, JWKS and an
 // RFC 7662 endpoint answering as a test sets it, with RS256 JWTs it signs itself. The gateway's clock
 // is injected.
+import { decodeJwt } from 'jose'
 import { afterAll, afterEach, expect } from 'vitest'
 import type { TestGateway } from '../helpers/gateway.js'
 import { jtiOf, startKeyIssuer, type KeyIssuer } from '../helpers/key-issuer.js'
+import type { Upstream } from '../helpers/upstream.js'
 import { test as it } from '../helpers/stack.js'
 
 /** The gateway's clock: the wall clock moved by `offset` ms. */
@@ -19,6 +21,7 @@ const clock = { offset: 0, now: () => Date.now() + clock.offset }
 const answers = new Map<string, Record<string, unknown>>()
 let issuer: KeyIssuer
 let gateway: TestGateway
+let seen: Upstream['seen']
 
 const sign = async (claims: Record<string, unknown>): Promise<string> => await issuer.sign(claims, { audience: 'api://orders', now: Date.now(), lifetimeS: 3600 })
 
@@ -32,8 +35,11 @@ it.beforeAll(async ({ startStack, upstream }) => {
     routes: [
       { path: '/intro/', upstream: upstream.url, provider: 'stand', allow: { groups: ['staff'] }, bearer: { audience: 'api://orders', claimsFrom: 'introspection' } },
       { path: '/info/', upstream: upstream.url, provider: 'stand', allow: { groups: ['staff'] }, bearer: { audience: 'api://orders', claimsFrom: 'userinfo' } },
+      { path: '/signed/', upstream: upstream.url, provider: 'stand', assertion: true, bearer: { audience: 'api://orders', claimsFrom: 'introspection' } },
     ],
+    assertion: { ttl: '10m' },
   }, { deps: { clock } })
+  seen = upstream.seen
 })
 
 afterEach(() => { clock.offset = 0 })
@@ -82,4 +88,22 @@ it.for([['intro', 'introspect'], ['info', 'userinfo']] as const)('a JWT within t
   expect([await call(token, route), await call(token, route), await call(token, route)]).toEqual([200, 200, 200])
   // Introspection: asked again once (its answer is older than 60 s); userinfo: its answer holds.
   expect(issuer.asked[endpoint] - before).toBe(endpoint === 'introspect' ? 1 : 0)
+})
+
+// The signed assertion says what the headers say: it was cached by the token and the person's name
+// only, so once the answer lost a group, X-Forwarded-Groups lost it and the assertion sent with it
+// still had it, for up to 2/3 of assertion.ttl (an outside tester's finding).
+it('the signed assertion drops a group the issuer took away as soon as the identity headers do', async () => {
+  const token = await sign({ sub: 'erin', jti: 'demoted-signed' })
+  answers.set('demoted-signed', { active: true, sub: 'erin', groups: ['admins'] })
+  const upstreamSaw = async (marker: string) => {
+    const response = await fetch(`${gateway.url}/signed/${marker}`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })
+    await response.arrayBuffer()
+    const request = seen.findLast((one) => one.url.endsWith(`/${marker}`))!
+    return { status: response.status, header: request.headers['x-forwarded-groups'] ?? '', assertion: decodeJwt(String(request.headers['x-gateway-assertion'])).groups }
+  }
+  expect(await upstreamSaw('before')).toEqual({ status: 200, header: 'admins', assertion: ['admins'] })
+  answers.set('demoted-signed', { active: true, sub: 'erin', groups: [] })
+  clock.offset = 61_000
+  expect(await upstreamSaw('after')).toEqual({ status: 200, header: '', assertion: [] })
 })

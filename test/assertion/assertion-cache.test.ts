@@ -4,6 +4,7 @@
 // and emptied by a key change, and a signing begun before a key change never cached after it.
 // No sockets: a KeyRing on the in-process store, time from a fixed clock.
 import pino from 'pino'
+import { decodeJwt } from 'jose'
 import { describe, expect, it } from 'vitest'
 import type { Identity } from '../../src/session/record.js'
 import { Assertions } from '../../src/assertion/assertions.js'
@@ -82,12 +83,40 @@ describe('Assertions: the caches keyed by audience', () => {
     const alices = session('s1')
     const first = await route.assertion(alices.id, alices.identity)
     for (let i = 0; i < 1000; i++) await signer.forAnyAudience('demo', `https://h${i}.example.com`).assertion(alices.id, alices.identity)
-    expect(route.ready(alices.id)).toBe(first)
+    expect(route.ready(alices.id, alices.identity)).toBe(first)
     // Forward-auth asked for the route's own audience: the route's cache answers, nothing is signed.
     const signed = signer.signed
     expect(await signer.forAnyAudience('demo', 'http://upstream.internal:9100').assertion(alices.id, alices.identity)).toBe(first)
     expect(signer.signed).toBe(signed)
     expect(signer.cached).toEqual({ audiences: 5, assertions: 51 })
+  })
+
+  // An identity read again (a refresh, a token's claims asked again) that has lost a group or its
+  // address: the cached assertion still said the old (an outside tester's finding: an upstream that
+  // trusts the assertion kept a demoted person an admin for up to 2/3 of assertion.ttl).
+  it('signs anew for an identity that says other groups or another address, and reuses one for an identity that says the same', async () => {
+    const { assertions: signer } = await assertions()
+    const route = signer.forAudience('demo', 'http://upstream.internal:9100')
+    const first = await route.assertion('s1 alice', alice)
+    expect(route.ready('s1 alice', { ...alice })).toBe(first)
+    const rows: Array<[string, Identity, Record<string, unknown>]> = [
+      ['a group removed', { ...alice, groups: [] }, { groups: [] }],
+      ['a group added', { ...alice, groups: ['admins', 'staff'] }, { groups: ['admins', 'staff'] }],
+      ['groups reordered', { ...alice, groups: ['staff', 'admins'] }, { groups: ['staff', 'admins'] }],
+      ['another address', { ...alice, email: 'alice@elsewhere.test' }, { email: 'alice@elsewhere.test' }],
+      ['the address no longer verified', { ...alice, emailVerified: false }, {}],
+    ]
+    for (const [change, identity, claims] of rows) {
+      expect(route.ready('s1 alice', identity), change).toBeUndefined()
+      const signed = signer.signed
+      const payload = decodeJwt(await route.assertion('s1 alice', identity))
+      expect(payload, change).toMatchObject(claims)
+      expect('email' in payload, change).toBe(identity.emailVerified !== false)
+      expect(signer.signed, change).toBe(signed + 1)
+    }
+    // A name or a field the assertion does not carry changes nothing.
+    const last = rows.at(-1)![1]
+    expect(route.ready('s1 alice', { ...last, name: 'Alice B.' })).toBeDefined()
   })
 
   it('empties every cache on a key change, and does not cache a signing begun under the old key', async () => {
@@ -101,7 +130,7 @@ describe('Assertions: the caches keyed by audience', () => {
     keyChanged()
     await pending
     expect(signer.cached.assertions).toBe(0)
-    expect(route.ready(alices.id)).toBeUndefined()
+    expect(route.ready(alices.id, alices.identity)).toBeUndefined()
   })
 })
 
