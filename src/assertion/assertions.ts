@@ -1,8 +1,8 @@
 // Signed identity assertions for upstreams: an ES256 JWT (RFC 7519) saying who the user is, for one
 // audience (the upstream's origin). Not signed per request: one assertion is reused per session,
 // provider and audience until less than a third of its lifetime is left, or the person's groups or
-// address change, from bounded LRU caches
-// (the proxy's header rewrite reads its route's without a promise).
+// address change, from bounded LRU caches (the proxy's header rewrite reads its route's without a
+// promise).
 // @see https://www.rfc-editor.org/rfc/rfc7519#section-4.1 (registered claims)
 import { SignJWT } from 'jose'
 import type { Identity } from '../session/record.js'

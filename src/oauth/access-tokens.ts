@@ -8,12 +8,12 @@
 //
 // A verified token is cached by the SHA-256 of the token (never the token itself) for as long as it
 // passes (a JWT to its `exp` plus the 60 s tolerance, an introspected one at most 60 s), in a
-// bounded LRU: a request with a known token costs a hash
-// and a map lookup, no signature check. Keys are fetched per issuer into a set of their own
-// (issuer-keys.ts) with the sign-in set's refetch rule: an unknown `kid` refetches it when it is
-// older than 5 s, one fetch at a time. While the keys cannot be read (the issuer down, or a `kid`
-// newer than the set read moments ago) a token is answered 503 `issuer_keys_unavailable` with
-// Retry-After, never refused: a 401 would tell the client to throw away a token that may be good.
+// bounded LRU: a request with a known token costs a hash and a map lookup, no signature check. Keys
+// are fetched per issuer into a set of their own (issuer-keys.ts) with the sign-in set's refetch
+// rule: an unknown `kid` refetches it when it is older than 5 s, one fetch at a time. While the
+// keys cannot be read (the issuer down, or a `kid` newer than the set read moments ago) a token is
+// answered 503 `issuer_keys_unavailable` with Retry-After, never refused: a 401 would tell the
+// client to throw away a token that may be good.
 // @see https://www.rfc-editor.org/rfc/rfc9068 (JWT profile for access tokens)
 // @see https://www.rfc-editor.org/rfc/rfc7662 (token introspection)
 import { hash as digest } from 'node:crypto'

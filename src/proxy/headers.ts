@@ -33,8 +33,8 @@ const CLIENT_NEVER = [
   'front-end-https', 'x-url-scheme', 'x-scheme',
   // Identity headers other gateways set, which an application moved behind this one may still trust:
   // the gateway's own defaults, Kubernetes' front proxy (X-Remote-User, -Group), Authelia's Remote-*,
-  // the X-Auth-User of many proxies and plugins (X-Authenticated-* is a prefix below), and Keycloak Gatekeeper's
-  // X-Auth-* (not its X-Auth-Token, which APIs take as their own key).
+  // the X-Auth-User of many proxies and plugins (X-Authenticated-User is a prefix's, below), and
+  // Keycloak Gatekeeper's X-Auth-* (not its X-Auth-Token, which APIs take as their own key).
   'x-forwarded-user', 'x-forwarded-email', 'x-forwarded-groups', 'x-remote-user', 'x-remote-email', 'x-remote-groups', 'x-remote-group',
   'remote-user', 'remote-groups', 'remote-email', 'remote-name', 'x-auth-user',
   'x-auth-email', 'x-auth-username', 'x-auth-userid', 'x-auth-subject', 'x-auth-roles', 'x-auth-groups', 'x-auth-audience', 'x-auth-expiresin',
