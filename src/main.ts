@@ -8,7 +8,9 @@ import { pathToFileURL } from 'node:url'
 import pino from 'pino'
 import { ConfigError, configWarnings, containerWarnings, inContainer, loadConfig, processWarnings } from './config/config.js'
 import { didYouMean } from './config/did-you-mean.js'
+import { pickedPortWarnings } from './config/server-warnings.js'
 import type { GatewayConfig } from './config/types.js'
+import { writeLogsNow } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
 import { TracingEnvError, tracingSettings } from './ops/tracing-settings.js'
 import { WORKER_SECRET_ENV, runPrimary } from './ops/workers.js'
@@ -103,6 +105,15 @@ export async function main (argv: string[]): Promise<number> {
   return -1
 }
 
+/** Why the gateway could not listen, with what to change (a newcomer's reading: EADDRINUSE alone said neither). */
+function listenFailure (error: unknown, server: GatewayConfig['server']): unknown {
+  const code = (error as { code?: unknown }).code
+  const where = `${server.host.includes(':') ? `[${server.host}]` : server.host}:${server.port}`
+  if (code === 'EADDRINUSE') return new Error(`server.port: ${where} is in use (EADDRINUSE): stop what listens there, or set server.port (GATEWAY_PORT in the shipped gateway.yaml) to another port, 0 for any free one`, { cause: error })
+  if (code === 'EACCES') return new Error(`server.port: ${where} needs privileges this process lacks (EACCES): use a port above 1023, or let a proxy in front take the low one`, { cause: error })
+  return error
+}
+
 /** Listens with the gateway, and closes it gracefully on SIGTERM and SIGINT. */
 async function serve (loaded: GatewayConfig): Promise<void> {
   // A worker without session.secret takes the random one its primary made for all its workers.
@@ -113,7 +124,13 @@ async function serve (loaded: GatewayConfig): Promise<void> {
   const app = await buildGateway(config)
   // buildGateway logs configWarnings; where this process runs is main's to know.
   for (const warning of await containerWarnings(config, inContainer())) app.log.warn(warning)
-  await app.listen({ host: config.server.host, port: config.server.port })
+  try {
+    await app.listen({ host: config.server.host, port: config.server.port })
+  } catch (error) {
+    throw listenFailure(error, config.server)
+  }
+  const address = app.server.address()
+  for (const warning of pickedPortWarnings(config.server, typeof address === 'object' && address !== null ? address.port : config.server.port)) app.log.warn(warning)
   try {
     await app.metricsListener?.listening
   } catch (error) {
@@ -141,6 +158,8 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   main(process.argv.slice(2)).then((code) => {
     if (code >= 0) process.exit(code)
   }, (error: unknown) => {
+    // The log's pending lines first: the failure is the last thing on the screen (a newcomer's reading).
+    writeLogsNow()
     process.stderr.write(`gateway: failed to start: ${error instanceof Error ? error.message : String(error)}\n`)
     process.exit(1)
   })

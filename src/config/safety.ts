@@ -186,7 +186,7 @@ function publicWarning (route: RouteConfig, index: number): string | undefined {
 export function processWarnings (config: GatewayConfig): string[] {
   return [
     ...(config.session.secret ? [] : ['session.secret is not set: each start makes a random one, so sessions will not survive a restart and cannot be shared between instances; set one (openssl rand -base64 32)']),
-    ...(config.store.type === 'memory' ? ['store.type is memory: sessions live in this process only (one instance, lost on restart)'] : []),
+    ...(config.store.type === 'memory' ? ['store.type is memory: sessions live in this process only (one instance, lost on restart); set store.type: redis (GATEWAY_STORE=redis and REDIS_URL in the shipped gateway.yaml) to keep them across restarts and instances'] : []),
   ]
 }
 

@@ -62,7 +62,7 @@ function backLink (startOver: string): string {
   return `<a href="${escapeHtml(startOver)}">${startOver === HOME ? 'Start over' : 'Go back'}</a>`
 }
 
-const ONLY_THIS_REQUEST = 'You are signed in and may use this application, but not this page or action: its rules keep it from your account. Go back to what you were doing.'
+const ONLY_THIS_REQUEST = 'You are signed in and may use this application, but not this page or action: its rules keep it from your account.'
 /** A 403 the address decided: another account would come from the same place. */
 const FROM_HERE = 'This application is not open to requests from where this one comes from, whichever account makes them. Connect from a network its rules take (a VPN or an office network) and try again.'
 const BY_TOKEN = 'The access token sent with this request is valid, but this application\'s rules do not admit the client it was issued to.'

@@ -44,6 +44,11 @@ export function bytesTo (dest: number | string): Target & { once (event: 'ready'
   }
 }
 
+/** Writes every destination's pending lines before it returns (what exit does, for a message that must come after them). */
+export function writeLogsNow (): void {
+  for (const destination of destinations) destination.flushSync()
+}
+
 /** UTF-8 takes at most three bytes for each UTF-16 code unit of a string. */
 const MAX_BYTES_PER_UNIT = 3
 

@@ -5,7 +5,7 @@
 // the session, then 302 to where the sign-in was going).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { withoutPort } from '../config/networks.js'
-import { GatewayError } from '../errors.js'
+import { GatewayError, type ErrorCode } from '../errors.js'
 import { startSession, type StartedSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
@@ -19,6 +19,9 @@ import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
 /** Said once per sign-in whose `next` was not taken (a newcomer's finding: nothing said why a sign-in ended at /oauth/). */
+/** What keeps a sign-in from beginning only for now: its page offers "Try again" at the same address. */
+const BEGIN_AGAIN: ReadonlySet<ErrorCode> = new Set(['provider_unavailable', 'session_store_unavailable', 'shutting_down'])
+
 const RETURN_REFUSED = 'sign-in return address refused, the sign-in ends at /oauth/: an address on another origin needs its host (with its port, unless the scheme\'s default) in forwardAuth.allowedRedirectHosts, and any address must be written as the URL parser writes it (docs/forward-auth.md)'
 
 export function signInRoutes (app: FastifyInstance, context: OAuthContext): void {
@@ -34,7 +37,15 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
     // An agent's sign-in goes back to its interaction; its `next` names the route, whose `reauth` it
     // must meet (an outside tester's finding: none was asked for, and every request was refused).
     const next = agent === undefined ? asked : agentInteractionUrl(agent)
-    return await beginSignIn(context, request, reply, context.providerName(request), next, false, parseFormBinding(request.query.form), agent, asked)
+    try {
+      return await beginSignIn(context, request, reply, context.providerName(request), next, false, parseFormBinding(request.query.form), agent, asked)
+    } catch (error) {
+      // A sign-in that could not begin for now (the provider's discovery, the store, a restart):
+      // this same address is the retry, and the page's button says so (a newcomer's reading: it
+      // said "try again shortly" over a lone "Start over").
+      if (error instanceof GatewayError && BEGIN_AGAIN.has(error.code)) error.details.retryUrl ??= request.url
+      throw error
+    }
   })
 
   app.get<{ Params: { provider: string } }>('/oauth/authorized/:provider/', { onRequest: signinLimit }, async (request, reply) => {

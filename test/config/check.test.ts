@@ -6,20 +6,24 @@ import { mkdtemp, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { promisify } from 'node:util'
+import { createServer, type AddressInfo } from 'node:net'
 import { createInterface } from 'node:readline'
 import { describe, expect, it } from 'vitest'
 import type { ConfigProblem } from '../../src/config/config.js'
 import { configProblemList } from '../helpers/config.js'
 import { refusedUrl } from '../helpers/net.js'
 
-/** Starts the gateway with `file` and returns its log lines up to "Server listening", then stops it. */
+/**
+ * Starts the gateway with `file`, stops it (SIGTERM) once it says "Server listening", and returns
+ * every log line it wrote: what it logs once listening comes before it reads the signal.
+ */
 async function startLines (file: string, env: Record<string, string>): Promise<Array<Record<string, unknown>>> {
   const child = spawn('node', ['dist/src/main.js', '--config', file], { env: { ...process.env, GATEWAY_CONFIG: '', ...env }, stdio: ['ignore', 'pipe', 'inherit'] })
   const lines: Array<Record<string, unknown>> = []
   try {
     for await (const line of createInterface({ input: child.stdout })) {
       lines.push(JSON.parse(line) as Record<string, unknown>)
-      if (String(lines.at(-1)!.msg).startsWith('Server listening')) break
+      if (String(lines.at(-1)!.msg).startsWith('Server listening')) child.kill('SIGTERM')
     }
   } finally {
     child.kill('SIGTERM')
@@ -230,7 +234,7 @@ describe('the --check command', () => {
     const own = await run('node', ['dist/src/main.js', '--check', '--config', join(dir, 'own.yaml')])
     expect(own.stdout).toBe(`${join(dir, 'own.yaml')}: OK (1 provider, 1 route)\n`)
     expect(own.stderr).toBe('warning: session.secret is not set: each start makes a random one, so sessions will not survive a restart and cannot be shared between instances; set one (openssl rand -base64 32)\n' +
-      'warning: store.type is memory: sessions live in this process only (one instance, lost on restart)\n')
+      'warning: store.type is memory: sessions live in this process only (one instance, lost on restart); set store.type: redis (GATEWAY_STORE=redis and REDIS_URL in the shipped gateway.yaml) to keep them across restarts and instances\n')
   })
 
   it('prints the warning for a public route reaching part of a protected route\'s upstream and exits 0; full reach exits 1, naming both routes', async () => {
@@ -270,6 +274,32 @@ describe('the CLI on the common slips', () => {
     const advice = /set server\.baseUrl \(GATEWAY_BASE_URL in the shipped gateway\.yaml\) to (\S+)\n/.exec(warned.stderr)?.[1]
     expect(advice).toBe('http://localhost:80')
     expect(await run(['--check', '--config', 'gateway.yaml'], { GATEWAY_PORT: '80', GATEWAY_BASE_URL: advice! })).toMatchObject({ stdout: 'gateway.yaml: OK (1 provider, 1 route)\n' })
+  })
+
+  // A newcomer's findings: GATEWAY_PORT=0 said nothing, and sign-ins went to 8080; a busy port said
+  // only "listen EADDRINUSE", and not last.
+  it('GATEWAY_PORT=0 on the shipped gateway.yaml without GATEWAY_BASE_URL: the start warns, naming the port the OS picked', async () => {
+    const lines = await startLines('gateway.yaml', { GATEWAY_PORT: '0', GATEWAY_BASE_URL: '', GATEWAY_IN_CONTAINER: 'false' })
+    const picked = /listening at http:\/\/127\.0\.0\.1:(\d+)/.exec(String(lines.find((line) => String(line.msg).startsWith('Server listening'))?.msg))?.[1]
+    expect(lines).toContainEqual(expect.objectContaining({
+      level: 40,
+      msg: `server.baseUrl: http://localhost:8080 names port 8080, but the gateway listens on port ${picked}, which the OS picked (server.port 0): ` +
+        'after a sign-in, browsers would be sent to port 8080; give server.port a fixed port (GATEWAY_PORT in the shipped gateway.yaml) and server.baseUrl the same one (GATEWAY_BASE_URL)',
+    }))
+  })
+
+  it('a port in use is the last line, saying what to set', async () => {
+    const busy = createServer()
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve))
+    const port = (busy.address() as AddressInfo).port
+    try {
+      const started = await run(['--config', 'gateway.yaml'], { GATEWAY_PORT: String(port), GATEWAY_BASE_URL: `http://localhost:${port}` }) as { code: number, stderr: string }
+      expect(started.code).toBe(1)
+      expect(started.stderr.trimEnd().split('\n').at(-1)).toBe(`gateway: failed to start: server.port: 127.0.0.1:${port} is in use (EADDRINUSE): ` +
+        'stop what listens there, or set server.port (GATEWAY_PORT in the shipped gateway.yaml) to another port, 0 for any free one')
+    } finally {
+      busy.close()
+    }
   })
 
   it('a missing file, for --check and for start, is one line naming the path', async () => {

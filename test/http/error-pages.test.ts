@@ -7,6 +7,7 @@ import { afterAll, describe, expect } from 'vitest'
 import { sharedChromium, signInAt } from '../helpers/chromium.js'
 import { cameFrom } from '../../src/http/error-handler.js'
 import type { TestGateway } from '../helpers/gateway.js'
+import { refusedUrl } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
 
 describe('cameFrom: where "start over" may send a person back to', () => {
@@ -41,6 +42,8 @@ describe('error pages in a real browser', () => {
   it.beforeAll(async ({ startStack, upstream }) => {
     gateway = await startStack({
       store: { type: 'memory' },
+      // A provider whose discovery cannot be read: nothing listens at its issuer.
+      providers: { down: { issuer: await refusedUrl(), clientId: 'c', clientSecret: 's', scope: 'openid' } },
       routes: [
         { path: '/app/', upstream: upstream.url, provider: 'demo' },
         // Only the upstream that never answers has a short timeout: a dropped connection is a
@@ -82,6 +85,7 @@ describe('error pages in a real browser', () => {
     ['forbidden (an allow rule refuses the account)', '/admins/', 'forbidden'],
     ['invalid_state (a forged sign-in callback)', '/oauth/authorized/demo/?code=x&state=forged', 'invalid_state'],
     ['unknown_provider (a sign-in at a provider nobody configured)', '/oauth/login/nope/', 'unknown_provider'],
+    ['provider_unavailable (a sign-in at a provider that cannot be reached)', '/oauth/login/down/?next=/app/', 'provider_unavailable'],
   ])('%s: every link leads somewhere that exists', async (_what, path, code) => {
     const page = await context.newPage()
     const links = await errorPageLinks(page, path, code)
@@ -108,6 +112,14 @@ describe('error pages in a real browser', () => {
     const home = await follow(page, `${gateway.url}/oauth/`)
     expect(home.status).toBe(200)
     expect(home.body).toContain('Signed in as')
+    await page.close()
+  })
+
+  // A newcomer's reading: it said "try again shortly" over a lone "Start over".
+  it('a sign-in that cannot begin for now offers "Try again" at its own address', async () => {
+    const page = await context.newPage()
+    expect(await errorPageLinks(page, '/oauth/login/down/?next=/app/', 'provider_unavailable')).toEqual([`${gateway.url}/oauth/login/down/?next=/app/`])
+    expect(await page.textContent('a')).toBe('Try again')
     await page.close()
   })
 

@@ -148,6 +148,9 @@ describe('the 403 of a route\'s rules', () => {
     expect(html).toContain(`<dt>Refused</dt><dd class="request"><code>${method} ${path}</code> only</dd>`)
     expect(html).toContain('may use this application, but not this page or action')
     expect(html).not.toContain('Use another account')
+    // No Referer: its one link is "Start over", so the text promises no "Go back" (a newcomer's reading).
+    expect(html).toContain('>Start over</a>')
+    expect(html).not.toMatch(/go back/i)
   })
 
   it('names at most 200 characters of the refused path (a link cannot put a long text on the page)', async () => {
