@@ -41,7 +41,7 @@ import type { PublicRule, ReauthConfig, RuleLists } from '../config/types.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import type { Identity } from '../session/record.js'
 import { globMatcher } from './glob.js'
-import { admitsQueryReadings } from './path-readings.js'
+import { admitsWhatItRuns } from './path-readings.js'
 import { compileRules, type Judge, type Judgement } from './rules.js'
 
 /** What the gate needs of a route (a `RouteConfig` has all of it). */
@@ -173,11 +173,10 @@ export function publicMatcher (rules: readonly PublicRule[]): (method: string, t
   if (rules.length === 0) return () => false
   const compiled = rules.map(({ method, path }) => ({ method, path: globMatcher(path) }))
   return (method, target) => {
-    for (const rule of compiled) {
-      // Public only with every path its query routes to (`GET /app/` does not make `/app/?/admin/` public).
-      if ((rule.method === '*' || rule.method === method) && rule.path(target) && admitsQueryReadings(target, rule.path)) return true
-    }
-    return false
+    const matches = (path: string) => compiled.some((rule) => (rule.method === '*' || rule.method === method) && rule.path(path))
+    // Public only with the script it runs and every path its query routes to, each public itself
+    // (`GET /app/` does not make `/app/?/admin/` public, nor `GET /site/*.css` `/site/admin.php/x.css`).
+    return matches(target) && admitsWhatItRuns(target, matches)
   }
 }
 

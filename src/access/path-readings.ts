@@ -1,8 +1,9 @@
 // The other ways an application may read a request's path, which a `deny` glob holds on besides the
 // path itself (src/access/rules.ts): folded as a case-insensitive application reads it, as common
 // routers dispatch it, and the path a front controller takes from the query (src/config/path-fold.ts
-// makes each reading). An `allow` glob admits a path only with every path its query routes to.
-import { foldable, folded, queryReadings, routedForms } from '../config/path-fold.js'
+// makes each reading), and the script a path runs. An `allow` glob admits a path only with the
+// script it runs and every path its query routes to.
+import { foldable, folded, queryReadings, routedForms, scriptRun } from '../config/path-fold.js'
 
 /** No other reading: the path is read only as it is (an `allow` list, or no `deny` glob). */
 export const NO_READINGS: readonly string[] = Object.freeze([])
@@ -35,17 +36,30 @@ export function otherReadings (target: string | undefined): readonly string[] {
   const path = queryAt === -1 ? target : target.slice(0, queryAt)
   const loose = foldable(path) ? denyFold(path) : path
   const readings = [loose, ...routedForms(loose)]
+  const script = scriptRun(loose)
+  if (script !== undefined) readings.push(script)
   const queried = queryReadings(target)
   if (queried === undefined) return UNTOLD
   for (const routed of queried) {
     const reading = denyFold(routed)
     readings.push(reading, ...routedForms(reading))
+    const routedScript = scriptRun(reading)
+    if (routedScript !== undefined) readings.push(routedScript)
   }
   return readings
 }
 
-/** Whether every path `target`'s query routes to (queryReadings) is one `admits` admits too; false when one cannot be told. */
-export function admitsQueryReadings (target: string, admits: (path: string) => boolean): boolean {
+/**
+ * Whether `admits` admits what else `target` runs: the script its path runs (scriptRun: a public
+ * `GET /site/*.css` must not make `/site/admin.php/x.css` public), and every path its query routes
+ * to (queryReadings); false when one cannot be told.
+ */
+export function admitsWhatItRuns (target: string, admits: (path: string) => boolean): boolean {
+  const queryAt = target.indexOf('?')
+  const path = queryAt === -1 ? target : target.slice(0, queryAt)
+  const script = path.includes('.') ? scriptRun(folded(path)) : undefined
+  if (script !== undefined && !admits(script)) return false
+  if (queryAt === -1) return true
   const readings = queryReadings(target, false)
   return readings !== undefined && readings.every(admits)
 }

@@ -16,9 +16,11 @@
 // `/wiki/admin/users` to Express or IIS.
 // So does the path as common routers dispatch it (src/config/path-fold.ts routedForms): a script
 // segment followed by more (`/app/index.php/admin/x`, PHP's PATH_INFO), a trailing `/` (Express's
-// and Rails' loose routing) and a format suffix (`/admin.json`, Rails) taken away; and so does a path
-// a front controller takes from the query (`/index.php?/admin/x`, CodeIgniter). An `allow` glob
-// matches only the exact path: the other readings may refuse more, never admit more.
+// and Rails' loose routing) and a format suffix (`/admin.json`, Rails) taken away; the script such a
+// path runs (`/app/xmlrpc.php/x` runs `/app/xmlrpc.php`); and a path a front controller takes from
+// the query (`/index.php?/admin/x`, CodeIgniter). An `allow` glob matches only the exact path, and
+// admits it only with the script it runs and the paths its query routes to: the other readings may
+// refuse more, never admit more.
 import type { Rule, RuleLists } from '../config/types.js'
 import { routedForms } from '../config/path-fold.js'
 import { foldDeniedEmail, foldDomain, foldEmail, foldName } from '../config/rule-lists.js'
@@ -27,7 +29,7 @@ import { deniedAddress, deniedNames, listedOrSubaddress } from './deny-forms.js'
 import { addressSet, fromElsewhere, type AddressSet } from './address-sets.js'
 import { globMatcher } from './glob.js'
 import { networkTest, type NetworkTest } from './networks.js'
-import { admitsQueryReadings, denyFold, NO_READINGS, otherReadings, UNTOLD } from './path-readings.js'
+import { admitsWhatItRuns, denyFold, NO_READINGS, otherReadings, UNTOLD } from './path-readings.js'
 
 /** The outcome, and the rule that decided it (`deny[0]`, `allow[1]`; undefined: no rule did). */
 export interface Judgement {
@@ -247,8 +249,8 @@ function requestConditions (rule: Rule, inDeny: boolean): Condition[] {
       ? deny
       : deny
         ? admits(path) || readings.some((reading) => foldedGlobs.some((glob) => glob(reading)))
-        // An allow glob admits the path only with every path its query routes to.
-        : admits(path) && admitsQueryReadings(path, admits))
+        // An allow glob admits the path only with the script it runs and every path its query routes to.
+        : admits(path) && admitsWhatItRuns(path, admits))
   }
   return list
 }

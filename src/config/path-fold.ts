@@ -126,6 +126,21 @@ function isScript (segment: string): boolean {
 }
 
 /**
+ * The script a folded path runs where a script segment is followed by more: Apache's mod_php (its
+ * default AcceptPathInfo), nginx's usual `fastcgi_split_path_info`, IIS for `.aspx`, CGI run
+ * `/app/xmlrpc.php/x` as `/app/xmlrpc.php` with PATH_INFO `/x` (an outside tester's finding: a deny
+ * on the script did not hold on it, and a public `*.css` made `/admin.php/x.css` public). The first
+ * such segment; undefined without one. Linear in the path.
+ */
+export function scriptRun (path: string): string | undefined {
+  if (!path.includes('.')) return undefined
+  for (let start = 1, end = path.indexOf('/', 1); end !== -1; start = end + 1, end = path.indexOf('/', start)) {
+    if (isScript(path.slice(start, end))) return path.slice(0, end)
+  }
+  return undefined
+}
+
+/**
  * `segment` without a format suffix (`admin` of `admin` + `.json`: Rails' `(.:format)`, whose
  * format is any run of characters but `/`, `.` and `?`: `admin.a-b` is `admin` too, an outside
  * tester's finding against the letters and digits read before): a final `.` and what follows it.

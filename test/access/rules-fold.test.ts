@@ -175,6 +175,22 @@ describe('a deny glob and the paths routers dispatch to the same action', () => 
   })
 })
 
+// An outside tester's findings: a script followed by more segments runs that script (Apache's
+// mod_php, php-fpm's usual split, IIS, CGI), which a deny naming the script did not hold on, and an
+// allow on static files admitted.
+describe('a script with PATH_INFO after it', () => {
+  const scripts = fc.tuple(fc.constantFrom('xmlrpc', 'x', 'index'), fc.constantFrom('.php', '.PHP', '.aspx', '.cgi', '.php.'))
+  it('a deny glob naming the script holds on it with any PATH_INFO; an allow glob on other files never admits it', () => {
+    fc.assert(fc.property(pathSegments, scripts, pathSegments, ([dir], [name, suffix], info) => {
+      const script = `/${dir ?? 'd'}/${name}${suffix}`
+      const spelt = `${script}/${info.join('/')}.css`
+      fc.pre(canonicalTarget(spelt).ok)
+      expect(denyOf(`/${dir ?? 'd'}/${name}${suffix.toLowerCase().replace(/\.$/, '')}`)(undefined, 'GET', spelt, undefined).admit).toBe(false)
+      expect(allowOf(`/${dir ?? 'd'}/*.css`)(undefined, 'GET', spelt, undefined).admit).toBe(false)
+    }), { numRuns: 300 })
+  })
+})
+
 // A re-reading's finding: every `q=` copy was read as a path repeating the request's directory, so
 // a long directory times many copies cost quadratic work within an 8 KiB target. Only the last copy
 // of each route parameter is read now (the one PHP reads).

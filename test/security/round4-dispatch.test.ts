@@ -26,7 +26,7 @@ it.beforeAll(async ({ startStack, upstream }) => {
       { path: '/admin/', upstream: upstream.url, provider: 'demo' },
       { path: '/site/admin/', upstream: upstream.url, provider: 'demo' },
       { path: '/site/', upstream: upstream.url, auth: 'none' },
-      { path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ paths: ['/app/admin/*', '/app/users/*/edit'] }, { methods: ['PUT', 'DELETE'], paths: ['/app/users/*'] }] },
+      { path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ paths: ['/app/admin/*', '/app/users/*/edit', '/app/xmlrpc.php', '/app/uploads/*.php'] }, { methods: ['PUT', 'DELETE'], paths: ['/app/users/*'] }] },
       { path: '/pub/', upstream: upstream.url, provider: 'demo', public: ['GET /pub/', 'GET /pub/index.php', 'GET /pub/*.css'] },
       { path: '/', upstream: upstream.url, auth: 'none' },
     ],
@@ -102,6 +102,13 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     ['/app/user/login?q=admin/users', 'Drupal 7, installed at /app/, q on a deeper path'],
     ['/app/search?q=admin/users', 'Drupal 7, a search page\'s q naming the denied path'],
     ['/app/?q=admin/100%25', 'a value the edge would not take as a path, under the denied one'],
+    // An outside tester's findings: a script with more segments after it runs that script (Apache's
+    // mod_php, nginx's usual php-fpm split, IIS, CGI), which a deny naming the script missed.
+    ['/app/xmlrpc.php/x', 'Apache mod_php: xmlrpc.php, PATH_INFO /x'],
+    ['/app/XMLRPC.PHP/x', 'the same in upper case (IIS, PHP on Windows)'],
+    ['/app/xmlrpc.php./x', 'with a trailing dot (Windows)'],
+    ['/app/uploads/shell.php/x.jpg', 'a deny on *.php in an uploads directory'],
+    ['/app/admin/config.aspx/x', 'IIS: config.aspx, PathInfo /x'],
   ])('%s (%s) is 403, nothing upstream', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 403, reached: false })
   })
@@ -136,7 +143,8 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
 
   // A re-reading's finding: searches whose q could not be made a path were refused by every deny glob.
   it.each(['/app/administrator', '/app/users/1', '/app/?q=TCP%2FIP', '/app/?q=https%3A%2F%2Fexample.com%2F',
-    '/app/?q=https://example.com/', '/app/search/?q=a//b', '/app/?q=..', '/app/index.php?r=..%2F'])('held: %s passes', async (url) => {
+    '/app/?q=https://example.com/', '/app/search/?q=a//b', '/app/?q=..', '/app/index.php?r=..%2F',
+    '/app/index.php/about', '/app/xmlrpc.phpx/x'])('held: %s passes', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 200, reached: true })
   })
 })
@@ -152,7 +160,12 @@ describe('public GET /pub/, GET /pub/index.php and GET /pub/*.css on a protected
     expect(await send(url)).toEqual({ status: 401, reached: false })
   })
 
-  it.each(['/pub/', '/pub/?page=2', '/pub/index.php', '/pub/site.css', '/pub/?q=admin'])('held: anonymous %s is public', async (url) => {
+  // An outside tester's finding: the glob matched, and Apache, php-fpm and IIS run admin.php.
+  it.each(['/pub/admin.php/x.css', '/pub/ADMIN.PHP/x.css', '/pub/admin.php./x.css', '/pub/app.aspx/site.css'])('anonymous %s (runs the script) is not public: 401, nothing upstream', async (url) => {
+    expect(await send(url)).toEqual({ status: 401, reached: false })
+  })
+
+  it.each(['/pub/', '/pub/?page=2', '/pub/index.php', '/pub/site.css', '/pub/?q=admin', '/pub/index.php/site.css'])('held: anonymous %s is public', async (url) => {
     expect(await send(url)).toEqual({ status: 200, reached: true })
   })
 })
