@@ -30,23 +30,31 @@ interface Entry {
   token: string
   /** After this (clock time, ms), a new assertion is signed. */
   renewAt: number
-  /** The identity it was signed for (or one that says the same): another is signed anew. */
-  identity: Identity
 }
 
 /** The e-mail address an assertion shows: none when the provider marked it unverified. */
 const shownEmail = (identity: Identity) => identity.emailVerified === false ? undefined : identity.email
 
 /**
- * Whether an assertion signed for `signed` says what one for `identity` would: its `sub`, `email`
- * and `groups` (`provider` and `aud` are the cache's own). By reference first: a session's identity
- * and a token's are the same object from request to request until they are read again.
+ * What each identity's assertion says (`sub`, the shown e-mail, `groups`; `provider` and `aud` are
+ * the cache's own), as a key: made once per identity object (a session's and a token's are the same
+ * object from request to request until they are read again).
  */
-function saysTheSame (signed: Identity, identity: Identity): boolean {
-  if (signed === identity) return true
-  if (signed.sub !== identity.sub || shownEmail(signed) !== shownEmail(identity)) return false
-  const [a = [], b = []] = [signed.groups, identity.groups]
-  return a.length === b.length && a.every((group, i) => group === b[i])
+const sayings = new WeakMap<Identity, string>()
+
+/**
+ * The cache key of `id`'s assertion for `identity`: `id` and what the assertion says. Two routes to
+ * one upstream share its cache, and may read one token's person differently (`claimsFrom` is a
+ * route's): keyed by `id` alone, each route's identity pushed out the other's, and a client
+ * alternating between them had an assertion signed at every request (an outside tester's finding).
+ */
+function keyOf (id: string, identity: Identity): string {
+  let saying = sayings.get(identity)
+  if (saying === undefined) {
+    saying = JSON.stringify([identity.sub, shownEmail(identity) ?? null, identity.groups ?? []])
+    sayings.set(identity, saying)
+  }
+  return `${id} ${saying}`
 }
 
 /** Re-sign when less than this share of the lifetime is left. */
@@ -54,15 +62,15 @@ const RENEW_WHEN_LEFT = 1 / 3
 
 /** The assertions of one provider for one audience, by session id (or a machine client's token hash) and the name the route gives the person (authorize.ts signed). */
 export class AudienceAssertions {
-  /** Signings under way, by session id: concurrent requests of one session (and identity) share one. */
-  private readonly signing = new Map<string, { identity: Identity, token: Promise<string> }>()
+  /** Signings under way, by session id and what it says: concurrent requests of one session share one. */
+  private readonly signing = new Map<string, Promise<string>>()
 
   /**
    * @param cache where the signed assertions are kept: the audience's own, or one shared by many
-   * @param keyOf the cache key of a session id (a shared cache needs the provider and audience in it)
+   * @param cacheKey the cache key of a session id (a shared cache needs the provider and audience in it)
    */
   constructor (private readonly owner: Assertions, readonly provider: string, readonly audience: string,
-    private readonly cache: Lru<string, Entry>, private readonly keyOf: (id: string) => string = (id) => id) {}
+    private readonly cache: Lru<string, Entry>, private readonly cacheKey: (id: string) => string = (id) => id) {}
 
   /**
    * The assertion of `id` (a session's id, or a machine client's token hash) if one is signed for
@@ -71,30 +79,31 @@ export class AudienceAssertions {
    * never sent upstream on an assertion that still says what the gateway no longer holds.
    */
   ready (id: string, identity: Identity): string | undefined {
-    const entry = this.cache.get(this.keyOf(id))
-    if (entry === undefined || this.owner.now() >= entry.renewAt || !saysTheSame(entry.identity, identity)) return undefined
-    entry.identity = identity
-    return entry.token
+    const entry = this.cache.get(this.cacheKey(keyOf(id, identity)))
+    return entry !== undefined && this.owner.now() < entry.renewAt ? entry.token : undefined
   }
 
   /** The assertion of `id` for `identity`, signed if none is fresh. */
   async assertion (id: string, identity: Identity): Promise<string> {
     const ready = this.ready(id, identity)
     if (ready !== undefined) return ready
-    const pending = this.signing.get(id)
-    if (pending !== undefined && saysTheSame(pending.identity, identity)) return await pending.token
-    const token = this.sign(id, identity).finally(() => { if (this.signing.get(id)?.token === token) this.signing.delete(id) })
-    this.signing.set(id, { identity, token })
-    return await token
+    const key = keyOf(id, identity)
+    let pending = this.signing.get(key)
+    if (pending === undefined) {
+      pending = this.sign(key, identity).finally(() => this.signing.delete(key))
+      this.signing.set(key, pending)
+    }
+    return await pending
   }
 
+  /** `id` here is the key of `id` and what the identity says (keyOf). */
   private async sign (id: string, identity: Identity): Promise<string> {
     // A signing that began before a key change does not refill the cache the change emptied.
     const generation = this.owner.generation
     const signedAt = this.owner.now()
     const token = await this.owner.sign(identity, this.provider, this.audience, signedAt)
     if (generation === this.owner.generation) {
-      this.cache.set(this.keyOf(id), { token, renewAt: signedAt + this.owner.ttlMs * (1 - RENEW_WHEN_LEFT), identity })
+      this.cache.set(this.cacheKey(id), { token, renewAt: signedAt + this.owner.ttlMs * (1 - RENEW_WHEN_LEFT) })
     }
     return token
   }

@@ -36,6 +36,8 @@ it.beforeAll(async ({ startStack, upstream }) => {
       { path: '/intro/', upstream: upstream.url, provider: 'stand', allow: { groups: ['staff'] }, bearer: { audience: 'api://orders', claimsFrom: 'introspection' } },
       { path: '/info/', upstream: upstream.url, provider: 'stand', allow: { groups: ['staff'] }, bearer: { audience: 'api://orders', claimsFrom: 'userinfo' } },
       { path: '/signed/', upstream: upstream.url, provider: 'stand', assertion: true, bearer: { audience: 'api://orders', claimsFrom: 'introspection' } },
+      // The same upstream (so the same assertion cache), the token's own claims only (no groups).
+      { path: '/tokened/', upstream: upstream.url, provider: 'stand', assertion: true, bearer: { audience: 'api://orders' } },
     ],
     assertion: { ttl: '10m' },
   }, { deps: { clock } })
@@ -106,4 +108,24 @@ it('the signed assertion drops a group the issuer took away as soon as the ident
   answers.set('demoted-signed', { active: true, sub: 'erin', groups: [] })
   clock.offset = 61_000
   expect(await upstreamSaw('after')).toEqual({ status: 200, header: '', assertion: [] })
+})
+
+// Two routes to one upstream share its assertion cache, and read the same token's person
+// differently: each pushed the other's assertion out, and alternating between them signed one at
+// every request (an outside tester's finding).
+it('alternating between two routes to one upstream with one token signs one assertion per route, each saying its route\'s groups', async () => {
+  const token = await sign({ sub: 'erin', jti: 'two-routes' })
+  answers.set('two-routes', { active: true, sub: 'erin', groups: ['admins'] })
+  const said: Record<string, Set<string>> = { signed: new Set(), tokened: new Set() }
+  for (let i = 0; i < 4; i++) {
+    for (const route of ['signed', 'tokened']) {
+      const response = await fetch(`${gateway.url}/${route}/alt-${i}`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })
+      await response.arrayBuffer()
+      expect(response.status).toBe(200)
+      const assertion = String(seen.findLast((one) => one.url.endsWith(`/alt-${i}`) && one.url.includes(route))!.headers['x-gateway-assertion'])
+      expect(decodeJwt(assertion).groups).toEqual(route === 'signed' ? ['admins'] : [])
+      said[route]!.add(assertion)
+    }
+  }
+  expect({ signed: said.signed!.size, tokened: said.tokened!.size }).toEqual({ signed: 1, tokened: 1 })
 })
