@@ -57,7 +57,7 @@ export function otherReadings (target: string | undefined): readonly string[] {
 export function admitsWhatItRuns (target: string, admits: (path: string) => boolean): boolean {
   const queryAt = target.indexOf('?')
   const path = queryAt === -1 ? target : target.slice(0, queryAt)
-  const script = path.includes('.') ? scriptRun(folded(path)) : undefined
+  const script = scriptRun(path)
   if (script !== undefined && !admits(script)) return false
   if (queryAt === -1) return true
   const readings = queryReadings(target, false)

@@ -116,26 +116,32 @@ export function foldable (path: string): boolean {
 
 /**
  * Segments that name a script which routes the rest of the path itself (PHP's PATH_INFO:
- * `/app/index.php/admin/users` is Symfony's or Laravel's `/admin/users`; CGI, FastCGI (Django's
- * `mysite.fcgi`), mod_wsgi, classic ASP, ASP.NET handlers and ISAPI extensions alike).
+ * `/app/index.php/admin/users` is Symfony's or Laravel's `/admin/users`; the older PHP suffixes and
+ * `.phar` that Debian's and cPanel's handlers run; CGI, FastCGI (Django's `mysite.fcgi`), mod_wsgi,
+ * classic ASP, ASP.NET handlers, ISAPI extensions, and ColdFusion's `index.cfm`, which ColdBox and
+ * FW/1 route by, alike).
  */
-const SCRIPT_SUFFIXES = ['.php', '.phtml', '.cgi', '.fcgi', '.wsgi', '.pl', '.asp', '.aspx', '.asmx', '.ashx', '.svc', '.dll', '.exe']
+const SCRIPT_SUFFIXES = ['.php', '.phtml', '.pht', '.php3', '.php4', '.php5', '.php7', '.php8', '.phar', '.cgi', '.fcgi', '.wsgi', '.pl',
+  '.asp', '.aspx', '.asmx', '.ashx', '.svc', '.dll', '.exe', '.cfm']
 
 function isScript (segment: string): boolean {
   return SCRIPT_SUFFIXES.some((suffix) => segment.length > suffix.length && segment.endsWith(suffix))
 }
 
 /**
- * The script a folded path runs where a script segment is followed by more: Apache's mod_php (its
- * default AcceptPathInfo), nginx's usual `fastcgi_split_path_info`, IIS for `.aspx`, CGI run
+ * The script a path runs where a script segment is followed by more: Apache's mod_php (its default
+ * AcceptPathInfo), nginx's usual `fastcgi_split_path_info`, IIS for `.aspx`, CGI run
  * `/app/xmlrpc.php/x` as `/app/xmlrpc.php` with PATH_INFO `/x` (an outside tester's finding: a deny
- * on the script did not hold on it, and a public `*.css` made `/admin.php/x.css` public). The first
- * such segment; undefined without one. Linear in the path.
+ * on the script did not hold on it, and a public `*.css` made `/admin.php/x.css` public). The path
+ * up to the first such segment, as spelled: each segment is judged as a case-insensitive server
+ * names its file (`ADMIN.PHP.` is `admin.php`), and a glob compares the path as written (a public
+ * `/Wiki/*` admits `/Wiki/index.php/Main_Page`: a re-reader's finding against the whole path
+ * folded). Undefined without one. Linear in the path.
  */
 export function scriptRun (path: string): string | undefined {
   if (!path.includes('.')) return undefined
   for (let start = 1, end = path.indexOf('/', 1); end !== -1; start = end + 1, end = path.indexOf('/', start)) {
-    if (isScript(path.slice(start, end))) return path.slice(0, end)
+    if (isScript(fileName(path.slice(start, end).toLowerCase()))) return path.slice(0, end)
   }
   return undefined
 }

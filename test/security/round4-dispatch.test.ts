@@ -26,8 +26,11 @@ it.beforeAll(async ({ startStack, upstream }) => {
       { path: '/admin/', upstream: upstream.url, provider: 'demo' },
       { path: '/site/admin/', upstream: upstream.url, provider: 'demo' },
       { path: '/site/', upstream: upstream.url, auth: 'none' },
-      { path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ paths: ['/app/admin/*', '/app/users/*/edit', '/app/xmlrpc.php', '/app/uploads/*.php'] }, { methods: ['PUT', 'DELETE'], paths: ['/app/users/*'] }] },
+      { path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ paths: ['/app/admin/*', '/app/users/*/edit', '/app/xmlrpc.php', '/app/uploads/*.php', '/app/tool.phar'] }, { methods: ['PUT', 'DELETE'], paths: ['/app/users/*'] }] },
       { path: '/pub/', upstream: upstream.url, provider: 'demo', public: ['GET /pub/', 'GET /pub/index.php', 'GET /pub/*.css'] },
+      { path: '/Wiki/', upstream: upstream.url, provider: 'demo', public: ['GET /Wiki/*'] },
+      { path: '/café/', upstream: upstream.url, provider: 'demo', public: ['GET /caf%C3%A9/*'] },
+      { path: '/Reports/', upstream: upstream.url, provider: 'demo', allow: [{ users: ['alice'], paths: ['/Reports/*'] }] },
       { path: '/', upstream: upstream.url, auth: 'none' },
     ],
   })
@@ -54,6 +57,8 @@ describe('a path that routers read as under another route\'s prefix', () => {
     ['/site/Admin.json', 'Rails, a nested route in another case'],
     ['/site/index.php/admin/users', 'PATH_INFO under /site/'],
     ['/site/index.php?/admin/users', 'CodeIgniter under /site/'],
+    ['/index.phar/admin/users', 'a web phar'],
+    ['/index.cfm/admin/users', 'ColdBox, FW/1'],
   ])('anonymous %s (%s): 400 at the edge, nothing upstream', async (url) => {
     expect(await send(url)).toEqual({ status: 400, reached: false })
   })
@@ -109,6 +114,11 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     ['/app/xmlrpc.php./x', 'with a trailing dot (Windows)'],
     ['/app/uploads/shell.php/x.jpg', 'a deny on *.php in an uploads directory'],
     ['/app/admin/config.aspx/x', 'IIS: config.aspx, PathInfo /x'],
+    // A re-reader's findings: suffixes stock setups run with PATH_INFO too.
+    ['/app/tool.phar/x', 'Debian\'s mod_php runs .phar'],
+    ['/app/index.phar/admin/users', 'a web phar routes its PATH_INFO'],
+    ['/app/index.cfm/admin/users', 'ColdBox and FW/1 on Lucee or ColdFusion'],
+    ['/app/index.php5/admin/users', 'an older PHP suffix'],
   ])('%s (%s) is 403, nothing upstream', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 403, reached: false })
   })
@@ -161,11 +171,24 @@ describe('public GET /pub/, GET /pub/index.php and GET /pub/*.css on a protected
   })
 
   // An outside tester's finding: the glob matched, and Apache, php-fpm and IIS run admin.php.
-  it.each(['/pub/admin.php/x.css', '/pub/ADMIN.PHP/x.css', '/pub/admin.php./x.css', '/pub/app.aspx/site.css'])('anonymous %s (runs the script) is not public: 401, nothing upstream', async (url) => {
+  it.each(['/pub/admin.php/x.css', '/pub/ADMIN.PHP/x.css', '/pub/admin.php./x.css', '/pub/app.aspx/site.css', '/pub/admin.phar/x.css', '/pub/admin.cfm/x.css'])('anonymous %s (runs the script) is not public: 401, nothing upstream', async (url) => {
     expect(await send(url)).toEqual({ status: 401, reached: false })
   })
 
   it.each(['/pub/', '/pub/?page=2', '/pub/index.php', '/pub/site.css', '/pub/?q=admin', '/pub/index.php/site.css'])('held: anonymous %s is public', async (url) => {
     expect(await send(url)).toEqual({ status: 200, reached: true })
+  })
+})
+
+// A re-reader's finding: the script a path runs was judged folded, while public and allow globs
+// compare the path as written, so a directory with a capital or a non-ASCII letter lost its scripts'
+// PATH_INFO pages.
+describe('public and allow globs judge the script a path runs as the path is written', () => {
+  it.each(['/Wiki/index.php/Main_Page', '/caf%C3%A9/index.php/menu', '/Wiki/index.php', '/Wiki/Main_Page'])('anonymous %s is public', async (url) => {
+    expect(await send(url)).toEqual({ status: 200, reached: true })
+  })
+
+  it('alice reaches /Reports/report.aspx/q1 (IIS PathInfo; the script is allowed)', async () => {
+    expect(await send('/Reports/report.aspx/q1', { signedIn: true })).toEqual({ status: 200, reached: true })
   })
 })
