@@ -146,10 +146,12 @@ export interface ErrorDetails {
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
   /**
-   * A failure outside the gateway that it expects (an upstream down or slow): logged as this one
-   * warn line instead of an error line with the cause.
+   * A failure outside the gateway that it expects (an upstream or a provider down or slow): logged
+   * as this one warn line instead of an error line with the cause; at debug where the outage
+   * itself is logged once elsewhere (a provider's keys: oauth/issuer-keys.ts; a refresh that failed
+   * just now), so that it is not buried under a line per request.
    */
-  log?: { msg: string, fields: Record<string, unknown> }
+  log?: { msg: string, fields: Record<string, unknown>, level?: 'debug' }
 }
 
 /** What a refusing rule saw of the signed-in person: their own identity, never the rule's values. */
@@ -212,7 +214,8 @@ export function describeCause (cause: unknown): Record<string, unknown> | undefi
   // cause, or, for an OAuth error in its body, the status itself.
   const own = (cause as { status?: unknown }).status
   const status = cause.cause instanceof Response ? cause.cause.status : typeof own === 'number' ? own : undefined
-  return { type: cause.name, message, errno: code, status, cause: describeCause(cause.cause) }
+  // A DOMException's `code` is its legacy number (23 for a TimeoutError), no library's error code.
+  return { type: cause.name, message, errno: typeof code === 'string' ? code : undefined, status, cause: describeCause(cause.cause) }
 }
 
 /**

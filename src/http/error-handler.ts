@@ -76,7 +76,8 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
   // An upstream failure brings its own one line; a store outage is logged once by the store itself
   // (src/store/outage-log.ts), and such requests are counted in gateway_store_unavailable_requests_total:
   // one error line per failed request would bury either.
-  if (log) request.log.warn({ error: error.code, ...log.fields }, log.msg)
+  if (log?.level === 'debug') request.log.debug({ error: error.code, ...log.fields }, log.msg)
+  else if (log) request.log.warn({ error: error.code, ...log.fields }, log.msg)
   else if (error.code === 'session_store_unavailable') request.log.debug(fields, 'request failed: session store unavailable')
   // Logged once when an issuer's keys cannot be read and once when they can again (oauth/issuer-keys.ts).
   else if (error.code === 'issuer_keys_unavailable') request.log.debug(fields, 'request failed: issuer keys unavailable')

@@ -9,6 +9,7 @@ import type { Logger } from '../ops/logger.js'
 import { errors as joseErrors, type JWTPayload } from 'jose'
 import { KeysUnavailable, verifiedClaims } from './issuer-keys.js'
 import { TooManyCandidates } from './verify-jwt.js'
+import { keysOutage } from './client.js'
 import { GatewayError } from '../errors.js'
 import type { Sessions } from '../session/session.js'
 import { isPendingSignInKey, ownClaim, storeKeys, type SessionStore } from '../store/store.js'
@@ -30,7 +31,7 @@ export interface LogoutClaims {
 
 const invalid = (message: string, cause?: unknown) => new GatewayError('invalid_request', message, { cause })
 
-function joseProblem (error: unknown): GatewayError {
+function joseProblem (error: unknown, provider: string): GatewayError {
   // jose reports an iat older than maxTokenAge as expired, naming iat.
   if (error instanceof joseErrors.JWTExpired && error.claim === 'iat') return invalid('The logout token has no iat, or one in the future or too long ago.', error)
   if (error instanceof joseErrors.JWTExpired) return invalid('The logout token has expired.', error)
@@ -51,7 +52,8 @@ function joseProblem (error: unknown): GatewayError {
   }
   // The token may be good: the keys it needs could not be read. A 5xx, not 400 ("this token is
   // bad"), which would tell the provider not to send it again (an outside tester's finding).
-  if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error })
+  // Logged at debug: the keys log the outage once, and a provider sends its refused tokens again.
+  if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error, details: { log: keysOutage(provider) } })
   return invalid('The logout token is not a valid signed JWT.', error)
 }
 
@@ -75,7 +77,7 @@ export async function verifyLogoutToken (provider: ResolvedProvider, token: unkn
       ...(currentDate ? { currentDate } : {}),
     })
   } catch (error) {
-    throw joseProblem(error)
+    throw joseProblem(error, provider.name)
   }
   return logoutClaims(claims)
 }

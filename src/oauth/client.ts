@@ -6,7 +6,8 @@
 import { errors as joseErrors, type JWTPayload } from 'jose'
 import { KeysUnavailable, verifiedClaims } from './issuer-keys.js'
 import * as oauth from 'oauth4webapi'
-import { GatewayError } from '../errors.js'
+import { describeCause, GatewayError } from '../errors.js'
+import { loggedEndpoint } from './discovery-failure.js'
 import type { Clock } from '../ops/clock.js'
 import type { TokenSet } from '../session/record.js'
 import { fetchGitHubUser } from './github.js'
@@ -184,9 +185,22 @@ function tokenErrorMessage (provider: ResolvedProvider, error: unknown): string 
 /** `token_exchange_failed` for a library error met in the code exchange or a refresh, the error as its cause. */
 export function tokenExchangeError (provider: ResolvedProvider, error: unknown): GatewayError {
   // The ID token may be good: its keys could not be read (the provider's JWKS is down, and the set
-  // held has no key for it). Not "the ID token is invalid".
-  if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error })
-  return new GatewayError('token_exchange_failed', tokenErrorMessage(provider, error), { cause: error })
+  // held has no key for it). Not "the ID token is invalid". That outage is logged once, by the keys.
+  if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error, details: { log: keysOutage(provider.name) } })
+  return new GatewayError('token_exchange_failed', tokenErrorMessage(provider, error), { cause: error, details: { log: endpointFailed('token', provider, provider.tokenUrl, error) } })
+}
+
+/** A request failed while a provider's keys cannot be read: at debug, since the keys log the outage once and its end once. */
+export function keysOutage (provider: string): { msg: string, fields: Record<string, unknown>, level: 'debug' } {
+  return { msg: 'request failed: the provider\'s signing keys cannot be read', fields: { provider }, level: 'debug' }
+}
+
+/**
+ * The one line of a provider endpoint that failed a request: which provider, which endpoint, and
+ * why (an operator with several providers could not tell which was down: an outside tester's finding).
+ */
+function endpointFailed (endpoint: 'token' | 'userinfo', provider: ResolvedProvider, url: string, error: unknown): { msg: string, fields: Record<string, unknown> } {
+  return { msg: `the provider's ${endpoint} endpoint failed`, fields: { provider: provider.name, url: loggedEndpoint(url), cause: describeCause(error) } }
 }
 
 /**
@@ -268,7 +282,7 @@ export async function fetchUserinfo (provider: ResolvedProvider, accessToken: st
     if (!response.ok) throw new Error(`userinfo answered ${response.status}`)
     body = await response.json()
   } catch (error) {
-    throw new GatewayError('token_exchange_failed', 'The provider\'s userinfo endpoint did not answer as expected.', { cause: error })
+    throw new GatewayError('token_exchange_failed', 'The provider\'s userinfo endpoint did not answer as expected.', { cause: error, details: { log: endpointFailed('userinfo', provider, url, error) } })
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new GatewayError('token_exchange_failed', 'The provider\'s userinfo endpoint did not answer with a JSON object.')

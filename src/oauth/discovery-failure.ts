@@ -40,3 +40,9 @@ export function networkCode (error: unknown): string | undefined {
   }
   return undefined
 }
+
+/** An endpoint's address as a log line names it: no query, fragment or credentials. */
+export function loggedEndpoint (address: string): string {
+  const url = new URL(address)
+  return `${url.origin}${url.pathname}`
+}

@@ -34,3 +34,19 @@ export class Paused extends GatewayError {
  * another's lock.
  */
 export const failureKey = (sessionId: string, provider: string) => `refresh-failed:${sessionId}:${provider}`
+
+/**
+ * `error`, a refresh of an expired token that failed (the request fails with it), with its one log
+ * line: `token refresh failed` at the provider, naming it, its endpoint and the cause, as when the
+ * token was still valid (operations.md has operators alert on that line; an outside tester's
+ * finding: only `request failed` was logged, with no provider); at debug when it was not asked (a
+ * pause, or a failure just now: the failure was logged when it happened).
+ */
+export function expiredRefreshFailed (error: GatewayError, fields: { provider: string, session: string }): GatewayError {
+  if (error instanceof Paused || error instanceof FailedJustNow) {
+    error.details.log ??= { msg: 'token refresh not asked (a pause, or a failure just now); the token has expired, so the request fails', fields: { ...fields, reason: error.message }, level: 'debug' }
+  } else if (PROVIDER_FAILURES.has(error.code) && error.details.log?.level !== 'debug') {
+    error.details.log = { msg: 'token refresh failed; the token has expired, so the request fails', fields: { ...error.details.log?.fields, ...fields, retryAfterS: pausedFor(error) } }
+  }
+  return error
+}

@@ -20,7 +20,7 @@ import { systemClock, type Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
 import { refusedByStore, storeKeys, type KeyValue, type Lock, type LockHandle } from '../store/store.js'
 import { refreshTokens } from './client.js'
-import { FailedJustNow, failureKey, Paused, pausedFor, PROVIDER_FAILURES } from './refresh-failures.js'
+import { expiredRefreshFailed, FailedJustNow, failureKey, Paused, pausedFor, PROVIDER_FAILURES } from './refresh-failures.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
 /** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */
@@ -208,8 +208,9 @@ export class TokenRefresher {
       this.checkPause(name)
       return await this.refreshOnce(session, name, stale, replaces)
     } catch (error) {
-      if (!isStillValid(stale, this.clock.now()) || !(error instanceof GatewayError)) throw error
+      if (!(error instanceof GatewayError)) throw error
       const fields = { provider: name, session: session.id.slice(0, 8) }
+      if (!isStillValid(stale, this.clock.now())) throw expiredRefreshFailed(error, fields)
       if (refusedByStore(error)) {
         this.log.debug({ ...fields, refusal: error.cause.reason }, 'token refresh not written (the store refused); the current token is still valid and goes on')
       } else if (error instanceof Paused || error instanceof FailedJustNow) {

@@ -6,7 +6,10 @@
 // all three, the HTTP client's own message). Each fault is one outage: an `ok` read in between ends
 // the previous one ("signing keys read again"). The gateway's clock is injected: the cooldown is
 // passed by moving it, never by waiting.
+import { randomUUID } from 'node:crypto'
+import { SignJWT } from 'jose'
 import { expect } from 'vitest'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { JWKS_COOLDOWN_MS } from '../../src/oauth/issuer-keys.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import type { TestGateway } from '../helpers/gateway.js'
@@ -97,4 +100,36 @@ it.for(CAUSES)('a JWKS whose answer fails (%s): 503 issuer_keys_unavailable with
   expect(said[0]!.url).toBe(`${issuer.url}/jwks`)
   // The reason is the cause, not only "fetch failed".
   expect(JSON.stringify(said[0]!.cause)).toMatch(cause)
+})
+
+// A back-channel logout in the same outage: the provider is told 502 (it sends the token again),
+// and the outage's one warning is not buried under an error line per logout token (an outside
+// tester's finding).
+it('back-channel logouts while the keys cannot be read: 502 each within the timeout, no error line per logout token', async () => {
+  // Signed with a key published since the last read (a kid the gateway has not read): the keys are read again, and fail.
+  const logout = async (): Promise<{ status: number, ms: number }> => {
+    const token = await new SignJWT({ sid: randomUUID(), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} }, jti: randomUUID() })
+      .setProtectedHeader({ alg: 'RS256', kid: 'k-rotated', typ: 'logout+jwt' })
+      .setIssuer(issuer.url).setAudience('c').setIssuedAt(Math.floor(clock.now() / 1000)).sign(issuer.key.key)
+    const began = Date.now()
+    const response = await fetch(`${gateway.url}/oauth/backchannel-logout/corp/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ logout_token: token }) })
+    await response.arrayBuffer()
+    return { status: response.status, ms: Date.now() - began }
+  }
+  // The keys read well first, ending the last row's outage.
+  mode = 'ok'
+  clock.offset += JWKS_COOLDOWN_MS
+  expect((await call('before-logouts')).status).toBe(401)
+  mode = 'reset'
+  const from = gateway.logs.length
+  for (let i = 0; i < 3; i++) {
+    clock.offset += JWKS_COOLDOWN_MS
+    const answer = await logout()
+    expect(answer.status).toBe(502)
+    expect(answer.ms).toBeLessThan(TIMEOUT_MS + ONE_ANSWER_MS)
+  }
+  mode = 'ok'
+  const said = gateway.logs.slice(from).map((line) => JSON.parse(line) as { level: number, msg: string })
+  expect(said.filter((line) => line.msg.startsWith('signing keys could not be read'))).toHaveLength(1)
+  expect(said.filter((line) => line.level >= 50)).toEqual([])
 })

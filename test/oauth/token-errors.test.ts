@@ -10,7 +10,7 @@ import { KeysUnavailable } from '../../src/oauth/issuer-keys.js'
 import { UnreadableAnswer } from '../../src/oauth/provider-http.js'
 import type { ResolvedProvider } from '../../src/oauth/providers.js'
 
-const provider = { timeoutMs: 500 } as ResolvedProvider
+const provider = { name: 'op', timeoutMs: 500, tokenUrl: 'https://op.example.test/token?tenant=x' } as ResolvedProvider
 const as: oauth.AuthorizationServer = { issuer: 'https://issuer.example', token_endpoint: 'https://issuer.example/token' }
 const client: oauth.Client = { client_id: 'client' }
 const NONCE = 'n0nce'
