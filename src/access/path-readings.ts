@@ -3,7 +3,7 @@
 // routers dispatch it, and the path a front controller takes from the query (src/config/path-fold.ts
 // makes each reading), and the script a path runs. An `allow` glob admits a path only with the
 // script it runs and every path its query routes to.
-import { foldable, folded, queryReadings, routedForms, scriptRun } from '../config/path-fold.js'
+import { admittedScript, foldable, folded, queryReadings, routedForms, scriptRun } from '../config/path-fold.js'
 
 /** No other reading: the path is read only as it is (an `allow` list, or no `deny` glob). */
 export const NO_READINGS: readonly string[] = Object.freeze([])
@@ -57,8 +57,9 @@ export function otherReadings (target: string | undefined): readonly string[] {
 export function admitsWhatItRuns (target: string, admits: (path: string) => boolean): boolean {
   const queryAt = target.indexOf('?')
   const path = queryAt === -1 ? target : target.slice(0, queryAt)
-  const script = scriptRun(path)
-  if (script !== undefined && !admits(script)) return false
+  // The script as a file or as a directory: `/x/*` admits `/x` to an allow, not to a public rule.
+  const script = scriptRun(path, admittedScript)
+  if (script !== undefined && !admits(script) && !admits(`${script}/`)) return false
   if (queryAt === -1) return true
   const readings = queryReadings(target, false)
   return readings !== undefined && readings.every(admits)

@@ -118,11 +118,11 @@ export function foldable (path: string): boolean {
  * Segments that name a script which routes the rest of the path itself (PHP's PATH_INFO:
  * `/app/index.php/admin/users` is Symfony's or Laravel's `/admin/users`; the older PHP suffixes and
  * `.phar` that Debian's and cPanel's handlers run; CGI, FastCGI (Django's `mysite.fcgi`), mod_wsgi,
- * classic ASP, ASP.NET handlers, ISAPI extensions, and ColdFusion's `index.cfm`, which ColdBox and
- * FW/1 route by, alike).
+ * classic ASP, ASP.NET handlers (ELMAH's `elmah.axd/download`), ISAPI extensions, and ColdFusion's
+ * `index.cfm`, which ColdBox and FW/1 route by, alike).
  */
 const SCRIPT_SUFFIXES = ['.php', '.phtml', '.pht', '.php3', '.php4', '.php5', '.php7', '.php8', '.phar', '.cgi', '.fcgi', '.wsgi', '.pl',
-  '.asp', '.aspx', '.asmx', '.ashx', '.svc', '.dll', '.exe', '.cfm']
+  '.asp', '.aspx', '.asmx', '.ashx', '.axd', '.svc', '.dll', '.exe', '.cfm']
 
 function isScript (segment: string): boolean {
   return SCRIPT_SUFFIXES.some((suffix) => segment.length > suffix.length && segment.endsWith(suffix))
@@ -138,13 +138,20 @@ function isScript (segment: string): boolean {
  * `/Wiki/*` admits `/Wiki/index.php/Main_Page`: a re-reader's finding against the whole path
  * folded). Undefined without one. Linear in the path.
  */
-export function scriptRun (path: string): string | undefined {
+export function scriptRun (path: string, script = isScript): string | undefined {
   if (!path.includes('.')) return undefined
   for (let start = 1, end = path.indexOf('/', 1); end !== -1; start = end + 1, end = path.indexOf('/', start)) {
-    if (isScript(fileName(path.slice(start, end).toLowerCase()))) return path.slice(0, end)
+    if (script(fileName(path.slice(start, end).toLowerCase()))) return path.slice(0, end)
   }
   return undefined
 }
+
+/**
+ * A segment a public or allow glob must admit as a script: not `.pl`, which names Poland's domains
+ * as directories more often than Perl scripts run with PATH_INFO behind a public glob (a Drupal
+ * multisite's public `/sites/example.pl/files/*`: a re-reader's finding). A deny still reads it.
+ */
+export const admittedScript = (segment: string): boolean => !segment.endsWith('.pl') && isScript(segment)
 
 /**
  * `segment` without a format suffix (`admin` of `admin` + `.json`: Rails' `(.:format)`, whose
