@@ -20,7 +20,7 @@ import { systemClock, type Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
 import { refusedByStore, storeKeys, type KeyValue, type Lock, type LockHandle } from '../store/store.js'
 import { refreshTokens } from './client.js'
-import { expiredRefreshFailed, FailedJustNow, failureKey, Paused, pausedFor, PROVIDER_FAILURES } from './refresh-failures.js'
+import { expiredRefreshFailed, FailedJustNow, failureKey, Paused, pausedFor, PROVIDER_FAILURES, waitedOn } from './refresh-failures.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
 /** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */
@@ -163,12 +163,11 @@ export class TokenRefresher {
     const kept = this.unwritten.peek(key)
     if (kept !== undefined && kept.replaces !== token.access_token) this.unwritten.delete(key)
     if (kept === undefined && !token.refresh_token) return undefined
-    let pending = this.inFlight.get(key)
-    if (!pending) {
-      pending = (kept?.replaces === token.access_token ? this.useUnwritten(session, provider, kept) : this.refreshOrKeep(session, provider, token))
-        .finally(() => this.inFlight.delete(key))
-      this.inFlight.set(key, pending)
-    }
+    const joined = this.inFlight.get(key)
+    if (joined !== undefined) return await joined.catch((error: unknown) => { throw waitedOn(error) })
+    const pending = (kept?.replaces === token.access_token ? this.useUnwritten(session, provider, kept) : this.refreshOrKeep(session, provider, token))
+      .finally(() => this.inFlight.delete(key))
+    this.inFlight.set(key, pending)
     return await pending
   }
 

@@ -16,9 +16,11 @@ import { metricValue } from '../helpers/metrics.js'
 import { test as it } from '../helpers/stack.js'
 
 const TIMEOUT_MS = 500
-type Mode = 'pass' | 'hang' | 'error500'
+type Mode = 'pass' | 'hang' | 'error500' | 'held500'
 const modes: Record<'token' | 'userinfo', Mode> = { token: 'pass', userinfo: 'pass' }
 const clock = { offset: 0, now: () => Date.now() + clock.offset }
+/** `held500`: the token requests asked (`first` resolves at the first), each answered 500 once `until` resolves. */
+const held = { asked: 0, first: () => {}, until: Promise.resolve(), release: () => {} }
 
 let relay: Server
 let relayUrl = ''
@@ -37,6 +39,12 @@ it.beforeAll(async ({ startStack, upstream, op }) => {
     const mode = modes[which]
     if (mode === 'hang') return
     if (mode === 'error500') { res.writeHead(500, { 'content-type': 'text/plain' }); res.end('boom'); return }
+    if (mode === 'held500') {
+      held.asked++
+      held.first()
+      void held.until.then(() => { res.writeHead(500, { 'content-type': 'text/plain' }); res.end('boom') })
+      return
+    }
     const chunks: Buffer[] = []
     req.on('data', (c: Buffer) => chunks.push(c))
     req.on('end', () => {
@@ -128,4 +136,30 @@ it('a refresh of an expired token whose token endpoint hangs: 502 within the tim
   expect(said[0]!.provider).toBe('demo')
   expect(JSON.stringify(said[0])).toContain(`${relayUrl}${tokenPath}`)
   expect(JSON.stringify(said[0])).not.toMatch(/"errno":\d/)
+})
+
+// A re-reader's finding: the requests that waited on the one refresh shared its error, and each
+// wrote its warn line. Whatever the timing, each warn line is one refresh asked: a request that
+// came after the failure asks again (the failure of an expired token's refresh is history to it).
+it('parallel requests of one expired session, a refresh that fails: a warn line per refresh asked, not per request', async () => {
+  const browser = new Browser()
+  expect((await browser.navigate(`${gateway.url}/app/`)).status).toBe(200)
+  clock.offset += 3_600_000
+  held.asked = 0
+  const asked = new Promise<void>((resolve) => { held.first = resolve })
+  held.until = new Promise((resolve) => { held.release = resolve })
+  modes.token = 'held500'
+  const from = gateway.logs.length
+  const answers = Promise.all(Array.from({ length: 8 }, async (_, i) => {
+    const response = await browser.fetch(`${gateway.url}/app/asset-${i}.js`, { headers: { accept: 'application/json' } })
+    await response.arrayBuffer()
+    return response.status
+  }))
+  // The refresh is asked, and held, while the other requests come.
+  await asked
+  held.release()
+  expect(await answers).toEqual(Array.from({ length: 8 }, () => 502))
+  const warned = loud(from)
+  expect(warned.every((line) => String(line.msg).startsWith('token refresh failed; the token has expired'))).toBe(true)
+  expect(warned).toHaveLength(held.asked)
 })
