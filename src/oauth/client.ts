@@ -187,20 +187,21 @@ export function tokenExchangeError (provider: ResolvedProvider, error: unknown):
   // The ID token may be good: its keys could not be read (the provider's JWKS is down, and the set
   // held has no key for it). Not "the ID token is invalid". That outage is logged once, by the keys.
   if (error instanceof KeysUnavailable) return new GatewayError('provider_unavailable', error.message, { cause: error, details: { log: keysOutage(provider.name) } })
-  return new GatewayError('token_exchange_failed', tokenErrorMessage(provider, error), { cause: error, details: { log: endpointFailed('token', provider, provider.tokenUrl, error) } })
+  const message = tokenErrorMessage(provider, error)
+  return new GatewayError('token_exchange_failed', message, { cause: error, details: { log: endpointFailed('token', provider, provider.tokenUrl, error, message) } })
 }
 
 /** A request failed while a provider's keys cannot be read: at debug, since the keys log the outage once and its end once. */
 export function keysOutage (provider: string): { msg: string, fields: Record<string, unknown>, level: 'debug' } {
-  return { msg: 'request failed: the provider\'s signing keys cannot be read', fields: { provider }, level: 'debug' }
+  return { msg: 'request failed: the provider\'s signing keys could not be read, or do not hold the token\'s key yet', fields: { provider }, level: 'debug' }
 }
 
 /**
  * The one line of a provider endpoint that failed a request: which provider, which endpoint, and
  * why (an operator with several providers could not tell which was down: an outside tester's finding).
  */
-function endpointFailed (endpoint: 'token' | 'userinfo', provider: ResolvedProvider, url: string, error: unknown): { msg: string, fields: Record<string, unknown> } {
-  return { msg: `the provider's ${endpoint} endpoint failed`, fields: { provider: provider.name, url: loggedEndpoint(url), cause: describeCause(error) } }
+function endpointFailed (endpoint: 'token' | 'userinfo', provider: ResolvedProvider, url: string, error: unknown, reason: string): { msg: string, fields: Record<string, unknown> } {
+  return { msg: `${endpoint} request to the provider failed`, fields: { provider: provider.name, url: loggedEndpoint(url), reason, cause: describeCause(error) } }
 }
 
 /**
@@ -282,7 +283,8 @@ export async function fetchUserinfo (provider: ResolvedProvider, accessToken: st
     if (!response.ok) throw new Error(`userinfo answered ${response.status}`)
     body = await response.json()
   } catch (error) {
-    throw new GatewayError('token_exchange_failed', 'The provider\'s userinfo endpoint did not answer as expected.', { cause: error, details: { log: endpointFailed('userinfo', provider, url, error) } })
+    const message = 'The provider\'s userinfo endpoint did not answer as expected.'
+    throw new GatewayError('token_exchange_failed', message, { cause: error, details: { log: endpointFailed('userinfo', provider, url, error, message) } })
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new GatewayError('token_exchange_failed', 'The provider\'s userinfo endpoint did not answer with a JSON object.')
