@@ -27,3 +27,15 @@ export function fromOwnPage (request: FastifyRequest, ownOrigin: string): boolea
   const site = request.headers['sec-fetch-site']
   return site === undefined ? request.headers.origin === ownOrigin : site === 'same-origin'
 }
+
+/**
+ * A GET the browser made for something a page embeds (Fetch Metadata's Sec-Fetch-Dest: an image, a
+ * script, a style sheet, a frame...), not a page the person opened or a script's own request
+ * (`document`, `empty`): an `<img src="/oauth/logout/">` in an application's user content signed
+ * its every reader out (an outside tester's finding). Without the header, not known to be one.
+ * @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-dest-header
+ */
+export function embedded (request: FastifyRequest): boolean {
+  const dest = request.headers['sec-fetch-dest']
+  return dest !== undefined && dest !== 'document' && dest !== 'empty'
+}

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
 import { sendUnframed, signOutConfirmPage, signedOutPage, type SignedOut } from '../http/pages.js'
-import { fromAnotherSite } from '../http/request-site.js'
+import { embedded, fromAnotherSite } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { unknownProvider } from '../errors.js'
 import { safeNext } from '../oauth/urls.js'
@@ -65,9 +65,10 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     const switchTo = switchProvider(request.body?.switch ?? request.query.switch)
     const everywhere = (request.body?.everywhere ?? request.query.everywhere) === '1'
     // "Use another account" and "sign out everywhere" come only as a form POST: a link or an <img>
-    // asking for either, even on a page of the gateway's own origin, is asked first too.
+    // asking for either, even on a page of the gateway's own origin, is asked first too. A plain
+    // sign-out is a link's, never an embedded image's or frame's.
     const postOnly = switchTo !== undefined || namesEverywhere(request.query)
-    if (fromAnotherSite(request, ownOrigin) || (postOnly && request.method !== 'POST')) {
+    if (fromAnotherSite(request, ownOrigin) || (request.method !== 'POST' && (postOnly || embedded(request)))) {
       return sendUnframed(reply, signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts), switchTo, everywhere))
     }
     await chargeSwitch(request, reply, switchTo)

@@ -123,6 +123,26 @@ describe('error pages in a real browser', () => {
     await page.close()
   })
 
+  // An outside tester's finding: a plain sign-out was any GET of the gateway's own origin, so an
+  // image in an application's user content signed its every reader out.
+  it('an <img> of the sign-out address on an application\'s page signs nobody out', async () => {
+    const own = await browser.newContext()
+    try {
+      const page = await own.newPage()
+      await signInAt(page, `${gateway.url}/app/hello`, 'bob')
+      // A comment on a page of the application (the gateway's own origin), with an image of its author's choice.
+      await page.route(`${gateway.url}/app/comment`, async (route) => { await route.fulfill({ contentType: 'text/html', body: '<p>Nice page!</p><img src="/oauth/logout/" alt="">' }) })
+      const signOut = page.waitForResponse((response) => response.url().endsWith('/oauth/logout/'))
+      await page.goto(`${gateway.url}/app/comment`)
+      // The browser asked for it (as an image: Sec-Fetch-Dest), and was answered the question.
+      expect((await signOut).status()).toBe(200)
+      await page.goto(`${gateway.url}/oauth/`)
+      expect(await page.textContent('body')).toContain('Signed in as')
+    } finally {
+      await own.close()
+    }
+  })
+
   it('the sign-out confirmation (another site sent the browser) offers to stay signed in at the home page', async () => {
     const page = await context.newPage()
     // A link on a page of no origin of the gateway's: the browser marks the navigation cross-site.

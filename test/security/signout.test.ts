@@ -70,6 +70,10 @@ describe('logout from another site only asks', () => {
     ['a foreign Origin', { origin: 'https://evil.example' }],
     ['Origin: null', { origin: 'null' }],
     ['a same-origin Sec-Fetch-Site with a foreign Origin', { 'sec-fetch-site': 'same-origin', origin: 'https://evil.example' }],
+    // An outside tester's finding: an image (or a frame, a script) in an application's own page.
+    ['an <img> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'image', 'sec-fetch-mode': 'no-cors' }],
+    ['an <iframe> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'iframe', 'sec-fetch-mode': 'navigate' }],
+    ['a <script> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'script', 'sec-fetch-mode': 'no-cors' }],
   ])('GET with %s answers 200 with a confirmation page and keeps the session', async (_name, headers) => {
     const { cookie } = await signedIn()
     const response = await logout(cookie, headers)
@@ -111,6 +115,8 @@ describe('logout from the gateway itself signs out', () => {
     ['Sec-Fetch-Site: none (typed or bookmarked)', { 'sec-fetch-site': 'none' }],
     ['the gateway\'s own Origin', () => ({ origin: new URL(gateway.url).origin })],
     ['neither header', {}],
+    ['a link the person followed (Sec-Fetch-Dest: document)', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'document', 'sec-fetch-mode': 'navigate' }],
+    ['a script of the application\'s own (fetch: Sec-Fetch-Dest: empty)', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-fetch-mode': 'same-origin' }],
   ])('GET with %s ends the session and redirects to next', async (_name, headers) => {
     const { cookie } = await signedIn()
     const response = await logout(cookie, typeof headers === 'function' ? headers() : headers)
