@@ -22,7 +22,9 @@ it.beforeAll(async ({ startStack, upstream }) => {
     routes: [
       { path: '/app/', upstream: upstream.url, provider: 'demo', deny: [{ paths: ['/app/admin/*'] }] },
       { path: '/team/', upstream: upstream.url, provider: 'demo', allow: [{ groups: ['admins'] }] },
+      { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
     ],
+    agents: { deviceFlow: true },
   })
 })
 
@@ -33,7 +35,7 @@ async function overflow (page: Page): Promise<{ scrollWidth: number, outside: st
   // Run in the page (this project's types have no DOM): the page's width, and what reaches past the window.
   return await page.evaluate(`({
     scrollWidth: document.documentElement.scrollWidth,
-    outside: [...document.querySelectorAll('h1, button, a, input, td, dd, code')]
+    outside: [...document.querySelectorAll('h1, button, a, input, td, dd, code, bdi')]
       .filter((element) => element.getBoundingClientRect().right > window.innerWidth + 0.5)
       .map((element) => element.tagName.toLowerCase() + ': ' + (element.textContent ?? '').trim().slice(0, 60)),
   })`)
@@ -74,4 +76,27 @@ describe('the pages at a desktop width and a phone\'s', () => {
       await context.close()
     }
   }, 60_000)
+})
+
+// An outside tester's finding: a registered client's name of 100 characters without a space did not
+// wrap, so on a phone the page scrolled sideways and the part of the name that gave its author away
+// (`...by-mallory`) was outside the window.
+describe('a client\'s long name without spaces on a phone', () => {
+  it('the device code\'s confirmation shows it whole: no sideways scrolling, the name inside the window', async () => {
+    const registered = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ client_name: `deploy-cli${'_'.repeat(80)}by-mallory`, grant_types: ['urn:ietf:params:oauth:grant-type:device_code', 'refresh_token'], token_endpoint_auth_method: 'none' }) })
+    const { client_id: id } = await registered.json() as { client_id: string }
+    const started = await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST', body: new URLSearchParams({ client_id: id, resource: `${gateway.url}/mcp` }) })
+    const { verification_uri_complete: confirm } = await started.json() as { verification_uri_complete: string }
+    const context = await (await sharedChromium()).newContext({ viewport: WIDTHS[1] })
+    try {
+      const page = await context.newPage()
+      await page.goto(confirm)
+      expect(await page.locator('h1').textContent()).toBe('Is this your code?')
+      const { scrollWidth, outside } = await overflow(page)
+      expect({ scrollWidth: scrollWidth <= WIDTHS[1].width ? 'fits' : scrollWidth, outside }).toEqual({ scrollWidth: 'fits', outside: [] })
+      await page.screenshot({ path: `${ARTIFACTS}/page-device-long-name-phone.png`, fullPage: true })
+    } finally {
+      await context.close()
+    }
+  })
 })
