@@ -169,7 +169,7 @@ function signedInLine (provider: string, identity: Identity, switchAccountUrl: (
   const other = switchAccountUrl === undefined
     ? ''
     : ` <form class="inline" method="post" action="${escapeHtml(switchAccountUrl(provider))}"><button type="submit" class="link">Use another account</button></form>`
-  return `<li>Signed in as <strong>${escapeHtml(identity.name ?? identity.sub)}</strong>${email} with <code>${escapeHtml(provider)}</code>${other}</li>`
+  return `<li>Signed in as <strong><bdi>${escapeHtml(identity.name ?? identity.sub)}</bdi></strong>${email} with <code>${escapeHtml(provider)}</code>${other}</li>`
 }
 
 /** The way back to the applications, first on the page. */

@@ -107,7 +107,7 @@ const ALREADY_DELIVERED = 'This form was already delivered after your sign-in (o
 /** The page the callback answers with: it submits the marker to the form's path at once. */
 function replayPage (path: string, nonce: string): string {
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Sending your form</title></head><body>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Sending your form</title></head><body>
 <form method="post" action="${escapeHtml(path)}"><input type="hidden" name="gateway-preserved-form" value="1">
 <p>You are signed in. Sending the form you filled in before…</p>
 <noscript><button type="submit">Send the form</button></noscript></form>

@@ -75,7 +75,7 @@ describe('/oauth/ signed in: the way back to the applications', () => {
 
   it('says whom the person is signed in as, offers "Use another account", and no Sign-in button for that provider', async () => {
     const page = await home(alice)
-    expect(page).toContain('Signed in as <strong>alice</strong> with <code>demo</code>')
+    expect(page).toContain('Signed in as <strong><bdi>alice</bdi></strong> with <code>demo</code>')
     expect(page).toContain(`action="${gateway.url}/oauth/logout/?next=%2Foauth%2F&#38;switch=demo"`)
     expect(page).not.toContain('Sign in with demo')
     expect(page).toContain('<form method="post" action="/oauth/logout/">')
@@ -136,7 +136,7 @@ describe('homePage: hostile values are escaped', () => {
   it('names, e-mail addresses, providers and app labels never reach the page unescaped', () => {
     const page = homePage({ demo: hostile }, links, [{ label: '/x"y\'z/', href: '/x"y\'z/' }], (provider) => `https://gw.example/oauth/logout/?switch=${provider}&x="`)
     expect(page).not.toMatch(/<img|<script|<b>|onerror=alert\(1\)>/)
-    expect(page).toContain('Signed in as <strong>&#34;&#62;&#60;img src=x onerror=alert(1)&#62;</strong>')
+    expect(page).toContain('Signed in as <strong><bdi>&#34;&#62;&#60;img src=x onerror=alert(1)&#62;</bdi></strong>')
     expect(page).toContain('<a class="app" href="/x&#34;y&#39;z/">/x&#34;y&#39;z/</a>')
   })
 

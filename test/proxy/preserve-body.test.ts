@@ -104,6 +104,8 @@ describe('a form POST that meets a missing session', () => {
     const html = await page.text()
     expect(html).toContain('action="/app/form?draft=1"')
     expect(html).not.toContain('caf')
+    // Read on a phone at its width, as the gateway's other pages (an outside tester's finding).
+    expect(html).toContain('<meta name="viewport" content="width=device-width, initial-scale=1">')
     const csp = page.headers.get('content-security-policy') ?? ''
     const nonce = /'nonce-([^']+)'/.exec(csp)?.[1]
     expect(nonce).toBeDefined()
