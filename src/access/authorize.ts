@@ -8,7 +8,7 @@
 // token never gets the browser flow, whatever its Accept. The caller acts on the verdict and on
 // nothing else, as the one responder (responder.ts) answers it.
 import type { Sessions } from '../session/session.js'
-import type { Identity, Session } from '../session/record.js'
+import type { Identity, Session, SessionRecord } from '../session/record.js'
 import type { TokenRefresher } from '../oauth/refresh.js'
 import { stepUpProblem } from '../oauth/step-up.js'
 import { TOKEN_MESSAGES, noTokenMessage } from '../oauth/token-messages.js'
@@ -83,6 +83,8 @@ export interface Grant {
   readonly cookie: string
   readonly sessionId: string
   readonly createdAt: number
+  /** The grant's session's sign-in at each provider: what a route's `reauth` judges its streams by. */
+  readonly signIns: SessionRecord['providerSessions']
 }
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
@@ -194,7 +196,7 @@ export class Access {
     if (first.kind !== 'read_session') return undefined
     const decision = decide(guard.gate, request, false, state)
     if (decision.kind === 'read_session') return undefined
-    return withGrantOf(withAssertion(guard, decision, session), { cookie: cookie!, sessionId: session.id, createdAt: session.record.createdAt })
+    return withGrantOf(withAssertion(guard, decision, session), { cookie: cookie!, sessionId: session.id, createdAt: session.record.createdAt, signIns: session.record.providerSessions })
   }
 
   /**
@@ -220,7 +222,7 @@ export class Access {
     if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
     const decision = decide(guard.gate, request, false, state)
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
-    return await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id, createdAt: session!.record.createdAt })
+    return await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id, createdAt: session!.record.createdAt, signIns: session!.record.providerSessions })
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {

@@ -186,7 +186,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         // After a kept form is delivered: its body's `_method` is judged too.
         const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
         if (overrides !== undefined) scope.addHook('preParsing', overrides)
-        if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs, route.websocket)
+        if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs, route)
         if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets)
       }
       const browser = route.auth === 'required' && streams !== undefined ? browserStreams(streams, route, config.session.maxAgeMs) : undefined
@@ -245,10 +245,13 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
 
 /**
  * After the access hook: an agent's request (not an upgrade: its websocket is a session socket) is
- * held with its grant, so that its answer ends with it, and at the end of the token it came with
- * or of the grant's session.maxAge, whichever is first.
+ * held with its grant, so that its answer ends with it, and at the end of the token it came with,
+ * of the grant's session.maxAge, or once the route's `reauth` no longer admits the grant's sign-in,
+ * whichever is first (an outside tester's finding: a stream on a step-up route ran to the token's
+ * end, an hour past what the person's browser got).
  */
-function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number, websockets: boolean): void {
+function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, grants: GrantGuard, header: BearerGuard['header'], maxAgeMs: number, route: RouteConfig): void {
+  const { reauth, websocket: websockets } = route
   scope.addHook('onRequest', (request, reply, done) => {
     const grant = request.allowed?.grant
     // An allowed verdict carries a grant only for an agent's token. Only a websocket the route takes
@@ -259,7 +262,8 @@ function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, gran
       const token = bearerToken(request.headers[header])
       // Cut once the token would be refused: its exp plus the skew a request is let through with.
       const expires = typeof token === 'string' ? grants.until(token) : undefined
-      streams.hold(grant.sessionId, reply.raw, Math.min(grant.createdAt + maxAgeMs, expires === undefined ? Infinity : expires + TOKEN_SKEW_MS), 'agent')
+      const stepUp = reauth === undefined ? undefined : stepUpEnds(reauth, grant.signIns?.[request.allowed?.provider ?? route.provider!])
+      streams.hold(grant.sessionId, reply.raw, Math.min(grant.createdAt + maxAgeMs, expires === undefined ? Infinity : expires + TOKEN_SKEW_MS, stepUp ?? Infinity), 'agent')
     }
     done()
   })

@@ -5,10 +5,14 @@
 // request of every agent on such a route was refused. The gateway's clock is the test's.
 import { describe, expect } from 'vitest'
 import { agentGrant } from '../helpers/agent-grant.js'
+import { ManualTimers } from '../helpers/manual-timers.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { test as it } from '../helpers/stack.js'
 
-const clock = { offset: 0, now: () => Date.now() + clock.offset }
+/** The streams' deadline timers: they fire only as the test moves their time, which the gateway's clock reads too. */
+const timers = new ManualTimers()
+timers.time = Date.now()
+const clock = { offset: 0, now: () => timers.time + clock.offset }
 let gateway: TestGateway
 
 it.beforeAll(async ({ startStack, upstream }) => {
@@ -16,7 +20,7 @@ it.beforeAll(async ({ startStack, upstream }) => {
     // Tokens of an hour: the step-up comes first.
     agents: { accessTokenTtl: '1h' },
     routes: [{ path: '/step/', upstream: upstream.url, provider: 'demo', agents: true, reauth: { maxAge: '15m' } }],
-  }, { deps: { clock } })
+  }, { deps: { clock, timers } })
 })
 
 async function call (token: string): Promise<{ status: number, error: string | undefined }> {
@@ -34,6 +38,27 @@ describe('an agent on a step-up route', () => {
       expect(await call(tokens.access_token)).toEqual({ status: 401, error: 'insufficient_user_authentication' })
     } finally {
       clock.offset = 0
+    }
+  })
+})
+
+// An outside tester's finding: an agent's stream was held only to its token's exp (an hour here) or
+// the grant's session.maxAge, while its person's browser's stream on the route is cut once the
+// sign-in is older than reauth.maxAge.
+describe('an agent\'s stream on a step-up route', () => {
+  it('is cut once the grant\'s sign-in is older than reauth.maxAge, as its person\'s browser\'s is', async ({ upstream }) => {
+    const { tokens } = await agentGrant(gateway.url, 'step-agent-stream', `${gateway.url}/step`)
+    const response = await fetch(`${gateway.url}/step/events`, { headers: { authorization: `Bearer ${tokens.access_token}`, accept: 'text/event-stream' } })
+    expect(response.status).toBe(200)
+    const reader = response.body!.getReader()
+    expect(new TextDecoder().decode((await reader.read()).value)).toBe('data: first\n\n')
+    const next = reader.read().then(({ done }) => done ? 'ended' : 'went on', () => 'cut')
+    try {
+      // Past the sign-in's auth_time, its minute of skew and 15 minutes; far before the token's exp.
+      timers.advance(timers.time + 17 * 60_000)
+      expect(await next).toBe('cut')
+    } finally {
+      upstream.release()
     }
   })
 })
