@@ -38,7 +38,7 @@ export function consentPage (view: ConsentView, person: string, csrf: string): s
     : `<dt>Sends you back to</dt><dd><code>${escapeHtml(view.redirectHost)}</code></dd>`
   const warning = view.redirectHost === undefined ? ' If someone else gave you the code, deny: they would get your access.' : ''
   return renderPage(title, `<h1>${escapeHtml(title)}</h1>
-<p>${whose(view)} asks to use <code>${escapeHtml(view.routePath)}</code> as <strong>${escapeHtml(person)}</strong>.</p>
+<p>${whose(view)} asks to use <code>${escapeHtml(view.routePath)}</code> as <strong><bdi>${escapeHtml(person)}</bdi></strong>.</p>
 <dl class="seen"><dt>Named by</dt><dd>${view.clientSite === undefined ? 'itself: anyone may register a client under any name' : `<code>${escapeHtml(view.clientSite)}</code>, where its description is`}</dd>${back}<dt>Application</dt><dd><code>${escapeHtml(view.routePath)}</code></dd><dt>As</dt><dd>${escapeHtml(person)}</dd></dl>
 <p>It can then call this application as you until you sign out everywhere or end it on <a href="/oauth/sessions/">your sessions</a>. Allow it only if you started this from that client.${warning}</p>
 <form method="post" action="${escapeHtml(agentInteractionUrl(view.uid))}">
@@ -63,5 +63,5 @@ ${form}
 <button class="button" type="submit" form="op.deviceConfirmForm">Continue</button>
 <button class="button" type="submit" form="op.deviceConfirmForm" name="abort" value="yes" style="background:#777">Stop</button>`),
   done: (name: string): string => renderPage('Your CLI is signed in', `<h1>Your CLI is signed in</h1>
-<p><strong>${escapeHtml(name)}</strong> can now use what you allowed. You can close this page, and end its access any time on <a href="/oauth/sessions/">your sessions</a>.</p>`),
+<p><strong><bdi>${escapeHtml(name)}</bdi></strong> can now use what you allowed. You can close this page, and end its access any time on <a href="/oauth/sessions/">your sessions</a>.</p>`),
 }

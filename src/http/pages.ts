@@ -38,7 +38,7 @@ export function renderPage (title: string, body: string): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
-<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}bdi,strong,code{overflow-wrap:anywhere}
+<style>body{font:16px/1.5 system-ui,sans-serif;max-width:36rem;margin:4rem auto;padding:0 1rem;color:#222}bdi{overflow-wrap:anywhere}
 h1{font-size:1.4rem}.code{color:#666;font-size:.9rem}code{background:#f3f3f3;padding:.1rem .3rem;border-radius:3px}dl.seen{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem}dl.seen dd{margin:0}a.button,button.button{display:inline-block;margin-top:1rem;padding:.5rem 1rem;background:#2456c7;color:#fff;border:0;border-radius:4px;font:inherit;text-decoration:none;cursor:pointer}
 form.inline{display:inline}button.link{background:none;border:0;padding:0;color:#2456c7;font:inherit;font-size:.9rem;text-decoration:underline;cursor:pointer}h2{font-size:1.1rem}ul.apps a.app{font-size:1.1rem}ul.who{list-style:none;padding:0}
 table.sessions{border-collapse:collapse}table.sessions th,table.sessions td{text-align:left;vertical-align:top;padding:.3rem .6rem .3rem 0;overflow-wrap:break-word}table.sessions td code,table.sessions .button{white-space:nowrap}
@@ -272,4 +272,15 @@ export function chooserPage (route: string, links: ReadonlyArray<{ name: string,
   return renderPage('Sign in', `<h1>Sign in to ${escapeHtml(route)}</h1>
 <p>Choose where your account is.</p>
 <p>${buttons}</p>`)
+}
+
+/**
+ * What a sign-in address answers a request the browser made for something a page embeds, or
+ * ahead of the person (request-site.ts `embedded`): a link to it, and no flow begun (each begun flow
+ * moves the browser's flow cookie on, and images loading one by one down a page dropped a sign-in
+ * under way in another tab: an outside tester's finding).
+ */
+export function signInLinkPage (provider: string, href: string): string {
+  return renderPage('Sign in', `<h1>Sign in</h1>
+<p><a class="button" href="${escapeHtml(href)}">Sign in with ${escapeHtml(provider)}</a></p>`)
 }

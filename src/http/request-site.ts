@@ -28,14 +28,26 @@ export function fromOwnPage (request: FastifyRequest, ownOrigin: string): boolea
   return site === undefined ? request.headers.origin === ownOrigin : site === 'same-origin'
 }
 
+/** What a prefetch or a prerender says of itself: Sec-Purpose (Chromium's `<link rel=prefetch>` and speculation rules), Purpose, or Firefox's older X-Moz. */
+const PREFETCH = /prefetch|prerender/i
+
 /**
  * A GET the browser made for something a page embeds (Fetch Metadata's Sec-Fetch-Dest: an image, a
- * script, a style sheet, a frame...), not a page the person opened or a script's own request
- * (`document`, `empty`): an `<img src="/oauth/logout/">` in an application's user content signed
- * its every reader out (an outside tester's finding). Without the header, not known to be one.
+ * script, a style sheet, a frame...), or ahead of the person (a prefetch or prerender, which a
+ * page's `<link rel=prefetch>` or speculation rules ask for: Sec-Purpose), not a page the person
+ * opened or a script's own request (`document`, `empty`): an `<img src="/oauth/logout/">` in an
+ * application's user content signed its every reader out, and a prefetch of it too (outside
+ * testers' findings). From a browser that sends no Fetch Metadata (Safari before 16.4), an image
+ * is told by its Accept; anything else, not known to be one.
  * @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-dest-header
+ * @see https://wicg.github.io/nav-speculation/prefetch.html#sec-purpose-header
  */
 export function embedded (request: FastifyRequest): boolean {
-  const dest = request.headers['sec-fetch-dest']
-  return dest !== undefined && dest !== 'document' && dest !== 'empty'
+  const { headers } = request
+  for (const purpose of [headers['sec-purpose'], headers.purpose, headers['x-moz']]) {
+    if (typeof purpose === 'string' && PREFETCH.test(purpose)) return true
+  }
+  const dest = headers['sec-fetch-dest']
+  if (dest === undefined) return /^image\//i.test(headers.accept ?? '')
+  return dest !== 'document' && dest !== 'empty'
 }

@@ -6,6 +6,8 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { withoutPort } from '../config/networks.js'
 import { GatewayError, type ErrorCode } from '../errors.js'
+import { sendUnframed, signInLinkPage } from '../http/pages.js'
+import { embedded } from '../http/request-site.js'
 import { startSession, type StartedSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
@@ -37,8 +39,10 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
     // An agent's sign-in goes back to its interaction; its `next` names the route, whose `reauth` it
     // must meet (an outside tester's finding: none was asked for, and every request was refused).
     const next = agent === undefined ? asked : agentInteractionUrl(agent)
+    const provider = context.providerName(request)
+    if (embedded(request)) return sendUnframed(reply, signInLinkPage(provider, request.url))
     try {
-      return await beginSignIn(context, request, reply, context.providerName(request), next, false, parseFormBinding(request.query.form), agent, asked)
+      return await beginSignIn(context, request, reply, provider, next, false, parseFormBinding(request.query.form), agent, asked)
     } catch (error) {
       // A sign-in that could not begin for now (the provider's discovery, the store, a restart):
       // this same address is the retry, and the page's button says so (a newcomer's reading: it

@@ -74,6 +74,11 @@ describe('logout from another site only asks', () => {
     ['an <img> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'image', 'sec-fetch-mode': 'no-cors' }],
     ['an <iframe> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'iframe', 'sec-fetch-mode': 'navigate' }],
     ['a <script> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'script', 'sec-fetch-mode': 'no-cors' }],
+    // A re-reader's findings: prefetches and prerenders a page asks for, as Chromium 156 sends them.
+    ['a <link rel=prefetch>', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-fetch-mode': 'no-cors', 'sec-purpose': 'prefetch' }],
+    ['a speculation rules prerender', { 'sec-fetch-site': 'none', 'sec-fetch-dest': 'document', 'sec-fetch-mode': 'navigate', 'sec-purpose': 'prefetch;prerender' }],
+    ['Firefox\'s older prefetch', { 'x-moz': 'prefetch' }],
+    ['an image from a browser that sends no Fetch Metadata', { accept: 'image/avif,image/webp,image/png,*/*;q=0.5' }],
   ])('GET with %s answers 200 with a confirmation page and keeps the session', async (_name, headers) => {
     const { cookie } = await signedIn()
     const response = await logout(cookie, headers)
@@ -200,6 +205,27 @@ describe('a sign-out with a cookie that opens no session costs nothing', () => {
     expect(stats).toMatchObject({ del: 1, publish: 2 })
     expect(await sessionWorks(cookie)).toBe(false)
     await endedElsewhere(second, cookie)
+  })
+})
+
+// A re-reader's finding: each sign-in begun moves the browser's flow cookie on, and images of the
+// sign-in address loading one by one down a page dropped a sign-in under way in another tab.
+describe('a sign-in address asked for by an embed or a prefetch', () => {
+  it.each([
+    ['an <img>', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'image', 'sec-fetch-mode': 'no-cors' }],
+    ['a <link rel=prefetch>', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-purpose': 'prefetch' }],
+  ])('%s begins no sign-in: a page with a link to it, and no cookie', async (_name, headers) => {
+    const response = await fetch(`${gateway.url}/oauth/login/demo/?next=%2Fapp%2F`, { headers, redirect: 'manual' })
+    expect(response.status).toBe(200)
+    expect(response.headers.getSetCookie()).toEqual([])
+    expect(await response.text()).toContain('<a class="button" href="/oauth/login/demo/?next=%2Fapp%2F">Sign in with demo</a>')
+  })
+
+  it('a link the person follows begins one', async () => {
+    const response = await fetch(`${gateway.url}/oauth/login/demo/?next=%2Fapp%2F`, { headers: { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'document', 'sec-fetch-mode': 'navigate' }, redirect: 'manual' })
+    await response.arrayBuffer()
+    expect(response.status).toBe(302)
+    expect(response.headers.getSetCookie()).toHaveLength(1)
   })
 })
 
