@@ -198,6 +198,18 @@ export class GatewayError extends Error {
   }
 }
 
+/**
+ * A failure one request's question met (a refresh, a userinfo or introspection answer), as thrown to
+ * another request that waited on the same question: a copy, its line at debug, since the asking
+ * request's line said it once (a re-reader's findings: a page's parallel requests each wrote the
+ * one refresh's warn line, and one failed userinfo answer was 8 error lines).
+ */
+export function waitedOn (error: unknown): unknown {
+  if (!(error instanceof GatewayError)) return error
+  const log = { ...(error.details.log ?? { msg: 'request failed: it waited on another request\'s question, which failed', fields: {} }), level: 'debug' as const }
+  return new GatewayError(error.code, error.message, { cause: error.cause, status: error.statusCode, details: { ...error.details, log } })
+}
+
 export function isGatewayError (error: unknown): error is GatewayError {
   return error instanceof GatewayError
 }

@@ -150,10 +150,13 @@ export function refusal (decision: Refusal, context: RefusalContext): Error {
     case 'unavailable': {
       const error = decision.error
       // The store or the provider failed (503, 502): signing in again would not help, trying again may.
+      // The request's own addresses go on a copy: one failure may be shared by the requests that
+      // waited on one question (a refresh, a store read), and each offered the first one's address
+      // to try again (a re-reader's finding).
       if (error instanceof GatewayError) {
-        if (context.loginUrl !== undefined) error.details.loginUrl ??= context.loginUrl
-        if (context.retryUrl !== undefined && !error.details.loginUrl) error.details.retryUrl ??= context.retryUrl
-        return error
+        const loginUrl = error.details.loginUrl ?? context.loginUrl
+        const retryUrl = error.details.retryUrl ?? (loginUrl ? undefined : context.retryUrl)
+        return new GatewayError(error.code, error.message, { cause: error.cause, status: error.statusCode, details: { ...error.details, loginUrl, retryUrl } })
       }
       // Anything else is a bug: the error handler answers 500 internal_error and logs the cause.
       return error instanceof Error ? error : new Error('the session could not be read', { cause: error })

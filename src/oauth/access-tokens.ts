@@ -20,7 +20,7 @@ import { hash as digest } from 'node:crypto'
 import { decodeJwt, decodeProtectedHeader, errors as joseErrors, type JWTPayload, type ProtectedHeaderParameters } from 'jose'
 import { TooManyCandidates } from './verify-jwt.js'
 import { sameIssuer } from '../config/bearer-section.js'
-import { GatewayError } from '../errors.js'
+import { GatewayError, waitedOn } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
 import { introspection, INTROSPECTION_CACHE_MS } from './introspection.js'
@@ -182,11 +182,10 @@ export class AccessTokens {
     // One introspection per token and set of issuers: a route that accepts other issuers must not
     // be handed the answer of an issuer it does not trust.
     const asking = JSON.stringify([hash, introspected])
-    let pending = this.introspecting.get(asking)
-    if (pending === undefined) {
-      pending = this.introspect(token, hash, introspected).finally(() => this.introspecting.delete(asking))
-      this.introspecting.set(asking, pending)
-    }
+    const joined = this.introspecting.get(asking)
+    if (joined !== undefined) return joined.catch((error: unknown) => { throw waitedOn(error) })
+    const pending = this.introspect(token, hash, introspected).finally(() => this.introspecting.delete(asking))
+    this.introspecting.set(asking, pending)
     return pending
   }
 

@@ -200,7 +200,7 @@ export function keysOutage (provider: string): { msg: string, fields: Record<str
  * The one line of a provider endpoint that failed a request: which provider, which endpoint, and
  * why (an operator with several providers could not tell which was down: an outside tester's finding).
  */
-function endpointFailed (endpoint: 'token' | 'userinfo', provider: ResolvedProvider, url: string, error: unknown, reason: string): { msg: string, fields: Record<string, unknown> } {
+export function endpointFailed (endpoint: 'token' | 'userinfo' | 'introspection', provider: ResolvedProvider, url: string, error: unknown, reason: string): { msg: string, fields: Record<string, unknown> } {
   return { msg: `${endpoint} request to the provider failed`, fields: { provider: provider.name, url: loggedEndpoint(url), reason, cause: describeCause(error) } }
 }
 

@@ -5,6 +5,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc7662
 import * as oauth from 'oauth4webapi'
 import { GatewayError } from '../errors.js'
+import { endpointFailed } from './client.js'
 import { providerFetch } from './provider-http.js'
 import type { ResolvedProvider } from './providers.js'
 
@@ -25,6 +26,7 @@ export async function introspection (provider: ResolvedProvider, token: string):
     })
     return await oauth.processIntrospectionResponse(as, { client_id: provider.clientId }, response)
   } catch (error) {
-    throw new GatewayError('provider_unavailable', `Provider "${provider.name}" did not answer the token introspection as expected.`, { cause: error })
+    const message = `Provider "${provider.name}" did not answer the token introspection as expected.`
+    throw new GatewayError('provider_unavailable', message, { cause: error, details: { log: endpointFailed('introspection', provider, provider.introspectionUrl!, error, message) } })
   }
 }

@@ -7,7 +7,8 @@
 // An answer about another subject than the token's refuses the token: it is not this person's.
 // @see https://openid.net/specs/openid-connect-core-1_0.html#UserInfo
 // @see https://www.rfc-editor.org/rfc/rfc7662#section-2.2
-import { GatewayError } from '../errors.js'
+import { GatewayError, waitedOn } from '../errors.js'
+import { endpointFailed } from './client.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
 import { introspection, INTROSPECTION_CACHE_MS } from './introspection.js'
@@ -52,7 +53,8 @@ async function userinfo (provider: ResolvedProvider, token: string): Promise<Per
     if (!response.ok) throw new Error(`userinfo answered ${response.status}`)
     body = await response.json()
   } catch (error) {
-    throw new GatewayError('provider_unavailable', `Provider "${provider.name}" did not answer the userinfo request as expected.`, { cause: error })
+    const message = `Provider "${provider.name}" did not answer the userinfo request as expected.`
+    throw new GatewayError('provider_unavailable', message, { cause: error, details: { log: endpointFailed('userinfo', provider, provider.userinfoUrl, error, message) } })
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
     throw new GatewayError('provider_unavailable', `Provider "${provider.name}" did not answer the userinfo request with a JSON object.`)
@@ -89,11 +91,10 @@ export class PersonClaims {
     const key = `${source} ${verified.hash}`
     const known = this.cache.peek(key)
     if (known !== undefined && this.clock.now() < known.until) return { ok: true, claims: known.claims }
-    let pending = this.asking.get(key)
-    if (pending === undefined) {
-      pending = this.ask(token, verified, source).finally(() => this.asking.delete(key))
-      this.asking.set(key, pending)
-    }
+    const joined = this.asking.get(key)
+    if (joined !== undefined) return joined.catch((error: unknown) => { throw waitedOn(error) })
+    const pending = this.ask(token, verified, source).finally(() => this.asking.delete(key))
+    this.asking.set(key, pending)
     return pending
   }
 

@@ -52,13 +52,3 @@ export function expiredRefreshFailed (error: GatewayError, fields: { provider: s
   }
   return error
 }
-
-/**
- * What a request that waited on another's refresh is thrown: the same failure, its line at debug
- * (the refresh's own request logged it): a page's parallel requests wrote one warn line each for
- * one refresh (a re-reader's finding). A copy: the one failure is shared by all of them.
- */
-export function waitedOn (error: unknown): unknown {
-  if (!(error instanceof GatewayError) || error.details.log === undefined) return error
-  return new GatewayError(error.code, error.message, { cause: error.cause, status: error.statusCode, details: { ...error.details, log: { ...error.details.log, level: 'debug' } } })
-}

@@ -12,7 +12,7 @@
 // may end the grant: an outside tester's finding, a sign-out caused by one refused write).
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-6
 import type { Logger } from '../ops/logger.js'
-import { describeCause, GatewayError } from '../errors.js'
+import { describeCause, GatewayError, waitedOn } from '../errors.js'
 import type { Metrics } from '../ops/metrics.js'
 import { withTokens, type Session, type TokenSet } from '../session/record.js'
 import type { Sessions, StoredRecord } from '../session/session.js'
@@ -20,7 +20,7 @@ import { systemClock, type Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
 import { refusedByStore, storeKeys, type KeyValue, type Lock, type LockHandle } from '../store/store.js'
 import { refreshTokens } from './client.js'
-import { expiredRefreshFailed, FailedJustNow, failureKey, Paused, pausedFor, PROVIDER_FAILURES, waitedOn } from './refresh-failures.js'
+import { expiredRefreshFailed, FailedJustNow, failureKey, Paused, pausedFor, PROVIDER_FAILURES } from './refresh-failures.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 
 /** A token counts as expired this many seconds before its expiry, so it does not expire on the way. */

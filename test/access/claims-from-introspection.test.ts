@@ -28,7 +28,7 @@ const sign = async (claims: Record<string, unknown>): Promise<string> => await i
 it.beforeAll(async ({ startStack, upstream }) => {
   issuer = await startKeyIssuer({
     introspect: (token) => answers.get(jtiOf(token) ?? '') ?? { active: false },
-    userinfo: (token) => ({ status: 200, body: { ...answers.get(jtiOf(token) ?? ''), active: undefined } }),
+    userinfo: (token) => jtiOf(token) === 'userinfo-down' ? { status: 500, body: {} } : { status: 200, body: { ...answers.get(jtiOf(token) ?? ''), active: undefined } },
   })
   gateway = await startStack({
     providers: { stand: { issuer: issuer.url, clientId: 'c', clientSecret: 's', scope: 'openid' } },
@@ -128,4 +128,19 @@ it('alternating between two routes to one upstream with one token signs one asse
     }
   }
   expect({ signed: said.signed!.size, tokened: said.tokened!.size }).toEqual({ signed: 1, tokened: 1 })
+})
+
+// A re-reader's finding: the requests that waited on one userinfo question shared its failure, and
+// each wrote an error line of its own (8 for one answer). Whatever the timing, one warn line per
+// question asked, naming the provider and the endpoint; none at error level.
+it('parallel requests with one token whose userinfo fails: 502 each, one warn line per question asked', async () => {
+  const token = await sign({ sub: 'fay', jti: 'userinfo-down' })
+  const from = gateway.logs.length
+  const before = issuer.asked.userinfo
+  const statuses = await Promise.all(Array.from({ length: 8 }, async () => await call(token, 'info')))
+  expect(statuses).toEqual(Array.from({ length: 8 }, () => 502))
+  const loud = gateway.logs.slice(from).map((line) => JSON.parse(line) as { level: number, msg: string, provider?: string })
+    .filter((line) => line.level >= 40)
+  expect(loud.every((line) => line.level === 40 && line.msg === 'userinfo request to the provider failed' && line.provider === 'stand')).toBe(true)
+  expect(loud).toHaveLength(issuer.asked.userinfo - before)
 })

@@ -148,10 +148,23 @@ describe('the refusals', () => {
 
   it('passes a store failure on with a retry address, and a bug on as it is', () => {
     const down = new GatewayError('session_store_unavailable', 'The session store cannot be reached.')
-    expect(refusal({ kind: 'unavailable', error: down }, { subject: 'this route', retryUrl: '/app/x' })).toBe(down)
-    expect(down.details.retryUrl).toBe('/app/x')
+    expect(refusal({ kind: 'unavailable', error: down }, { subject: 'this route', retryUrl: '/app/x' })).toMatchObject({ code: 'session_store_unavailable', details: { retryUrl: '/app/x' } })
     const bug = new TypeError('x is undefined')
     expect(refusal({ kind: 'unavailable', error: bug }, { subject: 'this route' })).toBe(bug)
+  })
+})
+
+// A re-reader's finding: one failure shared by the requests that waited on one refresh took the
+// first request's address, and every one of their pages offered to try that one again.
+describe('one failure shared by several requests', () => {
+  it('each refusal carries its own request\'s retry address, and the shared failure is left as it was', () => {
+    const shared = new GatewayError('session_store_unavailable', 'The session store cannot be reached.')
+    const first = refusal({ kind: 'unavailable', error: shared }, { subject: 'this route', retryUrl: '/app/tab-0' }) as GatewayError
+    const second = refusal({ kind: 'unavailable', error: shared }, { subject: 'this route', retryUrl: '/app/tab-1' }) as GatewayError
+    expect([first.details.retryUrl, second.details.retryUrl, shared.details.retryUrl]).toEqual(['/app/tab-0', '/app/tab-1', undefined])
+    // A sign-in address the failure brought stays, and then no retry is offered.
+    const refused = new GatewayError('token_exchange_failed', 'The provider refused.', { details: { loginUrl: '/oauth/login/demo/' } })
+    expect((refusal({ kind: 'unavailable', error: refused }, { subject: 'this route', retryUrl: '/app/x' }) as GatewayError).details).toMatchObject({ loginUrl: '/oauth/login/demo/', retryUrl: undefined })
   })
 })
 
@@ -208,7 +221,7 @@ describe('the gate and the route\'s public matcher agree (fast-check)', () => {
   })
 
   // An outside tester's finding: `GET /app/` public made `/app/?/admin/users` (CodeIgniter's admin) public.
-  it('matches a query that routes to another path (?/x under a directory or script) only when the glob matches that path too', () => {
+  it('matches a query that routes to another path (?/x under a directory or script) only when a public glob matches that path too', () => {
     // Plain paths (letters and `-`): what the edge would refuse or move is in the rows below.
     const plainPath = fc.array(fc.constantFrom('/', 'a', 'b', '-'), { maxLength: 12 }).map((chars) => `/${chars.join('')}`)
     fc.assert(fc.property(fc.array(ruleArb, { maxLength: 4 }), methodArb, plainPath, fc.constantFrom('?/'), plainPath, (ruleList, method, path, form, routed) => {
@@ -216,7 +229,9 @@ describe('the gate and the route\'s public matcher agree (fast-check)', () => {
       const target = `${directory}${form}${routed.slice(1)}`
       const reading = `${directory.slice(0, -1)}/${routed.slice(1)}`
       fc.pre(!routed.startsWith('//') && !reading.includes('//'))
-      const expected = ruleList.some((rule) => (rule.method === '*' || rule.method === method) && globMatches(rule.path, directory) && globMatches(rule.path, reading))
+      // Public when the path is, and the path its query routes to is too (by the same rule or another of the method).
+      const publicPath = (one: string) => ruleList.some((rule) => (rule.method === '*' || rule.method === method) && globMatches(rule.path, one))
+      const expected = publicPath(directory) && publicPath(reading)
       expect(publicMatcher(ruleList)(method, target)).toBe(expected)
     }), { numRuns: 2000 })
     const matcher = publicMatcher(rules('GET /app/', 'GET /app/index.php'))
