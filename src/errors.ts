@@ -199,6 +199,17 @@ export class GatewayError extends Error {
 }
 
 /**
+ * `error` with what one request adds to it (its own addresses, its log line) where the error has
+ * none, on a copy: one failure may be shared by many requests (a provider's discovery, answered
+ * alike for seconds; a refresh waited on), and one request's address written into it was every
+ * other's "Try again", another person's `next` path among them (a re-reader's finding).
+ */
+export function withOwn (error: GatewayError, own: ErrorDetails): GatewayError {
+  const held = Object.fromEntries(Object.entries(error.details).filter(([, value]) => value !== undefined))
+  return new GatewayError(error.code, error.message, { cause: error.cause, status: error.statusCode, details: { ...own, ...held } })
+}
+
+/**
  * A failure one request's question met (a refresh, a userinfo or introspection answer), as thrown to
  * another request that waited on the same question: a copy, its line at debug, since the asking
  * request's line said it once (a re-reader's findings: a page's parallel requests each wrote the
@@ -206,8 +217,9 @@ export class GatewayError extends Error {
  */
 export function waitedOn (error: unknown): unknown {
   if (!(error instanceof GatewayError)) return error
-  const log = { ...(error.details.log ?? { msg: 'request failed: it waited on another request\'s question, which failed', fields: {} }), level: 'debug' as const }
-  return new GatewayError(error.code, error.message, { cause: error.cause, status: error.statusCode, details: { ...error.details, log } })
+  const copy = withOwn(error, {})
+  copy.details.log = { ...(error.details.log ?? { msg: 'request failed: it waited on another request\'s question, which failed', fields: {} }), level: 'debug' }
+  return copy
 }
 
 export function isGatewayError (error: unknown): error is GatewayError {

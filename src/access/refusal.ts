@@ -7,7 +7,7 @@
 // proxy and forward-auth so that both answer a refusal the same way.
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3 (WWW-Authenticate: Bearer)
 // @see https://www.rfc-editor.org/rfc/rfc9470#section-3 (insufficient_user_authentication)
-import { GatewayError, type Refused } from '../errors.js'
+import { GatewayError, withOwn, type Refused } from '../errors.js'
 import type { Identity } from '../session/record.js'
 import { unreachable, type Decision } from './gate.js'
 import { PERSON_CONDITIONS } from './rules.js'
@@ -154,9 +154,8 @@ export function refusal (decision: Refusal, context: RefusalContext): Error {
       // waited on one question (a refresh, a store read), and each offered the first one's address
       // to try again (a re-reader's finding).
       if (error instanceof GatewayError) {
-        const loginUrl = error.details.loginUrl ?? context.loginUrl
-        const retryUrl = error.details.retryUrl ?? (loginUrl ? undefined : context.retryUrl)
-        return new GatewayError(error.code, error.message, { cause: error.cause, status: error.statusCode, details: { ...error.details, loginUrl, retryUrl } })
+        const signIn = error.details.loginUrl ?? context.loginUrl
+        return withOwn(error, { loginUrl: context.loginUrl, retryUrl: signIn === undefined ? context.retryUrl : undefined })
       }
       // Anything else is a bug: the error handler answers 500 internal_error and logs the cause.
       return error instanceof Error ? error : new Error('the session could not be read', { cause: error })

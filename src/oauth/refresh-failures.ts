@@ -1,7 +1,7 @@
 // What a token refresh that failed is: a failure at the provider (the request may go on with a token
 // still valid: refresh.ts), the pause a 429 asks for, and the marks that keep a failing provider
 // from being asked by every request of the session.
-import { describeCause, GatewayError } from '../errors.js'
+import { describeCause, GatewayError, withOwn } from '../errors.js'
 
 /** The seconds a refresh failure asks to wait before the next (a provider's 429, oauth/client.ts), if it does. */
 export function pausedFor (error: unknown): number | undefined {
@@ -43,12 +43,14 @@ export const failureKey = (sessionId: string, provider: string) => `refresh-fail
  * pause, or a failure just now: the failure was logged when it happened).
  */
 export function expiredRefreshFailed (error: GatewayError, fields: { provider: string, session: string }): GatewayError {
+  // On a copy: the failure may be shared (a provider's discovery is answered alike for seconds).
   if (error instanceof Paused || error instanceof FailedJustNow) {
-    error.details.log ??= { msg: 'token refresh not asked (a pause, or a failure just now); the token has expired, so the request fails', fields: { ...fields, reason: error.message }, level: 'debug' }
-  } else if (PROVIDER_FAILURES.has(error.code) && error.details.log?.level !== 'debug') {
-    // The token endpoint's own fields (url, reason, cause) when it was asked; else what kept it from being asked (its discovery).
-    const asked = error.details.log?.fields ?? { reason: error.message, cause: describeCause(error.cause) }
-    error.details.log = { msg: 'token refresh failed; the token has expired, so the request fails', fields: { ...asked, ...fields, retryAfterS: pausedFor(error) } }
+    return withOwn(error, { log: { msg: 'token refresh not asked (a pause, or a failure just now); the token has expired, so the request fails', fields: { ...fields, reason: error.message }, level: 'debug' } })
   }
-  return error
+  if (!PROVIDER_FAILURES.has(error.code) || error.details.log?.level === 'debug') return error
+  // The token endpoint's own fields (url, reason, cause) when it was asked; else what kept it from being asked (its discovery).
+  const asked = error.details.log?.fields ?? { reason: error.message, cause: describeCause(error.cause) }
+  const copy = withOwn(error, {})
+  copy.details.log = { msg: 'token refresh failed; the token has expired, so the request fails', fields: { ...asked, ...fields, retryAfterS: pausedFor(error) } }
+  return copy
 }

@@ -7,7 +7,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6749#section-4.1.2 (authorization response)
 // @see https://openid.net/specs/openid-connect-core-1_0.html#CodeFlowSteps
 import type { GatewayConfig, ReauthConfig } from '../config/types.js'
-import { GatewayError } from '../errors.js'
+import { GatewayError, withOwn } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { ProviderSession, SignIn } from '../session/record.js'
 import { identityFrom, unverifiedUser } from './claims.js'
@@ -68,8 +68,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
     return { next, form: flow.form, agent: flow.agent, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
-    if (error instanceof GatewayError) error.details.loginUrl ??= loginUrl(deps.config, name, error.details.flowNext ?? next)
-    throw error
+    throw error instanceof GatewayError ? withOwn(error, { loginUrl: loginUrl(deps.config, name, error.details.flowNext ?? next) }) : error
   }
 }
 

@@ -5,9 +5,9 @@
 // the session, then 302 to where the sign-in was going).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { withoutPort } from '../config/networks.js'
-import { GatewayError, type ErrorCode } from '../errors.js'
+import { GatewayError, withOwn, type ErrorCode } from '../errors.js'
 import { sendUnframed, signInLinkPage } from '../http/pages.js'
-import { embedded } from '../http/request-site.js'
+import { ahead, embedded, refuseAhead } from '../http/request-site.js'
 import { startSession, type StartedSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
 import { completeSignIn } from '../oauth/sign-in.js'
@@ -40,6 +40,7 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
     // must meet (an outside tester's finding: none was asked for, and every request was refused).
     const next = agent === undefined ? asked : agentInteractionUrl(agent)
     const provider = context.providerName(request)
+    if (ahead(request)) return await refuseAhead(reply)
     if (embedded(request)) return sendUnframed(reply, signInLinkPage(provider, request.url))
     try {
       return await beginSignIn(context, request, reply, provider, next, false, parseFormBinding(request.query.form), agent, asked)
@@ -47,8 +48,7 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       // A sign-in that could not begin for now (the provider's discovery, the store, a restart):
       // this same address is the retry, and the page's button says so (a newcomer's reading: it
       // said "try again shortly" over a lone "Start over").
-      if (error instanceof GatewayError && BEGIN_AGAIN.has(error.code)) error.details.retryUrl ??= request.url
-      throw error
+      throw error instanceof GatewayError && BEGIN_AGAIN.has(error.code) ? withOwn(error, { retryUrl: request.url }) : error
     }
   })
 
@@ -78,12 +78,10 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
       if (done !== undefined) return reply.redirect(done, 302)
       const reason = error instanceof GatewayError ? error.code : 'internal_error'
       metrics.signinsFailed.inc({ provider: name, reason })
-      if (error instanceof GatewayError) {
-        request.log.info({ provider: name, reason }, 'sign-in failed')
-        // Whatever failed after the provider answered (the store), signing in again starts over toward `next`.
-        error.details.loginUrl ??= loginUrl(config, name, next)
-      }
-      throw error
+      if (!(error instanceof GatewayError)) throw error
+      request.log.info({ provider: name, reason }, 'sign-in failed')
+      // Whatever failed after the provider answered (the store), signing in again starts over toward `next`.
+      throw withOwn(error, { loginUrl: loginUrl(config, name, next) })
     }
   })
 }

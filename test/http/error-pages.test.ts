@@ -123,6 +123,18 @@ describe('error pages in a real browser', () => {
     await page.close()
   })
 
+  // A re-reader's finding: the provider's failure is one error, answered alike for seconds, and the
+  // first request's address written into it was every other person's "Try again" (their `next`).
+  it('each person\'s "Try again" is their own address, though the provider\'s failure is one', async () => {
+    const links: string[] = []
+    for (const next of ['/app/alice-report', '/app/bob']) {
+      const response = await fetch(`${gateway.url}/oauth/login/down/?next=${encodeURIComponent(next)}`, { headers: { accept: 'text/html' } })
+      expect(response.status).toBe(502)
+      links.push(/<a class="button" href="([^"]+)">Try again<\/a>/.exec(await response.text())?.[1] ?? 'none')
+    }
+    expect(links).toEqual(['/oauth/login/down/?next=%2Fapp%2Falice-report', '/oauth/login/down/?next=%2Fapp%2Fbob'])
+  })
+
   // An outside tester's finding: a plain sign-out was any GET of the gateway's own origin, so an
   // image in an application's user content signed its every reader out.
   it('an <img> of the sign-out address on an application\'s page signs nobody out', async () => {
