@@ -11,6 +11,7 @@
 import { errors, type Adapter, type AdapterPayload } from 'oidc-provider'
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
+import { GatewayError } from '../errors.js'
 import { firstHeld, ownClaim, type SessionStore } from '../store/store.js'
 import { AGENT_SCOPE } from './endpoints.js'
 import { onFailure, undoAll } from './request-undo.js'
@@ -67,8 +68,45 @@ export interface AdapterEvents {
   clock: Clock
 }
 
-/** The store adapters of one authorization server, one per oidc-provider model. */
+/**
+ * A store failure as oidc-provider answers it: 503 `temporarily_unavailable`, which an OAuth client
+ * retries, naming the store. Unexposed, it answered `server_error` ("oops! something went wrong"),
+ * which the MCP SDK takes for a refresh that failed for good, and sends its person back to sign in
+ * over a blip (an outside tester's finding). The store logs its outage once (outage-log.ts).
+ */
+class StoreUnavailable extends errors.OIDCProviderError {
+  constructor (cause: unknown) {
+    super(503, 'temporarily_unavailable', { cause })
+    this.expose = true
+    this.error_description = 'The session store cannot be reached right now; try again shortly.'
+  }
+}
+
+async function answered<T> (step: () => Promise<T>): Promise<T> {
+  try {
+    return await step()
+  } catch (error) {
+    throw error instanceof GatewayError && error.code === 'session_store_unavailable' ? new StoreUnavailable(error) : error
+  }
+}
+
+/** The store adapters of one authorization server, one per oidc-provider model; a store failure in any answered as {@link StoreUnavailable}. */
 export function storeAdapter (store: SessionStore, sealer: Sealer, events: AdapterEvents): new (model: string) => Adapter {
+  const Stored = storedAdapter(store, sealer, events)
+  return class AnsweredAdapter implements Adapter {
+    private readonly stored: Adapter
+    constructor (model: string) { this.stored = new Stored(model) }
+    async upsert (...args: Parameters<Adapter['upsert']>) { await answered(async () => { await this.stored.upsert(...args) }) }
+    async find (id: string) { return await answered(async () => await this.stored.find(id)) }
+    async findByUid (uid: string) { return await answered(async () => await this.stored.findByUid(uid)) }
+    async findByUserCode (userCode: string) { return await answered(async () => await this.stored.findByUserCode(userCode)) }
+    async consume (id: string) { await answered(async () => { await this.stored.consume(id) }) }
+    async destroy (id: string) { await answered(async () => { await this.stored.destroy(id) }) }
+    async revokeByGrantId (grantId: string) { await answered(async () => { await this.stored.revokeByGrantId(grantId) }) }
+  }
+}
+
+function storedAdapter (store: SessionStore, sealer: Sealer, events: AdapterEvents): new (model: string) => Adapter {
   const grants = new GrantKeys(store, sealer, events)
   return class StoreAdapter implements Adapter {
     constructor (private readonly model: string) {}

@@ -8,7 +8,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import { wantsHtml } from '../http/error-handler.js'
 import { sendUnframed, signOutConfirmPage, signedOutPage, type SignedOut } from '../http/pages.js'
-import { embedded, fromAnotherSite } from '../http/request-site.js'
+import { ahead, embedded, fromAnotherSite, refuseAhead } from '../http/request-site.js'
 import { endSession } from '../http/session-cookie.js'
 import { unknownProvider } from '../errors.js'
 import { safeNext } from '../oauth/urls.js'
@@ -51,6 +51,14 @@ function namesEverywhere (query: object): boolean {
   return Object.keys(query).some((key) => key.toLowerCase() === 'everywhere')
 }
 
+/**
+ * Whether a sign-out only gets the confirmation page: from another site, or a GET that asks for
+ * what only a POST may (`postOnly`) or that something a page embeds made (an image, a frame).
+ */
+function confirmsFirst (request: FastifyRequest, ownOrigin: string, postOnly: boolean): boolean {
+  return fromAnotherSite(request, ownOrigin) || (request.method !== 'POST' && (postOnly || embedded(request)))
+}
+
 export function signOutRoutes (app: FastifyInstance, context: OAuthContext): void {
   const { sessions, signOuts, redirectHosts, cookies, providers } = context
   const ownOrigin = new URL(context.config.server.baseUrl).origin
@@ -68,7 +76,8 @@ export function signOutRoutes (app: FastifyInstance, context: OAuthContext): voi
     // asking for either, even on a page of the gateway's own origin, is asked first too. A plain
     // sign-out is a link's, never an embedded image's or frame's.
     const postOnly = switchTo !== undefined || namesEverywhere(request.query)
-    if (fromAnotherSite(request, ownOrigin) || (request.method !== 'POST' && (postOnly || embedded(request)))) {
+    if (request.method !== 'POST' && ahead(request)) return await refuseAhead(reply)
+    if (confirmsFirst(request, ownOrigin, postOnly)) {
       return sendUnframed(reply, signOutConfirmPage(next === undefined ? undefined : safeNext(next, redirectHosts), switchTo, everywhere))
     }
     await chargeSwitch(request, reply, switchTo)

@@ -74,14 +74,13 @@ describe('logout from another site only asks', () => {
     ['an <img> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'image', 'sec-fetch-mode': 'no-cors' }],
     ['an <iframe> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'iframe', 'sec-fetch-mode': 'navigate' }],
     ['a <script> on a page of the gateway\'s own origin', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'script', 'sec-fetch-mode': 'no-cors' }],
-    // A re-reader's findings: prefetches and prerenders a page asks for, as Chromium 156 sends them.
-    ['a <link rel=prefetch>', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-fetch-mode': 'no-cors', 'sec-purpose': 'prefetch' }],
-    ['a speculation rules prerender', { 'sec-fetch-site': 'none', 'sec-fetch-dest': 'document', 'sec-fetch-mode': 'navigate', 'sec-purpose': 'prefetch;prerender' }],
-    ['Firefox\'s older prefetch', { 'x-moz': 'prefetch' }],
     ['an image from a browser that sends no Fetch Metadata', { accept: 'image/avif,image/webp,image/png,*/*;q=0.5' }],
+    // A re-reader's finding: a page's <link rel=preload as=fetch crossorigin>, as Chromium 156 sends
+    // it (without crossorigin its mode is no-cors, which Node's fetch does not let a test send).
+    ['a <link rel=preload as=fetch crossorigin>', () => ({ 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-fetch-mode': 'cors', origin: new URL(gateway.url).origin })],
   ])('GET with %s answers 200 with a confirmation page and keeps the session', async (_name, headers) => {
     const { cookie } = await signedIn()
-    const response = await logout(cookie, headers)
+    const response = await logout(cookie, typeof headers === 'function' ? headers() : headers)
     expect(response.status).toBe(200)
     expect(response.headers.get('content-type')).toMatch(/^text\/html/)
     expect(response.headers.getSetCookie()).toEqual([])
@@ -208,14 +207,33 @@ describe('a sign-out with a cookie that opens no session costs nothing', () => {
   })
 })
 
+// Re-readers' findings: prefetches and prerenders a page asks for signed its reader out, and a 2xx
+// page in their place was what the person's click then showed.
+describe('a prefetch or prerender of the sign-out or sign-in address', () => {
+  const PREFETCHES: Array<[string, Record<string, string>]> = [
+    ['a <link rel=prefetch>', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-fetch-mode': 'no-cors', 'sec-purpose': 'prefetch' }],
+    ['a speculation rules prerender', { 'sec-fetch-site': 'none', 'sec-fetch-dest': 'document', 'sec-fetch-mode': 'navigate', 'sec-purpose': 'prefetch;prerender' }],
+    ['Firefox\'s older prefetch', { 'x-moz': 'prefetch' }],
+  ]
+  it.each(PREFETCHES)('%s: 503, empty and not stored, which no browser uses; the session is kept, no sign-in begun', async (_name, headers) => {
+    const { cookie } = await signedIn()
+    const out = await logout(cookie, headers)
+    expect([out.status, out.headers.get('cache-control'), await out.text()]).toEqual([503, 'no-store', ''])
+    expect(await sessionWorks(cookie)).toBe(true)
+    const login = await fetch(`${gateway.url}/oauth/login/demo/?next=%2Fapp%2F`, { headers, redirect: 'manual' })
+    expect([login.status, await login.text()]).toEqual([503, ''])
+    expect(login.headers.getSetCookie()).toEqual([])
+  })
+})
+
 // A re-reader's finding: each sign-in begun moves the browser's flow cookie on, and images of the
 // sign-in address loading one by one down a page dropped a sign-in under way in another tab.
-describe('a sign-in address asked for by an embed or a prefetch', () => {
+describe('a sign-in address asked for by an embed', () => {
   it.each([
     ['an <img>', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'image', 'sec-fetch-mode': 'no-cors' }],
-    ['a <link rel=prefetch>', { 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-purpose': 'prefetch' }],
+    ['a <link rel=preload as=fetch crossorigin>', () => ({ 'sec-fetch-site': 'same-origin', 'sec-fetch-dest': 'empty', 'sec-fetch-mode': 'cors', origin: new URL(gateway.url).origin })],
   ])('%s begins no sign-in: a page with a link to it, and no cookie', async (_name, headers) => {
-    const response = await fetch(`${gateway.url}/oauth/login/demo/?next=%2Fapp%2F`, { headers, redirect: 'manual' })
+    const response = await fetch(`${gateway.url}/oauth/login/demo/?next=%2Fapp%2F`, { headers: typeof headers === 'function' ? headers() : headers, redirect: 'manual' })
     expect(response.status).toBe(200)
     expect(response.headers.getSetCookie()).toEqual([])
     expect(await response.text()).toContain('<a class="button" href="/oauth/login/demo/?next=%2Fapp%2F">Sign in with demo</a>')
