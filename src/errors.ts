@@ -226,6 +226,16 @@ export function isGatewayError (error: unknown): error is GatewayError {
   return error instanceof GatewayError
 }
 
+/**
+ * The store failure `error` is, or wraps (oidc-provider's exposed answer to one:
+ * agents/store-adapter.ts), else undefined: where the gateway itself meets it, it is answered as the
+ * store's 503, never as a 500 or an authorization to start over.
+ */
+export function storeFailureIn (error: unknown): GatewayError | undefined {
+  const failure = isGatewayError(error) ? error : (error as { cause?: unknown } | null | undefined)?.cause
+  return isGatewayError(failure) && failure.code === 'session_store_unavailable' ? failure : undefined
+}
+
 /** The cause's identifying fields only: library errors may carry bodies with tokens in them. */
 export function describeCause (cause: unknown): Record<string, unknown> | undefined {
   if (!(cause instanceof Error)) return undefined

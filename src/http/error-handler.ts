@@ -3,7 +3,7 @@
 // to the log only.
 import type { IncomingHttpHeaders } from 'node:http'
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
-import { describeCause, GatewayError, isGatewayError, type ErrorCode, type ErrorDetails } from '../errors.js'
+import { describeCause, GatewayError, isGatewayError, storeFailureIn, type ErrorCode, type ErrorDetails } from '../errors.js'
 import { canonicalTarget } from '../config/canonical.js'
 import { FORWARD_AUTH_ROUTE, HOME } from '../oauth/urls.js'
 import { errorPage, sendUnframed, signInRemedy } from './pages.js'
@@ -16,6 +16,8 @@ export function wantsHtml (request: FastifyRequest): boolean {
 /** Turns anything thrown into a GatewayError: Fastify's own 4xx keep their status (a body over a route's bodyLimit is `payload_too_large`, as the gateway's own size checks say). */
 function toGatewayError (error: FastifyError | Error): GatewayError {
   if (isGatewayError(error)) return error
+  const storeFailure = storeFailureIn(error)
+  if (storeFailure !== undefined) return storeFailure
   const status = (error as FastifyError).statusCode
   if (status === 413) return new GatewayError('payload_too_large', error.message, { cause: error })
   if (status !== undefined && status >= 400 && status < 500) {

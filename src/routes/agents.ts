@@ -22,7 +22,7 @@ import { undoneIfFailed } from '../agents/request-undo.js'
 import { foreignTarget } from '../agents/token-target.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
-import { GatewayError, isGatewayError } from '../errors.js'
+import { GatewayError, storeFailureIn } from '../errors.js'
 import { withBody } from '../http/replayed-request.js'
 import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets, tokenForm } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
@@ -371,8 +371,7 @@ export class Agents implements AgentSignIns {
       details = await this.server.interaction(request.raw, reply.raw)
     } catch (cause) {
       // The store failing is a 503 to try again after, not an authorization to start over (an outside tester's finding).
-      if (isGatewayError(cause) && cause.code === 'session_store_unavailable') throw cause
-      throw new GatewayError('invalid_request', 'This authorization has expired or was started in another browser: start it again from the agent.', { cause })
+      throw storeFailureIn(cause) ?? new GatewayError('invalid_request', 'This authorization has expired or was started in another browser: start it again from the agent.', { cause })
     }
     if (details.uid !== uid) throw new GatewayError('invalid_request', 'This authorization was started in another tab or browser: start it again from the agent.')
     const params = details.params as Record<string, unknown>
