@@ -8,13 +8,13 @@ import { mkdir } from 'node:fs/promises'
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
-import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js'
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js'
-import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js'
+import type { OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js'
 import type { Browser, Page } from 'playwright-core'
 import { afterAll, describe, expect } from 'vitest'
+import { MemoryProvider } from '../helpers/agent-grant.js'
 import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { test as it } from '../helpers/stack.js'
@@ -52,26 +52,6 @@ async function startCallback (): Promise<typeof callback> {
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/callback`, codes }
-}
-
-/** The SDK's OAuth client provider, kept in memory: what Claude Code keeps in its keychain. */
-class MemoryProvider implements OAuthClientProvider {
-  client: OAuthClientInformationMixed | undefined
-  saved: OAuthTokens | undefined
-  verifier = ''
-  authorizationUrl: URL | undefined
-  constructor (readonly redirectUrl: string) {}
-  get clientMetadata (): OAuthClientMetadata {
-    return { client_name: 'Test MCP client', redirect_uris: [this.redirectUrl], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' }
-  }
-
-  clientInformation (): OAuthClientInformationMixed | undefined { return this.client }
-  saveClientInformation (info: OAuthClientInformationMixed): void { this.client = info }
-  tokens (): OAuthTokens | undefined { return this.saved }
-  saveTokens (tokens: OAuthTokens): void { this.saved = tokens }
-  redirectToAuthorization (url: URL): void { this.authorizationUrl = url }
-  saveCodeVerifier (verifier: string): void { this.verifier = verifier }
-  codeVerifier (): string { return this.verifier }
 }
 
 /** The person's part in Chromium: the provider's sign-in, then the gateway's consent page, Allow or Deny. */

@@ -8,8 +8,9 @@
 // (400), not the store's 503; and a revocation (RFC 7009) whose grant's revoke failed after the
 // token was deleted was answered 200 at its retry, the grant going on.
 import { randomBytes } from 'node:crypto'
+import { auth } from '@modelcontextprotocol/sdk/client/auth.js'
 import { expect } from 'vitest'
-import { agentGrant, backToClient, pkcePair, type AgentTokens } from '../helpers/agent-grant.js'
+import { agentGrant, backToClient, MemoryProvider, pkcePair, type AgentTokens } from '../helpers/agent-grant.js'
 import { Browser } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
@@ -58,8 +59,11 @@ it('a refresh whose one-use claim is answered late: 503, and the retry with the 
   const first = await refresh(id, tokens.refresh_token)
   await held
   proxy.release()
-  // A store fault: 503 (never a 400 invalid_grant that would make the client drop its grant).
-  expect(first.status, JSON.stringify(first.body)).toBe(503)
+  // A store fault: 503 (never a 400 invalid_grant that would make the client drop its grant), with
+  // the OAuth code a client retries (an outside tester's finding: it was server_error, which the
+  // MCP SDK takes for a refresh that failed for good).
+  expect({ status: first.status, error: first.body.error, description: first.body.error_description }, JSON.stringify(first.body))
+    .toEqual({ status: 503, error: 'temporarily_unavailable', description: 'The session store cannot be reached right now; try again shortly.' })
 
   // The client retries with the only refresh token it has.
   const retry = await refresh(id, tokens.refresh_token)
@@ -130,4 +134,22 @@ it('a revoke (RFC 7009) whose grant-list read is answered late, then retried, en
   if (first.status !== 200) statuses.push((await revoke()).status)
   const after = (await fetch(`${gateway.url}/other/x`, { headers: bearer })).status
   expect({ statuses, accessTokenAfterRevoke: after }).toMatchObject({ accessTokenAfterRevoke: 401 })
+})
+
+it('the MCP SDK refreshing while the store answers late is not sent back to an interactive sign-in (its refresh token works at the retry)', async () => {
+  const { id, tokens } = await agentGrant(gateway.url, 'late-refresh-sdk', `${gateway.url}/other`)
+  const provider = new MemoryProvider('http://127.0.0.1:8976/callback', { client_id: id, redirect_uris: ['http://127.0.0.1:8976/callback'] }, { ...tokens, token_type: 'Bearer' })
+  const serverUrl = `${gateway.url}/other/`
+  const held = proxy.armReplies(['consumed', 'nx'])
+  let outcome: string
+  try {
+    outcome = await auth(provider, { serverUrl })
+  } catch (error) {
+    outcome = `threw ${(error as Error).constructor.name}: ${(error as Error).message}`
+  }
+  await held
+  proxy.release()
+  // A store blip: the SDK should get an error it surfaces (temporarily_unavailable), not start a new sign-in in the person's browser.
+  const afterwards = await auth(provider, { serverUrl })
+  expect({ outcome, sentToSignIn: provider.authorizationUrl !== undefined, afterwards }).toMatchObject({ sentToSignIn: false, afterwards: 'AUTHORIZED' })
 })

@@ -2,6 +2,8 @@
 // else of the flow: registration (RFC 7591), authorization with PKCE, the person's sign-in and
 // Allow in a fetch browser, and the code exchanged at the token endpoint.
 import { createHash, randomBytes } from 'node:crypto'
+import type { OAuthClientProvider } from '@modelcontextprotocol/sdk/client/auth.js'
+import type { OAuthClientInformationMixed, OAuthClientMetadata, OAuthTokens } from '@modelcontextprotocol/sdk/shared/auth.js'
 import { expect } from 'vitest'
 import { Browser } from './browser.js'
 
@@ -46,4 +48,25 @@ export async function agentGrant (gatewayUrl: string, login: string, resource: s
   const token = await fetch(`${gatewayUrl}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: 'authorization_code', code: code!, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource }) })
   expect(token.status).toBe(200)
   return { id, tokens: await token.json() as AgentTokens }
+}
+
+/**
+ * The MCP SDK's OAuth client provider, kept in memory: what Claude Code keeps in its keychain. It
+ * may start with a client registered and tokens held (a grant made by {@link agentGrant}).
+ */
+export class MemoryProvider implements OAuthClientProvider {
+  verifier = ''
+  authorizationUrl: URL | undefined
+  constructor (readonly redirectUrl: string, public client?: OAuthClientInformationMixed, public saved?: OAuthTokens) {}
+  get clientMetadata (): OAuthClientMetadata {
+    return { client_name: 'Test MCP client', redirect_uris: [this.redirectUrl], grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'], token_endpoint_auth_method: 'none' }
+  }
+
+  clientInformation (): OAuthClientInformationMixed | undefined { return this.client }
+  saveClientInformation (info: OAuthClientInformationMixed): void { this.client = info }
+  tokens (): OAuthTokens | undefined { return this.saved }
+  saveTokens (tokens: OAuthTokens): void { this.saved = tokens }
+  redirectToAuthorization (url: URL): void { this.authorizationUrl = url }
+  saveCodeVerifier (verifier: string): void { this.verifier = verifier }
+  codeVerifier (): string { return this.verifier }
 }
