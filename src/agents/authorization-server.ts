@@ -23,6 +23,7 @@ import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from '
 import { DevicePolling, POLL_INTERVAL_S } from './device-polling.js'
 import { documentFetch } from './document-fetch.js'
 import type { AgentGrants } from './grants.js'
+import { settle } from './request-undo.js'
 import { keepClient, storeAdapter } from './store-adapter.js'
 
 /** The name under which the gateway's client rules run (no client sends it). */
@@ -174,7 +175,8 @@ export class AuthorizationServer {
     }
     const params = ctx.oidc?.params as Record<string, unknown> | undefined
     if (ctx.path !== AGENT_ENDPOINTS.token || params?.grant_type !== DEVICE_CODE_GRANT || body?.error !== 'authorization_pending') return
-    const interval = await this.polling.tooSoon(String(params.device_code))
+    // A store that fails here leaves the poll unpaced: its answer stands (it was a plain-text 503 from outside oidc-provider).
+    const interval = await this.polling.tooSoon(String(params.device_code)).catch(() => undefined)
     if (interval !== undefined) {
       ctx.body = { error: 'slow_down', error_description: `poll at most every ${interval} seconds` }
       this.options.count('token', 'slow_down')
@@ -200,13 +202,14 @@ export class AuthorizationServer {
       provider.proxy = true
       provider.on('server_error', (_ctx, error) => this.options.log.error({ err: error }, 'agents: authorization server error'))
       this.counted(provider)
-      if (this.options.agents.deviceFlow) {
-        provider.use(async (ctx, next) => {
-          await next()
-          if (ctx.path.startsWith(AGENT_ENDPOINTS.code_verification)) unframed(ctx, this.options.pageHeaders, ctx.body)
-          await this.paced(ctx)
-        })
-      }
+      provider.use(async (ctx, next) => {
+        await next()
+        // A token request's success writes (a code or token marked used) before its answer leaves; its failure, its undos (request-undo.ts).
+        await settle(ctx.status >= 500)
+        if (!this.options.agents.deviceFlow) return
+        if (ctx.path.startsWith(AGENT_ENDPOINTS.code_verification)) unframed(ctx, this.options.pageHeaders, ctx.body)
+        await this.paced(ctx)
+      })
       this.built = { kid: jwk.kid, provider, callback: provider.callback() }
     }
     return this.built
@@ -214,10 +217,7 @@ export class AuthorizationServer {
 }
 
 /** A page of the gateway's (its headers: unframed). */
-function page (ctx: KoaContextWithOIDC, html: string): void {
-  ctx.type = 'html'
-  ctx.body = html
-}
+const page = (ctx: KoaContextWithOIDC, html: string): void => { ctx.type = 'html'; ctx.body = html }
 
 /**
  * The one script a page of the device flow runs: oidc-provider's own (lib/response_modes/form_post.js),

@@ -2,8 +2,11 @@
 // authorization server for agents (clients, interactions, codes, refresh tokens, grants) is one
 // record, sealed like a session (seal.ts): the store sees a keyed hash of each id and ciphertext
 // bound to that id, so a store dump holds no usable code, token or client. A code or refresh token
-// is used once: `consume` claims it with a set-if-absent, and a second use, even one racing the
-// first, revokes everything its grant issued (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1). A record is kept
+// is used once: `consume` claims it with a set-if-absent, for as long as a request may take, and
+// the request, once answered, marks it used for the token's life; a use after that revokes
+// everything its grant issued (RFC 6749 §4.1.2, OAuth 2.1 §4.3.1). A use while another holds the
+// claim (a request still under way, or one whose undo the store refused) is answered 503, which
+// the client retries: it is a second use once the first has been answered. A record is kept
 // under the id of the secret that was current when it was made, and found under any secret the
 // gateway holds (Sealer.idsFor), so a rotation of session.secret loses no client, grant or token
 // before its step 3 (an outside tester's finding: an instance at step 2 found none of them).
@@ -12,22 +15,44 @@ import { errors, type Adapter, type AdapterPayload } from 'oidc-provider'
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
 import { GatewayError } from '../errors.js'
-import { firstHeld, ownClaim, type SessionStore } from '../store/store.js'
+import { firstHeld, ownClaim, type OwnClaim, type SessionStore } from '../store/store.js'
 import { AGENT_SCOPE } from './endpoints.js'
-import { onFailure, undoAll } from './request-undo.js'
+import { onceAnswered, onFailure, undoAll } from './request-undo.js'
 
 const PREFIX = 'agents:'
 /**
- * Claims the one use of the code or token kept at `key`: true when this request did. The claim
+ * How long a claim of a code or token is held: longer than a token request takes (a few store
+ * commands, each bounded by store.timeout). Should its request fail and the store refuse its undo
+ * too, the claim ends with this, and the client's retry at another instance then goes on (this
+ * one gives it back as soon as the store writes again: request-undo.ts).
+ */
+const CLAIM_MS = 30_000
+/** What marks a code or token used for good (a claim holds its request's own value). */
+const USED = 'used'
+
+/**
+ * Claims the one use of the code or token kept at `key`: the claim when this request took it. It
  * holds a value of this request's own, so that the request's failure gives back only its own claim
  * (request-undo.ts), never another use's.
  */
-async function claimOnce (store: SessionStore, key: string, ttlMs: number): Promise<boolean> {
-  const claim = ownClaim(store, consumedKey(key))
+async function claimOnce (store: SessionStore, key: string, ttlMs: number): Promise<OwnClaim | undefined> {
+  const claim = ownClaim(store, claimKey(key))
   return await undoneOnStoreFailure(async () => {
-    onFailure(claim.giveBack)
-    return await claim.take(ttlMs)
+    onFailure(claim.giveBackOrThrow)
+    return await claim.take(Math.min(ttlMs, CLAIM_MS)) ? claim : undefined
   })
+}
+
+/**
+ * A code or token another request has claimed and not answered yet (or whose undo the store
+ * refused): 503, which the client retries once that request is over, or its claim has ended.
+ */
+class InUse extends errors.OIDCProviderError {
+  constructor () {
+    super(503, 'temporarily_unavailable')
+    this.expose = true
+    this.error_description = 'This code or token is being used by another request right now; try again shortly.'
+  }
 }
 
 /**
@@ -146,29 +171,33 @@ function storedAdapter (store: SessionStore, sealer: Sealer, events: AdapterEven
       return payload
     }
 
-    async findByUid (uid: string): Promise<AdapterPayload | undefined> {
-      const sealed = await firstHeld(store, this.indexes('uid', uid))
-      const id = sealed === undefined ? null : sealer.open('agents-uid', uid, sealed.value)
-      return id === null ? undefined : await this.find(id)
-    }
+    async findByUid (uid: string): Promise<AdapterPayload | undefined> { return await this.findIndexed('uid', uid) }
+    async findByUserCode (userCode: string): Promise<AdapterPayload | undefined> { return await this.findIndexed('user-code', userCode) }
 
-    async findByUserCode (userCode: string): Promise<AdapterPayload | undefined> {
-      const sealed = await firstHeld(store, this.indexes('user-code', userCode))
-      const id = sealed === undefined ? null : sealer.open('agents-user-code', userCode, sealed.value)
+    /** The record an index (`uid`, `user-code`) names for `value`. */
+    private async findIndexed (kind: string, value: string): Promise<AdapterPayload | undefined> {
+      const sealed = await firstHeld(store, this.indexes(kind, value))
+      const id = sealed === undefined ? null : sealer.open(`agents-${kind}`, value, sealed.value)
       return id === null ? undefined : await this.find(id)
     }
 
     /**
-     * Marks a code or token used, once: of two uses, even at the same moment, one claims it and
-     * the other revokes its grant and is refused (`invalid_grant`).
+     * Marks a code or token used, once: of two uses, one claims it, and the other is answered 503
+     * while the first is under way, and refused (`invalid_grant`, its grant revoked) once it has
+     * been answered. It is marked used (and a refresh token's record shrunk: GrantKeys.rotated)
+     * once its request has been answered: a store failure before that never leaves it used.
      */
     async consume (id: string): Promise<void> {
       const key = await writeKey(store, sealer, this.model, id)
       const ttlMs = Math.max(await store.remainingMs(key) ?? 0, 1000)
-      if (await claimOnce(store, key, ttlMs)) {
-        if (this.model === 'RefreshToken') await grants.rotated(id, await this.located(id), (await this.find(id))?.grantId, ttlMs)
+      const claim = await claimOnce(store, key, ttlMs)
+      if (claim !== undefined) {
+        const { kept, grantId } = this.model === 'RefreshToken' ? { kept: await this.located(id), grantId: (await this.find(id))?.grantId } : {}
+        // Marked used, the claim goes: a used token keeps what its second use needs, no more.
+        await onceAnswered(async () => { await store.set(consumedKey(key), USED, ttlMs); await grants.rotated(id, kept, grantId, ttlMs); await claim.giveBackOrThrow() })
         return
       }
+      if (await store.get(consumedKey(key)) === null) throw new InUse()
       const payload = await this.find(id)
       if (payload?.grantId !== undefined) await grants.revoke(payload.grantId)
       throw new errors.InvalidGrant(`${this.model === 'RefreshToken' ? 'refresh token' : 'authorization code'} already used`)
@@ -205,12 +234,8 @@ class GrantKeys {
    */
   async rotated (id: string, kept: { key: string, value: string } | undefined, grantId: string | undefined, ttlMs: number): Promise<void> {
     if (grantId === undefined || kept === undefined) return
-    // Should the request fail after this, the record is put back whole, with the claim (request-undo.ts).
-    onFailure(async () => { await this.store.set(kept.key, kept.value, ttlMs); await this.add(grantId, kept.key, ttlMs) })
-    await undoneOnStoreFailure(async () => {
-      await this.store.set(kept.key, this.sealer.seal('agents-RefreshToken', id, JSON.stringify({ grantId, used: true })), ttlMs)
-      for (const list of this.keys(grantId)) await this.store.removeMember(list, kept.key)
-    })
+    await this.store.set(kept.key, this.sealer.seal('agents-RefreshToken', id, JSON.stringify({ grantId, used: true })), ttlMs)
+    for (const list of this.keys(grantId)) await this.store.removeMember(list, kept.key)
   }
 
   /** Everything the grant issued, and the grant, deleted; then the gateway's side of it (its session). */
@@ -298,6 +323,12 @@ export async function keepClient (store: SessionStore, sealer: Sealer, clientId:
   }
 }
 
+/** Where a used code or token is marked so, for its life. */
 function consumedKey (key: string): string {
   return `${key}:consumed`
+}
+
+/** Where the request using a code or token claims it, for that request's time. */
+function claimKey (key: string): string {
+  return `${key}:in-use`
 }

@@ -18,7 +18,7 @@ import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, authorizationServerMetadat
 import { AgentGrants, type GrantLabel } from '../agents/grants.js'
 import { GrantTokens } from '../agents/grant-tokens.js'
 import { PendingSignIns, type PendingSignIn } from '../agents/pending.js'
-import { undoneIfFailed } from '../agents/request-undo.js'
+import { requestSteps } from '../agents/request-undo.js'
 import { foreignTarget } from '../agents/token-target.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
@@ -91,6 +91,7 @@ export class Agents implements AgentSignIns {
   private readonly pendingCookieOptions: CookieOptions
   private readonly ownOrigin: string
   private readonly count: AgentsCount
+  private readonly withSteps = requestSteps()
 
   constructor (private readonly deps: AgentsDeps) {
     const { config } = deps
@@ -237,10 +238,10 @@ export class Agents implements AgentSignIns {
         method: ['POST', 'OPTIONS'],
         url,
         preHandler: budgets,
-        // A request answered 5xx (the store failed) gives back the code or token it claimed: its retry is no second use.
+        // A request answered 5xx (the store failed) gives back the code or token it claimed: its retry is no second use (withSteps: agents/request-undo.ts).
         handler: async (request, reply) => {
           if (url === AGENT_ENDPOINTS.token && await foreignTarget(await this.server.provider(), tokenForm(request))) return this.invalidTarget(reply)
-          await undoneIfFailed(async () => { await pass(request, reply, request.url, Buffer.isBuffer(request.body) ? request.body : undefined) }, () => reply.raw.statusCode >= 500)
+          await this.withSteps(async () => { await pass(request, reply, request.url, Buffer.isBuffer(request.body) ? request.body : undefined) }, () => reply.raw.statusCode >= 500)
         },
       })
     }

@@ -103,6 +103,8 @@ export interface OwnClaim {
   take (ttlMs: number): Promise<boolean>
   /** Deletes the key while it holds this claim's value, never another's; best effort. */
   giveBack (): Promise<void>
+  /** The same, the store's failure thrown (for a caller that does it again later). */
+  giveBackOrThrow (): Promise<void>
 }
 
 /**
@@ -112,7 +114,8 @@ export interface OwnClaim {
  */
 export function ownClaim (store: Pick<KeyValue, 'claim'> & Pick<Lock, 'release'>, key: string): OwnClaim {
   const handle = { key, owner: lockOwner() }
-  const giveBack = async (): Promise<void> => { await store.release(handle).catch(() => false) }
+  const giveBackOrThrow = async (): Promise<void> => { await store.release(handle) }
+  const giveBack = async (): Promise<void> => { await giveBackOrThrow().catch(() => {}) }
   return {
     take: async (ttlMs) => {
       try {
@@ -123,6 +126,7 @@ export function ownClaim (store: Pick<KeyValue, 'claim'> & Pick<Lock, 'release'>
       }
     },
     giveBack,
+    giveBackOrThrow,
   }
 }
 

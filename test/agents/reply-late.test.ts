@@ -9,16 +9,19 @@
 // token was deleted was answered 200 at its retry, the grant going on.
 import { randomBytes } from 'node:crypto'
 import { auth } from '@modelcontextprotocol/sdk/client/auth.js'
+import { Redis } from 'ioredis'
 import { expect } from 'vitest'
 import { agentGrant, backToClient, MemoryProvider, pkcePair, type AgentTokens } from '../helpers/agent-grant.js'
 import { Browser } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
 import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
+import { refusedUrl } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
 
 /** store.timeout: the bound of one store command, which a held reply outlasts. */
 const STORE_TIMEOUT_MS = 300
 const REDIRECT = 'http://127.0.0.1:8976/callback'
+const DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code'
 
 let gateway: TestGateway
 let proxy: HoldProxy
@@ -29,6 +32,7 @@ it.beforeAll(async ({ startStack, upstream, redis }) => {
     store: { type: 'redis', url: proxy.url, timeout: `${STORE_TIMEOUT_MS}ms` },
     session: { cacheTtl: 0 },
     routes: [{ path: '/other/', upstream: upstream.url, provider: 'demo', agents: true }],
+    agents: { deviceFlow: true },
   })
 })
 
@@ -55,7 +59,7 @@ it('a refresh whose one-use claim is answered late: 503, and the retry with the 
   const { id, tokens } = await agentGrant(gateway.url, 'late-refresh', `${gateway.url}/other`)
   expect(await routeStatus(tokens.access_token)).toBe(200)
 
-  const held = proxy.armReplies(['consumed', 'nx'])
+  const held = proxy.armReplies(['in-use', 'nx'])
   const first = await refresh(id, tokens.refresh_token)
   await held
   proxy.release()
@@ -72,6 +76,75 @@ it('a refresh whose one-use claim is answered late: 503, and the retry with the 
   // And the new refresh token works; the old one, now used for real, is not reused twice.
   const next = retry.body as unknown as AgentTokens
   expect((await refresh(id, next.refresh_token)).status).toBe(200)
+})
+
+// A failover's demoted master: the claim landed, then the store refused every write, the claim's
+// undo too. The client got 503 and keeps its old refresh token; its retry, once the store writes
+// again, was a second use and ended the grant (an outside tester's finding).
+it('a refresh whose claim landed and whose undo the store refused (a demoted master): the retry, once the store writes again, keeps the grant', async ({ redis }) => {
+  const { id, tokens } = await agentGrant(gateway.url, 'refused-undo', `${gateway.url}/other`)
+  const admin = new Redis(redis.url)
+  try {
+    const held = proxy.armReplies(['in-use', 'nx'])
+    const first = refresh(id, tokens.refresh_token)
+    await held
+    // Once the claim is in Redis, Redis refuses writes: the claim's undo is refused too.
+    while ((await admin.keys('gw:agents:RefreshToken:*:in-use')).length === 0) await new Promise((resolve) => setImmediate(resolve))
+    const absent = new URL(await refusedUrl())
+    await admin.call('REPLICAOF', absent.hostname, absent.port)
+    const answered = await first
+    proxy.release()
+    expect({ status: answered.status, error: answered.body.error }).toEqual({ status: 503, error: 'temporarily_unavailable' })
+    await admin.call('REPLICAOF', 'NO', 'ONE')
+
+    const retry = await refresh(id, tokens.refresh_token)
+    expect({ retry: retry.status, retryError: retry.body.error, grantStillWorks: await routeStatus(tokens.access_token) }).toEqual({ retry: 200, retryError: undefined, grantStillWorks: 200 })
+    const next = retry.body as unknown as AgentTokens
+    expect((await refresh(id, next.refresh_token)).status).toBe(200)
+    // The old token, used for real now, is still told from a retry: its next use ends the grant.
+    expect((await refresh(id, tokens.refresh_token)).body.error).toBe('invalid_grant')
+    expect(await routeStatus(tokens.access_token)).toBe(401)
+  } finally {
+    await admin.call('REPLICAOF', 'NO', 'ONE')
+    admin.disconnect()
+  }
+})
+
+// A claim another request holds (one under way at another instance, or one whose undo the store
+// refused there): the use is answered 503, not taken for a second use; once that request has
+// been answered (its token marked used), it is one, and the grant ends.
+it('a refresh token another request holds: 503 and the grant goes on; once that request was answered, a second use ends the grant', async ({ redis }) => {
+  const admin = new Redis(redis.url)
+  try {
+    const before = new Set(await admin.keys('gw:agents:RefreshToken:*'))
+    const { id, tokens } = await agentGrant(gateway.url, 'claimed-elsewhere', `${gateway.url}/other`)
+    const [record] = (await admin.keys('gw:agents:RefreshToken:*')).filter((key) => !before.has(key))
+    await admin.set(`${record!}:in-use`, 'another-request', 'PX', 30_000)
+    const meanwhile = await refresh(id, tokens.refresh_token)
+    expect({ status: meanwhile.status, error: meanwhile.body.error, description: meanwhile.body.error_description, grantStillWorks: await routeStatus(tokens.access_token) })
+      .toEqual({ status: 503, error: 'temporarily_unavailable', description: 'This code or token is being used by another request right now; try again shortly.', grantStillWorks: 200 })
+    await admin.set(`${record!}:consumed`, 'used', 'PX', 30_000)
+    expect((await refresh(id, tokens.refresh_token)).body.error).toBe('invalid_grant')
+    expect(await routeStatus(tokens.access_token)).toBe(401)
+  } finally {
+    admin.disconnect()
+  }
+})
+
+// The device flow's pace is read and written in the store beside oidc-provider's answer: a reply
+// late there was a plain-text 503 from outside oidc-provider (an outside tester's finding).
+it('a device code\'s poll whose pace the store answers late: the poll\'s own answer (authorization_pending), in JSON', async () => {
+  const registered = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomBytes(4).join('.') }, body: JSON.stringify({ client_name: 'Late CLI', grant_types: [DEVICE_CODE], token_endpoint_auth_method: 'none' }) })
+  const id = (await registered.json() as { client_id: string }).client_id
+  const started = await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST', body: new URLSearchParams({ client_id: id }) })
+  const { device_code: deviceCode } = await started.json() as { device_code: string }
+  const poll = async () => await fetch(`${gateway.url}/oauth/agents/token`, { method: 'POST', body: new URLSearchParams({ grant_type: DEVICE_CODE, device_code: deviceCode, client_id: id }) })
+  const held = proxy.armReplies(['device-poll'])
+  const answer = await poll()
+  const text = await answer.text()
+  await held
+  proxy.release()
+  expect({ status: answer.status, type: answer.headers.get('content-type'), text }).toMatchObject({ status: 400, type: expect.stringContaining('application/json'), text: expect.stringContaining('"authorization_pending"') })
 })
 
 /** Up to the consent page: the browser on it, its form's action and csrf. */
@@ -140,7 +213,7 @@ it('the MCP SDK refreshing while the store answers late is not sent back to an i
   const { id, tokens } = await agentGrant(gateway.url, 'late-refresh-sdk', `${gateway.url}/other`)
   const provider = new MemoryProvider('http://127.0.0.1:8976/callback', { client_id: id, redirect_uris: ['http://127.0.0.1:8976/callback'] }, { ...tokens, token_type: 'Bearer' })
   const serverUrl = `${gateway.url}/other/`
-  const held = proxy.armReplies(['consumed', 'nx'])
+  const held = proxy.armReplies(['in-use', 'nx'])
   let outcome: string
   try {
     outcome = await auth(provider, { serverUrl })
