@@ -52,9 +52,15 @@ export class BearerSockets {
     this.timers = deps.timers ?? nodeTimers
   }
 
-  /** Keeps the token that let `request` (an upgrade) through: how long it holds, and how to check it again. */
-  admit (request: object, hold: TokenHold, recheck: TokenRecheck): void {
+  /**
+   * Keeps the token that let `request` (an upgrade) through: how long it holds, and how to check it
+   * again. False, and nothing kept, when it holds no more: a JWT past its `exp` still passes within
+   * the clock tolerance, but its socket would close as it opened (the upgrade is refused instead).
+   */
+  admit (request: object, hold: TokenHold, recheck: TokenRecheck): boolean {
+    if (hold.until <= this.deps.clock.now()) return false
     this.admissions.admit(request, { hold, recheck })
+    return true
   }
 
   /** The upstream leg of `request`'s websocket is about to be created. */

@@ -238,8 +238,7 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
     // Checked by the access hook a moment ago; should it be gone from that cache, nothing says how long it holds.
     const until = grants.until(token)
     if (until === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-    sockets.admit(request, { until, introspected: false }, () => undefined)
-    done()
+    done(sockets.admit(request, { until, introspected: false }, () => undefined) ? undefined : pastExp())
   })
 }
 
@@ -286,6 +285,9 @@ function browserStreams (streams: SessionStreams, route: RouteConfig, maxAgeMs: 
   }
 }
 
+/** An upgrade whose token passed within the clock tolerance after its `exp` (BearerSockets.admit). */
+const pastExp = () => new GatewayError('unauthenticated', 'The token has expired: refresh it before opening a websocket, which ends with its token.')
+
 /** A token's outcome as the hold of its websockets (proxy/bearer-sockets.ts): undefined when refused. */
 function tokenHold (outcome: BearerOutcome): { until: number, introspected: boolean } | undefined {
   return outcome.ok ? { until: outcome.until, introspected: outcome.introspected } : undefined
@@ -306,8 +308,7 @@ function admitBearerSockets (scope: FastifyInstance, sockets: BearerSockets, bea
     }
     Promise.resolve(recheck()).then((hold) => {
       if (hold === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-      sockets.admit(request, hold, recheck)
-      done()
+      done(sockets.admit(request, hold, recheck) ? undefined : pastExp())
     }, done)
   })
 }

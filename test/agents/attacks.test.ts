@@ -693,6 +693,24 @@ describe('an agent\'s websocket and its token', () => {
       clock.offset = 0
     }
   })
+
+  it('past its exp, within the clock skew: a request passes, the upgrade is answered 401 (the socket would close as it opened)', async () => {
+    const { tokens } = await granted('skewed', `${gateway.url}/live`)
+    const bearer = { authorization: `Bearer ${tokens.access_token}` }
+    try {
+      clock.offset = decodeJwt(tokens.access_token).exp! * 1000 + 30_000 - Date.now()
+      expect((await fetch(`${gateway.url}/live/x`, { headers: bearer })).status).toBe(200)
+      const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/live/feed`, { headers: bearer })
+      const status = await new Promise((resolve) => {
+        socket.once('open', () => { resolve('opened'); socket.close() })
+        socket.once('unexpected-response', (_request, response) => { resolve(response.statusCode); response.resume() })
+        socket.once('error', (error) => { resolve(error.message) })
+      })
+      expect(status).toBe(401)
+    } finally {
+      clock.offset = 0
+    }
+  })
 })
 
 describe('an agent\'s streams', () => {

@@ -139,4 +139,29 @@ describe('a websocket opened with a bearer token', () => {
     expect(await closedWithin(socket)).toEqual(ENDED)
     expect(await socket.upstreamClosed).toBe(TOKEN_ENDED_CODE)
   })
+
+  // A JWT passes for 60 s past its exp (clock tolerance), but its socket would close at once: the
+  // upgrade is refused, so that the client refreshes first (it opened, then closed at once).
+  it('a JWT past its exp, within the clock tolerance: a request passes, the upgrade is answered 401', async () => {
+    const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
+    try {
+      timers.advance(decodeJwt(token).exp! * 1000 + 30_000)
+      expect((await fetch(`${gateway.url}/orders/x`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200)
+      const refused = await new Promise<{ status: number | undefined, body: string }>((resolve, reject) => {
+        const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/orders/feed`, { headers: { authorization: `Bearer ${token}` } })
+        opened.push(socket)
+        socket.once('open', () => { reject(new Error('the websocket opened')) })
+        socket.once('unexpected-response', (_request, response) => {
+          let body = ''
+          response.on('data', (chunk: Buffer) => { body += chunk.toString() })
+          response.on('end', () => { resolve({ status: response.statusCode, body }) })
+        })
+        socket.once('error', reject)
+      })
+      expect(refused.status).toBe(401)
+      expect(JSON.parse(refused.body)).toMatchObject({ error: 'unauthenticated', message: 'The token has expired: refresh it before opening a websocket, which ends with its token.' })
+    } finally {
+      timers.time = Date.now()
+    }
+  })
 })
