@@ -109,8 +109,9 @@ export function sessionsRoutes (app: FastifyInstance, { config, sessions, person
     if (loaded === null && wantsHtml(request)) return reply.redirect(notSignedIn(config, signInLinks).details.loginUrl!, 302)
     const all = await listed(identified(loaded))
     if (!wantsHtml(request)) return { sessions: all.map(toJson) }
-    // Back from a revoke (a newcomer's reading: the row only disappeared): the page says what happened.
-    const { revoked: what } = request.query
+    // Back from a revoke (a newcomer's reading: the row only disappeared): the page says what
+    // happened; not when another site's link says so (a re-reading's finding).
+    const what = fromAnotherSite(request, ownOrigin) ? undefined : request.query.revoked
     return sendUnframed(reply, sessionsPage(all, what === '1' ? 'session' : what === 'agent' ? 'agent' : undefined))
   })
 

@@ -259,6 +259,9 @@ describe('revoke', () => {
     // The list it goes back to says what happened (a newcomer's reading: the row only disappeared).
     const back = await firefox.browser.fetch(`${first.url}/oauth/sessions/?revoked=1`, { headers: { accept: 'text/html' } })
     expect(await back.text()).toContain('The session was revoked')
+    // Not when another site's link says so: a link cannot tell a person that one of their sessions was ended.
+    const told = await firefox.browser.fetch(`${first.url}/oauth/sessions/?revoked=1`, { headers: { accept: 'text/html', 'sec-fetch-site': 'cross-site' } })
+    expect(await told.text()).not.toContain('was revoked')
     // Its own session's question says so.
     expect(await (await askToRevoke(firefox, own!.id)).text()).toContain('This is the browser you are using now')
     const self = await revoke(firefox, own!.id, first, FORM, 'confirm=1')
