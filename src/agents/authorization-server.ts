@@ -23,7 +23,7 @@ import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from '
 import { DevicePolling, POLL_INTERVAL_S } from './device-polling.js'
 import { documentFetch } from './document-fetch.js'
 import type { AgentGrants } from './grants.js'
-import { settle } from './request-undo.js'
+import { settleAnswer } from './request-undo.js'
 import { keepClient, storeAdapter } from './store-adapter.js'
 
 /** The name under which the gateway's client rules run (no client sends it). */
@@ -205,7 +205,7 @@ export class AuthorizationServer {
       provider.use(async (ctx, next) => {
         await next()
         // A token request's success writes (a code or token marked used) before its answer leaves; its failure, its undos (request-undo.ts).
-        await settle(ctx.status >= 500)
+        await settleAnswer(ctx)
         if (!this.options.agents.deviceFlow) return
         if (ctx.path.startsWith(AGENT_ENDPOINTS.code_verification)) unframed(ctx, this.options.pageHeaders, ctx.body)
         await this.paced(ctx)

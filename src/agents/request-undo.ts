@@ -16,8 +16,17 @@ import { AsyncLocalStorage } from 'node:async_hooks'
 
 type Step = () => Promise<void>
 
-/** What one request registered (its undos, a failure's, and what its success writes), and where what the store refuses is owed. */
-interface Steps { undos: Step[], done: Step[], owed: Owed }
+/** A write its request's answer waits on, and how to take it back should the store refuse it. */
+interface Mark { write: Step, undo: Step }
+
+/**
+ * What one request registered: its undos (a failure's), the marks its success must write before
+ * it answers, what else its success writes, and where what the store refuses is owed.
+ */
+interface Steps { undos: Step[], marks: Mark[], done: Step[], owed: Owed }
+
+/** What a request whose success's mark the store refused answers instead (its client retries it). */
+export const STORE_REFUSED = 'The session store cannot be reached right now; try again shortly.'
 
 const pending = new AsyncLocalStorage<Steps>()
 
@@ -52,7 +61,7 @@ export function requestSteps (): (request: () => Promise<void>, failed: () => bo
   const owed = new Owed()
   return async (request, failed) => {
     await owed.settle()
-    await pending.run({ undos: [], done: [], owed }, async () => {
+    await pending.run({ undos: [], marks: [], done: [], owed }, async () => {
       try {
         await request()
       } finally {
@@ -62,19 +71,50 @@ export function requestSteps (): (request: () => Promise<void>, failed: () => bo
   }
 }
 
-/** The request under way answered: its undos when it failed, else what its success writes; once (what is done is not kept). */
-export async function settle (failed: boolean): Promise<void> {
+/**
+ * The request under way answered: when it did not fail, its marks are written, then what else its
+ * success writes; when it failed, or the store refused a mark, its undos run instead (a refused
+ * mark's first), and it has failed: true. Once (what is done is not kept).
+ */
+export async function settle (failed: boolean): Promise<boolean> {
   const steps = pending.getStore()
-  if (steps === undefined) return
-  const { undos, done } = steps
+  if (steps === undefined) return failed
+  const { undos, marks, done } = steps
   steps.undos = []
+  steps.marks = []
   steps.done = []
-  await steps.owed.runOrOwe(failed ? undos.reverse() : done)
+  let refused = failed
+  for (const mark of failed ? [] : marks) {
+    undos.push(mark.undo)
+    refused = await mark.write().then(() => false, () => true)
+    if (refused) break
+  }
+  await steps.owed.runOrOwe(refused ? undos.reverse() : done)
+  return refused
+}
+
+/**
+ * {@link settle} where oidc-provider answers (a Koa step after its handler): an answer whose mark
+ * the store refused is not sent, but 503 `temporarily_unavailable` (a code or token's new tokens,
+ * whose use could not be marked, must not leave: its second use would not be told).
+ */
+export async function settleAnswer (ctx: { status: number, body: unknown }): Promise<void> {
+  if (await settle(ctx.status >= 500) && ctx.status < 500) {
+    ctx.status = 503
+    ctx.body = { error: 'temporarily_unavailable', error_description: STORE_REFUSED }
+  }
 }
 
 /** Keeps `undo` for the request under way (none outside one). */
 export function onFailure (undo: Step): void {
   pending.getStore()?.undos.push(undo)
+}
+
+/** Keeps `mark` for once the request under way has been answered without failing, before the answer leaves; outside one, it is written now. */
+export async function markOnceAnswered (mark: Mark): Promise<void> {
+  const steps = pending.getStore()
+  if (steps === undefined) await mark.write()
+  else steps.marks.push(mark)
 }
 
 /** Keeps `step` for once the request under way has been answered without failing; outside one, it is done now. */

@@ -17,7 +17,7 @@ import type { Sealer } from '../session/seal.js'
 import { GatewayError } from '../errors.js'
 import { firstHeld, ownClaim, type OwnClaim, type SessionStore } from '../store/store.js'
 import { AGENT_SCOPE } from './endpoints.js'
-import { onceAnswered, onFailure, undoAll } from './request-undo.js'
+import { markOnceAnswered, onceAnswered, onFailure, STORE_REFUSED, undoAll } from './request-undo.js'
 
 const PREFIX = 'agents:'
 /**
@@ -41,6 +41,29 @@ async function claimOnce (store: SessionStore, key: string, ttlMs: number): Prom
     onFailure(claim.giveBackOrThrow)
     return await claim.take(Math.min(ttlMs, CLAIM_MS)) ? claim : undefined
   })
+}
+
+/**
+ * A code or token this request claimed and found unused, marked used once the request has been
+ * answered: its answer leaves only once the mark is written (else it is 503, the mark taken back:
+ * an attacker's finding, a 200 whose mark the store refused left the token usable again). Then its
+ * claim goes, and a used refresh token keeps what its second use needs, no more (`shrink`).
+ */
+async function usedOnceAnswered (store: SessionStore, key: string, ttlMs: number, claim: OwnClaim, shrink: () => Promise<void>): Promise<void> {
+  await markOnceAnswered({ write: async () => { await store.set(consumedKey(key), USED, ttlMs) }, undo: async () => { await store.delete(consumedKey(key)) } })
+  await onceAnswered(async () => { await shrink(); await claim.giveBackOrThrow() })
+}
+
+/**
+ * A use of a code or token this request could not claim, or found marked used: 503 while another
+ * request's claim holds it unmarked ({@link InUse}); else a second use, whose grant is revoked
+ * (`revoke`) and which is refused (`invalid_grant`).
+ */
+async function refusedUse (model: string, claim: OwnClaim | undefined, used: boolean, revoke: () => Promise<void>): Promise<never> {
+  await claim?.giveBack()
+  if (!used) throw new InUse()
+  await revoke()
+  throw new errors.InvalidGrant(`${model === 'RefreshToken' ? 'refresh token' : 'authorization code'} already used`)
 }
 
 /**
@@ -103,7 +126,7 @@ class StoreUnavailable extends errors.OIDCProviderError {
   constructor (cause: unknown) {
     super(503, 'temporarily_unavailable', { cause })
     this.expose = true
-    this.error_description = 'The session store cannot be reached right now; try again shortly.'
+    this.error_description = STORE_REFUSED
   }
 }
 
@@ -191,16 +214,12 @@ function storedAdapter (store: SessionStore, sealer: Sealer, events: AdapterEven
       const key = await writeKey(store, sealer, this.model, id)
       const ttlMs = Math.max(await store.remainingMs(key) ?? 0, 1000)
       const claim = await claimOnce(store, key, ttlMs)
-      if (claim !== undefined) {
-        const { kept, grantId } = this.model === 'RefreshToken' ? { kept: await this.located(id), grantId: (await this.find(id))?.grantId } : {}
-        // Marked used, the claim goes: a used token keeps what its second use needs, no more.
-        await onceAnswered(async () => { await store.set(consumedKey(key), USED, ttlMs); await grants.rotated(id, kept, grantId, ttlMs); await claim.giveBackOrThrow() })
-        return
-      }
-      if (await store.get(consumedKey(key)) === null) throw new InUse()
-      const payload = await this.find(id)
-      if (payload?.grantId !== undefined) await grants.revoke(payload.grantId)
-      throw new errors.InvalidGrant(`${this.model === 'RefreshToken' ? 'refresh token' : 'authorization code'} already used`)
+      // A use that read the code or token before another's was answered, and claims it once that
+      // one gave its claim back, finds it marked (an attacker's finding: both got tokens).
+      const used = await store.get(consumedKey(key)) !== null
+      if (claim === undefined || used) return await refusedUse(this.model, claim, used, async () => { const { grantId } = await this.find(id) ?? {}; if (grantId !== undefined) await grants.revoke(grantId) })
+      const { kept, grantId } = this.model === 'RefreshToken' ? { kept: await this.located(id), grantId: (await this.find(id))?.grantId } : {}
+      await usedOnceAnswered(store, key, ttlMs, claim, async () => { await grants.rotated(id, kept, grantId, ttlMs) })
     }
 
     async destroy (id: string): Promise<void> {
