@@ -313,6 +313,15 @@ function tokenVerdict (guard: Guard, bearer: BearerGuard, request: AccessRequest
   return signed(signer, `bearer:${outcome.id}`, decision, bearer.header)
 }
 
+/**
+ * Whether the route still lets `subject` through with the token's new outcome: a websocket's token
+ * asked again (proxy/bearer-sockets.ts) is judged by the rules as a request is (an attacker's
+ * finding: a person who lost the group the route allows kept their socket to the token's exp).
+ */
+export function tokenAdmits (gate: RouteGate, subject: Subject, token: string, outcome: BearerOutcome): boolean {
+  return outcome.ok && decide(gate, subject, false, signedIn(token, outcome.identity, false, outcome.issuer)).kind === 'allow'
+}
+
 /** Who asked, for the request's log line: the identity's user name, or null when nobody is known. */
 export function auditUser (verdict: Verdict): string | null {
   return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.identity?.sub ?? null : null

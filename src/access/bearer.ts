@@ -118,27 +118,31 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
     report(problem)
     return { ok: false, problem, message, scopes: config.scopes }
   }
-  const accept = (token: VerifiedToken, identity: Identity): BearerOutcome => {
+  // Held as long as the token and the claims answer it was judged on: a JWT whose claims came from
+  // an introspection answer is asked again with it (its websocket too: an attacker's finding, it
+  // lived to the token's exp after the issuer revoked it).
+  const accept = (token: VerifiedToken, identity: Identity, added: PersonClaimsAnswer | undefined): BearerOutcome => {
     report('accepted')
-    return { ok: true, id: token.hash, issuer: token.issuer, identity, until: token.until, introspected: token.introspected }
+    const claimsUntil = added?.ok === true ? added.until : Infinity
+    return { ok: true, id: token.hash, issuer: token.issuer, identity, until: Math.min(token.until, claimsUntil), introspected: token.introspected || claimsUntil < token.until }
   }
 
   /** The identity from the token's claims and what the route's source adds (the token's own signed claims win). */
   function identify (token: VerifiedToken, added: PersonClaimsAnswer | undefined): BearerOutcome {
     if (added?.ok === false) return refuse(added.problem, added.message)
     const known = identities.get(token)
-    if (known !== undefined && known.from === added?.claims) return accept(token, known.identity)
+    if (known !== undefined && known.from === added?.claims) return accept(token, known.identity, added)
     const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
     const identity = tokenIdentity(claims, providers[token.issuer]!.claims, scope.kept)
     if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
     const judged = named(identity, token.issuer, scope.own, scope.spaces)
     identities.set(token, { identity: judged, from: added?.claims })
-    return accept(token, judged)
+    return accept(token, judged, added)
   }
 
   function judge (raw: string, token: VerifiedToken): BearerOutcome | Promise<BearerOutcome> {
     const known = identities.get(token)
-    if (known !== undefined && config.claimsFrom === 'token') return accept(token, known.identity)
+    if (known !== undefined && config.claimsFrom === 'token') return accept(token, known.identity, undefined)
     const provider = providers[token.issuer]!
     const aud = audiences(token.claims.aud)
     // An ID token for this gateway names the gateway's client id as its only audience.

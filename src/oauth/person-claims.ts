@@ -29,17 +29,24 @@ export interface TokenFacts {
   readonly introspected: boolean
 }
 
-/** The claims the source adds, or why the token is refused (two of access-tokens.ts's TokenProblem). */
-export type PersonClaimsAnswer =
-  | { readonly ok: true, readonly claims: Readonly<Record<string, unknown>> }
-  | { readonly ok: false, readonly problem: 'inactive' | 'wrong_subject', readonly message: string }
+/** Why the source refuses the token (two of access-tokens.ts's TokenProblem). */
+interface Refusal { readonly ok: false, readonly problem: 'inactive' | 'wrong_subject', readonly message: string }
 
-function refused (problem: 'inactive' | 'wrong_subject', message: string): PersonClaimsAnswer {
+/** What an endpoint said: the claims, or why the token is refused. */
+type Said = { readonly ok: true, readonly claims: Readonly<Record<string, unknown>> } | Refusal
+
+/**
+ * The claims the source adds, and until when (clock ms) they are kept before it is asked again (an
+ * introspection answer: at most 60 s, which a websocket's hold keeps to), or why the token is refused.
+ */
+export type PersonClaimsAnswer = { readonly ok: true, readonly claims: Readonly<Record<string, unknown>>, readonly until: number } | Refusal
+
+function refused (problem: 'inactive' | 'wrong_subject', message: string): Refusal {
   return { ok: false, problem, message }
 }
 
 /** The userinfo JSON for `token`; a 401 or 403 means the issuer no longer accepts the token. */
-async function userinfo (provider: ResolvedProvider, token: string): Promise<PersonClaimsAnswer> {
+async function userinfo (provider: ResolvedProvider, token: string): Promise<Said> {
   if (provider.userinfoUrl === undefined) {
     throw new GatewayError('provider_unavailable', `Provider "${provider.name}" has no userinfo endpoint, which bearer.claimsFrom: userinfo reads.`)
   }
@@ -63,7 +70,7 @@ async function userinfo (provider: ResolvedProvider, token: string): Promise<Per
 }
 
 /** The issuer's RFC 7662 answer for `token`, when it says the token is active. */
-async function introspected (provider: ResolvedProvider, token: string): Promise<PersonClaimsAnswer> {
+async function introspected (provider: ResolvedProvider, token: string): Promise<Said> {
   if (provider.introspectionUrl === undefined) {
     throw new GatewayError('provider_unavailable', `Provider "${provider.name}" has no introspection endpoint, which bearer.claimsFrom: introspection reads.`)
   }
@@ -87,10 +94,10 @@ export class PersonClaims {
    * answer may leave it out. Either, when named, must be the token's.
    */
   claims (token: string, verified: TokenFacts, source: ClaimsSource): PersonClaimsAnswer | Promise<PersonClaimsAnswer> {
-    if (source === 'introspection' && verified.introspected) return { ok: true, claims: verified.claims }
+    if (source === 'introspection' && verified.introspected) return { ok: true, claims: verified.claims, until: verified.until }
     const key = `${source} ${verified.hash}`
     const known = this.cache.peek(key)
-    if (known !== undefined && this.clock.now() < known.until) return { ok: true, claims: known.claims }
+    if (known !== undefined && this.clock.now() < known.until) return { ok: true, claims: known.claims, until: known.until }
     const joined = this.asking.get(key)
     if (joined !== undefined) return joined.catch((error: unknown) => { throw waitedOn(error) })
     const pending = this.ask(token, verified, source).finally(() => this.asking.delete(key))
@@ -110,6 +117,6 @@ export class PersonClaims {
     // to its `exp` plus the clock tolerance, else each request in that minute asked again.
     const until = source === 'introspection' ? Math.min(verified.kept, this.clock.now() + INTROSPECTION_CACHE_MS) : verified.kept
     this.cache.set(`${source} ${verified.hash}`, { claims: answer.claims, until })
-    return answer
+    return { ...answer, until }
   }
 }

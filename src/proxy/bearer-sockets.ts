@@ -1,11 +1,13 @@
 // Proxied websockets opened with a machine client's bearer token end with the token, as a session's
-// end with the session (session-sockets.ts). Each socket whose upgrade a token let through gets one
+// end with the session (session-sockets.ts), and so do its event streams (cut, as session-streams.ts
+// cuts a browser's). Each socket whose upgrade a token let through gets one
 // timer at the end of that token's verification: a JWT's `exp`, where its sockets close; an
 // introspected token's answer may be reused at most 60 s (and never past its `exp`), so its sockets'
 // token is checked again then: still active, the next check is set; refused (revoked, expired), they
 // close. Both legs close with 1008. A check whose issuer cannot be reached is tried again shortly and
 // leaves the sockets open meanwhile. The admission travels from the upgrade request to the upstream
 // leg as session-sockets.ts's does (admit, handing, opening, connected).
+import type { ServerResponse } from 'node:http'
 import type { WebSocket } from 'ws'
 import type { Logger } from '../ops/logger.js'
 import { MAX_TIMER_MS, nodeTimers, type Clock, type Timers } from '../ops/clock.js'
@@ -35,17 +37,17 @@ interface Watch {
   readonly recheck: TokenRecheck
 }
 
-/** One proxied websocket, its token, and its one timer. */
-interface Legs {
-  readonly source: WebSocket
-  readonly target: WebSocket
+/** What a token let through, with its one timer: a proxied websocket's two legs, or a streamed answer. */
+interface Held {
   readonly watch: Watch
+  /** Ends it, as the token ends: `why` expired or refused. */
+  readonly end: (why: string) => void
   cancel: (() => void) | undefined
 }
 
 export class BearerSockets {
   private readonly admissions = new LegAdmissions<Watch>()
-  private readonly live = new Set<Legs>()
+  private readonly live = new Set<Held>()
   private readonly timers: Timers
 
   constructor (private readonly deps: { clock: Clock, timers?: Timers | undefined, log: Logger }) {
@@ -63,6 +65,24 @@ export class BearerSockets {
     return true
   }
 
+  /**
+   * Holds `response`, a machine client's streamed answer, with the token that let its request
+   * through: cut (its socket destroyed: a stream has no status left to say why) once the token ends,
+   * as its websocket would close (an attacker's finding: an event stream outlived its token).
+   */
+  holdStream (response: ServerResponse, hold: TokenHold, recheck: TokenRecheck): void {
+    if (response.writableEnded || response.destroyed) return
+    const held: Held = {
+      watch: { hold, recheck },
+      end: (why) => {
+        response.destroy()
+        this.deps.log.info({ why }, 'stream closed: its bearer token ended')
+      },
+      cancel: undefined,
+    }
+    this.watch(held, (gone) => response.once('close', gone))
+  }
+
   /** The upstream leg of `request`'s websocket is about to be created. */
   handing (request: object): void {
     this.admissions.handing(request)
@@ -77,53 +97,60 @@ export class BearerSockets {
   connected (source: WebSocket, target: WebSocket): void {
     const watch = this.admissions.of(target)
     if (watch === undefined || source.readyState !== OPEN || target.readyState !== OPEN) return
-    const legs: Legs = { source, target, watch, cancel: undefined }
-    this.live.add(legs)
-    const gone = () => {
-      legs.cancel?.()
-      this.live.delete(legs)
+    const end = (why: string) => {
+      if (source.readyState === OPEN) closeLeg(source, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
+      if (target.readyState === OPEN) closeLeg(target, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
+      this.deps.log.info({ why }, 'websocket closed: its bearer token ended')
     }
-    source.once('close', gone)
-    target.once('close', gone)
-    this.schedule(legs, watch.hold.until)
+    this.watch({ watch, end, cancel: undefined }, (gone) => {
+      source.once('close', gone)
+      target.once('close', gone)
+    })
+  }
+
+  /** Watches `held` until its token ends, or until it is gone by itself (`onGone` registers how that is heard). */
+  private watch (held: Held, onGone: (gone: () => void) => void): void {
+    this.live.add(held)
+    onGone(() => {
+      held.cancel?.()
+      this.live.delete(held)
+    })
+    this.schedule(held, held.watch.hold.until)
   }
 
   /** Cancels every timer (the gateway is closing; its sockets are closed by the proxy). */
   close (): void {
-    for (const legs of this.live) legs.cancel?.()
+    for (const held of this.live) held.cancel?.()
     this.live.clear()
   }
 
-  private schedule (legs: Legs, at: number): void {
+  private schedule (held: Held, at: number): void {
     const delay = Math.min(Math.max(at - this.deps.clock.now(), 0), MAX_TIMER_MS)
-    legs.cancel = this.timers.setTimeout(() => { void this.check(legs) }, delay)
+    held.cancel = this.timers.setTimeout(() => { void this.check(held) }, delay)
   }
 
-  /** At the end of the token's hold: a JWT's sockets close; an introspected token is asked about again. */
-  private async check (legs: Legs): Promise<void> {
-    const { watch } = legs
-    if (this.deps.clock.now() < watch.hold.until) return this.schedule(legs, watch.hold.until)
-    if (!watch.hold.introspected) return this.end(legs, 'expired')
+  /** At the end of the token's hold: a JWT's sockets and streams end; an introspected token is asked about again. */
+  private async check (held: Held): Promise<void> {
+    const { watch } = held
+    if (this.deps.clock.now() < watch.hold.until) return this.schedule(held, watch.hold.until)
+    if (!watch.hold.introspected) return this.end(held, 'expired')
     let hold: TokenHold | undefined
     try {
       hold = await watch.recheck()
     } catch (error) {
-      this.deps.log.warn({ err: error }, 'a websocket\'s bearer token could not be checked again; trying again shortly')
-      if (this.live.has(legs)) this.schedule(legs, this.deps.clock.now() + RETRY_MS)
+      this.deps.log.warn({ err: error }, 'a websocket\'s or stream\'s bearer token could not be checked again; trying again shortly')
+      if (this.live.has(held)) this.schedule(held, this.deps.clock.now() + RETRY_MS)
       return
     }
     // Closed while the check was under way: nothing is left to do.
-    if (!this.live.has(legs)) return
-    if (hold === undefined || hold.until <= this.deps.clock.now()) return this.end(legs, hold === undefined ? 'refused' : 'expired')
+    if (!this.live.has(held)) return
+    if (hold === undefined || hold.until <= this.deps.clock.now()) return this.end(held, hold === undefined ? 'refused' : 'expired')
     watch.hold = hold
-    this.schedule(legs, hold.until)
+    this.schedule(held, hold.until)
   }
 
-  private end (legs: Legs, why: string): void {
-    this.live.delete(legs)
-    const { source, target } = legs
-    if (source.readyState === OPEN) closeLeg(source, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
-    if (target.readyState === OPEN) closeLeg(target, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
-    this.deps.log.info({ why }, 'websocket closed: its bearer token ended')
+  private end (held: Held, why: string): void {
+    this.live.delete(held)
+    held.end(why)
   }
 }

@@ -10,9 +10,8 @@
 import { chooserUrl, loginUrlsOf } from './chooser.js'
 import { namesNetworks } from '../access/networks.js'
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
-import type { ServerResponse } from 'node:http'
 import type { Access, GrantGuard, Guard, Verdict } from '../access/authorize.js'
-import { bearerToken, compileBearer, type BearerGuard, type BearerOutcome } from '../access/bearer.js'
+import { bearerToken, compileBearer, type BearerGuard } from '../access/bearer.js'
 import type { BearerReports } from '../access/bearer-report.js'
 import { compileGate } from '../access/gate.js'
 import { nameSpaces } from '../access/name-spaces.js'
@@ -44,6 +43,7 @@ import { TOKEN_SKEW_MS } from '../agents/grant-tokens.js'
 import { methodOverrideHookFor } from './method-override-hook.js'
 import type { FormReplay } from './form-replay.js'
 import { websocketRoute } from './websocket-route.js'
+import { admitBearerSockets, bearerHoldsOf, holdBearerStream, pastExp, type BearerHolds } from './bearer-holds.js'
 
 export interface ProxyDeps {
   config: GatewayConfig
@@ -160,6 +160,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
           done(new GatewayError('forbidden', 'This websocket connection was not opened by a page of this site.'))
         })
       }
+      let holds: BearerHolds | undefined
       if (route.auth === 'required') {
         const guard = guardOf(config, route, assertions, accessTokens, bearerReports, grants?.(route))
         // An agent's token (src/agents/) comes in Authorization.
@@ -187,10 +188,11 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
         if (overrides !== undefined) scope.addHook('preParsing', overrides)
         if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs, route)
-        if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets)
+        holds = bearerHoldsOf(bearerSockets, guard, judgesAddress)
+        if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets, holds)
       }
-      const browser = route.auth === 'required' && streams !== undefined ? browserStreams(streams, route, config.session.maxAgeMs) : undefined
-      await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route), streams: browser })
+      const held = route.auth === 'required' ? heldStreams(route, streams, config.session.maxAgeMs, holds) : undefined
+      await registerProxy(scope, route, { headers, plantable, sockets, bearerSockets, challenge: agentsChallenge(config, route), streams: held })
     })
   }
 }
@@ -202,11 +204,11 @@ function switchAccountOf (config: GatewayConfig, route: RouteConfig): (next: str
 }
 
 /** After the access hook: each websocket kept with what let it through, to end with it. */
-function admitWebsockets (scope: FastifyInstance, route: RouteConfig, guard: Guard, sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined): void {
+function admitWebsockets (scope: FastifyInstance, route: RouteConfig, guard: Guard, sockets: SessionSockets | undefined, bearerSockets: BearerSockets | undefined, holds: BearerHolds | undefined): void {
   if (sockets !== undefined) admitSockets(scope, sockets, route.provider!, route.reauth)
   // An agent's token comes where the access hook read it: the route's bearer header, else Authorization.
   if (bearerSockets !== undefined && guard.grants !== undefined) admitAgentSockets(scope, bearerSockets, guard.grants, route.bearer?.header ?? 'authorization')
-  if (bearerSockets !== undefined && guard.bearer !== undefined) admitBearerSockets(scope, bearerSockets, guard.bearer)
+  if (holds !== undefined) admitBearerSockets(scope, holds)
 }
 
 /**
@@ -271,46 +273,22 @@ function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, gran
 /**
  * A browser's streamed answer (an event stream, or a body of no declared length, to a request a
  * session let through) is held with that session, so that it ends with it, at its
- * `session.maxAge`, or once the route's `reauth` no longer admits the sign-in it was let through under.
+ * `session.maxAge`, or once the route's `reauth` no longer admits the sign-in it was let through
+ * under; a machine client's, with its token (routes/bearer-holds.ts).
  */
-function browserStreams (streams: SessionStreams, route: RouteConfig, maxAgeMs: number): (request: FastifyRequest, response: ServerResponse) => void {
+function heldStreams (route: RouteConfig, streams: SessionStreams | undefined, maxAgeMs: number, holds: BearerHolds | undefined): ForwardParts['streams'] {
+  if (streams === undefined && holds === undefined) return undefined
   const { reauth } = route
   return (request, response) => {
-    if (request.audit?.credential !== 'session') return
+    // A machine client's, with its token (routes/bearer-holds.ts).
+    if (holds !== undefined && request.audit?.credential === 'bearer') return holdBearerStream(request, response, holds)
+    if (streams === undefined || request.audit?.credential !== 'session') return
     const provider = request.allowed?.provider ?? route.provider!
     streams.holdBrowser(request.headers.cookie, response, (session) => {
       const stepUp = reauth === undefined ? undefined : stepUpEnds(reauth, session.record.providerSessions?.[provider])
       return Math.min(session.record.createdAt + maxAgeMs, stepUp ?? Infinity)
     })
   }
-}
-
-/** An upgrade whose token passed within the clock tolerance after its `exp` (BearerSockets.admit). */
-const pastExp = () => new GatewayError('unauthenticated', 'The token has expired: refresh it before opening a websocket, which ends with its token.')
-
-/** A token's outcome as the hold of its websockets (proxy/bearer-sockets.ts): undefined when refused. */
-function tokenHold (outcome: BearerOutcome): { until: number, introspected: boolean } | undefined {
-  return outcome.ok ? { until: outcome.until, introspected: outcome.introspected } : undefined
-}
-
-/**
- * After the access hook: an upgrade a machine client's token let through is kept with that token,
- * so that its websocket ends at the token's `exp`, or once its issuer no longer calls it active.
- */
-function admitBearerSockets (scope: FastifyInstance, sockets: BearerSockets, bearer: BearerGuard): void {
-  scope.addHook('onRequest', (request, _reply, done) => {
-    const token = bearerToken(request.headers[bearer.header])
-    if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'bearer' || typeof token !== 'string') return done()
-    // The check the access hook has just made, answered from its cache; later, each check asks again.
-    const recheck = () => {
-      const outcome = bearer.check(token)
-      return outcome instanceof Promise ? outcome.then(tokenHold) : tokenHold(outcome)
-    }
-    Promise.resolve(recheck()).then((hold) => {
-      if (hold === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-      done(sockets.admit(request, hold, recheck) ? undefined : pastExp())
-    }, done)
-  })
 }
 
 /** An agents route's clients find their authorization server in a 401's challenge: only the gateway's may name one. */
