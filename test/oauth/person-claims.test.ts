@@ -42,7 +42,7 @@ describe('person claims from userinfo', () => {
     const clock: Clock = { now: () => now }
     const person = new PersonClaims(providers(`${url}/userinfo`), clock)
     asked.length = 0
-    expect(await person.claims('bob', facts('bob', 1000), 'userinfo')).toEqual({ ok: true, claims: { sub: 'bob', email: 'bob@example.org' } })
+    expect(await person.claims('bob', facts('bob', 1000), 'userinfo')).toEqual({ ok: true, claims: { sub: 'bob', email: 'bob@example.org' }, until: 1000 })
     now = 999
     expect(await person.claims('bob', facts('bob', 1000), 'userinfo')).toMatchObject({ ok: true })
     expect(asked).toEqual(['bob'])
