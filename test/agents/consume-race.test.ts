@@ -60,37 +60,37 @@ async function routeStatus (accessToken: string): Promise<number> {
   return answer.status
 }
 
-it('an authorization code exchanged twice (the second read it before the first was answered, claims it after): one set of tokens at most', async () => {
-  const { id, code, verifier, resource } = await codeFor('race-code')
-  const form = { grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource }
-  // The attacker's exchange at instance Y: held once it has read the code, at its claim.
-  const held = proxy.arm(['AuthorizationCode'], ['in-use'])
+type Answer = Awaited<ReturnType<typeof token>>
+
+/**
+ * Two uses of one code or token: the attacker's at Y, held at its claim once it has read the record;
+ * the legit one at X, answered meanwhile (marked used, its claim given back); then Y's let go. The
+ * second's answer, the 200s, and how many of their access tokens still work.
+ */
+async function raced (model: string, form: Record<string, string>): Promise<{ late: Answer, ok: Answer[], working: number }> {
+  const held = proxy.arm([model], ['in-use'])
   const second = token(y, form)
   await held
-  // The legit exchange at instance X goes through, is marked used, gives its claim back.
   const first = await token(x, form)
-  expect(first.status).toBe(200)
+  expect(first.status, JSON.stringify(first.body)).toBe(200)
   proxy.release()
   const late = await second
   const ok = [first, late].filter((each) => each.status === 200)
   const working = await Promise.all(ok.map(async (each) => await routeStatus(String(each.body.access_token))))
-  expect({ secondStatus: late.status, secondError: late.body.error, workingAccessTokens: working.filter((s) => s === 200).length }).toEqual({ secondStatus: 400, secondError: 'invalid_grant', workingAccessTokens: 0 })
+  return { late, ok, working: working.filter((status) => status === 200).length }
+}
+
+it('an authorization code exchanged twice (the second read it before the first was answered, claims it after): one set of tokens at most', async () => {
+  const { id, code, verifier, resource } = await codeFor('race-code')
+  const { late, working } = await raced('AuthorizationCode', { grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource })
+  expect({ secondStatus: late.status, secondError: late.body.error, workingAccessTokens: working }).toEqual({ secondStatus: 400, secondError: 'invalid_grant', workingAccessTokens: 0 })
 })
 
 it('a refresh token used twice the same way: the second read it before the first was answered; whatever it gets, nothing of the grant works after', async () => {
   const { id, tokens } = await agentGrant(x.url, 'race-refresh', `${x.url}/other`)
-  const form = { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: id }
-  const held = proxy.arm(['RefreshToken'], ['in-use'])
-  const second = token(y, form)
-  await held
-  const first = await token(x, form)
-  expect(first.status).toBe(200)
-  proxy.release()
-  const late = await second
-  const ok = [first, late].filter((each) => each.status === 200)
-  const working = await Promise.all(ok.map(async (each) => await routeStatus(String(each.body.access_token))))
+  const { ok, working } = await raced('RefreshToken', { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: id })
   const refreshed = await Promise.all(ok.map(async (each) => (await token(x, { grant_type: 'refresh_token', refresh_token: String(each.body.refresh_token), client_id: id })).status))
-  expect({ workingAccessTokens: working.filter((s) => s === 200).length, workingRefreshTokens: refreshed.filter((s) => s === 200).length }).toEqual({ workingAccessTokens: 0, workingRefreshTokens: 0 })
+  expect({ workingAccessTokens: working, workingRefreshTokens: refreshed.filter((s) => s === 200).length }).toEqual({ workingAccessTokens: 0, workingRefreshTokens: 0 })
 })
 
 // A failover demoted the master between the new tokens' save and the mark: the answer is 503 (its
@@ -148,15 +148,6 @@ it('a device code polled by two CLIs after approval (the second read it before t
   const action = new URL(/<form method="post" action="([^"]+)"/.exec(consent)![1]!, x.url).href
   let last = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: x.url }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
   while (last.status === 302 || last.status === 303) last = await browser.fetch(new URL(last.headers.get('location')!, action).href)
-  const form = { grant_type: DEVICE, device_code: started.device_code, client_id: id }
-  const held = proxy.arm(['DeviceCode'], ['in-use'])
-  const second = token(y, form)
-  await held
-  const first = await token(x, form)
-  expect(first.status, JSON.stringify(first.body)).toBe(200)
-  proxy.release()
-  const late = await second
-  const ok = [first, late].filter((each) => each.status === 200)
-  const working = await Promise.all(ok.map(async (each) => await routeStatus(String(each.body.access_token))))
-  expect({ secondStatus: late.status, secondError: late.body.error, workingAccessTokens: working.filter((s) => s === 200).length }).toEqual({ secondStatus: 400, secondError: 'invalid_grant', workingAccessTokens: 0 })
+  const { late, working } = await raced('DeviceCode', { grant_type: DEVICE, device_code: started.device_code, client_id: id })
+  expect({ secondStatus: late.status, secondError: late.body.error, workingAccessTokens: working }).toEqual({ secondStatus: 400, secondError: 'invalid_grant', workingAccessTokens: 0 })
 })
