@@ -27,8 +27,6 @@ const PREFIX = 'agents:'
  * one gives it back as soon as the store writes again: request-undo.ts).
  */
 const CLAIM_MS = 30_000
-/** What marks a code or token used for good (a claim holds its request's own value). */
-const USED = 'used'
 
 /**
  * Claims the one use of the code or token kept at `key`: the claim when this request took it. It
@@ -47,10 +45,15 @@ async function claimOnce (store: SessionStore, key: string, ttlMs: number): Prom
  * A code or token this request claimed and found unused, marked used once the request has been
  * answered: its answer leaves only once the mark is written (else it is 503, the mark taken back:
  * an attacker's finding, a 200 whose mark the store refused left the token usable again). Then its
- * claim goes, and a used refresh token keeps what its second use needs, no more (`shrink`).
+ * claim goes, and a used refresh token keeps what its second use needs, no more (`shrink`). The
+ * mark holds this request's own value, so that taking it back, owed until the store writes again,
+ * never takes back another instance's mark of the retry (a re-reader's finding: the code was then
+ * used a third time, and got tokens).
  */
 async function usedOnceAnswered (store: SessionStore, key: string, ttlMs: number, claim: OwnClaim, shrink: () => Promise<void>): Promise<void> {
-  await markOnceAnswered({ write: async () => { await store.set(consumedKey(key), USED, ttlMs) }, undo: async () => { await store.delete(consumedKey(key)) } })
+  const mark = ownClaim(store, consumedKey(key))
+  const write = async (): Promise<void> => { if (!await mark.take(ttlMs)) throw new Error('marked used by another request') }
+  await markOnceAnswered({ write, undo: mark.giveBackOrThrow })
   await onceAnswered(async () => { await shrink(); await claim.giveBackOrThrow() })
 }
 

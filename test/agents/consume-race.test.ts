@@ -48,10 +48,10 @@ async function codeFor (login: string): Promise<{ id: string, code: string, veri
   return { id, code, verifier, resource }
 }
 
-async function token (gateway: TestGateway, form: Record<string, string>): Promise<{ status: number, body: Record<string, unknown> }> {
+async function token (gateway: TestGateway, form: Record<string, string>): Promise<{ status: number, headers: Headers, body: Record<string, unknown> }> {
   const answer = await fetch(`http://127.0.0.1:${gateway.config.server.port}/oauth/agents/token`, { method: 'POST', headers: { accept: 'application/json' }, body: new URLSearchParams(form) })
   const text = await answer.text()
-  try { return { status: answer.status, body: JSON.parse(text) as Record<string, unknown> } } catch { return { status: answer.status, body: { text } } }
+  try { return { status: answer.status, headers: answer.headers, body: JSON.parse(text) as Record<string, unknown> } } catch { return { status: answer.status, headers: answer.headers, body: { text } } }
 }
 
 async function routeStatus (accessToken: string): Promise<number> {
@@ -61,6 +61,9 @@ async function routeStatus (accessToken: string): Promise<number> {
 }
 
 type Answer = Awaited<ReturnType<typeof token>>
+
+/** The command that marks a code or token used: SET <record>:consumed <the request's own value> PX <ms> NX. */
+const MARK = [':consumed\r\n', '\r\nset\r\n', '\r\nnx\r\n']
 
 /**
  * Two uses of one code or token: the attacker's at Y, held at its claim once it has read the record;
@@ -104,8 +107,8 @@ it('a refresh whose used mark the store refused: 503, no tokens; the retry goes 
     const { id, tokens } = await agentGrant(x.url, 'refused-mark', `${x.url}/other`)
     const [record] = (await admin.keys('gw:agents:RefreshToken:*')).filter((key) => !before.has(key) && !key.includes(':'.repeat(1) + 'in-use'))
     const form = { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: id }
-    // The legit client refreshes at Y; its mark (SET <record>:consumed used) is held at the proxy.
-    const held = proxy.arm(['RefreshToken'], [':consumed', '\r\nused\r\n'])
+    // The legit client refreshes at Y; its mark (SET <record>:consumed <its own value> NX) is held at the proxy.
+    const held = proxy.arm(['RefreshToken'], MARK)
     const first = token(y, form)
     await held
     const absent = new URL(await refusedUrl())
@@ -150,4 +153,40 @@ it('a device code polled by two CLIs after approval (the second read it before t
   while (last.status === 302 || last.status === 303) last = await browser.fetch(new URL(last.headers.get('location')!, action).href)
   const { late, working } = await raced('DeviceCode', { grant_type: DEVICE, device_code: started.device_code, client_id: id })
   expect({ secondStatus: late.status, secondError: late.body.error, workingAccessTokens: working }).toEqual({ secondStatus: 400, secondError: 'invalid_grant', workingAccessTokens: 0 })
+})
+
+// The mark of a use refused (a failover), its undo refused too and owed at Y; the retry at X then
+// marks the code used. Y's owed undo, done before its next token request, took that mark away, and
+// the code was used a third time, with tokens (a re-reader's finding): a mark is taken back only
+// while it holds its own request's value.
+it('an owed undo of a refused mark does not take away the mark another instance wrote since: the code stays used', async ({ redis }) => {
+  const { Redis } = await import('ioredis')
+  const admin = new Redis(redis.url)
+  try {
+    const { id, code, verifier, resource } = await codeFor('owed-undo')
+    const form = { grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource }
+    const held = proxy.arm(['AuthorizationCode'], MARK)
+    const first = token(y, form)
+    await held
+    const absent = new URL(await refusedUrl())
+    await admin.call('REPLICAOF', absent.hostname, absent.port)
+    proxy.release()
+    const answered = await first
+    await admin.call('REPLICAOF', 'NO', 'ONE')
+    // The answer in place of the tokens keeps what oidc-provider's token answers say of caching.
+    expect({ status: answered.status, error: answered.body.error, cache: answered.headers.get('cache-control'), type: answered.headers.get('content-type') })
+      .toEqual({ status: 503, error: 'temporarily_unavailable', cache: 'no-store', type: 'application/json; charset=utf-8' })
+    // Y's claim ends with its life (30 s).
+    for (const key of await admin.keys('gw:agents:AuthorizationCode:*:in-use')) await admin.del(key)
+    const retry = await token(x, form)
+    expect(retry.status, JSON.stringify(retry.body)).toBe(200)
+    // The same code again, at Y (which first does what it owes): a second use.
+    const again = await token(y, form)
+    const working = again.status === 200 ? await routeStatus(String(again.body.access_token)) : 0
+    expect({ again: again.status, error: again.body.error, secondTokensWork: working === 200, firstTokens: await routeStatus(String(retry.body.access_token)) })
+      .toEqual({ again: 400, error: 'invalid_grant', secondTokensWork: false, firstTokens: 401 })
+  } finally {
+    await admin.call('REPLICAOF', 'NO', 'ONE')
+    admin.disconnect()
+  }
 })
