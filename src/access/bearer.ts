@@ -20,9 +20,10 @@ import { named } from './name-spaces.js'
 export type BearerOutcome =
   /**
    * `id`: the token's hash, under which its assertion is cached; `issuer`: the provider that issued it;
-   * `until`: clock ms until which its verification holds (its `exp`; at most 60 s when `introspected`).
+   * `until`: clock ms until which its verification holds (its `exp`; at most 60 s when `introspected`);
+   * `expires`: its `exp` (clock ms; Infinity when it says none).
    */
-  | { readonly ok: true, readonly id: string, readonly issuer: string, readonly identity: Identity, readonly until: number, readonly introspected: boolean }
+  | { readonly ok: true, readonly id: string, readonly issuer: string, readonly identity: Identity, readonly until: number, readonly introspected: boolean, readonly expires: number }
   /** `scopes`: the scopes the route requires (named in the 403 of `insufficient_scope`). */
   | { readonly ok: false, readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[] }
 
@@ -124,7 +125,8 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
   const accept = (token: VerifiedToken, identity: Identity, added: PersonClaimsAnswer | undefined): BearerOutcome => {
     report('accepted')
     const claimsUntil = added?.ok === true ? added.until : Infinity
-    return { ok: true, id: token.hash, issuer: token.issuer, identity, until: Math.min(token.until, claimsUntil), introspected: token.introspected || claimsUntil < token.until }
+    const expires = typeof token.claims.exp === 'number' ? token.claims.exp * 1000 : Infinity
+    return { ok: true, id: token.hash, issuer: token.issuer, identity, until: Math.min(token.until, claimsUntil), introspected: token.introspected || claimsUntil < token.until, expires }
   }
 
   /** The identity from the token's claims and what the route's source adds (the token's own signed claims win). */

@@ -3,6 +3,7 @@
 // it here rather than in onResponse hooks keeps hook machinery off the hot path. A streamed answer
 // that breaks off never finishes: Fastify calls streamError instead, on the error path only.
 import { LogController, type FastifyReply, type FastifyRequest } from 'fastify'
+import type { ServerResponse } from 'node:http'
 import { malformedTarget } from './edge.js'
 import { loggableUrl } from '../ops/logger.js'
 import type { Audit } from '../ops/audit.js'
@@ -25,6 +26,19 @@ declare module 'fastify' {
   }
 }
 
+/** Answers the gateway cut under way, with why (cutByGateway): their request's line says so, not that the client left. */
+const cut = new WeakMap<ServerResponse, string>()
+
+/**
+ * Cuts `response`, a streamed answer under way, for `why` (a session or token that ended): its
+ * connection is closed, since a stream has no status left to say it, and its request's line says
+ * the gateway cut it (a fault tester's finding: it said the client went away).
+ */
+export function cutByGateway (response: ServerResponse, why: string): void {
+  cut.set(response, why)
+  response.destroy()
+}
+
 export class RequestEnd extends LogController {
   constructor () {
     // Fastify's own per-request lines are off: this class writes the gateway's one line instead.
@@ -43,6 +57,11 @@ export class RequestEnd extends LogController {
    * gets one line and a count, without a stack (the upstream failed, not the gateway).
    */
   override streamError (error: Error, request: FastifyRequest, reply: FastifyReply): void {
+    const why = cut.get(reply.raw)
+    if (why !== undefined) {
+      request.routeMetrics?.record(reply.statusCode, request.upstreamStart)
+      return reply.log.info({ ...line(request, reply), why }, 'request cut by the gateway: the stream\'s session or token ended')
+    }
     const cutOff = request.upstreamCutOff?.(error, request)
     if (cutOff === undefined) return logAbandoned(request, reply, 'during')
     request.routeMetrics?.recordCutOff(reply.statusCode, request.upstreamStart)

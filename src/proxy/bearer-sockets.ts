@@ -11,6 +11,8 @@ import type { ServerResponse } from 'node:http'
 import type { WebSocket } from 'ws'
 import type { Logger } from '../ops/logger.js'
 import { MAX_TIMER_MS, nodeTimers, type Clock, type Timers } from '../ops/clock.js'
+import { isGatewayError } from '../errors.js'
+import { cutByGateway } from '../http/request-end.js'
 import { LegAdmissions } from './leg-admissions.js'
 import { closeLeg } from './websocket.js'
 
@@ -23,11 +25,19 @@ const OPEN = 1
 /** How long after a check that failed (the issuer unreachable) it runs again. */
 const RETRY_MS = 5000
 
-/** How long a token's verification holds: clock ms, and whether its issuer's introspection vouched for it. */
+/**
+ * How long a token's verification holds (clock ms), whether it is asked again then (its issuer's
+ * introspection vouched for it), and when the token itself ends (`ends`: past it, nothing it let
+ * through outlives an issuer that cannot be asked; Infinity when it says no `exp`).
+ */
 export interface TokenHold {
   readonly until: number
   readonly introspected: boolean
+  readonly ends: number
 }
+
+/** What the log lines about a hold say of it: its route, its person, its token's hash prefix (never the token). */
+export type HoldFields = Readonly<Record<string, unknown>>
 
 /** Checks the token again: its new hold, or undefined when it is refused. Rejects when its issuer cannot be asked. */
 export type TokenRecheck = () => TokenHold | undefined | Promise<TokenHold | undefined>
@@ -35,6 +45,7 @@ export type TokenRecheck = () => TokenHold | undefined | Promise<TokenHold | und
 interface Watch {
   hold: TokenHold
   readonly recheck: TokenRecheck
+  readonly about: HoldFields
 }
 
 /** What a token let through, with its one timer: a proxied websocket's two legs, or a streamed answer. */
@@ -59,28 +70,33 @@ export class BearerSockets {
    * again. False, and nothing kept, when it holds no more: a JWT past its `exp` still passes within
    * the clock tolerance, but its socket would close as it opened (the upgrade is refused instead).
    */
-  admit (request: object, hold: TokenHold, recheck: TokenRecheck): boolean {
+  admit (request: object, hold: TokenHold, recheck: TokenRecheck, about: HoldFields): boolean {
     if (hold.until <= this.deps.clock.now()) return false
-    this.admissions.admit(request, { hold, recheck })
+    this.admissions.admit(request, { hold, recheck, about })
     return true
   }
 
   /**
    * Holds `response`, a machine client's streamed answer, with the token that let its request
    * through: cut (its socket destroyed: a stream has no status left to say why) once the token ends,
-   * as its websocket would close (an attacker's finding: an event stream outlived its token).
+   * as its websocket would close (an attacker's finding: an event stream outlived its token). Its
+   * first check is `recheck`'s when the answer begins: refused, it is cut now; an issuer that cannot
+   * say is asked again shortly (a fault tester's finding: such a stream was never held).
    */
-  holdStream (response: ServerResponse, hold: TokenHold, recheck: TokenRecheck): void {
-    if (response.writableEnded || response.destroyed) return
-    const held: Held = {
-      watch: { hold, recheck },
-      end: (why) => {
-        response.destroy()
-        this.deps.log.info({ why }, 'stream closed: its bearer token ended')
-      },
-      cancel: undefined,
+  holdStream (response: ServerResponse, recheck: TokenRecheck, about: HoldFields): void {
+    const end = (why: string) => {
+      cutByGateway(response, 'its bearer token ended')
+      this.deps.log.info({ ...about, why }, 'stream closed: its bearer token ended')
     }
-    this.watch(held, (gone) => response.once('close', gone))
+    Promise.resolve(recheck()).then((hold) => hold, (error: unknown) => {
+      this.checkFailed(error, about)
+      return { until: this.deps.clock.now(), introspected: true, ends: Infinity, failed: true }
+    }).then((hold) => {
+      if (response.writableEnded || response.destroyed) return
+      if (hold === undefined) return end('refused')
+      const held: Held = { watch: { hold, recheck, about }, end, cancel: undefined }
+      this.watch(held, (gone) => response.once('close', gone), 'failed' in hold ? this.deps.clock.now() + RETRY_MS : hold.until)
+    }, () => {})
   }
 
   /** The upstream leg of `request`'s websocket is about to be created. */
@@ -100,7 +116,7 @@ export class BearerSockets {
     const end = (why: string) => {
       if (source.readyState === OPEN) closeLeg(source, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
       if (target.readyState === OPEN) closeLeg(target, TOKEN_ENDED_CODE, TOKEN_ENDED_REASON)
-      this.deps.log.info({ why }, 'websocket closed: its bearer token ended')
+      this.deps.log.info({ ...watch.about, why }, 'websocket closed: its bearer token ended')
     }
     this.watch({ watch, end, cancel: undefined }, (gone) => {
       source.once('close', gone)
@@ -108,14 +124,24 @@ export class BearerSockets {
     })
   }
 
-  /** Watches `held` until its token ends, or until it is gone by itself (`onGone` registers how that is heard). */
-  private watch (held: Held, onGone: (gone: () => void) => void): void {
+  /** Watches `held` until its token ends, or until it is gone by itself (`onGone` registers how that is heard); first checked `at`. */
+  private watch (held: Held, onGone: (gone: () => void) => void, at = held.watch.hold.until): void {
     this.live.add(held)
     onGone(() => {
       held.cancel?.()
       this.live.delete(held)
     })
-    this.schedule(held, held.watch.hold.until)
+    this.schedule(held, at)
+  }
+
+  /**
+   * A check the issuer could not answer, said once per question: of the sockets and streams held
+   * with one token, the first to ask gets the issuer's failure, the others a copy at debug
+   * (errors.ts waitedOn; a fault tester's finding: 20 streams wrote 20 warn lines every 5 s).
+   */
+  private checkFailed (error: unknown, about: HoldFields): void {
+    const quiet = isGatewayError(error) && error.details.log?.level === 'debug'
+    this.deps.log[quiet ? 'debug' : 'warn']({ ...about, err: error }, 'a websocket\'s or stream\'s bearer token could not be checked again; trying again shortly')
   }
 
   /** Cancels every timer (the gateway is closing; its sockets are closed by the proxy). */
@@ -138,8 +164,12 @@ export class BearerSockets {
     try {
       hold = await watch.recheck()
     } catch (error) {
-      this.deps.log.warn({ err: error }, 'a websocket\'s or stream\'s bearer token could not be checked again; trying again shortly')
-      if (this.live.has(held)) this.schedule(held, this.deps.clock.now() + RETRY_MS)
+      if (!this.live.has(held)) return
+      // Past the token's own end, nothing is left to ask (a fault tester's finding: an introspected
+      // token's socket was asked every 5 s, forever, while its issuer failed).
+      if (this.deps.clock.now() >= watch.hold.ends) return this.end(held, 'expired')
+      this.checkFailed(error, watch.about)
+      this.schedule(held, Math.min(this.deps.clock.now() + RETRY_MS, watch.hold.ends))
       return
     }
     // Closed while the check was under way: nothing is left to do.

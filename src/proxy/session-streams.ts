@@ -17,6 +17,7 @@
 // Websockets are session-sockets.ts's and bearer-sockets.ts's.
 import type { ServerResponse } from 'node:http'
 import { MAX_TIMER_MS, nodeTimers, systemClock, type Clock, type Timers } from '../ops/clock.js'
+import { cutByGateway } from '../http/request-end.js'
 import type { Logger } from '../ops/logger.js'
 import { Lru } from '../ops/lru.js'
 import { lookForEnded } from './missed-endings.js'
@@ -50,7 +51,7 @@ export class SessionStreams {
     this.sessions.load(cookie).then((session) => {
       if (session === null) {
         this.log.info({ streams: 1, who: 'browser' }, 'browser stream closed: its session ended before the upstream answered')
-        response.destroy()
+        cutByGateway(response, 'its session ended')
       } else {
         this.hold(session.id, response, until(session), 'browser')
       }
@@ -70,7 +71,7 @@ export class SessionStreams {
     if (response.writableEnded || response.destroyed) return
     // Its session's ending was heard while it was read from the store: cut now, not at maxAge.
     if (this.ended.peek(id) !== undefined) {
-      response.destroy()
+      cutByGateway(response, 'its session ended')
       return
     }
     const cancel = this.deadline(response, until, who)
@@ -100,7 +101,7 @@ export class SessionStreams {
       const delay = until - this.clock.now()
       if (delay <= 0) {
         this.log.info({ streams: 1, who }, who === 'agent' ? 'agent stream closed: its token or its grant\'s session.maxAge ended' : 'browser stream closed: its session\'s maxAge or its route\'s reauth.maxAge ended')
-        response.destroy()
+        cutByGateway(response, who === 'agent' ? 'its token or its grant\'s session.maxAge ended' : 'its session\'s maxAge or its route\'s reauth.maxAge ended')
         return
       }
       cancel = this.timers.setTimeout(arm, Math.min(delay, MAX_TIMER_MS))
@@ -121,7 +122,7 @@ export class SessionStreams {
     const open = this.open.get(id)
     if (open === undefined) return
     this.open.delete(id)
-    for (const response of open) response.destroy()
+    for (const response of open) cutByGateway(response, 'its session ended')
     this.log.info({ session: id.slice(0, 8), streams: open.size }, 'streams closed: their session ended')
   }
 }

@@ -15,8 +15,9 @@ import type { BearerSockets, TokenHold, TokenRecheck } from '../proxy/bearer-soc
 /** An upgrade whose token passed within the clock tolerance after its `exp` (BearerSockets.admit). */
 export const pastExp = () => new GatewayError('unauthenticated', 'The token has expired: refresh it before opening a websocket, which ends with its token.')
 
-/** What a route's holds need: its gate, its token check, and whether its rules judge the client's address. */
+/** What a route's holds need: its path, its gate, its token check, and whether its rules judge the client's address. */
 export interface BearerHolds {
+  readonly route: string
   readonly sockets: BearerSockets
   readonly gate: RouteGate
   readonly bearer: BearerGuard
@@ -24,20 +25,24 @@ export interface BearerHolds {
 }
 
 /** A route's holds, when it takes machine clients' tokens and the gateway ends what they let through. */
-export function bearerHoldsOf (sockets: BearerSockets | undefined, guard: { readonly gate: RouteGate, readonly bearer?: BearerGuard | undefined }, judgesAddress: boolean): BearerHolds | undefined {
-  return sockets !== undefined && guard.bearer !== undefined ? { sockets, gate: guard.gate, bearer: guard.bearer, judgesAddress } : undefined
+export function bearerHoldsOf (route: string, sockets: BearerSockets | undefined, guard: { readonly gate: RouteGate, readonly bearer?: BearerGuard | undefined }, judgesAddress: boolean): BearerHolds | undefined {
+  return sockets !== undefined && guard.bearer !== undefined ? { route, sockets, gate: guard.gate, bearer: guard.bearer, judgesAddress } : undefined
 }
 
 /**
  * How `request`'s token (which let it through) is checked again: its hold, or undefined once the
  * token is refused or the route's rules no longer let the request through. A JWT's hold runs
  * `graceMs` past its `exp`; an introspected one's ends with its answer, and is asked again then.
+ * `about` gets the fields its log lines say (the route, the person, the token's hash prefix).
  */
-function recheckOf (request: FastifyRequest, token: string, holds: BearerHolds, graceMs: number): TokenRecheck {
+function recheckOf (request: FastifyRequest, token: string, holds: BearerHolds, graceMs: number, about: Record<string, unknown>): TokenRecheck {
   const subject = { method: request.method, target: request.url, address: holds.judgesAddress ? request.ip : undefined }
   const held = (outcome: BearerOutcome): TokenHold | undefined => {
-    if (!outcome.ok || !tokenAdmits(holds.gate, subject, token, outcome)) return undefined
-    return { until: outcome.introspected ? outcome.until : outcome.until + graceMs, introspected: outcome.introspected }
+    if (!outcome.ok) return undefined
+    about.user = outcome.identity.sub
+    about.token = outcome.id.slice(0, 8)
+    if (!tokenAdmits(holds.gate, subject, token, outcome)) return undefined
+    return { until: outcome.introspected ? outcome.until : outcome.until + graceMs, introspected: outcome.introspected, ends: outcome.expires + graceMs }
   }
   return () => {
     const outcome = holds.bearer.check(token)
@@ -55,10 +60,11 @@ export function admitBearerSockets (scope: FastifyInstance, holds: BearerHolds):
     const token = bearerToken(request.headers[holds.bearer.header])
     if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'bearer' || typeof token !== 'string') return done()
     // The check the access hook has just made, answered from its cache; later, each check asks again.
-    const recheck = recheckOf(request, token, holds, 0)
+    const about = { route: holds.route }
+    const recheck = recheckOf(request, token, holds, 0, about)
     Promise.resolve(recheck()).then((hold) => {
       if (hold === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-      done(holds.sockets.admit(request, hold, recheck) ? undefined : pastExp())
+      done(holds.sockets.admit(request, hold, recheck, about) ? undefined : pastExp())
     }, done)
   })
 }
@@ -72,12 +78,6 @@ export function admitBearerSockets (scope: FastifyInstance, holds: BearerHolds):
 export function holdBearerStream (request: FastifyRequest, response: ServerResponse, holds: BearerHolds): void {
   const token = bearerToken(request.headers[holds.bearer.header])
   if (request.audit?.credential !== 'bearer' || typeof token !== 'string') return
-  const recheck = recheckOf(request, token, holds, CLOCK_TOLERANCE_S * 1000)
-  Promise.resolve(recheck()).then((hold) => {
-    if (hold === undefined) response.destroy()
-    else holds.sockets.holdStream(response, hold, recheck)
-  }, (error: unknown) => {
-    // The issuer cannot say: the stream goes on as a request already let through would.
-    request.log.warn({ err: error }, 'a stream\'s bearer token could not be checked: it is not held with it')
-  })
+  const about = { route: holds.route }
+  holds.sockets.holdStream(response, recheckOf(request, token, holds, CLOCK_TOLERANCE_S * 1000, about), about)
 }

@@ -188,7 +188,7 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         const overrides = methodOverrideHookFor(route, guard.gate, switchAccount)
         if (overrides !== undefined) scope.addHook('preParsing', overrides)
         if (route.agents && streams !== undefined && guard.grants !== undefined) holdGrantStreams(scope, streams, guard.grants, bearerHeader ?? 'authorization', config.session.maxAgeMs, route)
-        holds = bearerHoldsOf(bearerSockets, guard, judgesAddress)
+        holds = bearerHoldsOf(route.path, bearerSockets, guard, judgesAddress)
         if (route.websocket) admitWebsockets(scope, route, guard, sockets, bearerSockets, holds)
       }
       const held = route.auth === 'required' ? heldStreams(route, streams, config.session.maxAgeMs, holds) : undefined
@@ -240,7 +240,7 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
     // Checked by the access hook a moment ago; should it be gone from that cache, nothing says how long it holds.
     const until = grants.until(token)
     if (until === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-    done(sockets.admit(request, { until, introspected: false }, () => undefined) ? undefined : pastExp())
+    done(sockets.admit(request, { until, introspected: false, ends: until }, () => undefined, { route: request.routeOptions.url }) ? undefined : pastExp())
   })
 }
 
