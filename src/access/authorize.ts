@@ -76,7 +76,13 @@ export interface Guard {
  * `via`: the header a machine client's token came in (absent: a session's token). `grant`: the
  * session an agent's token was judged as (its websockets and streams end with it).
  */
-export type Allowed = Extract<Decision, { kind: 'allow' }> & { readonly assertion?: string | undefined, readonly via?: BearerGuard['header'], readonly grant?: Grant }
+export type Allowed = Extract<Decision, { kind: 'allow' }> & {
+  readonly assertion?: string | undefined
+  readonly via?: BearerGuard['header']
+  readonly grant?: Grant
+  /** A bearer token's `exp` (clock ms; Infinity when it says none), when one let the request through: what a stream it holds cannot outlive. */
+  readonly expires?: number | undefined
+}
 
 /** The session an agent's token was judged as: its Cookie header (its websockets are kept with it), its store id (its streams) and when it began (their session.maxAge). */
 export interface Grant {
@@ -267,19 +273,19 @@ function withAssertion (guard: Guard, decision: Exclude<Decision, { kind: 'read_
 }
 
 /** An allowed decision with the subject's assertion: at once when one is ready, else once signed. */
-function signed (signer: AssertionSigner, session: string, decision: Extract<Decision, { kind: 'allow' }>, via: Allowed['via']): Verdict | Promise<Verdict> {
+function signed (signer: AssertionSigner, session: string, decision: Extract<Decision, { kind: 'allow' }>, via: Allowed['via'], expires?: number): Verdict | Promise<Verdict> {
   const { accessToken, identity, rule, provider } = decision
   // Nobody to vouch for (a public path): nothing to sign.
-  if (identity === undefined) return { kind: 'allow', accessToken, identity, rule, provider, via }
+  if (identity === undefined) return { kind: 'allow', accessToken, identity, rule, provider, via, expires }
   // Kept by the session (or token) and the name this route gives its person: one route may name a
   // second issuer's `alice` `partner:alice`, another whose own provider that is `alice`, and the
   // assertion one signed must never reach the other's upstream.
   const id = `${session} ${identity.sub}`
   const ready = signer.ready(id, identity)
-  if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, provider, assertion: ready, via }
+  if (ready !== undefined) return { kind: 'allow', accessToken, identity, rule, provider, assertion: ready, via, expires }
   // A signing that fails (the key ring's store) is the store's failure, answered as such.
   return signer.assertion(id, identity).then(
-    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, provider, assertion, via }),
+    (assertion): Verdict => ({ kind: 'allow', accessToken, identity, rule, provider, assertion, via, expires }),
     (error: unknown): Verdict => ({ kind: 'unavailable', error }))
 }
 
@@ -309,8 +315,8 @@ function tokenVerdict (guard: Guard, bearer: BearerGuard, request: AccessRequest
   if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for a session on a token') }
   if (decision.kind !== 'allow' || !outcome.ok) return decision
   const signer = guard.bearerSigner?.(outcome.issuer)
-  if (signer === undefined) return { ...decision, via: bearer.header }
-  return signed(signer, `bearer:${outcome.id}`, decision, bearer.header)
+  if (signer === undefined) return { ...decision, via: bearer.header, expires: outcome.expires }
+  return signed(signer, `bearer:${outcome.id}`, decision, bearer.header, outcome.expires)
 }
 
 /**

@@ -35,6 +35,8 @@ export interface Admitted {
   readonly grant?: Grant | undefined
   /** On a route with several providers: the one whose session passed (its token is the one injected). */
   readonly provider?: string | undefined
+  /** A machine client's token's `exp` (clock ms), which a stream it holds cannot outlive (routes/bearer-holds.ts). */
+  readonly expires?: number | undefined
 }
 
 /** What the site writes. */
@@ -119,7 +121,7 @@ function allowed (verdict: Extract<Verdict, { kind: 'allow' }>, audit: Audit, si
   return {
     kind: 'forward',
     audit,
-    allowed: { accessToken: keepAuthorization ? undefined : verdict.accessToken, keepAuthorization, identity: verdict.identity, assertion: verdict.assertion, claimHeaders: claims.headers, grant: verdict.grant, provider: verdict.provider },
+    allowed: { accessToken: keepAuthorization ? undefined : verdict.accessToken, keepAuthorization, identity: verdict.identity, assertion: verdict.assertion, claimHeaders: claims.headers, grant: verdict.grant, provider: verdict.provider, expires: verdict.expires },
   }
 }
 

@@ -81,16 +81,18 @@ export class BearerSockets {
    * through: cut (its socket destroyed: a stream has no status left to say why) once the token ends,
    * as its websocket would close (an attacker's finding: an event stream outlived its token). Its
    * first check is `recheck`'s when the answer begins: refused, it is cut now; an issuer that cannot
-   * say is asked again shortly (a fault tester's finding: such a stream was never held).
+   * say is asked again shortly (a fault tester's finding: such a stream was never held), until
+   * `ends` (the token's end as its request was let through: a re-reader's finding, it was asked
+   * again forever).
    */
-  holdStream (response: ServerResponse, recheck: TokenRecheck, about: HoldFields): void {
+  holdStream (response: ServerResponse, recheck: TokenRecheck, ends: number, about: HoldFields): void {
     const end = (why: string) => {
       cutByGateway(response, 'its bearer token ended')
       this.deps.log.info({ ...about, why }, 'stream closed: its bearer token ended')
     }
     Promise.resolve(recheck()).then((hold) => hold, (error: unknown) => {
       this.checkFailed(error, about)
-      return { until: this.deps.clock.now(), introspected: true, ends: Infinity, failed: true }
+      return { until: this.deps.clock.now(), introspected: true, ends, failed: true }
     }).then((hold) => {
       if (response.writableEnded || response.destroyed) return
       if (hold === undefined) return end('refused')

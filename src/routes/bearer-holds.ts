@@ -78,6 +78,7 @@ export function admitBearerSockets (scope: FastifyInstance, holds: BearerHolds):
 export function holdBearerStream (request: FastifyRequest, response: ServerResponse, holds: BearerHolds): void {
   const token = bearerToken(request.headers[holds.bearer.header])
   if (request.audit?.credential !== 'bearer' || typeof token !== 'string') return
-  const about = { route: holds.route }
-  holds.sockets.holdStream(response, recheckOf(request, token, holds, CLOCK_TOLERANCE_S * 1000, about), about)
+  const about = { route: holds.route, user: request.allowed?.identity?.sub }
+  const graceMs = CLOCK_TOLERANCE_S * 1000
+  holds.sockets.holdStream(response, recheckOf(request, token, holds, graceMs, about), (request.allowed?.expires ?? Infinity) + graceMs, about)
 }

@@ -229,6 +229,29 @@ it('a stream whose first check meets a failing issuer is asked again and cut onc
   expect(lines('stream closed: its bearer token ended').at(-1), JSON.stringify(lines('stream closed'))).toMatchObject({ route: '/op', why: 'refused' })
 })
 
+// The same, the issuer failing on: the stream ends at the token's exp (plus the tolerance), as its
+// request was told it, not asked again forever (a re-reader's finding).
+it('a stream whose first check meets a failing issuer ends at its token\'s exp while the issuer fails on', async () => {
+  const token = opaque(120)
+  const expMs = (answers.get(token)!.exp as number) * 1000
+  const response = fetch(`${gateway.url}/op/held/events`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } })
+  await waitFor(async () => held.length > 0, 1000, 'the upstream to be asked')
+  timers.advance(timers.time + 61_000)
+  failing = true
+  try {
+    held.shift()!()
+    const reader = (await response).body!.getReader()
+    readers.push(reader)
+    await reader.read()
+    await waitFor(async () => timers.live().includes(timers.time + 5_000), 1000, 'the stream\'s retry')
+    timers.advance(expMs + 60_000)
+    expect(await within(reader.read().then(() => 'data', () => 'cut'))).toBe('cut')
+    expect(lines('stream closed: its bearer token ended').at(-1)).toMatchObject({ route: '/op', why: 'expired' })
+  } finally {
+    failing = false
+  }
+})
+
 it('"websocket closed: its bearer token ended" names the route, the person and the token\'s hash prefix, never the token', async () => {
   const token = await sign({ sub: 'eve', jti: 'named' })
   answers.set('named', { active: true, sub: 'eve', groups: ['staff'] })
