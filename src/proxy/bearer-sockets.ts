@@ -90,7 +90,7 @@ export class BearerSockets {
       cutByGateway(response, 'its bearer token ended')
       this.deps.log.info({ ...about, why }, 'stream closed: its bearer token ended')
     }
-    Promise.resolve(recheck()).then((hold) => hold, (error: unknown) => {
+    Promise.resolve().then(recheck).then((hold) => hold, (error: unknown) => {
       this.checkFailed(error, about)
       return { until: this.deps.clock.now(), introspected: true, ends, failed: true }
     }).then((hold) => {

@@ -96,6 +96,22 @@ it('a refresh token used twice the same way: the second read it before the first
   expect({ workingAccessTokens: working, workingRefreshTokens: refreshed.filter((s) => s === 200).length }).toEqual({ workingAccessTokens: 0, workingRefreshTokens: 0 })
 })
 
+/**
+ * A use at Y whose mark is held at the proxy while a failover demotes the master (REPLICAOF an
+ * absent host), so the mark and its undo are refused; the master is promoted again once Y answered.
+ */
+async function failedOver (admin: import('ioredis').Redis, model: string, form: Record<string, string>): Promise<Answer> {
+  const held = proxy.arm([model], MARK)
+  const first = token(y, form)
+  await held
+  const absent = new URL(await refusedUrl())
+  await admin.call('REPLICAOF', absent.hostname, absent.port)
+  proxy.release()
+  const answered = await first
+  await admin.call('REPLICAOF', 'NO', 'ONE')
+  return answered
+}
+
 // A failover demoted the master between the new tokens' save and the mark: the answer is 503 (its
 // tokens never leave), the claim is Y's until it is given back or ends (X answers 503 meanwhile), and
 // then the client's retry with its old refresh token goes on; that token used after is a second use.
@@ -107,15 +123,8 @@ it('a refresh whose used mark the store refused: 503, no tokens; the retry goes 
     const { id, tokens } = await agentGrant(x.url, 'refused-mark', `${x.url}/other`)
     const [record] = (await admin.keys('gw:agents:RefreshToken:*')).filter((key) => !before.has(key) && !key.includes(':'.repeat(1) + 'in-use'))
     const form = { grant_type: 'refresh_token', refresh_token: tokens.refresh_token, client_id: id }
-    // The legit client refreshes at Y; its mark (SET <record>:consumed <its own value> NX) is held at the proxy.
-    const held = proxy.arm(['RefreshToken'], MARK)
-    const first = token(y, form)
-    await held
-    const absent = new URL(await refusedUrl())
-    await admin.call('REPLICAOF', absent.hostname, absent.port)
-    proxy.release()
-    const answered = await first
-    await admin.call('REPLICAOF', 'NO', 'ONE')
+    // The legit client refreshes at Y; its mark (SET <record>:consumed <its own value> NX) is refused.
+    const answered = await failedOver(admin, 'RefreshToken', form)
     expect({ status: answered.status, error: answered.body.error, tokens: answered.body.refresh_token }).toEqual({ status: 503, error: 'temporarily_unavailable', tokens: undefined })
     // At X, Y's claim holds the token: 503, and the grant goes on.
     expect((await token(x, form)).body.error).toBe('temporarily_unavailable')
@@ -165,14 +174,7 @@ it('an owed undo of a refused mark does not take away the mark another instance 
   try {
     const { id, code, verifier, resource } = await codeFor('owed-undo')
     const form = { grant_type: 'authorization_code', code, client_id: id, redirect_uri: REDIRECT, code_verifier: verifier, resource }
-    const held = proxy.arm(['AuthorizationCode'], MARK)
-    const first = token(y, form)
-    await held
-    const absent = new URL(await refusedUrl())
-    await admin.call('REPLICAOF', absent.hostname, absent.port)
-    proxy.release()
-    const answered = await first
-    await admin.call('REPLICAOF', 'NO', 'ONE')
+    const answered = await failedOver(admin, 'AuthorizationCode', form)
     // The answer in place of the tokens keeps what oidc-provider's token answers say of caching.
     expect({ status: answered.status, error: answered.body.error, cache: answered.headers.get('cache-control'), type: answered.headers.get('content-type') })
       .toEqual({ status: 503, error: 'temporarily_unavailable', cache: 'no-store', type: 'application/json; charset=utf-8' })

@@ -205,12 +205,11 @@ it('an introspected token\'s websocket and stream end at its exp while its issue
   }
 })
 
-// A stream whose first check (when the upstream answers, its token's answer older than 60 s) meets
-// a failing issuer is asked again, and cut once the issuer has revoked it (a fault tester's
-// finding: it was never held). One answered after its JWT's end is cut with a line saying why, and
-// its request's line says the gateway cut it, not that the client went away.
-it('a stream whose first check meets a failing issuer is asked again and cut once the token is revoked', async () => {
-  const token = opaque()
+/**
+ * A stream of `/op/held/events` whose first check, when the upstream answers (the token's answer
+ * older than 60 s by then), meets a failing issuer (`failing` stays on); its first event read.
+ */
+async function failingFirstCheck (token: string): Promise<ReadableStreamDefaultReader<Uint8Array>> {
   const response = fetch(`${gateway.url}/op/held/events`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } })
   await waitFor(async () => held.length > 0, 1000, 'the upstream to be asked')
   timers.advance(timers.time + 61_000)
@@ -219,11 +218,25 @@ it('a stream whose first check meets a failing issuer is asked again and cut onc
   const reader = (await response).body!.getReader()
   readers.push(reader)
   await reader.read()
-  await waitFor(async () => timers.live().length > 0 && lines('could not be checked again').length > 0, 1000, 'the stream\'s retry')
-  failing = false
-  answers.set(token, { active: false })
-  timers.advance(timers.time + 5_000)
-  expect(await within(reader.read().then(() => 'data', () => 'cut'))).toBe('cut')
+  return reader
+}
+
+// A stream whose first check (when the upstream answers, its token's answer older than 60 s) meets
+// a failing issuer is asked again, and cut once the issuer has revoked it (a fault tester's
+// finding: it was never held). One answered after its JWT's end is cut with a line saying why, and
+// its request's line says the gateway cut it, not that the client went away.
+it('a stream whose first check meets a failing issuer is asked again and cut once the token is revoked', async () => {
+  const token = opaque()
+  try {
+    const reader = await failingFirstCheck(token)
+    await waitFor(async () => timers.live().length > 0 && lines('could not be checked again').length > 0, 1000, 'the stream\'s retry')
+    failing = false
+    answers.set(token, { active: false })
+    timers.advance(timers.time + 5_000)
+    expect(await within(reader.read().then(() => 'data', () => 'cut'))).toBe('cut')
+  } finally {
+    failing = false
+  }
   await waitFor(async () => lines('request cut by the gateway').length > 0, 1000, 'the request\'s line')
   expect(lines('the client went away').filter((line) => String(line.url).includes('/op/held/'))).toEqual([])
   expect(lines('stream closed: its bearer token ended').at(-1), JSON.stringify(lines('stream closed'))).toMatchObject({ route: '/op', why: 'refused' })
@@ -234,15 +247,8 @@ it('a stream whose first check meets a failing issuer is asked again and cut onc
 it('a stream whose first check meets a failing issuer ends at its token\'s exp while the issuer fails on', async () => {
   const token = opaque(120)
   const expMs = (answers.get(token)!.exp as number) * 1000
-  const response = fetch(`${gateway.url}/op/held/events`, { headers: { authorization: `Bearer ${token}`, accept: 'text/event-stream' } })
-  await waitFor(async () => held.length > 0, 1000, 'the upstream to be asked')
-  timers.advance(timers.time + 61_000)
-  failing = true
   try {
-    held.shift()!()
-    const reader = (await response).body!.getReader()
-    readers.push(reader)
-    await reader.read()
+    const reader = await failingFirstCheck(token)
     await waitFor(async () => timers.live().includes(timers.time + 5_000), 1000, 'the stream\'s retry')
     timers.advance(expMs + 60_000)
     expect(await within(reader.read().then(() => 'data', () => 'cut'))).toBe('cut')
