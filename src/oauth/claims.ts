@@ -4,7 +4,7 @@
 // e-mail or domain rule (access/rules.ts), and never becomes the user's name: a sign-in whose user is
 // such an address is refused.
 import type { ClaimsMapping } from '../config/types.js'
-import { NOT_ONE_ADDRESS, type Identity, type PersonField } from '../session/record.js'
+import { notOneAddress, type Identity, type PersonField } from '../session/record.js'
 
 /**
  * The value at a dotted path (`a.b.c`) or JSON pointer (`/a/b/c`). Through an array, a non-numeric
@@ -150,8 +150,8 @@ export function identityFrom (claims: Record<string, unknown>, mapping: ClaimsMa
   const groups = pick(claims, mapping.groups)
   const emailClaim = pick(claims, mapping.email)
   const address = text(emailClaim)?.toLowerCase()
-  // Text that is not one address (two, comma-separated; a display name) cannot be told either.
-  const email = address !== undefined && NOT_ONE_ADDRESS.test(address) ? undefined : address
+  // Text that is not one address (two, comma-separated; a display name; two `@`) cannot be told either.
+  const email = address !== undefined && notOneAddress(address) ? undefined : address
   const name = text(pick(claims, mapping.name))
   const iss = text(claims.iss)
   return {

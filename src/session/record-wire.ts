@@ -2,7 +2,7 @@
 // a large part of a one-provider session's stored bytes, and cutting them moved its Redis value
 // into a smaller allocation (see docs/performance.md). Only the stored form changes: the
 // rest of the gateway reads SessionRecord as before.
-import { NOT_ONE_ADDRESS, type Identity, type PersonField } from './record.js'
+import { notOneAddress, type Identity, type PersonField } from './record.js'
 import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
 /** TokenSet: access_token, expires_at, refresh_token. */
@@ -56,7 +56,7 @@ export function toWire (record: SessionRecord): WireRecord {
 
 /** The stored address, or none and `email` unknown when it is not one address. */
 function unreadAddress (identity: WireIdentity): { email: string | undefined, unknown: readonly PersonField[] | undefined } {
-  if (identity.m === undefined || !NOT_ONE_ADDRESS.test(identity.m)) return { email: identity.m, unknown: identity.x }
+  if (identity.m === undefined || !notOneAddress(identity.m)) return { email: identity.m, unknown: identity.x }
   return { email: undefined, unknown: [...new Set([...identity.x ?? [], 'email' as const])] }
 }
 

@@ -2,16 +2,27 @@
 // there, and what sign-out needs of the provider's own session. A change is a new record (sign-in,
 // refresh, a refused refresh); nothing edits one in place, so a record read by one request never
 // changes under another.
+/** What no one address the gateway reads holds: white space, a list's or a display name's or a comment's marks, an escape. */
+const ODD = /[\s,;<>()\\]/
+
+/**
+ * Whether `text` is not one e-mail address the gateway reads (oauth/claims.ts), so that who it names
+ * cannot be told: two, comma-separated; a display name; a comment; no `@` or more than one, or
+ * nothing on a side of it (`"a@victim.example"@attacker.example`: rules read the domain after the
+ * last `@`, an application splitting at the first would read `victim.example"`); a quote other than
+ * one pair around the whole local part, or an escape (`"mal\\lory"@`).
+ */
+export function notOneAddress (text: string): boolean {
+  const at = text.indexOf('@')
+  if (at <= 0 || at === text.length - 1 || text.indexOf('@', at + 1) >= 0 || ODD.test(text)) return true
+  const quotes = text.split('"').length - 1
+  return quotes !== 0 && !(quotes === 2 && at > 2 && text.startsWith('"') && text[at - 1] === '"')
+}
+
 /**
  * The signed-in identity at one provider, as kept in the session and shown at /oauth/userinfo/ (read
  * from the provider's claims by oauth/claims.ts).
  */
-/**
- * Text that is not one e-mail address (two, comma-separated; a display name; a comment), which the
- * gateway does not read as an address: who it names cannot be told (oauth/claims.ts).
- */
-export const NOT_ONE_ADDRESS = /[\s,;<>()]/
-
 export interface Identity {
   /** The user name the provider's `claims.user` maps (shown, logged, sent upstream); it may be reassignable. */
   readonly sub: string

@@ -140,6 +140,20 @@ describe('discovery and identity', () => {
     // No `sub` in its userinfo: the user name is the nearest to a subject it gives; no issuer: its origin.
     expect(info).toEqual({ identities: { plain: { sub: 'octocat', subject: 'octocat', iss: new URL(stub.url).origin, email: 'octo@cat.test', name: 'The Octocat', groups: ['devs', 'ops'] } } })
   })
+
+  // An application splitting X-Forwarded-Email at its first `@` read `example.test"` of it, while
+  // rules read attacker.example: an address two readers could read apart is sent to no one.
+  it('sends no e-mail header for an address holding two @ ("a@example.test"@attacker.example), and shows none', async () => {
+    stub.userinfo = { login: 'quoted', contact: { email: '"a@example.test"@attacker.example' } }
+    const browser = new Browser()
+    const login = await browser.fetch(`${gateway.url}/oauth/login/plain/?next=/plain/`)
+    const state = new URL(login.headers.get('location')!).searchParams.get('state')!
+    expect((await browser.fetch(`${gateway.url}/oauth/authorized/plain/?code=c&state=${encodeURIComponent(state)}`)).status).toBe(302)
+    const request = await seen(await browser.fetch(`${gateway.url}/plain/x`, { headers: json }))
+    expect({ user: request.headers['x-forwarded-user'], email: request.headers['x-forwarded-email'] }).toEqual({ user: 'quoted', email: undefined })
+    const info = await (await browser.fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })).json() as { identities: { plain: Record<string, unknown> } }
+    expect(info.identities.plain.email).toBeUndefined()
+  })
 })
 
 describe('discovery failures', () => {

@@ -10,6 +10,7 @@ import { compileRules } from '../../src/access/rules.js'
 import type { RuleYaml } from '../../src/config/rule-lists.js'
 import type { ClaimsMapping } from '../../src/config/types.js'
 import { identityFrom } from '../../src/oauth/claims.js'
+import { DEFAULT_IDENTITY_HEADERS, identityHeaders } from '../../src/access/identity-headers.js'
 import { LONGEST_NAME } from '../../src/access/deny-forms.js'
 import type { Identity } from '../../src/session/record.js'
 import { fromWire, type WireRecord } from '../../src/session/record-wire.js'
@@ -202,6 +203,51 @@ describe('an e-mail claim that is text but not one address cannot be told', () =
   })
   it('an allow on corp does not admit', () => {
     expect(admitted([{ domains: ['corp.example'] }], [], claims)).toBe(false)
+  })
+})
+
+// An address is read only when it is one address as every reader reads it: one `@`, something on
+// each side, quotes only around the whole local part (a reader splitting at the first `@` and the
+// rules, which read the domain after the last, name the same domain). Before, a provider-verified
+// `"a@corp.example"@attacker.example` was sent in X-Forwarded-Email, where an application splitting
+// at the first `@` reads `corp.example"`, and a claim `corp.example` met `domains: [corp.example]`.
+describe('an e-mail claim that two readers could read apart is not an address', () => {
+  it.each([
+    ['a quoted local part holding an @', '"a@corp.example"@attacker.example'],
+    ['two @', 'a@corp.example@attacker.example'],
+    ['no @: a domain alone', 'corp.example'],
+    ['nothing before the @', '@corp.example'],
+    ['nothing after the @', 'alice@'],
+    ['a quote inside the local part', 'al"ice"@corp.example'],
+    ['an unclosed quote', '"alice@corp.example'],
+    ['empty quotes', '""@corp.example'],
+    ['an escape', 'al\\ice@corp.example'],
+  ])('%s (%s): an allow on the domain does not admit, a deny on it holds, no header carries it', (_name, email) => {
+    const identity = identityFrom({ sub: 'u1', email }, MAPPING)!
+    expect({ email: identity.email, unknown: identity.unknown }).toEqual({ email: undefined, unknown: ['email'] })
+    expect(admitted([{ domains: ['corp.example'] }], [], { sub: 'u1', email })).toBe(false)
+    expect(admitted(undefined, [{ domains: ['attacker.example'] }], { sub: 'u1', email })).toBe(false)
+    expect(identityHeaders(identity, DEFAULT_IDENTITY_HEADERS, {})).toEqual({ 'x-forwarded-user': 'u1' })
+  })
+
+  it.each([
+    ['a plain address', 'alice@corp.example'],
+    ['quotes that change nothing (RFC 5321 §4.1.2)', '"alice"@corp.example'],
+    ['a subaddress', 'alice+x@corp.example'],
+    ['a non-ASCII local part (RFC 6531)', 'josé@corp.example'],
+  ])('%s (%s) is read, and an allow on its domain admits', (_name, email) => {
+    expect(identityFrom({ sub: 'u1', email }, MAPPING)!.email).toBe(email)
+    expect(admitted([{ domains: ['corp.example'] }], [], { sub: 'u1', email })).toBe(true)
+  })
+
+  it('every address the gateway reads names one domain, whether read after the first @ or the last', () => {
+    const part = fc.stringMatching(/^[a-z"@\\.+ ,]{0,8}$/)
+    fc.assert(fc.property(part, part, part, (a, b, c) => {
+      const email = identityFrom({ sub: 'u1', email: `${a}@${b}${c}` }, MAPPING)!.email
+      if (email === undefined) return
+      expect(email.slice(email.indexOf('@') + 1)).toBe(email.slice(email.lastIndexOf('@') + 1))
+      expect(email.slice(email.indexOf('@') + 1)).not.toContain('"')
+    }), { numRuns: 2000 })
   })
 })
 
