@@ -283,15 +283,10 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
   const routed = last === '' || isScript(last.toLowerCase()) ? queryRoutedPath(path, query) : undefined
   if (!parameters) return { routed, parameters: [] }
   const values = new Set<string>()
-  let pairs = 0
-  for (const pair of query.split('&')) {
-    // PHP skips empty pairs, and counts the others up to max_input_vars.
-    if (pair === '') continue
-    if (++pairs > PHP_INPUT_VARS) return { routed, parameters: undefined }
-    const equals = pair.indexOf('=')
-    const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
-    if (name !== undefined && ROUTE_PARAMETERS.has(name) && values.add(pair.slice(equals + 1)).size > PARAMETER_VALUES_MAX) return { routed, parameters: undefined }
-  }
+  // PHP splits a query at `&`, and at `;` too where arg_separator.input says so (";&"): which it
+  // does is not known, so both readings are judged (an outside reader's finding: `?x=1;q=admin` was
+  // not read, and a deny on `admin` did not hold).
+  if (!routeValues(query, '&', values) || (query.includes(';') && !routeValues(query, BOTH_SEPARATORS, values))) return { routed, parameters: undefined }
   if (values.size === 0) return { routed, parameters: [] }
   const bases = parameterBases(path)
   // The readings' whole length (each value under each directory), bounded: a long path of many
@@ -305,6 +300,27 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
     if (routedPath !== '') for (const base of bases) found.push(`${base}/${routedPath}`)
   }
   return { routed, parameters: found }
+}
+
+/** `&` and `;`: PHP's arg_separator.input set to ";&". */
+const BOTH_SEPARATORS = /[&;]/
+
+/**
+ * Adds to `values` the values of the route parameters (ROUTE_PARAMETERS) of `query` split at
+ * `separator`; false when the query is not told: more pairs than PHP reads, or more different values
+ * than PARAMETER_VALUES_MAX.
+ */
+function routeValues (query: string, separator: string | RegExp, values: Set<string>): boolean {
+  let pairs = 0
+  for (const pair of query.split(separator)) {
+    // PHP skips empty pairs, and counts the others up to max_input_vars.
+    if (pair === '') continue
+    if (++pairs > PHP_INPUT_VARS) return false
+    const equals = pair.indexOf('=')
+    const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
+    if (name !== undefined && ROUTE_PARAMETERS.has(name) && values.add(pair.slice(equals + 1)).size > PARAMETER_VALUES_MAX) return false
+  }
+  return true
 }
 
 /**

@@ -103,6 +103,10 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
     ['/app/?q=pub&q%00=admin/users', 'the last copy PHP reads is the NUL one'],
     ['/app/?q=admin/users/%FF', 'a value byte decodeURIComponent refuses (Drupal routes to the parent path)'],
     ['/app/?q=admin/users/x%00', 'a NUL in the value'],
+    // An outside reader's finding: a PHP whose arg_separator.input is ";&" splits at `;` too.
+    ['/app/?x=1;q=admin/users', 'PHP splitting at ; (arg_separator.input)'],
+    ['/app/index.php?x;r=admin/users', 'Yii\'s r after a ;'],
+    ['/app/?q=admin/users;q=pub', 'the first of two copies split at ; (PHP splitting at & alone reads it whole: a path under admin/users)'],
     // A re-reading's findings: Drupal 7 reads q first on every path its front controller serves,
     // under wherever it is installed.
     ['/app/node?q=admin/users', 'Drupal 7, q on a path that is no directory'],
@@ -150,7 +154,7 @@ describe('deny /app/admin/* and /app/users/*/edit: readings real routers make', 
 
   // A re-reading's finding: a search box's q that is no path the edge would take (an encoded %, ;,
   // \\, ...) was refused by every deny glob for a while.
-  it.each(['/app/?q=100%25', '/app/?q=100%25+cotton', '/app/index.php?q=50%25+off', '/app/?q=a%3Bb', '/app/?q=tom;jerry', '/app/?q=C%3A%5CUsers', '/app/?q=pub&q=search',
+  it.each(['/app/?q=100%25', '/app/?q=100%25+cotton', '/app/index.php?q=50%25+off', '/app/?q=a%3Bb', '/app/?q=tom;jerry', '/app/?q=pub;x=1', '/app/?q=C%3A%5CUsers', '/app/?q=pub&q=search',
     '/app/?q=...', '/app/?q=...and+more', '/app/?q=line%0Abreak', '/app/?q=tab%09separated'])('held: the search %s passes', async (url) => {
     expect(await send(url, { signedIn: true })).toEqual({ status: 200, reached: true })
   })
