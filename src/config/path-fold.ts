@@ -310,7 +310,7 @@ const BOTH_SEPARATORS = /[&;]/
  * `separator`; false when the query is not told: more pairs than PHP reads, or more different values
  * than PARAMETER_VALUES_MAX.
  */
-function routeValues (query: string, separator: string | RegExp, values: Set<string>): boolean {
+function routeValues (query: string, separator: string | RegExp, values: Set<string>, names: ReadonlySet<string> = ROUTE_PARAMETERS): boolean {
   let pairs = 0
   for (const pair of query.split(separator)) {
     // PHP skips empty pairs, and counts the others up to max_input_vars.
@@ -318,9 +318,22 @@ function routeValues (query: string, separator: string | RegExp, values: Set<str
     if (++pairs > PHP_INPUT_VARS) return false
     const equals = pair.indexOf('=')
     const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
-    if (name !== undefined && ROUTE_PARAMETERS.has(name) && values.add(pair.slice(equals + 1)).size > PARAMETER_VALUES_MAX) return false
+    if (name !== undefined && names.has(name) && values.add(pair.slice(equals + 1)).size > PARAMETER_VALUES_MAX) return false
   }
   return true
+}
+
+/** The route field a front controller reads in a POST body: Yii 1's `r` (CUrlManager::parseUrl reads `$_GET['r']`, then `$_POST['r']`). */
+export const POSTED_ROUTE_FIELD = 'r'
+const POSTED_ROUTE: ReadonlySet<string> = new Set([POSTED_ROUTE_FIELD])
+
+/**
+ * The values of `r` in an urlencoded POST body as PHP reads one (split at `&` alone), each as written
+ * (`?r=<value>` reads as the same path); undefined when not told, as for a query.
+ */
+export function postedRouteValues (body: string): string[] | undefined {
+  const values = new Set<string>()
+  return routeValues(body, '&', values, POSTED_ROUTE) ? [...values] : undefined
 }
 
 /**

@@ -207,7 +207,7 @@ const Route = Type.Object({
   }))),
   identityHeaders: filled(Type.Optional(IdentityHeaders)),
   websocketMaxMessage: Size('WebSocket routes: the largest message either way, a size (`64KiB`, `1MiB`) or a number of bytes, 1KiB to 1GiB; a larger one closes both sockets with 1009 (message too big). Each message is held whole in memory while it passes.', '1MiB'),
-  methodOverrideMaxBody: Size('Routes whose rules name `methods`: the largest form (urlencoded, multipart, JSON or untyped POST) body read to find a `_method` field, a size (`1MiB`, `50MiB`) or a number of bytes, 1KiB to 1GiB; a larger one is refused with 413 `payload_too_large`. The body is held whole in memory while it is read (see endpoints.md, "Rules").', '1MiB'),
+  methodOverrideMaxBody: Size('Routes whose rules name `methods` (or whose `deny` rules name paths): the largest form (urlencoded, multipart, JSON or untyped POST) body read to find a `_method` field (or a front controller\'s `r`), a size (`1MiB`, `50MiB`) or a number of bytes, 1KiB to 1GiB; a larger one is refused with 413 `payload_too_large`. The body is held whole in memory while it is read (see endpoints.md, "Rules").', '1MiB'),
   allowedOrigins: filled(Strings('WebSocket routes: origins besides the gateway\'s own whose pages may open websockets.', { default: [], examples: [['https://app.example.com']] })),
   assertion: Flag('Send the signed identity assertion to this upstream (needs `auth: required`; see assertion.md).', false),
   bearer: Type.Optional(Bearer),

@@ -14,10 +14,14 @@
 // /comments]` is no anonymous DELETE to an application that honours `_method=DELETE`), else 403.
 // Routes whose rules and public rules name no methods get no hook at all. The method-override
 // headers (X-HTTP-Method-Override and kin) never reach the upstream of a protected route
-// (proxy/headers.ts), so they need no judging here.
+// (proxy/headers.ts), so they need no judging here. On a route whose `deny` rules name paths, the
+// same hook reads a form POSTed to a path a front controller serves for the route it names (Yii's
+// `r`: access/posted-route.ts), within the same bounds, and refuses it with 403 where a `deny` holds
+// on that route as it would on `?r=`.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
-import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods, unreadCharset } from '../access/method-override.js'
+import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods, unreadCharset, type FormKind } from '../access/method-override.js'
+import { mayPostRoute, postedRoute, type PostedRoute } from '../access/posted-route.js'
 import { refusal } from '../access/refusal.js'
 import { shownPath, type RouteGate } from '../access/gate.js'
 import type { RouteConfig } from '../config/types.js'
@@ -46,6 +50,12 @@ export interface OverrideRoute {
   readonly judgesAllowed: boolean
   /** The route's `public` test, where its public rules name methods: a public request's overrides must be public too. */
   readonly isPublic?: (method: string, target: string) => boolean
+  /**
+   * The route's first `deny` rule that names paths, when one does: an admitted form POSTed to a
+   * front controller is judged again for the route it names, and refused by this rule when that
+   * cannot be told.
+   */
+  readonly pathDeny?: string
 }
 
 /** Whether a Content-Encoding header names a coding: anything but absent, empty or `identity`. */
@@ -68,8 +78,8 @@ function unreadBody (reply: FastifyReply, error: GatewayError): GatewayError {
  * early, the error that answers the request. `declared` is the Content-Length, checked before
  * anything is read.
  */
-export async function readBounded (body: NodeJS.ReadableStream & { destroy (error?: Error): unknown }, declared: string | undefined, maxBytes: number, timeoutMs: number, timers: DeadlineTimers = deadlineTimers): Promise<Buffer> {
-  const tooLarge = () => new GatewayError('payload_too_large', `The request body is larger than this route reads to check its method rules (${maxBytes} bytes).`)
+export async function readBounded (body: NodeJS.ReadableStream & { destroy (error?: Error): unknown }, declared: string | undefined, maxBytes: number, timeoutMs: number, timers: DeadlineTimers = deadlineTimers, purpose = 'check its method rules'): Promise<Buffer> {
+  const tooLarge = () => new GatewayError('payload_too_large', `The request body is larger than this route reads to ${purpose} (${maxBytes} bytes).`)
   if (declared !== undefined && Number(declared) > maxBytes) throw tooLarge()
   let late = false
   const cancel = timers.setTimeout(() => {
@@ -100,9 +110,9 @@ export async function readBounded (body: NodeJS.ReadableStream & { destroy (erro
  * (bearer callers get no sign-in): only this request's method was refused, since the request itself
  * was admitted (`refusedFor`, no other account offered).
  */
-function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | undefined, method: string | undefined): Error {
+function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | undefined, method: string | undefined, reason = 'method_override'): Error {
   const credential = request.audit?.credential ?? null
-  request.audit = { decision: 'forbidden', user: request.audit?.user ?? null, rule: rule ?? 'none', credential, reason: 'method_override' }
+  request.audit = { decision: 'forbidden', user: request.audit?.user ?? null, rule: rule ?? 'none', credential, reason }
   const refusedFor = method === undefined ? {} : { refusedFor: { method, path: shownPath(request.url) } }
   const decision = { kind: 'forbidden', identity: request.allowed?.identity, loginUrl: route.loginUrl(request.url), rule, ...refusedFor } as const
   return credential === 'bearer'
@@ -121,7 +131,8 @@ function notPublic (request: FastifyRequest, method: string | undefined): Error 
 export function methodOverrideHookFor (route: RouteConfig, gate: RouteGate, switchAccount: (next: string) => string): preParsingHookHandler | undefined {
   const judgesAllowed = namesMethods(route.rules)
   const publicMethods = route.public.some((rule) => rule.method !== '*')
-  if (!judgesAllowed && !publicMethods) return undefined
+  const pathDeny = route.rules.deny.find((rule) => rule.paths.length > 0)?.name
+  if (!judgesAllowed && !publicMethods && pathDeny === undefined) return undefined
   return methodOverrideHook({
     judge: gate.judge,
     provider: gate.provider,
@@ -130,6 +141,7 @@ export function methodOverrideHookFor (route: RouteConfig, gate: RouteGate, swit
     loginUrl: gate.loginUrl,
     switchAccount,
     judgesAllowed,
+    ...(pathDeny === undefined ? {} : { pathDeny }),
     ...(publicMethods ? { isPublic: gate.isPublic } : {}),
   })
 }
@@ -145,33 +157,22 @@ function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
     // Of a public request, only a POST's: Rack, Laravel and Symfony honour `_method` on a POST alone
     // (a CORS preflight's `OPTIONS ...?_method=PUT` is none).
     const judges = decision === 'allow' ? route.judgesAllowed : decision === 'public' && route.isPublic !== undefined && request.method === 'POST'
-    if (!judges || (request.method !== 'POST' && !request.url.includes('?'))) return done(null, payload)
-    judged(request, reply, payload).then((body) => { done(null, body) }, done)
+    const routes = decision === 'allow' && route.pathDeny !== undefined && request.method === 'POST' && mayPostRoute(formKind(request.headers['content-type']), request.url)
+    if (!routes && (!judges || (request.method !== 'POST' && !request.url.includes('?')))) return done(null, payload)
+    judged(request, reply, payload, { methods: judges, routes }).then((body) => { done(null, body) }, done)
   }
 }
 
-function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload) => Promise<RequestPayload> {
+/** Which of a request's readings the hook judges: the methods its `_method` names, the route its POSTed form names. */
+interface Judged { readonly methods: boolean, readonly routes: boolean }
+
+function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, judged: Judged) => Promise<RequestPayload> {
   const maxBytes = route.maxBytes ?? OVERRIDE_BODY_MAX
-  return async (request, reply, payload) => {
+  return async (request, reply, payload, judged) => {
     const kind = request.method === 'POST' ? formKind(request.headers['content-type']) : undefined
-    const methods = queryOverrides(request.url)
-    let body: Buffer | undefined
-    if (kind !== undefined) {
-      if (contentCoded(request.headers['content-encoding'])) {
-        reply.header('accept-encoding', 'identity')
-        throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to judge its _method, and cannot read it with Content-Encoding ${request.headers['content-encoding']}: send the body without Content-Encoding.`))
-      }
-      const charset = kind === 'multipart' ? undefined : unreadCharset(request.headers['content-type'])
-      if (charset !== undefined) {
-        throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to judge its _method, and cannot read it in charset ${charset.slice(0, 40)}: send it in UTF-8.`))
-      }
-      try {
-        body = await readBounded(payload, request.headers['content-length'], maxBytes, route.timeoutMs)
-      } catch (error) {
-        throw error instanceof GatewayError ? unreadBody(reply, error) : error
-      }
-      methods.push(...bodyOverrides(kind, body, request.headers['content-type']))
-    }
+    const methods = judged.methods ? queryOverrides(request.url) : []
+    const body = kind === undefined ? undefined : await readForm(request, reply, payload, kind, judged.methods ? 'judge its _method' : 'judge the route its r field names', maxBytes, route.timeoutMs)
+    if (body !== undefined && judged.methods) methods.push(...bodyOverrides(kind!, body, request.headers['content-type']))
     if (request.audit?.decision === 'public') {
       // Not public in the method named: refused outright (a public request carries no session to judge).
       const at = methods.findIndex((method) => method === undefined || route.isPublic?.(method, request.url) !== true)
@@ -179,8 +180,37 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
     } else {
       const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
       if (refused !== undefined) throw refuse(request, route, refused.rule, refused.method)
+      if (body !== undefined && judged.routes) judgePostedRoute(request, route, postedRoute(kind!, body, request.headers['content-type'], request.url))
     }
     // The very bytes read go upstream; the forwarder takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])
   }
+}
+
+/**
+ * A form body of `kind`, read whole to `purpose` (said in its refusals): refused unread when it has
+ * a Content-Encoding, or (but a multipart one) a charset that could spell a field in other bytes.
+ */
+async function readForm (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, kind: FormKind, purpose: string, maxBytes: number, timeoutMs: number): Promise<Buffer> {
+  if (contentCoded(request.headers['content-encoding'])) {
+    reply.header('accept-encoding', 'identity')
+    throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to ${purpose}, and cannot read it with Content-Encoding ${request.headers['content-encoding']}: send the body without Content-Encoding.`))
+  }
+  const charset = kind === 'multipart' ? undefined : unreadCharset(request.headers['content-type'])
+  if (charset !== undefined) {
+    throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to ${purpose}, and cannot read it in charset ${charset.slice(0, 40)}: send it in UTF-8.`))
+  }
+  try {
+    return await readBounded(payload, request.headers['content-length'], maxBytes, timeoutMs, deadlineTimers, purpose)
+  } catch (error) {
+    throw error instanceof GatewayError ? unreadBody(reply, error) : error
+  }
+}
+
+/** Refuses an admitted POST whose form names a route (Yii's `r`) that a `deny` holds on, or one that cannot be told (`pathDeny`). */
+function judgePostedRoute (request: FastifyRequest, route: OverrideRoute, posted: PostedRoute): void {
+  if (posted.routes === false) return
+  if (posted.routes === 'untold') throw refuse(request, route, route.pathDeny, undefined, 'posted_route')
+  const judgement = route.judge(request.allowed?.identity, request.method, posted.target, request.ip, request.allowed?.provider ?? route.provider)
+  if (!judgement.admit) throw refuse(request, route, judgement.rule, undefined, 'posted_route')
 }

@@ -9,6 +9,7 @@
 // - a `public` glob `GET /pub/` made `/pub/?/admin/users` public (CodeIgniter's admin);
 // - a `deny` on PUT let PATCH through (Rails routes both to `update`).
 // The upstream's record says whether anything reached it.
+import { gzipSync } from 'node:zlib'
 import { describe, expect } from 'vitest'
 import { signIn, type SignedIn } from '../helpers/browser.js'
 import type { TestGateway } from '../helpers/gateway.js'
@@ -33,6 +34,7 @@ it.beforeAll(async ({ startStack, upstream }) => {
       { path: '/Reports/', upstream: upstream.url, provider: 'demo', allow: [{ users: ['alice'], paths: ['/Reports/*'] }] },
       { path: '/sites/', upstream: upstream.url, provider: 'demo', public: ['GET /sites/*/files/*'] },
       { path: '/docs/', upstream: upstream.url, provider: 'demo', public: ['GET /docs/install.php/*'] },
+      { path: '/yii/', upstream: upstream.url, provider: 'demo', deny: [{ paths: ['/yii/admin/*'] }] },
       { path: '/', upstream: upstream.url, auth: 'none' },
     ],
   })
@@ -201,5 +203,67 @@ describe('public and allow globs judge the script a path runs as the path is wri
 
   it('alice reaches /Reports/report.aspx/q1 (IIS PathInfo; the script is allowed)', async () => {
     expect(await send('/Reports/report.aspx/q1', { signedIn: true })).toEqual({ status: 200, reached: true })
+  })
+})
+
+// Yii 1 reads its route from `r` in the query, and from a POST form when the query has none
+// (CUrlManager::parseUrl): a form posted to its front controller with `r=admin/users` in the body
+// ran admin/users where a deny held on `?r=admin/users` (a finding carried from an earlier reading).
+// The route denies paths and no methods: before, such a route read no body at all.
+describe('deny /yii/admin/*: the route a form POSTed to a front controller names (Yii\'s r)', () => {
+  /** A signed-in POST of `body` (urlencoded unless given a type) to `url`: status, and what the upstream got. */
+  async function post (url: string, body: string | FormData | Buffer, headers: Record<string, string> = {}): Promise<{ status: number, reached: boolean }> {
+    const before = up.seen.length
+    const type: Record<string, string> = typeof body === 'string' ? { 'content-type': 'application/x-www-form-urlencoded' } : {}
+    const response = await fetch(`${gateway.url}${url}`, { method: 'POST', headers: { accept: 'application/json', cookie: alice.cookie, ...type, ...headers }, body })
+    await response.arrayBuffer()
+    return { status: response.status, reached: up.seen.length > before }
+  }
+  const multipart = (fields: Record<string, string>): FormData => {
+    const form = new FormData()
+    for (const [name, value] of Object.entries(fields)) form.append(name, value)
+    return form
+  }
+
+  it.each([
+    ['/yii/index.php', 'r=admin/users', 'the front controller'],
+    ['/yii/', 'r=admin/users', 'its directory'],
+    ['/yii/index.php/site', 'r=admin/users', 'a path the script runs'],
+    ['/yii/INDEX.PHP', 'r=admin/users', 'the script in upper case'],
+    ['/yii/index.php', 'r=admin%2Fusers', 'the value encoded'],
+    ['/yii/index.php', '%72=admin/users', 'the name encoded, as PHP decodes it'],
+    ['/yii/index.php', 'r%00x=admin/users', 'the name cut at a NUL'],
+    ['/yii/index.php', 'title=x&r=site/index&r=admin/users', 'the last of two copies (PHP reads the last)'],
+    ['/yii/index.php?page=2', 'r=admin/users', 'a query without r'],
+    ['/yii/index.php', Array.from({ length: 9 }, (_, i) => `r=page${i}`).join('&'), 'more than 8 different values: not told'],
+  ])('POST %s with %s (%s) is 403, nothing upstream', async (url, body) => {
+    expect(await post(url, body)).toEqual({ status: 403, reached: false })
+  })
+
+  it('a multipart form whose part is named r: 403, nothing upstream', async () => {
+    expect(await post('/yii/index.php', multipart({ title: 'x', r: 'admin/users' }))).toEqual({ status: 403, reached: false })
+  })
+
+  it('a form with a Content-Encoding to the front controller is refused unread (415): the application could inflate it', async () => {
+    expect(await post('/yii/index.php', gzipSync('r=admin/users'), { 'content-type': 'application/x-www-form-urlencoded', 'content-encoding': 'gzip' })).toEqual({ status: 415, reached: false })
+  })
+
+  it.each([
+    ['/yii/index.php', 'r=site/login', 'a route not denied'],
+    ['/yii/index.php', 'title=admin/users', 'no r'],
+    ['/yii/upload', 'r=admin/users', 'a path no front controller serves: the body streams on unread'],
+  ])('held: POST %s with %s (%s) passes', async (url, body) => {
+    expect(await post(url, body)).toEqual({ status: 200, reached: true })
+  })
+
+  it('held: a JSON body (PHP fills no $_POST from it) and a multipart form naming an allowed route pass', async () => {
+    expect(await post('/yii/index.php', JSON.stringify({ r: 'admin/users' }), { 'content-type': 'application/json' })).toEqual({ status: 200, reached: true })
+    expect(await post('/yii/index.php', multipart({ r: 'site/login', file: 'x'.repeat(10_000) }))).toEqual({ status: 200, reached: true })
+  })
+
+  it('held: the very bytes read go upstream', async () => {
+    const body = `r=site/login&text=${'a'.repeat(70_000)}`
+    const response = await fetch(`${gateway.url}/yii/x.php/count`, { method: 'POST', headers: { cookie: alice.cookie, 'content-type': 'application/x-www-form-urlencoded' }, body })
+    expect(await response.json()).toEqual({ bytes: body.length })
   })
 })
