@@ -184,15 +184,21 @@ function withClaims (claims: Readonly<Record<string, readonly string[]>> | undef
 }
 
 /**
- * Whether `claims.user` names the e-mail claim (the path `email`, or the mapping's own e-mail path,
- * as `preset: google` maps it) and the provider said that address is not verified. Such a user
- * name is anyone's to claim, so the sign-in is refused. An absent `email_verified` counts as
- * verified, as for the e-mail header and the e-mail rules.
+ * Why the user name `claims.user` maps cannot be taken, when it names the e-mail claim (the path
+ * `email`, or the mapping's own e-mail path, as `preset: google` maps it): the provider said that
+ * address is not verified (anyone's to claim), or it holds an `@` and is not one address, so that
+ * two readers could read it apart (`"a@corp.example"@attacker.example`: an application splitting
+ * X-Forwarded-User at its first `@` reads corp.example). Such a sign-in is refused. An absent
+ * `email_verified` counts as verified, as for the e-mail header and the e-mail rules. Undefined
+ * when the name can be taken.
  * @see https://openid.net/specs/openid-connect-core-1_0.html#StandardClaims
  */
-export function unverifiedUser (claims: Record<string, unknown>, mapping: ClaimsMapping): boolean {
+export function untakenUser (claims: Record<string, unknown>, mapping: ClaimsMapping): string | undefined {
   const user = mapping.user.replace(/^\//, '')
-  return (user === 'email' || mapping.user === mapping.email) && unverified(claims.email_verified)
+  if (user !== 'email' && mapping.user !== mapping.email) return undefined
+  if (unverified(claims.email_verified)) return 'the provider has not verified this e-mail address'
+  const name = text(pick(claims, mapping.user))
+  return name?.includes('@') === true && notOneAddress(name) ? 'the e-mail address the provider names as the user is not one address' : undefined
 }
 
 /**
@@ -218,13 +224,13 @@ function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapp
 
 /**
  * The identity of a machine client's token: named by the mapping's user claim, else `sub`, else
- * `client_id`. A user name that is an e-mail address the issuer has not verified is not taken (anyone
- * may sign up with any address; a sign-in with one is refused): the token's `sub` names it instead.
+ * `client_id`. A user name that is an e-mail address the issuer has not verified, or not one address,
+ * is not taken (untakenUser: a sign-in with one is refused): the token's `sub` names it instead.
  * What the claims do not say of the person is marked unknown (tokenIdentityFrom), and so is the user
  * name when another claim stands in for it: a `users` rule cannot tell who it is.
  */
 export function tokenIdentity (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
-  const mapped = unverifiedUser(claims, mapping) ? undefined : tokenIdentityFrom(claims, mapping, kept)
+  const mapped = untakenUser(claims, mapping) === undefined ? tokenIdentityFrom(claims, mapping, kept) : undefined
   if (mapped !== undefined) return mapped
   const fallback = tokenIdentityFrom(claims, { ...mapping, user: 'sub' }, kept) ?? tokenIdentityFrom(claims, { ...mapping, user: 'client_id' }, kept)
   // Named by another claim than the mapping's (its `sub`, its `client_id`): whose name that is cannot be told.

@@ -10,7 +10,7 @@ import type { GatewayConfig, ReauthConfig } from '../config/types.js'
 import { GatewayError, withOwn } from '../errors.js'
 import type { Clock } from '../ops/clock.js'
 import type { ProviderSession, SignIn } from '../session/record.js'
-import { identityFrom, unverifiedUser } from './claims.js'
+import { identityFrom, untakenUser } from './claims.js'
 import { callbackParameters, checkCallback, exchangeCode, fetchUserinfo } from './client.js'
 import type { Providers, ResolvedProvider } from './providers.js'
 import { parseFlowCookie, type Flows } from './state.js'
@@ -44,7 +44,7 @@ export interface CompletedSignIn {
  * Completes the sign-in at provider `name` from the callback's query string (without `?`) and the
  * browser's flow cookie.
  * @throws GatewayError `invalid_state`, `access_denied` (also: a step-up the provider did not
- * honour), `token_exchange_failed`, `forbidden` (an unverified address as the user name),
+ * honour), `token_exchange_failed`, `forbidden` (an unverified address, or not one address, as the user name),
  * `provider_unavailable`: each with a `loginUrl` that starts the sign-in over toward the same `next`
  */
 export async function completeSignIn (deps: SignInDeps, name: string, query: string, flowCookie: string | undefined): Promise<CompletedSignIn> {
@@ -59,8 +59,9 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     const { tokens, idClaims, idToken } = await exchangeCode(provider, callback, redirectUri(deps.config, name), flow.verifier, flow.nonce, deps.clock)
     const userinfo = provider.userinfoUrl ? await fetchUserinfo(provider, tokens.access_token, idClaims?.sub) : {}
     const claims = { ...idClaims, ...userinfo }
-    // A user name that is an address nobody verified is anyone's to claim: no session is made.
-    if (unverifiedUser(claims, provider.claims)) throw new GatewayError('forbidden', 'the provider has not verified this e-mail address')
+    // A user name that is an address nobody verified is anyone's to claim, and one two readers read apart is no one's: no session is made.
+    const untaken = untakenUser(claims, provider.claims)
+    if (untaken !== undefined) throw new GatewayError('forbidden', untaken)
     const mapped = identityFrom(claims, provider.claims, deps.config.providers[name]!.keptClaims)
     // The issuer the ID token's `iss` was checked against (no ID token: the provider's own origin).
     const identity = mapped && { ...mapped, iss: provider.expectedIssuer }

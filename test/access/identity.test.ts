@@ -1,11 +1,12 @@
 // Who may pass: OIDC discovery, ID token validation (forged tokens fail the sign-in), identity from
 // ID token + userinfo (or a plain OAuth 2.0 provider's userinfo through a claims mapping), identity
 // headers that clients cannot spoof, allow rules (403, upstream never called), public paths, and
-// /oauth/userinfo/, and no sign-in whose user name is an e-mail address the provider did not verify.
+// /oauth/userinfo/, and no sign-in whose user name is an e-mail address the provider did not verify,
+// or text with an `@` that is not one address.
 // Real oidc-provider with several accounts; the stub only for forged ID tokens and the GitHub-like
 // userinfo.
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest'
-import { unverifiedUser } from '../../src/oauth/claims.js'
+import { untakenUser } from '../../src/oauth/claims.js'
 import { Browser } from '../helpers/browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { refusedUrl, waitFor } from '../helpers/net.js'
@@ -47,6 +48,16 @@ beforeAll(async () => {
         scope: 'read:user',
         userinfoUrl: `${stub.url}/userinfo`,
         claims: { user: 'login', email: 'contact.email', name: '/profile/display name', groups: 'teams.slug' },
+      },
+      // The same provider, whose user is the e-mail address it names.
+      plainmail: {
+        clientId: 'gh',
+        clientSecret: 'gh-secret',
+        authorizeUrl: `${stub.url}/authorize`,
+        tokenUrl: `${stub.url}/token`,
+        scope: 'read:user',
+        userinfoUrl: `${stub.url}/userinfo`,
+        claims: { user: 'contact.email', email: 'contact.email' },
       },
     },
     routes: [
@@ -197,7 +208,7 @@ describe('allow rules', () => {
   })
 })
 
-describe('a user name that is an unverified e-mail address', () => {
+describe('a user name that is an unverified e-mail address, or not one address', () => {
   const google = { user: 'email', email: 'email', name: 'name', groups: 'groups' }
   const defaults = { user: 'sub', email: 'email', name: 'name', groups: 'groups' }
   it.each([
@@ -212,8 +223,28 @@ describe('a user name that is an unverified e-mail address', () => {
     ['user: email, email_verified null', true, google, { email: 'eve@x.test', email_verified: null }],
     ['user: email, email_verified "TRUE"', false, google, { email: 'eve@x.test', email_verified: 'TRUE' }],
     ['user: sub, email_verified false (the address is not the name)', false, defaults, { sub: 'eve', email: 'eve@x.test', email_verified: false }],
+    ['user: email, two @ ("a@corp.example"@attacker.example)', true, google, { email: '"a@corp.example"@attacker.example' }],
+    ['user: email, two addresses', true, google, { email: 'a@corp.example,b@attacker.example' }],
+    ['user: email, a display name', true, google, { email: 'Alice <a@corp.example>' }],
+    ['user: email, nothing before the @', true, google, { email: '@corp.example' }],
+    ['user: email, a stray quote', true, google, { email: 'a"b@corp.example' }],
+    ['user: email, a quoted local part around the whole of it', false, google, { email: '"alice"@corp.example' }],
+    ['user: email, no @ at all (a name, not an address read apart)', false, google, { email: 'alice' }],
+    ['user: sub, two @ in the address (the address is not the name)', false, defaults, { sub: 'eve', email: '"a@corp.example"@attacker.example' }],
   ] as const)('%s: refused %s', (_name, refused, mapping, claims) => {
-    expect(unverifiedUser(claims, mapping)).toBe(refused)
+    expect(untakenUser(claims, mapping) !== undefined).toBe(refused)
+  })
+
+  // An application splitting X-Forwarded-User at its first `@` read corp.example" of it, while rules read attacker.example.
+  it('ends a sign-in whose user is an address holding two @ in 403 forbidden, and makes no session', async () => {
+    stub.userinfo = { contact: { email: '"a@corp.example"@attacker.example' } }
+    const browser = new Browser()
+    const login = await browser.fetch(`${gateway.url}/oauth/login/plainmail/?next=/oauth/`)
+    const state = new URL(login.headers.get('location')!).searchParams.get('state')!
+    const response = await browser.fetch(`${gateway.url}/oauth/authorized/plainmail/?code=c&state=${encodeURIComponent(state)}`)
+    expect(response.status).toBe(403)
+    expect(await response.text()).toContain('the e-mail address the provider names as the user is not one address')
+    expect((await browser.fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })).status).toBe(401)
   })
 
   it('ends the sign-in in 403 forbidden with a plain message, and makes no session', async () => {

@@ -58,6 +58,7 @@ beforeAll(async () => {
       { path: '/ledger-jwt-only/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://ledger' } },
       { path: '/café/', upstream: upstream.url, provider: 'demo', bearer: { audience: 'api://orders' } },
       { path: '/boss/', upstream: upstream.url, provider: 'mail', allow: { users: ['boss@example.com'] }, bearer: { audience: 'api://orders' } },
+      { path: '/mail/', upstream: upstream.url, provider: 'mail', bearer: { audience: 'api://orders' } },
       { path: '/kc/', upstream: upstream.url, provider: 'keycloak', bearer: { audience: 'api://kc', introspect: true } },
     ],
   })
@@ -184,7 +185,7 @@ describe('an unverified e-mail address as the user name', () => {
   // is. With `claims.user: email` (preset: google maps it so), a token carrying
   // `email: boss@example.com, email_verified: false` (a self-registered account's device-flow
   // token, say) passes `allow: users: [boss@example.com]` and the application gets
-  // X-Forwarded-User: boss@example.com. Apply oauth/claims.ts unverifiedUser to the token's claims
+  // X-Forwarded-User: boss@example.com. Apply oauth/claims.ts untakenUser to the token's claims
   // as sign-in does (a 403, or fall back to sub), the same on forward-auth.
   it('a token whose user name is an unverified address does not pass a users rule naming it: its sub names it', async () => {
     const token = await signed({ sub: 'self-registered-7', email: 'boss@example.com', email_verified: false })
@@ -192,6 +193,15 @@ describe('an unverified e-mail address as the user name', () => {
     expect(result.status).toBe(403)
     expect(JSON.parse(result.body)).toMatchObject({ seen: { user: 'self-registered-7', email: 'boss@example.com', email_verified: false } })
     expect(lastSeen('/boss/x')).toBeUndefined()
+  })
+
+  // A verified user name that is not one address (two @) would reach the application as
+  // X-Forwarded-User, which it might split at its first @: the token's sub names it instead.
+  it('a token whose user name holds two @ is named by its sub, and carries no address', async () => {
+    const token = await signed({ sub: 'quoted-7', email: '"boss@example.com"@attacker.example', email_verified: true })
+    expect((await get('/mail/x', { authorization: `Bearer ${token}` })).status).toBe(200)
+    const headers = lastSeen('/mail/x')?.headers
+    expect({ user: headers?.['x-forwarded-user'], email: headers?.['x-forwarded-email'] }).toEqual({ user: 'quoted-7', email: undefined })
   })
 
   it('the same token with the address verified passes (the route itself works)', async () => {
