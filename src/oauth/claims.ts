@@ -198,7 +198,8 @@ export function untakenUser (claims: Record<string, unknown>, mapping: ClaimsMap
   if (user !== 'email' && mapping.user !== mapping.email) return undefined
   if (unverified(claims.email_verified)) return 'the provider has not verified this e-mail address'
   const name = text(pick(claims, mapping.user))
-  return name?.includes('@') === true && notOneAddress(name) ? 'the e-mail address the provider names as the user is not one address' : undefined
+  // An `@` as an application folding it would read it too (NFKC: `＠` is `@`).
+  return name?.normalize('NFKC').includes('@') === true && notOneAddress(name) ? 'the e-mail address the provider names as the user is not one address' : undefined
 }
 
 /**

@@ -2,21 +2,31 @@
 // there, and what sign-out needs of the provider's own session. A change is a new record (sign-in,
 // refresh, a refused refresh); nothing edits one in place, so a record read by one request never
 // changes under another.
-/** What no one address the gateway reads holds: white space, a list's or a display name's or a comment's marks, an escape. */
-const ODD = /[\s,;<>()\\]/
+/**
+ * What no one address the gateway reads holds: white space, a list's or a display name's or a
+ * comment's marks, an escape, a control or format character, an RFC 2047 encoded-word (`=?`).
+ */
+const ODD = /[\s,;<>()\\\p{Cc}\p{Cf}]|=\?/u
 
 /**
  * Whether `text` is not one e-mail address the gateway reads (oauth/claims.ts), so that who it names
  * cannot be told: two, comma-separated; a display name; a comment; no `@` or more than one, or
  * nothing on a side of it (`"a@victim.example"@attacker.example`: rules read the domain after the
  * last `@`, an application splitting at the first would read `victim.example"`); a quote other than
- * one pair around the whole local part, or an escape (`"mal\\lory"@`).
+ * one pair around the whole local part, or an escape (`"mal\\lory"@`). Nor is text that a reader
+ * decoding it would read otherwise (an outside tester's findings, after PortSwigger's "Splitting the
+ * email atom"): an encoded-word (`=?utf-8?q?a=40victim.example?=@attacker.example`, which the Ruby
+ * `mail` gem decodes), or text that Unicode compatibility folding (NFKC) makes other than one
+ * address (`a＠victim.example@attacker.example`: `＠` is `@`).
  */
 export function notOneAddress (text: string): boolean {
   const at = text.indexOf('@')
   if (at <= 0 || at === text.length - 1 || text.indexOf('@', at + 1) >= 0 || ODD.test(text)) return true
   const quotes = text.split('"').length - 1
-  return quotes !== 0 && !(quotes === 2 && at > 2 && text.startsWith('"') && text[at - 1] === '"')
+  if (quotes !== 0 && !(quotes === 2 && at > 2 && text.startsWith('"') && text[at - 1] === '"')) return true
+  // Folded, it must be one address too (the rules fold as they compare: `ａlice@` is `alice@` to them).
+  const folded = text.normalize('NFKC')
+  return folded !== text && notOneAddress(folded)
 }
 
 /**

@@ -230,6 +230,8 @@ describe('a user name that is an unverified e-mail address, or not one address',
     ['user: email, a stray quote', true, google, { email: 'a"b@corp.example' }],
     ['user: email, a quoted local part around the whole of it', false, google, { email: '"alice"@corp.example' }],
     ['user: email, no @ at all (a name, not an address read apart)', false, google, { email: 'alice' }],
+    ['user: email, only a fullwidth @ (U+FF20: an @ to a reader folding it)', true, google, { email: 'alice\uff20corp.example' }],
+    ['user: email, an encoded-word holding an @', true, google, { email: '=?utf-8?q?a=40corp.example?=@attacker.example' }],
     ['user: sub, two @ in the address (the address is not the name)', false, defaults, { sub: 'eve', email: '"a@corp.example"@attacker.example' }],
   ] as const)('%s: refused %s', (_name, refused, mapping, claims) => {
     expect(untakenUser(claims, mapping) !== undefined).toBe(refused)

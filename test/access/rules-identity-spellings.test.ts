@@ -222,6 +222,13 @@ describe('an e-mail claim that two readers could read apart is not an address', 
     ['an unclosed quote', '"alice@corp.example'],
     ['empty quotes', '""@corp.example'],
     ['an escape', 'al\\ice@corp.example'],
+    // A reader that decodes what it reads (an outside tester's findings, after PortSwigger's "Splitting the email atom").
+    ['an RFC 2047 encoded-word (Q) holding an @', '=?utf-8?q?a=40corp.example?=@attacker.example'],
+    ['an RFC 2047 encoded-word (B) holding an @', '=?utf-8?b?YWRtaW5AY29ycC5leGFtcGxl?=@attacker.example'],
+    ['a fullwidth @ (U+FF20), an @ under NFKC', 'a\uff20corp.example@attacker.example'],
+    ['a small @ (U+FE6B), an @ under NFKC', 'a\ufe6bcorp.example@attacker.example'],
+    ['a control character', 'alice\u0001@attacker.example'],
+    ['a zero-width space', 'al\u200bice@attacker.example'],
   ])('%s (%s): an allow on the domain does not admit, a deny on it holds, no header carries it', (_name, email) => {
     const identity = identityFrom({ sub: 'u1', email }, MAPPING)!
     expect({ email: identity.email, unknown: identity.unknown }).toEqual({ email: undefined, unknown: ['email'] })
@@ -234,19 +241,28 @@ describe('an e-mail claim that two readers could read apart is not an address', 
     ['a plain address', 'alice@corp.example'],
     ['quotes that change nothing (RFC 5321 §4.1.2)', '"alice"@corp.example'],
     ['a subaddress', 'alice+x@corp.example'],
-    ['a non-ASCII local part (RFC 6531)', 'josé@corp.example'],
+    ['a non-ASCII local part (RFC 6531)', 'jos\u00e9@corp.example'],
+    ['an apostrophe', "o'brien@corp.example"],
+    // Folded as the rules compare (NFKC), still one address at the same domain.
+    ['a fullwidth letter', '\uff41lice@corp.example'],
+    ['a decomposed accent', 'jose\u0301@corp.example'],
+    ['a local part and a domain in Chinese (RFC 6531), NFKC as written', '\u7528\u6237@corp.example'],
   ])('%s (%s) is read, and an allow on its domain admits', (_name, email) => {
     expect(identityFrom({ sub: 'u1', email }, MAPPING)!.email).toBe(email)
     expect(admitted([{ domains: ['corp.example'] }], [], { sub: 'u1', email })).toBe(true)
   })
 
   it('every address the gateway reads names one domain, whether read after the first @ or the last', () => {
-    const part = fc.stringMatching(/^[a-z"@\\.+ ,]{0,8}$/)
+    // Read as written, and as a reader folding Unicode compatibility characters reads it (＠ is @, ａ is a): one domain.
+    const part = fc.string({ unit: fc.constantFrom(...'abcxyz"@\\.+ ,=?\uff20\uff41\u00e9\u0301'), maxLength: 8 })
     fc.assert(fc.property(part, part, part, (a, b, c) => {
       const email = identityFrom({ sub: 'u1', email: `${a}@${b}${c}` }, MAPPING)!.email
       if (email === undefined) return
       expect(email.slice(email.indexOf('@') + 1)).toBe(email.slice(email.lastIndexOf('@') + 1))
       expect(email.slice(email.indexOf('@') + 1)).not.toContain('"')
+      const folded = email.normalize('NFKC')
+      expect(folded.indexOf('@')).toBe(folded.lastIndexOf('@'))
+      expect(folded.slice(folded.indexOf('@') + 1)).toBe(email.slice(email.indexOf('@') + 1).normalize('NFKC'))
     }), { numRuns: 2000 })
   })
 })
