@@ -42,7 +42,7 @@ export function globMatcher (glob: string): GlobMatcher {
 }
 
 /** The target up to its first `?`: the path a glob is matched against. */
-function pathOf (target: string): string {
+export function pathOf (target: string): string {
   const queryAt = target.indexOf('?')
   return queryAt === -1 ? target : target.slice(0, queryAt)
 }

@@ -34,10 +34,16 @@ export function namesMethods (lists: RuleLists): boolean {
   return [...(lists.allow ?? []), ...lists.deny].some((rule) => rule.methods.length > 0)
 }
 
-/** The media type of a Content-Type value: lower case, without parameters. */
-function mediaType (contentType: string): string {
-  const semicolon = contentType.indexOf(';')
-  return (semicolon === -1 ? contentType : contentType.slice(0, semicolon)).trim().toLowerCase()
+/**
+ * The media type of a Content-Type value: lower case, cut at the first `;`, `,` or white space, as
+ * PHP cuts it before it fills `$_POST` (main/SAPI.c; Rack cuts at `,` too): PHP reads
+ * `application/x-www-form-urlencoded,text/plain` as a form (an outside tester's finding: such a
+ * form's `r` and `_method` were not read).
+ */
+export function mediaType (contentType: string): string {
+  const type = contentType.trimStart()
+  const end = type.search(/[;,\s]/)
+  return (end === -1 ? type : type.slice(0, end)).toLowerCase()
 }
 
 /** Laravel's isJson(): the whole Content-Type header, parameters included, contains `/json` or `+json`. */

@@ -4,6 +4,7 @@
 // makes each reading), and the script a path runs. An `allow` glob admits a path only with the
 // script it runs and every path its query routes to.
 import { admittedScript, foldable, folded, queryReadings, routedForms, scriptRun } from '../config/path-fold.js'
+import { pathOf } from './glob.js'
 
 /** No other reading: the path is read only as it is (an `allow` list, or no `deny` glob). */
 export const NO_READINGS: readonly string[] = Object.freeze([])
@@ -32,8 +33,7 @@ export const UNTOLD: readonly string[] = Object.freeze([])
  */
 export function otherReadings (target: string | undefined): readonly string[] {
   if (target === undefined) return NO_READINGS
-  const queryAt = target.indexOf('?')
-  const path = queryAt === -1 ? target : target.slice(0, queryAt)
+  const path = pathOf(target)
   const loose = foldable(path) ? denyFold(path) : path
   const readings = [loose, ...routedForms(loose)]
   const script = scriptRun(loose)
@@ -55,12 +55,11 @@ export function otherReadings (target: string | undefined): readonly string[] {
  * to (queryReadings); false when one cannot be told.
  */
 export function admitsWhatItRuns (target: string, admits: (path: string) => boolean): boolean {
-  const queryAt = target.indexOf('?')
-  const path = queryAt === -1 ? target : target.slice(0, queryAt)
+  const path = pathOf(target)
   // The script as a file or as a directory: `/x/*` admits `/x` to an allow, not to a public rule.
   const script = scriptRun(path, admittedScript)
   if (script !== undefined && !admits(script) && !admits(`${script}/`)) return false
-  if (queryAt === -1) return true
+  if (!target.includes('?')) return true
   const readings = queryReadings(target, false)
   return readings !== undefined && readings.every(admits)
 }

@@ -306,16 +306,16 @@ export function queryRoutedPaths (path: string, query: string, parameters = true
 const BOTH_SEPARATORS = /[&;]/
 
 /**
- * Adds to `values` the values of the route parameters (ROUTE_PARAMETERS) of `query` split at
- * `separator`; false when the query is not told: more pairs than PHP reads, or more different values
- * than PARAMETER_VALUES_MAX.
+ * Adds to `values` the values of the parameters `names` (ROUTE_PARAMETERS) of `query` split at
+ * `separator`; false when the query is not told: more pairs than `maxPairs` (PHP's max_input_vars),
+ * or more different values than PARAMETER_VALUES_MAX.
  */
-function routeValues (query: string, separator: string | RegExp, values: Set<string>, names: ReadonlySet<string> = ROUTE_PARAMETERS): boolean {
+export function routeValues (query: string, separator: string | RegExp, values: Set<string>, names: ReadonlySet<string> = ROUTE_PARAMETERS, maxPairs = PHP_INPUT_VARS): boolean {
   let pairs = 0
   for (const pair of query.split(separator)) {
     // PHP skips empty pairs, and counts the others up to max_input_vars.
     if (pair === '') continue
-    if (++pairs > PHP_INPUT_VARS) return false
+    if (++pairs > maxPairs) return false
     const equals = pair.indexOf('=')
     const name = equals > 0 ? parameterName(pair.slice(0, equals)) : undefined
     if (name !== undefined && names.has(name) && values.add(pair.slice(equals + 1)).size > PARAMETER_VALUES_MAX) return false
@@ -323,18 +323,8 @@ function routeValues (query: string, separator: string | RegExp, values: Set<str
   return true
 }
 
-/** The route field a front controller reads in a POST body: Yii 1's `r` (CUrlManager::parseUrl reads `$_GET['r']`, then `$_POST['r']`). */
-export const POSTED_ROUTE_FIELD = 'r'
-const POSTED_ROUTE: ReadonlySet<string> = new Set([POSTED_ROUTE_FIELD])
-
-/**
- * The values of `r` in an urlencoded POST body as PHP reads one (split at `&` alone), each as written
- * (`?r=<value>` reads as the same path); undefined when not told, as for a query.
- */
-export function postedRouteValues (body: string): string[] | undefined {
-  const values = new Set<string>()
-  return routeValues(body, '&', values, POSTED_ROUTE) ? [...values] : undefined
-}
+/** A query whose route parameters are not told (more different values than PARAMETER_VALUES_MAX): a `deny` on a path holds on it. */
+export const UNTOLD_ROUTE_QUERY = Array.from({ length: PARAMETER_VALUES_MAX + 1 }, (_, i) => `r=${i}`).join('&')
 
 /**
  * A folded path as common routers dispatch it, the readings that differ from it: every script

@@ -246,7 +246,7 @@ export interface RouteConfig {
   assertion: boolean
   /** Websocket routes: the largest message, in bytes, either way; a larger one closes both sockets with 1009. */
   websocketMaxMessage: number
-  /** Routes whose rules name methods: the largest form body read to find `_method` (bytes). */
+  /** Routes whose rules name methods (or whose `deny` rules name paths): the largest form body read to find `_method` (or a front controller's `r`), in bytes. */
   methodOverrideMaxBody: number
   /** Machine clients with their own access tokens; absent: requests need a session. */
   bearer: BearerConfig | undefined

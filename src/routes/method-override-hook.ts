@@ -12,16 +12,17 @@
 // rule let through is held to the same: where the route's `public` rules name methods, each method
 // its `_method` names must be public on that path too (a `public: [POST
 // /comments]` is no anonymous DELETE to an application that honours `_method=DELETE`), else 403.
-// Routes whose rules and public rules name no methods get no hook at all. The method-override
+// Routes whose rules and public rules name no methods, and whose `deny` rules name no paths, get
+// no hook at all. The method-override
 // headers (X-HTTP-Method-Override and kin) never reach the upstream of a protected route
 // (proxy/headers.ts), so they need no judging here. On a route whose `deny` rules name paths, the
 // same hook reads a form POSTed to a path a front controller serves for the route it names (Yii's
-// `r`: access/posted-route.ts), within the same bounds, and refuses it with 403 where a `deny` holds
-// on that route as it would on `?r=`.
+// `r`: access/posted-route.ts), within the same bounds (its charset aside: PHP decodes none), and
+// refuses it with 403 where a `deny` holds on that route as it would on `?r=`.
 import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
 import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods, unreadCharset, type FormKind } from '../access/method-override.js'
-import { mayPostRoute, postedRoute, type PostedRoute } from '../access/posted-route.js'
+import { postedRoute, postedRouteKind } from '../access/posted-route.js'
 import { refusal } from '../access/refusal.js'
 import { shownPath, type RouteGate } from '../access/gate.js'
 import type { RouteConfig } from '../config/types.js'
@@ -50,12 +51,8 @@ export interface OverrideRoute {
   readonly judgesAllowed: boolean
   /** The route's `public` test, where its public rules name methods: a public request's overrides must be public too. */
   readonly isPublic?: (method: string, target: string) => boolean
-  /**
-   * The route's first `deny` rule that names paths, when one does: an admitted form POSTed to a
-   * front controller is judged again for the route it names, and refused by this rule when that
-   * cannot be told.
-   */
-  readonly pathDeny?: string
+  /** Whether a `deny` rule names paths: an admitted form POSTed to a front controller is judged again for the route it names. */
+  readonly readsPostedRoute: boolean
 }
 
 /** Whether a Content-Encoding header names a coding: anything but absent, empty or `identity`. */
@@ -131,8 +128,8 @@ function notPublic (request: FastifyRequest, method: string | undefined): Error 
 export function methodOverrideHookFor (route: RouteConfig, gate: RouteGate, switchAccount: (next: string) => string): preParsingHookHandler | undefined {
   const judgesAllowed = namesMethods(route.rules)
   const publicMethods = route.public.some((rule) => rule.method !== '*')
-  const pathDeny = route.rules.deny.find((rule) => rule.paths.length > 0)?.name
-  if (!judgesAllowed && !publicMethods && pathDeny === undefined) return undefined
+  const readsPostedRoute = route.rules.deny.some((rule) => rule.paths.length > 0)
+  if (!judgesAllowed && !publicMethods && !readsPostedRoute) return undefined
   return methodOverrideHook({
     judge: gate.judge,
     provider: gate.provider,
@@ -141,7 +138,7 @@ export function methodOverrideHookFor (route: RouteConfig, gate: RouteGate, swit
     loginUrl: gate.loginUrl,
     switchAccount,
     judgesAllowed,
-    ...(pathDeny === undefined ? {} : { pathDeny }),
+    readsPostedRoute,
     ...(publicMethods ? { isPublic: gate.isPublic } : {}),
   })
 }
@@ -157,21 +154,21 @@ function methodOverrideHook (route: OverrideRoute): preParsingHookHandler {
     // Of a public request, only a POST's: Rack, Laravel and Symfony honour `_method` on a POST alone
     // (a CORS preflight's `OPTIONS ...?_method=PUT` is none).
     const judges = decision === 'allow' ? route.judgesAllowed : decision === 'public' && route.isPublic !== undefined && request.method === 'POST'
-    const routes = decision === 'allow' && route.pathDeny !== undefined && request.method === 'POST' && mayPostRoute(formKind(request.headers['content-type']), request.url)
-    if (!routes && (!judges || (request.method !== 'POST' && !request.url.includes('?')))) return done(null, payload)
+    const routes = decision === 'allow' && route.readsPostedRoute && request.method === 'POST' ? postedRouteKind(request.headers['content-type'], request.url) : undefined
+    if (routes === undefined && (!judges || (request.method !== 'POST' && !request.url.includes('?')))) return done(null, payload)
     judged(request, reply, payload, { methods: judges, routes }).then((body) => { done(null, body) }, done)
   }
 }
 
-/** Which of a request's readings the hook judges: the methods its `_method` names, the route its POSTed form names. */
-interface Judged { readonly methods: boolean, readonly routes: boolean }
+/** Which of a request's readings the hook judges: the methods its `_method` names; the route its POSTed form names, in a form of this kind. */
+interface Judged { readonly methods: boolean, readonly routes: FormKind | undefined }
 
 function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, judged: Judged) => Promise<RequestPayload> {
   const maxBytes = route.maxBytes ?? OVERRIDE_BODY_MAX
   return async (request, reply, payload, judged) => {
-    const kind = request.method === 'POST' ? formKind(request.headers['content-type']) : undefined
+    const kind = judged.methods ? (request.method === 'POST' ? formKind(request.headers['content-type']) : undefined) : judged.routes
     const methods = judged.methods ? queryOverrides(request.url) : []
-    const body = kind === undefined ? undefined : await readForm(request, reply, payload, kind, judged.methods ? 'judge its _method' : 'judge the route its r field names', maxBytes, route.timeoutMs)
+    const body = kind === undefined ? undefined : await readForm(request, reply, payload, kind, judged.methods, maxBytes, route.timeoutMs)
     if (body !== undefined && judged.methods) methods.push(...bodyOverrides(kind!, body, request.headers['content-type']))
     if (request.audit?.decision === 'public') {
       // Not public in the method named: refused outright (a public request carries no session to judge).
@@ -180,7 +177,7 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
     } else {
       const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
       if (refused !== undefined) throw refuse(request, route, refused.rule, refused.method)
-      if (body !== undefined && judged.routes) judgePostedRoute(request, route, postedRoute(kind!, body, request.headers['content-type'], request.url))
+      if (body !== undefined && judged.routes !== undefined) judgePostedRoute(request, route, postedRoute(judged.routes, body, request.headers['content-type'], request.url))
     }
     // The very bytes read go upstream; the forwarder takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])
@@ -188,15 +185,18 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
 }
 
 /**
- * A form body of `kind`, read whole to `purpose` (said in its refusals): refused unread when it has
- * a Content-Encoding, or (but a multipart one) a charset that could spell a field in other bytes.
+ * A form body of `kind`, read whole to judge its `_method` (`methods`) or else the route its `r`
+ * names (said in its refusals): refused unread when it has a Content-Encoding, or, for `_method`,
+ * in a charset that could spell the field in other bytes (but a multipart one's: Express decodes
+ * them; PHP, which reads `r`, decodes none).
  */
-async function readForm (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, kind: FormKind, purpose: string, maxBytes: number, timeoutMs: number): Promise<Buffer> {
+async function readForm (request: FastifyRequest, reply: FastifyReply, payload: RequestPayload, kind: FormKind, methods: boolean, maxBytes: number, timeoutMs: number): Promise<Buffer> {
+  const purpose = methods ? 'judge its _method' : 'judge the route its r field names'
   if (contentCoded(request.headers['content-encoding'])) {
     reply.header('accept-encoding', 'identity')
     throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to ${purpose}, and cannot read it with Content-Encoding ${request.headers['content-encoding']}: send the body without Content-Encoding.`))
   }
-  const charset = kind === 'multipart' ? undefined : unreadCharset(request.headers['content-type'])
+  const charset = kind === 'multipart' || !methods ? undefined : unreadCharset(request.headers['content-type'])
   if (charset !== undefined) {
     throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to ${purpose}, and cannot read it in charset ${charset.slice(0, 40)}: send it in UTF-8.`))
   }
@@ -207,10 +207,9 @@ async function readForm (request: FastifyRequest, reply: FastifyReply, payload: 
   }
 }
 
-/** Refuses an admitted POST whose form names a route (Yii's `r`) that a `deny` holds on, or one that cannot be told (`pathDeny`). */
-function judgePostedRoute (request: FastifyRequest, route: OverrideRoute, posted: PostedRoute): void {
-  if (posted.routes === false) return
-  if (posted.routes === 'untold') throw refuse(request, route, route.pathDeny, undefined, 'posted_route')
-  const judgement = route.judge(request.allowed?.identity, request.method, posted.target, request.ip, request.allowed?.provider ?? route.provider)
+/** Refuses an admitted POST whose form names a route (Yii's `r`) that a `deny` holds on: `target`, the request as the rules read it (postedRoute), when it names one. */
+function judgePostedRoute (request: FastifyRequest, route: OverrideRoute, target: string | undefined): void {
+  if (target === undefined) return
+  const judgement = route.judge(request.allowed?.identity, request.method, target, request.ip, request.allowed?.provider ?? route.provider)
   if (!judgement.admit) throw refuse(request, route, judgement.rule, undefined, 'posted_route')
 }

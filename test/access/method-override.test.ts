@@ -29,6 +29,12 @@ describe('which bodies may carry _method', () => {
     ['text/plain', undefined],
     ['application/octet-stream', undefined],
     ['application/x-www-form-urlencodedx', undefined],
+    // PHP cuts the type at the first `;`, `,` or space before it fills $_POST (an outside tester's finding).
+    ['application/x-www-form-urlencoded,text/plain', 'urlencoded'],
+    ['application/x-www-form-urlencoded text/plain', 'urlencoded'],
+    ['application/x-www-form-urlencoded,', 'urlencoded'],
+    ['application/x-www-form-urlencoded,application/json', 'urlencoded'],
+    ['multipart/form-data,text/plain; boundary=x', 'multipart'],
     // Laravel's isJson() reads the whole header, parameters too.
     ['text/plain; x=/json', 'json'],
     ['application/octet-stream; profile="a+json"', 'json'],
@@ -65,6 +71,10 @@ describe('multipart parts named _method, hostile boundaries and headers', () => 
     ['a form feed before the name', 'b', 'Content-Disposition: form-data; name=\f_method', ['DELETE']],
     ['a NUL after the name', 'b', 'Content-Disposition: form-data; name="_method\0"', ['DELETE']],
     ['a folded header line', 'b', 'Content-Disposition: form-data; name=\r\n\t"_method"', ['DELETE']],
+    // PHP joins a line with no colon to the line before, with nothing between (an outside tester's finding).
+    ['a line with no colon goes on the one before (PHP): na, then me=', 'b', 'Content-Disposition: form-data; na\r\nme="_method"', ['DELETE']],
+    ['the same with LF line ends', 'b', 'Content-Disposition: form-data; na\nme="_method"', ['DELETE']],
+    ['a name split over three lines', 'b', 'Content-Disposition: form-data; n\r\na\r\nme=_method', ['DELETE']],
     ['_METHOD (no application reads it)', 'b', 'Content-Disposition: form-data; name="_METHOD"', []],
   ])('%s', (_case, boundary, headers, expected) => {
     expect(bodyOverrides('multipart', multipart(boundary, headers), `multipart/form-data; boundary="${boundary}"`)).toEqual(expected)
