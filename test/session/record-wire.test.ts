@@ -4,7 +4,7 @@
 // "__proto__" stays a provider.
 import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
-import type { SessionRecord } from '../../src/session/record.js'
+import { notOneAddress, type SessionRecord } from '../../src/session/record.js'
 import { fromWire, toWire, type WireRecord } from '../../src/session/record-wire.js'
 
 const text = fc.string({ minLength: 1, maxLength: 60 })
@@ -13,7 +13,8 @@ const providers = fc.uniqueArray(fc.oneof(fc.constantFrom('demo', 'github', '__p
 const tokens = fc.record({ access_token: text, expires_at: fc.integer({ min: 0, max: 4_000_000_000 }), refresh_token: text }, { requiredKeys: ['access_token'] })
 const identity = fc.record({
   sub: text,
-  email: fc.emailAddress(),
+  // An address the gateway reads (RFC 5322 allows some it does not: `=?` begins an encoded-word).
+  email: fc.emailAddress().filter((address) => !notOneAddress(address)),
   emailVerified: fc.constant(false as const),
   name: text,
   groups: fc.array(text, { maxLength: 4 }),
