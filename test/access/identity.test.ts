@@ -29,6 +29,8 @@ beforeAll(async () => {
   stub = await startTokenStub()
   const { port, baseUrl } = await reserveBaseUrl()
   deadIssuer = await refusedUrl()
+  // A plain OAuth 2.0 provider (GitHub-like), at the stub.
+  const plain = { clientId: 'gh', clientSecret: 'gh-secret', authorizeUrl: `${stub.url}/authorize`, tokenUrl: `${stub.url}/token`, scope: 'read:user', userinfoUrl: `${stub.url}/userinfo` }
   op = await startOidcProvider([{ client_id: 'id-client', client_secret: 'id-secret', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`, `${baseUrl}/oauth/authorized/byemail/`] }])
   gateway = await startGateway({
     server: { port, baseUrl },
@@ -40,25 +42,9 @@ beforeAll(async () => {
       byemail: { ...oidcClient(op.issuer, 'id-client', 'id-secret', 'openid email'), claims: { user: 'email' } },
       down: { clientId: 'x', clientSecret: 'y', issuer: deadIssuer, scope: 'openid' },
       oidcstub: { clientId: 'stub-client', clientSecret: 'stub-secret', issuer: stub.url, scope: 'openid' },
-      plain: {
-        clientId: 'gh',
-        clientSecret: 'gh-secret',
-        authorizeUrl: `${stub.url}/authorize`,
-        tokenUrl: `${stub.url}/token`,
-        scope: 'read:user',
-        userinfoUrl: `${stub.url}/userinfo`,
-        claims: { user: 'login', email: 'contact.email', name: '/profile/display name', groups: 'teams.slug' },
-      },
+      plain: { ...plain, claims: { user: 'login', email: 'contact.email', name: '/profile/display name', groups: 'teams.slug' } },
       // The same provider, whose user is the e-mail address it names.
-      plainmail: {
-        clientId: 'gh',
-        clientSecret: 'gh-secret',
-        authorizeUrl: `${stub.url}/authorize`,
-        tokenUrl: `${stub.url}/token`,
-        scope: 'read:user',
-        userinfoUrl: `${stub.url}/userinfo`,
-        claims: { user: 'contact.email', email: 'contact.email' },
-      },
+      plainmail: { ...plain, claims: { user: 'contact.email', email: 'contact.email' } },
     },
     routes: [
       { path: '/app/', upstream: upstream.url, provider: 'demo', public: ['OPTIONS *', 'GET /app/static/*'] },
