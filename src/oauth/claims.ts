@@ -4,7 +4,7 @@
 // e-mail or domain rule (access/rules.ts), and never becomes the user's name: a sign-in whose user is
 // such an address is refused.
 import type { ClaimsMapping } from '../config/types.js'
-import { notOneAddress, type Identity, type PersonField } from '../session/record.js'
+import { notOneAddress, unreadUserName, type Identity, type PersonField } from '../session/record.js'
 
 /**
  * The value at a dotted path (`a.b.c`) or JSON pointer (`/a/b/c`). Through an array, a non-numeric
@@ -184,22 +184,19 @@ function withClaims (claims: Readonly<Record<string, readonly string[]>> | undef
 }
 
 /**
- * Why the user name `claims.user` maps cannot be taken, when it names the e-mail claim (the path
- * `email`, or the mapping's own e-mail path, as `preset: google` maps it): the provider said that
- * address is not verified (anyone's to claim), or it holds an `@` and is not one address, so that
- * two readers could read it apart (`"a@corp.example"@attacker.example`: an application splitting
- * X-Forwarded-User at its first `@` reads corp.example). Such a sign-in is refused. An absent
- * `email_verified` counts as verified, as for the e-mail header and the e-mail rules. Undefined
- * when the name can be taken.
+ * Why the user name `claims.user` maps cannot be taken: it names the e-mail claim (the path `email`,
+ * or the mapping's own e-mail path, as `preset: google` maps it) and the provider said that address
+ * is not verified (anyone's to claim); or, whatever claim names it, it holds an `@` and is not one
+ * address, so that two readers could read it apart (unreadUserName). Such a sign-in is refused. An
+ * absent `email_verified` counts as verified, as for the e-mail header and the e-mail rules.
+ * Undefined when the name can be taken.
  * @see https://openid.net/specs/openid-connect-core-1_0.html#StandardClaims
  */
 export function untakenUser (claims: Record<string, unknown>, mapping: ClaimsMapping): string | undefined {
   const user = mapping.user.replace(/^\//, '')
-  if (user !== 'email' && mapping.user !== mapping.email) return undefined
-  if (unverified(claims.email_verified)) return 'the provider has not verified this e-mail address'
-  const name = text(pick(claims, mapping.user))
-  // An `@` as an application folding it would read it too (NFKC: `＠` is `@`).
-  return name?.normalize('NFKC').includes('@') === true && notOneAddress(name) ? 'the e-mail address the provider names as the user is not one address' : undefined
+  if ((user === 'email' || mapping.user === mapping.email) && unverified(claims.email_verified)) return 'the provider has not verified this e-mail address'
+  const name = exactName(pick(claims, mapping.user))
+  return name !== undefined && unreadUserName(name) ? 'the user name the provider gives holds an @ but is not one e-mail address' : undefined
 }
 
 /**
@@ -233,7 +230,8 @@ function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapp
 export function tokenIdentity (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
   const mapped = untakenUser(claims, mapping) === undefined ? tokenIdentityFrom(claims, mapping, kept) : undefined
   if (mapped !== undefined) return mapped
-  const fallback = tokenIdentityFrom(claims, { ...mapping, user: 'sub' }, kept) ?? tokenIdentityFrom(claims, { ...mapping, user: 'client_id' }, kept)
+  const named = (user: string) => untakenUser(claims, { ...mapping, user }) === undefined ? tokenIdentityFrom(claims, { ...mapping, user }, kept) : undefined
+  const fallback = named('sub') ?? named('client_id')
   // Named by another claim than the mapping's (its `sub`, its `client_id`): whose name that is cannot be told.
   return fallback === undefined ? undefined : { ...fallback, unknown: ['user', ...fallback.unknown ?? []] }
 }

@@ -2,7 +2,7 @@
 // a large part of a one-provider session's stored bytes, and cutting them moved its Redis value
 // into a smaller allocation (see docs/performance.md). Only the stored form changes: the
 // rest of the gateway reads SessionRecord as before.
-import { notOneAddress, type Identity, type PersonField } from './record.js'
+import { notOneAddress, unreadUserName, type Identity, type PersonField } from './record.js'
 import type { ProviderSession, SessionRecord, TokenSet } from './record.js'
 
 /** TokenSet: access_token, expires_at, refresh_token. */
@@ -58,6 +58,15 @@ export function toWire (record: SessionRecord): WireRecord {
 function unreadAddress (identity: WireIdentity): { email: string | undefined, unknown: readonly PersonField[] | undefined } {
   if (identity.m === undefined || !notOneAddress(identity.m)) return { email: identity.m, unknown: identity.x }
   return { email: undefined, unknown: [...new Set([...identity.x ?? [], 'email' as const])] }
+}
+
+/**
+ * Whether a stored record names someone by a user name a sign-in no longer takes (unreadUserName):
+ * a session made before that check, which is then no session (an outside reader's finding: it kept
+ * sending the name upstream until it ended).
+ */
+export function holdsUnreadUserName (wire: WireRecord): boolean {
+  return Object.values(wire.i ?? {}).some((identity) => typeof identity.s === 'string' && unreadUserName(identity.s))
 }
 
 export function fromWire (wire: WireRecord): SessionRecord {

@@ -30,6 +30,18 @@ export function notOneAddress (text: string): boolean {
 }
 
 /**
+ * Whether a user name cannot be taken as it is: it holds an `@` (or one under NFKC, `＠`) and is not
+ * one address, so that an application splitting X-Forwarded-User at its first `@` reads another
+ * domain than one splitting at its last (`"a@corp.example"@attacker.example`), whatever claim named it.
+ */
+export function unreadUserName (name: string): boolean {
+  return AT_SIGNS.test(name) && notOneAddress(name)
+}
+
+/** `@`, and what NFKC folds to it: U+FE6B (small) and U+FF20 (fullwidth). */
+const AT_SIGNS = /[@\ufe6b\uff20]/
+
+/**
  * The signed-in identity at one provider, as kept in the session and shown at /oauth/userinfo/ (read
  * from the provider's claims by oauth/claims.ts).
  */

@@ -4,7 +4,7 @@
 import type { Sealer, SealingKey } from './seal.js'
 import { KEY_ID_LENGTH, randomToken } from './seal.js'
 import type { SessionRecord } from './record.js'
-import { fromWire, toWire, type WireRecord } from './record-wire.js'
+import { fromWire, holdsUnreadUserName, toWire, type WireRecord } from './record-wire.js'
 
 /** 256 random bits, then the key id of the secret the cookie was made under. */
 export const COOKIE_VALUE = /^[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{8}$/
@@ -115,7 +115,8 @@ export function decodeRecord (sealer: Sealer, cookie: string, stored: Buffer | n
   // session rather than an error on every request that brings its cookie.
   try {
     const parsed: unknown = JSON.parse(json)
-    return isRecordShaped(parsed) ? fromWire(parsed) : null
+    // A session whose user name a sign-in no longer takes is none either: its person signs in again.
+    return isRecordShaped(parsed) && !holdsUnreadUserName(parsed) ? fromWire(parsed) : null
   } catch {
     return null
   }

@@ -219,6 +219,8 @@ describe('a user name that is an unverified e-mail address, or not one address',
     ['user: email, only a fullwidth @ (U+FF20: an @ to a reader folding it)', true, google, { email: 'alice\uff20corp.example' }],
     ['user: email, an encoded-word holding an @', true, google, { email: '=?utf-8?q?a=40corp.example?=@attacker.example' }],
     ['user: sub, two @ in the address (the address is not the name)', false, defaults, { sub: 'eve', email: '"a@corp.example"@attacker.example' }],
+    ['user: sub, a sub holding two @ (whatever claim names the user)', true, defaults, { sub: '"a@corp.example"@attacker.example' }],
+    ['user: sub, a sub that is one address', false, defaults, { sub: 'alice@corp.example' }],
   ] as const)('%s: refused %s', (_name, refused, mapping, claims) => {
     expect(untakenUser(claims, mapping) !== undefined).toBe(refused)
   })
@@ -231,7 +233,7 @@ describe('a user name that is an unverified e-mail address, or not one address',
     const state = new URL(login.headers.get('location')!).searchParams.get('state')!
     const response = await browser.fetch(`${gateway.url}/oauth/authorized/plainmail/?code=c&state=${encodeURIComponent(state)}`)
     expect(response.status).toBe(403)
-    expect(await response.text()).toContain('the e-mail address the provider names as the user is not one address')
+    expect(await response.text()).toContain('the user name the provider gives holds an @ but is not one e-mail address')
     expect((await browser.fetch(`${gateway.url}/oauth/userinfo/`, { headers: json })).status).toBe(401)
   })
 

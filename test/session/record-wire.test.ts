@@ -6,6 +6,8 @@ import fc from 'fast-check'
 import { describe, expect, it } from 'vitest'
 import { notOneAddress, type SessionRecord } from '../../src/session/record.js'
 import { fromWire, toWire, type WireRecord } from '../../src/session/record-wire.js'
+import { Sealer } from '../../src/session/seal.js'
+import { decodeRecord, encodeRecord, newCookie } from '../../src/session/sealed-record.js'
 
 const text = fc.string({ minLength: 1, maxLength: 60 })
 const providers = fc.uniqueArray(fc.oneof(fc.constantFrom('demo', 'github', '__proto__', 'constructor', 'a.b'), fc.string({ minLength: 1, maxLength: 12 })), { minLength: 1, maxLength: 3 })
@@ -54,6 +56,19 @@ describe('the stored form of a session record', () => {
     expect(read.identities).toEqual({ corp: { sub: 'alice', email: 'alice@example.org', groups: ['staff'], untoldGroups: true } })
     // Never stored: written back, the record is 1.0's form again, not a new key.
     expect(toWire(read)).toEqual(JSON.parse(earlier))
+  })
+
+  // Made before a sign-in refused such a name, it kept sending it upstream until it ended (two re-readers' finding).
+  it('reads a stored session whose user name a sign-in no longer takes as no session: its person signs in again', () => {
+    const sealer = new Sealer('record-wire-secret-0123456789-abcdefghijkl')
+    const cookie = newCookie(sealer)
+    const named = (sub: string): SessionRecord => ({ createdAt: 1, tokens: { corp: { access_token: 'at' } }, identities: { corp: { sub, subject: 's1', groups: [] } } })
+    const read = (sub: string) => decodeRecord(sealer, cookie, encodeRecord(sealer, cookie, named(sub)))
+    expect(read('alice@corp.example')?.identities?.corp?.sub).toBe('alice@corp.example')
+    expect(read('alice')?.identities?.corp?.sub).toBe('alice')
+    for (const sub of ['"a@corp.example"@attacker.example', 'a\uff20corp.example@attacker.example', 'alice\uff20corp.example', 'a@corp.example, b@x.example']) {
+      expect(read(sub)).toBeNull()
+    }
   })
 
   it('keeps a provider named __proto__ an entry of its own, not a prototype', () => {
