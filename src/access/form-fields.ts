@@ -5,6 +5,7 @@
 // `_method` so (method-override.ts), and a front controller's route field, Yii's `r`, so
 // (routes/method-override-hook.ts).
 import { multipartBoundary } from './multipart-boundary.js'
+import { phpPartValues } from './php-multipart.js'
 
 /** Percent-decoding as form parsers do (`+` is a space); text that is not valid percent-encoding stays as it is. */
 export function formDecode (text: string): string {
@@ -189,39 +190,16 @@ function partValues (part: Buffer, field: string): string[] {
   const at = part.indexOf('\r\n\r\n')
   // In `\r\n\r\n`, PHP's empty line is its `\n\r\n`, a byte on: the same block and value as Rack's.
   const readings = at === -1 || at + 1 === php.end ? [php] : [php, { end: at, skip: 4 }]
-  return readings.filter(({ end }) => end !== -1 && blockNamesField(part.subarray(0, end).toString('latin1'), field))
+  return readings.filter(({ end }) => end !== -1 && namesField(part.subarray(0, end).toString('latin1'), field))
     .map(({ end, skip }) => part.subarray(end + skip).toString('utf8').replace(/\r?\n$/, ''))
-}
-
-/** Whether a part's header block names it `field`, as written or with its lines joined as PHP joins them ({@link phpHeaders}). */
-function blockNamesField (headers: string, field: string): boolean {
-  return namesField(headers, field) || namesField(phpHeaders(headers), field)
-}
-
-/** C's isspace, which PHP asks of a header line's first byte. */
-const C_SPACE = /^[ \t\n\v\f\r]/
-
-/**
- * A part's header block as PHP reads it (rfc1867.c multipart_buffer_headers): a line that starts
- * with white space or holds no `:` goes on the line before it with nothing between them, so
- * `form-data; na` then `me="r"` is `form-data; name="r"` (an outside tester's finding: such a name
- * was not read); one before any header is dropped. Lines end at `\n`, a `\r` before it dropped.
- */
-function phpHeaders (headers: string): string {
-  const lines: string[] = []
-  for (const raw of headers.split('\n')) {
-    const line = raw.endsWith('\r') ? raw.slice(0, -1) : raw
-    if (!C_SPACE.test(line) && line.includes(':')) lines.push(line)
-    else if (lines.length > 0) lines[lines.length - 1] += line
-  }
-  return lines.join('\n')
 }
 
 /**
  * The values of the parts named `field` of a multipart body, with the one boundary every parser reads (a
  * Content-Type they read differently is refused: multipart-boundary.ts). Every `--boundary` starts a
  * part wherever it stands (more parts than a strict parser finds only means more is judged); a part's
- * headers end at its first empty line. Buffer.indexOf over a boundary of bounded length: linear in the body.
+ * headers end at its first empty line. Then, besides, the values PHP reads, which it parts otherwise
+ * (php-multipart.ts). Buffer.indexOf over a boundary of bounded length: linear in the body.
  */
 export function multipartValues (body: Buffer, contentType: string, field: string): Array<string | undefined> {
   const boundary = multipartBoundary(contentType)
@@ -238,5 +216,6 @@ export function multipartValues (body: Buffer, contentType: string, field: strin
     values.push(...partValues(part, field))
     at = next
   }
-  return values
+  // Each value once: both readings find most.
+  return [...new Set([...values, ...phpPartValues(body, boundary, (headers) => namesField(headers, field), PARTS_MAX)])]
 }

@@ -175,9 +175,13 @@ function judgedOverrides (route: OverrideRoute): (request: FastifyRequest, reply
       const at = methods.findIndex((method) => method === undefined || route.isPublic?.(method, request.url) !== true)
       if (at !== -1) throw notPublic(request, methods[at])
     } else {
-      const refused = methods.length === 0 ? undefined : forbiddenOverride(route.judge, request.allowed?.identity, request.url, request.ip, methods, request.allowed?.provider ?? route.provider)
+      const posted = body !== undefined && judged.routes !== undefined ? postedRoute(judged.routes, body, request.headers['content-type'], request.url) : undefined
+      // Each method named, on the path and on the route the form names (Yii reads both from one form: a re-reader's finding).
+      const provider = request.allowed?.provider ?? route.provider
+      const overridden = (target: string) => forbiddenOverride(route.judge, request.allowed?.identity, target, request.ip, methods, provider)
+      const refused = methods.length === 0 ? undefined : overridden(request.url) ?? (posted === undefined ? undefined : overridden(posted))
       if (refused !== undefined) throw refuse(request, route, refused.rule, refused.method)
-      if (body !== undefined && judged.routes !== undefined) judgePostedRoute(request, route, postedRoute(judged.routes, body, request.headers['content-type'], request.url))
+      judgePostedRoute(request, route, posted)
     }
     // The very bytes read go upstream; the forwarder takes the stream as the request's body.
     return body === undefined ? payload : Readable.from(body.length === 0 ? [] : [body])

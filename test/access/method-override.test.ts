@@ -111,6 +111,9 @@ describe('multipart parts named _method, hostile boundaries and headers', () => 
     ['`name="`s never closed', (n: number) => multipart('b', `X: ${'name=" '.repeat(n)}`), 'b', 22_000],
     ['boundaries', (n: number) => Buffer.from('--b'.repeat(n)), 'b', 50_000],
     ['near-boundaries', (n: number) => Buffer.from(`--${'b'.repeat(29)}a`.repeat(n)), long, 5_000],
+    // PHP's reading (php-multipart.ts), line by line: short lines, and parts of header lines only.
+    ['lines', (n: number) => Buffer.from('x\n'.repeat(n)), 'b', 80_000],
+    ['parts of header lines', (n: number) => Buffer.from('--b\nX: y\n'.repeat(n)), 'b', 20_000],
   ])('scans %s in linear time (4 times as many cost under 8 times more)', (_case, make, boundary, n) => {
     const type = `multipart/form-data; boundary=${boundary}`
     const bodies = new Map([[String(n), make(n)], [String(4 * n), make(4 * n)]])

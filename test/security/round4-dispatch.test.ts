@@ -292,6 +292,35 @@ describe('deny /yii/admin/*: the route a form POSTed to a front controller names
     expect(await post('/yii/upload.php', Buffer.alloc(2 * 1024 * 1024, 97), headers)).toEqual({ status: 200, reached: true })
   })
 
+  // Where PHP ends a part's header block and the gateway's own scan did not (an outside tester's
+  // findings, checked against PHP 8.2): a line that starts with a NUL, a header line as long as PHP's
+  // 5,120-byte line buffer (its `\r\n` is then an empty line), and a block PHP reads on past a
+  // boundary (it looks for none among headers). Each for Yii's r, and for a _method on /app/.
+  const head = (field: string): string => `Content-Disposition: form-data; name="${field}"`
+  const longHead = (field: string): string => `${head(field)}; x="${'p'.repeat(5120 - head(field).length - 6)}"`
+  it.each([
+    ['a line that starts with a NUL', (field: string) => `--XyZ\r\n${head(field)}\r\n\0\r\n`],
+    ['a header line of 5,120 bytes', (field: string) => `--XyZ\r\n${longHead(field)}\r\n`],
+    ['a header block across a boundary', (field: string) => `--XyZ\r\n${head(field)}; x="\r\n--XyZ\r\n\r\n`],
+  ])('a part PHP reads after %s: r=admin/users and _method=DELETE are 403, nothing upstream', async (_what, block) => {
+    const type = { 'content-type': 'multipart/form-data; boundary=XyZ' }
+    expect(longHead('r').length).toBe(5120)
+    expect(await post('/yii/index.php', Buffer.from(`${block('r')}admin/users\r\n--XyZ--\r\n`, 'latin1'), type)).toEqual({ status: 403, reached: false })
+    expect(await post('/app/users/1', Buffer.from(`${block('_method')}DELETE\r\n--XyZ--\r\n`, 'latin1'), type)).toEqual({ status: 403, reached: false })
+  })
+
+  // Yii reads its request method from the form's _method and its route from its r: judged together (a re-reader's finding).
+  it.each([
+    ['/app/index.php', 'r=users/5&_method=DELETE', 'both in the form'],
+    ['/app/index.php?_method=DELETE', 'r=users/5', 'the method in the query, the route in the form'],
+  ])('POST %s with %s (%s), on a route denying DELETE on /app/users/*: 403, nothing upstream', async (url, body) => {
+    expect(await post(url, body)).toEqual({ status: 403, reached: false })
+  })
+
+  it('held: a DELETE of a route the deny does not name passes', async () => {
+    expect(await post('/app/index.php', 'r=posts/5&_method=DELETE')).toEqual({ status: 200, reached: true })
+  })
+
   it('a form PHP reads over methodOverrideMaxBody to the front controller is refused unread (413), saying what it read for', async () => {
     const response = await fetch(`${gateway.url}/yii/`, { method: 'POST', headers: { accept: 'application/json', cookie: alice.cookie }, body: multipart({ r: 'site/login', file: 'x'.repeat(2 * 1024 * 1024) }) })
     expect(response.status).toBe(413)
