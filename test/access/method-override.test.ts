@@ -114,6 +114,8 @@ describe('multipart parts named _method, hostile boundaries and headers', () => 
     // PHP's reading (php-multipart.ts), line by line: short lines, and parts of header lines only.
     ['lines', (n: number) => Buffer.from('x\n'.repeat(n)), 'b', 80_000],
     ['parts of header lines', (n: number) => Buffer.from('--b\nX: y\n'.repeat(n)), 'b', 20_000],
+    ['header lines of white space', (n: number) => Buffer.from(`--b\nX: y\n${' \n'.repeat(n)}`), 'b', 80_000],
+    ['parts with no Content-Disposition', (n: number) => Buffer.from('--b\nX: y\n\nx\n'.repeat(n)), 'b', 20_000],
   ])('scans %s in linear time (4 times as many cost under 8 times more)', (_case, make, boundary, n) => {
     const type = `multipart/form-data; boundary=${boundary}`
     const bodies = new Map([[String(n), make(n)], [String(4 * n), make(4 * n)]])

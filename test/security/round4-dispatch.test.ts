@@ -302,6 +302,12 @@ describe('deny /yii/admin/*: the route a form POSTed to a front controller names
     ['a line that starts with a NUL', (field: string) => `--XyZ\r\n${head(field)}\r\n\0\r\n`],
     ['a header line of 5,120 bytes', (field: string) => `--XyZ\r\n${longHead(field)}\r\n`],
     ['a header block across a boundary', (field: string) => `--XyZ\r\n${head(field)}; x="\r\n--XyZ\r\n\r\n`],
+    // A third reading's findings: PHP reads a header line as a C string (a `:` after a NUL is none, and
+    // the line goes on the one before, cut there), and looks for the next boundary in a part it reads
+    // no value of (no Content-Disposition) line by line, where a 5,120-byte run is a line.
+    ['a continuation line with a `:` after a NUL', (field: string) => `--XyZ\r\nContent-Disposition: form-data; na\r\nme="${field}"\0:x\r\n\r\n`],
+    ['a header line cut at a NUL, then continued', (field: string) => `--XyZ\r\nContent-Disposition: form-data; n\0junk\r\name="${field}"\r\n\r\n`],
+    ['a boundary line after 5,120 bytes of a part with no Content-Disposition', (field: string) => `--XyZ\r\nX-A: 1\r\n\r\n${'f'.repeat(5120)}--XyZ\r\n${longHead(field)}\r\n`],
   ])('a part PHP reads after %s: r=admin/users and _method=DELETE are 403, nothing upstream', async (_what, block) => {
     const type = { 'content-type': 'multipart/form-data; boundary=XyZ' }
     expect(longHead('r').length).toBe(5120)
