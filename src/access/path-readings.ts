@@ -59,7 +59,7 @@ export function admitsWhatItRuns (target: string, admits: (path: string) => bool
   // The script as a file or as a directory: `/x/*` admits `/x` to an allow, not to a public rule.
   const script = scriptRun(path, admittedScript)
   if (script !== undefined && !admits(script) && !admits(`${script}/`)) return false
-  if (!target.includes('?')) return true
+  if (path.length === target.length) return true
   const readings = queryReadings(target, false)
   return readings !== undefined && readings.every(admits)
 }

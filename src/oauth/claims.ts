@@ -228,9 +228,12 @@ function tokenIdentityFrom (claims: Record<string, unknown>, mapping: ClaimsMapp
  * name when another claim stands in for it: a `users` rule cannot tell who it is.
  */
 export function tokenIdentity (claims: Record<string, unknown>, mapping: ClaimsMapping, kept: readonly string[]): Identity | undefined {
-  const mapped = untakenUser(claims, mapping) === undefined ? tokenIdentityFrom(claims, mapping, kept) : undefined
+  const named = (user: string) => {
+    const by = { ...mapping, user }
+    return untakenUser(claims, by) === undefined ? tokenIdentityFrom(claims, by, kept) : undefined
+  }
+  const mapped = named(mapping.user)
   if (mapped !== undefined) return mapped
-  const named = (user: string) => untakenUser(claims, { ...mapping, user }) === undefined ? tokenIdentityFrom(claims, { ...mapping, user }, kept) : undefined
   const fallback = named('sub') ?? named('client_id')
   // Named by another claim than the mapping's (its `sub`, its `client_id`): whose name that is cannot be told.
   return fallback === undefined ? undefined : { ...fallback, unknown: ['user', ...fallback.unknown ?? []] }
