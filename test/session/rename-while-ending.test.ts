@@ -17,12 +17,15 @@ let proxy: HoldProxy
 let closeA: () => Promise<void>
 
 it.beforeAll(async ({ startStack, op, redis, upstream }) => {
+  // Neither instance keeps sessions in memory: what each answers is what the store holds, not
+  // whether B has yet heard A's broadcast (pub/sub, milliseconds later; endedElsewhere's tests).
   const raw = {
+    session: { cacheTtl: 0 },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
   }
   b = await startStack(raw)
-  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, session: { cacheTtl: 0 } }))
+  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, raw))
 })
 
 afterAll(async () => { await closeA?.() })

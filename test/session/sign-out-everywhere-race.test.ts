@@ -19,7 +19,10 @@ let proxy: HoldProxy
 let closeA: () => Promise<void>
 
 it.beforeAll(async ({ startStack, op, redis, upstream }) => {
+  // Neither instance keeps sessions in memory: what each answers is what the store holds, not
+  // whether B has yet heard A's broadcast (pub/sub, milliseconds later; endedElsewhere's tests).
   const raw = {
+    session: { cacheTtl: 0 },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
   }
