@@ -3,10 +3,11 @@
 // gateway, the authorization server and the sample app all stop answering, and npm exits.
 import { spawn } from 'node:child_process'
 import { expect, it } from 'vitest'
+import { freePort } from './helpers/net.js'
 
 it('npm run demo: a SIGINT to the npm process stops the gateway, the authorization server and the sample app', async () => {
   const npm = spawn('npm', ['run', 'demo', '--silent'], {
-    env: { ...process.env, DEMO_GATEWAY_PORT: '0', DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', REDIS_URL: '' },
+    env: { ...process.env, DEMO_GATEWAY_PORT: String(await freePort()), DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', REDIS_URL: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''

@@ -1,6 +1,7 @@
 // `npm run demo` as a person runs it (dist/demo/run.js, the built demo), on ports from the OS, for
 // the tests that click through it in a real browser.
 import { spawn, type ChildProcess } from 'node:child_process'
+import { freePort } from './net.js'
 
 export interface RunningDemo {
   /** The address the demo says to open. */
@@ -15,10 +16,16 @@ export interface RunningDemo {
   interrupt (again?: boolean): Promise<number | null>
 }
 
-/** Starts the demo with `args` (and `env` over ports from the OS) and resolves once it prints the address to open (20 s at most). */
+/**
+ * Starts the demo with `args` (and `env` over ports from the OS) and resolves once it prints the
+ * address to open (20 s at most). The gateway's port is the suite's (freePort, below the OS's
+ * ephemeral range): the demo must know it before the gateway starts (its provider's redirect URI),
+ * and a port it took from the OS and let go was once taken in between (the gateway exited with
+ * EADDRINUSE); its other servers listen on port 0 and keep what they get.
+ */
 export async function startDemo (args: string[] = [], env: Record<string, string> = {}): Promise<RunningDemo> {
   const demo: ChildProcess = spawn(process.execPath, ['dist/demo/run.js', ...args], {
-    env: { ...process.env, DEMO_GATEWAY_PORT: '0', DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', DEMO_FRONT_PORT: '0', REDIS_URL: '', ...env },
+    env: { ...process.env, DEMO_GATEWAY_PORT: String(await freePort()), DEMO_ISSUER_PORT: '0', DEMO_APP_PORT: '0', DEMO_FRONT_PORT: '0', REDIS_URL: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
   let output = ''
