@@ -159,8 +159,9 @@ describe('discovery failures', () => {
     const response = await fetch(`${gateway.url}/oauth/login/down/`, { headers: json, redirect: 'manual' })
     expect(response.status).toBe(502)
     expect((await response.json() as { error: string }).error).toBe('provider_unavailable')
-    // "At once": no call to the dead issuer is waited for, which its timeout (providers.down.timeout) would bound.
-    expect(Date.now() - started).toBeLessThan(gateway.config.providers.down!.timeoutMs / 2)
+    // "At once": no call to the dead issuer is waited for, which would take its timeout
+    // (providers.down.timeout) at least.
+    expect(Date.now() - started).toBeLessThan(gateway.config.providers.down!.timeoutMs)
     expect((await fetch(`${gateway.url}/healthz`)).status).toBe(200)
     await waitFor(async () => gateway.logs.some((line) => line.includes('OIDC discovery failed for provider down')), 10_000, 'the discovery failure to be logged')
   })

@@ -28,8 +28,9 @@ describe('fault: an upstream that refuses connections', () => {
       return { status: response.status, body: await response.json() as { error: string } }
     }))
     expect(answers.filter((answer) => answer.status === 502 && answer.body.error === 'bad_gateway')).toHaveLength(CONCURRENT)
-    // "At once": well before the route's timeout, which a refused connection must not wait for.
-    expect(performance.now() - start).toBeLessThan(TIMEOUT_MS / 2)
+    // "At once": before the route's timeout, which a refused connection must not wait for (a
+    // request that waited for it would take that long at least).
+    expect(performance.now() - start).toBeLessThan(TIMEOUT_MS)
   })
 
   it('logs each refused connection once, at warn, naming the route and the upstream, without a stack', () => {

@@ -47,7 +47,8 @@ describe('shutdown', () => {
     const child = children.add(spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] }))
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+    // 'close', not 'exit': its stdout may still hold its last lines when it has exited.
+    const exited = new Promise<number | null>((resolve) => child.once('close', resolve))
     const url = `http://127.0.0.1:${port}`
     await waitFor(async () => (await fetch(`${url}/readyz`)).ok, 10_000, 'the gateway to be ready')
 

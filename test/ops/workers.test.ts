@@ -53,7 +53,8 @@ describe('server.workers', () => {
     const child = children.add(spawn(process.execPath, ['dist/src/main.js', '--config', file], { stdio: ['ignore', 'pipe', 'pipe'] }))
     let output = ''
     child.stdout.on('data', (chunk: Buffer) => { output += chunk.toString() })
-    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve))
+    // 'close', not 'exit': the pipe may still hold the last lines when the primary has exited.
+    const exited = new Promise<number | null>((resolve) => child.once('close', resolve))
     // Both workers serving (the first one answers /readyz while the second may still be starting).
     await waitFor(async () => output.split('\n').filter((line) => line.includes('"worker listening"')).length === 2 && (await fetch(`${url}/readyz`)).ok, 15_000, 'the workers to be ready')
 

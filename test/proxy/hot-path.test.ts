@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import pino from 'pino'
 import fc from 'fast-check'
 import type { IncomingHttpHeaders } from 'node:http'
-import { describe, expect, it } from 'vitest'
+import { describe, expect, it, vi } from 'vitest'
 import { ClientHeaderFilter } from '../../src/proxy/headers.js'
 import { BatchedDestination, bytesTo } from '../../src/ops/log-destination.js'
 import { Metrics } from '../../src/ops/metrics.js'
@@ -192,18 +192,27 @@ describe('the session cache', () => {
 
 describe('BatchedDestination', () => {
   it('hands the lines of one window to its target in one write, in order', async () => {
-    const writes: string[] = []
-    const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {}, writeSync: (chunk) => writes.push(chunk.toString()) }, 30)
-    destination.write('one\n')
-    destination.write('two\n')
-    await new Promise((resolve) => setImmediate(resolve))
-    destination.write('three\n') // a later turn of the event loop, the same window
-    expect(writes).toEqual([])
-    await waitFor(async () => writes.length > 0, 1000, 'the window to close')
-    expect(writes).toEqual(['one\ntwo\nthree\n'])
-    destination.write('four\n')
-    await waitFor(async () => writes.length > 1, 1000, 'the next window to close')
-    expect(writes).toEqual(['one\ntwo\nthree\n', 'four\n'])
+    // The window's timer runs on a fake clock: a busy machine's pause cannot close it early.
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] })
+    try {
+      const writes: string[] = []
+      const destination = new BatchedDestination({ write: (chunk) => writes.push(chunk.toString()), flushSync: () => {}, writeSync: (chunk) => writes.push(chunk.toString()) }, 30)
+      destination.write('one\n')
+      destination.write('two\n')
+      await new Promise((resolve) => setImmediate(resolve))
+      vi.advanceTimersByTime(29)
+      destination.write('three\n') // a later turn of the event loop, the same window
+      expect(writes).toEqual([])
+      vi.advanceTimersByTime(1)
+      expect(writes).toEqual(['one\ntwo\nthree\n'])
+      destination.write('four\n')
+      vi.advanceTimersByTime(29)
+      expect(writes).toHaveLength(1)
+      vi.advanceTimersByTime(1)
+      expect(writes).toEqual(['one\ntwo\nthree\n', 'four\n'])
+    } finally {
+      vi.useRealTimers()
+    }
   })
 
   it('writes a full batch at once, without waiting for the window, and a line longer than a batch on its own', () => {

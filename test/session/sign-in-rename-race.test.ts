@@ -34,7 +34,10 @@ beforeAll(async () => {
   const { port, baseUrl } = await reserveBaseUrl()
   op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })], { logout: true })
   op2 = await startOidcProvider([gatewayClient(baseUrl, 'second', 'c2')])
+  // Neither instance keeps sessions in memory: what B answers for a session A ended is what the
+  // store holds, not whether B has yet heard A's broadcast (endedElsewhere's tests' subject).
   const raw = {
+    session: { cacheTtl: 0 },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email'), second: oidcClient(op2.issuer, 'c2', 's') },
     routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/two/', upstream: upstream.url, provider: 'second' }],
   }
