@@ -12,6 +12,7 @@ import { signIn } from '../helpers/browser.js'
 import { oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { waitFor } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 
 const ENDINGS = 'gw:session-ended'
 
@@ -87,7 +88,7 @@ describe('control: an instance that heard the broadcast', () => {
     const cut = await streamOnB(cookie)
     const out = await fetch(`${a.url}/oauth/logout/`, { method: 'POST', redirect: 'manual', headers: { accept: 'application/json', cookie } })
     await out.arrayBuffer()
-    await waitFor(async () => cut(), 1000, 'B to cut the stream').finally(() => upstream.release())
+    await waitFor(async () => cut(), ONE_ANSWER_MS, 'B to cut the stream').finally(() => upstream.release())
   })
 })
 
@@ -114,6 +115,6 @@ describe('an instance that missed a sign-out broadcast', () => {
     // B's cache is guarded: the session is no longer served there.
     expect(await sessionStatus(b, cookie.replace(/^gw_session=/, ''))).toBe(401)
     // And the ended session's stream on B is cut within the second (SPEC: streams end with their session on every instance).
-    await waitFor(async () => cut(), 1000, 'B to cut the ended session\'s event stream').finally(() => upstream.release())
+    await waitFor(async () => cut(), ONE_ANSWER_MS, 'B to cut the ended session\'s event stream').finally(() => upstream.release())
   })
 })

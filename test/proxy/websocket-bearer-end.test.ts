@@ -15,6 +15,7 @@ import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen, waitFor } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 
 const TOKEN_TTL_S = 600
 const ENDED = { code: TOKEN_ENDED_CODE, reason: TOKEN_ENDED_REASON }
@@ -54,7 +55,7 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const socket of opened.splice(0)) socket.close()
   // No leak: once the sockets have closed, no timer is left.
-  await waitFor(async () => timers.live().length === 0, 1000, 'the sockets\' timers to be cancelled')
+  await waitFor(async () => timers.live().length === 0, ONE_ANSWER_MS, 'the sockets\' timers to be cancelled')
 })
 
 afterAll(async () => {
@@ -90,7 +91,7 @@ async function open (path: string, token: string): Promise<Open> {
 /** Resolves with how the socket closed, failing when that takes more than a second. */
 async function closedWithin (socket: Open): Promise<{ code: number, reason: string }> {
   let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error('the socket was still open after a second')), 1000) })
+  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error('the socket was still open after a second')), ONE_ANSWER_MS) })
   try {
     return await Promise.race([socket.closed, late])
   } finally {
@@ -100,7 +101,7 @@ async function closedWithin (socket: Open): Promise<{ code: number, reason: stri
 
 /** The one live timer's time, once the gateway has set it. */
 async function nextCheck (): Promise<number> {
-  await waitFor(async () => timers.live().length === 1, 1000, 'the socket\'s timer')
+  await waitFor(async () => timers.live().length === 1, ONE_ANSWER_MS, 'the socket\'s timer')
   return timers.live()[0]!
 }
 

@@ -17,6 +17,7 @@ import { close, listen, waitFor } from '../helpers/net.js'
 import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 
 const MINUTE = 60_000
 const TTL_MS = 30 * MINUTE
@@ -75,7 +76,7 @@ beforeAll(async () => {
 afterEach(async () => {
   for (const socket of opened.splice(0)) socket.close()
   // No leak: once every socket has closed, neither registry keeps a session, nor a timer.
-  await waitFor(async () => [first, second].every((gateway) => gateway.app.sessionSockets.size.sessions === 0), 1000, 'the registries to empty')
+  await waitFor(async () => [first, second].every((gateway) => gateway.app.sessionSockets.size.sessions === 0), ONE_ANSWER_MS, 'the registries to empty')
   expect(first.app.sessionSockets.size).toEqual({ sessions: 0, sockets: 0 })
   expect(second.app.sessionSockets.size).toEqual({ sessions: 0, sockets: 0 })
   expect(timers.live()).toEqual([])
@@ -139,7 +140,7 @@ async function open (gateway: TestGateway, path: string, headers: Record<string,
 /** Resolves with how `socket` was closed, failing when that takes more than a second. */
 async function closedWithin (socket: Open): Promise<{ code: number, reason: string }> {
   let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error('the socket was still open after a second')), 1000) })
+  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error('the socket was still open after a second')), ONE_ANSWER_MS) })
   try {
     return await Promise.race([socket.closed, late])
   } finally {

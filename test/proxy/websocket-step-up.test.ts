@@ -10,6 +10,7 @@ import type { TestGateway } from '../helpers/gateway.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 
 const MINUTE = 60_000
 let gateway: TestGateway
@@ -54,7 +55,7 @@ describe('a websocket on a step-up route', () => {
       expect(await echo(socket, 'still')).toBe('echo still')
       timers.advance(deadline)
       let timer: NodeJS.Timeout | undefined
-      const late = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still open after a second'), 1000) })
+      const late = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still open after a second'), ONE_ANSWER_MS) })
       try {
         expect(await Promise.race([closed, late])).toBe(1008)
       } finally {
