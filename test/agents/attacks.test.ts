@@ -9,8 +9,7 @@ import { connect } from 'node:net'
 import { Redis } from 'ioredis'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, describe, expect, vi } from 'vitest'
-import { SignJWT, createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { createRemoteJWKSet, decodeJwt, jwtVerify } from 'jose'
 import { TOKEN_ENDED_CODE, TOKEN_ENDED_REASON } from '../../src/proxy/bearer-sockets.js'
 import { SESSION_ENDED_CODE } from '../../src/proxy/session-sockets.js'
 import { Browser } from '../helpers/browser.js'
@@ -20,7 +19,7 @@ import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen } from '../helpers/net.js'
 import { TOKEN_MESSAGES, tokenMessage } from '../../src/oauth/token-messages.js'
 import { OWN_BODY_MS } from '../../src/routes/own-bodies.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { logoutToken, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 
@@ -41,13 +40,13 @@ new WebSocketServer({ server: live }).on('connection', (socket) => socket.on('me
 
 /** The gateway's store, read directly: what a request nobody signs in for keeps there. */
 let store: Redis
-/** A provider that sends back-channel logout tokens (the worker's does not), for the route /bcl/. */
+/** The worker's provider that sends back-channel logout tokens, for the route /bcl/. */
 let bclProvider: TestProvider
 
-it.beforeAll(async ({ startStack, upstream, gatewayAddress, redis }) => {
+it.beforeAll(async ({ startStack, upstream, bcl, redis }) => {
   store = new Redis(redis.url)
   const liveUrl = await listen(live)
-  bclProvider = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'bcl', 'c2', { backchannel: true })], { logout: true })
+  bclProvider = bcl
   gateway = await startStack({
     server: SERVER,
     providers: { bcl: oidcClient(bclProvider.issuer, 'c2', 's', 'openid email') },
@@ -113,7 +112,6 @@ async function exchange (id: string, code: string, verifier: string, extra: Reco
 afterAll(async () => {
   store?.disconnect()
   await gateway?.close()
-  await bclProvider?.close()
   await close(live)
 })
 
@@ -612,12 +610,9 @@ describe('codes, refresh tokens and grants', () => {
   it('back-channel logout at the provider ends the person\'s grants: the token is refused, the refresh too', async () => {
     const { id, tokens } = await granted('kate', `${gateway.url}/bcl`)
     expect((await call(tokens.access_token, '/bcl/')).status).toBe(200)
-    const { keys } = await (await fetch(`${bclProvider.issuer}/jwks`)).json() as { keys: Array<{ kid: string }> }
-    const now = Math.floor(Date.now() / 1000)
     // The provider says: every session of kate ends (a logout token with sub only, OIDC Back-Channel Logout §2.4).
-    const logoutToken = await new SignJWT({ iss: bclProvider.issuer, aud: 'c2', iat: now, exp: now + 120, jti: randomBytes(8).toString('hex'), sub: 'kate', events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
-      .setProtectedHeader({ alg: 'RS256', kid: keys[0]!.kid, typ: 'logout+jwt' }).sign(bclProvider.signingKey)
-    const logout = await fetch(`${gateway.url}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `logout_token=${logoutToken}` })
+    const token = await logoutToken(bclProvider, 'c2', 'kate')
+    const logout = await fetch(`${gateway.url}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `logout_token=${token}` })
     expect(logout.status).toBe(200)
     const refused = await call(tokens.access_token, '/bcl/')
     expect(refused.status).toBe(401)

@@ -1,5 +1,8 @@
 // A real authorization server for tests: the demo's oidc-provider (demo/authorization-server.ts)
 // on a loopback port from the OS; `Browser` (./browser.ts) fills in its sign-in and consent forms.
+import { randomUUID } from 'node:crypto'
+import { SignJWT } from 'jose'
+import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import type { Browser } from './browser.js'
 import { startAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions, type DemoClient } from '../../demo/authorization-server.js'
 
@@ -27,6 +30,18 @@ export function gatewayClient (baseUrl: string, provider: string, clientId: stri
     post_logout_redirect_uris: [`${baseUrl}/oauth/logout/${provider}/`],
     ...(options.backchannel ? { backchannel_logout_uri: `${baseUrl}/oauth/backchannel-logout/${provider}/` } : {}),
   }
+}
+
+/**
+ * A back-channel logout token (OpenID Connect Back-Channel Logout 1.0) from `provider` for its client
+ * `clientId`, naming `sub`, signed with the provider's own key under the `kid` its JWKS lists, as the
+ * provider sends one: what a test posts to `/oauth/backchannel-logout/<provider>/`.
+ */
+export async function logoutToken (provider: TestProvider, clientId: string, sub: string): Promise<string> {
+  const { keys } = await (await fetch(`${provider.issuer}/jwks`)).json() as { keys: Array<{ kid: string }> }
+  const now = Math.floor(Date.now() / 1000)
+  return await new SignJWT({ iss: provider.issuer, aud: clientId, iat: now, exp: now + 120, jti: randomUUID(), sub, events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
+    .setProtectedHeader({ alg: 'RS256', kid: keys[0]!.kid, typ: 'logout+jwt' }).sign(provider.signingKey)
 }
 
 /** Where a walk through redirects ended: the last response, its body, and every address visited. */

@@ -16,12 +16,14 @@
 // REDIS_URL, that one server) and its own gateway. The gateway is closed when the file ends; a file
 // whose afterAll closes its upstreams closes the gateway first there (its fixtures' cleanup runs
 // after afterAll), but after a Chromium context. The shared provider asks for the sign-in every
-// time (no remembered sign-in, no logout endpoint). A file that needs the provider otherwise
-// configured (machine clients, its key rotated, its request counts read) starts its own with
-// startGatewayWithProvider.
+// time (no remembered sign-in, no logout endpoint). `bcl` is the worker's second provider, one that
+// signs people out (its sign-in kept, RP-initiated logout, back-channel logout tokens to the
+// gateway's provider `bcl`, client `c2`): a file adds `bcl: oidcClient(bcl.issuer, 'c2', 's')` to
+// its `providers`. A file that needs a provider otherwise configured (machine clients, its key
+// rotated, its request counts read) starts its own with startGatewayWithProvider.
 import { test as base, expect } from 'vitest'
 import { oidcClient, reserveBaseUrl, startGateway, type StartOptions, type TestGateway } from './gateway.js'
-import { gatewayClient, startOidcProvider } from './oidc.js'
+import { gatewayClient, startOidcProvider, type TestProvider } from './oidc.js'
 import { startRedis } from './redis.js'
 import { startUpstream } from './upstream.js'
 
@@ -38,6 +40,11 @@ export const test = base
     const op = await startOidcProvider([{ ...client, redirect_uris: [...client.redirect_uris, ...gatewayClient(gatewayAddress.baseUrl, 'demo-twin', 'c').redirect_uris] }])
     onCleanup(async () => { await op.close() })
     return op
+  })
+  .extend('bcl', { scope: 'worker' }, async ({ gatewayAddress }, { onCleanup }): Promise<TestProvider> => {
+    const bcl = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'bcl', 'c2', { backchannel: true })], { logout: true })
+    onCleanup(async () => { await bcl.close() })
+    return bcl
   })
   // eslint-disable-next-line no-empty-pattern -- as above
   .extend('redis', { scope: 'file' }, async ({}, { onCleanup }) => {

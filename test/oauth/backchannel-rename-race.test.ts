@@ -2,15 +2,12 @@
 // back-channel logout (by sub) read the index (SMEMBERS) and is about to DEL the session when a sign-in in that browser renames it (GETDEL of the old id, the new id listed
 // under the same sub). The DEL hits the old id; the provider is answered 200 and never resends;
 // the renamed session goes on though the provider logged the person out.
-import { randomUUID } from 'node:crypto'
-import { SignJWT } from 'jose'
 import { afterAll, expect } from 'vitest'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { signIn } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
 import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
 import { heldInstance, type HoldProxy } from '../helpers/hold-proxy.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { logoutToken, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
 
 let a: TestGateway
@@ -19,8 +16,8 @@ let proxy: HoldProxy
 let closeA: () => Promise<void>
 let bcl: TestProvider
 
-it.beforeAll(async ({ startStack, upstream, redis, gatewayAddress, op }) => {
-  bcl = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'bcl', 'c2', { backchannel: true })], { logout: true })
+it.beforeAll(async ({ startStack, upstream, redis, op, bcl: provider }) => {
+  bcl = provider
   const raw = {
     session: { cacheTtl: 0 },
     providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email'), bcl: oidcClient(bcl.issuer, 'c2', 's') },
@@ -30,23 +27,13 @@ it.beforeAll(async ({ startStack, upstream, redis, gatewayAddress, op }) => {
   ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, raw))
 })
 
-afterAll(async () => {
-  await closeA?.()
-  await bcl?.close()
-})
-
-async function logoutToken (sub: string): Promise<string> {
-  const { keys } = await (await fetch(`${bcl.issuer}/jwks`)).json() as { keys: Array<{ kid: string }> }
-  const now = Math.floor(Date.now() / 1000)
-  return await new SignJWT({ iss: bcl.issuer, aud: 'c2', iat: now, exp: now + 120, jti: randomUUID(), sub, events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
-    .setProtectedHeader({ alg: 'RS256', kid: keys[0]!.kid, typ: 'logout+jwt' }).sign(bcl.signingKey)
-}
+afterAll(async () => { await closeA?.() })
 
 it('a back-channel logout ends a session renamed between its index read and its delete', async () => {
   const phone = await signIn(`${b.url}/bcl/`, 'bcl-rename')
   expect(await sessionStatus(b, phone.value, '/bcl/x')).toBe(200)
   const callback = await reachCallback(phone.browser, `${b.url}/oauth/login/bcl/?next=/bcl/`, { login: 'bcl-rename' })
-  const token = await logoutToken('bcl-rename')
+  const token = await logoutToken(bcl, 'c2', 'bcl-rename')
 
   const held = proxy.arm(['smembers'], ['del', 'session:'])
   const answered = fetch(`${a.url}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: `logout_token=${token}` })

@@ -5,14 +5,11 @@
 // tester's findings: each took the sessions out of its index before ending them, so after a late
 // reply the retry found nothing, and the session kept passing, unlisted, out of every page's reach.
 // And a 503 from one late reply has a line at warn naming its cause (it had one at debug only).
-import { randomUUID } from 'node:crypto'
-import { SignJWT } from 'jose'
 import { describe, expect } from 'vitest'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
 import { signIn } from '../helpers/browser.js'
 import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
 import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
+import { logoutToken, type TestProvider } from '../helpers/oidc.js'
 import { test as it } from '../helpers/stack.js'
 
 /** store.timeout: the bound of one store command, which a held reply outlasts. */
@@ -20,12 +17,12 @@ const STORE_TIMEOUT_MS = 300
 
 let gateway: TestGateway
 let hold: HoldProxy
-/** A provider that sends back-channel logout tokens (the worker's does not), for the route /bcl/. */
+/** The worker's provider that sends back-channel logout tokens, for the route /bcl/. */
 let bcl: TestProvider
 
-it.beforeAll(async ({ startStack, upstream, redis, gatewayAddress }) => {
+it.beforeAll(async ({ startStack, upstream, redis, bcl: provider }) => {
   hold = await startHoldProxy(redis.url)
-  bcl = await startOidcProvider([gatewayClient(gatewayAddress.baseUrl, 'bcl', 'c2', { backchannel: true })], { logout: true })
+  bcl = provider
   gateway = await startStack({
     store: { type: 'redis', url: hold.url, timeout: `${STORE_TIMEOUT_MS}ms` },
     session: { cacheTtl: 0 },
@@ -37,7 +34,6 @@ it.beforeAll(async ({ startStack, upstream, redis, gatewayAddress }) => {
 it.afterAll(async () => {
   await gateway?.close()
   await hold?.close()
-  await bcl?.close()
 })
 
 const signOutEverywhere = async (cookie: string): Promise<Response> => await fetch(`${gateway.url}/oauth/logout/`, {
@@ -57,12 +53,6 @@ const revoke = async (cookie: string, id: string): Promise<Response> => await fe
 /** The steps a store reply may come late at: the index's entries taken out (the old order), a session deleted, the mark of sign-out everywhere. */
 const STEPS = [['zrem', 'person:'], ['del', 'session:'], ['set', 'signed-out:']]
 
-async function logoutToken (sub: string): Promise<string> {
-  const { keys } = await (await fetch(`${bcl.issuer}/jwks`)).json() as { keys: Array<{ kid: string }> }
-  const now = Math.floor(Date.now() / 1000)
-  return await new SignJWT({ iss: bcl.issuer, aud: 'c2', iat: now, exp: now + 120, jti: randomUUID(), sub, events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
-    .setProtectedHeader({ alg: 'RS256', kid: keys[0]!.kid, typ: 'logout+jwt' }).sign(bcl.signingKey)
-}
 const status = async (cookie: string): Promise<number> => await sessionStatus(gateway, cookie, '/bcl/x')
 const post = async (token: string): Promise<Response> => await fetch(`${gateway.url}/oauth/backchannel-logout/bcl/`, {
   method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: `logout_token=${token}`,
@@ -73,7 +63,7 @@ describe('the log', () => {
   it('a 503 from one late reply has a line at warn naming its cause', async () => {
     const { value: cookie } = await signIn(`${gateway.url}/bcl/`, 'bcl-log')
     const from = gateway.logs.length
-    const first = await hold.lateFrom(['logout:bcl:sub:'], async () => await post(await logoutToken('bcl-log')))
+    const first = await hold.lateFrom(['logout:bcl:sub:'], async () => await post(await logoutToken(bcl, 'c2', 'bcl-log')))
     expect(first.status).toBe(503)
     // The next command answered: the run of failures was no outage, and it is said so.
     expect(await status(cookie)).toBe(200)
@@ -120,7 +110,7 @@ describe('a back-channel logout', () => {
     const login = `bcl-${on.length}`
     const { value: cookie } = await signIn(`${gateway.url}/bcl/`, login)
     expect(await status(cookie)).toBe(200)
-    const token = await logoutToken(login)
+    const token = await logoutToken(bcl, 'c2', login)
     const first = await hold.lateFrom(on, async () => await post(token))
     expect(first.status).toBe(503)
     expect((await post(token)).status).toBe(200)

@@ -6,59 +6,45 @@
 // session went on under its new id with the ended provider's tokens. Now the new id is listed
 // before the old one ends (Sessions.start). Each moment is forced: instance B reaches Redis through
 // a proxy that holds its commands from a known one on (test/helpers/hold-proxy.ts).
-import { SignJWT } from 'jose'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
-import { BACKCHANNEL_LOGOUT_EVENT } from '../../src/oauth/backchannel.js'
+import { afterAll, describe, expect } from 'vitest'
 import { signIn, type Browser } from '../helpers/browser.js'
 import { reachCallback } from '../helpers/callback.js'
-import { oidcClient, reserveBaseUrl, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
+import { oidcClient, sessionStatus, startGateway, type TestGateway } from '../helpers/gateway.js'
 import { startHoldProxy, type HoldProxy } from '../helpers/hold-proxy.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startRedis, type TestRedis } from '../helpers/redis.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import { logoutToken, type TestProvider } from '../helpers/oidc.js'
+import { test as it } from '../helpers/stack.js'
 import { MAX_SESSIONS } from '../../src/session/person-index.js'
 
-let redis: TestRedis
-let op: TestProvider
-let op2: TestProvider
-let upstream: Upstream
+/** The first provider, `bcl`: the worker's that sends back-channel logout tokens; the second, `demo`: the worker's own. */
+let bcl: TestProvider
 let proxy: HoldProxy
 let a: TestGateway
 let b: TestGateway
-let kid: string
 
-beforeAll(async () => {
-  redis = await startRedis()
-  upstream = await startUpstream()
+it.beforeAll(async ({ startStack, op, bcl: provider, redis, upstream }) => {
+  bcl = provider
   proxy = await startHoldProxy(redis.url)
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })], { logout: true })
-  op2 = await startOidcProvider([gatewayClient(baseUrl, 'second', 'c2')])
   // Neither instance keeps sessions in memory: what B answers for a session A ended is what the
   // store holds, not whether B has yet heard A's broadcast (endedElsewhere's tests' subject).
   const raw = {
     session: { cacheTtl: 0 },
-    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email'), second: oidcClient(op2.issuer, 'c2', 's') },
-    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/two/', upstream: upstream.url, provider: 'second' }],
+    providers: { bcl: oidcClient(bcl.issuer, 'c2', 's', 'openid email'), demo: oidcClient(op.issuer, 'c', 's') },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'bcl' }, { path: '/two/', upstream: upstream.url, provider: 'demo' }],
   }
   // B: the instance the browser signs in on (its Redis through the proxy); A: the other.
-  b = await startGateway({ ...raw, store: { type: 'redis', url: proxy.url }, server: { port, baseUrl } })
+  b = await startStack({ ...raw, store: { type: 'redis', url: proxy.url } })
   a = await startGateway({ ...raw, store: { type: 'redis', url: redis.url } })
-  kid = ((await (await fetch(`${op.issuer}/jwks`)).json()) as { keys: Array<{ kid: string }> }).keys[0]!.kid
 })
 
 afterAll(async () => {
   proxy?.release()
   await Promise.all([a?.close(), b?.close()])
-  await Promise.all([op?.close(), op2?.close(), upstream?.close(), proxy?.close()])
-  await redis?.release()
+  await proxy?.close()
 })
 
 async function backchannelLogout (sub: string): Promise<void> {
-  const now = Math.floor(Date.now() / 1000)
-  const token = await new SignJWT({ iss: op.issuer, aud: 'c', iat: now, exp: now + 120, jti: crypto.randomUUID(), sub, events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
-    .setProtectedHeader({ alg: 'RS256', kid, typ: 'logout+jwt' }).sign(op.signingKey)
-  const response = await fetch(`${a.url}/oauth/backchannel-logout/demo/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ logout_token: token }) })
+  const token = await logoutToken(bcl, 'c2', sub)
+  const response = await fetch(`${a.url}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ logout_token: token }) })
   await response.arrayBuffer()
   expect(response.status).toBe(200)
 }
@@ -79,9 +65,9 @@ const MOMENTS = {
 }
 type Moment = keyof typeof MOMENTS
 
-/** Signs `browser` in at `second` on B over its demo session, runs `meanwhile` with B held at `moment`; the sign-in's status and the browser's cookie after it. */
+/** Signs `browser` in at `demo` on B over its bcl session, runs `meanwhile` with B held at `moment`; the sign-in's status and the browser's cookie after it. */
 async function addSecondProviderWhile (browser: Browser, moment: Moment, meanwhile: () => Promise<void>): Promise<{ status: number, cookie: string }> {
-  const callback = await reachCallback(browser, `${b.url}/oauth/login/second/?next=/two/`)
+  const callback = await reachCallback(browser, `${b.url}/oauth/login/demo/?next=/two/`)
   const held = proxy.arm(MOMENTS[moment].after, MOMENTS[moment].hold)
   const answered = browser.fetch(callback.href)
   await held
@@ -99,7 +85,7 @@ describe.each(Object.keys(MOMENTS) as Moment[])('a sign-in adding a provider, wi
   it('a back-channel logout of the first provider ends the session under its new id too', async () => {
     const { browser, value: old } = await signIn(`${b.url}/app/`, 'carol')
     const { status, cookie } = await addSecondProviderWhile(browser, moment, async () => { await backchannelLogout('carol') })
-    // Completed (302) under a new id without carol's demo session, or refused (400 invalid_state: sign in again).
+    // Completed (302) under a new id without carol's bcl session, or refused (400 invalid_state: sign in again).
     expect([302, 400]).toContain(status)
     for (const instance of [a, b]) {
       expect(await sessionStatus(instance, old)).toBe(401)
