@@ -180,20 +180,43 @@ export function checkSchema (issues: Issues, plain: unknown): Record<string, unk
 }
 
 /**
+ * Keys other tools take that have no place in gateway.yaml, by their name without case, `-` or `_`:
+ * what the gateway does instead (a newcomer's finding: `redirectUri:` got only the list of keys).
+ */
+const FOREIGN_KEYS: ReadonlyMap<string, (parent: Path) => string> = new Map(['redirecturi', 'redirecturl', 'callbackurl', 'callbackuri', 'callback'].map((name) => [name,
+  (parent) => `the callback address is not configured: it is \`{server.baseUrl}/oauth/authorized/${parent[0] === 'providers' && typeof parent[1] === 'string' ? parent[1] : '<provider>'}/\` (register that at the provider; set server.baseUrl to the address browsers use)`]))
+
+/** The one required key the mapping `value` (of schema `node`) lacks, when exactly one is missing. */
+function soleMissing (node: SchemaNode, value: unknown): string | undefined {
+  if (!isObject(value)) return undefined
+  const missing = (node.required ?? []).filter((key) => !(key in value))
+  return missing.length === 1 ? missing[0] : undefined
+}
+
+/**
  * One "unknown key" per key the schema does not allow, with the nearest allowed key as a hint; the
- * key removed from `data`. Returns the pointers of the keys they were meant to be.
+ * key removed from `data`. A mapping's only unknown key, in a mapping that lacks only one required
+ * key, is taken as meant to be that key (`target:` for `upstream:`): one problem, not two. Returns
+ * the pointers of the keys they were meant to be.
  */
 function reportUnknownKeys (issues: Issues, errors: ErrorObject[], data: Record<string, unknown>, slipped: Set<string>): Set<string> {
   const meant = new Set(slipped)
+  const unknownAt = new Map<string, number>()
+  for (const error of errors) if (error.keyword === 'additionalProperties') unknownAt.set(error.instancePath, (unknownAt.get(error.instancePath) ?? 0) + 1)
   for (const error of errors) {
     if (error.keyword !== 'additionalProperties') continue
     const parent = pathOf(error.instancePath, data)
     const key = String((error.params as { additionalProperty: string }).additionalProperty)
-    const allowed = keysOf(error.parentSchema as SchemaNode)
-    const match = closest(key, allowed)
+    const node = error.parentSchema as SchemaNode
+    const allowed = keysOf(node)
+    const foreign = FOREIGN_KEYS.get(key.toLowerCase().replace(/[-_]/g, ''))?.(parent)
+    const near = foreign === undefined ? closest(key, allowed) : undefined
+    const missing = foreign === undefined && near === undefined && unknownAt.get(error.instancePath) === 1 ? soleMissing(node, valueAt(data, parent)) : undefined
+    const match = near ?? missing
     // A key of a section written without its section (`port:` at the top level) says where it goes.
-    const holders = match === undefined ? sectionsHolding(error.parentSchema as SchemaNode, key).slice(0, 3) : []
-    if (match !== undefined) issues.add([...parent, key], 'unknown key', `did you mean \`${match}\`?`)
+    const holders = match === undefined && foreign === undefined ? sectionsHolding(node, key).slice(0, 3) : []
+    if (foreign !== undefined) issues.add([...parent, key], 'unknown key', foreign)
+    else if (match !== undefined) issues.add([...parent, key], 'unknown key', missing === undefined ? `did you mean \`${match}\`?` : `\`${match}\` is required here and not given: is this it?`)
     else if (holders.length > 0) issues.add([...parent, key], `unknown key here: it is a key of ${holders.join(' or ')}`, holders.length === 1 ? `write it under \`${holders[0]!}\`` : 'write it under the one it belongs to')
     else issues.add([...parent, key], `unknown key (expected one of: ${allowed.join(', ')})`)
     if (match !== undefined) {

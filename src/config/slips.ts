@@ -172,7 +172,7 @@ function report (issues: Issues, slip: Slip): void {
   const line = issues.lineOf(slip.alignWith)
   const alignName = String(slip.alignWith.at(-1) ?? '')
   const pronoun = rest.length > 0 ? 'them' : 'it'
-  const at = line ? ` (line ${line})` : ''
+  const at = line ? ` on line ${line}` : ''
   const header = formatPath([...slip.target, String(first!.at(-1))])
   const content = slip.followers.length > 0 ? `; ${list(slip.followers)} after it belong${slip.followers.length === 1 ? 's' : ''} to ${header}` : ''
   const message = `is ${where(parent)}, but is a key of ${formatPath(slip.target) === '(top level)' ? 'the top level' : formatPath(slip.target)}${also}${content}`

@@ -54,6 +54,8 @@ const PREVIOUS = 'Zp7Lq2Wx9Rt4Vb8Nc3Md6Kf1Jh5Gs0Ya='
 const problems = configProblemList
 
 type Case = [name: string, text: string, expected: ConfigProblem[]]
+/** What "unknown key" lists under a route. */
+const ROUTE_KEYS = 'path, upstream, provider, providers, rewritePrefix, timeout, maxConnections, auth, websocket, allow, deny, headers, public, identityHeaders, websocketMaxMessage, methodOverrideMaxBody, allowedOrigins, assertion, bearer, agents, reauth, preserveBody'
 const p = (path: string, line: number | undefined, message: string, hint?: string): ConfigProblem => ({ path, line, message, ...(hint ? { hint } : {}) })
 
 const CASES: Case[] = [
@@ -104,7 +106,17 @@ const CASES: Case[] = [
     [p('servr', 1, 'unknown key', 'did you mean `server`?')]],
   ['a key with no near match lists what is allowed',
     config(OIDC, '    provider: demo\n    colour: blue\n'),
-    [p('routes[0].colour', 13, 'unknown key (expected one of: path, upstream, provider, providers, rewritePrefix, timeout, maxConnections, auth, websocket, allow, deny, headers, public, identityHeaders, websocketMaxMessage, methodOverrideMaxBody, allowedOrigins, assertion, bearer, agents, reauth, preserveBody)')]],
+    [p('routes[0].colour', 13, `unknown key (expected one of: ${ROUTE_KEYS})`)]],
+  // A newcomer's findings: `target:` for `upstream:` gave two unlinked lines, `redirectUri:` only the list of keys.
+  ['a mapping\'s only unknown key where its only missing required key belongs is taken as meant to be it',
+    config(OIDC).replace('    upstream: ', '    target: '),
+    [p('routes[0].target', 11, 'unknown key', '`upstream` is required here and not given: is this it?')]],
+  ['with two unknown keys, neither is taken as the missing required key',
+    config(OIDC, '    provider: demo\n    colour: blue\n').replace('    upstream: ', '    target: '),
+    [p('routes[0].upstream', 10, 'is required'), p('routes[0].target', 11, `unknown key (expected one of: ${ROUTE_KEYS})`), p('routes[0].colour', 13, `unknown key (expected one of: ${ROUTE_KEYS})`)]],
+  ['a callback address, which the gateway makes from server.baseUrl',
+    config(`${OIDC}    redirect_uri: https://gw.example.com/callback\n`),
+    [p('providers.demo.redirect_uri', 9, 'unknown key', 'the callback address is not configured: it is `{server.baseUrl}/oauth/authorized/demo/` (register that at the provider; set server.baseUrl to the address browsers use)')]],
   ['a key in the wrong case',
     config(OIDC, '    provider: demo\n    rewriteprefix: /\n'),
     [p('routes[0].rewriteprefix', 13, 'unknown key', 'did you mean `rewritePrefix`?')]],
@@ -344,7 +356,7 @@ describe('the CLI on the common slips', () => {
     expect(await run(['--check', '--config', file])).toMatchObject({
       code: 1,
       stdout: '',
-      stderr: `${file}: 1 problem\n  clientSecret: is at the top level, but is a key of providers.demo (as are \`issuer\` and \`scope\` after it); probably indented too little: line them up with \`clientId\` (line 5) (line 6)\n`,
+      stderr: `${file}: 1 problem\n  clientSecret: is at the top level, but is a key of providers.demo (as are \`issuer\` and \`scope\` after it); probably indented too little: line them up with \`clientId\` on line 5 (line 6)\n`,
     })
   })
 
