@@ -3,8 +3,8 @@
 // each sends a request straight to an application that reads `_method` as a framework does, then
 // through the gateway, and compares what the application acted on.
 import { createServer, type IncomingMessage, type Server } from 'node:http'
-import { connect } from 'node:net'
 import express from 'express'
+import { rawExchange, statusOf } from './raw-http.js'
 
 /** A request's whole body. */
 export async function bodyOf (request: IncomingMessage): Promise<Buffer> {
@@ -15,17 +15,8 @@ export async function bodyOf (request: IncomingMessage): Promise<Buffer> {
 
 /** A raw request to 127.0.0.1:`port`: `head` lines, then `body`; the answer's status code (0: none). */
 export async function rawStatus (port: number, head: string[], body: Buffer): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write([...head, 'Host: gateway', 'Accept: application/json', `Content-Length: ${body.length}`, 'Connection: close', '', ''].join('\r\n'))
-      socket.write(body)
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-  })
+  const lines = [...head, 'Host: gateway', 'Accept: application/json', `Content-Length: ${body.length}`, 'Connection: close', '', '']
+  return statusOf(await rawExchange(port, Buffer.concat([Buffer.from(lines.join('\r\n'), 'latin1'), body])))
 }
 
 /** A POST to `target` of the application `framework` reads `_method` as. */

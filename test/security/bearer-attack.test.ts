@@ -3,7 +3,6 @@
 // publishes) where a claim must be odd, real Redis, a real echo upstream and a real websocket
 // upstream, the gateway on a real socket. Each test says what must hold for a stranger.
 import { createServer, type IncomingHttpHeaders } from 'node:http'
-import { connect } from 'node:net'
 import { createRemoteJWKSet, decodeProtectedHeader, jwtVerify, SignJWT, type JWTPayload } from 'jose'
 import { WebSocket, WebSocketServer } from 'ws'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -12,7 +11,7 @@ import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../h
 import { CI, clientCredentialsToken, startMachineProvider } from '../helpers/machine.js'
 import { close, listen } from '../helpers/net.js'
 import { startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { rawRequest } from '../helpers/raw-http.js'
+import { rawExchange, rawRequest } from '../helpers/raw-http.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 
@@ -172,15 +171,8 @@ describe('the Authorization header', () => {
 describe('HTTP/1.1 pipelining', () => {
   /** Writes `requests` (raw, each ending in a blank line) in one packet on one connection; the status lines, in order. */
   async function pipelined (requests: string[]): Promise<number[]> {
-    return await new Promise((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () => socket.write(requests.join('')))
-      let data = ''
-      socket.setEncoding('latin1')
-      socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
-      socket.on('data', (chunk: string) => { data += chunk })
-      socket.on('error', reject)
-      socket.on('close', () => resolve([...data.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1]))))
-    })
+    const data = await rawExchange(port, requests.join(''), 'the pipelined requests')
+    return [...data.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((match) => Number(match[1]))
   }
 
   it('a token on the first request of a connection does not carry over to the next ones', async () => {

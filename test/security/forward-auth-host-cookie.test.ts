@@ -11,7 +11,6 @@
 // gateway cookies only leaves no Cookie header (Caddy sent an empty one). Last, a property: what
 // the proxy takes out agrees with what the gateway reads as its cookies.
 import { createServer, type Server } from 'node:http'
-import { connect } from 'node:net'
 import fc from 'fast-check'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { GatewayConfig } from '../../src/config/types.js'
@@ -22,6 +21,7 @@ import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../hel
 import { close, listen } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { rawRequest } from '../helpers/raw-http.js'
 
 const PAYROLL = 'payroll.example.com'
 const FRONTS: FrontKind[] = ['nginx', 'caddy']
@@ -52,19 +52,7 @@ interface Answer { status: number, body: string }
 
 /** `GET /pay` through `port` with exactly this Host line and these header lines (0: closed without an answer). */
 async function request (port: number, host: string, lines: string[]): Promise<Answer> {
-  return await new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write(['GET /pay HTTP/1.1', `Host: ${host}`, 'Accept: application/json', 'Connection: close', ...lines, '', ''].join('\r\n'))
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => {
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0), body: data.split('\r\n\r\n').slice(1).join('\r\n\r\n') })
-    })
-  })
+  return await rawRequest(port, '/pay', lines, { host })
 }
 
 /** The Cookie header the application received, from its JSON answer. */

@@ -6,13 +6,13 @@
 // for the real one. Then the nginx line shown to matter: without it the method cannot be told and
 // the rule refuses every request, GET as well.
 import { createServer, type Server } from 'node:http'
-import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { rawRequest } from '../helpers/raw-http.js'
 
 const ADMIN = 'admin.example.com'
 const FRONTS: FrontKind[] = ['nginx', 'caddy']
@@ -38,19 +38,8 @@ async function startCountingUpstream (): Promise<CountingUpstream> {
 
 /** `method target` through `port` as admin.example.com, with these header lines and a small form body for POST; the status (0: no answer). */
 async function send (port: number, method: string, target: string, lines: string[]): Promise<number> {
-  const body = method === 'POST' ? 'a=1' : ''
-  return await new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      const length = method === 'POST' ? ['Content-Type: application/x-www-form-urlencoded', `Content-Length: ${body.length}`] : []
-      socket.write([`${method} ${target} HTTP/1.1`, `Host: ${ADMIN}`, 'Accept: application/json', 'Connection: close', ...length, ...lines, '', body].join('\r\n'))
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-  })
+  const form = method === 'POST' ? { body: 'a=1', type: ['Content-Type: application/x-www-form-urlencoded'] } : { type: [] }
+  return (await rawRequest(port, target, [...form.type, ...lines], { method, host: ADMIN, body: form.body })).status
 }
 
 let redis: TestRedis

@@ -8,13 +8,13 @@
 // refuse him, and the application gets /admin/salaries. The suggested fix: when both headers are
 // present and differ, the path cannot be told (undefined: a deny on paths holds, an allow does not).
 import { createServer, type Server } from 'node:http'
-import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import { close, listen } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { rawRequest } from '../helpers/raw-http.js'
 
 const PAYROLL = 'payroll.example.com'
 const installed = frontBinary('nginx') !== undefined
@@ -36,17 +36,7 @@ async function startRecorder (): Promise<Recorder> {
 
 /** `GET <path>` through `port` with these header lines; the status (0: closed without an answer). */
 async function get (port: number, path: string, lines: string[]): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write([`GET ${path} HTTP/1.1`, `Host: ${PAYROLL}`, 'Accept: application/json', 'Connection: close', ...lines, '', ''].join('\r\n'))
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-  })
+  return (await rawRequest(port, path, lines, { host: PAYROLL })).status
 }
 
 /** docs/forward-auth/nginx.conf's auth location as nginx's own example writes it: the original URI in X-Original-URI only. */

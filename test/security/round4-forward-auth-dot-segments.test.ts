@@ -7,12 +7,12 @@
 // with `paths` does not admit. Run under the real nginx and the real Caddy with the docs' files, and
 // asked of /oauth/auth/ directly by a trusted proxy, for a deny-only and an allow-only host; raw
 // paths that are already canonical are judged as before.
-import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import { startUpstream, type Upstream } from '../helpers/upstream.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { rawRequest } from '../helpers/raw-http.js'
 
 const ADMIN = 'admin.example.com'
 const REPORTS = 'reports.example.com'
@@ -118,17 +118,7 @@ describe('a path that cannot be told still has its method overrides judged (deny
 
 /** `GET target` written byte for byte through `port` as `host` with the session; the status (0: no answer). */
 async function send (port: number, host: string, target: string): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write([`GET ${target} HTTP/1.1`, `Host: ${host}`, 'Accept: application/json', `Cookie: ${session}`, 'Connection: close', '', ''].join('\r\n'))
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-  })
+  return (await rawRequest(port, target, [`Cookie: ${session}`], { host })).status
 }
 
 describe.each(FRONTS)('through the docs\' %s file, which passes the raw target to the application', (kind) => {

@@ -3,13 +3,13 @@
 // Forward-auth never sees the body, but it sees the original URI and the client's headers: a POST
 // whose `?_method=` or method-override header names DELETE is refused before the application sees
 // it; one naming an allowed method passes.
-import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { frontBinary, startFrontProxy, type FrontKind, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, type TestGateway } from '../helpers/gateway.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startOverrideUpstream, type OverrideUpstream } from '../helpers/override-upstream.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { rawRequest } from '../helpers/raw-http.js'
 
 const ADMIN = 'admin.example.com'
 const FRONTS: FrontKind[] = ['nginx', 'caddy']
@@ -18,18 +18,7 @@ if (missing.length > 0) console.warn(`!!! ${missing.join(' and ')} not installed
 
 /** A form POST of `_method`-free `a=1` to `target` through `port` as admin.example.com, with these header lines; the status (0: no answer). */
 async function post (port: number, target: string, lines: string[]): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write([`POST ${target} HTTP/1.1`, `Host: ${ADMIN}`, 'Accept: application/json', 'Connection: close',
-        'Content-Type: application/x-www-form-urlencoded', 'Content-Length: 3', ...lines, '', 'a=1'].join('\r\n'))
-    })
-    let data = ''
-    socket.setEncoding('latin1')
-    socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
-    socket.on('data', (chunk: string) => { data += chunk })
-    socket.on('error', reject)
-    socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-  })
+  return (await rawRequest(port, target, ['Content-Type: application/x-www-form-urlencoded', ...lines], { method: 'POST', host: ADMIN, body: 'a=1' })).status
 }
 
 let redis: TestRedis

@@ -4,12 +4,12 @@
 // file under the real nginx with a forwardAuth.hosts deny rule, and asked of /oauth/auth/ directly,
 // by a person signed in at the real provider; the application never sees a denied request. An
 // `allow` glob does not widen with the fold. Spellings beside the denied path still pass.
-import { connect } from 'node:net'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { startCaseInsensitiveUpstream, type CaseInsensitiveUpstream } from '../helpers/case-insensitive-upstream.js'
 import { frontBinary, startFrontProxy, type FrontProxy } from '../helpers/front-proxy.js'
 import { sessionCookie, startForwardAuthGateway, startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
+import { rawRequest } from '../helpers/raw-http.js'
 
 const WIKI = 'wiki.example.com'
 const nginx = frontBinary('nginx')
@@ -181,17 +181,7 @@ describe('forward-auth with a forwardAuth.hosts deny rule on /wiki/admin/*', () 
 
   /** `GET target` through nginx as wiki.example.com with the session; the status (0: no answer). */
   async function through (target: string): Promise<number> {
-    return await new Promise((resolve, reject) => {
-      const socket = connect(front!.port, '127.0.0.1', () => {
-        socket.write([`GET ${target} HTTP/1.1`, `Host: ${WIKI}`, 'Accept: application/json', `Cookie: ${cookie}`, 'Connection: close', '', ''].join('\r\n'))
-      })
-      let data = ''
-      socket.setEncoding('latin1')
-      socket.setTimeout(10_000, () => socket.destroy(new Error('no answer within 10 s')))
-      socket.on('data', (chunk: string) => { data += chunk })
-      socket.on('error', reject)
-      socket.on('close', () => resolve(Number(/^HTTP\/1\.1 (\d{3})/.exec(data)?.[1] ?? 0)))
-    })
+    return (await rawRequest(front!.port, target, [`Cookie: ${cookie}`], { host: WIKI })).status
   }
 
   it.skipIf(nginx === undefined).each(DENIED_SPELLINGS)('through the docs\' nginx file: refuses %s before the application sees it', async (path) => {
