@@ -10,6 +10,7 @@ import { jtiOf, startKeyIssuer, type KeyIssuer } from '../helpers/key-issuer.js'
 import { ManualTimers } from '../helpers/manual-timers.js'
 import { close, listen, waitFor } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
+import { openEcho, settledWithin } from '../helpers/websocket.js'
 
 const timers = new ManualTimers()
 timers.time = Date.now()
@@ -67,34 +68,14 @@ async function call (path: string, token: string): Promise<number> {
   return response.status
 }
 
-/** Opens a websocket as a CLI does (no Origin); resolves once an echo went through. */
+/** Opens a websocket as a CLI does (no Origin); resolves once an echo went through; `closed`: its close code. */
 async function open (path: string, token: string): Promise<{ closed: Promise<number>, echo: (text: string) => Promise<string> }> {
-  const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}${path}`, { headers: { authorization: `Bearer ${token}` } })
-  opened.push(socket)
-  const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)))
-  await new Promise((resolve, reject) => {
-    socket.once('open', resolve)
-    socket.once('unexpected-response', (_request, response) => reject(new Error(`handshake answered ${response.statusCode}`)))
-    socket.once('error', reject)
-  })
-  const echo = async (text: string) => await new Promise<string>((resolve) => {
-    socket.once('message', (data) => resolve(String(data)))
-    socket.send(text)
-  })
-  expect(await echo('hello')).toBe('echo hello')
-  return { closed, echo }
+  const { closed, echo } = await openEcho(`${gateway.url.replace('http', 'ws')}${path}`, { authorization: `Bearer ${token}` }, opened)
+  return { closed: closed.then(({ code }) => code), echo }
 }
 
-/** 'open' when nothing ended it within a second of real time. */
-async function within<T> (ended: Promise<T>): Promise<T | 'open'> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<'open'>((resolve) => { timer = setTimeout(() => resolve('open'), 1000) })
-  try {
-    return await Promise.race([ended, late])
-  } finally {
-    clearTimeout(timer)
-  }
-}
+/** 'open' when nothing ended it within ONE_ANSWER_MS of real time. */
+const within = settledWithin
 
 // security.md: "for an introspected token, within 60 s of its revocation at the issuer"; machine-clients.md:
 // with claimsFrom: introspection "a token the issuer revoked ... is judged on the new answer within a minute".

@@ -16,6 +16,7 @@ import { close, listen, waitFor } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
+import { openEcho, settledWithin } from '../helpers/websocket.js'
 
 const TOKEN_TTL_S = 600
 const ENDED = { code: TOKEN_ENDED_CODE, reason: TOKEN_ENDED_REASON }
@@ -72,31 +73,8 @@ interface Open {
 
 /** Opens a websocket at `path` with `token`, as a CLI does (no Origin), once an echo has gone through. */
 async function open (path: string, token: string): Promise<Open> {
-  const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}${path}`, { headers: { authorization: `Bearer ${token}` } })
-  opened.push(socket)
-  const closed = new Promise<{ code: number, reason: string }>((resolve) => socket.once('close', (code, reason) => resolve({ code, reason: reason.toString() })))
-  await new Promise((resolve, reject) => {
-    socket.once('open', resolve)
-    socket.once('unexpected-response', (_request, response) => reject(new Error(`handshake answered ${response.statusCode}`)))
-    socket.once('error', reject)
-  })
-  const echo = (text: string) => new Promise<string>((resolve) => {
-    socket.once('message', (data) => resolve(String(data)))
-    socket.send(text)
-  })
-  expect(await echo('hello')).toBe('echo hello')
+  const { closed, echo } = await openEcho(`${gateway.url.replace('http', 'ws')}${path}`, { authorization: `Bearer ${token}` }, opened)
   return { closed, upstreamClosed: upstreamClosed.at(-1)!, echo }
-}
-
-/** Resolves with how the socket closed, failing when that takes more than a second. */
-async function closedWithin (socket: Open): Promise<{ code: number, reason: string }> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error('the socket was still open after a second')), ONE_ANSWER_MS) })
-  try {
-    return await Promise.race([socket.closed, late])
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
 /** The one live timer's time, once the gateway has set it. */
@@ -114,7 +92,7 @@ describe('a websocket opened with a bearer token', () => {
     timers.advance(expMs - 1)
     expect(await socket.echo('still')).toBe('echo still')
     timers.advance(expMs)
-    expect(await closedWithin(socket)).toEqual(ENDED)
+    expect(await settledWithin(socket.closed)).toEqual(ENDED)
     expect(await socket.upstreamClosed).toBe(TOKEN_ENDED_CODE)
   })
 
@@ -137,7 +115,7 @@ describe('a websocket opened with a bearer token', () => {
     })
     expect(revoked.status).toBe(200)
     timers.advance(timers.live()[0]!)
-    expect(await closedWithin(socket)).toEqual(ENDED)
+    expect(await settledWithin(socket.closed)).toEqual(ENDED)
     expect(await socket.upstreamClosed).toBe(TOKEN_ENDED_CODE)
   })
 

@@ -18,6 +18,7 @@ import { gatewayClient, startOidcProvider, walk, type TestProvider } from '../he
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { startTokenStub, type TokenStub } from '../helpers/token-stub.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
+import { openEcho, settledWithin } from '../helpers/websocket.js'
 
 const MINUTE = 60_000
 const TTL_MS = 30 * MINUTE
@@ -120,32 +121,9 @@ interface Open {
  * gateway's origin; or a bearer token, as a CLI), once an echo has gone through (both legs open).
  */
 async function open (gateway: TestGateway, path: string, headers: Record<string, string>): Promise<Open> {
-  const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}${path}`, { headers: { ...('cookie' in headers ? { origin: gateway.url } : {}), ...headers } })
-  opened.push(socket)
-  const closed = new Promise<{ code: number, reason: string }>((resolve) => socket.once('close', (code, reason) => resolve({ code, reason: reason.toString() })))
-  await new Promise((resolve, reject) => {
-    socket.once('open', resolve)
-    socket.once('unexpected-response', (_request, response) => reject(new Error(`handshake answered ${response.statusCode}`)))
-    socket.once('error', reject)
-  })
-  const echo = (text: string) => new Promise<string>((resolve) => {
-    socket.once('message', (data) => resolve(String(data)))
-    socket.send(text)
-  })
-  expect(await echo('hello')).toBe('echo hello')
+  const { socket, closed, echo } = await openEcho(`${gateway.url.replace('http', 'ws')}${path}`, { ...('cookie' in headers ? { origin: gateway.url } : {}), ...headers }, opened)
   const upstream = upstreamClosed.at(-1)!
   return { socket, closed, upstreamClosed: upstream.closed, echo }
-}
-
-/** Resolves with how `socket` was closed, failing when that takes more than a second. */
-async function closedWithin (socket: Open): Promise<{ code: number, reason: string }> {
-  let timer: NodeJS.Timeout | undefined
-  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error('the socket was still open after a second')), ONE_ANSWER_MS) })
-  try {
-    return await Promise.race([socket.closed, late])
-  } finally {
-    clearTimeout(timer)
-  }
 }
 
 const ENDED = { code: SESSION_ENDED_CODE, reason: SESSION_ENDED_REASON }
@@ -220,7 +198,7 @@ describe('websockets end with their session', () => {
       headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
     })
     expect(signOut.status).toBe(302)
-    const [here, there] = await Promise.all([closedWithin(aliceHere), closedWithin(aliceThere)])
+    const [here, there] = await Promise.all([settledWithin(aliceHere.closed), settledWithin(aliceThere.closed)])
     expect(here).toEqual(ENDED)
     expect(there).toEqual(ENDED)
     // The upstream hears why too.
@@ -252,7 +230,7 @@ describe('websockets end with their session', () => {
     expect(listed.sessions).toHaveLength(3)
     const phoneId = (await (await phone.browser.fetch(`${first.url}/oauth/sessions/`, { headers: same })).json() as typeof listed).sessions.find((entry) => entry.current)!.id
     expect((await laptop.browser.fetch(`${first.url}/oauth/sessions/${phoneId}/revoke`, { method: 'POST', headers: same })).status).toBe(200)
-    expect(await closedWithin(phoneThere)).toEqual(ENDED)
+    expect(await settledWithin(phoneThere.closed)).toEqual(ENDED)
     expect(await tabletHere.echo('still')).toBe('echo still')
 
     // From the laptop, sign out everywhere: the tablet's socket and the laptop's own end; dave's stays.
@@ -262,7 +240,7 @@ describe('websockets end with their session', () => {
       headers: { 'content-type': 'application/x-www-form-urlencoded', 'sec-fetch-site': 'same-origin' },
     })
     expect(everywhere.status).toBe(302)
-    const [tablet2, laptop2] = await Promise.all([closedWithin(tabletHere), closedWithin(laptopThere)])
+    const [tablet2, laptop2] = await Promise.all([settledWithin(tabletHere.closed), settledWithin(laptopThere.closed)])
     expect(tablet2).toEqual(ENDED)
     expect(laptop2).toEqual(ENDED)
     expect(await daveThere.echo('still')).toBe('echo still')
@@ -280,8 +258,8 @@ describe('websockets end with their session', () => {
     // Carol signs out at the provider itself, which posts a logout token to the first instance.
     const end = await walk(carol.browser, `${op.issuer}/session/end`)
     expect(end.body).toContain('You are signed out')
-    expect(await closedWithin(carolHere)).toEqual(ENDED)
-    expect(await closedWithin(carolThere)).toEqual(ENDED)
+    expect(await settledWithin(carolHere.closed)).toEqual(ENDED)
+    expect(await settledWithin(carolThere.closed)).toEqual(ENDED)
     expect(await daveHere.echo('still')).toBe('echo still')
     expect(await daveThere.echo('still')).toBe('echo still')
   })
@@ -316,8 +294,8 @@ describe('websockets end with their session', () => {
     timers.advance(renewed - 1)
     expect(await there.echo('still')).toBe('echo still')
     timers.advance(renewed)
-    expect(await closedWithin(here)).toEqual(ENDED)
-    expect(await closedWithin(there)).toEqual(ENDED)
+    expect(await settledWithin(here.closed)).toEqual(ENDED)
+    expect(await settledWithin(there.closed)).toEqual(ENDED)
     expect(first.logs.concat(second.logs).some((line) => line.includes('"why":"token"'))).toBe(true)
   })
 
@@ -340,7 +318,7 @@ describe('websockets end with their session', () => {
     timers.advance(idleAt - 1000)
     expect(await idleSockets[1]!.echo('still')).toBe('echo still')
     timers.advance(idleAt)
-    for (const socket of idleSockets) expect(await closedWithin(socket)).toEqual(ENDED)
+    for (const socket of idleSockets) expect(await settledWithin(socket.closed)).toEqual(ENDED)
     // Frank's is still in the store: its next deadline is its lifetime's end, sooner than its idle time.
     await waitFor(async () => timers.live().length === 2, 2000, 'the next deadline')
     expect(timers.live()).toEqual([start + MAX_AGE_MS, start + MAX_AGE_MS])
@@ -349,7 +327,7 @@ describe('websockets end with their session', () => {
     timers.advance(start + MAX_AGE_MS - 1)
     expect(await activeSockets[0]!.echo('still')).toBe('echo still')
     timers.advance(start + MAX_AGE_MS)
-    for (const socket of activeSockets) expect(await closedWithin(socket)).toEqual(ENDED)
+    for (const socket of activeSockets) expect(await settledWithin(socket.closed)).toEqual(ENDED)
     expect(first.logs.concat(second.logs).some((line) => line.includes('"why":"maxAge"'))).toBe(true)
   })
 })
