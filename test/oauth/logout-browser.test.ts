@@ -4,34 +4,25 @@
 // browser), the next sign-in asks for the user again.
 import { mkdir } from 'node:fs/promises'
 import type { Browser } from 'playwright-core'
-import { afterAll, beforeAll, describe, expect, it } from 'vitest'
+import { describe, expect } from 'vitest'
 import { ARTIFACTS, sharedChromium, signInAt } from '../helpers/chromium.js'
-import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from '../helpers/gateway.js'
-import { gatewayClient, startOidcProvider, type TestProvider } from '../helpers/oidc.js'
-import { startUpstream, type Upstream } from '../helpers/upstream.js'
+import { oidcClient, type TestGateway } from '../helpers/gateway.js'
+import type { TestProvider } from '../helpers/oidc.js'
+import { test as it } from '../helpers/stack.js'
 
+/** The worker's provider that keeps its sign-in and signs people out (stack.ts's `bcl`). */
 let op: TestProvider
-let upstream: Upstream
 let gateway: TestGateway
 let browser: Browser
 
-beforeAll(async () => {
+it.beforeAll(async ({ startStack, upstream, bcl }) => {
   await mkdir(ARTIFACTS, { recursive: true })
-  upstream = await startUpstream()
-  const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c')], { logout: true })
-  gateway = await startGateway({
-    server: { port, baseUrl },
-    store: { type: 'memory' },
-    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
-    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }],
+  op = bcl
+  gateway = await startStack({
+    providers: { bcl: oidcClient(op.issuer, 'c2', 's', 'openid email') },
+    routes: [{ path: '/app/', upstream: upstream.url, provider: 'bcl' }],
   })
   browser = await sharedChromium()
-})
-
-afterAll(async () => {
-  await gateway?.close()
-  await Promise.all([op?.close(), upstream?.close()])
 })
 
 describe('sign-out in a real browser', () => {
@@ -55,7 +46,7 @@ describe('sign-out in a real browser', () => {
     await page.click('button:has-text("Yes, sign me out")')
     await page.waitForSelector('h1:has-text("You are signed out")')
     expect(new URL(page.url()).origin).toBe(gateway.url)
-    expect(new URL(page.url()).pathname).toBe('/oauth/logout/demo/')
+    expect(new URL(page.url()).pathname).toBe('/oauth/logout/bcl/')
     expect(await context.cookies()).not.toContainEqual(expect.objectContaining({ name: 'gw_session' }))
     await page.screenshot({ path: `${ARTIFACTS}/signed-out-at-provider.png`, fullPage: true })
 
