@@ -12,8 +12,15 @@ import { GatewayError } from '../errors.js'
 import { CLOCK_TOLERANCE_S } from '../oauth/access-tokens.js'
 import type { BearerSockets, TokenHold, TokenRecheck } from '../proxy/bearer-sockets.js'
 
-/** An upgrade whose token passed within the clock tolerance after its `exp` (BearerSockets.admit). */
-export const pastExp = () => new GatewayError('unauthenticated', 'The token has expired: refresh it before opening a websocket, which ends with its token.')
+/**
+ * An upgrade whose token passed within the clock tolerance after its `exp` (BearerSockets.admit):
+ * refused, and its log line says so (`token_refused`, `expired`), not the access hook's `allow` (a
+ * new user's finding: an audit selecting on `decision` listed the refused upgrade as admitted).
+ */
+export function pastExp (request: FastifyRequest): GatewayError {
+  if (request.audit !== undefined) request.audit = { ...request.audit, decision: 'token_refused', reason: 'expired' }
+  return new GatewayError('unauthenticated', 'The token has expired: refresh it before opening a websocket, which ends with its token.')
+}
 
 /** What a route's holds need: its path, its gate, its token check, and whether its rules judge the client's address. */
 export interface BearerHolds {
@@ -64,7 +71,7 @@ export function admitBearerSockets (scope: FastifyInstance, holds: BearerHolds):
     const recheck = recheckOf(request, token, holds, 0, about)
     Promise.resolve(recheck()).then((hold) => {
       if (hold === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-      done(holds.sockets.admit(request, hold, recheck, about) ? undefined : pastExp())
+      done(holds.sockets.admit(request, hold, recheck, about) ? undefined : pastExp(request))
     }, done)
   })
 }

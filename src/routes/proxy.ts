@@ -240,7 +240,7 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
     // Checked by the access hook a moment ago; should it be gone from that cache, nothing says how long it holds.
     const until = grants.until(token)
     if (until === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-    done(sockets.admit(request, { until, introspected: false, ends: until }, () => undefined, { route: request.routeOptions.url }) ? undefined : pastExp())
+    done(sockets.admit(request, { until, introspected: false, ends: until }, () => undefined, { route: request.routeOptions.url }) ? undefined : pastExp(request))
   })
 }
 

@@ -126,6 +126,7 @@ describe('a websocket opened with a bearer token', () => {
     try {
       timers.advance(decodeJwt(token).exp! * 1000 + 30_000)
       expect((await fetch(`${gateway.url}/orders/x`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200)
+      const logged = gateway.logs.length
       const refused = await new Promise<{ status: number | undefined, body: string }>((resolve, reject) => {
         const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/orders/feed`, { headers: { authorization: `Bearer ${token}` } })
         opened.push(socket)
@@ -139,6 +140,9 @@ describe('a websocket opened with a bearer token', () => {
       })
       expect(refused.status).toBe(401)
       expect(JSON.parse(refused.body)).toMatchObject({ error: 'unauthenticated', message: 'The token has expired: refresh it before opening a websocket, which ends with its token.' })
+      // Its log line says it was refused, and why: an audit selecting on `decision` does not list it as admitted (a new user's finding).
+      const line = gateway.logs.slice(logged).map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.url === '/orders/feed' && entry.decision !== undefined)
+      expect(line).toMatchObject({ statusCode: 401, decision: 'token_refused', reason: 'expired', credential: 'bearer' })
     } finally {
       timers.time = Date.now()
     }
