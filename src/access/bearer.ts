@@ -38,6 +38,12 @@ export interface BearerGuard {
    * Bearer scheme with no usable token) is refused as `malformed`, and reported as every refusal is.
    */
   check (token: string | null): BearerOutcome | Promise<BearerOutcome>
+  /**
+   * The same check, reported nowhere: a held websocket's or event stream's token checked again
+   * (routes/bearer-holds.ts). Each request is counted once, by `check` (a new user's finding: an
+   * upgrade counted twice in gateway_bearer_tokens_total, each hold's check once more).
+   */
+  recheck (token: string): BearerOutcome | Promise<BearerOutcome>
 }
 
 /** Counts outcomes (metrics, the refusal log): `accepted`, or the problem. */
@@ -102,7 +108,7 @@ export interface BearerScope {
 
 /**
  * A route's token check. `scope`: the route's provider and the claim paths it reads. `report`
- * counts each outcome.
+ * counts the outcome of each `check` (a request's), never a `recheck`'s.
  */
 export function compileBearer (config: BearerConfig, providers: Readonly<Record<string, ProviderConfig>>, scope: BearerScope,
   tokens: AccessTokens, resourceMetadata: string | undefined, report: BearerReport = () => {}): BearerGuard {
@@ -115,58 +121,59 @@ export function compileBearer (config: BearerConfig, providers: Readonly<Record<
   const identities = new WeakMap<VerifiedToken, { identity: Identity, from: Readonly<Record<string, unknown>> | undefined }>()
   /** Where an opaque token goes: no issuer outside these ever sees it. */
   const introspected = introspectedIssuers(config)
-  const refuse = (problem: TokenProblem, message: string): BearerOutcome => {
-    report(problem)
-    return { ok: false, problem, message, scopes: config.scopes }
-  }
-  // Held as long as the token and the claims answer it was judged on: a JWT whose claims came from
-  // an introspection answer is asked again with it (its websocket too: an attacker's finding, it
-  // lived to the token's exp after the issuer revoked it).
-  const accept = (token: VerifiedToken, identity: Identity, added: PersonClaimsAnswer | undefined): BearerOutcome => {
-    report('accepted')
-    const claimsUntil = added?.ok === true ? added.until : Infinity
-    const expires = typeof token.claims.exp === 'number' ? token.claims.exp * 1000 : Infinity
-    return { ok: true, id: token.hash, issuer: token.issuer, identity, until: Math.min(token.until, claimsUntil), introspected: token.introspected || claimsUntil < token.until, expires }
-  }
+  /** The check, each outcome given to `count`. */
+  function checker (count: BearerReport): (token: string | null) => BearerOutcome | Promise<BearerOutcome> {
+    const refuse = (problem: TokenProblem, message: string): BearerOutcome => {
+      count(problem)
+      return { ok: false, problem, message, scopes: config.scopes }
+    }
+    // Held as long as the token and the claims answer it was judged on: a JWT whose claims came from
+    // an introspection answer is asked again with it (its websocket too: an attacker's finding, it
+    // lived to the token's exp after the issuer revoked it).
+    const accept = (token: VerifiedToken, identity: Identity, added: PersonClaimsAnswer | undefined): BearerOutcome => {
+      count('accepted')
+      const claimsUntil = added?.ok === true ? added.until : Infinity
+      const expires = typeof token.claims.exp === 'number' ? token.claims.exp * 1000 : Infinity
+      return { ok: true, id: token.hash, issuer: token.issuer, identity, until: Math.min(token.until, claimsUntil), introspected: token.introspected || claimsUntil < token.until, expires }
+    }
 
-  /** The identity from the token's claims and what the route's source adds (the token's own signed claims win). */
-  function identify (token: VerifiedToken, added: PersonClaimsAnswer | undefined): BearerOutcome {
-    if (added?.ok === false) return refuse(added.problem, added.message)
-    const known = identities.get(token)
-    if (known !== undefined && known.from === added?.claims) return accept(token, known.identity, added)
-    const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
-    const identity = tokenIdentity(claims, providers[token.issuer]!.claims, scope.kept)
-    if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
-    const judged = named(identity, token.issuer, scope.own, scope.spaces)
-    identities.set(token, { identity: judged, from: added?.claims })
-    return accept(token, judged, added)
-  }
+    /** The identity from the token's claims and what the route's source adds (the token's own signed claims win). */
+    function identify (token: VerifiedToken, added: PersonClaimsAnswer | undefined): BearerOutcome {
+      if (added?.ok === false) return refuse(added.problem, added.message)
+      const known = identities.get(token)
+      if (known !== undefined && known.from === added?.claims) return accept(token, known.identity, added)
+      const claims = added === undefined ? token.claims : { ...added.claims, ...token.claims }
+      const identity = tokenIdentity(claims, providers[token.issuer]!.claims, scope.kept)
+      if (identity === undefined) return refuse('no_subject', TOKEN_MESSAGES.noSubject)
+      const judged = named(identity, token.issuer, scope.own, scope.spaces)
+      identities.set(token, { identity: judged, from: added?.claims })
+      return accept(token, judged, added)
+    }
 
-  function judge (raw: string, token: VerifiedToken): BearerOutcome | Promise<BearerOutcome> {
-    const known = identities.get(token)
-    if (known !== undefined && config.claimsFrom === 'token') return accept(token, known.identity, undefined)
-    const provider = providers[token.issuer]!
-    const aud = audiences(token.claims.aud)
-    // An ID token for this gateway names the gateway's client id as its only audience.
-    if (aud.length === 1 && aud[0] === provider.clientId && config.audience !== provider.clientId) return refuse('id_token', TOKEN_MESSAGES.idToken)
-    if (!aud.includes(config.audience)) return refuse('wrong_audience', TOKEN_MESSAGES.wrongAudience)
-    const granted = grantedScopes(token.claims)
-    if (config.scopes.some((scope) => !granted.has(scope))) return refuse('insufficient_scope', tokenMessage('insufficientScope', { scopes: config.scopes.join(' ') }))
-    if (config.claimsFrom === 'token') return identify(token, undefined)
-    const added = tokens.person.claims(raw, token, config.claimsFrom)
-    return added instanceof Promise ? added.then((settled) => identify(token, settled)) : identify(token, added)
-  }
+    function judge (raw: string, token: VerifiedToken): BearerOutcome | Promise<BearerOutcome> {
+      const known = identities.get(token)
+      if (known !== undefined && config.claimsFrom === 'token') return accept(token, known.identity, undefined)
+      const provider = providers[token.issuer]!
+      const aud = audiences(token.claims.aud)
+      // An ID token for this gateway names the gateway's client id as its only audience.
+      if (aud.length === 1 && aud[0] === provider.clientId && config.audience !== provider.clientId) return refuse('id_token', TOKEN_MESSAGES.idToken)
+      if (!aud.includes(config.audience)) return refuse('wrong_audience', TOKEN_MESSAGES.wrongAudience)
+      const granted = grantedScopes(token.claims)
+      if (config.scopes.some((scope) => !granted.has(scope))) return refuse('insufficient_scope', tokenMessage('insufficientScope', { scopes: config.scopes.join(' ') }))
+      if (config.claimsFrom === 'token') return identify(token, undefined)
+      const added = tokens.person.claims(raw, token, config.claimsFrom)
+      return added instanceof Promise ? added.then((settled) => identify(token, settled)) : identify(token, added)
+    }
 
-  return {
-    header: config.header,
-    resourceMetadata,
-    check (token) {
+    return (token) => {
       if (token === null) return refuse('malformed', TOKEN_MESSAGES.malformed)
       const none = noTokenMessage(token)
       if (none !== undefined) return refuse('no_token', none)
       const checked = tokens.check(token, config.issuers, introspected)
       if (checked instanceof Promise) return checked.then((settled) => settled.ok ? judge(token, settled.token) : refuse(settled.problem, settled.message))
       return checked.ok ? judge(token, checked.token) : refuse(checked.problem, checked.message)
-    },
+    }
   }
+
+  return { header: config.header, resourceMetadata, check: checker(report), recheck: checker(() => {}) }
 }

@@ -52,7 +52,7 @@ function recheckOf (request: FastifyRequest, token: string, holds: BearerHolds, 
     return { until: outcome.introspected ? outcome.until : outcome.until + graceMs, introspected: outcome.introspected, ends: outcome.expires + graceMs }
   }
   return () => {
-    const outcome = holds.bearer.check(token)
+    const outcome = holds.bearer.recheck(token)
     return outcome instanceof Promise ? outcome.then(held) : held(outcome)
   }
 }

@@ -17,6 +17,7 @@ import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { openEcho, settledWithin } from '../helpers/websocket.js'
+import { metricValue } from '../helpers/metrics.js'
 
 const TOKEN_TTL_S = 600
 const ENDED = { code: TOKEN_ENDED_CODE, reason: TOKEN_ENDED_REASON }
@@ -77,6 +78,11 @@ async function open (path: string, token: string): Promise<Open> {
   return { closed, upstreamClosed: upstreamClosed.at(-1)!, echo }
 }
 
+/** gateway_bearer_tokens_total's `accepted` count on `route`. */
+async function acceptedOn (route: string): Promise<number> {
+  return metricValue(await (await fetch(`${gateway.url}/metrics`)).text(), `gateway_bearer_tokens_total{route="${route}",result="accepted"}`) ?? 0
+}
+
 /** The one live timer's time, once the gateway has set it. */
 async function nextCheck (): Promise<number> {
   await waitFor(async () => timers.live().length === 1, ONE_ANSWER_MS, 'the socket\'s timer')
@@ -87,7 +93,10 @@ describe('a websocket opened with a bearer token', () => {
   it('a JWT\'s closes with 1008 at the token\'s exp, on both legs, and not before', async () => {
     const token = await clientCredentialsToken(op, CI, 'api://orders', 'orders.read')
     const expMs = decodeJwt(token).exp! * 1000
+    const before = await acceptedOn('/orders')
     const socket = await open('/orders/feed', token)
+    // One upgrade, one token counted (a new user's finding: the socket's hold counted it again).
+    expect(await acceptedOn('/orders')).toBe(before + 1)
     expect(await nextCheck()).toBe(expMs)
     timers.advance(expMs - 1)
     expect(await socket.echo('still')).toBe('echo still')
