@@ -40,7 +40,7 @@ function isFresh (token: TokenSet, nowMs: number): boolean {
  * A token due for a refresh goes on while its refresh cannot be had only with this long left: one
  * about to expire would expire on its way (the reason for the refresh's skew).
  */
-const STILL_VALID_FLOOR_S = 5
+export const STILL_VALID_FLOOR_S = 5
 
 /** Not expired yet (STILL_VALID_FLOOR_S left at least), though due for a refresh (within EXPIRY_SKEW_S of its expiry). */
 function isStillValid (token: TokenSet, nowMs: number): boolean {
