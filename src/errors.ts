@@ -146,6 +146,13 @@ export interface ErrorDetails {
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
   /**
+   * A refusal that comes after the access hook allowed the request (a websocket whose token ended
+   * on the way): the `decision` and `reason` its log line says (src/ops/audit.ts), in place of the
+   * access hook's `allow`. Without it, such a 401 or 403 is logged `unauthenticated` or `forbidden`
+   * (http/error-handler.ts).
+   */
+  audit?: { readonly decision: string, readonly reason: string }
+  /**
    * A failure outside the gateway that it expects (an upstream or a provider down or slow): logged
    * as this one warn line instead of an error line with the cause; at debug where the outage
    * itself is logged once elsewhere (a provider's keys: oauth/issuer-keys.ts; a refresh that failed

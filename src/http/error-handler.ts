@@ -71,6 +71,7 @@ export function closeIfBodyUnread (request: FastifyRequest, reply: FastifyReply)
 
 function sendError (request: FastifyRequest, reply: FastifyReply, thrown: FastifyError | Error, ownOrigin: string, onAnswer: OnErrorAnswer): FastifyReply {
   const error = toGatewayError(thrown)
+  refusedAfterAdmission(request, error)
   closeIfBodyUnread(request, reply)
   onAnswer(request, error.code)
   const { log } = error.details
@@ -105,6 +106,19 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
     ...(error.details.loginUrls === undefined ? {} : { login_urls: error.details.loginUrls }),
     ...refusedFields(error.details),
   })
+}
+
+/**
+ * A 401 or 403 answered to a request the access hook had allowed (a websocket whose token or
+ * session ended before it was made, or whose token was past its exp): its log line says the refusal, never the access hook's
+ * `allow`, which an audit selecting on `decision` would list as admitted (a new user's finding). The
+ * error's own audit fields where it has them, else the refusal its status is. One place for every
+ * such refusal, so that the next one cannot be logged as admitted either.
+ */
+function refusedAfterAdmission (request: FastifyRequest, error: GatewayError): void {
+  const audit = request.audit
+  if (audit?.decision !== 'allow' || (error.statusCode !== 401 && error.statusCode !== 403)) return
+  request.audit = { ...audit, ...(error.details.audit ?? { decision: error.statusCode === 403 ? 'forbidden' : 'unauthenticated' }) }
 }
 
 /**

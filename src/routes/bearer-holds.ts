@@ -14,12 +14,19 @@ import type { BearerSockets, TokenHold, TokenRecheck } from '../proxy/bearer-soc
 
 /**
  * An upgrade whose token passed within the clock tolerance after its `exp` (BearerSockets.admit):
- * refused, and its log line says so (`token_refused`, `expired`), not the access hook's `allow` (a
- * new user's finding: an audit selecting on `decision` listed the refused upgrade as admitted).
+ * refused, and its log line says so (`token_refused`, `expired`), not the access hook's `allow`.
  */
-export function pastExp (request: FastifyRequest): GatewayError {
-  if (request.audit !== undefined) request.audit = { ...request.audit, decision: 'token_refused', reason: 'expired' }
-  return new GatewayError('unauthenticated', 'The token has expired: refresh it before opening a websocket, which ends with its token.')
+export function pastExp (): GatewayError {
+  return new GatewayError('unauthenticated', 'The token has expired: refresh it before opening a websocket, which ends with its token.', { details: { audit: { decision: 'token_refused', reason: 'expired' } } })
+}
+
+/**
+ * An upgrade whose token the access hook let through, but which was refused or gone when its
+ * websocket was to be kept with it (revoked, or no longer let through by the route's rules, in
+ * between): refused, and logged `token_refused`, `inactive`.
+ */
+export function tokenEnded (): GatewayError {
+  return new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.', { details: { audit: { decision: 'token_refused', reason: 'inactive' } } })
 }
 
 /** What a route's holds need: its path, its gate, its token check, and whether its rules judge the client's address. */
@@ -70,8 +77,8 @@ export function admitBearerSockets (scope: FastifyInstance, holds: BearerHolds):
     const about = { route: holds.route }
     const recheck = recheckOf(request, token, holds, 0, about)
     Promise.resolve(recheck()).then((hold) => {
-      if (hold === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-      done(holds.sockets.admit(request, hold, recheck, about) ? undefined : pastExp(request))
+      if (hold === undefined) return done(tokenEnded())
+      done(holds.sockets.admit(request, hold, recheck, about) ? undefined : pastExp())
     }, done)
   })
 }

@@ -43,7 +43,7 @@ import { TOKEN_SKEW_MS } from '../agents/grant-tokens.js'
 import { methodOverrideHookFor } from './method-override-hook.js'
 import type { FormReplay } from './form-replay.js'
 import { websocketRoute } from './websocket-route.js'
-import { admitBearerSockets, bearerHoldsOf, holdBearerStream, pastExp, type BearerHolds } from './bearer-holds.js'
+import { admitBearerSockets, bearerHoldsOf, holdBearerStream, pastExp, tokenEnded, type BearerHolds } from './bearer-holds.js'
 
 export interface ProxyDeps {
   config: GatewayConfig
@@ -239,8 +239,8 @@ function admitAgentSockets (scope: FastifyInstance, sockets: BearerSockets, gran
     if (request.headers.upgrade?.toLowerCase() !== 'websocket' || request.audit?.decision !== 'allow' || request.audit.credential !== 'agent' || typeof token !== 'string') return done()
     // Checked by the access hook a moment ago; should it be gone from that cache, nothing says how long it holds.
     const until = grants.until(token)
-    if (until === undefined) return done(new GatewayError('unauthenticated', 'The token ended before this websocket connection was made.'))
-    done(sockets.admit(request, { until, introspected: false, ends: until }, () => undefined, { route: request.routeOptions.url }) ? undefined : pastExp(request))
+    if (until === undefined) return done(tokenEnded())
+    done(sockets.admit(request, { until, introspected: false, ends: until }, () => undefined, { route: request.routeOptions.url }) ? undefined : pastExp())
   })
 }
 

@@ -3,9 +3,10 @@
 import { readFile } from 'node:fs/promises'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { parseConfig } from '../../src/config/config.js'
-import { ERRORS } from '../../src/errors.js'
+import { ERRORS, GatewayError } from '../../src/errors.js'
 import { buildGateway } from '../../src/gateway.js'
-import type { FastifyInstance } from 'fastify'
+import { pastExp, tokenEnded } from '../../src/routes/bearer-holds.js'
+import type { FastifyInstance, FastifyRequest } from 'fastify'
 import { logCollector } from '../helpers/gateway.js'
 
 describe('error catalogue', () => {
@@ -25,6 +26,12 @@ describe('error rendering', () => {
   beforeAll(async () => {
     app = await buildGateway(parseConfig('', {}), { logStream: logs.stream })
     app.get('/boom', async () => { throw new Error('secret internals at /srv/app.js:12') })
+    // A request the access hook allowed, then refused on the way (a websocket whose token or session ended on the way).
+    const admitted = (request: FastifyRequest) => { request.audit = { decision: 'allow', user: 'alice', rule: 'allow[0]', credential: 'bearer' } }
+    app.get('/admitted/ended', { onRequest: async (request) => { admitted(request) } }, async () => { throw tokenEnded() })
+    app.get('/admitted/expired', { onRequest: async (request) => { admitted(request) } }, async () => { throw pastExp() })
+    app.get('/admitted/forbidden', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('forbidden', 'Not from this site.') })
+    app.get('/admitted/upstream', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('bad_gateway', 'The upstream did not answer.') })
     await app.ready()
   })
   afterAll(async () => { await app.close() })
@@ -61,6 +68,20 @@ describe('error rendering', () => {
     const response = await app.inject({ url: '/nothing-here' })
     expect(response.statusCode).toBe(404)
     expect(response.json()).toMatchObject({ error: 'not_found' })
+  })
+
+  // One place for every refusal after admission: an audit selecting on `decision` never lists it as admitted.
+  it.each([
+    ['/admitted/ended', 401, { decision: 'token_refused', reason: 'inactive' }],
+    ['/admitted/expired', 401, { decision: 'token_refused', reason: 'expired' }],
+    ['/admitted/forbidden', 403, { decision: 'forbidden' }],
+    ['/admitted/upstream', 502, { decision: 'allow' }],
+  ])('a request the access hook allowed, answered %s by the gateway: its log line says the refusal, or still allow for an upstream\'s failure', async (url, status, fields) => {
+    const response = await app.inject({ url, headers: { accept: 'application/json' } })
+    expect(response.statusCode).toBe(status)
+    const line = logs.lines.map((text) => JSON.parse(text) as Record<string, unknown>).findLast((entry) => entry.url === url && entry.statusCode === status)
+    expect(line).toMatchObject({ ...fields, user: 'alice', rule: 'allow[0]', credential: 'bearer' })
+    if (!('reason' in fields)) expect(line).not.toHaveProperty('reason')
   })
 
   it('answers /healthz 200', async () => {
