@@ -159,7 +159,10 @@ function servicePorts (): PortUse[] {
 
 async function withoutGateway (options: DemoOptions): Promise<void> {
   await portsAreFree(servicePorts())
-  const { as, app } = await startServices(options.gatewayUrls, options.clientSecret, options)
+  // One gateway named (--gateway-url): the sample app's "Sign out" goes there, wherever the app is
+  // shown (through a forward-auth front on another host, `/oauth/logout/` is the front's own path).
+  const [only, ...others] = options.gatewayUrls
+  const { as, app } = await startServices(options.gatewayUrls, options.clientSecret, options, only !== undefined && others.length === 0 ? `${only}/oauth/logout/` : undefined)
   onSignals(async (code) => {
     await Promise.all([as.close(), app.close()])
     process.exit(code)

@@ -100,7 +100,10 @@ async function signedIn (args: string[], login: string): Promise<{ browser: Brow
   const browser = new Browser()
   const landed = await browser.navigate(`${gateway.url}/app/`, { login })
   expect(landed.status).toBe(200)
-  expect(await landed.text()).toContain(`Hello, ${login.charAt(0).toUpperCase()}${login.slice(1)}`)
+  const page = await landed.text()
+  expect(page).toContain(`Hello, ${login.charAt(0).toUpperCase()}${login.slice(1)}`)
+  // Its "Sign out" goes to the gateway named, also where the app is shown through a front on another host.
+  expect(page).toContain(`<a class="button" href="${baseUrl}/oauth/logout/">Sign out</a>`)
   return { browser, gateway, printed }
 }
 
