@@ -146,10 +146,10 @@ export interface ErrorDetails {
   /** Extra response headers (e.g. WWW-Authenticate). */
   headers?: Record<string, string>
   /**
-   * A refusal that comes after the access hook allowed the request (a websocket whose token ended
-   * on the way): the `decision` and `reason` its log line says (src/ops/audit.ts), in place of the
-   * access hook's `allow`. Without it, such a 401 or 403 is logged `unauthenticated` or `forbidden`
-   * (http/error-handler.ts).
+   * The `decision` and `reason` the log line of this refusal says (src/ops/audit.ts): in place of
+   * the access hook's `allow` when it comes after it (a websocket whose token ended on the way), or
+   * where nobody was judged yet (a websocket from another site's page). Without it, a refusal after
+   * `allow` is logged by its status (http/error-handler.ts).
    */
   audit?: { readonly decision: string, readonly reason: string }
   /**

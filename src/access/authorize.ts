@@ -17,7 +17,7 @@ import { systemClock, type Clock } from '../ops/clock.js'
 import type { TokenProblem } from '../oauth/access-tokens.js'
 import { bearerToken, type BearerGuard, type BearerOutcome } from './bearer.js'
 import { isQualified, qualify } from './name-spaces.js'
-import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type RouteGate, type SessionState, type Subject } from './gate.js'
+import { decide, failed, NO_SESSION, signedIn, tokenRefused, UNREAD, type Decision, type Judged, type RouteGate, type SessionState, type Subject } from './gate.js'
 
 /** What the pipeline reads of a request: plain values, so that it knows nothing of Fastify. */
 export interface AccessRequest extends Subject {
@@ -330,12 +330,18 @@ export function tokenAdmits (gate: RouteGate, subject: Subject, token: string, o
 
 /** Who asked, for the request's log line: the identity's user name, or null when nobody is known. */
 export function auditUser (verdict: Verdict): string | null {
-  return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.identity?.sub ?? null : null
+  return judged(verdict)?.identity?.sub ?? null
+}
+
+/** The signed-in person the rules judged, and the rule: admitted, refused, or asked for a fresher sign-in (`reauth`). */
+function judged (verdict: Verdict): Judged | undefined {
+  if (verdict.kind === 'allow' || verdict.kind === 'forbidden') return verdict
+  return verdict.kind === 'step_up' || verdict.kind === 'sign_in' ? verdict.reauthOf : undefined
 }
 
 /** Which rule decided, for the request's log line: its name, or `none` (no rules, no allow rule matched, no session). */
 export function auditRule (verdict: Verdict): string {
-  return verdict.kind === 'allow' || verdict.kind === 'forbidden' ? verdict.rule ?? 'none' : 'none'
+  return judged(verdict)?.rule ?? 'none'
 }
 
 /**
@@ -348,5 +354,5 @@ export function auditRule (verdict: Verdict): string {
 export function auditCredential (verdict: Verdict, authorization: string | undefined): Credential | null {
   if (verdict.kind === 'allow') return verdict.grant !== undefined ? 'agent' : verdict.via === undefined ? 'session' : 'bearer'
   if (verdict.kind === 'token_refused' || bearerToken(authorization) !== undefined) return 'bearer'
-  return verdict.kind === 'forbidden' ? 'session' : null
+  return judged(verdict) !== undefined ? 'session' : null
 }

@@ -120,6 +120,9 @@ export function tokenRefused (problem: TokenProblem, message: string, scopes: re
   return { kind: 'token_refused', problem, message, scopes }
 }
 
+/** A signed-in person the rules judged, and the rule that admitted or refused them (undefined: none needed to, or no allow rule matched). */
+export interface Judged { readonly identity: Identity | undefined, readonly rule: string | undefined }
+
 /** What the gate decided; `kind` names it, the other fields are what acting on it needs. */
 export type Decision =
   /** Forward with these credentials (bearer token, identity headers); `rule` admitted it (undefined: no rule needed to). */
@@ -128,8 +131,8 @@ export type Decision =
   | { readonly kind: 'public' }
   /** Read the session (refreshing its token if need be), then ask again with what was found. */
   | { readonly kind: 'read_session' }
-  /** 302 to `loginUrl` (a browser). */
-  | { readonly kind: 'sign_in', readonly loginUrl: string }
+  /** 302 to `loginUrl` (a browser); `reauthOf`: a signed-in person sent to sign in again (the route's `reauth`). */
+  | { readonly kind: 'sign_in', readonly loginUrl: string, readonly reauthOf?: Judged }
   /** 401 `unauthenticated` with `login_url` and `WWW-Authenticate: Bearer realm="<realm>"` (and `resource_metadata` on a bearer route). */
   | { readonly kind: 'unauthenticated', readonly loginUrl: string, readonly realm: string, readonly resourceMetadata: string | undefined, readonly loginUrls?: Record<string, string> }
   /**
@@ -137,7 +140,7 @@ export type Decision =
    * sign-in does not meet): RFC 9470's challenge with `max_age` (seconds) and `acr_values`.
    * @see https://www.rfc-editor.org/rfc/rfc9470#section-3
    */
-  | { readonly kind: 'step_up', readonly loginUrl: string, readonly realm: string, readonly reauth: ReauthConfig }
+  | { readonly kind: 'step_up', readonly loginUrl: string, readonly realm: string, readonly reauth: ReauthConfig, readonly reauthOf: Judged }
   /** 401 `invalid_token` or 403 `insufficient_scope`, with RFC 6750's WWW-Authenticate. */
   | { readonly kind: 'token_refused', readonly problem: TokenProblem, readonly message: string, readonly scopes: readonly string[], readonly realm: string, readonly resourceMetadata: string | undefined }
   /**
@@ -278,7 +281,7 @@ export function decide (gate: RouteGate, subject: Subject, html: boolean, sessio
       const judgement = gate.judge(session.identity, method, target, subject.address, session.provider ?? gate.provider)
       const { admit, rule } = judgement
       if (!admit) return forbidden(gate, session, judgement, subject, next)
-      if (session.stepUp === true && gate.reauth !== undefined) return stepUp(gate, gate.reauth, html, next)
+      if (session.stepUp === true && gate.reauth !== undefined) return stepUp(gate, gate.reauth, html, next, { identity: session.identity, rule })
       const allowed = { kind: 'allow', accessToken: session.accessToken, identity: session.identity, rule } as const
       return session.provider === undefined ? allowed : { ...allowed, provider: session.provider }
     }
@@ -318,11 +321,15 @@ function unauthenticated (gate: RouteGate, next: string): Decision {
   return gate.loginUrls === undefined ? decision : { ...decision, loginUrls: gate.loginUrls(next) }
 }
 
-/** A sign-in that is not recent enough: a browser signs in again (the login asks for it), an API client is told how recent. */
-function stepUp (gate: RouteGate, reauth: ReauthConfig, html: boolean, next: string): Decision {
+/**
+ * A sign-in that is not recent enough: a browser signs in again (the login asks for it), an API
+ * client is told how recent. Either names the person the rules admitted, for the log line: an
+ * audit saw `user: null`, nobody signed in (an attacker's finding).
+ */
+function stepUp (gate: RouteGate, reauth: ReauthConfig, html: boolean, next: string, reauthOf: Judged): Decision {
   return html
-    ? { kind: 'sign_in', loginUrl: gate.loginUrl(next) }
-    : { kind: 'step_up', loginUrl: gate.loginUrl(next), realm: gate.provider, reauth }
+    ? { kind: 'sign_in', loginUrl: gate.loginUrl(next), reauthOf }
+    : { kind: 'step_up', loginUrl: gate.loginUrl(next), realm: gate.provider, reauth, reauthOf }
 }
 
 /**

@@ -109,16 +109,29 @@ function sendError (request: FastifyRequest, reply: FastifyReply, thrown: Fastif
 }
 
 /**
- * A 401 or 403 answered to a request the access hook had allowed (a websocket whose token or
- * session ended before it was made, or whose token was past its exp): its log line says the refusal, never the access hook's
- * `allow`, which an audit selecting on `decision` would list as admitted (a new user's finding). The
- * error's own audit fields where it has them, else the refusal its status is. One place for every
- * such refusal, so that the next one cannot be logged as admitted either.
+ * An error answered to a request the access hook had allowed, by the gateway itself and so never
+ * passed to the upstream (a websocket whose token or session ended before it was made, a body the
+ * route cannot read for its `_method`, a shutdown under way): its log line says the refusal, never
+ * the access hook's `allow`, which an audit selecting on `decision` would list as admitted (a new
+ * user's and an attacker's findings). The error's own audit fields where it has them, else the
+ * refusal its status is. One place for every such answer, so that the next one cannot be logged as
+ * admitted either. The upstream's own failure (502, 504) and the gateway's (500) stay `allow`.
  */
 function refusedAfterAdmission (request: FastifyRequest, error: GatewayError): void {
   const audit = request.audit
-  if (audit?.decision !== 'allow' || (error.statusCode !== 401 && error.statusCode !== 403)) return
-  request.audit = { ...audit, ...(error.details.audit ?? { decision: error.statusCode === 403 ? 'forbidden' : 'unauthenticated' }) }
+  // Refused before anyone was judged (a websocket from another site's page, forward-auth asked by no proxy).
+  if (audit === undefined && error.details.audit !== undefined) request.audit = { user: null, rule: 'none', credential: null, ...error.details.audit }
+  if (audit?.decision !== 'allow') return
+  const refused = error.details.audit ?? refusalOf(error)
+  if (refused !== undefined) request.audit = { ...audit, ...refused }
+}
+
+/** The `decision` of the gateway's own answer `error` (ops/audit.ts); undefined for a failure that is not a refusal. */
+function refusalOf (error: GatewayError): { decision: string } | undefined {
+  if (error.code === 'bad_gateway' || error.code === 'gateway_timeout' || error.code === 'internal_error') return undefined
+  if (error.statusCode === 401) return { decision: 'unauthenticated' }
+  if (error.statusCode === 403) return { decision: 'forbidden' }
+  return { decision: error.statusCode >= 500 ? 'unavailable' : 'invalid_request' }
 }
 
 /**

@@ -20,7 +20,7 @@ export interface Audit {
   readonly rule: string
   /** null: neither a token nor a session (a sign-in, a 401, a public path). */
   readonly credential: Credential | null
-  /** Why a token or an admitted request was refused after all: one of a closed set of words (`invalid_token`, `method_override`), never a value. */
+  /** Why a token or an admitted request was refused after all, or a request before anyone was judged: one of a closed set of words (`expired`, `method_override`, `origin`), never a value. */
   readonly reason?: string | undefined
   /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
   readonly original?: { readonly method: string | undefined, readonly url: string } | undefined

@@ -301,12 +301,15 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
 /**
  * The audit fields of a forward-auth answer: the original request a trusted proxy named, and on a
  * 401 whether its address was refused as the sign-in's return (a newcomer's finding: a host listed
- * without the port it is served on sent every sign-in to /oauth/, and nothing said why).
+ * without the port it is served on sent every sign-in to /oauth/, and nothing said why). Its URL is
+ * the canonical one the rules judged, as a proxied request's `url` is (an attacker's finding:
+ * `/%61dmin/pay` admitted by a rule on `/admin/*` escaped an audit of `/admin/`); as sent only when
+ * it cannot be told.
  */
-function forwardAudit (audit: Audit, original: OriginalUrl | undefined, method: string | undefined, back: string): Audit {
+function forwardAudit (audit: Audit, original: OriginalUrl | undefined, subject: OriginalSubject, back: string): Audit {
   if (original === undefined) return audit
   const returnRefused = back === HOME && audit.decision === 'unauthenticated' && original.uri !== HOME
-  return { ...audit, original: { method, url: loggableUrl(original.uri) }, ...(returnRefused ? { returnTo: 'refused' as const } : {}) }
+  return { ...audit, original: { method: subject.method, url: loggableUrl(subject.path ?? original.uri) }, ...(returnRefused ? { returnTo: 'refused' as const } : {}) }
 }
 
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions, metrics }: ForwardAuthDeps): Promise<void> {
@@ -353,7 +356,8 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const named = fromProxy ? namedUrl(request) : undefined
     const original = originalUrl(fromProxy, request, named)
     const notFromProxy = notTheProxy(request, fromProxy, original)
-    if (notFromProxy !== undefined) throw new GatewayError('forbidden', notFromProxy)
+    // Its line says the refusal, as the rules' 403 does (an attacker's finding: no decision at all).
+    if (notFromProxy !== undefined) throw new GatewayError('forbidden', notFromProxy, { details: { audit: { decision: 'forbidden', reason: 'not_from_proxy' } } })
     const back = returnTo(original, ownOrigin, redirectHosts)
     const login = loginUrl(config, provider, back)
     const host = forwardedHost(fromProxy, request, named)
@@ -378,7 +382,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const site: Site = { kind: 'forward-auth', identityHeaders: DEFAULT_IDENTITY_HEADERS, claimHeaders: [], switchAccountUrl: (next) => switchAccountUrl(config, provider, next), retry: () => ({ loginUrl: login }) }
     const answer = respond(verdict, authorization, site, back)
     if (verdict.kind === 'forbidden' && verdict.refusedBy !== undefined) metrics.ruleRefusals.inc({ route: 'forward-auth', refused_by: verdict.refusedBy })
-    request.audit = forwardAudit(answer.audit, original, subject.method, back)
+    request.audit = forwardAudit(answer.audit, original, subject, back)
     // The responder never forwards forward-auth's public path nor redirects it (a 500 if it did).
     if (answer.kind !== 'forward' || answer.allowed === undefined) throw answer.kind === 'refuse' ? answer.error : new Error(`forward-auth was answered ${answer.kind}`)
     const allowed = answer.allowed

@@ -198,7 +198,7 @@ async function readForm (request: FastifyRequest, reply: FastifyReply, payload: 
   const purpose = methods ? 'judge its _method' : 'judge the route its r field names'
   if (contentCoded(request.headers['content-encoding'])) {
     reply.header('accept-encoding', 'identity')
-    throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to ${purpose}, and cannot read it with Content-Encoding ${request.headers['content-encoding']}: send the body without Content-Encoding.`))
+    throw unreadBody(reply, new GatewayError('unsupported_media_type', `This route reads a ${request.method}'s body to ${purpose}, and cannot read it with Content-Encoding ${String(request.headers['content-encoding']).slice(0, 40)}: send the body without Content-Encoding.`))
   }
   const charset = kind === 'multipart' || !methods ? undefined : unreadCharset(request.headers['content-type'])
   if (charset !== undefined) {

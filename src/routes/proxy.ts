@@ -157,7 +157,8 @@ export async function proxyRoutes (app: FastifyInstance, { config, access, acces
         scope.addHook('onRequest', (request, _reply, done) => {
           if (request.headers.upgrade?.toLowerCase() !== 'websocket' || origins.has(request.headers.origin ?? '')) return done()
           if (bearerHeader !== undefined && bearerToken(request.headers[bearerHeader]) !== undefined) return done()
-          done(new GatewayError('forbidden', 'This websocket connection was not opened by a page of this site.'))
+          // Refused before the access hook: its line says so all the same (an attacker's finding: no decision at all).
+          done(new GatewayError('forbidden', 'This websocket connection was not opened by a page of this site.', { details: { audit: { decision: 'forbidden', reason: 'origin' } } }))
         })
       }
       let holds: BearerHolds | undefined

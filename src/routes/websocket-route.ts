@@ -11,7 +11,7 @@ import type { IncomingMessage } from 'node:http'
 import { WebSocketServer, type WebSocket } from 'ws'
 import type { RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
-import { logUpgrade } from '../http/request-end.js'
+import { logAbandoned, logUpgrade } from '../http/request-end.js'
 import { upgradeOf, type Upgrade } from '../http/upgrades.js'
 import type { BearerSockets } from '../proxy/bearer-sockets.js'
 import type { UpstreamTarget } from '../proxy/cut-off.js'
@@ -174,10 +174,13 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
       },
       clientGone: client.gone,
     }, shutdown, target, request.url)
-    // A client that left first is owed no answer (its socket is gone).
+    // A client that left first is owed no answer (its socket is gone), but its line is: the upgrade
+    // was let through, and may have reached the upstream with the person's headers (an attacker's
+    // finding: no line at all, at any level).
     if (upstream === undefined) {
       reply.hijack()
       upgrade.socket.destroy()
+      logAbandoned(request, reply, 'before')
       return
     }
     reply.hijack()
@@ -191,6 +194,7 @@ export function websocketRoute (scope: FastifyInstance, route: RouteConfig, { ta
     // ws answered the client's handshake itself (400: not a valid websocket handshake), or its socket had gone.
     if (!linked) {
       closeLeg(upstream, CLIENT_GONE_CODE, CLIENT_GONE_REASON)
+      logAbandoned(request, reply, 'before')
     }
   })
 }

@@ -28,7 +28,7 @@ function verdictOf (kind: Verdict['kind']): Verdict {
     case 'public': return { kind }
     case 'sign_in': return { kind, loginUrl: LOGIN }
     case 'unauthenticated': return { kind, loginUrl: LOGIN, realm: 'gateway', resourceMetadata: undefined }
-    case 'step_up': return { kind, loginUrl: LOGIN, realm: 'gateway', reauth: { maxAgeMs: 900_000, acr: [] } }
+    case 'step_up': return { kind, loginUrl: LOGIN, realm: 'gateway', reauth: { maxAgeMs: 900_000, acr: [] }, reauthOf: { identity: alice, rule: 'allow[0]' } }
     case 'forbidden': return { kind, identity: alice, loginUrl: LOGIN, rule: 'deny[1]' }
     case 'unavailable': return { kind, error: new GatewayError('session_store_unavailable', 'The session store cannot be reached.') }
     case 'invalid_request': return { kind, reason: 'the path cannot be told' }
@@ -106,6 +106,21 @@ describe('what an admitted request carries', () => {
   it('at forward-auth an unsendable identity header is "This host"', () => {
     const answer = respond({ ...verdicts.allow, identity: { ...alice, sub: 'ali\nce' } }, undefined, forwardAuth, NEXT)
     expect((answer as { error: Error }).error.message).toMatch(/^This host /)
+  })
+})
+
+// A person the rules admitted, asked for a fresher sign-in (the route's `reauth`): the line names
+// them, not `user: null` as for nobody signed in (an attacker's finding).
+describe('a signed-in person asked to sign in again', () => {
+  it.each([
+    ['an API client (401 step_up)', verdictOf('step_up'), 'step_up'],
+    ['a browser (302 sign_in)', { kind: 'sign_in', loginUrl: LOGIN, reauthOf: { identity: alice, rule: 'allow[0]' } } as const, 'sign_in'],
+  ])('%s is audited with the person and the rule that admitted them', (_case, verdict, decision) => {
+    expect(respond(verdict, undefined, route, NEXT).audit).toEqual({ decision, user: 'alice', rule: 'allow[0]', credential: 'session', reason: undefined })
+  })
+
+  it('a browser with no session is still nobody', () => {
+    expect(respond(verdictOf('sign_in'), undefined, route, NEXT).audit).toEqual({ decision: 'sign_in', user: null, rule: 'none', credential: null, reason: undefined })
   })
 })
 

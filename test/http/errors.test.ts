@@ -32,6 +32,11 @@ describe('error rendering', () => {
     app.get('/admitted/expired', { onRequest: async (request) => { admitted(request) } }, async () => { throw pastExp() })
     app.get('/admitted/forbidden', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('forbidden', 'Not from this site.') })
     app.get('/admitted/upstream', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('bad_gateway', 'The upstream did not answer.') })
+    app.get('/admitted/timeout', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('gateway_timeout', 'The upstream did not answer in time.') })
+    app.get('/admitted/encoded', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('unsupported_media_type', 'A form sent gzip-encoded is not read.') })
+    app.get('/admitted/large', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('payload_too_large', 'Too large to read.') })
+    app.get('/admitted/shutdown', { onRequest: async (request) => { admitted(request) } }, async () => { throw new GatewayError('shutting_down', 'The gateway is shutting down.') })
+    app.get('/admitted/thrown', { onRequest: async (request) => { admitted(request) } }, async () => { throw new Error('a bug') })
     await app.ready()
   })
   afterAll(async () => { await app.close() })
@@ -76,7 +81,12 @@ describe('error rendering', () => {
     ['/admitted/expired', 401, { decision: 'token_refused', reason: 'expired' }],
     ['/admitted/forbidden', 403, { decision: 'forbidden' }],
     ['/admitted/upstream', 502, { decision: 'allow' }],
-  ])('a request the access hook allowed, answered %s by the gateway: its log line says the refusal, or still allow for an upstream\'s failure', async (url, status, fields) => {
+    ['/admitted/timeout', 504, { decision: 'allow' }],
+    ['/admitted/encoded', 415, { decision: 'invalid_request' }],
+    ['/admitted/large', 413, { decision: 'invalid_request' }],
+    ['/admitted/shutdown', 503, { decision: 'unavailable' }],
+    ['/admitted/thrown', 500, { decision: 'allow' }],
+  ])('a request the access hook allowed, answered %s by the gateway: its log line says the refusal, or still allow for an upstream\'s failure or the gateway\'s own', async (url, status, fields) => {
     const response = await app.inject({ url, headers: { accept: 'application/json' } })
     expect(response.statusCode).toBe(status)
     const line = logs.lines.map((text) => JSON.parse(text) as Record<string, unknown>).findLast((entry) => entry.url === url && entry.statusCode === status)

@@ -41,6 +41,23 @@ describe('the audit line of a forward-auth request', () => {
     expect(line).toMatchObject({ user: 'alice', rule: 'none', statusCode: 200 })
     expect(Object.values(line!)).toContain('/admin/salaries?year')
   })
+
+  // An attacker's finding: `/%61dmin/pay`, judged as /admin/pay by the rules, was logged as sent, and
+  // an audit of /admin/ missed it. The canonical path, as a proxied request's `url`; as sent (query
+  // names only) where the rules could not tell it.
+  it.each([
+    ['/%61dmin/pay?x=1', '/admin/pay?x'],
+    ['/%61dmin/%7Euser', '/admin/~user'],
+    ['/a/../admin/pay?y=2', '/a/../admin/pay?y'],
+  ])('logs %s as the rules judged it: %s', async (uri, logged) => {
+    const before = gateway.logs.length
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, {
+      headers: { cookie, 'x-forwarded-proto': 'https', 'x-forwarded-host': PAYROLL, 'x-forwarded-uri': uri, 'x-forwarded-method': 'GET' },
+    })
+    await response.arrayBuffer()
+    const line = gateway.logs.slice(before).map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.msg === 'request completed')
+    expect(line).toMatchObject({ user: 'alice', originalMethod: 'GET', originalUrl: logged })
+  })
 })
 
 // A newcomer's finding: allowedRedirectHosts: [127.0.0.1] for an application served on a port sent

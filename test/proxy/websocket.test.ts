@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest'
 import { websocketHighWater } from '../../src/proxy/websocket.js'
 import { Browser } from '../helpers/browser.js'
 import { startGatewayWithProvider, type TestGateway } from '../helpers/gateway.js'
+import { ONE_ANSWER_MS } from '../helpers/bounds.js'
 import { close, listen, waitFor } from '../helpers/net.js'
 import type { TestProvider } from '../helpers/oidc.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
@@ -147,8 +148,12 @@ describe('websocket: true', () => {
     const browser = new Browser()
     await browser.navigate(`${gateway.url}/live/`)
     const before = handshakes.length
+    const logged = gateway.logs.length
     await expect(connect(`gw_session=${browser.cookies.get('gw_session')!.value}`, origin)).rejects.toThrow('handshake answered 403')
     expect(handshakes.length).toBe(before)
+    // Its line says the refusal, though no one was judged yet (an attacker's finding: no decision at all).
+    const line = gateway.logs.slice(logged).map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.url === '/live/feed' && entry.statusCode === 403)
+    expect(line).toMatchObject({ decision: 'forbidden', reason: 'origin', user: null, rule: 'none', credential: null })
   })
 
   it('accepts an upgrade from an origin in allowedOrigins and forwards that Origin', async () => {
@@ -413,5 +418,25 @@ describe('an upstream that never answers the websocket handshake', () => {
     await expect(connect(`gw_session=${browser.cookies.get('gw_session')!.value}`, gateway.url, '/stuck/never')).rejects.toThrow('handshake answered 504')
     // Never before the timeout (the wait is the route's).
     expect(performance.now() - started).toBeGreaterThanOrEqual(STUCK_TIMEOUT_MS * 0.9)
+  })
+
+  // The upgrade was let through and its handshake, with the person's headers, is at the upstream:
+  // the client leaving first ends it, and its line says so, with whom it was let through for (an
+  // attacker's finding: no line at all, at any level).
+  it('a client that leaves while the upstream has its handshake: one line, abandoned (499), with the audit fields', async () => {
+    const browser = new Browser()
+    await browser.navigate(`${gateway.url}/flood/`, { login: 'carol' })
+    const asked = slowSockets.size
+    const logged = gateway.logs.length
+    const socket = new WebSocket(`${gateway.url.replace('http', 'ws')}/stuck/gone`, { headers: { cookie: `gw_session=${browser.cookies.get('gw_session')!.value}`, origin: gateway.url } })
+    ours.add(socket)
+    socket.on('error', () => {})
+    await waitFor(async () => slowSockets.size > asked, ONE_ANSWER_MS, 'the upstream has the handshake')
+    socket.terminate()
+    // Within one answer, longer than the route's timeout: had the gateway not seen the client leave, its 504 line would be there by then.
+    const lines = () => gateway.logs.slice(logged).map((text) => JSON.parse(text) as Record<string, unknown>).filter((line) => line.url === '/stuck/gone' && line.statusCode !== undefined)
+    expect(STUCK_TIMEOUT_MS).toBeLessThan(ONE_ANSWER_MS)
+    await waitFor(async () => lines().length > 0, ONE_ANSWER_MS, 'the upgrade\'s line')
+    expect(lines()).toEqual([expect.objectContaining({ msg: 'request abandoned: the client went away before the answer', statusCode: 499, decision: 'allow', user: 'carol', credential: 'session' })])
   })
 })

@@ -99,7 +99,11 @@ describe('forward-auth with forwardAuth.proxySecret', () => {
     ['the secret in another header\'s name', { ...PROXY, 'x-forward-auth-secret-': SECRET }],
     ['an empty value', { ...PROXY, 'x-forward-auth-secret': '' }],
   ])('%s: 403 forbidden, no token', async (_case, headers) => {
+    const logged = gateway.logs.length
     expect(await ask(headers)).toEqual({ status: 403, error: 'forbidden', token: undefined })
+    // Its line says the refusal, though no one was judged (an attacker's finding: no decision at all).
+    const line = gateway.logs.slice(logged).map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.statusCode === 403)
+    expect(line).toMatchObject({ decision: 'forbidden', reason: 'not_from_proxy', user: null, rule: 'none', credential: null })
   })
 
   it('takes the previous value during a change of the secret, and counts each request that carried it', async () => {

@@ -110,8 +110,16 @@ describe('a form whose body is compressed, on a route whose rules or public rule
     const { cookie } = await signIn(`${gatewayAddress.baseUrl}/notes/`, 'alice')
     const before = acted.length
     const body = gzipSync(DELETE_FORM)
+    const logged = gateway.logs.length
     expect((await raw(['POST /notes/x HTTP/1.1', FORM, `Cookie: ${cookie}`, `Content-Length: ${body.length}`, 'Content-Encoding: gzip'], body)).status).toBe(415)
     expect(acted.slice(before)).toEqual([])
+    // Admitted by the rules, then answered by the gateway itself: its line is no `allow` (an attacker's finding).
+    const line = gateway.logs.slice(logged).map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.statusCode === 415)
+    expect(line).toMatchObject({ decision: 'invalid_request', user: 'alice', credential: 'session' })
+    // A Content-Encoding is named in the answer, never more than 40 characters of it.
+    const long = await raw(['POST /notes/x HTTP/1.1', FORM, `Cookie: ${cookie}`, `Content-Length: ${body.length}`, `Content-Encoding: gzip${'x'.repeat(500)}`], body)
+    expect(long.status).toBe(415)
+    expect(gateway.logs.slice(logged).join('\n')).not.toContain('x'.repeat(41))
     const plain = Buffer.from('text=hello')
     expect((await raw(['POST /notes/x HTTP/1.1', FORM, `Cookie: ${cookie}`, `Content-Length: ${plain.length}`], plain)).status).toBe(200)
     expect((await raw(['POST /notes/x HTTP/1.1', FORM, `Cookie: ${cookie}`, `Content-Length: ${plain.length}`, 'Content-Encoding: identity'], plain)).status).toBe(200)
