@@ -1,5 +1,5 @@
-// The gateway's own endpoints under /oauth/ as one Fastify scope: sign-in (sign-in.ts), sign-out
-// (sign-out.ts), the home page and userinfo (home.ts), your sessions and revoke (sessions.ts), and
+// The gateway's own endpoints under /oauth/ as one Fastify scope: sign-in (sign-in-endpoints.ts),
+// the chooser of a route with several providers (chooser.ts), sign-out (sign-out.ts), the home page and userinfo (home.ts), your sessions and revoke (sessions.ts), and
 // OIDC Back-Channel Logout. Cookies and form bodies are parsed in this scope only, so proxied
 // requests stream untouched; nothing here is cached by a browser or a proxy.
 import { chooserRoutes } from './chooser.js'

@@ -98,3 +98,29 @@ describe('paths named in comments', () => {
     expect(FILES.flatMap((file) => stalePaths(file, readFileSync(file, 'utf8')))).toEqual([])
   })
 })
+
+/**
+ * `folder: name` for each file name a row of CONTRIBUTING's layout table gives bare (no folder)
+ * that is not in that row's folder: a newcomer opens it there (a newcomer's finding: the proxy's
+ * adapter to reply-from, renamed long ago, and the assertions' cache, in ops/, were still listed).
+ */
+function strayLayoutNames (contributing: string): string[] {
+  const stray: string[] = []
+  for (const [, folder, cells] of contributing.matchAll(/^\| `((?:src|demo|bench)\/[\w-]*\/?)` \|(.*)$/gm)) {
+    const inFolder = new Set(walk(folder!.replace(/\/$/, '')).map((file) => basename(file)))
+    for (const [, name] of cells!.matchAll(/`([\w-]+\.ts)`/g)) if (!inFolder.has(name!)) stray.push(`${folder}: ${name}`)
+  }
+  return stray
+}
+
+describe('CONTRIBUTING\'s layout table', () => {
+  it('reports a name its row\'s folder does not hold', () => {
+    expect(strayLayoutNames('| `src/proxy/` | the pool (`upstream-pool.ts`), its bridge (`reply-from-adapter.ts`), `src/ops/lru.ts` |\n')).toEqual(['src/proxy/: reply-from-adapter.ts'])
+  })
+
+  it('names, for each folder, only files that folder holds', () => {
+    const contributing = readFileSync('CONTRIBUTING.md', 'utf8')
+    expect(contributing).toMatch(/^\| `src\/agents\/` \|/m)
+    expect(strayLayoutNames(contributing)).toEqual([])
+  })
+})

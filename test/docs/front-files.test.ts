@@ -1,5 +1,7 @@
-// The nginx file docs/forward-auth.md ships, as an operator drops it into an http block without
-// settings of its own (Debian's nginx.conf has none for this): `nginx -t` passes without a warning.
+// The front files docs/forward-auth.md ships. The nginx file, as an operator drops it into an http
+// block without settings of its own (Debian's nginx.conf has none for this): `nginx -t` passes
+// without a warning. And both it and the Caddyfile clear the headers applications read as the
+// original URL (X-Original-URL, X-Rewrite-URL).
 // A newcomer's finding: its ~90 proxy_set_header lines made every test and reload warn "could not
 // build optimal proxy_headers_hash" with nginx's default hash sizes.
 import { spawnSync } from 'node:child_process'

@@ -114,9 +114,9 @@ export async function startGatewayWithProvider (raw: { store: Record<string, unk
   }
 }
 
-/** The status `gateway` answers an API client's GET of `path` that carries the session cookie `cookie`. */
-export async function sessionStatus (gateway: TestGateway, cookie: string, path = '/app/x'): Promise<number> {
-  const response = await fetch(`${gateway.url}${path}`, { headers: { accept: 'application/json', cookie: `gw_session=${cookie}` } })
+/** The status `gateway` answers an API client's GET of `path` with the session cookie whose value is `value` (signIn's `value`, not its `cookie`). */
+export async function sessionStatus (gateway: TestGateway, value: string, path = '/app/x'): Promise<number> {
+  const response = await fetch(`${gateway.url}${path}`, { headers: { accept: 'application/json', cookie: `gw_session=${value}` } })
   await response.arrayBuffer()
   return response.status
 }
