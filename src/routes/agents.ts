@@ -27,7 +27,7 @@ import { withBody } from '../http/replayed-request.js'
 import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets, tokenForm } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { PAGE_HEADERS } from '../http/pages.js'
-import { fromOwnPage } from '../http/request-site.js'
+import { checkCodeEntry, fromOwnPage } from '../http/request-site.js'
 import type { SessionIndex } from '../oauth/session-index.js'
 import { cookieNames, parseInteractionId, resourceIdentifier } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
@@ -205,9 +205,7 @@ export class Agents implements AgentSignIns {
       // The person's pages: the code's entry (each POST a guess, so counted apart) and, after the
       // sign-in and consent, the page that says the CLI is allowed.
       // Refused before it is counted: another site cannot spend a person's budget.
-      const ownPage = async (request: FastifyRequest) => {
-        if (!fromOwnPage(request, this.ownOrigin)) throw new GatewayError('forbidden', 'A device code is entered only on this gateway\'s own page.')
-      }
+      const ownPage = async (request: FastifyRequest) => { checkCodeEntry(request, this.ownOrigin, cookieNames(this.deps.config).agentsServer[0]) }
       const devicePage = limit('devicePage')
       scope.get(AGENT_ENDPOINTS.code_verification, { onRequest: devicePage }, async (request, reply) => { await pass(request, reply) })
       scope.post(AGENT_ENDPOINTS.code_verification, { onRequest: [ownPage, limit('codeEntry')] }, async (request, reply) => { await pass(request, reply) })

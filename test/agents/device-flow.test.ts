@@ -463,6 +463,15 @@ describe('the device flow', () => {
     // A form posted from another site: refused before oidc-provider sees it.
     const device = await started(id)
     expect((await submit(browser, { xsrf, user_code: device.user_code }, 'https://evil.example')).status).toBe(403)
+    // From its own page but without the form's cookie (another browser, cookies off, a script): a
+    // 400 that says what to do, never oidc-provider's own 500 (an attacker's finding).
+    for (const form of [{ user_code: device.user_code }, { xsrf, user_code: device.user_code }, {}] as Array<Record<string, string>>) {
+      const stranger = await submit(new Browser(), form)
+      expect(stranger.status).toBe(400)
+      const page = await stranger.text()
+      expect(page).toContain('<code>invalid_request</code>')
+      expect(page).toContain('open the device page again')
+    }
     // Confirmed once, the code cannot be confirmed again (by this person or anyone else).
     const confirmation = await enter(browser, device.user_code)
     await confirmAndDecide(browser, confirmation.html, 'dave', 'allow')
