@@ -110,5 +110,5 @@ function line (request: FastifyRequest, reply: FastifyReply) {
   const original = audit.original
   const withAudit = { ...fields, ...audited(audit) }
   // Forward-auth's own fields (returnTo is only ever set there): a proxied request's line is built without them.
-  return original === undefined ? withAudit : { ...withAudit, originalMethod: original.method, originalUrl: original.url, returnTo: audit.returnTo }
+  return original === undefined ? withAudit : { ...withAudit, originalMethod: original.method, originalUrl: original.url, originalSent: original.sent, returnTo: audit.returnTo }
 }

@@ -22,8 +22,12 @@ export interface Audit {
   readonly credential: Credential | null
   /** Why a token or an admitted request was refused after all, or a request before anyone was judged: one of a closed set of words (`expired`, `method_override`, `origin`), never a value. */
   readonly reason?: string | undefined
-  /** On forward-auth: the original request a trusted proxy named (its method, its URL as logged: query names only). */
-  readonly original?: { readonly method: string | undefined, readonly url: string } | undefined
+  /**
+   * On forward-auth: the original request a trusted proxy named: its method and URL as the rules
+   * judged them (the canonical path, query names only), and, for what could not be told, what the
+   * proxy sent (`sent`: `name: value` of each header, `; `-separated, query names only).
+   */
+  readonly original?: { readonly method: string | undefined, readonly url: string | undefined, readonly sent?: string | undefined } | undefined
   /**
    * On forward-auth's 401 and at /oauth/login/: `refused` when the address to return to after the
    * sign-in was not taken (another origin whose host, with its port, forwardAuth.allowedRedirectHosts

@@ -10,7 +10,6 @@
 // @see https://nginx.org/en/docs/http/ngx_http_auth_request_module.html
 // @see https://caddyserver.com/docs/caddyfile/directives/forward_auth
 import type { Metrics } from '../ops/metrics.js'
-import type { Audit } from '../ops/audit.js'
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { Access, Guard } from '../access/authorize.js'
 import type { BearerReports } from '../access/bearer-report.js'
@@ -32,8 +31,9 @@ import type { AccessTokens } from '../oauth/access-tokens.js'
 import type { Providers } from '../oauth/providers.js'
 import { hostKey, RedirectHosts } from '../oauth/redirect-hosts.js'
 import { FORWARD_AUTH_ROUTE, HOME, loginUrl, safeNext, switchAccountUrl } from '../oauth/urls.js'
-import { loggableUrl, loggedParameterName } from '../ops/logger.js'
+import { loggedParameterName } from '../ops/logger.js'
 import { METHOD_OVERRIDES } from '../proxy/headers.js'
+import { forwardAudit } from './forward-auth-audit.js'
 import { credential, HostBearers } from './forward-auth-bearer.js'
 import { resolvesSegments } from '../config/raw-segments.js'
 import { NO_PROXY_SECRET, proxySecretTest } from './proxy-secret.js'
@@ -298,20 +298,6 @@ function returnTo (original: OriginalUrl | undefined, ownOrigin: string, redirec
   return safeNext(text, redirectHosts)
 }
 
-/**
- * The audit fields of a forward-auth answer: the original request a trusted proxy named, and on a
- * 401 whether its address was refused as the sign-in's return (a newcomer's finding: a host listed
- * without the port it is served on sent every sign-in to /oauth/, and nothing said why). Its URL is
- * the canonical one the rules judged, as a proxied request's `url` is (an attacker's finding:
- * `/%61dmin/pay` admitted by a rule on `/admin/*` escaped an audit of `/admin/`); as sent only when
- * it cannot be told.
- */
-function forwardAudit (audit: Audit, original: OriginalUrl | undefined, subject: OriginalSubject, back: string): Audit {
-  if (original === undefined) return audit
-  const returnRefused = back === HOME && audit.decision === 'unauthenticated' && original.uri !== HOME
-  return { ...audit, original: { method: subject.method, url: loggableUrl(subject.path ?? original.uri) }, ...(returnRefused ? { returnTo: 'refused' as const } : {}) }
-}
-
 export async function forwardAuth (app: FastifyInstance, { config, providers, access, accessTokens, bearerReports, assertions, metrics }: ForwardAuthDeps): Promise<void> {
   const trusted = trustTest(config.server.trustProxy)
   const ownOrigin = new URL(config.server.baseUrl).origin
@@ -382,7 +368,7 @@ export async function forwardAuth (app: FastifyInstance, { config, providers, ac
     const site: Site = { kind: 'forward-auth', identityHeaders: DEFAULT_IDENTITY_HEADERS, claimHeaders: [], switchAccountUrl: (next) => switchAccountUrl(config, provider, next), retry: () => ({ loginUrl: login }) }
     const answer = respond(verdict, authorization, site, back)
     if (verdict.kind === 'forbidden' && verdict.refusedBy !== undefined) metrics.ruleRefusals.inc({ route: 'forward-auth', refused_by: verdict.refusedBy })
-    request.audit = forwardAudit(answer.audit, original, subject, back)
+    request.audit = forwardAudit(answer.audit, request, fromProxy, { uri: original?.uri, method: subject.method, path: subject.path }, back)
     // The responder never forwards forward-auth's public path nor redirects it (a 500 if it did).
     if (answer.kind !== 'forward' || answer.allowed === undefined) throw answer.kind === 'refuse' ? answer.error : new Error(`forward-auth was answered ${answer.kind}`)
     const allowed = answer.allowed

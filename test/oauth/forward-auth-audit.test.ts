@@ -58,6 +58,27 @@ describe('the audit line of a forward-auth request', () => {
     const line = gateway.logs.slice(before).map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.msg === 'request completed')
     expect(line).toMatchObject({ user: 'alice', originalMethod: 'GET', originalUrl: logged })
   })
+
+  // An attacker's finding: an original URL or method the rules could not tell (an absolute URI, two
+  // headers that disagree, a method that is no token) left the admitted request's line without it.
+  // What the proxy sent is logged apart (`originalSent`), never as the original URL.
+  it.each<[Record<string, string>, Record<string, unknown>]>([
+    // A URL not told leaves the method untold too (the rules judge neither): both as sent.
+    [{ 'x-forwarded-uri': 'https://payroll.example.com/admin/pay?k=1' }, { originalSent: 'x-forwarded-method: GET; x-forwarded-uri: https://payroll.example.com/admin/pay?k' }],
+    [{ 'x-forwarded-uri': '/public', 'x-original-uri': '/admin/pay' }, { originalSent: 'x-forwarded-method: GET; x-forwarded-uri: /public; x-original-uri: /admin/pay' }],
+    [{ 'x-forwarded-uri': '/admin/pay', 'x-forwarded-method': 'G E T' }, { originalUrl: '/admin/pay', originalSent: 'x-forwarded-method: G E T' }],
+  ])('an admitted request whose original %j could not be told: its line says what was sent', async (headers, fields) => {
+    const before = gateway.logs.length
+    const response = await fetch(`${gateway.url}/oauth/auth/demo/`, {
+      headers: { cookie, 'x-forwarded-proto': 'https', 'x-forwarded-host': PAYROLL, 'x-forwarded-method': 'GET', ...headers },
+    })
+    expect(response.status).toBe(200)
+    await response.arrayBuffer()
+    const line = gateway.logs.slice(before).map((text) => JSON.parse(text) as Record<string, unknown>).find((entry) => entry.msg === 'request completed')
+    expect(line).toMatchObject({ decision: 'allow', user: 'alice', ...fields })
+    if (!('originalUrl' in fields)) expect(line).not.toHaveProperty('originalUrl')
+    if (!('originalMethod' in fields)) expect(line).not.toHaveProperty('originalMethod')
+  })
 })
 
 // A newcomer's finding: allowedRedirectHosts: [127.0.0.1] for an application served on a port sent

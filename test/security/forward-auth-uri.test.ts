@@ -105,7 +105,7 @@ describe('forward-auth behind nginx setting X-Original-URI (nginx\'s own auth_re
 // DELETE, and the audit line named the URI she chose. (bob is refused either way: his deny names
 // paths, and a path that cannot be told is refused.) Now the original request cannot be told:
 // its method is unknown too, so a `methods` rule holds (deny) or does not admit (allow), and the
-// audit line names no original URL rather than the client's.
+// audit line names no original URL rather than the client's (what was sent is in `originalSent`).
 describe('forward-auth when X-Forwarded-Uri and X-Original-URI disagree', () => {
   /** /oauth/auth/ asked directly, as the trusted proxy (127.0.0.1) asks it, for alice. */
   async function ask (method: string, headers: Record<string, string>): Promise<number> {
@@ -130,6 +130,8 @@ describe('forward-auth when X-Forwarded-Uri and X-Original-URI disagree', () => 
     const line = gateway.logs.map((text) => JSON.parse(text) as Record<string, unknown>).filter((entry) => entry.msg === 'request completed' && String(entry.url).startsWith('/oauth/auth/demo/')).at(-1)
     expect(line).toMatchObject({ statusCode: 403 })
     expect(line).not.toHaveProperty('originalUrl')
+    // What was sent is said apart, both values as sent.
+    expect(line).toMatchObject({ originalSent: 'x-forwarded-method: POST; x-forwarded-uri: /public; x-original-uri: /reports' })
     // Both agreeing (a proxy that sets both): the request as named.
     expect(await ask('GET', { 'x-original-uri': '/reports', 'x-forwarded-uri': '/reports' })).toBe(200)
   })
