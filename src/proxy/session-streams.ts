@@ -29,6 +29,12 @@ const ENDED_KEPT = 4096
 /** Whose streams a line of the log is about. */
 export type StreamHolder = 'agent' | 'browser'
 
+/** What ends a stream at its deadline, when its holder does not say which of them came first. */
+const UNTIL: Record<StreamHolder, string> = {
+  agent: 'its token, its grant\'s session.maxAge or its route\'s reauth.maxAge ended',
+  browser: 'its session\'s maxAge or its route\'s reauth.maxAge ended',
+}
+
 export class SessionStreams {
   private readonly open = new Map<string, Set<ServerResponse>>()
   /** The sessions whose ending this instance heard last: a response held after that is cut at once. */
@@ -63,9 +69,10 @@ export class SessionStreams {
 
   /**
    * Keeps `response` with the session (`id`, its store id) that let its request through, until
-   * `until` (clock ms) at the latest.
+   * `until` (clock ms) at the latest; `why` is what its lines say ended it then (by default, the
+   * limits that can end `who`'s streams, all of them).
    */
-  hold (id: string, response: ServerResponse, until: number, who: StreamHolder): void {
+  hold (id: string, response: ServerResponse, until: number, who: StreamHolder, why = UNTIL[who]): void {
     // Gone already (its client left while the session was read): its 'close' has been heard, and it
     // would never leave the registry (a re-reading's finding).
     if (response.writableEnded || response.destroyed) return
@@ -74,7 +81,7 @@ export class SessionStreams {
       cutByGateway(response, 'its session ended')
       return
     }
-    const cancel = this.deadline(response, until, who)
+    const cancel = this.deadline(response, until, who, why)
     this.place(id, response)
     response.once('close', () => {
       cancel()
@@ -95,13 +102,13 @@ export class SessionStreams {
   }
 
   /** Cuts `response` at `until`; a deadline beyond the longest timer is set again when that one fires. */
-  private deadline (response: ServerResponse, until: number, who: StreamHolder): () => void {
+  private deadline (response: ServerResponse, until: number, who: StreamHolder, why: string): () => void {
     let cancel: () => void = () => {}
     const arm = () => {
       const delay = until - this.clock.now()
       if (delay <= 0) {
-        this.log.info({ streams: 1, who }, who === 'agent' ? 'agent stream closed: its token or its grant\'s session.maxAge ended' : 'browser stream closed: its session\'s maxAge or its route\'s reauth.maxAge ended')
-        cutByGateway(response, who === 'agent' ? 'its token or its grant\'s session.maxAge ended' : 'its session\'s maxAge or its route\'s reauth.maxAge ended')
+        this.log.info({ streams: 1, who }, `${who} stream closed: ${why}`)
+        cutByGateway(response, why)
         return
       }
       cancel = this.timers.setTimeout(arm, Math.min(delay, MAX_TIMER_MS))

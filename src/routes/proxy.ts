@@ -265,7 +265,10 @@ function holdGrantStreams (scope: FastifyInstance, streams: SessionStreams, gran
       // Cut once the token would be refused: its exp plus the skew a request is let through with.
       const expires = typeof token === 'string' ? grants.until(token) : undefined
       const stepUp = reauth === undefined ? undefined : stepUpEnds(reauth, grant.signIns?.[request.allowed?.provider ?? route.provider!])
-      streams.hold(grant.sessionId, reply.raw, Math.min(grant.createdAt + maxAgeMs, expires === undefined ? Infinity : expires + TOKEN_SKEW_MS, stepUp ?? Infinity), 'agent')
+      // Whichever comes first, named in its lines (an attacker's finding: a stream cut for reauth was said to have ended with its token).
+      const ends: Array<[number, string]> = [[grant.createdAt + maxAgeMs, 'its grant\'s session.maxAge ended'], [expires === undefined ? Infinity : expires + TOKEN_SKEW_MS, 'its token ended'], [stepUp ?? Infinity, 'its route\'s reauth.maxAge ended']]
+      const [until, why] = ends.reduce((first, next) => next[0] < first[0] ? next : first)
+      streams.hold(grant.sessionId, reply.raw, until, 'agent', why)
     }
     done()
   })

@@ -53,10 +53,15 @@ describe('an agent\'s stream on a step-up route', () => {
     const reader = response.body!.getReader()
     expect(new TextDecoder().decode((await reader.read()).value)).toBe('data: first\n\n')
     const next = reader.read().then(({ done }) => done ? 'ended' : 'went on', () => 'cut')
+    const logged = gateway.logs.length
     try {
       // Past the sign-in's auth_time, its minute of skew and 15 minutes; far before the token's exp.
       timers.advance(timers.time + 17 * 60_000)
       expect(await next).toBe('cut')
+      // Its lines say why: reauth.maxAge, not its token or its grant (an attacker's finding).
+      const lines = gateway.logs.slice(logged).map((text) => JSON.parse(text) as Record<string, unknown>)
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'agent stream closed: its route\'s reauth.maxAge ended' }))
+      expect(lines).toContainEqual(expect.objectContaining({ url: '/step/events', why: 'its route\'s reauth.maxAge ended', user: 'step-agent-stream', credential: 'agent' }))
     } finally {
       upstream.release()
     }
