@@ -12,6 +12,7 @@ import { pickedPortWarnings } from './config/server-warnings.js'
 import type { GatewayConfig } from './config/types.js'
 import { writeLogsNow } from './ops/log-destination.js'
 import { loggerOptions } from './ops/logger.js'
+import { onStopSignal } from './ops/stop-signals.js'
 import { TracingEnvError, tracingSettings } from './ops/tracing-settings.js'
 import { WORKER_SECRET_ENV, runPrimary } from './ops/workers.js'
 // The gateway itself (Fastify, ioredis, undici...) and the cluster's metrics listener (prom-client)
@@ -150,8 +151,7 @@ async function serve (loaded: GatewayConfig): Promise<void> {
     app.log.info('shut down')
     process.exit(0)
   }
-  process.once('SIGTERM', () => { stop('SIGTERM').catch(() => process.exit(1)) })
-  process.once('SIGINT', () => { stop('SIGINT').catch(() => process.exit(1)) })
+  onStopSignal(app.log, (signal) => { stop(signal).catch(() => process.exit(1)) })
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {

@@ -4,6 +4,7 @@ import cluster, { type Worker } from 'node:cluster'
 import pino from 'pino'
 import type { GatewayConfig } from '../config/types.js'
 import { loggerOptions } from './logger.js'
+import { onStopSignal } from './stop-signals.js'
 import { randomBytes } from 'node:crypto'
 
 /** The environment variable through which the primary gives every worker the same generated secret. */
@@ -36,7 +37,6 @@ export function runPrimary (config: GatewayConfig): void {
   })
 
   const stop = (signal: string) => {
-    if (stopping) return
     stopping = true
     log.info({ signal }, 'stopping workers')
     const workers = Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined)
@@ -61,6 +61,5 @@ export function runPrimary (config: GatewayConfig): void {
       worker.process.kill('SIGTERM')
     }
   }
-  process.once('SIGTERM', () => stop('SIGTERM'))
-  process.once('SIGINT', () => stop('SIGINT'))
+  onStopSignal(log, stop)
 }

@@ -34,7 +34,10 @@ afterAll(async () => {
 })
 
 describe('shutdown', () => {
-  it('lets an in-flight request finish after SIGTERM, refuses new ones, and exits 0', async () => {
+  // Later signals are logged and ignored, not acted on. Ctrl-C under `npm start` reaches the
+  // gateway twice: from the terminal and from npm passing it on. A second SIGINT used to take
+  // Node's default action and kill the shutdown under way (a new user's finding).
+  it('lets an in-flight request finish after SIGTERM, refuses new ones, outlasts two SIGINTs more, and exits 0', async () => {
     const port = await freePort()
     const dir = await mkdtemp(join(tmpdir(), 'gw-shutdown-'))
     const file = join(dir, 'gateway.yaml')
@@ -59,15 +62,24 @@ describe('shutdown', () => {
     await new Promise((resolve) => silent.once('connect', resolve))
 
     const seenBefore = upstream.seen.length
-    const inFlight = fetch(`${url}/public/delay/1000`)
+    // Held by the upstream until release(): in flight for as long as the signals take.
+    const inFlight = fetch(`${url}/public/stream`)
     await waitFor(async () => upstream.seen.length > seenBefore, 5000, 'the request to reach the upstream')
     child.kill('SIGTERM')
     await waitFor(async () => output.includes('shutting down'), 5000, 'the shutdown to begin')
+    const repeated = () => output.split('\n').filter((line) => line.includes('already shutting down')).length
+    for (const seen of [1, 2]) {
+      child.kill('SIGINT')
+      await waitFor(async () => repeated() === seen, 5000, `signal ${seen + 1} to be logged as ignored`)
+    }
 
     await expect(fetch(`${url}/healthz`)).rejects.toThrow()
     const response = await inFlight
     expect(response.status).toBe(200)
+    upstream.release()
+    expect(await response.text()).toBe('first,last')
     expect(await exited).toBe(0)
+    expect(output.split('\n').filter((line) => line.includes('"msg":"shutting down')).length).toBe(1)
     expect(output).toContain('"msg":"shut down"')
     expect(output).not.toContain('did not finish')
     await silentClosed

@@ -37,7 +37,9 @@ describe('server.workers', () => {
     expect(parseConfig('server: { workers: auto }\nstore: { type: redis }', {}).server.workers).toBeGreaterThanOrEqual(1)
   })
 
-  it('runs two workers on one port that share sessions, and stops them all on SIGTERM', async () => {
+  // A signal after the first is logged and ignored: the primary killed by a second SIGINT (Ctrl-C
+  // under `npm start` sends two) left its workers to the shutdown it had begun (a new user's finding).
+  it('runs two workers on one port that share sessions, and stops them all on SIGTERM, a SIGINT after it ignored', async () => {
     const port = await freePort()
     const url = `http://127.0.0.1:${port}`
     op = await startOidcProvider([{ client_id: 'w', client_secret: 'ws', redirect_uris: [`${url}/oauth/authorized/demo/`] }])
@@ -66,7 +68,14 @@ describe('server.workers', () => {
       const response = await fetch(`${url}/app/${i}`, { headers: { accept: 'application/json', cookie, connection: 'close' } })
       expect(response.status).toBe(200)
     }
+    // In flight until release(), so that the primary is still stopping when the second signal comes.
+    const held = await fetch(`${url}/app/stream`, { headers: { accept: 'application/json', cookie } })
     child.kill('SIGTERM')
+    await waitFor(async () => output.includes('"msg":"stopping workers"'), 5000, 'the primary to stop its workers')
+    child.kill('SIGINT')
+    await waitFor(async () => output.includes('"msg":"already shutting down'), 5000, 'the second signal to be logged as ignored')
+    upstream.release()
+    expect(await held.text()).toBe('first,last')
     expect(await exited).toBe(0)
     // Log lines are buffered and flushed at exit: read them now. Two workers served, not the primary.
     const pids = new Set(output.split('\n').filter((line) => line.includes('request completed')).map((line) => (JSON.parse(line) as { pid: number }).pid))
