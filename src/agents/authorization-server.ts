@@ -23,6 +23,7 @@ import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from '
 import { DevicePolling, POLL_INTERVAL_S } from './device-polling.js'
 import { documentFetch } from './document-fetch.js'
 import type { AgentGrants } from './grants.js'
+import { told, type AgentsCount } from './provider-events.js'
 import { settleAnswer } from './request-undo.js'
 import { keepClient, storeAdapter } from './store-adapter.js'
 
@@ -36,19 +37,6 @@ const UNUSED_METADATA = ['jwks', 'jwks_uri', 'sector_identifier_uri', 'request_u
 const CODE_TTL_SECONDS = 60
 /** How long a device code (and its user code) may wait for the person (RFC 8628 §3.2's example). */
 const DEVICE_CODE_TTL_SECONDS = 600
-
-/** What the agents' metrics count: an event, and its result (a name from a bounded set). */
-export type AgentsCount = (event: 'registration' | 'authorization' | 'device' | 'consent' | 'token' | 'grant' | 'route', result: string) => void
-
-/** The OAuth error codes counted by name; any other is `other` (a label must come from a bounded set). */
-const COUNTED_ERRORS = new Set(['invalid_request', 'invalid_client', 'invalid_grant', 'unauthorized_client', 'unsupported_grant_type', 'invalid_scope', 'invalid_target',
-  'invalid_redirect_uri', 'invalid_client_metadata', 'access_denied', 'unsupported_response_type', 'login_required', 'consent_required', 'server_error', 'unsupported_token_type'])
-
-/** A refusal's name for the metrics: the OAuth error code, when it is one of the known ones. */
-function errorName (error: unknown): string {
-  const code = (error as { error?: unknown } | undefined)?.error
-  return typeof code === 'string' && COUNTED_ERRORS.has(code) ? code : 'other'
-}
 
 export interface AuthorizationServerOptions {
   /** `server.baseUrl`: the issuer. */
@@ -81,7 +69,7 @@ export interface AuthorizationServerOptions {
 /** The pages of the device flow (RFC 8628 §3.3): each gets oidc-provider's form (its CSRF field) to show. */
 export interface DevicePages {
   /** Where the person types the code their CLI shows; `problem` says why the last one did not work. */
-  input: (form: string, problem: string | undefined) => string
+  input: (form: string | undefined, problem: string | undefined) => string
   /** The code entered, the client that asked for it and the route (absent: unknown): the person confirms them before signing in. */
   confirm: (form: string, clientName: string, userCode: string, routePath: string | undefined) => string
   /** Allowed: the CLI has its tokens at its next poll. */
@@ -108,6 +96,9 @@ function codeProblem (error: Error | undefined): string | undefined {
   if ('userCode' in error || error.name === 'NoCodeError') return 'That code is not one this gateway gave, or it has expired or was used already: check it against the one your CLI shows.'
   return 'That did not work: start again from your CLI.'
 }
+
+/** The code entry's problem when the browser holds no live session of the server's (the form was made elsewhere, or too long ago). */
+const NO_LIVE_SESSION = 'This page was open too long, or was not opened in this browser, or the browser keeps no cookies for this site: open the device page again and enter the code there.'
 
 /** oidc-provider with the key the ring signs with now; rebuilt when the ring rotates. */
 export class AuthorizationServer {
@@ -147,22 +138,6 @@ export class AuthorizationServer {
     await (await this.provider()).interactionFinished(this.asIssuer(req), res, result, { mergeWithLastSubmission: false })
   }
 
-  /** What oidc-provider says it did, counted (metrics: gateway_agents_total). */
-  private counted (provider: Provider): void {
-    const { count } = this.options
-    provider.on('registration_create.success', () => { count('registration', 'registered') })
-    provider.on('registration_create.error', (_ctx, error) => { count('registration', errorName(error)) })
-    provider.on('authorization.error', (_ctx, error) => { count('authorization', errorName(error)) })
-    provider.on('grant.success', (ctx) => {
-      const type = (ctx.oidc.params as Record<string, unknown> | undefined)?.grant_type
-      count('token', type === 'authorization_code' || type === 'refresh_token' ? type : type === DEVICE_CODE_GRANT ? 'device_code' : 'other')
-    })
-    provider.on('device_authorization.success', () => { count('device', 'code_issued') })
-    provider.on('device_authorization.error', (_ctx, error) => { count('device', errorName(error)) })
-    provider.on('grant.error', (_ctx, error) => { count('token', errorName(error)) })
-    provider.on('grant.revoked', () => { count('grant', 'revoked') })
-  }
-
   /**
    * The device flow's pace (RFC 8628 §3.5), which oidc-provider leaves out: the interval in the
    * device authorization response, and `slow_down` for a CLI that polls sooner than it.
@@ -200,8 +175,8 @@ export class AuthorizationServer {
       const provider = new Provider(this.options.issuer, configuration(this.options, jwk))
       // Koa reads the scheme and host from X-Forwarded-*, which asIssuer sets from baseUrl.
       provider.proxy = true
-      provider.on('server_error', (_ctx, error) => this.options.log.error({ err: error }, 'agents: authorization server error'))
-      this.counted(provider)
+      told(provider, this.options.count, this.options.log)
+      keepNoUnsavedSession(provider)
       provider.use(async (ctx, next) => {
         await next()
         // A token request's success writes (a code or token marked used) before its answer leaves; its failure, its undos (request-undo.ts).
@@ -213,6 +188,21 @@ export class AuthorizationServer {
       this.built = { kid: jwk.kid, provider, callback: provider.callback() }
     }
     return this.built
+  }
+}
+
+/**
+ * A device page asked by a browser without a live session of oidc-provider's (a stranger, a person
+ * whose session ended, a stale or forged cookie) failed with a 500 of Koa's own (an attacker's
+ * finding). On an error, oidc-provider 9 makes a form secret in the session the request began, and
+ * its last step then calls `persist()`, which throws for a session never saved. Such a session is
+ * not kept (one per stranger's request would fill the store); the request's answer stands: the
+ * code entry, saying why, or the error page.
+ */
+function keepNoUnsavedSession (provider: Provider): void {
+  const { persist } = provider.Session.prototype
+  provider.Session.prototype.persist = async function (this: InstanceType<Provider['Session']>): Promise<string> {
+    return typeof this.exp === 'number' ? await persist.call(this) : ''
   }
 }
 
@@ -360,7 +350,11 @@ function features (options: AuthorizationServerOptions): Configuration['features
       mask: '****-****',
       // Nothing about the device is kept or shown: its address could be anyone's (a forwarded header).
       deviceInfo: () => ({}),
-      userCodeInputSource: (ctx, form, _out, error) => { page(ctx, devicePages.input(form, codeProblem(error))) },
+      userCodeInputSource: (ctx, form, _out, error) => {
+        // A session the failed request began is not kept (keepNoUnsavedSession): its form could not be sent.
+        const unkept = error !== undefined && typeof ctx.oidc.session?.exp !== 'number'
+        page(ctx, unkept ? devicePages.input(undefined, NO_LIVE_SESSION) : devicePages.input(form, codeProblem(error)))
+      },
       userCodeConfirmSource: (ctx, form, client, _info, userCode) => { page(ctx, devicePages.confirm(form, clientName(client), userCode, deviceRoute(ctx, options.resources))) },
       successSource: (ctx) => { page(ctx, devicePages.done(clientName(ctx.oidc.client))) },
     },

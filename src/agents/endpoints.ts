@@ -1,6 +1,7 @@
 // The addresses and the scope of the authorization server for agents, apart from the server itself
 // (authorization-server.ts loads oidc-provider, which only a gateway with agents routes needs).
 import type { AgentsConfig } from '../config/types.js'
+import { agentDevicePage } from '../oauth/urls.js'
 
 /** Where oidc-provider's endpoints are mounted. */
 export const AGENTS_PREFIX = '/oauth/agents'
@@ -11,7 +12,7 @@ export const AGENT_ENDPOINTS = {
   revocation: `${AGENTS_PREFIX}/revoke`,
   /** The device flow (RFC 8628): where a CLI asks for a code, and the page where the person enters it. */
   device_authorization: `${AGENTS_PREFIX}/device/auth`,
-  code_verification: `${AGENTS_PREFIX}/device`,
+  code_verification: agentDevicePage,
 } as const
 /** RFC 8628's grant type, at the token endpoint. */
 export const DEVICE_CODE_GRANT = 'urn:ietf:params:oauth:grant-type:device_code'

@@ -9,7 +9,7 @@ import type { KeyRing } from '../assertion/keys.js'
 import { agentTokenAudience } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
-import type { AgentsCount } from './authorization-server.js'
+import type { AgentsCount } from './provider-events.js'
 import type { AgentGrants } from './grants.js'
 
 const SKEW_SECONDS = 60

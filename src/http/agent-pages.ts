@@ -2,7 +2,7 @@
 // page, and the device flow's (RFC 8628 §3.3: enter the code, confirm it, done). The same look as
 // the gateway's other pages (pages.ts); every value escaped. A client's name is the client's own
 // word (anyone may register one), so the pages say whose it is.
-import { agentInteractionUrl } from '../oauth/urls.js'
+import { agentDevicePage, agentInteractionUrl } from '../oauth/urls.js'
 import { escapeHtml, renderPage } from './pages.js'
 
 /** What the consent page shows of an authorization. */
@@ -48,12 +48,18 @@ export function consentPage (view: ConsentView, person: string, csrf: string): s
 </form>`)
 }
 
-/** The device flow's pages: each gets oidc-provider's form (its CSRF field) to show. */
+/**
+ * The device flow's pages: each gets oidc-provider's form (its CSRF field) to show. The code entry
+ * gets none when its form could not be sent (the browser holds no live session of the server's):
+ * it then links to itself, opened again.
+ */
 export const DEVICE_PAGES = {
-  input: (form: string, problem: string | undefined): string => renderPage('Enter the code from your CLI', `<h1>Enter the code from your CLI</h1>
+  input: (form: string | undefined, problem: string | undefined): string => renderPage('Enter the code from your CLI', `<h1>Enter the code from your CLI</h1>
 ${problem === undefined ? '<p>Your CLI or device shows a code of 8 letters, such as <code>BDFH-JKLM</code>. Enter it here to sign it in.</p>' : `<p class="problem"><strong>${escapeHtml(problem)}</strong></p>`}
-${form}
-<button class="button" type="submit" form="op.deviceInputForm">Continue</button>`),
+${form === undefined
+? `<p><a class="button" href="${agentDevicePage}">Open the device page again</a></p>`
+: `${form}
+<button class="button" type="submit" form="op.deviceInputForm">Continue</button>`}`),
   confirm: (form: string, name: string, userCode: string, routePath: string | undefined): string => renderPage('Is this your code?', `<h1>Is this your code?</h1>
 <p>A client that calls itself <strong><bdi>${escapeHtml(name)}</bdi></strong> asks to sign in${routePath === undefined ? '' : ` to <code>${escapeHtml(routePath)}</code>`} with the code</p>
 <p class="user-code"><code style="font-size:1.6rem;letter-spacing:.1em">${escapeHtml(userCode)}</code></p>

@@ -5,7 +5,6 @@
 // @see https://www.w3.org/TR/fetch-metadata/#sec-fetch-site-header
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { GatewayError } from '../errors.js'
-import { cookieValue } from '../session/cookie.js'
 
 /**
  * A request another site made the browser send (login/logout CSRF): Sec-Fetch-Site other than
@@ -31,16 +30,11 @@ export function fromOwnPage (request: FastifyRequest, ownOrigin: string): boolea
 }
 
 /**
- * The device page's code entry, refused before the agents' authorization server reads it: from
- * another site's page (it would spend the person's budget of guesses), or without that server's
- * session cookie (`formCookie`), which its form was made with: oidc-provider then failed with a 500
- * of its own, a stranger's at will (an attacker's finding).
+ * The device page's code entry, refused before the agents' authorization server reads it when it
+ * comes from another site's page: it would spend the person's budget of guesses.
  */
-export function checkCodeEntry (request: FastifyRequest, ownOrigin: string, formCookie: string): void {
+export function checkCodeEntry (request: FastifyRequest, ownOrigin: string): void {
   if (!fromOwnPage(request, ownOrigin)) throw new GatewayError('forbidden', 'A device code is entered only on this gateway\'s own page.')
-  if (cookieValue(request.headers.cookie, formCookie) === undefined) {
-    throw new GatewayError('invalid_request', 'This code entry form was not opened in this browser, or the browser keeps no cookies for this site: open the device page again and enter the code there.')
-  }
 }
 
 /** What a prefetch or a prerender says of itself: Sec-Purpose (Chromium's `<link rel=prefetch>` and speculation rules), Purpose, or Firefox's older X-Moz. */

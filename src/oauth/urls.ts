@@ -184,6 +184,9 @@ export function parseInteractionId (value: unknown): string | undefined {
 }
 
 /** Where a person allows or refuses an agent (src/routes/agents.ts); every sign-in for one comes back here. */
+/** The device flow's code entry page (agents/endpoints.ts's code_verification). */
+export const agentDevicePage = '/oauth/agents/device'
+
 export function agentInteractionUrl (uid: string): string {
   return `/oauth/agents/interaction/${uid}`
 }

@@ -12,7 +12,8 @@ import rateLimit from '@fastify/rate-limit'
 import cookie from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { GrantGuard } from '../access/authorize.js'
-import { AuthorizationServer, clientName, type AgentsCount } from '../agents/authorization-server.js'
+import { AuthorizationServer, clientName } from '../agents/authorization-server.js'
+import type { AgentsCount } from '../agents/provider-events.js'
 import { redirectShown } from '../agents/clients.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, authorizationServerMetadata } from '../agents/endpoints.js'
 import { AgentGrants, type GrantLabel } from '../agents/grants.js'
@@ -205,7 +206,7 @@ export class Agents implements AgentSignIns {
       // The person's pages: the code's entry (each POST a guess, so counted apart) and, after the
       // sign-in and consent, the page that says the CLI is allowed.
       // Refused before it is counted: another site cannot spend a person's budget.
-      const ownPage = async (request: FastifyRequest) => { checkCodeEntry(request, this.ownOrigin, cookieNames(this.deps.config).agentsServer[0]) }
+      const ownPage = async (request: FastifyRequest) => { checkCodeEntry(request, this.ownOrigin) }
       const devicePage = limit('devicePage')
       scope.get(AGENT_ENDPOINTS.code_verification, { onRequest: devicePage }, async (request, reply) => { await pass(request, reply) })
       scope.post(AGENT_ENDPOINTS.code_verification, { onRequest: [ownPage, limit('codeEntry')] }, async (request, reply) => { await pass(request, reply) })

@@ -16,6 +16,8 @@ import { test as it } from '../helpers/stack.js'
 const DEVICE_CODE = 'urn:ietf:params:oauth:grant-type:device_code'
 /** RFC 8628 §6.1's base-20 letters, as XXXX-XXXX. */
 const USER_CODE = /^[BCDFGHJKLMNPQRSTVWXZ]{4}-[BCDFGHJKLMNPQRSTVWXZ]{4}$/
+/** The authorization server's session cookie (the shared stack's cookie name, gw_session). */
+const AS_COOKIE = 'gw_session_as'
 
 let gateway: TestGateway
 /** The gateway's store, read directly: what a device code keeps there. */
@@ -463,15 +465,44 @@ describe('the device flow', () => {
     // A form posted from another site: refused before oidc-provider sees it.
     const device = await started(id)
     expect((await submit(browser, { xsrf, user_code: device.user_code }, 'https://evil.example')).status).toBe(403)
-    // From its own page but without the form's cookie (another browser, cookies off, a script): a
-    // 400 that says what to do, never oidc-provider's own 500 (an attacker's finding).
-    for (const form of [{ user_code: device.user_code }, { xsrf, user_code: device.user_code }, {}] as Array<Record<string, string>>) {
-      const stranger = await submit(new Browser(), form)
-      expect(stranger.status).toBe(400)
-      const page = await stranger.text()
-      expect(page).toContain('<code>invalid_request</code>')
-      expect(page).toContain('open the device page again')
+    // Without a live session of the server's, whose form it is (another browser, cookies off, a
+    // script, a forged cookie, a session that ended while the page was open): the entry again,
+    // saying to open the page again, with a link in place of a form that could not be sent. Never
+    // a 500 of Koa's own (attackers' findings: oidc-provider persisted the session the request
+    // began on its error path), and no such session is kept.
+    const sessions = async () => await store.keys('*agents:Session:*')
+    const ended = person()
+    const before = new Set(await sessions())
+    await ended.fetch(`${gateway.url}/oauth/agents/device`)
+    await store.del(...(await sessions()).filter((key) => !before.has(key)))
+    const kept = (await sessions()).length
+    let renewed = 0
+    const cookies = { none: undefined, forged: `${AS_COOKIE}=${'a'.repeat(43)}; ${AS_COOKIE}.sig=${'b'.repeat(27)}`, ended: ended.cookieHeader(`${gateway.url}/oauth/agents/device`) }
+    for (const [whose, cookie] of Object.entries(cookies)) {
+      const headers = { accept: 'text/html', 'x-forwarded-for': '10.9.3.3', ...(cookie === undefined ? {} : { cookie }) }
+      const answers = [
+        ...([{ user_code: device.user_code }, { xsrf, user_code: device.user_code }, {}] as Array<Record<string, string>>).map(async (form) => await fetch(`${gateway.url}/oauth/agents/device`, { method: 'POST', headers: { ...headers, origin: gateway.url, 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams(form) })),
+        // The page after the sign-in and consent, at an address of oidc-provider's.
+        ...['xyz', 'auth', 'A'.repeat(21)].map(async (uid) => await fetch(`${gateway.url}/oauth/agents/device/${uid}`, { headers })),
+      ]
+      for (const answer of await Promise.all(answers)) {
+        expect(answer.status, `${whose} ${answer.url}`).toBe(400)
+        const page = await answer.text()
+        // oidc-provider may begin a new session for a signed cookie whose session ended, and keep it:
+        // the browser is then given its cookie, and the form can be sent.
+        if (answer.headers.get('set-cookie')?.includes(`${AS_COOKIE}=`) === true) {
+          expect(whose).toBe('ended')
+          expect(page).toContain('<form')
+          renewed++
+          continue
+        }
+        expect(page, `${whose} ${answer.url}`).toContain('open the device page again')
+        expect(page).toContain('<a class="button" href="/oauth/agents/device">Open the device page again</a>')
+        expect(page).not.toContain('<form')
+      }
     }
+    expect((await sessions()).length).toBe(kept + renewed)
+    expect(gateway.logs.join('\n')).not.toContain('authorization server error')
     // Confirmed once, the code cannot be confirmed again (by this person or anyone else).
     const confirmation = await enter(browser, device.user_code)
     await confirmAndDecide(browser, confirmation.html, 'dave', 'allow')
