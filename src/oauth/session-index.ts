@@ -27,12 +27,15 @@ function storeKey (key: KeyObject, provider: string, claim: SessionClaim, value:
   return `logout:${provider}:${claim}:${hash}`
 }
 
+/** Where a back-channel logout of the `sid` or `sub` whose entries are at `key` is marked. */
+const markKey = (key: string): string => `logged-out:${key.slice('logout:'.length)}`
+
 export class SessionIndex {
   /** Each secret's index key, current first. */
   private readonly hashKeys: readonly KeyObject[]
 
   constructor (
-    private readonly store: Sets & Pick<KeyValue, 'remainingMs'>,
+    private readonly store: Sets & Pick<KeyValue, 'remainingMs' | 'get' | 'set'>,
     /** session.secret (adds) and previousSecrets (renewals and logouts too). */
     sealer: Sealer,
     /** How long an entry lives after the last sign-in or renewal of a session in it (the session's idle timeout). */
@@ -66,6 +69,16 @@ export class SessionIndex {
     }
   }
 
+  /**
+   * A sign-in that began at `began` (clock ms, before its tokens were fetched) lists session `id`
+   * under each of its provider sessions ({@link add}). True when a back-channel logout of one of
+   * them began since then ({@link loggedOutSince}): the caller ends it.
+   */
+  async addSignIn (providerSessions: Record<string, ProviderSessionClaims> | undefined, id: string, began: number): Promise<boolean> {
+    for (const [provider, claims] of Object.entries(providerSessions ?? {})) await this.add(provider, claims, id)
+    return await this.loggedOutSince(providerSessions, began)
+  }
+
   /** Takes out of the set at `key` the ids whose session (or kept sign-in) is gone. */
   private async prune (key: string): Promise<void> {
     for (const id of await this.store.members(key)) {
@@ -97,6 +110,29 @@ export class SessionIndex {
       for (const id of await this.store.members(storeKey(hashKey, provider, claim, value))) ids.add(id)
     }
     return [...ids]
+  }
+
+  /**
+   * A back-channel logout of this `sid` or `sub` began at `at` (clock ms): marked for `markMs`,
+   * under every secret, before the index is read. {@link loggedOutSince} reads the mark.
+   */
+  async markLoggedOut (provider: string, claim: SessionClaim, value: string, at: number, markMs: number): Promise<void> {
+    for (const hashKey of this.hashKeys) await this.store.set(markKey(storeKey(hashKey, provider, claim, value)), String(at), markMs)
+  }
+
+  /**
+   * Whether a back-channel logout of one of these provider sessions began at or after `at`. Such a
+   * sign-in was still under way when the logout read the index: its tokens were being fetched, or
+   * its session written. Before this check it lived on after the logout (an attacker's finding).
+   * Asked once the sign-in is indexed. The logout marks before it reads the index, so one of the two
+   * sees the other. Under the current secret: the logout marks under every secret it holds.
+   */
+  async loggedOutSince (providerSessions: Record<string, ProviderSessionClaims> | undefined, at: number): Promise<boolean> {
+    for (const key of this.keys(this.hashKeys.slice(0, 1), providerSessions)) {
+      const mark = await this.store.get(markKey(key))
+      if (mark !== null && Number(mark) >= at) return true
+    }
+    return false
   }
 
   /** Takes ended sessions' ids out of this `sid` or `sub`'s entries, under every secret. */

@@ -91,7 +91,7 @@ export class Agents implements AgentSignIns {
    */
   private readonly pendingCookieOptions: CookieOptions
   private readonly ownOrigin: string
-  private readonly count: AgentsCount
+  private readonly count: AgentsCount = (event, result) => { this.deps.metrics.countAgents(event, result) }
   private readonly withSteps = requestSteps()
 
   constructor (private readonly deps: AgentsDeps) {
@@ -99,9 +99,7 @@ export class Agents implements AgentSignIns {
     this.routes = new Map(config.routes.filter((route) => route.agents).map((route) => [resourceIdentifier(config.server.baseUrl, route.path), route]))
     this.grants = new AgentGrants(deps.store, deps.sealer, deps.sessions)
     this.pendings = new PendingSignIns(deps.store, deps.sealer, config.state.ttlMs)
-    const count: AgentsCount = (event, result) => { deps.metrics.countAgents(event, result) }
-    this.count = count
-    this.tokens = new GrantTokens(config.server.baseUrl, deps.keys, this.grants, deps.clock, count)
+    this.tokens = new GrantTokens(config.server.baseUrl, deps.keys, this.grants, deps.clock, this.count)
     this.server = new AuthorizationServer({
       issuer: config.server.baseUrl,
       agents: config.agents,
@@ -112,7 +110,7 @@ export class Agents implements AgentSignIns {
       sealer: deps.sealer,
       keys: deps.keys,
       grants: this.grants,
-      count,
+      count: this.count,
       clock: deps.clock,
       log: deps.log,
       renderError: (_status, error, description) => messagePage('This authorization cannot go on', `${description ?? error}. Start it again from the agent or CLI.`),
@@ -135,13 +133,15 @@ export class Agents implements AgentSignIns {
    * session yet), and a cookie sealed to the interaction that lets this browser, and only it, show
    * the consent page for it.
    */
-  async signedIn (_request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void> {
-    const at = this.deps.clock.now()
-    const { cookie, key } = await this.pendings.keep(uid, provider, signIn, at)
-    // Listed as a session would be: a back-channel logout of this provider session before the
-    // person allows deletes it (found by an outside tester: the Allow made a session of it).
-    const claims = withSignIn(emptyRecord(at), provider, signIn).providerSessions?.[provider]
-    if (claims !== undefined) await this.deps.sessionIndex.add(provider, claims, key)
+  async signedIn (_request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn, began: number): Promise<void> {
+    const { cookie, key } = await this.pendings.keep(uid, provider, signIn, began)
+    // Listed as a session would be: a back-channel logout of this provider session before the person
+    // allows deletes it (an outside tester's finding), and one that read the list before, its mark ends it.
+    const { providerSessions } = withSignIn(emptyRecord(began), provider, signIn)
+    if (await this.deps.sessionIndex.addSignIn(providerSessions, key, began)) {
+      await this.deps.store.delete(key)
+      throw new GatewayError('invalid_state', `You were signed out at ${provider} (its back-channel logout) while this sign-in was being completed: start the authorization again from the agent.`)
+    }
     reply.setCookie(this.pendingCookie, cookie, { ...this.pendingCookieOptions, maxAge: Math.ceil(this.deps.config.state.ttlMs / 1000) })
   }
 
@@ -156,7 +156,7 @@ export class Agents implements AgentSignIns {
     const started = await sessions.start(undefined, withSignIn(emptyRecord(pending.at ?? clock.now()), pending.provider, pending.signIn))
     try {
       await this.grants.label(started.id, label, config.session.maxAgeMs)
-      for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
+      if (await sessionIndex.addSignIn(started.record.providerSessions, started.id, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was ended by its provider (a back-channel logout) before it was allowed: start the authorization again from the agent.')
       await personIndex.add(started, AGENT_FAMILY)
       if (await personIndex.signedOutSince(started.record, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was made before its person signed out everywhere: start the authorization again from the agent.')
     } catch (error) {

@@ -50,7 +50,7 @@ export interface OAuthDeps {
 
 /** Where a sign-in started for an agent's authorization ends: its session is the grant's, not the browser's. */
 export interface AgentSignIns {
-  signedIn (request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn): Promise<void>
+  signedIn (request: FastifyRequest, reply: FastifyReply, uid: string, provider: string, signIn: SignIn, began: number): Promise<void>
   /** Which client on which route a grant's session (by store id) is, for the sessions page; undefined when it is not one. */
   labelOf (sessionId: string): Promise<{ client: string, route: string } | undefined>
 }

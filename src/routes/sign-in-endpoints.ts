@@ -56,17 +56,19 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
     const name = context.providerName(request)
     const queryStart = request.url.indexOf('?')
     let next = HOME
+    // Before the provider's tokens are fetched: a back-channel logout from then on ends this sign-in.
+    const began = context.clock.now()
     try {
       const completed = await completeSignIn(context, name, queryStart === -1 ? '' : request.url.slice(queryStart + 1), request.cookies[cookies.flow])
       next = completed.next
       const signIn = completed.signIn
       if (completed.agent !== undefined && context.agents !== undefined) {
-        await context.agents.signedIn(request, reply, completed.agent, name, signIn)
+        await context.agents.signedIn(request, reply, completed.agent, name, signIn, began)
         metrics.signinsSucceeded.inc({ provider: name })
         request.log.info({ provider: name, agent: true }, 'sign-in succeeded')
         return reply.redirect(agentInteractionUrl(completed.agent), 302)
       }
-      const sessionId = await startSignedIn(context, request, reply, name, signIn)
+      const sessionId = await startSignedIn(context, request, reply, name, signIn, began)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
@@ -138,7 +140,7 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
  * provider of the session, not only this one, and in the person index, before the old id ends
  * (Sessions.start), and the old id leaves the back-channel index once it has ended.
  */
-async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn): Promise<string> {
+async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn, began: number): Promise<string> {
   const { sessions, sessionIndex, clock } = context
   const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
   const found = await sessions.load(request.headers.cookie)
@@ -147,7 +149,9 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
   // not built on: the sign-in starts a session of its own, and that one stays as it is.
   const loaded = found !== null && context.personIndex.samePerson(found.record, name, signIn.identity) ? found : null
   const indexed = async (started: StartedSession) => {
-    for (const [known, claims] of Object.entries(started.record.providerSessions ?? {})) await sessionIndex.add(known, claims, started.id)
+    if (await sessionIndex.addSignIn(started.record.providerSessions, started.id, began)) {
+      throw new GatewayError('invalid_state', `You were signed out at ${name} (its back-channel logout) while this sign-in was being completed: sign in again.`)
+    }
     // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is
     // the address trustProxy resolved), kept sealed in the entry and written to no log line here.
     const userAgent = request.headers['user-agent']

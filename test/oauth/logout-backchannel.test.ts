@@ -207,6 +207,7 @@ describe('a back-channel logout the store fails half-way through', () => {
     // The index of sub "alice": two sessions; its entries are read, and dropped once ended, as the real one's are.
     let entries = ['s1', 's2']
     const index = {
+      markLoggedOut: async () => {},
       find: async () => [...entries],
       drop: async (_provider: string, _claim: string, _value: string, ids: string[]) => { entries = entries.filter((id) => !ids.includes(id)) },
     } as unknown as SessionIndex
@@ -222,7 +223,7 @@ describe('a back-channel logout the store fails half-way through', () => {
     } as unknown as Sessions
     const store = new MemoryStore()
     const log = pino({ level: 'silent' }) as unknown as Logger
-    const backchannel = new BackchannelLogout(store, index, sessions, log, systemClock)
+    const backchannel = new BackchannelLogout(store, index, sessions, log, systemClock, 60_000)
     const now = Math.floor(Date.now() / 1000)
     const token = await new SignJWT({ sub: 'alice', events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'logout+jwt' })

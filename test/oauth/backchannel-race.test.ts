@@ -1,0 +1,88 @@
+// A back-channel logout that lands while a sign-in of the same person is under way: after the
+// provider's tokens came back and before the new session is in the back-channel index, so the
+// logout's read of the index misses it. Such a sign-in lived on after the logout, a browser's and
+// an agent's grant alike (an attacker's finding: the grant then worked for session.maxAge). The
+// logout now marks the provider session before it reads the index, and a sign-in checks that mark
+// once it is indexed (SessionIndex.addSignIn): one of the two sees the other. Instance A's store
+// commands pass through a proxy that holds them from a known point (test/helpers/hold-proxy.ts);
+// the logout reaches instance B, on the same Redis.
+import { randomBytes } from 'node:crypto'
+import { expect } from 'vitest'
+import { Browser } from '../helpers/browser.js'
+import { pkcePair } from '../helpers/agent-grant.js'
+import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
+import { reachCallback } from '../helpers/callback.js'
+import { heldInstance, type HoldProxy } from '../helpers/hold-proxy.js'
+import { logoutToken, type TestProvider } from '../helpers/oidc.js'
+import { test as it } from '../helpers/stack.js'
+
+const REDIRECT = 'http://127.0.0.1:8976/callback'
+let b: TestGateway
+let a: TestGateway
+let proxy: HoldProxy
+let closeA: () => Promise<void>
+let bcl: TestProvider
+
+it.beforeAll(async ({ startStack, upstream, redis, op, bcl: provider }) => {
+  bcl = provider
+  const raw = {
+    session: { cacheTtl: 0 },
+    providers: { bcl: oidcClient(bcl.issuer, 'c2', 's', 'openid email') },
+    routes: [{ path: '/bcl/', upstream: upstream.url, provider: 'bcl', agents: true }],
+  }
+  b = await startStack(raw)
+  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, server: { baseUrl: b.url }, providers: { ...raw.providers, demo: oidcClient(op.issuer, 'c', 's') } }))
+})
+
+it.afterAll(async () => { await closeA?.() })
+
+/** The provider ends every session of `login` (by `sub`), at instance B. */
+async function logout (login: string): Promise<number> {
+  const answer = await fetch(`${b.url}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: `logout_token=${await logoutToken(bcl, 'c2', login)}` })
+  await answer.arrayBuffer()
+  return answer.status
+}
+
+it('a browser\'s sign-in whose session is written when the logout reads the index ends; signing in after the logout works', async () => {
+  const login = 'bcl-browser-race'
+  const browser = new Browser()
+  const callback = await reachCallback(browser, `${b.url}/oauth/login/bcl/?next=/bcl/`, { login })
+  // A's next store command after it writes the new session (its entry in the index) waits.
+  const held = proxy.arm(['session:'], [''])
+  const landing = browser.fetch(`http://127.0.0.1:${a.config.server.port}${callback.pathname}${callback.search}`, { headers: { accept: 'text/html' } })
+  await held
+  expect(await logout(login)).toBe(200)
+  proxy.release()
+  const landed = await landing
+  expect(landed.status).toBe(400)
+  expect(await landed.text()).toContain('You were signed out at bcl (its back-channel logout) while this sign-in was being completed: sign in again.')
+  const cookie = browser.cookies.get('gw_session')?.value
+  if (cookie !== undefined) expect(await sessionStatus(b, cookie, '/bcl/x')).toBe(401)
+  // A sign-in begun after the logout is not ended by its mark.
+  const again = await browser.navigate(`${b.url}/bcl/x`, { login })
+  expect(again.status).toBe(200)
+})
+
+it('an agent\'s grant whose session is written when the logout reads the index is no grant: the Allow is refused, with no code', async () => {
+  const login = 'bcl-allow-race'
+  const registered = await fetch(`${b.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomBytes(4).join('.') }, body: JSON.stringify({ client_name: 'Race', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }) })
+  const id = (await registered.json() as { client_id: string }).client_id
+  const { challenge } = pkcePair()
+  const query = new URLSearchParams({ response_type: 'code', client_id: id, redirect_uri: REDIRECT, code_challenge: challenge, code_challenge_method: 'S256', resource: `${b.url}/bcl` })
+  const browser = new Browser()
+  const page = await browser.navigate(`${b.url}/oauth/agents/authorize?${query.toString()}`, { login })
+  const body = await page.text()
+  expect(page.status, body).toBe(200)
+  const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
+  const url = `http://127.0.0.1:${a.config.server.port}${/<form method="post" action="([^"]+)"/.exec(body)![1]!}`
+  // A's next store command after it labels the grant's session (its entry in the index) waits.
+  const held = proxy.arm(['agents:grant-label'], [''])
+  const allowing = browser.fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: b.url, accept: 'text/html' }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
+  await held
+  // It finds the kept sign-in only (the Allow has claimed it), and deletes it.
+  expect(await logout(login)).toBe(200)
+  proxy.release()
+  const allowed = await allowing
+  expect(allowed.status).toBe(403)
+  expect(await allowed.text()).toContain('This sign-in was ended by its provider (a back-channel logout) before it was allowed')
+})
