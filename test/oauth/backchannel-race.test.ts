@@ -5,10 +5,13 @@
 // logout now marks the provider session before it reads the index, and a sign-in checks that mark
 // once it is indexed (SessionIndex.addSignIn): one of the two sees the other. Instance A's store
 // commands pass through a proxy that holds them from a known point (test/helpers/hold-proxy.ts);
-// the logout reaches instance B, on the same Redis.
+// the logout reaches instance B, on the same Redis. And the other way round (an outside tester's
+// finding, fixed: each ended session's renames are followed): the logout has read the index and is
+// about to delete the session when a sign-in in that browser renames it (GETDEL of the old id, the
+// new id listed under the same sub); the renamed session went on.
 import { randomBytes } from 'node:crypto'
 import { expect } from 'vitest'
-import { Browser } from '../helpers/browser.js'
+import { Browser, signIn } from '../helpers/browser.js'
 import { pkcePair } from '../helpers/agent-grant.js'
 import { oidcClient, sessionStatus, type TestGateway } from '../helpers/gateway.js'
 import { reachCallback } from '../helpers/callback.js'
@@ -27,11 +30,11 @@ it.beforeAll(async ({ startStack, upstream, redis, op, bcl: provider }) => {
   bcl = provider
   const raw = {
     session: { cacheTtl: 0 },
-    providers: { bcl: oidcClient(bcl.issuer, 'c2', 's', 'openid email') },
+    providers: { demo: oidcClient(op.issuer, 'c', 's'), bcl: oidcClient(bcl.issuer, 'c2', 's', 'openid email') },
     routes: [{ path: '/bcl/', upstream: upstream.url, provider: 'bcl', agents: true }],
   }
   b = await startStack(raw)
-  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, server: { baseUrl: b.url }, providers: { ...raw.providers, demo: oidcClient(op.issuer, 'c', 's') } }))
+  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, server: { baseUrl: b.url } }))
 })
 
 it.afterAll(async () => { await closeA?.() })
@@ -43,17 +46,41 @@ async function logout (login: string): Promise<number> {
   return answer.status
 }
 
+/** `send`'s answer, the provider having logged `login` out while A's store commands after one holding every string of `after` were held. */
+async function loggedOutDuring (after: string[], login: string, send: () => Promise<Response>): Promise<Response> {
+  const held = proxy.arm(after, [''])
+  const answer = send()
+  await held
+  expect(await logout(login)).toBe(200)
+  proxy.release()
+  return await answer
+}
+
+it('a back-channel logout ends a session renamed between its index read and its delete', async () => {
+  const phone = await signIn(`${b.url}/bcl/`, 'bcl-rename')
+  expect(await sessionStatus(b, phone.value, '/bcl/x')).toBe(200)
+  const callback = await reachCallback(phone.browser, `${b.url}/oauth/login/bcl/?next=/bcl/`, { login: 'bcl-rename' })
+  const token = await logoutToken(bcl, 'c2', 'bcl-rename')
+
+  const held = proxy.arm(['smembers'], ['del', 'session:'])
+  const answered = fetch(`http://127.0.0.1:${a.config.server.port}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: `logout_token=${token}` })
+  await held
+  const landed = await phone.browser.fetch(callback.href)
+  await landed.arrayBuffer()
+  expect(landed.status).toBe(302)
+  const renamed = phone.browser.cookies.get('gw_session')!.value
+  expect(renamed).not.toBe(phone.value)
+  proxy.release()
+  expect((await answered).status).toBe(200)
+  expect(await sessionStatus(b, renamed, '/bcl/x'), 'the renamed session after the provider\'s logout').toBe(401)
+})
+
 it('a browser\'s sign-in whose session is written when the logout reads the index ends; signing in after the logout works', async () => {
   const login = 'bcl-browser-race'
   const browser = new Browser()
   const callback = await reachCallback(browser, `${b.url}/oauth/login/bcl/?next=/bcl/`, { login })
   // A's next store command after it writes the new session (its entry in the index) waits.
-  const held = proxy.arm(['session:'], [''])
-  const landing = browser.fetch(`http://127.0.0.1:${a.config.server.port}${callback.pathname}${callback.search}`, { headers: { accept: 'text/html' } })
-  await held
-  expect(await logout(login)).toBe(200)
-  proxy.release()
-  const landed = await landing
+  const landed = await loggedOutDuring(['session:'], login, async () => await browser.fetch(`http://127.0.0.1:${a.config.server.port}${callback.pathname}${callback.search}`, { headers: { accept: 'text/html' } }))
   expect(landed.status).toBe(400)
   expect(await landed.text()).toContain('You were signed out at bcl (its back-channel logout) while this sign-in was being completed: sign in again.')
   const cookie = browser.cookies.get('gw_session')?.value
@@ -75,14 +102,9 @@ it('an agent\'s grant whose session is written when the logout reads the index i
   expect(page.status, body).toBe(200)
   const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
   const url = `http://127.0.0.1:${a.config.server.port}${/<form method="post" action="([^"]+)"/.exec(body)![1]!}`
-  // A's next store command after it labels the grant's session (its entry in the index) waits.
-  const held = proxy.arm(['agents:grant-label'], [''])
-  const allowing = browser.fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: b.url, accept: 'text/html' }, body: new URLSearchParams({ csrf, decision: 'allow' }) })
-  await held
-  // It finds the kept sign-in only (the Allow has claimed it), and deletes it.
-  expect(await logout(login)).toBe(200)
-  proxy.release()
-  const allowed = await allowing
+  // A's next store command after it labels the grant's session (its entry in the index) waits. The
+  // logout finds the kept sign-in only (the Allow has claimed it), and deletes it.
+  const allowed = await loggedOutDuring(['agents:grant-label'], login, async () => await browser.fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: b.url, accept: 'text/html' }, body: new URLSearchParams({ csrf, decision: 'allow' }) }))
   expect(allowed.status).toBe(403)
   expect(await allowed.text()).toContain('This sign-in was ended by its provider (a back-channel logout) before it was allowed')
 })
