@@ -116,15 +116,6 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
 }
 
 /** session.secret, or a random one for this process (processWarnings says so: sessions then die with it). */
-/**
- * The longest a sign-in may still be under way once a back-channel logout of its provider session
- * began: the callback's two provider calls (token and userinfo), each within its provider's
- * timeout, and an agent's kept sign-in, which waits for the person's Allow for the flow's life.
- */
-function signInUnderWayMs (config: GatewayConfig): number {
-  return config.state.ttlMs + 2 * Math.max(0, ...Object.values(config.providers).map((provider) => provider.timeoutMs))
-}
-
 function sessionSecret (config: GatewayConfig): string {
   return config.session.secret ?? randomToken()
 }
@@ -150,7 +141,7 @@ function startAndStop (app: FastifyInstance, { providers, sessions, assertions, 
  * the sessions they list.
  */
 function sessionIndexes (app: FastifyInstance, { store, sealer, sessions, ttlMs, clock, siblings }: { store: SessionStore, sealer: Sealer, sessions: Sessions, ttlMs: number, clock: Clock, siblings: (provider: string) => readonly string[] }): { sessionIndex: SessionIndex, personIndex: PersonIndex } {
-  const sessionIndex = new SessionIndex(store, sealer, ttlMs)
+  const sessionIndex = new SessionIndex(store, sealer, ttlMs, clock)
   const personIndex = new PersonIndex(store, (id) => sessions.endById(id), sealer, ttlMs, clock, siblings)
   sessions.onRenewed((session) => {
     // Best effort, off the request's path: a failed extension only shortens the entry to its last renewal.
@@ -221,7 +212,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const providers = new Providers(config.providers, app.log, clock)
   const signOuts = new SignOuts(store, sealer, providers, config.state.ttlMs, config.server.baseUrl, app.log, clock)
   const { sessionIndex, personIndex } = sessionIndexes(app, { store, sealer, sessions, ttlMs: config.session.ttlMs, clock, siblings: issuerSiblings(config.providers) })
-  const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock, signInUnderWayMs(config))
+  const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock)
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
   const { keys, assertions } = signing(config, app, store, sealer, clock)
   const access = new Access(sessions, refresher, clock)

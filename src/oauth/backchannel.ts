@@ -104,9 +104,7 @@ export class BackchannelLogout {
     private readonly index: SessionIndex,
     private readonly sessions: Sessions,
     private readonly log: Logger,
-    private readonly clock: Clock,
-    /** How long a sign-in may still be under way after a logout began (SessionIndex.loggedOutSince). */
-    private readonly markMs: number
+    private readonly clock: Clock
   ) {}
 
   /**
@@ -127,7 +125,7 @@ export class BackchannelLogout {
     let ids: string[] = []
     try {
       // Marked first: a sign-in of this provider session indexed after the read below ends itself.
-      await this.index.markLoggedOut(provider.name, claim, value, this.clock.now(), this.markMs)
+      await this.index.markLoggedOut(provider.name, claim, value)
       // Read, ended, then taken out of the index: a store that fails half-way (a 503, a reply come
       // too late) leaves the index whole for the provider's retry of the same token.
       ids = await this.index.find(provider.name, claim, value)

@@ -10,6 +10,7 @@
 // rotation stay found for as long as their secret still opens them.
 // @see https://openid.net/specs/openid-connect-backchannel-1_0.html#BCActions
 import { createHmac, type KeyObject } from 'node:crypto'
+import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
 import { isPendingSignInKey, storeKeys, type KeyValue, type Sets } from '../store/store.js'
 
@@ -27,6 +28,14 @@ function storeKey (key: KeyObject, provider: string, claim: SessionClaim, value:
   return `logout:${provider}:${claim}:${hash}`
 }
 
+/**
+ * How long a back-channel logout's mark lives: longer than a sign-in can be under way (the longest
+ * state.ttl, 1 h, then two provider calls of the longest timeout, 2 min each) or an agent's kept
+ * sign-in waits for its Allow (state.ttl). One length on every instance, whatever its config: a
+ * mark's age is read from its remaining time.
+ */
+const MARK_MS = 3_600_000 + 2 * 120_000 + 60_000
+
 /** Where a back-channel logout of the `sid` or `sub` whose entries are at `key` is marked. */
 const markKey = (key: string): string => `logged-out:${key.slice('logout:'.length)}`
 
@@ -35,11 +44,12 @@ export class SessionIndex {
   private readonly hashKeys: readonly KeyObject[]
 
   constructor (
-    private readonly store: Sets & Pick<KeyValue, 'remainingMs' | 'get' | 'set'>,
+    private readonly store: Sets & Pick<KeyValue, 'remainingMs' | 'set'>,
     /** session.secret (adds) and previousSecrets (renewals and logouts too). */
     sealer: Sealer,
     /** How long an entry lives after the last sign-in or renewal of a session in it (the session's idle timeout). */
-    private readonly ttlMs: number
+    private readonly ttlMs: number,
+    private readonly clock: Clock
   ) {
     this.hashKeys = sealer.keys.map((key) => key.derive('logout-index'))
   }
@@ -67,16 +77,6 @@ export class SessionIndex {
     for (const key of this.keys(this.hashKeys.slice(0, 1), { [provider]: claims })) {
       if (await this.store.addMember(key, id, this.ttlMs) > PRUNE_ABOVE) await this.prune(key)
     }
-  }
-
-  /**
-   * A sign-in that began at `began` (clock ms, before its tokens were fetched) lists session `id`
-   * under each of its provider sessions ({@link add}). True when a back-channel logout of one of
-   * them began since then ({@link loggedOutSince}): the caller ends it.
-   */
-  async addSignIn (providerSessions: Record<string, ProviderSessionClaims> | undefined, id: string, began: number): Promise<boolean> {
-    for (const [provider, claims] of Object.entries(providerSessions ?? {})) await this.add(provider, claims, id)
-    return await this.loggedOutSince(providerSessions, began)
   }
 
   /** Takes out of the set at `key` the ids whose session (or kept sign-in) is gone. */
@@ -113,26 +113,32 @@ export class SessionIndex {
   }
 
   /**
-   * A back-channel logout of this `sid` or `sub` began at `at` (clock ms): marked for `markMs`,
-   * under every secret, before the index is read. {@link loggedOutSince} reads the mark.
+   * A back-channel logout of this `sid` or `sub` is under way: marked, under every secret, before
+   * the index is read. {@link addSignIn} reads the mark.
    */
-  async markLoggedOut (provider: string, claim: SessionClaim, value: string, at: number, markMs: number): Promise<void> {
-    for (const hashKey of this.hashKeys) await this.store.set(markKey(storeKey(hashKey, provider, claim, value)), String(at), markMs)
+  async markLoggedOut (provider: string, claim: SessionClaim, value: string): Promise<void> {
+    for (const hashKey of this.hashKeys) await this.store.set(markKey(storeKey(hashKey, provider, claim, value)), '1', MARK_MS)
   }
 
   /**
-   * Whether a back-channel logout of one of these provider sessions began at or after `at`. Such a
-   * sign-in was still under way when the logout read the index: its tokens were being fetched, or
-   * its session written. Before this check it lived on after the logout (an attacker's finding).
-   * Asked once the sign-in is indexed. The logout marks before it reads the index, so one of the two
-   * sees the other. Under the current secret: the logout marks under every secret it holds.
+   * A sign-in at `provider` that began at `began` (this instance's clock ms, before its tokens were
+   * fetched) lists session `id` under each provider session of its record ({@link add}). True when
+   * a back-channel logout of the provider session it signed in with came meanwhile: one of its `sid`
+   * at any time (a provider session logged out never comes back), or of its `sub` since `began`.
+   * The caller ends it. Before this, such a sign-in lived on after the logout (an attacker's
+   * finding): the logout had read the index before the entry was there. Asked once the entry is
+   * there: the logout marks before it reads, so one of the two sees the other. A mark's age is read
+   * on the store's clock (its remaining time), the sign-in's on this instance's: an interval each,
+   * so clocks that disagree between instances do not matter (an attacker's finding: 100 ms did).
    */
-  async loggedOutSince (providerSessions: Record<string, ProviderSessionClaims> | undefined, at: number): Promise<boolean> {
-    for (const key of this.keys(this.hashKeys.slice(0, 1), providerSessions)) {
-      const mark = await this.store.get(markKey(key))
-      if (mark !== null && Number(mark) >= at) return true
-    }
-    return false
+  async addSignIn (providerSessions: Record<string, ProviderSessionClaims> | undefined, id: string, provider: string, began: number): Promise<boolean> {
+    for (const [known, claims] of Object.entries(providerSessions ?? {})) await this.add(known, claims, id)
+    const claims = providerSessions?.[provider]
+    // Under the current secret: the logout marks under every secret it holds.
+    const mark = async (claim: SessionClaim, value: string | undefined) => value === undefined ? null : await this.store.remainingMs(markKey(storeKey(this.hashKeys[0]!, provider, claim, value)))
+    if (await mark('sid', claims?.sid) !== null) return true
+    const left = await mark('sub', claims?.sub)
+    return left !== null && MARK_MS - left <= this.clock.now() - began
   }
 
   /** Takes ended sessions' ids out of this `sid` or `sub`'s entries, under every secret. */

@@ -138,7 +138,7 @@ export class Agents implements AgentSignIns {
     // Listed as a session would be: a back-channel logout of this provider session before the person
     // allows deletes it (an outside tester's finding), and one that read the list before, its mark ends it.
     const { providerSessions } = withSignIn(emptyRecord(began), provider, signIn)
-    if (await this.deps.sessionIndex.addSignIn(providerSessions, key, began)) {
+    if (await this.deps.sessionIndex.addSignIn(providerSessions, key, provider, began)) {
       await this.deps.store.delete(key)
       throw new GatewayError('invalid_state', `You were signed out at ${provider} (its back-channel logout) while this sign-in was being completed: start the authorization again from the agent.`)
     }
@@ -156,7 +156,7 @@ export class Agents implements AgentSignIns {
     const started = await sessions.start(undefined, withSignIn(emptyRecord(pending.at ?? clock.now()), pending.provider, pending.signIn))
     try {
       await this.grants.label(started.id, label, config.session.maxAgeMs)
-      if (await sessionIndex.addSignIn(started.record.providerSessions, started.id, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was ended by its provider (a back-channel logout) before it was allowed: start the authorization again from the agent.')
+      if (await sessionIndex.addSignIn(started.record.providerSessions, started.id, pending.provider, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was ended by its provider (a back-channel logout) before it was allowed: start the authorization again from the agent.')
       await personIndex.add(started, AGENT_FAMILY)
       if (await personIndex.signedOutSince(started.record, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was made before its person signed out everywhere: start the authorization again from the agent.')
     } catch (error) {

@@ -8,6 +8,7 @@
 import { createServer, connect, type Socket } from 'node:net'
 import type { AddressInfo } from 'node:net'
 import { startGateway, type TestGateway } from './gateway.js'
+import type { GatewayDeps } from '../../src/gateway.js'
 
 export interface HoldProxy {
   port: number
@@ -114,9 +115,9 @@ function viaProxy (redisUrl: string, port: number): string {
  * through a hold proxy, so that a test can hold A's commands or replies at a chosen step while
  * browsers use the shared instance (B, at the address the provider's redirect URI names).
  */
-export async function heldInstance (redisUrl: string, raw: Record<string, unknown>): Promise<{ gateway: TestGateway, proxy: HoldProxy, close: () => Promise<void> }> {
+export async function heldInstance (redisUrl: string, raw: Record<string, unknown>, deps?: GatewayDeps): Promise<{ gateway: TestGateway, proxy: HoldProxy, close: () => Promise<void> }> {
   const proxy = await startHoldProxy(redisUrl)
-  const gateway = await startGateway({ ...raw, store: { type: 'redis', url: proxy.url } })
+  const gateway = await startGateway({ ...raw, store: { type: 'redis', url: proxy.url } }, deps === undefined ? undefined : { deps })
   return {
     gateway,
     proxy,

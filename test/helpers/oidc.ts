@@ -34,13 +34,14 @@ export function gatewayClient (baseUrl: string, provider: string, clientId: stri
 
 /**
  * A back-channel logout token (OpenID Connect Back-Channel Logout 1.0) from `provider` for its client
- * `clientId`, naming `sub`, signed with the provider's own key under the `kid` its JWKS lists, as the
- * provider sends one: what a test posts to `/oauth/backchannel-logout/<provider>/`.
+ * `clientId`, naming `sub` (or, given `{ sid }`, that session of the provider's), signed with the
+ * provider's own key under the `kid` its JWKS lists, as the provider sends one: what a test posts to
+ * `/oauth/backchannel-logout/<provider>/`.
  */
-export async function logoutToken (provider: TestProvider, clientId: string, sub: string): Promise<string> {
+export async function logoutToken (provider: TestProvider, clientId: string, names: string | { sid: string }): Promise<string> {
   const { keys } = await (await fetch(`${provider.issuer}/jwks`)).json() as { keys: Array<{ kid: string }> }
   const now = Math.floor(Date.now() / 1000)
-  return await new SignJWT({ iss: provider.issuer, aud: clientId, iat: now, exp: now + 120, jti: randomUUID(), sub, events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
+  return await new SignJWT({ iss: provider.issuer, aud: clientId, iat: now, exp: now + 120, jti: randomUUID(), ...(typeof names === 'string' ? { sub: names } : names), events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
     .setProtectedHeader({ alg: 'RS256', kid: keys[0]!.kid, typ: 'logout+jwt' }).sign(provider.signingKey)
 }
 

@@ -25,22 +25,28 @@ let a: TestGateway
 let proxy: HoldProxy
 let closeA: () => Promise<void>
 let bcl: TestProvider
+/** Instance A's clock: Redis's and B's, or ahead of or behind them by `offset` (clocks of two machines). */
+const clockA = { offset: 0, now: () => Date.now() + clockA.offset }
+/** The provider session (`sid`) of bcl's last code. */
+let lastSid: string | undefined
 
 it.beforeAll(async ({ startStack, upstream, redis, op, bcl: provider }) => {
   bcl = provider
+  bcl.provider.on('authorization_code.saved', (code: { sid?: string }) => { lastSid = code.sid })
   const raw = {
     session: { cacheTtl: 0 },
     providers: { demo: oidcClient(op.issuer, 'c', 's'), bcl: oidcClient(bcl.issuer, 'c2', 's', 'openid email') },
     routes: [{ path: '/bcl/', upstream: upstream.url, provider: 'bcl', agents: true }],
   }
   b = await startStack(raw)
-  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, server: { baseUrl: b.url } }))
+  ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, server: { baseUrl: b.url } }, { clock: clockA }))
 })
 
 it.afterAll(async () => { await closeA?.() })
+it.afterEach(() => { clockA.offset = 0 })
 
-/** The provider ends every session of `login` (by `sub`), at instance B. */
-async function logout (login: string): Promise<number> {
+/** The provider ends every session of `login` (by `sub`), or the one session `{ sid }`, at instance B. */
+async function logout (login: string | { sid: string }): Promise<number> {
   const answer = await fetch(`${b.url}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: `logout_token=${await logoutToken(bcl, 'c2', login)}` })
   await answer.arrayBuffer()
   return answer.status
@@ -75,7 +81,10 @@ it('a back-channel logout ends a session renamed between its index read and its 
   expect(await sessionStatus(b, renamed, '/bcl/x'), 'the renamed session after the provider\'s logout').toBe(401)
 })
 
-it('a browser\'s sign-in whose session is written when the logout reads the index ends; signing in after the logout works', async () => {
+// A's clock 2 s ahead of Redis's and B's: the marks are read on the store's clock (an attacker's
+// finding: 100 ms of skew defeated marks of instance times).
+it('a browser\'s sign-in whose session is written when the logout reads the index ends, whatever the instances\' clocks; signing in after the logout works, on an instance whose clock is behind', async () => {
+  clockA.offset = 2000
   const login = 'bcl-browser-race'
   const browser = new Browser()
   const callback = await reachCallback(browser, `${b.url}/oauth/login/bcl/?next=/bcl/`, { login })
@@ -85,9 +94,37 @@ it('a browser\'s sign-in whose session is written when the logout reads the inde
   expect(await landed.text()).toContain('You were signed out at bcl (its back-channel logout) while this sign-in was being completed: sign in again.')
   const cookie = browser.cookies.get('gw_session')?.value
   if (cookie !== undefined) expect(await sessionStatus(b, cookie, '/bcl/x')).toBe(401)
-  // A sign-in begun after the logout is not ended by its mark.
-  const again = await browser.navigate(`${b.url}/bcl/x`, { login })
-  expect(again.status).toBe(200)
+  // A sign-in begun after the logout is not ended by its mark, at A 2 s behind.
+  clockA.offset = -2000
+  const again = await reachCallback(browser, `${b.url}/oauth/login/bcl/?next=/bcl/`, { login })
+  expect((await browser.fetch(`http://127.0.0.1:${a.config.server.port}${again.pathname}${again.search}`)).status).toBe(302)
+  expect(await sessionStatus(b, browser.cookies.get('gw_session')!.value, '/bcl/x')).toBe(200)
+})
+
+it('a callback of a provider session logged out before it came is refused (a sid logged out never comes back; an attacker\'s finding)', async () => {
+  const login = 'bcl-sid-before-callback'
+  const browser = new Browser()
+  lastSid = undefined
+  const callback = await reachCallback(browser, `${b.url}/oauth/login/bcl/?next=/bcl/`, { login })
+  expect(lastSid).toBeDefined()
+  expect(await logout({ sid: lastSid! })).toBe(200)
+  const landed = await browser.fetch(callback.href, { headers: { accept: 'text/html' } })
+  expect(landed.status).toBe(400)
+  expect(await landed.text()).toContain('You were signed out at bcl')
+})
+
+it('a sign-in at another provider, in a browser whose bcl session a logout ends meanwhile, goes on (an attacker\'s finding: it was refused, naming the wrong provider)', async () => {
+  const login = 'bcl-other-provider'
+  const browser = new Browser()
+  expect((await browser.navigate(`${b.url}/bcl/x`, { login })).status).toBe(200)
+  const demo = await reachCallback(browser, `${b.url}/oauth/login/demo/?next=/`, { login })
+  // Held once the new session, which carries the bcl sign-in, is written.
+  const landed = await loggedOutDuring(['set', 'session:'], login, async () => await browser.fetch(`http://127.0.0.1:${a.config.server.port}${demo.pathname}${demo.search}`))
+  expect(landed.status).toBe(302)
+  const cookie = browser.cookies.get('gw_session')!.value
+  expect(await sessionStatus(b, cookie, '/bcl/x')).toBe(401)
+  const identities = await (await fetch(`${b.url}/oauth/userinfo/`, { headers: { cookie: `gw_session=${cookie}` } })).json() as { identities: Record<string, unknown> }
+  expect(Object.keys(identities.identities)).toEqual(['demo'])
 })
 
 it('an agent\'s grant whose session is written when the logout reads the index is no grant: the Allow is refused, with no code', async () => {

@@ -223,7 +223,7 @@ describe('a back-channel logout the store fails half-way through', () => {
     } as unknown as Sessions
     const store = new MemoryStore()
     const log = pino({ level: 'silent' }) as unknown as Logger
-    const backchannel = new BackchannelLogout(store, index, sessions, log, systemClock, 60_000)
+    const backchannel = new BackchannelLogout(store, index, sessions, log, systemClock)
     const now = Math.floor(Date.now() / 1000)
     const token = await new SignJWT({ sub: 'alice', events: { [BACKCHANNEL_LOGOUT_EVENT]: {} } })
       .setProtectedHeader({ alg: 'RS256', kid: 'k1', typ: 'logout+jwt' })

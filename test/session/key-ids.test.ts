@@ -15,6 +15,7 @@ import { keyIdOf, randomToken, Sealer, SealingKey } from '../../src/session/seal
 import { Sessions } from '../../src/session/session.js'
 import { encodeRecord, storedJson } from '../../src/session/sealed-record.js'
 import type { SessionRecord } from '../../src/session/session.js'
+import { systemClock } from '../../src/ops/clock.js'
 import { MemoryStore } from '../../src/store/memory.js'
 import { storeKeys } from '../../src/store/store.js'
 
@@ -233,7 +234,7 @@ describe('the back-channel logout index', () => {
   it(`keeps the ids of ended sessions only until a sign-in finds more than ${PRUNE_ABOVE} (an outside tester's finding: one more a sign-in, without bound)`, async () => {
     const store = new MemoryStore()
     stores.push(store)
-    const index = new SessionIndex(store, new Sealer(S1), 60_000)
+    const index = new SessionIndex(store, new Sealer(S1), 60_000, systemClock)
     // The person keeps one session in use and a kept agent sign-in; every other sign-in ends (sign out everywhere, a revoke) without its entry.
     await store.set(storeKeys.session('kept'), 'sealed', 60_000)
     const pending = storeKeys.pendingSignIn('waiting')
@@ -251,8 +252,8 @@ describe('the back-channel logout index', () => {
     const clock = { ms: 0, now (): number { return this.ms } }
     const store = new MemoryStore({ clock })
     stores.push(store)
-    await new SessionIndex(store, new Sealer(S1), 60_000).add('demo', { sid: 'sid-1', sub: 'alice' }, 'session-1')
-    const rotated = new SessionIndex(store, new Sealer(S2, [S1]), 60_000)
+    await new SessionIndex(store, new Sealer(S1), 60_000, systemClock).add('demo', { sid: 'sid-1', sub: 'alice' }, 'session-1')
+    const rotated = new SessionIndex(store, new Sealer(S2, [S1]), 60_000, systemClock)
     await rotated.add('demo', { sub: 'alice' }, 'session-2')
     clock.ms = 50_000
     await rotated.touch({ demo: { sid: 'sid-1', sub: 'alice' } })
