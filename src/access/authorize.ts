@@ -94,7 +94,12 @@ export interface Grant {
 }
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
-export type Verdict = Exclude<Decision, { kind: 'allow' | 'read_session' }> | Allowed
+export type Verdict = (Exclude<Decision, { kind: 'allow' | 'read_session' }> & { readonly ofGrant?: true }) | Allowed
+
+/** A refusal of a request that brought a token the gateway issued to an agent: its log line says `credential: agent`. */
+function ofGrant (verdict: Verdict): Verdict {
+  return verdict.kind === 'allow' ? verdict : { ...verdict, ofGrant: true }
+}
 
 export class Access {
   constructor (
@@ -217,9 +222,9 @@ export class Access {
     try {
       outcome = await grants.check(token)
     } catch (error) {
-      return { kind: 'unavailable', error }
+      return { kind: 'unavailable', error, ofGrant: true }
     }
-    const refuse = (problem: TokenProblem, message: string) => decide(guard.gate, request, false, tokenRefused(problem, message, [])) as Verdict
+    const refuse = (problem: TokenProblem, message: string) => ofGrant(decide(guard.gate, request, false, tokenRefused(problem, message, [])) as Verdict)
     if (!outcome.ok) return refuse(outcome.problem, outcome.message)
     const { state, session, tokenless } = await this.read(outcome.cookie, guard.gate)
     // A grant whose provider token can no longer be renewed (none left to refresh with) is over:
@@ -227,8 +232,8 @@ export class Access {
     if (tokenless !== undefined) await this.sessions.end(tokenless).catch(() => {})
     if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
     const decision = decide(guard.gate, request, false, state)
-    if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice') }
-    return await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id, createdAt: session!.record.createdAt, signIns: session!.record.providerSessions })
+    if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice'), ofGrant: true }
+    return ofGrant(await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id, createdAt: session!.record.createdAt, signIns: session!.record.providerSessions }))
   }
 
   private async afterReading (guard: Guard, request: AccessRequest): Promise<Verdict> {
@@ -346,13 +351,15 @@ export function auditRule (verdict: Verdict): string {
 
 /**
  * Which credential the request was judged by, for the request's log line, so that an audit tells a
- * machine client from a person: `bearer` whenever the request carried a bearer token in the header
- * the guard reads (a session is then never looked at), `session` when a session was found (allowed
- * or refused by the rules), null when there was neither (a sign-in, a 401, a public path).
+ * machine client from a person: `agent` for a token the gateway issued to an agent, admitted or
+ * refused; `bearer` whenever else the request carried a bearer token in the header the guard reads
+ * (a session is then never looked at), `session` when a session was found (allowed or refused by
+ * the rules), null when there was neither (a sign-in, a 401, a public path).
  * @param authorization the header the guard's bearer check reads, as sent (undefined when the guard has none)
  */
 export function auditCredential (verdict: Verdict, authorization: string | undefined): Credential | null {
   if (verdict.kind === 'allow') return verdict.grant !== undefined ? 'agent' : verdict.via === undefined ? 'session' : 'bearer'
+  if (verdict.ofGrant === true) return 'agent'
   if (verdict.kind === 'token_refused' || bearerToken(authorization) !== undefined) return 'bearer'
   return judged(verdict) !== undefined ? 'session' : null
 }

@@ -539,14 +539,22 @@ describe('codes, refresh tokens and grants', () => {
     expect((await exchange(other.id, code, registered.verifier)).status).toBe(400)
   })
 
-  it('a token is refused on another route, and after its refresh token is revoked (RFC 7009)', async () => {
+  it('a token is refused on another route, and after its refresh token is revoked (RFC 7009); each request\'s line says it was an agent\'s token', async () => {
     const { id, tokens } = await granted()
+    const before = gateway.logs.length
     expect((await call(tokens.access_token)).status).toBe(200)
     expect((await call(tokens.access_token, '/other/')).status).toBe(401)
     const revoked = await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })
     expect(revoked.status).toBe(200)
     expect((await call(tokens.access_token)).status).toBe(401)
     expect((await refresh(id, tokens.refresh_token)).status).toBe(400)
+    // An audit on credential: agent sees the refusals too (they were logged credential: bearer).
+    const lines = gateway.logs.slice(before).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'request completed' && line.url !== '/oauth/agents/revoke' && line.url !== '/oauth/agents/token')
+    expect(lines.map(({ url, decision, reason, credential }) => ({ url, decision, reason, credential }))).toEqual([
+      { url: '/mcp', decision: 'allow', reason: undefined, credential: 'agent' },
+      { url: '/other/', decision: 'token_refused', reason: 'wrong_audience', credential: 'agent' },
+      { url: '/mcp', decision: 'token_refused', reason: 'inactive', credential: 'agent' },
+    ])
   })
 
   it('a grant ends when the person signs out everywhere: its token gets 401 and its refresh token invalid_grant', async () => {
