@@ -94,7 +94,11 @@ function codeProblem (error: Error | undefined): string | undefined {
   if (error === undefined) return undefined
   if (error.name === 'AbortedError') return 'You stopped that sign-in; your CLI will say it was refused.'
   if ('userCode' in error || error.name === 'NoCodeError') return 'That code is not one this gateway gave, or it has expired or was used already: check it against the one your CLI shows.'
-  return 'That did not work: start again from your CLI.'
+  // The form's CSRF field (a page opened again in another tab, or open too long): the code still holds.
+  const description = (error as { error_description?: unknown }).error_description
+  if (typeof description === 'string' && description.startsWith('xsrf')) return 'This page was opened again in another tab, or was open too long: enter the code again.'
+  // The page after the sign-in and consent, reloaded: the CLI may be signed in already (an attacker's finding: it said to start again).
+  return 'That did not work. If your CLI says it is signed in, you are done; if it still waits, enter its code again; otherwise start again from your CLI.'
 }
 
 /** The code entry's problem when the browser holds no live session of the server's (the form was made elsewhere, or too long ago). */

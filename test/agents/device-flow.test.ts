@@ -509,6 +509,20 @@ describe('the device flow', () => {
     expect((await enter(person(), device.user_code)).html).toContain('That code is not one this gateway gave')
   })
 
+  it('a code entered on a page another tab made stale says so, and entered again goes on (an attacker\'s finding: it said to start again from the CLI)', async () => {
+    const device = await started(await cli())
+    const browser = person()
+    const first = xsrfOf(await (await browser.fetch(`${gateway.url}/oauth/agents/device`)).text())
+    await browser.fetch(`${gateway.url}/oauth/agents/device`)
+    const stale = await submit(browser, { xsrf: first, user_code: device.user_code })
+    expect(stale.status).toBe(400)
+    const html = await stale.text()
+    expect(html).toContain('This page was opened again in another tab, or was open too long: enter the code again.')
+    const again = await submit(browser, { xsrf: xsrfOf(html), user_code: device.user_code })
+    expect(again.status).toBe(200)
+    expect(await again.text()).toContain('Is this your code?')
+  })
+
   it('refuses a device authorization that names no route (there are two), a route agents may not reach, or from a client not registered for the device flow', async () => {
     const id = await cli()
     const unnamed = await fetch(`${gateway.url}/oauth/agents/device/auth`, { method: 'POST', headers: { 'x-forwarded-for': from.get(id)! }, body: new URLSearchParams({ client_id: id }) })
