@@ -12,6 +12,7 @@
 import { createHmac, type KeyObject } from 'node:crypto'
 import type { Clock } from '../ops/clock.js'
 import type { Sealer } from '../session/seal.js'
+import { mark, markedWithin } from '../store/marks.js'
 import { isPendingSignInKey, storeKeys, type KeyValue, type Sets } from '../store/store.js'
 
 /** The size past which a set is pruned of ended sessions at a sign-in: more than a person keeps at one provider session. */
@@ -27,14 +28,6 @@ function storeKey (key: KeyObject, provider: string, claim: SessionClaim, value:
   const hash = createHmac('sha256', key).update(provider).update('\0').update(claim).update('\0').update(value).digest('base64url')
   return `logout:${provider}:${claim}:${hash}`
 }
-
-/**
- * How long a back-channel logout's mark lives: longer than a sign-in can be under way (the longest
- * state.ttl, 1 h, then two provider calls of the longest timeout, 2 min each) or an agent's kept
- * sign-in waits for its Allow (state.ttl). One length on every instance, whatever its config: a
- * mark's age is read from its remaining time.
- */
-const MARK_MS = 3_600_000 + 2 * 120_000 + 60_000
 
 /** Where a back-channel logout of the `sid` or `sub` whose entries are at `key` is marked. */
 const markKey = (key: string): string => `logged-out:${key.slice('logout:'.length)}`
@@ -117,7 +110,7 @@ export class SessionIndex {
    * the index is read. {@link addSignIn} reads the mark.
    */
   async markLoggedOut (provider: string, claim: SessionClaim, value: string): Promise<void> {
-    for (const hashKey of this.hashKeys) await this.store.set(markKey(storeKey(hashKey, provider, claim, value)), '1', MARK_MS)
+    for (const hashKey of this.hashKeys) await mark(this.store, markKey(storeKey(hashKey, provider, claim, value)))
   }
 
   /**
@@ -127,18 +120,15 @@ export class SessionIndex {
    * at any time (a provider session logged out never comes back), or of its `sub` since `began`.
    * The caller ends it. Before this, such a sign-in lived on after the logout (an attacker's
    * finding): the logout had read the index before the entry was there. Asked once the entry is
-   * there: the logout marks before it reads, so one of the two sees the other. A mark's age is read
-   * on the store's clock (its remaining time), the sign-in's on this instance's: an interval each,
-   * so clocks that disagree between instances do not matter (an attacker's finding: 100 ms did).
+   * there: the logout marks before it reads, so one of the two sees the other. The mark's age is
+   * read on the store's clock (store/marks.ts), the time since `began` on this instance's.
    */
   async addSignIn (providerSessions: Record<string, ProviderSessionClaims> | undefined, id: string, provider: string, began: number): Promise<boolean> {
     for (const [known, claims] of Object.entries(providerSessions ?? {})) await this.add(known, claims, id)
     const claims = providerSessions?.[provider]
     // Under the current secret: the logout marks under every secret it holds.
-    const mark = async (claim: SessionClaim, value: string | undefined) => value === undefined ? null : await this.store.remainingMs(markKey(storeKey(this.hashKeys[0]!, provider, claim, value)))
-    if (await mark('sid', claims?.sid) !== null) return true
-    const left = await mark('sub', claims?.sub)
-    return left !== null && MARK_MS - left <= this.clock.now() - began
+    const marked = async (claim: SessionClaim, value: string | undefined, withinMs: number) => value !== undefined && await markedWithin(this.store, markKey(storeKey(this.hashKeys[0]!, provider, claim, value)), withinMs)
+    return await marked('sid', claims?.sid, Infinity) || await marked('sub', claims?.sub, this.clock.now() - began)
   }
 
   /** Takes ended sessions' ids out of this `sid` or `sub`'s entries, under every secret. */

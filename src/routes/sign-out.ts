@@ -28,9 +28,8 @@ interface SignOutParameters {
  * Sign out everywhere: every other session of the person `session` signs in as (the same `sub` at
  * any of its providers) ends, on every instance; the caller ends `session` itself.
  */
-async function endOthers ({ personIndex, sessions, config }: OAuthContext, session: Session, request: FastifyRequest): Promise<void> {
-  // Marked for state.ttl: the longest an agent's sign-in is kept before its Allow (routes/agents.ts).
-  const { others, gone } = await personIndex.othersOf(session.record, session.id, config.state.ttlMs)
+async function endOthers ({ personIndex, sessions }: OAuthContext, session: Session, request: FastifyRequest): Promise<void> {
+  const { others, gone } = await personIndex.othersOf(session.record, session.id)
   // A session may be renamed by a sign-in in its browser at any moment (listed but gone when read,
   // or after: an outside tester's finding, a rename between the check and the delete): its new id too.
   const skip = new Set([session.id, ...others])

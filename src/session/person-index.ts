@@ -36,6 +36,7 @@ import { createHmac, createSecretKey, type KeyObject } from 'node:crypto'
 import { sameIssuer } from '../config/bearer-section.js'
 import type { ProviderConfig } from '../config/types.js'
 import { systemClock, type Clock } from '../ops/clock.js'
+import { mark, markedWithin } from '../store/marks.js'
 import { storeKeys, type KeyValue, type Sets } from '../store/store.js'
 import type { BrowserFamily } from './browser-family.js'
 import { openEntry, PUBLIC_ID, sealEntry, type PersonEntry, type SignInOrigin } from './person-entry.js'
@@ -199,13 +200,12 @@ export class PersonIndex {
    * entries stay until the caller has ended them, as find's); and those listed whose session was
    * gone when read (`gone`), which the caller follows to where a sign-in renamed them (an outside
    * tester's finding: a session renamed between the list's read and its check was missed). First
-   * the person is marked signed out everywhere for `markMs` (signedOutSince): a sign-in kept from
-   * before then (an agent's consent page left open) is made no session.
+   * the person is marked signed out everywhere (signedOutSince): a sign-in kept from before then
+   * (an agent's consent page left open) is made no session.
    */
-  async othersOf (record: SessionRecord, currentId: string, markMs: number): Promise<{ others: string[], gone: string[] }> {
-    const now = String(this.clock.now())
+  async othersOf (record: SessionRecord, currentId: string): Promise<{ others: string[], gone: string[] }> {
     // Under every secret's key: an instance of a rolling rotation that seals with the other finds it.
-    for (const { key } of this.personKeys(record, this.hashKeys, true)) await this.store.set(storeKeys.signedOutEverywhere(key), now, markMs)
+    for (const { key } of this.personKeys(record, this.hashKeys, true)) await mark(this.store, storeKeys.signedOutEverywhere(key))
     const others = new Set<string>()
     const gone: string[] = []
     for (const { entry } of await this.entries(record, gone)) {
@@ -233,13 +233,14 @@ export class PersonIndex {
   }
 
   /**
-   * Whether the person `record` signs in as signed out everywhere at or after `at` (clock ms), at
-   * any of its providers' keys: within the mark's time (othersOf's `markMs`).
+   * Whether the person `record` signs in as signed out everywhere at or after `at` (this instance's
+   * clock ms), at any of its providers' keys. The mark's age is read on the store's clock
+   * (store/marks.ts): instances whose clocks disagree still agree on which came first.
    */
   async signedOutSince (record: SessionRecord, at: number): Promise<boolean> {
+    const withinMs = this.clock.now() - at
     for (const { key } of this.personKeys(record, this.hashKeys, true)) {
-      const mark = await this.store.get(storeKeys.signedOutEverywhere(key))
-      if (mark !== null && Number(mark) >= at) return true
+      if (await markedWithin(this.store, storeKeys.signedOutEverywhere(key), withinMs)) return true
     }
     return false
   }

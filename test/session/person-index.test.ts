@@ -40,11 +40,11 @@ function record (sub: string, providers: string[] = ['demo'], createdAt = now): 
   return providers.reduce((built, provider) => withSignIn(built, provider, { tokens: { access_token: 'at' }, identity: { sub, subject: sub, iss: 'https://op.example', groups: [] } }), emptyRecord(createdAt))
 }
 
-/** A store, an index over it with `keys`, and the ids it was asked to end. */
-function setUp (sealer = SEALER, max?: number, store = new MemoryStore({ clock })) {
+/** A store, an index over it with `keys` (on `indexClock`, the instance's), and the ids it was asked to end. */
+function setUp (sealer = SEALER, max?: number, store = new MemoryStore({ clock }), indexClock = clock) {
   stores.push(store)
   const ended: string[] = []
-  const index = new PersonIndex(store, async (id) => { ended.push(nameOf(id)); await store.delete(storeKeys.session(id)) }, sealer, TTL, clock, undefined, max)
+  const index = new PersonIndex(store, async (id) => { ended.push(nameOf(id)); await store.delete(storeKeys.session(id)) }, sealer, TTL, indexClock, undefined, max)
   return { store, index, ended }
 }
 
@@ -151,13 +151,29 @@ describe('person index', () => {
 
   // A re-reading's point: the mark was written and read under the current secret's key only, so an
   // instance of a rolling rotation that sealed with the other one did not see it.
+  // An attacker's finding, on the back-channel logout's marks, which were as these: an instance's own
+  // time compared with another's, so that 100 ms of skew undid them. Read as intervals now.
+  it('a sign out everywhere is seen by an instance whose clock is ahead or behind, for what it kept before, never after', async () => {
+    const store = new MemoryStore({ clock })
+    const there = setUp(SEALER, undefined, store)
+    for (const skew of [2000, -2000]) {
+      const here = setUp(SEALER, undefined, store, { now: () => now + skew })
+      const kept = now + skew
+      now += 1000
+      await there.index.othersOf(record('alice'), sid('current'))
+      expect(await here.index.signedOutSince(record('alice'), kept), `skew ${skew}`).toBe(true)
+      now += 1000
+      expect(await here.index.signedOutSince(record('alice'), now + skew - 1), `skew ${skew}, kept after`).toBe(false)
+    }
+  })
+
   it('a sign out everywhere marks the person for instances of either side of a key rotation', async () => {
     const store = new MemoryStore({ clock })
     const rotated = setUp(new Sealer(SECRET, [OLD_SECRET]), undefined, store)
     const before = setUp(new Sealer(OLD_SECRET, [SECRET]), undefined, store)
     const at = now
     now += 1000
-    await rotated.index.othersOf(record('alice'), sid('current'), TTL)
+    await rotated.index.othersOf(record('alice'), sid('current'))
     expect(await before.index.signedOutSince(record('alice'), at)).toBe(true)
     expect(await rotated.index.signedOutSince(record('alice'), at)).toBe(true)
     // A sign-in made after it, and another person, are not marked.
@@ -199,7 +215,7 @@ describe('person index', () => {
     await index.add(await live(store, 'second', named('id-2')), 'Chrome')
     await index.add(await live(store, 'elsewhere', named('id-1', 'https://other.example')), 'curl')
     expect((await index.list(named('id-2'))).map((s) => nameOf(s.sessionId))).toEqual(['second'])
-    expect(await index.othersOf(named('id-2'), sid('second'), TTL)).toEqual({ others: [], gone: [] })
+    expect(await index.othersOf(named('id-2'), sid('second'))).toEqual({ others: [], gone: [] })
     const [theirs] = await index.list(named('id-1'))
     expect(await index.find(named('id-2'), theirs!.publicId)).toBeNull()
     expect((await index.list(named('id-1'))).map((s) => nameOf(s.sessionId))).toEqual(['first'])
@@ -211,7 +227,7 @@ describe('person index', () => {
     await index.add(await live(store, 'old', old), 'Firefox')
     await index.add(await live(store, 'new', record('alice')), 'Chrome')
     expect((await index.list(old))).toEqual([])
-    expect(await index.othersOf(old, sid('old'), TTL)).toEqual({ others: [], gone: [] })
+    expect(await index.othersOf(old, sid('old'))).toEqual({ others: [], gone: [] })
     expect((await index.list(record('alice'))).map((s) => nameOf(s.sessionId))).toEqual(['new'])
   })
 
