@@ -96,6 +96,9 @@ export interface Grant {
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
 export type Verdict = (Exclude<Decision, { kind: 'allow' | 'read_session' }> & { readonly ofGrant?: true }) | Allowed
 
+/** The refusals of a token whose signature the gateway checked (jose checks the claims after it), or whose grant it then found ended. */
+const SIGNED_PROBLEMS: ReadonlySet<TokenProblem> = new Set(['expired', 'wrong_audience', 'not_yet_valid', 'inactive'])
+
 /** A refusal of a request that brought a token the gateway issued to an agent: its log line says `credential: agent`. */
 function ofGrant (verdict: Verdict): Verdict {
   return verdict.kind === 'allow' ? verdict : { ...verdict, ofGrant: true }
@@ -224,7 +227,11 @@ export class Access {
     } catch (error) {
       return { kind: 'unavailable', error, ofGrant: true }
     }
-    const refuse = (problem: TokenProblem, message: string) => ofGrant(decide(guard.gate, request, false, tokenRefused(problem, message, [])) as Verdict)
+    // Logged as an agent's only once its signature checked: a guessed or forged one is anyone's (an attacker's finding).
+    const refuse = (problem: TokenProblem, message: string) => {
+      const verdict = decide(guard.gate, request, false, tokenRefused(problem, message, [])) as Verdict
+      return SIGNED_PROBLEMS.has(problem) ? ofGrant(verdict) : verdict
+    }
     if (!outcome.ok) return refuse(outcome.problem, outcome.message)
     const { state, session, tokenless } = await this.read(outcome.cookie, guard.gate)
     // A grant whose provider token can no longer be renewed (none left to refresh with) is over:

@@ -8,6 +8,7 @@
 // @see https://www.rfc-editor.org/rfc/rfc6750#section-3 (WWW-Authenticate: Bearer)
 // @see https://www.rfc-editor.org/rfc/rfc9470#section-3 (insufficient_user_authentication)
 import { GatewayError, withOwn, type Refused } from '../errors.js'
+import type { Credential } from '../ops/audit.js'
 import type { Identity } from '../session/record.js'
 import { unreachable, type Decision } from './gate.js'
 import { PERSON_CONDITIONS } from './rules.js'
@@ -120,6 +121,14 @@ export function unsendableHeader (subject: 'This route' | 'This host', header: s
 }
 
 /** The error that answers a refusing decision (its message is safe to show; causes stay in the log). */
+/**
+ * Whether the caller brought its own token (a machine client's, or one the gateway issued to an
+ * agent): its refusal offers no sign-in and no other account, which a token cannot use.
+ */
+export function broughtToken (credential: Credential | null): boolean {
+  return credential === 'bearer' || credential === 'agent'
+}
+
 export function refusal (decision: Refusal, context: RefusalContext): Error {
   switch (decision.kind) {
     case 'unauthenticated':

@@ -18,7 +18,7 @@ import type { Audit } from '../ops/audit.js'
 import { auditCredential, auditRule, auditUser, type Grant, type Verdict } from './authorize.js'
 import { unreachable } from './gate.js'
 import { claimHeaderValues, unsendableIdentity, type IdentityHeaderNames } from './identity-headers.js'
-import { refusal, unsendableHeader, type Refusal, type RefusalContext } from './refusal.js'
+import { broughtToken, refusal, unsendableHeader, type Refusal, type RefusalContext } from './refusal.js'
 
 /** What an allowed request carries to the application: the one thing the site reads back. */
 export interface Admitted {
@@ -102,7 +102,7 @@ export function respond (verdict: Verdict, authorization: string | undefined, si
     case 'unavailable':
     case 'invalid_request':
     case 'token_refused':
-      return { kind: 'refuse', audit, error: refusal(verdict, refusalContext(verdict, site, next, credential === 'bearer')) }
+      return { kind: 'refuse', audit, error: refusal(verdict, refusalContext(verdict, site, next, broughtToken(credential))) }
     default:
       return unreachable(verdict)
   }

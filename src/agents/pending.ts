@@ -5,6 +5,7 @@
 // the sign-in sealed to that token, under a keyed hash of it. That key is listed for back-channel
 // logout as a session id is (store.ts isPendingSignInKey): a logout of the provider session while the consent
 // page is open deletes the kept sign-in, and the Allow that follows finds nothing to make a session of.
+import type { Clock } from '../ops/clock.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { SignIn } from '../session/record.js'
 import { ownClaim, storeKeys, type KeyValue, type Lock } from '../store/store.js'
@@ -21,10 +22,12 @@ export interface PendingSignIn {
   readonly provider: string
   readonly signIn: SignIn
   readonly at?: number
+  /** How long after `at` it was kept, on the clock of the instance that kept it. */
+  readonly took?: number
 }
 
 export class PendingSignIns {
-  constructor (private readonly store: KeyValue & Lock, private readonly sealer: Sealer, private readonly ttlMs: number) {}
+  constructor (private readonly store: KeyValue & Lock, private readonly sealer: Sealer, private readonly ttlMs: number, private readonly clock: Clock) {}
 
   /** Where the sign-in is kept: under every secret's id, the current one first (one kept by an instance before a rotation). */
   private keys (token: string): string[] {
@@ -34,7 +37,7 @@ export class PendingSignIns {
   /** Keeps the sign-in for authorization `uid`, made at `at`: the value of the browser's cookie for it, and its store key. */
   async keep (uid: string, provider: string, signIn: SignIn, at: number): Promise<{ cookie: string, key: string }> {
     const token = randomToken()
-    const pending: PendingSignIn = { uid, provider, signIn, at }
+    const pending: PendingSignIn = { uid, provider, signIn, at, took: this.clock.now() - at }
     const key = this.keys(token)[0]!
     await this.store.set(key, this.sealer.seal(PURPOSE, token, JSON.stringify(pending)), this.ttlMs)
     return { cookie: this.sealer.seal(PURPOSE, uid, token), key }
@@ -52,15 +55,21 @@ export class PendingSignIns {
    * `giveBack` when writing it failed (a store reply that came too late: the person's retry of the
    * same answer goes on, where taking it first had lost the authorization, an outside tester's
    * finding). The claim holds a value of this answer's own: giving back never frees another's.
+   * `began`: when its sign-in began (`at`), on this instance's clock. The time since then is read
+   * on the store's (the kept sign-in's remaining time): another instance may have kept it, and the
+   * two clocks may disagree (an attacker's finding: 5 s of skew let an Allow outlive a back-channel
+   * logout that raced it, or refused one made after a logout).
    */
-  async answer (uid: string, cookie: string | undefined): Promise<{ signIn: PendingSignIn, given: () => Promise<void>, giveBack: () => Promise<void> } | undefined> {
+  async answer (uid: string, cookie: string | undefined): Promise<{ signIn: PendingSignIn, began: number, given: () => Promise<void>, giveBack: () => Promise<void> } | undefined> {
     let at: string | undefined
     const signIn = await this.read(uid, cookie, async (key) => { const sealed = await this.store.get(key); if (sealed !== null) at = key; return sealed })
     if (signIn === undefined || at === undefined) return undefined
     const kept = at
     const claim = ownClaim(this.store, `${kept}:answered`)
     if (!await claim.take(this.ttlMs)) return undefined
-    return { signIn, given: async () => { await this.store.delete(kept).catch(() => {}) }, giveBack: claim.giveBack }
+    const left = await this.store.remainingMs(kept) ?? 0
+    const began = signIn.at === undefined ? 0 : this.clock.now() - (this.ttlMs - left) - (signIn.took ?? 0)
+    return { signIn, began, given: async () => { await this.store.delete(kept).catch(() => {}) }, giveBack: claim.giveBack }
   }
 
   /** The kept sign-in for `uid` that `fetch` reads from the store, opened. */

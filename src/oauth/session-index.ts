@@ -114,23 +114,29 @@ export class SessionIndex {
   }
 
   /**
-   * A sign-in at `provider` that began at `began` (this instance's clock ms, before its tokens were
-   * fetched) lists session `id` under each provider session of its record ({@link add}). True when
-   * a back-channel logout of the provider session it signed in with came meanwhile: one of its `sid`
-   * at any time (a provider session logged out never comes back), or of its `sub` since `began`.
-   * The caller ends it. Before this, such a sign-in lived on after the logout (an attacker's
-   * finding): the logout had read the index before the entry was there. Asked once the entry is
-   * there: the logout marks before it reads, so one of the two sees the other. The mark's age is
-   * read on the store's clock (store/marks.ts), the time since `began` on this instance's.
+   * A sign-in that began at `began` (this instance's clock ms, before its tokens were fetched)
+   * lists session `id` under each provider session of its record ({@link add}). Then the name of a
+   * provider whose session in the record a back-channel logout ended meanwhile, if any: a logout of
+   * its `sid` at any time (a provider session logged out never comes back), or of its `sub` since
+   * `began`. The caller ends the session. That holds for the provider signed in at and for the ones
+   * the record carries from the browser's earlier session (an attacker's finding: a `sid` logout of
+   * a carried one, racing the rename, left it in the new session). Before this, such a sign-in lived
+   * on after the logout: the logout had read the index before the entry was there. Asked once the
+   * entry is there: the logout marks before it reads, so one of the two sees the other. The mark's
+   * age is read on the store's clock (store/marks.ts), the time since `began` on this instance's.
    */
-  async addSignIn (providerSessions: Record<string, ProviderSessionClaims> | undefined, id: string, provider: string, began: number): Promise<boolean> {
-    for (const [known, claims] of Object.entries(providerSessions ?? {})) await this.add(known, claims, id)
-    const claims = providerSessions?.[provider]
-    // Under the current secret: the logout marks under every secret it holds.
-    const marked = async (claim: SessionClaim, value: string | undefined, withinMs: number) => value !== undefined && await markedWithin(this.store, markKey(storeKey(this.hashKeys[0]!, provider, claim, value)), withinMs)
-    // Both at once: one round trip (each is one command).
-    const [bySid, bySub] = await Promise.all([marked('sid', claims?.sid, Infinity), marked('sub', claims?.sub, this.clock.now() - began)])
-    return bySid || bySub
+  async addSignIn (providerSessions: Record<string, ProviderSessionClaims> | undefined, id: string, began: number): Promise<string | undefined> {
+    const sessions = Object.entries(providerSessions ?? {})
+    for (const [provider, claims] of sessions) await this.add(provider, claims, id)
+    const sinceMs = this.clock.now() - began
+    // Under the current secret: the logout marks under every secret it holds. All at once: one round trip.
+    const marked = async (provider: string, claim: SessionClaim, value: string | undefined, withinMs: number) =>
+      value !== undefined && await markedWithin(this.store, markKey(storeKey(this.hashKeys[0]!, provider, claim, value)), withinMs)
+    const ended = await Promise.all(sessions.map(async ([provider, claims]) => {
+      const [bySid, bySub] = await Promise.all([marked(provider, 'sid', claims.sid, Infinity), marked(provider, 'sub', claims.sub, sinceMs)])
+      return bySid || bySub ? provider : undefined
+    }))
+    return ended.find((provider) => provider !== undefined)
   }
 
   /** Takes ended sessions' ids out of this `sid` or `sub`'s entries, under every secret. */

@@ -98,7 +98,7 @@ export class Agents implements AgentSignIns {
     const { config } = deps
     this.routes = new Map(config.routes.filter((route) => route.agents).map((route) => [resourceIdentifier(config.server.baseUrl, route.path), route]))
     this.grants = new AgentGrants(deps.store, deps.sealer, deps.sessions)
-    this.pendings = new PendingSignIns(deps.store, deps.sealer, config.state.ttlMs)
+    this.pendings = new PendingSignIns(deps.store, deps.sealer, config.state.ttlMs, deps.clock)
     this.tokens = new GrantTokens(config.server.baseUrl, deps.keys, this.grants, deps.clock, this.count)
     this.server = new AuthorizationServer({
       issuer: config.server.baseUrl,
@@ -138,7 +138,7 @@ export class Agents implements AgentSignIns {
     // Listed as a session would be: a back-channel logout of this provider session before the person
     // allows deletes it (an outside tester's finding), and one that read the list before, its mark ends it.
     const { providerSessions } = withSignIn(emptyRecord(began), provider, signIn)
-    if (await this.deps.sessionIndex.addSignIn(providerSessions, key, provider, began)) {
+    if (await this.deps.sessionIndex.addSignIn(providerSessions, key, began) !== undefined) {
       await this.deps.store.delete(key)
       throw new GatewayError('invalid_state', `You were signed out at ${provider} (its back-channel logout) while this sign-in was being completed: start the authorization again from the agent.`)
     }
@@ -151,14 +151,14 @@ export class Agents implements AgentSignIns {
   }
 
   /** The grant's session: the kept sign-in made a session, indexed as every session is (sign-out everywhere, back-channel logout, the list), with its label for the list; refused when its person signed out everywhere since that sign-in (listed, then asked: sign out everywhere finds it listed or marked the person first). */
-  private async startGrantSession (pending: PendingSignIn, label: GrantLabel): Promise<{ id: string, cookie: string }> {
+  private async startGrantSession (pending: PendingSignIn, began: number, label: GrantLabel): Promise<{ id: string, cookie: string }> {
     const { sessions, sessionIndex, personIndex, clock, config } = this.deps
     const started = await sessions.start(undefined, withSignIn(emptyRecord(pending.at ?? clock.now()), pending.provider, pending.signIn))
     try {
       await this.grants.label(started.id, label, config.session.maxAgeMs)
-      if (await sessionIndex.addSignIn(started.record.providerSessions, started.id, pending.provider, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was ended by its provider (a back-channel logout) before it was allowed: start the authorization again from the agent.')
+      if (await sessionIndex.addSignIn(started.record.providerSessions, started.id, began) !== undefined) throw new GatewayError('forbidden', 'This sign-in was ended by its provider (a back-channel logout) before it was allowed: start the authorization again from the agent.')
       await personIndex.add(started, AGENT_FAMILY)
-      if (await personIndex.signedOutSince(started.record, pending.at ?? 0)) throw new GatewayError('forbidden', 'This sign-in was made before its person signed out everywhere: start the authorization again from the agent.')
+      if (await personIndex.signedOutSince(started.record, began)) throw new GatewayError('forbidden', 'This sign-in was made before its person signed out everywhere: start the authorization again from the agent.')
     } catch (error) {
       await sessions.endById(started.id).catch(() => {})
       throw error
@@ -316,7 +316,7 @@ export class Agents implements AgentSignIns {
       const allowed = request.body?.decision === 'allow'
       let made: { result: Parameters<AuthorizationServer['finish']>[2], sessionId?: string } | undefined
       try {
-        made = allowed ? await this.allow(pending, answer.signIn, request.ip) : { result: { error: 'access_denied', error_description: 'The person did not allow this client.' } }
+        made = allowed ? await this.allow(pending, answer.signIn, answer.began, request.ip) : { result: { error: 'access_denied', error_description: 'The person did not allow this client.' } }
         // Set on the raw reply: oidc-provider answers (it saves the result, then redirects), and Fastify's cookie hook does not run.
         reply.raw.appendHeader('set-cookie', request.server.serializeCookie(this.pendingCookie, '', { ...this.pendingCookieOptions, maxAge: 0 }))
         await this.server.finish(request.raw, reply.raw, made.result)
@@ -344,10 +344,10 @@ export class Agents implements AgentSignIns {
   }
 
   /** The person's Allow written: the grant's session, the grant, the client kept; a failure leaves no session behind. */
-  private async allow (pending: Pending, signIn: PendingSignIn, address: string): Promise<{ result: Parameters<AuthorizationServer['finish']>[2], sessionId: string }> {
+  private async allow (pending: Pending, signIn: PendingSignIn, began: number, address: string): Promise<{ result: Parameters<AuthorizationServer['finish']>[2], sessionId: string }> {
     const identity = admittedAs(this.deps.config, pending.route, signIn, address)
     const provider = await this.server.provider()
-    const session = await this.startGrantSession(signIn, { client: pending.clientName, route: pending.route.path })
+    const session = await this.startGrantSession(signIn, began, { client: pending.clientName, route: pending.route.path })
     try {
       const grant = new provider.Grant({ accountId: identity, clientId: pending.clientId })
       grant.addResourceScope(pending.resource, AGENT_SCOPE)

@@ -23,7 +23,7 @@ import { Readable } from 'node:stream'
 import type { FastifyReply, FastifyRequest, preParsingHookHandler, RequestPayload } from 'fastify'
 import { bodyOverrides, formKind, queryOverrides, forbiddenOverride, namesMethods, unreadCharset, type FormKind } from '../access/method-override.js'
 import { postedRoute, postedRouteKind } from '../access/posted-route.js'
-import { refusal } from '../access/refusal.js'
+import { broughtToken, refusal } from '../access/refusal.js'
 import { shownPath, type RouteGate } from '../access/gate.js'
 import type { RouteConfig } from '../config/types.js'
 import type { Judge } from '../access/rules.js'
@@ -112,7 +112,7 @@ function refuse (request: FastifyRequest, route: OverrideRoute, rule: string | u
   request.audit = { decision: 'forbidden', user: request.audit?.user ?? null, rule: rule ?? 'none', credential, reason }
   const refusedFor = method === undefined ? {} : { refusedFor: { method, path: shownPath(request.url) } }
   const decision = { kind: 'forbidden', identity: request.allowed?.identity, loginUrl: route.loginUrl(request.url), rule, ...refusedFor } as const
-  return credential === 'bearer'
+  return broughtToken(credential)
     ? refusal(decision, { subject: 'this route', byToken: true })
     : refusal(decision, { subject: 'this route', switchAccountUrl: route.switchAccount(request.url) })
 }

@@ -149,9 +149,8 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
   // not built on: the sign-in starts a session of its own, and that one stays as it is.
   const loaded = found !== null && context.personIndex.samePerson(found.record, name, signIn.identity) ? found : null
   const indexed = async (started: StartedSession) => {
-    if (await sessionIndex.addSignIn(started.record.providerSessions, started.id, name, began)) {
-      throw new GatewayError('invalid_state', `You were signed out at ${name} (its back-channel logout) while this sign-in was being completed: sign in again.`)
-    }
+    const loggedOut = await sessionIndex.addSignIn(started.record.providerSessions, started.id, began)
+    if (loggedOut !== undefined) throw new GatewayError('invalid_state', `You were signed out at ${loggedOut} (its back-channel logout) while this sign-in was being completed: sign in again.`)
     // Where it signed in from, to tell it apart on the person's list: labels only (request.ip is
     // the address trustProxy resolved), kept sealed in the entry and written to no log line here.
     const userAgent = request.headers['user-agent']

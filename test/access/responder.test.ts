@@ -132,6 +132,13 @@ describe('a caller that brought a token', () => {
     expect(unavailable).toMatchObject({ status: 503, loginUrl: undefined })
   })
 
+  // An attacker's finding: an agent's refusal, once logged credential: agent, was offered a sign-in.
+  it('an agent\'s token too (judged as its grant, refused by the rules): audited agent, no sign-in offered', () => {
+    const answer = respond({ kind: 'forbidden', identity: alice, loginUrl: LOGIN, rule: 'deny[1]', ofGrant: true }, 'Bearer t', route, NEXT)
+    expect(answer.audit).toMatchObject({ decision: 'forbidden', credential: 'agent' })
+    expect(written(answer)).toMatchObject({ status: 403, loginUrl: undefined, switchAccountUrl: undefined })
+  })
+
   it('is audited as bearer, with the refused token\'s reason and never the token', () => {
     const { audit } = respond(verdicts.token_refused, 'Bearer secret-token', route, NEXT)
     expect(audit).toEqual({ decision: 'token_refused', user: null, rule: 'none', credential: 'bearer', reason: 'expired' })

@@ -543,6 +543,8 @@ describe('codes, refresh tokens and grants', () => {
     const { id, tokens } = await granted()
     const before = gateway.logs.length
     expect((await call(tokens.access_token)).status).toBe(200)
+    // A made-up token is nobody's agent: logged as a bearer token (an attacker's finding).
+    expect((await call('made-up')).status).toBe(401)
     expect((await call(tokens.access_token, '/other/')).status).toBe(401)
     const revoked = await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })
     expect(revoked.status).toBe(200)
@@ -552,6 +554,7 @@ describe('codes, refresh tokens and grants', () => {
     const lines = gateway.logs.slice(before).map((line) => JSON.parse(line) as Record<string, unknown>).filter((line) => line.msg === 'request completed' && line.url !== '/oauth/agents/revoke' && line.url !== '/oauth/agents/token')
     expect(lines.map(({ url, decision, reason, credential }) => ({ url, decision, reason, credential }))).toEqual([
       { url: '/mcp', decision: 'allow', reason: undefined, credential: 'agent' },
+      { url: '/mcp', decision: 'token_refused', reason: 'malformed', credential: 'bearer' },
       { url: '/other/', decision: 'token_refused', reason: 'wrong_audience', credential: 'agent' },
       { url: '/mcp', decision: 'token_refused', reason: 'inactive', credential: 'agent' },
     ])

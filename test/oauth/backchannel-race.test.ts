@@ -113,22 +113,47 @@ it('a callback of a provider session logged out before it came is refused (a sid
   expect(await landed.text()).toContain('You were signed out at bcl')
 })
 
-it('a sign-in at another provider, in a browser whose bcl session a logout ends meanwhile, goes on (an attacker\'s finding: it was refused, naming the wrong provider)', async () => {
+// What the browser's earlier session carries is checked too: the provider signed in at is demo, the
+// one logged out bcl (attackers' findings: refused naming demo; then, checking demo only, a `sid`
+// logout of the carried bcl racing the rename left it in the new session).
+it('a sign-in at another provider, in a browser whose bcl session a logout ends meanwhile, is refused naming bcl; signed in again, it holds demo alone', async () => {
   const login = 'bcl-other-provider'
   const browser = new Browser()
   expect((await browser.navigate(`${b.url}/bcl/x`, { login })).status).toBe(200)
   const demo = await reachCallback(browser, `${b.url}/oauth/login/demo/?next=/`, { login })
   // Held once the new session, which carries the bcl sign-in, is written.
-  const landed = await loggedOutDuring(['set', 'session:'], login, async () => await browser.fetch(`http://127.0.0.1:${a.config.server.port}${demo.pathname}${demo.search}`))
-  expect(landed.status).toBe(302)
+  const landed = await loggedOutDuring(['set', 'session:'], login, async () => await browser.fetch(`http://127.0.0.1:${a.config.server.port}${demo.pathname}${demo.search}`, { headers: { accept: 'text/html' } }))
+  expect(landed.status).toBe(400)
+  expect(await landed.text()).toContain('You were signed out at bcl (its back-channel logout)')
+  expect((await browser.navigate(`${b.url}/oauth/login/demo/?next=/`, { login })).status).toBe(200)
   const cookie = browser.cookies.get('gw_session')!.value
   expect(await sessionStatus(b, cookie, '/bcl/x')).toBe(401)
   const identities = await (await fetch(`${b.url}/oauth/userinfo/`, { headers: { cookie: `gw_session=${cookie}` } })).json() as { identities: Record<string, unknown> }
   expect(Object.keys(identities.identities)).toEqual(['demo'])
 })
 
-it('an agent\'s grant whose session is written when the logout reads the index is no grant: the Allow is refused, with no code', async () => {
-  const login = 'bcl-allow-race'
+it('a sid logout of the bcl session a browser carries, come while its sign-in at demo renames it: the sign-in is refused naming bcl', async () => {
+  const login = 'bcl-sid-carried'
+  const browser = new Browser()
+  lastSid = undefined
+  expect((await browser.navigate(`${b.url}/bcl/x`, { login })).status).toBe(200)
+  const sid = lastSid!
+  const demo = await reachCallback(browser, `${b.url}/oauth/login/demo/?next=/`, { login })
+  // The logout, at A: marked and the index read, its delete held; the sign-in at B meanwhile.
+  const held = proxy.arm(['smembers'], ['del', 'session:'])
+  const answered = fetch(`http://127.0.0.1:${a.config.server.port}/oauth/backchannel-logout/bcl/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: `logout_token=${await logoutToken(bcl, 'c2', { sid })}` })
+  await held
+  const landed = await browser.fetch(demo.href, { headers: { accept: 'text/html' } })
+  expect(landed.status).toBe(400)
+  expect(await landed.text()).toContain('You were signed out at bcl (its back-channel logout)')
+  proxy.release()
+  expect((await answered).status).toBe(200)
+  const cookie = browser.cookies.get('gw_session')?.value
+  if (cookie !== undefined) expect(await sessionStatus(b, cookie, '/bcl/x')).toBe(401)
+})
+
+/** An agent's authorization for `login` up to its consent page (the sign-in's callback at B), and where its Allow goes: instance A. */
+async function toConsent (login: string): Promise<{ browser: Browser, allow: () => Promise<Response> }> {
   const registered = await fetch(`${b.url}/oauth/agents/register`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-forwarded-for': randomBytes(4).join('.') }, body: JSON.stringify({ client_name: 'Race', redirect_uris: [REDIRECT], token_endpoint_auth_method: 'none' }) })
   const id = (await registered.json() as { client_id: string }).client_id
   const { challenge } = pkcePair()
@@ -139,9 +164,28 @@ it('an agent\'s grant whose session is written when the logout reads the index i
   expect(page.status, body).toBe(200)
   const csrf = /name="csrf" value="([^"]+)"/.exec(body)![1]!
   const url = `http://127.0.0.1:${a.config.server.port}${/<form method="post" action="([^"]+)"/.exec(body)![1]!}`
+  return { browser, allow: async () => await browser.fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: b.url, accept: 'text/html' }, body: new URLSearchParams({ csrf, decision: 'allow' }) }) }
+}
+
+// The sign-in was kept by B, the Allow is answered by A, whose clock is 5 s behind: when it was kept
+// is read on the store's clock (an attacker's finding: B's time against A's let the grant through).
+it('an agent\'s grant whose session is written when the logout reads the index is no grant, at an instance whose clock is behind: the Allow is refused, with no code', async () => {
+  const login = 'bcl-allow-race'
+  const { allow } = await toConsent(login)
+  clockA.offset = -5000
   // A's next store command after it labels the grant's session (its entry in the index) waits. The
   // logout finds the kept sign-in only (the Allow has claimed it), and deletes it.
-  const allowed = await loggedOutDuring(['agents:grant-label'], login, async () => await browser.fetch(url, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: b.url, accept: 'text/html' }, body: new URLSearchParams({ csrf, decision: 'allow' }) }))
+  const allowed = await loggedOutDuring(['agents:grant-label'], login, allow)
   expect(allowed.status).toBe(403)
   expect(await allowed.text()).toContain('This sign-in was ended by its provider (a back-channel logout) before it was allowed')
+})
+
+it('an agent authorized right after a logout of its person is allowed at an instance whose clock is ahead', async () => {
+  const login = 'bcl-allow-after'
+  expect(await logout(login)).toBe(200)
+  const { allow } = await toConsent(login)
+  clockA.offset = 5000
+  const allowed = await allow()
+  expect(allowed.status).toBe(303)
+  expect(allowed.headers.get('location')).toContain('/oauth/agents/authorize/')
 })
