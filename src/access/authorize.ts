@@ -225,7 +225,8 @@ export class Access {
     try {
       outcome = await grants.check(token)
     } catch (error) {
-      return { kind: 'unavailable', error, ofGrant: true }
+      // Before any signature was checked: not told as an agent's (an attacker's finding).
+      return { kind: 'unavailable', error }
     }
     // Logged as an agent's only once its signature checked: a guessed or forged one is anyone's (an attacker's finding).
     const refuse = (problem: TokenProblem, message: string) => {

@@ -140,7 +140,7 @@ export function refusal (decision: Refusal, context: RefusalContext): Error {
       if (reauth.acr.length > 0) parameters.push(['acr_values', reauth.acr.join(' ')])
       const how = reauth.acr.length > 0 ? ` with one of: ${reauth.acr.join(', ')}` : ''
       return new GatewayError('insufficient_user_authentication', `Sign in again: ${context.subject} needs a sign-in no older than ${maxAge} seconds${how}.`, {
-        details: { loginUrl: decision.loginUrl, headers: { 'www-authenticate': challenge(decision.realm, parameters, undefined), ...context.headers } },
+        details: { loginUrl: context.byToken === true ? undefined : decision.loginUrl, headers: { 'www-authenticate': challenge(decision.realm, parameters, undefined), ...context.headers } },
       })
     }
     case 'token_refused': {

@@ -23,10 +23,11 @@ it.beforeAll(async ({ startStack, upstream }) => {
   }, { deps: { clock, timers } })
 })
 
-async function call (token: string): Promise<{ status: number, error: string | undefined }> {
+/** The answer to an agent's call: its status, error, and any sign-in address offered (none: an agent authorizes again; an attacker's finding). */
+async function call (token: string): Promise<{ status: number, error: string | undefined, loginUrl?: unknown }> {
   const response = await fetch(`${gateway.url}/step/x`, { headers: { authorization: `Bearer ${token}`, accept: 'application/json' } })
-  const body = await response.json() as { error?: string }
-  return { status: response.status, error: body.error }
+  const body = await response.json() as { error?: string, login_url?: unknown }
+  return { status: response.status, error: body.error, ...(body.login_url === undefined ? {} : { loginUrl: body.login_url }) }
 }
 
 describe('an agent on a step-up route', () => {

@@ -38,7 +38,9 @@ it.beforeAll(async ({ startStack, upstream, redis, op, bcl: provider }) => {
     providers: { demo: oidcClient(op.issuer, 'c', 's'), bcl: oidcClient(bcl.issuer, 'c2', 's', 'openid email') },
     routes: [{ path: '/bcl/', upstream: upstream.url, provider: 'bcl', agents: true }],
   }
-  b = await startStack(raw)
+  // B keeps an agent's sign-in for an hour, A for five minutes (a change of config rolling out):
+  // an Allow at A reads the length B kept it for (an attacker's finding: A's own put when it began in the future).
+  b = await startStack({ ...raw, state: { ttl: '1h' } })
   ;({ gateway: a, proxy, close: closeA } = await heldInstance(redis.url, { ...raw, server: { baseUrl: b.url } }, { clock: clockA }))
 })
 
