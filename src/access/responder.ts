@@ -137,7 +137,7 @@ function refusalContext (verdict: Refusal, site: Site, next: string, byToken: bo
     case 'unauthenticated':
     case 'step_up':
       // An agent asked for a fresher sign-in authorizes again (an attacker's finding: it was offered a browser's).
-      if (byToken) return { subject, byToken }
+      if (byToken && verdict.kind === 'step_up') return { subject, byToken }
       // The proxy in front cannot read the JSON body: the sign-in address goes in a header.
       return site.kind === 'forward-auth' ? { subject, headers: { [LOGIN_URL_HEADER]: verdict.loginUrl } } : { subject }
     case 'unavailable':

@@ -22,10 +22,12 @@ export interface PendingSignIn {
   readonly provider: string
   readonly signIn: SignIn
   readonly at?: number
-  /** How long after `at` it was kept, on the clock of the instance that kept it. */
-  readonly took?: number
-  /** For how long it was kept (that instance's state.ttl, which another instance's may not be during a change of config). */
-  readonly keptMs?: number
+  /**
+   * How long from `at` until the kept key expires, as the instance that kept it set it: the time
+   * it took to keep it, on its clock, and its state.ttl (another instance's may differ while a
+   * change of config rolls out).
+   */
+  readonly expiresAfterMs?: number
 }
 
 export class PendingSignIns {
@@ -39,7 +41,7 @@ export class PendingSignIns {
   /** Keeps the sign-in for authorization `uid`, made at `at`: the value of the browser's cookie for it, and its store key. */
   async keep (uid: string, provider: string, signIn: SignIn, at: number): Promise<{ cookie: string, key: string }> {
     const token = randomToken()
-    const pending: PendingSignIn = { uid, provider, signIn, at, took: this.clock.now() - at, keptMs: this.ttlMs }
+    const pending: PendingSignIn = { uid, provider, signIn, at, expiresAfterMs: this.clock.now() - at + this.ttlMs }
     const key = this.keys(token)[0]!
     await this.store.set(key, this.sealer.seal(PURPOSE, token, JSON.stringify(pending)), this.ttlMs)
     return { cookie: this.sealer.seal(PURPOSE, uid, token), key }
@@ -70,8 +72,8 @@ export class PendingSignIns {
     const claim = ownClaim(this.store, `${kept}:answered`)
     if (!await claim.take(this.ttlMs)) return undefined
     const left = await this.store.remainingMs(kept) ?? 0
-    // The length it was kept for as the keeping instance wrote it (an attacker's finding: a state.ttl of 1 h there and 5 min here put `began` in the future).
-    const began = signIn.at === undefined ? 0 : this.clock.now() - ((signIn.keptMs ?? this.ttlMs) - left) - (signIn.took ?? 0)
+    // As the keeping instance set it (an attacker's finding: a state.ttl of 1 h there and 5 min here put `began` in the future).
+    const began = signIn.at === undefined ? 0 : this.clock.now() - ((signIn.expiresAfterMs ?? this.ttlMs) - left)
     return { signIn, began, given: async () => { await this.store.delete(kept).catch(() => {}) }, giveBack: claim.giveBack }
   }
 

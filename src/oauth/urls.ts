@@ -183,10 +183,10 @@ export function parseInteractionId (value: unknown): string | undefined {
   return typeof value === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(value) ? value : undefined
 }
 
-/** Where a person allows or refuses an agent (src/routes/agents.ts); every sign-in for one comes back here. */
 /** The device flow's code entry page (agents/endpoints.ts's code_verification). */
 export const agentDevicePage = '/oauth/agents/device'
 
+/** Where a person allows or refuses an agent (src/routes/agents.ts); every sign-in for one comes back here. */
 export function agentInteractionUrl (uid: string): string {
   return `/oauth/agents/interaction/${uid}`
 }
