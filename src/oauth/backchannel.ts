@@ -131,7 +131,7 @@ export class BackchannelLogout {
       ids = await this.index.find(provider.name, claim, value)
       for (const id of ids) {
         // A kept sign-in that waits for the person's consent to an agent (agents/pending.ts) goes with its provider session.
-        if (isPendingSignInKey(id)) await this.store.delete(id)
+        if (isPendingSignInKey(id)) await this.store.delete(id, { replicated: true })
         else await this.sessions.endById(id)
         // Every session of the subject: one a sign-in in its browser renamed since the index was read
         // too (an outside tester's finding). Not by `sid`: a rename is a new sign-in, another provider session.

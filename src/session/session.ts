@@ -357,9 +357,13 @@ export class Sessions {
     })
   }
 
-  /** Ends a session known by its id only (a back-channel logout): deleted, and dropped from every instance's cache. */
+  /**
+   * Ends a session known by its id only (a back-channel logout): deleted, and dropped from every
+   * instance's cache. The delete counts once a replica has it (REPLICATED), else
+   * `session_store_unavailable`: a failover must not bring back a session its person was told ended.
+   */
   async endById (id: string): Promise<void> {
-    await this.store.delete(storeKeys.session(id))
+    await this.store.delete(storeKeys.session(id), REPLICATED)
     await this.forget(id)
   }
 

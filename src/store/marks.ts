@@ -13,9 +13,9 @@ import type { KeyValue } from './store.js'
  */
 export const MARK_MS = 3_600_000 + 2 * 120_000 + 60_000
 
-/** Marks `key` now. */
+/** Marks `key` now; done once a replica has it (a failover must not forget a logout). */
 export async function mark (store: Pick<KeyValue, 'set'>, key: string): Promise<void> {
-  await store.set(key, '1', MARK_MS)
+  await store.set(key, '1', MARK_MS, { replicated: true })
 }
 
 /** Whether `key` was marked within the last `withinMs` (Infinity: at all, within MARK_MS). */

@@ -195,7 +195,7 @@ export class OutageLog {
   }
 
   private downMessage (): string {
-    if ('replicasOf' in this.subject) return 'no replica of the session store acknowledged a write in time; sign-ins and token refreshes get 503 session_store_unavailable (no cookie is given) until one does (store.waitForReplica)'
+    if ('replicasOf' in this.subject) return 'no replica of the session store acknowledged a write in time; sign-ins, token refreshes, sign-outs and logouts get 503 session_store_unavailable (no cookie is given) until one does (store.waitForReplica)'
     if ('sentinel' in this.subject) return 'sentinel unreachable; until it is back the gateway hears of a failover only from the other sentinels'
     return `${this.target} unreachable; requests that need it get 503 session_store_unavailable until it is back (each such request is logged at debug level and counted in gateway_store_unavailable_requests_total)`
   }

@@ -266,7 +266,12 @@ export class RedisStore implements SessionStore {
   }
 
   take (key: string) { return this.run(() => this.redis.getdel(key)) }
-  async delete (key: string) { await this.run(() => this.redis.del(key)) }
+  async delete (key: string, options: WriteOptions = {}) {
+    const replicas = options.replicated === true ? this.replicaWait : undefined
+    if (replicas) await this.run(() => replicas.write((pipeline) => pipeline.del(key)), false)
+    else await this.run(() => this.redis.del(key))
+  }
+
   async claim (key: string, value: string, ttlMs: number) {
     return (await this.run(() => this.redis.set(key, value, 'PX', ttlMs, 'NX'))) === 'OK'
   }

@@ -1,5 +1,5 @@
 // Writes that count as done only once a replica has acknowledged them (store.waitForReplica,
-// reliability round 3): a new session, a refreshed one. Redis replicates asynchronously, so a
+// reliability round 3): a new session, a refreshed one, an ended one (its delete, a logout's mark). Redis replicates asynchronously, so a
 // master cut off from its replicas but not from the gateway (a split brain) takes writes that its
 // demotion throws away; `WAIT 1 <store.timeout>` after the write tells whether a replica has it.
 // @see https://redis.io/docs/latest/commands/wait/

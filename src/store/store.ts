@@ -11,7 +11,8 @@ export interface WriteOptions {
   /**
    * Only once a replica has acknowledged it (WAIT 1 <store.timeout> on the connection that took
    * it), where the store is set to wait (`store.waitForReplica`): for what a browser is told exists
-   * (a new session, a refreshed one). A write no replica acknowledged in time is
+   * (a new session, a refreshed one) and what it is told has ended (a session deleted, a logout's
+   * mark), which a failover must not bring back. A write no replica acknowledged in time is
    * `session_store_unavailable` with {@link ReplicaUnacknowledged} as its cause: it may be on the
    * master alone, which a failover would lose.
    */
@@ -43,7 +44,7 @@ export interface KeyValue {
   replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<boolean>
   /** Reads and deletes atomically: only one caller ever gets the value (one-time login flows). */
   take (key: string): Promise<string | null>
-  delete (key: string): Promise<void>
+  delete (key: string, options?: WriteOptions): Promise<void>
   /**
    * Sets only if absent, for `ttlMs`; true when this caller set it. For a marker that only expires
    * (a used state, the first signing-key set); a lock that is released again is a {@link Lock}.

@@ -5,11 +5,14 @@
 // session_store_unavailable, with no session cookie, on a page whose button starts the sign-in
 // again; the cause is logged once. Once the replica is back that button signs in, and the session
 // it gives survives a failover the sentinel is told to make (SENTINEL FAILOVER): the record was on
-// the replica before the browser got its cookie.
+// the replica before the browser got its cookie. The same for an ending (a session deleted, a
+// logout's mark): a sign-out, sign out everywhere and a back-channel logout are 503 until a replica
+// has it, so a failover cannot bring back a session its person or provider was told had ended.
 import { Redis } from 'ioredis'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { sessionStatus } from '../helpers/gateway.js'
+import { logoutToken } from '../helpers/oidc.js'
 import { startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
 import { waitFor } from '../helpers/net.js'
 import { startSentinelSet, type TestSentinelSet } from '../helpers/redis-sentinel.js'
@@ -34,6 +37,7 @@ beforeAll(async () => {
   stack = await startFaultStack({
     store: { type: 'redis', sentinel: { name: 'mymaster', nodes: set.nodes }, timeout: `${TIMEOUT_MS}ms` },
     session: { cacheTtl: '0s' },
+    logout: true,
   })
 })
 afterAll(async () => {
@@ -47,8 +51,40 @@ const replication = (port: number) => set.ask(port, (redis) => redis.info('repli
 const sessionCookie = (browser: Browser) => browser.cookies.get('gw_session')?.value
 const logLines = () => stack.gateway.logs.map((line) => JSON.parse(line) as { level: number, msg: string, reason?: string })
 
+const post = async (path: string, cookie: string, body: string): Promise<Response> => await fetch(`${stack.gateway.url}${path}`, {
+  method: 'POST', redirect: 'manual', headers: { cookie, accept: 'application/json', 'content-type': 'application/x-www-form-urlencoded', origin: stack.gateway.url }, body,
+})
+async function status (cookie: string): Promise<number> {
+  const response = await fetch(`${stack.gateway.url}/app/x`, { headers: { cookie, accept: 'application/json' } })
+  await response.arrayBuffer()
+  return response.status
+}
+const unacknowledged = 'no replica of the session store acknowledged'
+
 describe('a Sentinel master whose replica cannot acknowledge', () => {
+  // First: the sign-in's test below counts the cause's line from its own freeze.
+  it('answers a sign-out, sign out everywhere and a back-channel logout 503 until a replica has the ending', async () => {
+    const signedOut = await stack.signIn('bob')
+    const everywhere = [await stack.signIn('carol'), await stack.signIn('carol')]
+    const loggedOut = await stack.signIn('dave')
+    const token = await logoutToken(stack.op, 'c', 'dave')
+    const steps = [
+      () => post('/oauth/logout/', signedOut, ''),
+      () => post('/oauth/logout/', everywhere[0]!, 'everywhere=1'),
+      () => post('/oauth/backchannel-logout/demo/', '', `logout_token=${token}`),
+    ]
+    set.replica.freeze()
+    for (const step of steps) expect((await step()).status).toBe(503)
+    set.replica.thaw()
+    await waitFor(async () => /master_link_status:up/.test(await replication(set.replica.port)), 10_000, 'the replica to follow its master again')
+    // Tried again (the provider sends its token again: its jti was given back), each is done.
+    for (const step of steps) expect((await step()).status).toBeLessThan(400)
+    expect(await Promise.all([signedOut, ...everywhere, loggedOut].map(status))).toEqual([401, 401, 401, 401])
+    await waitFor(async () => logLines().some((line) => line.msg.startsWith('a replica of the session store acknowledges writes again')), 5000, 'the end of the outage to be logged')
+  }, 60_000)
+
   it('answers the sign-in 503 without a cookie, and a sign-in once the replica is back survives a failover', async () => {
+    const from = logLines().length
     set.replica.freeze()
     const browser = new Browser()
     const refused = await browser.navigate(`${stack.gateway.url}/app/x`, { login: 'alice' })
@@ -60,9 +96,10 @@ describe('a Sentinel master whose replica cannot acknowledge', () => {
     const again = /<a class="button" href="([^"]+)">Try again<\/a>/.exec(page)?.[1]?.replaceAll('&#38;', '&')
     expect(again).toBe(`${stack.gateway.url}/oauth/login/demo/?next=${encodeURIComponent('/app/x')}`)
     // Logged once, naming the cause (after the outage log's hysteresis).
-    await waitFor(async () => logLines().some((line) => line.msg.startsWith('no replica of the session store acknowledged')), 5000, 'the cause to be logged')
-    expect(logLines().filter((line) => line.msg.startsWith('no replica of the session store acknowledged'))).toHaveLength(1)
-    expect(logLines().find((line) => line.msg.startsWith('no replica'))!.reason).toMatch(/within 1000 ms/)
+    const lines = () => logLines().slice(from).filter((line) => line.msg.startsWith(unacknowledged))
+    await waitFor(async () => lines().length > 0, 5000, 'the cause to be logged')
+    expect(lines()).toHaveLength(1)
+    expect(lines()[0]!.reason).toMatch(/within 1000 ms/)
 
     set.replica.thaw()
     await waitFor(async () => /master_link_status:up/.test(await replication(set.replica.port)), 10_000, 'the replica to follow its master again')

@@ -5,7 +5,7 @@
 import type { GatewayDeps } from '../../src/gateway.js'
 import { Browser } from './browser.js'
 import { oidcClient, reserveBaseUrl, startGateway, type TestGateway } from './gateway.js'
-import { startOidcProvider, type TestProvider } from './oidc.js'
+import { gatewayClient, startOidcProvider, type TestProvider } from './oidc.js'
 import { startUpstream, type Upstream } from './upstream.js'
 
 export interface Answer {
@@ -28,10 +28,13 @@ export interface FaultStack {
   close (): Promise<void>
 }
 
-export async function startFaultStack (raw: { store: Record<string, unknown>, session?: Record<string, unknown> }, deps: GatewayDeps = {}): Promise<FaultStack> {
+/** `raw.logout`: the provider offers back-channel logout (and keeps its sign-ins), the gateway's client registered for it. */
+export async function startFaultStack (raw: { store: Record<string, unknown>, session?: Record<string, unknown>, logout?: boolean }, deps: GatewayDeps = {}): Promise<FaultStack> {
   const { port, baseUrl } = await reserveBaseUrl()
   const upstream = await startUpstream()
-  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  const op = raw.logout === true
+    ? await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })], { logout: true })
+    : await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
   const gateway = await startGateway({
     server: { port, baseUrl },
     store: raw.store,
