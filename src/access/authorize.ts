@@ -42,7 +42,8 @@ export interface AssertionSigner {
 /** What a token the gateway issued to an agent (src/agents/) stands for: its grant's session, or why it is refused. */
 export type GrantOutcome =
   | { readonly ok: true, readonly cookie: string }
-  | { readonly ok: false, readonly problem: TokenProblem, readonly message: string }
+  /** `signed`: refused after its signature checked (the gateway issued it: its log line says `credential: agent`). */
+  | { readonly ok: false, readonly problem: TokenProblem, readonly message: string, readonly signed: boolean }
 
 /** The tokens the gateway issues to agents for one route (`agents: true`). */
 export interface GrantGuard {
@@ -95,9 +96,6 @@ export interface Grant {
 
 /** What the caller acts on: the gate's decision once the session is read, with the assertion when allowed. */
 export type Verdict = (Exclude<Decision, { kind: 'allow' | 'read_session' }> & { readonly ofGrant?: true }) | Allowed
-
-/** The refusals of a token whose signature the gateway checked (jose checks the claims after it), or whose grant it then found ended. */
-const SIGNED_PROBLEMS: ReadonlySet<TokenProblem> = new Set(['expired', 'wrong_audience', 'not_yet_valid', 'inactive'])
 
 /** A refusal of a request that brought a token the gateway issued to an agent: its log line says `credential: agent`. */
 function ofGrant (verdict: Verdict): Verdict {
@@ -229,16 +227,16 @@ export class Access {
       return { kind: 'unavailable', error }
     }
     // Logged as an agent's only once its signature checked: a guessed or forged one is anyone's (an attacker's finding).
-    const refuse = (problem: TokenProblem, message: string) => {
+    const refuse = (problem: TokenProblem, message: string, signed: boolean) => {
       const verdict = decide(guard.gate, request, false, tokenRefused(problem, message, [])) as Verdict
-      return SIGNED_PROBLEMS.has(problem) ? ofGrant(verdict) : verdict
+      return signed ? ofGrant(verdict) : verdict
     }
-    if (!outcome.ok) return refuse(outcome.problem, outcome.message)
+    if (!outcome.ok) return refuse(outcome.problem, outcome.message, outcome.signed)
     const { state, session, tokenless } = await this.read(outcome.cookie, guard.gate)
     // A grant whose provider token can no longer be renewed (none left to refresh with) is over:
     // its session ends, so that the agent's refresh is refused too and it authorizes again.
     if (tokenless !== undefined) await this.sessions.end(tokenless).catch(() => {})
-    if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.')
+    if (state.kind === 'none') return refuse('inactive', 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.', true)
     const decision = decide(guard.gate, request, false, state)
     if (decision.kind === 'read_session') return { kind: 'unavailable', error: new Error('the gate asked for the session twice'), ofGrant: true }
     return ofGrant(await withGrantOf(withAssertion(guard, decision, session), { cookie: outcome.cookie, sessionId: session!.id, createdAt: session!.record.createdAt, signIns: session!.record.providerSessions }))
@@ -366,6 +364,8 @@ export function auditRule (verdict: Verdict): string {
  * @param authorization the header the guard's bearer check reads, as sent (undefined when the guard has none)
  */
 export function auditCredential (verdict: Verdict, authorization: string | undefined): Credential | null {
+  // Nothing was judged: the token, if any, was not looked at.
+  if (verdict.kind === 'public') return null
   if (verdict.kind === 'allow') return verdict.grant !== undefined ? 'agent' : verdict.via === undefined ? 'session' : 'bearer'
   if (verdict.ofGrant === true) return 'agent'
   if (verdict.kind === 'token_refused' || bearerToken(authorization) !== undefined) return 'bearer'

@@ -6,6 +6,7 @@
 import { createLocalJWKSet, decodeJwt, errors, jwtVerify, type JWTVerifyGetKey } from 'jose'
 import type { GrantGuard, GrantOutcome } from '../access/authorize.js'
 import type { KeyRing } from '../assertion/keys.js'
+import type { TokenProblem } from '../oauth/access-tokens.js'
 import { agentTokenAudience } from '../oauth/urls.js'
 import type { Clock } from '../ops/clock.js'
 import { Lru } from '../ops/lru.js'
@@ -93,7 +94,7 @@ export class GrantTokens {
     } catch (error) {
       return refusal(error)
     }
-    if (typeof gid !== 'string' || gid === '') return { ok: false, problem: 'malformed', message: 'The token names no grant.' }
+    if (typeof gid !== 'string' || gid === '') return { ok: false, problem: 'malformed', message: 'The token names no grant.', signed: true }
     // Kept only until its exp (without the skew): from then on it is checked, and refused, again.
     if (typeof exp === 'number') this.checked.set(token, { gid, resource, until: exp * 1000 })
     return await this.session(gid)
@@ -102,7 +103,7 @@ export class GrantTokens {
   /** The grant's session, or `inactive` when the grant has none any more. */
   private async session (gid: string): Promise<GrantOutcome> {
     const cookie = await this.grants.cookieHeader(gid)
-    if (cookie === undefined) return { ok: false, problem: 'inactive', message: 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.' }
+    if (cookie === undefined) return { ok: false, problem: 'inactive', message: 'The grant this token belongs to has ended (signed out, revoked or expired): authorize again.', signed: true }
     return { ok: true, cookie }
   }
 
@@ -115,12 +116,17 @@ export class GrantTokens {
   }
 }
 
-/** Why jose refused the token, as the gate names refusals. */
+/**
+ * Why jose refused the token, as the gate names refusals. jose checks the claims (times, audience,
+ * issuer, the required ones) only once the signature checked: such a token is the gateway's own.
+ */
 function refusal (error: unknown): GrantOutcome {
-  if (error instanceof errors.JWTExpired) return { ok: false, problem: 'expired', message: 'The token has expired: refresh it, or authorize again.' }
-  if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud') return { ok: false, problem: 'wrong_audience', message: 'The token was issued for another route.' }
-  if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'nbf') return { ok: false, problem: 'not_yet_valid', message: 'The token is not valid yet.' }
-  if (error instanceof errors.JWKSNoMatchingKey) return { ok: false, problem: 'unknown_key', message: 'The token was signed with a key the gateway does not hold.' }
-  if (error instanceof errors.JWSSignatureVerificationFailed) return { ok: false, problem: 'bad_signature', message: 'The token\'s signature does not check.' }
-  return { ok: false, problem: 'malformed', message: 'The token is not one the gateway issued to this route.' }
+  const signed = error instanceof errors.JWTClaimValidationFailed || error instanceof errors.JWTExpired
+  const refused = (problem: TokenProblem, message: string): GrantOutcome => ({ ok: false, problem, message, signed })
+  if (error instanceof errors.JWTExpired) return refused('expired', 'The token has expired: refresh it, or authorize again.')
+  if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'aud') return refused('wrong_audience', 'The token was issued for another route.')
+  if (error instanceof errors.JWTClaimValidationFailed && error.claim === 'nbf') return refused('not_yet_valid', 'The token is not valid yet.')
+  if (error instanceof errors.JWKSNoMatchingKey) return refused('unknown_key', 'The token was signed with a key the gateway does not hold.')
+  if (error instanceof errors.JWSSignatureVerificationFailed) return refused('bad_signature', 'The token\'s signature does not check.')
+  return refused('malformed', 'The token is not one the gateway issued to this route.')
 }

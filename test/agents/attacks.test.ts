@@ -56,7 +56,7 @@ it.beforeAll(async ({ startStack, upstream, bcl, redis }) => {
       // Its machine clients' tokens, and so its agents', come in Proxy-Authorization.
       { path: '/pa/', upstream: liveUrl, provider: 'demo', agents: true, websocket: true, bearer: { audience: 'api://pa', header: 'proxy-authorization' } },
       { path: '/mcp', upstream: upstream.url, provider: 'demo', agents: true },
-      { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true },
+      { path: '/other/', upstream: upstream.url, provider: 'demo', agents: true, public: ['GET /other/open'] },
       { path: '/app/', upstream: upstream.url, provider: 'demo' },
     ],
   }, { deps: { clock, timers } })
@@ -546,6 +546,8 @@ describe('codes, refresh tokens and grants', () => {
     // A made-up token is nobody's agent: logged as a bearer token (an attacker's finding).
     expect((await call('made-up')).status).toBe(401)
     expect((await call(tokens.access_token, '/other/')).status).toBe(401)
+    // On a public path nothing is judged, the token neither (docs/operations.md: credential null).
+    expect((await call(tokens.access_token, '/other/open')).status).toBe(200)
     const revoked = await fetch(`${gateway.url}/oauth/agents/revoke`, { method: 'POST', body: new URLSearchParams({ token: tokens.refresh_token, client_id: id }) })
     expect(revoked.status).toBe(200)
     expect((await call(tokens.access_token)).status).toBe(401)
@@ -556,6 +558,7 @@ describe('codes, refresh tokens and grants', () => {
       { url: '/mcp', decision: 'allow', reason: undefined, credential: 'agent' },
       { url: '/mcp', decision: 'token_refused', reason: 'malformed', credential: 'bearer' },
       { url: '/other/', decision: 'token_refused', reason: 'wrong_audience', credential: 'agent' },
+      { url: '/other/open', decision: 'public', reason: undefined, credential: null },
       { url: '/mcp', decision: 'token_refused', reason: 'inactive', credential: 'agent' },
     ])
   })
@@ -946,5 +949,11 @@ describe('the root route\'s tokens', () => {
     expect(decodeJwt(tokens.access_token).aud).toBe(`${origin}/`)
     await expect(asAssertion(tokens.access_token)).rejects.toThrow(/aud/)
     expect((await call(tokens.access_token, '/')).status).toBe(200)
+    // Nor does an assertion pass for an agent's token: signed by the gateway (so logged as one of
+    // its tokens, an attacker's finding: it was bearer), but not one (typ JWT, no client).
+    const before = gateway.logs.length
+    expect((await call(vouched.headers.get('x-gateway-assertion')!, '/')).status).toBe(401)
+    const line = gateway.logs.slice(before).map((each) => JSON.parse(each) as Record<string, unknown>).find((each) => each.msg === 'request completed')
+    expect(line).toMatchObject({ decision: 'token_refused', reason: 'malformed', credential: 'agent' })
   })
 })
