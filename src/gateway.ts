@@ -23,7 +23,7 @@ import type { Tracing } from './ops/tracing.js'
 import { tracingSettings, type Spans } from './ops/tracing-settings.js'
 import { AccessTokens } from './oauth/access-tokens.js'
 import { Providers } from './oauth/providers.js'
-import { BackchannelLogout } from './oauth/backchannel.js'
+import { BackchannelLogout, clientSiblings } from './oauth/backchannel.js'
 import { SignOuts } from './oauth/logout.js'
 import { TokenRefresher } from './oauth/refresh.js'
 import { SessionIndex } from './oauth/session-index.js'
@@ -212,7 +212,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
   const providers = new Providers(config.providers, app.log, clock)
   const signOuts = new SignOuts(store, sealer, providers, config.state.ttlMs, config.server.baseUrl, app.log, clock)
   const { sessionIndex, personIndex } = sessionIndexes(app, { store, sealer, sessions, ttlMs: config.session.ttlMs, clock, siblings: issuerSiblings(config.providers) })
-  const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock)
+  const backchannel = new BackchannelLogout(store, sessionIndex, sessions, app.log, clock, clientSiblings(config.providers))
   const refresher = new TokenRefresher(store, sessions, providers, metrics, app.log, clock)
   const { keys, assertions } = signing(config, app, store, sealer, clock)
   const access = new Access(sessions, refresher, clock)

@@ -11,6 +11,8 @@ import { KeysUnavailable, verifiedClaims } from './issuer-keys.js'
 import { TooManyCandidates } from './verify-jwt.js'
 import { keysOutage } from './client.js'
 import { GatewayError } from '../errors.js'
+import type { ProviderConfig } from '../config/types.js'
+import { issuerSiblings } from '../session/person-index.js'
 import type { Sessions } from '../session/session.js'
 import { isPendingSignInKey, ownClaim, storeKeys, type SessionStore } from '../store/store.js'
 import type { ResolvedProvider } from './providers.js'
@@ -98,18 +100,31 @@ function logoutClaims (claims: JWTPayload): LogoutClaims {
   return { jti: claims.jti, ...(sid !== undefined ? { sid } : {}), ...(sub !== undefined ? { sub } : {}) }
 }
 
+/**
+ * The providers configured with the same issuer and client id as each one, itself included. The
+ * provider knows one client and sends its logout token to one address: it ends the sessions
+ * signed in under every name of that client (an attacker's finding: those under the second name lived on).
+ */
+export function clientSiblings (providers: Readonly<Record<string, Pick<ProviderConfig, 'issuer' | 'openid' | 'clientId'>>>): (provider: string) => readonly string[] {
+  const sameIssuer = issuerSiblings(providers)
+  return (name) => sameIssuer(name).filter((other) => providers[other]?.clientId === providers[name]?.clientId)
+}
+
 export class BackchannelLogout {
   constructor (
     private readonly store: SessionStore,
     private readonly index: SessionIndex,
     private readonly sessions: Sessions,
     private readonly log: Logger,
-    private readonly clock: Clock
+    private readonly clock: Clock,
+    /** {@link clientSiblings}. */
+    private readonly sameClient: (provider: string) => readonly string[] = (provider) => [provider]
   ) {}
 
   /**
    * Verifies `token` for `provider`, marks its `jti` used, and ends the sessions it names: those
-   * with its `sid` when it has one, else every session of its `sub`. Returns how many ended.
+   * with its `sid` when it has one, else every session of its `sub`, signed in under any name of the
+   * same client ({@link clientSiblings}). Returns how many ended.
    */
   async logout (provider: ResolvedProvider, token: unknown): Promise<number> {
     const claims = await verifyLogoutToken(provider, token, new Date(this.clock.now()))
@@ -123,12 +138,13 @@ export class BackchannelLogout {
     if (!(await used.take(rememberMs))) throw invalid('The logout token has already been used (jti).')
     const [claim, value] = claims.sid !== undefined ? ['sid', claims.sid] as const : ['sub', claims.sub!] as const
     let ids: string[] = []
+    const names = this.sameClient(provider.name)
     try {
       // Marked first: a sign-in of this provider session indexed after the read below ends itself.
-      await this.index.markLoggedOut(provider.name, claim, value)
+      for (const name of names) await this.index.markLoggedOut(name, claim, value)
       // Read, ended, then taken out of the index: a store that fails half-way (a 503, a reply come
       // too late) leaves the index whole for the provider's retry of the same token.
-      ids = await this.index.find(provider.name, claim, value)
+      ids = [...new Set((await Promise.all(names.map((name) => this.index.find(name, claim, value)))).flat())]
       for (const id of ids) {
         // A kept sign-in that waits for the person's consent to an agent (agents/pending.ts) goes with its provider session.
         if (isPendingSignInKey(id)) await this.store.delete(id, { replicated: true })
@@ -137,7 +153,7 @@ export class BackchannelLogout {
         // too (an outside tester's finding). Not by `sid`: a rename is a new sign-in, another provider session.
         if (claim === 'sub' && !isPendingSignInKey(id)) await this.sessions.endRenamed(id)
       }
-      await this.index.drop(provider.name, claim, value, ids)
+      for (const name of names) await this.index.drop(name, claim, value, ids)
     } catch (error) {
       // The retry must be taken: the jti is released (best effort, since the store may fail again:
       // it then stays used until rememberMs, and those sessions end at their own timeouts).

@@ -33,14 +33,20 @@ beforeAll(async () => {
   redis = await startRedis()
   upstream = await startUpstream()
   const { port, baseUrl } = await reserveBaseUrl()
-  op = await startOidcProvider([gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })], { logout: true })
+  // One client under two names (`twin`: another scope, as for a second route): the provider sends its logout token to `demo`'s address only.
+  const client = gatewayClient(baseUrl, 'demo', 'c', { backchannel: true })
+  op = await startOidcProvider([{ ...client, redirect_uris: [...client.redirect_uris, `${baseUrl}/oauth/authorized/twin/`] }], { logout: true })
   op.provider.on('backchannel.error', (_ctx: unknown, error: unknown) => deliveryErrors.push(error))
   const raw = {
     // A long cache, so a session another instance still holds in memory would show.
     session: { cacheTtl: '10s' },
     store: { type: 'redis', url: redis.url },
-    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email') },
-    routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }, { path: '/agent/', upstream: upstream.url, provider: 'demo', agents: true }],
+    providers: { demo: oidcClient(op.issuer, 'c', 's', 'openid email'), twin: oidcClient(op.issuer, 'c', 's', 'openid') },
+    routes: [
+      { path: '/app/', upstream: upstream.url, provider: 'demo' },
+      { path: '/agent/', upstream: upstream.url, provider: 'demo', agents: true },
+      { path: '/twin/', upstream: upstream.url, provider: 'twin' },
+    ],
   }
   first = await startGateway({ ...raw, server: { port, baseUrl } })
   second = await startGateway(raw)
@@ -102,6 +108,28 @@ describe('back-channel logout', () => {
     await endedElsewhere(second, cookie)
     // Someone else's session stays.
     expect(await sessionWorks(other.cookie, second)).toBe(true)
+  })
+
+  it('ends the sessions signed in under another name of the same client, which the provider does not know of', async () => {
+    const { browser, cookie } = await signedIn('dora')
+    const twin = await signIn(`${first.url}/twin/`, 'dora')
+    const other = await signIn(`${first.url}/twin/`, 'erin')
+    // The same provider session: the browser signed in at demo, then at twin (a record holding both).
+    expect((await browser.navigate(`${first.url}/twin/`)).status).toBe(200)
+    const both = browser.cookies.get('gw_session')!.value
+    expect(await sessionStatus(first, both, '/twin/x')).toBe(200)
+    // By sub: every session of dora under either name.
+    expect((await post(`logout_token=${await logoutToken({ sub: 'dora', sid: undefined })}`)).status).toBe(200)
+    expect(await sessionStatus(first, twin.value, '/twin/x')).toBe(401)
+    expect(await sessionStatus(first, both, '/twin/x')).toBe(401)
+    expect(await sessionStatus(first, cookie, '/twin/x')).toBe(401)
+    expect(await sessionStatus(first, other.value, '/twin/x')).toBe(200)
+    // By sid, as the provider sends it when the person signs out there.
+    const third = await signIn(`${first.url}/twin/`, 'fay')
+    const end = await walk(third.browser, `${op.issuer}/session/end`)
+    expect(end.body).toContain('You are signed out')
+    expect(await sessionStatus(first, third.value, '/twin/x')).toBe(401)
+    expect(await sessionStatus(first, other.value, '/twin/x')).toBe(200)
   })
 
   it('a token with sub only ends every session of that user, through whichever instance receives it', async () => {
