@@ -21,6 +21,7 @@ import type { SessionStore } from '../store/store.js'
 import { deviceOnly, privateUse, registrationProblem } from './clients.js'
 import { AGENT_ENDPOINTS, AGENT_SCOPE, AGENTS_PREFIX, DEVICE_CODE_GRANT } from './endpoints.js'
 import { DevicePolling, POLL_INTERVAL_S } from './device-polling.js'
+import { devicePageSources, type DevicePages } from './device-flow.js'
 import { documentFetch } from './document-fetch.js'
 import type { AgentGrants } from './grants.js'
 import { told, type AgentsCount } from './provider-events.js'
@@ -65,44 +66,6 @@ export interface AuthorizationServerOptions {
   /** A certificate authority the hosts of `clientMetadataPrivateHosts` may be signed by, besides Node's (tests: their own). */
   extraCa?: string | undefined
 }
-
-/** The pages of the device flow (RFC 8628 §3.3): each gets oidc-provider's form (its CSRF field) to show. */
-export interface DevicePages {
-  /** Where the person types the code their CLI shows; `problem` says why the last one did not work. */
-  input: (form: string | undefined, problem: string | undefined) => string
-  /** The code entered, the client that asked for it and the route (absent: unknown): the person confirms them before signing in. */
-  confirm: (form: string, clientName: string, userCode: string, routePath: string | undefined) => string
-  /** Allowed: the CLI has its tokens at its next poll. */
-  done: (clientName: string) => string
-}
-
-/** A client's name as the pages show it. */
-export function clientName (client: { clientName?: unknown } | undefined): string {
-  const name = client?.clientName
-  return typeof name === 'string' && name !== '' ? name : 'An unnamed client'
-}
-
-/** The route a device code's tokens would reach, for its first page (an outside tester's finding: it named the client only). */
-function deviceRoute (ctx: KoaContextWithOIDC, resources: ReadonlyMap<string, string>): string | undefined {
-  const asked: unknown = ctx.oidc.entities.DeviceCode?.params?.resource
-  const resource = typeof asked === 'string' ? asked : Array.isArray(asked) && asked.length === 1 ? asked[0] as unknown : resources.size === 1 ? [...resources.keys()][0] : undefined
-  return typeof resource === 'string' ? resources.get(resource) : undefined
-}
-
-/** Why the code the person entered did not work, in words (oidc-provider's errors are its own). */
-function codeProblem (error: Error | undefined): string | undefined {
-  if (error === undefined) return undefined
-  if (error.name === 'AbortedError') return 'You stopped that sign-in; your CLI will say it was refused.'
-  if ('userCode' in error || error.name === 'NoCodeError') return 'That code is not one this gateway gave, or it has expired or was used already: check it against the one your CLI shows.'
-  // The form's CSRF field (a page opened again in another tab, or open too long): the code still holds.
-  const description = (error as { error_description?: unknown }).error_description
-  if (typeof description === 'string' && description.startsWith('xsrf')) return 'This page was opened again in another tab, or was open too long: enter the code again.'
-  // The page after the sign-in and consent, reloaded: the CLI may be signed in already (an attacker's finding: it said to start again).
-  return 'That did not work. If your CLI says it is signed in, you are done; if it still waits, enter its code again; otherwise start again from your CLI.'
-}
-
-/** The code entry's problem when the browser holds no live session of the server's (the form was made elsewhere, or too long ago). */
-const NO_LIVE_SESSION = 'This page was open too long, or was not opened in this browser, or the browser keeps no cookies for this site: open the device page again and enter the code there.'
 
 /** oidc-provider with the key the ring signs with now; rebuilt when the ring rotates. */
 export class AuthorizationServer {
@@ -209,9 +172,6 @@ function keepNoUnsavedSession (provider: Provider): void {
     return typeof this.exp === 'number' ? await persist.call(this) : ''
   }
 }
-
-/** A page of the gateway's (its headers: unframed). */
-const page = (ctx: KoaContextWithOIDC, html: string): void => { ctx.type = 'html'; ctx.body = html }
 
 /**
  * The one script a page of the device flow runs: oidc-provider's own (lib/response_modes/form_post.js),
@@ -354,13 +314,7 @@ function features (options: AuthorizationServerOptions): Configuration['features
       mask: '****-****',
       // Nothing about the device is kept or shown: its address could be anyone's (a forwarded header).
       deviceInfo: () => ({}),
-      userCodeInputSource: (ctx, form, _out, error) => {
-        // A session the failed request began is not kept (keepNoUnsavedSession): its form could not be sent.
-        const unkept = error !== undefined && typeof ctx.oidc.session?.exp !== 'number'
-        page(ctx, unkept ? devicePages.input(undefined, NO_LIVE_SESSION) : devicePages.input(form, codeProblem(error)))
-      },
-      userCodeConfirmSource: (ctx, form, client, _info, userCode) => { page(ctx, devicePages.confirm(form, clientName(client), userCode, deviceRoute(ctx, options.resources))) },
-      successSource: (ctx) => { page(ctx, devicePages.done(clientName(ctx.oidc.client))) },
+      ...devicePageSources(devicePages, options.resources, options.store, DEVICE_CODE_TTL_SECONDS * 1000),
     },
     userinfo: { enabled: false },
     rpInitiatedLogout: { enabled: false },

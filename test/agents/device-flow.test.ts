@@ -114,7 +114,7 @@ async function enter (browser: Browser, userCode: string): Promise<{ status: num
 }
 
 /** Confirms the code on the confirmation page, signs in as `login`, and answers the consent page: the last page. */
-async function confirmAndDecide (browser: Browser, confirmation: string, login: string, decision: 'allow' | 'deny'): Promise<{ consent: string, last: Response }> {
+async function confirmAndDecide (browser: Browser, confirmation: string, login: string, decision: 'allow' | 'deny'): Promise<{ consent: string, last: Response, lastUrl: string }> {
   const userCode = /name="user_code" value="([^"]+)"/.exec(confirmation)![1]!
   const confirmed = await submit(browser, { xsrf: xsrfOf(confirmation), user_code: userCode, confirm: 'yes' })
   expect(confirmed.status).toBe(303)
@@ -123,9 +123,13 @@ async function confirmAndDecide (browser: Browser, confirmation: string, login: 
   expect(consentPage.status, consent).toBe(200)
   const csrf = /name="csrf" value="([^"]+)"/.exec(consent)![1]!
   const action = new URL(/<form method="post" action="([^"]+)"/.exec(consent)![1]!, gateway.url).href
+  let lastUrl = action
   let last = await browser.fetch(action, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded', origin: gateway.url }, body: new URLSearchParams({ csrf, decision }) })
-  while (last.status === 302 || last.status === 303) last = await browser.fetch(new URL(last.headers.get('location')!, action).href)
-  return { consent, last }
+  while (last.status === 302 || last.status === 303) {
+    lastUrl = new URL(last.headers.get('location')!, lastUrl).href
+    last = await browser.fetch(lastUrl)
+  }
+  return { consent, last, lastUrl }
 }
 
 describe('what anyone\'s device code keeps in the store', () => {
@@ -186,12 +190,20 @@ describe('the device flow', () => {
     expect(confirmation.status).toBe(200)
     expect(confirmation.html).toContain('Device test CLI')
     expect(confirmation.html).toContain(device.user_code)
-    const { consent, last } = await confirmAndDecide(browser, confirmation.html, 'dave', 'allow')
+    const { consent, last, lastUrl } = await confirmAndDecide(browser, confirmation.html, 'dave', 'allow')
     expect(consent).toContain('with the code you entered')
     expect(consent).toContain('<code>/mcp</code>')
     const done = await last.text()
     expect(last.status, done).toBe(200)
     expect(done, /<p[^>]*>.*<\/p>/.exec(done)?.[0]).toContain('Your CLI is signed in')
+    // Reloaded, the last page says so again (it showed the code entry: "That did not work"); the
+    // same address in another browser shows nothing of it.
+    const reloaded = await browser.fetch(lastUrl)
+    expect(reloaded.status).toBe(200)
+    expect(await reloaded.text()).toContain('<strong><bdi>Device test CLI</bdi></strong> can now use what you allowed')
+    const elsewhere = await person().fetch(lastUrl)
+    expect(elsewhere.status).toBe(400)
+    expect(await elsewhere.text()).not.toContain('Device test CLI')
 
     const tokens = await poll(id, device.device_code)
     expect(tokens.status, JSON.stringify(tokens.body)).toBe(200)
