@@ -224,6 +224,15 @@ function storage (options: AuthorizationServerOptions, jwk: Record<string, unkno
   }
 }
 
+/** The origin of `uri`, or undefined when it is no URL. */
+function originOf (uri: string): string | undefined {
+  try {
+    return new URL(uri).origin
+  } catch {
+    return undefined
+  }
+}
+
 /** Public clients only, proven by PKCE (S256), held to the gateway's rules (clients.ts). */
 function clients (): Configuration {
   return {
@@ -237,6 +246,10 @@ function clients (): Configuration {
       response_types: ['code'],
     },
     clientAuthMethods: ['none'],
+    // A client in a web page (a browser-based MCP client) calls the token, revocation and device
+    // endpoints from the origin of one of its redirect URIs (oidc-provider's default, written out:
+    // the default prints a notice to the console).
+    clientBasedCORS: (_ctx, origin, client) => origin !== 'null' && (client.redirectUris ?? []).some((uri) => originOf(uri) === origin),
     // The gateway's own rules on every client, checked before oidc-provider's (clients.ts).
     extraClientMetadata: {
       properties: [CHECKED],

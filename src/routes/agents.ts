@@ -2,8 +2,7 @@
 // - GET /.well-known/oauth-authorization-server: RFC 8414 metadata (only the endpoints served);
 // - /oauth/agents/{authorize,token,register,revoke}: oidc-provider, given the request untouched (its
 //   body unread but the token and revocation forms, read to count each credential apart), each
-//   charged per client address; an authorization request is checked here first,
-//   so that a request no person has seen never sends the browser to a client's address;
+//   charged per client address; an authorization request is checked here first, so that a request no person has seen never sends the browser to a client's address;
 // - GET /oauth/agents/interaction/<uid>: where an authorization waits for the person: a sign-in at the route's
 //   provider (kept apart, agents/pending.ts, until they decide; it becomes the grant's session, never the
 //   browser's), then the consent page; POST there: Allow or Deny, from this page only (same origin, CSRF token).
@@ -25,6 +24,7 @@ import { foreignTarget } from '../agents/token-target.js'
 import type { KeyRing } from '../assertion/keys.js'
 import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError, storeFailureIn } from '../errors.js'
+import { openToPages } from '../http/cors.js'
 import { withBody } from '../http/replayed-request.js'
 import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets, tokenForm } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
@@ -217,7 +217,7 @@ export class Agents implements AgentSignIns {
     scope.route({
       method: ['POST', 'OPTIONS'],
       url: AGENT_ENDPOINTS.registration,
-      onRequest: [limit('registration'), registrationsLeft],
+      onRequest: [openToPages('POST'), limit('registration'), registrationsLeft],
       handler: async (request, reply) => {
         bounded(request, REGISTRATION_MAX_BYTES, 'A registration')
         await pass(request, reply)

@@ -20,6 +20,7 @@ import type { Assertions } from '../assertion/assertions.js'
 import { claimPaths } from '../config/rule-lists.js'
 import type { GatewayConfig, ReauthConfig, RouteConfig } from '../config/types.js'
 import { GatewayError } from '../errors.js'
+import { ownAnswerReadable } from '../http/cors.js'
 import { closeIfBodyUnread, wantsHtml } from '../http/error-handler.js'
 import { upgradeOf } from '../http/upgrades.js'
 import { allCookieNames, loginUrl, resourceMetadataUrl, switchAccountUrl } from '../oauth/urls.js'
@@ -347,6 +348,8 @@ async function registerProxy (scope: FastifyInstance, route: RouteConfig, { head
     if (eventStreams.open.size > 0) scope.log.info({ route: route.path, streams: eventStreams.open.size }, 'event streams ended for the shutdown')
     for (const body of eventStreams.open) body.finish()
   })
+  // A client in a web page reads the gateway's own 401 to find where to authorize (http/cors.ts).
+  if (route.agents) scope.addHook('onSend', ownAnswerReadable)
   const handler = forwarder({ route, target, pool, paths, headers, deadlines, plantable, challenge, streams, eventStreams })
   const prefix = route.path === '/' ? '' : route.path
   for (const url of [prefix || '/', `${prefix}/*`]) scope.route({ method: PROXIED_METHODS, url, handler, config: { proxied: true } })
