@@ -83,11 +83,16 @@ export class AgentGrants {
     return header !== undefined && await this.sessions.load(header) !== null
   }
 
-  /** Ends the grant's session (the grant itself was revoked). */
+  /**
+   * Ends the grant's session (the grant itself was revoked), then forgets where it was: a revoke
+   * tried again after a 503 (its ending not yet on a replica) finds the session's cookie again, and
+   * is done once a replica has the ending (an attacker's finding: its pointer went first, and the
+   * retry found nothing to wait for).
+   */
   async end (grantId: string): Promise<void> {
     const header = await this.cookieHeader(grantId)
+    if (header !== undefined) await this.sessions.end(await this.sessions.load(header), header)
     this.cookies.delete(grantId)
     for (const key of this.keys(grantId)) await this.store.delete(key)
-    if (header !== undefined) await this.sessions.end(await this.sessions.load(header), header)
   }
 }

@@ -110,6 +110,12 @@ export function clientSiblings (providers: Readonly<Record<string, Pick<Provider
   return (name) => sameIssuer(name).filter((other) => providers[other]?.clientId === providers[name]?.clientId)
 }
 
+/** Deletes a kept sign-in, done once a replica has the delete (a first try answered 503 may have left it on the master alone). */
+async function endKept (store: SessionStore, key: string): Promise<void> {
+  await store.delete(key)
+  await store.settled(key)
+}
+
 export class BackchannelLogout {
   constructor (
     private readonly store: SessionStore,
@@ -134,11 +140,12 @@ export class BackchannelLogout {
     // Given back when the store fails, the claim too (a reply that came too late may be of a claim
     // Redis made), or the provider's retry is refused as a replay and the sessions never end (found
     // through a suite run on a busy machine: only the later steps gave it back).
-    const used = ownClaim(this.store, storeKeys.usedState(`logout-token:${provider.name}:${jti}`))
+    // Used once for the client, under whichever of its names it came (an attacker's finding: it ended the other name's sessions again).
+    const names = this.sameClient(provider.name)
+    const used = ownClaim(this.store, storeKeys.usedState(`logout-token:${names[0] ?? provider.name}:${jti}`))
     if (!(await used.take(rememberMs))) throw invalid('The logout token has already been used (jti).')
     const [claim, value] = claims.sid !== undefined ? ['sid', claims.sid] as const : ['sub', claims.sub!] as const
     let ids: string[] = []
-    const names = this.sameClient(provider.name)
     try {
       // Marked first: a sign-in of this provider session indexed after the read below ends itself.
       for (const name of names) await this.index.markLoggedOut(name, claim, value)
@@ -147,7 +154,7 @@ export class BackchannelLogout {
       ids = [...new Set((await Promise.all(names.map((name) => this.index.find(name, claim, value)))).flat())]
       for (const id of ids) {
         // A kept sign-in that waits for the person's consent to an agent (agents/pending.ts) goes with its provider session.
-        if (isPendingSignInKey(id)) await this.store.delete(id, { replicated: true })
+        if (isPendingSignInKey(id)) await endKept(this.store, id)
         else await this.sessions.endById(id)
         // Every session of the subject: one a sign-in in its browser renamed since the index was read
         // too (an outside tester's finding). Not by `sid`: a rename is a new sign-in, another provider session.

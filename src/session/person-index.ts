@@ -142,9 +142,9 @@ export class PersonIndex {
 
   /**
    * Every live entry of the person `record` signs in as; entries whose session is gone are removed
-   * (their session ids added to `gone`, when given).
+   * (their entries added to `gone`, when given), unless `prune` is false.
    */
-  private async entries (record: SessionRecord, gone?: string[]): Promise<Array<Found & { remaining: number }>> {
+  private async entries (record: SessionRecord, gone?: PersonEntry[], prune = true): Promise<Array<Found & { remaining: number }>> {
     const live: Array<Found & { remaining: number }> = []
     for (const { key, provider } of this.personKeys(record, this.hashKeys, true)) {
       // At most MAX_SESSIONS members: their sessions are asked about at once, not one after another.
@@ -153,8 +153,8 @@ export class PersonIndex {
         const remaining = entry ? await this.store.remainingMs(storeKeys.session(entry.sessionId)) : null
         if (entry && remaining !== null) live.push({ key, provider, member, entry, remaining })
         else {
-          if (entry) gone?.push(entry.sessionId)
-          await this.store.removeRanked(key, member)
+          if (entry) gone?.push(entry)
+          if (prune) await this.store.removeRanked(key, member)
         }
       }))
     }
@@ -189,10 +189,14 @@ export class PersonIndex {
    */
   async find (record: SessionRecord, publicId: string): Promise<string | null> {
     if (!PUBLIC_ID.test(publicId)) return null
-    for (const { entry } of await this.entries(record)) {
+    const gone: PersonEntry[] = []
+    for (const { entry } of await this.entries(record, gone, false)) {
       if (entry.publicId === publicId) return entry.sessionId
     }
-    return null
+    // Listed, but its session gone: a revoke tried again, its first try answered 503 before a
+    // replica had the delete (an attacker's finding: this was 404, and never done). Ended again, it
+    // is done once one has; its entry is not taken out here, but by the next read of the list.
+    return gone.find((entry) => entry.publicId === publicId)?.sessionId ?? null
   }
 
   /**
@@ -207,11 +211,11 @@ export class PersonIndex {
     // Under every secret's key: an instance of a rolling rotation that seals with the other finds it.
     for (const { key } of this.personKeys(record, this.hashKeys, true)) await mark(this.store, storeKeys.signedOutEverywhere(key))
     const others = new Set<string>()
-    const gone: string[] = []
+    const gone: PersonEntry[] = []
     for (const { entry } of await this.entries(record, gone)) {
       if (entry.sessionId !== currentId) others.add(entry.sessionId)
     }
-    return { others: [...others], gone: gone.filter((id) => id !== currentId) }
+    return { others: [...others], gone: gone.map((entry) => entry.sessionId).filter((id) => id !== currentId) }
   }
 
   /**

@@ -112,9 +112,7 @@ export class Sessions {
     await this.store.publish(INVALIDATIONS, id)
   }
 
-  get cookieName (): string {
-    return this.config.cookieName
-  }
+  get cookieName (): string { return this.config.cookieName }
 
   /** The session cookie's value, read from the Cookie header itself: proxied requests do not pay for parsing every cookie. */
   private cookie (cookieHeader: string | undefined): string | undefined {
@@ -193,9 +191,9 @@ export class Sessions {
     return true
   }
 
-  /** Ends a session past maxAge; a store that refuses writes cannot delete it, but it is no session all the same. */
+  /** Ends a session past maxAge; a store that refuses writes, or no replica that has it, changes nothing: it is no session all the same. */
   private async endPastMaxAge (id: string): Promise<void> {
-    await this.endById(id).catch((error: unknown) => { if (!refusedByStore(error)) throw error })
+    await this.endById(id).catch((error: unknown) => { if (!refusedByStore(error) && !unacknowledgedByReplica(error)) throw error })
   }
 
   /**
@@ -358,13 +356,14 @@ export class Sessions {
   }
 
   /**
-   * Ends a session known by its id only (a back-channel logout): deleted, and dropped from every
-   * instance's cache. The delete counts once a replica has it (REPLICATED), else
-   * `session_store_unavailable`: a failover must not bring back a session its person was told ended.
+   * Ends a session known by its id only: deleted, dropped from every instance's cache at once, done once a replica has the delete
+   * (KeyValue.settled; else `session_store_unavailable`): no failover brings back a session its person was told ended.
    */
   async endById (id: string): Promise<void> {
-    await this.store.delete(storeKeys.session(id), REPLICATED)
+    const key = storeKeys.session(id)
+    await this.store.delete(key)
     await this.forget(id)
+    await this.store.settled(key)
   }
 
   /** A session that is gone from the store: dropped from every instance's cache, and its ending told to every instance. */
@@ -375,14 +374,15 @@ export class Sessions {
   }
 
   /**
-   * Ends `session`, as {@link load} returned it for the Cookie header, and the session that header's
-   * cookie was renamed to within the last minute (./renames.ts), as another tab's sign-in does. A
-   * made-up cookie costs a read of the pointer, no write and no broadcast. The caller clears the cookie.
+   * Ends `session`, as {@link load} returned it for the Cookie header, and the session that header's cookie was renamed to
+   * within the last minute (./renames.ts), as another tab's sign-in does. A cookie whose session is gone (a sign-out tried
+   * again after a 503: its delete maybe on the master alone) is done once a replica has every write before (KeyValue.settled):
+   * a made-up cookie costs a read and that wait (one short write where the store waits for replicas). The caller clears the cookie.
    */
   async end (session: Session | null, cookieHeader?: string): Promise<void> {
     if (session) await this.endById(session.id)
     const id = session?.id ?? this.idOf(cookieHeader)
-    if (id !== undefined) await this.endRenamed(id)
+    if (id !== undefined && await this.endRenamed(id) === 0 && session === null) await this.store.settled(storeKeys.session(id))
   }
 
   /** Ends the sessions a sign-in renamed `id` to in the last minute (./renames.ts) but `skip`'s; how many. */

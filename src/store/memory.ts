@@ -181,6 +181,9 @@ export class MemoryStore implements SessionStore {
     this.entries.delete(key)
   }
 
+  /** Nothing to wait for: there are no replicas. */
+  async settled (): Promise<void> {}
+
   async claim (key: string, value: string, ttlMs: number): Promise<boolean> {
     if (this.live(key)) return false
     this.entries.set(key, { value, expiresAt: this.clock.now() + ttlMs })

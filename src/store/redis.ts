@@ -40,6 +40,8 @@ function connectionCause (error: Error): string | undefined {
  * not made yet): a consequence of the connection's failure, whose error event names the cause.
  */
 const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^Reached the max retries per request limit/]
+/** How long the key of a {@link RedisStore.settled} write is kept: only its write counts. */
+const SETTLED_MS = 1000
 
 export function noConnection (error: unknown): boolean {
   return error instanceof Error && NO_CONNECTION.some((pattern) => pattern.test(error.message))
@@ -266,10 +268,14 @@ export class RedisStore implements SessionStore {
   }
 
   take (key: string) { return this.run(() => this.redis.getdel(key)) }
-  async delete (key: string, options: WriteOptions = {}) {
-    const replicas = options.replicated === true ? this.replicaWait : undefined
-    if (replicas) await this.run(() => replicas.write((pipeline) => pipeline.del(key)), false)
-    else await this.run(() => this.redis.del(key))
+  async delete (key: string) { await this.run(() => this.redis.del(key)) }
+
+  async settled (key: string) {
+    const replicas = this.replicaWait
+    if (replicas === undefined) return
+    // Its own key in `key`'s slot (a hash tag of its whole name, prefix included), kept a moment: the
+    // WAIT counts the write, and the node's writes before it with it.
+    await this.run(() => replicas.write((pipeline) => pipeline.set(`{${this.channelPrefix}${key}}:settled`, '1', 'PX', SETTLED_MS)), false)
   }
 
   async claim (key: string, value: string, ttlMs: number) {

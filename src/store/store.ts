@@ -11,8 +11,8 @@ export interface WriteOptions {
   /**
    * Only once a replica has acknowledged it (WAIT 1 <store.timeout> on the connection that took
    * it), where the store is set to wait (`store.waitForReplica`): for what a browser is told exists
-   * (a new session, a refreshed one) and what it is told has ended (a session deleted, a logout's
-   * mark), which a failover must not bring back. A write no replica acknowledged in time is
+   * (a new session, a refreshed one) and a logout's mark, which a failover must not lose (an ending
+   * waits with {@link KeyValue.settled}). A write no replica acknowledged in time is
    * `session_store_unavailable` with {@link ReplicaUnacknowledged} as its cause: it may be on the
    * master alone, which a failover would lose.
    */
@@ -44,7 +44,15 @@ export interface KeyValue {
   replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<boolean>
   /** Reads and deletes atomically: only one caller ever gets the value (one-time login flows). */
   take (key: string): Promise<string | null>
-  delete (key: string, options?: WriteOptions): Promise<void>
+  delete (key: string): Promise<void>
+  /**
+   * Resolves once a replica has every write made before now on the node holding `key`, where the
+   * store waits for replicas (`store.waitForReplica`; at once elsewhere): a write that always
+   * replicates, on that node, then WAIT. After an ending's delete, and when an ending finds nothing
+   * left to end: the delete of its first try, answered 503, may be on the master alone (a DEL of
+   * a key already gone replicates nothing, so a WAIT after it would count nothing).
+   */
+  settled (key: string): Promise<void>
   /**
    * Sets only if absent, for `ttlMs`; true when this caller set it. For a marker that only expires
    * (a used state, the first signing-key set); a lock that is released again is a {@link Lock}.

@@ -27,7 +27,8 @@ export class TracedStore implements SessionStore {
   set (key: string, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<void> { return this.traced('set', () => this.store.set(key, value, ttlMs, options)) }
   replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<boolean> { return this.traced('replace', () => this.store.replace(key, expected, value, ttlMs, options)) }
   take (key: string): Promise<string | null> { return this.traced('take', () => this.store.take(key)) }
-  delete (key: string, options?: WriteOptions): Promise<void> { return this.traced('delete', () => this.store.delete(key, options)) }
+  delete (key: string): Promise<void> { return this.traced('delete', () => this.store.delete(key)) }
+  settled (key: string): Promise<void> { return this.traced('settled', () => this.store.settled(key)) }
   claim (key: string, value: string, ttlMs: number): Promise<boolean> { return this.traced('claim', () => this.store.claim(key, value, ttlMs)) }
   addMember (key: string, member: string, ttlMs: number): Promise<number> { return this.traced('addMember', () => this.store.addMember(key, member, ttlMs)) }
   extend (key: string, ttlMs: number): Promise<void> { return this.traced('extend', () => this.store.extend(key, ttlMs)) }

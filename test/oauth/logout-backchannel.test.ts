@@ -118,8 +118,12 @@ describe('back-channel logout', () => {
     expect((await browser.navigate(`${first.url}/twin/`)).status).toBe(200)
     const both = browser.cookies.get('gw_session')!.value
     expect(await sessionStatus(first, both, '/twin/x')).toBe(200)
-    // By sub: every session of dora under either name.
-    expect((await post(`logout_token=${await logoutToken({ sub: 'dora', sid: undefined })}`)).status).toBe(200)
+    // By sub: every session of dora under either name; the token is used, under either name.
+    const token = await logoutToken({ sub: 'dora', sid: undefined })
+    expect((await post(`logout_token=${token}`)).status).toBe(200)
+    const again = await fetch(`${first.url}/oauth/backchannel-logout/twin/`, { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: `logout_token=${token}` })
+    expect(again.status).toBe(400)
+    expect(await again.text()).toContain('already been used')
     expect(await sessionStatus(first, twin.value, '/twin/x')).toBe(401)
     expect(await sessionStatus(first, both, '/twin/x')).toBe(401)
     expect(await sessionStatus(first, cookie, '/twin/x')).toBe(401)
