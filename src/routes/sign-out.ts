@@ -38,11 +38,7 @@ async function endOthers ({ personIndex, sessions }: OAuthContext, session: Sess
     await sessions.endById(id)
     renamed += await sessions.endRenamed(id, skip)
   }
-  for (const id of gone) {
-    // Or ended by a sign out everywhere tried before and answered 503 before a replica had its delete: done once one has.
-    await sessions.endById(id)
-    renamed += await sessions.endRenamed(id, skip)
-  }
+  for (const id of gone) renamed += await sessions.endRenamed(id, skip)
   request.log.info({ ended: others.length + renamed }, 'signing out everywhere')
 }
 

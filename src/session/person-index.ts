@@ -65,7 +65,7 @@ export class PersonIndex {
   private readonly hashKeys: readonly KeyObject[]
 
   constructor (
-    private readonly store: Sets & Pick<KeyValue, 'remainingMs' | 'get' | 'set'>,
+    private readonly store: Sets & Pick<KeyValue, 'remainingMs' | 'get' | 'set' | 'unsettled'>,
     /** Ends a session on every instance (Sessions.endById): an entry dropped beyond the bound. */
     private readonly end: (sessionId: string) => Promise<void>,
     /** The session secrets' keys: the current one seals, all open. */
@@ -142,9 +142,12 @@ export class PersonIndex {
 
   /**
    * Every live entry of the person `record` signs in as; entries whose session is gone are removed
-   * (their entries added to `gone`, when given), unless `prune` is false.
+   * (their entries added to `gone`, when given). One whose ending no replica has yet (a revoke
+   * answered 503) is still listed, so that it can be ended again (an attacker's finding: a revoke
+   * tried after the list was read found nothing, and a failover brought the session back): with
+   * no idle time left, as the master has it.
    */
-  private async entries (record: SessionRecord, gone?: PersonEntry[], prune = true): Promise<Array<Found & { remaining: number }>> {
+  private async entries (record: SessionRecord, gone?: PersonEntry[]): Promise<Array<Found & { remaining: number }>> {
     const live: Array<Found & { remaining: number }> = []
     for (const { key, provider } of this.personKeys(record, this.hashKeys, true)) {
       // At most MAX_SESSIONS members: their sessions are asked about at once, not one after another.
@@ -152,9 +155,10 @@ export class PersonIndex {
         const entry = openEntry(this.sealer, key, member)
         const remaining = entry ? await this.store.remainingMs(storeKeys.session(entry.sessionId)) : null
         if (entry && remaining !== null) live.push({ key, provider, member, entry, remaining })
+        else if (entry && await this.store.unsettled(storeKeys.session(entry.sessionId))) live.push({ key, provider, member, entry, remaining: 0 })
         else {
           if (entry) gone?.push(entry)
-          if (prune) await this.store.removeRanked(key, member)
+          await this.store.removeRanked(key, member)
         }
       }))
     }
@@ -189,14 +193,10 @@ export class PersonIndex {
    */
   async find (record: SessionRecord, publicId: string): Promise<string | null> {
     if (!PUBLIC_ID.test(publicId)) return null
-    const gone: PersonEntry[] = []
-    for (const { entry } of await this.entries(record, gone, false)) {
+    for (const { entry } of await this.entries(record)) {
       if (entry.publicId === publicId) return entry.sessionId
     }
-    // Listed, but its session gone: a revoke tried again, its first try answered 503 before a
-    // replica had the delete (an attacker's finding: this was 404, and never done). Ended again, it
-    // is done once one has; its entry is not taken out here, but by the next read of the list.
-    return gone.find((entry) => entry.publicId === publicId)?.sessionId ?? null
+    return null
   }
 
   /**

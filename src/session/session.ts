@@ -355,10 +355,7 @@ export class Sessions {
     })
   }
 
-  /**
-   * Ends a session known by its id only: deleted, dropped from every instance's cache at once, done once a replica has the delete
-   * (KeyValue.settled; else `session_store_unavailable`): no failover brings back a session its person was told ended.
-   */
+  /** Ends a session known by its id: deleted, dropped from every instance's cache at once, done once a replica has it (KeyValue.settled, else 503). */
   async endById (id: string): Promise<void> {
     const key = storeKeys.session(id)
     await this.store.delete(key)
@@ -375,14 +372,16 @@ export class Sessions {
 
   /**
    * Ends `session`, as {@link load} returned it for the Cookie header, and the session that header's cookie was renamed to
-   * within the last minute (./renames.ts), as another tab's sign-in does. A cookie whose session is gone (a sign-out tried
-   * again after a 503: its delete maybe on the master alone) is done once a replica has every write before (KeyValue.settled):
-   * a made-up cookie costs a read and that wait (one short write where the store waits for replicas). The caller clears the cookie.
+   * within the last minute (./renames.ts), as another tab's sign-in does. A cookie whose session is gone and whose ending no
+   * replica has (a sign-out tried again after a 503) is done once one has (KeyValue.unsettled, settled); a made-up cookie
+   * costs a read or two, no write. The caller clears the cookie.
    */
   async end (session: Session | null, cookieHeader?: string): Promise<void> {
     if (session) await this.endById(session.id)
     const id = session?.id ?? this.idOf(cookieHeader)
-    if (id !== undefined && await this.endRenamed(id) === 0 && session === null) await this.store.settled(storeKeys.session(id))
+    if (id === undefined) return
+    await this.endRenamed(id)
+    if (session === null && await this.store.unsettled(storeKeys.session(id))) await this.store.settled(storeKeys.session(id))
   }
 
   /** Ends the sessions a sign-in renamed `id` to in the last minute (./renames.ts) but `skip`'s; how many. */

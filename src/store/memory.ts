@@ -183,6 +183,7 @@ export class MemoryStore implements SessionStore {
 
   /** Nothing to wait for: there are no replicas. */
   async settled (): Promise<void> {}
+  async unsettled (): Promise<boolean> { return false }
 
   async claim (key: string, value: string, ttlMs: number): Promise<boolean> {
     if (this.live(key)) return false

@@ -40,8 +40,8 @@ function connectionCause (error: Error): string | undefined {
  * not made yet): a consequence of the connection's failure, whose error event names the cause.
  */
 const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^Reached the max retries per request limit/]
-/** How long the key of a {@link RedisStore.settled} write is kept: only its write counts. */
-const SETTLED_MS = 1000
+/** How long an ending no replica has acknowledged is known as such ({@link RedisStore.unsettled}): longer than anyone tries again. */
+const UNSETTLED_MS = 3_600_000
 
 export function noConnection (error: unknown): boolean {
   return error instanceof Error && NO_CONNECTION.some((pattern) => pattern.test(error.message))
@@ -273,9 +273,19 @@ export class RedisStore implements SessionStore {
   async settled (key: string) {
     const replicas = this.replicaWait
     if (replicas === undefined) return
-    // Its own key in `key`'s slot (a hash tag of its whole name, prefix included), kept a moment: the
-    // WAIT counts the write, and the node's writes before it with it.
-    await this.run(() => replicas.write((pipeline) => pipeline.set(`{${this.channelPrefix}${key}}:settled`, '1', 'PX', SETTLED_MS)), false)
+    // Its own key in `key`'s slot (a hash tag of its whole name, prefix included): the WAIT counts
+    // the write, and the node's writes before it with it. Kept while no replica has it (unsettled).
+    const marker = this.unsettledKey(key)
+    await this.run(() => replicas.write((pipeline) => pipeline.set(marker, '1', 'PX', UNSETTLED_MS)), false)
+    await this.delete(marker).catch(() => {})
+  }
+
+  async unsettled (key: string) {
+    return this.replicaWait !== undefined && await this.get(this.unsettledKey(key)) !== null
+  }
+
+  private unsettledKey (key: string): string {
+    return `{${this.channelPrefix}${key}}:unsettled`
   }
 
   async claim (key: string, value: string, ttlMs: number) {

@@ -54,6 +54,13 @@ export interface KeyValue {
    */
   settled (key: string): Promise<void>
   /**
+   * Whether a {@link settled} of `key` was answered without a replica (within the last hour): an
+   * ending to finish when tried again. False at once where the store does not wait for replicas, so
+   * a made-up cookie costs one read at most, never a write (an attacker's finding: a flood of them,
+   * each settled, held up every sign-in's WAIT).
+   */
+  unsettled (key: string): Promise<boolean>
+  /**
    * Sets only if absent, for `ttlMs`; true when this caller set it. For a marker that only expires
    * (a used state, the first signing-key set); a lock that is released again is a {@link Lock}.
    */

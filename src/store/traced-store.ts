@@ -29,6 +29,7 @@ export class TracedStore implements SessionStore {
   take (key: string): Promise<string | null> { return this.traced('take', () => this.store.take(key)) }
   delete (key: string): Promise<void> { return this.traced('delete', () => this.store.delete(key)) }
   settled (key: string): Promise<void> { return this.traced('settled', () => this.store.settled(key)) }
+  unsettled (key: string): Promise<boolean> { return this.traced('unsettled', () => this.store.unsettled(key)) }
   claim (key: string, value: string, ttlMs: number): Promise<boolean> { return this.traced('claim', () => this.store.claim(key, value, ttlMs)) }
   addMember (key: string, member: string, ttlMs: number): Promise<number> { return this.traced('addMember', () => this.store.addMember(key, member, ttlMs)) }
   extend (key: string, ttlMs: number): Promise<void> { return this.traced('extend', () => this.store.extend(key, ttlMs)) }

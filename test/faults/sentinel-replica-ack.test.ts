@@ -70,8 +70,13 @@ describe('a Sentinel master whose replica cannot acknowledge', () => {
     const revoked = await stack.signIn('erin')
     const loggedOut = await stack.signIn('dave')
     const token = await logoutToken(stack.op, 'c', 'dave')
-    const sessions = await fetch(`${stack.gateway.url}/oauth/sessions/`, { headers: { cookie: revoking, accept: 'application/json' } })
-    const target = (await sessions.json() as { sessions: Array<{ id: string, current: boolean }> }).sessions.find((each) => !each.current)!.id
+    const listed = async () => {
+      const sessions = await fetch(`${stack.gateway.url}/oauth/sessions/`, { headers: { cookie: revoking, accept: 'application/json' } })
+      return (await sessions.json() as { sessions: Array<{ id: string, current: boolean }> }).sessions.filter((each) => !each.current).map((each) => each.id)
+    }
+    const [target] = await listed()
+    // Anyone's made-up cookie, under the secret's id any cookie shows.
+    const madeUp = `gw_session=${'A'.repeat(43)}.${signedOut.split('.').at(-1)!}`
     const steps = [
       () => post('/oauth/logout/', signedOut, ''),
       () => post('/oauth/logout/', everywhere[0]!, 'everywhere=1'),
@@ -91,6 +96,11 @@ describe('a Sentinel master whose replica cannot acknowledge', () => {
     // a replica must have before any session ends.
     await waitFor(async () => ended.length === 2, 5000, 'bob\'s and erin\'s revoked sessions to be told ended')
     listener.disconnect()
+    // Still listed, its ending not on a replica (an attacker's finding: unlisted, and no retry could end it).
+    expect(await listed()).toEqual([target])
+    // A made-up cookie's sign-out waits for no replica, and writes nothing (an attacker's finding:
+    // each wrote a key and waited, and a flood of them held up every sign-in).
+    expect((await post('/oauth/logout/', madeUp, '')).status).toBe(302)
     // Tried again while no replica acknowledges: each ending's delete is on the master alone, and
     // a failover would bring it back (an attacker's finding: the retries found nothing left to end
     // and answered done, or 404 for the revoke).
@@ -100,6 +110,7 @@ describe('a Sentinel master whose replica cannot acknowledge', () => {
     // Tried again (the provider sends its token again: its jti was given back), each is done.
     for (const step of steps) expect((await step()).status).toBeLessThan(400)
     expect(await Promise.all([signedOut, ...everywhere, revoked, loggedOut].map(status))).toEqual([401, 401, 401, 401, 401])
+    expect(await listed()).toEqual([])
     await waitFor(async () => logLines().some((line) => line.msg.startsWith('a replica of the session store acknowledges writes again')), 5000, 'the end of the outage to be logged')
   }, 60_000)
 
