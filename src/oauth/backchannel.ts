@@ -112,7 +112,7 @@ export function clientSiblings (providers: Readonly<Record<string, Pick<Provider
 
 /** Deletes a kept sign-in, done once a replica has the delete (a first try answered 503 may have left it on the master alone). */
 async function endKept (store: SessionStore, key: string): Promise<void> {
-  await store.delete(key)
+  await store.end(key)
   await store.settled(key)
 }
 

@@ -358,7 +358,7 @@ export class Sessions {
   /** Ends a session known by its id: deleted, dropped from every instance's cache at once, done once a replica has it (KeyValue.settled, else 503). */
   async endById (id: string): Promise<void> {
     const key = storeKeys.session(id)
-    await this.store.delete(key)
+    await this.store.end(key)
     await this.forget(id)
     await this.store.settled(key)
   }

@@ -181,6 +181,10 @@ export class MemoryStore implements SessionStore {
     this.entries.delete(key)
   }
 
+  async end (key: string): Promise<void> {
+    this.entries.delete(key)
+  }
+
   /** Nothing to wait for: there are no replicas. */
   async settled (): Promise<void> {}
   async unsettled (): Promise<boolean> { return false }

@@ -270,6 +270,14 @@ export class RedisStore implements SessionStore {
   take (key: string) { return this.run(() => this.redis.getdel(key)) }
   async delete (key: string) { await this.run(() => this.redis.del(key)) }
 
+  async end (key: string) {
+    if (this.replicaWait === undefined) return await this.delete(key)
+    // MULTI: both or neither (one slot: the mark's hash tag is the key's whole name).
+    const answers = await this.run(async () => await this.redis.multi().set(this.unsettledKey(key), '1', 'PX', UNSETTLED_MS).del(key).exec())
+    const failed = answers?.find(([error]) => error !== null)?.[0]
+    if (answers === null || failed) throw failed ?? new Error('Connection is closed.')
+  }
+
   async settled (key: string) {
     const replicas = this.replicaWait
     if (replicas === undefined) return

@@ -46,6 +46,14 @@ export interface KeyValue {
   take (key: string): Promise<string | null>
   delete (key: string): Promise<void>
   /**
+   * An ending's delete: `key` deleted, and, where the store waits for replicas, marked
+   * {@link unsettled} in the same transaction, until {@link settled} counts a replica. Marked
+   * first: a failure anywhere after the delete (a broadcast, the wait's connection, a crash) leaves
+   * the mark, and the ending is finished when tried again (an attacker's finding: the mark was
+   * written by settled alone, and such a retry answered done).
+   */
+  end (key: string): Promise<void>
+  /**
    * Resolves once a replica has every write made before now on the node holding `key`, where the
    * store waits for replicas (`store.waitForReplica`; at once elsewhere): a write that always
    * replicates, on that node, then WAIT. After an ending's delete, and when an ending finds nothing

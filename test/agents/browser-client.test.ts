@@ -14,7 +14,7 @@ import { close, listen } from '../helpers/net.js'
 import { test as it } from '../helpers/stack.js'
 
 /** What a page's script does when a step fails (a fetch the browser refused to show it): says so on the page. */
-const FAILED = `addEventListener('error', (event) => { document.body.dataset.error = String(event.message) })`
+const FAILED = 'addEventListener("error", (event) => { document.body.dataset.error = String(event.message) })'
 
 /** The client's first page: from the route's 401 to the authorization request (its state in sessionStorage). */
 const START = `<!doctype html><title>client</title><body><script>${FAILED}</script><script type="module">
@@ -55,15 +55,15 @@ document.body.dataset.steps = JSON.stringify(steps)
 /** The MCP server behind the route, with CORS of its own as the SDK's examples have: preflights and answers. */
 function mcpServer (request: IncomingMessage, response: ServerResponse): void {
   const cors = { 'access-control-allow-origin': '*', 'access-control-allow-headers': 'authorization, content-type', 'access-control-allow-methods': 'POST' }
-  if (request.method === 'OPTIONS') return void response.writeHead(204, cors).end()
-  response.writeHead(200, { ...cors, 'content-type': 'application/json' }).end(JSON.stringify({ reached: true, user: request.headers['x-forwarded-user'] }))
+  if (request.method === 'OPTIONS') response.writeHead(204, cors).end()
+  else response.writeHead(200, { ...cors, 'content-type': 'application/json' }).end(JSON.stringify({ reached: true, user: request.headers['x-forwarded-user'] }))
 }
 
 const upstream = createServer(mcpServer)
 const client = createServer((request, response) => {
   const page = request.url?.startsWith('/callback') === true ? CALLBACK : request.url?.startsWith('/start') === true ? START : undefined
-  if (page === undefined) return void response.writeHead(404).end()
-  response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page)
+  if (page === undefined) response.writeHead(404).end()
+  else response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(page)
 })
 let gateway: TestGateway
 let clientUrl: string

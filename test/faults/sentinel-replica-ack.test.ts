@@ -8,10 +8,16 @@
 // the replica before the browser got its cookie. The same for an ending (a session deleted, a
 // logout's mark): a sign-out, sign out everywhere and a back-channel logout are 503 until a replica
 // has it, so a failover cannot bring back a session its person or provider was told had ended.
+import type { FastifyBaseLogger } from 'fastify'
 import { Redis } from 'ioredis'
+import pino from 'pino'
+import { stringify } from 'yaml'
+import { parseConfig } from '../../src/config/config.js'
+import { loggerOptions } from '../../src/ops/logger.js'
+import { RedisStore } from '../../src/store/redis.js'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { Browser } from '../helpers/browser.js'
-import { sessionStatus } from '../helpers/gateway.js'
+import { logCollector, sessionStatus } from '../helpers/gateway.js'
 import { logoutToken } from '../helpers/oidc.js'
 import { startFaultStack, type FaultStack } from '../helpers/fault-stack.js'
 import { waitFor } from '../helpers/net.js'
@@ -60,6 +66,26 @@ async function status (cookie: string): Promise<number> {
   return response.status
 }
 const unacknowledged = 'no replica of the session store acknowledged'
+
+describe('an ending', () => {
+  it('is marked unsettled with its delete, in one transaction: whatever fails before its wait, a retry finishes it', async () => {
+    const config = parseConfig(stringify({ store: { type: 'redis', sentinel: { name: 'mymaster', nodes: set.nodes }, timeout: `${TIMEOUT_MS}ms` } }), {}, 'test.yaml').store
+    const store = new RedisStore(config, pino(loggerOptions('info'), logCollector().stream) as unknown as FastifyBaseLogger)
+    try {
+      expect(await store.ready(10_000)).toBe(true)
+      await store.set('session:x', 'record', 60_000)
+      await store.end('session:x')
+      expect(await store.get('session:x')).toBeNull()
+      // What a retry finds when the broadcast, the wait's connection or the instance failed here
+      // (an attacker's finding: only the wait wrote the mark, and such a retry answered done).
+      expect(await store.unsettled('session:x')).toBe(true)
+      await store.settled('session:x')
+      expect(await store.unsettled('session:x')).toBe(false)
+    } finally {
+      await store.close()
+    }
+  })
+})
 
 describe('a Sentinel master whose replica cannot acknowledge', () => {
   // First: the sign-in's test below counts the cause's line from its own freeze.

@@ -32,7 +32,7 @@ function counting (store: SessionStore): { store: SessionStore, writes: string[]
       const value: unknown = Reflect.get(target, name, receiver)
       if (typeof value !== 'function') return value
       const method = value as (...args: unknown[]) => unknown
-      const isWrite = ['set', 'replace', 'delete', 'take', 'claim', 'publish', 'addMember', 'removeMember', 'extend', 'addRanked', 'addRankedIfRoom', 'removeRanked', 'acquire', 'release'].includes(String(name))
+      const isWrite = ['set', 'replace', 'delete', 'end', 'settled', 'take', 'claim', 'publish', 'addMember', 'removeMember', 'extend', 'addRanked', 'addRankedIfRoom', 'removeRanked', 'acquire', 'release'].includes(String(name))
       return (...args: unknown[]) => {
         if (isWrite) writes.push(String(name))
         return method.apply(target, args)
@@ -273,7 +273,7 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
     const signingOut = new Sessions(store, new Sealer(SECRET), CONFIG)
     await signingOut.end(await signingOut.load(header(cookie)), header(cookie))
     // The cache invalidation, then the ending (Sessions.onEnded on every instance).
-    expect(writes).toEqual(['delete', 'publish', 'publish'])
+    expect(writes).toEqual(['end', 'publish', 'publish', 'settled'])
     await forgottenEverywhere(cookie)
     expect(await a.load(header(cookie))).toBeNull()
     expect(await b.load(header(cookie))).toBeNull()
