@@ -89,7 +89,8 @@ export class RedisStore implements SessionStore {
   readonly redis: Redis | Cluster
   /** A second connection in subscriber mode, made on the first subscribe. */
   private subscription: RedisSubscription | undefined
-  private readonly channelPrefix: string
+  /** store.keyPrefix: ioredis puts it before every key; the channels and the hash tags of unsettled marks say it themselves. */
+  private readonly keyPrefix: string
   /** store.timeout: also how long closing waits for each connection. */
   private readonly timeoutMs: number
   private readonly name: string
@@ -115,7 +116,7 @@ export class RedisStore implements SessionStore {
     this.clock = options.clock ?? systemClock
     this.redis = createClient(config)
     defineScripts(this.redis)
-    this.channelPrefix = config.keyPrefix
+    this.keyPrefix = config.keyPrefix
     this.timeoutMs = config.timeoutMs
     this.name = storeName(config)
     this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
@@ -293,7 +294,7 @@ export class RedisStore implements SessionStore {
   }
 
   private unsettledKey (key: string): string {
-    return `{${this.channelPrefix}${key}}:unsettled`
+    return `{${this.keyPrefix}${key}}:unsettled`
   }
 
   async claim (key: string, value: string, ttlMs: number) {
@@ -327,7 +328,7 @@ export class RedisStore implements SessionStore {
   }
 
   async publish (channel: string, message: string): Promise<void> {
-    await this.redis.publish(this.channelPrefix + channel, message).catch(() => {})
+    await this.redis.publish(this.keyPrefix + channel, message).catch(() => {})
   }
 
   async subscribe (channel: string, onMessage: (message: string) => void, onListening?: ChannelListener['onListening']): Promise<void> {
@@ -338,7 +339,7 @@ export class RedisStore implements SessionStore {
       this.subscription = new RedisSubscription(subscriber, this.log, this.clock)
     }
     // Not awaited: with Redis down at start this would wait for it; subscribed once connected.
-    this.subscription.add(this.channelPrefix + channel, { onMessage, onListening })
+    this.subscription.add(this.keyPrefix + channel, { onMessage, onListening })
   }
 
   async ping () { await this.run(() => this.redis.ping()) }
