@@ -107,6 +107,32 @@ it('a client in a web page finds the authorization server, registers, is allowed
   })
 })
 
+// What a stranger sends a preflight: the headers it asks for are answered as sent (the browser
+// compares them itself), nothing else of the request reaches the answer, and an OPTIONS that is no
+// preflight goes on to oidc-provider (no 204, nothing allowed).
+it.each([
+  ['no headers asked', undefined],
+  ['a list with odd spacing', 'content-type ,  x-a,x-b'],
+  ['a header named like an allow header', 'access-control-allow-credentials'],
+  ['8 KB of names', Array.from({ length: 800 }, (_, i) => `x-h${i}`).join(',').slice(0, 8192)],
+  ['a quote and a semicolon', 'x-"a";b'],
+])('a registration preflight asking %s', async (_name, asked) => {
+  const response = await fetch(`${gateway.url}/oauth/agents/register`, {
+    method: 'OPTIONS', headers: { origin: 'https://evil.example', 'access-control-request-method': 'DELETE', ...(asked === undefined ? {} : { 'access-control-request-headers': asked }) },
+  })
+  expect(response.status).toBe(204)
+  expect(response.headers.get('access-control-allow-headers')).toBe(asked ?? null)
+  expect(response.headers.get('access-control-allow-methods')).toBe('POST')
+  expect(response.headers.get('access-control-allow-origin')).toBe('*')
+  expect(response.headers.get('access-control-allow-credentials')).toBeNull()
+})
+
+it('an OPTIONS to registration that is no preflight is not answered as one', async () => {
+  const response = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'OPTIONS', headers: { origin: 'https://evil.example' } })
+  expect(response.status).not.toBe(204)
+  expect(response.headers.get('access-control-allow-methods')).toBeNull()
+})
+
 it('answers a registration\'s preflight, and any page may read the route\'s 401, never with credentials', async () => {
   const preflight = await fetch(`${gateway.url}/oauth/agents/register`, { method: 'OPTIONS', headers: { origin: 'https://page.example', 'access-control-request-method': 'POST', 'access-control-request-headers': 'content-type' } })
   expect(preflight.status).toBe(204)
