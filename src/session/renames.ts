@@ -16,7 +16,7 @@ export class Renames {
   constructor (private readonly store: KeyValue & Lock) {}
 
   /**
-   * Deletes the old session's record, its id pointing at `newId` from just before: there is no
+   * Ends the old session's record, its id pointing at `newId` from just before: there is no
    * moment when a sign-out finds neither. False when it was not there (renamed or ended meanwhile):
    * the pointer is taken back, and that cookie gets no say over the new session. The pointer is
    * only set where none is (a later sign-in with the same old cookie, which finds its record
@@ -27,7 +27,7 @@ export class Renames {
   async rename (oldId: string, newId: string): Promise<boolean> {
     const key = storeKeys.renamed(oldId)
     const claimed = await this.store.claim(key, newId, RENAME_POINTER_MS)
-    if (await this.taken(oldId) !== null) {
+    if (await this.taken(oldId)) {
       // The old session is gone now: the sign-in stands, whatever becomes of this write.
       if (!claimed) await this.store.set(key, newId, RENAME_POINTER_MS).catch(() => {})
       return true
@@ -37,19 +37,20 @@ export class Renames {
   }
 
   /**
-   * The old session's record, taken (GETDEL); null when it was not there. A take whose answer did
-   * not come (store.timeout, a dropped connection) may have run: the old record may be gone, so
-   * the sign-in must stand, or the browser would be signed out by a store fault (an outside
-   * tester's finding: the new session was deleted and the browser, its old record taken, had
-   * neither). The old record is deleted again, best effort, so that its cookie opens nothing
+   * Whether the old session's record was there to end (KeyValue.end: marked unsettled with its
+   * delete, so that the caller's wait for a replica is finished by the sign-in's retry). An end
+   * whose answer did not come (store.timeout, a dropped connection) may have run: the old record
+   * may be gone, so the sign-in must stand, or the browser would be signed out by a store fault (an
+   * outside tester's finding: the new session was deleted and the browser, its old record taken,
+   * had neither). The old record is ended again, best effort, so that its cookie opens nothing
    * either way. Counted as taken: the new record keeps what the old one held (a sign-out of the
    * old cookie in another tab in that same moment, before the pointer, is the one it does not see).
    */
-  private async taken (oldId: string): Promise<string | true | null> {
+  private async taken (oldId: string): Promise<boolean> {
     try {
-      return await this.store.take(storeKeys.session(oldId))
+      return await this.store.end(storeKeys.session(oldId))
     } catch {
-      await this.store.delete(storeKeys.session(oldId)).catch(() => {})
+      await this.store.end(storeKeys.session(oldId)).catch(() => {})
       return true
     }
   }

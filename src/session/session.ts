@@ -10,6 +10,7 @@ import { COOKIE_VALUE, SESSION_PURPOSE, cookieKey, decodeRecord, encodeRecord, n
 import { SessionCache } from './cache.js'
 import { PreviousSecretReads } from './previous-secret-reads.js'
 import { Renames } from './renames.js'
+import { SessionNews } from './news.js'
 import { refusedByStore, storeKeys, unacknowledgedByReplica, type Broadcast, type KeyValue, type Lock, type WriteOptions } from '../store/store.js'
 import { GatewayError, isGatewayError } from '../errors.js'
 import { systemClock, type Clock } from '../ops/clock.js'
@@ -39,10 +40,6 @@ export interface StartSteps {
  */
 const REPLICATED: WriteOptions = { replicated: true }
 
-const INVALIDATIONS = 'session-invalidated'
-/** Ids of sessions that ended (not changed): what hangs off a session on any instance ends with it. */
-const ENDINGS = 'session-ended'
-
 /** Sessions over a key-value store: what a Cookie header opens; starting, refreshing, ending them (sealed to their cookie, ./seal.ts; cached, ./cache.ts). */
 export class Sessions {
   readonly cookieOptions: CookieOptions
@@ -53,6 +50,7 @@ export class Sessions {
   /** Sessions read within `session.ttl` that still need a previous secret (gateway_sessions_previous_secret). */
   private readonly previousSecretReads: PreviousSecretReads
   private readonly renames: Renames
+  private readonly news: SessionNews
 
   constructor (
     private readonly store: KeyValue & Broadcast & Lock,
@@ -66,6 +64,8 @@ export class Sessions {
     this.cache = new SessionCache(config.cacheTtlMs, clock)
     this.previousSecretReads = new PreviousSecretReads(config.ttlMs, clock)
     this.renames = new Renames(store)
+    this.news = new SessionNews(store, this.cache)
+    this.news.onEnded({ ended: (id) => this.previousSecretReads.forget(id) })
   }
 
   /**
@@ -79,12 +79,8 @@ export class Sessions {
 
   /** Listens for other instances' logouts and refreshes (call once, before serving). */
   async listen (): Promise<void> {
-    await this.store.subscribe(INVALIDATIONS, (id) => this.cache.dropId(id), (listening) => this.cache.listening(listening))
-    // Heard again after a gap (a Redis restart): endings may have been missed (an outside tester's finding: an event stream outlived its sign-out).
-    await this.store.subscribe(ENDINGS, (id) => this.ended(id), (listening) => { if (listening) for (const { missed } of this.endListeners) missed?.() })
+    await this.news.listen()
   }
-
-  private readonly endListeners: Array<{ ended: (id: string) => void, missed?: (() => void) | undefined }> = []
 
   /**
    * Calls `listener` with the id of each session that ends, on this instance or any other sharing
@@ -93,23 +89,12 @@ export class Sessions {
    * after a gap in the broadcast, when endings may have gone unheard (see {@link exists}).
    */
   onEnded (listener: (id: string) => void, missed?: () => void): void {
-    this.endListeners.push({ ended: listener, missed })
-  }
-
-  private ended (id: string): void {
-    this.previousSecretReads.forget(id)
-    for (const { ended } of this.endListeners) ended(id)
+    this.news.onEnded({ ended: listener, missed })
   }
 
   /** Whether the session with this store id is still in the store. */
   async exists (id: string): Promise<boolean> {
     return await this.store.remainingMs(storeKeys.session(id)) !== null
-  }
-
-  /** Drops the session from every instance's cache (this one at once). */
-  private async invalidate (id: string): Promise<void> {
-    this.cache.dropId(id)
-    await this.store.publish(INVALIDATIONS, id)
   }
 
   get cookieName (): string { return this.config.cookieName }
@@ -285,7 +270,7 @@ export class Sessions {
     const written = await this.store.replace(storeKeys.session(session.id), read.stored, encodeRecord(this.sealer, session.cookie, record, key), this.lifetime.expiry(record), REPLICATED)
       .catch(async (error: unknown) => {
         // Written on the master all the same: what every instance holds of the old record is stale.
-        if (unacknowledgedByReplica(error)) await this.invalidate(session.id)
+        if (unacknowledgedByReplica(error)) await this.news.invalidate(session.id)
         throw error
       })
     if (!written) {
@@ -295,7 +280,7 @@ export class Sessions {
     }
     // The write renewed its idle timeout as a read does (a session served from the cache is refreshed without one).
     if (this.sealer.keys.length > 1) this.previousSecretReads.note(session.id, key !== this.sealer.current)
-    await this.invalidate(session.id)
+    await this.news.invalidate(session.id)
     return { id: session.id, cookie: session.cookie, record }
   }
 
@@ -321,21 +306,25 @@ export class Sessions {
     let renamed = false
     try {
       await indexed?.({ id, record })
-      if (oldId !== undefined) renamed = await this.renames.rename(oldId, id)
+      if (oldId !== undefined) {
+        renamed = await this.renames.rename(oldId, id)
+        // The old id is no more: what hangs off it (an open websocket) ends with it, on every
+        // instance, and comes back under the new cookie.
+        if (renamed) await this.news.forget(oldId)
+        // Its ending counts once a replica has it, as a sign-out's does: a failover would bring
+        // the old cookie's session back (an attacker's finding). This sign-in tried again after
+        // its 503 finds the old record gone and finishes that wait.
+        const oldKey = storeKeys.session(oldId)
+        if (renamed || await this.store.unsettled(oldKey)) await this.store.settled(oldKey)
+      }
     } catch (error) {
       await this.endById(id).catch(() => {})
       throw error
     }
-    if (oldId !== undefined) {
-      if (renamed) {
-        // The old id is no more: what hangs off it (an open websocket) ends with it, on every
-        // instance, and comes back under the new cookie.
-        await this.forget(oldId)
-      } else if (alone) {
-        record = alone()
-        if (!await this.store.replace(key, written, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record), REPLICATED)) {
-          throw new GatewayError('invalid_state', 'This browser\'s session was signed out while the sign-in was being completed: sign in again.')
-        }
+    if (oldId !== undefined && !renamed && alone) {
+      record = alone()
+      if (!await this.store.replace(key, written, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record), REPLICATED)) {
+        throw new GatewayError('invalid_state', 'This browser\'s session was signed out while the sign-in was being completed: sign in again.')
       }
     }
     // The browser's next request (the page it signed in for) is answered from this instance's
@@ -359,15 +348,8 @@ export class Sessions {
   async endById (id: string): Promise<void> {
     const key = storeKeys.session(id)
     await this.store.end(key)
-    await this.forget(id)
+    await this.news.forget(id)
     await this.store.settled(key)
-  }
-
-  /** A session that is gone from the store: dropped from every instance's cache, and its ending told to every instance. */
-  private async forget (id: string): Promise<void> {
-    await this.invalidate(id)
-    this.ended(id)
-    await this.store.publish(ENDINGS, id)
   }
 
   /**

@@ -181,8 +181,10 @@ export class MemoryStore implements SessionStore {
     this.entries.delete(key)
   }
 
-  async end (key: string): Promise<void> {
+  async end (key: string): Promise<boolean> {
+    const there = this.live(key) !== undefined
     this.entries.delete(key)
+    return there
   }
 
   /** Nothing to wait for: there are no replicas. */

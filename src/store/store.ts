@@ -52,9 +52,9 @@ export interface KeyValue {
    * {@link unsettled} in the same transaction, until {@link settled} counts a replica. Marked
    * first: a failure anywhere after the delete (a broadcast, the wait's connection, a crash) leaves
    * the mark, and the ending is finished when tried again (an attacker's finding: the mark was
-   * written by settled alone, and such a retry answered done).
+   * written by settled alone, and such a retry answered done). True when `key` was there.
    */
-  end (key: string): Promise<void>
+  end (key: string): Promise<boolean>
   /**
    * Resolves once a replica has every write made before now on the node holding `key`, where the
    * store waits for replicas (`store.waitForReplica`; at once elsewhere): a write that always

@@ -28,7 +28,7 @@ export class TracedStore implements SessionStore {
   replace (key: string, expected: Uint8Array, value: string | Uint8Array, ttlMs: number, options?: WriteOptions): Promise<boolean> { return this.traced('replace', () => this.store.replace(key, expected, value, ttlMs, options)) }
   take (key: string): Promise<string | null> { return this.traced('take', () => this.store.take(key)) }
   delete (key: string): Promise<void> { return this.traced('delete', () => this.store.delete(key)) }
-  end (key: string): Promise<void> { return this.traced('end', () => this.store.end(key)) }
+  end (key: string): Promise<boolean> { return this.traced('end', () => this.store.end(key)) }
   settled (key: string): Promise<void> { return this.traced('settled', () => this.store.settled(key)) }
   unsettled (key: string): Promise<boolean> { return this.traced('unsettled', () => this.store.unsettled(key)) }
   claim (key: string, value: string, ttlMs: number): Promise<boolean> { return this.traced('claim', () => this.store.claim(key, value, ttlMs)) }

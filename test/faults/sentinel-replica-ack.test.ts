@@ -15,6 +15,10 @@ import { stringify } from 'yaml'
 import { parseConfig } from '../../src/config/config.js'
 import { loggerOptions } from '../../src/ops/logger.js'
 import { RedisStore } from '../../src/store/redis.js'
+import { storeKeys, unacknowledgedByReplica } from '../../src/store/store.js'
+import { emptyRecord, withSignIn, withTokens } from '../../src/session/record.js'
+import { Sealer } from '../../src/session/seal.js'
+import { Sessions } from '../../src/session/session.js'
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest'
 import { Browser } from '../helpers/browser.js'
 import { logCollector, sessionStatus } from '../helpers/gateway.js'
@@ -66,6 +70,9 @@ async function status (cookie: string): Promise<number> {
   return response.status
 }
 const unacknowledged = 'no replica of the session store acknowledged'
+const SECRET = 'sentinel-replica-ack-secret-0123456789-abc'
+const SESSION = { cookieName: 'gw_session', secret: SECRET, ttlMs: 60_000, cookieSecure: true, cacheTtlMs: 0, maxAgeMs: 86_400_000, previousSecrets: [] }
+const RECORD = withSignIn(emptyRecord(Date.now()), 'demo', { tokens: { access_token: 'at-1' }, identity: { sub: 'alice', groups: [] } })
 
 describe('an ending', () => {
   it('is marked unsettled with its delete, in one transaction: whatever fails before its wait, a retry finishes it', async () => {
@@ -85,6 +92,33 @@ describe('an ending', () => {
       await store.close()
     }
   })
+
+  it('of the session a sign-in in the same browser renames counts once a replica has it: the sign-in is 503 until then, and its retry finishes it', async () => {
+    const config = parseConfig(stringify({ store: { type: 'redis', sentinel: { name: 'mymaster', nodes: set.nodes }, timeout: `${TIMEOUT_MS}ms` } }), {}, 'test.yaml').store
+    const store = new RedisStore(config, pino({ level: 'silent' }))
+    const sessions = new Sessions(store, new Sealer(SECRET), SESSION)
+    try {
+      expect(await store.ready(10_000)).toBe(true)
+      const old = await sessions.start(undefined, RECORD)
+      const merged = withTokens(RECORD, 'github', { access_token: 'gh' })
+      // The replica stops after it has the new record, before the old one's delete.
+      const frozen = async () => { set.replica.freeze() }
+      onTestFinished(() => { set.replica.thaw() })
+      const refused = await sessions.start(`gw_session=${old.cookie}`, merged, { indexed: frozen }).then(() => undefined, (error: unknown) => error)
+      // Answered before the fix: the old cookie's session, its delete on the master alone, came back with a failover.
+      expect(unacknowledgedByReplica(refused)).toBe(true)
+      expect(await store.unsettled(storeKeys.session(old.id))).toBe(true)
+      set.replica.thaw()
+      await waitFor(async () => /master_link_status:up/.test(await replication(set.replica.port)), 10_000, 'the replica to follow its master again')
+      // The browser kept its old cookie; its sign-in tried again finds that session gone and finishes the wait.
+      const started = await sessions.start(`gw_session=${old.cookie}`, merged, { alone: () => RECORD })
+      expect(started.record).toEqual(RECORD)
+      expect(await store.unsettled(storeKeys.session(old.id))).toBe(false)
+      expect(await set.ask(set.replica.port, (redis) => redis.exists(`gw:session:${old.id}`))).toBe(0)
+    } finally {
+      await store.close()
+    }
+  }, 30_000)
 })
 
 describe('a Sentinel master whose replica cannot acknowledge', () => {

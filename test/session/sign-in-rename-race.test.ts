@@ -59,9 +59,11 @@ async function signOutEverywhere (other: Browser): Promise<void> {
  * The moments of B's sign-in: right after the old id ended (B's next command held: the code before
  * listed the new id only then), and after the new id was listed but before the old one ended.
  */
+/** The DEL that ends the old id, as RESP sends it (a bare "del" could be part of a random key). */
+const DEL = '$3\r\ndel\r\n'
 const MOMENTS = {
-  'right after the old id ended': { after: ['getdel', 'session:'], hold: [] as string[] },
-  'after the new id was listed, before the old one ended': { after: ['person:'], hold: ['getdel', 'session:'] },
+  'right after the old id ended': { after: [DEL, 'session:'], hold: [] as string[] },
+  'after the new id was listed, before the old one ended': { after: ['person:'], hold: [DEL, 'session:'] },
 }
 type Moment = keyof typeof MOMENTS
 
