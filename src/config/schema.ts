@@ -78,7 +78,9 @@ const Store = Section({
     description: 'Redis Sentinel. The gateway leaves a master as soon as the sentinels announce its replacement (`+switch-master`), even one that is frozen rather than dead.',
     examples: [{ name: 'mymaster', nodes: ['10.0.0.1:26379'], password: '${REDIS_PASSWORD}', tls: true }],
   })),
-  keyPrefix: filled(Text('Prefix of every key the gateway writes.', { default: 'gw:' })),
+  keyPrefix: filled(Text('Prefix of every key the gateway writes; no `{` or `}`: on a Redis Cluster the gateway sets its own hash tags around keys (an ending\'s mark shares its key\'s slot), and a brace in the prefix would move one of them to another slot.', {
+    default: 'gw:', pattern: '^[^{}]*$', expected: 'a prefix without { or } (the gateway sets its own Redis Cluster hash tags)',
+  })),
   timeout: Duration('How long one store command may take (50ms to 30s; connecting may take twice as long); then the request answers 503 `session_store_unavailable`. Raise it for a Redis far away.', '500ms'),
   waitForReplica: Type.Optional(Type.Union([Type.Boolean(), Type.Integer({ minimum: 1, maximum: 16 })], {
     description: 'A new session (and a token refresh, and an ended one: sign-out, sign out everywhere, revoke, back-channel logout) counts as written only once a replica has acknowledged it (`WAIT 1 <timeout>`), else 503 `session_store_unavailable` and no cookie: a master cut off from its replicas cannot take a sign-in with it when it is demoted, nor a sign-out. A number waits for that many replicas: with two or more, set it to all of them to hold through a planned failover and a partition that leaves the master one replica, at the cost that one replica down refuses every sign-in. With `url`, only for a master that has replicas (with none, every sign-in is a 503). See operations.md.',

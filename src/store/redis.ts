@@ -43,6 +43,15 @@ const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^R
 /** How long an ending no replica has acknowledged is known as such ({@link RedisStore.unsettled}): longer than anyone tries again. */
 const UNSETTLED_MS = 3_600_000
 
+/**
+ * The key that marks `key`'s ending unsettled (stored under `keyPrefix`): a hash tag of its whole
+ * name, so that on a Cluster it shares `key`'s slot, which a MULTI of the two needs. The prefix has
+ * no braces (store.keyPrefix's pattern), nor have the keys ended so, so the key has no tag of its own.
+ */
+export function unsettledMark (keyPrefix: string, key: string): string {
+  return `{${keyPrefix}${key}}:unsettled`
+}
+
 export function noConnection (error: unknown): boolean {
   return error instanceof Error && NO_CONNECTION.some((pattern) => pattern.test(error.message))
 }
@@ -295,7 +304,7 @@ export class RedisStore implements SessionStore {
   }
 
   private unsettledKey (key: string): string {
-    return `{${this.keyPrefix}${key}}:unsettled`
+    return unsettledMark(this.keyPrefix, key)
   }
 
   async claim (key: string, value: string, ttlMs: number) {
