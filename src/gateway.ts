@@ -100,7 +100,7 @@ async function startTracing (config: GatewayConfig, app: FastifyInstance, env: N
   return tracing.spans
 }
 
-function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, { hysteresis, clock, spans }: { hysteresis?: Hysteresis, clock?: Clock, spans?: Spans }): SessionStore {
+function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metrics, { hysteresis, clock, spans, endedLiveMs }: { hysteresis?: Hysteresis, clock?: Clock, spans?: Spans, endedLiveMs: number }): SessionStore {
   // Every reason shows in /metrics from the start, at 0.
   for (const reason of COMMAND_REFUSAL_REASONS) metrics.storeRefusals.inc({ reason }, 0)
   if (config.type === 'memory') {
@@ -111,7 +111,7 @@ function createStore (config: StoreConfig, app: FastifyInstance, metrics: Metric
     metrics.storeErrors.inc()
     if (refusal) metrics.storeRefusals.inc({ reason: refusal })
   }
-  const redis = new RedisStore(config, app.log, { onCommandError, hysteresis, clock })
+  const redis = new RedisStore(config, app.log, { onCommandError, hysteresis, clock, endedLiveMs })
   return spans === undefined ? redis : new TracedStore(redis, spans, 'redis')
 }
 
@@ -203,7 +203,7 @@ export async function buildGateway (config: GatewayConfig, deps: GatewayDeps = {
 
   const metrics = new Metrics()
   const clock = deps.clock ?? systemClock
-  const store = createStore(config.store, app, metrics, { hysteresis: deps.storeHysteresis, clock, spans })
+  const store = createStore(config.store, app, metrics, { hysteresis: deps.storeHysteresis, clock, spans, endedLiveMs: config.session.ttlMs })
   // Every key is derived from session.secret (writes) and previousSecrets (opening what they sealed).
   const sealer = new Sealer(secret, config.session.previousSecrets)
   const sessions = new Sessions(store, sealer, config.session, clock)

@@ -40,7 +40,7 @@ function connectionCause (error: Error): string | undefined {
  * not made yet): a consequence of the connection's failure, whose error event names the cause.
  */
 const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^Reached the max retries per request limit/]
-/** How long an ending no replica has acknowledged is known as such ({@link RedisStore.unsettled}): longer than anyone tries again. */
+/** How long an ending no replica has acknowledged is known as such ({@link RedisStore.unsettled}) at least: longer than anyone tries again. */
 const UNSETTLED_MS = 3_600_000
 
 /**
@@ -91,6 +91,13 @@ export interface RedisStoreOptions {
   hysteresis?: Hysteresis
   /** The outage lines' clock (how long an outage lasted) and the refusal lines' window. Expiry itself is Redis's own. */
   clock?: Clock
+  /**
+   * How long a key an ending deleted could still be on a replica that has not had the delete: its
+   * copy there expires by then (session.ttl, as every read renews a session for that long). An
+   * ending's unsettled mark lives that long, an hour at least (an attacker's finding: a retry
+   * after an outage longer than the mark's hour answered done while the replica still held it).
+   */
+  endedLiveMs?: number
 }
 
 export class RedisStore implements SessionStore {
@@ -102,6 +109,8 @@ export class RedisStore implements SessionStore {
   private readonly keyPrefix: string
   /** store.timeout: also how long closing waits for each connection. */
   private readonly timeoutMs: number
+  /** How long an unsettled mark lives (RedisStoreOptions.endedLiveMs). */
+  private readonly unsettledMs: number
   private readonly name: string
   /** The whole store, as its commands see it. */
   private readonly outage: OutageLog
@@ -127,6 +136,7 @@ export class RedisStore implements SessionStore {
     defineScripts(this.redis)
     this.keyPrefix = config.keyPrefix
     this.timeoutMs = config.timeoutMs
+    this.unsettledMs = Math.max(UNSETTLED_MS, options.endedLiveMs ?? 0)
     this.name = storeName(config)
     this.outage = new OutageLog(log, { store: this.name }, this.hysteresis, this.clock)
     this.refusals = new CommandRefusalLog(log, { store: this.name }, this.clock)
@@ -283,7 +293,7 @@ export class RedisStore implements SessionStore {
   async end (key: string) {
     if (this.replicaWait === undefined) return await this.run(() => this.redis.del(key)) > 0
     // MULTI: both or neither (one slot: the mark's hash tag is the key's whole name).
-    const answers = await this.run(async () => await this.redis.multi().set(this.unsettledKey(key), '1', 'PX', UNSETTLED_MS).del(key).exec())
+    const answers = await this.run(async () => await this.redis.multi().set(this.unsettledKey(key), '1', 'PX', this.unsettledMs).del(key).exec())
     const failed = answers?.find(([error]) => error !== null)?.[0]
     if (answers === null || failed) throw failed ?? new Error('Connection is closed.')
     return answers[1]?.[1] === 1
@@ -295,7 +305,7 @@ export class RedisStore implements SessionStore {
     // Its own key in `key`'s slot (a hash tag of its whole name, prefix included): the WAIT counts
     // the write, and the node's writes before it with it. Kept while no replica has it (unsettled).
     const marker = this.unsettledKey(key)
-    await this.run(() => replicas.write((pipeline) => pipeline.set(marker, '1', 'PX', UNSETTLED_MS)), false)
+    await this.run(() => replicas.write((pipeline) => pipeline.set(marker, '1', 'PX', this.unsettledMs)), false)
     await this.delete(marker).catch(() => {})
   }
 

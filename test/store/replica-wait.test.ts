@@ -13,7 +13,7 @@ import { GatewayError } from '../../src/errors.js'
 import { emptyRecord, withSignIn, withTokens } from '../../src/session/record.js'
 import { Sealer } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'
-import { RedisStore } from '../../src/store/redis.js'
+import { RedisStore, unsettledMark } from '../../src/store/redis.js'
 import { ReplicaUnacknowledged, unacknowledgedByReplica } from '../../src/store/store.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { waitFor } from '../helpers/net.js'
@@ -133,6 +133,28 @@ describe('sessions on a Redis without a replica, with waitForReplica true', () =
     expect(unacknowledgedByReplica(refused)).toBe(true)
     expect(await sessionKeys()).toEqual([`sw:session:${before.id}`])
     expect((await sessions.load(`gw_session=${before.cookie}`))?.id).toBe(before.id)
+  })
+
+  it('keeps an ending\'s unsettled mark as long as the ended key could live on a replica (session.ttl), an hour at least', async () => {
+    const eightHours = new RedisStore(storeConfig({ url: redis.url, keyPrefix: 'sw:', waitForReplica: 1 }), silent, { endedLiveMs: 8 * 3_600_000 })
+    const raw = new Redis(redis.url)
+    try {
+      expect(await eightHours.ready(5000)).toBe(true)
+      await eightHours.set('kept-8h', 'v', 60_000)
+      await waiting.set('kept-1h', 'v', 60_000)
+      expect(await eightHours.end('kept-8h')).toBe(true)
+      expect(await waiting.end('kept-1h')).toBe(true)
+      expect(await waiting.end('kept-1h')).toBe(false)
+      // An attacker's finding: the mark lived an hour whatever session.ttl was, and a sign-out
+      // tried again after a longer outage answered done while the replica still held the session.
+      expect(await raw.pttl(`sw:${unsettledMark('sw:', 'kept-8h')}`)).toBeGreaterThan(7 * 3_600_000)
+      const hour = await raw.pttl(`sw:${unsettledMark('sw:', 'kept-1h')}`)
+      expect(hour).toBeGreaterThan(3_000_000)
+      expect(hour).toBeLessThanOrEqual(3_600_000)
+    } finally {
+      raw.disconnect()
+      await eightHours.close()
+    }
   })
 
   it('keeps no refresh: the refreshed record is refused as unacknowledged (503 to the request)', async () => {
