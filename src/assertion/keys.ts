@@ -12,7 +12,7 @@ import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type Cry
 import { GatewayError } from '../errors.js'
 import { randomToken, type Sealer } from '../session/seal.js'
 import type { Broadcast, KeyValue } from '../store/store.js'
-import { noConnection } from '../store/redis.js'
+import { noConnection } from '../store/redis-connection.js'
 import type { Clock } from '../ops/clock.js'
 
 /** A key as stored: the private JWK (its public part is derived from it). Times are the gateway clock's, ms. */

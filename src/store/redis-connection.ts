@@ -1,7 +1,9 @@
 // How the store connects to Redis: one URL, a Cluster or a Sentinel group, with the credentials,
-// TLS, timeouts and reconnection of store config; and the connection a sentinel is asked on.
+// TLS, timeouts and reconnection of store config; the connection a sentinel is asked on; and what
+// a connection's errors and names say (the outage lines' cause and store name).
 import { Redis, Cluster, type RedisOptions } from 'ioredis'
 import type { SentinelConfig, StoreConfig } from '../config/types.js'
+import { causeOf } from './outage-log.js'
 
 /** The longest ioredis waits between two reconnection attempts. */
 export const MAX_RECONNECT_DELAY_MS = 1000
@@ -116,4 +118,51 @@ export function createClient (config: StoreConfig): Redis | Cluster {
   }
   if (config.sentinel) return new Redis({ ...clientOptions(config), ...sentinelOptions(config.sentinel, config.timeoutMs), keyPrefix })
   return new Redis(config.url ?? 'redis://127.0.0.1:6379/0', { ...clientOptions(config), keyPrefix })
+}
+
+/**
+ * A connection error's cause, none for one that has none: reconnecting, ioredis's Sentinel
+ * connector reads its list of sentinels from where it stopped, past the one that answered last,
+ * and may find it at its end, saying "All sentinels are unreachable. Retrying from scratch after
+ * 10ms." without having asked one. When it did ask them all, the text ends with "Last error: ...".
+ */
+export function connectionCause (error: Error): string | undefined {
+  return /^All sentinels are unreachable\.[^:]*$/.test(error.message) || noConnection(error) ? undefined : causeOf(error)
+}
+
+/**
+ * ioredis's own words for a command that found no connection to go on (it is closing, closed, or
+ * not made yet): a consequence of the connection's failure, whose error event names the cause.
+ */
+const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^Reached the max retries per request limit/]
+export function noConnection (error: unknown): boolean {
+  return error instanceof Error && NO_CONNECTION.some((pattern) => pattern.test(error.message))
+}
+
+/** What the outage lines call a store: its address without credentials, or the sentinel group. */
+export function storeName (config: StoreConfig): string {
+  if (config.cluster) return 'cluster'
+  if (config.sentinel) return `sentinel:${config.sentinel.name}`
+  const { host, port } = hostPort(config.url ?? 'redis://127.0.0.1:6379')
+  return `${host}:${port}`
+}
+
+/** A cluster node's name in ioredis's pool and in the outage lines. */
+export function nodeKey (node: Redis): string {
+  return `${node.options.host ?? ''}:${node.options.port ?? ''}`
+}
+
+/** Resolves true once `connection` is ready, false after `timeoutMs` without. */
+export async function connected (connection: Redis | Cluster, timeoutMs: number): Promise<boolean> {
+  if (connection.status === 'ready') return true
+  return await new Promise((resolve) => {
+    const done = (ready: boolean) => {
+      clearTimeout(timer)
+      connection.off('ready', onReady)
+      resolve(ready)
+    }
+    const onReady = () => done(true)
+    const timer = setTimeout(() => done(false), timeoutMs)
+    connection.once('ready', onReady)
+  })
 }

@@ -16,7 +16,7 @@ import { closeWithin, RedisSubscription, type ChannelListener } from './redis-su
 import { SentinelWatch, type MasterSwitch } from './sentinel-watch.js'
 import { lockOwner, ReplicaUnacknowledged, StoreRefusal, type LockHandle, type CommandRefusalReason, type SessionStore, type StoreHealth, type WriteOptions } from './store.js'
 import { ReplicaWait } from './replica-wait.js'
-import { connectBoundMs, createClient, hostPort, sentinelConnection, SUBSCRIBER } from './redis-connection.js'
+import { connectBoundMs, connected, connectionCause, createClient, hostPort, nodeKey, noConnection, sentinelConnection, storeName, SUBSCRIBER } from './redis-connection.js'
 import { defineScripts, REPLACE } from './redis-scripts.js'
 import { answeredWithin } from './deadline.js'
 
@@ -25,21 +25,6 @@ function asBuffer (bytes: Uint8Array): Buffer {
   return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
 }
 
-/**
- * A connection error's cause, none for one that has none: reconnecting, ioredis's Sentinel
- * connector reads its list of sentinels from where it stopped, past the one that answered last,
- * and may find it at its end, saying "All sentinels are unreachable. Retrying from scratch after
- * 10ms." without having asked one. When it did ask them all, the text ends with "Last error: ...".
- */
-function connectionCause (error: Error): string | undefined {
-  return /^All sentinels are unreachable\.[^:]*$/.test(error.message) || noConnection(error) ? undefined : causeOf(error)
-}
-
-/**
- * ioredis's own words for a command that found no connection to go on (it is closing, closed, or
- * not made yet): a consequence of the connection's failure, whose error event names the cause.
- */
-const NO_CONNECTION = [/^Stream isn't writeable/, /^Connection is closed\./, /^Reached the max retries per request limit/]
 /** How long an ending no replica has acknowledged is known as such ({@link RedisStore.unsettled}) at least: longer than anyone tries again. */
 const UNSETTLED_MS = 3_600_000
 
@@ -50,38 +35,6 @@ const UNSETTLED_MS = 3_600_000
  */
 export function unsettledMark (keyPrefix: string, key: string): string {
   return `{${keyPrefix}${key}}:unsettled`
-}
-
-export function noConnection (error: unknown): boolean {
-  return error instanceof Error && NO_CONNECTION.some((pattern) => pattern.test(error.message))
-}
-
-/** What the outage lines call a store: its address without credentials, or the sentinel group. */
-function storeName (config: StoreConfig): string {
-  if (config.cluster) return 'cluster'
-  if (config.sentinel) return `sentinel:${config.sentinel.name}`
-  const { host, port } = hostPort(config.url ?? 'redis://127.0.0.1:6379')
-  return `${host}:${port}`
-}
-
-/** A cluster node's name in ioredis's pool and in the outage lines. */
-function nodeKey (node: Redis): string {
-  return `${node.options.host ?? ''}:${node.options.port ?? ''}`
-}
-
-/** Resolves true once `connection` is ready, false after `timeoutMs` without. */
-async function connected (connection: Redis | Cluster, timeoutMs: number): Promise<boolean> {
-  if (connection.status === 'ready') return true
-  return await new Promise((resolve) => {
-    const done = (ready: boolean) => {
-      clearTimeout(timer)
-      connection.off('ready', onReady)
-      resolve(ready)
-    }
-    const onReady = () => done(true)
-    const timer = setTimeout(() => done(false), timeoutMs)
-    connection.once('ready', onReady)
-  })
 }
 
 export interface RedisStoreOptions {
