@@ -78,8 +78,8 @@ const Store = Section({
     description: 'Redis Sentinel. The gateway leaves a master as soon as the sentinels announce its replacement (`+switch-master`), even one that is frozen rather than dead.',
     examples: [{ name: 'mymaster', nodes: ['10.0.0.1:26379'], password: '${REDIS_PASSWORD}', tls: true }],
   })),
-  keyPrefix: filled(Text('Prefix of every key the gateway writes; no `{` or `}`: on a Redis Cluster the gateway sets its own hash tags around keys (an ending\'s mark shares its key\'s slot), and a brace in the prefix would move one of them to another slot.', {
-    default: 'gw:', pattern: '^[^{}]*$', expected: 'a prefix without { or } (the gateway sets its own Redis Cluster hash tags)',
+  keyPrefix: filled(Text('Prefix of every key the gateway writes. A brace in it only as a Redis Cluster hash tag (`{gw}:`, every key in one slot): the gateway sets hash tags of its own (an ending\'s mark must share its key\'s slot), which a stray `{` or `}`, or an empty tag, would move to another slot.', {
+    default: 'gw:', pattern: '^(?:[^{}]*|[^{]*\\{[^}]+\\}[\\s\\S]*)$', expected: 'a prefix without { or }, or whose first { opens a Redis Cluster hash tag ({gw}:)',
   })),
   timeout: Duration('How long one store command may take (50ms to 30s; connecting may take twice as long); then the request answers 503 `session_store_unavailable`. Raise it for a Redis far away.', '500ms'),
   waitForReplica: Type.Optional(Type.Union([Type.Boolean(), Type.Integer({ minimum: 1, maximum: 16 })], {

@@ -29,9 +29,10 @@ function asBuffer (bytes: Uint8Array): Buffer {
 const UNSETTLED_MS = 3_600_000
 
 /**
- * The key that marks `key`'s ending unsettled (stored under `keyPrefix`): a hash tag of its whole
- * name, so that on a Cluster it shares `key`'s slot, which a MULTI of the two needs. The prefix has
- * no braces (store.keyPrefix's pattern), nor have the keys ended so, so the key has no tag of its own.
+ * The key that marks `key`'s ending unsettled, under `keyPrefix` as ioredis adds it: a hash tag of
+ * the key's whole name, so that on a Cluster it shares `key`'s slot, which a MULTI of the two
+ * needs. The keys ended have no braces; a prefix has none, or a tag of its own first, which then
+ * decides both slots (store.keyPrefix's pattern).
  */
 export function unsettledMark (keyPrefix: string, key: string): string {
   return `{${keyPrefix}${key}}:unsettled`

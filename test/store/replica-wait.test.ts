@@ -13,8 +13,9 @@ import { GatewayError } from '../../src/errors.js'
 import { emptyRecord, withSignIn, withTokens } from '../../src/session/record.js'
 import { Sealer } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'
+import fc from 'fast-check'
 import { RedisStore, unsettledMark } from '../../src/store/redis.js'
-import { ReplicaUnacknowledged, unacknowledgedByReplica } from '../../src/store/store.js'
+import { ReplicaUnacknowledged, storeKeys, unacknowledgedByReplica } from '../../src/store/store.js'
 import { startRedis, type TestRedis } from '../helpers/redis.js'
 import { waitFor } from '../helpers/net.js'
 import { redisCli, startRedisCluster, type TestCluster } from '../helpers/redis-cluster.js'
@@ -42,6 +43,9 @@ async function waits (url: string): Promise<number> {
     redis.disconnect()
   }
 }
+
+/** store.keyPrefix as the config reads it (throws what --check says). */
+const keyPrefixOf = (value: string) => parseConfig(`store:\n  type: redis\n  keyPrefix: ${JSON.stringify(value)}\n`, {}).store.keyPrefix
 
 describe('store.waitForReplica in the config', () => {
   const store = (yaml: string) => parseConfig(`store:\n  type: redis\n${yaml}`, {}).store.waitForReplica
@@ -214,6 +218,41 @@ describe('a Redis Cluster with a replica per master, one replica killed', () => 
   let cluster: TestCluster
   beforeAll(async () => { cluster = await startRedisCluster({ replicas: 1 }) }, 60_000)
   afterAll(async () => { await cluster?.stop() })
+
+  /** The slot the cluster's own nodes give a key (CLUSTER KEYSLOT), not a client's reckoning of it. */
+  const keyslot = async (raw: Redis, key: string) => Number(await raw.call('CLUSTER', 'KEYSLOT', key))
+
+  // First, while every replica is up.
+  it('property: an ending\'s unsettled mark shares its key\'s slot for every prefix store.keyPrefix takes (as ioredis adds it)', async () => {
+    const raw = new Redis({ host: '127.0.0.1', port: cluster.ports[0]! })
+    try {
+      const text = fc.string({ unit: 'binary', maxLength: 16 })
+      const prefixes = fc.oneof(text, fc.tuple(text, fc.string({ maxLength: 6 }), text).map(([before, tag, after]) => `${before}{${tag}}${after}`))
+      const taken = (value: string) => { try { return keyPrefixOf(value) === value } catch { return false } }
+      await fc.assert(fc.asyncProperty(prefixes.filter(taken), fc.stringMatching(/^[A-Za-z0-9_-]{43}$/), fc.constantFrom(storeKeys.session, storeKeys.pendingSignIn), async (prefix, id, named) => {
+        expect(await keyslot(raw, `${prefix}${unsettledMark(prefix, named(id))}`)).toBe(await keyslot(raw, `${prefix}${named(id)}`))
+      }), { numRuns: 300 })
+    } finally {
+      raw.disconnect()
+    }
+  })
+
+  it('ends a session under a prefix that is a hash tag ({gw}:); a stray brace, which the config refuses, would split the MULTI (CROSSSLOT)', async () => {
+    const ending = async (prefix: string) => {
+      const store = new RedisStore(storeConfig({ cluster: cluster.urls, keyPrefix: prefix, waitForReplica: 1, timeoutMs: PATIENT_MS }), silent)
+      try {
+        expect(await store.ready(10_000)).toBe(true)
+        await store.set('session:x', 'record', 60_000)
+        const ended = await store.end('session:x').then(String, (error: unknown) => String((error as { cause?: unknown }).cause))
+        await store.settled('session:x').catch(() => {})
+        return ended
+      } finally {
+        await store.close()
+      }
+    }
+    expect(await ending('{gw}:')).toBe('true')
+    expect(await ending('gw}:')).toMatch(/CROSSSLOT/)
+  })
 
   it('waits on the node that took each write: exactly the writes to that replica\'s master are refused', async () => {
     const roles = await Promise.all(cluster.ports.map(async (port) => ({ port, role: await redisCli(port, 'role') })))
