@@ -256,10 +256,14 @@ export class RedisStore implements SessionStore {
   async settled (key: string) {
     const replicas = this.replicaWait
     if (replicas === undefined) return
-    // Its own key in `key`'s slot (a hash tag of its whole name, prefix included): the WAIT counts
-    // the write, and the node's writes before it with it. Kept while no replica has it (unsettled).
+    // The key deleted again where the wait is sent: after a Sentinel switch between the ending's
+    // delete (the store's connection, on the old master) and this wait (its own connection, on the
+    // new one), the new master may hold the key the old one deleted (an attacker's reading). Then
+    // the mark, its own key in `key`'s slot (a hash tag of its whole name, prefix included): a
+    // write that always replicates, so the WAIT counts it and the node's writes before it. Kept
+    // while no replica has it (unsettled).
     const marker = this.unsettledKey(key)
-    await this.run(() => replicas.write((pipeline) => pipeline.set(marker, '1', 'PX', this.unsettledMs)), false)
+    await this.run(() => replicas.write((pipeline) => pipeline.del(key).set(marker, '1', 'PX', this.unsettledMs)), false)
     await this.delete(marker).catch(() => {})
   }
 

@@ -32,9 +32,9 @@ export class ReplicaWait {
   ) {}
 
   /**
-   * Sends the one command `write` adds to a pipeline, then WAIT <count> store.timeout: the write's
-   * reply once that many replicas have acknowledged it. Throws the write's own error (Redis's reply, a timeout),
-   * or {@link ReplicaUnacknowledged} when WAIT counted no replica.
+   * Sends the commands `write` adds to a pipeline, then WAIT <count> store.timeout: the last
+   * command's reply once that many replicas have acknowledged them. Throws a command's own error
+   * (Redis's reply, a timeout), or {@link ReplicaUnacknowledged} when WAIT counted no replica.
    */
   async write<T> (write: (pipeline: ChainableCommander) => void): Promise<T> {
     // A cluster not connected yet would hold the pipeline until it is, past every timeout.
@@ -50,10 +50,10 @@ export class ReplicaWait {
     const queued = this.pending > 0
     this.pending++
     try {
-      const [written, waited] = await pipeline.exec() ?? []
+      const replies = await pipeline.exec() ?? []
+      const [written, waited] = replies.slice(-2)
       if (!written || !waited) throw new Error('Connection is closed.')
-      if (written[0]) throw written[0]
-      if (waited[0]) throw waited[0]
+      for (const [error] of replies) if (error) throw error
       const replicas = Number(waited[1])
       if (replicas < this.count) {
         const which = this.count === 1 ? 'no replica' : `${replicas} of the ${this.count} replicas`

@@ -56,11 +56,13 @@ export interface KeyValue {
    */
   end (key: string): Promise<boolean>
   /**
-   * Resolves once a replica has every write made before now on the node holding `key`, where the
-   * store waits for replicas (`store.waitForReplica`; at once elsewhere): a write that always
-   * replicates, on that node, then WAIT. After an ending's delete, and when an ending finds nothing
-   * left to end: the delete of its first try, answered 503, may be on the master alone (a DEL of
-   * a key already gone replicates nothing, so a WAIT after it would count nothing).
+   * Ends `key` for good: resolves once a replica has its delete and every write made before now on
+   * the node holding it, where the store waits for replicas (`store.waitForReplica`; at once
+   * elsewhere): `key` deleted again, a write that always replicates, on that node, then WAIT.
+   * After an ending's delete, and when an ending finds nothing left to end: the delete of its first
+   * try, answered 503, may be on the master alone (a DEL of a key already gone replicates nothing,
+   * so a WAIT after it would count nothing), and the node the wait reaches may be a master promoted
+   * since, which still holds the key.
    */
   settled (key: string): Promise<void>
   /**

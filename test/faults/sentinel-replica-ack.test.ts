@@ -88,6 +88,16 @@ describe('an ending', () => {
       expect(await store.unsettled('session:x')).toBe(true)
       await store.settled('session:x')
       expect(await store.unsettled('session:x')).toBe(false)
+      // Where the wait is sent, the key is deleted again: after a Sentinel switch between the
+      // delete (the store's connection, on the old master) and the wait (its own, on the new one),
+      // the new master may still hold what the old one deleted (an attacker's reading): settled
+      // answered done over it before.
+      await store.set('session:y', 'record', 60_000)
+      await store.end('session:y')
+      await set.ask(set.master.port, (redis) => redis.set('gw:session:y', 'the promoted copy', 'PX', 60_000))
+      await store.settled('session:y')
+      expect(await set.ask(set.master.port, (redis) => redis.exists('gw:session:y'))).toBe(0)
+      expect(await set.ask(set.replica.port, (redis) => redis.exists('gw:session:y'))).toBe(0)
     } finally {
       await store.close()
     }
