@@ -2,7 +2,7 @@
 // - GET /.well-known/oauth-authorization-server: RFC 8414 metadata (only the endpoints served);
 // - /oauth/agents/{authorize,token,register,revoke}: oidc-provider, given the request untouched (its
 //   body unread but the token and revocation forms, read to count each credential apart), each
-//   charged per client address; an authorization request is checked here first, so that a request no person has seen never sends the browser to a client's address;
+//   charged per client address; an authorization request is checked first (./agent-authorization.ts), so that a request no person has seen never sends the browser to a client's address;
 // - GET /oauth/agents/interaction/<uid>: where an authorization waits for the person: a sign-in at the route's
 //   provider (kept apart, agents/pending.ts, until they decide; it becomes the grant's session, never the
 //   browser's), then the consent page; POST there: Allow or Deny, from this page only (same origin, CSRF token).
@@ -12,6 +12,7 @@ import cookie from '@fastify/cookie'
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify'
 import type { GrantGuard } from '../access/authorize.js'
 import { AuthorizationServer } from '../agents/authorization-server.js'
+import { authorizationRequest } from './agent-authorization.js'
 import { clientName } from '../agents/device-flow.js'
 import type { AgentsCount } from '../agents/provider-events.js'
 import { redirectShown } from '../agents/clients.js'
@@ -26,7 +27,7 @@ import type { GatewayConfig, RouteConfig } from '../config/types.js'
 import { GatewayError, storeFailureIn } from '../errors.js'
 import { openToPages } from '../http/cors.js'
 import { withBody } from '../http/replayed-request.js'
-import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, STATE_MAX_LENGTH, TOKEN_REQUEST_MAX_BYTES, tokenBudgets, tokenForm } from '../http/agent-limits.js'
+import { agentLimits, bounded, DEVICE_REQUEST_MAX_BYTES, REGISTRATION_MAX_BYTES, TOKEN_REQUEST_MAX_BYTES, tokenBudgets, tokenForm } from '../http/agent-limits.js'
 import { consentPage, DEVICE_PAGES, messagePage } from '../http/agent-pages.js'
 import { PAGE_HEADERS } from '../http/pages.js'
 import { checkCodeEntry, fromOwnPage } from '../http/request-site.js'
@@ -46,10 +47,6 @@ import type { AgentSignIns } from './oauth-context.js'
 import { admittedAs, loginUrlFor } from './agent-admission.js'
 
 const CONSENT_PURPOSE = 'agents-consent'
-/** The authorization request's parameters the gateway takes; any other is dropped before oidc-provider sees it. */
-const AUTHORIZATION_PARAMETERS = ['response_type', 'client_id', 'redirect_uri', 'code_challenge', 'code_challenge_method', 'resource', 'state']
-/** RFC 7636 §4.1: 43 to 128 characters of the unreserved set. */
-const CODE_CHALLENGE = /^[A-Za-z0-9._~-]{43,128}$/
 
 export interface AgentsDeps {
   config: GatewayConfig
@@ -190,7 +187,7 @@ export class Agents implements AgentSignIns {
     }
     const { limit, registrationsLeft } = agentLimits(scope, this.deps.config.agents.registrationsPerHour)
     scope.get(AGENT_ENDPOINTS.authorization, { onRequest: limit('authorization') }, async (request, reply) => {
-      await pass(request, reply, this.counted(() => this.authorizationUrl(request.url)))
+      await pass(request, reply, this.counted(() => authorizationRequest(request.url, this.routes)))
     })
     scope.get(`${AGENT_ENDPOINTS.authorization}/:uid`, async (request, reply) => { await pass(request, reply) })
     await scope.register(async (tokens) => { this.tokenEndpoints(tokens, pass) })
@@ -261,34 +258,6 @@ export class Agents implements AgentSignIns {
       this.count('authorization', 'invalid_request')
       throw error
     }
-  }
-
-  /**
-   * The authorization request as oidc-provider gets it: only the parameters the gateway takes, the
-   * route's scope (MCP clients send none unless configured; the consent grants that one), and
-   * refused here, with an error page and no redirect, unless it is a PKCE S256 code request for an
-   * agents route with a `state` of at most STATE_MAX_LENGTH: a request no person has seen must never
-   * send the browser to a client's address, nor keep more than a few kilobytes.
-   */
-  private authorizationUrl (url: string): string {
-    const sent = new URLSearchParams(url.slice(url.indexOf('?') + 1))
-    const query = new URLSearchParams()
-    for (const name of AUTHORIZATION_PARAMETERS) {
-      const values = sent.getAll(name)
-      if (values.length > 1) throw new GatewayError('invalid_request', `The authorization request repeats ${name}.`)
-      if (values.length === 1) query.set(name, values[0]!)
-    }
-    if (query.get('response_type') !== 'code') throw new GatewayError('invalid_request', 'An agent asks for a code: response_type=code.')
-    if ((query.get('state') ?? '').length > STATE_MAX_LENGTH) throw new GatewayError('invalid_request', `The state is at most ${STATE_MAX_LENGTH} characters.`)
-    if (!CODE_CHALLENGE.test(query.get('code_challenge') ?? '') || query.get('code_challenge_method') !== 'S256') {
-      throw new GatewayError('invalid_request', 'An agent proves its requests with PKCE: code_challenge and code_challenge_method=S256.')
-    }
-    const resource = query.get('resource')
-    if (resource === null ? this.routes.size !== 1 : !this.routes.has(resource)) {
-      throw new GatewayError('invalid_request', `The resource must be one of the routes agents may reach: ${[...this.routes.keys()].join(', ')}.`)
-    }
-    query.set('scope', AGENT_SCOPE)
-    return `${AGENT_ENDPOINTS.authorization}?${query.toString()}`
   }
 
   private async interactions (scope: FastifyInstance): Promise<void> {
