@@ -5,7 +5,7 @@
 // browser in again. The pointer is only ever followed to end a session, never to read one: the old
 // cookie opens nothing, and learns nothing of the new session (not its record, tokens or ID token).
 import type { KeyValue, Lock } from '../store/store.js'
-import { storeKeys } from '../store/store.js'
+import { refusedByStore, storeKeys } from '../store/store.js'
 
 /** How long an old id points at the new one: far longer than a request in flight takes. */
 export const RENAME_POINTER_MS = 60_000
@@ -38,8 +38,8 @@ export class Renames {
 
   /**
    * Whether the old session's record was there to end (KeyValue.end: marked unsettled with its
-   * delete, so that the caller's wait for a replica is finished by the sign-in's retry). An end
-   * whose answer did not come (store.timeout, a dropped connection) may have run: the old record
+   * delete, so that a sign-out with the old cookie waits for a replica). An end whose answer did
+   * not come (store.timeout, a dropped connection) may have run: the old record
    * may be gone, so the sign-in must stand, or the browser would be signed out by a store fault (an
    * outside tester's finding: the new session was deleted and the browser, its old record taken,
    * had neither). The old record is ended again, best effort, so that its cookie opens nothing
@@ -49,7 +49,11 @@ export class Renames {
   private async taken (oldId: string): Promise<boolean> {
     try {
       return await this.store.end(storeKeys.session(oldId))
-    } catch {
+    } catch (error) {
+      // Refused (a demoted master, a command the ACL denies): it did not run, and the old cookie
+      // still opens its session; the sign-in fails instead (an attacker's finding: it was counted
+      // as taken, and the old session was told ended everywhere while it went on).
+      if (refusedByStore(error)) throw error
       await this.store.end(storeKeys.session(oldId)).catch(() => {})
       return true
     }

@@ -306,31 +306,38 @@ export class Sessions {
     let renamed = false
     try {
       await indexed?.({ id, record })
-      if (oldId !== undefined) {
-        renamed = await this.renames.rename(oldId, id)
-        // The old id is no more: what hangs off it (an open websocket) ends with it, on every
-        // instance, and comes back under the new cookie.
-        if (renamed) await this.news.forget(oldId)
-        // Its ending counts once a replica has it, as a sign-out's does: a failover would bring
-        // the old cookie's session back (an attacker's finding). This sign-in tried again after
-        // its 503 finds the old record gone and finishes that wait.
-        const oldKey = storeKeys.session(oldId)
-        if (renamed || await this.store.unsettled(oldKey)) await this.store.settled(oldKey)
+      if (oldId !== undefined) renamed = await this.renames.rename(oldId, id)
+      if (oldId !== undefined && !renamed && alone) {
+        record = alone()
+        if (!await this.store.replace(key, written, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record), REPLICATED)) {
+          throw new GatewayError('invalid_state', 'This browser\'s session was signed out while the sign-in was being completed: sign in again.')
+        }
       }
     } catch (error) {
-      await this.endById(id).catch(() => {})
+      // No cookie ever named it: deleted, with no ending to wait for or list (an attacker's finding:
+      // ended, its unsettled mark listed it on the sessions page for session.ttl).
+      await this.store.delete(key).catch(() => {})
       throw error
     }
-    if (oldId !== undefined && !renamed && alone) {
-      record = alone()
-      if (!await this.store.replace(key, written, encodeRecord(this.sealer, cookie, record), this.lifetime.expiry(record), REPLICATED)) {
-        throw new GatewayError('invalid_state', 'This browser\'s session was signed out while the sign-in was being completed: sign in again.')
-      }
-    }
+    if (oldId !== undefined) await this.renamed(oldId, renamed)
     // The browser's next request (the page it signed in for) is answered from this instance's
     // cache: the record was just written, so reading it back would only cost a round trip.
     this.cache.set({ id, cookie, record }, generation)
     return { id, cookie, record }
+  }
+
+  /**
+   * After a sign-in over the session `oldId`: when it renamed it (`renamed`), what hangs off the old
+   * id (an open websocket) ends with it on every instance, and comes back under the new cookie. Its
+   * ending waits for a replica, best effort: nobody was told it ended, and a store fault must not
+   * make the sign-in a sign-out (an attacker's finding); its mark, left when no replica answers,
+   * makes a sign-out with the old cookie (another tab's) wait for one. An old ending left unsettled
+   * (a sign-out answered 503 in this browser) is finished here too.
+   */
+  private async renamed (oldId: string, renamed: boolean): Promise<void> {
+    if (renamed) await this.news.forget(oldId)
+    const oldKey = storeKeys.session(oldId)
+    if (renamed || await this.store.unsettled(oldKey).catch(() => false)) await this.store.settled(oldKey).catch(() => {})
   }
 
   /**

@@ -1,5 +1,6 @@
 // The store's Lua scripts: where a method must compare and then act on one key (releasing a lock,
-// a conditional write, the sets), one script runs it atomically. Defined on each connection with
+// a conditional write, the sets), or on a key and its ending's mark in the same slot, one script
+// runs it atomically. Defined on each connection with
 // defineCommand (EVALSHA, EVAL on NOSCRIPT).
 import type { Cluster, Redis, Result } from 'ioredis'
 
@@ -13,6 +14,12 @@ const RELEASE_LOCK = "if redis.call('get', KEYS[1]) == ARGV[1] then return redis
  * else 0. An absent key is never created (GET of it is false, which equals no string).
  */
 export const REPLACE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end"
+/**
+ * DEL KEYS[1], and only when it was there, SET KEYS[2] (its unsettled mark, in its slot) for ARGV[1]
+ * ms: 1 when deleted, else 0. Both or neither; a key already gone writes nothing (an attacker's
+ * finding: a MULTI marked every sign-in's stale cookie, and each then waited for a replica).
+ */
+const END_MARKED = "if redis.call('del', KEYS[1]) == 1 then redis.call('set', KEYS[2], '1', 'PX', ARGV[1]) return 1 end return 0"
 /** The key expires within ARGV[1] ms at the latest (a key without expiry gets one); never later than it would. */
 const CAP_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then return 0 end if left == -1 or left > tonumber(ARGV[1]) then redis.call('pexpire', KEYS[1], ARGV[1]) end return 1"
 /**
@@ -44,6 +51,8 @@ declare module 'ioredis' {
     releaseLock (key: string, owner: string): Result<number, Context>
     /** REPLACE: a write conditional on the value read. */
     replaceValue (key: string, expected: Buffer, value: string | Buffer, ttlMs: number): Result<number, Context>
+    /** END_MARKED: an ending's delete and its unsettled mark. */
+    endMarked (key: string, mark: string, ttlMs: number): Result<number, Context>
     /** CAP_EXPIRY: a key's expiry brought nearer, never further. */
     capExpiry (key: string, ttlMs: number): Result<number, Context>
     /** GROW_EXPIRY, ADD_MEMBER: the Sets role's writes, one script on one key each. */
@@ -62,6 +71,7 @@ declare module 'ioredis' {
 export function defineScripts (redis: Redis | Cluster): void {
   redis.defineCommand('releaseLock', { numberOfKeys: 1, lua: RELEASE_LOCK })
   redis.defineCommand('replaceValue', { numberOfKeys: 1, lua: REPLACE })
+  redis.defineCommand('endMarked', { numberOfKeys: 2, lua: END_MARKED })
   redis.defineCommand('capExpiry', { numberOfKeys: 1, lua: CAP_EXPIRY })
   redis.defineCommand('growExpiry', { numberOfKeys: 1, lua: GROW_EXPIRY })
   redis.defineCommand('addMember', { numberOfKeys: 1, lua: ADD_MEMBER })

@@ -246,11 +246,8 @@ export class RedisStore implements SessionStore {
 
   async end (key: string) {
     if (this.replicaWait === undefined) return await this.run(() => this.redis.del(key)) > 0
-    // MULTI: both or neither (one slot: the mark's hash tag is the key's whole name).
-    const answers = await this.run(async () => await this.redis.multi().set(this.unsettledKey(key), '1', 'PX', this.unsettledMs).del(key).exec())
-    const failed = answers?.find(([error]) => error !== null)?.[0]
-    if (answers === null || failed) throw failed ?? new Error('Connection is closed.')
-    return answers[1]?.[1] === 1
+    // One script: both or neither (one slot: the mark's hash tag is the key's whole name).
+    return await this.run(() => this.redis.endMarked(key, this.unsettledKey(key), this.unsettledMs)) === 1
   }
 
   async settled (key: string) {

@@ -48,11 +48,12 @@ export interface KeyValue {
   take (key: string): Promise<string | null>
   delete (key: string): Promise<void>
   /**
-   * An ending's delete: `key` deleted, and, where the store waits for replicas, marked
-   * {@link unsettled} in the same transaction, until {@link settled} counts a replica. Marked
-   * first: a failure anywhere after the delete (a broadcast, the wait's connection, a crash) leaves
-   * the mark, and the ending is finished when tried again (an attacker's finding: the mark was
-   * written by settled alone, and such a retry answered done). True when `key` was there.
+   * An ending's delete: `key` deleted, and, where the store waits for replicas and `key` was there,
+   * marked {@link unsettled} in the same transaction, until {@link settled} counts a replica. Marked
+   * with the delete: a failure anywhere after it (a broadcast, the wait's connection, a crash)
+   * leaves the mark, and the ending is finished when tried again (an attacker's finding: the mark was
+   * written by settled alone, and such a retry answered done). A key already gone writes nothing.
+   * True when `key` was there.
    */
   end (key: string): Promise<boolean>
   /**

@@ -88,6 +88,10 @@ describe('an ending', () => {
       expect(await store.unsettled('session:x')).toBe(true)
       await store.settled('session:x')
       expect(await store.unsettled('session:x')).toBe(false)
+      // A key already gone writes no mark (an attacker's finding: every sign-in's stale cookie was
+      // marked, and each then waited for a replica).
+      expect(await store.end('session:none')).toBe(false)
+      expect(await store.unsettled('session:none')).toBe(false)
       // Where the wait is sent, the key is deleted again: after a Sentinel switch between the
       // delete (the store's connection, on the old master) and the wait (its own, on the new one),
       // the new master may still hold what the old one deleted (an attacker's reading): settled
@@ -103,7 +107,7 @@ describe('an ending', () => {
     }
   })
 
-  it('of the session a sign-in in the same browser renames counts once a replica has it: the sign-in is 503 until then, and its retry finishes it', async () => {
+  it('of the session a sign-in in the same browser renames waits for a replica without failing the sign-in; a sign-out with the old cookie finishes it', async () => {
     const config = parseConfig(stringify({ store: { type: 'redis', sentinel: { name: 'mymaster', nodes: set.nodes }, timeout: `${TIMEOUT_MS}ms` } }), {}, 'test.yaml').store
     const store = new RedisStore(config, pino({ level: 'silent' }))
     const sessions = new Sessions(store, new Sealer(SECRET), SESSION)
@@ -114,17 +118,33 @@ describe('an ending', () => {
       // The replica stops after it has the new record, before the old one's delete.
       const frozen = async () => { set.replica.freeze() }
       onTestFinished(() => { set.replica.thaw() })
-      const refused = await sessions.start(`gw_session=${old.cookie}`, merged, { indexed: frozen }).then(() => undefined, (error: unknown) => error)
-      // Answered before the fix: the old cookie's session, its delete on the master alone, came back with a failover.
-      expect(unacknowledgedByReplica(refused)).toBe(true)
+      // The new record is on the replica: the sign-in stands, whatever becomes of the old one's
+      // wait (an attacker's finding: a 503 there ended the new session, and a replica slower than
+      // store.timeout signed the browser out).
+      const started = await sessions.start(`gw_session=${old.cookie}`, merged, { indexed: frozen })
+      expect(started.record).toEqual(merged)
+      expect((await sessions.load(`gw_session=${started.cookie}`))?.record.tokens).toEqual(merged.tokens)
+      expect(await sessions.load(`gw_session=${old.cookie}`)).toBeNull()
+      // Its ending is not on a replica yet: marked, so that a sign-out with the old cookie (another
+      // tab's) waits for one, as every ending does (without the mark it answered done over a delete
+      // a failover would undo).
       expect(await store.unsettled(storeKeys.session(old.id))).toBe(true)
+      await expect(sessions.end(null, `gw_session=${old.cookie}`)).rejects.toSatisfy(unacknowledgedByReplica)
       set.replica.thaw()
       await waitFor(async () => /master_link_status:up/.test(await replication(set.replica.port)), 10_000, 'the replica to follow its master again')
-      // The browser kept its old cookie; its sign-in tried again finds that session gone and finishes the wait.
-      const started = await sessions.start(`gw_session=${old.cookie}`, merged, { alone: () => RECORD })
-      expect(started.record).toEqual(RECORD)
+      await sessions.end(null, `gw_session=${old.cookie}`)
       expect(await store.unsettled(storeKeys.session(old.id))).toBe(false)
       expect(await set.ask(set.replica.port, (redis) => redis.exists(`gw:session:${old.id}`))).toBe(0)
+      // A sign-in that fails after its record was written deletes it, with no ending to wait for:
+      // no cookie ever named it (an attacker's finding: ended, its mark listed it on the person's
+      // sessions page for session.ttl).
+      let newId = ''
+      const refusing = async ({ id }: { id: string }) => { newId = id; set.replica.freeze(); throw new Error('the index refused') }
+      await expect(sessions.start(undefined, RECORD, { indexed: refusing })).rejects.toThrow('the index refused')
+      expect(await store.getBytes(storeKeys.session(newId))).toBeNull()
+      expect(await store.unsettled(storeKeys.session(newId))).toBe(false)
+      set.replica.thaw()
+      await waitFor(async () => /master_link_status:up/.test(await replication(set.replica.port)), 10_000, 'the replica to follow its master again')
     } finally {
       await store.close()
     }

@@ -3,6 +3,7 @@
 // across two sharing a store; and a sign-out with a cookie that opens no session writes nothing and
 // tells no instance. Over the memory store and a real Redis; no server.
 import fc from 'fast-check'
+import { Redis } from 'ioredis'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SessionConfig } from '../../src/config/types.js'
@@ -277,5 +278,36 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
     await forgottenEverywhere(cookie)
     expect(await a.load(header(cookie))).toBeNull()
     expect(await b.load(header(cookie))).toBeNull()
+  })
+})
+
+describe('a sign-in over a session whose delete the store refuses', () => {
+  it('fails (503) and leaves that session as it was: never counted as renamed, nor told ended', async () => {
+    // An ACL that denies DEL, as a demoted master refuses every write (READONLY) between the new record and the old one's delete.
+    const user = `nr-${randomToken().slice(0, 8).toLowerCase()}`
+    const admin = new Redis(redis.url)
+    await admin.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all')
+    const url = new URL(redis.url)
+    url.username = user
+    url.password = 'pw'
+    const config = { type: 'redis' as const, url: url.href, cluster: undefined, sentinel: undefined, keyPrefix: `nr${randomToken().slice(0, 6)}:`, timeoutMs: 2000, readiness: 'required' as const, waitForReplica: 0 }
+    const store = new RedisStore(config, pino({ level: 'silent' }))
+    const sessions = new Sessions(store, new Sealer(SECRET), CONFIG)
+    try {
+      expect(await store.ready(10_000)).toBe(true)
+      const old = await sessions.start(undefined, RECORD)
+      const ended: string[] = []
+      sessions.onEnded((id) => ended.push(id))
+      await admin.call('ACL', 'SETUSER', user, '-del')
+      // Before: counted as taken, the sign-in stood, the old id was told ended everywhere (its
+      // websockets closed), and the old cookie still opened its session (an attacker's finding).
+      await expect(sessions.start(header(old.cookie), withTokens(RECORD, 'github', { access_token: 'gh' }))).rejects.toMatchObject({ code: 'session_store_unavailable' })
+      expect(ended).toEqual([])
+      expect((await sessions.load(header(old.cookie)))?.record).toEqual(RECORD)
+    } finally {
+      await admin.call('ACL', 'DELUSER', user)
+      admin.disconnect()
+      await store.close()
+    }
   })
 })
