@@ -7,7 +7,8 @@ import { Redis } from 'ioredis'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
 import type { SessionConfig } from '../../src/config/types.js'
-import { emptyRecord, withTokens, type SessionRecord } from '../../src/session/record.js'
+import { emptyRecord, withSignIn, withTokens, type SessionRecord } from '../../src/session/record.js'
+import { PersonIndex } from '../../src/session/person-index.js'
 import { randomToken, Sealer } from '../../src/session/seal.js'
 import { Sessions } from '../../src/session/session.js'
 import { MemoryStore } from '../../src/store/memory.js'
@@ -282,8 +283,8 @@ describe.each(backends)('an ended session stays ended: %s', (_name, open) => {
 })
 
 describe('a sign-in over a session whose delete the store refuses', () => {
-  it('fails (503) and leaves that session as it was: never counted as renamed, nor told ended', async () => {
-    // An ACL that denies DEL, as a demoted master refuses every write (READONLY) between the new record and the old one's delete.
+  /** A store signed in as a user of its own, whose ACL `deny` takes DEL away (as a demoted master refuses every write, READONLY, between the new record and the old one's delete). */
+  async function refusing (run: (store: RedisStore, deny: (allowed: boolean) => Promise<void>) => Promise<void>): Promise<void> {
     const user = `nr-${randomToken().slice(0, 8).toLowerCase()}`
     const admin = new Redis(redis.url)
     await admin.call('ACL', 'SETUSER', user, 'on', '>pw', '~*', '&*', '+@all')
@@ -292,22 +293,49 @@ describe('a sign-in over a session whose delete the store refuses', () => {
     url.password = 'pw'
     const config = { type: 'redis' as const, url: url.href, cluster: undefined, sentinel: undefined, keyPrefix: `nr${randomToken().slice(0, 6)}:`, timeoutMs: 2000, readiness: 'required' as const, waitForReplica: 0 }
     const store = new RedisStore(config, pino({ level: 'silent' }))
-    const sessions = new Sessions(store, new Sealer(SECRET), CONFIG)
     try {
       expect(await store.ready(10_000)).toBe(true)
-      const old = await sessions.start(undefined, RECORD)
-      const ended: string[] = []
-      sessions.onEnded((id) => ended.push(id))
-      await admin.call('ACL', 'SETUSER', user, '-del')
-      // Before: counted as taken, the sign-in stood, the old id was told ended everywhere (its
-      // websockets closed), and the old cookie still opened its session (an attacker's finding).
-      await expect(sessions.start(header(old.cookie), withTokens(RECORD, 'github', { access_token: 'gh' }))).rejects.toMatchObject({ code: 'session_store_unavailable' })
-      expect(ended).toEqual([])
-      expect((await sessions.load(header(old.cookie)))?.record).toEqual(RECORD)
+      await run(store, async (denied) => { await admin.call('ACL', 'SETUSER', user, denied ? '-del' : '+del') })
     } finally {
       await admin.call('ACL', 'DELUSER', user)
       admin.disconnect()
       await store.close()
     }
+  }
+
+  it('fails (503) and leaves that session as it was: never counted as renamed, nor told ended', async () => {
+    await refusing(async (store, deny) => {
+      const sessions = new Sessions(store, new Sealer(SECRET), CONFIG)
+      const old = await sessions.start(undefined, RECORD)
+      const ended: string[] = []
+      sessions.onEnded((id) => ended.push(id))
+      await deny(true)
+      // Before: counted as taken, the sign-in stood, the old id was told ended everywhere (its
+      // websockets closed), and the old cookie still opened its session (an attacker's finding).
+      await expect(sessions.start(header(old.cookie), withTokens(RECORD, 'github', { access_token: 'gh' }))).rejects.toMatchObject({ code: 'session_store_unavailable' })
+      expect(ended).toEqual([])
+      expect((await sessions.load(header(old.cookie)))?.record).toEqual(RECORD)
+    })
+  })
+
+  it('keeps that session on its person\'s list when the list was full (the list step comes first), so a revoke or sign out everywhere still reaches it', async () => {
+    await refusing(async (store, deny) => {
+      const sealer = new Sealer(SECRET)
+      const sessions: Sessions = new Sessions(store, sealer, CONFIG)
+      const MAX = 3
+      const index = new PersonIndex(store, (id) => sessions.endById(id), sealer, CONFIG.ttlMs, undefined, undefined, MAX)
+      const person = withSignIn(emptyRecord(SIGNED_IN_AT), 'demo', { tokens: { access_token: 'at' }, identity: { sub: 'alice', subject: 'alice', iss: 'https://op.example', groups: [] } })
+      const listed = { indexed: async (session: { id: string, record: SessionRecord }) => { await index.add(session, 'Firefox') } }
+      const started = []
+      for (let i = 0; i < MAX; i++) started.push(await sessions.start(undefined, person, listed))
+      const old = started.at(-1)!
+      await deny(true)
+      const carried = withSignIn(person, 'other', { tokens: { access_token: 'other' }, identity: { sub: 'alice', subject: 'alice', iss: 'https://op.example', groups: [] } })
+      await expect(sessions.start(header(old.cookie), carried, { indexed: async (session) => { await index.add(session, 'Firefox', undefined, old.id) } })).rejects.toMatchObject({ code: 'session_store_unavailable' })
+      await deny(false)
+      expect((await sessions.load(header(old.cookie)))?.id).toBe(old.id)
+      // An attacker's finding: the list step had taken it out to make room, and nothing listed it.
+      expect((await index.list(person)).map((session) => session.sessionId)).toContain(old.id)
+    })
   })
 })
