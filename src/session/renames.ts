@@ -27,13 +27,12 @@ export class Renames {
   async rename (oldId: string, newId: string): Promise<boolean> {
     const key = storeKeys.renamed(oldId)
     const claimed = await this.store.claim(key, newId, RENAME_POINTER_MS)
-    const giveBack = async () => { if (claimed) await this.store.release({ key, owner: newId }).catch(() => {}) }
-    if (await this.taken(oldId).catch(async (error: unknown) => { await giveBack(); throw error })) {
+    if (await this.taken(oldId)) {
       // The old session is gone now: the sign-in stands, whatever becomes of this write.
       if (!claimed) await this.store.set(key, newId, RENAME_POINTER_MS).catch(() => {})
       return true
     }
-    await giveBack()
+    if (claimed) await this.store.release({ key, owner: newId }).catch(() => {})
     return false
   }
 
