@@ -111,8 +111,8 @@ export class PersonIndex {
     // the entry just added is the newest, never the one the bound drops.
     const now = this.clock.now()
     let pruned = false
-    /** The keys that list `replacing`'s session. */
-    const replacedUnder = new Set<string>()
+    /** `replacing`'s entry under each key that lists it. */
+    const replaced = new Map<string, Buffer>()
     for (const { key } of this.personKeys(session.record, this.hashKeys.slice(0, 1))) {
       const member = sealEntry(this.sealer, key, entry)
       // One script while the key has room. Entries of sessions that are gone (the one this sign-in
@@ -121,16 +121,17 @@ export class PersonIndex {
       // against the bound, and what is still over it is dropped oldest first.
       if (await this.store.addRankedIfRoom(key, member, now, this.ttlMs, this.max)) continue
       // Pruning reads every key of this person: once per sign-in, however many of them are full.
-      // The session this sign-in replaces ends right after (Sessions.start): it does not count,
-      // but stays listed until it has ended (an attacker's finding: taken out here, it was listed
-      // nowhere when the sign-in then failed, and no revoke or sign out everywhere reached it).
+      // The session this sign-in replaces ends right after (Sessions.start): it neither counts nor
+      // is dropped, in the same script (an attacker's finding: taken out here, it was listed
+      // nowhere when the sign-in then failed, and no revoke or sign out everywhere reached it;
+      // a bound one higher instead let two sign-ins over it at once leave one session too many).
       if (!pruned) {
         for (const found of await this.entries(session.record)) {
-          if (found.entry.sessionId === replacing) replacedUnder.add(found.key)
+          if (found.entry.sessionId === replacing) replaced.set(found.key, found.member)
         }
       }
       pruned = true
-      for (const gone of await this.store.addRanked(key, member, now, this.ttlMs, this.max + (replacedUnder.has(key) ? 1 : 0))) {
+      for (const gone of await this.store.addRanked(key, member, now, this.ttlMs, this.max, replaced.get(key))) {
         const sessionId = openEntry(this.sealer, key, gone)?.sessionId
         // The session this sign-in replaces (its id ends right after, Sessions.start) is not ended
         // here: that would lose what it carries into the new one (found by an outside tester).

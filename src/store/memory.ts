@@ -86,8 +86,8 @@ export class MemoryStore implements SessionStore {
     return [...members].sort(([a, x], [b, y]) => x - y || (a < b ? -1 : a > b ? 1 : 0)).map(([member]) => member)
   }
 
-  async addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> {
-    return this.rank(key, member, score, ttlMs, max)
+  async addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number, exempt?: Buffer): Promise<Buffer[]> {
+    return this.rank(key, member, score, ttlMs, max, exempt?.toString('latin1'))
   }
 
   async addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<boolean> {
@@ -98,12 +98,13 @@ export class MemoryStore implements SessionStore {
     return true
   }
 
-  private rank (key: string, member: Buffer, score: number, ttlMs: number, max: number): Buffer[] {
+  private rank (key: string, member: Buffer, score: number, ttlMs: number, max: number, exempt?: string): Buffer[] {
     const set = this.liveRanked(key) ?? { members: new Map<string, number>(), expiresAt: 0 }
     set.members.set(member.toString('latin1'), score)
     set.expiresAt = Math.max(set.expiresAt, this.clock.now() + ttlMs)
     this.ranked.set(key, set)
-    const dropped = MemoryStore.inOrder(set.members).slice(0, Math.max(0, set.members.size - max))
+    const kept = exempt !== undefined && exempt !== '' && set.members.has(exempt) ? max + 1 : max
+    const dropped = MemoryStore.inOrder(set.members).filter((each) => each !== exempt).slice(0, Math.max(0, set.members.size - kept))
     for (const gone of dropped) set.members.delete(gone)
     return dropped.map((gone) => Buffer.from(gone, 'latin1'))
   }
@@ -188,8 +189,8 @@ export class MemoryStore implements SessionStore {
   }
 
   /** Nothing to wait for: there are no replicas. */
-  async settled (): Promise<void> {}
-  async unsettled (): Promise<boolean> { return false }
+  async settled (_key: string): Promise<void> {}
+  async unsettled (_key: string): Promise<boolean> { return false }
 
   async claim (key: string, value: string, ttlMs: number): Promise<boolean> {
     if (this.live(key)) return false

@@ -31,12 +31,16 @@ const GROW_EXPIRY = "local left = redis.call('pttl', KEYS[1]) if left == -2 then
 const ADD_MEMBER = "redis.call('sadd', KEYS[1], ARGV[1]) local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[2]) then redis.call('pexpire', KEYS[1], ARGV[2]) end return redis.call('scard', KEYS[1])"
 /**
  * ZADD ARGV[1] (member) with score ARGV[2], the expiry grown to ARGV[3], then only the ARGV[4]
- * highest-scored members kept: the ones removed are returned (lowest first).
+ * highest-scored members kept besides ARGV[5] (none when empty), which, while there, is neither
+ * counted nor removed: the ones removed are returned (lowest first).
  */
 const ADD_RANKED = "redis.call('zadd', KEYS[1], ARGV[2], ARGV[1]) " +
   "local left = redis.call('pttl', KEYS[1]) if left < tonumber(ARGV[3]) then redis.call('pexpire', KEYS[1], ARGV[3]) end " +
-  "local over = redis.call('zcard', KEYS[1]) - tonumber(ARGV[4]) if over <= 0 then return {} end " +
-  "local dropped = redis.call('zrange', KEYS[1], 0, over - 1) redis.call('zremrangebyrank', KEYS[1], 0, over - 1) return dropped"
+  "local kept = tonumber(ARGV[4]) if ARGV[5] ~= '' and redis.call('zscore', KEYS[1], ARGV[5]) then kept = kept + 1 end " +
+  "local over = redis.call('zcard', KEYS[1]) - kept if over <= 0 then return {} end " +
+  "local dropped = {} for _, member in ipairs(redis.call('zrange', KEYS[1], 0, over)) do " +
+  'if #dropped < over and member ~= ARGV[5] then dropped[#dropped + 1] = member end end ' +
+  "redis.call('zrem', KEYS[1], unpack(dropped)) return dropped"
 /**
  * ZADD ARGV[1] with score ARGV[2] and the expiry grown as ADD_RANKED does, only when the set then
  * holds at most ARGV[4] members (a member already there is only re-scored): 1, else 0 and nothing changed.
@@ -59,9 +63,9 @@ declare module 'ioredis' {
     growExpiry (key: string, ttlMs: number): Result<number, Context>
     addMember (key: string, member: string, ttlMs: number): Result<number, Context>
     /** ADD_RANKED: the ranked sets' bounded add. */
-    addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<string[], Context>
+    addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number, exempt: Buffer): Result<string[], Context>
     /** The same, with the dropped members as bytes (ioredis defines the Buffer form of each command). */
-    addRankedBuffer (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<Buffer[], Context>
+    addRankedBuffer (key: string, member: Buffer, score: number, ttlMs: number, max: number, exempt: Buffer): Result<Buffer[], Context>
     /** ADD_RANKED_IF_ROOM: the add only within the bound. */
     addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Result<number, Context>
   }

@@ -280,7 +280,7 @@ export class RedisStore implements SessionStore {
   async extend (key: string, ttlMs: number) { await this.run(() => this.redis.growExpiry(key, ttlMs)) }
   members (key: string) { return this.run(() => this.redis.smembers(key)) }
   async removeMember (key: string, member: string) { await this.run(() => this.redis.srem(key, member)) }
-  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number) { return this.run(() => this.redis.addRankedBuffer(key, member, score, ttlMs, max)) }
+  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number, exempt?: Buffer) { return this.run(() => this.redis.addRankedBuffer(key, member, score, ttlMs, max, exempt ?? Buffer.alloc(0))) }
   async addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number) { return (await this.run(() => this.redis.addRankedIfRoom(key, member, score, ttlMs, max))) === 1 }
   rankedMembers (key: string) { return this.run(() => this.redis.zrangeBuffer(key, 0, -1)) }
   async removeRanked (key: string, member: Buffer) { await this.run(() => this.redis.zrem(key, member)) }

@@ -100,10 +100,11 @@ export interface Sets {
   removeMember (key: string, member: string): Promise<void>
   /**
    * Adds `member` with `score` to a ranked set (created if absent), makes it live at least `ttlMs`
-   * more, and keeps only the `max` highest-scored members: the ones dropped (lowest first), so the
-   * caller can end what they stood for. One Lua script on Redis (ZADD, ZREMRANGEBYRANK).
+   * more, and keeps only the `max` highest-scored members besides `exempt`, which, while it is
+   * there, is neither counted nor dropped: the ones dropped (lowest first), so the caller can end
+   * what they stood for. One Lua script on Redis (ZADD, ZREM).
    */
-  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]>
+  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number, exempt?: Buffer): Promise<Buffer[]>
   /**
    * The same add, only when the set then holds at most `max` members (a member already there is
    * only re-scored): true when added; false, and nothing changed, when the set is full.

@@ -36,7 +36,7 @@ export class TracedStore implements SessionStore {
   extend (key: string, ttlMs: number): Promise<void> { return this.traced('extend', () => this.store.extend(key, ttlMs)) }
   members (key: string): Promise<string[]> { return this.traced('members', () => this.store.members(key)) }
   removeMember (key: string, member: string): Promise<void> { return this.traced('removeMember', () => this.store.removeMember(key, member)) }
-  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<Buffer[]> { return this.traced('addRanked', () => this.store.addRanked(key, member, score, ttlMs, max)) }
+  addRanked (key: string, member: Buffer, score: number, ttlMs: number, max: number, exempt?: Buffer): Promise<Buffer[]> { return this.traced('addRanked', () => this.store.addRanked(key, member, score, ttlMs, max, exempt)) }
   rankedMembers (key: string): Promise<Buffer[]> { return this.traced('rankedMembers', () => this.store.rankedMembers(key)) }
   addRankedIfRoom (key: string, member: Buffer, score: number, ttlMs: number, max: number): Promise<boolean> { return this.traced('addRankedIfRoom', () => this.store.addRankedIfRoom(key, member, score, ttlMs, max)) }
   removeRanked (key: string, member: Buffer): Promise<void> { return this.traced('removeRanked', () => this.store.removeRanked(key, member)) }

@@ -3,6 +3,7 @@
 // default path was the container one, a three-node Redis Cluster and a Redis behind a Sentinel.
 // Time: the memory store's clock is moved; Redis's expiry is its own, so its tests read PTTL or use
 // expiries of a few tens of milliseconds (no test waits longer than 60 ms for one).
+import fc from 'fast-check'
 import { Cluster, Redis } from 'ioredis'
 import pino from 'pino'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest'
@@ -393,6 +394,34 @@ describe.each(backends)('store contract: %s', (name, open) => {
     await store.removeRanked('ranked', m('never-there'))
     expect(await store.rankedMembers('ranked')).toEqual([m('e')])
     expect(await store.rankedMembers('ranked-absent')).toEqual([])
+  })
+
+  it('a ranked set\'s exempt member, while there, is neither counted against `max` nor dropped', async () => {
+    for (const [member, score] of [['a', 10], ['r', 20], ['b', 30]] as const) await store.addRanked('exempt', m(member), score, 10_000, 3)
+    // Full: the next add drops the lowest but the exempt one, and keeps one more for it.
+    expect(await store.addRanked('exempt', m('c'), 40, 10_000, 3, m('r'))).toEqual([])
+    expect(await store.addRanked('exempt', m('d'), 50, 10_000, 3, m('r'))).toEqual([m('a')])
+    expect(await store.addRanked('exempt', m('e'), 60, 10_000, 2, m('r'))).toEqual([m('b'), m('c')])
+    expect(await store.rankedMembers('exempt')).toEqual([m('r'), m('d'), m('e')])
+    // Not there: no room kept for it.
+    expect(await store.addRanked('exempt', m('f'), 70, 10_000, 2, m('gone'))).toEqual([m('r'), m('d')])
+  })
+
+  it('property: a ranked add drops what a sorted list of the members says, with and without an exempt member', async () => {
+    const step = fc.record({ member: fc.constantFrom('a', 'b', 'c', 'd', 'e', 'f'), max: fc.integer({ min: 1, max: 4 }), exempt: fc.option(fc.constantFrom('a', 'b', 'c', 'z'), { nil: undefined }) })
+    let run = 0
+    await fc.assert(fc.asyncProperty(fc.array(step, { minLength: 1, maxLength: 10 }), async (steps) => {
+      const key = `ranked-model-${run++}`
+      const model = new Map<string, number>()
+      for (const [i, { member, max, exempt }] of steps.entries()) {
+        model.set(member, i)
+        const kept = exempt !== undefined && model.has(exempt) ? max + 1 : max
+        const expected = [...model].sort((x, y) => x[1] - y[1]).map(([name]) => name).filter((name) => name !== exempt).slice(0, Math.max(0, model.size - kept))
+        for (const name of expected) model.delete(name)
+        expect((await store.addRanked(key, m(member), i, 10_000, max, exempt === undefined ? undefined : m(exempt))).map(String)).toEqual(expected)
+      }
+      expect((await store.rankedMembers(key)).map(String)).toEqual([...model].sort((x, y) => x[1] - y[1]).map(([name]) => name))
+    }), { numRuns: 40 })
   })
 
   it('a ranked add within the bound: true and added while the set has room or holds the member, false and nothing changed when full', async () => {
