@@ -39,10 +39,10 @@ export class Renames {
   /**
    * Whether the old session's record was there to end (KeyValue.end: marked unsettled with its
    * delete, so that a sign-out with the old cookie waits for a replica). An end whose answer did
-   * not come (store.timeout, a dropped connection) may have run: the old record
-   * may be gone, so the sign-in must stand, or the browser would be signed out by a store fault (an
-   * outside tester's finding: the new session was deleted and the browser, its old record taken,
-   * had neither). The old record is ended again, best effort, so that its cookie opens nothing
+   * not come (store.timeout, a dropped connection) may have run: the old record may be gone, so
+   * the sign-in must stand, or the browser would be signed out by a store fault (an outside
+   * tester's finding: the new session was deleted and the browser, its old record taken, had
+   * neither). The old record is ended again, best effort, so that its cookie opens nothing
    * either way. Counted as taken: the new record keeps what the old one held (a sign-out of the
    * old cookie in another tab in that same moment, before the pointer, is the one it does not see).
    */

@@ -286,12 +286,13 @@ export class Sessions {
 
   /**
    * Stores `record` under a brand-new id (no fixation); runs `indexed`, which lists it where
-   * sign-outs look, so that one that finds the old id finds this one too (failing, the new session
-   * is ended); then ends the session the old Cookie header named, leaving its id pointing at the new
-   * one (./renames.ts). When `record` was built on that session (a sign-in adds a provider) and it
-   * had ended meanwhile, `alone` rebuilds it without what the ended one held, written only over the
-   * first write: a sign-out that reached the new id too stays done (400 `invalid_state`). Each write
-   * counts only once a replica has it (REPLICATED), else `session_store_unavailable` first.
+   * sign-outs look, so that one that finds the old id finds this one too; then ends the session the
+   * old Cookie header named, leaving its id pointing at the new one (./renames.ts). When `record`
+   * was built on that session (a sign-in adds a provider) and it had ended meanwhile, `alone`
+   * rebuilds it without what the ended one held, written only over the first write: a sign-out
+   * that reached the new id too stays done (400 `invalid_state`). Each write counts only once a
+   * replica has it (REPLICATED), else `session_store_unavailable` first. A step that fails deletes
+   * the new record (no cookie named it), and the browser keeps the session it had.
    * @see https://owasp.org/www-community/attacks/Session_fixation
    */
   async start (oldCookieHeader: string | undefined, record: SessionRecord, { alone, indexed }: StartSteps = {}): Promise<Started & { record: SessionRecord }> {
