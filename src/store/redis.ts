@@ -30,8 +30,8 @@ const UNSETTLED_MS = 3_600_000
 
 /**
  * The key that marks `key`'s ending unsettled, under `keyPrefix` as ioredis adds it: a hash tag of
- * the key's whole name, so that on a Cluster it shares `key`'s slot, which a MULTI of the two
- * needs. The keys ended have no braces; a prefix has none, or a tag of its own first, which then
+ * the key's whole name, so that on a Cluster it shares `key`'s slot, which the one script that
+ * ends both (END_MARKED) needs. The keys ended have no braces; a prefix has none, or a tag of its own first, which then
  * decides both slots (store.keyPrefix's pattern).
  */
 export function unsettledMark (keyPrefix: string, key: string): string {

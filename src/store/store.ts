@@ -22,7 +22,7 @@ export interface WriteOptions {
 /**
  * Key-value with per-key expiry. On Redis each method is one command (GET, GETEX, PTTL, SET PX, GETDEL,
  * DEL, SET NX PX), but {@link replace} and {@link capExpiry}, one Lua script on one key each, and,
- * where the store waits for replicas, {@link end} (a MULTI of two keys in one slot) and {@link settled}
+ * where the store waits for replicas, {@link end} (one script over two keys in one slot) and {@link settled}
  * (a SET and its WAIT, then a DEL).
  */
 export interface KeyValue {

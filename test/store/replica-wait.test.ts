@@ -237,7 +237,7 @@ describe('a Redis Cluster with a replica per master, one replica killed', () => 
     }
   })
 
-  it('ends a session under a prefix that is a hash tag ({gw}:); a stray brace, which the config refuses, would split the MULTI (CROSSSLOT)', async () => {
+  it('ends a session under a prefix that is a hash tag ({gw}:); a stray brace, which the config refuses, would split its two keys (CROSSSLOT)', async () => {
     const ending = async (prefix: string) => {
       const store = new RedisStore(storeConfig({ cluster: cluster.urls, keyPrefix: prefix, waitForReplica: 1, timeoutMs: PATIENT_MS }), silent)
       try {

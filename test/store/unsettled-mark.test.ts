@@ -1,5 +1,5 @@
-// store.keyPrefix and an ending's unsettled mark (RedisStore.end: a MULTI of the mark's SET and the
-// key's DEL, one Redis Cluster slot): the mark is a hash tag of the key's whole name, and ioredis
+// store.keyPrefix and an ending's unsettled mark (RedisStore.end: one script of the key's DEL and
+// the mark's SET, one Redis Cluster slot): the mark is a hash tag of the key's whole name, and ioredis
 // puts the prefix before both. A prefix whose braces would give the mark another slot than its key
 // is refused at start and by --check, naming the key; one that is a hash tag (`{gw}:`, every key in
 // one slot) is taken. The slots themselves, asked of a real cluster, are in replica-wait.test.ts.
