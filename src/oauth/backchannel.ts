@@ -130,10 +130,18 @@ export class BackchannelLogout {
   /**
    * Verifies `token` for `provider`, marks its `jti` used, and ends the sessions it names: those
    * with its `sid` when it has one, else every session of its `sub`, signed in under any name of the
-   * same client ({@link clientSiblings}). Returns how many ended.
+   * same client ({@link clientSiblings}). Returns how many ended. A provider that does not announce
+   * back-channel logout is refused (`invalid_request`): none of its sessions is listed to end.
    */
   async logout (provider: ResolvedProvider, token: unknown): Promise<number> {
     const claims = await verifyLogoutToken(provider, token, new Date(this.clock.now()))
+    // Its sign-ins were listed nowhere (sign-in.ts providerSession): a 200 would tell the provider
+    // that the logout took place while every session went on. Refused after the verification, so
+    // that only the provider learns it, and before the jti is taken, so that it can be sent again.
+    if (!provider.backchannelLogout) {
+      this.log.warn({ provider: provider.name }, 'back-channel logout refused: the provider\'s discovery document does not say backchannel_logout_supported, so its sign-ins are not listed for it')
+      throw invalid(`Provider "${provider.name}" does not offer back-channel logout (its discovery document does not say backchannel_logout_supported): no session is listed for a logout token to end.`)
+    }
     const jti = createHash('sha256').update(claims.jti).digest('base64url')
     // 2 s more than a token can be accepted for: its age is checked in whole seconds.
     const rememberMs = (LOGOUT_TOKEN_MAX_AGE_S + 2 * CLOCK_TOLERANCE_S + 2) * 1000

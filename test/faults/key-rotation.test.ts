@@ -31,7 +31,8 @@ function advance (ms: number): void {
 
 beforeAll(async () => {
   upstream = await startUpstream()
-  const stack = await startGatewayWithProvider({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }] })
+  // A provider that announces back-channel logout: the gateway takes its logout tokens.
+  const stack = await startGatewayWithProvider({ store: { type: 'memory' }, routes: [{ path: '/app/', upstream: upstream.url, provider: 'demo' }] }, {}, { logout: true })
   gateway = stack.gateway
   op = stack.op
   stop = stack.close

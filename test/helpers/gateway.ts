@@ -7,7 +7,7 @@ import { parseConfig } from '../../src/config/config.js'
 import type { GatewayConfig } from '../../src/config/types.js'
 import { buildGateway, type GatewayDeps } from '../../src/gateway.js'
 import { holdAgain, holdPort, releasePort, waitFor } from './net.js'
-import { startOidcProvider, type TestProvider } from './oidc.js'
+import { startOidcProvider, type ProviderOptions, type TestProvider } from './oidc.js'
 import { startRedis } from './redis.js'
 import { startUpstream, type Upstream } from './upstream.js'
 import { signIn } from './browser.js'
@@ -99,12 +99,13 @@ export function oidcClient (issuer: string, clientId: string, clientSecret: stri
 
 /**
  * The common test setup: a real authorization server with one client, and a gateway whose provider
- * `demo` signs in there. `store` and `routes` are gateway.yaml's; `close` stops both.
+ * `demo` signs in there. `store` and `routes` are gateway.yaml's; `close` stops both. `provider`:
+ * the authorization server's options (`logout: true` for one that sends back-channel logout tokens).
  */
-export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[], [key: string]: unknown }, options: StartOptions = {}): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
+export async function startGatewayWithProvider (raw: { store: Record<string, unknown>, routes: unknown[], [key: string]: unknown }, options: StartOptions = {}, provider: ProviderOptions = {}): Promise<{ gateway: TestGateway, op: TestProvider, close (): Promise<void> }> {
   // The port is reserved (held) before the provider starts, since its redirect URI names it.
   const { port, baseUrl } = await reserveBaseUrl()
-  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }])
+  const op = await startOidcProvider([{ client_id: 'c', client_secret: 's', redirect_uris: [`${baseUrl}/oauth/authorized/demo/`] }], provider)
   try {
     const gateway = await startGateway({ server: { port, baseUrl }, ...raw, providers: { demo: oidcClient(op.issuer, 'c', 's') } }, options)
     return { gateway, op, close: async () => { await gateway.close(); await op.close() } }

@@ -7,13 +7,15 @@ import type { Browser } from './browser.js'
 import { startAuthorizationServer, type AuthorizationServer, type AuthorizationServerOptions, type DemoClient } from '../../demo/authorization-server.js'
 
 export type TestProvider = AuthorizationServer
+/** What startOidcProvider takes besides its clients. */
+export type ProviderOptions = Omit<AuthorizationServerOptions, 'clients'>
 
 /**
  * `logout: true`: the provider keeps its sign-in (a second sign-in does not ask again) and offers
  * RP-initiated logout, token revocation and back-channel logout; its clients may then list
  * `post_logout_redirect_uris` and a `backchannel_logout_uri`.
  */
-export async function startOidcProvider (clients: DemoClient[], options: Omit<AuthorizationServerOptions, 'clients'> = {}): Promise<TestProvider> {
+export async function startOidcProvider (clients: DemoClient[], options: ProviderOptions = {}): Promise<TestProvider> {
   return await startAuthorizationServer({ clients, ...options })
 }
 

@@ -235,7 +235,7 @@ describe('back-channel logout refuses a bad logout token', () => {
 describe('a back-channel logout the store fails half-way through', () => {
   it('is completed by the provider\'s retry of the same token', async () => {
     const { privateKey, publicKey } = await generateKeyPair('RS256')
-    const provider = { name: 'demo', clientId: 'c', expectedIssuer: 'https://op.example', keys: { mark: 0, getKey: createLocalJWKSet({ keys: [{ ...await exportJWK(publicKey), kid: 'k1', alg: 'RS256' }] }), readAgain: async () => false } } as unknown as ResolvedProvider
+    const provider = { name: 'demo', clientId: 'c', expectedIssuer: 'https://op.example', backchannelLogout: true, keys: { mark: 0, getKey: createLocalJWKSet({ keys: [{ ...await exportJWK(publicKey), kid: 'k1', alg: 'RS256' }] }), readAgain: async () => false } } as unknown as ResolvedProvider
     // The index of sub "alice": two sessions; its entries are read, and dropped once ended, as the real one's are.
     let entries = ['s1', 's2']
     const index = {
