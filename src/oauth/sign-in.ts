@@ -38,6 +38,10 @@ export interface CompletedSignIn {
   readonly form?: string | undefined
   /** The agent authorization (interaction id) this sign-in was started for, if any: its session is the grant's. */
   readonly agent?: string | undefined
+  /** The store id of the session the browser had when this sign-in began, if it had one. */
+  readonly beganIn?: string | undefined
+  /** The browser's flow binding tag (FlowRecord.binding), kept in the session it makes. */
+  readonly flow: string
 }
 
 /**
@@ -67,7 +71,7 @@ export async function completeSignIn (deps: SignInDeps, name: string, query: str
     const identity = mapped && { ...mapped, iss: provider.expectedIssuer }
     const reauth = deps.stepUp?.(name, next)
     if (reauth !== undefined) checkStepUp(reauth, idClaims, deps.clock.now())
-    return { next, form: flow.form, agent: flow.agent, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
+    return { next, form: flow.form, agent: flow.agent, beganIn: flow.session, flow: flow.binding, signIn: { tokens, identity, providerSession: providerSession(provider, idClaims, idToken) } }
   } catch (error) {
     throw error instanceof GatewayError ? withOwn(error, { loginUrl: loginUrl(deps.config, name, error.details.flowNext ?? next) }) : error
   }

@@ -32,6 +32,10 @@ export interface FlowRecord {
   form?: string
   /** The agent authorization (its interaction id) this sign-in was started for (src/agents/): its session is the grant's, not the browser's. */
   agent?: string
+  /** The store id of the session the browser had when the sign-in began (none: it had none). */
+  session?: string
+  /** A keyed tag of the browser's flow binding (the state's `b`): the same for every sign-in of that browser. */
+  binding: string
 }
 
 /**
@@ -50,6 +54,8 @@ interface Hidden {
   f?: string
   /** the agent authorization this sign-in was started for, if any */
   a?: string
+  /** the store id of the browser's session when the sign-in began, if it had one */
+  i?: string
 }
 
 /** The signed state's claims besides iat and exp. */
@@ -132,7 +138,7 @@ export class Flows {
    * Starts a sign-in: the signed `state`, the flow cookie to set, and the PKCE challenge and OIDC
    * nonce for the authorize request. Writes nothing to the store.
    */
-  async begin (cookie: FlowCookie | undefined, flow: { provider: string, next: string, pkce: boolean, openid: boolean, form?: string | undefined, agent?: string | undefined }): Promise<{
+  async begin (cookie: FlowCookie | undefined, flow: { provider: string, next: string, pkce: boolean, openid: boolean, form?: string | undefined, agent?: string | undefined, session?: string | undefined }): Promise<{
     state: string
     cookie: FlowCookie
     codeChallenge?: string
@@ -143,7 +149,7 @@ export class Flows {
     const next = cookie === undefined || cookie.sequence >= MAX_SEQUENCE ? { binding: randomToken(), sequence: 1 } : { binding: cookie.binding, sequence: cookie.sequence + 1 }
     const id = randomBytes(16).toString('base64url')
     const flowKey = this.flowKeys.get(this.stateKey.kid)!
-    const claims = { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence, ...(flow.form === undefined ? {} : { f: flow.form }), ...(flow.agent === undefined ? {} : { a: flow.agent }) }
+    const claims = { p: flow.provider, next: flow.next, n: id, b: bindingTag(flowKey, next.binding), s: next.sequence, ...(flow.form === undefined ? {} : { f: flow.form }), ...(flow.agent === undefined ? {} : { a: flow.agent }), ...(flow.session === undefined ? {} : { i: flow.session }) }
     const state = issueState(this.stateKey, this.sealer.key(this.stateKey.kid)!, claims, this.ttlMs, this.clock.now())
     const verifier = flow.pkce ? flowMac(flowKey, 'pkce', next.binding, id) : undefined
     return {
@@ -188,6 +194,8 @@ export class Flows {
       nonce: options.openid ? flowMac(flowKey, 'nonce', cookie.binding, payload.n) : undefined,
       form: payload.f,
       agent: payload.a,
+      session: payload.i,
+      binding: payload.b,
     }
   }
 }
@@ -216,8 +224,8 @@ function hiddenOf (claims: Record<string, unknown>, key: SealingKey | undefined)
     if (typeof parsed !== 'object' || parsed === null) return undefined
     hidden = parsed as Record<string, unknown>
   }
-  if (typeof hidden.next !== 'string' || !optionalText(hidden.f) || !optionalText(hidden.a)) return undefined
-  return { next: hidden.next, ...(hidden.f === undefined ? {} : { f: hidden.f }), ...(hidden.a === undefined ? {} : { a: hidden.a }) }
+  if (typeof hidden.next !== 'string' || !optionalText(hidden.f) || !optionalText(hidden.a) || !optionalText(hidden.i)) return undefined
+  return { next: hidden.next, ...(hidden.f === undefined ? {} : { f: hidden.f }), ...(hidden.a === undefined ? {} : { a: hidden.a }), ...(hidden.i === undefined ? {} : { i: hidden.i }) }
 }
 
 /**
@@ -225,8 +233,8 @@ function hiddenOf (claims: Record<string, unknown>, key: SealingKey | undefined)
  * keys), then signed (HS256, key derived from session.secret; the header names its id) with iat and exp.
  */
 export function issueState (key: StateKey, sealing: SealingKey, claims: Omit<StatePayload, 'x'> & Hidden, ttlMs: number, nowMs: number): string {
-  const { next, f, a, ...open } = claims
-  const hidden: Hidden = { next, ...(f === undefined ? {} : { f }), ...(a === undefined ? {} : { a }) }
+  const { next, f, a, i, ...open } = claims
+  const hidden: Hidden = { next, ...(f === undefined ? {} : { f }), ...(a === undefined ? {} : { a }), ...(i === undefined ? {} : { i }) }
   const payload: StatePayload = { ...open, x: sealing.seal(HIDDEN, open.n, JSON.stringify(hidden)) }
   return signState(key, { ...payload }, ttlMs, nowMs)
 }

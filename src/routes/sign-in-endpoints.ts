@@ -10,14 +10,14 @@ import { sendUnframed, signInLinkPage } from '../http/pages.js'
 import { ahead, embedded, refuseAhead } from '../http/request-site.js'
 import { startSession, type StartedSession } from '../http/session-cookie.js'
 import { accountPrompt, authorizationUrl } from '../oauth/client.js'
-import { completeSignIn } from '../oauth/sign-in.js'
+import { completeSignIn, type CompletedSignIn } from '../oauth/sign-in.js'
 import { maxAgeSeconds } from '../oauth/step-up.js'
 import { formOwner, parseFormBinding } from '../oauth/preserved-body.js'
 import { formatFlowCookie, parseFlowCookie } from '../oauth/state.js'
 import { HOME, agentInteractionUrl, loginUrl, parseInteractionId, redirectUri, safeNext } from '../oauth/urls.js'
 import { browserFamily } from '../session/browser-family.js'
 import { operatingSystem } from '../session/operating-system.js'
-import { emptyRecord, withSignIn, type SignIn } from '../session/record.js'
+import { emptyRecord, withSignIn, type Session, type SignIn } from '../session/record.js'
 import type { OAuthContext } from './oauth-context.js'
 
 /** Said once per sign-in whose `next` was not taken (a newcomer's finding: nothing said why a sign-in ended at /oauth/). */
@@ -68,7 +68,7 @@ export function signInRoutes (app: FastifyInstance, context: OAuthContext): void
         request.log.info({ provider: name, agent: true }, 'sign-in succeeded')
         return reply.redirect(agentInteractionUrl(completed.agent), 302)
       }
-      const sessionId = await startSignedIn(context, request, reply, name, signIn, began)
+      const sessionId = await startSignedIn(context, request, reply, name, signIn, began, completed)
       metrics.signinsSucceeded.inc({ provider: name })
       request.log.info({ provider: name }, 'sign-in succeeded')
       // Checked again on the way out: the Location sent is the value checked, whatever the flow held.
@@ -115,7 +115,7 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
   const provider = await providers.get(name)
   // One binding cookie per browser, shared by every tab's flow, so cookies do not pile up.
   const flow = await flows.begin(parseFlowCookie(request.cookies[cookies.flow]), {
-    provider: provider.name, next, pkce: provider.pkce, openid: provider.openid, form, agent,
+    provider: provider.name, next, pkce: provider.pkce, openid: provider.openid, form, agent, session: context.sessions.idOf(request.headers.cookie),
   })
   metrics.signinsStarted.inc({ provider: provider.name })
   const prompt = chooseAccount ? accountPrompt(provider) : undefined
@@ -134,16 +134,31 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
 }
 
 /**
+ * Whether a sign-in may change `found`, the browser's session: the sign-in began with it, or a sign-in
+ * with the same flow binding (this browser's flow cookie: another tab's, at once) made it. Any other
+ * is refused: a flow cookie and callback that another browser began, planted in this one (a sibling
+ * host under a shared parent domain, another port of the host: an outside tester's finding),
+ * replaced the session of the person there with the planter's, or added the planter's provider to
+ * it, which the planter's sessions page then listed, with its browser and address, and could revoke.
+ */
+function ownSignIn (found: Session, beganIn: string | undefined, flow: string): boolean {
+  return found.id === beganIn || (found.record.flow !== undefined && found.record.flow === flow)
+}
+
+/**
  * The session of a completed sign-in, under a new id. Built on the browser's session, so one
  * session holds every provider, when that session is of the same person (PersonIndex.samePerson); rebuilt alone should that session end before the new one replaces
  * it (nothing it held may come back). The new id is listed in the back-channel index for every
  * provider of the session, not only this one, and in the person index, before the old id ends
  * (Sessions.start), and the old id leaves the back-channel index once it has ended.
  */
-async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn, began: number): Promise<string> {
+async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn, began: number, { beganIn, flow }: Pick<CompletedSignIn, 'beganIn' | 'flow'>): Promise<string> {
   const { sessions, sessionIndex, clock } = context
-  const fresh = () => withSignIn(emptyRecord(clock.now()), name, signIn)
+  const fresh = () => ({ ...withSignIn(emptyRecord(clock.now()), name, signIn), flow })
   const found = await sessions.load(request.headers.cookie)
+  if (found !== null && !ownSignIn(found, beganIn, flow)) {
+    throw new GatewayError('invalid_state', 'This sign-in was not started with the session this browser has now (it began in another browser, or before this one signed in): nothing was changed. Sign in again.')
+  }
   // Another person's session in this browser (another account at this provider or one of its
   // issuer, or a session a sibling host planted under cookieDomain: an outside tester's finding) is
   // not built on: the sign-in starts a session of its own, and that one stays as it is.
@@ -163,7 +178,7 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
   const renamed = async () => {
     // Read again under the refresh locks: a refresh that ended meanwhile is in it.
     const replaced = await sessions.reload(loaded)
-    const carried = replaced ? withSignIn(replaced.record, name, signIn) : fresh()
+    const carried = replaced ? { ...withSignIn(replaced.record, name, signIn), flow } : fresh()
     const started = await startSession(sessions, request, reply, carried, { alone: fresh, indexed })
     id = started.id
     // Entries that name ids no session has any more are harmless (a logout ends nothing there), but

@@ -15,12 +15,13 @@ interface WireTokens { a: string, e?: number, r?: string }
 interface WireIdentity { s: string, m?: string, v?: false, n?: string, g?: string[], k?: Record<string, readonly string[]>, j?: string, o?: string, x?: readonly PersonField[], w?: readonly string[] }
 /** ProviderSession: idToken (d), sid, sub (u), authTime (t), acr (a). */
 interface WireProviderSession { d?: string, s?: string, u?: string, t?: number, a?: string }
-/** SessionRecord: createdAt, tokens, identities, providerSessions. */
+/** SessionRecord: createdAt, tokens, identities, providerSessions, flow (b). */
 export interface WireRecord {
   c: number
   t: Record<string, WireTokens>
   i?: Record<string, WireIdentity>
   p?: Record<string, WireProviderSession>
+  b?: string
 }
 
 /** `map` with each value converted; fromEntries keeps a key such as "__proto__" an own entry. */
@@ -51,6 +52,7 @@ export function toWire (record: SessionRecord): WireRecord {
       w: identity.groupWords,
     } satisfies Record<keyof WireIdentity, unknown>)),
     p: record.providerSessions && mapValues(record.providerSessions, (session) => defined({ d: session.idToken, s: session.sid, u: session.sub, t: session.authTime, a: session.acr } satisfies Record<keyof WireProviderSession, unknown>)),
+    b: record.flow,
   } satisfies Record<keyof WireRecord, unknown>)
 }
 
@@ -92,5 +94,7 @@ export function fromWire (wire: WireRecord): SessionRecord {
       untoldGroups: identity.j === undefined ? true as const : undefined,
     } satisfies Record<keyof Identity, unknown>)),
     providerSessions: wire.p && mapValues(wire.p, (session): ProviderSession => defined({ idToken: session.d, sid: session.s, sub: session.u, authTime: session.t, acr: session.a } satisfies Record<keyof ProviderSession, unknown>)),
+    // Absent in records written before it was kept: only a sign-in begun with the session changes it.
+    flow: typeof wire.b === 'string' ? wire.b : undefined,
   } satisfies Record<keyof SessionRecord, unknown>)
 }

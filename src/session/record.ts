@@ -130,6 +130,11 @@ export interface SessionRecord {
   readonly tokens: Readonly<Record<string, TokenSet>>
   readonly identities?: Readonly<Record<string, Identity>>
   readonly providerSessions?: Readonly<Record<string, ProviderSession>>
+  /**
+   * A keyed tag of the flow cookie's binding in the browser whose sign-in wrote this record (the
+   * state's `b`): a sign-in begun in that browser may change it (src/routes/sign-in-endpoints.ts).
+   */
+  readonly flow?: string
 }
 
 /** A loaded session: `id` (a keyed hash of the cookie) names it in the store and in logs; `cookie` opens it. */
