@@ -34,7 +34,7 @@ export interface FlowRecord {
   agent?: string
   /** The store id of the session the browser had when the sign-in began (none: it had none). */
   session?: string
-  /** A keyed tag of the browser's flow binding (the state's `b`): the same for every sign-in of that browser. */
+  /** A hash of the browser's flow binding: the same for every sign-in of that browser, whichever secret signed its state. */
   binding: string
 }
 
@@ -195,7 +195,7 @@ export class Flows {
       form: payload.f,
       agent: payload.a,
       session: payload.i,
-      binding: payload.b,
+      binding: createHash('sha256').update(cookie.binding).digest('base64url'),
     }
   }
 }

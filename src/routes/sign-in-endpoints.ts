@@ -134,15 +134,21 @@ export async function beginSignIn (context: OAuthContext, request: FastifyReques
 }
 
 /**
- * Whether a sign-in may change `found`, the browser's session: the sign-in began with it, or a sign-in
- * with the same flow binding (this browser's flow cookie: another tab's, at once) made it. Any other
- * is refused: a flow cookie and callback that another browser began, planted in this one (a sibling
+ * Whether a sign-in may change `found`, the browser's session: the sign-in began with it, or with
+ * the session another tab's sign-in renamed to it since; or both began without a session, with this
+ * browser's flow binding, within a state's lifetime (two tabs signing in at once). Any other is
+ * refused: a flow cookie and callback that another browser began, planted in this one (a sibling
  * host under a shared parent domain, another port of the host: an outside tester's finding),
  * replaced the session of the person there with the planter's, or added the planter's provider to
  * it, which the planter's sessions page then listed, with its browser and address, and could revoke.
+ * A binding alone is not enough: a planted flow cookie is sent first, so the person's next sign-in
+ * would carry the planter's binding (a second look's finding); only a session that no session came
+ * before keeps it, for the minutes of a sign-in.
  */
-function ownSignIn (found: Session, beganIn: string | undefined, flow: string): boolean {
-  return found.id === beganIn || (found.record.flow !== undefined && found.record.flow === flow)
+async function ownSignIn (context: OAuthContext, found: Session, { beganIn, flow }: Pick<CompletedSignIn, 'beganIn' | 'flow'>): Promise<boolean> {
+  if (found.id === beganIn) return true
+  if (beganIn === undefined) return found.record.flow === flow && context.clock.now() - found.record.createdAt <= context.flows.ttlMs
+  return (await context.sessions.renamedTo(beganIn)).includes(found.id)
 }
 
 /**
@@ -154,9 +160,9 @@ function ownSignIn (found: Session, beganIn: string | undefined, flow: string): 
  */
 async function startSignedIn (context: OAuthContext, request: FastifyRequest, reply: FastifyReply, name: string, signIn: SignIn, began: number, { beganIn, flow }: Pick<CompletedSignIn, 'beganIn' | 'flow'>): Promise<string> {
   const { sessions, sessionIndex, clock } = context
-  const fresh = () => ({ ...withSignIn(emptyRecord(clock.now()), name, signIn), flow })
+  const fresh = () => ({ ...withSignIn(emptyRecord(clock.now()), name, signIn), ...(beganIn === undefined ? { flow } : {}) })
   const found = await sessions.load(request.headers.cookie)
-  if (found !== null && !ownSignIn(found, beganIn, flow)) {
+  if (found !== null && !await ownSignIn(context, found, { beganIn, flow })) {
     throw new GatewayError('invalid_state', 'This sign-in was not started with the session this browser has now (it began in another browser, or before this one signed in): nothing was changed. Sign in again.')
   }
   // Another person's session in this browser (another account at this provider or one of its
@@ -178,7 +184,7 @@ async function startSignedIn (context: OAuthContext, request: FastifyRequest, re
   const renamed = async () => {
     // Read again under the refresh locks: a refresh that ended meanwhile is in it.
     const replaced = await sessions.reload(loaded)
-    const carried = replaced ? { ...withSignIn(replaced.record, name, signIn), flow } : fresh()
+    const carried = replaced ? { ...withSignIn(replaced.record, name, signIn), flow: undefined } : fresh()
     const started = await startSession(sessions, request, reply, carried, { alone: fresh, indexed })
     id = started.id
     // Entries that name ids no session has any more are harmless (a logout ends nothing there), but

@@ -131,8 +131,9 @@ export interface SessionRecord {
   readonly identities?: Readonly<Record<string, Identity>>
   readonly providerSessions?: Readonly<Record<string, ProviderSession>>
   /**
-   * A keyed tag of the flow cookie's binding in the browser whose sign-in wrote this record (the
-   * state's `b`): a sign-in begun in that browser may change it (src/routes/sign-in-endpoints.ts).
+   * A hash of the flow cookie's binding in the browser whose sign-in made this record, when that
+   * sign-in began without a session: another tab's sign-in begun so too may build on it for a
+   * state's lifetime (src/routes/sign-in-endpoints.ts ownSignIn).
    */
   readonly flow?: string
 }

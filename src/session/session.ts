@@ -374,6 +374,11 @@ export class Sessions {
     if (session === null && await this.store.unsettled(storeKeys.session(id))) await this.store.settled(storeKeys.session(id))
   }
 
+  /** The ids a sign-in renamed `id` to in the last minute (./renames.ts), in order. */
+  async renamedTo (id: string): Promise<string[]> {
+    return await this.renames.chain(id)
+  }
+
   /** Ends the sessions a sign-in renamed `id` to in the last minute (./renames.ts) but `skip`'s; how many. */
   async endRenamed (id: string, skip: ReadonlySet<string> = new Set()): Promise<number> {
     const renamed = (await this.renames.chain(id)).filter((to) => !skip.has(to))

@@ -93,3 +93,20 @@ it('the control: two tabs that began signing in before the browser had a session
   expect((await browser.fetch(second.href)).status).toBe(302)
   expect(await who(`gw_session=${browser.cookies.get('gw_session')!.value}`)).toBe('planted-dave')
 })
+
+it('planted before the person\'s next sign-in (their own, which then carries the planted binding): the planter\'s callback is still refused (a second look\'s finding)', async () => {
+  const person = await signIn(`${gateway.url}/app/`, 'planted-eve')
+  stub.userinfo = { login: 'mallory' }
+  const planter = new Browser()
+  const callback = await partnerCallback(planter)
+  const planted = planter.cookies.get('gw_session_flow')!.value
+  // Sent first from now on (the Browser helper keeps one per name: the planted one).
+  person.browser.cookies.set('gw_session_flow', { value: planted, path: '/oauth/' })
+  const own = await reachCallback(person.browser, `${gateway.url}/oauth/login/demo/?next=/app/`, { login: 'planted-eve' })
+  expect((await person.browser.fetch(own.href)).status).toBe(302)
+  const cookie = `gw_session=${person.browser.cookies.get('gw_session')!.value}`
+  const answer = await inPersonsBrowser(callback, planted, cookie)
+  expect(answer.status).toBe(400)
+  expect(await providersOf(cookie)).toEqual(['demo'])
+  expect(await who(cookie)).toBe('planted-eve')
+})
