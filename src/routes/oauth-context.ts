@@ -88,6 +88,9 @@ function stepUpOf (config: GatewayConfig, provider: string, next: string): Reaut
   return target.ok ? reauthFor(config.routes, provider, target.url) : undefined
 }
 
+/** How much longer than a sign-in's state the flow cookie lives (seconds). */
+const FLOW_COOKIE_OUTLIVES_S = 3600
+
 export function oauthContext (deps: OAuthDeps): OAuthContext {
   const { config, flows, signOuts, providers } = deps
   const flowCookie: CookieOptions = {
@@ -96,7 +99,10 @@ export function oauthContext (deps: OAuthDeps): OAuthContext {
     httpOnly: true,
     sameSite: 'lax',
     secure: config.session.cookieSecure,
-    maxAge: Math.ceil(flows.ttlMs / 1000),
+    // An hour longer than its newest state: a callback that comes after the state expired (a
+    // person slow at the provider) is still told apart as this browser's, and sent back toward its
+    // `next`. With the state's own lifetime, the browser had dropped it by then (a new user's finding).
+    maxAge: Math.ceil(flows.ttlMs / 1000) + FLOW_COOKIE_OUTLIVES_S,
   }
   return {
     ...deps,

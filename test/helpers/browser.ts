@@ -2,7 +2,7 @@
 // fills in oidc-provider's dev login and consent forms. Real sockets, no interception.
 import { request } from 'undici'
 
-interface StoredCookie { value: string, path: string }
+interface StoredCookie { value: string, path: string, /** when Max-Age or Expires ends it, on the browser's clock */ expiresAt?: number }
 
 /** One hop of a walk: what `navigate` reads of an answer (its body whole), and the answer as a Response. */
 interface Answer { status: number, location: string | undefined, contentType: string | undefined, body: Buffer, response: () => Response }
@@ -13,13 +13,17 @@ const NULL_BODY = new Set([101, 204, 205, 304])
 export interface Hop { url: string, status: number, location?: string }
 
 export class Browser {
+  /** `now`: the browser's clock, which ends its cookies at their Max-Age (a test moves it with the gateway's). */
+  constructor (private readonly now: () => number = Date.now) {}
+
   readonly cookies = new Map<string, StoredCookie>()
   /** Every response seen, in order (for asserting on intermediate redirects). */
   readonly hops: Hop[] = []
 
   cookieHeader (url: string): string | undefined {
     const path = new URL(url).pathname
-    const pairs = [...this.cookies].filter(([, c]) => path.startsWith(c.path)).map(([name, c]) => `${name}=${c.value}`)
+    const now = this.now()
+    const pairs = [...this.cookies].filter(([, c]) => path.startsWith(c.path) && (c.expiresAt === undefined || c.expiresAt > now)).map(([name, c]) => `${name}=${c.value}`)
     return pairs.length > 0 ? pairs.join('; ') : undefined
   }
 
@@ -71,9 +75,10 @@ export class Browser {
     const name = pair.slice(0, pair.indexOf('=')).trim()
     const value = pair.slice(pair.indexOf('=') + 1).trim()
     const attr = (key: string) => attributes.map((a) => a.trim()).find((a) => a.toLowerCase().startsWith(`${key}=`))?.split('=')[1]
-    const expired = attr('max-age') === '0' || (attr('expires') !== undefined && new Date(attr('expires')!).getTime() < Date.now())
-    if (expired || value === '') this.cookies.delete(name)
-    else this.cookies.set(name, { value, path: attr('path') ?? '/' })
+    const maxAge = attr('max-age')
+    const expiresAt = maxAge !== undefined ? this.now() + Number(maxAge) * 1000 : attr('expires') !== undefined ? new Date(attr('expires')!).getTime() : undefined
+    if ((expiresAt !== undefined && expiresAt <= this.now()) || value === '') this.cookies.delete(name)
+    else this.cookies.set(name, { value, path: attr('path') ?? '/', ...(expiresAt === undefined ? {} : { expiresAt }) })
   }
 
   /**

@@ -112,7 +112,7 @@ describe('GET /oauth/login/<provider>/', () => {
     const browser = new Browser()
     const first = await browser.fetch(`${gateway.url}/oauth/login/stub/`)
     const cookie = first.headers.getSetCookie()[0]!
-    expect(cookie).toMatch(/^gw_session_flow=[A-Za-z0-9_-]{43}\.1; Max-Age=300; Path=\/oauth\/; HttpOnly; Secure; SameSite=Lax$/)
+    expect(cookie).toMatch(/^gw_session_flow=[A-Za-z0-9_-]{43}.1; Max-Age=3900; Path=\/oauth\/; HttpOnly; Secure; SameSite=Lax$/)
     await startLogin(browser)
     await startLogin(browser)
     expect([...browser.cookies.keys()]).toEqual(['gw_session_flow'])

@@ -22,7 +22,8 @@ const SECRET = 'PasswordResetToken5c4b3a2f1e'
 
 /** The victim's sign-in toward a page whose query holds a secret: the state the provider sees, and the callback URL. */
 async function victimState (): Promise<{ state: string, callback: URL, victim: Browser }> {
-  const victim = new Browser()
+  // Its clock is the gateway's: the flow cookie's Max-Age runs out as the state's lifetime does.
+  const victim = new Browser(() => Date.now() + offsetMs)
   const callback = await reachCallback(victim, `${gateway.url}/oauth/login/demo/?next=${encodeURIComponent(`/app/reset?token=${SECRET}`)}`)
   return { state: callback.searchParams.get('state')!, callback, victim }
 }
