@@ -42,6 +42,11 @@ const CLIENT_NEVER = [
   // plugins' X-Userinfo and X-ID-Token, Kong's credential, Teleport's JWT.
   'x-endpoint-api-userinfo', 'x-apigateway-api-userinfo', 'x-userinfo', 'x-id-token', 'x-credential-identifier', 'teleport-jwt-assertion',
   'x-gateway-assertion', 'proxy-authorization', 'expect',
+  // Proxy: CGI hands it over as HTTP_PROXY, which HTTP clients take for their outgoing proxy, so an
+  // application's calls (with the tokens it sends) went through the client's ("httpoxy",
+  // CVE-2016-5385; nginx, Apache and Go's CGI drop it now). SM_USER: SiteMinder's, the principal
+  // Spring Security's pre-authenticated login reads by default.
+  'proxy', 'sm-user', 'sm-universalid',
   // forwardAuth.proxySecret, should a proxy in front send it with more than its auth requests.
   'x-forward-auth-secret',
   // W3C Baggage: name-value pairs that upstreams' tracing libraries read into their context (a user
@@ -65,9 +70,10 @@ export const METHOD_OVERRIDES = ['x-http-method-override', 'x-http-method', 'x-m
  * X-Goog-Iap-Jwt-Assertion, Kubernetes' X-Remote-Extra-*, Vouch's X-Vouch-*, Tailscale serve's
  * Tailscale-User-*, Kong's X-Consumer-* and X-Authenticated-* (-Userid, -Groups, -Scope; and the
  * X-Authenticated-User of many proxies), and Apache mod_auth_openidc's OIDC_CLAIM_*,
- * OIDC_access_token and OIDC_id_token (read with `-` for `_`, as `drops` reads every name).
+ * OIDC_access_token and OIDC_id_token (read with `-` for `_`, as `drops` reads every name), and
+ * the Shibboleth service provider's Shib-* (its session, identity provider and attributes).
  */
-const OWNED_PREFIXES = ['x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-authentik-', 'cf-access-', 'x-amzn-oidc-', 'x-ms-client-principal',
+const OWNED_PREFIXES = ['shib-', 'x-forwarded-', 'x-auth-request-', 'x-webauth-', 'x-authentik-', 'cf-access-', 'x-amzn-oidc-', 'x-ms-client-principal',
   'x-ms-token-', 'x-pomerium-', 'x-goog-authenticated-user-', 'x-goog-iap-', 'x-remote-extra-', 'x-vouch-', 'tailscale-user-', 'x-consumer-',
   'x-authenticated-', 'oidc-', 'uberctx-', 'ot-baggage-']
 

@@ -135,6 +135,8 @@ const OTHER_GATEWAYS = [
   'X-Remote-Group', 'X-Remote-Extra-Scopes',
   'X-Auth-Email', 'X-Auth-Username', 'X-Auth-Userid', 'X-Auth-Subject', 'X-Auth-Roles', 'X-Auth-Groups',
   'X-Vouch-User', 'X-Vouch-IdP-Claims-Groups',
+  // SiteMinder's (Spring Security's default pre-authenticated principal), Shibboleth's, and Proxy (httpoxy).
+  'SM-USER', 'SM-UNIVERSALID', 'Shib-Identity-Provider', 'Shib-Session-ID', 'Proxy',
   // Found passing by an outside tester: Azure App Service's token store, Tailscale serve, Kong,
   // Google Cloud Endpoints and API Gateway, APISIX's and Kong's OIDC plugins, Apache
   // mod_auth_openidc (its names carry `_`), Teleport.
