@@ -5,11 +5,12 @@ import type { Browser } from './browser.js'
 
 /**
  * The callback URL the provider sends the browser to at the end of a sign-in started at `start`
- * (not yet requested). Throws when the walk ends anywhere else.
+ * (not yet requested). Throws when the walk ends anywhere else. `callbackOrigin`: the gateway's
+ * public address, when `start` is one instance's own (several instances behind one `baseUrl`).
  */
-export async function reachCallback (browser: Browser, start: string, options: { login?: string, callbackPath?: string } = {}): Promise<URL> {
+export async function reachCallback (browser: Browser, start: string, options: { login?: string, callbackPath?: string, callbackOrigin?: string } = {}): Promise<URL> {
   const callbackPath = options.callbackPath ?? '/oauth/authorized/'
-  const gatewayOrigin = new URL(start).origin
+  const gatewayOrigin = options.callbackOrigin ?? new URL(start).origin
   let current = start
   let init: RequestInit = {}
   for (let step = 0; step < 20; step++) {
